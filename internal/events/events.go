@@ -1,0 +1,145 @@
+// Package events fans the fleet's live transition events out to Watch
+// subscribers. The scripts PUBLISH each event as they append it to the
+// breaker's durable stream; every daemon holds one subscription and relays
+// what it hears, so a watcher on any daemon sees every daemon's events.
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/breakerd/breakerd/internal/store"
+
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// ErrTooSlow ends a subscription whose reader fell behind by more than its
+// buffer: the reader must resubscribe and resync its view from List.
+var ErrTooSlow = errors.New("events: subscriber fell behind")
+
+// bufferSize is how many events a subscriber may lag before ErrTooSlow.
+const bufferSize = 256
+
+// Hub relays events from one Redis pub/sub channel to in-process
+// subscribers. It is safe for concurrent use.
+type Hub struct {
+	rdb     redis.UniversalClient
+	channel string
+	log     *slog.Logger
+
+	mu   sync.Mutex
+	subs map[*Subscription]struct{}
+}
+
+// NewHub returns a Hub for channel. Call Run to start relaying.
+func NewHub(rdb redis.UniversalClient, channel string, log *slog.Logger) *Hub {
+	return &Hub{rdb: rdb, channel: channel, log: log, subs: map[*Subscription]struct{}{}}
+}
+
+// Subscription is one subscriber's feed.
+type Subscription struct {
+	// C delivers events in the order the hub heard them. It is closed when
+	// the subscription ends; Err then says why.
+	C      chan *pb.Event
+	filter []string
+	hub    *Hub
+	err    error
+}
+
+// Err returns why C was closed (ErrTooSlow, or nil after Close).
+func (s *Subscription) Err() error {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	return s.err
+}
+
+// Close ends the subscription.
+func (s *Subscription) Close() { s.hub.drop(s, nil) }
+
+// Subscribe returns a feed of events for the named breakers (all when
+// breakers is empty). Close it when done.
+func (h *Hub) Subscribe(breakers []string) *Subscription {
+	s := &Subscription{C: make(chan *pb.Event, bufferSize), filter: breakers, hub: h}
+	h.mu.Lock()
+	h.subs[s] = struct{}{}
+	h.mu.Unlock()
+	return s
+}
+
+func (h *Hub) drop(s *Subscription, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.subs[s]; !ok {
+		return
+	}
+	delete(h.subs, s)
+	s.err = err
+	close(s.C)
+}
+
+func (h *Hub) publish(e *pb.Event) {
+	h.mu.Lock()
+	var slow []*Subscription
+	for s := range h.subs {
+		if len(s.filter) > 0 && !slices.Contains(s.filter, e.Breaker) {
+			continue
+		}
+		select {
+		case s.C <- e:
+		default:
+			slow = append(slow, s)
+		}
+	}
+	h.mu.Unlock()
+	for _, s := range slow {
+		h.drop(s, ErrTooSlow)
+	}
+}
+
+// Run subscribes to the channel and relays events until ctx ends. It
+// returns once the subscription is confirmed when ready is non-nil
+// (closing ready), so a caller can wait for it before serving Watch.
+// go-redis re-subscribes by itself after a connection loss; events
+// published while it was away are in the durable log, not in the feed.
+func (h *Hub) Run(ctx context.Context, ready chan<- struct{}) error {
+	ps := h.rdb.Subscribe(ctx, h.channel)
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		return fmt.Errorf("events: subscribe %s: %w", h.channel, err)
+	}
+	if ready != nil {
+		close(ready)
+	}
+	ch := ps.Channel()
+	for {
+		select {
+		case <-ctx.Done():
+			h.mu.Lock()
+			subs := make([]*Subscription, 0, len(h.subs))
+			for s := range h.subs {
+				subs = append(subs, s)
+			}
+			h.mu.Unlock()
+			for _, s := range subs {
+				h.drop(s, nil)
+			}
+			return nil
+		case m, ok := <-ch:
+			if !ok {
+				return errors.New("events: subscription closed")
+			}
+			e, err := store.DecodeEvent([]byte(m.Payload))
+			if err != nil {
+				h.log.Warn("events: dropping undecodable event", "err", err)
+				continue
+			}
+			h.publish(e)
+		}
+	}
+}

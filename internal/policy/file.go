@@ -1,0 +1,160 @@
+package policy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Set resolves the Policy of each breaker: the first rule whose pattern
+// matches the breaker's name applies its overrides on top of the defaults.
+// A Set is immutable and safe for concurrent use.
+type Set struct {
+	defaults Policy
+	rules    []rule
+}
+
+type rule struct {
+	match  string
+	policy Policy
+}
+
+// NewSet returns a Set where every breaker gets p.
+func NewSet(p Policy) *Set { return &Set{defaults: p} }
+
+// For returns the policy of the named breaker.
+func (s *Set) For(breaker string) Policy {
+	for _, r := range s.rules {
+		if ok, _ := path.Match(r.match, breaker); ok {
+			return r.policy
+		}
+	}
+	return s.defaults
+}
+
+// Defaults returns the policy of breakers no rule matches.
+func (s *Set) Defaults() Policy { return s.defaults }
+
+// file is the YAML shape:
+//
+//	defaults:
+//	  threshold: 5
+//	  min_workers: 2
+//	  cooldown_base: 30s
+//	  cooldown_cap: 15m
+//	  jitter: 0.2
+//	  probe_timeout: 30s
+//	breakers:
+//	  - match: "stripe:*"      # Go path.Match glob; the first match wins
+//	    threshold: 3
+//	    alternatives: [issue_refund_manually]
+type file struct {
+	Defaults overrides `yaml:"defaults"`
+	Breakers []struct {
+		Match     string `yaml:"match"`
+		overrides `yaml:",inline"`
+	} `yaml:"breakers"`
+}
+
+type overrides struct {
+	Threshold      *int      `yaml:"threshold"`
+	MinWorkers     *int      `yaml:"min_workers"`
+	RateLimitTrips *int      `yaml:"rate_limit_trips"`
+	CooldownBase   *duration `yaml:"cooldown_base"`
+	CooldownCap    *duration `yaml:"cooldown_cap"`
+	Jitter         *float64  `yaml:"jitter"`
+	ProbeTimeout   *duration `yaml:"probe_timeout"`
+	Alternatives   []string  `yaml:"alternatives"`
+}
+
+func (o overrides) apply(p Policy) Policy {
+	if o.Threshold != nil {
+		p.Threshold = *o.Threshold
+	}
+	if o.MinWorkers != nil {
+		p.MinWorkers = *o.MinWorkers
+	}
+	if o.RateLimitTrips != nil {
+		p.RateLimitTrips = *o.RateLimitTrips
+	}
+	if o.CooldownBase != nil {
+		p.CooldownBase = time.Duration(*o.CooldownBase)
+	}
+	if o.CooldownCap != nil {
+		p.CooldownCap = time.Duration(*o.CooldownCap)
+	}
+	if o.Jitter != nil {
+		p.Jitter = *o.Jitter
+	}
+	if o.ProbeTimeout != nil {
+		p.ProbeTimeout = time.Duration(*o.ProbeTimeout)
+	}
+	if o.Alternatives != nil {
+		p.Alternatives = o.Alternatives
+	}
+	return p
+}
+
+// duration reads a YAML scalar such as "30s" or "15m" (Go's
+// time.ParseDuration syntax).
+type duration time.Duration
+
+func (d *duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration such as 30s or 15m", n.Line, n.Value)
+	}
+	*d = duration(v)
+	return nil
+}
+
+// Load reads a policy file. Unknown fields, bad values and bad patterns are
+// errors that name the field (for example "breakers[1].cooldown_cap: must
+// be at least cooldown_base").
+func Load(name string) (*Set, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	s, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %s: %w", name, err)
+	}
+	return s, nil
+}
+
+// Parse reads a policy file's contents; see Load. Empty input yields the
+// defaults.
+func Parse(b []byte) (*Set, error) {
+	var f file
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	s := &Set{defaults: f.Defaults.apply(Default())}
+	if err := s.defaults.Validate(); err != nil {
+		return nil, prefixField("defaults", err)
+	}
+	for i, b := range f.Breakers {
+		at := fmt.Sprintf("breakers[%d]", i)
+		if b.Match == "" {
+			return nil, fieldErr(at+".match", "is required")
+		}
+		if _, err := path.Match(b.Match, ""); err != nil {
+			return nil, fieldErr(at+".match", "bad pattern %q: %v", b.Match, err)
+		}
+		p := b.apply(s.defaults)
+		if err := p.Validate(); err != nil {
+			return nil, prefixField(at, err)
+		}
+		s.rules = append(s.rules, rule{match: b.Match, policy: p})
+	}
+	return s, nil
+}

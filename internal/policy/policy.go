@@ -1,0 +1,108 @@
+// Package policy holds the tunables of a breaker (threshold, quorum,
+// cooldowns, jitter, probe timeout) and resolves them per breaker from a
+// YAML file of defaults and glob-pattern overrides.
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Policy is the set of tunables that apply to one breaker. The zero value
+// is not valid; start from Default and override.
+type Policy struct {
+	// Threshold is how many consecutive counted failures trip the circuit
+	// (together with MinWorkers). Default 5; at least 1.
+	Threshold int
+	// MinWorkers is the quorum: how many distinct workers the consecutive
+	// failures must come from before the circuit opens. Default 2; at
+	// least 1 (1 disables the quorum).
+	MinWorkers int
+	// RateLimitTrips is how many consecutive RATE_LIMITED outcomes whose
+	// Retry-After exceeds the caller's deadline open the circuit (quorum
+	// still applies). Default 3; at least 1.
+	RateLimitTrips int
+	// CooldownBase is the first open period. Each failed probe doubles it,
+	// up to CooldownCap. Default 30s.
+	CooldownBase time.Duration
+	// CooldownCap bounds the cooldown. Default 15m; at least CooldownBase.
+	CooldownCap time.Duration
+	// Jitter is the largest fraction of a cooldown added at random, so that
+	// breakers opened in the same second do not probe in the same second.
+	// Default 0.2 (up to 20% longer); 0 disables it; at most 1.
+	Jitter float64
+	// ProbeTimeout is how long a probe lease lasts: a prober that never
+	// records frees the slot after this long. Default 30s.
+	ProbeTimeout time.Duration
+	// Alternatives names tools or routes to offer the model while the
+	// circuit is open. Optional.
+	Alternatives []string
+}
+
+// Default returns the defaults described on each field of Policy.
+func Default() Policy {
+	return Policy{
+		Threshold:      5,
+		MinWorkers:     2,
+		RateLimitTrips: 3,
+		CooldownBase:   30 * time.Second,
+		CooldownCap:    15 * time.Minute,
+		Jitter:         0.2,
+		ProbeTimeout:   30 * time.Second,
+	}
+}
+
+// Validate reports the first invalid field, naming it as the YAML file does.
+func (p Policy) Validate() error {
+	switch {
+	case p.Threshold < 1:
+		return fieldErr("threshold", "must be at least 1, got %d", p.Threshold)
+	case p.MinWorkers < 1:
+		return fieldErr("min_workers", "must be at least 1, got %d", p.MinWorkers)
+	case p.RateLimitTrips < 1:
+		return fieldErr("rate_limit_trips", "must be at least 1, got %d", p.RateLimitTrips)
+	case p.CooldownBase < time.Millisecond:
+		return fieldErr("cooldown_base", "must be at least 1ms, got %s", p.CooldownBase)
+	case p.CooldownCap < p.CooldownBase:
+		return fieldErr("cooldown_cap", "must be at least cooldown_base (%s), got %s", p.CooldownBase, p.CooldownCap)
+	case p.Jitter < 0 || p.Jitter > 1:
+		return fieldErr("jitter", "must be between 0 and 1, got %g", p.Jitter)
+	case p.ProbeTimeout < time.Millisecond:
+		return fieldErr("probe_timeout", "must be at least 1ms, got %s", p.ProbeTimeout)
+	}
+	for i, a := range p.Alternatives {
+		if a == "" {
+			return fieldErr(fmt.Sprintf("alternatives[%d]", i), "must not be empty")
+		}
+	}
+	return nil
+}
+
+// Retention is how long a breaker's stored verdict outlives its last
+// write: the cooldown cap plus the probe timeout, so that an expired key
+// can never read as a healthy closed breaker while an open is still due.
+func (p Policy) Retention() time.Duration {
+	return p.CooldownCap + p.ProbeTimeout
+}
+
+// FieldError names the configuration field that is invalid.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+func fieldErr(field, format string, args ...any) error {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// prefixField returns err with its field name prefixed, for nested YAML.
+func prefixField(prefix string, err error) error {
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return &FieldError{Field: prefix + "." + fe.Field, Msg: fe.Msg}
+	}
+	return fmt.Errorf("%s: %w", prefix, err)
+}

@@ -1,0 +1,234 @@
+// Package server implements the breakerd.v1 gRPC API on top of the store:
+// it validates requests, runs one store call per RPC, and maps failures to
+// gRPC status codes in one place (statusOf). Decisions are data in the
+// responses, never errors.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/breakerd/breakerd/internal/events"
+	"github.com/breakerd/breakerd/internal/store"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// MaxNameBytes bounds breaker names and worker ids.
+const MaxNameBytes = 256
+
+// MaxBatch bounds BatchGet.
+const MaxBatch = 1024
+
+// maxMessageBytes bounds the failure text a Record may carry.
+const maxMessageBytes = 256
+
+// Server serves BreakerService. It is stateless and safe for concurrent use.
+type Server struct {
+	pb.UnimplementedBreakerServiceServer
+	store *store.Store
+	hub   *events.Hub
+}
+
+// New returns a Server over st; hub feeds Watch.
+func New(st *store.Store, hub *events.Hub) *Server {
+	return &Server{store: st, hub: hub}
+}
+
+// Register adds the service to g.
+func (s *Server) Register(g *grpc.Server) { pb.RegisterBreakerServiceServer(g, s) }
+
+// Allow implements BreakerService.Allow.
+func (s *Server) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResponse, error) {
+	if err := validName("breaker", req.GetBreaker()); err != nil {
+		return nil, err
+	}
+	if err := validName("worker_id", req.GetWorkerId()); err != nil {
+		return nil, err
+	}
+	res, err := s.store.Allow(ctx, req.GetBreaker(), req.GetWorkerId())
+	return res, statusOf(ctx, err)
+}
+
+// Record implements BreakerService.Record.
+func (s *Server) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordResponse, error) {
+	if err := validName("breaker", req.GetBreaker()); err != nil {
+		return nil, err
+	}
+	if err := validName("worker_id", req.GetWorkerId()); err != nil {
+		return nil, err
+	}
+	if _, ok := pb.Outcome_name[int32(req.GetOutcome())]; !ok || req.GetOutcome() == pb.Outcome_OUTCOME_UNSPECIFIED {
+		return nil, invalid("outcome", "must be one of the defined outcomes, got %v", req.GetOutcome())
+	}
+	for field, v := range map[string]int64{"retry_after_ms": req.GetRetryAfterMs(), "deadline_ms": req.GetDeadlineMs(), "latency_ms": req.GetLatencyMs()} {
+		if v < 0 {
+			return nil, invalid(field, "must not be negative, got %d", v)
+		}
+	}
+	if req.GetTicket().GetGeneration() < 0 {
+		return nil, invalid("ticket.generation", "must not be negative")
+	}
+	if len(req.GetMessage()) > maxMessageBytes || !printable(req.GetMessage()) {
+		return nil, invalid("message", "must be printable text of at most %d bytes", maxMessageBytes)
+	}
+	res, err := s.store.Record(ctx, req)
+	return res, statusOf(ctx, err)
+}
+
+// Get implements BreakerService.Get.
+func (s *Server) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse, error) {
+	if err := validName("breaker", req.GetBreaker()); err != nil {
+		return nil, err
+	}
+	st, err := s.store.Get(ctx, req.GetBreaker())
+	if err != nil {
+		return nil, statusOf(ctx, err)
+	}
+	return &pb.GetResponse{State: st}, nil
+}
+
+// BatchGet implements BreakerService.BatchGet.
+func (s *Server) BatchGet(ctx context.Context, req *pb.BatchGetRequest) (*pb.BatchGetResponse, error) {
+	if len(req.GetBreakers()) > MaxBatch {
+		return nil, invalid("breakers", "at most %d names, got %d", MaxBatch, len(req.GetBreakers()))
+	}
+	for i, b := range req.GetBreakers() {
+		if err := validName(fmt.Sprintf("breakers[%d]", i), b); err != nil {
+			return nil, err
+		}
+	}
+	st, err := s.store.BatchGet(ctx, req.GetBreakers())
+	if err != nil {
+		return nil, statusOf(ctx, err)
+	}
+	return &pb.BatchGetResponse{States: st}, nil
+}
+
+// List implements BreakerService.List.
+func (s *Server) List(ctx context.Context, req *pb.ListRequest) (*pb.ListResponse, error) {
+	for i, st := range req.GetStates() {
+		if _, ok := pb.State_name[int32(st)]; !ok || st == pb.State_STATE_UNSPECIFIED {
+			return nil, invalid(fmt.Sprintf("states[%d]", i), "unknown state %v", st)
+		}
+	}
+	st, err := s.store.List(ctx, req.GetStates()...)
+	if err != nil {
+		return nil, statusOf(ctx, err)
+	}
+	return &pb.ListResponse{States: st}, nil
+}
+
+// Force implements BreakerService.Force.
+func (s *Server) Force(ctx context.Context, req *pb.ForceRequest) (*pb.ForceResponse, error) {
+	if err := validName("breaker", req.GetBreaker()); err != nil {
+		return nil, err
+	}
+	mode := req.GetMode()
+	switch mode {
+	case pb.ForceMode_FORCE_MODE_OPEN, pb.ForceMode_FORCE_MODE_CLOSED:
+		if req.GetReason() == "" {
+			return nil, invalid("reason", "is required to force a breaker %s", map[pb.ForceMode]string{
+				pb.ForceMode_FORCE_MODE_OPEN: "open", pb.ForceMode_FORCE_MODE_CLOSED: "closed"}[mode])
+		}
+	case pb.ForceMode_FORCE_MODE_AUTO:
+	default:
+		return nil, invalid("mode", "must be OPEN, CLOSED or AUTO, got %v", mode)
+	}
+	if len(req.GetReason()) > maxMessageBytes || !printable(req.GetReason()) {
+		return nil, invalid("reason", "must be printable text of at most %d bytes", maxMessageBytes)
+	}
+	if req.GetTtlMs() < 0 {
+		return nil, invalid("ttl_ms", "must not be negative, got %d", req.GetTtlMs())
+	}
+	operator := req.GetOperator()
+	if operator == "" {
+		operator = "operator"
+	}
+	if err := validName("operator", operator); err != nil {
+		return nil, err
+	}
+	st, err := s.store.Force(ctx, req.GetBreaker(), mode, req.GetReason(), time.Duration(req.GetTtlMs())*time.Millisecond, operator)
+	if err != nil {
+		return nil, statusOf(ctx, err)
+	}
+	return &pb.ForceResponse{State: st}, nil
+}
+
+// Watch implements BreakerService.Watch.
+func (s *Server) Watch(req *pb.WatchRequest, stream grpc.ServerStreamingServer[pb.Event]) error {
+	for i, b := range req.GetBreakers() {
+		if err := validName(fmt.Sprintf("breakers[%d]", i), b); err != nil {
+			return err
+		}
+	}
+	sub := s.hub.Subscribe(req.GetBreakers())
+	defer sub.Close()
+	ctx := stream.Context()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-sub.C:
+			if !ok {
+				if err := sub.Err(); err != nil {
+					return status.Error(codes.ResourceExhausted, err.Error()+"; resubscribe and resync from List")
+				}
+				return status.Error(codes.Unavailable, "breakerd is shutting down")
+			}
+			if err := stream.Send(e); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// validName checks a breaker name, worker id or operator: non-empty, at
+// most MaxNameBytes, valid UTF-8, printable.
+func validName(field, v string) error {
+	switch {
+	case v == "":
+		return invalid(field, "is required")
+	case len(v) > MaxNameBytes:
+		return invalid(field, "is %d bytes; at most %d", len(v), MaxNameBytes)
+	case !printable(v):
+		return invalid(field, "must be printable UTF-8 (no control characters), got %q", v)
+	}
+	return nil
+}
+
+func printable(v string) bool {
+	if !utf8.ValidString(v) {
+		return false
+	}
+	for _, r := range v {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+func invalid(field, format string, args ...any) error {
+	return status.Errorf(codes.InvalidArgument, "%s: %s", field, fmt.Sprintf(format, args...))
+}
+
+// statusOf maps a store error to a gRPC status: the one place that does.
+func statusOf(ctx context.Context, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return status.FromContextError(err).Err()
+	case store.IsUnavailable(err):
+		return status.Errorf(codes.Unavailable, "redis unavailable: %v", err)
+	}
+	return status.Errorf(codes.Internal, "%v", err)
+}

@@ -1,0 +1,148 @@
+-- lib.lua: the prologue shared by every breakerd script. store.go prepends
+-- it to each script once, at package init; it is never run alone.
+--
+-- Every script takes the same KEYS and leading ARGV:
+--
+-- KEYS[1] -> brk:{<name>}:state   hash: the breaker's state (fields below)
+-- KEYS[2] -> brk:{<name>}:workers set: distinct workers in the failure run
+-- KEYS[3] -> brk:{<name>}:events  stream: the breaker's durable event log
+-- --
+-- ARGV[1] -> breaker name
+-- ARGV[2] -> time shift, ms, added to Redis TIME (0 in production; tests
+--            move time on a real Redis with it)
+-- ARGV[3] -> retention, ms: how long a verdict outlives its last write
+--            (the policy's cooldown cap plus probe timeout)
+-- ARGV[4] -> events stream MAXLEN (approximate)
+-- ARGV[5] -> events stream retention, ms
+-- ARGV[6] -> pub/sub channel for live events
+-- ARGV[7] -> actor: the worker id or operator behind this call
+--
+-- State hash fields (absent means zero or empty):
+--   st          closed | open | half_open
+--   gen         generation, +1 on every transition and Force
+--   fails       consecutive counted failures
+--   rl          consecutive rate-limit failures (429 beyond the deadline)
+--   last        the last counted failure, in plain words
+--   opened      ms: when the circuit last opened
+--   probe_at    ms: when an open circuit admits its next probe
+--   cd          ms: the current cooldown, jitter included
+--   level       failed probes since the circuit first opened
+--   reason      why the circuit is open, in plain words
+--   lease       the probe lease token (half_open only)
+--   lease_until ms: when the lease lapses
+--   force       open | closed (an operator's pin)
+--   force_reason, force_by, force_until (ms; 0 = until AUTO)
+--
+-- Time comes only from Redis TIME (plus the shift): no daemon's clock
+-- decides anything. Lease and force expiry are judged against that time,
+-- not by Redis key TTLs; TTLs only collect abandoned state.
+
+local K_STATE, K_WORKERS, K_EVENTS = KEYS[1], KEYS[2], KEYS[3]
+local NAME = ARGV[1]
+local RETENTION = tonumber(ARGV[3])
+local ACTOR = ARGV[7]
+
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2])
+end
+
+local NUMERIC = { gen = true, fails = true, rl = true, opened = true, probe_at = true,
+  cd = true, level = true, lease_until = true, force_until = true }
+
+local function load()
+  local s = { st = 'closed', gen = 0, fails = 0, rl = 0, opened = 0, probe_at = 0, cd = 0,
+    level = 0, lease_until = 0, force_until = 0, last = '', reason = '', lease = '',
+    force = '', force_reason = '', force_by = '' }
+  local raw = redis.call('HGETALL', K_STATE)
+  for i = 1, #raw, 2 do
+    local f, v = raw[i], raw[i + 1]
+    if NUMERIC[f] then s[f] = tonumber(v) else s[f] = v end
+  end
+  return s
+end
+
+-- public names the state as the API does (forced states included).
+local function public(s)
+  if s.force == 'open' then return 'forced_open' end
+  if s.force == 'closed' then return 'forced_closed' end
+  return s.st
+end
+
+-- fresh sets s to a fresh closed state (generation kept). With unpin it
+-- also drops an operator's pin.
+local function fresh(s, unpin)
+  s.st, s.fails, s.rl, s.last, s.level = 'closed', 0, 0, '', 0
+  s.opened, s.probe_at, s.cd, s.reason, s.lease, s.lease_until = 0, 0, 0, '', '', 0
+  if unpin then s.force, s.force_reason, s.force_by, s.force_until = '', '', '', 0 end
+end
+
+-- clear_run forgets the failure run and the open period: what every path
+-- back to a fresh closed state shares.
+local function clear_run(s, unpin)
+  fresh(s, unpin)
+  redis.call('DEL', K_WORKERS)
+end
+
+-- save writes s back. A closed breaker with no failures and no pin keeps
+-- only its generation (so late tickets stay fenced) until the retention
+-- lapses; a generation of 0 keeps no key at all.
+local function save(s, now)
+  redis.call('DEL', K_STATE)
+  local fields = {}
+  for f, v in pairs(s) do
+    if v ~= 0 and v ~= '' and not (f == 'st' and v == 'closed') then
+      fields[#fields + 1] = f
+      fields[#fields + 1] = tostring(v)
+    end
+  end
+  if #fields == 0 then return end
+  redis.call('HSET', K_STATE, unpack(fields))
+  if s.force ~= '' and s.force_until == 0 then
+    redis.call('PERSIST', K_STATE)
+    redis.call('PERSIST', K_WORKERS)
+    return
+  end
+  local horizon = math.max(0, s.probe_at - now, s.lease_until - now, s.force_until - now)
+  redis.call('PEXPIRE', K_STATE, RETENTION + horizon)
+  redis.call('PEXPIRE', K_WORKERS, RETENTION + horizon)
+end
+
+local function workers()
+  return redis.call('SCARD', K_WORKERS)
+end
+
+-- emit appends an event to the durable log and publishes it live.
+local function emit(s, kind, from, to, reason, at)
+  local n = workers()
+  local id = redis.call('XADD', K_EVENTS, 'MAXLEN', '~', ARGV[4], '*',
+    'breaker', NAME, 'kind', kind, 'from', from, 'to', to, 'gen', s.gen,
+    'reason', reason, 'failures', s.fails, 'workers', n, 'cooldown_ms', s.cd,
+    'at_ms', at, 'actor', ACTOR)
+  redis.call('PEXPIRE', K_EVENTS, ARGV[5])
+  redis.call('PUBLISH', ARGV[6], cjson.encode({ id = id, breaker = NAME, kind = kind,
+    from = from, to = to, gen = s.gen, reason = reason, failures = s.fails, workers = n,
+    cooldown_ms = s.cd, at_ms = at, actor = ACTOR }))
+end
+
+-- expire_force ends a pin whose TTL has run out, as AUTO would: closed with
+-- fresh counts. Returns true when it changed s (the caller must save).
+local function expire_force(s, now)
+  if s.force == '' or s.force_until == 0 or now < s.force_until then return false end
+  local from = public(s)
+  local at = s.force_until
+  clear_run(s, true)
+  s.gen = s.gen + 1
+  emit(s, 'transition', from, 'closed', 'forced state expired', at)
+  return true
+end
+
+-- snapshot is the flat reply every script ends with; store.go decodes it.
+local function snapshot(s, now)
+  local in_flight = 0
+  if s.st == 'half_open' and s.lease ~= '' and s.lease_until > now then in_flight = 1 end
+  local reason = s.reason
+  if s.force ~= '' then reason = s.force_reason end
+  return { public(s), s.gen, s.fails, workers(), s.opened, s.probe_at, s.cd, reason,
+    s.last, in_flight, s.level, s.force_by, s.force_until, now }
+end

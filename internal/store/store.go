@@ -1,0 +1,337 @@
+// Package store keeps breaker state in Redis through Lua scripts: one
+// script per decision, atomic, so that any number of daemons and workers
+// share one state machine without racing.
+package store
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/breakerd/breakerd/internal/policy"
+	"github.com/breakerd/breakerd/internal/probe"
+	"github.com/breakerd/breakerd/internal/quorum"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+var (
+	//go:embed scripts/lib.lua
+	libLua string
+	//go:embed scripts/allow.lua
+	allowLua string
+	//go:embed scripts/record.lua
+	recordLua string
+	//go:embed scripts/force.lua
+	forceLua string
+	//go:embed scripts/read.lua
+	readLua string
+)
+
+// Each script is lib.lua's shared prologue followed by the operation; the
+// text is fixed at init and loaded once (EVALSHA, with EVAL on NOSCRIPT).
+var (
+	allowScript  = redis.NewScript(libLua + allowLua)
+	recordScript = redis.NewScript(libLua + recordLua)
+	forceScript  = redis.NewScript(libLua + forceLua)
+	readScript   = redis.NewScript(libLua + readLua)
+	allScripts   = []*redis.Script{allowScript, recordScript, forceScript, readScript}
+)
+
+// DefaultChannel is the pub/sub channel live events are published on.
+const DefaultChannel = "breakerd:events"
+
+// Options configure a Store. The zero value of each field means its default.
+type Options struct {
+	// Policies resolves each breaker's tunables. Default: policy.Default()
+	// for every breaker.
+	Policies *policy.Set
+	// EventsMaxLen bounds each breaker's event stream (approximately, as
+	// XADD MAXLEN ~ does). Default 1000.
+	EventsMaxLen int64
+	// EventRetention is how long a breaker's event stream outlives its last
+	// event. Default 7 days.
+	EventRetention time.Duration
+	// Channel is the pub/sub channel for live events. Default DefaultChannel.
+	Channel string
+	// TimeShift, when set, is added to the Redis server's time in every
+	// script. Tests use it to move time on a real Redis without sleeping;
+	// production leaves it nil, so Redis TIME is the fleet's one clock.
+	TimeShift func() time.Duration
+	// Rand draws the jitter fraction, uniform in [0, 1). Default
+	// math/rand/v2.Float64. Must be safe for concurrent use.
+	Rand func() float64
+	// NewToken makes probe lease tokens. Default probe.NewToken.
+	NewToken func() string
+}
+
+// Store runs breakerd's scripts against one Redis (or Redis Cluster).
+// It holds no breaker state itself and is safe for concurrent use.
+type Store struct {
+	rdb redis.UniversalClient
+	o   Options
+}
+
+// New returns a Store on rdb. Call Load before serving.
+func New(rdb redis.UniversalClient, o Options) *Store {
+	if o.Policies == nil {
+		o.Policies = policy.NewSet(policy.Default())
+	}
+	if o.EventsMaxLen == 0 {
+		o.EventsMaxLen = 1000
+	}
+	if o.EventRetention == 0 {
+		o.EventRetention = 7 * 24 * time.Hour
+	}
+	if o.Channel == "" {
+		o.Channel = DefaultChannel
+	}
+	if o.Rand == nil {
+		o.Rand = rand.Float64
+	}
+	if o.NewToken == nil {
+		o.NewToken = probe.NewToken
+	}
+	return &Store{rdb: rdb, o: o}
+}
+
+// Channel returns the pub/sub channel live events are published on.
+func (s *Store) Channel() string { return s.o.Channel }
+
+// Policy returns the policy that applies to breaker.
+func (s *Store) Policy(breaker string) policy.Policy { return s.o.Policies.For(breaker) }
+
+// Load pings Redis and loads every script (SCRIPT LOAD), so that the first
+// decisions run by EVALSHA. It is the daemon's readiness check.
+func (s *Store) Load(ctx context.Context) error {
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("store: ping: %w", err)
+	}
+	for _, sc := range allScripts {
+		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
+			return fmt.Errorf("store: load script: %w", err)
+		}
+	}
+	return nil
+}
+
+// common returns the ARGV every script starts with (see lib.lua).
+func (s *Store) common(breaker, actor string, p policy.Policy) []any {
+	var shift time.Duration
+	if s.o.TimeShift != nil {
+		shift = s.o.TimeShift()
+	}
+	return []any{breaker, shift.Milliseconds(), p.Retention().Milliseconds(),
+		s.o.EventsMaxLen, s.o.EventRetention.Milliseconds(), s.o.Channel, actor}
+}
+
+// Allow runs allow.lua: one round trip. A denial is data in the response,
+// never an error; errors are Redis failures or malformed replies.
+func (s *Store) Allow(ctx context.Context, breaker, worker string) (*pb.AllowResponse, error) {
+	p := s.Policy(breaker)
+	args := append(s.common(breaker, worker, p), s.o.NewToken(), p.ProbeTimeout.Milliseconds())
+	res, err := allowScript.Run(ctx, s.rdb, keys(breaker), args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("store: allow %q: %w", breaker, err)
+	}
+	r := reply{v: res}
+	code := r.int(0)
+	d := r.list(1)
+	out := &pb.AllowResponse{
+		Decision:     pb.Decision(code),
+		Ticket:       &pb.Ticket{Generation: d.int(0), LeaseToken: d.str(1)},
+		RetryAfterMs: d.int(2),
+		Reason:       d.str(3),
+	}
+	out.State = r.snapshot(2, breaker, p)
+	if err := r.errOr(d); err != nil {
+		return nil, fmt.Errorf("store: allow %q: %w", breaker, err)
+	}
+	if code < 1 || code > 5 {
+		return nil, fmt.Errorf("store: allow %q: unknown decision %d", breaker, code)
+	}
+	return out, nil
+}
+
+// Record runs record.lua: one round trip. The outcome must be a defined
+// Outcome (quorum.Classify's error otherwise).
+func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordResponse, error) {
+	breaker := req.GetBreaker()
+	p := s.Policy(breaker)
+	retryAfter := time.Duration(req.GetRetryAfterMs()) * time.Millisecond
+	deadline := time.Duration(req.GetDeadlineMs()) * time.Millisecond
+	ev, err := quorum.Classify(req.GetOutcome(), retryAfter, deadline)
+	if err != nil {
+		return nil, err
+	}
+	desc := quorum.Describe(req.GetOutcome(), time.Duration(req.GetLatencyMs())*time.Millisecond,
+		retryAfter, deadline, req.GetMessage())
+	u := s.o.Rand()
+	args := append(s.common(breaker, req.GetWorkerId(), p), string(ev),
+		req.GetTicket().GetGeneration(), req.GetTicket().GetLeaseToken(), retryAfter.Milliseconds(), desc,
+		p.Threshold, p.MinWorkers, p.RateLimitTrips,
+		probe.Jittered(retryAfter, p.Jitter, u).Milliseconds())
+	for _, cd := range probe.Schedule(p.CooldownBase, p.CooldownCap) {
+		args = append(args, probe.Jittered(cd, p.Jitter, u).Milliseconds())
+	}
+	res, err := recordScript.Run(ctx, s.rdb, keys(breaker), args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("store: record %q: %w", breaker, err)
+	}
+	r := reply{v: res}
+	out := &pb.RecordResponse{Counted: r.int(0) == 1, Note: r.str(1), State: r.snapshot(2, breaker, p)}
+	if err := r.errOr(); err != nil {
+		return nil, fmt.Errorf("store: record %q: %w", breaker, err)
+	}
+	return out, nil
+}
+
+// Force runs force.lua: pins the breaker (mode OPEN or CLOSED, with a
+// reason and an optional ttl; 0 means until AUTO) or returns it to
+// automatic operation (AUTO).
+func (s *Store) Force(ctx context.Context, breaker string, mode pb.ForceMode, reason string, ttl time.Duration, operator string) (*pb.BreakerState, error) {
+	m, ok := map[pb.ForceMode]string{
+		pb.ForceMode_FORCE_MODE_OPEN:   "open",
+		pb.ForceMode_FORCE_MODE_CLOSED: "closed",
+		pb.ForceMode_FORCE_MODE_AUTO:   "auto",
+	}[mode]
+	if !ok {
+		return nil, fmt.Errorf("store: force %q: unknown mode %v", breaker, mode)
+	}
+	p := s.Policy(breaker)
+	args := append(s.common(breaker, operator, p), m, reason, ttl.Milliseconds())
+	res, err := forceScript.Run(ctx, s.rdb, keys(breaker), args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("store: force %q: %w", breaker, err)
+	}
+	r := reply{v: res}
+	st := r.snapshot(0, breaker, p)
+	if err := r.errOr(); err != nil {
+		return nil, fmt.Errorf("store: force %q: %w", breaker, err)
+	}
+	return st, nil
+}
+
+// Get returns one breaker's state (read.lua; never writes).
+func (s *Store) Get(ctx context.Context, breaker string) (*pb.BreakerState, error) {
+	st, err := s.BatchGet(ctx, []string{breaker})
+	if err != nil {
+		return nil, err
+	}
+	return st[0], nil
+}
+
+// BatchGet returns the states of the named breakers, in order, in one
+// pipelined round trip. It never writes.
+func (s *Store) BatchGet(ctx context.Context, breakers []string) ([]*pb.BreakerState, error) {
+	if len(breakers) == 0 {
+		return nil, nil
+	}
+	run := func(eval func(redis.Pipeliner, []string, ...any) *redis.Cmd) ([]*redis.Cmd, error) {
+		cmds := make([]*redis.Cmd, len(breakers))
+		_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+			for i, b := range breakers {
+				cmds[i] = eval(pipe, keys(b), s.common(b, "", s.Policy(b))...)
+			}
+			return nil
+		})
+		return cmds, err
+	}
+	cmds, err := run(func(p redis.Pipeliner, k []string, a ...any) *redis.Cmd {
+		return readScript.EvalShaRO(ctx, p, k, a...)
+	})
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		cmds, err = run(func(p redis.Pipeliner, k []string, a ...any) *redis.Cmd {
+			return readScript.EvalRO(ctx, p, k, a...)
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: read: %w", err)
+	}
+	out := make([]*pb.BreakerState, len(breakers))
+	for i, c := range cmds {
+		res, err := c.Slice()
+		if err != nil {
+			return nil, fmt.Errorf("store: read %q: %w", breakers[i], err)
+		}
+		r := reply{v: res}
+		out[i] = r.snapshot(0, breakers[i], s.Policy(breakers[i]))
+		if err := r.errOr(); err != nil {
+			return nil, fmt.Errorf("store: read %q: %w", breakers[i], err)
+		}
+	}
+	return out, nil
+}
+
+// List returns every breaker that holds state, keeping only those whose
+// state is in states (all when states is empty). It SCANs the keyspace
+// (every master, on a Cluster), so it is for operators, not hot paths.
+func (s *Store) List(ctx context.Context, states ...pb.State) ([]*pb.BreakerState, error) {
+	names, err := s.scanNames(ctx, stateKeyPattern, "state")
+	if err != nil {
+		return nil, err
+	}
+	all, err := s.BatchGet(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	var out []*pb.BreakerState
+	for _, st := range all {
+		if len(states) == 0 || containsState(states, st.State) {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+func containsState(states []pb.State, s pb.State) bool {
+	for _, x := range states {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Store) scanNames(ctx context.Context, pattern, suffix string) ([]string, error) {
+	seen := map[string]bool{}
+	var names []string
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		it := c.Scan(ctx, 0, pattern, 500).Iterator()
+		for it.Next(ctx) {
+			if n, ok := nameOf(it.Val(), suffix); ok && !seen[n] {
+				seen[n] = true
+				names = append(names, n)
+			}
+		}
+		return it.Err()
+	}
+	var err error
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	} else {
+		err = scan(ctx, s.rdb)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: scan: %w", err)
+	}
+	return names, nil
+}
+
+// IsUnavailable reports whether err means Redis could not be reached (as
+// opposed to a bad reply or a script error).
+func IsUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var re redis.Error
+	if errors.As(err, &re) && !strings.HasPrefix(re.Error(), "LOADING") {
+		return false
+	}
+	return !errors.Is(err, errBadReply)
+}
