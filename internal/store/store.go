@@ -59,10 +59,11 @@ type Options struct {
 	EventRetention time.Duration
 	// Channel is the pub/sub channel for live events. Default DefaultChannel.
 	Channel string
-	// TimeShift, when set, is added to the Redis server's time in every
-	// script. Tests use it to move time on a real Redis without sleeping;
-	// production leaves it nil, so Redis TIME is the fleet's one clock.
-	TimeShift func() time.Duration
+	// Now, when set, pins the time every script decides by. Tests use it to
+	// move time on a real Redis without sleeping; production leaves it nil,
+	// so that Redis TIME is the fleet's one clock and no daemon's clock
+	// decides anything.
+	Now func() time.Time
 	// Rand draws the jitter fraction, uniform in [0, 1). Default
 	// math/rand/v2.Float64. Must be safe for concurrent use.
 	Rand func() float64
@@ -122,11 +123,11 @@ func (s *Store) Load(ctx context.Context) error {
 
 // common returns the ARGV every script starts with (see lib.lua).
 func (s *Store) common(breaker, actor string, p policy.Policy) []any {
-	var shift time.Duration
-	if s.o.TimeShift != nil {
-		shift = s.o.TimeShift()
+	var pinned int64
+	if s.o.Now != nil {
+		pinned = s.o.Now().UnixMilli()
 	}
-	return []any{breaker, shift.Milliseconds(), p.Retention().Milliseconds(),
+	return []any{breaker, pinned, p.Retention().Milliseconds(),
 		s.o.EventsMaxLen, s.o.EventRetention.Milliseconds(), s.o.Channel, actor}
 }
 
@@ -243,11 +244,11 @@ func (s *Store) BatchGet(ctx context.Context, breakers []string) ([]*pb.BreakerS
 		return cmds, err
 	}
 	cmds, err := run(func(p redis.Pipeliner, k []string, a ...any) *redis.Cmd {
-		return readScript.EvalShaRO(ctx, p, k, a...)
+		return readScript.EvalSha(ctx, p, k, a...)
 	})
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		cmds, err = run(func(p redis.Pipeliner, k []string, a ...any) *redis.Cmd {
-			return readScript.EvalRO(ctx, p, k, a...)
+			return readScript.Eval(ctx, p, k, a...)
 		})
 	}
 	if err != nil {

@@ -8,8 +8,9 @@
 -- KEYS[3] -> brk:{<name>}:events  stream: the breaker's durable event log
 -- --
 -- ARGV[1] -> breaker name
--- ARGV[2] -> time shift, ms, added to Redis TIME (0 in production; tests
---            move time on a real Redis with it)
+-- ARGV[2] -> pinned time, ms since epoch: 0 in production, where Redis
+--            TIME is the fleet's one clock; tests on a real Redis pin it
+--            to move time without sleeping
 -- ARGV[3] -> retention, ms: how long a verdict outlives its last write
 --            (the policy's cooldown cap plus probe timeout)
 -- ARGV[4] -> events stream MAXLEN (approximate)
@@ -33,7 +34,7 @@
 --   force       open | closed (an operator's pin)
 --   force_reason, force_by, force_until (ms; 0 = until AUTO)
 --
--- Time comes only from Redis TIME (plus the shift): no daemon's clock
+-- Time comes only from Redis TIME (or the tests' pin): no daemon's clock
 -- decides anything. Lease and force expiry are judged against that time,
 -- not by Redis key TTLs; TTLs only collect abandoned state.
 
@@ -43,8 +44,10 @@ local RETENTION = tonumber(ARGV[3])
 local ACTOR = ARGV[7]
 
 local function now_ms()
+  local pinned = tonumber(ARGV[2])
+  if pinned > 0 then return pinned end
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2])
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
 local NUMERIC = { gen = true, fails = true, rl = true, opened = true, probe_at = true,
