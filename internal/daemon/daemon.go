@@ -11,10 +11,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/reflection"
 
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/policy"
@@ -54,12 +52,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	}
 	st := store.New(rdb, store.Options{Policies: policies, EventsMaxLen: c.EventsMaxLen, EventRetention: c.EventRetention})
 	hub := events.NewHub(rdb, st.Channel(), log)
-	hs := health.NewServer()
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	g := grpc.NewServer()
-	server.New(st, hub).Register(g)
-	healthpb.RegisterHealthServer(g, hs)
-	reflection.Register(g)
+	g, hs := server.New(st, hub).NewGRPC()
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -14,6 +14,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
 	"github.com/breakerd/breakerd/internal/events"
@@ -42,8 +46,18 @@ func New(st *store.Store, hub *events.Hub) *Server {
 	return &Server{store: st, hub: hub}
 }
 
-// Register adds the service to g.
-func (s *Server) Register(g *grpc.Server) { pb.RegisterBreakerServiceServer(g, s) }
+// NewGRPC returns a gRPC server carrying the service, the standard
+// grpc.health.v1 service (starting NOT_SERVING: the caller flips it once
+// Redis answers) and server reflection.
+func (s *Server) NewGRPC(opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
+	g := grpc.NewServer(opts...)
+	pb.RegisterBreakerServiceServer(g, s)
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(g, hs)
+	reflection.Register(g)
+	return g, hs
+}
 
 // Allow implements BreakerService.Allow.
 func (s *Server) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResponse, error) {
@@ -171,6 +185,11 @@ func (s *Server) Watch(req *pb.WatchRequest, stream grpc.ServerStreamingServer[p
 	}
 	sub := s.hub.Subscribe(req.GetBreakers())
 	defer sub.Close()
+	// Headers tell the caller the subscription is live: every event from
+	// here on will reach it.
+	if err := stream.SendHeader(metadata.MD{}); err != nil {
+		return err
+	}
 	ctx := stream.Context()
 	for {
 		select {

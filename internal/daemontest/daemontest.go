@@ -1,0 +1,71 @@
+// Package daemontest starts in-process breakerd daemons for tests: each has
+// its own Redis connection, store and gRPC listener on loopback, as a
+// separate daemon process would, and shares the test's backend and clock.
+package daemontest
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/breakerd/breakerd/internal/events"
+	"github.com/breakerd/breakerd/internal/server"
+	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/internal/testredis"
+)
+
+// Daemon is one running in-process daemon.
+type Daemon struct {
+	// Addr is its gRPC address.
+	Addr string
+	// Store is its store (for inspecting state the way the daemon sees it).
+	Store *store.Store
+	// Calls counts the RPCs it has served, by full method name.
+	Calls *Counter
+}
+
+// Start runs a daemon on b until t ends. o.Now defaults to b's clock and
+// o.Channel to one unique to b, so that daemons started on the same backend
+// share events and nothing else does.
+func Start(t testing.TB, b *testredis.Backend, o store.Options) *Daemon {
+	t.Helper()
+	if o.Now == nil {
+		o.Now = b.Clock()
+	}
+	if o.Channel == "" {
+		o.Channel = b.Prefix + "events"
+	}
+	rdb := b.NewClient(t)
+	st := store.New(rdb, o)
+	if err := st.Load(context.Background()); err != nil {
+		t.Fatalf("daemontest: load scripts: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	hub := events.NewHub(rdb, st.Channel(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ready := make(chan struct{})
+	hubDone := make(chan error, 1)
+	go func() { hubDone <- hub.Run(ctx, ready) }()
+	select {
+	case <-ready:
+	case err := <-hubDone:
+		t.Fatalf("daemontest: event hub: %v", err)
+	}
+	calls := NewCounter()
+	g, hs := server.New(st, hub).NewGRPC(calls.Options()...)
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(func() {
+		cancel()
+		g.Stop()
+		<-hubDone
+	})
+	return &Daemon{Addr: lis.Addr().String(), Store: st, Calls: calls}
+}

@@ -1,0 +1,304 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/internal/testredis"
+	"github.com/breakerd/breakerd/pkg/client"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+func dial(t *testing.T, d *daemontest.Daemon, worker string) *client.Client {
+	t.Helper()
+	c, err := client.Dial(d.Addr, client.WithWorkerID(worker))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// vendor is a fake dependency that counts the requests that reach it.
+type vendor struct {
+	srv    *httptest.Server
+	hits   atomic.Int64
+	status atomic.Int64
+}
+
+func newVendor(t *testing.T, status int) *vendor {
+	v := &vendor{}
+	v.status.Store(int64(status))
+	v.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v.hits.Add(1)
+		w.WriteHeader(int(v.status.Load()))
+	}))
+	t.Cleanup(v.srv.Close)
+	return v
+}
+
+// call is a tool call to the vendor, classified by HTTP status.
+func (v *vendor) call(ctx context.Context) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, v.srv.URL, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode >= 500:
+		return &client.OutcomeError{Outcome: pb.Outcome_OUTCOME_SERVER_ERROR, Message: resp.Status}
+	case resp.StatusCode >= 400:
+		return &client.OutcomeError{Outcome: pb.Outcome_OUTCOME_INVALID_ARGUMENT, Message: resp.Status}
+	}
+	return nil
+}
+
+func TestBadInputIsInvalidArgumentAndStoresNothing(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := daemontest.Start(t, b, store.Options{})
+		api := dial(t, d, "w1").API()
+		ctx := context.Background()
+		long := strings.Repeat("x", 257)
+		cases := []struct {
+			name  string
+			call  func() error
+			field string
+		}{
+			{"empty breaker", func() error { _, err := api.Allow(ctx, &pb.AllowRequest{WorkerId: "w1"}); return err }, "breaker"},
+			{"long breaker", func() error { _, err := api.Allow(ctx, &pb.AllowRequest{Breaker: long, WorkerId: "w1"}); return err }, "breaker"},
+			{"control char", func() error {
+				_, err := api.Allow(ctx, &pb.AllowRequest{Breaker: "web\x00search", WorkerId: "w1"})
+				return err
+			}, "breaker"},
+			{"no worker", func() error { _, err := api.Allow(ctx, &pb.AllowRequest{Breaker: b.Breaker("x")}); return err }, "worker_id"},
+			{"no outcome", func() error {
+				_, err := api.Record(ctx, &pb.RecordRequest{Breaker: b.Breaker("x"), WorkerId: "w1"})
+				return err
+			}, "outcome"},
+			{"unknown outcome", func() error {
+				_, err := api.Record(ctx, &pb.RecordRequest{Breaker: b.Breaker("x"), WorkerId: "w1", Outcome: 99})
+				return err
+			}, "outcome"},
+			{"negative retry", func() error {
+				_, err := api.Record(ctx, &pb.RecordRequest{Breaker: b.Breaker("x"), WorkerId: "w1", Outcome: pb.Outcome_OUTCOME_RATE_LIMITED, RetryAfterMs: -1})
+				return err
+			}, "retry_after_ms"},
+			{"force without reason", func() error {
+				_, err := api.Force(ctx, &pb.ForceRequest{Breaker: b.Breaker("x"), Mode: pb.ForceMode_FORCE_MODE_OPEN})
+				return err
+			}, "reason"},
+			{"force without mode", func() error {
+				_, err := api.Force(ctx, &pb.ForceRequest{Breaker: b.Breaker("x"), Reason: "r"})
+				return err
+			}, "mode"},
+			{"batch with a bad name", func() error {
+				_, err := api.BatchGet(ctx, &pb.BatchGetRequest{Breakers: []string{b.Breaker("ok"), ""}})
+				return err
+			}, "breakers[1]"},
+		}
+		for _, tc := range cases {
+			err := tc.call()
+			if status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(status.Convert(err).Message(), tc.field+":") {
+				t.Errorf("%s: %v, want InvalidArgument naming %s", tc.name, err, tc.field)
+			}
+		}
+		if n, _ := b.Client.Exists(ctx, store.Prefix+"{"+b.Breaker("x")+"}:state").Result(); n != 0 {
+			t.Errorf("bad input stored state")
+		}
+	})
+}
+
+func TestInvalidArgumentsNeverTrip(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := daemontest.Start(t, b, store.Options{})
+		v := newVendor(t, http.StatusBadRequest)
+		name := b.Breaker("refund_charge")
+		for i := range 10 {
+			c := dial(t, d, fmt.Sprintf("w%d", i%3))
+			var oe *client.OutcomeError
+			if err := c.Do(context.Background(), name, v.call); !errors.As(err, &oe) {
+				t.Fatalf("call %d: %v, want the 400 back", i, err)
+			}
+		}
+		if got := v.hits.Load(); got != 10 {
+			t.Errorf("the vendor saw %d requests, want all 10", got)
+		}
+	})
+}
+
+func TestOpenCircuitKeepsCallsOffTheWire(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d1 := daemontest.Start(t, b, store.Options{})
+		d2 := daemontest.Start(t, b, store.Options{})
+		v := newVendor(t, http.StatusServiceUnavailable)
+		name := b.Breaker("web_search")
+		w1, w2 := dial(t, d1, "w1"), dial(t, d2, "w2")
+		ctx := context.Background()
+		for range 5 {
+			_ = w1.Do(ctx, name, v.call)
+		}
+		if st, _ := d1.Store.Get(ctx, name); st.State != pb.State_STATE_CLOSED {
+			t.Fatalf("5 failures from one worker: %v, want CLOSED (quorum)", st.State)
+		}
+		_ = w2.Do(ctx, name, v.call)
+		if got := v.hits.Load(); got != 6 {
+			t.Fatalf("vendor saw %d requests, want 6", got)
+		}
+		for _, c := range []*client.Client{w1, w2} {
+			var open *client.CircuitOpenError
+			err := c.Do(ctx, name, v.call)
+			if !errors.As(err, &open) || !strings.Contains(open.Reason, "unreachable: 6 consecutive failures from 2 workers, last: server error (5xx): 503 Service Unavailable") || open.RetryAfter <= 0 {
+				t.Fatalf("Do on an open circuit via %s: %v, want CircuitOpenError with the reason and a retry_after", c.WorkerID(), err)
+			}
+		}
+		if got := v.hits.Load(); got != 6 {
+			t.Errorf("denied calls reached the vendor: %d requests, want 6", got)
+		}
+		// After the cooldown the vendor is back: one probe closes it.
+		b.Advance(36 * time.Second)
+		v.status.Store(http.StatusOK)
+		if err := w2.Do(ctx, name, v.call); err != nil {
+			t.Fatalf("probe: %v", err)
+		}
+		if st, _ := d1.Store.Get(ctx, name); st.State != pb.State_STATE_CLOSED {
+			t.Fatalf("after the probe succeeded: %v, want CLOSED", st.State)
+		}
+		if got := v.hits.Load(); got != 7 {
+			t.Errorf("vendor saw %d requests, want 7 (one probe)", got)
+		}
+	})
+}
+
+func TestExactlyOneProbeAcrossTwoDaemons(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		daemons := []*daemontest.Daemon{daemontest.Start(t, b, store.Options{}), daemontest.Start(t, b, store.Options{})}
+		name := b.Breaker("web_search")
+		ctx := context.Background()
+		for i := range 5 {
+			c := dial(t, daemons[i%2], fmt.Sprintf("w%d", i%2))
+			p, err := c.Allow(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Record(ctx, p, client.Result{Outcome: pb.Outcome_OUTCOME_TIMEOUT}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b.Advance(36 * time.Second) // past the cooldown and its jitter
+		var probes, inFlight, other atomic.Int64
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range 50 {
+			c := dial(t, daemons[i%2], fmt.Sprintf("g%d", i))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				p, err := c.Allow(ctx, name)
+				switch {
+				case err != nil:
+					t.Error(err)
+				case p.Decision == pb.Decision_DECISION_PROBE:
+					probes.Add(1)
+				case p.Decision == pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT:
+					inFlight.Add(1)
+				default:
+					other.Add(1)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if probes.Load() != 1 || inFlight.Load() != 49 || other.Load() != 0 {
+			t.Errorf("50 concurrent Allows over 2 daemons: %d PROBE, %d PROBE_IN_FLIGHT, %d other; want 1, 49, 0",
+				probes.Load(), inFlight.Load(), other.Load())
+		}
+		if n := daemons[0].Calls.Get("Allow") + daemons[1].Calls.Get("Allow"); n != 55 {
+			t.Errorf("daemons served %d Allows, want 55", n)
+		}
+	})
+}
+
+func TestWatchSeesEveryDaemonsTransitions(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d1 := daemontest.Start(t, b, store.Options{})
+		d2 := daemontest.Start(t, b, store.Options{})
+		name := b.Breaker("web_search")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		stream, err := dial(t, d1, "watcher").API().Watch(ctx, &pb.WatchRequest{Breakers: []string{name}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stream.Header(); err != nil { // the subscription is live
+			t.Fatal(err)
+		}
+		ops := dial(t, d2, "ops").API()
+		if _, err := ops.Force(ctx, &pb.ForceRequest{Breaker: name, Mode: pb.ForceMode_FORCE_MODE_OPEN, Reason: "maintenance", Operator: "alice"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ops.Force(ctx, &pb.ForceRequest{Breaker: b.Breaker("other"), Mode: pb.ForceMode_FORCE_MODE_OPEN, Reason: "x"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ops.Force(ctx, &pb.ForceRequest{Breaker: name, Mode: pb.ForceMode_FORCE_MODE_AUTO}); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []struct{ from, to pb.State }{
+			{pb.State_STATE_CLOSED, pb.State_STATE_FORCED_OPEN},
+			{pb.State_STATE_FORCED_OPEN, pb.State_STATE_CLOSED},
+		} {
+			e, err := stream.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Breaker != name || e.Kind != pb.EventKind_EVENT_KIND_FORCED || e.From != want.from || e.To != want.to || e.Id == "" || e.AtMs == 0 {
+				t.Fatalf("event %v, want FORCED %v -> %v on %s", e, want.from, want.to, name)
+			}
+			if want.to == pb.State_STATE_FORCED_OPEN && (e.Actor != "alice" || e.Reason != "maintenance") {
+				t.Errorf("force event actor %q reason %q, want alice, maintenance", e.Actor, e.Reason)
+			}
+		}
+	})
+}
+
+func TestListFiltersByState(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := daemontest.Start(t, b, store.Options{})
+		api := dial(t, d, "ops").API()
+		ctx := context.Background()
+		open, closed := b.Breaker("a"), b.Breaker("b")
+		if _, err := api.Force(ctx, &pb.ForceRequest{Breaker: open, Mode: pb.ForceMode_FORCE_MODE_OPEN, Reason: "r"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := api.Force(ctx, &pb.ForceRequest{Breaker: closed, Mode: pb.ForceMode_FORCE_MODE_CLOSED, Reason: "r"}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := api.List(ctx, &pb.ListRequest{States: []pb.State{pb.State_STATE_FORCED_OPEN}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mine []string
+		for _, s := range res.States {
+			if strings.HasPrefix(s.Breaker, b.Prefix) {
+				mine = append(mine, s.Breaker)
+			}
+		}
+		if len(mine) != 1 || mine[0] != open {
+			t.Errorf("List(FORCED_OPEN) = %v, want [%s]", mine, open)
+		}
+	})
+}
