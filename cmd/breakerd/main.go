@@ -15,10 +15,11 @@ import (
 )
 
 func main() {
-	if err := run(context.Background(), os.Args, os.Getenv, os.Stderr); err != nil {
-		if !errors.Is(err, daemon.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "breakerd:", err)
-		}
+	err := run(context.Background(), os.Args, os.Getenv, os.Stderr)
+	switch {
+	case errors.Is(err, daemon.ErrHelp):
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "breakerd:", err)
 		os.Exit(1)
 	}
 }

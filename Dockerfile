@@ -1,0 +1,16 @@
+# Multi-stage: a static breakerd on a distroless, non-root base.
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+ARG VERSION=dev
+RUN CGO_ENABLED=0 go build -ldflags "-s -w -X main.version=${VERSION}" -o /out/breakerd ./cmd/breakerd \
+ && CGO_ENABLED=0 go build -ldflags "-s -w" -o /out/healthcheck ./cmd/healthcheck
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/breakerd /out/healthcheck /usr/local/bin/
+USER nonroot:nonroot
+EXPOSE 7070
+HEALTHCHECK --interval=10s --timeout=3s --retries=3 CMD ["/usr/local/bin/healthcheck", "127.0.0.1:7070"]
+ENTRYPOINT ["/usr/local/bin/breakerd"]

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/breakerd/breakerd/internal/testredis"
+)
+
+// TestMain lets the test binary re-exec itself as breakerd.
+func TestMain(m *testing.M) {
+	if os.Getenv("BREAKERD_TEST_AS_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func daemonCmd(args ...string) (*exec.Cmd, *bytes.Buffer) {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "BREAKERD_TEST_AS_MAIN=1")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	return cmd, &out
+}
+
+func TestBootsServesAndStopsOnSIGTERM(t *testing.T) {
+	addr := testredis.FreeAddr(t)
+	cmd, out := daemonCmd("--listen", addr)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	hc := healthpb.NewHealthClient(conn)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		res, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		if err == nil && res.Status == healthpb.HealthCheckResponse_SERVING {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatalf("breakerd never reported SERVING (last: %v, %v); output:\n%s", res, err, out)
+		}
+		time.Sleep(50 * time.Millisecond) // polling for a port, not waiting out a cooldown
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v; output:\n%s", err, out)
+		}
+	case <-time.After(15 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("breakerd did not stop after SIGTERM; output:\n%s", out)
+	}
+	for _, want := range []string{"embedded in-memory Redis", "neither shared", "breakerd stopped"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestRefusesToStartOnBadConfig(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(bad, []byte("breakers:\n  - match: \"web_*\"\n    min_workers: 0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--listen", testredis.FreeAddr(t), "--config", bad}, "breakers[0].min_workers: must be at least 1"},
+		{[]string{"--log-format", "xml"}, "--log-format"},
+		{[]string{"--redis-url", "http://nope"}, "--redis-url"},
+	} {
+		cmd, out := daemonCmd(tc.args...)
+		err := cmd.Run()
+		if err == nil || !strings.Contains(out.String(), tc.want) {
+			t.Errorf("breakerd %v: %v, output %q; want a failure naming %q", tc.args, err, out, tc.want)
+		}
+	}
+}

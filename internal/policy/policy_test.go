@@ -1,0 +1,99 @@
+package policy
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseOverridesByFirstMatchingGlob(t *testing.T) {
+	s, err := Parse([]byte(`
+defaults:
+  threshold: 4
+  cooldown_cap: 10m
+breakers:
+  - match: "stripe:*"
+    threshold: 3
+    alternatives: [issue_refund_manually]
+  - match: "stripe:acct_42"
+    threshold: 9
+  - match: "web_*"
+    min_workers: 3
+    cooldown_base: 1m
+    jitter: 0
+    probe_timeout: 10s
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := Default()
+	def.Threshold, def.CooldownCap = 4, 10*time.Minute
+	stripe := def
+	stripe.Threshold, stripe.Alternatives = 3, []string{"issue_refund_manually"}
+	web := def
+	web.MinWorkers, web.CooldownBase, web.Jitter, web.ProbeTimeout = 3, time.Minute, 0, 10*time.Second
+	for name, want := range map[string]Policy{
+		"stripe:acct_42": stripe, // the first match wins
+		"web_search":     web,
+		"crm":            def,
+	} {
+		if diff := cmp.Diff(want, s.For(name)); diff != "" {
+			t.Errorf("For(%q) (-want +got):\n%s", name, diff)
+		}
+	}
+}
+
+func TestParseEmptyIsDefaults(t *testing.T) {
+	s, err := Parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(Default(), s.For("anything")); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestParseErrorsNameTheField(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"defaults:\n  threshold: 0\n", "defaults.threshold: must be at least 1"},
+		{"defaults:\n  min_workers: -1\n", "defaults.min_workers"},
+		{"defaults:\n  cooldown_base: 1m\n  cooldown_cap: 30s\n", "defaults.cooldown_cap: must be at least cooldown_base"},
+		{"defaults:\n  jitter: 1.5\n", "defaults.jitter"},
+		{"defaults:\n  probe_timeout: 0s\n", "defaults.probe_timeout"},
+		{"defaults:\n  cooldown_base: soon\n", `"soon" is not a duration`},
+		{"defaults:\n  treshold: 5\n", "field treshold not found"},
+		{"breakers:\n  - threshold: 2\n", "breakers[0].match: is required"},
+		{"breakers:\n  - match: \"[\"\n", "breakers[0].match: bad pattern"},
+		{"breakers:\n  - match: a\n  - match: b\n    cooldown_cap: 1s\n", "breakers[1].cooldown_cap"},
+		{"breakers:\n  - match: a\n    alternatives: [\"\"]\n", "breakers[0].alternatives[0]: must not be empty"},
+	} {
+		_, err := Parse([]byte(tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(%q) = %v, want an error containing %q", tc.yaml, err, tc.want)
+		}
+	}
+}
+
+func TestLoadNamesTheFile(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(name, []byte("defaults:\n  threshold: 0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(name)
+	if err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "defaults.threshold") {
+		t.Errorf("Load = %v, want the file and the field named", err)
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
+		t.Error("Load of a missing file succeeded")
+	}
+}
+
+func TestRetentionIsCapPlusProbeTimeout(t *testing.T) {
+	if got, want := Default().Retention(), 15*time.Minute+30*time.Second; got != want {
+		t.Errorf("Retention() = %s, want %s", got, want)
+	}
+}
