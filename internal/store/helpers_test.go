@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -127,8 +126,5 @@ func rateLimited(retryAfter, deadline time.Duration) func(*pb.RecordRequest) {
 	}
 }
 
-func withPolicy(p policy.Policy) store.Options {
-	return store.Options{Policies: policy.NewSet(p)}
-}
 
 const cooldown = 30 * time.Second
