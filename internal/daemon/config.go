@@ -66,7 +66,9 @@ func ParseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	}
 	fs := flag.NewFlagSet("breakerd", flag.ContinueOnError)
 	fs.SetOutput(usage)
-	env := func(name string) string { return getenv("BREAKERD_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))) }
+	env := func(name string) string {
+		return getenv("BREAKERD_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_")))
+	}
 	var errs []error
 	str := func(p *string, name, help string) {
 		if v := env(name); v != "" {

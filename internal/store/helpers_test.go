@@ -126,5 +126,4 @@ func rateLimited(retryAfter, deadline time.Duration) func(*pb.RecordRequest) {
 	}
 }
 
-
 const cooldown = 30 * time.Second
