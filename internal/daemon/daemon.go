@@ -57,19 +57,11 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	hubDone := make(chan error, 1)
-	hubReady := make(chan struct{})
-	go func() { hubDone <- hub.Run(ctx, hubReady) }()
+	go func() { hubDone <- hub.Run(ctx, nil) }()
 	go watchHealth(ctx, st, hs, c.HealthInterval, log)
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- g.Serve(lis) }()
-	select {
-	case <-hubReady:
-	case err := <-hubDone:
-		g.Stop()
-		return err
-	case <-ctx.Done():
-	}
 	log.Info("breakerd serving", "addr", lis.Addr().String(), "policy_file", c.PolicyFile)
 	if ready != nil {
 		ready(lis.Addr())

@@ -7,10 +7,10 @@ package events
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -102,16 +102,29 @@ func (h *Hub) publish(e *pb.Event) {
 	}
 }
 
-// Run subscribes to the channel and relays events until ctx ends. It
-// returns once the subscription is confirmed when ready is non-nil
-// (closing ready), so a caller can wait for it before serving Watch.
-// go-redis re-subscribes by itself after a connection loss; events
-// published while it was away are in the durable log, not in the feed.
+// Run subscribes to the channel and relays events until ctx ends. While
+// Redis cannot be reached it retries, backing off up to 5s, and logs each
+// failure; ready, when non-nil, is closed once the first subscription is
+// confirmed, so a caller can wait for it. After that go-redis re-subscribes
+// by itself after a connection loss; events published while it was away
+// are in the durable log, not in the feed.
 func (h *Hub) Run(ctx context.Context, ready chan<- struct{}) error {
 	ps := h.rdb.Subscribe(ctx, h.channel)
 	defer ps.Close()
-	if _, err := ps.Receive(ctx); err != nil {
-		return fmt.Errorf("events: subscribe %s: %w", h.channel, err)
+	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, 5*time.Second) {
+		_, err := ps.Receive(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		h.log.Warn("events: subscribe failed; retrying", "channel", h.channel, "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
 	}
 	if ready != nil {
 		close(ready)

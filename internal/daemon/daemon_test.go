@@ -1,0 +1,88 @@
+package daemon
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+func TestHealthFollowsRedis(t *testing.T) {
+	m := miniredis.RunT(t)
+	cfg, err := ParseConfig([]string{"--listen", "127.0.0.1:0", "--redis-url", "redis://" + m.Addr(), "--health-interval", "20ms"}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a net.Addr) { ready <- a }) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	conn, err := grpc.NewClient((<-ready).String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	hc := healthpb.NewHealthClient(conn)
+	waitFor := func(want healthpb.HealthCheckResponse_ServingStatus) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			res, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{})
+			if err == nil && res.Status == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("health never became %v (last %v, %v)", want, res, err)
+			}
+			time.Sleep(10 * time.Millisecond) // polling a status, not waiting out a cooldown
+		}
+	}
+	waitFor(healthpb.HealthCheckResponse_SERVING)
+	m.Close()
+	waitFor(healthpb.HealthCheckResponse_NOT_SERVING)
+	if err := m.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(healthpb.HealthCheckResponse_SERVING)
+}
+
+func TestParseConfigFromEnvAndFlags(t *testing.T) {
+	env := map[string]string{"BREAKERD_LISTEN": "127.0.0.1:9000", "BREAKERD_DRAIN_DELAY": "3s", "BREAKERD_EVENTS_MAX_LEN": "50"}
+	c, err := ParseConfig([]string{"--drain-delay", "1s"}, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:9000" || c.DrainDelay != time.Second || c.EventsMaxLen != 50 {
+		t.Errorf("config = %+v; want listen from env, drain delay from the flag, max len from env", c)
+	}
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"--events-max-len", "0"}, nil, "--events-max-len"},
+		{nil, map[string]string{"BREAKERD_DRAIN_DELAY": "soon"}, "BREAKERD_DRAIN_DELAY"},
+		{nil, map[string]string{"BREAKERD_EVENTS_MAX_LEN": "many"}, "BREAKERD_EVENTS_MAX_LEN"},
+		{[]string{"--shutdown-timeout", "0s"}, nil, "--shutdown-timeout"},
+		{[]string{"stray"}, nil, "unexpected argument"},
+	} {
+		_, err := ParseConfig(tc.args, func(k string) string { return tc.env[k] }, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseConfig(%v, %v) = %v, want an error naming %s", tc.args, tc.env, err, tc.want)
+		}
+	}
+}

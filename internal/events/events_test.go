@@ -1,0 +1,97 @@
+package events_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/breakerd/breakerd/internal/events"
+	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/internal/testredis"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+func startHub(t *testing.T, b *testredis.Backend) (*events.Hub, *store.Store) {
+	t.Helper()
+	st := store.New(b.Client, store.Options{Channel: b.Prefix + "events", Now: b.Clock()})
+	hub := events.NewHub(b.NewClient(t), st.Channel(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() { done <- hub.Run(ctx, ready) }()
+	<-ready
+	t.Cleanup(func() { cancel(); <-done })
+	return hub, st
+}
+
+func force(t *testing.T, st *store.Store, name string, mode pb.ForceMode) {
+	t.Helper()
+	if _, err := st.Force(context.Background(), name, mode, "r", 0, "ops"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFilterAndOrder(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		hub, st := startHub(t, b)
+		a, other := b.Breaker("a"), b.Breaker("b")
+		only := hub.Subscribe([]string{a})
+		all := hub.Subscribe(nil)
+		defer only.Close()
+		defer all.Close()
+		force(t, st, a, pb.ForceMode_FORCE_MODE_OPEN)
+		force(t, st, other, pb.ForceMode_FORCE_MODE_OPEN)
+		force(t, st, a, pb.ForceMode_FORCE_MODE_AUTO)
+		recv := func(s *events.Subscription) *pb.Event {
+			t.Helper()
+			select {
+			case e := <-s.C:
+				return e
+			case <-time.After(10 * time.Second):
+				t.Fatal("no event")
+				return nil
+			}
+		}
+		for _, want := range []string{a, other, a} {
+			if e := recv(all); e.Breaker != want {
+				t.Fatalf("all: event for %s, want %s", e.Breaker, want)
+			}
+		}
+		for _, want := range []pb.State{pb.State_STATE_FORCED_OPEN, pb.State_STATE_CLOSED} {
+			if e := recv(only); e.Breaker != a || e.To != want {
+				t.Fatalf("filtered: %s -> %v, want %s -> %v", e.Breaker, e.To, a, want)
+			}
+		}
+	})
+}
+
+func TestSlowSubscriberIsCutNotBlocking(t *testing.T) {
+	b := testredis.Mini(t)
+	hub, st := startHub(t, b)
+	slow := hub.Subscribe(nil)
+	fast := hub.Subscribe(nil)
+	name := b.Breaker("a")
+	got := 0
+	for i := range 300 {
+		mode := pb.ForceMode_FORCE_MODE_OPEN
+		if i%2 == 1 {
+			mode = pb.ForceMode_FORCE_MODE_AUTO
+		}
+		force(t, st, name, mode)
+		select {
+		case <-fast.C:
+			got++
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the fast subscriber stopped receiving after %d events", got)
+		}
+	}
+	n := 0
+	for range slow.C {
+		n++
+	}
+	if !errors.Is(slow.Err(), events.ErrTooSlow) || n == 0 || n >= 300 {
+		t.Errorf("slow subscriber: %d events then %v; want its buffer then ErrTooSlow", n, slow.Err())
+	}
+}
