@@ -302,3 +302,27 @@ func TestListFiltersByState(t *testing.T) {
 		}
 	})
 }
+
+func TestStartingAndJoiningWriteNothing(t *testing.T) {
+	b := testredis.Mini(t) // an empty keyspace to count in
+	d := daemontest.Start(t, b, store.Options{})
+	ctx := context.Background()
+	for i := range 10 {
+		c := dial(t, d, fmt.Sprintf("new-worker-%d", i))
+		for _, name := range []string{"web_search", "stripe:acct_42"} {
+			p, err := c.Allow(ctx, name)
+			if err != nil || !p.Allowed() {
+				t.Fatalf("Allow(%q) = %v, %v", name, p, err)
+			}
+			if _, err := c.Record(ctx, p, client.Result{Outcome: pb.Outcome_OUTCOME_SUCCESS}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := c.API().BatchGet(ctx, &pb.BatchGetRequest{Breakers: []string{"web_search", "crm"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if keys := b.Mini.Keys(); len(keys) != 0 {
+		t.Errorf("a daemon starting and 10 workers joining wrote keys %v, want none", keys)
+	}
+}
