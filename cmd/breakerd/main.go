@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/breakerd/breakerd/internal/daemon"
+	"github.com/redis/go-redis/v9"
 )
 
 func main() {
@@ -24,12 +25,21 @@ func main() {
 	}
 }
 
+// version is set at build time: -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(args) == 2 && (args[1] == "--version" || args[1] == "-version") {
+		fmt.Fprintln(stderr, "breakerd", version)
+		return nil
+	}
 	cfg, err := daemon.ParseConfig(args[1:], getenv, stderr)
 	if err != nil {
 		return err
 	}
-	return daemon.Run(ctx, cfg, daemon.NewLogger(cfg, stderr), nil)
+	log := daemon.NewLogger(cfg, stderr).With("version", version)
+	redis.SetLogger(daemon.RedisLogger(log))
+	return daemon.Run(ctx, cfg, log, nil)
 }

@@ -24,6 +24,10 @@ type Config struct {
 	// state is neither shared nor persisted. Flag --redis-url, env
 	// BREAKERD_REDIS_URL.
 	RedisURL string
+	// RedisCluster reads RedisURL as a Redis Cluster URL
+	// (redis://host1:6379?addr=host2:6379&addr=host3:6379). Default false.
+	// Flag --redis-cluster, env BREAKERD_REDIS_CLUSTER (true/false).
+	RedisCluster bool
 	// PolicyFile is the YAML file of per-breaker policies. Empty: defaults
 	// for every breaker. Flag --config, env BREAKERD_CONFIG.
 	PolicyFile string
@@ -88,6 +92,14 @@ func ParseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	}
 	str(&c.Listen, "listen", "gRPC listen address")
 	str(&c.RedisURL, "redis-url", "shared Redis URL (redis:// or rediss://); empty: embedded in-memory Redis")
+	if v := env("redis-cluster"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("BREAKERD_REDIS_CLUSTER: %q is not true or false", v))
+		}
+		c.RedisCluster = b
+	}
+	fs.BoolVar(&c.RedisCluster, "redis-cluster", c.RedisCluster, "read --redis-url as a Redis Cluster URL")
 	str(&c.PolicyFile, "config", "YAML policy file (defaults and per-breaker overrides)")
 	if v := env("events-max-len"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)

@@ -40,7 +40,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 			return err
 		}
 	}
-	rdb, closeRedis, err := connect(c, log)
+	rdb, channel, closeRedis, err := connect(c, log)
 	if err != nil {
 		return err
 	}
@@ -50,15 +50,17 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", c.Listen, err)
 	}
-	st := store.New(rdb, store.Options{Policies: policies, EventsMaxLen: c.EventsMaxLen, EventRetention: c.EventRetention})
+	st := store.New(rdb, store.Options{Policies: policies, EventsMaxLen: c.EventsMaxLen, EventRetention: c.EventRetention, Channel: channel})
 	hub := events.NewHub(rdb, st.Channel(), log)
 	g, hs := server.New(st, hub).NewGRPC()
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// The hub outlives the signal: Watch streams keep flowing through the
+	// drain delay and end when the gRPC server stops.
+	hubCtx, stopHub := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHub()
 	hubDone := make(chan error, 1)
-	go func() { hubDone <- hub.Run(ctx, nil) }()
-	go watchHealth(ctx, st, hs, c.HealthInterval, log)
+	go func() { hubDone <- hub.Run(hubCtx, nil) }()
+	go watchHealth(hubCtx, st, hs, c.HealthInterval, log)
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- g.Serve(lis) }()
@@ -81,9 +83,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 		g.Stop()
 	})
 	go func() { g.GracefulStop(); close(stopped) }()
+	stopHub() // ends every Watch stream, so GracefulStop need not wait them out
 	<-stopped
 	backstop.Stop()
-	cancel()
 	if err := <-hubDone; err != nil && !errors.Is(err, context.Canceled) {
 		log.Warn("event hub ended with an error", "err", err)
 	}
@@ -91,25 +93,44 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	return nil
 }
 
-// connect opens the configured Redis, or starts an embedded one.
-func connect(c Config, log *slog.Logger) (redis.UniversalClient, func(), error) {
+// connect opens the configured Redis (a Cluster with --redis-cluster), or
+// starts an embedded one. It also names the pub/sub channel for live
+// events: pub/sub ignores Redis databases, so the channel carries the
+// database number and fleets on different databases of one server do not
+// see each other's events.
+func connect(c Config, log *slog.Logger) (redis.UniversalClient, string, func(), error) {
 	if c.RedisURL == "" {
 		m := miniredis.NewMiniRedis()
 		if err := m.Start(); err != nil {
-			return nil, nil, fmt.Errorf("embedded redis: %w", err)
+			return nil, "", nil, fmt.Errorf("embedded redis: %w", err)
 		}
 		log.Warn("no --redis-url: using an embedded in-memory Redis; breaker state is neither shared with other daemons nor persisted", "embedded_addr", m.Addr())
 		rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-		return rdb, func() { _ = rdb.Close(); m.Close() }, nil
+		return rdb, store.DefaultChannel, func() { _ = rdb.Close(); m.Close() }, nil
+	}
+	if c.RedisCluster {
+		opt, err := redis.ParseClusterURL(c.RedisURL)
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("--redis-url: %w", err)
+		}
+		opt.MaxRetries = redisRetries
+		rdb := redis.NewClusterClient(opt)
+		log.Info("using redis cluster", "addrs", opt.Addrs, "tls", opt.TLSConfig != nil)
+		return rdb, store.DefaultChannel, func() { _ = rdb.Close() }, nil
 	}
 	opt, err := redis.ParseURL(c.RedisURL)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--redis-url: %w", err)
+		return nil, "", nil, fmt.Errorf("--redis-url: %w", err)
 	}
+	opt.MaxRetries = redisRetries
 	rdb := redis.NewClient(opt)
-	log.Info("using redis", "addr", opt.Addr, "db", opt.DB, "tls", opt.TLSConfig != nil)
-	return rdb, func() { _ = rdb.Close() }, nil
+	log.Info("using redis", "addr", opt.Addr, "db", opt.DB, "user", opt.Username, "tls", opt.TLSConfig != nil)
+	return rdb, fmt.Sprintf("%s:db%d", store.DefaultChannel, opt.DB), func() { _ = rdb.Close() }, nil
 }
+
+// redisRetries bounds go-redis's retries of a failed command: a breaker
+// must answer fast, and a worker's client has its own budget and fallback.
+const redisRetries = 1
 
 // watchHealth flips the health status to SERVING after Redis answers and
 // every script is loaded, and back to NOT_SERVING while Redis is away.
@@ -143,4 +164,19 @@ func watchHealth(ctx context.Context, st *store.Store, hs *health.Server, every 
 			check()
 		}
 	}
+}
+
+// RedisLogger adapts log for go-redis's internal messages (pool dial
+// failures and the like), so they come out in the daemon's log format.
+// Install it with redis.SetLogger.
+func RedisLogger(log *slog.Logger) interface {
+	Printf(ctx context.Context, format string, v ...any)
+} {
+	return redisLogger{log}
+}
+
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, "redis: "+fmt.Sprintf(format, v...))
 }

@@ -1,18 +1,24 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
 func TestHealthFollowsRedis(t *testing.T) {
@@ -87,4 +93,58 @@ func TestParseConfigFromEnvAndFlags(t *testing.T) {
 			t.Errorf("ParseConfig(%v, %v) = %v, want an error naming %s", tc.args, tc.env, err, tc.want)
 		}
 	}
+}
+
+func TestShutdownEndsWatchStreams(t *testing.T) {
+	var logs safeBuffer
+	cfg, err := ParseConfig([]string{"--listen", "127.0.0.1:0", "--drain-delay", "50ms", "--shutdown-timeout", "30s"}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)), func(a net.Addr) { ready <- a })
+	}()
+	conn, err := grpc.NewClient((<-ready).String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	stream, err := pb.NewBreakerServiceClient(conn).Watch(context.Background(), &pb.WatchRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Header(); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if _, err := stream.Recv(); status.Code(err) != codes.Unavailable {
+		t.Errorf("Watch during shutdown ended with %v, want Unavailable", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if strings.Contains(logs.String(), "timed out") {
+		t.Errorf("shutdown waited out its backstop for an open Watch:\n%s", logs.String())
+	}
+}
+
+// safeBuffer is a bytes.Buffer safe for the logger's concurrent writes.
+type safeBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *safeBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

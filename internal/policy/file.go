@@ -138,6 +138,10 @@ func Parse(b []byte) (*Set, error) {
 	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, errors.New("a policy file holds one YAML document; found a second")
+	}
 	s := &Set{defaults: f.Defaults.apply(Default())}
 	if err := s.defaults.Validate(); err != nil {
 		return nil, prefixField("defaults", err)

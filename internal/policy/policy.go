@@ -40,6 +40,13 @@ type Policy struct {
 	Alternatives []string
 }
 
+// Bounds on durations, so that no policy overflows a Redis TTL or makes a
+// breaker unreachable for longer than an operator would believe.
+const (
+	MaxCooldown     = 7 * 24 * time.Hour
+	MaxProbeTimeout = time.Hour
+)
+
 // Default returns the defaults described on each field of Policy.
 func Default() Policy {
 	return Policy{
@@ -66,10 +73,14 @@ func (p Policy) Validate() error {
 		return fieldErr("cooldown_base", "must be at least 1ms, got %s", p.CooldownBase)
 	case p.CooldownCap < p.CooldownBase:
 		return fieldErr("cooldown_cap", "must be at least cooldown_base (%s), got %s", p.CooldownBase, p.CooldownCap)
-	case p.Jitter < 0 || p.Jitter > 1:
+	case p.CooldownCap > MaxCooldown:
+		return fieldErr("cooldown_cap", "must be at most %s, got %s", MaxCooldown, p.CooldownCap)
+	case !(p.Jitter >= 0 && p.Jitter <= 1): // also rejects NaN
 		return fieldErr("jitter", "must be between 0 and 1, got %g", p.Jitter)
 	case p.ProbeTimeout < time.Millisecond:
 		return fieldErr("probe_timeout", "must be at least 1ms, got %s", p.ProbeTimeout)
+	case p.ProbeTimeout > MaxProbeTimeout:
+		return fieldErr("probe_timeout", "must be at most %s, got %s", MaxProbeTimeout, p.ProbeTimeout)
 	}
 	for i, a := range p.Alternatives {
 		if a == "" {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -31,8 +32,19 @@ const MaxNameBytes = 256
 // MaxBatch bounds BatchGet.
 const MaxBatch = 1024
 
-// maxMessageBytes bounds the failure text a Record may carry.
+// maxMessageBytes bounds the failure text a Record may carry and a Force
+// reason.
 const maxMessageBytes = 256
+
+// maxDurationMs bounds every *_ms duration a request carries (7 days), so
+// none overflows a time.Duration or pins a breaker for years.
+const maxDurationMs = 7 * 24 * 3600 * 1000
+
+// maxForceTTLMs bounds a Force TTL (365 days); 0 means until AUTO.
+const maxForceTTLMs = 365 * 24 * 3600 * 1000
+
+// maxTokenBytes bounds a ticket's lease token (breakerd issues 32).
+const maxTokenBytes = 64
 
 // Server serves BreakerService. It is stateless and safe for concurrent use.
 type Server struct {
@@ -82,17 +94,26 @@ func (s *Server) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordR
 	if _, ok := pb.Outcome_name[int32(req.GetOutcome())]; !ok || req.GetOutcome() == pb.Outcome_OUTCOME_UNSPECIFIED {
 		return nil, invalid("outcome", "must be one of the defined outcomes, got %v", req.GetOutcome())
 	}
-	for field, v := range map[string]int64{"retry_after_ms": req.GetRetryAfterMs(), "deadline_ms": req.GetDeadlineMs(), "latency_ms": req.GetLatencyMs()} {
-		if v < 0 {
-			return nil, invalid(field, "must not be negative, got %d", v)
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"retry_after_ms", req.GetRetryAfterMs()}, {"deadline_ms", req.GetDeadlineMs()}, {"latency_ms", req.GetLatencyMs()}} {
+		if f.v < 0 || f.v > maxDurationMs {
+			return nil, invalid(f.name, "must be between 0 and %d (7 days), got %d", maxDurationMs, f.v)
 		}
 	}
-	if req.GetTicket().GetGeneration() < 0 {
-		return nil, invalid("ticket.generation", "must not be negative")
+	t := req.GetTicket()
+	switch {
+	case t == nil:
+		return nil, invalid("ticket", "is required: pass the ticket Allow returned")
+	case t.GetGeneration() < 0:
+		return nil, invalid("ticket.generation", "must not be negative, got %d", t.GetGeneration())
+	case len(t.GetLeaseToken()) > maxTokenBytes || !printable(t.GetLeaseToken()):
+		return nil, invalid("ticket.lease_token", "must be printable and at most %d bytes", maxTokenBytes)
 	}
-	if len(req.GetMessage()) > maxMessageBytes || !printable(req.GetMessage()) {
-		return nil, invalid("message", "must be printable text of at most %d bytes", maxMessageBytes)
-	}
+	// The message is free text from a tool's error: keep it, made safe for
+	// a one-line reason, rather than refuse the outcome it describes.
+	req.Message = oneLine(req.GetMessage(), maxMessageBytes)
 	res, err := s.store.Record(ctx, req)
 	return res, statusOf(ctx, err)
 }
@@ -159,8 +180,8 @@ func (s *Server) Force(ctx context.Context, req *pb.ForceRequest) (*pb.ForceResp
 	if len(req.GetReason()) > maxMessageBytes || !printable(req.GetReason()) {
 		return nil, invalid("reason", "must be printable text of at most %d bytes", maxMessageBytes)
 	}
-	if req.GetTtlMs() < 0 {
-		return nil, invalid("ttl_ms", "must not be negative, got %d", req.GetTtlMs())
+	if req.GetTtlMs() < 0 || req.GetTtlMs() > maxForceTTLMs {
+		return nil, invalid("ttl_ms", "must be between 0 (until AUTO) and %d (365 days), got %d", maxForceTTLMs, req.GetTtlMs())
 	}
 	operator := req.GetOperator()
 	if operator == "" {
@@ -178,6 +199,9 @@ func (s *Server) Force(ctx context.Context, req *pb.ForceRequest) (*pb.ForceResp
 
 // Watch implements BreakerService.Watch.
 func (s *Server) Watch(req *pb.WatchRequest, stream grpc.ServerStreamingServer[pb.Event]) error {
+	if len(req.GetBreakers()) > MaxBatch {
+		return invalid("breakers", "at most %d names, got %d", MaxBatch, len(req.GetBreakers()))
+	}
 	for i, b := range req.GetBreakers() {
 		if err := validName(fmt.Sprintf("breakers[%d]", i), b); err != nil {
 			return err
@@ -210,7 +234,7 @@ func (s *Server) Watch(req *pb.WatchRequest, stream grpc.ServerStreamingServer[p
 }
 
 // validName checks a breaker name, worker id or operator: non-empty, at
-// most MaxNameBytes, valid UTF-8, printable.
+// most MaxNameBytes, valid UTF-8, printable, no leading or trailing space.
 func validName(field, v string) error {
 	switch {
 	case v == "":
@@ -219,8 +243,27 @@ func validName(field, v string) error {
 		return invalid(field, "is %d bytes; at most %d", len(v), MaxNameBytes)
 	case !printable(v):
 		return invalid(field, "must be printable UTF-8 (no control characters), got %q", v)
+	case strings.TrimSpace(v) != v:
+		return invalid(field, "must not start or end with white space, got %q", v)
 	}
 	return nil
+}
+
+// oneLine returns v with every non-printable rune (newlines, tabs, control
+// characters) replaced by a space, cut to at most n bytes on a rune
+// boundary.
+func oneLine(v string, n int) string {
+	v = strings.Map(func(r rune) rune {
+		if unicode.IsPrint(r) {
+			return r
+		}
+		return ' '
+	}, strings.ToValidUTF8(v, "?"))
+	for len(v) > n {
+		_, size := utf8.DecodeLastRuneInString(v)
+		v = v[:len(v)-size]
+	}
+	return v
 }
 
 func printable(v string) bool {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -105,6 +106,28 @@ func TestBadInputIsInvalidArgumentAndStoresNothing(t *testing.T) {
 				_, err := api.Force(ctx, &pb.ForceRequest{Breaker: b.Breaker("x"), Reason: "r"})
 				return err
 			}, "mode"},
+			{"padded worker", func() error {
+				_, err := api.Allow(ctx, &pb.AllowRequest{Breaker: b.Breaker("x"), WorkerId: " w1"})
+				return err
+			}, "worker_id"},
+			{"no ticket", func() error {
+				_, err := api.Record(ctx, &pb.RecordRequest{Breaker: b.Breaker("x"), WorkerId: "w1", Outcome: pb.Outcome_OUTCOME_TIMEOUT})
+				return err
+			}, "ticket"},
+			{"huge lease token", func() error {
+				_, err := api.Record(ctx, &pb.RecordRequest{Breaker: b.Breaker("x"), WorkerId: "w1", Outcome: pb.Outcome_OUTCOME_TIMEOUT,
+					Ticket: &pb.Ticket{LeaseToken: strings.Repeat("t", 65)}})
+				return err
+			}, "ticket.lease_token"},
+			{"centuries of Retry-After", func() error {
+				_, err := api.Record(ctx, &pb.RecordRequest{Breaker: b.Breaker("x"), WorkerId: "w1", Outcome: pb.Outcome_OUTCOME_RATE_LIMITED,
+					Ticket: &pb.Ticket{}, RetryAfterMs: 9_000_000_000_000})
+				return err
+			}, "retry_after_ms"},
+			{"force for 584 years", func() error {
+				_, err := api.Force(ctx, &pb.ForceRequest{Breaker: b.Breaker("x"), Mode: pb.ForceMode_FORCE_MODE_OPEN, Reason: "r", TtlMs: 18446744074710})
+				return err
+			}, "ttl_ms"},
 			{"batch with a bad name", func() error {
 				_, err := api.BatchGet(ctx, &pb.BatchGetRequest{Breakers: []string{b.Breaker("ok"), ""}})
 				return err
@@ -116,8 +139,15 @@ func TestBadInputIsInvalidArgumentAndStoresNothing(t *testing.T) {
 				t.Errorf("%s: %v, want InvalidArgument naming %s", tc.name, err, tc.field)
 			}
 		}
-		if n, _ := b.Client.Exists(ctx, store.Prefix+"{"+b.Breaker("x")+"}:state").Result(); n != 0 {
-			t.Errorf("bad input stored state")
+		if b.Mini != nil {
+			if keys := b.Mini.Keys(); len(keys) != 0 {
+				t.Errorf("bad input stored keys %v", keys)
+			}
+		}
+		for _, k := range []string{"state", "workers", "events"} {
+			if n, _ := b.Client.Exists(ctx, store.Prefix+"{"+b.Breaker("x")+"}:"+k).Result(); n != 0 {
+				t.Errorf("bad input stored %s", k)
+			}
 		}
 	})
 }
@@ -325,4 +355,29 @@ func TestStartingAndJoiningWriteNothing(t *testing.T) {
 	if keys := b.Mini.Keys(); len(keys) != 0 {
 		t.Errorf("a daemon starting and 10 workers joining wrote keys %v, want none", keys)
 	}
+}
+
+func TestFailureTextIsKeptOnOneLine(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := daemontest.Start(t, b, store.Options{})
+		c := dial(t, d, "w1")
+		ctx := context.Background()
+		name := b.Breaker("web_search")
+		for _, msg := range []string{"HTTP 503\nService Unavailable", strings.Repeat("a", 255) + "é"} {
+			p, err := c.Allow(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := c.API().Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: "w1", Ticket: p.Ticket, Outcome: pb.Outcome_OUTCOME_SERVER_ERROR, Message: msg})
+			if err != nil || !r.Counted {
+				t.Fatalf("Record with message %q: %v, %v; want counted", msg, r, err)
+			}
+			if last := r.State.LastFailure; strings.ContainsAny(last, "\n\x00") || !utf8.ValidString(last) {
+				t.Errorf("last failure %q is not one clean line", last)
+			}
+		}
+		if st, _ := d.Store.Get(ctx, name); st.Failures != 2 || st.LastFailure != "server error (5xx): "+strings.Repeat("a", 255) {
+			t.Errorf("state: %d failures, last %q", st.Failures, st.LastFailure)
+		}
+	})
 }

@@ -155,6 +155,11 @@ func TestRateLimited(t *testing.T) {
 		if got := f.get(name).NextProbeAtMs; got != probeAt+180000 {
 			t.Errorf("a longer Retry-After moved the probe to %d, want %d", got, probeAt+180000)
 		}
+		// Never past the cooldown cap (15m): no answer pins a breaker for longer.
+		f.record(name, "w3", stale, pb.Outcome_OUTCOME_RATE_LIMITED, rateLimited(7*24*time.Hour, time.Second))
+		if got := f.get(name).NextProbeAtMs; got != probeAt-120000+15*60000 {
+			t.Errorf("a week-long Retry-After moved the probe to %d, want the cap: %d", got, probeAt-120000+15*60000)
+		}
 	})
 }
 

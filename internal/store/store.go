@@ -172,6 +172,11 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 	}
 	desc := quorum.Describe(req.GetOutcome(), time.Duration(req.GetLatencyMs())*time.Millisecond,
 		retryAfter, deadline, req.GetMessage())
+	// A Retry-After sets a rate-limit trip's cooldown and may push an open
+	// circuit's probe later, but never past the policy's cap: no single
+	// vendor answer (or a buggy worker) can keep a breaker open for longer
+	// than its cooldown cap.
+	retryAfter = min(retryAfter, p.CooldownCap)
 	u := s.o.Rand()
 	args := append(s.common(breaker, req.GetWorkerId(), p), string(ev),
 		req.GetTicket().GetGeneration(), req.GetTicket().GetLeaseToken(), retryAfter.Milliseconds(), desc,
@@ -324,15 +329,25 @@ func (s *Store) scanNames(ctx context.Context, pattern, suffix string) ([]string
 	return names, nil
 }
 
-// IsUnavailable reports whether err means Redis could not be reached (as
-// opposed to a bad reply or a script error).
+// unavailablePrefixes are Redis error replies that mean "not now" rather
+// than "wrong": the server is loading, failing over, read-only, or busy.
+var unavailablePrefixes = []string{"LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY", "NOREPLICAS"}
+
+// IsUnavailable reports whether err means Redis could not serve the call
+// now (unreachable, loading, failing over), as opposed to a bad reply or a
+// script error.
 func IsUnavailable(err error) bool {
-	if err == nil {
+	if err == nil || errors.Is(err, errBadReply) {
 		return false
 	}
 	var re redis.Error
-	if errors.As(err, &re) && !strings.HasPrefix(re.Error(), "LOADING") {
+	if errors.As(err, &re) {
+		for _, p := range unavailablePrefixes {
+			if strings.HasPrefix(re.Error(), p) {
+				return true
+			}
+		}
 		return false
 	}
-	return !errors.Is(err, errBadReply)
+	return true
 }

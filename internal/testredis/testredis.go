@@ -78,7 +78,43 @@ func Real(t testing.TB) *Backend {
 		t.Fatalf("%s=%s but Redis does not answer: %v", EnvAddr, addr, err)
 	}
 	b.ResetCounts()
+	t.Cleanup(func() { b.deleteKeys(t) })
 	return b
+}
+
+// deleteKeys removes every key of this test's breakers, so that runs leave
+// nothing behind on a shared Redis.
+func (b *Backend) deleteKeys(t testing.TB) {
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: b.Addr})
+	defer c.Close()
+	pattern := "brk:{" + globEscape(b.Prefix) + "*"
+	it := c.Scan(ctx, 0, pattern, 1000).Iterator()
+	var keys []string
+	for it.Next(ctx) {
+		keys = append(keys, it.Val())
+	}
+	if err := it.Err(); err != nil {
+		t.Errorf("testredis: cleanup scan: %v", err)
+		return
+	}
+	if len(keys) > 0 {
+		if err := c.Del(ctx, keys...).Err(); err != nil {
+			t.Errorf("testredis: cleanup: %v", err)
+		}
+	}
+}
+
+// globEscape escapes the characters SCAN MATCH treats as patterns.
+func globEscape(s string) string {
+	var out strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			out.WriteByte('\\')
+		}
+		out.WriteRune(r)
+	}
+	return out.String()
 }
 
 func (b *Backend) init(t testing.TB) {
