@@ -16,7 +16,7 @@ defaults:
 YAML
 go build -o "$work/breakerd" ./cmd/breakerd
 for i in 1 2; do
-  "$work/breakerd" --listen "127.0.0.1:707$i" --redis-url "$redis_url" \
+  "$work/breakerd" --listen "127.0.0.1:708$i" --redis-url "$redis_url" \
     --config "$work/policy.yaml" 2>"$work/daemon$i.log" &
 done
 for i in 1 2; do
@@ -26,4 +26,4 @@ for i in 1 2; do
   done
   grep -q "health SERVING" "$work/daemon$i.log" || { cat "$work/daemon$i.log"; exit 1; }
 done
-go run ./examples/fleetdemo --daemon1 127.0.0.1:7071 --daemon2 127.0.0.1:7072 --breaker web_search
+go run ./examples/fleetdemo --daemon1 127.0.0.1:7081 --daemon2 127.0.0.1:7082 --breaker web_search

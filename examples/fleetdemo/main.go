@@ -29,8 +29,8 @@ func main() {
 
 func run(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("fleetdemo", flag.ContinueOnError)
-	d1 := fs.String("daemon1", "127.0.0.1:7071", "first daemon's address")
-	d2 := fs.String("daemon2", "127.0.0.1:7072", "second daemon's address")
+	d1 := fs.String("daemon1", "127.0.0.1:7081", "first daemon's address")
+	d2 := fs.String("daemon2", "127.0.0.1:7082", "second daemon's address")
 	breaker := fs.String("breaker", "web_search", "breaker to trip")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -728,18 +728,21 @@ type RecordRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Breaker  string                 `protobuf:"bytes,1,opt,name=breaker,proto3" json:"breaker,omitempty"`
 	WorkerId string                 `protobuf:"bytes,2,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
-	// The ticket from the Allow that granted the call.
+	// Required: the ticket from the Allow that granted the call.
 	Ticket  *Ticket `protobuf:"bytes,3,opt,name=ticket,proto3" json:"ticket,omitempty"`
 	Outcome Outcome `protobuf:"varint,4,opt,name=outcome,proto3,enum=breakerd.v1.Outcome" json:"outcome,omitempty"`
-	// With OUTCOME_RATE_LIMITED: the Retry-After the dependency sent.
+	// With OUTCOME_RATE_LIMITED: the Retry-After the dependency sent. At
+	// most 7 days; its effect (a rate-limit cooldown, a later probe) is
+	// capped at the breaker's cooldown cap.
 	RetryAfterMs int64 `protobuf:"varint,5,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
 	// With OUTCOME_RATE_LIMITED: the caller's remaining deadline. 0 means
-	// no deadline left, so any Retry-After exceeds it.
+	// no time left, so any Retry-After exceeds it. At most 7 days.
 	DeadlineMs int64 `protobuf:"varint,6,opt,name=deadline_ms,json=deadlineMs,proto3" json:"deadline_ms,omitempty"`
-	// How long the call took, retries included.
+	// How long the call took, retries included. At most 7 days.
 	LatencyMs int64 `protobuf:"varint,7,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
 	// A short plain-words description of the failure ("HTTP 503"). Never a
-	// tool payload or a secret. At most 256 bytes are kept.
+	// tool payload or a secret. Control characters become spaces; at most
+	// 256 bytes are kept.
 	Message       string `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1169,7 +1172,7 @@ type ForceRequest struct {
 	// Required for OPEN and CLOSED: shown to every denied caller.
 	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	// For OPEN and CLOSED: the forced state ends by itself after this long
-	// (as AUTO would). 0: until an operator sends AUTO.
+	// (as AUTO would). 0: until an operator sends AUTO. At most 365 days.
 	TtlMs int64 `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
 	// Who is forcing (recorded in the event).
 	Operator      string `protobuf:"bytes,5,opt,name=operator,proto3" json:"operator,omitempty"`
