@@ -13,14 +13,15 @@ import (
 // retry_after. Only denials are cached, and only while the Watch stream is
 // live: any event for a breaker drops its entry, and a resync (on every
 // (re)connect of the stream) replaces the whole set with List's. A denial
-// whose Allow raced an event is not stored (the epoch check). When the
-// stream breaks, no new denial is stored and entries without an end are
-// dropped; timed entries still answer until their retry_after, which
-// breakerd gave, so the cache never allows what breakerd would deny and
-// denies no longer than breakerd said. It is safe for concurrent use.
+// whose Allow raced an event is not stored (the epoch check). While the
+// stream is broken no new denial is stored; the entries held keep
+// answering (they are breakerd's last word) until their retry_after or the
+// next resync. The cache only ever denies: it never allows what breakerd
+// would deny. It is safe for concurrent use.
 type openCache struct {
 	mu    sync.Mutex
 	live  bool
+	syncs int    // resyncs so far
 	epoch uint64 // bumped by every event, resync and stream break
 	m     map[string]cached
 }
@@ -90,18 +91,14 @@ func (c *openCache) event(breaker string) {
 	delete(c.m, breaker)
 }
 
-// broken marks the stream down: nothing is stored until the next resync,
-// and entries that only an event could end are dropped.
+// broken marks the stream down: nothing is stored until the next resync
+// replaces the set. The entries stay: they are what breakerd said last,
+// and a timed one ends by itself at the retry_after breakerd gave.
 func (c *openCache) broken() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.epoch++
 	c.live = false
-	for k, e := range c.m {
-		if e.until.IsZero() {
-			delete(c.m, k)
-		}
-	}
 }
 
 // resync replaces the set with the open and forced-open breakers List
@@ -135,15 +132,17 @@ func (c *openCache) resync(states []*pb.BreakerState, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.epoch++
+	c.syncs++
 	c.live = true
 	c.m = m
 }
 
-// size returns how many denials are cached.
-func (c *openCache) size() int {
+// status returns whether the stream is live, how many resyncs have run
+// and the epoch.
+func (c *openCache) status() (live bool, syncs int, epoch uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.m)
+	return c.live, c.syncs, c.epoch
 }
 
 // watch keeps the cache in step with breakerd until ctx ends: subscribe,
