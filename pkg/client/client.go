@@ -74,7 +74,8 @@ type Client struct {
 	cache  *openCache // nil without WithOpenCache
 	local  *localBreaker
 
-	down atomic.Bool // answering from the local fallback
+	down     atomic.Bool // answering from the local fallback
+	answered atomic.Bool // breakerd has answered at least once
 
 	mu        sync.Mutex
 	closed    bool
@@ -90,6 +91,7 @@ type options struct {
 	dial          []grpc.DialOption
 	clock         Clock
 	budget        time.Duration
+	firstBudget   time.Duration
 	recordTimeout time.Duration
 	fallback      FallbackMode
 	local         LocalPolicy
@@ -125,6 +127,12 @@ func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
 // breakerd before answering from the fallback. Default DefaultAllowBudget
 // (50ms); 0 waits as long as the caller's context allows.
 func WithAllowBudget(d time.Duration) Option { return func(o *options) { o.budget = d } }
+
+// WithFirstContactBudget bounds how long the first RPC, before breakerd
+// has ever answered this client, waits: it also sets up the connection,
+// which can take longer than the Allow budget. A daemon that refuses the
+// connection fails at once either way. Default 1s.
+func WithFirstContactBudget(d time.Duration) Option { return func(o *options) { o.firstBudget = d } }
 
 // WithRecordTimeout bounds the Record that Call sends after the call,
 // which goes out even when the caller's context has ended. Default 2s.
@@ -190,6 +198,7 @@ func newOptions(opts []Option) options {
 		classify:      DefaultClassifier,
 		clock:         systemClock{},
 		budget:        DefaultAllowBudget,
+		firstBudget:   time.Second,
 		recordTimeout: 2 * time.Second,
 		retry:         time.Second,
 		listTimeout:   5 * time.Second,
@@ -310,6 +319,7 @@ func (c *Client) Allow(ctx context.Context, breaker string) (*Permit, error) {
 		c.markDown(err)
 		return c.fallbackAllow(breaker), nil
 	}
+	c.answered.Store(true)
 	p := &Permit{
 		Breaker:    breaker,
 		Decision:   res.GetDecision(),
@@ -325,10 +335,14 @@ func (c *Client) Allow(ctx context.Context, breaker string) (*Permit, error) {
 }
 
 func (c *Client) budgeted(ctx context.Context) (context.Context, context.CancelFunc) {
-	if c.o.budget <= 0 {
+	b := c.o.budget
+	if !c.answered.Load() && b > 0 {
+		b = max(b, c.o.firstBudget)
+	}
+	if b <= 0 {
 		return context.WithCancel(ctx)
 	}
-	return context.WithTimeout(ctx, c.o.budget)
+	return context.WithTimeout(ctx, b)
 }
 
 func (c *Client) fallbackAllow(breaker string) *Permit {

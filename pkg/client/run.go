@@ -75,6 +75,9 @@ type Run struct {
 	lost    []Unavailable // in the order they were removed
 }
 
+// now is the run's clock reading, to the millisecond (what results carry).
+func (r *Run) now() time.Time { return r.c.o.clock.Now().Truncate(time.Millisecond) }
+
 // NewRun starts a run on c.
 func NewRun(c *Client) *Run {
 	return &Run{c: c, removed: map[string]int{}}
@@ -106,7 +109,7 @@ func (r *Run) Available(ctx context.Context, tools []Tool) ([]Tool, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := r.c.o.clock.Now()
+	now := r.now()
 	byName := make(map[string]*pb.BreakerState, len(states))
 	for _, st := range states {
 		byName[st.GetBreaker()] = st
@@ -138,7 +141,7 @@ func (r *Run) Call(ctx context.Context, tool Tool, fn func(ctx context.Context) 
 	if i, gone := r.removed[tool.Name]; gone {
 		u := r.lost[i]
 		r.mu.Unlock()
-		return u.err(r.c.o.clock.Now())
+		return u.err(r.now())
 	}
 	r.mu.Unlock()
 	err := r.c.Call(ctx, tool.BreakerName(), fn)
@@ -146,7 +149,7 @@ func (r *Run) Call(ctx context.Context, tool Tool, fn func(ctx context.Context) 
 	if !denied {
 		return err
 	}
-	now := r.c.o.clock.Now()
+	now := r.now()
 	u := Unavailable{Breaker: d.Breaker, Status: d.Status, Reason: d.Reason, Forced: d.Forced,
 		Since: now, RemovedAt: now, Alternatives: d.Alternatives, Degraded: d.Degraded}
 	var open *CircuitOpenError
@@ -206,7 +209,7 @@ func (r *Run) Notice() string {
 	if len(lost) == 0 {
 		return ""
 	}
-	now := r.c.o.clock.Now()
+	now := r.now()
 	var b strings.Builder
 	b.WriteString("Some tools are out of service and have been removed from your tools for the rest of this task:\n")
 	for _, u := range lost {
@@ -306,6 +309,7 @@ func (c *Client) states(ctx context.Context, names []string) (states []*pb.Break
 		res, err := c.api.BatchGet(actx, &pb.BatchGetRequest{Breakers: names})
 		cancel()
 		if err == nil {
+			c.answered.Store(true)
 			return res.GetStates(), false, nil
 		}
 		if ctx.Err() != nil || !unreachable(err) {
