@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"time"
 
 	"github.com/breakerd/breakerd/internal/daemon"
 	"github.com/breakerd/breakerd/pkg/client"
@@ -32,8 +33,10 @@ func Example() {
 	defer stop()
 	ctx := context.Background()
 
-	w1, _ := client.Dial(addr, client.WithWorkerID("worker-1"))
-	w2, _ := client.Dial(addr, client.WithWorkerID("worker-2"))
+	// A generous Allow budget (the default is 50ms): examples run among
+	// tests on busy machines, and this one means to show breakerd's answers.
+	w1, _ := client.Dial(addr, client.WithWorkerID("worker-1"), client.WithAllowBudget(time.Second))
+	w2, _ := client.Dial(addr, client.WithWorkerID("worker-2"), client.WithAllowBudget(time.Second))
 	defer w1.Close()
 	defer w2.Close()
 
@@ -65,7 +68,7 @@ func ExampleRun() {
 	addr, stop := startDaemon()
 	defer stop()
 	ctx := context.Background()
-	c, _ := client.Dial(addr, client.WithWorkerID("agent-1"))
+	c, _ := client.Dial(addr, client.WithWorkerID("agent-1"), client.WithAllowBudget(time.Second))
 	defer c.Close()
 
 	// An operator takes the payment vendor out of service.

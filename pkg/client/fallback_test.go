@@ -134,7 +134,7 @@ func TestDaemonStoppedMidRunFallsBackToALocalBreaker(t *testing.T) {
 		d := start(t, b, o)
 		clock := newFakeClock()
 		v := newVendor(t, http.StatusServiceUnavailable)
-		c := dial(t, d.Addr, "agent", WithClock(clock), WithAllowBudget(time.Second), WithReconnectInterval(20*time.Millisecond))
+		c := dial(t, d.Addr, "agent", WithClock(clock), WithReconnectInterval(20*time.Millisecond))
 		ctx := context.Background()
 		pay, search := b.Breaker("payments"), b.Breaker("search")
 		tools := []Tool{{Name: "refund_charge", Breaker: pay}, {Name: "web_search", Breaker: search}}
@@ -200,7 +200,7 @@ func TestDaemonStoppedMidRunFallsBackToALocalBreaker(t *testing.T) {
 func TestFailClosedDeniesWhileTheDaemonIsDown(t *testing.T) {
 	b := testredis.Mini(t)
 	d := start(t, b, withAlternatives())
-	c := dial(t, d.Addr, "agent", WithFallback(FailClosed), WithAllowBudget(time.Second))
+	c := dial(t, d.Addr, "agent", WithFallback(FailClosed))
 	v := newVendor(t, http.StatusOK)
 	ctx := context.Background()
 	name := b.Breaker("payments")
