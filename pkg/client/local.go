@@ -2,6 +2,7 @@ package client
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -302,18 +303,19 @@ func human(d time.Duration) string {
 		return fmt.Sprintf("%dms", d/time.Millisecond)
 	case d < 10*time.Second && d%time.Second != 0:
 		return fmt.Sprintf("%.1fs", d.Seconds())
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", d.Round(time.Second)/time.Second)
-	case d < time.Hour:
-		d = d.Round(time.Second)
-		if d%time.Minute == 0 {
-			return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	if d = d.Round(time.Second); d >= time.Hour {
+		d = d.Round(time.Minute)
+	}
+	h, m, sec := d/time.Hour, d%time.Hour/time.Minute, d%time.Minute/time.Second
+	var b strings.Builder
+	for _, part := range []struct {
+		n    time.Duration
+		unit string
+	}{{h, "h"}, {m, "m"}, {sec, "s"}} {
+		if part.n > 0 {
+			fmt.Fprintf(&b, "%d%s", part.n, part.unit)
 		}
-		return fmt.Sprintf("%dm%ds", d/time.Minute, d%time.Minute/time.Second)
 	}
-	d = d.Round(time.Minute)
-	if d%time.Hour == 0 {
-		return fmt.Sprintf("%dh", d/time.Hour)
-	}
-	return fmt.Sprintf("%dh%dm", d/time.Hour, d%time.Hour/time.Minute)
+	return b.String()
 }
