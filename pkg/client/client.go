@@ -469,7 +469,8 @@ func (c *Client) Record(ctx context.Context, p *Permit, r Result) (*pb.RecordRes
 // the call was denied, a *CircuitOpenError or *ProbeInFlightError without
 // running fn (AsDenial renders either for the model). fn's own retries
 // stay inside fn: one exhausted call is one outcome. The caller's own
-// cancellation is not recorded. Other errors: Allow's, wrapped ("client:
+// cancellation is not recorded (if the call was the fleet's probe, its
+// lease lapses after the probe timeout). Other errors: Allow's, wrapped ("client:
 // allow web_search: ..."), with fn not run; a failure to Record (other
 // than breakerd being unreachable) joined to fn's result.
 func (c *Client) Call(ctx context.Context, breaker string, fn func(ctx context.Context) error) error {

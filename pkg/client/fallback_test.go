@@ -6,8 +6,11 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/breakerd/breakerd/internal/daemontest"
 	"github.com/breakerd/breakerd/internal/testredis"
@@ -226,9 +229,9 @@ func TestFailClosedDeniesWhileTheDaemonIsDown(t *testing.T) {
 	}
 }
 
-// A daemon that accepts connections and never answers: Allow gives up
-// after its budget and the fallback answers.
-func TestAllowBudgetBoundsASilentDaemon(t *testing.T) {
+// A daemon that accepts connections and never answers: the first RPC
+// gives up after the first-contact budget and the fallback answers.
+func TestFirstContactBudgetBoundsASilentDaemon(t *testing.T) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +246,7 @@ func TestAllowBudgetBoundsASilentDaemon(t *testing.T) {
 			defer conn.Close() // held open, never read
 		}
 	}()
-	c, err := Dial(lis.Addr().String(), WithWorkerID("agent")) // the default 50ms budget
+	c, err := Dial(lis.Addr().String(), WithWorkerID("agent"), WithFirstContactBudget(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,5 +263,52 @@ func TestAllowBudgetBoundsASilentDaemon(t *testing.T) {
 	// Once known down, the fallback answers without trying again.
 	if p, err := c.Allow(ctx, "payments"); err != nil || !p.Degraded {
 		t.Errorf("second Allow: %+v, %v", p, err)
+	}
+}
+
+// stallingServer answers the first Allow and stalls every later one until
+// the caller gives up.
+type stallingServer struct {
+	pb.UnimplementedBreakerServiceServer
+	calls atomic.Int64
+}
+
+func (s *stallingServer) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResponse, error) {
+	if s.calls.Add(1) == 1 {
+		return &pb.AllowResponse{Decision: pb.Decision_DECISION_ALLOWED, Ticket: &pb.Ticket{}}, nil
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// Once breakerd has answered, Allow waits no longer than its budget
+// (50ms by default): the first-contact budget and the caller's deadline
+// here are far longer, so only the Allow budget can have ended the wait.
+func TestAllowBudgetBoundsAStalledDaemon(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &stallingServer{}
+	g := grpc.NewServer()
+	pb.RegisterBreakerServiceServer(g, srv)
+	go func() { _ = g.Serve(lis) }()
+	defer g.Stop()
+	c, err := Dial(lis.Addr().String(), WithWorkerID("agent"), WithFirstContactBudget(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if p, err := c.Allow(ctx, "payments"); err != nil || p.Degraded {
+		t.Fatalf("first Allow: %+v, %v; want breakerd's answer", p, err)
+	}
+	p, err := c.Allow(ctx, "payments")
+	if err != nil || !p.Degraded || ctx.Err() != nil {
+		t.Fatalf("Allow against a stalled daemon: %+v, %v (caller's ctx %v); want a degraded answer within the budget", p, err, ctx.Err())
+	}
+	if n := srv.calls.Load(); n != 2 {
+		t.Errorf("the daemon saw %d Allows, want 2", n)
 	}
 }
