@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sync"
 	"testing"
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -26,12 +27,27 @@ type Daemon struct {
 	Store *store.Store
 	// Calls counts the RPCs it has served, by full method name.
 	Calls *Counter
+
+	stop sync.Once
+	halt func()
 }
+
+// Stop stops the daemon now, cutting its open streams, as a crashed or
+// partitioned daemon would; it is also called when the test ends. Safe to
+// call more than once.
+func (d *Daemon) Stop() { d.stop.Do(d.halt) }
 
 // Start runs a daemon on b until t ends. o.Now defaults to b's clock and
 // o.Channel to one unique to b, so that daemons started on the same backend
 // share events and nothing else does.
 func Start(t testing.TB, b *testredis.Backend, o store.Options) *Daemon {
+	t.Helper()
+	return StartAt(t, b, o, "127.0.0.1:0")
+}
+
+// StartAt is Start listening on addr: a stopped daemon's Addr starts a
+// replacement that clients already dialled to it reconnect to.
+func StartAt(t testing.TB, b *testredis.Backend, o store.Options, addr string) *Daemon {
 	t.Helper()
 	if o.Now == nil {
 		o.Now = b.Clock()
@@ -57,15 +73,18 @@ func Start(t testing.TB, b *testredis.Backend, o store.Options) *Daemon {
 	calls := NewCounter()
 	g, hs := server.New(st, hub).NewGRPC(calls.Options()...)
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	lis, err := net.Listen("tcp", addr)
 	if err != nil {
+		cancel()
+		<-hubDone
 		t.Fatal(err)
 	}
 	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(func() {
+	d := &Daemon{Addr: lis.Addr().String(), Store: st, Calls: calls, halt: func() {
 		cancel()
 		g.Stop()
 		<-hubDone
-	})
-	return &Daemon{Addr: lis.Addr().String(), Store: st, Calls: calls}
+	}}
+	t.Cleanup(d.Stop)
+	return d
 }

@@ -1,17 +1,31 @@
 // Package client is what workers import to ask breakerd before a tool call
-// and to report after it.
+// and to report after it, and what an agent loop uses to keep broken tools
+// out of the model's toolset.
 //
-// The two-step form is Allow then Record; Do wraps both around one call:
+// One call: Call asks, runs the call only if allowed, classifies what it
+// returned and records it:
 //
 //	c, err := client.Dial("127.0.0.1:7070", client.WithWorkerID("worker-7"))
 //	...
-//	err = c.Do(ctx, "web_search", func(ctx context.Context) error {
+//	err = c.Call(ctx, "web_search", func(ctx context.Context) error {
 //		return search(ctx, query) // its own retries stay inside: one call, one outcome
 //	})
-//	var open *client.CircuitOpenError
-//	if errors.As(err, &open) {
-//		// the dependency was not called; tell the model open.Reason
+//	if d, ok := client.AsDenial(err, "web_search"); ok {
+//		// the dependency was not called; give the model d.JSON() as the tool result
 //	}
+//
+// One agent run: NewRun scopes a run; Run.Available filters the toolset in
+// one round trip, a removed tool stays removed for the run, Run.Notice is
+// the text for the model and Run.Degraded what the final answer carries.
+//
+// Cheaper: WithOpenCache keeps the circuits known to be open from
+// breakerd's Watch stream, so those denials cost no round trip.
+//
+// When breakerd does not answer within the Allow budget (WithAllowBudget,
+// 50ms by default), the client answers from a breaker local to this worker
+// (or fails closed, WithFallback), marks those answers Degraded and
+// reconnects in the background: an agent is never blocked by the breaker
+// service itself.
 //
 // The package imports only grpc and the generated breakerd.v1 stubs.
 package client
@@ -20,78 +34,208 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
+// Clock tells the time for the client's own decisions: the local fallback
+// breaker, cached denials and a Run's timestamps. Implementations must be
+// safe for concurrent use.
+type Clock interface {
+	Now() time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// DefaultAllowBudget bounds how long Allow waits for breakerd before it
+// answers from the local fallback.
+const DefaultAllowBudget = 50 * time.Millisecond
+
 // Client talks to breakerd for one worker. It is safe for concurrent use.
 type Client struct {
-	conn     *grpc.ClientConn // nil when built by New
-	api      pb.BreakerServiceClient
-	worker   string
-	classify Classifier
+	conn   *grpc.ClientConn // nil when built by New
+	api    pb.BreakerServiceClient
+	health healthpb.HealthClient
+	o      options
+	cache  *openCache // nil without WithOpenCache
+	local  *localBreaker
+
+	down     atomic.Bool // answering from the local fallback
+	answered atomic.Bool // breakerd has answered at least once
+
+	mu        sync.Mutex
+	closed    bool
+	downSince time.Time
+	ctx       context.Context // ends at Close: background work
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+}
+
+type options struct {
+	worker        string
+	classify      Classifier
+	dial          []grpc.DialOption
+	clock         Clock
+	budget        time.Duration
+	firstBudget   time.Duration
+	recordTimeout time.Duration
+	fallback      FallbackMode
+	local         LocalPolicy
+	openCache     bool
+	retry         time.Duration
+	listTimeout   time.Duration
+	logger        *slog.Logger
 }
 
 // Option configures a Client.
-type Option func(*Client, *[]grpc.DialOption)
+type Option func(*options)
 
 // WithWorkerID sets the id this worker reports as. Default: the host name
 // and process id ("host-1234"). Quorum counts distinct worker ids, so two
 // processes must not share one.
-func WithWorkerID(id string) Option {
-	return func(c *Client, _ *[]grpc.DialOption) { c.worker = id }
-}
+func WithWorkerID(id string) Option { return func(o *options) { o.worker = id } }
 
 // WithDialOptions adds grpc dial options (TLS credentials, interceptors).
 // Without transport credentials among them, Dial connects in plaintext.
 func WithDialOptions(opts ...grpc.DialOption) Option {
-	return func(_ *Client, d *[]grpc.DialOption) { *d = append(*d, opts...) }
+	return func(o *options) { o.dial = append(o.dial, opts...) }
 }
 
-// WithClassifier replaces how Do turns a call's error into an outcome.
-// Default: DefaultClassifier.
-func WithClassifier(cl Classifier) Option {
-	return func(c *Client, _ *[]grpc.DialOption) { c.classify = cl }
-}
+// WithClassifier replaces how Call turns a call's error into an outcome.
+// Default: DefaultClassifier. Wrap it to add your own error types.
+func WithClassifier(cl Classifier) Option { return func(o *options) { o.classify = cl } }
+
+// WithClock sets the clock of the local fallback breaker, the cached
+// denials and Runs. Default: the system clock.
+func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithAllowBudget bounds how long Allow (and Run.Available) wait for
+// breakerd before answering from the fallback. Default DefaultAllowBudget
+// (50ms); 0 waits as long as the caller's context allows.
+func WithAllowBudget(d time.Duration) Option { return func(o *options) { o.budget = d } }
+
+// WithFirstContactBudget bounds how long the first RPC, before breakerd
+// has ever answered this client, waits: it also sets up the connection,
+// which can take longer than the Allow budget. A daemon that refuses the
+// connection fails at once either way. Default 1s.
+func WithFirstContactBudget(d time.Duration) Option { return func(o *options) { o.firstBudget = d } }
+
+// WithRecordTimeout bounds the Record that Call sends after the call,
+// which goes out even when the caller's context has ended. Default 2s.
+func WithRecordTimeout(d time.Duration) Option { return func(o *options) { o.recordTimeout = d } }
+
+// WithFallback sets what the client answers while breakerd is unreachable.
+// Default FailOpenLocal.
+func WithFallback(m FallbackMode) Option { return func(o *options) { o.fallback = m } }
+
+// WithLocalPolicy tunes the local fallback breaker. Default: breakerd's
+// defaults (see LocalPolicy).
+func WithLocalPolicy(p LocalPolicy) Option { return func(o *options) { o.local = p } }
+
+// WithOpenCache turns on the local cache of known-open circuits: the
+// client subscribes to breakerd's Watch stream (and resyncs from List on
+// each connect), so an Allow on a circuit it knows is open is answered
+// with no round trip until the retry_after breakerd gave. Off by default:
+// it holds one stream per client and runs one List per (re)connect.
+func WithOpenCache() Option { return func(o *options) { o.openCache = true } }
+
+// WithReconnectInterval sets how often the client checks whether an
+// unreachable breakerd is back (grpc.health.v1), and how long the Watch
+// stream waits before resubscribing. Default 1s.
+func WithReconnectInterval(d time.Duration) Option { return func(o *options) { o.retry = d } }
+
+// WithLogger logs the client's background events (breakerd unreachable,
+// back, watch stream breaks). Default: none.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
 // Dial returns a Client for the daemon at target ("host:port", or any
-// grpc target). It does not wait for a connection.
+// grpc target). It does not wait for a connection. The error is a
+// malformed target.
 func Dial(target string, opts ...Option) (*Client, error) {
-	dial := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
-	c := newClient(opts, &dial)
+	o := newOptions(opts)
+	dial := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// Reconnect within seconds of breakerd's return (grpc's default
+		// backoff grows to 2 minutes): the fallback is for outages.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}),
+	}, o.dial...)
 	conn, err := grpc.NewClient(target, dial...)
 	if err != nil {
 		return nil, fmt.Errorf("client: dial %s: %w", target, err)
 	}
+	c := newClient(conn, o)
 	c.conn = conn
-	c.api = pb.NewBreakerServiceClient(conn)
 	return c, nil
 }
 
 // New returns a Client over an existing connection; Close leaves it open.
+// Dial options are ignored.
 func New(conn grpc.ClientConnInterface, opts ...Option) *Client {
-	var ignored []grpc.DialOption
-	c := newClient(opts, &ignored)
-	c.api = pb.NewBreakerServiceClient(conn)
-	return c
+	return newClient(conn, newOptions(opts))
 }
 
-func newClient(opts []Option, dial *[]grpc.DialOption) *Client {
+func newOptions(opts []Option) options {
 	host, _ := os.Hostname()
-	c := &Client{worker: fmt.Sprintf("%s-%d", host, os.Getpid()), classify: DefaultClassifier}
-	for _, o := range opts {
-		o(c, dial)
+	o := options{
+		worker:        fmt.Sprintf("%s-%d", host, os.Getpid()),
+		classify:      DefaultClassifier,
+		clock:         systemClock{},
+		budget:        DefaultAllowBudget,
+		firstBudget:   time.Second,
+		recordTimeout: 2 * time.Second,
+		retry:         time.Second,
+		listTimeout:   5 * time.Second,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.retry <= 0 {
+		o.retry = time.Second
+	}
+	return o
+}
+
+func newClient(conn grpc.ClientConnInterface, o options) *Client {
+	c := &Client{
+		api:    pb.NewBreakerServiceClient(conn),
+		health: healthpb.NewHealthClient(conn),
+		o:      o,
+		local:  newLocalBreaker(o.local, o.clock.Now),
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if o.openCache {
+		c.cache = newOpenCache()
+		c.wg.Add(1)
+		go func() { defer c.wg.Done(); c.watch(c.ctx, o.retry) }()
 	}
 	return c
 }
 
-// Close closes the connection Dial opened.
+// Close stops the client's background work and closes the connection
+// Dial opened.
 func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.cancel()
+	c.wg.Wait()
 	if c.conn == nil {
 		return nil
 	}
@@ -99,12 +243,25 @@ func (c *Client) Close() error {
 }
 
 // WorkerID returns the id this client reports as.
-func (c *Client) WorkerID() string { return c.worker }
+func (c *Client) WorkerID() string { return c.worker() }
+
+func (c *Client) worker() string { return c.o.worker }
 
 // API returns the raw breakerd.v1 stub, for Get, List, Force and Watch.
 func (c *Client) API() pb.BreakerServiceClient { return c.api }
 
-// Permit is breakerd's answer to Allow.
+// Unreachable reports whether the client is answering from its fallback
+// because breakerd did not answer, and since when (the client's clock).
+func (c *Client) Unreachable() (since time.Time, ok bool) {
+	if !c.down.Load() {
+		return time.Time{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.downSince, true
+}
+
+// Permit is the answer to Allow.
 type Permit struct {
 	// Breaker is the dependency asked about.
 	Breaker string
@@ -116,8 +273,15 @@ type Permit struct {
 	RetryAfter time.Duration
 	// Reason is, for a denial, why in plain words.
 	Reason string
-	// State is the breaker's state when it answered.
+	// State is the breaker's state when it answered (nil for a fail-closed
+	// denial).
 	State *pb.BreakerState
+	// Degraded is true when breakerd did not answer and the local fallback
+	// decided.
+	Degraded bool
+	// Cached is true when a denial came from the open-circuit cache,
+	// without a round trip.
+	Cached bool
 }
 
 // Allowed reports whether the call may go out (ALLOWED or PROBE).
@@ -126,22 +290,130 @@ func (p *Permit) Allowed() bool {
 }
 
 // Allow asks whether a call to breaker may go out. A denial is a Permit
-// with Allowed() false, not an error; errors are gRPC failures
-// (InvalidArgument for a bad name, Unavailable when breakerd or its Redis
-// is down).
+// with Allowed() false, not an error. In order: a cached denial (with
+// WithOpenCache) answers with no round trip; while breakerd is known to be
+// unreachable, the fallback answers at once; otherwise breakerd is asked
+// within the Allow budget, and if it fails to answer the fallback does
+// (Permit.Degraded). Errors: the caller's context ending, and breakerd's
+// InvalidArgument (a bad name), PermissionDenied or Unauthenticated.
 func (c *Client) Allow(ctx context.Context, breaker string) (*Permit, error) {
-	res, err := c.api.Allow(ctx, &pb.AllowRequest{Breaker: breaker, WorkerId: c.worker})
-	if err != nil {
-		return nil, err
+	if c.cache != nil {
+		if p := c.cache.lookup(breaker, c.o.clock.Now()); p != nil {
+			return p, nil
+		}
 	}
-	return &Permit{
+	if c.down.Load() {
+		return c.fallbackAllow(breaker), nil
+	}
+	var epoch uint64
+	if c.cache != nil {
+		epoch = c.cache.begin()
+	}
+	actx, cancel := c.budgeted(ctx)
+	res, err := c.api.Allow(actx, &pb.AllowRequest{Breaker: breaker, WorkerId: c.worker()})
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil || !unreachable(err) {
+			return nil, err
+		}
+		c.markDown(err)
+		return c.fallbackAllow(breaker), nil
+	}
+	c.answered.Store(true)
+	p := &Permit{
 		Breaker:    breaker,
 		Decision:   res.GetDecision(),
 		Ticket:     res.GetTicket(),
 		RetryAfter: time.Duration(res.GetRetryAfterMs()) * time.Millisecond,
 		Reason:     res.GetReason(),
 		State:      res.GetState(),
-	}, nil
+	}
+	if c.cache != nil {
+		c.cache.store(p, epoch, c.o.clock.Now())
+	}
+	return p, nil
+}
+
+func (c *Client) budgeted(ctx context.Context) (context.Context, context.CancelFunc) {
+	b := c.o.budget
+	if !c.answered.Load() && b > 0 {
+		b = max(b, c.o.firstBudget)
+	}
+	if b <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, b)
+}
+
+func (c *Client) fallbackAllow(breaker string) *Permit {
+	if c.o.fallback == FailClosed {
+		return &Permit{Breaker: breaker, Decision: pb.Decision_DECISION_DENIED_OPEN, Degraded: true,
+			Reason: "breakerd is unreachable and this worker fails closed: " + breaker + " is not called until it answers"}
+	}
+	return c.local.allow(breaker)
+}
+
+// unreachable tells a failure to reach breakerd (fall back) from an
+// answer that the request itself is wrong (return it).
+func unreachable(err error) bool {
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied, codes.Unauthenticated,
+		codes.FailedPrecondition, codes.OutOfRange:
+		return false
+	}
+	return true
+}
+
+// markDown switches to the fallback and starts checking for breakerd's
+// return in the background.
+func (c *Client) markDown(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.down.Load() {
+		return
+	}
+	c.down.Store(true)
+	c.downSince = c.o.clock.Now()
+	c.log("client: breakerd unreachable; answering from the local fallback", err)
+	c.wg.Add(1)
+	go c.reconnect()
+}
+
+// reconnect polls breakerd's health until it is SERVING again, then
+// forgets the local verdicts and returns to asking breakerd.
+func (c *Client) reconnect() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.o.retry)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(c.ctx, c.o.retry)
+		res, err := c.health.Check(ctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		if err == nil && res.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			c.mu.Lock()
+			c.local.reset()
+			c.down.Store(false)
+			c.mu.Unlock()
+			c.log("client: breakerd answers again", nil)
+			return
+		}
+	}
+}
+
+func (c *Client) log(msg string, err error) {
+	if c.o.logger == nil {
+		return
+	}
+	if err != nil {
+		c.o.logger.Warn(msg, "worker", c.worker(), "err", err)
+		return
+	}
+	c.o.logger.Info(msg, "worker", c.worker())
 }
 
 // Result is the outcome of one tool call, after its own retries.
@@ -155,19 +427,28 @@ type Result struct {
 	// Latency is how long the call took, retries included.
 	Latency time.Duration
 	// Message is a short description of a failure ("HTTP 503"); never a
-	// payload or a secret.
+	// payload or a secret. At most 256 bytes are sent.
 	Message string
 }
 
-// Record reports the result of the call p admitted.
+// Record reports the result of the call p admitted. A degraded permit's
+// result goes to the local fallback breaker (no round trip). When breakerd
+// cannot be reached the result goes to the local breaker too, the client
+// switches to its fallback, and Record returns a response noting it
+// rather than an error. Errors: breakerd's InvalidArgument (a bad outcome
+// or name).
 func (c *Client) Record(ctx context.Context, p *Permit, r Result) (*pb.RecordResponse, error) {
+	if p.Degraded {
+		c.local.record(p.Breaker, p.Ticket, r)
+		return &pb.RecordResponse{Note: "recorded by the local fallback: breakerd unreachable"}, nil
+	}
 	msg := r.Message
 	if len(msg) > 256 {
 		msg = msg[:256]
 	}
-	return c.api.Record(ctx, &pb.RecordRequest{
+	res, err := c.api.Record(ctx, &pb.RecordRequest{
 		Breaker:      p.Breaker,
-		WorkerId:     c.worker,
+		WorkerId:     c.worker(),
 		Ticket:       p.Ticket,
 		Outcome:      r.Outcome,
 		RetryAfterMs: r.RetryAfter.Milliseconds(),
@@ -175,18 +456,24 @@ func (c *Client) Record(ctx context.Context, p *Permit, r Result) (*pb.RecordRes
 		LatencyMs:    r.Latency.Milliseconds(),
 		Message:      msg,
 	})
+	if err != nil && unreachable(err) && !errors.Is(ctx.Err(), context.Canceled) {
+		c.markDown(err)
+		c.local.record(p.Breaker, nil, r)
+		return &pb.RecordResponse{Note: "recorded by the local fallback: breakerd unreachable"}, nil
+	}
+	return res, err
 }
 
-// recordTimeout bounds the Record that Do sends after fn returns, which
-// runs even when the caller's context has ended.
-const recordTimeout = 2 * time.Second
-
-// Do asks breakerd, runs fn if allowed, and records fn's outcome as the
-// classifier reads its error. It returns fn's error unchanged, or, when the
-// call was denied, a *CircuitOpenError or *ProbeInFlightError without
-// running fn. A failure to reach breakerd is returned as is and fn is not
-// run. A failure to Record is joined to fn's result.
-func (c *Client) Do(ctx context.Context, breaker string, fn func(ctx context.Context) error) error {
+// Call asks breakerd, runs fn if allowed, and records fn's outcome as the
+// classifier reads its error. It returns fn's error unchanged, or, when
+// the call was denied, a *CircuitOpenError or *ProbeInFlightError without
+// running fn (AsDenial renders either for the model). fn's own retries
+// stay inside fn: one exhausted call is one outcome. The caller's own
+// cancellation is not recorded (if the call was the fleet's probe, its
+// lease lapses after the probe timeout). Other errors: Allow's, wrapped ("client:
+// allow web_search: ..."), with fn not run; a failure to Record (other
+// than breakerd being unreachable) joined to fn's result.
+func (c *Client) Call(ctx context.Context, breaker string, fn func(ctx context.Context) error) error {
 	p, err := c.Allow(ctx, breaker)
 	if err != nil {
 		return fmt.Errorf("client: allow %s: %w", breaker, err)
@@ -196,15 +483,44 @@ func (c *Client) Do(ctx context.Context, breaker string, fn func(ctx context.Con
 	}
 	start := time.Now()
 	callErr := fn(ctx)
-	r, ok := c.classify(ctx, callErr)
+	r, ok := c.o.classify(ctx, callErr)
 	if !ok {
 		return callErr
 	}
 	r.Latency = time.Since(start)
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.recordTimeout)
 	defer cancel()
 	if _, err := c.Record(rctx, p, r); err != nil {
 		return errors.Join(callErr, fmt.Errorf("client: record %s: %w", breaker, err))
 	}
 	return callErr
+}
+
+// Do is Call.
+func (c *Client) Do(ctx context.Context, breaker string, fn func(ctx context.Context) error) error {
+	return c.Call(ctx, breaker, fn)
+}
+
+// CallValidated is Call for a tool whose output can be checked: fn's
+// output goes through validate (when non-nil), and a validation error is
+// returned as a *MalformedOutputError and recorded as
+// OUTCOME_MALFORMED_OUTPUT, a counted failure (the dependency answered,
+// but not usefully). It returns fn's output when the call was made and
+// validated.
+func CallValidated[T any](ctx context.Context, c *Client, breaker string, fn func(ctx context.Context) (T, error), validate func(T) error) (T, error) {
+	var out T
+	err := c.Call(ctx, breaker, func(ctx context.Context) error {
+		v, err := fn(ctx)
+		if err != nil {
+			return err
+		}
+		if validate != nil {
+			if verr := validate(v); verr != nil {
+				return &MalformedOutputError{Err: verr}
+			}
+		}
+		out = v
+		return nil
+	})
+	return out, err
 }

@@ -1,6 +1,8 @@
 package client
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -20,6 +22,12 @@ type CircuitOpenError struct {
 	RetryAfter time.Duration
 	// Alternatives are routes the breaker's policy offers instead.
 	Alternatives []string
+	// Degraded is true when breakerd could not be reached and the answer
+	// came from this worker's local fallback.
+	Degraded bool
+	// OpenedAt is when the circuit opened (breakerd's clock); zero when
+	// unknown.
+	OpenedAt time.Time
 }
 
 func (e *CircuitOpenError) Error() string {
@@ -32,6 +40,10 @@ type ProbeInFlightError struct {
 	Breaker    string
 	Reason     string
 	RetryAfter time.Duration
+	// Alternatives are routes the breaker's policy offers instead.
+	Alternatives []string
+	// Degraded: see CircuitOpenError.Degraded.
+	Degraded bool
 }
 
 func (e *ProbeInFlightError) Error() string {
@@ -43,12 +55,83 @@ func (e *ProbeInFlightError) Error() string {
 func DeniedError(p *Permit) error {
 	switch p.Decision {
 	case pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT:
-		return &ProbeInFlightError{Breaker: p.Breaker, Reason: p.Reason, RetryAfter: p.RetryAfter}
+		return &ProbeInFlightError{Breaker: p.Breaker, Reason: p.Reason, RetryAfter: p.RetryAfter,
+			Alternatives: p.State.GetAlternatives(), Degraded: p.Degraded}
 	case pb.Decision_DECISION_DENIED_OPEN, pb.Decision_DECISION_DENIED_FORCED_OPEN:
-		return &CircuitOpenError{
+		e := &CircuitOpenError{
 			Breaker: p.Breaker, Forced: p.Decision == pb.Decision_DECISION_DENIED_FORCED_OPEN,
 			Reason: p.Reason, RetryAfter: p.RetryAfter, Alternatives: p.State.GetAlternatives(),
+			Degraded: p.Degraded,
 		}
+		if ms := p.State.GetOpenedAtMs(); ms > 0 {
+			e.OpenedAt = time.UnixMilli(ms)
+		}
+		return e
 	}
 	return nil
+}
+
+// The Status values of a Denial.
+const (
+	StatusCircuitOpen   = "circuit_open"
+	StatusProbeInFlight = "probe_in_flight"
+)
+
+// Denial is the structured tool result a model sees in place of a denied
+// call's output: what it cannot use, why, when asking again may help, and
+// what to use instead. Its JSON form is
+//
+//	{"status":"circuit_open","tool":"refund_charge","breaker":"payments",
+//	 "reason":"payments unreachable: 5 consecutive failures from 3 workers, last: timeout after 30s",
+//	 "retry_after_ms":120000,"alternatives":["issue_refund_manually"]}
+//
+// with "forced":true for an operator's force and "degraded":true when the
+// answer came from this worker's local fallback.
+type Denial struct {
+	// Status is StatusCircuitOpen (open or forced open) or
+	// StatusProbeInFlight.
+	Status  string `json:"status"`
+	Tool    string `json:"tool"`
+	Breaker string `json:"breaker"`
+	Reason  string `json:"reason"`
+	// RetryAfterMs is how long until asking again may help, in
+	// milliseconds; 0 when unknown (a force with no end).
+	RetryAfterMs int64 `json:"retry_after_ms"`
+	// Alternatives is never null: [] when the policy names none.
+	Alternatives []string `json:"alternatives"`
+	Forced       bool     `json:"forced,omitempty"`
+	Degraded     bool     `json:"degraded,omitempty"`
+}
+
+// AsDenial reads err (as returned by Call) as the Denial for tool; ok is
+// false when err is not a denial.
+func AsDenial(err error, tool string) (d Denial, ok bool) {
+	var open *CircuitOpenError
+	var probe *ProbeInFlightError
+	switch {
+	case errors.As(err, &open):
+		d = Denial{Status: StatusCircuitOpen, Breaker: open.Breaker, Reason: open.Reason,
+			RetryAfterMs: open.RetryAfter.Milliseconds(), Alternatives: open.Alternatives,
+			Forced: open.Forced, Degraded: open.Degraded}
+	case errors.As(err, &probe):
+		d = Denial{Status: StatusProbeInFlight, Breaker: probe.Breaker, Reason: probe.Reason,
+			RetryAfterMs: probe.RetryAfter.Milliseconds(), Alternatives: probe.Alternatives,
+			Degraded: probe.Degraded}
+	default:
+		return Denial{}, false
+	}
+	d.Tool = tool
+	if d.Alternatives == nil {
+		d.Alternatives = []string{}
+	}
+	return d, true
+}
+
+// JSON returns d as the JSON text of a tool result.
+func (d Denial) JSON() []byte {
+	if d.Alternatives == nil {
+		d.Alternatives = []string{}
+	}
+	b, _ := json.Marshal(d) // strings, ints and bools: cannot fail
+	return b
 }

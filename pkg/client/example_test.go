@@ -2,11 +2,13 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"time"
 
 	"github.com/breakerd/breakerd/internal/daemon"
 	"github.com/breakerd/breakerd/pkg/client"
@@ -31,8 +33,10 @@ func Example() {
 	defer stop()
 	ctx := context.Background()
 
-	w1, _ := client.Dial(addr, client.WithWorkerID("worker-1"))
-	w2, _ := client.Dial(addr, client.WithWorkerID("worker-2"))
+	// A generous Allow budget (the default is 50ms): examples run among
+	// tests on busy machines, and this one means to show breakerd's answers.
+	w1, _ := client.Dial(addr, client.WithWorkerID("worker-1"), client.WithAllowBudget(time.Second))
+	w2, _ := client.Dial(addr, client.WithWorkerID("worker-2"), client.WithAllowBudget(time.Second))
 	defer w1.Close()
 	defer w2.Close()
 
@@ -41,13 +45,13 @@ func Example() {
 	}
 	// Five failures from one worker: no quorum, the circuit stays closed.
 	for range 5 {
-		_ = w1.Do(ctx, "web_search", vendorDown)
+		_ = w1.Call(ctx, "web_search", vendorDown)
 	}
 	// One more from a second worker opens it for the whole fleet.
-	_ = w2.Do(ctx, "web_search", vendorDown)
+	_ = w2.Call(ctx, "web_search", vendorDown)
 
 	called := false
-	err := w1.Do(ctx, "web_search", func(ctx context.Context) error { called = true; return nil })
+	err := w1.Call(ctx, "web_search", func(ctx context.Context) error { called = true; return nil })
 	var open *client.CircuitOpenError
 	if errors.As(err, &open) {
 		fmt.Println("called:", called)
@@ -58,4 +62,39 @@ func Example() {
 	// called: false
 	// reason: web_search unreachable: 6 consecutive failures from 2 workers, last: server error (5xx): HTTP 503
 	// retry in about 30s: true
+}
+
+func ExampleRun() {
+	addr, stop := startDaemon()
+	defer stop()
+	ctx := context.Background()
+	c, _ := client.Dial(addr, client.WithWorkerID("agent-1"), client.WithAllowBudget(time.Second))
+	defer c.Close()
+
+	// An operator takes the payment vendor out of service.
+	_, _ = c.API().Force(ctx, &pb.ForceRequest{Breaker: "payments", Mode: pb.ForceMode_FORCE_MODE_OPEN,
+		Reason: "vendor maintenance until 14:00 UTC", Operator: "alice"})
+
+	tools := []client.Tool{
+		{Name: "web_search", Breaker: "search", Schema: json.RawMessage(`{"type":"object"}`)},
+		{Name: "refund_charge", Breaker: "payments", Schema: json.RawMessage(`{"type":"object"}`)},
+	}
+	run := client.NewRun(c)
+	avail, _ := run.Available(ctx, tools) // one BatchGet for the whole toolset
+	for _, t := range avail {
+		fmt.Println("tool for the model:", t.Name)
+	}
+	fmt.Println(run.Notice())
+
+	// A removed tool stays removed for the run; calling it anyway is
+	// denied without calling the vendor, as a result the model can read.
+	err := run.Call(ctx, tools[1], func(ctx context.Context) error { return nil })
+	d, _ := client.AsDenial(err, "refund_charge")
+	fmt.Println(string(d.JSON()))
+	// Output:
+	// tool for the model: web_search
+	// Some tools are out of service and have been removed from your tools for the rest of this task:
+	// - refund_charge: payments forced open by an operator: vendor maintenance until 14:00 UTC. An operator took it out of service; no return time is known.
+	// Continue the task with the tools you still have; do not try to call the removed ones. In your final answer, say which parts of the task could not be done because of them.
+	// {"status":"circuit_open","tool":"refund_charge","breaker":"payments","reason":"payments forced open by an operator: vendor maintenance until 14:00 UTC","retry_after_ms":0,"alternatives":[],"forced":true}
 }

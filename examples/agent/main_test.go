@@ -1,0 +1,35 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/breakerd/breakerd/internal/testredis"
+)
+
+// TestAgentRunsAgainstAnEmbeddedDaemon runs the example as `go run` does,
+// with nothing listening at --addr, and checks the story it tells.
+func TestAgentRunsAgainstAnEmbeddedDaemon(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"--addr", testredis.FreeAddr(t)}, &out); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	got := out.String()
+	for _, want := range []string{
+		"started an embedded one",
+		"run 1 on worker-1: tools given to the model: web_search, refund_charge",
+		`model calls refund_charge -> {"status":"circuit_open","tool":"refund_charge","breaker":"demo:payments"`,
+		`"alternatives":["issue_refund_manually"]}`,
+		"run 5 on worker-1: tools given to the model: web_search\n",
+		"- refund_charge: demo:payments unreachable: 5 consecutive failures from 2 workers",
+		"In your final answer, say which parts of the task could not be done",
+		`"degraded": [`,
+		"the payment vendor saw 6 requests",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+}

@@ -1,0 +1,193 @@
+package client
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// openCache holds the denials this client knows to be current, so that an
+// Allow on a circuit known to be open costs no round trip until its
+// retry_after. Only denials are cached, and only while the Watch stream is
+// live: any event for a breaker drops its entry, and a resync (on every
+// (re)connect of the stream) replaces the whole set with List's. A denial
+// whose Allow raced an event is not stored (the epoch check). While the
+// stream is broken no new denial is stored; the entries held keep
+// answering (they are breakerd's last word) until their retry_after or the
+// next resync. The cache only ever denies: it never allows what breakerd
+// would deny. It is safe for concurrent use.
+type openCache struct {
+	mu    sync.Mutex
+	live  bool
+	syncs int    // resyncs so far
+	epoch uint64 // bumped by every event, resync and stream break
+	m     map[string]cached
+}
+
+type cached struct {
+	decision pb.Decision
+	reason   string
+	until    time.Time // zero: until an event says otherwise (a force with no end)
+	state    *pb.BreakerState
+}
+
+func newOpenCache() *openCache { return &openCache{m: map[string]cached{}} }
+
+// lookup returns the cached denial for breaker, or nil.
+func (c *openCache) lookup(breaker string, now time.Time) *Permit {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[breaker]
+	if !ok {
+		return nil
+	}
+	if !e.until.IsZero() && !now.Before(e.until) {
+		delete(c.m, breaker)
+		return nil
+	}
+	var retry time.Duration
+	if !e.until.IsZero() {
+		retry = e.until.Sub(now)
+	}
+	return &Permit{Breaker: breaker, Decision: e.decision, RetryAfter: retry, Reason: e.reason,
+		State: e.state, Cached: true}
+}
+
+// begin returns the epoch to hand back to store after the Allow it guards.
+func (c *openCache) begin() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.epoch
+}
+
+// store caches p if it is a denial, the stream is live and nothing
+// happened since begin returned epoch.
+func (c *openCache) store(p *Permit, epoch uint64, now time.Time) {
+	if p.Allowed() || p.Degraded {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.live || c.epoch != epoch {
+		return
+	}
+	e := cached{decision: p.Decision, reason: p.Reason, state: p.State}
+	switch {
+	case p.RetryAfter > 0:
+		e.until = now.Add(p.RetryAfter)
+	case p.Decision != pb.Decision_DECISION_DENIED_FORCED_OPEN:
+		return // nothing to wait for: ask again
+	}
+	c.m[p.Breaker] = e
+}
+
+// event drops the breaker's entry: its state moved.
+func (c *openCache) event(breaker string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.epoch++
+	delete(c.m, breaker)
+}
+
+// broken marks the stream down: nothing is stored until the next resync
+// replaces the set. The entries stay: they are what breakerd said last,
+// and a timed one ends by itself at the retry_after breakerd gave.
+func (c *openCache) broken() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.epoch++
+	c.live = false
+}
+
+// resync replaces the set with the open and forced-open breakers List
+// returned, read while the stream was already subscribed.
+func (c *openCache) resync(states []*pb.BreakerState, now time.Time) {
+	m := map[string]cached{}
+	for _, s := range states {
+		e := cached{reason: s.GetReason(), state: s}
+		switch s.GetState() {
+		case pb.State_STATE_OPEN:
+			retry := time.Duration(s.GetNextProbeAtMs()-s.GetAsOfMs()) * time.Millisecond
+			if retry <= 0 {
+				continue
+			}
+			e.decision, e.until = pb.Decision_DECISION_DENIED_OPEN, now.Add(retry)
+		case pb.State_STATE_FORCED_OPEN:
+			e.decision = pb.Decision_DECISION_DENIED_FORCED_OPEN
+			e.reason = s.GetBreaker() + " forced open by an operator: " + s.GetReason()
+			if s.GetForcedUntilMs() > 0 {
+				retry := time.Duration(s.GetForcedUntilMs()-s.GetAsOfMs()) * time.Millisecond
+				if retry <= 0 {
+					continue
+				}
+				e.until = now.Add(retry)
+			}
+		default:
+			continue
+		}
+		m[s.GetBreaker()] = e
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.epoch++
+	c.syncs++
+	c.live = true
+	c.m = m
+}
+
+// status returns whether the stream is live, how many resyncs have run
+// and the epoch.
+func (c *openCache) status() (live bool, syncs int, epoch uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.live, c.syncs, c.epoch
+}
+
+// watch keeps the cache in step with breakerd until ctx ends: subscribe,
+// resync from List once the subscription is live, drop entries on each
+// event; on any break, mark the cache broken and start again after retry.
+func (c *Client) watch(ctx context.Context, retry time.Duration) {
+	for ctx.Err() == nil {
+		err := c.watchOnce(ctx)
+		c.cache.broken()
+		if ctx.Err() != nil {
+			return
+		}
+		c.log("client: watch stream ended; retrying", err)
+		t := time.NewTimer(retry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (c *Client) watchOnce(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.api.Watch(ctx, &pb.WatchRequest{})
+	if err != nil {
+		return err
+	}
+	if _, err := stream.Header(); err != nil { // the subscription is live
+		return err
+	}
+	lctx, lcancel := context.WithTimeout(ctx, c.o.listTimeout)
+	res, err := c.api.List(lctx, &pb.ListRequest{States: []pb.State{pb.State_STATE_OPEN, pb.State_STATE_FORCED_OPEN}})
+	lcancel()
+	if err != nil {
+		return err
+	}
+	c.cache.resync(res.GetStates(), c.o.clock.Now())
+	for {
+		e, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		c.cache.event(e.GetBreaker())
+	}
+}

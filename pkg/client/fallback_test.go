@@ -1,0 +1,314 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/testredis"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+func TestOpenCacheAnswersKnownOpenCircuitsWithoutRPCs(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		o := withAlternatives()
+		d := start(t, b, o)
+		w1, w2 := dial(t, d.Addr, "w1"), dial(t, d.Addr, "w2")
+		ctx := context.Background()
+		early, late, forced := b.Breaker("early"), b.Breaker("late"), b.Breaker("forced")
+		trip(t, w1, w2, early) // open before the client connects: List seeds the cache
+
+		clock := newFakeClock()
+		c := dial(t, d.Addr, "agent", WithOpenCache(), WithClock(clock), WithReconnectInterval(20*time.Millisecond))
+		eventually(t, "the first resync", func() bool { live, _, _ := c.cache.status(); return live })
+
+		allows := d.Calls.Get("Allow")
+		for range 10 {
+			p, err := c.Allow(ctx, early)
+			if err != nil || p.Decision != pb.Decision_DECISION_DENIED_OPEN || !p.Cached || p.RetryAfter < 29*time.Second {
+				t.Fatalf("Allow on a circuit List reported open: %+v, %v; want a cached DENIED_OPEN", p, err)
+			}
+		}
+		ran := false
+		if err := c.Call(ctx, early, func(context.Context) error { ran = true; return nil }); ran || !strings.Contains(err.Error(), "unreachable: 5 consecutive failures") {
+			t.Errorf("Call on a cached open circuit: %v (ran %v)", err, ran)
+		}
+		if n := d.Calls.Get("Allow") - allows; n != 0 {
+			t.Errorf("cached denials cost %d Allow RPCs, want 0", n)
+		}
+
+		// Opened after connecting: the first Allow asks, its denial is cached.
+		_, _, epoch := c.cache.status()
+		trip(t, w1, w2, late)
+		eventually(t, "the trip's event", func() bool { _, _, e := c.cache.status(); return e > epoch })
+		allows = d.Calls.Get("Allow")
+		if p, err := c.Allow(ctx, late); err != nil || p.Cached || p.Decision != pb.Decision_DECISION_DENIED_OPEN {
+			t.Fatalf("first Allow on late: %+v, %v; want breakerd's DENIED_OPEN", p, err)
+		}
+		for range 5 {
+			if p, _ := c.Allow(ctx, late); !p.Cached {
+				t.Fatalf("second Allow on late not cached: %+v", p)
+			}
+		}
+		if n := d.Calls.Get("Allow") - allows; n != 1 {
+			t.Errorf("6 Allows on late cost %d RPCs, want 1", n)
+		}
+		// Allowed answers are never cached.
+		allows = d.Calls.Get("Allow")
+		for range 3 {
+			if p, _ := c.Allow(ctx, b.Breaker("healthy")); p.Cached || !p.Allowed() {
+				t.Fatalf("healthy: %+v", p)
+			}
+		}
+		if n := d.Calls.Get("Allow") - allows; n != 3 {
+			t.Errorf("3 Allows on a closed circuit cost %d RPCs, want 3", n)
+		}
+
+		// Any event for the breaker invalidates: an operator closes late.
+		if _, err := w1.API().Force(ctx, &pb.ForceRequest{Breaker: late, Mode: pb.ForceMode_FORCE_MODE_AUTO}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the AUTO event", func() bool { return c.cache.lookup(late, clock.Now()) == nil })
+		if p, err := c.Allow(ctx, late); err != nil || p.Decision != pb.Decision_DECISION_ALLOWED {
+			t.Errorf("after AUTO: %+v, %v; want ALLOWED from breakerd", p, err)
+		}
+
+		// A forced open with no end stays cached across a stream break and
+		// is re-read from List when the stream comes back.
+		if _, err := w1.API().Force(ctx, &pb.ForceRequest{Breaker: forced, Mode: pb.ForceMode_FORCE_MODE_OPEN, Reason: "vendor maintenance"}); err != nil {
+			t.Fatal(err)
+		}
+		_, syncs, _ := c.cache.status()
+		d.Stop()
+		d2 := daemontest.StartAt(t, b, o, d.Addr)
+		eventually(t, "the resync after the stream broke", func() bool { live, n, _ := c.cache.status(); return live && n > syncs })
+		p, err := c.Allow(ctx, forced)
+		if err != nil || !p.Cached || p.Decision != pb.Decision_DECISION_DENIED_FORCED_OPEN || !strings.Contains(p.Reason, "vendor maintenance") {
+			t.Errorf("forced after the resync: %+v, %v; want a cached DENIED_FORCED_OPEN", p, err)
+		}
+		if n := d2.Calls.Get("Allow"); n != 0 {
+			t.Errorf("the new daemon served %d Allows, want 0", n)
+		}
+
+		// The retry_after passes on the client's clock: breakerd decides again.
+		clock.Advance(31 * time.Second)
+		b.Advance(31 * time.Second)
+		if p, err := c.Allow(ctx, early); err != nil || p.Cached || p.Decision != pb.Decision_DECISION_PROBE {
+			t.Errorf("early after its retry_after: %+v, %v; want breakerd's PROBE", p, err)
+		}
+		if n := d2.Calls.Get("Allow"); n != 1 {
+			t.Errorf("the new daemon served %d Allows, want 1", n)
+		}
+	})
+}
+
+func TestOpenCacheSkipsADenialThatRacedAnEvent(t *testing.T) {
+	c := newOpenCache()
+	c.resync(nil, time.Now())
+	deny := &Permit{Breaker: "x", Decision: pb.Decision_DECISION_DENIED_OPEN, RetryAfter: time.Minute}
+	epoch := c.begin()
+	c.event("x") // the circuit moved while the Allow was in flight
+	c.store(deny, epoch, time.Now())
+	if c.lookup("x", time.Now()) != nil {
+		t.Errorf("a denial older than an event was cached")
+	}
+	c.store(deny, c.begin(), time.Now())
+	if c.lookup("x", time.Now()) == nil {
+		t.Errorf("a current denial was not cached")
+	}
+	c.broken()
+	c.store(&Permit{Breaker: "y", Decision: pb.Decision_DECISION_DENIED_OPEN, RetryAfter: time.Minute}, c.begin(), time.Now())
+	if c.lookup("y", time.Now()) != nil {
+		t.Errorf("a denial was cached while the stream was broken")
+	}
+}
+
+func TestDaemonStoppedMidRunFallsBackToALocalBreaker(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		o := withAlternatives()
+		d := start(t, b, o)
+		clock := newFakeClock()
+		v := newVendor(t, http.StatusServiceUnavailable)
+		c := dial(t, d.Addr, "agent", WithClock(clock), WithReconnectInterval(20*time.Millisecond))
+		ctx := context.Background()
+		pay, search := b.Breaker("payments"), b.Breaker("search")
+		tools := []Tool{{Name: "refund_charge", Breaker: pay}, {Name: "web_search", Breaker: search}}
+		run := NewRun(c)
+		if got, err := run.Available(ctx, tools); err != nil || len(got) != 2 {
+			t.Fatalf("Available with the daemon up: %s, %v", names(got), err)
+		}
+
+		d.Stop() // mid-run
+		for i := range 5 {
+			var he *HTTPError
+			if err := c.Call(ctx, pay, v.call); !errors.As(err, &he) {
+				t.Fatalf("call %d with breakerd down: %v, want the vendor's 503 (fail open)", i, err)
+			}
+		}
+		if _, down := c.Unreachable(); !down {
+			t.Fatalf("Unreachable() false after the daemon stopped")
+		}
+		// The local breaker has the same threshold: the sixth call is denied
+		// without reaching the vendor, and says so.
+		err := c.Call(ctx, pay, v.call)
+		var open *CircuitOpenError
+		if !errors.As(err, &open) || !open.Degraded || !strings.Contains(open.Reason, "5 consecutive failures on this worker") {
+			t.Fatalf("sixth call: %v, want a degraded *CircuitOpenError", err)
+		}
+		if den, _ := AsDenial(err, "refund_charge"); !strings.Contains(string(den.JSON()), `"degraded":true`) {
+			t.Errorf("denial JSON %s lacks degraded", den.JSON())
+		}
+		if got := v.hits.Load(); got != 5 {
+			t.Errorf("vendor saw %d requests, want 5", got)
+		}
+		got, err := run.Available(ctx, tools)
+		if err != nil || names(got) != "web_search" {
+			t.Errorf("Available with breakerd down: %s, %v; want web_search", names(got), err)
+		}
+		if lost := run.Degraded(); len(lost) != 1 || !lost[0].Degraded || lost[0].Tool != "refund_charge" {
+			t.Errorf("Degraded = %+v, want refund_charge judged locally", lost)
+		}
+		if n := run.Notice(); !strings.Contains(n, "the breaker service is unreachable") {
+			t.Errorf("Notice does not say the judgement is local:\n%s", n)
+		}
+
+		// Its cooldown runs on the injected clock: one probe, which closes it.
+		clock.Advance(31 * time.Second)
+		v.status.Store(http.StatusOK)
+		if err := c.Call(ctx, pay, v.call); err != nil {
+			t.Fatalf("local probe: %v", err)
+		}
+		if err := c.Call(ctx, pay, v.call); err != nil {
+			t.Fatalf("after the local probe succeeded: %v", err)
+		}
+
+		// breakerd comes back at the same address: the client returns to it.
+		d2 := daemontest.StartAt(t, b, o, d.Addr)
+		eventually(t, "the client to reconnect", func() bool { _, down := c.Unreachable(); return !down })
+		p, err := c.Allow(ctx, pay)
+		if err != nil || p.Degraded || d2.Calls.Get("Allow") != 1 {
+			t.Errorf("after breakerd returned: %+v, %v (%d Allows served); want breakerd's answer", p, err, d2.Calls.Get("Allow"))
+		}
+	})
+}
+
+func TestFailClosedDeniesWhileTheDaemonIsDown(t *testing.T) {
+	b := testredis.Mini(t)
+	d := start(t, b, withAlternatives())
+	c := dial(t, d.Addr, "agent", WithFallback(FailClosed))
+	v := newVendor(t, http.StatusOK)
+	ctx := context.Background()
+	name := b.Breaker("payments")
+	if err := c.Call(ctx, name, v.call); err != nil {
+		t.Fatal(err)
+	}
+	d.Stop()
+	err := c.Call(ctx, name, v.call)
+	var open *CircuitOpenError
+	if !errors.As(err, &open) || !open.Degraded || !strings.Contains(open.Reason, "fails closed") {
+		t.Fatalf("fail-closed with breakerd down: %v", err)
+	}
+	if got := v.hits.Load(); got != 1 {
+		t.Errorf("vendor saw %d requests, want 1", got)
+	}
+	run := NewRun(c)
+	got, err := run.Available(ctx, []Tool{{Name: "refund_charge", Breaker: name}})
+	if err != nil || len(got) != 0 || len(run.Degraded()) != 1 || !run.Degraded()[0].Degraded {
+		t.Errorf("Available fail-closed: %s, %v, %+v; want nothing, degraded", names(got), err, run.Degraded())
+	}
+	if n := run.Notice(); !strings.Contains(n, "fails closed") || strings.Contains(n, "operator") {
+		t.Errorf("Notice:\n%s", n)
+	}
+}
+
+// A daemon that accepts connections and never answers: the first RPC
+// gives up after the first-contact budget and the fallback answers.
+func TestFirstContactBudgetBoundsASilentDaemon(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	go func() {
+		for {
+			conn, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			defer conn.Close() // held open, never read
+		}
+	}()
+	c, err := Dial(lis.Addr().String(), WithWorkerID("agent"), WithFirstContactBudget(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := c.Allow(ctx, "payments")
+	if err != nil || !p.Degraded || p.Decision != pb.Decision_DECISION_ALLOWED {
+		t.Fatalf("Allow against a silent daemon: %+v, %v; want a degraded ALLOWED from the local breaker", p, err)
+	}
+	if ctx.Err() != nil {
+		t.Errorf("Allow waited out the caller's minute instead of its budget")
+	}
+	// Once known down, the fallback answers without trying again.
+	if p, err := c.Allow(ctx, "payments"); err != nil || !p.Degraded {
+		t.Errorf("second Allow: %+v, %v", p, err)
+	}
+}
+
+// stallingServer answers the first Allow and stalls every later one until
+// the caller gives up.
+type stallingServer struct {
+	pb.UnimplementedBreakerServiceServer
+	calls atomic.Int64
+}
+
+func (s *stallingServer) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResponse, error) {
+	if s.calls.Add(1) == 1 {
+		return &pb.AllowResponse{Decision: pb.Decision_DECISION_ALLOWED, Ticket: &pb.Ticket{}}, nil
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// Once breakerd has answered, Allow waits no longer than its budget
+// (50ms by default): the first-contact budget and the caller's deadline
+// here are far longer, so only the Allow budget can have ended the wait.
+func TestAllowBudgetBoundsAStalledDaemon(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &stallingServer{}
+	g := grpc.NewServer()
+	pb.RegisterBreakerServiceServer(g, srv)
+	go func() { _ = g.Serve(lis) }()
+	defer g.Stop()
+	c, err := Dial(lis.Addr().String(), WithWorkerID("agent"), WithFirstContactBudget(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if p, err := c.Allow(ctx, "payments"); err != nil || p.Degraded {
+		t.Fatalf("first Allow: %+v, %v; want breakerd's answer", p, err)
+	}
+	p, err := c.Allow(ctx, "payments")
+	if err != nil || !p.Degraded || ctx.Err() != nil {
+		t.Fatalf("Allow against a stalled daemon: %+v, %v (caller's ctx %v); want a degraded answer within the budget", p, err, ctx.Err())
+	}
+	if n := srv.calls.Load(); n != 2 {
+		t.Errorf("the daemon saw %d Allows, want 2", n)
+	}
+}

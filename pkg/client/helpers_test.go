@@ -1,0 +1,147 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/policy"
+	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/internal/testredis"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// fakeClock is a Clock the test moves.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// testBudget is the Allow budget of tests that are not about the budget:
+// on a loaded CI machine a loopback RPC can take longer than 50ms, and
+// these tests mean to see breakerd's answers.
+const testBudget = 5 * time.Second
+
+func dial(t *testing.T, addr, worker string, opts ...Option) *Client {
+	t.Helper()
+	c, err := Dial(addr, append([]Option{WithWorkerID(worker), WithAllowBudget(testBudget)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// withAlternatives is a daemon policy set whose every breaker offers alts.
+func withAlternatives(alts ...string) store.Options {
+	p := policy.Default()
+	p.Alternatives = alts
+	p.Jitter = 0
+	return store.Options{Policies: policy.NewSet(p)}
+}
+
+func start(t *testing.T, b *testredis.Backend, o store.Options) *daemontest.Daemon {
+	return daemontest.Start(t, b, o)
+}
+
+// vendor is a fake dependency that counts the requests reaching it.
+type vendor struct {
+	srv        *httptest.Server
+	hits       atomic.Int64
+	status     atomic.Int64
+	retryAfter atomic.Value // string
+}
+
+func newVendor(t *testing.T, status int) *vendor {
+	v := &vendor{}
+	v.status.Store(int64(status))
+	v.retryAfter.Store("")
+	v.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v.hits.Add(1)
+		if ra := v.retryAfter.Load().(string); ra != "" {
+			w.Header().Set("Retry-After", ra)
+		}
+		w.WriteHeader(int(v.status.Load()))
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}))
+	t.Cleanup(v.srv.Close)
+	return v
+}
+
+// call is a tool call to the vendor: an HTTP GET checked by CheckResponse.
+func (v *vendor) call(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, v.srv.URL, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := v.srv.Client().Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return CheckResponse(resp)
+}
+
+func (v *vendor) setRetryAfter(secs int) { v.retryAfter.Store(strconv.Itoa(secs)) }
+
+// trip opens name with 5 failing calls from two workers (the default
+// threshold and quorum) through c1 and c2.
+func trip(t *testing.T, c1, c2 *Client, name string) {
+	t.Helper()
+	fail := func(ctx context.Context) error {
+		return &OutcomeError{Outcome: pb.Outcome_OUTCOME_SERVER_ERROR, Message: "HTTP 503"}
+	}
+	for i := range 5 {
+		c := c1
+		if i == 4 {
+			c = c2
+		}
+		_ = c.Call(context.Background(), name, fail)
+	}
+	p, err := c1.Allow(context.Background(), name)
+	if err != nil || p.Decision != pb.Decision_DECISION_DENIED_OPEN {
+		t.Fatalf("after tripping %s: %v, %v; want DENIED_OPEN", name, p, err)
+	}
+}
+
+// eventually polls cond until it holds or 10s pass: for background work
+// (a Watch event arriving, a reconnect), never for a cooldown.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func state(t *testing.T, d *daemontest.Daemon, name string) *pb.BreakerState {
+	t.Helper()
+	st, err := d.Store.Get(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}

@@ -1,0 +1,358 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// Tool describes one tool the model may call, as plain data that fits any
+// model provider's tools array.
+type Tool struct {
+	// Name is the tool's name as the model sees it ("refund_charge").
+	Name string `json:"name"`
+	// Breaker is the dependency the tool calls ("payments"); empty means
+	// the breaker is named like the tool. Tools that share a vendor and a
+	// credential share a breaker.
+	Breaker string `json:"breaker,omitempty"`
+	// Description is the tool's description for the model.
+	Description string `json:"description,omitempty"`
+	// Schema is the tool's input JSON schema, as raw bytes.
+	Schema json.RawMessage `json:"input_schema,omitempty"`
+}
+
+// BreakerName returns the breaker the tool's calls go through.
+func (t Tool) BreakerName() string {
+	if t.Breaker != "" {
+		return t.Breaker
+	}
+	return t.Name
+}
+
+// Unavailable says why a tool left a run's toolset. Its JSON form is
+// what a run's terminal result carries, so that a reader can tell a
+// recovered answer from a substituted one.
+type Unavailable struct {
+	Tool    string `json:"tool"`
+	Breaker string `json:"breaker"`
+	// Status is StatusCircuitOpen (open or forced open) or
+	// StatusProbeInFlight (recovering, not yet confirmed).
+	Status string `json:"status"`
+	// Reason says why, in plain words.
+	Reason string `json:"reason"`
+	// Forced is true when an operator forced the circuit open.
+	Forced bool `json:"forced,omitempty"`
+	// Since is when the circuit opened (breakerd's clock), or when the run
+	// found it unavailable when that is unknown.
+	Since time.Time `json:"since"`
+	// RemovedAt is when the run removed the tool (the client's clock).
+	RemovedAt time.Time `json:"removed_at"`
+	// MayReturnAt is when the circuit's next probe is due or its force
+	// ends; zero when unknown.
+	MayReturnAt time.Time `json:"may_return_at,omitzero"`
+	// Alternatives are routes the breaker's policy offers instead.
+	Alternatives []string `json:"alternatives,omitempty"`
+	// Degraded is true when breakerd was unreachable and this worker's
+	// local fallback judged the tool.
+	Degraded bool `json:"degraded,omitempty"`
+}
+
+// Run scopes one agent run: the tools it lost stay lost for the run, even
+// if their circuits close mid-run, because the model's plan has already
+// been rebuilt around their absence. It is safe for concurrent use.
+type Run struct {
+	c *Client
+
+	mu      sync.Mutex
+	tools   []Tool // the last toolset given to Available
+	removed map[string]int
+	lost    []Unavailable // in the order they were removed
+}
+
+// now is the run's clock reading, to the millisecond (what results carry).
+func (r *Run) now() time.Time { return r.c.o.clock.Now().Truncate(time.Millisecond) }
+
+// NewRun starts a run on c.
+func NewRun(c *Client) *Run {
+	return &Run{c: c, removed: map[string]int{}}
+}
+
+// Available returns the tools, in order, whose breakers are neither open,
+// forced open nor being probed, and removes the others from the run for
+// good. It asks breakerd about every breaker of the tools not yet removed
+// in one BatchGet round trip (which never takes a probe lease), within
+// the Allow budget; when breakerd does not answer, the client's fallback
+// judges (see Client.Allow) and the removals are marked Degraded. A
+// circuit whose probe is due counts as available: calling it is how the
+// fleet finds out it recovered. Errors: the caller's context ending, and
+// breakerd's InvalidArgument (a bad breaker name).
+func (r *Run) Available(ctx context.Context, tools []Tool) ([]Tool, error) {
+	r.mu.Lock()
+	r.tools = append([]Tool(nil), tools...)
+	var names []string
+	seen := map[string]bool{}
+	for _, t := range tools {
+		if _, gone := r.removed[t.Name]; !gone && !seen[t.BreakerName()] {
+			seen[t.BreakerName()] = true
+			names = append(names, t.BreakerName())
+		}
+	}
+	r.mu.Unlock()
+
+	states, degraded, err := r.c.states(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	now := r.now()
+	byName := make(map[string]*pb.BreakerState, len(states))
+	for _, st := range states {
+		byName[st.GetBreaker()] = st
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Tool
+	for _, t := range tools {
+		if _, gone := r.removed[t.Name]; gone {
+			continue
+		}
+		if u, gone := verdict(t, byName[t.BreakerName()], now); gone {
+			u.Degraded = degraded
+			r.removeLocked(u)
+			continue
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// Call runs fn for tool through Client.Call. A tool already removed from
+// the run is denied without a round trip; a denial removes the tool (and
+// every tool of the last toolset that shares its breaker) from the run.
+// It returns what Client.Call returns; AsDenial renders a denial for the
+// model.
+func (r *Run) Call(ctx context.Context, tool Tool, fn func(ctx context.Context) error) error {
+	r.mu.Lock()
+	if i, gone := r.removed[tool.Name]; gone {
+		u := r.lost[i]
+		r.mu.Unlock()
+		return u.err(r.now())
+	}
+	r.mu.Unlock()
+	err := r.c.Call(ctx, tool.BreakerName(), fn)
+	d, denied := AsDenial(err, tool.Name)
+	if !denied {
+		return err
+	}
+	now := r.now()
+	u := Unavailable{Breaker: d.Breaker, Status: d.Status, Reason: d.Reason, Forced: d.Forced,
+		Since: now, RemovedAt: now, Alternatives: d.Alternatives, Degraded: d.Degraded}
+	var open *CircuitOpenError
+	if errors.As(err, &open) && !open.OpenedAt.IsZero() {
+		u.Since = open.OpenedAt
+	}
+	if d.RetryAfterMs > 0 {
+		u.MayReturnAt = now.Add(time.Duration(d.RetryAfterMs) * time.Millisecond)
+	}
+	if len(u.Alternatives) == 0 {
+		u.Alternatives = nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	u.Tool = tool.Name
+	r.removeLocked(u)
+	for _, t := range r.tools {
+		if t.Name != tool.Name && t.BreakerName() == tool.BreakerName() {
+			u.Tool = t.Name
+			r.removeLocked(u)
+		}
+	}
+	return err
+}
+
+func (r *Run) removeLocked(u Unavailable) {
+	if _, gone := r.removed[u.Tool]; gone {
+		return
+	}
+	r.removed[u.Tool] = len(r.lost)
+	r.lost = append(r.lost, u)
+}
+
+// Degraded returns what the run's terminal result must carry: every tool
+// the run lost, since when and why, in the order they were removed; nil
+// when none was.
+func (r *Run) Degraded() []Unavailable {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.lost) == 0 {
+		return nil
+	}
+	out := make([]Unavailable, len(r.lost))
+	copy(out, r.lost)
+	for i := range out {
+		out[i].Alternatives = append([]string(nil), out[i].Alternatives...)
+	}
+	return out
+}
+
+// Notice returns the text to give the model: which tools are out of
+// service, why, when they may return, to continue with the rest and to
+// say in its final answer what could not be done. Empty when the run lost
+// no tool.
+func (r *Run) Notice() string {
+	lost := r.Degraded()
+	if len(lost) == 0 {
+		return ""
+	}
+	now := r.now()
+	var b strings.Builder
+	b.WriteString("Some tools are out of service and have been removed from your tools for the rest of this task:\n")
+	for _, u := range lost {
+		fmt.Fprintf(&b, "- %s: %s.", u.Tool, strings.TrimRight(u.Reason, ". "))
+		switch {
+		case u.Status == StatusProbeInFlight:
+			b.WriteString(" It is being tested after an outage; its recovery is not confirmed, so it will not come back during this task.")
+		case !u.MayReturnAt.IsZero():
+			fmt.Fprintf(&b, " It may be back in about %s, but not during this task.", human(max(u.MayReturnAt.Sub(now), time.Second)))
+		case u.Forced:
+			b.WriteString(" An operator took it out of service; no return time is known.")
+		default:
+			b.WriteString(" No return time is known.")
+		}
+		if u.Degraded {
+			b.WriteString(" (Judged by this worker alone: the breaker service is unreachable.)")
+		}
+		if len(u.Alternatives) > 0 {
+			fmt.Fprintf(&b, " Instead you can use: %s.", strings.Join(u.Alternatives, ", "))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("Continue the task with the tools you still have; do not try to call the removed ones. " +
+		"In your final answer, say which parts of the task could not be done because of them.")
+	return b.String()
+}
+
+// verdict reads a breaker's state for tool: out is true when the tool
+// must leave the run.
+func verdict(t Tool, st *pb.BreakerState, now time.Time) (u Unavailable, out bool) {
+	if st == nil {
+		return Unavailable{}, false
+	}
+	u = Unavailable{Tool: t.Name, Breaker: t.BreakerName(), Status: StatusCircuitOpen, Reason: st.GetReason(),
+		Since: now, RemovedAt: now, Alternatives: append([]string(nil), st.GetAlternatives()...)}
+	if ms := st.GetOpenedAtMs(); ms > 0 {
+		u.Since = time.UnixMilli(ms)
+	}
+	until := func(atMs int64) time.Time { // a breakerd time, moved to the client's clock
+		return now.Add(time.Duration(atMs-st.GetAsOfMs()) * time.Millisecond)
+	}
+	switch st.GetState() {
+	case pb.State_STATE_OPEN:
+		if st.GetNextProbeAtMs() <= st.GetAsOfMs() {
+			return Unavailable{}, false // a probe is due: let a call find out
+		}
+		u.MayReturnAt = until(st.GetNextProbeAtMs())
+	case pb.State_STATE_FORCED_OPEN:
+		if st.GetForcedUntilMs() > 0 {
+			if st.GetForcedUntilMs() <= st.GetAsOfMs() {
+				return Unavailable{}, false
+			}
+			u.MayReturnAt = until(st.GetForcedUntilMs())
+		}
+		if st.GetForcedBy() != "" { // not a fail-closed fallback
+			u.Forced = true
+			u.Reason = t.BreakerName() + " forced open by an operator: " + st.GetReason()
+		}
+	case pb.State_STATE_HALF_OPEN:
+		if !st.GetProbeInFlight() {
+			return Unavailable{}, false
+		}
+		u.Status = StatusProbeInFlight
+		u.Reason = t.BreakerName() + " is recovering from an outage and is being probed"
+		if last := st.GetLastFailure(); last != "" {
+			u.Reason += " (last failure: " + last + ")"
+		}
+	default:
+		return Unavailable{}, false
+	}
+	return u, true
+}
+
+// err is the denial a removed tool answers with for the rest of the run.
+func (u Unavailable) err(now time.Time) error {
+	var retry time.Duration
+	if !u.MayReturnAt.IsZero() {
+		retry = max(0, u.MayReturnAt.Sub(now))
+	}
+	if u.Status == StatusProbeInFlight {
+		return &ProbeInFlightError{Breaker: u.Breaker, Reason: u.Reason, RetryAfter: retry,
+			Alternatives: u.Alternatives, Degraded: u.Degraded}
+	}
+	return &CircuitOpenError{Breaker: u.Breaker, Forced: u.Forced, Reason: u.Reason, RetryAfter: retry,
+		Alternatives: u.Alternatives, Degraded: u.Degraded, OpenedAt: u.Since}
+}
+
+// states returns the named breakers' states: from breakerd in one
+// BatchGet within the Allow budget, or from the fallback (degraded true)
+// when breakerd is unreachable.
+func (c *Client) states(ctx context.Context, names []string) (states []*pb.BreakerState, degraded bool, err error) {
+	if len(names) == 0 {
+		return nil, false, nil
+	}
+	if !c.down.Load() {
+		actx, cancel := c.budgeted(ctx)
+		res, err := c.api.BatchGet(actx, &pb.BatchGetRequest{Breakers: names})
+		cancel()
+		if err == nil {
+			c.answered.Store(true)
+			return res.GetStates(), false, nil
+		}
+		if ctx.Err() != nil || !unreachable(err) {
+			return nil, false, err
+		}
+		c.markDown(err)
+	}
+	now := c.o.clock.Now()
+	if c.o.fallback == FailClosed {
+		out := make([]*pb.BreakerState, len(names))
+		for i, n := range names {
+			out[i] = &pb.BreakerState{Breaker: n, State: pb.State_STATE_FORCED_OPEN, AsOfMs: now.UnixMilli(),
+				Reason: "breakerd is unreachable and this worker fails closed"}
+		}
+		return out, true, nil
+	}
+	out := c.local.states(names)
+	if c.cache != nil { // what breakerd said last still holds until its retry_after
+		for i, n := range names {
+			if p := c.cache.lookup(n, now); p != nil {
+				out[i] = stateOfDenial(p, now)
+			}
+		}
+	}
+	return out, true, nil
+}
+
+// stateOfDenial renders a cached denial as a state snapshot taken now.
+func stateOfDenial(p *Permit, now time.Time) *pb.BreakerState {
+	st := &pb.BreakerState{Breaker: p.Breaker, Reason: p.Reason, AsOfMs: now.UnixMilli(),
+		OpenedAtMs: p.State.GetOpenedAtMs(), Alternatives: p.State.GetAlternatives(),
+		LastFailure: p.State.GetLastFailure()}
+	at := now.Add(p.RetryAfter).UnixMilli()
+	switch p.Decision {
+	case pb.Decision_DECISION_DENIED_FORCED_OPEN:
+		st.State, st.Reason, st.ForcedBy = pb.State_STATE_FORCED_OPEN, p.State.GetReason(), p.State.GetForcedBy()
+		if p.RetryAfter > 0 {
+			st.ForcedUntilMs = at
+		}
+	case pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT:
+		st.State, st.ProbeInFlight = pb.State_STATE_HALF_OPEN, true
+	default:
+		st.State, st.NextProbeAtMs = pb.State_STATE_OPEN, at
+	}
+	return st
+}
