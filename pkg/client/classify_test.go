@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -198,5 +199,17 @@ func TestCheckResponse(t *testing.T) {
 	var he *HTTPError
 	if !errors.As(err, &he) || he.StatusCode != 503 || err.Error() != "HTTP 503 Service Unavailable" {
 		t.Errorf("503: %v, want an *HTTPError saying HTTP 503 Service Unavailable", err)
+	}
+}
+
+func TestOneLine(t *testing.T) {
+	for in, want := range map[string]string{
+		"HTTP 503\nService Unavailable": "HTTP 503 Service Unavailable",
+		"bad\xffutf8":                   "bad?utf8",
+		strings.Repeat("a", 255) + "é":  strings.Repeat("a", 255),
+	} {
+		if got := oneLine(in, 256); got != want {
+			t.Errorf("oneLine(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

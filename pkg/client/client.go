@@ -36,9 +36,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -442,10 +445,7 @@ func (c *Client) Record(ctx context.Context, p *Permit, r Result) (*pb.RecordRes
 		c.local.record(p.Breaker, p.Ticket, r)
 		return &pb.RecordResponse{Note: "recorded by the local fallback: breakerd unreachable"}, nil
 	}
-	msg := r.Message
-	if len(msg) > 256 {
-		msg = msg[:256]
-	}
+	msg := oneLine(r.Message, maxMessageBytes)
 	res, err := c.api.Record(ctx, &pb.RecordRequest{
 		Breaker:      p.Breaker,
 		WorkerId:     c.worker(),
@@ -523,4 +523,24 @@ func CallValidated[T any](ctx context.Context, c *Client, breaker string, fn fun
 		return nil
 	})
 	return out, err
+}
+
+// maxMessageBytes is the most of a failure message breakerd keeps.
+const maxMessageBytes = 256
+
+// oneLine makes a failure message fit a one-line reason: valid UTF-8,
+// control characters (newlines in an HTTP body) turned into spaces, cut to
+// at most n bytes on a character boundary.
+func oneLine(v string, n int) string {
+	v = strings.Map(func(r rune) rune {
+		if unicode.IsPrint(r) {
+			return r
+		}
+		return ' '
+	}, strings.ToValidUTF8(v, "?"))
+	for len(v) > n {
+		_, size := utf8.DecodeLastRuneInString(v)
+		v = v[:len(v)-size]
+	}
+	return v
 }
