@@ -8,11 +8,14 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sync"
 	"testing"
 
+	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/breakerd/breakerd/internal/events"
+	"github.com/breakerd/breakerd/internal/hooks"
 	"github.com/breakerd/breakerd/internal/server"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
@@ -26,6 +29,20 @@ type Daemon struct {
 	Store *store.Store
 	// Calls counts the RPCs it has served, by full method name.
 	Calls *Counter
+
+	stop func()
+}
+
+// Options start a daemon with more than a store's options.
+type Options struct {
+	// Store configures its store (see Start).
+	Store store.Options
+	// Server are extra gRPC server options: auth interceptors,
+	// grpc.Creds for TLS.
+	Server []grpc.ServerOption
+	// Hooks, when set, run a webhook dispatcher with these options; its
+	// Channel defaults to the store's, its Log to discard.
+	Hooks *hooks.Options
 }
 
 // Start runs a daemon on b until t ends. o.Now defaults to b's clock and
@@ -33,6 +50,13 @@ type Daemon struct {
 // share events and nothing else does.
 func Start(t testing.TB, b *testredis.Backend, o store.Options) *Daemon {
 	t.Helper()
+	return StartWith(t, b, Options{Store: o})
+}
+
+// StartWith is Start with auth, TLS or hooks.
+func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
+	t.Helper()
+	o := opts.Store
 	if o.Now == nil {
 		o.Now = b.Clock()
 	}
@@ -45,27 +69,61 @@ func Start(t testing.TB, b *testredis.Backend, o store.Options) *Daemon {
 		t.Fatalf("daemontest: load scripts: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	hub := events.NewHub(rdb, st.Channel(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
+	hub := events.NewHub(rdb, st.Channel(), discard)
 	ready := make(chan struct{})
 	hubDone := make(chan error, 1)
 	go func() { hubDone <- hub.Run(ctx, ready) }()
 	select {
 	case <-ready:
 	case err := <-hubDone:
+		cancel()
 		t.Fatalf("daemontest: event hub: %v", err)
 	}
+	hooksDone := make(chan error, 1)
+	if opts.Hooks != nil {
+		ho := *opts.Hooks
+		if ho.Log == nil {
+			ho.Log = discard
+		}
+		d, err := hooks.New(rdb, st, ho)
+		if err != nil {
+			cancel()
+			t.Fatalf("daemontest: hooks: %v", err)
+		}
+		ready := make(chan struct{})
+		go func() { hooksDone <- d.Run(ctx, ready) }()
+		select {
+		case <-ready:
+		case err := <-hooksDone:
+			cancel()
+			t.Fatalf("daemontest: hooks: %v", err)
+		}
+	} else {
+		hooksDone <- nil
+	}
 	calls := NewCounter()
-	g, hs := server.New(st, hub).NewGRPC(calls.Options()...)
+	g, hs := server.New(st, hub).NewGRPC(append(calls.Options(), opts.Server...)...)
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(func() {
-		cancel()
-		g.Stop()
-		<-hubDone
-	})
-	return &Daemon{Addr: lis.Addr().String(), Store: st, Calls: calls}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			g.Stop()
+			<-hubDone
+			<-hooksDone
+		})
+	}
+	t.Cleanup(stop)
+	return &Daemon{Addr: lis.Addr().String(), Store: st, Calls: calls, stop: stop}
 }
+
+// Kill stops the daemon at once, as a crash would for its clients: calls
+// in flight are cut and webhook deliveries in progress are left pending,
+// unacknowledged. It is safe to call more than once.
+func (d *Daemon) Kill() { d.stop() }
