@@ -52,7 +52,17 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	}
 	st := store.New(rdb, store.Options{Policies: policies, EventsMaxLen: c.EventsMaxLen, EventRetention: c.EventRetention})
 	hub := events.NewHub(rdb, st.Channel(), log)
-	g, hs := server.New(st, hub).NewGRPC()
+	grpcOpts, err := trustOptions(c, log)
+	if err != nil {
+		_ = lis.Close()
+		return err
+	}
+	dispatcher, err := newDispatcher(c, rdb, st, log)
+	if err != nil {
+		_ = lis.Close()
+		return err
+	}
+	g, hs := server.New(st, hub).NewGRPC(grpcOpts...)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -60,6 +70,8 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	hubReady := make(chan struct{})
 	go func() { hubDone <- hub.Run(ctx, hubReady) }()
 	go watchHealth(ctx, st, hs, c.HealthInterval, log)
+	hooksDone := make(chan error, 1)
+	go func() { hooksDone <- runDispatcher(ctx, dispatcher, log) }()
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- g.Serve(lis) }()
@@ -95,6 +107,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	if err := <-hubDone; err != nil && !errors.Is(err, context.Canceled) {
 		log.Warn("event hub ended with an error", "err", err)
 	}
+	<-hooksDone
 	log.Info("breakerd stopped")
 	return nil
 }

@@ -198,11 +198,13 @@ func (d *Dispatcher) Run(ctx context.Context, ready chan<- struct{}) error {
 		close(ready)
 	}
 	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	for _, h := range d.hooks {
 		wg.Add(1)
 		go func() { defer wg.Done(); d.work(ctx, h) }()
 	}
-	defer wg.Wait()
 
 	d.sweep(ctx)
 	tick := time.NewTicker(d.o.Sweep)
