@@ -160,8 +160,12 @@ func New(rdb redis.UniversalClient, st *store.Store, o Options) (*Dispatcher, er
 
 // sinceKey holds when a hook was first configured anywhere in the fleet,
 // in ms on the Redis clock: its consumer groups start there, so a new hook
-// is not flooded with the history of the event log.
+// is not flooded with the history of the event log. Every sweep extends
+// its life by sinceTTL, so it lapses only for a hook no daemon has run
+// for that long.
 func sinceKey(hook string) string { return "breakerd:hooks:" + hook + ":since" }
+
+const sinceTTL = 30 * 24 * time.Hour
 
 // Run delivers until ctx ends. ready, when non-nil, is closed once the
 // live feed is subscribed and every hook's start is known. Entries being
@@ -180,7 +184,7 @@ func (d *Dispatcher) Run(ctx context.Context, ready chan<- struct{}) error {
 		if err != nil {
 			return fmt.Errorf("hooks: time: %w", err)
 		}
-		if err := d.rdb.SetNX(ctx, sinceKey(h.Name), now.UnixMilli(), 0).Err(); err != nil {
+		if err := d.rdb.SetNX(ctx, sinceKey(h.Name), now.UnixMilli(), sinceTTL).Err(); err != nil {
 			return fmt.Errorf("hooks: %s: %w", h.Name, err)
 		}
 		since, err := d.rdb.Get(ctx, sinceKey(h.Name)).Int64()
@@ -232,6 +236,9 @@ func (d *Dispatcher) Run(ctx context.Context, ready chan<- struct{}) error {
 
 // sweep marks every breaker with an event stream, with reclaiming.
 func (d *Dispatcher) sweep(ctx context.Context) {
+	for _, h := range d.hooks {
+		_ = d.rdb.Expire(ctx, sinceKey(h.Name), sinceTTL).Err() // best effort; the next sweep retries
+	}
 	names, err := d.st.EventStreams(ctx)
 	if err != nil {
 		if ctx.Err() == nil {

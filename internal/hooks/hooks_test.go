@@ -481,3 +481,28 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+func TestStreamThatExpiredGetsItsGroupBack(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		r := newReceiver(t)
+		d := daemontest.StartWith(t, b, daemontest.Options{Hooks: hookOptions(b, r, nil, nil)})
+		ctx := context.Background()
+		name := b.Breaker("web_search")
+		group := "hook:" + b.Prefix + "oncall"
+		trip(t, d.Store, name)
+		waitFor(t, "the trip delivered", func() bool { return settled(t, b, group, name) })
+		// The event log expires (with its group); the next event makes a
+		// new stream.
+		if err := b.Client.Del(ctx, store.EventsKey(name)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		b.Advance(time.Second) // a new stream's ids follow the clock (miniredis's stands still)
+		if _, err := d.Store.Force(ctx, name, pb.ForceMode_FORCE_MODE_AUTO, "", 0, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the force delivered on the new stream", func() bool { return settled(t, b, group, name) })
+		if acc := r.accepted(); len(acc) != 2 || len(r.requests()) != 2 {
+			t.Fatalf("accepted %d events in %d requests, want 2 in 2", len(acc), len(r.requests()))
+		}
+	})
+}
