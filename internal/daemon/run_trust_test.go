@@ -60,7 +60,9 @@ func TestRunWithTokensAndHooks(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan net.Addr, 1)
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)), func(a net.Addr) { ready <- a }) }()
+	go func() {
+		done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)), func(a net.Addr) { ready <- a })
+	}()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
