@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/breakerd/breakerd/internal/daemontest"
 	"github.com/breakerd/breakerd/internal/hooks"
@@ -290,6 +292,16 @@ func counter(t *testing.T, reg *prometheus.Registry, name, hook, event string) f
 	return 0
 }
 
+// holder returns the consumer the entry of breaker's stream is pending on.
+func holder(t *testing.T, b *testredis.Backend, group, breaker string) string {
+	t.Helper()
+	p, err := b.Client.XPendingExt(context.Background(), &redis.XPendingExtArgs{Stream: store.EventsKey(breaker), Group: group, Start: "-", End: "+", Count: 10}).Result()
+	if err != nil || len(p) != 1 {
+		t.Fatalf("XPENDING = %v, %v; want one entry", p, err)
+	}
+	return p[0].Consumer
+}
+
 func TestDeliveryReclaimedAfterADaemonDies(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		r := newReceiver(t)
@@ -297,32 +309,73 @@ func TestDeliveryReclaimedAfterADaemonDies(t *testing.T) {
 		r.mu.Lock()
 		r.hold = hold
 		r.mu.Unlock()
-		const minIdle = 300 * time.Millisecond
-		opts := func() *hooks.Options {
+		// Long enough that a live daemon's refresh (every MinIdle/3) is
+		// never late under -race on a busy machine.
+		const minIdle = time.Second
+		group := "hook:" + b.Prefix + "oncall"
+		daemons := map[string]*daemontest.Daemon{}
+		for i := range 3 {
 			o := hookOptions(b, r, nil, nil)
 			o.MinIdle = minIdle
-			return o
+			o.Consumer = fmt.Sprintf("daemon-%d", i)
+			daemons[o.Consumer] = daemontest.StartWith(t, b, daemontest.Options{Hooks: o})
 		}
-		first := daemontest.StartWith(t, b, daemontest.Options{Hooks: opts()})
 		name := b.Breaker("web_search")
-		trip(t, first.Store, name)
-		<-r.seen // the first daemon is mid-delivery
-		first.Kill()
+		trip(t, daemons["daemon-0"].Store, name)
+		<-r.seen // one daemon is mid-delivery: kill that one
+		owner := holder(t, b, group, name)
+		daemons[owner].Kill()
 		waitFor(t, "the killed delivery to end", func() bool { return len(r.requests()) == 1 })
 		r.mu.Lock()
 		r.hold = nil
 		r.mu.Unlock()
 		close(hold)
 
-		// The survivor reclaims the entry once it has been idle MinIdle.
-		daemontest.StartWith(t, b, daemontest.Options{Hooks: opts()})
+		// A survivor reclaims the entry once it has been idle MinIdle.
 		b.Advance(minIdle) // miniredis's idle clock; a real Redis's runs by itself
 		waitFor(t, "the reclaimed delivery", func() bool {
-			return len(r.accepted()) == 1 && settled(t, b, "hook:"+b.Prefix+"oncall", name)
+			return len(r.accepted()) == 1 && settled(t, b, group, name)
 		})
 		rqs := r.requests()
 		if len(rqs) != 2 || rqs[0].delivery != rqs[1].delivery || rqs[0].status != 0 || rqs[1].status != http.StatusOK {
 			t.Fatalf("requests %+v, want the killed attempt then one accepted retry of the same event", rqs)
+		}
+	})
+}
+
+func TestSlowDeliveryIsNotTakenOver(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		r := newReceiver(t)
+		hold := make(chan struct{})
+		r.mu.Lock()
+		r.hold = hold
+		r.mu.Unlock()
+		const minIdle = 600 * time.Millisecond
+		for i := range 2 {
+			o := hookOptions(b, r, nil, nil)
+			o.MinIdle = minIdle
+			o.Consumer = fmt.Sprintf("daemon-%d", i)
+			d := daemontest.StartWith(t, b, daemontest.Options{Hooks: o})
+			if i == 0 {
+				trip(t, d.Store, b.Breaker("web_search"))
+			}
+		}
+		<-r.seen
+		// The hook takes three MinIdles to answer; the other daemon sweeps
+		// all along but must not take the live delivery over.
+		for end := time.Now().Add(3 * minIdle); time.Now().Before(end); {
+			b.Advance(minIdle / 10) // miniredis's idle clock moves with real time, slower than the refresh
+			time.Sleep(minIdle / 6)
+		}
+		r.mu.Lock()
+		r.hold = nil
+		r.mu.Unlock()
+		close(hold)
+		waitFor(t, "the delivery", func() bool {
+			return len(r.accepted()) == 1 && settled(t, b, "hook:"+b.Prefix+"oncall", b.Breaker("web_search"))
+		})
+		if n := len(r.requests()); n != 1 {
+			t.Fatalf("the hook got %d requests, want 1 (no takeover of a live delivery)", n)
 		}
 	})
 }
