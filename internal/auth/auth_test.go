@@ -234,6 +234,7 @@ func TestParseErrors(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
 		{``, "tokens: at least one"},
 		{`tokens: [{role: operator, token: ` + aliceToken + `}]`, "tokens[0].name: is required"},
+		{`tokens: [{name: "a\tb", role: operator, token: ` + aliceToken + `}]`, "tokens[0].name: must be printable"},
 		{`tokens: [{name: a, role: admin, token: ` + aliceToken + `}]`, "tokens[0].role:"},
 		{`tokens: [{name: a, role: operator, token: short}]`, "tokens[0].token: must be at least 16 bytes"},
 		{`tokens: [{name: a, role: operator}]`, "tokens[0].token: give exactly one"},

@@ -13,6 +13,8 @@ import (
 	"os"
 	"path"
 	"slices"
+	"unicode"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -87,6 +89,18 @@ func (t *Tokens) Lookup(token string) (Identity, bool) {
 	return found, ok == 1
 }
 
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
 // file is the YAML shape of a tokens file:
 //
 //	tokens:
@@ -145,6 +159,8 @@ func Parse(b []byte) (*Tokens, error) {
 		switch {
 		case e.Name == "":
 			return nil, field("name", "is required")
+		case len(e.Name) > 256 || !printable(e.Name):
+			return nil, field("name", "must be printable text of at most 256 bytes (it is recorded as the operator of a Force)")
 		case names[e.Name]:
 			return nil, field("name", "%q is used twice", e.Name)
 		case e.Role != RoleWorker && e.Role != RoleOperator:

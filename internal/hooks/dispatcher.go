@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -477,6 +478,12 @@ func (d *Dispatcher) post(ctx context.Context, h *hookState, name string, ev *pb
 	req.Header.Set(HeaderSignature, Sign(h.Secret, body))
 	resp, err := d.o.Client.Do(req)
 	if err != nil {
+		// A webhook URL often carries a secret (a path token): keep it out
+		// of the error, which is logged.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return 0, err
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))

@@ -559,3 +559,23 @@ func TestStreamThatExpiredGetsItsGroupBack(t *testing.T) {
 		}
 	})
 }
+
+func TestHookURLStaysOutOfTheLog(t *testing.T) {
+	b := testredis.Mini(t)
+	var logs syncBuffer
+	// Nothing listens there; the path stands for a secret such as a chat
+	// webhook's token.
+	o := hookOptions(b, newReceiver(t), nil, func(h *hooks.Hook) {
+		h.URL = "http://" + testredis.FreeAddr(t) + "/services/T0/B0/secret-path-token"
+		h.GiveUpAfter = 50 * time.Millisecond
+	})
+	o.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	d := daemontest.StartWith(t, b, daemontest.Options{Hooks: o})
+	name := b.Breaker("web_search")
+	trip(t, d.Store, name)
+	waitFor(t, "the abandonment", func() bool { return settled(t, b, "hook:"+b.Prefix+"oncall", name) })
+	s := logs.String()
+	if !strings.Contains(s, "connection refused") || strings.Contains(s, "secret-path-token") {
+		t.Errorf("log %q: want the failure's cause without the URL", s)
+	}
+}
