@@ -258,3 +258,72 @@ func TestCredentialRevokedFromAStaleTicketDoesNotPause(t *testing.T) {
 		}
 	})
 }
+
+func TestProbeRejectedCredentialPausesInsteadOfReopening(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		f := newFixture(t, b, store.Options{})
+		name := f.Breaker("github:token_9")
+		f.trip(name)
+		f.Advance(cooldown)
+		a := f.allow(name, "w3")
+		if a.Decision != pb.Decision_DECISION_PROBE {
+			t.Fatalf("Allow after the cooldown = %v, want PROBE", a.Decision)
+		}
+		r := f.record(name, "w3", a.Ticket, pb.Outcome_OUTCOME_UNAUTHENTICATED, func(r *pb.RecordRequest) { r.CredentialWorked = true })
+		if r.State.State != pb.State_STATE_PAUSED || r.State.ProbeInFlight || r.State.NextProbeAtMs != 0 {
+			t.Fatalf("the probe's 401: %v, probe in flight %v, next probe at %d; want PAUSED with no probe", r.State.State, r.State.ProbeInFlight, r.State.NextProbeAtMs)
+		}
+		ev := f.events(name)
+		if last := ev[len(ev)-1]; last["kind"] != "credential_revoked" || last["from"] != "half_open" || last["to"] != "paused" {
+			t.Fatalf("last event %v, want credential_revoked half_open -> paused", last)
+		}
+		f.Advance(time.Hour)
+		if a := f.allow(name, "w3"); a.Decision != pb.Decision_DECISION_DENIED_PAUSED {
+			t.Fatalf("an hour later: Allow = %v, want DENIED_PAUSED (no probe lifts a pause)", a.Decision)
+		}
+	})
+}
+
+func TestAlertEventsDecodeFromTheLiveFeedAndTheLog(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		f := newFixture(t, b, store.Options{})
+		ctx := context.Background()
+		ps := b.Client.Subscribe(ctx, b.Prefix+"events")
+		defer ps.Close()
+		if _, err := ps.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		name := f.Breaker("web_search")
+		for range 5 {
+			f.call(name, "w1", pb.Outcome_OUTCOME_TIMEOUT)
+		}
+		f.call(name, "w2", pb.Outcome_OUTCOME_UNAUTHENTICATED, func(r *pb.RecordRequest) { r.CredentialWorked = true })
+		want := []struct {
+			kind pb.EventKind
+			to   pb.State
+		}{{pb.EventKind_EVENT_KIND_SUSPECT_WORKER, pb.State_STATE_CLOSED}, {pb.EventKind_EVENT_KIND_CREDENTIAL_REVOKED, pb.State_STATE_PAUSED}}
+		msgs, err := b.Client.XRange(ctx, store.EventsKey(name), "-", "+").Result()
+		if err != nil || len(msgs) != len(want) {
+			t.Fatalf("XRANGE = %d entries, %v; want %d", len(msgs), err, len(want))
+		}
+		for i, w := range want {
+			m, err := ps.ReceiveMessage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			live, err := store.DecodeEvent([]byte(m.Payload))
+			if err != nil {
+				t.Fatalf("DecodeEvent: %v", err)
+			}
+			logged, err := store.EventFromStream(msgs[i])
+			if err != nil {
+				t.Fatalf("EventFromStream: %v", err)
+			}
+			for _, e := range []*pb.Event{live, logged} {
+				if e.Kind != w.kind || e.To != w.to || e.Breaker != name || e.Id != msgs[i].ID {
+					t.Errorf("event %d = %v, want %v to %v with id %s", i, e, w.kind, w.to, msgs[i].ID)
+				}
+			}
+		}
+	})
+}
