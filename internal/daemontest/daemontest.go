@@ -30,13 +30,22 @@ type Daemon struct {
 	// Calls counts the RPCs it has served, by full method name.
 	Calls *Counter
 
-	stop func()
+	stop sync.Once
+	halt func()
 }
+
+// Stop stops the daemon now, cutting its open streams and leaving webhook
+// deliveries in progress pending, unacknowledged, as a crashed or
+// partitioned daemon would; it is also called when the test ends. Safe to
+// call more than once.
+func (d *Daemon) Stop() { d.stop.Do(d.halt) }
 
 // Options start a daemon with more than a store's options.
 type Options struct {
 	// Store configures its store (see Start).
 	Store store.Options
+	// Addr is the address to listen on. Default 127.0.0.1:0.
+	Addr string
 	// Server are extra gRPC server options: auth interceptors,
 	// grpc.Creds for TLS.
 	Server []grpc.ServerOption
@@ -53,7 +62,14 @@ func Start(t testing.TB, b *testredis.Backend, o store.Options) *Daemon {
 	return StartWith(t, b, Options{Store: o})
 }
 
-// StartWith is Start with auth, TLS or hooks.
+// StartAt is Start listening on addr: a stopped daemon's Addr starts a
+// replacement that clients already dialled to it reconnect to.
+func StartAt(t testing.TB, b *testredis.Backend, o store.Options, addr string) *Daemon {
+	t.Helper()
+	return StartWith(t, b, Options{Store: o, Addr: addr})
+}
+
+// StartWith is Start with auth, TLS, hooks or an address.
 func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 	t.Helper()
 	o := opts.Store
@@ -62,6 +78,9 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 	}
 	if o.Channel == "" {
 		o.Channel = b.Prefix + "events"
+	}
+	if opts.Addr == "" {
+		opts.Addr = "127.0.0.1:0"
 	}
 	rdb := b.NewClient(t)
 	st := store.New(rdb, o)
@@ -89,6 +108,7 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 		d, err := hooks.New(rdb, st, ho)
 		if err != nil {
 			cancel()
+			<-hubDone
 			t.Fatalf("daemontest: hooks: %v", err)
 		}
 		ready := make(chan struct{})
@@ -97,6 +117,7 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 		case <-ready:
 		case err := <-hooksDone:
 			cancel()
+			<-hubDone
 			t.Fatalf("daemontest: hooks: %v", err)
 		}
 	} else {
@@ -105,25 +126,20 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 	calls := NewCounter()
 	g, hs := server.New(st, hub).NewGRPC(append(calls.Options(), opts.Server...)...)
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	lis, err := net.Listen("tcp", opts.Addr)
 	if err != nil {
+		cancel()
+		<-hubDone
+		<-hooksDone
 		t.Fatal(err)
 	}
 	go func() { _ = g.Serve(lis) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			g.Stop()
-			<-hubDone
-			<-hooksDone
-		})
-	}
-	t.Cleanup(stop)
-	return &Daemon{Addr: lis.Addr().String(), Store: st, Calls: calls, stop: stop}
+	d := &Daemon{Addr: lis.Addr().String(), Store: st, Calls: calls, halt: func() {
+		cancel()
+		g.Stop()
+		<-hubDone
+		<-hooksDone
+	}}
+	t.Cleanup(d.Stop)
+	return d
 }
-
-// Kill stops the daemon at once, as a crash would for its clients: calls
-// in flight are cut and webhook deliveries in progress are left pending,
-// unacknowledged. It is safe to call more than once.
-func (d *Daemon) Kill() { d.stop() }

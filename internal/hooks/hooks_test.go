@@ -324,7 +324,7 @@ func TestDeliveryReclaimedAfterADaemonDies(t *testing.T) {
 		trip(t, daemons["daemon-0"].Store, name)
 		<-r.seen // one daemon is mid-delivery: kill that one
 		owner := holder(t, b, group, name)
-		daemons[owner].Kill()
+		daemons[owner].Stop()
 		waitFor(t, "the killed delivery to end", func() bool { return len(r.requests()) == 1 })
 		r.mu.Lock()
 		r.hold = nil
