@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/breakerd/breakerd/internal/auth"
 )
 
 // Config is the daemon's configuration. Every field has a flag and a
@@ -51,6 +53,28 @@ type Config struct {
 	// LogFormat is text or json. Default text. Flag --log-format, env
 	// BREAKERD_LOG_FORMAT.
 	LogFormat string
+
+	// TLSCert and TLSKey are PEM files that turn on TLS for the gRPC
+	// listener (both or neither). Empty: plaintext. Flags --tls-cert,
+	// --tls-key, env BREAKERD_TLS_CERT, BREAKERD_TLS_KEY.
+	TLSCert, TLSKey string
+	// TLSClientCA is a PEM CA bundle: when set, every client must present a
+	// certificate that chains to it. Needs TLSCert. Empty: no client
+	// certificates. Flag --tls-client-ca, env BREAKERD_TLS_CLIENT_CA.
+	TLSClientCA string
+	// TokensFile is the YAML file of bearer tokens and their roles (worker
+	// or operator); with it every call but health and reflection needs a
+	// token. Empty: no auth, and Listen must be loopback unless
+	// InsecureListenAny. Flag --tokens, env BREAKERD_TOKENS.
+	TokensFile string
+	// InsecureListenAny lets the daemon listen on a non-loopback address
+	// without tokens, so that anyone who reaches it may Force breakers.
+	// Default false. Flag --insecure-listen-any, env
+	// BREAKERD_INSECURE_LISTEN_ANY (true or false).
+	InsecureListenAny bool
+	// HooksFile is the YAML file of alert webhooks. Empty: no webhooks.
+	// Flag --hooks, env BREAKERD_HOOKS.
+	HooksFile string
 }
 
 // ErrHelp is returned by ParseConfig when -h or --help was asked for; the
@@ -114,6 +138,19 @@ func ParseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	dur(&c.ShutdownTimeout, "shutdown-timeout", "bound on the graceful stop")
 	dur(&c.HealthInterval, "health-interval", "how often Redis is pinged for health")
 	str(&c.LogFormat, "log-format", "text or json")
+	str(&c.TLSCert, "tls-cert", "PEM certificate for the gRPC listener (with --tls-key)")
+	str(&c.TLSKey, "tls-key", "PEM private key for the gRPC listener (with --tls-cert)")
+	str(&c.TLSClientCA, "tls-client-ca", "PEM CA bundle; when set, clients must present a certificate it signed")
+	str(&c.TokensFile, "tokens", "YAML file of bearer tokens with roles (worker, operator); empty: no auth, loopback only")
+	if v := env("insecure-listen-any"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("BREAKERD_INSECURE_LISTEN_ANY: %q is not true or false", v))
+		}
+		c.InsecureListenAny = b
+	}
+	fs.BoolVar(&c.InsecureListenAny, "insecure-listen-any", c.InsecureListenAny, "allow a non-loopback --listen without --tokens (anyone reaching it may Force)")
+	str(&c.HooksFile, "hooks", "YAML file of alert webhooks")
 	if err := errors.Join(errs...); err != nil {
 		return c, err
 	}
@@ -143,6 +180,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--health-interval: must be positive, got %s", c.HealthInterval)
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return fmt.Errorf("--log-format: must be text or json, got %q", c.LogFormat)
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return errors.New("--tls-cert: --tls-cert and --tls-key go together")
+	case c.TLSClientCA != "" && c.TLSCert == "":
+		return errors.New("--tls-client-ca: needs --tls-cert and --tls-key")
+	case c.TokensFile == "" && !c.InsecureListenAny && !auth.IsLoopback(c.Listen):
+		return fmt.Errorf("--listen: %s is not a loopback address and no --tokens are set: anyone reaching it could force breakers; set --tokens, or --insecure-listen-any to accept that", c.Listen)
 	}
 	return nil
 }

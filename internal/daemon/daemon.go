@@ -52,7 +52,17 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	}
 	st := store.New(rdb, store.Options{Policies: policies, EventsMaxLen: c.EventsMaxLen, EventRetention: c.EventRetention, Channel: channel})
 	hub := events.NewHub(rdb, st.Channel(), log)
-	g, hs := server.New(st, hub).NewGRPC()
+	grpcOpts, err := trustOptions(c, log)
+	if err != nil {
+		_ = lis.Close()
+		return err
+	}
+	dispatcher, err := newDispatcher(c, rdb, st, log)
+	if err != nil {
+		_ = lis.Close()
+		return err
+	}
+	g, hs := server.New(st, hub).NewGRPC(grpcOpts...)
 
 	// The hub outlives the signal: Watch streams keep flowing through the
 	// drain delay and end when the gRPC server stops.
@@ -61,6 +71,8 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	hubDone := make(chan error, 1)
 	go func() { hubDone <- hub.Run(hubCtx, nil) }()
 	go watchHealth(hubCtx, st, hs, c.HealthInterval, log)
+	hooksDone := make(chan error, 1)
+	go func() { hooksDone <- runDispatcher(hubCtx, dispatcher, log) }()
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- g.Serve(lis) }()
@@ -89,6 +101,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	if err := <-hubDone; err != nil && !errors.Is(err, context.Canceled) {
 		log.Warn("event hub ended with an error", "err", err)
 	}
+	<-hooksDone
 	log.Info("breakerd stopped")
 	return nil
 }

@@ -11,9 +11,11 @@ import (
 	"sync"
 	"testing"
 
+	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/breakerd/breakerd/internal/events"
+	"github.com/breakerd/breakerd/internal/hooks"
 	"github.com/breakerd/breakerd/internal/server"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
@@ -32,28 +34,53 @@ type Daemon struct {
 	halt func()
 }
 
-// Stop stops the daemon now, cutting its open streams, as a crashed or
+// Stop stops the daemon now, cutting its open streams and leaving webhook
+// deliveries in progress pending, unacknowledged, as a crashed or
 // partitioned daemon would; it is also called when the test ends. Safe to
 // call more than once.
 func (d *Daemon) Stop() { d.stop.Do(d.halt) }
+
+// Options start a daemon with more than a store's options.
+type Options struct {
+	// Store configures its store (see Start).
+	Store store.Options
+	// Addr is the address to listen on. Default 127.0.0.1:0.
+	Addr string
+	// Server are extra gRPC server options: auth interceptors,
+	// grpc.Creds for TLS.
+	Server []grpc.ServerOption
+	// Hooks, when set, run a webhook dispatcher with these options; its
+	// Channel defaults to the store's, its Log to discard.
+	Hooks *hooks.Options
+}
 
 // Start runs a daemon on b until t ends. o.Now defaults to b's clock and
 // o.Channel to one unique to b, so that daemons started on the same backend
 // share events and nothing else does.
 func Start(t testing.TB, b *testredis.Backend, o store.Options) *Daemon {
 	t.Helper()
-	return StartAt(t, b, o, "127.0.0.1:0")
+	return StartWith(t, b, Options{Store: o})
 }
 
 // StartAt is Start listening on addr: a stopped daemon's Addr starts a
 // replacement that clients already dialled to it reconnect to.
 func StartAt(t testing.TB, b *testredis.Backend, o store.Options, addr string) *Daemon {
 	t.Helper()
+	return StartWith(t, b, Options{Store: o, Addr: addr})
+}
+
+// StartWith is Start with auth, TLS, hooks or an address.
+func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
+	t.Helper()
+	o := opts.Store
 	if o.Now == nil {
 		o.Now = b.Clock()
 	}
 	if o.Channel == "" {
 		o.Channel = b.Prefix + "events"
+	}
+	if opts.Addr == "" {
+		opts.Addr = "127.0.0.1:0"
 	}
 	rdb := b.NewClient(t)
 	st := store.New(rdb, o)
@@ -61,22 +88,49 @@ func StartAt(t testing.TB, b *testredis.Backend, o store.Options, addr string) *
 		t.Fatalf("daemontest: load scripts: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	hub := events.NewHub(rdb, st.Channel(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
+	hub := events.NewHub(rdb, st.Channel(), discard)
 	ready := make(chan struct{})
 	hubDone := make(chan error, 1)
 	go func() { hubDone <- hub.Run(ctx, ready) }()
 	select {
 	case <-ready:
 	case err := <-hubDone:
+		cancel()
 		t.Fatalf("daemontest: event hub: %v", err)
 	}
+	hooksDone := make(chan error, 1)
+	if opts.Hooks != nil {
+		ho := *opts.Hooks
+		if ho.Log == nil {
+			ho.Log = discard
+		}
+		d, err := hooks.New(rdb, st, ho)
+		if err != nil {
+			cancel()
+			<-hubDone
+			t.Fatalf("daemontest: hooks: %v", err)
+		}
+		ready := make(chan struct{})
+		go func() { hooksDone <- d.Run(ctx, ready) }()
+		select {
+		case <-ready:
+		case err := <-hooksDone:
+			cancel()
+			<-hubDone
+			t.Fatalf("daemontest: hooks: %v", err)
+		}
+	} else {
+		hooksDone <- nil
+	}
 	calls := NewCounter()
-	g, hs := server.New(st, hub).NewGRPC(calls.Options()...)
+	g, hs := server.New(st, hub).NewGRPC(append(calls.Options(), opts.Server...)...)
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	lis, err := net.Listen("tcp", addr)
+	lis, err := net.Listen("tcp", opts.Addr)
 	if err != nil {
 		cancel()
 		<-hubDone
+		<-hooksDone
 		t.Fatal(err)
 	}
 	go func() { _ = g.Serve(lis) }()
@@ -84,6 +138,7 @@ func StartAt(t testing.TB, b *testredis.Backend, o store.Options, addr string) *
 		cancel()
 		g.Stop()
 		<-hubDone
+		<-hooksDone
 	}}
 	t.Cleanup(d.Stop)
 	return d

@@ -43,8 +43,11 @@ func TestQuorumOneWorkerNeverTrips(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("web_search")
+		// w1's calls were all admitted before its failures made it a
+		// suspect (TestSuspectWorker), as 100 calls in flight at once are.
+		ticket := f.allow(name, "w1").Ticket
 		for i := range 100 {
-			r := f.call(name, "w1", pb.Outcome_OUTCOME_TIMEOUT)
+			r := f.record(name, "w1", ticket, pb.Outcome_OUTCOME_TIMEOUT)
 			if !r.Counted || r.State.State != pb.State_STATE_CLOSED {
 				t.Fatalf("failure %d from w1 alone: counted %v, state %v; want counted, CLOSED", i+1, r.Counted, r.State.State)
 			}

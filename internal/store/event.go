@@ -27,6 +27,8 @@ var kinds = map[string]pb.EventKind{
 	"transition":         pb.EventKind_EVENT_KIND_TRANSITION,
 	"forced":             pb.EventKind_EVENT_KIND_FORCED,
 	"credential_revoked": pb.EventKind_EVENT_KIND_CREDENTIAL_REVOKED,
+	"stuck_open":         pb.EventKind_EVENT_KIND_STUCK_OPEN,
+	"suspect_worker":     pb.EventKind_EVENT_KIND_SUSPECT_WORKER,
 }
 
 // DecodeEvent parses one event as lib.lua's emit() publishes it.

@@ -84,6 +84,7 @@ var stateNames = map[string]pb.State{
 	"half_open":     pb.State_STATE_HALF_OPEN,
 	"forced_open":   pb.State_STATE_FORCED_OPEN,
 	"forced_closed": pb.State_STATE_FORCED_CLOSED,
+	"paused":        pb.State_STATE_PAUSED,
 }
 
 // snapshot decodes element i, the array lib.lua's snapshot() returns.
@@ -110,6 +111,8 @@ func (r *reply) snapshot(i int, breaker string, p policy.Policy) *pb.BreakerStat
 		ForcedBy:        s.str(11),
 		ForcedUntilMs:   s.int(12),
 		AsOfMs:          s.int(13),
+		SuspectWorker:   s.str(14),
+		SuspectUntilMs:  s.int(15),
 		Alternatives:    p.Alternatives,
 	}
 }

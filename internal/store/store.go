@@ -153,7 +153,7 @@ func (s *Store) Allow(ctx context.Context, breaker, worker string) (*pb.AllowRes
 	if err := r.errOr(d); err != nil {
 		return nil, fmt.Errorf("store: allow %q: %w", breaker, err)
 	}
-	if code < 1 || code > 5 {
+	if code < 1 || code > int64(pb.Decision_DECISION_DENIED_PAUSED) {
 		return nil, fmt.Errorf("store: allow %q: unknown decision %d", breaker, code)
 	}
 	return out, nil
@@ -181,7 +181,7 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 	args := append(s.common(breaker, req.GetWorkerId(), p), string(ev),
 		req.GetTicket().GetGeneration(), req.GetTicket().GetLeaseToken(), retryAfter.Milliseconds(), desc,
 		p.Threshold, p.MinWorkers, p.RateLimitTrips,
-		probe.Jittered(retryAfter, p.Jitter, u).Milliseconds())
+		probe.Jittered(retryAfter, p.Jitter, u).Milliseconds(), boolArg(req.GetCredentialWorked()))
 	for _, cd := range probe.Schedule(p.CooldownBase, p.CooldownCap) {
 		args = append(args, probe.Jittered(cd, p.Jitter, u).Milliseconds())
 	}
@@ -195,6 +195,14 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 		return nil, fmt.Errorf("store: record %q: %w", breaker, err)
 	}
 	return out, nil
+}
+
+// boolArg is a script's boolean ARGV: "1" or "0".
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }
 
 // Force runs force.lua: pins the breaker (mode OPEN or CLOSED, with a

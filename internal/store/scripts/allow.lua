@@ -6,7 +6,8 @@
 --
 -- Returns {decision, {generation, lease_token, retry_after_ms, reason}, snapshot}
 --   decision: 1 allowed, 2 probe, 3 denied_open, 4 denied_probe_in_flight,
---             5 denied_forced_open
+--             5 denied_forced_open, 6 denied_suspect_worker (ARGV[7] is
+--             the worker record.lua suspects), 7 denied_paused
 -- Writes nothing unless the call moves the breaker (open -> half_open, a
 -- new lease, a lapsed force): a worker asking about a closed breaker never
 -- creates state.
@@ -24,6 +25,15 @@ if s.force == 'open' then
   local retry = 0
   if s.force_until > 0 then retry = s.force_until - now end
   return reply(5, '', retry, NAME .. ' forced open by an operator: ' .. s.force_reason)
+end
+if s.force == '' and s.st == 'paused' then
+  return reply(7, '', 0, s.reason)
+end
+if s.force == '' and s.st == 'closed' and s.suspect ~= '' and s.suspect == ACTOR
+    and now < s.suspect_until then
+  return reply(6, '', s.suspect_until - now, NAME .. ': only worker ' .. ACTOR ..
+    ' has failed (' .. s.fails .. ' consecutive failures) and no other worker confirms: ' ..
+    'likely this worker\'s network or config; the circuit stays closed for the fleet')
 end
 if s.force == 'closed' or s.st == 'closed' then
   return reply(1, '', 0, '')

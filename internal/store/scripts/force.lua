@@ -21,6 +21,8 @@ if mode == 'auto' then
   clear_run(s, true)
   reason = 'returned to automatic operation' .. (reason ~= '' and (': ' .. reason) or '')
 else
+  -- A pin ends a pause: when it lapses (or on AUTO) the breaker is fresh.
+  if s.st == 'paused' then s.st, s.reason = 'closed', '' end
   s.force, s.force_reason, s.force_by = mode, reason, ACTOR
   s.force_until = 0
   if ttl > 0 then s.force_until = now + ttl end

@@ -19,7 +19,8 @@
 -- ARGV[7] -> actor: the worker id or operator behind this call
 --
 -- State hash fields (absent means zero or empty):
---   st          closed | open | half_open
+--   st          closed | open | half_open | paused (a rejected credential:
+--               only an operator's Force AUTO or CLOSED ends it)
 --   gen         generation, +1 on every transition and Force
 --   fails       consecutive counted failures
 --   rl          consecutive rate-limit failures (429 beyond the deadline)
@@ -33,6 +34,9 @@
 --   lease_until ms: when the lease lapses
 --   force       open | closed (an operator's pin)
 --   force_reason, force_by, force_until (ms; 0 = until AUTO)
+--   suspect     the worker that alone failed past the threshold (closed
+--               only; cleared with the failure run)
+--   suspect_until ms: until when Allow denies the suspect worker
 --
 -- Time comes only from Redis TIME (or the tests' pin): no daemon's clock
 -- decides anything. Lease and force expiry are judged against that time,
@@ -51,12 +55,12 @@ local function now_ms()
 end
 
 local NUMERIC = { gen = true, fails = true, rl = true, opened = true, probe_at = true,
-  cd = true, level = true, lease_until = true, force_until = true }
+  cd = true, level = true, lease_until = true, force_until = true, suspect_until = true }
 
 local function load()
   local s = { st = 'closed', gen = 0, fails = 0, rl = 0, opened = 0, probe_at = 0, cd = 0,
     level = 0, lease_until = 0, force_until = 0, last = '', reason = '', lease = '',
-    force = '', force_reason = '', force_by = '' }
+    force = '', force_reason = '', force_by = '', suspect = '', suspect_until = 0 }
   local raw = redis.call('HGETALL', K_STATE)
   for i = 1, #raw, 2 do
     local f, v = raw[i], raw[i + 1]
@@ -77,6 +81,7 @@ end
 local function fresh(s, unpin)
   s.st, s.fails, s.rl, s.last, s.level = 'closed', 0, 0, '', 0
   s.opened, s.probe_at, s.cd, s.reason, s.lease, s.lease_until = 0, 0, 0, '', '', 0
+  s.suspect, s.suspect_until = '', 0
   if unpin then s.force, s.force_reason, s.force_by, s.force_until = '', '', '', 0 end
 end
 
@@ -89,7 +94,8 @@ end
 
 -- save writes s back. A closed breaker with no failures and no pin keeps
 -- only its generation (so late tickets stay fenced) until the retention
--- lapses; a generation of 0 keeps no key at all.
+-- lapses; a generation of 0 keeps no key at all. A pin without a TTL and a
+-- pause never expire: only an operator ends them.
 local function save(s, now)
   redis.call('DEL', K_STATE)
   local fields = {}
@@ -101,7 +107,7 @@ local function save(s, now)
   end
   if #fields == 0 then return end
   redis.call('HSET', K_STATE, unpack(fields))
-  if s.force ~= '' and s.force_until == 0 then
+  if (s.force ~= '' and s.force_until == 0) or s.st == 'paused' then
     redis.call('PERSIST', K_STATE)
     redis.call('PERSIST', K_WORKERS)
     return
@@ -147,5 +153,5 @@ local function snapshot(s, now)
   local reason = s.reason
   if s.force ~= '' then reason = s.force_reason end
   return { public(s), s.gen, s.fails, workers(), s.opened, s.probe_at, s.cd, reason,
-    s.last, in_flight, s.level, s.force_by, s.force_until, now }
+    s.last, in_flight, s.level, s.force_by, s.force_until, now, s.suspect, s.suspect_until }
 end

@@ -12,13 +12,30 @@
 -- ARGV[14] -> min workers: distinct workers the failures must come from
 -- ARGV[15] -> rate-limit trips: consecutive R outcomes that trip
 -- ARGV[16] -> cooldown for a rate-limit trip, ms (the Retry-After, jittered)
--- ARGV[17..] -> cooldown schedule, ms, jittered: [1] after a trip, [k+1]
+-- ARGV[17] -> credential worked: 1 when the worker has seen a success on
+--             this breaker before, else 0 (with U: pause, not just alert)
+-- ARGV[18..] -> cooldown schedule, ms, jittered: [1] after a trip, [k+1]
 --              after k failed probes; the last entry repeats (the cap)
 --
 -- Returns {counted (0|1), note, snapshot}
 -- The quorum rule lives here, next to the write it guards: the circuit
 -- opens only when the run of failures reaches the threshold (or the
 -- rate-limit run reaches its count) AND SCARD(workers) >= min workers.
+--
+-- Alerts raised here (each also an event in the durable log):
+--   stuck_open      the second failed probe since the trip (level 2): the
+--                   circuit has stayed open through two cooldown cycles.
+--                   Once per open period (level only grows until it closes).
+--   suspect_worker  closed, the run reached the threshold, and its failures
+--                   all came from ACTOR (SCARD = 1 < min workers): ACTOR is
+--                   denied for one trip cooldown after each of its failures
+--                   while the fleet stays closed. Once per failure run; a
+--                   success (anyone's) ends the run, another worker's
+--                   failure confirms it (a trip), a Force resets it.
+--   credential_revoked on U. With ARGV[17] = 1, no pin and a current
+--                   ticket, it also pauses the breaker (st = paused):
+--                   not a trip, no probe lifts it, only Force AUTO or
+--                   CLOSED does.
 
 local now = now_ms()
 local s = load()
@@ -32,8 +49,8 @@ local function reply(counted, note)
 end
 
 local function cooldown(level)
-  local i = math.min(level + 1, #ARGV - 16)
-  return tonumber(ARGV[16 + i])
+  local i = math.min(level + 1, #ARGV - 17)
+  return tonumber(ARGV[17 + i])
 end
 
 local function secs(ms)
@@ -44,13 +61,31 @@ local function open(from, level, cd, reason)
   s.st, s.level, s.cd = 'open', level, cd
   s.opened, s.probe_at = now, now + cd
   s.lease, s.lease_until = '', 0
+  s.suspect, s.suspect_until = '', 0
   s.reason = reason
   s.gen = s.gen + 1
   dirty = true
   emit(s, 'transition', from, 'open', reason, now)
 end
 
+if s.force == '' and s.st == 'paused' then
+  return reply(0, 'paused: credential rejected; outcomes are not counted until an operator resumes it')
+end
+
 if ev == 'U' then
+  local current = tgen == s.gen and (s.st == 'closed' or (s.st == 'half_open' and tlease ~= ''
+    and tlease == s.lease))
+  if ARGV[17] == '1' and s.force == '' and current then
+    local from = public(s)
+    clear_run(s)
+    s.st = 'paused'
+    s.reason = NAME .. ': credential rejected; needs a human (a 401 after the credential had ' ..
+      'worked: likely revoked or rotated; an operator resumes it with Force AUTO)'
+    s.gen = s.gen + 1
+    dirty = true
+    emit(s, 'credential_revoked', from, 'paused', s.reason, now)
+    return reply(0, 'credential rejected: breaker paused until an operator resumes it')
+  end
   emit(s, 'credential_revoked', public(s), public(s),
     NAME .. ' rejected its credential (401): a human must check it; not a trip', now)
 end
@@ -87,6 +122,11 @@ if s.force == '' and s.st == 'half_open' then
     if ev == 'R' then cd = math.max(cd, tonumber(ARGV[16])) end
     open('half_open', s.level + 1, cd,
       NAME .. ' still failing: the probe failed (' .. desc .. '); next probe in ' .. secs(cd))
+    if s.level == 2 then
+      emit(s, 'stuck_open', 'open', 'open', NAME .. ' still open after 2 cooldown cycles ' ..
+        '(2 failed probes since the trip, last: ' .. desc .. '): the dependency is down; ' ..
+        'the breaker is reporting the outage, not causing it', now)
+    end
     return reply(1, '')
   end
   s.lease, s.lease_until = '', 0
@@ -99,8 +139,9 @@ if tgen ~= s.gen then
   return reply(0, 'stale generation')
 end
 if ev == 'S' then
-  if s.fails > 0 or s.rl > 0 or workers() > 0 then
+  if s.fails > 0 or s.rl > 0 or workers() > 0 or s.suspect ~= '' then
     s.fails, s.rl, s.last = 0, 0, ''
+    s.suspect, s.suspect_until = '', 0
     redis.call('DEL', K_WORKERS)
     dirty = true
   end
@@ -134,6 +175,15 @@ if n >= tonumber(ARGV[14]) then
   elseif s.fails >= tonumber(ARGV[13]) then
     open('closed', 0, cooldown(0), NAME .. ' unreachable: ' .. s.fails ..
       ' consecutive failures from ' .. n .. ' workers, last: ' .. desc)
+  end
+elseif n == 1 and s.fails >= tonumber(ARGV[13]) then
+  s.suspect_until = now + cooldown(0)
+  if s.suspect ~= ACTOR then
+    s.suspect = ACTOR
+    emit(s, 'suspect_worker', 'closed', 'closed', NAME .. ': ' .. s.fails ..
+      ' consecutive failures, all from worker ' .. ACTOR .. ', and no other worker confirms: ' ..
+      'likely ' .. ACTOR .. '\'s network or config; it alone is denied while the circuit ' ..
+      'stays closed, last: ' .. desc, now)
   end
 end
 return reply(1, '')

@@ -49,6 +49,14 @@ const (
 	Decision_DECISION_DENIED_PROBE_IN_FLIGHT Decision = 4
 	// An operator forced the circuit open.
 	Decision_DECISION_DENIED_FORCED_OPEN Decision = 5
+	// This worker alone has failed past the threshold and no other worker
+	// confirms (likely its own network or config): it is denied for
+	// retry_after_ms while the fleet stays closed. See BreakerState.suspect_worker.
+	Decision_DECISION_DENIED_SUSPECT_WORKER Decision = 6
+	// The breaker is paused: its credential was rejected (401) after it had
+	// worked. No probe lifts a pause; an operator does (Force AUTO or CLOSED).
+	// retry_after_ms is 0: no wait helps.
+	Decision_DECISION_DENIED_PAUSED Decision = 7
 )
 
 // Enum value maps for Decision.
@@ -60,6 +68,8 @@ var (
 		3: "DECISION_DENIED_OPEN",
 		4: "DECISION_DENIED_PROBE_IN_FLIGHT",
 		5: "DECISION_DENIED_FORCED_OPEN",
+		6: "DECISION_DENIED_SUSPECT_WORKER",
+		7: "DECISION_DENIED_PAUSED",
 	}
 	Decision_value = map[string]int32{
 		"DECISION_UNSPECIFIED":            0,
@@ -68,6 +78,8 @@ var (
 		"DECISION_DENIED_OPEN":            3,
 		"DECISION_DENIED_PROBE_IN_FLIGHT": 4,
 		"DECISION_DENIED_FORCED_OPEN":     5,
+		"DECISION_DENIED_SUSPECT_WORKER":  6,
+		"DECISION_DENIED_PAUSED":          7,
 	}
 )
 
@@ -108,6 +120,9 @@ const (
 	State_STATE_HALF_OPEN     State = 3
 	State_STATE_FORCED_OPEN   State = 4
 	State_STATE_FORCED_CLOSED State = 5
+	// Paused on a rejected credential (see DECISION_DENIED_PAUSED); kept
+	// until an operator sends Force AUTO or CLOSED.
+	State_STATE_PAUSED State = 6
 )
 
 // Enum value maps for State.
@@ -119,6 +134,7 @@ var (
 		3: "STATE_HALF_OPEN",
 		4: "STATE_FORCED_OPEN",
 		5: "STATE_FORCED_CLOSED",
+		6: "STATE_PAUSED",
 	}
 	State_value = map[string]int32{
 		"STATE_UNSPECIFIED":   0,
@@ -127,6 +143,7 @@ var (
 		"STATE_HALF_OPEN":     3,
 		"STATE_FORCED_OPEN":   4,
 		"STATE_FORCED_CLOSED": 5,
+		"STATE_PAUSED":        6,
 	}
 )
 
@@ -307,8 +324,16 @@ const (
 	EventKind_EVENT_KIND_TRANSITION EventKind = 1
 	// An operator's Force.
 	EventKind_EVENT_KIND_FORCED EventKind = 2
-	// A 401 on the breaker's credential: an alert, not a trip.
+	// A 401 on the breaker's credential: an alert, not a trip. When the
+	// worker had seen the credential work (RecordRequest.credential_worked)
+	// the breaker is also paused (to = STATE_PAUSED).
 	EventKind_EVENT_KIND_CREDENTIAL_REVOKED EventKind = 3
+	// The circuit is still open after two cooldown cycles: raised once per
+	// open period, by the second failed probe since the trip.
+	EventKind_EVENT_KIND_STUCK_OPEN EventKind = 4
+	// One worker alone failed past the threshold with no other worker
+	// confirming; actor is that worker. Raised once per failure run.
+	EventKind_EVENT_KIND_SUSPECT_WORKER EventKind = 5
 )
 
 // Enum value maps for EventKind.
@@ -318,12 +343,16 @@ var (
 		1: "EVENT_KIND_TRANSITION",
 		2: "EVENT_KIND_FORCED",
 		3: "EVENT_KIND_CREDENTIAL_REVOKED",
+		4: "EVENT_KIND_STUCK_OPEN",
+		5: "EVENT_KIND_SUSPECT_WORKER",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":        0,
 		"EVENT_KIND_TRANSITION":         1,
 		"EVENT_KIND_FORCED":             2,
 		"EVENT_KIND_CREDENTIAL_REVOKED": 3,
+		"EVENT_KIND_STUCK_OPEN":         4,
+		"EVENT_KIND_SUSPECT_WORKER":     5,
 	}
 )
 
@@ -444,9 +473,14 @@ type BreakerState struct {
 	Alternatives []string `protobuf:"bytes,15,rep,name=alternatives,proto3" json:"alternatives,omitempty"`
 	// The Redis server time this snapshot was taken at; next_probe_at_ms
 	// minus as_of_ms is how long until a probe is due.
-	AsOfMs        int64 `protobuf:"varint,16,opt,name=as_of_ms,json=asOfMs,proto3" json:"as_of_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	AsOfMs int64 `protobuf:"varint,16,opt,name=as_of_ms,json=asOfMs,proto3" json:"as_of_ms,omitempty"`
+	// The worker suspected of a local fault (it alone failed past the
+	// threshold); empty when none. It is denied until suspect_until_ms.
+	SuspectWorker string `protobuf:"bytes,20,opt,name=suspect_worker,json=suspectWorker,proto3" json:"suspect_worker,omitempty"`
+	// When the suspect worker is let through again; 0 when none.
+	SuspectUntilMs int64 `protobuf:"varint,21,opt,name=suspect_until_ms,json=suspectUntilMs,proto3" json:"suspect_until_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *BreakerState) Reset() {
@@ -587,6 +621,20 @@ func (x *BreakerState) GetAlternatives() []string {
 func (x *BreakerState) GetAsOfMs() int64 {
 	if x != nil {
 		return x.AsOfMs
+	}
+	return 0
+}
+
+func (x *BreakerState) GetSuspectWorker() string {
+	if x != nil {
+		return x.SuspectWorker
+	}
+	return ""
+}
+
+func (x *BreakerState) GetSuspectUntilMs() int64 {
+	if x != nil {
+		return x.SuspectUntilMs
 	}
 	return 0
 }
@@ -743,9 +791,15 @@ type RecordRequest struct {
 	// A short plain-words description of the failure ("HTTP 503"). Never a
 	// tool payload or a secret. Control characters become spaces; at most
 	// 256 bytes are kept.
-	Message       string `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Message string `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`
+	// This worker has seen a success on this breaker before (its credential
+	// worked). With OUTCOME_UNAUTHENTICATED it pauses the breaker (the
+	// credential was revoked, not mistyped); without it a 401 only raises
+	// credential_revoked. The worker remembers it so that a breaker with
+	// no failures never holds a key.
+	CredentialWorked bool `protobuf:"varint,20,opt,name=credential_worked,json=credentialWorked,proto3" json:"credential_worked,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RecordRequest) Reset() {
@@ -832,6 +886,13 @@ func (x *RecordRequest) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *RecordRequest) GetCredentialWorked() bool {
+	if x != nil {
+		return x.CredentialWorked
+	}
+	return false
 }
 
 type RecordResponse struct {
@@ -1480,7 +1541,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"generation\x18\x01 \x01(\x03R\n" +
 	"generation\x12\x1f\n" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +
-	"leaseToken\"\xb0\x04\n" +
+	"leaseToken\"\x81\x05\n" +
 	"\fBreakerState\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12(\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x12.breakerd.v1.StateR\x05state\x12\x1e\n" +
@@ -1502,7 +1563,9 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\tforced_by\x18\r \x01(\tR\bforcedBy\x12&\n" +
 	"\x0fforced_until_ms\x18\x0e \x01(\x03R\rforcedUntilMs\x12\"\n" +
 	"\falternatives\x18\x0f \x03(\tR\falternatives\x12\x18\n" +
-	"\bas_of_ms\x18\x10 \x01(\x03R\x06asOfMs\"E\n" +
+	"\bas_of_ms\x18\x10 \x01(\x03R\x06asOfMs\x12%\n" +
+	"\x0esuspect_worker\x18\x14 \x01(\tR\rsuspectWorker\x12(\n" +
+	"\x10suspect_until_ms\x18\x15 \x01(\x03R\x0esuspectUntilMs\"E\n" +
 	"\fAllowRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\"\xde\x01\n" +
@@ -1511,7 +1574,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x06ticket\x18\x02 \x01(\v2\x13.breakerd.v1.TicketR\x06ticket\x12$\n" +
 	"\x0eretry_after_ms\x18\x03 \x01(\x03R\fretryAfterMs\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12/\n" +
-	"\x05state\x18\x05 \x01(\v2\x19.breakerd.v1.BreakerStateR\x05state\"\xa3\x02\n" +
+	"\x05state\x18\x05 \x01(\v2\x19.breakerd.v1.BreakerStateR\x05state\"\xd0\x02\n" +
 	"\rRecordRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12+\n" +
@@ -1522,7 +1585,8 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"deadlineMs\x12\x1d\n" +
 	"\n" +
 	"latency_ms\x18\a \x01(\x03R\tlatencyMs\x12\x18\n" +
-	"\amessage\x18\b \x01(\tR\amessage\"o\n" +
+	"\amessage\x18\b \x01(\tR\amessage\x12+\n" +
+	"\x11credential_worked\x18\x14 \x01(\bR\x10credentialWorked\"o\n" +
 	"\x0eRecordResponse\x12\x18\n" +
 	"\acounted\x18\x01 \x01(\bR\acounted\x12\x12\n" +
 	"\x04note\x18\x02 \x01(\tR\x04note\x12/\n" +
@@ -1566,14 +1630,16 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	" \x01(\x03R\n" +
 	"cooldownMs\x12\x13\n" +
 	"\x05at_ms\x18\v \x01(\x03R\x04atMs\x12\x14\n" +
-	"\x05actor\x18\f \x01(\tR\x05actor*\xae\x01\n" +
+	"\x05actor\x18\f \x01(\tR\x05actor*\xee\x01\n" +
 	"\bDecision\x12\x18\n" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10DECISION_ALLOWED\x10\x01\x12\x12\n" +
 	"\x0eDECISION_PROBE\x10\x02\x12\x18\n" +
 	"\x14DECISION_DENIED_OPEN\x10\x03\x12#\n" +
 	"\x1fDECISION_DENIED_PROBE_IN_FLIGHT\x10\x04\x12\x1f\n" +
-	"\x1bDECISION_DENIED_FORCED_OPEN\x10\x05*\x85\x01\n" +
+	"\x1bDECISION_DENIED_FORCED_OPEN\x10\x05\x12\"\n" +
+	"\x1eDECISION_DENIED_SUSPECT_WORKER\x10\x06\x12\x1a\n" +
+	"\x16DECISION_DENIED_PAUSED\x10\a*\x97\x01\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fSTATE_CLOSED\x10\x01\x12\x0e\n" +
@@ -1581,7 +1647,8 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"STATE_OPEN\x10\x02\x12\x13\n" +
 	"\x0fSTATE_HALF_OPEN\x10\x03\x12\x15\n" +
 	"\x11STATE_FORCED_OPEN\x10\x04\x12\x17\n" +
-	"\x13STATE_FORCED_CLOSED\x10\x05*\xa6\x02\n" +
+	"\x13STATE_FORCED_CLOSED\x10\x05\x12\x10\n" +
+	"\fSTATE_PAUSED\x10\x06*\xa6\x02\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fOUTCOME_SUCCESS\x10\x01\x12\x15\n" +
@@ -1599,12 +1666,14 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x16FORCE_MODE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fFORCE_MODE_OPEN\x10\x01\x12\x15\n" +
 	"\x11FORCE_MODE_CLOSED\x10\x02\x12\x13\n" +
-	"\x0fFORCE_MODE_AUTO\x10\x03*|\n" +
+	"\x0fFORCE_MODE_AUTO\x10\x03*\xb6\x01\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15EVENT_KIND_TRANSITION\x10\x01\x12\x15\n" +
 	"\x11EVENT_KIND_FORCED\x10\x02\x12!\n" +
-	"\x1dEVENT_KIND_CREDENTIAL_REVOKED\x10\x032\xcd\x03\n" +
+	"\x1dEVENT_KIND_CREDENTIAL_REVOKED\x10\x03\x12\x19\n" +
+	"\x15EVENT_KIND_STUCK_OPEN\x10\x04\x12\x1d\n" +
+	"\x19EVENT_KIND_SUSPECT_WORKER\x10\x052\xcd\x03\n" +
 	"\x0eBreakerService\x12>\n" +
 	"\x05Allow\x12\x19.breakerd.v1.AllowRequest\x1a\x1a.breakerd.v1.AllowResponse\x12A\n" +
 	"\x06Record\x12\x1a.breakerd.v1.RecordRequest\x1a\x1b.breakerd.v1.RecordResponse\x128\n" +

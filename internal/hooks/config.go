@@ -1,0 +1,261 @@
+// Package hooks delivers breaker alerts to webhooks, once per hook across
+// the fleet: every daemon reads the breakers' durable event streams
+// through one Redis consumer group per hook, so each event goes to one
+// daemon, which posts it (signed, retried with backoff) and acknowledges
+// it; entries left pending by a daemon that died are reclaimed by another.
+package hooks
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path"
+	"slices"
+	"time"
+	"unicode"
+
+	"go.yaml.in/yaml/v3"
+
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// The events a hook may ask for.
+const (
+	// EventOpened: a trip, closed -> open (not the re-opens after failed
+	// probes: stuck_open covers a long outage).
+	EventOpened = "opened"
+	// EventStuckOpen: still open after two cooldown cycles.
+	EventStuckOpen = "stuck_open"
+	// EventCredentialRevoked: a 401 on the breaker's credential (and the
+	// pause, when the credential had worked).
+	EventCredentialRevoked = "credential_revoked"
+	// EventSuspectWorker: one worker alone failed past the threshold.
+	EventSuspectWorker = "suspect_worker"
+	// EventForced: an operator's Force (OPEN, CLOSED or AUTO).
+	EventForced = "forced"
+	// EventClosed: back to closed by itself (a probe succeeded, a forced
+	// state expired).
+	EventClosed = "closed"
+)
+
+// Events lists every event name, in documentation order.
+var Events = []string{EventOpened, EventStuckOpen, EventCredentialRevoked, EventSuspectWorker, EventForced, EventClosed}
+
+// EventName returns the hook event an Event is, or "" for events no hook
+// receives (a probe starting: open -> half_open, half_open -> open).
+func EventName(e *pb.Event) string {
+	switch e.GetKind() {
+	case pb.EventKind_EVENT_KIND_FORCED:
+		return EventForced
+	case pb.EventKind_EVENT_KIND_CREDENTIAL_REVOKED:
+		return EventCredentialRevoked
+	case pb.EventKind_EVENT_KIND_STUCK_OPEN:
+		return EventStuckOpen
+	case pb.EventKind_EVENT_KIND_SUSPECT_WORKER:
+		return EventSuspectWorker
+	case pb.EventKind_EVENT_KIND_TRANSITION:
+		switch {
+		case e.GetTo() == pb.State_STATE_OPEN && e.GetFrom() == pb.State_STATE_CLOSED:
+			return EventOpened
+		case e.GetTo() == pb.State_STATE_CLOSED:
+			return EventClosed
+		}
+	}
+	return ""
+}
+
+// Hook is one webhook. Zero durations mean their defaults.
+type Hook struct {
+	// Name identifies the hook: its consumer group on every breaker's
+	// stream is "hook:<name>". Renaming a hook starts it afresh.
+	Name string
+	// URL receives a POST per event (http or https).
+	URL string
+	// Events are the event names to send (see Events).
+	Events []string
+	// Breakers, when set, limits the hook to breakers matching one of
+	// these path.Match globs ("stripe:*"). Empty: every breaker.
+	Breakers []string
+	// Secret keys the HMAC-SHA256 signature of each body, sent as
+	// "X-Breakerd-Signature: sha256=<hex>".
+	Secret string
+	// Timeout bounds one attempt. Default 5s.
+	Timeout time.Duration
+	// Backoff is the wait after the first failed attempt; it doubles after
+	// each further failure up to MaxBackoff. Default 1s.
+	Backoff time.Duration
+	// MaxBackoff caps the wait between attempts. Default 1m.
+	MaxBackoff time.Duration
+	// GiveUpAfter bounds how long one event is retried: after it the event
+	// is dropped with an error log line and the abandoned counter. Default 1h.
+	GiveUpAfter time.Duration
+}
+
+// Wants reports whether the hook takes event name on breaker.
+func (h Hook) Wants(name, breaker string) bool {
+	return name != "" && slices.Contains(h.Events, name) && h.covers(breaker)
+}
+
+// covers reports whether breaker matches the hook's Breakers globs.
+func (h Hook) covers(breaker string) bool {
+	if len(h.Breakers) == 0 {
+		return true
+	}
+	for _, p := range h.Breakers {
+		if ok, _ := path.Match(p, breaker); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (h Hook) withDefaults() Hook {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&h.Timeout, 5*time.Second)
+	def(&h.Backoff, time.Second)
+	def(&h.MaxBackoff, time.Minute)
+	def(&h.GiveUpAfter, time.Hour)
+	return h
+}
+
+// Validate reports the first invalid field, named as in the YAML file.
+func (h Hook) Validate() error {
+	u, err := url.Parse(h.URL)
+	switch {
+	case h.Name == "":
+		return errors.New("name: is required")
+	case len(h.Name) > 128 || !printableNoSpace(h.Name):
+		return fmt.Errorf("name: must be at most 128 printable characters without spaces, got %q", h.Name)
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return fmt.Errorf("url: must be an http:// or https:// URL, got %q", h.URL)
+	case len(h.Events) == 0:
+		return fmt.Errorf("events: at least one of %v is required", Events)
+	case h.Secret == "":
+		return errors.New("secret: is required (or secret_env naming a set variable): receivers must be able to check the signature")
+	case h.Timeout < 0 || h.Backoff < 0 || h.MaxBackoff < 0 || h.GiveUpAfter < 0:
+		return errors.New("timeout: durations must not be negative")
+	}
+	for i, e := range h.Events {
+		if !slices.Contains(Events, e) {
+			return fmt.Errorf("events[%d]: %q is not one of %v", i, e, Events)
+		}
+	}
+	for i, p := range h.Breakers {
+		if _, err := path.Match(p, ""); err != nil {
+			return fmt.Errorf("breakers[%d]: %q is not a valid glob", i, p)
+		}
+	}
+	d := h.withDefaults()
+	if d.MaxBackoff < d.Backoff {
+		return fmt.Errorf("max_backoff: must be at least backoff (%s), got %s", d.Backoff, d.MaxBackoff)
+	}
+	return nil
+}
+
+func printableNoSpace(s string) bool {
+	for _, r := range s {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// file is the YAML shape of a hooks file:
+//
+//	hooks:
+//	  - name: oncall                       # unique; names the consumer group
+//	    url: https://hooks.example.com/breakerd
+//	    events: [opened, stuck_open, credential_revoked, suspect_worker, forced, closed]
+//	    breakers: ["stripe:*"]             # optional: only these (path.Match globs)
+//	    secret_env: ONCALL_HOOK_SECRET     # or secret: "..." (HMAC-SHA256 key)
+//	    timeout: 5s                        # per attempt
+//	    backoff: 1s                        # first retry wait, doubling...
+//	    max_backoff: 1m                    # ...up to this
+//	    give_up_after: 1h                  # then log an error, count it, move on
+type file struct {
+	Hooks []struct {
+		Name        string    `yaml:"name"`
+		URL         string    `yaml:"url"`
+		Events      []string  `yaml:"events"`
+		Breakers    []string  `yaml:"breakers"`
+		Secret      string    `yaml:"secret"`
+		SecretEnv   string    `yaml:"secret_env"`
+		Timeout     *duration `yaml:"timeout"`
+		Backoff     *duration `yaml:"backoff"`
+		MaxBackoff  *duration `yaml:"max_backoff"`
+		GiveUpAfter *duration `yaml:"give_up_after"`
+	} `yaml:"hooks"`
+}
+
+type duration time.Duration
+
+func (d *duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration such as 5s or 1m", n.Line, n.Value)
+	}
+	*d = duration(v)
+	return nil
+}
+
+// Load reads a hooks file; getenv resolves secret_env. Errors name the
+// file and the field ("hooks[1].url: ...") and never contain a secret.
+func Load(name string, getenv func(string) string) ([]Hook, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("hooks: %w", err)
+	}
+	hs, err := Parse(b, getenv)
+	if err != nil {
+		return nil, fmt.Errorf("hooks: %s: %w", name, err)
+	}
+	return hs, nil
+}
+
+// Parse reads a hooks file's contents; see Load. Empty input is no hooks.
+func Parse(b []byte, getenv func(string) string) ([]Hook, error) {
+	var f file
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	var out []Hook
+	names := map[string]bool{}
+	for i, e := range f.Hooks {
+		h := Hook{Name: e.Name, URL: e.URL, Events: e.Events, Breakers: e.Breakers, Secret: e.Secret}
+		if e.SecretEnv != "" {
+			if e.Secret != "" {
+				return nil, fmt.Errorf("hooks[%d].secret_env: give secret or secret_env, not both", i)
+			}
+			if h.Secret = getenv(e.SecretEnv); h.Secret == "" {
+				return nil, fmt.Errorf("hooks[%d].secret_env: %s is not set", i, e.SecretEnv)
+			}
+		}
+		for _, d := range []struct {
+			from *duration
+			to   *time.Duration
+		}{{e.Timeout, &h.Timeout}, {e.Backoff, &h.Backoff}, {e.MaxBackoff, &h.MaxBackoff}, {e.GiveUpAfter, &h.GiveUpAfter}} {
+			if d.from != nil {
+				*d.to = time.Duration(*d.from)
+			}
+		}
+		if err := h.Validate(); err != nil {
+			return nil, fmt.Errorf("hooks[%d].%w", i, err)
+		}
+		if names[h.Name] {
+			return nil, fmt.Errorf("hooks[%d].name: %q is used twice", i, h.Name)
+		}
+		names[h.Name] = true
+		out = append(out, h)
+	}
+	return out, nil
+}

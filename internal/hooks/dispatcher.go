@@ -1,0 +1,539 @@
+package hooks
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/breakerd/breakerd/internal/store"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// Headers of each delivery.
+const (
+	// HeaderSignature carries "sha256=<hex HMAC-SHA256 of the body>",
+	// keyed by the hook's secret.
+	HeaderSignature = "X-Breakerd-Signature"
+	// HeaderEvent carries the event name ("opened").
+	HeaderEvent = "X-Breakerd-Event"
+	// HeaderDelivery carries "<breaker>/<stream entry id>": the same for
+	// every attempt of one event, so a receiver can drop the rare
+	// duplicate (a daemon that stalled past MinIdle).
+	HeaderDelivery = "X-Breakerd-Delivery"
+)
+
+// Payload is the JSON body of a delivery. States are lower case
+// ("closed", "open", "half_open", "forced_open", "forced_closed",
+// "paused"); at_ms is ms since the epoch on the Redis clock.
+type Payload struct {
+	Event           string `json:"event"`
+	ID              string `json:"id"`
+	Breaker         string `json:"breaker"`
+	Kind            string `json:"kind"`
+	From            string `json:"from"`
+	To              string `json:"to"`
+	Generation      int64  `json:"generation"`
+	Reason          string `json:"reason"`
+	Failures        int64  `json:"failures"`
+	DistinctWorkers int64  `json:"distinct_workers"`
+	CooldownMs      int64  `json:"cooldown_ms"`
+	AtMs            int64  `json:"at_ms"`
+	Actor           string `json:"actor"`
+}
+
+// Sign returns the signature header value for body: "sha256=" and the hex
+// HMAC-SHA256 of body keyed by secret.
+func Sign(secret string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// Options configure a Dispatcher. Zero values mean their defaults.
+type Options struct {
+	// Hooks to deliver to.
+	Hooks []Hook
+	// Channel is the pub/sub channel the scripts publish live events on
+	// (store.Store.Channel): it tells the dispatcher at once which
+	// breaker's stream has something new.
+	Channel string
+	// Consumer names this daemon in every consumer group. Default: host
+	// name, pid and a random suffix (unique per process).
+	Consumer string
+	// MinIdle is how long an entry must sit unacknowledged on another
+	// consumer before this one reclaims it (XAUTOCLAIM): longer than a
+	// stalled daemon might pause, as a live one refreshes its entries every
+	// MinIdle/3. Default 1m.
+	MinIdle time.Duration
+	// Sweep is how often every event stream is found by SCAN (streams the
+	// live feed missed) and entries pending past MinIdle are reclaimed.
+	// Default 30s.
+	Sweep time.Duration
+	// Log receives delivery failures and abandonments. Default: discard.
+	Log *slog.Logger
+	// Registerer, when set, registers the delivery counters.
+	Registerer prometheus.Registerer
+	// Client posts the webhooks. Default: an http.Client with no overall
+	// timeout (each attempt is bounded by its hook's Timeout).
+	Client *http.Client
+}
+
+// Dispatcher delivers events to hooks. Run it on every daemon: the
+// consumer groups share the work and deliver each event once per hook.
+type Dispatcher struct {
+	rdb   redis.UniversalClient
+	st    *store.Store
+	o     Options
+	hooks []*hookState
+	m     *metrics
+}
+
+type hookState struct {
+	Hook
+	group  string
+	start  string          // the group's start id, set by Run
+	groups map[string]bool // streams known to have the group; only the hook's worker touches it
+
+	mu      sync.Mutex
+	pending map[string]bool // breakers to look at
+	claim   bool            // a sweep asked for XAUTOCLAIM too
+	wake    chan struct{}
+}
+
+// New returns a Dispatcher over rdb and st (for SCAN), and registers its
+// counters on o.Registerer. Errors: an invalid hook, or a counter already
+// registered.
+func New(rdb redis.UniversalClient, st *store.Store, o Options) (*Dispatcher, error) {
+	if o.Channel == "" {
+		o.Channel = st.Channel()
+	}
+	if o.Consumer == "" {
+		host, _ := os.Hostname()
+		b := make([]byte, 4)
+		_, _ = rand.Read(b)
+		o.Consumer = fmt.Sprintf("%s-%d-%x", host, os.Getpid(), b)
+	}
+	if o.MinIdle == 0 {
+		o.MinIdle = time.Minute
+	}
+	if o.Sweep == 0 {
+		o.Sweep = 30 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Client == nil {
+		o.Client = &http.Client{}
+	}
+	d := &Dispatcher{rdb: rdb, st: st, o: o, m: newMetrics()}
+	for i, h := range o.Hooks {
+		if err := h.Validate(); err != nil {
+			return nil, fmt.Errorf("hooks: hooks[%d].%w", i, err)
+		}
+		d.hooks = append(d.hooks, &hookState{Hook: h.withDefaults(), group: "hook:" + h.Name,
+			groups: map[string]bool{}, pending: map[string]bool{}, wake: make(chan struct{}, 1)})
+	}
+	if o.Registerer != nil {
+		if err := d.m.register(o.Registerer); err != nil {
+			return nil, fmt.Errorf("hooks: register metrics: %w", err)
+		}
+	}
+	return d, nil
+}
+
+// sinceKey holds when a hook was first configured anywhere in the fleet,
+// in ms on the Redis clock: its consumer groups start there, so a new hook
+// is not flooded with the history of the event log. Every sweep extends
+// its life by sinceTTL, so it lapses only for a hook no daemon has run
+// for that long.
+func sinceKey(hook string) string { return "breakerd:hooks:" + hook + ":since" }
+
+const sinceTTL = 30 * 24 * time.Hour
+
+// Run delivers until ctx ends. ready, when non-nil, is closed once the
+// live feed is subscribed and every hook's start is known. Entries being
+// delivered when ctx ends stay pending; another daemon reclaims them after
+// MinIdle.
+func (d *Dispatcher) Run(ctx context.Context, ready chan<- struct{}) error {
+	if len(d.hooks) == 0 {
+		if ready != nil {
+			close(ready)
+		}
+		<-ctx.Done()
+		return nil
+	}
+	for _, h := range d.hooks {
+		now, err := d.rdb.Time(ctx).Result()
+		if err != nil {
+			return fmt.Errorf("hooks: time: %w", err)
+		}
+		if err := d.rdb.SetNX(ctx, sinceKey(h.Name), now.UnixMilli(), sinceTTL).Err(); err != nil {
+			return fmt.Errorf("hooks: %s: %w", h.Name, err)
+		}
+		since, err := d.rdb.Get(ctx, sinceKey(h.Name)).Int64()
+		if err != nil {
+			return fmt.Errorf("hooks: %s: %w", h.Name, err)
+		}
+		h.start = fmt.Sprintf("%d-0", max(since-1, 0))
+	}
+	ps := d.rdb.Subscribe(ctx, d.o.Channel)
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		return fmt.Errorf("hooks: subscribe %s: %w", d.o.Channel, err)
+	}
+	if ready != nil {
+		close(ready)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for _, h := range d.hooks {
+		wg.Add(1)
+		go func() { defer wg.Done(); d.work(ctx, h) }()
+	}
+
+	d.sweep(ctx)
+	tick := time.NewTicker(d.o.Sweep)
+	defer tick.Stop()
+	feed := ps.Channel()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+			d.sweep(ctx)
+		case m, ok := <-feed:
+			if !ok {
+				return errors.New("hooks: subscription closed")
+			}
+			var e struct {
+				Breaker string `json:"breaker"`
+			}
+			if json.Unmarshal([]byte(m.Payload), &e) == nil && e.Breaker != "" {
+				d.mark([]string{e.Breaker}, false)
+			}
+		}
+	}
+}
+
+// sweep marks every breaker with an event stream, with reclaiming.
+func (d *Dispatcher) sweep(ctx context.Context) {
+	for _, h := range d.hooks {
+		_ = d.rdb.Expire(ctx, sinceKey(h.Name), sinceTTL).Err() // best effort; the next sweep retries
+	}
+	names, err := d.st.EventStreams(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.o.Log.Warn("hooks: sweep failed; retrying at the next sweep", "err", err)
+		}
+		return
+	}
+	d.mark(names, true)
+}
+
+func (d *Dispatcher) mark(breakers []string, claim bool) {
+	for _, h := range d.hooks {
+		h.mu.Lock()
+		for _, b := range breakers {
+			if h.covers(b) {
+				h.pending[b] = true
+			}
+		}
+		h.claim = h.claim || claim
+		h.mu.Unlock()
+		select {
+		case h.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// work is one hook's delivery loop: one event at a time, so that a hook
+// that is down holds up only itself.
+func (d *Dispatcher) work(ctx context.Context, h *hookState) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.wake:
+		}
+		h.mu.Lock()
+		todo, claim := h.pending, h.claim
+		h.pending, h.claim = map[string]bool{}, false
+		h.mu.Unlock()
+		for b := range todo {
+			if ctx.Err() != nil {
+				return
+			}
+			if err := d.process(ctx, h, b, claim); err != nil && ctx.Err() == nil {
+				d.o.Log.Warn("hooks: reading events failed; retrying at the next sweep", "hook", h.Name, "breaker", b, "err", err)
+			}
+		}
+	}
+}
+
+// errNoStream: the stream expired (or never existed); nothing to do.
+var errNoStream = errors.New("hooks: no such stream")
+
+func (d *Dispatcher) ensureGroup(ctx context.Context, h *hookState, key string) error {
+	if h.groups[key] {
+		return nil
+	}
+	// No MKSTREAM: an empty stream made here would be a key for a breaker
+	// with nothing to say, and would never expire.
+	err := d.rdb.XGroupCreate(ctx, key, h.group, h.start).Err()
+	switch {
+	case err == nil, err != nil && strings.HasPrefix(err.Error(), "BUSYGROUP"):
+		h.groups[key] = true
+		return nil
+	case strings.Contains(err.Error(), "requires the key to exist") || strings.Contains(err.Error(), "no such key"):
+		return errNoStream
+	}
+	return err
+}
+
+func isNoGroup(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOGROUP") }
+
+// process delivers what is waiting for h on breaker's stream: entries
+// pending past MinIdle on any consumer (with claim), then new ones.
+func (d *Dispatcher) process(ctx context.Context, h *hookState, breaker string, claim bool) error {
+	key := store.EventsKey(breaker)
+	for retry := 0; ; retry++ {
+		err := d.ensureGroup(ctx, h, key)
+		if errors.Is(err, errNoStream) {
+			return nil
+		}
+		if err == nil {
+			err = d.drain(ctx, h, key, claim)
+		}
+		if isNoGroup(err) && retry == 0 {
+			// The stream expired and came back without the group.
+			delete(h.groups, key)
+			continue
+		}
+		return err
+	}
+}
+
+func (d *Dispatcher) drain(ctx context.Context, h *hookState, key string, claim bool) error {
+	if claim {
+		start := "0-0"
+		for {
+			msgs, next, err := d.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: key, Group: h.group,
+				Consumer: d.o.Consumer, MinIdle: d.o.MinIdle, Start: start, Count: 100}).Result()
+			if err != nil {
+				return err
+			}
+			for _, m := range msgs {
+				if !d.deliver(ctx, h, key, m) {
+					return nil
+				}
+			}
+			if next == "0-0" || next == "" {
+				break
+			}
+			start = next
+		}
+	}
+	for {
+		res, err := d.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: h.group, Consumer: d.o.Consumer,
+			Streams: []string{key, ">"}, Count: 10, Block: -1}).Result()
+		if errors.Is(err, redis.Nil) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, s := range res {
+			for _, m := range s.Messages {
+				n++
+				if !d.deliver(ctx, h, key, m) {
+					return nil
+				}
+			}
+		}
+		if n == 0 {
+			return nil
+		}
+	}
+}
+
+// deliver posts one entry to h until it is accepted or given up on, then
+// acknowledges it. It returns false when the daemon is stopping (the entry
+// stays pending for another daemon).
+func (d *Dispatcher) deliver(ctx context.Context, h *hookState, key string, m redis.XMessage) bool {
+	ev, err := store.EventFromStream(m)
+	if err != nil || len(m.Values) == 0 {
+		d.o.Log.Error("hooks: dropping an undecodable event", "hook", h.Name, "stream", key, "id", m.ID, "err", err)
+		d.m.abandoned.WithLabelValues(h.Name, "undecodable").Inc()
+		d.ack(ctx, h, key, m.ID)
+		return true
+	}
+	name := EventName(ev)
+	if !h.Wants(name, ev.Breaker) {
+		d.ack(ctx, h, key, m.ID)
+		return true
+	}
+	body, err := json.Marshal(payload(name, ev))
+	if err != nil {
+		d.o.Log.Error("hooks: dropping an event that does not encode", "hook", h.Name, "id", m.ID, "err", err)
+		d.m.abandoned.WithLabelValues(h.Name, name).Inc()
+		d.ack(ctx, h, key, m.ID)
+		return true
+	}
+
+	dctx, cancel := context.WithCancel(ctx)
+	var lost atomic.Bool
+	hb := make(chan struct{})
+	go func() { defer close(hb); d.heartbeat(dctx, cancel, &lost, h, key, m.ID) }()
+	done := d.attempt(dctx, h, name, ev, body)
+	cancel()
+	<-hb
+	switch {
+	case done:
+		d.ack(ctx, h, key, m.ID)
+	case ctx.Err() != nil:
+		return false
+	case lost.Load():
+		d.o.Log.Warn("hooks: another daemon took over this delivery", "hook", h.Name, "breaker", ev.Breaker, "event", name, "id", m.ID)
+	}
+	return true
+}
+
+// attempt posts body until a 2xx or until h.GiveUpAfter has passed
+// (logged and counted), and then returns true: the entry is done with. It
+// returns false when ctx ends first.
+func (d *Dispatcher) attempt(ctx context.Context, h *hookState, name string, ev *pb.Event, body []byte) bool {
+	start := time.Now()
+	wait := h.Backoff
+	for n := 1; ; n++ {
+		code, err := d.post(ctx, h, name, ev, body)
+		if err == nil && code/100 == 2 {
+			d.m.delivered.WithLabelValues(h.Name, name).Inc()
+			if n > 1 {
+				d.o.Log.Info("hooks: delivered after retries", "hook", h.Name, "breaker", ev.Breaker, "event", name, "id", ev.Id, "attempts", n)
+			}
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		d.m.failures.WithLabelValues(h.Name, name).Inc()
+		why := fmt.Sprintf("HTTP %d", code)
+		if err != nil {
+			why = err.Error()
+		}
+		if time.Since(start)+wait > h.GiveUpAfter {
+			d.o.Log.Error("hooks: delivery abandoned: the hook kept failing", "hook", h.Name, "breaker", ev.Breaker,
+				"event", name, "id", ev.Id, "attempts", n, "for", time.Since(start).Round(time.Millisecond), "last_error", why)
+			d.m.abandoned.WithLabelValues(h.Name, name).Inc()
+			return true
+		}
+		if n == 1 {
+			d.o.Log.Warn("hooks: delivery failed; retrying with backoff", "hook", h.Name, "breaker", ev.Breaker,
+				"event", name, "id", ev.Id, "err", why, "give_up_after", h.GiveUpAfter)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+		wait = min(2*wait, h.MaxBackoff)
+	}
+}
+
+func (d *Dispatcher) post(ctx context.Context, h *hookState, name string, ev *pb.Event, body []byte) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, h.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "breakerd-hooks")
+	req.Header.Set(HeaderEvent, name)
+	req.Header.Set(HeaderDelivery, ev.Breaker+"/"+ev.Id)
+	req.Header.Set(HeaderSignature, Sign(h.Secret, body))
+	resp, err := d.o.Client.Do(req)
+	if err != nil {
+		// A webhook URL often carries a secret (a path token): keep it out
+		// of the error, which is logged.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// heartbeat keeps the entry this daemon is delivering fresh (idle below
+// MinIdle), so no other daemon reclaims it while a slow hook is retried.
+// If another consumer owns it already (this daemon stalled past MinIdle),
+// it sets lost and cancels the delivery.
+func (d *Dispatcher) heartbeat(ctx context.Context, cancel func(), lost *atomic.Bool, h *hookState, key, id string) {
+	t := time.NewTicker(max(d.o.MinIdle/3, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p, err := d.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: key, Group: h.group, Start: id, End: id, Count: 1}).Result()
+		if err != nil {
+			continue
+		}
+		if len(p) == 0 || p[0].Consumer != d.o.Consumer {
+			lost.Store(true)
+			cancel()
+			return
+		}
+		_ = d.rdb.XClaimJustID(ctx, &redis.XClaimArgs{Stream: key, Group: h.group, Consumer: d.o.Consumer, Messages: []string{id}}).Err()
+	}
+}
+
+func (d *Dispatcher) ack(ctx context.Context, h *hookState, key, id string) {
+	if err := d.rdb.XAck(ctx, key, h.group, id).Err(); err != nil && ctx.Err() == nil {
+		// Unacknowledged, the entry is reclaimed after MinIdle and sent
+		// again: a duplicate, never a loss.
+		d.o.Log.Warn("hooks: ack failed; the event may be delivered twice", "hook", h.Name, "stream", key, "id", id, "err", err)
+	}
+}
+
+func stateName(s pb.State) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "STATE_"))
+}
+
+func payload(name string, e *pb.Event) Payload {
+	return Payload{
+		Event: name, ID: e.Id, Breaker: e.Breaker,
+		Kind: strings.ToLower(strings.TrimPrefix(e.Kind.String(), "EVENT_KIND_")),
+		From: stateName(e.From), To: stateName(e.To), Generation: e.Generation, Reason: e.Reason,
+		Failures: e.Failures, DistinctWorkers: e.DistinctWorkers, CooldownMs: e.CooldownMs, AtMs: e.AtMs, Actor: e.Actor,
+	}
+}

@@ -1,0 +1,600 @@
+package hooks_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/hooks"
+	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/internal/testredis"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+const secret = "hook-secret-for-tests"
+
+// receiver is a fake webhook endpoint that records every request that
+// reaches it: the wire is the witness.
+type receiver struct {
+	srv *httptest.Server
+
+	mu     sync.Mutex
+	status int           // answer to give
+	hold   chan struct{} // while non-nil, requests wait for it (or for their own cancellation)
+	got    []request
+	seen   chan struct{} // signalled on every request's arrival
+}
+
+type request struct {
+	delivery, event, signature string
+	body                       []byte
+	status                     int // what was answered; 0 when the caller went away first
+}
+
+func newReceiver(t *testing.T) *receiver {
+	r := &receiver{status: http.StatusOK, seen: make(chan struct{}, 1000)}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		rq := request{delivery: req.Header.Get(hooks.HeaderDelivery), event: req.Header.Get(hooks.HeaderEvent),
+			signature: req.Header.Get(hooks.HeaderSignature), body: body}
+		r.mu.Lock()
+		hold, status := r.hold, r.status
+		r.mu.Unlock()
+		r.seen <- struct{}{}
+		if hold != nil {
+			select {
+			case <-hold:
+			case <-req.Context().Done():
+				r.record(rq)
+				return
+			}
+		}
+		rq.status = status
+		r.record(rq)
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *receiver) record(rq request) {
+	r.mu.Lock()
+	r.got = append(r.got, rq)
+	r.mu.Unlock()
+}
+
+func (r *receiver) set(status int) {
+	r.mu.Lock()
+	r.status = status
+	r.mu.Unlock()
+}
+
+func (r *receiver) requests() []request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]request(nil), r.got...)
+}
+
+// accepted returns the requests answered 2xx, by delivery id.
+func (r *receiver) accepted() map[string][]request {
+	out := map[string][]request{}
+	for _, rq := range r.requests() {
+		if rq.status/100 == 2 {
+			out[rq.delivery] = append(out[rq.delivery], rq)
+		}
+	}
+	return out
+}
+
+func hookOptions(b *testredis.Backend, r *receiver, reg prometheus.Registerer, mod func(*hooks.Hook)) *hooks.Options {
+	h := hooks.Hook{
+		Name:     b.Prefix + "oncall",
+		URL:      r.srv.URL,
+		Events:   hooks.Events,
+		Breakers: []string{b.Prefix + "*"},
+		Secret:   secret,
+		Timeout:  5 * time.Second,
+		Backoff:  10 * time.Millisecond,
+	}
+	if mod != nil {
+		mod(&h)
+	}
+	return &hooks.Options{Hooks: []hooks.Hook{h}, MinIdle: time.Minute, Sweep: 50 * time.Millisecond, Registerer: reg}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// settled reports whether the hook's group on breaker's stream has read
+// every entry and has none pending: no daemon can deliver any of them again.
+func settled(t *testing.T, b *testredis.Backend, group, breaker string) bool {
+	t.Helper()
+	ctx := context.Background()
+	key := store.EventsKey(breaker)
+	last, err := b.Client.XRevRangeN(ctx, key, "+", "-", 1).Result()
+	if err != nil || len(last) == 0 {
+		return false
+	}
+	groups, err := b.Client.XInfoGroups(ctx, key).Result()
+	if err != nil {
+		return false
+	}
+	for _, g := range groups {
+		if g.Name == group {
+			return g.Pending == 0 && g.LastDeliveredID == last[0].ID
+		}
+	}
+	return false
+}
+
+// trip opens breaker: 4 timeouts from w1 and 1 from w2.
+func trip(t *testing.T, st *store.Store, breaker string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, w := range []string{"w1", "w1", "w1", "w1", "w2"} {
+		a, err := st.Allow(ctx, breaker, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Record(ctx, &pb.RecordRequest{Breaker: breaker, WorkerId: w, Ticket: a.Ticket, Outcome: pb.Outcome_OUTCOME_TIMEOUT}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s, _ := st.Get(ctx, breaker); s.GetState() != pb.State_STATE_OPEN {
+		t.Fatalf("trip(%q): state %v, want OPEN", breaker, s.GetState())
+	}
+}
+
+func TestOneDeliveryPerEventAcrossThreeDaemons(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		r := newReceiver(t)
+		var ds []*daemontest.Daemon
+		for range 3 {
+			ds = append(ds, daemontest.StartWith(t, b, daemontest.Options{Hooks: hookOptions(b, r, nil, nil)}))
+		}
+		ctx := context.Background()
+		name := b.Breaker("web_search")
+		group := "hook:" + b.Prefix + "oncall"
+
+		// opened, then half_open (no hook event), then closed, then an
+		// operator's force: three deliveries, each once.
+		trip(t, ds[0].Store, name)
+		b.Advance(36 * time.Second) // the cooldown with the most jitter
+		a, err := ds[1].Store.Allow(ctx, name, "w3")
+		if err != nil || a.Decision != pb.Decision_DECISION_PROBE {
+			t.Fatalf("Allow after the cooldown = %v, %v; want PROBE", a.GetDecision(), err)
+		}
+		if _, err := ds[2].Store.Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: "w3", Ticket: a.Ticket, Outcome: pb.Outcome_OUTCOME_SUCCESS}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ds[0].Store.Force(ctx, name, pb.ForceMode_FORCE_MODE_OPEN, "vendor maintenance", 0, "alice"); err != nil {
+			t.Fatal(err)
+		}
+
+		waitFor(t, "three accepted deliveries and a settled group", func() bool {
+			return len(r.accepted()) == 3 && settled(t, b, group, name)
+		})
+		var events []string
+		for id, rqs := range r.accepted() {
+			if len(rqs) != 1 {
+				t.Errorf("delivery %s accepted %d times, want once", id, len(rqs))
+			}
+			rq := rqs[0]
+			if rq.signature != hooks.Sign(secret, rq.body) {
+				t.Errorf("delivery %s: signature %q does not match the body", id, rq.signature)
+			}
+			var p hooks.Payload
+			if err := json.Unmarshal(rq.body, &p); err != nil {
+				t.Fatalf("delivery %s: body %s: %v", id, rq.body, err)
+			}
+			if p.Breaker != name || p.Event != rq.event || id != name+"/"+p.ID {
+				t.Errorf("delivery %s: payload %+v, header event %q", id, p, rq.event)
+			}
+			events = append(events, p.Event)
+		}
+		want := map[string]bool{"opened": true, "closed": true, "forced": true}
+		for _, e := range events {
+			if !want[e] {
+				t.Errorf("delivered event %q, want only opened, closed, forced", e)
+			}
+			delete(want, e)
+		}
+		if len(want) != 0 {
+			t.Errorf("events %v were not delivered", want)
+		}
+		if n := len(r.requests()); n != 3 {
+			t.Errorf("the hook received %d requests, want 3 (one per event, no retries)", n)
+		}
+	})
+}
+
+func TestDeliveryRetriedUntilTheHookComesBack(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		r := newReceiver(t)
+		r.set(http.StatusServiceUnavailable)
+		var regs []*prometheus.Registry
+		var ds []*daemontest.Daemon
+		for range 3 {
+			reg := prometheus.NewRegistry()
+			regs = append(regs, reg)
+			ds = append(ds, daemontest.StartWith(t, b, daemontest.Options{Hooks: hookOptions(b, r, reg, nil)}))
+		}
+		name := b.Breaker("web_search")
+		hook := b.Prefix + "oncall"
+		sum := func(metric, event string) float64 {
+			n := 0.0
+			for _, reg := range regs {
+				n += counter(t, reg, metric, hook, event)
+			}
+			return n
+		}
+
+		trip(t, ds[0].Store, name)
+		waitFor(t, "three failed attempts", func() bool { return len(r.requests()) >= 3 })
+		// An event raised while the hook is down waits its turn.
+		if _, err := ds[1].Store.Force(context.Background(), name, pb.ForceMode_FORCE_MODE_OPEN, "maintenance", 0, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		if len(r.accepted()) != 0 {
+			t.Fatalf("accepted while the hook was down")
+		}
+		r.set(http.StatusOK)
+		waitFor(t, "both events accepted", func() bool {
+			return len(r.accepted()) == 2 && settled(t, b, "hook:"+hook, name)
+		})
+		for id, rqs := range r.accepted() {
+			if len(rqs) != 1 {
+				t.Errorf("delivery %s accepted %d times, want once", id, len(rqs))
+			}
+		}
+		attempts := map[string]int{}
+		for _, rq := range r.requests() {
+			attempts[rq.event]++
+		}
+		if attempts["opened"] < 3 {
+			t.Errorf("attempts by event %v, want >= 3 for opened (retried)", attempts)
+		}
+		for _, e := range []string{"opened", "forced"} {
+			if got := sum("breakerd_webhook_deliveries_total", e); got != 1 {
+				t.Errorf("deliveries{%s} = %v across the daemons, want 1", e, got)
+			}
+			if got := sum("breakerd_webhook_failures_total", e); got != float64(attempts[e]-1) {
+				t.Errorf("failures{%s} = %v across the daemons, want %d (every attempt but the last)", e, got, attempts[e]-1)
+			}
+		}
+	})
+}
+
+// counter returns the value of counter name{hook, event} in reg (0 when
+// it has not been counted yet).
+func counter(t *testing.T, reg *prometheus.Registry, name, hook, event string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["hook"] == hook && labels["event"] == event {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// holder returns the consumer the entry of breaker's stream is pending on.
+func holder(t *testing.T, b *testredis.Backend, group, breaker string) string {
+	t.Helper()
+	p, err := b.Client.XPendingExt(context.Background(), &redis.XPendingExtArgs{Stream: store.EventsKey(breaker), Group: group, Start: "-", End: "+", Count: 10}).Result()
+	if err != nil || len(p) != 1 {
+		t.Fatalf("XPENDING = %v, %v; want one entry", p, err)
+	}
+	return p[0].Consumer
+}
+
+func TestDeliveryReclaimedAfterADaemonDies(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		r := newReceiver(t)
+		hold := make(chan struct{})
+		r.mu.Lock()
+		r.hold = hold
+		r.mu.Unlock()
+		// Long enough that a live daemon's refresh (every MinIdle/3) is
+		// never late under -race on a busy machine.
+		const minIdle = time.Second
+		group := "hook:" + b.Prefix + "oncall"
+		daemons := map[string]*daemontest.Daemon{}
+		for i := range 3 {
+			o := hookOptions(b, r, nil, nil)
+			o.MinIdle = minIdle
+			o.Consumer = fmt.Sprintf("daemon-%d", i)
+			daemons[o.Consumer] = daemontest.StartWith(t, b, daemontest.Options{Hooks: o})
+		}
+		name := b.Breaker("web_search")
+		trip(t, daemons["daemon-0"].Store, name)
+		<-r.seen // one daemon is mid-delivery: kill that one
+		owner := holder(t, b, group, name)
+		daemons[owner].Stop()
+		waitFor(t, "the killed delivery to end", func() bool { return len(r.requests()) == 1 })
+		r.mu.Lock()
+		r.hold = nil
+		r.mu.Unlock()
+		close(hold)
+
+		// A survivor reclaims the entry once it has been idle MinIdle.
+		b.Advance(minIdle) // miniredis's idle clock; a real Redis's runs by itself
+		waitFor(t, "the reclaimed delivery", func() bool {
+			return len(r.accepted()) == 1 && settled(t, b, group, name)
+		})
+		rqs := r.requests()
+		if len(rqs) != 2 || rqs[0].delivery != rqs[1].delivery || rqs[0].status != 0 || rqs[1].status != http.StatusOK {
+			t.Fatalf("requests %+v, want the killed attempt then one accepted retry of the same event", rqs)
+		}
+	})
+}
+
+func TestSlowDeliveryIsNotTakenOver(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		r := newReceiver(t)
+		hold := make(chan struct{})
+		r.mu.Lock()
+		r.hold = hold
+		r.mu.Unlock()
+		const minIdle = 600 * time.Millisecond
+		for i := range 2 {
+			o := hookOptions(b, r, nil, nil)
+			o.MinIdle = minIdle
+			o.Consumer = fmt.Sprintf("daemon-%d", i)
+			d := daemontest.StartWith(t, b, daemontest.Options{Hooks: o})
+			if i == 0 {
+				trip(t, d.Store, b.Breaker("web_search"))
+			}
+		}
+		<-r.seen
+		// The hook takes three MinIdles to answer; the other daemon sweeps
+		// all along but must not take the live delivery over.
+		for end := time.Now().Add(3 * minIdle); time.Now().Before(end); {
+			b.Advance(minIdle / 10) // miniredis's idle clock moves with real time, slower than the refresh
+			time.Sleep(minIdle / 6)
+		}
+		r.mu.Lock()
+		r.hold = nil
+		r.mu.Unlock()
+		close(hold)
+		waitFor(t, "the delivery", func() bool {
+			return len(r.accepted()) == 1 && settled(t, b, "hook:"+b.Prefix+"oncall", b.Breaker("web_search"))
+		})
+		if n := len(r.requests()); n != 1 {
+			t.Fatalf("the hook got %d requests, want 1 (no takeover of a live delivery)", n)
+		}
+	})
+}
+
+func TestDeliveryGivesUpAfterABoundedTime(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		r := newReceiver(t)
+		r.set(http.StatusInternalServerError)
+		reg := prometheus.NewRegistry()
+		var logs syncBuffer
+		o := hookOptions(b, r, reg, func(h *hooks.Hook) { h.GiveUpAfter = 100 * time.Millisecond })
+		o.Log = slog.New(slog.NewTextHandler(&logs, nil))
+		d := daemontest.StartWith(t, b, daemontest.Options{Hooks: o})
+		name := b.Breaker("web_search")
+		trip(t, d.Store, name)
+		hook := b.Prefix + "oncall"
+		waitFor(t, "the event to be given up and acknowledged", func() bool {
+			return counter(t, reg, "breakerd_webhook_abandoned_total", hook, "opened") == 1 &&
+				settled(t, b, "hook:"+hook, name)
+		})
+		if n := len(r.requests()); n < 2 {
+			t.Errorf("%d attempts before giving up, want retries", n)
+		}
+		if s := logs.String(); !strings.Contains(s, "delivery abandoned") || !strings.Contains(s, name) || strings.Contains(s, secret) {
+			t.Errorf("log %q: want an abandonment line naming the breaker, and no secret", s)
+		}
+	})
+}
+
+func TestHooksFilterEventsAndBreakers(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		r := newReceiver(t)
+		d := daemontest.StartWith(t, b, daemontest.Options{Hooks: hookOptions(b, r, nil, func(h *hooks.Hook) {
+			h.Events = []string{hooks.EventForced}
+			h.Breakers = []string{b.Prefix + "stripe:*"}
+		})})
+		ctx := context.Background()
+		other, stripe := b.Breaker("web_search"), b.Breaker("stripe:acct_42")
+		for _, n := range []string{other, stripe} {
+			trip(t, d.Store, n)
+			if _, err := d.Store.Force(ctx, n, pb.ForceMode_FORCE_MODE_AUTO, "", 0, "alice"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		group := "hook:" + b.Prefix + "oncall"
+		waitFor(t, "the stripe stream settled", func() bool { return settled(t, b, group, stripe) })
+		acc := r.accepted()
+		if len(acc) != 1 || len(r.requests()) != 1 {
+			t.Fatalf("accepted %v, want only the stripe breaker's forced event", acc)
+		}
+		for _, rqs := range acc {
+			if rqs[0].event != "forced" || !strings.HasPrefix(rqs[0].delivery, stripe+"/") {
+				t.Errorf("delivered %s %s, want forced on %s", rqs[0].event, rqs[0].delivery, stripe)
+			}
+		}
+		// The other breaker's stream never got the group.
+		groups, _ := b.Client.XInfoGroups(ctx, store.EventsKey(other)).Result()
+		if len(groups) != 0 {
+			t.Errorf("groups on an unmatched breaker's stream: %v", groups)
+		}
+	})
+}
+
+func TestNewHookStartsAtItsFirstConfiguration(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		r := newReceiver(t)
+		name := b.Breaker("web_search")
+		// History from before any daemon had the hook.
+		plain := daemontest.Start(t, b, store.Options{})
+		trip(t, plain.Store, name)
+		if b.Mini != nil {
+			b.Advance(time.Second) // stream ids and TIME on miniredis follow its clock
+		} else {
+			time.Sleep(5 * time.Millisecond) // let Redis's ms clock pass the old entries' ids
+		}
+		d := daemontest.StartWith(t, b, daemontest.Options{Hooks: hookOptions(b, r, nil, nil)})
+		if _, err := d.Store.Force(context.Background(), name, pb.ForceMode_FORCE_MODE_AUTO, "", 0, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the force delivered", func() bool { return settled(t, b, "hook:"+b.Prefix+"oncall", name) })
+		if rqs := r.requests(); len(rqs) != 1 || rqs[0].event != "forced" {
+			t.Fatalf("requests %+v, want only the forced event (not the older trip)", rqs)
+		}
+	})
+}
+
+func TestParse(t *testing.T) {
+	env := func(k string) string { return map[string]string{"S": "from-env"}[k] }
+	good := `
+hooks:
+  - name: oncall
+    url: https://hooks.example.com/x
+    events: [opened, stuck_open]
+    secret_env: S
+    timeout: 2s
+    give_up_after: 10m
+`
+	hs, err := hooks.Parse([]byte(good), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hs) != 1 || hs[0].Secret != "from-env" || hs[0].Timeout != 2*time.Second || hs[0].GiveUpAfter != 10*time.Minute {
+		t.Fatalf("Parse = %+v", hs)
+	}
+	for _, c := range []struct{ yaml, want string }{
+		{`hooks: [{name: a, url: "ftp://x", events: [opened], secret: s}]`, "hooks[0].url:"},
+		{`hooks: [{name: a, url: "http://x", events: [exploded], secret: s}]`, "hooks[0].events[0]:"},
+		{`hooks: [{name: a, url: "http://x", events: [opened]}]`, "hooks[0].secret:"},
+		{`hooks: [{name: a, url: "http://x", events: [opened], secret_env: UNSET}]`, "hooks[0].secret_env: UNSET is not set"},
+		{`hooks: [{name: a, url: "http://x", events: [opened], secret: s}, {name: a, url: "http://y", events: [opened], secret: s}]`, "hooks[1].name:"},
+		{`hooks: [{name: a, url: "http://x", events: [opened], secret: s, timeout: soon}]`, "not a duration"},
+		{`hooks: [{name: a, url: "http://x", events: [opened], secret: s, colour: red}]`, "colour"},
+	} {
+		_, err := hooks.Parse([]byte(c.yaml), env)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Parse(%s) = %v, want an error containing %q", c.yaml, err, c.want)
+		}
+	}
+}
+
+func TestEventName(t *testing.T) {
+	tr := pb.EventKind_EVENT_KIND_TRANSITION
+	for _, c := range []struct {
+		e    *pb.Event
+		want string
+	}{
+		{&pb.Event{Kind: tr, From: pb.State_STATE_CLOSED, To: pb.State_STATE_OPEN}, "opened"},
+		{&pb.Event{Kind: tr, From: pb.State_STATE_HALF_OPEN, To: pb.State_STATE_OPEN}, ""},
+		{&pb.Event{Kind: tr, From: pb.State_STATE_OPEN, To: pb.State_STATE_HALF_OPEN}, ""},
+		{&pb.Event{Kind: tr, From: pb.State_STATE_HALF_OPEN, To: pb.State_STATE_CLOSED}, "closed"},
+		{&pb.Event{Kind: tr, From: pb.State_STATE_FORCED_OPEN, To: pb.State_STATE_CLOSED}, "closed"},
+		{&pb.Event{Kind: pb.EventKind_EVENT_KIND_FORCED}, "forced"},
+		{&pb.Event{Kind: pb.EventKind_EVENT_KIND_STUCK_OPEN}, "stuck_open"},
+		{&pb.Event{Kind: pb.EventKind_EVENT_KIND_SUSPECT_WORKER}, "suspect_worker"},
+		{&pb.Event{Kind: pb.EventKind_EVENT_KIND_CREDENTIAL_REVOKED}, "credential_revoked"},
+	} {
+		if got := hooks.EventName(c.e); got != c.want {
+			t.Errorf("EventName(%v) = %q, want %q", c.e, got, c.want)
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestStreamThatExpiredGetsItsGroupBack(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		r := newReceiver(t)
+		d := daemontest.StartWith(t, b, daemontest.Options{Hooks: hookOptions(b, r, nil, nil)})
+		ctx := context.Background()
+		name := b.Breaker("web_search")
+		group := "hook:" + b.Prefix + "oncall"
+		trip(t, d.Store, name)
+		waitFor(t, "the trip delivered", func() bool { return settled(t, b, group, name) })
+		// The event log expires (with its group); the next event makes a
+		// new stream.
+		if err := b.Client.Del(ctx, store.EventsKey(name)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		b.Advance(time.Second) // a new stream's ids follow the clock (miniredis's stands still)
+		if _, err := d.Store.Force(ctx, name, pb.ForceMode_FORCE_MODE_AUTO, "", 0, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the force delivered on the new stream", func() bool { return settled(t, b, group, name) })
+		if acc := r.accepted(); len(acc) != 2 || len(r.requests()) != 2 {
+			t.Fatalf("accepted %d events in %d requests, want 2 in 2", len(acc), len(r.requests()))
+		}
+	})
+}
+
+func TestHookURLStaysOutOfTheLog(t *testing.T) {
+	b := testredis.Mini(t)
+	var logs syncBuffer
+	// Nothing listens there; the path stands for a secret such as a chat
+	// webhook's token.
+	o := hookOptions(b, newReceiver(t), nil, func(h *hooks.Hook) {
+		h.URL = "http://" + testredis.FreeAddr(t) + "/services/T0/B0/secret-path-token"
+		h.GiveUpAfter = 50 * time.Millisecond
+	})
+	o.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	d := daemontest.StartWith(t, b, daemontest.Options{Hooks: o})
+	name := b.Breaker("web_search")
+	trip(t, d.Store, name)
+	waitFor(t, "the abandonment", func() bool { return settled(t, b, "hook:"+b.Prefix+"oncall", name) })
+	s := logs.String()
+	if !strings.Contains(s, "connection refused") || strings.Contains(s, "secret-path-token") {
+		t.Errorf("log %q: want the failure's cause without the URL", s)
+	}
+}

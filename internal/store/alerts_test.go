@@ -1,0 +1,329 @@
+package store_test
+
+// The alerts the scripts raise besides transitions: stuck_open,
+// suspect_worker and the credential_revoked pause. Same suite style: both
+// backends, time moved with Advance.
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/breakerd/breakerd/internal/policy"
+	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/internal/testredis"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// kinds returns the kind of each event in the breaker's log, in order.
+func (f *fixture) kinds(breaker string) []string {
+	f.t.Helper()
+	var out []string
+	for _, e := range f.events(breaker) {
+		out = append(out, e["kind"].(string))
+	}
+	return out
+}
+
+func count(kinds []string, kind string) int {
+	n := 0
+	for _, k := range kinds {
+		if k == kind {
+			n++
+		}
+	}
+	return n
+}
+
+// failProbe waits out the cooldown, takes the probe and fails it.
+func (f *fixture) failProbe(breaker string) *pb.RecordResponse {
+	f.t.Helper()
+	f.Advance(time.Duration(f.get(breaker).CooldownMs) * time.Millisecond)
+	a := f.allow(breaker, "w1")
+	if a.Decision != pb.Decision_DECISION_PROBE {
+		f.t.Fatalf("Allow(%q) after the cooldown = %v, want PROBE", breaker, a.Decision)
+	}
+	return f.record(breaker, "w1", a.Ticket, pb.Outcome_OUTCOME_TIMEOUT)
+}
+
+func TestStuckOpenOncePerOpenPeriod(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		f := newFixture(t, b, store.Options{})
+		name := f.Breaker("web_search")
+		for spell := range 2 {
+			f.trip(name)
+			f.failProbe(name)
+			if n := count(f.kinds(name), "stuck_open"); n != spell {
+				t.Fatalf("open period %d, after 1 failed probe: %d stuck_open events, want %d (one cooldown cycle is not stuck)", spell, n, spell)
+			}
+			r := f.failProbe(name)
+			ev := f.events(name)
+			last := ev[len(ev)-1]
+			if last["kind"] != "stuck_open" || last["from"] != "open" || last["to"] != "open" || last["gen"] != strconv.FormatInt(r.State.Generation, 10) {
+				t.Fatalf("open period %d, after the 2nd failed probe: last event %v, want stuck_open at gen %d", spell, last, r.State.Generation)
+			}
+			if !strings.Contains(last["reason"].(string), "still open after 2 cooldown cycles") {
+				t.Errorf("stuck_open reason %q does not say why", last["reason"])
+			}
+			for range 3 {
+				f.failProbe(name)
+			}
+			if n := count(f.kinds(name), "stuck_open"); n != spell+1 {
+				t.Fatalf("open period %d, after 5 failed probes: %d stuck_open events, want %d (once per open period)", spell, n, spell+1)
+			}
+			// Recover: the next open period may raise its own.
+			f.Advance(time.Duration(f.get(name).CooldownMs) * time.Millisecond)
+			a := f.allow(name, "w1")
+			if r := f.record(name, "w1", a.Ticket, pb.Outcome_OUTCOME_SUCCESS); r.State.State != pb.State_STATE_CLOSED {
+				t.Fatalf("probe success: %v, want CLOSED", r.State.State)
+			}
+		}
+	})
+}
+
+func TestSuspectWorker(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		f := newFixture(t, b, store.Options{})
+		name := f.Breaker("web_search")
+		for range 4 {
+			f.call(name, "w1", pb.Outcome_OUTCOME_TIMEOUT)
+		}
+		if a := f.allow(name, "w1"); a.Decision != pb.Decision_DECISION_ALLOWED {
+			t.Fatalf("below the threshold: Allow(w1) = %v, want ALLOWED", a.Decision)
+		}
+		r := f.call(name, "w1", pb.Outcome_OUTCOME_TIMEOUT)
+		if r.State.State != pb.State_STATE_CLOSED || r.State.SuspectWorker != "w1" || r.State.SuspectUntilMs != r.State.AsOfMs+cooldown.Milliseconds() {
+			t.Fatalf("5th failure from w1 alone: %v suspect %q until %d; want CLOSED, suspect w1 until %d", r.State.State, r.State.SuspectWorker, r.State.SuspectUntilMs, r.State.AsOfMs+cooldown.Milliseconds())
+		}
+		ev := f.events(name)
+		if len(ev) != 1 || ev[0]["kind"] != "suspect_worker" || ev[0]["actor"] != "w1" || ev[0]["to"] != "closed" {
+			t.Fatalf("events = %v, want one suspect_worker from w1", ev)
+		}
+
+		// w1 alone is denied; the fleet is not.
+		b.ResetCounts()
+		a := f.allow(name, "w1")
+		if a.Decision != pb.Decision_DECISION_DENIED_SUSPECT_WORKER || a.RetryAfterMs != cooldown.Milliseconds() || !strings.Contains(a.Reason, "only worker w1 has failed") {
+			t.Fatalf("Allow(w1) = %v retry %dms %q; want DENIED_SUSPECT_WORKER 30000ms naming w1", a.Decision, a.RetryAfterMs, a.Reason)
+		}
+		if rt := b.RoundTrips(); rt != 1 {
+			t.Errorf("the suspect's Allow took %d round trips, want 1", rt)
+		}
+		if a := f.allow(name, "w2"); a.Decision != pb.Decision_DECISION_ALLOWED {
+			t.Fatalf("Allow(w2) = %v, want ALLOWED (the fleet stays closed)", a.Decision)
+		}
+
+		// More of w1's in-flight failures, and its failures after the
+		// suspicion lapsed, renew it without a second event.
+		f.record(name, "w1", &pb.Ticket{}, pb.Outcome_OUTCOME_TIMEOUT)
+		f.Advance(cooldown)
+		if a := f.allow(name, "w1"); a.Decision != pb.Decision_DECISION_ALLOWED {
+			t.Fatalf("a cooldown after w1's last failure: Allow(w1) = %v, want ALLOWED", a.Decision)
+		}
+		f.call(name, "w1", pb.Outcome_OUTCOME_TIMEOUT)
+		if a := f.allow(name, "w1"); a.Decision != pb.Decision_DECISION_DENIED_SUSPECT_WORKER {
+			t.Fatalf("w1 failed again alone: Allow(w1) = %v, want DENIED_SUSPECT_WORKER", a.Decision)
+		}
+		if n := count(f.kinds(name), "suspect_worker"); n != 1 {
+			t.Fatalf("%d suspect_worker events in one failure run, want 1", n)
+		}
+
+		// Another worker's success ends the run and the suspicion.
+		f.call(name, "w2", pb.Outcome_OUTCOME_SUCCESS)
+		if st := f.get(name); st.SuspectWorker != "" || st.Failures != 0 {
+			t.Fatalf("after w2's success: suspect %q, %d failures; want none", st.SuspectWorker, st.Failures)
+		}
+		if a := f.allow(name, "w1"); a.Decision != pb.Decision_DECISION_ALLOWED {
+			t.Fatalf("after w2's success: Allow(w1) = %v, want ALLOWED", a.Decision)
+		}
+
+		// A new run raises a new event; another worker's failure confirms
+		// it: the circuit trips and the suspicion ends.
+		for range 5 {
+			f.call(name, "w1", pb.Outcome_OUTCOME_TIMEOUT)
+		}
+		if n := count(f.kinds(name), "suspect_worker"); n != 2 {
+			t.Fatalf("%d suspect_worker events after a second run, want 2", n)
+		}
+		r = f.call(name, "w2", pb.Outcome_OUTCOME_TIMEOUT)
+		if r.State.State != pb.State_STATE_OPEN || r.State.SuspectWorker != "" {
+			t.Fatalf("w2 confirms: %v suspect %q, want OPEN and no suspect", r.State.State, r.State.SuspectWorker)
+		}
+		if a := f.allow(name, "w1"); a.Decision != pb.Decision_DECISION_DENIED_OPEN {
+			t.Fatalf("Allow(w1) on the open circuit = %v, want DENIED_OPEN", a.Decision)
+		}
+	})
+}
+
+func TestSuspectWorkerNeedsQuorumAboveOne(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		oneWorker := policy.Default()
+		oneWorker.MinWorkers = 1
+		f := newFixture(t, b, store.Options{Policies: policy.NewSet(oneWorker)})
+		name := f.Breaker("local_tool")
+		for range 5 {
+			f.call(name, "w1", pb.Outcome_OUTCOME_TIMEOUT)
+		}
+		if st := f.get(name); st.State != pb.State_STATE_OPEN || st.SuspectWorker != "" {
+			t.Fatalf("min_workers 1, 5 failures from w1: %v suspect %q; want OPEN, no suspect", st.State, st.SuspectWorker)
+		}
+		if n := count(f.kinds(name), "suspect_worker"); n != 0 {
+			t.Fatalf("%d suspect_worker events with min_workers 1, want 0", n)
+		}
+	})
+}
+
+func TestCredentialRevokedPausesUntilAnOperatorResumes(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		f := newFixture(t, b, store.Options{})
+		ctx := context.Background()
+		name := f.Breaker("github:token_7")
+		worked := func(r *pb.RecordRequest) { r.CredentialWorked = true }
+
+		// A 401 from a worker that never saw the credential work: an
+		// alert, no pause (the credential may never have been right).
+		f.call(name, "w1", pb.Outcome_OUTCOME_UNAUTHENTICATED)
+		if st := f.get(name); st.State != pb.State_STATE_CLOSED {
+			t.Fatalf("401 without credential_worked: %v, want CLOSED", st.State)
+		}
+		// A 401 after it worked: paused.
+		f.call(name, "w1", pb.Outcome_OUTCOME_TIMEOUT)
+		r := f.call(name, "w2", pb.Outcome_OUTCOME_UNAUTHENTICATED, worked)
+		if r.Counted || r.State.State != pb.State_STATE_PAUSED || r.State.Failures != 0 {
+			t.Fatalf("401 with credential_worked: counted %v, %v, %d failures; want not counted, PAUSED, 0", r.Counted, r.State.State, r.State.Failures)
+		}
+		ev := f.events(name)
+		if len(ev) != 2 || ev[1]["kind"] != "credential_revoked" || ev[1]["from"] != "closed" || ev[1]["to"] != "paused" || ev[1]["actor"] != "w2" {
+			t.Fatalf("events = %v, want credential_revoked closed -> paused by w2 last", ev)
+		}
+		for _, w := range []string{"w1", "w2", "w3"} {
+			a := f.allow(name, w)
+			if a.Decision != pb.Decision_DECISION_DENIED_PAUSED || a.RetryAfterMs != 0 || !strings.Contains(a.Reason, "credential rejected; needs a human") {
+				t.Fatalf("Allow(%s) on a paused breaker = %v retry %dms %q; want DENIED_PAUSED 0ms, credential rejected; needs a human", w, a.Decision, a.RetryAfterMs, a.Reason)
+			}
+		}
+		// Not a trip: no probe and no time lifts it, and no outcome does.
+		f.Advance(2 * time.Hour)
+		if a := f.allow(name, "w1"); a.Decision != pb.Decision_DECISION_DENIED_PAUSED {
+			t.Fatalf("2h later: Allow = %v, want DENIED_PAUSED", a.Decision)
+		}
+		if r := f.record(name, "w1", &pb.Ticket{Generation: r.State.Generation}, pb.Outcome_OUTCOME_SUCCESS); r.Counted || r.State.State != pb.State_STATE_PAUSED {
+			t.Fatalf("a success on a paused breaker: counted %v, %v; want not counted, PAUSED", r.Counted, r.State.State)
+		}
+		if ttl := f.Client.PTTL(ctx, store.Prefix+"{"+name+"}:state").Val(); ttl != -1 {
+			t.Errorf("the paused state has a TTL of %v, want none (only an operator ends a pause)", ttl)
+		}
+		if n := count(f.kinds(name), "credential_revoked"); n != 2 {
+			t.Fatalf("%d credential_revoked events, want 2 (one alert, one pause)", n)
+		}
+		// An operator resumes it.
+		if _, err := f.st.Force(ctx, name, pb.ForceMode_FORCE_MODE_AUTO, "token rotated", 0, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		if a := f.allow(name, "w1"); a.Decision != pb.Decision_DECISION_ALLOWED {
+			t.Fatalf("after Force AUTO: Allow = %v, want ALLOWED", a.Decision)
+		}
+
+		// Force CLOSED with a TTL also ends a pause: when it lapses the
+		// breaker is fresh, not paused again.
+		f.call(name, "w1", pb.Outcome_OUTCOME_UNAUTHENTICATED, worked)
+		if st := f.get(name); st.State != pb.State_STATE_PAUSED {
+			t.Fatalf("second pause: %v, want PAUSED", st.State)
+		}
+		if _, err := f.st.Force(ctx, name, pb.ForceMode_FORCE_MODE_CLOSED, "rotating", time.Minute, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		f.Advance(time.Minute)
+		if a := f.allow(name, "w1"); a.Decision != pb.Decision_DECISION_ALLOWED || a.State.State != pb.State_STATE_CLOSED {
+			t.Fatalf("after a lapsed Force CLOSED: %v %v, want ALLOWED CLOSED", a.Decision, a.State.State)
+		}
+	})
+}
+
+func TestCredentialRevokedFromAStaleTicketDoesNotPause(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		f := newFixture(t, b, store.Options{})
+		name := f.Breaker("github:token_8")
+		old := f.allow(name, "w1").Ticket
+		f.trip(name)
+		// A 401 from a call admitted before the trip (the circuit is open).
+		r := f.record(name, "w1", old, pb.Outcome_OUTCOME_UNAUTHENTICATED, func(r *pb.RecordRequest) { r.CredentialWorked = true })
+		if r.State.State != pb.State_STATE_OPEN {
+			t.Fatalf("a stale 401: %v, want OPEN (alert only)", r.State.State)
+		}
+		if k := f.kinds(name); k[len(k)-1] != "credential_revoked" {
+			t.Fatalf("events %v, want a credential_revoked alert last", k)
+		}
+	})
+}
+
+func TestProbeRejectedCredentialPausesInsteadOfReopening(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		f := newFixture(t, b, store.Options{})
+		name := f.Breaker("github:token_9")
+		f.trip(name)
+		f.Advance(cooldown)
+		a := f.allow(name, "w3")
+		if a.Decision != pb.Decision_DECISION_PROBE {
+			t.Fatalf("Allow after the cooldown = %v, want PROBE", a.Decision)
+		}
+		r := f.record(name, "w3", a.Ticket, pb.Outcome_OUTCOME_UNAUTHENTICATED, func(r *pb.RecordRequest) { r.CredentialWorked = true })
+		if r.State.State != pb.State_STATE_PAUSED || r.State.ProbeInFlight || r.State.NextProbeAtMs != 0 {
+			t.Fatalf("the probe's 401: %v, probe in flight %v, next probe at %d; want PAUSED with no probe", r.State.State, r.State.ProbeInFlight, r.State.NextProbeAtMs)
+		}
+		ev := f.events(name)
+		if last := ev[len(ev)-1]; last["kind"] != "credential_revoked" || last["from"] != "half_open" || last["to"] != "paused" {
+			t.Fatalf("last event %v, want credential_revoked half_open -> paused", last)
+		}
+		f.Advance(time.Hour)
+		if a := f.allow(name, "w3"); a.Decision != pb.Decision_DECISION_DENIED_PAUSED {
+			t.Fatalf("an hour later: Allow = %v, want DENIED_PAUSED (no probe lifts a pause)", a.Decision)
+		}
+	})
+}
+
+func TestAlertEventsDecodeFromTheLiveFeedAndTheLog(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		f := newFixture(t, b, store.Options{})
+		ctx := context.Background()
+		ps := b.Client.Subscribe(ctx, b.Prefix+"events")
+		defer ps.Close()
+		if _, err := ps.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		name := f.Breaker("web_search")
+		for range 5 {
+			f.call(name, "w1", pb.Outcome_OUTCOME_TIMEOUT)
+		}
+		f.call(name, "w2", pb.Outcome_OUTCOME_UNAUTHENTICATED, func(r *pb.RecordRequest) { r.CredentialWorked = true })
+		want := []struct {
+			kind pb.EventKind
+			to   pb.State
+		}{{pb.EventKind_EVENT_KIND_SUSPECT_WORKER, pb.State_STATE_CLOSED}, {pb.EventKind_EVENT_KIND_CREDENTIAL_REVOKED, pb.State_STATE_PAUSED}}
+		msgs, err := b.Client.XRange(ctx, store.EventsKey(name), "-", "+").Result()
+		if err != nil || len(msgs) != len(want) {
+			t.Fatalf("XRANGE = %d entries, %v; want %d", len(msgs), err, len(want))
+		}
+		for i, w := range want {
+			m, err := ps.ReceiveMessage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			live, err := store.DecodeEvent([]byte(m.Payload))
+			if err != nil {
+				t.Fatalf("DecodeEvent: %v", err)
+			}
+			logged, err := store.EventFromStream(msgs[i])
+			if err != nil {
+				t.Fatalf("EventFromStream: %v", err)
+			}
+			for _, e := range []*pb.Event{live, logged} {
+				if e.Kind != w.kind || e.To != w.to || e.Breaker != name || e.Id != msgs[i].ID {
+					t.Errorf("event %d = %v, want %v to %v with id %s", i, e, w.kind, w.to, msgs[i].ID)
+				}
+			}
+		}
+	})
+}
