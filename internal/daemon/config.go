@@ -47,6 +47,18 @@ type Config struct {
 	// LogFormat is text or json. Default text. Flag --log-format, env
 	// BREAKERD_LOG_FORMAT.
 	LogFormat string
+	// MetricsListen is the HTTP address serving Prometheus metrics at
+	// /metrics, e.g. 127.0.0.1:9464. Empty (the default): no metrics
+	// listener, so that several daemons on one host never fight over a
+	// port nobody asked for. Flag --metrics-listen, env
+	// BREAKERD_METRICS_LISTEN.
+	MetricsListen string
+	// ConfigPoll is how often the policy file (--config) is checked for a
+	// change of content, which reloads it; SIGHUP reloads it at once. A
+	// rejected file leaves the policy in force. 0 disables polling (SIGHUP
+	// still works). Default 5s. Flag --config-poll, env
+	// BREAKERD_CONFIG_POLL.
+	ConfigPoll time.Duration
 }
 
 // ErrHelp is returned by ParseConfig when -h or --help was asked for; the
@@ -63,6 +75,7 @@ func ParseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 		ShutdownTimeout: 10 * time.Second,
 		HealthInterval:  5 * time.Second,
 		LogFormat:       "text",
+		ConfigPoll:      5 * time.Second,
 	}
 	fs := flag.NewFlagSet("breakerd", flag.ContinueOnError)
 	fs.SetOutput(usage)
@@ -102,6 +115,8 @@ func ParseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	dur(&c.ShutdownTimeout, "shutdown-timeout", "bound on the graceful stop")
 	dur(&c.HealthInterval, "health-interval", "how often Redis is pinged for health")
 	str(&c.LogFormat, "log-format", "text or json")
+	str(&c.MetricsListen, "metrics-listen", "HTTP address for Prometheus /metrics; empty: no metrics listener")
+	dur(&c.ConfigPoll, "config-poll", "how often the --config file is checked for changes (0: only on SIGHUP)")
 	if err := errors.Join(errs...); err != nil {
 		return c, err
 	}
@@ -131,6 +146,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--health-interval: must be positive, got %s", c.HealthInterval)
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return fmt.Errorf("--log-format: must be text or json, got %q", c.LogFormat)
+	case c.ConfigPoll < 0:
+		return fmt.Errorf("--config-poll: must not be negative, got %s", c.ConfigPoll)
 	}
 	return nil
 }

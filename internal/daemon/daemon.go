@@ -34,11 +34,14 @@ func NewLogger(c Config, w io.Writer) *slog.Logger {
 // non-nil, is called with the listening address once the daemon serves.
 func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) error {
 	policies := policy.NewSet(policy.Default())
+	var reloader *policyReloader
 	if c.PolicyFile != "" {
-		var err error
-		if policies, err = policy.Load(c.PolicyFile); err != nil {
+		set, sum, err := readPolicy(c.PolicyFile)
+		if err != nil {
 			return err
 		}
+		policies = set
+		reloader = &policyReloader{path: c.PolicyFile, log: log, last: sum}
 	}
 	rdb, closeRedis, err := connect(c, log)
 	if err != nil {
@@ -52,14 +55,25 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	}
 	st := store.New(rdb, store.Options{Policies: policies, EventsMaxLen: c.EventsMaxLen, EventRetention: c.EventRetention})
 	hub := events.NewHub(rdb, st.Channel(), log)
-	g, hs := server.New(st, hub).NewGRPC()
+	op, opts, err := newOperate(log, rdb, st, hub)
+	if err != nil {
+		return err
+	}
+	if reloader != nil {
+		reloader.apply, reloader.result = st.SetPolicies, op.m.ConfigReloaded
+	}
+	g, hs := server.New(st, hub).NewGRPC(opts...)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	hubDone := make(chan error, 1)
 	hubReady := make(chan struct{})
 	go func() { hubDone <- hub.Run(ctx, hubReady) }()
-	go watchHealth(ctx, st, hs, c.HealthInterval, log)
+	go watchHealth(ctx, st, hs, c.HealthInterval, log, op.m.SetDegraded)
+	if err := op.start(ctx, c, log, reloader); err != nil {
+		g.Stop()
+		return err
+	}
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- g.Serve(lis) }()
@@ -121,7 +135,7 @@ func connect(c Config, log *slog.Logger) (redis.UniversalClient, func(), error) 
 
 // watchHealth flips the health status to SERVING after Redis answers and
 // every script is loaded, and back to NOT_SERVING while Redis is away.
-func watchHealth(ctx context.Context, st *store.Store, hs *health.Server, every time.Duration, log *slog.Logger) {
+func watchHealth(ctx context.Context, st *store.Store, hs *health.Server, every time.Duration, log *slog.Logger, degraded func(bool)) {
 	serving := false
 	check := func() {
 		cctx, cancel := context.WithTimeout(ctx, every)
@@ -139,6 +153,7 @@ func watchHealth(ctx context.Context, st *store.Store, hs *health.Server, every 
 			log.Error("redis unreachable: health NOT_SERVING", "err", err)
 		}
 		serving = err == nil
+		degraded(!serving)
 	}
 	check()
 	t := time.NewTicker(every)
