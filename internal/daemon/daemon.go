@@ -69,11 +69,12 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	hubDone := make(chan error, 1)
 	hubReady := make(chan struct{})
 	go func() { hubDone <- hub.Run(ctx, hubReady) }()
-	go watchHealth(ctx, st, hs, c.HealthInterval, log, op.m.SetDegraded)
+	// Before health can turn SERVING: SIGHUP is handled from then on.
 	if err := op.start(ctx, c, log, reloader); err != nil {
-		g.Stop()
+		_ = lis.Close()
 		return err
 	}
+	go watchHealth(ctx, st, hs, c.HealthInterval, log, op.m.SetDegraded)
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- g.Serve(lis) }()
