@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -105,7 +106,7 @@ func logEvent(log *slog.Logger, e *pb.Event) {
 	}
 	log.Info("breaker "+metrics.StateLabel(e.GetTo()),
 		"breaker", e.GetBreaker(),
-		"kind", e.GetKind().String(),
+		"kind", strings.ToLower(strings.TrimPrefix(e.GetKind().String(), "EVENT_KIND_")),
 		"from", metrics.StateLabel(e.GetFrom()),
 		"to", metrics.StateLabel(e.GetTo()),
 		who, e.GetActor(),
