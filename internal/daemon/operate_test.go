@@ -317,15 +317,15 @@ func TestMetricsAndLogsAfterAScriptedTrip(t *testing.T) {
 
 		// Counters of what d1 served; fleet-wide views on both daemons.
 		for series, want := range map[string]float64{
-			`breakerd_decisions_total{decision="allowed"}`:                      6,
-			`breakerd_decisions_total{decision="denied_open"}`:                  1,
-			`breakerd_decisions_total{decision="probe"}`:                        0,
-			`breakerd_records_total{counted="true",outcome="timeout"}`:          5,
-			`breakerd_records_total{counted="false",outcome="not_found"}`:       1,
+			`breakerd_decisions_total{decision="allowed"}`:                     6,
+			`breakerd_decisions_total{decision="denied_open"}`:                 1,
+			`breakerd_decisions_total{decision="probe"}`:                       0,
+			`breakerd_records_total{counted="true",outcome="timeout"}`:         5,
+			`breakerd_records_total{counted="false",outcome="not_found"}`:      1,
 			`breakerd_rpc_errors_total{code="InvalidArgument",method="Allow"}`: 1,
 			`breakerd_redis_script_duration_seconds_count{script="allow"}`:     7,
 			`breakerd_redis_script_duration_seconds_count{script="record"}`:    6,
-			`breakerd_degraded`:                     0,
+			`breakerd_degraded`:                      0,
 			`breakerd_config_last_reload_successful`: 1,
 		} {
 			if got := scrape(t, d1.metrics, series); got != want {
