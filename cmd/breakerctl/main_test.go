@@ -328,6 +328,12 @@ func (g *gate) List(ctx context.Context, _ *pb.ListRequest) (*pb.ListResponse, e
 	return nil, status.Error(codes.PermissionDenied, "role worker may not call List")
 }
 
+// Get never answers: a daemon that hangs.
+func (g *gate) Get(ctx context.Context, _ *pb.GetRequest) (*pb.GetResponse, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
 func TestTokenIsSentAsBearerMetadata(t *testing.T) {
 	g := &gate{}
 	srv := grpc.NewServer()
@@ -357,6 +363,10 @@ func TestTokenIsSentAsBearerMetadata(t *testing.T) {
 		if strings.Contains(r.stdout+r.stderr, "operator-token") || strings.Contains(r.stdout+r.stderr, "worker-token") {
 			t.Errorf("breakerctl printed the token: %q %q", r.stdout, r.stderr)
 		}
+	}
+	r := ctl(t, nil, "status", "x", "--addr", addr, "--timeout", "50ms")
+	if r.code != exitUnreachable || !strings.HasPrefix(r.stderr, "breakerctl: breakerd at "+addr+" did not answer in time") {
+		t.Errorf("status against a hung daemon: exit %d, stderr %q; want exit 5, not answering in time", r.code, r.stderr)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()

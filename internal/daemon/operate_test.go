@@ -390,3 +390,22 @@ func TestMetricsAndLogsAfterAScriptedTrip(t *testing.T) {
 		eventually(t, d1.metrics, `breakerd_degraded`, 1)
 	})
 }
+
+func TestOperateFlagsAndEnvironment(t *testing.T) {
+	env := map[string]string{"BREAKERD_METRICS_LISTEN": "0.0.0.0:9464", "BREAKERD_CONFIG_POLL": "2s"}
+	c, err := ParseConfig(nil, func(k string) string { return env[k] }, io.Discard)
+	if err != nil || c.MetricsListen != "0.0.0.0:9464" || c.ConfigPoll != 2*time.Second {
+		t.Errorf("from env: %q %s (%v), want 0.0.0.0:9464 and 2s", c.MetricsListen, c.ConfigPoll, err)
+	}
+	c, err = ParseConfig([]string{"--metrics-listen", "127.0.0.1:1", "--config-poll", "0"}, func(k string) string { return env[k] }, io.Discard)
+	if err != nil || c.MetricsListen != "127.0.0.1:1" || c.ConfigPoll != 0 {
+		t.Errorf("flags over env: %q %s (%v), want the flags'", c.MetricsListen, c.ConfigPoll, err)
+	}
+	c, err = ParseConfig(nil, func(string) string { return "" }, io.Discard)
+	if err != nil || c.MetricsListen != "" || c.ConfigPoll != 5*time.Second {
+		t.Errorf("defaults: %q %s (%v), want no metrics listener and a 5s poll", c.MetricsListen, c.ConfigPoll, err)
+	}
+	if _, err := ParseConfig([]string{"--config-poll", "-1s"}, func(string) string { return "" }, io.Discard); err == nil || !strings.Contains(err.Error(), "--config-poll") {
+		t.Errorf("negative poll: %v, want an error naming --config-poll", err)
+	}
+}
