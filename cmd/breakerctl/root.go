@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -26,6 +25,7 @@ type cli struct {
 
 	addr     string
 	token    string
+	tls      tlsFlags
 	json     bool
 	timeout  time.Duration
 	operator string
@@ -42,11 +42,16 @@ event log.
 Output is a human table by default; --json prints JSON for scripts (one
 object per line for watch).
 
-Environment:
-  BREAKERCTL_ADDR      daemon address when --addr is not given
-  BREAKERCTL_TOKEN     bearer token when --token is not given; sent as gRPC
-                       metadata "authorization: Bearer <token>"
-  BREAKERCTL_OPERATOR  who forces, when --operator is not given (else $USER)
+Environment (a flag wins over its variable):
+  BREAKERCTL_ADDR      daemon address (--addr)
+  BREAKERCTL_TOKEN     bearer token (--token); sent as gRPC metadata
+                       "authorization: Bearer <token>"
+  BREAKERCTL_OPERATOR  who forces (--operator; else $USER)
+  BREAKERCTL_TLS_CA, BREAKERCTL_TLS_CERT, BREAKERCTL_TLS_KEY
+                       TLS files (--tls-ca, --tls-cert, --tls-key)
+
+Without --tls (or a TLS file) breakerctl speaks plaintext gRPC, as a
+daemon without TLS configured expects.
 
 Exit status:
   0  success
@@ -84,6 +89,7 @@ func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Comman
 	pf.StringVar(&c.token, "token", "", "bearer token (env BREAKERCTL_TOKEN); never printed")
 	pf.BoolVar(&c.json, "json", false, "print JSON for scripts instead of a table")
 	pf.DurationVar(&c.timeout, "timeout", 10*time.Second, "how long to wait for each answer (not for watch's stream)")
+	c.tls.register(pf)
 	root.AddCommand(c.listCmd(), c.statusCmd(), c.forceCmd("open"), c.forceCmd("close"), c.autoCmd(), c.watchCmd(), c.eventsCmd())
 	return root
 }
@@ -107,7 +113,11 @@ func (c *cli) connect(cmd *cobra.Command) error {
 	if c.timeout <= 0 {
 		return usageErr("--timeout: must be positive, got %s", c.timeout)
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	creds, err := c.tls.credentials(c.getenv)
+	if err != nil {
+		return err
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
 	if c.token != "" {
 		md := metadata.Pairs("authorization", "Bearer "+c.token)
 		opts = append(opts,
