@@ -2,7 +2,7 @@
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 REDIS_ADDR ?= 127.0.0.1:6379
 
-.PHONY: help build test test-redis lint proto demo up down ci
+.PHONY: help build test test-redis lint proto demo up down compose-check ci
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-11s %s\n", $$1, $$2}'
@@ -33,6 +33,9 @@ up: ## docker compose: Redis and two breakerd replicas
 
 down: ## stop the compose fleet
 	docker compose down
+
+compose-check: ## validate docker-compose.yml (Debian's docker-compose; no engine needed)
+	docker-compose -f docker-compose.yml config -q
 
 ci: ## what CI runs
 	./.ci/run

@@ -75,6 +75,18 @@ type Config struct {
 	// HooksFile is the YAML file of alert webhooks. Empty: no webhooks.
 	// Flag --hooks, env BREAKERD_HOOKS.
 	HooksFile string
+	// MetricsListen is the HTTP address serving Prometheus metrics at
+	// /metrics, e.g. 127.0.0.1:9464. Empty (the default): no metrics
+	// listener, so that several daemons on one host never fight over a
+	// port nobody asked for. Flag --metrics-listen, env
+	// BREAKERD_METRICS_LISTEN.
+	MetricsListen string
+	// ConfigPoll is how often the policy file (--config) is checked for a
+	// change of content, which reloads it; SIGHUP reloads it at once. A
+	// rejected file leaves the policy in force. 0 disables polling (SIGHUP
+	// still works). Default 5s. Flag --config-poll, env
+	// BREAKERD_CONFIG_POLL.
+	ConfigPoll time.Duration
 }
 
 // ErrHelp is returned by ParseConfig when -h or --help was asked for; the
@@ -91,6 +103,7 @@ func ParseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 		ShutdownTimeout: 10 * time.Second,
 		HealthInterval:  5 * time.Second,
 		LogFormat:       "text",
+		ConfigPoll:      5 * time.Second,
 	}
 	fs := flag.NewFlagSet("breakerd", flag.ContinueOnError)
 	fs.SetOutput(usage)
@@ -151,6 +164,8 @@ func ParseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	}
 	fs.BoolVar(&c.InsecureListenAny, "insecure-listen-any", c.InsecureListenAny, "allow a non-loopback --listen without --tokens (anyone reaching it may Force)")
 	str(&c.HooksFile, "hooks", "YAML file of alert webhooks")
+	str(&c.MetricsListen, "metrics-listen", "HTTP address for Prometheus /metrics; empty: no metrics listener")
+	dur(&c.ConfigPoll, "config-poll", "how often the --config file is checked for changes (0: only on SIGHUP)")
 	if err := errors.Join(errs...); err != nil {
 		return c, err
 	}
@@ -186,6 +201,8 @@ func (c Config) Validate() error {
 		return errors.New("--tls-client-ca: needs --tls-cert and --tls-key")
 	case c.TokensFile == "" && !c.InsecureListenAny && !auth.IsLoopback(c.Listen):
 		return fmt.Errorf("--listen: %s is not a loopback address and no --tokens are set: anyone reaching it could force breakers; set --tokens, or --insecure-listen-any to accept that", c.Listen)
+	case c.ConfigPoll < 0:
+		return fmt.Errorf("--config-poll: must not be negative, got %s", c.ConfigPoll)
 	}
 	return nil
 }

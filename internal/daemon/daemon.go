@@ -34,11 +34,14 @@ func NewLogger(c Config, w io.Writer) *slog.Logger {
 // non-nil, is called with the listening address once the daemon serves.
 func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) error {
 	policies := policy.NewSet(policy.Default())
+	var reloader *policyReloader
 	if c.PolicyFile != "" {
-		var err error
-		if policies, err = policy.Load(c.PolicyFile); err != nil {
+		set, sum, err := readPolicy(c.PolicyFile)
+		if err != nil {
 			return err
 		}
+		policies = set
+		reloader = &policyReloader{path: c.PolicyFile, log: log, last: sum}
 	}
 	rdb, channel, closeRedis, err := connect(c, log)
 	if err != nil {
@@ -57,12 +60,20 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 		_ = lis.Close()
 		return err
 	}
-	dispatcher, err := newDispatcher(c, rdb, st, log)
+	op, opOpts, err := newOperate(log, rdb, st, hub)
 	if err != nil {
 		_ = lis.Close()
 		return err
 	}
-	g, hs := server.New(st, hub).NewGRPC(grpcOpts...)
+	if reloader != nil {
+		reloader.apply, reloader.result = st.SetPolicies, op.m.ConfigReloaded
+	}
+	dispatcher, err := newDispatcher(c, rdb, st, op.reg, log)
+	if err != nil {
+		_ = lis.Close()
+		return err
+	}
+	g, hs := server.New(st, hub).NewGRPC(append(grpcOpts, opOpts...)...)
 
 	// The hub outlives the signal: Watch streams keep flowing through the
 	// drain delay and end when the gRPC server stops.
@@ -70,7 +81,12 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	defer stopHub()
 	hubDone := make(chan error, 1)
 	go func() { hubDone <- hub.Run(hubCtx, nil) }()
-	go watchHealth(hubCtx, st, hs, c.HealthInterval, log)
+	// Before health can turn SERVING: SIGHUP is handled from then on.
+	if err := op.start(hubCtx, c, log, reloader); err != nil {
+		_ = lis.Close()
+		return err
+	}
+	go watchHealth(hubCtx, st, hs, c.HealthInterval, log, op.m.SetDegraded)
 	hooksDone := make(chan error, 1)
 	go func() { hooksDone <- runDispatcher(hubCtx, dispatcher, log) }()
 
@@ -147,7 +163,7 @@ const redisRetries = 1
 
 // watchHealth flips the health status to SERVING after Redis answers and
 // every script is loaded, and back to NOT_SERVING while Redis is away.
-func watchHealth(ctx context.Context, st *store.Store, hs *health.Server, every time.Duration, log *slog.Logger) {
+func watchHealth(ctx context.Context, st *store.Store, hs *health.Server, every time.Duration, log *slog.Logger, degraded func(bool)) {
 	serving := false
 	check := func() {
 		cctx, cancel := context.WithTimeout(ctx, every)
@@ -165,6 +181,7 @@ func watchHealth(ctx context.Context, st *store.Store, hs *health.Server, every 
 			log.Error("redis unreachable: health NOT_SERVING", "err", err)
 		}
 		serving = err == nil
+		degraded(!serving)
 	}
 	check()
 	t := time.NewTicker(every)

@@ -96,7 +96,7 @@ func TestParseConfigFromEnvAndFlags(t *testing.T) {
 }
 
 func TestShutdownEndsWatchStreams(t *testing.T) {
-	var logs safeBuffer
+	var logs syncBuf
 	cfg, err := ParseConfig([]string{"--listen", "127.0.0.1:0", "--drain-delay", "50ms", "--shutdown-timeout", "30s"}, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -131,19 +131,19 @@ func TestShutdownEndsWatchStreams(t *testing.T) {
 	}
 }
 
-// safeBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type safeBuffer struct {
+// syncBuf is a bytes.Buffer safe for the logger's concurrent writes.
+type syncBuf struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *safeBuffer) Write(p []byte) (int, error) {
+func (s *syncBuf) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *safeBuffer) String() string {
+func (s *syncBuf) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()

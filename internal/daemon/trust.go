@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -48,7 +49,7 @@ func trustOptions(c Config, log *slog.Logger) ([]grpc.ServerOption, error) {
 // newDispatcher loads the hooks file, if any. Its counters are not
 // registered here: the metrics registry is the daemon's to pass in
 // hooks.Options.Registerer.
-func newDispatcher(c Config, rdb redis.UniversalClient, st *store.Store, log *slog.Logger) (*hooks.Dispatcher, error) {
+func newDispatcher(c Config, rdb redis.UniversalClient, st *store.Store, reg prometheus.Registerer, log *slog.Logger) (*hooks.Dispatcher, error) {
 	if c.HooksFile == "" {
 		return nil, nil
 	}
@@ -57,7 +58,7 @@ func newDispatcher(c Config, rdb redis.UniversalClient, st *store.Store, log *sl
 		return nil, err
 	}
 	log.Info("alert hooks on", "hooks_file", c.HooksFile, "hooks", len(hs))
-	return hooks.New(rdb, st, hooks.Options{Hooks: hs, Log: log})
+	return hooks.New(rdb, st, hooks.Options{Hooks: hs, Log: log, Registerer: reg})
 }
 
 // runDispatcher runs d until ctx ends, restarting it after a failure (Redis

@@ -33,8 +33,18 @@ type Hub struct {
 	channel string
 	log     *slog.Logger
 
-	mu   sync.Mutex
-	subs map[*Subscription]struct{}
+	mu        sync.Mutex
+	subs      map[*Subscription]struct{}
+	observers []func(*pb.Event)
+}
+
+// Observe adds fn to be called, on Run's goroutine, with every event the
+// hub hears, before subscribers get it (metrics and logs). fn must not
+// block. Call Observe before Run.
+func (h *Hub) Observe(fn func(*pb.Event)) {
+	h.mu.Lock()
+	h.observers = append(h.observers, fn)
+	h.mu.Unlock()
 }
 
 // NewHub returns a Hub for channel. Call Run to start relaying.
@@ -151,6 +161,12 @@ func (h *Hub) Run(ctx context.Context, ready chan<- struct{}) error {
 			if err != nil {
 				h.log.Warn("events: dropping undecodable event", "err", err)
 				continue
+			}
+			h.mu.Lock()
+			obs := h.observers
+			h.mu.Unlock()
+			for _, fn := range obs {
+				fn(e)
 			}
 			h.publish(e)
 		}

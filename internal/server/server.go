@@ -233,6 +233,27 @@ func (s *Server) Watch(req *pb.WatchRequest, stream grpc.ServerStreamingServer[p
 	}
 }
 
+// Events implements BreakerService.Events.
+func (s *Server) Events(ctx context.Context, req *pb.EventsRequest) (*pb.EventsResponse, error) {
+	if req.GetBreaker() != "" {
+		if err := validName("breaker", req.GetBreaker()); err != nil {
+			return nil, err
+		}
+	}
+	if req.GetSinceMs() < 0 {
+		return nil, invalid("since_ms", "must not be negative, got %d", req.GetSinceMs())
+	}
+	if req.GetLimit() < 0 || req.GetLimit() > store.MaxEventsLimit {
+		return nil, invalid("limit", "must be between 0 and %d, got %d", store.MaxEventsLimit, req.GetLimit())
+	}
+	evs, err := s.store.Events(ctx, store.EventQuery{Breaker: req.GetBreaker(),
+		Since: time.Duration(req.GetSinceMs()) * time.Millisecond, Limit: int(req.GetLimit())})
+	if err != nil {
+		return nil, statusOf(ctx, err)
+	}
+	return &pb.EventsResponse{Events: evs}, nil
+}
+
 // validName checks a breaker name, worker id or operator: non-empty, at
 // most MaxNameBytes, valid UTF-8, printable, no leading or trailing space.
 func validName(field, v string) error {

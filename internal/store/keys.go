@@ -16,6 +16,9 @@ func keys(breaker string) []string {
 // stateKeyPattern matches every breaker's state hash (for SCAN).
 const stateKeyPattern = Prefix + "{*}:state"
 
+// eventsKeyPattern matches every breaker's event stream (for SCAN).
+const eventsKeyPattern = Prefix + "{*}:events"
+
 // nameOf returns the breaker named in a key built by keys, or false.
 func nameOf(key, suffix string) (string, bool) {
 	if !strings.HasPrefix(key, Prefix+"{") || !strings.HasSuffix(key, "}:"+suffix) {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -43,13 +44,25 @@ var (
 	allScripts   = []*redis.Script{allowScript, recordScript, forceScript, readScript}
 )
 
+// scriptNames names each script by its SHA1, for metrics (ScriptName).
+var scriptNames = map[string]string{
+	allowScript.Hash():  "allow",
+	recordScript.Hash(): "record",
+	forceScript.Hash():  "force",
+	readScript.Hash():   "read",
+}
+
+// ScriptName returns the name ("allow", "record", "force" or "read") of the
+// breakerd script whose SHA1 is sha, or "" for any other.
+func ScriptName(sha string) string { return scriptNames[sha] }
+
 // DefaultChannel is the pub/sub channel live events are published on.
 const DefaultChannel = "breakerd:events"
 
 // Options configure a Store. The zero value of each field means its default.
 type Options struct {
 	// Policies resolves each breaker's tunables. Default: policy.Default()
-	// for every breaker.
+	// for every breaker. SetPolicies replaces it while the Store runs.
 	Policies *policy.Set
 	// EventsMaxLen bounds each breaker's event stream (approximately, as
 	// XADD MAXLEN ~ does). Default 1000.
@@ -76,6 +89,9 @@ type Options struct {
 type Store struct {
 	rdb redis.UniversalClient
 	o   Options
+	// policies is o.Policies, swapped whole by SetPolicies (a config
+	// reload) and read once per call, so a call never mixes two sets.
+	policies atomic.Pointer[policy.Set]
 }
 
 // New returns a Store on rdb. Call Load before serving.
@@ -98,14 +114,28 @@ func New(rdb redis.UniversalClient, o Options) *Store {
 	if o.NewToken == nil {
 		o.NewToken = probe.NewToken
 	}
-	return &Store{rdb: rdb, o: o}
+	s := &Store{rdb: rdb, o: o}
+	s.policies.Store(o.Policies)
+	return s
 }
+
+// SetPolicies replaces the policy set for every call that starts after it
+// (a config reload). Calls in flight finish with the set they started
+// with. A nil set is ignored.
+func (s *Store) SetPolicies(p *policy.Set) {
+	if p != nil {
+		s.policies.Store(p)
+	}
+}
+
+// Policies returns the policy set in force.
+func (s *Store) Policies() *policy.Set { return s.policies.Load() }
 
 // Channel returns the pub/sub channel live events are published on.
 func (s *Store) Channel() string { return s.o.Channel }
 
 // Policy returns the policy that applies to breaker.
-func (s *Store) Policy(breaker string) policy.Policy { return s.o.Policies.For(breaker) }
+func (s *Store) Policy(breaker string) policy.Policy { return s.policies.Load().For(breaker) }
 
 // Load pings Redis and loads every script (SCRIPT LOAD), so that the first
 // decisions run by EVALSHA. It is the daemon's readiness check.

@@ -1531,6 +1531,116 @@ func (x *Event) GetActor() string {
 	return ""
 }
 
+type EventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this breaker's events; every breaker's when empty.
+	Breaker string `protobuf:"bytes,1,opt,name=breaker,proto3" json:"breaker,omitempty"`
+	// How far back to read, in milliseconds before now on the Redis clock
+	// (a look-back window, not a timestamp). 0: everything the log keeps.
+	SinceMs int64 `protobuf:"varint,2,opt,name=since_ms,json=sinceMs,proto3" json:"since_ms,omitempty"`
+	// At most this many events, the most recent ones. 0 means 1000; at
+	// most 10000.
+	Limit         int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventsRequest) Reset() {
+	*x = EventsRequest{}
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventsRequest) ProtoMessage() {}
+
+func (x *EventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
+func (*EventsRequest) Descriptor() ([]byte, []int) {
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *EventsRequest) GetBreaker() string {
+	if x != nil {
+		return x.Breaker
+	}
+	return ""
+}
+
+func (x *EventsRequest) GetSinceMs() int64 {
+	if x != nil {
+		return x.SinceMs
+	}
+	return 0
+}
+
+func (x *EventsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type EventsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Oldest first (by at_ms, then by stream id).
+	Events        []*Event `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventsResponse) Reset() {
+	*x = EventsResponse{}
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventsResponse) ProtoMessage() {}
+
+func (x *EventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventsResponse.ProtoReflect.Descriptor instead.
+func (*EventsResponse) Descriptor() ([]byte, []int) {
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *EventsResponse) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
 var File_breakerd_v1_breaker_proto protoreflect.FileDescriptor
 
 const file_breakerd_v1_breaker_proto_rawDesc = "" +
@@ -1630,7 +1740,13 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	" \x01(\x03R\n" +
 	"cooldownMs\x12\x13\n" +
 	"\x05at_ms\x18\v \x01(\x03R\x04atMs\x12\x14\n" +
-	"\x05actor\x18\f \x01(\tR\x05actor*\xee\x01\n" +
+	"\x05actor\x18\f \x01(\tR\x05actor\"Z\n" +
+	"\rEventsRequest\x12\x18\n" +
+	"\abreaker\x18\x01 \x01(\tR\abreaker\x12\x19\n" +
+	"\bsince_ms\x18\x02 \x01(\x03R\asinceMs\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\"<\n" +
+	"\x0eEventsResponse\x12*\n" +
+	"\x06events\x18\x01 \x03(\v2\x12.breakerd.v1.EventR\x06events*\xee\x01\n" +
 	"\bDecision\x12\x18\n" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10DECISION_ALLOWED\x10\x01\x12\x12\n" +
@@ -1673,7 +1789,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x11EVENT_KIND_FORCED\x10\x02\x12!\n" +
 	"\x1dEVENT_KIND_CREDENTIAL_REVOKED\x10\x03\x12\x19\n" +
 	"\x15EVENT_KIND_STUCK_OPEN\x10\x04\x12\x1d\n" +
-	"\x19EVENT_KIND_SUSPECT_WORKER\x10\x052\xcd\x03\n" +
+	"\x19EVENT_KIND_SUSPECT_WORKER\x10\x052\x90\x04\n" +
 	"\x0eBreakerService\x12>\n" +
 	"\x05Allow\x12\x19.breakerd.v1.AllowRequest\x1a\x1a.breakerd.v1.AllowResponse\x12A\n" +
 	"\x06Record\x12\x1a.breakerd.v1.RecordRequest\x1a\x1b.breakerd.v1.RecordResponse\x128\n" +
@@ -1681,7 +1797,8 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\bBatchGet\x12\x1c.breakerd.v1.BatchGetRequest\x1a\x1d.breakerd.v1.BatchGetResponse\x12;\n" +
 	"\x04List\x12\x18.breakerd.v1.ListRequest\x1a\x19.breakerd.v1.ListResponse\x12>\n" +
 	"\x05Force\x12\x19.breakerd.v1.ForceRequest\x1a\x1a.breakerd.v1.ForceResponse\x128\n" +
-	"\x05Watch\x12\x19.breakerd.v1.WatchRequest\x1a\x12.breakerd.v1.Event0\x01B;Z9github.com/breakerd/breakerd/proto/breakerd/v1;breakerdv1b\x06proto3"
+	"\x05Watch\x12\x19.breakerd.v1.WatchRequest\x1a\x12.breakerd.v1.Event0\x01\x12A\n" +
+	"\x06Events\x12\x1a.breakerd.v1.EventsRequest\x1a\x1b.breakerd.v1.EventsResponseB;Z9github.com/breakerd/breakerd/proto/breakerd/v1;breakerdv1b\x06proto3"
 
 var (
 	file_breakerd_v1_breaker_proto_rawDescOnce sync.Once
@@ -1696,7 +1813,7 @@ func file_breakerd_v1_breaker_proto_rawDescGZIP() []byte {
 }
 
 var file_breakerd_v1_breaker_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_breakerd_v1_breaker_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_breakerd_v1_breaker_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_breakerd_v1_breaker_proto_goTypes = []any{
 	(Decision)(0),            // 0: breakerd.v1.Decision
 	(State)(0),               // 1: breakerd.v1.State
@@ -1719,6 +1836,8 @@ var file_breakerd_v1_breaker_proto_goTypes = []any{
 	(*ForceResponse)(nil),    // 18: breakerd.v1.ForceResponse
 	(*WatchRequest)(nil),     // 19: breakerd.v1.WatchRequest
 	(*Event)(nil),            // 20: breakerd.v1.Event
+	(*EventsRequest)(nil),    // 21: breakerd.v1.EventsRequest
+	(*EventsResponse)(nil),   // 22: breakerd.v1.EventsResponse
 }
 var file_breakerd_v1_breaker_proto_depIdxs = []int32{
 	1,  // 0: breakerd.v1.BreakerState.state:type_name -> breakerd.v1.State
@@ -1737,25 +1856,28 @@ var file_breakerd_v1_breaker_proto_depIdxs = []int32{
 	4,  // 13: breakerd.v1.Event.kind:type_name -> breakerd.v1.EventKind
 	1,  // 14: breakerd.v1.Event.from:type_name -> breakerd.v1.State
 	1,  // 15: breakerd.v1.Event.to:type_name -> breakerd.v1.State
-	7,  // 16: breakerd.v1.BreakerService.Allow:input_type -> breakerd.v1.AllowRequest
-	9,  // 17: breakerd.v1.BreakerService.Record:input_type -> breakerd.v1.RecordRequest
-	11, // 18: breakerd.v1.BreakerService.Get:input_type -> breakerd.v1.GetRequest
-	13, // 19: breakerd.v1.BreakerService.BatchGet:input_type -> breakerd.v1.BatchGetRequest
-	15, // 20: breakerd.v1.BreakerService.List:input_type -> breakerd.v1.ListRequest
-	17, // 21: breakerd.v1.BreakerService.Force:input_type -> breakerd.v1.ForceRequest
-	19, // 22: breakerd.v1.BreakerService.Watch:input_type -> breakerd.v1.WatchRequest
-	8,  // 23: breakerd.v1.BreakerService.Allow:output_type -> breakerd.v1.AllowResponse
-	10, // 24: breakerd.v1.BreakerService.Record:output_type -> breakerd.v1.RecordResponse
-	12, // 25: breakerd.v1.BreakerService.Get:output_type -> breakerd.v1.GetResponse
-	14, // 26: breakerd.v1.BreakerService.BatchGet:output_type -> breakerd.v1.BatchGetResponse
-	16, // 27: breakerd.v1.BreakerService.List:output_type -> breakerd.v1.ListResponse
-	18, // 28: breakerd.v1.BreakerService.Force:output_type -> breakerd.v1.ForceResponse
-	20, // 29: breakerd.v1.BreakerService.Watch:output_type -> breakerd.v1.Event
-	23, // [23:30] is the sub-list for method output_type
-	16, // [16:23] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	20, // 16: breakerd.v1.EventsResponse.events:type_name -> breakerd.v1.Event
+	7,  // 17: breakerd.v1.BreakerService.Allow:input_type -> breakerd.v1.AllowRequest
+	9,  // 18: breakerd.v1.BreakerService.Record:input_type -> breakerd.v1.RecordRequest
+	11, // 19: breakerd.v1.BreakerService.Get:input_type -> breakerd.v1.GetRequest
+	13, // 20: breakerd.v1.BreakerService.BatchGet:input_type -> breakerd.v1.BatchGetRequest
+	15, // 21: breakerd.v1.BreakerService.List:input_type -> breakerd.v1.ListRequest
+	17, // 22: breakerd.v1.BreakerService.Force:input_type -> breakerd.v1.ForceRequest
+	19, // 23: breakerd.v1.BreakerService.Watch:input_type -> breakerd.v1.WatchRequest
+	21, // 24: breakerd.v1.BreakerService.Events:input_type -> breakerd.v1.EventsRequest
+	8,  // 25: breakerd.v1.BreakerService.Allow:output_type -> breakerd.v1.AllowResponse
+	10, // 26: breakerd.v1.BreakerService.Record:output_type -> breakerd.v1.RecordResponse
+	12, // 27: breakerd.v1.BreakerService.Get:output_type -> breakerd.v1.GetResponse
+	14, // 28: breakerd.v1.BreakerService.BatchGet:output_type -> breakerd.v1.BatchGetResponse
+	16, // 29: breakerd.v1.BreakerService.List:output_type -> breakerd.v1.ListResponse
+	18, // 30: breakerd.v1.BreakerService.Force:output_type -> breakerd.v1.ForceResponse
+	20, // 31: breakerd.v1.BreakerService.Watch:output_type -> breakerd.v1.Event
+	22, // 32: breakerd.v1.BreakerService.Events:output_type -> breakerd.v1.EventsResponse
+	25, // [25:33] is the sub-list for method output_type
+	17, // [17:25] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_breakerd_v1_breaker_proto_init() }
@@ -1769,7 +1891,7 @@ func file_breakerd_v1_breaker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_breakerd_v1_breaker_proto_rawDesc), len(file_breakerd_v1_breaker_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -38,6 +38,7 @@ const (
 	BreakerService_List_FullMethodName     = "/breakerd.v1.BreakerService/List"
 	BreakerService_Force_FullMethodName    = "/breakerd.v1.BreakerService/Force"
 	BreakerService_Watch_FullMethodName    = "/breakerd.v1.BreakerService/Watch"
+	BreakerService_Events_FullMethodName   = "/breakerd.v1.BreakerService/Events"
 )
 
 // BreakerServiceClient is the client API for BreakerService service.
@@ -75,6 +76,13 @@ type BreakerServiceClient interface {
 	// daemon on the same Redis). It sends nothing from the past: read the
 	// durable log for history.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error)
+	// Events reads the durable event log (each breaker's Redis Stream),
+	// oldest first: one breaker's, or every breaker's merged by time. It
+	// returns the most recent `limit` events no older than since_ms. Never
+	// writes. Errors: InvalidArgument for a bad breaker name, a negative
+	// since_ms or a limit above 10000; Unavailable when Redis cannot be
+	// reached.
+	Events(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (*EventsResponse, error)
 }
 
 type breakerServiceClient struct {
@@ -164,6 +172,16 @@ func (c *breakerServiceClient) Watch(ctx context.Context, in *WatchRequest, opts
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type BreakerService_WatchClient = grpc.ServerStreamingClient[Event]
 
+func (c *breakerServiceClient) Events(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (*EventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EventsResponse)
+	err := c.cc.Invoke(ctx, BreakerService_Events_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BreakerServiceServer is the server API for BreakerService service.
 // All implementations must embed UnimplementedBreakerServiceServer
 // for forward compatibility.
@@ -199,6 +217,13 @@ type BreakerServiceServer interface {
 	// daemon on the same Redis). It sends nothing from the past: read the
 	// durable log for history.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[Event]) error
+	// Events reads the durable event log (each breaker's Redis Stream),
+	// oldest first: one breaker's, or every breaker's merged by time. It
+	// returns the most recent `limit` events no older than since_ms. Never
+	// writes. Errors: InvalidArgument for a bad breaker name, a negative
+	// since_ms or a limit above 10000; Unavailable when Redis cannot be
+	// reached.
+	Events(context.Context, *EventsRequest) (*EventsResponse, error)
 	mustEmbedUnimplementedBreakerServiceServer()
 }
 
@@ -229,6 +254,9 @@ func (UnimplementedBreakerServiceServer) Force(context.Context, *ForceRequest) (
 }
 func (UnimplementedBreakerServiceServer) Watch(*WatchRequest, grpc.ServerStreamingServer[Event]) error {
 	return status.Error(codes.Unimplemented, "method Watch not implemented")
+}
+func (UnimplementedBreakerServiceServer) Events(context.Context, *EventsRequest) (*EventsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Events not implemented")
 }
 func (UnimplementedBreakerServiceServer) mustEmbedUnimplementedBreakerServiceServer() {}
 func (UnimplementedBreakerServiceServer) testEmbeddedByValue()                        {}
@@ -370,6 +398,24 @@ func _BreakerService_Watch_Handler(srv interface{}, stream grpc.ServerStream) er
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type BreakerService_WatchServer = grpc.ServerStreamingServer[Event]
 
+func _BreakerService_Events_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BreakerServiceServer).Events(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BreakerService_Events_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BreakerServiceServer).Events(ctx, req.(*EventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // BreakerService_ServiceDesc is the grpc.ServiceDesc for BreakerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -400,6 +446,10 @@ var BreakerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Force",
 			Handler:    _BreakerService_Force_Handler,
+		},
+		{
+			MethodName: "Events",
+			Handler:    _BreakerService_Events_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

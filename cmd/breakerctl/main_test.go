@@ -1,0 +1,471 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/internal/testredis"
+	"github.com/breakerd/breakerd/pkg/client"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// syncBuf is a bytes.Buffer safe to read while run writes to it.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// result is one breakerctl run.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// ctl runs breakerctl in-process with args and env (nothing else from the
+// real environment) and returns what it printed and its exit code.
+func ctl(t *testing.T, env map[string]string, args ...string) result {
+	t.Helper()
+	var out, errb syncBuf
+	err := run(context.Background(), args, func(k string) string { return env[k] }, &out, &errb)
+	code := report(err, &errb)
+	return result{out.String(), errb.String(), code}
+}
+
+// start runs a daemon on b without jitter, so cooldowns are exact.
+func start(t *testing.T, b *testredis.Backend) *daemontest.Daemon {
+	t.Helper()
+	return daemontest.Start(t, b, store.Options{Rand: func() float64 { return 0 }})
+}
+
+// at returns the env that points breakerctl at d.
+func at(d *daemontest.Daemon) map[string]string {
+	return map[string]string{"BREAKERCTL_ADDR": d.Addr, "BREAKERCTL_OPERATOR": "alice"}
+}
+
+func (r result) ok(t *testing.T, args ...string) result {
+	t.Helper()
+	if r.code != 0 {
+		t.Fatalf("breakerctl %v: exit %d, stderr %q", args, r.code, r.stderr)
+	}
+	return r
+}
+
+func must(t *testing.T, env map[string]string, args ...string) result {
+	t.Helper()
+	return ctl(t, env, args...).ok(t, args...)
+}
+
+func decode[T any](t *testing.T, s string) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		t.Fatalf("output is not the JSON expected: %v\n%s", err, s)
+	}
+	return v
+}
+
+// trip opens name through the API: 4 timeouts from w1, one from w2.
+func trip(t *testing.T, d *daemontest.Daemon, name string) {
+	t.Helper()
+	ctx := context.Background()
+	for i, w := range []string{"w1", "w1", "w1", "w1", "w2"} {
+		c, err := client.Dial(d.Addr, client.WithWorkerID(w))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := c.API().Allow(ctx, &pb.AllowRequest{Breaker: name, WorkerId: w})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.API().Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: w, Ticket: a.Ticket,
+			Outcome: pb.Outcome_OUTCOME_TIMEOUT, LatencyMs: 30000})
+		_ = c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 4 && r.State.State != pb.State_STATE_OPEN {
+			t.Fatalf("after 5 failures from 2 workers: %v, want OPEN", r.State.State)
+		}
+	}
+}
+
+func find(states []stateView, name string) *stateView {
+	for i := range states {
+		if states[i].Breaker == name {
+			return &states[i]
+		}
+	}
+	return nil
+}
+
+func TestListAndStatusShowATrippedBreaker(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := start(t, b)
+		env := at(d)
+		name, quiet := b.Breaker("web_search"), b.Breaker("calendar")
+		trip(t, d, name)
+		if _, err := d.Store.Force(context.Background(), quiet, pb.ForceMode_FORCE_MODE_CLOSED, "pinned for the drill", 0, "bob"); err != nil {
+			t.Fatal(err)
+		}
+
+		table := must(t, env, "list").stdout
+		if !strings.HasPrefix(table, "BREAKER ") || !strings.Contains(table, "NEXT PROBE") {
+			t.Errorf("list: no table header:\n%s", table)
+		}
+		var row string
+		for _, l := range strings.Split(table, "\n") {
+			if strings.HasPrefix(l, name+" ") {
+				row = l
+			}
+		}
+		if f := strings.Fields(row); len(f) < 8 || f[1] != "open" || f[3] != "5" || f[4] != "2" || !strings.Contains(row, " now ") || !strings.Contains(row, "in 30s") {
+			t.Errorf("list row of %s = %q, want open, 5 failures, 2 workers, opened now, next probe in 30s", name, row)
+		}
+
+		open := decode[[]stateView](t, must(t, env, "list", "--state", "open", "--json").stdout)
+		got := find(open, name)
+		if got == nil || got.State != "open" || got.Failures != 5 || got.DistinctWorkers != 2 ||
+			got.NextProbeAtMs-got.OpenedAtMs != 30000 || !strings.Contains(got.Reason, "5 consecutive failures") {
+			t.Fatalf("list --state open --json: %s = %+v, want open with 5 failures from 2 workers, probe 30s after opening", name, got)
+		}
+		if find(open, quiet) != nil {
+			t.Errorf("list --state open lists the forced-closed %s", quiet)
+		}
+		forced := decode[[]stateView](t, must(t, env, "list", "--state", "forced", "--json").stdout)
+		if find(forced, name) != nil || find(forced, quiet) == nil {
+			t.Errorf("list --state forced: want %s and not %s, got %+v", quiet, name, forced)
+		}
+
+		st := must(t, env, "status", name).stdout
+		for _, want := range []string{"state:", "open", "generation:", "failures:", "distinct workers:", "opened at:",
+			"next probe at:", "(in 30s)", "last reason:", "5 consecutive failures from 2 workers", "last failure:",
+			"timeout after 30s", "last event:", "closed -> open by w2"} {
+			if !strings.Contains(st, want) {
+				t.Errorf("status %s lacks %q:\n%s", name, want, st)
+			}
+		}
+		js := decode[stateView](t, must(t, env, "status", name, "--json").stdout)
+		if js.State != "open" || js.Generation != 1 || js.LastEvent == nil || js.LastEvent.To != "open" || js.LastEvent.Actor != "w2" {
+			t.Errorf("status --json = %+v, want open at generation 1 with the trip as last event", js)
+		}
+		if n := d.Calls.Get("Allow") + d.Calls.Get("Force"); n != 5 {
+			t.Errorf("breakerctl list/status made %d Allow or Force calls beyond the 5 Allows of the trip, want none", n-5)
+		}
+	})
+}
+
+func TestForceOpenForceCloseAutoAndEvents(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := start(t, b)
+		env := at(d)
+		name := b.Breaker("stripe:acct_42")
+		ctx := context.Background()
+
+		out := must(t, env, "force-open", name, "--reason", "vendor maintenance", "--ttl", "10m").stdout
+		if !strings.Contains(out, name+": forced_open by alice until ") || !strings.Contains(out, "(10m0s)") || !strings.Contains(out, "vendor maintenance") {
+			t.Errorf("force-open printed %q", out)
+		}
+		st, err := d.Store.Get(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.State != pb.State_STATE_FORCED_OPEN || st.ForcedBy != "alice" || st.ForcedUntilMs-st.AsOfMs != (10*time.Minute).Milliseconds() {
+			t.Fatalf("after force-open: %v by %q until +%dms, want FORCED_OPEN by alice for 10m", st.State, st.ForcedBy, st.ForcedUntilMs-st.AsOfMs)
+		}
+		a, err := d.Store.Allow(ctx, name, "w1")
+		if err != nil || a.Decision != pb.Decision_DECISION_DENIED_FORCED_OPEN || !strings.HasSuffix(a.Reason, ": vendor maintenance") {
+			t.Fatalf("Allow after force-open = %v %q (%v), want DENIED_FORCED_OPEN with the reason", a.GetDecision(), a.GetReason(), err)
+		}
+
+		js := decode[stateView](t, must(t, env, "force-close", name, "--reason", "INC-1234", "--operator", "carol", "--json").stdout)
+		if js.State != "forced_closed" || js.ForcedBy != "carol" || js.ForcedUntilMs != 0 || js.Reason != "INC-1234" {
+			t.Errorf("force-close --json = %+v, want forced_closed by carol until auto", js)
+		}
+		if out := must(t, env, "auto", name).stdout; !strings.Contains(out, name+": back to automatic operation, closed (generation 3)") {
+			t.Errorf("auto printed %q", out)
+		}
+		if n := d.Calls.Get("Force"); n != 3 {
+			t.Errorf("daemon served %d Force calls, want 3", n)
+		}
+
+		evs := decode[[]eventView](t, must(t, env, "events", "--breaker", name, "--json").stdout)
+		type ev struct{ Kind, From, To, Actor string }
+		var got []ev
+		for _, e := range evs {
+			got = append(got, ev{e.Kind, e.From, e.To, e.Actor})
+		}
+		want := []ev{{"forced", "closed", "forced_open", "alice"}, {"forced", "forced_open", "forced_closed", "carol"}, {"forced", "forced_closed", "closed", "alice"}}
+		if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+			t.Errorf("events --breaker --json = %+v, want %+v", got, want)
+		}
+		table := must(t, env, "events", "--since", "1h", "--limit", "10000").stdout
+		if !strings.HasPrefix(table, "TIME ") || strings.Count(table, name) != 3 || !strings.Contains(table, "forced_open -> forced_closed") {
+			t.Errorf("events --since 1h: want a table with the 3 forces of %s:\n%s", name, table)
+		}
+		if out := must(t, env, "events", "--breaker", b.Breaker("never_used")).stdout; out != "no events\n" {
+			t.Errorf("events of an unused breaker printed %q, want \"no events\"", out)
+		}
+	})
+}
+
+func TestStatusOfAnUnknownBreakerExits3(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := start(t, b)
+		name := b.Breaker("web_serach")
+		r := ctl(t, at(d), "status", name)
+		if r.code != exitUnknown || r.stdout != "" || r.stderr != "breakerctl: unknown breaker \""+name+"\": no stored state and no event history\n" {
+			t.Errorf("status of an unknown breaker: exit %d, stdout %q, stderr %q; want exit 3 and one line", r.code, r.stdout, r.stderr)
+		}
+		// One that recovered and went quiet keeps its history: known.
+		known := b.Breaker("recovered")
+		must(t, at(d), "auto", known)
+		if r := ctl(t, at(d), "status", known); r.code != 0 || !strings.Contains(r.stdout, "closed") {
+			t.Errorf("status of a breaker with history: exit %d, %q; want 0 and closed", r.code, r.stdout)
+		}
+	})
+}
+
+func TestUnreachableDaemonExits5(t *testing.T) {
+	addr := testredis.FreeAddr(t)
+	for _, args := range [][]string{{"list"}, {"status", "x"}, {"force-open", "x", "--reason", "r"}, {"auto", "x"}, {"events"}, {"watch"}} {
+		r := ctl(t, map[string]string{"BREAKERCTL_ADDR": addr}, args...)
+		if r.code != exitUnreachable || strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "breakerctl: cannot reach breakerd at "+addr) {
+			t.Errorf("breakerctl %v with no daemon: exit %d, stderr %q; want exit 5 and one line naming the address", args, r.code, r.stderr)
+		}
+	}
+	// --addr wins over the environment.
+	r := ctl(t, map[string]string{"BREAKERCTL_ADDR": "127.0.0.1:1"}, "list", "--addr", addr)
+	if r.code != exitUnreachable || !strings.Contains(r.stderr, addr) {
+		t.Errorf("--addr %s with BREAKERCTL_ADDR set: stderr %q, want the flag's address", addr, r.stderr)
+	}
+}
+
+func TestRedisDownExits5(t *testing.T) {
+	b := testredis.Mini(t)
+	d := start(t, b)
+	b.Mini.Close()
+	r := ctl(t, at(d), "list")
+	if r.code != exitUnreachable || !strings.HasPrefix(r.stderr, "breakerctl: breakerd at "+d.Addr+" cannot reach Redis") {
+		t.Errorf("list with Redis down: exit %d, stderr %q; want exit 5 saying breakerd cannot reach Redis", r.code, r.stderr)
+	}
+}
+
+func TestUsageErrorsExit2AndReachNoOne(t *testing.T) {
+	b := testredis.Mini(t)
+	d := start(t, b)
+	for _, args := range [][]string{
+		{"force-open", "x"},
+		{"force-close", "x", "--reason", " "},
+		{"force-open", "x", "--reason", "r", "--ttl", "-1m"},
+		{"force-open", "--reason", "r"},
+		{"status"},
+		{"status", "a", "b"},
+		{"list", "--state", "ajar"},
+		{"list", "extra"},
+		{"events", "--limit", "0"},
+		{"events", "--since", "soon"},
+		{"list", "--no-such-flag"},
+		{"no-such-command"},
+	} {
+		r := ctl(t, at(d), args...)
+		if r.code != exitUsage || strings.Count(r.stderr, "\n") != 1 || !strings.HasPrefix(r.stderr, "breakerctl: ") {
+			t.Errorf("breakerctl %v: exit %d, stderr %q; want exit 2 and one line", args, r.code, r.stderr)
+		}
+	}
+	if n := d.Calls.Total(); n != 0 {
+		t.Errorf("usage errors reached the daemon %d times, want 0", n)
+	}
+	// A bad value only the daemon checks is a usage error too.
+	if r := ctl(t, at(d), "status", "bad\tname"); r.code != exitUsage || !strings.Contains(r.stderr, "breaker: must be printable") {
+		t.Errorf("status of a bad name: exit %d, stderr %q; want exit 2 naming the field", r.code, r.stderr)
+	}
+}
+
+// gate is a fake breakerd that checks the bearer token as the daemon's
+// auth is meant to: it records what each call carried.
+type gate struct {
+	pb.UnimplementedBreakerServiceServer
+	mu   sync.Mutex
+	auth []string
+}
+
+func (g *gate) List(ctx context.Context, _ *pb.ListRequest) (*pb.ListResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	g.mu.Lock()
+	g.auth = append(g.auth, strings.Join(md.Get("authorization"), ","))
+	g.mu.Unlock()
+	switch strings.Join(md.Get("authorization"), ",") {
+	case "":
+		return nil, status.Error(codes.Unauthenticated, "authorization: bearer token required")
+	case "Bearer operator-token":
+		return &pb.ListResponse{}, nil
+	}
+	return nil, status.Error(codes.PermissionDenied, "role worker may not call List")
+}
+
+// Get never answers: a daemon that hangs.
+func (g *gate) Get(ctx context.Context, _ *pb.GetRequest) (*pb.GetResponse, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func TestTokenIsSentAsBearerMetadata(t *testing.T) {
+	g := &gate{}
+	srv := grpc.NewServer()
+	pb.RegisterBreakerServiceServer(srv, g)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	addr := lis.Addr().String()
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+		code int
+		want string
+	}{
+		{map[string]string{"BREAKERCTL_TOKEN": "operator-token"}, nil, 0, "no breakers hold state"},
+		{map[string]string{"BREAKERCTL_TOKEN": "worker-token"}, []string{"--token", "operator-token"}, 0, "no breakers hold state"},
+		{nil, nil, exitDenied, "breakerctl: not authenticated by breakerd at " + addr + " (set --token or BREAKERCTL_TOKEN)"},
+		{map[string]string{"BREAKERCTL_TOKEN": "worker-token"}, nil, exitDenied, "breakerctl: permission denied by breakerd at " + addr + ": role worker may not call List"},
+	} {
+		r := ctl(t, tc.env, append([]string{"list", "--addr", addr}, tc.args...)...)
+		if r.code != tc.code || !strings.Contains(r.stdout+r.stderr, tc.want) {
+			t.Errorf("list with env %v args %v: exit %d, out %q, err %q; want exit %d and %q", tc.env, tc.args, r.code, r.stdout, r.stderr, tc.code, tc.want)
+		}
+		if strings.Contains(r.stdout+r.stderr, "operator-token") || strings.Contains(r.stdout+r.stderr, "worker-token") {
+			t.Errorf("breakerctl printed the token: %q %q", r.stdout, r.stderr)
+		}
+	}
+	r := ctl(t, nil, "status", "x", "--addr", addr, "--timeout", "50ms")
+	if r.code != exitUnreachable || !strings.HasPrefix(r.stderr, "breakerctl: breakerd at "+addr+" did not answer in time") {
+		t.Errorf("status against a hung daemon: exit %d, stderr %q; want exit 5, not answering in time", r.code, r.stderr)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	want := []string{"Bearer operator-token", "Bearer operator-token", "", "Bearer worker-token"}
+	if strings.Join(g.auth, "|") != strings.Join(want, "|") {
+		t.Errorf("authorization metadata received = %q, want %q", g.auth, want)
+	}
+}
+
+func TestWatchPrintsTransitionsLive(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d1 := start(t, b)
+		d2 := start(t, b)
+		name, other := b.Breaker("web_search"), b.Breaker("other")
+		for _, jsonOut := range []bool{false, true} {
+			ctx, cancel := context.WithCancel(context.Background())
+			var out, errb syncBuf
+			args := []string{"watch", "--addr", d1.Addr, "--breaker", name}
+			if jsonOut {
+				args = append(args, "--json")
+			}
+			done := make(chan error, 1)
+			go func() { done <- run(ctx, args, func(string) string { return "" }, &out, &errb) }()
+			waitFor(t, &errb, "watching "+name+" on "+d1.Addr)
+			// Through the other daemon: watch is fleet-wide.
+			if _, err := d2.Store.Force(context.Background(), other, pb.ForceMode_FORCE_MODE_OPEN, "not watched", 0, "ops"); err != nil {
+				t.Fatal(err)
+			}
+			trip(t, d2, name)
+			if jsonOut {
+				waitFor(t, &out, `"to":"open"`)
+				// The previous round's AUTO may still be in flight to the
+				// hub: pick the trip's line.
+				var line string
+				for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+					decode[eventView](t, l) // one JSON object per line
+					if strings.Contains(l, `"to":"open"`) {
+						line = l
+					}
+				}
+				e := decode[eventView](t, line)
+				if e.Breaker != name || e.Kind != "transition" || e.From != "closed" || e.Actor != "w2" || e.CooldownMs != 30000 {
+					t.Errorf("watch --json line = %+v, want the trip by w2", e)
+				}
+			} else {
+				waitFor(t, &out, "transition  closed -> open  gen 1  by w2  cooldown 30s  ")
+			}
+			cancel()
+			if code := report(<-done, &errb); code != 0 {
+				t.Errorf("watch ended by interrupt: exit %d, stderr %q; want 0", code, errb.String())
+			}
+			if strings.Contains(out.String(), other) {
+				t.Errorf("watch --breaker %s printed another breaker's event:\n%s", name, out.String())
+			}
+			if _, err := d2.Store.Force(context.Background(), name, pb.ForceMode_FORCE_MODE_AUTO, "", 0, "ops"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// waitFor polls w until it contains want: waiting on another goroutine's
+// output, not on a cooldown.
+func waitFor(t *testing.T, w *syncBuf, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(w.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never printed %q; got:\n%s", want, w.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestHelpOfEveryCommandIsComplete(t *testing.T) {
+	root := must(t, nil, "--help").stdout
+	cmds := map[string][]string{
+		"list":        {"--state", "half_open", "forced", "--json"},
+		"status":      {"BREAKER", "unknown", "no stored state", "event history", "exits with status 3"},
+		"force-open":  {"--reason", "--ttl", "--operator", "auto"},
+		"force-close": {"--reason", "--ttl", "never trips"},
+		"auto":        {"--reason", "fresh counts"},
+		"watch":       {"--breaker", "fleet-wide", "Ctrl-C"},
+		"events":      {"--since", "--breaker", "--limit", "Redis clock"},
+	}
+	for _, want := range []string{"BREAKERCTL_ADDR", "BREAKERCTL_TOKEN", "authorization: Bearer", "Exit status", "--addr", "--token", "--json", "127.0.0.1:7070"} {
+		if !strings.Contains(root, want) {
+			t.Errorf("breakerctl --help lacks %q", want)
+		}
+	}
+	for cmd, wants := range cmds {
+		if !strings.Contains(root, "\n  "+cmd+" ") {
+			t.Errorf("breakerctl --help does not list %s", cmd)
+		}
+		h := must(t, nil, cmd, "--help").stdout
+		for _, want := range append(wants, "Usage:", "Examples:", "breakerctl "+cmd, "--addr") {
+			if !strings.Contains(h, want) {
+				t.Errorf("breakerctl %s --help lacks %q", cmd, want)
+			}
+		}
+	}
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// stateView is a breaker's state as --json prints it: lower-case state
+// names, numbers as numbers, every *_ms a duration in milliseconds and
+// every *_at_ms milliseconds since the epoch on the Redis clock (0: none).
+type stateView struct {
+	Breaker         string     `json:"breaker"`
+	State           string     `json:"state"`
+	Generation      int64      `json:"generation"`
+	Failures        int64      `json:"failures"`
+	DistinctWorkers int64      `json:"distinct_workers"`
+	OpenedAtMs      int64      `json:"opened_at_ms"`
+	NextProbeAtMs   int64      `json:"next_probe_at_ms"`
+	CooldownMs      int64      `json:"cooldown_ms"`
+	Reason          string     `json:"reason"`
+	LastFailure     string     `json:"last_failure"`
+	ProbeInFlight   bool       `json:"probe_in_flight"`
+	FailedProbes    int64      `json:"failed_probes"`
+	ForcedBy        string     `json:"forced_by"`
+	ForcedUntilMs   int64      `json:"forced_until_ms"`
+	Alternatives    []string   `json:"alternatives"`
+	AsOfMs          int64      `json:"as_of_ms"`
+	LastEvent       *eventView `json:"last_event,omitempty"`
+}
+
+// eventView is an event as --json prints it.
+type eventView struct {
+	ID              string `json:"id"`
+	Breaker         string `json:"breaker"`
+	Kind            string `json:"kind"`
+	From            string `json:"from"`
+	To              string `json:"to"`
+	Generation      int64  `json:"generation"`
+	Reason          string `json:"reason"`
+	Failures        int64  `json:"failures"`
+	DistinctWorkers int64  `json:"distinct_workers"`
+	CooldownMs      int64  `json:"cooldown_ms"`
+	AtMs            int64  `json:"at_ms"`
+	Actor           string `json:"actor"`
+}
+
+func stateName(s pb.State) string { return strings.ToLower(strings.TrimPrefix(s.String(), "STATE_")) }
+
+func kindName(k pb.EventKind) string {
+	return strings.ToLower(strings.TrimPrefix(k.String(), "EVENT_KIND_"))
+}
+
+func viewState(s *pb.BreakerState) stateView {
+	alts := s.GetAlternatives()
+	if alts == nil {
+		alts = []string{}
+	}
+	return stateView{
+		Breaker: s.GetBreaker(), State: stateName(s.GetState()), Generation: s.GetGeneration(),
+		Failures: s.GetFailures(), DistinctWorkers: s.GetDistinctWorkers(), OpenedAtMs: s.GetOpenedAtMs(),
+		NextProbeAtMs: s.GetNextProbeAtMs(), CooldownMs: s.GetCooldownMs(), Reason: s.GetReason(),
+		LastFailure: s.GetLastFailure(), ProbeInFlight: s.GetProbeInFlight(), FailedProbes: s.GetFailedProbes(),
+		ForcedBy: s.GetForcedBy(), ForcedUntilMs: s.GetForcedUntilMs(), Alternatives: alts, AsOfMs: s.GetAsOfMs(),
+	}
+}
+
+func viewEvent(e *pb.Event) eventView {
+	return eventView{
+		ID: e.GetId(), Breaker: e.GetBreaker(), Kind: kindName(e.GetKind()), From: stateName(e.GetFrom()),
+		To: stateName(e.GetTo()), Generation: e.GetGeneration(), Reason: e.GetReason(), Failures: e.GetFailures(),
+		DistinctWorkers: e.GetDistinctWorkers(), CooldownMs: e.GetCooldownMs(), AtMs: e.GetAtMs(), Actor: e.GetActor(),
+	}
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// stamp prints ms since the epoch as UTC time to the second; "-" for 0.
+func stamp(ms int64) string {
+	if ms == 0 {
+		return "-"
+	}
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05Z")
+}
+
+// ago says how long before asOf the time at was ("1m30s ago"), or how
+// long after ("in 28s"), both on the Redis clock; "-" for 0.
+func ago(at, asOf int64) string {
+	if at == 0 {
+		return "-"
+	}
+	d := time.Duration(asOf-at) * time.Millisecond
+	switch {
+	case d > 0:
+		return round(d) + " ago"
+	case d < 0:
+		return "in " + round(-d)
+	}
+	return "now"
+}
+
+func round(d time.Duration) string {
+	if d >= time.Minute {
+		return d.Round(time.Second).String()
+	}
+	return d.Round(100 * time.Millisecond).String()
+}
+
+func dur(ms int64) string {
+	if ms == 0 {
+		return "-"
+	}
+	return (time.Duration(ms) * time.Millisecond).String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// arrow is an event's change of state ("closed -> open"), or the one state
+// when it did not change.
+func arrow(e *pb.Event) string {
+	if e.GetFrom() == e.GetTo() {
+		return stateName(e.GetTo())
+	}
+	return fmt.Sprintf("%s -> %s", stateName(e.GetFrom()), stateName(e.GetTo()))
+}
+
+func writeCompactJSON(w io.Writer, v any) error { return json.NewEncoder(w).Encode(v) }

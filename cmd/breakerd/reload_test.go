@@ -1,0 +1,164 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/breakerd/breakerd/internal/testredis"
+)
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// until polls cond (a port, a log line: another process's progress, not a
+// cooldown) for up to 20s.
+func until(t *testing.T, what string, out *syncBuf, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never happened; output:\n%s", what, out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestSIGHUPReloadsThePolicyAndRejectsABadOne(t *testing.T) {
+	dir := t.TempDir()
+	policyFile := filepath.Join(dir, "policy.yaml")
+	write := func(s string) {
+		if err := os.WriteFile(policyFile, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("defaults:\n  threshold: 5\n")
+	addr, metricsAddr := testredis.FreeAddr(t), testredis.FreeAddr(t)
+	cmd := exec.Command(os.Args[0], "--listen", addr, "--config", policyFile, "--config-poll", "0", "--metrics-listen", metricsAddr)
+	cmd.Env = append(os.Environ(), "BREAKERD_TEST_AS_MAIN=1")
+	out := &syncBuf{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() { _ = cmd.Process.Kill() }()
+
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	serving := func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		res, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+		return err == nil && res.Status == healthpb.HealthCheckResponse_SERVING
+	}
+	until(t, "SERVING", out, serving)
+	metric := func(series string) string {
+		res, err := http.Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			return ""
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, series+" "); ok {
+				return v
+			}
+		}
+		return ""
+	}
+
+	write("defaults:\n  min_workers: 0\n")
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "a rejected reload", out, func() bool { return metric(`breakerd_config_reloads_total{result="error"}`) == "1" })
+	if !strings.Contains(out.String(), "policy reload rejected") || !strings.Contains(out.String(), "defaults.min_workers: must be at least 1") {
+		t.Errorf("no log of the rejected file naming its field:\n%s", out)
+	}
+	if !serving() || metric(`breakerd_config_last_reload_successful`) != "0" {
+		t.Errorf("after a bad file: serving %v, last reload successful %q; want serving and 0", serving(), metric(`breakerd_config_last_reload_successful`))
+	}
+
+	write("defaults:\n  min_workers: 1\n")
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "a reload", out, func() bool { return metric(`breakerd_config_reloads_total{result="ok"}`) == "1" })
+	if !strings.Contains(out.String(), "policy reloaded") {
+		t.Errorf("no log of the reload:\n%s", out)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v; output:\n%s", err, out)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("breakerd did not stop after SIGTERM; output:\n%s", out)
+	}
+}
+
+func TestSIGHUPWithoutAPolicyFileIsLoggedNotFatal(t *testing.T) {
+	addr := testredis.FreeAddr(t)
+	cmd := exec.Command(os.Args[0], "--listen", addr)
+	cmd.Env = append(os.Environ(), "BREAKERD_TEST_AS_MAIN=1")
+	out := &syncBuf{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() { _ = cmd.Process.Kill() }()
+	until(t, "serving", out, func() bool { return strings.Contains(out.String(), "breakerd serving") })
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	until(t, "the SIGHUP log", out, func() bool { return strings.Contains(out.String(), "nothing to reload") })
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGHUP then SIGTERM: %v; output:\n%s", err, out)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("breakerd did not stop; output:\n%s", out)
+	}
+}

@@ -1,0 +1,142 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	"github.com/breakerd/breakerd/internal/events"
+	"github.com/breakerd/breakerd/internal/metrics"
+	"github.com/breakerd/breakerd/internal/store"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// operate is the daemon's operating surface: Prometheus metrics, the logs
+// of transitions and forces, and the policy reload.
+type operate struct {
+	reg *prometheus.Registry
+	m   *metrics.Metrics
+}
+
+// newOperate registers the metrics, hooks them into rdb (script latency)
+// and hub (fleet events, which it also logs), and returns the gRPC server
+// options that count decisions and log forces.
+func newOperate(log *slog.Logger, rdb redis.UniversalClient, st *store.Store, hub *events.Hub) (*operate, []grpc.ServerOption, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m, err := metrics.New(reg, metrics.Options{Circuits: func(ctx context.Context) ([]*pb.BreakerState, error) {
+		return st.List(ctx)
+	}})
+	if err != nil {
+		return nil, nil, err
+	}
+	rdb.AddHook(m.RedisHook())
+	hub.Observe(func(e *pb.Event) {
+		m.ObserveEvent(e)
+		logEvent(log, e)
+	})
+	return &operate{reg: reg, m: m}, []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(m.UnaryInterceptor(), logForces(log)),
+	}, nil
+}
+
+// start serves metrics (when c.MetricsListen is set) and reloads the
+// policy on SIGHUP and on a change of the file (when c.PolicyFile is
+// set), until ctx ends.
+func (o *operate) start(ctx context.Context, c Config, log *slog.Logger, r *policyReloader) error {
+	if c.MetricsListen != "" {
+		lis, err := net.Listen("tcp", c.MetricsListen)
+		if err != nil {
+			return fmt.Errorf("--metrics-listen %s: %w", c.MetricsListen, err)
+		}
+		log.Info("serving metrics", "addr", "http://"+lis.Addr().String()+"/metrics")
+		go func() {
+			if err := metrics.Serve(ctx, lis, o.reg); err != nil {
+				log.Error("metrics listener ended", "err", err)
+			}
+		}()
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		<-ctx.Done()
+		signal.Stop(hup)
+	}()
+	if r == nil {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-hup:
+					log.Warn("SIGHUP: no --config file, nothing to reload")
+				}
+			}
+		}()
+		return nil
+	}
+	var tick <-chan time.Time
+	if c.ConfigPoll > 0 {
+		t := time.NewTicker(c.ConfigPoll)
+		go func() { <-ctx.Done(); t.Stop() }()
+		tick = t.C
+	}
+	go r.run(ctx, hup, tick)
+	return nil
+}
+
+// logEvent logs one fleet event as heard on the live feed. Every replica
+// hears (and logs) every event: event_id tells duplicates apart.
+func logEvent(log *slog.Logger, e *pb.Event) {
+	who := "worker"
+	if e.GetKind() == pb.EventKind_EVENT_KIND_FORCED {
+		who = "operator"
+	}
+	log.Info("breaker "+metrics.StateLabel(e.GetTo()),
+		"breaker", e.GetBreaker(),
+		"kind", strings.ToLower(strings.TrimPrefix(e.GetKind().String(), "EVENT_KIND_")),
+		"from", metrics.StateLabel(e.GetFrom()),
+		"to", metrics.StateLabel(e.GetTo()),
+		who, e.GetActor(),
+		"generation", e.GetGeneration(),
+		"reason", e.GetReason(),
+		"failures", e.GetFailures(),
+		"distinct_workers", e.GetDistinctWorkers(),
+		"cooldown", time.Duration(e.GetCooldownMs())*time.Millisecond,
+		"event_id", e.GetId())
+}
+
+// logForces logs every Force this daemon serves, once, with its outcome.
+func logForces(log *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		fr, ok := req.(*pb.ForceRequest)
+		if !ok {
+			return h(ctx, req)
+		}
+		start := time.Now()
+		resp, err := h(ctx, req)
+		attrs := []any{"breaker", fr.GetBreaker(), "mode", fr.GetMode().String(), "operator", fr.GetOperator(),
+			"reason", fr.GetReason(), "ttl", time.Duration(fr.GetTtlMs()) * time.Millisecond, "took", time.Since(start)}
+		if err != nil {
+			log.Warn("force failed", append(attrs, "code", status.Code(err).String(), "err", status.Convert(err).Message())...)
+			return resp, err
+		}
+		if r, ok := resp.(*pb.ForceResponse); ok {
+			attrs = append(attrs, "state", metrics.StateLabel(r.GetState().GetState()), "generation", r.GetState().GetGeneration())
+		}
+		log.Info("force", attrs...)
+		return resp, err
+	}
+}

@@ -1,0 +1,347 @@
+// Package metrics exposes breakerd's Prometheus metrics: decisions and
+// records (from a gRPC interceptor: no Redis round trip added), fleet
+// events and transitions (from the live event hub), circuits by state
+// (from List, cached, on scrape), Redis script latency (from a go-redis
+// hook), degraded mode and config reloads. Every metric is registered on
+// the prometheus.Registerer the caller passes, so that other parts of the
+// daemon can add theirs to the same registry.
+package metrics
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	"github.com/breakerd/breakerd/internal/store"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// Namespace prefixes every metric name.
+const Namespace = "breakerd"
+
+// DefaultCircuitsTTL is how long a count of circuits by state is reused
+// before the next scrape lists the breakers again.
+const DefaultCircuitsTTL = 10 * time.Second
+
+// Options configure Metrics. The zero value of each field means its default.
+type Options struct {
+	// Circuits lists every breaker that holds state (store.Store.List).
+	// It feeds breakerd_circuits and breakerd_open_circuits at scrape time,
+	// at most once per CircuitsTTL. Nil: those two metrics are not exported.
+	Circuits func(ctx context.Context) ([]*pb.BreakerState, error)
+	// CircuitsTTL is how long a count is reused. Default DefaultCircuitsTTL.
+	CircuitsTTL time.Duration
+	// CircuitsTimeout bounds one List at scrape time. Default 5s.
+	CircuitsTimeout time.Duration
+	// Now is the clock of the cache. Default time.Now.
+	Now func() time.Time
+}
+
+// Metrics holds breakerd's collectors. It is safe for concurrent use.
+type Metrics struct {
+	decisions   *prometheus.CounterVec
+	records     *prometheus.CounterVec
+	rpcErrors   *prometheus.CounterVec
+	events      *prometheus.CounterVec
+	transitions *prometheus.CounterVec
+	scripts     *prometheus.HistogramVec
+	degraded    prometheus.Gauge
+	reloads     *prometheus.CounterVec
+	reloadOK    prometheus.Gauge
+}
+
+// New registers breakerd's metrics on reg and returns them. It fails when
+// a metric of the same name is already registered there.
+func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
+	m := &Metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "decisions_total",
+			Help: "Allow answers this daemon gave, by decision (allowed, probe, denied_open, denied_probe_in_flight, denied_forced_open)."},
+			[]string{"decision"}),
+		records: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "records_total",
+			Help: "Outcomes recorded through this daemon, by outcome and whether they moved the breaker (counted true/false)."},
+			[]string{"outcome", "counted"}),
+		rpcErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "rpc_errors_total",
+			Help: "RPCs this daemon answered with a gRPC error, by method and status code."},
+			[]string{"method", "code"}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "events_total",
+			Help: "Fleet-wide events heard on the live feed, by kind. Every replica hears every event: aggregate replicas with max, not sum."},
+			[]string{"kind"}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "transitions_total",
+			Help: "Fleet-wide state changes (automatic and forced) heard on the live feed, by from and to state. Aggregate replicas with max, not sum."},
+			[]string{"from", "to"}),
+		scripts: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "redis_script_duration_seconds",
+			Help:    "Round-trip time of breakerd's Lua scripts in Redis, by script (allow, record, force, read; a pipelined batch read is one observation).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}},
+			[]string{"script"}),
+		degraded: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "degraded",
+			Help: "1 while Redis is unreachable: health is NOT_SERVING, decisions fail Unavailable and clients fall back to their fail-open/fail-closed choice; 0 while serving."}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "config_reloads_total",
+			Help: "Policy file reloads, by result (ok, error: the previous policy stays in force)."},
+			[]string{"result"}),
+		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "config_last_reload_successful",
+			Help: "1 when the last policy reload succeeded (or none was tried), 0 when it was rejected."}),
+	}
+	m.reloadOK.Set(1)
+	cs := []prometheus.Collector{m.decisions, m.records, m.rpcErrors, m.events, m.transitions, m.scripts, m.degraded, m.reloads, m.reloadOK}
+	if o.Circuits != nil {
+		cs = append(cs, newCircuits(o))
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("metrics: register: %w", err)
+		}
+	}
+	// Every decision and outcome shows from the start, at 0.
+	for v, name := range pb.Decision_name {
+		if v != 0 {
+			m.decisions.WithLabelValues(short(name, "DECISION_"))
+		}
+	}
+	for v, name := range pb.Outcome_name {
+		if v != 0 {
+			m.records.WithLabelValues(short(name, "OUTCOME_"), "true")
+			m.records.WithLabelValues(short(name, "OUTCOME_"), "false")
+		}
+	}
+	for _, r := range []string{"ok", "error"} {
+		m.reloads.WithLabelValues(r)
+	}
+	return m, nil
+}
+
+// short turns an enum name into a label value: DECISION_DENIED_OPEN ->
+// denied_open.
+func short(name, prefix string) string { return strings.ToLower(strings.TrimPrefix(name, prefix)) }
+
+// StateLabel is the label value of a state (open, half_open, ...).
+func StateLabel(s pb.State) string { return short(s.String(), "STATE_") }
+
+// UnaryInterceptor counts Allow decisions, Record outcomes and RPC errors
+// from the requests and responses passing through: no Redis call.
+func (m *Metrics) UnaryInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		resp, err := h(ctx, req)
+		method := info.FullMethod[strings.LastIndex(info.FullMethod, "/")+1:]
+		if err != nil {
+			m.rpcErrors.WithLabelValues(method, status.Code(err).String()).Inc()
+			return resp, err
+		}
+		switch r := resp.(type) {
+		case *pb.AllowResponse:
+			m.decisions.WithLabelValues(short(r.GetDecision().String(), "DECISION_")).Inc()
+		case *pb.RecordResponse:
+			if q, ok := req.(*pb.RecordRequest); ok {
+				m.records.WithLabelValues(short(q.GetOutcome().String(), "OUTCOME_"), strconv.FormatBool(r.GetCounted())).Inc()
+			}
+		}
+		return resp, err
+	}
+}
+
+// ObserveEvent counts one event heard on the fleet's live feed.
+func (m *Metrics) ObserveEvent(e *pb.Event) {
+	m.events.WithLabelValues(short(e.GetKind().String(), "EVENT_KIND_")).Inc()
+	if e.GetFrom() != e.GetTo() {
+		m.transitions.WithLabelValues(StateLabel(e.GetFrom()), StateLabel(e.GetTo())).Inc()
+	}
+}
+
+// SetDegraded sets breakerd_degraded.
+func (m *Metrics) SetDegraded(degraded bool) {
+	if degraded {
+		m.degraded.Set(1)
+	} else {
+		m.degraded.Set(0)
+	}
+}
+
+// ConfigReloaded counts a policy reload: err nil for one that took effect.
+func (m *Metrics) ConfigReloaded(err error) {
+	if err != nil {
+		m.reloads.WithLabelValues("error").Inc()
+		m.reloadOK.Set(0)
+		return
+	}
+	m.reloads.WithLabelValues("ok").Inc()
+	m.reloadOK.Set(1)
+}
+
+// RedisHook returns a go-redis hook that times breakerd's scripts (EVALSHA,
+// and EVAL on the NOSCRIPT fallback). Other commands pass untimed.
+func (m *Metrics) RedisHook() redis.Hook { return scriptHook{m} }
+
+type scriptHook struct{ m *Metrics }
+
+func (scriptHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h scriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		name := scriptOf(cmd)
+		if name == "" {
+			return next(ctx, cmd)
+		}
+		start := time.Now()
+		err := next(ctx, cmd)
+		h.m.scripts.WithLabelValues(name).Observe(time.Since(start).Seconds())
+		return err
+	}
+}
+
+func (h scriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		name := ""
+		for _, c := range cmds {
+			if name = scriptOf(c); name != "" {
+				break
+			}
+		}
+		if name == "" {
+			return next(ctx, cmds)
+		}
+		start := time.Now()
+		err := next(ctx, cmds)
+		h.m.scripts.WithLabelValues(name).Observe(time.Since(start).Seconds())
+		return err
+	}
+}
+
+// scriptOf names the breakerd script a command runs, or "".
+func scriptOf(cmd redis.Cmder) string {
+	args := cmd.Args()
+	if len(args) < 2 {
+		return ""
+	}
+	s, _ := args[1].(string)
+	switch cmd.Name() {
+	case "evalsha", "evalsha_ro":
+		return store.ScriptName(s)
+	case "eval", "eval_ro":
+		sum := sha1.Sum([]byte(s))
+		return store.ScriptName(hex.EncodeToString(sum[:]))
+	}
+	return ""
+}
+
+// circuits exports breakerd_circuits{state} and breakerd_open_circuits
+// from a cached List. List reads the shared Redis, so every replica
+// exports the same fleet-wide numbers.
+type circuits struct {
+	o          Options
+	byState    *prometheus.Desc
+	open       *prometheus.Desc
+	errors     prometheus.Counter
+	mu         sync.Mutex
+	at         time.Time
+	counts     map[pb.State]int
+	lastFailed bool
+}
+
+// counted are the states breakerd_circuits reports (closed breakers that
+// still hold state, such as a failure run below the threshold, are not
+// circuits worth a gauge).
+var counted = []pb.State{pb.State_STATE_OPEN, pb.State_STATE_HALF_OPEN, pb.State_STATE_FORCED_OPEN, pb.State_STATE_FORCED_CLOSED}
+
+func newCircuits(o Options) *circuits {
+	if o.CircuitsTTL == 0 {
+		o.CircuitsTTL = DefaultCircuitsTTL
+	}
+	if o.CircuitsTimeout == 0 {
+		o.CircuitsTimeout = 5 * time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &circuits{
+		o: o,
+		byState: prometheus.NewDesc(Namespace+"_circuits",
+			"Breakers fleet-wide by state (open, half_open, forced_open, forced_closed), from List, cached "+o.CircuitsTTL.String()+". Every replica reports the same fleet: aggregate with max, not sum.",
+			[]string{"state"}, nil),
+		open: prometheus.NewDesc(Namespace+"_open_circuits",
+			"Breakers fleet-wide that deny calls: open, half_open and forced_open. Every replica reports the same fleet: aggregate with max, not sum.",
+			nil, nil),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "circuits_list_errors_total",
+			Help: "Scrapes whose List of breakers failed; breakerd_circuits and breakerd_open_circuits are absent from those."}),
+	}
+}
+
+func (c *circuits) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.byState
+	ch <- c.open
+	c.errors.Describe(ch)
+}
+
+func (c *circuits) Collect(ch chan<- prometheus.Metric) {
+	counts, ok := c.get()
+	ch <- c.errors
+	if !ok {
+		return
+	}
+	for _, s := range counted {
+		ch <- prometheus.MustNewConstMetric(c.byState, prometheus.GaugeValue, float64(counts[s]), StateLabel(s))
+	}
+	denying := counts[pb.State_STATE_OPEN] + counts[pb.State_STATE_HALF_OPEN] + counts[pb.State_STATE_FORCED_OPEN]
+	ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(denying))
+}
+
+// get returns the cached counts, listing again once they are older than
+// the TTL. A failed List is cached too, so a Redis outage is not hammered
+// by scrapes.
+func (c *circuits) get() (map[pb.State]int, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.o.Now()
+	if !c.at.IsZero() && now.Sub(c.at) < c.o.CircuitsTTL {
+		return c.counts, !c.lastFailed
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.o.CircuitsTimeout)
+	defer cancel()
+	c.at = now
+	states, err := c.o.Circuits(ctx)
+	if err != nil {
+		c.errors.Inc()
+		c.lastFailed = true
+		return nil, false
+	}
+	c.lastFailed = false
+	c.counts = map[pb.State]int{}
+	for _, st := range states {
+		c.counts[st.GetState()]++
+	}
+	return c.counts, true
+}
+
+// Handler serves g's metrics in the Prometheus text format. A collector
+// that fails does not fail the scrape: the rest is still served.
+func Handler(g prometheus.Gatherer) http.Handler {
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// Serve serves Handler(g) at /metrics on lis until ctx ends.
+func Serve(ctx context.Context, lis net.Listener, g prometheus.Gatherer) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", Handler(g))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(lis); err != nil && err != http.ErrServerClosed {
+		return fmt.Errorf("metrics: serve: %w", err)
+	}
+	return nil
+}
