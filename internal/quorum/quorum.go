@@ -28,7 +28,8 @@ const (
 	// Throttled is a 429 the caller can wait out within its deadline: not
 	// counted, but its Retry-After may push an open circuit's probe later.
 	Throttled Evidence = "T"
-	// Neutral outcomes are the caller's problem (4xx, 403, 404): never counted.
+	// Neutral outcomes are the caller's problem (4xx, 403, 404) or its
+	// cancellation: never counted.
 	Neutral Evidence = "N"
 	// CredentialRejected (401) is never counted; it raises an alert.
 	CredentialRejected Evidence = "U"
@@ -46,7 +47,7 @@ func Classify(o pb.Outcome, retryAfter, deadline time.Duration) (Evidence, error
 		pb.Outcome_OUTCOME_SERVER_ERROR, pb.Outcome_OUTCOME_MALFORMED_OUTPUT:
 		return Failure, nil
 	case pb.Outcome_OUTCOME_INVALID_ARGUMENT, pb.Outcome_OUTCOME_PERMISSION_DENIED,
-		pb.Outcome_OUTCOME_NOT_FOUND:
+		pb.Outcome_OUTCOME_NOT_FOUND, pb.Outcome_OUTCOME_CANCELED:
 		return Neutral, nil
 	case pb.Outcome_OUTCOME_RATE_LIMITED:
 		if retryAfter > deadline {

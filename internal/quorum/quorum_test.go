@@ -22,6 +22,7 @@ func TestClassify(t *testing.T) {
 		{pb.Outcome_OUTCOME_INVALID_ARGUMENT, 0, 0, Neutral},
 		{pb.Outcome_OUTCOME_PERMISSION_DENIED, 0, 0, Neutral},
 		{pb.Outcome_OUTCOME_NOT_FOUND, 0, 0, Neutral},
+		{pb.Outcome_OUTCOME_CANCELED, 0, 0, Neutral},
 		{pb.Outcome_OUTCOME_UNAUTHENTICATED, 0, 0, CredentialRejected},
 		{pb.Outcome_OUTCOME_RATE_LIMITED, 5 * s, 10 * s, Throttled},
 		{pb.Outcome_OUTCOME_RATE_LIMITED, 10 * s, 10 * s, Throttled},

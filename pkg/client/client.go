@@ -79,6 +79,7 @@ type Client struct {
 
 	down     atomic.Bool // answering from the local fallback
 	answered atomic.Bool // breakerd has answered at least once
+	worked   sync.Map    // breaker name -> true: this worker has recorded a SUCCESS there
 
 	mu        sync.Mutex
 	closed    bool
@@ -432,6 +433,11 @@ type Result struct {
 	// Message is a short description of a failure ("HTTP 503"); never a
 	// payload or a secret. At most 256 bytes are sent.
 	Message string
+	// CredentialWorked, with OUTCOME_UNAUTHENTICATED, says the credential
+	// had worked on this breaker before, so the 401 means it was revoked
+	// and breakerd pauses the breaker. The client also sets it by itself
+	// once this worker has recorded a SUCCESS on the breaker.
+	CredentialWorked bool
 }
 
 // Record reports the result of the call p admitted. A degraded permit's
@@ -445,17 +451,21 @@ func (c *Client) Record(ctx context.Context, p *Permit, r Result) (*pb.RecordRes
 		c.local.record(p.Breaker, p.Ticket, r)
 		return &pb.RecordResponse{Note: "recorded by the local fallback: breakerd unreachable"}, nil
 	}
-	msg := oneLine(r.Message, maxMessageBytes)
+	_, worked := c.worked.Load(p.Breaker)
 	res, err := c.api.Record(ctx, &pb.RecordRequest{
-		Breaker:      p.Breaker,
-		WorkerId:     c.worker(),
-		Ticket:       p.Ticket,
-		Outcome:      r.Outcome,
-		RetryAfterMs: r.RetryAfter.Milliseconds(),
-		DeadlineMs:   r.Deadline.Milliseconds(),
-		LatencyMs:    r.Latency.Milliseconds(),
-		Message:      msg,
+		Breaker:          p.Breaker,
+		WorkerId:         c.worker(),
+		Ticket:           p.Ticket,
+		Outcome:          r.Outcome,
+		RetryAfterMs:     r.RetryAfter.Milliseconds(),
+		DeadlineMs:       r.Deadline.Milliseconds(),
+		LatencyMs:        r.Latency.Milliseconds(),
+		Message:          oneLine(r.Message, maxMessageBytes),
+		CredentialWorked: r.Outcome == pb.Outcome_OUTCOME_UNAUTHENTICATED && (r.CredentialWorked || worked),
 	})
+	if err == nil && r.Outcome == pb.Outcome_OUTCOME_SUCCESS {
+		c.worked.Store(p.Breaker, true)
+	}
 	if err != nil && unreachable(err) && !errors.Is(ctx.Err(), context.Canceled) {
 		c.markDown(err)
 		c.local.record(p.Breaker, nil, r)
@@ -469,8 +479,9 @@ func (c *Client) Record(ctx context.Context, p *Permit, r Result) (*pb.RecordRes
 // the call was denied, a *CircuitOpenError or *ProbeInFlightError without
 // running fn (AsDenial renders either for the model). fn's own retries
 // stay inside fn: one exhausted call is one outcome. The caller's own
-// cancellation is not recorded (if the call was the fleet's probe, its
-// lease lapses after the probe timeout). Other errors: Allow's, wrapped ("client:
+// cancellation is not recorded; if the call was the fleet's probe, Call
+// records OUTCOME_CANCELED instead (also when fn panics), which releases
+// the lease at once without a verdict. Other errors: Allow's, wrapped ("client:
 // allow web_search: ..."), with fn not run; a failure to Record (other
 // than breakerd being unreachable) joined to fn's result.
 func (c *Client) Call(ctx context.Context, breaker string, fn func(ctx context.Context) error) error {
@@ -481,6 +492,19 @@ func (c *Client) Call(ctx context.Context, breaker string, fn func(ctx context.C
 	if !p.Allowed() {
 		return DeniedError(p)
 	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.recordTimeout)
+	defer cancel()
+	settled := false
+	if p.Decision == pb.Decision_DECISION_PROBE {
+		// The fleet's one probe: if fn panics or the caller gives up, hand
+		// the lease back at once (OUTCOME_CANCELED decides nothing) rather
+		// than make every worker wait out the probe timeout.
+		defer func() {
+			if !settled {
+				_, _ = c.Record(rctx, p, Result{Outcome: pb.Outcome_OUTCOME_CANCELED})
+			}
+		}()
+	}
 	start := time.Now()
 	callErr := fn(ctx)
 	r, ok := c.o.classify(ctx, callErr)
@@ -488,8 +512,7 @@ func (c *Client) Call(ctx context.Context, breaker string, fn func(ctx context.C
 		return callErr
 	}
 	r.Latency = time.Since(start)
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.recordTimeout)
-	defer cancel()
+	settled = true
 	if _, err := c.Record(rctx, p, r); err != nil {
 		return errors.Join(callErr, fmt.Errorf("client: record %s: %w", breaker, err))
 	}

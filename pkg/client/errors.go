@@ -28,6 +28,10 @@ type CircuitOpenError struct {
 	// OpenedAt is when the circuit opened (breakerd's clock); zero when
 	// unknown.
 	OpenedAt time.Time
+	// Decision is breakerd's answer: DENIED_OPEN, DENIED_FORCED_OPEN,
+	// DENIED_PAUSED (a revoked credential: only an operator lifts it) or
+	// DENIED_SUSPECT_WORKER (this worker alone, while the fleet is fine).
+	Decision pb.Decision
 }
 
 func (e *CircuitOpenError) Error() string {
@@ -51,24 +55,27 @@ func (e *ProbeInFlightError) Error() string {
 }
 
 // DeniedError returns the typed error for a denied permit, or nil when p
-// allows the call.
+// allows the call: *ProbeInFlightError for DENIED_PROBE_IN_FLIGHT, and
+// *CircuitOpenError for every other denial.
 func DeniedError(p *Permit) error {
 	switch p.Decision {
 	case pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT:
 		return &ProbeInFlightError{Breaker: p.Breaker, Reason: p.Reason, RetryAfter: p.RetryAfter,
 			Alternatives: p.State.GetAlternatives(), Degraded: p.Degraded}
-	case pb.Decision_DECISION_DENIED_OPEN, pb.Decision_DECISION_DENIED_FORCED_OPEN:
-		e := &CircuitOpenError{
-			Breaker: p.Breaker, Forced: p.Decision == pb.Decision_DECISION_DENIED_FORCED_OPEN,
-			Reason: p.Reason, RetryAfter: p.RetryAfter, Alternatives: p.State.GetAlternatives(),
-			Degraded: p.Degraded,
-		}
-		if ms := p.State.GetOpenedAtMs(); ms > 0 {
-			e.OpenedAt = time.UnixMilli(ms)
-		}
-		return e
+	case pb.Decision_DECISION_ALLOWED, pb.Decision_DECISION_PROBE:
+		return nil
 	}
-	return nil
+	// DENIED_OPEN, DENIED_FORCED_OPEN, DENIED_PAUSED, DENIED_SUSPECT_WORKER,
+	// and any denial a newer daemon adds: the call must not go out.
+	e := &CircuitOpenError{
+		Breaker: p.Breaker, Forced: p.Decision == pb.Decision_DECISION_DENIED_FORCED_OPEN,
+		Reason: p.Reason, RetryAfter: p.RetryAfter, Alternatives: p.State.GetAlternatives(),
+		Degraded: p.Degraded, Decision: p.Decision,
+	}
+	if ms := p.State.GetOpenedAtMs(); ms > 0 {
+		e.OpenedAt = time.UnixMilli(ms)
+	}
+	return e
 }
 
 // The Status values of a Denial.

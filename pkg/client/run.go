@@ -268,6 +268,8 @@ func verdict(t Tool, st *pb.BreakerState, now time.Time) (u Unavailable, out boo
 			u.Forced = true
 			u.Reason = t.BreakerName() + " forced open by an operator: " + st.GetReason()
 		}
+	case pb.State_STATE_PAUSED:
+		// A revoked credential: no probe lifts it, an operator does.
 	case pb.State_STATE_HALF_OPEN:
 		if !st.GetProbeInFlight() {
 			return Unavailable{}, false
@@ -351,6 +353,8 @@ func stateOfDenial(p *Permit, now time.Time) *pb.BreakerState {
 		}
 	case pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT:
 		st.State, st.ProbeInFlight = pb.State_STATE_HALF_OPEN, true
+	case pb.Decision_DECISION_DENIED_PAUSED:
+		st.State = pb.State_STATE_PAUSED
 	default:
 		st.State, st.NextProbeAtMs = pb.State_STATE_OPEN, at
 	}

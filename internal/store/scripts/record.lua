@@ -86,8 +86,10 @@ if ev == 'U' then
     emit(s, 'credential_revoked', from, 'paused', s.reason, now)
     return reply(0, 'credential rejected: breaker paused until an operator resumes it')
   end
-  emit(s, 'credential_revoked', public(s), public(s),
-    NAME .. ' rejected its credential (401): a human must check it; not a trip', now)
+  if s.st ~= 'paused' then -- a paused breaker has raised its alert already
+    emit(s, 'credential_revoked', public(s), public(s),
+      NAME .. ' rejected its credential (401): a human must check it; not a trip', now)
+  end
 end
 
 -- An open circuit counts nothing, but a Retry-After may push its next

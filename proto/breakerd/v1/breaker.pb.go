@@ -200,6 +200,11 @@ const (
 	Outcome_OUTCOME_RATE_LIMITED Outcome = 9
 	// Never counted: a 401. Emits a credential_revoked event.
 	Outcome_OUTCOME_UNAUTHENTICATED Outcome = 10
+	// Never counted: the caller gave up before the call finished (its own
+	// cancellation), so the call says nothing of the dependency. A probe that
+	// ends this way releases its lease at once instead of holding it until
+	// the probe timeout.
+	Outcome_OUTCOME_CANCELED Outcome = 11
 )
 
 // Enum value maps for Outcome.
@@ -216,6 +221,7 @@ var (
 		8:  "OUTCOME_NOT_FOUND",
 		9:  "OUTCOME_RATE_LIMITED",
 		10: "OUTCOME_UNAUTHENTICATED",
+		11: "OUTCOME_CANCELED",
 	}
 	Outcome_value = map[string]int32{
 		"OUTCOME_UNSPECIFIED":       0,
@@ -229,6 +235,7 @@ var (
 		"OUTCOME_NOT_FOUND":         8,
 		"OUTCOME_RATE_LIMITED":      9,
 		"OUTCOME_UNAUTHENTICATED":   10,
+		"OUTCOME_CANCELED":          11,
 	}
 )
 
@@ -1764,7 +1771,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x0fSTATE_HALF_OPEN\x10\x03\x12\x15\n" +
 	"\x11STATE_FORCED_OPEN\x10\x04\x12\x17\n" +
 	"\x13STATE_FORCED_CLOSED\x10\x05\x12\x10\n" +
-	"\fSTATE_PAUSED\x10\x06*\xa6\x02\n" +
+	"\fSTATE_PAUSED\x10\x06*\xbc\x02\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fOUTCOME_SUCCESS\x10\x01\x12\x15\n" +
@@ -1777,7 +1784,8 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x11OUTCOME_NOT_FOUND\x10\b\x12\x18\n" +
 	"\x14OUTCOME_RATE_LIMITED\x10\t\x12\x1b\n" +
 	"\x17OUTCOME_UNAUTHENTICATED\x10\n" +
-	"*h\n" +
+	"\x12\x14\n" +
+	"\x10OUTCOME_CANCELED\x10\v*h\n" +
 	"\tForceMode\x12\x1a\n" +
 	"\x16FORCE_MODE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fFORCE_MODE_OPEN\x10\x01\x12\x15\n" +

@@ -1,0 +1,96 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/internal/testredis"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+func TestCancelledOrPanickingProbeReleasesTheLease(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := start(t, b, withAlternatives())
+		c1, c2 := dial(t, d.Addr, "w1"), dial(t, d.Addr, "w2")
+		name := b.Breaker("web_search")
+		trip(t, c1, c2, name)
+		b.Advance(30 * time.Second)
+
+		// The caller gives up mid-probe.
+		ctx, cancel := context.WithCancel(context.Background())
+		err := c1.Call(ctx, name, func(ctx context.Context) error { cancel(); return ctx.Err() })
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled probe: %v, want context.Canceled", err)
+		}
+		p, err := c2.Allow(context.Background(), name)
+		if err != nil || p.Decision != pb.Decision_DECISION_PROBE {
+			t.Fatalf("after a cancelled probe: %v, %v; want PROBE at once (lease released)", p, err)
+		}
+		if _, err := c2.Record(context.Background(), p, Result{Outcome: pb.Outcome_OUTCOME_CANCELED}); err != nil {
+			t.Fatal(err)
+		}
+
+		// The tool panics mid-probe.
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("the panic did not reach the caller")
+				}
+			}()
+			_ = c1.Call(context.Background(), name, func(context.Context) error { panic("tool bug") })
+		}()
+		if st := state(t, d, name); st.State != pb.State_STATE_HALF_OPEN || st.ProbeInFlight || st.FailedProbes != 0 {
+			t.Fatalf("after a panicking probe: %v in flight %v failed probes %d; want HALF_OPEN, released, no verdict",
+				st.State, st.ProbeInFlight, st.FailedProbes)
+		}
+	})
+}
+
+func TestSuspectAndPausedDenialsNeverRunTheCall(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := start(t, b, store.Options{})
+		w1, w2 := dial(t, d.Addr, "w1"), dial(t, d.Addr, "w2")
+		ctx := context.Background()
+		v := newVendor(t, 503)
+
+		// One worker alone past the threshold: it is the suspect, denied alone.
+		suspect := b.Breaker("crm")
+		for range 5 {
+			_ = w1.Call(ctx, suspect, v.call)
+		}
+		hits := v.hits.Load()
+		var open *CircuitOpenError
+		if err := w1.Call(ctx, suspect, v.call); !errors.As(err, &open) || open.Decision != pb.Decision_DECISION_DENIED_SUSPECT_WORKER {
+			t.Fatalf("the suspect worker's call: %v, want a CircuitOpenError with DENIED_SUSPECT_WORKER", err)
+		}
+		if v.hits.Load() != hits {
+			t.Errorf("a denied suspect's call reached the vendor")
+		}
+		if err := w2.Call(ctx, suspect, func(context.Context) error { return nil }); err != nil {
+			t.Fatalf("another worker was denied: %v", err)
+		}
+
+		// A credential that worked, then a 401: the breaker pauses.
+		paid := b.Breaker("stripe:acct_42")
+		if err := w1.Call(ctx, paid, func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		revoked := func(context.Context) error {
+			return &OutcomeError{Outcome: pb.Outcome_OUTCOME_UNAUTHENTICATED, Message: "HTTP 401"}
+		}
+		_ = w1.Call(ctx, paid, revoked)
+		ran := false
+		err := w2.Call(ctx, paid, func(context.Context) error { ran = true; return nil })
+		if !errors.As(err, &open) || open.Decision != pb.Decision_DECISION_DENIED_PAUSED || ran {
+			t.Fatalf("after a 401 on a credential that worked: %v (ran %v), want DENIED_PAUSED without running", err, ran)
+		}
+		run := NewRun(w2)
+		tools, err := run.Available(ctx, []Tool{{Name: "refund_charge", Breaker: paid}, {Name: "lookup"}})
+		if err != nil || len(tools) != 1 || tools[0].Name != "lookup" {
+			t.Fatalf("Available with a paused breaker = %v, %v; want only lookup", tools, err)
+		}
+	})
+}
