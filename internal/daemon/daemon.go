@@ -86,7 +86,11 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 		_ = lis.Close()
 		return err
 	}
-	go watchHealth(hubCtx, st, hs, c.HealthInterval, log, op.m.SetDegraded)
+	// The first check runs before the daemon serves, so that scripts are
+	// loaded before the first call when Redis is up; later ones poll.
+	checkHealth := healthChecker(hubCtx, st, hs, c.HealthInterval, log, op.m.SetDegraded)
+	checkHealth()
+	go pollHealth(hubCtx, checkHealth, c.HealthInterval)
 	hooksDone := make(chan error, 1)
 	go func() { hooksDone <- runDispatcher(hubCtx, dispatcher, log) }()
 
@@ -161,11 +165,12 @@ func connect(c Config, log *slog.Logger) (redis.UniversalClient, string, func(),
 // must answer fast, and a worker's client has its own budget and fallback.
 const redisRetries = 1
 
-// watchHealth flips the health status to SERVING after Redis answers and
-// every script is loaded, and back to NOT_SERVING while Redis is away.
-func watchHealth(ctx context.Context, st *store.Store, hs *health.Server, every time.Duration, log *slog.Logger, degraded func(bool)) {
+// healthChecker returns a check that flips the health status to SERVING
+// once Redis answers and every script is loaded, and back to NOT_SERVING
+// while Redis is away. Each check is bounded by every.
+func healthChecker(ctx context.Context, st *store.Store, hs *health.Server, every time.Duration, log *slog.Logger, degraded func(bool)) func() {
 	serving := false
-	check := func() {
+	return func() {
 		cctx, cancel := context.WithTimeout(ctx, every)
 		err := st.Load(cctx)
 		cancel()
@@ -183,7 +188,10 @@ func watchHealth(ctx context.Context, st *store.Store, hs *health.Server, every 
 		serving = err == nil
 		degraded(!serving)
 	}
-	check()
+}
+
+// pollHealth runs check every interval until ctx ends.
+func pollHealth(ctx context.Context, check func(), every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
