@@ -25,6 +25,7 @@ var listStates = map[string][]pb.State{
 	"forced":        {pb.State_STATE_FORCED_OPEN, pb.State_STATE_FORCED_CLOSED},
 	"forced_open":   {pb.State_STATE_FORCED_OPEN},
 	"forced_closed": {pb.State_STATE_FORCED_CLOSED},
+	"paused":        {pb.State_STATE_PAUSED},
 }
 
 func (c *cli) listCmd() *cobra.Command {
@@ -41,7 +42,8 @@ A closed breaker with no failures holds no state and is not listed.
 
 --state keeps only breakers in the given states; repeat it or separate
 values with commas: closed, open, half_open, forced (forced_open and
-forced_closed), forced_open, forced_closed.`,
+forced_closed), forced_open, forced_closed, paused (a revoked credential
+waiting for an operator).`,
 		Example: `  breakerctl list
   breakerctl list --state open,half_open
   breakerctl list --state forced --json | jq -r '.[].breaker'`,
@@ -51,7 +53,7 @@ forced_closed), forced_open, forced_closed.`,
 			for _, s := range states {
 				ps, ok := listStates[s]
 				if !ok {
-					return usageErr("--state: unknown state %q (want closed, open, half_open, forced, forced_open or forced_closed)", s)
+					return usageErr("--state: unknown state %q (want closed, open, half_open, forced, forced_open, forced_closed or paused)", s)
 				}
 				req.States = append(req.States, ps...)
 			}
@@ -84,7 +86,7 @@ forced_closed), forced_open, forced_closed.`,
 			return tw.Flush()
 		}),
 	}
-	cmd.Flags().StringSliceVar(&states, "state", nil, "only these states: closed, open, half_open, forced, forced_open, forced_closed")
+	cmd.Flags().StringSliceVar(&states, "state", nil, "only these states: closed, open, half_open, forced, forced_open, forced_closed, paused")
 	return cmd
 }
 
@@ -115,8 +117,10 @@ shown as closed.`,
 			if err != nil {
 				return err
 			}
+			// The last event is an operator's read: a worker token may
+			// still see the state, without it.
 			evs, err := c.api.Events(cctx, &pb.EventsRequest{Breaker: name, Limit: 1})
-			if err != nil {
+			if err != nil && status.Code(err) != codes.PermissionDenied {
 				return err
 			}
 			s := res.GetState()
@@ -165,6 +169,9 @@ func printStatus(w io.Writer, s *pb.BreakerState, last *pb.Event) error {
 	}
 	row("last reason", orDash(reason))
 	row("last failure", orDash(s.GetLastFailure()))
+	if s.GetSuspectWorker() != "" && s.GetSuspectUntilMs() > s.GetAsOfMs() {
+		row("suspect worker", s.GetSuspectWorker()+" (denied alone until "+at(s.GetSuspectUntilMs())+")")
+	}
 	if s.GetForcedBy() != "" {
 		row("forced by", s.GetForcedBy())
 		until := "until breakerctl auto"

@@ -301,6 +301,10 @@ func TestUsageErrorsExit2AndReachNoOne(t *testing.T) {
 		t.Errorf("usage errors reached the daemon %d times, want 0", n)
 	}
 	// A bad value only the daemon checks is a usage error too.
+	plain := ctl(t, map[string]string{"BREAKERCTL_ADDR": "192.0.2.2:7070", "BREAKERCTL_TOKEN": "operator-secret"}, "list")
+	if plain.code != exitUsage || !strings.Contains(plain.stderr, "refusing to send a bearer token over plaintext") {
+		t.Errorf("a token to a remote plaintext address: exit %d, %q; want exit 2, refused", plain.code, plain.stderr)
+	}
 	if r := ctl(t, at(d), "status", "bad\tname"); r.code != exitUsage || !strings.Contains(r.stderr, "breaker: must be printable") {
 		t.Errorf("status of a bad name: exit %d, stderr %q; want exit 2 naming the field", r.code, r.stderr)
 	}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/breakerd/breakerd/internal/auth"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -118,6 +119,9 @@ func (c *cli) connect(cmd *cobra.Command) error {
 		return err
 	}
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if c.token != "" && creds.Info().SecurityProtocol != "tls" && !auth.IsLoopback(c.addr) {
+		return usageErr("--token: refusing to send a bearer token over plaintext to %s; use --tls (or --tls-ca)", c.addr)
+	}
 	if c.token != "" {
 		md := metadata.Pairs("authorization", "Bearer "+c.token)
 		opts = append(opts,

@@ -30,6 +30,8 @@ type stateView struct {
 	ForcedUntilMs   int64      `json:"forced_until_ms"`
 	Alternatives    []string   `json:"alternatives"`
 	AsOfMs          int64      `json:"as_of_ms"`
+	SuspectWorker   string     `json:"suspect_worker,omitempty"`
+	SuspectUntilMs  int64      `json:"suspect_until_ms,omitempty"`
 	LastEvent       *eventView `json:"last_event,omitempty"`
 }
 
@@ -66,6 +68,7 @@ func viewState(s *pb.BreakerState) stateView {
 		NextProbeAtMs: s.GetNextProbeAtMs(), CooldownMs: s.GetCooldownMs(), Reason: s.GetReason(),
 		LastFailure: s.GetLastFailure(), ProbeInFlight: s.GetProbeInFlight(), FailedProbes: s.GetFailedProbes(),
 		ForcedBy: s.GetForcedBy(), ForcedUntilMs: s.GetForcedUntilMs(), Alternatives: alts, AsOfMs: s.GetAsOfMs(),
+		SuspectWorker: s.GetSuspectWorker(), SuspectUntilMs: s.GetSuspectUntilMs(),
 	}
 }
 

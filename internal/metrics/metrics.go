@@ -252,7 +252,7 @@ type circuits struct {
 // counted are the states breakerd_circuits reports (closed breakers that
 // still hold state, such as a failure run below the threshold, are not
 // circuits worth a gauge).
-var counted = []pb.State{pb.State_STATE_OPEN, pb.State_STATE_HALF_OPEN, pb.State_STATE_FORCED_OPEN, pb.State_STATE_FORCED_CLOSED}
+var counted = []pb.State{pb.State_STATE_OPEN, pb.State_STATE_HALF_OPEN, pb.State_STATE_FORCED_OPEN, pb.State_STATE_FORCED_CLOSED, pb.State_STATE_PAUSED}
 
 func newCircuits(o Options) *circuits {
 	if o.CircuitsTTL == 0 {
@@ -292,7 +292,7 @@ func (c *circuits) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range counted {
 		ch <- prometheus.MustNewConstMetric(c.byState, prometheus.GaugeValue, float64(counts[s]), StateLabel(s))
 	}
-	denying := counts[pb.State_STATE_OPEN] + counts[pb.State_STATE_HALF_OPEN] + counts[pb.State_STATE_FORCED_OPEN]
+	denying := counts[pb.State_STATE_OPEN] + counts[pb.State_STATE_HALF_OPEN] + counts[pb.State_STATE_FORCED_OPEN] + counts[pb.State_STATE_PAUSED]
 	ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(denying))
 }
 

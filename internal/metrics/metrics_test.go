@@ -71,8 +71,8 @@ breakerd_open_circuits 4
 	if n := lists.Load(); n != 1 {
 		t.Errorf("3 scrapes within the TTL listed %d times, want 1", n)
 	}
-	if n, err := testutil.GatherAndCount(reg, "breakerd_circuits"); err != nil || n != 4 {
-		t.Errorf("breakerd_circuits has %d series (%v), want 4 (open, half_open, forced_open, forced_closed)", n, err)
+	if n, err := testutil.GatherAndCount(reg, "breakerd_circuits"); err != nil || n != 5 {
+		t.Errorf("breakerd_circuits has %d series (%v), want 5 (open, half_open, forced_open, forced_closed, paused)", n, err)
 	}
 
 	now = now.Add(10 * time.Second)

@@ -69,6 +69,13 @@ func TestSuspectAndPausedDenialsNeverRunTheCall(t *testing.T) {
 		if v.hits.Load() != hits {
 			t.Errorf("a denied suspect's call reached the vendor")
 		}
+		crm := []Tool{{Name: "crm_lookup", Breaker: suspect}}
+		if tools, err := NewRun(w1).Available(ctx, crm); err != nil || len(tools) != 0 {
+			t.Errorf("the suspect's run keeps %v (%v); want the tool gone for it", tools, err)
+		}
+		if tools, err := NewRun(w2).Available(ctx, crm); err != nil || len(tools) != 1 {
+			t.Errorf("another worker's run has %v (%v); want the tool kept", tools, err)
+		}
 		if err := w2.Call(ctx, suspect, func(context.Context) error { return nil }); err != nil {
 			t.Fatalf("another worker was denied: %v", err)
 		}

@@ -121,7 +121,7 @@ func (r *Run) Available(ctx context.Context, tools []Tool) ([]Tool, error) {
 		if _, gone := r.removed[t.Name]; gone {
 			continue
 		}
-		if u, gone := verdict(t, byName[t.BreakerName()], now); gone {
+		if u, gone := verdict(t, byName[t.BreakerName()], r.c.worker(), now); gone {
 			u.Degraded = degraded
 			r.removeLocked(u)
 			continue
@@ -239,7 +239,7 @@ func (r *Run) Notice() string {
 
 // verdict reads a breaker's state for tool: out is true when the tool
 // must leave the run.
-func verdict(t Tool, st *pb.BreakerState, now time.Time) (u Unavailable, out bool) {
+func verdict(t Tool, st *pb.BreakerState, worker string, now time.Time) (u Unavailable, out bool) {
 	if st == nil {
 		return Unavailable{}, false
 	}
@@ -252,6 +252,13 @@ func verdict(t Tool, st *pb.BreakerState, now time.Time) (u Unavailable, out boo
 		return now.Add(time.Duration(atMs-st.GetAsOfMs()) * time.Millisecond)
 	}
 	switch st.GetState() {
+	case pb.State_STATE_CLOSED:
+		// Closed for the fleet, but this worker alone may be the suspect.
+		if st.GetSuspectWorker() != worker || st.GetSuspectUntilMs() <= st.GetAsOfMs() {
+			return Unavailable{}, false
+		}
+		u.MayReturnAt = until(st.GetSuspectUntilMs())
+		u.Reason = t.BreakerName() + ": only this worker's calls have failed and no other worker confirms (likely its network or config)"
 	case pb.State_STATE_OPEN:
 		if st.GetNextProbeAtMs() <= st.GetAsOfMs() {
 			return Unavailable{}, false // a probe is due: let a call find out
