@@ -3,20 +3,18 @@
 package auth
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"slices"
 	"unicode"
 	"unicode/utf8"
 
-	"go.yaml.in/yaml/v3"
+	"github.com/breakerd/breakerd/internal/yamlfile"
 )
 
 // Role is what a token may do.
@@ -142,9 +140,7 @@ func Load(name string) (*Tokens, error) {
 // never contain a token.
 func Parse(b []byte) (*Tokens, error) {
 	var f file
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+	if err := yamlfile.Decode(b, &f); err != nil {
 		return nil, err
 	}
 	if len(f.Tokens) == 0 {

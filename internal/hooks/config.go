@@ -6,10 +6,8 @@
 package hooks
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"path"
@@ -19,6 +17,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/breakerd/breakerd/internal/yamlfile"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -223,9 +222,7 @@ func Load(name string, getenv func(string) string) ([]Hook, error) {
 // Parse reads a hooks file's contents; see Load. Empty input is no hooks.
 func Parse(b []byte, getenv func(string) string) ([]Hook, error) {
 	var f file
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+	if err := yamlfile.Decode(b, &f); err != nil {
 		return nil, err
 	}
 	var out []Hook

@@ -1,15 +1,14 @@
 package policy
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/breakerd/breakerd/internal/yamlfile"
 )
 
 // Set resolves the Policy of each breaker: the first rule whose pattern
@@ -133,14 +132,8 @@ func Load(name string) (*Set, error) {
 // defaults.
 func Parse(b []byte) (*Set, error) {
 	var f file
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
+	if err := yamlfile.Decode(b, &f); err != nil {
 		return nil, err
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, errors.New("a policy file holds one YAML document; found a second")
 	}
 	s := &Set{defaults: f.Defaults.apply(Default())}
 	if err := s.defaults.Validate(); err != nil {
