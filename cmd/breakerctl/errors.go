@@ -50,6 +50,10 @@ func rpcErr(addr string, err error) error {
 		if strings.HasPrefix(msg, "redis unavailable") {
 			return &exitError{code: exitUnreachable, msg: fmt.Sprintf("breakerd at %s cannot reach Redis: %s", addr, msg)}
 		}
+		// The daemon answered but refused our client certificate.
+		if strings.Contains(msg, "certificate required") || strings.Contains(msg, "bad certificate") || strings.Contains(msg, "unknown certificate authority") {
+			return &exitError{code: exitDenied, msg: fmt.Sprintf("breakerd at %s refused the client certificate (--tls-cert, --tls-key): %s", addr, msg)}
+		}
 		return &exitError{code: exitUnreachable, msg: fmt.Sprintf("cannot reach breakerd at %s: %s", addr, msg)}
 	case codes.DeadlineExceeded:
 		return &exitError{code: exitUnreachable, msg: fmt.Sprintf("breakerd at %s did not answer in time (--timeout): %s", addr, msg)}

@@ -109,7 +109,7 @@ func TestTLSWithCAAndClientCertificate(t *testing.T) {
 		{withEnv, nil, 0, "no breakers hold state"},
 		{tok, nil, exitUnreachable, "cannot reach breakerd"},                                               // plaintext to a TLS daemon
 		{tok, []string{"--tls", "--tls-cert", p.cert, "--tls-key", p.key}, exitUnreachable, "certificate"}, // system roots do not know the CA
-		{tok, []string{"--tls-ca", p.ca}, exitUnreachable, "cannot reach breakerd"},                        // no client certificate
+		{tok, []string{"--tls-ca", p.ca}, exitDenied, "refused the client certificate"},                    // no client certificate
 		{tok, []string{"--tls-ca", p.other}, exitUsage, "--tls-ca: " + p.other + " holds no PEM certificate"},
 		{tok, []string{"--tls-ca", p.ca, "--tls-cert", p.cert}, exitUsage, "--tls-cert and --tls-key: give both or neither"},
 	} {

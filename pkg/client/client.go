@@ -487,7 +487,7 @@ func (c *Client) Record(ctx context.Context, p *Permit, r Result) (*pb.RecordRes
 func (c *Client) Call(ctx context.Context, breaker string, fn func(ctx context.Context) error) error {
 	p, err := c.Allow(ctx, breaker)
 	if err != nil {
-		return fmt.Errorf("client: allow %s: %w", breaker, err)
+		return fmt.Errorf("client: allow %q: %w", breaker, err)
 	}
 	if !p.Allowed() {
 		return DeniedError(p)
