@@ -249,7 +249,7 @@ The optional --reason is recorded in the event log.`,
 }
 
 func (c *cli) operatorFlag(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&c.operator, "operator", "", "who is forcing, recorded in the event (env BREAKERCTL_OPERATOR, else $USER)")
+	cmd.Flags().StringVar(&c.operator, "operator", "", "who is forcing, recorded in the event (env BREAKERCTL_OPERATOR, else $USER); a daemon with --tokens records the token's name instead")
 }
 
 func (c *cli) force(ctx context.Context, name string, mode pb.ForceMode, reason string, ttl time.Duration) error {

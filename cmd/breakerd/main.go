@@ -31,13 +31,13 @@ var version = "dev"
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if len(args) == 2 && (args[1] == "--version" || args[1] == "-version") {
-		fmt.Fprintln(stderr, "breakerd", version)
-		return nil
-	}
 	cfg, err := daemon.ParseConfig(args[1:], getenv, stderr)
 	if err != nil {
 		return err
+	}
+	if cfg.ShowVersion {
+		fmt.Fprintln(stderr, "breakerd", version)
+		return nil
 	}
 	log := daemon.NewLogger(cfg, stderr).With("version", version)
 	redis.SetLogger(daemon.RedisLogger(log))

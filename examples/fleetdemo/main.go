@@ -50,11 +50,6 @@ func run(args []string, out io.Writer) error {
 	defer ops.Close()
 	fmt.Fprintf(out, "daemon 1 at %s, daemon 2 at %s, one Redis behind both\n", *d1, *d2)
 
-	if _, err := ops.API().Force(ctx, &pb.ForceRequest{Breaker: *breaker, Mode: pb.ForceMode_FORCE_MODE_AUTO, Reason: "demo reset", Operator: "demo"}); err != nil {
-		return fmt.Errorf("reset %s: %w", *breaker, err)
-	}
-	fmt.Fprintf(out, "reset %s to a fresh closed state (Force AUTO)\n", *breaker)
-
 	watch, err := ops.API().Watch(ctx, &pb.WatchRequest{Breakers: []string{*breaker}})
 	if err != nil {
 		return err
@@ -62,6 +57,11 @@ func run(args []string, out io.Writer) error {
 	if _, err := watch.Header(); err != nil {
 		return fmt.Errorf("watch: %w", err)
 	}
+	if _, err := ops.API().Force(ctx, &pb.ForceRequest{Breaker: *breaker, Mode: pb.ForceMode_FORCE_MODE_AUTO, Reason: "demo reset", Operator: "demo"}); err != nil {
+		return fmt.Errorf("reset %s: %w", *breaker, err)
+	}
+	fmt.Fprintf(out, "reset %s to a fresh closed state (Force AUTO)\n", *breaker)
+
 	var seen []*pb.Event
 	var mu sync.Mutex
 	go func() {
@@ -159,9 +159,10 @@ func run(args []string, out io.Writer) error {
 	time.Sleep(200 * time.Millisecond) // let the last event arrive on the stream
 	mu.Lock()
 	defer mu.Unlock()
-	fmt.Fprintf(out, "transition events seen on Watch (daemon 1):\n")
+	fmt.Fprintf(out, "events seen on Watch (daemon 1):\n")
 	for _, e := range seen {
-		fmt.Fprintf(out, "  gen %d  %-9s -> %-9s  by %-3s  cooldown_ms=%d  %s\n", e.Generation, name(e.From), name(e.To), e.Actor, e.CooldownMs, e.Reason)
+		fmt.Fprintf(out, "  gen %d  %-14s %-9s -> %-9s  by %-3s  cooldown_ms=%d  %s\n", e.Generation, name(e.Kind),
+			name(e.From), name(e.To), e.Actor, e.CooldownMs, e.Reason)
 	}
 	return nil
 }
@@ -169,7 +170,7 @@ func run(args []string, out io.Writer) error {
 // name shortens an enum value: STATE_HALF_OPEN -> half_open.
 func name(v fmt.Stringer) string {
 	s := v.String()
-	for _, p := range []string{"STATE_", "DECISION_"} {
+	for _, p := range []string{"STATE_", "DECISION_", "EVENT_KIND_"} {
 		s = strings.TrimPrefix(s, p)
 	}
 	return strings.ToLower(s)

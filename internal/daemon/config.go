@@ -50,6 +50,8 @@ type Config struct {
 	// HealthInterval is how often Redis is pinged to keep the health status
 	// true. Default 5s. Flag --health-interval, env BREAKERD_HEALTH_INTERVAL.
 	HealthInterval time.Duration
+	// ShowVersion asks only for the version to be printed. Flag --version.
+	ShowVersion bool
 	// LogFormat is text or json. Default text. Flag --log-format, env
 	// BREAKERD_LOG_FORMAT.
 	LogFormat string
@@ -151,6 +153,7 @@ func ParseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	dur(&c.ShutdownTimeout, "shutdown-timeout", "bound on the graceful stop")
 	dur(&c.HealthInterval, "health-interval", "how often Redis is pinged for health")
 	str(&c.LogFormat, "log-format", "text or json")
+	fs.BoolVar(&c.ShowVersion, "version", false, "print the version and exit")
 	str(&c.TLSCert, "tls-cert", "PEM certificate for the gRPC listener (with --tls-key)")
 	str(&c.TLSKey, "tls-key", "PEM private key for the gRPC listener (with --tls-cert)")
 	str(&c.TLSClientCA, "tls-client-ca", "PEM CA bundle; when set, clients must present a certificate it signed")
@@ -174,6 +177,9 @@ func ParseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if c.ShowVersion {
+		return c, nil
 	}
 	return c, c.Validate()
 }
