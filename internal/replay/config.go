@@ -23,6 +23,12 @@ type Config struct {
 	// Outage is how long the vendor fails every request. Default 22m
 	// (09:12 to 09:34).
 	Outage time.Duration
+	// ArriveWithin is the span, from the outage's start, over which the
+	// Runs arrive. Default 0: the whole outage. The incident's own totals
+	// (340 × 11 calls, 340 × $1.20) count every run as failing through,
+	// which holds only for runs that start a whole run's length (6.8
+	// minutes) before the vendor recovers: 15m12s reproduces them.
+	ArriveWithin time.Duration
 	// Steps is the model's step budget per run. Default 20.
 	Steps int
 	// SearchStep is the first step at which the model calls web_search.
@@ -112,6 +118,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--runs: must be at least 1, got %d", c.Runs)
 	case c.Outage <= 0:
 		return fmt.Errorf("--outage: must be positive, got %s", c.Outage)
+	case c.ArriveWithin < 0 || c.ArriveWithin > c.Outage:
+		return fmt.Errorf("--arrive-within: must be between 0 and --outage (%s), got %s", c.Outage, c.ArriveWithin)
 	case c.Steps < 2:
 		return fmt.Errorf("--steps: must be at least 2, got %d", c.Steps)
 	case c.SearchStep < 1 || c.SearchStep > c.Steps:
@@ -156,7 +164,12 @@ func (c Config) scaled(d time.Duration) time.Duration {
 }
 
 // interval is the time between two runs' arrivals.
-func (c Config) interval() time.Duration { return c.Outage / time.Duration(c.Runs) }
+func (c Config) interval() time.Duration {
+	if c.ArriveWithin > 0 {
+		return c.ArriveWithin / time.Duration(c.Runs)
+	}
+	return c.Outage / time.Duration(c.Runs)
+}
 
 // NamePrefix starts the name of every breaker a replay uses; the policy
 // from PolicyYAML applies to these names only.

@@ -365,17 +365,22 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 func (r *Report) Print(w io.Writer) error {
 	c := r.Config
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d runs arriving evenly over a %s search outage; each failing web_search call: %d attempts over %s; %s and $%.2f per model step\n",
-		c.Runs, c.Outage, c.Attempts, c.CallTime, c.StepTime, c.StepPrice)
+	over := fmt.Sprintf("a %s search outage", c.Outage)
+	if c.ArriveWithin > 0 {
+		over = fmt.Sprintf("the first %s of a %s search outage", c.ArriveWithin, c.Outage)
+	}
+	fmt.Fprintf(&b, "%d runs arriving evenly over %s; each failing web_search call: %d attempts over %s; %s and $%.2f per model step\n",
+		c.Runs, over, c.Attempts, c.CallTime, c.StepTime, c.StepPrice)
 	fmt.Fprintf(&b, "replayed at 1/%g time (%s) against %s\n\n", c.Scale, r.Elapsed.Round(100*time.Millisecond), r.Daemon)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "arm\t\truns\tcalls at vendor\tHTTP attempts\tmodel steps\tspend\tmedian run\tp95 run\tprobes\tadmitted degraded\t")
+	const nameWidth = 45
+	fmt.Fprintf(tw, "%-*s\truns\tcalls at vendor\tHTTP attempts\tmodel steps\tspend\tmedian run\tp95 run\tprobes\tadmitted\t\n", nameWidth, "arm")
 	for _, row := range r.Rows {
 		probes := fmt.Sprint(row.Probes)
 		if row.Arm == ArmNoBreaker {
 			probes = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%d\t$%.2f\t%s\t%s\t%s\t%d/%d\t\n", row.Arm, row.Name+"  ", row.Runs, row.Calls, row.Attempts,
+		fmt.Fprintf(tw, "%-*s\t%d\t%d\t%d\t%d\t$%.2f\t%s\t%s\t%s\t%d/%d\t\n", nameWidth, fmt.Sprintf("%d %s", row.Arm, row.Name), row.Runs, row.Calls, row.Attempts,
 			row.Steps, row.Spend, row.Median.Round(time.Second), row.P95.Round(time.Second), probes, row.Admitted, row.Lacked)
 	}
 	if err := tw.Flush(); err != nil {
