@@ -27,7 +27,7 @@ import (
 // server, or the replay's clients), by breaker, and the decisions in
 // them. It is safe for concurrent use.
 type tally struct {
-	clk clock
+	clk *clock
 
 	mu sync.Mutex
 	by map[string]*breakerWire
@@ -46,7 +46,7 @@ type breakerWire struct {
 	ClosedAt time.Duration
 }
 
-func newTally(clk clock) *tally { return &tally{clk: clk, by: map[string]*breakerWire{}} }
+func newTally(clk *clock) *tally { return &tally{clk: clk, by: map[string]*breakerWire{}} }
 
 func (t *tally) get(name string) *breakerWire {
 	w := t.by[name]
@@ -141,7 +141,7 @@ type embedded struct {
 
 // startEmbedded runs breakerd on redisURL (an embedded in-memory Redis
 // when empty) with the replay's policy, on a loopback port.
-func startEmbedded(cfg Config, clk clock, id string) (*embedded, error) {
+func startEmbedded(cfg Config, clk *clock, id string) (*embedded, error) {
 	pols, err := policy.Parse([]byte(cfg.PolicyYAML()))
 	if err != nil {
 		return nil, fmt.Errorf("replay policy: %w", err)

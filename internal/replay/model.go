@@ -60,8 +60,16 @@ type runResult struct {
 // With the incident's figures, a run that never gets results makes 11
 // calls (steps 4 to 14) and 20 steps: 11 × 31 s + 20 × 3.35 s = 6.8 min
 // and $1.20.
-func runModel(ctx context.Context, cfg Config, clk clock, g guard, search func(ctx context.Context, call int) error) (runResult, error) {
-	start := clk.now()
+//
+// The run keeps its own schedule from its arrival (incident time): each
+// step ends StepTime after the previous step or call ended, and a call
+// ends when its schedule says (search returns it). Breakerd's answers
+// (well under a millisecond, a fraction of a scaled step) happen inside
+// that schedule, and a busy machine's late timer delays one step, not
+// every step after it.
+func runModel(ctx context.Context, cfg Config, clk *clock, g guard, sched *schedule,
+	search func(ctx context.Context, call int, start time.Duration) (end time.Duration, err error)) (runResult, error) {
+	start := sched.t
 	var r runResult
 	resultsAt, noticeAt := 0, 0
 	lastFailure := ""
@@ -79,7 +87,8 @@ func runModel(ctx context.Context, cfg Config, clk clock, g guard, search func(c
 			notice = n
 		}
 		r.steps = step
-		if err := clk.sleep(ctx, cfg.StepTime); err != nil {
+		sched.t += cfg.StepTime
+		if err := clk.sleepUntil(ctx, sched.t); err != nil {
 			return r, err
 		}
 		switch {
@@ -101,7 +110,9 @@ func runModel(ctx context.Context, cfg Config, clk clock, g guard, search func(c
 			call := r.toolCalls + r.denials + 1
 			denied, err := g.call(ctx, func(ctx context.Context) error {
 				r.toolCalls++
-				return search(ctx, call)
+				end, err := search(ctx, call, sched.t)
+				sched.t = end
+				return err
 			})
 			switch {
 			case ctx.Err() != nil:
@@ -128,6 +139,10 @@ func runModel(ctx context.Context, cfg Config, clk clock, g guard, search func(c
 	return finish("I'm sorry: web_search failed every time I tried it (" + why +
 		"), so I could not complete the research.")
 }
+
+// schedule is one run's own time line, incident time: where its steps
+// and calls are due. Only the run's goroutine touches it.
+type schedule struct{ t time.Duration }
 
 // firstReason is the notice's reason for web_search, for the answer.
 func firstReason(notice string) string {
@@ -166,7 +181,7 @@ func (noGuard) probes() int { return 0 }
 // the replay has this small one.
 type runBreaker struct {
 	cfg     Config
-	clk     clock
+	now     func() time.Duration
 	fails   int
 	level   int // failed probes since it opened
 	open    bool
@@ -189,12 +204,12 @@ func (b *runBreaker) cooldown() time.Duration {
 
 // unavailable reports an open circuit whose probe is not yet due (what
 // Run.Available leaves out).
-func (b *runBreaker) unavailable() bool { return b.open && b.clk.now() < b.probeAt }
+func (b *runBreaker) unavailable() bool { return b.open && b.now() < b.probeAt }
 
 func (b *runBreaker) call(ctx context.Context, fn func(context.Context) error) (bool, error) {
 	if b.unavailable() {
 		return true, &client.CircuitOpenError{Breaker: searchTool, Reason: b.reason(),
-			RetryAfter: b.probeAt - b.clk.now()}
+			RetryAfter: b.probeAt - b.now()}
 	}
 	b.probing = b.open
 	if b.probing {
@@ -213,14 +228,14 @@ func (b *runBreaker) call(ctx context.Context, fn func(context.Context) error) (
 	switch {
 	case b.probing && failed:
 		b.level++
-		b.probeAt = b.clk.now() + b.cooldown()
+		b.probeAt = b.now() + b.cooldown()
 	case success:
 		b.open, b.fails, b.level = false, 0, 0
 	case failed && !b.probing:
 		b.fails++
 		if b.fails >= b.cfg.Threshold {
 			b.open, b.level, b.fails = true, 0, 0
-			b.probeAt = b.clk.now() + b.cooldown()
+			b.probeAt = b.now() + b.cooldown()
 		}
 	}
 	b.probing = false

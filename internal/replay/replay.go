@@ -124,7 +124,7 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 	var idb [4]byte
 	_, _ = rand.Read(idb[:])
 	id := hex.EncodeToString(idb[:])
-	clk := clock{t0: time.Now(), scale: cfg.Scale} // reset below, when all is ready
+	clk := newClock(cfg.Scale) // started again below, when all is ready
 	rep := &Report{Config: cfg}
 
 	addr := cfg.Addr
@@ -179,18 +179,9 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 		armsRun = append(armsRun, a)
 	}
 
-	// Every clock reads from one start: the vendors', the runs', the
-	// tallies'.
-	clk.t0 = time.Now()
-	for _, a := range armsRun {
-		a.vendor.clk = clk
-		if a.wire != nil {
-			a.wire.clk = clk
-		}
-	}
-	if daemonWire != nil {
-		daemonWire.clk = clk
-	}
+	// The outage begins now, for the vendors, the runs and the tallies
+	// alike (they share clk).
+	clk.start()
 	authority := func(a *armRun) *tally {
 		if daemonWire != nil {
 			return daemonWire
@@ -198,10 +189,11 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 		return a.wire
 	}
 
-	newGuard := func(a *armRun, run int) guard {
+	newGuard := func(a *armRun, run int, sched *schedule) guard {
 		switch a.arm {
 		case ArmPerRunFailFast, ArmPerRunRemove:
-			return &perRunGuard{b: &runBreaker{cfg: cfg, clk: clk}, remove: a.arm == ArmPerRunRemove}
+			b := &runBreaker{cfg: cfg, now: func() time.Duration { return sched.t }}
+			return &perRunGuard{b: b, remove: a.arm == ArmPerRunRemove}
 		case ArmFleetRemove:
 			return &fleetRunGuard{run: client.NewRun(a.clients[run%len(a.clients)]),
 				tool: client.Tool{Name: searchTool, Breaker: a.breaker, Description: "Search the web."}}
@@ -217,13 +209,14 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 	fail := func(err error) {
 		errOnce.Do(func() { firstErr = err; cancel() })
 	}
-	start := func(a *armRun, run int, tail bool) {
+	start := func(a *armRun, run int, arrival time.Duration, tail bool) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			g := newGuard(a, run)
-			res, err := runModel(ctx, cfg, clk, g, func(ctx context.Context, call int) error {
-				return a.vendor.search(ctx, run, call, cfg.Attempts, cfg.CallTime)
+			sched := &schedule{t: arrival}
+			g := newGuard(a, run, sched)
+			res, err := runModel(ctx, cfg, clk, g, sched, func(ctx context.Context, call int, at time.Duration) (time.Duration, error) {
+				return a.vendor.search(ctx, run, call, cfg.Attempts, cfg.CallTime, at)
 			})
 			if err != nil {
 				if ctx.Err() == nil {
@@ -246,23 +239,25 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 		go func() { // the arrivals of one arm
 			defer wg.Done()
 			for i := range cfg.Runs {
-				if clk.sleepUntil(ctx, time.Duration(i)*cfg.interval()) != nil {
+				at := time.Duration(i) * cfg.interval()
+				if clk.sleepUntil(ctx, at) != nil {
 					return
 				}
-				start(a, i, false)
+				start(a, i, at, false)
 			}
 			if !fleet(a.arm) {
 				return
 			}
 			// Past the outage: runs keep arriving until the breaker closes.
 			for k := 0; time.Duration(k)*cfg.interval() <= cfg.Tail; k++ {
-				if clk.sleepUntil(ctx, cfg.Outage+time.Duration(k)*cfg.interval()) != nil {
+				at := cfg.Outage + time.Duration(k)*cfg.interval()
+				if clk.sleepUntil(ctx, at) != nil {
 					return
 				}
 				if authority(a).of(a.breaker).ClosedAt != 0 {
 					return
 				}
-				start(a, cfg.Runs+k, true)
+				start(a, cfg.Runs+k, at, true)
 			}
 		}()
 	}

@@ -207,12 +207,12 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-// TestRunBreaker walks the per-run breaker through its states on a
-// stopped clock (scale 1, and the clock's start moved by hand).
+// TestRunBreaker walks the per-run breaker through its states on a time
+// line the test moves.
 func TestRunBreaker(t *testing.T) {
 	cfg := Default()
-	clk := clock{t0: time.Now(), scale: 1}
-	b := &runBreaker{cfg: cfg, clk: clk}
+	var now time.Duration
+	b := &runBreaker{cfg: cfg, now: func() time.Duration { return now }}
 	fail := func(context.Context) error { return errHTTP503 }
 	ok := func(context.Context) error { return nil }
 	ctx := context.Background()
@@ -228,16 +228,20 @@ func TestRunBreaker(t *testing.T) {
 	if denied, err := b.call(ctx, func(context.Context) error { called = true; return nil }); !denied || called || err == nil {
 		t.Fatalf("after %d failures: denied %v, called %v, err %v; want a denial", cfg.Threshold, denied, called, err)
 	}
+	now += cfg.CooldownBase - time.Millisecond
+	if denied, _ := b.call(ctx, ok); !denied {
+		t.Fatalf("a call 1ms before the cooldown ends went out")
+	}
 	// the cooldown passes: one probe; its failure doubles the cooldown
-	b.probeAt = clk.now()
+	now += time.Millisecond
 	if denied, _ := b.call(ctx, fail); denied || b.nProbes != 1 {
 		t.Fatalf("probe due: denied %v, probes %d", denied, b.nProbes)
 	}
-	if got := b.probeAt - clk.now(); got < cfg.CooldownBase*2-time.Second || got > cfg.CooldownBase*2 {
+	if got := b.probeAt - now; got != cfg.CooldownBase*2 {
 		t.Errorf("after a failed probe the next is in %s, want %s", got, cfg.CooldownBase*2)
 	}
 	// a successful probe closes it
-	b.probeAt = clk.now()
+	now = b.probeAt
 	if denied, _ := b.call(ctx, ok); denied || b.open || b.nProbes != 2 {
 		t.Fatalf("successful probe: denied %v, open %v, probes %d", denied, b.open, b.nProbes)
 	}

@@ -7,25 +7,36 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/breakerd/breakerd/pkg/client"
 )
 
 // clock is the replay's time: incident time since the outage began,
-// running Scale times faster than the wall clock.
+// running scale times faster than the wall clock. It is safe for
+// concurrent use; start sets the outage's beginning.
 type clock struct {
-	t0    time.Time
+	t0    atomic.Int64 // wall clock, Unix nanoseconds
 	scale float64
 }
 
+func newClock(scale float64) *clock {
+	c := &clock{scale: scale}
+	c.start()
+	return c
+}
+
+// start makes now the outage's beginning.
+func (c *clock) start() { c.t0.Store(time.Now().UnixNano()) }
+
 // now is the incident time since the outage began.
-func (c clock) now() time.Duration {
-	return time.Duration(float64(time.Since(c.t0)) * c.scale)
+func (c *clock) now() time.Duration {
+	return time.Duration(float64(time.Now().UnixNano()-c.t0.Load()) * c.scale)
 }
 
 // sleepUntil waits until incident time at, or until ctx ends.
-func (c clock) sleepUntil(ctx context.Context, at time.Duration) error {
+func (c *clock) sleepUntil(ctx context.Context, at time.Duration) error {
 	d := time.Duration(float64(at-c.now()) / c.scale)
 	if d <= 0 {
 		return ctx.Err()
@@ -40,25 +51,25 @@ func (c clock) sleepUntil(ctx context.Context, at time.Duration) error {
 	}
 }
 
-func (c clock) sleep(ctx context.Context, d time.Duration) error {
-	return c.sleepUntil(ctx, c.now()+d)
-}
-
 // Request headers that tell the vendor which run and which of its calls an
 // attempt belongs to, so that its counts can be split by run.
 const (
 	headerRun  = "X-Replay-Run"
 	headerCall = "X-Replay-Call"
+	// headerAt is when the replay scheduled the attempt, incident ms.
+	headerAt = "X-Replay-At"
 )
 
 // vendor is the fake search vendor: an HTTP server on loopback that
 // answers 503 to every request during the outage and 200 after it, and
 // counts what reaches it. It is the witness for the "calls" and "HTTP
-// attempts" columns.
+// attempts" columns. It judges an attempt by the time the replay
+// scheduled it (a header), not by when it arrived, so that a busy
+// machine's late timer cannot carry an attempt across the outage's end.
 type vendor struct {
 	srv    *httptest.Server
 	hc     *http.Client
-	clk    clock
+	clk    *clock
 	outage time.Duration
 
 	mu   sync.Mutex
@@ -73,7 +84,7 @@ type vendorRun struct {
 	served   bool         // a 200 was sent
 }
 
-func newVendor(clk clock, outage time.Duration) *vendor {
+func newVendor(clk *clock, outage time.Duration) *vendor {
 	v := &vendor{clk: clk, outage: outage, runs: map[int]*vendorRun{}}
 	v.srv = httptest.NewServer(http.HandlerFunc(v.serve))
 	v.hc = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}}
@@ -86,11 +97,13 @@ func (v *vendor) close() {
 }
 
 func (v *vendor) serve(w http.ResponseWriter, r *http.Request) {
-	down := v.clk.now() < v.outage
 	run, err1 := strconv.Atoi(r.Header.Get(headerRun))
 	call, err2 := strconv.Atoi(r.Header.Get(headerCall))
+	at, err3 := strconv.ParseInt(r.Header.Get(headerAt), 10, 64)
+	down := time.Duration(at)*time.Millisecond < v.outage
 	v.mu.Lock()
-	if err1 != nil || err2 != nil {
+	if err1 != nil || err2 != nil || err3 != nil {
+		down = true
 		v.bad++
 	} else {
 		vr := v.runs[run]
@@ -121,35 +134,38 @@ func (v *vendor) seen(run int) (calls, attempts int, served bool) {
 	return len(vr.calls), vr.attempts, vr.served
 }
 
-// search is one web_search call: up to attempts HTTP attempts, evenly
-// spaced over callTime; it returns at the first 200, and after the last
-// attempt's slot with the last failure (a *client.HTTPError for a 503,
-// which client.DefaultClassifier counts as SERVER_ERROR).
-func (v *vendor) search(ctx context.Context, run, call, attempts int, callTime time.Duration) error {
-	start := v.clk.now()
+// search is one web_search call starting at incident time start: up to
+// attempts HTTP attempts, at start and then evenly spaced over callTime.
+// It returns at the first 200, and after the last attempt's slot with the
+// last failure (a *client.HTTPError for a 503, which
+// client.DefaultClassifier counts as SERVER_ERROR); end is when, on the
+// call's own schedule, it returned. The schedule is anchored to start, so
+// a busy machine's scheduling delays do not add up over a run.
+func (v *vendor) search(ctx context.Context, run, call, attempts int, callTime, start time.Duration) (end time.Duration, err error) {
 	spacing := callTime / time.Duration(attempts)
-	var err error
 	for a := range attempts {
-		if err := v.clk.sleepUntil(ctx, start+time.Duration(a)*spacing); err != nil {
-			return err
+		at := start + time.Duration(a)*spacing
+		if err := v.clk.sleepUntil(ctx, at); err != nil {
+			return at, err
 		}
-		if err = v.attempt(ctx, run, call); err == nil {
-			return nil
+		if err = v.attempt(ctx, run, call, at); err == nil {
+			return at, nil
 		}
 	}
 	if err := v.clk.sleepUntil(ctx, start+callTime); err != nil {
-		return err
+		return start + callTime, err
 	}
-	return err
+	return start + callTime, err
 }
 
-func (v *vendor) attempt(ctx context.Context, run, call int) error {
+func (v *vendor) attempt(ctx context.Context, run, call int, at time.Duration) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, v.srv.URL+"/search", nil)
 	if err != nil {
 		return err
 	}
 	req.Header.Set(headerRun, strconv.Itoa(run))
 	req.Header.Set(headerCall, strconv.Itoa(call))
+	req.Header.Set(headerAt, strconv.FormatInt(at.Milliseconds(), 10))
 	resp, err := v.hc.Do(req)
 	if err != nil {
 		return err
