@@ -41,9 +41,20 @@ type breakerWire struct {
 	// Trip is the state in the Record answer that first opened the
 	// circuit; nil when it never opened.
 	Trip *pb.BreakerState
+	// TripAt is when Trip was recorded, incident time.
+	TripAt time.Duration
 	// ClosedAt is the incident time of the first Record that closed the
 	// circuit with a successful probe; 0 when none did.
 	ClosedAt time.Duration
+	// Probes are the probes' Records, in order: when, and whether the
+	// probe succeeded.
+	Probes []probeRecord
+}
+
+// probeRecord is one probe's Record.
+type probeRecord struct {
+	At time.Duration
+	OK bool
 }
 
 func newTally(clk *clock) *tally { return &tally{clk: clk, by: map[string]*breakerWire{}} }
@@ -62,6 +73,7 @@ func (t *tally) of(breaker string) breakerWire {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	w := *t.get(breaker)
+	w.Probes = append([]probeRecord(nil), w.Probes...)
 	w.Decisions = make(map[pb.Decision]int, len(t.by[breaker].Decisions))
 	for k, v := range t.by[breaker].Decisions {
 		w.Decisions[k] = v
@@ -93,7 +105,10 @@ func (t *tally) observe(req, resp any, err error) {
 		}
 		st := res.GetState()
 		if w.Trip == nil && st.GetState() == pb.State_STATE_OPEN && st.GetFailedProbes() == 0 {
-			w.Trip = proto.Clone(st).(*pb.BreakerState)
+			w.Trip, w.TripAt = proto.Clone(st).(*pb.BreakerState), now
+		}
+		if r.GetTicket().GetLeaseToken() != "" && res.GetCounted() {
+			w.Probes = append(w.Probes, probeRecord{At: now, OK: st.GetState() == pb.State_STATE_CLOSED})
 		}
 		if w.ClosedAt == 0 && res.GetCounted() && r.GetTicket().GetLeaseToken() != "" &&
 			r.GetOutcome() == pb.Outcome_OUTCOME_SUCCESS && st.GetState() == pb.State_STATE_CLOSED {

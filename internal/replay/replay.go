@@ -393,6 +393,20 @@ func (r *Report) Print(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "  arm %d: %s; %d runs arrived meanwhile, %d of them answered without search, %d of their calls reached the vendor\n",
 			row.Arm, closed, rec.TailRuns, rec.TailLacked, rec.TailCalls)
+		if row.Wire.Trip != nil {
+			fmt.Fprintf(&b, "         opened at %s; probes recorded at", row.Wire.TripAt.Round(time.Second))
+			for i, p := range row.Wire.Probes {
+				sep, verdict := ",", "failed"
+				if i == 0 {
+					sep = ""
+				}
+				if p.OK {
+					verdict = "ok"
+				}
+				fmt.Fprintf(&b, "%s %s %s", sep, p.At.Round(time.Second), verdict)
+			}
+			b.WriteString("\n")
+		}
 	}
 	for _, row := range r.Rows {
 		if row.Recovery == nil {

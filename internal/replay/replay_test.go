@@ -126,6 +126,29 @@ func TestReplaySmall(t *testing.T) {
 		}
 	})
 
+	t.Run("a notice ends a run within 2 steps", func(t *testing.T) {
+		// Arm 3: 5 failed calls at steps 4 to 8, the notice at step 9, the
+		// degraded answer at step 10.
+		for _, o := range row(ArmPerRunRemove).runs {
+			if !o.results && o.steps != cfg.SearchStep+cfg.Threshold+1 {
+				t.Errorf("arm 3 run %d: %d steps without results, want %d", o.id, o.steps, cfg.SearchStep+cfg.Threshold+1)
+			}
+		}
+		// Arm 4: a run that never called found the tool gone at step 1.
+		told := 0
+		for _, o := range row(ArmFleetRemove).runs {
+			if o.toolCalls+o.denials == 0 {
+				told++
+				if o.steps != 2 || !admitsDegraded(o.answer) {
+					t.Errorf("arm 4 run %d: %d steps, answer %q; want 2 steps and a degraded answer", o.id, o.steps, o.answer)
+				}
+			}
+		}
+		if told < cfg.Runs/2 {
+			t.Errorf("arm 4: %d of %d runs started without the tool, want most", told, cfg.Runs)
+		}
+	})
+
 	t.Run("the rows' order", func(t *testing.T) {
 		r1, r2, r3, r4, r5 := row(1), row(2), row(3), row(4), row(5)
 		if !(r1.Calls >= r2.Calls && r2.Calls >= r3.Calls && r3.Calls > r4.Calls) {
