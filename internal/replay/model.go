@@ -37,6 +37,7 @@ type runResult struct {
 	toolCalls int           // web_search calls that reached the tool's HTTP code
 	denials   int           // web_search calls the guard refused
 	probes    int
+	noticeAt  int // the step at which the tool was gone and a notice given; 0 if never
 	answer    string
 }
 
@@ -71,7 +72,7 @@ func runModel(ctx context.Context, cfg Config, clk *clock, g guard, sched *sched
 	search func(ctx context.Context, call int, start time.Duration) (end time.Duration, err error)) (runResult, error) {
 	start := sched.t
 	var r runResult
-	resultsAt, noticeAt := 0, 0
+	resultsAt := 0
 	lastFailure := ""
 	notice := ""
 	finish := func(answer string) (runResult, error) {
@@ -97,10 +98,10 @@ func runModel(ctx context.Context, cfg Config, clk *clock, g guard, sched *sched
 				return finish("Here is what I found, with sources from web_search.")
 			}
 		case !avail && notice != "":
-			if noticeAt == 0 {
-				noticeAt = step
+			if r.noticeAt == 0 {
+				r.noticeAt = step
 			}
-			if step >= noticeAt+1 {
+			if step >= r.noticeAt+1 {
 				return finish("Partial answer: web_search was out of service (" + firstReason(notice) +
 					"), so the parts of the task that needed a search are missing.")
 			}

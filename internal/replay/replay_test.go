@@ -134,18 +134,23 @@ func TestReplaySmall(t *testing.T) {
 				t.Errorf("arm 3 run %d: %d steps without results, want %d", o.id, o.steps, cfg.SearchStep+cfg.Threshold+1)
 			}
 		}
-		// Arm 4: a run that never called found the tool gone at step 1.
-		told := 0
+		// Arm 4: the answer comes the step after the notice; most runs
+		// find the tool gone at their first step.
+		first := 0
 		for _, o := range row(ArmFleetRemove).runs {
-			if o.toolCalls+o.denials == 0 {
-				told++
-				if o.steps != 2 || !admitsDegraded(o.answer) {
-					t.Errorf("arm 4 run %d: %d steps, answer %q; want 2 steps and a degraded answer", o.id, o.steps, o.answer)
-				}
+			if o.results {
+				continue
+			}
+			if o.noticeAt == 0 || o.steps != o.noticeAt+1 || !admitsDegraded(o.answer) {
+				t.Errorf("arm 4 run %d: notice at step %d, %d steps, answer %q; want a degraded answer the step after the notice",
+					o.id, o.noticeAt, o.steps, o.answer)
+			}
+			if o.noticeAt == 1 {
+				first++
 			}
 		}
-		if told < cfg.Runs/2 {
-			t.Errorf("arm 4: %d of %d runs started without the tool, want most", told, cfg.Runs)
+		if first < cfg.Runs/2 {
+			t.Errorf("arm 4: %d of %d runs found the tool gone at step 1, want most", first, cfg.Runs)
 		}
 	})
 
