@@ -336,6 +336,10 @@ func policyWarnings(cfg Config, row Row) []string {
 	if trip == nil {
 		return append(out, fmt.Sprintf("arm %d: the fleet breaker never opened", row.Arm))
 	}
+	if trip.GetFailures() < int64(cfg.Threshold) || trip.GetDistinctWorkers() < int64(cfg.Quorum) {
+		out = append(out, fmt.Sprintf("arm %d: %v: it opened after %d failures from %d workers, the replay's threshold is %d from %d (see --print-policy)",
+			row.Arm, errPolicy, trip.GetFailures(), trip.GetDistinctWorkers(), cfg.Threshold, cfg.Quorum))
+	}
 	lo := cfg.scaled(cfg.CooldownBase).Milliseconds()
 	hi := int64(float64(lo)*(1+cfg.Jitter)) + 2
 	if cd := trip.GetCooldownMs(); cd < lo || cd > hi {
