@@ -76,8 +76,9 @@ func TestPrintPolicy(t *testing.T) {
 }
 
 // fast is a small replay for an external daemon: 16 runs, 600 times
-// faster than the incident.
-var fast = []string{"--runs", "16", "--scale", "600", "--tail", "10m"}
+// faster than the incident, with a 2m cooldown cap so that the fleet
+// breakers close well within the 10m tail.
+var fast = []string{"--runs", "16", "--scale", "600", "--cooldown-cap", "2m", "--tail", "10m"}
 
 // startBreakerd runs the daemon as cmd/breakerd does, on an embedded
 // Redis, with the policy file when one is given.

@@ -349,6 +349,14 @@ func policyWarnings(cfg Config, row Row) []string {
 	return out
 }
 
+// plural is "1 run", "2 runs".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 // percentile is the nearest-rank p-quantile of ds; 0 when empty.
 func percentile(ds []time.Duration, p float64) time.Duration {
 	if len(ds) == 0 {
@@ -395,8 +403,8 @@ func (r *Report) Print(w io.Writer) error {
 		if rec.Closed {
 			closed = fmt.Sprintf("first successful probe %s after recovery", rec.After.Round(time.Second))
 		}
-		fmt.Fprintf(&b, "  arm %d: %s; %d runs arrived meanwhile, %d of them answered without search, %d of their calls reached the vendor\n",
-			row.Arm, closed, rec.TailRuns, rec.TailLacked, rec.TailCalls)
+		fmt.Fprintf(&b, "  arm %d: %s; %s arrived meanwhile, %d of them answered without search, %d of their calls reached the vendor\n",
+			row.Arm, closed, plural(rec.TailRuns, "run"), rec.TailLacked, rec.TailCalls)
 		if row.Wire.Trip != nil {
 			fmt.Fprintf(&b, "         opened at %s; probes recorded at", row.Wire.TripAt.Round(time.Second))
 			for i, p := range row.Wire.Probes {
