@@ -99,7 +99,7 @@ func parseFlags(args []string, usage io.Writer) (cfg replay.Config, printPolicy 
 	fs.DurationVar(&cfg.CooldownBase, "cooldown", cfg.CooldownBase, "first open period; doubles after each failed probe")
 	fs.DurationVar(&cfg.CooldownCap, "cooldown-cap", cfg.CooldownCap, "the cooldown's cap")
 	fs.Float64Var(&cfg.Jitter, "jitter", cfg.Jitter, "breakerd's jitter: up to this fraction added to each fleet cooldown")
-	fs.DurationVar(&cfg.ProbeTimeout, "probe-timeout", cfg.ProbeTimeout, "the fleet probe's lease; must exceed --call-time")
+	fs.DurationVar(&cfg.ProbeTimeout, "probe-timeout", cfg.ProbeTimeout, "the fleet probe's lease; should exceed --call-time, or a failing probe's lease lapses before it records")
 	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "worker ids the fleet arms spread their runs over")
 	fs.DurationVar(&cfg.Tail, "tail", cfg.Tail, "how long past the outage runs keep arriving while a fleet breaker is still open")
 	fs.Float64Var(&cfg.Scale, "scale", cfg.Scale, "time divisor: 60 replays a minute in a second")
