@@ -32,7 +32,8 @@ type guard interface {
 // runResult is one finished run, as the model and its tool saw it.
 type runResult struct {
 	steps     int
-	wall      time.Duration // incident time from arrival to answer
+	wall      time.Duration // arrival to answer, on the run's schedule (incident time)
+	lag       time.Duration // the most the machine fell behind the schedule at a step
 	results   bool          // a search returned results
 	toolCalls int           // web_search calls that reached the tool's HTTP code
 	denials   int           // web_search calls the guard refused
@@ -67,7 +68,8 @@ type runResult struct {
 // ends when its schedule says (search returns it). Breakerd's answers
 // (well under a millisecond, a fraction of a scaled step) happen inside
 // that schedule, and a busy machine's late timer delays one step, not
-// every step after it.
+// every step after it. Run times are read from the schedule; how far the
+// machine fell behind it is kept apart (lag).
 func runModel(ctx context.Context, cfg Config, clk *clock, g guard, sched *schedule,
 	search func(ctx context.Context, call int, start time.Duration) (end time.Duration, err error)) (runResult, error) {
 	start := sched.t
@@ -76,7 +78,7 @@ func runModel(ctx context.Context, cfg Config, clk *clock, g guard, sched *sched
 	lastFailure := ""
 	notice := ""
 	finish := func(answer string) (runResult, error) {
-		r.answer, r.wall, r.probes = answer, clk.now()-start, g.probes()
+		r.answer, r.wall, r.probes = answer, sched.t-start, g.probes()
 		return r, nil
 	}
 	for step := 1; step <= cfg.Steps; step++ {
@@ -92,6 +94,7 @@ func runModel(ctx context.Context, cfg Config, clk *clock, g guard, sched *sched
 		if err := clk.sleepUntil(ctx, sched.t); err != nil {
 			return r, err
 		}
+		r.lag = max(r.lag, clk.now()-sched.t)
 		switch {
 		case r.results:
 			if step >= resultsAt+2 {

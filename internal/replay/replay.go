@@ -102,6 +102,11 @@ type Report struct {
 	Rows   []Row
 	// Elapsed is the replay's wall-clock time.
 	Elapsed time.Duration
+	// Lag is the most any run fell behind its schedule (incident time): a
+	// machine too busy for the scale. Rows 1 to 3 do not depend on it
+	// (the vendor judges attempts by their schedule); the fleet rows do,
+	// since breakerd decides on Redis's real clock.
+	Lag time.Duration
 	// Warnings are reasons to distrust the fleet rows (a daemon whose
 	// policy is not the replay's, decisions a client's fallback made).
 	Warnings []string
@@ -283,6 +288,7 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 			row.Denials += o.denials
 			row.Probes += o.probes
 			walls = append(walls, o.wall)
+			rep.Lag = max(rep.Lag, o.lag)
 			if o.results {
 				row.Results++
 			}
@@ -311,6 +317,7 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 				calls, _, served := a.vendor.seen(o.id)
 				rec.TailCalls += calls
 				rec.TailToolCalls += o.toolCalls
+				rep.Lag = max(rep.Lag, o.lag)
 				rec.TailDenials += o.denials
 				if !served {
 					rec.TailLacked++
@@ -320,6 +327,10 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 			rep.Warnings = append(rep.Warnings, policyWarnings(cfg, row)...)
 		}
 		rep.Rows = append(rep.Rows, row)
+	}
+	if rep.Lag > cfg.StepTime {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("the machine fell up to %s (incident time) behind the replay's schedule; "+
+			"the fleet rows, decided on breakerd's real clock, are distorted: try a smaller --scale", rep.Lag.Round(time.Second)))
 	}
 	return rep, nil
 }
