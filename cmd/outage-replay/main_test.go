@@ -122,8 +122,12 @@ func TestExternalDaemonWithThePrintedPolicy(t *testing.T) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
-	if strings.Contains(out.String(), "WARNING") {
-		t.Errorf("warnings with the printed policy:\n%s", out.String())
+	// A busy machine may fall behind a 600-times replay (a warning of its
+	// own); the policy must never be the one warned about.
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(line, "WARNING") && !strings.Contains(line, "behind the replay's schedule") {
+			t.Errorf("with the printed policy: %s", line)
+		}
 	}
 }
 
