@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/breakerd/breakerd/internal/daemon"
+	"github.com/breakerd/breakerd/internal/policy"
+	"github.com/breakerd/breakerd/internal/replay"
+)
+
+func TestParseFlags(t *testing.T) {
+	cfg, printPolicy, err := parseFlags(nil, io.Discard)
+	if err != nil || printPolicy {
+		t.Fatalf("parseFlags(nil) = %v, %v", printPolicy, err)
+	}
+	want := replay.Default()
+	want.RedisURL = os.Getenv("BREAKERD_REDIS_URL")
+	if cfg != want {
+		t.Errorf("defaults = %+v, want the incident's %+v", cfg, want)
+	}
+	cfg, _, err = parseFlags([]string{"--runs", "12", "--outage", "5m", "--scale", "120", "--step-price", "0.1"}, io.Discard)
+	if err != nil || cfg.Runs != 12 || cfg.Outage != 5*time.Minute || cfg.Scale != 120 || cfg.StepPrice != 0.1 {
+		t.Errorf("parseFlags = %+v, %v", cfg, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--runs", "0"}, "--runs:"},
+		{[]string{"--scale", "100000", "--cooldown", "30s"}, "--cooldown:"},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+	} {
+		if _, _, err := parseFlags(tc.args, io.Discard); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("parseFlags(%q) = %v, want an error starting %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestHelpNamesThePolicy(t *testing.T) {
+	var usage bytes.Buffer
+	err := run(context.Background(), []string{"--help"}, io.Discard, &usage)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("run(--help) = %v", err)
+	}
+	for _, want := range []string{"--print-policy", "-addr", "-scale"} {
+		if !strings.Contains(usage.String(), want) {
+			t.Errorf("--help does not mention %s:\n%s", want, usage.String())
+		}
+	}
+}
+
+func TestPrintPolicy(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"--print-policy", "--scale", "30"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	set, err := policy.Parse(out.Bytes())
+	if err != nil {
+		t.Fatalf("the printed policy does not parse: %v\n%s", err, out.String())
+	}
+	p := set.For(replay.NamePrefix + "x:arm4:web_search")
+	if p.CooldownBase != time.Second || p.CooldownCap != 30*time.Second || p.ProbeTimeout != 2*time.Second || p.MinWorkers != 2 {
+		t.Errorf("policy at scale 30 = %+v, want cooldowns 1s..30s, probe lease 2s, quorum 2", p)
+	}
+}
+
+// fast is a small replay for an external daemon: 16 runs, 600 times
+// faster than the incident, with a 2m cooldown cap so that the fleet
+// breakers close well within the 10m tail.
+var fast = []string{"--runs", "16", "--scale", "600", "--cooldown-cap", "2m", "--tail", "10m"}
+
+// startBreakerd runs the daemon as cmd/breakerd does, on an embedded
+// Redis, with the policy file when one is given.
+func startBreakerd(t *testing.T, policyFile string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cfg := daemon.Config{Listen: "127.0.0.1:0", PolicyFile: policyFile, EventsMaxLen: 1000, EventRetention: time.Hour,
+		ShutdownTimeout: time.Second, HealthInterval: time.Second, LogFormat: "text"}
+	ready := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- daemon.Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a net.Addr) { ready <- a })
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case a := <-ready:
+		return a.String()
+	case err := <-done:
+		t.Fatalf("daemon: %v", err)
+	}
+	return ""
+}
+
+func TestExternalDaemonWithThePrintedPolicy(t *testing.T) {
+	var pol bytes.Buffer
+	if err := run(context.Background(), append([]string{"--print-policy"}, fast...), &pol, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "replay.yaml")
+	if err := os.WriteFile(file, pol.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := startBreakerd(t, file)
+	var out bytes.Buffer
+	if err := run(context.Background(), append([]string{"--addr", addr}, fast...), &out, io.Discard); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	t.Logf("\n%s", out.String())
+	for _, want := range []string{"breakerd at " + addr, "breakerd fleet-wide, tool removed + notice", "first successful probe"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	// A busy machine may fall behind a 600-times replay (a warning of its
+	// own); the policy must never be the one warned about.
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(line, "WARNING") && !strings.Contains(line, "behind the replay's schedule") {
+			t.Errorf("with the printed policy: %s", line)
+		}
+	}
+}
+
+func TestExternalDaemonWithItsOwnPolicy(t *testing.T) {
+	addr := startBreakerd(t, "") // breakerd's defaults: a 30s cooldown, not 50ms
+	var out bytes.Buffer
+	err := run(context.Background(), append(append([]string(nil), fast...), "--addr", addr, "--tail", "2m"), &out, io.Discard)
+	if !errors.Is(err, replay.ErrPolicy) {
+		t.Errorf("run = %v, want ErrPolicy", err)
+	}
+	if !strings.Contains(out.String(), "WARNING") || !strings.Contains(out.String(), "--print-policy") {
+		t.Errorf("output does not warn about the policy:\n%s", out.String())
+	}
+}
+
+func TestNoDaemonAtAddr(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close() // nothing listens there now
+	err = run(context.Background(), []string{"--addr", addr}, io.Discard, io.Discard)
+	if err == nil || !strings.HasPrefix(err.Error(), "--addr: no breakerd answers at "+addr) {
+		t.Errorf("run(--addr %s) = %v, want an error naming --addr", addr, err)
+	}
+}

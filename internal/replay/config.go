@@ -1,0 +1,200 @@
+// Package replay re-runs one tool-vendor outage against a real breakerd:
+// a fake search vendor on loopback that fails for the outage's length, a
+// scripted fake model that calls it, and five ways of guarding the calls
+// (no breaker, two per-run breakers, two fleet-wide breakerd breakers),
+// with time scaled down. Every number it reports is counted where it
+// happened: requests at the fake vendor, RPCs and decisions at breakerd.
+package replay
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Config is one replay. Every duration is in incident time (what a wall
+// clock showed during the incident); the replay divides each by Scale.
+// Default returns the incident's figures.
+type Config struct {
+	// Runs is how many agent runs arrive, evenly spaced, over the outage.
+	// Default 340.
+	Runs int
+	// Outage is how long the vendor fails every request. Default 22m
+	// (09:12 to 09:34).
+	Outage time.Duration
+	// ArriveWithin is the span, from the outage's start, over which the
+	// Runs arrive. Default 0: the whole outage. The incident's own totals
+	// (340 × 11 calls, 340 × $1.20) count every run as failing through,
+	// which holds only for runs that start a whole run's length (6.8
+	// minutes) before the vendor recovers: 15m12s reproduces them.
+	ArriveWithin time.Duration
+	// Steps is the model's step budget per run. Default 20.
+	Steps int
+	// SearchStep is the first step at which the model calls web_search.
+	// Default 4.
+	SearchStep int
+	// LastSearchStep is the last step at which a model that has neither
+	// results nor a notice calls web_search again (with a new phrasing);
+	// its remaining steps, to the budget, go to an answer without results.
+	// Default 14 (the incident's runs called through step 14).
+	LastSearchStep int
+	// Attempts is how many HTTP attempts one web_search call makes before
+	// it fails. Default 5.
+	Attempts int
+	// CallTime is how long a failing web_search call takes, its attempts
+	// evenly spaced over it. Default 31s.
+	CallTime time.Duration
+	// StepTime is how long one model step takes. Default 3.35s, so that a
+	// run that fails through (20 steps, 11 calls) lasts 6.8 minutes.
+	StepTime time.Duration
+	// StepPrice is the model spend per step, in dollars. Default 0.06 (20
+	// steps: $1.20).
+	StepPrice float64
+	// Threshold is the consecutive failures that open a breaker (per-run
+	// and fleet-wide). Default 5.
+	Threshold int
+	// Quorum is how many distinct workers the fleet breaker's failures must
+	// come from (breakerd's min_workers). Default 2.
+	Quorum int
+	// CooldownBase is the first open period; each failed probe doubles it
+	// up to CooldownCap. Defaults 30s and 15m.
+	CooldownBase time.Duration
+	CooldownCap  time.Duration
+	// Jitter is breakerd's jitter fraction added to fleet cooldowns.
+	// Default 0.2.
+	Jitter float64
+	// ProbeTimeout is the fleet probe's lease. Default 60s: it must exceed
+	// CallTime, or a failing probe's lease lapses before it records and a
+	// second probe goes out (breakerd's own default, 30s, is shorter than
+	// this vendor's 31s calls).
+	ProbeTimeout time.Duration
+	// Workers is how many worker ids the fleet arms spread their runs over.
+	// Default 8.
+	Workers int
+	// Tail bounds how long runs keep arriving, at the same rate, after the
+	// vendor recovers, until each fleet arm's breaker closes. Default 20m
+	// (more than the 15m cooldown cap plus its jitter).
+	Tail time.Duration
+	// Scale divides every duration. Default 60: the incident's 22 minutes
+	// take 22 seconds, and the whole replay under a minute.
+	Scale float64
+	// Addr is an external breakerd's address. Empty: an in-process daemon
+	// on RedisURL.
+	Addr string
+	// RedisURL is the Redis of the in-process daemon. Empty: an embedded
+	// in-memory Redis. Ignored with Addr.
+	RedisURL string
+}
+
+// Default returns the incident's figures.
+func Default() Config {
+	return Config{
+		Runs:           340,
+		Outage:         22 * time.Minute,
+		Steps:          20,
+		SearchStep:     4,
+		LastSearchStep: 14,
+		Attempts:       5,
+		CallTime:       31 * time.Second,
+		StepTime:       3350 * time.Millisecond,
+		StepPrice:      0.06,
+		Threshold:      5,
+		Quorum:         2,
+		CooldownBase:   30 * time.Second,
+		CooldownCap:    15 * time.Minute,
+		Jitter:         0.2,
+		ProbeTimeout:   60 * time.Second,
+		Workers:        8,
+		Tail:           20 * time.Minute,
+		Scale:          60,
+	}
+}
+
+// Validate reports the first invalid field, named as its flag.
+func (c Config) Validate() error {
+	switch {
+	case c.Runs < 1:
+		return fmt.Errorf("--runs: must be at least 1, got %d", c.Runs)
+	case c.Outage <= 0:
+		return fmt.Errorf("--outage: must be positive, got %s", c.Outage)
+	case c.ArriveWithin < 0 || c.ArriveWithin > c.Outage:
+		return fmt.Errorf("--arrive-within: must be between 0 and --outage (%s), got %s", c.Outage, c.ArriveWithin)
+	case c.Steps < 2:
+		return fmt.Errorf("--steps: must be at least 2, got %d", c.Steps)
+	case c.SearchStep < 1 || c.SearchStep > c.Steps:
+		return fmt.Errorf("--search-step: must be between 1 and --steps (%d), got %d", c.Steps, c.SearchStep)
+	case c.LastSearchStep < c.SearchStep || c.LastSearchStep > c.Steps:
+		return fmt.Errorf("--last-search-step: must be between --search-step (%d) and --steps (%d), got %d", c.SearchStep, c.Steps, c.LastSearchStep)
+	case c.Attempts < 1:
+		return fmt.Errorf("--attempts: must be at least 1, got %d", c.Attempts)
+	case c.CallTime <= 0:
+		return fmt.Errorf("--call-time: must be positive, got %s", c.CallTime)
+	case c.StepTime <= 0:
+		return fmt.Errorf("--step-time: must be positive, got %s", c.StepTime)
+	case c.StepPrice < 0:
+		return fmt.Errorf("--step-price: must not be negative, got %g", c.StepPrice)
+	case c.Threshold < 1:
+		return fmt.Errorf("--threshold: must be at least 1, got %d", c.Threshold)
+	case c.Quorum < 1:
+		return fmt.Errorf("--quorum: must be at least 1, got %d", c.Quorum)
+	case c.Workers < c.Quorum:
+		return fmt.Errorf("--workers: must be at least --quorum (%d), got %d", c.Quorum, c.Workers)
+	case !(c.Jitter >= 0 && c.Jitter <= 1):
+		return fmt.Errorf("--jitter: must be between 0 and 1, got %g", c.Jitter)
+	case c.Tail < 0:
+		return fmt.Errorf("--tail: must not be negative, got %s", c.Tail)
+	case !(c.Scale >= 1):
+		return fmt.Errorf("--scale: must be at least 1, got %g", c.Scale)
+	case c.CooldownCap < c.CooldownBase:
+		return fmt.Errorf("--cooldown-cap: must be at least --cooldown (%s), got %s", c.CooldownBase, c.CooldownCap)
+	case c.scaled(c.CooldownBase) < time.Millisecond:
+		return fmt.Errorf("--cooldown: %s divided by --scale %g is under breakerd's 1ms minimum", c.CooldownBase, c.Scale)
+	case c.scaled(c.ProbeTimeout) < time.Millisecond:
+		return fmt.Errorf("--probe-timeout: %s divided by --scale %g is under breakerd's 1ms minimum", c.ProbeTimeout, c.Scale)
+	case c.scaled(c.ProbeTimeout) > time.Hour:
+		return fmt.Errorf("--probe-timeout: %s divided by --scale %g is over breakerd's 1h maximum", c.ProbeTimeout, c.Scale)
+	}
+	return nil
+}
+
+// scaled is d in replay (wall-clock) time.
+func (c Config) scaled(d time.Duration) time.Duration {
+	return time.Duration(float64(d) / c.Scale)
+}
+
+// interval is the time between two runs' arrivals.
+func (c Config) interval() time.Duration {
+	if c.ArriveWithin > 0 {
+		return c.ArriveWithin / time.Duration(c.Runs)
+	}
+	return c.Outage / time.Duration(c.Runs)
+}
+
+// NamePrefix starts the name of every breaker a replay uses; the policy
+// from PolicyYAML applies to these names only.
+const NamePrefix = "outage-replay:"
+
+// PolicyYAML is the breakerd policy file the fleet arms need: the
+// threshold, quorum, jitter, and the cooldowns and probe lease divided by
+// Scale, for every breaker whose name starts with NamePrefix. The
+// in-process daemon runs with it; an external daemon must be started with
+// it (--config) for its breakers to behave like the incident's.
+func (c Config) PolicyYAML() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# breakerd policy for outage-replay at --scale %g: cooldowns and the probe\n", c.Scale)
+	fmt.Fprintf(&b, "# lease are the incident's (%s doubling to %s, probe lease %s) divided by %g.\n", c.CooldownBase, c.CooldownCap, c.ProbeTimeout, c.Scale)
+	b.WriteString("breakers:\n")
+	fmt.Fprintf(&b, "  - match: %q\n", NamePrefix+"*")
+	fmt.Fprintf(&b, "    threshold: %d\n", c.Threshold)
+	fmt.Fprintf(&b, "    min_workers: %d\n", c.Quorum)
+	fmt.Fprintf(&b, "    cooldown_base: %s\n", c.scaled(c.CooldownBase))
+	fmt.Fprintf(&b, "    cooldown_cap: %s\n", c.scaled(c.CooldownCap))
+	fmt.Fprintf(&b, "    jitter: %g\n", c.Jitter)
+	fmt.Fprintf(&b, "    probe_timeout: %s\n", c.scaled(c.ProbeTimeout))
+	return b.String()
+}
+
+// errPolicy marks a replay whose external daemon's policy is not the one
+// PolicyYAML gives.
+var errPolicy = errors.New("the daemon's policy for " + NamePrefix + "* breakers is not the replay's")

@@ -1,0 +1,241 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/breakerd/breakerd/internal/events"
+	"github.com/breakerd/breakerd/internal/policy"
+	"github.com/breakerd/breakerd/internal/server"
+	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/pkg/client"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// tally counts the breakerd RPCs of one side of the wire (the daemon's
+// server, or the replay's clients), by breaker, and the decisions in
+// them. It is safe for concurrent use.
+type tally struct {
+	clk *clock
+
+	mu sync.Mutex
+	by map[string]*breakerWire
+}
+
+// breakerWire is what crossed the wire for one breaker.
+type breakerWire struct {
+	Allow, Record, BatchGet, Errors int
+	// Decisions counts Allow answers by decision.
+	Decisions map[pb.Decision]int
+	// Trip is the state in the Record answer that first opened the
+	// circuit; nil when it never opened.
+	Trip *pb.BreakerState
+	// TripAt is when Trip was recorded, incident time.
+	TripAt time.Duration
+	// ClosedAt is the incident time of the first Record that closed the
+	// circuit with a successful probe; 0 when none did.
+	ClosedAt time.Duration
+	// Probes are the probes' Records, in order: when, and whether the
+	// probe succeeded.
+	Probes []probeRecord
+}
+
+// probeRecord is one probe's Record.
+type probeRecord struct {
+	At time.Duration
+	OK bool
+}
+
+func newTally(clk *clock) *tally { return &tally{clk: clk, by: map[string]*breakerWire{}} }
+
+func (t *tally) get(name string) *breakerWire {
+	w := t.by[name]
+	if w == nil {
+		w = &breakerWire{Decisions: map[pb.Decision]int{}}
+		t.by[name] = w
+	}
+	return w
+}
+
+// of returns a copy of what crossed the wire for breaker.
+func (t *tally) of(breaker string) breakerWire {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	w := *t.get(breaker)
+	w.Probes = append([]probeRecord(nil), w.Probes...)
+	w.Decisions = make(map[pb.Decision]int, len(t.by[breaker].Decisions))
+	for k, v := range t.by[breaker].Decisions {
+		w.Decisions[k] = v
+	}
+	return w
+}
+
+// observe records one unary RPC: its request, its answer and its error.
+func (t *tally) observe(req, resp any, err error) {
+	now := t.clk.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch r := req.(type) {
+	case *pb.AllowRequest:
+		w := t.get(r.GetBreaker())
+		w.Allow++
+		if res, ok := resp.(*pb.AllowResponse); ok && err == nil {
+			w.Decisions[res.GetDecision()]++
+		} else {
+			w.Errors++
+		}
+	case *pb.RecordRequest:
+		w := t.get(r.GetBreaker())
+		w.Record++
+		res, ok := resp.(*pb.RecordResponse)
+		if !ok || err != nil {
+			w.Errors++
+			return
+		}
+		st := res.GetState()
+		if w.Trip == nil && st.GetState() == pb.State_STATE_OPEN && st.GetFailedProbes() == 0 {
+			w.Trip, w.TripAt = proto.Clone(st).(*pb.BreakerState), now
+		}
+		if r.GetTicket().GetLeaseToken() != "" && res.GetCounted() {
+			w.Probes = append(w.Probes, probeRecord{At: now, OK: st.GetState() == pb.State_STATE_CLOSED})
+		}
+		if w.ClosedAt == 0 && res.GetCounted() && r.GetTicket().GetLeaseToken() != "" &&
+			r.GetOutcome() == pb.Outcome_OUTCOME_SUCCESS && st.GetState() == pb.State_STATE_CLOSED {
+			w.ClosedAt = now
+		}
+	case *pb.BatchGetRequest:
+		for _, n := range r.GetBreakers() {
+			w := t.get(n)
+			w.BatchGet++
+			if err != nil {
+				w.Errors++
+			}
+		}
+	}
+}
+
+// serverOption counts at the daemon: every unary RPC it serves.
+func (t *tally) serverOption() grpc.ServerOption {
+	return grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		resp, err := h(ctx, req)
+		t.observe(req, resp, err)
+		return resp, err
+	})
+}
+
+// dialOption counts at a client: every unary RPC it sends and what came
+// back (an error is a call the client's fallback answered instead).
+func (t *tally) dialOption() grpc.DialOption {
+	return grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		t.observe(req, reply, err)
+		return err
+	})
+}
+
+// embedded is breakerd assembled in-process, as internal/daemon assembles
+// it (store, event hub, gRPC server with health), plus a counting
+// interceptor: the daemon's own count of what it served.
+type embedded struct {
+	addr  string
+	desc  string
+	calls *tally
+	stop  func()
+}
+
+// startEmbedded runs breakerd on redisURL (an embedded in-memory Redis
+// when empty) with the replay's policy, on a loopback port.
+func startEmbedded(cfg Config, clk *clock, id string) (*embedded, error) {
+	pols, err := policy.Parse([]byte(cfg.PolicyYAML()))
+	if err != nil {
+		return nil, fmt.Errorf("replay policy: %w", err)
+	}
+	var rdb redis.UniversalClient
+	var mr *miniredis.Miniredis
+	desc := "in-process on an embedded in-memory Redis"
+	if cfg.RedisURL == "" {
+		mr = miniredis.NewMiniRedis()
+		if err := mr.Start(); err != nil {
+			return nil, fmt.Errorf("embedded redis: %w", err)
+		}
+		rdb = redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	} else {
+		opt, err := redis.ParseURL(cfg.RedisURL)
+		if err != nil {
+			return nil, fmt.Errorf("--redis-url: %w", err)
+		}
+		rdb = redis.NewClient(opt)
+		desc = fmt.Sprintf("in-process on Redis %s db %d", opt.Addr, opt.DB)
+	}
+	closeRedis := func() {
+		_ = rdb.Close()
+		if mr != nil {
+			mr.Close()
+		}
+	}
+	// A channel of its own, so a shared Redis's fleet does not see the
+	// replay's events; its event streams outlive the replay by a minute.
+	st := store.New(rdb, store.Options{Policies: pols, Channel: NamePrefix + id + ":events", EventRetention: time.Minute})
+	lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	err = st.Load(lctx)
+	cancel()
+	if err != nil {
+		closeRedis()
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	ctx, stopHub := context.WithCancel(context.Background())
+	hub := events.NewHub(rdb, st.Channel(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ready := make(chan struct{})
+	hubDone := make(chan error, 1)
+	go func() { hubDone <- hub.Run(ctx, ready) }()
+	select {
+	case <-ready:
+	case err := <-hubDone:
+		stopHub()
+		closeRedis()
+		return nil, fmt.Errorf("event hub: %w", err)
+	}
+	calls := newTally(clk)
+	g, hs := server.New(st, hub).NewGRPC(calls.serverOption())
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		stopHub()
+		<-hubDone
+		closeRedis()
+		return nil, err
+	}
+	go func() { _ = g.Serve(lis) }()
+	return &embedded{addr: lis.Addr().String(), desc: desc, calls: calls, stop: func() {
+		stopHub()
+		g.Stop()
+		<-hubDone
+		closeRedis()
+	}}, nil
+}
+
+// reachable checks that a breakerd answers at addr.
+func reachable(ctx context.Context, addr string) error {
+	c, err := client.Dial(addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := c.API().BatchGet(ctx, &pb.BatchGetRequest{Breakers: []string{NamePrefix + "ping"}}); err != nil {
+		return fmt.Errorf("--addr: no breakerd answers at %s: %w", addr, err)
+	}
+	return nil
+}

@@ -1,0 +1,460 @@
+package replay
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/breakerd/breakerd/pkg/client"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// The five arms, in table order.
+const (
+	ArmNoBreaker = iota + 1
+	ArmPerRunFailFast
+	ArmPerRunRemove
+	ArmFleetRemove
+	ArmFleetFailFast
+)
+
+var armNames = map[int]string{
+	ArmNoBreaker:      "no breaker",
+	ArmPerRunFailFast: "per-run breaker, fail fast",
+	ArmPerRunRemove:   "per-run breaker, tool removed + notice",
+	ArmFleetRemove:    "breakerd fleet-wide, tool removed + notice",
+	ArmFleetFailFast:  "breakerd fleet-wide, fail fast",
+}
+
+func fleet(arm int) bool { return arm == ArmFleetRemove || arm == ArmFleetFailFast }
+
+// Row is one arm's line of the table, over the Runs runs that arrived
+// during the outage.
+type Row struct {
+	Arm  int
+	Name string
+	Runs int
+	// Calls is the web_search calls that reached the vendor (distinct
+	// calls among the requests it received); Attempts the HTTP requests it
+	// received. Both are the vendor's own counts.
+	Calls, Attempts int
+	// Steps is the model steps taken; Spend is Steps × StepPrice.
+	Steps int
+	Spend float64
+	// Median and P95 are run wall times, arrival to answer, incident time.
+	Median, P95 time.Duration
+	// Probes is the probe calls let out: for the fleet arms, the PROBE
+	// decisions breakerd gave for the arm's breaker over the whole replay
+	// (tail included); for the per-run arms, the runs' own.
+	Probes int
+	// Lacked is the runs the vendor never served results to; Admitted is
+	// how many of their answers said the search was missing.
+	Lacked, Admitted int
+
+	// Cross-checks, from the model's side of the wire.
+	ToolCalls   int // calls the tool's HTTP code ran, as the model counted
+	Denials     int // calls the guard refused
+	Results     int // runs whose model got results
+	Served      int // runs the vendor served a 200 to
+	FalseAdmits int // answers that said the search was missing though it was not
+
+	// Fleet arms only.
+	Breaker string
+	// Wire is breakerd's RPCs for the arm's breaker, counted at the daemon
+	// (in-process) or, with an external daemon, at the replay's clients.
+	Wire breakerWire
+	// ClientWire is the same, counted at the replay's clients.
+	ClientWire breakerWire
+	// Recovery is what happened after the vendor recovered.
+	Recovery *Recovery
+
+	runs []runOut // by run id
+}
+
+// Recovery is a fleet arm's breaker after the vendor recovered.
+type Recovery struct {
+	// Closed is false when no probe succeeded before the tail ended.
+	Closed bool
+	// After is from the vendor's recovery to the Record of the first
+	// successful probe, incident time.
+	After time.Duration
+	// TailRuns arrived after the outage, until the breaker closed;
+	// TailLacked of them answered without search results; TailCalls of
+	// their calls reached the vendor.
+	TailRuns, TailLacked, TailCalls int
+	// TailToolCalls and TailDenials are the tail runs' calls as their
+	// model counted them: made, and refused by breakerd.
+	TailToolCalls, TailDenials int
+}
+
+// Report is a finished replay.
+type Report struct {
+	Config Config
+	// Daemon says which breakerd the fleet arms used.
+	Daemon string
+	Rows   []Row
+	// Elapsed is the replay's wall-clock time.
+	Elapsed time.Duration
+	// Lag is the most any run fell behind its schedule (incident time): a
+	// machine too busy for the scale. Rows 1 to 3 do not depend on it
+	// (the vendor judges attempts by their schedule); the fleet rows do,
+	// since breakerd decides on Redis's real clock.
+	Lag time.Duration
+	// Warnings are reasons to distrust the fleet rows (a daemon whose
+	// policy is not the replay's, decisions a client's fallback made).
+	Warnings []string
+}
+
+// runOut is one finished run of one arm.
+type runOut struct {
+	id int
+	runResult
+}
+
+// Replay runs all five arms concurrently, each with its own fake vendor
+// and breaker names, and returns the table. Errors: an invalid Config, no
+// breakerd at Addr, a Redis the in-process daemon cannot use, breakerd
+// refusing a request, and ctx ending.
+func Replay(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var idb [4]byte
+	_, _ = rand.Read(idb[:])
+	id := hex.EncodeToString(idb[:])
+	clk := newClock(cfg.Scale) // started again below, when all is ready
+	rep := &Report{Config: cfg}
+
+	addr := cfg.Addr
+	var daemonWire *tally
+	if addr == "" {
+		d, err := startEmbedded(cfg, clk, id)
+		if err != nil {
+			return nil, err
+		}
+		defer d.stop()
+		addr, rep.Daemon, daemonWire = d.addr, "breakerd "+d.desc, d.calls
+	} else {
+		if err := reachable(ctx, addr); err != nil {
+			return nil, err
+		}
+		rep.Daemon = "breakerd at " + addr + " (its policy for " + NamePrefix + "* must be --print-policy's)"
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type armRun struct {
+		arm     int
+		breaker string
+		vendor  *vendor
+		clients []*client.Client
+		wire    *tally // client side
+		mu      sync.Mutex
+		outs    []runOut
+		tail    []runOut
+	}
+	var armsRun []*armRun
+	for arm := ArmNoBreaker; arm <= ArmFleetFailFast; arm++ {
+		a := &armRun{arm: arm, vendor: newVendor(clk, cfg.Outage)}
+		defer a.vendor.close()
+		if fleet(arm) {
+			a.breaker = fmt.Sprintf("%s%s:arm%d:web_search", NamePrefix, id, arm)
+			a.wire = newTally(clk)
+			for w := range cfg.Workers {
+				c, err := client.Dial(addr, client.WithWorkerID(fmt.Sprintf("replay-%s-arm%d-w%d", id, arm, w+1)),
+					client.WithAllowBudget(2*time.Second), client.WithDialOptions(a.wire.dialOption()))
+				if err != nil {
+					return nil, err
+				}
+				defer c.Close()
+				// Connect before the clock starts; the name is not the arm's.
+				if _, err := c.API().BatchGet(ctx, &pb.BatchGetRequest{Breakers: []string{NamePrefix + id + ":warmup"}}); err != nil {
+					return nil, fmt.Errorf("breakerd at %s: %w", addr, err)
+				}
+				a.clients = append(a.clients, c)
+			}
+		}
+		armsRun = append(armsRun, a)
+	}
+
+	// The outage begins now, for the vendors, the runs and the tallies
+	// alike (they share clk).
+	clk.start()
+	authority := func(a *armRun) *tally {
+		if daemonWire != nil {
+			return daemonWire
+		}
+		return a.wire
+	}
+
+	newGuard := func(a *armRun, run int, sched *schedule) guard {
+		switch a.arm {
+		case ArmPerRunFailFast, ArmPerRunRemove:
+			b := &runBreaker{cfg: cfg, now: func() time.Duration { return sched.t }}
+			return &perRunGuard{b: b, remove: a.arm == ArmPerRunRemove}
+		case ArmFleetRemove:
+			return &fleetRunGuard{run: client.NewRun(a.clients[run%len(a.clients)]),
+				tool: client.Tool{Name: searchTool, Breaker: a.breaker, Description: "Search the web."}}
+		case ArmFleetFailFast:
+			return &fleetCallGuard{c: a.clients[run%len(a.clients)], breaker: a.breaker}
+		}
+		return noGuard{}
+	}
+
+	var wg sync.WaitGroup
+	var errOnce sync.Once
+	var firstErr error
+	fail := func(err error) {
+		errOnce.Do(func() { firstErr = err; cancel() })
+	}
+	start := func(a *armRun, run int, arrival time.Duration, tail bool) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sched := &schedule{t: arrival}
+			g := newGuard(a, run, sched)
+			res, err := runModel(ctx, cfg, clk, g, sched, func(ctx context.Context, call int, at time.Duration) (time.Duration, error) {
+				return a.vendor.search(ctx, run, call, cfg.Attempts, cfg.CallTime, at)
+			})
+			if err != nil {
+				if ctx.Err() == nil {
+					fail(fmt.Errorf("arm %d run %d: %w", a.arm, run, err))
+				}
+				return
+			}
+			a.mu.Lock()
+			if tail {
+				a.tail = append(a.tail, runOut{run, res})
+			} else {
+				a.outs = append(a.outs, runOut{run, res})
+			}
+			a.mu.Unlock()
+		}()
+	}
+	began := time.Now()
+	for _, a := range armsRun {
+		wg.Add(1)
+		go func() { // the arrivals of one arm
+			defer wg.Done()
+			for i := range cfg.Runs {
+				at := time.Duration(i) * cfg.interval()
+				if clk.sleepUntil(ctx, at) != nil {
+					return
+				}
+				start(a, i, at, false)
+			}
+			if !fleet(a.arm) {
+				return
+			}
+			// Past the outage: runs keep arriving until the breaker closes.
+			for k := 0; time.Duration(k)*cfg.interval() <= cfg.Tail; k++ {
+				at := cfg.Outage + time.Duration(k)*cfg.interval()
+				if clk.sleepUntil(ctx, at) != nil {
+					return
+				}
+				if authority(a).of(a.breaker).ClosedAt != 0 {
+					return
+				}
+				start(a, cfg.Runs+k, at, true)
+			}
+		}()
+	}
+	wg.Wait()
+	rep.Elapsed = time.Since(began)
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	for _, a := range armsRun {
+		slices.SortFunc(a.outs, func(x, y runOut) int { return x.id - y.id })
+		row := Row{Arm: a.arm, Name: armNames[a.arm], Runs: len(a.outs), Breaker: a.breaker, runs: a.outs}
+		var walls []time.Duration
+		for _, o := range a.outs {
+			calls, attempts, served := a.vendor.seen(o.id)
+			row.Calls += calls
+			row.Attempts += attempts
+			row.Steps += o.steps
+			row.ToolCalls += o.toolCalls
+			row.Denials += o.denials
+			row.Probes += o.probes
+			walls = append(walls, o.wall)
+			rep.Lag = max(rep.Lag, o.lag)
+			if o.results {
+				row.Results++
+			}
+			if served {
+				row.Served++
+			} else {
+				row.Lacked++
+				if admitsDegraded(o.answer) {
+					row.Admitted++
+				}
+			}
+			if served && admitsDegraded(o.answer) {
+				row.FalseAdmits++
+			}
+		}
+		row.Spend = float64(row.Steps) * cfg.StepPrice
+		row.Median, row.P95 = percentile(walls, 0.5), percentile(walls, 0.95)
+		if fleet(a.arm) {
+			row.Wire, row.ClientWire = authority(a).of(a.breaker), a.wire.of(a.breaker)
+			row.Probes = row.Wire.Decisions[pb.Decision_DECISION_PROBE]
+			rec := &Recovery{TailRuns: len(a.tail)}
+			if at := row.Wire.ClosedAt; at != 0 {
+				rec.Closed, rec.After = true, at-cfg.Outage
+			}
+			for _, o := range a.tail {
+				calls, _, served := a.vendor.seen(o.id)
+				rec.TailCalls += calls
+				rec.TailToolCalls += o.toolCalls
+				rep.Lag = max(rep.Lag, o.lag)
+				rec.TailDenials += o.denials
+				if !served {
+					rec.TailLacked++
+				}
+			}
+			row.Recovery = rec
+			rep.Warnings = append(rep.Warnings, policyWarnings(cfg, row)...)
+		}
+		rep.Rows = append(rep.Rows, row)
+	}
+	if rep.Lag > cfg.StepTime {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("the machine fell up to %s (incident time) behind the replay's schedule; "+
+			"the fleet rows, decided on breakerd's real clock, are distorted: try a smaller --scale", rep.Lag.Round(time.Second)))
+	}
+	return rep, nil
+}
+
+// policyWarnings says when a fleet arm's breaker did not behave as the
+// replay's policy makes it: an external daemon without --print-policy's
+// file, or a client that answered from its fallback.
+func policyWarnings(cfg Config, row Row) []string {
+	var out []string
+	if n := row.ClientWire.Errors; n > 0 {
+		out = append(out, fmt.Sprintf("arm %d: %d breakerd RPCs failed; the client's local fallback decided those calls", row.Arm, n))
+	}
+	trip := row.Wire.Trip
+	if trip == nil {
+		return append(out, fmt.Sprintf("arm %d: the fleet breaker never opened", row.Arm))
+	}
+	if trip.GetFailures() < int64(cfg.Threshold) || trip.GetDistinctWorkers() < int64(cfg.Quorum) {
+		out = append(out, fmt.Sprintf("arm %d: %v: it opened after %d failures from %d workers, the replay's threshold is %d from %d (see --print-policy)",
+			row.Arm, errPolicy, trip.GetFailures(), trip.GetDistinctWorkers(), cfg.Threshold, cfg.Quorum))
+	}
+	lo := cfg.scaled(cfg.CooldownBase).Milliseconds()
+	hi := int64(float64(lo)*(1+cfg.Jitter)) + 2
+	if cd := trip.GetCooldownMs(); cd < lo || cd > hi {
+		out = append(out, fmt.Sprintf("arm %d: %v: its first cooldown was %dms, the replay's is %dms to %dms (see --print-policy)",
+			row.Arm, errPolicy, cd, lo, hi))
+	}
+	return out
+}
+
+// plural is "1 run", "2 runs".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// percentile is the nearest-rank p-quantile of ds; 0 when empty.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(float64(len(s))*p+0.999999) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// Print writes the table and what followed the outage.
+func (r *Report) Print(w io.Writer) error {
+	c := r.Config
+	var b strings.Builder
+	over := fmt.Sprintf("a %s search outage", c.Outage)
+	if c.ArriveWithin > 0 {
+		over = fmt.Sprintf("the first %s of a %s search outage", c.ArriveWithin, c.Outage)
+	}
+	fmt.Fprintf(&b, "%d runs arriving evenly over %s; each failing web_search call: %d attempts over %s; %s and $%.2f per model step\n",
+		c.Runs, over, c.Attempts, c.CallTime, c.StepTime, c.StepPrice)
+	fmt.Fprintf(&b, "replayed at 1/%g time (%s) against %s\n\n", c.Scale, r.Elapsed.Round(100*time.Millisecond), r.Daemon)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	const nameWidth = 45
+	fmt.Fprintf(tw, "%-*s\truns\tcalls at vendor\tHTTP attempts\tmodel steps\tspend\tmedian run\tp95 run\tprobes\tadmitted\t\n", nameWidth, "arm")
+	for _, row := range r.Rows {
+		probes := fmt.Sprint(row.Probes)
+		if row.Arm == ArmNoBreaker {
+			probes = "-"
+		}
+		fmt.Fprintf(tw, "%-*s\t%d\t%d\t%d\t%d\t$%.2f\t%s\t%s\t%s\t%d/%d\t\n", nameWidth, fmt.Sprintf("%d %s", row.Arm, row.Name), row.Runs, row.Calls, row.Attempts,
+			row.Steps, row.Spend, row.Median.Round(time.Second), row.P95.Round(time.Second), probes, row.Admitted, row.Lacked)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(&b, "\nafter the vendor recovered at %s, runs kept arriving until each fleet breaker closed:\n", c.Outage)
+	for _, row := range r.Rows {
+		if row.Recovery == nil {
+			continue
+		}
+		rec := row.Recovery
+		closed := fmt.Sprintf("not closed within the %s tail", c.Tail)
+		if rec.Closed {
+			closed = fmt.Sprintf("first successful probe %s after recovery", rec.After.Round(time.Second))
+		}
+		fmt.Fprintf(&b, "  arm %d: %s; %s arrived meanwhile, %d of them answered without search, %d of their calls reached the vendor\n",
+			row.Arm, closed, plural(rec.TailRuns, "run"), rec.TailLacked, rec.TailCalls)
+		if row.Wire.Trip != nil {
+			fmt.Fprintf(&b, "         opened at %s; probes recorded at", row.Wire.TripAt.Round(time.Second))
+			for i, p := range row.Wire.Probes {
+				sep, verdict := ",", "failed"
+				if i == 0 {
+					sep = ""
+				}
+				if p.OK {
+					verdict = "ok"
+				}
+				fmt.Fprintf(&b, "%s %s %s", sep, p.At.Round(time.Second), verdict)
+			}
+			b.WriteString("\n")
+		}
+	}
+	for _, row := range r.Rows {
+		if row.Recovery == nil {
+			continue
+		}
+		fmt.Fprintf(&b, "breakerd RPCs for arm %d's breaker: Allow %d, Record %d, BatchGet %d\n", row.Arm, row.Wire.Allow, row.Wire.Record, row.Wire.BatchGet)
+	}
+	for _, warn := range r.Warnings {
+		fmt.Fprintf(&b, "WARNING: %s\n", warn)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// ErrPolicy is wrapped by Report.Err when an external daemon's policy is
+// not the replay's.
+var ErrPolicy = errPolicy
+
+// Err returns an error wrapping ErrPolicy when a warning says the daemon's
+// policy is not the replay's; nil otherwise.
+func (r *Report) Err() error {
+	for _, w := range r.Warnings {
+		if strings.Contains(w, errPolicy.Error()) {
+			return fmt.Errorf("%w: start breakerd with --config and outage-replay --print-policy's file", errPolicy)
+		}
+	}
+	return nil
+}

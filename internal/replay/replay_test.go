@@ -1,0 +1,283 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/breakerd/breakerd/internal/policy"
+	"github.com/breakerd/breakerd/pkg/client"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// smallReplay is the incident with 40 runs, 300 times faster: about 8
+// seconds of wall clock, most of it the fleet breakers' recovery.
+func smallReplay() Config {
+	cfg := Default()
+	cfg.Runs = 40
+	cfg.Scale = 300
+	return cfg
+}
+
+func TestReplaySmall(t *testing.T) {
+	cfg := smallReplay()
+	rep, err := Replay(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("Replay: %v", err)
+	}
+	var out bytes.Buffer
+	if err := rep.Print(&out); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", out.String())
+	for _, w := range rep.Warnings {
+		if rep.Lag > cfg.StepTime && strings.HasPrefix(w, "the machine fell") {
+			t.Logf("a busy machine: %s", w) // the fleet rows' timing is off; their counts still must add up
+			continue
+		}
+		t.Errorf("warning %q", w)
+	}
+	if len(rep.Rows) != 5 {
+		t.Fatalf("%d rows, want 5", len(rep.Rows))
+	}
+	row := func(arm int) Row { return rep.Rows[arm-1] }
+
+	t.Run("the vendor is the witness", func(t *testing.T) {
+		for _, r := range rep.Rows {
+			if r.Runs != cfg.Runs {
+				t.Errorf("arm %d: %d runs finished, want %d", r.Arm, r.Runs, cfg.Runs)
+			}
+			// Every call the model's tool made reached the vendor, and
+			// nothing else did.
+			if r.Calls != r.ToolCalls {
+				t.Errorf("arm %d: the vendor saw %d calls, the model's tool made %d", r.Arm, r.Calls, r.ToolCalls)
+			}
+			if r.Attempts < r.Calls || r.Attempts > r.Calls*cfg.Attempts {
+				t.Errorf("arm %d: %d attempts for %d calls of at most %d attempts", r.Arm, r.Attempts, r.Calls, cfg.Attempts)
+			}
+			if r.Results != r.Served {
+				t.Errorf("arm %d: %d runs got results, the vendor served %d", r.Arm, r.Results, r.Served)
+			}
+			if r.Admitted != r.Lacked || r.FalseAdmits != 0 {
+				t.Errorf("arm %d: %d of %d runs without results admitted it, %d with results claimed otherwise",
+					r.Arm, r.Admitted, r.Lacked, r.FalseAdmits)
+			}
+		}
+	})
+
+	t.Run("breakerd is the witness", func(t *testing.T) {
+		for _, arm := range []int{ArmFleetRemove, ArmFleetFailFast} {
+			r, rec := row(arm), row(arm).Recovery
+			w := r.Wire
+			// What the daemon served is what the clients sent, and every
+			// RPC was answered by breakerd, none by a client's fallback.
+			if w.Allow != r.ClientWire.Allow || w.Record != r.ClientWire.Record || w.BatchGet != r.ClientWire.BatchGet {
+				t.Errorf("arm %d: daemon served Allow/Record/BatchGet %d/%d/%d, clients sent %d/%d/%d", arm,
+					w.Allow, w.Record, w.BatchGet, r.ClientWire.Allow, r.ClientWire.Record, r.ClientWire.BatchGet)
+			}
+			if w.Errors+r.ClientWire.Errors != 0 {
+				t.Errorf("arm %d: %d RPCs failed at the daemon, %d at the clients", arm, w.Errors, r.ClientWire.Errors)
+			}
+			// Every call the model made asked breakerd; every call let
+			// out was recorded, and is a call the vendor saw.
+			made, refused := r.ToolCalls+rec.TailToolCalls, r.Denials+rec.TailDenials
+			if w.Allow != made+refused {
+				t.Errorf("arm %d: breakerd answered %d Allows, the models made %d calls and had %d refused", arm, w.Allow, made, refused)
+			}
+			let := w.Decisions[pb.Decision_DECISION_ALLOWED] + w.Decisions[pb.Decision_DECISION_PROBE]
+			if w.Record != made || let != made || r.Calls+rec.TailCalls != made {
+				t.Errorf("arm %d: breakerd let %d calls out and got %d Records; the models made %d; the vendor saw %d",
+					arm, let, w.Record, made, r.Calls+rec.TailCalls)
+			}
+			if w.Trip == nil || w.Trip.GetDistinctWorkers() < int64(cfg.Quorum) {
+				t.Errorf("arm %d: trip %v, want an open from at least %d workers", arm, w.Trip, cfg.Quorum)
+			}
+			if !rec.Closed || rec.After <= 0 || rec.TailRuns == 0 {
+				t.Errorf("arm %d: recovery %+v, want a successful probe after the vendor recovered", arm, *rec)
+			}
+			if r.Probes < 2 {
+				t.Errorf("arm %d: %d probes, want a failed one during the outage and the successful one after", arm, r.Probes)
+			}
+		}
+		if n := row(ArmFleetRemove).Wire.BatchGet; n == 0 {
+			t.Errorf("arm 4: no BatchGet reached breakerd; Run.Available did not ask")
+		}
+		if n := row(ArmFleetFailFast).Wire.BatchGet; n != 0 {
+			t.Errorf("arm 5: %d BatchGets; its toolset must be untouched", n)
+		}
+	})
+
+	t.Run("the no-breaker run is the incident's run", func(t *testing.T) {
+		// A run that never got results made a call at every step from 4
+		// to 14 and used its 20 steps: 6.8 minutes and $1.20.
+		failed := 0
+		for _, o := range row(ArmNoBreaker).runs {
+			if o.results {
+				continue
+			}
+			failed++
+			if o.toolCalls != 11 || o.steps != 20 {
+				t.Errorf("run %d: %d calls and %d steps without results, want 11 and 20", o.id, o.toolCalls, o.steps)
+			}
+			if o.wall != 408*time.Second {
+				t.Errorf("run %d: %s without results, want 6m48s", o.id, o.wall)
+			}
+		}
+		if failed < cfg.Runs/2 {
+			t.Errorf("%d of %d runs failed through, want most", failed, cfg.Runs)
+		}
+	})
+
+	t.Run("a notice ends a run within 2 steps", func(t *testing.T) {
+		// Arm 3: 5 failed calls at steps 4 to 8, the notice at step 9, the
+		// degraded answer at step 10.
+		for _, o := range row(ArmPerRunRemove).runs {
+			if !o.results && o.steps != cfg.SearchStep+cfg.Threshold+1 {
+				t.Errorf("arm 3 run %d: %d steps without results, want %d", o.id, o.steps, cfg.SearchStep+cfg.Threshold+1)
+			}
+		}
+		// Arm 4: the answer comes the step after the notice; many runs
+		// (most, on an idle machine) find the tool gone at their first
+		// step, having never called it.
+		first := 0
+		for _, o := range row(ArmFleetRemove).runs {
+			if o.results {
+				continue
+			}
+			if o.noticeAt == 0 || o.steps != o.noticeAt+1 || !admitsDegraded(o.answer) {
+				t.Errorf("arm 4 run %d: notice at step %d, %d steps, answer %q; want a degraded answer the step after the notice",
+					o.id, o.noticeAt, o.steps, o.answer)
+			}
+			if o.noticeAt == 1 {
+				first++
+			}
+		}
+		if first < cfg.Runs/4 {
+			t.Errorf("arm 4: %d of %d runs found the tool gone at step 1, want many", first, cfg.Runs)
+		}
+	})
+
+	t.Run("the rows' order", func(t *testing.T) {
+		r1, r2, r3, r4, r5 := row(1), row(2), row(3), row(4), row(5)
+		if !(r1.Calls >= r2.Calls && r2.Calls >= r3.Calls && r3.Calls > r4.Calls) {
+			t.Errorf("calls at the vendor %d, %d, %d, %d: want 1 >= 2 >= 3 > 4", r1.Calls, r2.Calls, r3.Calls, r4.Calls)
+		}
+		if r4.Calls*4 > r3.Calls || r5.Calls*4 > r3.Calls {
+			t.Errorf("fleet arms reached the vendor %d and %d times, per-run removal %d: want far fewer", r4.Calls, r5.Calls, r3.Calls)
+		}
+		if !(r2.Spend >= r3.Spend && r3.Spend > r4.Spend && r1.Spend > r3.Spend) {
+			t.Errorf("spend $%.2f, $%.2f, $%.2f, $%.2f: want 1 > 3, 2 >= 3 > 4", r1.Spend, r2.Spend, r3.Spend, r4.Spend)
+		}
+		if r4.Spend*2 > r3.Spend {
+			t.Errorf("spend: fleet removal $%.2f, per-run removal $%.2f: want less than half", r4.Spend, r3.Spend)
+		}
+		// Failing fast alone saves no spend: a run that got no results
+		// spends its whole budget with or without a per-run breaker, and
+		// the two rows differ only by the runs that got results in one
+		// arm and not the other (a later call finding the vendor back,
+		// which the per-run breaker may refuse).
+		differ := 0
+		for i, o1 := range r1.runs {
+			o2 := r2.runs[i]
+			switch {
+			case !o1.results && !o2.results && (o1.steps != cfg.Steps || o2.steps != cfg.Steps):
+				t.Errorf("run %d: %d steps without a breaker, %d with a per-run one, no results in either: want %d in both",
+					i, o1.steps, o2.steps, cfg.Steps)
+			case o1.results != o2.results:
+				differ++
+			}
+		}
+		if d := r2.Steps - r1.Steps; d > differ*cfg.Steps || -d > differ*cfg.Steps {
+			t.Errorf("model steps %d without a breaker, %d with a per-run one: more apart than the %d runs whose results differ explain",
+				r1.Steps, r2.Steps, differ)
+		}
+		if r5.Spend < r4.Spend*4 {
+			t.Errorf("spend: fleet fail-fast $%.2f, fleet removal $%.2f: want removal to be where spend is saved", r5.Spend, r4.Spend)
+		}
+	})
+}
+
+func TestPolicyYAMLParses(t *testing.T) {
+	cfg := Default()
+	set, err := policy.Parse([]byte(cfg.PolicyYAML()))
+	if err != nil {
+		t.Fatalf("policy.Parse(PolicyYAML()): %v", err)
+	}
+	got := set.For(NamePrefix + "abcd:arm4:web_search")
+	want := policy.Policy{Threshold: 5, MinWorkers: 2, RateLimitTrips: 3, CooldownBase: 500 * time.Millisecond,
+		CooldownCap: 15 * time.Second, Jitter: 0.2, ProbeTimeout: time.Second}
+	if got.Threshold != want.Threshold || got.MinWorkers != want.MinWorkers || got.CooldownBase != want.CooldownBase ||
+		got.CooldownCap != want.CooldownCap || got.Jitter != want.Jitter || got.ProbeTimeout != want.ProbeTimeout {
+		t.Errorf("policy = %+v, want %+v", got, want)
+	}
+	if other := set.For("web_search"); other.CooldownBase != 30*time.Second {
+		t.Errorf("a fleet breaker outside the replay gets cooldown %s, want breakerd's default 30s", other.CooldownBase)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		edit func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.Runs = 0 }, "--runs:"},
+		{func(c *Config) { c.LastSearchStep = 30 }, "--last-search-step:"},
+		{func(c *Config) { c.Workers = 1 }, "--workers:"},
+		{func(c *Config) { c.Scale = 0.5 }, "--scale:"},
+		{func(c *Config) { c.CooldownBase = time.Millisecond; c.Scale = 10 }, "--cooldown:"},
+		{func(c *Config) { c.CooldownCap = time.Second }, "--cooldown-cap:"},
+	} {
+		cfg := Default()
+		tc.edit(&cfg)
+		if err := cfg.Validate(); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("Validate() = %v, want an error starting %q", err, tc.want)
+		}
+	}
+	if err := Default().Validate(); err != nil {
+		t.Errorf("Default().Validate() = %v", err)
+	}
+}
+
+// TestRunBreaker walks the per-run breaker through its states on a time
+// line the test moves.
+func TestRunBreaker(t *testing.T) {
+	cfg := Default()
+	var now time.Duration
+	b := &runBreaker{cfg: cfg, now: func() time.Duration { return now }}
+	fail := func(context.Context) error { return errHTTP503 }
+	ok := func(context.Context) error { return nil }
+	ctx := context.Background()
+
+	// closed: failures below the threshold go out
+	for i := range cfg.Threshold {
+		if denied, _ := b.call(ctx, fail); denied {
+			t.Fatalf("call %d denied while closed", i+1)
+		}
+	}
+	// open: denied without calling
+	called := false
+	if denied, err := b.call(ctx, func(context.Context) error { called = true; return nil }); !denied || called || err == nil {
+		t.Fatalf("after %d failures: denied %v, called %v, err %v; want a denial", cfg.Threshold, denied, called, err)
+	}
+	now += cfg.CooldownBase - time.Millisecond
+	if denied, _ := b.call(ctx, ok); !denied {
+		t.Fatalf("a call 1ms before the cooldown ends went out")
+	}
+	// the cooldown passes: one probe; its failure doubles the cooldown
+	now += time.Millisecond
+	if denied, _ := b.call(ctx, fail); denied || b.nProbes != 1 {
+		t.Fatalf("probe due: denied %v, probes %d", denied, b.nProbes)
+	}
+	if got := b.probeAt - now; got != cfg.CooldownBase*2 {
+		t.Errorf("after a failed probe the next is in %s, want %s", got, cfg.CooldownBase*2)
+	}
+	// a successful probe closes it
+	now = b.probeAt
+	if denied, _ := b.call(ctx, ok); denied || b.open || b.nProbes != 2 {
+		t.Fatalf("successful probe: denied %v, open %v, probes %d", denied, b.open, b.nProbes)
+	}
+}
+
+var errHTTP503 = &client.HTTPError{StatusCode: 503, Status: "503 Service Unavailable"}

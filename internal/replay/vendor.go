@@ -1,0 +1,176 @@
+package replay
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/breakerd/breakerd/pkg/client"
+)
+
+// clock is the replay's time: incident time since the outage began,
+// running scale times faster than the wall clock. It is safe for
+// concurrent use; start sets the outage's beginning.
+type clock struct {
+	t0    atomic.Int64 // wall clock, Unix nanoseconds
+	scale float64
+}
+
+func newClock(scale float64) *clock {
+	c := &clock{scale: scale}
+	c.start()
+	return c
+}
+
+// start makes now the outage's beginning.
+func (c *clock) start() { c.t0.Store(time.Now().UnixNano()) }
+
+// now is the incident time since the outage began.
+func (c *clock) now() time.Duration {
+	return time.Duration(float64(time.Now().UnixNano()-c.t0.Load()) * c.scale)
+}
+
+// sleepUntil waits until incident time at, or until ctx ends.
+func (c *clock) sleepUntil(ctx context.Context, at time.Duration) error {
+	d := time.Duration(float64(at-c.now()) / c.scale)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Request headers that tell the vendor which run and which of its calls an
+// attempt belongs to, so that its counts can be split by run.
+const (
+	headerRun  = "X-Replay-Run"
+	headerCall = "X-Replay-Call"
+	// headerAt is when the replay scheduled the attempt, incident ms.
+	headerAt = "X-Replay-At"
+)
+
+// vendor is the fake search vendor: an HTTP server on loopback that
+// answers 503 to every request during the outage and 200 after it, and
+// counts what reaches it. It is the witness for the "calls" and "HTTP
+// attempts" columns. It judges an attempt by the time the replay
+// scheduled it (a header), not by when it arrived, so that a busy
+// machine's late timer cannot carry an attempt across the outage's end.
+type vendor struct {
+	srv    *httptest.Server
+	hc     *http.Client
+	clk    *clock
+	outage time.Duration
+
+	mu   sync.Mutex
+	runs map[int]*vendorRun
+	bad  int // requests without a run header
+}
+
+// vendorRun is what the vendor saw of one run.
+type vendorRun struct {
+	attempts int
+	calls    map[int]bool // call numbers seen
+	served   bool         // a 200 was sent
+}
+
+func newVendor(clk *clock, outage time.Duration) *vendor {
+	v := &vendor{clk: clk, outage: outage, runs: map[int]*vendorRun{}}
+	v.srv = httptest.NewServer(http.HandlerFunc(v.serve))
+	v.hc = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}}
+	return v
+}
+
+func (v *vendor) close() {
+	v.hc.CloseIdleConnections()
+	v.srv.Close()
+}
+
+func (v *vendor) serve(w http.ResponseWriter, r *http.Request) {
+	run, err1 := strconv.Atoi(r.Header.Get(headerRun))
+	call, err2 := strconv.Atoi(r.Header.Get(headerCall))
+	at, err3 := strconv.ParseInt(r.Header.Get(headerAt), 10, 64)
+	down := time.Duration(at)*time.Millisecond < v.outage
+	v.mu.Lock()
+	if err1 != nil || err2 != nil || err3 != nil {
+		down = true
+		v.bad++
+	} else {
+		vr := v.runs[run]
+		if vr == nil {
+			vr = &vendorRun{calls: map[int]bool{}}
+			v.runs[run] = vr
+		}
+		vr.attempts++
+		vr.calls[call] = true
+		vr.served = vr.served || !down
+	}
+	v.mu.Unlock()
+	if down {
+		http.Error(w, "search backend unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = io.WriteString(w, `{"results":[{"title":"...","url":"https://example.com/"}]}`)
+}
+
+// seen returns what the vendor saw of run (zero when nothing).
+func (v *vendor) seen(run int) (calls, attempts int, served bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	vr := v.runs[run]
+	if vr == nil {
+		return 0, 0, false
+	}
+	return len(vr.calls), vr.attempts, vr.served
+}
+
+// search is one web_search call starting at incident time start: up to
+// attempts HTTP attempts, at start and then evenly spaced over callTime.
+// It returns at the first 200, and after the last attempt's slot with the
+// last failure (a *client.HTTPError for a 503, which
+// client.DefaultClassifier counts as SERVER_ERROR); end is when, on the
+// call's own schedule, it returned. The schedule is anchored to start, so
+// a busy machine's scheduling delays do not add up over a run.
+func (v *vendor) search(ctx context.Context, run, call, attempts int, callTime, start time.Duration) (end time.Duration, err error) {
+	spacing := callTime / time.Duration(attempts)
+	for a := range attempts {
+		at := start + time.Duration(a)*spacing
+		if err := v.clk.sleepUntil(ctx, at); err != nil {
+			return at, err
+		}
+		if err = v.attempt(ctx, run, call, at); err == nil {
+			return at, nil
+		}
+	}
+	if err := v.clk.sleepUntil(ctx, start+callTime); err != nil {
+		return start + callTime, err
+	}
+	return start + callTime, err
+}
+
+func (v *vendor) attempt(ctx context.Context, run, call int, at time.Duration) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, v.srv.URL+"/search", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set(headerRun, strconv.Itoa(run))
+	req.Header.Set(headerCall, strconv.Itoa(call))
+	req.Header.Set(headerAt, strconv.FormatInt(at.Milliseconds(), 10))
+	resp, err := v.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return client.CheckResponse(resp)
+}
