@@ -86,7 +86,7 @@ func parseFlags(args []string, usage io.Writer) (cfg replay.Config, printPolicy 
 	}
 	fs.IntVar(&cfg.Runs, "runs", cfg.Runs, "agent runs arriving evenly over the outage")
 	fs.DurationVar(&cfg.Outage, "outage", cfg.Outage, "how long the vendor fails every request")
-	fs.DurationVar(&cfg.ArriveWithin, "arrive-within", cfg.ArriveWithin, "the span from the outage's start over which the runs arrive; 0: the whole outage")
+	fs.DurationVar(&cfg.ArriveWithin, "arrive-within", cfg.ArriveWithin, "the span from the outage's start over which the runs arrive; 0: the outage less one failing run (every run fails through, as in the incident)")
 	fs.IntVar(&cfg.Steps, "steps", cfg.Steps, "the model's step budget per run")
 	fs.IntVar(&cfg.SearchStep, "search-step", cfg.SearchStep, "the first step at which the model calls web_search")
 	fs.IntVar(&cfg.LastSearchStep, "last-search-step", cfg.LastSearchStep, "the last step at which a model without results or a notice calls web_search again")

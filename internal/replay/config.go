@@ -24,10 +24,11 @@ type Config struct {
 	// (09:12 to 09:34).
 	Outage time.Duration
 	// ArriveWithin is the span, from the outage's start, over which the
-	// Runs arrive. Default 0: the whole outage. The incident's own totals
-	// (340 × 11 calls, 340 × $1.20) count every run as failing through,
-	// which holds only for runs that start a whole run's length (6.8
-	// minutes) before the vendor recovers: 15m12s reproduces them.
+	// Runs arrive evenly. Default 0: the outage less one failing run's
+	// length (15m12s for the incident: 22m less 6.8m), so that every run
+	// fails through as all 340 did in the incident (340 × 11 calls,
+	// 340 × $1.20). Set it to the outage's length to spread the runs over
+	// all of it, where the last ones find the vendor back.
 	ArriveWithin time.Duration
 	// Steps is the model's step budget per run. Default 20.
 	Steps int
@@ -165,10 +166,22 @@ func (c Config) scaled(d time.Duration) time.Duration {
 
 // interval is the time between two runs' arrivals.
 func (c Config) interval() time.Duration {
+	return c.Arrivals() / time.Duration(c.Runs)
+}
+
+// Arrivals is the span over which the runs arrive: ArriveWithin, or by
+// default the outage less one failing run's length (the whole outage when
+// a run outlasts it).
+func (c Config) Arrivals() time.Duration {
 	if c.ArriveWithin > 0 {
-		return c.ArriveWithin / time.Duration(c.Runs)
+		return c.ArriveWithin
 	}
-	return c.Outage / time.Duration(c.Runs)
+	searches := time.Duration(c.LastSearchStep - c.SearchStep + 1)
+	run := time.Duration(c.Steps)*c.StepTime + searches*c.CallTime
+	if run >= c.Outage {
+		return c.Outage
+	}
+	return c.Outage - run
 }
 
 // NamePrefix starts the name of every breaker a replay uses; the policy

@@ -384,8 +384,8 @@ func (r *Report) Print(w io.Writer) error {
 	c := r.Config
 	var b strings.Builder
 	over := fmt.Sprintf("a %s search outage", c.Outage)
-	if c.ArriveWithin > 0 {
-		over = fmt.Sprintf("the first %s of a %s search outage", c.ArriveWithin, c.Outage)
+	if c.Arrivals() < c.Outage {
+		over = fmt.Sprintf("the first %s of a %s search outage", c.Arrivals(), c.Outage)
 	}
 	fmt.Fprintf(&b, "%d runs arriving evenly over %s; each failing web_search call: %d attempts over %s; %s and $%.2f per model step\n",
 		c.Runs, over, c.Attempts, c.CallTime, c.StepTime, c.StepPrice)
