@@ -619,3 +619,17 @@ func TestRedisErrorsAreReturned(t *testing.T) {
 		t.Fatalf("Allow with Redis down: %v, want an unavailable error", err)
 	}
 }
+
+func TestUnknownStateReadsAsUnspecified(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		f := newFixture(t, b, store.Options{})
+		name := f.Breaker("from_the_future")
+		if err := f.Client.HSet(context.Background(), store.Prefix+"{"+name+"}:state", "st", "sleeping", "gen", 7).Err(); err != nil {
+			t.Fatal(err)
+		}
+		st, err := f.st.BatchGet(context.Background(), []string{name, f.Breaker("known")})
+		if err != nil || st[0].State != pb.State_STATE_UNSPECIFIED || st[0].Generation != 7 || st[1].State != pb.State_STATE_CLOSED {
+			t.Fatalf("BatchGet with a state from a newer build = %v, %v; want UNSPECIFIED gen 7, then CLOSED", st, err)
+		}
+	})
+}

@@ -90,11 +90,10 @@ var stateNames = map[string]pb.State{
 // snapshot decodes element i, the array lib.lua's snapshot() returns.
 func (r *reply) snapshot(i int, breaker string, p policy.Policy) *pb.BreakerState {
 	s := r.list(i)
-	name := s.str(0)
-	st, ok := stateNames[name]
-	if !ok && *s.err == nil {
-		s.fail("unknown state %q", name)
-	}
+	// A state this build does not know (written by a newer daemon during a
+	// rolling upgrade) reads as STATE_UNSPECIFIED rather than failing the
+	// read: List must not break on one breaker.
+	st := stateNames[s.str(0)]
 	return &pb.BreakerState{
 		Breaker:         breaker,
 		State:           st,
