@@ -82,21 +82,23 @@ func Real(t testing.TB) *Backend {
 	return b
 }
 
-// deleteKeys removes every key of this test's breakers, so that runs leave
-// nothing behind on a shared Redis.
+// deleteKeys removes every key of this test's breakers and hooks (whose
+// names start with Prefix), so that runs leave nothing behind on a shared
+// Redis.
 func (b *Backend) deleteKeys(t testing.TB) {
 	ctx := context.Background()
 	c := redis.NewClient(&redis.Options{Addr: b.Addr})
 	defer c.Close()
-	pattern := "brk:{" + globEscape(b.Prefix) + "*"
-	it := c.Scan(ctx, 0, pattern, 1000).Iterator()
 	var keys []string
-	for it.Next(ctx) {
-		keys = append(keys, it.Val())
-	}
-	if err := it.Err(); err != nil {
-		t.Errorf("testredis: cleanup scan: %v", err)
-		return
+	for _, pattern := range []string{"brk:{" + globEscape(b.Prefix) + "*", "breakerd:hooks:" + globEscape(b.Prefix) + "*"} {
+		it := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for it.Next(ctx) {
+			keys = append(keys, it.Val())
+		}
+		if err := it.Err(); err != nil {
+			t.Errorf("testredis: cleanup scan: %v", err)
+			return
+		}
 	}
 	if len(keys) > 0 {
 		if err := c.Del(ctx, keys...).Err(); err != nil {
