@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net"
@@ -22,24 +21,6 @@ import (
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
-// syncBuf is a bytes.Buffer safe to read while run writes to it.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // result is one breakerctl run.
 type result struct {
 	stdout, stderr string
@@ -50,7 +31,7 @@ type result struct {
 // real environment) and returns what it printed and its exit code.
 func ctl(t *testing.T, env map[string]string, args ...string) result {
 	t.Helper()
-	var out, errb syncBuf
+	var out, errb daemontest.Buffer
 	err := run(context.Background(), args, func(k string) string { return env[k] }, &out, &errb)
 	code := report(err, &errb)
 	return result{out.String(), errb.String(), code}
@@ -387,7 +368,7 @@ func TestWatchPrintsTransitionsLive(t *testing.T) {
 		name, other := b.Breaker("web_search"), b.Breaker("other")
 		for _, jsonOut := range []bool{false, true} {
 			ctx, cancel := context.WithCancel(context.Background())
-			var out, errb syncBuf
+			var out, errb daemontest.Buffer
 			args := []string{"watch", "--addr", d1.Addr, "--breaker", name}
 			if jsonOut {
 				args = append(args, "--json")
@@ -434,7 +415,7 @@ func TestWatchPrintsTransitionsLive(t *testing.T) {
 
 // waitFor polls w until it contains want: waiting on another goroutine's
 // output, not on a cooldown.
-func waitFor(t *testing.T, w *syncBuf, want string) {
+func waitFor(t *testing.T, w *daemontest.Buffer, want string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(w.String(), want) {

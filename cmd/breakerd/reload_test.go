@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -9,10 +8,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/breakerd/breakerd/internal/daemontest"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -21,26 +21,9 @@ import (
 	"github.com/breakerd/breakerd/internal/testredis"
 )
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // until polls cond (a port, a log line: another process's progress, not a
 // cooldown) for up to 20s.
-func until(t *testing.T, what string, out *syncBuf, cond func() bool) {
+func until(t *testing.T, what string, out *daemontest.Buffer, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
@@ -63,7 +46,7 @@ func TestSIGHUPReloadsThePolicyAndRejectsABadOne(t *testing.T) {
 	addr, metricsAddr := testredis.FreeAddr(t), testredis.FreeAddr(t)
 	cmd := exec.Command(os.Args[0], "--listen", addr, "--config", policyFile, "--config-poll", "0", "--metrics-listen", metricsAddr)
 	cmd.Env = append(os.Environ(), "BREAKERD_TEST_AS_MAIN=1")
-	out := &syncBuf{}
+	out := &daemontest.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -137,7 +120,7 @@ func TestSIGHUPWithoutAPolicyFileIsLoggedNotFatal(t *testing.T) {
 	addr := testredis.FreeAddr(t)
 	cmd := exec.Command(os.Args[0], "--listen", addr)
 	cmd.Env = append(os.Environ(), "BREAKERD_TEST_AS_MAIN=1")
-	out := &syncBuf{}
+	out := &daemontest.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -109,45 +109,38 @@ func ParseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	}
 	fs := flag.NewFlagSet("breakerd", flag.ContinueOnError)
 	fs.SetOutput(usage)
-	env := func(name string) string {
-		return getenv("BREAKERD_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_")))
-	}
 	var errs []error
-	str := func(p *string, name, help string) {
-		if v := env(name); v != "" {
-			*p = v
+	envName := func(flag string) string { return "BREAKERD_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_")) }
+	// fromEnv applies a flag's environment variable, when set, through
+	// parse; the flag itself, parsed later, wins over it.
+	fromEnv := func(flag, want string, parse func(string) error) {
+		if v := getenv(envName(flag)); v != "" {
+			if err := parse(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %q is not %s", envName(flag), v, want))
+			}
 		}
+	}
+	str := func(p *string, name, help string) {
+		fromEnv(name, "", func(v string) error { *p = v; return nil })
 		fs.StringVar(p, name, *p, help)
 	}
 	dur := func(p *time.Duration, name, help string) {
-		if v := env(name); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("BREAKERD_%s: %q is not a duration", strings.ToUpper(strings.ReplaceAll(name, "-", "_")), v))
-			}
-			*p = d
-		}
+		fromEnv(name, "a duration", func(v string) (err error) { *p, err = time.ParseDuration(v); return err })
 		fs.DurationVar(p, name, *p, help)
+	}
+	boolean := func(p *bool, name, help string) {
+		fromEnv(name, "true or false", func(v string) (err error) { *p, err = strconv.ParseBool(v); return err })
+		fs.BoolVar(p, name, *p, help)
+	}
+	integer := func(p *int64, name, help string) {
+		fromEnv(name, "an integer", func(v string) (err error) { *p, err = strconv.ParseInt(v, 10, 64); return err })
+		fs.Int64Var(p, name, *p, help)
 	}
 	str(&c.Listen, "listen", "gRPC listen address")
 	str(&c.RedisURL, "redis-url", "shared Redis URL (redis:// or rediss://); empty: embedded in-memory Redis")
-	if v := env("redis-cluster"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("BREAKERD_REDIS_CLUSTER: %q is not true or false", v))
-		}
-		c.RedisCluster = b
-	}
-	fs.BoolVar(&c.RedisCluster, "redis-cluster", c.RedisCluster, "read --redis-url as a Redis Cluster URL")
+	boolean(&c.RedisCluster, "redis-cluster", "read --redis-url as a Redis Cluster URL")
 	str(&c.PolicyFile, "config", "YAML policy file (defaults and per-breaker overrides)")
-	if v := env("events-max-len"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("BREAKERD_EVENTS_MAX_LEN: %q is not an integer", v))
-		}
-		c.EventsMaxLen = n
-	}
-	fs.Int64Var(&c.EventsMaxLen, "events-max-len", c.EventsMaxLen, "entries kept in each breaker's event stream (approximate)")
+	integer(&c.EventsMaxLen, "events-max-len", "entries kept in each breaker's event stream (approximate)")
 	dur(&c.EventRetention, "event-retention", "how long an idle breaker's event log is kept")
 	dur(&c.DrainDelay, "drain-delay", "time spent NOT_SERVING before stopping")
 	dur(&c.ShutdownTimeout, "shutdown-timeout", "bound on the graceful stop")
@@ -158,14 +151,7 @@ func ParseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	str(&c.TLSKey, "tls-key", "PEM private key for the gRPC listener (with --tls-cert)")
 	str(&c.TLSClientCA, "tls-client-ca", "PEM CA bundle; when set, clients must present a certificate it signed")
 	str(&c.TokensFile, "tokens", "YAML file of bearer tokens with roles (worker, operator); empty: no auth, loopback only")
-	if v := env("insecure-listen-any"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("BREAKERD_INSECURE_LISTEN_ANY: %q is not true or false", v))
-		}
-		c.InsecureListenAny = b
-	}
-	fs.BoolVar(&c.InsecureListenAny, "insecure-listen-any", c.InsecureListenAny, "allow a non-loopback --listen without --tokens (anyone reaching it may Force)")
+	boolean(&c.InsecureListenAny, "insecure-listen-any", "allow a non-loopback --listen without --tokens (anyone reaching it may Force)")
 	str(&c.HooksFile, "hooks", "YAML file of alert webhooks")
 	str(&c.MetricsListen, "metrics-listen", "HTTP address for Prometheus /metrics; empty: no metrics listener")
 	dur(&c.ConfigPoll, "config-poll", "how often the --config file is checked for changes (0: only on SIGHUP)")

@@ -1,15 +1,15 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/breakerd/breakerd/internal/daemontest"
 
 	"github.com/alicebob/miniredis/v2"
 	"google.golang.org/grpc"
@@ -96,7 +96,7 @@ func TestParseConfigFromEnvAndFlags(t *testing.T) {
 }
 
 func TestShutdownEndsWatchStreams(t *testing.T) {
-	var logs syncBuf
+	var logs daemontest.Buffer
 	cfg, err := ParseConfig([]string{"--listen", "127.0.0.1:0", "--drain-delay", "50ms", "--shutdown-timeout", "30s"}, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -129,22 +129,4 @@ func TestShutdownEndsWatchStreams(t *testing.T) {
 	if strings.Contains(logs.String(), "timed out") {
 		t.Errorf("shutdown waited out its backstop for an open Watch:\n%s", logs.String())
 	}
-}
-
-// syncBuf is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -41,7 +41,7 @@ func TestPolicyReloadRejectsABadFileAndKeepsTheOldOne(t *testing.T) {
 	}
 	inForce := set
 	var results []error
-	var logs syncBuf
+	var logs daemontest.Buffer
 	r := &policyReloader{path: path, last: sum, log: slog.New(slog.NewTextHandler(&logs, nil)),
 		apply: func(s *policy.Set) { inForce = s }, result: func(err error) { results = append(results, err) }}
 
@@ -228,7 +228,7 @@ func eventually(t *testing.T, addr, series string, want float64, atLeast ...bool
 
 type running struct {
 	grpc, metrics string
-	logs          *syncBuf
+	logs          *daemontest.Buffer
 }
 
 // runDaemon runs the real assembly (Run) on b until t ends.
@@ -237,7 +237,7 @@ func runDaemon(t *testing.T, b *testredis.Backend) running {
 	c := Config{Listen: "127.0.0.1:0", RedisURL: "redis://" + b.Addr, MetricsListen: testredis.FreeAddr(t),
 		EventsMaxLen: 1000, EventRetention: time.Hour, ShutdownTimeout: time.Second, HealthInterval: 500 * time.Millisecond,
 		LogFormat: "json"}
-	logs := &syncBuf{}
+	logs := &daemontest.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan net.Addr, 1)
 	done := make(chan error, 1)

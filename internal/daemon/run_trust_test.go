@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/breakerd/breakerd/internal/daemontest"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -56,7 +58,7 @@ func TestRunWithTokensAndHooks(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuf
+	var logs daemontest.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan net.Addr, 1)
 	done := make(chan error, 1)
