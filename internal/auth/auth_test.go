@@ -2,22 +2,15 @@ package auth_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
-	"encoding/pem"
-	"math/big"
-	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/breakerd/breakerd/internal/testtls"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -266,72 +259,6 @@ func TestIsLoopback(t *testing.T) {
 	}
 }
 
-// pki is a throwaway CA with a server certificate for 127.0.0.1 and a
-// client certificate, written as PEM files.
-type pki struct {
-	dir                       string
-	caFile, certFile, keyFile string
-	clientCert                tls.Certificate
-	pool                      *x509.CertPool
-	otherClient               tls.Certificate // signed by another CA
-}
-
-func newPKI(t *testing.T) *pki {
-	t.Helper()
-	p := &pki{dir: t.TempDir()}
-	ca, caKey := selfSigned(t, "test CA")
-	other, otherKey := selfSigned(t, "other CA")
-	p.pool = x509.NewCertPool()
-	p.pool.AddCert(ca)
-	p.caFile = p.write(t, "ca.pem", "CERTIFICATE", ca.Raw)
-	srvDER, srvKey := issue(t, ca, caKey, "breakerd", x509.ExtKeyUsageServerAuth)
-	p.certFile = p.write(t, "server.pem", "CERTIFICATE", srvDER)
-	kb, _ := x509.MarshalECPrivateKey(srvKey)
-	p.keyFile = p.write(t, "server.key", "EC PRIVATE KEY", kb)
-	cliDER, cliKey := issue(t, ca, caKey, "worker-7", x509.ExtKeyUsageClientAuth)
-	p.clientCert = tls.Certificate{Certificate: [][]byte{cliDER}, PrivateKey: cliKey}
-	oDER, oKey := issue(t, other, otherKey, "intruder", x509.ExtKeyUsageClientAuth)
-	p.otherClient = tls.Certificate{Certificate: [][]byte{oDER}, PrivateKey: oKey}
-	return p
-}
-
-func (p *pki) write(t *testing.T, name, typ string, der []byte) string {
-	t.Helper()
-	f := filepath.Join(p.dir, name)
-	if err := os.WriteFile(f, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
-func selfSigned(t *testing.T, cn string) (*x509.Certificate, *ecdsa.PrivateKey) {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, _ := x509.ParseCertificate(der)
-	return c, key
-}
-
-func issue(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn string, usage x509.ExtKeyUsage) ([]byte, *ecdsa.PrivateKey) {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return der, key
-}
-
 func tlsDial(t *testing.T, addr string, cfg *tls.Config, token string) pb.BreakerServiceClient {
 	t.Helper()
 	opts := []client.Option{client.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(cfg)))}
@@ -342,8 +269,8 @@ func tlsDial(t *testing.T, addr string, cfg *tls.Config, token string) pb.Breake
 }
 
 func TestTLS(t *testing.T) {
-	p := newPKI(t)
-	cfg, err := auth.ServerTLS(p.certFile, p.keyFile, "")
+	p := testtls.New(t)
+	cfg, err := auth.ServerTLS(p.ServerCertFile, p.ServerKeyFile, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,10 +278,10 @@ func TestTLS(t *testing.T) {
 	ctx := context.Background()
 	req := &pb.AllowRequest{Breaker: "web_search", WorkerId: "w1"}
 
-	if _, err := tlsDial(t, d.Addr, &tls.Config{RootCAs: p.pool}, poolToken).Allow(ctx, req); err != nil {
+	if _, err := tlsDial(t, d.Addr, &tls.Config{RootCAs: p.Pool}, poolToken).Allow(ctx, req); err != nil {
 		t.Fatalf("Allow over TLS with a token: %v", err)
 	}
-	_, err = tlsDial(t, d.Addr, &tls.Config{RootCAs: p.pool}, "").Allow(ctx, req)
+	_, err = tlsDial(t, d.Addr, &tls.Config{RootCAs: p.Pool}, "").Allow(ctx, req)
 	wantCode(t, "Allow over TLS without a token", err, codes.Unauthenticated, "authorization")
 	_, err = dial(t, d.Addr, client.WithToken(poolToken)).Allow(ctx, req)
 	wantCode(t, "Allow in plaintext to a TLS listener", err, codes.Unavailable, "")
@@ -366,8 +293,8 @@ func TestTLS(t *testing.T) {
 }
 
 func TestTLSClientCertificateRequired(t *testing.T) {
-	p := newPKI(t)
-	cfg, err := auth.ServerTLS(p.certFile, p.keyFile, p.caFile)
+	p := testtls.New(t)
+	cfg, err := auth.ServerTLS(p.ServerCertFile, p.ServerKeyFile, p.CAFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,11 +302,11 @@ func TestTLSClientCertificateRequired(t *testing.T) {
 	ctx := context.Background()
 	req := &pb.AllowRequest{Breaker: "web_search", WorkerId: "w1"}
 
-	if _, err := tlsDial(t, d.Addr, &tls.Config{RootCAs: p.pool, Certificates: []tls.Certificate{p.clientCert}}, poolToken).Allow(ctx, req); err != nil {
+	if _, err := tlsDial(t, d.Addr, &tls.Config{RootCAs: p.Pool, Certificates: []tls.Certificate{p.Client}}, poolToken).Allow(ctx, req); err != nil {
 		t.Fatalf("Allow with a client certificate: %v", err)
 	}
-	for what, certs := range map[string][]tls.Certificate{"no client certificate": nil, "a certificate from another CA": {p.otherClient}} {
-		_, err := tlsDial(t, d.Addr, &tls.Config{RootCAs: p.pool, Certificates: certs}, poolToken).Allow(ctx, req)
+	for what, certs := range map[string][]tls.Certificate{"no client certificate": nil, "a certificate from another CA": {p.Other}} {
+		_, err := tlsDial(t, d.Addr, &tls.Config{RootCAs: p.Pool, Certificates: certs}, poolToken).Allow(ctx, req)
 		wantCode(t, "Allow with "+what, err, codes.Unavailable, "")
 	}
 	if n := d.Calls.Get("Allow"); n != 1 {
@@ -388,11 +315,11 @@ func TestTLSClientCertificateRequired(t *testing.T) {
 }
 
 func TestServerTLSErrors(t *testing.T) {
-	p := newPKI(t)
-	if _, err := auth.ServerTLS(p.certFile, filepath.Join(p.dir, "missing.key"), ""); err == nil || !strings.HasPrefix(err.Error(), "--tls-cert/--tls-key:") {
+	p := testtls.New(t)
+	if _, err := auth.ServerTLS(p.ServerCertFile, filepath.Join(t.TempDir(), "missing.key"), ""); err == nil || !strings.HasPrefix(err.Error(), "--tls-cert/--tls-key:") {
 		t.Errorf("missing key: %v", err)
 	}
-	if _, err := auth.ServerTLS(p.certFile, p.keyFile, p.keyFile); err == nil || !strings.HasPrefix(err.Error(), "--tls-client-ca:") {
+	if _, err := auth.ServerTLS(p.ServerCertFile, p.ServerKeyFile, p.ServerKeyFile); err == nil || !strings.HasPrefix(err.Error(), "--tls-client-ca:") {
 		t.Errorf("a key as the CA bundle: %v", err)
 	}
 }
