@@ -13,7 +13,7 @@ build: ## build the binaries into bin/
 test: ## the README's test command (real-Redis tests skip unless BREAKERD_TEST_REDIS_ADDR is set)
 	go test -race ./...
 
-test-redis: ## the same tests, with the real-Redis tier on $(REDIS_ADDR)
+test-redis: ## the same tests, with the real-Redis tier on REDIS_ADDR (default 127.0.0.1:6379)
 	BREAKERD_TEST_REDIS_ADDR=$(REDIS_ADDR) go test -race ./...
 
 lint: ## gofmt, go vet and staticcheck
@@ -25,7 +25,7 @@ proto: ## regenerate the Go code from proto/ and check it is committed
 	./scripts/gen-proto.sh
 	git diff --exit-code -- proto/
 
-demo: ## two daemons on the real Redis at $$BREAKERD_REDIS_URL trip, deny, probe and close
+demo: ## two daemons on the real Redis at BREAKERD_REDIS_URL trip, deny, probe and close
 	./scripts/demo.sh
 
 up: ## docker compose: Redis and two breakerd replicas

@@ -109,6 +109,10 @@ func ParseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	}
 	fs := flag.NewFlagSet("breakerd", flag.ContinueOnError)
 	fs.SetOutput(usage)
+	fs.Usage = func() {
+		fmt.Fprintf(usage, "Usage: breakerd [flags]\n\nEvery flag also reads an environment variable: --redis-url is BREAKERD_REDIS_URL,\n--log-format is BREAKERD_LOG_FORMAT, and so on (the flag wins).\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
 	var errs []error
 	envName := func(flag string) string { return "BREAKERD_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_")) }
 	// fromEnv applies a flag's environment variable, when set, through

@@ -99,6 +99,8 @@ type Report struct {
 	Config Config
 	// Daemon says which breakerd the fleet arms used.
 	Daemon string
+	// countedAt says where the breakerd RPCs were counted.
+	countedAt string
 	Rows   []Row
 	// Elapsed is the replay's wall-clock time.
 	Elapsed time.Duration
@@ -141,11 +143,13 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		defer d.stop()
 		addr, rep.Daemon, daemonWire = d.addr, "breakerd "+d.desc, d.calls
+		rep.countedAt = "counted at the daemon"
 	} else {
 		if err := reachable(ctx, addr); err != nil {
 			return nil, err
 		}
 		rep.Daemon = "breakerd at " + addr + " (its policy for " + NamePrefix + "* must be --print-policy's)"
+		rep.countedAt = "counted at the replay's clients: the daemon is not ours to instrument"
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -435,7 +439,7 @@ func (r *Report) Print(w io.Writer) error {
 		if row.Recovery == nil {
 			continue
 		}
-		fmt.Fprintf(&b, "breakerd RPCs for arm %d's breaker: Allow %d, Record %d, BatchGet %d\n", row.Arm, row.Wire.Allow, row.Wire.Record, row.Wire.BatchGet)
+		fmt.Fprintf(&b, "breakerd RPCs for arm %d's breaker (%s): Allow %d, Record %d, BatchGet %d\n", row.Arm, r.countedAt, row.Wire.Allow, row.Wire.Record, row.Wire.BatchGet)
 	}
 	for _, warn := range r.Warnings {
 		fmt.Fprintf(&b, "WARNING: %s\n", warn)
