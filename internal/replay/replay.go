@@ -101,7 +101,7 @@ type Report struct {
 	Daemon string
 	// countedAt says where the breakerd RPCs were counted.
 	countedAt string
-	Rows   []Row
+	Rows      []Row
 	// Elapsed is the replay's wall-clock time.
 	Elapsed time.Duration
 	// Lag is the most any run fell behind its schedule (incident time): a
