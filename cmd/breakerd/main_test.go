@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -15,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/breakerd/breakerd/internal/daemontest"
 	"github.com/breakerd/breakerd/internal/testredis"
 )
 
@@ -27,22 +27,60 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func daemonCmd(args ...string) (*exec.Cmd, *bytes.Buffer) {
+func daemonCmd(args ...string) (*exec.Cmd, *daemontest.Buffer) {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "BREAKERD_TEST_AS_MAIN=1")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	return cmd, &out
+	out := &daemontest.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	return cmd, out
+}
+
+// proc is breakerd running as its own process for one test.
+type proc struct {
+	cmd  *exec.Cmd
+	out  *daemontest.Buffer
+	done chan error
+}
+
+// startDaemon runs breakerd with args until stop, or until t ends.
+func startDaemon(t *testing.T, args ...string) *proc {
+	t.Helper()
+	cmd, out := daemonCmd(args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, out: out, done: make(chan error, 1)}
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return p
+}
+
+// signal sends sig, failing t if it cannot.
+func (p *proc) signal(t *testing.T, sig os.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stop sends SIGTERM and fails t unless breakerd exits cleanly within 15s.
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	p.signal(t, syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v; output:\n%s", err, p.out)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("breakerd did not stop after SIGTERM; output:\n%s", p.out)
+	}
 }
 
 func TestBootsServesAndStopsOnSIGTERM(t *testing.T) {
 	addr := testredis.FreeAddr(t)
-	cmd, out := daemonCmd("--listen", addr)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	p := startDaemon(t, "--listen", addr)
+	out := p.out
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -58,23 +96,11 @@ func TestBootsServesAndStopsOnSIGTERM(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
 			t.Fatalf("breakerd never reported SERVING (last: %v, %v); output:\n%s", res, err, out)
 		}
 		time.Sleep(50 * time.Millisecond) // polling for a port, not waiting out a cooldown
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v; output:\n%s", err, out)
-		}
-	case <-time.After(15 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("breakerd did not stop after SIGTERM; output:\n%s", out)
-	}
+	p.stop(t)
 	for _, want := range []string{"embedded in-memory Redis", "neither shared", "breakerd stopped"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, out)

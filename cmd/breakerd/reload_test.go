@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -44,16 +43,8 @@ func TestSIGHUPReloadsThePolicyAndRejectsABadOne(t *testing.T) {
 	}
 	write("defaults:\n  threshold: 5\n")
 	addr, metricsAddr := testredis.FreeAddr(t), testredis.FreeAddr(t)
-	cmd := exec.Command(os.Args[0], "--listen", addr, "--config", policyFile, "--config-poll", "0", "--metrics-listen", metricsAddr)
-	cmd.Env = append(os.Environ(), "BREAKERD_TEST_AS_MAIN=1")
-	out := &daemontest.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	defer func() { _ = cmd.Process.Kill() }()
+	p := startDaemon(t, "--listen", addr, "--config", policyFile, "--config-poll", "0", "--metrics-listen", metricsAddr)
+	out := p.out
 
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -83,9 +74,7 @@ func TestSIGHUPReloadsThePolicyAndRejectsABadOne(t *testing.T) {
 	}
 
 	write("defaults:\n  min_workers: 0\n")
-	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
+	p.signal(t, syscall.SIGHUP)
 	until(t, "a rejected reload", out, func() bool { return metric(`breakerd_config_reloads_total{result="error"}`) == "1" })
 	if !strings.Contains(out.String(), "policy reload rejected") || !strings.Contains(out.String(), "defaults.min_workers: must be at least 1") {
 		t.Errorf("no log of the rejected file naming its field:\n%s", out)
@@ -95,53 +84,21 @@ func TestSIGHUPReloadsThePolicyAndRejectsABadOne(t *testing.T) {
 	}
 
 	write("defaults:\n  min_workers: 1\n")
-	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
+	p.signal(t, syscall.SIGHUP)
 	until(t, "a reload", out, func() bool { return metric(`breakerd_config_reloads_total{result="ok"}`) == "1" })
 	if !strings.Contains(out.String(), "policy reloaded") {
 		t.Errorf("no log of the reload:\n%s", out)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v; output:\n%s", err, out)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatalf("breakerd did not stop after SIGTERM; output:\n%s", out)
-	}
+	p.stop(t)
 }
 
 func TestSIGHUPWithoutAPolicyFileIsLoggedNotFatal(t *testing.T) {
 	addr := testredis.FreeAddr(t)
-	cmd := exec.Command(os.Args[0], "--listen", addr)
-	cmd.Env = append(os.Environ(), "BREAKERD_TEST_AS_MAIN=1")
-	out := &daemontest.Buffer{}
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	defer func() { _ = cmd.Process.Kill() }()
+	p := startDaemon(t, "--listen", addr)
+	out := p.out
 	until(t, "serving", out, func() bool { return strings.Contains(out.String(), "breakerd serving") })
-	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
+	p.signal(t, syscall.SIGHUP)
 	until(t, "the SIGHUP log", out, func() bool { return strings.Contains(out.String(), "nothing to reload") })
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("exit after SIGHUP then SIGTERM: %v; output:\n%s", err, out)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatalf("breakerd did not stop; output:\n%s", out)
-	}
+	p.stop(t)
 }
