@@ -225,11 +225,8 @@ func (d *Dispatcher) Run(ctx context.Context, ready chan<- struct{}) error {
 			if !ok {
 				return errors.New("hooks: subscription closed")
 			}
-			var e struct {
-				Breaker string `json:"breaker"`
-			}
-			if json.Unmarshal([]byte(m.Payload), &e) == nil && e.Breaker != "" {
-				d.mark([]string{e.Breaker}, false)
+			if e, err := store.DecodeEvent([]byte(m.Payload)); err == nil && e.GetBreaker() != "" {
+				d.mark([]string{e.GetBreaker()}, false)
 			}
 		}
 	}

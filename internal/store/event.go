@@ -4,24 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/redis/go-redis/v9"
+
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
-
-// wire is the JSON shape lib.lua's emit() publishes.
-type wire struct {
-	ID         string `json:"id"`
-	Breaker    string `json:"breaker"`
-	Kind       string `json:"kind"`
-	From       string `json:"from"`
-	To         string `json:"to"`
-	Gen        int64  `json:"gen"`
-	Reason     string `json:"reason"`
-	Failures   int64  `json:"failures"`
-	Workers    int64  `json:"workers"`
-	CooldownMs int64  `json:"cooldown_ms"`
-	AtMs       int64  `json:"at_ms"`
-	Actor      string `json:"actor"`
-}
 
 var kinds = map[string]pb.EventKind{
 	"transition":         pb.EventKind_EVENT_KIND_TRANSITION,
@@ -31,19 +17,21 @@ var kinds = map[string]pb.EventKind{
 	"suspect_worker":     pb.EventKind_EVENT_KIND_SUSPECT_WORKER,
 }
 
-// DecodeEvent parses one event as lib.lua's emit() publishes it.
+// DecodeEvent parses one event as lib.lua's emit() publishes it: a JSON
+// array of the stream entry's id followed by its field/value strings. It
+// decodes exactly as EventFromStream does, so a live event and its logged
+// entry are the same event.
 func DecodeEvent(b []byte) (*pb.Event, error) {
-	var w wire
-	if err := json.Unmarshal(b, &w); err != nil {
+	var a []string
+	if err := json.Unmarshal(b, &a); err != nil {
 		return nil, fmt.Errorf("store: decode event: %w", err)
 	}
-	k, ok := kinds[w.Kind]
-	if !ok {
-		return nil, fmt.Errorf("store: decode event: unknown kind %q", w.Kind)
+	if len(a)%2 != 1 {
+		return nil, fmt.Errorf("store: decode event: %d elements, want an id and field/value pairs", len(a))
 	}
-	return &pb.Event{
-		Id: w.ID, Breaker: w.Breaker, Kind: k, From: stateNames[w.From], To: stateNames[w.To],
-		Generation: w.Gen, Reason: w.Reason, Failures: w.Failures, DistinctWorkers: w.Workers,
-		CooldownMs: w.CooldownMs, AtMs: w.AtMs, Actor: w.Actor,
-	}, nil
+	values := make(map[string]any, len(a)/2)
+	for i := 1; i < len(a); i += 2 {
+		values[a[i]] = a[i+1]
+	}
+	return EventFromStream(redis.XMessage{ID: a[0], Values: values})
 }

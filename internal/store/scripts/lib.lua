@@ -121,17 +121,18 @@ local function workers()
   return redis.call('SCARD', K_WORKERS)
 end
 
--- emit appends an event to the durable log and publishes it live.
+-- emit appends an event to the durable log and publishes it live. The
+-- live payload is the same entry: a JSON array of its stream id and then
+-- the field/value strings XADD stored (store.DecodeEvent reads it).
 local function emit(s, kind, from, to, reason, at)
-  local n = workers()
-  local id = redis.call('XADD', K_EVENTS, 'MAXLEN', '~', ARGV[4], '*',
-    'breaker', NAME, 'kind', kind, 'from', from, 'to', to, 'gen', s.gen,
-    'reason', reason, 'failures', s.fails, 'workers', n, 'cooldown_ms', s.cd,
-    'at_ms', at, 'actor', ACTOR)
+  local fields = { 'breaker', NAME, 'kind', kind, 'from', from, 'to', to,
+    'gen', tostring(s.gen), 'reason', reason, 'failures', tostring(s.fails),
+    'workers', tostring(workers()), 'cooldown_ms', tostring(s.cd),
+    'at_ms', tostring(at), 'actor', ACTOR }
+  local id = redis.call('XADD', K_EVENTS, 'MAXLEN', '~', ARGV[4], '*', unpack(fields))
   redis.call('PEXPIRE', K_EVENTS, ARGV[5])
-  redis.call('PUBLISH', ARGV[6], cjson.encode({ id = id, breaker = NAME, kind = kind,
-    from = from, to = to, gen = s.gen, reason = reason, failures = s.fails, workers = n,
-    cooldown_ms = s.cd, at_ms = at, actor = ACTOR }))
+  table.insert(fields, 1, id)
+  redis.call('PUBLISH', ARGV[6], cjson.encode(fields))
 end
 
 -- expire_force ends a pin whose TTL has run out, as AUTO would: closed with
