@@ -276,11 +276,16 @@ func (s *Store) BatchGet(ctx context.Context, breakers []string) ([]*pb.BreakerS
 	if len(breakers) == 0 {
 		return nil, nil
 	}
+	// One policy per name, resolved once: a reload mid-call cannot mix two.
+	policies := make([]policy.Policy, len(breakers))
+	for i, b := range breakers {
+		policies[i] = s.Policy(b)
+	}
 	run := func(eval func(redis.Pipeliner, []string, ...any) *redis.Cmd) ([]*redis.Cmd, error) {
 		cmds := make([]*redis.Cmd, len(breakers))
 		_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 			for i, b := range breakers {
-				cmds[i] = eval(pipe, keys(b), s.common(b, "", s.Policy(b))...)
+				cmds[i] = eval(pipe, keys(b), s.common(b, "", policies[i])...)
 			}
 			return nil
 		})
@@ -304,7 +309,7 @@ func (s *Store) BatchGet(ctx context.Context, breakers []string) ([]*pb.BreakerS
 			return nil, fmt.Errorf("store: read %q: %w", breakers[i], err)
 		}
 		r := reply{v: res}
-		out[i] = r.snapshot(0, breakers[i], s.Policy(breakers[i]))
+		out[i] = r.snapshot(0, breakers[i], policies[i])
 		if err := r.errOr(); err != nil {
 			return nil, fmt.Errorf("store: read %q: %w", breakers[i], err)
 		}
