@@ -29,7 +29,7 @@ import (
 // MaxNameBytes bounds breaker names and worker ids.
 const MaxNameBytes = 256
 
-// MaxBatch bounds BatchGet.
+// MaxBatch bounds the names of one BatchGet or Watch.
 const MaxBatch = 1024
 
 // maxMessageBytes bounds the failure text a Record may carry and a Force
@@ -132,13 +132,8 @@ func (s *Server) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse, 
 
 // BatchGet implements BreakerService.BatchGet.
 func (s *Server) BatchGet(ctx context.Context, req *pb.BatchGetRequest) (*pb.BatchGetResponse, error) {
-	if len(req.GetBreakers()) > MaxBatch {
-		return nil, invalid("breakers", "at most %d names, got %d", MaxBatch, len(req.GetBreakers()))
-	}
-	for i, b := range req.GetBreakers() {
-		if err := validName(fmt.Sprintf("breakers[%d]", i), b); err != nil {
-			return nil, err
-		}
+	if err := validNames("breakers", req.GetBreakers()); err != nil {
+		return nil, err
 	}
 	st, err := s.store.BatchGet(ctx, req.GetBreakers())
 	if err != nil {
@@ -199,13 +194,8 @@ func (s *Server) Force(ctx context.Context, req *pb.ForceRequest) (*pb.ForceResp
 
 // Watch implements BreakerService.Watch.
 func (s *Server) Watch(req *pb.WatchRequest, stream grpc.ServerStreamingServer[pb.Event]) error {
-	if len(req.GetBreakers()) > MaxBatch {
-		return invalid("breakers", "at most %d names, got %d", MaxBatch, len(req.GetBreakers()))
-	}
-	for i, b := range req.GetBreakers() {
-		if err := validName(fmt.Sprintf("breakers[%d]", i), b); err != nil {
-			return err
-		}
+	if err := validNames("breakers", req.GetBreakers()); err != nil {
+		return err
 	}
 	sub := s.hub.Subscribe(req.GetBreakers())
 	defer sub.Close()
@@ -266,6 +256,20 @@ func validName(field, v string) error {
 		return invalid(field, "must be printable UTF-8 (no control characters), got %q", v)
 	case strings.TrimSpace(v) != v:
 		return invalid(field, "must not start or end with white space, got %q", v)
+	}
+	return nil
+}
+
+// validNames checks a list of breaker names: at most MaxBatch, each as
+// validName, errors naming the element ("breakers[3]").
+func validNames(field string, names []string) error {
+	if len(names) > MaxBatch {
+		return invalid(field, "at most %d names, got %d", MaxBatch, len(names))
+	}
+	for i, n := range names {
+		if err := validName(fmt.Sprintf("%s[%d]", field, i), n); err != nil {
+			return err
+		}
 	}
 	return nil
 }
