@@ -10,6 +10,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -87,18 +88,15 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 	if err := st.Load(context.Background()); err != nil {
 		t.Fatalf("daemontest: load scripts: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
 	hub := events.NewHub(rdb, st.Channel(), discard)
-	ready := make(chan struct{})
-	hubDone := make(chan error, 1)
-	go func() { hubDone <- hub.Run(ctx, ready) }()
-	select {
-	case <-ready:
-	case err := <-hubDone:
-		cancel()
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	stopHub, err := hub.Start(sctx)
+	scancel()
+	if err != nil {
 		t.Fatalf("daemontest: event hub: %v", err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	hooksDone := make(chan error, 1)
 	if opts.Hooks != nil {
 		ho := *opts.Hooks
@@ -108,7 +106,7 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 		d, err := hooks.New(rdb, st, ho)
 		if err != nil {
 			cancel()
-			<-hubDone
+			stopHub()
 			t.Fatalf("daemontest: hooks: %v", err)
 		}
 		ready := make(chan struct{})
@@ -117,7 +115,7 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 		case <-ready:
 		case err := <-hooksDone:
 			cancel()
-			<-hubDone
+			stopHub()
 			t.Fatalf("daemontest: hooks: %v", err)
 		}
 	} else {
@@ -129,7 +127,7 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 	lis, err := net.Listen("tcp", opts.Addr)
 	if err != nil {
 		cancel()
-		<-hubDone
+		stopHub()
 		<-hooksDone
 		t.Fatal(err)
 	}
@@ -137,7 +135,7 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 	d := &Daemon{Addr: lis.Addr().String(), Store: st, Calls: calls, halt: func() {
 		cancel()
 		g.Stop()
-		<-hubDone
+		stopHub()
 		<-hooksDone
 	}}
 	t.Cleanup(d.Stop)

@@ -7,6 +7,7 @@ package events
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -109,6 +110,24 @@ func (h *Hub) publish(e *pb.Event) {
 	h.mu.Unlock()
 	for _, s := range slow {
 		h.drop(s, ErrTooSlow)
+	}
+}
+
+// Start runs the hub in the background and returns once its first
+// subscription is confirmed; stop ends it and waits for it. ctx bounds only
+// the wait: a Redis that does not answer in time is an error, and the hub
+// is stopped again.
+func (h *Hub) Start(ctx context.Context) (stop func(), err error) {
+	run, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() { done <- h.Run(run, ready) }()
+	stop = func() { cancel(); <-done }
+	select {
+	case <-ready:
+		return stop, nil
+	case <-ctx.Done():
+		stop()
+		return nil, fmt.Errorf("events: subscribe %s: %w", h.channel, ctx.Err())
 	}
 }
 

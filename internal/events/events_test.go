@@ -18,11 +18,11 @@ func startHub(t *testing.T, b *testredis.Backend) (*events.Hub, *store.Store) {
 	t.Helper()
 	st := store.New(b.Client, store.Options{Channel: b.Prefix + "events", Now: b.Clock()})
 	hub := events.NewHub(b.NewClient(t), st.Channel(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	ctx, cancel := context.WithCancel(context.Background())
-	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() { done <- hub.Run(ctx, ready) }()
-	<-ready
-	t.Cleanup(func() { cancel(); <-done })
+	stop, err := hub.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
 	return hub, st
 }
 

@@ -1,7 +1,6 @@
 package hooks_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -404,7 +403,7 @@ func TestDeliveryGivesUpAfterABoundedTime(t *testing.T) {
 		r := newReceiver(t)
 		r.set(http.StatusInternalServerError)
 		reg := prometheus.NewRegistry()
-		var logs syncBuffer
+		var logs daemontest.Buffer
 		o := hookOptions(b, r, reg, func(h *hooks.Hook) { h.GiveUpAfter = 100 * time.Millisecond })
 		o.Log = slog.New(slog.NewTextHandler(&logs, nil))
 		d := daemontest.StartWith(t, b, daemontest.Options{Hooks: o})
@@ -537,23 +536,6 @@ func TestEventName(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestStreamThatExpiredGetsItsGroupBack(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		r := newReceiver(t)
@@ -581,7 +563,7 @@ func TestStreamThatExpiredGetsItsGroupBack(t *testing.T) {
 
 func TestHookURLStaysOutOfTheLog(t *testing.T) {
 	b := testredis.Mini(t)
-	var logs syncBuffer
+	var logs daemontest.Buffer
 	// Nothing listens there; the path stands for a secret such as a chat
 	// webhook's token.
 	o := hookOptions(b, newReceiver(t), nil, func(h *hooks.Hook) {

@@ -194,15 +194,11 @@ func startEmbedded(cfg Config, clk *clock, id string) (*embedded, error) {
 		closeRedis()
 		return nil, fmt.Errorf("redis: %w", err)
 	}
-	ctx, stopHub := context.WithCancel(context.Background())
 	hub := events.NewHub(rdb, st.Channel(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	ready := make(chan struct{})
-	hubDone := make(chan error, 1)
-	go func() { hubDone <- hub.Run(ctx, ready) }()
-	select {
-	case <-ready:
-	case err := <-hubDone:
-		stopHub()
+	hctx, hcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	stopHub, err := hub.Start(hctx)
+	hcancel()
+	if err != nil {
 		closeRedis()
 		return nil, fmt.Errorf("event hub: %w", err)
 	}
@@ -212,15 +208,13 @@ func startEmbedded(cfg Config, clk *clock, id string) (*embedded, error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		stopHub()
-		<-hubDone
 		closeRedis()
 		return nil, err
 	}
 	go func() { _ = g.Serve(lis) }()
 	return &embedded{addr: lis.Addr().String(), desc: desc, calls: calls, stop: func() {
-		stopHub()
 		g.Stop()
-		<-hubDone
+		stopHub()
 		closeRedis()
 	}}, nil
 }
