@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/breakerd/breakerd/internal/breaker"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -218,7 +219,7 @@ func (r *Run) Notice() string {
 		case u.Status == StatusProbeInFlight:
 			b.WriteString(" It is being tested after an outage; its recovery is not confirmed, so it will not come back during this task.")
 		case !u.MayReturnAt.IsZero():
-			fmt.Fprintf(&b, " It may be back in about %s, but not during this task.", human(max(u.MayReturnAt.Sub(now), time.Second)))
+			fmt.Fprintf(&b, " It may be back in about %s, but not during this task.", breaker.Human(max(u.MayReturnAt.Sub(now), time.Second)))
 		case u.Forced:
 			b.WriteString(" An operator took it out of service; no return time is known.")
 		default:

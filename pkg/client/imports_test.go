@@ -1,0 +1,37 @@
+package client
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestImportList keeps pkg/client small and light (shared/STYLE.md §16): it
+// depends only on the standard library, grpc and protobuf (with what they
+// pull in), the generated stubs and the dependency-free rule packages.
+// Never go-redis, YAML, or the daemon's internals.
+func TestImportList(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	allowed := []string{
+		"google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto/googleapis/rpc",
+		"golang.org/x/net", "golang.org/x/sys", "golang.org/x/text",
+		"github.com/breakerd/breakerd/proto/",
+		"github.com/breakerd/breakerd/internal/breaker", "github.com/breakerd/breakerd/internal/quorum",
+		"github.com/breakerd/breakerd/internal/probe",
+		"github.com/breakerd/breakerd/pkg/client",
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		ok := false
+		for _, a := range allowed {
+			if dep == a || strings.HasPrefix(dep, strings.TrimSuffix(a, "/")+"/") || strings.HasPrefix(dep, a) && strings.HasSuffix(a, "/") {
+				ok = true
+			}
+		}
+		if !ok {
+			t.Errorf("pkg/client depends on %s, which is not on its import list", dep)
+		}
+	}
+}
