@@ -85,3 +85,13 @@ func (t *Table) Len() int {
 	defer t.mu.Unlock()
 	return len(t.m)
 }
+
+// State returns a copy of the named breaker's stored state at now (the
+// zero State when it holds none), and when that state lapses (ms since
+// the epoch; 0: never).
+func (t *Table) State(name string, now int64) (State, int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.load(name, now)
+	return s.clone(), t.m[name].expires
+}
