@@ -87,4 +87,3 @@ func TestLocalBreaker(t *testing.T) {
 	l.reset()
 	allow(pb.Decision_DECISION_ALLOWED)
 }
-
