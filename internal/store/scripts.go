@@ -71,9 +71,9 @@ func run(ctx context.Context, c redis.Scripter, sc script, keys []string, args .
 // prologueLines is how many lines lib.lua adds before each operation.
 var prologueLines = strings.Count(libLua, "\n")
 
-// lineRef matches where Redis (user_script:N) and miniredis (<string>:N or
-// line:N) place an error in a script's text.
-var lineRef = regexp.MustCompile(`(user_script|<string>|line):(\d+)`)
+// lineRef matches where Redis ("user_script:N") and miniredis (":N:")
+// place an error in a script's text.
+var lineRef = regexp.MustCompile(`(user_script)?:(\d+)\b`)
 
 // scriptError rewrites the script line numbers in a Redis error so they
 // point into the .lua file they come from: the text Redis runs is lib.lua
