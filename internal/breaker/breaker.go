@@ -34,7 +34,15 @@ type Params struct {
 	// Jitter is the policy's jitter fraction times one uniform draw in
 	// [0, 1): every open period this call starts is probe.Jitter(d, Jitter).
 	Jitter float64
+	// PauseTTL is how long a pause lasts unless an operator ends it
+	// first, ms; its pause_expiring alert is due PauseTTL/4 before.
+	PauseTTL int64
 }
+
+// MaxLapses is how many probe leases in a row one worker may let lapse
+// unsettled before it is reported (probe_abandoned) and refused probes for
+// one base cooldown.
+const MaxLapses = 3
 
 // Op is the kind of call.
 type Op int
@@ -101,6 +109,7 @@ const (
 	NoteStale            Note = "stale"             // the ticket's generation is past
 	NoteThrottled        Note = "throttled"         // a 429 within the deadline
 	NoteNeutral          Note = "neutral"           // the outcome never counts
+	NoteCredentialLone   Note = "credential_lone"   // a 401 no other worker confirms
 )
 
 // Result is what a call answers.
@@ -119,7 +128,7 @@ type Result struct {
 // Event is a transition or an alert, as the scripts append it to the
 // breaker's event stream. From and To are public state names.
 type Event struct {
-	Kind     string // transition, forced, credential_revoked, stuck_open, suspect_worker
+	Kind     string // transition, forced, credential_revoked, stuck_open, suspect_worker, pause_expiring, probe_abandoned
 	From, To string
 	Cause    Cause
 	Gen      int64
@@ -148,6 +157,9 @@ type step struct {
 func Apply(p Params, s State, c Call, now int64) (State, Result, []Event) {
 	st := &step{p: p, s: s.clone(), c: c, now: now}
 	st.res.Wrote = st.expireForce()
+	if st.expirePause() {
+		st.res.Wrote = true
+	}
 	switch c.Op {
 	case OpAllow:
 		st.allow()
@@ -178,6 +190,28 @@ func (st *step) expireForce() bool {
 	s.Gen++
 	st.emit("transition", from, "closed", CauseForceExpired, at)
 	return true
+}
+
+// expirePause ends a pause whose time is up (the event dated when it
+// lapsed), or raises its pause_expiring alert once it is due.
+func (st *step) expirePause() bool {
+	s := &st.s
+	if s.phase() != Paused || s.Force != "" {
+		return false
+	}
+	switch {
+	case s.PauseUntil > 0 && st.now >= s.PauseUntil:
+		at := s.PauseUntil
+		s.fresh(false)
+		s.Gen++
+		st.emit("transition", "paused", "closed", CausePauseExpired, at)
+		return true
+	case s.PauseWarn > 0 && st.now >= s.PauseWarn:
+		s.PauseWarn = 0
+		st.emit("pause_expiring", "paused", "paused", CausePauseExpiring, st.now)
+		return true
+	}
+	return false
 }
 
 // cooldown is the open period after level failed probes: the schedule's
@@ -227,10 +261,37 @@ func (st *step) allow() {
 		deny(pb.Decision_DECISION_DENIED_OPEN, s.ProbeAt-now)
 		return
 	}
+	if s.Lease != "" {
+		st.lapsed()
+	}
+	if s.NoProbe != "" && s.NoProbe == st.c.Actor && now < s.NoProbeUntil {
+		deny(pb.Decision_DECISION_DENIED_SUSPECT_WORKER, s.NoProbeUntil-now)
+		return
+	}
 	// Half-open with no live lease: this caller is the fleet's one probe.
-	s.Lease, s.LeaseUntil = st.c.Token, now+st.p.ProbeTimeout
+	s.Lease, s.LeaseUntil, s.LeaseBy = st.c.Token, now+st.p.ProbeTimeout, st.c.Actor
 	st.res.Wrote = true
 	st.res.Decision = pb.Decision_DECISION_PROBE
+}
+
+// lapsed counts a lease that lapsed unsettled against its holder: the
+// MaxLapses-th in a row from one worker raises probe_abandoned and
+// refuses that worker probes for one base cooldown.
+func (st *step) lapsed() {
+	s := &st.s
+	if s.Lapser == s.LeaseBy {
+		s.Lapses++
+	} else {
+		s.Lapser, s.Lapses = s.LeaseBy, 1
+	}
+	s.Lease, s.LeaseUntil, s.LeaseBy = "", 0, ""
+	st.res.Wrote = true
+	if s.Lapses >= MaxLapses {
+		s.NoProbe, s.NoProbeUntil = s.Lapser, st.now+st.cooldown(0, 0)
+		s.Lapses = 0
+		st.emit("probe_abandoned", "half_open", "half_open", CauseProbeAbandoned, st.now)
+		st.events[len(st.events)-1].Actor = s.Lapser
+	}
 }
 
 func (st *step) record() {
@@ -245,17 +306,19 @@ func (st *step) record() {
 	if ev == quorum.CredentialRejected {
 		current := c.Ticket.Gen == s.Gen && (s.phase() == Closed ||
 			(s.phase() == HalfOpen && c.Ticket.Lease != "" && c.Ticket.Lease == s.Lease))
-		if c.CredentialWorked && s.Force == "" && current {
-			from := s.Public()
-			s.fresh(false)
-			s.Phase, s.Cause = Paused, CauseCredential
-			s.Gen++
-			st.res.Wrote = true
+		if !c.CredentialWorked || s.Force != "" || !current {
+			st.emit("credential_revoked", s.Public(), s.Public(), CauseCredentialAlert, now)
+		} else if from := s.Public(); st.pauseVote(CauseCredential) {
 			st.emit("credential_revoked", from, "paused", CauseCredential, now)
 			note(false, NoteCredentialPaused)
 			return
+		} else {
+			st.emit("credential_revoked", s.Public(), s.Public(), CauseCredentialLone, now)
+			if s.phase() == Closed {
+				note(false, NoteCredentialLone)
+				return
+			}
 		}
-		st.emit("credential_revoked", s.Public(), s.Public(), CauseCredentialAlert, now)
 	}
 
 	// An open circuit counts nothing, but a 429's Retry-After may push its
@@ -286,10 +349,10 @@ func (st *step) record() {
 	}
 	switch {
 	case ev == quorum.Healthy:
-		if s.Fails > 0 || s.RL > 0 || len(s.Workers) > 0 || s.Suspect != "" {
+		if s.Fails > 0 || s.RL > 0 || len(s.Workers) > 0 || s.Suspect != "" || len(s.Pausers) > 0 {
 			s.Fails, s.RL, s.Last = 0, 0, ""
 			s.Suspect, s.SuspectUntil = "", 0
-			s.Workers, s.RLWorkers = nil, nil
+			s.Workers, s.RLWorkers, s.Pausers = nil, nil, nil
 			st.res.Wrote = true
 		}
 		note(true, NoteNone)
@@ -336,6 +399,28 @@ func (st *step) record() {
 	}
 }
 
+// pauseVote counts the actor's rejected working credential (or exhausted
+// quota) toward a pause: with min_workers distinct workers behind it, the
+// breaker pauses (true) for PauseTTL; a lone worker is isolated as a
+// suspect while the fleet keeps the breaker.
+func (st *step) pauseVote(cause Cause) bool {
+	s, now := &st.s, st.now
+	s.Pausers = addMember(s.Pausers, st.c.Actor)
+	st.res.Wrote = true
+	if int64(len(s.Pausers)) >= st.p.Rule.MinWorkers {
+		s.fresh(false)
+		s.Phase, s.Cause = Paused, cause
+		s.PauseUntil = now + st.p.PauseTTL
+		s.PauseWarn = s.PauseUntil - st.p.PauseTTL/4
+		s.Gen++
+		return true
+	}
+	if s.phase() == Closed {
+		s.Suspect, s.SuspectUntil = st.c.Actor, now+st.cooldown(0, 0)
+	}
+	return false
+}
+
 // probeOutcome applies a Record to a half-open breaker: only the lease
 // holder's outcome decides.
 func (st *step) probeOutcome() {
@@ -345,6 +430,9 @@ func (st *step) probeOutcome() {
 		return
 	}
 	st.res.Wrote = true
+	if s.Lapser == s.LeaseBy { // the holder settled: its run of lapses ends
+		s.Lapser, s.Lapses = "", 0
+	}
 	switch ev := c.Evidence; {
 	case ev == quorum.Healthy:
 		s.fresh(false)
@@ -361,11 +449,11 @@ func (st *step) probeOutcome() {
 	case ev == quorum.Throttled:
 		// No verdict: the vendor asked for a wait the caller could afford.
 		// The lease is freed, and no probe goes out before the Retry-After.
-		s.Lease, s.LeaseUntil = "", 0
+		s.Lease, s.LeaseUntil, s.LeaseBy = "", 0, ""
 		s.ProbeAt = now + c.RetryAfter
 		st.res.Note = NoteProbeThrottled
 	default:
-		s.Lease, s.LeaseUntil = "", 0
+		s.Lease, s.LeaseUntil, s.LeaseBy = "", 0, ""
 		st.res.Note = NoteProbeReleased
 	}
 }
@@ -375,7 +463,7 @@ func (st *step) open(from string, level, cd int64, cause Cause) {
 	s, now := &st.s, st.now
 	s.Phase, s.Level, s.Cooldown, s.Cause = Open, level, cd, cause
 	s.Opened, s.ProbeAt = now, now+cd
-	s.Lease, s.LeaseUntil = "", 0
+	s.Lease, s.LeaseUntil, s.LeaseBy = "", 0, ""
 	s.Suspect, s.SuspectUntil = "", 0
 	s.Gen++
 	st.res.Wrote = true
@@ -392,13 +480,13 @@ func (st *step) force() {
 	} else {
 		// A pin ends a pause: when it lapses (or on AUTO) the breaker is fresh.
 		if s.phase() == Paused {
-			s.Phase, s.Cause = Closed, ""
+			s.Phase, s.Cause, s.PauseUntil, s.PauseWarn = Closed, "", 0, 0
 		}
 		s.Force, s.ForceReason, s.ForceBy, s.ForceUntil = c.Mode, c.Reason, c.Actor, 0
 		if c.TTL > 0 {
 			s.ForceUntil = now + c.TTL
 		}
-		s.Lease, s.LeaseUntil = "", 0
+		s.Lease, s.LeaseUntil, s.LeaseBy = "", 0, ""
 	}
 	s.Gen++
 	st.res.Wrote = true

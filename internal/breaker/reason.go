@@ -21,7 +21,11 @@ func StateReason(name string, v View) string {
 	case "closed":
 		return ""
 	}
-	return causeReason(name, v.Cause, v.Fails, v.Workers, v.RL, v.Cooldown, v.Last, "")
+	r := causeReason(name, v.Cause, v.Fails, v.Workers, v.RL, v.Cooldown, v.Last, "")
+	if v.State == "paused" && v.PauseUntil > v.Now {
+		r += "; it resumes by itself in " + Human(ms(v.PauseUntil-v.Now)) + " unless an operator resumes it first"
+	}
+	return r
 }
 
 // causeReason renders a cause with the numbers that go with it.
@@ -34,8 +38,18 @@ func causeReason(name string, c Cause, fails, workers, rl, cooldown int64, last,
 	case CauseProbeFailed:
 		return fmt.Sprintf("%s still failing: the probe failed (%s); next probe in %s", name, last, Human(ms(cooldown)))
 	case CauseCredential:
-		return name + ": credential rejected; needs a human (a 401 after the credential had worked: " +
+		return name + ": credential rejected by several workers; needs a human (a 401 after the credential had worked: " +
 			"likely revoked or rotated; an operator resumes it with Force AUTO)"
+	case CauseCredentialLone:
+		return fmt.Sprintf("%s rejected worker %s's credential (401) after it had worked, and no other worker confirms: "+
+			"that worker alone is isolated; the breaker stays up for the fleet", name, actor)
+	case CausePauseExpiring:
+		return name + ": the pause lapses soon and calls will go out again; resume or re-force it now if the credential is still bad"
+	case CausePauseExpired:
+		return "pause expired"
+	case CauseProbeAbandoned:
+		return fmt.Sprintf("%s: worker %s let %d probe leases in a row lapse without reporting; it is refused probes for one cooldown",
+			name, actor, MaxLapses)
 	case CauseCredentialAlert:
 		return name + " rejected its credential (401): a human must check it; not a trip"
 	case CauseCooldownElapsed:
@@ -80,6 +94,14 @@ func DenialReason(name, worker string, d pb.Decision, v View) string {
 	case pb.Decision_DECISION_DENIED_PAUSED:
 		return StateReason(name, v)
 	case pb.Decision_DECISION_DENIED_SUSPECT_WORKER:
+		if v.State == "half_open" {
+			return fmt.Sprintf("%s: this worker (%s) let %d probe leases in a row lapse without reporting; "+
+				"another worker takes the next probe", name, worker, MaxLapses)
+		}
+		if v.Fails == 0 {
+			return fmt.Sprintf("%s: only worker %s's credential was rejected and no other worker confirms: "+
+				"likely this worker's config; the circuit stays closed for the fleet", name, worker)
+		}
 		return fmt.Sprintf("%s: only worker %s has failed (%d consecutive failures) and no other worker confirms: "+
 			"likely this worker's network or config; the circuit stays closed for the fleet", name, worker, v.Fails)
 	case pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT:
@@ -108,6 +130,7 @@ func (n Note) String() string {
 		NoteStale:            "stale generation",
 		NoteThrottled:        "rate limited within the deadline: not counted",
 		NoteNeutral:          "outcome never counts",
+		NoteCredentialLone:   "credential rejected for this worker only: it is isolated until another worker confirms",
 	}[n]
 }
 

@@ -37,6 +37,10 @@ const (
 	CauseAuto            Cause = "auto"             // an operator returned it to automatic
 	CauseStuckOpen       Cause = "stuck_open"       // two failed probes since the trip
 	CauseSuspect         Cause = "suspect"          // one worker alone past the threshold
+	CauseCredentialLone  Cause = "credential_lone"  // a 401 from one worker only: it is isolated
+	CausePauseExpiring   Cause = "pause_expiring"   // a pause lapses soon
+	CausePauseExpired    Cause = "pause_expired"    // a pause lapsed: closed again
+	CauseProbeAbandoned  Cause = "probe_abandoned"  // a worker let 3 probe leases lapse in a row
 )
 
 // State is one breaker's stored state: the fields of its Redis hash
@@ -65,6 +69,14 @@ type State struct {
 	// LeaseUntil.
 	Lease      string
 	LeaseUntil int64
+	// LeaseBy is the worker holding the lease. Lapser is the last worker
+	// that let a lease lapse unsettled, Lapses how many in a row; after 3,
+	// NoProbe is that worker, refused probes until NoProbeUntil.
+	LeaseBy, Lapser, NoProbe string
+	Lapses, NoProbeUntil     int64
+	// PauseUntil is when a pause lapses by itself; PauseWarn when the
+	// pause_expiring alert is due (0 once raised).
+	PauseUntil, PauseWarn int64
 	// Force is an operator's pin, "open" or "closed", with its reason, the
 	// operator, and its end (0: until AUTO).
 	Force, ForceReason, ForceBy string
@@ -75,8 +87,9 @@ type State struct {
 	SuspectUntil int64
 	// Workers are the distinct workers behind the failure run
 	// (brk:{name}:workers); RLWorkers those behind its counted 429s
-	// (brk:{name}:rl). Both sorted.
-	Workers, RLWorkers []string
+	// (brk:{name}:rl); Pausers those whose working credential was
+	// rejected (brk:{name}:pause). All sorted.
+	Workers, RLWorkers, Pausers []string
 }
 
 // Public names the state as the API does, pins included: closed, open,
@@ -127,6 +140,13 @@ func (s *State) Fields() map[string]string {
 	str("cause", string(s.Cause))
 	str("lease", s.Lease)
 	num("lease_until", s.LeaseUntil)
+	str("lease_by", s.LeaseBy)
+	str("lapser", s.Lapser)
+	num("lapses", s.Lapses)
+	str("noprobe", s.NoProbe)
+	num("noprobe_until", s.NoProbeUntil)
+	num("pause_until", s.PauseUntil)
+	num("pause_warn", s.PauseWarn)
 	str("force", s.Force)
 	str("force_reason", s.ForceReason)
 	str("force_by", s.ForceBy)
@@ -140,15 +160,18 @@ func (s *State) Fields() map[string]string {
 // worker sets (a daemon seeding an in-memory breaker from Redis). Unknown
 // fields are ignored and malformed numbers read as 0, as the scripts'
 // tonumber does.
-func FromFields(f map[string]string, workers, rlWorkers []string) State {
+func FromFields(f map[string]string, workers, rlWorkers, pausers []string) State {
 	n := func(k string) int64 { v, _ := strconv.ParseInt(f[k], 10, 64); return v }
 	s := State{Phase: Phase(f["st"]), Gen: n("gen"), Fails: n("fails"), RL: n("rl"), Last: f["last"],
 		Opened: n("opened"), ProbeAt: n("probe_at"), Cooldown: n("cd"), Level: n("level"),
 		Cause: Cause(f["cause"]), Lease: f["lease"], LeaseUntil: n("lease_until"),
 		Force: f["force"], ForceReason: f["force_reason"], ForceBy: f["force_by"],
-		ForceUntil: n("force_until"), Suspect: f["suspect"], SuspectUntil: n("suspect_until")}
+		ForceUntil: n("force_until"), Suspect: f["suspect"], SuspectUntil: n("suspect_until"),
+		LeaseBy: f["lease_by"], Lapser: f["lapser"], Lapses: n("lapses"), NoProbe: f["noprobe"],
+		NoProbeUntil: n("noprobe_until"), PauseUntil: n("pause_until"), PauseWarn: n("pause_warn")}
 	s.Workers = sortedSet(workers)
 	s.RLWorkers = sortedSet(rlWorkers)
+	s.Pausers = sortedSet(pausers)
 	return s
 }
 
@@ -173,6 +196,7 @@ func addMember(set []string, m string) []string {
 func (s State) clone() State {
 	s.Workers = slices.Clone(s.Workers)
 	s.RLWorkers = slices.Clone(s.RLWorkers)
+	s.Pausers = slices.Clone(s.Pausers)
 	return s
 }
 
@@ -186,17 +210,17 @@ func (s *State) fresh(unpin bool) {
 }
 
 // TTL says how long the stored keys of s live after a write at now:
-// Persist for a pin without an end and for a pause (only an operator ends
-// them), Gone for a state with no fields (no key is kept), else the
-// retention plus whatever is still due (next probe, lease, pin end).
+// Persist for a pin without an end (only an operator ends it), Gone for a
+// state with no fields (no key is kept), else the retention plus whatever
+// is still due (next probe, lease, pin end, pause end).
 func (s *State) TTL(now, retention int64) int64 {
 	if len(s.Fields()) == 0 {
 		return Gone
 	}
-	if (s.Force != "" && s.ForceUntil == 0) || s.phase() == Paused {
+	if s.Force != "" && s.ForceUntil == 0 {
 		return Persist
 	}
-	return retention + max(0, s.ProbeAt-now, s.LeaseUntil-now, s.ForceUntil-now)
+	return retention + max(0, s.ProbeAt-now, s.LeaseUntil-now, s.ForceUntil-now, s.PauseUntil-now)
 }
 
 // The special values of TTL.

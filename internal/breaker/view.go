@@ -28,6 +28,8 @@ type View struct {
 	// SuspectUntil is when the suspect worker is allowed again, ms since
 	// the epoch.
 	SuspectUntil int64
+	// PauseUntil is when a pause lapses by itself, ms since the epoch.
+	PauseUntil int64
 	// Now is the time the view was taken, ms since the epoch.
 	Now int64
 }
@@ -38,16 +40,19 @@ func ViewOf(s State, now int64) View {
 		Opened: s.Opened, ProbeAt: s.ProbeAt, Cooldown: s.Cooldown, Cause: s.Cause, Last: s.Last,
 		InFlight: s.phase() == HalfOpen && probe.LeaseLive(s.Lease, s.LeaseUntil, now), Level: s.Level,
 		ForceBy: s.ForceBy, ForceReason: s.ForceReason, ForceUntil: s.ForceUntil,
-		Suspect: s.Suspect, SuspectUntil: s.SuspectUntil, Now: now}
+		Suspect: s.Suspect, SuspectUntil: s.SuspectUntil, PauseUntil: s.PauseUntil, Now: now}
 }
 
-// Read returns the view of s at now without changing anything: a pin
-// whose TTL has lapsed reads as the fresh closed state the next write
+// Read returns the view of s at now without changing anything: a pin or
+// a pause whose time is up reads as the fresh closed state the next write
 // will make of it.
 func Read(s State, now int64) View {
 	if s.Force != "" && s.ForceUntil > 0 && now >= s.ForceUntil {
 		s = s.clone()
 		s.fresh(true)
+	} else if s.Force == "" && s.phase() == Paused && s.PauseUntil > 0 && now >= s.PauseUntil {
+		s = s.clone()
+		s.fresh(false)
 	}
 	return ViewOf(s, now)
 }

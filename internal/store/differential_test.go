@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	stdcmp "cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -83,13 +84,15 @@ type dpolicy struct {
 	CooldownCapMs  int64   `json:"cooldown_cap_ms"`
 	Jitter         float64 `json:"jitter"`
 	ProbeTimeoutMs int64   `json:"probe_timeout_ms"`
+	PauseTTLMs     int64   `json:"pause_ttl_ms,omitempty"` // default 60000
 }
 
 func (p dpolicy) policy() policy.Policy {
 	return policy.Policy{Threshold: p.Threshold, MinWorkers: p.MinWorkers, RateLimitTrips: p.RateLimitTrips,
 		CooldownBase: time.Duration(p.CooldownBaseMs) * time.Millisecond,
 		CooldownCap:  time.Duration(p.CooldownCapMs) * time.Millisecond, Jitter: p.Jitter,
-		ProbeTimeout: time.Duration(p.ProbeTimeoutMs) * time.Millisecond, Alternatives: []string{"alt"}}
+		ProbeTimeout: time.Duration(p.ProbeTimeoutMs) * time.Millisecond, Alternatives: []string{"alt"},
+		PauseTTL: time.Duration(stdcmp.Or(p.PauseTTLMs, 60000)) * time.Millisecond}
 }
 
 var (
@@ -112,6 +115,7 @@ func genCase(t *rapid.T) dcase {
 		CooldownBaseMs: 10000, CooldownCapMs: 80000,
 		Jitter:         rapid.SampledFrom([]float64{0, 0.2}).Draw(t, "jitter"),
 		ProbeTimeoutMs: 5000,
+		PauseTTLMs:     rapid.SampledFrom([]int64{60000, 120000}).Draw(t, "pause_ttl"),
 	}}
 	workers := []string{"w1", "w2", "w3"}
 	n := rapid.IntRange(1, 60).Draw(t, "steps")
@@ -300,7 +304,7 @@ func (h *harness) compareStored(name string, table *breaker.Table, now int64, tt
 	for _, set := range []struct {
 		key  string
 		want []string
-	}{{k.workers, want.Workers}, {k.rl, want.RLWorkers}} {
+	}{{k.workers, want.Workers}, {k.rl, want.RLWorkers}, {k.pause, want.Pausers}} {
 		got, err := h.b.Client.SMembers(ctx, set.key).Result()
 		if err != nil {
 			fatalf("SMEMBERS: %v", err)
@@ -351,11 +355,11 @@ func (h *harness) compareEvents(name string, last map[string]string, events []br
 	}
 }
 
-type dkeys struct{ state, workers, events, rl string }
+type dkeys struct{ state, workers, events, rl, pause string }
 
 func storeKeys(name string) dkeys {
 	tag := store.Prefix + "{" + name + "}:"
-	return dkeys{tag + "state", tag + "workers", tag + "events", tag + "rl"}
+	return dkeys{tag + "state", tag + "workers", tag + "events", tag + "rl", tag + "pause"}
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -98,5 +98,6 @@ func (r *reply) view(i int) breaker.View {
 		Suspect:      s.str(15),
 		SuspectUntil: s.int(16),
 		Now:          s.int(17),
+		PauseUntil:   s.int(18),
 	}
 }

@@ -131,7 +131,9 @@ func (s *Store) common(breaker, actor string, p policy.Policy) []any {
 // never an error; errors are Redis failures or malformed replies.
 func (s *Store) Allow(ctx context.Context, name, worker string) (*pb.AllowResponse, error) {
 	p := s.Policy(name)
-	args := append(s.common(name, worker, p), s.o.NewToken(), p.ProbeTimeout.Milliseconds())
+	params := ParamsOf(p, s.o.Rand())
+	args := append(s.common(name, worker, p), s.o.NewToken(), params.ProbeTimeout, params.CooldownBase,
+		strconv.FormatFloat(params.Jitter, 'g', -1, 64))
 	res, err := run(ctx, s.rdb, allowScript, keys(name), args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: allow %q: %w", name, err)
@@ -171,7 +173,7 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 		c.Ticket.Gen, c.Ticket.Lease, c.RetryAfter, c.Last,
 		params.Rule.Threshold, params.Rule.MinWorkers, params.Rule.RateLimitTrips,
 		params.CooldownBase, params.CooldownCap, strconv.FormatFloat(params.Jitter, 'g', -1, 64),
-		boolArg(c.CredentialWorked))
+		boolArg(c.CredentialWorked), params.PauseTTL)
 	res, err := run(ctx, s.rdb, recordScript, keys(name), args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: record %q: %w", name, err)
@@ -220,6 +222,7 @@ func ParamsOf(p policy.Policy, u float64) breaker.Params {
 		ProbeTimeout: p.ProbeTimeout.Milliseconds(),
 		Retention:    p.Retention().Milliseconds(),
 		Jitter:       p.Jitter * u,
+		PauseTTL:     p.PauseTTL.Milliseconds(),
 	}
 }
 

@@ -81,6 +81,7 @@ func newLocalBreaker(p LocalPolicy, now func() time.Time) *localBreaker {
 		CooldownCap:  p.CooldownCap.Milliseconds(),
 		ProbeTimeout: p.ProbeTimeout.Milliseconds(),
 		Retention:    (p.CooldownCap + p.ProbeTimeout).Milliseconds(),
+		PauseTTL:     time.Hour.Milliseconds(),
 	}}
 }
 

@@ -18,6 +18,7 @@ local TTL = tonumber(ARGV[10])
 local now = now_ms()
 local s = load()
 expire_force(s, now)
+expire_pause(s, now)
 local from = public(s)
 local cause = 'forced'
 
@@ -26,11 +27,11 @@ if MODE == 'auto' then
   cause = 'auto'
 else
   -- A pin ends a pause: when it lapses (or on AUTO) the breaker is fresh.
-  if s.st == 'paused' then s.st, s.cause = 'closed', '' end
+  if s.st == 'paused' then s.st, s.cause, s.pause_until, s.pause_warn = 'closed', '', 0, 0 end
   s.force, s.force_reason, s.force_by = MODE, REASON, ACTOR
   s.force_until = 0
   if TTL > 0 then s.force_until = now + TTL end
-  s.lease, s.lease_until = '', 0
+  s.lease, s.lease_until, s.lease_by = '', 0, ''
 end
 s.gen = s.gen + 1
 emit(s, 'forced', from, public(s), cause, now, REASON)

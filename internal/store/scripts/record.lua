@@ -18,7 +18,9 @@
 -- ARGV[17] -> cooldown cap, ms
 -- ARGV[18] -> jitter: the policy's fraction times one uniform draw in [0, 1)
 -- ARGV[19] -> credential worked: 1 when the worker has seen a success on
---             this breaker before, else 0 (with U: pause, not just alert)
+--             this breaker before, else 0 (with U: a vote to pause)
+-- ARGV[20] -> pause TTL, ms: how long a pause lasts unless an operator
+--             ends it (its pause_expiring alert is due a quarter before)
 --
 -- Returns {counted (0|1), note, snapshot}; note is a breaker.Note code.
 -- Every transition into open lasts max(the cooldown, the Retry-After of the
@@ -31,7 +33,9 @@
 --                   cooldown after each of its failures while the fleet
 --                   stays closed. Once per failure run.
 --   credential_revoked on U. With ARGV[19] = 1, no pin and a current
---                   ticket, it also pauses the breaker (st = paused).
+--                   ticket, ACTOR votes to pause: min workers distinct
+--                   votes pause the breaker (st = paused) for the pause
+--                   TTL; a lone vote isolates ACTOR (suspect) instead.
 
 local EVIDENCE = ARGV[8]
 local TICKET_GEN = tonumber(ARGV[9])
@@ -45,10 +49,12 @@ local COOLDOWN_BASE = tonumber(ARGV[16])
 local COOLDOWN_CAP = tonumber(ARGV[17])
 local JITTER = tonumber(ARGV[18])
 local CREDENTIAL_WORKED = ARGV[19] == '1'
+local PAUSE_TTL = tonumber(ARGV[20])
 
 local now = now_ms()
 local s = load()
 local dirty = expire_force(s, now)
+if expire_pause(s, now) then dirty = true end
 local ev = EVIDENCE
 
 local function reply(counted, note)
@@ -72,7 +78,7 @@ end
 local function open(from, level, cd, cause)
   s.st, s.level, s.cd, s.cause = 'open', level, cd, cause
   s.opened, s.probe_at = now, now + cd
-  s.lease, s.lease_until = '', 0
+  s.lease, s.lease_until, s.lease_by = '', 0, ''
   s.suspect, s.suspect_until = '', 0
   s.gen = s.gen + 1
   dirty = true
@@ -83,19 +89,42 @@ if s.force == '' and s.st == 'paused' then
   return reply(0, 'paused')
 end
 
+-- pause_vote counts ACTOR's rejected working credential toward a pause
+-- (breaker.pauseVote): min workers distinct votes pause the breaker for
+-- the pause TTL; a lone vote isolates ACTOR while the fleet keeps it.
+local function pause_vote(cause)
+  redis.call('SADD', K_PAUSE, ACTOR)
+  dirty = true
+  if redis.call('SCARD', K_PAUSE) >= MIN_WORKERS then
+    fresh(s)
+    s.st, s.cause = 'paused', cause
+    s.pause_until = now + PAUSE_TTL
+    s.pause_warn = s.pause_until - math.floor(PAUSE_TTL / 4)
+    s.gen = s.gen + 1
+    return true
+  end
+  if s.st == 'closed' then
+    s.suspect, s.suspect_until = ACTOR, now + cooldown(0, 0)
+  end
+  return false
+end
+
 if ev == 'U' then
   local current = TICKET_GEN == s.gen and (s.st == 'closed' or (s.st == 'half_open' and
     TICKET_LEASE ~= '' and TICKET_LEASE == s.lease))
-  if CREDENTIAL_WORKED and s.force == '' and current then
+  if not CREDENTIAL_WORKED or s.force ~= '' or not current then
+    emit(s, 'credential_revoked', public(s), public(s), 'credential_alert', now)
+  else
     local from = public(s)
-    fresh(s)
-    s.st, s.cause = 'paused', 'credential'
-    s.gen = s.gen + 1
-    dirty = true
-    emit(s, 'credential_revoked', from, 'paused', 'credential', now)
-    return reply(0, 'credential_paused')
+    if pause_vote('credential') then
+      emit(s, 'credential_revoked', from, 'paused', 'credential', now)
+      return reply(0, 'credential_paused')
+    end
+    emit(s, 'credential_revoked', public(s), public(s), 'credential_lone', now)
+    if s.st == 'closed' then
+      return reply(0, 'credential_lone')
+    end
   end
-  emit(s, 'credential_revoked', public(s), public(s), 'credential_alert', now)
 end
 
 -- An open circuit counts nothing, but a 429's Retry-After may push its
@@ -118,6 +147,9 @@ if s.force == '' and s.st == 'half_open' then
     return reply(0, 'not_lease_holder')
   end
   dirty = true
+  if s.lapser == s.lease_by then -- the holder settled: its run of lapses ends
+    s.lapser, s.lapses = '', 0
+  end
   if ev == 'S' then
     fresh(s)
     s.gen = s.gen + 1
@@ -132,7 +164,7 @@ if s.force == '' and s.st == 'half_open' then
     end
     return reply(1)
   end
-  s.lease, s.lease_until = '', 0
+  s.lease, s.lease_until, s.lease_by = '', 0, ''
   if ev == 'T' then
     -- No verdict: the vendor asked for a wait the caller could afford.
     s.probe_at = now + RETRY_AFTER
@@ -146,10 +178,11 @@ if TICKET_GEN ~= s.gen then
   return reply(0, 'stale')
 end
 if ev == 'S' then
-  if s.fails > 0 or s.rl > 0 or workers() > 0 or s.suspect ~= '' then
+  if s.fails > 0 or s.rl > 0 or workers() > 0 or s.suspect ~= '' or
+      redis.call('SCARD', K_PAUSE) > 0 then
     s.fails, s.rl, s.last = 0, 0, ''
     s.suspect, s.suspect_until = '', 0
-    redis.call('DEL', K_WORKERS, K_RL)
+    redis.call('DEL', K_WORKERS, K_RL, K_PAUSE)
     dirty = true
   end
   return reply(1)
