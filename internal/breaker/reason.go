@@ -47,6 +47,8 @@ func causeReason(name string, c Cause, fails, workers, rl, cooldown int64, last,
 		return name + ": the pause lapses soon and calls will go out again; resume or re-force it now if the credential is still bad"
 	case CausePauseExpired:
 		return "pause expired"
+	case CauseOutage:
+		return last
 	case CauseProbeAbandoned:
 		return fmt.Sprintf("%s: worker %s let %d probe leases in a row lapse without reporting; it is refused probes for one cooldown",
 			name, actor, MaxLapses)

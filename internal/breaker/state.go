@@ -41,6 +41,7 @@ const (
 	CausePauseExpiring   Cause = "pause_expiring"   // a pause lapses soon
 	CausePauseExpired    Cause = "pause_expired"    // a pause lapsed: closed again
 	CauseProbeAbandoned  Cause = "probe_abandoned"  // a worker let 3 probe leases lapse in a row
+	CauseOutage          Cause = "outage"           // carried into a daemon's memory from the last event it heard (Last)
 )
 
 // State is one breaker's stored state: the fields of its Redis hash

@@ -48,6 +48,13 @@ type Options struct {
 	Rand func() float64
 	// NewToken makes probe lease tokens. Default probe.NewToken.
 	NewToken func() string
+	// Outage says what Allow and Record answer while Redis is unreachable.
+	// Default OutageMemory.
+	Outage OutageMode
+	// OnOutage, when set, is called with true when the store starts
+	// answering from memory and false when Redis answers again (health,
+	// metrics, logs). It must not block.
+	OnOutage func(down bool)
 }
 
 // Store runs breakerd's scripts against one Redis (or Redis Cluster).
@@ -55,6 +62,7 @@ type Options struct {
 type Store struct {
 	rdb redis.UniversalClient
 	o   Options
+	out *outage
 	// policies is o.Policies, swapped whole by SetPolicies (a config
 	// reload) and read once per call, so a call never mixes two sets.
 	policies atomic.Pointer[policy.Set]
@@ -80,7 +88,7 @@ func New(rdb redis.UniversalClient, o Options) *Store {
 	if o.NewToken == nil {
 		o.NewToken = probe.NewToken
 	}
-	s := &Store{rdb: rdb, o: o}
+	s := &Store{rdb: rdb, o: o, out: newOutage()}
 	s.policies.Store(o.Policies)
 	return s
 }
@@ -128,16 +136,24 @@ func (s *Store) common(breaker, actor string, p policy.Policy) []any {
 }
 
 // Allow runs allow.lua: one round trip. A denial is data in the response,
-// never an error; errors are Redis failures or malformed replies.
+// never an error; errors are Redis failures or malformed replies. While
+// Redis is unreachable it answers from memory (Options.Outage).
 func (s *Store) Allow(ctx context.Context, name, worker string) (*pb.AllowResponse, error) {
+	if s.out.down.Load() {
+		return s.memoryAllow(name, worker), nil
+	}
 	p := s.Policy(name)
 	params := ParamsOf(p, s.o.Rand())
 	args := append(s.common(name, worker, p), s.o.NewToken(), params.ProbeTimeout, params.CooldownBase,
 		strconv.FormatFloat(params.Jitter, 'g', -1, 64))
 	res, err := run(ctx, s.rdb, allowScript, keys(name), args...)
 	if err != nil {
+		if s.failed(ctx, err) {
+			return s.memoryAllow(name, worker), nil
+		}
 		return nil, fmt.Errorf("store: allow %q: %w", name, err)
 	}
+	s.answered()
 	r := reply{v: res}
 	code := r.int(0)
 	retry := r.int(1)
@@ -168,6 +184,9 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 	if err != nil {
 		return nil, err
 	}
+	if s.out.down.Load() {
+		return s.memoryRecord(req, c), nil
+	}
 	params := ParamsOf(p, s.o.Rand())
 	args := append(s.common(name, req.GetWorkerId(), p), string(c.Evidence),
 		c.Ticket.Gen, c.Ticket.Lease, c.RetryAfter, c.Last,
@@ -176,8 +195,12 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 		boolArg(c.CredentialWorked), params.PauseTTL)
 	res, err := run(ctx, s.rdb, recordScript, keys(name), args...)
 	if err != nil {
+		if s.failed(ctx, err) {
+			return s.memoryRecord(req, c), nil
+		}
 		return nil, fmt.Errorf("store: record %q: %w", name, err)
 	}
+	s.answered()
 	r := reply{v: res}
 	counted := r.int(0) == 1
 	note := breaker.Note(r.str(1))

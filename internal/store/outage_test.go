@@ -1,0 +1,164 @@
+package store_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/breakerd/breakerd/internal/events"
+	"github.com/breakerd/breakerd/internal/policy"
+	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/internal/testredis"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// outageFixture is a daemon's store that reaches Redis through a proxy the
+// test cuts, with its event hub on a direct connection.
+type outageFixture struct {
+	*fixture
+	proxy *testredis.Proxy
+	flips chan bool
+}
+
+func newOutageFixture(t *testing.T, b *testredis.Backend, mod func(*redis.Options)) *outageFixture {
+	t.Helper()
+	proxy := testredis.NewProxy(t, b.Addr)
+	flips := make(chan bool, 10)
+	p := policy.Default()
+	p.Threshold, p.MinWorkers = 3, 2
+	st := store.New(b.ClientVia(t, proxy.Addr(), mod), store.Options{Now: b.Clock(), Rand: func() float64 { return 0 },
+		Channel: b.Prefix + "events", Policies: policy.NewSet(p), OnOutage: func(down bool) { flips <- down }})
+	t.Cleanup(st.Close)
+	if err := st.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	hub := events.NewHub(b.Client, b.Prefix+"events", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	hub.Observe(st.ObserveEvent)
+	stop, err := hub.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return &outageFixture{fixture: &fixture{Backend: b, t: t, st: st}, proxy: proxy, flips: flips}
+}
+
+// TestOutageAnswersFromMemory: with Redis cut off, the daemon answers from
+// its own breakers, fed by every worker it serves (the quorum still means
+// two workers), starting from what it last heard; when Redis answers
+// again, Redis's state wins.
+func TestOutageAnswersFromMemory(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		f := newOutageFixture(t, b, nil)
+		ctx := context.Background()
+		forced, search, fresh := b.Breaker("forced"), b.Breaker("search"), b.Breaker("fresh")
+		if _, err := f.st.Force(ctx, forced, pb.ForceMode_FORCE_MODE_OPEN, "vendor maintenance", 0, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		// The hub hears the Force before the cut (a second Force's answer
+		// is proof the first event went by: events are delivered in order).
+		waitSeen(t, f, forced)
+
+		f.proxy.Cut()
+		// The first call finds Redis gone and is answered from memory.
+		start := time.Now()
+		a := f.allow(search, "w1")
+		t.Logf("figure (not asserted): the call that found Redis gone took %v", time.Since(start))
+		if !a.Degraded || a.Decision != pb.Decision_DECISION_ALLOWED {
+			t.Fatalf("first Allow after the cut = %v degraded %v, want a degraded ALLOWED", a.Decision, a.Degraded)
+		}
+		if down := <-f.flips; !down {
+			t.Fatalf("OnOutage(%v), want true", down)
+		}
+		f.record(search, "w1", a.Ticket, pb.Outcome_OUTCOME_TIMEOUT)
+		for _, w := range []string{"w2", "w1"} {
+			if r := f.call(search, w, pb.Outcome_OUTCOME_TIMEOUT); !r.Degraded || !r.Counted {
+				t.Fatalf("Record(%s) in the outage: counted %v degraded %v", w, r.Counted, r.Degraded)
+			}
+		}
+		// Threshold 3 from 2 workers: open, in this daemon's memory; no
+		// command goes to Redis for it.
+		b.ResetCounts()
+		start = time.Now()
+		for _, w := range []string{"w1", "w2"} {
+			if a := f.allow(search, w); !a.Degraded || a.Decision != pb.Decision_DECISION_DENIED_OPEN {
+				t.Errorf("Allow(%s) after 3 timeouts from 2 workers = %v degraded %v, want a degraded DENIED_OPEN", w, a.Decision, a.Degraded)
+			}
+		}
+		t.Logf("figure (not asserted): a degraded Allow took %v", time.Since(start)/2)
+		if a := f.allow(forced, "w1"); !a.Degraded || a.Decision != pb.Decision_DECISION_DENIED_FORCED_OPEN {
+			t.Errorf("Allow(forced) in the outage = %v degraded %v, want a degraded DENIED_FORCED_OPEN (seeded from the event feed)", a.Decision, a.Degraded)
+		}
+		if n := b.Commands(); n != 0 {
+			t.Errorf("%d Redis commands during the outage's answers, want 0: no call waits on Redis", n)
+		}
+
+		f.proxy.Restore(t)
+		start = time.Now()
+		if down := <-f.flips; down {
+			t.Fatalf("OnOutage(%v) after the restore, want false", down)
+		}
+		t.Logf("figure (not asserted): back on Redis %v after it answered again", time.Since(start))
+		// Redis's state wins: the forced breaker is still denied, the one
+		// tripped in memory is closed there, and no answer is degraded.
+		if a := f.allow(forced, "w1"); a.Degraded || a.Decision != pb.Decision_DECISION_DENIED_FORCED_OPEN {
+			t.Errorf("Allow(forced) after the restore = %v degraded %v, want DENIED_FORCED_OPEN from Redis", a.Decision, a.Degraded)
+		}
+		for _, n := range []string{search, fresh} {
+			if a := f.allow(n, "w2"); a.Degraded || a.Decision != pb.Decision_DECISION_ALLOWED {
+				t.Errorf("Allow(%s) after the restore = %v degraded %v, want ALLOWED from Redis", n, a.Decision, a.Degraded)
+			}
+		}
+	})
+}
+
+// waitSeen forces name a second time and waits until the hub has relayed
+// both events to the store: a breaker the daemon heard about before an
+// outage.
+func waitSeen(t *testing.T, f *outageFixture, name string) {
+	t.Helper()
+	hub := events.NewHub(f.Client, f.Prefix+"events", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	stop, err := hub.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	sub := hub.Subscribe([]string{name})
+	defer sub.Close()
+	if _, err := f.st.Force(context.Background(), name, pb.ForceMode_FORCE_MODE_OPEN, "vendor maintenance", 0, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	<-sub.C
+}
+
+// TestSlowCommandIsNotAnOutage: one command timing out fails that call;
+// three in a row mean Redis is away.
+func TestSlowCommandIsNotAnOutage(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		f := newOutageFixture(t, b, func(o *redis.Options) {
+			o.ReadTimeout, o.WriteTimeout, o.MaxRetries = 50*time.Millisecond, 50*time.Millisecond, -1
+		})
+		ctx := context.Background()
+		name := b.Breaker("search")
+		f.allow(name, "w1")
+		f.proxy.Stall()
+		for i := range 2 {
+			if _, err := f.st.Allow(ctx, name, "w1"); err == nil || f.st.Degraded() {
+				t.Fatalf("timeout %d: err %v, degraded %v; want an error and no outage yet", i+1, err, f.st.Degraded())
+			}
+		}
+		a, err := f.st.Allow(ctx, name, "w1")
+		if err != nil || !a.Degraded || !f.st.Degraded() {
+			t.Fatalf("third timeout in a row: %v, %v; want a degraded answer", a, err)
+		}
+		f.proxy.Restore(t)
+		<-f.flips // down
+		<-f.flips // up
+		if a := f.allow(name, "w1"); a.Degraded {
+			t.Errorf("after the restore: degraded %v, want Redis's answer", a.Degraded)
+		}
+	})
+}

@@ -1,0 +1,159 @@
+package testredis
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Proxy is a TCP proxy a test puts between a daemon and Redis, to cut the
+// link without stopping Redis (whose state must survive the outage).
+type Proxy struct {
+	addr   string // the proxy's own address, stable across Cut/Restore
+	target string
+
+	mu      sync.Mutex
+	ln      net.Listener
+	conns   map[net.Conn]struct{}
+	stalled bool
+
+	accepted atomic.Int64
+}
+
+// NewProxy starts a proxy to target on a free loopback port. It is closed
+// when t ends.
+func NewProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	p := &Proxy{target: target, conns: map[net.Conn]struct{}{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.addr = ln.Addr().String()
+	p.serve(ln)
+	t.Cleanup(p.Cut)
+	return p
+}
+
+// Addr is where clients connect.
+func (p *Proxy) Addr() string { return p.addr }
+
+// Accepted counts the connections the proxy has accepted.
+func (p *Proxy) Accepted() int64 { return p.accepted.Load() }
+
+// Cut closes every connection and stops listening: clients get connection
+// refused until Restore.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		_ = p.ln.Close()
+		p.ln = nil
+	}
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = map[net.Conn]struct{}{}
+}
+
+// Stall keeps every connection open but forwards nothing, so every
+// command times out; Restore ends it (dropping the stalled connections,
+// whose streams lost bytes).
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	p.stalled = true
+	p.mu.Unlock()
+}
+
+// Restore listens again on the same address and forwards as before.
+func (p *Proxy) Restore(t testing.TB) {
+	t.Helper()
+	p.mu.Lock()
+	p.stalled = false
+	for c := range p.conns { // stalled connections: drop, clients redial
+		_ = c.Close()
+	}
+	p.conns = map[net.Conn]struct{}{}
+	listening := p.ln != nil
+	p.mu.Unlock()
+	if listening {
+		return
+	}
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		t.Fatalf("proxy: listen again on %s: %v", p.addr, err)
+	}
+	p.serve(ln)
+}
+
+func (p *Proxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.accepted.Add(1)
+			p.mu.Lock()
+			p.conns[c] = struct{}{}
+			stalled := p.stalled
+			p.mu.Unlock()
+			if !stalled {
+				go p.forward(c)
+			}
+		}
+	}()
+}
+
+func (p *Proxy) forward(c net.Conn) {
+	up, err := net.Dial("tcp", p.target)
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns[up] = struct{}{}
+	p.mu.Unlock()
+	pipe := func(dst, src net.Conn) {
+		defer dst.Close()
+		defer src.Close()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if err != nil {
+				return // either side closed (a Cut, a Restore after a Stall)
+			}
+			p.mu.Lock()
+			stalled := p.stalled
+			p.mu.Unlock()
+			if stalled {
+				continue // swallowed: the command never reaches Redis
+			}
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+	}
+	go pipe(up, c)
+	go pipe(c, up)
+}
+
+// ClientVia returns a client of the backend's server reached at addr (a
+// Proxy's address), counted like the backend's own clients. mod, when
+// set, adjusts its options (timeouts). It is closed when t ends.
+func (b *Backend) ClientVia(t testing.TB, addr string, mod func(*redis.Options)) *redis.Client {
+	o := &redis.Options{Addr: addr}
+	if mod != nil {
+		mod(o)
+	}
+	c := redis.NewClient(o)
+	c.AddHook(counter{b})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
