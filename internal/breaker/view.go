@@ -34,8 +34,13 @@ type View struct {
 	Now int64
 }
 
-// ViewOf returns the view of s at now.
+// ViewOf returns the view of s at now. A breaker that holds no state is
+// closed at generation 0 and its view reads no clock (Now is 0): a healthy
+// call costs the scripts no TIME.
 func ViewOf(s State, now int64) View {
+	if len(s.Fields()) == 0 {
+		return View{State: string(Closed)}
+	}
 	return View{State: s.Public(), Gen: s.Gen, Fails: s.Fails, Workers: int64(len(s.Workers)), RL: s.RL,
 		Opened: s.Opened, ProbeAt: s.ProbeAt, Cooldown: s.Cooldown, Cause: s.Cause, Last: s.Last,
 		InFlight: s.phase() == HalfOpen && probe.LeaseLive(s.Lease, s.LeaseUntil, now), Level: s.Level,

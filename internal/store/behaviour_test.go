@@ -607,7 +607,9 @@ func TestScriptCacheFlushFallsBackToEval(t *testing.T) {
 func TestRedisErrorsAreReturned(t *testing.T) {
 	b := testredis.Mini(t)
 	b.Client = redis.NewClient(&redis.Options{Addr: b.Addr, MaxRetries: -1})
-	f := newFixture(t, b, store.Options{})
+	// The mode that fails calls instead of answering from memory
+	// (outage_test.go covers OutageMemory).
+	f := newFixture(t, b, store.Options{Outage: store.OutageUnavailable})
 	b.Mini.SetError("LOADING Redis is loading the dataset in memory")
 	defer b.Mini.SetError("")
 	if _, err := f.st.Allow(context.Background(), "x", "w1"); err == nil || !store.IsUnavailable(err) {

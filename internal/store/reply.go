@@ -76,9 +76,13 @@ func (r *reply) errOr(nested ...*reply) error {
 	return nil
 }
 
-// view decodes element i, the array lib.lua's snapshot() returns.
+// view decodes element i, the array lib.lua's snapshot() returns: empty
+// for a breaker that holds no state (closed, generation 0, no clock read).
 func (r *reply) view(i int) breaker.View {
 	s := r.list(i)
+	if r.errOr() == nil && len(s.v) == 0 {
+		return breaker.View{State: string(breaker.Closed)}
+	}
 	return breaker.View{
 		State:        s.str(0),
 		Gen:          s.int(1),

@@ -22,45 +22,44 @@ local PROBE_TIMEOUT = tonumber(ARGV[9])
 local COOLDOWN_BASE = tonumber(ARGV[10])
 local JITTER = tonumber(ARGV[11])
 
-local now = now_ms()
 local s = load()
-local dirty = expire_force(s, now)
-if expire_pause(s, now) then dirty = true end
+local dirty = expire_force(s)
+if expire_pause(s) then dirty = true end
 
 local function reply(code, retry_after, token)
-  if dirty then save(s, now) end
-  return { code, retry_after, token or '', snapshot(s, now) }
+  if dirty then save(s) end
+  return { code, retry_after, token or '', snapshot(s) }
 end
 
 if s.force == 'open' then
   local retry = 0
-  if s.force_until > 0 then retry = s.force_until - now end
+  if s.force_until > 0 then retry = s.force_until - clock() end
   return reply(5, retry)
 end
 if s.force == '' and s.st == 'paused' then
   return reply(7, 0)
 end
 if s.force == '' and s.st == 'closed' and s.suspect ~= '' and s.suspect == ACTOR
-    and now < s.suspect_until then
-  return reply(6, s.suspect_until - now)
+    and clock() < s.suspect_until then
+  return reply(6, s.suspect_until - clock())
 end
 if s.force == 'closed' or s.st == 'closed' then
   return reply(1, 0)
 end
 
 if s.st == 'open' then
-  if now < s.probe_at then
-    return reply(3, s.probe_at - now)
+  if clock() < s.probe_at then
+    return reply(3, s.probe_at - clock())
   end
   s.st = 'half_open'
   s.gen = s.gen + 1
   dirty = true
-  emit(s, 'transition', 'open', 'half_open', 'cooldown_elapsed', now)
-elseif s.lease ~= '' and s.lease_until > now then
-  return reply(4, s.lease_until - now)
-elseif now < s.probe_at then
+  emit(s, 'transition', 'open', 'half_open', 'cooldown_elapsed', clock())
+elseif s.lease ~= '' and s.lease_until > clock() then
+  return reply(4, s.lease_until - clock())
+elseif clock() < s.probe_at then
   -- The last probe was told to wait (a 429 within its deadline).
-  return reply(3, s.probe_at - now)
+  return reply(3, s.probe_at - clock())
 end
 
 -- A lease that lapsed unsettled counts against its holder (breaker.lapsed).
@@ -74,16 +73,16 @@ if s.lease ~= '' then
   dirty = true
   if s.lapses >= 3 then
     s.noprobe = s.lapser
-    s.noprobe_until = now + COOLDOWN_BASE + math.floor(COOLDOWN_BASE * JITTER)
+    s.noprobe_until = clock() + COOLDOWN_BASE + math.floor(COOLDOWN_BASE * JITTER)
     s.lapses = 0
-    emit(s, 'probe_abandoned', 'half_open', 'half_open', 'probe_abandoned', now, nil, s.lapser)
+    emit(s, 'probe_abandoned', 'half_open', 'half_open', 'probe_abandoned', clock(), nil, s.lapser)
   end
 end
-if s.noprobe ~= '' and s.noprobe == ACTOR and now < s.noprobe_until then
-  return reply(6, s.noprobe_until - now)
+if s.noprobe ~= '' and s.noprobe == ACTOR and clock() < s.noprobe_until then
+  return reply(6, s.noprobe_until - clock())
 end
 
 -- Half-open with no live lease: this caller becomes the fleet's one probe.
-s.lease, s.lease_until, s.lease_by = TOKEN, now + PROBE_TIMEOUT, ACTOR
+s.lease, s.lease_until, s.lease_by = TOKEN, clock() + PROBE_TIMEOUT, ACTOR
 dirty = true
 return reply(2, 0, s.lease)

@@ -15,10 +15,9 @@ local MODE = ARGV[8]
 local REASON = ARGV[9]
 local TTL = tonumber(ARGV[10])
 
-local now = now_ms()
 local s = load()
-expire_force(s, now)
-expire_pause(s, now)
+expire_force(s)
+expire_pause(s)
 local from = public(s)
 local cause = 'forced'
 
@@ -30,10 +29,10 @@ else
   if s.st == 'paused' then s.st, s.cause, s.pause_until, s.pause_warn = 'closed', '', 0, 0 end
   s.force, s.force_reason, s.force_by = MODE, REASON, ACTOR
   s.force_until = 0
-  if TTL > 0 then s.force_until = now + TTL end
+  if TTL > 0 then s.force_until = clock() + TTL end
   s.lease, s.lease_until, s.lease_by = '', 0, ''
 end
 s.gen = s.gen + 1
-emit(s, 'forced', from, public(s), cause, now, REASON)
-save(s, now)
-return { snapshot(s, now) }
+emit(s, 'forced', from, public(s), cause, clock(), REASON)
+save(s)
+return { snapshot(s) }

@@ -63,10 +63,20 @@ local EVENTS_RETENTION = ARGV[5]
 local CHANNEL = ARGV[6]
 local ACTOR = ARGV[7]
 
-local function now_ms()
-  if PINNED > 0 then return PINNED end
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- clock is the time every decision of this call is made at, ms since the
+-- epoch: read once, and only when a decision needs it (a breaker that
+-- holds no state decides without it, so a healthy call costs no TIME).
+local NOW = nil
+local function clock()
+  if NOW == nil then
+    if PINNED > 0 then
+      NOW = PINNED
+    else
+      local t = redis.call('TIME')
+      NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    end
+  end
+  return NOW
 end
 
 -- The stored fields, in the order save() writes them.
@@ -87,9 +97,13 @@ local function empty()
   return s
 end
 
+-- load returns the stored state; s.stored says whether the hash exists
+-- (the worker sets never outlive it: they share its TTL and are deleted
+-- with the run it describes).
 local function load()
   local s = empty()
   local raw = redis.call('HGETALL', K_STATE)
+  s.stored = #raw > 0
   for i = 1, #raw, 2 do
     local f, v = raw[i], raw[i + 1]
     if NUMERIC[f] then s[f] = tonumber(v) or 0 elseif s[f] ~= nil then s[f] = v end
@@ -115,11 +129,21 @@ local function fresh(s, unpin)
   redis.call('DEL', K_WORKERS, K_RL, K_PAUSE)
 end
 
+-- holds_nothing reports whether s has no field to store (breaker.State
+-- Fields is empty): a fresh closed breaker at generation 0.
+local function holds_nothing(s)
+  for _, f in ipairs(FIELDS) do
+    local v = s[f]
+    if v ~= 0 and v ~= '' and not (f == 'st' and v == 'closed') then return false end
+  end
+  return true
+end
+
 -- save writes s back (breaker.State.TTL in Go). A closed breaker with no
 -- failures and no pin keeps only its generation (so late tickets stay
 -- fenced) until the retention lapses; a generation of 0 keeps no key at
 -- all. A pin without a TTL never expires: only an operator ends it.
-local function save(s, now)
+local function save(s)
   redis.call('DEL', K_STATE)
   local fields = {}
   for _, f in ipairs(FIELDS) do
@@ -135,12 +159,19 @@ local function save(s, now)
     for _, k in ipairs({ K_STATE, K_WORKERS, K_RL, K_PAUSE }) do redis.call('PERSIST', k) end
     return
   end
-  local ttl = RETENTION + math.max(0, s.probe_at - now, s.lease_until - now, s.force_until - now,
-    s.pause_until - now)
+  local ttl = RETENTION
+  if s.probe_at > 0 or s.lease_until > 0 or s.force_until > 0 or s.pause_until > 0 then
+    local now = clock()
+    ttl = ttl + math.max(0, s.probe_at - now, s.lease_until - now, s.force_until - now,
+      s.pause_until - now)
+  end
   for _, k in ipairs({ K_STATE, K_WORKERS, K_RL, K_PAUSE }) do redis.call('PEXPIRE', k, ttl) end
 end
 
-local function workers()
+-- workers counts the failure run's distinct workers: the set is empty
+-- whenever the run is (fails = 0), so that case costs no SCARD.
+local function workers(s)
+  if s.fails == 0 then return 0 end
   return redis.call('SCARD', K_WORKERS)
 end
 
@@ -151,7 +182,7 @@ end
 local function emit(s, kind, from, to, cause, at, note, actor)
   local fields = { 'breaker', NAME, 'kind', kind, 'from', from, 'to', to,
     'gen', tostring(s.gen), 'cause', cause, 'failures', tostring(s.fails),
-    'workers', tostring(workers()), 'rl', tostring(s.rl), 'cooldown_ms', tostring(s.cd),
+    'workers', tostring(workers(s)), 'rl', tostring(s.rl), 'cooldown_ms', tostring(s.cd),
     'at_ms', tostring(at), 'actor', actor or ACTOR, 'last', s.last, 'note', note or '' }
   local id = redis.call('XADD', K_EVENTS, 'MAXLEN', '~', EVENTS_MAXLEN, '*', unpack(fields))
   redis.call('PEXPIRE', K_EVENTS, EVENTS_RETENTION)
@@ -161,8 +192,8 @@ end
 
 -- expire_force ends a pin whose TTL has run out, as AUTO would: closed with
 -- fresh counts. Returns true when it changed s (the caller must save).
-local function expire_force(s, now)
-  if s.force == '' or s.force_until == 0 or now < s.force_until then return false end
+local function expire_force(s)
+  if s.force == '' or s.force_until == 0 or clock() < s.force_until then return false end
   local from = public(s)
   local at = s.force_until
   fresh(s, true)
@@ -174,8 +205,9 @@ end
 -- expire_pause ends a pause whose time is up (the event dated when it
 -- lapsed), or raises its pause_expiring alert once it is due. Returns true
 -- when it changed s.
-local function expire_pause(s, now)
+local function expire_pause(s)
   if s.st ~= 'paused' or s.force ~= '' then return false end
+  local now = clock()
   if s.pause_until > 0 and now >= s.pause_until then
     local at = s.pause_until
     fresh(s)
@@ -192,11 +224,14 @@ local function expire_pause(s, now)
 end
 
 -- snapshot is the flat reply every script ends with (breaker.View; store
--- decodes it in reply.go).
-local function snapshot(s, now)
+-- decodes it in reply.go). A breaker with nothing to store answers an
+-- empty array: closed, generation 0, and no clock read.
+local function snapshot(s)
+  if holds_nothing(s) then return {} end
+  local now = clock()
   local in_flight = 0
   if s.st == 'half_open' and s.lease ~= '' and s.lease_until > now then in_flight = 1 end
-  return { public(s), s.gen, s.fails, workers(), s.rl, s.opened, s.probe_at, s.cd, s.cause,
+  return { public(s), s.gen, s.fails, workers(s), s.rl, s.opened, s.probe_at, s.cd, s.cause,
     s.last, in_flight, s.level, s.force_by, s.force_reason, s.force_until, s.suspect,
     s.suspect_until, now, s.pause_until }
 end

@@ -5,17 +5,16 @@
 --
 -- Returns {snapshot}
 
-local now = now_ms()
 local s = load()
-local pin_lapsed = s.force ~= '' and s.force_until > 0 and now >= s.force_until
-local pause_lapsed = s.force == '' and s.st == 'paused' and s.pause_until > 0 and now >= s.pause_until
+local pin_lapsed = s.force ~= '' and s.force_until > 0 and clock() >= s.force_until
+local pause_lapsed = s.force == '' and s.st == 'paused' and s.pause_until > 0 and clock() >= s.pause_until
 if pin_lapsed or pause_lapsed then
   -- fresh() without its DEL: a read never writes.
   local gen = s.gen
   s = empty()
   s.gen = gen
-  local snap = snapshot(s, now)
+  local snap = snapshot(s)
   snap[4] = 0 -- the workers set is dropped by the write that ends the pin
   return { snap }
 end
-return { snapshot(s, now) }
+return { snapshot(s) }

@@ -51,15 +51,14 @@ local JITTER = tonumber(ARGV[18])
 local CREDENTIAL_WORKED = ARGV[19] == '1'
 local PAUSE_TTL = tonumber(ARGV[20])
 
-local now = now_ms()
 local s = load()
-local dirty = expire_force(s, now)
-if expire_pause(s, now) then dirty = true end
+local dirty = expire_force(s)
+if expire_pause(s) then dirty = true end
 local ev = EVIDENCE
 
 local function reply(counted, note)
-  if dirty then save(s, now) end
-  return { counted, note or '', snapshot(s, now) }
+  if dirty then save(s) end
+  return { counted, note or '', snapshot(s) }
 end
 
 -- cooldown: the schedule's step after level failed probes, or the
@@ -77,12 +76,12 @@ end
 
 local function open(from, level, cd, cause)
   s.st, s.level, s.cd, s.cause = 'open', level, cd, cause
-  s.opened, s.probe_at = now, now + cd
+  s.opened, s.probe_at = clock(), clock() + cd
   s.lease, s.lease_until, s.lease_by = '', 0, ''
   s.suspect, s.suspect_until = '', 0
   s.gen = s.gen + 1
   dirty = true
-  emit(s, 'transition', from, 'open', cause, now)
+  emit(s, 'transition', from, 'open', cause, clock())
 end
 
 if s.force == '' and s.st == 'paused' then
@@ -98,13 +97,13 @@ local function pause_vote(cause)
   if redis.call('SCARD', K_PAUSE) >= MIN_WORKERS then
     fresh(s)
     s.st, s.cause = 'paused', cause
-    s.pause_until = now + PAUSE_TTL
+    s.pause_until = clock() + PAUSE_TTL
     s.pause_warn = s.pause_until - math.floor(PAUSE_TTL / 4)
     s.gen = s.gen + 1
     return true
   end
   if s.st == 'closed' then
-    s.suspect, s.suspect_until = ACTOR, now + cooldown(0, 0)
+    s.suspect, s.suspect_until = ACTOR, clock() + cooldown(0, 0)
   end
   return false
 end
@@ -113,14 +112,14 @@ if ev == 'U' then
   local current = TICKET_GEN == s.gen and (s.st == 'closed' or (s.st == 'half_open' and
     TICKET_LEASE ~= '' and TICKET_LEASE == s.lease))
   if not CREDENTIAL_WORKED or s.force ~= '' or not current then
-    emit(s, 'credential_revoked', public(s), public(s), 'credential_alert', now)
+    emit(s, 'credential_revoked', public(s), public(s), 'credential_alert', clock())
   else
     local from = public(s)
     if pause_vote('credential') then
-      emit(s, 'credential_revoked', from, 'paused', 'credential', now)
+      emit(s, 'credential_revoked', from, 'paused', 'credential', clock())
       return reply(0, 'credential_paused')
     end
-    emit(s, 'credential_revoked', public(s), public(s), 'credential_lone', now)
+    emit(s, 'credential_revoked', public(s), public(s), 'credential_lone', clock())
     if s.st == 'closed' then
       return reply(0, 'credential_lone')
     end
@@ -130,8 +129,8 @@ end
 -- An open circuit counts nothing, but a 429's Retry-After may push its
 -- next probe later (never earlier).
 if s.force == '' and s.st == 'open' then
-  if (ev == 'R' or ev == 'T') and now + RETRY_AFTER > s.probe_at then
-    s.probe_at = now + RETRY_AFTER
+  if (ev == 'R' or ev == 'T') and clock() + RETRY_AFTER > s.probe_at then
+    s.probe_at = clock() + RETRY_AFTER
     dirty = true
     return reply(0, 'open_extended')
   end
@@ -153,21 +152,21 @@ if s.force == '' and s.st == 'half_open' then
   if ev == 'S' then
     fresh(s)
     s.gen = s.gen + 1
-    emit(s, 'transition', 'half_open', 'closed', 'probe_succeeded', now)
+    emit(s, 'transition', 'half_open', 'closed', 'probe_succeeded', clock())
     return reply(1)
   end
   if ev == 'F' or ev == 'R' then
     s.last = LAST
     open('half_open', s.level + 1, cooldown(s.level + 1, RETRY_AFTER), 'probe_failed')
     if s.level == 2 then
-      emit(s, 'stuck_open', 'open', 'open', 'stuck_open', now)
+      emit(s, 'stuck_open', 'open', 'open', 'stuck_open', clock())
     end
     return reply(1)
   end
   s.lease, s.lease_until, s.lease_by = '', 0, ''
   if ev == 'T' then
     -- No verdict: the vendor asked for a wait the caller could afford.
-    s.probe_at = now + RETRY_AFTER
+    s.probe_at = clock() + RETRY_AFTER
     return reply(0, 'probe_throttled')
   end
   return reply(0, 'probe_released')
@@ -178,8 +177,9 @@ if TICKET_GEN ~= s.gen then
   return reply(0, 'stale')
 end
 if ev == 'S' then
-  if s.fails > 0 or s.rl > 0 or workers() > 0 or s.suspect ~= '' or
-      redis.call('SCARD', K_PAUSE) > 0 then
+  -- (a closed breaker with pause votes always has a suspect: the lone
+  -- voter, or a worker failing alone after it; so no SCARD is needed)
+  if s.fails > 0 or s.rl > 0 or s.suspect ~= '' then
     s.fails, s.rl, s.last = 0, 0, ''
     s.suspect, s.suspect_until = '', 0
     redis.call('DEL', K_WORKERS, K_RL, K_PAUSE)
@@ -215,16 +215,16 @@ if s.force == 'closed' then
 end
 
 -- The trip rule (quorum.Judge): each run over its own distinct workers.
-local n = workers()
+local n = workers(s)
 if s.rl >= RATE_LIMIT_TRIPS and redis.call('SCARD', K_RL) >= MIN_WORKERS then
   open('closed', 0, cooldown(0, RETRY_AFTER), 'rate_limit')
 elseif s.fails >= THRESHOLD and n >= MIN_WORKERS then
   open('closed', 0, cooldown(0, RETRY_AFTER), 'trip')
 elseif s.fails >= THRESHOLD and n == 1 then
-  s.suspect_until = now + cooldown(0, 0)
+  s.suspect_until = clock() + cooldown(0, 0)
   if s.suspect ~= ACTOR then
     s.suspect = ACTOR
-    emit(s, 'suspect_worker', 'closed', 'closed', 'suspect', now)
+    emit(s, 'suspect_worker', 'closed', 'closed', 'suspect', clock())
   end
 end
 return reply(1)

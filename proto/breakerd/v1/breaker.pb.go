@@ -491,7 +491,8 @@ type BreakerState struct {
 	// Tools or routes to use instead, from the breaker's policy.
 	Alternatives []string `protobuf:"bytes,15,rep,name=alternatives,proto3" json:"alternatives,omitempty"`
 	// The Redis server time this snapshot was taken at; next_probe_at_ms
-	// minus as_of_ms is how long until a probe is due.
+	// minus as_of_ms is how long until a probe is due. 0 for a breaker that
+	// holds no state (closed at generation 0): answering it reads no clock.
 	AsOfMs int64 `protobuf:"varint,16,opt,name=as_of_ms,json=asOfMs,proto3" json:"as_of_ms,omitempty"`
 	// The worker suspected of a local fault (it alone failed past the
 	// threshold); empty when none. It is denied until suspect_until_ms.
