@@ -312,7 +312,7 @@ again and resync with "breakerctl list".`,
 			}
 			fmt.Fprintf(c.stderr, "watching %s on %s (Ctrl-C to stop)\n", orAll(breakers), c.addr)
 			for {
-				e, err := stream.Recv()
+				m, err := stream.Recv()
 				if err != nil {
 					if ctx.Err() != nil || status.Code(err) == codes.Canceled {
 						return nil
@@ -322,6 +322,7 @@ again and resync with "breakerctl list".`,
 					}
 					return err
 				}
+				e := m.GetEvent()
 				if c.json {
 					if err := writeCompactJSON(c.stdout, viewEvent(e)); err != nil {
 						return err

@@ -66,12 +66,12 @@ func run(args []string, out io.Writer) error {
 	var mu sync.Mutex
 	go func() {
 		for {
-			e, err := watch.Recv()
+			m, err := watch.Recv()
 			if err != nil {
 				return
 			}
 			mu.Lock()
-			seen = append(seen, e)
+			seen = append(seen, m.GetEvent())
 			mu.Unlock()
 		}
 	}()

@@ -193,7 +193,7 @@ func (s *Server) Force(ctx context.Context, req *pb.ForceRequest) (*pb.ForceResp
 }
 
 // Watch implements BreakerService.Watch.
-func (s *Server) Watch(req *pb.WatchRequest, stream grpc.ServerStreamingServer[pb.Event]) error {
+func (s *Server) Watch(req *pb.WatchRequest, stream grpc.ServerStreamingServer[pb.WatchResponse]) error {
 	if err := validNames("breakers", req.GetBreakers()); err != nil {
 		return err
 	}
@@ -216,7 +216,7 @@ func (s *Server) Watch(req *pb.WatchRequest, stream grpc.ServerStreamingServer[p
 				}
 				return status.Error(codes.Unavailable, "breakerd is shutting down")
 			}
-			if err := stream.Send(e); err != nil {
+			if err := stream.Send(&pb.WatchResponse{Event: e}); err != nil {
 				return err
 			}
 		}

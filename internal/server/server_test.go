@@ -293,10 +293,11 @@ func TestWatchSeesEveryDaemonsTransitions(t *testing.T) {
 			{pb.State_STATE_CLOSED, pb.State_STATE_FORCED_OPEN},
 			{pb.State_STATE_FORCED_OPEN, pb.State_STATE_CLOSED},
 		} {
-			e, err := stream.Recv()
+			m, err := stream.Recv()
 			if err != nil {
 				t.Fatal(err)
 			}
+			e := m.GetEvent()
 			if e.Breaker != name || e.Kind != pb.EventKind_EVENT_KIND_FORCED || e.From != want.from || e.To != want.to || e.Id == "" || e.AtMs == 0 {
 				t.Fatalf("event %v, want FORCED %v -> %v on %s", e, want.from, want.to, name)
 			}

@@ -75,7 +75,9 @@ type BreakerServiceClient interface {
 	// Watch streams transition events as they happen, fleet-wide (from every
 	// daemon on the same Redis). It sends nothing from the past: read the
 	// durable log for history.
-	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error)
+	// Each message wraps one event (WatchResponse), so the stream can carry
+	// more than events later without breaking its type.
+	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
 	// Events reads the durable event log (each breaker's Redis Stream),
 	// oldest first: one breaker's, or every breaker's merged by time. It
 	// returns the most recent `limit` events no older than since_ms. Never
@@ -153,13 +155,13 @@ func (c *breakerServiceClient) Force(ctx context.Context, in *ForceRequest, opts
 	return out, nil
 }
 
-func (c *breakerServiceClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error) {
+func (c *breakerServiceClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &BreakerService_ServiceDesc.Streams[0], BreakerService_Watch_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[WatchRequest, Event]{ClientStream: stream}
+	x := &grpc.GenericClientStream[WatchRequest, WatchResponse]{ClientStream: stream}
 	if err := x.ClientStream.SendMsg(in); err != nil {
 		return nil, err
 	}
@@ -170,7 +172,7 @@ func (c *breakerServiceClient) Watch(ctx context.Context, in *WatchRequest, opts
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type BreakerService_WatchClient = grpc.ServerStreamingClient[Event]
+type BreakerService_WatchClient = grpc.ServerStreamingClient[WatchResponse]
 
 func (c *breakerServiceClient) Events(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (*EventsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -216,7 +218,9 @@ type BreakerServiceServer interface {
 	// Watch streams transition events as they happen, fleet-wide (from every
 	// daemon on the same Redis). It sends nothing from the past: read the
 	// durable log for history.
-	Watch(*WatchRequest, grpc.ServerStreamingServer[Event]) error
+	// Each message wraps one event (WatchResponse), so the stream can carry
+	// more than events later without breaking its type.
+	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
 	// Events reads the durable event log (each breaker's Redis Stream),
 	// oldest first: one breaker's, or every breaker's merged by time. It
 	// returns the most recent `limit` events no older than since_ms. Never
@@ -252,7 +256,7 @@ func (UnimplementedBreakerServiceServer) List(context.Context, *ListRequest) (*L
 func (UnimplementedBreakerServiceServer) Force(context.Context, *ForceRequest) (*ForceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Force not implemented")
 }
-func (UnimplementedBreakerServiceServer) Watch(*WatchRequest, grpc.ServerStreamingServer[Event]) error {
+func (UnimplementedBreakerServiceServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error {
 	return status.Error(codes.Unimplemented, "method Watch not implemented")
 }
 func (UnimplementedBreakerServiceServer) Events(context.Context, *EventsRequest) (*EventsResponse, error) {
@@ -392,11 +396,11 @@ func _BreakerService_Watch_Handler(srv interface{}, stream grpc.ServerStream) er
 	if err := stream.RecvMsg(m); err != nil {
 		return err
 	}
-	return srv.(BreakerServiceServer).Watch(m, &grpc.GenericServerStream[WatchRequest, Event]{ServerStream: stream})
+	return srv.(BreakerServiceServer).Watch(m, &grpc.GenericServerStream[WatchRequest, WatchResponse]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type BreakerService_WatchServer = grpc.ServerStreamingServer[Event]
+type BreakerService_WatchServer = grpc.ServerStreamingServer[WatchResponse]
 
 func _BreakerService_Events_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(EventsRequest)
