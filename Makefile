@@ -16,10 +16,11 @@ test: ## the README's test command (real-Redis tests skip unless BREAKERD_TEST_R
 test-redis: ## the same tests, with the real-Redis tier on REDIS_ADDR (default 127.0.0.1:6379)
 	BREAKERD_TEST_REDIS_ADDR=$(REDIS_ADDR) go test -race ./...
 
-lint: ## gofmt, go vet and staticcheck
+lint: ## gofmt, go vet, staticcheck and buf lint (proto/)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || (gofmt -l . && exit 1)
 	go vet ./...
 	go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	go run github.com/bufbuild/buf/cmd/buf@v1.75.0 lint proto
 
 proto: ## regenerate the Go code from proto/ and check it is committed
 	./scripts/gen-proto.sh
