@@ -1,5 +1,8 @@
 # breakerd: make help lists the targets.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+# Every binary's --version and breakerd_build_info read these (internal/buildinfo).
+LDFLAGS := -s -w -X github.com/breakerd/breakerd/internal/buildinfo.version=$(VERSION) -X github.com/breakerd/breakerd/internal/buildinfo.commit=$(COMMIT)
 REDIS_ADDR ?= 127.0.0.1:6379
 
 .PHONY: help build test test-redis lint proto demo up down compose-check ci
@@ -7,8 +10,8 @@ REDIS_ADDR ?= 127.0.0.1:6379
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-11s %s\n", $$1, $$2}'
 
-build: ## build the binaries into bin/
-	CGO_ENABLED=0 go build -ldflags "-s -w -X main.version=$(VERSION)" -o bin/ ./cmd/...
+build: ## build the binaries into bin/ (version and commit from git: bin/breakerd --version)
+	CGO_ENABLED=0 go build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
 
 test: ## the README's test command (real-Redis tests skip unless BREAKERD_TEST_REDIS_ADDR is set)
 	go test -race ./...

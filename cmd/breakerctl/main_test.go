@@ -454,3 +454,10 @@ func TestHelpOfEveryCommandIsComplete(t *testing.T) {
 		}
 	}
 }
+
+func TestVersionNeedsNoDaemon(t *testing.T) {
+	out := must(t, nil, "--version").stdout
+	if !strings.HasPrefix(out, "breakerctl ") || !strings.Contains(out, "(commit ") || !strings.Contains(out, "go1.") {
+		t.Errorf("breakerctl --version = %q, want version, commit and Go version", out)
+	}
+}

@@ -5,10 +5,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/breakerd/breakerd/internal/cli"
 	"github.com/breakerd/breakerd/internal/daemontest"
 
 	"github.com/alicebob/miniredis/v2"
@@ -128,5 +130,47 @@ func TestShutdownEndsWatchStreams(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "timed out") {
 		t.Errorf("shutdown waited out its backstop for an open Watch:\n%s", logs.String())
+	}
+}
+
+// TestFlagsMatchTheREADME holds the README's configuration table to the
+// flag table: the same flags, each with its environment variable.
+func TestFlagsMatchTheREADME(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## Daemon configuration\n")
+	if !ok {
+		t.Fatal(`README has no "## Daemon configuration" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	documented := map[string]string{} // flag -> env
+	for _, line := range strings.Split(section, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`--") {
+			continue
+		}
+		flags, envs := strings.Split(cells[1], ","), strings.Split(cells[2], ",")
+		if len(flags) != len(envs) {
+			t.Errorf("README row %q: %d flags, %d variables", line, len(flags), len(envs))
+			continue
+		}
+		for i := range flags {
+			documented[strings.Trim(flags[i], " `-")] = strings.Trim(envs[i], " `")
+		}
+	}
+	var c Config
+	for _, f := range c.Flags() {
+		want := cli.EnvName(EnvPrefix, f.Name)
+		if got, ok := documented[f.Name]; !ok {
+			t.Errorf("README's configuration table lacks --%s (%s)", f.Name, want)
+		} else if got != want {
+			t.Errorf("README gives --%s the variable %s, want %s", f.Name, got, want)
+		}
+		delete(documented, f.Name)
+	}
+	for name := range documented {
+		t.Errorf("README documents --%s, which breakerd does not have", name)
 	}
 }

@@ -2,7 +2,7 @@
 // records (from a gRPC interceptor: no Redis round trip added), fleet
 // events and transitions (from the live event hub), circuits by state
 // (from List, cached, on scrape), Redis script latency (from a go-redis
-// hook), degraded mode and config reloads. Every metric is registered on
+// hook), degraded mode, config reloads and the build. Every metric is registered on
 // the prometheus.Registerer the caller passes, so that other parts of the
 // daemon can add theirs to the same registry.
 package metrics
@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
+	"github.com/breakerd/breakerd/internal/buildinfo"
 	"github.com/breakerd/breakerd/internal/store"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -95,7 +96,12 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 			Help: "1 when the last policy reload succeeded (or none was tried), 0 when it was rejected."}),
 	}
 	m.reloadOK.Set(1)
-	cs := []prometheus.Collector{m.decisions, m.records, m.rpcErrors, m.events, m.transitions, m.scripts, m.degraded, m.reloads, m.reloadOK}
+	bi := buildinfo.Get()
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "build_info",
+		Help: "Always 1; the labels say which build of breakerd this daemon runs (version, commit, Go version)."},
+		[]string{"version", "commit", "goversion"})
+	build.WithLabelValues(bi.Version, bi.Commit, bi.GoVersion).Set(1)
+	cs := []prometheus.Collector{build, m.decisions, m.records, m.rpcErrors, m.events, m.transitions, m.scripts, m.degraded, m.reloads, m.reloadOK}
 	if o.Circuits != nil {
 		cs = append(cs, newCircuits(o))
 	}

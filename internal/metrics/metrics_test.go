@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/breakerd/breakerd/internal/buildinfo"
 	"github.com/breakerd/breakerd/internal/metrics"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
@@ -136,4 +138,19 @@ func histCount(t *testing.T, g prometheus.Gatherer, script string) uint64 {
 		}
 	}
 	return 0
+}
+
+func TestBuildInfoNamesTheBuild(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if _, err := metrics.New(reg, metrics.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	bi := buildinfo.Get()
+	want := fmt.Sprintf(`# HELP breakerd_build_info Always 1; the labels say which build of breakerd this daemon runs (version, commit, Go version).
+# TYPE breakerd_build_info gauge
+breakerd_build_info{commit=%q,goversion=%q,version=%q} 1
+`, bi.Commit, bi.GoVersion, bi.Version)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "breakerd_build_info"); err != nil {
+		t.Error(err)
+	}
 }
