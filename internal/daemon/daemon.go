@@ -12,7 +12,6 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/policy"
@@ -191,10 +190,10 @@ func healthChecker(ctx context.Context, st *store.Store, hs *health.Server, ever
 		}
 		switch {
 		case err == nil && !serving:
-			hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+			server.SetServing(hs, true)
 			log.Info("redis ready: health SERVING")
 		case err != nil && serving:
-			hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+			server.SetServing(hs, false)
 			log.Error("redis unreachable: health NOT_SERVING", "err", err)
 		}
 		serving = err == nil

@@ -50,15 +50,18 @@ func TestHealthFollowsRedis(t *testing.T) {
 	waitFor := func(want healthpb.HealthCheckResponse_ServingStatus) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
-		for {
-			res, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{})
-			if err == nil && res.Status == want {
-				return
+		// Both names, the server's and the service's, follow Redis.
+		for _, service := range []string{"", "breakerd.v1.BreakerService"} {
+			for {
+				res, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{Service: service})
+				if err == nil && res.Status == want {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("health of %q never became %v (last %v, %v)", service, want, res, err)
+				}
+				time.Sleep(10 * time.Millisecond) // polling a status, not waiting out a cooldown
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("health never became %v (last %v, %v)", want, res, err)
-			}
-			time.Sleep(10 * time.Millisecond) // polling a status, not waiting out a cooldown
 		}
 	}
 	waitFor(healthpb.HealthCheckResponse_SERVING)
@@ -172,5 +175,27 @@ func TestFlagsMatchTheREADME(t *testing.T) {
 	}
 	for name := range documented {
 		t.Errorf("README documents --%s, which breakerd does not have", name)
+	}
+}
+
+func TestLogsWriteDurationsAsStringsAndRedisLinesOnce(t *testing.T) {
+	var out strings.Builder
+	log := NewLogger(Config{LogFormat: "json"}, &out)
+	log.Info("force", "ttl", time.Minute, "took", 1500*time.Microsecond)
+	RedisLogger(log).Printf(context.Background(), "redis: connection pool: failed to dial after %d attempts: %v", 5, "refused")
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want 2 log lines, got:\n%s", out.String())
+	}
+	for _, want := range []string{`"ttl":"1m0s"`, `"took":"1.5ms"`} {
+		if !strings.Contains(lines[0], want) {
+			t.Errorf("log line lacks %s: %s", want, lines[0])
+		}
+	}
+	if want := `"msg":"redis: connection pool: failed to dial after 5 attempts: refused","component":"go-redis"`; !strings.Contains(lines[1], want) {
+		t.Errorf("go-redis line = %s, want it to contain %s", lines[1], want)
+	}
+	if strings.Count(lines[1], "redis: ") != 1 {
+		t.Errorf("go-redis line repeats its prefix: %s", lines[1])
 	}
 }

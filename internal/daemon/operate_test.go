@@ -361,7 +361,7 @@ func TestMetricsAndLogsAfterAScriptedTrip(t *testing.T) {
 				t.Errorf("daemon %d logged %d forces, want %d", i+1, n, want)
 			}
 		}
-		if l := d1.logs.String(); !strings.Contains(l, `"operator":"alice","reason":"INC-7","ttl":60000000000`) || !strings.Contains(l, `"state":"forced_open","generation":2`) {
+		if l := d1.logs.String(); !strings.Contains(l, `"operator":"alice","reason":"INC-7","ttl":"1m0s"`) || !strings.Contains(l, `"state":"forced_open","generation":2`) {
 			t.Errorf("force log lacks operator, reason, ttl, state or generation:\n%s", l)
 		}
 

@@ -59,16 +59,38 @@ func New(st *store.Store, hub *events.Hub) *Server {
 }
 
 // NewGRPC returns a gRPC server carrying the service, the standard
-// grpc.health.v1 service (starting NOT_SERVING: the caller flips it once
-// Redis answers) and server reflection.
+// grpc.health.v1 service (every name in HealthServices starting
+// NOT_SERVING: the caller flips them with SetServing once Redis answers)
+// and server reflection.
 func (s *Server) NewGRPC(opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
 	g := grpc.NewServer(opts...)
 	pb.RegisterBreakerServiceServer(g, s)
 	hs := health.NewServer()
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	SetServing(hs, false)
 	healthpb.RegisterHealthServer(g, hs)
 	reflection.Register(g)
 	return g, hs
+}
+
+// HealthServices returns the names the health service answers for: ""
+// (the server as a whole, what load balancers ask) and
+// breakerd.v1.BreakerService (what per-service checks, such as Envoy's or
+// grpc-health-probe -service, ask). The service is the server's only one,
+// so the two always agree.
+func HealthServices() []string {
+	return []string{"", pb.BreakerService_ServiceDesc.ServiceName}
+}
+
+// SetServing sets every name in HealthServices to SERVING or NOT_SERVING
+// at once. (hs.Shutdown, at stop, sets them all NOT_SERVING for good.)
+func SetServing(hs *health.Server, serving bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	for _, name := range HealthServices() {
+		hs.SetServingStatus(name, st)
+	}
 }
 
 // Allow implements BreakerService.Allow.

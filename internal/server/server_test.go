@@ -14,9 +14,11 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/server"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
 	"github.com/breakerd/breakerd/pkg/client"
@@ -383,4 +385,36 @@ func TestFailureTextIsKeptOnOneLine(t *testing.T) {
 			t.Errorf("state: %d failures, last %q", st.Failures, st.LastFailure)
 		}
 	})
+}
+
+func TestHealthAnswersForTheServerAndTheService(t *testing.T) {
+	g, hs := server.New(nil, nil).NewGRPC()
+	defer g.Stop()
+	ctx := context.Background()
+	check := func(service string) healthpb.HealthCheckResponse_ServingStatus {
+		t.Helper()
+		res, err := hs.Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+		if err != nil {
+			t.Fatalf("Check(%q) = %v", service, err)
+		}
+		return res.Status
+	}
+	for i, serving := range []bool{false, true, false} {
+		if i > 0 { // the first round checks the initial status
+			server.SetServing(hs, serving)
+		}
+		want := healthpb.HealthCheckResponse_NOT_SERVING
+		if serving {
+			want = healthpb.HealthCheckResponse_SERVING
+		}
+		for _, name := range []string{"", "breakerd.v1.BreakerService"} {
+			if got := check(name); got != want {
+				t.Errorf("after SetServing(%v): Check(%q) = %v, want %v", serving, name, got, want)
+			}
+		}
+	}
+	hs.Shutdown()
+	if got := check("breakerd.v1.BreakerService"); got != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("after Shutdown: Check(breakerd.v1.BreakerService) = %v, want NOT_SERVING", got)
+	}
 }
