@@ -171,11 +171,27 @@ func (s *Server) List(ctx context.Context, req *pb.ListRequest) (*pb.ListRespons
 			return nil, invalid(fmt.Sprintf("states[%d]", i), "unknown state %v", st)
 		}
 	}
-	st, err := s.store.List(ctx, req.GetStates()...)
+	if n := req.GetPageSize(); n < 0 || n > store.MaxPageSize {
+		return nil, invalid("page_size", "must be 0 (no paging) to %d, got %d", store.MaxPageSize, n)
+	}
+	if req.GetPageSize() == 0 {
+		if req.GetPageToken() != "" {
+			return nil, invalid("page_token", "needs a page_size")
+		}
+		st, err := s.store.List(ctx, req.GetStates()...)
+		if err != nil {
+			return nil, statusOf(ctx, err)
+		}
+		return &pb.ListResponse{States: st}, nil
+	}
+	st, next, err := s.store.ListPage(ctx, req.GetPageToken(), int64(req.GetPageSize()), req.GetStates()...)
+	if errors.Is(err, store.ErrBadPageToken) {
+		return nil, invalid("page_token", "is not one List returned, or the Redis Cluster's masters changed since: list again from the start")
+	}
 	if err != nil {
 		return nil, statusOf(ctx, err)
 	}
-	return &pb.ListResponse{States: st}, nil
+	return &pb.ListResponse{States: st, NextPageToken: next}, nil
 }
 
 // Force implements BreakerService.Force.

@@ -136,6 +136,13 @@ func TestBadInputIsInvalidArgumentAndStoresNothing(t *testing.T) {
 				_, err := api.BatchGet(ctx, &pb.BatchGetRequest{Breakers: []string{b.Breaker("ok"), ""}})
 				return err
 			}, "breakers[1]"},
+			{"page of 1001", func() error { _, err := api.List(ctx, &pb.ListRequest{PageSize: 1001}); return err }, "page_size"},
+			{"negative page", func() error { _, err := api.List(ctx, &pb.ListRequest{PageSize: -1}); return err }, "page_size"},
+			{"forged page token", func() error {
+				_, err := api.List(ctx, &pb.ListRequest{PageSize: 10, PageToken: "bm9wZXwx"})
+				return err
+			}, "page_token"},
+			{"token without a page size", func() error { _, err := api.List(ctx, &pb.ListRequest{PageToken: "x"}); return err }, "page_token"},
 		}
 		for _, tc := range cases {
 			err := tc.call()

@@ -1147,7 +1147,17 @@ func (x *BatchGetResponse) GetStates() []*BreakerState {
 type ListRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only these states; all when empty.
-	States        []State `protobuf:"varint,1,rep,packed,name=states,proto3,enum=breakerd.v1.State" json:"states,omitempty"`
+	States []State `protobuf:"varint,1,rep,packed,name=states,proto3,enum=breakerd.v1.State" json:"states,omitempty"`
+	// How many keys one page examines (the SCAN COUNT hint), at most 1000.
+	// A page may hold fewer breakers, even none, when the filter drops
+	// them: keep going while next_page_token is set. 0: no paging, every
+	// breaker in one response.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Where to continue: the next_page_token of the previous page; empty for
+	// the first page. Pages follow Redis SCAN: a breaker that exists for the
+	// whole listing is returned at least once (rarely twice, while Redis
+	// resizes its table).
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1189,9 +1199,26 @@ func (x *ListRequest) GetStates() []State {
 	return nil
 }
 
+func (x *ListRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ListResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	States        []*BreakerState        `protobuf:"bytes,1,rep,name=states,proto3" json:"states,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	States []*BreakerState        `protobuf:"bytes,1,rep,name=states,proto3" json:"states,omitempty"`
+	// The page_token of the next page; empty after the last page (and when
+	// page_size was 0).
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1231,6 +1258,13 @@ func (x *ListResponse) GetStates() []*BreakerState {
 		return x.States
 	}
 	return nil
+}
+
+func (x *ListResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 type ForceRequest struct {
@@ -1762,11 +1796,15 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x0fBatchGetRequest\x12\x1a\n" +
 	"\bbreakers\x18\x01 \x03(\tR\bbreakers\"E\n" +
 	"\x10BatchGetResponse\x121\n" +
-	"\x06states\x18\x01 \x03(\v2\x19.breakerd.v1.BreakerStateR\x06states\"9\n" +
+	"\x06states\x18\x01 \x03(\v2\x19.breakerd.v1.BreakerStateR\x06states\"u\n" +
 	"\vListRequest\x12*\n" +
-	"\x06states\x18\x01 \x03(\x0e2\x12.breakerd.v1.StateR\x06states\"A\n" +
+	"\x06states\x18\x01 \x03(\x0e2\x12.breakerd.v1.StateR\x06states\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"i\n" +
 	"\fListResponse\x121\n" +
-	"\x06states\x18\x01 \x03(\v2\x19.breakerd.v1.BreakerStateR\x06states\"\x9f\x01\n" +
+	"\x06states\x18\x01 \x03(\v2\x19.breakerd.v1.BreakerStateR\x06states\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x9f\x01\n" +
 	"\fForceRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12*\n" +
 	"\x04mode\x18\x02 \x01(\x0e2\x16.breakerd.v1.ForceModeR\x04mode\x12\x16\n" +

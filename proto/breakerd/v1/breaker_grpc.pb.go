@@ -63,9 +63,13 @@ type BreakerServiceClient interface {
 	// BatchGet returns the state of several breakers in one call (one Redis
 	// round trip). Never takes or moves a probe lease.
 	BatchGet(ctx context.Context, in *BatchGetRequest, opts ...grpc.CallOption) (*BatchGetResponse, error)
-	// List returns every breaker that holds state, optionally filtered by
+	// List returns the breakers that hold state, optionally filtered by
 	// state. Breakers with no stored state (closed, no failures) are not
-	// listed. Never takes or moves a probe lease.
+	// listed. Never takes or moves a probe lease. With page_size set it
+	// returns one page (one Redis SCAN step) and a next_page_token; without,
+	// every breaker at once, which costs a full scan per call. Errors:
+	// InvalidArgument for a page_size out of range or a page_token that is
+	// not one List returned.
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
 	// Force pins a breaker open or closed on an operator's word, or returns
 	// it to automatic operation (AUTO: closed with fresh counts). Automatic
@@ -206,9 +210,13 @@ type BreakerServiceServer interface {
 	// BatchGet returns the state of several breakers in one call (one Redis
 	// round trip). Never takes or moves a probe lease.
 	BatchGet(context.Context, *BatchGetRequest) (*BatchGetResponse, error)
-	// List returns every breaker that holds state, optionally filtered by
+	// List returns the breakers that hold state, optionally filtered by
 	// state. Breakers with no stored state (closed, no failures) are not
-	// listed. Never takes or moves a probe lease.
+	// listed. Never takes or moves a probe lease. With page_size set it
+	// returns one page (one Redis SCAN step) and a next_page_token; without,
+	// every breaker at once, which costs a full scan per call. Errors:
+	// InvalidArgument for a page_size out of range or a page_token that is
+	// not one List returned.
 	List(context.Context, *ListRequest) (*ListResponse, error)
 	// Force pins a breaker open or closed on an operator's word, or returns
 	// it to automatic operation (AUTO: closed with fresh counts). Automatic
