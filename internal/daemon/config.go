@@ -79,6 +79,12 @@ type Config struct {
 	// port nobody asked for. Flag --metrics-listen, env
 	// BREAKERD_METRICS_LISTEN.
 	MetricsListen string
+	// CircuitsInterval is how often the daemon lists the fleet's breakers
+	// (a Redis SCAN) to refresh the breakerd_circuits and
+	// breakerd_open_circuits gauges, while MetricsListen is set; a scrape
+	// reads the last refresh and never Redis. Default (and zero) 30s. Flag
+	// --circuits-interval, env BREAKERD_CIRCUITS_INTERVAL.
+	CircuitsInterval time.Duration
 	// ConfigPoll is how often the policy file (--config) is checked for a
 	// change of content, which reloads it; SIGHUP reloads it at once. A
 	// rejected file leaves the policy in force. 0 disables polling (SIGHUP
@@ -90,13 +96,14 @@ type Config struct {
 // Defaults returns the configuration with every field at its default.
 func Defaults() Config {
 	return Config{
-		Listen:          "127.0.0.1:7070",
-		EventsMaxLen:    1000,
-		EventRetention:  168 * time.Hour,
-		ShutdownTimeout: 10 * time.Second,
-		HealthInterval:  5 * time.Second,
-		LogFormat:       "text",
-		ConfigPoll:      5 * time.Second,
+		Listen:           "127.0.0.1:7070",
+		EventsMaxLen:     1000,
+		EventRetention:   168 * time.Hour,
+		ShutdownTimeout:  10 * time.Second,
+		HealthInterval:   5 * time.Second,
+		LogFormat:        "text",
+		ConfigPoll:       5 * time.Second,
+		CircuitsInterval: 30 * time.Second,
 	}
 }
 
@@ -126,6 +133,7 @@ func (c *Config) Flags() []cli.Flag {
 		{Name: "insecure-listen-any", Value: &c.InsecureListenAny, Usage: "allow a non-loopback --listen without --tokens (anyone reaching it may Force)"},
 		{Name: "hooks", Value: &c.HooksFile, Usage: "YAML file of alert webhooks"},
 		{Name: "metrics-listen", Value: &c.MetricsListen, Usage: "HTTP address for Prometheus /metrics; empty: no metrics listener"},
+		{Name: "circuits-interval", Value: &c.CircuitsInterval, Usage: "how often the fleet's breakers are listed for the circuit gauges (scrapes read the last listing)"},
 		{Name: "config-poll", Value: &c.ConfigPoll, Usage: "how often the --config file is checked for changes (0: only on SIGHUP)"},
 	}
 }
@@ -176,6 +184,8 @@ func (c Config) Validate() error {
 		return errors.New("--tls-client-ca: needs --tls-cert and --tls-key")
 	case c.TokensFile == "" && !c.InsecureListenAny && !auth.IsLoopback(c.Listen):
 		return fmt.Errorf("--listen: %s is not a loopback address and no --tokens are set: anyone reaching it could force breakers; set --tokens, or --insecure-listen-any to accept that", c.Listen)
+	case c.CircuitsInterval < 0:
+		return fmt.Errorf("--circuits-interval: must not be negative, got %s", c.CircuitsInterval)
 	case c.ConfigPoll < 0:
 		return fmt.Errorf("--config-poll: must not be negative, got %s", c.ConfigPoll)
 	}

@@ -71,7 +71,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 		_ = lis.Close()
 		return err
 	}
-	op, opOpts, err := newOperate(log, rdb, st, hub)
+	op, opOpts, err := newOperate(c, log, rdb, st, hub)
 	if err != nil {
 		_ = lis.Close()
 		return err

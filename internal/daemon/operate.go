@@ -33,12 +33,15 @@ type operate struct {
 // newOperate registers the metrics, hooks them into rdb (script latency)
 // and hub (fleet events, which it also logs), and returns the gRPC server
 // options that count decisions and log forces.
-func newOperate(log *slog.Logger, rdb redis.UniversalClient, st *store.Store, hub *events.Hub) (*operate, []grpc.ServerOption, error) {
+func newOperate(c Config, log *slog.Logger, rdb redis.UniversalClient, st *store.Store, hub *events.Hub) (*operate, []grpc.ServerOption, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m, err := metrics.New(reg, metrics.Options{Circuits: func(ctx context.Context) ([]*pb.BreakerState, error) {
-		return st.List(ctx)
-	}})
+	m, err := metrics.New(reg, metrics.Options{
+		Circuits: func(ctx context.Context) ([]*pb.BreakerState, error) {
+			return st.List(ctx)
+		},
+		CircuitsInterval: c.CircuitsInterval,
+	})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -61,7 +64,10 @@ func (o *operate) start(ctx context.Context, c Config, log *slog.Logger, r *poli
 		if err != nil {
 			return fmt.Errorf("--metrics-listen %s: %w", c.MetricsListen, err)
 		}
-		log.Info("serving metrics", "addr", "http://"+lis.Addr().String()+"/metrics")
+		log.Info("serving metrics", "addr", "http://"+lis.Addr().String()+"/metrics", "circuits_interval", c.CircuitsInterval)
+		// The circuit gauges read a view this refreshes, one List per
+		// interval; a scrape never reads Redis. No listener, no refresh.
+		go o.m.RunCircuits(ctx)
 		go func() {
 			if err := metrics.Serve(ctx, lis, o.reg); err != nil {
 				log.Error("metrics listener ended", "err", err)
