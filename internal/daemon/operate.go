@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
+	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/metrics"
 	"github.com/breakerd/breakerd/internal/store"
@@ -124,7 +125,10 @@ func logEvent(log *slog.Logger, e *pb.Event) {
 		"event_id", e.GetId())
 }
 
-// logForces logs every Force this daemon serves, once, with its outcome.
+// logForces logs every Force this daemon serves, once, with its outcome,
+// and, with --tokens, the name of the token that authenticated it
+// (auth.FromContext): the operator field is the caller's word, the token
+// is not.
 func logForces(log *slog.Logger) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		fr, ok := req.(*pb.ForceRequest)
@@ -135,6 +139,9 @@ func logForces(log *slog.Logger) grpc.UnaryServerInterceptor {
 		resp, err := h(ctx, req)
 		attrs := []any{"breaker", fr.GetBreaker(), "mode", fr.GetMode().String(), "operator", fr.GetOperator(),
 			"reason", fr.GetReason(), "ttl", time.Duration(fr.GetTtlMs()) * time.Millisecond, "took", time.Since(start)}
+		if id, ok := auth.FromContext(ctx); ok {
+			attrs = append(attrs, "token", id.Name)
+		}
 		if err != nil {
 			log.Warn("force failed", append(attrs, "code", status.Code(err).String(), "err", status.Convert(err).Message())...)
 			return resp, err

@@ -234,7 +234,7 @@ type running struct {
 // runDaemon runs the real assembly (Run) on b until t ends.
 func runDaemon(t *testing.T, b *testredis.Backend) running {
 	t.Helper()
-	c := Config{Listen: "127.0.0.1:0", RedisURL: "redis://" + b.Addr, MetricsListen: testredis.FreeAddr(t), CircuitsInterval: 20 * time.Millisecond,
+	c := Config{Listen: "127.0.0.1:0", RedisURL: "redis://" + b.Addr, MetricsListen: testredis.FreeAddr(t), CircuitsInterval: 100 * time.Millisecond,
 		EventsMaxLen: 1000, EventRetention: time.Hour, ShutdownTimeout: time.Second, HealthInterval: 500 * time.Millisecond,
 		LogFormat: "json"}
 	logs := &daemontest.Buffer{}
@@ -321,7 +321,7 @@ func TestMetricsAndLogsAfterAScriptedTrip(t *testing.T) {
 			shared := b.Mini == nil
 			eventually(t, d.metrics, `breakerd_transitions_total{from="closed",to="open"}`, 1, shared)
 			eventually(t, d.metrics, `breakerd_events_total{kind="transition"}`, 1, shared)
-			// The circuit gauges follow the background listing (every 20ms
+			// The circuit gauges follow the background listing (every 100ms
 			// here). miniredis holds only this test's breakers; the real
 			// Redis is shared with other tests, so there the count is at
 			// least ours.

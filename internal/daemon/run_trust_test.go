@@ -116,7 +116,7 @@ func TestRunWithTokensAndHooks(t *testing.T) {
 	if len(got) != 1 || got[0].Header.Get(hooks.HeaderEvent) != "forced" || client.VerifyWebhook(hookSecret, got[0].Header, bodies[0], time.Now()) != nil || got[0].Header.Get(hooks.HeaderSignature) != hooks.Sign(hookSecret, bodies[0]) || !bytes.Contains(bodies[0], []byte(`"actor":"alice"`)) {
 		t.Errorf("hook got %d requests, first %v %s; want one signed forced event by alice", len(got), got[0].Header, bodies[0])
 	}
-	for _, want := range []string{"auth on", "alert hooks on"} {
+	for _, want := range []string{"auth on", "alert hooks on", "token=alice"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, logs.String())
 		}

@@ -18,8 +18,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/breakerd/breakerd/internal/webhook"
 	"github.com/breakerd/breakerd/internal/yamlfile"
-	"github.com/breakerd/breakerd/pkg/client"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -177,7 +177,7 @@ func (h Hook) Validate() error {
 
 // secretErr says what is wrong with a secret (never quoting it), or nil.
 func secretErr(secret string) error {
-	key, err := client.WebhookKey(secret)
+	key, err := webhook.Key(secret)
 	if err != nil {
 		return errors.New(`after "whsec_" comes base64 (standard alphabet, padded)`)
 	}

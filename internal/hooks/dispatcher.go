@@ -25,13 +25,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/breakerd/breakerd/internal/store"
-	"github.com/breakerd/breakerd/pkg/client"
+	"github.com/breakerd/breakerd/internal/webhook"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
 // Headers of each delivery. Deliveries follow the Standard Webhooks spec
 // (https://www.standardwebhooks.com): webhook-id, webhook-timestamp and
-// webhook-signature (client.WebhookIDHeader and the rest; receivers check
+// webhook-signature (webhook.IDHeader and the rest; receivers check
 // them with client.VerifyWebhook). The X-Breakerd-* headers are kept for
 // one release, for receivers written against them.
 const (
@@ -131,7 +131,7 @@ type Dispatcher struct {
 
 type hookState struct {
 	Hook
-	key    []byte // the HMAC key of webhook-signature (client.WebhookKey)
+	key    []byte // the HMAC key of webhook-signature (webhook.Key)
 	group  string
 	start  string          // the group's start id, set by Run
 	groups map[string]bool // streams known to have the group; only the hook's worker touches it
@@ -178,7 +178,7 @@ func New(rdb redis.UniversalClient, st *store.Store, o Options) (*Dispatcher, er
 		if err := h.Validate(); err != nil {
 			return nil, fmt.Errorf("hooks: hooks[%d].%w", i, err)
 		}
-		key, _ := client.WebhookKey(h.Secret) // Validate checked it
+		key, _ := webhook.Key(h.Secret) // Validate checked it
 		d.hooks = append(d.hooks, &hookState{Hook: h.withDefaults(), key: key, group: "hook:" + h.Name,
 			groups: map[string]bool{}, pending: map[string]bool{}, wake: make(chan struct{}, 1)})
 	}
@@ -502,10 +502,10 @@ func (d *Dispatcher) post(ctx context.Context, h *hookState, name string, ev *pb
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "breakerd-hooks")
 	id := DeliveryID(ev.Breaker, ev.Id)
-	req.Header.Set(client.WebhookIDHeader, id)
+	req.Header.Set(webhook.IDHeader, id)
 	now := d.o.Now()
-	req.Header.Set(client.WebhookTimestampHeader, strconv.FormatInt(now.Unix(), 10))
-	req.Header.Set(client.WebhookSignatureHeader, client.SignWebhook(h.key, id, now, body))
+	req.Header.Set(webhook.TimestampHeader, strconv.FormatInt(now.Unix(), 10))
+	req.Header.Set(webhook.SignatureHeader, webhook.Sign(h.key, id, now, body))
 	req.Header.Set(HeaderEvent, name)
 	req.Header.Set(HeaderDelivery, ev.Breaker+"/"+ev.Id)
 	req.Header.Set(HeaderSignature, Sign(h.Secret, body))
