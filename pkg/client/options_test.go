@@ -176,3 +176,43 @@ func TestLoggerReportsUnreachableAndBack(t *testing.T) {
 	daemontest.StartAt(t, b, withAlternatives(), addr)
 	eventually(t, "the back-again log line", func() bool { return strings.Contains(logs.String(), "breakerd answers again") })
 }
+
+func TestDeniedErrorAndBreakerName(t *testing.T) {
+	for _, tc := range []struct {
+		d    pb.Decision
+		want string // the error's type, "" for nil
+	}{
+		{pb.Decision_DECISION_ALLOWED, ""},
+		{pb.Decision_DECISION_PROBE, ""},
+		{pb.Decision_DECISION_DENIED_OPEN, "open"},
+		{pb.Decision_DECISION_DENIED_FORCED_OPEN, "open"},
+		{pb.Decision_DECISION_DENIED_PAUSED, "open"},
+		{pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT, "probe"},
+	} {
+		err := DeniedError(&Permit{Breaker: "b", Decision: tc.d, Reason: "r", RetryAfter: time.Second})
+		var open *CircuitOpenError
+		var probe *ProbeInFlightError
+		got := ""
+		switch {
+		case errors.As(err, &open):
+			got = "open"
+		case errors.As(err, &probe):
+			got = "probe"
+		case err != nil:
+			got = err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("DeniedError(%v) = %v (%s), want %q", tc.d, err, got, tc.want)
+		}
+	}
+	if got := (Tool{Name: "web_search"}).BreakerName(); got != "web_search" {
+		t.Errorf("BreakerName without Breaker = %q, want the tool's name", got)
+	}
+	if got := (Tool{Name: "refund", Breaker: "stripe:acct_42"}).BreakerName(); got != "stripe:acct_42" {
+		t.Errorf("BreakerName = %q, want the Breaker field", got)
+	}
+	inner := errors.New("EOF")
+	if !errors.Is(&OutcomeError{Outcome: pb.Outcome_OUTCOME_SERVER_ERROR, Err: inner}, inner) || !errors.Is(&MalformedOutputError{Err: inner}, inner) {
+		t.Error("OutcomeError and MalformedOutputError do not unwrap to their cause")
+	}
+}
