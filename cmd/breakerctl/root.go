@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/breakerd/breakerd/internal/auth"
+	"github.com/breakerd/breakerd/internal/buildinfo"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -82,6 +83,9 @@ func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Comman
 			}
 		},
 	}
+	bi := buildinfo.Get()
+	root.Version = bi.Version // turns on --version, answered before connect
+	root.SetVersionTemplate(bi.String("breakerctl") + "\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr("%v", err) })

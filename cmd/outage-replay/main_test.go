@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"io"
 	"log/slog"
 	"net"
@@ -14,22 +13,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/breakerd/breakerd/internal/cli"
 	"github.com/breakerd/breakerd/internal/daemon"
 	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/replay"
 )
 
+func noEnv(string) string { return "" }
+
 func TestParseFlags(t *testing.T) {
-	cfg, printPolicy, err := parseFlags(nil, io.Discard)
+	cfg, printPolicy, err := parseFlags(nil, noEnv, io.Discard)
 	if err != nil || printPolicy {
 		t.Fatalf("parseFlags(nil) = %v, %v", printPolicy, err)
 	}
 	want := replay.Default()
-	want.RedisURL = os.Getenv("BREAKERD_REDIS_URL")
 	if cfg != want {
 		t.Errorf("defaults = %+v, want the incident's %+v", cfg, want)
 	}
-	cfg, _, err = parseFlags([]string{"--runs", "12", "--outage", "5m", "--scale", "120", "--step-price", "0.1"}, io.Discard)
+	cfg, _, err = parseFlags([]string{"--runs", "12", "--outage", "5m", "--scale", "120", "--step-price", "0.1"}, noEnv, io.Discard)
 	if err != nil || cfg.Runs != 12 || cfg.Outage != 5*time.Minute || cfg.Scale != 120 || cfg.StepPrice != 0.1 {
 		t.Errorf("parseFlags = %+v, %v", cfg, err)
 	}
@@ -41,7 +42,7 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--scale", "100000", "--cooldown", "30s"}, "--cooldown:"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 	} {
-		if _, _, err := parseFlags(tc.args, io.Discard); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+		if _, _, err := parseFlags(tc.args, noEnv, io.Discard); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("parseFlags(%q) = %v, want an error starting %q", tc.args, err, tc.want)
 		}
 	}
@@ -49,11 +50,11 @@ func TestParseFlags(t *testing.T) {
 
 func TestHelpNamesThePolicy(t *testing.T) {
 	var usage bytes.Buffer
-	err := run(context.Background(), []string{"--help"}, io.Discard, &usage)
-	if !errors.Is(err, flag.ErrHelp) {
+	err := run(context.Background(), []string{"--help"}, noEnv, &usage)
+	if !errors.Is(err, cli.ErrHelp) {
 		t.Fatalf("run(--help) = %v", err)
 	}
-	for _, want := range []string{"--print-policy", "-addr", "-scale"} {
+	for _, want := range []string{"--print-policy", "--addr", "--scale", "(env BREAKERD_REDIS_URL)"} {
 		if !strings.Contains(usage.String(), want) {
 			t.Errorf("--help does not mention %s:\n%s", want, usage.String())
 		}
@@ -62,7 +63,7 @@ func TestHelpNamesThePolicy(t *testing.T) {
 
 func TestPrintPolicy(t *testing.T) {
 	var out bytes.Buffer
-	if err := run(context.Background(), []string{"--print-policy", "--scale", "30"}, &out, io.Discard); err != nil {
+	if err := run(context.Background(), []string{"--print-policy", "--scale", "30"}, noEnv, &out); err != nil {
 		t.Fatal(err)
 	}
 	set, err := policy.Parse(out.Bytes())
@@ -104,7 +105,7 @@ func startBreakerd(t *testing.T, policyFile string) string {
 
 func TestExternalDaemonWithThePrintedPolicy(t *testing.T) {
 	var pol bytes.Buffer
-	if err := run(context.Background(), append([]string{"--print-policy"}, fast...), &pol, io.Discard); err != nil {
+	if err := run(context.Background(), append([]string{"--print-policy"}, fast...), noEnv, &pol); err != nil {
 		t.Fatal(err)
 	}
 	file := filepath.Join(t.TempDir(), "replay.yaml")
@@ -113,7 +114,7 @@ func TestExternalDaemonWithThePrintedPolicy(t *testing.T) {
 	}
 	addr := startBreakerd(t, file)
 	var out bytes.Buffer
-	if err := run(context.Background(), append([]string{"--addr", addr}, fast...), &out, io.Discard); err != nil {
+	if err := run(context.Background(), append([]string{"--addr", addr}, fast...), noEnv, &out); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	t.Logf("\n%s", out.String())
@@ -134,7 +135,7 @@ func TestExternalDaemonWithThePrintedPolicy(t *testing.T) {
 func TestExternalDaemonWithItsOwnPolicy(t *testing.T) {
 	addr := startBreakerd(t, "") // breakerd's defaults: a 30s cooldown, not 50ms
 	var out bytes.Buffer
-	err := run(context.Background(), append(append([]string(nil), fast...), "--addr", addr, "--tail", "2m"), &out, io.Discard)
+	err := run(context.Background(), append(append([]string(nil), fast...), "--addr", addr, "--tail", "2m"), noEnv, &out)
 	if !errors.Is(err, replay.ErrPolicy) {
 		t.Errorf("run = %v, want ErrPolicy", err)
 	}
@@ -150,7 +151,7 @@ func TestNoDaemonAtAddr(t *testing.T) {
 	}
 	addr := lis.Addr().String()
 	lis.Close() // nothing listens there now
-	err = run(context.Background(), []string{"--addr", addr}, io.Discard, io.Discard)
+	err = run(context.Background(), []string{"--addr", addr}, noEnv, io.Discard)
 	if err == nil || !strings.HasPrefix(err.Error(), "--addr: no breakerd answers at "+addr) {
 		t.Errorf("run(--addr %s) = %v, want an error naming --addr", addr, err)
 	}

@@ -5,14 +5,12 @@ package daemon
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/breakerd/breakerd/internal/auth"
+	"github.com/breakerd/breakerd/internal/cli"
 )
 
 // Config is the daemon's configuration. Every field has a flag and a
@@ -50,8 +48,6 @@ type Config struct {
 	// HealthInterval is how often Redis is pinged to keep the health status
 	// true. Default 5s. Flag --health-interval, env BREAKERD_HEALTH_INTERVAL.
 	HealthInterval time.Duration
-	// ShowVersion asks only for the version to be printed. Flag --version.
-	ShowVersion bool
 	// LogFormat is text or json. Default text. Flag --log-format, env
 	// BREAKERD_LOG_FORMAT.
 	LogFormat string
@@ -83,6 +79,12 @@ type Config struct {
 	// port nobody asked for. Flag --metrics-listen, env
 	// BREAKERD_METRICS_LISTEN.
 	MetricsListen string
+	// CircuitsInterval is how often the daemon lists the fleet's breakers
+	// (a Redis SCAN) to refresh the breakerd_circuits and
+	// breakerd_open_circuits gauges, while MetricsListen is set; a scrape
+	// reads the last refresh and never Redis. Default (and zero) 30s. Flag
+	// --circuits-interval, env BREAKERD_CIRCUITS_INTERVAL.
+	CircuitsInterval time.Duration
 	// ConfigPoll is how often the policy file (--config) is checked for a
 	// change of content, which reloads it; SIGHUP reloads it at once. A
 	// rejected file leaves the policy in force. 0 disables polling (SIGHUP
@@ -91,87 +93,72 @@ type Config struct {
 	ConfigPoll time.Duration
 }
 
-// ErrHelp is returned by ParseConfig when -h or --help was asked for; the
-// usage has been written.
-var ErrHelp = flag.ErrHelp
+// Defaults returns the configuration with every field at its default.
+func Defaults() Config {
+	return Config{
+		Listen:           "127.0.0.1:7070",
+		EventsMaxLen:     1000,
+		EventRetention:   168 * time.Hour,
+		ShutdownTimeout:  10 * time.Second,
+		HealthInterval:   5 * time.Second,
+		LogFormat:        "text",
+		ConfigPoll:       5 * time.Second,
+		CircuitsInterval: 30 * time.Second,
+	}
+}
 
-// ParseConfig reads args (without the program name) and the environment
-// through getenv. Invalid values are errors naming the flag.
-func ParseConfig(args []string, getenv func(string) string, usage io.Writer) (Config, error) {
-	c := Config{
-		Listen:          "127.0.0.1:7070",
-		EventsMaxLen:    1000,
-		EventRetention:  168 * time.Hour,
-		ShutdownTimeout: 10 * time.Second,
-		HealthInterval:  5 * time.Second,
-		LogFormat:       "text",
-		ConfigPoll:      5 * time.Second,
+// EnvPrefix starts every breakerd environment variable:
+// cli.EnvName(EnvPrefix, "redis-url") is BREAKERD_REDIS_URL.
+const EnvPrefix = "BREAKERD"
+
+// Flags is the flag table: one row per field of c, in the order --help and
+// the README list them. Each row's environment variable is derived from
+// its name (BREAKERD_ + the name upper-cased, dashes as underscores).
+func (c *Config) Flags() []cli.Flag {
+	return []cli.Flag{
+		{Name: "listen", Value: &c.Listen, Usage: "gRPC listen address"},
+		{Name: "redis-url", Value: &c.RedisURL, Usage: "shared Redis URL (redis:// or rediss://); empty: embedded in-memory Redis"},
+		{Name: "redis-cluster", Value: &c.RedisCluster, Usage: "read --redis-url as a Redis Cluster URL"},
+		{Name: "config", Value: &c.PolicyFile, Usage: "YAML policy file (defaults and per-breaker overrides)"},
+		{Name: "events-max-len", Value: &c.EventsMaxLen, Usage: "entries kept in each breaker's event stream (approximate)"},
+		{Name: "event-retention", Value: &c.EventRetention, Usage: "how long an idle breaker's event log is kept"},
+		{Name: "drain-delay", Value: &c.DrainDelay, Usage: "time spent NOT_SERVING before stopping"},
+		{Name: "shutdown-timeout", Value: &c.ShutdownTimeout, Usage: "bound on the graceful stop"},
+		{Name: "health-interval", Value: &c.HealthInterval, Usage: "how often Redis is pinged for health"},
+		{Name: "log-format", Value: &c.LogFormat, Usage: "text or json"},
+		{Name: "tls-cert", Value: &c.TLSCert, Usage: "PEM certificate for the gRPC listener (with --tls-key)"},
+		{Name: "tls-key", Value: &c.TLSKey, Usage: "PEM private key for the gRPC listener (with --tls-cert)"},
+		{Name: "tls-client-ca", Value: &c.TLSClientCA, Usage: "PEM CA bundle; when set, clients must present a certificate it signed"},
+		{Name: "tokens", Value: &c.TokensFile, Usage: "YAML file of bearer tokens with roles (worker, operator); empty: no auth, loopback only"},
+		{Name: "insecure-listen-any", Value: &c.InsecureListenAny, Usage: "allow a non-loopback --listen without --tokens (anyone reaching it may Force)"},
+		{Name: "hooks", Value: &c.HooksFile, Usage: "YAML file of alert webhooks"},
+		{Name: "metrics-listen", Value: &c.MetricsListen, Usage: "HTTP address for Prometheus /metrics; empty: no metrics listener"},
+		{Name: "circuits-interval", Value: &c.CircuitsInterval, Usage: "how often the fleet's breakers are listed for the circuit gauges (scrapes read the last listing)"},
+		{Name: "config-poll", Value: &c.ConfigPoll, Usage: "how often the --config file is checked for changes (0: only on SIGHUP)"},
 	}
-	fs := flag.NewFlagSet("breakerd", flag.ContinueOnError)
-	fs.SetOutput(usage)
-	fs.Usage = func() {
-		fmt.Fprintf(usage, "Usage: breakerd [flags]\n\nEvery flag also reads an environment variable: --redis-url is BREAKERD_REDIS_URL,\n--log-format is BREAKERD_LOG_FORMAT, and so on (the flag wins).\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	var errs []error
-	envName := func(flag string) string { return "BREAKERD_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_")) }
-	// fromEnv applies a flag's environment variable, when set, through
-	// parse; the flag itself, parsed later, wins over it.
-	fromEnv := func(flag, want string, parse func(string) error) {
-		if v := getenv(envName(flag)); v != "" {
-			if err := parse(v); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %q is not %s", envName(flag), v, want))
-			}
-		}
-	}
-	str := func(p *string, name, help string) {
-		fromEnv(name, "", func(v string) error { *p = v; return nil })
-		fs.StringVar(p, name, *p, help)
-	}
-	dur := func(p *time.Duration, name, help string) {
-		fromEnv(name, "a duration", func(v string) (err error) { *p, err = time.ParseDuration(v); return err })
-		fs.DurationVar(p, name, *p, help)
-	}
-	boolean := func(p *bool, name, help string) {
-		fromEnv(name, "true or false", func(v string) (err error) { *p, err = strconv.ParseBool(v); return err })
-		fs.BoolVar(p, name, *p, help)
-	}
-	integer := func(p *int64, name, help string) {
-		fromEnv(name, "an integer", func(v string) (err error) { *p, err = strconv.ParseInt(v, 10, 64); return err })
-		fs.Int64Var(p, name, *p, help)
-	}
-	str(&c.Listen, "listen", "gRPC listen address")
-	str(&c.RedisURL, "redis-url", "shared Redis URL (redis:// or rediss://); empty: embedded in-memory Redis")
-	boolean(&c.RedisCluster, "redis-cluster", "read --redis-url as a Redis Cluster URL")
-	str(&c.PolicyFile, "config", "YAML policy file (defaults and per-breaker overrides)")
-	integer(&c.EventsMaxLen, "events-max-len", "entries kept in each breaker's event stream (approximate)")
-	dur(&c.EventRetention, "event-retention", "how long an idle breaker's event log is kept")
-	dur(&c.DrainDelay, "drain-delay", "time spent NOT_SERVING before stopping")
-	dur(&c.ShutdownTimeout, "shutdown-timeout", "bound on the graceful stop")
-	dur(&c.HealthInterval, "health-interval", "how often Redis is pinged for health")
-	str(&c.LogFormat, "log-format", "text or json")
-	fs.BoolVar(&c.ShowVersion, "version", false, "print the version and exit")
-	str(&c.TLSCert, "tls-cert", "PEM certificate for the gRPC listener (with --tls-key)")
-	str(&c.TLSKey, "tls-key", "PEM private key for the gRPC listener (with --tls-cert)")
-	str(&c.TLSClientCA, "tls-client-ca", "PEM CA bundle; when set, clients must present a certificate it signed")
-	str(&c.TokensFile, "tokens", "YAML file of bearer tokens with roles (worker, operator); empty: no auth, loopback only")
-	boolean(&c.InsecureListenAny, "insecure-listen-any", "allow a non-loopback --listen without --tokens (anyone reaching it may Force)")
-	str(&c.HooksFile, "hooks", "YAML file of alert webhooks")
-	str(&c.MetricsListen, "metrics-listen", "HTTP address for Prometheus /metrics; empty: no metrics listener")
-	dur(&c.ConfigPoll, "config-poll", "how often the --config file is checked for changes (0: only on SIGHUP)")
-	if err := errors.Join(errs...); err != nil {
+}
+
+const help = `breakerd is the fleet-wide circuit breaker for AI-agent tool calls: a gRPC
+daemon (breakerd.v1.BreakerService, grpc.health.v1) keeping every breaker's
+state in one shared Redis.
+
+Every flag also reads the environment variable shown with it; the flag wins.
+`
+
+// ParseConfig reads args (without the program name) and, for each flag not
+// given, its BREAKERD_* environment variable through getenv, then
+// validates. --help and --version print to stdout and return cli.ErrHelp;
+// a bad flag, variable or value is a *cli.UsageError naming it.
+func ParseConfig(args []string, getenv func(string) string, stdout io.Writer) (Config, error) {
+	c := Defaults()
+	cmd := cli.Command{Name: "breakerd", Synopsis: "[flags]", Help: help, EnvPrefix: EnvPrefix, Flags: c.Flags()}
+	if _, err := cmd.Parse(args, getenv, stdout); err != nil {
 		return c, err
 	}
-	if err := fs.Parse(args); err != nil {
-		return c, err
+	if err := c.Validate(); err != nil {
+		return c, &cli.UsageError{Err: err}
 	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	if c.ShowVersion {
-		return c, nil
-	}
-	return c, c.Validate()
+	return c, nil
 }
 
 // Validate reports the first invalid field, naming its flag.
@@ -197,6 +184,8 @@ func (c Config) Validate() error {
 		return errors.New("--tls-client-ca: needs --tls-cert and --tls-key")
 	case c.TokensFile == "" && !c.InsecureListenAny && !auth.IsLoopback(c.Listen):
 		return fmt.Errorf("--listen: %s is not a loopback address and no --tokens are set: anyone reaching it could force breakers; set --tokens, or --insecure-listen-any to accept that", c.Listen)
+	case c.CircuitsInterval < 0:
+		return fmt.Errorf("--circuits-interval: must not be negative, got %s", c.CircuitsInterval)
 	case c.ConfigPoll < 0:
 		return fmt.Errorf("--config-poll: must not be negative, got %s", c.ConfigPoll)
 	}

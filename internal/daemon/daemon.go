@@ -12,7 +12,6 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/policy"
@@ -21,11 +20,23 @@ import (
 )
 
 // NewLogger returns the daemon's slog logger in the configured format.
+// Durations are written as Go duration strings ("1m0s", "250ms") in both
+// formats: slog's JSON handler would write nanoseconds.
 func NewLogger(c Config, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{ReplaceAttr: durationsAsStrings}
 	if c.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, nil))
+		return slog.New(slog.NewJSONHandler(w, opts))
 	}
-	return slog.New(slog.NewTextHandler(w, nil))
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// durationsAsStrings is a slog ReplaceAttr that writes a time.Duration
+// as its String form.
+func durationsAsStrings(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }
 
 // Run serves until ctx ends, then shuts down in order: health goes
@@ -60,7 +71,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 		_ = lis.Close()
 		return err
 	}
-	op, opOpts, err := newOperate(log, rdb, st, hub)
+	op, opOpts, err := newOperate(c, log, rdb, st, hub)
 	if err != nil {
 		_ = lis.Close()
 		return err
@@ -179,10 +190,10 @@ func healthChecker(ctx context.Context, st *store.Store, hs *health.Server, ever
 		}
 		switch {
 		case err == nil && !serving:
-			hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+			server.SetServing(hs, true)
 			log.Info("redis ready: health SERVING")
 		case err != nil && serving:
-			hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+			server.SetServing(hs, false)
 			log.Error("redis unreachable: health NOT_SERVING", "err", err)
 		}
 		serving = err == nil
@@ -205,8 +216,10 @@ func pollHealth(ctx context.Context, check func(), every time.Duration) {
 }
 
 // RedisLogger adapts log for go-redis's internal messages (pool dial
-// failures and the like), so they come out in the daemon's log format.
-// Install it with redis.SetLogger.
+// failures and the like), so they come out in the daemon's log format:
+// the library's line is the message, as it wrote it (most already start
+// with "redis: "), tagged component=go-redis. Install it with
+// redis.SetLogger.
 func RedisLogger(log *slog.Logger) interface {
 	Printf(ctx context.Context, format string, v ...any)
 } {
@@ -216,5 +229,5 @@ func RedisLogger(log *slog.Logger) interface {
 type redisLogger struct{ log *slog.Logger }
 
 func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	l.log.WarnContext(ctx, "redis: "+fmt.Sprintf(format, v...))
+	l.log.WarnContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/hooks"
@@ -123,7 +122,7 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 	}
 	calls := NewCounter()
 	g, hs := server.New(st, hub).NewGRPC(append(calls.Options(), opts.Server...)...)
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	server.SetServing(hs, true)
 	lis, err := net.Listen("tcp", opts.Addr)
 	if err != nil {
 		cancel()

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,21 +25,38 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/internal/webhook"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
-// Headers of each delivery.
+// Headers of each delivery. Deliveries follow the Standard Webhooks spec
+// (https://www.standardwebhooks.com): webhook-id, webhook-timestamp and
+// webhook-signature (webhook.IDHeader and the rest; receivers check
+// them with client.VerifyWebhook). The X-Breakerd-* headers are kept for
+// one release, for receivers written against them.
 const (
 	// HeaderSignature carries "sha256=<hex HMAC-SHA256 of the body>",
-	// keyed by the hook's secret.
+	// keyed by the hook's secret. Deprecated: it signs no timestamp, so a
+	// captured request replays forever; check webhook-signature instead.
+	// Removed in the next release.
 	HeaderSignature = "X-Breakerd-Signature"
 	// HeaderEvent carries the event name ("opened").
 	HeaderEvent = "X-Breakerd-Event"
 	// HeaderDelivery carries "<breaker>/<stream entry id>": the same for
 	// every attempt of one event, so a receiver can drop the rare
-	// duplicate (a daemon that stalled past MinIdle).
+	// duplicate (a daemon that stalled past MinIdle). webhook-id is the
+	// standard form of the same id.
 	HeaderDelivery = "X-Breakerd-Delivery"
 )
+
+// DeliveryID returns an event's webhook-id: "evt_" and 32 hex digits of
+// the SHA-256 of "<breaker>/<stream entry id>" (its X-Breakerd-Delivery),
+// the same on every attempt and every daemon, and free of the "." the
+// signed content uses as its separator.
+func DeliveryID(breaker, streamID string) string {
+	sum := sha256.Sum256([]byte(breaker + "/" + streamID))
+	return "evt_" + hex.EncodeToString(sum[:16])
+}
 
 // Payload is the JSON body of a delivery. States are lower case
 // ("closed", "open", "half_open", "forced_open", "forced_closed",
@@ -59,8 +77,8 @@ type Payload struct {
 	Actor           string `json:"actor"`
 }
 
-// Sign returns the signature header value for body: "sha256=" and the hex
-// HMAC-SHA256 of body keyed by secret.
+// Sign returns the deprecated X-Breakerd-Signature value for body:
+// "sha256=" and the hex HMAC-SHA256 of body keyed by secret.
 func Sign(secret string, body []byte) string {
 	m := hmac.New(sha256.New, []byte(secret))
 	m.Write(body)
@@ -92,8 +110,13 @@ type Options struct {
 	// Registerer, when set, registers the delivery counters.
 	Registerer prometheus.Registerer
 	// Client posts the webhooks. Default: an http.Client with no overall
-	// timeout (each attempt is bounded by its hook's Timeout).
+	// timeout (each attempt is bounded by its hook's Timeout). Its
+	// CheckRedirect is replaced: a redirect is never followed (a 307 would
+	// re-post the signed body to another host), and counts as a failed
+	// attempt.
 	Client *http.Client
+	// Now is the clock of webhook-timestamp. Default time.Now.
+	Now func() time.Time
 }
 
 // Dispatcher delivers events to hooks. Run it on every daemon: the
@@ -108,6 +131,7 @@ type Dispatcher struct {
 
 type hookState struct {
 	Hook
+	key    []byte // the HMAC key of webhook-signature (webhook.Key)
 	group  string
 	start  string          // the group's start id, set by Run
 	groups map[string]bool // streams known to have the group; only the hook's worker touches it
@@ -143,12 +167,19 @@ func New(rdb redis.UniversalClient, st *store.Store, o Options) (*Dispatcher, er
 	if o.Client == nil {
 		o.Client = &http.Client{}
 	}
+	c := *o.Client
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	o.Client = &c
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	d := &Dispatcher{rdb: rdb, st: st, o: o, m: newMetrics()}
 	for i, h := range o.Hooks {
 		if err := h.Validate(); err != nil {
 			return nil, fmt.Errorf("hooks: hooks[%d].%w", i, err)
 		}
-		d.hooks = append(d.hooks, &hookState{Hook: h.withDefaults(), group: "hook:" + h.Name,
+		key, _ := webhook.Key(h.Secret) // Validate checked it
+		d.hooks = append(d.hooks, &hookState{Hook: h.withDefaults(), key: key, group: "hook:" + h.Name,
 			groups: map[string]bool{}, pending: map[string]bool{}, wake: make(chan struct{}, 1)})
 	}
 	if o.Registerer != nil {
@@ -470,6 +501,11 @@ func (d *Dispatcher) post(ctx context.Context, h *hookState, name string, ev *pb
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "breakerd-hooks")
+	id := DeliveryID(ev.Breaker, ev.Id)
+	req.Header.Set(webhook.IDHeader, id)
+	now := d.o.Now()
+	req.Header.Set(webhook.TimestampHeader, strconv.FormatInt(now.Unix(), 10))
+	req.Header.Set(webhook.SignatureHeader, webhook.Sign(h.key, id, now, body))
 	req.Header.Set(HeaderEvent, name)
 	req.Header.Set(HeaderDelivery, ev.Breaker+"/"+ev.Id)
 	req.Header.Set(HeaderSignature, Sign(h.Secret, body))
@@ -485,6 +521,11 @@ func (d *Dispatcher) post(ctx context.Context, h *hookState, name string, ev *pb
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
+	if resp.StatusCode/100 == 3 {
+		// Not followed (CheckRedirect); the Location stays out of the log
+		// for the same reason the URL does.
+		return resp.StatusCode, fmt.Errorf("HTTP %d redirect refused: hooks never follow redirects; point the hook at the final URL", resp.StatusCode)
+	}
 	return resp.StatusCode, nil
 }
 

@@ -12,7 +12,6 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/breakerd/breakerd/internal/events"
@@ -204,7 +203,7 @@ func startEmbedded(cfg Config, clk *clock, id string) (*embedded, error) {
 	}
 	calls := newTally(clk)
 	g, hs := server.New(st, hub).NewGRPC(calls.serverOption())
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	server.SetServing(hs, true)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		stopHub()

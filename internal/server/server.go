@@ -59,16 +59,38 @@ func New(st *store.Store, hub *events.Hub) *Server {
 }
 
 // NewGRPC returns a gRPC server carrying the service, the standard
-// grpc.health.v1 service (starting NOT_SERVING: the caller flips it once
-// Redis answers) and server reflection.
+// grpc.health.v1 service (every name in HealthServices starting
+// NOT_SERVING: the caller flips them with SetServing once Redis answers)
+// and server reflection.
 func (s *Server) NewGRPC(opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
 	g := grpc.NewServer(opts...)
 	pb.RegisterBreakerServiceServer(g, s)
 	hs := health.NewServer()
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	SetServing(hs, false)
 	healthpb.RegisterHealthServer(g, hs)
 	reflection.Register(g)
 	return g, hs
+}
+
+// HealthServices returns the names the health service answers for: ""
+// (the server as a whole, what load balancers ask) and
+// breakerd.v1.BreakerService (what per-service checks, such as Envoy's or
+// grpc-health-probe -service, ask). The service is the server's only one,
+// so the two always agree.
+func HealthServices() []string {
+	return []string{"", pb.BreakerService_ServiceDesc.ServiceName}
+}
+
+// SetServing sets every name in HealthServices to SERVING or NOT_SERVING
+// at once. (hs.Shutdown, at stop, sets them all NOT_SERVING for good.)
+func SetServing(hs *health.Server, serving bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	for _, name := range HealthServices() {
+		hs.SetServingStatus(name, st)
+	}
 }
 
 // Allow implements BreakerService.Allow.
@@ -149,11 +171,27 @@ func (s *Server) List(ctx context.Context, req *pb.ListRequest) (*pb.ListRespons
 			return nil, invalid(fmt.Sprintf("states[%d]", i), "unknown state %v", st)
 		}
 	}
-	st, err := s.store.List(ctx, req.GetStates()...)
+	if n := req.GetPageSize(); n < 0 || n > store.MaxPageSize {
+		return nil, invalid("page_size", "must be 0 (no paging) to %d, got %d", store.MaxPageSize, n)
+	}
+	if req.GetPageSize() == 0 {
+		if req.GetPageToken() != "" {
+			return nil, invalid("page_token", "needs a page_size")
+		}
+		st, err := s.store.List(ctx, req.GetStates()...)
+		if err != nil {
+			return nil, statusOf(ctx, err)
+		}
+		return &pb.ListResponse{States: st}, nil
+	}
+	st, next, err := s.store.ListPage(ctx, req.GetPageToken(), int64(req.GetPageSize()), req.GetStates()...)
+	if errors.Is(err, store.ErrBadPageToken) {
+		return nil, invalid("page_token", "is not one List returned, or the Redis Cluster's masters changed since: list again from the start")
+	}
 	if err != nil {
 		return nil, statusOf(ctx, err)
 	}
-	return &pb.ListResponse{States: st}, nil
+	return &pb.ListResponse{States: st, NextPageToken: next}, nil
 }
 
 // Force implements BreakerService.Force.
@@ -193,7 +231,7 @@ func (s *Server) Force(ctx context.Context, req *pb.ForceRequest) (*pb.ForceResp
 }
 
 // Watch implements BreakerService.Watch.
-func (s *Server) Watch(req *pb.WatchRequest, stream grpc.ServerStreamingServer[pb.Event]) error {
+func (s *Server) Watch(req *pb.WatchRequest, stream grpc.ServerStreamingServer[pb.WatchResponse]) error {
 	if err := validNames("breakers", req.GetBreakers()); err != nil {
 		return err
 	}
@@ -216,7 +254,7 @@ func (s *Server) Watch(req *pb.WatchRequest, stream grpc.ServerStreamingServer[p
 				}
 				return status.Error(codes.Unavailable, "breakerd is shutting down")
 			}
-			if err := stream.Send(e); err != nil {
+			if err := stream.Send(&pb.WatchResponse{Event: e}); err != nil {
 				return err
 			}
 		}
