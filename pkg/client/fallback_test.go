@@ -230,7 +230,10 @@ func TestFailClosedDeniesWhileTheDaemonIsDown(t *testing.T) {
 }
 
 // A daemon that accepts connections and never answers: the first RPC
-// gives up after the first-contact budget and the fallback answers.
+// gives up after the first-contact budget and the fallback answers that
+// call; each RPC that then runs out its own timeout is a failure to reach
+// breakerd, and after DownAfterFailures of them the fallback answers
+// without trying.
 func TestFirstContactBudgetBoundsASilentDaemon(t *testing.T) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -246,7 +249,7 @@ func TestFirstContactBudgetBoundsASilentDaemon(t *testing.T) {
 			defer conn.Close() // held open, never read
 		}
 	}()
-	c, err := Dial(lis.Addr().String(), WithWorkerID("agent"), WithFirstContactBudget(100*time.Millisecond))
+	c, err := Dial(lis.Addr().String(), WithWorkerID("agent"), WithFirstContactBudget(100*time.Millisecond), WithRPCTimeout(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,9 +263,15 @@ func TestFirstContactBudgetBoundsASilentDaemon(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Errorf("Allow waited out the caller's minute instead of its budget")
 	}
-	// Once known down, the fallback answers without trying again.
-	if p, err := c.Allow(ctx, "payments"); err != nil || !p.Degraded {
-		t.Errorf("second Allow: %+v, %v", p, err)
+	eventually(t, "the client to give up on the silent daemon", func() bool {
+		if p, err := c.Allow(ctx, "payments"); err != nil || !p.Degraded {
+			t.Fatalf("Allow against a silent daemon: %+v, %v; want a degraded answer", p, err)
+		}
+		_, down := c.Unreachable()
+		return down
+	})
+	if n := c.Stats().Outages; n != 1 {
+		t.Errorf("Stats().Outages = %d, want 1", n)
 	}
 }
 
