@@ -526,7 +526,7 @@ func ask[T any](ctx context.Context, c *Client, breaker string, rpc func(context
 func (c *Client) fallbackAllow(breaker string) *Permit {
 	if c.o.fallback == FailClosed {
 		return &Permit{Breaker: breaker, Decision: pb.Decision_DECISION_DENIED_OPEN, Degraded: true,
-			Reason: "breakerd is unreachable and this worker fails closed: " + breaker + " is not called until it answers"}
+			Reason: "breakerd did not answer and this worker fails closed: " + breaker + " is not called until it answers"}
 	}
 	return c.local.allow(breaker)
 }

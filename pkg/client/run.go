@@ -341,7 +341,7 @@ func (c *Client) states(ctx context.Context, names []string) (states []*pb.Break
 		out := make([]*pb.BreakerState, len(names))
 		for i, n := range names {
 			out[i] = &pb.BreakerState{Breaker: n, State: pb.State_STATE_FORCED_OPEN, AsOfMs: now.UnixMilli(),
-				Reason: "breakerd is unreachable and this worker fails closed"}
+				Reason: "breakerd did not answer and this worker fails closed"}
 		}
 		return out, true, nil
 	}
