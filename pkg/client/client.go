@@ -195,7 +195,8 @@ func WithRPCTimeout(d time.Duration) Option { return func(o *options) { o.rpcTim
 // WithOutageHook calls fn once each time the client switches to its
 // fallback (down true, with the last failure) and once when breakerd
 // answers again (down false, nil): the signal to alert on or export as a
-// metric. fn runs on the client's goroutine and must not block.
+// metric. fn runs on the goroutine that saw the change, outside the
+// client's locks (it may call the client), and should return quickly.
 func WithOutageHook(fn func(down bool, err error)) Option {
 	return func(o *options) { o.onOutage = fn }
 }
@@ -565,19 +566,24 @@ func (c *Client) noteReach(err error) {
 // background.
 func (c *Client) markDown(err error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed || c.down.Load() {
+		c.mu.Unlock()
 		return
 	}
 	c.down.Store(true)
 	c.downSince = c.o.clock.Now()
+	c.mu.Unlock()
 	c.stats.outages.Add(1)
 	c.log(fmt.Sprintf("client: breakerd unreachable (%d consecutive failures); answering from the local fallback", DownAfterFailures), err)
 	if c.o.onOutage != nil {
 		c.o.onOutage(true, err)
 	}
-	c.wg.Add(1)
-	go c.reconnect()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed {
+		c.wg.Add(1)
+		go c.reconnect()
+	}
 }
 
 // reconnect polls breakerd's health until it is SERVING again, then
@@ -600,11 +606,11 @@ func (c *Client) reconnect() {
 			c.local.reset()
 			c.streak.Store(0)
 			c.down.Store(false)
+			c.mu.Unlock()
+			c.log("client: breakerd answers again", nil)
 			if c.o.onOutage != nil {
 				c.o.onOutage(false, nil)
 			}
-			c.mu.Unlock()
-			c.log("client: breakerd answers again", nil)
 			return
 		}
 	}

@@ -137,7 +137,8 @@ func TestDaemonStoppedMidRunFallsBackToALocalBreaker(t *testing.T) {
 		d := start(t, b, o)
 		clock := newFakeClock()
 		v := newVendor(t, http.StatusServiceUnavailable)
-		c := dial(t, d.Addr, "agent", WithClock(clock), WithReconnectInterval(20*time.Millisecond))
+		var hook outages
+		c := dial(t, d.Addr, "agent", WithClock(clock), WithReconnectInterval(20*time.Millisecond), WithOutageHook(hook.hook))
 		ctx := context.Background()
 		pay, search := b.Breaker("payments"), b.Breaker("search")
 		tools := []Tool{{Name: "refund_charge", Breaker: pay}, {Name: "web_search", Breaker: search}}
@@ -193,6 +194,9 @@ func TestDaemonStoppedMidRunFallsBackToALocalBreaker(t *testing.T) {
 		// breakerd comes back at the same address: the client returns to it.
 		d2 := daemontest.StartAt(t, b, o, d.Addr)
 		eventually(t, "the client to reconnect", func() bool { _, down := c.Unreachable(); return !down })
+		if got := hook.String(); got != "[true false]" || c.Stats().Outages != 1 {
+			t.Errorf("the outage hook heard %s, %+v; want [true false], one outage", got, c.Stats())
+		}
 		p, err := c.Allow(ctx, pay)
 		if err != nil || p.Degraded || d2.Calls.Get("Allow") != 1 {
 			t.Errorf("after breakerd returned: %+v, %v (%d Allows served); want breakerd's answer", p, err, d2.Calls.Get("Allow"))

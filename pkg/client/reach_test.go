@@ -328,8 +328,14 @@ func TestThreeFailuresToReachSwitchToFallback(t *testing.T) {
 		d := daemontest.StartWith(t, b, daemontest.Options{Store: store.Options{}, Server: []grpc.ServerOption{g.server()}})
 		var logs daemontest.Buffer
 		var hook outages
-		c := dial(t, d.Addr, "agent", WithOutageHook(hook.hook), WithReconnectInterval(time.Hour),
-			WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		var c *Client
+		c = dial(t, d.Addr, "agent", WithReconnectInterval(time.Hour), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
+			WithOutageHook(func(down bool, err error) {
+				if _, now := c.Unreachable(); now != down { // the hook may call the client
+					t.Errorf("the outage hook said down=%v while Unreachable() = %v", down, now)
+				}
+				hook.hook(down, err)
+			}))
 		ctx := context.Background()
 		bad, good := b.Breaker("bad"), b.Breaker("good")
 		g.fail(bad, true)
