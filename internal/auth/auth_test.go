@@ -166,7 +166,7 @@ func TestTokensAndRoles(t *testing.T) {
 			t.Errorf("forced_by = %q, want alice (the token's name)", f.State.ForcedBy)
 		}
 		ev, err := b.Client.XRevRangeN(ctx, "brk:{"+name+"}:events", "+", "-", 1).Result()
-		if err != nil || len(ev) != 1 || ev[0].Values["actor"] != "alice" || ev[0].Values["reason"] != "vendor incident 42" || ev[0].Values["kind"] != "forced" {
+		if err != nil || len(ev) != 1 || ev[0].Values["actor"] != "alice" || ev[0].Values["note"] != "vendor incident 42" || ev[0].Values["kind"] != "forced" {
 			t.Errorf("last event %v (%v), want forced by alice with the reason", ev, err)
 		}
 	})

@@ -33,6 +33,11 @@ const (
 	EventCredentialRevoked = "credential_revoked"
 	// EventSuspectWorker: one worker alone failed past the threshold.
 	EventSuspectWorker = "suspect_worker"
+	// EventPauseExpiring: a pause lapses soon (a quarter of its pause_ttl
+	// before).
+	EventPauseExpiring = "pause_expiring"
+	// EventProbeAbandoned: a worker let 3 probe leases in a row lapse.
+	EventProbeAbandoned = "probe_abandoned"
 	// EventForced: an operator's Force (OPEN, CLOSED or AUTO).
 	EventForced = "forced"
 	// EventClosed: back to closed by itself (a probe succeeded, a forced
@@ -41,7 +46,8 @@ const (
 )
 
 // Events lists every event name, in documentation order.
-var Events = []string{EventOpened, EventStuckOpen, EventCredentialRevoked, EventSuspectWorker, EventForced, EventClosed}
+var Events = []string{EventOpened, EventStuckOpen, EventCredentialRevoked, EventSuspectWorker, EventPauseExpiring,
+	EventProbeAbandoned, EventForced, EventClosed}
 
 // EventName returns the hook event an Event is, or "" for events no hook
 // receives (a probe starting: open -> half_open, half_open -> open).
@@ -55,6 +61,10 @@ func EventName(e *pb.Event) string {
 		return EventStuckOpen
 	case pb.EventKind_EVENT_KIND_SUSPECT_WORKER:
 		return EventSuspectWorker
+	case pb.EventKind_EVENT_KIND_PAUSE_EXPIRING:
+		return EventPauseExpiring
+	case pb.EventKind_EVENT_KIND_PROBE_ABANDONED:
+		return EventProbeAbandoned
 	case pb.EventKind_EVENT_KIND_TRANSITION:
 		switch {
 		case e.GetTo() == pb.State_STATE_OPEN && e.GetFrom() == pb.State_STATE_CLOSED:

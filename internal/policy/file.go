@@ -69,6 +69,7 @@ type overrides struct {
 	CooldownCap    *duration `yaml:"cooldown_cap"`
 	Jitter         *float64  `yaml:"jitter"`
 	ProbeTimeout   *duration `yaml:"probe_timeout"`
+	PauseTTL       *duration `yaml:"pause_ttl"`
 	Alternatives   []string  `yaml:"alternatives"`
 }
 
@@ -93,6 +94,9 @@ func (o overrides) apply(p Policy) Policy {
 	}
 	if o.ProbeTimeout != nil {
 		p.ProbeTimeout = time.Duration(*o.ProbeTimeout)
+	}
+	if o.PauseTTL != nil {
+		p.PauseTTL = time.Duration(*o.PauseTTL)
 	}
 	if o.Alternatives != nil {
 		p.Alternatives = o.Alternatives

@@ -35,6 +35,11 @@ type Policy struct {
 	// ProbeTimeout is how long a probe lease lasts: a prober that never
 	// records frees the slot after this long. Default 30s.
 	ProbeTimeout time.Duration
+	// PauseTTL is how long a pause lasts (a working credential rejected
+	// by min_workers workers) unless an operator resumes it first; a
+	// pause_expiring alert is raised a quarter of it before it lapses.
+	// Default 1h; from 1m to 7 days.
+	PauseTTL time.Duration
 	// Alternatives names tools or routes to offer the model while the
 	// circuit is open. Optional.
 	Alternatives []string
@@ -57,6 +62,7 @@ func Default() Policy {
 		CooldownCap:    15 * time.Minute,
 		Jitter:         0.2,
 		ProbeTimeout:   30 * time.Second,
+		PauseTTL:       time.Hour,
 	}
 }
 
@@ -81,6 +87,8 @@ func (p Policy) Validate() error {
 		return fieldErr("probe_timeout", "must be at least 1ms, got %s", p.ProbeTimeout)
 	case p.ProbeTimeout > MaxProbeTimeout:
 		return fieldErr("probe_timeout", "must be at most %s, got %s", MaxProbeTimeout, p.ProbeTimeout)
+	case p.PauseTTL < time.Minute || p.PauseTTL > MaxCooldown:
+		return fieldErr("pause_ttl", "must be between 1m and %s, got %s", MaxCooldown, p.PauseTTL)
 	}
 	for i, a := range p.Alternatives {
 		if a == "" {
@@ -91,8 +99,9 @@ func (p Policy) Validate() error {
 }
 
 // Retention is how long a breaker's stored verdict outlives its last
-// write: the cooldown cap plus the probe timeout, so that an expired key
-// can never read as a healthy closed breaker while an open is still due.
+// write (and its last due time: next probe, lease, pin or pause end): the
+// cooldown cap plus the probe timeout, so that an expired key can never
+// read as a healthy closed breaker while an open is still due.
 func (p Policy) Retention() time.Duration {
 	return p.CooldownCap + p.ProbeTimeout
 }

@@ -1,39 +1,50 @@
-// Package probe computes what the half-open state hands out: the growing,
-// capped cooldown between probes, its jitter, and probe lease tokens.
-// The lease itself is taken and checked atomically in Redis
-// (internal/store/scripts/allow.lua and record.lua).
+// Package probe owns the half-open rules: the growing, capped cooldown
+// between probes and its jitter, and the fenced probe lease (one holder
+// fleet-wide, lapsing after the probe timeout).
+//
+// All times are integer milliseconds, as the scripts compute them, so the
+// Go state machine (internal/breaker) and the Lua
+// (internal/store/scripts) agree to the millisecond.
 package probe
 
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"time"
+	"math"
 )
 
-// maxLevels bounds a schedule's length; a cooldown doubled 40 times from
-// 1ms already exceeds any sane cap.
-const maxLevels = 40
-
-// Schedule returns the cooldown after a trip and after each failed probe:
-// base, 2*base, 4*base, ..., ending with cap once doubling reaches it (for
-// 30s and 15m: 30s, 1m, 2m, 4m, 8m, 15m). The last entry repeats for every
-// later failed probe. base must be positive and cap >= base.
-func Schedule(base, cap time.Duration) []time.Duration {
-	s := []time.Duration{min(base, cap)}
-	for d := base; d < cap && len(s) < maxLevels; {
-		d = min(d*2, cap)
-		s = append(s, d)
+// Cooldown returns the open period, ms, after level failed probes (0 for
+// the trip itself): base doubled level times, capped at cap. For 30s and
+// 15m: 30s, 1m, 2m, 4m, 8m, 15m, 15m, ... base must be positive and
+// cap >= base.
+func Cooldown(base, cap, level int64) int64 {
+	cd := base
+	for i := int64(0); i < level && cd < cap; i++ {
+		cd *= 2
 	}
-	return s
+	return min(cd, cap)
 }
 
-// Jittered returns d lengthened by up to jitter*d: d * (1 + jitter*u), with
-// u drawn uniformly from [0, 1) by the caller. Lengthening only (never
-// shortening) keeps the promise that a cooldown is at least its nominal
-// length; spreading by u keeps breakers opened in the same second from
-// probing in the same second.
-func Jittered(d time.Duration, jitter, u float64) time.Duration {
-	return d + time.Duration(float64(d)*jitter*u)
+// Jitter returns d, ms, lengthened by floor(d*j), where j is the policy's
+// jitter fraction times a uniform draw in [0, 1), made once per call by the
+// daemon. Lengthening only keeps the promise that a cooldown is at least
+// its nominal length; spreading keeps breakers opened in the same second
+// from probing in the same second. The scripts compute the same
+// expression in IEEE doubles.
+func Jitter(d int64, j float64) int64 {
+	return d + int64(math.Floor(float64(d)*j))
+}
+
+// LeaseLive reports whether a lease token with the given expiry (ms) is
+// held at now: a lease lapses at exactly its expiry.
+func LeaseLive(token string, until, now int64) bool {
+	return token != "" && until > now
+}
+
+// Holds reports whether a ticket's lease token and generation are the
+// live probe's: only the holder's outcome decides a probe.
+func Holds(ticketToken string, ticketGen int64, lease string, gen int64) bool {
+	return ticketToken != "" && ticketToken == lease && ticketGen == gen
 }
 
 // NewToken returns a random 128-bit lease token, hex-encoded.

@@ -1,53 +1,56 @@
 package probe
 
-import (
-	"testing"
-	"time"
+import "testing"
 
-	"github.com/google/go-cmp/cmp"
-)
-
-func TestSchedule(t *testing.T) {
-	s, m := time.Second, time.Minute
+func TestCooldown(t *testing.T) {
+	const s, m = int64(1000), int64(60000)
 	for _, tc := range []struct {
-		base, cap time.Duration
-		want      []time.Duration
+		base, cap, level, want int64
 	}{
-		{30 * s, 15 * m, []time.Duration{30 * s, m, 2 * m, 4 * m, 8 * m, 15 * m}},
-		{m, m, []time.Duration{m}},
-		{10 * s, 25 * s, []time.Duration{10 * s, 20 * s, 25 * s}},
-		{s, 4 * s, []time.Duration{s, 2 * s, 4 * s}},
+		{30 * s, 15 * m, 0, 30 * s},
+		{30 * s, 15 * m, 1, m},
+		{30 * s, 15 * m, 4, 8 * m},
+		{30 * s, 15 * m, 5, 15 * m},
+		{30 * s, 15 * m, 500, 15 * m},
+		{m, m, 3, m},
+		{10 * s, 25 * s, 2, 25 * s},
+		{10 * s, 80 * s, 3, 80 * s},
 	} {
-		if diff := cmp.Diff(tc.want, Schedule(tc.base, tc.cap)); diff != "" {
-			t.Errorf("Schedule(%s, %s) (-want +got):\n%s", tc.base, tc.cap, diff)
-		}
-	}
-	if n := len(Schedule(time.Nanosecond, 24*time.Hour)); n > maxLevels {
-		t.Errorf("Schedule from 1ns to 24h has %d entries, want at most %d", n, maxLevels)
-	}
-}
-
-func TestJittered(t *testing.T) {
-	d := 30 * time.Second
-	for _, tc := range []struct {
-		jitter, u float64
-		want      time.Duration
-	}{
-		{0.2, 0, d}, {0.2, 0.5, 33 * time.Second}, {0, 0.9, d}, {1, 0.5, 45 * time.Second},
-	} {
-		if got := Jittered(d, tc.jitter, tc.u); got != tc.want {
-			t.Errorf("Jittered(%s, %v, %v) = %s, want %s", d, tc.jitter, tc.u, got, tc.want)
+		if got := Cooldown(tc.base, tc.cap, tc.level); got != tc.want {
+			t.Errorf("Cooldown(%d, %d, %d) = %d, want %d", tc.base, tc.cap, tc.level, got, tc.want)
 		}
 	}
 }
 
-func TestNewTokenIsUnique(t *testing.T) {
-	seen := map[string]bool{}
-	for range 1000 {
-		tok := NewToken()
-		if len(tok) != 32 || seen[tok] {
-			t.Fatalf("NewToken() = %q: wrong length or repeated", tok)
+func TestJitter(t *testing.T) {
+	for _, tc := range []struct {
+		d    int64
+		j    float64
+		want int64
+	}{
+		{30000, 0, 30000},
+		{30000, 0.1, 33000},
+		{30000, 0.2 * 0.999, 35994},
+		{7, 0.5, 10},
+	} {
+		if got := Jitter(tc.d, tc.j); got != tc.want {
+			t.Errorf("Jitter(%d, %g) = %d, want %d", tc.d, tc.j, got, tc.want)
 		}
-		seen[tok] = true
+	}
+}
+
+func TestLease(t *testing.T) {
+	if !LeaseLive("tok", 101, 100) || LeaseLive("tok", 100, 100) || LeaseLive("", 200, 100) {
+		t.Error("LeaseLive: a lease lives while until > now and only with a token")
+	}
+	if !Holds("tok", 3, "tok", 3) || Holds("tok", 2, "tok", 3) || Holds("", 3, "", 3) || Holds("x", 3, "tok", 3) {
+		t.Error("Holds: only the live token at the live generation holds the probe")
+	}
+}
+
+func TestNewToken(t *testing.T) {
+	a, b := NewToken(), NewToken()
+	if len(a) != 32 || a == b {
+		t.Errorf("NewToken() = %q, %q: want two different 32-hex-digit tokens", a, b)
 	}
 }

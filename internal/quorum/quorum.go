@@ -1,8 +1,14 @@
-// Package quorum decides what a tool call's outcome says about its
-// dependency's health: whether it counts toward a trip, resets the count,
-// or says nothing. The trip rule itself (threshold reached AND at least
-// min_workers distinct workers) runs inside the record script, next to the
-// write it guards; see internal/store/scripts/record.lua.
+// Package quorum owns the trip rule: what a tool call's outcome says about
+// its dependency (Classify), and when a run of counted failures is enough
+// to open the circuit for the whole fleet (Judge): the threshold reached
+// AND the failures came from at least MinWorkers distinct workers, each
+// run (all counted failures; 429s beyond the caller's deadline) judged
+// over its own workers. A lone worker past the threshold is a suspect,
+// not a trip.
+//
+// internal/breaker composes this rule into the state machine; the record
+// script (internal/store/scripts/record.lua) executes the same rule on
+// Redis and is proven against it by the differential test.
 package quorum
 
 import (
@@ -35,6 +41,9 @@ const (
 	CredentialRejected Evidence = "U"
 )
 
+// Counted reports whether the evidence extends the failure run.
+func (e Evidence) Counted() bool { return e == Failure || e == RateLimited }
+
 // Classify maps an outcome to its evidence. retryAfter and deadline matter
 // only for RATE_LIMITED: the 429 counts when retryAfter > deadline, i.e.
 // when the caller cannot wait it out (a zero deadline means no time left).
@@ -60,45 +69,60 @@ func Classify(o pb.Outcome, retryAfter, deadline time.Duration) (Evidence, error
 	return "", fmt.Errorf("quorum: outcome %v is not one of the defined outcomes", o)
 }
 
-// Describe says what failed in plain words, for the reason a denied caller
-// (and the model behind it) reads: "timeout after 30s", "server error
-// (5xx): HTTP 503". message is the caller's own short description.
-func Describe(o pb.Outcome, latency, retryAfter, deadline time.Duration, message string) string {
-	var d string
-	switch o {
-	case pb.Outcome_OUTCOME_TIMEOUT:
-		d = "timeout"
-		if latency > 0 {
-			d += " after " + Human(latency)
-		}
-	case pb.Outcome_OUTCOME_TRANSPORT:
-		d = "transport error"
-	case pb.Outcome_OUTCOME_SERVER_ERROR:
-		d = "server error (5xx)"
-	case pb.Outcome_OUTCOME_MALFORMED_OUTPUT:
-		d = "malformed output"
-	case pb.Outcome_OUTCOME_RATE_LIMITED:
-		d = fmt.Sprintf("rate limited (429), Retry-After %s beyond a %s deadline", Human(retryAfter), Human(deadline))
-	default:
-		d = o.String()
-	}
-	if message != "" {
-		d += ": " + message
-	}
-	return d
+// Rule is the trip rule's tunables (a policy's threshold, min_workers and
+// rate_limit_trips).
+type Rule struct {
+	// Threshold is how many consecutive counted failures trip.
+	Threshold int64
+	// MinWorkers is the quorum: distinct workers a run must come from.
+	MinWorkers int64
+	// RateLimitTrips is how many consecutive counted 429s trip.
+	RateLimitTrips int64
 }
 
-// Human renders a duration the way people say it: 30s, 2m, 1.5s, 250ms.
-func Human(d time.Duration) string {
+// Run is a closed breaker's current failure run.
+type Run struct {
+	// Failures counts consecutive counted failures (429s included).
+	Failures int64
+	// Workers counts the distinct workers behind Failures.
+	Workers int64
+	// RateLimited counts the consecutive counted 429s ending the run.
+	RateLimited int64
+	// RateLimitWorkers counts the distinct workers behind RateLimited.
+	RateLimitWorkers int64
+}
+
+// Verdict is what Judge decides about a run.
+type Verdict int
+
+// The verdicts.
+const (
+	// Hold: the circuit stays closed.
+	Hold Verdict = iota
+	// TripRateLimit: RateLimitTrips consecutive counted 429s from
+	// MinWorkers workers; the circuit opens for at least the Retry-After.
+	TripRateLimit
+	// TripCount: Threshold consecutive counted failures from MinWorkers
+	// workers.
+	TripCount
+	// Suspect: the threshold is reached but every failure came from one
+	// worker (and the quorum wants more): that worker is isolated, the
+	// fleet stays closed.
+	Suspect
+)
+
+// Judge applies the trip rule to a run. The rate-limit run is judged
+// first (its trip honours the vendor's Retry-After), each run over its
+// own distinct workers: three 429s from one worker after another worker's
+// timeout do not make a rate-limit quorum.
+func Judge(r Run, rule Rule) Verdict {
 	switch {
-	case d <= 0:
-		return "0s"
-	case d%time.Minute == 0:
-		return fmt.Sprintf("%dm", d/time.Minute)
-	case d%time.Second == 0:
-		return fmt.Sprintf("%ds", d/time.Second)
-	case d < time.Second:
-		return fmt.Sprintf("%dms", d/time.Millisecond)
+	case r.RateLimited >= rule.RateLimitTrips && r.RateLimitWorkers >= rule.MinWorkers:
+		return TripRateLimit
+	case r.Failures >= rule.Threshold && r.Workers >= rule.MinWorkers:
+		return TripCount
+	case r.Failures >= rule.Threshold && r.Workers == 1:
+		return Suspect
 	}
-	return fmt.Sprintf("%.1fs", d.Seconds())
+	return Hold
 }

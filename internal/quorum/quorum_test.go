@@ -41,35 +41,31 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-func TestDescribe(t *testing.T) {
+func TestJudge(t *testing.T) {
+	rule := Rule{Threshold: 3, MinWorkers: 2, RateLimitTrips: 3}
 	for _, tc := range []struct {
-		o       pb.Outcome
-		latency time.Duration
-		msg     string
-		want    string
+		name string
+		run  Run
+		want Verdict
 	}{
-		{pb.Outcome_OUTCOME_TIMEOUT, 30 * time.Second, "", "timeout after 30s"},
-		{pb.Outcome_OUTCOME_TIMEOUT, 0, "", "timeout"},
-		{pb.Outcome_OUTCOME_SERVER_ERROR, time.Second, "HTTP 503", "server error (5xx): HTTP 503"},
-		{pb.Outcome_OUTCOME_TRANSPORT, 0, "connection refused", "transport error: connection refused"},
-		{pb.Outcome_OUTCOME_MALFORMED_OUTPUT, 0, "", "malformed output"},
+		{"under the threshold", Run{Failures: 2, Workers: 2}, Hold},
+		{"threshold from two workers", Run{Failures: 3, Workers: 2}, TripCount},
+		{"threshold from one worker", Run{Failures: 3, Workers: 1}, Suspect},
+		{"three 429s from two workers", Run{Failures: 3, Workers: 2, RateLimited: 3, RateLimitWorkers: 2}, TripRateLimit},
+		// A timeout from w2, then three 429s from w1 (threshold 5): the
+		// 429 run has one worker, the whole run has two but is short.
+		{"429 quorum met only by another kind of failure", Run{Failures: 4, Workers: 2, RateLimited: 3, RateLimitWorkers: 1}, Hold},
+		{"429s from one worker past the threshold", Run{Failures: 3, Workers: 2, RateLimited: 3, RateLimitWorkers: 1}, TripCount},
 	} {
-		if got := Describe(tc.o, tc.latency, 0, 0, tc.msg); got != tc.want {
-			t.Errorf("Describe(%v, %s, %q) = %q, want %q", tc.o, tc.latency, tc.msg, got, tc.want)
+		r := rule
+		if tc.name == "429 quorum met only by another kind of failure" {
+			r.Threshold = 5
+		}
+		if got := Judge(tc.run, r); got != tc.want {
+			t.Errorf("%s: Judge(%+v) = %v, want %v", tc.name, tc.run, got, tc.want)
 		}
 	}
-	if got, want := Describe(pb.Outcome_OUTCOME_RATE_LIMITED, 0, 2*time.Minute, 30*time.Second, ""), "rate limited (429), Retry-After 2m beyond a 30s deadline"; got != want {
-		t.Errorf("Describe(RATE_LIMITED) = %q, want %q", got, want)
-	}
-}
-
-func TestHuman(t *testing.T) {
-	for d, want := range map[time.Duration]string{
-		0: "0s", 250 * time.Millisecond: "250ms", 1500 * time.Millisecond: "1.5s",
-		30 * time.Second: "30s", 2 * time.Minute: "2m", 90 * time.Second: "90s",
-	} {
-		if got := Human(d); got != want {
-			t.Errorf("Human(%s) = %q, want %q", d, got, want)
-		}
+	if got := Judge(Run{Failures: 1, Workers: 1}, Rule{Threshold: 1, MinWorkers: 1, RateLimitTrips: 1}); got != TripCount {
+		t.Errorf("min_workers 1: Judge = %v, want TripCount (the quorum disabled)", got)
 	}
 }

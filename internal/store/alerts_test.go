@@ -188,50 +188,77 @@ func TestCredentialRevokedPausesUntilAnOperatorResumes(t *testing.T) {
 		if st := f.get(name); st.State != pb.State_STATE_CLOSED {
 			t.Fatalf("401 without credential_worked: %v, want CLOSED", st.State)
 		}
-		// A 401 after it worked: paused.
+		// A 401 after it worked, from one worker alone: that worker is
+		// isolated, the fleet keeps the breaker.
 		f.call(name, "w1", pb.Outcome_OUTCOME_TIMEOUT)
 		r := f.call(name, "w2", pb.Outcome_OUTCOME_UNAUTHENTICATED, worked)
+		if r.Counted || r.State.State != pb.State_STATE_CLOSED || r.State.SuspectWorker != "w2" {
+			t.Fatalf("a lone 401 with credential_worked: counted %v, %v, suspect %q; want not counted, CLOSED, w2 suspected", r.Counted, r.State.State, r.State.SuspectWorker)
+		}
+		if a := f.allow(name, "w2"); a.Decision != pb.Decision_DECISION_DENIED_SUSPECT_WORKER {
+			t.Fatalf("Allow(w2) after its lone 401 = %v, want DENIED_SUSPECT_WORKER", a.Decision)
+		}
+		// A second worker confirms: paused, for the pause TTL (1h).
+		r = f.call(name, "w1", pb.Outcome_OUTCOME_UNAUTHENTICATED, worked)
 		if r.Counted || r.State.State != pb.State_STATE_PAUSED || r.State.Failures != 0 {
-			t.Fatalf("401 with credential_worked: counted %v, %v, %d failures; want not counted, PAUSED, 0", r.Counted, r.State.State, r.State.Failures)
+			t.Fatalf("a confirmed 401: counted %v, %v, %d failures; want not counted, PAUSED, 0", r.Counted, r.State.State, r.State.Failures)
 		}
 		ev := f.events(name)
-		if len(ev) != 2 || ev[1]["kind"] != "credential_revoked" || ev[1]["from"] != "closed" || ev[1]["to"] != "paused" || ev[1]["actor"] != "w2" {
-			t.Fatalf("events = %v, want credential_revoked closed -> paused by w2 last", ev)
+		if len(ev) != 3 || ev[2]["kind"] != "credential_revoked" || ev[2]["from"] != "closed" || ev[2]["to"] != "paused" || ev[2]["actor"] != "w1" {
+			t.Fatalf("events = %v, want credential_revoked closed -> paused by w1 last", ev)
 		}
 		for _, w := range []string{"w1", "w2", "w3"} {
 			a := f.allow(name, w)
-			if a.Decision != pb.Decision_DECISION_DENIED_PAUSED || a.RetryAfterMs != 0 || !strings.Contains(a.Reason, "credential rejected; needs a human") {
-				t.Fatalf("Allow(%s) on a paused breaker = %v retry %dms %q; want DENIED_PAUSED 0ms, credential rejected; needs a human", w, a.Decision, a.RetryAfterMs, a.Reason)
+			if a.Decision != pb.Decision_DECISION_DENIED_PAUSED || a.RetryAfterMs != 0 || !strings.Contains(a.Reason, "credential rejected by several workers; needs a human") ||
+				!strings.Contains(a.Reason, "resumes by itself in 1h") {
+				t.Fatalf("Allow(%s) on a paused breaker = %v retry %dms %q; want DENIED_PAUSED 0ms, needs a human, resumes in 1h", w, a.Decision, a.RetryAfterMs, a.Reason)
 			}
 		}
-		// Not a trip: no probe and no time lifts it, and no outcome does.
-		f.Advance(2 * time.Hour)
-		if a := f.allow(name, "w1"); a.Decision != pb.Decision_DECISION_DENIED_PAUSED {
-			t.Fatalf("2h later: Allow = %v, want DENIED_PAUSED", a.Decision)
-		}
+		// Not a trip: no probe and no outcome lifts it.
 		if r := f.record(name, "w1", &pb.Ticket{Generation: r.State.Generation}, pb.Outcome_OUTCOME_SUCCESS); r.Counted || r.State.State != pb.State_STATE_PAUSED {
 			t.Fatalf("a success on a paused breaker: counted %v, %v; want not counted, PAUSED", r.Counted, r.State.State)
 		}
-		if ttl := f.Client.PTTL(ctx, store.Prefix+"{"+name+"}:state").Val(); ttl != -1 {
-			t.Errorf("the paused state has a TTL of %v, want none (only an operator ends a pause)", ttl)
+		if b.Mini != nil { // a real Redis's TTL runs on wall time
+			if ttl := f.Client.PTTL(ctx, store.Prefix+"{"+name+"}:state").Val(); ttl != time.Hour+policy.Default().Retention() {
+				t.Errorf("the paused state's TTL = %v, want the pause (1h) plus the retention", ttl)
+			}
 		}
-		if n := count(f.kinds(name), "credential_revoked"); n != 2 {
-			t.Fatalf("%d credential_revoked events, want 2 (one alert, one pause)", n)
+		// A quarter of the pause before it lapses, the next call raises
+		// pause_expiring; at its end it lapses by itself.
+		f.Advance(45*time.Minute - time.Millisecond)
+		f.allow(name, "w3")
+		if n := count(f.kinds(name), "pause_expiring"); n != 0 {
+			t.Fatalf("%d pause_expiring events before 45m, want 0", n)
 		}
-		// An operator resumes it.
+		f.Advance(time.Millisecond)
+		f.allow(name, "w3")
+		f.allow(name, "w3")
+		if n := count(f.kinds(name), "pause_expiring"); n != 1 {
+			t.Fatalf("%d pause_expiring events at 45m, want 1", n)
+		}
+		f.Advance(15 * time.Minute)
+		if a := f.allow(name, "w3"); a.Decision != pb.Decision_DECISION_ALLOWED {
+			t.Fatalf("after the pause TTL: Allow = %v, want ALLOWED", a.Decision)
+		}
+		if k := f.kinds(name); k[len(k)-1] != "transition" {
+			t.Fatalf("events %v, want the pause's lapse (a transition) last", k)
+		}
+
+		// An operator resumes a pause early with AUTO, or with Force
+		// CLOSED and a TTL: when that lapses the breaker is fresh.
+		f.call(name, "w1", pb.Outcome_OUTCOME_UNAUTHENTICATED, worked)
+		f.call(name, "w2", pb.Outcome_OUTCOME_UNAUTHENTICATED, worked)
+		if st := f.get(name); st.State != pb.State_STATE_PAUSED {
+			t.Fatalf("second pause: %v, want PAUSED", st.State)
+		}
 		if _, err := f.st.Force(ctx, name, pb.ForceMode_FORCE_MODE_AUTO, "token rotated", 0, "alice"); err != nil {
 			t.Fatal(err)
 		}
 		if a := f.allow(name, "w1"); a.Decision != pb.Decision_DECISION_ALLOWED {
 			t.Fatalf("after Force AUTO: Allow = %v, want ALLOWED", a.Decision)
 		}
-
-		// Force CLOSED with a TTL also ends a pause: when it lapses the
-		// breaker is fresh, not paused again.
 		f.call(name, "w1", pb.Outcome_OUTCOME_UNAUTHENTICATED, worked)
-		if st := f.get(name); st.State != pb.State_STATE_PAUSED {
-			t.Fatalf("second pause: %v, want PAUSED", st.State)
-		}
+		f.call(name, "w2", pb.Outcome_OUTCOME_UNAUTHENTICATED, worked)
 		if _, err := f.st.Force(ctx, name, pb.ForceMode_FORCE_MODE_CLOSED, "rotating", time.Minute, "alice"); err != nil {
 			t.Fatal(err)
 		}
@@ -263,13 +290,18 @@ func TestProbeRejectedCredentialPausesInsteadOfReopening(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("github:token_9")
-		f.trip(name)
+		worked := func(r *pb.RecordRequest) { r.CredentialWorked = true }
+		// w1's credential was rejected before the trip (a lone vote).
+		f.call(name, "w1", pb.Outcome_OUTCOME_UNAUTHENTICATED, worked)
+		for _, w := range []string{"w2", "w2", "w2", "w2", "w3"} {
+			f.call(name, w, pb.Outcome_OUTCOME_TIMEOUT)
+		}
 		f.Advance(cooldown)
 		a := f.allow(name, "w3")
 		if a.Decision != pb.Decision_DECISION_PROBE {
 			t.Fatalf("Allow after the cooldown = %v, want PROBE", a.Decision)
 		}
-		r := f.record(name, "w3", a.Ticket, pb.Outcome_OUTCOME_UNAUTHENTICATED, func(r *pb.RecordRequest) { r.CredentialWorked = true })
+		r := f.record(name, "w3", a.Ticket, pb.Outcome_OUTCOME_UNAUTHENTICATED, worked)
 		if r.State.State != pb.State_STATE_PAUSED || r.State.ProbeInFlight || r.State.NextProbeAtMs != 0 {
 			t.Fatalf("the probe's 401: %v, probe in flight %v, next probe at %d; want PAUSED with no probe", r.State.State, r.State.ProbeInFlight, r.State.NextProbeAtMs)
 		}
@@ -277,9 +309,9 @@ func TestProbeRejectedCredentialPausesInsteadOfReopening(t *testing.T) {
 		if last := ev[len(ev)-1]; last["kind"] != "credential_revoked" || last["from"] != "half_open" || last["to"] != "paused" {
 			t.Fatalf("last event %v, want credential_revoked half_open -> paused", last)
 		}
-		f.Advance(time.Hour)
+		f.Advance(time.Hour - time.Millisecond)
 		if a := f.allow(name, "w3"); a.Decision != pb.Decision_DECISION_DENIED_PAUSED {
-			t.Fatalf("an hour later: Allow = %v, want DENIED_PAUSED (no probe lifts a pause)", a.Decision)
+			t.Fatalf("just under an hour later: Allow = %v, want DENIED_PAUSED (no probe lifts a pause)", a.Decision)
 		}
 	})
 }
@@ -298,10 +330,12 @@ func TestAlertEventsDecodeFromTheLiveFeedAndTheLog(t *testing.T) {
 			f.call(name, "w1", pb.Outcome_OUTCOME_TIMEOUT)
 		}
 		f.call(name, "w2", pb.Outcome_OUTCOME_UNAUTHENTICATED, func(r *pb.RecordRequest) { r.CredentialWorked = true })
+		f.call(name, "w3", pb.Outcome_OUTCOME_UNAUTHENTICATED, func(r *pb.RecordRequest) { r.CredentialWorked = true })
 		want := []struct {
 			kind pb.EventKind
 			to   pb.State
-		}{{pb.EventKind_EVENT_KIND_SUSPECT_WORKER, pb.State_STATE_CLOSED}, {pb.EventKind_EVENT_KIND_CREDENTIAL_REVOKED, pb.State_STATE_PAUSED}}
+		}{{pb.EventKind_EVENT_KIND_SUSPECT_WORKER, pb.State_STATE_CLOSED}, {pb.EventKind_EVENT_KIND_CREDENTIAL_REVOKED, pb.State_STATE_CLOSED},
+			{pb.EventKind_EVENT_KIND_CREDENTIAL_REVOKED, pb.State_STATE_PAUSED}}
 		msgs, err := b.Client.XRange(ctx, store.EventsKey(name), "-", "+").Result()
 		if err != nil || len(msgs) != len(want) {
 			t.Fatalf("XRANGE = %d entries, %v; want %d", len(msgs), err, len(want))
@@ -324,6 +358,60 @@ func TestAlertEventsDecodeFromTheLiveFeedAndTheLog(t *testing.T) {
 					t.Errorf("event %d = %v, want %v to %v with id %s", i, e, w.kind, w.to, msgs[i].ID)
 				}
 			}
+		}
+	})
+}
+
+// A worker that lets 3 probe leases in a row lapse unsettled is reported
+// (probe_abandoned) and refused probes for one base cooldown: one worker
+// cannot hold a breaker half-open by taking the lease and never recording.
+func TestLapsedProbeLeasesAreReported(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		f := newFixture(t, b, store.Options{})
+		name := f.Breaker("search")
+		f.trip(name)
+		f.Advance(cooldown)
+		probeTimeout := policy.Default().ProbeTimeout
+		for i := range 3 {
+			if a := f.allow(name, "w3"); a.Decision != pb.Decision_DECISION_PROBE {
+				t.Fatalf("lease %d: Allow(w3) = %v, want PROBE", i+1, a.Decision)
+			}
+			f.Advance(probeTimeout) // w3 never records
+		}
+		if n := count(f.kinds(name), "probe_abandoned"); n != 0 {
+			t.Fatalf("%d probe_abandoned events before the third lapse is seen, want 0", n)
+		}
+		a := f.allow(name, "w3")
+		if a.Decision != pb.Decision_DECISION_DENIED_SUSPECT_WORKER || a.RetryAfterMs != cooldown.Milliseconds() ||
+			!strings.Contains(a.Reason, "let 3 probe leases in a row lapse") {
+			t.Fatalf("Allow(w3) after 3 lapses = %v retry %d %q; want DENIED_SUSPECT_WORKER for 30000 ms", a.Decision, a.RetryAfterMs, a.Reason)
+		}
+		ev := f.events(name)
+		if last := ev[len(ev)-1]; last["kind"] != "probe_abandoned" || last["actor"] != "w3" {
+			t.Fatalf("last event %v, want probe_abandoned by w3", last)
+		}
+		// Another worker takes the probe; w3 may probe again after the cooldown.
+		if a := f.allow(name, "w1"); a.Decision != pb.Decision_DECISION_PROBE {
+			t.Fatalf("Allow(w1) = %v, want PROBE", a.Decision)
+		}
+		// A holder that settles ends its run of lapses: w1 lapses twice,
+		// settles once (a neutral outcome), lapses twice more: no report.
+		name2 := f.Breaker("search2")
+		f.trip(name2)
+		f.Advance(cooldown)
+		for i := range 5 {
+			p := f.allow(name2, "w1")
+			if p.Decision != pb.Decision_DECISION_PROBE {
+				t.Fatalf("search2 lease %d: %v, want PROBE", i+1, p.Decision)
+			}
+			if i == 2 {
+				f.record(name2, "w1", p.Ticket, pb.Outcome_OUTCOME_INVALID_ARGUMENT)
+				continue
+			}
+			f.Advance(probeTimeout)
+		}
+		if n := count(f.kinds(name2), "probe_abandoned"); n != 0 {
+			t.Errorf("%d probe_abandoned events for a holder that settled in between, want 0", n)
 		}
 	})
 }

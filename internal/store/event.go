@@ -15,6 +15,8 @@ var kinds = map[string]pb.EventKind{
 	"credential_revoked": pb.EventKind_EVENT_KIND_CREDENTIAL_REVOKED,
 	"stuck_open":         pb.EventKind_EVENT_KIND_STUCK_OPEN,
 	"suspect_worker":     pb.EventKind_EVENT_KIND_SUSPECT_WORKER,
+	"pause_expiring":     pb.EventKind_EVENT_KIND_PAUSE_EXPIRING,
+	"probe_abandoned":    pb.EventKind_EVENT_KIND_PROBE_ABANDONED,
 }
 
 // DecodeEvent parses one event as lib.lua's emit() publishes it: a JSON

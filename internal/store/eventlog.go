@@ -11,6 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/breakerd/breakerd/internal/breaker"
+
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -107,34 +109,35 @@ func (s *Store) Events(ctx context.Context, q EventQuery) ([]*pb.Event, error) {
 }
 
 // EventFromStream parses one entry of a breaker's event stream as lib.lua's
-// emit() appends it (XADD fields breaker, kind, from, to, gen, reason,
-// failures, workers, cooldown_ms, at_ms, actor). A kind this daemon does
-// not know (written by a newer one) reads as EVENT_KIND_UNSPECIFIED rather
-// than failing the whole read; a malformed number is an error naming the
-// field.
+// emit() appends it (XADD fields breaker, kind, from, to, gen, cause,
+// failures, workers, rl, cooldown_ms, at_ms, actor, last, note) and renders
+// its reason (breaker.EventReason). A kind this daemon does not know
+// (written by a newer one) reads as EVENT_KIND_UNSPECIFIED rather than
+// failing the whole read; a malformed number is an error naming the field.
 func EventFromStream(m redis.XMessage) (*pb.Event, error) {
 	str := func(f string) string { v, _ := m.Values[f].(string); return v }
-	num := func(f string) (int64, error) {
+	e := breaker.Event{Kind: str("kind"), From: str("from"), To: str("to"), Cause: breaker.Cause(str("cause")),
+		Actor: str("actor"), Last: str("last"), Note: str("note")}
+	for f, p := range map[string]*int64{"gen": &e.Gen, "failures": &e.Fails, "workers": &e.Workers,
+		"rl": &e.RL, "cooldown_ms": &e.Cooldown, "at_ms": &e.At} {
 		v := str(f)
 		if v == "" {
-			return 0, nil
+			continue
 		}
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("%w: entry %s field %s is %q, want an integer", errBadReply, m.ID, f, v)
+			return nil, fmt.Errorf("%w: entry %s field %s is %q, want an integer", errBadReply, m.ID, f, v)
 		}
-		return n, nil
+		*p = n
 	}
-	e := &pb.Event{Id: m.ID, Breaker: str("breaker"), Kind: kinds[str("kind")],
-		From: stateNames[str("from")], To: stateNames[str("to")], Reason: str("reason"), Actor: str("actor")}
-	var err error
-	for f, p := range map[string]*int64{"gen": &e.Generation, "failures": &e.Failures,
-		"workers": &e.DistinctWorkers, "cooldown_ms": &e.CooldownMs, "at_ms": &e.AtMs} {
-		if *p, err = num(f); err != nil {
-			return nil, err
-		}
+	name := str("breaker")
+	reason := breaker.EventReason(name, e)
+	if e.Cause == "" { // an entry from before events carried causes
+		reason = str("reason")
 	}
-	return e, nil
+	return &pb.Event{Id: m.ID, Breaker: name, Kind: kinds[e.Kind], From: breaker.StateOf(e.From),
+		To: breaker.StateOf(e.To), Reason: reason, Actor: e.Actor, Generation: e.Gen,
+		Failures: e.Fails, DistinctWorkers: e.Workers, CooldownMs: e.Cooldown, AtMs: e.At}, nil
 }
 
 // compareIDs orders stream ids ("<ms>-<seq>") numerically.

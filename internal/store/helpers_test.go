@@ -114,7 +114,12 @@ func (f *fixture) events(breaker string) []map[string]any {
 	}
 	out := make([]map[string]any, len(msgs))
 	for i, m := range msgs {
+		ev, err := store.EventFromStream(m)
+		if err != nil {
+			f.t.Fatal(err)
+		}
 		out[i] = m.Values
+		out[i]["reason"] = ev.Reason // rendered in Go from the stored cause
 	}
 	return out
 }

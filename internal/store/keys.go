@@ -10,7 +10,7 @@ const Prefix = "brk:"
 // keys are the KEYS of every script, in the order lib.lua documents.
 func keys(breaker string) []string {
 	tag := Prefix + "{" + breaker + "}:"
-	return []string{tag + "state", tag + "workers", tag + "events"}
+	return []string{tag + "state", tag + "workers", tag + "events", tag + "rl", tag + "pause"}
 }
 
 // stateKeyPattern matches every breaker's state hash (for SCAN).

@@ -4,8 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/breakerd/breakerd/internal/policy"
-	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+	"github.com/breakerd/breakerd/internal/breaker"
 )
 
 // errBadReply marks a script reply that does not have the documented shape.
@@ -77,41 +76,28 @@ func (r *reply) errOr(nested ...*reply) error {
 	return nil
 }
 
-// stateNames maps the scripts' state names to the API's.
-var stateNames = map[string]pb.State{
-	"closed":        pb.State_STATE_CLOSED,
-	"open":          pb.State_STATE_OPEN,
-	"half_open":     pb.State_STATE_HALF_OPEN,
-	"forced_open":   pb.State_STATE_FORCED_OPEN,
-	"forced_closed": pb.State_STATE_FORCED_CLOSED,
-	"paused":        pb.State_STATE_PAUSED,
-}
-
-// snapshot decodes element i, the array lib.lua's snapshot() returns.
-func (r *reply) snapshot(i int, breaker string, p policy.Policy) *pb.BreakerState {
+// view decodes element i, the array lib.lua's snapshot() returns.
+func (r *reply) view(i int) breaker.View {
 	s := r.list(i)
-	// A state this build does not know (written by a newer daemon during a
-	// rolling upgrade) reads as STATE_UNSPECIFIED rather than failing the
-	// read: List must not break on one breaker.
-	st := stateNames[s.str(0)]
-	return &pb.BreakerState{
-		Breaker:         breaker,
-		State:           st,
-		Generation:      s.int(1),
-		Failures:        s.int(2),
-		DistinctWorkers: s.int(3),
-		OpenedAtMs:      s.int(4),
-		NextProbeAtMs:   s.int(5),
-		CooldownMs:      s.int(6),
-		Reason:          s.str(7),
-		LastFailure:     s.str(8),
-		ProbeInFlight:   s.int(9) == 1,
-		FailedProbes:    s.int(10),
-		ForcedBy:        s.str(11),
-		ForcedUntilMs:   s.int(12),
-		AsOfMs:          s.int(13),
-		SuspectWorker:   s.str(14),
-		SuspectUntilMs:  s.int(15),
-		Alternatives:    p.Alternatives,
+	return breaker.View{
+		State:        s.str(0),
+		Gen:          s.int(1),
+		Fails:        s.int(2),
+		Workers:      s.int(3),
+		RL:           s.int(4),
+		Opened:       s.int(5),
+		ProbeAt:      s.int(6),
+		Cooldown:     s.int(7),
+		Cause:        breaker.Cause(s.str(8)),
+		Last:         s.str(9),
+		InFlight:     s.int(10) == 1,
+		Level:        s.int(11),
+		ForceBy:      s.str(12),
+		ForceReason:  s.str(13),
+		ForceUntil:   s.int(14),
+		Suspect:      s.str(15),
+		SuspectUntil: s.int(16),
+		Now:          s.int(17),
+		PauseUntil:   s.int(18),
 	}
 }

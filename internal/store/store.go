@@ -5,56 +5,22 @@ package store
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/probe"
 	"github.com/breakerd/breakerd/internal/quorum"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
-
-var (
-	//go:embed scripts/lib.lua
-	libLua string
-	//go:embed scripts/allow.lua
-	allowLua string
-	//go:embed scripts/record.lua
-	recordLua string
-	//go:embed scripts/force.lua
-	forceLua string
-	//go:embed scripts/read.lua
-	readLua string
-)
-
-// Each script is lib.lua's shared prologue followed by the operation; the
-// text is fixed at init and loaded once (EVALSHA, with EVAL on NOSCRIPT).
-var (
-	allowScript  = redis.NewScript(libLua + allowLua)
-	recordScript = redis.NewScript(libLua + recordLua)
-	forceScript  = redis.NewScript(libLua + forceLua)
-	readScript   = redis.NewScript(libLua + readLua)
-	allScripts   = []*redis.Script{allowScript, recordScript, forceScript, readScript}
-)
-
-// scriptNames names each script by its SHA1, for metrics (ScriptName).
-var scriptNames = map[string]string{
-	allowScript.Hash():  "allow",
-	recordScript.Hash(): "record",
-	forceScript.Hash():  "force",
-	readScript.Hash():   "read",
-}
-
-// ScriptName returns the name ("allow", "record", "force" or "read") of the
-// breakerd script whose SHA1 is sha, or "" for any other.
-func ScriptName(sha string) string { return scriptNames[sha] }
 
 // DefaultChannel is the pub/sub channel live events are published on.
 const DefaultChannel = "breakerd:events"
@@ -163,68 +129,101 @@ func (s *Store) common(breaker, actor string, p policy.Policy) []any {
 
 // Allow runs allow.lua: one round trip. A denial is data in the response,
 // never an error; errors are Redis failures or malformed replies.
-func (s *Store) Allow(ctx context.Context, breaker, worker string) (*pb.AllowResponse, error) {
-	p := s.Policy(breaker)
-	args := append(s.common(breaker, worker, p), s.o.NewToken(), p.ProbeTimeout.Milliseconds())
-	res, err := allowScript.Run(ctx, s.rdb, keys(breaker), args...).Slice()
+func (s *Store) Allow(ctx context.Context, name, worker string) (*pb.AllowResponse, error) {
+	p := s.Policy(name)
+	params := ParamsOf(p, s.o.Rand())
+	args := append(s.common(name, worker, p), s.o.NewToken(), params.ProbeTimeout, params.CooldownBase,
+		strconv.FormatFloat(params.Jitter, 'g', -1, 64))
+	res, err := run(ctx, s.rdb, allowScript, keys(name), args...)
 	if err != nil {
-		return nil, fmt.Errorf("store: allow %q: %w", breaker, err)
+		return nil, fmt.Errorf("store: allow %q: %w", name, err)
 	}
 	r := reply{v: res}
 	code := r.int(0)
-	d := r.list(1)
-	out := &pb.AllowResponse{
-		Decision:     pb.Decision(code),
-		Ticket:       &pb.Ticket{Generation: d.int(0), LeaseToken: d.str(1)},
-		RetryAfterMs: d.int(2),
-		Reason:       d.str(3),
+	retry := r.int(1)
+	token := r.str(2)
+	v := r.view(3)
+	if err := r.errOr(); err != nil {
+		return nil, fmt.Errorf("store: allow %q: %w", name, err)
 	}
-	out.State = r.snapshot(2, breaker, p)
-	if err := r.errOr(d); err != nil {
-		return nil, fmt.Errorf("store: allow %q: %w", breaker, err)
-	}
+	d := pb.Decision(code)
 	if code < 1 || code > int64(pb.Decision_DECISION_DENIED_PAUSED) {
-		return nil, fmt.Errorf("store: allow %q: unknown decision %d", breaker, code)
+		return nil, fmt.Errorf("store: allow %q: unknown decision %d", name, code)
 	}
-	return out, nil
+	return &pb.AllowResponse{
+		Decision:     d,
+		Ticket:       &pb.Ticket{Generation: v.Gen, LeaseToken: token},
+		RetryAfterMs: retry,
+		Reason:       breaker.DenialReason(name, worker, d, v),
+		State:        v.Proto(name, p.Alternatives),
+	}, nil
 }
 
 // Record runs record.lua: one round trip. The outcome must be a defined
 // Outcome (quorum.Classify's error otherwise).
 func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordResponse, error) {
-	breaker := req.GetBreaker()
-	p := s.Policy(breaker)
+	name := req.GetBreaker()
+	p := s.Policy(name)
+	c, err := RecordCall(req, p)
+	if err != nil {
+		return nil, err
+	}
+	params := ParamsOf(p, s.o.Rand())
+	args := append(s.common(name, req.GetWorkerId(), p), string(c.Evidence),
+		c.Ticket.Gen, c.Ticket.Lease, c.RetryAfter, c.Last,
+		params.Rule.Threshold, params.Rule.MinWorkers, params.Rule.RateLimitTrips,
+		params.CooldownBase, params.CooldownCap, strconv.FormatFloat(params.Jitter, 'g', -1, 64),
+		boolArg(c.CredentialWorked), params.PauseTTL)
+	res, err := run(ctx, s.rdb, recordScript, keys(name), args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: record %q: %w", name, err)
+	}
+	r := reply{v: res}
+	counted := r.int(0) == 1
+	note := breaker.Note(r.str(1))
+	v := r.view(2)
+	if err := r.errOr(); err != nil {
+		return nil, fmt.Errorf("store: record %q: %w", name, err)
+	}
+	return &pb.RecordResponse{Counted: counted, Note: note.String(), State: v.Proto(name, p.Alternatives)}, nil
+}
+
+// RecordCall turns a Record request into the machine's call: the outcome
+// classified (quorum.Classify's error for an undefined one), described in
+// plain words, and its Retry-After capped at the policy's cooldown cap, so
+// that no single vendor answer (or a buggy worker) can keep a breaker open
+// for longer than its cap.
+func RecordCall(req *pb.RecordRequest, p policy.Policy) (breaker.Call, error) {
 	retryAfter := time.Duration(req.GetRetryAfterMs()) * time.Millisecond
 	deadline := time.Duration(req.GetDeadlineMs()) * time.Millisecond
 	ev, err := quorum.Classify(req.GetOutcome(), retryAfter, deadline)
 	if err != nil {
-		return nil, err
+		return breaker.Call{}, err
 	}
-	desc := quorum.Describe(req.GetOutcome(), time.Duration(req.GetLatencyMs())*time.Millisecond,
-		retryAfter, deadline, req.GetMessage())
-	// A Retry-After sets a rate-limit trip's cooldown and may push an open
-	// circuit's probe later, but never past the policy's cap: no single
-	// vendor answer (or a buggy worker) can keep a breaker open for longer
-	// than its cooldown cap.
-	retryAfter = min(retryAfter, p.CooldownCap)
-	u := s.o.Rand()
-	args := append(s.common(breaker, req.GetWorkerId(), p), string(ev),
-		req.GetTicket().GetGeneration(), req.GetTicket().GetLeaseToken(), retryAfter.Milliseconds(), desc,
-		p.Threshold, p.MinWorkers, p.RateLimitTrips,
-		probe.Jittered(retryAfter, p.Jitter, u).Milliseconds(), boolArg(req.GetCredentialWorked()))
-	for _, cd := range probe.Schedule(p.CooldownBase, p.CooldownCap) {
-		args = append(args, probe.Jittered(cd, p.Jitter, u).Milliseconds())
+	return breaker.Call{
+		Op:               breaker.OpRecord,
+		Actor:            req.GetWorkerId(),
+		Evidence:         ev,
+		Ticket:           breaker.Ticket{Gen: req.GetTicket().GetGeneration(), Lease: req.GetTicket().GetLeaseToken()},
+		RetryAfter:       min(retryAfter, p.CooldownCap).Milliseconds(),
+		Last:             breaker.Describe(req.GetOutcome(), time.Duration(req.GetLatencyMs())*time.Millisecond, retryAfter, deadline, req.GetMessage()),
+		CredentialWorked: req.GetCredentialWorked(),
+	}, nil
+}
+
+// ParamsOf returns policy p as the scripts receive it, with the jitter
+// fraction drawn by u (uniform in [0, 1)).
+func ParamsOf(p policy.Policy, u float64) breaker.Params {
+	return breaker.Params{
+		Rule: quorum.Rule{Threshold: int64(p.Threshold), MinWorkers: int64(p.MinWorkers),
+			RateLimitTrips: int64(p.RateLimitTrips)},
+		CooldownBase: p.CooldownBase.Milliseconds(),
+		CooldownCap:  p.CooldownCap.Milliseconds(),
+		ProbeTimeout: p.ProbeTimeout.Milliseconds(),
+		Retention:    p.Retention().Milliseconds(),
+		Jitter:       p.Jitter * u,
+		PauseTTL:     p.PauseTTL.Milliseconds(),
 	}
-	res, err := recordScript.Run(ctx, s.rdb, keys(breaker), args...).Slice()
-	if err != nil {
-		return nil, fmt.Errorf("store: record %q: %w", breaker, err)
-	}
-	r := reply{v: res}
-	out := &pb.RecordResponse{Counted: r.int(0) == 1, Note: r.str(1), State: r.snapshot(2, breaker, p)}
-	if err := r.errOr(); err != nil {
-		return nil, fmt.Errorf("store: record %q: %w", breaker, err)
-	}
-	return out, nil
 }
 
 // boolArg is a script's boolean ARGV: "1" or "0".
@@ -249,16 +248,16 @@ func (s *Store) Force(ctx context.Context, breaker string, mode pb.ForceMode, re
 	}
 	p := s.Policy(breaker)
 	args := append(s.common(breaker, operator, p), m, reason, ttl.Milliseconds())
-	res, err := forceScript.Run(ctx, s.rdb, keys(breaker), args...).Slice()
+	res, err := run(ctx, s.rdb, forceScript, keys(breaker), args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: force %q: %w", breaker, err)
 	}
 	r := reply{v: res}
-	st := r.snapshot(0, breaker, p)
+	v := r.view(0)
 	if err := r.errOr(); err != nil {
 		return nil, fmt.Errorf("store: force %q: %w", breaker, err)
 	}
-	return st, nil
+	return v.Proto(breaker, p.Alternatives), nil
 }
 
 // Get returns one breaker's state (read.lua; never writes).
@@ -306,10 +305,10 @@ func (s *Store) BatchGet(ctx context.Context, breakers []string) ([]*pb.BreakerS
 	for i, c := range cmds {
 		res, err := c.Slice()
 		if err != nil {
-			return nil, fmt.Errorf("store: read %q: %w", breakers[i], err)
+			return nil, fmt.Errorf("store: read %q: %w", breakers[i], scriptError(readScript, err))
 		}
 		r := reply{v: res}
-		out[i] = r.snapshot(0, breakers[i], policies[i])
+		out[i] = r.view(0).Proto(breakers[i], policies[i].Alternatives)
 		if err := r.errOr(); err != nil {
 			return nil, fmt.Errorf("store: read %q: %w", breakers[i], err)
 		}

@@ -190,6 +190,7 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // answer that arrives after the Allow budget included (it still updates
 // the client). An RPC that runs past it is a failure to reach breakerd.
 // Default DefaultRPCTimeout (2s), and never less than the Allow budget.
+// With WithAllowBudget(0) the caller's context bounds the RPC instead.
 func WithRPCTimeout(d time.Duration) Option { return func(o *options) { o.rpcTimeout = d } }
 
 // WithOutageHook calls fn once each time the client switches to its
@@ -470,14 +471,23 @@ func (c *Client) budget() time.Duration {
 }
 
 // ask runs rpc against breakerd and waits for its answer within the
-// budget or until ctx ends. The RPC itself is detached from ctx's end and
-// bounded by the RPC timeout (and by Close): when the wait ends first,
-// inTime is false and late gets the answer when it comes. Every answer,
+// budget or until ctx ends. With a budget, the RPC itself is detached from
+// ctx's end and bounded by the RPC timeout (and by Close): when the wait
+// ends first, inTime is false and late gets the answer when it comes.
+// With none (WithAllowBudget(0)), ctx bounds both. Every answer,
 // in time or late, updates the client's count of failures to reach
 // breakerd.
 func ask[T any](ctx context.Context, c *Client, breaker string, rpc func(context.Context) (T, error), late func(T, error)) (res T, err error, inTime bool) {
 	b := c.budget()
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(c.o.rpcTimeout, b))
+	var (
+		rctx   context.Context
+		cancel context.CancelFunc
+	)
+	if b > 0 {
+		rctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), max(c.o.rpcTimeout, b))
+	} else { // no budget: the caller's context bounds the wait and the RPC
+		rctx, cancel = context.WithCancel(ctx)
+	}
 	stop := context.AfterFunc(c.ctx, cancel)
 	type answer struct {
 		res T

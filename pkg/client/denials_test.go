@@ -80,15 +80,19 @@ func TestSuspectAndPausedDenialsNeverRunTheCall(t *testing.T) {
 			t.Fatalf("another worker was denied: %v", err)
 		}
 
-		// A credential that worked, then a 401: the breaker pauses.
+		// A credential that worked, then a 401 from two workers: the
+		// breaker pauses (one worker alone only isolates itself).
 		paid := b.Breaker("stripe:acct_42")
-		if err := w1.Call(ctx, paid, func(context.Context) error { return nil }); err != nil {
-			t.Fatal(err)
-		}
 		revoked := func(context.Context) error {
 			return &OutcomeError{Outcome: pb.Outcome_OUTCOME_UNAUTHENTICATED, Message: "HTTP 401"}
 		}
+		for _, w := range []*Client{w1, w2} {
+			if err := w.Call(ctx, paid, func(context.Context) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
 		_ = w1.Call(ctx, paid, revoked)
+		_ = w2.Call(ctx, paid, revoked)
 		ran := false
 		err := w2.Call(ctx, paid, func(context.Context) error { ran = true; return nil })
 		if !errors.As(err, &open) || open.Decision != pb.Decision_DECISION_DENIED_PAUSED || ran {

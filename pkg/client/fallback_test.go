@@ -161,7 +161,7 @@ func TestDaemonStoppedMidRunFallsBackToALocalBreaker(t *testing.T) {
 		// without reaching the vendor, and says so.
 		err := c.Call(ctx, pay, v.call)
 		var open *CircuitOpenError
-		if !errors.As(err, &open) || !open.Degraded || !strings.Contains(open.Reason, "5 consecutive failures on this worker") {
+		if !errors.As(err, &open) || !open.Degraded || !strings.Contains(open.Reason, "5 consecutive failures from 1 worker") {
 			t.Fatalf("sixth call: %v, want a degraded *CircuitOpenError", err)
 		}
 		if den, _ := AsDenial(err, "refund_charge"); !strings.Contains(string(den.JSON()), `"degraded":true`) {

@@ -1,50 +1,37 @@
 package client
 
 import (
-	"go/build"
-	"path/filepath"
-	"runtime"
-	"slices"
+	"os/exec"
 	"strings"
 	"testing"
 )
 
-// TestImportsStayLight holds pkg/client to what a worker can afford to
-// import: the standard library, grpc and protobuf (with google.rpc's
-// error details), the generated breakerd.v1 stubs and breakerd's
-// dependency-free rule packages, never go-redis or the daemon's
-// internals. Module packages it imports are held to the same list.
-func TestImportsStayLight(t *testing.T) {
-	const module = "github.com/breakerd/breakerd/"
-	allowedOwn := []string{module + "proto/breakerd/v1", module + "internal/limits"}
-	allowedExternal := []string{"google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto/googleapis/rpc"}
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
-
-	seen := map[string]bool{}
-	var walk func(pkg string)
-	walk = func(pkg string) {
-		if seen[pkg] {
-			return
-		}
-		seen[pkg] = true
-		p, err := build.ImportDir(filepath.Join(root, strings.TrimPrefix(pkg, module)), 0)
-		if err != nil {
-			t.Fatalf("%s: %v", pkg, err)
-		}
-		for _, imp := range p.Imports {
-			switch {
-			case !strings.Contains(strings.Split(imp, "/")[0], "."): // the standard library
-			case strings.HasPrefix(imp, module):
-				if !slices.Contains(allowedOwn, imp) {
-					t.Errorf("%s imports %s: pkg/client may import only %v of this module", pkg, imp, allowedOwn)
-					continue
-				}
-				walk(imp)
-			case !slices.ContainsFunc(allowedExternal, func(a string) bool { return imp == a || strings.HasPrefix(imp, a+"/") }):
-				t.Errorf("%s imports %s: pkg/client may import only the standard library and %v", pkg, imp, allowedExternal)
+// TestImportList keeps pkg/client small and light (shared/STYLE.md §16): it
+// depends only on the standard library, grpc and protobuf (with what they
+// pull in), the generated stubs and the dependency-free rule packages.
+// Never go-redis, YAML, or the daemon's internals.
+func TestImportList(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	allowed := []string{
+		"google.golang.org/grpc", "google.golang.org/protobuf", "google.golang.org/genproto/googleapis/rpc",
+		"golang.org/x/net", "golang.org/x/sys", "golang.org/x/text",
+		"github.com/breakerd/breakerd/proto/",
+		"github.com/breakerd/breakerd/internal/breaker", "github.com/breakerd/breakerd/internal/quorum",
+		"github.com/breakerd/breakerd/internal/probe", "github.com/breakerd/breakerd/internal/limits",
+		"github.com/breakerd/breakerd/pkg/client",
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		ok := false
+		for _, a := range allowed {
+			if dep == a || strings.HasPrefix(dep, strings.TrimSuffix(a, "/")+"/") || strings.HasPrefix(dep, a) && strings.HasSuffix(a, "/") {
+				ok = true
 			}
 		}
+		if !ok {
+			t.Errorf("pkg/client depends on %s, which is not on its import list", dep)
+		}
 	}
-	walk(module + "pkg/client")
 }

@@ -44,7 +44,7 @@ func TestLocalBreaker(t *testing.T) {
 		l.record(name, p.Ticket, fail)
 	}
 	p := allow(pb.Decision_DECISION_DENIED_OPEN)
-	if p.RetryAfter != 30*time.Second || !strings.Contains(p.Reason, "5 consecutive failures on this worker, last: timeout after 30s") {
+	if p.RetryAfter != 30*time.Second || !strings.Contains(p.Reason, "5 consecutive failures from 1 worker, last: timeout after 30s (local breaker: breakerd unreachable)") {
 		t.Errorf("open: retry %s, reason %q", p.RetryAfter, p.Reason)
 	}
 
@@ -86,30 +86,4 @@ func TestLocalBreaker(t *testing.T) {
 	}
 	l.reset()
 	allow(pb.Decision_DECISION_ALLOWED)
-}
-
-func TestLocalCooldownIsCapped(t *testing.T) {
-	l := newLocalBreaker(LocalPolicy{CooldownBase: time.Minute, CooldownCap: 5 * time.Minute}, time.Now)
-	var got []time.Duration
-	for level := range 5 {
-		got = append(got, l.cooldown(level))
-	}
-	want := []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 5 * time.Minute, 5 * time.Minute}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("cooldowns %v, want %v", got, want)
-		}
-	}
-}
-
-func TestHuman(t *testing.T) {
-	for d, want := range map[time.Duration]string{
-		0: "0s", 250 * time.Millisecond: "250ms", 1500 * time.Millisecond: "1.5s", 45 * time.Second: "45s",
-		59600 * time.Millisecond: "1m", 2 * time.Minute: "2m", 150 * time.Second: "2m30s",
-		65 * time.Minute: "1h5m", 2 * time.Hour: "2h",
-	} {
-		if got := human(d); got != want {
-			t.Errorf("human(%s) = %q, want %q", d, got, want)
-		}
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/limits"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -222,7 +223,7 @@ func (r *Run) Notice() string {
 		case u.Status == StatusProbeInFlight:
 			b.WriteString(" It is being tested after an outage; its recovery is not confirmed, so it will not come back during this task.")
 		case !u.MayReturnAt.IsZero():
-			fmt.Fprintf(&b, " It may be back in about %s, but not during this task.", human(max(u.MayReturnAt.Sub(now), time.Second)))
+			fmt.Fprintf(&b, " It may be back in about %s, but not during this task.", breaker.Human(max(u.MayReturnAt.Sub(now), time.Second)))
 		case u.Forced:
 			b.WriteString(" An operator took it out of service; no return time is known.")
 		default:

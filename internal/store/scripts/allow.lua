@@ -1,58 +1,89 @@
 -- allow.lua: may a call to the breaker's dependency go out now?
 -- Runs after lib.lua (KEYS and ARGV[1..7] as documented there).
+-- The rule: breaker.step.allow in internal/breaker/breaker.go.
 --
 -- ARGV[8] -> lease token to hand out if this call becomes the probe
 -- ARGV[9] -> probe timeout, ms (the lease's lifetime)
+-- ARGV[10] -> cooldown base, ms (how long a worker that let 3 leases lapse
+--             is refused probes, jittered)
+-- ARGV[11] -> jitter: the policy's fraction times one uniform draw in [0, 1)
 --
--- Returns {decision, {generation, lease_token, retry_after_ms, reason}, snapshot}
+-- Returns {decision, retry_after_ms, lease_token, snapshot}
 --   decision: 1 allowed, 2 probe, 3 denied_open, 4 denied_probe_in_flight,
 --             5 denied_forced_open, 6 denied_suspect_worker (ARGV[7] is
---             the worker record.lua suspects), 7 denied_paused
+--             the worker record.lua suspects, or refused probes after
+--             letting 3 leases lapse), 7 denied_paused
 -- Writes nothing unless the call moves the breaker (open -> half_open, a
 -- new lease, a lapsed force): a worker asking about a closed breaker never
 -- creates state.
 
+local TOKEN = ARGV[8]
+local PROBE_TIMEOUT = tonumber(ARGV[9])
+local COOLDOWN_BASE = tonumber(ARGV[10])
+local JITTER = tonumber(ARGV[11])
+
 local now = now_ms()
 local s = load()
 local dirty = expire_force(s, now)
+if expire_pause(s, now) then dirty = true end
 
-local function reply(code, token, retry_after, reason)
+local function reply(code, retry_after, token)
   if dirty then save(s, now) end
-  return { code, { s.gen, token, retry_after, reason }, snapshot(s, now) }
+  return { code, retry_after, token or '', snapshot(s, now) }
 end
 
 if s.force == 'open' then
   local retry = 0
   if s.force_until > 0 then retry = s.force_until - now end
-  return reply(5, '', retry, NAME .. ' forced open by an operator: ' .. s.force_reason)
+  return reply(5, retry)
 end
 if s.force == '' and s.st == 'paused' then
-  return reply(7, '', 0, s.reason)
+  return reply(7, 0)
 end
 if s.force == '' and s.st == 'closed' and s.suspect ~= '' and s.suspect == ACTOR
     and now < s.suspect_until then
-  return reply(6, '', s.suspect_until - now, NAME .. ': only worker ' .. ACTOR ..
-    ' has failed (' .. s.fails .. ' consecutive failures) and no other worker confirms: ' ..
-    'likely this worker\'s network or config; the circuit stays closed for the fleet')
+  return reply(6, s.suspect_until - now)
 end
 if s.force == 'closed' or s.st == 'closed' then
-  return reply(1, '', 0, '')
+  return reply(1, 0)
 end
 
 if s.st == 'open' then
   if now < s.probe_at then
-    return reply(3, '', s.probe_at - now, s.reason)
+    return reply(3, s.probe_at - now)
   end
   s.st = 'half_open'
   s.gen = s.gen + 1
-  emit(s, 'transition', 'open', 'half_open', 'cooldown elapsed; one probe admitted', now)
+  dirty = true
+  emit(s, 'transition', 'open', 'half_open', 'cooldown_elapsed', now)
 elseif s.lease ~= '' and s.lease_until > now then
-  return reply(4, '', s.lease_until - now,
-    NAME .. ' is being probed by another caller; ask again after the probe')
+  return reply(4, s.lease_until - now)
+elseif now < s.probe_at then
+  -- The last probe was told to wait (a 429 within its deadline).
+  return reply(3, s.probe_at - now)
+end
+
+-- A lease that lapsed unsettled counts against its holder (breaker.lapsed).
+if s.lease ~= '' then
+  if s.lapser == s.lease_by then
+    s.lapses = s.lapses + 1
+  else
+    s.lapser, s.lapses = s.lease_by, 1
+  end
+  s.lease, s.lease_until, s.lease_by = '', 0, ''
+  dirty = true
+  if s.lapses >= 3 then
+    s.noprobe = s.lapser
+    s.noprobe_until = now + COOLDOWN_BASE + math.floor(COOLDOWN_BASE * JITTER)
+    s.lapses = 0
+    emit(s, 'probe_abandoned', 'half_open', 'half_open', 'probe_abandoned', now, nil, s.lapser)
+  end
+end
+if s.noprobe ~= '' and s.noprobe == ACTOR and now < s.noprobe_until then
+  return reply(6, s.noprobe_until - now)
 end
 
 -- Half-open with no live lease: this caller becomes the fleet's one probe.
-s.lease = ARGV[8]
-s.lease_until = now + tonumber(ARGV[9])
+s.lease, s.lease_until, s.lease_by = TOKEN, now + PROBE_TIMEOUT, ACTOR
 dirty = true
-return reply(2, s.lease, 0, '')
+return reply(2, 0, s.lease)

@@ -1,11 +1,17 @@
 -- lib.lua: the prologue shared by every breakerd script. store.go prepends
--- it to each script once, at package init; it is never run alone.
+-- it to each script once, at package init; it is never run alone. The
+-- rules these scripts execute are stated in Go in internal/breaker; the
+-- differential test proves the two agree. Change both, or neither.
 --
 -- Every script takes the same KEYS and leading ARGV:
 --
 -- KEYS[1] -> brk:{<name>}:state   hash: the breaker's state (fields below)
 -- KEYS[2] -> brk:{<name>}:workers set: distinct workers in the failure run
 -- KEYS[3] -> brk:{<name>}:events  stream: the breaker's durable event log
+-- KEYS[4] -> brk:{<name>}:rl      set: distinct workers behind the run's
+--                                 counted 429s (the rate-limit quorum)
+-- KEYS[5] -> brk:{<name>}:pause   set: distinct workers whose working
+--                                 credential was rejected (the pause quorum)
 -- --
 -- ARGV[1] -> breaker name
 -- ARGV[2] -> pinned time, ms since epoch: 0 in production, where Redis
@@ -18,20 +24,26 @@
 -- ARGV[6] -> pub/sub channel for live events
 -- ARGV[7] -> actor: the worker id or operator behind this call
 --
--- State hash fields (absent means zero or empty):
+-- State hash fields (absent means zero or empty; breaker.State in Go):
 --   st          closed | open | half_open | paused (a rejected credential:
 --               only an operator's Force AUTO or CLOSED ends it)
 --   gen         generation, +1 on every transition and Force
 --   fails       consecutive counted failures
---   rl          consecutive rate-limit failures (429 beyond the deadline)
+--   rl          consecutive counted 429s ending the run
 --   last        the last counted failure, in plain words
 --   opened      ms: when the circuit last opened
---   probe_at    ms: when an open circuit admits its next probe
---   cd          ms: the current cooldown, jitter included
+--   probe_at    ms: when the circuit admits its next probe
+--   cd          ms: the open period, jitter and Retry-After included
 --   level       failed probes since the circuit first opened
---   reason      why the circuit is open, in plain words
+--   cause       why it is open or paused (breaker.Cause; Go renders words)
 --   lease       the probe lease token (half_open only)
 --   lease_until ms: when the lease lapses
+--   lease_by    the worker holding the lease
+--   lapser, lapses  the last worker that let a lease lapse unsettled, and
+--               how many in a row
+--   noprobe, noprobe_until (ms)  a worker refused probes after 3 lapses
+--   pause_until ms: when a pause lapses by itself
+--   pause_warn  ms: when its pause_expiring alert is due (0 once raised)
 --   force       open | closed (an operator's pin)
 --   force_reason, force_by, force_until (ms; 0 = until AUTO)
 --   suspect     the worker that alone failed past the threshold (closed
@@ -42,29 +54,45 @@
 -- decides anything. Lease and force expiry are judged against that time,
 -- not by Redis key TTLs; TTLs only collect abandoned state.
 
-local K_STATE, K_WORKERS, K_EVENTS = KEYS[1], KEYS[2], KEYS[3]
+local K_STATE, K_WORKERS, K_EVENTS, K_RL, K_PAUSE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local NAME = ARGV[1]
+local PINNED = tonumber(ARGV[2])
 local RETENTION = tonumber(ARGV[3])
+local EVENTS_MAXLEN = ARGV[4]
+local EVENTS_RETENTION = ARGV[5]
+local CHANNEL = ARGV[6]
 local ACTOR = ARGV[7]
 
 local function now_ms()
-  local pinned = tonumber(ARGV[2])
-  if pinned > 0 then return pinned end
+  if PINNED > 0 then return PINNED end
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- The stored fields, in the order save() writes them.
+local FIELDS = { 'st', 'gen', 'fails', 'rl', 'last', 'opened', 'probe_at', 'cd', 'level', 'cause',
+  'lease', 'lease_until', 'lease_by', 'lapser', 'lapses', 'noprobe', 'noprobe_until',
+  'pause_until', 'pause_warn', 'force', 'force_reason', 'force_by', 'force_until', 'suspect',
+  'suspect_until' }
 local NUMERIC = { gen = true, fails = true, rl = true, opened = true, probe_at = true,
-  cd = true, level = true, lease_until = true, force_until = true, suspect_until = true }
+  cd = true, level = true, lease_until = true, lapses = true, noprobe_until = true,
+  pause_until = true, pause_warn = true, force_until = true, suspect_until = true }
+
+-- empty returns a fresh closed state at generation 0 (no key).
+local function empty()
+  local s = { st = 'closed' }
+  for _, f in ipairs(FIELDS) do
+    if NUMERIC[f] then s[f] = 0 elseif f ~= 'st' then s[f] = '' end
+  end
+  return s
+end
 
 local function load()
-  local s = { st = 'closed', gen = 0, fails = 0, rl = 0, opened = 0, probe_at = 0, cd = 0,
-    level = 0, lease_until = 0, force_until = 0, last = '', reason = '', lease = '',
-    force = '', force_reason = '', force_by = '', suspect = '', suspect_until = 0 }
+  local s = empty()
   local raw = redis.call('HGETALL', K_STATE)
   for i = 1, #raw, 2 do
     local f, v = raw[i], raw[i + 1]
-    if NUMERIC[f] then s[f] = tonumber(v) else s[f] = v end
+    if NUMERIC[f] then s[f] = tonumber(v) or 0 elseif s[f] ~= nil then s[f] = v end
   end
   return s
 end
@@ -76,30 +104,26 @@ local function public(s)
   return s.st
 end
 
--- fresh sets s to a fresh closed state (generation kept). With unpin it
--- also drops an operator's pin.
+-- fresh sets s to a fresh closed state (generation kept) and forgets the
+-- failure run's workers. With unpin it also drops an operator's pin.
 local function fresh(s, unpin)
-  s.st, s.fails, s.rl, s.last, s.level = 'closed', 0, 0, '', 0
-  s.opened, s.probe_at, s.cd, s.reason, s.lease, s.lease_until = 0, 0, 0, '', '', 0
+  s.st, s.fails, s.rl, s.last, s.level, s.cause = 'closed', 0, 0, '', 0, ''
+  s.opened, s.probe_at, s.cd, s.lease, s.lease_until, s.lease_by = 0, 0, 0, '', 0, ''
+  s.lapser, s.lapses, s.noprobe, s.noprobe_until, s.pause_until, s.pause_warn = '', 0, '', 0, 0, 0
   s.suspect, s.suspect_until = '', 0
   if unpin then s.force, s.force_reason, s.force_by, s.force_until = '', '', '', 0 end
+  redis.call('DEL', K_WORKERS, K_RL, K_PAUSE)
 end
 
--- clear_run forgets the failure run and the open period: what every path
--- back to a fresh closed state shares.
-local function clear_run(s, unpin)
-  fresh(s, unpin)
-  redis.call('DEL', K_WORKERS)
-end
-
--- save writes s back. A closed breaker with no failures and no pin keeps
--- only its generation (so late tickets stay fenced) until the retention
--- lapses; a generation of 0 keeps no key at all. A pin without a TTL and a
--- pause never expire: only an operator ends them.
+-- save writes s back (breaker.State.TTL in Go). A closed breaker with no
+-- failures and no pin keeps only its generation (so late tickets stay
+-- fenced) until the retention lapses; a generation of 0 keeps no key at
+-- all. A pin without a TTL never expires: only an operator ends it.
 local function save(s, now)
   redis.call('DEL', K_STATE)
   local fields = {}
-  for f, v in pairs(s) do
+  for _, f in ipairs(FIELDS) do
+    local v = s[f]
     if v ~= 0 and v ~= '' and not (f == 'st' and v == 'closed') then
       fields[#fields + 1] = f
       fields[#fields + 1] = tostring(v)
@@ -107,14 +131,13 @@ local function save(s, now)
   end
   if #fields == 0 then return end
   redis.call('HSET', K_STATE, unpack(fields))
-  if (s.force ~= '' and s.force_until == 0) or s.st == 'paused' then
-    redis.call('PERSIST', K_STATE)
-    redis.call('PERSIST', K_WORKERS)
+  if s.force ~= '' and s.force_until == 0 then
+    for _, k in ipairs({ K_STATE, K_WORKERS, K_RL, K_PAUSE }) do redis.call('PERSIST', k) end
     return
   end
-  local horizon = math.max(0, s.probe_at - now, s.lease_until - now, s.force_until - now)
-  redis.call('PEXPIRE', K_STATE, RETENTION + horizon)
-  redis.call('PEXPIRE', K_WORKERS, RETENTION + horizon)
+  local ttl = RETENTION + math.max(0, s.probe_at - now, s.lease_until - now, s.force_until - now,
+    s.pause_until - now)
+  for _, k in ipairs({ K_STATE, K_WORKERS, K_RL, K_PAUSE }) do redis.call('PEXPIRE', k, ttl) end
 end
 
 local function workers()
@@ -123,16 +146,17 @@ end
 
 -- emit appends an event to the durable log and publishes it live. The
 -- live payload is the same entry: a JSON array of its stream id and then
--- the field/value strings XADD stored (store.DecodeEvent reads it).
-local function emit(s, kind, from, to, reason, at)
+-- the field/value strings XADD stored (store.DecodeEvent reads it). Events
+-- carry causes and numbers; Go renders their words (breaker.EventReason).
+local function emit(s, kind, from, to, cause, at, note, actor)
   local fields = { 'breaker', NAME, 'kind', kind, 'from', from, 'to', to,
-    'gen', tostring(s.gen), 'reason', reason, 'failures', tostring(s.fails),
-    'workers', tostring(workers()), 'cooldown_ms', tostring(s.cd),
-    'at_ms', tostring(at), 'actor', ACTOR }
-  local id = redis.call('XADD', K_EVENTS, 'MAXLEN', '~', ARGV[4], '*', unpack(fields))
-  redis.call('PEXPIRE', K_EVENTS, ARGV[5])
+    'gen', tostring(s.gen), 'cause', cause, 'failures', tostring(s.fails),
+    'workers', tostring(workers()), 'rl', tostring(s.rl), 'cooldown_ms', tostring(s.cd),
+    'at_ms', tostring(at), 'actor', actor or ACTOR, 'last', s.last, 'note', note or '' }
+  local id = redis.call('XADD', K_EVENTS, 'MAXLEN', '~', EVENTS_MAXLEN, '*', unpack(fields))
+  redis.call('PEXPIRE', K_EVENTS, EVENTS_RETENTION)
   table.insert(fields, 1, id)
-  redis.call('PUBLISH', ARGV[6], cjson.encode(fields))
+  redis.call('PUBLISH', CHANNEL, cjson.encode(fields))
 end
 
 -- expire_force ends a pin whose TTL has run out, as AUTO would: closed with
@@ -141,18 +165,38 @@ local function expire_force(s, now)
   if s.force == '' or s.force_until == 0 or now < s.force_until then return false end
   local from = public(s)
   local at = s.force_until
-  clear_run(s, true)
+  fresh(s, true)
   s.gen = s.gen + 1
-  emit(s, 'transition', from, 'closed', 'forced state expired', at)
+  emit(s, 'transition', from, 'closed', 'force_expired', at)
   return true
 end
 
--- snapshot is the flat reply every script ends with; store.go decodes it.
+-- expire_pause ends a pause whose time is up (the event dated when it
+-- lapsed), or raises its pause_expiring alert once it is due. Returns true
+-- when it changed s.
+local function expire_pause(s, now)
+  if s.st ~= 'paused' or s.force ~= '' then return false end
+  if s.pause_until > 0 and now >= s.pause_until then
+    local at = s.pause_until
+    fresh(s)
+    s.gen = s.gen + 1
+    emit(s, 'transition', 'paused', 'closed', 'pause_expired', at)
+    return true
+  end
+  if s.pause_warn > 0 and now >= s.pause_warn then
+    s.pause_warn = 0
+    emit(s, 'pause_expiring', 'paused', 'paused', 'pause_expiring', now)
+    return true
+  end
+  return false
+end
+
+-- snapshot is the flat reply every script ends with (breaker.View; store
+-- decodes it in reply.go).
 local function snapshot(s, now)
   local in_flight = 0
   if s.st == 'half_open' and s.lease ~= '' and s.lease_until > now then in_flight = 1 end
-  local reason = s.reason
-  if s.force ~= '' then reason = s.force_reason end
-  return { public(s), s.gen, s.fails, workers(), s.opened, s.probe_at, s.cd, reason,
-    s.last, in_flight, s.level, s.force_by, s.force_until, now, s.suspect, s.suspect_until }
+  return { public(s), s.gen, s.fails, workers(), s.rl, s.opened, s.probe_at, s.cd, s.cause,
+    s.last, in_flight, s.level, s.force_by, s.force_reason, s.force_until, s.suspect,
+    s.suspect_until, now, s.pause_until }
 end

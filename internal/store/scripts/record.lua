@@ -1,191 +1,230 @@
 -- record.lua: apply one tool call's outcome to the breaker.
 -- Runs after lib.lua (KEYS and ARGV[1..7] as documented there).
+-- The rules: breaker.step.record and probeOutcome (internal/breaker), the
+-- trip rule quorum.Judge (internal/quorum), the cooldown probe.Cooldown
+-- and probe.Jitter (internal/probe).
 --
 -- ARGV[8]  -> evidence: S success, F counted failure, R counted rate limit
 --             (429 beyond the deadline), T throttled (429 within the
 --             deadline, not counted), N never counted, U credential rejected
 -- ARGV[9]  -> ticket generation
 -- ARGV[10] -> ticket lease token ('' unless the call was a probe)
--- ARGV[11] -> Retry-After, ms (0 when none)
+-- ARGV[11] -> Retry-After, ms (0 when none; capped at the cooldown cap)
 -- ARGV[12] -> the failure in plain words ("timeout after 30s")
 -- ARGV[13] -> threshold: consecutive counted failures that trip
--- ARGV[14] -> min workers: distinct workers the failures must come from
+-- ARGV[14] -> min workers: distinct workers each run must come from
 -- ARGV[15] -> rate-limit trips: consecutive R outcomes that trip
--- ARGV[16] -> cooldown for a rate-limit trip, ms (the Retry-After, jittered)
--- ARGV[17] -> credential worked: 1 when the worker has seen a success on
---             this breaker before, else 0 (with U: pause, not just alert)
--- ARGV[18..] -> cooldown schedule, ms, jittered: [1] after a trip, [k+1]
---              after k failed probes; the last entry repeats (the cap)
+-- ARGV[16] -> cooldown base, ms
+-- ARGV[17] -> cooldown cap, ms
+-- ARGV[18] -> jitter: the policy's fraction times one uniform draw in [0, 1)
+-- ARGV[19] -> credential worked: 1 when the worker has seen a success on
+--             this breaker before, else 0 (with U: a vote to pause)
+-- ARGV[20] -> pause TTL, ms: how long a pause lasts unless an operator
+--             ends it (its pause_expiring alert is due a quarter before)
 --
--- Returns {counted (0|1), note, snapshot}
--- The quorum rule lives here, next to the write it guards: the circuit
--- opens only when the run of failures reaches the threshold (or the
--- rate-limit run reaches its count) AND SCARD(workers) >= min workers.
+-- Returns {counted (0|1), note, snapshot}; note is a breaker.Note code.
+-- Every transition into open lasts max(the cooldown, the Retry-After of the
+-- outcome that caused it), jittered.
 --
 -- Alerts raised here (each also an event in the durable log):
---   stuck_open      the second failed probe since the trip (level 2): the
---                   circuit has stayed open through two cooldown cycles.
---                   Once per open period (level only grows until it closes).
+--   stuck_open      the second failed probe since the trip (level 2).
 --   suspect_worker  closed, the run reached the threshold, and its failures
---                   all came from ACTOR (SCARD = 1 < min workers): ACTOR is
---                   denied for one trip cooldown after each of its failures
---                   while the fleet stays closed. Once per failure run; a
---                   success (anyone's) ends the run, another worker's
---                   failure confirms it (a trip), a Force resets it.
---   credential_revoked on U. With ARGV[17] = 1, no pin and a current
---                   ticket, it also pauses the breaker (st = paused):
---                   not a trip, no probe lifts it, only Force AUTO or
---                   CLOSED does.
+--                   all came from ACTOR: ACTOR is denied for one trip
+--                   cooldown after each of its failures while the fleet
+--                   stays closed. Once per failure run.
+--   credential_revoked on U. With ARGV[19] = 1, no pin and a current
+--                   ticket, ACTOR votes to pause: min workers distinct
+--                   votes pause the breaker (st = paused) for the pause
+--                   TTL; a lone vote isolates ACTOR (suspect) instead.
+
+local EVIDENCE = ARGV[8]
+local TICKET_GEN = tonumber(ARGV[9])
+local TICKET_LEASE = ARGV[10]
+local RETRY_AFTER = tonumber(ARGV[11])
+local LAST = ARGV[12]
+local THRESHOLD = tonumber(ARGV[13])
+local MIN_WORKERS = tonumber(ARGV[14])
+local RATE_LIMIT_TRIPS = tonumber(ARGV[15])
+local COOLDOWN_BASE = tonumber(ARGV[16])
+local COOLDOWN_CAP = tonumber(ARGV[17])
+local JITTER = tonumber(ARGV[18])
+local CREDENTIAL_WORKED = ARGV[19] == '1'
+local PAUSE_TTL = tonumber(ARGV[20])
 
 local now = now_ms()
 local s = load()
 local dirty = expire_force(s, now)
-local ev, tgen, tlease = ARGV[8], tonumber(ARGV[9]), ARGV[10]
-local retry_after, desc = tonumber(ARGV[11]), ARGV[12]
+if expire_pause(s, now) then dirty = true end
+local ev = EVIDENCE
 
 local function reply(counted, note)
   if dirty then save(s, now) end
-  return { counted, note, snapshot(s, now) }
+  return { counted, note or '', snapshot(s, now) }
 end
 
-local function cooldown(level)
-  local i = math.min(level + 1, #ARGV - 17)
-  return tonumber(ARGV[17 + i])
+-- cooldown: the schedule's step after level failed probes, or the
+-- Retry-After if longer, jittered (probe.Cooldown, probe.Jitter).
+local function cooldown(level, retry_after)
+  local cd = COOLDOWN_BASE
+  local i = 0
+  while i < level and cd < COOLDOWN_CAP do
+    cd = cd * 2
+    i = i + 1
+  end
+  cd = math.max(math.min(cd, COOLDOWN_CAP), retry_after)
+  return cd + math.floor(cd * JITTER)
 end
 
-local function secs(ms)
-  return tostring(math.ceil(ms / 1000)) .. 's'
-end
-
-local function open(from, level, cd, reason)
-  s.st, s.level, s.cd = 'open', level, cd
+local function open(from, level, cd, cause)
+  s.st, s.level, s.cd, s.cause = 'open', level, cd, cause
   s.opened, s.probe_at = now, now + cd
-  s.lease, s.lease_until = '', 0
+  s.lease, s.lease_until, s.lease_by = '', 0, ''
   s.suspect, s.suspect_until = '', 0
-  s.reason = reason
   s.gen = s.gen + 1
   dirty = true
-  emit(s, 'transition', from, 'open', reason, now)
+  emit(s, 'transition', from, 'open', cause, now)
 end
 
 if s.force == '' and s.st == 'paused' then
-  return reply(0, 'paused: credential rejected; outcomes are not counted until an operator resumes it')
+  return reply(0, 'paused')
+end
+
+-- pause_vote counts ACTOR's rejected working credential toward a pause
+-- (breaker.pauseVote): min workers distinct votes pause the breaker for
+-- the pause TTL; a lone vote isolates ACTOR while the fleet keeps it.
+local function pause_vote(cause)
+  redis.call('SADD', K_PAUSE, ACTOR)
+  dirty = true
+  if redis.call('SCARD', K_PAUSE) >= MIN_WORKERS then
+    fresh(s)
+    s.st, s.cause = 'paused', cause
+    s.pause_until = now + PAUSE_TTL
+    s.pause_warn = s.pause_until - math.floor(PAUSE_TTL / 4)
+    s.gen = s.gen + 1
+    return true
+  end
+  if s.st == 'closed' then
+    s.suspect, s.suspect_until = ACTOR, now + cooldown(0, 0)
+  end
+  return false
 end
 
 if ev == 'U' then
-  local current = tgen == s.gen and (s.st == 'closed' or (s.st == 'half_open' and tlease ~= ''
-    and tlease == s.lease))
-  if ARGV[17] == '1' and s.force == '' and current then
+  local current = TICKET_GEN == s.gen and (s.st == 'closed' or (s.st == 'half_open' and
+    TICKET_LEASE ~= '' and TICKET_LEASE == s.lease))
+  if not CREDENTIAL_WORKED or s.force ~= '' or not current then
+    emit(s, 'credential_revoked', public(s), public(s), 'credential_alert', now)
+  else
     local from = public(s)
-    clear_run(s)
-    s.st = 'paused'
-    s.reason = NAME .. ': credential rejected; needs a human (a 401 after the credential had ' ..
-      'worked: likely revoked or rotated; an operator resumes it with Force AUTO)'
-    s.gen = s.gen + 1
-    dirty = true
-    emit(s, 'credential_revoked', from, 'paused', s.reason, now)
-    return reply(0, 'credential rejected: breaker paused until an operator resumes it')
-  end
-  if s.st ~= 'paused' then -- a paused breaker has raised its alert already
-    emit(s, 'credential_revoked', public(s), public(s),
-      NAME .. ' rejected its credential (401): a human must check it; not a trip', now)
+    if pause_vote('credential') then
+      emit(s, 'credential_revoked', from, 'paused', 'credential', now)
+      return reply(0, 'credential_paused')
+    end
+    emit(s, 'credential_revoked', public(s), public(s), 'credential_lone', now)
+    if s.st == 'closed' then
+      return reply(0, 'credential_lone')
+    end
   end
 end
 
--- An open circuit counts nothing, but a Retry-After may push its next
--- probe later (never earlier).
+-- An open circuit counts nothing, but a 429's Retry-After may push its
+-- next probe later (never earlier).
 if s.force == '' and s.st == 'open' then
-  if (ev == 'R' or ev == 'T') and now + retry_after > s.probe_at then
-    s.probe_at = now + retry_after
+  if (ev == 'R' or ev == 'T') and now + RETRY_AFTER > s.probe_at then
+    s.probe_at = now + RETRY_AFTER
     dirty = true
-    return reply(0, 'circuit open: Retry-After moved the next probe later')
+    return reply(0, 'open_extended')
   end
-  return reply(0, 'circuit open: outcome from before the trip')
+  return reply(0, 'open')
 end
 
 if s.force == 'open' then
-  return reply(0, 'forced open: outcomes are not counted')
+  return reply(0, 'forced_open')
 end
 
 if s.force == '' and s.st == 'half_open' then
-  if tlease == '' or tlease ~= s.lease or tgen ~= s.gen then
-    return reply(0, 'not the probe lease holder')
+  if TICKET_LEASE == '' or TICKET_LEASE ~= s.lease or TICKET_GEN ~= s.gen then
+    return reply(0, 'not_lease_holder')
+  end
+  dirty = true
+  if s.lapser == s.lease_by then -- the holder settled: its run of lapses ends
+    s.lapser, s.lapses = '', 0
   end
   if ev == 'S' then
-    clear_run(s)
+    fresh(s)
     s.gen = s.gen + 1
-    dirty = true
-    emit(s, 'transition', 'half_open', 'closed', 'probe succeeded', now)
-    return reply(1, '')
+    emit(s, 'transition', 'half_open', 'closed', 'probe_succeeded', now)
+    return reply(1)
   end
   if ev == 'F' or ev == 'R' then
-    s.last = desc
-    local cd = cooldown(s.level + 1)
-    if ev == 'R' then cd = math.max(cd, tonumber(ARGV[16])) end
-    open('half_open', s.level + 1, cd,
-      NAME .. ' still failing: the probe failed (' .. desc .. '); next probe in ' .. secs(cd))
+    s.last = LAST
+    open('half_open', s.level + 1, cooldown(s.level + 1, RETRY_AFTER), 'probe_failed')
     if s.level == 2 then
-      emit(s, 'stuck_open', 'open', 'open', NAME .. ' still open after 2 cooldown cycles ' ..
-        '(2 failed probes since the trip, last: ' .. desc .. '): the dependency is down; ' ..
-        'the breaker is reporting the outage, not causing it', now)
+      emit(s, 'stuck_open', 'open', 'open', 'stuck_open', now)
     end
-    return reply(1, '')
+    return reply(1)
   end
-  s.lease, s.lease_until = '', 0
-  dirty = true
-  return reply(0, 'outcome never counts: probe lease released, still half-open')
+  s.lease, s.lease_until, s.lease_by = '', 0, ''
+  if ev == 'T' then
+    -- No verdict: the vendor asked for a wait the caller could afford.
+    s.probe_at = now + RETRY_AFTER
+    return reply(0, 'probe_throttled')
+  end
+  return reply(0, 'probe_released')
 end
 
--- Closed (automatic or forced closed).
-if tgen ~= s.gen then
-  return reply(0, 'stale generation')
+-- Closed (automatic, or pinned closed: counted, never tripped).
+if TICKET_GEN ~= s.gen then
+  return reply(0, 'stale')
 end
 if ev == 'S' then
-  if s.fails > 0 or s.rl > 0 or workers() > 0 or s.suspect ~= '' then
+  if s.fails > 0 or s.rl > 0 or workers() > 0 or s.suspect ~= '' or
+      redis.call('SCARD', K_PAUSE) > 0 then
     s.fails, s.rl, s.last = 0, 0, ''
     s.suspect, s.suspect_until = '', 0
-    redis.call('DEL', K_WORKERS)
+    redis.call('DEL', K_WORKERS, K_RL, K_PAUSE)
     dirty = true
   end
-  return reply(1, '')
+  return reply(1)
 end
 if ev == 'T' then
   if s.rl > 0 then
     s.rl = 0
+    redis.call('DEL', K_RL)
     dirty = true
   end
-  return reply(0, 'rate limited within the deadline: not counted')
+  return reply(0, 'throttled')
 end
 if ev ~= 'F' and ev ~= 'R' then
-  return reply(0, 'outcome never counts')
+  return reply(0, 'neutral')
 end
 
 s.fails = s.fails + 1
-s.last = desc
-if ev == 'R' then s.rl = s.rl + 1 else s.rl = 0 end
+s.last = LAST
+if ev == 'R' then
+  s.rl = s.rl + 1
+  redis.call('SADD', K_RL, ACTOR)
+else
+  s.rl = 0
+  redis.call('DEL', K_RL)
+end
 redis.call('SADD', K_WORKERS, ACTOR)
 dirty = true
 if s.force == 'closed' then
-  return reply(1, '')
+  return reply(1)
 end
 
+-- The trip rule (quorum.Judge): each run over its own distinct workers.
 local n = workers()
-if n >= tonumber(ARGV[14]) then
-  if s.rl >= tonumber(ARGV[15]) then
-    open('closed', 0, tonumber(ARGV[16]), NAME .. ' rate limited: ' .. s.rl ..
-      ' consecutive 429s with a Retry-After beyond the caller\'s deadline, last: ' .. desc)
-  elseif s.fails >= tonumber(ARGV[13]) then
-    open('closed', 0, cooldown(0), NAME .. ' unreachable: ' .. s.fails ..
-      ' consecutive failures from ' .. n .. ' workers, last: ' .. desc)
-  end
-elseif n == 1 and s.fails >= tonumber(ARGV[13]) then
-  s.suspect_until = now + cooldown(0)
+if s.rl >= RATE_LIMIT_TRIPS and redis.call('SCARD', K_RL) >= MIN_WORKERS then
+  open('closed', 0, cooldown(0, RETRY_AFTER), 'rate_limit')
+elseif s.fails >= THRESHOLD and n >= MIN_WORKERS then
+  open('closed', 0, cooldown(0, RETRY_AFTER), 'trip')
+elseif s.fails >= THRESHOLD and n == 1 then
+  s.suspect_until = now + cooldown(0, 0)
   if s.suspect ~= ACTOR then
     s.suspect = ACTOR
-    emit(s, 'suspect_worker', 'closed', 'closed', NAME .. ': ' .. s.fails ..
-      ' consecutive failures, all from worker ' .. ACTOR .. ', and no other worker confirms: ' ..
-      'likely ' .. ACTOR .. '\'s network or config; it alone is denied while the circuit ' ..
-      'stays closed, last: ' .. desc, now)
+    emit(s, 'suspect_worker', 'closed', 'closed', 'suspect', now)
   end
 end
-return reply(1, '')
+return reply(1)

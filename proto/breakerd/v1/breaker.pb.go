@@ -342,7 +342,9 @@ const (
 	EventKind_EVENT_KIND_FORCED EventKind = 2
 	// A 401 on the breaker's credential: an alert, not a trip. When the
 	// worker had seen the credential work (RecordRequest.credential_worked)
-	// the breaker is also paused (to = STATE_PAUSED).
+	// it is a vote to pause: min_workers distinct votes pause the breaker
+	// (to = STATE_PAUSED) for the policy's pause_ttl; a lone vote isolates
+	// that worker (actor) while the fleet keeps the breaker.
 	EventKind_EVENT_KIND_CREDENTIAL_REVOKED EventKind = 3
 	// The circuit is still open after two cooldown cycles: raised once per
 	// open period, by the second failed probe since the trip.
@@ -350,6 +352,12 @@ const (
 	// One worker alone failed past the threshold with no other worker
 	// confirming; actor is that worker. Raised once per failure run.
 	EventKind_EVENT_KIND_SUSPECT_WORKER EventKind = 5
+	// A pause lapses soon (a quarter of its pause_ttl before): resume or
+	// re-force the breaker now if the credential is still bad.
+	EventKind_EVENT_KIND_PAUSE_EXPIRING EventKind = 6
+	// A worker (actor) let 3 probe leases in a row lapse without recording;
+	// it is refused probes for one base cooldown.
+	EventKind_EVENT_KIND_PROBE_ABANDONED EventKind = 7
 )
 
 // Enum value maps for EventKind.
@@ -361,6 +369,8 @@ var (
 		3: "EVENT_KIND_CREDENTIAL_REVOKED",
 		4: "EVENT_KIND_STUCK_OPEN",
 		5: "EVENT_KIND_SUSPECT_WORKER",
+		6: "EVENT_KIND_PAUSE_EXPIRING",
+		7: "EVENT_KIND_PROBE_ABANDONED",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":        0,
@@ -369,6 +379,8 @@ var (
 		"EVENT_KIND_CREDENTIAL_REVOKED": 3,
 		"EVENT_KIND_STUCK_OPEN":         4,
 		"EVENT_KIND_SUSPECT_WORKER":     5,
+		"EVENT_KIND_PAUSE_EXPIRING":     6,
+		"EVENT_KIND_PROBE_ABANDONED":    7,
 	}
 )
 
@@ -717,8 +729,12 @@ type AllowResponse struct {
 	// For a denial: how long until asking again can help. 0 when allowed.
 	RetryAfterMs int64 `protobuf:"varint,3,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
 	// For a denial: why, in plain words a model can act on.
-	Reason        string        `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
-	State         *BreakerState `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
+	Reason string        `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	State  *BreakerState `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
+	// The daemon could not reach Redis and answered from its own in-memory
+	// breakers (fed by every worker connected to it): the fleet's shared
+	// state was not consulted.
+	Degraded      bool `protobuf:"varint,6,opt,name=degraded,proto3" json:"degraded,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -786,6 +802,13 @@ func (x *AllowResponse) GetState() *BreakerState {
 		return x.State
 	}
 	return nil
+}
+
+func (x *AllowResponse) GetDegraded() bool {
+	if x != nil {
+		return x.Degraded
+	}
+	return false
 }
 
 type RecordRequest struct {
@@ -918,8 +941,11 @@ type RecordResponse struct {
 	Counted bool `protobuf:"varint,1,opt,name=counted,proto3" json:"counted,omitempty"`
 	// Why not counted, when it was not ("stale generation", "not the probe
 	// lease holder", "outcome never counts").
-	Note          string        `protobuf:"bytes,2,opt,name=note,proto3" json:"note,omitempty"`
-	State         *BreakerState `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	Note  string        `protobuf:"bytes,2,opt,name=note,proto3" json:"note,omitempty"`
+	State *BreakerState `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	// As AllowResponse.degraded: counted in this daemon's memory only; Redis
+	// state wins when it answers again.
+	Degraded      bool `protobuf:"varint,4,opt,name=degraded,proto3" json:"degraded,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -973,6 +999,13 @@ func (x *RecordResponse) GetState() *BreakerState {
 		return x.State
 	}
 	return nil
+}
+
+func (x *RecordResponse) GetDegraded() bool {
+	if x != nil {
+		return x.Degraded
+	}
+	return false
 }
 
 type GetRequest struct {
@@ -1694,13 +1727,14 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x10suspect_until_ms\x18\x15 \x01(\x03R\x0esuspectUntilMs\"E\n" +
 	"\fAllowRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12\x1b\n" +
-	"\tworker_id\x18\x02 \x01(\tR\bworkerId\"\xde\x01\n" +
+	"\tworker_id\x18\x02 \x01(\tR\bworkerId\"\xfa\x01\n" +
 	"\rAllowResponse\x121\n" +
 	"\bdecision\x18\x01 \x01(\x0e2\x15.breakerd.v1.DecisionR\bdecision\x12+\n" +
 	"\x06ticket\x18\x02 \x01(\v2\x13.breakerd.v1.TicketR\x06ticket\x12$\n" +
 	"\x0eretry_after_ms\x18\x03 \x01(\x03R\fretryAfterMs\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12/\n" +
-	"\x05state\x18\x05 \x01(\v2\x19.breakerd.v1.BreakerStateR\x05state\"\xd0\x02\n" +
+	"\x05state\x18\x05 \x01(\v2\x19.breakerd.v1.BreakerStateR\x05state\x12\x1a\n" +
+	"\bdegraded\x18\x06 \x01(\bR\bdegraded\"\xd0\x02\n" +
 	"\rRecordRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12+\n" +
@@ -1712,11 +1746,12 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\n" +
 	"latency_ms\x18\a \x01(\x03R\tlatencyMs\x12\x18\n" +
 	"\amessage\x18\b \x01(\tR\amessage\x12+\n" +
-	"\x11credential_worked\x18\x14 \x01(\bR\x10credentialWorked\"o\n" +
+	"\x11credential_worked\x18\x14 \x01(\bR\x10credentialWorked\"\x8b\x01\n" +
 	"\x0eRecordResponse\x12\x18\n" +
 	"\acounted\x18\x01 \x01(\bR\acounted\x12\x12\n" +
 	"\x04note\x18\x02 \x01(\tR\x04note\x12/\n" +
-	"\x05state\x18\x03 \x01(\v2\x19.breakerd.v1.BreakerStateR\x05state\"&\n" +
+	"\x05state\x18\x03 \x01(\v2\x19.breakerd.v1.BreakerStateR\x05state\x12\x1a\n" +
+	"\bdegraded\x18\x04 \x01(\bR\bdegraded\"&\n" +
 	"\n" +
 	"GetRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\">\n" +
@@ -1800,14 +1835,16 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x16FORCE_MODE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fFORCE_MODE_OPEN\x10\x01\x12\x15\n" +
 	"\x11FORCE_MODE_CLOSED\x10\x02\x12\x13\n" +
-	"\x0fFORCE_MODE_AUTO\x10\x03*\xb6\x01\n" +
+	"\x0fFORCE_MODE_AUTO\x10\x03*\xf5\x01\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15EVENT_KIND_TRANSITION\x10\x01\x12\x15\n" +
 	"\x11EVENT_KIND_FORCED\x10\x02\x12!\n" +
 	"\x1dEVENT_KIND_CREDENTIAL_REVOKED\x10\x03\x12\x19\n" +
 	"\x15EVENT_KIND_STUCK_OPEN\x10\x04\x12\x1d\n" +
-	"\x19EVENT_KIND_SUSPECT_WORKER\x10\x052\x90\x04\n" +
+	"\x19EVENT_KIND_SUSPECT_WORKER\x10\x05\x12\x1d\n" +
+	"\x19EVENT_KIND_PAUSE_EXPIRING\x10\x06\x12\x1e\n" +
+	"\x1aEVENT_KIND_PROBE_ABANDONED\x10\a2\x90\x04\n" +
 	"\x0eBreakerService\x12>\n" +
 	"\x05Allow\x12\x19.breakerd.v1.AllowRequest\x1a\x1a.breakerd.v1.AllowResponse\x12A\n" +
 	"\x06Record\x12\x1a.breakerd.v1.RecordRequest\x1a\x1b.breakerd.v1.RecordResponse\x128\n" +

@@ -1,0 +1,495 @@
+// Package breaker states the rules of a breakerd breaker once, as a pure
+// state machine: no Redis, no clock of its own (time is an input, in ms
+// since the Unix epoch), no goroutines. It composes the trip rule
+// (internal/quorum) and the half-open rules (internal/probe).
+//
+// Read it as the spec. The Lua scripts in internal/store/scripts are the
+// executor on Redis, one atomic script per decision; the differential test
+// (internal/store, TestDifferential) runs random sequences of calls on the
+// scripts and on this machine and requires the same decisions, counted
+// flags, stored states, generations and events. pkg/client's fallback and
+// any other in-memory breaker run this machine (Table).
+//
+// The package uses only the standard library, the rule packages and the
+// generated stubs, so pkg/client may import it.
+package breaker
+
+import (
+	"github.com/breakerd/breakerd/internal/probe"
+	"github.com/breakerd/breakerd/internal/quorum"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// Params are a policy as one call's script receives it: every duration in
+// ms, the jitter already drawn.
+type Params struct {
+	// Rule is the trip rule: threshold, min_workers, rate_limit_trips.
+	Rule quorum.Rule
+	// CooldownBase and CooldownCap bound the open period, ms (probe.Cooldown).
+	CooldownBase, CooldownCap int64
+	// ProbeTimeout is a probe lease's lifetime, ms.
+	ProbeTimeout int64
+	// Retention is how long a stored verdict outlives its last write, ms.
+	Retention int64
+	// Jitter is the policy's jitter fraction times one uniform draw in
+	// [0, 1): every open period this call starts is probe.Jitter(d, Jitter).
+	Jitter float64
+	// PauseTTL is how long a pause lasts unless an operator ends it
+	// first, ms; its pause_expiring alert is due PauseTTL/4 before.
+	PauseTTL int64
+}
+
+// MaxLapses is how many probe leases in a row one worker may let lapse
+// unsettled before it is reported (probe_abandoned) and refused probes for
+// one base cooldown.
+const MaxLapses = 3
+
+// Op is the kind of call.
+type Op int
+
+// The calls a breaker answers.
+const (
+	OpAllow Op = iota + 1
+	OpRecord
+	OpForce
+)
+
+// Ticket fences a Record: the generation (and, for a probe, the lease
+// token) the call was admitted with.
+type Ticket struct {
+	Gen   int64
+	Lease string
+}
+
+// Call is one call on a breaker.
+type Call struct {
+	Op Op
+	// Actor is the worker id (Allow, Record) or the operator (Force).
+	Actor string
+
+	// Token is the lease token an Allow hands out if it becomes the probe.
+	Token string
+
+	// Evidence is what a Record's outcome says (quorum.Classify).
+	Evidence quorum.Evidence
+	// Ticket is the Record's fence.
+	Ticket Ticket
+	// RetryAfter is the outcome's Retry-After, ms, already capped at the
+	// policy's cooldown cap (0 when none).
+	RetryAfter int64
+	// Last is the failure in plain words (Describe).
+	Last string
+	// CredentialWorked: with a 401 (quorum.CredentialRejected), the worker
+	// had seen this credential work, so the 401 pauses the breaker.
+	CredentialWorked bool
+
+	// Mode is a Force's mode: "open", "closed" or "auto".
+	Mode string
+	// Reason is the operator's reason for a Force.
+	Reason string
+	// TTL is a pin's lifetime, ms (0: until AUTO).
+	TTL int64
+}
+
+// Note says why a Record did or did not count. The scripts return the
+// code; Go renders it (Note.String).
+type Note string
+
+// The notes.
+const (
+	NoteNone             Note = ""
+	NotePaused           Note = "paused"            // paused: nothing counts
+	NoteCredentialPaused Note = "credential_paused" // this 401 paused the breaker
+	NoteOpen             Note = "open"              // an open circuit counts nothing
+	NoteOpenExtended     Note = "open_extended"     // a Retry-After moved the next probe later
+	NoteForcedOpen       Note = "forced_open"       // pinned open: nothing counts
+	NoteNotLeaseHolder   Note = "not_lease_holder"  // half-open: only the probe decides
+	NoteProbeReleased    Note = "probe_released"    // the probe's outcome never counts: lease freed
+	NoteProbeThrottled   Note = "probe_throttled"   // the probe got a 429 it could wait out
+	NoteStale            Note = "stale"             // the ticket's generation is past
+	NoteThrottled        Note = "throttled"         // a 429 within the deadline
+	NoteNeutral          Note = "neutral"           // the outcome never counts
+	NoteCredentialLone   Note = "credential_lone"   // a 401 no other worker confirms
+)
+
+// Result is what a call answers.
+type Result struct {
+	// Decision answers an Allow; RetryAfter (ms) goes with a denial.
+	Decision   pb.Decision
+	RetryAfter int64
+	// Counted and Note answer a Record.
+	Counted bool
+	Note    Note
+	// Wrote says the call changed the stored state (the script saved it,
+	// and reset its TTL).
+	Wrote bool
+}
+
+// Event is a transition or an alert, as the scripts append it to the
+// breaker's event stream. From and To are public state names.
+type Event struct {
+	Kind     string // transition, forced, credential_revoked, stuck_open, suspect_worker, pause_expiring, probe_abandoned
+	From, To string
+	Cause    Cause
+	Gen      int64
+	Fails    int64
+	Workers  int64
+	RL       int64
+	Cooldown int64 // ms
+	At       int64 // ms since the epoch
+	Actor    string
+	Last     string
+	Note     string // the operator's reason (forced)
+}
+
+// step is one call in progress.
+type step struct {
+	p      Params
+	s      State
+	c      Call
+	now    int64
+	res    Result
+	events []Event
+}
+
+// Apply runs one call on state s at now (ms) and returns the new state,
+// the answer and the events to emit, in order. It never modifies s.
+func Apply(p Params, s State, c Call, now int64) (State, Result, []Event) {
+	st := &step{p: p, s: s.clone(), c: c, now: now}
+	st.res.Wrote = st.expireForce()
+	if st.expirePause() {
+		st.res.Wrote = true
+	}
+	switch c.Op {
+	case OpAllow:
+		st.allow()
+	case OpRecord:
+		st.record()
+	case OpForce:
+		st.force()
+	}
+	return st.s, st.res, st.events
+}
+
+func (st *step) emit(kind string, from, to string, cause Cause, at int64) {
+	s := &st.s
+	st.events = append(st.events, Event{Kind: kind, From: from, To: to, Cause: cause, Gen: s.Gen,
+		Fails: s.Fails, Workers: int64(len(s.Workers)), RL: s.RL, Cooldown: s.Cooldown, At: at,
+		Actor: st.c.Actor, Last: s.Last})
+}
+
+// expireForce ends a pin whose TTL has run out, as AUTO would: closed with
+// fresh counts, the event dated when the pin lapsed.
+func (st *step) expireForce() bool {
+	s := &st.s
+	if s.Force == "" || s.ForceUntil == 0 || st.now < s.ForceUntil {
+		return false
+	}
+	from, at := s.Public(), s.ForceUntil
+	s.fresh(true)
+	s.Gen++
+	st.emit("transition", from, "closed", CauseForceExpired, at)
+	return true
+}
+
+// expirePause ends a pause whose time is up (the event dated when it
+// lapsed), or raises its pause_expiring alert once it is due.
+func (st *step) expirePause() bool {
+	s := &st.s
+	if s.phase() != Paused || s.Force != "" {
+		return false
+	}
+	switch {
+	case s.PauseUntil > 0 && st.now >= s.PauseUntil:
+		at := s.PauseUntil
+		s.fresh(false)
+		s.Gen++
+		st.emit("transition", "paused", "closed", CausePauseExpired, at)
+		return true
+	case s.PauseWarn > 0 && st.now >= s.PauseWarn:
+		s.PauseWarn = 0
+		st.emit("pause_expiring", "paused", "paused", CausePauseExpiring, st.now)
+		return true
+	}
+	return false
+}
+
+// cooldown is the open period after level failed probes: the schedule's
+// step or the Retry-After of the outcome that opened it, whichever is
+// longer, jittered.
+func (st *step) cooldown(level, retryAfter int64) int64 {
+	cd := probe.Cooldown(st.p.CooldownBase, st.p.CooldownCap, level)
+	return probe.Jitter(max(cd, retryAfter), st.p.Jitter)
+}
+
+func (st *step) allow() {
+	s, now := &st.s, st.now
+	deny := func(d pb.Decision, retry int64) { st.res.Decision, st.res.RetryAfter = d, retry }
+	switch {
+	case s.Force == "open":
+		var retry int64
+		if s.ForceUntil > 0 {
+			retry = s.ForceUntil - now
+		}
+		deny(pb.Decision_DECISION_DENIED_FORCED_OPEN, retry)
+		return
+	case s.Force == "" && s.phase() == Paused:
+		deny(pb.Decision_DECISION_DENIED_PAUSED, 0)
+		return
+	case s.Force == "" && s.phase() == Closed && s.Suspect != "" && s.Suspect == st.c.Actor && now < s.SuspectUntil:
+		deny(pb.Decision_DECISION_DENIED_SUSPECT_WORKER, s.SuspectUntil-now)
+		return
+	case s.Force == "closed" || s.phase() == Closed:
+		st.res.Decision = pb.Decision_DECISION_ALLOWED
+		return
+	}
+	if s.phase() == Open {
+		if now < s.ProbeAt {
+			deny(pb.Decision_DECISION_DENIED_OPEN, s.ProbeAt-now)
+			return
+		}
+		s.Phase = HalfOpen
+		s.Gen++
+		st.res.Wrote = true
+		st.emit("transition", "open", "half_open", CauseCooldownElapsed, now)
+	} else if probe.LeaseLive(s.Lease, s.LeaseUntil, now) {
+		deny(pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT, s.LeaseUntil-now)
+		return
+	} else if now < s.ProbeAt {
+		// The last probe was told to wait (a 429 within its deadline):
+		// no probe before the vendor's Retry-After.
+		deny(pb.Decision_DECISION_DENIED_OPEN, s.ProbeAt-now)
+		return
+	}
+	if s.Lease != "" {
+		st.lapsed()
+	}
+	if s.NoProbe != "" && s.NoProbe == st.c.Actor && now < s.NoProbeUntil {
+		deny(pb.Decision_DECISION_DENIED_SUSPECT_WORKER, s.NoProbeUntil-now)
+		return
+	}
+	// Half-open with no live lease: this caller is the fleet's one probe.
+	s.Lease, s.LeaseUntil, s.LeaseBy = st.c.Token, now+st.p.ProbeTimeout, st.c.Actor
+	st.res.Wrote = true
+	st.res.Decision = pb.Decision_DECISION_PROBE
+}
+
+// lapsed counts a lease that lapsed unsettled against its holder: the
+// MaxLapses-th in a row from one worker raises probe_abandoned and
+// refuses that worker probes for one base cooldown.
+func (st *step) lapsed() {
+	s := &st.s
+	if s.Lapser == s.LeaseBy {
+		s.Lapses++
+	} else {
+		s.Lapser, s.Lapses = s.LeaseBy, 1
+	}
+	s.Lease, s.LeaseUntil, s.LeaseBy = "", 0, ""
+	st.res.Wrote = true
+	if s.Lapses >= MaxLapses {
+		s.NoProbe, s.NoProbeUntil = s.Lapser, st.now+st.cooldown(0, 0)
+		s.Lapses = 0
+		st.emit("probe_abandoned", "half_open", "half_open", CauseProbeAbandoned, st.now)
+		st.events[len(st.events)-1].Actor = s.Lapser
+	}
+}
+
+func (st *step) record() {
+	s, c, now := &st.s, st.c, st.now
+	ev := c.Evidence
+	note := func(counted bool, n Note) { st.res.Counted, st.res.Note = counted, n }
+
+	if s.Force == "" && s.phase() == Paused {
+		note(false, NotePaused)
+		return
+	}
+	if ev == quorum.CredentialRejected {
+		current := c.Ticket.Gen == s.Gen && (s.phase() == Closed ||
+			(s.phase() == HalfOpen && c.Ticket.Lease != "" && c.Ticket.Lease == s.Lease))
+		if !c.CredentialWorked || s.Force != "" || !current {
+			st.emit("credential_revoked", s.Public(), s.Public(), CauseCredentialAlert, now)
+		} else if from := s.Public(); st.pauseVote(CauseCredential) {
+			st.emit("credential_revoked", from, "paused", CauseCredential, now)
+			note(false, NoteCredentialPaused)
+			return
+		} else {
+			st.emit("credential_revoked", s.Public(), s.Public(), CauseCredentialLone, now)
+			if s.phase() == Closed {
+				note(false, NoteCredentialLone)
+				return
+			}
+		}
+	}
+
+	// An open circuit counts nothing, but a 429's Retry-After may push its
+	// next probe later (never earlier).
+	if s.Force == "" && s.phase() == Open {
+		if (ev == quorum.RateLimited || ev == quorum.Throttled) && now+c.RetryAfter > s.ProbeAt {
+			s.ProbeAt = now + c.RetryAfter
+			st.res.Wrote = true
+			note(false, NoteOpenExtended)
+			return
+		}
+		note(false, NoteOpen)
+		return
+	}
+	if s.Force == "open" {
+		note(false, NoteForcedOpen)
+		return
+	}
+	if s.Force == "" && s.phase() == HalfOpen {
+		st.probeOutcome()
+		return
+	}
+
+	// Closed (automatic, or pinned closed: counted, never tripped).
+	if c.Ticket.Gen != s.Gen {
+		note(false, NoteStale)
+		return
+	}
+	switch {
+	case ev == quorum.Healthy:
+		if s.Fails > 0 || s.RL > 0 || len(s.Workers) > 0 || s.Suspect != "" || len(s.Pausers) > 0 {
+			s.Fails, s.RL, s.Last = 0, 0, ""
+			s.Suspect, s.SuspectUntil = "", 0
+			s.Workers, s.RLWorkers, s.Pausers = nil, nil, nil
+			st.res.Wrote = true
+		}
+		note(true, NoteNone)
+		return
+	case ev == quorum.Throttled:
+		if s.RL > 0 {
+			s.RL, s.RLWorkers = 0, nil
+			st.res.Wrote = true
+		}
+		note(false, NoteThrottled)
+		return
+	case !ev.Counted():
+		note(false, NoteNeutral)
+		return
+	}
+
+	s.Fails++
+	s.Last = c.Last
+	if ev == quorum.RateLimited {
+		s.RL++
+		s.RLWorkers = addMember(s.RLWorkers, c.Actor)
+	} else {
+		s.RL, s.RLWorkers = 0, nil
+	}
+	s.Workers = addMember(s.Workers, c.Actor)
+	st.res.Wrote = true
+	note(true, NoteNone)
+	if s.Force == "closed" {
+		return
+	}
+	run := quorum.Run{Failures: s.Fails, Workers: int64(len(s.Workers)),
+		RateLimited: s.RL, RateLimitWorkers: int64(len(s.RLWorkers))}
+	switch quorum.Judge(run, st.p.Rule) {
+	case quorum.TripRateLimit:
+		st.open("closed", 0, st.cooldown(0, c.RetryAfter), CauseRateLimit)
+	case quorum.TripCount:
+		st.open("closed", 0, st.cooldown(0, c.RetryAfter), CauseTrip)
+	case quorum.Suspect:
+		s.SuspectUntil = now + st.cooldown(0, 0)
+		if s.Suspect != c.Actor {
+			s.Suspect = c.Actor
+			st.emit("suspect_worker", "closed", "closed", CauseSuspect, now)
+		}
+	}
+}
+
+// pauseVote counts the actor's rejected working credential (or exhausted
+// quota) toward a pause: with min_workers distinct workers behind it, the
+// breaker pauses (true) for PauseTTL; a lone worker is isolated as a
+// suspect while the fleet keeps the breaker.
+func (st *step) pauseVote(cause Cause) bool {
+	s, now := &st.s, st.now
+	s.Pausers = addMember(s.Pausers, st.c.Actor)
+	st.res.Wrote = true
+	if int64(len(s.Pausers)) >= st.p.Rule.MinWorkers {
+		s.fresh(false)
+		s.Phase, s.Cause = Paused, cause
+		s.PauseUntil = now + st.p.PauseTTL
+		s.PauseWarn = s.PauseUntil - st.p.PauseTTL/4
+		s.Gen++
+		return true
+	}
+	if s.phase() == Closed {
+		s.Suspect, s.SuspectUntil = st.c.Actor, now+st.cooldown(0, 0)
+	}
+	return false
+}
+
+// probeOutcome applies a Record to a half-open breaker: only the lease
+// holder's outcome decides.
+func (st *step) probeOutcome() {
+	s, c, now := &st.s, st.c, st.now
+	if !probe.Holds(c.Ticket.Lease, c.Ticket.Gen, s.Lease, s.Gen) {
+		st.res.Note = NoteNotLeaseHolder
+		return
+	}
+	st.res.Wrote = true
+	if s.Lapser == s.LeaseBy { // the holder settled: its run of lapses ends
+		s.Lapser, s.Lapses = "", 0
+	}
+	switch ev := c.Evidence; {
+	case ev == quorum.Healthy:
+		s.fresh(false)
+		s.Gen++
+		st.emit("transition", "half_open", "closed", CauseProbeSucceeded, now)
+		st.res.Counted = true
+	case ev.Counted():
+		s.Last = c.Last
+		st.open("half_open", s.Level+1, st.cooldown(s.Level+1, c.RetryAfter), CauseProbeFailed)
+		if s.Level == 2 {
+			st.emit("stuck_open", "open", "open", CauseStuckOpen, now)
+		}
+		st.res.Counted = true
+	case ev == quorum.Throttled:
+		// No verdict: the vendor asked for a wait the caller could afford.
+		// The lease is freed, and no probe goes out before the Retry-After.
+		s.Lease, s.LeaseUntil, s.LeaseBy = "", 0, ""
+		s.ProbeAt = now + c.RetryAfter
+		st.res.Note = NoteProbeThrottled
+	default:
+		s.Lease, s.LeaseUntil, s.LeaseBy = "", 0, ""
+		st.res.Note = NoteProbeReleased
+	}
+}
+
+// open moves s to open for cd ms.
+func (st *step) open(from string, level, cd int64, cause Cause) {
+	s, now := &st.s, st.now
+	s.Phase, s.Level, s.Cooldown, s.Cause = Open, level, cd, cause
+	s.Opened, s.ProbeAt = now, now+cd
+	s.Lease, s.LeaseUntil, s.LeaseBy = "", 0, ""
+	s.Suspect, s.SuspectUntil = "", 0
+	s.Gen++
+	st.res.Wrote = true
+	st.emit("transition", from, "open", cause, now)
+}
+
+func (st *step) force() {
+	s, c, now := &st.s, st.c, st.now
+	from := s.Public()
+	cause := CauseForced
+	if c.Mode == "auto" {
+		s.fresh(true)
+		cause = CauseAuto
+	} else {
+		// A pin ends a pause: when it lapses (or on AUTO) the breaker is fresh.
+		if s.phase() == Paused {
+			s.Phase, s.Cause, s.PauseUntil, s.PauseWarn = Closed, "", 0, 0
+		}
+		s.Force, s.ForceReason, s.ForceBy, s.ForceUntil = c.Mode, c.Reason, c.Actor, 0
+		if c.TTL > 0 {
+			s.ForceUntil = now + c.TTL
+		}
+		s.Lease, s.LeaseUntil, s.LeaseBy = "", 0, ""
+	}
+	s.Gen++
+	st.res.Wrote = true
+	st.emit("forced", from, s.Public(), cause, now)
+	st.events[len(st.events)-1].Note = c.Reason
+}

@@ -1,0 +1,135 @@
+package breaker
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/breakerd/breakerd/internal/quorum"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+var params = Params{Rule: quorum.Rule{Threshold: 3, MinWorkers: 2, RateLimitTrips: 3},
+	CooldownBase: 10000, CooldownCap: 80000, ProbeTimeout: 5000, Retention: 85000}
+
+// machine walks one breaker through Table on a clock the test moves.
+type machine struct {
+	t   *testing.T
+	tb  *Table
+	now int64
+}
+
+func (m *machine) allow(worker string) (Result, View) {
+	m.t.Helper()
+	r, v, _ := m.tb.Apply("search", params, Call{Op: OpAllow, Actor: worker, Token: "tok-" + worker}, m.now)
+	return r, v
+}
+
+func (m *machine) record(worker string, ev quorum.Evidence, retryAfter int64) (Result, View, []Event) {
+	m.t.Helper()
+	_, v, _ := m.tb.Apply("search", params, Call{Op: OpAllow, Actor: worker, Token: "tok-" + worker}, m.now)
+	st, _ := m.tb.State("search", m.now)
+	return m.tb.Apply("search", params, Call{Op: OpRecord, Actor: worker, Evidence: ev, RetryAfter: retryAfter,
+		Ticket: Ticket{Gen: v.Gen, Lease: st.Lease}, Last: "timeout"}, m.now)
+}
+
+// TestLifecycle walks closed -> open -> half-open -> open -> half-open ->
+// closed with the exact values the scripts must produce.
+func TestLifecycle(t *testing.T) {
+	m := &machine{t: t, tb: NewTable(), now: 1_000_000}
+
+	// --- closed: one worker alone past the threshold is a suspect.
+	m.record("w1", quorum.Failure, 0)
+	m.record("w1", quorum.Failure, 0)
+	_, v, ev := m.record("w1", quorum.Failure, 0)
+	if v.State != "closed" || v.Suspect != "w1" || len(ev) != 1 || ev[0].Kind != "suspect_worker" {
+		t.Fatalf("3 failures from w1: %s suspect %q events %v; want closed, w1 suspected", v.State, v.Suspect, ev)
+	}
+	if r, _ := m.allow("w1"); r.Decision != pb.Decision_DECISION_DENIED_SUSPECT_WORKER || r.RetryAfter != 10000 {
+		t.Errorf("Allow(w1) = %v retry %d, want DENIED_SUSPECT_WORKER 10000", r.Decision, r.RetryAfter)
+	}
+
+	// --- closed -> open: another worker confirms.
+	_, v, ev = m.record("w2", quorum.Failure, 0)
+	if v.State != "open" || v.Gen != 1 || v.ProbeAt != m.now+10000 || v.Workers != 2 || len(ev) != 1 || ev[0].Cause != CauseTrip {
+		t.Fatalf("w2 confirms: %+v %v; want open at gen 1 for 10 s", v, ev)
+	}
+
+	// --- open -> half-open: one probe; the rest wait for its lease.
+	m.now += 10000
+	if r, v := m.allow("w1"); r.Decision != pb.Decision_DECISION_PROBE || v.State != "half_open" || v.Gen != 2 {
+		t.Fatalf("after the cooldown: %v %s gen %d; want PROBE, half_open gen 2", r.Decision, v.State, v.Gen)
+	}
+	if r, _ := m.allow("w2"); r.Decision != pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT || r.RetryAfter != 5000 {
+		t.Errorf("second caller: %v retry %d; want DENIED_PROBE_IN_FLIGHT 5000", r.Decision, r.RetryAfter)
+	}
+
+	// --- half-open -> open: a failed probe doubles the cooldown.
+	st, _ := m.tb.State("search", m.now)
+	_, v, _ = m.tb.Apply("search", params, Call{Op: OpRecord, Actor: "w1", Evidence: quorum.Failure,
+		Ticket: Ticket{Gen: st.Gen, Lease: st.Lease}, Last: "timeout"}, m.now)
+	if v.State != "open" || v.Level != 1 || v.Cooldown != 20000 || v.Cause != CauseProbeFailed {
+		t.Fatalf("failed probe: %+v; want open, level 1, 20 s", v)
+	}
+
+	// --- a probe whose holder never records frees the slot at its expiry.
+	m.now += 20000
+	m.allow("w1")
+	m.now += 5000
+	if r, _ := m.allow("w2"); r.Decision != pb.Decision_DECISION_PROBE {
+		t.Fatalf("after the lease lapsed: %v, want PROBE", r.Decision)
+	}
+
+	// --- half-open -> closed: the probe succeeds; everything resets.
+	st, _ = m.tb.State("search", m.now)
+	_, v, ev = m.tb.Apply("search", params, Call{Op: OpRecord, Actor: "w2", Evidence: quorum.Healthy,
+		Ticket: Ticket{Gen: st.Gen, Lease: st.Lease}}, m.now)
+	if v.State != "closed" || v.Fails != 0 || v.Workers != 0 || v.Level != 0 || len(ev) != 1 || ev[0].Cause != CauseProbeSucceeded {
+		t.Fatalf("probe succeeded: %+v %v; want a fresh closed breaker", v, ev)
+	}
+
+	// --- the kept generation lapses with the retention.
+	if st, exp := m.tb.State("search", m.now); st.Gen != 5 || exp != m.now+params.Retention {
+		t.Errorf("after the recovery: gen %d lapsing at %d; want gen 5 kept until %d", st.Gen, exp, m.now+params.Retention)
+	}
+	m.now += params.Retention
+	if st, _ := m.tb.State("search", m.now); st.Gen != 0 || m.tb.Len() != 0 {
+		t.Errorf("after the retention: gen %d, %d breakers hold state; want nothing", st.Gen, m.tb.Len())
+	}
+}
+
+// TestApplyNeverModifiesItsInput: Apply is pure.
+func TestApplyNeverModifiesItsInput(t *testing.T) {
+	s := State{Fails: 1, Workers: []string{"w1"}}
+	before := fmt.Sprint(s)
+	Apply(params, s, Call{Op: OpRecord, Actor: "w2", Evidence: quorum.Failure}, 1)
+	if fmt.Sprint(s) != before {
+		t.Errorf("Apply changed its input: %s, was %s", fmt.Sprint(s), before)
+	}
+}
+
+// TestTableInParallel: 50 callers on one half-open breaker get exactly one
+// probe.
+func TestTableInParallel(t *testing.T) {
+	tb := NewTable()
+	tb.Seed("search", State{Phase: Open, Gen: 1, ProbeAt: 100, Cooldown: 100, Workers: []string{"w1", "w2"}, Fails: 3}, 0, params.Retention)
+	var wg sync.WaitGroup
+	decisions := make(chan pb.Decision, 50)
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, _, _ := tb.Apply("search", params, Call{Op: OpAllow, Actor: fmt.Sprintf("w%d", i), Token: fmt.Sprint(i)}, 100)
+			decisions <- r.Decision
+		}()
+	}
+	wg.Wait()
+	close(decisions)
+	count := map[pb.Decision]int{}
+	for d := range decisions {
+		count[d]++
+	}
+	if count[pb.Decision_DECISION_PROBE] != 1 || count[pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT] != 49 {
+		t.Errorf("50 parallel Allows: %v, want 1 PROBE and 49 DENIED_PROBE_IN_FLIGHT", count)
+	}
+}

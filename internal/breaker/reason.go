@@ -1,0 +1,200 @@
+package breaker
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// This file holds every sentence breakerd says about a breaker. The
+// scripts store causes and numbers; these functions turn them into the
+// words a denied caller (and the model behind it) reads, once, in Go.
+
+// StateReason says why the breaker is in its state: why it is open or
+// paused, or the operator's reason for a pin; "" when closed.
+func StateReason(name string, v View) string {
+	switch v.State {
+	case "forced_open", "forced_closed":
+		return v.ForceReason
+	case "closed":
+		return ""
+	}
+	r := causeReason(name, v.Cause, v.Fails, v.Workers, v.RL, v.Cooldown, v.Last, "")
+	if v.State == "paused" && v.PauseUntil > v.Now {
+		r += "; it resumes by itself in " + Human(ms(v.PauseUntil-v.Now)) + " unless an operator resumes it first"
+	}
+	return r
+}
+
+// causeReason renders a cause with the numbers that go with it.
+func causeReason(name string, c Cause, fails, workers, rl, cooldown int64, last, actor string) string {
+	switch c {
+	case CauseTrip:
+		return fmt.Sprintf("%s unreachable: %d consecutive failures from %s, last: %s", name, fails, plural(workers, "worker"), last)
+	case CauseRateLimit:
+		return fmt.Sprintf("%s rate limited: %d consecutive 429s with a Retry-After beyond the caller's deadline, last: %s", name, rl, last)
+	case CauseProbeFailed:
+		return fmt.Sprintf("%s still failing: the probe failed (%s); next probe in %s", name, last, Human(ms(cooldown)))
+	case CauseCredential:
+		return name + ": credential rejected by several workers; needs a human (a 401 after the credential had worked: " +
+			"likely revoked or rotated; an operator resumes it with Force AUTO)"
+	case CauseCredentialLone:
+		return fmt.Sprintf("%s rejected worker %s's credential (401) after it had worked, and no other worker confirms: "+
+			"that worker alone is isolated; the breaker stays up for the fleet", name, actor)
+	case CausePauseExpiring:
+		return name + ": the pause lapses soon and calls will go out again; resume or re-force it now if the credential is still bad"
+	case CausePauseExpired:
+		return "pause expired"
+	case CauseProbeAbandoned:
+		return fmt.Sprintf("%s: worker %s let %d probe leases in a row lapse without reporting; it is refused probes for one cooldown",
+			name, actor, MaxLapses)
+	case CauseCredentialAlert:
+		return name + " rejected its credential (401): a human must check it; not a trip"
+	case CauseCooldownElapsed:
+		return "cooldown elapsed; one probe admitted"
+	case CauseProbeSucceeded:
+		return "probe succeeded"
+	case CauseForceExpired:
+		return "forced state expired"
+	case CauseStuckOpen:
+		return fmt.Sprintf("%s still open after 2 cooldown cycles (2 failed probes since the trip, last: %s): "+
+			"the dependency is down; the breaker is reporting the outage, not causing it", name, last)
+	case CauseSuspect:
+		return fmt.Sprintf("%s: %d consecutive failures, all from worker %s, and no other worker confirms: "+
+			"likely %s's network or config; it alone is denied while the circuit stays closed, last: %s",
+			name, fails, actor, actor, last)
+	case "":
+		return ""
+	}
+	return name + ": " + string(c)
+}
+
+// EventReason says what an event means in plain words.
+func EventReason(name string, e Event) string {
+	switch e.Cause {
+	case CauseForced:
+		return e.Note
+	case CauseAuto:
+		if e.Note == "" {
+			return "returned to automatic operation"
+		}
+		return "returned to automatic operation: " + e.Note
+	}
+	return causeReason(name, e.Cause, e.Fails, e.Workers, e.RL, e.Cooldown, e.Last, e.Actor)
+}
+
+// DenialReason says why an Allow was denied, for the caller and the model
+// behind it; "" for a call let through.
+func DenialReason(name, worker string, d pb.Decision, v View) string {
+	switch d {
+	case pb.Decision_DECISION_DENIED_FORCED_OPEN:
+		return name + " forced open by an operator: " + v.ForceReason
+	case pb.Decision_DECISION_DENIED_PAUSED:
+		return StateReason(name, v)
+	case pb.Decision_DECISION_DENIED_SUSPECT_WORKER:
+		if v.State == "half_open" {
+			return fmt.Sprintf("%s: this worker (%s) let %d probe leases in a row lapse without reporting; "+
+				"another worker takes the next probe", name, worker, MaxLapses)
+		}
+		if v.Fails == 0 {
+			return fmt.Sprintf("%s: only worker %s's credential was rejected and no other worker confirms: "+
+				"likely this worker's config; the circuit stays closed for the fleet", name, worker)
+		}
+		return fmt.Sprintf("%s: only worker %s has failed (%d consecutive failures) and no other worker confirms: "+
+			"likely this worker's network or config; the circuit stays closed for the fleet", name, worker, v.Fails)
+	case pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT:
+		return name + " is being probed by another caller; ask again after the probe"
+	case pb.Decision_DECISION_DENIED_OPEN:
+		if v.State == "half_open" {
+			return fmt.Sprintf("%s: the last probe was rate limited; the vendor asked to wait %s before the next probe",
+				name, Human(ms(v.ProbeAt-v.Now)))
+		}
+		return StateReason(name, v)
+	}
+	return ""
+}
+
+// String renders a Record's note in plain words.
+func (n Note) String() string {
+	return map[Note]string{
+		NotePaused:           "paused: credential rejected; outcomes are not counted until an operator resumes it",
+		NoteCredentialPaused: "credential rejected: breaker paused until an operator resumes it",
+		NoteOpen:             "circuit open: outcome from before the trip",
+		NoteOpenExtended:     "circuit open: Retry-After moved the next probe later",
+		NoteForcedOpen:       "forced open: outcomes are not counted",
+		NoteNotLeaseHolder:   "not the probe lease holder",
+		NoteProbeReleased:    "outcome never counts: probe lease released, still half-open",
+		NoteProbeThrottled:   "probe rate limited within its deadline: no verdict; lease released, next probe after the Retry-After",
+		NoteStale:            "stale generation",
+		NoteThrottled:        "rate limited within the deadline: not counted",
+		NoteNeutral:          "outcome never counts",
+		NoteCredentialLone:   "credential rejected for this worker only: it is isolated until another worker confirms",
+	}[n]
+}
+
+// Describe says what failed in plain words, for the reason a denied caller
+// (and the model behind it) reads: "timeout after 30s", "server error
+// (5xx): HTTP 503". message is the caller's own short description.
+func Describe(o pb.Outcome, latency, retryAfter, deadline time.Duration, message string) string {
+	var d string
+	switch o {
+	case pb.Outcome_OUTCOME_TIMEOUT:
+		d = "timeout"
+		if latency > 0 {
+			d += " after " + Human(latency)
+		}
+	case pb.Outcome_OUTCOME_TRANSPORT:
+		d = "transport error"
+	case pb.Outcome_OUTCOME_SERVER_ERROR:
+		d = "server error (5xx)"
+	case pb.Outcome_OUTCOME_MALFORMED_OUTPUT:
+		d = "malformed output"
+	case pb.Outcome_OUTCOME_RATE_LIMITED:
+		d = fmt.Sprintf("rate limited (429), Retry-After %s beyond a %s deadline", Human(retryAfter), Human(deadline))
+	default:
+		d = o.String()
+	}
+	if message != "" {
+		d += ": " + message
+	}
+	return d
+}
+
+// plural says "1 worker", "2 workers".
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+
+// Human renders a duration the way people say it, rounded to what a
+// reader needs: 250ms, 1.5s, 45s, 2m, 2m30s, 1h5m.
+func Human(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "0s"
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d/time.Millisecond)
+	case d < 10*time.Second && d%time.Second != 0:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	}
+	if d = d.Round(time.Second); d >= time.Hour {
+		d = d.Round(time.Minute)
+	}
+	h, m, sec := d/time.Hour, d%time.Hour/time.Minute, d%time.Minute/time.Second
+	var b strings.Builder
+	for _, part := range []struct {
+		n    time.Duration
+		unit string
+	}{{h, "h"}, {m, "m"}, {sec, "s"}} {
+		if part.n > 0 {
+			fmt.Fprintf(&b, "%d%s", part.n, part.unit)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,51 @@
+package breaker
+
+import (
+	"testing"
+	"time"
+
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+func TestHuman(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0: "0s", 250 * time.Millisecond: "250ms", 1500 * time.Millisecond: "1.5s", 45 * time.Second: "45s",
+		59600 * time.Millisecond: "1m", 2 * time.Minute: "2m", 150 * time.Second: "2m30s",
+		65 * time.Minute: "1h5m", 2 * time.Hour: "2h",
+	} {
+		if got := Human(d); got != want {
+			t.Errorf("Human(%s) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	for _, tc := range []struct {
+		o       pb.Outcome
+		latency time.Duration
+		msg     string
+		want    string
+	}{
+		{pb.Outcome_OUTCOME_TIMEOUT, 30 * time.Second, "", "timeout after 30s"},
+		{pb.Outcome_OUTCOME_TIMEOUT, 0, "", "timeout"},
+		{pb.Outcome_OUTCOME_SERVER_ERROR, time.Second, "HTTP 503", "server error (5xx): HTTP 503"},
+		{pb.Outcome_OUTCOME_TRANSPORT, 0, "connection refused", "transport error: connection refused"},
+		{pb.Outcome_OUTCOME_MALFORMED_OUTPUT, 0, "", "malformed output"},
+	} {
+		if got := Describe(tc.o, tc.latency, 0, 0, tc.msg); got != tc.want {
+			t.Errorf("Describe(%v, %s, %q) = %q, want %q", tc.o, tc.latency, tc.msg, got, tc.want)
+		}
+	}
+	if got, want := Describe(pb.Outcome_OUTCOME_RATE_LIMITED, 0, 2*time.Minute, 30*time.Second, ""), "rate limited (429), Retry-After 2m beyond a 30s deadline"; got != want {
+		t.Errorf("Describe(RATE_LIMITED) = %q, want %q", got, want)
+	}
+}
+
+// TestOneWording: the daemon and the fallback render a 150 s cooldown the
+// same way, because both render it here.
+func TestOneWording(t *testing.T) {
+	v := View{State: "open", Cause: CauseProbeFailed, Last: "timeout", Cooldown: 150000}
+	if got, want := StateReason("search", v), "search still failing: the probe failed (timeout); next probe in 2m30s"; got != want {
+		t.Errorf("StateReason = %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,97 @@
+package breaker
+
+import "sync"
+
+// Table is an in-memory set of breakers running the machine: what a Redis
+// holds for breakerd, kept in a map. Stored states lapse as the scripts'
+// keys do (State.TTL), judged on the time each call passes in. It is safe
+// for concurrent use.
+type Table struct {
+	mu sync.Mutex
+	m  map[string]entry
+}
+
+type entry struct {
+	s       State
+	expires int64 // ms since the epoch; 0: never
+}
+
+// NewTable returns an empty Table.
+func NewTable() *Table { return &Table{m: map[string]entry{}} }
+
+// load returns the live state of name at now (t.mu held).
+func (t *Table) load(name string, now int64) State {
+	e, ok := t.m[name]
+	if !ok {
+		return State{}
+	}
+	if e.expires != 0 && now >= e.expires {
+		delete(t.m, name)
+		return State{}
+	}
+	return e.s
+}
+
+// Apply runs c on the named breaker at now (ms) with p, stores the new
+// state, and returns the answer, the view after the call and the events.
+func (t *Table) Apply(name string, p Params, c Call, now int64) (Result, View, []Event) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, res, events := Apply(p, t.load(name, now), c, now)
+	if res.Wrote {
+		t.put(name, s, now, p.Retention)
+	}
+	return res, ViewOf(s, now), events
+}
+
+// Read returns the named breaker's view at now without changing it.
+func (t *Table) Read(name string, now int64) View {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return Read(t.load(name, now), now)
+}
+
+// Seed stores s for name as if a write at now had left it (a daemon
+// starting its in-memory breakers from the last state Redis held).
+func (t *Table) Seed(name string, s State, now, retention int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.put(name, s.clone(), now, retention)
+}
+
+// put stores s for name with the lifetime a write at now gives it (t.mu
+// held).
+func (t *Table) put(name string, s State, now, retention int64) {
+	switch ttl := s.TTL(now, retention); ttl {
+	case Gone:
+		delete(t.m, name)
+	case Persist:
+		t.m[name] = entry{s: s}
+	default:
+		t.m[name] = entry{s: s, expires: now + ttl}
+	}
+}
+
+// Reset forgets every breaker.
+func (t *Table) Reset() {
+	t.mu.Lock()
+	t.m = map[string]entry{}
+	t.mu.Unlock()
+}
+
+// Len returns how many breakers hold state.
+func (t *Table) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.m)
+}
+
+// State returns a copy of the named breaker's stored state at now (the
+// zero State when it holds none), and when that state lapses (ms since
+// the epoch; 0: never).
+func (t *Table) State(name string, now int64) (State, int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.load(name, now)
+	return s.clone(), t.m[name].expires
+}

@@ -1,0 +1,97 @@
+package breaker
+
+import (
+	"github.com/breakerd/breakerd/internal/probe"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// View is what a caller may see of a breaker at a moment: the scripts'
+// snapshot reply, and what Read returns.
+type View struct {
+	State   string // public name: closed, open, half_open, paused, forced_open, forced_closed
+	Gen     int64
+	Fails   int64
+	Workers int64 // distinct workers in the failure run
+	RL      int64
+	Opened  int64 // ms since the epoch
+	ProbeAt int64 // ms since the epoch
+	// Cooldown is the open period, ms.
+	Cooldown    int64
+	Cause       Cause
+	Last        string
+	InFlight    bool // a probe lease is live
+	Level       int64
+	ForceBy     string
+	ForceReason string
+	ForceUntil  int64 // ms since the epoch; 0: until AUTO
+	Suspect     string
+	// SuspectUntil is when the suspect worker is allowed again, ms since
+	// the epoch.
+	SuspectUntil int64
+	// PauseUntil is when a pause lapses by itself, ms since the epoch.
+	PauseUntil int64
+	// Now is the time the view was taken, ms since the epoch.
+	Now int64
+}
+
+// ViewOf returns the view of s at now.
+func ViewOf(s State, now int64) View {
+	return View{State: s.Public(), Gen: s.Gen, Fails: s.Fails, Workers: int64(len(s.Workers)), RL: s.RL,
+		Opened: s.Opened, ProbeAt: s.ProbeAt, Cooldown: s.Cooldown, Cause: s.Cause, Last: s.Last,
+		InFlight: s.phase() == HalfOpen && probe.LeaseLive(s.Lease, s.LeaseUntil, now), Level: s.Level,
+		ForceBy: s.ForceBy, ForceReason: s.ForceReason, ForceUntil: s.ForceUntil,
+		Suspect: s.Suspect, SuspectUntil: s.SuspectUntil, PauseUntil: s.PauseUntil, Now: now}
+}
+
+// Read returns the view of s at now without changing anything: a pin or
+// a pause whose time is up reads as the fresh closed state the next write
+// will make of it.
+func Read(s State, now int64) View {
+	if s.Force != "" && s.ForceUntil > 0 && now >= s.ForceUntil {
+		s = s.clone()
+		s.fresh(true)
+	} else if s.Force == "" && s.phase() == Paused && s.PauseUntil > 0 && now >= s.PauseUntil {
+		s = s.clone()
+		s.fresh(false)
+	}
+	return ViewOf(s, now)
+}
+
+// publicStates maps the public names to the API's states.
+var publicStates = map[string]pb.State{
+	"closed":        pb.State_STATE_CLOSED,
+	"open":          pb.State_STATE_OPEN,
+	"half_open":     pb.State_STATE_HALF_OPEN,
+	"forced_open":   pb.State_STATE_FORCED_OPEN,
+	"forced_closed": pb.State_STATE_FORCED_CLOSED,
+	"paused":        pb.State_STATE_PAUSED,
+}
+
+// StateOf returns the API's state for a public name; a name this build
+// does not know (written by a newer daemon) is STATE_UNSPECIFIED.
+func StateOf(public string) pb.State { return publicStates[public] }
+
+// Proto renders v as the API's BreakerState for the named breaker, the
+// reason in plain words.
+func (v View) Proto(name string, alternatives []string) *pb.BreakerState {
+	return &pb.BreakerState{
+		Breaker:         name,
+		State:           StateOf(v.State),
+		Generation:      v.Gen,
+		Failures:        v.Fails,
+		DistinctWorkers: v.Workers,
+		OpenedAtMs:      v.Opened,
+		NextProbeAtMs:   v.ProbeAt,
+		CooldownMs:      v.Cooldown,
+		Reason:          StateReason(name, v),
+		LastFailure:     v.Last,
+		ProbeInFlight:   v.InFlight,
+		FailedProbes:    v.Level,
+		ForcedBy:        v.ForceBy,
+		ForcedUntilMs:   v.ForceUntil,
+		AsOfMs:          v.Now,
+		SuspectWorker:   v.Suspect,
+		SuspectUntilMs:  v.SuspectUntil,
+		Alternatives:    alternatives,
+	}
+}

@@ -1,0 +1,437 @@
+package store_test
+
+import (
+	stdcmp "cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
+	"pgregory.net/rapid"
+
+	"github.com/breakerd/breakerd/internal/breaker"
+	"github.com/breakerd/breakerd/internal/policy"
+	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/internal/testredis"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// The differential test: random sequences of calls run on the Lua scripts
+// (the executor on Redis) and on the Go state machine (internal/breaker,
+// the spec), and every answer, stored state, worker set and event must be
+// identical. Change a rule in one and not the other, and this fails.
+//
+//	go test ./internal/store -run Differential -v
+//
+// prints how many sequences were checked on each backend. A failure
+// prints the shrunk sequence, one step a line; save it under
+// testdata/differential/ (the JSON rapid logs) and TestDifferentialCases
+// replays it on every run.
+
+// dstep is one step of a sequence.
+type dstep struct {
+	Op         string  `json:"op"` // allow, record, force, read, advance
+	Breaker    int     `json:"breaker,omitempty"`
+	Worker     string  `json:"worker,omitempty"`
+	Outcome    string  `json:"outcome,omitempty"` // pb.Outcome name without OUTCOME_
+	Ticket     string  `json:"ticket,omitempty"`  // current, stale, forged, none
+	RetryAfter int64   `json:"retry_after_ms,omitempty"`
+	Deadline   int64   `json:"deadline_ms,omitempty"`
+	Credential bool    `json:"credential_worked,omitempty"`
+	U          float64 `json:"u,omitempty"` // the jitter draw
+	Mode       string  `json:"mode,omitempty"`
+	TTL        int64   `json:"ttl_ms,omitempty"`
+	Ms         int64   `json:"ms,omitempty"` // advance
+}
+
+func (s dstep) String() string {
+	switch s.Op {
+	case "allow":
+		return fmt.Sprintf("allow   b%d %s", s.Breaker, s.Worker)
+	case "record":
+		return fmt.Sprintf("record  b%d %s %s ticket=%s retry_after=%dms deadline=%dms credential_worked=%v u=%g",
+			s.Breaker, s.Worker, s.Outcome, s.Ticket, s.RetryAfter, s.Deadline, s.Credential, s.U)
+	case "force":
+		return fmt.Sprintf("force   b%d %s ttl=%dms", s.Breaker, s.Mode, s.TTL)
+	case "read":
+		return fmt.Sprintf("read    b%d", s.Breaker)
+	}
+	return fmt.Sprintf("advance %dms", s.Ms)
+}
+
+// dcase is a sequence with its policy.
+type dcase struct {
+	Name   string  `json:"name"`
+	Policy dpolicy `json:"policy"`
+	Steps  []dstep `json:"steps"`
+}
+
+type dpolicy struct {
+	Threshold      int     `json:"threshold"`
+	MinWorkers     int     `json:"min_workers"`
+	RateLimitTrips int     `json:"rate_limit_trips"`
+	CooldownBaseMs int64   `json:"cooldown_base_ms"`
+	CooldownCapMs  int64   `json:"cooldown_cap_ms"`
+	Jitter         float64 `json:"jitter"`
+	ProbeTimeoutMs int64   `json:"probe_timeout_ms"`
+	PauseTTLMs     int64   `json:"pause_ttl_ms,omitempty"` // default 60000
+}
+
+func (p dpolicy) policy() policy.Policy {
+	return policy.Policy{Threshold: p.Threshold, MinWorkers: p.MinWorkers, RateLimitTrips: p.RateLimitTrips,
+		CooldownBase: time.Duration(p.CooldownBaseMs) * time.Millisecond,
+		CooldownCap:  time.Duration(p.CooldownCapMs) * time.Millisecond, Jitter: p.Jitter,
+		ProbeTimeout: time.Duration(p.ProbeTimeoutMs) * time.Millisecond, Alternatives: []string{"alt"},
+		PauseTTL: time.Duration(stdcmp.Or(p.PauseTTLMs, 60000)) * time.Millisecond}
+}
+
+var (
+	outcomes = []string{"SUCCESS", "TRANSPORT", "TIMEOUT", "SERVER_ERROR", "MALFORMED_OUTPUT", "RATE_LIMITED",
+		"RATE_LIMITED", "RATE_LIMITED", "INVALID_ARGUMENT", "PERMISSION_DENIED", "NOT_FOUND", "CANCELED", "UNAUTHENTICATED"}
+	// Boundaries of the policies below: cooldowns 10s..80s, probe 5s.
+	retryAfters = []int64{0, 0, 1, 2999, 3000, 3001, 9999, 10000, 10001, 60000, 79999, 80000, 80001, 200000}
+	deadlines   = []int64{0, 0, 3000, 5000, 10000}
+	advances    = []int64{1, 999, 1000, 4999, 5000, 5001, 9999, 10000, 10001, 19999, 20000, 40000, 60000, 80000, 80001}
+)
+
+// genCase draws a sequence. On a real Redis (ttl false) the whole sequence
+// stays inside the keys' lifetimes: TTLs there run on wall time, which a
+// test does not move.
+func genCase(t *rapid.T) dcase {
+	c := dcase{Policy: dpolicy{
+		Threshold:      rapid.IntRange(1, 4).Draw(t, "threshold"),
+		MinWorkers:     rapid.IntRange(1, 3).Draw(t, "min_workers"),
+		RateLimitTrips: rapid.IntRange(1, 3).Draw(t, "rate_limit_trips"),
+		CooldownBaseMs: 10000, CooldownCapMs: 80000,
+		Jitter:         rapid.SampledFrom([]float64{0, 0.2}).Draw(t, "jitter"),
+		ProbeTimeoutMs: 5000,
+		PauseTTLMs:     rapid.SampledFrom([]int64{60000, 120000}).Draw(t, "pause_ttl"),
+	}}
+	workers := []string{"w1", "w2", "w3"}
+	n := rapid.IntRange(1, 60).Draw(t, "steps")
+	for range n {
+		var s dstep
+		switch op := rapid.IntRange(0, 99).Draw(t, "op"); {
+		case op < 30:
+			s = dstep{Op: "allow"}
+		case op < 75:
+			s = dstep{Op: "record",
+				Outcome:    rapid.SampledFrom(outcomes).Draw(t, "outcome"),
+				Ticket:     rapid.SampledFrom([]string{"current", "current", "current", "stale", "forged", "none"}).Draw(t, "ticket"),
+				RetryAfter: rapid.SampledFrom(retryAfters).Draw(t, "retry_after"),
+				Deadline:   rapid.SampledFrom(deadlines).Draw(t, "deadline"),
+				Credential: rapid.Bool().Draw(t, "credential_worked"),
+				U:          rapid.SampledFrom([]float64{0, 0.5, 0.999}).Draw(t, "u")}
+		case op < 80:
+			s = dstep{Op: "force", Mode: rapid.SampledFrom([]string{"open", "closed", "auto"}).Draw(t, "mode"),
+				TTL: rapid.SampledFrom([]int64{0, 0, 1000, 10000}).Draw(t, "ttl")}
+		case op < 83:
+			s = dstep{Op: "read"}
+		default:
+			s = dstep{Op: "advance", Ms: rapid.SampledFrom(advances).Draw(t, "advance")}
+		}
+		if s.Op != "advance" {
+			s.Breaker = rapid.IntRange(0, 1).Draw(t, "breaker")
+			s.Worker = rapid.SampledFrom(workers).Draw(t, "worker")
+		}
+		c.Steps = append(c.Steps, s)
+	}
+	return c
+}
+
+// harness runs sequences on one backend and the machine side by side.
+type harness struct {
+	b  *testredis.Backend
+	st *store.Store
+	// The clock every script decides by, pinned (ms), and the next
+	// jitter draw and lease token the store will use.
+	now   atomic.Int64
+	u     atomic.Uint64
+	token atomic.Int64
+	seq   atomic.Int64
+	pol   atomic.Pointer[policy.Policy]
+}
+
+func newHarness(t *testing.T, b *testredis.Backend) *harness {
+	h := &harness{b: b}
+	h.now.Store(1_800_000_000_000)
+	pol := policy.Default()
+	h.pol.Store(&pol)
+	h.st = store.New(b.Client, store.Options{
+		Now:      func() time.Time { return time.UnixMilli(h.now.Load()) },
+		Rand:     func() float64 { return math.Float64frombits(h.u.Load()) },
+		NewToken: func() string { return "t" + strconv.FormatInt(h.token.Add(1), 10) },
+		Channel:  b.Prefix + "events",
+	})
+	if err := h.st.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// run replays c, failing fatalf at the first difference.
+func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
+	ctx := context.Background()
+	seq := h.seq.Add(1)
+	names := []string{h.b.Breaker(fmt.Sprintf("s%d-b0", seq)), h.b.Breaker(fmt.Sprintf("s%d-b1", seq))}
+	p := c.Policy.policy()
+	if err := p.Validate(); err != nil {
+		fatalf("policy: %v", err)
+	}
+	h.st.SetPolicies(policy.NewSet(p))
+	ttl := h.b.Mini != nil
+	retention := p.Retention().Milliseconds()
+	if !ttl {
+		retention = 1 << 50 // a real Redis's TTLs run on wall time: nothing lapses here
+	}
+	table := breaker.NewTable()
+	tickets := map[string]*pb.Ticket{}
+	lastEvent := map[string]string{names[0]: "0", names[1]: "0"}
+
+	for i, s := range c.Steps {
+		logf("%2d %s", i, s)
+		now := h.now.Load()
+		name := names[s.Breaker]
+		params := store.ParamsOf(p, s.U)
+		params.Retention = retention
+		h.u.Store(math.Float64bits(s.U))
+		var events []breaker.Event
+		switch s.Op {
+		case "advance":
+			h.now.Add(s.Ms)
+			if h.b.Mini != nil {
+				h.b.Mini.FastForward(time.Duration(s.Ms) * time.Millisecond)
+			}
+			continue
+		case "allow":
+			got, err := h.st.Allow(ctx, name, s.Worker)
+			if err != nil {
+				fatalf("Allow: %v", err)
+			}
+			token := "t" + strconv.FormatInt(h.token.Load(), 10)
+			res, v, ev := table.Apply(name, params, breaker.Call{Op: breaker.OpAllow, Actor: s.Worker, Token: token}, now)
+			events = ev
+			want := &pb.AllowResponse{Decision: res.Decision, RetryAfterMs: res.RetryAfter,
+				Ticket: &pb.Ticket{Generation: v.Gen}, Reason: breaker.DenialReason(name, s.Worker, res.Decision, v),
+				State: v.Proto(name, p.Alternatives)}
+			if res.Decision == pb.Decision_DECISION_PROBE {
+				want.Ticket.LeaseToken = token
+			}
+			if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+				fatalf("Allow(%q, %q): Lua and machine differ (-machine +lua):\n%s", name, s.Worker, diff)
+			}
+			if got.Decision == pb.Decision_DECISION_ALLOWED || got.Decision == pb.Decision_DECISION_PROBE {
+				tickets[name+"/"+s.Worker] = got.Ticket
+			}
+		case "record":
+			req := &pb.RecordRequest{Breaker: name, WorkerId: s.Worker, Outcome: pb.Outcome(pb.Outcome_value["OUTCOME_"+s.Outcome]),
+				RetryAfterMs: s.RetryAfter, DeadlineMs: s.Deadline, CredentialWorked: s.Credential, LatencyMs: 1500}
+			cur := tickets[name+"/"+s.Worker]
+			switch s.Ticket {
+			case "current":
+				req.Ticket = cur
+			case "stale":
+				req.Ticket = &pb.Ticket{Generation: cur.GetGeneration() - 1, LeaseToken: cur.GetLeaseToken()}
+			case "forged":
+				st, _ := table.State(name, now)
+				req.Ticket = &pb.Ticket{Generation: st.Gen, LeaseToken: "forged"}
+			}
+			got, err := h.st.Record(ctx, req)
+			if err != nil {
+				fatalf("Record: %v", err)
+			}
+			call, err := store.RecordCall(req, p)
+			if err != nil {
+				fatalf("RecordCall: %v", err)
+			}
+			res, v, ev := table.Apply(name, params, call, now)
+			events = ev
+			want := &pb.RecordResponse{Counted: res.Counted, Note: res.Note.String(), State: v.Proto(name, p.Alternatives)}
+			if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+				fatalf("Record(%q, %q, %s): Lua and machine differ (-machine +lua):\n%s", name, s.Worker, s.Outcome, diff)
+			}
+		case "force":
+			mode := map[string]pb.ForceMode{"open": pb.ForceMode_FORCE_MODE_OPEN, "closed": pb.ForceMode_FORCE_MODE_CLOSED,
+				"auto": pb.ForceMode_FORCE_MODE_AUTO}[s.Mode]
+			got, err := h.st.Force(ctx, name, mode, "op reason", time.Duration(s.TTL)*time.Millisecond, "ops")
+			if err != nil {
+				fatalf("Force: %v", err)
+			}
+			_, v, ev := table.Apply(name, params, breaker.Call{Op: breaker.OpForce, Actor: "ops", Mode: s.Mode,
+				Reason: "op reason", TTL: s.TTL}, now)
+			events = ev
+			if diff := cmp.Diff(v.Proto(name, p.Alternatives), got, protocmp.Transform()); diff != "" {
+				fatalf("Force(%q, %s): Lua and machine differ (-machine +lua):\n%s", name, s.Mode, diff)
+			}
+		case "read":
+			got, err := h.st.Get(ctx, name)
+			if err != nil {
+				fatalf("Get: %v", err)
+			}
+			st, _ := table.State(name, now)
+			if diff := cmp.Diff(breaker.Read(st, now).Proto(name, p.Alternatives), got, protocmp.Transform()); diff != "" {
+				fatalf("Get(%q): Lua and machine differ (-machine +lua):\n%s", name, diff)
+			}
+		}
+		h.compareStored(name, table, now, ttl, fatalf)
+		h.compareEvents(name, lastEvent, events, fatalf)
+	}
+}
+
+// compareStored compares what Redis holds for name with the machine's
+// state: the hash, both worker sets and, on miniredis, the TTL.
+func (h *harness) compareStored(name string, table *breaker.Table, now int64, ttl bool, fatalf func(string, ...any)) {
+	ctx := context.Background()
+	want, expires := table.State(name, now)
+	k := storeKeys(name)
+	hash, err := h.b.Client.HGetAll(ctx, k.state).Result()
+	if err != nil {
+		fatalf("HGETALL: %v", err)
+	}
+	if diff := cmp.Diff(want.Fields(), hash); diff != "" {
+		fatalf("stored state of %q differs (-machine +lua):\n%s", name, diff)
+	}
+	for _, set := range []struct {
+		key  string
+		want []string
+	}{{k.workers, want.Workers}, {k.rl, want.RLWorkers}, {k.pause, want.Pausers}} {
+		got, err := h.b.Client.SMembers(ctx, set.key).Result()
+		if err != nil {
+			fatalf("SMEMBERS: %v", err)
+		}
+		slices.Sort(got)
+		if len(got) == 0 {
+			got = nil
+		}
+		if diff := cmp.Diff(set.want, got); diff != "" {
+			fatalf("%s differs (-machine +lua):\n%s", set.key, diff)
+		}
+	}
+	if ttl && len(hash) > 0 {
+		pttl, err := h.b.Client.PTTL(ctx, k.state).Result()
+		if err != nil {
+			fatalf("PTTL: %v", err)
+		}
+		wantTTL := time.Duration(-1)
+		if expires != 0 {
+			wantTTL = time.Duration(expires-now) * time.Millisecond
+		}
+		if pttl != wantTTL {
+			fatalf("TTL of %s = %v, machine says %v", k.state, pttl, wantTTL)
+		}
+	}
+}
+
+// compareEvents compares the entries appended to name's stream since the
+// last step with the machine's events, field by field as stored.
+func (h *harness) compareEvents(name string, last map[string]string, events []breaker.Event, fatalf func(string, ...any)) {
+	msgs, err := h.b.Client.XRange(context.Background(), storeKeys(name).events, "("+last[name], "+").Result()
+	if err != nil {
+		fatalf("XRANGE: %v", err)
+	}
+	var got, want []map[string]any
+	for _, m := range msgs {
+		got = append(got, m.Values)
+		last[name] = m.ID
+	}
+	for _, e := range events {
+		want = append(want, map[string]any{"breaker": name, "kind": e.Kind, "from": e.From, "to": e.To,
+			"gen": itoa(e.Gen), "cause": string(e.Cause), "failures": itoa(e.Fails), "workers": itoa(e.Workers),
+			"rl": itoa(e.RL), "cooldown_ms": itoa(e.Cooldown), "at_ms": itoa(e.At), "actor": e.Actor,
+			"last": e.Last, "note": e.Note})
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		fatalf("events of %q differ (-machine +lua):\n%s", name, diff)
+	}
+}
+
+type dkeys struct{ state, workers, events, rl, pause string }
+
+func storeKeys(name string) dkeys {
+	tag := store.Prefix + "{" + name + "}:"
+	return dkeys{tag + "state", tag + "workers", tag + "events", tag + "rl", tag + "pause"}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestDifferential: random sequences, at least 500 per run on miniredis
+// (where TTLs move with the clock) and 100 on the real Redis.
+func TestDifferential(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		h := newHarness(t, b)
+		rounds := 5 // rapid checks 100 sequences a round
+		if b.Mini == nil {
+			rounds = 1
+		}
+		var checked atomic.Int64
+		for range rounds {
+			rapid.Check(t, func(rt *rapid.T) {
+				c := genCase(rt)
+				if b.Mini == nil {
+					c.Steps = withinTTL(c)
+				}
+				js, _ := json.Marshal(c)
+				rt.Logf("replay: save this JSON as testdata/differential/<name>.json\n%s", js)
+				h.run(c, rt.Logf, rt.Fatalf)
+				checked.Add(1)
+			})
+		}
+		t.Logf("%s: %d sequences checked, Lua and machine agree", b.Name, checked.Load())
+		if checked.Load() < int64(rounds*100) {
+			t.Errorf("only %d sequences checked, want %d", checked.Load(), rounds*100)
+		}
+	})
+}
+
+// withinTTL drops the advances that would carry a sequence past the
+// shortest key lifetime (the retention) on a real Redis.
+func withinTTL(c dcase) []dstep {
+	limit := c.Policy.CooldownCapMs + c.Policy.ProbeTimeoutMs
+	var total int64
+	var out []dstep
+	for _, s := range c.Steps {
+		if s.Op == "advance" {
+			if total+s.Ms >= limit {
+				continue
+			}
+			total += s.Ms
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestDifferentialCases replays the committed sequences: the faults the
+// machine settled and every shrunk failure found so far.
+func TestDifferentialCases(t *testing.T) {
+	files, err := filepath.Glob("testdata/differential/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no committed sequences in testdata/differential (%v)", err)
+	}
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		h := newHarness(t, b)
+		for _, f := range files {
+			raw, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var c dcase
+			if err := json.Unmarshal(raw, &c); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			t.Run(strings.TrimSuffix(filepath.Base(f), ".json"), func(t *testing.T) {
+				h.run(c, t.Logf, t.Fatalf)
+			})
+		}
+	})
+}

@@ -1,0 +1,107 @@
+package store
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed scripts/lib.lua
+	libLua string
+	//go:embed scripts/allow.lua
+	allowLua string
+	//go:embed scripts/record.lua
+	recordLua string
+	//go:embed scripts/force.lua
+	forceLua string
+	//go:embed scripts/read.lua
+	readLua string
+)
+
+// script is one breakerd script: lib.lua's shared prologue followed by the
+// operation, fixed at init and loaded once (EVALSHA, with EVAL on
+// NOSCRIPT).
+type script struct {
+	*redis.Script
+	name string // "allow", "record", "force" or "read"
+}
+
+func newScript(name, body string) script {
+	return script{Script: redis.NewScript(libLua + body), name: name}
+}
+
+var (
+	allowScript  = newScript("allow", allowLua)
+	recordScript = newScript("record", recordLua)
+	forceScript  = newScript("force", forceLua)
+	readScript   = newScript("read", readLua)
+	allScripts   = []script{allowScript, recordScript, forceScript, readScript}
+)
+
+// scriptNames names each script by its SHA1, for metrics (ScriptName).
+var scriptNames = func() map[string]string {
+	m := map[string]string{}
+	for _, sc := range allScripts {
+		m[sc.Hash()] = sc.name
+	}
+	return m
+}()
+
+// ScriptName returns the name ("allow", "record", "force" or "read") of the
+// breakerd script whose SHA1 is sha, or "" for any other.
+func ScriptName(sha string) string { return scriptNames[sha] }
+
+// run executes sc (EVALSHA, then EVAL on NOSCRIPT) and returns its array
+// reply; a script error names the .lua file and line it comes from.
+func run(ctx context.Context, c redis.Scripter, sc script, keys []string, args ...any) ([]any, error) {
+	res, err := sc.Run(ctx, c, keys, args...).Slice()
+	if err != nil {
+		return nil, scriptError(sc, err)
+	}
+	return res, nil
+}
+
+// prologueLines is how many lines lib.lua adds before each operation.
+var prologueLines = strings.Count(libLua, "\n")
+
+// lineRef matches where Redis ("user_script:N") and miniredis (":N:")
+// place an error in a script's text.
+var lineRef = regexp.MustCompile(`(user_script)?:(\d+)\b`)
+
+// scriptError rewrites the script line numbers in a Redis error so they
+// point into the .lua file they come from: the text Redis runs is lib.lua
+// followed by the operation, so line N past the prologue is line
+// N-prologueLines of <name>.lua. The error keeps its type (redis.Error
+// prefixes such as NOSCRIPT still match).
+func scriptError(sc script, err error) error {
+	var re redis.Error
+	if !errors.As(err, &re) || !lineRef.MatchString(err.Error()) {
+		return err
+	}
+	msg := lineRef.ReplaceAllStringFunc(err.Error(), func(m string) string {
+		n, _ := strconv.Atoi(lineRef.FindStringSubmatch(m)[2])
+		if n > prologueLines {
+			return fmt.Sprintf("%s.lua:%d", sc.name, n-prologueLines)
+		}
+		return fmt.Sprintf("lib.lua:%d", n)
+	})
+	return scriptErr{msg: msg, cause: err}
+}
+
+// scriptErr is a script's Redis error with its lines mapped to the .lua
+// files. It is a redis.Error, and unwraps to the original.
+type scriptErr struct {
+	msg   string
+	cause error
+}
+
+func (e scriptErr) Error() string { return e.msg }
+func (e scriptErr) RedisError()   {}
+func (e scriptErr) Unwrap() error { return e.cause }

@@ -1,0 +1,50 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/breakerd/breakerd/internal/testredis"
+)
+
+// TestScriptErrorsNameTheLuaLine: a Redis error inside a script names the
+// .lua file and the line in it, not the line of the prologue-prefixed text
+// Redis ran.
+func TestScriptErrorsNameTheLuaLine(t *testing.T) {
+	line := func(file, needle string) int {
+		src := map[string]string{"lib": libLua, "record": recordLua}[file]
+		for i, l := range strings.Split(src, "\n") {
+			if strings.Contains(l, needle) {
+				return i + 1
+			}
+		}
+		t.Fatalf("%s.lua has no line with %q", file, needle)
+		return 0
+	}
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := context.Background()
+		k := keys(b.Breaker("x"))
+		args := []any{b.Breaker("x"), 1, 1000, 10, 1000, b.Prefix + "ch", "w1",
+			"F", 0, "", 0, "timeout", "not-a-number", 2, 3, 10000, 80000, "0", "0"}
+		// The threshold (ARGV[13]) is not a number: the trip rule's
+		// comparison fails in record.lua.
+		_, err := run(ctx, b.Client, recordScript, k, args...)
+		want := fmt.Sprintf("record.lua:%d", line("record", "s.fails >= THRESHOLD and n >= MIN_WORKERS"))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("record with a bad threshold: %v; want an error naming %s", err, want)
+		}
+		if m := regexp.MustCompile(`user_script:\d+`).FindString(fmt.Sprint(err)); m != "" {
+			t.Errorf("error still cites %s: %v", m, err)
+		}
+		// The pinned time (ARGV[2]) is not a number: now_ms fails in lib.lua.
+		args[1] = "soon"
+		_, err = run(ctx, b.Client, recordScript, k, args...)
+		want = fmt.Sprintf("lib.lua:%d", line("lib", "if PINNED > 0 then return PINNED end"))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("record with a bad pinned time: %v; want an error naming %s", err, want)
+		}
+	})
+}
