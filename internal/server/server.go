@@ -8,10 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -22,15 +19,17 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/breakerd/breakerd/internal/events"
+	"github.com/breakerd/breakerd/internal/limits"
 	"github.com/breakerd/breakerd/internal/store"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
-// MaxNameBytes bounds breaker names and worker ids.
-const MaxNameBytes = 256
+// MaxNameBytes bounds breaker names and worker ids (limits.MaxNameBytes,
+// which the Go client checks too).
+const MaxNameBytes = limits.MaxNameBytes
 
 // MaxBatch bounds the names of one BatchGet or Watch.
-const MaxBatch = 1024
+const MaxBatch = limits.MaxBatch
 
 // maxMessageBytes bounds the failure text a Record may carry and a Force
 // reason.
@@ -38,7 +37,7 @@ const maxMessageBytes = 256
 
 // maxDurationMs bounds every *_ms duration a request carries (7 days), so
 // none overflows a time.Duration or pins a breaker for years.
-const maxDurationMs = 7 * 24 * 3600 * 1000
+const maxDurationMs = limits.MaxDurationMs
 
 // maxForceTTLMs bounds a Force TTL (365 days); 0 means until AUTO.
 const maxForceTTLMs = 365 * 24 * 3600 * 1000
@@ -282,64 +281,27 @@ func (s *Server) Events(ctx context.Context, req *pb.EventsRequest) (*pb.EventsR
 	return &pb.EventsResponse{Events: evs}, nil
 }
 
-// validName checks a breaker name, worker id or operator: non-empty, at
-// most MaxNameBytes, valid UTF-8, printable, no leading or trailing space.
+// validName checks a breaker name, worker id or operator with
+// limits.Name (the check the Go client makes too), as InvalidArgument.
 func validName(field, v string) error {
-	switch {
-	case v == "":
-		return invalid(field, "is required")
-	case len(v) > MaxNameBytes:
-		return invalid(field, "is %d bytes; at most %d", len(v), MaxNameBytes)
-	case !printable(v):
-		return invalid(field, "must be printable UTF-8 (no control characters), got %q", v)
-	case strings.TrimSpace(v) != v:
-		return invalid(field, "must not start or end with white space, got %q", v)
+	if err := limits.Name(field, v); err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	return nil
 }
 
-// validNames checks a list of breaker names: at most MaxBatch, each as
-// validName, errors naming the element ("breakers[3]").
+// validNames checks a list of breaker names with limits.Names: at most
+// MaxBatch, each as validName, errors naming the element ("breakers[3]").
 func validNames(field string, names []string) error {
-	if len(names) > MaxBatch {
-		return invalid(field, "at most %d names, got %d", MaxBatch, len(names))
-	}
-	for i, n := range names {
-		if err := validName(fmt.Sprintf("%s[%d]", field, i), n); err != nil {
-			return err
-		}
+	if err := limits.Names(field, names); err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	return nil
 }
 
-// oneLine returns v with every non-printable rune (newlines, tabs, control
-// characters) replaced by a space, cut to at most n bytes on a rune
-// boundary.
-func oneLine(v string, n int) string {
-	v = strings.Map(func(r rune) rune {
-		if unicode.IsPrint(r) {
-			return r
-		}
-		return ' '
-	}, strings.ToValidUTF8(v, "?"))
-	for len(v) > n {
-		_, size := utf8.DecodeLastRuneInString(v)
-		v = v[:len(v)-size]
-	}
-	return v
-}
+func oneLine(v string, n int) string { return limits.OneLine(v, n) }
 
-func printable(v string) bool {
-	if !utf8.ValidString(v) {
-		return false
-	}
-	for _, r := range v {
-		if !unicode.IsPrint(r) {
-			return false
-		}
-	}
-	return true
-}
+func printable(v string) bool { return limits.Printable(v) }
 
 func invalid(field, format string, args ...any) error {
 	return status.Errorf(codes.InvalidArgument, "%s: %s", field, fmt.Sprintf(format, args...))

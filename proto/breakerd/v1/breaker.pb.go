@@ -205,6 +205,13 @@ const (
 	// ends this way releases its lease at once instead of holding it until
 	// the probe timeout.
 	Outcome_OUTCOME_CANCELED Outcome = 11
+	// Not a failure of the dependency: the account's paid quota or credit is
+	// used up (HTTP 402, or a 429 whose body's error code is
+	// "insufficient_quota"), so every worker gets the same answer until a
+	// person pays or raises the limit. Handled like a rejected credential
+	// (an alert, and a pause under a distinct-worker quorum), never as a
+	// counted failure or a rate limit.
+	Outcome_OUTCOME_QUOTA_EXHAUSTED Outcome = 12
 )
 
 // Enum value maps for Outcome.
@@ -222,6 +229,7 @@ var (
 		9:  "OUTCOME_RATE_LIMITED",
 		10: "OUTCOME_UNAUTHENTICATED",
 		11: "OUTCOME_CANCELED",
+		12: "OUTCOME_QUOTA_EXHAUSTED",
 	}
 	Outcome_value = map[string]int32{
 		"OUTCOME_UNSPECIFIED":       0,
@@ -236,6 +244,7 @@ var (
 		"OUTCOME_RATE_LIMITED":      9,
 		"OUTCOME_UNAUTHENTICATED":   10,
 		"OUTCOME_CANCELED":          11,
+		"OUTCOME_QUOTA_EXHAUSTED":   12,
 	}
 )
 
@@ -1893,7 +1902,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x0fSTATE_HALF_OPEN\x10\x03\x12\x15\n" +
 	"\x11STATE_FORCED_OPEN\x10\x04\x12\x17\n" +
 	"\x13STATE_FORCED_CLOSED\x10\x05\x12\x10\n" +
-	"\fSTATE_PAUSED\x10\x06*\xbc\x02\n" +
+	"\fSTATE_PAUSED\x10\x06*\xd9\x02\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fOUTCOME_SUCCESS\x10\x01\x12\x15\n" +
@@ -1907,7 +1916,8 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x14OUTCOME_RATE_LIMITED\x10\t\x12\x1b\n" +
 	"\x17OUTCOME_UNAUTHENTICATED\x10\n" +
 	"\x12\x14\n" +
-	"\x10OUTCOME_CANCELED\x10\v*h\n" +
+	"\x10OUTCOME_CANCELED\x10\v\x12\x1b\n" +
+	"\x17OUTCOME_QUOTA_EXHAUSTED\x10\f*h\n" +
 	"\tForceMode\x12\x1a\n" +
 	"\x16FORCE_MODE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fFORCE_MODE_OPEN\x10\x01\x12\x15\n" +

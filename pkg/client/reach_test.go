@@ -1,0 +1,447 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/internal/testredis"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// gate sits in front of a daemon's Allow and does to chosen breakers what
+// the test says: hold the call until released, or fail it with
+// Unavailable. Held calls also miss their Allow budget at once on the
+// client (after), while every other call keeps the generous testBudget:
+// which calls are slow is the test's choice, never the machine's load.
+type gate struct {
+	mu      sync.Mutex
+	held    map[string]chan struct{} // closed on release
+	failing map[string]bool
+	arrived atomic.Int64 // held calls that reached the gate
+}
+
+func newGate() *gate { return &gate{held: map[string]chan struct{}{}, failing: map[string]bool{}} }
+
+func (g *gate) hold(name string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.held[name] = make(chan struct{})
+}
+
+func (g *gate) release(name string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	close(g.held[name])
+	delete(g.held, name)
+}
+
+func (g *gate) fail(name string, on bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.failing[name] = on
+}
+
+func (g *gate) server() grpc.ServerOption {
+	return grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if a, ok := req.(*pb.AllowRequest); ok {
+			g.mu.Lock()
+			ch, fail := g.held[a.GetBreaker()], g.failing[a.GetBreaker()]
+			g.mu.Unlock()
+			if fail {
+				return nil, status.Error(codes.Unavailable, "gate: failed by the test")
+			}
+			if ch != nil {
+				g.arrived.Add(1)
+				select {
+				case <-ch:
+				case <-ctx.Done():
+					return nil, status.FromContextError(ctx.Err()).Err()
+				}
+			}
+		}
+		return h(ctx, req)
+	})
+}
+
+// client makes a call on a held breaker miss its budget at once.
+func (g *gate) client() Option {
+	return func(o *options) {
+		o.after = func(name string, d time.Duration) (<-chan time.Time, func() bool) {
+			g.mu.Lock()
+			_, held := g.held[name]
+			g.mu.Unlock()
+			if held {
+				ch := make(chan time.Time, 1)
+				ch <- time.Time{}
+				return ch, func() bool { return true }
+			}
+			t := time.NewTimer(d)
+			return t.C, t.Stop
+		}
+	}
+}
+
+// outages records what WithOutageHook was told.
+type outages struct {
+	mu  sync.Mutex
+	got []bool
+}
+
+func (o *outages) hook(down bool, _ error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.got = append(o.got, down)
+}
+
+func (o *outages) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return fmt.Sprint(o.got)
+}
+
+// A request breakerd would refuse is the caller's error, naming the
+// field, and the client stays on breakerd: the next Allow of a breaker
+// forced open in Redis is still breakerd's DENIED_FORCED_OPEN.
+func TestBadRequestIsNotAnOutage(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := start(t, b, store.Options{})
+		var logs daemontest.Buffer
+		var hook outages
+		c := dial(t, d.Addr, "agent", WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), WithOutageHook(hook.hook))
+		ctx := context.Background()
+		forced := b.Breaker("forced")
+		if _, err := c.API().Force(ctx, &pb.ForceRequest{Breaker: forced, Mode: pb.ForceMode_FORCE_MODE_OPEN, Reason: "vendor maintenance"}); err != nil {
+			t.Fatal(err)
+		}
+
+		for _, tc := range []struct {
+			name, breaker, want string
+		}{
+			{"invalid UTF-8", "ab\xff", `breaker: must be printable UTF-8 (no control characters), got "ab\xff"`},
+			{"a 5 MB name", strings.Repeat("x", 5<<20), "breaker: is 5242880 bytes; at most 256"},
+			{"empty", "", "breaker: is required"},
+		} {
+			p, err := c.Allow(ctx, tc.breaker)
+			if status.Code(err) != codes.InvalidArgument || status.Convert(err).Message() != tc.want {
+				t.Errorf("Allow(%s) = %+v, %v; want InvalidArgument %q", tc.name, p, err, tc.want)
+			}
+			ran := false
+			err = c.Call(ctx, tc.breaker, func(context.Context) error { ran = true; return nil })
+			if status.Code(err) != codes.InvalidArgument || ran {
+				t.Errorf("Call(%s) = %v (ran %v); want InvalidArgument, fn not run", tc.name, err, ran)
+			}
+			if _, err := NewRun(c).Available(ctx, []Tool{{Name: tc.breaker}}); tc.breaker != "" && (status.Code(err) != codes.InvalidArgument ||
+				!strings.HasPrefix(status.Convert(err).Message(), "breakers[0]: ")) {
+				t.Errorf("Available(%s) = %v; want InvalidArgument on breakers[0]", tc.name, err)
+			}
+		}
+		if n := d.Calls.Total(); n != 1 { // the Force
+			t.Errorf("bad requests reached the daemon: %d RPCs served, want 1 (the Force)", n)
+		}
+
+		// A server-side error about one breaker (a key of the wrong type in
+		// Redis) fails that call, not the client.
+		broken := b.Breaker("broken")
+		if err := b.Client.Set(ctx, store.Prefix+"{"+broken+"}:state", "not a hash", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for range DownAfterFailures + 1 {
+			if p, err := c.Allow(ctx, broken); err == nil || reachFailure(err) {
+				t.Fatalf("Allow on a breaker whose key is broken: %+v, %v; want breakerd's error", p, err)
+			}
+		}
+
+		if _, down := c.Unreachable(); down {
+			t.Errorf("Unreachable() after bad requests, want false")
+		}
+		p, err := c.Allow(ctx, forced)
+		if err != nil || p.Degraded || p.Decision != pb.Decision_DECISION_DENIED_FORCED_OPEN {
+			t.Errorf("Allow(forced) after bad requests: %+v, %v; want breakerd's DENIED_FORCED_OPEN", p, err)
+		}
+		if strings.Contains(logs.String(), "unreachable") || hook.String() != "[]" || c.Stats().Outages != 0 {
+			t.Errorf("the client reported an outage: log %q, hook %s, stats %+v", logs.String(), hook.String(), c.Stats())
+		}
+
+		// A worker id breakerd would refuse is refused the same way.
+		bad := dial(t, d.Addr, "w\n1")
+		if _, err := bad.Allow(ctx, forced); status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(status.Convert(err).Message(), "worker_id: ") {
+			t.Errorf("Allow with worker id %q: %v; want InvalidArgument on worker_id", "w\n1", err)
+		}
+	})
+}
+
+// What grpc itself says about a bad request (its encoder refusing invalid
+// UTF-8, a message over the daemon's limit) is not a failure to reach
+// breakerd; a refused connection is.
+func TestReachFailureReadsGRPCsOwnErrors(t *testing.T) {
+	b := testredis.Mini(t)
+	d := start(t, b, store.Options{})
+	c := dial(t, d.Addr, "agent")
+	ctx := context.Background()
+	_, utf := c.API().Allow(ctx, &pb.AllowRequest{Breaker: "ab\xff", WorkerId: "agent"})
+	_, big := c.API().Allow(ctx, &pb.AllowRequest{Breaker: strings.Repeat("x", 5<<20), WorkerId: "agent"})
+	down := dial(t, testredis.FreeAddr(t), "agent")
+	_, refused := down.API().Allow(ctx, &pb.AllowRequest{Breaker: "x", WorkerId: "agent"})
+	for _, tc := range []struct {
+		name string
+		err  error
+		code codes.Code
+		want bool
+	}{
+		{"invalid UTF-8", utf, codes.Internal, false},
+		{"5 MB message", big, codes.ResourceExhausted, false},
+		{"connection refused", refused, codes.Unavailable, true},
+		{"the RPC's own deadline", status.Error(codes.DeadlineExceeded, "x"), codes.DeadlineExceeded, true},
+		{"the caller's cancellation", status.Error(codes.Canceled, "x"), codes.Canceled, false},
+		{"a bad name", status.Error(codes.InvalidArgument, "breaker: is required"), codes.InvalidArgument, false},
+	} {
+		if got := reachFailure(tc.err); status.Code(tc.err) != tc.code || got != tc.want {
+			t.Errorf("%s: %v: reachFailure = %v, want %v (code %v)", tc.name, tc.err, got, tc.want, tc.code)
+		}
+	}
+}
+
+// A slow answer answers one call from the fallback and is not an
+// outage: the client stays on breakerd, and the late answer still lands
+// (a denial is cached, a PROBE no caller uses is released at once).
+func TestSlowAnswersAreNotAnOutage(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		g := newGate()
+		d := daemontest.StartWith(t, b, daemontest.Options{Store: withAlternatives(), Server: []grpc.ServerOption{g.server()}})
+		w1, w2 := dial(t, d.Addr, "w1"), dial(t, d.Addr, "w2")
+		var logs daemontest.Buffer
+		var hook outages
+		clock := newFakeClock()
+		c := dial(t, d.Addr, "agent", g.client(), WithOpenCache(), WithOutageHook(hook.hook), WithClock(clock),
+			WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		ctx := context.Background()
+		forced := b.Breaker("forced")
+		if _, err := w1.API().Force(ctx, &pb.ForceRequest{Breaker: forced, Mode: pb.ForceMode_FORCE_MODE_OPEN, Reason: "vendor maintenance"}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the first resync", func() bool { live, _, _ := c.cache.status(); return live })
+
+		// More slow calls than DownAfterFailures, at once, beside calls
+		// answered in time: each slow one gets the fallback, the others
+		// breakerd.
+		var wg sync.WaitGroup
+		errs := make(chan error, 20)
+		for i := range 5 {
+			slow := b.Breaker(fmt.Sprintf("slow-%d", i))
+			g.hold(slow)
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				if p, err := c.Allow(ctx, slow); err != nil || !p.Degraded || p.Decision != pb.Decision_DECISION_ALLOWED {
+					errs <- fmt.Errorf("Allow(%s) held past its budget: %+v, %v; want the fallback's ALLOWED", slow, p, err)
+				}
+			}()
+			go func() {
+				defer wg.Done()
+				if p, err := c.Allow(ctx, forced); err != nil || p.Degraded || p.Decision != pb.Decision_DECISION_DENIED_FORCED_OPEN {
+					errs <- fmt.Errorf("Allow(forced) beside slow calls: %+v, %v; want breakerd's DENIED_FORCED_OPEN", p, err)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		if _, down := c.Unreachable(); down {
+			t.Fatalf("Unreachable() after 5 slow answers, want false")
+		}
+		eventually(t, "the held calls to reach the gate", func() bool { return g.arrived.Load() == 5 })
+		for i := range 5 {
+			g.release(b.Breaker(fmt.Sprintf("slow-%d", i)))
+		}
+		eventually(t, "the 5 late answers", func() bool { return c.Stats().LateAnswers == 5 })
+
+		// A late denial is cached: the next Allow costs no round trip.
+		open := b.Breaker("open")
+		_, _, epoch := c.cache.status()
+		trip(t, w1, w2, open)
+		eventually(t, "the trip's event", func() bool { _, _, e := c.cache.status(); return e > epoch })
+		g.hold(open)
+		if p, err := c.Allow(ctx, open); err != nil || !p.Degraded {
+			t.Fatalf("Allow(open) held past its budget: %+v, %v; want the fallback's answer", p, err)
+		}
+		g.release(open)
+		eventually(t, "the late denial", func() bool { return c.Stats().LateAnswers == 6 })
+		allows := d.Calls.Get("Allow")
+		if p, err := c.Allow(ctx, open); err != nil || !p.Cached || p.Decision != pb.Decision_DECISION_DENIED_OPEN {
+			t.Errorf("Allow(open) after its late denial: %+v, %v; want the cached DENIED_OPEN", p, err)
+		}
+		if n := d.Calls.Get("Allow") - allows; n != 0 {
+			t.Errorf("the cached denial cost %d Allow RPCs, want 0", n)
+		}
+
+		// A late PROBE is handed back at once with OUTCOME_CANCELED: another
+		// worker can probe now, and the cooldown did not grow.
+		b.Advance(31 * time.Second)
+		clock.Advance(31 * time.Second) // the cached denial ends
+		g.hold(open)
+		if p, err := c.Allow(ctx, open); err != nil || !p.Degraded {
+			t.Fatalf("Allow(open) after its cooldown, held: %+v, %v; want the fallback's answer", p, err)
+		}
+		records := d.Calls.Get("Record")
+		g.release(open)
+		eventually(t, "the late probe's release", func() bool { return c.Stats().ProbesReleased == 1 })
+		if n := d.Calls.Get("Record") - records; n != 1 {
+			t.Errorf("releasing the late probe sent %d Records, want 1", n)
+		}
+		if st := state(t, d, open); st.State != pb.State_STATE_HALF_OPEN || st.ProbeInFlight || st.FailedProbes != 0 {
+			t.Errorf("after the late probe's release: %v, probe in flight %v, %d failed probes; want HALF_OPEN, none, 0", st.State, st.ProbeInFlight, st.FailedProbes)
+		}
+		if p, err := w2.Allow(ctx, open); err != nil || p.Decision != pb.Decision_DECISION_PROBE {
+			t.Errorf("w2's Allow after the release: %+v, %v; want PROBE", p, err)
+		}
+
+		if _, down := c.Unreachable(); down || c.Stats().Outages != 0 || hook.String() != "[]" || strings.Contains(logs.String(), "unreachable") {
+			t.Errorf("slow answers were taken for an outage: down %v, %+v, hook %s, log %q", down, c.Stats(), hook.String(), logs.String())
+		}
+		if s := c.Stats(); s.BudgetMisses != 7 {
+			t.Errorf("Stats().BudgetMisses = %d, want 7", s.BudgetMisses)
+		}
+	})
+}
+
+// Only DownAfterFailures consecutive failures to reach breakerd switch
+// the client to its fallback; an answer in between starts the count
+// again. The switch is said once: one log line, one hook call.
+func TestThreeFailuresToReachSwitchToFallback(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		g := newGate()
+		d := daemontest.StartWith(t, b, daemontest.Options{Store: store.Options{}, Server: []grpc.ServerOption{g.server()}})
+		var logs daemontest.Buffer
+		var hook outages
+		var c *Client
+		c = dial(t, d.Addr, "agent", WithReconnectInterval(time.Hour), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
+			WithOutageHook(func(down bool, err error) {
+				if _, now := c.Unreachable(); now != down { // the hook may call the client
+					t.Errorf("the outage hook said down=%v while Unreachable() = %v", down, now)
+				}
+				hook.hook(down, err)
+			}))
+		ctx := context.Background()
+		bad, good := b.Breaker("bad"), b.Breaker("good")
+		g.fail(bad, true)
+		allow := func(name string, wantDegraded bool) {
+			t.Helper()
+			if p, err := c.Allow(ctx, name); err != nil || p.Degraded != wantDegraded {
+				t.Fatalf("Allow(%s) = %+v, %v; want Degraded %v", name, p, err, wantDegraded)
+			}
+		}
+		down := func() bool { _, down := c.Unreachable(); return down }
+
+		allow(bad, true)
+		allow(bad, true)
+		allow(good, false) // an answer: the count starts again
+		allow(bad, true)
+		allow(bad, true)
+		if down() {
+			t.Fatalf("Unreachable() after 2 consecutive failures, want false")
+		}
+		allow(bad, true)
+		if !down() {
+			t.Fatalf("Unreachable() after %d consecutive failures, want true", DownAfterFailures)
+		}
+		allows := d.Calls.Get("Allow")
+		for range 3 {
+			allow(good, true)
+			allow(bad, true)
+		}
+		if n := d.Calls.Get("Allow") - allows; n != 0 {
+			t.Errorf("the client down sent %d Allows, want 0 (the fallback answers)", n)
+		}
+		if n := strings.Count(logs.String(), "breakerd unreachable"); n != 1 || hook.String() != "[true]" || c.Stats().Outages != 1 {
+			t.Errorf("the outage was said %d times in the log, hook %s, %+v; want once each", n, hook.String(), c.Stats())
+		}
+	})
+}
+
+// A Record's durations go out within what breakerd accepts, so the
+// outcome is kept, and whether the wait exceeds the deadline is too.
+func TestRecordClampsDurationsToBreakerdsBounds(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := start(t, b, store.Options{})
+		c := dial(t, d.Addr, "agent")
+		ctx := context.Background()
+		const day = 24 * time.Hour
+		for _, tc := range []struct {
+			name                string
+			retryAfter, dl, lat time.Duration
+			counted             bool
+		}{
+			{"Retry-After 1000000s, 5s left", 1000000 * time.Second, 5 * time.Second, time.Second, true},
+			{"Retry-After 1h, deadline 30 days away", time.Hour, 30 * day, time.Second, false},
+			{"Retry-After 30 days, deadline 10 days away", 30 * day, 10 * day, time.Second, true},
+			{"Retry-After the largest, latency 30 days", maxWait, 0, 30 * day, true},
+		} {
+			name := b.Breaker(tc.name)
+			p, err := c.Allow(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := c.Record(ctx, p, Result{Outcome: pb.Outcome_OUTCOME_RATE_LIMITED, RetryAfter: tc.retryAfter, Deadline: tc.dl, Latency: tc.lat})
+			if err != nil || res.GetCounted() != tc.counted {
+				t.Errorf("Record(%s) = %v, %v; want counted %v", tc.name, res, err, tc.counted)
+			}
+		}
+	})
+}
+
+// The caller's cancellation is never counted, however the tool words it;
+// on a probe it releases the lease (OUTCOME_CANCELED) and the cooldown
+// does not grow. A deadline that passed is a TIMEOUT.
+func TestCancellationIsTheCallersWhateverTheToolSays(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := start(t, b, withAlternatives())
+		w1, w2 := dial(t, d.Addr, "w1"), dial(t, d.Addr, "w2")
+		name := b.Breaker("search")
+		for _, tool := range []func(ctx context.Context) error{
+			func(ctx context.Context) error { return fmt.Errorf("search: %v", ctx.Err()) },
+			func(ctx context.Context) error { return errors.New("driver: query canceled") },
+		} {
+			ctx, cancel := context.WithCancel(context.Background())
+			records := d.Calls.Get("Record")
+			err := w1.Call(ctx, name, func(ctx context.Context) error { cancel(); return tool(ctx) })
+			if err == nil || d.Calls.Get("Record") != records {
+				t.Errorf("a cancelled call: %v, %d Records; want the tool's error, none", err, d.Calls.Get("Record")-records)
+			}
+		}
+		if st := state(t, d, name); st.Failures != 0 {
+			t.Errorf("cancelled calls counted %d failures, want 0", st.Failures)
+		}
+
+		trip(t, w1, w2, name)
+		b.Advance(31 * time.Second)
+		before := state(t, d, name)
+		ctx, cancel := context.WithCancel(context.Background())
+		err := w1.Call(ctx, name, func(ctx context.Context) error { cancel(); return errors.New("driver: query canceled") })
+		if err == nil || err.Error() != "driver: query canceled" {
+			t.Fatalf("the probe the caller cancelled: %v", err)
+		}
+		st := state(t, d, name)
+		if st.State != pb.State_STATE_HALF_OPEN || st.ProbeInFlight || st.FailedProbes != 0 || st.CooldownMs != before.CooldownMs {
+			t.Errorf("after a cancelled probe: %v, probe in flight %v, %d failed probes, cooldown %dms; want HALF_OPEN, released, 0, %dms",
+				st.State, st.ProbeInFlight, st.FailedProbes, st.CooldownMs, before.CooldownMs)
+		}
+		if p, err := w2.Allow(context.Background(), name); err != nil || p.Decision != pb.Decision_DECISION_PROBE {
+			t.Errorf("w2 after the cancelled probe: %+v, %v; want PROBE", p, err)
+		}
+	})
+}
