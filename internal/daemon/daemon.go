@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -34,14 +35,14 @@ func NewLogger(c Config, w io.Writer) *slog.Logger {
 // non-nil, is called with the listening address once the daemon serves.
 func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) error {
 	policies := policy.NewSet(policy.Default())
-	var reloader *policyReloader
+	var policyFile *policyState
 	if c.PolicyFile != "" {
 		set, sum, err := readPolicy(c.PolicyFile)
 		if err != nil {
 			return err
 		}
 		policies = set
-		reloader = &policyReloader{path: c.PolicyFile, log: log, last: sum}
+		policyFile = &policyState{sum: sum}
 	}
 	rdb, channel, closeRedis, err := connect(c, log)
 	if err != nil {
@@ -55,7 +56,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	}
 	st := store.New(rdb, store.Options{Policies: policies, EventsMaxLen: c.EventsMaxLen, EventRetention: c.EventRetention, Channel: channel})
 	hub := events.NewHub(rdb, st.Channel(), log)
-	grpcOpts, err := trustOptions(c, log)
+	grpcOpts, tokensReloader, err := trustOptions(c, log)
 	if err != nil {
 		_ = lis.Close()
 		return err
@@ -65,13 +66,20 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 		_ = lis.Close()
 		return err
 	}
-	if reloader != nil {
-		reloader.apply, reloader.result = st.SetPolicies, op.m.ConfigReloaded
+	var reloaders []*fileReloader
+	if policyFile != nil {
+		reloaders = append(reloaders, newPolicyReloader(c.PolicyFile, policyFile.sum, log, st.SetPolicies, op.m.ConfigReloaded))
 	}
-	dispatcher, err := newDispatcher(c, rdb, st, op.reg, log)
+	hookRunner, hooksReloader, err := newDispatcher(c, rdb, st, op.reg, log)
 	if err != nil {
 		_ = lis.Close()
 		return err
+	}
+	for _, r := range []*fileReloader{tokensReloader, hooksReloader} {
+		if r != nil {
+			r.result = op.m.ConfigReloaded
+			reloaders = append(reloaders, r)
+		}
 	}
 	g, hs := server.New(st, hub).NewGRPC(append(grpcOpts, opOpts...)...)
 
@@ -82,7 +90,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	hubDone := make(chan error, 1)
 	go func() { hubDone <- hub.Run(hubCtx, nil) }()
 	// Before health can turn SERVING: SIGHUP is handled from then on.
-	if err := op.start(hubCtx, c, log, reloader); err != nil {
+	if err := op.start(hubCtx, c, log, reloaders); err != nil {
 		_ = lis.Close()
 		return err
 	}
@@ -92,7 +100,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	checkHealth()
 	go pollHealth(hubCtx, checkHealth, c.HealthInterval)
 	hooksDone := make(chan error, 1)
-	go func() { hooksDone <- runDispatcher(hubCtx, dispatcher, log) }()
+	go func() { hooksDone <- hookRunner.run(hubCtx) }()
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- g.Serve(lis) }()
@@ -125,6 +133,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	log.Info("breakerd stopped")
 	return nil
 }
+
+// policyState is what Run knows of the policy file it loaded.
+type policyState struct{ sum [sha256.Size]byte }
 
 // connect opens the configured Redis (a Cluster with --redis-cluster), or
 // starts an embedded one. It also names the pub/sub channel for live

@@ -53,9 +53,9 @@ func newOperate(log *slog.Logger, rdb redis.UniversalClient, st *store.Store, hu
 }
 
 // start serves metrics (when c.MetricsListen is set) and reloads the
-// policy on SIGHUP and on a change of the file (when c.PolicyFile is
-// set), until ctx ends.
-func (o *operate) start(ctx context.Context, c Config, log *slog.Logger, r *policyReloader) error {
+// policy, tokens and hooks files (those set) on SIGHUP and on a change of
+// their content, until ctx ends.
+func (o *operate) start(ctx context.Context, c Config, log *slog.Logger, rs []*fileReloader) error {
 	if c.MetricsListen != "" {
 		lis, err := net.Listen("tcp", c.MetricsListen)
 		if err != nil {
@@ -74,14 +74,14 @@ func (o *operate) start(ctx context.Context, c Config, log *slog.Logger, r *poli
 		<-ctx.Done()
 		signal.Stop(hup)
 	}()
-	if r == nil {
+	if len(rs) == 0 {
 		go func() {
 			for {
 				select {
 				case <-ctx.Done():
 					return
 				case <-hup:
-					log.Warn("SIGHUP: no --config file, nothing to reload")
+					log.Warn("SIGHUP: no --config, --tokens or --hooks file, nothing to reload")
 				}
 			}
 		}()
@@ -93,7 +93,7 @@ func (o *operate) start(ctx context.Context, c Config, log *slog.Logger, r *poli
 		go func() { <-ctx.Done(); t.Stop() }()
 		tick = t.C
 	}
-	go r.run(ctx, hup, tick)
+	go runReloaders(ctx, rs, hup, tick)
 	return nil
 }
 
