@@ -56,6 +56,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	}
 	st := store.New(rdb, store.Options{Policies: policies, EventsMaxLen: c.EventsMaxLen, EventRetention: c.EventRetention, Channel: channel})
 	hub := events.NewHub(rdb, st.Channel(), log)
+	hub.SetLimits(events.Limits{Streams: int(c.WatchMaxStreams), PerOwner: int(c.WatchMaxStreamsPerToken)})
 	grpcOpts, tokensReloader, err := trustOptions(c, log)
 	if err != nil {
 		_ = lis.Close()
@@ -81,7 +82,8 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 			reloaders = append(reloaders, r)
 		}
 	}
-	g, hs := server.New(st, hub).NewGRPC(append(grpcOpts, opOpts...)...)
+	limits := server.Limits{NewBreakersPerMinute: int(c.NewBreakersPerMinute), AlertsPerMinute: int(c.AlertsPerMinute), Log: log}
+	g, hs := server.New(st, hub).WithLimits(limits).NewGRPC(append(append(grpcOpts, limitOptions(c)...), opOpts...)...)
 
 	// The hub outlives the signal: Watch streams keep flowing through the
 	// drain delay and end when the gRPC server stops.

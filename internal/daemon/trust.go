@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/hooks"
@@ -194,5 +195,22 @@ func (r *hookRunner) run(ctx context.Context) error {
 			retry = nil
 			start()
 		}
+	}
+}
+
+// limitOptions returns the gRPC server options that bound what one caller
+// can make the daemon hold: the size of a request, the calls open on one
+// connection, and how often a client may ping.
+func limitOptions(c Config) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(int(orDefault(c.MaxRecvBytes, defaultMaxRecvBytes))),
+		grpc.MaxConcurrentStreams(uint32(orDefault(c.MaxConcurrentStreams, defaultMaxConcurrentStreams))),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime:             orDefault(c.KeepaliveMinTime, defaultKeepaliveMinTime),
+			PermitWithoutStream: true,
+		}),
+		// Find peers that vanished (a Watch stream held by a dead
+		// worker): ping after a minute of silence, drop after 20s more.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
 	}
 }
