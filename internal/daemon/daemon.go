@@ -2,7 +2,9 @@ package daemon
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/policy"
+	"github.com/breakerd/breakerd/internal/secretfile"
 	"github.com/breakerd/breakerd/internal/server"
 	"github.com/breakerd/breakerd/internal/store"
 )
@@ -143,35 +146,71 @@ type policyState struct{ sum [sha256.Size]byte }
 // starts an embedded one. It also names the pub/sub channel for live
 // events: pub/sub ignores Redis databases, so the channel carries the
 // database number and fleets on different databases of one server do not
-// see each other's events.
+// see each other's events. Errors never carry the URL's password.
 func connect(c Config, log *slog.Logger) (redis.UniversalClient, string, func(), error) {
 	if c.RedisURL == "" {
+		// miniredis serves only TCP: a random password keeps other local
+		// users (who can reach any loopback port) from bypassing tokens.
+		pw := make([]byte, 32)
+		if _, err := rand.Read(pw); err != nil {
+			return nil, "", nil, fmt.Errorf("embedded redis: password: %w", err)
+		}
+		password := hex.EncodeToString(pw)
 		m := miniredis.NewMiniRedis()
-		if err := m.Start(); err != nil {
+		m.RequireAuth(password)
+		if err := m.StartAddr("127.0.0.1:0"); err != nil {
 			return nil, "", nil, fmt.Errorf("embedded redis: %w", err)
 		}
 		log.Warn("no --redis-url: using an embedded in-memory Redis; breaker state is neither shared with other daemons nor persisted", "embedded_addr", m.Addr())
-		rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		log.Info("embedded redis: loopback only, with a random password held in memory (never logged or written)", "embedded_addr", m.Addr())
+		rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), Password: password})
 		return rdb, store.DefaultChannel, func() { _ = rdb.Close(); m.Close() }, nil
+	}
+	password, err := redisPassword(c, log)
+	if err != nil {
+		return nil, "", nil, err
 	}
 	if c.RedisCluster {
 		opt, err := redis.ParseClusterURL(c.RedisURL)
 		if err != nil {
-			return nil, "", nil, fmt.Errorf("--redis-url: %w", err)
+			return nil, "", nil, fmt.Errorf("--redis-url %s: %w", RedactURL(c.RedisURL), redactErr(err, c.RedisURL))
+		}
+		if password != "" {
+			opt.Password = password
 		}
 		opt.MaxRetries = redisRetries
 		rdb := redis.NewClusterClient(opt)
-		log.Info("using redis cluster", "addrs", opt.Addrs, "tls", opt.TLSConfig != nil)
+		log.Info("using redis cluster", "addrs", opt.Addrs, "user", opt.Username, "password", opt.Password != "", "tls", opt.TLSConfig != nil)
 		return rdb, store.DefaultChannel, func() { _ = rdb.Close() }, nil
 	}
 	opt, err := redis.ParseURL(c.RedisURL)
 	if err != nil {
-		return nil, "", nil, fmt.Errorf("--redis-url: %w", err)
+		return nil, "", nil, fmt.Errorf("--redis-url %s: %w", RedactURL(c.RedisURL), redactErr(err, c.RedisURL))
+	}
+	if password != "" {
+		opt.Password = password
 	}
 	opt.MaxRetries = redisRetries
 	rdb := redis.NewClient(opt)
-	log.Info("using redis", "addr", opt.Addr, "db", opt.DB, "user", opt.Username, "tls", opt.TLSConfig != nil)
+	log.Info("using redis", "addr", opt.Addr, "db", opt.DB, "user", opt.Username, "password", opt.Password != "", "tls", opt.TLSConfig != nil)
 	return rdb, fmt.Sprintf("%s:db%d", store.DefaultChannel, opt.DB), func() { _ = rdb.Close() }, nil
+}
+
+// redisPassword reads --redis-password-file, if set. A URL that carries a
+// password as well is logged: the file wins.
+func redisPassword(c Config, log *slog.Logger) (string, error) {
+	if c.RedisPasswordFile == "" {
+		return "", nil
+	}
+	pw, worldReadable, err := secretfile.ReadPassword(c.RedisPasswordFile)
+	if err != nil {
+		return "", fmt.Errorf("--redis-password-file: %w", err)
+	}
+	warnReadable(log, "--redis-password-file", c.RedisPasswordFile, worldReadable)
+	if RedactURL(c.RedisURL) != c.RedisURL {
+		log.Warn("--redis-url carries a password too; --redis-password-file wins", "redis_url", RedactURL(c.RedisURL))
+	}
+	return pw, nil
 }
 
 // redisRetries bounds go-redis's retries of a failed command: a breaker
