@@ -17,11 +17,11 @@ import (
 
 func TestRedactURL(t *testing.T) {
 	for raw, want := range map[string]string{
-		"redis://127.0.0.1:6379/0":                     "redis://127.0.0.1:6379/0",
-		"redis://user:s3cret@redis:6379/1":             "redis://user:xxxxx@redis:6379/1",
-		"rediss://:s3cret@redis:6380":                  "rediss://:xxxxx@redis:6380",
+		"redis://127.0.0.1:6379/0":                      "redis://127.0.0.1:6379/0",
+		"redis://user:s3cret@redis:6379/1":              "redis://user:xxxxx@redis:6379/1",
+		"rediss://:s3cret@redis:6380":                   "rediss://:xxxxx@redis:6380",
 		"redis://user:s3cret@redis:6379/0?addr=r2:6379": "redis://user:xxxxx@redis:6379/0?addr=r2:6379",
-		"redis://redis:6379/0?password=s3cret&db=1":    "redis://redis:6379/0?password=xxxxx&db=1",
+		"redis://redis:6379/0?password=s3cret&db=1":     "redis://redis:6379/0?password=xxxxx&db=1",
 		// Malformed: url.Parse refuses these, and they are what an error echoes.
 		"redis://user:s3cret@redis:port/0": "redis://xxxxx@redis:port/0",
 		"redis://u:s3%zzcret@host/0":       "redis://xxxxx@host/0",
