@@ -214,7 +214,9 @@ func TestRedisACL(t *testing.T) {
 	}
 }
 
-func metricsState(s pb.State) string { return strings.ToLower(strings.TrimPrefix(s.String(), "STATE_")) }
+func metricsState(s pb.State) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "STATE_"))
+}
 
 // TestRedisACLSelect: a database other than 0 needs SELECT, which the
 // rules for that database grant and those for database 0 do not.
