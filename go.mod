@@ -2,6 +2,8 @@ module github.com/breakerd/breakerd
 
 go 1.26.0
 
+toolchain go1.26.8
+
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/google/go-cmp v0.7.0

@@ -257,8 +257,16 @@ func TestRedisACLSelect(t *testing.T) {
 	}
 }
 
-// TestREADMEShowsTheACL: the README's ACL is the one the code runs under.
+// TestREADMEShowsTheACL: the README's ACL, and the one the compose
+// secrets script writes, are the one the code runs under.
 func TestREADMEShowsTheACL(t *testing.T) {
+	script, err := os.ReadFile("../../scripts/compose-secrets.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := RedisACLRules(0); !strings.Contains(string(script), want) {
+		t.Errorf("scripts/compose-secrets.sh lacks the rules:\n%s", want)
+	}
 	b, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
