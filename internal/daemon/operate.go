@@ -118,6 +118,18 @@ func logEvent(log *slog.Logger, e *pb.Event) {
 		"event_id", e.GetId())
 }
 
+// maxLogged bounds a caller's string in a log line, in bytes: what the
+// server accepts for names and reasons.
+const maxLogged = 256
+
+// clip cuts s to maxLogged bytes on a rune boundary, marking the cut.
+func clip(s string) string {
+	if len(s) <= maxLogged {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxLogged], "") + "…(cut)"
+}
+
 // logForces logs every Force this daemon serves, once, with its outcome.
 func logForces(log *slog.Logger) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
@@ -127,8 +139,10 @@ func logForces(log *slog.Logger) grpc.UnaryServerInterceptor {
 		}
 		start := time.Now()
 		resp, err := h(ctx, req)
-		attrs := []any{"breaker", fr.GetBreaker(), "mode", fr.GetMode().String(), "operator", fr.GetOperator(),
-			"reason", fr.GetReason(), "ttl", time.Duration(fr.GetTtlMs()) * time.Millisecond, "took", time.Since(start)}
+		// A refused Force's fields were never validated: cut them, so a
+		// 500 KB reason is not a 500 KB log line.
+		attrs := []any{"breaker", clip(fr.GetBreaker()), "mode", fr.GetMode().String(), "operator", clip(fr.GetOperator()),
+			"reason", clip(fr.GetReason()), "ttl", time.Duration(fr.GetTtlMs()) * time.Millisecond, "took", time.Since(start)}
 		if err != nil {
 			log.Warn("force failed", append(attrs, "code", status.Code(err).String(), "err", status.Convert(err).Message())...)
 			return resp, err
