@@ -9,13 +9,18 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
@@ -66,11 +71,56 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if c.Timeout <= 0 {
 		return cli.Usagef("--timeout: must be positive, got %s", c.Timeout)
 	}
-	return check(ctx, c)
+	creds, err := transport(getenv)
+	if err != nil {
+		return err
+	}
+	return check(ctx, c, creds)
 }
 
-func check(ctx context.Context, c config) error {
-	conn, err := grpc.NewClient(c.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// transport returns plaintext, or TLS pinned to the daemon's certificate
+// when getenv("BREAKERD_TLS_CERT") names one: it reads breakerd's own
+// environment, so it speaks as the daemon listens (the check dials
+// 127.0.0.1, which a certificate for the service's name need not cover,
+// so the pin is the daemon's very certificate). With
+// BREAKERD_TLS_CLIENT_CA set it presents a client certificate:
+// BREAKERD_HEALTHCHECK_CERT and BREAKERD_HEALTHCHECK_KEY, or else the
+// daemon's own pair (which then needs the clientAuth usage too).
+func transport(getenv func(string) string) (credentials.TransportCredentials, error) {
+	certFile, keyFile := getenv("BREAKERD_TLS_CERT"), getenv("BREAKERD_TLS_KEY")
+	if certFile == "" {
+		return insecure.NewCredentials(), nil
+	}
+	own, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("BREAKERD_TLS_CERT/BREAKERD_TLS_KEY: %w", err)
+	}
+	cfg := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		// Verification is the pin below: the peer must present exactly
+		// the daemon's own leaf certificate.
+		InsecureSkipVerify: true, //nolint:gosec // pinned in VerifyPeerCertificate
+		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+			if len(raw) == 0 || !bytes.Equal(raw[0], own.Certificate[0]) {
+				return errors.New("the server's certificate is not BREAKERD_TLS_CERT's")
+			}
+			return nil
+		},
+	}
+	if getenv("BREAKERD_TLS_CLIENT_CA") != "" {
+		client := own
+		if c, k := getenv("BREAKERD_HEALTHCHECK_CERT"), getenv("BREAKERD_HEALTHCHECK_KEY"); c != "" {
+			if client, err = tls.LoadX509KeyPair(c, k); err != nil {
+				return nil, fmt.Errorf("BREAKERD_HEALTHCHECK_CERT/BREAKERD_HEALTHCHECK_KEY: %w", err)
+			}
+		}
+		cfg.Certificates = []tls.Certificate{client}
+	}
+	return credentials.NewTLS(cfg), nil
+}
+
+func check(ctx context.Context, c config, creds credentials.TransportCredentials) error {
+	conn, err := grpc.NewClient(c.Addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return cli.Usagef("--addr %q: %v", c.Addr, err)
 	}

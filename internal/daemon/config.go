@@ -85,12 +85,57 @@ type Config struct {
 	// reads the last refresh and never Redis. Default (and zero) 30s. Flag
 	// --circuits-interval, env BREAKERD_CIRCUITS_INTERVAL.
 	CircuitsInterval time.Duration
-	// ConfigPoll is how often the policy file (--config) is checked for a
-	// change of content, which reloads it; SIGHUP reloads it at once. A
-	// rejected file leaves the policy in force. 0 disables polling (SIGHUP
-	// still works). Default 5s. Flag --config-poll, env
-	// BREAKERD_CONFIG_POLL.
+	// ConfigPoll is how often the policy, tokens and hooks files
+	// (--config, --tokens, --hooks) are checked for a change of content,
+	// which reloads them; SIGHUP reloads them at once. A rejected file
+	// leaves the one in force. 0 disables polling (SIGHUP still works).
+	// Default 5s. Flag --config-poll, env BREAKERD_CONFIG_POLL.
 	ConfigPoll time.Duration
+
+	// RedisPasswordFile is a file holding the Redis password (one line),
+	// used instead of the password in RedisURL, so that the password is in
+	// neither `ps` nor the environment. It must not be writable by group
+	// or others. Empty: the URL's password, if any. Flag
+	// --redis-password-file, env BREAKERD_REDIS_PASSWORD_FILE.
+	RedisPasswordFile string
+	// MaxRecvBytes bounds one request message, in bytes; a larger one is
+	// refused (ResourceExhausted) as it is read. Default (and what 0
+	// means) 524288: 512 KiB, in which a BatchGet of 1,024 names of 256
+	// bytes fits twice. Flag
+	// --max-recv-bytes, env BREAKERD_MAX_RECV_BYTES.
+	MaxRecvBytes int64
+	// MaxConcurrentStreams bounds the calls one connection may have open at
+	// once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); more wait for a slot.
+	// Default (and what 0 means) 256. Flag --max-concurrent-streams, env
+	// BREAKERD_MAX_CONCURRENT_STREAMS.
+	MaxConcurrentStreams int64
+	// KeepaliveMinTime is the shortest interval between a client's
+	// keepalive pings the daemon accepts; a client pinging faster is sent
+	// GOAWAY (too_many_pings). Pings without calls open are allowed.
+	// Default (and what 0 means) 10s. Flag --keepalive-min-time, env
+	// BREAKERD_KEEPALIVE_MIN_TIME.
+	KeepaliveMinTime time.Duration
+	// WatchMaxStreams caps the Watch streams this daemon serves at once;
+	// past it a Watch is ResourceExhausted. 0: no cap. Default 1000. Flag
+	// --watch-max-streams, env BREAKERD_WATCH_MAX_STREAMS.
+	WatchMaxStreams int64
+	// WatchMaxStreamsPerToken caps the Watch streams one token (all
+	// callers together, without --tokens) holds at once on this daemon.
+	// 0: no cap. Default 32. Flag --watch-max-streams-per-token, env
+	// BREAKERD_WATCH_MAX_STREAMS_PER_TOKEN.
+	WatchMaxStreamsPerToken int64
+	// NewBreakersPerMinute is how many breakers one token may name per
+	// minute that this daemon has not seen and that hold no state, with a
+	// burst of as many; past it Allow and Record are ResourceExhausted.
+	// Kept per daemon: a fleet of N admits N times it. 0: no quota.
+	// Default 600. Flag --new-breakers-per-minute, env
+	// BREAKERD_NEW_BREAKERS_PER_MINUTE.
+	NewBreakersPerMinute int64
+	// AlertsPerMinute is how many alert-raising Records (outcome
+	// UNAUTHENTICATED) one token may send per minute, with a burst of as
+	// many; past it they are ResourceExhausted. Per daemon. 0: no quota.
+	// Default 60. Flag --alerts-per-minute, env BREAKERD_ALERTS_PER_MINUTE.
+	AlertsPerMinute int64
 }
 
 // Defaults returns the configuration with every field at its default.
@@ -104,6 +149,11 @@ func Defaults() Config {
 		LogFormat:        "text",
 		ConfigPoll:       5 * time.Second,
 		CircuitsInterval: 30 * time.Second,
+
+		WatchMaxStreams:         1000,
+		WatchMaxStreamsPerToken: 32,
+		NewBreakersPerMinute:    600,
+		AlertsPerMinute:         60,
 	}
 }
 
@@ -134,7 +184,15 @@ func (c *Config) Flags() []cli.Flag {
 		{Name: "hooks", Value: &c.HooksFile, Usage: "YAML file of alert webhooks"},
 		{Name: "metrics-listen", Value: &c.MetricsListen, Usage: "HTTP address for Prometheus /metrics; empty: no metrics listener"},
 		{Name: "circuits-interval", Value: &c.CircuitsInterval, Usage: "how often the fleet's breakers are listed for the circuit gauges (scrapes read the last listing)"},
-		{Name: "config-poll", Value: &c.ConfigPoll, Usage: "how often the --config file is checked for changes (0: only on SIGHUP)"},
+		{Name: "config-poll", Value: &c.ConfigPoll, Usage: "how often the --config, --tokens and --hooks files are checked for changes (0: only on SIGHUP)"},
+		{Name: "redis-password-file", Value: &c.RedisPasswordFile, Usage: "file holding the Redis password (instead of the URL's)"},
+		{Name: "max-recv-bytes", Value: &c.MaxRecvBytes, Usage: "largest request message accepted, in bytes"},
+		{Name: "max-concurrent-streams", Value: &c.MaxConcurrentStreams, Usage: "calls one connection may have open at once"},
+		{Name: "keepalive-min-time", Value: &c.KeepaliveMinTime, Usage: "shortest interval between client keepalive pings accepted"},
+		{Name: "watch-max-streams", Value: &c.WatchMaxStreams, Usage: "Watch streams served at once (0: no cap)"},
+		{Name: "watch-max-streams-per-token", Value: &c.WatchMaxStreamsPerToken, Usage: "Watch streams one token holds at once (0: no cap)"},
+		{Name: "new-breakers-per-minute", Value: &c.NewBreakersPerMinute, Usage: "new breakers one token may name per minute on this daemon (0: no quota)"},
+		{Name: "alerts-per-minute", Value: &c.AlertsPerMinute, Usage: "alert-raising outcomes one token may send per minute on this daemon (0: no quota)"},
 	}
 }
 
@@ -188,6 +246,37 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--circuits-interval: must not be negative, got %s", c.CircuitsInterval)
 	case c.ConfigPoll < 0:
 		return fmt.Errorf("--config-poll: must not be negative, got %s", c.ConfigPoll)
+	case c.MaxRecvBytes != 0 && (c.MaxRecvBytes < 4<<10 || c.MaxRecvBytes > 64<<20):
+		return fmt.Errorf("--max-recv-bytes: must be between 4096 and 67108864, got %d", c.MaxRecvBytes)
+	case c.MaxConcurrentStreams < 0 || c.MaxConcurrentStreams > 1<<20:
+		return fmt.Errorf("--max-concurrent-streams: must be between 1 and 1048576, got %d", c.MaxConcurrentStreams)
+	case c.KeepaliveMinTime < 0:
+		return fmt.Errorf("--keepalive-min-time: must not be negative, got %s", c.KeepaliveMinTime)
+	case c.WatchMaxStreams < 0 || c.WatchMaxStreams > 1<<20:
+		return fmt.Errorf("--watch-max-streams: must be between 0 and 1048576, got %d", c.WatchMaxStreams)
+	case c.WatchMaxStreamsPerToken < 0 || c.WatchMaxStreamsPerToken > 1<<20:
+		return fmt.Errorf("--watch-max-streams-per-token: must be between 0 and 1048576, got %d", c.WatchMaxStreamsPerToken)
+	case c.NewBreakersPerMinute < 0 || c.NewBreakersPerMinute > 1<<30:
+		return fmt.Errorf("--new-breakers-per-minute: must be between 0 and %d, got %d", 1<<30, c.NewBreakersPerMinute)
+	case c.AlertsPerMinute < 0 || c.AlertsPerMinute > 1<<30:
+		return fmt.Errorf("--alerts-per-minute: must be between 0 and %d, got %d", 1<<30, c.AlertsPerMinute)
+	case c.RedisPasswordFile != "" && c.RedisURL == "":
+		return errors.New("--redis-password-file: needs --redis-url (the embedded Redis makes its own password)")
 	}
 	return nil
+}
+
+// Default values of the fields whose zero means a default.
+const (
+	defaultMaxRecvBytes         = 512 << 10
+	defaultMaxConcurrentStreams = 256
+	defaultKeepaliveMinTime     = 10 * time.Second
+)
+
+// orDefault returns v, or def when v is zero.
+func orDefault[T int64 | time.Duration](v, def T) T {
+	if v == 0 {
+		return def
+	}
+	return v
 }

@@ -2,6 +2,9 @@ package daemon
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/policy"
+	"github.com/breakerd/breakerd/internal/secretfile"
 	"github.com/breakerd/breakerd/internal/server"
 	"github.com/breakerd/breakerd/internal/store"
 )
@@ -45,14 +49,14 @@ func durationsAsStrings(_ []string, a slog.Attr) slog.Attr {
 // non-nil, is called with the listening address once the daemon serves.
 func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) error {
 	policies := policy.NewSet(policy.Default())
-	var reloader *policyReloader
+	var policyFile *policyState
 	if c.PolicyFile != "" {
 		set, sum, err := readPolicy(c.PolicyFile)
 		if err != nil {
 			return err
 		}
 		policies = set
-		reloader = &policyReloader{path: c.PolicyFile, log: log, last: sum}
+		policyFile = &policyState{sum: sum}
 	}
 	rdb, channel, closeRedis, err := connect(c, log)
 	if err != nil {
@@ -66,7 +70,8 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	}
 	st := store.New(rdb, store.Options{Policies: policies, EventsMaxLen: c.EventsMaxLen, EventRetention: c.EventRetention, Channel: channel})
 	hub := events.NewHub(rdb, st.Channel(), log)
-	grpcOpts, err := trustOptions(c, log)
+	hub.SetLimits(events.Limits{Streams: int(c.WatchMaxStreams), PerOwner: int(c.WatchMaxStreamsPerToken)})
+	grpcOpts, tokensReloader, err := trustOptions(c, log)
 	if err != nil {
 		_ = lis.Close()
 		return err
@@ -76,15 +81,23 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 		_ = lis.Close()
 		return err
 	}
-	if reloader != nil {
-		reloader.apply, reloader.result = st.SetPolicies, op.m.ConfigReloaded
+	var reloaders []*fileReloader
+	if policyFile != nil {
+		reloaders = append(reloaders, newPolicyReloader(c.PolicyFile, policyFile.sum, log, st.SetPolicies, op.m.ConfigReloaded))
 	}
-	dispatcher, err := newDispatcher(c, rdb, st, op.reg, log)
+	hookRunner, hooksReloader, err := newDispatcher(c, rdb, st, op.reg, log)
 	if err != nil {
 		_ = lis.Close()
 		return err
 	}
-	g, hs := server.New(st, hub).NewGRPC(append(grpcOpts, opOpts...)...)
+	for _, r := range []*fileReloader{tokensReloader, hooksReloader} {
+		if r != nil {
+			r.result = op.m.ConfigReloaded
+			reloaders = append(reloaders, r)
+		}
+	}
+	limits := server.Limits{NewBreakersPerMinute: int(c.NewBreakersPerMinute), AlertsPerMinute: int(c.AlertsPerMinute), Log: log}
+	g, hs := server.New(st, hub).WithLimits(limits).NewGRPC(append(append(grpcOpts, limitOptions(c)...), opOpts...)...)
 
 	// The hub outlives the signal: Watch streams keep flowing through the
 	// drain delay and end when the gRPC server stops.
@@ -93,7 +106,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	hubDone := make(chan error, 1)
 	go func() { hubDone <- hub.Run(hubCtx, nil) }()
 	// Before health can turn SERVING: SIGHUP is handled from then on.
-	if err := op.start(hubCtx, c, log, reloader); err != nil {
+	if err := op.start(hubCtx, c, log, reloaders); err != nil {
 		_ = lis.Close()
 		return err
 	}
@@ -103,7 +116,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	checkHealth()
 	go pollHealth(hubCtx, checkHealth, c.HealthInterval)
 	hooksDone := make(chan error, 1)
-	go func() { hooksDone <- runDispatcher(hubCtx, dispatcher, log) }()
+	go func() { hooksDone <- hookRunner.run(hubCtx) }()
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- g.Serve(lis) }()
@@ -137,39 +150,78 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	return nil
 }
 
+// policyState is what Run knows of the policy file it loaded.
+type policyState struct{ sum [sha256.Size]byte }
+
 // connect opens the configured Redis (a Cluster with --redis-cluster), or
 // starts an embedded one. It also names the pub/sub channel for live
 // events: pub/sub ignores Redis databases, so the channel carries the
 // database number and fleets on different databases of one server do not
-// see each other's events.
+// see each other's events. Errors never carry the URL's password.
 func connect(c Config, log *slog.Logger) (redis.UniversalClient, string, func(), error) {
 	if c.RedisURL == "" {
+		// miniredis serves only TCP: a random password keeps other local
+		// users (who can reach any loopback port) from bypassing tokens.
+		pw := make([]byte, 32)
+		if _, err := rand.Read(pw); err != nil {
+			return nil, "", nil, fmt.Errorf("embedded redis: password: %w", err)
+		}
+		password := hex.EncodeToString(pw)
 		m := miniredis.NewMiniRedis()
-		if err := m.Start(); err != nil {
+		m.RequireAuth(password)
+		if err := m.StartAddr("127.0.0.1:0"); err != nil {
 			return nil, "", nil, fmt.Errorf("embedded redis: %w", err)
 		}
 		log.Warn("no --redis-url: using an embedded in-memory Redis; breaker state is neither shared with other daemons nor persisted", "embedded_addr", m.Addr())
-		rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		log.Info("embedded redis: loopback only, with a random password held in memory (never logged or written)", "embedded_addr", m.Addr())
+		rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), Password: password})
 		return rdb, store.DefaultChannel, func() { _ = rdb.Close(); m.Close() }, nil
+	}
+	password, err := redisPassword(c, log)
+	if err != nil {
+		return nil, "", nil, err
 	}
 	if c.RedisCluster {
 		opt, err := redis.ParseClusterURL(c.RedisURL)
 		if err != nil {
-			return nil, "", nil, fmt.Errorf("--redis-url: %w", err)
+			return nil, "", nil, fmt.Errorf("--redis-url %s: %w", RedactURL(c.RedisURL), redactErr(err, c.RedisURL))
+		}
+		if password != "" {
+			opt.Password = password
 		}
 		opt.MaxRetries = redisRetries
 		rdb := redis.NewClusterClient(opt)
-		log.Info("using redis cluster", "addrs", opt.Addrs, "tls", opt.TLSConfig != nil)
+		log.Info("using redis cluster", "addrs", opt.Addrs, "user", opt.Username, "password", opt.Password != "", "tls", opt.TLSConfig != nil)
 		return rdb, store.DefaultChannel, func() { _ = rdb.Close() }, nil
 	}
 	opt, err := redis.ParseURL(c.RedisURL)
 	if err != nil {
-		return nil, "", nil, fmt.Errorf("--redis-url: %w", err)
+		return nil, "", nil, fmt.Errorf("--redis-url %s: %w", RedactURL(c.RedisURL), redactErr(err, c.RedisURL))
+	}
+	if password != "" {
+		opt.Password = password
 	}
 	opt.MaxRetries = redisRetries
 	rdb := redis.NewClient(opt)
-	log.Info("using redis", "addr", opt.Addr, "db", opt.DB, "user", opt.Username, "tls", opt.TLSConfig != nil)
+	log.Info("using redis", "addr", opt.Addr, "db", opt.DB, "user", opt.Username, "password", opt.Password != "", "tls", opt.TLSConfig != nil)
 	return rdb, fmt.Sprintf("%s:db%d", store.DefaultChannel, opt.DB), func() { _ = rdb.Close() }, nil
+}
+
+// redisPassword reads --redis-password-file, if set. A URL that carries a
+// password as well is logged: the file wins.
+func redisPassword(c Config, log *slog.Logger) (string, error) {
+	if c.RedisPasswordFile == "" {
+		return "", nil
+	}
+	pw, worldReadable, err := secretfile.ReadPassword(c.RedisPasswordFile)
+	if err != nil {
+		return "", fmt.Errorf("--redis-password-file: %w", err)
+	}
+	warnReadable(log, "--redis-password-file", c.RedisPasswordFile, worldReadable)
+	if RedactURL(c.RedisURL) != c.RedisURL {
+		log.Warn("--redis-url carries a password too; --redis-password-file wins", "redis_url", RedactURL(c.RedisURL))
+	}
+	return pw, nil
 }
 
 // redisRetries bounds go-redis's retries of a failed command: a breaker

@@ -57,9 +57,9 @@ func newOperate(c Config, log *slog.Logger, rdb redis.UniversalClient, st *store
 }
 
 // start serves metrics (when c.MetricsListen is set) and reloads the
-// policy on SIGHUP and on a change of the file (when c.PolicyFile is
-// set), until ctx ends.
-func (o *operate) start(ctx context.Context, c Config, log *slog.Logger, r *policyReloader) error {
+// policy, tokens and hooks files (those set) on SIGHUP and on a change of
+// their content, until ctx ends.
+func (o *operate) start(ctx context.Context, c Config, log *slog.Logger, rs []*fileReloader) error {
 	if c.MetricsListen != "" {
 		lis, err := net.Listen("tcp", c.MetricsListen)
 		if err != nil {
@@ -81,14 +81,14 @@ func (o *operate) start(ctx context.Context, c Config, log *slog.Logger, r *poli
 		<-ctx.Done()
 		signal.Stop(hup)
 	}()
-	if r == nil {
+	if len(rs) == 0 {
 		go func() {
 			for {
 				select {
 				case <-ctx.Done():
 					return
 				case <-hup:
-					log.Warn("SIGHUP: no --config file, nothing to reload")
+					log.Warn("SIGHUP: no --config, --tokens or --hooks file, nothing to reload")
 				}
 			}
 		}()
@@ -100,7 +100,7 @@ func (o *operate) start(ctx context.Context, c Config, log *slog.Logger, r *poli
 		go func() { <-ctx.Done(); t.Stop() }()
 		tick = t.C
 	}
-	go r.run(ctx, hup, tick)
+	go runReloaders(ctx, rs, hup, tick)
 	return nil
 }
 
@@ -125,6 +125,18 @@ func logEvent(log *slog.Logger, e *pb.Event) {
 		"event_id", e.GetId())
 }
 
+// maxLogged bounds a caller's string in a log line, in bytes: what the
+// server accepts for names and reasons.
+const maxLogged = 256
+
+// clip cuts s to maxLogged bytes on a rune boundary, marking the cut.
+func clip(s string) string {
+	if len(s) <= maxLogged {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxLogged], "") + "…(cut)"
+}
+
 // logForces logs every Force this daemon serves, once, with its outcome,
 // and, with --tokens, the name of the token that authenticated it
 // (auth.FromContext): the operator field is the caller's word, the token
@@ -137,8 +149,10 @@ func logForces(log *slog.Logger) grpc.UnaryServerInterceptor {
 		}
 		start := time.Now()
 		resp, err := h(ctx, req)
-		attrs := []any{"breaker", fr.GetBreaker(), "mode", fr.GetMode().String(), "operator", fr.GetOperator(),
-			"reason", fr.GetReason(), "ttl", time.Duration(fr.GetTtlMs()) * time.Millisecond, "took", time.Since(start)}
+		// A refused Force's fields were never validated: cut them, so a
+		// 500 KB reason is not a 500 KB log line.
+		attrs := []any{"breaker", clip(fr.GetBreaker()), "mode", fr.GetMode().String(), "operator", clip(fr.GetOperator()),
+			"reason", clip(fr.GetReason()), "ttl", time.Duration(fr.GetTtlMs()) * time.Millisecond, "took", time.Since(start)}
 		if id, ok := auth.FromContext(ctx); ok {
 			attrs = append(attrs, "token", id.Name)
 		}

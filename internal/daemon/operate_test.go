@@ -42,8 +42,7 @@ func TestPolicyReloadRejectsABadFileAndKeepsTheOldOne(t *testing.T) {
 	inForce := set
 	var results []error
 	var logs daemontest.Buffer
-	r := &policyReloader{path: path, last: sum, log: slog.New(slog.NewTextHandler(&logs, nil)),
-		apply: func(s *policy.Set) { inForce = s }, result: func(err error) { results = append(results, err) }}
+	r := newPolicyReloader(path, sum, slog.New(slog.NewTextHandler(&logs, nil)), func(s *policy.Set) { inForce = s }, func(err error) { results = append(results, err) })
 
 	// An unchanged file is not reloaded on a poll.
 	if err := r.reload(false, "file changed"); err != nil || inForce != set || len(results) != 0 {
@@ -106,13 +105,12 @@ func TestPolicyReloadRunsOnTickAndSIGHUPChannels(t *testing.T) {
 		t.Fatal(err)
 	}
 	applied := make(chan *policy.Set, 4)
-	r := &policyReloader{path: path, last: sum, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		apply: func(s *policy.Set) { applied <- s }, result: func(error) {}}
+	r := newPolicyReloader(path, sum, slog.New(slog.NewTextHandler(io.Discard, nil)), func(s *policy.Set) { applied <- s }, func(error) {})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	hup, tick := make(chan os.Signal), make(chan time.Time)
 	done := make(chan struct{})
-	go func() { r.run(ctx, hup, tick); close(done) }()
+	go func() { runReloaders(ctx, []*fileReloader{r}, hup, tick); close(done) }()
 
 	tick <- time.Now() // unchanged: nothing
 	hup <- nil         // forced: applied even though unchanged
@@ -141,8 +139,7 @@ func TestReloadedPolicyDecidesTheNextCall(t *testing.T) {
 			t.Fatal(err)
 		}
 		d.Store.SetPolicies(set)
-		r := &policyReloader{path: path, last: sum, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			apply: d.Store.SetPolicies, result: func(error) {}}
+		r := newPolicyReloader(path, sum, slog.New(slog.NewTextHandler(io.Discard, nil)), d.Store.SetPolicies, func(error) {})
 		c, err := client.Dial(d.Addr, client.WithWorkerID("w1"))
 		if err != nil {
 			t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/breakerd/breakerd/internal/daemon"
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/server"
@@ -172,7 +173,8 @@ func startEmbedded(cfg Config, clk *clock, id string) (*embedded, error) {
 	} else {
 		opt, err := redis.ParseURL(cfg.RedisURL)
 		if err != nil {
-			return nil, fmt.Errorf("--redis-url: %w", err)
+			// The parse error quotes the URL: never its password.
+			return nil, fmt.Errorf("--redis-url %s: invalid Redis URL", daemon.RedactURL(cfg.RedisURL))
 		}
 		rdb = redis.NewClient(opt)
 		desc = fmt.Sprintf("in-process on Redis %s db %d", opt.Addr, opt.DB)

@@ -48,13 +48,29 @@ const maxTokenBytes = 64
 // Server serves BreakerService. It is stateless and safe for concurrent use.
 type Server struct {
 	pb.UnimplementedBreakerServiceServer
-	store *store.Store
-	hub   *events.Hub
+	store  *store.Store
+	hub    *events.Hub
+	quotas *quotas
 }
 
 // New returns a Server over st; hub feeds Watch.
 func New(st *store.Store, hub *events.Hub) *Server {
-	return &Server{store: st, hub: hub}
+	return &Server{store: st, hub: hub, quotas: newQuotas(Limits{})}
+}
+
+// WithLimits sets the per-token quotas (see Limits) and returns s. Call
+// it before serving.
+func (s *Server) WithLimits(l Limits) *Server {
+	s.quotas = newQuotas(l)
+	return s
+}
+
+// admit applies the quotas to a call that names breaker.
+func (s *Server) admit(ctx context.Context, breaker string) error {
+	return s.quotas.admitBreaker(ctx, breaker, func() (bool, error) {
+		ok, err := s.store.Exists(ctx, breaker)
+		return ok, statusOf(ctx, err)
+	})
 }
 
 // NewGRPC returns a gRPC server carrying the service, the standard
@@ -100,6 +116,9 @@ func (s *Server) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 	if err := validName("worker_id", req.GetWorkerId()); err != nil {
 		return nil, err
 	}
+	if err := s.admit(ctx, req.GetBreaker()); err != nil {
+		return nil, err
+	}
 	res, err := s.store.Allow(ctx, req.GetBreaker(), req.GetWorkerId())
 	return res, statusOf(ctx, err)
 }
@@ -135,6 +154,12 @@ func (s *Server) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordR
 	// The message is free text from a tool's error: keep it, made safe for
 	// a one-line reason, rather than refuse the outcome it describes.
 	req.Message = oneLine(req.GetMessage(), maxMessageBytes)
+	if err := s.quotas.admitAlert(ctx, req.GetOutcome()); err != nil {
+		return nil, err
+	}
+	if err := s.admit(ctx, req.GetBreaker()); err != nil {
+		return nil, err
+	}
 	res, err := s.store.Record(ctx, req)
 	return res, statusOf(ctx, err)
 }
@@ -165,6 +190,9 @@ func (s *Server) BatchGet(ctx context.Context, req *pb.BatchGetRequest) (*pb.Bat
 
 // List implements BreakerService.List.
 func (s *Server) List(ctx context.Context, req *pb.ListRequest) (*pb.ListResponse, error) {
+	if len(req.GetStates()) > len(pb.State_name) {
+		return nil, invalid("states", "at most %d states, got %d", len(pb.State_name), len(req.GetStates()))
+	}
 	for i, st := range req.GetStates() {
 		if _, ok := pb.State_name[int32(st)]; !ok || st == pb.State_STATE_UNSPECIFIED {
 			return nil, invalid(fmt.Sprintf("states[%d]", i), "unknown state %v", st)
@@ -234,7 +262,10 @@ func (s *Server) Watch(req *pb.WatchRequest, stream grpc.ServerStreamingServer[p
 	if err := validNames("breakers", req.GetBreakers()); err != nil {
 		return err
 	}
-	sub := s.hub.Subscribe(req.GetBreakers())
+	sub, err := s.hub.SubscribeAs(ownerOf(stream.Context()), req.GetBreakers())
+	if err != nil {
+		return status.Error(codes.ResourceExhausted, err.Error()+"; close a Watch stream or watch from another daemon")
+	}
 	defer sub.Close()
 	// Headers tell the caller the subscription is live: every event from
 	// here on will reach it.

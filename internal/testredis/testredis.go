@@ -36,6 +36,11 @@ type Backend struct {
 	// Prefix makes names unique to this test, so tests share a real Redis
 	// without seeing each other's breakers.
 	Prefix string
+	// Username and Password, when set, are the credentials of the clients
+	// NewClient makes from then on (a daemon's connections, under a
+	// restricted ACL user); Client and the cleanup keep the admin
+	// connection.
+	Username, Password string
 
 	pinned   atomic.Int64 // ns since epoch: the pinned clock (real Redis)
 	miniNow  atomic.Int64 // ns since epoch: miniredis's clock
@@ -127,7 +132,7 @@ func (b *Backend) init(t testing.TB) {
 // NewClient returns another client on the same server (a second daemon's
 // connection), counted like the first. It is closed when t ends.
 func (b *Backend) NewClient(t testing.TB) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: b.Addr})
+	c := redis.NewClient(&redis.Options{Addr: b.Addr, Username: b.Username, Password: b.Password})
 	c.AddHook(counter{b})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
