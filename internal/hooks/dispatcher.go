@@ -164,7 +164,7 @@ func New(rdb redis.UniversalClient, st *store.Store, o Options) (*Dispatcher, er
 // is not flooded with the history of the event log. Every sweep extends
 // its life by sinceTTL, so it lapses only for a hook no daemon has run
 // for that long.
-func sinceKey(hook string) string { return "breakerd:hooks:" + hook + ":since" }
+func sinceKey(hook string) string { return store.HookSinceKey(hook) }
 
 const sinceTTL = 30 * 24 * time.Hour
 

@@ -212,7 +212,7 @@ func TestCredentialRevokedPausesUntilAnOperatorResumes(t *testing.T) {
 		if r := f.record(name, "w1", &pb.Ticket{Generation: r.State.Generation}, pb.Outcome_OUTCOME_SUCCESS); r.Counted || r.State.State != pb.State_STATE_PAUSED {
 			t.Fatalf("a success on a paused breaker: counted %v, %v; want not counted, PAUSED", r.Counted, r.State.State)
 		}
-		if ttl := f.Client.PTTL(ctx, store.Prefix+"{"+name+"}:state").Val(); ttl != -1 {
+		if ttl := f.Client.PTTL(ctx, store.KeysOf(name).State).Val(); ttl != -1 {
 			t.Errorf("the paused state has a TTL of %v, want none (only an operator ends a pause)", ttl)
 		}
 		if n := count(f.kinds(name), "credential_revoked"); n != 2 {

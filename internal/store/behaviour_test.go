@@ -499,8 +499,9 @@ func TestVerdictOutlivesCooldownCapPlusProbeTimeout(t *testing.T) {
 		name := f.Breaker("web_search")
 		f.trip(name)
 		retention := policy.Default().Retention()
-		for _, k := range []string{"state", "workers"} {
-			ttl, err := f.Client.PTTL(context.Background(), store.Prefix+"{"+name+"}:"+k).Result()
+		keys := store.KeysOf(name)
+		for _, k := range []string{keys.State, keys.Workers} {
+			ttl, err := f.Client.PTTL(context.Background(), k).Result()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -624,7 +625,7 @@ func TestUnknownStateReadsAsUnspecified(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("from_the_future")
-		if err := f.Client.HSet(context.Background(), store.Prefix+"{"+name+"}:state", "st", "sleeping", "gen", 7).Err(); err != nil {
+		if err := f.Client.HSet(context.Background(), store.KeysOf(name).State, "st", "sleeping", "gen", 7).Err(); err != nil {
 			t.Fatal(err)
 		}
 		st, err := f.st.BatchGet(context.Background(), []string{name, f.Breaker("known")})

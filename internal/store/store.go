@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -348,14 +349,20 @@ func containsState(states []pb.State, s pb.State) bool {
 }
 
 func (s *Store) scanNames(ctx context.Context, pattern, suffix string) ([]string, error) {
+	// ForEachMaster scans the masters concurrently: mu guards the result.
+	var mu sync.Mutex
 	seen := map[string]bool{}
 	var names []string
 	scan := func(ctx context.Context, c redis.Cmdable) error {
 		it := c.Scan(ctx, 0, pattern, 500).Iterator()
 		for it.Next(ctx) {
-			if n, ok := nameOf(it.Val(), suffix); ok && !seen[n] {
-				seen[n] = true
-				names = append(names, n)
+			if n, ok := nameOf(it.Val(), suffix); ok {
+				mu.Lock()
+				if !seen[n] {
+					seen[n] = true
+					names = append(names, n)
+				}
+				mu.Unlock()
 			}
 		}
 		return it.Err()
