@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -126,11 +127,12 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	return nil
 }
 
-// connect opens the configured Redis (a Cluster with --redis-cluster), or
-// starts an embedded one. It also names the pub/sub channel for live
-// events: pub/sub ignores Redis databases, so the channel carries the
-// database number and fleets on different databases of one server do not
-// see each other's events.
+// connect opens the configured Redis through go-redis's universal client
+// (standalone, Cluster with --redis-cluster, or Sentinel when the URL names
+// a master_name; see RedisOptions), or starts an embedded one. It also names
+// the pub/sub channel for live events: pub/sub ignores Redis databases, so
+// the channel carries the database number and fleets on different
+// databases of one server do not see each other's events.
 func connect(c Config, log *slog.Logger) (redis.UniversalClient, string, func(), error) {
 	if c.RedisURL == "" {
 		m := miniredis.NewMiniRedis()
@@ -141,24 +143,82 @@ func connect(c Config, log *slog.Logger) (redis.UniversalClient, string, func(),
 		rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 		return rdb, store.DefaultChannel, func() { _ = rdb.Close(); m.Close() }, nil
 	}
-	if c.RedisCluster {
-		opt, err := redis.ParseClusterURL(c.RedisURL)
-		if err != nil {
-			return nil, "", nil, fmt.Errorf("--redis-url: %w", err)
-		}
-		opt.MaxRetries = redisRetries
-		rdb := redis.NewClusterClient(opt)
-		log.Info("using redis cluster", "addrs", opt.Addrs, "tls", opt.TLSConfig != nil)
-		return rdb, store.DefaultChannel, func() { _ = rdb.Close() }, nil
-	}
-	opt, err := redis.ParseURL(c.RedisURL)
+	opt, err := RedisOptions(c.RedisURL, c.RedisCluster)
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("--redis-url: %w", err)
 	}
 	opt.MaxRetries = redisRetries
-	rdb := redis.NewClient(opt)
-	log.Info("using redis", "addr", opt.Addr, "db", opt.DB, "user", opt.Username, "tls", opt.TLSConfig != nil)
-	return rdb, fmt.Sprintf("%s:db%d", store.DefaultChannel, opt.DB), func() { _ = rdb.Close() }, nil
+	rdb := redis.NewUniversalClient(opt)
+	channel := fmt.Sprintf("%s:db%d", store.DefaultChannel, opt.DB)
+	switch {
+	case opt.IsClusterMode:
+		channel = store.DefaultChannel // a cluster has only database 0
+		log.Info("using redis cluster", "addrs", opt.Addrs, "user", opt.Username, "tls", opt.TLSConfig != nil)
+	case opt.MasterName != "":
+		log.Info("using redis sentinel", "master", opt.MasterName, "sentinels", opt.Addrs, "db", opt.DB, "user", opt.Username, "tls", opt.TLSConfig != nil)
+	default:
+		log.Info("using redis", "addr", opt.Addrs[0], "db", opt.DB, "user", opt.Username, "tls", opt.TLSConfig != nil)
+	}
+	return rdb, channel, func() { _ = rdb.Close() }, nil
+}
+
+// RedisOptions reads --redis-url (and --redis-cluster) into the options of
+// go-redis's universal client. Three forms (go-redis's ParseURL,
+// ParseClusterURL and ParseFailoverURL, whose query options such as
+// dial_timeout=3s or pool_size=20 all apply):
+//
+//   - standalone: redis://[user:pass@]host:port/db, or rediss:// for TLS;
+//   - Cluster (cluster true): redis://[user:pass@]host1:port?addr=host2:port&addr=host3:port,
+//     any subset of the nodes;
+//   - Sentinel: redis://[sentinel-user:sentinel-pass@]sentinel1:port/db?master_name=NAME&addr=sentinel2:port
+//     with the master's own credentials as username=...&password=... in the query.
+//
+// Errors name what go-redis could not parse; master_name with cluster is
+// an error (Sentinel-managed clusters are not supported).
+func RedisOptions(rawURL string, cluster bool) (*redis.UniversalOptions, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	sentinel := u.Query().Has("master_name")
+	switch {
+	case cluster && sentinel:
+		return nil, errors.New("master_name (Sentinel) and --redis-cluster exclude each other")
+	case cluster:
+		o, err := redis.ParseClusterURL(rawURL)
+		if err != nil {
+			return nil, err
+		}
+		return &redis.UniversalOptions{IsClusterMode: true, Addrs: o.Addrs, ClientName: o.ClientName,
+			Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig, Protocol: o.Protocol,
+			DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+			PoolSize: o.PoolSize, PoolTimeout: o.PoolTimeout, MinIdleConns: o.MinIdleConns, MaxIdleConns: o.MaxIdleConns,
+			ConnMaxIdleTime: o.ConnMaxIdleTime, ConnMaxLifetime: o.ConnMaxLifetime,
+			MinRetryBackoff: o.MinRetryBackoff, MaxRetryBackoff: o.MaxRetryBackoff}, nil
+	case sentinel:
+		o, err := redis.ParseFailoverURL(rawURL)
+		if err != nil {
+			return nil, err
+		}
+		return &redis.UniversalOptions{Addrs: o.SentinelAddrs, MasterName: o.MasterName, DB: o.DB, ClientName: o.ClientName,
+			SentinelUsername: o.SentinelUsername, SentinelPassword: o.SentinelPassword,
+			Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig, Protocol: o.Protocol,
+			DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+			PoolSize: o.PoolSize, PoolTimeout: o.PoolTimeout, MinIdleConns: o.MinIdleConns, MaxIdleConns: o.MaxIdleConns,
+			ConnMaxIdleTime: o.ConnMaxIdleTime, ConnMaxLifetime: o.ConnMaxLifetime,
+			MinRetryBackoff: o.MinRetryBackoff, MaxRetryBackoff: o.MaxRetryBackoff}, nil
+	default:
+		o, err := redis.ParseURL(rawURL)
+		if err != nil {
+			return nil, err
+		}
+		return &redis.UniversalOptions{Addrs: []string{o.Addr}, DB: o.DB, ClientName: o.ClientName,
+			Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig, Protocol: o.Protocol,
+			DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+			PoolSize: o.PoolSize, PoolTimeout: o.PoolTimeout, MinIdleConns: o.MinIdleConns, MaxIdleConns: o.MaxIdleConns,
+			ConnMaxIdleTime: o.ConnMaxIdleTime, ConnMaxLifetime: o.ConnMaxLifetime,
+			MinRetryBackoff: o.MinRetryBackoff, MaxRetryBackoff: o.MaxRetryBackoff}, nil
+	}
 }
 
 // redisRetries bounds go-redis's retries of a failed command: a breaker
