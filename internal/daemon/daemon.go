@@ -232,8 +232,11 @@ func healthChecker(ctx context.Context, st *store.Store, hs *health.Server, ever
 	serving := false
 	return func() {
 		cctx, cancel := context.WithTimeout(ctx, every)
-		err := st.Load(cctx)
+		loaded, err := st.Check(cctx)
 		cancel()
+		if loaded > 0 {
+			log.Info("redis lacked scripts (restart, SCRIPT FLUSH or failover): reloaded", "scripts", loaded)
+		}
 		if ctx.Err() != nil {
 			return
 		}

@@ -605,6 +605,38 @@ func TestScriptCacheFlushFallsBackToEval(t *testing.T) {
 	})
 }
 
+// TestCheckLoadsOnlyMissingScripts: the health tick asks SCRIPT EXISTS
+// (one command) and sends a script's source only when Redis lacks it. On a
+// shared real Redis another test may flush or load the cache at any time,
+// so there the count of scripts loaded is checked against the commands
+// sent; miniredis, this test's alone, pins both.
+func TestCheckLoadsOnlyMissingScripts(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		f := newFixture(t, b, store.Options{})
+		ctx := context.Background()
+		check := func(when string, want int) {
+			t.Helper()
+			b.ResetCounts()
+			n, err := f.st.Check(ctx)
+			if err != nil {
+				t.Fatalf("Check %s: %v", when, err)
+			}
+			if c := b.Commands(); c != int64(1+n) {
+				t.Errorf("Check %s loaded %d scripts with %d commands, want 1 SCRIPT EXISTS + %d SCRIPT LOAD", when, n, c, n)
+			}
+			if b.Mini != nil && n != want {
+				t.Errorf("Check %s loaded %d scripts, want %d", when, n, want)
+			}
+		}
+		check("with every script loaded", 0)
+		if err := f.Client.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		check("after SCRIPT FLUSH", 4)
+		check("again", 0)
+	})
+}
+
 func TestRedisErrorsAreReturned(t *testing.T) {
 	b := testredis.Mini(t)
 	b.Client = redis.NewClient(&redis.Options{Addr: b.Addr, MaxRetries: -1})

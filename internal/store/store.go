@@ -152,6 +152,36 @@ func (s *Store) Load(ctx context.Context) error {
 	return nil
 }
 
+// Check is the daemon's periodic health check, one round trip when all is
+// well: SCRIPT EXISTS for every script (on a Cluster, every node is asked),
+// then SCRIPT LOAD for only the scripts missing (after a restart, a SCRIPT
+// FLUSH, or a failover to a replica, whose script cache starts empty). It
+// returns the number of scripts it loaded; an error means Redis did not
+// answer.
+func (s *Store) Check(ctx context.Context) (loaded int, err error) {
+	hashes := make([]string, len(allScripts))
+	for i, sc := range allScripts {
+		hashes[i] = sc.Hash()
+	}
+	exists, err := s.rdb.ScriptExists(ctx, hashes...).Result()
+	if err != nil {
+		return 0, fmt.Errorf("store: script exists: %w", err)
+	}
+	if len(exists) != len(hashes) {
+		return 0, fmt.Errorf("%w: SCRIPT EXISTS answered %d flags for %d scripts", errBadReply, len(exists), len(hashes))
+	}
+	for i, ok := range exists {
+		if ok {
+			continue
+		}
+		if err := allScripts[i].Load(ctx, s.rdb).Err(); err != nil {
+			return loaded, fmt.Errorf("store: load script: %w", err)
+		}
+		loaded++
+	}
+	return loaded, nil
+}
+
 // common returns the ARGV every script starts with (see lib.lua).
 func (s *Store) common(breaker, actor string, p policy.Policy) []any {
 	var pinned int64
