@@ -116,13 +116,7 @@ func hookOptions(b *testredis.Backend, r *receiver, reg prometheus.Registerer, m
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	daemontest.Eventually(t, what, cond)
 }
 
 // settled reports whether the hook's group on breaker's stream has read
