@@ -38,9 +38,12 @@ type Backend struct {
 	Name string
 	// Addr is the server's host:port; on a cluster, the first node's.
 	Addr string
-	// Addrs are the cluster's nodes as the environment named them; nil on
-	// a single server.
+	// Addrs are the cluster's nodes as the environment named them, or the
+	// sentinels; nil on a single server.
 	Addrs []string
+	// MasterName is the master the sentinels at Addrs watch; empty unless
+	// the backend is a Sentinel setup.
+	MasterName string
 	// Mini is the in-process server, nil on a real Redis.
 	Mini *miniredis.Miniredis
 	// Client is a client whose round trips are counted: a
@@ -128,6 +131,22 @@ func ClusterAt(t testing.TB, addrs []string) *Backend {
 	return b
 }
 
+// SentinelAt returns a backend on the master the sentinels at addrs watch
+// under the name master (a test's own Sentinel setup). It fails t when the
+// master does not answer.
+func SentinelAt(t testing.TB, master string, addrs []string) *Backend {
+	t.Helper()
+	b := &Backend{Name: "sentinel", Addr: addrs[0], Addrs: addrs, MasterName: master}
+	b.pinned.Store(time.Now().UnixNano())
+	b.init(t)
+	if err := b.Client.Ping(context.Background()).Err(); err != nil {
+		t.Fatalf("Sentinel master %q via %v does not answer: %v", master, addrs, err)
+	}
+	b.ResetCounts()
+	t.Cleanup(func() { b.deleteKeys(t) })
+	return b
+}
+
 // deleteKeys removes every key of this test's breakers and hooks (whose
 // names start with Prefix), so that runs leave nothing behind on a shared
 // Redis: on a cluster, from every master, one key at a time (keys of
@@ -179,8 +198,12 @@ func (b *Backend) NewClient(t testing.TB) redis.UniversalClient {
 	return c
 }
 
-// newClient returns an uncounted client: a cluster client on a cluster.
+// newClient returns an uncounted client: a cluster client on a cluster, a
+// failover client through Sentinel.
 func (b *Backend) newClient() redis.UniversalClient {
+	if b.MasterName != "" {
+		return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: b.MasterName, SentinelAddrs: b.Addrs})
+	}
 	if b.Addrs != nil {
 		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: b.Addrs})
 	}
@@ -194,6 +217,10 @@ func (b *Backend) URL() (u string, cluster bool) {
 		return "redis://" + b.Addr, false
 	}
 	q := url.Values{"addr": b.Addrs[1:]}
+	if b.MasterName != "" {
+		q.Set("master_name", b.MasterName)
+		return "redis://" + b.Addrs[0] + "?" + q.Encode(), false
+	}
 	return "redis://" + b.Addrs[0] + "?" + q.Encode(), true
 }
 
