@@ -104,7 +104,7 @@ type Report struct {
 	// virtual: the replay ran on a virtual clock (an in-process daemon),
 	// so Lag is 0 whatever the machine's load.
 	virtual bool
-	Rows      []Row
+	Rows    []Row
 	// Elapsed is the replay's wall-clock time.
 	Elapsed time.Duration
 	// Lag is the most any run fell behind its schedule (incident time): a
