@@ -43,18 +43,16 @@ addrs() {
 stop() {
   local p pid
   for p in "${ports[@]}"; do
-    if [ -f "$dir/$p/redis.pid" ]; then
-      pid=$(cat "$dir/$p/redis.pid")
-      kill "$pid" 2>/dev/null || true
-    fi
+    pid=$(cat "$dir/$p/redis.pid" 2>/dev/null) || continue
+    kill "$pid" 2>/dev/null || true
   done
   for p in "${ports[@]}"; do
-    if [ -f "$dir/$p/redis.pid" ]; then
-      pid=$(cat "$dir/$p/redis.pid")
-      for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-      kill -9 "$pid" 2>/dev/null || true
-      rm -f "$dir/$p/redis.pid"
-    fi
+    # Redis removes its pid file as it exits: a file gone now is a
+    # process gone.
+    pid=$(cat "$dir/$p/redis.pid" 2>/dev/null) || continue
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    kill -9 "$pid" 2>/dev/null || true
+    rm -f "$dir/$p/redis.pid"
   done
 }
 

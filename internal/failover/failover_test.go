@@ -111,10 +111,13 @@ type load struct {
 	deadline time.Duration
 
 	total, answered, fallback atomic.Int64 // fallback: Unavailable or DeadlineExceeded
-	late                      atomic.Int64 // took longer than deadline plus a second
 	maxTook                   atomic.Int64 // ns
-	phase                     atomic.Int64 // bumped by the test between stages
-	answeredIn                [8]atomic.Int64
+	// schedLag is the most a 10 ms timer of the test's own fired late
+	// (ns): how far behind a busy machine runs any goroutine, including a
+	// request's once its deadline has passed.
+	schedLag   atomic.Int64
+	phase      atomic.Int64 // bumped by the test between stages
+	answeredIn [8]atomic.Int64
 
 	mu        sync.Mutex
 	bad       []string // errors the client's fallback policy does not allow
@@ -128,6 +131,21 @@ func (l *load) run(t *testing.T, daemons []*daemontest.Daemon, names []string) (
 	l.maxGen = map[string]int64{}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the machine's scheduling lag, while the workers run
+		defer wg.Done()
+		for ctx.Err() == nil {
+			start := time.Now()
+			time.Sleep(10 * time.Millisecond)
+			lag := int64(time.Since(start) - 10*time.Millisecond)
+			for {
+				m := l.schedLag.Load()
+				if lag <= m || l.schedLag.CompareAndSwap(m, lag) {
+					break
+				}
+			}
+		}
+	}()
 	for i := range 50 {
 		d := daemons[i%len(daemons)]
 		conn, err := grpc.NewClient(d.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -176,9 +194,6 @@ func (l *load) worker(ctx context.Context, api pb.BreakerServiceClient, worker s
 			if int64(took) <= m || l.maxTook.CompareAndSwap(m, int64(took)) {
 				break
 			}
-		}
-		if took > l.deadline+time.Second {
-			l.late.Add(1)
 		}
 		switch status.Code(err) {
 		case codes.OK:
@@ -236,8 +251,9 @@ func (l *load) check(t *testing.T, what string) {
 	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	t.Logf("%s: %d requests: %d answered, %d fell back (Unavailable or DeadlineExceeded), %d other errors; slowest %s (deadline %s); answered per stage %v",
-		what, l.total.Load(), l.answered.Load(), l.fallback.Load(), len(l.bad), time.Duration(l.maxTook.Load()).Round(time.Millisecond), l.deadline, l.stages())
+	t.Logf("%s: %d requests: %d answered, %d fell back (Unavailable or DeadlineExceeded), %d other errors; slowest %s (deadline %s, worst scheduling lag %s); answered per stage %v",
+		what, l.total.Load(), l.answered.Load(), l.fallback.Load(), len(l.bad), time.Duration(l.maxTook.Load()).Round(time.Millisecond), l.deadline,
+		time.Duration(l.schedLag.Load()).Round(time.Millisecond), l.stages())
 	if n := l.total.Load(); n != l.answered.Load()+l.fallback.Load()+int64(len(l.bad)) {
 		t.Errorf("%d requests, but %d answered + %d fell back + %d errors", n, l.answered.Load(), l.fallback.Load(), len(l.bad))
 	}
@@ -248,8 +264,12 @@ func (l *load) check(t *testing.T, what string) {
 		}
 		t.Errorf("an error the fallback policy does not allow: %s", e)
 	}
-	if n := l.late.Load(); n > 0 {
-		t.Errorf("%d requests waited past their %s deadline (by more than a second)", n, l.deadline)
+	// A request cut at its deadline returns once its goroutine runs
+	// again: on a busy machine, as late as any goroutine of the test.
+	lag := time.Duration(l.schedLag.Load())
+	if took := time.Duration(l.maxTook.Load()); took > l.deadline+lag+250*time.Millisecond {
+		t.Errorf("the slowest request took %s: past its %s deadline by more than the machine's worst scheduling lag (%s) and 250ms",
+			took, l.deadline, lag)
 	}
 	for i := int64(0); i <= l.phase.Load(); i++ {
 		if l.answeredIn[i].Load() == 0 {
@@ -450,6 +470,9 @@ func TestClusterFailoverUnderLoad(t *testing.T) {
 	if err := syscall.Kill(p, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill master %s (pid %d): %v", master, p, err)
 	}
+	// Its pid file outlives it: remove it, so that the script's stop never
+	// signals whatever process gets that pid next.
+	_ = os.Remove(filepath.Join(dir, port, "redis.pid"))
 	var live []string
 	for _, a := range addrs {
 		if a != master {
