@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -77,8 +78,8 @@ func TestPrintPolicy(t *testing.T) {
 }
 
 // fast is a small replay for an external daemon: 16 runs, 600 times
-// faster than the incident, with a 2m cooldown cap so that the fleet
-// breakers close well within the 10m tail.
+// faster than the incident (later flags may slow it), with a 2m cooldown
+// cap so that the fleet breakers close well within the 10m tail.
 var fast = []string{"--runs", "16", "--scale", "600", "--cooldown-cap", "2m", "--tail", "10m"}
 
 // startBreakerd runs the daemon as cmd/breakerd does, on an embedded
@@ -103,32 +104,55 @@ func startBreakerd(t *testing.T, policyFile string) string {
 	return ""
 }
 
+// TestExternalDaemonWithThePrintedPolicy: a daemon of the user's own,
+// given --print-policy's file, is the replay's breaker: the fleet breakers
+// trip by the replay's policy and close after the outage, and no warning
+// says otherwise. An external daemon decides on its Redis's real clock, so
+// the replay runs on the wall clock; a machine that falls behind the
+// schedule (its own warning) distorts the fleet rows. Such a run is not
+// judged: the replay runs again, slower, up to three times.
 func TestExternalDaemonWithThePrintedPolicy(t *testing.T) {
-	var pol bytes.Buffer
-	if err := run(context.Background(), append([]string{"--print-policy"}, fast...), noEnv, &pol); err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "replay.yaml")
-	if err := os.WriteFile(file, pol.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	addr := startBreakerd(t, file)
-	var out bytes.Buffer
-	if err := run(context.Background(), append([]string{"--addr", addr}, fast...), noEnv, &out); err != nil {
-		t.Fatalf("run: %v\n%s", err, out.String())
-	}
-	t.Logf("\n%s", out.String())
-	for _, want := range []string{"breakerd at " + addr, "breakerd fleet-wide, tool removed + notice", "first successful probe"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q", want)
+	scales := []string{"600", "200", "60"}
+	for i, scale := range scales {
+		args := append(append([]string(nil), fast...), "--scale", scale)
+		var pol bytes.Buffer
+		if err := run(context.Background(), append([]string{"--print-policy"}, args...), noEnv, &pol); err != nil {
+			t.Fatal(err)
 		}
-	}
-	// A busy machine may fall behind a 600-times replay (a warning of its
-	// own); the policy must never be the one warned about.
-	for _, line := range strings.Split(out.String(), "\n") {
-		if strings.HasPrefix(line, "WARNING") && !strings.Contains(line, "behind the replay's schedule") {
-			t.Errorf("with the printed policy: %s", line)
+		file := filepath.Join(t.TempDir(), "replay.yaml")
+		if err := os.WriteFile(file, pol.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
 		}
+		addr := startBreakerd(t, file)
+		var out bytes.Buffer
+		err := run(context.Background(), append([]string{"--addr", addr}, args...), noEnv, &out)
+		t.Logf("--scale %s:\n%s", scale, out.String())
+		var problems []string
+		for _, want := range []string{"breakerd at " + addr, "breakerd fleet-wide, tool removed + notice", "first successful probe"} {
+			if !strings.Contains(out.String(), want) {
+				problems = append(problems, fmt.Sprintf("output lacks %q", want))
+			}
+		}
+		behind := false
+		for _, line := range strings.Split(out.String(), "\n") {
+			switch {
+			case strings.HasPrefix(line, "WARNING") && strings.Contains(line, "behind the replay's schedule"):
+				behind = true
+			case strings.HasPrefix(line, "WARNING"):
+				problems = append(problems, "with the printed policy: "+line)
+			}
+		}
+		if err != nil && !errors.Is(err, replay.ErrPolicy) {
+			t.Fatalf("run at --scale %s: %v", scale, err)
+		}
+		if len(problems) > 0 && behind && i < len(scales)-1 {
+			t.Logf("the machine fell behind the replay at --scale %s; again, slower", scale)
+			continue
+		}
+		for _, p := range problems {
+			t.Errorf("--scale %s: %s", scale, p)
+		}
+		return
 	}
 }
 

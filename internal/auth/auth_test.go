@@ -23,6 +23,7 @@ import (
 
 	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
 	"github.com/breakerd/breakerd/pkg/client"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -165,7 +166,7 @@ func TestTokensAndRoles(t *testing.T) {
 		if f.State.ForcedBy != "alice" {
 			t.Errorf("forced_by = %q, want alice (the token's name)", f.State.ForcedBy)
 		}
-		ev, err := b.Client.XRevRangeN(ctx, "brk:{"+name+"}:events", "+", "-", 1).Result()
+		ev, err := b.Client.XRevRangeN(ctx, store.EventsKey(name), "+", "-", 1).Result()
 		if err != nil || len(ev) != 1 || ev[0].Values["actor"] != "alice" || ev[0].Values["note"] != "vendor incident 42" || ev[0].Values["kind"] != "forced" {
 			t.Errorf("last event %v (%v), want forced by alice with the reason", ev, err)
 		}

@@ -20,8 +20,10 @@ type Config struct {
 	// Flag --listen, env BREAKERD_LISTEN.
 	Listen string
 	// RedisURL is the shared Redis, e.g. redis://127.0.0.1:6379/0 or
-	// rediss://user:pass@host:6380. Empty: an embedded in-memory Redis whose
-	// state is neither shared nor persisted. Flag --redis-url, env
+	// rediss://user:pass@host:6380; with master_name in the query it names
+	// Sentinels (redis://sentinel1:26379/0?master_name=mymaster&addr=sentinel2:26379);
+	// see RedisOptions for every form. Empty: an embedded in-memory Redis
+	// whose state is neither shared nor persisted. Flag --redis-url, env
 	// BREAKERD_REDIS_URL.
 	RedisURL string
 	// RedisCluster reads RedisURL as a Redis Cluster URL

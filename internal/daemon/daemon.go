@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -153,11 +154,13 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 // policyState is what Run knows of the policy file it loaded.
 type policyState struct{ sum [sha256.Size]byte }
 
-// connect opens the configured Redis (a Cluster with --redis-cluster), or
-// starts an embedded one. It also names the pub/sub channel for live
-// events: pub/sub ignores Redis databases, so the channel carries the
-// database number and fleets on different databases of one server do not
-// see each other's events. Errors never carry the URL's password.
+// connect opens the configured Redis through go-redis's universal client
+// (standalone, Cluster with --redis-cluster, or Sentinel when the URL names
+// a master_name; see RedisOptions), or starts an embedded one. It also names
+// the pub/sub channel for live events: pub/sub ignores Redis databases, so
+// the channel carries the database number and fleets on different
+// databases of one server do not see each other's events. Errors never
+// carry the URL's password.
 func connect(c Config, log *slog.Logger) (redis.UniversalClient, string, func(), error) {
 	if c.RedisURL == "" {
 		// miniredis serves only TCP: a random password keeps other local
@@ -181,20 +184,7 @@ func connect(c Config, log *slog.Logger) (redis.UniversalClient, string, func(),
 	if err != nil {
 		return nil, "", nil, err
 	}
-	if c.RedisCluster {
-		opt, err := redis.ParseClusterURL(c.RedisURL)
-		if err != nil {
-			return nil, "", nil, fmt.Errorf("--redis-url %s: %w", RedactURL(c.RedisURL), redactErr(err, c.RedisURL))
-		}
-		if password != "" {
-			opt.Password = password
-		}
-		opt.MaxRetries = redisRetries
-		rdb := redis.NewClusterClient(opt)
-		log.Info("using redis cluster", "addrs", opt.Addrs, "user", opt.Username, "password", opt.Password != "", "tls", opt.TLSConfig != nil)
-		return rdb, store.DefaultChannel, func() { _ = rdb.Close() }, nil
-	}
-	opt, err := redis.ParseURL(c.RedisURL)
+	opt, err := RedisOptions(c.RedisURL, c.RedisCluster)
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("--redis-url %s: %w", RedactURL(c.RedisURL), redactErr(err, c.RedisURL))
 	}
@@ -202,9 +192,77 @@ func connect(c Config, log *slog.Logger) (redis.UniversalClient, string, func(),
 		opt.Password = password
 	}
 	opt.MaxRetries = redisRetries
-	rdb := redis.NewClient(opt)
-	log.Info("using redis", "addr", opt.Addr, "db", opt.DB, "user", opt.Username, "password", opt.Password != "", "tls", opt.TLSConfig != nil)
-	return rdb, fmt.Sprintf("%s:db%d", store.DefaultChannel, opt.DB), func() { _ = rdb.Close() }, nil
+	rdb := redis.NewUniversalClient(opt)
+	channel := fmt.Sprintf("%s:db%d", store.DefaultChannel, opt.DB)
+	switch {
+	case opt.IsClusterMode:
+		channel = store.DefaultChannel // a cluster has only database 0
+		log.Info("using redis cluster", "addrs", opt.Addrs, "user", opt.Username, "password", opt.Password != "", "tls", opt.TLSConfig != nil)
+	case opt.MasterName != "":
+		log.Info("using redis sentinel", "master", opt.MasterName, "sentinels", opt.Addrs, "db", opt.DB, "user", opt.Username, "password", opt.Password != "", "tls", opt.TLSConfig != nil)
+	default:
+		log.Info("using redis", "addr", opt.Addrs[0], "db", opt.DB, "user", opt.Username, "password", opt.Password != "", "tls", opt.TLSConfig != nil)
+	}
+	return rdb, channel, func() { _ = rdb.Close() }, nil
+}
+
+// RedisOptions reads --redis-url (and --redis-cluster) into the options of
+// go-redis's universal client. Three forms (go-redis's ParseURL,
+// ParseClusterURL and ParseFailoverURL, whose query options such as
+// dial_timeout=3s or pool_size=20 all apply):
+//
+//   - standalone: redis://[user:pass@]host:port/db, or rediss:// for TLS;
+//   - Cluster (cluster true): redis://[user:pass@]host1:port?addr=host2:port&addr=host3:port,
+//     any subset of the nodes;
+//   - Sentinel: redis://[sentinel-user:sentinel-pass@]sentinel1:port/db?master_name=NAME&addr=sentinel2:port
+//     with the master's own credentials as username=...&password=... in the query.
+//
+// Errors name what go-redis could not parse; master_name with cluster is
+// an error (Sentinel-managed clusters are not supported).
+func RedisOptions(rawURL string, cluster bool) (*redis.UniversalOptions, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	sentinel := u.Query().Has("master_name")
+	switch {
+	case cluster && sentinel:
+		return nil, errors.New("master_name (Sentinel) and --redis-cluster exclude each other")
+	case cluster:
+		o, err := redis.ParseClusterURL(rawURL)
+		if err != nil {
+			return nil, err
+		}
+		return &redis.UniversalOptions{IsClusterMode: true, Addrs: o.Addrs, ClientName: o.ClientName,
+			Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig, Protocol: o.Protocol,
+			DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+			PoolSize: o.PoolSize, PoolTimeout: o.PoolTimeout, MinIdleConns: o.MinIdleConns, MaxIdleConns: o.MaxIdleConns,
+			ConnMaxIdleTime: o.ConnMaxIdleTime, ConnMaxLifetime: o.ConnMaxLifetime,
+			MinRetryBackoff: o.MinRetryBackoff, MaxRetryBackoff: o.MaxRetryBackoff}, nil
+	case sentinel:
+		o, err := redis.ParseFailoverURL(rawURL)
+		if err != nil {
+			return nil, err
+		}
+		return &redis.UniversalOptions{Addrs: o.SentinelAddrs, MasterName: o.MasterName, DB: o.DB, ClientName: o.ClientName,
+			SentinelUsername: o.SentinelUsername, SentinelPassword: o.SentinelPassword,
+			Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig, Protocol: o.Protocol,
+			DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+			PoolSize: o.PoolSize, PoolTimeout: o.PoolTimeout, MinIdleConns: o.MinIdleConns, MaxIdleConns: o.MaxIdleConns,
+			ConnMaxIdleTime: o.ConnMaxIdleTime, ConnMaxLifetime: o.ConnMaxLifetime,
+			MinRetryBackoff: o.MinRetryBackoff, MaxRetryBackoff: o.MaxRetryBackoff}, nil
+	default:
+		o, err := redis.ParseURL(rawURL)
+		if err != nil {
+			return nil, err
+		}
+		return &redis.UniversalOptions{Addrs: []string{o.Addr}, DB: o.DB, ClientName: o.ClientName,
+			Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig, Protocol: o.Protocol,
+			DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+			PoolSize: o.PoolSize, PoolTimeout: o.PoolTimeout, MinIdleConns: o.MinIdleConns, MaxIdleConns: o.MaxIdleConns,
+			ConnMaxIdleTime: o.ConnMaxIdleTime, ConnMaxLifetime: o.ConnMaxLifetime,
+			MinRetryBackoff: o.MinRetryBackoff, MaxRetryBackoff: o.MaxRetryBackoff}, nil
+	}
 }
 
 // redisPassword reads --redis-password-file, if set. A URL that carries a
@@ -235,8 +293,11 @@ func healthChecker(ctx context.Context, st *store.Store, hs *health.Server, ever
 	serving := false
 	return func() {
 		cctx, cancel := context.WithTimeout(ctx, every)
-		err := st.Load(cctx)
+		loaded, err := st.Check(cctx)
 		cancel()
+		if loaded > 0 {
+			log.Info("redis lacked scripts (restart, SCRIPT FLUSH or failover): reloaded", "scripts", loaded)
+		}
 		if ctx.Err() != nil {
 			return
 		}

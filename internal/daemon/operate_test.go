@@ -231,7 +231,8 @@ type running struct {
 // runDaemon runs the real assembly (Run) on b until t ends.
 func runDaemon(t *testing.T, b *testredis.Backend) running {
 	t.Helper()
-	c := Config{Listen: "127.0.0.1:0", RedisURL: "redis://" + b.Addr, MetricsListen: testredis.FreeAddr(t), CircuitsInterval: 100 * time.Millisecond,
+	u, cluster := b.URL()
+	c := Config{Listen: "127.0.0.1:0", RedisURL: u, RedisCluster: cluster, MetricsListen: testredis.FreeAddr(t), CircuitsInterval: 100 * time.Millisecond,
 		EventsMaxLen: 1000, EventRetention: time.Hour, ShutdownTimeout: time.Second, HealthInterval: 500 * time.Millisecond,
 		LogFormat: "json"}
 	logs := &daemontest.Buffer{}

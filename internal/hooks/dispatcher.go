@@ -195,7 +195,7 @@ func New(rdb redis.UniversalClient, st *store.Store, o Options) (*Dispatcher, er
 // is not flooded with the history of the event log. Every sweep extends
 // its life by sinceTTL, so it lapses only for a hook no daemon has run
 // for that long.
-func sinceKey(hook string) string { return "breakerd:hooks:" + hook + ":since" }
+func sinceKey(hook string) string { return store.HookSinceKey(hook) }
 
 const sinceTTL = 30 * 24 * time.Hour
 
@@ -366,10 +366,17 @@ func (d *Dispatcher) drain(ctx context.Context, h *hookState, key string, claim 
 	if claim {
 		start := "0-0"
 		for {
-			msgs, next, err := d.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: key, Group: h.group,
-				Consumer: d.o.Consumer, MinIdle: d.o.MinIdle, Start: start, Count: 100}).Result()
+			msgs, deleted, next, err := d.autoClaim(ctx, h, key, start)
 			if err != nil {
 				return err
+			}
+			for _, id := range deleted {
+				// A daemon stopped mid-delivery and the stream was trimmed
+				// past the entry before anyone reclaimed it: nobody holds
+				// it any more.
+				d.o.Log.Error("hooks: delivery abandoned: the event was trimmed from its stream while pending on a stopped daemon (raise --events-max-len)",
+					"hook", h.Name, "stream", key, "id", id)
+				d.m.abandoned.WithLabelValues(h.Name, "trimmed").Inc()
 			}
 			for _, m := range msgs {
 				if !d.deliver(ctx, h, key, m) {
@@ -406,6 +413,49 @@ func (d *Dispatcher) drain(ctx context.Context, h *hookState, key string, claim 
 	}
 }
 
+// autoClaim runs XAUTOCLAIM from start: the entries it claimed for this
+// consumer, the ids it dropped from the pending list because the stream no
+// longer holds them (Redis 7's third reply element, which go-redis's
+// XAutoClaim discards), and where to continue ("0-0" when done).
+func (d *Dispatcher) autoClaim(ctx context.Context, h *hookState, key, start string) (msgs []redis.XMessage, deleted []string, next string, err error) {
+	res, err := d.rdb.Do(ctx, "XAUTOCLAIM", key, h.group, d.o.Consumer, d.o.MinIdle.Milliseconds(), start, "COUNT", 100).Slice()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	bad := func(what string) error { return fmt.Errorf("hooks: XAUTOCLAIM on %s: unexpected reply: %s", key, what) }
+	if len(res) < 2 {
+		return nil, nil, "", bad(fmt.Sprintf("%d elements", len(res)))
+	}
+	next, ok := res[0].(string)
+	entries, ok2 := res[1].([]any)
+	if !ok || !ok2 {
+		return nil, nil, "", bad(fmt.Sprintf("%T, %T", res[0], res[1]))
+	}
+	for _, e := range entries {
+		pair, ok := e.([]any)
+		if !ok || len(pair) != 2 {
+			continue // Redis 6 answers nil for an entry the stream no longer holds
+		}
+		id, _ := pair[0].(string)
+		fields, _ := pair[1].([]any)
+		m := redis.XMessage{ID: id, Values: map[string]any{}}
+		for i := 0; i+1 < len(fields); i += 2 {
+			k, _ := fields[i].(string)
+			m.Values[k] = fields[i+1]
+		}
+		msgs = append(msgs, m)
+	}
+	if len(res) >= 3 {
+		gone, _ := res[2].([]any)
+		for _, g := range gone {
+			if id, ok := g.(string); ok {
+				deleted = append(deleted, id)
+			}
+		}
+	}
+	return msgs, deleted, next, nil
+}
+
 // deliver posts one entry to h until it is accepted or given up on, then
 // acknowledges it. It returns false when the daemon is stopping (the entry
 // stays pending for another daemon).
@@ -431,9 +481,9 @@ func (d *Dispatcher) deliver(ctx context.Context, h *hookState, key string, m re
 	}
 
 	dctx, cancel := context.WithCancel(ctx)
-	var lost atomic.Bool
+	var hs heartbeatState
 	hb := make(chan struct{})
-	go func() { defer close(hb); d.heartbeat(dctx, cancel, &lost, h, key, m.ID) }()
+	go func() { defer close(hb); d.heartbeat(dctx, cancel, &hs, h, key, m.ID) }()
 	done := d.attempt(dctx, h, name, ev, body)
 	cancel()
 	<-hb
@@ -441,11 +491,29 @@ func (d *Dispatcher) deliver(ctx context.Context, h *hookState, key string, m re
 	case done:
 		d.ack(ctx, h, key, m.ID)
 	case ctx.Err() != nil:
+		if hs.trimmed.Load() {
+			// Nobody else can deliver it: it is in no pending list.
+			d.o.Log.Error("hooks: delivery abandoned: the daemon stopped while delivering an event already trimmed from its stream",
+				"hook", h.Name, "breaker", ev.Breaker, "event", name, "id", m.ID)
+			d.m.abandoned.WithLabelValues(h.Name, name).Inc()
+		}
 		return false
-	case lost.Load():
-		d.o.Log.Warn("hooks: another daemon took over this delivery", "hook", h.Name, "breaker", ev.Breaker, "event", name, "id", m.ID)
+	case hs.owner.Load() != nil:
+		d.o.Log.Warn("hooks: another daemon took over this delivery", "hook", h.Name, "breaker", ev.Breaker,
+			"event", name, "id", m.ID, "by", *hs.owner.Load())
 	}
 	return true
+}
+
+// heartbeatState is what a delivery's heartbeat found out.
+type heartbeatState struct {
+	// owner is the consumer that holds the entry now, when another
+	// consumer does (or did, and acknowledged it): the delivery stops.
+	owner atomic.Pointer[string]
+	// trimmed: the stream no longer holds the entry (XADD MAXLEN trimmed it
+	// mid-delivery) and no pending list names it; the delivery goes on
+	// from the copy this daemon holds.
+	trimmed atomic.Bool
 }
 
 // attempt posts body until a 2xx or until h.GiveUpAfter has passed
@@ -531,9 +599,12 @@ func (d *Dispatcher) post(ctx context.Context, h *hookState, name string, ev *pb
 
 // heartbeat keeps the entry this daemon is delivering fresh (idle below
 // MinIdle), so no other daemon reclaims it while a slow hook is retried.
-// If another consumer owns it already (this daemon stalled past MinIdle),
-// it sets lost and cancels the delivery.
-func (d *Dispatcher) heartbeat(ctx context.Context, cancel func(), lost *atomic.Bool, h *hookState, key, id string) {
+// If another consumer holds it (this daemon stalled past MinIdle), it
+// records that consumer in hs.owner and cancels the delivery. If no
+// consumer holds it because the stream was trimmed past it (Redis 7's
+// XCLAIM drops such entries from the pending list), it sets hs.trimmed,
+// logs it, and stops: the delivery goes on from what this daemon holds.
+func (d *Dispatcher) heartbeat(ctx context.Context, cancel func(), hs *heartbeatState, h *hookState, key, id string) {
 	t := time.NewTicker(max(d.o.MinIdle/3, time.Millisecond))
 	defer t.Stop()
 	for {
@@ -546,13 +617,41 @@ func (d *Dispatcher) heartbeat(ctx context.Context, cancel func(), lost *atomic.
 		if err != nil {
 			continue
 		}
-		if len(p) == 0 || p[0].Consumer != d.o.Consumer {
-			lost.Store(true)
+		if len(p) == 1 && p[0].Consumer == d.o.Consumer {
+			// XCLAIM answers only the entries the stream still holds.
+			ids, err := d.rdb.XClaimJustID(ctx, &redis.XClaimArgs{Stream: key, Group: h.group, Consumer: d.o.Consumer, Messages: []string{id}}).Result()
+			if err == nil && len(ids) == 0 {
+				d.trimmed(hs, h, key, id)
+				return
+			}
+			continue
+		}
+		if len(p) == 1 {
+			owner := p[0].Consumer
+			hs.owner.Store(&owner)
 			cancel()
 			return
 		}
-		_ = d.rdb.XClaimJustID(ctx, &redis.XClaimArgs{Stream: key, Group: h.group, Consumer: d.o.Consumer, Messages: []string{id}}).Err()
+		// Pending nowhere: trimmed, or taken over and acknowledged.
+		still, err := d.rdb.XRange(ctx, key, id, id).Result()
+		if err != nil {
+			continue
+		}
+		if len(still) == 0 {
+			d.trimmed(hs, h, key, id)
+			return
+		}
+		owner := "another consumer, which acknowledged it"
+		hs.owner.Store(&owner)
+		cancel()
+		return
 	}
+}
+
+func (d *Dispatcher) trimmed(hs *heartbeatState, h *hookState, key, id string) {
+	hs.trimmed.Store(true)
+	d.o.Log.Warn("hooks: the event in delivery was trimmed from its stream (raise --events-max-len); delivering it from memory",
+		"hook", h.Name, "stream", key, "id", id)
 }
 
 func (d *Dispatcher) ack(ctx context.Context, h *hookState, key, id string) {

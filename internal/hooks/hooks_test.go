@@ -122,13 +122,7 @@ func hookOptions(b *testredis.Backend, r *receiver, reg prometheus.Registerer, m
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	daemontest.Eventually(t, what, cond)
 }
 
 // settled reports whether the hook's group on breaker's stream has read
@@ -731,4 +725,110 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 	if s := logs.String(); !strings.Contains(s, "redirect refused") || strings.Contains(s, "/collect") {
 		t.Errorf("log %q: want the refused redirect, without its Location", s)
 	}
+}
+
+// TestEventTrimmedInDeliveryIsStillDelivered is the scenario: with
+// --events-max-len 10, a hook answering 500 while 400 more events arrive
+// in a burst, the event being retried is trimmed from its stream. The
+// daemon delivers it from the copy it holds once the hook recovers, and
+// never claims another daemon took it over (there is none).
+func TestEventTrimmedInDeliveryIsStillDelivered(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		r := newReceiver(t)
+		r.set(http.StatusInternalServerError)
+		reg := prometheus.NewRegistry()
+		var logs daemontest.Buffer
+		o := hookOptions(b, r, reg, nil)
+		o.MinIdle = 300 * time.Millisecond // the heartbeat checks every 100 ms
+		o.Log = slog.New(slog.NewTextHandler(&logs, nil))
+		d := daemontest.StartWith(t, b, daemontest.Options{Store: store.Options{EventsMaxLen: 10}, Hooks: o})
+		ctx := context.Background()
+		name := b.Breaker("web_search")
+		force := func(m pb.ForceMode) {
+			t.Helper()
+			if _, err := d.Store.Force(ctx, name, m, "burst", 0, "alice"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		force(pb.ForceMode_FORCE_MODE_OPEN)
+		first, err := b.Client.XRevRangeN(ctx, store.EventsKey(name), "+", "-", 1).Result()
+		if err != nil || len(first) != 1 {
+			t.Fatalf("the first event: %v, %v", first, err)
+		}
+		delivery := name + "/" + first[0].ID
+		<-r.seen // in delivery, answered 500 and retried
+		for i := range 400 {
+			force([]pb.ForceMode{pb.ForceMode_FORCE_MODE_AUTO, pb.ForceMode_FORCE_MODE_OPEN}[i%2])
+		}
+		if n, err := b.Client.XLen(ctx, store.EventsKey(name)).Result(); err != nil || n > 200 {
+			t.Fatalf("XLEN after 401 events with max len 10 = %d, %v; want the stream trimmed", n, err)
+		}
+		waitFor(t, "the trim of the event in delivery", func() bool {
+			m, err := b.Client.XRange(ctx, store.EventsKey(name), first[0].ID, first[0].ID).Result()
+			return err == nil && len(m) == 0
+		})
+		waitFor(t, "the heartbeat to notice the trim", func() bool { return strings.Contains(logs.String(), "trimmed from its stream") })
+		r.set(http.StatusOK)
+		waitFor(t, "the trimmed event's delivery", func() bool { return len(r.accepted()[delivery]) == 1 })
+		if s := logs.String(); strings.Contains(s, "took over") {
+			t.Errorf("log says another daemon took over; there is none:\n%s", s)
+		}
+		if n := counter(t, reg, "breakerd_webhook_abandoned_total", b.Prefix+"oncall", "forced"); n != 0 {
+			t.Errorf("abandoned{forced} = %v, want 0: the event was delivered", n)
+		}
+	})
+}
+
+// TestTrimmedPendingEventOfAStoppedDaemonIsCounted: a daemon stops
+// mid-delivery, and the stream is trimmed past the pending event before a
+// survivor reclaims it. Nobody holds the event any more: the survivor logs
+// it and counts it abandoned (event "trimmed") rather than losing it
+// silently.
+func TestTrimmedPendingEventOfAStoppedDaemonIsCounted(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		r := newReceiver(t)
+		hold := make(chan struct{})
+		r.mu.Lock()
+		r.hold = hold
+		r.mu.Unlock()
+		defer close(hold)
+		const minIdle = time.Second
+		so := store.Options{EventsMaxLen: 10}
+		o1 := hookOptions(b, r, nil, nil)
+		o1.MinIdle, o1.Consumer = minIdle, "daemon-1"
+		d1 := daemontest.StartWith(t, b, daemontest.Options{Store: so, Hooks: o1})
+		name := b.Breaker("web_search")
+		ctx := context.Background()
+		if _, err := d1.Store.Force(ctx, name, pb.ForceMode_FORCE_MODE_OPEN, "burst", 0, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		<-r.seen // daemon-1 is delivering it: stop it there
+		d1.Stop()
+		first := holder(t, b, "hook:"+b.Prefix+"oncall", name)
+		if first != "daemon-1" {
+			t.Fatalf("pending on %q, want daemon-1", first)
+		}
+		for i := range 400 {
+			m := []pb.ForceMode{pb.ForceMode_FORCE_MODE_AUTO, pb.ForceMode_FORCE_MODE_OPEN}[i%2]
+			if _, err := d1.Store.Force(ctx, name, m, "burst", 0, "alice"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r.mu.Lock()
+		r.hold = nil
+		r.mu.Unlock()
+		reg := prometheus.NewRegistry()
+		var logs daemontest.Buffer
+		o2 := hookOptions(b, r, reg, nil)
+		o2.MinIdle, o2.Consumer = minIdle, "daemon-2"
+		o2.Log = slog.New(slog.NewTextHandler(&logs, nil))
+		daemontest.StartWith(t, b, daemontest.Options{Store: so, Hooks: o2})
+		b.Advance(minIdle) // miniredis's idle clock; a real Redis's runs by itself
+		waitFor(t, "the trimmed pending event to be counted", func() bool {
+			return counter(t, reg, "breakerd_webhook_abandoned_total", b.Prefix+"oncall", "trimmed") == 1
+		})
+		if s := logs.String(); !strings.Contains(s, "trimmed from its stream while pending on a stopped daemon") {
+			t.Errorf("log lacks the abandonment:\n%s", s)
+		}
+	})
 }

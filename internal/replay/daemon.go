@@ -187,7 +187,9 @@ func startEmbedded(cfg Config, clk *clock, id string) (*embedded, error) {
 	}
 	// A channel of its own, so a shared Redis's fleet does not see the
 	// replay's events; its event streams outlive the replay by a minute.
-	st := store.New(rdb, store.Options{Policies: pols, Channel: NamePrefix + id + ":events", EventRetention: time.Minute})
+	// Its scripts decide on the replay's virtual clock (scaled back to the
+	// policy's durations), not on Redis TIME.
+	st := store.New(rdb, store.Options{Policies: pols, Channel: NamePrefix + id + ":events", EventRetention: time.Minute, Now: clk.wall})
 	lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	err = st.Load(lctx)
 	cancel()

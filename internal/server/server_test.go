@@ -155,8 +155,9 @@ func TestBadInputIsInvalidArgumentAndStoresNothing(t *testing.T) {
 				t.Errorf("bad input stored keys %v", keys)
 			}
 		}
-		for _, k := range []string{"state", "workers", "events"} {
-			if n, _ := b.Client.Exists(ctx, store.Prefix+"{"+b.Breaker("x")+"}:"+k).Result(); n != 0 {
+		keys := store.KeysOf(b.Breaker("x"))
+		for _, k := range []string{keys.State, keys.Workers, keys.Events} {
+			if n, _ := b.Client.Exists(ctx, k).Result(); n != 0 {
 				t.Errorf("bad input stored %s", k)
 			}
 		}

@@ -155,7 +155,7 @@ func TestBadRequestIsNotAnOutage(t *testing.T) {
 		// A server-side error about one breaker (a key of the wrong type in
 		// Redis) fails that call, not the client.
 		broken := b.Breaker("broken")
-		if err := b.Client.Set(ctx, store.Prefix+"{"+broken+"}:state", "not a hash", 0).Err(); err != nil {
+		if err := b.Client.Set(ctx, store.KeysOf(broken).State, "not a hash", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 		for range DownAfterFailures + 1 {
