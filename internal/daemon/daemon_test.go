@@ -25,7 +25,7 @@ import (
 
 func TestHealthFollowsRedis(t *testing.T) {
 	m := miniredis.RunT(t)
-	cfg, err := ParseConfig([]string{"--listen", "127.0.0.1:0", "--redis-url", "redis://" + m.Addr(), "--health-interval", "20ms"}, func(string) string { return "" }, io.Discard)
+	cfg, err := ParseConfig([]string{"--listen", "127.0.0.1:0", "--redis-url", "redis://" + m.Addr(), "--health-interval", "100ms"}, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
