@@ -131,7 +131,7 @@ func CheckResponse(resp *http.Response) error {
 		st = fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 	}
 	he := &HTTPError{StatusCode: resp.StatusCode, Status: st, RetryAfter: resp.Header.Get("Retry-After")}
-	for _, name := range waitHeaders {
+	for _, name := range waitHeaders() {
 		if v := resp.Header.Values(name); len(v) > 0 {
 			if he.Header == nil {
 				he.Header = http.Header{}
@@ -227,17 +227,20 @@ func ParseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
 	return max(0, t.Sub(now)), true
 }
 
-// waitHeaders are the response headers ParseWait reads, in canonical form.
-var waitHeaders = []string{
-	"Retry-After",
-	"Retry-After-Ms",
-	"X-Ratelimit-Reset-Requests",
-	"X-Ratelimit-Reset-Tokens",
-	"Anthropic-Ratelimit-Requests-Reset",
-	"Anthropic-Ratelimit-Tokens-Reset",
-	"Anthropic-Ratelimit-Input-Tokens-Reset",
-	"Anthropic-Ratelimit-Output-Tokens-Reset",
-	"Ratelimit-Reset",
+// waitHeaders returns the response headers ParseWait reads, in canonical
+// form (a function, not a package variable nobody may change).
+func waitHeaders() []string {
+	return []string{
+		"Retry-After",
+		"Retry-After-Ms",
+		"X-Ratelimit-Reset-Requests",
+		"X-Ratelimit-Reset-Tokens",
+		"Anthropic-Ratelimit-Requests-Reset",
+		"Anthropic-Ratelimit-Tokens-Reset",
+		"Anthropic-Ratelimit-Input-Tokens-Reset",
+		"Anthropic-Ratelimit-Output-Tokens-Reset",
+		"Ratelimit-Reset",
+	}
 }
 
 // ParseWait reads how long a response says to wait before calling again,
@@ -260,7 +263,7 @@ func ParseWait(h http.Header, now time.Time) (d time.Duration, ok bool) {
 			d, ok = max(d, w), true
 		}
 	}
-	for _, name := range waitHeaders {
+	for _, name := range waitHeaders() {
 		v := strings.TrimSpace(h.Get(name))
 		if v == "" {
 			continue

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/limits"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -444,4 +448,119 @@ func TestCancellationIsTheCallersWhateverTheToolSays(t *testing.T) {
 			t.Errorf("w2 after the cancelled probe: %+v, %v; want PROBE", p, err)
 		}
 	})
+}
+
+// recordingServer is a breakerd that allows every call and keeps every
+// RecordRequest: the wire is the witness of what the client sends.
+type recordingServer struct {
+	pb.UnimplementedBreakerServiceServer
+	mu      sync.Mutex
+	records []*pb.RecordRequest
+}
+
+func (s *recordingServer) Allow(context.Context, *pb.AllowRequest) (*pb.AllowResponse, error) {
+	return &pb.AllowResponse{Decision: pb.Decision_DECISION_ALLOWED, Ticket: &pb.Ticket{Generation: 1}}, nil
+}
+
+func (s *recordingServer) Record(_ context.Context, req *pb.RecordRequest) (*pb.RecordResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.records = append(s.records, req)
+	return &pb.RecordResponse{}, nil
+}
+
+func (s *recordingServer) last(t *testing.T) *pb.RecordRequest {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.records) == 0 {
+		t.Fatal("no Record reached breakerd")
+	}
+	return s.records[len(s.records)-1]
+}
+
+// What Call sends breakerd for the vendor answers of issue 9 §3 and §4,
+// read off the wire: quota exhaustion as its own outcome, waits clamped
+// to breakerd's bounds, a bare 429 as 60s.
+func TestCallSendsWhatTheVendorSaid(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &recordingServer{}
+	g := grpc.NewServer()
+	pb.RegisterBreakerServiceServer(g, srv)
+	go func() { _ = g.Serve(lis) }()
+	defer g.Stop()
+	c := dial(t, lis.Addr().String(), "agent")
+
+	var answer atomic.Value // func(http.ResponseWriter)
+	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		answer.Load().(func(http.ResponseWriter))(w)
+	}))
+	defer vendor.Close()
+	call := func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, vendor.URL, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := vendor.Client().Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		return CheckResponse(resp)
+	}
+	const week = limits.MaxDurationMs
+	for _, tc := range []struct {
+		name                string
+		status              int
+		header              http.Header
+		body                string
+		deadline            time.Duration // 0: none
+		outcome             pb.Outcome
+		message             string
+		retryMs, deadlineMs func(int64) bool
+	}{
+		{name: "HTTP 402", status: 402, body: `{"error":{"code":"payment_required"}}`,
+			outcome: pb.Outcome_OUTCOME_QUOTA_EXHAUSTED, message: "HTTP 402 Payment Required"},
+		{name: "429 insufficient_quota", status: 429, header: http.Header{"Retry-After": {"20"}},
+			body:    `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}`,
+			outcome: pb.Outcome_OUTCOME_QUOTA_EXHAUSTED, message: "HTTP 429 Too Many Requests: insufficient_quota"},
+		{name: "429 Retry-After 1000000, 1h left", status: 429, header: http.Header{"Retry-After": {"1000000"}}, deadline: time.Hour,
+			outcome: pb.Outcome_OUTCOME_RATE_LIMITED, message: "HTTP 429 Too Many Requests",
+			retryMs: func(ms int64) bool { return ms == week }, deadlineMs: func(ms int64) bool { return ms > 0 && ms <= 3600_000 }},
+		{name: "429, 30 days left", status: 429, header: http.Header{"Retry-After-Ms": {"1500"}}, deadline: 30 * 24 * time.Hour,
+			outcome: pb.Outcome_OUTCOME_RATE_LIMITED, message: "HTTP 429 Too Many Requests",
+			retryMs: func(ms int64) bool { return ms == 1500 }, deadlineMs: func(ms int64) bool { return ms == week }},
+		{name: "bare 429, 50s left", status: 429, deadline: 50 * time.Second,
+			outcome: pb.Outcome_OUTCOME_RATE_LIMITED, message: "HTTP 429 Too Many Requests",
+			retryMs: func(ms int64) bool { return ms == 60000 }, deadlineMs: func(ms int64) bool { return ms > 0 && ms <= 50_000 }},
+	} {
+		answer.Store(func(w http.ResponseWriter) {
+			for k, v := range tc.header {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(tc.status)
+			_, _ = w.Write([]byte(tc.body))
+		})
+		ctx, cancel := context.Background(), context.CancelFunc(func() {})
+		if tc.deadline > 0 {
+			ctx, cancel = context.WithTimeout(ctx, tc.deadline)
+		}
+		err := c.Call(ctx, "vendor", call)
+		cancel()
+		var he *HTTPError
+		if !errors.As(err, &he) || he.StatusCode != tc.status {
+			t.Errorf("%s: Call = %v, want the vendor's %d", tc.name, err, tc.status)
+			continue
+		}
+		r := srv.last(t)
+		if r.GetOutcome() != tc.outcome || r.GetMessage() != tc.message {
+			t.Errorf("%s: sent %v %q, want %v %q", tc.name, r.GetOutcome(), r.GetMessage(), tc.outcome, tc.message)
+		}
+		if tc.retryMs != nil && (!tc.retryMs(r.GetRetryAfterMs()) || !tc.deadlineMs(r.GetDeadlineMs())) {
+			t.Errorf("%s: sent retry_after_ms %d, deadline_ms %d", tc.name, r.GetRetryAfterMs(), r.GetDeadlineMs())
+		}
+	}
 }
