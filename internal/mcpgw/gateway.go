@@ -269,7 +269,7 @@ func (g *Gateway) watchDown(err error) {
 }
 
 func (g *Gateway) onEvent(breaker string) {
-	g.recheck(func(s *session) bool { return s.lists(breaker) })
+	g.recheck(func(s *session) bool { return s.wants(breaker) })
 }
 
 // recheck refreshes, each in its own goroutine, the sessions that match.
@@ -344,15 +344,17 @@ type session struct {
 	ctx    context.Context // ends when the session closes
 	cancel context.CancelFunc
 
-	mu     sync.Mutex
-	shown  map[string]bool // tools on srv's list
-	joined bool
+	mu       sync.Mutex
+	shown    map[string]bool // tools on srv's list
+	inflight map[string]int  // breaker -> this session's calls in progress
+	pending  map[string]bool // breaker -> an event came during a call
+	joined   bool
 }
 
 // newSession builds a session's server with the tools breakerd allows now
 // (no session is connected yet, so building it notifies no one).
 func (g *Gateway) newSession() *session {
-	s := &session{g: g, shown: map[string]bool{}}
+	s := &session{g: g, shown: map[string]bool{}, inflight: map[string]int{}, pending: map[string]bool{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.c, s.worker = g.shared, g.o.WorkerID
 	if g.o.Config.WorkerID == WorkerSession {
@@ -455,10 +457,18 @@ func (s *session) toolset() []client.Tool {
 	return out
 }
 
-// lists reports whether the session still lists a tool of breaker.
-func (s *session) lists(breaker string) bool {
+// wants reports whether an event on breaker calls for a refresh now: the
+// session still lists one of its tools and has no call on it in progress.
+// During a call the event is held until the call ends (see callTool): the
+// call may be the fleet's probe, whose own half-open state must not take
+// the tool from the session that is probing it.
+func (s *session) wants(breaker string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.inflight[breaker] > 0 {
+		s.pending[breaker] = true
+		return false
+	}
 	for name := range s.shown {
 		if s.g.catalog[name].breaker == breaker {
 			return true
@@ -526,6 +536,8 @@ func (s *session) sync() {
 // result with isError saying what failed.
 func (s *session) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	t := s.g.catalog[req.Params.Name]
+	s.begin(t.breaker)
+	defer s.end(t.breaker)
 	ctx, cancel := context.WithTimeout(ctx, t.up.cfg.timeout())
 	defer cancel()
 	var res *mcp.CallToolResult
@@ -550,6 +562,29 @@ func (s *session) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 			Text: fmt.Sprintf("upstream %s failed to run %s: %s", t.up.cfg.Name, req.Params.Name, failure(ctx, err))}}}, nil
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{}}, nil
+}
+
+func (s *session) begin(breaker string) {
+	s.mu.Lock()
+	s.inflight[breaker]++
+	s.mu.Unlock()
+}
+
+// end closes a call on breaker; the last one to end refreshes the session
+// if an event came meanwhile.
+func (s *session) end(breaker string) {
+	s.mu.Lock()
+	s.inflight[breaker]--
+	held := false
+	if s.inflight[breaker] == 0 {
+		delete(s.inflight, breaker)
+		held = s.pending[breaker]
+		delete(s.pending, breaker)
+	}
+	s.mu.Unlock()
+	if held {
+		s.g.recheck(func(o *session) bool { return o == s })
+	}
 }
 
 // failure words an upstream call's error for the agent: a timeout says

@@ -114,6 +114,11 @@ func TestTwoGatewaysShareTheFleetsBreakers(t *testing.T) {
 		if st, _ := d2.Store.Get(context.Background(), breaker); st.GetState() != pb.State_STATE_CLOSED {
 			t.Errorf("breaker after the successful probe = %v, want CLOSED", st.GetState())
 		}
+		// The probe's own half-open event did not take the tool from the
+		// session that probed.
+		if diff := cmp.Diff(all, sorted(fresh.tools(t))); diff != "" {
+			t.Errorf("the probing session's tools/list after its probe (-want +got):\n%s", diff)
+		}
 		later := connectAgent(t, g2)
 		if diff := cmp.Diff(all, sorted(later.tools(t))); diff != "" {
 			t.Errorf("a session started after recovery (-want +got):\n%s", diff)

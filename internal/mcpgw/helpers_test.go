@@ -16,6 +16,7 @@ import (
 	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
+	"github.com/breakerd/breakerd/internal/yamlfile"
 	"github.com/breakerd/breakerd/pkg/client"
 )
 
@@ -210,3 +211,5 @@ func remarshal(v, out any) error {
 	}
 	return json.Unmarshal(b, out)
 }
+
+func yamlDuration(d time.Duration) yamlfile.Duration { return yamlfile.Duration(d) }
