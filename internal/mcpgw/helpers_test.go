@@ -3,6 +3,8 @@ package mcpgw
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -213,3 +215,5 @@ func remarshal(v, out any) error {
 }
 
 func yamlDuration(d time.Duration) yamlfile.Duration { return yamlfile.Duration(d) }
+
+func newLogger(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }

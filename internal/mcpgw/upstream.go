@@ -144,16 +144,28 @@ func (u *upstream) close() {
 	}
 }
 
-// classify is the gateway's Classifier: a JSON-RPC error object from the
-// upstream is its answer (a bad request from the model is
-// INVALID_ARGUMENT, not counted; any other code is SERVER_ERROR); a closed
-// connection is TRANSPORT; everything else (isError results as
-// *client.OutcomeError, HTTP statuses as *client.HTTPError, timeouts,
-// refused connections) as client.DefaultClassifier reads it.
+// codeRejected is the SDK's "rejected by transport" error code: the
+// request did not reach the upstream, or its HTTP answer was a failure
+// status; the cause further down the chain says which.
+const codeRejected = -32005
+
+// classify is the gateway's Classifier. In order: an HTTP status from a
+// Streamable HTTP upstream (*client.HTTPError: 429 with its Retry-After,
+// 5xx) as client.DefaultClassifier reads it; a JSON-RPC error object from
+// the upstream is its answer (a bad request from the model,
+// INVALID_ARGUMENT, is not counted; any other code is SERVER_ERROR); a
+// closed connection is TRANSPORT; everything else (isError results as
+// *client.OutcomeError, timeouts, refused connections) as
+// client.DefaultClassifier reads it.
 func classify(ctx context.Context, err error) (client.Result, bool) {
-	var we *jsonrpc.Error
+	var (
+		he *client.HTTPError
+		we *jsonrpc.Error
+	)
 	switch {
-	case errors.As(err, &we):
+	case errors.As(err, &he):
+		return client.DefaultClassifier(ctx, err)
+	case errors.As(err, &we) && we.Code != codeRejected:
 		r := client.Result{Outcome: pb.Outcome_OUTCOME_SERVER_ERROR, Message: fmt.Sprintf("JSON-RPC error %d", we.Code)}
 		switch we.Code {
 		case jsonrpc.CodeInvalidParams, jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidRequest:
