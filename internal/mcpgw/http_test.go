@@ -156,7 +156,10 @@ func TestServeHTTPAndHealth(t *testing.T) {
 	}
 
 	d.Stop()
-	eventually(t, "health degraded", func() bool { code, h := health(); return code == http.StatusServiceUnavailable && h.Breakerd == "unreachable" })
+	eventually(t, "health degraded", func() bool {
+		code, h := health()
+		return code == http.StatusServiceUnavailable && h.Breakerd == "unreachable"
+	})
 	for range 3 {
 		if res := a.call(t, "echo"); res.IsError {
 			t.Fatalf("echo with breakerd down: %s", text(res))
