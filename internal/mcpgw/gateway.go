@@ -75,8 +75,8 @@ type refusal struct {
 }
 
 // Gateway serves downstream MCP sessions. Build it with New, run its
-// Watch loop with Run, and serve sessions with Connect, ServeStdio or
-// Handler. It is safe for concurrent use.
+// Watch loop with Run, and serve sessions with Connect or Handler
+// (Serve does all three for the command). It is safe for concurrent use.
 type Gateway struct {
 	o       Options
 	log     *slog.Logger
@@ -427,25 +427,6 @@ func (g *Gateway) Connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSess
 	}
 	s.join(ss)
 	return ss, nil
-}
-
-// ServeStdio serves one downstream session over stdin and stdout until
-// the client hangs up or ctx ends.
-func (g *Gateway) ServeStdio(ctx context.Context) error {
-	ss, err := g.Connect(ctx, &mcp.StdioTransport{})
-	if err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	go func() { done <- ss.Wait() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		_ = ss.Close()
-		<-done
-		return nil
-	}
 }
 
 // toolset is the catalog as pkg/client tools, sorted by name.
