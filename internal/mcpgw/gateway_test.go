@@ -105,6 +105,14 @@ func TestTwoGatewaysShareTheFleetsBreakers(t *testing.T) {
 		if diff := cmp.Diff([]string{"breakerd_status", "echo"}, sorted(a1.tools(t))); diff != "" {
 			t.Errorf("old session's tools/list once the probe is due (-want +got):\n%s", diff)
 		}
+		// Listing judged the tools with BatchGet: no probe lease was taken,
+		// and the upstream has not been called.
+		if st, _ := d1.Store.Get(context.Background(), breaker); st.GetState() != pb.State_STATE_OPEN || st.GetProbeInFlight() {
+			t.Errorf("breaker after listing with its probe due = %v (probe in flight %v), want OPEN with no probe", st.GetState(), st.GetProbeInFlight())
+		}
+		if got := up.lookups.Load(); got != 5 {
+			t.Errorf("upstream lookups before the first real call after the cooldown = %d, want still 5", got)
+		}
 		if res := fresh.call(t, "lookup"); res.IsError {
 			t.Fatalf("the new session's probe call: isError, %s", text(res))
 		}
@@ -118,6 +126,13 @@ func TestTwoGatewaysShareTheFleetsBreakers(t *testing.T) {
 		// session that probed.
 		if diff := cmp.Diff(all, sorted(fresh.tools(t))); diff != "" {
 			t.Errorf("the probing session's tools/list after its probe (-want +got):\n%s", diff)
+		}
+		var fst Status
+		if err := remarshal(fresh.call(t, StatusTool).StructuredContent, &fst); err != nil {
+			t.Fatal(err)
+		}
+		if len(fst.Missing) != 0 {
+			t.Errorf("the probing session's breakerd_status after its probe: missing %+v, want none", fst.Missing)
 		}
 		later := connectAgent(t, g2)
 		if diff := cmp.Diff(all, sorted(later.tools(t))); diff != "" {
