@@ -2,11 +2,16 @@ package mcpgw
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/breakerd/breakerd/internal/daemontest"
 	"github.com/breakerd/breakerd/internal/testredis"
@@ -156,3 +161,61 @@ func TestTwoGatewaysShareTheFleetsBreakers(t *testing.T) {
 const policyCooldown = 30 * time.Second
 
 func sorted(v []string) []string { return slices.Sorted(slices.Values(v)) }
+
+// TestConcurrentSessionsDuringATrip: sessions on two gateways call the
+// failing tool at once while its breaker trips. Every call either reached
+// the upstream (and the agent saw the upstream's own result) or was denied
+// without reaching it; every session loses the tool and is told so once
+// it has.
+func TestConcurrentSessionsDuringATrip(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		up := newFakeUpstream()
+		up.failing.Store(true)
+		cfg := Config{Upstreams: []Upstream{{Name: "fake", Transport: up.transport(t)}}}
+		d := daemontest.Start(t, b, noJitter())
+		gws := []*Gateway{
+			startGateway(t, b, dialDaemon(t, d), "gw-1", cfg),
+			startGateway(t, b, dialDaemon(t, d), "gw-2", cfg),
+		}
+		var agents []*agent
+		for i := range 6 {
+			agents = append(agents, connectAgent(t, gws[i%2]))
+		}
+		const calls = 8
+		var wg sync.WaitGroup
+		var reached, denied atomic.Int64
+		for _, a := range agents {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range calls {
+					res, err := a.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "lookup", Arguments: map[string]any{}})
+					switch {
+					case err != nil:
+						t.Errorf("CallTool: %v", err)
+						return
+					case text(res) == "HTTP 503 from the lookup service":
+						reached.Add(1)
+					case strings.Contains(text(res), `"status":"circuit_open"`), strings.Contains(text(res), `"status":"probe_in_flight"`):
+						denied.Add(1)
+					default:
+						t.Errorf("lookup = %q, want the upstream's failure or a denial", text(res))
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if got := up.lookups.Load(); got != reached.Load() {
+			t.Errorf("upstream lookups = %d, calls that saw the upstream's answer = %d: want equal", got, reached.Load())
+		}
+		if reached.Load()+denied.Load() != int64(len(agents)*calls) || denied.Load() == 0 {
+			t.Errorf("reached %d + denied %d, want %d calls with some denied", reached.Load(), denied.Load(), len(agents)*calls)
+		}
+		for i, a := range agents {
+			a.waitChanged(t, fmt.Sprintf("agent %d", i))
+			if slices.Contains(a.tools(t), "lookup") {
+				t.Errorf("agent %d still lists lookup after the trip", i)
+			}
+		}
+	})
+}

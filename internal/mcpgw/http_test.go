@@ -171,6 +171,8 @@ func TestServeHTTPAndHealth(t *testing.T) {
 	if n := strings.Count(logs.String(), "breakerd unreachable"); n != 1 {
 		t.Errorf("log says breakerd unreachable %d times, want once:\n%s", n, logs.String())
 	}
+	_ = cs.Close()
+	eventually(t, "the closed session to leave", func() bool { return g.Health().Sessions == 0 })
 }
 
 // TestWorkerPerSession: a lone gateway reporting as one worker never
