@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,10 +14,13 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
+	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/daemontest"
-	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
+	"github.com/breakerd/breakerd/internal/testtls"
 )
 
 // envRole makes the test binary breakerd-mcp ("main") or a one-tool
@@ -42,10 +46,10 @@ func TestMain(m *testing.M) {
 
 // setup starts a daemon and writes a gateway file whose one upstream is
 // this test binary; it returns the daemon's address and the file.
-func setup(t *testing.T) (addr, file string) {
+func setup(t *testing.T, o daemontest.Options) (addr, file string) {
 	t.Helper()
 	b := testredis.Mini(t)
-	d := daemontest.Start(t, b, store.Options{})
+	d := daemontest.StartWith(t, b, o)
 	file = filepath.Join(t.TempDir(), "gateway.yaml")
 	yaml := "breaker_prefix: \"" + b.Prefix + "mcp:\"\nupstreams:\n  - name: up\n    command: [\"" + os.Args[0] + "\"]\n    env: {" + envRole + ": upstream}\n"
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
@@ -75,61 +79,109 @@ func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
 	return slices.Sorted(slices.Values(names))
 }
 
+// gateway is breakerd-mcp running with --listen as its own process.
+type gateway struct {
+	cmd    *exec.Cmd
+	out    *daemontest.Buffer
+	done   chan error
+	listen string
+}
+
+// startHTTP runs breakerd-mcp with args and --listen, with extra
+// environment, and waits until /healthz answers 200.
+func startHTTP(t *testing.T, env []string, args ...string) *gateway {
+	t.Helper()
+	g := &gateway{listen: testredis.FreeAddr(t), done: make(chan error, 1)}
+	g.cmd, g.out = gatewayCmd(append(args, "--listen", g.listen)...)
+	g.cmd.Env = append(g.cmd.Env, env...)
+	if err := g.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { g.done <- g.cmd.Wait() }()
+	t.Cleanup(func() { _ = g.cmd.Process.Kill() })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + g.listen + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return g
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no healthy /healthz; output:\n%s", g.out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (g *gateway) connect(t *testing.T) *mcp.ClientSession {
+	t.Helper()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: "http://" + g.listen + "/mcp"}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v; output:\n%s", err, g.out)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
 // TestServesHTTPAndStopsOnSIGTERM: with --listen the gateway boots,
 // answers /healthz, serves an agent over Streamable HTTP, and exits
 // cleanly on SIGTERM.
 func TestServesHTTPAndStopsOnSIGTERM(t *testing.T) {
-	addr, file := setup(t)
-	listen := testredis.FreeAddr(t)
-	cmd, out := gatewayCmd("--config", file, "--breakerd", addr, "--worker-id", "gw-1", "--listen", listen)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + listen + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no healthy /healthz; output:\n%s", out)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: "http://" + listen + "/mcp"}, nil)
-	if err != nil {
-		t.Fatalf("connect: %v; output:\n%s", err, out)
-	}
+	addr, file := setup(t, daemontest.Options{})
+	g := startHTTP(t, nil, "--config", file, "--breakerd", addr, "--worker-id", "gw-1")
+	cs := g.connect(t)
 	if got := toolNames(t, cs); strings.Join(got, ",") != "breakerd_status,echo" {
 		t.Errorf("tools/list = %v, want breakerd_status, echo", got)
 	}
 	_ = cs.Close()
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-done:
+	case err := <-g.done:
 		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v; output:\n%s", err, out)
+			t.Fatalf("exit after SIGTERM: %v; output:\n%s", err, g.out)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatalf("no exit after SIGTERM; output:\n%s", out)
+		t.Fatalf("no exit after SIGTERM; output:\n%s", g.out)
 	}
 }
+
+// TestTokenOverTLS: against a breakerd that requires TLS and tokens, the
+// gateway verifies it with --tls-ca, sends its worker token
+// (BREAKERD_MCP_TOKEN), follows Watch (healthy) and has its calls allowed.
+func TestTokenOverTLS(t *testing.T) {
+	p := testtls.New(t)
+	tokens, err := auth.Parse([]byte("tokens:\n  - name: gateways\n    role: worker\n    token: " + workerToken +
+		"\n    workers: [gw-1, \"gw-1/*\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvOpts := append(auth.New(tokens).ServerOptions(),
+		grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{p.Server}, MinVersion: tls.VersionTLS12})))
+	addr, file := setup(t, daemontest.Options{Server: srvOpts})
+	g := startHTTP(t, []string{"BREAKERD_MCP_TOKEN=" + workerToken},
+		"--config", file, "--breakerd", addr, "--worker-id", "gw-1", "--tls-ca", p.CAFile)
+	res, err := g.connect(t).CallTool(context.Background(), &mcp.CallToolParams{Name: "echo"})
+	if err != nil || res.IsError {
+		t.Fatalf("echo through a gateway with a token over TLS: %v %v; output:\n%s", res, err, g.out)
+	}
+	if strings.Contains(g.out.String(), workerToken) {
+		t.Error("the gateway's log holds the token")
+	}
+}
+
+// workerToken is a test token (at least auth.MinTokenBytes).
+const workerToken = "gw-test-token-0123456789abcdef0123456789"
 
 // TestServesStdio: launched as a desktop agent launches it, the gateway
 // serves one session over stdin/stdout and exits when the agent hangs up.
 func TestServesStdio(t *testing.T) {
-	addr, file := setup(t)
+	addr, file := setup(t, daemontest.Options{})
 	cmd, out := gatewayCmd("--config", file, "--breakerd", addr, "--worker-id", "gw-1")
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent"}, nil).Connect(context.Background(),
 		&mcp.CommandTransport{Command: cmd}, nil)

@@ -2,6 +2,8 @@ package mcpgw
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -9,12 +11,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/breakerd/breakerd/pkg/client"
@@ -50,6 +54,18 @@ type Flags struct {
 	// fallback answers. Default 50ms (pkg/client's). Flag --allow-budget,
 	// env BREAKERD_MCP_ALLOW_BUDGET.
 	AllowBudget time.Duration
+	// Token is the bearer token for a breakerd started with --tokens: a
+	// worker token whose workers: include WorkerID (and "<WorkerID>/*" with
+	// worker_id: session). Sent only over TLS or to a loopback address.
+	// Empty: none. Flag --token, env BREAKERD_MCP_TOKEN.
+	Token string
+	// TLS connects to breakerd over TLS, verifying it with the system's
+	// roots, or with TLSCA. Default false (plaintext). Flag --tls, env
+	// BREAKERD_MCP_TLS (true/false).
+	TLS bool
+	// TLSCA is a PEM file of the CA that signed breakerd's certificate; it
+	// implies TLS. Flag --tls-ca, env BREAKERD_MCP_TLS_CA.
+	TLSCA string
 	// ShowVersion asks only for the version. Flag --version.
 	ShowVersion bool
 }
@@ -74,6 +90,9 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Fla
 	fs.StringVar(&f.Listen, "listen", "", "serve Streamable HTTP on this address (/mcp, /healthz); empty: stdio (env BREAKERD_MCP_LISTEN)")
 	fs.StringVar(&f.Fallback, "fallback", f.Fallback, "while breakerd is unreachable: local or closed (env BREAKERD_MCP_FALLBACK)")
 	fs.DurationVar(&f.AllowBudget, "allow-budget", f.AllowBudget, "how long a call waits for breakerd before the fallback answers (env BREAKERD_MCP_ALLOW_BUDGET)")
+	fs.StringVar(&f.Token, "token", "", "bearer token for breakerd's --tokens (env BREAKERD_MCP_TOKEN); never printed")
+	fs.BoolVar(&f.TLS, "tls", false, "connect to breakerd over TLS (env BREAKERD_MCP_TLS)")
+	fs.StringVar(&f.TLSCA, "tls-ca", "", "PEM file of the CA of breakerd's certificate; implies --tls (env BREAKERD_MCP_TLS_CA)")
 	fs.BoolVar(&f.ShowVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return Flags{}, err
@@ -96,6 +115,12 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Fla
 		env("worker-id", "BREAKERD_MCP_WORKER_ID", str(&f.WorkerID)),
 		env("listen", "BREAKERD_MCP_LISTEN", str(&f.Listen)),
 		env("fallback", "BREAKERD_MCP_FALLBACK", str(&f.Fallback)),
+		env("token", "BREAKERD_MCP_TOKEN", str(&f.Token)),
+		env("tls-ca", "BREAKERD_MCP_TLS_CA", str(&f.TLSCA)),
+		env("tls", "BREAKERD_MCP_TLS", func(v string) (err error) {
+			f.TLS, err = strconv.ParseBool(v)
+			return err
+		}),
 		env("allow-budget", "BREAKERD_MCP_ALLOW_BUDGET", func(v string) (err error) {
 			f.AllowBudget, err = time.ParseDuration(v)
 			return err
@@ -123,6 +148,27 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Fla
 	return f, nil
 }
 
+// credentials are the transport credentials to breakerd: plaintext, or
+// TLS with the system's roots or TLSCA.
+func (f Flags) credentials() (credentials.TransportCredentials, error) {
+	if !f.TLS && f.TLSCA == "" {
+		return insecure.NewCredentials(), nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if f.TLSCA != "" {
+		pem, err := os.ReadFile(f.TLSCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-ca: %s holds no PEM certificate", f.TLSCA)
+		}
+		cfg.RootCAs = pool
+	}
+	return credentials.NewTLS(cfg), nil
+}
+
 // Serve runs the gateway until ctx ends (or, over stdio, until the agent
 // hangs up): it connects to breakerd and the upstreams, then serves one
 // stdio session on stdin and stdout, or Streamable HTTP on f.Listen. The
@@ -133,13 +179,22 @@ func Serve(ctx context.Context, f Flags, stdin io.ReadCloser, stdout io.WriteClo
 	if err != nil {
 		return err
 	}
-	conn, err := grpc.NewClient(f.Breakerd,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	creds, err := f.credentials()
+	if err != nil {
+		return err
+	}
+	dial := []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
 		// Reconnect within seconds of breakerd's return, as client.Dial does.
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
 			MinConnectTimeout: 5 * time.Second,
-		}))
+		}),
+	}
+	if f.Token != "" {
+		dial = append(dial, grpc.WithPerRPCCredentials(client.TokenCredentials(f.Token)))
+	}
+	conn, err := grpc.NewClient(f.Breakerd, dial...)
 	if err != nil {
 		return fmt.Errorf("--breakerd %q: %w", f.Breakerd, err)
 	}
