@@ -219,3 +219,34 @@ func TestConcurrentSessionsDuringATrip(t *testing.T) {
 		}
 	})
 }
+
+// TestForcedOpenByAnOperator: an operator's Force reaches the session
+// through Watch; the tool leaves its list and a call says who forced it
+// and why, without reaching the upstream.
+func TestForcedOpenByAnOperator(t *testing.T) {
+	b := testredis.Mini(t)
+	d := daemontest.Start(t, b, noJitter())
+	up := newFakeUpstream()
+	conn := dialDaemon(t, d)
+	g := startGateway(t, b, conn, "gw-1", Config{Upstreams: []Upstream{{Name: "fake", Transport: up.transport(t)}}})
+	a := connectAgent(t, g)
+	if !slices.Contains(a.tools(t), "lookup") {
+		t.Fatal("lookup not listed before the force")
+	}
+	_, err := pb.NewBreakerServiceClient(conn).Force(context.Background(), &pb.ForceRequest{
+		Breaker: b.Prefix + "mcp:fake:lookup", Mode: pb.ForceMode_FORCE_MODE_OPEN, Reason: "vendor maintenance", Operator: "ana"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.waitChanged(t, "the session")
+	if got := sorted(a.tools(t)); strings.Join(got, ",") != "breakerd_status,echo" {
+		t.Errorf("tools/list after the force = %v, want breakerd_status, echo", got)
+	}
+	d1 := denial(t, a.call(t, "lookup"))
+	if !d1.Forced || !strings.Contains(d1.Reason, "vendor maintenance") {
+		t.Errorf("denial = %+v, want forced with the operator's reason", d1)
+	}
+	if got := up.lookups.Load(); got != 0 {
+		t.Errorf("upstream lookups = %d, want 0", got)
+	}
+}
