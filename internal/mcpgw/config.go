@@ -24,9 +24,13 @@ const WorkerSession = "session"
 // mcp:<upstream>:<tool>.
 const DefaultBreakerPrefix = "mcp:"
 
-// DefaultTimeout bounds one upstream tool call (connecting included) when
-// an upstream sets no timeout.
+// DefaultTimeout bounds one upstream tool call when an upstream sets no
+// timeout.
 const DefaultTimeout = 30 * time.Second
+
+// DefaultConnectTimeout bounds starting or connecting to an upstream (the
+// MCP handshake included) when an upstream sets no connect_timeout.
+const DefaultConnectTimeout = 30 * time.Second
 
 // maxNameBytes is breakerd's limit on a breaker name (server.MaxNameBytes).
 const maxNameBytes = 256
@@ -40,6 +44,7 @@ const maxNameBytes = 256
 //	    command: ["search-mcp", "--stdio"]
 //	    env: {SEARCH_REGION: eu}
 //	    timeout: 20s
+//	    connect_timeout: 10s
 //	    breakers: {web_search: vendor-x}   # per-tool override
 //	  - name: tickets
 //	    url: http://127.0.0.1:9000/mcp
@@ -73,8 +78,13 @@ type Upstream struct {
 	Env map[string]string `yaml:"env"`
 	// URL is a Streamable HTTP endpoint (http or https).
 	URL string `yaml:"url"`
-	// Timeout bounds one tool call, connecting included. Default 30s.
+	// Timeout bounds one tool call, from the request to the answer.
+	// Default 30s.
 	Timeout yamlfile.Duration `yaml:"timeout"`
+	// ConnectTimeout bounds starting or connecting to the upstream, the
+	// MCP handshake included, when a call (or the gateway's start) finds
+	// it disconnected; a call's Timeout starts after it. Default 30s.
+	ConnectTimeout yamlfile.Duration `yaml:"connect_timeout"`
 	// IsError is the outcome recorded for a result with isError true, in
 	// lower case without the OUTCOME_ prefix. Default "server_error" (a
 	// counted failure); "invalid_argument" when the upstream's isError
@@ -160,6 +170,9 @@ func (c Config) Check() error {
 		if u.Timeout < 0 {
 			return fmt.Errorf("%s.timeout: must not be negative", f)
 		}
+		if u.ConnectTimeout < 0 {
+			return fmt.Errorf("%s.connect_timeout: must not be negative", f)
+		}
 		if _, err := u.isErrorOutcome(); err != nil {
 			return fmt.Errorf("%s.is_error: %w", f, err)
 		}
@@ -178,6 +191,14 @@ func (u Upstream) timeout() time.Duration {
 		return time.Duration(u.Timeout)
 	}
 	return DefaultTimeout
+}
+
+// connectTimeout is the upstream's connect timeout.
+func (u Upstream) connectTimeout() time.Duration {
+	if u.ConnectTimeout > 0 {
+		return time.Duration(u.ConnectTimeout)
+	}
+	return DefaultConnectTimeout
 }
 
 // isErrorOutcome reads IsError.

@@ -23,6 +23,7 @@ upstreams:
     command: ["search-mcp", "--stdio"]
     env: {REGION: eu}
     timeout: 20s
+    connect_timeout: 5s
     breakers: {web_search: vendor-x}
   - name: tickets
     url: http://127.0.0.1:9000/mcp
@@ -39,6 +40,9 @@ upstreams:
 	}
 	if got := c.Upstreams[0].timeout(); got != 20*time.Second {
 		t.Errorf("timeout = %v, want 20s", got)
+	}
+	if got := c.Upstreams[0].connectTimeout(); got != 5*time.Second {
+		t.Errorf("connect timeout = %v, want 5s", got)
 	}
 	if got := c.Upstreams[1].timeout(); got != DefaultTimeout {
 		t.Errorf("default timeout = %v, want %v", got, DefaultTimeout)
@@ -57,6 +61,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{`upstreams: [{name: a, command: [x]}, {name: a, command: [y]}]`, `upstreams[1].name: "a" is used twice`},
 		{`upstreams: [{name: a, url: "ftp://h"}]`, "upstreams[0].url: must be an http or https URL"},
 		{`upstreams: [{name: a, command: [x], timeout: soon}]`, `"soon" is not a duration`},
+		{`upstreams: [{name: a, command: [x], connect_timeout: -1s}]`, "upstreams[0].connect_timeout: must not be negative"},
 		{`upstreams: [{name: a, command: [x], is_error: oops}]`, `upstreams[0].is_error: "oops" is not an outcome`},
 		{`upstreams: [{name: a, command: [x], breakers: {t: " x"}}]`, "upstreams[0].breakers.t: breaker name"},
 		{`upstreams: [{name: a, url: "http://h/mcp", env: {A: b}}]`, "upstreams[0].env: only for a command upstream"},
@@ -98,6 +103,16 @@ func TestClassify(t *testing.T) {
 		if !ok || r.Outcome != tc.want || r.RetryAfter != tc.retry {
 			t.Errorf("classify(%s) = %v %v retry %v, want %v retry %v", tc.name, r.Outcome, ok, r.RetryAfter, tc.want, tc.retry)
 		}
+	}
+	// A 429 is judged against the call's own deadline, not the budget
+	// that also covers connecting.
+	box := &deadlineBox{}
+	box.set(time.Now().Add(10 * time.Second))
+	boxed, cancel3 := context.WithTimeout(context.WithValue(context.Background(), deadlineKey{}, box), time.Minute)
+	defer cancel3()
+	r, _ := classify(boxed, &client.HTTPError{StatusCode: 429, Status: "429 Too Many Requests", RetryAfter: "20"})
+	if r.Outcome != pb.Outcome_OUTCOME_RATE_LIMITED || r.Deadline > 10*time.Second || r.RetryAfter != 20*time.Second {
+		t.Errorf("classify(429, Retry-After 20s, call deadline in 10s) = %v deadline %v retry %v; want RATE_LIMITED, at most 10s, 20s", r.Outcome, r.Deadline, r.RetryAfter)
 	}
 	canceled, cancel2 := context.WithCancel(context.Background())
 	cancel2()

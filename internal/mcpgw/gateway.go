@@ -519,7 +519,10 @@ func (s *session) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	t := s.g.catalog[req.Params.Name]
 	s.begin(t.breaker)
 	defer s.end(t.breaker)
-	ctx, cancel := context.WithTimeout(ctx, t.up.cfg.timeout())
+	// The call's context bounds connecting plus the call; the call's own
+	// deadline, which a 429 is judged against, goes in the box.
+	ctx = context.WithValue(ctx, deadlineKey{}, &deadlineBox{})
+	ctx, cancel := context.WithTimeout(ctx, t.up.cfg.connectTimeout()+t.up.cfg.timeout())
 	defer cancel()
 	var res *mcp.CallToolResult
 	err := s.run.Call(ctx, client.Tool{Name: req.Params.Name, Breaker: t.breaker}, func(ctx context.Context) error {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -32,13 +33,16 @@ type upstream struct {
 	cs *mcp.ClientSession
 }
 
-// session returns the live connection, connecting when there is none.
+// session returns the live connection, connecting (within the connect
+// timeout, and ctx) when there is none.
 func (u *upstream) session(ctx context.Context) (*mcp.ClientSession, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.cs != nil {
 		return u.cs, nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, u.cfg.connectTimeout())
+	defer cancel()
 	cs, err := mcp.NewClient(u.impl, nil).Connect(ctx, u.transport(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("connect to upstream %s: %w", u.cfg.Name, err)
@@ -78,14 +82,15 @@ func (u *upstream) transport() mcp.Transport {
 	return &mcp.CommandTransport{Command: cmd}
 }
 
-// tools lists the upstream's tools, every page.
+// tools lists the upstream's tools, every page, within the connect
+// timeout and then the call timeout.
 func (u *upstream) tools(ctx context.Context) ([]*mcp.Tool, error) {
-	ctx, cancel := context.WithTimeout(ctx, u.cfg.timeout())
-	defer cancel()
 	cs, err := u.session(ctx)
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, u.cfg.timeout())
+	defer cancel()
 	var out []*mcp.Tool
 	for t, err := range cs.Tools(ctx, nil) {
 		if err != nil {
@@ -97,13 +102,22 @@ func (u *upstream) tools(ctx context.Context) ([]*mcp.Tool, error) {
 	return out, nil
 }
 
-// call calls the upstream's tool. An isError result comes back as the
-// result and a *client.OutcomeError with the configured outcome, so that
-// the breaker counts it while the agent still sees the upstream's words.
+// call calls the upstream's tool: connecting first if need be (within
+// the connect timeout), then the call within its timeout, whose deadline
+// goes to the call's deadline box for classify. An isError result comes
+// back as the result and a *client.OutcomeError with the configured
+// outcome, so that the breaker counts it while the agent still sees the
+// upstream's words.
 func (u *upstream) call(ctx context.Context, tool string, args json.RawMessage) (*mcp.CallToolResult, error) {
 	cs, err := u.session(ctx)
 	if err != nil {
 		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, u.cfg.timeout())
+	defer cancel()
+	if box, ok := ctx.Value(deadlineKey{}).(*deadlineBox); ok {
+		dl, _ := ctx.Deadline()
+		box.set(dl)
 	}
 	params := &mcp.CallToolParams{Name: tool}
 	if len(args) > 0 {
@@ -118,6 +132,27 @@ func (u *upstream) call(ctx context.Context, tool string, args json.RawMessage) 
 		return res, &client.OutcomeError{Outcome: u.isError, Message: "upstream " + u.cfg.Name + ": tool " + tool + " returned isError"}
 	}
 	return res, nil
+}
+
+// deadlineBox carries a call's own deadline (after connecting) to
+// classify, which compares a 429's Retry-After with it.
+type deadlineBox struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+type deadlineKey struct{}
+
+func (b *deadlineBox) set(t time.Time) {
+	b.mu.Lock()
+	b.t = t
+	b.mu.Unlock()
+}
+
+func (b *deadlineBox) get() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.t
 }
 
 // breakOff closes a connection whose call failed in a way that leaves it
@@ -164,7 +199,14 @@ func classify(ctx context.Context, err error) (client.Result, bool) {
 	)
 	switch {
 	case errors.As(err, &he):
-		return client.DefaultClassifier(ctx, err)
+		r, ok := client.DefaultClassifier(ctx, err)
+		// The time left is the call's own, not its connect budget's.
+		if box, boxed := ctx.Value(deadlineKey{}).(*deadlineBox); boxed && r.Outcome == pb.Outcome_OUTCOME_RATE_LIMITED {
+			if dl := box.get(); !dl.IsZero() {
+				r.Deadline = max(0, time.Until(dl))
+			}
+		}
+		return r, ok
 	case errors.As(err, &we) && we.Code != codeRejected:
 		r := client.Result{Outcome: pb.Outcome_OUTCOME_SERVER_ERROR, Message: fmt.Sprintf("JSON-RPC error %d", we.Code)}
 		switch we.Code {
