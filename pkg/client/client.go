@@ -730,8 +730,13 @@ func (c *Client) Call(ctx context.Context, breaker string, fn func(ctx context.C
 	if !p.Allowed() {
 		return DeniedError(p)
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.recordTimeout)
-	defer cancel()
+	// The Record timeout starts when the call ends: a call may take
+	// longer than the timeout itself.
+	record := func(r Result) (*pb.RecordResponse, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.recordTimeout)
+		defer cancel()
+		return c.Record(rctx, p, r)
+	}
 	settled := false
 	if p.Decision == pb.Decision_DECISION_PROBE {
 		// The fleet's one probe: if fn panics or the caller gives up, hand
@@ -739,7 +744,7 @@ func (c *Client) Call(ctx context.Context, breaker string, fn func(ctx context.C
 		// than make every worker wait out the probe timeout.
 		defer func() {
 			if !settled {
-				_, _ = c.Record(rctx, p, Result{Outcome: pb.Outcome_OUTCOME_CANCELED})
+				_, _ = record(Result{Outcome: pb.Outcome_OUTCOME_CANCELED})
 			}
 		}()
 	}
@@ -756,7 +761,7 @@ func (c *Client) Call(ctx context.Context, breaker string, fn func(ctx context.C
 	}
 	r.Latency = time.Since(start)
 	settled = true
-	if _, err := c.Record(rctx, p, r); err != nil {
+	if _, err := record(r); err != nil {
 		return errors.Join(callErr, fmt.Errorf("client: record %s: %w", breaker, err))
 	}
 	return callErr
