@@ -240,7 +240,7 @@ func watchBreakers(ctx context.Context, api pb.BreakerServiceClient, live func()
 		if err != nil {
 			return err
 		}
-		event(e.GetBreaker())
+		event(e.GetEvent().GetBreaker())
 	}
 }
 
