@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -48,30 +47,6 @@ func TestNewUsesTheCallersConnection(t *testing.T) {
 	if _, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
 		t.Errorf("the caller's connection after Close: %v", err)
 	}
-}
-
-// recordingServer allows every call and notes how much time each Record
-// arrived with (its deadline, sent on the wire as grpc-timeout).
-type recordingServer struct {
-	pb.UnimplementedBreakerServiceServer
-	mu        sync.Mutex
-	remaining []time.Duration
-}
-
-func (s *recordingServer) Allow(context.Context, *pb.AllowRequest) (*pb.AllowResponse, error) {
-	return &pb.AllowResponse{Decision: pb.Decision_DECISION_ALLOWED, Ticket: &pb.Ticket{}}, nil
-}
-
-func (s *recordingServer) Record(ctx context.Context, _ *pb.RecordRequest) (*pb.RecordResponse, error) {
-	dl, ok := ctx.Deadline()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !ok {
-		s.remaining = append(s.remaining, -1)
-	} else {
-		s.remaining = append(s.remaining, time.Until(dl))
-	}
-	return &pb.RecordResponse{Counted: true}, nil
 }
 
 // WithRecordTimeout bounds the Record Call sends after the call, even

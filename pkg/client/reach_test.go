@@ -451,21 +451,29 @@ func TestCancellationIsTheCallersWhateverTheToolSays(t *testing.T) {
 }
 
 // recordingServer is a breakerd that allows every call and keeps every
-// RecordRequest: the wire is the witness of what the client sends.
+// RecordRequest and how much time each arrived with (its deadline, sent
+// on the wire as grpc-timeout; -1 for none): the wire is the witness of
+// what the client sends.
 type recordingServer struct {
 	pb.UnimplementedBreakerServiceServer
-	mu      sync.Mutex
-	records []*pb.RecordRequest
+	mu        sync.Mutex
+	records   []*pb.RecordRequest
+	remaining []time.Duration
 }
 
 func (s *recordingServer) Allow(context.Context, *pb.AllowRequest) (*pb.AllowResponse, error) {
 	return &pb.AllowResponse{Decision: pb.Decision_DECISION_ALLOWED, Ticket: &pb.Ticket{Generation: 1}}, nil
 }
 
-func (s *recordingServer) Record(_ context.Context, req *pb.RecordRequest) (*pb.RecordResponse, error) {
+func (s *recordingServer) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.records = append(s.records, req)
+	if dl, ok := ctx.Deadline(); ok {
+		s.remaining = append(s.remaining, time.Until(dl))
+	} else {
+		s.remaining = append(s.remaining, -1)
+	}
 	return &pb.RecordResponse{}, nil
 }
 
