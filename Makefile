@@ -28,7 +28,8 @@ proto: ## regenerate the Go code from proto/ and check it is committed
 demo: ## two daemons on the real Redis at BREAKERD_REDIS_URL trip, deny, probe and close
 	./scripts/demo.sh
 
-up: ## docker compose: Redis and two breakerd replicas
+up: ## docker compose: Redis and two breakerd replicas (writes ./secrets first)
+	./scripts/compose-secrets.sh
 	docker compose up -d --build
 
 down: ## stop the compose fleet
