@@ -21,7 +21,7 @@ type Role string
 
 const (
 	// RoleWorker may call Allow and Record (only as its own worker ids),
-	// and the reads: Get, BatchGet, List, Watch.
+	// and the reads: Get, BatchGet, List, Watch, Events.
 	RoleWorker Role = "worker"
 	// RoleOperator may call everything, including Force, and act as any
 	// worker id.
