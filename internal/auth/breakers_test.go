@@ -85,7 +85,7 @@ func TestBreakerGlobsLimitEveryCallThatNamesBreakers(t *testing.T) {
 				_, err := ops.Force(ctx, &pb.ForceRequest{Breaker: out, Mode: pb.ForceMode_FORCE_MODE_AUTO})
 				return err
 			},
-			"Events": func() error { _, err := ops.Events(ctx, &pb.EventsRequest{Breaker: out}); return err },
+			"Events":        func() error { _, err := ops.Events(ctx, &pb.EventsRequest{Breaker: out}); return err },
 			"worker Events": func() error { _, err := w.Events(ctx, &pb.EventsRequest{Breaker: out}); return err },
 			"Watch": func() error {
 				s, err := w.Watch(ctx, &pb.WatchRequest{Breakers: []string{in, out}})
