@@ -39,8 +39,9 @@ demo: ## two daemons on the Redis at BREAKERD_REDIS_URL trip, deny, probe and cl
 # engine; compose-check only the compose command.
 COMPOSE ?= $(shell docker compose version >/dev/null 2>&1 && echo "docker compose" || (command -v docker-compose >/dev/null 2>&1 && echo docker-compose))
 
-up: ## docker compose: Redis and two breakerd replicas (needs a container engine with compose)
+up: ## docker compose: Redis and two breakerd replicas (writes ./secrets first; needs a container engine with compose)
 	@test -n "$(COMPOSE)" || { echo "make up needs a container engine with compose: install docker (with the compose plugin) or docker-compose; without one, run 'go run ./cmd/breakerd' (embedded Redis) or 'make demo' (a local Redis)"; exit 1; }
+	./scripts/compose-secrets.sh
 	$(COMPOSE) up -d --build
 
 down: ## stop the compose fleet

@@ -85,7 +85,8 @@ func TestBreakerGlobsLimitEveryCallThatNamesBreakers(t *testing.T) {
 				_, err := ops.Force(ctx, &pb.ForceRequest{Breaker: out, Mode: pb.ForceMode_FORCE_MODE_AUTO})
 				return err
 			},
-			"Events": func() error { _, err := ops.Events(ctx, &pb.EventsRequest{Breaker: out}); return err },
+			"Events":        func() error { _, err := ops.Events(ctx, &pb.EventsRequest{Breaker: out}); return err },
+			"worker Events": func() error { _, err := w.Events(ctx, &pb.EventsRequest{Breaker: out}); return err },
 			"Watch": func() error {
 				s, err := w.Watch(ctx, &pb.WatchRequest{Breakers: []string{in, out}})
 				if err == nil {
@@ -117,6 +118,12 @@ func TestBreakerGlobsLimitEveryCallThatNamesBreakers(t *testing.T) {
 		}
 		if _, err := ops.Events(ctx, &pb.EventsRequest{Breaker: in}); err != nil {
 			t.Errorf("Events inside the glob: %v", err)
+		}
+		// A worker reads the log of its breakers, as it watches them live.
+		if evs, err := w.Events(ctx, &pb.EventsRequest{Breaker: in}); err != nil {
+			t.Errorf("worker Events inside the glob: %v", err)
+		} else if len(evs.Events) != 0 {
+			t.Errorf("worker Events of %s = %d events, want none yet (one failure trips nothing)", in, len(evs.Events))
 		}
 		l, err := w.List(ctx, &pb.ListRequest{})
 		if err != nil {

@@ -24,6 +24,9 @@ const servicePrefix = "/" + "breakerd.v1.BreakerService" + "/"
 // other breakerd.v1 method (Force, and any added later) needs an operator.
 var workerMethods = map[string]bool{
 	"Allow": true, "Record": true, "Get": true, "BatchGet": true, "List": true, "Watch": true,
+	// Events: the logged form of what Watch streams live (issue 17's
+	// decision: a worker sees the same of its breakers either way).
+	"Events": true,
 }
 
 // openPrefixes are services that stay open without a token: health checks

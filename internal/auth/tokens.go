@@ -13,7 +13,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/breakerd/breakerd/internal/secretfile"
 	"github.com/breakerd/breakerd/internal/yamlfile"
 )
 
@@ -22,7 +21,7 @@ type Role string
 
 const (
 	// RoleWorker may call Allow and Record (only as its own worker ids),
-	// and the reads: Get, BatchGet, List, Watch.
+	// and the reads: Get, BatchGet, List, Watch, Events.
 	RoleWorker Role = "worker"
 	// RoleOperator may call everything, including Force, and act as any
 	// worker id.
@@ -141,23 +140,8 @@ type file struct {
 	} `yaml:"tokens"`
 }
 
-// Load reads a tokens file (see Parse) through secretfile.Read, so a
-// group- or world-writable file is refused; worldReadable reports a file
-// any local user may read, for the caller to warn about. Errors name the
-// file and the field.
-func Load(name string) (t *Tokens, worldReadable bool, err error) {
-	b, worldReadable, err := secretfile.Read(name)
-	if err != nil {
-		return nil, false, fmt.Errorf("auth: %w", err)
-	}
-	t, err = Parse(b)
-	if err != nil {
-		return nil, false, fmt.Errorf("auth: %s: %w", name, err)
-	}
-	return t, worldReadable, nil
-}
-
-// Parse reads a tokens file's contents. Every entry needs a name (unique),
+// Parse reads a tokens file's contents (the daemon reads the file through
+// secretfile.Read, which refuses one others may write). Every entry needs a name (unique),
 // a role (worker or operator) and exactly one of token (at least
 // MinTokenBytes) or token_sha256 (64 hex digits); a worker needs at least
 // one workers entry, an operator none. Errors name the field
