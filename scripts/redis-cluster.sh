@@ -87,6 +87,12 @@ start)
   done
   for p in "${ports[@]}"; do
     for _ in $(seq 100); do redis-cli -h 127.0.0.1 -p "$p" ping >/dev/null 2>&1 && break; sleep 0.05; done
+    if ! redis-cli -h 127.0.0.1 -p "$p" ping >/dev/null 2>&1; then
+      echo "redis-cluster: the node on port $p did not start:" >&2
+      tail -3 "$dir/$p/redis.log" >&2
+      stop
+      exit 1
+    fi
   done
   hosts=()
   for p in "${ports[@]}"; do hosts+=("127.0.0.1:$p"); done

@@ -783,52 +783,62 @@ func TestEventTrimmedInDeliveryIsStillDelivered(t *testing.T) {
 // mid-delivery, and the stream is trimmed past the pending event before a
 // survivor reclaims it. Nobody holds the event any more: the survivor logs
 // it and counts it abandoned (event "trimmed") rather than losing it
-// silently.
+// silently. It runs on the real backends only: miniredis does not
+// implement XAUTOCLAIM's third reply element (the ids it dropped because
+// the stream no longer holds them, Redis 7.0; a TODO in miniredis's
+// cmd_stream.go).
 func TestTrimmedPendingEventOfAStoppedDaemonIsCounted(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		r := newReceiver(t)
-		hold := make(chan struct{})
-		r.mu.Lock()
-		r.hold = hold
-		r.mu.Unlock()
-		defer close(hold)
-		const minIdle = time.Second
-		so := store.Options{EventsMaxLen: 10}
-		o1 := hookOptions(b, r, nil, nil)
-		o1.MinIdle, o1.Consumer = minIdle, "daemon-1"
-		d1 := daemontest.StartWith(t, b, daemontest.Options{Store: so, Hooks: o1})
-		name := b.Breaker("web_search")
-		ctx := context.Background()
-		if _, err := d1.Store.Force(ctx, name, pb.ForceMode_FORCE_MODE_OPEN, "burst", 0, "alice"); err != nil {
+	for _, bk := range []struct {
+		name    string
+		backend func(testing.TB) *testredis.Backend
+	}{{"redis", testredis.Real}, {"cluster", testredis.Cluster}} {
+		t.Run(bk.name, func(t *testing.T) { trimmedPendingEventIsCounted(t, bk.backend(t)) })
+	}
+}
+
+func trimmedPendingEventIsCounted(t *testing.T, b *testredis.Backend) {
+	r := newReceiver(t)
+	hold := make(chan struct{})
+	r.mu.Lock()
+	r.hold = hold
+	r.mu.Unlock()
+	defer close(hold)
+	const minIdle = time.Second
+	so := store.Options{EventsMaxLen: 10}
+	o1 := hookOptions(b, r, nil, nil)
+	o1.MinIdle, o1.Consumer = minIdle, "daemon-1"
+	d1 := daemontest.StartWith(t, b, daemontest.Options{Store: so, Hooks: o1})
+	name := b.Breaker("web_search")
+	ctx := context.Background()
+	if _, err := d1.Store.Force(ctx, name, pb.ForceMode_FORCE_MODE_OPEN, "burst", 0, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	<-r.seen // daemon-1 is delivering it: stop it there
+	d1.Stop()
+	first := holder(t, b, "hook:"+b.Prefix+"oncall", name)
+	if first != "daemon-1" {
+		t.Fatalf("pending on %q, want daemon-1", first)
+	}
+	for i := range 400 {
+		m := []pb.ForceMode{pb.ForceMode_FORCE_MODE_AUTO, pb.ForceMode_FORCE_MODE_OPEN}[i%2]
+		if _, err := d1.Store.Force(ctx, name, m, "burst", 0, "alice"); err != nil {
 			t.Fatal(err)
 		}
-		<-r.seen // daemon-1 is delivering it: stop it there
-		d1.Stop()
-		first := holder(t, b, "hook:"+b.Prefix+"oncall", name)
-		if first != "daemon-1" {
-			t.Fatalf("pending on %q, want daemon-1", first)
-		}
-		for i := range 400 {
-			m := []pb.ForceMode{pb.ForceMode_FORCE_MODE_AUTO, pb.ForceMode_FORCE_MODE_OPEN}[i%2]
-			if _, err := d1.Store.Force(ctx, name, m, "burst", 0, "alice"); err != nil {
-				t.Fatal(err)
-			}
-		}
-		r.mu.Lock()
-		r.hold = nil
-		r.mu.Unlock()
-		reg := prometheus.NewRegistry()
-		var logs daemontest.Buffer
-		o2 := hookOptions(b, r, reg, nil)
-		o2.MinIdle, o2.Consumer = minIdle, "daemon-2"
-		o2.Log = slog.New(slog.NewTextHandler(&logs, nil))
-		daemontest.StartWith(t, b, daemontest.Options{Store: so, Hooks: o2})
-		b.Advance(minIdle) // miniredis's idle clock; a real Redis's runs by itself
-		waitFor(t, "the trimmed pending event to be counted", func() bool {
-			return counter(t, reg, "breakerd_webhook_abandoned_total", b.Prefix+"oncall", "trimmed") == 1
-		})
-		if s := logs.String(); !strings.Contains(s, "trimmed from its stream while pending on a stopped daemon") {
-			t.Errorf("log lacks the abandonment:\n%s", s)
-		}
+	}
+	r.mu.Lock()
+	r.hold = nil
+	r.mu.Unlock()
+	reg := prometheus.NewRegistry()
+	var logs daemontest.Buffer
+	o2 := hookOptions(b, r, reg, nil)
+	o2.MinIdle, o2.Consumer = minIdle, "daemon-2"
+	o2.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	daemontest.StartWith(t, b, daemontest.Options{Store: so, Hooks: o2})
+	b.Advance(minIdle) // miniredis's idle clock; a real Redis's runs by itself
+	waitFor(t, "the trimmed pending event to be counted", func() bool {
+		return counter(t, reg, "breakerd_webhook_abandoned_total", b.Prefix+"oncall", "trimmed") == 1
 	})
+	if s := logs.String(); !strings.Contains(s, "trimmed from its stream while pending on a stopped daemon") {
+		t.Errorf("log lacks the abandonment:\n%s", s)
+	}
 }
