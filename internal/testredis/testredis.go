@@ -158,7 +158,7 @@ func SentinelAt(t testing.TB, master string, addrs []string) *Backend {
 // different breakers live in different slots).
 func (b *Backend) deleteKeys(t testing.TB) {
 	ctx := context.Background()
-	c := b.newClient()
+	c := b.newClient("", "") // the admin connection
 	defer c.Close()
 	del := func(ctx context.Context, c redis.Cmdable) error {
 		var keys []string
@@ -197,23 +197,23 @@ func (b *Backend) init(t testing.TB) {
 // NewClient returns another client on the same server (a second daemon's
 // connection), counted like the first. It is closed when t ends.
 func (b *Backend) NewClient(t testing.TB) redis.UniversalClient {
-	c := b.newClient()
+	c := b.newClient(b.Username, b.Password)
 	c.AddHook(counter{b})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
 
-// newClient returns an uncounted client: a cluster client on a cluster, a
-// failover client through Sentinel.
-func (b *Backend) newClient() redis.UniversalClient {
+// newClient returns an uncounted client with the given credentials: a
+// cluster client on a cluster, a failover client through Sentinel.
+func (b *Backend) newClient(username, password string) redis.UniversalClient {
 	if b.MasterName != "" {
 		return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: b.MasterName, SentinelAddrs: b.Addrs,
-			Username: b.Username, Password: b.Password})
+			Username: username, Password: password})
 	}
 	if b.Addrs != nil {
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: b.Addrs, Username: b.Username, Password: b.Password})
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: b.Addrs, Username: username, Password: password})
 	}
-	return redis.NewClient(&redis.Options{Addr: b.Addr, Username: b.Username, Password: b.Password})
+	return redis.NewClient(&redis.Options{Addr: b.Addr, Username: username, Password: password})
 }
 
 // URL returns the --redis-url (and --redis-cluster) that reaches this
