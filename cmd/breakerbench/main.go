@@ -43,6 +43,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := pflag.NewFlagSet("breakerbench", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	quick := fs.Bool("quick", false, "a short run (3 rounds of 0.5s per scenario; under 2 minutes)")
+	serve := fs.String("serve", "", "internal: serve one server (daemon, ceiling, noop) for the bench's own child process")
+	_ = fs.MarkHidden("serve")
 	memory := fs.Bool("memory", false, "measure Redis memory per open breaker and per failure run instead")
 	fs.StringVar(&o.RedisAddr, "redis-addr", "", "a loopback Redis to use (host:port); empty: start redis-server on a free port")
 	fs.StringVar(&o.RedisServer, "redis-server", o.RedisServer, "the redis-server binary to start")
@@ -68,6 +70,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	if *serve != "" {
+		return serveChild(ctx, *serve, o.RedisAddr, stdout)
+	}
 	if *memory {
 		m.RedisServer = o.RedisServer
 		return bench.Memory(ctx, m, stdout)
@@ -88,5 +93,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			o.Trips = q.Trips
 		}
 	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the bench's own binary for its server processes: %w", err)
+	}
+	o.Executable = exe
 	return bench.Run(ctx, o, stdout)
+}
+
+// serveChild runs one server for the parent bench until ctx ends or the
+// parent closes stdin.
+func serveChild(ctx context.Context, kind, redisAddr string, stdout io.Writer) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	return bench.Serve(ctx, kind, redisAddr, stdout)
 }

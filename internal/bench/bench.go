@@ -59,6 +59,11 @@ type Options struct {
 	// Pollers is how many clients on the second daemon poll Allow in the
 	// propagation scenario.
 	Pollers int
+	// Executable is the bench's own binary, run with --serve for each
+	// measured server (breakerd, the ceiling, the no-op) so that its CPU
+	// time per RPC is read from /proc. Empty: every server runs in the
+	// bench's process and no CPU is reported (the tests do this).
+	Executable string
 	// Only, when non-empty, runs only the scenarios whose names contain
 	// one of these strings (the ratios then cover what ran).
 	Only []string
@@ -128,6 +133,8 @@ type target struct {
 	ceiling pb.BreakerServiceClient
 	peerRDB *redis.Client
 	prefix  string
+	// children are the servers run in child processes, by Serve kind.
+	children map[string]*child
 
 	mu    sync.Mutex
 	peers map[string][]*gobreaker.DistributedCircuitBreaker[struct{}]
@@ -138,22 +145,29 @@ const workers = 8
 
 // scenario is one row of the table.
 type scenario struct {
-	name string
-	unit string // what one op is
+	name   string
+	unit   string // what one op is
+	server string // the Serve kind whose CPU it spends; "" for none
 	// build returns the op for t; it may prepare state (untimed).
 	build func(ctx context.Context, t *target, o Options) (opFunc, error)
 }
 
 func (t *target) breaker(name string) string { return t.prefix + name }
 
+// picker chooses the breaker of each caller's i-th call.
+type picker func(o Options) func(caller, i int) string
+
+// spread cycles each caller over o.Breakers breakers, callers out of step.
 func spread(o Options) func(caller, i int) string {
 	return func(caller, i int) string { return fmt.Sprintf("b%04d", (caller*7919+i)%o.Breakers) }
 }
 
-func hot(int, int) string { return "hot" }
+// hot is one breaker shared by every caller.
+func hot(Options) func(caller, i int) string { return func(int, int) string { return "hot" } }
 
-func rawAllow(pick func(int, int) string) func(context.Context, *target, Options) (opFunc, error) {
-	return func(_ context.Context, t *target, _ Options) (opFunc, error) {
+func rawAllow(pk picker) func(context.Context, *target, Options) (opFunc, error) {
+	return func(_ context.Context, t *target, o Options) (opFunc, error) {
+		pick := pk(o)
 		return func(ctx context.Context, c, i int) error {
 			res, err := t.daemonA.Allow(ctx, &pb.AllowRequest{Breaker: t.breaker(pick(c, i)), WorkerId: workerID(c)})
 			if err != nil {
@@ -167,8 +181,9 @@ func rawAllow(pick func(int, int) string) func(context.Context, *target, Options
 	}
 }
 
-func rawRecord(pick func(int, int) string) func(context.Context, *target, Options) (opFunc, error) {
-	return func(_ context.Context, t *target, _ Options) (opFunc, error) {
+func rawRecord(pk picker) func(context.Context, *target, Options) (opFunc, error) {
+	return func(_ context.Context, t *target, o Options) (opFunc, error) {
+		pick := pk(o)
 		return func(ctx context.Context, c, i int) error {
 			_, err := t.daemonA.Record(ctx, &pb.RecordRequest{Breaker: t.breaker(pick(c, i)), WorkerId: workerID(c),
 				Ticket: &pb.Ticket{}, Outcome: pb.Outcome_OUTCOME_SUCCESS})
@@ -177,8 +192,9 @@ func rawRecord(pick func(int, int) string) func(context.Context, *target, Option
 	}
 }
 
-func rawPair(pick func(int, int) string) func(context.Context, *target, Options) (opFunc, error) {
-	return func(_ context.Context, t *target, _ Options) (opFunc, error) {
+func rawPair(pk picker) func(context.Context, *target, Options) (opFunc, error) {
+	return func(_ context.Context, t *target, o Options) (opFunc, error) {
+		pick := pk(o)
 		return func(ctx context.Context, c, i int) error {
 			name := t.breaker(pick(c, i))
 			res, err := t.daemonA.Allow(ctx, &pb.AllowRequest{Breaker: name, WorkerId: workerID(c)})
@@ -195,8 +211,9 @@ func rawPair(pick func(int, int) string) func(context.Context, *target, Options)
 	}
 }
 
-func clientAllow(pick func(int, int) string) func(context.Context, *target, Options) (opFunc, error) {
-	return func(_ context.Context, t *target, _ Options) (opFunc, error) {
+func clientAllow(pk picker) func(context.Context, *target, Options) (opFunc, error) {
+	return func(_ context.Context, t *target, o Options) (opFunc, error) {
+		pick := pk(o)
 		return func(ctx context.Context, c, i int) error {
 			p, err := t.clients[c%workers].Allow(ctx, t.breaker(pick(c, i)))
 			if err != nil {
@@ -210,8 +227,9 @@ func clientAllow(pick func(int, int) string) func(context.Context, *target, Opti
 	}
 }
 
-func clientRecord(pick func(int, int) string) func(context.Context, *target, Options) (opFunc, error) {
-	return func(_ context.Context, t *target, _ Options) (opFunc, error) {
+func clientRecord(pk picker) func(context.Context, *target, Options) (opFunc, error) {
+	return func(_ context.Context, t *target, o Options) (opFunc, error) {
+		pick := pk(o)
 		return func(ctx context.Context, c, i int) error {
 			p := &client.Permit{Breaker: t.breaker(pick(c, i)), Decision: pb.Decision_DECISION_ALLOWED, Ticket: &pb.Ticket{}}
 			res, err := t.clients[c%workers].Record(ctx, p, client.Result{Outcome: pb.Outcome_OUTCOME_SUCCESS})
@@ -223,8 +241,9 @@ func clientRecord(pick func(int, int) string) func(context.Context, *target, Opt
 	}
 }
 
-func clientPair(pick func(int, int) string) func(context.Context, *target, Options) (opFunc, error) {
-	return func(_ context.Context, t *target, _ Options) (opFunc, error) {
+func clientPair(pk picker) func(context.Context, *target, Options) (opFunc, error) {
+	return func(_ context.Context, t *target, o Options) (opFunc, error) {
+		pick := pk(o)
 		return func(ctx context.Context, c, i int) error {
 			return t.clients[c%workers].Call(ctx, t.breaker(pick(c, i)), func(context.Context) error { return nil })
 		}, nil
@@ -241,40 +260,32 @@ func forceOpen(ctx context.Context, t *target) error {
 
 func scenarios() []scenario {
 	return []scenario{
-		{"noop", "RPCs", func(_ context.Context, t *target, _ Options) (opFunc, error) {
+		{"noop", "RPCs", ServeNoop, func(_ context.Context, t *target, _ Options) (opFunc, error) {
 			return func(ctx context.Context, c, i int) error {
 				_, err := t.noop.Allow(ctx, &pb.AllowRequest{Breaker: "noop", WorkerId: workerID(c)})
 				return err
 			}, nil
 		}},
-		{"ceiling", "RPCs", func(_ context.Context, t *target, o Options) (opFunc, error) {
+		{"ceiling", "RPCs", ServeCeiling, func(_ context.Context, t *target, o Options) (opFunc, error) {
 			pick := spread(o)
 			return func(ctx context.Context, c, i int) error {
 				_, err := t.ceiling.Allow(ctx, &pb.AllowRequest{Breaker: t.breaker(pick(c, i)), WorkerId: workerID(c)})
 				return err
 			}, nil
 		}},
-		{"allow-1k-raw", "Allows", func(ctx context.Context, t *target, o Options) (opFunc, error) { return rawAllow(spread(o))(ctx, t, o) }},
-		{"record-1k-raw", "Records", func(ctx context.Context, t *target, o Options) (opFunc, error) {
-			return rawRecord(spread(o))(ctx, t, o)
-		}},
-		{"pair-1k-raw", "pairs", func(ctx context.Context, t *target, o Options) (opFunc, error) { return rawPair(spread(o))(ctx, t, o) }},
-		{"allow-hot-raw", "Allows", rawAllow(hot)},
-		{"record-hot-raw", "Records", rawRecord(hot)},
-		{"pair-hot-raw", "pairs", rawPair(hot)},
-		{"allow-1k-client", "Allows", func(ctx context.Context, t *target, o Options) (opFunc, error) {
-			return clientAllow(spread(o))(ctx, t, o)
-		}},
-		{"record-1k-client", "Records", func(ctx context.Context, t *target, o Options) (opFunc, error) {
-			return clientRecord(spread(o))(ctx, t, o)
-		}},
-		{"pair-1k-client", "Calls", func(ctx context.Context, t *target, o Options) (opFunc, error) {
-			return clientPair(spread(o))(ctx, t, o)
-		}},
-		{"allow-hot-client", "Allows", clientAllow(hot)},
-		{"record-hot-client", "Records", clientRecord(hot)},
-		{"pair-hot-client", "Calls", clientPair(hot)},
-		{"deny-open-raw", "denials", func(ctx context.Context, t *target, _ Options) (opFunc, error) {
+		{"allow-1k-raw", "Allows", ServeDaemon, rawAllow(spread)},
+		{"record-1k-raw", "Records", ServeDaemon, rawRecord(spread)},
+		{"pair-1k-raw", "pairs", ServeDaemon, rawPair(spread)},
+		{"allow-hot-raw", "Allows", ServeDaemon, rawAllow(hot)},
+		{"record-hot-raw", "Records", ServeDaemon, rawRecord(hot)},
+		{"pair-hot-raw", "pairs", ServeDaemon, rawPair(hot)},
+		{"allow-1k-client", "Allows", ServeDaemon, clientAllow(spread)},
+		{"record-1k-client", "Records", ServeDaemon, clientRecord(spread)},
+		{"pair-1k-client", "Calls", ServeDaemon, clientPair(spread)},
+		{"allow-hot-client", "Allows", ServeDaemon, clientAllow(hot)},
+		{"record-hot-client", "Records", ServeDaemon, clientRecord(hot)},
+		{"pair-hot-client", "Calls", ServeDaemon, clientPair(hot)},
+		{"deny-open-raw", "denials", ServeDaemon, func(ctx context.Context, t *target, _ Options) (opFunc, error) {
 			if err := forceOpen(ctx, t); err != nil {
 				return nil, err
 			}
@@ -289,7 +300,7 @@ func scenarios() []scenario {
 				return nil
 			}, nil
 		}},
-		{"deny-open-client", "denials", func(ctx context.Context, t *target, _ Options) (opFunc, error) {
+		{"deny-open-client", "denials", ServeDaemon, func(ctx context.Context, t *target, _ Options) (opFunc, error) {
 			if err := forceOpen(ctx, t); err != nil {
 				return nil, err
 			}
@@ -304,10 +315,10 @@ func scenarios() []scenario {
 				return nil
 			}, nil
 		}},
-		{"peer-64", "Executes", func(ctx context.Context, t *target, o Options) (opFunc, error) {
+		{"peer-64", "Executes", "", func(ctx context.Context, t *target, o Options) (opFunc, error) {
 			return t.peerOp(o, o.PeerBreakers)
 		}},
-		{"peer-1", "Executes", func(ctx context.Context, t *target, o Options) (opFunc, error) {
+		{"peer-1", "Executes", "", func(ctx context.Context, t *target, o Options) (opFunc, error) {
 			return t.peerOp(o, 1)
 		}},
 	}
@@ -390,31 +401,46 @@ func (e *env) dial(addr string) (*grpc.ClientConn, error) {
 	return conn, nil
 }
 
-// newTarget starts a daemon, the no-op and the ceiling on redisAddr and
-// dials them.
-func (e *env) newTarget(ctx context.Context, redisAddr, prefix string) (*target, string, error) {
-	dAddr, stopD, err := startDaemon(ctx, redisAddr)
-	if err != nil {
-		return nil, "", err
-	}
-	e.closers = append(e.closers, stopD)
-	crdb := redis.NewClient(&redis.Options{Addr: redisAddr})
-	e.closers = append(e.closers, func() { _ = crdb.Close() })
-	nAddr, stopN, err := startCeiling(nil)
-	if err != nil {
-		return nil, "", err
-	}
-	e.closers = append(e.closers, stopN)
-	cAddr, stopC, err := startCeiling(crdb)
-	if err != nil {
-		return nil, "", err
-	}
-	e.closers = append(e.closers, stopC)
-	t := &target{prefix: prefix, peerRDB: redis.NewClient(&redis.Options{Addr: redisAddr})}
+// newTarget starts a daemon, the no-op and the ceiling on redisAddr (in
+// child processes of exe when it is set) and dials them.
+func (e *env) newTarget(ctx context.Context, redisAddr, prefix, exe string) (*target, error) {
+	t := &target{prefix: prefix, peerRDB: redis.NewClient(&redis.Options{Addr: redisAddr}), children: map[string]*child{}}
 	e.closers = append(e.closers, func() { _ = t.peerRDB.Close() })
-	dc, err := e.dial(dAddr)
+	addrs := map[string]string{}
+	for _, kind := range []string{ServeDaemon, ServeNoop, ServeCeiling} {
+		if exe != "" {
+			c, err := spawn(exe, kind, redisAddr)
+			if err != nil {
+				return nil, err
+			}
+			e.closers = append(e.closers, c.stop)
+			t.children[kind], addrs[kind] = c, c.addr
+			continue
+		}
+		var (
+			addr string
+			stop func()
+			err  error
+		)
+		switch kind {
+		case ServeDaemon:
+			addr, stop, err = startDaemon(ctx, redisAddr)
+		case ServeNoop:
+			addr, stop, err = startCeiling(nil)
+		case ServeCeiling:
+			crdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+			e.closers = append(e.closers, func() { _ = crdb.Close() })
+			addr, stop, err = startCeiling(crdb)
+		}
+		if err != nil {
+			return nil, err
+		}
+		e.closers = append(e.closers, stop)
+		addrs[kind] = addr
+	}
+	dc, err := e.dial(addrs[ServeDaemon])
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	t.daemonA = pb.NewBreakerServiceClient(dc)
 	for w := 0; w < workers; w++ {
@@ -422,17 +448,17 @@ func (e *env) newTarget(ctx context.Context, redisAddr, prefix string) (*target,
 		e.closers = append(e.closers, func() { _ = cl.Close() })
 		t.clients = append(t.clients, cl)
 	}
-	nc, err := e.dial(nAddr)
+	nc, err := e.dial(addrs[ServeNoop])
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	t.noop = pb.NewBreakerServiceClient(nc)
-	cc, err := e.dial(cAddr)
+	cc, err := e.dial(addrs[ServeCeiling])
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	t.ceiling = pb.NewBreakerServiceClient(cc)
-	return t, dAddr, nil
+	return t, nil
 }
 
 // Run runs the bench and writes its report to w: the setup, one table of
@@ -460,7 +486,7 @@ func Run(ctx context.Context, o Options, w io.Writer) error {
 		return err
 	}
 	prefix := fmt.Sprintf("bench-%08x/", rand.Uint32())
-	main, _, err := e.newTarget(ctx, redisAddr, prefix)
+	main, err := e.newTarget(ctx, redisAddr, prefix, o.Executable)
 	if err != nil {
 		return err
 	}
@@ -478,7 +504,7 @@ func Run(ctx context.Context, o Options, w io.Writer) error {
 		return err
 	}
 	e.closers = append(e.closers, e.proxy.close)
-	e.wire, _, err = e.newTarget(ctx, e.proxy.addr(), prefix+"wire/")
+	e.wire, err = e.newTarget(ctx, e.proxy.addr(), prefix+"wire/", "")
 	if err != nil {
 		return err
 	}
@@ -530,8 +556,22 @@ func Run(ctx context.Context, o Options, w io.Writer) error {
 				return err
 			}
 			rpcs := e.rpcs.n.Load()
+			srv := e.main.children[run[i].server]
+			var cpu0 time.Duration
+			if srv != nil {
+				if cpu0, err = srv.cpu(); err != nil {
+					return err
+				}
+			}
 			s := drive(ctx, o.Callers, o.Duration, o.MaxCalls, ops[i])
 			s.rpcs = e.rpcs.n.Load() - rpcs
+			if srv != nil {
+				cpu1, err := srv.cpu()
+				if err != nil {
+					return err
+				}
+				s.cpu, s.hasCPU = cpu1-cpu0, true
+			}
 			after, _, err := commandCalls(ctx, e.rdb)
 			if err != nil {
 				return err

@@ -22,6 +22,8 @@ type sample struct {
 	lat     []time.Duration // every successful op's latency, sorted
 	cmds    int64           // Redis commands (INFO commandstats) during the run
 	rpcs    int64           // RPCs the bench sent during the run
+	cpu     time.Duration   // CPU time of the scenario's server process
+	hasCPU  bool            // cpu was measured
 }
 
 func (s sample) rate() float64 {

@@ -35,6 +35,7 @@ type row struct {
 	errs, ops            int64
 	cmdsPerOp, rpcsPerOp float64
 	rtPerOp              float64
+	cpuPerRPC            time.Duration // the server's CPU per RPC; 0: not measured
 }
 
 func summarize(s scenario, ss []sample, rt float64) row {
@@ -42,7 +43,11 @@ func summarize(s scenario, ss []sample, rt float64) row {
 	var rates []float64
 	var lat []time.Duration
 	var cmds, rpcs int64
+	var cpu time.Duration
+	measured := len(ss) > 0
 	for _, x := range ss {
+		cpu += x.cpu
+		measured = measured && x.hasCPU
 		rates = append(rates, x.rate())
 		lat = append(lat, x.lat...)
 		r.errs += x.errs
@@ -57,6 +62,9 @@ func summarize(s scenario, ss []sample, rt float64) row {
 		r.cmdsPerOp = float64(cmds) / float64(r.ops)
 		r.rpcsPerOp = float64(rpcs) / float64(r.ops+r.errs)
 	}
+	if measured && rpcs > 0 {
+		r.cpuPerRPC = cpu / time.Duration(rpcs)
+	}
 	return r
 }
 
@@ -66,12 +74,12 @@ func report(w io.Writer, o Options, run []scenario, samples [][]sample, wireRT [
 	rows := map[string]row{}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w)
-	fmt.Fprintln(tw, "scenario\top\tops/s\tp50 ms\tp99 ms\tp99.9 ms\terrors\tredis cmds/op\tredis RT/op\tRPCs/op\t")
+	fmt.Fprintln(tw, "scenario\top\tops/s\tp50 ms\tp99 ms\tp99.9 ms\terrors\tredis cmds/op\tredis RT/op\tRPCs/op\tserver CPU µs/RPC\t")
 	for i, s := range run {
 		r := summarize(s, samples[i], wireRT[i])
 		rows[s.name] = r
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%s\t%d\t%.2f\t%.2f\t%.2f\t\n", r.name, r.unit, r.rate, ms(r.p50), ms(r.p99), ms(r.p999),
-			r.errs, r.cmdsPerOp, r.rtPerOp, r.rpcsPerOp)
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%s\t%d\t%.2f\t%.2f\t%.2f\t%s\t\n", r.name, r.unit, r.rate, ms(r.p50), ms(r.p99), ms(r.p999),
+			r.errs, r.cmdsPerOp, r.rtPerOp, r.rpcsPerOp, us(r.cpuPerRPC))
 	}
 	var all []time.Duration
 	for _, ts := range trips {
@@ -79,13 +87,14 @@ func report(w io.Writer, o Options, run []scenario, samples [][]sample, wireRT [
 	}
 	if len(all) > 0 {
 		slices.Sort(all)
-		fmt.Fprintf(tw, "trip-to-deny\ttrips\t-\t%s\t%s\t%s\t0\t-\t-\t-\t\n", ms(quantile(all, 0.5)), ms(quantile(all, 0.99)), ms(quantile(all, 0.999)))
+		fmt.Fprintf(tw, "trip-to-deny\ttrips\t-\t%s\t%s\t%s\t0\t-\t-\t-\t-\t\n", ms(quantile(all, 0.5)), ms(quantile(all, 0.99)), ms(quantile(all, 0.999)))
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "ops/s: median over rounds; latencies: over every op of every round; redis cmds/op: INFO commandstats")
 	fmt.Fprintln(w, "(commands inside Lua included) over the timed runs; redis RT/op: requests reaching Redis through a")
-	fmt.Fprintf(w, "counting proxy in a sequential pass of %d ops on twin servers; RPCs/op: RPCs the bench sent.\n", o.WirePass)
+	fmt.Fprintf(w, "counting proxy in a sequential pass of %d ops on twin servers; RPCs/op: RPCs the bench sent;\n", o.WirePass)
+	fmt.Fprintln(w, "server CPU: user+system time of the server's own process (/proc) over the RPCs sent to it (- when in-process).")
 	if len(all) > 0 {
 		fmt.Fprintf(w, "trip-to-deny: %d trips on daemon A, each timed from the send of the tripping Record until all %d clients\n", len(all), o.Pollers)
 		fmt.Fprintln(w, "connected to daemon B deny, polling Allow without pause (strict mode: no fast mode exists yet).")
@@ -103,6 +112,11 @@ func report(w io.Writer, o Options, run []scenario, samples [][]sample, wireRT [
 		fmt.Fprintf(w, "  pair-hot-raw: %d errors, p99.9 %s ms (target 0 errors and <= 50 ms: %s)\n", r.errs, ms(r.p999), verdict(r.errs == 0 && r.p999 <= 50*time.Millisecond))
 	}
 	if r, ok := rows["pair-1k-raw"]; ok {
+		if c, ok := rows["ceiling"]; ok && r.cpuPerRPC > 0 && c.cpuPerRPC > 0 {
+			x := float64(r.cpuPerRPC) / float64(c.cpuPerRPC)
+			fmt.Fprintf(w, "  pair-1k-raw: daemon CPU %s µs per RPC, %.2fx the ceiling server's %s µs (target <= 1.2x: %s)\n",
+				us(r.cpuPerRPC), x, us(c.cpuPerRPC), verdict(x <= 1.2))
+		}
 		if n, ok := rows["noop"]; ok {
 			fmt.Fprintf(w, "  pair-1k-raw p99 %s ms beside the no-op's %s ms\n", ms(r.p99), ms(n.p99))
 		}
@@ -137,6 +151,13 @@ func report(w io.Writer, o Options, run []scenario, samples [][]sample, wireRT [
 		}
 		fmt.Fprintln(w, line)
 	}
+}
+
+func us(d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", float64(d)/float64(time.Microsecond))
 }
 
 func verdict(ok bool) string {
