@@ -464,8 +464,14 @@ func (e *env) newTarget(ctx context.Context, redisAddr, prefix, exe string) (*ta
 // Run runs the bench and writes its report to w: the setup, one table of
 // medians, per-round ratios, and their medians on the last lines.
 func Run(ctx context.Context, o Options, w io.Writer) error {
+	_, err := run(ctx, o, w)
+	return err
+}
+
+// run is Run, returning each scenario's row by name.
+func run(ctx context.Context, o Options, w io.Writer) (map[string]row, error) {
 	if err := o.Validate(); err != nil {
-		return err
+		return nil, err
 	}
 	e := &env{}
 	defer e.close()
@@ -474,7 +480,7 @@ func Run(ctx context.Context, o Options, w io.Writer) error {
 	if owned {
 		s, err := startRedis(ctx, o.RedisServer)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		e.closers = append(e.closers, s.stop)
 		redisAddr = s.addr
@@ -483,30 +489,30 @@ func Run(ctx context.Context, o Options, w io.Writer) error {
 	e.closers = append(e.closers, func() { _ = e.rdb.Close() })
 	version, err := redisVersion(ctx, e.rdb)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	prefix := fmt.Sprintf("bench-%08x/", rand.Uint32())
 	main, err := e.newTarget(ctx, redisAddr, prefix, o.Executable)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	e.main = main
 	// The second daemon, for the propagation scenario.
 	bAddr, stopB, err := startDaemon(ctx, redisAddr)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	e.closers = append(e.closers, stopB)
 	e.daemonB = bAddr
 	// The wire twins: the same servers, with Redis behind a counting proxy.
 	e.proxy, err = newWireProxy(redisAddr)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	e.closers = append(e.closers, e.proxy.close)
 	e.wire, err = e.newTarget(ctx, e.proxy.addr(), prefix+"wire/", "")
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	fmt.Fprintf(w, "breakerbench: redis %s at %s (%s), %d callers, %d rounds of %s per scenario (at most %d calls), %d breakers spread\n",
@@ -526,10 +532,10 @@ func Run(ctx context.Context, o Options, w io.Writer) error {
 	wireOps := make([]opFunc, len(run))
 	for i, s := range run {
 		if ops[i], err = s.build(ctx, e.main, o); err != nil {
-			return fmt.Errorf("%s: %w", s.name, err)
+			return nil, fmt.Errorf("%s: %w", s.name, err)
 		}
 		if wireOps[i], err = s.build(ctx, e.wire, o); err != nil {
-			return fmt.Errorf("%s (wire): %w", s.name, err)
+			return nil, fmt.Errorf("%s (wire): %w", s.name, err)
 		}
 		// Warm up: connections, scripts loaded, code paths paged in.
 		drive(ctx, o.Callers, 50*time.Millisecond, 2000, ops[i])
@@ -553,14 +559,14 @@ func Run(ctx context.Context, o Options, w io.Writer) error {
 			i := (k + r) % len(run) // rotate the order so no scenario always runs first
 			before, _, err := commandCalls(ctx, e.rdb)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			rpcs := e.rpcs.n.Load()
 			srv := e.main.children[run[i].server]
 			var cpu0 time.Duration
 			if srv != nil {
 				if cpu0, err = srv.cpu(); err != nil {
-					return err
+					return nil, err
 				}
 			}
 			s := drive(ctx, o.Callers, o.Duration, o.MaxCalls, ops[i])
@@ -568,13 +574,13 @@ func Run(ctx context.Context, o Options, w io.Writer) error {
 			if srv != nil {
 				cpu1, err := srv.cpu()
 				if err != nil {
-					return err
+					return nil, err
 				}
 				s.cpu, s.hasCPU = cpu1-cpu0, true
 			}
 			after, _, err := commandCalls(ctx, e.rdb)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			s.cmds = after - before
 			samples[i] = append(samples[i], s)
@@ -582,16 +588,15 @@ func Run(ctx context.Context, o Options, w io.Writer) error {
 		if o.Trips > 0 && selected(o.Only, "trip") {
 			ts, err := e.propagation(ctx, o, r)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			trips = append(trips, ts)
 		}
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	report(w, o, run, samples, wireRT, trips)
-	return nil
+	return report(w, o, run, samples, wireRT, trips), nil
 }
 
 func selected(only []string, name string) bool {
