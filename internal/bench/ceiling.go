@@ -37,10 +37,7 @@ type ceilingServer struct {
 	rdb *redis.Client // nil: the no-op
 }
 
-var (
-	noopResponse    = &pb.AllowResponse{Decision: pb.Decision_DECISION_ALLOWED, Ticket: &pb.Ticket{}}
-	ceilingDecision = pb.Decision_DECISION_ALLOWED
-)
+var noopResponse = &pb.AllowResponse{Decision: pb.Decision_DECISION_ALLOWED, Ticket: &pb.Ticket{}}
 
 func (s *ceilingServer) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResponse, error) {
 	if s.rdb == nil {
@@ -53,7 +50,7 @@ func (s *ceilingServer) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.Al
 	if len(res) != 2 {
 		return nil, status.Errorf(codes.Internal, "ceiling: unexpected reply %v", res)
 	}
-	return &pb.AllowResponse{Decision: ceilingDecision, Ticket: &pb.Ticket{Generation: res[1]}}, nil
+	return &pb.AllowResponse{Decision: pb.Decision_DECISION_ALLOWED, Ticket: &pb.Ticket{Generation: res[1]}}, nil
 }
 
 // startCeiling serves a ceilingServer on a free loopback port until stop
