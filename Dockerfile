@@ -1,13 +1,16 @@
 # Multi-stage: a static breakerd on a distroless, non-root base.
-FROM golang:1.26 AS build
+FROM golang:1.26.8 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
+# The build context has no .git (.dockerignore), so the binaries carry no
+# VCS revision of their own: pass both, for example:
+#   docker build --build-arg VERSION=$(git describe --tags --always) --build-arg COMMIT=$(git rev-parse --short=12 HEAD) .
 ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -ldflags "-s -w -X main.version=${VERSION}" -o /out/breakerd ./cmd/breakerd \
- && CGO_ENABLED=0 go build -ldflags "-s -w" -o /out/healthcheck ./cmd/healthcheck \
- && CGO_ENABLED=0 go build -ldflags "-s -w" -o /out/breakerctl ./cmd/breakerctl
+ARG COMMIT=unknown
+RUN LDFLAGS="-s -w -X github.com/breakerd/breakerd/internal/buildinfo.version=${VERSION} -X github.com/breakerd/breakerd/internal/buildinfo.commit=${COMMIT}" \
+ && CGO_ENABLED=0 go build -buildvcs=false -ldflags "$LDFLAGS" -o /out/ ./cmd/breakerd ./cmd/healthcheck ./cmd/breakerctl
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/breakerd /out/healthcheck /out/breakerctl /usr/local/bin/

@@ -30,6 +30,7 @@ var listStates = map[string][]pb.State{
 
 func (c *cli) listCmd() *cobra.Command {
 	var states []string
+	var pageSize int32
 	cmd := &cobra.Command{
 		Use:   "list [--state STATE]...",
 		Short: "List every breaker that holds state",
@@ -43,7 +44,10 @@ A closed breaker with no failures holds no state and is not listed.
 --state keeps only breakers in the given states; repeat it or separate
 values with commas: closed, open, half_open, forced (forced_open and
 forced_closed), forced_open, forced_closed, paused (a revoked credential
-waiting for an operator).`,
+waiting for an operator).
+
+It reads the list in pages (--page-size keys per call, each call bounded
+by --timeout), so a fleet of any size is listed without one long call.`,
 		Example: `  breakerctl list
   breakerctl list --state open,half_open
   breakerctl list --state forced --json | jq -r '.[].breaker'`,
@@ -57,13 +61,29 @@ waiting for an operator).`,
 				}
 				req.States = append(req.States, ps...)
 			}
-			cctx, cancel := c.call(ctx)
-			defer cancel()
-			res, err := c.api.List(cctx, req)
-			if err != nil {
-				return err
+			if pageSize < 1 || pageSize > 1000 {
+				return usageErr("--page-size: must be 1 to 1000, got %d", pageSize)
 			}
-			sts := res.GetStates()
+			req.PageSize = pageSize
+			var sts []*pb.BreakerState
+			seen := map[string]bool{} // a page boundary can repeat a breaker (Redis SCAN)
+			for {
+				cctx, cancel := c.call(ctx)
+				res, err := c.api.List(cctx, req)
+				cancel()
+				if err != nil {
+					return err
+				}
+				for _, s := range res.GetStates() {
+					if !seen[s.GetBreaker()] {
+						seen[s.GetBreaker()] = true
+						sts = append(sts, s)
+					}
+				}
+				if req.PageToken = res.GetNextPageToken(); req.PageToken == "" {
+					break
+				}
+			}
 			slices.SortFunc(sts, func(a, b *pb.BreakerState) int { return strings.Compare(a.GetBreaker(), b.GetBreaker()) })
 			if c.json {
 				out := make([]stateView, 0, len(sts))
@@ -87,6 +107,7 @@ waiting for an operator).`,
 		}),
 	}
 	cmd.Flags().StringSliceVar(&states, "state", nil, "only these states: closed, open, half_open, forced, forced_open, forced_closed, paused")
+	cmd.Flags().Int32Var(&pageSize, "page-size", 500, "keys breakerd examines per call (1 to 1000); the list is read in as many calls as it takes")
 	return cmd
 }
 
@@ -312,7 +333,7 @@ again and resync with "breakerctl list".`,
 			}
 			fmt.Fprintf(c.stderr, "watching %s on %s (Ctrl-C to stop)\n", orAll(breakers), c.addr)
 			for {
-				e, err := stream.Recv()
+				m, err := stream.Recv()
 				if err != nil {
 					if ctx.Err() != nil || status.Code(err) == codes.Canceled {
 						return nil
@@ -322,6 +343,7 @@ again and resync with "breakerctl list".`,
 					}
 					return err
 				}
+				e := m.GetEvent()
 				if c.json {
 					if err := writeCompactJSON(c.stdout, viewEvent(e)); err != nil {
 						return err

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -453,4 +454,43 @@ func TestHelpOfEveryCommandIsComplete(t *testing.T) {
 			}
 		}
 	}
+}
+
+func TestVersionNeedsNoDaemon(t *testing.T) {
+	out := must(t, nil, "--version").stdout
+	if !strings.HasPrefix(out, "breakerctl ") || !strings.Contains(out, "(commit ") || !strings.Contains(out, "go1.") {
+		t.Errorf("breakerctl --version = %q, want version, commit and Go version", out)
+	}
+}
+
+func TestListReadsInPages(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := start(t, b)
+		env := at(d)
+		var names []string
+		for i := range 5 {
+			name := b.Breaker(fmt.Sprintf("paged%d", i))
+			names = append(names, name)
+			if _, err := d.Store.Force(context.Background(), name, pb.ForceMode_FORCE_MODE_OPEN, "drill", 0, "bob"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := decode[[]stateView](t, must(t, env, "list", "--page-size", "2", "--json").stdout)
+		for _, name := range names {
+			if find(got, name) == nil {
+				t.Errorf("list --page-size 2 lacks %s", name)
+			}
+		}
+		if len(got) != len(names) {
+			t.Errorf("list --page-size 2 listed %d breakers, want %d, each once", len(got), len(names))
+		}
+		// miniredis answers SCAN in one reply; Redis pages by the COUNT.
+		if n := d.Calls.Get("List"); b.Mini == nil && n < 3 {
+			t.Errorf("list --page-size 2 of 5 breakers made %d List calls, want one per page", n)
+		}
+		r := ctl(t, env, "list", "--page-size", "0")
+		if r.code != 2 || !strings.Contains(r.stderr, "--page-size") {
+			t.Errorf("list --page-size 0: exit %d, %q; want 2 naming --page-size", r.code, r.stderr)
+		}
+	})
 }

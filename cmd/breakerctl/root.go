@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/breakerd/breakerd/internal/auth"
+	"github.com/breakerd/breakerd/internal/buildinfo"
+	"github.com/breakerd/breakerd/internal/secretfile"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -24,12 +26,13 @@ type cli struct {
 	getenv         func(string) string
 	stdout, stderr io.Writer
 
-	addr     string
-	token    string
-	tls      tlsFlags
-	json     bool
-	timeout  time.Duration
-	operator string
+	addr      string
+	token     string
+	tokenFile string
+	tls       tlsFlags
+	json      bool
+	timeout   time.Duration
+	operator  string
 
 	conn *grpc.ClientConn
 	api  pb.BreakerServiceClient
@@ -47,6 +50,10 @@ Environment (a flag wins over its variable):
   BREAKERCTL_ADDR      daemon address (--addr)
   BREAKERCTL_TOKEN     bearer token (--token); sent as gRPC metadata
                        "authorization: Bearer <token>"
+  BREAKERCTL_TOKEN_FILE
+                       file holding the bearer token (--token-file): keeps
+                       it out of shell history and ps; refused when group-
+                       or world-writable
   BREAKERCTL_OPERATOR  who forces (--operator; else $USER)
   BREAKERCTL_TLS_CA, BREAKERCTL_TLS_CERT, BREAKERCTL_TLS_KEY
                        TLS files (--tls-ca, --tls-cert, --tls-key)
@@ -82,12 +89,16 @@ func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Comman
 			}
 		},
 	}
+	bi := buildinfo.Get()
+	root.Version = bi.Version // turns on --version, answered before connect
+	root.SetVersionTemplate(bi.String("breakerctl") + "\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr("%v", err) })
 	pf := root.PersistentFlags()
 	pf.StringVar(&c.addr, "addr", DefaultAddr, "breakerd's gRPC address (env BREAKERCTL_ADDR)")
-	pf.StringVar(&c.token, "token", "", "bearer token (env BREAKERCTL_TOKEN); never printed")
+	pf.StringVar(&c.token, "token", "", "bearer token (env BREAKERCTL_TOKEN); never printed; prefer --token-file")
+	pf.StringVar(&c.tokenFile, "token-file", "", "file holding the bearer token (env BREAKERCTL_TOKEN_FILE)")
 	pf.BoolVar(&c.json, "json", false, "print JSON for scripts instead of a table")
 	pf.DurationVar(&c.timeout, "timeout", 10*time.Second, "how long to wait for each answer (not for watch's stream)")
 	c.tls.register(pf)
@@ -105,7 +116,24 @@ func (c *cli) connect(cmd *cobra.Command) error {
 			c.addr = v
 		}
 	}
-	if !flags.Changed("token") {
+	if flags.Changed("token") && flags.Changed("token-file") {
+		return usageErr("--token-file: give --token or --token-file, not both")
+	}
+	if !flags.Changed("token-file") {
+		c.tokenFile = c.getenv("BREAKERCTL_TOKEN_FILE")
+	}
+	switch {
+	case flags.Changed("token"):
+	case c.tokenFile != "":
+		tok, worldReadable, err := secretfile.ReadPassword(c.tokenFile)
+		if err != nil {
+			return usageErr("--token-file: %v", err)
+		}
+		if worldReadable {
+			fmt.Fprintf(c.stderr, "breakerctl: warning: --token-file %s is readable by every local user; chmod o-r it\n", c.tokenFile)
+		}
+		c.token = tok
+	default:
 		c.token = c.getenv("BREAKERCTL_TOKEN")
 	}
 	if c.addr == "" {

@@ -1,45 +1,43 @@
 // Command breakerd is the fleet-wide circuit-breaker daemon for AI-agent
-// tool calls. See the README for its flags and the breakerd.v1 API.
+// tool calls. See the README for its flags and the breakerd.v1 API;
+// `breakerd --help` lists every flag with its environment variable.
+//
+// Exit status: 0 after a clean shutdown (or --help, --version); 2 on a
+// usage error (a bad flag, environment variable or value); 1 on any other
+// failure.
 package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/breakerd/breakerd/internal/daemon"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/breakerd/breakerd/internal/buildinfo"
+	"github.com/breakerd/breakerd/internal/cli"
+	"github.com/breakerd/breakerd/internal/daemon"
 )
 
 func main() {
-	err := run(context.Background(), os.Args, os.Getenv, os.Stderr)
-	switch {
-	case errors.Is(err, daemon.ErrHelp):
-	case err != nil:
-		fmt.Fprintln(os.Stderr, "breakerd:", err)
-		os.Exit(1)
-	}
+	err := run(context.Background(), os.Args, os.Getenv, os.Stdout, os.Stderr)
+	os.Exit(cli.Exit("breakerd", err, os.Stderr))
 }
 
-// version is set at build time: -ldflags "-X main.version=v1.2.3".
-var version = "dev"
-
-func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+// run parses the command line (args[0] is the program) and serves until
+// ctx ends or SIGINT/SIGTERM. Help and the version go to stdout, logs to
+// stderr.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg, err := daemon.ParseConfig(args[1:], getenv, stderr)
+	cfg, err := daemon.ParseConfig(args[1:], getenv, stdout)
 	if err != nil {
 		return err
 	}
-	if cfg.ShowVersion {
-		fmt.Fprintln(stderr, "breakerd", version)
-		return nil
-	}
-	log := daemon.NewLogger(cfg, stderr).With("version", version)
+	bi := buildinfo.Get()
+	log := daemon.NewLogger(cfg, stderr).With("version", bi.Version)
 	redis.SetLogger(daemon.RedisLogger(log))
 	return daemon.Run(ctx, cfg, log, nil)
 }

@@ -128,3 +128,34 @@ func TestRefusesToStartOnBadConfig(t *testing.T) {
 		}
 	}
 }
+
+func TestHelpVersionAndUsageErrors(t *testing.T) {
+	exit := func(err error) int {
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	}
+	cmd, out := daemonCmd("--help")
+	if code := exit(cmd.Run()); code != 0 {
+		t.Fatalf("breakerd --help exited %d:\n%s", code, out)
+	}
+	for _, want := range []string{"Usage: breakerd [flags]", "--listen string", "(env BREAKERD_LISTEN)", "--redis-url", "(env BREAKERD_REDIS_URL)", "--version"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("breakerd --help lacks %q:\n%s", want, out)
+		}
+	}
+	cmd, out = daemonCmd("--version")
+	if code := exit(cmd.Run()); code != 0 || !strings.HasPrefix(out.String(), "breakerd ") || !strings.Contains(out.String(), "(commit ") {
+		t.Errorf("breakerd --version exited %d: %q; want 0 and a version line", code, out)
+	}
+	for _, args := range [][]string{{"--bogus"}, {"-config", "x"}, {"--log-format", "xml"}, {"stray"}} {
+		cmd, out := daemonCmd(args...)
+		if code := exit(cmd.Run()); code != 2 || !strings.Contains(out.String(), "breakerd --help") {
+			t.Errorf("breakerd %q exited %d:\n%s\nwant 2 (a usage error) and a pointer to --help", args, code, out)
+		}
+	}
+}

@@ -17,7 +17,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -29,6 +28,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/breakerd/breakerd/internal/daemon"
 	"github.com/breakerd/breakerd/pkg/client"
@@ -66,6 +67,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:7070", "breakerd's address; an embedded daemon starts when none answers there")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)

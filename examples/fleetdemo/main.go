@@ -8,13 +8,14 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"sync"
 	"time"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/breakerd/breakerd/pkg/client"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -33,6 +34,9 @@ func run(args []string, out io.Writer) error {
 	d2 := fs.String("daemon2", "127.0.0.1:7082", "second daemon's address")
 	breaker := fs.String("breaker", "web_search", "breaker to trip")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -66,12 +70,12 @@ func run(args []string, out io.Writer) error {
 	var mu sync.Mutex
 	go func() {
 		for {
-			e, err := watch.Recv()
+			m, err := watch.Recv()
 			if err != nil {
 				return
 			}
 			mu.Lock()
-			seen = append(seen, e)
+			seen = append(seen, m.GetEvent())
 			mu.Unlock()
 		}
 	}()

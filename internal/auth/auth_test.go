@@ -23,6 +23,7 @@ import (
 
 	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
 	"github.com/breakerd/breakerd/pkg/client"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -165,7 +166,7 @@ func TestTokensAndRoles(t *testing.T) {
 		if f.State.ForcedBy != "alice" {
 			t.Errorf("forced_by = %q, want alice (the token's name)", f.State.ForcedBy)
 		}
-		ev, err := b.Client.XRevRangeN(ctx, "brk:{"+name+"}:events", "+", "-", 1).Result()
+		ev, err := b.Client.XRevRangeN(ctx, store.EventsKey(name), "+", "-", 1).Result()
 		if err != nil || len(ev) != 1 || ev[0].Values["actor"] != "alice" || ev[0].Values["note"] != "vendor incident 42" || ev[0].Values["kind"] != "forced" {
 			t.Errorf("last event %v (%v), want forced by alice with the reason", ev, err)
 		}
@@ -287,8 +288,8 @@ func TestTLS(t *testing.T) {
 	wantCode(t, "Allow in plaintext to a TLS listener", err, codes.Unavailable, "")
 	_, err = tlsDial(t, d.Addr, &tls.Config{RootCAs: x509.NewCertPool()}, poolToken).Allow(ctx, req)
 	wantCode(t, "Allow trusting another CA", err, codes.Unavailable, "certificate")
-	if n := d.Calls.Get("Allow"); n != 2 {
-		t.Errorf("the daemon served %d Allows, want 2 (failed handshakes reach no handler)", n)
+	if n := d.Calls.Get("Allow"); n != 1 {
+		t.Errorf("the daemon served %d Allows, want 1 (failed handshakes and missing tokens reach no handler)", n)
 	}
 }
 

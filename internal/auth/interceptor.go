@@ -2,6 +2,9 @@ package auth
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -9,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -55,31 +59,75 @@ func FromContext(ctx context.Context) (Identity, bool) {
 	return id, ok
 }
 
-// ServerOptions returns the interceptors that enforce the tokens (chained,
-// so they compose with other interceptors).
+// ServerOptions returns the tap handle and the interceptors that enforce
+// the tokens. The tap (grpc.InTapHandle) refuses a call without a known
+// token before its request is read, so an unauthenticated caller costs no
+// memory for its message; the interceptors (chained, so they compose with
+// others) check the role, worker ids and breakers against the request. A
+// server takes only one InTapHandle: this is it.
 func (a *Authenticator) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
+		grpc.InTapHandle(a.tap),
 		grpc.ChainUnaryInterceptor(a.unary),
 		grpc.ChainStreamInterceptor(a.stream),
 	}
+}
+
+// tapKey carries the identity the tap found, so the interceptors do not
+// look the token up twice.
+type tapKey struct{}
+
+// tap runs on the connection's reader before a stream is created: it
+// refuses a breakerd call without a known token (Unauthenticated) and
+// passes the identity on. Lookup is a few SHA-256 comparisons: cheap
+// enough for the connection goroutine it runs on.
+func (a *Authenticator) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if open(info.FullMethodName) {
+		return ctx, nil
+	}
+	id, err := a.identify(info.Header)
+	if err != nil {
+		return nil, err
+	}
+	return context.WithValue(ctx, tapKey{}, id), nil
+}
+
+func open(method string) bool {
+	for _, p := range openPrefixes {
+		if strings.HasPrefix(method, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// identify returns the identity of md's bearer token, or Unauthenticated.
+func (a *Authenticator) identify(md metadata.MD) (Identity, error) {
+	token, err := bearer(md)
+	if err != nil {
+		return Identity{}, err
+	}
+	id, found := a.tokens.Load().Lookup(token)
+	if !found {
+		return Identity{}, status.Error(codes.Unauthenticated, "authorization: unknown bearer token")
+	}
+	return id, nil
 }
 
 // authorize returns the caller's identity for method, or the status error:
 // Unauthenticated without a known token, PermissionDenied for the wrong
 // role. ok is false for open methods (no identity needed).
 func (a *Authenticator) authorize(ctx context.Context, method string) (Identity, bool, error) {
-	for _, p := range openPrefixes {
-		if strings.HasPrefix(method, p) {
-			return Identity{}, false, nil
+	if open(method) {
+		return Identity{}, false, nil
+	}
+	id, tapped := ctx.Value(tapKey{}).(Identity)
+	if !tapped {
+		md, _ := metadata.FromIncomingContext(ctx)
+		var err error
+		if id, err = a.identify(md); err != nil {
+			return Identity{}, false, err
 		}
-	}
-	token, err := bearer(ctx)
-	if err != nil {
-		return Identity{}, false, err
-	}
-	id, found := a.tokens.Load().Lookup(token)
-	if !found {
-		return Identity{}, false, status.Error(codes.Unauthenticated, "authorization: unknown bearer token")
 	}
 	short, isBreakerd := strings.CutPrefix(method, servicePrefix)
 	if id.Role != RoleOperator && !(isBreakerd && workerMethods[short]) {
@@ -90,8 +138,7 @@ func (a *Authenticator) authorize(ctx context.Context, method string) (Identity,
 }
 
 // bearer reads "authorization: Bearer <token>" from the call's metadata.
-func bearer(ctx context.Context) (string, error) {
-	md, _ := metadata.FromIncomingContext(ctx)
+func bearer(md metadata.MD) (string, error) {
 	vals := md.Get("authorization")
 	if len(vals) == 0 {
 		return "", status.Error(codes.Unauthenticated, `authorization: missing; send metadata "authorization: Bearer <token>"`)
@@ -106,6 +153,68 @@ func bearer(ctx context.Context) (string, error) {
 // workerRequest is any request that names the worker it acts for.
 type workerRequest interface{ GetWorkerId() string }
 
+// breakerRequest is any request that names one breaker (Allow, Record,
+// Get, Force, Events).
+type breakerRequest interface{ GetBreaker() string }
+
+// breakersRequest is any request that names breakers (BatchGet, Watch).
+type breakersRequest interface{ GetBreakers() []string }
+
+// maxQuoted bounds a caller's value quoted back in an error: the
+// interceptor runs before the server validates lengths.
+const maxQuoted = 64
+
+// quote returns v quoted for an error message, cut to maxQuoted bytes.
+func quote(v string) string {
+	if len(v) > maxQuoted {
+		return strconv.Quote(strings.ToValidUTF8(v[:maxQuoted], "")) + "…"
+	}
+	return strconv.Quote(v)
+}
+
+// checkBreakers returns PermissionDenied when req names a breaker outside
+// id's globs. A limited token must name its breakers: a request for every
+// breaker (a Watch or Events without names) is refused too. List is
+// answered and then filtered (filterResponse).
+func checkBreakers(id Identity, req any) error {
+	if !id.Limited() {
+		return nil
+	}
+	deny := func(field, b string) error {
+		return status.Errorf(codes.PermissionDenied, "%s: token %q may not name breaker %s (it is limited to %s)",
+			field, id.Name, quote(b), strings.Join(id.Breakers, ", "))
+	}
+	if r, ok := req.(breakerRequest); ok {
+		b := r.GetBreaker()
+		if _, isEvents := req.(*pb.EventsRequest); isEvents && b == "" {
+			return status.Errorf(codes.PermissionDenied, "breaker: token %q is limited to %s; name one breaker", id.Name, strings.Join(id.Breakers, ", "))
+		}
+		if !id.MayUse(b) {
+			return deny("breaker", b)
+		}
+	}
+	if r, ok := req.(breakersRequest); ok {
+		names := r.GetBreakers()
+		if _, isWatch := req.(*pb.WatchRequest); isWatch && len(names) == 0 {
+			return status.Errorf(codes.PermissionDenied, "breakers: token %q is limited to %s; a Watch must name its breakers", id.Name, strings.Join(id.Breakers, ", "))
+		}
+		for i, b := range names {
+			if !id.MayUse(b) {
+				return deny(fmt.Sprintf("breakers[%d]", i), b)
+			}
+		}
+	}
+	return nil
+}
+
+// filterResponse drops the breakers a limited token may not see from a
+// List's answer.
+func filterResponse(id Identity, resp any) {
+	if r, ok := resp.(*pb.ListResponse); ok && id.Limited() {
+		r.States = slices.DeleteFunc(r.States, func(s *pb.BreakerState) bool { return !id.MayUse(s.GetBreaker()) })
+	}
+}
+
 func (a *Authenticator) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	id, ok, err := a.authorize(ctx, info.FullMethod)
 	if err != nil {
@@ -117,13 +226,18 @@ func (a *Authenticator) unary(ctx context.Context, req any, info *grpc.UnaryServ
 	// A worker token acts only as its own workers, so one process cannot
 	// make up the second worker of a quorum.
 	if r, isW := req.(workerRequest); isW && !id.MayActAs(r.GetWorkerId()) {
-		return nil, status.Errorf(codes.PermissionDenied, "worker_id: token %q may not act as worker %q", id.Name, r.GetWorkerId())
+		return nil, status.Errorf(codes.PermissionDenied, "worker_id: token %q may not act as worker %s", id.Name, quote(r.GetWorkerId()))
+	}
+	if err := checkBreakers(id, req); err != nil {
+		return nil, err
 	}
 	// A Force is recorded under the token's name, whatever the request says.
 	if r, isF := req.(*pb.ForceRequest); isF {
 		r.Operator = id.Name
 	}
-	return h(context.WithValue(ctx, ctxKey{}, id), req)
+	resp, err := h(context.WithValue(ctx, ctxKey{}, id), req)
+	filterResponse(id, resp)
+	return resp, err
 }
 
 func (a *Authenticator) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
@@ -134,12 +248,22 @@ func (a *Authenticator) stream(srv any, ss grpc.ServerStream, info *grpc.StreamS
 	if !ok {
 		return h(srv, ss)
 	}
-	return h(srv, &identityStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), ctxKey{}, id)})
+	return h(srv, &identityStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), ctxKey{}, id), id: id})
 }
 
+// identityStream carries the identity, and checks the breakers each
+// request names as the handler receives it.
 type identityStream struct {
 	grpc.ServerStream
 	ctx context.Context
+	id  Identity
 }
 
 func (s *identityStream) Context() context.Context { return s.ctx }
+
+func (s *identityStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	return checkBreakers(s.id, m)
+}

@@ -8,12 +8,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"path"
 	"slices"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/breakerd/breakerd/internal/secretfile"
 	"github.com/breakerd/breakerd/internal/yamlfile"
 )
 
@@ -41,7 +41,27 @@ type Identity struct {
 	// Workers are the worker ids a worker token may act as: exact ids or
 	// path.Match globs ("pool-a-*"). Empty for operators (any id).
 	Workers []string
+	// Breakers are the breakers the token may name: exact names or
+	// path.Match globs ("search:*"). Empty: every breaker.
+	Breakers []string
 }
+
+// MayUse reports whether the identity may name breaker in a call (Allow,
+// Record, Get, BatchGet, Watch, Force, Events) and see it in a List.
+func (id Identity) MayUse(breaker string) bool {
+	if len(id.Breakers) == 0 {
+		return true
+	}
+	for _, p := range id.Breakers {
+		if ok, _ := path.Match(p, breaker); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Limited reports whether the identity is limited to some breakers.
+func (id Identity) Limited() bool { return len(id.Breakers) > 0 }
 
 // MayActAs reports whether the identity may send Allow and Record under
 // worker id w.
@@ -109,6 +129,7 @@ func printable(s string) bool {
 //	    role: worker
 //	    token_sha256: "9f86d0…"     # hex SHA-256 of the token, instead of token
 //	    workers: ["pool-a-*"]       # worker ids (or path.Match globs) it may act as
+//	    breakers: ["search:*"]      # optional: the breakers (or globs) it may name
 type file struct {
 	Tokens []struct {
 		Name        string   `yaml:"name"`
@@ -116,20 +137,24 @@ type file struct {
 		Token       string   `yaml:"token"`
 		TokenSHA256 string   `yaml:"token_sha256"`
 		Workers     []string `yaml:"workers"`
+		Breakers    []string `yaml:"breakers"`
 	} `yaml:"tokens"`
 }
 
-// Load reads a tokens file (see Parse). Errors name the file and the field.
-func Load(name string) (*Tokens, error) {
-	b, err := os.ReadFile(name)
+// Load reads a tokens file (see Parse) through secretfile.Read, so a
+// group- or world-writable file is refused; worldReadable reports a file
+// any local user may read, for the caller to warn about. Errors name the
+// file and the field.
+func Load(name string) (t *Tokens, worldReadable bool, err error) {
+	b, worldReadable, err := secretfile.Read(name)
 	if err != nil {
-		return nil, fmt.Errorf("auth: %w", err)
+		return nil, false, fmt.Errorf("auth: %w", err)
 	}
-	t, err := Parse(b)
+	t, err = Parse(b)
 	if err != nil {
-		return nil, fmt.Errorf("auth: %s: %w", name, err)
+		return nil, false, fmt.Errorf("auth: %s: %w", name, err)
 	}
-	return t, nil
+	return t, worldReadable, nil
 }
 
 // Parse reads a tokens file's contents. Every entry needs a name (unique),
@@ -175,8 +200,13 @@ func Parse(b []byte) (*Tokens, error) {
 				return nil, field(fmt.Sprintf("workers[%d]", j), "%q is not a worker id or glob", w)
 			}
 		}
+		for j, b := range e.Breakers {
+			if _, err := path.Match(b, ""); err != nil || b == "" {
+				return nil, field(fmt.Sprintf("breakers[%d]", j), "%q is not a breaker name or glob", b)
+			}
+		}
 		names[e.Name] = true
-		en := entry{id: Identity{Name: e.Name, Role: e.Role, Workers: slices.Clone(e.Workers)}}
+		en := entry{id: Identity{Name: e.Name, Role: e.Role, Workers: slices.Clone(e.Workers), Breakers: slices.Clone(e.Breakers)}}
 		if e.Token != "" {
 			en.digest = sha256.Sum256([]byte(e.Token))
 		} else {

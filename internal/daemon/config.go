@@ -5,14 +5,12 @@ package daemon
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/breakerd/breakerd/internal/auth"
+	"github.com/breakerd/breakerd/internal/cli"
 )
 
 // Config is the daemon's configuration. Every field has a flag and a
@@ -22,8 +20,10 @@ type Config struct {
 	// Flag --listen, env BREAKERD_LISTEN.
 	Listen string
 	// RedisURL is the shared Redis, e.g. redis://127.0.0.1:6379/0 or
-	// rediss://user:pass@host:6380. Empty: an embedded in-memory Redis whose
-	// state is neither shared nor persisted. Flag --redis-url, env
+	// rediss://user:pass@host:6380; with master_name in the query it names
+	// Sentinels (redis://sentinel1:26379/0?master_name=mymaster&addr=sentinel2:26379);
+	// see RedisOptions for every form. Empty: an embedded in-memory Redis
+	// whose state is neither shared nor persisted. Flag --redis-url, env
 	// BREAKERD_REDIS_URL.
 	RedisURL string
 	// RedisCluster reads RedisURL as a Redis Cluster URL
@@ -50,8 +50,6 @@ type Config struct {
 	// HealthInterval is how often Redis is pinged to keep the health status
 	// true. Default 5s. Flag --health-interval, env BREAKERD_HEALTH_INTERVAL.
 	HealthInterval time.Duration
-	// ShowVersion asks only for the version to be printed. Flag --version.
-	ShowVersion bool
 	// LogFormat is text or json. Default text. Flag --log-format, env
 	// BREAKERD_LOG_FORMAT.
 	LogFormat string
@@ -83,95 +81,144 @@ type Config struct {
 	// port nobody asked for. Flag --metrics-listen, env
 	// BREAKERD_METRICS_LISTEN.
 	MetricsListen string
-	// ConfigPoll is how often the policy file (--config) is checked for a
-	// change of content, which reloads it; SIGHUP reloads it at once. A
-	// rejected file leaves the policy in force. 0 disables polling (SIGHUP
-	// still works). Default 5s. Flag --config-poll, env
-	// BREAKERD_CONFIG_POLL.
+	// CircuitsInterval is how often the daemon lists the fleet's breakers
+	// (a Redis SCAN) to refresh the breakerd_circuits and
+	// breakerd_open_circuits gauges, while MetricsListen is set; a scrape
+	// reads the last refresh and never Redis. Default (and zero) 30s. Flag
+	// --circuits-interval, env BREAKERD_CIRCUITS_INTERVAL.
+	CircuitsInterval time.Duration
+	// ConfigPoll is how often the policy, tokens and hooks files
+	// (--config, --tokens, --hooks) are checked for a change of content,
+	// which reloads them; SIGHUP reloads them at once. A rejected file
+	// leaves the one in force. 0 disables polling (SIGHUP still works).
+	// Default 5s. Flag --config-poll, env BREAKERD_CONFIG_POLL.
 	ConfigPoll time.Duration
+
+	// RedisPasswordFile is a file holding the Redis password (one line),
+	// used instead of the password in RedisURL, so that the password is in
+	// neither `ps` nor the environment. It must not be writable by group
+	// or others. Empty: the URL's password, if any. Flag
+	// --redis-password-file, env BREAKERD_REDIS_PASSWORD_FILE.
+	RedisPasswordFile string
+	// MaxRecvBytes bounds one request message, in bytes; a larger one is
+	// refused (ResourceExhausted) as it is read. Default (and what 0
+	// means) 524288: 512 KiB, in which a BatchGet of 1,024 names of 256
+	// bytes fits twice. Flag
+	// --max-recv-bytes, env BREAKERD_MAX_RECV_BYTES.
+	MaxRecvBytes int64
+	// MaxConcurrentStreams bounds the calls one connection may have open at
+	// once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); more wait for a slot.
+	// Default (and what 0 means) 256. Flag --max-concurrent-streams, env
+	// BREAKERD_MAX_CONCURRENT_STREAMS.
+	MaxConcurrentStreams int64
+	// KeepaliveMinTime is the shortest interval between a client's
+	// keepalive pings the daemon accepts; a client pinging faster is sent
+	// GOAWAY (too_many_pings). Pings without calls open are allowed.
+	// Default (and what 0 means) 10s. Flag --keepalive-min-time, env
+	// BREAKERD_KEEPALIVE_MIN_TIME.
+	KeepaliveMinTime time.Duration
+	// WatchMaxStreams caps the Watch streams this daemon serves at once;
+	// past it a Watch is ResourceExhausted. 0: no cap. Default 1000. Flag
+	// --watch-max-streams, env BREAKERD_WATCH_MAX_STREAMS.
+	WatchMaxStreams int64
+	// WatchMaxStreamsPerToken caps the Watch streams one token (all
+	// callers together, without --tokens) holds at once on this daemon.
+	// 0: no cap. Default 32. Flag --watch-max-streams-per-token, env
+	// BREAKERD_WATCH_MAX_STREAMS_PER_TOKEN.
+	WatchMaxStreamsPerToken int64
+	// NewBreakersPerMinute is how many breakers one token may name per
+	// minute that this daemon has not seen and that hold no state, with a
+	// burst of as many; past it Allow and Record are ResourceExhausted.
+	// Kept per daemon: a fleet of N admits N times it. 0: no quota.
+	// Default 600. Flag --new-breakers-per-minute, env
+	// BREAKERD_NEW_BREAKERS_PER_MINUTE.
+	NewBreakersPerMinute int64
+	// AlertsPerMinute is how many alert-raising Records (outcome
+	// UNAUTHENTICATED) one token may send per minute, with a burst of as
+	// many; past it they are ResourceExhausted. Per daemon. 0: no quota.
+	// Default 60. Flag --alerts-per-minute, env BREAKERD_ALERTS_PER_MINUTE.
+	AlertsPerMinute int64
 }
 
-// ErrHelp is returned by ParseConfig when -h or --help was asked for; the
-// usage has been written.
-var ErrHelp = flag.ErrHelp
+// Defaults returns the configuration with every field at its default.
+func Defaults() Config {
+	return Config{
+		Listen:           "127.0.0.1:7070",
+		EventsMaxLen:     1000,
+		EventRetention:   168 * time.Hour,
+		ShutdownTimeout:  10 * time.Second,
+		HealthInterval:   5 * time.Second,
+		LogFormat:        "text",
+		ConfigPoll:       5 * time.Second,
+		CircuitsInterval: 30 * time.Second,
 
-// ParseConfig reads args (without the program name) and the environment
-// through getenv. Invalid values are errors naming the flag.
-func ParseConfig(args []string, getenv func(string) string, usage io.Writer) (Config, error) {
-	c := Config{
-		Listen:          "127.0.0.1:7070",
-		EventsMaxLen:    1000,
-		EventRetention:  168 * time.Hour,
-		ShutdownTimeout: 10 * time.Second,
-		HealthInterval:  5 * time.Second,
-		LogFormat:       "text",
-		ConfigPoll:      5 * time.Second,
+		WatchMaxStreams:         1000,
+		WatchMaxStreamsPerToken: 32,
+		NewBreakersPerMinute:    600,
+		AlertsPerMinute:         60,
 	}
-	fs := flag.NewFlagSet("breakerd", flag.ContinueOnError)
-	fs.SetOutput(usage)
-	fs.Usage = func() {
-		fmt.Fprintf(usage, "Usage: breakerd [flags]\n\nEvery flag also reads an environment variable: --redis-url is BREAKERD_REDIS_URL,\n--log-format is BREAKERD_LOG_FORMAT, and so on (the flag wins).\n\nFlags:\n")
-		fs.PrintDefaults()
+}
+
+// EnvPrefix starts every breakerd environment variable:
+// cli.EnvName(EnvPrefix, "redis-url") is BREAKERD_REDIS_URL.
+const EnvPrefix = "BREAKERD"
+
+// Flags is the flag table: one row per field of c, in the order --help and
+// the README list them. Each row's environment variable is derived from
+// its name (BREAKERD_ + the name upper-cased, dashes as underscores).
+func (c *Config) Flags() []cli.Flag {
+	return []cli.Flag{
+		{Name: "listen", Value: &c.Listen, Usage: "gRPC listen address"},
+		{Name: "redis-url", Value: &c.RedisURL, Usage: "shared Redis URL (redis:// or rediss://); empty: embedded in-memory Redis"},
+		{Name: "redis-cluster", Value: &c.RedisCluster, Usage: "read --redis-url as a Redis Cluster URL"},
+		{Name: "config", Value: &c.PolicyFile, Usage: "YAML policy file (defaults and per-breaker overrides)"},
+		{Name: "events-max-len", Value: &c.EventsMaxLen, Usage: "entries kept in each breaker's event stream (approximate)"},
+		{Name: "event-retention", Value: &c.EventRetention, Usage: "how long an idle breaker's event log is kept"},
+		{Name: "drain-delay", Value: &c.DrainDelay, Usage: "time spent NOT_SERVING before stopping"},
+		{Name: "shutdown-timeout", Value: &c.ShutdownTimeout, Usage: "bound on the graceful stop"},
+		{Name: "health-interval", Value: &c.HealthInterval, Usage: "how often Redis is pinged for health"},
+		{Name: "log-format", Value: &c.LogFormat, Usage: "text or json"},
+		{Name: "tls-cert", Value: &c.TLSCert, Usage: "PEM certificate for the gRPC listener (with --tls-key)"},
+		{Name: "tls-key", Value: &c.TLSKey, Usage: "PEM private key for the gRPC listener (with --tls-cert)"},
+		{Name: "tls-client-ca", Value: &c.TLSClientCA, Usage: "PEM CA bundle; when set, clients must present a certificate it signed"},
+		{Name: "tokens", Value: &c.TokensFile, Usage: "YAML file of bearer tokens with roles (worker, operator); empty: no auth, loopback only"},
+		{Name: "insecure-listen-any", Value: &c.InsecureListenAny, Usage: "allow a non-loopback --listen without --tokens (anyone reaching it may Force)"},
+		{Name: "hooks", Value: &c.HooksFile, Usage: "YAML file of alert webhooks"},
+		{Name: "metrics-listen", Value: &c.MetricsListen, Usage: "HTTP address for Prometheus /metrics; empty: no metrics listener"},
+		{Name: "circuits-interval", Value: &c.CircuitsInterval, Usage: "how often the fleet's breakers are listed for the circuit gauges (scrapes read the last listing)"},
+		{Name: "config-poll", Value: &c.ConfigPoll, Usage: "how often the --config, --tokens and --hooks files are checked for changes (0: only on SIGHUP)"},
+		{Name: "redis-password-file", Value: &c.RedisPasswordFile, Usage: "file holding the Redis password (instead of the URL's)"},
+		{Name: "max-recv-bytes", Value: &c.MaxRecvBytes, Usage: "largest request message accepted, in bytes"},
+		{Name: "max-concurrent-streams", Value: &c.MaxConcurrentStreams, Usage: "calls one connection may have open at once"},
+		{Name: "keepalive-min-time", Value: &c.KeepaliveMinTime, Usage: "shortest interval between client keepalive pings accepted"},
+		{Name: "watch-max-streams", Value: &c.WatchMaxStreams, Usage: "Watch streams served at once (0: no cap)"},
+		{Name: "watch-max-streams-per-token", Value: &c.WatchMaxStreamsPerToken, Usage: "Watch streams one token holds at once (0: no cap)"},
+		{Name: "new-breakers-per-minute", Value: &c.NewBreakersPerMinute, Usage: "new breakers one token may name per minute on this daemon (0: no quota)"},
+		{Name: "alerts-per-minute", Value: &c.AlertsPerMinute, Usage: "alert-raising outcomes one token may send per minute on this daemon (0: no quota)"},
 	}
-	var errs []error
-	envName := func(flag string) string { return "BREAKERD_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_")) }
-	// fromEnv applies a flag's environment variable, when set, through
-	// parse; the flag itself, parsed later, wins over it.
-	fromEnv := func(flag, want string, parse func(string) error) {
-		if v := getenv(envName(flag)); v != "" {
-			if err := parse(v); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %q is not %s", envName(flag), v, want))
-			}
-		}
-	}
-	str := func(p *string, name, help string) {
-		fromEnv(name, "", func(v string) error { *p = v; return nil })
-		fs.StringVar(p, name, *p, help)
-	}
-	dur := func(p *time.Duration, name, help string) {
-		fromEnv(name, "a duration", func(v string) (err error) { *p, err = time.ParseDuration(v); return err })
-		fs.DurationVar(p, name, *p, help)
-	}
-	boolean := func(p *bool, name, help string) {
-		fromEnv(name, "true or false", func(v string) (err error) { *p, err = strconv.ParseBool(v); return err })
-		fs.BoolVar(p, name, *p, help)
-	}
-	integer := func(p *int64, name, help string) {
-		fromEnv(name, "an integer", func(v string) (err error) { *p, err = strconv.ParseInt(v, 10, 64); return err })
-		fs.Int64Var(p, name, *p, help)
-	}
-	str(&c.Listen, "listen", "gRPC listen address")
-	str(&c.RedisURL, "redis-url", "shared Redis URL (redis:// or rediss://); empty: embedded in-memory Redis")
-	boolean(&c.RedisCluster, "redis-cluster", "read --redis-url as a Redis Cluster URL")
-	str(&c.PolicyFile, "config", "YAML policy file (defaults and per-breaker overrides)")
-	integer(&c.EventsMaxLen, "events-max-len", "entries kept in each breaker's event stream (approximate)")
-	dur(&c.EventRetention, "event-retention", "how long an idle breaker's event log is kept")
-	dur(&c.DrainDelay, "drain-delay", "time spent NOT_SERVING before stopping")
-	dur(&c.ShutdownTimeout, "shutdown-timeout", "bound on the graceful stop")
-	dur(&c.HealthInterval, "health-interval", "how often Redis is pinged for health")
-	str(&c.LogFormat, "log-format", "text or json")
-	fs.BoolVar(&c.ShowVersion, "version", false, "print the version and exit")
-	str(&c.TLSCert, "tls-cert", "PEM certificate for the gRPC listener (with --tls-key)")
-	str(&c.TLSKey, "tls-key", "PEM private key for the gRPC listener (with --tls-cert)")
-	str(&c.TLSClientCA, "tls-client-ca", "PEM CA bundle; when set, clients must present a certificate it signed")
-	str(&c.TokensFile, "tokens", "YAML file of bearer tokens with roles (worker, operator); empty: no auth, loopback only")
-	boolean(&c.InsecureListenAny, "insecure-listen-any", "allow a non-loopback --listen without --tokens (anyone reaching it may Force)")
-	str(&c.HooksFile, "hooks", "YAML file of alert webhooks")
-	str(&c.MetricsListen, "metrics-listen", "HTTP address for Prometheus /metrics; empty: no metrics listener")
-	dur(&c.ConfigPoll, "config-poll", "how often the --config file is checked for changes (0: only on SIGHUP)")
-	if err := errors.Join(errs...); err != nil {
+}
+
+const help = `breakerd is the fleet-wide circuit breaker for AI-agent tool calls: a gRPC
+daemon (breakerd.v1.BreakerService, grpc.health.v1) keeping every breaker's
+state in one shared Redis.
+
+Every flag also reads the environment variable shown with it; the flag wins.
+`
+
+// ParseConfig reads args (without the program name) and, for each flag not
+// given, its BREAKERD_* environment variable through getenv, then
+// validates. --help and --version print to stdout and return cli.ErrHelp;
+// a bad flag, variable or value is a *cli.UsageError naming it.
+func ParseConfig(args []string, getenv func(string) string, stdout io.Writer) (Config, error) {
+	c := Defaults()
+	cmd := cli.Command{Name: "breakerd", Synopsis: "[flags]", Help: help, EnvPrefix: EnvPrefix, Flags: c.Flags()}
+	if _, err := cmd.Parse(args, getenv, stdout); err != nil {
 		return c, err
 	}
-	if err := fs.Parse(args); err != nil {
-		return c, err
+	if err := c.Validate(); err != nil {
+		return c, &cli.UsageError{Err: err}
 	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	if c.ShowVersion {
-		return c, nil
-	}
-	return c, c.Validate()
+	return c, nil
 }
 
 // Validate reports the first invalid field, naming its flag.
@@ -197,8 +244,41 @@ func (c Config) Validate() error {
 		return errors.New("--tls-client-ca: needs --tls-cert and --tls-key")
 	case c.TokensFile == "" && !c.InsecureListenAny && !auth.IsLoopback(c.Listen):
 		return fmt.Errorf("--listen: %s is not a loopback address and no --tokens are set: anyone reaching it could force breakers; set --tokens, or --insecure-listen-any to accept that", c.Listen)
+	case c.CircuitsInterval < 0:
+		return fmt.Errorf("--circuits-interval: must not be negative, got %s", c.CircuitsInterval)
 	case c.ConfigPoll < 0:
 		return fmt.Errorf("--config-poll: must not be negative, got %s", c.ConfigPoll)
+	case c.MaxRecvBytes != 0 && (c.MaxRecvBytes < 4<<10 || c.MaxRecvBytes > 64<<20):
+		return fmt.Errorf("--max-recv-bytes: must be between 4096 and 67108864, got %d", c.MaxRecvBytes)
+	case c.MaxConcurrentStreams < 0 || c.MaxConcurrentStreams > 1<<20:
+		return fmt.Errorf("--max-concurrent-streams: must be between 1 and 1048576, got %d", c.MaxConcurrentStreams)
+	case c.KeepaliveMinTime < 0:
+		return fmt.Errorf("--keepalive-min-time: must not be negative, got %s", c.KeepaliveMinTime)
+	case c.WatchMaxStreams < 0 || c.WatchMaxStreams > 1<<20:
+		return fmt.Errorf("--watch-max-streams: must be between 0 and 1048576, got %d", c.WatchMaxStreams)
+	case c.WatchMaxStreamsPerToken < 0 || c.WatchMaxStreamsPerToken > 1<<20:
+		return fmt.Errorf("--watch-max-streams-per-token: must be between 0 and 1048576, got %d", c.WatchMaxStreamsPerToken)
+	case c.NewBreakersPerMinute < 0 || c.NewBreakersPerMinute > 1<<30:
+		return fmt.Errorf("--new-breakers-per-minute: must be between 0 and %d, got %d", 1<<30, c.NewBreakersPerMinute)
+	case c.AlertsPerMinute < 0 || c.AlertsPerMinute > 1<<30:
+		return fmt.Errorf("--alerts-per-minute: must be between 0 and %d, got %d", 1<<30, c.AlertsPerMinute)
+	case c.RedisPasswordFile != "" && c.RedisURL == "":
+		return errors.New("--redis-password-file: needs --redis-url (the embedded Redis makes its own password)")
 	}
 	return nil
+}
+
+// Default values of the fields whose zero means a default.
+const (
+	defaultMaxRecvBytes         = 512 << 10
+	defaultMaxConcurrentStreams = 256
+	defaultKeepaliveMinTime     = 10 * time.Second
+)
+
+// orDefault returns v, or def when v is zero.
+func orDefault[T int64 | time.Duration](v, def T) T {
+	if v == 0 {
+		return def
+	}
+	return v
 }

@@ -2,30 +2,46 @@ package daemon
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/policy"
+	"github.com/breakerd/breakerd/internal/secretfile"
 	"github.com/breakerd/breakerd/internal/server"
 	"github.com/breakerd/breakerd/internal/store"
 )
 
 // NewLogger returns the daemon's slog logger in the configured format.
+// Durations are written as Go duration strings ("1m0s", "250ms") in both
+// formats: slog's JSON handler would write nanoseconds.
 func NewLogger(c Config, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{ReplaceAttr: durationsAsStrings}
 	if c.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, nil))
+		return slog.New(slog.NewJSONHandler(w, opts))
 	}
-	return slog.New(slog.NewTextHandler(w, nil))
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// durationsAsStrings is a slog ReplaceAttr that writes a time.Duration
+// as its String form.
+func durationsAsStrings(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }
 
 // Run serves until ctx ends, then shuts down in order: health goes
@@ -34,14 +50,14 @@ func NewLogger(c Config, w io.Writer) *slog.Logger {
 // non-nil, is called with the listening address once the daemon serves.
 func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) error {
 	policies := policy.NewSet(policy.Default())
-	var reloader *policyReloader
+	var policyFile *policyState
 	if c.PolicyFile != "" {
 		set, sum, err := readPolicy(c.PolicyFile)
 		if err != nil {
 			return err
 		}
 		policies = set
-		reloader = &policyReloader{path: c.PolicyFile, log: log, last: sum}
+		policyFile = &policyState{sum: sum}
 	}
 	rdb, channel, closeRedis, err := connect(c, log)
 	if err != nil {
@@ -55,25 +71,34 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	}
 	st := store.New(rdb, store.Options{Policies: policies, EventsMaxLen: c.EventsMaxLen, EventRetention: c.EventRetention, Channel: channel})
 	hub := events.NewHub(rdb, st.Channel(), log)
-	grpcOpts, err := trustOptions(c, log)
+	hub.SetLimits(events.Limits{Streams: int(c.WatchMaxStreams), PerOwner: int(c.WatchMaxStreamsPerToken)})
+	grpcOpts, tokensReloader, err := trustOptions(c, log)
 	if err != nil {
 		_ = lis.Close()
 		return err
 	}
-	op, opOpts, err := newOperate(log, rdb, st, hub)
+	op, opOpts, err := newOperate(c, log, rdb, st, hub)
 	if err != nil {
 		_ = lis.Close()
 		return err
 	}
-	if reloader != nil {
-		reloader.apply, reloader.result = st.SetPolicies, op.m.ConfigReloaded
+	var reloaders []*fileReloader
+	if policyFile != nil {
+		reloaders = append(reloaders, newPolicyReloader(c.PolicyFile, policyFile.sum, log, st.SetPolicies, op.m.ConfigReloaded))
 	}
-	dispatcher, err := newDispatcher(c, rdb, st, op.reg, log)
+	hookRunner, hooksReloader, err := newDispatcher(c, rdb, st, op.reg, log)
 	if err != nil {
 		_ = lis.Close()
 		return err
 	}
-	g, hs := server.New(st, hub).NewGRPC(append(grpcOpts, opOpts...)...)
+	for _, r := range []*fileReloader{tokensReloader, hooksReloader} {
+		if r != nil {
+			r.result = op.m.ConfigReloaded
+			reloaders = append(reloaders, r)
+		}
+	}
+	limits := server.Limits{NewBreakersPerMinute: int(c.NewBreakersPerMinute), AlertsPerMinute: int(c.AlertsPerMinute), Log: log}
+	g, hs := server.New(st, hub).WithLimits(limits).NewGRPC(append(append(grpcOpts, limitOptions(c)...), opOpts...)...)
 
 	// The hub outlives the signal: Watch streams keep flowing through the
 	// drain delay and end when the gRPC server stops.
@@ -82,7 +107,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	hubDone := make(chan error, 1)
 	go func() { hubDone <- hub.Run(hubCtx, nil) }()
 	// Before health can turn SERVING: SIGHUP is handled from then on.
-	if err := op.start(hubCtx, c, log, reloader); err != nil {
+	if err := op.start(hubCtx, c, log, reloaders); err != nil {
 		_ = lis.Close()
 		return err
 	}
@@ -92,7 +117,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	checkHealth()
 	go pollHealth(hubCtx, checkHealth, c.HealthInterval)
 	hooksDone := make(chan error, 1)
-	go func() { hooksDone <- runDispatcher(hubCtx, dispatcher, log) }()
+	go func() { hooksDone <- hookRunner.run(hubCtx) }()
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- g.Serve(lis) }()
@@ -126,39 +151,135 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	return nil
 }
 
-// connect opens the configured Redis (a Cluster with --redis-cluster), or
-// starts an embedded one. It also names the pub/sub channel for live
-// events: pub/sub ignores Redis databases, so the channel carries the
-// database number and fleets on different databases of one server do not
-// see each other's events.
+// policyState is what Run knows of the policy file it loaded.
+type policyState struct{ sum [sha256.Size]byte }
+
+// connect opens the configured Redis through go-redis's universal client
+// (standalone, Cluster with --redis-cluster, or Sentinel when the URL names
+// a master_name; see RedisOptions), or starts an embedded one. It also names
+// the pub/sub channel for live events: pub/sub ignores Redis databases, so
+// the channel carries the database number and fleets on different
+// databases of one server do not see each other's events. Errors never
+// carry the URL's password.
 func connect(c Config, log *slog.Logger) (redis.UniversalClient, string, func(), error) {
 	if c.RedisURL == "" {
+		// miniredis serves only TCP: a random password keeps other local
+		// users (who can reach any loopback port) from bypassing tokens.
+		pw := make([]byte, 32)
+		if _, err := rand.Read(pw); err != nil {
+			return nil, "", nil, fmt.Errorf("embedded redis: password: %w", err)
+		}
+		password := hex.EncodeToString(pw)
 		m := miniredis.NewMiniRedis()
-		if err := m.Start(); err != nil {
+		m.RequireAuth(password)
+		if err := m.StartAddr("127.0.0.1:0"); err != nil {
 			return nil, "", nil, fmt.Errorf("embedded redis: %w", err)
 		}
 		log.Warn("no --redis-url: using an embedded in-memory Redis; breaker state is neither shared with other daemons nor persisted", "embedded_addr", m.Addr())
-		rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		log.Info("embedded redis: loopback only, with a random password held in memory (never logged or written)", "embedded_addr", m.Addr())
+		rdb := redis.NewClient(&redis.Options{Addr: m.Addr(), Password: password})
 		return rdb, store.DefaultChannel, func() { _ = rdb.Close(); m.Close() }, nil
 	}
-	if c.RedisCluster {
-		opt, err := redis.ParseClusterURL(c.RedisURL)
-		if err != nil {
-			return nil, "", nil, fmt.Errorf("--redis-url: %w", err)
-		}
-		opt.MaxRetries = redisRetries
-		rdb := redis.NewClusterClient(opt)
-		log.Info("using redis cluster", "addrs", opt.Addrs, "tls", opt.TLSConfig != nil)
-		return rdb, store.DefaultChannel, func() { _ = rdb.Close() }, nil
-	}
-	opt, err := redis.ParseURL(c.RedisURL)
+	password, err := redisPassword(c, log)
 	if err != nil {
-		return nil, "", nil, fmt.Errorf("--redis-url: %w", err)
+		return nil, "", nil, err
+	}
+	opt, err := RedisOptions(c.RedisURL, c.RedisCluster)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("--redis-url %s: %w", RedactURL(c.RedisURL), redactErr(err, c.RedisURL))
+	}
+	if password != "" {
+		opt.Password = password
 	}
 	opt.MaxRetries = redisRetries
-	rdb := redis.NewClient(opt)
-	log.Info("using redis", "addr", opt.Addr, "db", opt.DB, "user", opt.Username, "tls", opt.TLSConfig != nil)
-	return rdb, fmt.Sprintf("%s:db%d", store.DefaultChannel, opt.DB), func() { _ = rdb.Close() }, nil
+	rdb := redis.NewUniversalClient(opt)
+	channel := fmt.Sprintf("%s:db%d", store.DefaultChannel, opt.DB)
+	switch {
+	case opt.IsClusterMode:
+		channel = store.DefaultChannel // a cluster has only database 0
+		log.Info("using redis cluster", "addrs", opt.Addrs, "user", opt.Username, "password", opt.Password != "", "tls", opt.TLSConfig != nil)
+	case opt.MasterName != "":
+		log.Info("using redis sentinel", "master", opt.MasterName, "sentinels", opt.Addrs, "db", opt.DB, "user", opt.Username, "password", opt.Password != "", "tls", opt.TLSConfig != nil)
+	default:
+		log.Info("using redis", "addr", opt.Addrs[0], "db", opt.DB, "user", opt.Username, "password", opt.Password != "", "tls", opt.TLSConfig != nil)
+	}
+	return rdb, channel, func() { _ = rdb.Close() }, nil
+}
+
+// RedisOptions reads --redis-url (and --redis-cluster) into the options of
+// go-redis's universal client. Three forms (go-redis's ParseURL,
+// ParseClusterURL and ParseFailoverURL, whose query options such as
+// dial_timeout=3s or pool_size=20 all apply):
+//
+//   - standalone: redis://[user:pass@]host:port/db, or rediss:// for TLS;
+//   - Cluster (cluster true): redis://[user:pass@]host1:port?addr=host2:port&addr=host3:port,
+//     any subset of the nodes;
+//   - Sentinel: redis://[sentinel-user:sentinel-pass@]sentinel1:port/db?master_name=NAME&addr=sentinel2:port
+//     with the master's own credentials as username=...&password=... in the query.
+//
+// Errors name what go-redis could not parse; master_name with cluster is
+// an error (Sentinel-managed clusters are not supported).
+func RedisOptions(rawURL string, cluster bool) (*redis.UniversalOptions, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	sentinel := u.Query().Has("master_name")
+	switch {
+	case cluster && sentinel:
+		return nil, errors.New("master_name (Sentinel) and --redis-cluster exclude each other")
+	case cluster:
+		o, err := redis.ParseClusterURL(rawURL)
+		if err != nil {
+			return nil, err
+		}
+		return &redis.UniversalOptions{IsClusterMode: true, Addrs: o.Addrs, ClientName: o.ClientName,
+			Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig, Protocol: o.Protocol,
+			DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+			PoolSize: o.PoolSize, PoolTimeout: o.PoolTimeout, MinIdleConns: o.MinIdleConns, MaxIdleConns: o.MaxIdleConns,
+			ConnMaxIdleTime: o.ConnMaxIdleTime, ConnMaxLifetime: o.ConnMaxLifetime,
+			MinRetryBackoff: o.MinRetryBackoff, MaxRetryBackoff: o.MaxRetryBackoff}, nil
+	case sentinel:
+		o, err := redis.ParseFailoverURL(rawURL)
+		if err != nil {
+			return nil, err
+		}
+		return &redis.UniversalOptions{Addrs: o.SentinelAddrs, MasterName: o.MasterName, DB: o.DB, ClientName: o.ClientName,
+			SentinelUsername: o.SentinelUsername, SentinelPassword: o.SentinelPassword,
+			Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig, Protocol: o.Protocol,
+			DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+			PoolSize: o.PoolSize, PoolTimeout: o.PoolTimeout, MinIdleConns: o.MinIdleConns, MaxIdleConns: o.MaxIdleConns,
+			ConnMaxIdleTime: o.ConnMaxIdleTime, ConnMaxLifetime: o.ConnMaxLifetime,
+			MinRetryBackoff: o.MinRetryBackoff, MaxRetryBackoff: o.MaxRetryBackoff}, nil
+	default:
+		o, err := redis.ParseURL(rawURL)
+		if err != nil {
+			return nil, err
+		}
+		return &redis.UniversalOptions{Addrs: []string{o.Addr}, DB: o.DB, ClientName: o.ClientName,
+			Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig, Protocol: o.Protocol,
+			DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
+			PoolSize: o.PoolSize, PoolTimeout: o.PoolTimeout, MinIdleConns: o.MinIdleConns, MaxIdleConns: o.MaxIdleConns,
+			ConnMaxIdleTime: o.ConnMaxIdleTime, ConnMaxLifetime: o.ConnMaxLifetime,
+			MinRetryBackoff: o.MinRetryBackoff, MaxRetryBackoff: o.MaxRetryBackoff}, nil
+	}
+}
+
+// redisPassword reads --redis-password-file, if set. A URL that carries a
+// password as well is logged: the file wins.
+func redisPassword(c Config, log *slog.Logger) (string, error) {
+	if c.RedisPasswordFile == "" {
+		return "", nil
+	}
+	pw, worldReadable, err := secretfile.ReadPassword(c.RedisPasswordFile)
+	if err != nil {
+		return "", fmt.Errorf("--redis-password-file: %w", err)
+	}
+	warnReadable(log, "--redis-password-file", c.RedisPasswordFile, worldReadable)
+	if RedactURL(c.RedisURL) != c.RedisURL {
+		log.Warn("--redis-url carries a password too; --redis-password-file wins", "redis_url", RedactURL(c.RedisURL))
+	}
+	return pw, nil
 }
 
 // redisRetries bounds go-redis's retries of a failed command: a breaker
@@ -172,17 +293,20 @@ func healthChecker(ctx context.Context, st *store.Store, hs *health.Server, ever
 	serving := false
 	return func() {
 		cctx, cancel := context.WithTimeout(ctx, every)
-		err := st.Load(cctx)
+		loaded, err := st.Check(cctx)
 		cancel()
+		if loaded > 0 {
+			log.Info("redis lacked scripts (restart, SCRIPT FLUSH or failover): reloaded", "scripts", loaded)
+		}
 		if ctx.Err() != nil {
 			return
 		}
 		switch {
 		case err == nil && !serving:
-			hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+			server.SetServing(hs, true)
 			log.Info("redis ready: health SERVING")
 		case err != nil && serving:
-			hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+			server.SetServing(hs, false)
 			log.Error("redis unreachable: health NOT_SERVING", "err", err)
 		}
 		serving = err == nil
@@ -205,8 +329,10 @@ func pollHealth(ctx context.Context, check func(), every time.Duration) {
 }
 
 // RedisLogger adapts log for go-redis's internal messages (pool dial
-// failures and the like), so they come out in the daemon's log format.
-// Install it with redis.SetLogger.
+// failures and the like), so they come out in the daemon's log format:
+// the library's line is the message, as it wrote it (most already start
+// with "redis: "), tagged component=go-redis. Install it with
+// redis.SetLogger.
 func RedisLogger(log *slog.Logger) interface {
 	Printf(ctx context.Context, format string, v ...any)
 } {
@@ -216,5 +342,5 @@ func RedisLogger(log *slog.Logger) interface {
 type redisLogger struct{ log *slog.Logger }
 
 func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
-	l.log.WarnContext(ctx, "redis: "+fmt.Sprintf(format, v...))
+	l.log.WarnContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
 }

@@ -5,10 +5,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/breakerd/breakerd/internal/cli"
 	"github.com/breakerd/breakerd/internal/daemontest"
 
 	"github.com/alicebob/miniredis/v2"
@@ -23,7 +25,7 @@ import (
 
 func TestHealthFollowsRedis(t *testing.T) {
 	m := miniredis.RunT(t)
-	cfg, err := ParseConfig([]string{"--listen", "127.0.0.1:0", "--redis-url", "redis://" + m.Addr(), "--health-interval", "20ms"}, func(string) string { return "" }, io.Discard)
+	cfg, err := ParseConfig([]string{"--listen", "127.0.0.1:0", "--redis-url", "redis://" + m.Addr(), "--health-interval", "100ms"}, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,15 +50,18 @@ func TestHealthFollowsRedis(t *testing.T) {
 	waitFor := func(want healthpb.HealthCheckResponse_ServingStatus) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
-		for {
-			res, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{})
-			if err == nil && res.Status == want {
-				return
+		// Both names, the server's and the service's, follow Redis.
+		for _, service := range []string{"", "breakerd.v1.BreakerService"} {
+			for {
+				res, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{Service: service})
+				if err == nil && res.Status == want {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("health of %q never became %v (last %v, %v)", service, want, res, err)
+				}
+				time.Sleep(10 * time.Millisecond) // polling a status, not waiting out a cooldown
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("health never became %v (last %v, %v)", want, res, err)
-			}
-			time.Sleep(10 * time.Millisecond) // polling a status, not waiting out a cooldown
 		}
 	}
 	waitFor(healthpb.HealthCheckResponse_SERVING)
@@ -128,5 +133,69 @@ func TestShutdownEndsWatchStreams(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "timed out") {
 		t.Errorf("shutdown waited out its backstop for an open Watch:\n%s", logs.String())
+	}
+}
+
+// TestFlagsMatchTheREADME holds the README's configuration table to the
+// flag table: the same flags, each with its environment variable.
+func TestFlagsMatchTheREADME(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## Daemon configuration\n")
+	if !ok {
+		t.Fatal(`README has no "## Daemon configuration" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	documented := map[string]string{} // flag -> env
+	for _, line := range strings.Split(section, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`--") {
+			continue
+		}
+		flags, envs := strings.Split(cells[1], ","), strings.Split(cells[2], ",")
+		if len(flags) != len(envs) {
+			t.Errorf("README row %q: %d flags, %d variables", line, len(flags), len(envs))
+			continue
+		}
+		for i := range flags {
+			documented[strings.Trim(flags[i], " `-")] = strings.Trim(envs[i], " `")
+		}
+	}
+	var c Config
+	for _, f := range c.Flags() {
+		want := cli.EnvName(EnvPrefix, f.Name)
+		if got, ok := documented[f.Name]; !ok {
+			t.Errorf("README's configuration table lacks --%s (%s)", f.Name, want)
+		} else if got != want {
+			t.Errorf("README gives --%s the variable %s, want %s", f.Name, got, want)
+		}
+		delete(documented, f.Name)
+	}
+	for name := range documented {
+		t.Errorf("README documents --%s, which breakerd does not have", name)
+	}
+}
+
+func TestLogsWriteDurationsAsStringsAndRedisLinesOnce(t *testing.T) {
+	var out strings.Builder
+	log := NewLogger(Config{LogFormat: "json"}, &out)
+	log.Info("force", "ttl", time.Minute, "took", 1500*time.Microsecond)
+	RedisLogger(log).Printf(context.Background(), "redis: connection pool: failed to dial after %d attempts: %v", 5, "refused")
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want 2 log lines, got:\n%s", out.String())
+	}
+	for _, want := range []string{`"ttl":"1m0s"`, `"took":"1.5ms"`} {
+		if !strings.Contains(lines[0], want) {
+			t.Errorf("log line lacks %s: %s", want, lines[0])
+		}
+	}
+	if want := `"msg":"redis: connection pool: failed to dial after 5 attempts: refused","component":"go-redis"`; !strings.Contains(lines[1], want) {
+		t.Errorf("go-redis line = %s, want it to contain %s", lines[1], want)
+	}
+	if strings.Count(lines[1], "redis: ") != 1 {
+		t.Errorf("go-redis line repeats its prefix: %s", lines[1])
 	}
 }

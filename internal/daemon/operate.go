@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
+	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/metrics"
 	"github.com/breakerd/breakerd/internal/store"
@@ -33,12 +34,15 @@ type operate struct {
 // newOperate registers the metrics, hooks them into rdb (script latency)
 // and hub (fleet events, which it also logs), and returns the gRPC server
 // options that count decisions and log forces.
-func newOperate(log *slog.Logger, rdb redis.UniversalClient, st *store.Store, hub *events.Hub) (*operate, []grpc.ServerOption, error) {
+func newOperate(c Config, log *slog.Logger, rdb redis.UniversalClient, st *store.Store, hub *events.Hub) (*operate, []grpc.ServerOption, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m, err := metrics.New(reg, metrics.Options{Circuits: func(ctx context.Context) ([]*pb.BreakerState, error) {
-		return st.List(ctx)
-	}})
+	m, err := metrics.New(reg, metrics.Options{
+		Circuits: func(ctx context.Context) ([]*pb.BreakerState, error) {
+			return st.List(ctx)
+		},
+		CircuitsInterval: c.CircuitsInterval,
+	})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -53,15 +57,18 @@ func newOperate(log *slog.Logger, rdb redis.UniversalClient, st *store.Store, hu
 }
 
 // start serves metrics (when c.MetricsListen is set) and reloads the
-// policy on SIGHUP and on a change of the file (when c.PolicyFile is
-// set), until ctx ends.
-func (o *operate) start(ctx context.Context, c Config, log *slog.Logger, r *policyReloader) error {
+// policy, tokens and hooks files (those set) on SIGHUP and on a change of
+// their content, until ctx ends.
+func (o *operate) start(ctx context.Context, c Config, log *slog.Logger, rs []*fileReloader) error {
 	if c.MetricsListen != "" {
 		lis, err := net.Listen("tcp", c.MetricsListen)
 		if err != nil {
 			return fmt.Errorf("--metrics-listen %s: %w", c.MetricsListen, err)
 		}
-		log.Info("serving metrics", "addr", "http://"+lis.Addr().String()+"/metrics")
+		log.Info("serving metrics", "addr", "http://"+lis.Addr().String()+"/metrics", "circuits_interval", c.CircuitsInterval)
+		// The circuit gauges read a view this refreshes, one List per
+		// interval; a scrape never reads Redis. No listener, no refresh.
+		go o.m.RunCircuits(ctx)
 		go func() {
 			if err := metrics.Serve(ctx, lis, o.reg); err != nil {
 				log.Error("metrics listener ended", "err", err)
@@ -74,14 +81,14 @@ func (o *operate) start(ctx context.Context, c Config, log *slog.Logger, r *poli
 		<-ctx.Done()
 		signal.Stop(hup)
 	}()
-	if r == nil {
+	if len(rs) == 0 {
 		go func() {
 			for {
 				select {
 				case <-ctx.Done():
 					return
 				case <-hup:
-					log.Warn("SIGHUP: no --config file, nothing to reload")
+					log.Warn("SIGHUP: no --config, --tokens or --hooks file, nothing to reload")
 				}
 			}
 		}()
@@ -93,7 +100,7 @@ func (o *operate) start(ctx context.Context, c Config, log *slog.Logger, r *poli
 		go func() { <-ctx.Done(); t.Stop() }()
 		tick = t.C
 	}
-	go r.run(ctx, hup, tick)
+	go runReloaders(ctx, rs, hup, tick)
 	return nil
 }
 
@@ -118,7 +125,22 @@ func logEvent(log *slog.Logger, e *pb.Event) {
 		"event_id", e.GetId())
 }
 
-// logForces logs every Force this daemon serves, once, with its outcome.
+// maxLogged bounds a caller's string in a log line, in bytes: what the
+// server accepts for names and reasons.
+const maxLogged = 256
+
+// clip cuts s to maxLogged bytes on a rune boundary, marking the cut.
+func clip(s string) string {
+	if len(s) <= maxLogged {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxLogged], "") + "…(cut)"
+}
+
+// logForces logs every Force this daemon serves, once, with its outcome,
+// and, with --tokens, the name of the token that authenticated it
+// (auth.FromContext): the operator field is the caller's word, the token
+// is not.
 func logForces(log *slog.Logger) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		fr, ok := req.(*pb.ForceRequest)
@@ -127,8 +149,13 @@ func logForces(log *slog.Logger) grpc.UnaryServerInterceptor {
 		}
 		start := time.Now()
 		resp, err := h(ctx, req)
-		attrs := []any{"breaker", fr.GetBreaker(), "mode", fr.GetMode().String(), "operator", fr.GetOperator(),
-			"reason", fr.GetReason(), "ttl", time.Duration(fr.GetTtlMs()) * time.Millisecond, "took", time.Since(start)}
+		// A refused Force's fields were never validated: cut them, so a
+		// 500 KB reason is not a 500 KB log line.
+		attrs := []any{"breaker", clip(fr.GetBreaker()), "mode", fr.GetMode().String(), "operator", clip(fr.GetOperator()),
+			"reason", clip(fr.GetReason()), "ttl", time.Duration(fr.GetTtlMs()) * time.Millisecond, "took", time.Since(start)}
+		if id, ok := auth.FromContext(ctx); ok {
+			attrs = append(attrs, "token", id.Name)
+		}
 		if err != nil {
 			log.Warn("force failed", append(attrs, "code", status.Code(err).String(), "err", status.Convert(err).Message())...)
 			return resp, err

@@ -27,17 +27,22 @@ func readPolicy(path string) (*policy.Set, [sha256.Size]byte, error) {
 	return set, sum, nil
 }
 
-// policyReloader re-reads the policy file on SIGHUP, and whenever its
-// content changes (checked on each tick of a poll). It polls the content
-// rather than watching the file with inotify: a content check notices
-// every way a file gets replaced (an editor's write-and-rename, a
-// Kubernetes ConfigMap's symlink swap, a network filesystem that sends no
-// inotify events) for the cost of reading a small file every few seconds.
-// A file that fails to read or parse is rejected with the error logged,
-// and the policy in force stays.
-type policyReloader struct {
-	path  string
-	apply func(*policy.Set)
+// fileReloader re-reads one file (the policy, the tokens or the hooks) on
+// SIGHUP, and whenever its content changes (checked on each tick of a
+// poll). It polls the content rather than watching the file with inotify:
+// a content check notices every way a file gets replaced (an editor's
+// write-and-rename, a Kubernetes ConfigMap's symlink swap, a network
+// filesystem that sends no inotify events) for the cost of reading a small
+// file every few seconds. A file that fails to read or parse is rejected
+// with the error logged, and what is in force stays.
+type fileReloader struct {
+	// what names the file in logs: "policy", "tokens" or "hooks".
+	what string
+	path string
+	// read reads and parses the file. It returns the SHA-256 of the bytes
+	// read (zero when the file could not be read) and, when they parse, an
+	// apply that puts them in force.
+	read func(path string) (apply func(), sum [sha256.Size]byte, err error)
 	// result is told of every reload tried: nil for one that took effect.
 	result func(error)
 	log    *slog.Logger
@@ -48,16 +53,29 @@ type policyReloader struct {
 	lastErr string
 }
 
+// newPolicyReloader returns the reloader of the policy file at path, whose
+// content last applied had the SHA-256 last.
+func newPolicyReloader(path string, last [sha256.Size]byte, log *slog.Logger, apply func(*policy.Set), result func(error)) *fileReloader {
+	return &fileReloader{what: "policy", path: path, last: last, log: log, result: result,
+		read: func(path string) (func(), [sha256.Size]byte, error) {
+			set, sum, err := readPolicy(path)
+			if err != nil {
+				return nil, sum, err
+			}
+			return func() { apply(set) }, sum, nil
+		}}
+}
+
 // reload reads the file and applies it when it parses. With force (a
 // SIGHUP) it does so even when the content has not changed. It returns
 // the error that rejected the file, or nil (applied, or unchanged).
-func (r *policyReloader) reload(force bool, why string) error {
-	set, sum, err := readPolicy(r.path)
-	if set == nil && sum == ([sha256.Size]byte{}) && err != nil {
+func (r *fileReloader) reload(force bool, why string) error {
+	apply, sum, err := r.read(r.path)
+	if sum == ([sha256.Size]byte{}) && err != nil {
 		// Unreadable: log once per distinct error, however often polled.
 		if force || err.Error() != r.lastErr {
 			r.lastErr = err.Error()
-			r.log.Error("policy reload rejected; the policy in force stays", "trigger", why, "file", r.path, "err", err)
+			r.log.Error(r.what+" reload rejected; the "+r.what+" in force stays", "trigger", why, "file", r.path, "err", err)
 			r.result(err)
 		}
 		return err
@@ -68,27 +86,31 @@ func (r *policyReloader) reload(force bool, why string) error {
 	}
 	r.last = sum
 	if err != nil {
-		r.log.Error("policy reload rejected; the policy in force stays", "trigger", why, "file", r.path, "err", err)
+		r.log.Error(r.what+" reload rejected; the "+r.what+" in force stays", "trigger", why, "file", r.path, "err", err)
 		r.result(err)
 		return err
 	}
-	r.apply(set)
+	apply()
 	r.result(nil)
-	r.log.Info("policy reloaded", "trigger", why, "file", r.path, "sha256", hex.EncodeToString(sum[:8]))
+	r.log.Info(r.what+" reloaded", "trigger", why, "file", r.path, "sha256", hex.EncodeToString(sum[:8]))
 	return nil
 }
 
-// run reloads on every hup (forced) and every tick (on a change) until ctx
-// ends. Either channel may be nil.
-func (r *policyReloader) run(ctx context.Context, hup <-chan os.Signal, tick <-chan time.Time) {
+// runReloaders reloads every reloader on each hup (forced) and each tick
+// (on a change) until ctx ends. Either channel may be nil.
+func runReloaders(ctx context.Context, rs []*fileReloader, hup <-chan os.Signal, tick <-chan time.Time) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-hup:
-			_ = r.reload(true, "SIGHUP")
+			for _, r := range rs {
+				_ = r.reload(true, "SIGHUP")
+			}
 		case <-tick:
-			_ = r.reload(false, "file changed")
+			for _, r := range rs {
+				_ = r.reload(false, "file changed")
+			}
 		}
 	}
 }

@@ -29,6 +29,8 @@ import (
 // TestRunWithTokensAndHooks boots the assembled daemon with --tokens and
 // --hooks and checks both are in force: calls need a token, and an
 // operator's Force reaches the webhook, signed.
+const hookSecret = "s3-0123456789abcdef0123456789abcdef"
+
 func TestRunWithTokensAndHooks(t *testing.T) {
 	dir := t.TempDir()
 	var mu sync.Mutex
@@ -53,7 +55,7 @@ func TestRunWithTokensAndHooks(t *testing.T) {
 		Listen: testredis.FreeAddr(t), EventsMaxLen: 100, EventRetention: time.Hour,
 		ShutdownTimeout: time.Second, HealthInterval: time.Second, LogFormat: "text",
 		TokensFile: write("tokens.yaml", "tokens:\n  - {name: alice, role: operator, token: "+opToken+"}\n  - {name: w1, role: worker, token: "+wToken+", workers: [w1]}\n"),
-		HooksFile:  write("hooks.yaml", "hooks:\n  - {name: oncall, url: \""+hook.URL+"\", events: [forced], secret: s3}\n"),
+		HooksFile:  write("hooks.yaml", "hooks:\n  - {name: oncall, url: \""+hook.URL+"\", events: [forced], secret: "+hookSecret+"}\n"),
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -111,10 +113,10 @@ func TestRunWithTokensAndHooks(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(got) != 1 || got[0].Header.Get(hooks.HeaderEvent) != "forced" || got[0].Header.Get(hooks.HeaderSignature) != hooks.Sign("s3", bodies[0]) || !bytes.Contains(bodies[0], []byte(`"actor":"alice"`)) {
+	if len(got) != 1 || got[0].Header.Get(hooks.HeaderEvent) != "forced" || client.VerifyWebhook(hookSecret, got[0].Header, bodies[0], time.Now()) != nil || got[0].Header.Get(hooks.HeaderSignature) != hooks.Sign(hookSecret, bodies[0]) || !bytes.Contains(bodies[0], []byte(`"actor":"alice"`)) {
 		t.Errorf("hook got %d requests, first %v %s; want one signed forced event by alice", len(got), got[0].Header, bodies[0])
 	}
-	for _, want := range []string{"auth on", "alert hooks on"} {
+	for _, want := range []string{"auth on", "alert hooks on", "token=alice"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, logs.String())
 		}

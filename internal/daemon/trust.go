@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"log/slog"
 	"os"
 	"time"
@@ -10,20 +12,24 @@ import (
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/hooks"
+	"github.com/breakerd/breakerd/internal/secretfile"
 	"github.com/breakerd/breakerd/internal/store"
 )
 
 // trustOptions returns the gRPC server options for TLS and bearer tokens,
-// and logs what the listener accepts.
-func trustOptions(c Config, log *slog.Logger) ([]grpc.ServerOption, error) {
+// and logs what the listener accepts. With a tokens file it also returns
+// the reloader that swaps the tokens in force (SIGHUP, or a change of the
+// file); otherwise that is nil.
+func trustOptions(c Config, log *slog.Logger) ([]grpc.ServerOption, *fileReloader, error) {
 	var opts []grpc.ServerOption
 	if c.TLSCert != "" {
 		cfg, err := auth.ServerTLS(c.TLSCert, c.TLSKey, c.TLSClientCA)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg)))
 		log.Info("tls on", "client_certificates_required", c.TLSClientCA != "")
@@ -36,48 +42,175 @@ func trustOptions(c Config, log *slog.Logger) ([]grpc.ServerOption, error) {
 		} else {
 			log.Warn("no --tokens and --insecure-listen-any: auth is off on a non-loopback address; anyone who reaches it may force breakers", "listen", c.Listen)
 		}
-		return opts, nil
+		return opts, nil, nil
 	}
-	tokens, err := auth.Load(c.TokensFile)
+	tokens, sum, err := readTokens(c.TokensFile, log)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	a := auth.New(tokens)
 	log.Info("auth on: bearer tokens required (health and reflection stay open)", "tokens_file", c.TokensFile, "tokens", tokens.Len())
-	return append(opts, auth.New(tokens).ServerOptions()...), nil
+	r := &fileReloader{what: "tokens", path: c.TokensFile, last: sum, log: log, result: func(error) {},
+		read: func(path string) (func(), [sha256.Size]byte, error) {
+			t, sum, err := readTokens(path, log)
+			if err != nil {
+				return nil, sum, err
+			}
+			return func() { a.Set(t) }, sum, nil
+		}}
+	return append(opts, a.ServerOptions()...), r, nil
 }
 
-// newDispatcher loads the hooks file, if any. Its counters are not
-// registered here: the metrics registry is the daemon's to pass in
-// hooks.Options.Registerer.
-func newDispatcher(c Config, rdb redis.UniversalClient, st *store.Store, reg prometheus.Registerer, log *slog.Logger) (*hooks.Dispatcher, error) {
-	if c.HooksFile == "" {
-		return nil, nil
-	}
-	hs, err := hooks.Load(c.HooksFile, os.Getenv)
+// readTokens loads a tokens file, warning when other users may read it,
+// and returns it with the SHA-256 of its bytes (zero when unreadable).
+func readTokens(path string, log *slog.Logger) (*auth.Tokens, [sha256.Size]byte, error) {
+	b, worldReadable, err := secretfile.Read(path)
 	if err != nil {
-		return nil, err
+		return nil, [sha256.Size]byte{}, fmt.Errorf("auth: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	warnReadable(log, "--tokens", path, worldReadable)
+	t, err := auth.Parse(b)
+	if err != nil {
+		return nil, sum, fmt.Errorf("auth: %s: %w", path, err)
+	}
+	return t, sum, nil
+}
+
+// readHooks loads a hooks file, warning when other users may read it
+// (webhook secrets), and returns it with the SHA-256 of its bytes.
+func readHooks(path string, log *slog.Logger) ([]hooks.Hook, [sha256.Size]byte, error) {
+	b, worldReadable, err := secretfile.Read(path)
+	if err != nil {
+		return nil, [sha256.Size]byte{}, fmt.Errorf("hooks: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	warnReadable(log, "--hooks", path, worldReadable)
+	hs, err := hooks.Parse(b, os.Getenv)
+	if err != nil {
+		return nil, sum, fmt.Errorf("hooks: %s: %w", path, err)
+	}
+	return hs, sum, nil
+}
+
+// warnReadable logs a secrets file that every local user may read.
+func warnReadable(log *slog.Logger, flag, path string, worldReadable bool) {
+	if worldReadable {
+		log.Warn(flag+" file is readable by every local user; chmod o-r it", "file", path)
+	}
+}
+
+// newDispatcher loads the hooks file, if any, and returns the dispatcher
+// with the reloader that swaps it for one over the file's new hooks
+// (through runner). Its counters are not registered here: the metrics
+// registry is the daemon's to pass in hooks.Options.Registerer.
+func newDispatcher(c Config, rdb redis.UniversalClient, st *store.Store, reg prometheus.Registerer, log *slog.Logger) (*hookRunner, *fileReloader, error) {
+	runner := &hookRunner{next: make(chan *hooks.Dispatcher, 1), log: log}
+	if c.HooksFile == "" {
+		return runner, nil, nil
+	}
+	hs, sum, err := readHooks(c.HooksFile, log)
+	if err != nil {
+		return nil, nil, err
 	}
 	log.Info("alert hooks on", "hooks_file", c.HooksFile, "hooks", len(hs))
-	return hooks.New(rdb, st, hooks.Options{Hooks: hs, Log: log, Registerer: reg})
+	d, err := hooks.New(rdb, st, hooks.Options{Hooks: hs, Log: log, Registerer: reg})
+	if err != nil {
+		return nil, nil, err
+	}
+	runner.set(d)
+	r := &fileReloader{what: "hooks", path: c.HooksFile, last: sum, log: log, result: func(error) {},
+		read: func(path string) (func(), [sha256.Size]byte, error) {
+			hs, sum, err := readHooks(path, log)
+			if err != nil {
+				return nil, sum, err
+			}
+			next, err := d.WithHooks(hs)
+			if err != nil {
+				return nil, sum, err
+			}
+			return func() { runner.set(next) }, sum, nil
+		}}
+	return runner, r, nil
 }
 
-// runDispatcher runs d until ctx ends, restarting it after a failure (Redis
-// away at start) with a pause; nil d waits for ctx.
-func runDispatcher(ctx context.Context, d *hooks.Dispatcher, log *slog.Logger) error {
-	if d == nil {
-		<-ctx.Done()
-		return nil
+// hookRunner runs the dispatcher in force and swaps it for the next one a
+// reload hands it (set).
+type hookRunner struct {
+	// next holds the dispatcher to run next; set replaces what it holds.
+	// Only the reload goroutine (and setup, before it starts) calls set.
+	next chan *hooks.Dispatcher
+	log  *slog.Logger
+}
+
+// set makes d the dispatcher to run, replacing one not yet started.
+func (r *hookRunner) set(d *hooks.Dispatcher) {
+	select {
+	case <-r.next:
+	default:
+	}
+	r.next <- d
+}
+
+// run runs the dispatcher in force until ctx ends, restarting it after a
+// failure (Redis away at start) with a pause, and stopping it for the
+// next one a reload sets. With no dispatcher it waits.
+func (r *hookRunner) run(ctx context.Context) error {
+	var (
+		cancel = func() {}
+		done   chan error
+		cur    *hooks.Dispatcher
+		retry  <-chan time.Time
+	)
+	start := func() {
+		var rctx context.Context
+		rctx, cancel = context.WithCancel(ctx)
+		done = make(chan error, 1)
+		d := cur
+		go func() { done <- d.Run(rctx, nil) }()
 	}
 	for {
-		err := d.Run(ctx, nil)
-		if ctx.Err() != nil {
-			return nil
-		}
-		log.Error("alert hooks stopped; restarting in 5s", "err", err)
 		select {
 		case <-ctx.Done():
+			cancel()
+			if done != nil {
+				<-done
+			}
 			return nil
-		case <-time.After(5 * time.Second):
+		case d := <-r.next:
+			cancel()
+			if done != nil {
+				<-done
+			}
+			cur, retry = d, nil
+			start()
+		case err := <-done:
+			done = nil
+			if ctx.Err() != nil {
+				return nil
+			}
+			r.log.Error("alert hooks stopped; restarting in 5s", "err", err)
+			retry = time.After(5 * time.Second)
+		case <-retry:
+			retry = nil
+			start()
 		}
+	}
+}
+
+// limitOptions returns the gRPC server options that bound what one caller
+// can make the daemon hold: the size of a request, the calls open on one
+// connection, and how often a client may ping.
+func limitOptions(c Config) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(int(orDefault(c.MaxRecvBytes, defaultMaxRecvBytes))),
+		grpc.MaxConcurrentStreams(uint32(orDefault(c.MaxConcurrentStreams, defaultMaxConcurrentStreams))),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime:             orDefault(c.KeepaliveMinTime, defaultKeepaliveMinTime),
+			PermitWithoutStream: true,
+		}),
+		// Find peers that vanished (a Watch stream held by a dead
+		// worker): ping after a minute of silence, drop after 20s more.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
 	}
 }

@@ -1,8 +1,11 @@
 package daemon
 
 import (
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -56,5 +59,44 @@ func TestRedisURLWithTLSAndACLUser(t *testing.T) {
 	plain, err := redis.ParseURL("redis://:pw@127.0.0.1:6379/0")
 	if err != nil || plain.TLSConfig != nil || plain.Username != "" || plain.Password != "pw" {
 		t.Errorf("redis:// = %+v, %v; want no TLS, no user, password pw", plain, err)
+	}
+}
+
+// TestRedisOptionsForms reads the three --redis-url forms into the
+// universal client's options: standalone, Cluster and Sentinel.
+func TestRedisOptionsForms(t *testing.T) {
+	for _, tc := range []struct {
+		url     string
+		cluster bool
+		want    redis.UniversalOptions
+		kind    string
+	}{
+		{url: "rediss://breakerd:s3cret@redis.internal:6380/2?dial_timeout=3s", kind: "*redis.Client",
+			want: redis.UniversalOptions{Addrs: []string{"redis.internal:6380"}, DB: 2, Username: "breakerd", Password: "s3cret", DialTimeout: 3 * time.Second}},
+		{url: "redis://u:p@10.0.0.1:7000?addr=10.0.0.2:7001&addr=10.0.0.3:7002", cluster: true, kind: "*redis.ClusterClient",
+			want: redis.UniversalOptions{IsClusterMode: true, Addrs: []string{"10.0.0.1:7000", "10.0.0.2:7001", "10.0.0.3:7002"}, Username: "u", Password: "p"}},
+		{url: "redis://su:sp@10.0.0.1:26379/1?master_name=mymaster&addr=10.0.0.2:26379&password=mp", kind: "*redis.Client",
+			want: redis.UniversalOptions{MasterName: "mymaster", Addrs: []string{"10.0.0.1:26379", "10.0.0.2:26379"}, DB: 1,
+				SentinelUsername: "su", SentinelPassword: "sp", Password: "mp"}},
+	} {
+		got, err := RedisOptions(tc.url, tc.cluster)
+		if err != nil {
+			t.Fatalf("RedisOptions(%q, %v): %v", tc.url, tc.cluster, err)
+		}
+		got.TLSConfig = nil
+		if got.Addrs == nil || !reflect.DeepEqual(*got, tc.want) {
+			t.Errorf("RedisOptions(%q, %v) = %+v, want %+v", tc.url, tc.cluster, *got, tc.want)
+		}
+		c := redis.NewUniversalClient(got)
+		if k := fmt.Sprintf("%T", c); k != tc.kind {
+			t.Errorf("NewUniversalClient(RedisOptions(%q)) is a %s, want %s", tc.url, k, tc.kind)
+		}
+		_ = c.Close()
+	}
+	if _, err := RedisOptions("redis://h:26379?master_name=m", true); err == nil {
+		t.Error("RedisOptions(master_name, cluster) = nil error, want one")
+	}
+	if _, err := RedisOptions("redis://h:6379?bogus=1", false); err == nil || !strings.Contains(err.Error(), "bogus") {
+		t.Errorf("RedisOptions(bogus option) = %v, want an error naming it", err)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/hooks"
@@ -53,6 +52,10 @@ type Options struct {
 	// Hooks, when set, run a webhook dispatcher with these options; its
 	// Channel defaults to the store's, its Log to discard.
 	Hooks *hooks.Options
+	// Limits are the server's per-token quotas. Default: none.
+	Limits server.Limits
+	// Watch caps the hub's Watch streams. Default: none.
+	Watch events.Limits
 }
 
 // Start runs a daemon on b until t ends. o.Now defaults to b's clock and
@@ -90,6 +93,7 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 	}
 	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
 	hub := events.NewHub(rdb, st.Channel(), discard)
+	hub.SetLimits(opts.Watch)
 	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 	stopHub, err := hub.Start(sctx)
 	scancel()
@@ -122,8 +126,8 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 		hooksDone <- nil
 	}
 	calls := NewCounter()
-	g, hs := server.New(st, hub).NewGRPC(append(calls.Options(), opts.Server...)...)
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	g, hs := server.New(st, hub).WithLimits(opts.Limits).NewGRPC(append(calls.Options(), opts.Server...)...)
+	server.SetServing(hs, true)
 	lis, err := net.Listen("tcp", opts.Addr)
 	if err != nil {
 		cancel()

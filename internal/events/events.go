@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -24,8 +23,20 @@ import (
 // buffer: the reader must resubscribe and resync its view from List.
 var ErrTooSlow = errors.New("events: subscriber fell behind")
 
+// ErrTooManyStreams refuses a subscription past a Limits cap.
+var ErrTooManyStreams = errors.New("events: too many Watch streams")
+
 // bufferSize is how many events a subscriber may lag before ErrTooSlow.
 const bufferSize = 256
+
+// Limits cap the hub's subscriptions. Zero means no cap.
+type Limits struct {
+	// Streams caps the subscriptions open at once on this daemon.
+	Streams int
+	// PerOwner caps the subscriptions one owner (a token's name) holds
+	// at once on this daemon.
+	PerOwner int
+}
 
 // Hub relays events from one Redis pub/sub channel to in-process
 // subscribers. It is safe for concurrent use.
@@ -34,9 +45,23 @@ type Hub struct {
 	channel string
 	log     *slog.Logger
 
-	mu        sync.Mutex
+	mu     sync.Mutex
+	limits Limits
+	// subs holds every subscription; all those without a filter; byName
+	// those whose filter names a breaker, so that an event costs only
+	// the subscribers that want it, however many others there are.
 	subs      map[*Subscription]struct{}
+	all       map[*Subscription]struct{}
+	byName    map[string]map[*Subscription]struct{}
+	perOwner  map[string]int
 	observers []func(*pb.Event)
+}
+
+// SetLimits sets the caps SubscribeAs enforces from now on.
+func (h *Hub) SetLimits(l Limits) {
+	h.mu.Lock()
+	h.limits = l
+	h.mu.Unlock()
 }
 
 // Observe adds fn to be called, on Run's goroutine, with every event the
@@ -50,15 +75,18 @@ func (h *Hub) Observe(fn func(*pb.Event)) {
 
 // NewHub returns a Hub for channel. Call Run to start relaying.
 func NewHub(rdb redis.UniversalClient, channel string, log *slog.Logger) *Hub {
-	return &Hub{rdb: rdb, channel: channel, log: log, subs: map[*Subscription]struct{}{}}
+	return &Hub{rdb: rdb, channel: channel, log: log, subs: map[*Subscription]struct{}{},
+		all: map[*Subscription]struct{}{}, byName: map[string]map[*Subscription]struct{}{}, perOwner: map[string]int{}}
 }
 
 // Subscription is one subscriber's feed.
 type Subscription struct {
 	// C delivers events in the order the hub heard them. It is closed when
 	// the subscription ends; Err then says why.
-	C      chan *pb.Event
-	filter []string
+	C chan *pb.Event
+	// filter is the set of breakers asked for; empty means all.
+	filter map[string]struct{}
+	owner  string
 	hub    *Hub
 	err    error
 }
@@ -74,13 +102,59 @@ func (s *Subscription) Err() error {
 func (s *Subscription) Close() { s.hub.drop(s, nil) }
 
 // Subscribe returns a feed of events for the named breakers (all when
-// breakers is empty). Close it when done.
+// breakers is empty), outside every cap (for in-process readers). Close
+// it when done.
 func (h *Hub) Subscribe(breakers []string) *Subscription {
-	s := &Subscription{C: make(chan *pb.Event, bufferSize), filter: breakers, hub: h}
-	h.mu.Lock()
-	h.subs[s] = struct{}{}
-	h.mu.Unlock()
+	s, _ := h.subscribe("", breakers, false)
 	return s
+}
+
+// SubscribeAs is Subscribe for owner (a token's name; "" without tokens),
+// within the hub's Limits: past a cap it returns an error wrapping
+// ErrTooManyStreams that says which cap.
+func (h *Hub) SubscribeAs(owner string, breakers []string) (*Subscription, error) {
+	return h.subscribe(owner, breakers, true)
+}
+
+func (h *Hub) subscribe(owner string, breakers []string, capped bool) (*Subscription, error) {
+	s := &Subscription{C: make(chan *pb.Event, bufferSize), hub: h, owner: owner}
+	if len(breakers) > 0 {
+		s.filter = make(map[string]struct{}, len(breakers))
+		for _, b := range breakers {
+			s.filter[b] = struct{}{}
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if capped {
+		switch l := h.limits; {
+		case l.Streams > 0 && len(h.subs) >= l.Streams:
+			return nil, fmt.Errorf("%w: this daemon serves at most %d", ErrTooManyStreams, l.Streams)
+		case l.PerOwner > 0 && h.perOwner[owner] >= l.PerOwner:
+			return nil, fmt.Errorf("%w: %q holds %d, the most one token may hold on this daemon", ErrTooManyStreams, owner, h.perOwner[owner])
+		}
+	}
+	h.subs[s] = struct{}{}
+	h.perOwner[owner]++
+	if s.filter == nil {
+		h.all[s] = struct{}{}
+	}
+	for b := range s.filter {
+		set := h.byName[b]
+		if set == nil {
+			set = map[*Subscription]struct{}{}
+			h.byName[b] = set
+		}
+		set[s] = struct{}{}
+	}
+	return s, nil
+}
+
+// Streams returns the number of subscriptions open.
+func (h *Hub) Streams() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs)
 }
 
 func (h *Hub) drop(s *Subscription, err error) {
@@ -90,23 +164,36 @@ func (h *Hub) drop(s *Subscription, err error) {
 		return
 	}
 	delete(h.subs, s)
+	delete(h.all, s)
+	for b := range s.filter {
+		delete(h.byName[b], s)
+		if len(h.byName[b]) == 0 {
+			delete(h.byName, b)
+		}
+	}
+	if h.perOwner[s.owner]--; h.perOwner[s.owner] == 0 {
+		delete(h.perOwner, s.owner)
+	}
 	s.err = err
 	close(s.C)
 }
 
+// publish hands e to the subscribers that want it: those of its breaker
+// and those of every breaker. The others cost nothing.
 func (h *Hub) publish(e *pb.Event) {
 	h.mu.Lock()
 	var slow []*Subscription
-	for s := range h.subs {
-		if len(s.filter) > 0 && !slices.Contains(s.filter, e.Breaker) {
-			continue
-		}
-		select {
-		case s.C <- e:
-		default:
-			slow = append(slow, s)
+	send := func(set map[*Subscription]struct{}) {
+		for s := range set {
+			select {
+			case s.C <- e:
+			default:
+				slow = append(slow, s)
+			}
 		}
 	}
+	send(h.byName[e.Breaker])
+	send(h.all)
 	h.mu.Unlock()
 	for _, s := range slow {
 		h.drop(s, ErrTooSlow)

@@ -8,6 +8,7 @@ package hooks
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path"
@@ -17,6 +18,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/breakerd/breakerd/internal/webhook"
 	"github.com/breakerd/breakerd/internal/yamlfile"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -81,15 +83,21 @@ type Hook struct {
 	// Name identifies the hook: its consumer group on every breaker's
 	// stream is "hook:<name>". Renaming a hook starts it afresh.
 	Name string
-	// URL receives a POST per event (http or https).
+	// URL receives a POST per event: https, or http to a loopback host
+	// (localhost, 127.0.0.0/8, ::1), as a sidecar relay would be. Redirects
+	// are never followed.
 	URL string
 	// Events are the event names to send (see Events).
 	Events []string
 	// Breakers, when set, limits the hook to breakers matching one of
 	// these path.Match globs ("stripe:*"). Empty: every breaker.
 	Breakers []string
-	// Secret keys the HMAC-SHA256 signature of each body, sent as
-	// "X-Breakerd-Signature: sha256=<hex>".
+	// Secret keys the signatures: "whsec_" and the base64 of the key, as
+	// the Standard Webhooks spec gives them, or a raw string used as its
+	// bytes. The key must be at least MinSecretBytes long. It signs the
+	// webhook-signature header (v1: HMAC-SHA256 of id.timestamp.body) and
+	// the deprecated X-Breakerd-Signature (HMAC-SHA256 of the body, keyed
+	// by the secret string as written).
 	Secret string
 	// Timeout bounds one attempt. Default 5s.
 	Timeout time.Duration
@@ -102,6 +110,11 @@ type Hook struct {
 	// is dropped with an error log line and the abandoned counter. Default 1h.
 	GiveUpAfter time.Duration
 }
+
+// MinSecretBytes is the shortest hook key accepted: 32 bytes (256 bits,
+// HMAC-SHA256's block of output). Make one with
+// `echo whsec_$(openssl rand -base64 32)`.
+const MinSecretBytes = 32
 
 // Wants reports whether the hook takes event name on breaker.
 func (h Hook) Wants(name, breaker string) bool {
@@ -143,11 +156,15 @@ func (h Hook) Validate() error {
 	case len(h.Name) > 128 || !printableNoSpace(h.Name):
 		return fmt.Errorf("name: must be at most 128 printable characters without spaces, got %q", h.Name)
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		return fmt.Errorf("url: must be an http:// or https:// URL, got %q", h.URL)
+		return fmt.Errorf("url: must be an https:// URL (or http:// to a loopback host), got %s", redactURL(h.URL))
+	case u.Scheme == "http" && !loopbackHost(u.Hostname()):
+		return fmt.Errorf("url: must be https:// unless the host is loopback (signed alerts would cross the network in the clear), got %s", redactURL(h.URL))
 	case len(h.Events) == 0:
 		return fmt.Errorf("events: at least one of %v is required", Events)
 	case h.Secret == "":
 		return errors.New("secret: is required (or secret_env naming a set variable): receivers must be able to check the signature")
+	case secretErr(h.Secret) != nil:
+		return fmt.Errorf("secret: %w", secretErr(h.Secret))
 	case h.Timeout < 0 || h.Backoff < 0 || h.MaxBackoff < 0 || h.GiveUpAfter < 0:
 		return errors.New("timeout: durations must not be negative")
 	}
@@ -168,6 +185,37 @@ func (h Hook) Validate() error {
 	return nil
 }
 
+// secretErr says what is wrong with a secret (never quoting it), or nil.
+func secretErr(secret string) error {
+	key, err := webhook.Key(secret)
+	if err != nil {
+		return errors.New(`after "whsec_" comes base64 (standard alphabet, padded)`)
+	}
+	if len(key) < MinSecretBytes {
+		return fmt.Errorf("the key must be at least %d bytes, got %d: make one with `echo whsec_$(openssl rand -base64 32)`", MinSecretBytes, len(key))
+	}
+	return nil
+}
+
+// loopbackHost reports whether host (no port) is localhost or a loopback IP.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// redactURL quotes u with any user info, path and query hidden: a
+// webhook URL often carries a secret (a path token).
+func redactURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil || p.Host == "" {
+		return "(an unparsable URL)"
+	}
+	return fmt.Sprintf("%q", p.Scheme+"://"+p.Host+"/…")
+}
+
 func printableNoSpace(s string) bool {
 	for _, r := range s {
 		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
@@ -184,7 +232,7 @@ func printableNoSpace(s string) bool {
 //	    url: https://hooks.example.com/breakerd
 //	    events: [opened, stuck_open, credential_revoked, suspect_worker, forced, closed]
 //	    breakers: ["stripe:*"]             # optional: only these (path.Match globs)
-//	    secret_env: ONCALL_HOOK_SECRET     # or secret: "..." (HMAC-SHA256 key)
+//	    secret_env: ONCALL_HOOK_SECRET     # or secret: "whsec_..." (≥ 32-byte HMAC-SHA256 key)
 //	    timeout: 5s                        # per attempt
 //	    backoff: 1s                        # first retry wait, doubling...
 //	    max_backoff: 1m                    # ...up to this

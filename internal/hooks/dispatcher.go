@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,21 +25,38 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/internal/webhook"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
-// Headers of each delivery.
+// Headers of each delivery. Deliveries follow the Standard Webhooks spec
+// (https://www.standardwebhooks.com): webhook-id, webhook-timestamp and
+// webhook-signature (webhook.IDHeader and the rest; receivers check
+// them with client.VerifyWebhook). The X-Breakerd-* headers are kept for
+// one release, for receivers written against them.
 const (
 	// HeaderSignature carries "sha256=<hex HMAC-SHA256 of the body>",
-	// keyed by the hook's secret.
+	// keyed by the hook's secret. Deprecated: it signs no timestamp, so a
+	// captured request replays forever; check webhook-signature instead.
+	// Removed in the next release.
 	HeaderSignature = "X-Breakerd-Signature"
 	// HeaderEvent carries the event name ("opened").
 	HeaderEvent = "X-Breakerd-Event"
 	// HeaderDelivery carries "<breaker>/<stream entry id>": the same for
 	// every attempt of one event, so a receiver can drop the rare
-	// duplicate (a daemon that stalled past MinIdle).
+	// duplicate (a daemon that stalled past MinIdle). webhook-id is the
+	// standard form of the same id.
 	HeaderDelivery = "X-Breakerd-Delivery"
 )
+
+// DeliveryID returns an event's webhook-id: "evt_" and 32 hex digits of
+// the SHA-256 of "<breaker>/<stream entry id>" (its X-Breakerd-Delivery),
+// the same on every attempt and every daemon, and free of the "." the
+// signed content uses as its separator.
+func DeliveryID(breaker, streamID string) string {
+	sum := sha256.Sum256([]byte(breaker + "/" + streamID))
+	return "evt_" + hex.EncodeToString(sum[:16])
+}
 
 // Payload is the JSON body of a delivery. States are lower case
 // ("closed", "open", "half_open", "forced_open", "forced_closed",
@@ -59,8 +77,8 @@ type Payload struct {
 	Actor           string `json:"actor"`
 }
 
-// Sign returns the signature header value for body: "sha256=" and the hex
-// HMAC-SHA256 of body keyed by secret.
+// Sign returns the deprecated X-Breakerd-Signature value for body:
+// "sha256=" and the hex HMAC-SHA256 of body keyed by secret.
 func Sign(secret string, body []byte) string {
 	m := hmac.New(sha256.New, []byte(secret))
 	m.Write(body)
@@ -92,8 +110,13 @@ type Options struct {
 	// Registerer, when set, registers the delivery counters.
 	Registerer prometheus.Registerer
 	// Client posts the webhooks. Default: an http.Client with no overall
-	// timeout (each attempt is bounded by its hook's Timeout).
+	// timeout (each attempt is bounded by its hook's Timeout). Its
+	// CheckRedirect is replaced: a redirect is never followed (a 307 would
+	// re-post the signed body to another host), and counts as a failed
+	// attempt.
 	Client *http.Client
+	// Now is the clock of webhook-timestamp. Default time.Now.
+	Now func() time.Time
 }
 
 // Dispatcher delivers events to hooks. Run it on every daemon: the
@@ -108,6 +131,7 @@ type Dispatcher struct {
 
 type hookState struct {
 	Hook
+	key    []byte // the HMAC key of webhook-signature (webhook.Key)
 	group  string
 	start  string          // the group's start id, set by Run
 	groups map[string]bool // streams known to have the group; only the hook's worker touches it
@@ -143,12 +167,19 @@ func New(rdb redis.UniversalClient, st *store.Store, o Options) (*Dispatcher, er
 	if o.Client == nil {
 		o.Client = &http.Client{}
 	}
+	c := *o.Client
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	o.Client = &c
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	d := &Dispatcher{rdb: rdb, st: st, o: o, m: newMetrics()}
 	for i, h := range o.Hooks {
 		if err := h.Validate(); err != nil {
 			return nil, fmt.Errorf("hooks: hooks[%d].%w", i, err)
 		}
-		d.hooks = append(d.hooks, &hookState{Hook: h.withDefaults(), group: "hook:" + h.Name,
+		key, _ := webhook.Key(h.Secret) // Validate checked it
+		d.hooks = append(d.hooks, &hookState{Hook: h.withDefaults(), key: key, group: "hook:" + h.Name,
 			groups: map[string]bool{}, pending: map[string]bool{}, wake: make(chan struct{}, 1)})
 	}
 	if o.Registerer != nil {
@@ -164,7 +195,7 @@ func New(rdb redis.UniversalClient, st *store.Store, o Options) (*Dispatcher, er
 // is not flooded with the history of the event log. Every sweep extends
 // its life by sinceTTL, so it lapses only for a hook no daemon has run
 // for that long.
-func sinceKey(hook string) string { return "breakerd:hooks:" + hook + ":since" }
+func sinceKey(hook string) string { return store.HookSinceKey(hook) }
 
 const sinceTTL = 30 * 24 * time.Hour
 
@@ -335,10 +366,17 @@ func (d *Dispatcher) drain(ctx context.Context, h *hookState, key string, claim 
 	if claim {
 		start := "0-0"
 		for {
-			msgs, next, err := d.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: key, Group: h.group,
-				Consumer: d.o.Consumer, MinIdle: d.o.MinIdle, Start: start, Count: 100}).Result()
+			msgs, deleted, next, err := d.autoClaim(ctx, h, key, start)
 			if err != nil {
 				return err
+			}
+			for _, id := range deleted {
+				// A daemon stopped mid-delivery and the stream was trimmed
+				// past the entry before anyone reclaimed it: nobody holds
+				// it any more.
+				d.o.Log.Error("hooks: delivery abandoned: the event was trimmed from its stream while pending on a stopped daemon (raise --events-max-len)",
+					"hook", h.Name, "stream", key, "id", id)
+				d.m.abandoned.WithLabelValues(h.Name, "trimmed").Inc()
 			}
 			for _, m := range msgs {
 				if !d.deliver(ctx, h, key, m) {
@@ -375,6 +413,49 @@ func (d *Dispatcher) drain(ctx context.Context, h *hookState, key string, claim 
 	}
 }
 
+// autoClaim runs XAUTOCLAIM from start: the entries it claimed for this
+// consumer, the ids it dropped from the pending list because the stream no
+// longer holds them (Redis 7's third reply element, which go-redis's
+// XAutoClaim discards), and where to continue ("0-0" when done).
+func (d *Dispatcher) autoClaim(ctx context.Context, h *hookState, key, start string) (msgs []redis.XMessage, deleted []string, next string, err error) {
+	res, err := d.rdb.Do(ctx, "XAUTOCLAIM", key, h.group, d.o.Consumer, d.o.MinIdle.Milliseconds(), start, "COUNT", 100).Slice()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	bad := func(what string) error { return fmt.Errorf("hooks: XAUTOCLAIM on %s: unexpected reply: %s", key, what) }
+	if len(res) < 2 {
+		return nil, nil, "", bad(fmt.Sprintf("%d elements", len(res)))
+	}
+	next, ok := res[0].(string)
+	entries, ok2 := res[1].([]any)
+	if !ok || !ok2 {
+		return nil, nil, "", bad(fmt.Sprintf("%T, %T", res[0], res[1]))
+	}
+	for _, e := range entries {
+		pair, ok := e.([]any)
+		if !ok || len(pair) != 2 {
+			continue // Redis 6 answers nil for an entry the stream no longer holds
+		}
+		id, _ := pair[0].(string)
+		fields, _ := pair[1].([]any)
+		m := redis.XMessage{ID: id, Values: map[string]any{}}
+		for i := 0; i+1 < len(fields); i += 2 {
+			k, _ := fields[i].(string)
+			m.Values[k] = fields[i+1]
+		}
+		msgs = append(msgs, m)
+	}
+	if len(res) >= 3 {
+		gone, _ := res[2].([]any)
+		for _, g := range gone {
+			if id, ok := g.(string); ok {
+				deleted = append(deleted, id)
+			}
+		}
+	}
+	return msgs, deleted, next, nil
+}
+
 // deliver posts one entry to h until it is accepted or given up on, then
 // acknowledges it. It returns false when the daemon is stopping (the entry
 // stays pending for another daemon).
@@ -400,9 +481,9 @@ func (d *Dispatcher) deliver(ctx context.Context, h *hookState, key string, m re
 	}
 
 	dctx, cancel := context.WithCancel(ctx)
-	var lost atomic.Bool
+	var hs heartbeatState
 	hb := make(chan struct{})
-	go func() { defer close(hb); d.heartbeat(dctx, cancel, &lost, h, key, m.ID) }()
+	go func() { defer close(hb); d.heartbeat(dctx, cancel, &hs, h, key, m.ID) }()
 	done := d.attempt(dctx, h, name, ev, body)
 	cancel()
 	<-hb
@@ -410,11 +491,29 @@ func (d *Dispatcher) deliver(ctx context.Context, h *hookState, key string, m re
 	case done:
 		d.ack(ctx, h, key, m.ID)
 	case ctx.Err() != nil:
+		if hs.trimmed.Load() {
+			// Nobody else can deliver it: it is in no pending list.
+			d.o.Log.Error("hooks: delivery abandoned: the daemon stopped while delivering an event already trimmed from its stream",
+				"hook", h.Name, "breaker", ev.Breaker, "event", name, "id", m.ID)
+			d.m.abandoned.WithLabelValues(h.Name, name).Inc()
+		}
 		return false
-	case lost.Load():
-		d.o.Log.Warn("hooks: another daemon took over this delivery", "hook", h.Name, "breaker", ev.Breaker, "event", name, "id", m.ID)
+	case hs.owner.Load() != nil:
+		d.o.Log.Warn("hooks: another daemon took over this delivery", "hook", h.Name, "breaker", ev.Breaker,
+			"event", name, "id", m.ID, "by", *hs.owner.Load())
 	}
 	return true
+}
+
+// heartbeatState is what a delivery's heartbeat found out.
+type heartbeatState struct {
+	// owner is the consumer that holds the entry now, when another
+	// consumer does (or did, and acknowledged it): the delivery stops.
+	owner atomic.Pointer[string]
+	// trimmed: the stream no longer holds the entry (XADD MAXLEN trimmed it
+	// mid-delivery) and no pending list names it; the delivery goes on
+	// from the copy this daemon holds.
+	trimmed atomic.Bool
 }
 
 // attempt posts body until a 2xx or until h.GiveUpAfter has passed
@@ -470,6 +569,11 @@ func (d *Dispatcher) post(ctx context.Context, h *hookState, name string, ev *pb
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "breakerd-hooks")
+	id := DeliveryID(ev.Breaker, ev.Id)
+	req.Header.Set(webhook.IDHeader, id)
+	now := d.o.Now()
+	req.Header.Set(webhook.TimestampHeader, strconv.FormatInt(now.Unix(), 10))
+	req.Header.Set(webhook.SignatureHeader, webhook.Sign(h.key, id, now, body))
 	req.Header.Set(HeaderEvent, name)
 	req.Header.Set(HeaderDelivery, ev.Breaker+"/"+ev.Id)
 	req.Header.Set(HeaderSignature, Sign(h.Secret, body))
@@ -485,14 +589,22 @@ func (d *Dispatcher) post(ctx context.Context, h *hookState, name string, ev *pb
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
+	if resp.StatusCode/100 == 3 {
+		// Not followed (CheckRedirect); the Location stays out of the log
+		// for the same reason the URL does.
+		return resp.StatusCode, fmt.Errorf("HTTP %d redirect refused: hooks never follow redirects; point the hook at the final URL", resp.StatusCode)
+	}
 	return resp.StatusCode, nil
 }
 
 // heartbeat keeps the entry this daemon is delivering fresh (idle below
 // MinIdle), so no other daemon reclaims it while a slow hook is retried.
-// If another consumer owns it already (this daemon stalled past MinIdle),
-// it sets lost and cancels the delivery.
-func (d *Dispatcher) heartbeat(ctx context.Context, cancel func(), lost *atomic.Bool, h *hookState, key, id string) {
+// If another consumer holds it (this daemon stalled past MinIdle), it
+// records that consumer in hs.owner and cancels the delivery. If no
+// consumer holds it because the stream was trimmed past it (Redis 7's
+// XCLAIM drops such entries from the pending list), it sets hs.trimmed,
+// logs it, and stops: the delivery goes on from what this daemon holds.
+func (d *Dispatcher) heartbeat(ctx context.Context, cancel func(), hs *heartbeatState, h *hookState, key, id string) {
 	t := time.NewTicker(max(d.o.MinIdle/3, time.Millisecond))
 	defer t.Stop()
 	for {
@@ -505,13 +617,41 @@ func (d *Dispatcher) heartbeat(ctx context.Context, cancel func(), lost *atomic.
 		if err != nil {
 			continue
 		}
-		if len(p) == 0 || p[0].Consumer != d.o.Consumer {
-			lost.Store(true)
+		if len(p) == 1 && p[0].Consumer == d.o.Consumer {
+			// XCLAIM answers only the entries the stream still holds.
+			ids, err := d.rdb.XClaimJustID(ctx, &redis.XClaimArgs{Stream: key, Group: h.group, Consumer: d.o.Consumer, Messages: []string{id}}).Result()
+			if err == nil && len(ids) == 0 {
+				d.trimmed(hs, h, key, id)
+				return
+			}
+			continue
+		}
+		if len(p) == 1 {
+			owner := p[0].Consumer
+			hs.owner.Store(&owner)
 			cancel()
 			return
 		}
-		_ = d.rdb.XClaimJustID(ctx, &redis.XClaimArgs{Stream: key, Group: h.group, Consumer: d.o.Consumer, Messages: []string{id}}).Err()
+		// Pending nowhere: trimmed, or taken over and acknowledged.
+		still, err := d.rdb.XRange(ctx, key, id, id).Result()
+		if err != nil {
+			continue
+		}
+		if len(still) == 0 {
+			d.trimmed(hs, h, key, id)
+			return
+		}
+		owner := "another consumer, which acknowledged it"
+		hs.owner.Store(&owner)
+		cancel()
+		return
 	}
+}
+
+func (d *Dispatcher) trimmed(hs *heartbeatState, h *hookState, key, id string) {
+	hs.trimmed.Store(true)
+	d.o.Log.Warn("hooks: the event in delivery was trimmed from its stream (raise --events-max-len); delivering it from memory",
+		"hook", h.Name, "stream", key, "id", id)
 }
 
 func (d *Dispatcher) ack(ctx context.Context, h *hookState, key, id string) {

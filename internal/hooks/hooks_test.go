@@ -1,15 +1,19 @@
 package hooks_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,10 +24,11 @@ import (
 	"github.com/breakerd/breakerd/internal/hooks"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
+	"github.com/breakerd/breakerd/pkg/client"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
-const secret = "hook-secret-for-tests"
+const secret = "hook-secret-for-tests-0123456789abcdef" // a raw secret of at least 32 bytes
 
 // receiver is a fake webhook endpoint that records every request that
 // reaches it: the wire is the witness.
@@ -39,6 +44,7 @@ type receiver struct {
 
 type request struct {
 	delivery, event, signature string
+	header                     http.Header
 	body                       []byte
 	status                     int // what was answered; 0 when the caller went away first
 }
@@ -48,7 +54,7 @@ func newReceiver(t *testing.T) *receiver {
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
 		rq := request{delivery: req.Header.Get(hooks.HeaderDelivery), event: req.Header.Get(hooks.HeaderEvent),
-			signature: req.Header.Get(hooks.HeaderSignature), body: body}
+			signature: req.Header.Get(hooks.HeaderSignature), header: req.Header.Clone(), body: body}
 		r.mu.Lock()
 		hold, status := r.hold, r.status
 		r.mu.Unlock()
@@ -116,13 +122,7 @@ func hookOptions(b *testredis.Backend, r *receiver, reg prometheus.Registerer, m
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	daemontest.Eventually(t, what, cond)
 }
 
 // settled reports whether the hook's group on breaker's stream has read
@@ -268,8 +268,23 @@ func TestDeliveryRetriedUntilTheHookComesBack(t *testing.T) {
 			}
 		}
 		attempts := map[string]int{}
+		ids := map[string]map[string]bool{} // event -> webhook-ids of its attempts
 		for _, rq := range r.requests() {
 			attempts[rq.event]++
+			if ids[rq.event] == nil {
+				ids[rq.event] = map[string]bool{}
+			}
+			ids[rq.event][rq.header.Get(client.WebhookIDHeader)] = true
+			// Each attempt is signed afresh, at its own timestamp.
+			sec, _ := strconv.ParseInt(rq.header.Get(client.WebhookTimestampHeader), 10, 64)
+			if err := client.VerifyWebhook(secret, rq.header, rq.body, time.Unix(sec, 0)); err != nil {
+				t.Errorf("attempt of %s does not verify: %v", rq.event, err)
+			}
+		}
+		for e, set := range ids {
+			if len(set) != 1 {
+				t.Errorf("attempts of %s carried webhook-ids %v, want one id for every retry", e, set)
+			}
 		}
 		if attempts["opened"] < 3 {
 			t.Errorf("attempts by event %v, want >= 3 for opened (retried)", attempts)
@@ -481,7 +496,8 @@ func TestNewHookStartsAtItsFirstConfiguration(t *testing.T) {
 }
 
 func TestParse(t *testing.T) {
-	env := func(k string) string { return map[string]string{"S": "from-env"}[k] }
+	fromEnv := "whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+	env := func(k string) string { return map[string]string{"S": fromEnv}[k] }
 	good := `
 hooks:
   - name: oncall
@@ -495,21 +511,36 @@ hooks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(hs) != 1 || hs[0].Secret != "from-env" || hs[0].Timeout != 2*time.Second || hs[0].GiveUpAfter != 10*time.Minute {
+	if len(hs) != 1 || hs[0].Secret != fromEnv || hs[0].Timeout != 2*time.Second || hs[0].GiveUpAfter != 10*time.Minute {
 		t.Fatalf("Parse = %+v", hs)
 	}
+	const s32 = `secret: "0123456789abcdef0123456789abcdef"` // 32 bytes, the least
 	for _, c := range []struct{ yaml, want string }{
-		{`hooks: [{name: a, url: "ftp://x", events: [opened], secret: s}]`, "hooks[0].url:"},
-		{`hooks: [{name: a, url: "http://x", events: [exploded], secret: s}]`, "hooks[0].events[0]:"},
-		{`hooks: [{name: a, url: "http://x", events: [opened]}]`, "hooks[0].secret:"},
-		{`hooks: [{name: a, url: "http://x", events: [opened], secret_env: UNSET}]`, "hooks[0].secret_env: UNSET is not set"},
-		{`hooks: [{name: a, url: "http://x", events: [opened], secret: s}, {name: a, url: "http://y", events: [opened], secret: s}]`, "hooks[1].name:"},
-		{`hooks: [{name: a, url: "http://x", events: [opened], secret: s, timeout: soon}]`, "not a duration"},
-		{`hooks: [{name: a, url: "http://x", events: [opened], secret: s, colour: red}]`, "colour"},
+		{`hooks: [{name: a, url: "ftp://x", events: [opened], ` + s32 + `}]`, "hooks[0].url:"},
+		{`hooks: [{name: a, url: "https://x", events: [exploded], ` + s32 + `}]`, "hooks[0].events[0]:"},
+		{`hooks: [{name: a, url: "https://x", events: [opened]}]`, "hooks[0].secret:"},
+		{`hooks: [{name: a, url: "https://x", events: [opened], secret_env: UNSET}]`, "hooks[0].secret_env: UNSET is not set"},
+		{`hooks: [{name: a, url: "https://x", events: [opened], ` + s32 + `}, {name: a, url: "https://y", events: [opened], ` + s32 + `}]`, "hooks[1].name:"},
+		{`hooks: [{name: a, url: "https://x", events: [opened], ` + s32 + `, timeout: soon}]`, "not a duration"},
+		{`hooks: [{name: a, url: "https://x", events: [opened], ` + s32 + `, colour: red}]`, "colour"},
+		// Issue 17 item 6: https except to loopback, and a 32-byte key.
+		{`hooks: [{name: a, url: "http://hooks.example.com/T0/secret-path", events: [opened], ` + s32 + `}]`, "hooks[0].url: must be https:// unless the host is loopback"},
+		{`hooks: [{name: a, url: "http://10.0.0.5/x", events: [opened], ` + s32 + `}]`, "hooks[0].url: must be https://"},
+		{`hooks: [{name: a, url: "https://x", events: [opened], secret: "0123456789abcdef0123456789abcde"}]`, "hooks[0].secret: the key must be at least 32 bytes, got 31"},
+		{`hooks: [{name: a, url: "https://x", events: [opened], secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}]`, "hooks[0].secret: the key must be at least 32 bytes, got 24"},
+		{`hooks: [{name: a, url: "https://x", events: [opened], secret: "whsec_not base64"}]`, "hooks[0].secret: after \"whsec_\" comes base64"},
 	} {
 		_, err := hooks.Parse([]byte(c.yaml), env)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Parse(%s) = %v, want an error containing %q", c.yaml, err, c.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret-path") {
+			t.Errorf("Parse error %q quotes the URL's path (often a token)", err)
+		}
+	}
+	for _, ok := range []string{"http://127.0.0.1:8080/hook", "http://localhost/hook", "http://[::1]:9/hook", "https://hooks.example.com/x"} {
+		if _, err := hooks.Parse([]byte(`hooks: [{name: a, url: "`+ok+`", events: [opened], `+s32+`}]`), env); err != nil {
+			t.Errorf("url %s: %v, want accepted", ok, err)
 		}
 	}
 }
@@ -579,4 +610,225 @@ func TestHookURLStaysOutOfTheLog(t *testing.T) {
 	if !strings.Contains(s, "connection refused") || strings.Contains(s, "secret-path-token") {
 		t.Errorf("log %q: want the failure's cause without the URL", s)
 	}
+}
+
+// TestDeliveriesFollowStandardWebhooks: a receiver that checks deliveries
+// with client.VerifyWebhook takes the daemon's, and refuses the same
+// request replayed after the tolerance and one with a tampered body.
+func TestDeliveriesFollowStandardWebhooks(t *testing.T) {
+	b := testredis.Mini(t)
+	r := newReceiver(t)
+	sentAt := time.Unix(1_800_000_000, 0)
+	o := hookOptions(b, r, nil, func(h *hooks.Hook) {
+		h.Secret = "whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+	})
+	o.Now = func() time.Time { return sentAt }
+	d := daemontest.StartWith(t, b, daemontest.Options{Hooks: o})
+	name := b.Breaker("web_search")
+	trip(t, d.Store, name)
+	waitFor(t, "the delivery", func() bool { return len(r.accepted()) == 1 })
+	rq := r.requests()[0]
+	var p hooks.Payload
+	if err := json.Unmarshal(rq.body, &p); err != nil {
+		t.Fatal(err)
+	}
+	secret := o.Hooks[0].Secret
+	if got, want := rq.header.Get(client.WebhookIDHeader), hooks.DeliveryID(name, p.ID); got != want {
+		t.Errorf("webhook-id = %q, want %q", got, want)
+	}
+	if got := rq.header.Get(client.WebhookTimestampHeader); got != "1800000000" {
+		t.Errorf("webhook-timestamp = %q, want the sender's clock in Unix seconds", got)
+	}
+	if rq.signature != hooks.Sign(secret, rq.body) {
+		t.Errorf("X-Breakerd-Signature %q: the deprecated header must stay valid for this release", rq.signature)
+	}
+
+	// A receiver on its own clock: 401 for anything VerifyWebhook refuses.
+	var receiverNow atomic.Int64
+	var refused atomic.Int64
+	verifier := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		if err := client.VerifyWebhook(secret, req.Header, body, time.Unix(receiverNow.Load(), 0)); err != nil {
+			refused.Add(1)
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer verifier.Close()
+	resend := func(body []byte) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, verifier.URL, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header = rq.header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		name string
+		at   time.Time
+		body []byte
+		want int
+	}{
+		{"as delivered, a second later", sentAt.Add(time.Second), rq.body, http.StatusNoContent},
+		{"replayed 10 minutes later", sentAt.Add(10 * time.Minute), rq.body, http.StatusUnauthorized},
+		{"tampered body", sentAt.Add(time.Second), bytes.Replace(rq.body, []byte(`"opened"`), []byte(`"closed"`), 1), http.StatusUnauthorized},
+	} {
+		receiverNow.Store(tc.at.Unix())
+		if got := resend(tc.body); got != tc.want {
+			t.Errorf("%s: the verifying receiver answered %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	if n := refused.Load(); n != 2 {
+		t.Errorf("the receiver refused %d requests, want 2 (the replay and the tampered body)", n)
+	}
+}
+
+// TestRedirectsAreNotFollowed: a hook answering 307 to another host gets
+// its attempts counted as failures; the other host never sees the signed
+// body.
+func TestRedirectsAreNotFollowed(t *testing.T) {
+	b := testredis.Mini(t)
+	elsewhere := newReceiver(t)
+	var redirected atomic.Int64
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		redirected.Add(1)
+		http.Redirect(w, req, elsewhere.srv.URL+"/collect", http.StatusTemporaryRedirect)
+	}))
+	defer redirector.Close()
+	reg := prometheus.NewRegistry()
+	var logs daemontest.Buffer
+	o := hookOptions(b, elsewhere, reg, func(h *hooks.Hook) {
+		h.URL = redirector.URL
+		h.GiveUpAfter = 100 * time.Millisecond
+	})
+	o.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	d := daemontest.StartWith(t, b, daemontest.Options{Hooks: o})
+	name := b.Breaker("web_search")
+	trip(t, d.Store, name)
+	hook := b.Prefix + "oncall"
+	waitFor(t, "the redirected event to be given up", func() bool {
+		return counter(t, reg, "breakerd_webhook_abandoned_total", hook, "opened") == 1 && settled(t, b, "hook:"+hook, name)
+	})
+	if n := redirected.Load(); n < 2 {
+		t.Errorf("the redirecting hook saw %d attempts, want retries", n)
+	}
+	if n := len(elsewhere.requests()); n != 0 {
+		t.Errorf("the redirect target received %d requests, want 0", n)
+	}
+	if s := logs.String(); !strings.Contains(s, "redirect refused") || strings.Contains(s, "/collect") {
+		t.Errorf("log %q: want the refused redirect, without its Location", s)
+	}
+}
+
+// TestEventTrimmedInDeliveryIsStillDelivered is the issue's scenario: with
+// --events-max-len 10, a hook answering 500 while 400 more events arrive
+// in a burst, the event being retried is trimmed from its stream. The
+// daemon delivers it from the copy it holds once the hook recovers, and
+// never claims another daemon took it over (there is none).
+func TestEventTrimmedInDeliveryIsStillDelivered(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		r := newReceiver(t)
+		r.set(http.StatusInternalServerError)
+		reg := prometheus.NewRegistry()
+		var logs daemontest.Buffer
+		o := hookOptions(b, r, reg, nil)
+		o.MinIdle = 300 * time.Millisecond // the heartbeat checks every 100 ms
+		o.Log = slog.New(slog.NewTextHandler(&logs, nil))
+		d := daemontest.StartWith(t, b, daemontest.Options{Store: store.Options{EventsMaxLen: 10}, Hooks: o})
+		ctx := context.Background()
+		name := b.Breaker("web_search")
+		force := func(m pb.ForceMode) {
+			t.Helper()
+			if _, err := d.Store.Force(ctx, name, m, "burst", 0, "alice"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		force(pb.ForceMode_FORCE_MODE_OPEN)
+		first, err := b.Client.XRevRangeN(ctx, store.EventsKey(name), "+", "-", 1).Result()
+		if err != nil || len(first) != 1 {
+			t.Fatalf("the first event: %v, %v", first, err)
+		}
+		delivery := name + "/" + first[0].ID
+		<-r.seen // in delivery, answered 500 and retried
+		for i := range 400 {
+			force([]pb.ForceMode{pb.ForceMode_FORCE_MODE_AUTO, pb.ForceMode_FORCE_MODE_OPEN}[i%2])
+		}
+		if n, err := b.Client.XLen(ctx, store.EventsKey(name)).Result(); err != nil || n > 200 {
+			t.Fatalf("XLEN after 401 events with max len 10 = %d, %v; want the stream trimmed", n, err)
+		}
+		waitFor(t, "the trim of the event in delivery", func() bool {
+			m, err := b.Client.XRange(ctx, store.EventsKey(name), first[0].ID, first[0].ID).Result()
+			return err == nil && len(m) == 0
+		})
+		waitFor(t, "the heartbeat to notice the trim", func() bool { return strings.Contains(logs.String(), "trimmed from its stream") })
+		r.set(http.StatusOK)
+		waitFor(t, "the trimmed event's delivery", func() bool { return len(r.accepted()[delivery]) == 1 })
+		if s := logs.String(); strings.Contains(s, "took over") {
+			t.Errorf("log says another daemon took over; there is none:\n%s", s)
+		}
+		if n := counter(t, reg, "breakerd_webhook_abandoned_total", b.Prefix+"oncall", "forced"); n != 0 {
+			t.Errorf("abandoned{forced} = %v, want 0: the event was delivered", n)
+		}
+	})
+}
+
+// TestTrimmedPendingEventOfAStoppedDaemonIsCounted: a daemon stops
+// mid-delivery, and the stream is trimmed past the pending event before a
+// survivor reclaims it. Nobody holds the event any more: the survivor logs
+// it and counts it abandoned (event "trimmed") rather than losing it
+// silently.
+func TestTrimmedPendingEventOfAStoppedDaemonIsCounted(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		r := newReceiver(t)
+		hold := make(chan struct{})
+		r.mu.Lock()
+		r.hold = hold
+		r.mu.Unlock()
+		defer close(hold)
+		const minIdle = time.Second
+		so := store.Options{EventsMaxLen: 10}
+		o1 := hookOptions(b, r, nil, nil)
+		o1.MinIdle, o1.Consumer = minIdle, "daemon-1"
+		d1 := daemontest.StartWith(t, b, daemontest.Options{Store: so, Hooks: o1})
+		name := b.Breaker("web_search")
+		ctx := context.Background()
+		if _, err := d1.Store.Force(ctx, name, pb.ForceMode_FORCE_MODE_OPEN, "burst", 0, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		<-r.seen // daemon-1 is delivering it: stop it there
+		d1.Stop()
+		first := holder(t, b, "hook:"+b.Prefix+"oncall", name)
+		if first != "daemon-1" {
+			t.Fatalf("pending on %q, want daemon-1", first)
+		}
+		for i := range 400 {
+			m := []pb.ForceMode{pb.ForceMode_FORCE_MODE_AUTO, pb.ForceMode_FORCE_MODE_OPEN}[i%2]
+			if _, err := d1.Store.Force(ctx, name, m, "burst", 0, "alice"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r.mu.Lock()
+		r.hold = nil
+		r.mu.Unlock()
+		reg := prometheus.NewRegistry()
+		var logs daemontest.Buffer
+		o2 := hookOptions(b, r, reg, nil)
+		o2.MinIdle, o2.Consumer = minIdle, "daemon-2"
+		o2.Log = slog.New(slog.NewTextHandler(&logs, nil))
+		daemontest.StartWith(t, b, daemontest.Options{Store: so, Hooks: o2})
+		b.Advance(minIdle) // miniredis's idle clock; a real Redis's runs by itself
+		waitFor(t, "the trimmed pending event to be counted", func() bool {
+			return counter(t, reg, "breakerd_webhook_abandoned_total", b.Prefix+"oncall", "trimmed") == 1
+		})
+		if s := logs.String(); !strings.Contains(s, "trimmed from its stream while pending on a stopped daemon") {
+			t.Errorf("log lacks the abandonment:\n%s", s)
+		}
+	})
 }

@@ -1,8 +1,9 @@
 // Package metrics exposes breakerd's Prometheus metrics: decisions and
 // records (from a gRPC interceptor: no Redis round trip added), fleet
 // events and transitions (from the live event hub), circuits by state
-// (from List, cached, on scrape), Redis script latency (from a go-redis
-// hook), degraded mode and config reloads. Every metric is registered on
+// (from a view RunCircuits refreshes in the background: a scrape never
+// reads Redis), Redis script latency (from a go-redis
+// hook), degraded mode, config reloads and the build. Every metric is registered on
 // the prometheus.Registerer the caller passes, so that other parts of the
 // daemon can add theirs to the same registry.
 package metrics
@@ -25,6 +26,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
+	"github.com/breakerd/breakerd/internal/buildinfo"
 	"github.com/breakerd/breakerd/internal/store"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -32,22 +34,23 @@ import (
 // Namespace prefixes every metric name.
 const Namespace = "breakerd"
 
-// DefaultCircuitsTTL is how long a count of circuits by state is reused
-// before the next scrape lists the breakers again.
-const DefaultCircuitsTTL = 10 * time.Second
+// DefaultCircuitsInterval is how often RunCircuits lists the fleet's
+// breakers to refresh the circuit gauges.
+const DefaultCircuitsInterval = 30 * time.Second
 
 // Options configure Metrics. The zero value of each field means its default.
 type Options struct {
 	// Circuits lists every breaker that holds state (store.Store.List).
-	// It feeds breakerd_circuits and breakerd_open_circuits at scrape time,
-	// at most once per CircuitsTTL. Nil: those two metrics are not exported.
+	// It feeds breakerd_circuits and breakerd_open_circuits through a view
+	// that RunCircuits (or RefreshCircuits) refreshes: a scrape reads the
+	// view and never calls Circuits, so its cost does not grow with the
+	// fleet. Nil: those two metrics are not exported.
 	Circuits func(ctx context.Context) ([]*pb.BreakerState, error)
-	// CircuitsTTL is how long a count is reused. Default DefaultCircuitsTTL.
-	CircuitsTTL time.Duration
-	// CircuitsTimeout bounds one List at scrape time. Default 5s.
+	// CircuitsInterval is how often RunCircuits refreshes the view. Default
+	// DefaultCircuitsInterval.
+	CircuitsInterval time.Duration
+	// CircuitsTimeout bounds one refresh. Default: CircuitsInterval.
 	CircuitsTimeout time.Duration
-	// Now is the clock of the cache. Default time.Now.
-	Now func() time.Time
 }
 
 // Metrics holds breakerd's collectors. It is safe for concurrent use.
@@ -61,6 +64,7 @@ type Metrics struct {
 	degraded    prometheus.Gauge
 	reloads     *prometheus.CounterVec
 	reloadOK    prometheus.Gauge
+	circuits    *circuits // nil without Options.Circuits
 }
 
 // New registers breakerd's metrics on reg and returns them. It fails when
@@ -95,9 +99,15 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 			Help: "1 when the last policy reload succeeded (or none was tried), 0 when it was rejected."}),
 	}
 	m.reloadOK.Set(1)
-	cs := []prometheus.Collector{m.decisions, m.records, m.rpcErrors, m.events, m.transitions, m.scripts, m.degraded, m.reloads, m.reloadOK}
+	bi := buildinfo.Get()
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Name: "build_info",
+		Help: "Always 1; the labels say which build of breakerd this daemon runs (version, commit, Go version)."},
+		[]string{"version", "commit", "goversion"})
+	build.WithLabelValues(bi.Version, bi.Commit, bi.GoVersion).Set(1)
+	cs := []prometheus.Collector{build, m.decisions, m.records, m.rpcErrors, m.events, m.transitions, m.scripts, m.degraded, m.reloads, m.reloadOK}
 	if o.Circuits != nil {
-		cs = append(cs, newCircuits(o))
+		m.circuits = newCircuits(o)
+		cs = append(cs, m.circuits)
 	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
@@ -235,18 +245,48 @@ func scriptOf(cmd redis.Cmder) string {
 	return ""
 }
 
+// RefreshCircuits lists the breakers once (Options.Circuits, bounded by
+// CircuitsTimeout) and replaces the view the circuit gauges read. After a
+// failed List the gauges are absent until the next success (not stale),
+// breakerd_circuits_list_errors_total counts it, and the error is
+// returned. A no-op without Options.Circuits.
+func (m *Metrics) RefreshCircuits(ctx context.Context) error {
+	if m.circuits == nil {
+		return nil
+	}
+	return m.circuits.refresh(ctx)
+}
+
+// RunCircuits refreshes the circuit view at once and then every
+// CircuitsInterval until ctx ends: one List per interval per daemon,
+// whatever the scrape rate. Refresh errors are counted, not returned.
+func (m *Metrics) RunCircuits(ctx context.Context) {
+	if m.circuits == nil {
+		return
+	}
+	t := time.NewTicker(m.circuits.o.CircuitsInterval)
+	defer t.Stop()
+	for {
+		_ = m.circuits.refresh(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
 // circuits exports breakerd_circuits{state} and breakerd_open_circuits
-// from a cached List. List reads the shared Redis, so every replica
-// exports the same fleet-wide numbers.
+// from the view the last refresh left. List reads the shared Redis, so
+// every replica exports the same fleet-wide numbers.
 type circuits struct {
-	o          Options
-	byState    *prometheus.Desc
-	open       *prometheus.Desc
-	errors     prometheus.Counter
-	mu         sync.Mutex
-	at         time.Time
-	counts     map[pb.State]int
-	lastFailed bool
+	o       Options
+	byState *prometheus.Desc
+	open    *prometheus.Desc
+	errors  prometheus.Counter
+
+	mu     sync.Mutex
+	counts map[pb.State]int // nil: no successful refresh yet, or the last one failed
 }
 
 // counted are the states breakerd_circuits reports (closed breakers that
@@ -255,26 +295,42 @@ type circuits struct {
 var counted = []pb.State{pb.State_STATE_OPEN, pb.State_STATE_HALF_OPEN, pb.State_STATE_FORCED_OPEN, pb.State_STATE_FORCED_CLOSED, pb.State_STATE_PAUSED}
 
 func newCircuits(o Options) *circuits {
-	if o.CircuitsTTL == 0 {
-		o.CircuitsTTL = DefaultCircuitsTTL
+	if o.CircuitsInterval <= 0 {
+		o.CircuitsInterval = DefaultCircuitsInterval
 	}
-	if o.CircuitsTimeout == 0 {
-		o.CircuitsTimeout = 5 * time.Second
-	}
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.CircuitsTimeout <= 0 {
+		o.CircuitsTimeout = o.CircuitsInterval
 	}
 	return &circuits{
 		o: o,
 		byState: prometheus.NewDesc(Namespace+"_circuits",
-			"Breakers fleet-wide by state (open, half_open, forced_open, forced_closed), from List, cached "+o.CircuitsTTL.String()+". Every replica reports the same fleet: aggregate with max, not sum.",
+			"Breakers fleet-wide by state (open, half_open, forced_open, forced_closed, paused), from a List refreshed every "+o.CircuitsInterval.String()+" in the background. Every replica reports the same fleet: aggregate with max, not sum.",
 			[]string{"state"}, nil),
 		open: prometheus.NewDesc(Namespace+"_open_circuits",
-			"Breakers fleet-wide that deny calls: open, half_open and forced_open. Every replica reports the same fleet: aggregate with max, not sum.",
+			"Breakers fleet-wide that deny calls: open, half_open, forced_open and paused. Every replica reports the same fleet: aggregate with max, not sum.",
 			nil, nil),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "circuits_list_errors_total",
-			Help: "Scrapes whose List of breakers failed; breakerd_circuits and breakerd_open_circuits are absent from those."}),
+			Help: "Background refreshes of the circuit view whose List failed; breakerd_circuits and breakerd_open_circuits are absent until the next success."}),
 	}
+}
+
+func (c *circuits) refresh(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.o.CircuitsTimeout)
+	defer cancel()
+	states, err := c.o.Circuits(ctx)
+	var counts map[pb.State]int
+	if err == nil {
+		counts = map[pb.State]int{}
+		for _, st := range states {
+			counts[st.GetState()]++
+		}
+	} else {
+		c.errors.Inc()
+	}
+	c.mu.Lock()
+	c.counts = counts
+	c.mu.Unlock()
+	return err
 }
 
 func (c *circuits) Describe(ch chan<- *prometheus.Desc) {
@@ -283,10 +339,13 @@ func (c *circuits) Describe(ch chan<- *prometheus.Desc) {
 	c.errors.Describe(ch)
 }
 
+// Collect reads the view: no Redis call, whatever the fleet's size.
 func (c *circuits) Collect(ch chan<- prometheus.Metric) {
-	counts, ok := c.get()
 	ch <- c.errors
-	if !ok {
+	c.mu.Lock()
+	counts := c.counts
+	c.mu.Unlock()
+	if counts == nil {
 		return
 	}
 	for _, s := range counted {
@@ -294,33 +353,6 @@ func (c *circuits) Collect(ch chan<- prometheus.Metric) {
 	}
 	denying := counts[pb.State_STATE_OPEN] + counts[pb.State_STATE_HALF_OPEN] + counts[pb.State_STATE_FORCED_OPEN] + counts[pb.State_STATE_PAUSED]
 	ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(denying))
-}
-
-// get returns the cached counts, listing again once they are older than
-// the TTL. A failed List is cached too, so a Redis outage is not hammered
-// by scrapes.
-func (c *circuits) get() (map[pb.State]int, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := c.o.Now()
-	if !c.at.IsZero() && now.Sub(c.at) < c.o.CircuitsTTL {
-		return c.counts, !c.lastFailed
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.o.CircuitsTimeout)
-	defer cancel()
-	c.at = now
-	states, err := c.o.Circuits(ctx)
-	if err != nil {
-		c.errors.Inc()
-		c.lastFailed = true
-		return nil, false
-	}
-	c.lastFailed = false
-	c.counts = map[pb.State]int{}
-	for _, st := range states {
-		c.counts[st.GetState()]++
-	}
-	return c.counts, true
 }
 
 // Handler serves g's metrics in the Prometheus text format. A collector

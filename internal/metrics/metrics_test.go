@@ -3,14 +3,18 @@ package metrics_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/breakerd/breakerd/internal/buildinfo"
 	"github.com/breakerd/breakerd/internal/metrics"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
@@ -36,14 +40,11 @@ func TestNamesPassPromlintAndRegisterOnce(t *testing.T) {
 	}
 }
 
-func TestCircuitsAreListedAtMostOncePerTTL(t *testing.T) {
+func TestScrapesReadTheViewNeverRedis(t *testing.T) {
 	var lists atomic.Int64
 	var fail atomic.Bool
-	now := time.Unix(1000, 0)
 	reg := prometheus.NewRegistry()
-	_, err := metrics.New(reg, metrics.Options{
-		CircuitsTTL: 10 * time.Second,
-		Now:         func() time.Time { return now },
+	m, err := metrics.New(reg, metrics.Options{
 		Circuits: func(context.Context) ([]*pb.BreakerState, error) {
 			lists.Add(1)
 			if fail.Load() {
@@ -58,33 +59,103 @@ func TestCircuitsAreListedAtMostOncePerTTL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if n, err := testutil.GatherAndCount(reg, "breakerd_open_circuits"); err != nil || n != 0 || lists.Load() != 0 {
+		t.Errorf("before the first refresh: breakerd_open_circuits has %d series (%v) after %d Lists; want absent, and no List from a scrape", n, err, lists.Load())
+	}
+	if err := m.RefreshCircuits(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	want := `
-# HELP breakerd_open_circuits Breakers fleet-wide that deny calls: open, half_open and forced_open. Every replica reports the same fleet: aggregate with max, not sum.
+# HELP breakerd_open_circuits Breakers fleet-wide that deny calls: open, half_open, forced_open and paused. Every replica reports the same fleet: aggregate with max, not sum.
 # TYPE breakerd_open_circuits gauge
 breakerd_open_circuits 4
 `
-	for range 3 {
+	for range 100 {
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "breakerd_open_circuits"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if n := lists.Load(); n != 1 {
-		t.Errorf("3 scrapes within the TTL listed %d times, want 1", n)
+		t.Errorf("one refresh and 100 scrapes listed %d times, want 1: scrapes read the view", n)
 	}
 	if n, err := testutil.GatherAndCount(reg, "breakerd_circuits"); err != nil || n != 5 {
 		t.Errorf("breakerd_circuits has %d series (%v), want 5 (open, half_open, forced_open, forced_closed, paused)", n, err)
 	}
 
-	now = now.Add(10 * time.Second)
 	fail.Store(true)
+	if err := m.RefreshCircuits(context.Background()); err == nil {
+		t.Error("RefreshCircuits with Redis down succeeded")
+	}
 	if n, err := testutil.GatherAndCount(reg, "breakerd_open_circuits"); err != nil || n != 0 {
-		t.Errorf("after a failed List: breakerd_open_circuits has %d series (%v), want it absent, not stale", n, err)
+		t.Errorf("after a failed refresh: breakerd_open_circuits has %d series (%v), want it absent, not stale", n, err)
 	}
-	if n, _ := testutil.GatherAndCount(reg, "breakerd_circuits_list_errors_total"); n != 1 {
-		t.Errorf("no breakerd_circuits_list_errors_total series")
+	if got := testutil.ToFloat64(counterOf(t, reg, "breakerd_circuits_list_errors_total")); got != 1 {
+		t.Errorf("breakerd_circuits_list_errors_total = %v, want 1", got)
 	}
-	if n := lists.Load(); n != 2 {
-		t.Errorf("lists = %d, want 2 (the failure is cached for the TTL too)", n)
+
+	// RunCircuits refreshes at once, then per interval, until ctx ends.
+	fail.Store(false)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.RunCircuits(ctx); close(done) }()
+	for lists.Load() < 3 {
+		runtime.Gosched() // waiting for the goroutine's first refresh, not for time
+	}
+	cancel()
+	<-done
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "breakerd_open_circuits"); err != nil {
+		t.Errorf("after RunCircuits: %v", err)
+	}
+}
+
+// counterOf returns the single-series collector name in reg as a
+// Collector for testutil.ToFloat64.
+func counterOf(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: "copy"})
+			c.Add(mf.GetMetric()[0].GetCounter().GetValue())
+			return c
+		}
+	}
+	t.Fatalf("no single series %s", name)
+	return nil
+}
+
+// BenchmarkScrape shows a scrape's cost independent of the fleet's size:
+// the circuit gauges read the background view, so 100 breakers and
+// 100,000 cost the same per scrape (compare ns/op across the sub-benchmarks).
+func BenchmarkScrape(b *testing.B) {
+	for _, n := range []int{100, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("breakers=%d", n), func(b *testing.B) {
+			states := make([]*pb.BreakerState, n)
+			for i := range states {
+				states[i] = &pb.BreakerState{State: pb.State(1 + i%6)}
+			}
+			reg := prometheus.NewRegistry()
+			m, err := metrics.New(reg, metrics.Options{Circuits: func(context.Context) ([]*pb.BreakerState, error) { return states, nil }})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := m.RefreshCircuits(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			h := metrics.Handler(reg)
+			req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, req)
+				if w.Code != http.StatusOK {
+					b.Fatalf("scrape: HTTP %d", w.Code)
+				}
+			}
+		})
 	}
 }
 
@@ -136,4 +207,19 @@ func histCount(t *testing.T, g prometheus.Gatherer, script string) uint64 {
 		}
 	}
 	return 0
+}
+
+func TestBuildInfoNamesTheBuild(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if _, err := metrics.New(reg, metrics.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	bi := buildinfo.Get()
+	want := fmt.Sprintf(`# HELP breakerd_build_info Always 1; the labels say which build of breakerd this daemon runs (version, commit, Go version).
+# TYPE breakerd_build_info gauge
+breakerd_build_info{commit=%q,goversion=%q,version=%q} 1
+`, bi.Commit, bi.GoVersion, bi.Version)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "breakerd_build_info"); err != nil {
+		t.Error(err)
+	}
 }

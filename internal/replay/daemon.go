@@ -12,9 +12,9 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/breakerd/breakerd/internal/daemon"
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/server"
@@ -173,7 +173,8 @@ func startEmbedded(cfg Config, clk *clock, id string) (*embedded, error) {
 	} else {
 		opt, err := redis.ParseURL(cfg.RedisURL)
 		if err != nil {
-			return nil, fmt.Errorf("--redis-url: %w", err)
+			// The parse error quotes the URL: never its password.
+			return nil, fmt.Errorf("--redis-url %s: invalid Redis URL", daemon.RedactURL(cfg.RedisURL))
 		}
 		rdb = redis.NewClient(opt)
 		desc = fmt.Sprintf("in-process on Redis %s db %d", opt.Addr, opt.DB)
@@ -186,7 +187,9 @@ func startEmbedded(cfg Config, clk *clock, id string) (*embedded, error) {
 	}
 	// A channel of its own, so a shared Redis's fleet does not see the
 	// replay's events; its event streams outlive the replay by a minute.
-	st := store.New(rdb, store.Options{Policies: pols, Channel: NamePrefix + id + ":events", EventRetention: time.Minute})
+	// Its scripts decide on the replay's virtual clock (scaled back to the
+	// policy's durations), not on Redis TIME.
+	st := store.New(rdb, store.Options{Policies: pols, Channel: NamePrefix + id + ":events", EventRetention: time.Minute, Now: clk.wall})
 	lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	err = st.Load(lctx)
 	cancel()
@@ -204,7 +207,7 @@ func startEmbedded(cfg Config, clk *clock, id string) (*embedded, error) {
 	}
 	calls := newTally(clk)
 	g, hs := server.New(st, hub).NewGRPC(calls.serverOption())
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	server.SetServing(hs, true)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		stopHub()

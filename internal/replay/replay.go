@@ -101,13 +101,18 @@ type Report struct {
 	Daemon string
 	// countedAt says where the breakerd RPCs were counted.
 	countedAt string
-	Rows      []Row
+	// virtual: the replay ran on a virtual clock (an in-process daemon),
+	// so Lag is 0 whatever the machine's load.
+	virtual bool
+	Rows    []Row
 	// Elapsed is the replay's wall-clock time.
 	Elapsed time.Duration
 	// Lag is the most any run fell behind its schedule (incident time): a
-	// machine too busy for the scale. Rows 1 to 3 do not depend on it
-	// (the vendor judges attempts by their schedule); the fleet rows do,
-	// since breakerd decides on Redis's real clock.
+	// machine too busy for the scale, against an external daemon (on the
+	// virtual clock of an in-process one it is 0). Rows 1 to 3 do not
+	// depend on it (the vendor judges attempts by their schedule); the
+	// fleet rows do, since an external breakerd decides on its Redis's
+	// real clock.
 	Lag time.Duration
 	// Warnings are reasons to distrust the fleet rows (a daemon whose
 	// policy is not the replay's, decisions a client's fallback made).
@@ -131,10 +136,18 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 	var idb [4]byte
 	_, _ = rand.Read(idb[:])
 	id := hex.EncodeToString(idb[:])
+	// An in-process daemon decides on the replay's own virtual clock; an
+	// external one on its Redis's, which the replay can only follow on the
+	// wall clock.
 	clk := newClock(cfg.Scale) // started again below, when all is ready
-	rep := &Report{Config: cfg}
-
 	addr := cfg.Addr
+	budget := 2 * time.Second
+	if addr == "" {
+		clk = newVirtualClock(cfg.Scale)
+		budget = 0 // the daemon is ours and nothing waits on the wall clock
+	}
+	rep := &Report{Config: cfg, virtual: clk.virtual}
+
 	var daemonWire *tally
 	if addr == "" {
 		d, err := startEmbedded(cfg, clk, id)
@@ -173,7 +186,7 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 			a.wire = newTally(clk)
 			for w := range cfg.Workers {
 				c, err := client.Dial(addr, client.WithWorkerID(fmt.Sprintf("replay-%s-arm%d-w%d", id, arm, w+1)),
-					client.WithAllowBudget(2*time.Second), client.WithDialOptions(a.wire.dialOption()))
+					client.WithAllowBudget(budget), client.WithDialOptions(a.wire.dialOption()))
 				if err != nil {
 					return nil, err
 				}
@@ -220,8 +233,10 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	start := func(a *armRun, run int, arrival time.Duration, tail bool) {
 		wg.Add(1)
+		clk.join()
 		go func() {
 			defer wg.Done()
+			defer clk.leave()
 			sched := &schedule{t: arrival}
 			g := newGuard(a, run, sched)
 			res, err := runModel(ctx, cfg, clk, g, sched, func(ctx context.Context, call int, at time.Duration) (time.Duration, error) {
@@ -243,10 +258,14 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 		}()
 	}
 	began := time.Now()
+	for range armsRun {
+		clk.join() // every arm's arrivals, before any of them sleeps
+	}
 	for _, a := range armsRun {
 		wg.Add(1)
 		go func() { // the arrivals of one arm
 			defer wg.Done()
+			defer clk.leave()
 			for i := range cfg.Runs {
 				at := time.Duration(i) * cfg.interval()
 				if clk.sleepUntil(ctx, at) != nil {
@@ -393,7 +412,11 @@ func (r *Report) Print(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "%d runs arriving evenly over %s; each failing web_search call: %d attempts over %s; %s and $%.2f per model step\n",
 		c.Runs, over, c.Attempts, c.CallTime, c.StepTime, c.StepPrice)
-	fmt.Fprintf(&b, "replayed at 1/%g time (%s) against %s\n\n", c.Scale, r.Elapsed.Round(100*time.Millisecond), r.Daemon)
+	if r.virtual {
+		fmt.Fprintf(&b, "replayed on a virtual clock (%s) against %s\n\n", r.Elapsed.Round(100*time.Millisecond), r.Daemon)
+	} else {
+		fmt.Fprintf(&b, "replayed at 1/%g time (%s) against %s\n\n", c.Scale, r.Elapsed.Round(100*time.Millisecond), r.Daemon)
+	}
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	const nameWidth = 45
 	fmt.Fprintf(tw, "%-*s\truns\tcalls at vendor\tHTTP attempts\tmodel steps\tspend\tmedian run\tp95 run\tprobes\tadmitted\t\n", nameWidth, "arm")

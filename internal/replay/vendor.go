@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -13,12 +14,33 @@ import (
 	"github.com/breakerd/breakerd/pkg/client"
 )
 
-// clock is the replay's time: incident time since the outage began,
-// running scale times faster than the wall clock. It is safe for
-// concurrent use; start sets the outage's beginning.
+// clock is the replay's time: incident time since the outage began. It
+// is safe for concurrent use; start sets the outage's beginning.
+//
+// A wall clock runs scale times faster than the wall: the mode of a replay
+// against an external daemon, which decides on its own Redis's clock, so a
+// busy machine falls behind the schedule (reported as lag).
+//
+// A virtual clock (the in-process daemon's mode, whose scripts decide on
+// wall()) moves only when every actor (each goroutine that sleeps on it:
+// the arrivals and the runs) is asleep, straight to the earliest wake-up.
+// The replay then comes out the same on an idle or a busy machine: nothing
+// ever waits on a timer, and nobody is ever late.
 type clock struct {
-	t0    atomic.Int64 // wall clock, Unix nanoseconds
 	scale float64
+	t0    atomic.Int64 // wall mode: wall clock at start, Unix nanoseconds
+
+	virtual  bool
+	epoch    time.Time // virtual mode: wall() at incident time 0
+	mu       sync.Mutex
+	vnow     time.Duration // virtual mode: incident time now
+	active   int           // actors awake
+	sleepers []*sleeper
+}
+
+type sleeper struct {
+	at   time.Duration
+	wake chan struct{}
 }
 
 func newClock(scale float64) *clock {
@@ -27,16 +49,80 @@ func newClock(scale float64) *clock {
 	return c
 }
 
-// start makes now the outage's beginning.
+// newVirtualClock returns a virtual clock at incident time 0.
+func newVirtualClock(scale float64) *clock {
+	return &clock{scale: scale, virtual: true, epoch: time.Now()}
+}
+
+// start makes now the outage's beginning (a virtual clock is at 0 until
+// its actors sleep).
 func (c *clock) start() { c.t0.Store(time.Now().UnixNano()) }
 
 // now is the incident time since the outage began.
 func (c *clock) now() time.Duration {
+	if c.virtual {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.vnow
+	}
 	return time.Duration(float64(time.Now().UnixNano()-c.t0.Load()) * c.scale)
 }
 
-// sleepUntil waits until incident time at, or until ctx ends.
+// wall is the scaled time the in-process daemon decides by: incident time
+// divided by scale, from when the clock was made. Only for a virtual clock.
+func (c *clock) wall() time.Time {
+	return c.epoch.Add(time.Duration(float64(c.now()) / c.scale))
+}
+
+// join registers an actor, awake, before its goroutine starts: a virtual
+// clock does not move while an actor is awake. leave unregisters it when
+// it ends. Both do nothing on a wall clock.
+func (c *clock) join() {
+	if c.virtual {
+		c.mu.Lock()
+		c.active++
+		c.mu.Unlock()
+	}
+}
+
+func (c *clock) leave() {
+	if c.virtual {
+		c.mu.Lock()
+		c.active--
+		c.advance()
+		c.mu.Unlock()
+	}
+}
+
+// advance moves a virtual clock, once no actor is awake, to the earliest
+// wake-up and wakes every actor due then. c.mu is held.
+func (c *clock) advance() {
+	if c.active > 0 || len(c.sleepers) == 0 {
+		return
+	}
+	next := c.sleepers[0].at
+	for _, s := range c.sleepers {
+		next = min(next, s.at)
+	}
+	c.vnow = next
+	keep := c.sleepers[:0]
+	for _, s := range c.sleepers {
+		if s.at <= c.vnow {
+			close(s.wake)
+			c.active++
+		} else {
+			keep = append(keep, s)
+		}
+	}
+	c.sleepers = keep
+}
+
+// sleepUntil waits until incident time at, or until ctx ends. On a
+// virtual clock only an actor (see join) may call it.
 func (c *clock) sleepUntil(ctx context.Context, at time.Duration) error {
+	if c.virtual {
+		return c.sleepVirtual(ctx, at)
+	}
 	d := time.Duration(float64(at-c.now()) / c.scale)
 	if d <= 0 {
 		return ctx.Err()
@@ -47,6 +133,31 @@ func (c *clock) sleepUntil(ctx context.Context, at time.Duration) error {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *clock) sleepVirtual(ctx context.Context, at time.Duration) error {
+	c.mu.Lock()
+	if at <= c.vnow {
+		c.mu.Unlock()
+		return ctx.Err()
+	}
+	s := &sleeper{at: at, wake: make(chan struct{})}
+	c.sleepers = append(c.sleepers, s)
+	c.active--
+	c.advance()
+	c.mu.Unlock()
+	select {
+	case <-s.wake:
+		return nil
+	case <-ctx.Done():
+		c.mu.Lock()
+		if i := slices.Index(c.sleepers, s); i >= 0 {
+			c.sleepers = slices.Delete(c.sleepers, i, i+1)
+			c.active++ // awake again, to return; advance woke the others
+		}
+		c.mu.Unlock()
 		return ctx.Err()
 	}
 }

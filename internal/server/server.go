@@ -8,10 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -22,15 +19,17 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/breakerd/breakerd/internal/events"
+	"github.com/breakerd/breakerd/internal/limits"
 	"github.com/breakerd/breakerd/internal/store"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
-// MaxNameBytes bounds breaker names and worker ids.
-const MaxNameBytes = 256
+// MaxNameBytes bounds breaker names and worker ids (limits.MaxNameBytes,
+// which the Go client checks too).
+const MaxNameBytes = limits.MaxNameBytes
 
 // MaxBatch bounds the names of one BatchGet or Watch.
-const MaxBatch = 1024
+const MaxBatch = limits.MaxBatch
 
 // maxMessageBytes bounds the failure text a Record may carry and a Force
 // reason.
@@ -38,7 +37,7 @@ const maxMessageBytes = 256
 
 // maxDurationMs bounds every *_ms duration a request carries (7 days), so
 // none overflows a time.Duration or pins a breaker for years.
-const maxDurationMs = 7 * 24 * 3600 * 1000
+const maxDurationMs = limits.MaxDurationMs
 
 // maxForceTTLMs bounds a Force TTL (365 days); 0 means until AUTO.
 const maxForceTTLMs = 365 * 24 * 3600 * 1000
@@ -49,26 +48,64 @@ const maxTokenBytes = 64
 // Server serves BreakerService. It is stateless and safe for concurrent use.
 type Server struct {
 	pb.UnimplementedBreakerServiceServer
-	store *store.Store
-	hub   *events.Hub
+	store  *store.Store
+	hub    *events.Hub
+	quotas *quotas
 }
 
 // New returns a Server over st; hub feeds Watch.
 func New(st *store.Store, hub *events.Hub) *Server {
-	return &Server{store: st, hub: hub}
+	return &Server{store: st, hub: hub, quotas: newQuotas(Limits{})}
+}
+
+// WithLimits sets the per-token quotas (see Limits) and returns s. Call
+// it before serving.
+func (s *Server) WithLimits(l Limits) *Server {
+	s.quotas = newQuotas(l)
+	return s
+}
+
+// admit applies the quotas to a call that names breaker.
+func (s *Server) admit(ctx context.Context, breaker string) error {
+	return s.quotas.admitBreaker(ctx, breaker, func() (bool, error) {
+		ok, err := s.store.Exists(ctx, breaker)
+		return ok, statusOf(ctx, err)
+	})
 }
 
 // NewGRPC returns a gRPC server carrying the service, the standard
-// grpc.health.v1 service (starting NOT_SERVING: the caller flips it once
-// Redis answers) and server reflection.
+// grpc.health.v1 service (every name in HealthServices starting
+// NOT_SERVING: the caller flips them with SetServing once Redis answers)
+// and server reflection.
 func (s *Server) NewGRPC(opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
 	g := grpc.NewServer(opts...)
 	pb.RegisterBreakerServiceServer(g, s)
 	hs := health.NewServer()
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	SetServing(hs, false)
 	healthpb.RegisterHealthServer(g, hs)
 	reflection.Register(g)
 	return g, hs
+}
+
+// HealthServices returns the names the health service answers for: ""
+// (the server as a whole, what load balancers ask) and
+// breakerd.v1.BreakerService (what per-service checks, such as Envoy's or
+// grpc-health-probe -service, ask). The service is the server's only one,
+// so the two always agree.
+func HealthServices() []string {
+	return []string{"", pb.BreakerService_ServiceDesc.ServiceName}
+}
+
+// SetServing sets every name in HealthServices to SERVING or NOT_SERVING
+// at once. (hs.Shutdown, at stop, sets them all NOT_SERVING for good.)
+func SetServing(hs *health.Server, serving bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	for _, name := range HealthServices() {
+		hs.SetServingStatus(name, st)
+	}
 }
 
 // Allow implements BreakerService.Allow.
@@ -77,6 +114,9 @@ func (s *Server) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 		return nil, err
 	}
 	if err := validName("worker_id", req.GetWorkerId()); err != nil {
+		return nil, err
+	}
+	if err := s.admit(ctx, req.GetBreaker()); err != nil {
 		return nil, err
 	}
 	res, err := s.store.Allow(ctx, req.GetBreaker(), req.GetWorkerId())
@@ -114,6 +154,12 @@ func (s *Server) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordR
 	// The message is free text from a tool's error: keep it, made safe for
 	// a one-line reason, rather than refuse the outcome it describes.
 	req.Message = oneLine(req.GetMessage(), maxMessageBytes)
+	if err := s.quotas.admitAlert(ctx, req.GetOutcome()); err != nil {
+		return nil, err
+	}
+	if err := s.admit(ctx, req.GetBreaker()); err != nil {
+		return nil, err
+	}
 	res, err := s.store.Record(ctx, req)
 	return res, statusOf(ctx, err)
 }
@@ -144,16 +190,35 @@ func (s *Server) BatchGet(ctx context.Context, req *pb.BatchGetRequest) (*pb.Bat
 
 // List implements BreakerService.List.
 func (s *Server) List(ctx context.Context, req *pb.ListRequest) (*pb.ListResponse, error) {
+	if len(req.GetStates()) > len(pb.State_name) {
+		return nil, invalid("states", "at most %d states, got %d", len(pb.State_name), len(req.GetStates()))
+	}
 	for i, st := range req.GetStates() {
 		if _, ok := pb.State_name[int32(st)]; !ok || st == pb.State_STATE_UNSPECIFIED {
 			return nil, invalid(fmt.Sprintf("states[%d]", i), "unknown state %v", st)
 		}
 	}
-	st, err := s.store.List(ctx, req.GetStates()...)
+	if n := req.GetPageSize(); n < 0 || n > store.MaxPageSize {
+		return nil, invalid("page_size", "must be 0 (no paging) to %d, got %d", store.MaxPageSize, n)
+	}
+	if req.GetPageSize() == 0 {
+		if req.GetPageToken() != "" {
+			return nil, invalid("page_token", "needs a page_size")
+		}
+		st, err := s.store.List(ctx, req.GetStates()...)
+		if err != nil {
+			return nil, statusOf(ctx, err)
+		}
+		return &pb.ListResponse{States: st}, nil
+	}
+	st, next, err := s.store.ListPage(ctx, req.GetPageToken(), int64(req.GetPageSize()), req.GetStates()...)
+	if errors.Is(err, store.ErrBadPageToken) {
+		return nil, invalid("page_token", "is not one List returned, or the Redis Cluster's masters changed since: list again from the start")
+	}
 	if err != nil {
 		return nil, statusOf(ctx, err)
 	}
-	return &pb.ListResponse{States: st}, nil
+	return &pb.ListResponse{States: st, NextPageToken: next}, nil
 }
 
 // Force implements BreakerService.Force.
@@ -193,11 +258,14 @@ func (s *Server) Force(ctx context.Context, req *pb.ForceRequest) (*pb.ForceResp
 }
 
 // Watch implements BreakerService.Watch.
-func (s *Server) Watch(req *pb.WatchRequest, stream grpc.ServerStreamingServer[pb.Event]) error {
+func (s *Server) Watch(req *pb.WatchRequest, stream grpc.ServerStreamingServer[pb.WatchResponse]) error {
 	if err := validNames("breakers", req.GetBreakers()); err != nil {
 		return err
 	}
-	sub := s.hub.Subscribe(req.GetBreakers())
+	sub, err := s.hub.SubscribeAs(ownerOf(stream.Context()), req.GetBreakers())
+	if err != nil {
+		return status.Error(codes.ResourceExhausted, err.Error()+"; close a Watch stream or watch from another daemon")
+	}
 	defer sub.Close()
 	// Headers tell the caller the subscription is live: every event from
 	// here on will reach it.
@@ -216,7 +284,7 @@ func (s *Server) Watch(req *pb.WatchRequest, stream grpc.ServerStreamingServer[p
 				}
 				return status.Error(codes.Unavailable, "breakerd is shutting down")
 			}
-			if err := stream.Send(e); err != nil {
+			if err := stream.Send(&pb.WatchResponse{Event: e}); err != nil {
 				return err
 			}
 		}
@@ -244,64 +312,27 @@ func (s *Server) Events(ctx context.Context, req *pb.EventsRequest) (*pb.EventsR
 	return &pb.EventsResponse{Events: evs}, nil
 }
 
-// validName checks a breaker name, worker id or operator: non-empty, at
-// most MaxNameBytes, valid UTF-8, printable, no leading or trailing space.
+// validName checks a breaker name, worker id or operator with
+// limits.Name (the check the Go client makes too), as InvalidArgument.
 func validName(field, v string) error {
-	switch {
-	case v == "":
-		return invalid(field, "is required")
-	case len(v) > MaxNameBytes:
-		return invalid(field, "is %d bytes; at most %d", len(v), MaxNameBytes)
-	case !printable(v):
-		return invalid(field, "must be printable UTF-8 (no control characters), got %q", v)
-	case strings.TrimSpace(v) != v:
-		return invalid(field, "must not start or end with white space, got %q", v)
+	if err := limits.Name(field, v); err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	return nil
 }
 
-// validNames checks a list of breaker names: at most MaxBatch, each as
-// validName, errors naming the element ("breakers[3]").
+// validNames checks a list of breaker names with limits.Names: at most
+// MaxBatch, each as validName, errors naming the element ("breakers[3]").
 func validNames(field string, names []string) error {
-	if len(names) > MaxBatch {
-		return invalid(field, "at most %d names, got %d", MaxBatch, len(names))
-	}
-	for i, n := range names {
-		if err := validName(fmt.Sprintf("%s[%d]", field, i), n); err != nil {
-			return err
-		}
+	if err := limits.Names(field, names); err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	return nil
 }
 
-// oneLine returns v with every non-printable rune (newlines, tabs, control
-// characters) replaced by a space, cut to at most n bytes on a rune
-// boundary.
-func oneLine(v string, n int) string {
-	v = strings.Map(func(r rune) rune {
-		if unicode.IsPrint(r) {
-			return r
-		}
-		return ' '
-	}, strings.ToValidUTF8(v, "?"))
-	for len(v) > n {
-		_, size := utf8.DecodeLastRuneInString(v)
-		v = v[:len(v)-size]
-	}
-	return v
-}
+func oneLine(v string, n int) string { return limits.OneLine(v, n) }
 
-func printable(v string) bool {
-	if !utf8.ValidString(v) {
-		return false
-	}
-	for _, r := range v {
-		if !unicode.IsPrint(r) {
-			return false
-		}
-	}
-	return true
-}
+func printable(v string) bool { return limits.Printable(v) }
 
 func invalid(field, format string, args ...any) error {
 	return status.Errorf(codes.InvalidArgument, "%s: %s", field, fmt.Sprintf(format, args...))

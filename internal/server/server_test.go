@@ -14,9 +14,11 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/server"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
 	"github.com/breakerd/breakerd/pkg/client"
@@ -134,6 +136,13 @@ func TestBadInputIsInvalidArgumentAndStoresNothing(t *testing.T) {
 				_, err := api.BatchGet(ctx, &pb.BatchGetRequest{Breakers: []string{b.Breaker("ok"), ""}})
 				return err
 			}, "breakers[1]"},
+			{"page of 1001", func() error { _, err := api.List(ctx, &pb.ListRequest{PageSize: 1001}); return err }, "page_size"},
+			{"negative page", func() error { _, err := api.List(ctx, &pb.ListRequest{PageSize: -1}); return err }, "page_size"},
+			{"forged page token", func() error {
+				_, err := api.List(ctx, &pb.ListRequest{PageSize: 10, PageToken: "bm9wZXwx"})
+				return err
+			}, "page_token"},
+			{"token without a page size", func() error { _, err := api.List(ctx, &pb.ListRequest{PageToken: "x"}); return err }, "page_token"},
 		}
 		for _, tc := range cases {
 			err := tc.call()
@@ -146,8 +155,9 @@ func TestBadInputIsInvalidArgumentAndStoresNothing(t *testing.T) {
 				t.Errorf("bad input stored keys %v", keys)
 			}
 		}
-		for _, k := range []string{"state", "workers", "events"} {
-			if n, _ := b.Client.Exists(ctx, store.Prefix+"{"+b.Breaker("x")+"}:"+k).Result(); n != 0 {
+		keys := store.KeysOf(b.Breaker("x"))
+		for _, k := range []string{keys.State, keys.Workers, keys.Events} {
+			if n, _ := b.Client.Exists(ctx, k).Result(); n != 0 {
 				t.Errorf("bad input stored %s", k)
 			}
 		}
@@ -293,10 +303,11 @@ func TestWatchSeesEveryDaemonsTransitions(t *testing.T) {
 			{pb.State_STATE_CLOSED, pb.State_STATE_FORCED_OPEN},
 			{pb.State_STATE_FORCED_OPEN, pb.State_STATE_CLOSED},
 		} {
-			e, err := stream.Recv()
+			m, err := stream.Recv()
 			if err != nil {
 				t.Fatal(err)
 			}
+			e := m.GetEvent()
 			if e.Breaker != name || e.Kind != pb.EventKind_EVENT_KIND_FORCED || e.From != want.from || e.To != want.to || e.Id == "" || e.AtMs == 0 {
 				t.Fatalf("event %v, want FORCED %v -> %v on %s", e, want.from, want.to, name)
 			}
@@ -382,4 +393,36 @@ func TestFailureTextIsKeptOnOneLine(t *testing.T) {
 			t.Errorf("state: %d failures, last %q", st.Failures, st.LastFailure)
 		}
 	})
+}
+
+func TestHealthAnswersForTheServerAndTheService(t *testing.T) {
+	g, hs := server.New(nil, nil).NewGRPC()
+	defer g.Stop()
+	ctx := context.Background()
+	check := func(service string) healthpb.HealthCheckResponse_ServingStatus {
+		t.Helper()
+		res, err := hs.Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+		if err != nil {
+			t.Fatalf("Check(%q) = %v", service, err)
+		}
+		return res.Status
+	}
+	for i, serving := range []bool{false, true, false} {
+		if i > 0 { // the first round checks the initial status
+			server.SetServing(hs, serving)
+		}
+		want := healthpb.HealthCheckResponse_NOT_SERVING
+		if serving {
+			want = healthpb.HealthCheckResponse_SERVING
+		}
+		for _, name := range []string{"", "breakerd.v1.BreakerService"} {
+			if got := check(name); got != want {
+				t.Errorf("after SetServing(%v): Check(%q) = %v, want %v", serving, name, got, want)
+			}
+		}
+	}
+	hs.Shutdown()
+	if got := check("breakerd.v1.BreakerService"); got != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("after Shutdown: Check(breakerd.v1.BreakerService) = %v, want NOT_SERVING", got)
+	}
 }

@@ -219,7 +219,7 @@ func TestCredentialRevokedPausesUntilAnOperatorResumes(t *testing.T) {
 			t.Fatalf("a success on a paused breaker: counted %v, %v; want not counted, PAUSED", r.Counted, r.State.State)
 		}
 		if b.Mini != nil { // a real Redis's TTL runs on wall time
-			if ttl := f.Client.PTTL(ctx, store.Prefix+"{"+name+"}:state").Val(); ttl != time.Hour+policy.Default().Retention() {
+			if ttl := f.Client.PTTL(ctx, store.KeysOf(name).State).Val(); ttl != time.Hour+policy.Default().Retention() {
 				t.Errorf("the paused state's TTL = %v, want the pause (1h) plus the retention", ttl)
 			}
 		}

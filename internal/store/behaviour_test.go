@@ -499,8 +499,9 @@ func TestVerdictOutlivesCooldownCapPlusProbeTimeout(t *testing.T) {
 		name := f.Breaker("web_search")
 		f.trip(name)
 		retention := policy.Default().Retention()
-		for _, k := range []string{"state", "workers"} {
-			ttl, err := f.Client.PTTL(context.Background(), store.Prefix+"{"+name+"}:"+k).Result()
+		keys := store.KeysOf(name)
+		for _, k := range []string{keys.State, keys.Workers} {
+			ttl, err := f.Client.PTTL(context.Background(), k).Result()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -604,6 +605,38 @@ func TestScriptCacheFlushFallsBackToEval(t *testing.T) {
 	})
 }
 
+// TestCheckLoadsOnlyMissingScripts: the health tick asks SCRIPT EXISTS
+// (one command) and sends a script's source only when Redis lacks it. On a
+// shared real Redis another test may flush or load the cache at any time,
+// so there the count of scripts loaded is checked against the commands
+// sent; miniredis, this test's alone, pins both.
+func TestCheckLoadsOnlyMissingScripts(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		f := newFixture(t, b, store.Options{})
+		ctx := context.Background()
+		check := func(when string, want int) {
+			t.Helper()
+			b.ResetCounts()
+			n, err := f.st.Check(ctx)
+			if err != nil {
+				t.Fatalf("Check %s: %v", when, err)
+			}
+			if c := b.Commands(); c != int64(1+n) {
+				t.Errorf("Check %s loaded %d scripts with %d commands, want 1 SCRIPT EXISTS + %d SCRIPT LOAD", when, n, c, n)
+			}
+			if b.Mini != nil && n != want {
+				t.Errorf("Check %s loaded %d scripts, want %d", when, n, want)
+			}
+		}
+		check("with every script loaded", 0)
+		if err := f.Client.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		check("after SCRIPT FLUSH", 4)
+		check("again", 0)
+	})
+}
+
 func TestRedisErrorsAreReturned(t *testing.T) {
 	b := testredis.Mini(t)
 	b.Client = redis.NewClient(&redis.Options{Addr: b.Addr, MaxRetries: -1})
@@ -626,7 +659,7 @@ func TestUnknownStateReadsAsUnspecified(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("from_the_future")
-		if err := f.Client.HSet(context.Background(), store.Prefix+"{"+name+"}:state", "st", "sleeping", "gen", 7).Err(); err != nil {
+		if err := f.Client.HSet(context.Background(), store.KeysOf(name).State, "st", "sleeping", "gen", 7).Err(); err != nil {
 			t.Fatal(err)
 		}
 		st, err := f.st.BatchGet(context.Background(), []string{name, f.Breaker("known")})

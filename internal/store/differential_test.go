@@ -358,8 +358,8 @@ func (h *harness) compareEvents(name string, last map[string]string, events []br
 type dkeys struct{ state, workers, events, rl, pause string }
 
 func storeKeys(name string) dkeys {
-	tag := store.Prefix + "{" + name + "}:"
-	return dkeys{tag + "state", tag + "workers", tag + "events", tag + "rl", tag + "pause"}
+	k := store.KeysOf(name)
+	return dkeys{k.State, k.Workers, k.Events, k.RL, k.Pause}
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

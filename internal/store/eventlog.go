@@ -36,7 +36,7 @@ type EventQuery struct {
 }
 
 // Events reads the durable event log (each breaker's stream
-// brk:{name}:events), returning the most recent q.Limit events no older
+// KeysOf(name).Events), returning the most recent q.Limit events no older
 // than q.Since, oldest first (by at_ms, then stream id). Across breakers
 // it SCANs for event streams (every master, on a Cluster) and merges them,
 // so it is for operators, not hot paths. The reads are one pipelined round
@@ -67,7 +67,7 @@ func (s *Store) Events(ctx context.Context, q EventQuery) ([]*pb.Event, error) {
 			timeCmd = p.Time(ctx)
 		}
 		for i, n := range names {
-			cmds[i] = p.XRevRangeN(ctx, keys(n)[2], "+", "-", int64(limit))
+			cmds[i] = p.XRevRangeN(ctx, KeysOf(n).Events, "+", "-", int64(limit))
 		}
 		return nil
 	})

@@ -127,7 +127,7 @@ func TestEventsDecodesTheLogStrictlyButToleratesNewKinds(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("x")
-		key := store.Prefix + "{" + name + "}:events"
+		key := store.EventsKey(name)
 		ctx := context.Background()
 		f.Client.XAdd(ctx, &redis.XAddArgs{Stream: key, Values: []any{"breaker", name, "kind", "from_the_future", "gen", "7", "at_ms", "1"}})
 		got := f.readEvents(store.EventQuery{Breaker: name})

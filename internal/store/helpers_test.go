@@ -93,14 +93,14 @@ func (f *fixture) get(breaker string) *pb.BreakerState {
 func (f *fixture) keysOf(breaker string) []string {
 	f.t.Helper()
 	var out []string
-	for _, k := range []string{"state", "workers", "events"} {
-		key := store.Prefix + "{" + breaker + "}:" + k
-		n, err := f.Client.Exists(context.Background(), key).Result()
+	k := store.KeysOf(breaker)
+	for _, kk := range []struct{ name, key string }{{"state", k.State}, {"workers", k.Workers}, {"events", k.Events}} {
+		n, err := f.Client.Exists(context.Background(), kk.key).Result()
 		if err != nil {
 			f.t.Fatal(err)
 		}
 		if n == 1 {
-			out = append(out, k)
+			out = append(out, kk.name)
 		}
 	}
 	return out
@@ -108,7 +108,7 @@ func (f *fixture) keysOf(breaker string) []string {
 
 func (f *fixture) events(breaker string) []map[string]any {
 	f.t.Helper()
-	msgs, err := f.Client.XRange(context.Background(), store.Prefix+"{"+breaker+"}:events", "-", "+").Result()
+	msgs, err := f.Client.XRange(context.Background(), store.EventsKey(breaker), "-", "+").Result()
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -123,6 +124,36 @@ func (s *Store) Load(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// Check is the daemon's periodic health check, one round trip when all is
+// well: SCRIPT EXISTS for every script (on a Cluster, every node is asked),
+// then SCRIPT LOAD for only the scripts missing (after a restart, a SCRIPT
+// FLUSH, or a failover to a replica, whose script cache starts empty). It
+// returns the number of scripts it loaded; an error means Redis did not
+// answer.
+func (s *Store) Check(ctx context.Context) (loaded int, err error) {
+	hashes := make([]string, len(allScripts))
+	for i, sc := range allScripts {
+		hashes[i] = sc.Hash()
+	}
+	exists, err := s.rdb.ScriptExists(ctx, hashes...).Result()
+	if err != nil {
+		return 0, fmt.Errorf("store: script exists: %w", err)
+	}
+	if len(exists) != len(hashes) {
+		return 0, fmt.Errorf("%w: SCRIPT EXISTS answered %d flags for %d scripts", errBadReply, len(exists), len(hashes))
+	}
+	for i, ok := range exists {
+		if ok {
+			continue
+		}
+		if err := allScripts[i].Load(ctx, s.rdb).Err(); err != nil {
+			return loaded, fmt.Errorf("store: load script: %w", err)
+		}
+		loaded++
+	}
+	return loaded, nil
 }
 
 // common returns the ARGV every script starts with (see lib.lua).
@@ -370,14 +401,20 @@ func containsState(states []pb.State, s pb.State) bool {
 }
 
 func (s *Store) scanNames(ctx context.Context, pattern, suffix string) ([]string, error) {
+	// ForEachMaster scans the masters concurrently: mu guards the result.
+	var mu sync.Mutex
 	seen := map[string]bool{}
 	var names []string
 	scan := func(ctx context.Context, c redis.Cmdable) error {
 		it := c.Scan(ctx, 0, pattern, 500).Iterator()
 		for it.Next(ctx) {
-			if n, ok := nameOf(it.Val(), suffix); ok && !seen[n] {
-				seen[n] = true
-				names = append(names, n)
+			if n, ok := nameOf(it.Val(), suffix); ok {
+				mu.Lock()
+				if !seen[n] {
+					seen[n] = true
+					names = append(names, n)
+				}
+				mu.Unlock()
 			}
 		}
 		return it.Err()

@@ -3,8 +3,8 @@ package store
 import "context"
 
 // EventsKey returns the key of the breaker's durable event stream,
-// brk:{<name>}:events.
-func EventsKey(breaker string) string { return keys(breaker)[2] }
+// KeysOf(breaker).Events.
+func EventsKey(breaker string) string { return KeysOf(breaker).Events }
 
 // EventStreams returns the name of every breaker that has an event stream.
 // It SCANs the keyspace (every master, on a Cluster): for background

@@ -1,7 +1,9 @@
 // Package testredis gives tests the Redis backends the behaviour suite runs
-// on: an in-process miniredis, always, and a real Redis when the
-// BREAKERD_TEST_REDIS_ADDR environment variable names one (host:port).
-// Both come with a clock the test moves without sleeping and a counter of
+// on: an in-process miniredis, always; a real Redis when the
+// BREAKERD_TEST_REDIS_ADDR environment variable names one (host:port); and
+// a real Redis Cluster when BREAKERD_TEST_REDIS_CLUSTER_ADDRS names some of
+// its nodes (host:port,host:port; scripts/redis-cluster.sh starts one).
+// Each comes with a clock the test moves without sleeping and a counter of
 // the round trips the code under test makes.
 package testredis
 
@@ -10,6 +12,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/url"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -18,24 +21,42 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/breakerd/breakerd/internal/store"
 )
 
 // EnvAddr names the environment variable with the real Redis's address.
 const EnvAddr = "BREAKERD_TEST_REDIS_ADDR"
 
+// EnvClusterAddrs names the environment variable with the addresses of
+// some nodes of a real Redis Cluster, comma-separated host:port.
+const EnvClusterAddrs = "BREAKERD_TEST_REDIS_CLUSTER_ADDRS"
+
 // Backend is one Redis for one test.
 type Backend struct {
-	// Name is "miniredis" or "redis".
+	// Name is "miniredis", "redis" or "cluster".
 	Name string
-	// Addr is the server's host:port.
+	// Addr is the server's host:port; on a cluster, the first node's.
 	Addr string
+	// Addrs are the cluster's nodes as the environment named them, or the
+	// sentinels; nil on a single server.
+	Addrs []string
+	// MasterName is the master the sentinels at Addrs watch; empty unless
+	// the backend is a Sentinel setup.
+	MasterName string
 	// Mini is the in-process server, nil on a real Redis.
 	Mini *miniredis.Miniredis
-	// Client is a client whose round trips are counted.
-	Client *redis.Client
+	// Client is a client whose round trips are counted: a
+	// *redis.ClusterClient on a cluster, a *redis.Client otherwise.
+	Client redis.UniversalClient
 	// Prefix makes names unique to this test, so tests share a real Redis
 	// without seeing each other's breakers.
 	Prefix string
+	// Username and Password, when set, are the credentials of the clients
+	// NewClient makes from then on (a daemon's connections, under a
+	// restricted ACL user); Client and the cleanup keep the admin
+	// connection.
+	Username, Password string
 
 	pinned   atomic.Int64 // ns since epoch: the pinned clock (real Redis)
 	miniNow  atomic.Int64 // ns since epoch: miniredis's clock
@@ -44,11 +65,13 @@ type Backend struct {
 }
 
 // Each runs fn as a subtest on every backend the environment allows: the
-// real Redis is skipped, with the reason, only when EnvAddr is unset.
+// real Redis is skipped, with the reason, only when EnvAddr is unset, and
+// the cluster only when EnvClusterAddrs is.
 func Each(t *testing.T, fn func(t *testing.T, b *Backend)) {
 	t.Helper()
 	t.Run("miniredis", func(t *testing.T) { fn(t, Mini(t)) })
 	t.Run("redis", func(t *testing.T) { fn(t, Real(t)) })
+	t.Run("cluster", func(t *testing.T) { fn(t, Cluster(t)) })
 }
 
 // Mini returns a fresh miniredis backend with its clock set to now.
@@ -82,41 +105,88 @@ func Real(t testing.TB) *Backend {
 	return b
 }
 
-// deleteKeys removes every key of this test's breakers and hooks (whose
-// names start with Prefix), so that runs leave nothing behind on a shared
-// Redis.
-func (b *Backend) deleteKeys(t testing.TB) {
-	ctx := context.Background()
-	c := redis.NewClient(&redis.Options{Addr: b.Addr})
-	defer c.Close()
-	var keys []string
-	for _, pattern := range []string{"brk:{" + globEscape(b.Prefix) + "*", "breakerd:hooks:" + globEscape(b.Prefix) + "*"} {
-		it := c.Scan(ctx, 0, pattern, 1000).Iterator()
-		for it.Next(ctx) {
-			keys = append(keys, it.Val())
-		}
-		if err := it.Err(); err != nil {
-			t.Errorf("testredis: cleanup scan: %v", err)
-			return
-		}
+// Cluster returns a backend on the Redis Cluster at EnvClusterAddrs, or
+// skips t when the variable is unset. It fails t when the variable is set
+// but the cluster does not answer, or answers that it is not ok.
+func Cluster(t testing.TB) *Backend {
+	t.Helper()
+	env := os.Getenv(EnvClusterAddrs)
+	if env == "" {
+		t.Skipf("%s is unset: skipping the Redis Cluster run (scripts/redis-cluster.sh start prints a value)", EnvClusterAddrs)
 	}
-	if len(keys) > 0 {
-		if err := c.Del(ctx, keys...).Err(); err != nil {
-			t.Errorf("testredis: cleanup: %v", err)
-		}
-	}
+	return ClusterAt(t, strings.Split(env, ","))
 }
 
-// globEscape escapes the characters SCAN MATCH treats as patterns.
-func globEscape(s string) string {
-	var out strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
-			out.WriteByte('\\')
-		}
-		out.WriteRune(r)
+// ClusterAt returns a backend on the Redis Cluster whose nodes include
+// addrs (a test's own cluster). It fails t when the cluster is not ok.
+func ClusterAt(t testing.TB, addrs []string) *Backend {
+	t.Helper()
+	b := &Backend{Name: "cluster", Addr: addrs[0], Addrs: addrs}
+	b.pinned.Store(time.Now().UnixNano())
+	b.init(t)
+	info, err := b.Client.ClusterInfo(context.Background()).Result()
+	if err != nil {
+		t.Fatalf("Redis Cluster at %v does not answer: %v", addrs, err)
 	}
-	return out.String()
+	if !strings.Contains(info, "cluster_state:ok") {
+		t.Fatalf("Redis Cluster at %v is not ok:\n%s", addrs, info)
+	}
+	b.ResetCounts()
+	t.Cleanup(func() { b.deleteKeys(t) })
+	return b
+}
+
+// SentinelAt returns a backend on the master the sentinels at addrs watch
+// under the name master (a test's own Sentinel setup). It fails t when the
+// master does not answer.
+func SentinelAt(t testing.TB, master string, addrs []string) *Backend {
+	t.Helper()
+	b := &Backend{Name: "sentinel", Addr: addrs[0], Addrs: addrs, MasterName: master}
+	b.pinned.Store(time.Now().UnixNano())
+	b.init(t)
+	if err := b.Client.Ping(context.Background()).Err(); err != nil {
+		t.Fatalf("Sentinel master %q via %v does not answer: %v", master, addrs, err)
+	}
+	b.ResetCounts()
+	t.Cleanup(func() { b.deleteKeys(t) })
+	return b
+}
+
+// deleteKeys removes every key of this test's breakers and hooks (whose
+// names start with Prefix), so that runs leave nothing behind on a shared
+// Redis: on a cluster, from every master, one key at a time (keys of
+// different breakers live in different slots).
+func (b *Backend) deleteKeys(t testing.TB) {
+	ctx := context.Background()
+	c := b.newClient()
+	defer c.Close()
+	del := func(ctx context.Context, c redis.Cmdable) error {
+		var keys []string
+		for _, pattern := range store.KeyPatterns(b.Prefix) {
+			it := c.Scan(ctx, 0, pattern, 1000).Iterator()
+			for it.Next(ctx) {
+				keys = append(keys, it.Val())
+			}
+			if err := it.Err(); err != nil {
+				return fmt.Errorf("scan: %w", err)
+			}
+		}
+		for _, k := range keys {
+			if err := c.Del(ctx, k).Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var err error
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return del(ctx, c) })
+	} else {
+		err = del(ctx, c)
+	}
+	if err != nil {
+		t.Errorf("testredis: cleanup: %v", err)
+	}
 }
 
 func (b *Backend) init(t testing.TB) {
@@ -126,11 +196,38 @@ func (b *Backend) init(t testing.TB) {
 
 // NewClient returns another client on the same server (a second daemon's
 // connection), counted like the first. It is closed when t ends.
-func (b *Backend) NewClient(t testing.TB) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: b.Addr})
+func (b *Backend) NewClient(t testing.TB) redis.UniversalClient {
+	c := b.newClient()
 	c.AddHook(counter{b})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// newClient returns an uncounted client: a cluster client on a cluster, a
+// failover client through Sentinel.
+func (b *Backend) newClient() redis.UniversalClient {
+	if b.MasterName != "" {
+		return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: b.MasterName, SentinelAddrs: b.Addrs,
+			Username: b.Username, Password: b.Password})
+	}
+	if b.Addrs != nil {
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: b.Addrs, Username: b.Username, Password: b.Password})
+	}
+	return redis.NewClient(&redis.Options{Addr: b.Addr, Username: b.Username, Password: b.Password})
+}
+
+// URL returns the --redis-url (and --redis-cluster) that reaches this
+// backend, for tests that run the daemon's real assembly.
+func (b *Backend) URL() (u string, cluster bool) {
+	if b.Addrs == nil {
+		return "redis://" + b.Addr, false
+	}
+	q := url.Values{"addr": b.Addrs[1:]}
+	if b.MasterName != "" {
+		q.Set("master_name", b.MasterName)
+		return "redis://" + b.Addrs[0] + "?" + q.Encode(), false
+	}
+	return "redis://" + b.Addrs[0] + "?" + q.Encode(), true
 }
 
 // Name returns a breaker name unique to this test.

@@ -10,6 +10,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -44,4 +45,19 @@ func oneLine(err error) error {
 		msgs[i] = unknownField.ReplaceAllString(m, "unknown field $1")
 	}
 	return fmt.Errorf("%s", strings.Join(msgs, "; "))
+}
+
+// Duration reads a YAML scalar such as "30s" or "15m" (Go's
+// time.ParseDuration syntax) into a time.Duration. The error names the
+// line: `line 4: "soon" is not a duration such as 30s or 15m`.
+type Duration time.Duration
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration such as 30s or 15m", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
 }

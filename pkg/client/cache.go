@@ -184,10 +184,10 @@ func (c *Client) watchOnce(ctx context.Context) error {
 	}
 	c.cache.resync(res.GetStates(), c.o.clock.Now())
 	for {
-		e, err := stream.Recv()
+		m, err := stream.Recv()
 		if err != nil {
 			return err
 		}
-		c.cache.event(e.GetBreaker())
+		c.cache.event(m.GetEvent().GetBreaker())
 	}
 }

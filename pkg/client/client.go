@@ -22,12 +22,17 @@
 // breakerd's Watch stream, so those denials cost no round trip.
 //
 // When breakerd does not answer within the Allow budget (WithAllowBudget,
-// 50ms by default), the client answers from a breaker local to this worker
-// (or fails closed, WithFallback), marks those answers Degraded and
-// reconnects in the background: an agent is never blocked by the breaker
-// service itself.
+// 50ms by default), that one call is answered from a breaker local to this
+// worker (or fails closed, WithFallback) and marked Degraded; the late
+// answer still updates the client (a PROBE it granted is handed back at
+// once). After DownAfterFailures consecutive failures to reach breakerd
+// the whole client answers from the fallback and reconnects in the
+// background: an agent is never blocked by the breaker service itself.
+// A request breakerd would refuse (a bad name) is an error for the
+// caller, checked before any round trip, and never an outage.
 //
-// The package imports only grpc and the generated breakerd.v1 stubs.
+// The package imports only grpc, the generated breakerd.v1 stubs and
+// breakerd's dependency-free internal/limits.
 package client
 
 import (
@@ -36,12 +41,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -50,6 +52,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/breakerd/breakerd/internal/limits"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -68,6 +71,16 @@ func (systemClock) Now() time.Time { return time.Now() }
 // answers from the local fallback.
 const DefaultAllowBudget = 50 * time.Millisecond
 
+// DefaultRPCTimeout bounds each Allow and BatchGet RPC, an answer that
+// missed its budget included.
+const DefaultRPCTimeout = 2 * time.Second
+
+// DownAfterFailures is how many consecutive failures to reach breakerd
+// (connection refused or reset, Unavailable, an RPC's own timeout) switch
+// the whole client to its fallback. A slow answer is not a failure, and
+// neither is a request breakerd refuses.
+const DownAfterFailures = 3
+
 // Client talks to breakerd for one worker. It is safe for concurrent use.
 type Client struct {
 	conn   *grpc.ClientConn // nil when built by New
@@ -77,9 +90,11 @@ type Client struct {
 	cache  *openCache // nil without WithOpenCache
 	local  *localBreaker
 
-	down     atomic.Bool // answering from the local fallback
-	answered atomic.Bool // breakerd has answered at least once
-	worked   sync.Map    // breaker name -> true: this worker has recorded a SUCCESS there
+	down     atomic.Bool  // answering from the local fallback
+	answered atomic.Bool  // breakerd has answered at least once
+	streak   atomic.Int64 // consecutive failures to reach breakerd
+	worked   sync.Map     // breaker name -> true: this worker has recorded a SUCCESS there
+	stats    struct{ budgetMisses, lateAnswers, probesReleased, outages atomic.Int64 }
 
 	mu        sync.Mutex
 	closed    bool
@@ -102,7 +117,12 @@ type options struct {
 	openCache     bool
 	retry         time.Duration
 	listTimeout   time.Duration
+	rpcTimeout    time.Duration
 	logger        *slog.Logger
+	onOutage      func(down bool, err error)
+	// after starts the Allow budget's timer for a call on breaker (tests
+	// replace it to make chosen calls miss their budget).
+	after func(breaker string, d time.Duration) (<-chan time.Time, func() bool)
 }
 
 // Option configures a Client.
@@ -166,6 +186,22 @@ func WithReconnectInterval(d time.Duration) Option { return func(o *options) { o
 // back, watch stream breaks). Default: none.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
+// WithRPCTimeout bounds each Allow and BatchGet RPC to breakerd, an
+// answer that arrives after the Allow budget included (it still updates
+// the client). An RPC that runs past it is a failure to reach breakerd.
+// Default DefaultRPCTimeout (2s), and never less than the Allow budget.
+// With WithAllowBudget(0) the caller's context bounds the RPC instead.
+func WithRPCTimeout(d time.Duration) Option { return func(o *options) { o.rpcTimeout = d } }
+
+// WithOutageHook calls fn once each time the client switches to its
+// fallback (down true, with the last failure) and once when breakerd
+// answers again (down false, nil): the signal to alert on or export as a
+// metric. fn runs on the goroutine that saw the change, outside the
+// client's locks (it may call the client), and should return quickly.
+func WithOutageHook(fn func(down bool, err error)) Option {
+	return func(o *options) { o.onOutage = fn }
+}
+
 // Dial returns a Client for the daemon at target ("host:port", or any
 // grpc target). It does not wait for a connection. The error is a
 // malformed target.
@@ -206,12 +242,20 @@ func newOptions(opts []Option) options {
 		recordTimeout: 2 * time.Second,
 		retry:         time.Second,
 		listTimeout:   5 * time.Second,
+		rpcTimeout:    DefaultRPCTimeout,
+		after: func(_ string, d time.Duration) (<-chan time.Time, func() bool) {
+			t := time.NewTimer(d)
+			return t.C, t.Stop
+		},
 	}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	if o.retry <= 0 {
 		o.retry = time.Second
+	}
+	if o.rpcTimeout <= 0 {
+		o.rpcTimeout = DefaultRPCTimeout
 	}
 	return o
 }
@@ -255,7 +299,8 @@ func (c *Client) worker() string { return c.o.worker }
 func (c *Client) API() pb.BreakerServiceClient { return c.api }
 
 // Unreachable reports whether the client is answering from its fallback
-// because breakerd did not answer, and since when (the client's clock).
+// because DownAfterFailures consecutive attempts failed to reach breakerd,
+// and since when (the client's clock).
 func (c *Client) Unreachable() (since time.Time, ok bool) {
 	if !c.down.Load() {
 		return time.Time{}, false
@@ -263,6 +308,31 @@ func (c *Client) Unreachable() (since time.Time, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.downSince, true
+}
+
+// Stats counts what the client did about breakerd's reachability since it
+// was made.
+type Stats struct {
+	// BudgetMisses counts the Allow and Run.Available calls answered by
+	// the fallback, while the client stayed on breakerd, because
+	// breakerd's answer missed the budget.
+	BudgetMisses int64
+	// LateAnswers counts the answers that arrived after their budget and
+	// updated the client (a cached denial, a released probe).
+	LateAnswers int64
+	// ProbesReleased counts the PROBE leases a late answer granted that
+	// no caller was waiting for, handed back at once with Record
+	// OUTCOME_CANCELED.
+	ProbesReleased int64
+	// Outages counts the switches to the fallback after DownAfterFailures
+	// consecutive failures to reach breakerd.
+	Outages int64
+}
+
+// Stats returns the client's counters.
+func (c *Client) Stats() Stats {
+	return Stats{BudgetMisses: c.stats.budgetMisses.Load(), LateAnswers: c.stats.lateAnswers.Load(),
+		ProbesReleased: c.stats.probesReleased.Load(), Outages: c.stats.outages.Load()}
 }
 
 // Permit is the answer to Allow.
@@ -294,13 +364,19 @@ func (p *Permit) Allowed() bool {
 }
 
 // Allow asks whether a call to breaker may go out. A denial is a Permit
-// with Allowed() false, not an error. In order: a cached denial (with
+// with Allowed() false, not an error. In order: the name and worker id are
+// checked as breakerd checks them (limits.Name); a cached denial (with
 // WithOpenCache) answers with no round trip; while breakerd is known to be
-// unreachable, the fallback answers at once; otherwise breakerd is asked
-// within the Allow budget, and if it fails to answer the fallback does
-// (Permit.Degraded). Errors: the caller's context ending, and breakerd's
-// InvalidArgument (a bad name), PermissionDenied or Unauthenticated.
+// unreachable, the fallback answers at once; otherwise breakerd is asked,
+// and if it does not answer within the Allow budget, or cannot be reached,
+// the fallback answers this call (Permit.Degraded) while the client stays
+// on breakerd. Errors: InvalidArgument naming the field (a bad name or
+// worker id), the caller's context ending, and any error breakerd returns
+// about the request (PermissionDenied, Unauthenticated, Internal...).
 func (c *Client) Allow(ctx context.Context, breaker string) (*Permit, error) {
+	if err := c.check(breaker); err != nil {
+		return nil, err
+	}
 	if c.cache != nil {
 		if p := c.cache.lookup(breaker, c.o.clock.Now()); p != nil {
 			return p, nil
@@ -313,18 +389,30 @@ func (c *Client) Allow(ctx context.Context, breaker string) (*Permit, error) {
 	if c.cache != nil {
 		epoch = c.cache.begin()
 	}
-	actx, cancel := c.budgeted(ctx)
-	res, err := c.api.Allow(actx, &pb.AllowRequest{Breaker: breaker, WorkerId: c.worker()})
-	cancel()
-	if err != nil {
-		if ctx.Err() != nil || !unreachable(err) {
-			return nil, err
-		}
-		c.markDown(err)
+	req := &pb.AllowRequest{Breaker: breaker, WorkerId: c.worker()}
+	res, err, inTime := ask(ctx, c, breaker,
+		func(ctx context.Context) (*pb.AllowResponse, error) { return c.api.Allow(ctx, req) },
+		func(res *pb.AllowResponse, err error) { c.lateAllow(breaker, epoch, res, err) })
+	switch {
+	case !inTime && ctx.Err() != nil:
+		return nil, ctx.Err()
+	case !inTime:
+		c.stats.budgetMisses.Add(1)
 		return c.fallbackAllow(breaker), nil
+	case err != nil && reachFailure(err):
+		return c.fallbackAllow(breaker), nil
+	case err != nil:
+		return nil, err
 	}
-	c.answered.Store(true)
-	p := &Permit{
+	p := permitOf(breaker, res)
+	if c.cache != nil {
+		c.cache.store(p, epoch, c.o.clock.Now())
+	}
+	return p, nil
+}
+
+func permitOf(breaker string, res *pb.AllowResponse) *Permit {
+	return &Permit{
 		Breaker:    breaker,
 		Decision:   res.GetDecision(),
 		Ticket:     res.GetTicket(),
@@ -332,55 +420,180 @@ func (c *Client) Allow(ctx context.Context, breaker string) (*Permit, error) {
 		Reason:     res.GetReason(),
 		State:      res.GetState(),
 	}
+}
+
+// lateAllow takes an Allow answer that came after its caller had been
+// answered by the fallback: a denial goes to the open cache, and a PROBE
+// lease, which no caller will use, is handed back at once (OUTCOME_CANCELED
+// decides nothing), so the fleet's one probe is not held until its timeout.
+func (c *Client) lateAllow(breaker string, epoch uint64, res *pb.AllowResponse, err error) {
+	if err != nil {
+		return
+	}
+	c.stats.lateAnswers.Add(1)
+	p := permitOf(breaker, res)
 	if c.cache != nil {
 		c.cache.store(p, epoch, c.o.clock.Now())
 	}
-	return p, nil
+	if p.Decision != pb.Decision_DECISION_PROBE {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, c.o.recordTimeout)
+	defer cancel()
+	if _, err := c.Record(ctx, p, Result{Outcome: pb.Outcome_OUTCOME_CANCELED, Message: "late answer: the caller had been answered by the fallback"}); err != nil {
+		c.log("client: releasing the probe lease of a late answer", err)
+		return
+	}
+	c.stats.probesReleased.Add(1)
 }
 
-func (c *Client) budgeted(ctx context.Context) (context.Context, context.CancelFunc) {
+// check refuses a breaker name or worker id breakerd would refuse, with
+// the same InvalidArgument naming the field, without a round trip.
+func (c *Client) check(breaker string) error {
+	if err := limits.Name("breaker", breaker); err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := limits.Name("worker_id", c.worker()); err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	return nil
+}
+
+// budget is how long the next call waits for breakerd's answer: the
+// Allow budget, or the first-contact budget before breakerd has ever
+// answered; 0 waits as long as the caller's context allows.
+func (c *Client) budget() time.Duration {
 	b := c.o.budget
 	if !c.answered.Load() && b > 0 {
 		b = max(b, c.o.firstBudget)
 	}
-	if b <= 0 {
-		return context.WithCancel(ctx)
+	return b
+}
+
+// ask runs rpc against breakerd and waits for its answer within the
+// budget or until ctx ends. With a budget, the RPC itself is detached from
+// ctx's end and bounded by the RPC timeout (and by Close): when the wait
+// ends first, inTime is false and late gets the answer when it comes.
+// With none (WithAllowBudget(0)), ctx bounds both. Every answer,
+// in time or late, updates the client's count of failures to reach
+// breakerd.
+func ask[T any](ctx context.Context, c *Client, breaker string, rpc func(context.Context) (T, error), late func(T, error)) (res T, err error, inTime bool) {
+	b := c.budget()
+	var (
+		rctx   context.Context
+		cancel context.CancelFunc
+	)
+	if b > 0 {
+		rctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), max(c.o.rpcTimeout, b))
+	} else { // no budget: the caller's context bounds the wait and the RPC
+		rctx, cancel = context.WithCancel(ctx)
 	}
-	return context.WithTimeout(ctx, b)
+	stop := context.AfterFunc(c.ctx, cancel)
+	type answer struct {
+		res T
+		err error
+	}
+	ch := make(chan answer, 1)
+	var mu sync.Mutex
+	waiting := true
+	go func() {
+		defer stop()
+		defer cancel()
+		r, e := rpc(rctx)
+		c.noteReach(e)
+		mu.Lock()
+		w := waiting
+		if w {
+			ch <- answer{r, e}
+		}
+		mu.Unlock()
+		if !w && late != nil {
+			late(r, e)
+		}
+	}()
+	var timer <-chan time.Time
+	if b > 0 {
+		t, stopTimer := c.o.after(breaker, b)
+		defer stopTimer()
+		timer = t
+	}
+	select {
+	case a := <-ch:
+		return a.res, a.err, true
+	case <-timer:
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	select {
+	case a := <-ch: // it answered as the wait ended
+		return a.res, a.err, true
+	default:
+	}
+	waiting = false
+	return res, err, false
 }
 
 func (c *Client) fallbackAllow(breaker string) *Permit {
 	if c.o.fallback == FailClosed {
 		return &Permit{Breaker: breaker, Decision: pb.Decision_DECISION_DENIED_OPEN, Degraded: true,
-			Reason: "breakerd is unreachable and this worker fails closed: " + breaker + " is not called until it answers"}
+			Reason: "breakerd did not answer and this worker fails closed: " + breaker + " is not called until it answers"}
 	}
 	return c.local.allow(breaker)
 }
 
-// unreachable tells a failure to reach breakerd (fall back) from an
-// answer that the request itself is wrong (return it).
-func unreachable(err error) bool {
+// reachFailure tells a failure to reach breakerd (connection refused or
+// reset, and grpc's other transport failures, all Unavailable; the RPC's
+// own deadline) from everything else: an error about the request itself
+// (InvalidArgument; Internal from grpc's encoder for invalid UTF-8;
+// ResourceExhausted for an oversize message), a server-side error about
+// one breaker (Internal), or the caller's cancellation.
+func reachFailure(err error) bool {
 	switch status.Code(err) {
-	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied, codes.Unauthenticated,
-		codes.FailedPrecondition, codes.OutOfRange:
-		return false
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return true
 	}
-	return true
+	return false
 }
 
-// markDown switches to the fallback and starts checking for breakerd's
-// return in the background.
+// noteReach counts an RPC's result toward DownAfterFailures: an answer
+// resets the count, a failure to reach breakerd adds one, and anything
+// else leaves it.
+func (c *Client) noteReach(err error) {
+	switch {
+	case err == nil:
+		c.answered.Store(true)
+		c.streak.Store(0)
+	case reachFailure(err):
+		if c.streak.Add(1) >= DownAfterFailures {
+			c.markDown(err)
+		}
+	}
+}
+
+// markDown switches to the fallback, says so once (log, outage hook,
+// Stats.Outages), and starts checking for breakerd's return in the
+// background.
 func (c *Client) markDown(err error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed || c.down.Load() {
+		c.mu.Unlock()
 		return
 	}
 	c.down.Store(true)
 	c.downSince = c.o.clock.Now()
-	c.log("client: breakerd unreachable; answering from the local fallback", err)
-	c.wg.Add(1)
-	go c.reconnect()
+	c.mu.Unlock()
+	c.stats.outages.Add(1)
+	c.log(fmt.Sprintf("client: breakerd unreachable (%d consecutive failures); answering from the local fallback", DownAfterFailures), err)
+	if c.o.onOutage != nil {
+		c.o.onOutage(true, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.closed {
+		c.wg.Add(1)
+		go c.reconnect()
+	}
 }
 
 // reconnect polls breakerd's health until it is SERVING again, then
@@ -401,9 +614,13 @@ func (c *Client) reconnect() {
 		if err == nil && res.GetStatus() == healthpb.HealthCheckResponse_SERVING {
 			c.mu.Lock()
 			c.local.reset()
+			c.streak.Store(0)
 			c.down.Store(false)
 			c.mu.Unlock()
 			c.log("client: breakerd answers again", nil)
+			if c.o.onOutage != nil {
+				c.o.onOutage(false, nil)
+			}
 			return
 		}
 	}
@@ -441,37 +658,56 @@ type Result struct {
 }
 
 // Record reports the result of the call p admitted. A degraded permit's
-// result goes to the local fallback breaker (no round trip). When breakerd
-// cannot be reached the result goes to the local breaker too, the client
-// switches to its fallback, and Record returns a response noting it
-// rather than an error. Errors: breakerd's InvalidArgument (a bad outcome
-// or name).
+// result goes to the local fallback breaker (no round trip). Durations go
+// out clamped to what breakerd accepts (0 to 7 days, limits.MaxDurationMs),
+// keeping whether the Retry-After exceeds the deadline. When breakerd
+// cannot be reached the result goes to the local breaker too (and counts
+// toward DownAfterFailures), and Record returns a response noting it
+// rather than an error. Errors: InvalidArgument naming the field (a bad
+// name or worker id, checked before any round trip; a bad outcome), and
+// any other error breakerd returns about the request.
 func (c *Client) Record(ctx context.Context, p *Permit, r Result) (*pb.RecordResponse, error) {
 	if p.Degraded {
 		c.local.record(p.Breaker, p.Ticket, r)
 		return &pb.RecordResponse{Note: "recorded by the local fallback: breakerd unreachable"}, nil
 	}
+	if err := c.check(p.Breaker); err != nil {
+		return nil, err
+	}
 	_, worked := c.worked.Load(p.Breaker)
+	retryMs, deadlineMs := wireWait(r.RetryAfter, r.Deadline)
 	res, err := c.api.Record(ctx, &pb.RecordRequest{
 		Breaker:          p.Breaker,
 		WorkerId:         c.worker(),
 		Ticket:           p.Ticket,
 		Outcome:          r.Outcome,
-		RetryAfterMs:     r.RetryAfter.Milliseconds(),
-		DeadlineMs:       r.Deadline.Milliseconds(),
-		LatencyMs:        r.Latency.Milliseconds(),
+		RetryAfterMs:     retryMs,
+		DeadlineMs:       deadlineMs,
+		LatencyMs:        limits.ClampMs(r.Latency.Milliseconds()),
 		Message:          oneLine(r.Message, maxMessageBytes),
 		CredentialWorked: r.Outcome == pb.Outcome_OUTCOME_UNAUTHENTICATED && (r.CredentialWorked || worked),
 	})
+	c.noteReach(err)
 	if err == nil && r.Outcome == pb.Outcome_OUTCOME_SUCCESS {
 		c.worked.Store(p.Breaker, true)
 	}
-	if err != nil && unreachable(err) && !errors.Is(ctx.Err(), context.Canceled) {
-		c.markDown(err)
+	if err != nil && reachFailure(err) && !callerCanceled(ctx) {
 		c.local.record(p.Breaker, nil, r)
 		return &pb.RecordResponse{Note: "recorded by the local fallback: breakerd unreachable"}, nil
 	}
 	return res, err
+}
+
+// wireWait returns a Retry-After and a deadline as the milliseconds
+// breakerd accepts (0 to limits.MaxDurationMs), keeping whether the wait
+// exceeds the deadline: a wait of 30 days against 10 days left is sent as
+// 7 days against 7 days less 1ms.
+func wireWait(retryAfter, deadline time.Duration) (retryMs, deadlineMs int64) {
+	retryMs, deadlineMs = limits.ClampMs(retryAfter.Milliseconds()), limits.ClampMs(deadline.Milliseconds())
+	if retryAfter > deadline && retryMs <= deadlineMs && retryMs > 0 {
+		deadlineMs = retryMs - 1
+	}
+	return retryMs, deadlineMs
 }
 
 // Call asks breakerd, runs fn if allowed, and records fn's outcome as the
@@ -479,9 +715,11 @@ func (c *Client) Record(ctx context.Context, p *Permit, r Result) (*pb.RecordRes
 // the call was denied, a *CircuitOpenError or *ProbeInFlightError without
 // running fn (AsDenial renders either for the model). fn's own retries
 // stay inside fn: one exhausted call is one outcome. The caller's own
-// cancellation is not recorded; if the call was the fleet's probe, Call
-// records OUTCOME_CANCELED instead (also when fn panics), which releases
-// the lease at once without a verdict. Other errors: Allow's, wrapped ("client:
+// cancellation is not recorded (whenever ctx is cancelled by the time fn
+// returns an error, whatever the error and the classifier say); if the
+// call was the fleet's probe, Call records OUTCOME_CANCELED instead (also
+// when fn panics), which releases the lease at once without a verdict. A
+// deadline that passed is not a cancellation: it is recorded (TIMEOUT). Other errors: Allow's, wrapped ("client:
 // allow web_search: ..."), with fn not run; a failure to Record (other
 // than breakerd being unreachable) joined to fn's result.
 func (c *Client) Call(ctx context.Context, breaker string, fn func(ctx context.Context) error) error {
@@ -492,8 +730,13 @@ func (c *Client) Call(ctx context.Context, breaker string, fn func(ctx context.C
 	if !p.Allowed() {
 		return DeniedError(p)
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.recordTimeout)
-	defer cancel()
+	// The Record timeout starts when the call ends: a call may take
+	// longer than the timeout itself.
+	record := func(r Result) (*pb.RecordResponse, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.recordTimeout)
+		defer cancel()
+		return c.Record(rctx, p, r)
+	}
 	settled := false
 	if p.Decision == pb.Decision_DECISION_PROBE {
 		// The fleet's one probe: if fn panics or the caller gives up, hand
@@ -501,19 +744,24 @@ func (c *Client) Call(ctx context.Context, breaker string, fn func(ctx context.C
 		// than make every worker wait out the probe timeout.
 		defer func() {
 			if !settled {
-				_, _ = c.Record(rctx, p, Result{Outcome: pb.Outcome_OUTCOME_CANCELED})
+				_, _ = record(Result{Outcome: pb.Outcome_OUTCOME_CANCELED})
 			}
 		}()
 	}
 	start := time.Now()
 	callErr := fn(ctx)
+	if callErr != nil && callerCanceled(ctx) {
+		// The caller gave up, however fn words it: nothing is counted, and
+		// a probe hands its lease back (the deferred CANCELED).
+		return callErr
+	}
 	r, ok := c.o.classify(ctx, callErr)
 	if !ok {
 		return callErr
 	}
 	r.Latency = time.Since(start)
 	settled = true
-	if _, err := c.Record(rctx, p, r); err != nil {
+	if _, err := record(r); err != nil {
 		return errors.Join(callErr, fmt.Errorf("client: record %s: %w", breaker, err))
 	}
 	return callErr
@@ -551,19 +799,5 @@ func CallValidated[T any](ctx context.Context, c *Client, breaker string, fn fun
 // maxMessageBytes is the most of a failure message breakerd keeps.
 const maxMessageBytes = 256
 
-// oneLine makes a failure message fit a one-line reason: valid UTF-8,
-// control characters (newlines in an HTTP body) turned into spaces, cut to
-// at most n bytes on a character boundary.
-func oneLine(v string, n int) string {
-	v = strings.Map(func(r rune) rune {
-		if unicode.IsPrint(r) {
-			return r
-		}
-		return ' '
-	}, strings.ToValidUTF8(v, "?"))
-	for len(v) > n {
-		_, size := utf8.DecodeLastRuneInString(v)
-		v = v[:len(v)-size]
-	}
-	return v
-}
+// oneLine makes a failure message fit a one-line reason (limits.OneLine).
+func oneLine(v string, n int) string { return limits.OneLine(v, n) }

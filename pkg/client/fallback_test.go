@@ -137,7 +137,8 @@ func TestDaemonStoppedMidRunFallsBackToALocalBreaker(t *testing.T) {
 		d := start(t, b, o)
 		clock := newFakeClock()
 		v := newVendor(t, http.StatusServiceUnavailable)
-		c := dial(t, d.Addr, "agent", WithClock(clock), WithReconnectInterval(20*time.Millisecond))
+		var hook outages
+		c := dial(t, d.Addr, "agent", WithClock(clock), WithReconnectInterval(20*time.Millisecond), WithOutageHook(hook.hook))
 		ctx := context.Background()
 		pay, search := b.Breaker("payments"), b.Breaker("search")
 		tools := []Tool{{Name: "refund_charge", Breaker: pay}, {Name: "web_search", Breaker: search}}
@@ -193,6 +194,10 @@ func TestDaemonStoppedMidRunFallsBackToALocalBreaker(t *testing.T) {
 		// breakerd comes back at the same address: the client returns to it.
 		d2 := daemontest.StartAt(t, b, o, d.Addr)
 		eventually(t, "the client to reconnect", func() bool { _, down := c.Unreachable(); return !down })
+		eventually(t, "the outage hook to hear the return", func() bool { return hook.String() == "[true false]" })
+		if n := c.Stats().Outages; n != 1 {
+			t.Errorf("Stats().Outages = %d, want 1", n)
+		}
 		p, err := c.Allow(ctx, pay)
 		if err != nil || p.Degraded || d2.Calls.Get("Allow") != 1 {
 			t.Errorf("after breakerd returned: %+v, %v (%d Allows served); want breakerd's answer", p, err, d2.Calls.Get("Allow"))
@@ -230,7 +235,10 @@ func TestFailClosedDeniesWhileTheDaemonIsDown(t *testing.T) {
 }
 
 // A daemon that accepts connections and never answers: the first RPC
-// gives up after the first-contact budget and the fallback answers.
+// gives up after the first-contact budget and the fallback answers that
+// call; each RPC that then runs out its own timeout is a failure to reach
+// breakerd, and after DownAfterFailures of them the fallback answers
+// without trying.
 func TestFirstContactBudgetBoundsASilentDaemon(t *testing.T) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -246,7 +254,7 @@ func TestFirstContactBudgetBoundsASilentDaemon(t *testing.T) {
 			defer conn.Close() // held open, never read
 		}
 	}()
-	c, err := Dial(lis.Addr().String(), WithWorkerID("agent"), WithFirstContactBudget(100*time.Millisecond))
+	c, err := Dial(lis.Addr().String(), WithWorkerID("agent"), WithFirstContactBudget(100*time.Millisecond), WithRPCTimeout(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,9 +268,15 @@ func TestFirstContactBudgetBoundsASilentDaemon(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Errorf("Allow waited out the caller's minute instead of its budget")
 	}
-	// Once known down, the fallback answers without trying again.
-	if p, err := c.Allow(ctx, "payments"); err != nil || !p.Degraded {
-		t.Errorf("second Allow: %+v, %v", p, err)
+	eventually(t, "the client to give up on the silent daemon", func() bool {
+		if p, err := c.Allow(ctx, "payments"); err != nil || !p.Degraded {
+			t.Fatalf("Allow against a silent daemon: %+v, %v; want a degraded answer", p, err)
+		}
+		_, down := c.Unreachable()
+		return down
+	})
+	if n := c.Stats().Outages; n != 1 {
+		t.Errorf("Stats().Outages = %d, want 1", n)
 	}
 }
 

@@ -20,7 +20,7 @@ func TestImportList(t *testing.T) {
 		"golang.org/x/net", "golang.org/x/sys", "golang.org/x/text",
 		"github.com/breakerd/breakerd/proto/",
 		"github.com/breakerd/breakerd/internal/breaker", "github.com/breakerd/breakerd/internal/quorum",
-		"github.com/breakerd/breakerd/internal/probe",
+		"github.com/breakerd/breakerd/internal/probe", "github.com/breakerd/breakerd/internal/limits",
 		"github.com/breakerd/breakerd/pkg/client",
 	}
 	for _, dep := range strings.Fields(string(out)) {

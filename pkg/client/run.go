@@ -9,7 +9,11 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/breakerd/breakerd/internal/breaker"
+	"github.com/breakerd/breakerd/internal/limits"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -309,30 +313,36 @@ func (u Unavailable) err(now time.Time) error {
 
 // states returns the named breakers' states: from breakerd in one
 // BatchGet within the Allow budget, or from the fallback (degraded true)
-// when breakerd is unreachable.
+// when breakerd is unreachable or misses the budget. Names are checked as
+// breakerd checks them, before any round trip.
 func (c *Client) states(ctx context.Context, names []string) (states []*pb.BreakerState, degraded bool, err error) {
 	if len(names) == 0 {
 		return nil, false, nil
 	}
+	if err := limits.Names("breakers", names); err != nil {
+		return nil, false, status.Error(codes.InvalidArgument, err.Error())
+	}
 	if !c.down.Load() {
-		actx, cancel := c.budgeted(ctx)
-		res, err := c.api.BatchGet(actx, &pb.BatchGetRequest{Breakers: names})
-		cancel()
-		if err == nil {
-			c.answered.Store(true)
+		req := &pb.BatchGetRequest{Breakers: names}
+		res, err, inTime := ask(ctx, c, names[0],
+			func(ctx context.Context) (*pb.BatchGetResponse, error) { return c.api.BatchGet(ctx, req) }, nil)
+		switch {
+		case !inTime && ctx.Err() != nil:
+			return nil, false, ctx.Err()
+		case !inTime:
+			c.stats.budgetMisses.Add(1)
+		case err == nil:
 			return res.GetStates(), false, nil
-		}
-		if ctx.Err() != nil || !unreachable(err) {
+		case !reachFailure(err):
 			return nil, false, err
 		}
-		c.markDown(err)
 	}
 	now := c.o.clock.Now()
 	if c.o.fallback == FailClosed {
 		out := make([]*pb.BreakerState, len(names))
 		for i, n := range names {
 			out[i] = &pb.BreakerState{Breaker: n, State: pb.State_STATE_FORCED_OPEN, AsOfMs: now.UnixMilli(),
-				Reason: "breakerd is unreachable and this worker fails closed"}
+				Reason: "breakerd did not answer and this worker fails closed"}
 		}
 		return out, true, nil
 	}

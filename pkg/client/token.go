@@ -46,3 +46,9 @@ func (t bearerToken) GetRequestMetadata(ctx context.Context, uri ...string) (map
 // false so that loopback plaintext works; GetRequestMetadata refuses any
 // other plaintext destination itself.
 func (bearerToken) RequireTransportSecurity() bool { return false }
+
+// TokenCredentials returns the per-call credentials WithToken installs,
+// for a connection the caller dials itself and hands to New:
+// grpc.WithPerRPCCredentials(client.TokenCredentials(token)). The same
+// rule holds: over plaintext the token goes only to a loopback address.
+func TokenCredentials(token string) credentials.PerRPCCredentials { return bearerToken(token) }

@@ -205,6 +205,13 @@ const (
 	// ends this way releases its lease at once instead of holding it until
 	// the probe timeout.
 	Outcome_OUTCOME_CANCELED Outcome = 11
+	// Not a failure of the dependency: the account's paid quota or credit is
+	// used up (HTTP 402, or a 429 whose body's error code is
+	// "insufficient_quota"), so every worker gets the same answer until a
+	// person pays or raises the limit. Handled like a rejected credential
+	// (an alert, and a pause under a distinct-worker quorum), never as a
+	// counted failure or a rate limit.
+	Outcome_OUTCOME_QUOTA_EXHAUSTED Outcome = 12
 )
 
 // Enum value maps for Outcome.
@@ -222,6 +229,7 @@ var (
 		9:  "OUTCOME_RATE_LIMITED",
 		10: "OUTCOME_UNAUTHENTICATED",
 		11: "OUTCOME_CANCELED",
+		12: "OUTCOME_QUOTA_EXHAUSTED",
 	}
 	Outcome_value = map[string]int32{
 		"OUTCOME_UNSPECIFIED":       0,
@@ -236,6 +244,7 @@ var (
 		"OUTCOME_RATE_LIMITED":      9,
 		"OUTCOME_UNAUTHENTICATED":   10,
 		"OUTCOME_CANCELED":          11,
+		"OUTCOME_QUOTA_EXHAUSTED":   12,
 	}
 )
 
@@ -1181,7 +1190,17 @@ func (x *BatchGetResponse) GetStates() []*BreakerState {
 type ListRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only these states; all when empty.
-	States        []State `protobuf:"varint,1,rep,packed,name=states,proto3,enum=breakerd.v1.State" json:"states,omitempty"`
+	States []State `protobuf:"varint,1,rep,packed,name=states,proto3,enum=breakerd.v1.State" json:"states,omitempty"`
+	// How many keys one page examines (the SCAN COUNT hint), at most 1000.
+	// A page may hold fewer breakers, even none, when the filter drops
+	// them: keep going while next_page_token is set. 0: no paging, every
+	// breaker in one response.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Where to continue: the next_page_token of the previous page; empty for
+	// the first page. Pages follow Redis SCAN: a breaker that exists for the
+	// whole listing is returned at least once (rarely twice, while Redis
+	// resizes its table).
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1223,9 +1242,26 @@ func (x *ListRequest) GetStates() []State {
 	return nil
 }
 
+func (x *ListRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ListResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	States        []*BreakerState        `protobuf:"bytes,1,rep,name=states,proto3" json:"states,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	States []*BreakerState        `protobuf:"bytes,1,rep,name=states,proto3" json:"states,omitempty"`
+	// The page_token of the next page; empty after the last page (and when
+	// page_size was 0).
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1265,6 +1301,13 @@ func (x *ListResponse) GetStates() []*BreakerState {
 		return x.States
 	}
 	return nil
+}
+
+func (x *ListResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 type ForceRequest struct {
@@ -1436,6 +1479,52 @@ func (x *WatchRequest) GetBreakers() []string {
 	return nil
 }
 
+// WatchResponse is one message of a Watch stream.
+type WatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The transition, Force or alert, as it is written to the durable log.
+	Event         *Event `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchResponse) Reset() {
+	*x = WatchResponse{}
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchResponse) ProtoMessage() {}
+
+func (x *WatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
+func (*WatchResponse) Descriptor() ([]byte, []int) {
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *WatchResponse) GetEvent() *Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
 // Event is one entry of the durable log: a transition, a Force, or an alert.
 type Event struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1460,7 +1549,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[15]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1472,7 +1561,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[15]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1485,7 +1574,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{15}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Event) GetId() string {
@@ -1588,7 +1677,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[16]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1600,7 +1689,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[16]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1613,7 +1702,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{16}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *EventsRequest) GetBreaker() string {
@@ -1647,7 +1736,7 @@ type EventsResponse struct {
 
 func (x *EventsResponse) Reset() {
 	*x = EventsResponse{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[17]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1659,7 +1748,7 @@ func (x *EventsResponse) String() string {
 func (*EventsResponse) ProtoMessage() {}
 
 func (x *EventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[17]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1672,7 +1761,7 @@ func (x *EventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsResponse.ProtoReflect.Descriptor instead.
 func (*EventsResponse) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{17}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EventsResponse) GetEvents() []*Event {
@@ -1752,11 +1841,15 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x0fBatchGetRequest\x12\x1a\n" +
 	"\bbreakers\x18\x01 \x03(\tR\bbreakers\"E\n" +
 	"\x10BatchGetResponse\x121\n" +
-	"\x06states\x18\x01 \x03(\v2\x19.breakerd.v1.BreakerStateR\x06states\"9\n" +
+	"\x06states\x18\x01 \x03(\v2\x19.breakerd.v1.BreakerStateR\x06states\"u\n" +
 	"\vListRequest\x12*\n" +
-	"\x06states\x18\x01 \x03(\x0e2\x12.breakerd.v1.StateR\x06states\"A\n" +
+	"\x06states\x18\x01 \x03(\x0e2\x12.breakerd.v1.StateR\x06states\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"i\n" +
 	"\fListResponse\x121\n" +
-	"\x06states\x18\x01 \x03(\v2\x19.breakerd.v1.BreakerStateR\x06states\"\x9f\x01\n" +
+	"\x06states\x18\x01 \x03(\v2\x19.breakerd.v1.BreakerStateR\x06states\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x9f\x01\n" +
 	"\fForceRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12*\n" +
 	"\x04mode\x18\x02 \x01(\x0e2\x16.breakerd.v1.ForceModeR\x04mode\x12\x16\n" +
@@ -1766,7 +1859,9 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\rForceResponse\x12/\n" +
 	"\x05state\x18\x01 \x01(\v2\x19.breakerd.v1.BreakerStateR\x05state\"*\n" +
 	"\fWatchRequest\x12\x1a\n" +
-	"\bbreakers\x18\x01 \x03(\tR\bbreakers\"\xf4\x02\n" +
+	"\bbreakers\x18\x01 \x03(\tR\bbreakers\"9\n" +
+	"\rWatchResponse\x12(\n" +
+	"\x05event\x18\x01 \x01(\v2\x12.breakerd.v1.EventR\x05event\"\xf4\x02\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\abreaker\x18\x02 \x01(\tR\abreaker\x12*\n" +
@@ -1807,7 +1902,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x0fSTATE_HALF_OPEN\x10\x03\x12\x15\n" +
 	"\x11STATE_FORCED_OPEN\x10\x04\x12\x17\n" +
 	"\x13STATE_FORCED_CLOSED\x10\x05\x12\x10\n" +
-	"\fSTATE_PAUSED\x10\x06*\xbc\x02\n" +
+	"\fSTATE_PAUSED\x10\x06*\xd9\x02\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fOUTCOME_SUCCESS\x10\x01\x12\x15\n" +
@@ -1821,7 +1916,8 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x14OUTCOME_RATE_LIMITED\x10\t\x12\x1b\n" +
 	"\x17OUTCOME_UNAUTHENTICATED\x10\n" +
 	"\x12\x14\n" +
-	"\x10OUTCOME_CANCELED\x10\v*h\n" +
+	"\x10OUTCOME_CANCELED\x10\v\x12\x1b\n" +
+	"\x17OUTCOME_QUOTA_EXHAUSTED\x10\f*h\n" +
 	"\tForceMode\x12\x1a\n" +
 	"\x16FORCE_MODE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fFORCE_MODE_OPEN\x10\x01\x12\x15\n" +
@@ -1835,15 +1931,15 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x15EVENT_KIND_STUCK_OPEN\x10\x04\x12\x1d\n" +
 	"\x19EVENT_KIND_SUSPECT_WORKER\x10\x05\x12\x1d\n" +
 	"\x19EVENT_KIND_PAUSE_EXPIRING\x10\x06\x12\x1e\n" +
-	"\x1aEVENT_KIND_PROBE_ABANDONED\x10\a2\x90\x04\n" +
+	"\x1aEVENT_KIND_PROBE_ABANDONED\x10\a2\x98\x04\n" +
 	"\x0eBreakerService\x12>\n" +
 	"\x05Allow\x12\x19.breakerd.v1.AllowRequest\x1a\x1a.breakerd.v1.AllowResponse\x12A\n" +
 	"\x06Record\x12\x1a.breakerd.v1.RecordRequest\x1a\x1b.breakerd.v1.RecordResponse\x128\n" +
 	"\x03Get\x12\x17.breakerd.v1.GetRequest\x1a\x18.breakerd.v1.GetResponse\x12G\n" +
 	"\bBatchGet\x12\x1c.breakerd.v1.BatchGetRequest\x1a\x1d.breakerd.v1.BatchGetResponse\x12;\n" +
 	"\x04List\x12\x18.breakerd.v1.ListRequest\x1a\x19.breakerd.v1.ListResponse\x12>\n" +
-	"\x05Force\x12\x19.breakerd.v1.ForceRequest\x1a\x1a.breakerd.v1.ForceResponse\x128\n" +
-	"\x05Watch\x12\x19.breakerd.v1.WatchRequest\x1a\x12.breakerd.v1.Event0\x01\x12A\n" +
+	"\x05Force\x12\x19.breakerd.v1.ForceRequest\x1a\x1a.breakerd.v1.ForceResponse\x12@\n" +
+	"\x05Watch\x12\x19.breakerd.v1.WatchRequest\x1a\x1a.breakerd.v1.WatchResponse0\x01\x12A\n" +
 	"\x06Events\x12\x1a.breakerd.v1.EventsRequest\x1a\x1b.breakerd.v1.EventsResponseB;Z9github.com/breakerd/breakerd/proto/breakerd/v1;breakerdv1b\x06proto3"
 
 var (
@@ -1859,7 +1955,7 @@ func file_breakerd_v1_breaker_proto_rawDescGZIP() []byte {
 }
 
 var file_breakerd_v1_breaker_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_breakerd_v1_breaker_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_breakerd_v1_breaker_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_breakerd_v1_breaker_proto_goTypes = []any{
 	(Decision)(0),            // 0: breakerd.v1.Decision
 	(State)(0),               // 1: breakerd.v1.State
@@ -1881,9 +1977,10 @@ var file_breakerd_v1_breaker_proto_goTypes = []any{
 	(*ForceRequest)(nil),     // 17: breakerd.v1.ForceRequest
 	(*ForceResponse)(nil),    // 18: breakerd.v1.ForceResponse
 	(*WatchRequest)(nil),     // 19: breakerd.v1.WatchRequest
-	(*Event)(nil),            // 20: breakerd.v1.Event
-	(*EventsRequest)(nil),    // 21: breakerd.v1.EventsRequest
-	(*EventsResponse)(nil),   // 22: breakerd.v1.EventsResponse
+	(*WatchResponse)(nil),    // 20: breakerd.v1.WatchResponse
+	(*Event)(nil),            // 21: breakerd.v1.Event
+	(*EventsRequest)(nil),    // 22: breakerd.v1.EventsRequest
+	(*EventsResponse)(nil),   // 23: breakerd.v1.EventsResponse
 }
 var file_breakerd_v1_breaker_proto_depIdxs = []int32{
 	1,  // 0: breakerd.v1.BreakerState.state:type_name -> breakerd.v1.State
@@ -1899,31 +1996,32 @@ var file_breakerd_v1_breaker_proto_depIdxs = []int32{
 	6,  // 10: breakerd.v1.ListResponse.states:type_name -> breakerd.v1.BreakerState
 	3,  // 11: breakerd.v1.ForceRequest.mode:type_name -> breakerd.v1.ForceMode
 	6,  // 12: breakerd.v1.ForceResponse.state:type_name -> breakerd.v1.BreakerState
-	4,  // 13: breakerd.v1.Event.kind:type_name -> breakerd.v1.EventKind
-	1,  // 14: breakerd.v1.Event.from:type_name -> breakerd.v1.State
-	1,  // 15: breakerd.v1.Event.to:type_name -> breakerd.v1.State
-	20, // 16: breakerd.v1.EventsResponse.events:type_name -> breakerd.v1.Event
-	7,  // 17: breakerd.v1.BreakerService.Allow:input_type -> breakerd.v1.AllowRequest
-	9,  // 18: breakerd.v1.BreakerService.Record:input_type -> breakerd.v1.RecordRequest
-	11, // 19: breakerd.v1.BreakerService.Get:input_type -> breakerd.v1.GetRequest
-	13, // 20: breakerd.v1.BreakerService.BatchGet:input_type -> breakerd.v1.BatchGetRequest
-	15, // 21: breakerd.v1.BreakerService.List:input_type -> breakerd.v1.ListRequest
-	17, // 22: breakerd.v1.BreakerService.Force:input_type -> breakerd.v1.ForceRequest
-	19, // 23: breakerd.v1.BreakerService.Watch:input_type -> breakerd.v1.WatchRequest
-	21, // 24: breakerd.v1.BreakerService.Events:input_type -> breakerd.v1.EventsRequest
-	8,  // 25: breakerd.v1.BreakerService.Allow:output_type -> breakerd.v1.AllowResponse
-	10, // 26: breakerd.v1.BreakerService.Record:output_type -> breakerd.v1.RecordResponse
-	12, // 27: breakerd.v1.BreakerService.Get:output_type -> breakerd.v1.GetResponse
-	14, // 28: breakerd.v1.BreakerService.BatchGet:output_type -> breakerd.v1.BatchGetResponse
-	16, // 29: breakerd.v1.BreakerService.List:output_type -> breakerd.v1.ListResponse
-	18, // 30: breakerd.v1.BreakerService.Force:output_type -> breakerd.v1.ForceResponse
-	20, // 31: breakerd.v1.BreakerService.Watch:output_type -> breakerd.v1.Event
-	22, // 32: breakerd.v1.BreakerService.Events:output_type -> breakerd.v1.EventsResponse
-	25, // [25:33] is the sub-list for method output_type
-	17, // [17:25] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	21, // 13: breakerd.v1.WatchResponse.event:type_name -> breakerd.v1.Event
+	4,  // 14: breakerd.v1.Event.kind:type_name -> breakerd.v1.EventKind
+	1,  // 15: breakerd.v1.Event.from:type_name -> breakerd.v1.State
+	1,  // 16: breakerd.v1.Event.to:type_name -> breakerd.v1.State
+	21, // 17: breakerd.v1.EventsResponse.events:type_name -> breakerd.v1.Event
+	7,  // 18: breakerd.v1.BreakerService.Allow:input_type -> breakerd.v1.AllowRequest
+	9,  // 19: breakerd.v1.BreakerService.Record:input_type -> breakerd.v1.RecordRequest
+	11, // 20: breakerd.v1.BreakerService.Get:input_type -> breakerd.v1.GetRequest
+	13, // 21: breakerd.v1.BreakerService.BatchGet:input_type -> breakerd.v1.BatchGetRequest
+	15, // 22: breakerd.v1.BreakerService.List:input_type -> breakerd.v1.ListRequest
+	17, // 23: breakerd.v1.BreakerService.Force:input_type -> breakerd.v1.ForceRequest
+	19, // 24: breakerd.v1.BreakerService.Watch:input_type -> breakerd.v1.WatchRequest
+	22, // 25: breakerd.v1.BreakerService.Events:input_type -> breakerd.v1.EventsRequest
+	8,  // 26: breakerd.v1.BreakerService.Allow:output_type -> breakerd.v1.AllowResponse
+	10, // 27: breakerd.v1.BreakerService.Record:output_type -> breakerd.v1.RecordResponse
+	12, // 28: breakerd.v1.BreakerService.Get:output_type -> breakerd.v1.GetResponse
+	14, // 29: breakerd.v1.BreakerService.BatchGet:output_type -> breakerd.v1.BatchGetResponse
+	16, // 30: breakerd.v1.BreakerService.List:output_type -> breakerd.v1.ListResponse
+	18, // 31: breakerd.v1.BreakerService.Force:output_type -> breakerd.v1.ForceResponse
+	20, // 32: breakerd.v1.BreakerService.Watch:output_type -> breakerd.v1.WatchResponse
+	23, // 33: breakerd.v1.BreakerService.Events:output_type -> breakerd.v1.EventsResponse
+	26, // [26:34] is the sub-list for method output_type
+	18, // [18:26] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_breakerd_v1_breaker_proto_init() }
@@ -1937,7 +2035,7 @@ func file_breakerd_v1_breaker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_breakerd_v1_breaker_proto_rawDesc), len(file_breakerd_v1_breaker_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

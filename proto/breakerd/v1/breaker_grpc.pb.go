@@ -63,9 +63,13 @@ type BreakerServiceClient interface {
 	// BatchGet returns the state of several breakers in one call (one Redis
 	// round trip). Never takes or moves a probe lease.
 	BatchGet(ctx context.Context, in *BatchGetRequest, opts ...grpc.CallOption) (*BatchGetResponse, error)
-	// List returns every breaker that holds state, optionally filtered by
+	// List returns the breakers that hold state, optionally filtered by
 	// state. Breakers with no stored state (closed, no failures) are not
-	// listed. Never takes or moves a probe lease.
+	// listed. Never takes or moves a probe lease. With page_size set it
+	// returns one page (one Redis SCAN step) and a next_page_token; without,
+	// every breaker at once, which costs a full scan per call. Errors:
+	// InvalidArgument for a page_size out of range or a page_token that is
+	// not one List returned.
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
 	// Force pins a breaker open or closed on an operator's word, or returns
 	// it to automatic operation (AUTO: closed with fresh counts). Automatic
@@ -75,7 +79,9 @@ type BreakerServiceClient interface {
 	// Watch streams transition events as they happen, fleet-wide (from every
 	// daemon on the same Redis). It sends nothing from the past: read the
 	// durable log for history.
-	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error)
+	// Each message wraps one event (WatchResponse), so the stream can carry
+	// more than events later without breaking its type.
+	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
 	// Events reads the durable event log (each breaker's Redis Stream),
 	// oldest first: one breaker's, or every breaker's merged by time. It
 	// returns the most recent `limit` events no older than since_ms. Never
@@ -153,13 +159,13 @@ func (c *breakerServiceClient) Force(ctx context.Context, in *ForceRequest, opts
 	return out, nil
 }
 
-func (c *breakerServiceClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Event], error) {
+func (c *breakerServiceClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &BreakerService_ServiceDesc.Streams[0], BreakerService_Watch_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	x := &grpc.GenericClientStream[WatchRequest, Event]{ClientStream: stream}
+	x := &grpc.GenericClientStream[WatchRequest, WatchResponse]{ClientStream: stream}
 	if err := x.ClientStream.SendMsg(in); err != nil {
 		return nil, err
 	}
@@ -170,7 +176,7 @@ func (c *breakerServiceClient) Watch(ctx context.Context, in *WatchRequest, opts
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type BreakerService_WatchClient = grpc.ServerStreamingClient[Event]
+type BreakerService_WatchClient = grpc.ServerStreamingClient[WatchResponse]
 
 func (c *breakerServiceClient) Events(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (*EventsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -204,9 +210,13 @@ type BreakerServiceServer interface {
 	// BatchGet returns the state of several breakers in one call (one Redis
 	// round trip). Never takes or moves a probe lease.
 	BatchGet(context.Context, *BatchGetRequest) (*BatchGetResponse, error)
-	// List returns every breaker that holds state, optionally filtered by
+	// List returns the breakers that hold state, optionally filtered by
 	// state. Breakers with no stored state (closed, no failures) are not
-	// listed. Never takes or moves a probe lease.
+	// listed. Never takes or moves a probe lease. With page_size set it
+	// returns one page (one Redis SCAN step) and a next_page_token; without,
+	// every breaker at once, which costs a full scan per call. Errors:
+	// InvalidArgument for a page_size out of range or a page_token that is
+	// not one List returned.
 	List(context.Context, *ListRequest) (*ListResponse, error)
 	// Force pins a breaker open or closed on an operator's word, or returns
 	// it to automatic operation (AUTO: closed with fresh counts). Automatic
@@ -216,7 +226,9 @@ type BreakerServiceServer interface {
 	// Watch streams transition events as they happen, fleet-wide (from every
 	// daemon on the same Redis). It sends nothing from the past: read the
 	// durable log for history.
-	Watch(*WatchRequest, grpc.ServerStreamingServer[Event]) error
+	// Each message wraps one event (WatchResponse), so the stream can carry
+	// more than events later without breaking its type.
+	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
 	// Events reads the durable event log (each breaker's Redis Stream),
 	// oldest first: one breaker's, or every breaker's merged by time. It
 	// returns the most recent `limit` events no older than since_ms. Never
@@ -252,7 +264,7 @@ func (UnimplementedBreakerServiceServer) List(context.Context, *ListRequest) (*L
 func (UnimplementedBreakerServiceServer) Force(context.Context, *ForceRequest) (*ForceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Force not implemented")
 }
-func (UnimplementedBreakerServiceServer) Watch(*WatchRequest, grpc.ServerStreamingServer[Event]) error {
+func (UnimplementedBreakerServiceServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error {
 	return status.Error(codes.Unimplemented, "method Watch not implemented")
 }
 func (UnimplementedBreakerServiceServer) Events(context.Context, *EventsRequest) (*EventsResponse, error) {
@@ -392,11 +404,11 @@ func _BreakerService_Watch_Handler(srv interface{}, stream grpc.ServerStream) er
 	if err := stream.RecvMsg(m); err != nil {
 		return err
 	}
-	return srv.(BreakerServiceServer).Watch(m, &grpc.GenericServerStream[WatchRequest, Event]{ServerStream: stream})
+	return srv.(BreakerServiceServer).Watch(m, &grpc.GenericServerStream[WatchRequest, WatchResponse]{ServerStream: stream})
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type BreakerService_WatchServer = grpc.ServerStreamingServer[Event]
+type BreakerService_WatchServer = grpc.ServerStreamingServer[WatchResponse]
 
 func _BreakerService_Events_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(EventsRequest)

@@ -1,4 +1,4 @@
-package store
+package store_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
 )
 
@@ -15,7 +16,7 @@ import (
 // Redis ran.
 func TestScriptErrorsNameTheLuaLine(t *testing.T) {
 	line := func(file, needle string) int {
-		src := map[string]string{"lib": libLua, "record": recordLua}[file]
+		src := map[string]string{"lib": store.LibLua, "record": store.RecordLua}[file]
 		for i, l := range strings.Split(src, "\n") {
 			if strings.Contains(l, needle) {
 				return i + 1
@@ -26,12 +27,12 @@ func TestScriptErrorsNameTheLuaLine(t *testing.T) {
 	}
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := context.Background()
-		k := keys(b.Breaker("x"))
+		name := b.Breaker("x")
 		args := []any{b.Breaker("x"), 1, 1000, 10, 1000, b.Prefix + "ch", "w1",
 			"F", 0, "", 0, "timeout", "not-a-number", 2, 3, 10000, 80000, "0", "0"}
 		// The threshold (ARGV[13]) is not a number: the trip rule's
 		// comparison fails in record.lua.
-		_, err := run(ctx, b.Client, recordScript, k, args...)
+		_, err := store.RunRecordScript(ctx, b.Client, name, args...)
 		want := fmt.Sprintf("record.lua:%d", line("record", "s.fails >= THRESHOLD and n >= MIN_WORKERS"))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("record with a bad threshold: %v; want an error naming %s", err, want)
@@ -42,7 +43,7 @@ func TestScriptErrorsNameTheLuaLine(t *testing.T) {
 		// The pinned time (ARGV[2]) is not a number: clock() fails in lib.lua.
 		// (threshold 1, quorum 1: the failure trips, which reads the clock)
 		args[1], args[12], args[13] = "soon", 1, 1
-		_, err = run(ctx, b.Client, recordScript, k, args...)
+		_, err = store.RunRecordScript(ctx, b.Client, name, args...)
 		want = fmt.Sprintf("lib.lua:%d", line("lib", "if PINNED > 0 then"))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("record with a bad pinned time: %v; want an error naming %s", err, want)

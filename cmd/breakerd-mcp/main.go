@@ -1,0 +1,50 @@
+// Command breakerd-mcp is breakerd's Model Context Protocol gateway: it
+// serves the tools of upstream MCP servers to any MCP agent, asking
+// breakerd before each call, so that a tool whose dependency is down
+// leaves the agent's toolset with the reason. See the README's "MCP
+// gateway" section and internal/mcpgw.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/breakerd/breakerd/internal/mcpgw"
+)
+
+func main() {
+	err := run(context.Background(), os.Args, os.Getenv, os.Stdin, os.Stdout, os.Stderr)
+	switch {
+	case errors.Is(err, mcpgw.ErrHelp):
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "breakerd-mcp:", err)
+		os.Exit(1)
+	}
+}
+
+// version is set at build time: -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+// run parses the command line and serves until a signal, or until the
+// stdio agent hangs up. Logs go to stderr: over stdio, stdout is the
+// protocol's.
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	f, err := mcpgw.ParseFlags(args[1:], getenv, stderr)
+	if err != nil {
+		return err
+	}
+	if f.ShowVersion {
+		fmt.Fprintln(stderr, "breakerd-mcp", version)
+		return nil
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil)).With("worker", f.WorkerID)
+	return mcpgw.Serve(ctx, f, stdin, stdout, log, version)
+}

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/breakerd/breakerd/internal/auth"
+	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/testredis"
+	"github.com/breakerd/breakerd/internal/testtls"
+)
+
+// envRole makes the test binary breakerd-mcp ("main") or a one-tool
+// upstream MCP server over stdio ("upstream").
+const envRole = "BREAKERD_MCP_TEST_ROLE"
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(envRole) {
+	case "main":
+		main()
+		os.Exit(0)
+	case "upstream":
+		srv := mcp.NewServer(&mcp.Implementation{Name: "upstream"}, nil)
+		srv.AddTool(&mcp.Tool{Name: "echo", InputSchema: map[string]any{"type": "object"}},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo"}}}, nil
+			})
+		_ = srv.Run(context.Background(), &mcp.StdioTransport{})
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// setup starts a daemon and writes a gateway file whose one upstream is
+// this test binary; it returns the daemon's address and the file.
+func setup(t *testing.T, o daemontest.Options) (addr, file string) {
+	t.Helper()
+	b := testredis.Mini(t)
+	d := daemontest.StartWith(t, b, o)
+	file = filepath.Join(t.TempDir(), "gateway.yaml")
+	yaml := "breaker_prefix: \"" + b.Prefix + "mcp:\"\nupstreams:\n  - name: up\n    command: [\"" + os.Args[0] + "\"]\n    env: {" + envRole + ": upstream}\n"
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return d.Addr, file
+}
+
+func gatewayCmd(args ...string) (*exec.Cmd, *daemontest.Buffer) {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), envRole+"=main")
+	out := &daemontest.Buffer{}
+	cmd.Stderr = out
+	return cmd, out
+}
+
+func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
+	t.Helper()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatalf("ListTools: %v", err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	return slices.Sorted(slices.Values(names))
+}
+
+// gateway is breakerd-mcp running with --listen as its own process.
+type gateway struct {
+	cmd    *exec.Cmd
+	out    *daemontest.Buffer
+	done   chan error
+	listen string
+}
+
+// startHTTP runs breakerd-mcp with args and --listen, with extra
+// environment, and waits until /healthz answers 200.
+func startHTTP(t *testing.T, env []string, args ...string) *gateway {
+	t.Helper()
+	g := &gateway{listen: testredis.FreeAddr(t), done: make(chan error, 1)}
+	g.cmd, g.out = gatewayCmd(append(args, "--listen", g.listen)...)
+	g.cmd.Env = append(g.cmd.Env, env...)
+	if err := g.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { g.done <- g.cmd.Wait() }()
+	t.Cleanup(func() { _ = g.cmd.Process.Kill() })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + g.listen + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return g
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no healthy /healthz; output:\n%s", g.out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (g *gateway) connect(t *testing.T) *mcp.ClientSession {
+	t.Helper()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: "http://" + g.listen + "/mcp"}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v; output:\n%s", err, g.out)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// TestServesHTTPAndStopsOnSIGTERM: with --listen the gateway boots,
+// answers /healthz, serves an agent over Streamable HTTP, and exits
+// cleanly on SIGTERM.
+func TestServesHTTPAndStopsOnSIGTERM(t *testing.T) {
+	addr, file := setup(t, daemontest.Options{})
+	g := startHTTP(t, nil, "--config", file, "--breakerd", addr, "--worker-id", "gw-1")
+	cs := g.connect(t)
+	if got := toolNames(t, cs); strings.Join(got, ",") != "breakerd_status,echo" {
+		t.Errorf("tools/list = %v, want breakerd_status, echo", got)
+	}
+	_ = cs.Close()
+
+	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-g.done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v; output:\n%s", err, g.out)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no exit after SIGTERM; output:\n%s", g.out)
+	}
+}
+
+// TestTokenOverTLS: against a breakerd that requires TLS and tokens, the
+// gateway verifies it with --tls-ca, sends its worker token
+// (BREAKERD_MCP_TOKEN), follows Watch (healthy) and has its calls allowed.
+func TestTokenOverTLS(t *testing.T) {
+	p := testtls.New(t)
+	tokens, err := auth.Parse([]byte("tokens:\n  - name: gateways\n    role: worker\n    token: " + workerToken +
+		"\n    workers: [gw-1, \"gw-1/*\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvOpts := append(auth.New(tokens).ServerOptions(),
+		grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{p.Server}, MinVersion: tls.VersionTLS12})))
+	addr, file := setup(t, daemontest.Options{Server: srvOpts})
+	g := startHTTP(t, []string{"BREAKERD_MCP_TOKEN=" + workerToken},
+		"--config", file, "--breakerd", addr, "--worker-id", "gw-1", "--tls-ca", p.CAFile)
+	res, err := g.connect(t).CallTool(context.Background(), &mcp.CallToolParams{Name: "echo"})
+	if err != nil || res.IsError {
+		t.Fatalf("echo through a gateway with a token over TLS: %v %v; output:\n%s", res, err, g.out)
+	}
+	if strings.Contains(g.out.String(), workerToken) {
+		t.Error("the gateway's log holds the token")
+	}
+}
+
+// workerToken is a test token (at least auth.MinTokenBytes).
+const workerToken = "gw-test-token-0123456789abcdef0123456789"
+
+// TestServesStdio: launched as a desktop agent launches it, the gateway
+// serves one session over stdin/stdout and exits when the agent hangs up.
+func TestServesStdio(t *testing.T) {
+	addr, file := setup(t, daemontest.Options{})
+	cmd, out := gatewayCmd("--config", file, "--breakerd", addr, "--worker-id", "gw-1")
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent"}, nil).Connect(context.Background(),
+		&mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect over stdio: %v; output:\n%s", err, out)
+	}
+	if got := toolNames(t, cs); strings.Join(got, ",") != "breakerd_status,echo" {
+		t.Errorf("tools/list = %v, want breakerd_status, echo", got)
+	}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo"})
+	if err != nil || res.IsError {
+		t.Fatalf("echo over stdio: %v %v", res, err)
+	}
+	if err := cs.Close(); err != nil {
+		t.Errorf("close: %v; output:\n%s", err, out)
+	}
+	if cmd.ProcessState == nil || !cmd.ProcessState.Success() {
+		t.Errorf("gateway exit: %v; output:\n%s", cmd.ProcessState, out)
+	}
+}
+
+func TestFlagErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"x"}, "--config: is required"},
+		{[]string{"x", "--config", "g.yaml", "--fallback", "maybe"}, "--fallback: must be local or closed"},
+		{[]string{"x", "--nope"}, "unknown flag: --nope"},
+		{[]string{"x", "--config", "/does/not/exist.yaml"}, "no such file"},
+	} {
+		var stderr daemontest.Buffer
+		err := run(context.Background(), tc.args, func(string) string { return "" }, nil, nil, &stderr)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("run(%q) = %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+	var stderr daemontest.Buffer
+	env := map[string]string{"BREAKERD_MCP_FALLBACK": "sometimes"}
+	err := run(context.Background(), []string{"x", "--config", "g.yaml"}, func(k string) string { return env[k] }, nil, nil, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "--fallback") {
+		t.Errorf("run with BREAKERD_MCP_FALLBACK=sometimes = %v, want a --fallback error", err)
+	}
+}

@@ -1,0 +1,279 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/hooks"
+	"github.com/breakerd/breakerd/internal/server"
+	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/internal/testredis"
+	"github.com/breakerd/breakerd/pkg/client"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// aclUser creates a uniquely named ACL user with breakerd's rules for db
+// on the real Redis, through the harness's admin connection, and deletes
+// it when t ends. It returns the user and its password.
+func aclUser(t *testing.T, b *testredis.Backend, db int) (string, string) {
+	t.Helper()
+	buf := make([]byte, 16)
+	_, _ = rand.Read(buf)
+	user, password := "breakerd-acltest-"+hex.EncodeToString(buf[:6]), hex.EncodeToString(buf)
+	args := []any{"ACL", "SETUSER", user, "reset", "on", ">" + password}
+	for _, r := range strings.Fields(RedisACLRules(db)) {
+		args = append(args, r)
+	}
+	ctx := context.Background()
+	if err := b.Client.Do(ctx, args...).Err(); err != nil {
+		t.Fatalf("ACL SETUSER: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := b.Client.Do(context.Background(), "ACL", "DELUSER", user).Err(); err != nil {
+			t.Errorf("ACL DELUSER %s: %v", user, err)
+		}
+	})
+	return user, password
+}
+
+// aclDenials returns the ACL LOG entries of user: every command, key or
+// channel Redis refused it.
+func aclDenials(t *testing.T, b *testredis.Backend, user string) []string {
+	t.Helper()
+	entries, err := b.Client.ACLLog(context.Background(), 128).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if e.Username == user {
+			out = append(out, fmt.Sprintf("%s %s (%s)", e.Reason, e.Object, e.Context))
+		}
+	}
+	return out
+}
+
+// TestRedisACL runs the daemon's own connections (store, live feed,
+// hooks, health) under a user with exactly RedisACLRules, through a trip,
+// a probe, a close, a Force, a Watch, List, Events, the new-breaker
+// quota and hook deliveries, and checks Redis refused it nothing; then
+// that the user may not run the commands a daemon never needs.
+func TestRedisACL(t *testing.T) {
+	b := testredis.Real(t)
+	user, password := aclUser(t, b, 0)
+	b.Username, b.Password = user, password
+	ctx := context.Background()
+
+	var mu sync.Mutex
+	var delivered []string
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		delivered = append(delivered, r.Header.Get(hooks.HeaderEvent))
+		mu.Unlock()
+	}))
+	defer hook.Close()
+	d := daemontest.StartWith(t, b, daemontest.Options{
+		// The channel must match the ACL's pattern, as the daemon's does.
+		Store:  store.Options{Rand: func() float64 { return 0 }, Channel: store.DefaultChannel + ":" + b.Prefix},
+		Limits: server.Limits{NewBreakersPerMinute: 1},
+		Hooks: &hooks.Options{Hooks: []hooks.Hook{{Name: b.Prefix + "oncall", URL: hook.URL,
+			Events:   []string{hooks.EventOpened, hooks.EventClosed, hooks.EventForced},
+			Breakers: []string{b.Prefix + "*"}, Secret: strings.Repeat("s", 40)}},
+			Sweep: 50 * time.Millisecond},
+	})
+	c, err := client.Dial(d.Addr, client.WithAllowBudget(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	api := c.API()
+	name := b.Breaker("vendor")
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	watch, err := api.Watch(wctx, &pb.WatchRequest{Breakers: []string{name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := watch.Header(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Trip: two workers fail until the breaker opens.
+	state := pb.State_STATE_CLOSED
+	for i := 0; state != pb.State_STATE_OPEN; i++ {
+		if i == 40 {
+			t.Fatalf("no trip after 40 failures from two workers")
+		}
+		w := fmt.Sprintf("w%d", i%2)
+		a, err := api.Allow(ctx, &pb.AllowRequest{Breaker: name, WorkerId: w})
+		if err != nil {
+			t.Fatalf("Allow as %s: %v", w, err)
+		}
+		r, err := api.Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: w, Ticket: a.Ticket, Outcome: pb.Outcome_OUTCOME_SERVER_ERROR})
+		if err != nil {
+			t.Fatalf("Record as %s: %v", w, err)
+		}
+		state = r.State.State
+	}
+	// Probe, then close on its success.
+	b.Advance(d.Store.Policy(name).CooldownCap + time.Second)
+	p, err := api.Allow(ctx, &pb.AllowRequest{Breaker: name, WorkerId: "w0"})
+	if err != nil || p.Decision != pb.Decision_DECISION_PROBE {
+		t.Fatalf("Allow after the cooldown = %v, %v; want PROBE", p.GetDecision(), err)
+	}
+	r, err := api.Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: "w0", Ticket: p.Ticket, Outcome: pb.Outcome_OUTCOME_SUCCESS})
+	if err != nil || r.State.State != pb.State_STATE_CLOSED {
+		t.Fatalf("the probe's success = %v, %v; want CLOSED", r.GetState().GetState(), err)
+	}
+	// Force and release.
+	for _, m := range []pb.ForceMode{pb.ForceMode_FORCE_MODE_OPEN, pb.ForceMode_FORCE_MODE_AUTO} {
+		if _, err := api.Force(ctx, &pb.ForceRequest{Breaker: name, Mode: m, Reason: "acl drill"}); err != nil {
+			t.Fatalf("Force %v: %v", m, err)
+		}
+	}
+	// Reads, and the quota's EXISTS: a second new name is past the quota
+	// of one, and holds no state.
+	if _, err := api.List(ctx, &pb.ListRequest{}); err != nil {
+		t.Errorf("List: %v", err)
+	}
+	if evs, err := api.Events(ctx, &pb.EventsRequest{Breaker: name}); err != nil || len(evs.Events) < 4 {
+		t.Errorf("Events = %d, %v; want the trip, probe, close and forces", len(evs.GetEvents()), err)
+	}
+	if _, err := api.Get(ctx, &pb.GetRequest{Breaker: b.Breaker("other")}); err != nil {
+		t.Errorf("Get: %v", err)
+	}
+	if _, err := api.Allow(ctx, &pb.AllowRequest{Breaker: b.Breaker("made-up"), WorkerId: "w0"}); err == nil || !strings.Contains(err.Error(), "new breakers") {
+		t.Errorf("Allow of a second new breaker: %v, want the quota's refusal", err)
+	}
+	// SCRIPT FLUSH is the admin's: the next call falls back to EVAL.
+	if err := b.Client.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.Allow(ctx, &pb.AllowRequest{Breaker: name, WorkerId: "w0"}); err != nil {
+		t.Errorf("Allow after SCRIPT FLUSH (EVAL): %v", err)
+	}
+	if err := d.Store.Load(ctx); err != nil {
+		t.Errorf("Load (the health check): %v", err)
+	}
+
+	// The Watch saw the transitions; the hook got them, once each.
+	var kinds []string
+	for len(kinds) < 5 {
+		e, err := watch.Recv()
+		if err != nil {
+			t.Fatalf("Watch after %v: %v", kinds, err)
+		}
+		kinds = append(kinds, metricsState(e.GetEvent().GetTo()))
+	}
+	want := map[string]bool{"opened": true, "closed": true, "forced": true}
+	waitFor(t, "hook deliveries", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		seen := map[string]bool{}
+		for _, e := range delivered {
+			seen[e] = true
+		}
+		return len(seen) == len(want)
+	})
+	if denied := aclDenials(t, b, user); len(denied) > 0 {
+		t.Errorf("Redis refused the daemon's user: %v", denied)
+	}
+
+	// What a daemon never needs is refused (ACL DRYRUN asks Redis).
+	for _, cmd := range [][]any{
+		{"FLUSHALL"}, {"FLUSHDB"}, {"SWAPDB", "0", "1"}, {"KEYS", "*"}, {"SCRIPT", "FLUSH"}, {"FUNCTION", "FLUSH"},
+		{"SORT", store.Prefix + "x"}, {"OBJECT", "ENCODING", store.Prefix + "x"}, {"MIGRATE", "h", "1", "k", "0", "1"},
+		{"SELECT", "1"}, {"CONFIG", "GET", "*"}, {"GET", "other:key"}, {"PUBLISH", "other-channel", "x"},
+	} {
+		args := append([]any{"ACL", "DRYRUN", user}, cmd...)
+		if res, err := b.Client.Do(ctx, args...).Text(); err == nil && res == "OK" {
+			t.Errorf("the daemon's user may run %v", cmd)
+		}
+	}
+	for _, cmd := range [][]any{{"EVALSHA", "x", "1", store.Prefix + "{x}:state"}, {"XADD", store.Prefix + "{x}:events", "*", "a", "b"}, {"PUBLISH", store.DefaultChannel + ":db0", "x"}} {
+		args := append([]any{"ACL", "DRYRUN", user}, cmd...)
+		if res, err := b.Client.Do(ctx, args...).Text(); err != nil || res != "OK" {
+			t.Errorf("ACL DRYRUN %v = %q, %v; want OK", cmd, res, err)
+		}
+	}
+}
+
+func metricsState(s pb.State) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "STATE_"))
+}
+
+// TestRedisACLSelect: a database other than 0 needs SELECT, which the
+// rules for that database grant and those for database 0 do not.
+func TestRedisACLSelect(t *testing.T) {
+	b := testredis.Real(t)
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	admin1 := redis.NewClient(&redis.Options{Addr: b.Addr, DB: 1})
+	defer admin1.Close()
+	name := b.Breaker("db1")
+	t.Cleanup(func() {
+		keys, _ := admin1.Keys(ctx, "brk:{"+name+"}:*").Result()
+		if len(keys) > 0 {
+			_ = admin1.Del(ctx, keys...).Err()
+		}
+	})
+	for _, c := range []struct {
+		rulesDB int
+		works   bool
+	}{{1, true}, {0, false}} {
+		user, password := aclUser(t, b, c.rulesDB)
+		rdb, _, closeRedis, err := connect(Config{RedisURL: fmt.Sprintf("redis://%s:%s@%s/1", user, password, b.Addr)}, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := store.New(rdb, store.Options{})
+		err = st.Load(ctx)
+		if err == nil {
+			_, err = st.Allow(ctx, name, "w1")
+		}
+		closeRedis()
+		if c.works != (err == nil) {
+			t.Errorf("a redis://…/1 URL under the rules for db %d: %v; want works=%v", c.rulesDB, err, c.works)
+		}
+		if err != nil && strings.Contains(err.Error(), password) {
+			t.Errorf("the error shows the password: %v", err)
+		}
+	}
+}
+
+// TestREADMEShowsTheACL: the README's ACL, and the one the compose
+// secrets script writes, are the one the code runs under.
+func TestREADMEShowsTheACL(t *testing.T) {
+	script, err := os.ReadFile("../../scripts/compose-secrets.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := RedisACLRules(0); !strings.Contains(string(script), want) {
+		t.Errorf("scripts/compose-secrets.sh lacks the rules:\n%s", want)
+	}
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, db := range []int{0, 1} {
+		if want := RedisACLSetUser("breakerd", "<password>", db); !strings.Contains(string(b), want) {
+			t.Errorf("README.md lacks the ACL for db %d:\n%s", db, want)
+		}
+	}
+}

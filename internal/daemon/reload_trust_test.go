@@ -1,0 +1,168 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/secretfile"
+	"github.com/breakerd/breakerd/internal/testredis"
+	"github.com/breakerd/breakerd/pkg/client"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// serveConfig runs Run with cfg until the test ends and returns its address.
+func serveConfig(t *testing.T, cfg Config, logs *daemontest.Buffer) string {
+	t.Helper()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil)), func(a net.Addr) { ready <- a })
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	select {
+	case a := <-ready:
+		return a.String()
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	}
+	return ""
+}
+
+func baseConfig(t *testing.T) Config {
+	return Config{Listen: testredis.FreeAddr(t), EventsMaxLen: 100, EventRetention: time.Hour,
+		ShutdownTimeout: time.Second, HealthInterval: time.Second, LogFormat: "text"}
+}
+
+// waitFor polls cond (another goroutine's progress: a reload on a poll
+// tick) for up to 20s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never happened", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestTokensReloadRemovesATokenAndKeepsTheOldFileOnABadOne: a token taken
+// out of the file stops working once the file is reloaded; a bad file is
+// rejected and the tokens in force stay.
+func TestTokensReloadRemovesATokenAndKeepsTheOldFileOnABadOne(t *testing.T) {
+	const opToken, w1Token, w2Token = "operator-token-0123456789", "w1-token-0123456789ab", "w2-token-0123456789ab"
+	path := filepath.Join(t.TempDir(), "tokens.yaml")
+	write := func(body string) {
+		t.Helper()
+		// Written beside and renamed, as an editor or a ConfigMap does.
+		if err := os.WriteFile(path+".new", []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".new", path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	op := "  - {name: alice, role: operator, token: " + opToken + "}\n"
+	w1 := "  - {name: w1, role: worker, token: " + w1Token + ", workers: [w1]}\n"
+	w2 := "  - {name: w2, role: worker, token: " + w2Token + ", workers: [w2]}\n"
+	write("tokens:\n" + op + w1 + w2)
+	cfg := baseConfig(t)
+	cfg.TokensFile, cfg.ConfigPoll = path, 10*time.Millisecond
+	var logs daemontest.Buffer
+	addr := serveConfig(t, cfg, &logs)
+	get := func(token string) error {
+		c, err := client.Dial(addr, client.WithToken(token))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_, err = c.API().Get(context.Background(), &pb.GetRequest{Breaker: "x"})
+		return err
+	}
+	for _, tok := range []string{opToken, w1Token, w2Token} {
+		if err := get(tok); err != nil {
+			t.Fatalf("Get before the reload: %v", err)
+		}
+	}
+
+	write("tokens:\n" + op + w1)
+	waitFor(t, "w2's token refused", func() bool { return status.Code(get(w2Token)) == codes.Unauthenticated })
+	if err := get(w1Token); err != nil {
+		t.Errorf("w1's token after the reload: %v", err)
+	}
+
+	write("tokens:\n  - {name: broken, role: admin, token: " + w2Token + "}\n")
+	waitFor(t, "the rejection logged", func() bool { return strings.Contains(logs.String(), "tokens reload rejected") })
+	if err := get(w1Token); err != nil {
+		t.Errorf("w1's token after a rejected file: %v", err)
+	}
+	if status.Code(get(w2Token)) != codes.Unauthenticated {
+		t.Errorf("the rejected file's token was accepted")
+	}
+	if !strings.Contains(logs.String(), "tokens[0].role") {
+		t.Errorf("the rejection does not name the field:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), w2Token) {
+		t.Errorf("a token reached the log")
+	}
+}
+
+// TestSecretFilesOthersCanWriteAreRefused: a tokens or hooks file that its
+// group or others may write stops the daemon at start (and a reload
+// keeps the old file); a world-readable one is served with a warning.
+func TestSecretFilesOthersCanWriteAreRefused(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens.yaml")
+	if err := os.WriteFile(tokens, []byte("tokens:\n  - {name: alice, role: operator, token: operator-token-0123456789}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hooksFile := filepath.Join(dir, "hooks.yaml")
+	if err := os.WriteFile(hooksFile, []byte("hooks: []\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		file string
+		set  func(*Config)
+	}{
+		{tokens, func(c *Config) { c.TokensFile = tokens }},
+		{hooksFile, func(c *Config) { c.HooksFile = hooksFile }},
+	} {
+		if err := os.Chmod(c.file, 0o666); err != nil {
+			t.Fatal(err)
+		}
+		cfg := baseConfig(t)
+		c.set(&cfg)
+		var logs daemontest.Buffer
+		err := Run(context.Background(), cfg, slog.New(slog.NewTextHandler(&logs, nil)), nil)
+		if err == nil || !strings.Contains(err.Error(), secretfile.ErrWritable.Error()) || !strings.Contains(err.Error(), c.file) {
+			t.Errorf("Run with a 0666 %s: %v, want a refusal naming the file", filepath.Base(c.file), err)
+		}
+		if err := os.Chmod(c.file, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		logs = daemontest.Buffer{}
+		serveConfig(t, cfg, &logs)
+		if !strings.Contains(logs.String(), "readable by every local user") {
+			t.Errorf("no warning for a 0644 %s:\n%s", filepath.Base(c.file), logs.String())
+		}
+	}
+}

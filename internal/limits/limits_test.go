@@ -1,0 +1,56 @@
+package limits
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestName(t *testing.T) {
+	cases := []struct {
+		in, want string // want: the error text, "" for none
+	}{
+		{"web_search", ""},
+		{"stripe:acct_42", ""},
+		{strings.Repeat("a", MaxNameBytes), ""},
+		{"", "breaker: is required"},
+		{strings.Repeat("a", MaxNameBytes+1), "breaker: is 257 bytes; at most 256"},
+		{"ab\xff", `breaker: must be printable UTF-8 (no control characters), got "ab\xff"`},
+		{"a\nb", `breaker: must be printable UTF-8 (no control characters), got "a\nb"`},
+		{" a", `breaker: must not start or end with white space, got " a"`},
+	}
+	for _, tc := range cases {
+		err := Name("breaker", tc.in)
+		got := ""
+		if err != nil {
+			got = err.Error()
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != "breaker" {
+				t.Errorf("Name(%q) = %#v, want a *FieldError on breaker", tc.in, err)
+			}
+		}
+		if got != tc.want {
+			t.Errorf("Name(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestNames(t *testing.T) {
+	if err := Names("breakers", []string{"a", "b"}); err != nil {
+		t.Errorf("Names(a, b) = %v, want nil", err)
+	}
+	if err := Names("breakers", []string{"a", ""}); err == nil || err.Error() != "breakers[1]: is required" {
+		t.Errorf("Names(a, \"\") = %v, want breakers[1]: is required", err)
+	}
+	if err := Names("breakers", make([]string, MaxBatch+1)); err == nil || !strings.HasPrefix(err.Error(), "breakers: at most 1024") {
+		t.Errorf("Names(1025 names) = %v, want breakers: at most 1024 names", err)
+	}
+}
+
+func TestClampMs(t *testing.T) {
+	for in, want := range map[int64]int64{-1: 0, 0: 0, 5000: 5000, MaxDurationMs: MaxDurationMs, 1 << 62: MaxDurationMs} {
+		if got := ClampMs(in); got != want {
+			t.Errorf("ClampMs(%d) = %d, want %d", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,255 @@
+package mcpgw
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/breakerd/breakerd/pkg/client"
+)
+
+// ErrHelp is returned by ParseFlags for --help, after printing the usage.
+var ErrHelp = pflag.ErrHelp
+
+// Flags is breakerd-mcp's command line. Every field has a flag and a
+// BREAKERD_MCP_* environment variable (the flag wins); tests build it
+// directly.
+type Flags struct {
+	// ConfigFile is the YAML file of upstreams (see Config). Required.
+	// Flag --config, env BREAKERD_MCP_CONFIG.
+	ConfigFile string
+	// Breakerd is breakerd's gRPC address. Default 127.0.0.1:7070. Flag
+	// --breakerd, env BREAKERD_MCP_BREAKERD.
+	Breakerd string
+	// WorkerID is this gateway's worker id: distinct per gateway instance,
+	// since breakerd's quorum counts distinct ids. Default "<host>-<pid>".
+	// Flag --worker-id, env BREAKERD_MCP_WORKER_ID.
+	WorkerID string
+	// Listen is an address (127.0.0.1:8080) to serve Streamable HTTP on
+	// (/mcp) with a health endpoint (/healthz). Empty: one session over
+	// stdin and stdout. Flag --listen, env BREAKERD_MCP_LISTEN.
+	Listen string
+	// Fallback is what tool calls get while breakerd is unreachable:
+	// "local" (pkg/client's local breaker judges, the default) or "closed"
+	// (every upstream tool is denied). Flag --fallback, env
+	// BREAKERD_MCP_FALLBACK.
+	Fallback string
+	// AllowBudget bounds how long each call waits for breakerd before the
+	// fallback answers. Default 50ms (pkg/client's). Flag --allow-budget,
+	// env BREAKERD_MCP_ALLOW_BUDGET.
+	AllowBudget time.Duration
+	// Token is the bearer token for a breakerd started with --tokens: a
+	// worker token whose workers: include WorkerID (and "<WorkerID>/*" with
+	// worker_id: session). Sent only over TLS or to a loopback address.
+	// Empty: none. Flag --token, env BREAKERD_MCP_TOKEN.
+	Token string
+	// TLS connects to breakerd over TLS, verifying it with the system's
+	// roots, or with TLSCA. Default false (plaintext). Flag --tls, env
+	// BREAKERD_MCP_TLS (true/false).
+	TLS bool
+	// TLSCA is a PEM file of the CA that signed breakerd's certificate; it
+	// implies TLS. Flag --tls-ca, env BREAKERD_MCP_TLS_CA.
+	TLSCA string
+	// ShowVersion asks only for the version. Flag --version.
+	ShowVersion bool
+}
+
+// ParseFlags reads args (without the program name) and the environment.
+// Errors: a bad flag or value, naming it; ErrHelp after --help.
+func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Flags, error) {
+	host, _ := os.Hostname()
+	f := Flags{Breakerd: "127.0.0.1:7070", WorkerID: fmt.Sprintf("%s-%d", host, os.Getpid()),
+		Fallback: "local", AllowBudget: client.DefaultAllowBudget}
+	fs := pflag.NewFlagSet("breakerd-mcp", pflag.ContinueOnError)
+	fs.SetOutput(usage)
+	fs.Usage = func() {
+		fmt.Fprint(usage, "Usage: breakerd-mcp --config gateway.yaml [flags]\n\n"+
+			"An MCP gateway: serves the upstream MCP servers' tools, asking breakerd before each call.\n"+
+			"Over stdio by default (for a desktop agent's config), over Streamable HTTP with --listen.\n\n")
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&f.ConfigFile, "config", "", "YAML file of upstreams (env BREAKERD_MCP_CONFIG)")
+	fs.StringVar(&f.Breakerd, "breakerd", f.Breakerd, "breakerd's gRPC address (env BREAKERD_MCP_BREAKERD)")
+	fs.StringVar(&f.WorkerID, "worker-id", f.WorkerID, "this gateway's worker id, distinct per instance (env BREAKERD_MCP_WORKER_ID)")
+	fs.StringVar(&f.Listen, "listen", "", "serve Streamable HTTP on this address (/mcp, /healthz); empty: stdio (env BREAKERD_MCP_LISTEN)")
+	fs.StringVar(&f.Fallback, "fallback", f.Fallback, "while breakerd is unreachable: local or closed (env BREAKERD_MCP_FALLBACK)")
+	fs.DurationVar(&f.AllowBudget, "allow-budget", f.AllowBudget, "how long a call waits for breakerd before the fallback answers (env BREAKERD_MCP_ALLOW_BUDGET)")
+	fs.StringVar(&f.Token, "token", "", "bearer token for breakerd's --tokens (env BREAKERD_MCP_TOKEN); never printed")
+	fs.BoolVar(&f.TLS, "tls", false, "connect to breakerd over TLS (env BREAKERD_MCP_TLS)")
+	fs.StringVar(&f.TLSCA, "tls-ca", "", "PEM file of the CA of breakerd's certificate; implies --tls (env BREAKERD_MCP_TLS_CA)")
+	fs.BoolVar(&f.ShowVersion, "version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return Flags{}, err
+	}
+	if fs.NArg() > 0 {
+		return Flags{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	env := func(flag, name string, set func(string) error) error {
+		if v := getenv(name); v != "" && !fs.Changed(flag) {
+			if err := set(v); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+		}
+		return nil
+	}
+	str := func(p *string) func(string) error { return func(v string) error { *p = v; return nil } }
+	for _, e := range []error{
+		env("config", "BREAKERD_MCP_CONFIG", str(&f.ConfigFile)),
+		env("breakerd", "BREAKERD_MCP_BREAKERD", str(&f.Breakerd)),
+		env("worker-id", "BREAKERD_MCP_WORKER_ID", str(&f.WorkerID)),
+		env("listen", "BREAKERD_MCP_LISTEN", str(&f.Listen)),
+		env("fallback", "BREAKERD_MCP_FALLBACK", str(&f.Fallback)),
+		env("token", "BREAKERD_MCP_TOKEN", str(&f.Token)),
+		env("tls-ca", "BREAKERD_MCP_TLS_CA", str(&f.TLSCA)),
+		env("tls", "BREAKERD_MCP_TLS", func(v string) (err error) {
+			f.TLS, err = strconv.ParseBool(v)
+			return err
+		}),
+		env("allow-budget", "BREAKERD_MCP_ALLOW_BUDGET", func(v string) (err error) {
+			f.AllowBudget, err = time.ParseDuration(v)
+			return err
+		}),
+	} {
+		if e != nil {
+			return Flags{}, e
+		}
+	}
+	if f.ShowVersion {
+		return f, nil
+	}
+	switch {
+	case f.ConfigFile == "":
+		return Flags{}, errors.New("--config: is required")
+	case f.Breakerd == "":
+		return Flags{}, errors.New("--breakerd: is required")
+	case f.WorkerID == "":
+		return Flags{}, errors.New("--worker-id: must not be empty")
+	case f.Fallback != "local" && f.Fallback != "closed":
+		return Flags{}, fmt.Errorf("--fallback: must be local or closed, got %q", f.Fallback)
+	case f.AllowBudget < 0:
+		return Flags{}, fmt.Errorf("--allow-budget: must not be negative, got %s", f.AllowBudget)
+	}
+	return f, nil
+}
+
+// credentials are the transport credentials to breakerd: plaintext, or
+// TLS with the system's roots or TLSCA.
+func (f Flags) credentials() (credentials.TransportCredentials, error) {
+	if !f.TLS && f.TLSCA == "" {
+		return insecure.NewCredentials(), nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if f.TLSCA != "" {
+		pem, err := os.ReadFile(f.TLSCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-ca: %s holds no PEM certificate", f.TLSCA)
+		}
+		cfg.RootCAs = pool
+	}
+	return credentials.NewTLS(cfg), nil
+}
+
+// Serve runs the gateway until ctx ends (or, over stdio, until the agent
+// hangs up): it connects to breakerd and the upstreams, then serves one
+// stdio session on stdin and stdout, or Streamable HTTP on f.Listen. The
+// HTTP server stops within 10s of ctx ending. Errors: the config file, an
+// upstream that cannot be listed, the listener.
+func Serve(ctx context.Context, f Flags, stdin io.ReadCloser, stdout io.WriteCloser, log *slog.Logger, version string) error {
+	cfg, err := LoadConfig(f.ConfigFile)
+	if err != nil {
+		return err
+	}
+	creds, err := f.credentials()
+	if err != nil {
+		return err
+	}
+	dial := []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		// Reconnect within seconds of breakerd's return, as client.Dial does.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}),
+	}
+	if f.Token != "" {
+		dial = append(dial, grpc.WithPerRPCCredentials(client.TokenCredentials(f.Token)))
+	}
+	conn, err := grpc.NewClient(f.Breakerd, dial...)
+	if err != nil {
+		return fmt.Errorf("--breakerd %q: %w", f.Breakerd, err)
+	}
+	defer conn.Close()
+	mode := client.FailOpenLocal
+	if f.Fallback == "closed" {
+		mode = client.FailClosed
+	}
+	g, err := New(ctx, Options{Config: cfg, Conn: conn, WorkerID: f.WorkerID, Log: log, Version: version,
+		UpstreamStderr: os.Stderr,
+		ClientOptions:  []client.Option{client.WithAllowBudget(f.AllowBudget), client.WithFallback(mode)}})
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	watched := make(chan struct{})
+	go func() { defer close(watched); _ = g.Run(ctx) }()
+	defer func() { cancel(); <-watched }()
+	log.Info("breakerd-mcp: serving", "tools", len(g.Tools()), "refused", len(g.refused), "worker", f.WorkerID,
+		"breakerd", f.Breakerd, "listen", f.Listen)
+
+	if f.Listen == "" {
+		ss, err := g.Connect(ctx, &mcp.IOTransport{Reader: stdin, Writer: stdout})
+		if err != nil {
+			return err
+		}
+		done := make(chan error, 1)
+		go func() { done <- ss.Wait() }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			_ = ss.Close()
+			<-done
+		}
+		return nil
+	}
+	lis, err := net.Listen("tcp", f.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	log.Info("breakerd-mcp: listening", "addr", lis.Addr().String(), "mcp", "/mcp", "health", "/healthz")
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+	}
+	return nil
+}

@@ -1,0 +1,257 @@
+package mcpgw
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/breakerd/breakerd/internal/yamlfile"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// WorkerSession is the worker_id value that makes each downstream MCP
+// session its own worker (see Config.WorkerID).
+const WorkerSession = "session"
+
+// DefaultBreakerPrefix starts every breaker name the default rule makes:
+// mcp:<upstream>:<tool>.
+const DefaultBreakerPrefix = "mcp:"
+
+// DefaultTimeout bounds one upstream tool call when an upstream sets no
+// timeout.
+const DefaultTimeout = 30 * time.Second
+
+// DefaultConnectTimeout bounds starting or connecting to an upstream (the
+// MCP handshake included) when an upstream sets no connect_timeout.
+const DefaultConnectTimeout = 30 * time.Second
+
+// maxNameBytes is breakerd's limit on a breaker name (server.MaxNameBytes).
+const maxNameBytes = 256
+
+// Config is the gateway's YAML file. Tests build it directly.
+//
+//	worker_id: session          # optional; see WorkerID
+//	breaker_prefix: "mcp:"      # optional
+//	upstreams:
+//	  - name: search
+//	    command: ["search-mcp", "--stdio"]
+//	    env: {SEARCH_REGION: eu}
+//	    timeout: 20s
+//	    connect_timeout: 10s
+//	    breakers: {web_search: vendor-x}   # per-tool override
+//	  - name: tickets
+//	    url: http://127.0.0.1:9000/mcp
+//	    is_error: invalid_argument
+type Config struct {
+	// WorkerID is empty (the gateway instance reports as one worker: the
+	// --worker-id flag) or "session" (each downstream MCP session reports
+	// as its own worker, "<gateway id>/<random>"). See the README for the
+	// trust trade-off: with "session", one gateway's sessions can form a
+	// quorum by themselves.
+	WorkerID string `yaml:"worker_id"`
+	// BreakerPrefix starts the default breaker names. Default "mcp:", so
+	// tool web_search of upstream search goes through breaker
+	// mcp:search:web_search.
+	BreakerPrefix string `yaml:"breaker_prefix"`
+	// Upstreams are the MCP servers the gateway fronts; at least one.
+	Upstreams []Upstream `yaml:"upstreams"`
+}
+
+// Upstream is one MCP server behind the gateway: exactly one of Command
+// (stdio) or URL (Streamable HTTP), or, in tests, Transport.
+type Upstream struct {
+	// Name names the upstream in breaker names, logs and errors: non-empty,
+	// printable, no colon.
+	Name string `yaml:"name"`
+	// Command is the program and its arguments, started with the gateway's
+	// environment plus Env and spoken to over its stdin and stdout. It is
+	// started again on the next call after it exits.
+	Command []string `yaml:"command"`
+	// Env adds variables to Command's environment.
+	Env map[string]string `yaml:"env"`
+	// URL is a Streamable HTTP endpoint (http or https).
+	URL string `yaml:"url"`
+	// Timeout bounds one tool call, from the request to the answer.
+	// Default 30s.
+	Timeout yamlfile.Duration `yaml:"timeout"`
+	// ConnectTimeout bounds starting or connecting to the upstream, the
+	// MCP handshake included, when a call (or the gateway's start) finds
+	// it disconnected; a call's Timeout starts after it. Default 30s.
+	ConnectTimeout yamlfile.Duration `yaml:"connect_timeout"`
+	// IsError is the outcome recorded for a result with isError true, in
+	// lower case without the OUTCOME_ prefix. Default "server_error" (a
+	// counted failure); "invalid_argument" when the upstream's isError
+	// mostly means a bad request from the model.
+	IsError string `yaml:"is_error"`
+	// Breakers overrides the breaker of some tools: tool name -> breaker
+	// name. Tools that share a dependency and credential can share one.
+	Breakers map[string]string `yaml:"breakers"`
+
+	// Transport, when set, replaces Command and URL: it returns a new
+	// transport for each connection (tests use in-memory transports).
+	Transport func() mcp.Transport `yaml:"-"`
+}
+
+// LoadConfig reads and checks the YAML file at path.
+func LoadConfig(path string) (Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("mcpgw: %w", err)
+	}
+	c, err := ParseConfig(b)
+	if err != nil {
+		return Config{}, fmt.Errorf("mcpgw: %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ParseConfig decodes YAML (unknown fields are errors) and checks it with
+// Check.
+func ParseConfig(b []byte) (Config, error) {
+	var c Config
+	if err := yamlfile.Decode(b, &c); err != nil {
+		return Config{}, err
+	}
+	return c, c.Check()
+}
+
+// Check validates c. Errors name the field: "upstreams[1].url: ...".
+func (c Config) Check() error {
+	if c.WorkerID != "" && c.WorkerID != WorkerSession {
+		return fmt.Errorf("worker_id: must be empty or %q, got %q (set a gateway's id with --worker-id)", WorkerSession, c.WorkerID)
+	}
+	if len(c.Upstreams) == 0 {
+		return errors.New("upstreams: at least one is required")
+	}
+	seen := map[string]bool{}
+	for i, u := range c.Upstreams {
+		f := fmt.Sprintf("upstreams[%d]", i)
+		switch {
+		case u.Name == "":
+			return fmt.Errorf("%s.name: is required", f)
+		case strings.Contains(u.Name, ":") || !printable(u.Name) || strings.TrimSpace(u.Name) != u.Name:
+			return fmt.Errorf("%s.name: must be printable with no colon or outer space, got %q", f, u.Name)
+		case seen[u.Name]:
+			return fmt.Errorf("%s.name: %q is used twice", f, u.Name)
+		}
+		seen[u.Name] = true
+		n := 0
+		if len(u.Command) > 0 {
+			n++
+		}
+		if u.URL != "" {
+			n++
+		}
+		if u.Transport != nil {
+			n++
+		}
+		if n != 1 {
+			return fmt.Errorf("%s: set exactly one of command or url", f)
+		}
+		if u.URL != "" {
+			p, err := url.Parse(u.URL)
+			if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+				return fmt.Errorf("%s.url: must be an http or https URL, got %q", f, u.URL)
+			}
+		}
+		if len(u.Command) > 0 && u.Command[0] == "" {
+			return fmt.Errorf("%s.command: the program is empty", f)
+		}
+		if len(u.Env) > 0 && len(u.Command) == 0 {
+			return fmt.Errorf("%s.env: only for a command upstream", f)
+		}
+		if u.Timeout < 0 {
+			return fmt.Errorf("%s.timeout: must not be negative", f)
+		}
+		if u.ConnectTimeout < 0 {
+			return fmt.Errorf("%s.connect_timeout: must not be negative", f)
+		}
+		if _, err := u.isErrorOutcome(); err != nil {
+			return fmt.Errorf("%s.is_error: %w", f, err)
+		}
+		for tool, br := range u.Breakers {
+			if err := validBreaker(br); err != nil {
+				return fmt.Errorf("%s.breakers.%s: %w", f, tool, err)
+			}
+		}
+	}
+	return nil
+}
+
+// timeout is the upstream's call timeout.
+func (u Upstream) timeout() time.Duration {
+	if u.Timeout > 0 {
+		return time.Duration(u.Timeout)
+	}
+	return DefaultTimeout
+}
+
+// connectTimeout is the upstream's connect timeout.
+func (u Upstream) connectTimeout() time.Duration {
+	if u.ConnectTimeout > 0 {
+		return time.Duration(u.ConnectTimeout)
+	}
+	return DefaultConnectTimeout
+}
+
+// isErrorOutcome reads IsError.
+func (u Upstream) isErrorOutcome() (pb.Outcome, error) {
+	if u.IsError == "" {
+		return pb.Outcome_OUTCOME_SERVER_ERROR, nil
+	}
+	v, ok := pb.Outcome_value["OUTCOME_"+strings.ToUpper(u.IsError)]
+	if !ok || v == int32(pb.Outcome_OUTCOME_UNSPECIFIED) {
+		return 0, fmt.Errorf("%q is not an outcome (server_error, invalid_argument, timeout...)", u.IsError)
+	}
+	return pb.Outcome(v), nil
+}
+
+// breakerFor is the breaker of the upstream's tool: the override, or
+// <prefix><upstream>:<tool>.
+func (c Config) breakerFor(u Upstream, tool string) string {
+	if b, ok := u.Breakers[tool]; ok {
+		return b
+	}
+	prefix := c.BreakerPrefix
+	if prefix == "" {
+		prefix = DefaultBreakerPrefix
+	}
+	return prefix + u.Name + ":" + tool
+}
+
+// validBreaker applies breakerd's rule for a breaker name (the daemon's
+// validName): non-empty, at most 256 bytes, printable UTF-8, no outer
+// white space. Checking it here keeps one refused name from failing the
+// BatchGet of a whole toolset.
+func validBreaker(v string) error {
+	switch {
+	case v == "":
+		return errors.New("breaker name is empty")
+	case len(v) > maxNameBytes:
+		return fmt.Errorf("breaker name is %d bytes; breakerd takes at most %d", len(v), maxNameBytes)
+	case !printable(v):
+		return fmt.Errorf("breaker name %q has control characters or invalid UTF-8", v)
+	case strings.TrimSpace(v) != v:
+		return fmt.Errorf("breaker name %q starts or ends with white space", v)
+	}
+	return nil
+}
+
+func printable(v string) bool {
+	if !utf8.ValidString(v) {
+		return false
+	}
+	for _, r := range v {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,17 @@
+package store
+
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Test hooks into the package's internals, for the external tests.
+
+// RunRecordScript runs record.lua with raw ARGV, as Record would.
+func RunRecordScript(ctx context.Context, c redis.Scripter, breaker string, args ...any) ([]any, error) {
+	return run(ctx, c, recordScript, keys(breaker), args...)
+}
+
+// LibLua and RecordLua are the scripts' sources.
+var LibLua, RecordLua = libLua, recordLua

@@ -1,0 +1,75 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/internal/testredis"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+func TestListPagesCoverEveryBreaker(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		st := newFixture(t, b, store.Options{}).st
+		ctx := context.Background()
+		want := map[string]pb.State{}
+		for i := range 30 {
+			name := b.Breaker(fmt.Sprintf("page%02d", i))
+			mode, state := pb.ForceMode_FORCE_MODE_OPEN, pb.State_STATE_FORCED_OPEN
+			if i%3 == 0 {
+				mode, state = pb.ForceMode_FORCE_MODE_CLOSED, pb.State_STATE_FORCED_CLOSED
+			}
+			if _, err := st.Force(ctx, name, mode, "paging", 0, "t"); err != nil {
+				t.Fatal(err)
+			}
+			want[name] = state
+		}
+		list := func(states ...pb.State) (map[string]pb.State, int) {
+			got := map[string]pb.State{}
+			token, pages := "", 0
+			for {
+				page, next, err := st.ListPage(ctx, token, 10, states...)
+				if err != nil {
+					t.Fatalf("ListPage(%q) after %d pages: %v", token, pages, err)
+				}
+				pages++
+				for _, s := range page {
+					if strings.HasPrefix(s.Breaker, b.Prefix) {
+						got[s.Breaker] = s.State
+					}
+				}
+				if token = next; token == "" {
+					return got, pages
+				}
+			}
+		}
+		got, pages := list()
+		if len(got) != len(want) {
+			t.Errorf("pages of 10 listed %d of the %d breakers", len(got), len(want))
+		}
+		for name, s := range want {
+			if got[name] != s {
+				t.Errorf("ListPage: %s = %v, want %v", name, got[name], s)
+			}
+		}
+		// miniredis answers SCAN in one reply whatever the COUNT; Redis
+		// pages by it.
+		if b.Mini == nil && pages < 3 {
+			t.Errorf("30 breakers in pages of 10 keys took %d pages, want at least 3", pages)
+		}
+		closed, _ := list(pb.State_STATE_FORCED_CLOSED)
+		if len(closed) != 10 {
+			t.Errorf("ListPage(FORCED_CLOSED) listed %d, want the 10 forced closed", len(closed))
+		}
+		if _, _, err := st.ListPage(ctx, "not-a-token", 10); !errors.Is(err, store.ErrBadPageToken) {
+			t.Errorf("ListPage(forged token) = %v, want ErrBadPageToken", err)
+		}
+		if _, _, err := st.ListPage(ctx, "", 0); err == nil {
+			t.Error("ListPage(count 0) succeeded")
+		}
+	})
+}

@@ -1,0 +1,193 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/testredis"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// New wraps a connection the caller owns: calls go over it, and Close
+// leaves it open.
+func TestNewUsesTheCallersConnection(t *testing.T) {
+	b := testredis.Mini(t)
+	d := start(t, b, withAlternatives())
+	conn, err := grpc.NewClient(d.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := New(conn, WithWorkerID("agent"), WithAllowBudget(testBudget))
+	v := newVendor(t, http.StatusOK)
+	if err := c.Call(context.Background(), b.Breaker("search"), v.call); err != nil {
+		t.Fatal(err)
+	}
+	if n := d.Calls.Get("Allow") + d.Calls.Get("Record"); n != 2 {
+		t.Errorf("the daemon served %d Allow and Record calls over the caller's connection, want 2", n)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s := conn.GetState(); s == connectivity.Shutdown {
+		t.Fatal("Close shut the caller's connection")
+	}
+	if _, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Errorf("the caller's connection after Close: %v", err)
+	}
+}
+
+// WithRecordTimeout bounds the Record Call sends after the call, even
+// when the caller's own context has no deadline or has ended.
+func TestRecordTimeoutBoundsTheRecord(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &recordingServer{}
+	g := grpc.NewServer()
+	pb.RegisterBreakerServiceServer(g, srv)
+	go func() { _ = g.Serve(lis) }()
+	defer g.Stop()
+	for _, tc := range []struct {
+		opts []Option
+		max  time.Duration
+	}{
+		{[]Option{WithRecordTimeout(300 * time.Millisecond)}, 300 * time.Millisecond},
+		{nil, 2 * time.Second}, // the default
+	} {
+		c := dial(t, lis.Addr().String(), "agent", tc.opts...)
+		ctx, cancel := context.WithCancel(context.Background())
+		err := c.Call(ctx, "search", func(context.Context) error {
+			cancel() // the caller gives up while the call is out
+			return errors.New("boom")
+		})
+		if err == nil || err.Error() != "boom" {
+			t.Fatalf("Call = %v, want fn's error", err)
+		}
+		srv.mu.Lock()
+		got := srv.remaining[len(srv.remaining)-1]
+		srv.mu.Unlock()
+		if got <= 0 || got > tc.max {
+			t.Errorf("Record arrived with %v left (-1: no deadline), want a deadline of at most %v", got, tc.max)
+		}
+	}
+	if len(srv.remaining) != 2 {
+		t.Errorf("the server saw %d Records, want 2", len(srv.remaining))
+	}
+}
+
+// deadAddr is an address nothing listens on: breakerd unreachable.
+func deadAddr(t *testing.T) string {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	return addr
+}
+
+// WithLocalPolicy sets the fallback breaker's threshold while breakerd is
+// unreachable: with 2, the third call is denied without reaching the
+// vendor; with the default 5 it goes out.
+func TestLocalPolicyTunesTheFallback(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		opts      []Option
+		wantHits  int64
+		wantOpen3 bool
+	}{
+		{"threshold 2", []Option{WithLocalPolicy(LocalPolicy{Threshold: 2})}, 2, true},
+		{"default threshold 5", nil, 3, false},
+	} {
+		c := dial(t, deadAddr(t), "agent", tc.opts...)
+		v := newVendor(t, http.StatusServiceUnavailable)
+		var last error
+		for range 3 {
+			last = c.Call(context.Background(), "payments", v.call)
+		}
+		var open *CircuitOpenError
+		if errors.As(last, &open) != tc.wantOpen3 || (tc.wantOpen3 && !open.Degraded) {
+			t.Errorf("%s: third call = %v, want local open %v", tc.name, last, tc.wantOpen3)
+		}
+		if got := v.hits.Load(); got != tc.wantHits {
+			t.Errorf("%s: the vendor saw %d requests, want %d", tc.name, got, tc.wantHits)
+		}
+	}
+}
+
+// WithLogger reports breakerd going away and coming back.
+func TestLoggerReportsUnreachableAndBack(t *testing.T) {
+	b := testredis.Mini(t)
+	d := start(t, b, withAlternatives())
+	addr := d.Addr
+	var logs daemontest.Buffer
+	c := dial(t, addr, "agent", WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), WithReconnectInterval(10*time.Millisecond))
+	ctx := context.Background()
+	if _, err := c.Allow(ctx, b.Breaker("search")); err != nil {
+		t.Fatal(err)
+	}
+	d.Stop()
+	if p, err := c.Allow(ctx, b.Breaker("search")); err != nil || !p.Degraded {
+		t.Fatalf("Allow with breakerd stopped: %+v, %v; want a degraded answer", p, err)
+	}
+	eventually(t, "the unreachable log line", func() bool {
+		s := logs.String()
+		return strings.Contains(s, "breakerd unreachable") && strings.Contains(s, "worker=agent")
+	})
+	daemontest.StartAt(t, b, withAlternatives(), addr)
+	eventually(t, "the back-again log line", func() bool { return strings.Contains(logs.String(), "breakerd answers again") })
+}
+
+func TestDeniedErrorAndBreakerName(t *testing.T) {
+	for _, tc := range []struct {
+		d    pb.Decision
+		want string // the error's type, "" for nil
+	}{
+		{pb.Decision_DECISION_ALLOWED, ""},
+		{pb.Decision_DECISION_PROBE, ""},
+		{pb.Decision_DECISION_DENIED_OPEN, "open"},
+		{pb.Decision_DECISION_DENIED_FORCED_OPEN, "open"},
+		{pb.Decision_DECISION_DENIED_PAUSED, "open"},
+		{pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT, "probe"},
+	} {
+		err := DeniedError(&Permit{Breaker: "b", Decision: tc.d, Reason: "r", RetryAfter: time.Second})
+		var open *CircuitOpenError
+		var probe *ProbeInFlightError
+		got := ""
+		switch {
+		case errors.As(err, &open):
+			got = "open"
+		case errors.As(err, &probe):
+			got = "probe"
+		case err != nil:
+			got = err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("DeniedError(%v) = %v (%s), want %q", tc.d, err, got, tc.want)
+		}
+	}
+	if got := (Tool{Name: "web_search"}).BreakerName(); got != "web_search" {
+		t.Errorf("BreakerName without Breaker = %q, want the tool's name", got)
+	}
+	if got := (Tool{Name: "refund", Breaker: "stripe:acct_42"}).BreakerName(); got != "stripe:acct_42" {
+		t.Errorf("BreakerName = %q, want the Breaker field", got)
+	}
+	inner := errors.New("EOF")
+	if !errors.Is(&OutcomeError{Outcome: pb.Outcome_OUTCOME_SERVER_ERROR, Err: inner}, inner) || !errors.Is(&MalformedOutputError{Err: inner}, inner) {
+		t.Error("OutcomeError and MalformedOutputError do not unwrap to their cause")
+	}
+}
