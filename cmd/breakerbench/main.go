@@ -1,0 +1,114 @@
+// Command breakerbench measures breakerd on loopback, in one invocation:
+// the ceiling (a gRPC no-op and a gRPC handler running one EVALSHA),
+// breakerd's Allow, Record and pairs through raw stubs and pkg/client, a
+// denial, the peer (sony/gobreaker v2 on the same Redis), and how long a
+// trip on one daemon takes to reach clients of another. It starts its own
+// redis-server and daemons; see docs/performance.md.
+//
+//	go run ./cmd/breakerbench --quick
+//	go run ./cmd/breakerbench --memory
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/pflag"
+
+	"github.com/breakerd/breakerd/internal/bench"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		if !errors.Is(err, pflag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "breakerbench:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+// run parses args (without the program name) and runs the bench, or the
+// memory measurement with --memory, writing the report to stdout.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o := bench.Defaults()
+	m := bench.DefaultMemoryOptions()
+	fs := pflag.NewFlagSet("breakerbench", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	quick := fs.Bool("quick", false, "a short run (3 rounds of 0.5s per scenario; under 2 minutes)")
+	serve := fs.String("serve", "", "internal: serve one server (daemon, ceiling, noop) for the bench's own child process")
+	_ = fs.MarkHidden("serve")
+	memory := fs.Bool("memory", false, "measure Redis memory per open breaker and per failure run instead")
+	fs.StringVar(&o.RedisAddr, "redis-addr", "", "a loopback Redis to use (host:port); empty: start redis-server on a free port")
+	fs.StringVar(&o.RedisServer, "redis-server", o.RedisServer, "the redis-server binary to start")
+	fs.IntVar(&o.Rounds, "rounds", o.Rounds, "interleaved rounds")
+	fs.DurationVar(&o.Duration, "duration", o.Duration, "time per scenario per round")
+	fs.Int64Var(&o.MaxCalls, "max-calls", o.MaxCalls, "most ops per scenario per round")
+	fs.IntVar(&o.Callers, "callers", o.Callers, "concurrent callers")
+	fs.IntVar(&o.Breakers, "breakers", o.Breakers, "breakers the spread scenarios cycle over")
+	fs.IntVar(&o.PeerBreakers, "peer-breakers", o.PeerBreakers, "separate breakers in the peer's spread scenario")
+	fs.IntVar(&o.WirePass, "wire-pass", o.WirePass, "sequential ops per scenario through the round-trip-counting proxy")
+	fs.IntVar(&o.Trips, "trips", o.Trips, "trips timed per round (0: none)")
+	fs.IntVar(&o.Pollers, "pollers", o.Pollers, "clients of the second daemon polling Allow during a trip")
+	fs.StringSliceVar(&o.Only, "only", nil, "run only scenarios whose names contain one of these (comma-separated)")
+	fs.IntVar(&m.Breakers, "memory-breakers", m.Breakers, "with --memory: breakers per measurement")
+	fs.IntVar(&m.SmallNodeBytes, "stream-node-max-bytes", m.SmallNodeBytes, "with --memory: the lowered stream-node-max-bytes measured beside Redis's default")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: breakerbench [flags]\n\nMeasures breakerd against the ceiling and the peer on loopback (see docs/performance.md).\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *serve != "" {
+		return serveChild(ctx, *serve, o.RedisAddr, stdout)
+	}
+	if *memory {
+		m.RedisServer = o.RedisServer
+		return bench.Memory(ctx, m, stdout)
+	}
+	if *quick {
+		// --quick changes only what was not given explicitly.
+		q := bench.Quick()
+		if !fs.Changed("rounds") {
+			o.Rounds = q.Rounds
+		}
+		if !fs.Changed("duration") {
+			o.Duration = q.Duration
+		}
+		if !fs.Changed("wire-pass") {
+			o.WirePass = q.WirePass
+		}
+		if !fs.Changed("trips") {
+			o.Trips = q.Trips
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the bench's own binary for its server processes: %w", err)
+	}
+	o.Executable = exe
+	return bench.Run(ctx, o, stdout)
+}
+
+// serveChild runs one server for the parent bench until ctx ends or the
+// parent closes stdin.
+func serveChild(ctx context.Context, kind, redisAddr string, stdout io.Writer) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	return bench.Serve(ctx, kind, redisAddr, stdout)
+}

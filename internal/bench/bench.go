@@ -1,0 +1,623 @@
+// Package bench measures breakerd on loopback against the ceiling (a gRPC
+// no-op and a gRPC handler running one EVALSHA) and the peer (sony/gobreaker
+// v2's DistributedCircuitBreaker), in interleaved rounds so that the
+// machine's drift cancels out of the ratios. It starts its own redis-server
+// and in-process daemons; cmd/breakerbench is its command line.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/sony/gobreaker/v2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/breakerd/breakerd/internal/daemon"
+	"github.com/breakerd/breakerd/pkg/client"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// Options configure one run. The zero value is not valid: start from
+// Defaults or Quick.
+type Options struct {
+	// RedisAddr is a Redis to use (host:port). Empty: the bench starts
+	// RedisServer on a free loopback port and stops it at the end. On a
+	// shared Redis, commands per op count everyone's commands.
+	RedisAddr string
+	// RedisServer is the redis-server binary to start. Default
+	// "redis-server" (looked up in PATH).
+	RedisServer string
+	// Rounds is how many interleaved rounds run; ratios are taken inside
+	// each round and their median printed.
+	Rounds int
+	// Duration is each scenario's time in each round.
+	Duration time.Duration
+	// MaxCalls bounds each scenario's ops in each round.
+	MaxCalls int64
+	// Callers is the number of concurrent callers (goroutines).
+	Callers int
+	// Breakers is the number of breakers the spread scenarios cycle over.
+	Breakers int
+	// PeerBreakers is the number of separate breakers the peer's spread
+	// scenario uses (one caller's share each).
+	PeerBreakers int
+	// WirePass is how many sequential ops each scenario runs through a
+	// counting proxy to measure Redis round trips per op.
+	WirePass int
+	// Trips is how many trips per round the propagation scenario times.
+	Trips int
+	// Pollers is how many clients on the second daemon poll Allow in the
+	// propagation scenario.
+	Pollers int
+	// Executable is the bench's own binary, run with --serve for each
+	// measured server (breakerd, the ceiling, the no-op) so that its CPU
+	// time per RPC is read from /proc. Empty: every server runs in the
+	// bench's process and no CPU is reported (the tests do this).
+	Executable string
+	// Only, when non-empty, runs only the scenarios whose names contain
+	// one of these strings (the ratios then cover what ran).
+	Only []string
+}
+
+// Defaults are the full run: 5 rounds of 2 s per scenario.
+func Defaults() Options {
+	return Options{RedisServer: "redis-server", Rounds: 5, Duration: 2 * time.Second, MaxCalls: 2_000_000,
+		Callers: 64, Breakers: 1000, PeerBreakers: 64, WirePass: 200, Trips: 5, Pollers: 8}
+}
+
+// Quick is a run that finishes in about a minute: 3 rounds of 0.5 s.
+func Quick() Options {
+	o := Defaults()
+	o.Rounds, o.Duration, o.WirePass, o.Trips = 3, 500*time.Millisecond, 100, 3
+	return o
+}
+
+// Validate reports the first invalid field, naming its flag.
+func (o Options) Validate() error {
+	switch {
+	case o.Rounds < 1:
+		return fmt.Errorf("--rounds: must be at least 1, got %d", o.Rounds)
+	case o.Duration <= 0:
+		return fmt.Errorf("--duration: must be positive, got %s", o.Duration)
+	case o.Duration > time.Minute:
+		return fmt.Errorf("--duration: at most 1m per scenario and round, got %s", o.Duration)
+	case o.MaxCalls < 1:
+		return fmt.Errorf("--max-calls: must be at least 1, got %d", o.MaxCalls)
+	case o.Callers < 1 || o.Callers > 1024:
+		return fmt.Errorf("--callers: must be between 1 and 1024, got %d", o.Callers)
+	case o.Breakers < 1:
+		return fmt.Errorf("--breakers: must be at least 1, got %d", o.Breakers)
+	case o.PeerBreakers < 1:
+		return fmt.Errorf("--peer-breakers: must be at least 1, got %d", o.PeerBreakers)
+	case o.WirePass < 1:
+		return fmt.Errorf("--wire-pass: must be at least 1, got %d", o.WirePass)
+	case o.Trips < 0:
+		return fmt.Errorf("--trips: must not be negative, got %d", o.Trips)
+	case o.Pollers < 1:
+		return fmt.Errorf("--pollers: must be at least 1, got %d", o.Pollers)
+	case o.RedisAddr != "" && !isLoopback(o.RedisAddr):
+		return fmt.Errorf("--redis-addr: the bench runs on loopback only, got %q", o.RedisAddr)
+	}
+	return nil
+}
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// target is one set of servers and connections the scenarios run against:
+// the timed runs use direct connections, the wire pass the same servers'
+// twins whose Redis connections go through a counting proxy.
+type target struct {
+	daemonA pb.BreakerServiceClient // breakerd
+	clients []*client.Client        // pkg/client on daemonA's connection, one per worker
+	noop    pb.BreakerServiceClient
+	ceiling pb.BreakerServiceClient
+	peerRDB *redis.Client
+	prefix  string
+	// children are the servers run in child processes, by Serve kind.
+	children map[string]*child
+
+	mu    sync.Mutex
+	peers map[string][]*gobreaker.DistributedCircuitBreaker[struct{}]
+}
+
+// workers is how many distinct worker IDs the callers share.
+const workers = 8
+
+// scenario is one row of the table.
+type scenario struct {
+	name   string
+	unit   string // what one op is
+	server string // the Serve kind whose CPU it spends; "" for none
+	// build returns the op for t; it may prepare state (untimed).
+	build func(ctx context.Context, t *target, o Options) (opFunc, error)
+}
+
+func (t *target) breaker(name string) string { return t.prefix + name }
+
+// picker chooses the breaker of each caller's i-th call.
+type picker func(o Options) func(caller, i int) string
+
+// spread cycles each caller over o.Breakers breakers, callers out of step.
+func spread(o Options) func(caller, i int) string {
+	return func(caller, i int) string { return fmt.Sprintf("b%04d", (caller*7919+i)%o.Breakers) }
+}
+
+// hot is one breaker shared by every caller.
+func hot(Options) func(caller, i int) string { return func(int, int) string { return "hot" } }
+
+func rawAllow(pk picker) func(context.Context, *target, Options) (opFunc, error) {
+	return func(_ context.Context, t *target, o Options) (opFunc, error) {
+		pick := pk(o)
+		return func(ctx context.Context, c, i int) error {
+			res, err := t.daemonA.Allow(ctx, &pb.AllowRequest{Breaker: t.breaker(pick(c, i)), WorkerId: workerID(c)})
+			if err != nil {
+				return err
+			}
+			if res.GetDecision() != pb.Decision_DECISION_ALLOWED {
+				return fmt.Errorf("allow: %s", res.GetDecision())
+			}
+			return nil
+		}, nil
+	}
+}
+
+func rawRecord(pk picker) func(context.Context, *target, Options) (opFunc, error) {
+	return func(_ context.Context, t *target, o Options) (opFunc, error) {
+		pick := pk(o)
+		return func(ctx context.Context, c, i int) error {
+			_, err := t.daemonA.Record(ctx, &pb.RecordRequest{Breaker: t.breaker(pick(c, i)), WorkerId: workerID(c),
+				Ticket: &pb.Ticket{}, Outcome: pb.Outcome_OUTCOME_SUCCESS})
+			return err
+		}, nil
+	}
+}
+
+func rawPair(pk picker) func(context.Context, *target, Options) (opFunc, error) {
+	return func(_ context.Context, t *target, o Options) (opFunc, error) {
+		pick := pk(o)
+		return func(ctx context.Context, c, i int) error {
+			name := t.breaker(pick(c, i))
+			res, err := t.daemonA.Allow(ctx, &pb.AllowRequest{Breaker: name, WorkerId: workerID(c)})
+			if err != nil {
+				return err
+			}
+			if res.GetDecision() != pb.Decision_DECISION_ALLOWED {
+				return fmt.Errorf("allow: %s", res.GetDecision())
+			}
+			_, err = t.daemonA.Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: workerID(c),
+				Ticket: res.GetTicket(), Outcome: pb.Outcome_OUTCOME_SUCCESS})
+			return err
+		}, nil
+	}
+}
+
+func clientAllow(pk picker) func(context.Context, *target, Options) (opFunc, error) {
+	return func(_ context.Context, t *target, o Options) (opFunc, error) {
+		pick := pk(o)
+		return func(ctx context.Context, c, i int) error {
+			p, err := t.clients[c%workers].Allow(ctx, t.breaker(pick(c, i)))
+			if err != nil {
+				return err
+			}
+			if !p.Allowed() || p.Degraded {
+				return fmt.Errorf("allow: %s (degraded %t)", p.Decision, p.Degraded)
+			}
+			return nil
+		}, nil
+	}
+}
+
+func clientRecord(pk picker) func(context.Context, *target, Options) (opFunc, error) {
+	return func(_ context.Context, t *target, o Options) (opFunc, error) {
+		pick := pk(o)
+		return func(ctx context.Context, c, i int) error {
+			p := &client.Permit{Breaker: t.breaker(pick(c, i)), Decision: pb.Decision_DECISION_ALLOWED, Ticket: &pb.Ticket{}}
+			res, err := t.clients[c%workers].Record(ctx, p, client.Result{Outcome: pb.Outcome_OUTCOME_SUCCESS})
+			if err == nil && res.GetNote() != "" && strings.Contains(res.GetNote(), "fallback") {
+				return errors.New(res.GetNote())
+			}
+			return err
+		}, nil
+	}
+}
+
+func clientPair(pk picker) func(context.Context, *target, Options) (opFunc, error) {
+	return func(_ context.Context, t *target, o Options) (opFunc, error) {
+		pick := pk(o)
+		return func(ctx context.Context, c, i int) error {
+			return t.clients[c%workers].Call(ctx, t.breaker(pick(c, i)), func(context.Context) error { return nil })
+		}, nil
+	}
+}
+
+// forceOpen opens the breaker "open" (forced, until AUTO) for the denial
+// scenarios.
+func forceOpen(ctx context.Context, t *target) error {
+	_, err := t.daemonA.Force(ctx, &pb.ForceRequest{Breaker: t.breaker("open"), Mode: pb.ForceMode_FORCE_MODE_OPEN,
+		Reason: "breakerbench: a denial", Operator: "breakerbench"})
+	return err
+}
+
+func scenarios() []scenario {
+	return []scenario{
+		{"noop", "RPCs", ServeNoop, func(_ context.Context, t *target, _ Options) (opFunc, error) {
+			return func(ctx context.Context, c, i int) error {
+				_, err := t.noop.Allow(ctx, &pb.AllowRequest{Breaker: "noop", WorkerId: workerID(c)})
+				return err
+			}, nil
+		}},
+		{"ceiling", "RPCs", ServeCeiling, func(_ context.Context, t *target, o Options) (opFunc, error) {
+			pick := spread(o)
+			return func(ctx context.Context, c, i int) error {
+				_, err := t.ceiling.Allow(ctx, &pb.AllowRequest{Breaker: t.breaker(pick(c, i)), WorkerId: workerID(c)})
+				return err
+			}, nil
+		}},
+		{"allow-1k-raw", "Allows", ServeDaemon, rawAllow(spread)},
+		{"record-1k-raw", "Records", ServeDaemon, rawRecord(spread)},
+		{"pair-1k-raw", "pairs", ServeDaemon, rawPair(spread)},
+		{"allow-hot-raw", "Allows", ServeDaemon, rawAllow(hot)},
+		{"record-hot-raw", "Records", ServeDaemon, rawRecord(hot)},
+		{"pair-hot-raw", "pairs", ServeDaemon, rawPair(hot)},
+		{"allow-1k-client", "Allows", ServeDaemon, clientAllow(spread)},
+		{"record-1k-client", "Records", ServeDaemon, clientRecord(spread)},
+		{"pair-1k-client", "Calls", ServeDaemon, clientPair(spread)},
+		{"allow-hot-client", "Allows", ServeDaemon, clientAllow(hot)},
+		{"record-hot-client", "Records", ServeDaemon, clientRecord(hot)},
+		{"pair-hot-client", "Calls", ServeDaemon, clientPair(hot)},
+		{"deny-open-raw", "denials", ServeDaemon, func(ctx context.Context, t *target, _ Options) (opFunc, error) {
+			if err := forceOpen(ctx, t); err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context, c, i int) error {
+				res, err := t.daemonA.Allow(ctx, &pb.AllowRequest{Breaker: t.breaker("open"), WorkerId: workerID(c)})
+				if err != nil {
+					return err
+				}
+				if res.GetDecision() == pb.Decision_DECISION_ALLOWED || res.GetDecision() == pb.Decision_DECISION_PROBE {
+					return fmt.Errorf("allow on an open breaker: %s", res.GetDecision())
+				}
+				return nil
+			}, nil
+		}},
+		{"deny-open-client", "denials", ServeDaemon, func(ctx context.Context, t *target, _ Options) (opFunc, error) {
+			if err := forceOpen(ctx, t); err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context, c, i int) error {
+				p, err := t.clients[c%workers].Allow(ctx, t.breaker("open"))
+				if err != nil {
+					return err
+				}
+				if p.Allowed() || p.Degraded {
+					return fmt.Errorf("allow on an open breaker: %s (degraded %t)", p.Decision, p.Degraded)
+				}
+				return nil
+			}, nil
+		}},
+		{"peer-64", "Executes", "", func(ctx context.Context, t *target, o Options) (opFunc, error) {
+			return t.peerOp(o, o.PeerBreakers)
+		}},
+		{"peer-1", "Executes", "", func(ctx context.Context, t *target, o Options) (opFunc, error) {
+			return t.peerOp(o, 1)
+		}},
+	}
+}
+
+// peerOp gives each caller its own store and breaker instances (each
+// caller stands for one process of the fleet) on n shared breakers.
+func (t *target) peerOp(o Options, n int) (opFunc, error) {
+	key := fmt.Sprintf("peer-%d", n)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.peers == nil {
+		t.peers = map[string][]*gobreaker.DistributedCircuitBreaker[struct{}]{}
+	}
+	bs, ok := t.peers[key]
+	if !ok {
+		for c := 0; c < o.Callers; c++ {
+			b, err := newPeer(newPeerStore(t.peerRDB, t.prefix), fmt.Sprintf("%s-%d", key, c%n))
+			if err != nil {
+				return nil, fmt.Errorf("peer: %w", err)
+			}
+			bs = append(bs, b)
+		}
+		t.peers[key] = bs
+	}
+	return func(ctx context.Context, c, i int) error {
+		_, err := bs[c].Execute(func() (struct{}, error) { return struct{}{}, nil })
+		return err
+	}, nil
+}
+
+func workerID(c int) string { return fmt.Sprintf("bench-w%d", c%workers) }
+
+// env is everything one run started; close stops it all.
+type env struct {
+	rdb     *redis.Client // the bench's own connection, for INFO
+	rpcs    rpcCounter
+	main    *target
+	wire    *target
+	proxy   *wireProxy
+	daemonB string
+	closers []func()
+}
+
+func (e *env) close() {
+	for i := len(e.closers) - 1; i >= 0; i-- {
+		e.closers[i]()
+	}
+}
+
+// startDaemon runs a breakerd (daemon.Run, the production assembly with
+// its metrics) on a free loopback port against redisAddr until stop.
+func startDaemon(ctx context.Context, redisAddr string) (addr string, stop func(), err error) {
+	c := daemon.Config{Listen: "127.0.0.1:0", RedisURL: "redis://" + redisAddr + "/0", EventsMaxLen: 1000,
+		EventRetention: 168 * time.Hour, ShutdownTimeout: 5 * time.Second, HealthInterval: time.Hour, LogFormat: "text"}
+	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- daemon.Run(dctx, c, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a net.Addr) { ready <- a.String() })
+	}()
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		cancel()
+		return "", nil, fmt.Errorf("breakerd: %w", err)
+	case <-time.After(30 * time.Second):
+		cancel()
+		return "", nil, errors.New("breakerd: not serving after 30s")
+	}
+	return addr, func() { cancel(); <-done }, nil
+}
+
+func (e *env) dial(addr string) (*grpc.ClientConn, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()), e.rpcs.dialOption())
+	if err != nil {
+		return nil, err
+	}
+	e.closers = append(e.closers, func() { _ = conn.Close() })
+	return conn, nil
+}
+
+// newTarget starts a daemon, the no-op and the ceiling on redisAddr (in
+// child processes of exe when it is set) and dials them.
+func (e *env) newTarget(ctx context.Context, redisAddr, prefix, exe string) (*target, error) {
+	t := &target{prefix: prefix, peerRDB: redis.NewClient(&redis.Options{Addr: redisAddr}), children: map[string]*child{}}
+	e.closers = append(e.closers, func() { _ = t.peerRDB.Close() })
+	addrs := map[string]string{}
+	for _, kind := range []string{ServeDaemon, ServeNoop, ServeCeiling} {
+		if exe != "" {
+			c, err := spawn(exe, kind, redisAddr)
+			if err != nil {
+				return nil, err
+			}
+			e.closers = append(e.closers, c.stop)
+			t.children[kind], addrs[kind] = c, c.addr
+			continue
+		}
+		var (
+			addr string
+			stop func()
+			err  error
+		)
+		switch kind {
+		case ServeDaemon:
+			addr, stop, err = startDaemon(ctx, redisAddr)
+		case ServeNoop:
+			addr, stop, err = startCeiling(nil)
+		case ServeCeiling:
+			crdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+			e.closers = append(e.closers, func() { _ = crdb.Close() })
+			addr, stop, err = startCeiling(crdb)
+		}
+		if err != nil {
+			return nil, err
+		}
+		e.closers = append(e.closers, stop)
+		addrs[kind] = addr
+	}
+	dc, err := e.dial(addrs[ServeDaemon])
+	if err != nil {
+		return nil, err
+	}
+	t.daemonA = pb.NewBreakerServiceClient(dc)
+	for w := 0; w < workers; w++ {
+		cl := client.New(dc, client.WithWorkerID(workerID(w)), client.WithAllowBudget(10*time.Second))
+		e.closers = append(e.closers, func() { _ = cl.Close() })
+		t.clients = append(t.clients, cl)
+	}
+	nc, err := e.dial(addrs[ServeNoop])
+	if err != nil {
+		return nil, err
+	}
+	t.noop = pb.NewBreakerServiceClient(nc)
+	cc, err := e.dial(addrs[ServeCeiling])
+	if err != nil {
+		return nil, err
+	}
+	t.ceiling = pb.NewBreakerServiceClient(cc)
+	return t, nil
+}
+
+// Run runs the bench and writes its report to w: the setup, one table of
+// medians, per-round ratios, and their medians on the last lines.
+func Run(ctx context.Context, o Options, w io.Writer) error {
+	_, err := run(ctx, o, w)
+	return err
+}
+
+// run is Run, returning each scenario's row by name.
+func run(ctx context.Context, o Options, w io.Writer) (map[string]row, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	e := &env{}
+	defer e.close()
+	redisAddr := o.RedisAddr
+	owned := redisAddr == ""
+	if owned {
+		s, err := startRedis(ctx, o.RedisServer)
+		if err != nil {
+			return nil, err
+		}
+		e.closers = append(e.closers, s.stop)
+		redisAddr = s.addr
+	}
+	e.rdb = redis.NewClient(&redis.Options{Addr: redisAddr})
+	e.closers = append(e.closers, func() { _ = e.rdb.Close() })
+	version, err := redisVersion(ctx, e.rdb)
+	if err != nil {
+		return nil, err
+	}
+	prefix := fmt.Sprintf("bench-%08x/", rand.Uint32())
+	main, err := e.newTarget(ctx, redisAddr, prefix, o.Executable)
+	if err != nil {
+		return nil, err
+	}
+	e.main = main
+	// The second daemon, for the propagation scenario.
+	bAddr, stopB, err := startDaemon(ctx, redisAddr)
+	if err != nil {
+		return nil, err
+	}
+	e.closers = append(e.closers, stopB)
+	e.daemonB = bAddr
+	// The wire twins: the same servers, with Redis behind a counting proxy.
+	e.proxy, err = newWireProxy(redisAddr)
+	if err != nil {
+		return nil, err
+	}
+	e.closers = append(e.closers, e.proxy.close)
+	e.wire, err = e.newTarget(ctx, e.proxy.addr(), prefix+"wire/", "")
+	if err != nil {
+		return nil, err
+	}
+
+	fmt.Fprintf(w, "breakerbench: redis %s at %s (%s), %d callers, %d rounds of %s per scenario (at most %d calls), %d breakers spread\n",
+		version, redisAddr, map[bool]string{true: "started by the bench", false: "given; commands per op count every client of it"}[owned],
+		o.Callers, o.Rounds, o.Duration, o.MaxCalls, o.Breakers)
+	fmt.Fprintln(w, "breakerd: strict mode (every Allow and Record is an RPC); no fast mode exists yet")
+	fmt.Fprintln(w, PeerNote)
+
+	all := scenarios()
+	var run []scenario
+	for _, s := range all {
+		if selected(o.Only, s.name) {
+			run = append(run, s)
+		}
+	}
+	ops := make([]opFunc, len(run))
+	wireOps := make([]opFunc, len(run))
+	for i, s := range run {
+		if ops[i], err = s.build(ctx, e.main, o); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+		if wireOps[i], err = s.build(ctx, e.wire, o); err != nil {
+			return nil, fmt.Errorf("%s (wire): %w", s.name, err)
+		}
+		// Warm up: connections, scripts loaded, code paths paged in.
+		drive(ctx, o.Callers, 50*time.Millisecond, 2000, ops[i])
+		drive(ctx, 1, time.Minute, 5, wireOps[i])
+	}
+
+	// Round trips per op: a sequential pass through the counting proxy.
+	wireRT := make([]float64, len(run))
+	for i := range run {
+		before := e.proxy.reads.Load()
+		s := drive(ctx, 1, time.Minute, int64(o.WirePass), wireOps[i])
+		if s.ops > 0 {
+			wireRT[i] = float64(e.proxy.reads.Load()-before) / float64(s.ops)
+		}
+	}
+
+	samples := make([][]sample, len(run)) // [scenario][round]
+	var trips [][]time.Duration           // [round][trip]
+	for r := 0; r < o.Rounds; r++ {
+		for k := range run {
+			i := (k + r) % len(run) // rotate the order so no scenario always runs first
+			before, _, err := commandCalls(ctx, e.rdb)
+			if err != nil {
+				return nil, err
+			}
+			rpcs := e.rpcs.n.Load()
+			srv := e.main.children[run[i].server]
+			var cpu0 time.Duration
+			if srv != nil {
+				if cpu0, err = srv.cpu(); err != nil {
+					srv = nil // no /proc (not Linux): CPU is not reported
+				}
+			}
+			s := drive(ctx, o.Callers, o.Duration, o.MaxCalls, ops[i])
+			s.rpcs = e.rpcs.n.Load() - rpcs
+			if srv != nil {
+				if cpu1, err := srv.cpu(); err == nil {
+					s.cpu, s.hasCPU = cpu1-cpu0, true
+				}
+			}
+			after, _, err := commandCalls(ctx, e.rdb)
+			if err != nil {
+				return nil, err
+			}
+			s.cmds = after - before
+			samples[i] = append(samples[i], s)
+		}
+		if o.Trips > 0 && selected(o.Only, "trip") {
+			ts, err := e.propagation(ctx, o, r)
+			if err != nil {
+				return nil, err
+			}
+			trips = append(trips, ts)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return report(w, o, run, samples, wireRT, trips), nil
+}
+
+func selected(only []string, name string) bool {
+	if len(only) == 0 {
+		return true
+	}
+	for _, s := range only {
+		if strings.Contains(name, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func redisVersion(ctx context.Context, rdb *redis.Client) (string, error) {
+	s, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return "", fmt.Errorf("redis: %w", err)
+	}
+	for _, line := range strings.Split(s, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "redis_version:"); ok {
+			return v, nil
+		}
+	}
+	return "unknown", nil
+}

@@ -1,0 +1,204 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// redisServer is a redis-server process the bench started on a free
+// loopback port, with no persistence; stop kills it.
+type redisServer struct {
+	addr string
+	cmd  *exec.Cmd
+	dir  string
+}
+
+// startRedis runs binary (redis-server) on a free loopback port and waits
+// until it answers PING, for at most 10 s. Extra are redis.conf directives
+// given as flags ("--stream-node-max-bytes", "512").
+func startRedis(ctx context.Context, binary string, extra ...string) (*redisServer, error) {
+	path, err := exec.LookPath(binary)
+	if err != nil {
+		return nil, fmt.Errorf("--redis-server: %w (install redis-server, or give --redis-addr)", err)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "breakerbench-redis-")
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no", "--dir", dir, "--protected-mode", "yes"}, extra...)
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("start %s: %w", path, err)
+	}
+	s := &redisServer{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd, dir: dir}
+	rdb := redis.NewClient(&redis.Options{Addr: s.addr})
+	defer rdb.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := rdb.Ping(ctx).Err()
+		if err == nil {
+			return s, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			s.stop()
+			return nil, fmt.Errorf("redis-server on %s did not answer: %w", s.addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (s *redisServer) stop() {
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	_ = os.RemoveAll(s.dir)
+}
+
+// freePort returns a loopback TCP port nothing listens on now.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// commandCalls returns the calls of every command in INFO commandstats,
+// commands run inside Lua scripts included, less the INFO commands the
+// bench itself sends to read them.
+func commandCalls(ctx context.Context, rdb *redis.Client) (int64, map[string]int64, error) {
+	s, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, nil, fmt.Errorf("INFO commandstats: %w", err)
+	}
+	by := map[string]int64{}
+	var total int64
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		// cmdstat_evalsha:calls=12,usec=34,...
+		name, rest, ok := strings.Cut(strings.TrimPrefix(sc.Text(), "cmdstat_"), ":calls=")
+		if !ok {
+			continue
+		}
+		v, _, _ := strings.Cut(rest, ",")
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, nil, fmt.Errorf("INFO commandstats: bad calls in %q", sc.Text())
+		}
+		if name == "info" {
+			continue
+		}
+		by[name] = n
+		total += n
+	}
+	return total, by, nil
+}
+
+// usedMemory returns INFO memory's used_memory, in bytes.
+func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
+	s, err := rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0, fmt.Errorf("INFO memory: %w", err)
+	}
+	for _, line := range strings.Split(s, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, errors.New("INFO memory: no used_memory")
+}
+
+// wireProxy forwards loopback TCP to a Redis and counts the requests
+// reaching it: each read from a client is one round trip, which holds for
+// a client that waits for each reply (go-redis writes a command or a
+// pipeline in one flush). It is used only in the sequential wire passes,
+// never in the timed runs, since it adds a hop.
+type wireProxy struct {
+	ln     net.Listener
+	target string
+	reads  atomic.Int64
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	conns  []net.Conn
+}
+
+func newWireProxy(target string) (*wireProxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &wireProxy{ln: ln, target: target}
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+func (p *wireProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *wireProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			_ = c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, c, up)
+		p.mu.Unlock()
+		go p.pipe(c, up, true)
+		go p.pipe(up, c, false)
+	}
+}
+
+func (p *wireProxy) pipe(from, to net.Conn, count bool) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := from.Read(buf)
+		if n > 0 {
+			if count {
+				p.reads.Add(1)
+			}
+			if _, werr := to.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			_ = to.Close()
+			return
+		}
+	}
+}
+
+func (p *wireProxy) close() {
+	_ = p.ln.Close()
+	p.wg.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+}

@@ -1,0 +1,172 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// ratio is one throughput ratio taken inside each round.
+type ratio struct {
+	num, den string
+	target   float64 // 0: reported, not targeted
+}
+
+var ratios = []ratio{
+	{"ceiling", "noop", 0},
+	{"pair-1k-raw", "ceiling", 0.60},
+	{"pair-hot-raw", "ceiling", 0.55},
+	{"pair-1k-client", "ceiling", 0},
+	{"pair-hot-client", "ceiling", 0},
+	{"allow-1k-raw", "ceiling", 0},
+	{"deny-open-raw", "noop", 0},
+	{"pair-1k-raw", "peer-64", 0},
+	{"pair-hot-raw", "peer-1", 0},
+}
+
+// row is one scenario's figures over every round.
+type row struct {
+	name, unit           string
+	rate                 float64 // median ops/s over rounds
+	p50, p99, p999       time.Duration
+	errs, ops            int64
+	cmdsPerOp, rpcsPerOp float64
+	rtPerOp              float64
+	cpuPerRPC            time.Duration // the server's CPU per RPC
+	cpuMeasured          bool          // cpuPerRPC was read (the server ran in its own process)
+}
+
+func summarize(s scenario, ss []sample, rt float64) row {
+	r := row{name: s.name, unit: s.unit, rtPerOp: rt}
+	var rates []float64
+	var lat []time.Duration
+	var cmds, rpcs int64
+	var cpu time.Duration
+	measured := len(ss) > 0
+	for _, x := range ss {
+		cpu += x.cpu
+		measured = measured && x.hasCPU
+		rates = append(rates, x.rate())
+		lat = append(lat, x.lat...)
+		r.errs += x.errs
+		r.ops += x.ops
+		cmds += x.cmds
+		rpcs += x.rpcs
+	}
+	slices.Sort(lat)
+	r.rate = median(rates)
+	r.p50, r.p99, r.p999 = quantile(lat, 0.50), quantile(lat, 0.99), quantile(lat, 0.999)
+	if r.ops > 0 {
+		r.cmdsPerOp = float64(cmds) / float64(r.ops)
+		r.rpcsPerOp = float64(rpcs) / float64(r.ops+r.errs)
+	}
+	if measured && rpcs > 0 {
+		r.cpuPerRPC, r.cpuMeasured = cpu/time.Duration(rpcs), true
+	}
+	return r
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond)) }
+
+func report(w io.Writer, o Options, run []scenario, samples [][]sample, wireRT []float64, trips [][]time.Duration) map[string]row {
+	rows := map[string]row{}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w)
+	fmt.Fprintln(tw, "scenario\top\tops/s\tp50 ms\tp99 ms\tp99.9 ms\terrors\tredis cmds/op\tredis RT/op\tRPCs/op\tserver CPU µs/RPC\t")
+	for i, s := range run {
+		r := summarize(s, samples[i], wireRT[i])
+		rows[s.name] = r
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%s\t%d\t%.2f\t%.2f\t%.2f\t%s\t\n", r.name, r.unit, r.rate, ms(r.p50), ms(r.p99), ms(r.p999),
+			r.errs, r.cmdsPerOp, r.rtPerOp, r.rpcsPerOp, us(r.cpuPerRPC, r.cpuMeasured))
+	}
+	var all []time.Duration
+	for _, ts := range trips {
+		all = append(all, ts...)
+	}
+	if len(all) > 0 {
+		slices.Sort(all)
+		rows["trip-to-deny"] = row{name: "trip-to-deny", unit: "trips", ops: int64(len(all)),
+			p50: quantile(all, 0.5), p99: quantile(all, 0.99), p999: quantile(all, 0.999)}
+		fmt.Fprintf(tw, "trip-to-deny\ttrips\t-\t%s\t%s\t%s\t0\t-\t-\t-\t-\t\n", ms(quantile(all, 0.5)), ms(quantile(all, 0.99)), ms(quantile(all, 0.999)))
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "ops/s: median over rounds; latencies: over every op of every round; redis cmds/op: INFO commandstats")
+	fmt.Fprintln(w, "(commands inside Lua included) over the timed runs; redis RT/op: requests reaching Redis through a")
+	fmt.Fprintf(w, "counting proxy in a sequential pass of %d ops on twin servers; RPCs/op: RPCs the bench sent;\n", o.WirePass)
+	fmt.Fprintln(w, "server CPU: user+system time of the server's own process (/proc) over the RPCs sent to it (- when in-process).")
+	if len(all) > 0 {
+		fmt.Fprintf(w, "trip-to-deny: %d trips on daemon A, each timed from the send of the tripping Record until all %d clients\n", len(all), o.Pollers)
+		fmt.Fprintln(w, "connected to daemon B deny, polling Allow without pause (strict mode: no fast mode exists yet).")
+	}
+
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "targets (issue 11 §2, strict mode):")
+	for _, name := range []string{"pair-1k-raw", "pair-hot-raw"} {
+		if r, ok := rows[name]; ok {
+			fmt.Fprintf(w, "  %s: %.2f Redis commands per pair (target <= 4: %s), %.2f Redis round trips per RPC (target 1: %s)\n",
+				name, r.cmdsPerOp, verdict(r.cmdsPerOp <= 4.05), r.rtPerOp/2, verdict(r.rtPerOp/2 <= 1.0))
+		}
+	}
+	if r, ok := rows["pair-hot-raw"]; ok {
+		fmt.Fprintf(w, "  pair-hot-raw: %d errors, p99.9 %s ms (target 0 errors and <= 50 ms: %s)\n", r.errs, ms(r.p999), verdict(r.errs == 0 && r.p999 <= 50*time.Millisecond))
+	}
+	if r, ok := rows["pair-1k-raw"]; ok {
+		if c, ok := rows["ceiling"]; ok && r.cpuMeasured && c.cpuPerRPC > 0 {
+			x := float64(r.cpuPerRPC) / float64(c.cpuPerRPC)
+			fmt.Fprintf(w, "  pair-1k-raw: daemon CPU %s µs per RPC, %.2fx the ceiling server's %s µs (target <= 1.2x: %s)\n",
+				us(r.cpuPerRPC, true), x, us(c.cpuPerRPC, true), verdict(x <= 1.2))
+		}
+		if n, ok := rows["noop"]; ok {
+			fmt.Fprintf(w, "  pair-1k-raw p99 %s ms beside the no-op's %s ms\n", ms(r.p99), ms(n.p99))
+		}
+	}
+
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "ratios of ops/s inside each round (round 1, 2, ...), then their median:")
+	idx := map[string]int{}
+	for i, s := range run {
+		idx[s.name] = i
+	}
+	for _, q := range ratios {
+		ni, ok1 := idx[q.num]
+		di, ok2 := idx[q.den]
+		if !ok1 || !ok2 {
+			continue
+		}
+		var per []float64
+		var cells []string
+		for r := range samples[ni] {
+			d := samples[di][r].rate()
+			if d == 0 {
+				continue
+			}
+			v := samples[ni][r].rate() / d
+			per = append(per, v)
+			cells = append(cells, fmt.Sprintf("%.2f", v))
+		}
+		line := fmt.Sprintf("ratio %s / %s: %s  median %.2fx", q.num, q.den, strings.Join(cells, " "), median(per))
+		if q.target > 0 {
+			line += fmt.Sprintf("  (target >= %.2fx: %s)", q.target, verdict(median(per) >= q.target))
+		}
+		fmt.Fprintln(w, line)
+	}
+	return rows
+}
+
+func us(d time.Duration, measured bool) string {
+	if !measured {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", float64(d)/float64(time.Microsecond))
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED"
+}
