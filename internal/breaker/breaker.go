@@ -110,6 +110,8 @@ const (
 	NoteThrottled        Note = "throttled"         // a 429 within the deadline
 	NoteNeutral          Note = "neutral"           // the outcome never counts
 	NoteCredentialLone   Note = "credential_lone"   // a 401 no other worker confirms
+	NoteQuotaPaused      Note = "quota_paused"      // this 402 paused the breaker
+	NoteQuotaLone        Note = "quota_lone"        // a 402 no other worker confirms
 )
 
 // Result is what a call answers.
@@ -128,7 +130,7 @@ type Result struct {
 // Event is a transition or an alert, as the scripts append it to the
 // breaker's event stream. From and To are public state names.
 type Event struct {
-	Kind     string // transition, forced, credential_revoked, stuck_open, suspect_worker, pause_expiring, probe_abandoned
+	Kind     string // transition, forced, credential_revoked, quota_exhausted, stuck_open, suspect_worker, pause_expiring, probe_abandoned
 	From, To string
 	Cause    Cause
 	Gen      int64
@@ -303,21 +305,9 @@ func (st *step) record() {
 		note(false, NotePaused)
 		return
 	}
-	if ev == quorum.CredentialRejected {
-		current := c.Ticket.Gen == s.Gen && (s.phase() == Closed ||
-			(s.phase() == HalfOpen && c.Ticket.Lease != "" && c.Ticket.Lease == s.Lease))
-		if !c.CredentialWorked || s.Force != "" || !current {
-			st.emit("credential_revoked", s.Public(), s.Public(), CauseCredentialAlert, now)
-		} else if from := s.Public(); st.pauseVote(CauseCredential) {
-			st.emit("credential_revoked", from, "paused", CauseCredential, now)
-			note(false, NoteCredentialPaused)
+	if ev == quorum.CredentialRejected || ev == quorum.QuotaExhausted {
+		if st.pauseEvidence() {
 			return
-		} else {
-			st.emit("credential_revoked", s.Public(), s.Public(), CauseCredentialLone, now)
-			if s.phase() == Closed {
-				note(false, NoteCredentialLone)
-				return
-			}
 		}
 	}
 
@@ -397,6 +387,39 @@ func (st *step) record() {
 			st.emit("suspect_worker", "closed", "closed", CauseSuspect, now)
 		}
 	}
+}
+
+// pauseEvidence applies a rejected credential (401) or an exhausted quota
+// (402): an alert, and a vote to pause from a current ticket with no pin
+// (for a 401, only from a worker that had seen the credential work). It
+// reports whether the Record is answered (a pause, or a lone vote on a
+// closed breaker); otherwise the outcome goes on as one that never counts.
+func (st *step) pauseEvidence() bool {
+	s, c, now := &st.s, st.c, st.now
+	kind, pause, alert, lone := "credential_revoked", CauseCredential, CauseCredentialAlert, CauseCredentialLone
+	paused, isolated, vote := NoteCredentialPaused, NoteCredentialLone, c.CredentialWorked
+	if c.Evidence == quorum.QuotaExhausted {
+		kind, pause, alert, lone = "quota_exhausted", CauseQuota, CauseQuotaAlert, CauseQuotaLone
+		paused, isolated, vote = NoteQuotaPaused, NoteQuotaLone, true
+	}
+	current := c.Ticket.Gen == s.Gen && (s.phase() == Closed ||
+		(s.phase() == HalfOpen && c.Ticket.Lease != "" && c.Ticket.Lease == s.Lease))
+	if !vote || s.Force != "" || !current {
+		st.emit(kind, s.Public(), s.Public(), alert, now)
+		return false
+	}
+	from := s.Public()
+	if st.pauseVote(pause) {
+		st.emit(kind, from, "paused", pause, now)
+		st.res.Note = paused
+		return true
+	}
+	st.emit(kind, s.Public(), s.Public(), lone, now)
+	if s.phase() == Closed {
+		st.res.Note = isolated
+		return true
+	}
+	return false
 }
 
 // pauseVote counts the actor's rejected working credential (or exhausted

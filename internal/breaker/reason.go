@@ -43,6 +43,14 @@ func causeReason(name string, c Cause, fails, workers, rl, cooldown int64, last,
 	case CauseCredentialLone:
 		return fmt.Sprintf("%s rejected worker %s's credential (401) after it had worked, and no other worker confirms: "+
 			"that worker alone is isolated; the breaker stays up for the fleet", name, actor)
+	case CauseQuota:
+		return name + ": the account's quota or billing is exhausted (HTTP 402 or insufficient_quota), seen by several " +
+			"workers; needs a human (top it up or raise the limit; an operator resumes it with Force AUTO)"
+	case CauseQuotaAlert:
+		return name + ": the account's quota or billing is exhausted (HTTP 402 or insufficient_quota): a human must act; not a trip"
+	case CauseQuotaLone:
+		return fmt.Sprintf("%s told worker %s its quota is exhausted (HTTP 402), and no other worker confirms: "+
+			"that worker alone is isolated; the breaker stays up for the fleet", name, actor)
 	case CausePauseExpiring:
 		return name + ": the pause lapses soon and calls will go out again; resume or re-force it now if the credential is still bad"
 	case CausePauseExpired:
@@ -101,7 +109,7 @@ func DenialReason(name, worker string, d pb.Decision, v View) string {
 				"another worker takes the next probe", name, worker, MaxLapses)
 		}
 		if v.Fails == 0 {
-			return fmt.Sprintf("%s: only worker %s's credential was rejected and no other worker confirms: "+
+			return fmt.Sprintf("%s: only worker %s's credential or quota was refused (401/402) and no other worker confirms: "+
 				"likely this worker's config; the circuit stays closed for the fleet", name, worker)
 		}
 		return fmt.Sprintf("%s: only worker %s has failed (%d consecutive failures) and no other worker confirms: "+
@@ -133,6 +141,8 @@ func (n Note) String() string {
 		NoteThrottled:        "rate limited within the deadline: not counted",
 		NoteNeutral:          "outcome never counts",
 		NoteCredentialLone:   "credential rejected for this worker only: it is isolated until another worker confirms",
+		NoteQuotaPaused:      "quota exhausted: breaker paused until an operator resumes it or the pause lapses",
+		NoteQuotaLone:        "quota exhausted for this worker only: it is isolated until another worker confirms",
 	}[n]
 }
 

@@ -41,6 +41,9 @@ const (
 	CausePauseExpiring   Cause = "pause_expiring"   // a pause lapses soon
 	CausePauseExpired    Cause = "pause_expired"    // a pause lapsed: closed again
 	CauseProbeAbandoned  Cause = "probe_abandoned"  // a worker let 3 probe leases lapse in a row
+	CauseQuota           Cause = "quota"            // the account's quota or billing exhausted: paused
+	CauseQuotaAlert      Cause = "quota_alert"      // a 402, alert only
+	CauseQuotaLone       Cause = "quota_lone"       // a 402 from one worker only: it is isolated
 	CauseOutage          Cause = "outage"           // carried into a daemon's memory from the last event it heard (Last)
 )
 

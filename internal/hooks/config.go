@@ -40,6 +40,9 @@ const (
 	EventPauseExpiring = "pause_expiring"
 	// EventProbeAbandoned: a worker let 3 probe leases in a row lapse.
 	EventProbeAbandoned = "probe_abandoned"
+	// EventQuotaExhausted: a 402 (the account's quota or billing), and the
+	// pause when min_workers workers saw it.
+	EventQuotaExhausted = "quota_exhausted"
 	// EventForced: an operator's Force (OPEN, CLOSED or AUTO).
 	EventForced = "forced"
 	// EventClosed: back to closed by itself (a probe succeeded, a forced
@@ -48,8 +51,8 @@ const (
 )
 
 // Events lists every event name, in documentation order.
-var Events = []string{EventOpened, EventStuckOpen, EventCredentialRevoked, EventSuspectWorker, EventPauseExpiring,
-	EventProbeAbandoned, EventForced, EventClosed}
+var Events = []string{EventOpened, EventStuckOpen, EventCredentialRevoked, EventQuotaExhausted, EventSuspectWorker,
+	EventPauseExpiring, EventProbeAbandoned, EventForced, EventClosed}
 
 // EventName returns the hook event an Event is, or "" for events no hook
 // receives (a probe starting: open -> half_open, half_open -> open).
@@ -67,6 +70,8 @@ func EventName(e *pb.Event) string {
 		return EventPauseExpiring
 	case pb.EventKind_EVENT_KIND_PROBE_ABANDONED:
 		return EventProbeAbandoned
+	case pb.EventKind_EVENT_KIND_QUOTA_EXHAUSTED:
+		return EventQuotaExhausted
 	case pb.EventKind_EVENT_KIND_TRANSITION:
 		switch {
 		case e.GetTo() == pb.State_STATE_OPEN && e.GetFrom() == pb.State_STATE_CLOSED:

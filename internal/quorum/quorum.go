@@ -39,6 +39,11 @@ const (
 	Neutral Evidence = "N"
 	// CredentialRejected (401) is never counted; it raises an alert.
 	CredentialRejected Evidence = "U"
+	// QuotaExhausted (402, or a 429 saying the account's quota is used
+	// up) is never counted: every worker gets it until a person acts. It
+	// raises an alert and votes to pause, as a rejected credential that
+	// had worked does.
+	QuotaExhausted Evidence = "Q"
 )
 
 // Counted reports whether the evidence extends the failure run.
@@ -65,6 +70,8 @@ func Classify(o pb.Outcome, retryAfter, deadline time.Duration) (Evidence, error
 		return Throttled, nil
 	case pb.Outcome_OUTCOME_UNAUTHENTICATED:
 		return CredentialRejected, nil
+	case pb.Outcome_OUTCOME_QUOTA_EXHAUSTED:
+		return QuotaExhausted, nil
 	}
 	return "", fmt.Errorf("quorum: outcome %v is not one of the defined outcomes", o)
 }

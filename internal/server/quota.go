@@ -25,7 +25,8 @@ type Limits struct {
 	NewBreakersPerMinute int
 	// AlertsPerMinute is how many alert-raising Records one token may send
 	// per minute, with a burst of as many. An alert-raising Record is one
-	// with OUTCOME_UNAUTHENTICATED: it raises credential_revoked on its
+	// with OUTCOME_UNAUTHENTICATED or OUTCOME_QUOTA_EXHAUSTED: it raises
+	// credential_revoked or quota_exhausted on its
 	// first call, where the other alerts (suspect_worker, stuck_open) need
 	// a run of failures and are raised once per run. Past it the Record
 	// answers ResourceExhausted.
@@ -128,7 +129,7 @@ func (q *quotas) admitBreaker(ctx context.Context, breaker string, exists func()
 
 // admitAlert charges ctx's token for a Record that raises an alert.
 func (q *quotas) admitAlert(ctx context.Context, outcome pb.Outcome) error {
-	if q.l.AlertsPerMinute <= 0 || outcome != pb.Outcome_OUTCOME_UNAUTHENTICATED {
+	if q.l.AlertsPerMinute <= 0 || (outcome != pb.Outcome_OUTCOME_UNAUTHENTICATED && outcome != pb.Outcome_OUTCOME_QUOTA_EXHAUSTED) {
 		return nil
 	}
 	name := ownerOf(ctx)

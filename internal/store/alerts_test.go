@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
@@ -414,4 +416,38 @@ func TestLapsedProbeLeasesAreReported(t *testing.T) {
 			t.Errorf("%d probe_abandoned events for a holder that settled in between, want 0", n)
 		}
 	})
+}
+
+// An exhausted quota (HTTP 402) is not the caller's mistake and not an
+// outage: an alert, and a pause once two workers saw it, under the same
+// rules as a rejected credential.
+func TestQuotaExhaustedPausesUnderTheQuorum(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		f := newFixture(t, b, store.Options{})
+		name := f.Breaker("openai:org_1")
+		r := f.call(name, "w1", pb.Outcome_OUTCOME_QUOTA_EXHAUSTED)
+		if r.Counted || r.State.State != pb.State_STATE_CLOSED || r.State.SuspectWorker != "w1" {
+			t.Fatalf("one worker's 402: counted %v, %v, suspect %q; want not counted, CLOSED, w1 isolated", r.Counted, r.State.State, r.State.SuspectWorker)
+		}
+		r = f.call(name, "w2", pb.Outcome_OUTCOME_QUOTA_EXHAUSTED)
+		if r.Counted || r.State.State != pb.State_STATE_PAUSED || !strings.Contains(r.State.Reason, "quota or billing is exhausted") {
+			t.Fatalf("a second worker's 402: counted %v, %v %q; want PAUSED with the quota reason", r.Counted, r.State.State, r.State.Reason)
+		}
+		ev, err := store.EventFromStream(lastEntry(t, f, name))
+		if err != nil || ev.Kind != pb.EventKind_EVENT_KIND_QUOTA_EXHAUSTED || ev.To != pb.State_STATE_PAUSED || ev.Actor != "w2" {
+			t.Fatalf("last event %v (%v), want quota_exhausted -> paused by w2", ev, err)
+		}
+		if a := f.allow(name, "w3"); a.Decision != pb.Decision_DECISION_DENIED_PAUSED {
+			t.Fatalf("Allow on the paused breaker = %v, want DENIED_PAUSED", a.Decision)
+		}
+	})
+}
+
+func lastEntry(t *testing.T, f *fixture, name string) redis.XMessage {
+	t.Helper()
+	msgs, err := f.Client.XRevRangeN(context.Background(), store.KeysOf(name).Events, "+", "-", 1).Result()
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("XREVRANGE: %v (%d entries)", err, len(msgs))
+	}
+	return msgs[0]
 }

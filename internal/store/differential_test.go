@@ -97,7 +97,8 @@ func (p dpolicy) policy() policy.Policy {
 
 var (
 	outcomes = []string{"SUCCESS", "TRANSPORT", "TIMEOUT", "SERVER_ERROR", "MALFORMED_OUTPUT", "RATE_LIMITED",
-		"RATE_LIMITED", "RATE_LIMITED", "INVALID_ARGUMENT", "PERMISSION_DENIED", "NOT_FOUND", "CANCELED", "UNAUTHENTICATED"}
+		"RATE_LIMITED", "RATE_LIMITED", "INVALID_ARGUMENT", "PERMISSION_DENIED", "NOT_FOUND", "CANCELED", "UNAUTHENTICATED",
+		"QUOTA_EXHAUSTED"}
 	// Boundaries of the policies below: cooldowns 10s..80s, probe 5s.
 	retryAfters = []int64{0, 0, 1, 2999, 3000, 3001, 9999, 10000, 10001, 60000, 79999, 80000, 80001, 200000}
 	deadlines   = []int64{0, 0, 3000, 5000, 10000}

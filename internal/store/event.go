@@ -17,6 +17,7 @@ var kinds = map[string]pb.EventKind{
 	"suspect_worker":     pb.EventKind_EVENT_KIND_SUSPECT_WORKER,
 	"pause_expiring":     pb.EventKind_EVENT_KIND_PAUSE_EXPIRING,
 	"probe_abandoned":    pb.EventKind_EVENT_KIND_PROBE_ABANDONED,
+	"quota_exhausted":    pb.EventKind_EVENT_KIND_QUOTA_EXHAUSTED,
 }
 
 // DecodeEvent parses one event as lib.lua's emit() publishes it: a JSON

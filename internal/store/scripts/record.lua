@@ -6,7 +6,8 @@
 --
 -- ARGV[8]  -> evidence: S success, F counted failure, R counted rate limit
 --             (429 beyond the deadline), T throttled (429 within the
---             deadline, not counted), N never counted, U credential rejected
+--             deadline, not counted), N never counted, U credential rejected,
+--             Q quota exhausted (402)
 -- ARGV[9]  -> ticket generation
 -- ARGV[10] -> ticket lease token ('' unless the call was a probe)
 -- ARGV[11] -> Retry-After, ms (0 when none; capped at the cooldown cap)
@@ -108,20 +109,29 @@ local function pause_vote(cause)
   return false
 end
 
-if ev == 'U' then
+-- A rejected credential (U) or an exhausted quota (Q): an alert, and a
+-- vote to pause from a current ticket with no pin (for U, only from a
+-- worker that had seen the credential work) (breaker.pauseEvidence).
+if ev == 'U' or ev == 'Q' then
+  local kind, pause, alert, lone = 'credential_revoked', 'credential', 'credential_alert', 'credential_lone'
+  local paused, isolated, vote = 'credential_paused', 'credential_lone', CREDENTIAL_WORKED
+  if ev == 'Q' then
+    kind, pause, alert, lone = 'quota_exhausted', 'quota', 'quota_alert', 'quota_lone'
+    paused, isolated, vote = 'quota_paused', 'quota_lone', true
+  end
   local current = TICKET_GEN == s.gen and (s.st == 'closed' or (s.st == 'half_open' and
     TICKET_LEASE ~= '' and TICKET_LEASE == s.lease))
-  if not CREDENTIAL_WORKED or s.force ~= '' or not current then
-    emit(s, 'credential_revoked', public(s), public(s), 'credential_alert', clock())
+  if not vote or s.force ~= '' or not current then
+    emit(s, kind, public(s), public(s), alert, clock())
   else
     local from = public(s)
-    if pause_vote('credential') then
-      emit(s, 'credential_revoked', from, 'paused', 'credential', clock())
-      return reply(0, 'credential_paused')
+    if pause_vote(pause) then
+      emit(s, kind, from, 'paused', pause, clock())
+      return reply(0, paused)
     end
-    emit(s, 'credential_revoked', public(s), public(s), 'credential_lone', clock())
+    emit(s, kind, public(s), public(s), lone, clock())
     if s.st == 'closed' then
-      return reply(0, 'credential_lone')
+      return reply(0, isolated)
     end
   end
 end

@@ -358,6 +358,11 @@ const (
 	// A worker (actor) let 3 probe leases in a row lapse without recording;
 	// it is refused probes for one base cooldown.
 	EventKind_EVENT_KIND_PROBE_ABANDONED EventKind = 7
+	// OUTCOME_QUOTA_EXHAUSTED (HTTP 402, or a 429 saying the account's quota
+	// is used up): an alert, and a vote to pause under the same rules as
+	// EVENT_KIND_CREDENTIAL_REVOKED (to = STATE_PAUSED once min_workers
+	// workers saw it).
+	EventKind_EVENT_KIND_QUOTA_EXHAUSTED EventKind = 8
 )
 
 // Enum value maps for EventKind.
@@ -371,6 +376,7 @@ var (
 		5: "EVENT_KIND_SUSPECT_WORKER",
 		6: "EVENT_KIND_PAUSE_EXPIRING",
 		7: "EVENT_KIND_PROBE_ABANDONED",
+		8: "EVENT_KIND_QUOTA_EXHAUSTED",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":        0,
@@ -381,6 +387,7 @@ var (
 		"EVENT_KIND_SUSPECT_WORKER":     5,
 		"EVENT_KIND_PAUSE_EXPIRING":     6,
 		"EVENT_KIND_PROBE_ABANDONED":    7,
+		"EVENT_KIND_QUOTA_EXHAUSTED":    8,
 	}
 )
 
@@ -1922,7 +1929,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x16FORCE_MODE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fFORCE_MODE_OPEN\x10\x01\x12\x15\n" +
 	"\x11FORCE_MODE_CLOSED\x10\x02\x12\x13\n" +
-	"\x0fFORCE_MODE_AUTO\x10\x03*\xf5\x01\n" +
+	"\x0fFORCE_MODE_AUTO\x10\x03*\x95\x02\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15EVENT_KIND_TRANSITION\x10\x01\x12\x15\n" +
@@ -1931,7 +1938,8 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x15EVENT_KIND_STUCK_OPEN\x10\x04\x12\x1d\n" +
 	"\x19EVENT_KIND_SUSPECT_WORKER\x10\x05\x12\x1d\n" +
 	"\x19EVENT_KIND_PAUSE_EXPIRING\x10\x06\x12\x1e\n" +
-	"\x1aEVENT_KIND_PROBE_ABANDONED\x10\a2\x98\x04\n" +
+	"\x1aEVENT_KIND_PROBE_ABANDONED\x10\a\x12\x1e\n" +
+	"\x1aEVENT_KIND_QUOTA_EXHAUSTED\x10\b2\x98\x04\n" +
 	"\x0eBreakerService\x12>\n" +
 	"\x05Allow\x12\x19.breakerd.v1.AllowRequest\x1a\x1a.breakerd.v1.AllowResponse\x12A\n" +
 	"\x06Record\x12\x1a.breakerd.v1.RecordRequest\x1a\x1b.breakerd.v1.RecordResponse\x128\n" +
