@@ -30,6 +30,16 @@ type Config struct {
 	// (redis://host1:6379?addr=host2:6379&addr=host3:6379). Default false.
 	// Flag --redis-cluster, env BREAKERD_REDIS_CLUSTER (true/false).
 	RedisCluster bool
+	// RedisOutage says what the daemon answers while Redis is unreachable
+	// (connection errors, or 3 commands in a row timing out): "memory"
+	// (the default) answers from this daemon's own in-memory breakers, the
+	// same state machine as the scripts, fed by every worker connected to
+	// it and seeded from the last events it heard, each answer marked
+	// degraded; back on Redis within 200 ms of it answering, whose state
+	// wins. "unavailable" fails each Allow and Record with Unavailable, so
+	// every worker's client applies its own fallback. Empty means memory.
+	// Flag --redis-outage, env BREAKERD_REDIS_OUTAGE.
+	RedisOutage string
 	// PolicyFile is the YAML file of per-breaker policies. Empty: defaults
 	// for every breaker. Flag --config, env BREAKERD_CONFIG.
 	PolicyFile string
@@ -152,6 +162,9 @@ func Defaults() Config {
 		ConfigPoll:       5 * time.Second,
 		CircuitsInterval: 30 * time.Second,
 
+		MaxRecvBytes:            defaultMaxRecvBytes,
+		MaxConcurrentStreams:    defaultMaxConcurrentStreams,
+		KeepaliveMinTime:        defaultKeepaliveMinTime,
 		WatchMaxStreams:         1000,
 		WatchMaxStreamsPerToken: 32,
 		NewBreakersPerMinute:    600,
@@ -171,6 +184,7 @@ func (c *Config) Flags() []cli.Flag {
 		{Name: "listen", Value: &c.Listen, Usage: "gRPC listen address"},
 		{Name: "redis-url", Value: &c.RedisURL, Usage: "shared Redis URL (redis:// or rediss://); empty: embedded in-memory Redis"},
 		{Name: "redis-cluster", Value: &c.RedisCluster, Usage: "read --redis-url as a Redis Cluster URL"},
+		{Name: "redis-outage", Value: &c.RedisOutage, Usage: "while Redis is unreachable: memory (answer from this daemon's breakers, degraded) or unavailable (fail calls)"},
 		{Name: "config", Value: &c.PolicyFile, Usage: "YAML policy file (defaults and per-breaker overrides)"},
 		{Name: "events-max-len", Value: &c.EventsMaxLen, Usage: "entries kept in each breaker's event stream (approximate)"},
 		{Name: "event-retention", Value: &c.EventRetention, Usage: "how long an idle breaker's event log is kept"},
@@ -262,6 +276,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--new-breakers-per-minute: must be between 0 and %d, got %d", 1<<30, c.NewBreakersPerMinute)
 	case c.AlertsPerMinute < 0 || c.AlertsPerMinute > 1<<30:
 		return fmt.Errorf("--alerts-per-minute: must be between 0 and %d, got %d", 1<<30, c.AlertsPerMinute)
+	case c.RedisOutage != "" && c.RedisOutage != "memory" && c.RedisOutage != "unavailable":
+		return fmt.Errorf("--redis-outage: must be memory or unavailable, got %q", c.RedisOutage)
 	case c.RedisPasswordFile != "" && c.RedisURL == "":
 		return errors.New("--redis-password-file: needs --redis-url (the embedded Redis makes its own password)")
 	}

@@ -69,8 +69,23 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", c.Listen, err)
 	}
-	st := store.New(rdb, store.Options{Policies: policies, EventsMaxLen: c.EventsMaxLen, EventRetention: c.EventRetention, Channel: channel})
+	outage := store.OutageMemory
+	if c.RedisOutage == "unavailable" {
+		outage = store.OutageUnavailable
+	}
+	var degraded func(bool) // the metric, once it exists
+	st := store.New(rdb, store.Options{Policies: policies, EventsMaxLen: c.EventsMaxLen, EventRetention: c.EventRetention,
+		Channel: channel, Outage: outage, OnOutage: func(down bool) {
+			if down {
+				log.Error("redis unreachable: answering from this daemon's in-memory breakers (degraded) until it answers again")
+			} else {
+				log.Info("redis answers again: its state wins; what was counted in memory is dropped")
+			}
+			degraded(down)
+		}})
+	defer st.Close()
 	hub := events.NewHub(rdb, st.Channel(), log)
+	hub.Observe(st.ObserveEvent)
 	hub.SetLimits(events.Limits{Streams: int(c.WatchMaxStreams), PerOwner: int(c.WatchMaxStreamsPerToken)})
 	grpcOpts, tokensReloader, err := trustOptions(c, log)
 	if err != nil {
@@ -78,6 +93,9 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 		return err
 	}
 	op, opOpts, err := newOperate(c, log, rdb, st, hub)
+	if err == nil {
+		degraded = op.m.SetDegraded
+	}
 	if err != nil {
 		_ = lis.Close()
 		return err
@@ -113,7 +131,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	}
 	// The first check runs before the daemon serves, so that scripts are
 	// loaded before the first call when Redis is up; later ones poll.
-	checkHealth := healthChecker(hubCtx, st, hs, c.HealthInterval, log, op.m.SetDegraded)
+	checkHealth := healthChecker(hubCtx, st, hs, c.HealthInterval, log, op.m.SetDegraded, outage == store.OutageMemory)
 	checkHealth()
 	go pollHealth(hubCtx, checkHealth, c.HealthInterval)
 	hooksDone := make(chan error, 1)
@@ -192,6 +210,10 @@ func connect(c Config, log *slog.Logger) (redis.UniversalClient, string, func(),
 		opt.Password = password
 	}
 	opt.MaxRetries = redisRetries
+	// One dial attempt per command: a Redis that refuses connections is
+	// an outage to notice from the failing request itself, not after
+	// go-redis's five dial retries.
+	opt.DialerRetries = 1
 	rdb := redis.NewUniversalClient(opt)
 	channel := fmt.Sprintf("%s:db%d", store.DefaultChannel, opt.DB)
 	switch {
@@ -288,9 +310,10 @@ const redisRetries = 1
 
 // healthChecker returns a check that flips the health status to SERVING
 // once Redis answers and every script is loaded, and back to NOT_SERVING
-// while Redis is away. Each check is bounded by every.
-func healthChecker(ctx context.Context, st *store.Store, hs *health.Server, every time.Duration, log *slog.Logger, degraded func(bool)) func() {
-	serving := false
+// while Redis is away, unless the daemon answers from memory then
+// (inMemory: it stays SERVING, degraded). Each check is bounded by every.
+func healthChecker(ctx context.Context, st *store.Store, hs *health.Server, every time.Duration, log *slog.Logger, degraded func(bool), inMemory bool) func() {
+	serving, up := false, false
 	return func() {
 		cctx, cancel := context.WithTimeout(ctx, every)
 		loaded, err := st.Check(cctx)
@@ -304,13 +327,17 @@ func healthChecker(ctx context.Context, st *store.Store, hs *health.Server, ever
 		switch {
 		case err == nil && !serving:
 			server.SetServing(hs, true)
+			serving = true
 			log.Info("redis ready: health SERVING")
-		case err != nil && serving:
+		case err != nil && serving && !inMemory:
 			server.SetServing(hs, false)
+			serving = false
 			log.Error("redis unreachable: health NOT_SERVING", "err", err)
+		case err != nil && up && inMemory:
+			log.Error("redis unreachable: health stays SERVING, answering from memory (degraded)", "err", err)
 		}
-		serving = err == nil
-		degraded(!serving)
+		up = err == nil
+		degraded(!up || st.Degraded())
 	}
 }
 

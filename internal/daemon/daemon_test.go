@@ -23,9 +23,19 @@ import (
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
+// TestHealthFollowsRedis: with --redis-outage unavailable, health goes
+// NOT_SERVING while Redis is away; with the default (memory) the daemon
+// stays SERVING and answers from memory, degraded, until Redis is back.
 func TestHealthFollowsRedis(t *testing.T) {
+	for _, mode := range []string{"unavailable", "memory"} {
+		t.Run(mode, func(t *testing.T) { testHealthFollowsRedis(t, mode) })
+	}
+}
+
+func testHealthFollowsRedis(t *testing.T, mode string) {
 	m := miniredis.RunT(t)
-	cfg, err := ParseConfig([]string{"--listen", "127.0.0.1:0", "--redis-url", "redis://" + m.Addr(), "--health-interval", "100ms"}, func(string) string { return "" }, io.Discard)
+	cfg, err := ParseConfig([]string{"--listen", "127.0.0.1:0", "--redis-url", "redis://" + m.Addr(), "--health-interval", "100ms",
+		"--redis-outage", mode}, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,12 +75,38 @@ func TestHealthFollowsRedis(t *testing.T) {
 		}
 	}
 	waitFor(healthpb.HealthCheckResponse_SERVING)
+	api := pb.NewBreakerServiceClient(conn)
+	allow := func() (*pb.AllowResponse, error) {
+		return api.Allow(context.Background(), &pb.AllowRequest{Breaker: "search", WorkerId: "w1"})
+	}
 	m.Close()
-	waitFor(healthpb.HealthCheckResponse_NOT_SERVING)
+	if mode == "unavailable" {
+		waitFor(healthpb.HealthCheckResponse_NOT_SERVING)
+		if _, err := allow(); status.Code(err) != codes.Unavailable {
+			t.Errorf("Allow with Redis away = %v, want Unavailable", err)
+		}
+	} else {
+		// The first Allow finds Redis gone and is answered from memory.
+		if a, err := allow(); err != nil || !a.Degraded || a.Decision != pb.Decision_DECISION_ALLOWED {
+			t.Fatalf("Allow with Redis away = %v, %v; want a degraded ALLOWED", a, err)
+		}
+		waitFor(healthpb.HealthCheckResponse_SERVING)
+	}
 	if err := m.Restart(); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(healthpb.HealthCheckResponse_SERVING)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		a, err := allow()
+		if err == nil && !a.Degraded {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Allow after Redis came back = %v, %v; want Redis's answer", a, err)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a status, not waiting out a cooldown
+	}
 }
 
 func TestParseConfigFromEnvAndFlags(t *testing.T) {
