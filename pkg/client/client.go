@@ -353,6 +353,11 @@ type Permit struct {
 	// Degraded is true when breakerd did not answer and the local fallback
 	// decided.
 	Degraded bool
+	// DaemonDegraded is true when breakerd answered but could not reach its
+	// Redis, and decided from its own in-memory breakers (fed by every
+	// worker connected to that daemon, not the whole fleet). The outcome
+	// still goes to breakerd.
+	DaemonDegraded bool
 	// Cached is true when a denial came from the open-circuit cache,
 	// without a round trip.
 	Cached bool
@@ -419,6 +424,8 @@ func permitOf(breaker string, res *pb.AllowResponse) *Permit {
 		RetryAfter: time.Duration(res.GetRetryAfterMs()) * time.Millisecond,
 		Reason:     res.GetReason(),
 		State:      res.GetState(),
+
+		DaemonDegraded: res.GetDegraded(),
 	}
 }
 

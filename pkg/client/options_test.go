@@ -190,3 +190,38 @@ func TestDeniedErrorAndBreakerName(t *testing.T) {
 		t.Error("OutcomeError and MalformedOutputError do not unwrap to their cause")
 	}
 }
+
+// degradedServer answers as a daemon that lost its Redis: from memory.
+type degradedServer struct{ recordingServer }
+
+func (s *degradedServer) Allow(context.Context, *pb.AllowRequest) (*pb.AllowResponse, error) {
+	return &pb.AllowResponse{Decision: pb.Decision_DECISION_ALLOWED, Ticket: &pb.Ticket{}, Degraded: true}, nil
+}
+
+// A daemon answering from its own memory (its Redis away) marks the permit
+// DaemonDegraded; the outcome still goes to that daemon, not to the
+// client's local fallback.
+func TestDaemonDegradedPermitIsRecordedAtTheDaemon(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &degradedServer{}
+	g := grpc.NewServer()
+	pb.RegisterBreakerServiceServer(g, srv)
+	go func() { _ = g.Serve(lis) }()
+	defer g.Stop()
+	c := dial(t, lis.Addr().String(), "agent")
+	p, err := c.Allow(context.Background(), "search")
+	if err != nil || !p.DaemonDegraded || p.Degraded {
+		t.Fatalf("Allow = %+v, %v; want DaemonDegraded and not Degraded", p, err)
+	}
+	if _, err := c.Record(context.Background(), p, Result{Outcome: pb.Outcome_OUTCOME_TIMEOUT}); err != nil {
+		t.Fatal(err)
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if len(srv.records) != 1 {
+		t.Errorf("the daemon saw %d Records, want 1", len(srv.records))
+	}
+}
