@@ -7,11 +7,10 @@ import (
 	"os"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/breakerd/breakerd/internal/limits"
 	"github.com/breakerd/breakerd/internal/yamlfile"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -31,9 +30,6 @@ const DefaultTimeout = 30 * time.Second
 // DefaultConnectTimeout bounds starting or connecting to an upstream (the
 // MCP handshake included) when an upstream sets no connect_timeout.
 const DefaultConnectTimeout = 30 * time.Second
-
-// maxNameBytes is breakerd's limit on a breaker name (server.MaxNameBytes).
-const maxNameBytes = 256
 
 // Config is the gateway's YAML file. Tests build it directly.
 //
@@ -136,7 +132,7 @@ func (c Config) Check() error {
 		switch {
 		case u.Name == "":
 			return fmt.Errorf("%s.name: is required", f)
-		case strings.Contains(u.Name, ":") || !printable(u.Name) || strings.TrimSpace(u.Name) != u.Name:
+		case strings.Contains(u.Name, ":") || !limits.Printable(u.Name) || strings.TrimSpace(u.Name) != u.Name:
 			return fmt.Errorf("%s.name: must be printable with no colon or outer space, got %q", f, u.Name)
 		case seen[u.Name]:
 			return fmt.Errorf("%s.name: %q is used twice", f, u.Name)
@@ -226,32 +222,7 @@ func (c Config) breakerFor(u Upstream, tool string) string {
 	return prefix + u.Name + ":" + tool
 }
 
-// validBreaker applies breakerd's rule for a breaker name (the daemon's
-// validName): non-empty, at most 256 bytes, printable UTF-8, no outer
-// white space. Checking it here keeps one refused name from failing the
-// BatchGet of a whole toolset.
-func validBreaker(v string) error {
-	switch {
-	case v == "":
-		return errors.New("breaker name is empty")
-	case len(v) > maxNameBytes:
-		return fmt.Errorf("breaker name is %d bytes; breakerd takes at most %d", len(v), maxNameBytes)
-	case !printable(v):
-		return fmt.Errorf("breaker name %q has control characters or invalid UTF-8", v)
-	case strings.TrimSpace(v) != v:
-		return fmt.Errorf("breaker name %q starts or ends with white space", v)
-	}
-	return nil
-}
-
-func printable(v string) bool {
-	if !utf8.ValidString(v) {
-		return false
-	}
-	for _, r := range v {
-		if !unicode.IsPrint(r) {
-			return false
-		}
-	}
-	return true
-}
+// validBreaker applies breakerd's own rule for a breaker name
+// (limits.Name, as the daemon and pkg/client do). Checking it here keeps
+// one refused name from failing the BatchGet of a whole toolset.
+func validBreaker(v string) error { return limits.Name("breaker", v) }

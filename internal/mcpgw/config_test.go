@@ -63,7 +63,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{`upstreams: [{name: a, command: [x], timeout: soon}]`, `"soon" is not a duration`},
 		{`upstreams: [{name: a, command: [x], connect_timeout: -1s}]`, "upstreams[0].connect_timeout: must not be negative"},
 		{`upstreams: [{name: a, command: [x], is_error: oops}]`, `upstreams[0].is_error: "oops" is not an outcome`},
-		{`upstreams: [{name: a, command: [x], breakers: {t: " x"}}]`, "upstreams[0].breakers.t: breaker name"},
+		{`upstreams: [{name: a, command: [x], breakers: {t: " x"}}]`, "upstreams[0].breakers.t: breaker: must not start or end with white space"},
 		{`upstreams: [{name: a, url: "http://h/mcp", env: {A: b}}]`, "upstreams[0].env: only for a command upstream"},
 		{`worker_id: me
 upstreams: [{name: a, command: [x]}]`, `worker_id: must be empty or "session"`},
