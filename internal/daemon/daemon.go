@@ -135,7 +135,16 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	checkHealth()
 	go pollHealth(hubCtx, checkHealth, c.HealthInterval)
 	hooksDone := make(chan error, 1)
-	go func() { hooksDone <- hookRunner.run(hubCtx) }()
+	hooksReady := make(chan struct{})
+	go func() { hooksDone <- hookRunner.run(hubCtx, hooksReady) }()
+	// Serve once the hooks have marked where they start, so an event of
+	// the first calls is not taken for one from before the hooks existed;
+	// with Redis away at start, serve anyway after a health interval.
+	select {
+	case <-hooksReady:
+	case <-time.After(c.HealthInterval):
+		log.Warn("alert hooks not ready yet (Redis unreachable?): serving; events before they start are not delivered")
+	}
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- g.Serve(lis) }()

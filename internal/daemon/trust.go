@@ -154,20 +154,31 @@ func (r *hookRunner) set(d *hooks.Dispatcher) {
 
 // run runs the dispatcher in force until ctx ends, restarting it after a
 // failure (Redis away at start) with a pause, and stopping it for the
-// next one a reload sets. With no dispatcher it waits.
-func (r *hookRunner) run(ctx context.Context) error {
+// next one a reload sets. With no dispatcher it waits. ready is closed
+// once the first dispatcher has marked where its hooks start and
+// subscribed (at once with no hooks), so that a daemon that serves only
+// then never lets an event slip before its hooks' start.
+func (r *hookRunner) run(ctx context.Context, ready chan<- struct{}) error {
 	var (
 		cancel = func() {}
 		done   chan error
 		cur    *hooks.Dispatcher
 		retry  <-chan time.Time
 	)
+	select {
+	case d := <-r.next:
+		r.next <- d
+	default:
+		close(ready) // no hooks
+		ready = nil
+	}
 	start := func() {
 		var rctx context.Context
 		rctx, cancel = context.WithCancel(ctx)
 		done = make(chan error, 1)
-		d := cur
-		go func() { done <- d.Run(rctx, nil) }()
+		d, first := cur, ready
+		ready = nil
+		go func() { done <- d.Run(rctx, first) }()
 	}
 	for {
 		select {

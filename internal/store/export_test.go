@@ -15,3 +15,6 @@ func RunRecordScript(ctx context.Context, c redis.Scripter, breaker string, args
 
 // LibLua and RecordLua are the scripts' sources.
 var LibLua, RecordLua = libLua, recordLua
+
+// ScriptError maps err as a record.lua error.
+func ScriptError(err error) error { return scriptError(recordScript, err) }

@@ -54,7 +54,7 @@ func newOutageFixture(t *testing.T, b *testredis.Backend, mod func(*redis.Option
 // two workers), starting from what it last heard; when Redis answers
 // again, Redis's state wins.
 func TestOutageAnswersFromMemory(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+	eachServer(t, func(t *testing.T, b *testredis.Backend) {
 		f := newOutageFixture(t, b, nil)
 		ctx := context.Background()
 		forced, search, fresh := b.Breaker("forced"), b.Breaker("search"), b.Breaker("fresh")
@@ -140,7 +140,7 @@ func waitSeen(t *testing.T, f *outageFixture, name string) {
 // TestSlowCommandIsNotAnOutage: one command timing out fails that call;
 // three in a row mean Redis is away.
 func TestSlowCommandIsNotAnOutage(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+	eachServer(t, func(t *testing.T, b *testredis.Backend) {
 		f := newOutageFixture(t, b, func(o *redis.Options) {
 			o.ReadTimeout, o.WriteTimeout, o.MaxRetries = 50*time.Millisecond, 50*time.Millisecond, -1
 		})
@@ -164,4 +164,12 @@ func TestSlowCommandIsNotAnOutage(t *testing.T) {
 			t.Errorf("after the restore: degraded %v, want Redis's answer", a.Degraded)
 		}
 	})
+}
+
+// eachServer runs fn on miniredis and on the real Redis: the proxy these
+// tests cut fronts one server, which a Cluster's client does not talk to
+// alone (the failover tests cover a Cluster losing a node).
+func eachServer(t *testing.T, fn func(t *testing.T, b *testredis.Backend)) {
+	t.Run("miniredis", func(t *testing.T) { fn(t, testredis.Mini(t)) })
+	t.Run("redis", func(t *testing.T) { fn(t, testredis.Real(t)) })
 }

@@ -71,9 +71,10 @@ func run(ctx context.Context, c redis.Scripter, sc script, keys []string, args .
 // prologueLines is how many lines lib.lua adds before each operation.
 var prologueLines = strings.Count(libLua, "\n")
 
-// lineRef matches where Redis ("user_script:N") and miniredis (":N:")
-// place an error in a script's text.
-var lineRef = regexp.MustCompile(`(user_script)?:(\d+)\b`)
+// lineRef matches where Redis ("user_script:N") and miniredis (" :N:")
+// place an error in a script's text, and nothing else (not the port in a
+// MOVED 5969 127.0.0.1:7000 reply).
+var lineRef = regexp.MustCompile(`(user_script|\s):(\d+)\b`)
 
 // scriptError rewrites the script line numbers in a Redis error so they
 // point into the .lua file they come from: the text Redis runs is lib.lua
@@ -87,10 +88,14 @@ func scriptError(sc script, err error) error {
 	}
 	msg := lineRef.ReplaceAllStringFunc(err.Error(), func(m string) string {
 		n, _ := strconv.Atoi(lineRef.FindStringSubmatch(m)[2])
-		if n > prologueLines {
-			return fmt.Sprintf("%s.lua:%d", sc.name, n-prologueLines)
+		lead := ""
+		if !strings.HasPrefix(m, "user_script") {
+			lead = m[:1] // the white space before miniredis's ":N"
 		}
-		return fmt.Sprintf("lib.lua:%d", n)
+		if n > prologueLines {
+			return fmt.Sprintf("%s%s.lua:%d", lead, sc.name, n-prologueLines)
+		}
+		return fmt.Sprintf("%slib.lua:%d", lead, n)
 	})
 	return scriptErr{msg: msg, cause: err}
 }

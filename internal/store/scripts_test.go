@@ -50,3 +50,18 @@ func TestScriptErrorsNameTheLuaLine(t *testing.T) {
 		}
 	})
 }
+
+// TestScriptErrorsKeepOtherNumbers: a reply that is not a script error
+// (a Cluster's MOVED names a host:port) is left as it is.
+func TestScriptErrorsKeepOtherNumbers(t *testing.T) {
+	err := store.ScriptError(replyErr("MOVED 5969 127.0.0.1:20494"))
+	if err.Error() != "MOVED 5969 127.0.0.1:20494" {
+		t.Errorf("scriptError(MOVED) = %q, want it unchanged", err)
+	}
+}
+
+// replyErr is an error reply from Redis (a redis.Error).
+type replyErr string
+
+func (e replyErr) Error() string { return string(e) }
+func (replyErr) RedisError()     {}
