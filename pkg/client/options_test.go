@@ -140,8 +140,12 @@ func TestLoggerReportsUnreachableAndBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Stop()
-	if p, err := c.Allow(ctx, b.Breaker("search")); err != nil || !p.Degraded {
-		t.Fatalf("Allow with breakerd stopped: %+v, %v; want a degraded answer", p, err)
+	// The client calls breakerd down after DownAfterFailures failures in
+	// a row to reach it (each call meanwhile answered by the fallback).
+	for range DownAfterFailures {
+		if p, err := c.Allow(ctx, b.Breaker("search")); err != nil || !p.Degraded {
+			t.Fatalf("Allow with breakerd stopped: %+v, %v; want a degraded answer", p, err)
+		}
 	}
 	eventually(t, "the unreachable log line", func() bool {
 		s := logs.String()
