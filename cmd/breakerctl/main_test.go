@@ -282,7 +282,7 @@ func TestUsageErrorsExit2AndReachNoOne(t *testing.T) {
 	if n := d.Calls.Total(); n != 0 {
 		t.Errorf("usage errors reached the daemon %d times, want 0", n)
 	}
-	// A bad value only the daemon checks is a usage error too.
+	// A bad value the daemon would refuse is a usage error too.
 	plain := ctl(t, map[string]string{"BREAKERCTL_ADDR": "192.0.2.2:7070", "BREAKERCTL_TOKEN": "operator-secret"}, "list")
 	if plain.code != exitUsage || !strings.Contains(plain.stderr, "refusing to send a bearer token over plaintext") {
 		t.Errorf("a token to a remote plaintext address: exit %d, %q; want exit 2, refused", plain.code, plain.stderr)

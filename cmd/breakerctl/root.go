@@ -13,6 +13,7 @@ import (
 
 	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/buildinfo"
+	"github.com/breakerd/breakerd/internal/limits"
 	"github.com/breakerd/breakerd/internal/secretfile"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -193,6 +194,11 @@ func oneBreaker(_ *cobra.Command, args []string) error {
 	}
 	if args[0] == "" {
 		return usageErr("BREAKER: must not be empty")
+	}
+	// The daemon's own rule, checked here: invalid UTF-8 cannot even be
+	// sent (gRPC refuses to marshal it).
+	if err := limits.Name("breaker", args[0]); err != nil {
+		return usageErr("%v", err)
 	}
 	return nil
 }

@@ -15,21 +15,18 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/breakerd/breakerd/internal/buildinfo"
+	"github.com/breakerd/breakerd/internal/cli"
 	"github.com/breakerd/breakerd/internal/mcpgw"
 )
 
 func main() {
 	err := run(context.Background(), os.Args, os.Getenv, os.Stdin, os.Stdout, os.Stderr)
-	switch {
-	case errors.Is(err, mcpgw.ErrHelp):
-	case err != nil:
-		fmt.Fprintln(os.Stderr, "breakerd-mcp:", err)
-		os.Exit(1)
+	if errors.Is(err, mcpgw.ErrHelp) {
+		err = nil
 	}
+	os.Exit(cli.Exit("breakerd-mcp", err, os.Stderr))
 }
-
-// version is set at build time: -ldflags "-X main.version=v1.2.3".
-var version = "dev"
 
 // run parses the command line and serves until a signal, or until the
 // stdio agent hangs up. Logs go to stderr: over stdio, stdout is the
@@ -39,12 +36,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	defer stop()
 	f, err := mcpgw.ParseFlags(args[1:], getenv, stderr)
 	if err != nil {
-		return err
+		if errors.Is(err, mcpgw.ErrHelp) {
+			return err
+		}
+		return &cli.UsageError{Err: err} // a bad flag, value or variable: exit 2
 	}
+	info := buildinfo.Get()
 	if f.ShowVersion {
-		fmt.Fprintln(stderr, "breakerd-mcp", version)
+		// Over stdio stdout is the protocol's, but --version serves none.
+		fmt.Fprintln(stdout, info.String("breakerd-mcp"))
 		return nil
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil)).With("worker", f.WorkerID)
-	return mcpgw.Serve(ctx, f, stdin, stdout, log, version)
+	return mcpgw.Serve(ctx, f, stdin, stdout, log, info.Version)
 }
