@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -9,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/breakerd/breakerd/internal/daemontest"
 	"github.com/breakerd/breakerd/internal/policy"
@@ -140,4 +143,19 @@ func state(t *testing.T, d *daemontest.Daemon, name string) *pb.BreakerState {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// serveFake serves srv as breakerd on a free loopback port until t ends
+// and returns its address.
+func serveFake(t *testing.T, srv pb.BreakerServiceServer) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	pb.RegisterBreakerServiceServer(g, srv)
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(g.Stop)
+	return lis.Addr().String()
 }

@@ -53,15 +53,8 @@ func TestNewUsesTheCallersConnection(t *testing.T) {
 // when the caller's own context has no deadline. (A caller that gave up
 // sends no Record at all: its cancellation is never counted.)
 func TestRecordTimeoutBoundsTheRecord(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv := &recordingServer{}
-	g := grpc.NewServer()
-	pb.RegisterBreakerServiceServer(g, srv)
-	go func() { _ = g.Serve(lis) }()
-	defer g.Stop()
+	addr := serveFake(t, srv)
 	for _, tc := range []struct {
 		opts []Option
 		max  time.Duration
@@ -69,7 +62,7 @@ func TestRecordTimeoutBoundsTheRecord(t *testing.T) {
 		{[]Option{WithRecordTimeout(300 * time.Millisecond)}, 300 * time.Millisecond},
 		{nil, 2 * time.Second}, // the default
 	} {
-		c := dial(t, lis.Addr().String(), "agent", tc.opts...)
+		c := dial(t, addr, "agent", tc.opts...)
 		err := c.Call(context.Background(), "search", func(context.Context) error {
 			return errors.New("boom")
 		})
@@ -206,16 +199,9 @@ func (s *degradedServer) Allow(context.Context, *pb.AllowRequest) (*pb.AllowResp
 // DaemonDegraded; the outcome still goes to that daemon, not to the
 // client's local fallback.
 func TestDaemonDegradedPermitIsRecordedAtTheDaemon(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv := &degradedServer{}
-	g := grpc.NewServer()
-	pb.RegisterBreakerServiceServer(g, srv)
-	go func() { _ = g.Serve(lis) }()
-	defer g.Stop()
-	c := dial(t, lis.Addr().String(), "agent")
+	addr := serveFake(t, srv)
+	c := dial(t, addr, "agent")
 	p, err := c.Allow(context.Background(), "search")
 	if err != nil || !p.DaemonDegraded || p.Degraded {
 		t.Fatalf("Allow = %+v, %v; want DaemonDegraded and not Degraded", p, err)

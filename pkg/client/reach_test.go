@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -491,16 +490,9 @@ func (s *recordingServer) last(t *testing.T) *pb.RecordRequest {
 // read off the wire: quota exhaustion as its own outcome, waits clamped
 // to breakerd's bounds, a bare 429 as 60s.
 func TestCallSendsWhatTheVendorSaid(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv := &recordingServer{}
-	g := grpc.NewServer()
-	pb.RegisterBreakerServiceServer(g, srv)
-	go func() { _ = g.Serve(lis) }()
-	defer g.Stop()
-	c := dial(t, lis.Addr().String(), "agent")
+	addr := serveFake(t, srv)
+	c := dial(t, addr, "agent")
 
 	var answer atomic.Value // func(http.ResponseWriter)
 	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
