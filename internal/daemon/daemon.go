@@ -327,7 +327,7 @@ func healthChecker(ctx context.Context, st *store.Store, hs *health.Server, ever
 		cctx, cancel := context.WithTimeout(ctx, every)
 		loaded, err := st.Check(cctx)
 		cancel()
-		if loaded > 0 {
+		if loaded > 0 && serving { // at start, loading them is the plan, not news
 			log.Info("redis lacked scripts (restart, SCRIPT FLUSH or failover): reloaded", "scripts", loaded)
 		}
 		if ctx.Err() != nil {
