@@ -40,21 +40,8 @@ addrs() {
   (IFS=,; echo "${out[*]}")
 }
 
-stop() {
-  local p pid
-  for p in "${ports[@]}"; do
-    pid=$(cat "$dir/$p/redis.pid" 2>/dev/null) || continue
-    kill "$pid" 2>/dev/null || true
-  done
-  for p in "${ports[@]}"; do
-    # Redis removes its pid file as it exits: a file gone now is a
-    # process gone.
-    pid=$(cat "$dir/$p/redis.pid" 2>/dev/null) || continue
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-    kill -9 "$pid" 2>/dev/null || true
-    rm -f "$dir/$p/redis.pid"
-  done
-}
+# shellcheck source=scripts/redis-lib.sh
+. "$(dirname "$0")/redis-lib.sh"
 
 wait_ok() {
   local p

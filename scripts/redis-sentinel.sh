@@ -31,21 +31,8 @@ sentinels=("${ports[@]:2}")
 dir=${REDIS_SENTINEL_DIR:-${TMPDIR:-/tmp}/breakerd-redis-sentinel-${ports[0]}}
 down_after=${REDIS_SENTINEL_DOWN_AFTER:-1000}
 
-stop() {
-  local p pid
-  for p in "${ports[@]}"; do
-    pid=$(cat "$dir/$p/redis.pid" 2>/dev/null) || continue
-    kill "$pid" 2>/dev/null || true
-  done
-  for p in "${ports[@]}"; do
-    # Redis removes its pid file as it exits: a file gone now is a
-    # process gone.
-    pid=$(cat "$dir/$p/redis.pid" 2>/dev/null) || continue
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-    kill -9 "$pid" 2>/dev/null || true
-    rm -f "$dir/$p/redis.pid"
-  done
-}
+# shellcheck source=scripts/redis-lib.sh
+. "$(dirname "$0")/redis-lib.sh"
 
 server() { # port [extra args...]
   local p=$1

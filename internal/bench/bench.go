@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/daemon"
 	"github.com/breakerd/breakerd/pkg/client"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -105,22 +106,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--trips: must not be negative, got %d", o.Trips)
 	case o.Pollers < 1:
 		return fmt.Errorf("--pollers: must be at least 1, got %d", o.Pollers)
-	case o.RedisAddr != "" && !isLoopback(o.RedisAddr):
+	case o.RedisAddr != "" && !auth.IsLoopback(o.RedisAddr):
 		return fmt.Errorf("--redis-addr: the bench runs on loopback only, got %q", o.RedisAddr)
 	}
 	return nil
-}
-
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // target is one set of servers and connections the scenarios run against:

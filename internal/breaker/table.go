@@ -1,6 +1,10 @@
 package breaker
 
-import "sync"
+import (
+	"sync"
+
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
 
 // Table is an in-memory set of breakers running the machine: what a Redis
 // holds for breakerd, kept in a map. Stored states lapse as the scripts'
@@ -94,4 +98,26 @@ func (t *Table) State(name string, now int64) (State, int64) {
 	defer t.mu.Unlock()
 	s := t.load(name, now)
 	return s.clone(), t.m[name].expires
+}
+
+// Allow runs an Allow for worker on the named breaker and answers it as
+// the API does: the decision, the ticket (with token when it is the
+// probe), the denial's reason and the state, every reason ending with
+// suffix (which says where the answer comes from). The in-memory
+// fallbacks (the daemon's while Redis is away, pkg/client's while breakerd
+// is) both answer through it.
+func (t *Table) Allow(name, worker, token string, p Params, alternatives []string, now int64, suffix string) *pb.AllowResponse {
+	res, v, _ := t.Apply(name, p, Call{Op: OpAllow, Actor: worker, Token: token}, now)
+	out := &pb.AllowResponse{Decision: res.Decision, Ticket: &pb.Ticket{Generation: v.Gen},
+		RetryAfterMs: res.RetryAfter, State: v.Proto(name, alternatives)}
+	if res.Decision == pb.Decision_DECISION_PROBE {
+		out.Ticket.LeaseToken = token
+	}
+	if r := DenialReason(name, worker, res.Decision, v); r != "" {
+		out.Reason = r + suffix
+	}
+	if out.State.Reason != "" {
+		out.State.Reason += suffix
+	}
+	return out
 }

@@ -294,8 +294,8 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 func (h *harness) compareStored(name string, table *breaker.Table, now int64, ttl bool, fatalf func(string, ...any)) {
 	ctx := context.Background()
 	want, expires := table.State(name, now)
-	k := storeKeys(name)
-	hash, err := h.b.Client.HGetAll(ctx, k.state).Result()
+	k := store.KeysOf(name)
+	hash, err := h.b.Client.HGetAll(ctx, k.State).Result()
 	if err != nil {
 		fatalf("HGETALL: %v", err)
 	}
@@ -305,7 +305,7 @@ func (h *harness) compareStored(name string, table *breaker.Table, now int64, tt
 	for _, set := range []struct {
 		key  string
 		want []string
-	}{{k.workers, want.Workers}, {k.rl, want.RLWorkers}, {k.pause, want.Pausers}} {
+	}{{k.Workers, want.Workers}, {k.RL, want.RLWorkers}, {k.Pause, want.Pausers}} {
 		got, err := h.b.Client.SMembers(ctx, set.key).Result()
 		if err != nil {
 			fatalf("SMEMBERS: %v", err)
@@ -319,7 +319,7 @@ func (h *harness) compareStored(name string, table *breaker.Table, now int64, tt
 		}
 	}
 	if ttl && len(hash) > 0 {
-		pttl, err := h.b.Client.PTTL(ctx, k.state).Result()
+		pttl, err := h.b.Client.PTTL(ctx, k.State).Result()
 		if err != nil {
 			fatalf("PTTL: %v", err)
 		}
@@ -328,7 +328,7 @@ func (h *harness) compareStored(name string, table *breaker.Table, now int64, tt
 			wantTTL = time.Duration(expires-now) * time.Millisecond
 		}
 		if pttl != wantTTL {
-			fatalf("TTL of %s = %v, machine says %v", k.state, pttl, wantTTL)
+			fatalf("TTL of %s = %v, machine says %v", k.State, pttl, wantTTL)
 		}
 	}
 }
@@ -336,7 +336,7 @@ func (h *harness) compareStored(name string, table *breaker.Table, now int64, tt
 // compareEvents compares the entries appended to name's stream since the
 // last step with the machine's events, field by field as stored.
 func (h *harness) compareEvents(name string, last map[string]string, events []breaker.Event, fatalf func(string, ...any)) {
-	msgs, err := h.b.Client.XRange(context.Background(), storeKeys(name).events, "("+last[name], "+").Result()
+	msgs, err := h.b.Client.XRange(context.Background(), store.KeysOf(name).Events, "("+last[name], "+").Result()
 	if err != nil {
 		fatalf("XRANGE: %v", err)
 	}
@@ -354,13 +354,6 @@ func (h *harness) compareEvents(name string, last map[string]string, events []br
 	if diff := cmp.Diff(want, got); diff != "" {
 		fatalf("events of %q differ (-machine +lua):\n%s", name, diff)
 	}
-}
-
-type dkeys struct{ state, workers, events, rl, pause string }
-
-func storeKeys(name string) dkeys {
-	k := store.KeysOf(name)
-	return dkeys{k.State, k.Workers, k.Events, k.RL, k.Pause}
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -198,17 +198,8 @@ const outageSuffix = " (breakerd cannot reach its Redis: judged by this daemon a
 
 func (s *Store) memoryAllow(name, worker string) *pb.AllowResponse {
 	p := s.Policy(name)
-	token := s.o.NewToken()
-	res, v, _ := s.out.table.Apply(name, ParamsOf(p, s.o.Rand()),
-		breaker.Call{Op: breaker.OpAllow, Actor: worker, Token: token}, s.outageNow())
-	out := &pb.AllowResponse{Decision: res.Decision, Ticket: &pb.Ticket{Generation: v.Gen},
-		RetryAfterMs: res.RetryAfter, State: v.Proto(name, p.Alternatives), Degraded: true}
-	if res.Decision == pb.Decision_DECISION_PROBE {
-		out.Ticket.LeaseToken = token
-	}
-	if r := breaker.DenialReason(name, worker, res.Decision, v); r != "" {
-		out.Reason = r + outageSuffix
-	}
+	out := s.out.table.Allow(name, worker, s.o.NewToken(), ParamsOf(p, s.o.Rand()), p.Alternatives, s.outageNow(), outageSuffix)
+	out.Degraded = true
 	return out
 }
 

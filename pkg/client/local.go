@@ -94,16 +94,8 @@ const localSuffix = " (local breaker: breakerd unreachable)"
 // allow decides locally; the permit is marked Degraded.
 func (l *localBreaker) allow(name string) *Permit {
 	token := "local-" + strconv.FormatInt(l.leases.Add(1), 10)
-	res, v, _ := l.table.Apply(name, l.params, breaker.Call{Op: breaker.OpAllow, Actor: localWorker, Token: token}, l.now().UnixMilli())
-	p := &Permit{Breaker: name, Degraded: true, Decision: res.Decision,
-		RetryAfter: time.Duration(res.RetryAfter) * time.Millisecond,
-		Ticket:     &pb.Ticket{Generation: v.Gen}, State: l.proto(name, v)}
-	if res.Decision == pb.Decision_DECISION_PROBE {
-		p.Ticket.LeaseToken = token
-	}
-	if r := breaker.DenialReason(name, localWorker, res.Decision, v); r != "" {
-		p.Reason = r + localSuffix
-	}
+	p := permitOf(name, l.table.Allow(name, localWorker, token, l.params, nil, l.now().UnixMilli(), localSuffix))
+	p.Degraded = true
 	return p
 }
 
