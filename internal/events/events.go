@@ -81,7 +81,11 @@ func NewHub(rdb redis.UniversalClient, channel string, log *slog.Logger) *Hub {
 
 // Subscription is one subscriber's feed.
 type Subscription struct {
-	// C delivers events in the order the hub heard them. It is closed when
+	// C delivers events in the order the hub heard them: one breaker's
+	// events in the order they happened; events of different breakers may
+	// interleave differently than they happened (on Redis Cluster each
+	// node's PUBLISH reaches the hub over the cluster bus on its own
+	// schedule), so sort by at_ms when it matters. It is closed when
 	// the subscription ends; Err then says why.
 	C chan *pb.Event
 	// filter is the set of breakers asked for; empty means all.
