@@ -1,8 +1,10 @@
 package soak
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -72,10 +74,12 @@ type Counts struct {
 	Observed, Verified int64 // worker-seen transitions, and those found in the log
 	Events             int64 // transitions read from the log
 	Restarts           int64 // generation 1 again after retention
-	// Lost* are what the killed master lost: acknowledged transitions
-	// missing from the log afterwards, log entries rolled back, and probe
-	// leases granted again because the grant was lost.
-	LostObserved, LostEntries, LostLeases int64
+	// Lost* are what the killed master lost: transitions read from its
+	// log before the kill and gone after it (LostEntries, on LostBreakers
+	// breakers), those of them a worker had been answered with
+	// (LostObserved, plus worker-answered transitions never found in the
+	// log), and probe leases granted again because the grant was lost.
+	LostObserved, LostEntries, LostBreakers, LostLeases int64
 	// Expired counts cold breakers checked past their retention and found
 	// holding no key.
 	Expired int64
@@ -112,10 +116,11 @@ type seen struct {
 }
 
 type logEntry struct {
-	id  string
-	gen int64
-	to  pb.State
-	at  time.Time
+	id   string
+	gen  int64
+	to   pb.State
+	at   time.Time
+	told bool // a worker was answered with this transition
 }
 
 type denial struct{ sent, got time.Time }
@@ -295,12 +300,65 @@ func (o *Observer) Log(b, first string, entries []*pb.Event, now time.Time) {
 		for _, s := range t.pending {
 			if s.gen == cur.gen && s.state == cur.to {
 				o.counts.Verified++
+				t.recent[len(t.recent)-1].told = true
 				continue
 			}
 			kept = append(kept, s)
 		}
 		t.pending = kept
 	}
+}
+
+// Resync is called once the new master answers after the kill, with the
+// newest entry of b's stream at or before the last id read (nil when
+// there is none): every transition read after it was lost with the killed
+// master. It counts them (LostEntries; LostObserved for those a worker
+// had been answered with) and continues b's chain from the survivor.
+func (o *Observer) Resync(b string, survivor *pb.Event) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	t := o.get(b)
+	if t.cursor == "" || (survivor != nil && survivor.GetId() == t.cursor) {
+		return
+	}
+	keep := 0
+	for i, e := range t.recent {
+		if survivor != nil && compareIDs(e.id, survivor.GetId()) <= 0 {
+			keep = i + 1
+			continue
+		}
+		o.counts.LostEntries++
+		if e.told {
+			o.counts.LostObserved++
+		}
+	}
+	o.counts.LostBreakers++
+	t.recent = t.recent[:keep]
+	t.last = nil
+	if keep > 0 {
+		last := t.recent[keep-1]
+		t.last = &last
+	}
+	t.cursor = ""
+	if survivor != nil {
+		t.cursor = survivor.GetId()
+	}
+}
+
+// compareIDs orders stream ids ("<ms>-<seq>") numerically.
+func compareIDs(a, b string) int {
+	parse := func(id string) (int64, int64) {
+		ms, seq, _ := strings.Cut(id, "-")
+		x, _ := strconv.ParseInt(ms, 10, 64)
+		y, _ := strconv.ParseInt(seq, 10, 64)
+		return x, y
+	}
+	am, as := parse(a)
+	bm, bs := parse(b)
+	if c := cmp.Compare(am, bm); c != 0 {
+		return c
+	}
+	return cmp.Compare(as, bs)
 }
 
 // rolledBack handles a stream whose last read entry is gone.

@@ -177,3 +177,29 @@ func TestObserverDoesNotJudgeADenialNearAnUnansweredAllow(t *testing.T) {
 		t.Errorf("Unjudged %d, want 1", n)
 	}
 }
+
+// After a killed master, the entries read after the newest survivor are
+// counted as lost (and those a worker was answered with), and the chain
+// continues from the survivor without a violation.
+func TestObserverCountsWhatTheKilledMasterLost(t *testing.T) {
+	chain := []*pb.Event{ev("1-0", 1, closed, open, 0), ev("2-0", 2, open, halfOpen, 1000), ev("3-0", 3, halfOpen, closed, 1100)}
+	o := NewObserver(2*time.Second, 6*time.Second)
+	o.Record("b", "w1", "", at(1090), at(1110), &pb.RecordResponse{State: &pb.BreakerState{State: closed, Generation: 3}})
+	o.Log("b", "", chain, at(1200))
+	o.Killed(at(1300))
+	o.Resync("b", chain[0])
+	c := o.Counts()
+	if c.LostEntries != 2 || c.LostObserved != 1 || c.LostBreakers != 1 {
+		t.Errorf("lost %d entries (%d told to a worker) on %d breakers, want 2 (1) on 1", c.LostEntries, c.LostObserved, c.LostBreakers)
+	}
+	if got := o.Cursor("b"); got != "1-0" {
+		t.Errorf("cursor %q after the resync, want the survivor 1-0", got)
+	}
+	o.Log("b", "1-0", []*pb.Event{chain[0], ev("4-0", 2, open, halfOpen, 5000)}, at(6000))
+	want(t, o)
+	// Outside a failover the same new entry would break the chain.
+	bad := NewObserver(2*time.Second, 6*time.Second)
+	bad.Log("b", "", chain, at(1200))
+	bad.Log("b", "3-0", []*pb.Event{chain[2], ev("4-0", 2, open, halfOpen, 5000)}, at(6000))
+	want(t, bad, "log-order")
+}

@@ -124,8 +124,8 @@ func (r *Report) String() string {
 		c.Events, c.Restarts, c.Observed, c.Verified)
 	fmt.Fprintf(&b, "cold breakers: %d checks found no state key past twice the retention, %d found every key gone past the event retention\n", c.StateExpired, c.Expired)
 	fmt.Fprintf(&b, "failover: %s\n", r.Failover)
-	fmt.Fprintf(&b, "lost to the killed master: %d acknowledged transitions missing from the log, %d log entries rolled back, %d probe leases granted twice\n",
-		c.LostObserved, c.LostEntries, c.LostLeases)
+	fmt.Fprintf(&b, "lost to the killed master: %d transitions read from its log were gone after the failover (on %d breakers), %d of them (or never logged) answered to a worker; %d probe leases granted again\n",
+		c.LostEntries, c.LostBreakers, c.LostObserved, c.LostLeases)
 	for _, d := range r.Daemons {
 		fmt.Fprintf(&b, "daemon %s: %d samples; heap in use %.1f MiB first, %.1f peak, %.1f last; goroutines %.0f first, %.0f peak, %.0f last\n",
 			d.Addr, d.Samples, d.HeapFirst/(1<<20), d.HeapPeak/(1<<20), d.HeapLast/(1<<20), d.GorFirst, d.GorPeak, d.GorLast)
@@ -550,11 +550,47 @@ func killMaster(ctx context.Context, obs *Observer, rdb redis.UniversalClient, d
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	resync(ctx, rdb, obs, names)
 	readLog(ctx, rdb, obs, names)
 	settled := time.Now().Add(5 * time.Second) // daemons leave memory mode within a second of Redis answering
 	obs.Settled(settled)
 	return fmt.Sprintf("master 127.0.0.1:%d killed (SIGKILL) at %s; Sentinel promoted 127.0.0.1:%d %s later; the old master stays down",
 		master, stamp(killed), replica, promoted.Sub(killed).Round(10*time.Millisecond))
+}
+
+// resync reads, for every breaker, the newest entry of its stream at or
+// before the last one the observer read, and hands it to Observer.Resync:
+// what was read after it died with the killed master.
+func resync(ctx context.Context, rdb redis.UniversalClient, obs *Observer, names []string) {
+	const chunk = 200
+	for lo := 0; lo < len(names); lo += chunk {
+		part := names[lo:min(lo+chunk, len(names))]
+		cmds := make([]*redis.XMessageSliceCmd, len(part))
+		_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, b := range part {
+				if c := obs.Cursor(b); c != "" {
+					cmds[i] = p.XRevRangeN(ctx, store.EventsKey(b), c, "-", 1)
+				}
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			obs.Flag("failover", "", "reading the logs after the failover: %v", err)
+			return
+		}
+		for i, b := range part {
+			if cmds[i] == nil {
+				continue
+			}
+			var survivor *pb.Event
+			if ms := cmds[i].Val(); len(ms) > 0 {
+				if e, err := store.EventFromStream(ms[0]); err == nil {
+					survivor = e
+				}
+			}
+			obs.Resync(b, survivor)
+		}
+	}
 }
 
 // daemonProc is one breakerd daemon process.
