@@ -312,13 +312,20 @@ func (o *Observer) Log(b, first string, entries []*pb.Event, now time.Time) {
 // Resync is called once the new master answers after the kill, with the
 // newest entry of b's stream at or before the last id read (nil when
 // there is none): every transition read after it was lost with the killed
-// master. It counts them (LostEntries; LostObserved for those a worker
+// master, unless the whole stream is gone and had been idle past the
+// event retention (it expired). It counts them (LostEntries; LostObserved for those a worker
 // had been answered with) and continues b's chain from the survivor.
-func (o *Observer) Resync(b string, survivor *pb.Event) {
+func (o *Observer) Resync(b string, survivor *pb.Event, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	t := o.get(b)
 	if t.cursor == "" || (survivor != nil && survivor.GetId() == t.cursor) {
+		return
+	}
+	if survivor == nil && (t.last == nil || now.Sub(t.last.at) >= time.Minute) {
+		// The whole stream is gone, and its last transition is older than
+		// the event retention (1m, the soak's): it expired, nothing lost.
+		t.last, t.cursor, t.recent = nil, "", nil
 		return
 	}
 	keep := 0

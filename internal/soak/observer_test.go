@@ -187,7 +187,7 @@ func TestObserverCountsWhatTheKilledMasterLost(t *testing.T) {
 	o.Record("b", "w1", "", at(1090), at(1110), &pb.RecordResponse{State: &pb.BreakerState{State: closed, Generation: 3}})
 	o.Log("b", "", chain, at(1200))
 	o.Killed(at(1300))
-	o.Resync("b", chain[0])
+	o.Resync("b", chain[0], at(1400))
 	c := o.Counts()
 	if c.LostEntries != 2 || c.LostObserved != 1 || c.LostBreakers != 1 {
 		t.Errorf("lost %d entries (%d told to a worker) on %d breakers, want 2 (1) on 1", c.LostEntries, c.LostObserved, c.LostBreakers)
@@ -202,4 +202,25 @@ func TestObserverCountsWhatTheKilledMasterLost(t *testing.T) {
 	bad.Log("b", "", chain, at(1200))
 	bad.Log("b", "3-0", []*pb.Event{chain[2], ev("4-0", 2, open, halfOpen, 5000)}, at(6000))
 	want(t, bad, "log-order")
+}
+
+// A stream gone whole after the failover, idle past the event retention,
+// expired: nothing is counted lost.
+func TestObserverResyncTellsAnExpiredStream(t *testing.T) {
+	chain := []*pb.Event{ev("1-0", 1, closed, open, 0), ev("2-0", 2, open, halfOpen, 1000)}
+	o := NewObserver(2*time.Second, 6*time.Second)
+	o.Log("b", "", chain, at(1200))
+	o.Killed(at(70000))
+	o.Resync("b", nil, at(71000))
+	if c := o.Counts(); c.LostEntries != 0 || c.LostBreakers != 0 {
+		t.Errorf("an expired stream counted as lost: %+v", c)
+	}
+	// Within the retention, the same is a loss.
+	o = NewObserver(2*time.Second, 6*time.Second)
+	o.Log("b", "", chain, at(1200))
+	o.Killed(at(2000))
+	o.Resync("b", nil, at(3000))
+	if c := o.Counts(); c.LostEntries != 2 || c.LostBreakers != 1 {
+		t.Errorf("a stream lost with the master: %+v, want 2 entries on 1 breaker", c)
+	}
 }

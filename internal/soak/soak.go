@@ -588,7 +588,7 @@ func resync(ctx context.Context, rdb redis.UniversalClient, obs *Observer, names
 					survivor = e
 				}
 			}
-			obs.Resync(b, survivor)
+			obs.Resync(b, survivor, time.Now())
 		}
 	}
 }
