@@ -6,6 +6,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -125,4 +126,25 @@ func prefixField(prefix string, err error) error {
 		return &FieldError{Field: prefix + "." + fe.Field, Msg: fe.Msg}
 	}
 	return fmt.Errorf("%s: %w", prefix, err)
+}
+
+// Fields returns the policy as the policy file spells it: one "key: value"
+// line per field, in the file's order, durations in Go's syntax ("30s"),
+// alternatives as a YAML flow list. breakerd --check-config prints it.
+func (p Policy) Fields() []string {
+	alts := "[]"
+	if len(p.Alternatives) > 0 {
+		alts = "[" + strings.Join(p.Alternatives, ", ") + "]"
+	}
+	return []string{
+		fmt.Sprintf("threshold: %d", p.Threshold),
+		fmt.Sprintf("min_workers: %d", p.MinWorkers),
+		fmt.Sprintf("rate_limit_trips: %d", p.RateLimitTrips),
+		fmt.Sprintf("cooldown_base: %s", p.CooldownBase),
+		fmt.Sprintf("cooldown_cap: %s", p.CooldownCap),
+		fmt.Sprintf("jitter: %g", p.Jitter),
+		fmt.Sprintf("probe_timeout: %s", p.ProbeTimeout),
+		fmt.Sprintf("pause_ttl: %s", p.PauseTTL),
+		fmt.Sprintf("alternatives: %s", alts),
+	}
 }

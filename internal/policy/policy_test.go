@@ -101,3 +101,63 @@ func TestRetentionIsCapPlusProbeTimeout(t *testing.T) {
 		t.Errorf("Retention() = %s, want %s", got, want)
 	}
 }
+
+func TestWarningsNameEveryShadowedRule(t *testing.T) {
+	s, err := Parse([]byte(`
+breakers:
+  - match: "overlap:*"
+    threshold: 3
+  - match: "overlap:a*"
+    threshold: 4
+  - match: "web_search"
+    threshold: 6
+  - match: "web_*"
+    threshold: 7
+  - match: "web_search"
+    threshold: 8
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`breakers[1] (match "overlap:a*") is shadowed by breakers[0] (match "overlap:*"), which matches first: its overrides never apply to "overlap:a*"`,
+		`breakers[4] (match "web_search") is shadowed by breakers[2] (match "web_search"), which matches first: its overrides never apply to "web_search"`,
+	}
+	if diff := cmp.Diff(want, s.Warnings()); diff != "" {
+		t.Errorf("Warnings() (-want +got):\n%s", diff)
+	}
+	for name, want := range map[string]string{
+		"overlap:abc": `breakers[0] (match "overlap:*")`,
+		"web_news":    `breakers[3] (match "web_*")`,
+		"crm":         "defaults",
+	} {
+		if got := s.Source(name); got != want {
+			t.Errorf("Source(%q) = %q, want %q", name, got, want)
+		}
+	}
+	if s.For("overlap:abc").Threshold != 3 {
+		t.Errorf("For(overlap:abc).Threshold = %d, want 3 (the first match)", s.For("overlap:abc").Threshold)
+	}
+	// Rules in the other order shadow nothing.
+	s, err = Parse([]byte("breakers:\n  - match: \"overlap:a*\"\n  - match: \"overlap:*\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := s.Warnings(); len(w) != 0 {
+		t.Errorf("Warnings() = %q, want none (the narrower rule comes first)", w)
+	}
+}
+
+func TestFieldsSpellTheFile(t *testing.T) {
+	p := Default()
+	p.Alternatives = []string{"a", "b"}
+	got := strings.Join(p.Fields(), "\n")
+	// Each line parses back into the same policy.
+	s, err := Parse([]byte("defaults:\n  " + strings.ReplaceAll(got, "\n", "\n  ") + "\n"))
+	if err != nil {
+		t.Fatalf("Fields() does not parse back:\n%s\n%v", got, err)
+	}
+	if diff := cmp.Diff(p, s.Defaults()); diff != "" {
+		t.Errorf("Fields() parsed back (-want +got):\n%s", diff)
+	}
+}
