@@ -106,6 +106,10 @@ type overrides struct {
 	ProbeTimeout   *duration `yaml:"probe_timeout"`
 	PauseTTL       *duration `yaml:"pause_ttl"`
 	Alternatives   []string  `yaml:"alternatives"`
+	Mode           *string   `yaml:"mode"`
+	Window         *duration `yaml:"window"`
+	FailureRate    *float64  `yaml:"failure_rate"`
+	MinCalls       *int      `yaml:"min_calls"`
 }
 
 func (o overrides) apply(p Policy) Policy {
@@ -135,6 +139,18 @@ func (o overrides) apply(p Policy) Policy {
 	}
 	if o.Alternatives != nil {
 		p.Alternatives = o.Alternatives
+	}
+	if o.Mode != nil {
+		p.Mode = *o.Mode
+	}
+	if o.Window != nil {
+		p.Window = time.Duration(*o.Window)
+	}
+	if o.FailureRate != nil {
+		p.FailureRate = *o.FailureRate
+	}
+	if o.MinCalls != nil {
+		p.MinCalls = *o.MinCalls
 	}
 	return p
 }
