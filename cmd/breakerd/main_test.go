@@ -197,6 +197,10 @@ overlap:abc: breakers[0] (match "overlap:*")
   probe_timeout: 30s
   pause_ttl: 1h0m0s
   alternatives: []
+  mode: consecutive
+  window: 1m0s
+  failure_rate: 0.5
+  min_calls: 10
 crm: defaults
   threshold: 4
 `

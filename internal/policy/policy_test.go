@@ -74,6 +74,13 @@ func TestParseErrorsNameTheField(t *testing.T) {
 		{"breakers:\n  - match: \"[\"\n", "breakers[0].match: bad pattern"},
 		{"breakers:\n  - match: a\n  - match: b\n    cooldown_cap: 1s\n", "breakers[1].cooldown_cap"},
 		{"breakers:\n  - match: a\n    alternatives: [\"\"]\n", "breakers[0].alternatives[0]: must not be empty"},
+		{"defaults:\n  mode: rate\n", `defaults.mode: must be consecutive or window, got "rate"`},
+		{"defaults:\n  window: 5999ms\n", "defaults.window: must be between 6s and 24h0m0s"},
+		{"defaults:\n  window: 25h\n", "defaults.window: must be between"},
+		{"defaults:\n  failure_rate: 0\n", "defaults.failure_rate: must be more than 0 and at most 1"},
+		{"defaults:\n  failure_rate: 1.01\n", "defaults.failure_rate"},
+		{"defaults:\n  failure_rate: .nan\n", "defaults.failure_rate"},
+		{"breakers:\n  - match: a\n    mode: window\n    min_calls: 1\n", "breakers[0].min_calls: must be at least 2 (one failure out of one call never trips)"},
 	} {
 		_, err := Parse([]byte(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -159,5 +166,23 @@ func TestFieldsSpellTheFile(t *testing.T) {
 	}
 	if diff := cmp.Diff(p, s.Defaults()); diff != "" {
 		t.Errorf("Fields() parsed back (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseWindowMode(t *testing.T) {
+	s, err := Parse([]byte("breakers:\n  - match: \"search-vendor:*\"\n    mode: window\n    window: 60s\n    failure_rate: 0.5\n    min_calls: 4\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	want.Mode, want.Window, want.FailureRate, want.MinCalls = ModeWindow, time.Minute, 0.5, 4
+	if diff := cmp.Diff(want, s.For("search-vendor:web")); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	// The bounds themselves are valid.
+	for _, y := range []string{"window: 6s\nfailure_rate: 1\nmin_calls: 2", "window: 24h\nfailure_rate: 0.001"} {
+		if _, err := Parse([]byte("defaults:\n  mode: window\n  " + strings.ReplaceAll(y, "\n", "\n  ") + "\n")); err != nil {
+			t.Errorf("Parse(%q) = %v, want valid", y, err)
+		}
 	}
 }
