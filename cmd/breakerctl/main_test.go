@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
 	"github.com/breakerd/breakerd/pkg/client"
@@ -498,6 +499,37 @@ func TestListReadsInPages(t *testing.T) {
 		r := ctl(t, env, "list", "--page-size", "0")
 		if r.code != 2 || !strings.Contains(r.stderr, "--page-size") {
 			t.Errorf("list --page-size 0: exit %d, %q; want 2 naming --page-size", r.code, r.stderr)
+		}
+	})
+}
+
+func TestStatusShowsTheWindow(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		p := policy.Default()
+		p.Mode, p.MinCalls = policy.ModeWindow, 4
+		d := daemontest.Start(t, b, store.Options{Rand: func() float64 { return 0 }, Policies: policy.NewSet(p)})
+		name := b.Breaker("vendor")
+		ctx := context.Background()
+		c, err := client.Dial(d.Addr, client.WithWorkerID("w1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		for _, o := range []pb.Outcome{pb.Outcome_OUTCOME_SUCCESS, pb.Outcome_OUTCOME_SUCCESS, pb.Outcome_OUTCOME_TIMEOUT} {
+			a, err := c.API().Allow(ctx, &pb.AllowRequest{Breaker: name, WorkerId: "w1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.API().Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: "w1", Ticket: a.Ticket, Outcome: o}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		env := at(d)
+		if st := must(t, env, "status", name).stdout; !strings.Contains(st, "window:") || !strings.Contains(st, "3 calls, 1 failed (33%)") {
+			t.Errorf("status %s lacks the window's 3 calls, 1 failure:\n%s", name, st)
+		}
+		if js := decode[stateView](t, must(t, env, "status", name, "--json").stdout); js.WindowCalls != 3 || js.WindowFailures != 1 {
+			t.Errorf("status --json window = %d calls %d failures, want 3 and 1", js.WindowCalls, js.WindowFailures)
 		}
 	})
 }

@@ -2,6 +2,10 @@
 // tool calls. See the README for its flags and the breakerd.v1 API;
 // `breakerd --help` lists every flag with its environment variable.
 //
+// breakerd --check-config FILE [NAME...] checks a policy file instead of
+// serving: it prints the file's warnings and each NAME's effective policy,
+// and exits 0 when the file is valid, 1 when it is not.
+//
 // Exit status: 0 after a clean shutdown (or --help, --version); 2 on a
 // usage error (a bad flag, environment variable or value); 1 on any other
 // failure.
@@ -35,6 +39,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	cfg, err := daemon.ParseConfig(args[1:], getenv, stdout)
 	if err != nil {
 		return err
+	}
+	if cfg.CheckConfig != "" {
+		return daemon.CheckConfig(cfg.CheckConfig, cfg.Names, stdout)
 	}
 	bi := buildinfo.Get()
 	log := daemon.NewLogger(cfg, stderr).With("version", bi.Version)

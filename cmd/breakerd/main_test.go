@@ -159,3 +159,67 @@ func TestHelpVersionAndUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckConfigPrintsWarningsAndEffectivePolicies(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := file("good.yaml", "defaults:\n  threshold: 4\nbreakers:\n  - match: \"overlap:*\"\n    threshold: 3\n  - match: \"overlap:a*\"\n    threshold: 9\n")
+	bad := file("bad.yaml", "breakers:\n  - match: \"web_*\"\n    min_workers: 0\n")
+	exit := func(err error) int {
+		if ee, ok := err.(*exec.ExitError); ok {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	}
+	// A listen address that Validate would refuse does not matter: the
+	// check serves nothing.
+	cmd, out := daemonCmd("--check-config", good, "--listen", "0.0.0.0:1", "overlap:abc", "crm")
+	if code := exit(cmd.Run()); code != 0 {
+		t.Fatalf("--check-config on a valid file exited %d:\n%s", code, out)
+	}
+	want := `warning: breakers[1] (match "overlap:a*") is shadowed by breakers[0] (match "overlap:*"), which matches first: its overrides never apply to "overlap:a*"
+overlap:abc: breakers[0] (match "overlap:*")
+  threshold: 3
+  min_workers: 2
+  rate_limit_trips: 3
+  cooldown_base: 30s
+  cooldown_cap: 15m0s
+  jitter: 0.2
+  probe_timeout: 30s
+  pause_ttl: 1h0m0s
+  alternatives: []
+  mode: consecutive
+  window: 1m0s
+  failure_rate: 0.5
+  min_calls: 10
+crm: defaults
+  threshold: 4
+`
+	if !strings.HasPrefix(out.String(), want) || !strings.HasSuffix(out.String(), good+": ok, 1 warning\n") {
+		t.Errorf("--check-config output:\n%s\nwant it to start with:\n%s", out, want)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--check-config", bad}, 1, "breakers[0].min_workers: must be at least 1"},
+		{[]string{"--check-config", filepath.Join(dir, "missing.yaml")}, 1, "missing.yaml"},
+		{[]string{"--check-config", good, " padded"}, 1, "NAME[0]: must not start or end with white space"},
+		{[]string{"overlap:abc"}, 2, "NAME arguments go with --check-config"},
+	} {
+		cmd, out := daemonCmd(tc.args...)
+		if code := exit(cmd.Run()); code != tc.code || !strings.Contains(out.String(), tc.want) {
+			t.Errorf("breakerd %q exited %d:\n%s\nwant %d and %q", tc.args, code, out, tc.code, tc.want)
+		}
+	}
+}

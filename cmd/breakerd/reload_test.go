@@ -41,7 +41,8 @@ func TestSIGHUPReloadsThePolicyAndRejectsABadOne(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("defaults:\n  threshold: 5\n")
+	const shadowed = "breakers:\n  - match: \"overlap:*\"\n  - match: \"overlap:a*\"\n"
+	write("defaults:\n  threshold: 5\n" + shadowed)
 	addr, metricsAddr := testredis.FreeAddr(t), testredis.FreeAddr(t)
 	p := startDaemon(t, "--listen", addr, "--config", policyFile, "--config-poll", "0", "--metrics-listen", metricsAddr)
 	out := p.out
@@ -58,6 +59,10 @@ func TestSIGHUPReloadsThePolicyAndRejectsABadOne(t *testing.T) {
 		return err == nil && res.Status == healthpb.HealthCheckResponse_SERVING
 	}
 	until(t, "SERVING", out, serving)
+	warned := func() int { return strings.Count(out.String(), `policy rule shadowed`) }
+	if warned() != 1 || !strings.Contains(out.String(), `breakers[1] (match \"overlap:a*\") is shadowed by breakers[0]`) {
+		t.Errorf("start logged %d shadowed-rule warnings, want 1 naming breakers[1]:\n%s", warned(), out)
+	}
 	metric := func(series string) string {
 		res, err := http.Get("http://" + metricsAddr + "/metrics")
 		if err != nil {
@@ -83,9 +88,10 @@ func TestSIGHUPReloadsThePolicyAndRejectsABadOne(t *testing.T) {
 		t.Errorf("after a bad file: serving %v, last reload successful %q; want serving and 0", serving(), metric(`breakerd_config_last_reload_successful`))
 	}
 
-	write("defaults:\n  min_workers: 1\n")
+	write("defaults:\n  min_workers: 1\n" + shadowed)
 	p.signal(t, syscall.SIGHUP)
 	until(t, "a reload", out, func() bool { return metric(`breakerd_config_reloads_total{result="ok"}`) == "1" })
+	until(t, "the reload's warning", out, func() bool { return warned() == 2 })
 	if !strings.Contains(out.String(), "policy reloaded") {
 		t.Errorf("no log of the reload:\n%s", out)
 	}

@@ -37,6 +37,16 @@ type Params struct {
 	// PauseTTL is how long a pause lasts unless an operator ends it
 	// first, ms; its pause_expiring alert is due PauseTTL/4 before.
 	PauseTTL int64
+
+	// WindowMs is the failure-rate window, ms: 0 for consecutive mode,
+	// else window mode (window.go), in WindowBuckets buckets.
+	WindowMs int64
+	// FailureRate is the failure rate, in (0, 1], at or above which a
+	// window trips (window mode).
+	FailureRate float64
+	// MinCalls is how many calls a window must hold before its rate
+	// counts (window mode); at least 2.
+	MinCalls int64
 }
 
 // MaxLapses is how many probe leases in a row one worker may let lapse
@@ -125,6 +135,9 @@ type Result struct {
 	// Wrote says the call changed the stored state (the script saved it,
 	// and reset its TTL).
 	Wrote bool
+	// Windowed says the call wrote the failure-rate window (window mode;
+	// the script rewrote brk:{name}:win and reset its TTL to one window).
+	Windowed bool
 }
 
 // Event is a transition or an alert, as the scripts append it to the
@@ -335,6 +348,10 @@ func (st *step) record() {
 	// Closed (automatic, or pinned closed: counted, never tripped).
 	if c.Ticket.Gen != s.Gen {
 		note(false, NoteStale)
+		return
+	}
+	if st.p.WindowMs > 0 {
+		st.windowRecord()
 		return
 	}
 	switch {

@@ -33,6 +33,13 @@ func causeReason(name string, c Cause, fails, workers, rl, cooldown int64, last,
 	switch c {
 	case CauseTrip:
 		return fmt.Sprintf("%s unreachable: %d consecutive failures from %s, last: %s", name, fails, plural(workers, "worker"), last)
+	case CauseWindow:
+		return fmt.Sprintf("%s failing: %d failures from %s within the failure-rate window, at or above the policy's failure_rate, last: %s",
+			name, fails, plural(workers, "worker"), last)
+	case CauseWindowSuspect:
+		return fmt.Sprintf("%s: %d failures within the failure-rate window, all from worker %s, and no other worker confirms: "+
+			"likely %s's network or config; it alone is denied while the circuit stays closed, last: %s",
+			name, fails, actor, actor, last)
 	case CauseRateLimit:
 		return fmt.Sprintf("%s rate limited: %d consecutive 429s with a Retry-After beyond the caller's deadline, last: %s", name, rl, last)
 	case CauseProbeFailed:
@@ -107,6 +114,10 @@ func DenialReason(name, worker string, d pb.Decision, v View) string {
 		if v.State == "half_open" {
 			return fmt.Sprintf("%s: this worker (%s) let %d probe leases in a row lapse without reporting; "+
 				"another worker takes the next probe", name, worker, MaxLapses)
+		}
+		if v.Cause == CauseWindowSuspect {
+			return fmt.Sprintf("%s: only worker %s has failed (%d failures within the failure-rate window) and no other worker confirms: "+
+				"likely this worker's network or config; the circuit stays closed for the fleet", name, worker, v.Fails)
 		}
 		if v.Fails == 0 {
 			return fmt.Sprintf("%s: only worker %s's credential or quota was refused (401/402) and no other worker confirms: "+

@@ -45,6 +45,8 @@ const (
 	CauseQuotaAlert      Cause = "quota_alert"      // a 402, alert only
 	CauseQuotaLone       Cause = "quota_lone"       // a 402 from one worker only: it is isolated
 	CauseOutage          Cause = "outage"           // carried into a daemon's memory from the last event it heard (Last)
+	CauseWindow          Cause = "window"           // window mode: the failure rate over the window, from a quorum
+	CauseWindowSuspect   Cause = "window_suspect"   // window mode: the rate reached, all failures from one worker
 )
 
 // State is one breaker's stored state: the fields of its Redis hash
@@ -94,6 +96,10 @@ type State struct {
 	// (brk:{name}:rl); Pausers those whose working credential was
 	// rejected (brk:{name}:pause). All sorted.
 	Workers, RLWorkers, Pausers []string
+
+	// Win is the failure-rate window (window mode only; the hash
+	// brk:{name}:win). It counts only while Win.Gen is Gen.
+	Win Window
 }
 
 // Public names the state as the API does, pins included: closed, open,

@@ -13,6 +13,15 @@ import (
 type Table struct {
 	mu sync.Mutex
 	m  map[string]entry
+	// wins are the failure-rate windows (window mode), kept apart from
+	// the states as the scripts keep them in their own key, each for one
+	// window after its last write.
+	wins map[string]winEntry
+}
+
+type winEntry struct {
+	w       Window
+	expires int64 // ms since the epoch
 }
 
 type entry struct {
@@ -21,10 +30,22 @@ type entry struct {
 }
 
 // NewTable returns an empty Table.
-func NewTable() *Table { return &Table{m: map[string]entry{}} }
+func NewTable() *Table { return &Table{m: map[string]entry{}, wins: map[string]winEntry{}} }
 
 // load returns the live state of name at now (t.mu held).
 func (t *Table) load(name string, now int64) State {
+	s := t.loadState(name, now)
+	if w, ok := t.wins[name]; ok {
+		if now >= w.expires {
+			delete(t.wins, name)
+		} else {
+			s.Win = w.w
+		}
+	}
+	return s
+}
+
+func (t *Table) loadState(name string, now int64) State {
 	e, ok := t.m[name]
 	if !ok {
 		return State{}
@@ -44,6 +65,9 @@ func (t *Table) Apply(name string, p Params, c Call, now int64) (Result, View, [
 	s, res, events := Apply(p, t.load(name, now), c, now)
 	if res.Wrote {
 		t.put(name, s, now, p.Retention)
+	}
+	if res.Windowed {
+		t.wins[name] = winEntry{w: s.Win, expires: now + p.WindowMs}
 	}
 	return res, ViewOf(s, now), events
 }
@@ -80,6 +104,7 @@ func (t *Table) put(name string, s State, now, retention int64) {
 func (t *Table) Reset() {
 	t.mu.Lock()
 	t.m = map[string]entry{}
+	t.wins = map[string]winEntry{}
 	t.mu.Unlock()
 }
 

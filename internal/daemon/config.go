@@ -11,6 +11,7 @@ import (
 
 	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/cli"
+	"github.com/breakerd/breakerd/internal/limits"
 )
 
 // Config is the daemon's configuration. Every field has a flag and a
@@ -155,6 +156,16 @@ type Config struct {
 	// working, Force is never refused. 0 (the default): no ceiling. Flag
 	// --max-breakers, env BREAKERD_MAX_BREAKERS.
 	MaxBreakers int64
+
+	// CheckConfig, when set, makes breakerd check this policy file instead
+	// of serving: it validates it, prints its warnings and the effective
+	// policy of each breaker named as an argument, and exits (1 on an
+	// error). No environment variable: a variable left in a daemon's
+	// environment would stop it from serving. Flag --check-config.
+	CheckConfig string
+	// Names are the positional arguments: the breakers whose effective
+	// policy --check-config prints. Only with CheckConfig.
+	Names []string
 }
 
 // Defaults returns the configuration with every field at its default.
@@ -217,6 +228,7 @@ func (c *Config) Flags() []cli.Flag {
 		{Name: "new-breakers-per-minute", Value: &c.NewBreakersPerMinute, Usage: "new breakers one token may name per minute on this daemon (0: no quota)"},
 		{Name: "max-breakers", Value: &c.MaxBreakers, Usage: "approximate ceiling on live breakers (holding state) in the fleet; past it a call that would create a new one gets ResourceExhausted (0: no ceiling)"},
 		{Name: "alerts-per-minute", Value: &c.AlertsPerMinute, Usage: "alert-raising outcomes one token may send per minute on this daemon (0: no quota)"},
+		{Name: "check-config", Value: &c.CheckConfig, Env: "-", Usage: "check this policy file and exit: print its warnings and, for each NAME argument, the effective policy"},
 	}
 }
 
@@ -233,9 +245,19 @@ Every flag also reads the environment variable shown with it; the flag wins.
 // a bad flag, variable or value is a *cli.UsageError naming it.
 func ParseConfig(args []string, getenv func(string) string, stdout io.Writer) (Config, error) {
 	c := Defaults()
-	cmd := cli.Command{Name: "breakerd", Synopsis: "[flags]", Help: help, EnvPrefix: EnvPrefix, Flags: c.Flags()}
-	if _, err := cmd.Parse(args, getenv, stdout); err != nil {
+	cmd := cli.Command{Name: "breakerd", Synopsis: "[flags] | --check-config FILE [NAME...]", Help: help,
+		EnvPrefix: EnvPrefix, Flags: c.Flags(), MaxArgs: limits.MaxBatch}
+	names, err := cmd.Parse(args, getenv, stdout)
+	if err != nil {
 		return c, err
+	}
+	if c.CheckConfig != "" {
+		// Checking a file serves nothing: the serving flags are not judged.
+		c.Names = names
+		return c, nil
+	}
+	if len(names) > 0 {
+		return c, cli.Usagef("unexpected argument %q (NAME arguments go with --check-config)", names[0])
 	}
 	if err := c.Validate(); err != nil {
 		return c, &cli.UsageError{Err: err}

@@ -58,6 +58,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 		}
 		policies = set
 		policyFile = &policyState{sum: sum}
+		logPolicyWarnings(log, c.PolicyFile, set)
 	}
 	rdb, channel, closeRedis, err := connect(c, log)
 	if err != nil {

@@ -202,6 +202,9 @@ func TestFlagsMatchTheREADME(t *testing.T) {
 	var c Config
 	for _, f := range c.Flags() {
 		want := cli.EnvName(EnvPrefix, f.Name)
+		if f.Env == "-" { // a flag that reads no variable
+			want = "(none)"
+		}
 		if got, ok := documented[f.Name]; !ok {
 			t.Errorf("README's configuration table lacks --%s (%s)", f.Name, want)
 		} else if got != want {

@@ -62,8 +62,19 @@ func newPolicyReloader(path string, last [sha256.Size]byte, log *slog.Logger, ap
 			if err != nil {
 				return nil, sum, err
 			}
-			return func() { apply(set) }, sum, nil
+			return func() {
+				apply(set)
+				logPolicyWarnings(log, path, set)
+			}, sum, nil
 		}}
+}
+
+// logPolicyWarnings logs each warning of a policy file put in force (at
+// start and on every reload): a rule an earlier rule shadows.
+func logPolicyWarnings(log *slog.Logger, path string, set *policy.Set) {
+	for _, w := range set.Warnings() {
+		log.Warn("policy rule shadowed", "file", path, "warning", w)
+	}
 }
 
 // reload reads the file and applies it when it parses. With force (a

@@ -17,6 +17,7 @@ import (
 type Set struct {
 	defaults Policy
 	rules    []rule
+	warnings []string
 }
 
 type rule struct {
@@ -39,6 +40,40 @@ func (s *Set) For(breaker string) Policy {
 
 // Defaults returns the policy of breakers no rule matches.
 func (s *Set) Defaults() Policy { return s.defaults }
+
+// Source names where the named breaker's policy comes from: the first
+// rule that matches it (`breakers[1] (match "web_*")`), or "defaults".
+func (s *Set) Source(breaker string) string {
+	for i, r := range s.rules {
+		if ok, _ := path.Match(r.match, breaker); ok {
+			return fmt.Sprintf("breakers[%d] (match %q)", i, r.match)
+		}
+	}
+	return "defaults"
+}
+
+// Warnings lists the rules that an earlier rule shadows, one sentence
+// each, in file order: a rule whose pattern, read as a breaker name, is
+// matched by an earlier rule's pattern (`overlap:a*` after `overlap:*`)
+// never applies to at least that name, and usually to none. They are
+// warnings, not errors: the file is valid and the first match wins.
+func (s *Set) Warnings() []string { return s.warnings }
+
+// overlaps returns the warnings for rules: each later rule whose pattern,
+// read as a name, an earlier rule's pattern matches.
+func overlaps(rules []rule) []string {
+	var out []string
+	for j, later := range rules {
+		for i, earlier := range rules[:j] {
+			if ok, _ := path.Match(earlier.match, later.match); ok {
+				out = append(out, fmt.Sprintf("breakers[%d] (match %q) is shadowed by breakers[%d] (match %q), which matches first: its overrides never apply to %q",
+					j, later.match, i, earlier.match, later.match))
+				break
+			}
+		}
+	}
+	return out
+}
 
 // file is the YAML shape:
 //
@@ -71,6 +106,10 @@ type overrides struct {
 	ProbeTimeout   *duration `yaml:"probe_timeout"`
 	PauseTTL       *duration `yaml:"pause_ttl"`
 	Alternatives   []string  `yaml:"alternatives"`
+	Mode           *string   `yaml:"mode"`
+	Window         *duration `yaml:"window"`
+	FailureRate    *float64  `yaml:"failure_rate"`
+	MinCalls       *int      `yaml:"min_calls"`
 }
 
 func (o overrides) apply(p Policy) Policy {
@@ -100,6 +139,18 @@ func (o overrides) apply(p Policy) Policy {
 	}
 	if o.Alternatives != nil {
 		p.Alternatives = o.Alternatives
+	}
+	if o.Mode != nil {
+		p.Mode = *o.Mode
+	}
+	if o.Window != nil {
+		p.Window = time.Duration(*o.Window)
+	}
+	if o.FailureRate != nil {
+		p.FailureRate = *o.FailureRate
+	}
+	if o.MinCalls != nil {
+		p.MinCalls = *o.MinCalls
 	}
 	return p
 }
@@ -157,5 +208,6 @@ func Parse(b []byte) (*Set, error) {
 		}
 		s.rules = append(s.rules, rule{match: b.Match, policy: p})
 	}
+	s.warnings = overlaps(s.rules)
 	return s, nil
 }

@@ -6,6 +6,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -43,7 +44,36 @@ type Policy struct {
 	// Alternatives names tools or routes to offer the model while the
 	// circuit is open. Optional.
 	Alternatives []string
+
+	// Mode is how failures are counted: "consecutive" (the default:
+	// Threshold consecutive failures) or "window" (the failure rate over
+	// Window; FailureRate and MinCalls apply, Threshold and RateLimitTrips
+	// do not). Window mode writes on every call.
+	Mode string
+	// Window is the failure-rate window (window mode), kept in 6 buckets
+	// of Window/6 each. Default 60s; from 6s to 24h.
+	Window time.Duration
+	// FailureRate is the share of a window's calls that must fail for it
+	// to trip (window mode); exactly at the rate trips. Default 0.5; more
+	// than 0, at most 1.
+	FailureRate float64
+	// MinCalls is how many calls a window must hold before its rate
+	// counts (window mode). Default 10; at least 2, so that one failure
+	// out of one call never trips.
+	MinCalls int
 }
+
+// The counting modes.
+const (
+	ModeConsecutive = "consecutive"
+	ModeWindow      = "window"
+)
+
+// Bounds of a window.
+const (
+	MinWindow = 6 * time.Second
+	MaxWindow = 24 * time.Hour
+)
 
 // Bounds on durations, so that no policy overflows a Redis TTL or makes a
 // breaker unreachable for longer than an operator would believe.
@@ -63,6 +93,10 @@ func Default() Policy {
 		Jitter:         0.2,
 		ProbeTimeout:   30 * time.Second,
 		PauseTTL:       time.Hour,
+		Mode:           ModeConsecutive,
+		Window:         time.Minute,
+		FailureRate:    0.5,
+		MinCalls:       10,
 	}
 }
 
@@ -89,6 +123,14 @@ func (p Policy) Validate() error {
 		return fieldErr("probe_timeout", "must be at most %s, got %s", MaxProbeTimeout, p.ProbeTimeout)
 	case p.PauseTTL < time.Minute || p.PauseTTL > MaxCooldown:
 		return fieldErr("pause_ttl", "must be between 1m and %s, got %s", MaxCooldown, p.PauseTTL)
+	case p.Mode != ModeConsecutive && p.Mode != ModeWindow:
+		return fieldErr("mode", "must be consecutive or window, got %q", p.Mode)
+	case p.Window < MinWindow || p.Window > MaxWindow:
+		return fieldErr("window", "must be between %s and %s, got %s", MinWindow, MaxWindow, p.Window)
+	case !(p.FailureRate > 0 && p.FailureRate <= 1):
+		return fieldErr("failure_rate", "must be more than 0 and at most 1, got %g", p.FailureRate)
+	case p.MinCalls < 2:
+		return fieldErr("min_calls", "must be at least 2 (one failure out of one call never trips), got %d", p.MinCalls)
 	}
 	for i, a := range p.Alternatives {
 		if a == "" {
@@ -125,4 +167,29 @@ func prefixField(prefix string, err error) error {
 		return &FieldError{Field: prefix + "." + fe.Field, Msg: fe.Msg}
 	}
 	return fmt.Errorf("%s: %w", prefix, err)
+}
+
+// Fields returns the policy as the policy file spells it: one "key: value"
+// line per field, in the file's order, durations in Go's syntax ("30s"),
+// alternatives as a YAML flow list. breakerd --check-config prints it.
+func (p Policy) Fields() []string {
+	alts := "[]"
+	if len(p.Alternatives) > 0 {
+		alts = "[" + strings.Join(p.Alternatives, ", ") + "]"
+	}
+	return []string{
+		fmt.Sprintf("threshold: %d", p.Threshold),
+		fmt.Sprintf("min_workers: %d", p.MinWorkers),
+		fmt.Sprintf("rate_limit_trips: %d", p.RateLimitTrips),
+		fmt.Sprintf("cooldown_base: %s", p.CooldownBase),
+		fmt.Sprintf("cooldown_cap: %s", p.CooldownCap),
+		fmt.Sprintf("jitter: %g", p.Jitter),
+		fmt.Sprintf("probe_timeout: %s", p.ProbeTimeout),
+		fmt.Sprintf("pause_ttl: %s", p.PauseTTL),
+		fmt.Sprintf("alternatives: %s", alts),
+		fmt.Sprintf("mode: %s", p.Mode),
+		fmt.Sprintf("window: %s", p.Window),
+		fmt.Sprintf("failure_rate: %g", p.FailureRate),
+		fmt.Sprintf("min_calls: %d", p.MinCalls),
+	}
 }

@@ -74,6 +74,13 @@ func TestParseErrorsNameTheField(t *testing.T) {
 		{"breakers:\n  - match: \"[\"\n", "breakers[0].match: bad pattern"},
 		{"breakers:\n  - match: a\n  - match: b\n    cooldown_cap: 1s\n", "breakers[1].cooldown_cap"},
 		{"breakers:\n  - match: a\n    alternatives: [\"\"]\n", "breakers[0].alternatives[0]: must not be empty"},
+		{"defaults:\n  mode: rate\n", `defaults.mode: must be consecutive or window, got "rate"`},
+		{"defaults:\n  window: 5999ms\n", "defaults.window: must be between 6s and 24h0m0s"},
+		{"defaults:\n  window: 25h\n", "defaults.window: must be between"},
+		{"defaults:\n  failure_rate: 0\n", "defaults.failure_rate: must be more than 0 and at most 1"},
+		{"defaults:\n  failure_rate: 1.01\n", "defaults.failure_rate"},
+		{"defaults:\n  failure_rate: .nan\n", "defaults.failure_rate"},
+		{"breakers:\n  - match: a\n    mode: window\n    min_calls: 1\n", "breakers[0].min_calls: must be at least 2 (one failure out of one call never trips)"},
 	} {
 		_, err := Parse([]byte(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -99,5 +106,83 @@ func TestLoadNamesTheFile(t *testing.T) {
 func TestRetentionIsCapPlusProbeTimeout(t *testing.T) {
 	if got, want := Default().Retention(), 15*time.Minute+30*time.Second; got != want {
 		t.Errorf("Retention() = %s, want %s", got, want)
+	}
+}
+
+func TestWarningsNameEveryShadowedRule(t *testing.T) {
+	s, err := Parse([]byte(`
+breakers:
+  - match: "overlap:*"
+    threshold: 3
+  - match: "overlap:a*"
+    threshold: 4
+  - match: "web_search"
+    threshold: 6
+  - match: "web_*"
+    threshold: 7
+  - match: "web_search"
+    threshold: 8
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`breakers[1] (match "overlap:a*") is shadowed by breakers[0] (match "overlap:*"), which matches first: its overrides never apply to "overlap:a*"`,
+		`breakers[4] (match "web_search") is shadowed by breakers[2] (match "web_search"), which matches first: its overrides never apply to "web_search"`,
+	}
+	if diff := cmp.Diff(want, s.Warnings()); diff != "" {
+		t.Errorf("Warnings() (-want +got):\n%s", diff)
+	}
+	for name, want := range map[string]string{
+		"overlap:abc": `breakers[0] (match "overlap:*")`,
+		"web_news":    `breakers[3] (match "web_*")`,
+		"crm":         "defaults",
+	} {
+		if got := s.Source(name); got != want {
+			t.Errorf("Source(%q) = %q, want %q", name, got, want)
+		}
+	}
+	if s.For("overlap:abc").Threshold != 3 {
+		t.Errorf("For(overlap:abc).Threshold = %d, want 3 (the first match)", s.For("overlap:abc").Threshold)
+	}
+	// Rules in the other order shadow nothing.
+	s, err = Parse([]byte("breakers:\n  - match: \"overlap:a*\"\n  - match: \"overlap:*\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := s.Warnings(); len(w) != 0 {
+		t.Errorf("Warnings() = %q, want none (the narrower rule comes first)", w)
+	}
+}
+
+func TestFieldsSpellTheFile(t *testing.T) {
+	p := Default()
+	p.Alternatives = []string{"a", "b"}
+	got := strings.Join(p.Fields(), "\n")
+	// Each line parses back into the same policy.
+	s, err := Parse([]byte("defaults:\n  " + strings.ReplaceAll(got, "\n", "\n  ") + "\n"))
+	if err != nil {
+		t.Fatalf("Fields() does not parse back:\n%s\n%v", got, err)
+	}
+	if diff := cmp.Diff(p, s.Defaults()); diff != "" {
+		t.Errorf("Fields() parsed back (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseWindowMode(t *testing.T) {
+	s, err := Parse([]byte("breakers:\n  - match: \"search-vendor:*\"\n    mode: window\n    window: 60s\n    failure_rate: 0.5\n    min_calls: 4\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	want.Mode, want.Window, want.FailureRate, want.MinCalls = ModeWindow, time.Minute, 0.5, 4
+	if diff := cmp.Diff(want, s.For("search-vendor:web")); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	// The bounds themselves are valid.
+	for _, y := range []string{"window: 6s\nfailure_rate: 1\nmin_calls: 2", "window: 24h\nfailure_rate: 0.001"} {
+		if _, err := Parse([]byte("defaults:\n  mode: window\n  " + strings.ReplaceAll(y, "\n", "\n  ") + "\n")); err != nil {
+			t.Errorf("Parse(%q) = %v, want valid", y, err)
+		}
 	}
 }

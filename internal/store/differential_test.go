@@ -85,14 +85,24 @@ type dpolicy struct {
 	Jitter         float64 `json:"jitter"`
 	ProbeTimeoutMs int64   `json:"probe_timeout_ms"`
 	PauseTTLMs     int64   `json:"pause_ttl_ms,omitempty"` // default 60000
+	// Window mode when WindowMs > 0 (the committed cases predate it).
+	WindowMs    int64   `json:"window_ms,omitempty"`
+	FailureRate float64 `json:"failure_rate,omitempty"`
+	MinCalls    int     `json:"min_calls,omitempty"`
 }
 
 func (p dpolicy) policy() policy.Policy {
-	return policy.Policy{Threshold: p.Threshold, MinWorkers: p.MinWorkers, RateLimitTrips: p.RateLimitTrips,
+	pol := policy.Policy{Threshold: p.Threshold, MinWorkers: p.MinWorkers, RateLimitTrips: p.RateLimitTrips,
 		CooldownBase: time.Duration(p.CooldownBaseMs) * time.Millisecond,
 		CooldownCap:  time.Duration(p.CooldownCapMs) * time.Millisecond, Jitter: p.Jitter,
 		ProbeTimeout: time.Duration(p.ProbeTimeoutMs) * time.Millisecond, Alternatives: []string{"alt"},
-		PauseTTL: time.Duration(stdcmp.Or(p.PauseTTLMs, 60000)) * time.Millisecond}
+		PauseTTL: time.Duration(stdcmp.Or(p.PauseTTLMs, 60000)) * time.Millisecond,
+		Mode:     policy.ModeConsecutive, Window: time.Minute, FailureRate: 0.5, MinCalls: 10}
+	if p.WindowMs > 0 {
+		pol.Mode, pol.Window = policy.ModeWindow, time.Duration(p.WindowMs)*time.Millisecond
+		pol.FailureRate, pol.MinCalls = p.FailureRate, p.MinCalls
+	}
+	return pol
 }
 
 var (
@@ -118,6 +128,11 @@ func genCase(t *rapid.T) dcase {
 		ProbeTimeoutMs: 5000,
 		PauseTTLMs:     rapid.SampledFrom([]int64{60000, 120000}).Draw(t, "pause_ttl"),
 	}}
+	if rapid.Bool().Draw(t, "window_mode") {
+		c.Policy.WindowMs = rapid.SampledFrom([]int64{6000, 60000}).Draw(t, "window")
+		c.Policy.FailureRate = rapid.SampledFrom([]float64{0.25, 0.5, 0.75, 1}).Draw(t, "failure_rate")
+		c.Policy.MinCalls = rapid.IntRange(2, 5).Draw(t, "min_calls")
+	}
 	workers := []string{"w1", "w2", "w3"}
 	n := rapid.IntRange(1, 60).Draw(t, "steps")
 	for range n {
@@ -280,11 +295,15 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 				fatalf("Get: %v", err)
 			}
 			st, _ := table.State(name, now)
-			if diff := cmp.Diff(breaker.Read(st, now).Proto(name, p.Alternatives), got, protocmp.Transform()); diff != "" {
+			want := breaker.Read(st, now).Proto(name, p.Alternatives)
+			w := breaker.WindowOf(st, params.WindowMs, now)
+			want.WindowCalls, want.WindowFailures = w.Calls, w.Fails
+			if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
 				fatalf("Get(%q): Lua and machine differ (-machine +lua):\n%s", name, diff)
 			}
 		}
 		h.compareStored(name, table, now, ttl, fatalf)
+		h.compareWindow(name, table, params.WindowMs, now, fatalf)
 		h.compareEvents(name, lastEvent, events, fatalf)
 	}
 }
@@ -330,6 +349,26 @@ func (h *harness) compareStored(name string, table *breaker.Table, now int64, tt
 		if pttl != wantTTL {
 			fatalf("TTL of %s = %v, machine says %v", k.State, pttl, wantTTL)
 		}
+	}
+}
+
+// compareWindow compares the failure-rate window Redis holds for name
+// (window mode) with the machine's, as both stand at now: calls,
+// failures and failing workers. (Buckets that fell out of the window may
+// linger in either until the next write or the key's TTL.)
+func (h *harness) compareWindow(name string, table *breaker.Table, windowMs, now int64, fatalf func(string, ...any)) {
+	if windowMs == 0 {
+		return
+	}
+	want, _ := table.State(name, now)
+	raw, err := h.b.Client.HGetAll(context.Background(), store.KeysOf(name).Window).Result()
+	if err != nil {
+		fatalf("HGETALL: %v", err)
+	}
+	got := want
+	got.Win = breaker.WindowFromFields(raw)
+	if diff := cmp.Diff(breaker.WindowOf(want, windowMs, now), breaker.WindowOf(got, windowMs, now)); diff != "" {
+		fatalf("window of %q differs (-machine +lua):\n%s", name, diff)
 	}
 }
 

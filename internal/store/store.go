@@ -247,7 +247,8 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 		c.Ticket.Gen, c.Ticket.Lease, c.RetryAfter, c.Last,
 		params.Rule.Threshold, params.Rule.MinWorkers, params.Rule.RateLimitTrips,
 		params.CooldownBase, params.CooldownCap, strconv.FormatFloat(params.Jitter, 'g', -1, 64),
-		boolArg(c.CredentialWorked), params.PauseTTL)
+		boolArg(c.CredentialWorked), params.PauseTTL,
+		params.WindowMs, strconv.FormatFloat(params.FailureRate, 'g', -1, 64), params.MinCalls)
 	res, err := run(ctx, s.rdb, recordScript, keys(name), args...)
 	if err != nil {
 		if s.failed(ctx, err) {
@@ -303,7 +304,18 @@ func ParamsOf(p policy.Policy, u float64) breaker.Params {
 		Retention:    p.Retention().Milliseconds(),
 		Jitter:       p.Jitter * u,
 		PauseTTL:     p.PauseTTL.Milliseconds(),
+		WindowMs:     windowMs(p),
+		FailureRate:  p.FailureRate,
+		MinCalls:     int64(p.MinCalls),
 	}
+}
+
+// windowMs is p's failure-rate window in ms, or 0 in consecutive mode.
+func windowMs(p policy.Policy) int64 {
+	if p.Mode != policy.ModeWindow {
+		return 0
+	}
+	return p.Window.Milliseconds()
 }
 
 // boolArg is a script's boolean ARGV: "1" or "0".
@@ -366,7 +378,7 @@ func (s *Store) BatchGet(ctx context.Context, breakers []string) ([]*pb.BreakerS
 		cmds := make([]*redis.Cmd, len(breakers))
 		_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 			for i, b := range breakers {
-				cmds[i] = eval(pipe, keys(b), s.common(b, "", policies[i])...)
+				cmds[i] = eval(pipe, keys(b), append(s.common(b, "", policies[i]), windowMs(policies[i]))...)
 			}
 			return nil
 		})
@@ -391,6 +403,9 @@ func (s *Store) BatchGet(ctx context.Context, breakers []string) ([]*pb.BreakerS
 		}
 		r := reply{v: res}
 		out[i] = r.view(0).Proto(breakers[i], policies[i].Alternatives)
+		if len(res) == 3 { // window mode: the window's calls and failures
+			out[i].WindowCalls, out[i].WindowFailures = r.int(1), r.int(2)
+		}
 		if err := r.errOr(); err != nil {
 			return nil, fmt.Errorf("store: read %q: %w", breakers[i], err)
 		}

@@ -12,6 +12,8 @@
 --                                 counted 429s (the rate-limit quorum)
 -- KEYS[5] -> brk:{<name>}:pause   set: distinct workers whose working
 --                                 credential was rejected (the pause quorum)
+-- KEYS[6] -> brk:{<name>}:win     hash: the failure-rate window (window
+--                                 mode only; fields below, breaker.Window)
 -- --
 -- ARGV[1] -> breaker name
 -- ARGV[2] -> pinned time, ms since epoch: 0 in production, where Redis
@@ -50,11 +52,18 @@
 --               only; cleared with the failure run)
 --   suspect_until ms: until when Allow denies the suspect worker
 --
+-- Window hash fields (window mode; breaker.Window in Go): gen, the
+-- generation it belongs to (any other reads as empty: the window starts
+-- empty after every transition); c<bucket> calls and f<bucket> failures,
+-- bucket = floor(ms / bucket length); w:<worker> that worker's last
+-- failing bucket.
+--
 -- Time comes only from Redis TIME (or the tests' pin): no daemon's clock
 -- decides anything. Lease and force expiry are judged against that time,
 -- not by Redis key TTLs; TTLs only collect abandoned state.
 
 local K_STATE, K_WORKERS, K_EVENTS, K_RL, K_PAUSE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local K_WIN = KEYS[6]
 local NAME = ARGV[1]
 local PINNED = tonumber(ARGV[2])
 local RETENTION = tonumber(ARGV[3])
@@ -234,4 +243,52 @@ local function snapshot(s)
   return { public(s), s.gen, s.fails, workers(s), s.rl, s.opened, s.probe_at, s.cd, s.cause,
     s.last, in_flight, s.level, s.force_by, s.force_reason, s.force_until, s.suspect,
     s.suspect_until, now, s.pause_until }
+end
+
+-- WINDOW_BUCKETS is how many buckets a window is kept in
+-- (breaker.WindowBuckets).
+local WINDOW_BUCKETS = 6
+
+-- win_load returns the window of generation gen as it stands at bucket
+-- cur (breaker.Window.live): calls and fails per bucket and each failing
+-- worker's last bucket, without what fell out of the window; empty when
+-- the stored window belongs to another generation.
+local function win_load(gen, cur)
+  local w = { calls = {}, fails = {}, workers = {} }
+  local raw = redis.call('HGETALL', K_WIN)
+  local f = {}
+  for i = 1, #raw, 2 do f[raw[i]] = raw[i + 1] end
+  if tonumber(f.gen) ~= gen then return w end
+  local first = cur - WINDOW_BUCKETS + 1
+  for k, v in pairs(f) do
+    local n = tonumber(v)
+    if n ~= nil and k ~= 'gen' then
+      if string.sub(k, 1, 2) == 'w:' then
+        if n >= first then w.workers[string.sub(k, 3)] = n end
+      else
+        local b = tonumber(string.sub(k, 2))
+        if b ~= nil and b >= first then
+          if string.sub(k, 1, 1) == 'c' then w.calls[b] = n elseif string.sub(k, 1, 1) == 'f' then w.fails[b] = n end
+        end
+      end
+    end
+  end
+  return w
+end
+
+-- win_totals returns a window's calls, failures and distinct failing
+-- workers (a sorted list).
+local function win_totals(w)
+  local calls, fails, workers = 0, 0, {}
+  for _, n in pairs(w.calls) do calls = calls + n end
+  for _, n in pairs(w.fails) do fails = fails + n end
+  for k in pairs(w.workers) do workers[#workers + 1] = k end
+  table.sort(workers)
+  return calls, fails, workers
+end
+
+-- win_bucket is the bucket holding the current time for a window of
+-- window_ms (breaker.bucketOf).
+local function win_bucket(window_ms)
+  return math.floor(clock() / math.max(1, math.floor(window_ms / WINDOW_BUCKETS)))
 end

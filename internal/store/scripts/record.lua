@@ -22,6 +22,10 @@
 --             this breaker before, else 0 (with U: a vote to pause)
 -- ARGV[20] -> pause TTL, ms: how long a pause lasts unless an operator
 --             ends it (its pause_expiring alert is due a quarter before)
+-- ARGV[21] -> window, ms: 0 for consecutive mode, else window mode (the
+--             failure rate over the window decides; breaker/window.go)
+-- ARGV[22] -> failure rate in (0, 1] at or above which a window trips
+-- ARGV[23] -> min calls: calls a window must hold before its rate counts
 --
 -- Returns {counted (0|1), note, snapshot}; note is a breaker.Note code.
 -- Every transition into open lasts max(the cooldown, the Retry-After of the
@@ -51,6 +55,9 @@ local COOLDOWN_CAP = tonumber(ARGV[17])
 local JITTER = tonumber(ARGV[18])
 local CREDENTIAL_WORKED = ARGV[19] == '1'
 local PAUSE_TTL = tonumber(ARGV[20])
+local WINDOW_MS = tonumber(ARGV[21]) or 0
+local FAILURE_RATE = tonumber(ARGV[22]) or 1
+local MIN_CALLS = tonumber(ARGV[23]) or 0
 
 local s = load()
 local dirty = expire_force(s)
@@ -182,9 +189,56 @@ if s.force == '' and s.st == 'half_open' then
   return reply(0, 'probe_released')
 end
 
+-- window_record applies the outcome to a closed breaker in window mode
+-- with a current ticket (breaker.step.windowRecord): the window is
+-- written whole on every call it counts.
+local function window_record()
+  local failed = ev == 'F' or ev == 'R'
+  if not failed and ev ~= 'S' then
+    if ev == 'T' then return reply(0, 'throttled') end
+    return reply(0, 'neutral')
+  end
+  local cur = win_bucket(WINDOW_MS)
+  local w = win_load(s.gen, cur)
+  w.calls[cur] = (w.calls[cur] or 0) + 1
+  if failed then
+    w.fails[cur] = (w.fails[cur] or 0) + 1
+    w.workers[ACTOR] = cur
+  end
+  local fields = { 'gen', tostring(s.gen) }
+  for b, n in pairs(w.calls) do fields[#fields + 1] = 'c' .. b; fields[#fields + 1] = tostring(n) end
+  for b, n in pairs(w.fails) do fields[#fields + 1] = 'f' .. b; fields[#fields + 1] = tostring(n) end
+  for k, b in pairs(w.workers) do fields[#fields + 1] = 'w:' .. k; fields[#fields + 1] = tostring(b) end
+  redis.call('DEL', K_WIN)
+  redis.call('HSET', K_WIN, unpack(fields))
+  redis.call('PEXPIRE', K_WIN, WINDOW_MS)
+  if not failed then return reply(1) end
+  s.last = LAST
+  dirty = true
+  if s.force == 'closed' then return reply(1) end
+  local calls, fails, fworkers = win_totals(w)
+  if calls < MIN_CALLS or fails < FAILURE_RATE * calls then return reply(1) end
+  if #fworkers >= MIN_WORKERS then
+    s.fails = fails
+    redis.call('SADD', K_WORKERS, unpack(fworkers))
+    open('closed', 0, cooldown(0, RETRY_AFTER), 'window')
+  elseif #fworkers == 1 then
+    s.fails, s.cause = fails, 'window_suspect'
+    s.suspect_until = clock() + cooldown(0, 0)
+    if s.suspect ~= ACTOR then
+      s.suspect = ACTOR
+      emit(s, 'suspect_worker', 'closed', 'closed', 'window_suspect', clock())
+    end
+  end
+  return reply(1)
+end
+
 -- Closed (automatic, or pinned closed: counted, never tripped).
 if TICKET_GEN ~= s.gen then
   return reply(0, 'stale')
+end
+if WINDOW_MS > 0 then
+  return window_record()
 end
 if ev == 'S' then
   -- (a closed breaker with pause votes always has a suspect: the lone

@@ -515,6 +515,12 @@ type BreakerState struct {
 	SuspectWorker string `protobuf:"bytes,20,opt,name=suspect_worker,json=suspectWorker,proto3" json:"suspect_worker,omitempty"`
 	// When the suspect worker is let through again; 0 when none.
 	SuspectUntilMs int64 `protobuf:"varint,21,opt,name=suspect_until_ms,json=suspectUntilMs,proto3" json:"suspect_until_ms,omitempty"`
+	// Window mode only (a policy's mode: window), in Get, BatchGet and
+	// List: the calls the failure-rate window holds now (since the last
+	// transition, at most one window back). 0 otherwise.
+	WindowCalls int64 `protobuf:"varint,40,opt,name=window_calls,json=windowCalls,proto3" json:"window_calls,omitempty"`
+	// Window mode only: the counted failures among window_calls.
+	WindowFailures int64 `protobuf:"varint,41,opt,name=window_failures,json=windowFailures,proto3" json:"window_failures,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -671,6 +677,20 @@ func (x *BreakerState) GetSuspectWorker() string {
 func (x *BreakerState) GetSuspectUntilMs() int64 {
 	if x != nil {
 		return x.SuspectUntilMs
+	}
+	return 0
+}
+
+func (x *BreakerState) GetWindowCalls() int64 {
+	if x != nil {
+		return x.WindowCalls
+	}
+	return 0
+}
+
+func (x *BreakerState) GetWindowFailures() int64 {
+	if x != nil {
+		return x.WindowFailures
 	}
 	return 0
 }
@@ -1788,7 +1808,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"generation\x18\x01 \x01(\x03R\n" +
 	"generation\x12\x1f\n" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +
-	"leaseToken\"\x81\x05\n" +
+	"leaseToken\"\xcd\x05\n" +
 	"\fBreakerState\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12(\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x12.breakerd.v1.StateR\x05state\x12\x1e\n" +
@@ -1812,7 +1832,9 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\falternatives\x18\x0f \x03(\tR\falternatives\x12\x18\n" +
 	"\bas_of_ms\x18\x10 \x01(\x03R\x06asOfMs\x12%\n" +
 	"\x0esuspect_worker\x18\x14 \x01(\tR\rsuspectWorker\x12(\n" +
-	"\x10suspect_until_ms\x18\x15 \x01(\x03R\x0esuspectUntilMs\"E\n" +
+	"\x10suspect_until_ms\x18\x15 \x01(\x03R\x0esuspectUntilMs\x12!\n" +
+	"\fwindow_calls\x18( \x01(\x03R\vwindowCalls\x12'\n" +
+	"\x0fwindow_failures\x18) \x01(\x03R\x0ewindowFailures\"E\n" +
 	"\fAllowRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\"\xfa\x01\n" +
