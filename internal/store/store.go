@@ -56,6 +56,12 @@ type Options struct {
 	// answering from memory and false when Redis answers again (health,
 	// metrics, logs). It must not block.
 	OnOutage func(down bool)
+	// Unpipelined, when true, sends each Allow and Record script on its
+	// own round trip. Default (false): concurrent Allow and Record calls
+	// share round trips, coalesced into Redis pipelines by go-redis's
+	// automatic pipelining (see coalesce.go); a lone call still goes out at
+	// once, in one round trip.
+	Unpipelined bool
 }
 
 // Store runs breakerd's scripts against one Redis (or Redis Cluster).
@@ -67,6 +73,9 @@ type Store struct {
 	// policies is o.Policies, swapped whole by SetPolicies (a config
 	// reload) and read once per call, so a call never mixes two sets.
 	policies atomic.Pointer[policy.Set]
+	// pipe coalesces concurrent Allow and Record scripts into pipelines
+	// (nil with Options.Unpipelined).
+	pipe *coalescer
 }
 
 // New returns a Store on rdb. Call Load before serving.
@@ -91,6 +100,9 @@ func New(rdb redis.UniversalClient, o Options) *Store {
 	}
 	s := &Store{rdb: rdb, o: o, out: newOutage()}
 	s.policies.Store(o.Policies)
+	if !o.Unpipelined {
+		s.pipe = newCoalescer(rdb)
+	}
 	return s
 }
 
@@ -177,7 +189,7 @@ func (s *Store) Allow(ctx context.Context, name, worker string) (*pb.AllowRespon
 	params := ParamsOf(p, s.o.Rand())
 	args := append(s.common(name, worker, p), s.o.NewToken(), params.ProbeTimeout, params.CooldownBase,
 		strconv.FormatFloat(params.Jitter, 'g', -1, 64))
-	res, err := run(ctx, s.rdb, allowScript, keys(name), args...)
+	res, err := s.script(ctx, allowScript, keys(name), args)
 	if err != nil {
 		if s.failed(ctx, err) {
 			return s.memoryAllow(name, worker), nil
@@ -224,7 +236,7 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 		params.Rule.Threshold, params.Rule.MinWorkers, params.Rule.RateLimitTrips,
 		params.CooldownBase, params.CooldownCap, strconv.FormatFloat(params.Jitter, 'g', -1, 64),
 		boolArg(c.CredentialWorked), params.PauseTTL)
-	res, err := run(ctx, s.rdb, recordScript, keys(name), args...)
+	res, err := s.script(ctx, recordScript, keys(name), args)
 	if err != nil {
 		if s.failed(ctx, err) {
 			return s.memoryRecord(req, c), nil
