@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -168,14 +167,16 @@ func (s *Store) Check(ctx context.Context) (loaded int, err error) {
 	return loaded, nil
 }
 
-// common returns the ARGV every script starts with (see lib.lua).
-func (s *Store) common(breaker, actor string, p policy.Policy) []any {
+// common returns the ARGV every script starts with (see lib.lua), with
+// room for the more arguments of the script itself, so that appending them
+// does not copy the slice.
+func (s *Store) common(breaker, actor string, p policy.Policy, more int) []any {
 	var pinned int64
 	if s.o.Now != nil {
 		pinned = s.o.Now().UnixMilli()
 	}
-	return []any{breaker, pinned, p.Retention().Milliseconds(),
-		s.o.EventsMaxLen, s.o.EventRetention.Milliseconds(), s.o.Channel, actor}
+	return append(make([]any, 0, 7+more), breaker, pinned, p.Retention().Milliseconds(),
+		s.o.EventsMaxLen, s.o.EventRetention.Milliseconds(), s.o.Channel, actor)
 }
 
 // Allow runs allow.lua: one round trip. A denial is data in the response,
@@ -187,8 +188,10 @@ func (s *Store) Allow(ctx context.Context, name, worker string) (*pb.AllowRespon
 	}
 	p := s.Policy(name)
 	params := ParamsOf(p, s.o.Rand())
-	args := append(s.common(name, worker, p), s.o.NewToken(), params.ProbeTimeout, params.CooldownBase,
-		strconv.FormatFloat(params.Jitter, 'g', -1, 64))
+	// The jitter goes as a float64: go-redis writes it in decimal ('f',
+	// shortest), which Lua's tonumber reads back exactly.
+	args := append(s.common(name, worker, p, 4), s.o.NewToken(), params.ProbeTimeout, params.CooldownBase,
+		params.Jitter)
 	res, err := s.script(ctx, allowScript, keys(name), args)
 	if err != nil {
 		if s.failed(ctx, err) {
@@ -231,10 +234,10 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 		return s.memoryRecord(req, c), nil
 	}
 	params := ParamsOf(p, s.o.Rand())
-	args := append(s.common(name, req.GetWorkerId(), p), string(c.Evidence),
+	args := append(s.common(name, req.GetWorkerId(), p, 13), string(c.Evidence),
 		c.Ticket.Gen, c.Ticket.Lease, c.RetryAfter, c.Last,
 		params.Rule.Threshold, params.Rule.MinWorkers, params.Rule.RateLimitTrips,
-		params.CooldownBase, params.CooldownCap, strconv.FormatFloat(params.Jitter, 'g', -1, 64),
+		params.CooldownBase, params.CooldownCap, params.Jitter,
 		boolArg(c.CredentialWorked), params.PauseTTL)
 	res, err := s.script(ctx, recordScript, keys(name), args)
 	if err != nil {
@@ -313,7 +316,7 @@ func (s *Store) Force(ctx context.Context, breaker string, mode pb.ForceMode, re
 		return nil, fmt.Errorf("store: force %q: unknown mode %v", breaker, mode)
 	}
 	p := s.Policy(breaker)
-	args := append(s.common(breaker, operator, p), m, reason, ttl.Milliseconds())
+	args := append(s.common(breaker, operator, p, 3), m, reason, ttl.Milliseconds())
 	res, err := run(ctx, s.rdb, forceScript, keys(breaker), args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: force %q: %w", breaker, err)
@@ -350,7 +353,7 @@ func (s *Store) BatchGet(ctx context.Context, breakers []string) ([]*pb.BreakerS
 		cmds := make([]*redis.Cmd, len(breakers))
 		_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 			for i, b := range breakers {
-				cmds[i] = eval(pipe, keys(b), s.common(b, "", policies[i])...)
+				cmds[i] = eval(pipe, keys(b), s.common(b, "", policies[i], 0)...)
 			}
 			return nil
 		})
