@@ -65,6 +65,13 @@ type Metrics struct {
 	reloads     *prometheus.CounterVec
 	reloadOK    prometheus.Gauge
 	circuits    *circuits // nil without Options.Circuits
+
+	// The hot path's series, resolved once in New so that no RPC builds a
+	// label string or hashes label values: a decision's counter, an
+	// outcome's counters (not counted, counted), a script's histogram.
+	byDecision map[pb.Decision]prometheus.Counter
+	byOutcome  map[pb.Outcome][2]prometheus.Counter
+	byScript   map[string]prometheus.Observer
 }
 
 // New registers breakerd's metrics on reg and returns them. It fails when
@@ -87,7 +94,7 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 			Help: "Fleet-wide state changes (automatic and forced) heard on the live feed, by from and to state. Aggregate replicas with max, not sum."},
 			[]string{"from", "to"}),
 		scripts: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "redis_script_duration_seconds",
-			Help:    "Round-trip time of breakerd's Lua scripts in Redis, by script (allow, record, force, read; a pipelined batch read is one observation).",
+			Help:    "Round-trip time of breakerd's Lua scripts in Redis, by script (allow, record, force, read). A pipeline (a batch read, or concurrent Allow and Record calls coalesced into one round trip) is one observation for each script it carries.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}},
 			[]string{"script"}),
 		degraded: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "degraded",
@@ -115,16 +122,23 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 		}
 	}
 	// Every decision and outcome shows from the start, at 0.
+	m.byDecision = map[pb.Decision]prometheus.Counter{}
 	for v, name := range pb.Decision_name {
 		if v != 0 {
-			m.decisions.WithLabelValues(short(name, "DECISION_"))
+			m.byDecision[pb.Decision(v)] = m.decisions.WithLabelValues(short(name, "DECISION_"))
 		}
 	}
+	m.byOutcome = map[pb.Outcome][2]prometheus.Counter{}
 	for v, name := range pb.Outcome_name {
 		if v != 0 {
-			m.records.WithLabelValues(short(name, "OUTCOME_"), "true")
-			m.records.WithLabelValues(short(name, "OUTCOME_"), "false")
+			m.byOutcome[pb.Outcome(v)] = [2]prometheus.Counter{
+				m.records.WithLabelValues(short(name, "OUTCOME_"), "false"),
+				m.records.WithLabelValues(short(name, "OUTCOME_"), "true")}
 		}
+	}
+	m.byScript = map[string]prometheus.Observer{}
+	for _, name := range []string{"allow", "record", "force", "read"} {
+		m.byScript[name] = m.scripts.WithLabelValues(name)
 	}
 	for _, r := range []string{"ok", "error"} {
 		m.reloads.WithLabelValues(r)
@@ -151,10 +165,22 @@ func (m *Metrics) UnaryInterceptor() grpc.UnaryServerInterceptor {
 		}
 		switch r := resp.(type) {
 		case *pb.AllowResponse:
-			m.decisions.WithLabelValues(short(r.GetDecision().String(), "DECISION_")).Inc()
+			if c, ok := m.byDecision[r.GetDecision()]; ok {
+				c.Inc()
+			} else {
+				m.decisions.WithLabelValues(short(r.GetDecision().String(), "DECISION_")).Inc()
+			}
 		case *pb.RecordResponse:
 			if q, ok := req.(*pb.RecordRequest); ok {
-				m.records.WithLabelValues(short(q.GetOutcome().String(), "OUTCOME_"), strconv.FormatBool(r.GetCounted())).Inc()
+				if cs, ok := m.byOutcome[q.GetOutcome()]; ok {
+					i := 0
+					if r.GetCounted() {
+						i = 1
+					}
+					cs[i].Inc()
+				} else {
+					m.records.WithLabelValues(short(q.GetOutcome().String(), "OUTCOME_"), strconv.FormatBool(r.GetCounted())).Inc()
+				}
 			}
 		}
 		return resp, err
@@ -205,25 +231,51 @@ func (h scriptHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		start := time.Now()
 		err := next(ctx, cmd)
-		h.m.scripts.WithLabelValues(name).Observe(time.Since(start).Seconds())
+		h.m.observeScript(name, time.Since(start))
 		return err
 	}
 }
 
+// observeScript adds one observation to a script's latency histogram.
+func (m *Metrics) observeScript(name string, d time.Duration) {
+	if o, ok := m.byScript[name]; ok {
+		o.Observe(d.Seconds())
+		return
+	}
+	m.scripts.WithLabelValues(name).Observe(d.Seconds())
+}
+
 func (h scriptHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		name := ""
+		// The scripts the pipeline carries, each named once: a batch read
+		// carries one, a coalesced batch of decisions allow and record.
+		var names [4]string
+		n := 0
+	scan:
 		for _, c := range cmds {
-			if name = scriptOf(c); name != "" {
-				break
+			name := scriptOf(c)
+			if name == "" {
+				continue
+			}
+			for _, seen := range names[:n] {
+				if seen == name {
+					continue scan
+				}
+			}
+			if n < len(names) {
+				names[n] = name
+				n++
 			}
 		}
-		if name == "" {
+		if n == 0 {
 			return next(ctx, cmds)
 		}
 		start := time.Now()
 		err := next(ctx, cmds)
-		h.m.scripts.WithLabelValues(name).Observe(time.Since(start).Seconds())
+		d := time.Since(start)
+		for _, name := range names[:n] {
+			h.m.observeScript(name, d)
+		}
 		return err
 	}
 }

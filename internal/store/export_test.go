@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -18,3 +19,13 @@ var LibLua, RecordLua = libLua, recordLua
 
 // ScriptError maps err as a record.lua error.
 func ScriptError(err error) error { return scriptError(recordScript, err) }
+
+// CountQueued makes st count the calls it queues for coalescing into n
+// (false without coalescing).
+func CountQueued(st *Store, n *atomic.Int64) bool {
+	if st.pipe == nil {
+		return false
+	}
+	st.pipe.queued = func() { n.Add(1) }
+	return true
+}

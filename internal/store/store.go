@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,6 +55,12 @@ type Options struct {
 	// answering from memory and false when Redis answers again (health,
 	// metrics, logs). It must not block.
 	OnOutage func(down bool)
+	// Unpipelined, when true, sends each Allow and Record script on its
+	// own round trip. Default (false): concurrent Allow and Record calls
+	// share round trips, coalesced into Redis pipelines by go-redis's
+	// automatic pipelining (see coalesce.go); a lone call still goes out at
+	// once, in one round trip.
+	Unpipelined bool
 	// MaxBreakers is the approximate ceiling on live breakers (breakers
 	// holding state): a Record that would create state for a new breaker
 	// past it fails with a *CeilingError. 0: no ceiling. Force is never
@@ -77,6 +82,9 @@ type Store struct {
 	// policies is o.Policies, swapped whole by SetPolicies (a config
 	// reload) and read once per call, so a call never mixes two sets.
 	policies atomic.Pointer[policy.Set]
+	// pipe coalesces concurrent Allow and Record scripts into pipelines
+	// (nil with Options.Unpipelined).
+	pipe *coalescer
 }
 
 // New returns a Store on rdb. Call Load before serving.
@@ -104,6 +112,9 @@ func New(rdb redis.UniversalClient, o Options) *Store {
 		s.ceil = newCeiling(o.MaxBreakers, o.LiveKey)
 	}
 	s.policies.Store(o.Policies)
+	if !o.Unpipelined {
+		s.pipe = newCoalescer(rdb)
+	}
 	return s
 }
 
@@ -169,14 +180,16 @@ func (s *Store) Check(ctx context.Context) (loaded int, err error) {
 	return loaded, nil
 }
 
-// common returns the ARGV every script starts with (see lib.lua).
-func (s *Store) common(breaker, actor string, p policy.Policy) []any {
+// common returns the ARGV every script starts with (see lib.lua), with
+// room for the more arguments of the script itself, so that appending them
+// does not copy the slice.
+func (s *Store) common(breaker, actor string, p policy.Policy, more int) []any {
 	var pinned int64
 	if s.o.Now != nil {
 		pinned = s.o.Now().UnixMilli()
 	}
-	return []any{breaker, pinned, p.Retention().Milliseconds(),
-		s.o.EventsMaxLen, s.o.EventRetention.Milliseconds(), s.o.Channel, actor}
+	return append(make([]any, 0, 7+more), breaker, pinned, p.Retention().Milliseconds(),
+		s.o.EventsMaxLen, s.o.EventRetention.Milliseconds(), s.o.Channel, actor)
 }
 
 // Allow runs allow.lua: one round trip. A denial is data in the response,
@@ -188,9 +201,11 @@ func (s *Store) Allow(ctx context.Context, name, worker string) (*pb.AllowRespon
 	}
 	p := s.Policy(name)
 	params := ParamsOf(p, s.o.Rand())
-	args := append(s.common(name, worker, p), s.o.NewToken(), params.ProbeTimeout, params.CooldownBase,
-		strconv.FormatFloat(params.Jitter, 'g', -1, 64))
-	res, err := run(ctx, s.rdb, allowScript, keys(name), args...)
+	// The jitter goes as a float64: go-redis writes it in decimal ('f',
+	// shortest), which Lua's tonumber reads back exactly.
+	args := append(s.common(name, worker, p, 4), s.o.NewToken(), params.ProbeTimeout, params.CooldownBase,
+		params.Jitter)
+	res, err := s.script(ctx, allowScript, keys(name), args)
 	if err != nil {
 		if s.failed(ctx, err) {
 			return s.memoryAllow(name, worker), nil
@@ -243,13 +258,13 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 		defer release()
 	}
 	params := ParamsOf(p, s.o.Rand())
-	args := append(s.common(name, req.GetWorkerId(), p), string(c.Evidence),
+	args := append(s.common(name, req.GetWorkerId(), p, 16), string(c.Evidence),
 		c.Ticket.Gen, c.Ticket.Lease, c.RetryAfter, c.Last,
 		params.Rule.Threshold, params.Rule.MinWorkers, params.Rule.RateLimitTrips,
-		params.CooldownBase, params.CooldownCap, strconv.FormatFloat(params.Jitter, 'g', -1, 64),
+		params.CooldownBase, params.CooldownCap, params.Jitter,
 		boolArg(c.CredentialWorked), params.PauseTTL,
-		params.WindowMs, strconv.FormatFloat(params.FailureRate, 'g', -1, 64), params.MinCalls)
-	res, err := run(ctx, s.rdb, recordScript, keys(name), args...)
+		params.WindowMs, params.FailureRate, params.MinCalls)
+	res, err := s.script(ctx, recordScript, keys(name), args)
 	if err != nil {
 		if s.failed(ctx, err) {
 			return s.memoryRecord(req, c), nil
@@ -339,7 +354,7 @@ func (s *Store) Force(ctx context.Context, breaker string, mode pb.ForceMode, re
 		return nil, fmt.Errorf("store: force %q: unknown mode %v", breaker, mode)
 	}
 	p := s.Policy(breaker)
-	args := append(s.common(breaker, operator, p), m, reason, ttl.Milliseconds())
+	args := append(s.common(breaker, operator, p, 3), m, reason, ttl.Milliseconds())
 	res, err := run(ctx, s.rdb, forceScript, keys(breaker), args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: force %q: %w", breaker, err)
@@ -378,7 +393,7 @@ func (s *Store) BatchGet(ctx context.Context, breakers []string) ([]*pb.BreakerS
 		cmds := make([]*redis.Cmd, len(breakers))
 		_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 			for i, b := range breakers {
-				cmds[i] = eval(pipe, keys(b), append(s.common(b, "", policies[i]), windowMs(policies[i]))...)
+				cmds[i] = eval(pipe, keys(b), append(s.common(b, "", policies[i], 1), windowMs(policies[i]))...)
 			}
 			return nil
 		})

@@ -1,0 +1,106 @@
+package store
+
+import (
+	"context"
+	"errors"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// coalescer sends the scripts of concurrent Allow and Record calls to
+// Redis in shared pipelines, through go-redis's automatic pipelining (the
+// deferred face, AsyncAutoPipeline, v9.22+): a call is queued, the
+// flusher writes every call queued so far as one pipeline, and while that
+// pipeline is out the next calls queue behind it, so under load each round
+// trip carries many scripts and a lone call still goes out at once. It
+// costs the daemon and Redis one write and one read per batch instead of
+// per call; Redis runs the same commands.
+//
+// What each call keeps, as on a plain round trip:
+//   - its own reply or error: a script error, a NOSCRIPT, a LOADING reply
+//     fail only the call they belong to; a lost connection fails every
+//     call of the batch with the same network error, which the outage
+//     detection (failed) reads as before;
+//   - its deadline: the caller stops waiting when its context ends
+//     (go-redis does not cancel a command already queued, so the script
+//     may still run, as it may on a plain round trip cut short);
+//   - EVALSHA with EVAL on NOSCRIPT: the EVAL runs on the plain client
+//     (and loads the script again).
+//
+// Only a standalone client (or a Sentinel-backed failover client) is
+// coalesced; a Redis Cluster client sends each call on its own (its
+// per-node automatic pipelining is not tested here).
+type coalescer struct {
+	rdb redis.UniversalClient
+	ap  *redis.AutoPipeliner
+	// queued, when set (tests only), is called once a call is queued.
+	queued func()
+}
+
+// pipelineOptions are go-redis's defaults for the deferred face, spelled
+// out: batches of up to 200 commands, one batch in flight at a time (the
+// next batch gathers while it is out), no added wait before a flush.
+func pipelineOptions() *redis.AutoPipelineOptions {
+	return &redis.AutoPipelineOptions{MaxBatchSize: 200, MaxConcurrentBatches: 1}
+}
+
+// newCoalescer returns a coalescer on rdb, or nil when rdb is not a
+// standalone client or go-redis refuses (a client already closed): the
+// store then sends each call on its own round trip.
+func newCoalescer(rdb redis.UniversalClient) *coalescer {
+	c, ok := rdb.(*redis.Client)
+	if !ok {
+		return nil
+	}
+	ap, err := c.AsyncAutoPipelineWithOptions(pipelineOptions())
+	if err != nil {
+		return nil
+	}
+	return &coalescer{rdb: rdb, ap: ap}
+}
+
+// run executes sc like the package's run, its EVALSHA coalesced with
+// other calls'.
+func (c *coalescer) run(ctx context.Context, sc script, keys []string, args []any) ([]any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	argv := make([]any, 0, 3+len(keys)+len(args))
+	argv = append(argv, "evalsha", sc.Hash(), len(keys))
+	for _, k := range keys {
+		argv = append(argv, k)
+	}
+	argv = append(argv, args...)
+	cmd := redis.NewCmd(ctx, argv...)
+	f := c.ap.Submit(ctx, cmd)
+	if c.queued != nil {
+		c.queued()
+	}
+	if err := f.WaitContext(ctx); err != nil {
+		if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+			return nil, err
+		}
+		if redis.HasErrorPrefix(err, "NOSCRIPT") {
+			res, err := sc.Eval(ctx, c.rdb, keys, args...).Slice()
+			if err != nil {
+				return nil, scriptError(sc, err)
+			}
+			return res, nil
+		}
+		return nil, scriptError(sc, err)
+	}
+	res, err := cmd.Slice()
+	if err != nil {
+		return nil, scriptError(sc, err)
+	}
+	return res, nil
+}
+
+// script runs sc for a decision (Allow, Record): coalesced unless
+// Options.Unpipelined.
+func (s *Store) script(ctx context.Context, sc script, keys []string, args []any) ([]any, error) {
+	if s.pipe == nil {
+		return run(ctx, s.rdb, sc, keys, args...)
+	}
+	return s.pipe.run(ctx, sc, keys, args)
+}
