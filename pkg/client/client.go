@@ -417,7 +417,9 @@ func (p *Permit) Allowed() bool {
 // Allow asks whether a call to breaker may go out. A denial is a Permit
 // with Allowed() false, not an error. In order: the name and worker id are
 // checked as breakerd checks them (limits.Name); a cached denial (with
-// WithOpenCache) answers with no round trip; while breakerd is known to be
+// WithOpenCache) answers with no round trip; with WithFastMode, the view
+// answers a closed circuit, or one known to deny, with no round trip
+// (Permit.Cached); while breakerd is known to be
 // unreachable, the fallback answers at once; otherwise breakerd is asked,
 // and if it does not answer within the Allow budget, or cannot be reached,
 // the fallback answers this call (Permit.Degraded) while the client stays
@@ -722,7 +724,11 @@ type Result struct {
 }
 
 // Record reports the result of the call p admitted. A degraded permit's
-// result goes to the local fallback breaker (no round trip). Durations go
+// result goes to the local fallback breaker (no round trip). With
+// WithFastMode it returns at once: the outcome is queued for a background
+// RecordBatch, or not sent (a success on a breaker the view shows closed
+// with no failure run; a success when the queue is full), and the
+// response's Note says which; Flush waits for the queue. Durations go
 // out clamped to what breakerd accepts (0 to 7 days, limits.MaxDurationMs),
 // keeping whether the Retry-After exceeds the deadline. When breakerd
 // cannot be reached the result goes to the local breaker too (and counts

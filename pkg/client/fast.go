@@ -44,6 +44,12 @@ import (
 // kept: the trip they lead to bounds them).
 const FastQueueLimit = 4096
 
+// pausedRecheck is how long a fast client denies a paused breaker from
+// its view before asking breakerd again: a pause lapses (pause_ttl) only
+// when a script runs on the breaker, and a fast fleet would otherwise run
+// none.
+const pausedRecheck = 5 * time.Second
+
 // entry is the view of one breaker at the moment it was learned. Entries
 // are immutable: an update stores a new one.
 type entry struct {
@@ -164,7 +170,7 @@ func entryOf(s *pb.BreakerState, worker string, d pb.Decision, retry time.Durati
 		e.decision, e.until = pb.Decision_DECISION_DENIED_FORCED_OPEN, at(s.GetForcedUntilMs())
 		e.reason = s.GetBreaker() + " forced open by an operator: " + s.GetReason()
 	case pb.State_STATE_PAUSED:
-		e.decision = pb.Decision_DECISION_DENIED_PAUSED
+		e.decision, e.until = pb.Decision_DECISION_DENIED_PAUSED, now.Add(pausedRecheck)
 	}
 	if d != pb.Decision_DECISION_ALLOWED && d != pb.Decision_DECISION_PROBE && d != pb.Decision_DECISION_UNSPECIFIED && retry > 0 && e.until.IsZero() {
 		e.decision, e.until = d, now.Add(retry)
@@ -266,6 +272,17 @@ func (c *Client) onEvent(e *pb.Event) {
 		return
 	}
 	n := &entry{state: e.GetTo(), gen: e.GetGeneration(), reason: e.GetReason()}
+	// The snapshot a denial carries, as far as the event says; the
+	// alternatives come from the policy, unchanged by a transition.
+	n.st = &pb.BreakerState{Breaker: name, State: e.GetTo(), Generation: e.GetGeneration(), Failures: e.GetFailures(),
+		DistinctWorkers: e.GetDistinctWorkers(), CooldownMs: e.GetCooldownMs(), Reason: e.GetReason()}
+	if old := c.view.get(name); old != nil {
+		n.st.Alternatives = old.st.GetAlternatives()
+	}
+	if n.state == pb.State_STATE_OPEN {
+		n.st.OpenedAtMs, n.st.NextProbeAtMs, n.st.AsOfMs = e.GetAtMs(), e.GetAtMs()+e.GetCooldownMs(), e.GetAtMs()
+	}
+	refresh := false
 	switch n.state {
 	case pb.State_STATE_OPEN:
 		n.decision, n.until = pb.Decision_DECISION_DENIED_OPEN, now.Add(time.Duration(e.GetCooldownMs())*time.Millisecond)
@@ -275,17 +292,22 @@ func (c *Client) onEvent(e *pb.Event) {
 		// Denied until an event says otherwise; the end (a force TTL, the
 		// pause's) is in the snapshot: fetch it, since it lapses only when a
 		// script runs and a fast client would otherwise never run one.
-		n.decision = map[pb.State]pb.Decision{pb.State_STATE_FORCED_OPEN: pb.Decision_DECISION_DENIED_FORCED_OPEN,
-			pb.State_STATE_PAUSED: pb.Decision_DECISION_DENIED_PAUSED}[n.state]
+		n.decision = pb.Decision_DECISION_DENIED_FORCED_OPEN
+		if n.state == pb.State_STATE_PAUSED {
+			n.decision, n.until = pb.Decision_DECISION_DENIED_PAUSED, now.Add(pausedRecheck)
+		}
 		if n.state == pb.State_STATE_FORCED_OPEN {
 			n.reason = name + " forced open by an operator: " + e.GetReason()
 		}
-		c.goRefresh(name)
+		refresh = true
 	case pb.State_STATE_FORCED_CLOSED, pb.State_STATE_HALF_OPEN:
 	default:
 		n = nil
 	}
 	c.view.set(name, n)
+	if refresh {
+		c.goRefresh(name)
+	}
 }
 
 // goRefresh reads name's snapshot in the background into the view.
