@@ -119,6 +119,7 @@ type target struct {
 	daemonA pb.BreakerServiceClient // breakerd
 	clients []*client.Client        // pkg/client on daemonA's connection, one per worker
 	fast    []*client.Client        // the same in fast mode (client.WithFastMode)
+	twin    bool                    // the wire pass's twin (its Redis behind the counting proxy)
 	noop    pb.BreakerServiceClient
 	ceiling pb.BreakerServiceClient
 	peerRDB *redis.Client
@@ -507,6 +508,7 @@ func run(ctx context.Context, o Options, w io.Writer) (map[string]row, error) {
 	if err != nil {
 		return nil, err
 	}
+	e.wire.twin = true
 
 	fmt.Fprintf(w, "breakerbench: redis %s at %s (%s), %d callers, %d rounds of %s per scenario (at most %d calls), %d breakers spread\n",
 		version, redisAddr, map[bool]string{true: "started by the bench", false: "given; commands per op count every client of it"}[owned],

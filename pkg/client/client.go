@@ -364,9 +364,12 @@ type Stats struct {
 	// Fast mode only (WithFastMode): SuccessesSkipped counts the
 	// successes not sent because the view showed their breaker closed with
 	// no failure run; SuccessesDropped those dropped because the queue was
-	// full; OutcomesSent those breakerd acknowledged, in Batches RecordBatch
-	// calls; Resyncs the view's resyncs (one per Watch (re)connect).
-	SuccessesSkipped, SuccessesDropped, OutcomesSent, Batches, Resyncs int64
+	// full; StaleNotSent the outcomes not sent because their breaker had
+	// moved past their ticket's generation (breakerd would not count them:
+	// a failure storm's queue after the trip); OutcomesSent those breakerd
+	// acknowledged, in Batches RecordBatch calls; Resyncs the view's
+	// resyncs (one per Watch (re)connect).
+	SuccessesSkipped, SuccessesDropped, StaleNotSent, OutcomesSent, Batches, Resyncs int64
 }
 
 // Stats returns the client's counters.
@@ -374,7 +377,7 @@ func (c *Client) Stats() Stats {
 	st := Stats{BudgetMisses: c.stats.budgetMisses.Load(), LateAnswers: c.stats.lateAnswers.Load(),
 		ProbesReleased: c.stats.probesReleased.Load(), Outages: c.stats.outages.Load()}
 	if c.out != nil {
-		st.SuccessesSkipped, st.SuccessesDropped = c.out.skipped.Load(), c.out.dropped.Load()
+		st.SuccessesSkipped, st.SuccessesDropped, st.StaleNotSent = c.out.skipped.Load(), c.out.dropped.Load(), c.out.stale.Load()
 		st.OutcomesSent, st.Batches, st.Resyncs = c.out.sent.Load(), c.out.batches.Load(), c.view.syncs.Load()
 	}
 	return st

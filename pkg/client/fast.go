@@ -448,6 +448,7 @@ type sender struct {
 	idle    *sync.Cond
 	dropped atomic.Int64
 	skipped atomic.Int64
+	stale   atomic.Int64
 	sent    atomic.Int64
 	batches atomic.Int64
 }
@@ -540,11 +541,21 @@ func (c *Client) sendOnce() bool {
 		s.mu.Unlock()
 		return false
 	}
-	batch := make([]queued, n)
-	copy(batch, s.q)
+	batch := make([]queued, 0, n)
+	for _, q := range s.q[:n] {
+		if c.stale(q) {
+			s.stale.Add(1)
+			continue
+		}
+		batch = append(batch, q)
+	}
 	s.q = append(s.q[:0], s.q[n:]...)
-	s.busy = n
+	s.busy = len(batch)
 	s.mu.Unlock()
+	if len(batch) == 0 {
+		return true
+	}
+	n = len(batch)
 
 	reqs := make([]*pb.RecordRequest, n)
 	vers := make([]uint64, n)
@@ -589,6 +600,23 @@ func (c *Client) sendOnce() bool {
 	}
 	s.mu.Unlock()
 	return more
+}
+
+// stale reports whether breakerd would surely not count q, so it need
+// not be sent: its breaker has moved past the ticket's generation in the
+// view (a trip, a Force, a probe's verdict). Kept: probe outcomes, and the
+// outcomes that act whatever the generation (a 429's Retry-After may push
+// an open breaker's next probe later; 401 and 402 raise alerts).
+func (c *Client) stale(q queued) bool {
+	switch q.req.GetOutcome() {
+	case pb.Outcome_OUTCOME_RATE_LIMITED, pb.Outcome_OUTCOME_UNAUTHENTICATED, pb.Outcome_OUTCOME_QUOTA_EXHAUSTED:
+		return false
+	}
+	if q.probe {
+		return false
+	}
+	e := c.view.get(q.req.GetBreaker())
+	return e != nil && e.gen > q.req.GetTicket().GetGeneration()
 }
 
 // Flush waits until every outcome queued in fast mode has been sent (or

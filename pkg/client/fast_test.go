@@ -339,3 +339,29 @@ func BenchmarkFastAllow(b *testing.B) {
 		b.Fatalf("%d Allow RPCs during the benchmark, want 0", got)
 	}
 }
+
+func TestFastOutcomesPastTheirGenerationAreNotSent(t *testing.T) {
+	f := &blockingBatches{release: make(chan struct{})}
+	close(f.release)
+	c := dial(t, serveFake(t, f), "w1", WithFastMode())
+	ctx := context.Background()
+	// The view has seen the breaker trip past generation 3 (a storm's
+	// queued failures, once the trip is known).
+	c.view.set("b", &entry{state: pb.State_STATE_OPEN, gen: 4, decision: pb.Decision_DECISION_DENIED_OPEN})
+	old := &Permit{Breaker: "b", Decision: pb.Decision_DECISION_ALLOWED, Ticket: &pb.Ticket{Generation: 3}}
+	for range 10 {
+		if _, err := c.Record(ctx, old, Result{Outcome: pb.Outcome_OUTCOME_TIMEOUT}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A 429 acts whatever the generation (it may push the next probe).
+	if _, err := c.Record(ctx, old, Result{Outcome: pb.Outcome_OUTCOME_RATE_LIMITED, RetryAfter: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, st := f.failures.Load(), c.Stats(); got != 1 || st.StaleNotSent != 10 {
+		t.Errorf("breakerd got %d outcomes, %d not sent as stale; want 1 (the 429) and 10", got, st.StaleNotSent)
+	}
+}
