@@ -95,6 +95,9 @@ type Client struct {
 	view   *view      // nil without WithFastMode
 	out    *sender    // nil without WithFastMode
 	local  *localBreaker
+	// badWorker is the InvalidArgument for a worker id breakerd would
+	// refuse, checked once (nil when it is valid).
+	badWorker error
 
 	down     atomic.Bool  // answering from the local fallback
 	answered atomic.Bool  // breakerd has answered at least once
@@ -289,6 +292,9 @@ func newClient(conn grpc.ClientConnInterface, o options) *Client {
 		o:      o,
 		local:  newLocalBreaker(o.local, o.clock.Now),
 	}
+	if err := limits.Name("worker_id", o.worker); err != nil {
+		c.badWorker = status.Error(codes.InvalidArgument, err.Error())
+	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if o.fast {
 		c.view, c.out = newView(), newSender()
@@ -430,16 +436,17 @@ func (p *Permit) Allowed() bool {
 // worker id), the caller's context ending, and any error breakerd returns
 // about the request (PermissionDenied, Unauthenticated, Internal...).
 func (c *Client) Allow(ctx context.Context, breaker string) (*Permit, error) {
+	if c.view != nil && c.badWorker == nil {
+		// A breaker in the view came from breakerd: its name is valid.
+		if p := c.fastAllow(breaker); p != nil {
+			return p, nil
+		}
+	}
 	if err := c.check(breaker); err != nil {
 		return nil, err
 	}
 	if c.cache != nil {
 		if p := c.cache.lookup(breaker, c.o.clock.Now()); p != nil {
-			return p, nil
-		}
-	}
-	if c.view != nil {
-		if p := c.fastAllow(breaker); p != nil {
 			return p, nil
 		}
 	}
@@ -522,10 +529,7 @@ func (c *Client) check(breaker string) error {
 	if err := limits.Name("breaker", breaker); err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
-	if err := limits.Name("worker_id", c.worker()); err != nil {
-		return status.Error(codes.InvalidArgument, err.Error())
-	}
-	return nil
+	return c.badWorker
 }
 
 // budget is how long the next call waits for breakerd's answer: the
