@@ -73,12 +73,26 @@ type view struct {
 	live    atomic.Bool
 	syncs   atomic.Int64 // resyncs completed
 
-	mu  sync.Mutex
-	ver map[string]uint64 // bumped by every event and resync of the name
-	all uint64            // bumped by every resync and stream break
+	mu sync.Mutex
+	// ver is bumped by every event about a name hashing to the slot, so a
+	// learn that raced it is dropped; fixed-size, so that events about
+	// breakers this client never uses cost no memory (a shared slot only
+	// drops a learn now and then: the next Allow asks again).
+	ver [4096]uint64
+	all uint64 // bumped by every resync and stream break
 }
 
-func newView() *view { return &view{ver: map[string]uint64{}} }
+func newView() *view { return &view{} }
+
+// slot is name's index in ver (FNV-1a).
+func slot(name string) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(name); i++ {
+		h ^= uint32(name[i])
+		h *= 16777619
+	}
+	return int(h % 4096)
+}
 
 func (v *view) get(name string) *entry {
 	e, ok := v.entries.Load(name)
@@ -92,14 +106,14 @@ func (v *view) get(name string) *entry {
 func (v *view) stamp(name string) (uint64, uint64) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return v.ver[name], v.all
+	return v.ver[slot(name)], v.all
 }
 
 // learn stores e for name if nothing about name was heard since stamp.
 func (v *view) learn(name string, e *entry, ver, all uint64) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.ver[name] != ver || v.all != all {
+	if v.ver[slot(name)] != ver || v.all != all {
 		return
 	}
 	v.entries.Store(name, e)
@@ -109,7 +123,7 @@ func (v *view) learn(name string, e *entry, ver, all uint64) {
 func (v *view) set(name string, e *entry) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.ver[name]++
+	v.ver[slot(name)]++
 	if e == nil {
 		v.entries.Delete(name)
 		return
@@ -121,7 +135,7 @@ func (v *view) set(name string, e *entry) {
 func (v *view) update(name string, fn func(old *entry) *entry) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.ver[name]++
+	v.ver[slot(name)]++
 	var old *entry
 	if e, ok := v.entries.Load(name); ok {
 		old = e.(*entry)
@@ -240,7 +254,10 @@ func (c *Client) fastLearn(p *Permit, ver, all uint64) {
 	c.view.learn(p.Breaker, entryOf(p.State, c.worker(), p.Decision, p.RetryAfter, c.o.clock.Now()), ver, all)
 }
 
-// onEvent applies one Watch event to the view.
+// onEvent applies one Watch event to the view. The view holds only the
+// breakers this client has asked about: an event about any other only
+// fences a learn in flight. (onEvent runs on the watch goroutine only, so
+// reading an entry and then setting it cannot race another event.)
 func (c *Client) onEvent(e *pb.Event) {
 	name := e.GetBreaker()
 	now := c.o.clock.Now()
@@ -248,11 +265,11 @@ func (c *Client) onEvent(e *pb.Event) {
 	case pb.EventKind_EVENT_KIND_RUN_STARTED, pb.EventKind_EVENT_KIND_RUN_ENDED:
 		run := e.GetKind() == pb.EventKind_EVENT_KIND_RUN_STARTED
 		c.view.update(name, func(old *entry) *entry {
-			if old != nil && old.gen > e.GetGeneration() {
-				return old // a later transition already told more
+			if old == nil || old.gen > e.GetGeneration() {
+				return old // not a breaker this client uses; or a later transition already told more
 			}
-			n := &entry{state: pb.State_STATE_CLOSED, gen: e.GetGeneration(), run: run}
-			if old != nil && old.gen == e.GetGeneration() && old.state == pb.State_STATE_CLOSED {
+			n := &entry{state: pb.State_STATE_CLOSED, gen: e.GetGeneration(), run: run, st: old.st}
+			if old.gen == e.GetGeneration() && old.state == pb.State_STATE_CLOSED {
 				cp := *old
 				cp.run = run
 				if !run && cp.decision == pb.Decision_DECISION_DENIED_SUSPECT_WORKER {
@@ -271,14 +288,17 @@ func (c *Client) onEvent(e *pb.Event) {
 		c.view.set(name, nil)
 		return
 	}
+	old := c.view.get(name)
+	if old == nil {
+		c.view.set(name, nil) // not a breaker this client uses: only fence a learn in flight
+		return
+	}
 	n := &entry{state: e.GetTo(), gen: e.GetGeneration(), reason: e.GetReason()}
 	// The snapshot a denial carries, as far as the event says; the
 	// alternatives come from the policy, unchanged by a transition.
 	n.st = &pb.BreakerState{Breaker: name, State: e.GetTo(), Generation: e.GetGeneration(), Failures: e.GetFailures(),
 		DistinctWorkers: e.GetDistinctWorkers(), CooldownMs: e.GetCooldownMs(), Reason: e.GetReason()}
-	if old := c.view.get(name); old != nil {
-		n.st.Alternatives = old.st.GetAlternatives()
-	}
+	n.st.Alternatives = old.st.GetAlternatives()
 	if n.state == pb.State_STATE_OPEN {
 		n.st.OpenedAtMs, n.st.NextProbeAtMs, n.st.AsOfMs = e.GetAtMs(), e.GetAtMs()+e.GetCooldownMs(), e.GetAtMs()
 	}
@@ -414,7 +434,7 @@ func (c *Client) resync(ctx context.Context) error {
 		all := c.view.all
 		vers := make([]uint64, len(chunk))
 		for i, b := range chunk {
-			vers[i] = c.view.ver[b]
+			vers[i] = c.view.ver[slot(b)]
 		}
 		c.view.mu.Unlock()
 		lctx, cancel := context.WithTimeout(ctx, c.o.listTimeout)
@@ -564,7 +584,7 @@ func (c *Client) sendOnce() bool {
 	all = c.view.all
 	for i, q := range batch {
 		reqs[i] = q.req
-		vers[i] = c.view.ver[q.req.GetBreaker()]
+		vers[i] = c.view.ver[slot(q.req.GetBreaker())]
 	}
 	c.view.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), c.o.recordTimeout)
