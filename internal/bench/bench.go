@@ -537,6 +537,15 @@ func run(ctx context.Context, o Options, w io.Writer) (map[string]row, error) {
 		drive(ctx, 1, time.Minute, 5, wireOps[i])
 	}
 
+	// Fast clients send outcomes in the background: let the warm-up's
+	// reach Redis before anything is counted.
+	for _, t := range []*target{e.main, e.wire} {
+		for _, cl := range t.fast {
+			if err := cl.Flush(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
 	// Round trips per op: a sequential pass through the counting proxy.
 	wireRT := make([]float64, len(run))
 	for i := range run {
