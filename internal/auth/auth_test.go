@@ -148,6 +148,12 @@ func TestTokensAndRoles(t *testing.T) {
 			wantCode(t, "pool-a Allow as "+spoof, err, codes.PermissionDenied, `worker_id: token "pool-a" may not act as worker "`+spoof+`"`)
 			_, err = pool.Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: spoof, Ticket: &pb.Ticket{}, Outcome: pb.Outcome_OUTCOME_TIMEOUT})
 			wantCode(t, "pool-a Record as "+spoof, err, codes.PermissionDenied, "worker_id:")
+			// A batch is checked record by record: one spoofed record
+			// refuses it all, the honest one included.
+			_, err = pool.RecordBatch(ctx, &pb.RecordBatchRequest{Records: []*pb.RecordRequest{
+				{Breaker: name, WorkerId: "w1", Ticket: &pb.Ticket{}, Outcome: pb.Outcome_OUTCOME_TIMEOUT},
+				{Breaker: name, WorkerId: spoof, Ticket: &pb.Ticket{}, Outcome: pb.Outcome_OUTCOME_TIMEOUT}}})
+			wantCode(t, "pool-a RecordBatch with a record as "+spoof, err, codes.PermissionDenied, "records[1].worker_id:")
 		}
 		st, _ := d.Store.Get(ctx, name)
 		if st.State != pb.State_STATE_CLOSED || st.Failures != 2 || st.DistinctWorkers != 2 {

@@ -23,7 +23,7 @@ const servicePrefix = "/" + "breakerd.v1.BreakerService" + "/"
 // workerMethods are the breakerd.v1 methods a worker token may call. Every
 // other breakerd.v1 method (Force, and any added later) needs an operator.
 var workerMethods = map[string]bool{
-	"Allow": true, "Record": true, "Get": true, "BatchGet": true, "List": true, "Watch": true,
+	"Allow": true, "Record": true, "RecordBatch": true, "Get": true, "BatchGet": true, "List": true, "Watch": true,
 	// Events: the logged form of what Watch streams live (issue 17's
 	// decision: a worker sees the same of its breakers either way).
 	"Events": true,
@@ -233,6 +233,17 @@ func (a *Authenticator) unary(ctx context.Context, req any, info *grpc.UnaryServ
 	}
 	if err := checkBreakers(id, req); err != nil {
 		return nil, err
+	}
+	// A batch is checked record by record, as that many Records would be.
+	if r, isB := req.(*pb.RecordBatchRequest); isB {
+		for i, rec := range r.GetRecords() {
+			if !id.MayActAs(rec.GetWorkerId()) {
+				return nil, status.Errorf(codes.PermissionDenied, "records[%d].worker_id: token %q may not act as worker %s", i, id.Name, quote(rec.GetWorkerId()))
+			}
+			if err := checkBreakers(id, rec); err != nil {
+				return nil, status.Errorf(codes.PermissionDenied, "records[%d].%s", i, status.Convert(err).Message())
+			}
+		}
 	}
 	// A Force is recorded under the token's name, whatever the request says.
 	if r, isF := req.(*pb.ForceRequest); isF {

@@ -118,6 +118,8 @@ func (o Options) Validate() error {
 type target struct {
 	daemonA pb.BreakerServiceClient // breakerd
 	clients []*client.Client        // pkg/client on daemonA's connection, one per worker
+	fast    []*client.Client        // the same in fast mode (client.WithFastMode)
+	twin    bool                    // the wire pass's twin (its Redis behind the counting proxy)
 	noop    pb.BreakerServiceClient
 	ceiling pb.BreakerServiceClient
 	peerRDB *redis.Client
@@ -248,7 +250,7 @@ func forceOpen(ctx context.Context, t *target) error {
 }
 
 func scenarios() []scenario {
-	return []scenario{
+	return append([]scenario{
 		{"noop", "RPCs", ServeNoop, func(_ context.Context, t *target, _ Options) (opFunc, error) {
 			return func(ctx context.Context, c, i int) error {
 				_, err := t.noop.Allow(ctx, &pb.AllowRequest{Breaker: "noop", WorkerId: workerID(c)})
@@ -310,7 +312,7 @@ func scenarios() []scenario {
 		{"peer-1", "Executes", "", func(ctx context.Context, t *target, o Options) (opFunc, error) {
 			return t.peerOp(o, 1)
 		}},
-	}
+	}, fastScenarios()...)
 }
 
 // peerOp gives each caller its own store and breaker instances (each
@@ -436,6 +438,9 @@ func (e *env) newTarget(ctx context.Context, redisAddr, prefix, exe string) (*ta
 		cl := client.New(dc, client.WithWorkerID(workerID(w)), client.WithAllowBudget(10*time.Second))
 		e.closers = append(e.closers, func() { _ = cl.Close() })
 		t.clients = append(t.clients, cl)
+		fc := client.New(dc, client.WithWorkerID(workerID(w)), client.WithAllowBudget(10*time.Second), client.WithFastMode())
+		e.closers = append(e.closers, func() { _ = fc.Close() })
+		t.fast = append(t.fast, fc)
 	}
 	nc, err := e.dial(addrs[ServeNoop])
 	if err != nil {
@@ -503,11 +508,12 @@ func run(ctx context.Context, o Options, w io.Writer) (map[string]row, error) {
 	if err != nil {
 		return nil, err
 	}
+	e.wire.twin = true
 
 	fmt.Fprintf(w, "breakerbench: redis %s at %s (%s), %d callers, %d rounds of %s per scenario (at most %d calls), %d breakers spread\n",
 		version, redisAddr, map[bool]string{true: "started by the bench", false: "given; commands per op count every client of it"}[owned],
 		o.Callers, o.Rounds, o.Duration, o.MaxCalls, o.Breakers)
-	fmt.Fprintln(w, "breakerd: strict mode (every Allow and Record is an RPC); no fast mode exists yet")
+	fmt.Fprintln(w, "breakerd: strict mode (every Allow and Record is an RPC) in *-raw and *-client, fast mode (client.WithFastMode) in *-fast")
 	fmt.Fprintln(w, PeerNote)
 
 	all := scenarios()
@@ -531,6 +537,15 @@ func run(ctx context.Context, o Options, w io.Writer) (map[string]row, error) {
 		drive(ctx, 1, time.Minute, 5, wireOps[i])
 	}
 
+	// Fast clients send outcomes in the background: let the warm-up's
+	// reach Redis before anything is counted.
+	for _, t := range []*target{e.main, e.wire} {
+		for _, cl := range t.fast {
+			if err := cl.Flush(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
 	// Round trips per op: a sequential pass through the counting proxy.
 	wireRT := make([]float64, len(run))
 	for i := range run {
@@ -543,6 +558,8 @@ func run(ctx context.Context, o Options, w io.Writer) (map[string]row, error) {
 
 	samples := make([][]sample, len(run)) // [scenario][round]
 	var trips [][]time.Duration           // [round][trip]
+	var fastTrips []fastTrip
+	var storms []stormResult
 	for r := 0; r < o.Rounds; r++ {
 		for k := range run {
 			i := (k + r) % len(run) // rotate the order so no scenario always runs first
@@ -579,10 +596,29 @@ func run(ctx context.Context, o Options, w io.Writer) (map[string]row, error) {
 			}
 			trips = append(trips, ts)
 		}
+		if o.Trips > 0 && selected(o.Only, "trip-fast") {
+			ts, err := e.fastPropagation(ctx, o, r)
+			if err != nil {
+				return nil, err
+			}
+			fastTrips = append(fastTrips, ts...)
+		}
+		if selected(o.Only, "storm-fast") {
+			st, err := e.storm(ctx, o, r, min(50, o.Breakers))
+			if err != nil {
+				return nil, err
+			}
+			storms = append(storms, st)
+		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 	}
+	fastRows := map[string]row{}
+	for i, s := range run {
+		fastRows[s.name] = summarize(s, samples[i], wireRT[i])
+	}
+	fastReport(w, o, fastRows, fastTrips, storms)
 	return report(w, o, run, samples, wireRT, trips), nil
 }
 

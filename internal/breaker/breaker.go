@@ -138,6 +138,52 @@ type Result struct {
 	// Windowed says the call wrote the failure-rate window (window mode;
 	// the script rewrote brk:{name}:win and reset its TTL to one window).
 	Windowed bool
+	// Notice is a Record's run notice, NoticeNone when it has none: the
+	// scripts PUBLISH it on the events channel (live only, never in the
+	// durable log) so that fast-mode clients learn within milliseconds
+	// whether a success on the breaker would change anything (RunOpen).
+	Notice Notice
+}
+
+// Notice is a non-durable notice a Record publishes: pub/sub only, never
+// appended to the breaker's event stream.
+type Notice string
+
+// The notices.
+const (
+	NoticeNone Notice = ""
+	// NoticeRunStarted: a closed breaker's failure run started (RunOpen
+	// went false to true with no transition): a success there now resets
+	// something, so fast clients must send their successes.
+	NoticeRunStarted Notice = "run_started"
+	// NoticeRunEnded: a success ended a closed breaker's failure run (RunOpen
+	// went true to false with no transition): a success there changes
+	// nothing again.
+	NoticeRunEnded Notice = "run_ended"
+)
+
+// RunOpen reports whether a success on s would change it: a closed
+// breaker (automatic or pinned closed) with a failure run in progress, a
+// run of 429s, or a suspect worker. (A closed breaker with pause votes
+// always has a suspect, and worker sets are empty without failures.)
+func (s State) RunOpen() bool {
+	return s.phase() == Closed && (s.Fails > 0 || s.RL > 0 || s.Suspect != "")
+}
+
+// runNotice is the notice a Record that moved before to after publishes:
+// one only when the breaker stayed closed at the same generation (a
+// transition is an event of its own) and RunOpen changed.
+func runNotice(before, after State) Notice {
+	if before.Gen != after.Gen || before.phase() != Closed || after.phase() != Closed {
+		return NoticeNone
+	}
+	switch was, is := before.RunOpen(), after.RunOpen(); {
+	case !was && is:
+		return NoticeRunStarted
+	case was && !is:
+		return NoticeRunEnded
+	}
+	return NoticeNone
 }
 
 // Event is a transition or an alert, as the scripts append it to the
@@ -179,7 +225,9 @@ func Apply(p Params, s State, c Call, now int64) (State, Result, []Event) {
 	case OpAllow:
 		st.allow()
 	case OpRecord:
+		before := st.s
 		st.record()
+		st.res.Notice = runNotice(before, st.s)
 	case OpForce:
 		st.force()
 	}

@@ -65,7 +65,8 @@ func (h *Hub) SetLimits(l Limits) {
 }
 
 // Observe adds fn to be called, on Run's goroutine, with every event the
-// hub hears, before subscribers get it (metrics and logs). fn must not
+// hub hears (run notices, store.IsNotice, excepted), before subscribers
+// get it (metrics and logs). fn must not
 // block. Call Observe before Run.
 func (h *Hub) Observe(fn func(*pb.Event)) {
 	h.mu.Lock()
@@ -272,11 +273,13 @@ func (h *Hub) Run(ctx context.Context, ready chan<- struct{}) error {
 				h.log.Warn("events: dropping undecodable event", "err", err)
 				continue
 			}
-			h.mu.Lock()
-			obs := h.observers
-			h.mu.Unlock()
-			for _, fn := range obs {
-				fn(e)
+			if !store.IsNotice(e) { // a run notice is no transition: only watchers get it
+				h.mu.Lock()
+				obs := h.observers
+				h.mu.Unlock()
+				for _, fn := range obs {
+					fn(e)
+				}
 			}
 			h.publish(e)
 		}

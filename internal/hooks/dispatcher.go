@@ -256,7 +256,7 @@ func (d *Dispatcher) Run(ctx context.Context, ready chan<- struct{}) error {
 			if !ok {
 				return errors.New("hooks: subscription closed")
 			}
-			if e, err := store.DecodeEvent([]byte(m.Payload)); err == nil && e.GetBreaker() != "" {
+			if e, err := store.DecodeEvent([]byte(m.Payload)); err == nil && e.GetBreaker() != "" && !store.IsNotice(e) {
 				d.mark([]string{e.GetBreaker()}, false)
 			}
 		}

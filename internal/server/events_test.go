@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,6 +52,69 @@ func TestEventsRPCReadsTheLogFromAnyDaemon(t *testing.T) {
 		}
 		if n := b.RoundTrips(); n != 0 {
 			t.Errorf("invalid Events requests made %d Redis round trips, want 0", n)
+		}
+	})
+}
+
+// TestWatchRunNoticesOnlyWhenAsked: a closed breaker's first failure
+// publishes run_started (no id: it is not logged) and a success that ends
+// the run run_ended; a Watch that did not ask for them sees neither, only
+// the transitions.
+func TestWatchRunNoticesOnlyWhenAsked(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := daemontest.Start(t, b, store.Options{})
+		api := dial(t, d, "w1").API()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		name := b.Breaker("search")
+		with, err := api.Watch(ctx, &pb.WatchRequest{Breakers: []string{name}, RunNotices: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		without, err := api.Watch(ctx, &pb.WatchRequest{Breakers: []string{name}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []pb.BreakerService_WatchClient{with, without} {
+			if _, err := s.Header(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rec := func(o pb.Outcome) {
+			if _, err := api.Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: "w1", Ticket: &pb.Ticket{}, Outcome: o}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rec(pb.Outcome_OUTCOME_TIMEOUT) // run_started
+		rec(pb.Outcome_OUTCOME_TIMEOUT) // the run goes on: nothing
+		rec(pb.Outcome_OUTCOME_SUCCESS) // run_ended
+		rec(pb.Outcome_OUTCOME_SUCCESS) // nothing to end: nothing
+		if _, err := api.Force(ctx, &pb.ForceRequest{Breaker: name, Mode: pb.ForceMode_FORCE_MODE_OPEN, Reason: "drill"}); err != nil {
+			t.Fatal(err)
+		}
+		kinds := func(s pb.BreakerService_WatchClient) []pb.EventKind {
+			var out []pb.EventKind
+			for {
+				m, err := s.Recv()
+				if err != nil {
+					t.Fatal(err)
+				}
+				e := m.GetEvent()
+				if store.IsNotice(e) != (e.GetId() == "") || e.GetBreaker() != name {
+					t.Errorf("event %v: a notice has no id, an event one", e)
+				}
+				out = append(out, e.GetKind())
+				if e.GetKind() == pb.EventKind_EVENT_KIND_FORCED {
+					return out
+				}
+			}
+		}
+		want := []pb.EventKind{pb.EventKind_EVENT_KIND_RUN_STARTED, pb.EventKind_EVENT_KIND_RUN_ENDED, pb.EventKind_EVENT_KIND_FORCED}
+		if got := kinds(with); !slices.Equal(got, want) {
+			t.Errorf("Watch with run_notices: %v, want %v", got, want)
+		}
+		if got := kinds(without); !slices.Equal(got, want[2:]) {
+			t.Errorf("Watch without run_notices: %v, want only %v", got, want[2:])
 		}
 	})
 }

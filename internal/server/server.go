@@ -125,43 +125,52 @@ func (s *Server) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 
 // Record implements BreakerService.Record.
 func (s *Server) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordResponse, error) {
-	if err := validName("breaker", req.GetBreaker()); err != nil {
+	if err := s.validRecord(ctx, req); err != nil {
 		return nil, err
+	}
+	res, err := s.store.Record(ctx, req)
+	return res, statusOf(ctx, err)
+}
+
+// validRecord checks a Record's request (making its message safe in
+// place) and charges its quotas: the InvalidArgument names the field.
+func (s *Server) validRecord(ctx context.Context, req *pb.RecordRequest) error {
+	if err := validName("breaker", req.GetBreaker()); err != nil {
+		return err
 	}
 	if err := validName("worker_id", req.GetWorkerId()); err != nil {
-		return nil, err
+		return err
 	}
 	if _, ok := pb.Outcome_name[int32(req.GetOutcome())]; !ok || req.GetOutcome() == pb.Outcome_OUTCOME_UNSPECIFIED {
-		return nil, invalid("outcome", "must be one of the defined outcomes, got %v", req.GetOutcome())
+		return invalid("outcome", "must be one of the defined outcomes, got %v", req.GetOutcome())
 	}
 	for _, f := range []struct {
 		name string
 		v    int64
 	}{{"retry_after_ms", req.GetRetryAfterMs()}, {"deadline_ms", req.GetDeadlineMs()}, {"latency_ms", req.GetLatencyMs()}} {
 		if f.v < 0 || f.v > maxDurationMs {
-			return nil, invalid(f.name, "must be between 0 and %d (7 days), got %d", maxDurationMs, f.v)
+			return invalid(f.name, "must be between 0 and %d (7 days), got %d", maxDurationMs, f.v)
 		}
 	}
 	t := req.GetTicket()
 	switch {
 	case t == nil:
-		return nil, invalid("ticket", "is required: pass the ticket Allow returned")
+		return invalid("ticket", "is required: pass the ticket Allow returned")
 	case t.GetGeneration() < 0:
-		return nil, invalid("ticket.generation", "must not be negative, got %d", t.GetGeneration())
+		return invalid("ticket.generation", "must not be negative, got %d", t.GetGeneration())
 	case len(t.GetLeaseToken()) > maxTokenBytes || !printable(t.GetLeaseToken()):
-		return nil, invalid("ticket.lease_token", "must be printable and at most %d bytes", maxTokenBytes)
+		return invalid("ticket.lease_token", "must be printable and at most %d bytes", maxTokenBytes)
 	}
 	// The message is free text from a tool's error: keep it, made safe for
 	// a one-line reason, rather than refuse the outcome it describes.
 	req.Message = oneLine(req.GetMessage(), maxMessageBytes)
 	if err := s.quotas.admitAlert(ctx, req.GetOutcome()); err != nil {
-		return nil, err
+		return err
 	}
 	if err := s.admit(ctx, req.GetBreaker()); err != nil {
-		return nil, err
+		return err
 	}
-	res, err := s.store.Record(ctx, req)
-	return res, statusOf(ctx, err)
+	return nil
 }
 
 // Get implements BreakerService.Get.
@@ -283,6 +292,9 @@ func (s *Server) Watch(req *pb.WatchRequest, stream grpc.ServerStreamingServer[p
 					return status.Error(codes.ResourceExhausted, err.Error()+"; resubscribe and resync from List")
 				}
 				return status.Error(codes.Unavailable, "breakerd is shutting down")
+			}
+			if !req.GetRunNotices() && store.IsNotice(e) {
+				continue
 			}
 			if err := stream.Send(&pb.WatchResponse{Event: e}); err != nil {
 				return err

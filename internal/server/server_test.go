@@ -426,3 +426,55 @@ func TestHealthAnswersForTheServerAndTheService(t *testing.T) {
 		t.Errorf("after Shutdown: Check(breakerd.v1.BreakerService) = %v, want NOT_SERVING", got)
 	}
 }
+
+func TestRecordBatchValidatesEveryRecordAndCountsEach(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := daemontest.Start(t, b, store.Options{})
+		api := dial(t, d, "w1").API()
+		ctx := context.Background()
+		name := b.Breaker("search")
+		rec := func(worker string, o pb.Outcome) *pb.RecordRequest {
+			return &pb.RecordRequest{Breaker: name, WorkerId: worker, Ticket: &pb.Ticket{}, Outcome: o}
+		}
+		for _, c := range []struct {
+			what string
+			req  *pb.RecordBatchRequest
+			want string
+		}{
+			{"empty", &pb.RecordBatchRequest{}, "records: must hold 1 to 1024"},
+			{"too many", &pb.RecordBatchRequest{Records: make([]*pb.RecordRequest, 1025)}, "records: must hold 1 to 1024"},
+			{"a bad outcome", &pb.RecordBatchRequest{Records: []*pb.RecordRequest{rec("w1", pb.Outcome_OUTCOME_TIMEOUT), rec("w2", 99)}}, "records[1].outcome:"},
+			{"no ticket", &pb.RecordBatchRequest{Records: []*pb.RecordRequest{{Breaker: name, WorkerId: "w1", Outcome: pb.Outcome_OUTCOME_TIMEOUT}}}, "records[0].ticket:"},
+			{"a bad name", &pb.RecordBatchRequest{Records: []*pb.RecordRequest{rec("w1", pb.Outcome_OUTCOME_TIMEOUT), {Breaker: "", WorkerId: "w1", Ticket: &pb.Ticket{}, Outcome: pb.Outcome_OUTCOME_TIMEOUT}}}, "records[1].breaker"},
+		} {
+			_, err := api.RecordBatch(ctx, c.req)
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), c.want) {
+				t.Errorf("RecordBatch with %s: %v, want InvalidArgument containing %q", c.what, err, c.want)
+			}
+		}
+		if st := state(t, d, name); st.GetFailures() != 0 {
+			t.Fatalf("after refused batches: %d failures, want 0 (a refused batch applies nothing)", st.GetFailures())
+		}
+		// One batch: each record counts as a Record would, in order.
+		res, err := api.RecordBatch(ctx, &pb.RecordBatchRequest{Records: []*pb.RecordRequest{
+			rec("w1", pb.Outcome_OUTCOME_TIMEOUT), rec("w2", pb.Outcome_OUTCOME_TIMEOUT), rec("w1", pb.Outcome_OUTCOME_NOT_FOUND)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.GetResults()) != 3 || !res.Results[0].GetCounted() || !res.Results[1].GetCounted() || res.Results[2].GetCounted() {
+			t.Fatalf("results %v, want counted, counted, not counted", res.GetResults())
+		}
+		if st := state(t, d, name); st.GetFailures() != 2 || st.GetDistinctWorkers() != 2 {
+			t.Errorf("after the batch: %d failures from %d workers, want 2 from 2", st.GetFailures(), st.GetDistinctWorkers())
+		}
+	})
+}
+
+func state(t *testing.T, d *daemontest.Daemon, name string) *pb.BreakerState {
+	t.Helper()
+	st, err := d.Store.Get(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/protobuf/testing/protocmp"
 	"pgregory.net/rapid"
 
@@ -176,6 +177,11 @@ type harness struct {
 	token atomic.Int64
 	seq   atomic.Int64
 	pol   atomic.Pointer[policy.Policy]
+	// feed is the events channel's live feed: run notices are compared
+	// there (they are never in the stream).
+	feed    <-chan *redis.Message
+	channel string
+	marks   atomic.Int64
 }
 
 func newHarness(t *testing.T, b *testredis.Backend) *harness {
@@ -192,7 +198,42 @@ func newHarness(t *testing.T, b *testredis.Backend) *harness {
 	if err := h.st.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	h.channel = b.Prefix + "events"
+	ps := b.Client.Subscribe(context.Background(), h.channel)
+	t.Cleanup(func() { _ = ps.Close() })
+	if _, err := ps.Receive(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.feed = ps.Channel()
 	return h
+}
+
+// notices returns the run notices published for name since the last call:
+// it publishes a marker and reads the feed up to it (one connection's
+// PUBLISHes reach a subscriber in order, after the script's).
+func (h *harness) notices(name string, fatalf func(string, ...any)) []string {
+	mark := "mark-" + strconv.FormatInt(h.marks.Add(1), 10)
+	if err := h.b.Client.Publish(context.Background(), h.channel, mark).Err(); err != nil {
+		fatalf("PUBLISH: %v", err)
+	}
+	var got []string
+	for m := range h.feed {
+		if m.Payload == mark {
+			return got
+		}
+		e, err := store.DecodeEvent([]byte(m.Payload))
+		if err != nil {
+			continue // another marker
+		}
+		if store.IsNotice(e) {
+			if e.GetBreaker() != name || e.GetId() != "" {
+				fatalf("notice %v: want one for %q with no id", e, name)
+			}
+			got = append(got, strings.ToLower(strings.TrimPrefix(e.GetKind().String(), "EVENT_KIND_")))
+		}
+	}
+	fatalf("events feed closed")
+	return nil
 }
 
 // run replays c, failing fatalf at the first difference.
@@ -275,6 +316,13 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 			want := &pb.RecordResponse{Counted: res.Counted, Note: res.Note.String(), State: v.Proto(name, p.Alternatives)}
 			if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
 				fatalf("Record(%q, %q, %s): Lua and machine differ (-machine +lua):\n%s", name, s.Worker, s.Outcome, diff)
+			}
+			var wantNotices []string
+			if res.Notice != breaker.NoticeNone {
+				wantNotices = []string{string(res.Notice)}
+			}
+			if diff := cmp.Diff(wantNotices, h.notices(name, fatalf)); diff != "" {
+				fatalf("Record(%q, %q, %s): run notices differ (-machine +lua):\n%s", name, s.Worker, s.Outcome, diff)
 			}
 		case "force":
 			mode := map[string]pb.ForceMode{"open": pb.ForceMode_FORCE_MODE_OPEN, "closed": pb.ForceMode_FORCE_MODE_CLOSED,

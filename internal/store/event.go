@@ -18,10 +18,22 @@ var kinds = map[string]pb.EventKind{
 	"pause_expiring":     pb.EventKind_EVENT_KIND_PAUSE_EXPIRING,
 	"probe_abandoned":    pb.EventKind_EVENT_KIND_PROBE_ABANDONED,
 	"quota_exhausted":    pb.EventKind_EVENT_KIND_QUOTA_EXHAUSTED,
+	"run_started":        pb.EventKind_EVENT_KIND_RUN_STARTED,
+	"run_ended":          pb.EventKind_EVENT_KIND_RUN_ENDED,
+}
+
+// IsNotice reports whether e is a run notice (EVENT_KIND_RUN_STARTED or
+// EVENT_KIND_RUN_ENDED): published live by record.lua, never in the
+// durable log, so it has no id. Observers of transitions (metrics, logs,
+// the outage seeds, hooks) skip it.
+func IsNotice(e *pb.Event) bool {
+	k := e.GetKind()
+	return k == pb.EventKind_EVENT_KIND_RUN_STARTED || k == pb.EventKind_EVENT_KIND_RUN_ENDED
 }
 
 // DecodeEvent parses one event as lib.lua's emit() publishes it: a JSON
-// array of the stream entry's id followed by its field/value strings. It
+// array of the stream entry's id followed by its field/value strings (a
+// run notice, IsNotice, has an empty id: it is not logged). It
 // decodes exactly as EventFromStream does, so a live event and its logged
 // entry are the same event.
 func DecodeEvent(b []byte) (*pb.Event, error) {

@@ -16,11 +16,15 @@ import (
 )
 
 func TestDeniedCallNeverReachesTheDependency(t *testing.T) {
+	eachMode(t, func(t *testing.T, m *clientMode) { testDeniedCallNeverReachesTheDependency(t, m) })
+}
+
+func testDeniedCallNeverReachesTheDependency(t *testing.T, m *clientMode) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := start(t, b, withAlternatives("issue_refund_manually"))
 		v := newVendor(t, http.StatusServiceUnavailable)
 		name := b.Breaker("payments")
-		w1, w2 := dial(t, d.Addr, "w1"), dial(t, d.Addr, "w2")
+		w1, w2 := m.dial(t, d.Addr, "w1"), m.dial(t, d.Addr, "w2")
 		ctx := context.Background()
 		for i := range 5 {
 			c := []*Client{w1, w2}[i%2]
@@ -29,10 +33,11 @@ func TestDeniedCallNeverReachesTheDependency(t *testing.T) {
 				t.Fatalf("call %d: %v, want the 503 back", i, err)
 			}
 		}
+		m.settle(t, d, name, w1, w2)
 		if st := state(t, d, name); st.State != pb.State_STATE_OPEN {
 			t.Fatalf("after 5 503s from 2 workers: %v, want OPEN", st.State)
 		}
-		records := d.Calls.Get("Record")
+		sent := records(d)
 		for _, c := range []*Client{w1, w2, w1} {
 			ran := false
 			err := c.Call(ctx, name, func(ctx context.Context) error { ran = true; return v.call(ctx) })
@@ -50,7 +55,10 @@ func TestDeniedCallNeverReachesTheDependency(t *testing.T) {
 		if got := v.hits.Load(); got != 5 {
 			t.Errorf("the vendor saw %d requests, want 5: denied calls must not reach it", got)
 		}
-		if got := d.Calls.Get("Record") - records; got != 0 {
+		if err := errors.Join(w1.Flush(ctx), w2.Flush(ctx)); err != nil {
+			t.Fatal(err)
+		}
+		if got := records(d) - sent; got != 0 {
 			t.Errorf("denied calls sent %d Records, want 0", got)
 		}
 
@@ -76,10 +84,14 @@ func TestDeniedCallNeverReachesTheDependency(t *testing.T) {
 }
 
 func TestClientErrorsNeverTrip(t *testing.T) {
+	eachMode(t, func(t *testing.T, m *clientMode) { testClientErrorsNeverTrip(t, m) })
+}
+
+func testClientErrorsNeverTrip(t *testing.T, m *clientMode) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := start(t, b, store.Options{})
 		ctx := context.Background()
-		workers := []*Client{dial(t, d.Addr, "w1"), dial(t, d.Addr, "w2"), dial(t, d.Addr, "w3")}
+		workers := []*Client{m.dial(t, d.Addr, "w1"), m.dial(t, d.Addr, "w2"), m.dial(t, d.Addr, "w3")}
 		for _, code := range []int{400, 401, 403, 404, 409, 422} {
 			v := newVendor(t, code)
 			name := b.Breaker(fmt.Sprintf("tool-%d", code))
@@ -92,6 +104,11 @@ func TestClientErrorsNeverTrip(t *testing.T) {
 			if got := v.hits.Load(); got != 12 {
 				t.Errorf("HTTP %d: the vendor saw %d requests, want all 12", code, got)
 			}
+			for _, w := range workers {
+				if err := w.Flush(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if st := state(t, d, name); st.State != pb.State_STATE_CLOSED || st.Failures != 0 {
 				t.Errorf("HTTP %d x12 from 3 workers: %v with %d failures, want CLOSED with 0", code, st.State, st.Failures)
 			}
@@ -100,14 +117,21 @@ func TestClientErrorsNeverTrip(t *testing.T) {
 }
 
 func TestRetryAfterAgainstTheCallersDeadline(t *testing.T) {
+	eachMode(t, func(t *testing.T, m *clientMode) { testRetryAfterAgainstTheCallersDeadline(t, m) })
+}
+
+func testRetryAfterAgainstTheCallersDeadline(t *testing.T, m *clientMode) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := start(t, b, store.Options{})
-		w1, w2 := dial(t, d.Addr, "w1"), dial(t, d.Addr, "w2")
+		w1, w2 := m.dial(t, d.Addr, "w1"), m.dial(t, d.Addr, "w2")
 		v := newVendor(t, http.StatusTooManyRequests)
 		call := func(c *Client, name string) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			_ = c.Call(ctx, name, v.call)
+			if err := c.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
 		// A Retry-After the caller can wait out (5s within 20s) never counts.
 		within := b.Breaker("within")
@@ -141,12 +165,17 @@ func TestRetryAfterAgainstTheCallersDeadline(t *testing.T) {
 }
 
 func TestProbeInFlightDeniesOthers(t *testing.T) {
+	eachMode(t, func(t *testing.T, m *clientMode) { testProbeInFlightDeniesOthers(t, m) })
+}
+
+func testProbeInFlightDeniesOthers(t *testing.T, m *clientMode) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := start(t, b, withAlternatives())
-		w1, w2 := dial(t, d.Addr, "w1"), dial(t, d.Addr, "w2")
+		w1, w2 := m.dial(t, d.Addr, "w1"), m.dial(t, d.Addr, "w2")
 		name := b.Breaker("search")
 		trip(t, w1, w2, name)
-		b.Advance(31 * time.Second)
+		m.settle(t, d, name, w1, w2)
+		m.advance(b, 31*time.Second)
 		ctx := context.Background()
 		p, err := w1.Allow(ctx, name)
 		if err != nil || p.Decision != pb.Decision_DECISION_PROBE {
@@ -166,6 +195,7 @@ func TestProbeInFlightDeniesOthers(t *testing.T) {
 		if _, err := w1.Record(ctx, p, Result{Outcome: pb.Outcome_OUTCOME_SUCCESS}); err != nil {
 			t.Fatal(err)
 		}
+		m.settle(t, d, name, w1, w2)
 		if err := w2.Call(ctx, name, func(context.Context) error { return nil }); err != nil {
 			t.Errorf("after the probe succeeded: %v, want the call made", err)
 		}

@@ -18,8 +18,12 @@
 // one round trip, a removed tool stays removed for the run, Run.Notice is
 // the text for the model and Run.Degraded what the final answer carries.
 //
-// Cheaper: WithOpenCache keeps the circuits known to be open from
-// breakerd's Watch stream, so those denials cost no round trip.
+// Cheaper: WithFastMode keeps a view of every breaker it uses, pushed by
+// breakerd's Watch stream, so that an Allow on a closed or open circuit
+// costs no round trip and outcomes go out in background batches (a
+// success on a healthy breaker not at all); see fast.go and the README's
+// "Fast mode" for what it trades. WithOpenCache is its denial-only subset:
+// only the denials cost no round trip.
 //
 // When breakerd does not answer within the Allow budget (WithAllowBudget,
 // 50ms by default), that one call is answered from a breaker local to this
@@ -87,8 +91,13 @@ type Client struct {
 	api    pb.BreakerServiceClient
 	health healthpb.HealthClient
 	o      options
-	cache  *openCache // nil without WithOpenCache
+	cache  *openCache // nil without WithOpenCache (or with fast mode)
+	view   *view      // nil without WithFastMode
+	out    *sender    // nil without WithFastMode
 	local  *localBreaker
+	// badWorker is the InvalidArgument for a worker id breakerd would
+	// refuse, checked once (nil when it is valid).
+	badWorker error
 
 	down     atomic.Bool  // answering from the local fallback
 	answered atomic.Bool  // breakerd has answered at least once
@@ -115,6 +124,7 @@ type options struct {
 	fallback      FallbackMode
 	local         LocalPolicy
 	openCache     bool
+	fast          bool
 	retry         time.Duration
 	listTimeout   time.Duration
 	rpcTimeout    time.Duration
@@ -176,6 +186,21 @@ func WithLocalPolicy(p LocalPolicy) Option { return func(o *options) { o.local =
 // with no round trip until the retry_after breakerd gave. Off by default:
 // it holds one stream per client and runs one List per (re)connect.
 func WithOpenCache() Option { return func(o *options) { o.openCache = true } }
+
+// WithFastMode answers Allow in-process from a view of each breaker
+// pushed by breakerd's Watch stream (one stream with run notices, and one
+// BatchGet of the known breakers per (re)connect), and sends outcomes in
+// background RecordBatch calls, successes on a healthy breaker not at all.
+// Only a half-open breaker whose probe is due, a breaker the view does not
+// know yet, and every Allow while the stream is down go to breakerd.
+// Record returns at once (its response only notes what happened to the
+// outcome); Flush waits for the queue; Close flushes it first (within the
+// record timeout). The trade: after a trip elsewhere, this client may
+// allow calls until the event reaches it (milliseconds). It needs a token
+// not limited to some breakers (its Watch names none). It includes and
+// replaces WithOpenCache. Default: off (strict: every Allow and Record
+// is a round trip).
+func WithFastMode() Option { return func(o *options) { o.fast = true } }
 
 // WithReconnectInterval sets how often the client checks whether an
 // unreachable breakerd is back (grpc.health.v1), and how long the Watch
@@ -267,7 +292,17 @@ func newClient(conn grpc.ClientConnInterface, o options) *Client {
 		o:      o,
 		local:  newLocalBreaker(o.local, o.clock.Now),
 	}
+	if err := limits.Name("worker_id", o.worker); err != nil {
+		c.badWorker = status.Error(codes.InvalidArgument, err.Error())
+	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if o.fast {
+		c.view, c.out = newView(), newSender()
+		c.wg.Add(2)
+		go func() { defer c.wg.Done(); c.fastWatch(c.ctx, o.retry) }()
+		go c.send()
+		return c
+	}
 	if o.openCache {
 		c.cache = newOpenCache()
 		c.wg.Add(1)
@@ -279,6 +314,11 @@ func newClient(conn grpc.ClientConnInterface, o options) *Client {
 // Close stops the client's background work and closes the connection
 // Dial opened.
 func (c *Client) Close() error {
+	if c.out != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), c.o.recordTimeout)
+		_ = c.Flush(ctx) // best effort: what is left goes nowhere
+		cancel()
+	}
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
@@ -327,12 +367,26 @@ type Stats struct {
 	// Outages counts the switches to the fallback after DownAfterFailures
 	// consecutive failures to reach breakerd.
 	Outages int64
+	// Fast mode only (WithFastMode): SuccessesSkipped counts the
+	// successes not sent because the view showed their breaker closed with
+	// no failure run; SuccessesDropped those dropped because the queue was
+	// full; StaleNotSent the outcomes not sent because their breaker had
+	// moved past their ticket's generation (breakerd would not count them:
+	// a failure storm's queue after the trip); OutcomesSent those breakerd
+	// acknowledged, in Batches RecordBatch calls; Resyncs the view's
+	// resyncs (one per Watch (re)connect).
+	SuccessesSkipped, SuccessesDropped, StaleNotSent, OutcomesSent, Batches, Resyncs int64
 }
 
 // Stats returns the client's counters.
 func (c *Client) Stats() Stats {
-	return Stats{BudgetMisses: c.stats.budgetMisses.Load(), LateAnswers: c.stats.lateAnswers.Load(),
+	st := Stats{BudgetMisses: c.stats.budgetMisses.Load(), LateAnswers: c.stats.lateAnswers.Load(),
 		ProbesReleased: c.stats.probesReleased.Load(), Outages: c.stats.outages.Load()}
+	if c.out != nil {
+		st.SuccessesSkipped, st.SuccessesDropped, st.StaleNotSent = c.out.skipped.Load(), c.out.dropped.Load(), c.out.stale.Load()
+		st.OutcomesSent, st.Batches, st.Resyncs = c.out.sent.Load(), c.out.batches.Load(), c.view.syncs.Load()
+	}
+	return st
 }
 
 // Permit is the answer to Allow.
@@ -358,8 +412,9 @@ type Permit struct {
 	// worker connected to that daemon, not the whole fleet). The outcome
 	// still goes to breakerd.
 	DaemonDegraded bool
-	// Cached is true when a denial came from the open-circuit cache,
-	// without a round trip.
+	// Cached is true when the answer came from the client itself, without
+	// a round trip: a denial from the open-circuit cache, or any answer
+	// from the fast-mode view.
 	Cached bool
 }
 
@@ -371,7 +426,9 @@ func (p *Permit) Allowed() bool {
 // Allow asks whether a call to breaker may go out. A denial is a Permit
 // with Allowed() false, not an error. In order: the name and worker id are
 // checked as breakerd checks them (limits.Name); a cached denial (with
-// WithOpenCache) answers with no round trip; while breakerd is known to be
+// WithOpenCache) answers with no round trip; with WithFastMode, the view
+// answers a closed circuit, or one known to deny, with no round trip
+// (Permit.Cached); while breakerd is known to be
 // unreachable, the fallback answers at once; otherwise breakerd is asked,
 // and if it does not answer within the Allow budget, or cannot be reached,
 // the fallback answers this call (Permit.Degraded) while the client stays
@@ -379,6 +436,12 @@ func (p *Permit) Allowed() bool {
 // worker id), the caller's context ending, and any error breakerd returns
 // about the request (PermissionDenied, Unauthenticated, Internal...).
 func (c *Client) Allow(ctx context.Context, breaker string) (*Permit, error) {
+	if c.view != nil && c.badWorker == nil {
+		// A breaker in the view came from breakerd: its name is valid.
+		if p := c.fastAllow(breaker); p != nil {
+			return p, nil
+		}
+	}
 	if err := c.check(breaker); err != nil {
 		return nil, err
 	}
@@ -390,9 +453,12 @@ func (c *Client) Allow(ctx context.Context, breaker string) (*Permit, error) {
 	if c.down.Load() {
 		return c.fallbackAllow(breaker), nil
 	}
-	var epoch uint64
+	var epoch, ver, all uint64
 	if c.cache != nil {
 		epoch = c.cache.begin()
+	}
+	if c.view != nil {
+		ver, all = c.view.stamp(breaker)
 	}
 	req := &pb.AllowRequest{Breaker: breaker, WorkerId: c.worker()}
 	res, err, inTime := ask(ctx, c, breaker,
@@ -412,6 +478,9 @@ func (c *Client) Allow(ctx context.Context, breaker string) (*Permit, error) {
 	p := permitOf(breaker, res)
 	if c.cache != nil {
 		c.cache.store(p, epoch, c.o.clock.Now())
+	}
+	if c.view != nil {
+		c.fastLearn(p, ver, all)
 	}
 	return p, nil
 }
@@ -460,10 +529,7 @@ func (c *Client) check(breaker string) error {
 	if err := limits.Name("breaker", breaker); err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
-	if err := limits.Name("worker_id", c.worker()); err != nil {
-		return status.Error(codes.InvalidArgument, err.Error())
-	}
-	return nil
+	return c.badWorker
 }
 
 // budget is how long the next call waits for breakerd's answer: the
@@ -665,7 +731,11 @@ type Result struct {
 }
 
 // Record reports the result of the call p admitted. A degraded permit's
-// result goes to the local fallback breaker (no round trip). Durations go
+// result goes to the local fallback breaker (no round trip). With
+// WithFastMode it returns at once: the outcome is queued for a background
+// RecordBatch, or not sent (a success on a breaker the view shows closed
+// with no failure run; a success when the queue is full), and the
+// response's Note says which; Flush waits for the queue. Durations go
 // out clamped to what breakerd accepts (0 to 7 days, limits.MaxDurationMs),
 // keeping whether the Retry-After exceeds the deadline. When breakerd
 // cannot be reached the result goes to the local breaker too (and counts
@@ -680,6 +750,9 @@ func (c *Client) Record(ctx context.Context, p *Permit, r Result) (*pb.RecordRes
 	}
 	if err := c.check(p.Breaker); err != nil {
 		return nil, err
+	}
+	if c.out != nil {
+		return c.fastRecord(p, r), nil
 	}
 	_, worked := c.worked.Load(p.Breaker)
 	retryMs, deadlineMs := wireWait(r.RetryAfter, r.Deadline)

@@ -121,6 +121,17 @@ func trip(t *testing.T, c1, c2 *Client, name string) {
 		}
 		_ = c.Call(context.Background(), name, fail)
 	}
+	for _, c := range []*Client{c1, c2} { // fast clients: sent, and seen by the view
+		if err := c.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c1.view != nil {
+		eventually(t, "the trip reaches "+c1.WorkerID()+"'s view", func() bool {
+			e := c1.view.get(name)
+			return e != nil && e.state == pb.State_STATE_OPEN
+		})
+	}
 	p, err := c1.Allow(context.Background(), name)
 	if err != nil || p.Decision != pb.Decision_DECISION_DENIED_OPEN {
 		t.Fatalf("after tripping %s: %v, %v; want DENIED_OPEN", name, p, err)
@@ -159,3 +170,54 @@ func serveFake(t *testing.T, srv pb.BreakerServiceServer) string {
 	t.Cleanup(g.Stop)
 	return lis.Addr().String()
 }
+
+// clientMode is one of the client's two modes: strict (every Allow and
+// Record a round trip) and fast (WithFastMode). The behaviour tests that
+// apply to both run in both (eachMode).
+type clientMode struct {
+	fast bool
+	// clk is the fast clients' clock, moved with the backend's (advance):
+	// a fast client times an open period on its own clock.
+	clk *fakeClock
+}
+
+func eachMode(t *testing.T, fn func(t *testing.T, m *clientMode)) {
+	for _, fast := range []bool{false, true} {
+		name := "strict"
+		if fast {
+			name = "fast"
+		}
+		t.Run(name, func(t *testing.T) { fn(t, &clientMode{fast: fast, clk: newFakeClock()}) })
+	}
+}
+
+// dial dials a client in this mode (a fast one once its view is live).
+func (m *clientMode) dial(t *testing.T, addr, worker string, opts ...Option) *Client {
+	t.Helper()
+	if m.fast {
+		return fastDial(t, addr, worker, m.clk, opts...)
+	}
+	return dial(t, addr, worker, opts...)
+}
+
+// advance moves the backend's clock and the fast clients' by d.
+func (m *clientMode) advance(b *testredis.Backend, d time.Duration) {
+	b.Advance(d)
+	m.clk.Advance(d)
+}
+
+// settle waits until what cs sent has reached breakerd and, for fast
+// clients, until their views hold name as breakerd has it. Strict
+// clients are settled when their calls return.
+func (m *clientMode) settle(t *testing.T, d *daemontest.Daemon, name string, cs ...*Client) {
+	t.Helper()
+	for _, c := range cs {
+		if c.view != nil {
+			known(t, d, c, name)
+		}
+	}
+}
+
+// records counts the outcomes RPCs d served: Records, and the RecordBatch
+// calls of fast clients.
+func records(d *daemontest.Daemon) int { return d.Calls.Get("Record") + d.Calls.Get("RecordBatch") }

@@ -28,6 +28,8 @@
 -- ARGV[23] -> min calls: calls a window must hold before its rate counts
 --
 -- Returns {counted (0|1), note, snapshot}; note is a breaker.Note code.
+-- Publishes (never logs) a run notice, run_started or run_ended, when a
+-- closed breaker's failure run starts or ends without a transition.
 -- Every transition into open lasts max(the cooldown, the Retry-After of the
 -- outcome that caused it), jittered.
 --
@@ -64,8 +66,29 @@ local dirty = expire_force(s)
 if expire_pause(s) then dirty = true end
 local ev = EVIDENCE
 
+-- run_open: a success on s would change it (breaker.State.RunOpen).
+local function run_open()
+  return s.st == 'closed' and (s.fails > 0 or s.rl > 0 or s.suspect ~= '')
+end
+local RUN_WAS, GEN_WAS, ST_WAS = run_open(), s.gen, s.st
+
+-- run_notice publishes, live only (never in the durable log), that a
+-- closed breaker's failure run started or ended without a transition
+-- (breaker.runNotice): fast-mode clients send successes only while one
+-- runs. The payload reads as an event with an empty id (store.DecodeEvent).
+local function run_notice()
+  if s.gen ~= GEN_WAS or ST_WAS ~= 'closed' or s.st ~= 'closed' then return end
+  local is = run_open()
+  if is == RUN_WAS then return end
+  local kind = 'run_ended'
+  if is then kind = 'run_started' end
+  redis.call('PUBLISH', CHANNEL, cjson.encode({ '', 'breaker', NAME, 'kind', kind,
+    'gen', tostring(s.gen), 'failures', tostring(s.fails), 'actor', ACTOR }))
+end
+
 local function reply(counted, note)
   if dirty then save(s) end
+  run_notice()
   return { counted, note or '', snapshot(s) }
 end
 

@@ -363,20 +363,31 @@ const (
 	// EVENT_KIND_CREDENTIAL_REVOKED (to = STATE_PAUSED once min_workers
 	// workers saw it).
 	EventKind_EVENT_KIND_QUOTA_EXHAUSTED EventKind = 8
+	// Not in the durable log (id is empty), only live on a Watch that asks
+	// for run notices: a closed breaker's failure run started (failures went
+	// from 0 to 1, or a lone pause vote made a suspect), so a success there
+	// now resets something. generation is the breaker's, unchanged.
+	EventKind_EVENT_KIND_RUN_STARTED EventKind = 9
+	// Not in the durable log, only live on a Watch that asks for run
+	// notices: a success ended a closed breaker's failure run (without a
+	// transition), so a success there changes nothing again.
+	EventKind_EVENT_KIND_RUN_ENDED EventKind = 10
 )
 
 // Enum value maps for EventKind.
 var (
 	EventKind_name = map[int32]string{
-		0: "EVENT_KIND_UNSPECIFIED",
-		1: "EVENT_KIND_TRANSITION",
-		2: "EVENT_KIND_FORCED",
-		3: "EVENT_KIND_CREDENTIAL_REVOKED",
-		4: "EVENT_KIND_STUCK_OPEN",
-		5: "EVENT_KIND_SUSPECT_WORKER",
-		6: "EVENT_KIND_PAUSE_EXPIRING",
-		7: "EVENT_KIND_PROBE_ABANDONED",
-		8: "EVENT_KIND_QUOTA_EXHAUSTED",
+		0:  "EVENT_KIND_UNSPECIFIED",
+		1:  "EVENT_KIND_TRANSITION",
+		2:  "EVENT_KIND_FORCED",
+		3:  "EVENT_KIND_CREDENTIAL_REVOKED",
+		4:  "EVENT_KIND_STUCK_OPEN",
+		5:  "EVENT_KIND_SUSPECT_WORKER",
+		6:  "EVENT_KIND_PAUSE_EXPIRING",
+		7:  "EVENT_KIND_PROBE_ABANDONED",
+		8:  "EVENT_KIND_QUOTA_EXHAUSTED",
+		9:  "EVENT_KIND_RUN_STARTED",
+		10: "EVENT_KIND_RUN_ENDED",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":        0,
@@ -388,6 +399,8 @@ var (
 		"EVENT_KIND_PAUSE_EXPIRING":     6,
 		"EVENT_KIND_PROBE_ABANDONED":    7,
 		"EVENT_KIND_QUOTA_EXHAUSTED":    8,
+		"EVENT_KIND_RUN_STARTED":        9,
+		"EVENT_KIND_RUN_ENDED":          10,
 	}
 )
 
@@ -962,6 +975,96 @@ func (x *RecordRequest) GetCredentialWorked() bool {
 	return false
 }
 
+type RecordBatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The outcomes, each as a Record would send it; at most 1024.
+	Records       []*RecordRequest `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordBatchRequest) Reset() {
+	*x = RecordBatchRequest{}
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordBatchRequest) ProtoMessage() {}
+
+func (x *RecordBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordBatchRequest.ProtoReflect.Descriptor instead.
+func (*RecordBatchRequest) Descriptor() ([]byte, []int) {
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RecordBatchRequest) GetRecords() []*RecordRequest {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+type RecordBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per record, in the order sent.
+	Results       []*RecordResponse `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordBatchResponse) Reset() {
+	*x = RecordBatchResponse{}
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordBatchResponse) ProtoMessage() {}
+
+func (x *RecordBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordBatchResponse.ProtoReflect.Descriptor instead.
+func (*RecordBatchResponse) Descriptor() ([]byte, []int) {
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RecordBatchResponse) GetResults() []*RecordResponse {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 type RecordResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Whether the outcome moved the breaker (counted as a failure, reset the
@@ -980,7 +1083,7 @@ type RecordResponse struct {
 
 func (x *RecordResponse) Reset() {
 	*x = RecordResponse{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[5]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -992,7 +1095,7 @@ func (x *RecordResponse) String() string {
 func (*RecordResponse) ProtoMessage() {}
 
 func (x *RecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[5]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1005,7 +1108,7 @@ func (x *RecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordResponse.ProtoReflect.Descriptor instead.
 func (*RecordResponse) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{5}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RecordResponse) GetCounted() bool {
@@ -1045,7 +1148,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[6]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1160,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[6]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1173,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{6}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetRequest) GetBreaker() string {
@@ -1089,7 +1192,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[7]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1101,7 +1204,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[7]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1114,7 +1217,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{7}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetResponse) GetState() *BreakerState {
@@ -1134,7 +1237,7 @@ type BatchGetRequest struct {
 
 func (x *BatchGetRequest) Reset() {
 	*x = BatchGetRequest{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[8]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1146,7 +1249,7 @@ func (x *BatchGetRequest) String() string {
 func (*BatchGetRequest) ProtoMessage() {}
 
 func (x *BatchGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[8]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1159,7 +1262,7 @@ func (x *BatchGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchGetRequest.ProtoReflect.Descriptor instead.
 func (*BatchGetRequest) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{8}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *BatchGetRequest) GetBreakers() []string {
@@ -1179,7 +1282,7 @@ type BatchGetResponse struct {
 
 func (x *BatchGetResponse) Reset() {
 	*x = BatchGetResponse{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[9]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1191,7 +1294,7 @@ func (x *BatchGetResponse) String() string {
 func (*BatchGetResponse) ProtoMessage() {}
 
 func (x *BatchGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[9]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1204,7 +1307,7 @@ func (x *BatchGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchGetResponse.ProtoReflect.Descriptor instead.
 func (*BatchGetResponse) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{9}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *BatchGetResponse) GetStates() []*BreakerState {
@@ -1234,7 +1337,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[10]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1349,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[10]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1362,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{10}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListRequest) GetStates() []State {
@@ -1295,7 +1398,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[11]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1410,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[11]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1423,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{11}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListResponse) GetStates() []*BreakerState {
@@ -1354,7 +1457,7 @@ type ForceRequest struct {
 
 func (x *ForceRequest) Reset() {
 	*x = ForceRequest{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[12]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1366,7 +1469,7 @@ func (x *ForceRequest) String() string {
 func (*ForceRequest) ProtoMessage() {}
 
 func (x *ForceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[12]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1379,7 +1482,7 @@ func (x *ForceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForceRequest.ProtoReflect.Descriptor instead.
 func (*ForceRequest) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{12}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ForceRequest) GetBreaker() string {
@@ -1426,7 +1529,7 @@ type ForceResponse struct {
 
 func (x *ForceResponse) Reset() {
 	*x = ForceResponse{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[13]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1438,7 +1541,7 @@ func (x *ForceResponse) String() string {
 func (*ForceResponse) ProtoMessage() {}
 
 func (x *ForceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[13]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1451,7 +1554,7 @@ func (x *ForceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForceResponse.ProtoReflect.Descriptor instead.
 func (*ForceResponse) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{13}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ForceResponse) GetState() *BreakerState {
@@ -1464,14 +1567,18 @@ func (x *ForceResponse) GetState() *BreakerState {
 type WatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only these breakers; all when empty.
-	Breakers      []string `protobuf:"bytes,1,rep,name=breakers,proto3" json:"breakers,omitempty"`
+	Breakers []string `protobuf:"bytes,1,rep,name=breakers,proto3" json:"breakers,omitempty"`
+	// Also stream the run notices (EVENT_KIND_RUN_STARTED and
+	// EVENT_KIND_RUN_ENDED): what a client's fast mode needs to know when a
+	// success must reach breakerd. Off by default: they are frequent.
+	RunNotices    bool `protobuf:"varint,2,opt,name=run_notices,json=runNotices,proto3" json:"run_notices,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[14]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1590,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[14]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1603,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{14}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WatchRequest) GetBreakers() []string {
@@ -1504,6 +1611,13 @@ func (x *WatchRequest) GetBreakers() []string {
 		return x.Breakers
 	}
 	return nil
+}
+
+func (x *WatchRequest) GetRunNotices() bool {
+	if x != nil {
+		return x.RunNotices
+	}
+	return false
 }
 
 // WatchResponse is one message of a Watch stream.
@@ -1517,7 +1631,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[15]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1529,7 +1643,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[15]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1542,7 +1656,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{15}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchResponse) GetEvent() *Event {
@@ -1576,7 +1690,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[16]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1702,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[16]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1715,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{16}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Event) GetId() string {
@@ -1704,7 +1818,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[17]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1716,7 +1830,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[17]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1729,7 +1843,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{17}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *EventsRequest) GetBreaker() string {
@@ -1763,7 +1877,7 @@ type EventsResponse struct {
 
 func (x *EventsResponse) Reset() {
 	*x = EventsResponse{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[18]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1775,7 +1889,7 @@ func (x *EventsResponse) String() string {
 func (*EventsResponse) ProtoMessage() {}
 
 func (x *EventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[18]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1788,7 +1902,7 @@ func (x *EventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsResponse.ProtoReflect.Descriptor instead.
 func (*EventsResponse) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{18}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *EventsResponse) GetEvents() []*Event {
@@ -1856,7 +1970,11 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\n" +
 	"latency_ms\x18\a \x01(\x03R\tlatencyMs\x12\x18\n" +
 	"\amessage\x18\b \x01(\tR\amessage\x12+\n" +
-	"\x11credential_worked\x18\x14 \x01(\bR\x10credentialWorked\"\x8b\x01\n" +
+	"\x11credential_worked\x18\x14 \x01(\bR\x10credentialWorked\"J\n" +
+	"\x12RecordBatchRequest\x124\n" +
+	"\arecords\x18\x01 \x03(\v2\x1a.breakerd.v1.RecordRequestR\arecords\"L\n" +
+	"\x13RecordBatchResponse\x125\n" +
+	"\aresults\x18\x01 \x03(\v2\x1b.breakerd.v1.RecordResponseR\aresults\"\x8b\x01\n" +
 	"\x0eRecordResponse\x12\x18\n" +
 	"\acounted\x18\x01 \x01(\bR\acounted\x12\x12\n" +
 	"\x04note\x18\x02 \x01(\tR\x04note\x12/\n" +
@@ -1886,9 +2004,11 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\x12\x1a\n" +
 	"\boperator\x18\x05 \x01(\tR\boperator\"@\n" +
 	"\rForceResponse\x12/\n" +
-	"\x05state\x18\x01 \x01(\v2\x19.breakerd.v1.BreakerStateR\x05state\"*\n" +
+	"\x05state\x18\x01 \x01(\v2\x19.breakerd.v1.BreakerStateR\x05state\"K\n" +
 	"\fWatchRequest\x12\x1a\n" +
-	"\bbreakers\x18\x01 \x03(\tR\bbreakers\"9\n" +
+	"\bbreakers\x18\x01 \x03(\tR\bbreakers\x12\x1f\n" +
+	"\vrun_notices\x18\x02 \x01(\bR\n" +
+	"runNotices\"9\n" +
 	"\rWatchResponse\x12(\n" +
 	"\x05event\x18\x01 \x01(\v2\x12.breakerd.v1.EventR\x05event\"\xf4\x02\n" +
 	"\x05Event\x12\x0e\n" +
@@ -1951,7 +2071,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x16FORCE_MODE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fFORCE_MODE_OPEN\x10\x01\x12\x15\n" +
 	"\x11FORCE_MODE_CLOSED\x10\x02\x12\x13\n" +
-	"\x0fFORCE_MODE_AUTO\x10\x03*\x95\x02\n" +
+	"\x0fFORCE_MODE_AUTO\x10\x03*\xcb\x02\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15EVENT_KIND_TRANSITION\x10\x01\x12\x15\n" +
@@ -1961,10 +2081,14 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x19EVENT_KIND_SUSPECT_WORKER\x10\x05\x12\x1d\n" +
 	"\x19EVENT_KIND_PAUSE_EXPIRING\x10\x06\x12\x1e\n" +
 	"\x1aEVENT_KIND_PROBE_ABANDONED\x10\a\x12\x1e\n" +
-	"\x1aEVENT_KIND_QUOTA_EXHAUSTED\x10\b2\x98\x04\n" +
+	"\x1aEVENT_KIND_QUOTA_EXHAUSTED\x10\b\x12\x1a\n" +
+	"\x16EVENT_KIND_RUN_STARTED\x10\t\x12\x18\n" +
+	"\x14EVENT_KIND_RUN_ENDED\x10\n" +
+	"2\xea\x04\n" +
 	"\x0eBreakerService\x12>\n" +
 	"\x05Allow\x12\x19.breakerd.v1.AllowRequest\x1a\x1a.breakerd.v1.AllowResponse\x12A\n" +
-	"\x06Record\x12\x1a.breakerd.v1.RecordRequest\x1a\x1b.breakerd.v1.RecordResponse\x128\n" +
+	"\x06Record\x12\x1a.breakerd.v1.RecordRequest\x1a\x1b.breakerd.v1.RecordResponse\x12P\n" +
+	"\vRecordBatch\x12\x1f.breakerd.v1.RecordBatchRequest\x1a .breakerd.v1.RecordBatchResponse\x128\n" +
 	"\x03Get\x12\x17.breakerd.v1.GetRequest\x1a\x18.breakerd.v1.GetResponse\x12G\n" +
 	"\bBatchGet\x12\x1c.breakerd.v1.BatchGetRequest\x1a\x1d.breakerd.v1.BatchGetResponse\x12;\n" +
 	"\x04List\x12\x18.breakerd.v1.ListRequest\x1a\x19.breakerd.v1.ListResponse\x12>\n" +
@@ -1985,32 +2109,34 @@ func file_breakerd_v1_breaker_proto_rawDescGZIP() []byte {
 }
 
 var file_breakerd_v1_breaker_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_breakerd_v1_breaker_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_breakerd_v1_breaker_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_breakerd_v1_breaker_proto_goTypes = []any{
-	(Decision)(0),            // 0: breakerd.v1.Decision
-	(State)(0),               // 1: breakerd.v1.State
-	(Outcome)(0),             // 2: breakerd.v1.Outcome
-	(ForceMode)(0),           // 3: breakerd.v1.ForceMode
-	(EventKind)(0),           // 4: breakerd.v1.EventKind
-	(*Ticket)(nil),           // 5: breakerd.v1.Ticket
-	(*BreakerState)(nil),     // 6: breakerd.v1.BreakerState
-	(*AllowRequest)(nil),     // 7: breakerd.v1.AllowRequest
-	(*AllowResponse)(nil),    // 8: breakerd.v1.AllowResponse
-	(*RecordRequest)(nil),    // 9: breakerd.v1.RecordRequest
-	(*RecordResponse)(nil),   // 10: breakerd.v1.RecordResponse
-	(*GetRequest)(nil),       // 11: breakerd.v1.GetRequest
-	(*GetResponse)(nil),      // 12: breakerd.v1.GetResponse
-	(*BatchGetRequest)(nil),  // 13: breakerd.v1.BatchGetRequest
-	(*BatchGetResponse)(nil), // 14: breakerd.v1.BatchGetResponse
-	(*ListRequest)(nil),      // 15: breakerd.v1.ListRequest
-	(*ListResponse)(nil),     // 16: breakerd.v1.ListResponse
-	(*ForceRequest)(nil),     // 17: breakerd.v1.ForceRequest
-	(*ForceResponse)(nil),    // 18: breakerd.v1.ForceResponse
-	(*WatchRequest)(nil),     // 19: breakerd.v1.WatchRequest
-	(*WatchResponse)(nil),    // 20: breakerd.v1.WatchResponse
-	(*Event)(nil),            // 21: breakerd.v1.Event
-	(*EventsRequest)(nil),    // 22: breakerd.v1.EventsRequest
-	(*EventsResponse)(nil),   // 23: breakerd.v1.EventsResponse
+	(Decision)(0),               // 0: breakerd.v1.Decision
+	(State)(0),                  // 1: breakerd.v1.State
+	(Outcome)(0),                // 2: breakerd.v1.Outcome
+	(ForceMode)(0),              // 3: breakerd.v1.ForceMode
+	(EventKind)(0),              // 4: breakerd.v1.EventKind
+	(*Ticket)(nil),              // 5: breakerd.v1.Ticket
+	(*BreakerState)(nil),        // 6: breakerd.v1.BreakerState
+	(*AllowRequest)(nil),        // 7: breakerd.v1.AllowRequest
+	(*AllowResponse)(nil),       // 8: breakerd.v1.AllowResponse
+	(*RecordRequest)(nil),       // 9: breakerd.v1.RecordRequest
+	(*RecordBatchRequest)(nil),  // 10: breakerd.v1.RecordBatchRequest
+	(*RecordBatchResponse)(nil), // 11: breakerd.v1.RecordBatchResponse
+	(*RecordResponse)(nil),      // 12: breakerd.v1.RecordResponse
+	(*GetRequest)(nil),          // 13: breakerd.v1.GetRequest
+	(*GetResponse)(nil),         // 14: breakerd.v1.GetResponse
+	(*BatchGetRequest)(nil),     // 15: breakerd.v1.BatchGetRequest
+	(*BatchGetResponse)(nil),    // 16: breakerd.v1.BatchGetResponse
+	(*ListRequest)(nil),         // 17: breakerd.v1.ListRequest
+	(*ListResponse)(nil),        // 18: breakerd.v1.ListResponse
+	(*ForceRequest)(nil),        // 19: breakerd.v1.ForceRequest
+	(*ForceResponse)(nil),       // 20: breakerd.v1.ForceResponse
+	(*WatchRequest)(nil),        // 21: breakerd.v1.WatchRequest
+	(*WatchResponse)(nil),       // 22: breakerd.v1.WatchResponse
+	(*Event)(nil),               // 23: breakerd.v1.Event
+	(*EventsRequest)(nil),       // 24: breakerd.v1.EventsRequest
+	(*EventsResponse)(nil),      // 25: breakerd.v1.EventsResponse
 }
 var file_breakerd_v1_breaker_proto_depIdxs = []int32{
 	1,  // 0: breakerd.v1.BreakerState.state:type_name -> breakerd.v1.State
@@ -2019,39 +2145,43 @@ var file_breakerd_v1_breaker_proto_depIdxs = []int32{
 	6,  // 3: breakerd.v1.AllowResponse.state:type_name -> breakerd.v1.BreakerState
 	5,  // 4: breakerd.v1.RecordRequest.ticket:type_name -> breakerd.v1.Ticket
 	2,  // 5: breakerd.v1.RecordRequest.outcome:type_name -> breakerd.v1.Outcome
-	6,  // 6: breakerd.v1.RecordResponse.state:type_name -> breakerd.v1.BreakerState
-	6,  // 7: breakerd.v1.GetResponse.state:type_name -> breakerd.v1.BreakerState
-	6,  // 8: breakerd.v1.BatchGetResponse.states:type_name -> breakerd.v1.BreakerState
-	1,  // 9: breakerd.v1.ListRequest.states:type_name -> breakerd.v1.State
-	6,  // 10: breakerd.v1.ListResponse.states:type_name -> breakerd.v1.BreakerState
-	3,  // 11: breakerd.v1.ForceRequest.mode:type_name -> breakerd.v1.ForceMode
-	6,  // 12: breakerd.v1.ForceResponse.state:type_name -> breakerd.v1.BreakerState
-	21, // 13: breakerd.v1.WatchResponse.event:type_name -> breakerd.v1.Event
-	4,  // 14: breakerd.v1.Event.kind:type_name -> breakerd.v1.EventKind
-	1,  // 15: breakerd.v1.Event.from:type_name -> breakerd.v1.State
-	1,  // 16: breakerd.v1.Event.to:type_name -> breakerd.v1.State
-	21, // 17: breakerd.v1.EventsResponse.events:type_name -> breakerd.v1.Event
-	7,  // 18: breakerd.v1.BreakerService.Allow:input_type -> breakerd.v1.AllowRequest
-	9,  // 19: breakerd.v1.BreakerService.Record:input_type -> breakerd.v1.RecordRequest
-	11, // 20: breakerd.v1.BreakerService.Get:input_type -> breakerd.v1.GetRequest
-	13, // 21: breakerd.v1.BreakerService.BatchGet:input_type -> breakerd.v1.BatchGetRequest
-	15, // 22: breakerd.v1.BreakerService.List:input_type -> breakerd.v1.ListRequest
-	17, // 23: breakerd.v1.BreakerService.Force:input_type -> breakerd.v1.ForceRequest
-	19, // 24: breakerd.v1.BreakerService.Watch:input_type -> breakerd.v1.WatchRequest
-	22, // 25: breakerd.v1.BreakerService.Events:input_type -> breakerd.v1.EventsRequest
-	8,  // 26: breakerd.v1.BreakerService.Allow:output_type -> breakerd.v1.AllowResponse
-	10, // 27: breakerd.v1.BreakerService.Record:output_type -> breakerd.v1.RecordResponse
-	12, // 28: breakerd.v1.BreakerService.Get:output_type -> breakerd.v1.GetResponse
-	14, // 29: breakerd.v1.BreakerService.BatchGet:output_type -> breakerd.v1.BatchGetResponse
-	16, // 30: breakerd.v1.BreakerService.List:output_type -> breakerd.v1.ListResponse
-	18, // 31: breakerd.v1.BreakerService.Force:output_type -> breakerd.v1.ForceResponse
-	20, // 32: breakerd.v1.BreakerService.Watch:output_type -> breakerd.v1.WatchResponse
-	23, // 33: breakerd.v1.BreakerService.Events:output_type -> breakerd.v1.EventsResponse
-	26, // [26:34] is the sub-list for method output_type
-	18, // [18:26] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	9,  // 6: breakerd.v1.RecordBatchRequest.records:type_name -> breakerd.v1.RecordRequest
+	12, // 7: breakerd.v1.RecordBatchResponse.results:type_name -> breakerd.v1.RecordResponse
+	6,  // 8: breakerd.v1.RecordResponse.state:type_name -> breakerd.v1.BreakerState
+	6,  // 9: breakerd.v1.GetResponse.state:type_name -> breakerd.v1.BreakerState
+	6,  // 10: breakerd.v1.BatchGetResponse.states:type_name -> breakerd.v1.BreakerState
+	1,  // 11: breakerd.v1.ListRequest.states:type_name -> breakerd.v1.State
+	6,  // 12: breakerd.v1.ListResponse.states:type_name -> breakerd.v1.BreakerState
+	3,  // 13: breakerd.v1.ForceRequest.mode:type_name -> breakerd.v1.ForceMode
+	6,  // 14: breakerd.v1.ForceResponse.state:type_name -> breakerd.v1.BreakerState
+	23, // 15: breakerd.v1.WatchResponse.event:type_name -> breakerd.v1.Event
+	4,  // 16: breakerd.v1.Event.kind:type_name -> breakerd.v1.EventKind
+	1,  // 17: breakerd.v1.Event.from:type_name -> breakerd.v1.State
+	1,  // 18: breakerd.v1.Event.to:type_name -> breakerd.v1.State
+	23, // 19: breakerd.v1.EventsResponse.events:type_name -> breakerd.v1.Event
+	7,  // 20: breakerd.v1.BreakerService.Allow:input_type -> breakerd.v1.AllowRequest
+	9,  // 21: breakerd.v1.BreakerService.Record:input_type -> breakerd.v1.RecordRequest
+	10, // 22: breakerd.v1.BreakerService.RecordBatch:input_type -> breakerd.v1.RecordBatchRequest
+	13, // 23: breakerd.v1.BreakerService.Get:input_type -> breakerd.v1.GetRequest
+	15, // 24: breakerd.v1.BreakerService.BatchGet:input_type -> breakerd.v1.BatchGetRequest
+	17, // 25: breakerd.v1.BreakerService.List:input_type -> breakerd.v1.ListRequest
+	19, // 26: breakerd.v1.BreakerService.Force:input_type -> breakerd.v1.ForceRequest
+	21, // 27: breakerd.v1.BreakerService.Watch:input_type -> breakerd.v1.WatchRequest
+	24, // 28: breakerd.v1.BreakerService.Events:input_type -> breakerd.v1.EventsRequest
+	8,  // 29: breakerd.v1.BreakerService.Allow:output_type -> breakerd.v1.AllowResponse
+	12, // 30: breakerd.v1.BreakerService.Record:output_type -> breakerd.v1.RecordResponse
+	11, // 31: breakerd.v1.BreakerService.RecordBatch:output_type -> breakerd.v1.RecordBatchResponse
+	14, // 32: breakerd.v1.BreakerService.Get:output_type -> breakerd.v1.GetResponse
+	16, // 33: breakerd.v1.BreakerService.BatchGet:output_type -> breakerd.v1.BatchGetResponse
+	18, // 34: breakerd.v1.BreakerService.List:output_type -> breakerd.v1.ListResponse
+	20, // 35: breakerd.v1.BreakerService.Force:output_type -> breakerd.v1.ForceResponse
+	22, // 36: breakerd.v1.BreakerService.Watch:output_type -> breakerd.v1.WatchResponse
+	25, // 37: breakerd.v1.BreakerService.Events:output_type -> breakerd.v1.EventsResponse
+	29, // [29:38] is the sub-list for method output_type
+	20, // [20:29] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_breakerd_v1_breaker_proto_init() }
@@ -2065,7 +2195,7 @@ func file_breakerd_v1_breaker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_breakerd_v1_breaker_proto_rawDesc), len(file_breakerd_v1_breaker_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

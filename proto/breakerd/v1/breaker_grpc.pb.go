@@ -31,14 +31,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	BreakerService_Allow_FullMethodName    = "/breakerd.v1.BreakerService/Allow"
-	BreakerService_Record_FullMethodName   = "/breakerd.v1.BreakerService/Record"
-	BreakerService_Get_FullMethodName      = "/breakerd.v1.BreakerService/Get"
-	BreakerService_BatchGet_FullMethodName = "/breakerd.v1.BreakerService/BatchGet"
-	BreakerService_List_FullMethodName     = "/breakerd.v1.BreakerService/List"
-	BreakerService_Force_FullMethodName    = "/breakerd.v1.BreakerService/Force"
-	BreakerService_Watch_FullMethodName    = "/breakerd.v1.BreakerService/Watch"
-	BreakerService_Events_FullMethodName   = "/breakerd.v1.BreakerService/Events"
+	BreakerService_Allow_FullMethodName       = "/breakerd.v1.BreakerService/Allow"
+	BreakerService_Record_FullMethodName      = "/breakerd.v1.BreakerService/Record"
+	BreakerService_RecordBatch_FullMethodName = "/breakerd.v1.BreakerService/RecordBatch"
+	BreakerService_Get_FullMethodName         = "/breakerd.v1.BreakerService/Get"
+	BreakerService_BatchGet_FullMethodName    = "/breakerd.v1.BreakerService/BatchGet"
+	BreakerService_List_FullMethodName        = "/breakerd.v1.BreakerService/List"
+	BreakerService_Force_FullMethodName       = "/breakerd.v1.BreakerService/Force"
+	BreakerService_Watch_FullMethodName       = "/breakerd.v1.BreakerService/Watch"
+	BreakerService_Events_FullMethodName      = "/breakerd.v1.BreakerService/Events"
 )
 
 // BreakerServiceClient is the client API for BreakerService service.
@@ -57,6 +58,13 @@ type BreakerServiceClient interface {
 	// `counted` says whether the outcome moved the breaker. Errors:
 	// InvalidArgument for a bad name, worker_id or outcome.
 	Record(ctx context.Context, in *RecordRequest, opts ...grpc.CallOption) (*RecordResponse, error)
+	// RecordBatch reports several outcomes in one call, as that many Records
+	// would (what the client's fast mode sends). Each record is validated
+	// and authorized as Record's request is; one bad record refuses the
+	// whole batch with InvalidArgument naming it ("records[3].outcome").
+	// The results come back in the order sent. Errors: as Record's, and
+	// InvalidArgument for an empty batch or more than 1024 records.
+	RecordBatch(ctx context.Context, in *RecordBatchRequest, opts ...grpc.CallOption) (*RecordBatchResponse, error)
 	// Get returns one breaker's state. A breaker with no stored state is
 	// closed. Never takes or moves a probe lease.
 	Get(ctx context.Context, in *GetRequest, opts ...grpc.CallOption) (*GetResponse, error)
@@ -113,6 +121,16 @@ func (c *breakerServiceClient) Record(ctx context.Context, in *RecordRequest, op
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RecordResponse)
 	err := c.cc.Invoke(ctx, BreakerService_Record_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *breakerServiceClient) RecordBatch(ctx context.Context, in *RecordBatchRequest, opts ...grpc.CallOption) (*RecordBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecordBatchResponse)
+	err := c.cc.Invoke(ctx, BreakerService_RecordBatch_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -204,6 +222,13 @@ type BreakerServiceServer interface {
 	// `counted` says whether the outcome moved the breaker. Errors:
 	// InvalidArgument for a bad name, worker_id or outcome.
 	Record(context.Context, *RecordRequest) (*RecordResponse, error)
+	// RecordBatch reports several outcomes in one call, as that many Records
+	// would (what the client's fast mode sends). Each record is validated
+	// and authorized as Record's request is; one bad record refuses the
+	// whole batch with InvalidArgument naming it ("records[3].outcome").
+	// The results come back in the order sent. Errors: as Record's, and
+	// InvalidArgument for an empty batch or more than 1024 records.
+	RecordBatch(context.Context, *RecordBatchRequest) (*RecordBatchResponse, error)
 	// Get returns one breaker's state. A breaker with no stored state is
 	// closed. Never takes or moves a probe lease.
 	Get(context.Context, *GetRequest) (*GetResponse, error)
@@ -251,6 +276,9 @@ func (UnimplementedBreakerServiceServer) Allow(context.Context, *AllowRequest) (
 }
 func (UnimplementedBreakerServiceServer) Record(context.Context, *RecordRequest) (*RecordResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Record not implemented")
+}
+func (UnimplementedBreakerServiceServer) RecordBatch(context.Context, *RecordBatchRequest) (*RecordBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RecordBatch not implemented")
 }
 func (UnimplementedBreakerServiceServer) Get(context.Context, *GetRequest) (*GetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Get not implemented")
@@ -323,6 +351,24 @@ func _BreakerService_Record_Handler(srv interface{}, ctx context.Context, dec fu
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(BreakerServiceServer).Record(ctx, req.(*RecordRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _BreakerService_RecordBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RecordBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BreakerServiceServer).RecordBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BreakerService_RecordBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BreakerServiceServer).RecordBatch(ctx, req.(*RecordBatchRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -442,6 +488,10 @@ var BreakerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Record",
 			Handler:    _BreakerService_Record_Handler,
+		},
+		{
+			MethodName: "RecordBatch",
+			Handler:    _BreakerService_RecordBatch_Handler,
 		},
 		{
 			MethodName: "Get",

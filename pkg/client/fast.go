@@ -1,0 +1,672 @@
+package client
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/breakerd/breakerd/internal/limits"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// Fast mode (WithFastMode): the client keeps a view of every breaker it
+// uses, pushed by breakerd's Watch stream (transitions, Forces and the
+// run notices record.lua publishes), so that:
+//
+//   - Allow on a closed circuit, or on one known to deny (open until its
+//     probe is due, forced open, paused, a probe in flight), is answered
+//     in-process with no RPC. A half-open breaker whose probe is due, a
+//     breaker the view does not know, and every Allow while the stream is
+//     down go to breakerd as in strict mode: the probe lease is always
+//     taken in Redis, so the fleet still gets one probe.
+//   - Record queues the outcome and returns; a sender goroutine sends the
+//     queue in coalesced RecordBatch calls. Each outcome carries the
+//     ticket of its Allow, so breakerd still fences stale ones.
+//   - A SUCCESS on a breaker the view shows closed with no failure run in
+//     progress is not sent at all (Stats.SuccessesSkipped): it would
+//     change nothing in Redis. The view learns that a run started from
+//     the run_started notice within milliseconds, and this client's own
+//     failures mark the run at once.
+//   - The queue is bounded for successes only: past FastQueueLimit queued
+//     outcomes a success is dropped (Stats.SuccessesDropped), never a
+//     failure or a probe outcome, and Record never blocks.
+//
+// What a fast client gives up: between a trip on Redis and its Watch
+// event reaching this client (milliseconds; measured in
+// docs/performance.md) it may still allow calls, and a success it skips
+// in that window could have reset a failure run another worker had just
+// started. The quorum, the single probe, generations and forced states
+// are decided in Redis as always.
+
+// FastQueueLimit bounds the outcomes a fast-mode client holds unsent
+// before it drops successes (failures and probe outcomes are always
+// kept: the trip they lead to bounds them).
+const FastQueueLimit = 4096
+
+// pausedRecheck is how long a fast client denies a paused breaker from
+// its view before asking breakerd again: a pause lapses (pause_ttl) only
+// when a script runs on the breaker, and a fast fleet would otherwise run
+// none.
+const pausedRecheck = 5 * time.Second
+
+// entry is the view of one breaker at the moment it was learned. Entries
+// are immutable: an update stores a new one.
+type entry struct {
+	state pb.State
+	gen   int64
+	// run: a success would change the breaker (breaker.State.RunOpen).
+	run bool
+	// until: for a denial (open, forced open, paused, a probe in flight,
+	// this worker a suspect), when it may end, on the client's clock; zero
+	// for forced open and paused means until an event says otherwise.
+	until    time.Time
+	decision pb.Decision // the denial answered while until holds
+	reason   string
+	st       *pb.BreakerState // breakerd's last snapshot, for Permit.State
+}
+
+// view is the fast-mode view: entries read without a lock on the Allow
+// path; writes (events, resyncs, answers) serialized by mu.
+type view struct {
+	entries sync.Map // name -> *entry
+	live    atomic.Bool
+	syncs   atomic.Int64 // resyncs completed
+
+	mu sync.Mutex
+	// ver is bumped by every event about a name hashing to the slot, so a
+	// learn that raced it is dropped; fixed-size, so that events about
+	// breakers this client never uses cost no memory (a shared slot only
+	// drops a learn now and then: the next Allow asks again).
+	ver [4096]uint64
+	all uint64 // bumped by every resync and stream break
+}
+
+func newView() *view { return &view{} }
+
+// slot is name's index in ver (FNV-1a).
+func slot(name string) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(name); i++ {
+		h ^= uint32(name[i])
+		h *= 16777619
+	}
+	return int(h % 4096)
+}
+
+func (v *view) get(name string) *entry {
+	e, ok := v.entries.Load(name)
+	if !ok {
+		return nil
+	}
+	return e.(*entry)
+}
+
+// stamp returns the version to hand back to learn after an RPC about name.
+func (v *view) stamp(name string) (uint64, uint64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.ver[slot(name)], v.all
+}
+
+// learn stores e for name if nothing about name was heard since stamp.
+func (v *view) learn(name string, e *entry, ver, all uint64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.ver[slot(name)] != ver || v.all != all {
+		return
+	}
+	v.entries.Store(name, e)
+}
+
+// set stores e for name (from an event) and bumps its version.
+func (v *view) set(name string, e *entry) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.ver[slot(name)]++
+	if e == nil {
+		v.entries.Delete(name)
+		return
+	}
+	v.entries.Store(name, e)
+}
+
+// update applies fn to name's entry under the write lock.
+func (v *view) update(name string, fn func(old *entry) *entry) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.ver[slot(name)]++
+	var old *entry
+	if e, ok := v.entries.Load(name); ok {
+		old = e.(*entry)
+	}
+	if e := fn(old); e != nil {
+		v.entries.Store(name, e)
+	} else {
+		v.entries.Delete(name)
+	}
+}
+
+func (v *view) names() []string {
+	var out []string
+	v.entries.Range(func(k, _ any) bool { out = append(out, k.(string)); return true })
+	return out
+}
+
+// entryOf turns breakerd's snapshot of a breaker (with the decision it
+// answered, and its retry_after) into an entry, its times moved from the
+// Redis clock to the client's (now).
+func entryOf(s *pb.BreakerState, worker string, d pb.Decision, retry time.Duration, now time.Time) *entry {
+	e := &entry{state: s.GetState(), gen: s.GetGeneration(), st: s, reason: s.GetReason()}
+	if e.state == pb.State_STATE_UNSPECIFIED {
+		e.state = pb.State_STATE_CLOSED
+	}
+	at := func(ms int64) time.Time {
+		if ms <= 0 {
+			return time.Time{}
+		}
+		return now.Add(time.Duration(ms-s.GetAsOfMs()) * time.Millisecond)
+	}
+	switch e.state {
+	case pb.State_STATE_CLOSED:
+		e.run = s.GetFailures() > 0 || s.GetSuspectWorker() != ""
+		if s.GetSuspectWorker() == worker && s.GetSuspectUntilMs() > s.GetAsOfMs() {
+			e.decision, e.until = pb.Decision_DECISION_DENIED_SUSPECT_WORKER, at(s.GetSuspectUntilMs())
+		}
+	case pb.State_STATE_OPEN:
+		e.decision, e.until = pb.Decision_DECISION_DENIED_OPEN, at(s.GetNextProbeAtMs())
+	case pb.State_STATE_HALF_OPEN:
+		// Known only from a denial's retry_after; otherwise ask breakerd.
+		if d == pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT && retry > 0 {
+			e.decision, e.until = d, now.Add(retry)
+		}
+	case pb.State_STATE_FORCED_OPEN:
+		e.decision, e.until = pb.Decision_DECISION_DENIED_FORCED_OPEN, at(s.GetForcedUntilMs())
+		e.reason = s.GetBreaker() + " forced open by an operator: " + s.GetReason()
+	case pb.State_STATE_PAUSED:
+		e.decision, e.until = pb.Decision_DECISION_DENIED_PAUSED, now.Add(pausedRecheck)
+	}
+	if d != pb.Decision_DECISION_ALLOWED && d != pb.Decision_DECISION_PROBE && d != pb.Decision_DECISION_UNSPECIFIED && retry > 0 && e.until.IsZero() {
+		e.decision, e.until = d, now.Add(retry)
+	}
+	return e
+}
+
+// fastAllow answers from the view, or returns nil when breakerd must be
+// asked: a breaker the view does not know, a half-open one whose probe
+// may be due, a denial whose time is up, or a closed one while the stream
+// is down (a denial is breakerd's last word and stands until its time).
+func (c *Client) fastAllow(breaker string) *Permit {
+	e := c.view.get(breaker)
+	if e == nil {
+		return nil
+	}
+	now := c.o.clock.Now()
+	if e.decision != pb.Decision_DECISION_UNSPECIFIED {
+		timed := e.state != pb.State_STATE_FORCED_OPEN && e.state != pb.State_STATE_PAUSED
+		if !e.until.IsZero() && !now.Before(e.until) || e.until.IsZero() && timed {
+			if e.state != pb.State_STATE_CLOSED {
+				return nil // its time is up: breakerd decides (a probe may be due)
+			}
+		} else {
+			var retry time.Duration
+			if !e.until.IsZero() {
+				retry = e.until.Sub(now)
+			}
+			reason := e.reason
+			if e.decision == pb.Decision_DECISION_DENIED_SUSPECT_WORKER || e.decision == pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT || reason == "" {
+				reason = denialWords(breaker, e.decision)
+			}
+			return &Permit{Breaker: breaker, Decision: e.decision, RetryAfter: retry, Reason: reason, State: e.st, Cached: true}
+		}
+	}
+	switch e.state {
+	case pb.State_STATE_CLOSED, pb.State_STATE_FORCED_CLOSED:
+		if !c.view.live.Load() {
+			return nil
+		}
+		return &Permit{Breaker: breaker, Decision: pb.Decision_DECISION_ALLOWED,
+			Ticket: &pb.Ticket{Generation: e.gen}, State: e.st, Cached: true}
+	}
+	return nil
+}
+
+// denialWords is the reason for a denial the view answers without
+// breakerd's own words at hand.
+func denialWords(breaker string, d pb.Decision) string {
+	switch d {
+	case pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT:
+		return breaker + " is being probed by another caller; ask again after the probe"
+	case pb.Decision_DECISION_DENIED_SUSPECT_WORKER:
+		return breaker + ": only this worker has failed and no other worker confirms: likely this worker's network or config; the circuit stays closed for the fleet"
+	case pb.Decision_DECISION_DENIED_PAUSED:
+		return breaker + " is paused: its credential or quota was refused after it had worked; an operator resumes it"
+	}
+	return breaker + " is open"
+}
+
+// fastLearn stores what breakerd answered an Allow in the view, unless an
+// event about the breaker arrived meanwhile.
+func (c *Client) fastLearn(p *Permit, ver, all uint64) {
+	if p.Degraded || p.DaemonDegraded || p.State == nil {
+		return
+	}
+	c.view.learn(p.Breaker, entryOf(p.State, c.worker(), p.Decision, p.RetryAfter, c.o.clock.Now()), ver, all)
+}
+
+// onEvent applies one Watch event to the view. The view holds only the
+// breakers this client has asked about: an event about any other only
+// fences a learn in flight. (onEvent runs on the watch goroutine only, so
+// reading an entry and then setting it cannot race another event.)
+func (c *Client) onEvent(e *pb.Event) {
+	name := e.GetBreaker()
+	now := c.o.clock.Now()
+	switch e.GetKind() {
+	case pb.EventKind_EVENT_KIND_RUN_STARTED, pb.EventKind_EVENT_KIND_RUN_ENDED:
+		run := e.GetKind() == pb.EventKind_EVENT_KIND_RUN_STARTED
+		c.view.update(name, func(old *entry) *entry {
+			if old == nil || old.gen > e.GetGeneration() {
+				return old // not a breaker this client uses; or a later transition already told more
+			}
+			n := &entry{state: pb.State_STATE_CLOSED, gen: e.GetGeneration(), run: run, st: old.st}
+			if old.gen == e.GetGeneration() && old.state == pb.State_STATE_CLOSED {
+				cp := *old
+				cp.run = run
+				if !run && cp.decision == pb.Decision_DECISION_DENIED_SUSPECT_WORKER {
+					cp.decision, cp.until = pb.Decision_DECISION_UNSPECIFIED, time.Time{} // a success clears the suspect
+				}
+				n = &cp
+			}
+			return n
+		})
+		return
+	case pb.EventKind_EVENT_KIND_TRANSITION, pb.EventKind_EVENT_KIND_FORCED:
+	default:
+		// Alerts (suspect, credential, quota, stuck, lapses) move fields
+		// the view does not follow event by event: forget the breaker, so
+		// its next Allow asks breakerd and learns it whole.
+		c.view.set(name, nil)
+		return
+	}
+	old := c.view.get(name)
+	if old == nil {
+		c.view.set(name, nil) // not a breaker this client uses: only fence a learn in flight
+		return
+	}
+	n := &entry{state: e.GetTo(), gen: e.GetGeneration(), reason: e.GetReason()}
+	// The snapshot a denial carries, as far as the event says; the
+	// alternatives come from the policy, unchanged by a transition.
+	n.st = &pb.BreakerState{Breaker: name, State: e.GetTo(), Generation: e.GetGeneration(), Failures: e.GetFailures(),
+		DistinctWorkers: e.GetDistinctWorkers(), CooldownMs: e.GetCooldownMs(), Reason: e.GetReason()}
+	n.st.Alternatives = old.st.GetAlternatives()
+	if n.state == pb.State_STATE_OPEN {
+		n.st.OpenedAtMs, n.st.NextProbeAtMs, n.st.AsOfMs = e.GetAtMs(), e.GetAtMs()+e.GetCooldownMs(), e.GetAtMs()
+	}
+	refresh := false
+	switch n.state {
+	case pb.State_STATE_OPEN:
+		n.decision, n.until = pb.Decision_DECISION_DENIED_OPEN, now.Add(time.Duration(e.GetCooldownMs())*time.Millisecond)
+	case pb.State_STATE_CLOSED:
+		n.run = e.GetKind() == pb.EventKind_EVENT_KIND_FORCED && e.GetFailures() > 0 // AUTO and transitions start fresh
+	case pb.State_STATE_FORCED_OPEN, pb.State_STATE_PAUSED:
+		// Denied until an event says otherwise; the end (a force TTL, the
+		// pause's) is in the snapshot: fetch it, since it lapses only when a
+		// script runs and a fast client would otherwise never run one.
+		n.decision = pb.Decision_DECISION_DENIED_FORCED_OPEN
+		if n.state == pb.State_STATE_PAUSED {
+			n.decision, n.until = pb.Decision_DECISION_DENIED_PAUSED, now.Add(pausedRecheck)
+		}
+		if n.state == pb.State_STATE_FORCED_OPEN {
+			n.reason = name + " forced open by an operator: " + e.GetReason()
+		}
+		refresh = true
+	case pb.State_STATE_FORCED_CLOSED, pb.State_STATE_HALF_OPEN:
+	default:
+		n = nil
+	}
+	c.view.set(name, n)
+	if refresh {
+		c.goRefresh(name)
+	}
+}
+
+// goRefresh reads name's snapshot in the background into the view.
+func (c *Client) goRefresh(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	ver, all := c.view.stamp(name)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		ctx, cancel := context.WithTimeout(c.ctx, c.o.rpcTimeout)
+		defer cancel()
+		res, err := c.api.BatchGet(ctx, &pb.BatchGetRequest{Breakers: []string{name}})
+		if err != nil || len(res.GetStates()) != 1 {
+			c.log("client: reading "+name+" for the fast view", err)
+			return
+		}
+		c.view.learn(name, entryOf(res.GetStates()[0], c.worker(), 0, 0, c.o.clock.Now()), ver, all)
+	}()
+}
+
+// fastWatch keeps the view in step with breakerd until ctx ends:
+// subscribe (with run notices), resync every known breaker with BatchGet
+// once the subscription is live, apply each event; on any break (breakerd
+// ends a stream that fell behind too) mark the view not live and start
+// again after retry.
+func (c *Client) fastWatch(ctx context.Context, retry time.Duration) {
+	for ctx.Err() == nil {
+		err := c.fastWatchOnce(ctx)
+		c.view.live.Store(false)
+		c.view.mu.Lock()
+		c.view.all++
+		c.view.mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+		c.log("client: watch stream ended; resyncing the fast view", err)
+		t := time.NewTimer(retry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (c *Client) fastWatchOnce(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.api.Watch(ctx, &pb.WatchRequest{RunNotices: true})
+	if err != nil {
+		return err
+	}
+	if _, err := stream.Header(); err != nil { // the subscription is live
+		return err
+	}
+	// Events arriving while the resync runs are applied after it, in
+	// order: read them into a buffer now so breakerd's stream never waits.
+	events := make(chan *pb.Event, 1024)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				close(events)
+				return
+			}
+			select {
+			case events <- m.GetEvent():
+			case <-ctx.Done():
+				recvErr <- ctx.Err()
+				close(events)
+				return
+			}
+		}
+	}()
+	if err := c.resync(ctx); err != nil {
+		return err
+	}
+	c.view.syncs.Add(1)
+	c.view.live.Store(true)
+	for e := range events {
+		c.onEvent(e)
+	}
+	return <-recvErr
+}
+
+// resync reads every breaker the view holds (BatchGet, limits.MaxBatch a
+// call) and replaces their entries; a breaker an event moved meanwhile
+// keeps the event's word.
+func (c *Client) resync(ctx context.Context) error {
+	names := c.view.names()
+	for len(names) > 0 {
+		n := min(len(names), limits.MaxBatch)
+		chunk := names[:n]
+		names = names[n:]
+		c.view.mu.Lock()
+		c.view.all++
+		all := c.view.all
+		vers := make([]uint64, len(chunk))
+		for i, b := range chunk {
+			vers[i] = c.view.ver[slot(b)]
+		}
+		c.view.mu.Unlock()
+		lctx, cancel := context.WithTimeout(ctx, c.o.listTimeout)
+		res, err := c.api.BatchGet(lctx, &pb.BatchGetRequest{Breakers: chunk})
+		cancel()
+		if err != nil {
+			return err
+		}
+		now := c.o.clock.Now()
+		for i, s := range res.GetStates() {
+			if i < len(chunk) {
+				c.view.learn(chunk[i], entryOf(s, c.worker(), 0, 0, now), vers[i], all)
+			}
+		}
+	}
+	return nil
+}
+
+// queued is one outcome waiting to be sent.
+type queued struct {
+	req   *pb.RecordRequest
+	probe bool
+}
+
+// sender is the fast-mode outbox: Record appends, one goroutine sends.
+type sender struct {
+	mu      sync.Mutex
+	q       []queued
+	busy    int // outcomes taken by the batch in flight
+	wake    chan struct{}
+	idle    *sync.Cond
+	dropped atomic.Int64
+	skipped atomic.Int64
+	stale   atomic.Int64
+	sent    atomic.Int64
+	batches atomic.Int64
+}
+
+func newSender() *sender {
+	s := &sender{wake: make(chan struct{}, 1)}
+	s.idle = sync.NewCond(&s.mu)
+	return s
+}
+
+// fastRecord queues r for the permit's breaker, or skips it, and returns
+// at once.
+func (c *Client) fastRecord(p *Permit, r Result) *pb.RecordResponse {
+	if r.Outcome == pb.Outcome_OUTCOME_SUCCESS {
+		c.worked.Store(p.Breaker, true)
+	}
+	probe := p.Ticket.GetLeaseToken() != ""
+	success := r.Outcome == pb.Outcome_OUTCOME_SUCCESS && !probe
+	if success && c.view.live.Load() {
+		if e := c.view.get(p.Breaker); e != nil && !e.run && (e.state == pb.State_STATE_CLOSED ||
+			e.state == pb.State_STATE_FORCED_CLOSED) && e.gen >= p.Ticket.GetGeneration() {
+			// Closed with no run (or the ticket is already stale): a success
+			// changes nothing in Redis.
+			c.out.skipped.Add(1)
+			return &pb.RecordResponse{Note: "not sent: the breaker is closed with no failure run (fast mode)"}
+		}
+	}
+	if !success && !probe && r.Outcome != pb.Outcome_OUTCOME_CANCELED {
+		// This worker's own failure starts or extends a run: its next
+		// successes must reach breakerd, before any notice comes back.
+		c.view.update(p.Breaker, func(old *entry) *entry {
+			if old == nil || old.state != pb.State_STATE_CLOSED || old.gen != p.Ticket.GetGeneration() {
+				return old
+			}
+			cp := *old
+			cp.run = true
+			return &cp
+		})
+	}
+	_, worked := c.worked.Load(p.Breaker)
+	retryMs, deadlineMs := wireWait(r.RetryAfter, r.Deadline)
+	req := &pb.RecordRequest{
+		Breaker: p.Breaker, WorkerId: c.worker(), Ticket: p.Ticket, Outcome: r.Outcome,
+		RetryAfterMs: retryMs, DeadlineMs: deadlineMs, LatencyMs: limits.ClampMs(r.Latency.Milliseconds()),
+		Message:          oneLine(r.Message, maxMessageBytes),
+		CredentialWorked: r.Outcome == pb.Outcome_OUTCOME_UNAUTHENTICATED && (r.CredentialWorked || worked),
+	}
+	s := c.out
+	s.mu.Lock()
+	if success && len(s.q)+s.busy >= FastQueueLimit {
+		s.mu.Unlock()
+		s.dropped.Add(1)
+		return &pb.RecordResponse{Note: "dropped: the fast-mode queue is full (successes only are dropped)"}
+	}
+	s.q = append(s.q, queued{req: req, probe: probe})
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return &pb.RecordResponse{Note: "queued: fast mode sends outcomes in the background"}
+}
+
+// send is the sender goroutine: whatever is queued goes out in one
+// RecordBatch (at most limits.MaxBatch outcomes), then the next.
+func (c *Client) send() {
+	defer c.wg.Done()
+	s := c.out
+	for {
+		select {
+		case <-s.wake:
+		case <-c.ctx.Done():
+			s.mu.Lock()
+			s.idle.Broadcast()
+			s.mu.Unlock()
+			return
+		}
+		for c.sendOnce() {
+		}
+	}
+}
+
+// sendOnce sends one batch; it reports whether more may be queued.
+func (c *Client) sendOnce() bool {
+	s := c.out
+	s.mu.Lock()
+	n := min(len(s.q), limits.MaxBatch)
+	if n == 0 {
+		s.idle.Broadcast()
+		s.mu.Unlock()
+		return false
+	}
+	batch := make([]queued, 0, n)
+	for _, q := range s.q[:n] {
+		if c.stale(q) {
+			s.stale.Add(1)
+			continue
+		}
+		batch = append(batch, q)
+	}
+	s.q = append(s.q[:0], s.q[n:]...)
+	s.busy = len(batch)
+	s.mu.Unlock()
+	if len(batch) == 0 {
+		return true
+	}
+	n = len(batch)
+
+	reqs := make([]*pb.RecordRequest, n)
+	vers := make([]uint64, n)
+	var all uint64
+	c.view.mu.Lock()
+	all = c.view.all
+	for i, q := range batch {
+		reqs[i] = q.req
+		vers[i] = c.view.ver[slot(q.req.GetBreaker())]
+	}
+	c.view.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), c.o.recordTimeout)
+	res, err := c.api.RecordBatch(ctx, &pb.RecordBatchRequest{Records: reqs})
+	cancel()
+	c.noteReach(err)
+	s.batches.Add(1)
+	switch {
+	case err != nil && reachFailure(err):
+		for _, q := range batch { // as Record does: the local breaker keeps them
+			c.local.record(q.req.GetBreaker(), nil, Result{Outcome: q.req.GetOutcome(),
+				RetryAfter: time.Duration(q.req.GetRetryAfterMs()) * time.Millisecond,
+				Deadline:   time.Duration(q.req.GetDeadlineMs()) * time.Millisecond})
+		}
+	case err != nil:
+		c.log("client: sending outcomes (fast mode)", err)
+	default:
+		s.sent.Add(int64(n))
+		now := c.o.clock.Now()
+		for i, r := range res.GetResults() {
+			// What breakerd answered is the breaker's state after the
+			// record: keep it unless an event about it came meanwhile.
+			if i < n && r.GetState() != nil && !r.GetDegraded() {
+				c.view.learn(reqs[i].GetBreaker(), entryOf(r.GetState(), c.worker(), 0, 0, now), vers[i], all)
+			}
+		}
+	}
+	s.mu.Lock()
+	s.busy = 0
+	more := len(s.q) > 0
+	if !more {
+		s.idle.Broadcast()
+	}
+	s.mu.Unlock()
+	return more
+}
+
+// stale reports whether breakerd would surely not count q, so it need
+// not be sent: its breaker has moved past the ticket's generation in the
+// view (a trip, a Force, a probe's verdict). Kept: probe outcomes, and the
+// outcomes that act whatever the generation (a 429's Retry-After may push
+// an open breaker's next probe later; 401 and 402 raise alerts).
+func (c *Client) stale(q queued) bool {
+	switch q.req.GetOutcome() {
+	case pb.Outcome_OUTCOME_RATE_LIMITED, pb.Outcome_OUTCOME_UNAUTHENTICATED, pb.Outcome_OUTCOME_QUOTA_EXHAUSTED:
+		return false
+	}
+	if q.probe {
+		return false
+	}
+	e := c.view.get(q.req.GetBreaker())
+	return e != nil && e.gen > q.req.GetTicket().GetGeneration()
+}
+
+// Flush waits until every outcome queued in fast mode has been sent (or
+// handed to the local fallback), or ctx ends (its error). Without fast
+// mode it returns at once.
+func (c *Client) Flush(ctx context.Context) error {
+	if c.out == nil {
+		return nil
+	}
+	s := c.out
+	stop := context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		s.idle.Broadcast()
+		s.mu.Unlock()
+	})
+	defer stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.q)+s.busy > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if c.ctx.Err() != nil {
+			return c.ctx.Err()
+		}
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+		s.idle.Wait()
+	}
+	return nil
+}

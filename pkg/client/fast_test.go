@@ -1,0 +1,367 @@
+package client
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/testredis"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// Fast mode, with the wire as witness: the daemon's RPC counter and the
+// Redis commands its store sends.
+
+// fastDial dials a fast-mode client on clk (the test moves it with the
+// backend's clock: a fast client times an open period on its own clock).
+func fastDial(t *testing.T, addr, worker string, clk *fakeClock, opts ...Option) *Client {
+	t.Helper()
+	c := dial(t, addr, worker, append([]Option{WithFastMode(), WithClock(clk)}, opts...)...)
+	eventually(t, worker+"'s fast view is live", func() bool { return c.view.live.Load() })
+	return c
+}
+
+// known waits until c's view holds name at breakerd's current state and
+// generation, with its failure run as breakerd has it.
+func known(t *testing.T, d *daemontest.Daemon, c *Client, name string) {
+	t.Helper()
+	if err := c.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, c.WorkerID()+" sees "+name+" as breakerd has it", func() bool {
+		st, err := d.Store.Get(context.Background(), name)
+		if err != nil {
+			return false
+		}
+		e := c.view.get(name)
+		return e != nil && e.gen == st.GetGeneration() && e.state == st.GetState() &&
+			(st.GetState() != pb.State_STATE_CLOSED || e.run == (st.GetFailures() > 0 || st.GetSuspectWorker() != ""))
+	})
+}
+
+func advanceAll(b *testredis.Backend, d time.Duration, clks ...*fakeClock) {
+	b.Advance(d)
+	for _, c := range clks {
+		c.Advance(d)
+	}
+}
+
+func TestFastClosedAllowMakesNoRPCAndHealthySuccessesAreNotSent(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := start(t, b, withAlternatives())
+		clk := newFakeClock()
+		w1 := fastDial(t, d.Addr, "w1", clk)
+		w2 := dial(t, d.Addr, "w2") // strict: starts a failure run
+		name := b.Breaker("search")
+		ctx := context.Background()
+		ok := func(context.Context) error { return nil }
+
+		// The first Allow asks breakerd (the view does not know it yet).
+		if err := w1.Call(ctx, name, ok); err != nil {
+			t.Fatal(err)
+		}
+		if got := d.Calls.Get("Allow"); got != 1 {
+			t.Fatalf("first Allow: %d Allow RPCs, want 1", got)
+		}
+		known(t, d, w1, name)
+		allows, batches := d.Calls.Get("Allow"), d.Calls.Get("RecordBatch")
+		b.ResetCounts()
+		for range 100 {
+			if err := w1.Call(ctx, name, ok); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w1.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := d.Calls.Get("Allow") - allows; got != 0 {
+			t.Errorf("100 calls on a closed breaker the view knows: %d Allow RPCs, want 0", got)
+		}
+		if got := d.Calls.Get("RecordBatch") - batches; got != 0 {
+			t.Errorf("100 healthy successes: %d RecordBatch RPCs, want 0 (nothing to change)", got)
+		}
+		if got := b.Commands(); got != 0 {
+			t.Errorf("100 healthy calls: %d Redis commands, want 0", got)
+		}
+		if got := w1.Stats().SuccessesSkipped; got < 100 {
+			t.Errorf("SuccessesSkipped = %d, want >= 100", got)
+		}
+
+		// Another worker's failure starts a run: the notice reaches w1's
+		// view, and w1's next success goes out and resets the run.
+		fail := func(context.Context) error {
+			return &OutcomeError{Outcome: pb.Outcome_OUTCOME_SERVER_ERROR, Message: "HTTP 503"}
+		}
+		_ = w2.Call(ctx, name, fail)
+		eventually(t, "the run_started notice reaches w1", func() bool {
+			e := w1.view.get(name)
+			return e != nil && e.run
+		})
+		if err := w1.Call(ctx, name, ok); err != nil {
+			t.Fatal(err)
+		}
+		if err := w1.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := d.Calls.Get("RecordBatch") - batches; got != 1 {
+			t.Errorf("a success during a failure run: %d RecordBatch RPCs, want 1", got)
+		}
+		if st := state(t, d, name); st.GetFailures() != 0 {
+			t.Errorf("after w1's success: %d failures, want the run reset to 0", st.GetFailures())
+		}
+		eventually(t, "the run ended in w1's view", func() bool {
+			e := w1.view.get(name)
+			return e != nil && !e.run
+		})
+		skipped := w1.Stats().SuccessesSkipped
+		if err := w1.Call(ctx, name, ok); err != nil {
+			t.Fatal(err)
+		}
+		if got := w1.Stats().SuccessesSkipped - skipped; got != 1 {
+			t.Errorf("a success after the run ended: skipped %d, want 1", got)
+		}
+	})
+}
+
+func TestFastTripByOthersReachesTheViewAndDeniesWithoutRPC(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := start(t, b, withAlternatives("alt_search"))
+		clk := newFakeClock()
+		w3 := fastDial(t, d.Addr, "w3", clk)
+		w1, w2 := dial(t, d.Addr, "w1"), dial(t, d.Addr, "w2")
+		name := b.Breaker("search")
+		ctx := context.Background()
+		if _, err := w3.Allow(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		known(t, d, w3, name)
+		trip(t, w1, w2, name)
+		eventually(t, "the trip reaches w3's view", func() bool {
+			e := w3.view.get(name)
+			return e != nil && e.state == pb.State_STATE_OPEN
+		})
+		allows := d.Calls.Get("Allow")
+		p, err := w3.Allow(ctx, name)
+		if err != nil || p.Decision != pb.Decision_DECISION_DENIED_OPEN || !p.Cached {
+			t.Fatalf("Allow after the trip: %+v, %v; want a DENIED_OPEN from the view", p, err)
+		}
+		if p.RetryAfter <= 0 || p.RetryAfter > 30*time.Second {
+			t.Errorf("RetryAfter %v, want within the 30s cooldown", p.RetryAfter)
+		}
+		if got := d.Calls.Get("Allow") - allows; got != 0 {
+			t.Errorf("a denial from the view: %d Allow RPCs, want 0", got)
+		}
+		ran := false
+		if err := w3.Call(ctx, name, func(context.Context) error { ran = true; return nil }); err == nil || ran {
+			t.Errorf("Call on the open circuit: %v (ran %v), want a denial and fn not run", err, ran)
+		}
+	})
+}
+
+func TestFastHalfOpenProbeGoesToBreakerdOneFleetWide(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := start(t, b, withAlternatives())
+		clk := newFakeClock()
+		name := b.Breaker("search")
+		ctx := context.Background()
+		var fleet []*Client
+		for _, w := range []string{"f1", "f2", "f3", "f4"} {
+			c := fastDial(t, d.Addr, w, clk)
+			if _, err := c.Allow(ctx, name); err != nil {
+				t.Fatal(err)
+			}
+			fleet = append(fleet, c)
+		}
+		trip(t, dial(t, d.Addr, "w1"), dial(t, d.Addr, "w2"), name)
+		for _, c := range fleet {
+			known(t, d, c, name)
+		}
+		advanceAll(b, 31*time.Second, clk)
+		allows := d.Calls.Get("Allow")
+		var probes atomic.Int64
+		var wg sync.WaitGroup
+		permits := make([]*Permit, len(fleet))
+		for i, c := range fleet {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p, err := c.Allow(ctx, name)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				permits[i] = p
+				if p.Decision == pb.Decision_DECISION_PROBE {
+					probes.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		if got := probes.Load(); got != 1 {
+			t.Fatalf("%d PROBEs across 4 fast clients, want exactly 1", got)
+		}
+		if got := d.Calls.Get("Allow") - allows; got < 1 {
+			t.Errorf("the due probe: %d Allow RPCs, want the lease taken at breakerd", got)
+		}
+		for i, p := range permits {
+			if p.Decision == pb.Decision_DECISION_PROBE {
+				if _, err := fleet[i].Record(ctx, p, Result{Outcome: pb.Outcome_OUTCOME_SUCCESS}); err != nil {
+					t.Fatal(err)
+				}
+				if err := fleet[i].Flush(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if st := state(t, d, name); st.GetState() != pb.State_STATE_CLOSED {
+			t.Fatalf("after the probe's success: %v, want CLOSED", st.GetState())
+		}
+		for _, c := range fleet {
+			known(t, d, c, name)
+		}
+		allows = d.Calls.Get("Allow")
+		for _, c := range fleet {
+			if p, err := c.Allow(ctx, name); err != nil || p.Decision != pb.Decision_DECISION_ALLOWED {
+				t.Errorf("%s after the close: %+v, %v", c.WorkerID(), p, err)
+			}
+		}
+		if got := d.Calls.Get("Allow") - allows; got != 0 {
+			t.Errorf("closed again: %d Allow RPCs, want 0", got)
+		}
+	})
+}
+
+// blockingBatches is a fake breakerd whose RecordBatch waits for release
+// and counts the outcomes it receives.
+type blockingBatches struct {
+	pb.UnimplementedBreakerServiceServer
+	release             chan struct{}
+	successes, failures atomic.Int64
+	probes              atomic.Int64
+}
+
+func (f *blockingBatches) Watch(_ *pb.WatchRequest, s pb.BreakerService_WatchServer) error {
+	<-s.Context().Done()
+	return nil
+}
+
+func (f *blockingBatches) RecordBatch(ctx context.Context, req *pb.RecordBatchRequest) (*pb.RecordBatchResponse, error) {
+	<-f.release
+	out := &pb.RecordBatchResponse{}
+	for _, r := range req.GetRecords() {
+		switch {
+		case r.GetTicket().GetLeaseToken() != "":
+			f.probes.Add(1)
+		case r.GetOutcome() == pb.Outcome_OUTCOME_SUCCESS:
+			f.successes.Add(1)
+		default:
+			f.failures.Add(1)
+		}
+		out.Results = append(out.Results, &pb.RecordResponse{})
+	}
+	return out, nil
+}
+
+func TestFastQueueOverflowDropsOnlySuccesses(t *testing.T) {
+	f := &blockingBatches{release: make(chan struct{})}
+	addr := serveFake(t, f)
+	c := dial(t, addr, "w1", WithFastMode())
+	ctx := context.Background()
+	extra, failures, probes := 300, 500, 3
+	// A breaker the view does not know: every success must be sent. The
+	// first batch waits at breakerd, so the queue fills.
+	p := &Permit{Breaker: "b", Decision: pb.Decision_DECISION_ALLOWED, Ticket: &pb.Ticket{}}
+	for range FastQueueLimit + extra {
+		if _, err := c.Record(ctx, p, Result{Outcome: pb.Outcome_OUTCOME_SUCCESS}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The queue is full: failures still go in (and Record returns at once).
+	for range failures {
+		if _, err := c.Record(ctx, p, Result{Outcome: pb.Outcome_OUTCOME_TIMEOUT}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range probes {
+		p := &Permit{Breaker: "b", Decision: pb.Decision_DECISION_PROBE, Ticket: &pb.Ticket{Generation: 3, LeaseToken: "lease"}}
+		if _, err := c.Record(ctx, p, Result{Outcome: pb.Outcome_OUTCOME_SUCCESS}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(f.release)
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := c.Stats()
+	if got := f.successes.Load(); got != FastQueueLimit || st.SuccessesDropped != int64(extra) {
+		t.Errorf("breakerd got %d successes and %d were dropped, want %d and %d (the queue's bound)",
+			got, st.SuccessesDropped, FastQueueLimit, extra)
+	}
+	if got := f.failures.Load(); got != int64(failures) {
+		t.Errorf("breakerd got %d failures, want all %d: failures are never dropped", got, failures)
+	}
+	if got := f.probes.Load(); got != int64(probes) {
+		t.Errorf("breakerd got %d probe outcomes, want all %d", got, probes)
+	}
+}
+
+// BenchmarkFastAllow is an Allow answered by the fast-mode view: a closed
+// breaker the view knows (target: under 1µs, no RPC).
+func BenchmarkFastAllow(b *testing.B) {
+	be := testredis.Mini(b)
+	d := daemontest.Start(b, be, withAlternatives())
+	c, err := Dial(d.Addr, WithWorkerID("bench"), WithFastMode(), WithAllowBudget(testBudget))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	name := be.Breaker("search")
+	ctx := context.Background()
+	for c.view.get(name) == nil || !c.view.live.Load() {
+		if _, err := c.Allow(ctx, name); err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(time.Millisecond) // the first resync
+	}
+	allows := d.Calls.Get("Allow")
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if p, err := c.Allow(ctx, name); err != nil || !p.Allowed() {
+				b.Fatalf("%+v, %v", p, err)
+			}
+		}
+	})
+	if got := d.Calls.Get("Allow") - allows; got != 0 {
+		b.Fatalf("%d Allow RPCs during the benchmark, want 0", got)
+	}
+}
+
+func TestFastOutcomesPastTheirGenerationAreNotSent(t *testing.T) {
+	f := &blockingBatches{release: make(chan struct{})}
+	close(f.release)
+	c := dial(t, serveFake(t, f), "w1", WithFastMode())
+	ctx := context.Background()
+	// The view has seen the breaker trip past generation 3 (a storm's
+	// queued failures, once the trip is known).
+	c.view.set("b", &entry{state: pb.State_STATE_OPEN, gen: 4, decision: pb.Decision_DECISION_DENIED_OPEN})
+	old := &Permit{Breaker: "b", Decision: pb.Decision_DECISION_ALLOWED, Ticket: &pb.Ticket{Generation: 3}}
+	for range 10 {
+		if _, err := c.Record(ctx, old, Result{Outcome: pb.Outcome_OUTCOME_TIMEOUT}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A 429 acts whatever the generation (it may push the next probe).
+	if _, err := c.Record(ctx, old, Result{Outcome: pb.Outcome_OUTCOME_RATE_LIMITED, RetryAfter: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, st := f.failures.Load(), c.Stats(); got != 1 || st.StaleNotSent != 10 {
+		t.Errorf("breakerd got %d outcomes, %d not sent as stale; want 1 (the 429) and 10", got, st.StaleNotSent)
+	}
+}
