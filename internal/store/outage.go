@@ -207,5 +207,5 @@ func (s *Store) memoryRecord(req *pb.RecordRequest, c breaker.Call) *pb.RecordRe
 	name := req.GetBreaker()
 	p := s.Policy(name)
 	res, v, _ := s.out.table.Apply(name, ParamsOf(p, s.o.Rand()), c, s.outageNow())
-	return &pb.RecordResponse{Counted: res.Counted, Note: res.Note.String(), State: v.Proto(name, p.Alternatives), Degraded: true}
+	return &pb.RecordResponse{Counted: res.Counted, Note: res.Note.String(), State: stateOf(v, name, p), Degraded: true}
 }

@@ -225,7 +225,7 @@ func (s *Store) Allow(ctx context.Context, name, worker string) (*pb.AllowRespon
 	if code < 1 || code > int64(pb.Decision_DECISION_DENIED_PAUSED) {
 		return nil, fmt.Errorf("store: allow %q: unknown decision %d", name, code)
 	}
-	st := v.Proto(name, p.Alternatives)
+	st := stateOf(v, name, p)
 	s.register(ctx, name, p, st)
 	return &pb.AllowResponse{
 		Decision:     d,
@@ -279,7 +279,7 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 	if err := r.errOr(); err != nil {
 		return nil, fmt.Errorf("store: record %q: %w", name, err)
 	}
-	st := v.Proto(name, p.Alternatives)
+	st := stateOf(v, name, p)
 	s.register(ctx, name, p, st)
 	return &pb.RecordResponse{Counted: counted, Note: note.String(), State: st}, nil
 }
@@ -326,6 +326,13 @@ func ParamsOf(p policy.Policy, u float64) breaker.Params {
 }
 
 // windowMs is p's failure-rate window in ms, or 0 in consecutive mode.
+// stateOf is v as the API shows it under policy p.
+func stateOf(v breaker.View, name string, p policy.Policy) *pb.BreakerState {
+	st := v.Proto(name, p.Alternatives)
+	st.WindowMode = windowMs(p) > 0
+	return st
+}
+
 func windowMs(p policy.Policy) int64 {
 	if p.Mode != policy.ModeWindow {
 		return 0
@@ -364,7 +371,7 @@ func (s *Store) Force(ctx context.Context, breaker string, mode pb.ForceMode, re
 	if err := r.errOr(); err != nil {
 		return nil, fmt.Errorf("store: force %q: %w", breaker, err)
 	}
-	st := v.Proto(breaker, p.Alternatives)
+	st := stateOf(v, breaker, p)
 	s.register(ctx, breaker, p, st) // counted, never refused
 	return st, nil
 }
@@ -417,7 +424,7 @@ func (s *Store) BatchGet(ctx context.Context, breakers []string) ([]*pb.BreakerS
 			return nil, fmt.Errorf("store: read %q: %w", breakers[i], scriptError(readScript, err))
 		}
 		r := reply{v: res}
-		out[i] = r.view(0).Proto(breakers[i], policies[i].Alternatives)
+		out[i] = stateOf(r.view(0), breakers[i], policies[i])
 		if len(res) == 3 { // window mode: the window's calls and failures
 			out[i].WindowCalls, out[i].WindowFailures = r.int(1), r.int(2)
 		}

@@ -57,6 +57,9 @@ type entry struct {
 	gen   int64
 	// run: a success would change the breaker (breaker.State.RunOpen).
 	run bool
+	// window: the breaker counts in window mode, where every success
+	// moves the failure rate: none is skipped.
+	window bool
 	// until: for a denial (open, forced open, paused, a probe in flight,
 	// this worker a suspect), when it may end, on the client's clock; zero
 	// for forced open and paused means until an event says otherwise.
@@ -157,7 +160,7 @@ func (v *view) names() []string {
 // answered, and its retry_after) into an entry, its times moved from the
 // Redis clock to the client's (now).
 func entryOf(s *pb.BreakerState, worker string, d pb.Decision, retry time.Duration, now time.Time) *entry {
-	e := &entry{state: s.GetState(), gen: s.GetGeneration(), st: s, reason: s.GetReason()}
+	e := &entry{state: s.GetState(), gen: s.GetGeneration(), st: s, reason: s.GetReason(), window: s.GetWindowMode()}
 	if e.state == pb.State_STATE_UNSPECIFIED {
 		e.state = pb.State_STATE_CLOSED
 	}
@@ -268,7 +271,7 @@ func (c *Client) onEvent(e *pb.Event) {
 			if old == nil || old.gen > e.GetGeneration() {
 				return old // not a breaker this client uses; or a later transition already told more
 			}
-			n := &entry{state: pb.State_STATE_CLOSED, gen: e.GetGeneration(), run: run, st: old.st}
+			n := &entry{state: pb.State_STATE_CLOSED, gen: e.GetGeneration(), run: run, st: old.st, window: old.window}
 			if old.gen == e.GetGeneration() && old.state == pb.State_STATE_CLOSED {
 				cp := *old
 				cp.run = run
@@ -293,12 +296,12 @@ func (c *Client) onEvent(e *pb.Event) {
 		c.view.set(name, nil) // not a breaker this client uses: only fence a learn in flight
 		return
 	}
-	n := &entry{state: e.GetTo(), gen: e.GetGeneration(), reason: e.GetReason()}
+	n := &entry{state: e.GetTo(), gen: e.GetGeneration(), reason: e.GetReason(), window: old.window}
 	// The snapshot a denial carries, as far as the event says; the
 	// alternatives come from the policy, unchanged by a transition.
 	n.st = &pb.BreakerState{Breaker: name, State: e.GetTo(), Generation: e.GetGeneration(), Failures: e.GetFailures(),
 		DistinctWorkers: e.GetDistinctWorkers(), CooldownMs: e.GetCooldownMs(), Reason: e.GetReason()}
-	n.st.Alternatives = old.st.GetAlternatives()
+	n.st.Alternatives, n.st.WindowMode = old.st.GetAlternatives(), old.window
 	if n.state == pb.State_STATE_OPEN {
 		n.st.OpenedAtMs, n.st.NextProbeAtMs, n.st.AsOfMs = e.GetAtMs(), e.GetAtMs()+e.GetCooldownMs(), e.GetAtMs()
 	}
@@ -488,10 +491,10 @@ func (c *Client) fastRecord(p *Permit, r Result) *pb.RecordResponse {
 	probe := p.Ticket.GetLeaseToken() != ""
 	success := r.Outcome == pb.Outcome_OUTCOME_SUCCESS && !probe
 	if success && c.view.live.Load() {
-		if e := c.view.get(p.Breaker); e != nil && !e.run && (e.state == pb.State_STATE_CLOSED ||
+		if e := c.view.get(p.Breaker); e != nil && !e.run && !e.window && (e.state == pb.State_STATE_CLOSED ||
 			e.state == pb.State_STATE_FORCED_CLOSED) && e.gen >= p.Ticket.GetGeneration() {
-			// Closed with no run (or the ticket is already stale): a success
-			// changes nothing in Redis.
+			// Closed with no run, not counting in window mode (or the
+			// ticket is already stale): a success changes nothing in Redis.
 			c.out.skipped.Add(1)
 			return &pb.RecordResponse{Note: "not sent: the breaker is closed with no failure run (fast mode)"}
 		}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/policy"
+	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -364,4 +366,42 @@ func TestFastOutcomesPastTheirGenerationAreNotSent(t *testing.T) {
 	if got, st := f.failures.Load(), c.Stats(); got != 1 || st.StaleNotSent != 10 {
 		t.Errorf("breakerd got %d outcomes, %d not sent as stale; want 1 (the 429) and 10", got, st.StaleNotSent)
 	}
+}
+
+// TestFastWindowModeSendsEverySuccess: in window mode every success moves
+// the failure rate, so a fast client skips none (the window's calls at
+// breakerd count them), and a failure rate built from failures alone
+// cannot trip the breaker behind the fleet's back.
+func TestFastWindowModeSendsEverySuccess(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		p := policy.Default()
+		p.Jitter, p.Mode, p.Window, p.FailureRate, p.MinCalls = 0, "window", time.Minute, 0.5, 4
+		d := start(t, b, store.Options{Policies: policy.NewSet(p)})
+		clk := newFakeClock()
+		w1 := fastDial(t, d.Addr, "w1", clk)
+		name := b.Breaker("search")
+		ctx := context.Background()
+		ok := func(context.Context) error { return nil }
+		if err := w1.Call(ctx, name, ok); err != nil {
+			t.Fatal(err)
+		}
+		known(t, d, w1, name)
+		if e := w1.view.get(name); e == nil || !e.window {
+			t.Fatalf("the view of a window-mode breaker: %+v, want it marked window", e)
+		}
+		for range 5 {
+			if err := w1.Call(ctx, name, ok); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w1.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := w1.Stats().SuccessesSkipped; got != 0 {
+			t.Errorf("SuccessesSkipped = %d in window mode, want 0", got)
+		}
+		if st := state(t, d, name); st.GetWindowCalls() != 6 || !st.GetWindowMode() {
+			t.Errorf("window at breakerd: %d calls (window mode %v), want all 6 successes counted", st.GetWindowCalls(), st.GetWindowMode())
+		}
+	})
 }

@@ -534,8 +534,12 @@ type BreakerState struct {
 	WindowCalls int64 `protobuf:"varint,40,opt,name=window_calls,json=windowCalls,proto3" json:"window_calls,omitempty"`
 	// Window mode only: the counted failures among window_calls.
 	WindowFailures int64 `protobuf:"varint,41,opt,name=window_failures,json=windowFailures,proto3" json:"window_failures,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The breaker's policy counts in window mode: every outcome, successes
+	// included, moves its failure rate, so a fast-mode client sends every
+	// success on it (it skips only successes that change nothing).
+	WindowMode    bool `protobuf:"varint,42,opt,name=window_mode,json=windowMode,proto3" json:"window_mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BreakerState) Reset() {
@@ -706,6 +710,13 @@ func (x *BreakerState) GetWindowFailures() int64 {
 		return x.WindowFailures
 	}
 	return 0
+}
+
+func (x *BreakerState) GetWindowMode() bool {
+	if x != nil {
+		return x.WindowMode
+	}
+	return false
 }
 
 type AllowRequest struct {
@@ -1922,7 +1933,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"generation\x18\x01 \x01(\x03R\n" +
 	"generation\x12\x1f\n" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +
-	"leaseToken\"\xcd\x05\n" +
+	"leaseToken\"\xee\x05\n" +
 	"\fBreakerState\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12(\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x12.breakerd.v1.StateR\x05state\x12\x1e\n" +
@@ -1948,7 +1959,9 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x0esuspect_worker\x18\x14 \x01(\tR\rsuspectWorker\x12(\n" +
 	"\x10suspect_until_ms\x18\x15 \x01(\x03R\x0esuspectUntilMs\x12!\n" +
 	"\fwindow_calls\x18( \x01(\x03R\vwindowCalls\x12'\n" +
-	"\x0fwindow_failures\x18) \x01(\x03R\x0ewindowFailures\"E\n" +
+	"\x0fwindow_failures\x18) \x01(\x03R\x0ewindowFailures\x12\x1f\n" +
+	"\vwindow_mode\x18* \x01(\bR\n" +
+	"windowMode\"E\n" +
 	"\fAllowRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\"\xfa\x01\n" +
