@@ -45,6 +45,7 @@ const (
 	CauseQuotaAlert      Cause = "quota_alert"      // a 402, alert only
 	CauseQuotaLone       Cause = "quota_lone"       // a 402 from one worker only: it is isolated
 	CauseOutage          Cause = "outage"           // carried into a daemon's memory from the last event it heard (Last)
+	CauseRecoveryCheck   Cause = "recovery_check"   // open -> half_open: the policy's recovery check succeeded
 )
 
 // State is one breaker's stored state: the fields of its Redis hash

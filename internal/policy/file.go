@@ -71,6 +71,9 @@ type overrides struct {
 	ProbeTimeout   *duration `yaml:"probe_timeout"`
 	PauseTTL       *duration `yaml:"pause_ttl"`
 	Alternatives   []string  `yaml:"alternatives"`
+
+	RecoveryCheck         *recoveryFile `yaml:"recovery_check"`
+	RecoveryCheckInterval *duration     `yaml:"recovery_check_interval"`
 }
 
 func (o overrides) apply(p Policy) Policy {
@@ -100,6 +103,12 @@ func (o overrides) apply(p Policy) Policy {
 	}
 	if o.Alternatives != nil {
 		p.Alternatives = o.Alternatives
+	}
+	if o.RecoveryCheck != nil {
+		p.RecoveryCheck = o.RecoveryCheck.check()
+	}
+	if o.RecoveryCheckInterval != nil {
+		p.RecoveryCheckInterval = time.Duration(*o.RecoveryCheckInterval)
 	}
 	return p
 }

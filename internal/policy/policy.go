@@ -43,6 +43,15 @@ type Policy struct {
 	// Alternatives names tools or routes to offer the model while the
 	// circuit is open. Optional.
 	Alternatives []string
+	// RecoveryCheck, when set, is a cheap request one daemon fleet-wide
+	// sends every RecoveryCheckInterval while the circuit is open; a
+	// success half-opens it at once. Nil (the default): no checks, the
+	// cooldown alone decides when the next probe goes out.
+	RecoveryCheck *RecoveryCheck
+	// RecoveryCheckInterval is how often, fleet-wide, an open breaker's
+	// recovery check runs (each daemon's timer adds up to 10% jitter,
+	// never less). Default 30s (also what 0 means); from 100ms to 7 days.
+	RecoveryCheckInterval time.Duration
 }
 
 // Bounds on durations, so that no policy overflows a Redis TTL or makes a
@@ -63,6 +72,8 @@ func Default() Policy {
 		Jitter:         0.2,
 		ProbeTimeout:   30 * time.Second,
 		PauseTTL:       time.Hour,
+
+		RecoveryCheckInterval: DefaultRecoveryCheckInterval,
 	}
 }
 
@@ -95,7 +106,7 @@ func (p Policy) Validate() error {
 			return fieldErr(fmt.Sprintf("alternatives[%d]", i), "must not be empty")
 		}
 	}
-	return nil
+	return p.validateRecovery()
 }
 
 // Retention is how long a breaker's stored verdict outlives its last

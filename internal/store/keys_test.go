@@ -22,10 +22,10 @@ func TestKeysOfNamesThatWorkedKeepTheirKeys(t *testing.T) {
 		name string
 		want store.Keys
 	}{
-		{"web_search", store.Keys{State: "brk:{web_search}:state", Workers: "brk:{web_search}:workers", Events: "brk:{web_search}:events", RL: "brk:{web_search}:rl", Pause: "brk:{web_search}:pause"}},
-		{"a}b", store.Keys{State: "brk:{a}b}:state", Workers: "brk:{a}b}:workers", Events: "brk:{a}b}:events", RL: "brk:{a}b}:rl", Pause: "brk:{a}b}:pause"}},
-		{"{", store.Keys{State: "brk:{{}:state", Workers: "brk:{{}:workers", Events: "brk:{{}:events", RL: "brk:{{}:rl", Pause: "brk:{{}:pause"}},
-		{"}lead", store.Keys{State: "brk:#{8fe6fc8e}}lead:state", Workers: "brk:#{8fe6fc8e}}lead:workers", Events: "brk:#{8fe6fc8e}}lead:events", RL: "brk:#{8fe6fc8e}}lead:rl", Pause: "brk:#{8fe6fc8e}}lead:pause"}},
+		{"web_search", store.Keys{State: "brk:{web_search}:state", Workers: "brk:{web_search}:workers", Events: "brk:{web_search}:events", RL: "brk:{web_search}:rl", Pause: "brk:{web_search}:pause", Check: "brk:{web_search}:check"}},
+		{"a}b", store.Keys{State: "brk:{a}b}:state", Workers: "brk:{a}b}:workers", Events: "brk:{a}b}:events", RL: "brk:{a}b}:rl", Pause: "brk:{a}b}:pause", Check: "brk:{a}b}:check"}},
+		{"{", store.Keys{State: "brk:{{}:state", Workers: "brk:{{}:workers", Events: "brk:{{}:events", RL: "brk:{{}:rl", Pause: "brk:{{}:pause", Check: "brk:{{}:check"}},
+		{"}lead", store.Keys{State: "brk:#{8fe6fc8e}}lead:state", Workers: "brk:#{8fe6fc8e}}lead:workers", Events: "brk:#{8fe6fc8e}}lead:events", RL: "brk:#{8fe6fc8e}}lead:rl", Pause: "brk:#{8fe6fc8e}}lead:pause", Check: "brk:#{8fe6fc8e}}lead:check"}},
 	} {
 		if diff := cmp.Diff(tc.want, store.KeysOf(tc.name)); diff != "" {
 			t.Errorf("KeysOf(%q) (-want +got):\n%s", tc.name, diff)
