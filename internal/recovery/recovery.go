@@ -270,6 +270,32 @@ func (c *Checker) Run(ctx context.Context) error {
 	}
 }
 
+// Step runs, and waits for, the attempts due now on Clock, within the
+// bound on concurrent checks, and returns when the next attempt is due (ok
+// false: no open breaker is known). It is Run for a caller that moves
+// time itself and must know when the Checker is idle: the outage replay,
+// whose virtual clock moves only while every actor sleeps. Do not call it
+// while Run runs.
+func (c *Checker) Step(ctx context.Context) (next time.Time, ok bool) {
+	var wg sync.WaitGroup
+	for _, name := range c.due(c.o.Clock.Now()) {
+		select {
+		case c.sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return time.Time{}, false
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-c.sem }()
+			c.attempt(ctx, name)
+		}()
+	}
+	wg.Wait()
+	return c.earliest()
+}
+
 // earliest returns the earliest due time of an open breaker.
 func (c *Checker) earliest() (time.Time, bool) {
 	c.mu.Lock()
