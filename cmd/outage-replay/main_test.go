@@ -42,6 +42,9 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--runs", "0"}, "--runs:"},
 		{[]string{"--scale", "100000", "--cooldown", "30s"}, "--cooldown:"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
+		{[]string{"--sweep-outage", "18m,soon"}, `--sweep-outage: "soon" is not a positive duration`},
+		{[]string{"--recovery-check", "30s", "--addr", "127.0.0.1:1"}, "--recovery-check: needs the in-process daemon"},
+		{[]string{"--recovery-check", "1s"}, "--recovery-check: 1s divided by --scale 60 is under"},
 	} {
 		if _, _, _, err := parseFlags(tc.args, noEnv, io.Discard); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("parseFlags(%q) = %v, want an error starting %q", tc.args, err, tc.want)

@@ -154,11 +154,19 @@ type embedded struct {
 	calls *tally
 	stop  func()
 	// checks runs the recovery checks (nil without --recovery-check);
-	// halfOpened holds, per breaker, the incident times its checks
-	// half-opened it (from the events the daemon heard).
-	checks     *recovery.Checker
-	mu         sync.Mutex
-	halfOpened map[string][]time.Duration
+	// moves holds, per breaker, its transitions as the daemon heard them
+	// (with --recovery-check only).
+	checks *recovery.Checker
+	mu     sync.Mutex
+	moves  map[string][]move
+}
+
+// move is one transition of a breaker: when (incident time, from the
+// event), to which state, and whether a recovery check caused it.
+type move struct {
+	at      time.Duration
+	to      pb.State
+	byCheck bool
 }
 
 // checkerID is the in-process daemon's name in the check lease and in the
@@ -201,11 +209,30 @@ func (e *embedded) runChecks(ctx context.Context, cfg Config, clk *clock) (stop 
 	return func() { cancel(); <-done }
 }
 
-// halfOpenedAt returns the incident times breaker's checks half-opened it.
-func (e *embedded) halfOpenedAt(breaker string) []time.Duration {
+// halfOpenAfter says how long after incident time t the breaker was first
+// half-open (or closed), at the daemon: 0 when it already was at t;
+// byCheck says a recovery check moved it; ok is false when it never was.
+func (e *embedded) halfOpenAfter(breaker string, t time.Duration) (after time.Duration, byCheck, ok bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return append([]time.Duration(nil), e.halfOpened[breaker]...)
+	var last *move
+	for i := range e.moves[breaker] {
+		m := &e.moves[breaker][i]
+		if m.at <= t {
+			last = m
+			continue
+		}
+		if last != nil && last.to != pb.State_STATE_OPEN {
+			return 0, last.byCheck, true
+		}
+		if m.to == pb.State_STATE_HALF_OPEN || m.to == pb.State_STATE_CLOSED {
+			return m.at - t, m.byCheck, true
+		}
+	}
+	if last != nil && last.to != pb.State_STATE_OPEN {
+		return 0, last.byCheck, true
+	}
+	return 0, false, false
 }
 
 // startEmbedded runs breakerd on redisURL (an embedded in-memory Redis
@@ -256,7 +283,7 @@ func startEmbedded(cfg Config, clk *clock, id, statusURL string) (*embedded, err
 		return nil, fmt.Errorf("redis: %w", err)
 	}
 	hub := events.NewHub(rdb, st.Channel(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	e := &embedded{desc: desc, halfOpened: map[string][]time.Duration{}}
+	e := &embedded{desc: desc, moves: map[string][]move{}}
 	if cfg.RecoveryCheck > 0 {
 		ck, err := recovery.New(recovery.Options{Store: st, ID: checkerID, Clock: checkClock{clk}})
 		if err != nil {
@@ -266,11 +293,14 @@ func startEmbedded(cfg Config, clk *clock, id, statusURL string) (*embedded, err
 		e.checks = ck
 		hub.Observe(ck.Observe)
 		hub.Observe(func(ev *pb.Event) {
-			if ev.GetFrom() == pb.State_STATE_OPEN && ev.GetTo() == pb.State_STATE_HALF_OPEN && ev.GetActor() == checkerID {
-				e.mu.Lock()
-				e.halfOpened[ev.GetBreaker()] = append(e.halfOpened[ev.GetBreaker()], clk.incident(time.UnixMilli(ev.GetAtMs())))
-				e.mu.Unlock()
+			if ev.GetFrom() == ev.GetTo() {
+				return // an alert, not a transition
 			}
+			m := move{at: clk.incident(time.UnixMilli(ev.GetAtMs())), to: ev.GetTo(),
+				byCheck: ev.GetTo() == pb.State_STATE_HALF_OPEN && ev.GetActor() == checkerID}
+			e.mu.Lock()
+			e.moves[ev.GetBreaker()] = append(e.moves[ev.GetBreaker()], m)
+			e.mu.Unlock()
 		})
 	}
 	hctx, hcancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -114,11 +114,13 @@ type Recovery struct {
 	TailToolCalls, TailDenials int
 
 	// With a recovery check (arm 6) only:
-	// Checked is true; HalfOpened is false when no check half-opened the
-	// breaker after the vendor recovered, else HalfOpenAfter is from the
-	// recovery to that transition, at the daemon (its event's time).
-	Checked, HalfOpened bool
-	HalfOpenAfter       time.Duration
+	// Checked is true; HalfOpened is false when the breaker was never
+	// half-open (or closed) after the vendor recovered, else HalfOpenAfter
+	// is from the recovery to the first time it was, at the daemon (its
+	// event's time; 0 when it already was at the recovery), and ByCheck
+	// says a recovery check moved it (rather than its cooldown).
+	Checked, HalfOpened, ByCheck bool
+	HalfOpenAfter                time.Duration
 	// CheckRequests is the status requests the vendor received over the
 	// whole replay; MaxPerMinute the most in any 60 s (incident time).
 	CheckRequests, MaxPerMinute int
@@ -249,10 +251,6 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 	// The outage begins now, for the vendors, the runs and the tallies
 	// alike (they share clk).
 	clk.start()
-	stopChecks := func() {}
-	if emb != nil {
-		stopChecks = emb.runChecks(ctx, cfg, clk)
-	}
 	authority := func(a *armRun) *tally {
 		if daemonWire != nil {
 			return daemonWire
@@ -309,6 +307,12 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 	began := time.Now()
 	for range armsRun {
 		clk.join() // every arm's arrivals, before any of them sleeps
+	}
+	// The checks' actor joins after them: alone, it would move a virtual
+	// clock ahead of runs not yet arrived.
+	stopChecks := func() {}
+	if emb != nil {
+		stopChecks = emb.runChecks(ctx, cfg, clk)
 	}
 	for _, a := range armsRun {
 		wg.Add(1)
@@ -398,12 +402,7 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 			}
 			if a.arm == ArmFleetRemoveCheck {
 				rec.Checked = true
-				for _, at := range emb.halfOpenedAt(a.breaker) {
-					if at >= cfg.Outage {
-						rec.HalfOpened, rec.HalfOpenAfter = true, at-cfg.Outage
-						break
-					}
-				}
+				rec.HalfOpenAfter, rec.ByCheck, rec.HalfOpened = emb.halfOpenAfter(a.breaker, cfg.Outage)
 				seen := a.vendor.statusSeen()
 				rec.CheckRequests, rec.MaxPerMinute = len(seen), maxInWindow(seen, time.Minute)
 			}
@@ -518,9 +517,13 @@ func (r *Report) Print(w io.Writer) error {
 		fmt.Fprintf(&b, "  arm %d: %s; %s arrived meanwhile, %d of them answered without search, %d of their calls reached the vendor\n",
 			row.Arm, closed, plural(rec.TailRuns, "run"), rec.TailLacked, rec.TailCalls)
 		if rec.Checked {
-			half := "no check half-opened it after the recovery"
+			half := "never half-open after the recovery"
 			if rec.HalfOpened {
-				half = fmt.Sprintf("a recovery check half-opened it %s after recovery (at the daemon)", rec.HalfOpenAfter.Round(time.Second))
+				by := "its cooldown"
+				if rec.ByCheck {
+					by = "a recovery check"
+				}
+				half = fmt.Sprintf("half-open %s after recovery (at the daemon), by %s", rec.HalfOpenAfter.Round(time.Second), by)
 			}
 			fmt.Fprintf(&b, "         %s; %d status requests reached the vendor, at most %d in any minute\n",
 				half, rec.CheckRequests, rec.MaxPerMinute)

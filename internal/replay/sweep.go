@@ -85,6 +85,11 @@ func PrintSweep(w io.Writer, cfg Config, rows []SweepRow) error {
 		half := "never"
 		if r.With.HalfOpened {
 			half = r.With.HalfOpenAfter.Round(time.Second).String()
+			if r.With.ByCheck {
+				half += " (check)"
+			} else {
+				half += " (cooldown)"
+			}
 			halfOK = halfOK && r.With.HalfOpenAfter <= HalfOpenTarget
 		} else {
 			halfOK = false

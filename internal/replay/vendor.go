@@ -266,7 +266,9 @@ func (v *vendor) serveStatus(w http.ResponseWriter) {
 func (v *vendor) statusSeen() []time.Duration {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return slices.Clone(v.status)
+	out := slices.Clone(v.status)
+	slices.Sort(out)
+	return out
 }
 
 // seen returns what the vendor saw of run (zero when nothing).
