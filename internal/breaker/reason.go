@@ -172,7 +172,13 @@ func Describe(o pb.Outcome, latency, retryAfter, deadline time.Duration, message
 	default:
 		d = o.String()
 	}
-	if message != "" {
+	switch {
+	case message == "":
+	case strings.HasPrefix(strings.ToLower(message), d):
+		// The caller already said it ("timeout after 30s" for a
+		// timeout): say it once, not "timeout: timeout after 30s".
+		d = message
+	default:
 		d += ": " + message
 	}
 	return d

@@ -31,6 +31,9 @@ func TestDescribe(t *testing.T) {
 		{pb.Outcome_OUTCOME_SERVER_ERROR, time.Second, "HTTP 503", "server error (5xx): HTTP 503"},
 		{pb.Outcome_OUTCOME_TRANSPORT, 0, "connection refused", "transport error: connection refused"},
 		{pb.Outcome_OUTCOME_MALFORMED_OUTPUT, 0, "", "malformed output"},
+		{pb.Outcome_OUTCOME_TIMEOUT, 0, "timeout after 30s", "timeout after 30s"},
+		{pb.Outcome_OUTCOME_TIMEOUT, 0, "Timeout after 30s", "Timeout after 30s"},
+		{pb.Outcome_OUTCOME_TIMEOUT, 2 * time.Second, "upstream timed out", "timeout after 2s: upstream timed out"},
 	} {
 		if got := Describe(tc.o, tc.latency, 0, 0, tc.msg); got != tc.want {
 			t.Errorf("Describe(%v, %s, %q) = %q, want %q", tc.o, tc.latency, tc.msg, got, tc.want)
