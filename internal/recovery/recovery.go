@@ -329,7 +329,14 @@ func (c *Checker) attempt(ctx context.Context, name string) {
 	defer c.rounds.Add(1)
 	p := c.o.Store.Policy(name)
 	if p.RecoveryCheck == nil {
-		return // no check configured (or a reload removed it): today's behaviour, no Redis call
+		// No check configured (or a reload removed it): today's
+		// behaviour, no Redis call; and the breaker is not kept, so the
+		// view holds only breakers with a check (it is heard again at its
+		// next open).
+		c.mu.Lock()
+		delete(c.open, name)
+		c.mu.Unlock()
+		return
 	}
 	lctx, cancel := context.WithTimeout(ctx, p.RecoveryCheck.Timeout)
 	lease, err := c.o.Store.TakeCheckLease(lctx, name, c.o.ID, p.CheckInterval())
