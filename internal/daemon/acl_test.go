@@ -87,9 +87,13 @@ func TestRedisACL(t *testing.T) {
 		mu.Unlock()
 	}))
 	defer hook.Close()
+	// A ceiling, so that its live set's commands run under the ACL too.
+	live := store.LiveKey + ":" + b.Prefix
+	t.Cleanup(func() { _ = b.Client.Del(context.Background(), live).Err() })
 	d := daemontest.StartWith(t, b, daemontest.Options{
 		// The channel must match the ACL's pattern, as the daemon's does.
-		Store:  store.Options{Rand: func() float64 { return 0 }, Channel: store.DefaultChannel + ":" + b.Prefix},
+		Store: store.Options{Rand: func() float64 { return 0 }, Channel: store.DefaultChannel + ":" + b.Prefix,
+			MaxBreakers: 1000, LiveKey: live},
 		Limits: server.Limits{NewBreakersPerMinute: 1},
 		Hooks: &hooks.Options{Hooks: []hooks.Hook{{Name: b.Prefix + "oncall", URL: hook.URL,
 			Events:   []string{hooks.EventOpened, hooks.EventClosed, hooks.EventForced},
@@ -191,6 +195,9 @@ func TestRedisACL(t *testing.T) {
 		}
 		return len(seen) == len(want)
 	})
+	if n, err := d.Store.LiveBreakers(ctx); err != nil || n != 1 {
+		t.Errorf("LiveBreakers = %d, %v; want 1 (the ceiling's live set was written)", n, err)
+	}
 	if denied := aclDenials(t, b, user); len(denied) > 0 {
 		t.Errorf("Redis refused the daemon's user: %v", denied)
 	}

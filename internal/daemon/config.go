@@ -148,6 +148,13 @@ type Config struct {
 	// many; past it they are ResourceExhausted. Per daemon. 0: no quota.
 	// Default 60. Flag --alerts-per-minute, env BREAKERD_ALERTS_PER_MINUTE.
 	AlertsPerMinute int64
+	// MaxBreakers is the approximate ceiling on live breakers (breakers
+	// holding state) in the whole fleet, counted in Redis (store.LiveKey);
+	// past it a Record that would create state for a new breaker is
+	// ResourceExhausted naming the ceiling. Breakers holding state keep
+	// working, Force is never refused. 0 (the default): no ceiling. Flag
+	// --max-breakers, env BREAKERD_MAX_BREAKERS.
+	MaxBreakers int64
 }
 
 // Defaults returns the configuration with every field at its default.
@@ -208,6 +215,7 @@ func (c *Config) Flags() []cli.Flag {
 		{Name: "watch-max-streams", Value: &c.WatchMaxStreams, Usage: "Watch streams served at once (0: no cap)"},
 		{Name: "watch-max-streams-per-token", Value: &c.WatchMaxStreamsPerToken, Usage: "Watch streams one token holds at once (0: no cap)"},
 		{Name: "new-breakers-per-minute", Value: &c.NewBreakersPerMinute, Usage: "new breakers one token may name per minute on this daemon (0: no quota)"},
+		{Name: "max-breakers", Value: &c.MaxBreakers, Usage: "approximate ceiling on live breakers (holding state) in the fleet; past it a call that would create a new one gets ResourceExhausted (0: no ceiling)"},
 		{Name: "alerts-per-minute", Value: &c.AlertsPerMinute, Usage: "alert-raising outcomes one token may send per minute on this daemon (0: no quota)"},
 	}
 }
@@ -276,6 +284,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--new-breakers-per-minute: must be between 0 and %d, got %d", 1<<30, c.NewBreakersPerMinute)
 	case c.AlertsPerMinute < 0 || c.AlertsPerMinute > 1<<30:
 		return fmt.Errorf("--alerts-per-minute: must be between 0 and %d, got %d", 1<<30, c.AlertsPerMinute)
+	case c.MaxBreakers < 0 || c.MaxBreakers > 1<<40:
+		return fmt.Errorf("--max-breakers: must be between 0 and %d, got %d", int64(1)<<40, c.MaxBreakers)
 	case c.RedisOutage != "" && c.RedisOutage != "memory" && c.RedisOutage != "unavailable":
 		return fmt.Errorf("--redis-outage: must be memory or unavailable, got %q", c.RedisOutage)
 	case c.RedisPasswordFile != "" && c.RedisURL == "":

@@ -78,7 +78,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	}
 	var degraded func(bool) // the metric, once it exists
 	st := store.New(rdb, store.Options{Policies: policies, EventsMaxLen: c.EventsMaxLen, EventRetention: c.EventRetention,
-		Channel: channel, Outage: outage, OnOutage: func(down bool) {
+		Channel: channel, Outage: outage, MaxBreakers: c.MaxBreakers, OnOutage: func(down bool) {
 			if down {
 				log.Error("redis unreachable: answering from this daemon's in-memory breakers (degraded) until it answers again")
 			} else {

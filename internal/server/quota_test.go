@@ -231,3 +231,35 @@ func TestWatchCapsAreResourceExhausted(t *testing.T) {
 		c()
 	}
 }
+
+// TestMaxBreakersIsResourceExhausted: past --max-breakers a Record that
+// would create a new breaker gets ResourceExhausted naming the ceiling;
+// one on a breaker holding state, and an operator's Force, still work.
+func TestMaxBreakersIsResourceExhausted(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		live := store.LiveKey + ":" + b.Prefix
+		t.Cleanup(func() { _ = b.Client.Del(context.Background(), live).Err() })
+		d := daemontest.Start(t, b, store.Options{MaxBreakers: 2, LiveKey: live})
+		c := api(t, d, "")
+		ctx := context.Background()
+		rec := func(name string) error {
+			_, err := c.Record(ctx, &pb.RecordRequest{Breaker: b.Breaker(name), WorkerId: "w1", Ticket: &pb.Ticket{}, Outcome: pb.Outcome_OUTCOME_TIMEOUT})
+			return err
+		}
+		for _, n := range []string{"a", "b"} {
+			if err := rec(n); err != nil {
+				t.Fatalf("breaker %s within the ceiling: %v", n, err)
+			}
+		}
+		err := rec("c")
+		if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "ceiling of 2 (--max-breakers)") {
+			t.Fatalf("a 3rd breaker past a ceiling of 2: %v, want ResourceExhausted naming the ceiling", err)
+		}
+		if err := rec("a"); err != nil {
+			t.Errorf("a breaker holding state, past the ceiling: %v", err)
+		}
+		if _, err := c.Force(ctx, &pb.ForceRequest{Breaker: b.Breaker("c"), Mode: pb.ForceMode_FORCE_MODE_OPEN, Reason: "maintenance", Operator: "ops"}); err != nil {
+			t.Errorf("Force past the ceiling: %v", err)
+		}
+	})
+}

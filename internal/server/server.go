@@ -343,6 +343,8 @@ func statusOf(ctx context.Context, err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, new(*store.CeilingError)):
+		return status.Error(codes.ResourceExhausted, err.Error())
 	case ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		return status.FromContextError(err).Err()
 	case store.IsUnavailable(err):

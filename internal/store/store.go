@@ -56,6 +56,14 @@ type Options struct {
 	// answering from memory and false when Redis answers again (health,
 	// metrics, logs). It must not block.
 	OnOutage func(down bool)
+	// MaxBreakers is the approximate ceiling on live breakers (breakers
+	// holding state): a Record that would create state for a new breaker
+	// past it fails with a *CeilingError. 0: no ceiling. Force is never
+	// refused. See ceiling for how approximate.
+	MaxBreakers int64
+	// LiveKey is the sorted set the ceiling counts in. Default LiveKey.
+	// Tests sharing a Redis give each daemon group its own.
+	LiveKey string
 }
 
 // Store runs breakerd's scripts against one Redis (or Redis Cluster).
@@ -64,6 +72,8 @@ type Store struct {
 	rdb redis.UniversalClient
 	o   Options
 	out *outage
+	// ceil is the live-breaker ceiling; nil without one.
+	ceil *ceiling
 	// policies is o.Policies, swapped whole by SetPolicies (a config
 	// reload) and read once per call, so a call never mixes two sets.
 	policies atomic.Pointer[policy.Set]
@@ -90,6 +100,9 @@ func New(rdb redis.UniversalClient, o Options) *Store {
 		o.NewToken = probe.NewToken
 	}
 	s := &Store{rdb: rdb, o: o, out: newOutage()}
+	if o.MaxBreakers > 0 {
+		s.ceil = newCeiling(o.MaxBreakers, o.LiveKey)
+	}
 	s.policies.Store(o.Policies)
 	return s
 }
@@ -197,12 +210,14 @@ func (s *Store) Allow(ctx context.Context, name, worker string) (*pb.AllowRespon
 	if code < 1 || code > int64(pb.Decision_DECISION_DENIED_PAUSED) {
 		return nil, fmt.Errorf("store: allow %q: unknown decision %d", name, code)
 	}
+	st := v.Proto(name, p.Alternatives)
+	s.register(ctx, name, p, st)
 	return &pb.AllowResponse{
 		Decision:     d,
 		Ticket:       &pb.Ticket{Generation: v.Gen, LeaseToken: token},
 		RetryAfterMs: retry,
 		Reason:       breaker.DenialReason(name, worker, d, v),
-		State:        v.Proto(name, p.Alternatives),
+		State:        st,
 	}, nil
 }
 
@@ -217,6 +232,15 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 	}
 	if s.out.down.Load() {
 		return s.memoryRecord(req, c), nil
+	}
+	if req.GetOutcome() != pb.Outcome_OUTCOME_SUCCESS {
+		// Only an outcome that is not a success can create state for a
+		// breaker that holds none: the ceiling applies to it.
+		release, err := s.admitNew(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 	}
 	params := ParamsOf(p, s.o.Rand())
 	args := append(s.common(name, req.GetWorkerId(), p), string(c.Evidence),
@@ -239,7 +263,9 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 	if err := r.errOr(); err != nil {
 		return nil, fmt.Errorf("store: record %q: %w", name, err)
 	}
-	return &pb.RecordResponse{Counted: counted, Note: note.String(), State: v.Proto(name, p.Alternatives)}, nil
+	st := v.Proto(name, p.Alternatives)
+	s.register(ctx, name, p, st)
+	return &pb.RecordResponse{Counted: counted, Note: note.String(), State: st}, nil
 }
 
 // RecordCall turns a Record request into the machine's call: the outcome
@@ -311,7 +337,9 @@ func (s *Store) Force(ctx context.Context, breaker string, mode pb.ForceMode, re
 	if err := r.errOr(); err != nil {
 		return nil, fmt.Errorf("store: force %q: %w", breaker, err)
 	}
-	return v.Proto(breaker, p.Alternatives), nil
+	st := v.Proto(breaker, p.Alternatives)
+	s.register(ctx, breaker, p, st) // counted, never refused
+	return st, nil
 }
 
 // Get returns one breaker's state (read.lua; never writes).

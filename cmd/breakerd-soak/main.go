@@ -1,0 +1,118 @@
+// Command breakerd-soak runs breakerd under a bounded, scheduled load and
+// checks it throughout (internal/soak): two daemons, simulated workers
+// calling Allow and Record on breakers whose dependencies fail and recover
+// on a schedule, a Redis master killed part-way (Sentinel promotes its
+// replica), and an observer that reports every broken rule. It starts its
+// own Redis processes (redis-server and redis-sentinel must be installed)
+// on free loopback ports and runs from the repository's root (it runs
+// scripts/redis-sentinel.sh).
+//
+//	go build -o /tmp/breakerd-soak ./cmd/breakerd-soak
+//	/tmp/breakerd-soak --duration 30m
+//
+// Exit status: 0 when the observer saw no violation; 1 on a violation or
+// when the run could not be carried out; 2 on a usage error.
+//
+// "breakerd-soak daemon <breakerd flags>" is the daemon the soak runs (the
+// soak re-executes itself so that each daemon is a process of its own).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/breakerd/breakerd/internal/cli"
+	"github.com/breakerd/breakerd/internal/daemon"
+	"github.com/breakerd/breakerd/internal/soak"
+)
+
+func main() {
+	err := run(context.Background(), os.Args, os.Getenv, os.Stdout, os.Stderr)
+	os.Exit(cli.Exit("breakerd-soak", err, os.Stderr))
+}
+
+// errViolations is returned when the run completed and the observer saw
+// violations (the report lists them).
+var errViolations = errors.New("the observer saw violations (listed above)")
+
+const help = `breakerd-soak runs 2 breakerd daemons, simulated workers and a Redis
+Sentinel setup of its own (a master, a replica, 3 sentinels on free loopback
+ports), kills the master part-way, and checks throughout: never two live
+probe holders for a breaker, every transition once in the event log in
+generation order, no probe-in-flight denial past a lease, the daemons' heap
+and goroutines flat, no keys left once a breaker's retention has passed. It
+prints a report and exits 1 on any violation. Run it from the repository's
+root (it uses scripts/redis-sentinel.sh).
+`
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 1 && args[1] == "daemon" {
+		return runDaemon(ctx, args[2:], getenv, stdout, stderr)
+	}
+	c := soak.Config{Duration: time.Minute, Workers: 200, Breakers: 1000, Daemons: 2, CallEvery: 250 * time.Millisecond,
+		FailoverAt: 0.5, Seed: 1, Scripts: "scripts"}
+	seed := int64(c.Seed)
+	cmd := cli.Command{Name: "breakerd-soak", Synopsis: "[flags]", Help: help, EnvPrefix: "BREAKERD_SOAK", Flags: []cli.Flag{
+		{Name: "duration", Value: &c.Duration, Usage: "how long the load runs"},
+		{Name: "workers", Value: &c.Workers, Usage: "simulated workers, spread over the daemons"},
+		{Name: "breakers", Value: &c.Breakers, Usage: "breakers (the last tenth are called only in the first quarter, at most 1m, then must expire)"},
+		{Name: "daemons", Value: &c.Daemons, Usage: "breakerd daemons"},
+		{Name: "call-every", Value: &c.CallEvery, Usage: "each worker's pause between calls (±50%)"},
+		{Name: "failover-at", Value: &c.FailoverAt, Usage: "when the Redis master is killed, as a fraction of --duration (negative: never)"},
+		{Name: "seed", Value: &seed, Usage: "seed of the dependency schedule and the workers' choices"},
+		{Name: "scripts", Value: &c.Scripts, Usage: "directory holding redis-sentinel.sh"},
+		{Name: "dir", Value: &c.Dir, Usage: "directory kept for Redis's files and the daemons' logs (default: a temporary one, removed)"},
+	}}
+	if _, err := cmd.Parse(args[1:], getenv, stdout); err != nil {
+		return err
+	}
+	c.Seed = uint64(seed)
+	switch {
+	case c.Duration < 20*time.Second:
+		return cli.Usagef("--duration: must be at least 20s, got %s", c.Duration)
+	case c.Workers < 2 || c.Breakers < 10 || c.Daemons < 1:
+		return cli.Usagef("--workers (at least 2), --breakers (at least 10), --daemons (at least 1): got %d, %d, %d", c.Workers, c.Breakers, c.Daemons)
+	case c.CallEvery <= 0:
+		return cli.Usagef("--call-every: must be positive, got %s", c.CallEvery)
+	case c.FailoverAt >= 1:
+		return cli.Usagef("--failover-at: must be below 1, got %g", c.FailoverAt)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	c.Self = self
+	c.Progress = stderr
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := soak.Run(ctx, c)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(stdout, rep)
+	if len(rep.Violations) > 0 {
+		return errViolations
+	}
+	return nil
+}
+
+// runDaemon is breakerd's own main.
+func runDaemon(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg, err := daemon.ParseConfig(args, getenv, stdout)
+	if err != nil {
+		return err
+	}
+	log := daemon.NewLogger(cfg, stderr)
+	redis.SetLogger(daemon.RedisLogger(log))
+	return daemon.Run(ctx, cfg, log, nil)
+}

@@ -1,0 +1,568 @@
+package soak
+
+import (
+	"cmp"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// Observer holds what the soak's workers were told and what the observer
+// read from Redis, and judges it. It reads no Redis and no clock itself:
+// the soak feeds it (so that a test can feed it a bad history). Every
+// time is wall-clock time; the soak's Redis and daemons run on the same
+// machine, so Redis TIME (events' at_ms) and the workers' clock agree.
+//
+// The rules, each sound (a violation is certain, not a guess from timing):
+//
+//   - one probe holder: a probe granted to worker B is a violation when
+//     B's whole request [sent, answered] lies inside a span where another
+//     grant A certainly held the lease: after A's answer arrived and before
+//     both A's Record was sent and A's lease (granted no earlier than A's
+//     request was sent) ran out.
+//   - the log: per breaker, each transition's generation is the previous
+//     one's plus one and its from is the previous one's to; the only other
+//     allowed step is a restart at generation 1 from closed, once the
+//     breaker's retention has passed since the previous transition (its
+//     keys expired and it began again at generation 0). An entry read
+//     before that is gone from the log (the stream rolled back) is a
+//     violation unless a failover lost it.
+//   - every transition once: each (generation, state) a worker was
+//     answered with (not degraded, generation > 0) is found in the log as
+//     a transition to that state at that generation within LogGrace.
+//   - half-open within its lease: an Allow denied with "probe in flight"
+//     whose request was sent more than a lease after the last answer that
+//     granted that breaker a probe (so every lease had certainly lapsed),
+//     checked once every grant that could precede it has been reported
+//     (and not judged when an Allow that got no answer, which may have
+//     been granted a probe, was sent within a lease and 5 s before it).
+//   - flat daemons: see CheckFlat.
+//   - no keys past retention: see KeysLeft.
+//
+// Answers marked degraded (the daemon answered from memory while Redis
+// was away) are counted and left out of every rule: their state is the
+// daemon's own and is dropped when Redis answers again.
+type Observer struct {
+	// Lease is the policy's probe timeout.
+	Lease time.Duration
+	// Retention is the policy's retention (cooldown cap + probe timeout).
+	Retention time.Duration
+	// LogGrace is how long after a worker was answered its transition
+	// may take to be read from the log. Default 30s.
+	LogGrace time.Duration
+
+	mu         sync.Mutex
+	breakers   map[string]*tracked
+	violations []Violation
+	counts     Counts
+	// failover window: acknowledgements before killedAt that are missing
+	// afterwards were lost by the killed master, not a violation.
+	killedAt, settledAt time.Time
+}
+
+// Counts are the observer's tallies, for the report.
+type Counts struct {
+	Allows, Records, Grants, Denials, Degraded int64
+	// Unjudged counts probe-in-flight denials not judged: an Allow that
+	// got no answer (it may have been granted a probe) was sent near them.
+	Unjudged           int64
+	Observed, Verified int64 // worker-seen transitions, and those found in the log
+	Events             int64 // transitions read from the log
+	Restarts           int64 // generation 1 again after retention
+	// Lost* are what the killed master lost: transitions read from its
+	// log before the kill and gone after it (LostEntries, on LostBreakers
+	// breakers), those of them a worker had been answered with
+	// (LostObserved, plus worker-answered transitions never found in the
+	// log), and probe leases granted again because the grant was lost.
+	LostObserved, LostEntries, LostBreakers, LostLeases int64
+	// Expired counts cold breakers checked past their retention and found
+	// holding no key.
+	Expired int64
+	// StateExpired counts cold breakers checked past twice their
+	// retention and found holding no state key (their event stream may
+	// still be within the event retention).
+	StateExpired int64
+}
+
+// Violation is one broken rule.
+type Violation struct {
+	Rule    string // "two-holders", "log-order", "log-missing", "half-open", "flat", "keys"
+	Breaker string
+	Detail  string
+}
+
+func (v Violation) String() string {
+	if v.Breaker == "" {
+		return v.Rule + ": " + v.Detail
+	}
+	return v.Rule + " " + v.Breaker + ": " + v.Detail
+}
+
+type grant struct {
+	worker              string
+	sent, got, recordAt time.Time // recordAt zero: not recorded (yet)
+	ticket              string
+}
+
+type seen struct {
+	gen   int64
+	state pb.State
+	at    time.Time
+}
+
+type logEntry struct {
+	id   string
+	gen  int64
+	to   pb.State
+	at   time.Time
+	told bool // a worker was answered with this transition
+}
+
+type denial struct{ sent, got time.Time }
+
+type tracked struct {
+	failed  []time.Time // when Allows that got no answer were sent
+	grants  []*grant
+	denials []denial
+	pending []seen     // worker-seen transitions not yet found in the log
+	recent  []logEntry // the last transitions read, newest last
+	last    *logEntry  // the last transition read (the chain's end)
+	cursor  string     // the last stream id read
+}
+
+// NewObserver returns an observer for a policy's probe lease and retention.
+func NewObserver(lease, retention time.Duration) *Observer {
+	return &Observer{Lease: lease, Retention: retention, LogGrace: 30 * time.Second, breakers: map[string]*tracked{}}
+}
+
+func (o *Observer) get(b string) *tracked {
+	t := o.breakers[b]
+	if t == nil {
+		t = &tracked{}
+		o.breakers[b] = t
+	}
+	return t
+}
+
+func (o *Observer) flag(rule, b, format string, args ...any) {
+	o.violations = append(o.violations, Violation{Rule: rule, Breaker: b, Detail: fmt.Sprintf(format, args...)})
+}
+
+// inFailover reports whether t falls between the kill and the moment the
+// cluster was seen settled again.
+func (o *Observer) inFailover(t time.Time) bool {
+	return !o.killedAt.IsZero() && !t.Before(o.killedAt.Add(-time.Second)) && (o.settledAt.IsZero() || !t.After(o.settledAt))
+}
+
+// Killed marks the moment the master was killed; Settled the moment the
+// new master answered and the log was resynchronised.
+func (o *Observer) Killed(at time.Time) { o.mu.Lock(); o.killedAt = at; o.mu.Unlock() }
+
+// Settled: see Killed.
+func (o *Observer) Settled(at time.Time) { o.mu.Lock(); o.settledAt = at; o.mu.Unlock() }
+
+// Allow reports one Allow answer: sent and got are when the request left
+// and its answer arrived.
+func (o *Observer) Allow(b, worker string, sent, got time.Time, r *pb.AllowResponse) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.counts.Allows++
+	if r.GetDegraded() {
+		o.counts.Degraded++
+		return
+	}
+	t := o.get(b)
+	o.see(b, t, r.GetState(), got)
+	switch r.GetDecision() {
+	case pb.Decision_DECISION_PROBE:
+		o.counts.Grants++
+		g := &grant{worker: worker, sent: sent, got: got, ticket: r.GetTicket().GetLeaseToken()}
+		for _, a := range t.grants {
+			end := a.sent.Add(o.Lease)
+			if !a.recordAt.IsZero() && a.recordAt.Before(end) {
+				end = a.recordAt
+			}
+			if sent.After(a.got) && got.Before(end) {
+				if !o.killedAt.IsZero() && a.got.Before(o.killedAt) && sent.After(o.killedAt.Add(-time.Second)) {
+					o.counts.LostLeases++ // a's grant died with the killed master
+					continue
+				}
+				o.flag("two-holders", b, "%s was granted a probe (request %s..%s) while %s held the lease it was granted at %s (lease %s, not recorded before %s)",
+					worker, stamp(sent), stamp(got), a.worker, stamp(a.got), o.Lease, stamp(end))
+			}
+		}
+		t.grants = append(t.grants, g)
+	case pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT:
+		o.counts.Denials++
+		t.denials = append(t.denials, denial{sent: sent, got: got})
+	}
+}
+
+// AllowFailed reports an Allow sent at sent that got no answer (an error):
+// it may still have been granted a probe, so denials near it are not
+// judged.
+func (o *Observer) AllowFailed(b string, sent time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	t := o.get(b)
+	t.failed = append(t.failed, sent)
+}
+
+// Record reports that worker sent the Record settling its probe ticket at
+// sentAt, and the answer (nil when it failed).
+func (o *Observer) Record(b, worker, ticket string, sentAt, got time.Time, r *pb.RecordResponse) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.counts.Records++
+	t := o.get(b)
+	if ticket != "" {
+		for _, g := range t.grants {
+			if g.worker == worker && g.ticket == ticket && g.recordAt.IsZero() {
+				g.recordAt = sentAt
+			}
+		}
+	}
+	if r == nil {
+		return
+	}
+	if r.GetDegraded() {
+		o.counts.Degraded++
+		return
+	}
+	o.see(b, t, r.GetState(), got)
+}
+
+func (o *Observer) see(b string, t *tracked, st *pb.BreakerState, at time.Time) {
+	if st.GetGeneration() == 0 {
+		return
+	}
+	for _, p := range t.pending {
+		if p.gen == st.GetGeneration() && p.state == st.GetState() {
+			return
+		}
+	}
+	for _, e := range t.recent {
+		if e.gen == st.GetGeneration() && e.to == st.GetState() {
+			return
+		}
+	}
+	o.counts.Observed++
+	t.pending = append(t.pending, seen{gen: st.GetGeneration(), state: st.GetState(), at: at})
+}
+
+// Log feeds the transitions read from breaker b's event stream since the
+// last call, oldest first. first is the id the read started from
+// (inclusive): the last entry read before, which must still be there
+// ("" when nothing was read before); entries holds what the stream
+// returned (starting with that entry when it is still there).
+func (o *Observer) Log(b, first string, entries []*pb.Event, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	t := o.get(b)
+	if first != "" && (len(entries) == 0 || entries[0].GetId() != first) {
+		// The last entry read is gone: the stream expired (idle past the
+		// event retention), or it rolled back.
+		o.rolledBack(b, t, now)
+	} else if first != "" {
+		entries = entries[1:]
+	}
+	for _, e := range entries {
+		t.cursor = e.GetId()
+		if e.GetKind() != pb.EventKind_EVENT_KIND_TRANSITION && e.GetKind() != pb.EventKind_EVENT_KIND_FORCED {
+			continue
+		}
+		o.counts.Events++
+		cur := logEntry{id: e.GetId(), gen: e.GetGeneration(), to: e.GetTo(), at: time.UnixMilli(e.GetAtMs())}
+		if p := t.last; p != nil {
+			switch {
+			case cur.gen == p.gen+1 && e.GetFrom() == p.to:
+			case cur.gen == 1 && e.GetFrom() == pb.State_STATE_CLOSED && !cur.at.Before(p.at.Add(o.Retention)):
+				o.counts.Restarts++
+			case o.inFailover(cur.at) && cur.gen <= p.gen:
+				// The new master began again from what it had replicated.
+				o.counts.LostEntries += p.gen - cur.gen + 1
+			default:
+				o.flag("log-order", b, "entry %s: generation %d %s->%s follows generation %d (to %s, at %s)",
+					cur.id, cur.gen, stateName(e.GetFrom()), stateName(cur.to), p.gen, stateName(p.to), stamp(p.at))
+			}
+		}
+		t.last = &cur
+		t.recent = append(t.recent, cur)
+		if len(t.recent) > 64 {
+			t.recent = t.recent[len(t.recent)-64:]
+		}
+		kept := t.pending[:0]
+		for _, s := range t.pending {
+			if s.gen == cur.gen && s.state == cur.to {
+				o.counts.Verified++
+				t.recent[len(t.recent)-1].told = true
+				continue
+			}
+			kept = append(kept, s)
+		}
+		t.pending = kept
+	}
+}
+
+// Resync is called once the new master answers after the kill, with the
+// newest entry of b's stream at or before the last id read (nil when
+// there is none): every transition read after it was lost with the killed
+// master, unless the whole stream is gone and had been idle past the
+// event retention (it expired). It counts them (LostEntries; LostObserved for those a worker
+// had been answered with) and continues b's chain from the survivor.
+func (o *Observer) Resync(b string, survivor *pb.Event, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	t := o.get(b)
+	if t.cursor == "" || (survivor != nil && survivor.GetId() == t.cursor) {
+		return
+	}
+	if survivor == nil && (t.last == nil || now.Sub(t.last.at) >= time.Minute) {
+		// The whole stream is gone, and its last transition is older than
+		// the event retention (1m, the soak's): it expired, nothing lost.
+		t.last, t.cursor, t.recent = nil, "", nil
+		return
+	}
+	keep := 0
+	for i, e := range t.recent {
+		if survivor != nil && compareIDs(e.id, survivor.GetId()) <= 0 {
+			keep = i + 1
+			continue
+		}
+		o.counts.LostEntries++
+		if e.told {
+			o.counts.LostObserved++
+		}
+	}
+	o.counts.LostBreakers++
+	t.recent = t.recent[:keep]
+	t.last = nil
+	if keep > 0 {
+		last := t.recent[keep-1]
+		t.last = &last
+	}
+	t.cursor = ""
+	if survivor != nil {
+		t.cursor = survivor.GetId()
+	}
+}
+
+// compareIDs orders stream ids ("<ms>-<seq>") numerically.
+func compareIDs(a, b string) int {
+	parse := func(id string) (int64, int64) {
+		ms, seq, _ := strings.Cut(id, "-")
+		x, _ := strconv.ParseInt(ms, 10, 64)
+		y, _ := strconv.ParseInt(seq, 10, 64)
+		return x, y
+	}
+	am, as := parse(a)
+	bm, bs := parse(b)
+	if c := cmp.Compare(am, bm); c != 0 {
+		return c
+	}
+	return cmp.Compare(as, bs)
+}
+
+// rolledBack handles a stream whose last read entry is gone.
+func (o *Observer) rolledBack(b string, t *tracked, now time.Time) {
+	if t.last == nil {
+		t.cursor = ""
+		return
+	}
+	switch {
+	case o.inFailover(now) || (!o.killedAt.IsZero() && t.last.at.Before(o.killedAt) && !t.last.at.Before(o.killedAt.Add(-10*time.Second))):
+		o.counts.LostEntries++
+	case now.Sub(t.last.at) >= time.Minute: // idle past the (minimum) event retention: expired
+	default:
+		o.flag("log-order", b, "entry %s (generation %d, to %s, at %s) is gone from the log", t.last.id, t.last.gen, stateName(t.last.to), stamp(t.last.at))
+	}
+	t.last, t.cursor, t.recent = nil, "", nil
+}
+
+// Cursor returns the stream id to read b's log from next ("" for all).
+func (o *Observer) Cursor(b string) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.get(b).cursor
+}
+
+// Sweep judges what has become judgeable by now: worker-seen transitions
+// older than LogGrace still missing from the log, and probe-in-flight
+// denials whose every possible lease has been reported. It drops history
+// older than it needs.
+func (o *Observer) Sweep(now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	names := make([]string, 0, len(o.breakers))
+	for b := range o.breakers {
+		names = append(names, b)
+	}
+	sort.Strings(names)
+	for _, b := range names {
+		t := o.breakers[b]
+		kept := t.pending[:0]
+		for _, s := range t.pending {
+			switch {
+			case now.Sub(s.at) < o.LogGrace:
+				kept = append(kept, s)
+			case !o.killedAt.IsZero() && s.at.Before(o.killedAt) || o.inFailover(s.at):
+				o.counts.LostObserved++
+			default:
+				o.flag("log-missing", b, "a worker was answered %s at generation %d at %s; the log has no such transition %s later",
+					stateName(s.state), s.gen, stamp(s.at), o.LogGrace)
+			}
+		}
+		t.pending = kept
+		// A denial is judged once a lease has passed since its answer:
+		// every grant that could precede it has been reported by then.
+		keptD := t.denials[:0]
+		for _, d := range t.denials {
+			if now.Sub(d.got) < o.Lease+5*time.Second {
+				keptD = append(keptD, d)
+				continue
+			}
+			unknown := false
+			for _, f := range t.failed {
+				unknown = unknown || (!f.After(d.got) && f.After(d.sent.Add(-o.Lease-5*time.Second)))
+			}
+			if unknown {
+				o.counts.Unjudged++
+				continue
+			}
+			var last time.Time
+			for _, g := range t.grants {
+				if !g.sent.After(d.got) && g.got.After(last) {
+					last = g.got
+				}
+			}
+			if d.sent.After(last.Add(o.Lease)) && !o.inFailover(d.sent) {
+				if last.IsZero() {
+					o.flag("half-open", b, "Allow sent at %s was denied with a probe in flight, but no probe was granted (answered) before", stamp(d.sent))
+				} else {
+					o.flag("half-open", b, "Allow sent at %s was denied with a probe in flight, but the last probe was granted by %s: its %s lease had lapsed",
+						stamp(d.sent), stamp(last), o.Lease)
+				}
+			}
+		}
+		t.denials = keptD
+		keptG := t.grants[:0]
+		for _, g := range t.grants {
+			if now.Sub(g.got) < 2*o.Lease+10*time.Second {
+				keptG = append(keptG, g)
+			}
+		}
+		t.grants = keptG
+		keptF := t.failed[:0]
+		for _, f := range t.failed {
+			if now.Sub(f) < 2*o.Lease+20*time.Second {
+				keptF = append(keptF, f)
+			}
+		}
+		t.failed = keptF
+	}
+}
+
+// Sample is one reading of a daemon's process.
+type Sample struct {
+	At         time.Time
+	HeapBytes  float64 // go_memstats_heap_inuse_bytes
+	Goroutines float64 // go_goroutines
+}
+
+// FlatRule is the rule CheckFlat applies, in words for the report.
+const FlatRule = "after a warm-up of the first 20% of the run, the samples are split in two halves; the later half's peak heap must stay within 1.25x the earlier half's peak plus 8 MiB, and its peak goroutine count within the earlier peak plus 50"
+
+// CheckFlat applies FlatRule to one daemon's samples (in time order). It
+// needs at least 4 samples after the warm-up; fewer is not judged.
+func (o *Observer) CheckFlat(daemon string, samples []Sample) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := samples[len(samples)/5:]
+	if len(s) < 4 {
+		return
+	}
+	a, b := s[:len(s)/2], s[len(s)/2:]
+	peak := func(ss []Sample) (h, g float64) {
+		for _, x := range ss {
+			h, g = max(h, x.HeapBytes), max(g, x.Goroutines)
+		}
+		return h, g
+	}
+	ha, ga := peak(a)
+	hb, gb := peak(b)
+	if hb > 1.25*ha+8<<20 {
+		o.flag("flat", daemon, "heap in use grew: peak %.1f MiB in the later half, %.1f MiB in the earlier", hb/(1<<20), ha/(1<<20))
+	}
+	if gb > ga+50 {
+		o.flag("flat", daemon, "goroutines grew: peak %.0f in the later half, %.0f in the earlier", gb, ga)
+	}
+}
+
+// KeysLeft reports a breaker's keys still present (none: all gone) and
+// flags those that should have expired: the breaker was last called at
+// lastCall, and its state keys live at most two retentions after the last
+// write (the retention plus the longest due time, itself at most the
+// cooldown cap plus the lease), its event stream the event retention after
+// its last event (no later than its last call).
+func (o *Observer) KeysLeft(b string, keys []string, lastCall, now time.Time, eventRetention time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var bad []string
+	for _, k := range keys {
+		limit := lastCall.Add(2*o.Retention + 2*time.Second)
+		if strings.HasSuffix(k, ":events") {
+			limit = lastCall.Add(eventRetention + 2*time.Second)
+		}
+		if now.After(limit) {
+			bad = append(bad, k)
+		}
+	}
+	if len(bad) == 0 && now.After(lastCall.Add(eventRetention+2*time.Second)) {
+		o.counts.Expired++
+	}
+	if now.After(lastCall.Add(2*o.Retention + 2*time.Second)) {
+		stateLeft := false
+		for _, k := range keys {
+			stateLeft = stateLeft || !strings.HasSuffix(k, ":events")
+		}
+		if !stateLeft {
+			o.counts.StateExpired++
+		}
+	}
+	if len(bad) > 0 {
+		o.flag("keys", b, "last called at %s, still holds %s at %s", stamp(lastCall), strings.Join(bad, ", "), stamp(now))
+	}
+}
+
+// Flag records a violation found outside the observer's own rules (the
+// soak's key scan).
+func (o *Observer) Flag(rule, b, format string, args ...any) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.flag(rule, b, format, args...)
+}
+
+// Violations returns every violation so far, in the order found.
+func (o *Observer) Violations() []Violation {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]Violation(nil), o.violations...)
+}
+
+// Counts returns the tallies so far.
+func (o *Observer) Counts() Counts {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.counts
+}
+
+func stamp(t time.Time) string { return t.UTC().Format("15:04:05.000") }
+
+func stateName(s pb.State) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "STATE_"))
+}

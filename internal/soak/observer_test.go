@@ -1,0 +1,226 @@
+package soak
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+func probe(gen int64, lease string) *pb.AllowResponse {
+	return &pb.AllowResponse{Decision: pb.Decision_DECISION_PROBE, Ticket: &pb.Ticket{Generation: gen, LeaseToken: lease},
+		State: &pb.BreakerState{State: pb.State_STATE_HALF_OPEN, Generation: gen}}
+}
+
+func ev(id string, gen int64, from, to pb.State, atMs int) *pb.Event {
+	return &pb.Event{Id: id, Kind: pb.EventKind_EVENT_KIND_TRANSITION, Generation: gen, From: from, To: to, AtMs: at(atMs).UnixMilli()}
+}
+
+const (
+	closed   = pb.State_STATE_CLOSED
+	open     = pb.State_STATE_OPEN
+	halfOpen = pb.State_STATE_HALF_OPEN
+)
+
+// rules returns the rule of each violation, in order.
+func rules(o *Observer) []string {
+	var out []string
+	for _, v := range o.Violations() {
+		out = append(out, v.Rule)
+	}
+	return out
+}
+
+func want(t *testing.T, o *Observer, rs ...string) {
+	t.Helper()
+	got := rules(o)
+	if fmt.Sprint(got) != fmt.Sprint(rs) {
+		t.Errorf("violations %v, want rules %v: %v", got, rs, o.Violations())
+	}
+}
+
+// Each bad history is flagged under its rule; its good twin is not.
+func TestObserverFlagsTwoHolders(t *testing.T) {
+	o := NewObserver(2*time.Second, 6*time.Second)
+	o.Allow("b", "w1", at(0), at(10), probe(2, "L1"))
+	o.Allow("b", "w2", at(100), at(110), probe(2, "L2")) // w1 neither recorded nor lapsed
+	want(t, o, "two-holders")
+
+	good := NewObserver(2*time.Second, 6*time.Second)
+	good.Allow("b", "w1", at(0), at(10), probe(2, "L1"))
+	good.Record("b", "w1", "L1", at(50), at(60), nil)
+	good.Allow("b", "w2", at(100), at(110), probe(4, "L2"))   // after w1's Record was sent
+	good.Allow("b", "w3", at(2200), at(2210), probe(6, "L3")) // after w2's lease lapsed
+	// Overlapping requests: the order is unknown, so no verdict.
+	good.Allow("c", "w1", at(0), at(100), probe(2, "L4"))
+	good.Allow("c", "w2", at(50), at(150), probe(2, "L5"))
+	want(t, good)
+	if g := good.Counts().Grants; g != 5 {
+		t.Errorf("%d grants counted, want 5", g)
+	}
+}
+
+func TestObserverFlagsTheLog(t *testing.T) {
+	chain := []*pb.Event{ev("1-0", 1, closed, open, 0), ev("2-0", 2, open, halfOpen, 1000), ev("3-0", 3, halfOpen, closed, 1100)}
+	for _, tc := range []struct {
+		name string
+		next *pb.Event
+		bad  bool
+	}{
+		{"duplicate", ev("4-0", 3, halfOpen, closed, 1200), true},
+		{"gap", ev("4-0", 5, closed, open, 1200), true},
+		{"out of order", ev("4-0", 2, closed, open, 1200), true},
+		{"from is not the last to", ev("4-0", 4, open, halfOpen, 1200), true},
+		{"restart before retention", ev("4-0", 1, closed, open, 5000), true},
+		{"next", ev("4-0", 4, closed, open, 1200), false},
+		{"restart after retention", ev("4-0", 1, closed, open, 1100+6000), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewObserver(2*time.Second, 6*time.Second)
+			o.Log("b", "", chain, at(2000))
+			o.Log("b", "3-0", []*pb.Event{chain[2], tc.next}, at(9000))
+			if tc.bad {
+				want(t, o, "log-order")
+			} else {
+				want(t, o)
+			}
+		})
+	}
+	t.Run("an entry read before is gone", func(t *testing.T) {
+		o := NewObserver(2*time.Second, 6*time.Second)
+		o.Log("b", "", chain, at(2000))
+		o.Log("b", "3-0", []*pb.Event{ev("4-0", 4, closed, open, 3000)}, at(4000))
+		want(t, o, "log-order")
+		// The same after a killed master is a loss, counted.
+		o = NewObserver(2*time.Second, 6*time.Second)
+		o.Log("b", "", chain, at(2000))
+		o.Killed(at(2500))
+		o.Log("b", "3-0", []*pb.Event{chain[0], chain[1]}, at(4000))
+		want(t, o)
+		if n := o.Counts().LostEntries; n != 1 {
+			t.Errorf("LostEntries %d, want 1", n)
+		}
+	})
+}
+
+func TestObserverFlagsATransitionMissingFromTheLog(t *testing.T) {
+	o := NewObserver(2*time.Second, 6*time.Second)
+	o.Log("b", "", []*pb.Event{ev("1-0", 1, closed, open, 0)}, at(10))
+	seen := &pb.AllowResponse{Decision: pb.Decision_DECISION_DENIED_OPEN, State: &pb.BreakerState{State: open, Generation: 1}}
+	o.Allow("b", "w1", at(0), at(20), seen) // in the log
+	rec := &pb.RecordResponse{State: &pb.BreakerState{State: closed, Generation: 3}}
+	o.Record("b", "w1", "", at(30), at(40), rec) // never logged
+	o.Sweep(at(1000))
+	want(t, o) // within LogGrace
+	o.Sweep(at(40).Add(o.LogGrace))
+	want(t, o, "log-missing")
+	// A degraded answer is the daemon's own memory: not judged.
+	d := NewObserver(2*time.Second, 6*time.Second)
+	d.Record("b", "w1", "", at(30), at(40), &pb.RecordResponse{State: rec.State, Degraded: true})
+	d.Sweep(at(100000))
+	want(t, d)
+}
+
+func TestObserverFlagsAProbeInFlightPastItsLease(t *testing.T) {
+	denied := &pb.AllowResponse{Decision: pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT, State: &pb.BreakerState{State: halfOpen, Generation: 2}}
+	o := NewObserver(2*time.Second, 6*time.Second)
+	o.Allow("b", "w1", at(0), at(10), probe(2, "L1"))
+	o.Allow("b", "w2", at(1000), at(1010), denied) // within the lease: fine
+	o.Allow("b", "w3", at(2500), at(2510), denied) // 2.49 s after the grant's answer
+	o.Sweep(at(20000))
+	want(t, o, "half-open")
+}
+
+func TestObserverFlagsGrowth(t *testing.T) {
+	var flat, leak []Sample
+	for i := range 50 {
+		flat = append(flat, Sample{At: at(i * 1000), HeapBytes: float64(20<<20 + (i%3)<<20), Goroutines: 300})
+		leak = append(leak, Sample{At: at(i * 1000), HeapBytes: float64(20<<20 + i*2<<20), Goroutines: float64(300 + i*5)})
+	}
+	o := NewObserver(2*time.Second, 6*time.Second)
+	o.CheckFlat("d", flat)
+	want(t, o)
+	o.CheckFlat("d", leak)
+	want(t, o, "flat", "flat")
+}
+
+func TestObserverFlagsKeysPastRetention(t *testing.T) {
+	o := NewObserver(2*time.Second, 6*time.Second)
+	keys := []string{"brk:{b}:state", "brk:{b}:events"}
+	o.KeysLeft("b", keys, at(0), at(13000), time.Minute) // within 2 retentions + 2 s
+	want(t, o)
+	o.KeysLeft("b", keys[1:], at(0), at(15000), time.Minute) // the event stream outlives the state
+	want(t, o)
+	o.KeysLeft("b", keys, at(0), at(15000), time.Minute)
+	want(t, o, "keys")
+	if c := o.Counts(); c.StateExpired != 1 {
+		t.Errorf("StateExpired %d, want 1", c.StateExpired)
+	}
+}
+
+// An Allow that got no answer may have been granted a probe: a denial
+// near it is not judged.
+func TestObserverDoesNotJudgeADenialNearAnUnansweredAllow(t *testing.T) {
+	denied := &pb.AllowResponse{Decision: pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT, State: &pb.BreakerState{State: halfOpen, Generation: 2}}
+	o := NewObserver(2*time.Second, 6*time.Second)
+	o.Allow("b", "w1", at(0), at(10), probe(2, "L1"))
+	o.AllowFailed("b", at(2000))
+	o.Allow("b", "w3", at(2500), at(2510), denied)
+	o.Sweep(at(20000))
+	want(t, o)
+	if n := o.Counts().Unjudged; n != 1 {
+		t.Errorf("Unjudged %d, want 1", n)
+	}
+}
+
+// After a killed master, the entries read after the newest survivor are
+// counted as lost (and those a worker was answered with), and the chain
+// continues from the survivor without a violation.
+func TestObserverCountsWhatTheKilledMasterLost(t *testing.T) {
+	chain := []*pb.Event{ev("1-0", 1, closed, open, 0), ev("2-0", 2, open, halfOpen, 1000), ev("3-0", 3, halfOpen, closed, 1100)}
+	o := NewObserver(2*time.Second, 6*time.Second)
+	o.Record("b", "w1", "", at(1090), at(1110), &pb.RecordResponse{State: &pb.BreakerState{State: closed, Generation: 3}})
+	o.Log("b", "", chain, at(1200))
+	o.Killed(at(1300))
+	o.Resync("b", chain[0], at(1400))
+	c := o.Counts()
+	if c.LostEntries != 2 || c.LostObserved != 1 || c.LostBreakers != 1 {
+		t.Errorf("lost %d entries (%d told to a worker) on %d breakers, want 2 (1) on 1", c.LostEntries, c.LostObserved, c.LostBreakers)
+	}
+	if got := o.Cursor("b"); got != "1-0" {
+		t.Errorf("cursor %q after the resync, want the survivor 1-0", got)
+	}
+	o.Log("b", "1-0", []*pb.Event{chain[0], ev("4-0", 2, open, halfOpen, 5000)}, at(6000))
+	want(t, o)
+	// Outside a failover the same new entry would break the chain.
+	bad := NewObserver(2*time.Second, 6*time.Second)
+	bad.Log("b", "", chain, at(1200))
+	bad.Log("b", "3-0", []*pb.Event{chain[2], ev("4-0", 2, open, halfOpen, 5000)}, at(6000))
+	want(t, bad, "log-order")
+}
+
+// A stream gone whole after the failover, idle past the event retention,
+// expired: nothing is counted lost.
+func TestObserverResyncTellsAnExpiredStream(t *testing.T) {
+	chain := []*pb.Event{ev("1-0", 1, closed, open, 0), ev("2-0", 2, open, halfOpen, 1000)}
+	o := NewObserver(2*time.Second, 6*time.Second)
+	o.Log("b", "", chain, at(1200))
+	o.Killed(at(70000))
+	o.Resync("b", nil, at(71000))
+	if c := o.Counts(); c.LostEntries != 0 || c.LostBreakers != 0 {
+		t.Errorf("an expired stream counted as lost: %+v", c)
+	}
+	// Within the retention, the same is a loss.
+	o = NewObserver(2*time.Second, 6*time.Second)
+	o.Log("b", "", chain, at(1200))
+	o.Killed(at(2000))
+	o.Resync("b", nil, at(3000))
+	if c := o.Counts(); c.LostEntries != 2 || c.LostBreakers != 1 {
+		t.Errorf("a stream lost with the master: %+v, want 2 entries on 1 breaker", c)
+	}
+}

@@ -1,0 +1,753 @@
+// Package soak runs breakerd under a bounded, scheduled load and checks it
+// throughout: cmd/breakerd-soak is its command. A run starts its own Redis
+// (a master, a replica and 3 sentinels on free loopback ports, through
+// scripts/redis-sentinel.sh), two breakerd daemons (the soak binary
+// re-executed in its daemon mode, each a process of its own with its own
+// /metrics), and simulated workers calling Allow and Record on breakers
+// whose dependencies fail and recover on a schedule. Part-way through it
+// kills the Redis master (SIGKILL) and Sentinel promotes the replica. An
+// Observer judges what the workers were answered and what Redis holds.
+package soak
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/breakerd/breakerd/internal/store"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// Config is one soak run.
+type Config struct {
+	Duration time.Duration // the whole run
+	Workers  int           // simulated workers, spread over the daemons
+	Breakers int           // breakers; the last tenth are "cold" (see ColdUntil)
+	Daemons  int
+	// CallEvery is each worker's pause between two calls (±50%).
+	CallEvery time.Duration
+	// FailoverAt is when the master is killed, as a fraction of Duration.
+	// Negative: no failover.
+	FailoverAt float64
+	// Seed makes the dependency schedule and the workers' choices
+	// repeatable (timing still varies).
+	Seed uint64
+	// Scripts is the directory holding redis-sentinel.sh.
+	Scripts string
+	// Self is the executable to run daemons with ("<Self> daemon <breakerd
+	// flags>"); DaemonArgs adds flags.
+	Self string
+	// Dir holds Redis's files and the daemons' logs. Default: a temporary
+	// directory, removed afterwards.
+	Dir string
+	// Progress, when set, gets a line every 10 s.
+	Progress io.Writer
+}
+
+// The soak's policy: short, so that cooldowns, leases and retention pass
+// many times within a run.
+const (
+	Threshold    = 3
+	MinWorkers   = 2
+	CooldownBase = time.Second
+	CooldownCap  = 4 * time.Second
+	ProbeTimeout = 2 * time.Second
+	Retention    = CooldownCap + ProbeTimeout // policy.Policy.Retention
+	// EventRetention is the daemons' --event-retention (its minimum).
+	EventRetention = time.Minute
+)
+
+const policyYAML = `defaults:
+  threshold: 3
+  min_workers: 2
+  cooldown_base: 1s
+  cooldown_cap: 4s
+  jitter: 0.2
+  probe_timeout: 2s
+`
+
+// Report is what a run saw.
+type Report struct {
+	Config     Config
+	Machine    string
+	Started    time.Time
+	Took       time.Duration
+	Counts     Counts
+	Errors     map[string]int64 // RPC errors by code
+	Failover   string           // what happened to the master, in words
+	Daemons    []DaemonReport
+	Violations []Violation
+	FlatRule   string
+}
+
+// DaemonReport is one daemon's process over the run.
+type DaemonReport struct {
+	Addr                          string
+	Samples                       int
+	HeapFirst, HeapPeak, HeapLast float64 // bytes, after the warm-up
+	GorFirst, GorPeak, GorLast    float64
+}
+
+// String renders the report as plain text.
+func (r *Report) String() string {
+	var b strings.Builder
+	c := r.Counts
+	fmt.Fprintf(&b, "breakerd soak: %s, %d workers, %d breakers, %d daemons, seed %d\n", r.Config.Duration, r.Config.Workers, r.Config.Breakers, r.Config.Daemons, r.Config.Seed)
+	fmt.Fprintf(&b, "machine: %s\n", r.Machine)
+	fmt.Fprintf(&b, "started %s, took %s\n", r.Started.UTC().Format(time.RFC3339), r.Took.Round(time.Second))
+	fmt.Fprintf(&b, "calls: %d Allow, %d Record answered; %d answers degraded (from a daemon's memory)\n", c.Allows, c.Records, c.Degraded)
+	fmt.Fprintf(&b, "errors: %v\n", r.Errors)
+	fmt.Fprintf(&b, "probes granted %d; denied with a probe in flight %d (%d not judged: an unanswered Allow was near)\n", c.Grants, c.Denials, c.Unjudged)
+	fmt.Fprintf(&b, "transitions: %d read from the log (%d restarts at generation 1 after retention); %d seen by workers, %d of them found in the log\n",
+		c.Events, c.Restarts, c.Observed, c.Verified)
+	fmt.Fprintf(&b, "cold breakers: %d checks found no state key past twice the retention, %d found every key gone past the event retention\n", c.StateExpired, c.Expired)
+	fmt.Fprintf(&b, "failover: %s\n", r.Failover)
+	fmt.Fprintf(&b, "lost to the killed master: %d transitions read from its log were gone after the failover (on %d breakers), %d of them (or never logged) answered to a worker; %d probe leases granted again\n",
+		c.LostEntries, c.LostBreakers, c.LostObserved, c.LostLeases)
+	for _, d := range r.Daemons {
+		fmt.Fprintf(&b, "daemon %s: %d samples; heap in use %.1f MiB first, %.1f peak, %.1f last; goroutines %.0f first, %.0f peak, %.0f last\n",
+			d.Addr, d.Samples, d.HeapFirst/(1<<20), d.HeapPeak/(1<<20), d.HeapLast/(1<<20), d.GorFirst, d.GorPeak, d.GorLast)
+	}
+	fmt.Fprintf(&b, "flat rule: %s\n", r.FlatRule)
+	byRule := map[string]int{}
+	for _, v := range r.Violations {
+		byRule[v.Rule]++
+	}
+	fmt.Fprintf(&b, "violations: %d %v\n", len(r.Violations), byRule)
+	for i, v := range r.Violations {
+		if i == 30 {
+			fmt.Fprintf(&b, "  ... and %d more\n", len(r.Violations)-30)
+			break
+		}
+		fmt.Fprintf(&b, "  %s\n", v)
+	}
+	return b.String()
+}
+
+// schedule says when each dependency fails: dependency d fails for
+// fail[d] out of every period[d], starting at offset[d].
+type schedule struct {
+	start                time.Time
+	period, fail, offset []time.Duration
+}
+
+func newSchedule(r *rand.Rand, deps int, start time.Time) *schedule {
+	s := &schedule{start: start}
+	for range deps {
+		p := time.Duration(20+r.IntN(21)) * time.Second
+		s.period = append(s.period, p)
+		s.fail = append(s.fail, time.Duration(4+r.IntN(7))*time.Second)
+		s.offset = append(s.offset, time.Duration(r.Int64N(int64(p))))
+	}
+	return s
+}
+
+func (s *schedule) failing(dep int, at time.Time) bool {
+	return (at.Sub(s.start)+s.offset[dep])%s.period[dep] < s.fail[dep]
+}
+
+// Run runs one soak and returns its report; err is for a run that could
+// not be carried out (Redis or a daemon did not start), not for
+// violations, which are in the report.
+func Run(ctx context.Context, c Config) (*Report, error) {
+	if c.Dir == "" {
+		d, err := os.MkdirTemp("", "breakerd-soak-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		c.Dir = d
+	}
+	rep := &Report{Config: c, Started: time.Now(), Errors: map[string]int64{}, FlatRule: FlatRule, Machine: machine()}
+
+	// Redis: a master, a replica and 3 sentinels of our own.
+	ports, err := freePorts(5 + 2*c.Daemons)
+	if err != nil {
+		return nil, err
+	}
+	redisDir := filepath.Join(c.Dir, "redis")
+	sentinelScript := filepath.Join(c.Scripts, "redis-sentinel.sh")
+	env := append(os.Environ(), "REDIS_SENTINEL_PORTS="+joinPorts(ports[:5]), "REDIS_SENTINEL_DIR="+redisDir)
+	if out, err := runScript(sentinelScript, "start", env); err != nil {
+		return nil, fmt.Errorf("%s start: %v\n%s", sentinelScript, err, out)
+	}
+	defer func() { _, _ = runScript(sentinelScript, "stop", env) }()
+	master, replica := ports[0], ports[1]
+	sentinels := []string{addr(ports[2]), addr(ports[3]), addr(ports[4])}
+	redisURL := fmt.Sprintf("redis://%s/0?master_name=mymaster&addr=%s&addr=%s", sentinels[0], sentinels[1], sentinels[2])
+	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "mymaster", SentinelAddrs: sentinels,
+		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
+	defer rdb.Close()
+
+	// The daemons.
+	policyFile := filepath.Join(c.Dir, "policy.yaml")
+	if err := os.WriteFile(policyFile, []byte(policyYAML), 0o600); err != nil {
+		return nil, err
+	}
+	var daemons []*daemonProc
+	defer func() {
+		for _, d := range daemons {
+			d.stop()
+		}
+	}()
+	for i := range c.Daemons {
+		d, err := startDaemon(c, i, addr(ports[5+2*i]), addr(ports[6+2*i]), redisURL, policyFile)
+		if err != nil {
+			return nil, err
+		}
+		daemons = append(daemons, d)
+	}
+	for _, d := range daemons {
+		if err := d.waitServing(ctx); err != nil {
+			return nil, err
+		}
+	}
+
+	obs := NewObserver(ProbeTimeout, Retention)
+	r := rand.New(rand.NewPCG(c.Seed, 1))
+	start := time.Now()
+	end := start.Add(c.Duration)
+	sched := newSchedule(r, 50, start)
+	names := make([]string, c.Breakers)
+	run := strconv.FormatInt(start.UnixMilli(), 36)
+	for i := range names {
+		names[i] = fmt.Sprintf("soak-%s-%04d", run, i)
+	}
+	hot := c.Breakers - c.Breakers/10
+	// The cold breakers are called only during the first quarter (at
+	// most 60 s), then never again: their keys must expire.
+	coldUntil := start.Add(min(c.Duration/4, time.Minute))
+	lastCall := make([]atomic.Int64, c.Breakers) // unix ms of the last answer
+
+	rctx, stopWorkers := context.WithDeadline(ctx, end)
+	defer stopWorkers()
+	var wg sync.WaitGroup
+	var errMu sync.Mutex
+	countErr := func(err error) {
+		errMu.Lock()
+		rep.Errors[status.Code(err).String()]++
+		errMu.Unlock()
+		switch status.Code(err) {
+		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		default:
+			obs.Flag("errors", "", "an error the client's fallback policy does not allow: %v", err)
+		}
+	}
+	var conns []*grpc.ClientConn
+	defer func() {
+		for _, cc := range conns {
+			_ = cc.Close()
+		}
+	}()
+	for i := range c.Workers {
+		cc, err := grpc.NewClient(daemons[i%len(daemons)].addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, err
+		}
+		conns = append(conns, cc)
+		w := &worker{id: fmt.Sprintf("w%03d", i), api: pb.NewBreakerServiceClient(cc), obs: obs, sched: sched,
+			names: names, hot: hot, coldUntil: coldUntil, every: c.CallEvery, lastCall: lastCall, onErr: countErr,
+			r: rand.New(rand.NewPCG(c.Seed, uint64(i)+2))}
+		wg.Add(1)
+		go func() { defer wg.Done(); w.run(rctx) }()
+	}
+
+	// The observer's loop: the log every 2 s, the daemons' processes
+	// every 2 s, the cold breakers' keys every 5 s; the failover once.
+	samples := make([][]Sample, len(daemons))
+	failoverAt := start.Add(time.Duration(float64(c.Duration) * c.FailoverAt))
+	failedOver := c.FailoverAt < 0
+	rep.Failover = "none"
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	lastProgress := start
+	for n := 0; ; n++ {
+		select {
+		case <-ctx.Done():
+			stopWorkers()
+			wg.Wait()
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+		now := time.Now()
+		if now.After(end) {
+			break
+		}
+		readLog(ctx, rdb, obs, names)
+		obs.Sweep(time.Now())
+		for i, d := range daemons {
+			if s, err := d.sample(ctx); err == nil {
+				samples[i] = append(samples[i], s)
+			}
+		}
+		if n%3 == 0 && now.After(coldUntil) {
+			checkCold(ctx, rdb, obs, names[hot:], lastCall[hot:], now)
+		}
+		if !failedOver && now.After(failoverAt) {
+			failedOver = true
+			rep.Failover = killMaster(ctx, obs, rdb, redisDir, master, replica, sentinels, names)
+		}
+		if c.Progress != nil && now.Sub(lastProgress) >= 10*time.Second {
+			lastProgress = now
+			k := obs.Counts()
+			fmt.Fprintf(c.Progress, "soak: %s of %s: %d Allow, %d Record, %d degraded, %d transitions logged, %d violations\n",
+				now.Sub(start).Round(time.Second), c.Duration, k.Allows, k.Records, k.Degraded, k.Events, len(obs.Violations()))
+		}
+	}
+	stopWorkers()
+	wg.Wait()
+	// Let the last answers reach the log, then judge everything.
+	time.Sleep(2 * time.Second)
+	readLog(ctx, rdb, obs, names)
+	obs.LogGrace = 0
+	obs.Sweep(time.Now().Add(time.Hour))
+	checkTTLs(ctx, rdb, obs)
+	for i, d := range daemons {
+		obs.CheckFlat("daemon "+d.addr, samples[i])
+		rep.Daemons = append(rep.Daemons, summarize(d.addr, samples[i]))
+	}
+	rep.Took = time.Since(rep.Started)
+	rep.Counts = obs.Counts()
+	rep.Violations = obs.Violations()
+	return rep, nil
+}
+
+// worker is one simulated agent worker.
+type worker struct {
+	id        string
+	api       pb.BreakerServiceClient
+	obs       *Observer
+	sched     *schedule
+	names     []string
+	hot       int
+	coldUntil time.Time
+	every     time.Duration
+	lastCall  []atomic.Int64
+	onErr     func(error)
+	r         *rand.Rand
+}
+
+func (w *worker) run(ctx context.Context) {
+	for {
+		pause := w.every/2 + time.Duration(w.r.Int64N(int64(w.every)+1))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+		i := w.r.IntN(w.hot)
+		if time.Now().Before(w.coldUntil) {
+			i = w.r.IntN(len(w.names))
+		}
+		w.call(ctx, i)
+	}
+}
+
+func (w *worker) call(ctx context.Context, i int) {
+	name := w.names[i]
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	sent := time.Now()
+	a, err := w.api.Allow(cctx, &pb.AllowRequest{Breaker: name, WorkerId: w.id})
+	got := time.Now()
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		w.onErr(err)
+		w.obs.AllowFailed(name, sent)
+		return
+	}
+	w.lastCall[i].Store(got.UnixMilli())
+	w.obs.Allow(name, w.id, sent, got, a)
+	d := a.GetDecision()
+	if d != pb.Decision_DECISION_ALLOWED && d != pb.Decision_DECISION_PROBE {
+		return
+	}
+	outcome := pb.Outcome_OUTCOME_SUCCESS
+	if w.sched.failing(i%len(w.sched.period), time.Now()) || w.r.IntN(100) == 0 {
+		outcome = pb.Outcome_OUTCOME_TIMEOUT
+	}
+	if d == pb.Decision_DECISION_PROBE && w.r.IntN(20) == 0 {
+		return // a prober that dies before it records: its lease lapses
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+	defer rcancel()
+	rsent := time.Now()
+	rec, err := w.api.Record(rctx, &pb.RecordRequest{Breaker: name, WorkerId: w.id, Ticket: a.GetTicket(), Outcome: outcome, LatencyMs: 50})
+	rgot := time.Now()
+	if ctx.Err() != nil {
+		return
+	}
+	ticket := ""
+	if d == pb.Decision_DECISION_PROBE {
+		ticket = a.GetTicket().GetLeaseToken()
+	}
+	if err != nil {
+		w.onErr(err)
+		rec = nil
+	} else {
+		w.lastCall[i].Store(rgot.UnixMilli())
+	}
+	w.obs.Record(name, w.id, ticket, rsent, rgot, rec)
+}
+
+// readLog reads every breaker's event stream from where the observer left
+// it (inclusive, so that a vanished entry shows) and feeds the observer.
+func readLog(ctx context.Context, rdb redis.UniversalClient, obs *Observer, names []string) {
+	const chunk = 200
+	for lo := 0; lo < len(names); lo += chunk {
+		part := names[lo:min(lo+chunk, len(names))]
+		firsts := make([]string, len(part))
+		cmds := make([]*redis.XMessageSliceCmd, len(part))
+		_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, b := range part {
+				firsts[i] = obs.Cursor(b)
+				from := firsts[i]
+				if from == "" {
+					from = "-"
+				}
+				cmds[i] = p.XRange(ctx, store.EventsKey(b), from, "+")
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return // Redis away (the failover): read again next tick
+		}
+		now := time.Now()
+		for i, b := range part {
+			var evs []*pb.Event
+			for _, m := range cmds[i].Val() {
+				if e, err := store.EventFromStream(m); err == nil {
+					evs = append(evs, e)
+				} else {
+					obs.Flag("log-order", b, "entry %s does not parse: %v", m.ID, err)
+				}
+			}
+			obs.Log(b, firsts[i], evs, now)
+		}
+	}
+}
+
+// checkCold checks that the cold breakers' keys expire: EXISTS on each.
+func checkCold(ctx context.Context, rdb redis.UniversalClient, obs *Observer, names []string, last []atomic.Int64, now time.Time) {
+	type q struct {
+		name string
+		last int64
+		keys []string
+		cmds []*redis.IntCmd
+	}
+	var qs []*q
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, b := range names {
+			if last[i].Load() == 0 {
+				continue
+			}
+			k := store.KeysOf(b)
+			x := &q{name: b, last: last[i].Load(), keys: []string{k.State, k.Workers, k.Events, k.RL, k.Pause}}
+			for _, key := range x.keys {
+				x.cmds = append(x.cmds, p.Exists(ctx, key))
+			}
+			qs = append(qs, x)
+		}
+		return nil
+	})
+	if err != nil {
+		return
+	}
+	for _, x := range qs {
+		var left []string
+		for j, c := range x.cmds {
+			if c.Val() > 0 {
+				left = append(left, x.keys[j])
+			}
+		}
+		obs.KeysLeft(x.name, left, time.UnixMilli(x.last), now, EventRetention)
+	}
+}
+
+// checkTTLs flags any breaker key with no TTL: every key a worker's calls
+// create expires.
+func checkTTLs(ctx context.Context, rdb redis.UniversalClient, obs *Observer) {
+	iter := rdb.Scan(ctx, 0, store.Prefix+"*", 1000).Iterator()
+	n := 0
+	for iter.Next(ctx) {
+		key := iter.Val()
+		if ttl, err := rdb.PTTL(ctx, key).Result(); err == nil && ttl == -1 {
+			n++
+			if n <= 10 {
+				obs.Flag("keys", "", "%s has no TTL", key)
+			}
+		}
+	}
+}
+
+// killMaster SIGKILLs the Redis master, waits for Sentinel to promote the
+// replica, resynchronises the observer's log cursors and returns what
+// happened in words.
+func killMaster(ctx context.Context, obs *Observer, rdb redis.UniversalClient, dir string, master, replica int, sentinels []string, names []string) string {
+	pidFile := filepath.Join(dir, strconv.Itoa(master), "redis.pid")
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		obs.Flag("failover", "", "master pid: %v", err)
+		return "not done: " + err.Error()
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	killed := time.Now()
+	obs.Killed(killed)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		obs.Flag("failover", "", "kill master: %v", err)
+		return "not done: " + err.Error()
+	}
+	_ = os.Remove(pidFile) // so that the script's stop never signals a reused pid
+	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinels[0]})
+	defer sc.Close()
+	var promoted time.Time
+	for time.Since(killed) < time.Minute {
+		a, err := sc.GetMasterAddrByName(ctx, "mymaster").Result()
+		if err == nil && len(a) == 2 && a[1] == strconv.Itoa(replica) {
+			rc := redis.NewClient(&redis.Options{Addr: addr(replica)})
+			role, _ := rc.Do(ctx, "ROLE").Slice()
+			_ = rc.Close()
+			if len(role) > 0 && role[0] == "master" {
+				promoted = time.Now()
+				break
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if promoted.IsZero() {
+		obs.Flag("failover", "", "Sentinel did not promote the replica within a minute of the master's kill")
+		return "the replica was not promoted within a minute"
+	}
+	// Read the log from the new master until a read succeeds: it shows
+	// what rolled back. Then the window closes.
+	for time.Since(promoted) < 30*time.Second {
+		if rdb.Ping(ctx).Err() == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	resync(ctx, rdb, obs, names)
+	readLog(ctx, rdb, obs, names)
+	settled := time.Now().Add(5 * time.Second) // daemons leave memory mode within a second of Redis answering
+	obs.Settled(settled)
+	return fmt.Sprintf("master 127.0.0.1:%d killed (SIGKILL) at %s; Sentinel promoted 127.0.0.1:%d %s later; the old master stays down",
+		master, stamp(killed), replica, promoted.Sub(killed).Round(10*time.Millisecond))
+}
+
+// resync reads, for every breaker, the newest entry of its stream at or
+// before the last one the observer read, and hands it to Observer.Resync:
+// what was read after it died with the killed master.
+func resync(ctx context.Context, rdb redis.UniversalClient, obs *Observer, names []string) {
+	const chunk = 200
+	for lo := 0; lo < len(names); lo += chunk {
+		part := names[lo:min(lo+chunk, len(names))]
+		cmds := make([]*redis.XMessageSliceCmd, len(part))
+		_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, b := range part {
+				if c := obs.Cursor(b); c != "" {
+					cmds[i] = p.XRevRangeN(ctx, store.EventsKey(b), c, "-", 1)
+				}
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			obs.Flag("failover", "", "reading the logs after the failover: %v", err)
+			return
+		}
+		for i, b := range part {
+			if cmds[i] == nil {
+				continue
+			}
+			var survivor *pb.Event
+			if ms := cmds[i].Val(); len(ms) > 0 {
+				if e, err := store.EventFromStream(ms[0]); err == nil {
+					survivor = e
+				}
+			}
+			obs.Resync(b, survivor, time.Now())
+		}
+	}
+}
+
+// daemonProc is one breakerd daemon process.
+type daemonProc struct {
+	addr, metrics string
+	cmd           *exec.Cmd
+	log           *os.File
+}
+
+func startDaemon(c Config, i int, grpcAddr, metricsAddr, redisURL, policyFile string) (*daemonProc, error) {
+	logf, err := os.Create(filepath.Join(c.Dir, fmt.Sprintf("daemon-%d.log", i)))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(c.Self, "daemon", "--listen", grpcAddr, "--metrics-listen", metricsAddr, "--redis-url", redisURL,
+		"--config", policyFile, "--events-max-len", "100000", "--event-retention", EventRetention.String(),
+		"--health-interval", "1s", "--drain-delay", "0s", "--log-format", "json",
+		// Every worker is anonymous on loopback: one token's quotas
+		// would refuse the soak's own 1,000 breakers.
+		"--new-breakers-per-minute", "0", "--alerts-per-minute", "0")
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "BREAKERD_") {
+			env = append(env, e)
+		}
+	}
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		_ = logf.Close()
+		return nil, fmt.Errorf("start daemon %d: %w", i, err)
+	}
+	return &daemonProc{addr: grpcAddr, metrics: metricsAddr, cmd: cmd, log: logf}, nil
+}
+
+func (d *daemonProc) waitServing(ctx context.Context) error {
+	cc, err := grpc.NewClient(d.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	h := healthpb.NewHealthClient(cc)
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		r, err := h.Check(cctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		if err == nil && r.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("daemon %s did not serve within 30s; its log is %s", d.addr, d.log.Name())
+}
+
+func (d *daemonProc) stop() {
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = d.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-done
+	}
+	_ = d.log.Close()
+}
+
+// sample scrapes the daemon's heap in use and goroutine count.
+func (d *daemonProc) sample(ctx context.Context) (Sample, error) {
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(cctx, http.MethodGet, "http://"+d.metrics+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return Sample{}, err
+	}
+	defer resp.Body.Close()
+	s := Sample{At: time.Now()}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 2 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			continue
+		}
+		switch f[0] {
+		case "go_memstats_heap_inuse_bytes":
+			s.HeapBytes = v
+		case "go_goroutines":
+			s.Goroutines = v
+		}
+	}
+	if s.HeapBytes == 0 || s.Goroutines == 0 {
+		return s, errors.New("metrics without go_memstats_heap_inuse_bytes or go_goroutines")
+	}
+	return s, sc.Err()
+}
+
+func summarize(a string, ss []Sample) DaemonReport {
+	d := DaemonReport{Addr: a, Samples: len(ss)}
+	ss = ss[len(ss)/5:]
+	if len(ss) == 0 {
+		return d
+	}
+	d.HeapFirst, d.GorFirst = ss[0].HeapBytes, ss[0].Goroutines
+	d.HeapLast, d.GorLast = ss[len(ss)-1].HeapBytes, ss[len(ss)-1].Goroutines
+	for _, s := range ss {
+		d.HeapPeak, d.GorPeak = max(d.HeapPeak, s.HeapBytes), max(d.GorPeak, s.Goroutines)
+	}
+	return d
+}
+
+func machine() string {
+	host, _ := os.Hostname()
+	m := fmt.Sprintf("%s, %d CPUs, %s/%s, %s", host, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		m += ", load average at start " + strings.Join(strings.Fields(string(b))[:3], " ")
+	}
+	return m
+}
+
+func runScript(path, arg string, env []string) ([]byte, error) {
+	cmd := exec.Command(path, arg)
+	cmd.Env = env
+	return cmd.CombinedOutput()
+}
+
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	var ports []int
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func joinPorts(ps []int) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = strconv.Itoa(p)
+	}
+	return strings.Join(s, " ")
+}
+
+func addr(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
