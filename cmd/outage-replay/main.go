@@ -17,7 +17,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/breakerd/breakerd/internal/cli"
 	"github.com/breakerd/breakerd/internal/replay"
@@ -47,9 +49,16 @@ the replay's and the replay says so and fails.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg, printPolicy, err := parseFlags(args, getenv, stdout)
+	cfg, printPolicy, sweep, err := parseFlags(args, getenv, stdout)
 	if err != nil {
 		return err
+	}
+	if sweep != nil {
+		rows, err := replay.Sweep(ctx, cfg, sweep, os.Stderr)
+		if err != nil {
+			return err
+		}
+		return replay.PrintSweep(stdout, cfg, rows)
 	}
 	if printPolicy {
 		_, err := io.WriteString(stdout, cfg.PolicyYAML())
@@ -67,8 +76,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 // parseFlags reads the flags into a Config, validated. --help and
 // --version print to stdout and return cli.ErrHelp.
-func parseFlags(args []string, getenv func(string) string, stdout io.Writer) (cfg replay.Config, printPolicy bool, err error) {
+func parseFlags(args []string, getenv func(string) string, stdout io.Writer) (cfg replay.Config, printPolicy bool, sweep []time.Duration, err error) {
 	cfg = replay.Default()
+	var sweepList string
 	none := "-" // the replay's figures are flags only
 	cmd := cli.Command{Name: "outage-replay", Synopsis: "[flags]", Help: help, Flags: []cli.Flag{
 		{Name: "runs", Value: &cfg.Runs, Usage: "agent runs arriving evenly over the outage", Env: none},
@@ -92,13 +102,27 @@ func parseFlags(args []string, getenv func(string) string, stdout io.Writer) (cf
 		{Name: "scale", Value: &cfg.Scale, Usage: "time divisor: 60 replays a minute in a second", Env: none},
 		{Name: "addr", Value: &cfg.Addr, Usage: "an external breakerd (host:port); empty: one in-process", Env: none},
 		{Name: "redis-url", Value: &cfg.RedisURL, Usage: "the in-process breakerd's Redis; empty: an embedded in-memory Redis", Env: "BREAKERD_REDIS_URL"},
+		{Name: "recovery-check", Value: &cfg.RecoveryCheck, Usage: "give the fake vendor a status endpoint that follows the outage, and add arm 6: arm 4 with a recovery check of it this often (0: no arm 6; needs the in-process daemon)", Env: none},
+		{Name: "sweep-outage", Value: &sweepList, Usage: "comma-separated outage lengths (such as 18m,20m,22m): replay arm 4 without and with a recovery check (--recovery-check, default 30s) at each, and print the lag table", Env: none},
 		{Name: "print-policy", Value: &printPolicy, Usage: "print the breakerd policy file an external daemon needs for these flags, and exit", Env: none},
 	}}
 	if _, err := cmd.Parse(args, getenv, stdout); err != nil {
-		return cfg, false, err
+		return cfg, false, nil, err
+	}
+	if sweepList != "" {
+		for _, f := range strings.Split(sweepList, ",") {
+			d, err := time.ParseDuration(strings.TrimSpace(f))
+			if err != nil || d <= 0 {
+				return cfg, false, nil, cli.Usagef("--sweep-outage: %q is not a positive duration such as 22m", f)
+			}
+			sweep = append(sweep, d)
+		}
+		if cfg.RecoveryCheck == 0 {
+			cfg.RecoveryCheck = replay.DefaultSweepCheck
+		}
 	}
 	if err := cfg.Validate(); err != nil {
-		return cfg, false, &cli.UsageError{Err: err}
+		return cfg, false, nil, &cli.UsageError{Err: err}
 	}
-	return cfg, printPolicy, nil
+	return cfg, printPolicy, sweep, nil
 }

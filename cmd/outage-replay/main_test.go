@@ -23,7 +23,7 @@ import (
 func noEnv(string) string { return "" }
 
 func TestParseFlags(t *testing.T) {
-	cfg, printPolicy, err := parseFlags(nil, noEnv, io.Discard)
+	cfg, printPolicy, _, err := parseFlags(nil, noEnv, io.Discard)
 	if err != nil || printPolicy {
 		t.Fatalf("parseFlags(nil) = %v, %v", printPolicy, err)
 	}
@@ -31,7 +31,7 @@ func TestParseFlags(t *testing.T) {
 	if cfg != want {
 		t.Errorf("defaults = %+v, want the incident's %+v", cfg, want)
 	}
-	cfg, _, err = parseFlags([]string{"--runs", "12", "--outage", "5m", "--scale", "120", "--step-price", "0.1"}, noEnv, io.Discard)
+	cfg, _, _, err = parseFlags([]string{"--runs", "12", "--outage", "5m", "--scale", "120", "--step-price", "0.1"}, noEnv, io.Discard)
 	if err != nil || cfg.Runs != 12 || cfg.Outage != 5*time.Minute || cfg.Scale != 120 || cfg.StepPrice != 0.1 {
 		t.Errorf("parseFlags = %+v, %v", cfg, err)
 	}
@@ -42,8 +42,11 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"--runs", "0"}, "--runs:"},
 		{[]string{"--scale", "100000", "--cooldown", "30s"}, "--cooldown:"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
+		{[]string{"--sweep-outage", "18m,soon"}, `--sweep-outage: "soon" is not a positive duration`},
+		{[]string{"--recovery-check", "30s", "--addr", "127.0.0.1:1"}, "--recovery-check: needs the in-process daemon"},
+		{[]string{"--recovery-check", "1s"}, "--recovery-check: 1s divided by --scale 60 is under"},
 	} {
-		if _, _, err := parseFlags(tc.args, noEnv, io.Discard); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+		if _, _, _, err := parseFlags(tc.args, noEnv, io.Discard); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("parseFlags(%q) = %v, want an error starting %q", tc.args, err, tc.want)
 		}
 	}

@@ -62,6 +62,10 @@ const (
 	OpAllow Op = iota + 1
 	OpRecord
 	OpForce
+	// OpRecover is a daemon's recovery check that succeeded (a cheap
+	// request to the vendor's status endpoint, never a real call): Actor
+	// is the daemon, Ticket.Gen the generation it saw the breaker open at.
+	OpRecover
 )
 
 // Ticket fences a Record: the generation (and, for a probe, the lease
@@ -122,6 +126,8 @@ const (
 	NoteCredentialLone   Note = "credential_lone"   // a 401 no other worker confirms
 	NoteQuotaPaused      Note = "quota_paused"      // this 402 paused the breaker
 	NoteQuotaLone        Note = "quota_lone"        // a 402 no other worker confirms
+	NoteRecovered        Note = "recovered"         // a recovery check half-opened the breaker
+	NoteRecoveryStale    Note = "recovery_stale"    // a recovery check found the breaker no longer open at its generation
 )
 
 // Result is what a call answers.
@@ -230,6 +236,8 @@ func Apply(p Params, s State, c Call, now int64) (State, Result, []Event) {
 		st.res.Notice = runNotice(before, st.s)
 	case OpForce:
 		st.force()
+	case OpRecover:
+		st.recover()
 	}
 	return st.s, st.res, st.events
 }
@@ -580,4 +588,25 @@ func (st *step) force() {
 	st.res.Wrote = true
 	st.emit("forced", from, s.Public(), cause, now)
 	st.events[len(st.events)-1].Note = c.Reason
+}
+
+// recover applies a successful recovery check started when the breaker was
+// open at generation c.Ticket.Gen. An automatic open breaker still at that
+// generation goes half-open at once, its next probe due now, so the next
+// Allow is the probe, as after a cooldown; the level (failed probes since
+// the trip) and the cooldown schedule are kept, so a failed probe backs
+// off as it would have. Anything else (the breaker moved since the check
+// began, a pin, a pause) is left as it is: NoteRecoveryStale. A failed
+// check is never a call: it changes nothing.
+func (st *step) recover() {
+	s, now := &st.s, st.now
+	if s.Force != "" || s.phase() != Open || st.c.Ticket.Gen != s.Gen {
+		st.res.Note = NoteRecoveryStale
+		return
+	}
+	s.Phase = HalfOpen
+	s.ProbeAt = now
+	s.Gen++
+	st.res.Wrote, st.res.Counted, st.res.Note = true, true, NoteRecovered
+	st.emit("transition", "open", "half_open", CauseRecoveryCheck, now)
 }

@@ -73,6 +73,8 @@ func causeReason(name string, c Cause, fails, workers, rl, cooldown int64, last,
 		return "cooldown elapsed; one probe admitted"
 	case CauseProbeSucceeded:
 		return "probe succeeded"
+	case CauseRecoveryCheck:
+		return fmt.Sprintf("%s: its recovery check succeeded before the cooldown ended; one probe admitted", name)
 	case CauseForceExpired:
 		return "forced state expired"
 	case CauseStuckOpen:
@@ -154,6 +156,8 @@ func (n Note) String() string {
 		NoteCredentialLone:   "credential rejected for this worker only: it is isolated until another worker confirms",
 		NoteQuotaPaused:      "quota exhausted: breaker paused until an operator resumes it or the pause lapses",
 		NoteQuotaLone:        "quota exhausted for this worker only: it is isolated until another worker confirms",
+		NoteRecovered:        "recovery check succeeded: half-open, the next call is the probe",
+		NoteRecoveryStale:    "recovery check succeeded, but the breaker is no longer open at the generation it was started at: nothing changed",
 	}[n]
 }
 

@@ -47,6 +47,7 @@ const (
 	CauseOutage          Cause = "outage"           // carried into a daemon's memory from the last event it heard (Last)
 	CauseWindow          Cause = "window"           // window mode: the failure rate over the window, from a quorum
 	CauseWindowSuspect   Cause = "window_suspect"   // window mode: the rate reached, all failures from one worker
+	CauseRecoveryCheck   Cause = "recovery_check"   // open -> half_open: the policy's recovery check succeeded
 )
 
 // State is one breaker's stored state: the fields of its Redis hash

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -19,9 +20,11 @@ import (
 
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/policy"
+	"github.com/breakerd/breakerd/internal/recovery"
 	"github.com/breakerd/breakerd/internal/secretfile"
 	"github.com/breakerd/breakerd/internal/server"
 	"github.com/breakerd/breakerd/internal/store"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
 // NewLogger returns the daemon's slog logger in the configured format.
@@ -116,6 +119,12 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 			reloaders = append(reloaders, r)
 		}
 	}
+	checker, err := recovery.New(recovery.Options{Store: st, ID: daemonID(), Log: log, Registerer: op.reg})
+	if err != nil {
+		_ = lis.Close()
+		return err
+	}
+	hub.Observe(checker.Observe)
 	limits := server.Limits{NewBreakersPerMinute: int(c.NewBreakersPerMinute), AlertsPerMinute: int(c.AlertsPerMinute), Log: log}
 	g, hs := server.New(st, hub).WithLimits(limits).NewGRPC(append(append(grpcOpts, limitOptions(c)...), opOpts...)...)
 
@@ -135,6 +144,8 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	checkHealth := healthChecker(hubCtx, st, hs, c.HealthInterval, log, op.m.SetDegraded, outage == store.OutageMemory)
 	checkHealth()
 	go pollHealth(hubCtx, checkHealth, c.HealthInterval)
+	checksDone := make(chan struct{})
+	go func() { defer close(checksDone); runRecoveryChecks(hubCtx, checker, st, log) }()
 	hooksDone := make(chan error, 1)
 	hooksReady := make(chan struct{})
 	go func() { hooksDone <- hookRunner.run(hubCtx, hooksReady) }()
@@ -175,8 +186,33 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 		log.Warn("event hub ended with an error", "err", err)
 	}
 	<-hooksDone
+	<-checksDone
 	log.Info("breakerd stopped")
 	return nil
+}
+
+// runRecoveryChecks runs the policies' recovery checks until ctx ends,
+// starting from the breakers open now (one List) and then from the
+// events the hub hears.
+func runRecoveryChecks(ctx context.Context, ck *recovery.Checker, st *store.Store, log *slog.Logger) {
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	open, err := st.List(lctx, pb.State_STATE_OPEN)
+	cancel()
+	if err != nil && ctx.Err() == nil {
+		log.Warn("recovery checks: could not list the open breakers at start; checking those that open from now on", "err", err)
+	}
+	ck.Seed(open)
+	_ = ck.Run(ctx)
+}
+
+// daemonID names this daemon in the fleet (the recovery check lease, and
+// the actor of the transitions its checks cause): host name and a random
+// suffix, so two daemons on one host differ.
+func daemonID() string {
+	host, _ := os.Hostname()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return "breakerd@" + host + "-" + hex.EncodeToString(b)
 }
 
 // policyState is what Run knows of the policy file it loaded.

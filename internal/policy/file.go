@@ -110,6 +110,9 @@ type overrides struct {
 	Window         *duration `yaml:"window"`
 	FailureRate    *float64  `yaml:"failure_rate"`
 	MinCalls       *int      `yaml:"min_calls"`
+
+	RecoveryCheck         *recoveryFile `yaml:"recovery_check"`
+	RecoveryCheckInterval *duration     `yaml:"recovery_check_interval"`
 }
 
 func (o overrides) apply(p Policy) Policy {
@@ -151,6 +154,12 @@ func (o overrides) apply(p Policy) Policy {
 	}
 	if o.MinCalls != nil {
 		p.MinCalls = *o.MinCalls
+	}
+	if o.RecoveryCheck != nil {
+		p.RecoveryCheck = o.RecoveryCheck.check()
+	}
+	if o.RecoveryCheckInterval != nil {
+		p.RecoveryCheckInterval = time.Duration(*o.RecoveryCheckInterval)
 	}
 	return p
 }

@@ -61,6 +61,15 @@ type Policy struct {
 	// counts (window mode). Default 10; at least 2, so that one failure
 	// out of one call never trips.
 	MinCalls int
+	// RecoveryCheck, when set, is a cheap request one daemon fleet-wide
+	// sends every RecoveryCheckInterval while the circuit is open; a
+	// success half-opens it at once. Nil (the default): no checks, the
+	// cooldown alone decides when the next probe goes out.
+	RecoveryCheck *RecoveryCheck
+	// RecoveryCheckInterval is how often, fleet-wide, an open breaker's
+	// recovery check runs (each daemon's timer adds up to 10% jitter,
+	// never less). Default 30s (also what 0 means); from 100ms to 7 days.
+	RecoveryCheckInterval time.Duration
 }
 
 // The counting modes.
@@ -97,6 +106,8 @@ func Default() Policy {
 		Window:         time.Minute,
 		FailureRate:    0.5,
 		MinCalls:       10,
+
+		RecoveryCheckInterval: DefaultRecoveryCheckInterval,
 	}
 }
 
@@ -137,7 +148,7 @@ func (p Policy) Validate() error {
 			return fieldErr(fmt.Sprintf("alternatives[%d]", i), "must not be empty")
 		}
 	}
-	return nil
+	return p.validateRecovery()
 }
 
 // Retention is how long a breaker's stored verdict outlives its last

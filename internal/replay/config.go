@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/breakerd/breakerd/internal/policy"
 )
 
 // Config is one replay. Every duration is in incident time (what a wall
@@ -86,6 +88,14 @@ type Config struct {
 	// RedisURL is the Redis of the in-process daemon. Empty: an embedded
 	// in-memory Redis. Ignored with Addr.
 	RedisURL string
+	// RecoveryCheck, when positive, gives the fake vendor a cheap status
+	// endpoint that follows the outage (503 during it, 200 after) and adds
+	// arm 6: arm 4 with a recovery check of that endpoint every
+	// RecoveryCheck (breakerd's recovery_check_interval). 0: no arm 6.
+	// Needs the in-process daemon (no Addr).
+	RecoveryCheck time.Duration
+	// sweep runs only arms 4 and 6 (Sweep).
+	sweep bool
 }
 
 // Default returns the incident's figures.
@@ -155,6 +165,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--probe-timeout: %s divided by --scale %g is under breakerd's 1ms minimum", c.ProbeTimeout, c.Scale)
 	case c.scaled(c.ProbeTimeout) > time.Hour:
 		return fmt.Errorf("--probe-timeout: %s divided by --scale %g is over breakerd's 1h maximum", c.ProbeTimeout, c.Scale)
+	case c.RecoveryCheck < 0:
+		return fmt.Errorf("--recovery-check: must not be negative, got %s", c.RecoveryCheck)
+	case c.RecoveryCheck > 0 && c.scaled(c.RecoveryCheck) < policy.MinRecoveryCheckInterval:
+		return fmt.Errorf("--recovery-check: %s divided by --scale %g is under breakerd's %s minimum", c.RecoveryCheck, c.Scale, policy.MinRecoveryCheckInterval)
+	case c.RecoveryCheck > 0 && c.Addr != "":
+		return fmt.Errorf("--recovery-check: needs the in-process daemon (no --addr): an external daemon's policy cannot name this replay's vendor")
 	}
 	return nil
 }
@@ -205,6 +221,28 @@ func (c Config) PolicyYAML() string {
 	fmt.Fprintf(&b, "    cooldown_cap: %s\n", c.scaled(c.CooldownCap))
 	fmt.Fprintf(&b, "    jitter: %g\n", c.Jitter)
 	fmt.Fprintf(&b, "    probe_timeout: %s\n", c.scaled(c.ProbeTimeout))
+	return b.String()
+}
+
+// checkPolicyYAML is PolicyYAML with, first, a rule for the check arm's
+// breakers (those under armPrefix): the same policy plus a recovery check
+// of statusURL every RecoveryCheck (scaled), its timeout half of that.
+func (c Config) checkPolicyYAML(armPrefix, statusURL string) string {
+	base := c.PolicyYAML()
+	i := strings.Index(base, "breakers:\n") + len("breakers:\n")
+	var b strings.Builder
+	b.WriteString(base[:i])
+	fmt.Fprintf(&b, "  - match: %q\n", armPrefix+"*")
+	fmt.Fprintf(&b, "    threshold: %d\n", c.Threshold)
+	fmt.Fprintf(&b, "    min_workers: %d\n", c.Quorum)
+	fmt.Fprintf(&b, "    cooldown_base: %s\n", c.scaled(c.CooldownBase))
+	fmt.Fprintf(&b, "    cooldown_cap: %s\n", c.scaled(c.CooldownCap))
+	fmt.Fprintf(&b, "    jitter: %g\n", c.Jitter)
+	fmt.Fprintf(&b, "    probe_timeout: %s\n", c.scaled(c.ProbeTimeout))
+	fmt.Fprintf(&b, "    recovery_check_interval: %s\n", c.scaled(c.RecoveryCheck))
+	fmt.Fprintf(&b, "    recovery_check:\n      http: {method: GET, url: %q, expect_status: 200}\n      timeout: %s\n",
+		statusURL, c.scaled(c.RecoveryCheck)/2)
+	b.WriteString(base[i:])
 	return b.String()
 }
 

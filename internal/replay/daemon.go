@@ -17,6 +17,7 @@ import (
 	"github.com/breakerd/breakerd/internal/daemon"
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/policy"
+	"github.com/breakerd/breakerd/internal/recovery"
 	"github.com/breakerd/breakerd/internal/server"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/pkg/client"
@@ -152,12 +153,96 @@ type embedded struct {
 	desc  string
 	calls *tally
 	stop  func()
+	// checks runs the recovery checks (nil without --recovery-check);
+	// moves holds, per breaker, its transitions as the daemon heard them
+	// (with --recovery-check only).
+	checks *recovery.Checker
+	mu     sync.Mutex
+	moves  map[string][]move
+}
+
+// move is one transition of a breaker: when (incident time, from the
+// event), to which state, and whether a recovery check caused it.
+type move struct {
+	at      time.Duration
+	to      pb.State
+	byCheck bool
+}
+
+// checkerID is the in-process daemon's name in the check lease and in the
+// events its checks cause.
+const checkerID = "outage-replay-daemon"
+
+// checkClock is the Checker's clock: the scripts' (scaled) time. Its timers
+// are never used: the replay drives the Checker with Step (runChecks).
+type checkClock struct{ c *clock }
+
+func (k checkClock) Now() time.Time                         { return k.c.wall() }
+func (k checkClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// runChecks runs the recovery checks as one actor of the virtual clock
+// until ctx ends: due checks, then a sleep until the next is due (or a
+// quarter interval, to pick up breakers that opened meanwhile). It
+// returns a function that stops it and waits.
+func (e *embedded) runChecks(ctx context.Context, cfg Config, clk *clock) (stop func()) {
+	if e.checks == nil {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	clk.join()
+	go func() {
+		defer close(done)
+		defer clk.leave()
+		for ctx.Err() == nil {
+			next, ok := e.checks.Step(ctx)
+			at := clk.now() + cfg.RecoveryCheck/4
+			if ok {
+				at = min(at, clk.incident(next))
+			}
+			at = max(at, clk.now()+time.Millisecond)
+			if clk.sleepUntil(ctx, at) != nil {
+				return
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// halfOpenAfter says how long after incident time t the breaker was first
+// half-open (or closed), at the daemon: 0 when it already was at t;
+// byCheck says a recovery check moved it; ok is false when it never was.
+func (e *embedded) halfOpenAfter(breaker string, t time.Duration) (after time.Duration, byCheck, ok bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var last *move
+	for i := range e.moves[breaker] {
+		m := &e.moves[breaker][i]
+		if m.at <= t {
+			last = m
+			continue
+		}
+		if last != nil && last.to != pb.State_STATE_OPEN {
+			return 0, last.byCheck, true
+		}
+		if m.to == pb.State_STATE_HALF_OPEN || m.to == pb.State_STATE_CLOSED {
+			return m.at - t, m.byCheck, true
+		}
+	}
+	if last != nil && last.to != pb.State_STATE_OPEN {
+		return 0, last.byCheck, true
+	}
+	return 0, false, false
 }
 
 // startEmbedded runs breakerd on redisURL (an embedded in-memory Redis
 // when empty) with the replay's policy, on a loopback port.
-func startEmbedded(cfg Config, clk *clock, id string) (*embedded, error) {
-	pols, err := policy.Parse([]byte(cfg.PolicyYAML()))
+func startEmbedded(cfg Config, clk *clock, id, statusURL string) (*embedded, error) {
+	yaml := cfg.PolicyYAML()
+	if cfg.RecoveryCheck > 0 {
+		yaml = cfg.checkPolicyYAML(armBreakerPrefix(id, ArmFleetRemoveCheck), statusURL)
+	}
+	pols, err := policy.Parse([]byte(yaml))
 	if err != nil {
 		return nil, fmt.Errorf("replay policy: %w", err)
 	}
@@ -198,6 +283,26 @@ func startEmbedded(cfg Config, clk *clock, id string) (*embedded, error) {
 		return nil, fmt.Errorf("redis: %w", err)
 	}
 	hub := events.NewHub(rdb, st.Channel(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e := &embedded{desc: desc, moves: map[string][]move{}}
+	if cfg.RecoveryCheck > 0 {
+		ck, err := recovery.New(recovery.Options{Store: st, ID: checkerID, Clock: checkClock{clk}})
+		if err != nil {
+			closeRedis()
+			return nil, err
+		}
+		e.checks = ck
+		hub.Observe(ck.Observe)
+		hub.Observe(func(ev *pb.Event) {
+			if ev.GetFrom() == ev.GetTo() {
+				return // an alert, not a transition
+			}
+			m := move{at: clk.incident(time.UnixMilli(ev.GetAtMs())), to: ev.GetTo(),
+				byCheck: ev.GetTo() == pb.State_STATE_HALF_OPEN && ev.GetActor() == checkerID}
+			e.mu.Lock()
+			e.moves[ev.GetBreaker()] = append(e.moves[ev.GetBreaker()], m)
+			e.mu.Unlock()
+		})
+	}
 	hctx, hcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	stopHub, err := hub.Start(hctx)
 	hcancel()
@@ -215,11 +320,13 @@ func startEmbedded(cfg Config, clk *clock, id string) (*embedded, error) {
 		return nil, err
 	}
 	go func() { _ = g.Serve(lis) }()
-	return &embedded{addr: lis.Addr().String(), desc: desc, calls: calls, stop: func() {
+	e.addr, e.calls = lis.Addr().String(), calls
+	e.stop = func() {
 		g.Stop()
 		stopHub()
 		closeRedis()
-	}}, nil
+	}
+	return e, nil
 }
 
 // reachable checks that a breakerd answers at addr.

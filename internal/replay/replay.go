@@ -23,6 +23,9 @@ const (
 	ArmPerRunRemove
 	ArmFleetRemove
 	ArmFleetFailFast
+	// ArmFleetRemoveCheck is ArmFleetRemove with a recovery check
+	// (Config.RecoveryCheck; only then).
+	ArmFleetRemoveCheck
 )
 
 var armNames = map[int]string{
@@ -31,9 +34,26 @@ var armNames = map[int]string{
 	ArmPerRunRemove:   "per-run breaker, tool removed + notice",
 	ArmFleetRemove:    "breakerd fleet-wide, tool removed + notice",
 	ArmFleetFailFast:  "breakerd fleet-wide, fail fast",
+	// The name fits the table's 45 columns.
+	ArmFleetRemoveCheck: "arm 4 + recovery check of a status endpoint",
 }
 
-func fleet(arm int) bool { return arm == ArmFleetRemove || arm == ArmFleetFailFast }
+func fleet(arm int) bool {
+	return arm == ArmFleetRemove || arm == ArmFleetFailFast || arm == ArmFleetRemoveCheck
+}
+
+// armBreakerPrefix starts the names of arm's breakers in replay id.
+func armBreakerPrefix(id string, arm int) string {
+	return fmt.Sprintf("%s%s:arm%d:", NamePrefix, id, arm)
+}
+
+// runs reports whether cfg runs arm.
+func (c Config) runs(arm int) bool {
+	if arm == ArmFleetRemoveCheck && c.RecoveryCheck <= 0 {
+		return false
+	}
+	return !c.sweep || arm == ArmFleetRemove || arm == ArmFleetRemoveCheck
+}
 
 // Row is one arm's line of the table, over the Runs runs that arrived
 // during the outage.
@@ -92,6 +112,18 @@ type Recovery struct {
 	// TailToolCalls and TailDenials are the tail runs' calls as their
 	// model counted them: made, and refused by breakerd.
 	TailToolCalls, TailDenials int
+
+	// With a recovery check (arm 6) only:
+	// Checked is true; HalfOpened is false when the breaker was never
+	// half-open (or closed) after the vendor recovered, else HalfOpenAfter
+	// is from the recovery to the first time it was, at the daemon (its
+	// event's time; 0 when it already was at the recovery), and ByCheck
+	// says a recovery check moved it (rather than its cooldown).
+	Checked, HalfOpened, ByCheck bool
+	HalfOpenAfter                time.Duration
+	// CheckRequests is the status requests the vendor received over the
+	// whole replay; MaxPerMinute the most in any 60 s (incident time).
+	CheckRequests, MaxPerMinute int
 }
 
 // Report is a finished replay.
@@ -148,13 +180,22 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep := &Report{Config: cfg, virtual: clk.virtual}
 
+	var checkVendor *vendor
+	statusURL := ""
+	if cfg.RecoveryCheck > 0 {
+		checkVendor = newVendor(clk, cfg.Outage)
+		defer checkVendor.close()
+		statusURL = checkVendor.srv.URL + "/status"
+	}
 	var daemonWire *tally
+	var emb *embedded
 	if addr == "" {
-		d, err := startEmbedded(cfg, clk, id)
+		d, err := startEmbedded(cfg, clk, id, statusURL)
 		if err != nil {
 			return nil, err
 		}
 		defer d.stop()
+		emb = d
 		addr, rep.Daemon, daemonWire = d.addr, "breakerd "+d.desc, d.calls
 		rep.countedAt = "counted at the daemon"
 	} else {
@@ -178,11 +219,17 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 		tail    []runOut
 	}
 	var armsRun []*armRun
-	for arm := ArmNoBreaker; arm <= ArmFleetFailFast; arm++ {
-		a := &armRun{arm: arm, vendor: newVendor(clk, cfg.Outage)}
-		defer a.vendor.close()
+	for arm := ArmNoBreaker; arm <= ArmFleetRemoveCheck; arm++ {
+		if !cfg.runs(arm) {
+			continue
+		}
+		a := &armRun{arm: arm, vendor: checkVendor}
+		if arm != ArmFleetRemoveCheck {
+			a.vendor = newVendor(clk, cfg.Outage)
+			defer a.vendor.close()
+		}
 		if fleet(arm) {
-			a.breaker = fmt.Sprintf("%s%s:arm%d:web_search", NamePrefix, id, arm)
+			a.breaker = armBreakerPrefix(id, arm) + "web_search"
 			a.wire = newTally(clk)
 			for w := range cfg.Workers {
 				c, err := client.Dial(addr, client.WithWorkerID(fmt.Sprintf("replay-%s-arm%d-w%d", id, arm, w+1)),
@@ -216,7 +263,7 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 		case ArmPerRunFailFast, ArmPerRunRemove:
 			b := &runBreaker{cfg: cfg, now: func() time.Duration { return sched.t }}
 			return &perRunGuard{b: b, remove: a.arm == ArmPerRunRemove}
-		case ArmFleetRemove:
+		case ArmFleetRemove, ArmFleetRemoveCheck:
 			return &fleetRunGuard{run: client.NewRun(a.clients[run%len(a.clients)]),
 				tool: client.Tool{Name: searchTool, Breaker: a.breaker, Description: "Search the web."}}
 		case ArmFleetFailFast:
@@ -261,6 +308,12 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 	for range armsRun {
 		clk.join() // every arm's arrivals, before any of them sleeps
 	}
+	// The checks' actor joins after them: alone, it would move a virtual
+	// clock ahead of runs not yet arrived.
+	stopChecks := func() {}
+	if emb != nil {
+		stopChecks = emb.runChecks(ctx, cfg, clk)
+	}
 	for _, a := range armsRun {
 		wg.Add(1)
 		go func() { // the arrivals of one arm
@@ -290,6 +343,7 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 		}()
 	}
 	wg.Wait()
+	stopChecks()
 	rep.Elapsed = time.Since(began)
 	if firstErr != nil {
 		return nil, firstErr
@@ -346,6 +400,12 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 					rec.TailLacked++
 				}
 			}
+			if a.arm == ArmFleetRemoveCheck {
+				rec.Checked = true
+				rec.HalfOpenAfter, rec.ByCheck, rec.HalfOpened = emb.halfOpenAfter(a.breaker, cfg.Outage)
+				seen := a.vendor.statusSeen()
+				rec.CheckRequests, rec.MaxPerMinute = len(seen), maxInWindow(seen, time.Minute)
+			}
 			row.Recovery = rec
 			rep.Warnings = append(rep.Warnings, policyWarnings(cfg, row)...)
 		}
@@ -381,6 +441,19 @@ func policyWarnings(cfg Config, row Row) []string {
 			row.Arm, errPolicy, cd, lo, hi))
 	}
 	return out
+}
+
+// maxInWindow is the most of ts (sorted) that fall in any half-open
+// window [t, t+w).
+func maxInWindow(ts []time.Duration, w time.Duration) int {
+	best, lo := 0, 0
+	for hi := range ts {
+		for ts[hi]-ts[lo] >= w {
+			lo++
+		}
+		best = max(best, hi-lo+1)
+	}
+	return best
 }
 
 // plural is "1 run", "2 runs".
@@ -443,6 +516,18 @@ func (r *Report) Print(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "  arm %d: %s; %s arrived meanwhile, %d of them answered without search, %d of their calls reached the vendor\n",
 			row.Arm, closed, plural(rec.TailRuns, "run"), rec.TailLacked, rec.TailCalls)
+		if rec.Checked {
+			half := "never half-open after the recovery"
+			if rec.HalfOpened {
+				by := "its cooldown"
+				if rec.ByCheck {
+					by = "a recovery check"
+				}
+				half = fmt.Sprintf("half-open %s after recovery (at the daemon), by %s", rec.HalfOpenAfter.Round(time.Second), by)
+			}
+			fmt.Fprintf(&b, "         %s; %d status requests reached the vendor, at most %d in any minute\n",
+				half, rec.CheckRequests, rec.MaxPerMinute)
+		}
 		if row.Wire.Trip != nil {
 			fmt.Fprintf(&b, "         opened at %s; probes recorded at", row.Wire.TripAt.Round(time.Second))
 			for i, p := range row.Wire.Probes {

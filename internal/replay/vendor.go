@@ -74,6 +74,12 @@ func (c *clock) wall() time.Time {
 	return c.epoch.Add(time.Duration(float64(c.now()) / c.scale))
 }
 
+// incident converts a time on wall()'s scale back to incident time. Only
+// for a virtual clock.
+func (c *clock) incident(t time.Time) time.Duration {
+	return time.Duration(float64(t.Sub(c.epoch)) * c.scale)
+}
+
 // join registers an actor, awake, before its goroutine starts: a virtual
 // clock does not move while an actor is awake. leave unregisters it when
 // it ends. Both do nothing on a wall clock.
@@ -186,6 +192,9 @@ type vendor struct {
 	mu   sync.Mutex
 	runs map[int]*vendorRun
 	bad  int // requests without a run header
+	// status are the incident times of the requests to the cheap status
+	// endpoint (/status, for recovery checks), in arrival order.
+	status []time.Duration
 }
 
 // vendorRun is what the vendor saw of one run.
@@ -208,6 +217,10 @@ func (v *vendor) close() {
 }
 
 func (v *vendor) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/status" {
+		v.serveStatus(w)
+		return
+	}
 	run, err1 := strconv.Atoi(r.Header.Get(headerRun))
 	call, err2 := strconv.Atoi(r.Header.Get(headerCall))
 	at, err3 := strconv.ParseInt(r.Header.Get(headerAt), 10, 64)
@@ -232,6 +245,30 @@ func (v *vendor) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = io.WriteString(w, `{"results":[{"title":"...","url":"https://example.com/"}]}`)
+}
+
+// serveStatus is the cheap status endpoint: 503 during the outage, 200
+// after, judged by the replay's clock when the request arrives (the
+// recovery check's actor is awake then, so a virtual clock stands still).
+func (v *vendor) serveStatus(w http.ResponseWriter) {
+	now := v.clk.now()
+	v.mu.Lock()
+	v.status = append(v.status, now)
+	v.mu.Unlock()
+	if now < v.outage {
+		http.Error(w, "search backend unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = io.WriteString(w, `{"status":"ok"}`)
+}
+
+// statusSeen returns the incident times of the status requests.
+func (v *vendor) statusSeen() []time.Duration {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := slices.Clone(v.status)
+	slices.Sort(out)
+	return out
 }
 
 // seen returns what the vendor saw of run (zero when nothing).

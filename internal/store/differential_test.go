@@ -41,11 +41,11 @@ import (
 
 // dstep is one step of a sequence.
 type dstep struct {
-	Op         string  `json:"op"` // allow, record, force, read, advance
+	Op         string  `json:"op"` // allow, record, force, read, recover, advance
 	Breaker    int     `json:"breaker,omitempty"`
 	Worker     string  `json:"worker,omitempty"`
 	Outcome    string  `json:"outcome,omitempty"` // pb.Outcome name without OUTCOME_
-	Ticket     string  `json:"ticket,omitempty"`  // current, stale, forged, none
+	Ticket     string  `json:"ticket,omitempty"`  // current, stale, forged, none (recover: current, stale)
 	RetryAfter int64   `json:"retry_after_ms,omitempty"`
 	Deadline   int64   `json:"deadline_ms,omitempty"`
 	Credential bool    `json:"credential_worked,omitempty"`
@@ -66,6 +66,8 @@ func (s dstep) String() string {
 		return fmt.Sprintf("force   b%d %s ttl=%dms", s.Breaker, s.Mode, s.TTL)
 	case "read":
 		return fmt.Sprintf("read    b%d", s.Breaker)
+	case "recover":
+		return fmt.Sprintf("recover b%d %s gen=%s", s.Breaker, s.Worker, s.Ticket)
 	}
 	return fmt.Sprintf("advance %dms", s.Ms)
 }
@@ -154,6 +156,8 @@ func genCase(t *rapid.T) dcase {
 				TTL: rapid.SampledFrom([]int64{0, 0, 1000, 10000}).Draw(t, "ttl")}
 		case op < 83:
 			s = dstep{Op: "read"}
+		case op < 87:
+			s = dstep{Op: "recover", Ticket: rapid.SampledFrom([]string{"current", "current", "stale"}).Draw(t, "gen")}
 		default:
 			s = dstep{Op: "advance", Ms: rapid.SampledFrom(advances).Draw(t, "advance")}
 		}
@@ -336,6 +340,27 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 			events = ev
 			if diff := cmp.Diff(v.Proto(name, p.Alternatives), got, protocmp.Transform()); diff != "" {
 				fatalf("Force(%q, %s): Lua and machine differ (-machine +lua):\n%s", name, s.Mode, diff)
+			}
+		case "recover":
+			// A daemon's recovery check succeeded; it saw the breaker at
+			// the current generation, or at one before (the breaker moved
+			// while the check ran).
+			st, _ := table.State(name, now)
+			gen := st.Gen
+			if s.Ticket == "stale" {
+				gen--
+			}
+			moved, got, err := h.st.Recover(ctx, name, "d-"+s.Worker, gen)
+			if err != nil {
+				fatalf("Recover: %v", err)
+			}
+			res, v, ev := table.Apply(name, params, store.RecoverCall("d-"+s.Worker, gen), now)
+			events = ev
+			if want := res.Note == breaker.NoteRecovered; moved != want {
+				fatalf("Recover(%q, gen %d): Lua moved=%v, machine %v", name, gen, moved, want)
+			}
+			if diff := cmp.Diff(v.Proto(name, p.Alternatives), got, protocmp.Transform()); diff != "" {
+				fatalf("Recover(%q, gen %d): Lua and machine differ (-machine +lua):\n%s", name, gen, diff)
 			}
 		case "read":
 			got, err := h.st.Get(ctx, name)

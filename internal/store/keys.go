@@ -19,7 +19,8 @@ const hookPrefix = "breakerd:hooks:"
 //
 //   - A name that does not start with "}" is wrapped in a hash tag:
 //     brk:{<name>}:state, brk:{<name>}:workers, brk:{<name>}:events,
-//     brk:{<name>}:rl, brk:{<name>}:pause, brk:{<name>}:win.
+//     brk:{<name>}:rl, brk:{<name>}:pause, brk:{<name>}:win,
+//     brk:{<name>}:check.
 //     Redis Cluster hashes the text between the first "{" and the first "}"
 //     after it (redis.io, "Cluster specification", hash tags): the whole name
 //     when it has no "}", else the part before its first "}". Either way the
@@ -46,6 +47,9 @@ type Keys struct {
 	Pause string
 	// Window is the failure-rate window's hash (window mode only).
 	Window string
+	// Check is the recovery check lease: which daemon runs the breaker's
+	// recovery check, until when (check_lease.lua).
+	Check string
 }
 
 // KeysOf returns breaker's keys. It is the one place breakerd builds them.
@@ -56,7 +60,8 @@ func KeysOf(breaker string) Keys {
 	} else {
 		tag = Prefix + "{" + breaker + "}:"
 	}
-	return Keys{State: tag + "state", Workers: tag + "workers", Events: tag + "events", RL: tag + "rl", Pause: tag + "pause", Window: tag + "win"}
+	return Keys{State: tag + "state", Workers: tag + "workers", Events: tag + "events", RL: tag + "rl", Pause: tag + "pause",
+		Window: tag + "win", Check: tag + "check"}
 }
 
 // list returns the keys as the KEYS of every script, in the order lib.lua

@@ -23,6 +23,10 @@ var (
 	forceLua string
 	//go:embed scripts/read.lua
 	readLua string
+	//go:embed scripts/recover.lua
+	recoverLua string
+	//go:embed scripts/check_lease.lua
+	checkLeaseLua string
 )
 
 // script is one breakerd script: lib.lua's shared prologue followed by the
@@ -30,7 +34,7 @@ var (
 // NOSCRIPT).
 type script struct {
 	*redis.Script
-	name string // "allow", "record", "force" or "read"
+	name string // "allow", "record", "force", "read", "recover" or "check_lease"
 }
 
 func newScript(name, body string) script {
@@ -42,7 +46,10 @@ var (
 	recordScript = newScript("record", recordLua)
 	forceScript  = newScript("force", forceLua)
 	readScript   = newScript("read", readLua)
-	allScripts   = []script{allowScript, recordScript, forceScript, readScript}
+	// recoverScript and checkLeaseScript serve recovery checks (recovery.go).
+	recoverScript    = newScript("recover", recoverLua)
+	checkLeaseScript = newScript("check_lease", checkLeaseLua)
+	allScripts       = []script{allowScript, recordScript, forceScript, readScript, recoverScript, checkLeaseScript}
 )
 
 // scriptNames names each script by its SHA1, for metrics (ScriptName).
@@ -54,7 +61,8 @@ var scriptNames = func() map[string]string {
 	return m
 }()
 
-// ScriptName returns the name ("allow", "record", "force" or "read") of the
+// ScriptName returns the name ("allow", "record", "force", "read",
+// "recover" or "check_lease") of the
 // breakerd script whose SHA1 is sha, or "" for any other.
 func ScriptName(sha string) string { return scriptNames[sha] }
 

@@ -1,0 +1,94 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/testredis"
+	"github.com/breakerd/breakerd/pkg/client"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// TestDaemonRunsRecoveryChecks: the real assembly (Run) with a policy
+// that names a recovery check: a breaker that opens with a 1-hour
+// cooldown is half-opened by the check of a vendor that answers 200, the
+// next Allow is the probe, and the check is counted in the metrics. Time
+// is the wall clock here (a 200ms interval), waited on as a condition.
+func TestDaemonRunsRecoveryChecks(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		var hits atomic.Int64
+		vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+		defer vendor.Close()
+		path := filepath.Join(t.TempDir(), "policy.yaml")
+		writeFile(t, path, fmt.Sprintf(`breakers:
+  - match: "%s*"
+    threshold: 1
+    min_workers: 1
+    cooldown_base: 1h
+    cooldown_cap: 2h
+    recovery_check_interval: 200ms
+    recovery_check:
+      http: {url: "%s/status"}
+      timeout: 150ms
+`, b.Prefix, vendor.URL))
+		u, cluster := b.URL()
+		metrics := testredis.FreeAddr(t)
+		c := Config{Listen: "127.0.0.1:0", RedisURL: u, RedisCluster: cluster, MetricsListen: metrics, CircuitsInterval: time.Second,
+			EventsMaxLen: 1000, EventRetention: time.Hour, ShutdownTimeout: time.Second, HealthInterval: 500 * time.Millisecond,
+			LogFormat: "json", PolicyFile: path}
+		logs := &daemontest.Buffer{}
+		ctx, cancel := context.WithCancel(context.Background())
+		ready := make(chan net.Addr, 1)
+		done := make(chan error, 1)
+		go func() { done <- Run(ctx, c, NewLogger(c, logs), func(a net.Addr) { ready <- a }) }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		}()
+		var addr net.Addr
+		select {
+		case addr = <-ready:
+		case err := <-done:
+			t.Fatalf("Run: %v\n%s", err, logs.String())
+		}
+		cl, err := client.Dial(addr.String(), client.WithWorkerID("w1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		name := b.Breaker("search")
+		a, err := cl.API().Allow(ctx, &pb.AllowRequest{Breaker: name, WorkerId: "w1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := cl.API().Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: "w1", Ticket: a.Ticket, Outcome: pb.Outcome_OUTCOME_SERVER_ERROR})
+		if err != nil || r.State.GetState() != pb.State_STATE_OPEN {
+			t.Fatalf("trip: %v %v", r, err)
+		}
+		daemontest.Eventually(t, "the recovery check half-opens the breaker", func() bool {
+			// miniredis's clock moves only when the test moves it: a lease
+			// whose check failed (a timeout on a busy machine) must lapse.
+			b.Advance(50 * time.Millisecond)
+			st, err := cl.API().Get(ctx, &pb.GetRequest{Breaker: name})
+			return err == nil && st.GetState().GetState() == pb.State_STATE_HALF_OPEN
+		})
+		if hits.Load() == 0 {
+			t.Fatal("the breaker half-opened without a check reaching the vendor")
+		}
+		a, err = cl.API().Allow(ctx, &pb.AllowRequest{Breaker: name, WorkerId: "w1"})
+		if err != nil || a.GetDecision() != pb.Decision_DECISION_PROBE {
+			t.Fatalf("next Allow = %v %v, want PROBE", a.GetDecision(), err)
+		}
+		eventually(t, metrics, `breakerd_recovery_checks_total{result="success"}`, 1)
+	})
+}
