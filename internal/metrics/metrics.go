@@ -172,19 +172,32 @@ func (m *Metrics) UnaryInterceptor() grpc.UnaryServerInterceptor {
 			}
 		case *pb.RecordResponse:
 			if q, ok := req.(*pb.RecordRequest); ok {
-				if cs, ok := m.byOutcome[q.GetOutcome()]; ok {
-					i := 0
-					if r.GetCounted() {
-						i = 1
-					}
-					cs[i].Inc()
-				} else {
-					m.records.WithLabelValues(short(q.GetOutcome().String(), "OUTCOME_"), strconv.FormatBool(r.GetCounted())).Inc()
+				m.countRecord(q, r)
+			}
+		case *pb.RecordBatchResponse:
+			// A fast-mode client's batch: each outcome counts as its own
+			// Record would.
+			if q, ok := req.(*pb.RecordBatchRequest); ok && len(q.GetRecords()) == len(r.GetResults()) {
+				for i, res := range r.GetResults() {
+					m.countRecord(q.GetRecords()[i], res)
 				}
 			}
 		}
 		return resp, err
 	}
+}
+
+// countRecord counts one Record outcome and whether it counted.
+func (m *Metrics) countRecord(q *pb.RecordRequest, r *pb.RecordResponse) {
+	if cs, ok := m.byOutcome[q.GetOutcome()]; ok {
+		i := 0
+		if r.GetCounted() {
+			i = 1
+		}
+		cs[i].Inc()
+		return
+	}
+	m.records.WithLabelValues(short(q.GetOutcome().String(), "OUTCOME_"), strconv.FormatBool(r.GetCounted())).Inc()
 }
 
 // ObserveEvent counts one event heard on the fleet's live feed.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc"
 
 	"github.com/breakerd/breakerd/internal/buildinfo"
 	"github.com/breakerd/breakerd/internal/metrics"
@@ -221,5 +222,49 @@ breakerd_build_info{commit=%q,goversion=%q,version=%q} 1
 `, bi.Commit, bi.GoVersion, bi.Version)
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "breakerd_build_info"); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestRecordBatchCountsEachOutcome: a fast-mode client's RecordBatch
+// counts each of its outcomes as a Record would.
+func TestRecordBatchCountsEachOutcome(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, metrics.Options{Circuits: func(context.Context) ([]*pb.BreakerState, error) { return nil, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &pb.RecordBatchRequest{Records: []*pb.RecordRequest{
+		{Outcome: pb.Outcome_OUTCOME_SUCCESS}, {Outcome: pb.Outcome_OUTCOME_TIMEOUT}, {Outcome: pb.Outcome_OUTCOME_TIMEOUT}}}
+	resp := &pb.RecordBatchResponse{Results: []*pb.RecordResponse{{Counted: false}, {Counted: true}, {Counted: true}}}
+	info := &grpc.UnaryServerInfo{FullMethod: "/breakerd.v1.BreakerService/RecordBatch"}
+	if _, err := m.UnaryInterceptor()(context.Background(), req, info, func(context.Context, any) (any, error) { return resp, nil }); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "breakerd_records_total" {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			var outcome, counted string
+			for _, l := range mt.GetLabel() {
+				switch l.GetName() {
+				case "outcome":
+					outcome = l.GetValue()
+				case "counted":
+					counted = l.GetValue()
+				}
+			}
+			if v := mt.GetCounter().GetValue(); v != 0 {
+				got[outcome+"/"+counted] = v
+			}
+		}
+	}
+	if want := map[string]float64{"success/false": 1, "timeout/true": 2}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("breakerd_records_total after one batch: %v, want %v", got, want)
 	}
 }
