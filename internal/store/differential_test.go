@@ -284,7 +284,7 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 			events = ev
 			want := &pb.AllowResponse{Decision: res.Decision, RetryAfterMs: res.RetryAfter,
 				Ticket: &pb.Ticket{Generation: v.Gen}, Reason: breaker.DenialReason(name, s.Worker, res.Decision, v),
-				State: v.Proto(name, p.Alternatives)}
+				State: store.StateOf(v, name, p)}
 			if res.Decision == pb.Decision_DECISION_PROBE {
 				want.Ticket.LeaseToken = token
 			}
@@ -317,7 +317,7 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 			}
 			res, v, ev := table.Apply(name, params, call, now)
 			events = ev
-			want := &pb.RecordResponse{Counted: res.Counted, Note: res.Note.String(), State: v.Proto(name, p.Alternatives)}
+			want := &pb.RecordResponse{Counted: res.Counted, Note: res.Note.String(), State: store.StateOf(v, name, p)}
 			if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
 				fatalf("Record(%q, %q, %s): Lua and machine differ (-machine +lua):\n%s", name, s.Worker, s.Outcome, diff)
 			}
@@ -338,7 +338,7 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 			_, v, ev := table.Apply(name, params, breaker.Call{Op: breaker.OpForce, Actor: "ops", Mode: s.Mode,
 				Reason: "op reason", TTL: s.TTL}, now)
 			events = ev
-			if diff := cmp.Diff(v.Proto(name, p.Alternatives), got, protocmp.Transform()); diff != "" {
+			if diff := cmp.Diff(store.StateOf(v, name, p), got, protocmp.Transform()); diff != "" {
 				fatalf("Force(%q, %s): Lua and machine differ (-machine +lua):\n%s", name, s.Mode, diff)
 			}
 		case "recover":
@@ -359,7 +359,7 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 			if want := res.Note == breaker.NoteRecovered; moved != want {
 				fatalf("Recover(%q, gen %d): Lua moved=%v, machine %v", name, gen, moved, want)
 			}
-			if diff := cmp.Diff(v.Proto(name, p.Alternatives), got, protocmp.Transform()); diff != "" {
+			if diff := cmp.Diff(store.StateOf(v, name, p), got, protocmp.Transform()); diff != "" {
 				fatalf("Recover(%q, gen %d): Lua and machine differ (-machine +lua):\n%s", name, gen, diff)
 			}
 		case "read":
@@ -368,7 +368,7 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 				fatalf("Get: %v", err)
 			}
 			st, _ := table.State(name, now)
-			want := breaker.Read(st, now).Proto(name, p.Alternatives)
+			want := store.StateOf(breaker.Read(st, now), name, p)
 			w := breaker.WindowOf(st, params.WindowMs, now)
 			want.WindowCalls, want.WindowFailures = w.Calls, w.Fails
 			if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {

@@ -29,3 +29,7 @@ func CountQueued(st *Store, n *atomic.Int64) bool {
 	st.pipe.queued = func() { n.Add(1) }
 	return true
 }
+
+// StateOf is a view as the API shows it under a policy (the view's
+// fields plus what the policy adds, such as window_mode).
+var StateOf = stateOf
