@@ -188,20 +188,18 @@ func TestCheckConfigPrintsWarningsAndEffectivePolicies(t *testing.T) {
 	}
 	want := `warning: breakers[1] (match "overlap:a*") is shadowed by breakers[0] (match "overlap:*"), which matches first: its overrides never apply to "overlap:a*"
 overlap:abc: breakers[0] (match "overlap:*")
+  mode: consecutive
   threshold: 3
-  min_workers: 2
   rate_limit_trips: 3
+  min_workers: 2
   cooldown_base: 30s
   cooldown_cap: 15m0s
   jitter: 0.2
   probe_timeout: 30s
   pause_ttl: 1h0m0s
   alternatives: []
-  mode: consecutive
-  window: 1m0s
-  failure_rate: 0.5
-  min_calls: 10
 crm: defaults
+  mode: consecutive
   threshold: 4
 `
 	if !strings.HasPrefix(out.String(), want) || !strings.HasSuffix(out.String(), good+": ok, 1 warning\n") {

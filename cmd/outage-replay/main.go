@@ -103,7 +103,7 @@ func parseFlags(args []string, getenv func(string) string, stdout io.Writer) (cf
 		{Name: "addr", Value: &cfg.Addr, Usage: "an external breakerd (host:port); empty: one in-process", Env: none},
 		{Name: "redis-url", Value: &cfg.RedisURL, Usage: "the in-process breakerd's Redis; empty: an embedded in-memory Redis", Env: "BREAKERD_REDIS_URL"},
 		{Name: "recovery-check", Value: &cfg.RecoveryCheck, Usage: "give the fake vendor a status endpoint that follows the outage, and add arm 6: arm 4 with a recovery check of it this often (0: no arm 6; needs the in-process daemon)", Env: none},
-		{Name: "sweep-outage", Value: &sweepList, Usage: "comma-separated outage lengths (such as 18m,20m,22m): replay arm 4 without and with a recovery check (--recovery-check, default 30s) at each, and print the lag table", Env: none},
+		{Name: "sweep-outage", Value: &sweepList, Usage: "comma-separated outage lengths (such as 18m,20m,22m): replay arm 4 without and with a recovery check (every --recovery-check, or 30s when that is 0) at each, and print the lag table", Env: none},
 		{Name: "print-policy", Value: &printPolicy, Usage: "print the breakerd policy file an external daemon needs for these flags, and exit", Env: none},
 	}}
 	if _, err := cmd.Parse(args, getenv, stdout); err != nil {

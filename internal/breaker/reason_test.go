@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -50,5 +51,14 @@ func TestOneWording(t *testing.T) {
 	v := View{State: "open", Cause: CauseProbeFailed, Last: "timeout", Cooldown: 150000}
 	if got, want := StateReason("search", v), "search still failing: the probe failed (timeout); next probe in 2m30s"; got != want {
 		t.Errorf("StateReason = %q, want %q", got, want)
+	}
+}
+
+// TestTripReasonSaysOneFailure: a threshold of 1 reads "1 consecutive
+// failure from 1 worker", not "1 consecutive failures".
+func TestTripReasonSaysOneFailure(t *testing.T) {
+	v := View{State: "open", Cause: CauseTrip, Fails: 1, Workers: 1, Last: "server error (5xx)"}
+	if got, want := StateReason("search", v), "search unreachable: 1 consecutive failure from 1 worker, last: server error (5xx)"; !strings.HasPrefix(got, want) {
+		t.Errorf("StateReason = %q, want it to start with %q", got, want)
 	}
 }

@@ -188,19 +188,34 @@ func (p Policy) Fields() []string {
 	if len(p.Alternatives) > 0 {
 		alts = "[" + strings.Join(p.Alternatives, ", ") + "]"
 	}
-	return []string{
+	// Only the counting fields of the policy's mode: the others do nothing.
+	counting := []string{
+		fmt.Sprintf("mode: %s", p.Mode),
 		fmt.Sprintf("threshold: %d", p.Threshold),
-		fmt.Sprintf("min_workers: %d", p.MinWorkers),
 		fmt.Sprintf("rate_limit_trips: %d", p.RateLimitTrips),
+	}
+	if p.Mode == ModeWindow {
+		counting = []string{
+			fmt.Sprintf("mode: %s", p.Mode),
+			fmt.Sprintf("window: %s", p.Window),
+			fmt.Sprintf("failure_rate: %g", p.FailureRate),
+			fmt.Sprintf("min_calls: %d", p.MinCalls),
+		}
+	}
+	out := append(counting,
+		fmt.Sprintf("min_workers: %d", p.MinWorkers),
 		fmt.Sprintf("cooldown_base: %s", p.CooldownBase),
 		fmt.Sprintf("cooldown_cap: %s", p.CooldownCap),
 		fmt.Sprintf("jitter: %g", p.Jitter),
 		fmt.Sprintf("probe_timeout: %s", p.ProbeTimeout),
 		fmt.Sprintf("pause_ttl: %s", p.PauseTTL),
 		fmt.Sprintf("alternatives: %s", alts),
-		fmt.Sprintf("mode: %s", p.Mode),
-		fmt.Sprintf("window: %s", p.Window),
-		fmt.Sprintf("failure_rate: %g", p.FailureRate),
-		fmt.Sprintf("min_calls: %d", p.MinCalls),
+	)
+	if p.RecoveryCheck != nil {
+		// A comment: the check is shown without credentials, so it is
+		// not meant to be pasted back.
+		out = append(out, fmt.Sprintf("# recovery check: %s every %s (timeout %s)",
+			p.RecoveryCheck.Describe(), p.CheckInterval(), p.RecoveryCheck.Timeout))
 	}
+	return out
 }

@@ -186,3 +186,24 @@ func TestParseWindowMode(t *testing.T) {
 		}
 	}
 }
+
+// TestFieldsShowWhatApplies: a window-mode policy shows its window fields
+// and not the consecutive ones; a recovery check shows without its
+// credentials.
+func TestFieldsShowWhatApplies(t *testing.T) {
+	p := Default()
+	p.Mode = ModeWindow
+	p.RecoveryCheck = &RecoveryCheck{HTTP: &HTTPCheck{Method: "GET", URL: "https://u:secret@status.example/health?key=k1", ExpectStatus: 200}, Timeout: 5 * time.Second}
+	got := strings.Join(p.Fields(), "\n")
+	for _, want := range []string{"mode: window", "window: 1m0s", "failure_rate: 0.5", "min_calls: 10",
+		"# recovery check: GET https://status.example/health?key=REDACTED every 30s (timeout 5s)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Fields() lacks %q:\n%s", want, got)
+		}
+	}
+	for _, not := range []string{"threshold:", "rate_limit_trips:", "secret", "k1"} {
+		if strings.Contains(got, not) {
+			t.Errorf("Fields() shows %q:\n%s", not, got)
+		}
+	}
+}

@@ -123,6 +123,9 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "transitions: %d read from the log (%d restarts at generation 1 after retention); %d seen by workers, %d of them found in the log\n",
 		c.Events, c.Restarts, c.Observed, c.Verified)
 	fmt.Fprintf(&b, "cold breakers: %d checks found no state key past twice the retention, %d found every key gone past the event retention\n", c.StateExpired, c.Expired)
+	if c.StateExpired == 0 && c.Expired == 0 {
+		fmt.Fprintf(&b, "cold breakers: NOT CHECKED: the run ended before their retention passed (run at least a minute)\n")
+	}
 	fmt.Fprintf(&b, "failover: %s\n", r.Failover)
 	fmt.Fprintf(&b, "lost to the killed master: %d transitions read from its log were gone after the failover (on %d breakers), %d of them (or never logged) answered to a worker; %d probe leases granted again\n",
 		c.LostEntries, c.LostBreakers, c.LostObserved, c.LostLeases)
