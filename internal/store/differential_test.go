@@ -212,12 +212,17 @@ func newHarness(t *testing.T, b *testredis.Backend) *harness {
 	return h
 }
 
+// markScript publishes a marker from the node that holds KEYS[1].
+var markScript = redis.NewScript(`return redis.call('PUBLISH', ARGV[1], ARGV[2])`)
+
 // notices returns the run notices published for name since the last call:
-// it publishes a marker and reads the feed up to it (one connection's
-// PUBLISHes reach a subscriber in order, after the script's).
+// it publishes a marker and reads the feed up to it. The marker is
+// published by a script on name's key, so on a Cluster it leaves from the
+// node that ran the breaker's script: one node's PUBLISHes reach a
+// subscriber in order, while two nodes' may cross on the cluster bus.
 func (h *harness) notices(name string, fatalf func(string, ...any)) []string {
 	mark := "mark-" + strconv.FormatInt(h.marks.Add(1), 10)
-	if err := h.b.Client.Publish(context.Background(), h.channel, mark).Err(); err != nil {
+	if err := markScript.Run(context.Background(), h.b.Client, []string{store.KeysOf(name).State}, h.channel, mark).Err(); err != nil {
 		fatalf("PUBLISH: %v", err)
 	}
 	var got []string
