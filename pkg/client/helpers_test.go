@@ -211,6 +211,14 @@ func (m *clientMode) advance(b *testredis.Backend, d time.Duration) {
 // clients are settled when their calls return.
 func (m *clientMode) settle(t *testing.T, d *daemontest.Daemon, name string, cs ...*Client) {
 	t.Helper()
+	// Every client's outcomes first: waiting on one view before another
+	// client's queue is sent would let that queue move breakerd on (a
+	// trip) after the first view was judged settled.
+	for _, c := range cs {
+		if err := c.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, c := range cs {
 		if c.view != nil {
 			known(t, d, c, name)
