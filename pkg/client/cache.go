@@ -149,13 +149,20 @@ func (c *openCache) status() (live bool, syncs int, epoch uint64) {
 // resync from List once the subscription is live, drop entries on each
 // event; on any break, mark the cache broken and start again after retry.
 func (c *Client) watch(ctx context.Context, retry time.Duration) {
+	c.rewatch(ctx, retry, c.watchOnce, c.cache.broken, "client: watch stream ended; retrying")
+}
+
+// rewatch runs once until ctx ends: after each end of the stream it calls
+// broken, logs msg with the stream's error, and waits retry before the
+// next try. The open-circuit cache and the fast view share it.
+func (c *Client) rewatch(ctx context.Context, retry time.Duration, once func(context.Context) error, broken func(), msg string) {
 	for ctx.Err() == nil {
-		err := c.watchOnce(ctx)
-		c.cache.broken()
+		err := once(ctx)
+		broken()
 		if ctx.Err() != nil {
 			return
 		}
-		c.log("client: watch stream ended; retrying", err)
+		c.log(msg, err)
 		t := time.NewTimer(retry)
 		select {
 		case <-ctx.Done():

@@ -361,24 +361,12 @@ func (c *Client) goRefresh(name string) {
 // ends a stream that fell behind too) mark the view not live and start
 // again after retry.
 func (c *Client) fastWatch(ctx context.Context, retry time.Duration) {
-	for ctx.Err() == nil {
-		err := c.fastWatchOnce(ctx)
+	c.rewatch(ctx, retry, c.fastWatchOnce, func() {
 		c.view.live.Store(false)
 		c.view.mu.Lock()
 		c.view.all++
 		c.view.mu.Unlock()
-		if ctx.Err() != nil {
-			return
-		}
-		c.log("client: watch stream ended; resyncing the fast view", err)
-		t := time.NewTimer(retry)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-	}
+	}, "client: watch stream ended; resyncing the fast view")
 }
 
 func (c *Client) fastWatchOnce(ctx context.Context) error {
