@@ -1,13 +1,13 @@
 package soak
 
 import (
-	"cmp"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/breakerd/breakerd/internal/store"
 
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -330,7 +330,7 @@ func (o *Observer) Resync(b string, survivor *pb.Event, now time.Time) {
 	}
 	keep := 0
 	for i, e := range t.recent {
-		if survivor != nil && compareIDs(e.id, survivor.GetId()) <= 0 {
+		if survivor != nil && store.CompareIDs(e.id, survivor.GetId()) <= 0 {
 			keep = i + 1
 			continue
 		}
@@ -350,22 +350,6 @@ func (o *Observer) Resync(b string, survivor *pb.Event, now time.Time) {
 	if survivor != nil {
 		t.cursor = survivor.GetId()
 	}
-}
-
-// compareIDs orders stream ids ("<ms>-<seq>") numerically.
-func compareIDs(a, b string) int {
-	parse := func(id string) (int64, int64) {
-		ms, seq, _ := strings.Cut(id, "-")
-		x, _ := strconv.ParseInt(ms, 10, 64)
-		y, _ := strconv.ParseInt(seq, 10, 64)
-		return x, y
-	}
-	am, as := parse(a)
-	bm, bs := parse(b)
-	if c := cmp.Compare(am, bm); c != 0 {
-		return c
-	}
-	return cmp.Compare(as, bs)
 }
 
 // rolledBack handles a stream whose last read entry is gone.

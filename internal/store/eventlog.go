@@ -100,7 +100,7 @@ func (s *Store) Events(ctx context.Context, q EventQuery) ([]*pb.Event, error) {
 		if c := cmp.Compare(a.AtMs, b.AtMs); c != 0 {
 			return c
 		}
-		return compareIDs(a.Id, b.Id)
+		return CompareIDs(a.Id, b.Id)
 	})
 	if len(out) > limit {
 		out = out[len(out)-limit:]
@@ -140,8 +140,9 @@ func EventFromStream(m redis.XMessage) (*pb.Event, error) {
 		Failures: e.Fails, DistinctWorkers: e.Workers, CooldownMs: e.Cooldown, AtMs: e.At}, nil
 }
 
-// compareIDs orders stream ids ("<ms>-<seq>") numerically.
-func compareIDs(a, b string) int {
+// CompareIDs orders Redis stream ids ("<ms>-<seq>") numerically: -1, 0
+// or +1 as cmp.Compare. A malformed part reads as 0.
+func CompareIDs(a, b string) int {
 	parse := func(id string) (int64, int64) {
 		ms, seq, _ := strings.Cut(id, "-")
 		x, _ := strconv.ParseInt(ms, 10, 64)
