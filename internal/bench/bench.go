@@ -204,17 +204,22 @@ func rawPair(pk picker) func(context.Context, *target, Options) (opFunc, error) 
 
 func clientAllow(pk picker) func(context.Context, *target, Options) (opFunc, error) {
 	return func(_ context.Context, t *target, o Options) (opFunc, error) {
-		pick := pk(o)
-		return func(ctx context.Context, c, i int) error {
-			p, err := t.clients[c%workers].Allow(ctx, t.breaker(pick(c, i)))
-			if err != nil {
-				return err
-			}
-			if !p.Allowed() || p.Degraded {
-				return fmt.Errorf("allow: %s (degraded %t)", p.Decision, p.Degraded)
-			}
-			return nil
-		}, nil
+		return allowThrough(t, t.clients, pk(o)), nil
+	}
+}
+
+// allowThrough is one Allow through cs (caller c uses cs[c%workers]) on
+// the breaker pick names; a denial or a degraded answer is an error.
+func allowThrough(t *target, cs []*client.Client, pick func(caller, i int) string) opFunc {
+	return func(ctx context.Context, c, i int) error {
+		p, err := cs[c%workers].Allow(ctx, t.breaker(pick(c, i)))
+		if err != nil {
+			return err
+		}
+		if !p.Allowed() || p.Degraded {
+			return fmt.Errorf("allow: %s (degraded %t)", p.Decision, p.Degraded)
+		}
+		return nil
 	}
 }
 

@@ -85,17 +85,7 @@ func fastAllow(pk picker) func(context.Context, *target, Options) (opFunc, error
 		if err := t.learn(ctx, t.names(pk, o)); err != nil {
 			return nil, err
 		}
-		pick := pk(o)
-		return func(ctx context.Context, c, i int) error {
-			p, err := t.fast[c%workers].Allow(ctx, t.breaker(pick(c, i)))
-			if err != nil {
-				return err
-			}
-			if !p.Allowed() || p.Degraded {
-				return fmt.Errorf("allow: %s (degraded %t)", p.Decision, p.Degraded)
-			}
-			return nil
-		}, nil
+		return allowThrough(t, t.fast, pk(o)), nil
 	}
 }
 
