@@ -274,28 +274,13 @@ func (e *env) fastTripOnce(ctx context.Context, pollers []*client.Client, name s
 			errs[p] = pctx.Err()
 		}()
 	}
-	var t0 time.Time
-	opened := false
-	for i := 0; i < 20 && !opened; i++ {
-		t0 = time.Now()
-		res, err := e.main.daemonA.Record(pctx, &pb.RecordRequest{Breaker: name, WorkerId: fmt.Sprintf("bench-tripper-%d", i%2),
-			Ticket: &pb.Ticket{}, Outcome: pb.Outcome_OUTCOME_SERVER_ERROR, Message: "HTTP 503"})
-		if err != nil {
-			cancel()
-			wg.Wait()
-			return fastTrip{}, fmt.Errorf("fast trip %s: %w", name, err)
-		}
-		opened = res.GetState().GetState() == pb.State_STATE_OPEN
-		if opened {
-			back := time.Now()
-			tripped.Store(&back)
-		}
-	}
-	if !opened {
+	t0, back, err := e.tripOnA(pctx, name)
+	if err != nil {
 		cancel()
 		wg.Wait()
-		return fastTrip{}, fmt.Errorf("fast trip %s: not open after 20 failures from 2 workers", name)
+		return fastTrip{}, fmt.Errorf("fast trip %s: %w", name, err)
 	}
+	tripped.Store(&back)
 	wg.Wait()
 	var ft fastTrip
 	for p := range pollers {

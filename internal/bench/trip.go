@@ -82,23 +82,11 @@ func (e *env) tripOnce(ctx context.Context, pollers []*client.Client, name strin
 		}()
 	}
 	allowedOnce.Wait()
-	var t0 time.Time
-	opened := false
-	for i := 0; i < 20 && !opened; i++ {
-		t0 = time.Now()
-		res, err := e.main.daemonA.Record(pctx, &pb.RecordRequest{Breaker: name, WorkerId: fmt.Sprintf("bench-tripper-%d", i%2),
-			Ticket: &pb.Ticket{}, Outcome: pb.Outcome_OUTCOME_SERVER_ERROR, Message: "HTTP 503"})
-		if err != nil {
-			cancel()
-			wg.Wait()
-			return 0, fmt.Errorf("trip %s: %w", name, err)
-		}
-		opened = res.GetState().GetState() == pb.State_STATE_OPEN
-	}
-	if !opened {
+	t0, _, err := e.tripOnA(pctx, name)
+	if err != nil {
 		cancel()
 		wg.Wait()
-		return 0, fmt.Errorf("trip %s: not open after 20 failures from 2 workers", name)
+		return 0, fmt.Errorf("trip %s: %w", name, err)
 	}
 	wg.Wait()
 	var last time.Time
@@ -114,4 +102,22 @@ func (e *env) tripOnce(ctx context.Context, pollers []*client.Client, name strin
 		}
 	}
 	return max(last.Sub(t0), 0), nil
+}
+
+// tripOnA sends SERVER_ERROR failures to daemon A from two alternating
+// workers until one answer shows name open (at most 20). sent is when the
+// tripping Record was sent, back when its answer came.
+func (e *env) tripOnA(ctx context.Context, name string) (sent, back time.Time, err error) {
+	for i := range 20 {
+		sent = time.Now()
+		res, err := e.main.daemonA.Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: fmt.Sprintf("bench-tripper-%d", i%2),
+			Ticket: &pb.Ticket{}, Outcome: pb.Outcome_OUTCOME_SERVER_ERROR, Message: "HTTP 503"})
+		if err != nil {
+			return sent, time.Time{}, err
+		}
+		if res.GetState().GetState() == pb.State_STATE_OPEN {
+			return sent, time.Now(), nil
+		}
+	}
+	return sent, time.Time{}, errors.New("not open after 20 failures from 2 workers")
 }
