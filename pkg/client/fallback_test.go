@@ -24,7 +24,13 @@ func TestOpenCacheAnswersKnownOpenCircuitsWithoutRPCs(t *testing.T) {
 		w1, w2 := dial(t, d.Addr, "w1"), dial(t, d.Addr, "w2")
 		ctx := context.Background()
 		early, late, forced := b.Breaker("early"), b.Breaker("late"), b.Breaker("forced")
-		trip(t, w1, w2, early) // open before the client connects: List seeds the cache
+		// Open before the client connects: List seeds the cache. The hub must
+		// have handed out the opening first, or the cache's own stream could
+		// still receive it late (Cluster delivers from another node) and
+		// rightly drop the entry List gave it.
+		watcher := watchFor(t, w1, early)
+		trip(t, w1, w2, early)
+		watcher.await(t, pb.State_STATE_OPEN)
 
 		clock := newFakeClock()
 		c := dial(t, d.Addr, "agent", WithOpenCache(), WithClock(clock), WithReconnectInterval(20*time.Millisecond))

@@ -229,3 +229,38 @@ func (m *clientMode) settle(t *testing.T, d *daemontest.Daemon, name string, cs 
 // records counts the outcomes RPCs d served: Records, and the RecordBatch
 // calls of fast clients.
 func records(d *daemontest.Daemon) int { return d.Calls.Get("Record") + d.Calls.Get("RecordBatch") }
+
+// eventWatcher is a Watch stream on one breaker, opened before the test
+// acts, so the test can wait until breakerd's hub has handed out an event.
+type eventWatcher struct {
+	stream pb.BreakerService_WatchClient
+}
+
+// watchFor opens a Watch on breaker through c and waits until it is live.
+func watchFor(t *testing.T, c *Client, breaker string) *eventWatcher {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	stream, err := c.API().Watch(ctx, &pb.WatchRequest{Breakers: []string{breaker}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Header(); err != nil {
+		t.Fatal(err)
+	}
+	return &eventWatcher{stream: stream}
+}
+
+// await reads events until one moves the breaker to state.
+func (w *eventWatcher) await(t *testing.T, to pb.State) {
+	t.Helper()
+	for {
+		m, err := w.stream.Recv()
+		if err != nil {
+			t.Fatalf("waiting for an event to %v: %v", to, err)
+		}
+		if m.GetEvent().GetTo() == to {
+			return
+		}
+	}
+}
