@@ -112,14 +112,18 @@ func (v *view) stamp(name string) (uint64, uint64) {
 	return v.ver[slot(name)], v.all
 }
 
-// learn stores e for name if nothing about name was heard since stamp.
-func (v *view) learn(name string, e *entry, ver, all uint64) {
+// learn stores e for name if nothing about name was heard since stamp,
+// and reports whether the view now knows name: it does when e was stored
+// or when an event that fenced e left an entry of its own.
+func (v *view) learn(name string, e *entry, ver, all uint64) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.ver[slot(name)] != ver || v.all != all {
-		return
+		_, ok := v.entries.Load(name)
+		return ok
 	}
 	v.entries.Store(name, e)
+	return true
 }
 
 // set stores e for name (from an event) and bumps its version.
@@ -248,13 +252,25 @@ func denialWords(breaker string, d pb.Decision) string {
 	return breaker + " is open"
 }
 
+// learn stores e for name in the view unless an event fenced it. A fenced
+// learn on a breaker the view did not hold yet leaves the view knowing
+// nothing of it: the event was about a breaker it did not use, so it was
+// not applied, and the answer is older than it. The view then reads the
+// breaker again in the background, so it converges without waiting for
+// the next Allow to ask.
+func (c *Client) learn(name string, e *entry, ver, all uint64) {
+	if !c.view.learn(name, e, ver, all) {
+		c.goRefresh(name)
+	}
+}
+
 // fastLearn stores what breakerd answered an Allow in the view, unless an
 // event about the breaker arrived meanwhile.
 func (c *Client) fastLearn(p *Permit, ver, all uint64) {
 	if p.Degraded || p.DaemonDegraded || p.State == nil {
 		return
 	}
-	c.view.learn(p.Breaker, entryOf(p.State, c.worker(), p.Decision, p.RetryAfter, c.o.clock.Now()), ver, all)
+	c.learn(p.Breaker, entryOf(p.State, c.worker(), p.Decision, p.RetryAfter, c.o.clock.Now()), ver, all)
 }
 
 // onEvent applies one Watch event to the view. The view holds only the
@@ -351,7 +367,7 @@ func (c *Client) goRefresh(name string) {
 			c.log("client: reading "+name+" for the fast view", err)
 			return
 		}
-		c.view.learn(name, entryOf(res.GetStates()[0], c.worker(), 0, 0, c.o.clock.Now()), ver, all)
+		c.learn(name, entryOf(res.GetStates()[0], c.worker(), 0, 0, c.o.clock.Now()), ver, all)
 	}()
 }
 
@@ -437,7 +453,7 @@ func (c *Client) resync(ctx context.Context) error {
 		now := c.o.clock.Now()
 		for i, s := range res.GetStates() {
 			if i < len(chunk) {
-				c.view.learn(chunk[i], entryOf(s, c.worker(), 0, 0, now), vers[i], all)
+				c.learn(chunk[i], entryOf(s, c.worker(), 0, 0, now), vers[i], all)
 			}
 		}
 	}
@@ -599,7 +615,7 @@ func (c *Client) sendOnce() bool {
 			// What breakerd answered is the breaker's state after the
 			// record: keep it unless an event about it came meanwhile.
 			if i < n && r.GetState() != nil && !r.GetDegraded() {
-				c.view.learn(reqs[i].GetBreaker(), entryOf(r.GetState(), c.worker(), 0, 0, now), vers[i], all)
+				c.learn(reqs[i].GetBreaker(), entryOf(r.GetState(), c.worker(), 0, 0, now), vers[i], all)
 			}
 		}
 	}

@@ -405,3 +405,47 @@ func TestFastWindowModeSendsEverySuccess(t *testing.T) {
 		}
 	})
 }
+
+// An answer about a breaker the view does not hold yet, fenced by an event
+// about it that the view could not apply (it did not use the breaker when
+// the event came), leaves the view knowing nothing: the view reads the
+// breaker again instead of waiting for the next Allow. Seen under load: a
+// peer's run_started reached w2 while w2's first Allow was in flight, and
+// w2's view never learned the trip that followed.
+func TestFastFencedFirstAnswerIsReadAgain(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := start(t, b, withAlternatives())
+		w := dial(t, d.Addr, "w1")
+		c := fastDial(t, d.Addr, "w2", newFakeClock())
+		name := b.Breaker("search")
+		ctx := context.Background()
+		p, err := w.Allow(ctx, name) // breakerd's answer, as w2's first Allow would get it
+		if err != nil {
+			t.Fatal(err)
+		}
+		ver, all := c.view.stamp(name)
+		c.onEvent(&pb.Event{Breaker: name, Kind: pb.EventKind_EVENT_KIND_RUN_STARTED, Generation: p.State.GetGeneration()})
+		if c.view.get(name) != nil {
+			t.Fatalf("an event about an unused breaker made an entry")
+		}
+		gets := d.Calls.Get("BatchGet")
+		c.fastLearn(p, ver, all)
+		eventually(t, "the view reads the fenced breaker again", func() bool { return c.view.get(name) != nil })
+		if n := d.Calls.Get("BatchGet") - gets; n != 1 {
+			t.Errorf("the fenced answer cost %d BatchGet RPCs, want 1", n)
+		}
+		known(t, d, c, name)
+
+		// An answer fenced by an event the view did apply costs nothing.
+		ver, all = c.view.stamp(name)
+		c.onEvent(&pb.Event{Breaker: name, Kind: pb.EventKind_EVENT_KIND_RUN_ENDED, Generation: p.State.GetGeneration()})
+		gets = d.Calls.Get("BatchGet")
+		c.fastLearn(p, ver, all)
+		if err := c.Close(); err != nil { // waits for any background read
+			t.Fatal(err)
+		}
+		if n := d.Calls.Get("BatchGet") - gets; n != 0 {
+			t.Errorf("an answer fenced by an applied event cost %d BatchGet RPCs, want 0", n)
+		}
+	})
+}
