@@ -47,6 +47,16 @@ type Params struct {
 	// MinCalls is how many calls a window must hold before its rate
 	// counts (window mode); at least 2.
 	MinCalls int64
+
+	// SlowCallMs is the slow-call limit, ms: a success that took longer
+	// is slow (slow.go); 0 turns slow calls off.
+	SlowCallMs int64
+	// SlowCallThreshold is how many consecutive slow calls trip
+	// (consecutive mode; 0: never).
+	SlowCallThreshold int64
+	// SlowCallRate is the share of a window's calls, in (0, 1], that must
+	// be slow for it to trip (window mode; 0: never).
+	SlowCallRate float64
 }
 
 // MaxLapses is how many probe leases in a row one worker may let lapse
@@ -93,6 +103,9 @@ type Call struct {
 	RetryAfter int64
 	// Last is the failure in plain words (Describe).
 	Last string
+	// Latency is how long the call took, ms, as its worker measured it
+	// (slow calls, slow.go).
+	Latency int64
 	// CredentialWorked: with a 401 (quorum.CredentialRejected), the worker
 	// had seen this credential work, so the 401 pauses the breaker.
 	CredentialWorked bool
@@ -170,10 +183,10 @@ const (
 
 // RunOpen reports whether a success on s would change it: a closed
 // breaker (automatic or pinned closed) with a failure run in progress, a
-// run of 429s, or a suspect worker. (A closed breaker with pause votes
+// run of 429s, a slow run (slow.go), or a suspect worker. (A closed breaker with pause votes
 // always has a suspect, and worker sets are empty without failures.)
 func (s State) RunOpen() bool {
-	return s.phase() == Closed && (s.Fails > 0 || s.RL > 0 || s.Suspect != "")
+	return s.phase() == Closed && (s.Fails > 0 || s.RL > 0 || s.Slow > 0 || s.Suspect != "")
 }
 
 // runNotice is the notice a Record that moved before to after publishes:
@@ -411,11 +424,18 @@ func (st *step) record() {
 		return
 	}
 	switch {
+	case st.slow():
+		st.slowRecord()
+		return
 	case ev == quorum.Healthy:
-		if s.Fails > 0 || s.RL > 0 || len(s.Workers) > 0 || s.Suspect != "" || len(s.Pausers) > 0 {
+		if s.Fails > 0 || s.RL > 0 || len(s.Workers) > 0 || s.Suspect != "" || len(s.Pausers) > 0 || s.Slow > 0 {
 			s.Fails, s.RL, s.Last = 0, 0, ""
 			s.Suspect, s.SuspectUntil = "", 0
 			s.Workers, s.RLWorkers, s.Pausers = nil, nil, nil
+			s.Slow, s.SlowBy, s.SlowLat = 0, nil, nil
+			if s.Cause == CauseSlowSuspect {
+				s.Cause = ""
+			}
 			st.res.Wrote = true
 		}
 		note(true, NoteNone)
@@ -455,6 +475,9 @@ func (st *step) record() {
 		st.open("closed", 0, st.cooldown(0, c.RetryAfter), CauseTrip)
 	case quorum.Suspect:
 		s.SuspectUntil = now + st.cooldown(0, 0)
+		if s.Cause == CauseSlowSuspect { // the failure run's suspect now
+			s.Cause = ""
+		}
 		if s.Suspect != c.Actor {
 			s.Suspect = c.Actor
 			st.emit("suspect_worker", "closed", "closed", CauseSuspect, now)
@@ -530,12 +553,12 @@ func (st *step) probeOutcome() {
 		s.Lapser, s.Lapses = "", 0
 	}
 	switch ev := c.Evidence; {
-	case ev == quorum.Healthy:
+	case ev == quorum.Healthy && !st.slow():
 		s.fresh(false)
 		s.Gen++
 		st.emit("transition", "half_open", "closed", CauseProbeSucceeded, now)
 		st.res.Counted = true
-	case ev.Counted():
+	case ev.Counted() || ev == quorum.Healthy: // a failure, or a slow success
 		s.Last = c.Last
 		st.open("half_open", s.Level+1, st.cooldown(s.Level+1, c.RetryAfter), CauseProbeFailed)
 		if s.Level == 2 {
@@ -561,6 +584,7 @@ func (st *step) open(from string, level, cd int64, cause Cause) {
 	s.Opened, s.ProbeAt = now, now+cd
 	s.Lease, s.LeaseUntil, s.LeaseBy = "", 0, ""
 	s.Suspect, s.SuspectUntil = "", 0
+	s.Slow, s.SlowBy, s.SlowLat = 0, nil, nil
 	s.Gen++
 	st.res.Wrote = true
 	st.emit("transition", from, "open", cause, now)

@@ -40,6 +40,18 @@ func causeReason(name string, c Cause, fails, workers, rl, cooldown int64, last,
 		return fmt.Sprintf("%s: %d failures within the failure-rate window, all from worker %s, and no other worker confirms: "+
 			"likely %s's network or config; it alone is denied while the circuit stays closed, last: %s",
 			name, fails, actor, actor, last)
+	case CauseSlow:
+		m, _ := parseSlowMeasure(last)
+		if m.calls > 0 {
+			return fmt.Sprintf("%s slow: %d of %d calls within the window took longer than %s (at or above the policy's slow_call_rate), from %s: %s",
+				name, m.slow, m.calls, Human(ms(m.limit)), plural(workers, "worker"), SlowPhrase(last))
+		}
+		return fmt.Sprintf("%s slow: %d consecutive calls took longer than %s, from %s: %s",
+			name, m.slow, Human(ms(m.limit)), plural(workers, "worker"), SlowPhrase(last))
+	case CauseSlowSuspect:
+		return fmt.Sprintf("%s: %s slower than %s, all from worker %s, and no other worker confirms: "+
+			"likely %s's network or load; it alone is denied while the circuit stays closed (%s)",
+			name, slowCount(last), Human(ms(slowLimit(last))), actor, actor, SlowPhrase(last))
 	case CauseRateLimit:
 		return fmt.Sprintf("%s rate limited: %d consecutive 429s with a Retry-After beyond the caller's deadline, last: %s", name, rl, last)
 	case CauseProbeFailed:
@@ -116,6 +128,11 @@ func DenialReason(name, worker string, d pb.Decision, v View) string {
 		if v.State == "half_open" {
 			return fmt.Sprintf("%s: this worker (%s) let %d probe leases in a row lapse without reporting; "+
 				"another worker takes the next probe", name, worker, MaxLapses)
+		}
+		if v.Cause == CauseSlowSuspect {
+			return fmt.Sprintf("%s: only worker %s's calls are slow (%s slower than %s) and no other worker confirms: "+
+				"likely this worker's network or load; the circuit stays closed for the fleet (%s)",
+				name, worker, slowCount(v.Last), Human(ms(slowLimit(v.Last))), SlowPhrase(v.Last))
 		}
 		if v.Cause == CauseWindowSuspect {
 			return fmt.Sprintf("%s: only worker %s has failed (%d failures within the failure-rate window) and no other worker confirms: "+
@@ -194,6 +211,28 @@ func Describe(o pb.Outcome, latency, retryAfter, deadline time.Duration, message
 	}
 	return d
 }
+
+// SlowPhrase renders a SlowMeasure as the observed latency: "p50 25s
+// over the last 12 calls, limit 2s". Anything else is returned as it is.
+func SlowPhrase(last string) string {
+	m, ok := parseSlowMeasure(last)
+	if !ok {
+		return last
+	}
+	return fmt.Sprintf("p50 %s over the last %s, limit %s", Human(ms(m.p50)), plural(m.sample, "call"), Human(ms(m.limit)))
+}
+
+// slowCount says how many slow calls a SlowMeasure counted: "12
+// consecutive calls" or "7 of 10 calls within the window".
+func slowCount(last string) string {
+	m, _ := parseSlowMeasure(last)
+	if m.calls > 0 {
+		return fmt.Sprintf("%d of %d calls within the window", m.slow, m.calls)
+	}
+	return fmt.Sprintf("%d consecutive calls", m.slow)
+}
+
+func slowLimit(last string) int64 { m, _ := parseSlowMeasure(last); return m.limit }
 
 // plural says "1 worker", "2 workers".
 func plural(n int64, noun string) string {

@@ -3,6 +3,7 @@ package breaker
 import (
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // Phase is the automatic state of a breaker, as the scripts store it.
@@ -48,6 +49,8 @@ const (
 	CauseWindow          Cause = "window"           // window mode: the failure rate over the window, from a quorum
 	CauseWindowSuspect   Cause = "window_suspect"   // window mode: the rate reached, all failures from one worker
 	CauseRecoveryCheck   Cause = "recovery_check"   // open -> half_open: the policy's recovery check succeeded
+	CauseSlow            Cause = "slow"             // slow_call_threshold consecutive slow calls (or slow_call_rate of a window) from a quorum
+	CauseSlowSuspect     Cause = "slow_suspect"     // the slow calls past the limit all came from one worker
 )
 
 // State is one breaker's stored state: the fields of its Redis hash
@@ -97,6 +100,13 @@ type State struct {
 	// (brk:{name}:rl); Pausers those whose working credential was
 	// rejected (brk:{name}:pause). All sorted.
 	Workers, RLWorkers, Pausers []string
+
+	// Slow counts the consecutive slow calls (consecutive mode; slow.go);
+	// SlowBy are their distinct workers, sorted; SlowLat the latencies of
+	// the last SlowSample slow calls, ms, oldest first (both modes).
+	Slow    int64
+	SlowBy  []string
+	SlowLat []int64
 
 	// Win is the failure-rate window (window mode only; the hash
 	// brk:{name}:win). It counts only while Win.Gen is Gen.
@@ -164,6 +174,29 @@ func (s *State) Fields() map[string]string {
 	num("force_until", s.ForceUntil)
 	str("suspect", s.Suspect)
 	num("suspect_until", s.SuspectUntil)
+	num("slow", s.Slow)
+	str("slow_by", strings.Join(s.SlowBy, "\n"))
+	str("slow_lat", joinInts(s.SlowLat))
+	return out
+}
+
+// joinInts renders ns comma-separated, as the scripts store a sample.
+func joinInts(ns []int64) string {
+	parts := make([]string, len(ns))
+	for i, n := range ns {
+		parts[i] = strconv.FormatInt(n, 10)
+	}
+	return strings.Join(parts, ",")
+}
+
+// splitInts reads joinInts; malformed entries are skipped.
+func splitInts(s string) []int64 {
+	var out []int64
+	for _, p := range strings.Split(s, ",") {
+		if n, err := strconv.ParseInt(p, 10, 64); err == nil {
+			out = append(out, n)
+		}
+	}
 	return out
 }
 
@@ -183,6 +216,11 @@ func FromFields(f map[string]string, workers, rlWorkers, pausers []string) State
 	s.Workers = sortedSet(workers)
 	s.RLWorkers = sortedSet(rlWorkers)
 	s.Pausers = sortedSet(pausers)
+	s.Slow = n("slow")
+	if f["slow_by"] != "" {
+		s.SlowBy = sortedSet(strings.Split(f["slow_by"], "\n"))
+	}
+	s.SlowLat = splitInts(f["slow_lat"])
 	return s
 }
 
@@ -208,6 +246,8 @@ func (s State) clone() State {
 	s.Workers = slices.Clone(s.Workers)
 	s.RLWorkers = slices.Clone(s.RLWorkers)
 	s.Pausers = slices.Clone(s.Pausers)
+	s.SlowBy = slices.Clone(s.SlowBy)
+	s.SlowLat = slices.Clone(s.SlowLat)
 	return s
 }
 

@@ -30,6 +30,8 @@ type View struct {
 	SuspectUntil int64
 	// PauseUntil is when a pause lapses by itself, ms since the epoch.
 	PauseUntil int64
+	// Slow is the slow run: consecutive slow calls (consecutive mode).
+	Slow int64
 	// Now is the time the view was taken, ms since the epoch.
 	Now int64
 }
@@ -45,7 +47,7 @@ func ViewOf(s State, now int64) View {
 		Opened: s.Opened, ProbeAt: s.ProbeAt, Cooldown: s.Cooldown, Cause: s.Cause, Last: s.Last,
 		InFlight: s.phase() == HalfOpen && probe.LeaseLive(s.Lease, s.LeaseUntil, now), Level: s.Level,
 		ForceBy: s.ForceBy, ForceReason: s.ForceReason, ForceUntil: s.ForceUntil,
-		Suspect: s.Suspect, SuspectUntil: s.SuspectUntil, PauseUntil: s.PauseUntil, Now: now}
+		Suspect: s.Suspect, SuspectUntil: s.SuspectUntil, PauseUntil: s.PauseUntil, Slow: s.Slow, Now: now}
 }
 
 // Read returns the view of s at now without changing anything: a pin or
@@ -89,7 +91,8 @@ func (v View) Proto(name string, alternatives []string) *pb.BreakerState {
 		NextProbeAtMs:   v.ProbeAt,
 		CooldownMs:      v.Cooldown,
 		Reason:          StateReason(name, v),
-		LastFailure:     v.Last,
+		LastFailure:     SlowPhrase(v.Last),
+		SlowCalls:       v.Slow,
 		ProbeInFlight:   v.InFlight,
 		FailedProbes:    v.Level,
 		ForcedBy:        v.ForceBy,

@@ -38,44 +38,51 @@ import (
 const WindowBuckets = 6
 
 // Window is a breaker's window (the hash brk:{name}:win): the generation
-// it belongs to, calls and failures per bucket, and each failing worker's
-// last failing bucket.
+// it belongs to, calls, failures and slow calls per bucket, and each
+// failing (slow) worker's last failing (slow) bucket.
 type Window struct {
-	Gen     int64
-	Calls   map[int64]int64
-	Fails   map[int64]int64
-	Workers map[string]int64
+	Gen         int64
+	Calls       map[int64]int64
+	Fails       map[int64]int64
+	Workers     map[string]int64
+	Slow        map[int64]int64
+	SlowWorkers map[string]int64
 }
 
 // WindowTotals is what a window holds at a moment.
 type WindowTotals struct {
-	Calls, Fails int64
-	// Workers are the distinct workers behind Fails, sorted.
-	Workers []string
+	Calls, Fails, Slow int64
+	// Workers are the distinct workers behind Fails, sorted; SlowWorkers
+	// those behind Slow.
+	Workers, SlowWorkers []string
+}
+
+func emptyWindow(gen int64) Window {
+	return Window{Gen: gen, Calls: map[int64]int64{}, Fails: map[int64]int64{}, Workers: map[string]int64{},
+		Slow: map[int64]int64{}, SlowWorkers: map[string]int64{}}
 }
 
 // live returns w as it stands at bucket cur for generation gen: empty
 // when it belongs to another generation, else without the buckets and
 // workers that fell out of the window.
 func (w Window) live(gen, cur int64) Window {
-	out := Window{Gen: gen, Calls: map[int64]int64{}, Fails: map[int64]int64{}, Workers: map[string]int64{}}
+	out := emptyWindow(gen)
 	if w.Gen != gen {
 		return out
 	}
 	first := cur - WindowBuckets + 1
-	for b, n := range w.Calls {
-		if b >= first {
-			out.Calls[b] = n
+	for _, m := range []struct{ from, to map[int64]int64 }{{w.Calls, out.Calls}, {w.Fails, out.Fails}, {w.Slow, out.Slow}} {
+		for b, n := range m.from {
+			if b >= first {
+				m.to[b] = n
+			}
 		}
 	}
-	for b, n := range w.Fails {
-		if b >= first {
-			out.Fails[b] = n
-		}
-	}
-	for k, b := range w.Workers {
-		if b >= first {
-			out.Workers[k] = b
+	for _, m := range []struct{ from, to map[string]int64 }{{w.Workers, out.Workers}, {w.SlowWorkers, out.SlowWorkers}} {
+		for k, b := range m.from {
+			if b >= first {
+				m.to[k] = b
+			}
 		}
 	}
 	return out
@@ -89,7 +96,11 @@ func (w Window) totals() WindowTotals {
 	for _, n := range w.Fails {
 		t.Fails += n
 	}
+	for _, n := range w.Slow {
+		t.Slow += n
+	}
 	t.Workers = slices.Sorted(maps.Keys(w.Workers))
+	t.SlowWorkers = slices.Sorted(maps.Keys(w.SlowWorkers))
 	return t
 }
 
@@ -108,7 +119,7 @@ func WindowOf(s State, windowMs, now int64) WindowTotals {
 // WindowFromFields reads the hash brk:{name}:win (see Window).
 // Malformed entries are skipped.
 func WindowFromFields(f map[string]string) Window {
-	w := Window{Calls: map[int64]int64{}, Fails: map[int64]int64{}, Workers: map[string]int64{}}
+	w := emptyWindow(0)
 	for k, v := range f {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
@@ -119,6 +130,12 @@ func WindowFromFields(f map[string]string) Window {
 			w.Gen = n
 		case strings.HasPrefix(k, "w:"):
 			w.Workers[k[2:]] = n
+		case strings.HasPrefix(k, "v:"):
+			w.SlowWorkers[k[2:]] = n
+		case strings.HasPrefix(k, "s"):
+			if b, err := strconv.ParseInt(k[1:], 10, 64); err == nil {
+				w.Slow[b] = n
+			}
 		case strings.HasPrefix(k, "c"):
 			if b, err := strconv.ParseInt(k[1:], 10, 64); err == nil {
 				w.Calls[b] = n
@@ -148,6 +165,7 @@ func (st *step) windowRecord() {
 		st.res.Note = NoteNeutral
 		return
 	}
+	slow := !failed && st.slow()
 	cur := bucketOf(now, st.p.WindowMs)
 	w := s.Win.live(s.Gen, cur)
 	w.Calls[cur]++
@@ -155,8 +173,25 @@ func (st *step) windowRecord() {
 		w.Fails[cur]++
 		w.Workers[c.Actor] = cur
 	}
+	if slow {
+		w.Slow[cur]++
+		w.SlowWorkers[c.Actor] = cur
+	}
 	s.Win = w
 	st.res.Counted, st.res.Windowed = true, true
+	if slow {
+		s.SlowLat = pushSample(s.SlowLat, c.Latency)
+		st.res.Wrote = true
+		if s.Force == "closed" || st.p.SlowCallRate <= 0 {
+			return
+		}
+		t := w.totals()
+		if t.Calls < st.p.MinCalls || float64(t.Slow) < st.p.SlowCallRate*float64(t.Calls) {
+			return
+		}
+		st.slowTrip(t.Slow, t.Calls, t.SlowWorkers)
+		return
+	}
 	if !failed {
 		return
 	}

@@ -111,6 +111,10 @@ type overrides struct {
 	FailureRate    *float64  `yaml:"failure_rate"`
 	MinCalls       *int      `yaml:"min_calls"`
 
+	SlowCall          *duration `yaml:"slow_call"`
+	SlowCallThreshold *int      `yaml:"slow_call_threshold"`
+	SlowCallRate      *float64  `yaml:"slow_call_rate"`
+
 	RecoveryCheck         *recoveryFile `yaml:"recovery_check"`
 	RecoveryCheckInterval *duration     `yaml:"recovery_check_interval"`
 }
@@ -154,6 +158,15 @@ func (o overrides) apply(p Policy) Policy {
 	}
 	if o.MinCalls != nil {
 		p.MinCalls = *o.MinCalls
+	}
+	if o.SlowCall != nil {
+		p.SlowCall = time.Duration(*o.SlowCall)
+	}
+	if o.SlowCallThreshold != nil {
+		p.SlowCallThreshold = *o.SlowCallThreshold
+	}
+	if o.SlowCallRate != nil {
+		p.SlowCallRate = *o.SlowCallRate
 	}
 	if o.RecoveryCheck != nil {
 		p.RecoveryCheck = o.RecoveryCheck.check()

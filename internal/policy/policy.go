@@ -61,6 +61,20 @@ type Policy struct {
 	// counts (window mode). Default 10; at least 2, so that one failure
 	// out of one call never trips.
 	MinCalls int
+	// SlowCall, when more than 0, makes a SUCCESS whose latency (as its
+	// worker measured it) is more than SlowCall a slow call; exactly at
+	// SlowCall is not slow. Slow calls are counted apart from failures and
+	// trip by SlowCallThreshold (consecutive mode) or SlowCallRate (window
+	// mode), under the same min_workers quorum. Default 0: off; at most 7
+	// days. Slow-call counting writes on every slow success.
+	SlowCall time.Duration
+	// SlowCallThreshold is how many consecutive slow calls trip
+	// (consecutive mode; needs SlowCall). Default 0: never.
+	SlowCallThreshold int
+	// SlowCallRate is the share of a window's calls that must be slow for
+	// it to trip (window mode; needs SlowCall); exactly at the rate trips.
+	// Default 0: never; else more than 0, at most 1.
+	SlowCallRate float64
 	// RecoveryCheck, when set, is a cheap request one daemon fleet-wide
 	// sends every RecoveryCheckInterval while the circuit is open; a
 	// success half-opens it at once. Nil (the default): no checks, the
@@ -143,12 +157,44 @@ func (p Policy) Validate() error {
 	case p.MinCalls < 2:
 		return fieldErr("min_calls", "must be at least 2 (one failure out of one call never trips), got %d", p.MinCalls)
 	}
+	if err := p.validateSlow(); err != nil {
+		return err
+	}
 	for i, a := range p.Alternatives {
 		if a == "" {
 			return fieldErr(fmt.Sprintf("alternatives[%d]", i), "must not be empty")
 		}
 	}
 	return p.validateRecovery()
+}
+
+// validateSlow checks the slow-call fields: each trip field belongs to its
+// mode and needs slow_call, and slow_call needs the trip field of the
+// policy's mode (a limit that could never trip would count for nothing).
+func (p Policy) validateSlow() error {
+	switch {
+	case p.SlowCall < 0 || p.SlowCall > MaxCooldown:
+		return fieldErr("slow_call", "must be between 0 (off) and %s, got %s", MaxCooldown, p.SlowCall)
+	case p.SlowCall > 0 && p.SlowCall%time.Millisecond != 0:
+		return fieldErr("slow_call", "must be a whole number of milliseconds, got %s", p.SlowCall)
+	case p.SlowCallThreshold < 0:
+		return fieldErr("slow_call_threshold", "must be at least 1, got %d", p.SlowCallThreshold)
+	case p.SlowCallThreshold > 0 && p.SlowCall == 0:
+		return fieldErr("slow_call_threshold", "needs slow_call (the latency above which a success is slow)")
+	case p.SlowCallThreshold > 0 && p.Mode == ModeWindow:
+		return fieldErr("slow_call_threshold", "applies in consecutive mode only; window mode uses slow_call_rate")
+	case p.SlowCallRate != 0 && !(p.SlowCallRate > 0 && p.SlowCallRate <= 1): // also rejects NaN
+		return fieldErr("slow_call_rate", "must be more than 0 and at most 1, got %g", p.SlowCallRate)
+	case p.SlowCallRate > 0 && p.SlowCall == 0:
+		return fieldErr("slow_call_rate", "needs slow_call (the latency above which a success is slow)")
+	case p.SlowCallRate > 0 && p.Mode != ModeWindow:
+		return fieldErr("slow_call_rate", "applies in window mode only; consecutive mode uses slow_call_threshold")
+	case p.SlowCall > 0 && p.Mode == ModeWindow && p.SlowCallRate == 0:
+		return fieldErr("slow_call", "needs slow_call_rate in window mode (the share of slow calls that trips)")
+	case p.SlowCall > 0 && p.Mode != ModeWindow && p.SlowCallThreshold == 0:
+		return fieldErr("slow_call", "needs slow_call_threshold in consecutive mode (the consecutive slow calls that trip)")
+	}
+	return nil
 }
 
 // Retention is how long a breaker's stored verdict outlives its last
@@ -200,6 +246,14 @@ func (p Policy) Fields() []string {
 			fmt.Sprintf("window: %s", p.Window),
 			fmt.Sprintf("failure_rate: %g", p.FailureRate),
 			fmt.Sprintf("min_calls: %d", p.MinCalls),
+		}
+	}
+	if p.SlowCall > 0 {
+		counting = append(counting, fmt.Sprintf("slow_call: %s", p.SlowCall))
+		if p.Mode == ModeWindow {
+			counting = append(counting, fmt.Sprintf("slow_call_rate: %g", p.SlowCallRate))
+		} else {
+			counting = append(counting, fmt.Sprintf("slow_call_threshold: %d", p.SlowCallThreshold))
 		}
 	}
 	out := append(counting,

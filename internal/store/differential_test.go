@@ -53,6 +53,8 @@ type dstep struct {
 	Mode       string  `json:"mode,omitempty"`
 	TTL        int64   `json:"ttl_ms,omitempty"`
 	Ms         int64   `json:"ms,omitempty"` // advance
+	// Latency is the call's latency (record), ms; 0 reads as 1500.
+	Latency int64 `json:"latency_ms,omitempty"`
 }
 
 func (s dstep) String() string {
@@ -60,8 +62,8 @@ func (s dstep) String() string {
 	case "allow":
 		return fmt.Sprintf("allow   b%d %s", s.Breaker, s.Worker)
 	case "record":
-		return fmt.Sprintf("record  b%d %s %s ticket=%s retry_after=%dms deadline=%dms credential_worked=%v u=%g",
-			s.Breaker, s.Worker, s.Outcome, s.Ticket, s.RetryAfter, s.Deadline, s.Credential, s.U)
+		return fmt.Sprintf("record  b%d %s %s ticket=%s retry_after=%dms deadline=%dms credential_worked=%v u=%g latency=%dms",
+			s.Breaker, s.Worker, s.Outcome, s.Ticket, s.RetryAfter, s.Deadline, s.Credential, s.U, s.latency())
 	case "force":
 		return fmt.Sprintf("force   b%d %s ttl=%dms", s.Breaker, s.Mode, s.TTL)
 	case "read":
@@ -71,6 +73,8 @@ func (s dstep) String() string {
 	}
 	return fmt.Sprintf("advance %dms", s.Ms)
 }
+
+func (s dstep) latency() int64 { return stdcmp.Or(s.Latency, 1500) }
 
 // dcase is a sequence with its policy.
 type dcase struct {
@@ -92,6 +96,11 @@ type dpolicy struct {
 	WindowMs    int64   `json:"window_ms,omitempty"`
 	FailureRate float64 `json:"failure_rate,omitempty"`
 	MinCalls    int     `json:"min_calls,omitempty"`
+	// Slow calls when SlowCallMs > 0: SlowCallThreshold in consecutive
+	// mode, SlowCallRate in window mode.
+	SlowCallMs        int64   `json:"slow_call_ms,omitempty"`
+	SlowCallThreshold int     `json:"slow_call_threshold,omitempty"`
+	SlowCallRate      float64 `json:"slow_call_rate,omitempty"`
 }
 
 func (p dpolicy) policy() policy.Policy {
@@ -105,6 +114,8 @@ func (p dpolicy) policy() policy.Policy {
 		pol.Mode, pol.Window = policy.ModeWindow, time.Duration(p.WindowMs)*time.Millisecond
 		pol.FailureRate, pol.MinCalls = p.FailureRate, p.MinCalls
 	}
+	pol.SlowCall = time.Duration(p.SlowCallMs) * time.Millisecond
+	pol.SlowCallThreshold, pol.SlowCallRate = p.SlowCallThreshold, p.SlowCallRate
 	return pol
 }
 
@@ -115,7 +126,9 @@ var (
 	// Boundaries of the policies below: cooldowns 10s..80s, probe 5s.
 	retryAfters = []int64{0, 0, 1, 2999, 3000, 3001, 9999, 10000, 10001, 60000, 79999, 80000, 80001, 200000}
 	deadlines   = []int64{0, 0, 3000, 5000, 10000}
-	advances    = []int64{1, 999, 1000, 4999, 5000, 5001, 9999, 10000, 10001, 19999, 20000, 40000, 60000, 80000, 80001}
+	// Boundaries of slow_call (2000ms when drawn).
+	latencies = []int64{1, 1500, 1999, 2000, 2001, 25000, 25000, 31000}
+	advances  = []int64{1, 999, 1000, 4999, 5000, 5001, 9999, 10000, 10001, 19999, 20000, 40000, 60000, 80000, 80001}
 )
 
 // genCase draws a sequence. On a real Redis (ttl false) the whole sequence
@@ -136,6 +149,14 @@ func genCase(t *rapid.T) dcase {
 		c.Policy.FailureRate = rapid.SampledFrom([]float64{0.25, 0.5, 0.75, 1}).Draw(t, "failure_rate")
 		c.Policy.MinCalls = rapid.IntRange(2, 5).Draw(t, "min_calls")
 	}
+	if rapid.Bool().Draw(t, "slow_calls") {
+		c.Policy.SlowCallMs = 2000
+		if c.Policy.WindowMs > 0 {
+			c.Policy.SlowCallRate = rapid.SampledFrom([]float64{0.25, 0.5, 1}).Draw(t, "slow_call_rate")
+		} else {
+			c.Policy.SlowCallThreshold = rapid.IntRange(1, 3).Draw(t, "slow_call_threshold")
+		}
+	}
 	workers := []string{"w1", "w2", "w3"}
 	n := rapid.IntRange(1, 60).Draw(t, "steps")
 	for range n {
@@ -150,7 +171,8 @@ func genCase(t *rapid.T) dcase {
 				RetryAfter: rapid.SampledFrom(retryAfters).Draw(t, "retry_after"),
 				Deadline:   rapid.SampledFrom(deadlines).Draw(t, "deadline"),
 				Credential: rapid.Bool().Draw(t, "credential_worked"),
-				U:          rapid.SampledFrom([]float64{0, 0.5, 0.999}).Draw(t, "u")}
+				U:          rapid.SampledFrom([]float64{0, 0.5, 0.999}).Draw(t, "u"),
+				Latency:    rapid.SampledFrom(latencies).Draw(t, "latency")}
 		case op < 80:
 			s = dstep{Op: "force", Mode: rapid.SampledFrom([]string{"open", "closed", "auto"}).Draw(t, "mode"),
 				TTL: rapid.SampledFrom([]int64{0, 0, 1000, 10000}).Draw(t, "ttl")}
@@ -301,7 +323,7 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 			}
 		case "record":
 			req := &pb.RecordRequest{Breaker: name, WorkerId: s.Worker, Outcome: pb.Outcome(pb.Outcome_value["OUTCOME_"+s.Outcome]),
-				RetryAfterMs: s.RetryAfter, DeadlineMs: s.Deadline, CredentialWorked: s.Credential, LatencyMs: 1500}
+				RetryAfterMs: s.RetryAfter, DeadlineMs: s.Deadline, CredentialWorked: s.Credential, LatencyMs: s.latency()}
 			cur := tickets[name+"/"+s.Worker]
 			switch s.Ticket {
 			case "current":
@@ -376,6 +398,9 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 			want := store.StateOf(breaker.Read(st, now), name, p)
 			w := breaker.WindowOf(st, params.WindowMs, now)
 			want.WindowCalls, want.WindowFailures = w.Calls, w.Fails
+			if params.WindowMs > 0 {
+				want.SlowCalls = w.Slow
+			}
 			if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
 				fatalf("Get(%q): Lua and machine differ (-machine +lua):\n%s", name, diff)
 			}

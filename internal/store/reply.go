@@ -103,5 +103,6 @@ func (r *reply) view(i int) breaker.View {
 		SuspectUntil: s.int(16),
 		Now:          s.int(17),
 		PauseUntil:   s.int(18),
+		Slow:         s.int(19),
 	}
 }

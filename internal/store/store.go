@@ -263,7 +263,8 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 		params.Rule.Threshold, params.Rule.MinWorkers, params.Rule.RateLimitTrips,
 		params.CooldownBase, params.CooldownCap, params.Jitter,
 		boolArg(c.CredentialWorked), params.PauseTTL,
-		params.WindowMs, params.FailureRate, params.MinCalls)
+		params.WindowMs, params.FailureRate, params.MinCalls,
+		c.Latency, params.SlowCallMs, params.SlowCallThreshold, params.SlowCallRate)
 	res, err := s.script(ctx, recordScript, keys(name), args)
 	if err != nil {
 		if s.failed(ctx, err) {
@@ -296,13 +297,21 @@ func RecordCall(req *pb.RecordRequest, p policy.Policy) (breaker.Call, error) {
 	if err != nil {
 		return breaker.Call{}, err
 	}
+	latency := time.Duration(req.GetLatencyMs()) * time.Millisecond
+	last := breaker.Describe(req.GetOutcome(), latency, retryAfter, deadline, req.GetMessage())
+	if ev == quorum.Healthy && p.SlowCall > 0 && latency > p.SlowCall {
+		// What a slow probe's failure reads as (a slow success on a
+		// half-open breaker is a failed probe).
+		last = "slow success: took " + breaker.Human(latency) + ", limit " + breaker.Human(p.SlowCall)
+	}
 	return breaker.Call{
 		Op:               breaker.OpRecord,
 		Actor:            req.GetWorkerId(),
 		Evidence:         ev,
 		Ticket:           breaker.Ticket{Gen: req.GetTicket().GetGeneration(), Lease: req.GetTicket().GetLeaseToken()},
 		RetryAfter:       min(retryAfter, p.CooldownCap).Milliseconds(),
-		Last:             breaker.Describe(req.GetOutcome(), time.Duration(req.GetLatencyMs())*time.Millisecond, retryAfter, deadline, req.GetMessage()),
+		Last:             last,
+		Latency:          req.GetLatencyMs(),
 		CredentialWorked: req.GetCredentialWorked(),
 	}, nil
 }
@@ -322,6 +331,10 @@ func ParamsOf(p policy.Policy, u float64) breaker.Params {
 		WindowMs:     windowMs(p),
 		FailureRate:  p.FailureRate,
 		MinCalls:     int64(p.MinCalls),
+
+		SlowCallMs:        p.SlowCall.Milliseconds(),
+		SlowCallThreshold: int64(p.SlowCallThreshold),
+		SlowCallRate:      p.SlowCallRate,
 	}
 }
 
@@ -330,6 +343,7 @@ func ParamsOf(p policy.Policy, u float64) breaker.Params {
 func stateOf(v breaker.View, name string, p policy.Policy) *pb.BreakerState {
 	st := v.Proto(name, p.Alternatives)
 	st.WindowMode = windowMs(p) > 0
+	st.SlowCallMs = p.SlowCall.Milliseconds()
 	return st
 }
 
@@ -425,8 +439,8 @@ func (s *Store) BatchGet(ctx context.Context, breakers []string) ([]*pb.BreakerS
 		}
 		r := reply{v: res}
 		out[i] = stateOf(r.view(0), breakers[i], policies[i])
-		if len(res) == 3 { // window mode: the window's calls and failures
-			out[i].WindowCalls, out[i].WindowFailures = r.int(1), r.int(2)
+		if len(res) == 4 { // window mode: the window's calls, failures and slow calls
+			out[i].WindowCalls, out[i].WindowFailures, out[i].SlowCalls = r.int(1), r.int(2), r.int(3)
 		}
 		if err := r.errOr(); err != nil {
 			return nil, fmt.Errorf("store: read %q: %w", breakers[i], err)

@@ -51,12 +51,17 @@
 --   suspect     the worker that alone failed past the threshold (closed
 --               only; cleared with the failure run)
 --   suspect_until ms: until when Allow denies the suspect worker
+--   slow        consecutive slow calls (slow_call; consecutive mode)
+--   slow_by     the slow run's distinct workers, sorted, joined by "\n"
+--   slow_lat    the last 16 slow latencies, ms, oldest first, joined by ","
+--               (breaker/slow.go; the reason's p50 comes from it)
 --
 -- Window hash fields (window mode; breaker.Window in Go): gen, the
 -- generation it belongs to (any other reads as empty: the window starts
 -- empty after every transition); c<bucket> calls and f<bucket> failures,
 -- bucket = floor(ms / bucket length); w:<worker> that worker's last
--- failing bucket.
+-- failing bucket; s<bucket> slow calls and v:<worker> that worker's last
+-- slow bucket (slow_call).
 --
 -- Time comes only from Redis TIME (or the tests' pin): no daemon's clock
 -- decides anything. Lease and force expiry are judged against that time,
@@ -92,10 +97,10 @@ end
 local FIELDS = { 'st', 'gen', 'fails', 'rl', 'last', 'opened', 'probe_at', 'cd', 'level', 'cause',
   'lease', 'lease_until', 'lease_by', 'lapser', 'lapses', 'noprobe', 'noprobe_until',
   'pause_until', 'pause_warn', 'force', 'force_reason', 'force_by', 'force_until', 'suspect',
-  'suspect_until' }
+  'suspect_until', 'slow', 'slow_by', 'slow_lat' }
 local NUMERIC = { gen = true, fails = true, rl = true, opened = true, probe_at = true,
   cd = true, level = true, lease_until = true, lapses = true, noprobe_until = true,
-  pause_until = true, pause_warn = true, force_until = true, suspect_until = true }
+  pause_until = true, pause_warn = true, force_until = true, suspect_until = true, slow = true }
 
 -- empty returns a fresh closed state at generation 0 (no key).
 local function empty()
@@ -134,6 +139,7 @@ local function fresh(s, unpin)
   s.opened, s.probe_at, s.cd, s.lease, s.lease_until, s.lease_by = 0, 0, 0, '', 0, ''
   s.lapser, s.lapses, s.noprobe, s.noprobe_until, s.pause_until, s.pause_warn = '', 0, '', 0, 0, 0
   s.suspect, s.suspect_until = '', 0
+  s.slow, s.slow_by, s.slow_lat = 0, '', ''
   if unpin then s.force, s.force_reason, s.force_by, s.force_until = '', '', '', 0 end
   redis.call('DEL', K_WORKERS, K_RL, K_PAUSE)
 end
@@ -242,7 +248,7 @@ local function snapshot(s)
   if s.st == 'half_open' and s.lease ~= '' and s.lease_until > now then in_flight = 1 end
   return { public(s), s.gen, s.fails, workers(s), s.rl, s.opened, s.probe_at, s.cd, s.cause,
     s.last, in_flight, s.level, s.force_by, s.force_reason, s.force_until, s.suspect,
-    s.suspect_until, now, s.pause_until }
+    s.suspect_until, now, s.pause_until, s.slow }
 end
 
 -- WINDOW_BUCKETS is how many buckets a window is kept in
@@ -254,7 +260,7 @@ local WINDOW_BUCKETS = 6
 -- worker's last bucket, without what fell out of the window; empty when
 -- the stored window belongs to another generation.
 local function win_load(gen, cur)
-  local w = { calls = {}, fails = {}, workers = {} }
+  local w = { calls = {}, fails = {}, workers = {}, slow = {}, sworkers = {} }
   local raw = redis.call('HGETALL', K_WIN)
   local f = {}
   for i = 1, #raw, 2 do f[raw[i]] = raw[i + 1] end
@@ -263,12 +269,16 @@ local function win_load(gen, cur)
   for k, v in pairs(f) do
     local n = tonumber(v)
     if n ~= nil and k ~= 'gen' then
-      if string.sub(k, 1, 2) == 'w:' then
+      local p2 = string.sub(k, 1, 2)
+      if p2 == 'w:' then
         if n >= first then w.workers[string.sub(k, 3)] = n end
+      elseif p2 == 'v:' then
+        if n >= first then w.sworkers[string.sub(k, 3)] = n end
       else
         local b = tonumber(string.sub(k, 2))
         if b ~= nil and b >= first then
-          if string.sub(k, 1, 1) == 'c' then w.calls[b] = n elseif string.sub(k, 1, 1) == 'f' then w.fails[b] = n end
+          local p1 = string.sub(k, 1, 1)
+          if p1 == 'c' then w.calls[b] = n elseif p1 == 'f' then w.fails[b] = n elseif p1 == 's' then w.slow[b] = n end
         end
       end
     end
@@ -276,15 +286,18 @@ local function win_load(gen, cur)
   return w
 end
 
--- win_totals returns a window's calls, failures and distinct failing
--- workers (a sorted list).
+-- win_totals returns a window's calls, failures, distinct failing workers
+-- (a sorted list), slow calls and distinct slow workers (sorted).
 local function win_totals(w)
-  local calls, fails, workers = 0, 0, {}
+  local calls, fails, workers, slow, sworkers = 0, 0, {}, 0, {}
   for _, n in pairs(w.calls) do calls = calls + n end
   for _, n in pairs(w.fails) do fails = fails + n end
+  for _, n in pairs(w.slow) do slow = slow + n end
   for k in pairs(w.workers) do workers[#workers + 1] = k end
+  for k in pairs(w.sworkers) do sworkers[#sworkers + 1] = k end
   table.sort(workers)
-  return calls, fails, workers
+  table.sort(sworkers)
+  return calls, fails, workers, slow, sworkers
 end
 
 -- win_bucket is the bucket holding the current time for a window of

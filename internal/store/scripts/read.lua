@@ -4,10 +4,10 @@
 -- Runs after lib.lua (KEYS and ARGV[1..7] as documented there).
 --
 -- ARGV[8] -> window, ms: 0 for consecutive mode; else window mode, and
---            the reply adds the window's calls and failures
+--            the reply adds the window's calls, failures and slow calls
 --
--- Returns {snapshot}, or {snapshot, window calls, window failures} in
--- window mode.
+-- Returns {snapshot}, or {snapshot, window calls, window failures, window
+-- slow calls} in window mode.
 
 local WINDOW_MS = tonumber(ARGV[8]) or 0
 
@@ -17,8 +17,8 @@ local s = load()
 -- generation: a read never writes, so a lapsed pin's window still reads).
 local function reply(snap)
   if WINDOW_MS <= 0 then return { snap } end
-  local calls, fails = win_totals(win_load(s.gen, win_bucket(WINDOW_MS)))
-  return { snap, calls, fails }
+  local calls, fails, _, slow = win_totals(win_load(s.gen, win_bucket(WINDOW_MS)))
+  return { snap, calls, fails, slow }
 end
 local pin_lapsed = s.force ~= '' and s.force_until > 0 and clock() >= s.force_until
 local pause_lapsed = s.force == '' and s.st == 'paused' and s.pause_until > 0 and clock() >= s.pause_until

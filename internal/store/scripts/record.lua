@@ -26,6 +26,13 @@
 --             failure rate over the window decides; breaker/window.go)
 -- ARGV[22] -> failure rate in (0, 1] at or above which a window trips
 -- ARGV[23] -> min calls: calls a window must hold before its rate counts
+-- ARGV[24] -> latency, ms: how long the call took, as its worker measured it
+-- ARGV[25] -> slow call, ms: a success with a latency above it is slow
+--             (breaker/slow.go); 0 counts no slow calls
+-- ARGV[26] -> slow call threshold: consecutive slow calls that trip
+--             (consecutive mode; 0: never)
+-- ARGV[27] -> slow call rate in (0, 1]: the share of a window's calls that
+--             must be slow for it to trip (window mode; 0: never)
 --
 -- Returns {counted (0|1), note, snapshot}; note is a breaker.Note code.
 -- Publishes (never logs) a run notice, run_started or run_ended, when a
@@ -60,6 +67,12 @@ local PAUSE_TTL = tonumber(ARGV[20])
 local WINDOW_MS = tonumber(ARGV[21]) or 0
 local FAILURE_RATE = tonumber(ARGV[22]) or 1
 local MIN_CALLS = tonumber(ARGV[23]) or 0
+local LATENCY = tonumber(ARGV[24]) or 0
+local SLOW_CALL = tonumber(ARGV[25]) or 0
+local SLOW_THRESHOLD = tonumber(ARGV[26]) or 0
+local SLOW_RATE = tonumber(ARGV[27]) or 0
+-- SLOW: this outcome is a slow success (breaker.step.slow).
+local SLOW = SLOW_CALL > 0 and EVIDENCE == 'S' and LATENCY > SLOW_CALL
 
 local s = load()
 local dirty = expire_force(s)
@@ -68,7 +81,7 @@ local ev = EVIDENCE
 
 -- run_open: a success on s would change it (breaker.State.RunOpen).
 local function run_open()
-  return s.st == 'closed' and (s.fails > 0 or s.rl > 0 or s.suspect ~= '')
+  return s.st == 'closed' and (s.fails > 0 or s.rl > 0 or s.slow > 0 or s.suspect ~= '')
 end
 local RUN_WAS, GEN_WAS, ST_WAS = run_open(), s.gen, s.st
 
@@ -110,9 +123,46 @@ local function open(from, level, cd, cause)
   s.opened, s.probe_at = clock(), clock() + cd
   s.lease, s.lease_until, s.lease_by = '', 0, ''
   s.suspect, s.suspect_until = '', 0
+  s.slow, s.slow_by, s.slow_lat = 0, '', ''
   s.gen = s.gen + 1
   dirty = true
   emit(s, 'transition', from, 'open', cause, clock())
+end
+
+-- push_sample appends this call's latency to the slow sample, keeping
+-- the last 16 (breaker.pushSample, breaker.SlowSample).
+local function push_sample()
+  local lat = {}
+  for v in string.gmatch(s.slow_lat, '[^,]+') do lat[#lat + 1] = v end
+  lat[#lat + 1] = tostring(LATENCY)
+  while #lat > 16 do table.remove(lat, 1) end
+  s.slow_lat = table.concat(lat, ',')
+end
+
+-- slow_trip judges slow calls that reached their limit (breaker.slowTrip):
+-- open with MIN_WORKERS distinct workers behind them, else flag the one
+-- worker behind them all. s.last holds the measure (breaker.SlowMeasure).
+local function slow_trip(slow, calls, sworkers)
+  local lat = {}
+  for v in string.gmatch(s.slow_lat, '[^,]+') do lat[#lat + 1] = tonumber(v) end
+  table.sort(lat)
+  local p50 = 0
+  if #lat > 0 then p50 = lat[math.floor((#lat - 1) / 2) + 1] end
+  local last = 'slow:' .. tostring(slow) .. ':' .. tostring(calls) .. ':' .. tostring(p50) .. ':' ..
+    tostring(#lat) .. ':' .. tostring(SLOW_CALL)
+  if #sworkers >= MIN_WORKERS then
+    s.fails, s.last = slow, last
+    redis.call('DEL', K_WORKERS)
+    redis.call('SADD', K_WORKERS, unpack(sworkers))
+    open('closed', 0, cooldown(0, RETRY_AFTER), 'slow')
+  elseif #sworkers == 1 then
+    s.last, s.cause = last, 'slow_suspect'
+    s.suspect_until = clock() + cooldown(0, 0)
+    if s.suspect ~= ACTOR then
+      s.suspect = ACTOR
+      emit(s, 'suspect_worker', 'closed', 'closed', 'slow_suspect', clock())
+    end
+  end
 end
 
 if s.force == '' and s.st == 'paused' then
@@ -189,13 +239,13 @@ if s.force == '' and s.st == 'half_open' then
   if s.lapser == s.lease_by then -- the holder settled: its run of lapses ends
     s.lapser, s.lapses = '', 0
   end
-  if ev == 'S' then
+  if ev == 'S' and not SLOW then
     fresh(s)
     s.gen = s.gen + 1
     emit(s, 'transition', 'half_open', 'closed', 'probe_succeeded', clock())
     return reply(1)
   end
-  if ev == 'F' or ev == 'R' then
+  if ev == 'F' or ev == 'R' or ev == 'S' then -- a failure, or a slow success
     s.last = LAST
     open('half_open', s.level + 1, cooldown(s.level + 1, RETRY_AFTER), 'probe_failed')
     if s.level == 2 then
@@ -221,6 +271,7 @@ local function window_record()
     if ev == 'T' then return reply(0, 'throttled') end
     return reply(0, 'neutral')
   end
+  local slow = not failed and SLOW
   local cur = win_bucket(WINDOW_MS)
   local w = win_load(s.gen, cur)
   w.calls[cur] = (w.calls[cur] or 0) + 1
@@ -228,13 +279,29 @@ local function window_record()
     w.fails[cur] = (w.fails[cur] or 0) + 1
     w.workers[ACTOR] = cur
   end
+  if slow then
+    w.slow[cur] = (w.slow[cur] or 0) + 1
+    w.sworkers[ACTOR] = cur
+  end
   local fields = { 'gen', tostring(s.gen) }
   for b, n in pairs(w.calls) do fields[#fields + 1] = 'c' .. b; fields[#fields + 1] = tostring(n) end
   for b, n in pairs(w.fails) do fields[#fields + 1] = 'f' .. b; fields[#fields + 1] = tostring(n) end
   for k, b in pairs(w.workers) do fields[#fields + 1] = 'w:' .. k; fields[#fields + 1] = tostring(b) end
+  for b, n in pairs(w.slow) do fields[#fields + 1] = 's' .. b; fields[#fields + 1] = tostring(n) end
+  for k, b in pairs(w.sworkers) do fields[#fields + 1] = 'v:' .. k; fields[#fields + 1] = tostring(b) end
   redis.call('DEL', K_WIN)
   redis.call('HSET', K_WIN, unpack(fields))
   redis.call('PEXPIRE', K_WIN, WINDOW_MS)
+  if slow then
+    push_sample()
+    dirty = true
+    if s.force == 'closed' or SLOW_RATE <= 0 then return reply(1) end
+    local calls, _, _, nslow, sworkers = win_totals(w)
+    if calls >= MIN_CALLS and nslow >= SLOW_RATE * calls then
+      slow_trip(nslow, calls, sworkers)
+    end
+    return reply(1)
+  end
   if not failed then return reply(1) end
   s.last = LAST
   dirty = true
@@ -263,12 +330,39 @@ end
 if WINDOW_MS > 0 then
   return window_record()
 end
+if SLOW then
+  -- A slow success ends the failure run and extends the slow run
+  -- (breaker.step.slowRecord).
+  s.fails, s.rl, s.last = 0, 0, ''
+  if s.cause ~= 'slow_suspect' then s.suspect, s.suspect_until = '', 0 end
+  redis.call('DEL', K_WORKERS, K_RL, K_PAUSE)
+  s.slow = s.slow + 1
+  local by = {}
+  local seen = false
+  for v in string.gmatch(s.slow_by, '[^\n]+') do
+    by[#by + 1] = v
+    if v == ACTOR then seen = true end
+  end
+  if not seen then
+    by[#by + 1] = ACTOR
+    table.sort(by)
+  end
+  s.slow_by = table.concat(by, '\n')
+  push_sample()
+  dirty = true
+  if s.force ~= 'closed' and SLOW_THRESHOLD > 0 and s.slow >= SLOW_THRESHOLD then
+    slow_trip(s.slow, 0, by)
+  end
+  return reply(1)
+end
 if ev == 'S' then
   -- (a closed breaker with pause votes always has a suspect: the lone
   -- voter, or a worker failing alone after it; so no SCARD is needed)
-  if s.fails > 0 or s.rl > 0 or s.suspect ~= '' then
+  if s.fails > 0 or s.rl > 0 or s.suspect ~= '' or s.slow > 0 then
     s.fails, s.rl, s.last = 0, 0, ''
     s.suspect, s.suspect_until = '', 0
+    s.slow, s.slow_by, s.slow_lat = 0, '', ''
+    if s.cause == 'slow_suspect' then s.cause = '' end
     redis.call('DEL', K_WORKERS, K_RL, K_PAUSE)
     dirty = true
   end
@@ -309,6 +403,7 @@ elseif s.fails >= THRESHOLD and n >= MIN_WORKERS then
   open('closed', 0, cooldown(0, RETRY_AFTER), 'trip')
 elseif s.fails >= THRESHOLD and n == 1 then
   s.suspect_until = clock() + cooldown(0, 0)
+  if s.cause == 'slow_suspect' then s.cause = '' end -- the failure run's suspect now
   if s.suspect ~= ACTOR then
     s.suspect = ACTOR
     emit(s, 'suspect_worker', 'closed', 'closed', 'suspect', clock())

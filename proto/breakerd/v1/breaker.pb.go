@@ -537,7 +537,16 @@ type BreakerState struct {
 	// The breaker's policy counts in window mode: every outcome, successes
 	// included, moves its failure rate, so a fast-mode client sends every
 	// success on it (it skips only successes that change nothing).
-	WindowMode    bool `protobuf:"varint,42,opt,name=window_mode,json=windowMode,proto3" json:"window_mode,omitempty"`
+	WindowMode bool `protobuf:"varint,42,opt,name=window_mode,json=windowMode,proto3" json:"window_mode,omitempty"`
+	// Slow calls (a policy's slow_call), in Get, BatchGet and List: in
+	// consecutive mode the slow run (consecutive successes that took longer
+	// than slow_call_ms, since the last fast success or transition); in
+	// window mode the slow calls among window_calls. 0 otherwise.
+	SlowCalls int64 `protobuf:"varint,43,opt,name=slow_calls,json=slowCalls,proto3" json:"slow_calls,omitempty"`
+	// The breaker's policy counts slow calls: a success that took longer
+	// than this many ms (RecordRequest.latency_ms) is slow. 0: slow calls
+	// are not counted. A fast-mode client sends every slow success.
+	SlowCallMs    int64 `protobuf:"varint,44,opt,name=slow_call_ms,json=slowCallMs,proto3" json:"slow_call_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -719,6 +728,20 @@ func (x *BreakerState) GetWindowMode() bool {
 	return false
 }
 
+func (x *BreakerState) GetSlowCalls() int64 {
+	if x != nil {
+		return x.SlowCalls
+	}
+	return 0
+}
+
+func (x *BreakerState) GetSlowCallMs() int64 {
+	if x != nil {
+		return x.SlowCallMs
+	}
+	return 0
+}
+
 type AllowRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The dependency's name: non-empty, at most 256 bytes, printable.
@@ -877,7 +900,9 @@ type RecordRequest struct {
 	// With OUTCOME_RATE_LIMITED: the caller's remaining deadline. 0 means
 	// no time left, so any Retry-After exceeds it. At most 7 days.
 	DeadlineMs int64 `protobuf:"varint,6,opt,name=deadline_ms,json=deadlineMs,proto3" json:"deadline_ms,omitempty"`
-	// How long the call took, retries included. At most 7 days.
+	// How long the call took, retries included, ms, as the worker measured
+	// it. At most 7 days. Under a policy with slow_call, a SUCCESS with a
+	// latency above it is a slow call (exactly at it is not).
 	LatencyMs int64 `protobuf:"varint,7,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
 	// A short plain-words description of the failure ("HTTP 503"). Never a
 	// tool payload or a secret. Control characters become spaces; at most
@@ -1933,7 +1958,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"generation\x18\x01 \x01(\x03R\n" +
 	"generation\x12\x1f\n" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +
-	"leaseToken\"\xee\x05\n" +
+	"leaseToken\"\xaf\x06\n" +
 	"\fBreakerState\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12(\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x12.breakerd.v1.StateR\x05state\x12\x1e\n" +
@@ -1961,7 +1986,11 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\fwindow_calls\x18( \x01(\x03R\vwindowCalls\x12'\n" +
 	"\x0fwindow_failures\x18) \x01(\x03R\x0ewindowFailures\x12\x1f\n" +
 	"\vwindow_mode\x18* \x01(\bR\n" +
-	"windowMode\"E\n" +
+	"windowMode\x12\x1d\n" +
+	"\n" +
+	"slow_calls\x18+ \x01(\x03R\tslowCalls\x12 \n" +
+	"\fslow_call_ms\x18, \x01(\x03R\n" +
+	"slowCallMs\"E\n" +
 	"\fAllowRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\"\xfa\x01\n" +
