@@ -207,3 +207,45 @@ func TestFieldsShowWhatApplies(t *testing.T) {
 		}
 	}
 }
+
+func TestParseSlowCalls(t *testing.T) {
+	s, err := Parse([]byte("defaults:\n  slow_call: 2s\n  slow_call_threshold: 5\n" +
+		"breakers:\n  - match: \"search-vendor:*\"\n    mode: window\n    slow_call_threshold: 0\n    slow_call_rate: 0.5\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	want.SlowCall, want.SlowCallThreshold = 2*time.Second, 5
+	if diff := cmp.Diff(want, s.For("web")); diff != "" {
+		t.Errorf("consecutive (-want +got):\n%s", diff)
+	}
+	want.Mode, want.SlowCallThreshold, want.SlowCallRate = ModeWindow, 0, 0.5
+	if diff := cmp.Diff(want, s.For("search-vendor:web")); diff != "" {
+		t.Errorf("window (-want +got):\n%s", diff)
+	}
+	if got := strings.Join(s.For("web").Fields(), "\n"); !strings.Contains(got, "slow_call: 2s\nslow_call_threshold: 5") {
+		t.Errorf("Fields() lacks the slow-call fields:\n%s", got)
+	}
+}
+
+func TestParseSlowCallErrorsNameTheField(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"defaults:\n  slow_call_threshold: 3\n", "defaults.slow_call_threshold: needs slow_call"},
+		{"defaults:\n  mode: window\n  slow_call_rate: 0.5\n", "defaults.slow_call_rate: needs slow_call"},
+		{"defaults:\n  slow_call: 2s\n", "defaults.slow_call: needs slow_call_threshold in consecutive mode"},
+		{"defaults:\n  mode: window\n  slow_call: 2s\n", "defaults.slow_call: needs slow_call_rate in window mode"},
+		{"defaults:\n  slow_call: -1s\n  slow_call_threshold: 3\n", "defaults.slow_call: must be between 0 (off) and"},
+		{"defaults:\n  slow_call: 1500us\n  slow_call_threshold: 3\n", "defaults.slow_call: must be a whole number of milliseconds"},
+		{"defaults:\n  slow_call: 2s\n  slow_call_threshold: -1\n", "defaults.slow_call_threshold: must be at least 1"},
+		{"defaults:\n  slow_call: 2s\n  slow_call_threshold: 3\n  slow_call_rate: 0.5\n", "defaults.slow_call_rate: applies in window mode only"},
+		{"defaults:\n  mode: window\n  slow_call: 2s\n  slow_call_rate: 0.5\n  slow_call_threshold: 3\n", "defaults.slow_call_threshold: applies in consecutive mode only"},
+		{"defaults:\n  mode: window\n  slow_call: 2s\n  slow_call_rate: 1.5\n", "defaults.slow_call_rate: must be more than 0 and at most 1"},
+		{"defaults:\n  mode: window\n  slow_call: 2s\n  slow_call_rate: .nan\n", "defaults.slow_call_rate"},
+		{"breakers:\n  - match: a\n    slow_call: soon\n", `"soon" is not a duration`},
+	} {
+		_, err := Parse([]byte(tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(%q) = %v, want an error containing %q", tc.yaml, err, tc.want)
+		}
+	}
+}
