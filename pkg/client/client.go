@@ -828,7 +828,7 @@ func (c *Client) Call(ctx context.Context, breaker string, fn func(ctx context.C
 			}
 		}()
 	}
-	start := time.Now()
+	start := c.o.clock.Now()
 	callErr := fn(ctx)
 	if callErr != nil && callerCanceled(ctx) {
 		// The caller gave up, however fn words it: nothing is counted, and
@@ -839,7 +839,7 @@ func (c *Client) Call(ctx context.Context, breaker string, fn func(ctx context.C
 	if !ok {
 		return callErr
 	}
-	r.Latency = time.Since(start)
+	r.Latency = c.o.clock.Now().Sub(start) // the client's clock (WithClock)
 	settled = true
 	if _, err := record(r); err != nil {
 		return errors.Join(callErr, fmt.Errorf("client: record %s: %w", breaker, err))

@@ -60,6 +60,9 @@ type entry struct {
 	// window: the breaker counts in window mode, where every success
 	// moves the failure rate: none is skipped.
 	window bool
+	// slowMs: the policy's slow_call, ms (0: none); a success that took
+	// longer is a slow call, which breakerd must count: never skipped.
+	slowMs int64
 	// until: for a denial (open, forced open, paused, a probe in flight,
 	// this worker a suspect), when it may end, on the client's clock; zero
 	// for forced open and paused means until an event says otherwise.
@@ -164,7 +167,8 @@ func (v *view) names() []string {
 // answered, and its retry_after) into an entry, its times moved from the
 // Redis clock to the client's (now).
 func entryOf(s *pb.BreakerState, worker string, d pb.Decision, retry time.Duration, now time.Time) *entry {
-	e := &entry{state: s.GetState(), gen: s.GetGeneration(), st: s, reason: s.GetReason(), window: s.GetWindowMode()}
+	e := &entry{state: s.GetState(), gen: s.GetGeneration(), st: s, reason: s.GetReason(), window: s.GetWindowMode(),
+		slowMs: s.GetSlowCallMs()}
 	if e.state == pb.State_STATE_UNSPECIFIED {
 		e.state = pb.State_STATE_CLOSED
 	}
@@ -176,7 +180,7 @@ func entryOf(s *pb.BreakerState, worker string, d pb.Decision, retry time.Durati
 	}
 	switch e.state {
 	case pb.State_STATE_CLOSED:
-		e.run = s.GetFailures() > 0 || s.GetSuspectWorker() != ""
+		e.run = s.GetFailures() > 0 || s.GetSlowCalls() > 0 || s.GetSuspectWorker() != ""
 		if s.GetSuspectWorker() == worker && s.GetSuspectUntilMs() > s.GetAsOfMs() {
 			e.decision, e.until = pb.Decision_DECISION_DENIED_SUSPECT_WORKER, at(s.GetSuspectUntilMs())
 		}
@@ -287,7 +291,7 @@ func (c *Client) onEvent(e *pb.Event) {
 			if old == nil || old.gen > e.GetGeneration() {
 				return old // not a breaker this client uses; or a later transition already told more
 			}
-			n := &entry{state: pb.State_STATE_CLOSED, gen: e.GetGeneration(), run: run, st: old.st, window: old.window}
+			n := &entry{state: pb.State_STATE_CLOSED, gen: e.GetGeneration(), run: run, st: old.st, window: old.window, slowMs: old.slowMs}
 			if old.gen == e.GetGeneration() && old.state == pb.State_STATE_CLOSED {
 				cp := *old
 				cp.run = run
@@ -312,12 +316,12 @@ func (c *Client) onEvent(e *pb.Event) {
 		c.view.set(name, nil) // not a breaker this client uses: only fence a learn in flight
 		return
 	}
-	n := &entry{state: e.GetTo(), gen: e.GetGeneration(), reason: e.GetReason(), window: old.window}
+	n := &entry{state: e.GetTo(), gen: e.GetGeneration(), reason: e.GetReason(), window: old.window, slowMs: old.slowMs}
 	// The snapshot a denial carries, as far as the event says; the
 	// alternatives come from the policy, unchanged by a transition.
 	n.st = &pb.BreakerState{Breaker: name, State: e.GetTo(), Generation: e.GetGeneration(), Failures: e.GetFailures(),
 		DistinctWorkers: e.GetDistinctWorkers(), CooldownMs: e.GetCooldownMs(), Reason: e.GetReason()}
-	n.st.Alternatives, n.st.WindowMode = old.st.GetAlternatives(), old.window
+	n.st.Alternatives, n.st.WindowMode, n.st.SlowCallMs = old.st.GetAlternatives(), old.window, old.slowMs
 	if n.state == pb.State_STATE_OPEN {
 		n.st.OpenedAtMs, n.st.NextProbeAtMs, n.st.AsOfMs = e.GetAtMs(), e.GetAtMs()+e.GetCooldownMs(), e.GetAtMs()
 	}
@@ -494,7 +498,11 @@ func (c *Client) fastRecord(p *Permit, r Result) *pb.RecordResponse {
 	}
 	probe := p.Ticket.GetLeaseToken() != ""
 	success := r.Outcome == pb.Outcome_OUTCOME_SUCCESS && !probe
-	if success && c.view.live.Load() {
+	// A slow success (the view's slow_call_ms, compared in whole ms as
+	// breakerd does) extends a slow run: sent, like a failure.
+	e := c.view.get(p.Breaker)
+	slow := success && e != nil && e.slowMs > 0 && limits.ClampMs(r.Latency.Milliseconds()) > e.slowMs
+	if success && !slow && c.view.live.Load() {
 		if e := c.view.get(p.Breaker); e != nil && !e.run && !e.window && (e.state == pb.State_STATE_CLOSED ||
 			e.state == pb.State_STATE_FORCED_CLOSED) && e.gen >= p.Ticket.GetGeneration() {
 			// Closed with no run, not counting in window mode (or the
@@ -503,9 +511,10 @@ func (c *Client) fastRecord(p *Permit, r Result) *pb.RecordResponse {
 			return &pb.RecordResponse{Note: "not sent: the breaker is closed with no failure run (fast mode)"}
 		}
 	}
-	if !success && !probe && r.Outcome != pb.Outcome_OUTCOME_CANCELED {
-		// This worker's own failure starts or extends a run: its next
-		// successes must reach breakerd, before any notice comes back.
+	if (!success || slow) && !probe && r.Outcome != pb.Outcome_OUTCOME_CANCELED {
+		// This worker's own failure (or slow success) starts or extends a
+		// run: its next successes must reach breakerd, before any notice
+		// comes back.
 		c.view.update(p.Breaker, func(old *entry) *entry {
 			if old == nil || old.state != pb.State_STATE_CLOSED || old.gen != p.Ticket.GetGeneration() {
 				return old

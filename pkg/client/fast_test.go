@@ -40,7 +40,8 @@ func known(t *testing.T, d *daemontest.Daemon, c *Client, name string) {
 		}
 		e := c.view.get(name)
 		return e != nil && e.gen == st.GetGeneration() && e.state == st.GetState() &&
-			(st.GetState() != pb.State_STATE_CLOSED || e.run == (st.GetFailures() > 0 || st.GetSuspectWorker() != ""))
+			(st.GetState() != pb.State_STATE_CLOSED ||
+				e.run == (st.GetFailures() > 0 || st.GetSuspectWorker() != "" || st.GetSlowCalls() > 0))
 	})
 }
 
@@ -446,6 +447,72 @@ func TestFastFencedFirstAnswerIsReadAgain(t *testing.T) {
 		}
 		if n := d.Calls.Get("BatchGet") - gets; n != 0 {
 			t.Errorf("an answer fenced by an applied event cost %d BatchGet RPCs, want 0", n)
+		}
+	})
+}
+
+// TestFastSendsSlowSuccesses: with the policy's slow_call, a success that
+// took longer (on the client's clock) is sent even while the view shows
+// the breaker closed with no run, and the fast successes after it are
+// sent until the slow run has ended; then they are skipped again.
+func TestFastSendsSlowSuccesses(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		p := policy.Default()
+		p.Jitter, p.MinWorkers, p.SlowCall, p.SlowCallThreshold = 0, 2, 2*time.Second, 3
+		d := start(t, b, store.Options{Policies: policy.NewSet(p)})
+		clk := newFakeClock()
+		w1 := fastDial(t, d.Addr, "w1", clk)
+		w2 := fastDial(t, d.Addr, "w2", clk)
+		name := b.Breaker("search")
+		ctx := context.Background()
+		ok := func(context.Context) error { return nil }
+		atLimit := func(context.Context) error { clk.Advance(2 * time.Second); return nil }
+		slow := func(context.Context) error { clk.Advance(25 * time.Second); return nil }
+		call := func(c *Client, fn func(context.Context) error) {
+			t.Helper()
+			if err := c.Call(ctx, name, fn); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		call(w1, ok)
+		call(w2, ok)
+		known(t, d, w1, name)
+		known(t, d, w2, name)
+		if e := w1.view.get(name); e == nil || e.slowMs != 2000 {
+			t.Fatalf("the view of a breaker with slow_call 2s: %+v, want slowMs 2000", e)
+		}
+		// Successes skipped from here on, beyond those before.
+		base := w1.Stats().SuccessesSkipped
+		skipped := func() int64 { return w1.Stats().SuccessesSkipped - base }
+		call(w1, atLimit) // exactly at slow_call: not slow, skipped
+		if got := skipped(); got != 1 {
+			t.Fatalf("SuccessesSkipped = %d after a success at slow_call, want 1", got)
+		}
+		call(w1, slow)
+		if got := skipped(); got != 1 {
+			t.Errorf("SuccessesSkipped = %d after a slow success, want still 1 (sent)", got)
+		}
+		if st := state(t, d, name); st.GetSlowCalls() != 1 {
+			t.Fatalf("slow_calls at breakerd = %d, want 1", st.GetSlowCalls())
+		}
+		call(w1, ok) // ends the slow run: sent
+		if st := state(t, d, name); st.GetSlowCalls() != 0 || skipped() != 1 {
+			t.Fatalf("after a fast success: slow_calls %d, skipped %d; want 0 and 1", st.GetSlowCalls(), skipped())
+		}
+		known(t, d, w1, name)
+		call(w1, ok) // no run again: skipped
+		if got := skipped(); got != 2 {
+			t.Errorf("SuccessesSkipped = %d once the slow run ended, want 2", got)
+		}
+		// 3 slow calls from 2 workers trip the breaker.
+		call(w1, slow)
+		call(w2, slow)
+		call(w1, slow)
+		if st := state(t, d, name); st.GetState() != pb.State_STATE_OPEN {
+			t.Errorf("after 3 slow calls from 2 workers: %v (slow_calls %d), want OPEN", st.GetState(), st.GetSlowCalls())
 		}
 	})
 }
