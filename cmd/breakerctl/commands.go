@@ -149,7 +149,7 @@ shown as closed.`,
 			if n := len(evs.GetEvents()); n > 0 {
 				last = evs.GetEvents()[n-1]
 			}
-			if last == nil && s.GetGeneration() == 0 && s.GetFailures() == 0 && s.GetWindowCalls() == 0 && s.GetState() == pb.State_STATE_CLOSED {
+			if last == nil && s.GetGeneration() == 0 && s.GetFailures() == 0 && s.GetWindowCalls() == 0 && s.GetSlowCalls() == 0 && s.GetState() == pb.State_STATE_CLOSED {
 				return &exitError{code: exitUnknown, msg: fmt.Sprintf("unknown breaker %q: no stored state and no event history", name)}
 			}
 			if c.json {
@@ -186,6 +186,9 @@ func printStatus(w io.Writer, s *pb.BreakerState, last *pb.Event) error {
 	row("failed probes", fmt.Sprint(s.GetFailedProbes()))
 	if n := s.GetWindowCalls(); n > 0 { // window mode
 		row("window", fmt.Sprintf("%d calls, %d failed (%d%%)", n, s.GetWindowFailures(), s.GetWindowFailures()*100/n))
+	}
+	if lim := s.GetSlowCallMs(); lim > 0 { // the policy counts slow calls
+		row("slow calls", fmt.Sprintf("%d slower than %s", s.GetSlowCalls(), dur(lim)))
 	}
 	reason := s.GetReason()
 	if reason == "" && last != nil {

@@ -533,3 +533,35 @@ func TestStatusShowsTheWindow(t *testing.T) {
 		}
 	})
 }
+
+func TestStatusShowsTheSlowRun(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		p := policy.Default()
+		p.SlowCall, p.SlowCallThreshold = 2*time.Second, 5
+		d := daemontest.Start(t, b, store.Options{Rand: func() float64 { return 0 }, Policies: policy.NewSet(p)})
+		name := b.Breaker("vendor")
+		ctx := context.Background()
+		c, err := client.Dial(d.Addr, client.WithWorkerID("w1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		for _, ms := range []int64{25000, 2000, 25000} { // slow, fast (exactly at the limit), slow
+			a, err := c.API().Allow(ctx, &pb.AllowRequest{Breaker: name, WorkerId: "w1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.API().Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: "w1", Ticket: a.Ticket,
+				Outcome: pb.Outcome_OUTCOME_SUCCESS, LatencyMs: ms}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		env := at(d)
+		if st := must(t, env, "status", name).stdout; !strings.Contains(st, "slow calls:") || !strings.Contains(st, "1 slower than 2s") {
+			t.Errorf("status %s lacks the slow run of 1:\n%s", name, st)
+		}
+		if js := decode[stateView](t, must(t, env, "status", name, "--json").stdout); js.SlowCalls != 1 || js.SlowCallMs != 2000 {
+			t.Errorf("status --json = %d slow calls, slow_call_ms %d; want 1 and 2000", js.SlowCalls, js.SlowCallMs)
+		}
+	})
+}

@@ -34,6 +34,8 @@ type stateView struct {
 	SuspectUntilMs  int64      `json:"suspect_until_ms,omitempty"`
 	WindowCalls     int64      `json:"window_calls,omitempty"`
 	WindowFailures  int64      `json:"window_failures,omitempty"`
+	SlowCalls       int64      `json:"slow_calls,omitempty"`
+	SlowCallMs      int64      `json:"slow_call_ms,omitempty"`
 	LastEvent       *eventView `json:"last_event,omitempty"`
 }
 
@@ -72,6 +74,7 @@ func viewState(s *pb.BreakerState) stateView {
 		ForcedBy: s.GetForcedBy(), ForcedUntilMs: s.GetForcedUntilMs(), Alternatives: alts, AsOfMs: s.GetAsOfMs(),
 		SuspectWorker: s.GetSuspectWorker(), SuspectUntilMs: s.GetSuspectUntilMs(),
 		WindowCalls: s.GetWindowCalls(), WindowFailures: s.GetWindowFailures(),
+		SlowCalls: s.GetSlowCalls(), SlowCallMs: s.GetSlowCallMs(),
 	}
 }
 
