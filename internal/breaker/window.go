@@ -30,6 +30,8 @@ import (
 //   - the window belongs to a generation: after any transition (every
 //     transition bumps it) the window starts empty.
 //   - rate_limit_trips and threshold do not apply.
+//   - slow calls (slow_call, slow_call_rate) are a rate of their own over
+//     the same window: slow.go.
 //
 // Window mode writes on every call: a healthy breaker holds its window's
 // key (brk:{name}:win), unlike consecutive mode.

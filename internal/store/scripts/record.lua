@@ -46,6 +46,9 @@
 --                   all came from ACTOR: ACTOR is denied for one trip
 --                   cooldown after each of its failures while the fleet
 --                   stays closed. Once per failure run.
+--                   The slow calls past slow_call_threshold (or
+--                   slow_call_rate) all from ACTOR: the same, cause
+--                   slow_suspect (slow_trip).
 --   credential_revoked on U. With ARGV[19] = 1, no pin and a current
 --                   ticket, ACTOR votes to pause: min workers distinct
 --                   votes pause the breaker (st = paused) for the pause
