@@ -475,22 +475,12 @@ func run(ctx context.Context, o Options, w io.Writer) (map[string]row, error) {
 	}
 	e := &env{}
 	defer e.close()
-	redisAddr := o.RedisAddr
-	owned := redisAddr == ""
-	if owned {
-		s, err := startRedis(ctx, o.RedisServer)
-		if err != nil {
-			return nil, err
-		}
-		e.closers = append(e.closers, s.stop)
-		redisAddr = s.addr
-	}
-	e.rdb = redis.NewClient(&redis.Options{Addr: redisAddr})
-	e.closers = append(e.closers, func() { _ = e.rdb.Close() })
-	version, err := redisVersion(ctx, e.rdb)
+	r, err := useRedis(ctx, o.RedisAddr, o.RedisServer, &e.closers)
 	if err != nil {
 		return nil, err
 	}
+	e.rdb = r.rdb
+	redisAddr, owned, version := r.addr, r.owned, r.version
 	prefix := fmt.Sprintf("bench-%08x/", rand.Uint32())
 	main, err := e.newTarget(ctx, redisAddr, prefix, o.Executable)
 	if err != nil {

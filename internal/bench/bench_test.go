@@ -191,7 +191,7 @@ func TestFleetTiny(t *testing.T) {
 	if got := r.failing[1].failed - r.failing[0].failed; got == 0 {
 		t.Error("no call failed while the vendor was down")
 	}
-	if got := r.failing[1].denie - r.failing[0].denie; got == 0 {
+	if got := r.failing[1].denied - r.failing[0].denied; got == 0 {
 		t.Error("no call was denied while the vendor was down")
 	}
 	var resyncs int64
