@@ -125,7 +125,8 @@ type snap struct {
 	rpcs                  int64
 }
 
-// callLog is one call to the failing breaker that went out.
+// callLog is one call to the failing breaker that went out while its
+// vendor was down.
 type callLog struct {
 	at     time.Time
 	worker int
@@ -147,8 +148,7 @@ type fleet struct {
 	errs     atomic.Int64 // other errors
 	lastErr  atomic.Value // error
 	start    time.Time    // the measured run's start
-	logMu    sync.Mutex
-	logs     [][]callLog // per driver: calls to the failing breaker that went out
+	logs     [][]callLog  // per driver (each writes its own, read after they end): calls that failed
 	closers  []func()
 	policyFn string
 }
@@ -310,11 +310,7 @@ func (f *fleet) drive(ctx context.Context, d int) {
 	var done int64
 	next := 0
 	var log []callLog
-	defer func() {
-		f.logMu.Lock()
-		f.logs[d] = log
-		f.logMu.Unlock()
-	}()
+	defer func() { f.logs[d] = log }()
 	for ctx.Err() == nil {
 		due := int64(time.Since(start).Seconds() * perSec)
 		for ; done < due && ctx.Err() == nil; done++ {
