@@ -210,8 +210,9 @@ func WithOpenCache() Option { return func(o *options) { o.openCache = true } }
 // outcome); Flush waits for the queue; Close flushes it first (within the
 // record timeout). The trade: after a trip elsewhere, this client may
 // allow calls until the event reaches it (milliseconds). It needs a token
-// not limited to some breakers (its Watch names none). It includes and
-// replaces WithOpenCache. Default: off (strict: every Allow and Record
+// not limited to some breakers (its Watch names none); the workers of one
+// process share one stream, view and queue through ForWorker. It includes
+// and replaces WithOpenCache. Default: off (strict: every Allow and Record
 // is a round trip).
 func WithFastMode() Option { return func(o *options) { o.fast = true } }
 
@@ -338,11 +339,11 @@ func (c *Client) setWorker(id string) {
 // sees each id as its own worker: the quorum counts them apart, a suspect
 // denial answers only the id it names, and a credential counts as having
 // worked per id. The handle's Stats are c's (shared). Close on the
-// handle does nothing; Close c when every handle is done (the handles
-// then ask breakerd with a closed client's context, and fail). An id
-// breakerd would refuse is an InvalidArgument on the handle's first
-// Allow or Record, as with WithWorkerID. Handles of handles share the
-// same c.
+// handle does nothing; close c once its handles are done with, since
+// they stop working with it. An id breakerd would refuse is an
+// InvalidArgument from the handle's Allow and Record, checked before any
+// round trip, as with WithWorkerID. ForWorker on a handle shares the same
+// connection again.
 func (c *Client) ForWorker(id string) *Client {
 	h := &Client{core: c.core, handle: true}
 	h.setWorker(id)
