@@ -39,9 +39,15 @@ func known(t *testing.T, d *daemontest.Daemon, c *Client, name string) {
 			return false
 		}
 		e := c.view.get(name)
-		return e != nil && e.gen == st.GetGeneration() && e.state == st.GetState() &&
-			(st.GetState() != pb.State_STATE_CLOSED || e.run == (st.GetFailures() > 0 || st.GetSuspectWorker() != ""))
+		return e != nil && agrees(e, st)
 	})
+}
+
+// agrees reports whether a view entry holds st's state, generation and,
+// when closed, its failure run.
+func agrees(e *entry, st *pb.BreakerState) bool {
+	return e.gen == st.GetGeneration() && e.state == st.GetState() &&
+		(st.GetState() != pb.State_STATE_CLOSED || e.run == (st.GetFailures() > 0 || st.GetSuspectWorker() != ""))
 }
 
 func advanceAll(b *testredis.Backend, d time.Duration, clks ...*fakeClock) {
