@@ -193,7 +193,8 @@ func testBadRequestIsNotAnOutage(t *testing.T, m *clientMode) {
 
 // What grpc itself says about a bad request (its encoder refusing invalid
 // UTF-8, a message over the daemon's limit) is not a failure to reach
-// breakerd; a refused connection is.
+// breakerd; a refused connection is. (One mode: it reads errors from the
+// raw stub, which both modes share.)
 func TestReachFailureReadsGRPCsOwnErrors(t *testing.T) {
 	b := testredis.Mini(t)
 	d := start(t, b, store.Options{})
