@@ -333,6 +333,7 @@ func testSlowAnswersAreNotAnOutage(t *testing.T, m *clientMode) {
 		if n := records(d) - sent; n != 1 {
 			t.Errorf("releasing the late probe sent %d outcome RPCs, want 1", n)
 		}
+		m.settle(t, d, open, w2) // fast mode: w2 heard of the trip and the probe only by events
 		if st := state(t, d, open); st.State != pb.State_STATE_HALF_OPEN || st.ProbeInFlight || st.FailedProbes != 0 {
 			t.Errorf("after the late probe's release: %v, probe in flight %v, %d failed probes; want HALF_OPEN, none, 0", st.State, st.ProbeInFlight, st.FailedProbes)
 		}
