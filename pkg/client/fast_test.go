@@ -39,15 +39,22 @@ func known(t *testing.T, d *daemontest.Daemon, c *Client, name string) {
 			return false
 		}
 		e := c.view.get(name)
-		return e != nil && agrees(e, st)
+		return e != nil && agrees(e, st, c.WorkerID())
 	})
 }
 
 // agrees reports whether a view entry holds st's state, generation and,
-// when closed, its failure run.
-func agrees(e *entry, st *pb.BreakerState) bool {
-	return e.gen == st.GetGeneration() && e.state == st.GetState() &&
-		(st.GetState() != pb.State_STATE_CLOSED || e.run == (st.GetFailures() > 0 || st.GetSuspectWorker() != ""))
+// when closed, its failure run and whether worker is its suspect.
+func agrees(e *entry, st *pb.BreakerState, worker string) bool {
+	if e.gen != st.GetGeneration() || e.state != st.GetState() {
+		return false
+	}
+	if st.GetState() != pb.State_STATE_CLOSED {
+		return true
+	}
+	suspect := st.GetSuspectWorker() == worker && st.GetSuspectUntilMs() > st.GetAsOfMs()
+	return e.run == (st.GetFailures() > 0 || st.GetSuspectWorker() != "") &&
+		suspect == (e.decision == pb.Decision_DECISION_DENIED_SUSPECT_WORKER)
 }
 
 func advanceAll(b *testredis.Backend, d time.Duration, clks ...*fakeClock) {
@@ -452,6 +459,53 @@ func TestFastFencedFirstAnswerIsReadAgain(t *testing.T) {
 		}
 		if n := d.Calls.Get("BatchGet") - gets; n != 0 {
 			t.Errorf("an answer fenced by an applied event cost %d BatchGet RPCs, want 0", n)
+		}
+	})
+}
+
+// A transition event that reaches the view after an answer read later
+// than it (the trip's event, behind the RecordBatch answer that tripped
+// the breaker) changes nothing: applied, it would start the open period
+// again on the client's clock and deny past the probe's time. Seen under
+// load in TestProbeInFlightDeniesOthers/fast.
+func TestFastLateTransitionEventDoesNotRestartTheOpenPeriod(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := start(t, b, withAlternatives())
+		w1, w2 := dial(t, d.Addr, "w1"), dial(t, d.Addr, "w2")
+		clk := newFakeClock()
+		c := fastDial(t, d.Addr, "f1", clk)
+		name := b.Breaker("search")
+		ctx := context.Background()
+		watcher := watchFor(t, w1, name)
+		if _, err := c.Allow(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		known(t, d, c, name)
+		trip(t, w1, w2, name)
+		var opened *pb.Event
+		for opened == nil {
+			m, err := watcher.stream.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.GetEvent().GetTo() == pb.State_STATE_OPEN {
+				opened = m.GetEvent()
+			}
+		}
+		known(t, d, c, name)
+		advanceAll(b, 31*time.Second, clk)
+		if p, err := c.Allow(ctx, name); err != nil || p.Decision != pb.Decision_DECISION_PROBE {
+			t.Fatalf("after the cooldown: %+v, %v; want PROBE", p, err)
+		}
+		known(t, d, c, name) // half-open, with the probe: the answer is read after the trip
+		c.onEvent(opened)    // the trip's event again, late
+		allows := d.Calls.Get("Allow")
+		p, err := c.Allow(ctx, name)
+		if err != nil || p.Decision != pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT {
+			t.Fatalf("after a late trip event: %+v, %v; want breakerd's DENIED_PROBE_IN_FLIGHT", p, err)
+		}
+		if n := d.Calls.Get("Allow") - allows; n != 1 {
+			t.Errorf("the half-open breaker cost %d Allow RPCs, want 1 (breakerd decides)", n)
 		}
 	})
 }
