@@ -3,10 +3,12 @@
 // breakerd's Allow, Record and pairs through raw stubs and pkg/client, a
 // denial, the peer (sony/gobreaker v2 on the same Redis), and how long a
 // trip on one daemon takes to reach clients of another. It starts its own
-// redis-server and daemons; see docs/performance.md.
+// redis-server and daemons; see docs/performance.md. --fleet simulates a
+// fleet of fast-mode workers instead (docs/scale.md).
 //
 //	go run ./cmd/breakerbench --quick
 //	go run ./cmd/breakerbench --memory
+//	go run ./cmd/breakerbench --fleet --quick
 package main
 
 import (
@@ -35,11 +37,13 @@ func main() {
 	}
 }
 
-// run parses args (without the program name) and runs the bench, or the
-// memory measurement with --memory, writing the report to stdout.
+// run parses args (without the program name) and runs the bench, the
+// memory measurement with --memory, or the fleet simulation with --fleet,
+// writing the report to stdout.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := bench.Defaults()
 	m := bench.DefaultMemoryOptions()
+	f := bench.DefaultFleet()
 	fs := pflag.NewFlagSet("breakerbench", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	quick := fs.Bool("quick", false, "a short run (3 rounds of 0.5s per scenario; under 2 minutes)")
@@ -60,6 +64,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringSliceVar(&o.Only, "only", nil, "run only scenarios whose names contain one of these (comma-separated)")
 	fs.IntVar(&m.Breakers, "memory-breakers", m.Breakers, "with --memory: breakers per measurement")
 	fs.IntVar(&m.SmallNodeBytes, "stream-node-max-bytes", m.SmallNodeBytes, "with --memory: the lowered stream-node-max-bytes measured beside Redis's default")
+	fleet := fs.Bool("fleet", false, "simulate a fleet of fast-mode workers instead (docs/scale.md); with --quick, about a minute")
+	fs.IntVar(&f.Clients, "fleet-clients", f.Clients, "with --fleet: simulated workers (distinct worker ids)")
+	fs.IntVar(&f.Conns, "fleet-conns", f.Conns, "with --fleet: gRPC connections the workers share (one Watch stream each), alternately to the 2 daemons")
+	fs.IntVar(&f.Breakers, "fleet-breakers", f.Breakers, "with --fleet: breakers the calls go to")
+	fs.Float64Var(&f.Zipf, "fleet-zipf", f.Zipf, "with --fleet: popularity skew s (> 1); rank k gets calls in proportion to 1/(1+k)^s")
+	fs.Float64Var(&f.Rate, "fleet-rate", f.Rate, "with --fleet: tool calls per second per worker")
+	fs.DurationVar(&f.Warmup, "fleet-warmup", f.Warmup, "with --fleet: untimed load before the measured run")
+	fs.DurationVar(&f.Duration, "fleet-duration", f.Duration, "with --fleet: the measured run")
+	fs.IntVar(&f.FailRank, "fleet-fail-rank", f.FailRank, "with --fleet: popularity rank of the breaker whose vendor fails (0: the most popular)")
+	fs.DurationVar(&f.FailFrom, "fleet-fail-from", f.FailFrom, "with --fleet: when its vendor starts failing every call (from the measured run's start)")
+	fs.DurationVar(&f.FailUntil, "fleet-fail-until", f.FailUntil, "with --fleet: when its vendor works again")
+	fs.DurationVar(&f.Cooldown, "fleet-cooldown", f.Cooldown, "with --fleet: the daemons' cooldown_base (cooldown_cap twice it, no jitter)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: breakerbench [flags]\n\nMeasures breakerd against the ceiling and the peer on loopback (see docs/performance.md).\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -72,6 +88,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if *serve != "" {
 		return serveChild(ctx, *serve, o.RedisAddr, stdout)
+	}
+	if *fleet {
+		if *quick {
+			// --quick changes only what was not given explicitly.
+			q := bench.QuickFleet()
+			for name, set := range map[string]func(){
+				"fleet-warmup":     func() { f.Warmup = q.Warmup },
+				"fleet-duration":   func() { f.Duration = q.Duration },
+				"fleet-fail-from":  func() { f.FailFrom = q.FailFrom },
+				"fleet-fail-until": func() { f.FailUntil = q.FailUntil },
+			} {
+				if !fs.Changed(name) {
+					set()
+				}
+			}
+		}
+		f.RedisAddr, f.RedisServer = o.RedisAddr, o.RedisServer
+		return bench.Fleet(ctx, f, stdout)
 	}
 	if *memory {
 		m.RedisServer = o.RedisServer

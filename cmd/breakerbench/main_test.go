@@ -55,6 +55,14 @@ func TestRunBadFlags(t *testing.T) {
 	if err := run(context.Background(), []string{"--rounds", "0"}, &out, &errs); err == nil || !strings.Contains(err.Error(), "--rounds") {
 		t.Errorf("run(--rounds 0) = %v, want an error naming --rounds", err)
 	}
+	if err := run(context.Background(), []string{"--fleet", "--quick", "--fleet-zipf", "1"}, &out, &errs); err == nil || !strings.Contains(err.Error(), "--fleet-zipf") {
+		t.Errorf("run(--fleet --fleet-zipf 1) = %v, want an error naming --fleet-zipf", err)
+	}
+	// --quick keeps a failure window given explicitly: one past the quick
+	// run's 30s is refused, not replaced.
+	if err := run(context.Background(), []string{"--fleet", "--quick", "--fleet-fail-until", "40s"}, &out, &errs); err == nil || !strings.Contains(err.Error(), "--fleet-fail-until") {
+		t.Errorf("run(--fleet --quick --fleet-fail-until 40s) = %v, want an error naming --fleet-fail-until", err)
+	}
 	if err := run(context.Background(), []string{"--nope"}, &out, &errs); err == nil {
 		t.Error("run(--nope) = nil, want an error")
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -99,8 +100,8 @@ by --timeout), so a fleet of any size is listed without one long call.`,
 			tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "BREAKER\tSTATE\tGEN\tFAILURES\tWORKERS\tOPENED\tNEXT PROBE\tREASON")
 			for _, s := range sts {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", s.GetBreaker(), stateName(s.GetState()), s.GetGeneration(),
-					s.GetFailures(), s.GetDistinctWorkers(), ago(s.GetOpenedAtMs(), s.GetAsOfMs()),
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n", s.GetBreaker(), stateName(s.GetState()), s.GetGeneration(),
+					failuresCell(s), s.GetDistinctWorkers(), ago(s.GetOpenedAtMs(), s.GetAsOfMs()),
 					ago(s.GetNextProbeAtMs(), s.GetAsOfMs()), orDash(s.GetReason()))
 			}
 			return tw.Flush()
@@ -109,6 +110,16 @@ by --timeout), so a fleet of any size is listed without one long call.`,
 	cmd.Flags().StringSliceVar(&states, "state", nil, "only these states: closed, open, half_open, forced, forced_open, forced_closed, paused")
 	cmd.Flags().Int32Var(&pageSize, "page-size", 500, "keys breakerd examines per call (1 to 1000); the list is read in as many calls as it takes")
 	return cmd
+}
+
+// failuresCell is list's FAILURES column: the failure run in consecutive
+// mode; in window mode the window's failures over its calls ("1/3 in
+// window"), since the run is not what trips it.
+func failuresCell(s *pb.BreakerState) string {
+	if s.GetWindowMode() {
+		return fmt.Sprintf("%d/%d in window", s.GetWindowFailures(), s.GetWindowCalls())
+	}
+	return strconv.FormatInt(s.GetFailures(), 10)
 }
 
 func (c *cli) statusCmd() *cobra.Command {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -530,6 +531,9 @@ func TestStatusShowsTheWindow(t *testing.T) {
 		}
 		if js := decode[stateView](t, must(t, env, "status", name, "--json").stdout); js.WindowCalls != 3 || js.WindowFailures != 1 {
 			t.Errorf("status --json window = %d calls %d failures, want 3 and 1", js.WindowCalls, js.WindowFailures)
+		}
+		if ls := must(t, env, "list").stdout; !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `\s+closed\s+0\s+1/3 in window\s`).MatchString(ls) {
+			t.Errorf("list lacks %s's window (1/3 in window):\n%s", name, ls)
 		}
 	})
 }

@@ -366,9 +366,10 @@ func (e *env) close() {
 }
 
 // startDaemon runs a breakerd (daemon.Run, the production assembly with
-// its metrics) on a free loopback port against redisAddr until stop.
-func startDaemon(ctx context.Context, redisAddr string) (addr string, stop func(), err error) {
-	c := daemon.Config{Listen: "127.0.0.1:0", RedisURL: "redis://" + redisAddr + "/0", EventsMaxLen: 1000,
+// its metrics) on a free loopback port against redisAddr until stop, with
+// the policies of policyFile (YAML; "" for the defaults).
+func startDaemon(ctx context.Context, redisAddr, policyFile string) (addr string, stop func(), err error) {
+	c := daemon.Config{Listen: "127.0.0.1:0", RedisURL: "redis://" + redisAddr + "/0", PolicyFile: policyFile, EventsMaxLen: 1000,
 		EventRetention: 168 * time.Hour, ShutdownTimeout: 5 * time.Second, HealthInterval: time.Hour, LogFormat: "text"}
 	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	ready := make(chan string, 1)
@@ -420,7 +421,7 @@ func (e *env) newTarget(ctx context.Context, redisAddr, prefix, exe string) (*ta
 		)
 		switch kind {
 		case ServeDaemon:
-			addr, stop, err = startDaemon(ctx, redisAddr)
+			addr, stop, err = startDaemon(ctx, redisAddr, "")
 		case ServeNoop:
 			addr, stop, err = startCeiling(nil)
 		case ServeCeiling:
@@ -474,22 +475,12 @@ func run(ctx context.Context, o Options, w io.Writer) (map[string]row, error) {
 	}
 	e := &env{}
 	defer e.close()
-	redisAddr := o.RedisAddr
-	owned := redisAddr == ""
-	if owned {
-		s, err := startRedis(ctx, o.RedisServer)
-		if err != nil {
-			return nil, err
-		}
-		e.closers = append(e.closers, s.stop)
-		redisAddr = s.addr
-	}
-	e.rdb = redis.NewClient(&redis.Options{Addr: redisAddr})
-	e.closers = append(e.closers, func() { _ = e.rdb.Close() })
-	version, err := redisVersion(ctx, e.rdb)
+	r, err := useRedis(ctx, o.RedisAddr, o.RedisServer, &e.closers)
 	if err != nil {
 		return nil, err
 	}
+	e.rdb = r.rdb
+	redisAddr, owned, version := r.addr, r.owned, r.version
 	prefix := fmt.Sprintf("bench-%08x/", rand.Uint32())
 	main, err := e.newTarget(ctx, redisAddr, prefix, o.Executable)
 	if err != nil {
@@ -497,7 +488,7 @@ func run(ctx context.Context, o Options, w io.Writer) (map[string]row, error) {
 	}
 	e.main = main
 	// The second daemon, for the propagation scenario.
-	bAddr, stopB, err := startDaemon(ctx, redisAddr)
+	bAddr, stopB, err := startDaemon(ctx, redisAddr, "")
 	if err != nil {
 		return nil, err
 	}

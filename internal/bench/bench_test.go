@@ -143,3 +143,90 @@ func TestMemoryTiny(t *testing.T) {
 		t.Errorf("bytes per open breaker %.0f, want more than 0", open.bytesPer)
 	}
 }
+
+// TestFleetTiny runs the fleet simulation small and checks the wire: no
+// RPC and no script for healthy calls, one Watch stream per connection
+// (one resync each), a trip that reached every view, and every call
+// answered (allowed or denied). Nothing here is timed.
+func TestFleetTiny(t *testing.T) {
+	o := DefaultFleet()
+	o.Clients, o.Conns, o.Breakers, o.Rate = 200, 2, 20, 5
+	o.Warmup, o.Duration, o.FailFrom, o.FailUntil, o.Cooldown = 200*time.Millisecond, 4*time.Second, time.Second, 3*time.Second, 500*time.Millisecond
+	if _, err := exec.LookPath(o.RedisServer); err != nil {
+		o.RedisAddr = os.Getenv("BREAKERD_TEST_REDIS_ADDR")
+		if o.RedisAddr == "" {
+			t.Skip("neither redis-server in PATH nor BREAKERD_TEST_REDIS_ADDR: the fleet needs a real Redis")
+		}
+	}
+	f := &fleet{o: o}
+	defer f.close()
+	var out bytes.Buffer
+	r, err := f.run(context.Background(), &out)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	if n := f.errs.Load(); n != 0 {
+		t.Errorf("%d calls ended in an error (the last: %v), want none", n, f.lastErr.Load())
+	}
+	h := r.healthy
+	if got := h[1].rpcs - h[0].rpcs; got != 0 {
+		t.Errorf("healthy phase: %d RPCs, want 0 (fast mode: Allow in-process, healthy successes not sent)", got)
+	}
+	if h[1].calls-h[0].calls == 0 {
+		t.Error("healthy phase: no calls made")
+	}
+	if o.RedisAddr == "" { // a Redis of its own: nobody else's scripts
+		if got := h[1].by["evalsha"] - h[0].by["evalsha"]; got != 0 {
+			t.Errorf("healthy phase: %d scripts on Redis, want 0", got)
+		}
+	}
+	if len(r.trips) == 0 {
+		t.Fatal("the failing breaker never tripped")
+	}
+	for i, d := range r.denyAt {
+		if d.IsZero() {
+			t.Errorf("connection %d's view never denied the failing breaker", i)
+		}
+	}
+	if got := r.failing[1].failed - r.failing[0].failed; got == 0 {
+		t.Error("no call failed while the vendor was down")
+	}
+	if got := r.failing[1].denied - r.failing[0].denied; got == 0 {
+		t.Error("no call was denied while the vendor was down")
+	}
+	var resyncs int64
+	for _, s := range r.stats {
+		resyncs += s.Resyncs
+	}
+	if resyncs != int64(o.Conns) {
+		t.Errorf("%d resyncs over %d connections, want one each (one Watch stream per connection, for all its workers)", resyncs, o.Conns)
+	}
+	f.report(&out, r)
+	for _, want := range []string{"propagation, from the trip in Redis", "healthy ", "storm:"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestFleetValidate(t *testing.T) {
+	for _, tc := range []struct {
+		edit func(*FleetOptions)
+		want string
+	}{
+		{func(o *FleetOptions) { o.Clients = 0 }, "--fleet-clients"},
+		{func(o *FleetOptions) { o.Zipf = 1 }, "--fleet-zipf"},
+		{func(o *FleetOptions) { o.FailRank = o.Breakers }, "--fleet-fail-rank"},
+		{func(o *FleetOptions) { o.FailUntil = o.FailFrom }, "--fleet-fail-until"},
+		{func(o *FleetOptions) { o.RedisAddr = "10.0.0.1:6379" }, "--redis-addr"},
+	} {
+		o := DefaultFleet()
+		tc.edit(&o)
+		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate() = %v, want an error naming %s", err, tc.want)
+		}
+	}
+	if err := QuickFleet().Validate(); err != nil {
+		t.Errorf("QuickFleet().Validate() = %v", err)
+	}
+}

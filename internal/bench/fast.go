@@ -32,11 +32,17 @@ func (t *target) learn(ctx context.Context, names []string) error {
 	if t.twin {
 		return nil // the wire pass's twin: its fast rows are not reported
 	}
+	return learnAll(ctx, t.fast, names)
+}
+
+// learnAll makes every fast client in cs know each of names (one Allow,
+// an RPC the first time), waiting until the answer comes from its view.
+func learnAll(ctx context.Context, cs []*client.Client, names []string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	errs := make([]error, len(t.fast))
+	errs := make([]error, len(cs))
 	var wg sync.WaitGroup
-	for i, cl := range t.fast {
+	for i, cl := range cs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

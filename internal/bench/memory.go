@@ -87,7 +87,7 @@ func measureMemory(ctx context.Context, o MemoryOptions, extra []string) (open, 
 		return open, run, err
 	}
 	defer s.stop()
-	addr, stop, err := startDaemon(ctx, s.addr)
+	addr, stop, err := startDaemon(ctx, s.addr, "")
 	if err != nil {
 		return open, run, err
 	}

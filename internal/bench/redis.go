@@ -66,6 +66,35 @@ func startRedis(ctx context.Context, binary string, extra ...string) (*redisServ
 	}
 }
 
+// benchRedis is the Redis a run uses, with the run's own connection to
+// it (for INFO).
+type benchRedis struct {
+	rdb     *redis.Client
+	addr    string
+	version string
+	owned   bool // started by the run: nobody else's commands are counted
+}
+
+// useRedis connects to the Redis at addr or, when addr is empty, starts
+// server on a free loopback port; what is to stop at the end is appended
+// to closers.
+func useRedis(ctx context.Context, addr, server string, closers *[]func()) (benchRedis, error) {
+	r := benchRedis{addr: addr, owned: addr == ""}
+	if r.owned {
+		s, err := startRedis(ctx, server)
+		if err != nil {
+			return r, err
+		}
+		*closers = append(*closers, s.stop)
+		r.addr = s.addr
+	}
+	r.rdb = redis.NewClient(&redis.Options{Addr: r.addr})
+	*closers = append(*closers, func() { _ = r.rdb.Close() })
+	v, err := redisVersion(ctx, r.rdb)
+	r.version = v
+	return r, err
+}
+
 func (s *redisServer) stop() {
 	_ = s.cmd.Process.Kill()
 	_ = s.cmd.Wait()

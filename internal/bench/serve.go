@@ -35,7 +35,7 @@ func Serve(ctx context.Context, kind, redisAddr string, w io.Writer) error {
 	)
 	switch kind {
 	case ServeDaemon:
-		addr, stop, err = startDaemon(ctx, redisAddr)
+		addr, stop, err = startDaemon(ctx, redisAddr, "")
 	case ServeCeiling:
 		rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 		defer rdb.Close()

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"slices"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -52,12 +53,62 @@ func (s *Set) Source(breaker string) string {
 	return "defaults"
 }
 
-// Warnings lists the rules that an earlier rule shadows, one sentence
-// each, in file order: a rule whose pattern, read as a breaker name, is
-// matched by an earlier rule's pattern (`overlap:a*` after `overlap:*`)
-// never applies to at least that name, and usually to none. They are
-// warnings, not errors: the file is valid and the first match wins.
+// Warnings lists what in the file has no effect, one sentence each: the
+// rules that an earlier rule shadows, in file order (a rule whose
+// pattern, read as a breaker name, is matched by an earlier rule's
+// pattern, `overlap:a*` after `overlap:*`, never applies to at least that
+// name, and usually to none), then the fields a section sets that its
+// policy does not read (`threshold` in window mode; `window`,
+// `failure_rate` or `min_calls` in consecutive mode;
+// `recovery_check_interval` with no `recovery_check`). They are warnings,
+// not errors: the file is valid and the first match wins.
 func (s *Set) Warnings() []string { return s.warnings }
+
+// unused names the fields o sets that a policy p does not read.
+func (o overrides) unused(p Policy) []string {
+	var out []string
+	if p.Mode == ModeWindow {
+		if o.Threshold != nil {
+			out = append(out, "threshold")
+		}
+	} else {
+		for name, set := range map[string]bool{"window": o.Window != nil, "failure_rate": o.FailureRate != nil, "min_calls": o.MinCalls != nil} {
+			if set {
+				out = append(out, name)
+			}
+		}
+	}
+	if p.RecoveryCheck == nil && o.RecoveryCheckInterval != nil {
+		out = append(out, "recovery_check_interval")
+	}
+	slices.Sort(out)
+	return out
+}
+
+// inactive returns the warnings for fields set where no policy reads
+// them: in a rule, by the rule's own policy; in defaults, by the defaults
+// and by every rule (a rule inherits what defaults set).
+func inactive(f file, s *Set) []string {
+	var out []string
+	say := func(at string, fields []string, p Policy) {
+		for _, name := range fields {
+			why := "mode is " + p.Mode
+			if name == "recovery_check_interval" {
+				why = "no recovery_check is set"
+			}
+			out = append(out, fmt.Sprintf("%s.%s is set but has no effect: %s", at, name, why))
+		}
+	}
+	unread := f.Defaults.unused(s.defaults)
+	for _, r := range s.rules {
+		unread = slices.DeleteFunc(unread, func(name string) bool { return !slices.Contains(f.Defaults.unused(r.policy), name) })
+	}
+	say("defaults", unread, s.defaults)
+	for i, b := range f.Breakers {
+		say(fmt.Sprintf("breakers[%d]", i), b.unused(s.rules[i].policy), s.rules[i].policy)
+	}
+	return out
+}
 
 // overlaps returns the warnings for rules: each later rule whose pattern,
 // read as a name, an earlier rule's pattern matches.
@@ -217,6 +268,6 @@ func Parse(b []byte) (*Set, error) {
 		}
 		s.rules = append(s.rules, rule{match: b.Match, policy: p})
 	}
-	s.warnings = overlaps(s.rules)
+	s.warnings = append(overlaps(s.rules), inactive(f, s)...)
 	return s, nil
 }

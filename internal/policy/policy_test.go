@@ -155,6 +155,44 @@ breakers:
 	}
 }
 
+func TestWarningsNameFieldsThePolicyDoesNotRead(t *testing.T) {
+	s, err := Parse([]byte(`
+defaults:
+  min_calls: 10
+  recovery_check_interval: 1m
+breakers:
+  - match: "rate:*"
+    mode: window
+    threshold: 3
+  - match: "run:*"
+    failure_rate: 0.3
+    window: 2m
+  - match: "both:*"
+    mode: window
+    failure_rate: 0.4
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"defaults.recovery_check_interval is set but has no effect: no recovery_check is set",
+		"breakers[0].threshold is set but has no effect: mode is window",
+		"breakers[1].failure_rate is set but has no effect: mode is consecutive",
+		"breakers[1].window is set but has no effect: mode is consecutive",
+	}
+	// defaults.min_calls is read by the window rules: no warning.
+	if diff := cmp.Diff(want, s.Warnings()); diff != "" {
+		t.Errorf("Warnings() (-want +got):\n%s", diff)
+	}
+	s, err = Parse([]byte("defaults:\n  min_calls: 10\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"defaults.min_calls is set but has no effect: mode is consecutive"}, s.Warnings()); diff != "" {
+		t.Errorf("no window rule reads defaults.min_calls (-want +got):\n%s", diff)
+	}
+}
+
 func TestFieldsSpellTheFile(t *testing.T) {
 	p := Default()
 	p.Alternatives = []string{"a", "b"}

@@ -31,16 +31,19 @@ type cached struct {
 	reason   string
 	until    time.Time // zero: until an event says otherwise (a force with no end)
 	state    *pb.BreakerState
+	// worker is the one worker a suspect denial answers (the cache is
+	// shared by the workers of one connection, ForWorker); "" for all.
+	worker string
 }
 
 func newOpenCache() *openCache { return &openCache{m: map[string]cached{}} }
 
-// lookup returns the cached denial for breaker, or nil.
-func (c *openCache) lookup(breaker string, now time.Time) *Permit {
+// lookup returns the cached denial of breaker for worker, or nil.
+func (c *openCache) lookup(breaker, worker string, now time.Time) *Permit {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[breaker]
-	if !ok {
+	if !ok || e.worker != "" && e.worker != worker {
 		return nil
 	}
 	if !e.until.IsZero() && !now.Before(e.until) {
@@ -62,9 +65,9 @@ func (c *openCache) begin() uint64 {
 	return c.epoch
 }
 
-// store caches p if it is a denial, the stream is live and nothing
-// happened since begin returned epoch.
-func (c *openCache) store(p *Permit, epoch uint64, now time.Time) {
+// store caches p, answered to worker, if it is a denial, the stream is
+// live and nothing happened since begin returned epoch.
+func (c *openCache) store(p *Permit, worker string, epoch uint64, now time.Time) {
 	if p.Allowed() || p.Degraded {
 		return
 	}
@@ -74,6 +77,9 @@ func (c *openCache) store(p *Permit, epoch uint64, now time.Time) {
 		return
 	}
 	e := cached{decision: p.Decision, reason: p.Reason, state: p.State}
+	if p.Decision == pb.Decision_DECISION_DENIED_SUSPECT_WORKER {
+		e.worker = worker
+	}
 	switch {
 	case p.RetryAfter > 0:
 		e.until = now.Add(p.RetryAfter)

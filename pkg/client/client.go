@@ -86,7 +86,24 @@ const DefaultRPCTimeout = 2 * time.Second
 const DownAfterFailures = 3
 
 // Client talks to breakerd for one worker. It is safe for concurrent use.
+// ForWorker returns more Clients, one per worker id, sharing this one's
+// connection and background work.
 type Client struct {
+	*core
+	// id is the worker id this handle reports as; badWorker is the
+	// InvalidArgument for an id breakerd would refuse, checked once (nil
+	// when it is valid).
+	id        string
+	badWorker error
+	worked    *sync.Map // breaker name -> true: this worker has recorded a SUCCESS there
+	// handle: made by ForWorker; Close leaves the shared core alone.
+	handle bool
+}
+
+// core is what the Clients of one connection share: the connection, the
+// fast view and its sender, the open cache, the local fallback and the
+// client's view of breakerd's reachability.
+type core struct {
 	conn   *grpc.ClientConn // nil when built by New
 	api    pb.BreakerServiceClient
 	health healthpb.HealthClient
@@ -95,14 +112,10 @@ type Client struct {
 	view   *view      // nil without WithFastMode
 	out    *sender    // nil without WithFastMode
 	local  *localBreaker
-	// badWorker is the InvalidArgument for a worker id breakerd would
-	// refuse, checked once (nil when it is valid).
-	badWorker error
 
 	down     atomic.Bool  // answering from the local fallback
 	answered atomic.Bool  // breakerd has answered at least once
 	streak   atomic.Int64 // consecutive failures to reach breakerd
-	worked   sync.Map     // breaker name -> true: this worker has recorded a SUCCESS there
 	stats    struct{ budgetMisses, lateAnswers, probesReleased, outages atomic.Int64 }
 
 	mu        sync.Mutex
@@ -197,8 +210,9 @@ func WithOpenCache() Option { return func(o *options) { o.openCache = true } }
 // outcome); Flush waits for the queue; Close flushes it first (within the
 // record timeout). The trade: after a trip elsewhere, this client may
 // allow calls until the event reaches it (milliseconds). It needs a token
-// not limited to some breakers (its Watch names none). It includes and
-// replaces WithOpenCache. Default: off (strict: every Allow and Record
+// not limited to some breakers (its Watch names none); the workers of one
+// process share one stream, view and queue through ForWorker. It includes
+// and replaces WithOpenCache. Default: off (strict: every Allow and Record
 // is a round trip).
 func WithFastMode() Option { return func(o *options) { o.fast = true } }
 
@@ -286,15 +300,13 @@ func newOptions(opts []Option) options {
 }
 
 func newClient(conn grpc.ClientConnInterface, o options) *Client {
-	c := &Client{
+	c := &Client{core: &core{
 		api:    pb.NewBreakerServiceClient(conn),
 		health: healthpb.NewHealthClient(conn),
 		o:      o,
 		local:  newLocalBreaker(o.local, o.clock.Now),
-	}
-	if err := limits.Name("worker_id", o.worker); err != nil {
-		c.badWorker = status.Error(codes.InvalidArgument, err.Error())
-	}
+	}}
+	c.setWorker(o.worker)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if o.fast {
 		c.view, c.out = newView(), newSender()
@@ -311,9 +323,39 @@ func newClient(conn grpc.ClientConnInterface, o options) *Client {
 	return c
 }
 
+func (c *Client) setWorker(id string) {
+	c.id, c.worked = id, &sync.Map{}
+	if err := limits.Name("worker_id", id); err != nil {
+		c.badWorker = status.Error(codes.InvalidArgument, err.Error())
+	}
+}
+
+// ForWorker returns a Client that reports as worker id and shares c's
+// connection, Allow budget and other options, fast view and outcome queue
+// (WithFastMode), open cache, local fallback and reachability state: one
+// process running many workers holds one connection and, in fast mode or
+// with WithOpenCache, one Watch stream for all of them, instead of one
+// per worker (breakerd caps streams per daemon and per token). breakerd
+// sees each id as its own worker: the quorum counts them apart, a suspect
+// denial answers only the id it names, and a credential counts as having
+// worked per id. The handle's Stats are c's (shared). Close on the
+// handle does nothing; close c once its handles are done with, since
+// they stop working with it. An id breakerd would refuse is an
+// InvalidArgument from the handle's Allow and Record, checked before any
+// round trip, as with WithWorkerID. ForWorker on a handle shares the same
+// connection again.
+func (c *Client) ForWorker(id string) *Client {
+	h := &Client{core: c.core, handle: true}
+	h.setWorker(id)
+	return h
+}
+
 // Close stops the client's background work and closes the connection
-// Dial opened.
+// Dial opened. On a handle from ForWorker it does nothing.
 func (c *Client) Close() error {
+	if c.handle {
+		return nil
+	}
 	if c.out != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), c.o.recordTimeout)
 		_ = c.Flush(ctx) // best effort: what is left goes nowhere
@@ -333,7 +375,7 @@ func (c *Client) Close() error {
 // WorkerID returns the id this client reports as.
 func (c *Client) WorkerID() string { return c.worker() }
 
-func (c *Client) worker() string { return c.o.worker }
+func (c *Client) worker() string { return c.id }
 
 // API returns the raw breakerd.v1 stub, for Get, List, Force and Watch.
 func (c *Client) API() pb.BreakerServiceClient { return c.api }
@@ -446,7 +488,7 @@ func (c *Client) Allow(ctx context.Context, breaker string) (*Permit, error) {
 		return nil, err
 	}
 	if c.cache != nil {
-		if p := c.cache.lookup(breaker, c.o.clock.Now()); p != nil {
+		if p := c.cache.lookup(breaker, c.worker(), c.o.clock.Now()); p != nil {
 			return p, nil
 		}
 	}
@@ -477,7 +519,7 @@ func (c *Client) Allow(ctx context.Context, breaker string) (*Permit, error) {
 	}
 	p := permitOf(breaker, res)
 	if c.cache != nil {
-		c.cache.store(p, epoch, c.o.clock.Now())
+		c.cache.store(p, c.worker(), epoch, c.o.clock.Now())
 	}
 	if c.view != nil {
 		c.fastLearn(p, ver, all)
@@ -510,7 +552,7 @@ func (c *Client) lateAllow(breaker string, epoch, ver, all uint64, res *pb.Allow
 	c.stats.lateAnswers.Add(1)
 	p := permitOf(breaker, res)
 	if c.cache != nil {
-		c.cache.store(p, epoch, c.o.clock.Now())
+		c.cache.store(p, c.worker(), epoch, c.o.clock.Now())
 	}
 	if c.view != nil {
 		c.fastLearn(p, ver, all)

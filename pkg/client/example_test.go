@@ -98,3 +98,31 @@ func ExampleRun() {
 	// Continue the task with the tools you still have; do not try to call the removed ones. In your final answer, say which parts of the task could not be done because of them.
 	// {"status":"circuit_open","tool":"refund_charge","breaker":"payments","reason":"payments forced open by an operator: vendor maintenance until 14:00 UTC","retry_after_ms":0,"alternatives":[],"forced":true}
 }
+
+// A process that runs many agent workers holds one fast-mode client and
+// hands each worker a handle: one connection, one Watch stream, one view
+// and one outcome queue for all of them. (Compiled, not run: what a fast
+// client answers from its view depends on how soon its stream is live.)
+func ExampleWithFastMode() {
+	ctx := context.Background()
+	c, err := client.Dial("127.0.0.1:7070", client.WithWorkerID("host-7"), client.WithFastMode())
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close() // flushes the queued outcomes; close it after the handles are done
+	searchVendor := func(ctx context.Context) error { return nil }
+
+	for i := range 8 {
+		w := c.ForWorker(fmt.Sprintf("host-7/worker-%d", i)) // its own worker id for the quorum
+		// Allow is answered from the view (no RPC) once the breaker is
+		// known; the outcome is queued, and a healthy success is not sent.
+		if err := w.Call(ctx, "web_search", searchVendor); err != nil {
+			var open *client.CircuitOpenError
+			if errors.As(err, &open) {
+				fmt.Println("web_search is open:", open.Reason)
+			}
+		}
+	}
+	st := c.Stats()
+	fmt.Println("successes not sent:", st.SuccessesSkipped, "outcomes sent:", st.OutcomesSent)
+}

@@ -84,7 +84,7 @@ func TestOpenCacheAnswersKnownOpenCircuitsWithoutRPCs(t *testing.T) {
 		if _, err := w1.API().Force(ctx, &pb.ForceRequest{Breaker: late, Mode: pb.ForceMode_FORCE_MODE_AUTO}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the AUTO event", func() bool { return c.cache.lookup(late, clock.Now()) == nil })
+		eventually(t, "the AUTO event", func() bool { return c.cache.lookup(late, c.WorkerID(), clock.Now()) == nil })
 		if p, err := c.Allow(ctx, late); err != nil || p.Decision != pb.Decision_DECISION_ALLOWED {
 			t.Errorf("after AUTO: %+v, %v; want ALLOWED from breakerd", p, err)
 		}
@@ -125,17 +125,26 @@ func TestOpenCacheSkipsADenialThatRacedAnEvent(t *testing.T) {
 	deny := &Permit{Breaker: "x", Decision: pb.Decision_DECISION_DENIED_OPEN, RetryAfter: time.Minute}
 	epoch := c.begin()
 	c.event("x") // the circuit moved while the Allow was in flight
-	c.store(deny, epoch, time.Now())
-	if c.lookup("x", time.Now()) != nil {
+	c.store(deny, "w1", epoch, time.Now())
+	if c.lookup("x", "w1", time.Now()) != nil {
 		t.Errorf("a denial older than an event was cached")
 	}
-	c.store(deny, c.begin(), time.Now())
-	if c.lookup("x", time.Now()) == nil {
-		t.Errorf("a current denial was not cached")
+	c.store(deny, "w1", c.begin(), time.Now())
+	if c.lookup("x", "w2", time.Now()) == nil {
+		t.Errorf("a current denial was not cached for every worker")
+	}
+	// A suspect denial answers only the worker it was given to (the
+	// workers of one connection share the cache: ForWorker).
+	c.store(&Permit{Breaker: "s", Decision: pb.Decision_DECISION_DENIED_SUSPECT_WORKER, RetryAfter: time.Minute}, "w1", c.begin(), time.Now())
+	if c.lookup("s", "w1", time.Now()) == nil {
+		t.Errorf("w1's suspect denial was not cached for w1")
+	}
+	if p := c.lookup("s", "w2", time.Now()); p != nil {
+		t.Errorf("w1's suspect denial answered w2: %v", p)
 	}
 	c.broken()
-	c.store(&Permit{Breaker: "y", Decision: pb.Decision_DECISION_DENIED_OPEN, RetryAfter: time.Minute}, c.begin(), time.Now())
-	if c.lookup("y", time.Now()) != nil {
+	c.store(&Permit{Breaker: "y", Decision: pb.Decision_DECISION_DENIED_OPEN, RetryAfter: time.Minute}, "w1", c.begin(), time.Now())
+	if c.lookup("y", "w1", time.Now()) != nil {
 		t.Errorf("a denial was cached while the stream was broken")
 	}
 }

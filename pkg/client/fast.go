@@ -60,8 +60,14 @@ type entry struct {
 	// window: the breaker counts in window mode, where every success
 	// moves the failure rate: none is skipped.
 	window bool
-	// until: for a denial (open, forced open, paused, a probe in flight,
-	// this worker a suspect), when it may end, on the client's clock; zero
+	// suspect is the worker id a closed breaker denies alone until
+	// suspectUntil (DENIED_SUSPECT_WORKER): the view is shared by every
+	// worker of the connection (ForWorker), so the denial is decided per
+	// worker at Allow.
+	suspect      string
+	suspectUntil time.Time
+	// until: for a denial every worker gets (open, forced open, paused, a
+	// probe in flight), when it may end, on the client's clock; zero
 	// for forced open and paused means until an event says otherwise.
 	until    time.Time
 	decision pb.Decision // the denial answered while until holds
@@ -162,8 +168,9 @@ func (v *view) names() []string {
 
 // entryOf turns breakerd's snapshot of a breaker (with the decision it
 // answered, and its retry_after) into an entry, its times moved from the
-// Redis clock to the client's (now).
-func entryOf(s *pb.BreakerState, worker string, d pb.Decision, retry time.Duration, now time.Time) *entry {
+// Redis clock to the client's (now). The entry holds for every worker of
+// the view: a denial of one worker alone (a suspect) is kept apart.
+func entryOf(s *pb.BreakerState, d pb.Decision, retry time.Duration, now time.Time) *entry {
 	e := &entry{state: s.GetState(), gen: s.GetGeneration(), st: s, reason: s.GetReason(), window: s.GetWindowMode()}
 	if e.state == pb.State_STATE_UNSPECIFIED {
 		e.state = pb.State_STATE_CLOSED
@@ -177,8 +184,8 @@ func entryOf(s *pb.BreakerState, worker string, d pb.Decision, retry time.Durati
 	switch e.state {
 	case pb.State_STATE_CLOSED:
 		e.run = s.GetFailures() > 0 || s.GetSuspectWorker() != ""
-		if s.GetSuspectWorker() == worker && s.GetSuspectUntilMs() > s.GetAsOfMs() {
-			e.decision, e.until = pb.Decision_DECISION_DENIED_SUSPECT_WORKER, at(s.GetSuspectUntilMs())
+		if s.GetSuspectWorker() != "" && s.GetSuspectUntilMs() > s.GetAsOfMs() {
+			e.suspect, e.suspectUntil = s.GetSuspectWorker(), at(s.GetSuspectUntilMs())
 		}
 	case pb.State_STATE_OPEN:
 		e.decision, e.until = pb.Decision_DECISION_DENIED_OPEN, at(s.GetNextProbeAtMs())
@@ -193,7 +200,8 @@ func entryOf(s *pb.BreakerState, worker string, d pb.Decision, retry time.Durati
 	case pb.State_STATE_PAUSED:
 		e.decision, e.until = pb.Decision_DECISION_DENIED_PAUSED, now.Add(pausedRecheck)
 	}
-	if d != pb.Decision_DECISION_ALLOWED && d != pb.Decision_DECISION_PROBE && d != pb.Decision_DECISION_UNSPECIFIED && retry > 0 && e.until.IsZero() {
+	if d != pb.Decision_DECISION_ALLOWED && d != pb.Decision_DECISION_PROBE && d != pb.Decision_DECISION_UNSPECIFIED &&
+		d != pb.Decision_DECISION_DENIED_SUSPECT_WORKER && retry > 0 && e.until.IsZero() {
 		e.decision, e.until = d, now.Add(retry)
 	}
 	return e
@@ -209,6 +217,10 @@ func (c *Client) fastAllow(breaker string) *Permit {
 		return nil
 	}
 	now := c.o.clock.Now()
+	if e.state == pb.State_STATE_CLOSED && e.suspect == c.worker() && now.Before(e.suspectUntil) {
+		return &Permit{Breaker: breaker, Decision: pb.Decision_DECISION_DENIED_SUSPECT_WORKER, RetryAfter: e.suspectUntil.Sub(now),
+			Reason: denialWords(breaker, pb.Decision_DECISION_DENIED_SUSPECT_WORKER), State: e.st, Cached: true}
+	}
 	if e.decision != pb.Decision_DECISION_UNSPECIFIED {
 		timed := e.state != pb.State_STATE_FORCED_OPEN && e.state != pb.State_STATE_PAUSED
 		if !e.until.IsZero() && !now.Before(e.until) || e.until.IsZero() && timed {
@@ -221,7 +233,7 @@ func (c *Client) fastAllow(breaker string) *Permit {
 				retry = e.until.Sub(now)
 			}
 			reason := e.reason
-			if e.decision == pb.Decision_DECISION_DENIED_SUSPECT_WORKER || e.decision == pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT || reason == "" {
+			if e.decision == pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT || reason == "" {
 				reason = denialWords(breaker, e.decision)
 			}
 			return &Permit{Breaker: breaker, Decision: e.decision, RetryAfter: retry, Reason: reason, State: e.st, Cached: true}
@@ -270,7 +282,7 @@ func (c *Client) fastLearn(p *Permit, ver, all uint64) {
 	if p.Degraded || p.DaemonDegraded || p.State == nil {
 		return
 	}
-	c.learn(p.Breaker, entryOf(p.State, c.worker(), p.Decision, p.RetryAfter, c.o.clock.Now()), ver, all)
+	c.learn(p.Breaker, entryOf(p.State, p.Decision, p.RetryAfter, c.o.clock.Now()), ver, all)
 }
 
 // onEvent applies one Watch event to the view. The view holds only the
@@ -291,8 +303,8 @@ func (c *Client) onEvent(e *pb.Event) {
 			if old.gen == e.GetGeneration() && old.state == pb.State_STATE_CLOSED {
 				cp := *old
 				cp.run = run
-				if !run && cp.decision == pb.Decision_DECISION_DENIED_SUSPECT_WORKER {
-					cp.decision, cp.until = pb.Decision_DECISION_UNSPECIFIED, time.Time{} // a success clears the suspect
+				if !run {
+					cp.suspect, cp.suspectUntil = "", time.Time{} // a success clears the suspect
 				}
 				n = &cp
 			}
@@ -373,7 +385,7 @@ func (c *Client) goRefresh(name string) {
 			c.log("client: reading "+name+" for the fast view", err)
 			return
 		}
-		c.learn(name, entryOf(res.GetStates()[0], c.worker(), 0, 0, c.o.clock.Now()), ver, all)
+		c.learn(name, entryOf(res.GetStates()[0], 0, 0, c.o.clock.Now()), ver, all)
 	}()
 }
 
@@ -459,7 +471,7 @@ func (c *Client) resync(ctx context.Context) error {
 		now := c.o.clock.Now()
 		for i, s := range res.GetStates() {
 			if i < len(chunk) {
-				c.learn(chunk[i], entryOf(s, c.worker(), 0, 0, now), vers[i], all)
+				c.learn(chunk[i], entryOf(s, 0, 0, now), vers[i], all)
 			}
 		}
 	}
@@ -621,7 +633,7 @@ func (c *Client) sendOnce() bool {
 			// What breakerd answered is the breaker's state after the
 			// record: keep it unless an event about it came meanwhile.
 			if i < n && r.GetState() != nil && !r.GetDegraded() {
-				c.learn(reqs[i].GetBreaker(), entryOf(r.GetState(), c.worker(), 0, 0, now), vers[i], all)
+				c.learn(reqs[i].GetBreaker(), entryOf(r.GetState(), 0, 0, now), vers[i], all)
 			}
 		}
 	}

@@ -349,7 +349,7 @@ func (c *Client) states(ctx context.Context, names []string) (states []*pb.Break
 	out := c.local.states(names)
 	if c.cache != nil { // what breakerd said last still holds until its retry_after
 		for i, n := range names {
-			if p := c.cache.lookup(n, now); p != nil {
+			if p := c.cache.lookup(n, c.worker(), now); p != nil {
 				out[i] = stateOfDenial(p, now)
 			}
 		}
