@@ -39,22 +39,24 @@ func known(t *testing.T, d *daemontest.Daemon, c *Client, name string) {
 			return false
 		}
 		e := c.view.get(name)
-		return e != nil && agrees(e, st, c.WorkerID())
+		return e != nil && agrees(e, st)
 	})
 }
 
 // agrees reports whether a view entry holds st's state, generation and,
-// when closed, its failure run and whether worker is its suspect.
-func agrees(e *entry, st *pb.BreakerState, worker string) bool {
+// when closed, its failure run and its suspect worker.
+func agrees(e *entry, st *pb.BreakerState) bool {
 	if e.gen != st.GetGeneration() || e.state != st.GetState() {
 		return false
 	}
 	if st.GetState() != pb.State_STATE_CLOSED {
 		return true
 	}
-	suspect := st.GetSuspectWorker() == worker && st.GetSuspectUntilMs() > st.GetAsOfMs()
-	return e.run == (st.GetFailures() > 0 || st.GetSuspectWorker() != "") &&
-		suspect == (e.decision == pb.Decision_DECISION_DENIED_SUSPECT_WORKER)
+	suspect := ""
+	if st.GetSuspectUntilMs() > st.GetAsOfMs() {
+		suspect = st.GetSuspectWorker()
+	}
+	return e.run == (st.GetFailures() > 0 || st.GetSuspectWorker() != "") && e.suspect == suspect
 }
 
 func advanceAll(b *testredis.Backend, d time.Duration, clks ...*fakeClock) {

@@ -238,7 +238,7 @@ func settled(t *testing.T, d *daemontest.Daemon, c *Client, name string) {
 			return false
 		}
 		e := c.view.get(name)
-		return e == nil || agrees(e, st, c.WorkerID())
+		return e == nil || agrees(e, st)
 	})
 }
 
