@@ -15,7 +15,9 @@ import (
 )
 
 // Fast mode, with the wire as witness: the daemon's RPC counter and the
-// Redis commands its store sends.
+// Redis commands its store sends. These tests are fast mode's alone: they
+// count what the view saves (Allow RPCs, successes not sent), which strict
+// mode by design does not.
 
 // fastDial dials a fast-mode client on clk (the test moves it with the
 // backend's clock: a fast client times an open period on its own clock).
