@@ -203,9 +203,13 @@ func testProbeInFlightDeniesOthers(t *testing.T, m *clientMode) {
 }
 
 func TestValidatorMarksMalformedOutput(t *testing.T) {
+	eachMode(t, func(t *testing.T, m *clientMode) { testValidatorMarksMalformedOutput(t, m) })
+}
+
+func testValidatorMarksMalformedOutput(t *testing.T, m *clientMode) {
 	b := testredis.Mini(t)
 	d := start(t, b, store.Options{})
-	c := dial(t, d.Addr, "w1")
+	c := m.dial(t, d.Addr, "w1")
 	name := b.Breaker("search")
 	type results struct{ Items []string }
 	validate := func(r results) error {
@@ -220,34 +224,52 @@ func TestValidatorMarksMalformedOutput(t *testing.T) {
 	if !errors.As(err, &me) {
 		t.Fatalf("empty output: %v, want *MalformedOutputError", err)
 	}
+	m.settle(t, d, name, c)
 	if st := state(t, d, name); st.Failures != 1 || !strings.HasPrefix(st.LastFailure, "malformed output") {
 		t.Errorf("after a rejected 200: %d failures, last %q; want 1, malformed output", st.Failures, st.LastFailure)
 	}
+	sent := records(d)
 	out, err := CallValidated(ctx, c, name, func(context.Context) (results, error) { return results{Items: []string{"a"}}, nil }, validate)
 	if err != nil || len(out.Items) != 1 {
 		t.Fatalf("good output: %v, %v", out, err)
 	}
+	m.settle(t, d, name, c)
 	if st := state(t, d, name); st.Failures != 0 {
 		t.Errorf("after a valid 200: %d failures, want 0 (reset)", st.Failures)
+	}
+	if n := records(d) - sent; n != 1 { // fast mode too: a success during a run is sent
+		t.Errorf("the valid call sent %d outcome RPCs, want 1", n)
 	}
 }
 
 func TestCallersCancellationIsNotRecorded(t *testing.T) {
+	eachMode(t, func(t *testing.T, m *clientMode) { testCallersCancellationIsNotRecorded(t, m) })
+}
+
+func testCallersCancellationIsNotRecorded(t *testing.T, m *clientMode) {
 	b := testredis.Mini(t)
 	d := start(t, b, store.Options{})
-	c := dial(t, d.Addr, "w1")
+	c := m.dial(t, d.Addr, "w1")
 	name := b.Breaker("search")
 	ctx, cancel := context.WithCancel(context.Background())
 	err := c.Call(ctx, name, func(ctx context.Context) error { cancel(); <-ctx.Done(); return ctx.Err() })
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("%v, want context.Canceled back", err)
 	}
-	if n := d.Calls.Get("Record"); n != 0 {
-		t.Errorf("a call the caller canceled sent %d Records, want 0", n)
+	m.settle(t, d, name, c)
+	if n := records(d); n != 0 {
+		t.Errorf("a call the caller canceled sent %d outcome RPCs, want 0", n)
+	}
+	if n := d.Calls.Get("Allow"); n != 1 {
+		t.Errorf("the call cost %d Allow RPCs, want 1 (a breaker neither mode knew yet)", n)
 	}
 }
 
 func TestWrappedClassifier(t *testing.T) {
+	eachMode(t, func(t *testing.T, m *clientMode) { testWrappedClassifier(t, m) })
+}
+
+func testWrappedClassifier(t *testing.T, m *clientMode) {
 	b := testredis.Mini(t)
 	d := start(t, b, store.Options{})
 	type quotaError struct{ error }
@@ -258,12 +280,14 @@ func TestWrappedClassifier(t *testing.T) {
 		}
 		return DefaultClassifier(ctx, err)
 	}
-	plain, wrapped := dial(t, d.Addr, "w1"), dial(t, d.Addr, "w2", WithClassifier(classify))
+	plain, wrapped := m.dial(t, d.Addr, "w1"), m.dial(t, d.Addr, "w2", WithClassifier(classify))
 	ctx := context.Background()
 	mine, theirs := b.Breaker("mine"), b.Breaker("theirs")
 	quota := func(context.Context) error { return quotaError{errors.New("quota")} }
 	_ = wrapped.Call(ctx, mine, quota)
 	_ = plain.Call(ctx, theirs, quota)
+	m.settle(t, d, mine, wrapped)
+	m.settle(t, d, theirs, plain)
 	if st := state(t, d, mine); st.Failures != 0 {
 		t.Errorf("wrapped classifier: %d failures, want 0 (its own type read as INVALID_ARGUMENT)", st.Failures)
 	}
@@ -272,7 +296,11 @@ func TestWrappedClassifier(t *testing.T) {
 	}
 	// The wrapper still falls through to the default rows.
 	_ = wrapped.Call(ctx, mine, func(context.Context) error { return &HTTPError{StatusCode: 503, Status: "503"} })
+	m.settle(t, d, mine, wrapped)
 	if st := state(t, d, mine); st.Failures != 1 {
 		t.Errorf("wrapped classifier on a 503: %d failures, want 1", st.Failures)
+	}
+	if n := records(d); n != 3 {
+		t.Errorf("3 failed calls sent %d outcome RPCs, want 3 (a failure is never skipped)", n)
 	}
 }

@@ -505,7 +505,7 @@ func (c *Client) Allow(ctx context.Context, breaker string) (*Permit, error) {
 	req := &pb.AllowRequest{Breaker: breaker, WorkerId: c.worker()}
 	res, err, inTime := ask(ctx, c, breaker,
 		func(ctx context.Context) (*pb.AllowResponse, error) { return c.api.Allow(ctx, req) },
-		func(res *pb.AllowResponse, err error) { c.lateAllow(breaker, epoch, res, err) })
+		func(res *pb.AllowResponse, err error) { c.lateAllow(breaker, epoch, ver, all, res, err) })
 	switch {
 	case !inTime && ctx.Err() != nil:
 		return nil, ctx.Err()
@@ -541,10 +541,11 @@ func permitOf(breaker string, res *pb.AllowResponse) *Permit {
 }
 
 // lateAllow takes an Allow answer that came after its caller had been
-// answered by the fallback: a denial goes to the open cache, and a PROBE
-// lease, which no caller will use, is handed back at once (OUTCOME_CANCELED
-// decides nothing), so the fleet's one probe is not held until its timeout.
-func (c *Client) lateAllow(breaker string, epoch uint64, res *pb.AllowResponse, err error) {
+// answered by the fallback: a denial goes to the open cache, the answer to
+// the fast-mode view (unless an event fenced it), and a PROBE lease, which
+// no caller will use, is handed back at once (OUTCOME_CANCELED decides
+// nothing), so the fleet's one probe is not held until its timeout.
+func (c *Client) lateAllow(breaker string, epoch, ver, all uint64, res *pb.AllowResponse, err error) {
 	if err != nil {
 		return
 	}
@@ -552,6 +553,9 @@ func (c *Client) lateAllow(breaker string, epoch uint64, res *pb.AllowResponse, 
 	p := permitOf(breaker, res)
 	if c.cache != nil {
 		c.cache.store(p, c.worker(), epoch, c.o.clock.Now())
+	}
+	if c.view != nil {
+		c.fastLearn(p, ver, all)
 	}
 	if p.Decision != pb.Decision_DECISION_PROBE {
 		return

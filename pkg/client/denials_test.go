@@ -12,12 +12,17 @@ import (
 )
 
 func TestCancelledOrPanickingProbeReleasesTheLease(t *testing.T) {
+	eachMode(t, func(t *testing.T, m *clientMode) { testCancelledOrPanickingProbeReleasesTheLease(t, m) })
+}
+
+func testCancelledOrPanickingProbeReleasesTheLease(t *testing.T, m *clientMode) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := start(t, b, withAlternatives())
-		c1, c2 := dial(t, d.Addr, "w1"), dial(t, d.Addr, "w2")
+		c1, c2 := m.dial(t, d.Addr, "w1"), m.dial(t, d.Addr, "w2")
 		name := b.Breaker("web_search")
 		trip(t, c1, c2, name)
-		b.Advance(30 * time.Second)
+		m.settle(t, d, name, c1, c2)
+		m.advance(b, 30*time.Second)
 
 		// The caller gives up mid-probe.
 		ctx, cancel := context.WithCancel(context.Background())
@@ -25,6 +30,7 @@ func TestCancelledOrPanickingProbeReleasesTheLease(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled probe: %v, want context.Canceled", err)
 		}
+		m.settle(t, d, name, c1, c2) // fast mode: the release is sent in the background
 		p, err := c2.Allow(context.Background(), name)
 		if err != nil || p.Decision != pb.Decision_DECISION_PROBE {
 			t.Fatalf("after a cancelled probe: %v, %v; want PROBE at once (lease released)", p, err)
@@ -32,8 +38,10 @@ func TestCancelledOrPanickingProbeReleasesTheLease(t *testing.T) {
 		if _, err := c2.Record(context.Background(), p, Result{Outcome: pb.Outcome_OUTCOME_CANCELED}); err != nil {
 			t.Fatal(err)
 		}
+		m.settle(t, d, name, c1, c2)
 
 		// The tool panics mid-probe.
+		sent := records(d)
 		func() {
 			defer func() {
 				if recover() == nil {
@@ -42,6 +50,10 @@ func TestCancelledOrPanickingProbeReleasesTheLease(t *testing.T) {
 			}()
 			_ = c1.Call(context.Background(), name, func(context.Context) error { panic("tool bug") })
 		}()
+		m.settle(t, d, name, c1)
+		if n := records(d) - sent; n != 1 {
+			t.Errorf("the panicking probe sent %d outcome RPCs, want 1 (its release)", n)
+		}
 		if st := state(t, d, name); st.State != pb.State_STATE_HALF_OPEN || st.ProbeInFlight || st.FailedProbes != 0 {
 			t.Fatalf("after a panicking probe: %v in flight %v failed probes %d; want HALF_OPEN, released, no verdict",
 				st.State, st.ProbeInFlight, st.FailedProbes)
@@ -50,9 +62,13 @@ func TestCancelledOrPanickingProbeReleasesTheLease(t *testing.T) {
 }
 
 func TestSuspectAndPausedDenialsNeverRunTheCall(t *testing.T) {
+	eachMode(t, func(t *testing.T, m *clientMode) { testSuspectAndPausedDenialsNeverRunTheCall(t, m) })
+}
+
+func testSuspectAndPausedDenialsNeverRunTheCall(t *testing.T, m *clientMode) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := start(t, b, store.Options{})
-		w1, w2 := dial(t, d.Addr, "w1"), dial(t, d.Addr, "w2")
+		w1, w2 := m.dial(t, d.Addr, "w1"), m.dial(t, d.Addr, "w2")
 		ctx := context.Background()
 		v := newVendor(t, 503)
 
@@ -61,6 +77,7 @@ func TestSuspectAndPausedDenialsNeverRunTheCall(t *testing.T) {
 		for range 5 {
 			_ = w1.Call(ctx, suspect, v.call)
 		}
+		m.settle(t, d, suspect, w1)
 		hits := v.hits.Load()
 		var open *CircuitOpenError
 		if err := w1.Call(ctx, suspect, v.call); !errors.As(err, &open) || open.Decision != pb.Decision_DECISION_DENIED_SUSPECT_WORKER {
@@ -93,6 +110,7 @@ func TestSuspectAndPausedDenialsNeverRunTheCall(t *testing.T) {
 		}
 		_ = w1.Call(ctx, paid, revoked)
 		_ = w2.Call(ctx, paid, revoked)
+		m.settle(t, d, paid, w1, w2)
 		ran := false
 		err := w2.Call(ctx, paid, func(context.Context) error { ran = true; return nil })
 		if !errors.As(err, &open) || open.Decision != pb.Decision_DECISION_DENIED_PAUSED || ran {

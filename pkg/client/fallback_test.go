@@ -17,6 +17,8 @@ import (
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
+// Strict mode only: the open cache is strict mode's (fast mode replaces
+// it with its view; TestSlowAnswersAreNotAnOutage and fast_test.go cover that).
 func TestOpenCacheAnswersKnownOpenCircuitsWithoutRPCs(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		o := withAlternatives()
@@ -116,6 +118,7 @@ func TestOpenCacheAnswersKnownOpenCircuitsWithoutRPCs(t *testing.T) {
 	})
 }
 
+// A unit test of the open cache (strict mode's), with no client.
 func TestOpenCacheSkipsADenialThatRacedAnEvent(t *testing.T) {
 	c := newOpenCache()
 	c.resync(nil, time.Now())
@@ -147,13 +150,17 @@ func TestOpenCacheSkipsADenialThatRacedAnEvent(t *testing.T) {
 }
 
 func TestDaemonStoppedMidRunFallsBackToALocalBreaker(t *testing.T) {
+	eachMode(t, func(t *testing.T, m *clientMode) { testDaemonStoppedMidRunFallsBackToALocalBreaker(t, m) })
+}
+
+func testDaemonStoppedMidRunFallsBackToALocalBreaker(t *testing.T, m *clientMode) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		o := withAlternatives()
 		d := start(t, b, o)
-		clock := newFakeClock()
+		clock := m.clk
 		v := newVendor(t, http.StatusServiceUnavailable)
 		var hook outages
-		c := dial(t, d.Addr, "agent", WithClock(clock), WithReconnectInterval(20*time.Millisecond), WithOutageHook(hook.hook))
+		c := m.dial(t, d.Addr, "agent", WithClock(clock), WithReconnectInterval(20*time.Millisecond), WithOutageHook(hook.hook))
 		ctx := context.Background()
 		pay, search := b.Breaker("payments"), b.Breaker("search")
 		tools := []Tool{{Name: "refund_charge", Breaker: pay}, {Name: "web_search", Breaker: search}}
@@ -221,9 +228,13 @@ func TestDaemonStoppedMidRunFallsBackToALocalBreaker(t *testing.T) {
 }
 
 func TestFailClosedDeniesWhileTheDaemonIsDown(t *testing.T) {
+	eachMode(t, func(t *testing.T, m *clientMode) { testFailClosedDeniesWhileTheDaemonIsDown(t, m) })
+}
+
+func testFailClosedDeniesWhileTheDaemonIsDown(t *testing.T, m *clientMode) {
 	b := testredis.Mini(t)
 	d := start(t, b, withAlternatives())
-	c := dial(t, d.Addr, "agent", WithFallback(FailClosed))
+	c := m.dial(t, d.Addr, "agent", WithFallback(FailClosed))
 	v := newVendor(t, http.StatusOK)
 	ctx := context.Background()
 	name := b.Breaker("payments")
@@ -231,6 +242,11 @@ func TestFailClosedDeniesWhileTheDaemonIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.Stop()
+	if m.fast {
+		// Until the stream's end reaches it, a fast view still answers the
+		// closed breaker it knows (fast mode's trade); then breakerd is asked.
+		eventually(t, "the view to see the stream end", func() bool { return !c.view.live.Load() })
+	}
 	err := c.Call(ctx, name, v.call)
 	var open *CircuitOpenError
 	if !errors.As(err, &open) || !open.Degraded || !strings.Contains(open.Reason, "fails closed") {
@@ -255,6 +271,10 @@ func TestFailClosedDeniesWhileTheDaemonIsDown(t *testing.T) {
 // breakerd, and after DownAfterFailures of them the fallback answers
 // without trying.
 func TestFirstContactBudgetBoundsASilentDaemon(t *testing.T) {
+	eachMode(t, func(t *testing.T, m *clientMode) { testFirstContactBudgetBoundsASilentDaemon(t, m) })
+}
+
+func testFirstContactBudgetBoundsASilentDaemon(t *testing.T, m *clientMode) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +289,7 @@ func TestFirstContactBudgetBoundsASilentDaemon(t *testing.T) {
 			defer conn.Close() // held open, never read
 		}
 	}()
-	c, err := Dial(lis.Addr().String(), WithWorkerID("agent"), WithFirstContactBudget(100*time.Millisecond), WithRPCTimeout(100*time.Millisecond))
+	c, err := Dial(lis.Addr().String(), append(m.options(), WithWorkerID("agent"), WithFirstContactBudget(100*time.Millisecond), WithRPCTimeout(100*time.Millisecond))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,6 +334,10 @@ func (s *stallingServer) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.A
 // (50ms by default): the first-contact budget and the caller's deadline
 // here are far longer, so only the Allow budget can have ended the wait.
 func TestAllowBudgetBoundsAStalledDaemon(t *testing.T) {
+	eachMode(t, func(t *testing.T, m *clientMode) { testAllowBudgetBoundsAStalledDaemon(t, m) })
+}
+
+func testAllowBudgetBoundsAStalledDaemon(t *testing.T, m *clientMode) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -323,7 +347,7 @@ func TestAllowBudgetBoundsAStalledDaemon(t *testing.T) {
 	pb.RegisterBreakerServiceServer(g, srv)
 	go func() { _ = g.Serve(lis) }()
 	defer g.Stop()
-	c, err := Dial(lis.Addr().String(), WithWorkerID("agent"), WithFirstContactBudget(time.Minute))
+	c, err := Dial(lis.Addr().String(), append(m.options(), WithWorkerID("agent"), WithFirstContactBudget(time.Minute))...)
 	if err != nil {
 		t.Fatal(err)
 	}

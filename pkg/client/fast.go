@@ -328,14 +328,20 @@ func (c *Client) onEvent(e *pb.Event) {
 		c.view.set(name, nil) // not a breaker this client uses: only fence a learn in flight
 		return
 	}
+	if at := e.GetAtMs(); at > 0 && at <= old.st.GetAsOfMs() && old.gen >= e.GetGeneration() {
+		// A late event: the view learned this transition, or a later one,
+		// from an answer read after it. Applied now, it would restart an
+		// open period on the client's clock (or undo the later state).
+		return
+	}
 	n := &entry{state: e.GetTo(), gen: e.GetGeneration(), reason: e.GetReason(), window: old.window, slowMs: old.slowMs}
 	// The snapshot a denial carries, as far as the event says; the
 	// alternatives come from the policy, unchanged by a transition.
 	n.st = &pb.BreakerState{Breaker: name, State: e.GetTo(), Generation: e.GetGeneration(), Failures: e.GetFailures(),
-		DistinctWorkers: e.GetDistinctWorkers(), CooldownMs: e.GetCooldownMs(), Reason: e.GetReason()}
+		DistinctWorkers: e.GetDistinctWorkers(), CooldownMs: e.GetCooldownMs(), Reason: e.GetReason(), AsOfMs: e.GetAtMs()}
 	n.st.Alternatives, n.st.WindowMode, n.st.SlowCallMs = old.st.GetAlternatives(), old.window, old.slowMs
 	if n.state == pb.State_STATE_OPEN {
-		n.st.OpenedAtMs, n.st.NextProbeAtMs, n.st.AsOfMs = e.GetAtMs(), e.GetAtMs()+e.GetCooldownMs(), e.GetAtMs()
+		n.st.OpenedAtMs, n.st.NextProbeAtMs = e.GetAtMs(), e.GetAtMs()+e.GetCooldownMs()
 	}
 	refresh := false
 	switch n.state {

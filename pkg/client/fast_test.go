@@ -15,7 +15,9 @@ import (
 )
 
 // Fast mode, with the wire as witness: the daemon's RPC counter and the
-// Redis commands its store sends.
+// Redis commands its store sends. These tests are fast mode's alone: they
+// count what the view saves (Allow RPCs, successes not sent), which strict
+// mode by design does not.
 
 // fastDial dials a fast-mode client on clk (the test moves it with the
 // backend's clock: a fast client times an open period on its own clock).
@@ -39,10 +41,24 @@ func known(t *testing.T, d *daemontest.Daemon, c *Client, name string) {
 			return false
 		}
 		e := c.view.get(name)
-		return e != nil && e.gen == st.GetGeneration() && e.state == st.GetState() &&
-			(st.GetState() != pb.State_STATE_CLOSED ||
-				e.run == (st.GetFailures() > 0 || st.GetSuspectWorker() != "" || st.GetSlowCalls() > 0))
+		return e != nil && agrees(e, st)
 	})
+}
+
+// agrees reports whether a view entry holds st's state, generation and,
+// when closed, its run (failures or slow calls) and its suspect worker.
+func agrees(e *entry, st *pb.BreakerState) bool {
+	if e.gen != st.GetGeneration() || e.state != st.GetState() {
+		return false
+	}
+	if st.GetState() != pb.State_STATE_CLOSED {
+		return true
+	}
+	suspect := ""
+	if st.GetSuspectUntilMs() > st.GetAsOfMs() {
+		suspect = st.GetSuspectWorker()
+	}
+	return e.run == (st.GetFailures() > 0 || st.GetSuspectWorker() != "" || st.GetSlowCalls() > 0) && e.suspect == suspect
 }
 
 func advanceAll(b *testredis.Backend, d time.Duration, clks ...*fakeClock) {
@@ -513,6 +529,53 @@ func TestFastSendsSlowSuccesses(t *testing.T) {
 		call(w1, slow)
 		if st := state(t, d, name); st.GetState() != pb.State_STATE_OPEN {
 			t.Errorf("after 3 slow calls from 2 workers: %v (slow_calls %d), want OPEN", st.GetState(), st.GetSlowCalls())
+		}
+	})
+}
+
+// A transition event that reaches the view after an answer read later
+// than it (the trip's event, behind the RecordBatch answer that tripped
+// the breaker) changes nothing: applied, it would start the open period
+// again on the client's clock and deny past the probe's time. Seen under
+// load in TestProbeInFlightDeniesOthers/fast.
+func TestFastLateTransitionEventDoesNotRestartTheOpenPeriod(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := start(t, b, withAlternatives())
+		w1, w2 := dial(t, d.Addr, "w1"), dial(t, d.Addr, "w2")
+		clk := newFakeClock()
+		c := fastDial(t, d.Addr, "f1", clk)
+		name := b.Breaker("search")
+		ctx := context.Background()
+		watcher := watchFor(t, w1, name)
+		if _, err := c.Allow(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		known(t, d, c, name)
+		trip(t, w1, w2, name)
+		var opened *pb.Event
+		for opened == nil {
+			m, err := watcher.stream.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.GetEvent().GetTo() == pb.State_STATE_OPEN {
+				opened = m.GetEvent()
+			}
+		}
+		known(t, d, c, name)
+		advanceAll(b, 31*time.Second, clk)
+		if p, err := c.Allow(ctx, name); err != nil || p.Decision != pb.Decision_DECISION_PROBE {
+			t.Fatalf("after the cooldown: %+v, %v; want PROBE", p, err)
+		}
+		known(t, d, c, name) // half-open, with the probe: the answer is read after the trip
+		c.onEvent(opened)    // the trip's event again, late
+		allows := d.Calls.Get("Allow")
+		p, err := c.Allow(ctx, name)
+		if err != nil || p.Decision != pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT {
+			t.Fatalf("after a late trip event: %+v, %v; want breakerd's DENIED_PROBE_IN_FLIGHT", p, err)
+		}
+		if n := d.Calls.Get("Allow") - allows; n != 1 {
+			t.Errorf("the half-open breaker cost %d Allow RPCs, want 1 (breakerd decides)", n)
 		}
 	})
 }

@@ -23,6 +23,10 @@ import (
 // New wraps a connection the caller owns: calls go over it, and Close
 // leaves it open.
 func TestNewUsesTheCallersConnection(t *testing.T) {
+	eachMode(t, func(t *testing.T, m *clientMode) { testNewUsesTheCallersConnection(t, m) })
+}
+
+func testNewUsesTheCallersConnection(t *testing.T, m *clientMode) {
 	b := testredis.Mini(t)
 	d := start(t, b, withAlternatives())
 	conn, err := grpc.NewClient(d.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -30,13 +34,24 @@ func TestNewUsesTheCallersConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	c := New(conn, WithWorkerID("agent"), WithAllowBudget(testBudget))
+	c := New(conn, append(m.options(), WithWorkerID("agent"), WithAllowBudget(testBudget))...)
+	want := 2 // the Allow and the Record
+	if m.fast {
+		eventually(t, "the fast view is live", func() bool { return c.view.live.Load() })
+		want = 1 // the Allow: a success on a healthy breaker is not sent
+		if n := d.Calls.Get("Watch"); n != 1 {
+			t.Errorf("the daemon served %d Watch streams over the caller's connection, want 1", n)
+		}
+	}
 	v := newVendor(t, http.StatusOK)
 	if err := c.Call(context.Background(), b.Breaker("search"), v.call); err != nil {
 		t.Fatal(err)
 	}
-	if n := d.Calls.Get("Allow") + d.Calls.Get("Record"); n != 2 {
-		t.Errorf("the daemon served %d Allow and Record calls over the caller's connection, want 2", n)
+	if err := c.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := d.Calls.Get("Allow") + records(d); n != want {
+		t.Errorf("the daemon served %d Allow and outcome calls over the caller's connection, want %d", n, want)
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
@@ -53,6 +68,10 @@ func TestNewUsesTheCallersConnection(t *testing.T) {
 // when the caller's own context has no deadline. (A caller that gave up
 // sends no Record at all: its cancellation is never counted.)
 func TestRecordTimeoutBoundsTheRecord(t *testing.T) {
+	eachMode(t, func(t *testing.T, m *clientMode) { testRecordTimeoutBoundsTheRecord(t, m) })
+}
+
+func testRecordTimeoutBoundsTheRecord(t *testing.T, m *clientMode) {
 	srv := &recordingServer{}
 	addr := serveFake(t, srv)
 	for _, tc := range []struct {
@@ -62,12 +81,15 @@ func TestRecordTimeoutBoundsTheRecord(t *testing.T) {
 		{[]Option{WithRecordTimeout(300 * time.Millisecond)}, 300 * time.Millisecond},
 		{nil, 2 * time.Second}, // the default
 	} {
-		c := dial(t, addr, "agent", tc.opts...)
+		c := m.dial(t, addr, "agent", tc.opts...)
 		err := c.Call(context.Background(), "search", func(context.Context) error {
 			return errors.New("boom")
 		})
 		if err == nil || err.Error() != "boom" {
 			t.Fatalf("Call = %v, want fn's error", err)
+		}
+		if err := c.Flush(context.Background()); err != nil { // fast mode: the RecordBatch, bounded the same way
+			t.Fatal(err)
 		}
 		srv.mu.Lock()
 		got := srv.remaining[len(srv.remaining)-1]
@@ -96,6 +118,10 @@ func deadAddr(t *testing.T) string {
 // unreachable: with 2, the third call is denied without reaching the
 // vendor; with the default 5 it goes out.
 func TestLocalPolicyTunesTheFallback(t *testing.T) {
+	eachMode(t, func(t *testing.T, m *clientMode) { testLocalPolicyTunesTheFallback(t, m) })
+}
+
+func testLocalPolicyTunesTheFallback(t *testing.T, m *clientMode) {
 	for _, tc := range []struct {
 		name      string
 		opts      []Option
@@ -105,7 +131,7 @@ func TestLocalPolicyTunesTheFallback(t *testing.T) {
 		{"threshold 2", []Option{WithLocalPolicy(LocalPolicy{Threshold: 2})}, 2, true},
 		{"default threshold 5", nil, 3, false},
 	} {
-		c := dial(t, deadAddr(t), "agent", tc.opts...)
+		c := dial(t, deadAddr(t), "agent", append(m.options(), tc.opts...)...) // a fast view never goes live here
 		v := newVendor(t, http.StatusServiceUnavailable)
 		var last error
 		for range 3 {
@@ -123,16 +149,25 @@ func TestLocalPolicyTunesTheFallback(t *testing.T) {
 
 // WithLogger reports breakerd going away and coming back.
 func TestLoggerReportsUnreachableAndBack(t *testing.T) {
+	eachMode(t, func(t *testing.T, m *clientMode) { testLoggerReportsUnreachableAndBack(t, m) })
+}
+
+func testLoggerReportsUnreachableAndBack(t *testing.T, m *clientMode) {
 	b := testredis.Mini(t)
 	d := start(t, b, withAlternatives())
 	addr := d.Addr
 	var logs daemontest.Buffer
-	c := dial(t, addr, "agent", WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), WithReconnectInterval(10*time.Millisecond))
+	c := m.dial(t, addr, "agent", WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), WithReconnectInterval(10*time.Millisecond))
 	ctx := context.Background()
 	if _, err := c.Allow(ctx, b.Breaker("search")); err != nil {
 		t.Fatal(err)
 	}
 	d.Stop()
+	if m.fast {
+		// Until the stream's end reaches it, a fast view still answers the
+		// closed breaker it knows; then breakerd is asked.
+		eventually(t, "the view to see the stream end", func() bool { return !c.view.live.Load() })
+	}
 	// The client calls breakerd down after DownAfterFailures failures in
 	// a row to reach it (each call meanwhile answered by the fallback).
 	for range DownAfterFailures {
@@ -199,14 +234,21 @@ func (s *degradedServer) Allow(context.Context, *pb.AllowRequest) (*pb.AllowResp
 // DaemonDegraded; the outcome still goes to that daemon, not to the
 // client's local fallback.
 func TestDaemonDegradedPermitIsRecordedAtTheDaemon(t *testing.T) {
+	eachMode(t, func(t *testing.T, m *clientMode) { testDaemonDegradedPermitIsRecordedAtTheDaemon(t, m) })
+}
+
+func testDaemonDegradedPermitIsRecordedAtTheDaemon(t *testing.T, m *clientMode) {
 	srv := &degradedServer{}
 	addr := serveFake(t, srv)
-	c := dial(t, addr, "agent")
+	c := m.dial(t, addr, "agent")
 	p, err := c.Allow(context.Background(), "search")
 	if err != nil || !p.DaemonDegraded || p.Degraded {
 		t.Fatalf("Allow = %+v, %v; want DaemonDegraded and not Degraded", p, err)
 	}
 	if _, err := c.Record(context.Background(), p, Result{Outcome: pb.Outcome_OUTCOME_TIMEOUT}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	srv.mu.Lock()

@@ -119,16 +119,21 @@ func (o *outages) String() string {
 // field, and the client stays on breakerd: the next Allow of a breaker
 // forced open in Redis is still breakerd's DENIED_FORCED_OPEN.
 func TestBadRequestIsNotAnOutage(t *testing.T) {
+	eachMode(t, func(t *testing.T, m *clientMode) { testBadRequestIsNotAnOutage(t, m) })
+}
+
+func testBadRequestIsNotAnOutage(t *testing.T, m *clientMode) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := start(t, b, store.Options{})
 		var logs daemontest.Buffer
 		var hook outages
-		c := dial(t, d.Addr, "agent", WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), WithOutageHook(hook.hook))
+		c := m.dial(t, d.Addr, "agent", WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), WithOutageHook(hook.hook))
 		ctx := context.Background()
 		forced := b.Breaker("forced")
 		if _, err := c.API().Force(ctx, &pb.ForceRequest{Breaker: forced, Mode: pb.ForceMode_FORCE_MODE_OPEN, Reason: "vendor maintenance"}); err != nil {
 			t.Fatal(err)
 		}
+		served := d.Calls.Total() // the Force, and a fast client's Watch
 
 		for _, tc := range []struct {
 			name, breaker, want string
@@ -151,8 +156,8 @@ func TestBadRequestIsNotAnOutage(t *testing.T) {
 				t.Errorf("Available(%s) = %v; want InvalidArgument on breakers[0]", tc.name, err)
 			}
 		}
-		if n := d.Calls.Total(); n != 1 { // the Force
-			t.Errorf("bad requests reached the daemon: %d RPCs served, want 1 (the Force)", n)
+		if n := d.Calls.Total() - served; n != 0 {
+			t.Errorf("bad requests reached the daemon: %d RPCs served, want 0", n)
 		}
 
 		// A server-side error about one breaker (a key of the wrong type in
@@ -179,7 +184,7 @@ func TestBadRequestIsNotAnOutage(t *testing.T) {
 		}
 
 		// A worker id breakerd would refuse is refused the same way.
-		bad := dial(t, d.Addr, "w\n1")
+		bad := m.dial(t, d.Addr, "w\n1")
 		if _, err := bad.Allow(ctx, forced); status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(status.Convert(err).Message(), "worker_id: ") {
 			t.Errorf("Allow with worker id %q: %v; want InvalidArgument on worker_id", "w\n1", err)
 		}
@@ -188,7 +193,8 @@ func TestBadRequestIsNotAnOutage(t *testing.T) {
 
 // What grpc itself says about a bad request (its encoder refusing invalid
 // UTF-8, a message over the daemon's limit) is not a failure to reach
-// breakerd; a refused connection is.
+// breakerd; a refused connection is. (One mode: it reads errors from the
+// raw stub, which both modes share.)
 func TestReachFailureReadsGRPCsOwnErrors(t *testing.T) {
 	b := testredis.Mini(t)
 	d := start(t, b, store.Options{})
@@ -220,22 +226,30 @@ func TestReachFailureReadsGRPCsOwnErrors(t *testing.T) {
 // A slow answer answers one call from the fallback and is not an
 // outage: the client stays on breakerd, and the late answer still lands
 // (a denial is cached, a PROBE no caller uses is released at once).
+//
+// In strict mode the late denial goes to the open cache (WithOpenCache);
+// in fast mode to the view, which WithOpenCache then does not add to.
 func TestSlowAnswersAreNotAnOutage(t *testing.T) {
+	eachMode(t, func(t *testing.T, m *clientMode) { testSlowAnswersAreNotAnOutage(t, m) })
+}
+
+func testSlowAnswersAreNotAnOutage(t *testing.T, m *clientMode) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		g := newGate()
 		d := daemontest.StartWith(t, b, daemontest.Options{Store: withAlternatives(), Server: []grpc.ServerOption{g.server()}})
-		w1, w2 := dial(t, d.Addr, "w1"), dial(t, d.Addr, "w2")
+		w1, w2 := m.dial(t, d.Addr, "w1"), m.dial(t, d.Addr, "w2")
 		var logs daemontest.Buffer
 		var hook outages
-		clock := newFakeClock()
-		c := dial(t, d.Addr, "agent", g.client(), WithOpenCache(), WithOutageHook(hook.hook), WithClock(clock),
+		c := m.dial(t, d.Addr, "agent", g.client(), WithOpenCache(), WithOutageHook(hook.hook), WithClock(m.clk),
 			WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 		ctx := context.Background()
 		forced := b.Breaker("forced")
 		if _, err := w1.API().Force(ctx, &pb.ForceRequest{Breaker: forced, Mode: pb.ForceMode_FORCE_MODE_OPEN, Reason: "vendor maintenance"}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the first resync", func() bool { live, _, _ := c.cache.status(); return live })
+		if !m.fast { // a fast client is dialled once its view is live
+			eventually(t, "the first resync", func() bool { live, _, _ := c.cache.status(); return live })
+		}
 
 		// More slow calls than DownAfterFailures, at once, beside calls
 		// answered in time: each slow one gets the fallback, the others
@@ -273,17 +287,28 @@ func TestSlowAnswersAreNotAnOutage(t *testing.T) {
 		}
 		eventually(t, "the 5 late answers", func() bool { return c.Stats().LateAnswers == 5 })
 
-		// A late denial is cached: the next Allow costs no round trip.
+		// A late denial is kept: the next Allow costs no round trip.
 		open := b.Breaker("open")
-		_, _, epoch := c.cache.status()
+		var epoch uint64
+		if !m.fast {
+			_, _, epoch = c.cache.status()
+		}
 		trip(t, w1, w2, open)
-		eventually(t, "the trip's event", func() bool { _, _, e := c.cache.status(); return e > epoch })
+		if !m.fast {
+			eventually(t, "the trip's event", func() bool { _, _, e := c.cache.status(); return e > epoch })
+		}
 		g.hold(open)
 		if p, err := c.Allow(ctx, open); err != nil || !p.Degraded {
 			t.Fatalf("Allow(open) held past its budget: %+v, %v; want the fallback's answer", p, err)
 		}
 		g.release(open)
 		eventually(t, "the late denial", func() bool { return c.Stats().LateAnswers == 6 })
+		if m.fast {
+			// The view learns the late answer; had the trip's event reached
+			// it after the answer was stamped, the view reads the breaker
+			// again instead (one BatchGet): either way it comes to hold it.
+			known(t, d, c, open)
+		}
 		allows := d.Calls.Get("Allow")
 		if p, err := c.Allow(ctx, open); err != nil || !p.Cached || p.Decision != pb.Decision_DECISION_DENIED_OPEN {
 			t.Errorf("Allow(open) after its late denial: %+v, %v; want the cached DENIED_OPEN", p, err)
@@ -294,18 +319,21 @@ func TestSlowAnswersAreNotAnOutage(t *testing.T) {
 
 		// A late PROBE is handed back at once with OUTCOME_CANCELED: another
 		// worker can probe now, and the cooldown did not grow.
-		b.Advance(31 * time.Second)
-		clock.Advance(31 * time.Second) // the cached denial ends
+		m.advance(b, 31*time.Second) // the kept denial ends
 		g.hold(open)
 		if p, err := c.Allow(ctx, open); err != nil || !p.Degraded {
 			t.Fatalf("Allow(open) after its cooldown, held: %+v, %v; want the fallback's answer", p, err)
 		}
-		records := d.Calls.Get("Record")
+		sent := records(d)
 		g.release(open)
 		eventually(t, "the late probe's release", func() bool { return c.Stats().ProbesReleased == 1 })
-		if n := d.Calls.Get("Record") - records; n != 1 {
-			t.Errorf("releasing the late probe sent %d Records, want 1", n)
+		if err := c.Flush(ctx); err != nil { // fast mode queues the release
+			t.Fatal(err)
 		}
+		if n := records(d) - sent; n != 1 {
+			t.Errorf("releasing the late probe sent %d outcome RPCs, want 1", n)
+		}
+		m.settle(t, d, open, w2) // fast mode: w2 heard of the trip and the probe only by events
 		if st := state(t, d, open); st.State != pb.State_STATE_HALF_OPEN || st.ProbeInFlight || st.FailedProbes != 0 {
 			t.Errorf("after the late probe's release: %v, probe in flight %v, %d failed probes; want HALF_OPEN, none, 0", st.State, st.ProbeInFlight, st.FailedProbes)
 		}
@@ -326,13 +354,17 @@ func TestSlowAnswersAreNotAnOutage(t *testing.T) {
 // the client to its fallback; an answer in between starts the count
 // again. The switch is said once: one log line, one hook call.
 func TestThreeFailuresToReachSwitchToFallback(t *testing.T) {
+	eachMode(t, func(t *testing.T, m *clientMode) { testThreeFailuresToReachSwitchToFallback(t, m) })
+}
+
+func testThreeFailuresToReachSwitchToFallback(t *testing.T, m *clientMode) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		g := newGate()
 		d := daemontest.StartWith(t, b, daemontest.Options{Store: store.Options{}, Server: []grpc.ServerOption{g.server()}})
 		var logs daemontest.Buffer
 		var hook outages
 		var c *Client
-		c = dial(t, d.Addr, "agent", WithReconnectInterval(time.Hour), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
+		c = m.dial(t, d.Addr, "agent", WithReconnectInterval(time.Hour), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))),
 			WithOutageHook(func(down bool, err error) {
 				if _, now := c.Unreachable(); now != down { // the hook may call the client
 					t.Errorf("the outage hook said down=%v while Unreachable() = %v", down, now)
@@ -364,7 +396,15 @@ func TestThreeFailuresToReachSwitchToFallback(t *testing.T) {
 		}
 		allows := d.Calls.Get("Allow")
 		for range 3 {
-			allow(good, true)
+			if m.fast {
+				// The gate fails only Allow RPCs: the Watch stream is up, and
+				// the live view answers a closed breaker it knows, down or not.
+				if p, err := c.Allow(ctx, good); err != nil || p.Degraded || !p.Cached || p.Decision != pb.Decision_DECISION_ALLOWED {
+					t.Fatalf("Allow(good) from the live view = %+v, %v; want a cached ALLOWED", p, err)
+				}
+			} else {
+				allow(good, true)
+			}
 			allow(bad, true)
 		}
 		if n := d.Calls.Get("Allow") - allows; n != 0 {
@@ -379,9 +419,13 @@ func TestThreeFailuresToReachSwitchToFallback(t *testing.T) {
 // A Record's durations go out within what breakerd accepts, so the
 // outcome is kept, and whether the wait exceeds the deadline is too.
 func TestRecordClampsDurationsToBreakerdsBounds(t *testing.T) {
+	eachMode(t, func(t *testing.T, m *clientMode) { testRecordClampsDurationsToBreakerdsBounds(t, m) })
+}
+
+func testRecordClampsDurationsToBreakerdsBounds(t *testing.T, m *clientMode) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := start(t, b, store.Options{})
-		c := dial(t, d.Addr, "agent")
+		c := m.dial(t, d.Addr, "agent")
 		ctx := context.Background()
 		const day = 24 * time.Hour
 		for _, tc := range []struct {
@@ -400,8 +444,18 @@ func TestRecordClampsDurationsToBreakerdsBounds(t *testing.T) {
 				t.Fatal(err)
 			}
 			res, err := c.Record(ctx, p, Result{Outcome: pb.Outcome_OUTCOME_RATE_LIMITED, RetryAfter: tc.retryAfter, Deadline: tc.dl, Latency: tc.lat})
-			if err != nil || res.GetCounted() != tc.counted {
+			// A fast Record returns before breakerd has judged the outcome:
+			// only a strict response says whether it counted.
+			if err != nil || !m.fast && res.GetCounted() != tc.counted {
 				t.Errorf("Record(%s) = %v, %v; want counted %v", tc.name, res, err, tc.counted)
+			}
+			m.settle(t, d, name, c)
+			want := int64(0)
+			if tc.counted {
+				want = 1
+			}
+			if st := state(t, d, name); st.GetFailures() != want {
+				t.Errorf("after Record(%s): %d failures at breakerd, want %d", tc.name, st.GetFailures(), want)
 			}
 		}
 	})
@@ -411,19 +465,24 @@ func TestRecordClampsDurationsToBreakerdsBounds(t *testing.T) {
 // on a probe it releases the lease (OUTCOME_CANCELED) and the cooldown
 // does not grow. A deadline that passed is a TIMEOUT.
 func TestCancellationIsTheCallersWhateverTheToolSays(t *testing.T) {
+	eachMode(t, func(t *testing.T, m *clientMode) { testCancellationIsTheCallersWhateverTheToolSays(t, m) })
+}
+
+func testCancellationIsTheCallersWhateverTheToolSays(t *testing.T, m *clientMode) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := start(t, b, withAlternatives())
-		w1, w2 := dial(t, d.Addr, "w1"), dial(t, d.Addr, "w2")
+		w1, w2 := m.dial(t, d.Addr, "w1"), m.dial(t, d.Addr, "w2")
 		name := b.Breaker("search")
 		for _, tool := range []func(ctx context.Context) error{
 			func(ctx context.Context) error { return fmt.Errorf("search: %v", ctx.Err()) },
 			func(ctx context.Context) error { return errors.New("driver: query canceled") },
 		} {
 			ctx, cancel := context.WithCancel(context.Background())
-			records := d.Calls.Get("Record")
+			sent := records(d)
 			err := w1.Call(ctx, name, func(ctx context.Context) error { cancel(); return tool(ctx) })
-			if err == nil || d.Calls.Get("Record") != records {
-				t.Errorf("a cancelled call: %v, %d Records; want the tool's error, none", err, d.Calls.Get("Record")-records)
+			m.settle(t, d, name, w1)
+			if err == nil || records(d) != sent {
+				t.Errorf("a cancelled call: %v, %d outcome RPCs; want the tool's error, none", err, records(d)-sent)
 			}
 		}
 		if st := state(t, d, name); st.Failures != 0 {
@@ -431,13 +490,15 @@ func TestCancellationIsTheCallersWhateverTheToolSays(t *testing.T) {
 		}
 
 		trip(t, w1, w2, name)
-		b.Advance(31 * time.Second)
+		m.settle(t, d, name, w1, w2)
+		m.advance(b, 31*time.Second)
 		before := state(t, d, name)
 		ctx, cancel := context.WithCancel(context.Background())
 		err := w1.Call(ctx, name, func(ctx context.Context) error { cancel(); return errors.New("driver: query canceled") })
 		if err == nil || err.Error() != "driver: query canceled" {
 			t.Fatalf("the probe the caller cancelled: %v", err)
 		}
+		m.settle(t, d, name, w1, w2) // fast mode: the release is sent in the background
 		st := state(t, d, name)
 		if st.State != pb.State_STATE_HALF_OPEN || st.ProbeInFlight || st.FailedProbes != 0 || st.CooldownMs != before.CooldownMs {
 			t.Errorf("after a cancelled probe: %v, probe in flight %v, %d failed probes, cooldown %dms; want HALF_OPEN, released, 0, %dms",
@@ -465,6 +526,21 @@ func (s *recordingServer) Allow(context.Context, *pb.AllowRequest) (*pb.AllowRes
 }
 
 func (s *recordingServer) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordResponse, error) {
+	s.keep(ctx, req)
+	return &pb.RecordResponse{}, nil
+}
+
+// RecordBatch keeps each outcome as Record does (a fast client's).
+func (s *recordingServer) RecordBatch(ctx context.Context, req *pb.RecordBatchRequest) (*pb.RecordBatchResponse, error) {
+	out := &pb.RecordBatchResponse{}
+	for _, r := range req.GetRecords() {
+		s.keep(ctx, r)
+		out.Results = append(out.Results, &pb.RecordResponse{})
+	}
+	return out, nil
+}
+
+func (s *recordingServer) keep(ctx context.Context, req *pb.RecordRequest) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.records = append(s.records, req)
@@ -473,7 +549,22 @@ func (s *recordingServer) Record(ctx context.Context, req *pb.RecordRequest) (*p
 	} else {
 		s.remaining = append(s.remaining, -1)
 	}
-	return &pb.RecordResponse{}, nil
+}
+
+// Watch is a live stream that never has an event: a fast client's view
+// goes live on it.
+func (s *recordingServer) Watch(_ *pb.WatchRequest, stream pb.BreakerService_WatchServer) error {
+	if err := stream.SendHeader(nil); err != nil {
+		return err
+	}
+	<-stream.Context().Done()
+	return nil
+}
+
+func (s *recordingServer) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.records)
 }
 
 func (s *recordingServer) last(t *testing.T) *pb.RecordRequest {
@@ -490,9 +581,13 @@ func (s *recordingServer) last(t *testing.T) *pb.RecordRequest {
 // read off the wire: quota exhaustion as its own outcome, waits clamped
 // to breakerd's bounds, a bare 429 as 60s.
 func TestCallSendsWhatTheVendorSaid(t *testing.T) {
+	eachMode(t, func(t *testing.T, m *clientMode) { testCallSendsWhatTheVendorSaid(t, m) })
+}
+
+func testCallSendsWhatTheVendorSaid(t *testing.T, m *clientMode) {
 	srv := &recordingServer{}
 	addr := serveFake(t, srv)
-	c := dial(t, addr, "agent")
+	c := m.dial(t, addr, "agent")
 
 	var answer atomic.Value // func(http.ResponseWriter)
 	vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -548,12 +643,19 @@ func TestCallSendsWhatTheVendorSaid(t *testing.T) {
 		if tc.deadline > 0 {
 			ctx, cancel = context.WithTimeout(ctx, tc.deadline)
 		}
+		sent := srv.count()
 		err := c.Call(ctx, "vendor", call)
 		cancel()
 		var he *HTTPError
 		if !errors.As(err, &he) || he.StatusCode != tc.status {
 			t.Errorf("%s: Call = %v, want the vendor's %d", tc.name, err, tc.status)
 			continue
+		}
+		if err := c.Flush(context.Background()); err != nil { // fast mode sends in the background
+			t.Fatal(err)
+		}
+		if n := srv.count() - sent; n != 1 {
+			t.Fatalf("%s: the call sent %d outcomes, want 1", tc.name, n)
 		}
 		r := srv.last(t)
 		if r.GetOutcome() != tc.outcome || r.GetMessage() != tc.message {
