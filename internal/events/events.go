@@ -23,6 +23,12 @@ import (
 // buffer: the reader must resubscribe and resync its view from List.
 var ErrTooSlow = errors.New("events: subscriber fell behind")
 
+// ErrFeedLost ends every subscription when the hub's own Redis connection
+// was lost and go-redis subscribed again: what was published meanwhile
+// never reached the hub, so each reader must resubscribe and resync its
+// view from List (the events are in the durable log).
+var ErrFeedLost = errors.New("events: the feed lost its Redis connection")
+
 // ErrTooManyStreams refuses a subscription past a Limits cap.
 var ErrTooManyStreams = errors.New("events: too many Watch streams")
 
@@ -96,7 +102,8 @@ type Subscription struct {
 	err    error
 }
 
-// Err returns why C was closed (ErrTooSlow, or nil after Close).
+// Err returns why C was closed (ErrTooSlow, ErrFeedLost, or nil after
+// Close or the hub's end).
 func (s *Subscription) Err() error {
 	s.hub.mu.Lock()
 	defer s.hub.mu.Unlock()
@@ -160,6 +167,19 @@ func (h *Hub) Streams() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.subs)
+}
+
+// dropAll ends every subscription with err.
+func (h *Hub) dropAll(err error) {
+	h.mu.Lock()
+	subs := make([]*Subscription, 0, len(h.subs))
+	for s := range h.subs {
+		subs = append(subs, s)
+	}
+	h.mu.Unlock()
+	for _, s := range subs {
+		h.drop(s, err)
+	}
 }
 
 func (h *Hub) drop(s *Subscription, err error) {
@@ -228,7 +248,9 @@ func (h *Hub) Start(ctx context.Context) (stop func(), err error) {
 // failure; ready, when non-nil, is closed once the first subscription is
 // confirmed, so a caller can wait for it. After that go-redis re-subscribes
 // by itself after a connection loss; events published while it was away
-// are in the durable log, not in the feed.
+// are in the durable log, not in the feed, so once the new subscription is
+// confirmed every subscriber is ended with ErrFeedLost (a Watch stream then
+// ends and its client resyncs): none is left believing it missed nothing.
 func (h *Hub) Run(ctx context.Context, ready chan<- struct{}) error {
 	ps := h.rdb.Subscribe(ctx, h.channel)
 	defer ps.Close()
@@ -250,23 +272,25 @@ func (h *Hub) Run(ctx context.Context, ready chan<- struct{}) error {
 	if ready != nil {
 		close(ready)
 	}
-	ch := ps.Channel()
+	ch := ps.ChannelWithSubscriptions()
 	for {
 		select {
 		case <-ctx.Done():
-			h.mu.Lock()
-			subs := make([]*Subscription, 0, len(h.subs))
-			for s := range h.subs {
-				subs = append(subs, s)
-			}
-			h.mu.Unlock()
-			for _, s := range subs {
-				h.drop(s, nil)
-			}
+			h.dropAll(nil)
 			return nil
-		case m, ok := <-ch:
+		case msg, ok := <-ch:
 			if !ok {
 				return errors.New("events: subscription closed")
+			}
+			m, isMessage := msg.(*redis.Message)
+			if !isMessage {
+				// A subscription confirmed again: go-redis reconnected.
+				if sub, ok := msg.(*redis.Subscription); ok && sub.Kind == "subscribe" {
+					h.log.Warn("events: the feed's Redis connection was lost and is back; ending every Watch stream so its client resyncs",
+						"channel", h.channel, "streams", h.Streams())
+					h.dropAll(ErrFeedLost)
+				}
+				continue
 			}
 			e, err := store.DecodeEvent([]byte(m.Payload))
 			if err != nil {

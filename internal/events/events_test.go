@@ -108,3 +108,61 @@ func TestSlowSubscriberIsCutNotBlocking(t *testing.T) {
 		t.Errorf("slow subscriber: %d events then %v; want its buffer then ErrTooSlow", n, slow.Err())
 	}
 }
+
+// When the hub's own Redis connection drops, go-redis subscribes again by
+// itself, and what was published meanwhile never reaches the hub. Every
+// subscriber is then ended with ErrFeedLost, so no Watch reader goes on
+// believing it missed nothing; a subscription made after it gets what
+// follows. (A proxy fronts one server: miniredis and the real Redis.)
+func TestLostFeedEndsEverySubscription(t *testing.T) {
+	for _, server := range []struct {
+		name string
+		open func(testing.TB) *testredis.Backend
+	}{{"miniredis", testredis.Mini}, {"redis", testredis.Real}} {
+		t.Run(server.name, func(t *testing.T) {
+			b := server.open(t)
+			proxy := testredis.NewProxy(t, b.Addr)
+			st := store.New(b.Client, store.Options{Channel: b.Prefix + "events", Now: b.Clock()})
+			hub := events.NewHub(b.ClientVia(t, proxy.Addr(), nil), st.Channel(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+			stop, err := hub.Start(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(stop)
+			recv := func(s *events.Subscription) (*pb.Event, bool) {
+				t.Helper()
+				select {
+				case e, ok := <-s.C:
+					return e, ok
+				case <-time.After(time.Minute): // a bound for a failing run only
+					t.Fatal("nothing from the hub")
+					return nil, false
+				}
+			}
+			name := b.Breaker("a")
+			sub := hub.Subscribe(nil)
+			force(t, st, name, pb.ForceMode_FORCE_MODE_OPEN)
+			if e, ok := recv(sub); !ok || e.To != pb.State_STATE_FORCED_OPEN {
+				t.Fatalf("before the cut: %v, %v; want the forced open", e, ok)
+			}
+			proxy.Cut()
+			force(t, st, name, pb.ForceMode_FORCE_MODE_AUTO) // published while the hub is away
+			proxy.Restore(t)
+			if e, ok := recv(sub); ok {
+				t.Fatalf("after the feed came back: %v; want the subscription ended (the AUTO was never seen)", e)
+			}
+			if !errors.Is(sub.Err(), events.ErrFeedLost) {
+				t.Fatalf("the subscription ended with %v, want ErrFeedLost", sub.Err())
+			}
+			if n := hub.Streams(); n != 0 {
+				t.Errorf("%d subscriptions left after the feed was lost, want 0", n)
+			}
+			again := hub.Subscribe(nil)
+			defer again.Close()
+			force(t, st, name, pb.ForceMode_FORCE_MODE_CLOSED)
+			if e, ok := recv(again); !ok || e.To != pb.State_STATE_FORCED_CLOSED {
+				t.Fatalf("a subscription after the feed came back: %v, %v; want the forced closed", e, ok)
+			}
+		})
+	}
+}

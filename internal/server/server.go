@@ -288,7 +288,10 @@ func (s *Server) Watch(req *pb.WatchRequest, stream grpc.ServerStreamingServer[p
 			return nil
 		case e, ok := <-sub.C:
 			if !ok {
-				if err := sub.Err(); err != nil {
+				switch err := sub.Err(); {
+				case errors.Is(err, events.ErrFeedLost):
+					return status.Error(codes.Unavailable, err.Error()+"; events may be missing: resubscribe and resync from List")
+				case err != nil:
 					return status.Error(codes.ResourceExhausted, err.Error()+"; resubscribe and resync from List")
 				}
 				return status.Error(codes.Unavailable, "breakerd is shutting down")

@@ -88,7 +88,11 @@ type BreakerServiceClient interface {
 	// daemon on the same Redis). It sends nothing from the past: read the
 	// durable log for history.
 	// Each message wraps one event (WatchResponse), so the stream can carry
-	// more than events later without breaking its type.
+	// more than events later without breaking its type. The stream ends
+	// with ResourceExhausted when its reader fell behind, and Unavailable
+	// when the daemon shuts down or its own Redis subscription was lost
+	// and restored (events may be missing): either way, watch again and
+	// resync from List or BatchGet.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
 	// Events reads the durable event log (each breaker's Redis Stream),
 	// oldest first: one breaker's, or every breaker's merged by time. It
@@ -252,7 +256,11 @@ type BreakerServiceServer interface {
 	// daemon on the same Redis). It sends nothing from the past: read the
 	// durable log for history.
 	// Each message wraps one event (WatchResponse), so the stream can carry
-	// more than events later without breaking its type.
+	// more than events later without breaking its type. The stream ends
+	// with ResourceExhausted when its reader fell behind, and Unavailable
+	// when the daemon shuts down or its own Redis subscription was lost
+	// and restored (events may be missing): either way, watch again and
+	// resync from List or BatchGet.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
 	// Events reads the durable event log (each breaker's Redis Stream),
 	// oldest first: one breaker's, or every breaker's merged by time. It
