@@ -632,7 +632,7 @@ func TestCheckLoadsOnlyMissingScripts(t *testing.T) {
 		if err := f.Client.ScriptFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
-		check("after SCRIPT FLUSH", 6) // allow, record, force, read, recover, check_lease
+		check("after SCRIPT FLUSH", 7) // allow, record, force, read, recover, check_lease, reserve
 		check("again", 0)
 	})
 }

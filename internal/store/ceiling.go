@@ -39,40 +39,45 @@ func (e *CeilingError) Error() string {
 		e.Breaker, e.Live, e.Max)
 }
 
-// ceiling keeps the approximate count of live breakers (Options.MaxBreakers).
+// ceiling keeps the count of live breakers (Options.MaxBreakers).
 //
-// How it counts: after every script run whose reply shows the breaker
-// holding state, the daemon adds the breaker to LiveKey (ZADD GT) with the
-// time its keys expire at the latest (twice the policy's retention from
-// now, or a pin's end plus the retention; a pin without an end never
-// expires); it repeats that only once less than a retention is left of the
-// score it set. Before a call that could create state for a breaker this
-// daemon has not registered (a Record whose outcome is not a success), it
-// asks Redis in one round trip whether the breaker holds state (EXISTS)
-// and how many live breakers there are (ZREMRANGEBYSCORE of the expired,
-// ZCARD), adds the creations it has admitted and not yet registered, and
-// refuses past Max.
+// How it counts: before a call that could create state for a breaker this
+// daemon has not registered (a Record whose outcome is not a success, or a
+// slow success), it asks Redis in one round trip whether the breaker holds
+// state (EXISTS) and, in reserve.lua on the live set's slot, prunes the
+// expired members, counts the rest and, below Max, reserves the breaker's
+// place (a member scored reserveFor from now) in the same atomic step; at
+// or past Max it refuses. After every script run whose reply shows the
+// breaker holding state, the daemon re-scores it (ZADD GT) with the time
+// its keys expire at the latest (twice the policy's retention from now, or
+// a pin's end plus the retention; a pin without an end never expires); it
+// repeats that only once less than a retention is left of the score it
+// set.
 //
-// How approximate: within one daemon the count is never short (admissions
-// and registrations are counted under one lock; one that landed in Redis
-// just before the read is counted twice, which refuses early by at most
-// the daemon's concurrent creating calls). Across daemons, a creation
-// admitted by another daemon and not yet registered is not seen: the fleet
-// ends at most Max + (daemons - 1) x (creating calls in flight at once on
-// one daemon) over. A paused breaker (its pause outlives twice the
-// retention) may drop from the count before its keys expire, and a breaker
-// whose keys expired early is counted until its score passes: both are
-// bounded by the retention. While Redis is away the ceiling is not
-// applied (the in-memory breakers are dropped when it answers again).
+// How exact: the count and the reservation are one script on one key, so
+// daemons admitting at once, on one Redis or a Cluster, never take more
+// places than Max. What makes the count differ from the breakers holding
+// state: an admitted call that creates no state (an error, a stale
+// ticket) holds its place until the reservation ends (reserveFor); a
+// breaker whose state exists but was never registered (created while
+// Redis was away, or its registration failed) is not counted until a call
+// registers it; a paused breaker (its pause outlives twice the retention)
+// may drop from the count before its keys expire, and a breaker whose keys
+// expired early is counted until its score passes. While Redis is away
+// the ceiling is not applied (the in-memory breakers are dropped when it
+// answers again), and a Redis error on the admission admits the call: the
+// call itself meets the same Redis.
 type ceiling struct {
 	max int64
 	key string
 
-	mu       sync.Mutex
-	known    map[string]int64 // breaker -> the score this daemon set (ms)
-	added    int64            // new members this daemon added to key
-	inflight int64            // admitted creations not yet registered
+	mu    sync.Mutex
+	known map[string]int64 // breaker -> the score this daemon set (ms)
 }
+
+// reserveFor is how long an admitted breaker's place is held before the
+// call that creates its state re-scores it: well past any call's timeout.
+const reserveFor = time.Minute
 
 func newCeiling(max int64, key string) *ceiling {
 	if key == "" {
@@ -89,51 +94,48 @@ func (s *Store) nowMs() int64 {
 }
 
 // admitNew applies the ceiling to a call that could create state for
-// breaker. It returns a release to call once the call is done (after
-// register), or a *CeilingError. A Redis error admits the call: the call
-// itself meets the same Redis.
-func (s *Store) admitNew(ctx context.Context, breaker string) (release func(), err error) {
+// breaker: nil when it may go ahead (its place reserved when it needed
+// one), or a *CeilingError. A Redis error admits the call: the call itself
+// meets the same Redis.
+func (s *Store) admitNew(ctx context.Context, breaker string) error {
 	c := s.ceil
-	noop := func() {}
 	if c == nil {
-		return noop, nil
+		return nil
 	}
 	now := s.nowMs()
 	c.mu.Lock()
-	if c.known[breaker] > now {
-		c.mu.Unlock()
-		return noop, nil
-	}
-	before := c.added
+	registered := c.known[breaker] > now
 	c.mu.Unlock()
-	var exists, card *redis.IntCmd
-	_, perr := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		exists = p.Exists(ctx, KeysOf(breaker).State)
-		p.ZRemRangeByScore(ctx, c.key, "-inf", "("+strconv.FormatInt(now, 10))
-		card = p.ZCard(ctx, c.key)
+	if registered {
 		return nil
-	})
-	if perr != nil {
-		return noop, nil
 	}
-	if exists.Val() > 0 {
-		return noop, nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	live := card.Val() + (c.added - before) + c.inflight
-	if live >= c.max {
-		return noop, &CeilingError{Breaker: breaker, Live: live, Max: c.max}
-	}
-	c.inflight++
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			c.mu.Lock()
-			c.inflight--
-			c.mu.Unlock()
+	var exists *redis.IntCmd
+	var reserve *redis.Cmd
+	try := func(eval func(redis.Pipeliner, []string, ...any) *redis.Cmd) error {
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			exists = p.Exists(ctx, KeysOf(breaker).State)
+			reserve = eval(p, []string{c.key}, now, c.max, breaker, now+reserveFor.Milliseconds())
+			return nil
 		})
-	}, nil
+		return err
+	}
+	err := try(func(p redis.Pipeliner, k []string, a ...any) *redis.Cmd {
+		return reserveScript.EvalSha(ctx, p, k, a...)
+	})
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		err = try(func(p redis.Pipeliner, k []string, a ...any) *redis.Cmd { return reserveScript.Eval(ctx, p, k, a...) })
+	}
+	if err != nil || exists.Val() > 0 {
+		return nil // a Redis error admits; a breaker holding state is never refused
+	}
+	res, err := reserve.Int64Slice()
+	if err != nil || len(res) != 2 {
+		return nil
+	}
+	if res[0] == 0 {
+		return &CeilingError{Breaker: breaker, Live: res[1], Max: c.max}
+	}
+	return nil
 }
 
 // register adds breaker to the live set when st shows it holding state
@@ -167,13 +169,11 @@ func (s *Store) register(ctx context.Context, breaker string, p policy.Policy, s
 	if score == math.MaxInt64 {
 		member.Score = math.Inf(1)
 	}
-	n, err := s.rdb.ZAddGT(ctx, c.key, member).Result()
-	if err != nil {
+	if err := s.rdb.ZAddGT(ctx, c.key, member).Err(); err != nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.added += n
 	if len(c.known) >= maxRemembered {
 		clear(c.known)
 	}

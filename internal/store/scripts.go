@@ -27,6 +27,8 @@ var (
 	recoverLua string
 	//go:embed scripts/check_lease.lua
 	checkLeaseLua string
+	//go:embed scripts/reserve.lua
+	reserveLua string
 )
 
 // script is one breakerd script: lib.lua's shared prologue followed by the
@@ -34,11 +36,12 @@ var (
 // NOSCRIPT).
 type script struct {
 	*redis.Script
-	name string // "allow", "record", "force", "read", "recover" or "check_lease"
+	name     string // "allow", "record", "force", "read", "recover", "check_lease" or "reserve"
+	prologue int    // the lines lib.lua adds before the operation (0 for a script run alone)
 }
 
 func newScript(name, body string) script {
-	return script{Script: redis.NewScript(libLua + body), name: name}
+	return script{Script: redis.NewScript(libLua + body), name: name, prologue: prologueLines}
 }
 
 var (
@@ -49,7 +52,10 @@ var (
 	// recoverScript and checkLeaseScript serve recovery checks (recovery.go).
 	recoverScript    = newScript("recover", recoverLua)
 	checkLeaseScript = newScript("check_lease", checkLeaseLua)
-	allScripts       = []script{allowScript, recordScript, forceScript, readScript, recoverScript, checkLeaseScript}
+	// reserveScript serves the --max-breakers ceiling (ceiling.go); it
+	// runs alone, without lib.lua, on the live set's slot.
+	reserveScript = script{Script: redis.NewScript(reserveLua), name: "reserve"}
+	allScripts    = []script{allowScript, recordScript, forceScript, readScript, recoverScript, checkLeaseScript, reserveScript}
 )
 
 // scriptNames names each script by its SHA1, for metrics (ScriptName).
@@ -62,7 +68,7 @@ var scriptNames = func() map[string]string {
 }()
 
 // ScriptName returns the name ("allow", "record", "force", "read",
-// "recover" or "check_lease") of the
+// "recover", "check_lease" or "reserve") of the
 // breakerd script whose SHA1 is sha, or "" for any other.
 func ScriptName(sha string) string { return scriptNames[sha] }
 
@@ -100,8 +106,8 @@ func scriptError(sc script, err error) error {
 		if !strings.HasPrefix(m, "user_script") {
 			lead = m[:1] // the white space before miniredis's ":N"
 		}
-		if n > prologueLines {
-			return fmt.Sprintf("%s%s.lua:%d", lead, sc.name, n-prologueLines)
+		if n > sc.prologue {
+			return fmt.Sprintf("%s%s.lua:%d", lead, sc.name, n-sc.prologue)
 		}
 		return fmt.Sprintf("%slib.lua:%d", lead, n)
 	})

@@ -61,10 +61,10 @@ type Options struct {
 	// automatic pipelining (see coalesce.go); a lone call still goes out at
 	// once, in one round trip.
 	Unpipelined bool
-	// MaxBreakers is the approximate ceiling on live breakers (breakers
+	// MaxBreakers is the ceiling on live breakers (breakers
 	// holding state): a Record that would create state for a new breaker
 	// past it fails with a *CeilingError. 0: no ceiling. Force is never
-	// refused. See ceiling for how approximate.
+	// refused. See ceiling for how it counts.
 	MaxBreakers int64
 	// LiveKey is the sorted set the ceiling counts in. Default LiveKey.
 	// Tests sharing a Redis give each daemon group its own.
@@ -248,14 +248,12 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 	if s.out.down.Load() {
 		return s.memoryRecord(req, c), nil
 	}
-	if req.GetOutcome() != pb.Outcome_OUTCOME_SUCCESS {
-		// Only an outcome that is not a success can create state for a
-		// breaker that holds none: the ceiling applies to it.
-		release, err := s.admitNew(ctx, name)
-		if err != nil {
+	if req.GetOutcome() != pb.Outcome_OUTCOME_SUCCESS || p.SlowCall > 0 && c.Latency > p.SlowCall.Milliseconds() {
+		// Only a failure or a slow success can create state for a breaker
+		// that holds none: the ceiling applies to it.
+		if err := s.admitNew(ctx, name); err != nil {
 			return nil, err
 		}
-		defer release()
 	}
 	params := ParamsOf(p, s.o.Rand())
 	args := append(s.common(name, req.GetWorkerId(), p, 16), string(c.Evidence),
