@@ -23,7 +23,7 @@ func TestAgentRunsAgainstAnEmbeddedDaemon(t *testing.T) {
 		`model calls refund_charge -> {"status":"circuit_open","tool":"refund_charge","breaker":"demo:payments"`,
 		`"alternatives":["issue_refund_manually"]}`,
 		"run 5 on worker-1: tools given to the model: web_search\n",
-		"- refund_charge: demo:payments unreachable: 5 consecutive failures from 2 workers",
+		"- refund_charge: demo:payments failing: 5 consecutive failures from 2 workers",
 		"In your final answer, say which parts of the task could not be done",
 		`"degraded": [`,
 		"the payment vendor saw 6 requests",

@@ -32,7 +32,7 @@ func StateReason(name string, v View) string {
 func causeReason(name string, c Cause, fails, workers, rl, cooldown int64, last, actor string) string {
 	switch c {
 	case CauseTrip:
-		return fmt.Sprintf("%s unreachable: %s from %s, last: %s", name, plural(fails, "consecutive failure"), plural(workers, "worker"), last)
+		return fmt.Sprintf("%s failing: %s from %s, last: %s", name, plural(fails, "consecutive failure"), plural(workers, "worker"), last)
 	case CauseWindow:
 		return fmt.Sprintf("%s failing: %d failures from %s within the failure-rate window, at or above the policy's failure_rate, last: %s",
 			name, fails, plural(workers, "worker"), last)

@@ -58,7 +58,7 @@ func TestOneWording(t *testing.T) {
 // failure from 1 worker", not "1 consecutive failures".
 func TestTripReasonSaysOneFailure(t *testing.T) {
 	v := View{State: "open", Cause: CauseTrip, Fails: 1, Workers: 1, Last: "server error (5xx)"}
-	if got, want := StateReason("search", v), "search unreachable: 1 consecutive failure from 1 worker, last: server error (5xx)"; !strings.HasPrefix(got, want) {
+	if got, want := StateReason("search", v), "search failing: 1 consecutive failure from 1 worker, last: server error (5xx)"; !strings.HasPrefix(got, want) {
 		t.Errorf("StateReason = %q, want it to start with %q", got, want)
 	}
 }

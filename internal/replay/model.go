@@ -247,7 +247,7 @@ func (b *runBreaker) call(ctx context.Context, fn func(context.Context) error) (
 }
 
 func (b *runBreaker) reason() string {
-	return fmt.Sprintf("%s unreachable: %d consecutive failures in this run, last: %s", searchTool, b.cfg.Threshold, b.last)
+	return fmt.Sprintf("%s failing: %d consecutive failures in this run, last: %s", searchTool, b.cfg.Threshold, b.last)
 }
 
 // perRunGuard is arms 2 and 3: a runBreaker; with remove, an open circuit

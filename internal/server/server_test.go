@@ -203,7 +203,7 @@ func TestOpenCircuitKeepsCallsOffTheWire(t *testing.T) {
 		for _, c := range []*client.Client{w1, w2} {
 			var open *client.CircuitOpenError
 			err := c.Do(ctx, name, v.call)
-			if !errors.As(err, &open) || !strings.Contains(open.Reason, "unreachable: 6 consecutive failures from 2 workers, last: server error (5xx): 503 Service Unavailable") || open.RetryAfter <= 0 {
+			if !errors.As(err, &open) || !strings.Contains(open.Reason, "failing: 6 consecutive failures from 2 workers, last: server error (5xx): 503 Service Unavailable") || open.RetryAfter <= 0 {
 				t.Fatalf("Do on an open circuit via %s: %v, want CircuitOpenError with the reason and a retry_after", c.WorkerID(), err)
 			}
 		}

@@ -60,7 +60,7 @@ func TestQuorumOneWorkerNeverTrips(t *testing.T) {
 			t.Fatalf("after a second worker's failure: state %v, want OPEN", r.State.State)
 		}
 		a := f.allow(name, "w3")
-		want := name + " unreachable: 101 consecutive failures from 2 workers, last: timeout after 30s"
+		want := name + " failing: 101 consecutive failures from 2 workers, last: timeout after 30s"
 		if a.Decision != pb.Decision_DECISION_DENIED_OPEN || a.Reason != want {
 			t.Errorf("Allow = %v %q, want DENIED_OPEN %q", a.Decision, a.Reason, want)
 		}

@@ -496,16 +496,18 @@ func (c *Client) Allow(ctx context.Context, breaker string) (*Permit, error) {
 		return c.fallbackAllow(breaker), nil
 	}
 	var epoch, ver, all uint64
+	var sent time.Time // when it was asked: the view times a denial from here, never from a late answer's arrival
 	if c.cache != nil {
 		epoch = c.cache.begin()
 	}
 	if c.view != nil {
 		ver, all = c.view.stamp(breaker)
+		sent = c.o.clock.Now()
 	}
 	req := &pb.AllowRequest{Breaker: breaker, WorkerId: c.worker()}
 	res, err, inTime := ask(ctx, c, breaker,
 		func(ctx context.Context) (*pb.AllowResponse, error) { return c.api.Allow(ctx, req) },
-		func(res *pb.AllowResponse, err error) { c.lateAllow(breaker, epoch, ver, all, res, err) })
+		func(res *pb.AllowResponse, err error) { c.lateAllow(breaker, epoch, ver, all, sent, res, err) })
 	switch {
 	case !inTime && ctx.Err() != nil:
 		return nil, ctx.Err()
@@ -522,7 +524,7 @@ func (c *Client) Allow(ctx context.Context, breaker string) (*Permit, error) {
 		c.cache.store(p, c.worker(), epoch, c.o.clock.Now())
 	}
 	if c.view != nil {
-		c.fastLearn(p, ver, all)
+		c.fastLearn(p, ver, all, sent)
 	}
 	return p, nil
 }
@@ -545,7 +547,7 @@ func permitOf(breaker string, res *pb.AllowResponse) *Permit {
 // the fast-mode view (unless an event fenced it), and a PROBE lease, which
 // no caller will use, is handed back at once (OUTCOME_CANCELED decides
 // nothing), so the fleet's one probe is not held until its timeout.
-func (c *Client) lateAllow(breaker string, epoch, ver, all uint64, res *pb.AllowResponse, err error) {
+func (c *Client) lateAllow(breaker string, epoch, ver, all uint64, sent time.Time, res *pb.AllowResponse, err error) {
 	if err != nil {
 		return
 	}
@@ -555,7 +557,7 @@ func (c *Client) lateAllow(breaker string, epoch, ver, all uint64, res *pb.Allow
 		c.cache.store(p, c.worker(), epoch, c.o.clock.Now())
 	}
 	if c.view != nil {
-		c.fastLearn(p, ver, all)
+		c.fastLearn(p, ver, all, sent)
 	}
 	if p.Decision != pb.Decision_DECISION_PROBE {
 		return

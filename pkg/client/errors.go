@@ -89,7 +89,7 @@ const (
 // what to use instead. Its JSON form is
 //
 //	{"status":"circuit_open","tool":"refund_charge","breaker":"payments",
-//	 "reason":"payments unreachable: 5 consecutive failures from 3 workers, last: timeout after 30s",
+//	 "reason":"payments failing: 5 consecutive failures from 3 workers, last: timeout after 30s",
 //	 "retry_after_ms":120000,"alternatives":["issue_refund_manually"]}
 //
 // with "forced":true for an operator's force and "degraded":true when the

@@ -46,7 +46,7 @@ func TestOpenCacheAnswersKnownOpenCircuitsWithoutRPCs(t *testing.T) {
 			}
 		}
 		ran := false
-		if err := c.Call(ctx, early, func(context.Context) error { ran = true; return nil }); ran || !strings.Contains(err.Error(), "unreachable: 5 consecutive failures") {
+		if err := c.Call(ctx, early, func(context.Context) error { ran = true; return nil }); ran || !strings.Contains(err.Error(), "failing: 5 consecutive failures") {
 			t.Errorf("Call on a cached open circuit: %v (ran %v)", err, ran)
 		}
 		if n := d.Calls.Get("Allow") - allows; n != 0 {

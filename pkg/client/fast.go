@@ -127,12 +127,24 @@ func (v *view) stamp(name string) (uint64, uint64) {
 func (v *view) learn(name string, e *entry, ver, all uint64) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	old, ok := v.entries.Load(name)
 	if v.ver[slot(name)] != ver || v.all != all {
-		_, ok := v.entries.Load(name)
 		return ok
+	}
+	if ok && newer(old.(*entry), e) {
+		return true // an answer read before what the view holds: keep the later word
 	}
 	v.entries.Store(name, e)
 	return true
+}
+
+// newer reports whether old says more than e about the breaker: read
+// later on the Redis clock, or at the same millisecond but at a later
+// generation (a generation only grows while the breaker holds state; a
+// breaker whose keys expired starts again at 0, read later).
+func newer(old, e *entry) bool {
+	a, b := old.st.GetAsOfMs(), e.st.GetAsOfMs()
+	return a > b || a == b && old.gen > e.gen
 }
 
 // set stores e for name (from an event) and bumps its version.
@@ -171,7 +183,9 @@ func (v *view) names() []string {
 
 // entryOf turns breakerd's snapshot of a breaker (with the decision it
 // answered, and its retry_after) into an entry, its times moved from the
-// Redis clock to the client's (now). The entry holds for every worker of
+// Redis clock to the client's (now: when the request was sent, so that an
+// answer that arrives late never stretches a denial past breakerd's end;
+// it may end early, and then breakerd decides). The entry holds for every worker of
 // the view: a denial of one worker alone (a suspect) is kept apart.
 func entryOf(s *pb.BreakerState, d pb.Decision, retry time.Duration, now time.Time) *entry {
 	e := &entry{state: s.GetState(), gen: s.GetGeneration(), st: s, reason: s.GetReason(), window: s.GetWindowMode(),
@@ -282,11 +296,11 @@ func (c *Client) learn(name string, e *entry, ver, all uint64) {
 
 // fastLearn stores what breakerd answered an Allow in the view, unless an
 // event about the breaker arrived meanwhile.
-func (c *Client) fastLearn(p *Permit, ver, all uint64) {
+func (c *Client) fastLearn(p *Permit, ver, all uint64, sent time.Time) {
 	if p.Degraded || p.DaemonDegraded || p.State == nil {
 		return
 	}
-	c.learn(p.Breaker, entryOf(p.State, p.Decision, p.RetryAfter, c.o.clock.Now()), ver, all)
+	c.learn(p.Breaker, entryOf(p.State, p.Decision, p.RetryAfter, sent), ver, all)
 }
 
 // onEvent applies one Watch event to the view. The view holds only the
@@ -332,6 +346,8 @@ func (c *Client) onEvent(e *pb.Event) {
 		// A late event: the view learned this transition, or a later one,
 		// from an answer read after it. Applied now, it would restart an
 		// open period on the client's clock (or undo the later state).
+		// It still fences an answer in flight, which is older still.
+		c.view.set(name, old)
 		return
 	}
 	n := &entry{state: e.GetTo(), gen: e.GetGeneration(), reason: e.GetReason(), window: old.window, slowMs: old.slowMs}
@@ -379,6 +395,7 @@ func (c *Client) goRefresh(name string) {
 		return
 	}
 	ver, all := c.view.stamp(name)
+	sent := c.o.clock.Now()
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -389,7 +406,7 @@ func (c *Client) goRefresh(name string) {
 			c.log("client: reading "+name+" for the fast view", err)
 			return
 		}
-		c.learn(name, entryOf(res.GetStates()[0], 0, 0, c.o.clock.Now()), ver, all)
+		c.learn(name, entryOf(res.GetStates()[0], 0, 0, sent), ver, all)
 	}()
 }
 
@@ -466,16 +483,16 @@ func (c *Client) resync(ctx context.Context) error {
 			vers[i] = c.view.ver[slot(b)]
 		}
 		c.view.mu.Unlock()
+		sent := c.o.clock.Now()
 		lctx, cancel := context.WithTimeout(ctx, c.o.listTimeout)
 		res, err := c.api.BatchGet(lctx, &pb.BatchGetRequest{Breakers: chunk})
 		cancel()
 		if err != nil {
 			return err
 		}
-		now := c.o.clock.Now()
 		for i, s := range res.GetStates() {
 			if i < len(chunk) {
-				c.learn(chunk[i], entryOf(s, 0, 0, now), vers[i], all)
+				c.learn(chunk[i], entryOf(s, 0, 0, sent), vers[i], all)
 			}
 		}
 	}
@@ -621,6 +638,7 @@ func (c *Client) sendOnce() bool {
 		vers[i] = c.view.ver[slot(q.req.GetBreaker())]
 	}
 	c.view.mu.Unlock()
+	sent := c.o.clock.Now()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), c.o.recordTimeout)
 	res, err := c.api.RecordBatch(ctx, &pb.RecordBatchRequest{Records: reqs})
 	cancel()
@@ -637,12 +655,11 @@ func (c *Client) sendOnce() bool {
 		c.log("client: sending outcomes (fast mode)", err)
 	default:
 		s.sent.Add(int64(n))
-		now := c.o.clock.Now()
 		for i, r := range res.GetResults() {
 			// What breakerd answered is the breaker's state after the
 			// record: keep it unless an event about it came meanwhile.
 			if i < n && r.GetState() != nil && !r.GetDegraded() {
-				c.learn(reqs[i].GetBreaker(), entryOf(r.GetState(), 0, 0, now), vers[i], all)
+				c.learn(reqs[i].GetBreaker(), entryOf(r.GetState(), 0, 0, sent), vers[i], all)
 			}
 		}
 	}

@@ -446,7 +446,7 @@ func TestFastFencedFirstAnswerIsReadAgain(t *testing.T) {
 			t.Fatalf("an event about an unused breaker made an entry")
 		}
 		gets := d.Calls.Get("BatchGet")
-		c.fastLearn(p, ver, all)
+		c.fastLearn(p, ver, all, time.Now())
 		eventually(t, "the view reads the fenced breaker again", func() bool { return c.view.get(name) != nil })
 		if n := d.Calls.Get("BatchGet") - gets; n != 1 {
 			t.Errorf("the fenced answer cost %d BatchGet RPCs, want 1", n)
@@ -457,7 +457,7 @@ func TestFastFencedFirstAnswerIsReadAgain(t *testing.T) {
 		ver, all = c.view.stamp(name)
 		c.onEvent(&pb.Event{Breaker: name, Kind: pb.EventKind_EVENT_KIND_RUN_ENDED, Generation: p.State.GetGeneration()})
 		gets = d.Calls.Get("BatchGet")
-		c.fastLearn(p, ver, all)
+		c.fastLearn(p, ver, all, time.Now())
 		if err := c.Close(); err != nil { // waits for any background read
 			t.Fatal(err)
 		}
@@ -578,4 +578,39 @@ func TestFastLateTransitionEventDoesNotRestartTheOpenPeriod(t *testing.T) {
 			t.Errorf("the half-open breaker cost %d Allow RPCs, want 1 (breakerd decides)", n)
 		}
 	})
+}
+
+// The view keeps the later of two words about a breaker whatever order
+// they land in, and times a denial from when its answer was asked for:
+// an answer that arrives late (a slow RPC, a background read) neither
+// undoes a newer state nor stretches an open period. Seen under load in
+// TestProbeInFlightDeniesOthers/fast: a read from before the cooldown's
+// end, learned after it, denied for another full cooldown.
+func TestFastViewKeepsTheLaterWordAndTimesFromTheAsk(t *testing.T) {
+	v := newView()
+	open := &pb.BreakerState{State: pb.State_STATE_OPEN, Generation: 1, AsOfMs: 1000, NextProbeAtMs: 31_000}
+	closed := &pb.BreakerState{State: pb.State_STATE_CLOSED, Generation: 0, Failures: 4, AsOfMs: 1000}
+	learn := func(s *pb.BreakerState, sent time.Time) {
+		ver, all := v.stamp("x")
+		v.learn("x", entryOf(s, 0, 0, sent), ver, all)
+	}
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	learn(open, t0)
+	learn(closed, t0) // read at the same millisecond, before the trip
+	if e := v.get("x"); e.state != pb.State_STATE_OPEN || e.gen != 1 {
+		t.Fatalf("an older answer replaced the open state: %v gen %d", e.state, e.gen)
+	}
+	expired := &pb.BreakerState{State: pb.State_STATE_CLOSED, AsOfMs: 2_000_000} // keys expired: generation 0 again, read later
+	learn(expired, t0.Add(time.Hour))
+	if e := v.get("x"); e.state != pb.State_STATE_CLOSED || e.gen != 0 {
+		t.Fatalf("a later read at generation 0 was refused: %v gen %d", e.state, e.gen)
+	}
+
+	// An open answer is timed from when it was asked for (t0), whenever it
+	// lands: it denies until t0+30s.
+	v = newView()
+	learn(open, t0)
+	if e := v.get("x"); !e.until.Equal(t0.Add(30 * time.Second)) {
+		t.Errorf("open until %v, want %v (30 s from the ask)", e.until, t0.Add(30*time.Second))
+	}
 }

@@ -232,12 +232,22 @@ func (m *clientMode) settle(t *testing.T, d *daemontest.Daemon, name string, cs 
 // the RPCs the view saves wait with known instead.
 func settled(t *testing.T, d *daemontest.Daemon, c *Client, name string) {
 	t.Helper()
+	var last struct {
+		e  *entry
+		st *pb.BreakerState
+	}
+	defer func() {
+		if t.Failed() && last.e != nil {
+			t.Logf("last seen: %s's view %+v (snapshot %v); breakerd %v", c.WorkerID(), *last.e, last.e.st, last.st)
+		}
+	}()
 	eventually(t, c.WorkerID()+"'s view of "+name+" agrees with breakerd or is empty", func() bool {
 		st, err := d.Store.Get(context.Background(), name)
 		if err != nil {
 			return false
 		}
 		e := c.view.get(name)
+		last.e, last.st = e, st
 		return e == nil || agrees(e, st)
 	})
 }

@@ -106,7 +106,7 @@ func testRunAvailableAsksOnceAndRemovalsStick(t *testing.T, m *clientMode) {
 			byTool[u.Tool] = u
 		}
 		rc := byTool["refund_charge"]
-		if rc.Breaker != payments || rc.Status != StatusCircuitOpen || !strings.Contains(rc.Reason, "unreachable: 5 consecutive failures from 2 workers") ||
+		if rc.Breaker != payments || rc.Status != StatusCircuitOpen || !strings.Contains(rc.Reason, "failing: 5 consecutive failures from 2 workers") ||
 			rc.Since.IsZero() || !rc.RemovedAt.Equal(clock.Now()) || rc.MayReturnAt.Sub(clock.Now()) < 29*time.Second ||
 			len(rc.Alternatives) != 1 || rc.Degraded {
 			t.Errorf("refund_charge: %+v", rc)
@@ -129,7 +129,7 @@ func testRunAvailableAsksOnceAndRemovalsStick(t *testing.T, m *clientMode) {
 
 		notice := run.Notice()
 		for _, want := range []string{
-			"- refund_charge: " + payments + " unreachable: 5 consecutive failures from 2 workers, last: server error (5xx): HTTP 503. It may be back in about 30s, but not during this task. Instead you can use: issue_refund_manually.",
+			"- refund_charge: " + payments + " failing: 5 consecutive failures from 2 workers, last: server error (5xx): HTTP 503. It may be back in about 30s, but not during this task. Instead you can use: issue_refund_manually.",
 			"- directions: " + maps + " forced open by an operator: vendor maintenance. An operator took it out of service; no return time is known.",
 			"- lookup: " + kb + " is recovering from an outage and is being probed",
 			"Continue the task with the tools you still have",
