@@ -42,15 +42,16 @@ func (e *CeilingError) Error() string {
 // ceiling keeps the count of live breakers (Options.MaxBreakers).
 //
 // How it counts: before a call that could create state for a breaker this
-// daemon has not registered (a Record whose outcome is not a success, or a
-// slow success), it asks Redis in one round trip whether the breaker holds
+// daemon has not registered (a Record whose outcome is not a success, a
+// slow success, or any Record in window mode, which writes its window), it asks Redis in one round trip whether the breaker holds
 // state (EXISTS) and, in reserve.lua on the live set's slot, prunes the
 // expired members, counts the rest and, below Max, reserves the breaker's
 // place (a member scored reserveFor from now) in the same atomic step; at
 // or past Max it refuses. After every script run whose reply shows the
 // breaker holding state, the daemon re-scores it (ZADD GT) with the time
 // its keys expire at the latest (twice the policy's retention from now, or
-// a pin's end plus the retention; a pin without an end never expires); it
+// its window if longer, or a pin's end plus the retention; a pin without
+// an end never expires); it
 // repeats that only once less than a retention is left of the score it
 // set.
 //
@@ -147,12 +148,13 @@ func (s *Store) register(ctx context.Context, breaker string, p policy.Policy, s
 	if c == nil || st == nil {
 		return
 	}
-	if st.GetGeneration() == 0 && st.GetFailures() == 0 && st.GetDistinctWorkers() == 0 && st.GetState() == pb.State_STATE_CLOSED {
-		return // holds no state
+	if st.GetGeneration() == 0 && st.GetFailures() == 0 && st.GetDistinctWorkers() == 0 && st.GetSlowCalls() == 0 &&
+		st.GetState() == pb.State_STATE_CLOSED && !st.GetWindowMode() {
+		return // holds no state (a window-mode call always writes its window)
 	}
 	now := s.nowMs()
 	ret := p.Retention().Milliseconds()
-	score := now + 2*ret
+	score := now + max(2*ret, p.Window.Milliseconds())
 	switch {
 	case (st.GetState() == pb.State_STATE_FORCED_OPEN || st.GetState() == pb.State_STATE_FORCED_CLOSED) && st.GetForcedUntilMs() == 0:
 		score = math.MaxInt64

@@ -97,6 +97,55 @@ func TestMaxBreakersRefusesOnlyNewBreakers(t *testing.T) {
 	})
 }
 
+// In window mode every call writes the breaker's window, a success too:
+// each is checked against the ceiling, and a window breaker admitted is
+// counted (found by the tryout: five window breakers past a ceiling of 2,
+// none counted, and the 3rd one's own first failure refused).
+func TestMaxBreakersCountsWindowModeBreakers(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := context.Background()
+		var clock atomic.Int64
+		clock.Store(time.Now().UnixNano())
+		win := policy.Default()
+		win.Mode, win.Window, win.FailureRate, win.MinCalls = policy.ModeWindow, time.Minute, 0.5, 4
+		live := store.LiveKey + ":" + b.Prefix
+		t.Cleanup(func() { _ = b.Client.Del(context.Background(), live).Err() })
+		st := store.New(b.NewClient(t), store.Options{MaxBreakers: 2, LiveKey: live, Channel: b.Prefix + "events",
+			Policies: policy.NewSet(win), Rand: func() float64 { return 0 }, Now: func() time.Time { return time.Unix(0, clock.Load()) }})
+		if err := st.Load(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ok := func(name string) error {
+			_, err := st.Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: "w1", Ticket: &pb.Ticket{}, Outcome: pb.Outcome_OUTCOME_SUCCESS})
+			return err
+		}
+		for i := range 2 {
+			if err := ok(b.Breaker(fmt.Sprint("win", i))); err != nil {
+				t.Fatalf("window breaker %d of 2: %v", i, err)
+			}
+		}
+		if n, err := st.LiveBreakers(ctx); err != nil || n != 2 {
+			t.Fatalf("LiveBreakers after 2 window breakers' successes = %d, %v; want 2", n, err)
+		}
+		third := b.Breaker("win2")
+		var ce *store.CeilingError
+		if err := ok(third); !errors.As(err, &ce) {
+			t.Fatalf("a success on a 3rd window breaker: %v, want a CeilingError", err)
+		}
+		if n, _ := b.Client.Exists(ctx, store.KeysOf(third).Window).Result(); n != 0 {
+			t.Errorf("the refused window breaker holds its window")
+		}
+		// A registered one goes on with no check: one round trip a call.
+		b.ResetCounts()
+		if err := ok(b.Breaker("win0")); err != nil {
+			t.Fatal(err)
+		}
+		if n := b.RoundTrips(); n != 1 {
+			t.Errorf("a success on a counted window breaker took %d round trips, want 1", n)
+		}
+	})
+}
+
 // TestMaxBreakersBoundUnderConcurrentCreators: 2 daemons (stores with
 // their own connections), 16 goroutines each creating new breakers at
 // once, a ceiling of 40. The fleet ends exactly at the ceiling, counted

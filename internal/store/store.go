@@ -248,9 +248,10 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 	if s.out.down.Load() {
 		return s.memoryRecord(req, c), nil
 	}
-	if req.GetOutcome() != pb.Outcome_OUTCOME_SUCCESS || p.SlowCall > 0 && c.Latency > p.SlowCall.Milliseconds() {
-		// Only a failure or a slow success can create state for a breaker
-		// that holds none: the ceiling applies to it.
+	if req.GetOutcome() != pb.Outcome_OUTCOME_SUCCESS || p.SlowCall > 0 && c.Latency > p.SlowCall.Milliseconds() || p.Mode == policy.ModeWindow {
+		// Only a failure, a slow success, or any call in window mode (it
+		// writes the window) can create state for a breaker that holds
+		// none: the ceiling applies to it.
 		if err := s.admitNew(ctx, name); err != nil {
 			return nil, err
 		}
