@@ -5,6 +5,7 @@ import (
 	"os"
 	"path"
 	"slices"
+	"strconv"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -58,7 +59,7 @@ func (s *Set) Source(breaker string) string {
 // pattern, read as a breaker name, is matched by an earlier rule's
 // pattern, `overlap:a*` after `overlap:*`, never applies to at least that
 // name, and usually to none), then the fields a section sets that its
-// policy does not read (`threshold` in window mode; `window`,
+// policy does not read (`threshold` and `rate_limit_trips` in window mode; `window`,
 // `failure_rate` or `min_calls` in consecutive mode;
 // `recovery_check_interval` with no `recovery_check`). They are warnings,
 // not errors: the file is valid and the first match wins.
@@ -70,6 +71,9 @@ func (o overrides) unused(p Policy) []string {
 	if p.Mode == ModeWindow {
 		if o.Threshold != nil {
 			out = append(out, "threshold")
+		}
+		if o.RateLimitTrips != nil {
+			out = append(out, "rate_limit_trips")
 		}
 	} else {
 		for name, set := range map[string]bool{"window": o.Window != nil, "failure_rate": o.FailureRate != nil, "min_calls": o.MinCalls != nil} {
@@ -148,9 +152,9 @@ type file struct {
 }
 
 type overrides struct {
-	Threshold      *int      `yaml:"threshold"`
-	MinWorkers     *int      `yaml:"min_workers"`
-	RateLimitTrips *int      `yaml:"rate_limit_trips"`
+	Threshold      *whole    `yaml:"threshold"`
+	MinWorkers     *whole    `yaml:"min_workers"`
+	RateLimitTrips *whole    `yaml:"rate_limit_trips"`
 	CooldownBase   *duration `yaml:"cooldown_base"`
 	CooldownCap    *duration `yaml:"cooldown_cap"`
 	Jitter         *float64  `yaml:"jitter"`
@@ -160,10 +164,10 @@ type overrides struct {
 	Mode           *string   `yaml:"mode"`
 	Window         *duration `yaml:"window"`
 	FailureRate    *float64  `yaml:"failure_rate"`
-	MinCalls       *int      `yaml:"min_calls"`
+	MinCalls       *whole    `yaml:"min_calls"`
 
 	SlowCall          *duration `yaml:"slow_call"`
-	SlowCallThreshold *int      `yaml:"slow_call_threshold"`
+	SlowCallThreshold *whole    `yaml:"slow_call_threshold"`
 	SlowCallRate      *float64  `yaml:"slow_call_rate"`
 
 	RecoveryCheck         *recoveryFile `yaml:"recovery_check"`
@@ -172,13 +176,13 @@ type overrides struct {
 
 func (o overrides) apply(p Policy) Policy {
 	if o.Threshold != nil {
-		p.Threshold = *o.Threshold
+		p.Threshold = int(*o.Threshold)
 	}
 	if o.MinWorkers != nil {
-		p.MinWorkers = *o.MinWorkers
+		p.MinWorkers = int(*o.MinWorkers)
 	}
 	if o.RateLimitTrips != nil {
-		p.RateLimitTrips = *o.RateLimitTrips
+		p.RateLimitTrips = int(*o.RateLimitTrips)
 	}
 	if o.CooldownBase != nil {
 		p.CooldownBase = time.Duration(*o.CooldownBase)
@@ -208,13 +212,13 @@ func (o overrides) apply(p Policy) Policy {
 		p.FailureRate = *o.FailureRate
 	}
 	if o.MinCalls != nil {
-		p.MinCalls = *o.MinCalls
+		p.MinCalls = int(*o.MinCalls)
 	}
 	if o.SlowCall != nil {
 		p.SlowCall = time.Duration(*o.SlowCall)
 	}
 	if o.SlowCallThreshold != nil {
-		p.SlowCallThreshold = *o.SlowCallThreshold
+		p.SlowCallThreshold = int(*o.SlowCallThreshold)
 	}
 	if o.SlowCallRate != nil {
 		p.SlowCallRate = *o.SlowCallRate
@@ -226,6 +230,19 @@ func (o overrides) apply(p Policy) Policy {
 		p.RecoveryCheckInterval = time.Duration(*o.RecoveryCheckInterval)
 	}
 	return p
+}
+
+// whole reads a YAML scalar that must be a whole number: "2.5" is an
+// error, not 2 (YAML's decoder would truncate it into an int).
+type whole int
+
+func (w *whole) UnmarshalYAML(n *yaml.Node) error {
+	v, err := strconv.Atoi(n.Value)
+	if n.Kind != yaml.ScalarNode || err != nil {
+		return fmt.Errorf("line %d: %q is not a whole number", n.Line, n.Value)
+	}
+	*w = whole(v)
+	return nil
 }
 
 // duration reads a YAML scalar such as "30s" or "15m" (Go's

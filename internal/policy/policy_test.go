@@ -81,6 +81,9 @@ func TestParseErrorsNameTheField(t *testing.T) {
 		{"defaults:\n  failure_rate: 1.01\n", "defaults.failure_rate"},
 		{"defaults:\n  failure_rate: .nan\n", "defaults.failure_rate"},
 		{"breakers:\n  - match: a\n    mode: window\n    min_calls: 1\n", "breakers[0].min_calls: must be at least 2 (one failure out of one call never trips)"},
+		{"defaults:\n  threshold: 2.5\n", `line 2: "2.5" is not a whole number`},
+		{"breakers:\n  - match: a\n    slow_call: 2s\n    slow_call_threshold: 2.5\n", `line 4: "2.5" is not a whole number`},
+		{"defaults:\n  min_workers: [2]\n", "line 2"},
 	} {
 		_, err := Parse([]byte(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -170,6 +173,9 @@ breakers:
   - match: "both:*"
     mode: window
     failure_rate: 0.4
+  - match: "429:*"
+    mode: window
+    rate_limit_trips: 2
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -179,6 +185,7 @@ breakers:
 		"breakers[0].threshold is set but has no effect: mode is window",
 		"breakers[1].failure_rate is set but has no effect: mode is consecutive",
 		"breakers[1].window is set but has no effect: mode is consecutive",
+		"breakers[3].rate_limit_trips is set but has no effect: mode is window",
 	}
 	// defaults.min_calls is read by the window rules: no warning.
 	if diff := cmp.Diff(want, s.Warnings()); diff != "" {
