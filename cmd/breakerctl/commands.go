@@ -198,7 +198,9 @@ func printStatus(w io.Writer, s *pb.BreakerState, last *pb.Event) error {
 	if n := s.GetWindowCalls(); n > 0 { // window mode
 		row("window", fmt.Sprintf("%d calls, %d failed (%d%%)", n, s.GetWindowFailures(), s.GetWindowFailures()*100/n))
 	}
-	if lim := s.GetSlowCallMs(); lim > 0 { // the policy counts slow calls
+	// The slow run, where the policy counts one and it is running: a trip
+	// starts it afresh, and then the reason tells why the circuit opened.
+	if lim := s.GetSlowCallMs(); lim > 0 && (s.GetState() == pb.State_STATE_CLOSED || s.GetState() == pb.State_STATE_FORCED_CLOSED) {
 		row("slow calls", fmt.Sprintf("%d slower than %s", s.GetSlowCalls(), dur(lim)))
 	}
 	reason := s.GetReason()

@@ -567,5 +567,13 @@ func TestStatusShowsTheSlowRun(t *testing.T) {
 		if js := decode[stateView](t, must(t, env, "status", name, "--json").stdout); js.SlowCalls != 1 || js.SlowCallMs != 2000 {
 			t.Errorf("status --json = %d slow calls, slow_call_ms %d; want 1 and 2000", js.SlowCalls, js.SlowCallMs)
 		}
+		// Open, the run is not what matters (a slow trip showed "0 slower
+		// than" beside the reason): the line goes.
+		if _, err := c.API().Force(ctx, &pb.ForceRequest{Breaker: name, Mode: pb.ForceMode_FORCE_MODE_OPEN, Reason: "maintenance"}); err != nil {
+			t.Fatal(err)
+		}
+		if st := must(t, env, "status", name).stdout; strings.Contains(st, "slow calls:") {
+			t.Errorf("status of a forced-open breaker shows the slow run:\n%s", st)
+		}
 	})
 }
