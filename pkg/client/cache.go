@@ -52,7 +52,7 @@ func (c *openCache) lookup(breaker, worker string, now time.Time) *Permit {
 	}
 	var retry time.Duration
 	if !e.until.IsZero() {
-		retry = e.until.Sub(now)
+		retry = wholeMs(e.until.Sub(now))
 	}
 	return &Permit{Breaker: breaker, Decision: e.decision, RetryAfter: retry, Reason: e.reason,
 		State: e.state, Cached: true}

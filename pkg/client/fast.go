@@ -248,7 +248,7 @@ func (c *Client) fastAllow(breaker string) *Permit {
 		} else {
 			var retry time.Duration
 			if !e.until.IsZero() {
-				retry = e.until.Sub(now)
+				retry = wholeMs(e.until.Sub(now))
 			}
 			reason := e.reason
 			if e.decision == pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT || reason == "" {
@@ -720,4 +720,10 @@ func (c *Client) Flush(ctx context.Context) error {
 		s.idle.Wait()
 	}
 	return nil
+}
+
+// wholeMs rounds a positive wait up to whole milliseconds, as breakerd
+// answers retry_after (never down to 0, which would read as no wait).
+func wholeMs(d time.Duration) time.Duration {
+	return (d + time.Millisecond - 1).Truncate(time.Millisecond)
 }

@@ -614,3 +614,18 @@ func TestFastViewKeepsTheLaterWordAndTimesFromTheAsk(t *testing.T) {
 		t.Errorf("open until %v, want %v (30 s from the ask)", e.until, t0.Add(30*time.Second))
 	}
 }
+
+// A denial answered from the view or the open cache gives its wait in
+// whole milliseconds, as breakerd does (the tryout saw "retry after
+// 35.325830155s" from fast mode beside strict mode's "35.339s").
+func TestWholeMsRoundsUp(t *testing.T) {
+	for in, want := range map[time.Duration]time.Duration{
+		35325830155 * time.Nanosecond: 35326 * time.Millisecond,
+		time.Nanosecond:               time.Millisecond,
+		2 * time.Second:               2 * time.Second,
+	} {
+		if got := wholeMs(in); got != want {
+			t.Errorf("wholeMs(%v) = %v, want %v", in, got, want)
+		}
+	}
+}
