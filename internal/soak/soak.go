@@ -328,7 +328,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	obs.Sweep(time.Now().Add(time.Hour))
 	checkTTLs(ctx, rdb, obs)
 	for i, d := range daemons {
-		obs.CheckFlat("daemon "+d.addr, samples[i])
+		obs.CheckFlat("daemon "+d.addr, samples[i], c.Workers)
 		rep.Daemons = append(rep.Daemons, summarize(d.addr, samples[i]))
 	}
 	rep.Took = time.Since(rep.Started)
