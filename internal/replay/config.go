@@ -214,14 +214,21 @@ func (c Config) PolicyYAML() string {
 	fmt.Fprintf(&b, "# breakerd policy for outage-replay at --scale %g: cooldowns and the probe\n", c.Scale)
 	fmt.Fprintf(&b, "# lease are the incident's (%s doubling to %s, probe lease %s) divided by %g.\n", c.CooldownBase, c.CooldownCap, c.ProbeTimeout, c.Scale)
 	b.WriteString("breakers:\n")
-	fmt.Fprintf(&b, "  - match: %q\n", NamePrefix+"*")
-	fmt.Fprintf(&b, "    threshold: %d\n", c.Threshold)
-	fmt.Fprintf(&b, "    min_workers: %d\n", c.Quorum)
-	fmt.Fprintf(&b, "    cooldown_base: %s\n", c.scaled(c.CooldownBase))
-	fmt.Fprintf(&b, "    cooldown_cap: %s\n", c.scaled(c.CooldownCap))
-	fmt.Fprintf(&b, "    jitter: %g\n", c.Jitter)
-	fmt.Fprintf(&b, "    probe_timeout: %s\n", c.scaled(c.ProbeTimeout))
+	c.writeRule(&b, NamePrefix+"*")
 	return b.String()
+}
+
+// writeRule writes the replay's policy rule for the breakers matching
+// match: the incident's threshold and quorum, its cooldowns and probe
+// lease scaled.
+func (c Config) writeRule(b *strings.Builder, match string) {
+	fmt.Fprintf(b, "  - match: %q\n", match)
+	fmt.Fprintf(b, "    threshold: %d\n", c.Threshold)
+	fmt.Fprintf(b, "    min_workers: %d\n", c.Quorum)
+	fmt.Fprintf(b, "    cooldown_base: %s\n", c.scaled(c.CooldownBase))
+	fmt.Fprintf(b, "    cooldown_cap: %s\n", c.scaled(c.CooldownCap))
+	fmt.Fprintf(b, "    jitter: %g\n", c.Jitter)
+	fmt.Fprintf(b, "    probe_timeout: %s\n", c.scaled(c.ProbeTimeout))
 }
 
 // checkPolicyYAML is PolicyYAML with, first, a rule for the check arm's
@@ -232,13 +239,7 @@ func (c Config) checkPolicyYAML(armPrefix, statusURL string) string {
 	i := strings.Index(base, "breakers:\n") + len("breakers:\n")
 	var b strings.Builder
 	b.WriteString(base[:i])
-	fmt.Fprintf(&b, "  - match: %q\n", armPrefix+"*")
-	fmt.Fprintf(&b, "    threshold: %d\n", c.Threshold)
-	fmt.Fprintf(&b, "    min_workers: %d\n", c.Quorum)
-	fmt.Fprintf(&b, "    cooldown_base: %s\n", c.scaled(c.CooldownBase))
-	fmt.Fprintf(&b, "    cooldown_cap: %s\n", c.scaled(c.CooldownCap))
-	fmt.Fprintf(&b, "    jitter: %g\n", c.Jitter)
-	fmt.Fprintf(&b, "    probe_timeout: %s\n", c.scaled(c.ProbeTimeout))
+	c.writeRule(&b, armPrefix+"*")
 	fmt.Fprintf(&b, "    recovery_check_interval: %s\n", c.scaled(c.RecoveryCheck))
 	fmt.Fprintf(&b, "    recovery_check:\n      http: {method: GET, url: %q, expect_status: 200}\n      timeout: %s\n",
 		statusURL, c.scaled(c.RecoveryCheck)/2)
