@@ -116,6 +116,10 @@ type Call struct {
 	Reason string
 	// TTL is a pin's lifetime, ms (0: until AUTO).
 	TTL int64
+
+	// Parent is an Allow's parent verdict (parent.go); the zero value for
+	// a breaker without a parent.
+	Parent Parent
 }
 
 // Note says why a Record did or did not count. The scripts return the
@@ -162,6 +166,10 @@ type Result struct {
 	// durable log) so that fast-mode clients learn within milliseconds
 	// whether a success on the breaker would change anything (RunOpen).
 	Notice Notice
+	// ParentDue answers an Allow denied DENIED_PARENT_OPEN because the
+	// parent's denial has ended by the fleet's clock: the parent must be
+	// asked (its probe may be due) and the child asked again (parent.go).
+	ParentDue bool
 }
 
 // Notice is a non-durable notice a Record publishes: pub/sub only, never
@@ -317,13 +325,18 @@ func (st *step) allow() {
 		}
 		deny(pb.Decision_DECISION_DENIED_FORCED_OPEN, retry)
 		return
-	case s.Force == "" && s.phase() == Paused:
+	case s.Force == "closed":
+		st.res.Decision = pb.Decision_DECISION_ALLOWED
+		return
+	case st.parentDenies(): // parent.go: the parent's verdict, before the child's own
+		return
+	case s.phase() == Paused:
 		deny(pb.Decision_DECISION_DENIED_PAUSED, 0)
 		return
-	case s.Force == "" && s.phase() == Closed && s.Suspect != "" && s.Suspect == st.c.Actor && now < s.SuspectUntil:
+	case s.phase() == Closed && s.Suspect != "" && s.Suspect == st.c.Actor && now < s.SuspectUntil:
 		deny(pb.Decision_DECISION_DENIED_SUSPECT_WORKER, s.SuspectUntil-now)
 		return
-	case s.Force == "closed" || s.phase() == Closed:
+	case s.phase() == Closed:
 		st.res.Decision = pb.Decision_DECISION_ALLOWED
 		return
 	}

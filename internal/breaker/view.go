@@ -100,6 +100,7 @@ func (v View) Proto(name string, alternatives []string) *pb.BreakerState {
 		AsOfMs:          v.Now,
 		SuspectWorker:   v.Suspect,
 		SuspectUntilMs:  v.SuspectUntil,
+		PausedUntilMs:   v.PauseUntil,
 		Alternatives:    alternatives,
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -85,6 +86,9 @@ func (o overrides) unused(p Policy) []string {
 	if p.RecoveryCheck == nil && o.RecoveryCheckInterval != nil {
 		out = append(out, "recovery_check_interval")
 	}
+	if p.Parent == "" && o.CountTowardParent != nil {
+		out = append(out, "count_toward_parent")
+	}
 	slices.Sort(out)
 	return out
 }
@@ -97,8 +101,11 @@ func inactive(f file, s *Set) []string {
 	say := func(at string, fields []string, p Policy) {
 		for _, name := range fields {
 			why := "mode is " + p.Mode
-			if name == "recovery_check_interval" {
+			switch name {
+			case "recovery_check_interval":
 				why = "no recovery_check is set"
+			case "count_toward_parent":
+				why = "no parent is set"
 			}
 			out = append(out, fmt.Sprintf("%s.%s is set but has no effect: %s", at, name, why))
 		}
@@ -172,6 +179,9 @@ type overrides struct {
 
 	RecoveryCheck         *recoveryFile `yaml:"recovery_check"`
 	RecoveryCheckInterval *duration     `yaml:"recovery_check_interval"`
+
+	Parent            *string `yaml:"parent"`
+	CountTowardParent *bool   `yaml:"count_toward_parent"`
 }
 
 func (o overrides) apply(p Policy) Policy {
@@ -228,6 +238,12 @@ func (o overrides) apply(p Policy) Policy {
 	}
 	if o.RecoveryCheckInterval != nil {
 		p.RecoveryCheckInterval = time.Duration(*o.RecoveryCheckInterval)
+	}
+	if o.Parent != nil {
+		p.Parent = *o.Parent
+	}
+	if o.CountTowardParent != nil {
+		p.CountTowardParent = *o.CountTowardParent
 	}
 	return p
 }
@@ -298,6 +314,51 @@ func Parse(b []byte) (*Set, error) {
 		}
 		s.rules = append(s.rules, rule{match: b.Match, policy: p})
 	}
+	if err := s.checkScopes(); err != nil {
+		return nil, err
+	}
 	s.warnings = append(overlaps(s.rules), inactive(f, s)...)
 	return s, nil
+}
+
+// checkScopes checks every section's parent: the policy the parent's own
+// name resolves to must have no parent of its own (scopes are one level
+// deep), so a parent that names itself, a cycle (a's parent b, b's
+// parent a) and a grandparent are errors naming the section's parent
+// field.
+func (s *Set) checkScopes() error {
+	sections := []struct {
+		at string
+		p  Policy
+	}{{"defaults", s.defaults}}
+	for i, r := range s.rules {
+		sections = append(sections, struct {
+			at string
+			p  Policy
+		}{fmt.Sprintf("breakers[%d]", i), r.policy})
+	}
+	for _, sec := range sections {
+		parent := sec.p.Parent
+		if parent == "" {
+			continue
+		}
+		field := sec.at + ".parent"
+		next := s.For(parent).Parent
+		switch {
+		case next == "":
+			continue
+		case next == parent:
+			return fieldErr(field, "%q would be its own parent: its own policy (%s) names it as parent", parent, s.Source(parent))
+		}
+		chain := []string{parent}
+		for cur := next; cur != ""; cur = s.For(cur).Parent {
+			if slices.Contains(chain, cur) {
+				return fieldErr(field, "a parent cycle: %s -> %s", strings.Join(chain, " -> "), cur)
+			}
+			chain = append(chain, cur)
+		}
+		return fieldErr(field, "%q has a parent of its own (%q, from %s): parent scopes are one level deep",
+			parent, next, s.Source(parent))
+	}
+	return nil
 }

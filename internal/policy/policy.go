@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/breakerd/breakerd/internal/limits"
 )
 
 // Policy is the set of tunables that apply to one breaker. The zero value
@@ -84,6 +86,23 @@ type Policy struct {
 	// recovery check runs (each daemon's timer adds up to 10% jitter,
 	// never less). Default 30s (also what 0 means); from 100ms to 7 days.
 	RecoveryCheckInterval time.Duration
+
+	// Parent names the breaker's parent scope: a breaker in its own right
+	// (its policy resolved by its own name), such as the vendor host
+	// search-vendor for the tools web_search and news_search. While the
+	// parent denies (open, forced open, paused, its probe in flight) this
+	// breaker is denied with the parent's reason, and one call through a
+	// child is the parent's probe. Optional; a printable breaker name. A
+	// parent may not have a parent of its own (scopes are one level deep),
+	// so it may not name the breaker itself either. See internal/scope.
+	Parent string
+	// CountTowardParent, with a parent, counts this breaker's own
+	// outcomes toward the parent too (its failures run toward the
+	// parent's trip under the parent's policy and quorum; its successes
+	// end the parent's failure run). Default true: a parent that hears
+	// nothing from its children only opens on direct calls or an
+	// operator's word, which is rarely what naming it meant.
+	CountTowardParent bool
 }
 
 // The counting modes.
@@ -122,6 +141,7 @@ func Default() Policy {
 		MinCalls:       10,
 
 		RecoveryCheckInterval: DefaultRecoveryCheckInterval,
+		CountTowardParent:     true,
 	}
 }
 
@@ -163,6 +183,11 @@ func (p Policy) Validate() error {
 	for i, a := range p.Alternatives {
 		if a == "" {
 			return fieldErr(fmt.Sprintf("alternatives[%d]", i), "must not be empty")
+		}
+	}
+	if p.Parent != "" {
+		if err := limits.Name("parent", p.Parent); err != nil {
+			return err
 		}
 	}
 	return p.validateRecovery()
@@ -265,6 +290,9 @@ func (p Policy) Fields() []string {
 		fmt.Sprintf("pause_ttl: %s", p.PauseTTL),
 		fmt.Sprintf("alternatives: %s", alts),
 	)
+	if p.Parent != "" {
+		out = append(out, fmt.Sprintf("parent: %s", p.Parent), fmt.Sprintf("count_toward_parent: %t", p.CountTowardParent))
+	}
 	if p.RecoveryCheck != nil {
 		// A comment: the check is shown without credentials, so it is
 		// not meant to be pasted back.

@@ -57,7 +57,7 @@ func (s *Server) RecordBatch(ctx context.Context, req *pb.RecordBatchRequest) (*
 			defer wg.Done()
 			defer func() { <-sem }()
 			for _, i := range idx {
-				res, err := s.store.Record(ctx, recs[i])
+				res, err := s.scopes.Record(ctx, recs[i])
 				if err != nil {
 					mu.Lock()
 					if first == nil {

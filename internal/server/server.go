@@ -20,6 +20,7 @@ import (
 
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/limits"
+	"github.com/breakerd/breakerd/internal/scope"
 	"github.com/breakerd/breakerd/internal/store"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -51,11 +52,15 @@ type Server struct {
 	store  *store.Store
 	hub    *events.Hub
 	quotas *quotas
+	// scopes runs Allow and Record with parent scopes (a policy's
+	// parent; internal/scope), its view of parents fed by hub.
+	scopes *scope.Scopes
 }
 
-// New returns a Server over st; hub feeds Watch.
+// New returns a Server over st; hub feeds Watch and the view of parent
+// scopes.
 func New(st *store.Store, hub *events.Hub) *Server {
-	return &Server{store: st, hub: hub, quotas: newQuotas(Limits{})}
+	return &Server{store: st, hub: hub, quotas: newQuotas(Limits{}), scopes: scope.New(st, hub, nil)}
 }
 
 // WithLimits sets the per-token quotas (see Limits) and returns s. Call
@@ -119,7 +124,7 @@ func (s *Server) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 	if err := s.admit(ctx, req.GetBreaker()); err != nil {
 		return nil, err
 	}
-	res, err := s.store.Allow(ctx, req.GetBreaker(), req.GetWorkerId())
+	res, err := s.scopes.Allow(ctx, req.GetBreaker(), req.GetWorkerId())
 	return res, statusOf(ctx, err)
 }
 
@@ -128,7 +133,7 @@ func (s *Server) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordR
 	if err := s.validRecord(ctx, req); err != nil {
 		return nil, err
 	}
-	res, err := s.store.Record(ctx, req)
+	res, err := s.scopes.Record(ctx, req)
 	return res, statusOf(ctx, err)
 }
 
@@ -160,6 +165,10 @@ func (s *Server) validRecord(ctx context.Context, req *pb.RecordRequest) error {
 		return invalid("ticket.generation", "must not be negative, got %d", t.GetGeneration())
 	case len(t.GetLeaseToken()) > maxTokenBytes || !printable(t.GetLeaseToken()):
 		return invalid("ticket.lease_token", "must be printable and at most %d bytes", maxTokenBytes)
+	case t.GetParentGeneration() < 0:
+		return invalid("ticket.parent_generation", "must not be negative, got %d", t.GetParentGeneration())
+	case len(t.GetParentLeaseToken()) > maxTokenBytes || !printable(t.GetParentLeaseToken()):
+		return invalid("ticket.parent_lease_token", "must be printable and at most %d bytes", maxTokenBytes)
 	}
 	// The message is free text from a tool's error: keep it, made safe for
 	// a one-line reason, rather than refuse the outcome it describes.

@@ -55,11 +55,41 @@ type dstep struct {
 	Ms         int64   `json:"ms,omitempty"` // advance
 	// Latency is the call's latency (record), ms; 0 reads as 1500.
 	Latency int64 `json:"latency_ms,omitempty"`
+	// Parent is an allow's parent verdict (breaker.Parent): "" none, or
+	// allowed, probe, open, in_flight, forced, paused; ParentIn is when
+	// its denial ends, ms from now (ParentForever: never by itself).
+	Parent        string `json:"parent,omitempty"`
+	ParentIn      int64  `json:"parent_in_ms,omitempty"`
+	ParentForever bool   `json:"parent_forever,omitempty"`
+}
+
+// parentVerdicts maps dstep.Parent to the verdict's decision.
+var parentVerdicts = map[string]pb.Decision{"allowed": pb.Decision_DECISION_ALLOWED, "probe": pb.Decision_DECISION_PROBE,
+	"open": pb.Decision_DECISION_DENIED_OPEN, "in_flight": pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT,
+	"forced": pb.Decision_DECISION_DENIED_FORCED_OPEN, "paused": pb.Decision_DECISION_DENIED_PAUSED}
+
+// parent is the step's parent verdict at now.
+func (s dstep) parent(now int64) breaker.Parent {
+	if s.Parent == "" {
+		return breaker.Parent{}
+	}
+	v := breaker.Parent{Decision: parentVerdicts[s.Parent], Until: now + s.ParentIn, Name: "vendor",
+		Reason: "vendor failing", Gen: 7}
+	if s.ParentForever {
+		v.Until = 0
+	}
+	if s.Parent == "probe" {
+		v.Lease = "parent-lease"
+	}
+	return v
 }
 
 func (s dstep) String() string {
 	switch s.Op {
 	case "allow":
+		if s.Parent != "" {
+			return fmt.Sprintf("allow   b%d %s parent=%s in=%dms forever=%v", s.Breaker, s.Worker, s.Parent, s.ParentIn, s.ParentForever)
+		}
 		return fmt.Sprintf("allow   b%d %s", s.Breaker, s.Worker)
 	case "record":
 		return fmt.Sprintf("record  b%d %s %s ticket=%s retry_after=%dms deadline=%dms credential_worked=%v u=%g latency=%dms",
@@ -164,6 +194,11 @@ func genCase(t *rapid.T) dcase {
 		switch op := rapid.IntRange(0, 99).Draw(t, "op"); {
 		case op < 30:
 			s = dstep{Op: "allow"}
+			if rapid.IntRange(0, 2).Draw(t, "has_parent") == 0 {
+				s.Parent = rapid.SampledFrom([]string{"allowed", "probe", "open", "in_flight", "forced", "paused"}).Draw(t, "parent")
+				s.ParentIn = rapid.SampledFrom([]int64{-5000, -1, 0, 1, 5000}).Draw(t, "parent_in")
+				s.ParentForever = rapid.IntRange(0, 5).Draw(t, "parent_forever") == 0
+			}
 		case op < 75:
 			s = dstep{Op: "record",
 				Outcome:    rapid.SampledFrom(outcomes).Draw(t, "outcome"),
@@ -302,21 +337,34 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 			}
 			continue
 		case "allow":
-			got, err := h.st.Allow(ctx, name, s.Worker)
+			pv := s.parent(now)
+			got, due, err := h.st.AllowUnder(ctx, name, s.Worker, pv)
 			if err != nil {
 				fatalf("Allow: %v", err)
 			}
 			token := "t" + strconv.FormatInt(h.token.Load(), 10)
-			res, v, ev := table.Apply(name, params, breaker.Call{Op: breaker.OpAllow, Actor: s.Worker, Token: token}, now)
+			res, v, ev := table.Apply(name, params, breaker.Call{Op: breaker.OpAllow, Actor: s.Worker, Token: token, Parent: pv}, now)
 			events = ev
 			want := &pb.AllowResponse{Decision: res.Decision, RetryAfterMs: res.RetryAfter,
 				Ticket: &pb.Ticket{Generation: v.Gen}, Reason: breaker.DenialReason(name, s.Worker, res.Decision, v),
 				State: store.StateOf(v, name, p)}
-			if res.Decision == pb.Decision_DECISION_PROBE {
+			switch res.Decision {
+			case pb.Decision_DECISION_PROBE:
 				want.Ticket.LeaseToken = token
+			case pb.Decision_DECISION_DENIED_PARENT_OPEN:
+				want.Scope, want.Reason = pv.Name, pv.Reason
+			}
+			if pv.Name != "" && (res.Decision == pb.Decision_DECISION_ALLOWED || res.Decision == pb.Decision_DECISION_PROBE) {
+				want.Ticket.ParentGeneration = pv.Gen
+				if pv.Decision == pb.Decision_DECISION_PROBE {
+					want.Ticket.ParentLeaseToken = pv.Lease
+				}
 			}
 			if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
 				fatalf("Allow(%q, %q): Lua and machine differ (-machine +lua):\n%s", name, s.Worker, diff)
+			}
+			if due != res.ParentDue {
+				fatalf("Allow(%q, %q): Lua says the parent is due: %v, machine %v", name, s.Worker, due, res.ParentDue)
 			}
 			if got.Decision == pb.Decision_DECISION_ALLOWED || got.Decision == pb.Decision_DECISION_PROBE {
 				tickets[name+"/"+s.Worker] = got.Ticket

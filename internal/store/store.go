@@ -194,46 +194,85 @@ func (s *Store) common(breaker, actor string, p policy.Policy, more int) []any {
 
 // Allow runs allow.lua: one round trip. A denial is data in the response,
 // never an error; errors are Redis failures or malformed replies. While
-// Redis is unreachable it answers from memory (Options.Outage).
+// Redis is unreachable it answers from memory (Options.Outage). It
+// consults no parent scope: see AllowUnder.
 func (s *Store) Allow(ctx context.Context, name, worker string) (*pb.AllowResponse, error) {
+	res, _, err := s.AllowUnder(ctx, name, worker, breaker.Parent{})
+	return res, err
+}
+
+// AllowUnder is Allow with the verdict of the breaker's parent scope as
+// an input (breaker.Parent; internal/scope keeps it): one round trip. A
+// denying parent answers DECISION_DENIED_PARENT_OPEN with scope, reason
+// and retry_after from the parent; due reports that the parent's denial
+// has ended by the fleet's clock, so its own script must be asked and
+// then this one again. An answer that lets the call out carries the
+// parent's generation and (with a PROBE verdict) lease in its ticket.
+// While Redis is unreachable it answers from memory, without the parent.
+func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent breaker.Parent) (res *pb.AllowResponse, due bool, err error) {
 	if s.out.down.Load() {
-		return s.memoryAllow(name, worker), nil
+		return s.memoryAllow(name, worker), false, nil
 	}
 	p := s.Policy(name)
 	params := ParamsOf(p, s.o.Rand())
+	var parentCode, parentUntil int64
+	if parent.Denies() {
+		parentCode, parentUntil = int64(parent.Decision), parent.Until
+	}
 	// The jitter goes as a float64: go-redis writes it in decimal ('f',
-	// shortest), which Lua's tonumber reads back exactly.
-	args := append(s.common(name, worker, p, 4), s.o.NewToken(), params.ProbeTimeout, params.CooldownBase,
-		params.Jitter)
-	res, err := s.script(ctx, allowScript, keys(name), args)
+	// shortest), which Lua's tonumber reads back exactly. ARGV[12] is
+	// reserved.
+	args := append(s.common(name, worker, p, 7), s.o.NewToken(), params.ProbeTimeout, params.CooldownBase,
+		params.Jitter, "", parentCode, parentUntil)
+	out, err := s.script(ctx, allowScript, keys(name), args)
 	if err != nil {
 		if s.failed(ctx, err) {
-			return s.memoryAllow(name, worker), nil
+			return s.memoryAllow(name, worker), false, nil
 		}
-		return nil, fmt.Errorf("store: allow %q: %w", name, err)
+		return nil, false, fmt.Errorf("store: allow %q: %w", name, err)
 	}
 	s.answered()
-	r := reply{v: res}
+	r := reply{v: out}
 	code := r.int(0)
 	retry := r.int(1)
 	token := r.str(2)
 	v := r.view(3)
+	due = r.int(4) == 1
 	if err := r.errOr(); err != nil {
-		return nil, fmt.Errorf("store: allow %q: %w", name, err)
+		return nil, false, fmt.Errorf("store: allow %q: %w", name, err)
 	}
 	d := pb.Decision(code)
-	if code < 1 || code > int64(pb.Decision_DECISION_DENIED_PAUSED) {
-		return nil, fmt.Errorf("store: allow %q: unknown decision %d", name, code)
+	if code < 1 || code > int64(pb.Decision_DECISION_DENIED_PARENT_OPEN) {
+		return nil, false, fmt.Errorf("store: allow %q: unknown decision %d", name, code)
 	}
 	st := stateOf(v, name, p)
 	s.register(ctx, name, p, st)
-	return &pb.AllowResponse{
+	return AllowResponseOf(name, worker, parent, d, retry, token, v, st), due, nil
+}
+
+// AllowResponseOf renders an Allow's answer: decision d with retry (ms)
+// and the lease token of a PROBE, on the breaker's view v and state st,
+// under the parent verdict (scope, reason and ticket fields).
+func AllowResponseOf(name, worker string, parent breaker.Parent, d pb.Decision, retry int64, token string, v breaker.View, st *pb.BreakerState) *pb.AllowResponse {
+	res := &pb.AllowResponse{
 		Decision:     d,
 		Ticket:       &pb.Ticket{Generation: v.Gen, LeaseToken: token},
 		RetryAfterMs: retry,
 		Reason:       breaker.DenialReason(name, worker, d, v),
 		State:        st,
-	}, nil
+	}
+	switch d {
+	case pb.Decision_DECISION_DENIED_PARENT_OPEN:
+		res.Scope, res.Reason = parent.Name, parent.Reason
+	case pb.Decision_DECISION_ALLOWED, pb.Decision_DECISION_PROBE:
+		if parent.Name != "" {
+			res.Ticket.ParentGeneration = parent.Gen
+			if parent.Decision == pb.Decision_DECISION_PROBE {
+				res.Ticket.ParentLeaseToken = parent.Lease
+			}
+		}
+	}
+	return res
 }
 
 // Record runs record.lua: one round trip. The outcome must be a defined
@@ -341,6 +380,7 @@ func ParamsOf(p policy.Policy, u float64) breaker.Params {
 // stateOf is v as the API shows it under policy p.
 func stateOf(v breaker.View, name string, p policy.Policy) *pb.BreakerState {
 	st := v.Proto(name, p.Alternatives)
+	st.Parent = p.Parent
 	st.WindowMode = windowMs(p) > 0
 	st.SlowCallMs = p.SlowCall.Milliseconds()
 	return st

@@ -7,12 +7,24 @@
 -- ARGV[10] -> cooldown base, ms (how long a worker that let 3 leases lapse
 --             is refused probes, jittered)
 -- ARGV[11] -> jitter: the policy's fraction times one uniform draw in [0, 1)
+-- ARGV[12] -> (reserved)
+-- ARGV[13] -> the parent scope's verdict (breaker.Parent; internal/breaker/
+--             parent.go): 0 none (no parent, or it lets calls through,
+--             or this caller holds its probe lease); 3 open, 4 probe in
+--             flight, 5 forced open, 7 paused: the parent denies
+-- ARGV[14] -> when the parent's denial ends, ms since the epoch (0: only
+--             an operator ends it)
 --
--- Returns {decision, retry_after_ms, lease_token, snapshot}
+-- Returns {decision, retry_after_ms, lease_token, snapshot, parent_due}
 --   decision: 1 allowed, 2 probe, 3 denied_open, 4 denied_probe_in_flight,
 --             5 denied_forced_open, 6 denied_suspect_worker (ARGV[7] is
 --             the worker record.lua suspects, or refused probes after
---             letting 3 leases lapse), 7 denied_paused
+--             letting 3 leases lapse), 7 denied_paused, 8 denied_parent_open
+--             (the parent denies until ARGV[14]: the child's own state is
+--             not touched)
+--   parent_due: 1 with decision 8 when the parent's denial has ended by
+--             this script's clock: the daemon asks the parent's script
+--             (its probe may be due) and this one again; else 0
 -- Writes nothing unless the call moves the breaker (open -> half_open, a
 -- new lease, a lapsed force): a worker asking about a closed breaker never
 -- creates state.
@@ -21,14 +33,16 @@ local TOKEN = ARGV[8]
 local PROBE_TIMEOUT = tonumber(ARGV[9])
 local COOLDOWN_BASE = tonumber(ARGV[10])
 local JITTER = tonumber(ARGV[11])
+local PARENT = tonumber(ARGV[13]) or 0
+local PARENT_UNTIL = tonumber(ARGV[14]) or 0
 
 local s = load()
 local dirty = expire_force(s)
 if expire_pause(s) then dirty = true end
 
-local function reply(code, retry_after, token)
+local function reply(code, retry_after, token, parent_due)
   if dirty then save(s) end
-  return { code, retry_after, token or '', snapshot(s) }
+  return { code, retry_after, token or '', snapshot(s), parent_due or 0 }
 end
 
 if s.force == 'open' then
@@ -36,14 +50,23 @@ if s.force == 'open' then
   if s.force_until > 0 then retry = s.force_until - clock() end
   return reply(5, retry)
 end
-if s.force == '' and s.st == 'paused' then
+if s.force == 'closed' then
+  return reply(1, 0)
+end
+-- The parent's verdict comes before the child's own state
+-- (breaker.step.parentDenies).
+if PARENT == 3 or PARENT == 4 or PARENT == 5 or PARENT == 7 then
+  if PARENT_UNTIL == 0 then return reply(8, 0) end
+  if clock() < PARENT_UNTIL then return reply(8, PARENT_UNTIL - clock()) end
+  return reply(8, 0, nil, 1)
+end
+if s.st == 'paused' then
   return reply(7, 0)
 end
-if s.force == '' and s.st == 'closed' and s.suspect ~= '' and s.suspect == ACTOR
-    and clock() < s.suspect_until then
+if s.st == 'closed' and s.suspect ~= '' and s.suspect == ACTOR and clock() < s.suspect_until then
   return reply(6, s.suspect_until - clock())
 end
-if s.force == 'closed' or s.st == 'closed' then
+if s.st == 'closed' then
   return reply(1, 0)
 end
 

@@ -57,6 +57,12 @@ const (
 	// worked. No probe lifts a pause; an operator does (Force AUTO or CLOSED).
 	// retry_after_ms is 0: no wait helps.
 	Decision_DECISION_DENIED_PAUSED Decision = 7
+	// The breaker's parent scope denies (a policy's `parent`, such as the
+	// vendor host of several tools): it is open, forced open, paused, or
+	// its one probe is in flight. AllowResponse.scope names the parent;
+	// reason and retry_after_ms are the parent's. The breaker's own state
+	// is not changed.
+	Decision_DECISION_DENIED_PARENT_OPEN Decision = 8
 )
 
 // Enum value maps for Decision.
@@ -70,6 +76,7 @@ var (
 		5: "DECISION_DENIED_FORCED_OPEN",
 		6: "DECISION_DENIED_SUSPECT_WORKER",
 		7: "DECISION_DENIED_PAUSED",
+		8: "DECISION_DENIED_PARENT_OPEN",
 	}
 	Decision_value = map[string]int32{
 		"DECISION_UNSPECIFIED":            0,
@@ -80,6 +87,7 @@ var (
 		"DECISION_DENIED_FORCED_OPEN":     5,
 		"DECISION_DENIED_SUSPECT_WORKER":  6,
 		"DECISION_DENIED_PAUSED":          7,
+		"DECISION_DENIED_PARENT_OPEN":     8,
 	}
 )
 
@@ -439,9 +447,17 @@ type Ticket struct {
 	Generation int64 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
 	// Set only with DECISION_PROBE: the probe lease token. Only the lease
 	// holder's Record decides the probe.
-	LeaseToken    string `protobuf:"bytes,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LeaseToken string `protobuf:"bytes,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
+	// For a breaker with a parent scope (its policy's `parent`): the
+	// parent's generation when Allow answered. The daemon fences the
+	// parent's half of a Record with it (count_toward_parent). Pass the
+	// ticket back unchanged.
+	ParentGeneration int64 `protobuf:"varint,70,opt,name=parent_generation,json=parentGeneration,proto3" json:"parent_generation,omitempty"`
+	// Set when this call is also the parent's one probe: the parent's
+	// lease token. The Record settles the parent's probe too.
+	ParentLeaseToken string `protobuf:"bytes,71,opt,name=parent_lease_token,json=parentLeaseToken,proto3" json:"parent_lease_token,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Ticket) Reset() {
@@ -484,6 +500,20 @@ func (x *Ticket) GetGeneration() int64 {
 func (x *Ticket) GetLeaseToken() string {
 	if x != nil {
 		return x.LeaseToken
+	}
+	return ""
+}
+
+func (x *Ticket) GetParentGeneration() int64 {
+	if x != nil {
+		return x.ParentGeneration
+	}
+	return 0
+}
+
+func (x *Ticket) GetParentLeaseToken() string {
+	if x != nil {
+		return x.ParentLeaseToken
 	}
 	return ""
 }
@@ -546,7 +576,14 @@ type BreakerState struct {
 	// The breaker's policy counts slow calls: a success that took longer
 	// than this many ms (RecordRequest.latency_ms) is slow. 0: slow calls
 	// are not counted. A fast-mode client sends every slow success.
-	SlowCallMs    int64 `protobuf:"varint,44,opt,name=slow_call_ms,json=slowCallMs,proto3" json:"slow_call_ms,omitempty"`
+	SlowCallMs int64 `protobuf:"varint,44,opt,name=slow_call_ms,json=slowCallMs,proto3" json:"slow_call_ms,omitempty"`
+	// The breaker's parent scope (its policy's `parent`), empty when none.
+	// An open parent denies this breaker (DECISION_DENIED_PARENT_OPEN), so
+	// a client's fast view never answers Allow on it alone.
+	Parent string `protobuf:"bytes,70,opt,name=parent,proto3" json:"parent,omitempty"`
+	// Paused only: when the pause lapses by itself (pause_ttl), ms since
+	// the epoch.
+	PausedUntilMs int64 `protobuf:"varint,71,opt,name=paused_until_ms,json=pausedUntilMs,proto3" json:"paused_until_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -742,6 +779,20 @@ func (x *BreakerState) GetSlowCallMs() int64 {
 	return 0
 }
 
+func (x *BreakerState) GetParent() string {
+	if x != nil {
+		return x.Parent
+	}
+	return ""
+}
+
+func (x *BreakerState) GetPausedUntilMs() int64 {
+	if x != nil {
+		return x.PausedUntilMs
+	}
+	return 0
+}
+
 type AllowRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The dependency's name: non-empty, at most 256 bytes, printable.
@@ -809,7 +860,10 @@ type AllowResponse struct {
 	// The daemon could not reach Redis and answered from its own in-memory
 	// breakers (fed by every worker connected to it): the fleet's shared
 	// state was not consulted.
-	Degraded      bool `protobuf:"varint,6,opt,name=degraded,proto3" json:"degraded,omitempty"`
+	Degraded bool `protobuf:"varint,6,opt,name=degraded,proto3" json:"degraded,omitempty"`
+	// Which scope decided a denial: the parent's name with
+	// DECISION_DENIED_PARENT_OPEN; empty when the breaker itself decided.
+	Scope         string `protobuf:"bytes,70,opt,name=scope,proto3" json:"scope,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -884,6 +938,13 @@ func (x *AllowResponse) GetDegraded() bool {
 		return x.Degraded
 	}
 	return false
+}
+
+func (x *AllowResponse) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
 }
 
 type RecordRequest struct {
@@ -1952,13 +2013,15 @@ var File_breakerd_v1_breaker_proto protoreflect.FileDescriptor
 
 const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\n" +
-	"\x19breakerd/v1/breaker.proto\x12\vbreakerd.v1\"I\n" +
+	"\x19breakerd/v1/breaker.proto\x12\vbreakerd.v1\"\xa4\x01\n" +
 	"\x06Ticket\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x03R\n" +
 	"generation\x12\x1f\n" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +
-	"leaseToken\"\xaf\x06\n" +
+	"leaseToken\x12+\n" +
+	"\x11parent_generation\x18F \x01(\x03R\x10parentGeneration\x12,\n" +
+	"\x12parent_lease_token\x18G \x01(\tR\x10parentLeaseToken\"\xef\x06\n" +
 	"\fBreakerState\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12(\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x12.breakerd.v1.StateR\x05state\x12\x1e\n" +
@@ -1990,17 +2053,20 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\n" +
 	"slow_calls\x18+ \x01(\x03R\tslowCalls\x12 \n" +
 	"\fslow_call_ms\x18, \x01(\x03R\n" +
-	"slowCallMs\"E\n" +
+	"slowCallMs\x12\x16\n" +
+	"\x06parent\x18F \x01(\tR\x06parent\x12&\n" +
+	"\x0fpaused_until_ms\x18G \x01(\x03R\rpausedUntilMs\"E\n" +
 	"\fAllowRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12\x1b\n" +
-	"\tworker_id\x18\x02 \x01(\tR\bworkerId\"\xfa\x01\n" +
+	"\tworker_id\x18\x02 \x01(\tR\bworkerId\"\x90\x02\n" +
 	"\rAllowResponse\x121\n" +
 	"\bdecision\x18\x01 \x01(\x0e2\x15.breakerd.v1.DecisionR\bdecision\x12+\n" +
 	"\x06ticket\x18\x02 \x01(\v2\x13.breakerd.v1.TicketR\x06ticket\x12$\n" +
 	"\x0eretry_after_ms\x18\x03 \x01(\x03R\fretryAfterMs\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12/\n" +
 	"\x05state\x18\x05 \x01(\v2\x19.breakerd.v1.BreakerStateR\x05state\x12\x1a\n" +
-	"\bdegraded\x18\x06 \x01(\bR\bdegraded\"\xd0\x02\n" +
+	"\bdegraded\x18\x06 \x01(\bR\bdegraded\x12\x14\n" +
+	"\x05scope\x18F \x01(\tR\x05scope\"\xd0\x02\n" +
 	"\rRecordRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12+\n" +
@@ -2075,7 +2141,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\bsince_ms\x18\x02 \x01(\x03R\asinceMs\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\x05R\x05limit\"<\n" +
 	"\x0eEventsResponse\x12*\n" +
-	"\x06events\x18\x01 \x03(\v2\x12.breakerd.v1.EventR\x06events*\xee\x01\n" +
+	"\x06events\x18\x01 \x03(\v2\x12.breakerd.v1.EventR\x06events*\x8f\x02\n" +
 	"\bDecision\x12\x18\n" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10DECISION_ALLOWED\x10\x01\x12\x12\n" +
@@ -2084,7 +2150,8 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x1fDECISION_DENIED_PROBE_IN_FLIGHT\x10\x04\x12\x1f\n" +
 	"\x1bDECISION_DENIED_FORCED_OPEN\x10\x05\x12\"\n" +
 	"\x1eDECISION_DENIED_SUSPECT_WORKER\x10\x06\x12\x1a\n" +
-	"\x16DECISION_DENIED_PAUSED\x10\a*\x97\x01\n" +
+	"\x16DECISION_DENIED_PAUSED\x10\a\x12\x1f\n" +
+	"\x1bDECISION_DENIED_PARENT_OPEN\x10\b*\x97\x01\n" +
 	"\x05State\x12\x15\n" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fSTATE_CLOSED\x10\x01\x12\x0e\n" +

@@ -1,0 +1,426 @@
+// Package scope runs parent scopes (a policy's `parent`): a child's Allow
+// with its parent's verdict as an input, the parent's probe taken through
+// a child, and a child's outcomes counted toward its parent.
+//
+// A child's breaker and its parent's live under different keys, and on
+// Redis Cluster in different slots, so no one script reads both. The
+// daemon keeps a view of each parent it has used, fed by the events hub,
+// and passes the parent's verdict into the child's script
+// (store.AllowUnder; the rule is breaker/parent.go). The view of a parent
+// is read once (Get) on first use; every event about the parent (a
+// transition, a Force, an alert, a run notice) marks it stale, and the
+// next call reads it again. When the hub's feed is lost (events.ErrFeedLost,
+// or this reader fell behind: events.ErrTooSlow) the whole view is dropped
+// after subscribing again, so every parent is read again on its next use.
+//
+// Staleness bound: a child's Allow sees its parent as the parent stood
+// when the last event about it reached this daemon. Between a parent's
+// transition in Redis and its event's delivery (milliseconds; the same
+// delay as a Watch stream's) a child may still be let through a parent
+// that has just opened, or denied by one an operator has just closed.
+// Time never makes the view stale: the parent's end of a denial (its next
+// probe, its lease's end, its pin's or pause's end) is passed with the
+// verdict and judged on the fleet's clock in the child's script; once it
+// is reached, the parent's own script is asked (it may take a probe) and
+// the child's again. The view also learns from every answer the parent's
+// scripts give this daemon, unless an event about the parent arrived
+// while the script ran.
+//
+// The parent's probe. A parent whose cooldown has elapsed needs one probe
+// fleet-wide, and only its children's calls may be there to make it: the
+// child's Allow that finds the parent due runs allow.lua on the parent's
+// key as the same worker. If that takes the parent's probe lease, the
+// child's script runs again with the verdict PROBE (the child decides by
+// its own rules) and an answer that lets the call out carries the
+// parent's lease in its ticket (Ticket.parent_lease_token): the child's
+// Record settles the parent's probe with the same outcome, whatever
+// count_toward_parent says, so that a parent with no direct traffic
+// never stays open for good. Every other child call meanwhile is denied
+// with the parent's probe in flight. If the child itself denies that call
+// (it is open, paused, or this worker is its suspect), the parent's lease
+// is released at once (a Record with OUTCOME_CANCELED on the parent:
+// probe_released). A lease whose holder never records lapses after the
+// parent's probe_timeout, as any probe lease does, and the next child call
+// takes the probe.
+//
+// Counting toward the parent (count_toward_parent, the default). After a
+// child's record.lua counted an outcome (a failure, a slow call, or a
+// success ending a run), the daemon runs record.lua on the parent's key
+// with the same outcome under the parent's policy and the same worker, so
+// the parent's quorum counts distinct workers across all its children.
+// The parent's half is fenced by the parent's generation the child's
+// Allow saw (Ticket.parent_generation): an outcome of a call admitted
+// before the parent moved is not counted there. A success is sent only
+// when it could change the parent as this daemon's view stands (a
+// failure run or a slow run in progress, a suspect, window mode, or a
+// slow call under the parent's policy), so a healthy pair costs one
+// script. 401 and 402 outcomes are the child's own (its credential or
+// quota) and are not sent.
+//
+// Not atomic. The two scripts run one after the other on different keys:
+// another daemon's calls may run on the parent between them, so the
+// parent may trip, close or be forced in between (then the parent's half
+// is not counted: its generation moved), and a daemon that stops between
+// the two (or a parent slot that does not answer) leaves the child's
+// outcome counted and the parent's not (logged; the Record still
+// answers the child's result).
+package scope
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/breakerd/breakerd/internal/breaker"
+	"github.com/breakerd/breakerd/internal/events"
+	"github.com/breakerd/breakerd/internal/store"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// Scopes answers Allow and Record for breakers with and without a parent
+// (those without go straight to the store). It is safe for concurrent use.
+type Scopes struct {
+	st  *store.Store
+	hub *events.Hub
+	log *slog.Logger
+
+	mu      sync.Mutex
+	entries map[string]*entry
+	// sub is the hub subscription feeding the view, opened on the first
+	// use of a parent; ended is set once the hub has stopped (the view
+	// then caches nothing).
+	sub   *events.Subscription
+	ended bool
+	// epoch is bumped whenever the view is dropped, so that a read in
+	// flight does not store what it read before the loss.
+	epoch uint64
+}
+
+// entry is the view of one parent.
+type entry struct {
+	ver     uint64 // bumped by every event about the parent
+	have    bool
+	verdict breaker.Parent
+	state   *pb.BreakerState
+	loading chan struct{} // closed when the read in flight ends
+}
+
+// New returns Scopes over st, fed by hub (nil: no view is kept, and every
+// child's Allow reads its parent).
+func New(st *store.Store, hub *events.Hub, log *slog.Logger) *Scopes {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Scopes{st: st, hub: hub, log: log, entries: map[string]*entry{}}
+}
+
+// Allow answers whether a call to breaker may go out, under its parent's
+// verdict when its policy names one. Errors are the store's.
+func (s *Scopes) Allow(ctx context.Context, name, worker string) (*pb.AllowResponse, error) {
+	p := s.st.Policy(name)
+	if p.Parent == "" {
+		return s.st.Allow(ctx, name, worker)
+	}
+	v, ver, err := s.verdict(ctx, p.Parent)
+	if err != nil {
+		// The parent cannot be read (its slot does not answer): the child
+		// decides alone rather than not at all.
+		s.log.Warn("scope: parent unreadable; the child decides alone", "breaker", name, "parent", p.Parent, "err", err)
+		v = breaker.Parent{}
+	}
+	res, due, err := s.st.AllowUnder(ctx, name, worker, v)
+	if err != nil || !due {
+		return res, err
+	}
+	// The parent's denial has ended by the fleet's clock: its own script
+	// decides (it may hand this call its probe lease).
+	pres, err := s.st.Allow(ctx, p.Parent, worker)
+	if err != nil {
+		return nil, err
+	}
+	pv := s.learnAllow(p.Parent, ver, pres)
+	switch pres.GetDecision() {
+	case pb.Decision_DECISION_ALLOWED, pb.Decision_DECISION_PROBE:
+		again, _, err := s.st.AllowUnder(ctx, name, worker, pv)
+		if pres.GetDecision() == pb.Decision_DECISION_PROBE && (err != nil || !letThrough(again)) {
+			s.release(ctx, p.Parent, worker, pres.GetTicket())
+		}
+		return again, err
+	}
+	// The parent still denies (its view was stale): this call is denied
+	// with the parent's own answer.
+	res.RetryAfterMs, res.Reason, res.Scope = pres.GetRetryAfterMs(), pres.GetReason(), p.Parent
+	return res, nil
+}
+
+// letThrough reports whether res lets the call out.
+func letThrough(res *pb.AllowResponse) bool {
+	d := res.GetDecision()
+	return d == pb.Decision_DECISION_ALLOWED || d == pb.Decision_DECISION_PROBE
+}
+
+// release frees the parent's probe lease this worker took for a call the
+// child then denied: a Record that never counts (probe_released).
+func (s *Scopes) release(ctx context.Context, parent, worker string, t *pb.Ticket) {
+	ver := s.version(parent)
+	res, err := s.st.Record(ctx, &pb.RecordRequest{Breaker: parent, WorkerId: worker, Ticket: t,
+		Outcome: pb.Outcome_OUTCOME_CANCELED})
+	if err != nil {
+		s.log.Warn("scope: could not release the parent's probe lease; it lapses after its probe_timeout",
+			"parent", parent, "worker", worker, "err", err)
+		return
+	}
+	s.learnState(parent, ver, res.GetState())
+}
+
+// Record applies a call's outcome to its breaker and, for a child, to its
+// parent (see the package doc): the parent's probe lease in the ticket
+// is always settled; with count_toward_parent a counted outcome is
+// counted there too. It answers the child's result; a failure of the
+// parent's half is logged, not returned (the child's half has counted).
+func (s *Scopes) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordResponse, error) {
+	res, err := s.st.Record(ctx, req)
+	p := s.st.Policy(req.GetBreaker())
+	if err != nil || p.Parent == "" || res.GetDegraded() {
+		return res, err
+	}
+	t := req.GetTicket()
+	lease := t.GetParentLeaseToken()
+	if lease == "" {
+		if !p.CountTowardParent || !res.GetCounted() {
+			return res, nil
+		}
+		if req.GetOutcome() == pb.Outcome_OUTCOME_SUCCESS && !s.successMatters(ctx, p.Parent, req.GetLatencyMs()) {
+			return res, nil
+		}
+	}
+	preq := proto.Clone(req).(*pb.RecordRequest)
+	preq.Breaker = p.Parent
+	preq.Ticket = &pb.Ticket{Generation: t.GetParentGeneration(), LeaseToken: lease}
+	ver := s.version(p.Parent)
+	pres, err := s.st.Record(ctx, preq)
+	if err != nil {
+		s.log.Warn("scope: the parent's half of a Record failed; the child's outcome counted, the parent's did not",
+			"breaker", req.GetBreaker(), "parent", p.Parent, "err", err)
+		return res, nil
+	}
+	s.learnState(p.Parent, ver, pres.GetState())
+	return res, nil
+}
+
+// successMatters reports whether a success could change the parent as the
+// view stands (breaker.State.RunOpen, window mode, or a slow call under
+// the parent's policy). An unreadable parent is sent the success.
+func (s *Scopes) successMatters(ctx context.Context, parent string, latencyMs int64) bool {
+	pp := s.st.Policy(parent)
+	if pp.SlowCall > 0 && latencyMs > pp.SlowCall.Milliseconds() {
+		return true
+	}
+	_, _, err := s.verdict(ctx, parent)
+	if err != nil {
+		return true
+	}
+	s.mu.Lock()
+	e := s.entries[parent]
+	var st *pb.BreakerState
+	if e != nil {
+		st = e.state
+	}
+	s.mu.Unlock()
+	if st == nil {
+		return true
+	}
+	switch st.GetState() {
+	case pb.State_STATE_CLOSED, pb.State_STATE_FORCED_CLOSED, pb.State_STATE_UNSPECIFIED:
+		return st.GetWindowMode() || st.GetFailures() > 0 || st.GetSlowCalls() > 0 || st.GetSuspectWorker() != ""
+	}
+	return false // open, half-open, paused: a success without the lease counts nothing there
+}
+
+// VerdictOf is the verdict a parent's snapshot gives its children. A
+// half-open parent reads as a probe in flight whose end is the snapshot's
+// own time, so the child's script finds it due at once and the parent's
+// script decides (it knows the lease).
+func VerdictOf(st *pb.BreakerState) breaker.Parent {
+	v := breaker.Parent{Name: st.GetBreaker(), Gen: st.GetGeneration(), Reason: st.GetReason()}
+	switch st.GetState() {
+	case pb.State_STATE_OPEN:
+		v.Decision, v.Until = pb.Decision_DECISION_DENIED_OPEN, st.GetNextProbeAtMs()
+	case pb.State_STATE_HALF_OPEN:
+		v.Decision, v.Until = pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT, max(st.GetAsOfMs(), 1)
+		v.Reason = st.GetBreaker() + " is being probed by another caller; ask again after the probe"
+	case pb.State_STATE_FORCED_OPEN:
+		v.Decision, v.Until = pb.Decision_DECISION_DENIED_FORCED_OPEN, st.GetForcedUntilMs()
+		v.Reason = st.GetBreaker() + " forced open by an operator: " + st.GetReason()
+	case pb.State_STATE_PAUSED:
+		v.Decision, v.Until = pb.Decision_DECISION_DENIED_PAUSED, st.GetPausedUntilMs()
+	}
+	return v
+}
+
+// learnAllow stores what the parent's allow.lua answered in the view
+// (unless an event about the parent came since ver) and returns the
+// verdict for the call that asked: PROBE when it took the lease.
+func (s *Scopes) learnAllow(parent string, ver uint64, pres *pb.AllowResponse) breaker.Parent {
+	st := pres.GetState()
+	call := breaker.Parent{Name: parent, Gen: pres.GetTicket().GetGeneration(), Reason: pres.GetReason()}
+	shared := VerdictOf(st)
+	shared.Name = parent
+	asOf := st.GetAsOfMs()
+	share := true
+	switch d := pres.GetDecision(); d {
+	case pb.Decision_DECISION_ALLOWED:
+	case pb.Decision_DECISION_PROBE:
+		call.Decision, call.Lease = d, pres.GetTicket().GetLeaseToken()
+		// Every other caller: the probe is in flight for the lease's life.
+		shared.Decision = pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT
+		shared.Until = asOf + s.st.Policy(parent).ProbeTimeout.Milliseconds()
+	case pb.Decision_DECISION_DENIED_SUSPECT_WORKER:
+		// This worker's own denial on the parent: not the fleet's.
+		call.Decision, call.Until = pb.Decision_DECISION_DENIED_OPEN, asOf+pres.GetRetryAfterMs()
+		share = false
+	default:
+		call.Decision = d
+		switch {
+		case pres.GetRetryAfterMs() > 0:
+			call.Until = asOf + pres.GetRetryAfterMs()
+		case d == pb.Decision_DECISION_DENIED_PAUSED:
+			call.Until = st.GetPausedUntilMs()
+		}
+		shared = call
+	}
+	if share {
+		s.store(parent, ver, shared, st)
+	}
+	return call
+}
+
+// learnState stores a parent's snapshot (from a script this daemon ran
+// on it) in the view, unless an event about the parent came since ver.
+func (s *Scopes) learnState(parent string, ver uint64, st *pb.BreakerState) {
+	if st == nil {
+		return
+	}
+	v := VerdictOf(st)
+	v.Name = parent
+	s.store(parent, ver, v, st)
+}
+
+func (s *Scopes) store(parent string, ver uint64, v breaker.Parent, st *pb.BreakerState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.entries[parent]
+	if e == nil || e.ver != ver || s.sub == nil {
+		return
+	}
+	e.have, e.verdict, e.state = true, v, st
+}
+
+// version returns the parent's entry version (0 for a parent not in view).
+func (s *Scopes) version(parent string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.entries[parent]; e != nil {
+		return e.ver
+	}
+	return 0
+}
+
+// verdict returns the parent's verdict from the view, reading the parent
+// (one read.lua, shared by the calls that wait for it) when the view does
+// not hold it, and the entry's version the verdict is valid for.
+func (s *Scopes) verdict(ctx context.Context, parent string) (breaker.Parent, uint64, error) {
+	s.mu.Lock()
+	s.follow()
+	e := s.entries[parent]
+	if e == nil {
+		e = &entry{}
+		s.entries[parent] = e
+	}
+	for {
+		if e.have {
+			v, ver := e.verdict, e.ver
+			s.mu.Unlock()
+			return v, ver, nil
+		}
+		if e.loading == nil {
+			break
+		}
+		ch := e.loading
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return breaker.Parent{}, 0, ctx.Err()
+		}
+		s.mu.Lock()
+	}
+	ch := make(chan struct{})
+	e.loading = ch
+	ver, epoch := e.ver, s.epoch
+	s.mu.Unlock()
+
+	st, err := s.st.Get(ctx, parent)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e.loading = nil
+	close(ch)
+	if err != nil {
+		return breaker.Parent{}, 0, err
+	}
+	v := VerdictOf(st)
+	v.Name = parent
+	if e.ver == ver && s.epoch == epoch && s.sub != nil {
+		e.have, e.verdict, e.state = true, v, st
+	}
+	return v, ver, nil
+}
+
+// follow opens the hub subscription feeding the view, once (s.mu held).
+func (s *Scopes) follow() {
+	if s.sub != nil || s.ended || s.hub == nil {
+		return
+	}
+	s.sub = s.hub.Subscribe(nil)
+	go s.run(s.sub)
+}
+
+// run applies the feed to the view until the subscription ends; a lost
+// feed subscribes again, then drops the view.
+func (s *Scopes) run(sub *events.Subscription) {
+	for {
+		for e := range sub.C {
+			s.mu.Lock()
+			if en := s.entries[e.GetBreaker()]; en != nil {
+				en.ver++
+				en.have = false
+			}
+			s.mu.Unlock()
+		}
+		err := sub.Err()
+		s.mu.Lock()
+		if err == nil { // the hub stopped: keep nothing from now on
+			s.ended, s.sub = true, nil
+			s.drop()
+			s.mu.Unlock()
+			return
+		}
+		s.log.Warn("scope: the events feed was lost; every parent is read again on its next use", "err", err)
+		sub = s.hub.Subscribe(nil)
+		s.sub = sub
+		s.drop()
+		s.mu.Unlock()
+	}
+}
+
+// drop forgets every parent (s.mu held); reads in flight store nothing.
+func (s *Scopes) drop() {
+	for _, e := range s.entries {
+		e.ver++
+		e.have = false
+	}
+	s.epoch++
+}
