@@ -318,6 +318,11 @@ func (s *Scopes) store(parent string, ver uint64, v breaker.Parent, st *pb.Break
 	e.have, e.verdict, e.state = true, v, st
 }
 
+// Heard returns how many times the view of parent was marked stale since
+// it was first used: each event about the parent this daemon heard, and
+// each lost feed. 0 for a parent never used. (Tests wait on it.)
+func (s *Scopes) Heard(parent string) uint64 { return s.version(parent) }
+
 // version returns the parent's entry version (0 for a parent not in view).
 func (s *Scopes) version(parent string) uint64 {
 	s.mu.Lock()
