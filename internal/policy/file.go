@@ -181,7 +181,7 @@ type overrides struct {
 	RecoveryCheckInterval *duration     `yaml:"recovery_check_interval"`
 
 	Parent            *string `yaml:"parent"`
-	CountTowardParent *bool   `yaml:"count_toward_parent"`
+	CountTowardParent *yesNo  `yaml:"count_toward_parent"`
 }
 
 func (o overrides) apply(p Policy) Policy {
@@ -243,7 +243,7 @@ func (o overrides) apply(p Policy) Policy {
 		p.Parent = *o.Parent
 	}
 	if o.CountTowardParent != nil {
-		p.CountTowardParent = *o.CountTowardParent
+		p.CountTowardParent = bool(*o.CountTowardParent)
 	}
 	return p
 }
@@ -258,6 +258,18 @@ func (w *whole) UnmarshalYAML(n *yaml.Node) error {
 		return fmt.Errorf("line %d: %q is not a whole number", n.Line, n.Value)
 	}
 	*w = whole(v)
+	return nil
+}
+
+// yesNo reads a YAML scalar that must be true or false.
+type yesNo bool
+
+func (y *yesNo) UnmarshalYAML(n *yaml.Node) error {
+	var b bool
+	if n.Kind != yaml.ScalarNode || n.Decode(&b) != nil {
+		return fmt.Errorf("line %d: %q is not true or false", n.Line, n.Value)
+	}
+	*y = yesNo(b)
 	return nil
 }
 

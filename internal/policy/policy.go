@@ -186,8 +186,9 @@ func (p Policy) Validate() error {
 		}
 	}
 	if p.Parent != "" {
-		if err := limits.Name("parent", p.Parent); err != nil {
-			return err
+		var le *limits.FieldError
+		if err := limits.Name("parent", p.Parent); errors.As(err, &le) {
+			return fieldErr("parent", "%s", le.Problem)
 		}
 	}
 	return p.validateRecovery()

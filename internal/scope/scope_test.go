@@ -414,3 +414,48 @@ func TestChildSuccessEndsTheParentsRun(t *testing.T) {
 		}
 	})
 }
+
+// When the hub's feed is lost (its Redis connection dropped and came
+// back: events.ErrFeedLost), what the parent did meanwhile never reached
+// the view: the view is dropped and the next Allow reads the parent again.
+// (A proxy fronts the hub's connection: miniredis and the real Redis.)
+func TestLostFeedDropsTheView(t *testing.T) {
+	for _, server := range []struct {
+		name string
+		open func(testing.TB) *testredis.Backend
+	}{{"miniredis", testredis.Mini}, {"redis", testredis.Real}} {
+		t.Run(server.name, func(t *testing.T) {
+			b := server.open(t)
+			n := setup(t, b)
+			set := policies(t, n, true, "")
+			quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+			proxy := testredis.NewProxy(t, b.Addr)
+			st := store.New(b.NewClient(t), store.Options{Policies: set, Now: b.Clock(), Rand: func() float64 { return 0 },
+				Channel: b.Prefix + "events"})
+			hub := events.NewHub(b.ClientVia(t, proxy.Addr(), nil), st.Channel(), quiet)
+			stop, err := hub.Start(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(stop)
+			d := &daemon{t: t, st: st, sc: scope.New(st, hub, quiet)}
+			if r := d.allow(n.web, "w1"); r.Decision != pb.Decision_DECISION_ALLOWED {
+				t.Fatalf("Allow = %v, want ALLOWED (the view now holds the parent closed)", r.Decision)
+			}
+			heard := d.sc.Heard(n.parent)
+			proxy.Cut()
+			// Forced open while the hub is away: no event reaches the view.
+			if _, err := st.Force(context.Background(), n.parent, pb.ForceMode_FORCE_MODE_OPEN, "vendor outage", 0, "ops"); err != nil {
+				t.Fatal(err)
+			}
+			proxy.Restore(t)
+			d.waitHeard(n.parent, heard) // the feed came back: the view was dropped
+			r := d.allow(n.web, "w1")
+			if r.Decision != pb.Decision_DECISION_DENIED_PARENT_OPEN || r.Scope != n.parent ||
+				r.Reason != n.parent+" forced open by an operator: vendor outage" || r.RetryAfterMs != 0 {
+				t.Fatalf("after the lost feed: %v scope %q reason %q retry %d; want DENIED_PARENT_OPEN by the parent, its operator's reason, 0",
+					r.Decision, r.Scope, r.Reason, r.RetryAfterMs)
+			}
+		})
+	}
+}

@@ -123,6 +123,16 @@ func TestBadInputIsInvalidArgumentAndStoresNothing(t *testing.T) {
 					Ticket: &pb.Ticket{LeaseToken: strings.Repeat("t", 65)}})
 				return err
 			}, "ticket.lease_token"},
+			{"negative parent generation", func() error {
+				_, err := api.Record(ctx, &pb.RecordRequest{Breaker: b.Breaker("x"), WorkerId: "w1", Outcome: pb.Outcome_OUTCOME_TIMEOUT,
+					Ticket: &pb.Ticket{ParentGeneration: -1}})
+				return err
+			}, "ticket.parent_generation"},
+			{"parent lease token with a control character", func() error {
+				_, err := api.Record(ctx, &pb.RecordRequest{Breaker: b.Breaker("x"), WorkerId: "w1", Outcome: pb.Outcome_OUTCOME_TIMEOUT,
+					Ticket: &pb.Ticket{ParentLeaseToken: "t\x00"}})
+				return err
+			}, "ticket.parent_lease_token"},
 			{"centuries of Retry-After", func() error {
 				_, err := api.Record(ctx, &pb.RecordRequest{Breaker: b.Breaker("x"), WorkerId: "w1", Outcome: pb.Outcome_OUTCOME_RATE_LIMITED,
 					Ticket: &pb.Ticket{}, RetryAfterMs: 9_000_000_000_000})

@@ -68,7 +68,9 @@ func (c *openCache) begin() uint64 {
 // store caches p, answered to worker, if it is a denial, the stream is
 // live and nothing happened since begin returned epoch.
 func (c *openCache) store(p *Permit, worker string, epoch uint64, now time.Time) {
-	if p.Allowed() || p.Degraded {
+	if p.Allowed() || p.Degraded || p.Decision == pb.Decision_DECISION_DENIED_PARENT_OPEN {
+		// (A parent's denial is the parent's state: an event about the
+		// parent would not drop it here. Asked again every time.)
 		return
 	}
 	c.mu.Lock()

@@ -458,6 +458,11 @@ type Permit struct {
 	// a round trip: a denial from the open-circuit cache, or any answer
 	// from the fast-mode view.
 	Cached bool
+	// Scope names the breaker that decided a denial when it was not
+	// Breaker itself: its parent scope, with DENIED_PARENT_OPEN (the
+	// policy's parent, such as a vendor host); Reason and RetryAfter are
+	// then the parent's. Empty otherwise.
+	Scope string
 }
 
 // Allowed reports whether the call may go out (ALLOWED or PROBE).
@@ -537,6 +542,7 @@ func permitOf(breaker string, res *pb.AllowResponse) *Permit {
 		RetryAfter: time.Duration(res.GetRetryAfterMs()) * time.Millisecond,
 		Reason:     res.GetReason(),
 		State:      res.GetState(),
+		Scope:      res.GetScope(),
 
 		DaemonDegraded: res.GetDegraded(),
 	}

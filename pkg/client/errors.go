@@ -30,8 +30,12 @@ type CircuitOpenError struct {
 	OpenedAt time.Time
 	// Decision is breakerd's answer: DENIED_OPEN, DENIED_FORCED_OPEN,
 	// DENIED_PAUSED (a revoked credential: only an operator lifts it) or
-	// DENIED_SUSPECT_WORKER (this worker alone, while the fleet is fine).
+	// DENIED_SUSPECT_WORKER (this worker alone, while the fleet is fine)
+	// or DENIED_PARENT_OPEN (the breaker's parent scope denies: Scope).
 	Decision pb.Decision
+	// Scope names the parent scope that denied (DENIED_PARENT_OPEN; the
+	// reason is the parent's); empty when the breaker itself denied.
+	Scope string
 }
 
 func (e *CircuitOpenError) Error() string {
@@ -70,7 +74,7 @@ func DeniedError(p *Permit) error {
 	e := &CircuitOpenError{
 		Breaker: p.Breaker, Forced: p.Decision == pb.Decision_DECISION_DENIED_FORCED_OPEN,
 		Reason: p.Reason, RetryAfter: p.RetryAfter, Alternatives: p.State.GetAlternatives(),
-		Degraded: p.Degraded, Decision: p.Decision,
+		Degraded: p.Degraded, Decision: p.Decision, Scope: p.Scope,
 	}
 	if ms := p.State.GetOpenedAtMs(); ms > 0 {
 		e.OpenedAt = time.UnixMilli(ms)

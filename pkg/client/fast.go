@@ -32,6 +32,11 @@ import (
 //     outcomes a success is dropped (Stats.SuccessesDropped), never a
 //     failure or a probe outcome, and Record never blocks.
 //
+// A breaker with a parent scope (BreakerState.parent) is never answered
+// from the view: its Allow always goes to breakerd, which judges the
+// parent's verdict, and none of its successes is skipped (one may end
+// the parent's failure run). Its outcomes are still queued and batched.
+//
 // What a fast client gives up: between a trip on Redis and its Watch
 // event reaching this client (milliseconds; measured in
 // docs/performance.md) it may still allow calls, and a success it skips
@@ -76,6 +81,11 @@ type entry struct {
 	decision pb.Decision // the denial answered while until holds
 	reason   string
 	st       *pb.BreakerState // breakerd's last snapshot, for Permit.State
+	// child: the breaker has a parent scope (BreakerState.parent), whose
+	// state the view does not follow: every Allow on it goes to breakerd
+	// (which judges the parent's verdict) and no success is skipped (it
+	// may end the parent's failure run).
+	child bool
 }
 
 // view is the fast-mode view: entries read without a lock on the Allow
@@ -189,7 +199,7 @@ func (v *view) names() []string {
 // the view: a denial of one worker alone (a suspect) is kept apart.
 func entryOf(s *pb.BreakerState, d pb.Decision, retry time.Duration, now time.Time) *entry {
 	e := &entry{state: s.GetState(), gen: s.GetGeneration(), st: s, reason: s.GetReason(), window: s.GetWindowMode(),
-		slowMs: s.GetSlowCallMs()}
+		slowMs: s.GetSlowCallMs(), child: s.GetParent() != ""}
 	if e.state == pb.State_STATE_UNSPECIFIED {
 		e.state = pb.State_STATE_CLOSED
 	}
@@ -231,7 +241,7 @@ func entryOf(s *pb.BreakerState, d pb.Decision, retry time.Duration, now time.Ti
 // is down (a denial is breakerd's last word and stands until its time).
 func (c *Client) fastAllow(breaker string) *Permit {
 	e := c.view.get(breaker)
-	if e == nil {
+	if e == nil || e.child {
 		return nil
 	}
 	now := c.o.clock.Now()
@@ -317,7 +327,7 @@ func (c *Client) onEvent(e *pb.Event) {
 			if old == nil || old.gen > e.GetGeneration() {
 				return old // not a breaker this client uses; or a later transition already told more
 			}
-			n := &entry{state: pb.State_STATE_CLOSED, gen: e.GetGeneration(), run: run, st: old.st, window: old.window, slowMs: old.slowMs}
+			n := &entry{state: pb.State_STATE_CLOSED, gen: e.GetGeneration(), run: run, st: old.st, window: old.window, slowMs: old.slowMs, child: old.child}
 			if old.gen == e.GetGeneration() && old.state == pb.State_STATE_CLOSED {
 				cp := *old
 				cp.run = run
@@ -350,7 +360,7 @@ func (c *Client) onEvent(e *pb.Event) {
 		c.view.set(name, old)
 		return
 	}
-	n := &entry{state: e.GetTo(), gen: e.GetGeneration(), reason: e.GetReason(), window: old.window, slowMs: old.slowMs}
+	n := &entry{state: e.GetTo(), gen: e.GetGeneration(), reason: e.GetReason(), window: old.window, slowMs: old.slowMs, child: old.child}
 	// The snapshot a denial carries, as far as the event says; the
 	// alternatives come from the policy, unchanged by a transition.
 	n.st = &pb.BreakerState{Breaker: name, State: e.GetTo(), Generation: e.GetGeneration(), Failures: e.GetFailures(),
@@ -538,7 +548,7 @@ func (c *Client) fastRecord(p *Permit, r Result) *pb.RecordResponse {
 	e := c.view.get(p.Breaker)
 	slow := success && e != nil && e.slowMs > 0 && limits.ClampMs(r.Latency.Milliseconds()) > e.slowMs
 	if success && !slow && c.view.live.Load() {
-		if e := c.view.get(p.Breaker); e != nil && !e.run && !e.window && (e.state == pb.State_STATE_CLOSED ||
+		if e := c.view.get(p.Breaker); e != nil && !e.run && !e.window && !e.child && (e.state == pb.State_STATE_CLOSED ||
 			e.state == pb.State_STATE_FORCED_CLOSED) && e.gen >= p.Ticket.GetGeneration() {
 			// Closed with no run, not counting in window mode (or the
 			// ticket is already stale): a success changes nothing in Redis.
