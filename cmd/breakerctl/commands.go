@@ -223,6 +223,9 @@ func printStatus(w io.Writer, s *pb.BreakerState, last *pb.Event) error {
 	if len(s.GetAlternatives()) > 0 {
 		row("alternatives", strings.Join(s.GetAlternatives(), ", "))
 	}
+	if s.GetParent() != "" {
+		row("parent", s.GetParent()+" (an open parent denies this breaker: breakerctl status "+s.GetParent()+")")
+	}
 	if last != nil {
 		row("last event", fmt.Sprintf("%s %s %s by %s (%s ago)", stamp(last.GetAtMs()), kindName(last.GetKind()),
 			arrow(last), orDash(last.GetActor()), strings.TrimSuffix(ago(last.GetAtMs(), s.GetAsOfMs()), " ago")))

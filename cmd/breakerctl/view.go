@@ -36,6 +36,7 @@ type stateView struct {
 	WindowFailures  int64      `json:"window_failures,omitempty"`
 	SlowCalls       int64      `json:"slow_calls,omitempty"`
 	SlowCallMs      int64      `json:"slow_call_ms,omitempty"`
+	Parent          string     `json:"parent,omitempty"`
 	LastEvent       *eventView `json:"last_event,omitempty"`
 }
 
@@ -74,7 +75,7 @@ func viewState(s *pb.BreakerState) stateView {
 		ForcedBy: s.GetForcedBy(), ForcedUntilMs: s.GetForcedUntilMs(), Alternatives: alts, AsOfMs: s.GetAsOfMs(),
 		SuspectWorker: s.GetSuspectWorker(), SuspectUntilMs: s.GetSuspectUntilMs(),
 		WindowCalls: s.GetWindowCalls(), WindowFailures: s.GetWindowFailures(),
-		SlowCalls: s.GetSlowCalls(), SlowCallMs: s.GetSlowCallMs(),
+		SlowCalls: s.GetSlowCalls(), SlowCallMs: s.GetSlowCallMs(), Parent: s.GetParent(),
 	}
 }
 
