@@ -61,6 +61,11 @@ type Hub struct {
 	byName    map[string]map[*Subscription]struct{}
 	perOwner  map[string]int
 	observers []func(*pb.Event)
+
+	// uncapped counts the subscriptions made outside every cap
+	// (Subscribe: in-process readers such as internal/scope's view of
+	// parents): they count toward no Limits.
+	uncapped int
 }
 
 // SetLimits sets the caps SubscribeAs enforces from now on.
@@ -100,6 +105,7 @@ type Subscription struct {
 	owner  string
 	hub    *Hub
 	err    error
+	capped bool // made by SubscribeAs: counted toward the Limits
 }
 
 // Err returns why C was closed (ErrTooSlow, ErrFeedLost, or nil after
@@ -129,7 +135,7 @@ func (h *Hub) SubscribeAs(owner string, breakers []string) (*Subscription, error
 }
 
 func (h *Hub) subscribe(owner string, breakers []string, capped bool) (*Subscription, error) {
-	s := &Subscription{C: make(chan *pb.Event, bufferSize), hub: h, owner: owner}
+	s := &Subscription{C: make(chan *pb.Event, bufferSize), hub: h, owner: owner, capped: capped}
 	if len(breakers) > 0 {
 		s.filter = make(map[string]struct{}, len(breakers))
 		for _, b := range breakers {
@@ -140,14 +146,18 @@ func (h *Hub) subscribe(owner string, breakers []string, capped bool) (*Subscrip
 	defer h.mu.Unlock()
 	if capped {
 		switch l := h.limits; {
-		case l.Streams > 0 && len(h.subs) >= l.Streams:
+		case l.Streams > 0 && len(h.subs)-h.uncapped >= l.Streams:
 			return nil, fmt.Errorf("%w: this daemon serves at most %d", ErrTooManyStreams, l.Streams)
 		case l.PerOwner > 0 && h.perOwner[owner] >= l.PerOwner:
 			return nil, fmt.Errorf("%w: %q holds %d, the most one token may hold on this daemon", ErrTooManyStreams, owner, h.perOwner[owner])
 		}
 	}
 	h.subs[s] = struct{}{}
-	h.perOwner[owner]++
+	if capped {
+		h.perOwner[owner]++
+	} else {
+		h.uncapped++
+	}
 	if s.filter == nil {
 		h.all[s] = struct{}{}
 	}
@@ -196,7 +206,9 @@ func (h *Hub) drop(s *Subscription, err error) {
 			delete(h.byName, b)
 		}
 	}
-	if h.perOwner[s.owner]--; h.perOwner[s.owner] == 0 {
+	if !s.capped {
+		h.uncapped--
+	} else if h.perOwner[s.owner]--; h.perOwner[s.owner] == 0 {
 		delete(h.perOwner, s.owner)
 	}
 	s.err = err
