@@ -397,16 +397,26 @@ func TestChildSuccessEndsTheParentsRun(t *testing.T) {
 		n := setup(t, b)
 		a := newDaemon(t, b, policies(t, n, true, ""))
 		var dep dependency
+		heard := a.sc.Heard(n.parent)
 		dep.call(a, n.web, "w1", fail)
 		if p := a.get(n.parent); p.Failures != 1 {
 			t.Fatalf("parent failures %d, want 1", p.Failures)
 		}
+		a.waitHeard(n.parent, heard) // the parent's run_started notice
+		heard = a.sc.Heard(n.parent)
 		dep.call(a, n.news, "w2", ok)
 		if p := a.get(n.parent); p.Failures != 0 {
 			t.Fatalf("parent failures %d after a success through news_search, want 0", p.Failures)
 		}
-		// Both healthy now: a success is one script, on the child only.
+		a.waitHeard(n.parent, heard) // its run_ended notice: the next Allow reads the parent again
+		a.allow(n.news, "w2")
+		// Both healthy now, the view holding the parent: a pair is one
+		// script each, on the child only.
+		b.ResetCounts()
 		r := a.allow(n.news, "w2")
+		if got := b.RoundTrips(); got != 1 {
+			t.Fatalf("an Allow on a healthy child took %d round trips, want 1 (the child's script)", got)
+		}
 		b.ResetCounts()
 		a.record(n.news, "w2", r.Ticket, ok)
 		if got := b.RoundTrips(); got != 1 {
