@@ -94,6 +94,23 @@ type Config struct {
 	// RecoveryCheck (breakerd's recovery_check_interval). 0: no arm 6.
 	// Needs the in-process daemon (no Addr).
 	RecoveryCheck time.Duration
+	// FailRate is the share of web_search calls that fail during the
+	// outage, each call whole (all its attempts fail, or its first
+	// succeeds), decided by its run and call number so that every arm
+	// sees the same calls fail. Default 1: the vendor fails every request,
+	// as in the incident. Below 1 it is a partial outage, the kind a
+	// consecutive-failure breaker rarely trips on.
+	FailRate float64
+	// Window, when positive, adds arm 7: arm 4 with a failure-rate window
+	// (breakerd's mode: window) of this length, tripping at WindowRate over
+	// at least WindowMinCalls calls. Divided by Scale it must be within
+	// breakerd's window bounds (6s to 24h): at the default scale, at least
+	// 6m. 0: no arm 7.
+	Window time.Duration
+	// WindowRate is arm 7's failure_rate. Default 0.25.
+	WindowRate float64
+	// WindowMinCalls is arm 7's min_calls. Default 10.
+	WindowMinCalls int
 	// sweep runs only arms 4 and 6 (Sweep).
 	sweep bool
 }
@@ -119,6 +136,9 @@ func Default() Config {
 		Workers:        8,
 		Tail:           20 * time.Minute,
 		Scale:          60,
+		FailRate:       1,
+		WindowRate:     0.25,
+		WindowMinCalls: 10,
 	}
 }
 
@@ -169,6 +189,16 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--recovery-check: must not be negative, got %s", c.RecoveryCheck)
 	case c.RecoveryCheck > 0 && c.scaled(c.RecoveryCheck) < policy.MinRecoveryCheckInterval:
 		return fmt.Errorf("--recovery-check: %s divided by --scale %g is under breakerd's %s minimum", c.RecoveryCheck, c.Scale, policy.MinRecoveryCheckInterval)
+	case !(c.FailRate > 0 && c.FailRate <= 1):
+		return fmt.Errorf("--fail-rate: must be more than 0 and at most 1, got %g", c.FailRate)
+	case c.Window < 0:
+		return fmt.Errorf("--window: must not be negative, got %s", c.Window)
+	case c.Window > 0 && (c.scaled(c.Window) < policy.MinWindow || c.scaled(c.Window) > policy.MaxWindow):
+		return fmt.Errorf("--window: %s divided by --scale %g is outside breakerd's window bounds (%s to %s)", c.Window, c.Scale, policy.MinWindow, policy.MaxWindow)
+	case c.Window > 0 && !(c.WindowRate > 0 && c.WindowRate <= 1):
+		return fmt.Errorf("--window-rate: must be more than 0 and at most 1, got %g", c.WindowRate)
+	case c.Window > 0 && c.WindowMinCalls < 2:
+		return fmt.Errorf("--window-min-calls: must be at least 2, got %d", c.WindowMinCalls)
 	case c.RecoveryCheck > 0 && c.Addr != "":
 		return fmt.Errorf("--recovery-check: needs the in-process daemon (no --addr): an external daemon's policy cannot name this replay's vendor")
 	}
@@ -214,8 +244,24 @@ func (c Config) PolicyYAML() string {
 	fmt.Fprintf(&b, "# breakerd policy for outage-replay at --scale %g: cooldowns and the probe\n", c.Scale)
 	fmt.Fprintf(&b, "# lease are the incident's (%s doubling to %s, probe lease %s) divided by %g.\n", c.CooldownBase, c.CooldownCap, c.ProbeTimeout, c.Scale)
 	b.WriteString("breakers:\n")
+	if c.Window > 0 {
+		// First: the first rule that matches a name wins.
+		fmt.Fprintf(&b, "  # arm 7: the failure rate over a window of %s (incident time), not consecutive failures\n", c.Window)
+		c.writeWindowRule(&b, NamePrefix+"*:"+armTag(ArmFleetWindow)+":*")
+	}
 	c.writeRule(&b, NamePrefix+"*")
 	return b.String()
+}
+
+// writeWindowRule writes arm 7's rule: the replay's quorum, cooldowns and
+// probe lease, counting by the failure rate over Window.
+func (c Config) writeWindowRule(b *strings.Builder, match string) {
+	fmt.Fprintf(b, "  - match: %q\n", match)
+	fmt.Fprintf(b, "    mode: window\n")
+	fmt.Fprintf(b, "    window: %s\n", c.scaled(c.Window))
+	fmt.Fprintf(b, "    failure_rate: %g\n", c.WindowRate)
+	fmt.Fprintf(b, "    min_calls: %d\n", c.WindowMinCalls)
+	c.writeShared(b)
 }
 
 // writeRule writes the replay's policy rule for the breakers matching
@@ -224,6 +270,12 @@ func (c Config) PolicyYAML() string {
 func (c Config) writeRule(b *strings.Builder, match string) {
 	fmt.Fprintf(b, "  - match: %q\n", match)
 	fmt.Fprintf(b, "    threshold: %d\n", c.Threshold)
+	c.writeShared(b)
+}
+
+// writeShared writes the fields every replay rule has: the quorum, the
+// cooldowns and probe lease scaled, the jitter.
+func (c Config) writeShared(b *strings.Builder) {
 	fmt.Fprintf(b, "    min_workers: %d\n", c.Quorum)
 	fmt.Fprintf(b, "    cooldown_base: %s\n", c.scaled(c.CooldownBase))
 	fmt.Fprintf(b, "    cooldown_cap: %s\n", c.scaled(c.CooldownCap))

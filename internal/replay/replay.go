@@ -26,6 +26,9 @@ const (
 	// ArmFleetRemoveCheck is ArmFleetRemove with a recovery check
 	// (Config.RecoveryCheck; only then).
 	ArmFleetRemoveCheck
+	// ArmFleetWindow is ArmFleetRemove counting by the failure rate over a
+	// window (Config.Window; only then).
+	ArmFleetWindow
 )
 
 var armNames = map[int]string{
@@ -36,20 +39,24 @@ var armNames = map[int]string{
 	ArmFleetFailFast:  "breakerd fleet-wide, fail fast",
 	// The name fits the table's 45 columns.
 	ArmFleetRemoveCheck: "arm 4 + recovery check of a status endpoint",
+	ArmFleetWindow:      "arm 4 counting the failure rate in a window",
 }
 
 func fleet(arm int) bool {
-	return arm == ArmFleetRemove || arm == ArmFleetFailFast || arm == ArmFleetRemoveCheck
+	return arm == ArmFleetRemove || arm == ArmFleetFailFast || arm == ArmFleetRemoveCheck || arm == ArmFleetWindow
 }
 
 // armBreakerPrefix starts the names of arm's breakers in replay id.
 func armBreakerPrefix(id string, arm int) string {
-	return fmt.Sprintf("%s%s:arm%d:", NamePrefix, id, arm)
+	return NamePrefix + id + ":" + armTag(arm) + ":"
 }
+
+// armTag is arm's part of its breakers' names.
+func armTag(arm int) string { return fmt.Sprintf("arm%d", arm) }
 
 // runs reports whether cfg runs arm.
 func (c Config) runs(arm int) bool {
-	if arm == ArmFleetRemoveCheck && c.RecoveryCheck <= 0 {
+	if arm == ArmFleetRemoveCheck && c.RecoveryCheck <= 0 || arm == ArmFleetWindow && c.Window <= 0 {
 		return false
 	}
 	return !c.sweep || arm == ArmFleetRemove || arm == ArmFleetRemoveCheck
@@ -100,12 +107,18 @@ type Row struct {
 
 // Recovery is a fleet arm's breaker after the vendor recovered.
 type Recovery struct {
-	// Closed is false when no probe succeeded before the tail ended.
+	// Opened is false when the breaker never opened (a partial outage,
+	// Config.FailRate, that its counting did not trip on).
+	Opened bool
+	// Closed is false when no probe succeeded, after the vendor
+	// recovered, before the tail ended (or none was needed: see Tail).
 	Closed bool
 	// After is from the vendor's recovery to the Record of the first
 	// successful probe, incident time.
 	After time.Duration
-	// TailRuns arrived after the outage, until the breaker closed;
+	// TailRuns arrived after the outage, until the breaker closed (none
+	// when it was closed at the recovery: never opened, or closed again by
+	// a probe during a partial outage);
 	// TailLacked of them answered without search results; TailCalls of
 	// their calls reached the vendor.
 	TailRuns, TailLacked, TailCalls int
@@ -183,7 +196,7 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 	var checkVendor *vendor
 	statusURL := ""
 	if cfg.RecoveryCheck > 0 {
-		checkVendor = newVendor(clk, cfg.Outage)
+		checkVendor = newVendor(clk, cfg.Outage, cfg.FailRate)
 		defer checkVendor.close()
 		statusURL = checkVendor.srv.URL + "/status"
 	}
@@ -219,18 +232,18 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 		tail    []runOut
 	}
 	var armsRun []*armRun
-	for arm := ArmNoBreaker; arm <= ArmFleetRemoveCheck; arm++ {
+	for arm := ArmNoBreaker; arm <= ArmFleetWindow; arm++ {
 		if !cfg.runs(arm) {
 			continue
 		}
 		a := &armRun{arm: arm, vendor: checkVendor}
 		if arm != ArmFleetRemoveCheck {
-			a.vendor = newVendor(clk, cfg.Outage)
+			a.vendor = newVendor(clk, cfg.Outage, cfg.FailRate)
 			defer a.vendor.close()
 		}
 		if fleet(arm) {
 			a.breaker = armBreakerPrefix(id, arm) + "web_search"
-			a.wire = newTally(clk)
+			a.wire = newTally(clk, cfg.Outage)
 			for w := range cfg.Workers {
 				c, err := client.Dial(addr, client.WithWorkerID(fmt.Sprintf("replay-%s-arm%d-w%d", id, arm, w+1)),
 					client.WithAllowBudget(budget), client.WithDialOptions(a.wire.dialOption()))
@@ -263,7 +276,7 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 		case ArmPerRunFailFast, ArmPerRunRemove:
 			b := &runBreaker{cfg: cfg, now: func() time.Duration { return sched.t }}
 			return &perRunGuard{b: b, remove: a.arm == ArmPerRunRemove}
-		case ArmFleetRemove, ArmFleetRemoveCheck:
+		case ArmFleetRemove, ArmFleetRemoveCheck, ArmFleetWindow:
 			return &fleetRunGuard{run: client.NewRun(a.clients[run%len(a.clients)]),
 				tool: client.Tool{Name: searchTool, Breaker: a.breaker, Description: "Search the web."}}
 		case ArmFleetFailFast:
@@ -329,14 +342,14 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 			if !fleet(a.arm) {
 				return
 			}
-			// Past the outage: runs keep arriving until the breaker closes.
+			// Past the outage: runs keep arriving while the breaker is open.
 			for k := 0; time.Duration(k)*cfg.interval() <= cfg.Tail; k++ {
 				at := cfg.Outage + time.Duration(k)*cfg.interval()
 				if clk.sleepUntil(ctx, at) != nil {
 					return
 				}
-				if authority(a).of(a.breaker).ClosedAt != 0 {
-					return
+				if !authority(a).of(a.breaker).Open {
+					return // closed: never opened, or closed again
 				}
 				start(a, cfg.Runs+k, at, true)
 			}
@@ -386,7 +399,7 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 		if fleet(a.arm) {
 			row.Wire, row.ClientWire = authority(a).of(a.breaker), a.wire.of(a.breaker)
 			row.Probes = row.Wire.Decisions[pb.Decision_DECISION_PROBE]
-			rec := &Recovery{TailRuns: len(a.tail)}
+			rec := &Recovery{TailRuns: len(a.tail), Opened: row.Wire.Trip != nil}
 			if at := row.Wire.ClosedAt; at != 0 {
 				rec.Closed, rec.After = true, at-cfg.Outage
 			}
@@ -428,9 +441,18 @@ func policyWarnings(cfg Config, row Row) []string {
 	}
 	trip := row.Wire.Trip
 	if trip == nil {
+		if cfg.FailRate < 1 {
+			return out // a partial outage need not trip every arm
+		}
 		return append(out, fmt.Sprintf("arm %d: the fleet breaker never opened", row.Arm))
 	}
-	if trip.GetFailures() < int64(cfg.Threshold) || trip.GetDistinctWorkers() < int64(cfg.Quorum) {
+	if row.Arm == ArmFleetWindow {
+		// A window's trip is judged by its rate: only the quorum shows.
+		if trip.GetDistinctWorkers() < int64(cfg.Quorum) {
+			out = append(out, fmt.Sprintf("arm %d: %v: it opened on failures from %d workers, the replay's quorum is %d (see --print-policy)",
+				row.Arm, errPolicy, trip.GetDistinctWorkers(), cfg.Quorum))
+		}
+	} else if trip.GetFailures() < int64(cfg.Threshold) || trip.GetDistinctWorkers() < int64(cfg.Quorum) {
 		out = append(out, fmt.Sprintf("arm %d: %v: it opened after %d failures from %d workers, the replay's threshold is %d from %d (see --print-policy)",
 			row.Arm, errPolicy, trip.GetFailures(), trip.GetDistinctWorkers(), cfg.Threshold, cfg.Quorum))
 	}
@@ -511,8 +533,13 @@ func (r *Report) Print(w io.Writer) error {
 		}
 		rec := row.Recovery
 		closed := fmt.Sprintf("not closed within the %s tail", c.Tail)
-		if rec.Closed {
+		switch {
+		case !rec.Opened:
+			closed = "never opened"
+		case rec.Closed:
 			closed = fmt.Sprintf("first successful probe %s after recovery", rec.After.Round(time.Second))
+		case rec.TailRuns == 0:
+			closed = "closed again by a probe before the recovery"
 		}
 		fmt.Fprintf(&b, "  arm %d: %s; %s arrived meanwhile, %d of them answered without search, %d of their calls reached the vendor\n",
 			row.Arm, closed, plural(rec.TailRuns, "run"), rec.TailLacked, rec.TailCalls)

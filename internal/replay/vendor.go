@@ -188,6 +188,9 @@ type vendor struct {
 	hc     *http.Client
 	clk    *clock
 	outage time.Duration
+	// failRate is the share of calls that fail during the outage
+	// (Config.FailRate); fails decides which.
+	failRate float64
 
 	mu   sync.Mutex
 	runs map[int]*vendorRun
@@ -204,8 +207,8 @@ type vendorRun struct {
 	served   bool         // a 200 was sent
 }
 
-func newVendor(clk *clock, outage time.Duration) *vendor {
-	v := &vendor{clk: clk, outage: outage, runs: map[int]*vendorRun{}}
+func newVendor(clk *clock, outage time.Duration, failRate float64) *vendor {
+	v := &vendor{clk: clk, outage: outage, failRate: failRate, runs: map[int]*vendorRun{}}
 	v.srv = httptest.NewServer(http.HandlerFunc(v.serve))
 	v.hc = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}}
 	return v
@@ -224,7 +227,7 @@ func (v *vendor) serve(w http.ResponseWriter, r *http.Request) {
 	run, err1 := strconv.Atoi(r.Header.Get(headerRun))
 	call, err2 := strconv.Atoi(r.Header.Get(headerCall))
 	at, err3 := strconv.ParseInt(r.Header.Get(headerAt), 10, 64)
-	down := time.Duration(at)*time.Millisecond < v.outage
+	down := time.Duration(at)*time.Millisecond < v.outage && fails(run, call, v.failRate)
 	v.mu.Lock()
 	if err1 != nil || err2 != nil || err3 != nil {
 		down = true
@@ -245,6 +248,25 @@ func (v *vendor) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = io.WriteString(w, `{"results":[{"title":"...","url":"https://example.com/"}]}`)
+}
+
+// fails reports whether the outage fails call number call of run: always
+// at rate 1, else when a hash of the two, read as a fraction in [0, 1),
+// is below rate. Every attempt of a call gets the same answer, and every
+// arm (each with its own vendor) sees the same calls fail.
+func fails(run, call int, rate float64) bool {
+	if rate >= 1 {
+		return true
+	}
+	// SplitMix64's finaliser (Steele, Lea and Flood, "Fast splittable
+	// pseudorandom number generators", OOPSLA 2014): neighbouring inputs
+	// give unrelated outputs.
+	z := uint64(run)<<32 | uint64(uint32(call))
+	z += 0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return float64(z>>11)/(1<<53) < rate
 }
 
 // serveStatus is the cheap status endpoint: 503 during the outage, 200
