@@ -469,3 +469,42 @@ func TestLostFeedDropsTheView(t *testing.T) {
 		})
 	}
 }
+
+// A paused parent (its credential refused by two workers) denies its
+// children with its reason until its pause lapses; then the parent's own
+// script ends the pause and the children are let through again, without
+// an event telling the view.
+func TestPausedParentLapses(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		n := setup(t, b)
+		a := newDaemon(t, b, policies(t, n, true, ""))
+		if r := a.allow(n.web, "w1"); r.Decision != pb.Decision_DECISION_ALLOWED {
+			t.Fatalf("Allow = %v, want ALLOWED", r.Decision)
+		}
+		heard := a.sc.Heard(n.parent)
+		for _, w := range []string{"w1", "w2"} { // direct calls on the parent: 401 on a credential that worked
+			r := a.allow(n.parent, w)
+			if _, err := a.st.Record(context.Background(), &pb.RecordRequest{Breaker: n.parent, WorkerId: w, Ticket: r.Ticket,
+				Outcome: pb.Outcome_OUTCOME_UNAUTHENTICATED, CredentialWorked: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p := a.get(n.parent)
+		if p.State != pb.State_STATE_PAUSED || p.PausedUntilMs != p.AsOfMs+time.Hour.Milliseconds() {
+			t.Fatalf("parent %v paused until %d (as of %d), want PAUSED for 1h", p.State, p.PausedUntilMs, p.AsOfMs)
+		}
+		a.waitHeard(n.parent, heard)
+		r := a.allow(n.news, "w3")
+		if r.Decision != pb.Decision_DECISION_DENIED_PARENT_OPEN || r.Scope != n.parent || r.Reason != p.Reason || r.RetryAfterMs != time.Hour.Milliseconds() {
+			t.Fatalf("Allow on a child of a paused parent = %v scope %q reason %q retry %d; want DENIED_PARENT_OPEN, %q, 1h",
+				r.Decision, r.Scope, r.Reason, r.RetryAfterMs, p.Reason)
+		}
+		b.Advance(time.Hour)
+		if r := a.allow(n.news, "w3"); r.Decision != pb.Decision_DECISION_ALLOWED || r.Scope != "" {
+			t.Fatalf("after the pause lapsed: %v scope %q, want ALLOWED", r.Decision, r.Scope)
+		}
+		if p := a.get(n.parent); p.State != pb.State_STATE_CLOSED {
+			t.Fatalf("parent %v after its pause lapsed, want CLOSED", p.State)
+		}
+	})
+}
