@@ -62,6 +62,10 @@ type Hub struct {
 	perOwner  map[string]int
 	observers []func(*pb.Event)
 
+	// live is closed once Run's first subscription is confirmed (Live).
+	live     chan struct{}
+	liveOnce sync.Once
+
 	// uncapped counts the subscriptions made outside every cap
 	// (Subscribe: in-process readers such as internal/scope's view of
 	// parents): they count toward no Limits.
@@ -87,7 +91,7 @@ func (h *Hub) Observe(fn func(*pb.Event)) {
 
 // NewHub returns a Hub for channel. Call Run to start relaying.
 func NewHub(rdb redis.UniversalClient, channel string, log *slog.Logger) *Hub {
-	return &Hub{rdb: rdb, channel: channel, log: log, subs: map[*Subscription]struct{}{},
+	return &Hub{rdb: rdb, channel: channel, log: log, live: make(chan struct{}), subs: map[*Subscription]struct{}{},
 		all: map[*Subscription]struct{}{}, byName: map[string]map[*Subscription]struct{}{}, perOwner: map[string]int{}}
 }
 
@@ -171,6 +175,12 @@ func (h *Hub) subscribe(owner string, breakers []string, capped bool) (*Subscrip
 	}
 	return s, nil
 }
+
+// Live returns a channel closed once the hub's first subscription to its
+// channel is confirmed: from then on every event published reaches the
+// hub, until a lost feed ends every subscription with ErrFeedLost. A
+// reader that keeps a view from the events must not trust it before.
+func (h *Hub) Live() <-chan struct{} { return h.live }
 
 // Streams returns the number of subscriptions open.
 func (h *Hub) Streams() int {
@@ -281,6 +291,7 @@ func (h *Hub) Run(ctx context.Context, ready chan<- struct{}) error {
 		case <-time.After(backoff):
 		}
 	}
+	h.liveOnce.Do(func() { close(h.live) })
 	if ready != nil {
 		close(ready)
 	}

@@ -12,6 +12,8 @@
 // next call reads it again. When the hub's feed is lost (events.ErrFeedLost,
 // or this reader fell behind: events.ErrTooSlow) the whole view is dropped
 // after subscribing again, so every parent is read again on its next use.
+// Until the hub's first subscription is confirmed (events.Hub.Live) the
+// view keeps nothing: every child's Allow reads its parent.
 //
 // Staleness bound: a child's Allow sees its parent as the parent stood
 // when the last event about it reached this daemon. Between a parent's
@@ -312,7 +314,7 @@ func (s *Scopes) store(parent string, ver uint64, v breaker.Parent, st *pb.Break
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.entries[parent]
-	if e == nil || e.ver != ver || s.sub == nil {
+	if e == nil || e.ver != ver || !s.caching() {
 		return
 	}
 	e.have, e.verdict, e.state = true, v, st
@@ -378,10 +380,26 @@ func (s *Scopes) verdict(ctx context.Context, parent string) (breaker.Parent, ui
 	}
 	v := VerdictOf(st)
 	v.Name = parent
-	if e.ver == ver && s.epoch == epoch && s.sub != nil {
+	if e.ver == ver && s.epoch == epoch && s.caching() {
 		e.have, e.verdict, e.state = true, v, st
 	}
 	return v, ver, nil
+}
+
+// caching reports whether the view may keep what it reads (s.mu held):
+// only while its subscription is open and the hub's feed is live (before
+// the hub's first subscription is confirmed, an event could be missed
+// with no ErrFeedLost to say so: every call then reads its parent).
+func (s *Scopes) caching() bool {
+	if s.sub == nil {
+		return false
+	}
+	select {
+	case <-s.hub.Live():
+		return true
+	default:
+		return false
+	}
 }
 
 // follow opens the hub subscription feeding the view, once (s.mu held).

@@ -508,3 +508,35 @@ func TestPausedParentLapses(t *testing.T) {
 		}
 	})
 }
+
+// Until the hub's first subscription is confirmed, an event could be
+// missed with no ErrFeedLost to say so: the view keeps nothing, and every
+// child's Allow reads its parent (two scripts) and sees it as it is.
+func TestNoViewBeforeTheFeedIsLive(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		n := setup(t, b)
+		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+		client := b.NewClient(t)
+		st := store.New(client, store.Options{Policies: policies(t, n, true, ""), Now: b.Clock(), Channel: b.Prefix + "events"})
+		if err := st.Load(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		hub := events.NewHub(client, st.Channel(), quiet) // never run
+		d := &daemon{t: t, st: st, sc: scope.New(st, hub, quiet)}
+		for range 2 {
+			b.ResetCounts()
+			if r := d.allow(n.web, "w1"); r.Decision != pb.Decision_DECISION_ALLOWED {
+				t.Fatalf("Allow = %v, want ALLOWED", r.Decision)
+			}
+			if got := b.RoundTrips(); got != 2 {
+				t.Fatalf("an Allow on a child with no live feed took %d round trips, want 2 (the parent read, the child's script)", got)
+			}
+		}
+		if _, err := st.Force(context.Background(), n.parent, pb.ForceMode_FORCE_MODE_OPEN, "vendor outage", 0, "ops"); err != nil {
+			t.Fatal(err)
+		}
+		if r := d.allow(n.web, "w1"); r.Decision != pb.Decision_DECISION_DENIED_PARENT_OPEN {
+			t.Fatalf("Allow after the parent was forced open (no event heard) = %v, want DENIED_PARENT_OPEN", r.Decision)
+		}
+	})
+}
