@@ -2,7 +2,9 @@
 // a fake search vendor on loopback that fails for the outage's length, a
 // scripted fake model that calls it, and five ways of guarding the calls
 // (no breaker, two per-run breakers, two fleet-wide breakerd breakers),
-// with time scaled down. Every number it reports is counted where it
+// plus, when asked, arm 4 with a recovery check (6), counting the failure
+// rate in a window (7) or counting slow calls in a slow outage (8), with
+// time scaled down. Every number it reports is counted where it
 // happened: requests at the fake vendor, RPCs and decisions at breakerd.
 package replay
 
@@ -111,6 +113,15 @@ type Config struct {
 	WindowRate float64
 	// WindowMinCalls is arm 7's min_calls. Default 10.
 	WindowMinCalls int
+	// SlowOutage, when positive, makes the outage a slow one: the vendor
+	// answers every web_search call during it, each after SlowOutage
+	// (incident time) rather than failing, and adds arm 8: arm 4
+	// counting slow calls (breakerd's slow_call: SlowCall, and
+	// slow_call_threshold: Threshold). 0: the vendor fails (FailRate).
+	SlowOutage time.Duration
+	// SlowCall is arm 8's slow_call, incident time: a success that took
+	// longer is slow. Default 2s.
+	SlowCall time.Duration
 	// sweep runs only arms 4 and 6 (Sweep).
 	sweep bool
 }
@@ -139,6 +150,7 @@ func Default() Config {
 		FailRate:       1,
 		WindowRate:     0.25,
 		WindowMinCalls: 10,
+		SlowCall:       2 * time.Second,
 	}
 }
 
@@ -199,6 +211,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--window-rate: must be more than 0 and at most 1, got %g", c.WindowRate)
 	case c.Window > 0 && c.WindowMinCalls < 2:
 		return fmt.Errorf("--window-min-calls: must be at least 2, got %d", c.WindowMinCalls)
+	case c.SlowOutage < 0:
+		return fmt.Errorf("--slow-outage: must not be negative, got %s", c.SlowOutage)
+	case c.SlowOutage > 0 && c.FailRate < 1:
+		return fmt.Errorf("--slow-outage: a slow outage answers every call; it cannot be combined with --fail-rate %g", c.FailRate)
+	case c.SlowOutage > 0 && c.scaledMs(c.SlowCall) < 1:
+		return fmt.Errorf("--slow-call: %s divided by --scale %g is under breakerd's 1ms", c.SlowCall, c.Scale)
+	case c.SlowOutage > 0 && c.SlowOutage <= c.SlowCall:
+		return fmt.Errorf("--slow-outage: %s is not slower than --slow-call %s: arm 8 would count nothing", c.SlowOutage, c.SlowCall)
 	case c.RecoveryCheck > 0 && c.Addr != "":
 		return fmt.Errorf("--recovery-check: needs the in-process daemon (no --addr): an external daemon's policy cannot name this replay's vendor")
 	}
@@ -209,6 +229,10 @@ func (c Config) Validate() error {
 func (c Config) scaled(d time.Duration) time.Duration {
 	return time.Duration(float64(d) / c.Scale)
 }
+
+// scaledMs is d in replay time, in whole milliseconds (rounded down: a
+// policy's slow_call is a whole number of milliseconds).
+func (c Config) scaledMs(d time.Duration) int64 { return c.scaled(d).Milliseconds() }
 
 // interval is the time between two runs' arrivals.
 func (c Config) interval() time.Duration {
@@ -248,6 +272,12 @@ func (c Config) PolicyYAML() string {
 		// First: the first rule that matches a name wins.
 		fmt.Fprintf(&b, "  # arm 7: the failure rate over a window of %s (incident time), not consecutive failures\n", c.Window)
 		c.writeWindowRule(&b, NamePrefix+"*:"+armTag(ArmFleetWindow)+":*")
+	}
+	if c.SlowOutage > 0 {
+		fmt.Fprintf(&b, "  # arm 8: slow calls (over %s, incident time) counted besides failures\n", c.SlowCall)
+		c.writeRule(&b, NamePrefix+"*:"+armTag(ArmFleetSlow)+":*")
+		fmt.Fprintf(&b, "    slow_call: %dms\n", c.scaledMs(c.SlowCall))
+		fmt.Fprintf(&b, "    slow_call_threshold: %d\n", c.Threshold)
 	}
 	c.writeRule(&b, NamePrefix+"*")
 	return b.String()

@@ -16,7 +16,8 @@ import (
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
-// The five arms, in table order.
+// The arms, in table order: the five of every replay, then those a
+// Config asks for.
 const (
 	ArmNoBreaker = iota + 1
 	ArmPerRunFailFast
@@ -29,6 +30,9 @@ const (
 	// ArmFleetWindow is ArmFleetRemove counting by the failure rate over a
 	// window (Config.Window; only then).
 	ArmFleetWindow
+	// ArmFleetSlow is ArmFleetRemove counting slow calls (a slow outage,
+	// Config.SlowOutage; only then).
+	ArmFleetSlow
 )
 
 var armNames = map[int]string{
@@ -40,10 +44,11 @@ var armNames = map[int]string{
 	// The name fits the table's 45 columns.
 	ArmFleetRemoveCheck: "arm 4 + recovery check of a status endpoint",
 	ArmFleetWindow:      "arm 4 counting the failure rate in a window",
+	ArmFleetSlow:        "arm 4 counting slow calls",
 }
 
 func fleet(arm int) bool {
-	return arm == ArmFleetRemove || arm == ArmFleetFailFast || arm == ArmFleetRemoveCheck || arm == ArmFleetWindow
+	return arm == ArmFleetRemove || arm == ArmFleetFailFast || arm == ArmFleetRemoveCheck || arm == ArmFleetWindow || arm == ArmFleetSlow
 }
 
 // armBreakerPrefix starts the names of arm's breakers in replay id.
@@ -56,7 +61,8 @@ func armTag(arm int) string { return fmt.Sprintf("arm%d", arm) }
 
 // runs reports whether cfg runs arm.
 func (c Config) runs(arm int) bool {
-	if arm == ArmFleetRemoveCheck && c.RecoveryCheck <= 0 || arm == ArmFleetWindow && c.Window <= 0 {
+	if arm == ArmFleetRemoveCheck && c.RecoveryCheck <= 0 || arm == ArmFleetWindow && c.Window <= 0 ||
+		arm == ArmFleetSlow && c.SlowOutage <= 0 {
 		return false
 	}
 	return !c.sweep || arm == ArmFleetRemove || arm == ArmFleetRemoveCheck
@@ -170,7 +176,7 @@ type runOut struct {
 	runResult
 }
 
-// Replay runs all five arms concurrently, each with its own fake vendor
+// Replay runs every arm cfg asks for concurrently, each with its own fake vendor
 // and breaker names, and returns the table. Errors: an invalid Config, no
 // breakerd at Addr, a Redis the in-process daemon cannot use, breakerd
 // refusing a request, and ctx ending.
@@ -196,7 +202,7 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 	var checkVendor *vendor
 	statusURL := ""
 	if cfg.RecoveryCheck > 0 {
-		checkVendor = newVendor(clk, cfg.Outage, cfg.FailRate)
+		checkVendor = newVendor(clk, cfg)
 		defer checkVendor.close()
 		statusURL = checkVendor.srv.URL + "/status"
 	}
@@ -232,21 +238,26 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 		tail    []runOut
 	}
 	var armsRun []*armRun
-	for arm := ArmNoBreaker; arm <= ArmFleetWindow; arm++ {
+	for arm := ArmNoBreaker; arm <= ArmFleetSlow; arm++ {
 		if !cfg.runs(arm) {
 			continue
 		}
 		a := &armRun{arm: arm, vendor: checkVendor}
 		if arm != ArmFleetRemoveCheck {
-			a.vendor = newVendor(clk, cfg.Outage, cfg.FailRate)
+			a.vendor = newVendor(clk, cfg)
 			defer a.vendor.close()
 		}
 		if fleet(arm) {
 			a.breaker = armBreakerPrefix(id, arm) + "web_search"
 			a.wire = newTally(clk, cfg.Outage)
 			for w := range cfg.Workers {
-				c, err := client.Dial(addr, client.WithWorkerID(fmt.Sprintf("replay-%s-arm%d-w%d", id, arm, w+1)),
-					client.WithAllowBudget(budget), client.WithDialOptions(a.wire.dialOption()))
+				opts := []client.Option{client.WithWorkerID(fmt.Sprintf("replay-%s-arm%d-w%d", id, arm, w+1)),
+					client.WithAllowBudget(budget), client.WithDialOptions(a.wire.dialOption())}
+				if arm == ArmFleetSlow {
+					// Latencies on the clock breakerd decides by (replay time).
+					opts = append(opts, client.WithClock(replayClock{clk}))
+				}
+				c, err := client.Dial(addr, opts...)
 				if err != nil {
 					return nil, err
 				}
@@ -276,7 +287,7 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 		case ArmPerRunFailFast, ArmPerRunRemove:
 			b := &runBreaker{cfg: cfg, now: func() time.Duration { return sched.t }}
 			return &perRunGuard{b: b, remove: a.arm == ArmPerRunRemove}
-		case ArmFleetRemove, ArmFleetRemoveCheck, ArmFleetWindow:
+		case ArmFleetRemove, ArmFleetRemoveCheck, ArmFleetWindow, ArmFleetSlow:
 			return &fleetRunGuard{run: client.NewRun(a.clients[run%len(a.clients)]),
 				tool: client.Tool{Name: searchTool, Breaker: a.breaker, Description: "Search the web."}}
 		case ArmFleetFailFast:
@@ -441,8 +452,8 @@ func policyWarnings(cfg Config, row Row) []string {
 	}
 	trip := row.Wire.Trip
 	if trip == nil {
-		if cfg.FailRate < 1 {
-			return out // a partial outage need not trip every arm
+		if cfg.FailRate < 1 || cfg.SlowOutage > 0 {
+			return out // a partial or slow outage need not trip every arm
 		}
 		return append(out, fmt.Sprintf("arm %d: the fleet breaker never opened", row.Arm))
 	}
@@ -505,8 +516,13 @@ func (r *Report) Print(w io.Writer) error {
 	if c.Arrivals() < c.Outage {
 		over = fmt.Sprintf("the first %s of a %s search outage", c.Arrivals(), c.Outage)
 	}
-	fmt.Fprintf(&b, "%d runs arriving evenly over %s; each failing web_search call: %d attempts over %s; %s and $%.2f per model step\n",
-		c.Runs, over, c.Attempts, c.CallTime, c.StepTime, c.StepPrice)
+	if c.SlowOutage > 0 {
+		fmt.Fprintf(&b, "%d runs arriving evenly over %s; every web_search call answers, after %s during the outage; %s and $%.2f per model step\n",
+			c.Runs, strings.Replace(over, "search outage", "slow search outage", 1), c.SlowOutage, c.StepTime, c.StepPrice)
+	} else {
+		fmt.Fprintf(&b, "%d runs arriving evenly over %s; each failing web_search call: %d attempts over %s; %s and $%.2f per model step\n",
+			c.Runs, over, c.Attempts, c.CallTime, c.StepTime, c.StepPrice)
+	}
 	if r.virtual {
 		fmt.Fprintf(&b, "replayed on a virtual clock (%s) against %s\n\n", r.Elapsed.Round(100*time.Millisecond), r.Daemon)
 	} else {

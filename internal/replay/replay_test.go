@@ -235,6 +235,9 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.Window = time.Minute }, "--window:"},
 		{func(c *Config) { c.Window = 6 * time.Minute; c.WindowRate = 1.5 }, "--window-rate:"},
 		{func(c *Config) { c.Window = 6 * time.Minute; c.WindowMinCalls = 1 }, "--window-min-calls:"},
+		{func(c *Config) { c.SlowOutage = 25 * time.Second; c.FailRate = 0.5 }, "--slow-outage:"},
+		{func(c *Config) { c.SlowOutage = time.Second }, "--slow-outage:"},
+		{func(c *Config) { c.SlowOutage = 25 * time.Second; c.SlowCall = 10 * time.Millisecond }, "--slow-call:"},
 	} {
 		cfg := Default()
 		tc.edit(&cfg)
@@ -383,5 +386,83 @@ func TestPolicyYAMLWindowArm(t *testing.T) {
 	}
 	if got := set.For(armBreakerPrefix("abcd", ArmFleetRemove) + "web_search"); got.Mode != policy.ModeConsecutive || got.Threshold != 5 {
 		t.Errorf("arm 4's policy = %+v, want consecutive with threshold 5", got)
+	}
+}
+
+// TestReplaySlowOutage replays a vendor that answers every call in 25 s
+// instead of failing: nothing counts a failure, so arms 4 and 5 never
+// open; arm 8 counts slow calls, opens, and closes after the outage.
+func TestReplaySlowOutage(t *testing.T) {
+	cfg := Default()
+	cfg.Runs = 120
+	cfg.SlowOutage = 25 * time.Second
+	rep, err := Replay(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("Replay: %v", err)
+	}
+	var out bytes.Buffer
+	if err := rep.Print(&out); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", out.String())
+	for _, w := range rep.Warnings {
+		t.Errorf("warning %q", w)
+	}
+	rows := map[int]Row{}
+	for _, r := range rep.Rows {
+		rows[r.Arm] = r
+		if r.Calls != r.ToolCalls {
+			t.Errorf("arm %d: the vendor saw %d calls, the model's tool made %d", r.Arm, r.Calls, r.ToolCalls)
+		}
+	}
+	if len(rows) != 6 || rows[ArmFleetSlow].Arm != ArmFleetSlow {
+		t.Fatalf("arms %v, want 1 to 5 and 8", rows)
+	}
+	none := rows[ArmNoBreaker]
+	if none.Lacked != 0 || none.Median < cfg.SlowOutage {
+		t.Errorf("arm 1: %d runs without results, median run %s; want every run served, each waiting its %s call", none.Lacked, none.Median, cfg.SlowOutage)
+	}
+	for _, arm := range []int{ArmFleetRemove, ArmFleetFailFast} {
+		if r := rows[arm]; r.Wire.Trip != nil || r.Calls != none.Calls {
+			t.Errorf("arm %d: trip %v, %d calls; a slow vendor fails nothing, so it should never open and match arm 1's %d calls",
+				arm, r.Wire.Trip, r.Calls, none.Calls)
+		}
+	}
+	s := rows[ArmFleetSlow]
+	trip := s.Wire.Trip
+	if trip == nil {
+		t.Fatal("arm 8 never opened on a vendor 25s slow with slow_call 2s")
+	}
+	if trip.GetFailures() < int64(cfg.Threshold) || trip.GetDistinctWorkers() < int64(cfg.Quorum) || !strings.Contains(trip.GetReason(), "slow") {
+		t.Errorf("arm 8 opened on %d slow calls from %d workers (%q), want at least %d from %d, the reason saying slow",
+			trip.GetFailures(), trip.GetDistinctWorkers(), trip.GetReason(), cfg.Threshold, cfg.Quorum)
+	}
+	if s.Calls >= none.Calls || s.Median >= none.Median {
+		t.Errorf("arm 8: %d calls, median run %s; want fewer than arm 1's %d and shorter than its %s", s.Calls, s.Median, none.Calls, none.Median)
+	}
+	if s.Lacked == 0 || s.Admitted != s.Lacked {
+		t.Errorf("arm 8: %d runs without results, %d admitted it; the price of removing a slow tool is runs without it, each said", s.Lacked, s.Admitted)
+	}
+	if rec := s.Recovery; rec == nil || !rec.Closed {
+		t.Errorf("arm 8 did not close after the vendor recovered: %+v", rec)
+	}
+}
+
+func TestPolicyYAMLSlowArm(t *testing.T) {
+	cfg := Default()
+	cfg.SlowOutage = 25 * time.Second
+	set, err := policy.Parse([]byte(cfg.PolicyYAML()))
+	if err != nil {
+		t.Fatalf("policy.Parse(PolicyYAML()): %v", err)
+	}
+	if w := set.Warnings(); len(w) != 0 {
+		t.Errorf("warnings %q", w)
+	}
+	got := set.For(armBreakerPrefix("abcd", ArmFleetSlow) + "web_search")
+	if got.SlowCall != 33*time.Millisecond || got.SlowCallThreshold != cfg.Threshold || got.Threshold != cfg.Threshold {
+		t.Errorf("arm 8's policy = %+v, want slow_call 33ms (2s / 60) and slow_call_threshold %d", got, cfg.Threshold)
+	}
+	if got := set.For(armBreakerPrefix("abcd", ArmFleetRemove) + "web_search"); got.SlowCall != 0 {
+		t.Errorf("arm 4's policy counts slow calls: %+v", got)
 	}
 }
