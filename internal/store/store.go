@@ -247,13 +247,13 @@ func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent brea
 	}
 	st := stateOf(v, name, p)
 	s.register(ctx, name, p, st)
-	return AllowResponseOf(name, worker, parent, d, retry, token, v, st), due, nil
+	return allowResponseOf(name, worker, parent, d, retry, token, v, st), due, nil
 }
 
-// AllowResponseOf renders an Allow's answer: decision d with retry (ms)
+// allowResponseOf renders an Allow's answer: decision d with retry (ms)
 // and the lease token of a PROBE, on the breaker's view v and state st,
 // under the parent verdict (scope, reason and ticket fields).
-func AllowResponseOf(name, worker string, parent breaker.Parent, d pb.Decision, retry int64, token string, v breaker.View, st *pb.BreakerState) *pb.AllowResponse {
+func allowResponseOf(name, worker string, parent breaker.Parent, d pb.Decision, retry int64, token string, v breaker.View, st *pb.BreakerState) *pb.AllowResponse {
 	res := &pb.AllowResponse{
 		Decision:     d,
 		Ticket:       &pb.Ticket{Generation: v.Gen, LeaseToken: token},
