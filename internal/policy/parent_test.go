@@ -79,7 +79,7 @@ breakers:
 breakers:
   - match: tool
     count_toward_parent: maybe
-`, `line 4: "maybe" is not true or false`},
+`, `breakers[0].count_toward_parent: line 4: "maybe" is not true or false`},
 	} {
 		_, err := Parse([]byte(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
