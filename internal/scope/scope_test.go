@@ -540,3 +540,30 @@ func TestNoViewBeforeTheFeedIsLive(t *testing.T) {
 		}
 	})
 }
+
+// The parent's half of a Record is a second script, fenced by the
+// parent's generation the child's Allow saw: a call admitted before the
+// parent moved (here an operator's Force and AUTO in between) counts on
+// the child and not on the parent.
+func TestParentHalfIsFencedByItsGeneration(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		n := setup(t, b)
+		a := newDaemon(t, b, policies(t, n, true, ""))
+		r := a.allow(n.web, "w1")
+		if r.Decision != pb.Decision_DECISION_ALLOWED || r.Ticket.GetParentGeneration() != 0 {
+			t.Fatalf("Allow = %v ticket %v, want ALLOWED with the parent's generation 0", r.Decision, r.Ticket)
+		}
+		for _, m := range []pb.ForceMode{pb.ForceMode_FORCE_MODE_OPEN, pb.ForceMode_FORCE_MODE_AUTO} {
+			if _, err := a.st.Force(context.Background(), n.parent, m, "maintenance", 0, "ops"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a.record(n.web, "w1", r.Ticket, fail)
+		if w := a.get(n.web); w.Failures != 1 {
+			t.Fatalf("web_search failures %d, want 1", w.Failures)
+		}
+		if p := a.get(n.parent); p.Failures != 0 || p.Generation != 2 {
+			t.Fatalf("parent at generation %d with %d failures; want generation 2 and the stale failure not counted", p.Generation, p.Failures)
+		}
+	})
+}
