@@ -346,6 +346,11 @@ func TestChildDenialReleasesTheParentsProbe(t *testing.T) {
 		if p, w := a.get(n.parent), a.get(n.web); p.State != pb.State_STATE_OPEN || w.State != pb.State_STATE_OPEN {
 			t.Fatalf("parent %v, web_search %v; want both OPEN", p.State, w.State)
 		}
+		// a learned of the direct trip only from its events: the parent's
+		// run_started notice, then its trip (one node publishes both, in
+		// order). Until the trip's event arrives a's view may still hold
+		// the parent closed (the staleness bound).
+		a.waitHeard(n.parent, 1)
 		b.Advance(10 * time.Second) // the parent's cooldown, not web_search's
 		r := a.allow(n.web, "w3")
 		if r.Decision != pb.Decision_DECISION_DENIED_OPEN || r.Scope != "" {
