@@ -65,7 +65,10 @@
 // is not counted: its generation moved), and a daemon that stops between
 // the two (or a parent slot that does not answer) leaves the child's
 // outcome counted and the parent's not (logged; the Record still
-// answers the child's result).
+// answers the child's result). A parent whose keys lapsed (its retention
+// after a quiet close) reads as generation 0 with no event: the first
+// outcome sent to it after that is fenced out as stale, and the view
+// learns the parent's answer, so the next one counts.
 package scope
 
 import (
@@ -103,11 +106,19 @@ type Scopes struct {
 // entry is the view of one parent.
 type entry struct {
 	ver     uint64 // bumped by every event about the parent
+	seq     uint64 // bumped by every answer stored (store)
 	have    bool
 	verdict breaker.Parent
 	state   *pb.BreakerState
 	loading chan struct{} // closed when the read in flight ends
 }
+
+// stamp is what a learner saw of an entry before its script ran: an
+// answer is stored only if neither an event (ver) nor another answer (seq)
+// came meanwhile, so that of two answers that raced (two Records of one
+// batch forwarded to the parent at once) neither overwrites the other
+// blindly: the entry is dropped and read again.
+type stamp struct{ ver, seq uint64 }
 
 // New returns Scopes over st, fed by hub (nil: no view is kept, and every
 // child's Allow reads its parent).
@@ -125,7 +136,7 @@ func (s *Scopes) Allow(ctx context.Context, name, worker string) (*pb.AllowRespo
 	if p.Parent == "" {
 		return s.st.Allow(ctx, name, worker)
 	}
-	v, ver, err := s.verdict(ctx, p.Parent)
+	v, at, err := s.verdict(ctx, p.Parent)
 	if err != nil {
 		// The parent cannot be read (its slot does not answer): the child
 		// decides alone rather than not at all.
@@ -142,7 +153,7 @@ func (s *Scopes) Allow(ctx context.Context, name, worker string) (*pb.AllowRespo
 	if err != nil {
 		return nil, err
 	}
-	pv := s.learnAllow(p.Parent, ver, pres)
+	pv := s.learnAllow(p.Parent, at, pres)
 	switch pres.GetDecision() {
 	case pb.Decision_DECISION_ALLOWED, pb.Decision_DECISION_PROBE:
 		again, _, err := s.st.AllowUnder(ctx, name, worker, pv)
@@ -166,7 +177,7 @@ func letThrough(res *pb.AllowResponse) bool {
 // release frees the parent's probe lease this worker took for a call the
 // child then denied: a Record that never counts (probe_released).
 func (s *Scopes) release(ctx context.Context, parent, worker string, t *pb.Ticket) {
-	ver := s.version(parent)
+	at := s.stampOf(parent)
 	res, err := s.st.Record(ctx, &pb.RecordRequest{Breaker: parent, WorkerId: worker, Ticket: t,
 		Outcome: pb.Outcome_OUTCOME_CANCELED})
 	if err != nil {
@@ -174,7 +185,7 @@ func (s *Scopes) release(ctx context.Context, parent, worker string, t *pb.Ticke
 			"parent", parent, "worker", worker, "err", err)
 		return
 	}
-	s.learnState(parent, ver, res.GetState())
+	s.learnState(parent, at, res.GetState())
 }
 
 // Record applies a call's outcome to its breaker and, for a child, to its
@@ -201,14 +212,14 @@ func (s *Scopes) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordR
 	preq := proto.Clone(req).(*pb.RecordRequest)
 	preq.Breaker = p.Parent
 	preq.Ticket = &pb.Ticket{Generation: t.GetParentGeneration(), LeaseToken: lease}
-	ver := s.version(p.Parent)
+	at := s.stampOf(p.Parent)
 	pres, err := s.st.Record(ctx, preq)
 	if err != nil {
 		s.log.Warn("scope: the parent's half of a Record failed; the child's outcome counted, the parent's did not",
 			"breaker", req.GetBreaker(), "parent", p.Parent, "err", err)
 		return res, nil
 	}
-	s.learnState(p.Parent, ver, pres.GetState())
+	s.learnState(p.Parent, at, pres.GetState())
 	return res, nil
 }
 
@@ -263,9 +274,9 @@ func VerdictOf(st *pb.BreakerState) breaker.Parent {
 }
 
 // learnAllow stores what the parent's allow.lua answered in the view
-// (unless an event about the parent came since ver) and returns the
+// (unless an event or another answer about the parent came since at) and returns the
 // verdict for the call that asked: PROBE when it took the lease.
-func (s *Scopes) learnAllow(parent string, ver uint64, pres *pb.AllowResponse) breaker.Parent {
+func (s *Scopes) learnAllow(parent string, at stamp, pres *pb.AllowResponse) breaker.Parent {
 	st := pres.GetState()
 	call := breaker.Parent{Name: parent, Gen: pres.GetTicket().GetGeneration(), Reason: pres.GetReason()}
 	shared := VerdictOf(st)
@@ -294,51 +305,59 @@ func (s *Scopes) learnAllow(parent string, ver uint64, pres *pb.AllowResponse) b
 		shared = call
 	}
 	if share {
-		s.store(parent, ver, shared, st)
+		s.store(parent, at, shared, st)
 	}
 	return call
 }
 
 // learnState stores a parent's snapshot (from a script this daemon ran
-// on it) in the view, unless an event about the parent came since ver.
-func (s *Scopes) learnState(parent string, ver uint64, st *pb.BreakerState) {
+// on it) in the view, unless an event or another answer about the parent
+// came since at.
+func (s *Scopes) learnState(parent string, at stamp, st *pb.BreakerState) {
 	if st == nil {
 		return
 	}
 	v := VerdictOf(st)
 	v.Name = parent
-	s.store(parent, ver, v, st)
+	s.store(parent, at, v, st)
 }
 
-func (s *Scopes) store(parent string, ver uint64, v breaker.Parent, st *pb.BreakerState) {
+// store keeps an answer about parent in the view if nothing about it came
+// since at; otherwise it drops what the view holds (the next call reads).
+func (s *Scopes) store(parent string, at stamp, v breaker.Parent, st *pb.BreakerState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.entries[parent]
-	if e == nil || e.ver != ver || !s.caching() {
+	if e == nil || !s.caching() {
+		return
+	}
+	if e.ver != at.ver || e.seq != at.seq {
+		e.have = false
 		return
 	}
 	e.have, e.verdict, e.state = true, v, st
+	e.seq++
 }
 
 // Heard returns how many times the view of parent was marked stale since
 // it was first used: each event about the parent this daemon heard, and
 // each lost feed. 0 for a parent never used. (Tests wait on it.)
-func (s *Scopes) Heard(parent string) uint64 { return s.version(parent) }
+func (s *Scopes) Heard(parent string) uint64 { return s.stampOf(parent).ver }
 
-// version returns the parent's entry version (0 for a parent not in view).
-func (s *Scopes) version(parent string) uint64 {
+// stampOf returns the parent's entry stamp (zero for a parent not in view).
+func (s *Scopes) stampOf(parent string) stamp {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e := s.entries[parent]; e != nil {
-		return e.ver
+		return stamp{e.ver, e.seq}
 	}
-	return 0
+	return stamp{}
 }
 
 // verdict returns the parent's verdict from the view, reading the parent
 // (one read.lua, shared by the calls that wait for it) when the view does
-// not hold it, and the entry's version the verdict is valid for.
-func (s *Scopes) verdict(ctx context.Context, parent string) (breaker.Parent, uint64, error) {
+// not hold it, and the entry's stamp the verdict is valid for.
+func (s *Scopes) verdict(ctx context.Context, parent string) (breaker.Parent, stamp, error) {
 	s.mu.Lock()
 	s.follow()
 	e := s.entries[parent]
@@ -348,9 +367,9 @@ func (s *Scopes) verdict(ctx context.Context, parent string) (breaker.Parent, ui
 	}
 	for {
 		if e.have {
-			v, ver := e.verdict, e.ver
+			v, at := e.verdict, stamp{e.ver, e.seq}
 			s.mu.Unlock()
-			return v, ver, nil
+			return v, at, nil
 		}
 		if e.loading == nil {
 			break
@@ -360,13 +379,13 @@ func (s *Scopes) verdict(ctx context.Context, parent string) (breaker.Parent, ui
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return breaker.Parent{}, 0, ctx.Err()
+			return breaker.Parent{}, stamp{}, ctx.Err()
 		}
 		s.mu.Lock()
 	}
 	ch := make(chan struct{})
 	e.loading = ch
-	ver, epoch := e.ver, s.epoch
+	at, epoch := stamp{e.ver, e.seq}, s.epoch
 	s.mu.Unlock()
 
 	st, err := s.st.Get(ctx, parent)
@@ -376,14 +395,19 @@ func (s *Scopes) verdict(ctx context.Context, parent string) (breaker.Parent, ui
 	e.loading = nil
 	close(ch)
 	if err != nil {
-		return breaker.Parent{}, 0, err
+		return breaker.Parent{}, stamp{}, err
 	}
 	v := VerdictOf(st)
 	v.Name = parent
-	if e.ver == ver && s.epoch == epoch && s.caching() {
+	switch {
+	case e.ver == at.ver && e.seq == at.seq && s.epoch == epoch && s.caching():
 		e.have, e.verdict, e.state = true, v, st
+		e.seq++
+		at.seq++
+	default:
+		e.have = false // something came meanwhile: the next call reads again
 	}
-	return v, ver, nil
+	return v, at, nil
 }
 
 // caching reports whether the view may keep what it reads (s.mu held):

@@ -572,3 +572,45 @@ func TestParentHalfIsFencedByItsGeneration(t *testing.T) {
 		}
 	})
 }
+
+// A parent whose keys lapse after a quiet close (its retention) starts
+// again at generation 0 with no event: the first outcome sent to it after
+// that is fenced out as stale, the daemon learns the parent's answer, and
+// the next outcome counts. (Key lifetimes move only on miniredis.)
+func TestLapsedParentRelearned(t *testing.T) {
+	b := testredis.Mini(t)
+	n := setup(t, b)
+	a := newDaemon(t, b, policies(t, n, true, ""))
+	a.allow(n.web, "w0") // the view holds the parent from here on
+	heard := a.sc.Heard(n.parent)
+	for _, m := range []pb.ForceMode{pb.ForceMode_FORCE_MODE_OPEN, pb.ForceMode_FORCE_MODE_AUTO} {
+		if _, err := a.st.Force(context.Background(), n.parent, m, "maintenance", 0, "ops"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.waitHeard(n.parent, heard+1) // both Forces' events
+	r := a.allow(n.web, "w1")
+	if r.Ticket.GetParentGeneration() != 2 {
+		t.Fatalf("ticket %v, want the parent's generation 2", r.Ticket)
+	}
+	b.Advance(86 * time.Second) // past the parent's retention (80s cap + 5s probe timeout)
+	if n, _ := b.Client.Exists(context.Background(), store.KeysOf(n.parent).State).Result(); n != 0 {
+		t.Fatal("the parent's keys did not lapse")
+	}
+	r = a.allow(n.web, "w1")
+	if r.Ticket.GetParentGeneration() != 2 {
+		t.Fatalf("ticket %v: the view was expected to still hold generation 2 (no event said otherwise)", r.Ticket)
+	}
+	a.record(n.web, "w1", r.Ticket, fail)
+	if p := a.get(n.parent); p.Failures != 0 {
+		t.Fatalf("parent failures %d, want 0: the outcome carried a lapsed generation", p.Failures)
+	}
+	r = a.allow(n.web, "w2")
+	if r.Ticket.GetParentGeneration() != 0 {
+		t.Fatalf("ticket %v, want the parent's generation 0, learned from its answer", r.Ticket)
+	}
+	a.record(n.web, "w2", r.Ticket, fail)
+	if p := a.get(n.parent); p.Failures != 1 {
+		t.Fatalf("parent failures %d, want 1", p.Failures)
+	}
+}
