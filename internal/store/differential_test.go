@@ -54,8 +54,8 @@ type dstep struct {
 	// Shadow is a force's shadow setting with Mode "shadow": on, off, or
 	// policy.
 	Shadow string `json:"shadow,omitempty"`
-	TTL        int64   `json:"ttl_ms,omitempty"`
-	Ms         int64   `json:"ms,omitempty"` // advance
+	TTL    int64  `json:"ttl_ms,omitempty"`
+	Ms     int64  `json:"ms,omitempty"` // advance
 	// Latency is the call's latency (record), ms; 0 reads as 1500.
 	Latency int64 `json:"latency_ms,omitempty"`
 }
