@@ -173,7 +173,7 @@ type overrides struct {
 	RecoveryCheck         *recoveryFile `yaml:"recovery_check"`
 	RecoveryCheckInterval *duration     `yaml:"recovery_check_interval"`
 
-	Shadow *boolean `yaml:"shadow"`
+	Shadow *shadowFlag `yaml:"shadow"`
 }
 
 func (o overrides) apply(p Policy) Policy {
@@ -250,16 +250,15 @@ func (w *whole) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// boolean reads a YAML scalar that must be true or false (YAML 1.2's
-// spellings: "yes", "on" or "1" are errors, not true).
-type boolean bool
+// shadowFlag reads the shadow field: true or false only ("yes", "on" or
+// "1" are errors naming the field, not true).
+type shadowFlag bool
 
-func (b *boolean) UnmarshalYAML(n *yaml.Node) error {
-	v, err := strconv.ParseBool(n.Value)
-	if n.Kind != yaml.ScalarNode || err != nil || (n.Value != "true" && n.Value != "false") {
-		return fmt.Errorf("line %d: %q is not true or false", n.Line, n.Value)
+func (b *shadowFlag) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode || (n.Value != "true" && n.Value != "false") {
+		return fmt.Errorf("line %d: shadow: %q is not true or false", n.Line, n.Value)
 	}
-	*b = boolean(v)
+	*b = n.Value == "true"
 	return nil
 }
 
