@@ -76,6 +76,16 @@ type entry struct {
 	decision pb.Decision // the denial answered while until holds
 	reason   string
 	st       *pb.BreakerState // breakerd's last snapshot, for Permit.State
+	// shadowProbe: the breaker is in shadow mode (state is the enforced
+	// one, closed) and its shadow state is open or half-open: from
+	// shadowProbeAt on (zero: at once) the shadow probe may be due, and
+	// only breakerd hands it out, so Allow asks breakerd.
+	shadowProbe   bool
+	shadowProbeAt time.Time
+	// shadow: the breaker is in shadow mode. A suspect is then let
+	// through by breakerd with a ticket marked shadow_denied, so the view
+	// sends the suspect's Allow to breakerd rather than answer it.
+	shadow bool
 }
 
 // view is the fast-mode view: entries read without a lock on the Allow
@@ -199,6 +209,24 @@ func entryOf(s *pb.BreakerState, d pb.Decision, retry time.Duration, now time.Ti
 		}
 		return now.Add(time.Duration(ms-s.GetAsOfMs()) * time.Millisecond)
 	}
+	if s.GetShadow() {
+		// Shadow mode: breakerd allows every call, so the view does too,
+		// except that the shadow probe is breakerd's to hand out. Outcomes
+		// count only while the shadow state is closed (a run, as enforced).
+		e.shadow = true
+		switch s.GetShadowState() {
+		case pb.State_STATE_CLOSED:
+			e.run = s.GetFailures() > 0 || s.GetSlowCalls() > 0 || s.GetSuspectWorker() != ""
+			if s.GetSuspectWorker() != "" && s.GetSuspectUntilMs() > s.GetAsOfMs() {
+				e.suspect, e.suspectUntil = s.GetSuspectWorker(), at(s.GetSuspectUntilMs())
+			}
+		case pb.State_STATE_OPEN:
+			e.shadowProbe, e.shadowProbeAt = true, at(s.GetNextProbeAtMs())
+		case pb.State_STATE_HALF_OPEN:
+			e.shadowProbe = true
+		}
+		return e
+	}
 	switch e.state {
 	case pb.State_STATE_CLOSED:
 		e.run = s.GetFailures() > 0 || s.GetSlowCalls() > 0 || s.GetSuspectWorker() != ""
@@ -235,7 +263,13 @@ func (c *Client) fastAllow(breaker string) *Permit {
 		return nil
 	}
 	now := c.o.clock.Now()
+	if e.shadowProbe && !now.Before(e.shadowProbeAt) {
+		return nil // the shadow probe may be due: breakerd hands it out
+	}
 	if e.state == pb.State_STATE_CLOSED && e.suspect == c.worker() && now.Before(e.suspectUntil) {
+		if e.shadow {
+			return nil // breakerd lets it through, its ticket marked shadow_denied
+		}
 		return &Permit{Breaker: breaker, Decision: pb.Decision_DECISION_DENIED_SUSPECT_WORKER, RetryAfter: e.suspectUntil.Sub(now),
 			Reason: denialWords(breaker, pb.Decision_DECISION_DENIED_SUSPECT_WORKER), State: e.st, Cached: true}
 	}
@@ -262,8 +296,10 @@ func (c *Client) fastAllow(breaker string) *Permit {
 		if !c.view.live.Load() {
 			return nil
 		}
+		// On a shadow-open breaker enforced mode would have denied the
+		// call: its ticket says so, as breakerd's would.
 		return &Permit{Breaker: breaker, Decision: pb.Decision_DECISION_ALLOWED,
-			Ticket: &pb.Ticket{Generation: e.gen}, State: e.st, Cached: true}
+			Ticket: &pb.Ticket{Generation: e.gen, ShadowDenied: e.shadowProbe}, State: e.st, Cached: true}
 	}
 	return nil
 }
@@ -317,7 +353,7 @@ func (c *Client) onEvent(e *pb.Event) {
 			if old == nil || old.gen > e.GetGeneration() {
 				return old // not a breaker this client uses; or a later transition already told more
 			}
-			n := &entry{state: pb.State_STATE_CLOSED, gen: e.GetGeneration(), run: run, st: old.st, window: old.window, slowMs: old.slowMs}
+			n := &entry{state: pb.State_STATE_CLOSED, gen: e.GetGeneration(), run: run, st: old.st, window: old.window, slowMs: old.slowMs, shadow: old.shadow}
 			if old.gen == e.GetGeneration() && old.state == pb.State_STATE_CLOSED {
 				cp := *old
 				cp.run = run
@@ -330,6 +366,16 @@ func (c *Client) onEvent(e *pb.Event) {
 		})
 		return
 	case pb.EventKind_EVENT_KIND_TRANSITION, pb.EventKind_EVENT_KIND_FORCED:
+		to := e.GetTo()
+		if e.GetShadow() || e.GetKind() == pb.EventKind_EVENT_KIND_FORCED && (to == pb.State_STATE_OPEN || to == pb.State_STATE_HALF_OPEN) {
+			// A shadowed breaker's event says what would have happened,
+			// not what is enforced (a shadow trip must not make the view
+			// deny); an operator's shadow setting that enforces an open
+			// or half-open breaker leaves its timing in the snapshot.
+			// Either way: forget it, so its next Allow learns it whole.
+			c.view.set(name, nil)
+			return
+		}
 	default:
 		// Alerts (suspect, credential, quota, stuck, lapses) move fields
 		// the view does not follow event by event: forget the breaker, so
