@@ -40,7 +40,9 @@
 --             denial (enforced mode would not have made the call): the
 --             outcome counts nothing (note shadow_denied)
 --
--- Returns {counted (0|1), note, snapshot}; note is a breaker.Note code.
+-- Returns {counted (0|1), note, snapshot}; note is a breaker.Note code. In
+-- window mode the reply adds the window's calls, failures and slow calls
+-- after the call (0 after a transition: the window starts empty).
 -- Publishes (never logs) a run notice, run_started or run_ended, when a
 -- closed breaker's failure run starts or ends without a transition.
 -- Every transition into open lasts max(the cooldown, the Retry-After of the
@@ -110,10 +112,24 @@ local function run_notice()
     'gen', tostring(s.gen), 'failures', tostring(s.fails), 'actor', ACTOR }))
 end
 
+-- win_reply is the window's calls, failures and slow calls as
+-- window_record left them; reply reads them when no window_record ran.
+local win_reply
+
 local function reply(counted, note)
   if dirty then save(s) end
   run_notice()
-  return { counted, note or '', snapshot(s) }
+  if WINDOW_MS <= 0 then return { counted, note or '', snapshot(s) } end
+  -- Window mode: the window's totals too (of the current generation:
+  -- empty after a transition), as read.lua gives them.
+  local t = win_reply
+  if s.gen ~= GEN_WAS then
+    t = { 0, 0, 0 } -- a transition: the window starts empty
+  elseif t == nil then
+    local calls, fails, _, slow = win_totals(win_load(s.gen, win_bucket(WINDOW_MS)))
+    t = { calls, fails, slow }
+  end
+  return { counted, note or '', snapshot(s), t[1], t[2], t[3] }
 end
 
 -- cooldown: the schedule's step after level failed probes, or the
@@ -306,6 +322,10 @@ local function window_record()
   redis.call('DEL', K_WIN)
   redis.call('HSET', K_WIN, unpack(fields))
   redis.call('PEXPIRE', K_WIN, WINDOW_MS)
+  do
+    local calls, fails, _, nslow = win_totals(w)
+    win_reply = { calls, fails, nslow }
+  end
   if slow then
     push_sample()
     dirty = true
