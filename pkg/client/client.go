@@ -481,8 +481,10 @@ type Permit struct {
 	// policy's shadow, or an operator's setting): Decision is then
 	// ALLOWED and this is what enforced mode would have answered (ALLOWED,
 	// PROBE or a DENIED_* value). With PROBE the call is the shadow probe:
-	// its Record settles it. UNSPECIFIED for an enforced breaker, and for
-	// answers the fast-mode view gives from memory.
+	// its Record settles it. UNSPECIFIED for an enforced breaker. The
+	// fast-mode view answers from memory with ALLOWED, DENIED_OPEN or
+	// DENIED_PAUSED (it asks breakerd whenever the shadow probe may be
+	// due).
 	ShadowDecision pb.Decision
 }
 

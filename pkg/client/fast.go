@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/limits"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -77,15 +78,19 @@ type entry struct {
 	reason   string
 	st       *pb.BreakerState // breakerd's last snapshot, for Permit.State
 	// shadowProbe: the breaker is in shadow mode (state is the enforced
-	// one, closed) and its shadow state is open or half-open: from
-	// shadowProbeAt on (zero: at once) the shadow probe may be due, and
-	// only breakerd hands it out, so Allow asks breakerd.
+	// one, closed) and its shadow state is open, half-open or paused:
+	// from shadowProbeAt on (zero: at once) the shadow probe may be due
+	// (only breakerd hands it out) or a pause may have lapsed (only a
+	// script ends it), so Allow asks breakerd.
 	shadowProbe   bool
 	shadowProbeAt time.Time
-	// shadow: the breaker is in shadow mode. A suspect is then let
+	// shadow: the breaker is in shadow mode; shadowDecision is what
+	// enforced mode would answer until then (ALLOWED, DENIED_OPEN or
+	// DENIED_PAUSED), given with the view's own ALLOWED. A suspect is let
 	// through by breakerd with a ticket marked shadow_denied, so the view
 	// sends the suspect's Allow to breakerd rather than answer it.
-	shadow bool
+	shadow         bool
+	shadowDecision pb.Decision
 }
 
 // view is the fast-mode view: entries read without a lock on the Allow
@@ -213,7 +218,7 @@ func entryOf(s *pb.BreakerState, d pb.Decision, retry time.Duration, now time.Ti
 		// Shadow mode: breakerd allows every call, so the view does too,
 		// except that the shadow probe is breakerd's to hand out. Outcomes
 		// count only while the shadow state is closed (a run, as enforced).
-		e.shadow = true
+		e.shadow, e.shadowDecision = true, pb.Decision_DECISION_ALLOWED
 		switch s.GetShadowState() {
 		case pb.State_STATE_CLOSED:
 			e.run = s.GetFailures() > 0 || s.GetSlowCalls() > 0 || s.GetSuspectWorker() != ""
@@ -222,8 +227,12 @@ func entryOf(s *pb.BreakerState, d pb.Decision, retry time.Duration, now time.Ti
 			}
 		case pb.State_STATE_OPEN:
 			e.shadowProbe, e.shadowProbeAt = true, at(s.GetNextProbeAtMs())
+			e.shadowDecision = pb.Decision_DECISION_DENIED_OPEN
 		case pb.State_STATE_HALF_OPEN:
 			e.shadowProbe = true
+		case pb.State_STATE_PAUSED:
+			e.shadowProbe, e.shadowProbeAt = true, now.Add(pausedRecheck)
+			e.shadowDecision = pb.Decision_DECISION_DENIED_PAUSED
 		}
 		return e
 	}
@@ -296,13 +305,17 @@ func (c *Client) fastAllow(breaker string) *Permit {
 		if !c.view.live.Load() {
 			return nil
 		}
-		// On a shadow-open breaker enforced mode would have denied the
-		// call: its ticket says so, as breakerd's would.
-		return &Permit{Breaker: breaker, Decision: pb.Decision_DECISION_ALLOWED,
-			Ticket: &pb.Ticket{Generation: e.gen, ShadowDenied: e.shadowProbe}, State: e.st, Cached: true}
+		// On a shadow-open (or paused) breaker enforced mode would have
+		// denied the call: its ticket says so, as breakerd's would.
+		return &Permit{Breaker: breaker, Decision: pb.Decision_DECISION_ALLOWED, ShadowDecision: e.shadowDecision,
+			Ticket: &pb.Ticket{Generation: e.gen, ShadowDenied: shadowDenied(e.shadowDecision)}, State: e.st, Cached: true}
 	}
 	return nil
 }
+
+// shadowDenied reports whether d, a shadow decision, is a denial
+// (breaker.ShadowDenied): the ticket is then marked shadow_denied.
+func shadowDenied(d pb.Decision) bool { return breaker.ShadowDenied(d) }
 
 // denialWords is the reason for a denial the view answers without
 // breakerd's own words at hand.
@@ -353,7 +366,8 @@ func (c *Client) onEvent(e *pb.Event) {
 			if old == nil || old.gen > e.GetGeneration() {
 				return old // not a breaker this client uses; or a later transition already told more
 			}
-			n := &entry{state: pb.State_STATE_CLOSED, gen: e.GetGeneration(), run: run, st: old.st, window: old.window, slowMs: old.slowMs, shadow: old.shadow}
+			n := &entry{state: pb.State_STATE_CLOSED, gen: e.GetGeneration(), run: run, st: old.st, window: old.window, slowMs: old.slowMs,
+				shadow: old.shadow, shadowDecision: old.shadowDecision}
 			if old.gen == e.GetGeneration() && old.state == pb.State_STATE_CLOSED {
 				cp := *old
 				cp.run = run

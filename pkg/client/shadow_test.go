@@ -127,7 +127,8 @@ func TestFastShadowTripEventDoesNotDeny(t *testing.T) {
 		known(t, d, c, name)
 		before := d.Calls.Get("Allow")
 		for range 10 {
-			if pm, err := c.Allow(ctx, name); err != nil || !pm.Allowed() || !pm.Cached || !pm.Ticket.GetShadowDenied() {
+			if pm, err := c.Allow(ctx, name); err != nil || !pm.Allowed() || !pm.Cached || !pm.Ticket.GetShadowDenied() ||
+				pm.ShadowDecision != pb.Decision_DECISION_DENIED_OPEN {
 				t.Fatalf("fast Allow during the shadow cooldown: %+v, %v; want allowed from the view, ticket marked shadow_denied", pm, err)
 			}
 		}
