@@ -354,3 +354,26 @@ func TestShadowEventSeedsAShadowedMemoryBreaker(t *testing.T) {
 		}
 	}
 }
+
+// TestShadowPolicyReloadKeepsTheState: a reload that drops shadow: true
+// enforces the state shadow mode reached (the machine is one machine;
+// only Allow's enforcement changes), and a reload back shadows it again.
+func TestShadowPolicyReloadKeepsTheState(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		f := shadowFixture(t, b, true)
+		name := f.Breaker("vendor")
+		f.shadowTrip(name)
+		p := policy.Default()
+		p.Jitter = 0
+		f.st.SetPolicies(policy.NewSet(p))
+		if a := f.allow(name, "w3"); a.Decision != pb.Decision_DECISION_DENIED_OPEN || a.ShadowDecision != pb.Decision_DECISION_UNSPECIFIED {
+			t.Fatalf("Allow after a reload without shadow = %v (shadow %v), want DENIED_OPEN", a.Decision, a.ShadowDecision)
+		}
+		if g := f.get(name); g.State != pb.State_STATE_OPEN || g.Shadow || g.Generation != 1 {
+			t.Errorf("Get after the reload: %v, shadow %v, generation %d; want OPEN, enforced, 1", g.State, g.Shadow, g.Generation)
+		}
+		p.Shadow = true
+		f.st.SetPolicies(policy.NewSet(p))
+		wantShadow(t, f.allow(name, "w3"), pb.Decision_DECISION_DENIED_OPEN)
+	})
+}
