@@ -13,37 +13,37 @@ import (
 // stateView is a breaker's state as --json prints it: lower-case state
 // names, numbers as numbers, every *_ms a duration in milliseconds and
 // every *_at_ms milliseconds since the epoch on the Redis clock (0: none).
+// In shadow mode state is the state enforced (closed), shadow_state the
+// one the breaker would be in; shadow_setting is the operator's (on,
+// off), absent when the breaker follows its policy.
 type stateView struct {
-	Breaker         string   `json:"breaker"`
-	State           string   `json:"state"`
-	Generation      int64    `json:"generation"`
-	Failures        int64    `json:"failures"`
-	DistinctWorkers int64    `json:"distinct_workers"`
-	OpenedAtMs      int64    `json:"opened_at_ms"`
-	NextProbeAtMs   int64    `json:"next_probe_at_ms"`
-	CooldownMs      int64    `json:"cooldown_ms"`
-	Reason          string   `json:"reason"`
-	LastFailure     string   `json:"last_failure"`
-	ProbeInFlight   bool     `json:"probe_in_flight"`
-	FailedProbes    int64    `json:"failed_probes"`
-	ForcedBy        string   `json:"forced_by"`
-	ForcedUntilMs   int64    `json:"forced_until_ms"`
-	Alternatives    []string `json:"alternatives"`
-	AsOfMs          int64    `json:"as_of_ms"`
-	SuspectWorker   string   `json:"suspect_worker,omitempty"`
-	SuspectUntilMs  int64    `json:"suspect_until_ms,omitempty"`
-	WindowMode      bool     `json:"window_mode,omitempty"`
-	WindowCalls     int64    `json:"window_calls,omitempty"`
-	WindowFailures  int64    `json:"window_failures,omitempty"`
-	SlowCalls       int64    `json:"slow_calls,omitempty"`
-	SlowCallMs      int64    `json:"slow_call_ms,omitempty"`
-	// Shadow mode: state is the state enforced (closed), shadow_state
-	// the one the breaker would be in; shadow_setting is the operator's
-	// (on, off), absent when the breaker follows its policy.
-	Shadow        bool       `json:"shadow,omitempty"`
-	ShadowState   string     `json:"shadow_state,omitempty"`
-	ShadowSetting string     `json:"shadow_setting,omitempty"`
-	LastEvent     *eventView `json:"last_event,omitempty"`
+	Breaker         string     `json:"breaker"`
+	State           string     `json:"state"`
+	Generation      int64      `json:"generation"`
+	Failures        int64      `json:"failures"`
+	DistinctWorkers int64      `json:"distinct_workers"`
+	OpenedAtMs      int64      `json:"opened_at_ms"`
+	NextProbeAtMs   int64      `json:"next_probe_at_ms"`
+	CooldownMs      int64      `json:"cooldown_ms"`
+	Reason          string     `json:"reason"`
+	LastFailure     string     `json:"last_failure"`
+	ProbeInFlight   bool       `json:"probe_in_flight"`
+	FailedProbes    int64      `json:"failed_probes"`
+	ForcedBy        string     `json:"forced_by"`
+	ForcedUntilMs   int64      `json:"forced_until_ms"`
+	Alternatives    []string   `json:"alternatives"`
+	AsOfMs          int64      `json:"as_of_ms"`
+	SuspectWorker   string     `json:"suspect_worker,omitempty"`
+	SuspectUntilMs  int64      `json:"suspect_until_ms,omitempty"`
+	WindowMode      bool       `json:"window_mode,omitempty"`
+	WindowCalls     int64      `json:"window_calls,omitempty"`
+	WindowFailures  int64      `json:"window_failures,omitempty"`
+	SlowCalls       int64      `json:"slow_calls,omitempty"`
+	SlowCallMs      int64      `json:"slow_call_ms,omitempty"`
+	Shadow          bool       `json:"shadow,omitempty"`
+	ShadowState     string     `json:"shadow_state,omitempty"`
+	ShadowSetting   string     `json:"shadow_setting,omitempty"`
+	LastEvent       *eventView `json:"last_event,omitempty"`
 }
 
 // eventView is an event as --json prints it.
