@@ -60,16 +60,17 @@ type Metrics struct {
 	rpcErrors   *prometheus.CounterVec
 	events      *prometheus.CounterVec
 	transitions *prometheus.CounterVec
+	scripts     *prometheus.HistogramVec
+	degraded    prometheus.Gauge
+	reloads     *prometheus.CounterVec
+	reloadOK    prometheus.Gauge
+	circuits    *circuits // nil without Options.Circuits
+
 	// shadowTransitions and shadowDecisions count shadow mode apart:
 	// what shadowed breakers would have done (never in transitions or
 	// decisions, so no alert on real opens fires on a shadow trip).
 	shadowTransitions *prometheus.CounterVec
 	shadowDecisions   *prometheus.CounterVec
-	scripts           *prometheus.HistogramVec
-	degraded          prometheus.Gauge
-	reloads           *prometheus.CounterVec
-	reloadOK          prometheus.Gauge
-	circuits          *circuits // nil without Options.Circuits
 
 	// The hot path's series, resolved once in New so that no RPC builds a
 	// label string or hashes label values: a decision's counter, an

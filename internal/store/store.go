@@ -328,11 +328,10 @@ func RecordCall(req *pb.RecordRequest, p policy.Policy) (breaker.Call, error) {
 		last = "slow success: took " + breaker.Human(latency) + ", limit " + breaker.Human(p.SlowCall)
 	}
 	return breaker.Call{
-		Op:       breaker.OpRecord,
-		Actor:    req.GetWorkerId(),
-		Evidence: ev,
-		Ticket: breaker.Ticket{Gen: req.GetTicket().GetGeneration(), Lease: req.GetTicket().GetLeaseToken(),
-			Shadow: req.GetTicket().GetShadowDenied()},
+		Op:               breaker.OpRecord,
+		Actor:            req.GetWorkerId(),
+		Evidence:         ev,
+		Ticket:           breaker.Ticket{Gen: req.GetTicket().GetGeneration(), Lease: req.GetTicket().GetLeaseToken(), Shadow: req.GetTicket().GetShadowDenied()},
 		RetryAfter:       min(retryAfter, p.CooldownCap).Milliseconds(),
 		Last:             last,
 		Latency:          req.GetLatencyMs(),
