@@ -29,6 +29,11 @@ import pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 //     parent's fresh verdict (see internal/scope).
 //  4. Otherwise (the parent lets calls through, or this caller holds the
 //     parent's probe lease, PROBE) the child decides by its own rules.
+//  5. A child in shadow mode (shadow.go) is still denied by its parent:
+//     DENIED_PARENT_OPEN is the parent's decision, enforced unless the
+//     parent itself is shadowed. A shadowed parent's verdict is its
+//     enforced state, closed, so it denies no child (its shadow probe is
+//     taken only by calls made on the parent itself).
 
 // Parent is a parent scope's verdict as a child's Allow receives it.
 type Parent struct {

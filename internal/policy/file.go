@@ -181,7 +181,8 @@ type overrides struct {
 	RecoveryCheckInterval *duration     `yaml:"recovery_check_interval"`
 
 	Parent            *string `yaml:"parent"`
-	CountTowardParent *yesNo  `yaml:"count_toward_parent"`
+	CountTowardParent *boolean `yaml:"count_toward_parent"`
+	Shadow *boolean `yaml:"shadow"`
 }
 
 func (o overrides) apply(p Policy) Policy {
@@ -245,6 +246,9 @@ func (o overrides) apply(p Policy) Policy {
 	if o.CountTowardParent != nil {
 		p.CountTowardParent = bool(*o.CountTowardParent)
 	}
+	if o.Shadow != nil {
+		p.Shadow = bool(*o.Shadow)
+	}
 	return p
 }
 
@@ -261,15 +265,15 @@ func (w *whole) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// yesNo reads a YAML scalar that must be true or false.
-type yesNo bool
+// boolean reads a YAML scalar that must be true or false: "yes", "on" or
+// "1" are errors, not true.
+type boolean bool
 
-func (y *yesNo) UnmarshalYAML(n *yaml.Node) error {
-	var b bool
-	if n.Kind != yaml.ScalarNode || n.Decode(&b) != nil {
+func (b *boolean) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode || (n.Value != "true" && n.Value != "false") {
 		return fmt.Errorf("line %d: %q is not true or false", n.Line, n.Value)
 	}
-	*y = yesNo(b)
+	*b = n.Value == "true"
 	return nil
 }
 

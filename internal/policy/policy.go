@@ -103,6 +103,14 @@ type Policy struct {
 	// nothing from its children only opens on direct calls or an
 	// operator's word, which is rarely what naming it meant.
 	CountTowardParent bool
+	// Shadow, when true, runs the breaker in shadow mode: every decision
+	// is computed and every transition recorded as an event marked shadow
+	// ("would have opened"), but Allow always allows; records from calls
+	// enforced mode would have denied count nothing. For tuning a policy
+	// on real traffic before enforcing it. An operator's setting per
+	// breaker (Force, breakerctl shadow) overrides it either way; a pin
+	// wins over both. Default false.
+	Shadow bool
 }
 
 // The counting modes.
@@ -290,6 +298,7 @@ func (p Policy) Fields() []string {
 		fmt.Sprintf("probe_timeout: %s", p.ProbeTimeout),
 		fmt.Sprintf("pause_ttl: %s", p.PauseTTL),
 		fmt.Sprintf("alternatives: %s", alts),
+		fmt.Sprintf("shadow: %t", p.Shadow),
 	)
 	if p.Parent != "" {
 		out = append(out, fmt.Sprintf("parent: %s", p.Parent), fmt.Sprintf("count_toward_parent: %t", p.CountTowardParent))

@@ -58,7 +58,7 @@ func (s *Store) TakeCheckLease(ctx context.Context, name, daemon string, interva
 // breaker's state after the call. A failed check must not call Recover.
 func (s *Store) Recover(ctx context.Context, name, daemon string, gen int64) (moved bool, state *pb.BreakerState, err error) {
 	p := s.Policy(name)
-	args := append(s.common(name, daemon, p, 1), gen)
+	args := append(s.common(name, daemon, p, 2), gen, boolArg(p.Shadow))
 	res, err := run(ctx, s.rdb, recoverScript, keys(name), args...)
 	if err != nil {
 		return false, nil, fmt.Errorf("store: recover %q: %w", name, err)

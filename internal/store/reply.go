@@ -104,5 +104,6 @@ func (r *reply) view(i int) breaker.View {
 		Now:          s.int(17),
 		PauseUntil:   s.int(18),
 		Slow:         s.int(19),
+		Shadow:       s.str(20),
 	}
 }

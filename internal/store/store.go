@@ -220,10 +220,9 @@ func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent brea
 		parentCode, parentUntil = int64(parent.Decision), parent.Until
 	}
 	// The jitter goes as a float64: go-redis writes it in decimal ('f',
-	// shortest), which Lua's tonumber reads back exactly. ARGV[12] is
-	// reserved.
+	// shortest), which Lua's tonumber reads back exactly.
 	args := append(s.common(name, worker, p, 7), s.o.NewToken(), params.ProbeTimeout, params.CooldownBase,
-		params.Jitter, "", parentCode, parentUntil)
+		params.Jitter, boolArg(params.Shadow), parentCode, parentUntil)
 	out, err := s.script(ctx, allowScript, keys(name), args)
 	if err != nil {
 		if s.failed(ctx, err) {
@@ -237,42 +236,57 @@ func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent brea
 	retry := r.int(1)
 	token := r.str(2)
 	v := r.view(3)
-	due = r.int(4) == 1
+	shadow := r.int(4)
+	due = r.int(5) == 1
 	if err := r.errOr(); err != nil {
 		return nil, false, fmt.Errorf("store: allow %q: %w", name, err)
 	}
-	d := pb.Decision(code)
-	if code < 1 || code > int64(pb.Decision_DECISION_DENIED_PARENT_OPEN) {
-		return nil, false, fmt.Errorf("store: allow %q: unknown decision %d", name, code)
+	if code < 1 || code > int64(pb.Decision_DECISION_DENIED_PARENT_OPEN) || shadow < 0 || shadow > int64(pb.Decision_DECISION_DENIED_PARENT_OPEN) {
+		return nil, false, fmt.Errorf("store: allow %q: unknown decision %d (shadow %d)", name, code, shadow)
 	}
 	st := stateOf(v, name, p)
 	s.register(ctx, name, p, st)
-	return allowResponseOf(name, worker, parent, d, retry, token, v, st), due, nil
+	return AllowAnswer(name, worker, breaker.Result{Decision: pb.Decision(code), RetryAfter: retry,
+		ShadowDecision: pb.Decision(shadow)}, v, token, st, parent), due, nil
 }
 
-// allowResponseOf renders an Allow's answer: decision d with retry (ms)
-// and the lease token of a PROBE, on the breaker's view v and state st,
-// under the parent verdict (scope, reason and ticket fields).
-func allowResponseOf(name, worker string, parent breaker.Parent, d pb.Decision, retry int64, token string, v breaker.View, st *pb.BreakerState) *pb.AllowResponse {
-	res := &pb.AllowResponse{
-		Decision:     d,
-		Ticket:       &pb.Ticket{Generation: v.Gen, LeaseToken: token},
-		RetryAfterMs: retry,
-		Reason:       breaker.DenialReason(name, worker, d, v),
-		State:        st,
+// AllowAnswer is the API's answer to an Allow whose result is res, the
+// breaker's view after it v, its state as the API shows it st, under the
+// parent verdict parent (breaker.Parent; the zero value for none): the
+// ticket carries the lease token when the call is the probe (or, in
+// shadow mode, the shadow probe) and is marked shadow_denied when enforced
+// mode would have denied the call; a shadow denial's reason says what
+// enforced mode would have said. A parent's denial (DENIED_PARENT_OPEN)
+// names the parent in scope and gives its reason; a call let out carries
+// the parent's generation, and its probe lease when the verdict is PROBE.
+func AllowAnswer(name, worker string, res breaker.Result, v breaker.View, token string, st *pb.BreakerState, parent breaker.Parent) *pb.AllowResponse {
+	out := &pb.AllowResponse{
+		Decision:       res.Decision,
+		Ticket:         &pb.Ticket{Generation: v.Gen},
+		RetryAfterMs:   res.RetryAfter,
+		Reason:         breaker.DenialReason(name, worker, res.Decision, v),
+		State:          st,
+		ShadowDecision: res.ShadowDecision,
 	}
-	switch d {
+	if res.Decision == pb.Decision_DECISION_PROBE || res.ShadowDecision == pb.Decision_DECISION_PROBE {
+		out.Ticket.LeaseToken = token
+	}
+	if breaker.ShadowDenied(res.ShadowDecision) {
+		out.Ticket.ShadowDenied = true
+		out.Reason = breaker.ShadowPrefix + "would have been denied: " + breaker.DenialReason(name, worker, res.ShadowDecision, v)
+	}
+	switch res.Decision {
 	case pb.Decision_DECISION_DENIED_PARENT_OPEN:
-		res.Scope, res.Reason = parent.Name, parent.Reason
+		out.Scope, out.Reason = parent.Name, parent.Reason
 	case pb.Decision_DECISION_ALLOWED, pb.Decision_DECISION_PROBE:
 		if parent.Name != "" {
-			res.Ticket.ParentGeneration = parent.Gen
+			out.Ticket.ParentGeneration = parent.Gen
 			if parent.Decision == pb.Decision_DECISION_PROBE {
-				res.Ticket.ParentLeaseToken = parent.Lease
+				out.Ticket.ParentLeaseToken = parent.Lease
 			}
 		}
 	}
-	return res
+	return out
 }
 
 // Record runs record.lua: one round trip. The outcome must be a defined
@@ -296,13 +310,14 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 		}
 	}
 	params := ParamsOf(p, s.o.Rand())
-	args := append(s.common(name, req.GetWorkerId(), p, 16), string(c.Evidence),
+	args := append(s.common(name, req.GetWorkerId(), p, 22), string(c.Evidence),
 		c.Ticket.Gen, c.Ticket.Lease, c.RetryAfter, c.Last,
 		params.Rule.Threshold, params.Rule.MinWorkers, params.Rule.RateLimitTrips,
 		params.CooldownBase, params.CooldownCap, params.Jitter,
 		boolArg(c.CredentialWorked), params.PauseTTL,
 		params.WindowMs, params.FailureRate, params.MinCalls,
-		c.Latency, params.SlowCallMs, params.SlowCallThreshold, params.SlowCallRate)
+		c.Latency, params.SlowCallMs, params.SlowCallThreshold, params.SlowCallRate,
+		boolArg(params.Shadow), boolArg(c.Ticket.Shadow))
 	res, err := s.script(ctx, recordScript, keys(name), args)
 	if err != nil {
 		if s.failed(ctx, err) {
@@ -349,7 +364,7 @@ func RecordCall(req *pb.RecordRequest, p policy.Policy) (breaker.Call, error) {
 		Op:               breaker.OpRecord,
 		Actor:            req.GetWorkerId(),
 		Evidence:         ev,
-		Ticket:           breaker.Ticket{Gen: req.GetTicket().GetGeneration(), Lease: req.GetTicket().GetLeaseToken()},
+		Ticket:           breaker.Ticket{Gen: req.GetTicket().GetGeneration(), Lease: req.GetTicket().GetLeaseToken(), Shadow: req.GetTicket().GetShadowDenied()},
 		RetryAfter:       min(retryAfter, p.CooldownCap).Milliseconds(),
 		Last:             last,
 		Latency:          req.GetLatencyMs(),
@@ -376,6 +391,8 @@ func ParamsOf(p policy.Policy, u float64) breaker.Params {
 		SlowCallMs:        p.SlowCall.Milliseconds(),
 		SlowCallThreshold: int64(p.SlowCallThreshold),
 		SlowCallRate:      p.SlowCallRate,
+
+		Shadow: p.Shadow,
 	}
 }
 
@@ -386,6 +403,7 @@ func stateOf(v breaker.View, name string, p policy.Policy) *pb.BreakerState {
 	st.Parent = p.Parent
 	st.WindowMode = windowMs(p) > 0
 	st.SlowCallMs = p.SlowCall.Milliseconds()
+	breaker.ShadowProto(st, v.Shadow, p.Shadow)
 	return st
 }
 
@@ -416,8 +434,29 @@ func (s *Store) Force(ctx context.Context, breaker string, mode pb.ForceMode, re
 	if !ok {
 		return nil, fmt.Errorf("store: force %q: unknown mode %v", breaker, mode)
 	}
+	return s.force(ctx, breaker, m, "", reason, ttl, operator)
+}
+
+// SetShadow runs force.lua in mode shadow: stores an operator's shadow
+// setting for the breaker (ON, OFF, or POLICY to follow its policy again),
+// leaving its state machine as it is (a probe lease is dropped) and
+// bumping its generation; the event is a "forced" one with cause shadow.
+// A pin is kept and still wins. reason is recorded in the event.
+func (s *Store) SetShadow(ctx context.Context, breaker string, setting pb.ShadowSetting, reason, operator string) (*pb.BreakerState, error) {
+	v, ok := map[pb.ShadowSetting]string{
+		pb.ShadowSetting_SHADOW_SETTING_ON:     "on",
+		pb.ShadowSetting_SHADOW_SETTING_OFF:    "off",
+		pb.ShadowSetting_SHADOW_SETTING_POLICY: "",
+	}[setting]
+	if !ok {
+		return nil, fmt.Errorf("store: shadow %q: unknown setting %v", breaker, setting)
+	}
+	return s.force(ctx, breaker, "shadow", v, reason, 0, operator)
+}
+
+func (s *Store) force(ctx context.Context, breaker, m, shadow, reason string, ttl time.Duration, operator string) (*pb.BreakerState, error) {
 	p := s.Policy(breaker)
-	args := append(s.common(breaker, operator, p, 3), m, reason, ttl.Milliseconds())
+	args := append(s.common(breaker, operator, p, 5), m, reason, ttl.Milliseconds(), boolArg(p.Shadow), shadow)
 	res, err := run(ctx, s.rdb, forceScript, keys(breaker), args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: force %q: %w", breaker, err)

@@ -7,7 +7,9 @@
 -- ARGV[10] -> cooldown base, ms (how long a worker that let 3 leases lapse
 --             is refused probes, jittered)
 -- ARGV[11] -> jitter: the policy's fraction times one uniform draw in [0, 1)
--- ARGV[12] -> (reserved)
+-- ARGV[12] -> the policy's shadow field: 1 shadows the breaker unless an
+--             operator's setting (field shadow) says otherwise
+--             (breaker/shadow.go)
 -- ARGV[13] -> the parent scope's verdict (breaker.Parent; internal/breaker/
 --             parent.go): 0 none (no parent, or it lets calls through,
 --             or this caller holds its probe lease); 3 open, 4 probe in
@@ -15,13 +17,18 @@
 -- ARGV[14] -> when the parent's denial ends, ms since the epoch (0: only
 --             an operator ends it)
 --
--- Returns {decision, retry_after_ms, lease_token, snapshot, parent_due}
+-- Returns {decision, retry_after_ms, lease_token, snapshot, shadow_decision, parent_due}
 --   decision: 1 allowed, 2 probe, 3 denied_open, 4 denied_probe_in_flight,
 --             5 denied_forced_open, 6 denied_suspect_worker (ARGV[7] is
 --             the worker record.lua suspects, or refused probes after
 --             letting 3 leases lapse), 7 denied_paused, 8 denied_parent_open
 --             (the parent denies until ARGV[14]: the child's own state is
 --             not touched)
+--   shadow_decision: 0 unless the breaker is shadowed; then the decision
+--             enforced mode would have answered (the codes above), while
+--             decision is 1 and retry_after_ms 0. A shadow probe (2) keeps
+--             its lease token: its Record settles the probe. A parent's
+--             denial (8) is the parent's, enforced: never shadowed.
 --   parent_due: 1 with decision 8 when the parent's denial has ended by
 --             this script's clock: the daemon asks the parent's script
 --             (its probe may be due) and this one again; else 0
@@ -33,6 +40,7 @@ local TOKEN = ARGV[8]
 local PROBE_TIMEOUT = tonumber(ARGV[9])
 local COOLDOWN_BASE = tonumber(ARGV[10])
 local JITTER = tonumber(ARGV[11])
+POLICY_SHADOW = ARGV[12] == '1'
 local PARENT = tonumber(ARGV[13]) or 0
 local PARENT_UNTIL = tonumber(ARGV[14]) or 0
 
@@ -42,7 +50,13 @@ if expire_pause(s) then dirty = true end
 
 local function reply(code, retry_after, token, parent_due)
   if dirty then save(s) end
-  return { code, retry_after, token or '', snapshot(s), parent_due or 0 }
+  local shadow = 0
+  if shadowing(s) and code ~= 8 then
+    -- Shadow mode (breaker.step.shadowAllow): computed, not enforced. A
+    -- parent's denial is the parent's word, enforced (breaker/parent.go).
+    shadow, code, retry_after = code, 1, 0
+  end
+  return { code, retry_after, token or '', snapshot(s), shadow, parent_due or 0 }
 end
 
 if s.force == 'open' then

@@ -33,6 +33,12 @@
 --             (consecutive mode; 0: never)
 -- ARGV[27] -> slow call rate in (0, 1]: the share of a window's calls that
 --             must be slow for it to trip (window mode; 0: never)
+-- ARGV[28] -> the policy's shadow field: 1 shadows the breaker unless an
+--             operator's setting says otherwise (breaker/shadow.go); the
+--             events of a shadowed breaker are marked shadow
+-- ARGV[29] -> ticket shadow-denied: 1 when the call's Allow was a shadow
+--             denial (enforced mode would not have made the call): the
+--             outcome counts nothing (note shadow_denied)
 --
 -- Returns {counted (0|1), note, snapshot}; note is a breaker.Note code. In
 -- window mode the reply adds the window's calls, failures and slow calls
@@ -76,6 +82,8 @@ local LATENCY = tonumber(ARGV[24]) or 0
 local SLOW_CALL = tonumber(ARGV[25]) or 0
 local SLOW_THRESHOLD = tonumber(ARGV[26]) or 0
 local SLOW_RATE = tonumber(ARGV[27]) or 0
+POLICY_SHADOW = ARGV[28] == '1'
+local TICKET_SHADOW = ARGV[29] == '1'
 -- SLOW: this outcome is a slow success (breaker.step.slow).
 local SLOW = SLOW_CALL > 0 and EVIDENCE == 'S' and LATENCY > SLOW_CALL
 
@@ -184,6 +192,9 @@ local function slow_trip(slow, calls, sworkers)
   end
 end
 
+if TICKET_SHADOW then
+  return reply(0, 'shadow_denied')
+end
 if s.force == '' and s.st == 'paused' then
   return reply(0, 'paused')
 end
