@@ -180,8 +180,9 @@ type overrides struct {
 	RecoveryCheck         *recoveryFile `yaml:"recovery_check"`
 	RecoveryCheckInterval *duration     `yaml:"recovery_check_interval"`
 
-	Parent            *string `yaml:"parent"`
+	Parent            *string  `yaml:"parent"`
 	CountTowardParent *boolean `yaml:"count_toward_parent"`
+
 	Shadow *boolean `yaml:"shadow"`
 }
 
