@@ -614,3 +614,48 @@ func TestLapsedParentRelearned(t *testing.T) {
 		t.Fatalf("parent failures %d, want 1", p.Failures)
 	}
 }
+
+// Shadow mode and parents: a child in shadow mode is still denied by its
+// open parent (the parent's decision, enforced); a parent in shadow mode
+// denies no child (its enforced state is closed).
+func TestParentAndShadowMode(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		n := setup(t, b)
+		a := newDaemon(t, b, policies(t, n, true, "shadow: true"))
+		var dep dependency
+		tripParent(t, n, a, a, &dep)
+		r := a.allow(n.web, "w3")
+		if r.Decision != pb.Decision_DECISION_DENIED_PARENT_OPEN || r.Scope != n.parent || r.ShadowDecision != pb.Decision_DECISION_UNSPECIFIED {
+			t.Fatalf("a shadowed child of an open parent: %v scope %q shadow %v; want DENIED_PARENT_OPEN, enforced", r.Decision, r.Scope, r.ShadowDecision)
+		}
+
+		m := names{parent: b.Breaker("shadow-vendor"), web: b.Breaker("shadow_web"), news: b.Breaker("shadow_news")}
+		set, err := policy.Parse([]byte(fmt.Sprintf(`
+defaults:
+  jitter: 0
+breakers:
+  - match: %q
+    threshold: 2
+    min_workers: 2
+    shadow: true
+  - match: %q
+    parent: %q
+  - match: %q
+    parent: %q
+`, m.parent, m.web, m.parent, m.news, m.parent)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newDaemon(t, b, set)
+		heard := c.sc.Heard(m.parent)
+		dep.call(c, m.web, "w1", fail)
+		dep.call(c, m.news, "w2", fail)
+		if p := c.get(m.parent); !p.Shadow || p.ShadowState != pb.State_STATE_OPEN || p.State != pb.State_STATE_CLOSED {
+			t.Fatalf("shadowed parent: state %v shadow %v %v; want CLOSED enforced, shadow OPEN", p.State, p.Shadow, p.ShadowState)
+		}
+		c.waitHeard(m.parent, heard)
+		if r := c.allow(m.news, "w3"); r.Decision != pb.Decision_DECISION_ALLOWED || r.Scope != "" {
+			t.Fatalf("a child of a shadow-open parent: %v scope %q, want ALLOWED", r.Decision, r.Scope)
+		}
+	})
+}
