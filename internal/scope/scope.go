@@ -25,8 +25,8 @@
 // verdict and judged on the fleet's clock in the child's script; once it
 // is reached, the parent's own script is asked (it may take a probe) and
 // the child's again. The view also learns from every answer the parent's
-// scripts give this daemon, unless an event about the parent arrived
-// while the script ran.
+// scripts give this daemon, unless an event or another answer about the
+// parent came while the script ran (then it reads the parent again).
 //
 // The parent's probe. A parent whose cooldown has elapsed needs one probe
 // fleet-wide, and only its children's calls may be there to make it: the
