@@ -57,6 +57,10 @@ type Params struct {
 	// SlowCallRate is the share of a window's calls, in (0, 1], that must
 	// be slow for it to trip (window mode; 0: never).
 	SlowCallRate float64
+
+	// MaxOpenPPM is the breaker's group's max_open_fraction in millionths
+	// (cap.go): 0 when the breaker is in no group (no cap).
+	MaxOpenPPM int64
 }
 
 // MaxLapses is how many probe leases in a row one worker may let lapse
@@ -109,6 +113,9 @@ type Call struct {
 	// CredentialWorked: with a 401 (quorum.CredentialRejected), the worker
 	// had seen this credential work, so the 401 pauses the breaker.
 	CredentialWorked bool
+	// Group is the breaker's group's index as the Record saw it (the
+	// other breakers known, and open; cap.go). Unused without a group.
+	Group GroupCounts
 
 	// Mode is a Force's mode: "open", "closed" or "auto".
 	Mode string
@@ -125,22 +132,23 @@ type Note string
 // The notes.
 const (
 	NoteNone             Note = ""
-	NotePaused           Note = "paused"            // paused: nothing counts
-	NoteCredentialPaused Note = "credential_paused" // this 401 paused the breaker
-	NoteOpen             Note = "open"              // an open circuit counts nothing
-	NoteOpenExtended     Note = "open_extended"     // a Retry-After moved the next probe later
-	NoteForcedOpen       Note = "forced_open"       // pinned open: nothing counts
-	NoteNotLeaseHolder   Note = "not_lease_holder"  // half-open: only the probe decides
-	NoteProbeReleased    Note = "probe_released"    // the probe's outcome never counts: lease freed
-	NoteProbeThrottled   Note = "probe_throttled"   // the probe got a 429 it could wait out
-	NoteStale            Note = "stale"             // the ticket's generation is past
-	NoteThrottled        Note = "throttled"         // a 429 within the deadline
-	NoteNeutral          Note = "neutral"           // the outcome never counts
-	NoteCredentialLone   Note = "credential_lone"   // a 401 no other worker confirms
-	NoteQuotaPaused      Note = "quota_paused"      // this 402 paused the breaker
-	NoteQuotaLone        Note = "quota_lone"        // a 402 no other worker confirms
-	NoteRecovered        Note = "recovered"         // a recovery check half-opened the breaker
-	NoteRecoveryStale    Note = "recovery_stale"    // a recovery check found the breaker no longer open at its generation
+	NotePaused           Note = "paused"               // paused: nothing counts
+	NoteCredentialPaused Note = "credential_paused"    // this 401 paused the breaker
+	NoteOpen             Note = "open"                 // an open circuit counts nothing
+	NoteOpenExtended     Note = "open_extended"        // a Retry-After moved the next probe later
+	NoteForcedOpen       Note = "forced_open"          // pinned open: nothing counts
+	NoteNotLeaseHolder   Note = "not_lease_holder"     // half-open: only the probe decides
+	NoteProbeReleased    Note = "probe_released"       // the probe's outcome never counts: lease freed
+	NoteProbeThrottled   Note = "probe_throttled"      // the probe got a 429 it could wait out
+	NoteStale            Note = "stale"                // the ticket's generation is past
+	NoteThrottled        Note = "throttled"            // a 429 within the deadline
+	NoteNeutral          Note = "neutral"              // the outcome never counts
+	NoteCredentialLone   Note = "credential_lone"      // a 401 no other worker confirms
+	NoteQuotaPaused      Note = "quota_paused"         // this 402 paused the breaker
+	NoteQuotaLone        Note = "quota_lone"           // a 402 no other worker confirms
+	NoteRecovered        Note = "recovered"            // a recovery check half-opened the breaker
+	NoteRecoveryStale    Note = "recovery_stale"       // a recovery check found the breaker no longer open at its generation
+	NoteCapped           Note = "open_fraction_capped" // a trip the group's open-fraction cap stopped: counted, still closed
 )
 
 // Result is what a call answers.
@@ -208,7 +216,7 @@ func runNotice(before, after State) Notice {
 // Event is a transition or an alert, as the scripts append it to the
 // breaker's event stream. From and To are public state names.
 type Event struct {
-	Kind     string // transition, forced, credential_revoked, quota_exhausted, stuck_open, suspect_worker, pause_expiring, probe_abandoned
+	Kind     string // transition, forced, credential_revoked, quota_exhausted, stuck_open, suspect_worker, pause_expiring, probe_abandoned, open_fraction_cap
 	From, To string
 	Cause    Cause
 	Gen      int64
@@ -219,7 +227,7 @@ type Event struct {
 	At       int64 // ms since the epoch
 	Actor    string
 	Last     string
-	Note     string // the operator's reason (forced)
+	Note     string // the operator's reason (forced); the cause and counts (open_fraction_cap, CapNote)
 }
 
 // step is one call in progress.
@@ -428,8 +436,9 @@ func (st *step) record() {
 		st.slowRecord()
 		return
 	case ev == quorum.Healthy:
-		if s.Fails > 0 || s.RL > 0 || len(s.Workers) > 0 || s.Suspect != "" || len(s.Pausers) > 0 || s.Slow > 0 {
+		if s.Fails > 0 || s.RL > 0 || len(s.Workers) > 0 || s.Suspect != "" || len(s.Pausers) > 0 || s.Slow > 0 || s.Capped {
 			s.Fails, s.RL, s.Last = 0, 0, ""
+			s.Capped = false
 			s.Suspect, s.SuspectUntil = "", 0
 			s.Workers, s.RLWorkers, s.Pausers = nil, nil, nil
 			s.Slow, s.SlowBy, s.SlowLat = 0, nil, nil
@@ -470,9 +479,13 @@ func (st *step) record() {
 		RateLimited: s.RL, RateLimitWorkers: int64(len(s.RLWorkers))}
 	switch quorum.Judge(run, st.p.Rule) {
 	case quorum.TripRateLimit:
-		st.open("closed", 0, st.cooldown(0, c.RetryAfter), CauseRateLimit)
+		if !st.capTrip(CauseRateLimit) {
+			st.open("closed", 0, st.cooldown(0, c.RetryAfter), CauseRateLimit)
+		}
 	case quorum.TripCount:
-		st.open("closed", 0, st.cooldown(0, c.RetryAfter), CauseTrip)
+		if !st.capTrip(CauseTrip) {
+			st.open("closed", 0, st.cooldown(0, c.RetryAfter), CauseTrip)
+		}
 	case quorum.Suspect:
 		s.SuspectUntil = now + st.cooldown(0, 0)
 		if s.Cause == CauseSlowSuspect { // the failure run's suspect now
@@ -585,6 +598,7 @@ func (st *step) open(from string, level, cd int64, cause Cause) {
 	s.Lease, s.LeaseUntil, s.LeaseBy = "", 0, ""
 	s.Suspect, s.SuspectUntil = "", 0
 	s.Slow, s.SlowBy, s.SlowLat = 0, nil, nil
+	s.Capped = false
 	s.Gen++
 	st.res.Wrote = true
 	st.emit("transition", from, "open", cause, now)

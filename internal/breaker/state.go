@@ -26,31 +26,32 @@ type Cause string
 
 // The causes.
 const (
-	CauseTrip            Cause = "trip"             // threshold failures from a quorum
-	CauseRateLimit       Cause = "rate_limit"       // rate_limit_trips counted 429s from a quorum
-	CauseProbeFailed     Cause = "probe_failed"     // the half-open probe failed
-	CauseCredential      Cause = "credential"       // a 401 on a credential that had worked: paused
-	CauseCredentialAlert Cause = "credential_alert" // a 401, alert only
-	CauseCooldownElapsed Cause = "cooldown_elapsed" // open -> half_open
-	CauseProbeSucceeded  Cause = "probe_succeeded"  // half_open -> closed
-	CauseForceExpired    Cause = "force_expired"    // an operator's pin lapsed
-	CauseForced          Cause = "forced"           // an operator pinned it
-	CauseAuto            Cause = "auto"             // an operator returned it to automatic
-	CauseStuckOpen       Cause = "stuck_open"       // two failed probes since the trip
-	CauseSuspect         Cause = "suspect"          // one worker alone past the threshold
-	CauseCredentialLone  Cause = "credential_lone"  // a 401 from one worker only: it is isolated
-	CausePauseExpiring   Cause = "pause_expiring"   // a pause lapses soon
-	CausePauseExpired    Cause = "pause_expired"    // a pause lapsed: closed again
-	CauseProbeAbandoned  Cause = "probe_abandoned"  // a worker let 3 probe leases lapse in a row
-	CauseQuota           Cause = "quota"            // the account's quota or billing exhausted: paused
-	CauseQuotaAlert      Cause = "quota_alert"      // a 402, alert only
-	CauseQuotaLone       Cause = "quota_lone"       // a 402 from one worker only: it is isolated
-	CauseOutage          Cause = "outage"           // carried into a daemon's memory from the last event it heard (Last)
-	CauseWindow          Cause = "window"           // window mode: the failure rate over the window, from a quorum
-	CauseWindowSuspect   Cause = "window_suspect"   // window mode: the rate reached, all failures from one worker
-	CauseRecoveryCheck   Cause = "recovery_check"   // open -> half_open: the policy's recovery check succeeded
-	CauseSlow            Cause = "slow"             // slow_call_threshold consecutive slow calls (or slow_call_rate of a window) from a quorum
-	CauseSlowSuspect     Cause = "slow_suspect"     // the slow calls past the limit all came from one worker
+	CauseTrip            Cause = "trip"              // threshold failures from a quorum
+	CauseRateLimit       Cause = "rate_limit"        // rate_limit_trips counted 429s from a quorum
+	CauseProbeFailed     Cause = "probe_failed"      // the half-open probe failed
+	CauseCredential      Cause = "credential"        // a 401 on a credential that had worked: paused
+	CauseCredentialAlert Cause = "credential_alert"  // a 401, alert only
+	CauseCooldownElapsed Cause = "cooldown_elapsed"  // open -> half_open
+	CauseProbeSucceeded  Cause = "probe_succeeded"   // half_open -> closed
+	CauseForceExpired    Cause = "force_expired"     // an operator's pin lapsed
+	CauseForced          Cause = "forced"            // an operator pinned it
+	CauseAuto            Cause = "auto"              // an operator returned it to automatic
+	CauseStuckOpen       Cause = "stuck_open"        // two failed probes since the trip
+	CauseSuspect         Cause = "suspect"           // one worker alone past the threshold
+	CauseCredentialLone  Cause = "credential_lone"   // a 401 from one worker only: it is isolated
+	CausePauseExpiring   Cause = "pause_expiring"    // a pause lapses soon
+	CausePauseExpired    Cause = "pause_expired"     // a pause lapsed: closed again
+	CauseProbeAbandoned  Cause = "probe_abandoned"   // a worker let 3 probe leases lapse in a row
+	CauseQuota           Cause = "quota"             // the account's quota or billing exhausted: paused
+	CauseQuotaAlert      Cause = "quota_alert"       // a 402, alert only
+	CauseQuotaLone       Cause = "quota_lone"        // a 402 from one worker only: it is isolated
+	CauseOutage          Cause = "outage"            // carried into a daemon's memory from the last event it heard (Last)
+	CauseWindow          Cause = "window"            // window mode: the failure rate over the window, from a quorum
+	CauseWindowSuspect   Cause = "window_suspect"    // window mode: the rate reached, all failures from one worker
+	CauseRecoveryCheck   Cause = "recovery_check"    // open -> half_open: the policy's recovery check succeeded
+	CauseSlow            Cause = "slow"              // slow_call_threshold consecutive slow calls (or slow_call_rate of a window) from a quorum
+	CauseSlowSuspect     Cause = "slow_suspect"      // the slow calls past the limit all came from one worker
+	CauseOpenFractionCap Cause = "open_fraction_cap" // a trip stopped by the group's open-fraction cap (cap.go)
 )
 
 // State is one breaker's stored state: the fields of its Redis hash
@@ -107,6 +108,11 @@ type State struct {
 	Slow    int64
 	SlowBy  []string
 	SlowLat []int64
+
+	// Capped says a trip was stopped by the group's open-fraction cap
+	// (cap.go) since the runs last ended: its open_fraction_cap event is
+	// raised once. A fast success or any transition clears it.
+	Capped bool
 
 	// Win is the failure-rate window (window mode only; the hash
 	// brk:{name}:win). It counts only while Win.Gen is Gen.
@@ -177,6 +183,9 @@ func (s *State) Fields() map[string]string {
 	num("slow", s.Slow)
 	str("slow_by", strings.Join(s.SlowBy, "\n"))
 	str("slow_lat", joinInts(s.SlowLat))
+	if s.Capped {
+		out["capped"] = "1"
+	}
 	return out
 }
 
@@ -221,6 +230,7 @@ func FromFields(f map[string]string, workers, rlWorkers, pausers []string) State
 		s.SlowBy = sortedSet(strings.Split(f["slow_by"], "\n"))
 	}
 	s.SlowLat = splitInts(f["slow_lat"])
+	s.Capped = n("capped") != 0
 	return s
 }
 

@@ -32,6 +32,9 @@ type View struct {
 	PauseUntil int64
 	// Slow is the slow run: consecutive slow calls (consecutive mode).
 	Slow int64
+	// Capped: a trip was stopped by the group's open-fraction cap since
+	// the runs last ended (State.Capped).
+	Capped bool
 	// Now is the time the view was taken, ms since the epoch.
 	Now int64
 }
@@ -47,7 +50,7 @@ func ViewOf(s State, now int64) View {
 		Opened: s.Opened, ProbeAt: s.ProbeAt, Cooldown: s.Cooldown, Cause: s.Cause, Last: s.Last,
 		InFlight: s.phase() == HalfOpen && probe.LeaseLive(s.Lease, s.LeaseUntil, now), Level: s.Level,
 		ForceBy: s.ForceBy, ForceReason: s.ForceReason, ForceUntil: s.ForceUntil,
-		Suspect: s.Suspect, SuspectUntil: s.SuspectUntil, PauseUntil: s.PauseUntil, Slow: s.Slow, Now: now}
+		Suspect: s.Suspect, SuspectUntil: s.SuspectUntil, PauseUntil: s.PauseUntil, Slow: s.Slow, Capped: s.Capped, Now: now}
 }
 
 // Read returns the view of s at now without changing anything: a pin or
@@ -82,24 +85,25 @@ func StateOf(public string) pb.State { return publicStates[public] }
 // reason in plain words.
 func (v View) Proto(name string, alternatives []string) *pb.BreakerState {
 	return &pb.BreakerState{
-		Breaker:         name,
-		State:           StateOf(v.State),
-		Generation:      v.Gen,
-		Failures:        v.Fails,
-		DistinctWorkers: v.Workers,
-		OpenedAtMs:      v.Opened,
-		NextProbeAtMs:   v.ProbeAt,
-		CooldownMs:      v.Cooldown,
-		Reason:          StateReason(name, v),
-		LastFailure:     SlowPhrase(v.Last),
-		SlowCalls:       v.Slow,
-		ProbeInFlight:   v.InFlight,
-		FailedProbes:    v.Level,
-		ForcedBy:        v.ForceBy,
-		ForcedUntilMs:   v.ForceUntil,
-		AsOfMs:          v.Now,
-		SuspectWorker:   v.Suspect,
-		SuspectUntilMs:  v.SuspectUntil,
-		Alternatives:    alternatives,
+		Breaker:            name,
+		State:              StateOf(v.State),
+		Generation:         v.Gen,
+		Failures:           v.Fails,
+		DistinctWorkers:    v.Workers,
+		OpenedAtMs:         v.Opened,
+		NextProbeAtMs:      v.ProbeAt,
+		CooldownMs:         v.Cooldown,
+		Reason:             StateReason(name, v),
+		LastFailure:        SlowPhrase(v.Last),
+		SlowCalls:          v.Slow,
+		ProbeInFlight:      v.InFlight,
+		FailedProbes:       v.Level,
+		ForcedBy:           v.ForceBy,
+		ForcedUntilMs:      v.ForceUntil,
+		AsOfMs:             v.Now,
+		SuspectWorker:      v.Suspect,
+		SuspectUntilMs:     v.SuspectUntil,
+		Alternatives:       alternatives,
+		OpenFractionCapped: v.Capped,
 	}
 }

@@ -83,7 +83,7 @@ func (r *reply) view(i int) breaker.View {
 	if r.errOr() == nil && len(s.v) == 0 {
 		return breaker.View{State: string(breaker.Closed)}
 	}
-	return breaker.View{
+	v := breaker.View{
 		State:        s.str(0),
 		Gen:          s.int(1),
 		Fails:        s.int(2),
@@ -105,4 +105,8 @@ func (r *reply) view(i int) breaker.View {
 		PauseUntil:   s.int(18),
 		Slow:         s.int(19),
 	}
+	if len(s.v) > 20 {
+		v.Capped = s.int(20) == 1
+	}
+	return v
 }
