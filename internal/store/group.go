@@ -104,7 +104,7 @@ func (s *Store) runGroup(ctx context.Context, g string, args ...any) (known, ope
 // record.lua: the other breakers of group g known, and open. ok is false
 // when Redis did not answer (the trip then goes uncapped).
 func (s *Store) groupCounts(ctx context.Context, g *policy.Group, name string) (breaker.GroupCounts, bool) {
-	known, open, err := s.runGroup(ctx, g.Name, "count", s.nowMs(), name)
+	known, open, err := s.runGroup(ctx, g.Name, "count", s.pinnedMs(), name)
 	if err != nil {
 		return breaker.GroupCounts{}, false
 	}
@@ -116,10 +116,7 @@ func (s *Store) groupCounts(ctx context.Context, g *policy.Group, name string) (
 // when that state expires, as save() sets its TTL, less any live probe
 // lease), open while it denies. Errors are ignored (see above).
 func (s *Store) indexGroup(ctx context.Context, g *policy.Group, name string, p policy.Policy, v breaker.View) {
-	now := v.Now
-	if now == 0 {
-		now = s.nowMs()
-	}
+	now := v.Now // Redis TIME (or the pin) when the breaker's script ran
 	deadline, open := "", "0"
 	if v.Now != 0 { // the view of a breaker holding state
 		switch {
@@ -134,14 +131,25 @@ func (s *Store) indexGroup(ctx context.Context, g *policy.Group, name string, p 
 			open = "1"
 		}
 	}
+	if now == 0 {
+		now = s.pinnedMs()
+	}
 	_, _, _ = s.runGroup(ctx, g.Name, "index", now, name, deadline, open)
+}
+
+// pinnedMs is the pinned time (Options.Now), ms, or 0: Redis TIME decides.
+func (s *Store) pinnedMs() int64 {
+	if s.o.Now != nil {
+		return s.o.Now().UnixMilli()
+	}
+	return 0
 }
 
 // GroupStatus returns group's counts now: its known breakers and, of
 // them, the open ones (entries scored now or before dropped first). Errors are Redis
 // failures.
 func (s *Store) GroupStatus(ctx context.Context, group string) (known, open int64, err error) {
-	known, open, err = s.runGroup(ctx, group, "status", s.nowMs(), "")
+	known, open, err = s.runGroup(ctx, group, "status", s.pinnedMs(), "")
 	if err != nil {
 		return 0, 0, fmt.Errorf("store: group %q: %w", group, err)
 	}

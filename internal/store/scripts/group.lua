@@ -7,7 +7,8 @@
 --            holding state, scored by when their state expires (ms)
 -- KEYS[2] -> brk:grp:{<group>}:open   sorted set: of them, the open ones
 -- ARGV[1] -> count | index | status
--- ARGV[2] -> now, ms since the epoch (the scores' clock)
+-- ARGV[2] -> now, ms since the epoch (the scores' clock); 0: Redis TIME
+--            (production; tests pin it, as lib.lua's ARGV[2])
 -- ARGV[3] -> the breaker
 -- ARGV[4] -> index: when the breaker's state expires, ms ('+inf' for a
 --            pin without an end; '' when it holds no state: removed)
@@ -21,7 +22,11 @@
 -- has expired: breaker.State.TTL counts a state gone at its deadline).
 
 local K_KNOWN, K_OPEN = KEYS[1], KEYS[2]
-local MODE, NOW, NAME = ARGV[1], ARGV[2], ARGV[3]
+local MODE, NOW, NAME = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+if NOW == 0 then
+  local t = redis.call('TIME')
+  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 
 redis.call('ZREMRANGEBYSCORE', K_KNOWN, '-inf', NOW)
 redis.call('ZREMRANGEBYSCORE', K_OPEN, '-inf', NOW)
