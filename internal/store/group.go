@@ -41,7 +41,11 @@ import (
 // trips in flight at once in one group (read, judged, and indexed by
 // different calls) may each see the same open count. The open breakers
 // then exceed the cap by at most the number of trips in flight at once
-// across the fleet in that group, less one; TestOpenFractionCapCluster
+// across the fleet in that group, less one: at most
+// max(floor(max_open_fraction * known), 1) + in-flight - 1 open (order the
+// trips that opened by when they read the counts: the j-th missed at most
+// the in-flight-1 others still in flight, so it saw at least j-in-flight
+// open, and was let through); TestOpenFractionCapConcurrent
 // checks it with many breakers tripping at once from two stores. Also
 // approximate there: a pin or a pause that lapses while an Allow runs
 // (not a Record or a Force) leaves the breaker counted open until its
