@@ -57,6 +57,27 @@ func (s *State) Denies() bool {
 	return s.phase() != Closed
 }
 
+// OpenUntil is when s stops counting as open by itself, ms since the
+// epoch: a pin open's end, or a pause's end (its entry in the group's open
+// set is scored so, and lapses then even if no call rewrites the breaker);
+// 0 when only a call ends it (the entry then lasts as long as the state).
+func (s *State) OpenUntil() int64 {
+	switch {
+	case s.Force == "open":
+		return s.ForceUntil
+	case s.Force == "" && s.phase() == Paused:
+		return s.PauseUntil
+	}
+	return 0
+}
+
+// OpenAt reports whether s counts as open in its group's index at now:
+// it denies, and no pin or pause end (OpenUntil) has passed.
+func (s *State) OpenAt(now int64) bool {
+	u := s.OpenUntil()
+	return s.Denies() && (u == 0 || u > now)
+}
+
 // capTrip applies the cap to a trip from closed about to happen for
 // cause: true when it is capped, and then the breaker stays closed with
 // its counts as they are (the caller returns at once). The first capped

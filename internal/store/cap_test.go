@@ -168,6 +168,14 @@ func TestOpenFractionCapIndexFollowsTransitions(t *testing.T) {
 			t.Fatal(err)
 		}
 		counts(2, 0, "c pinned closed")
+		// A pin with an end leaves the open count when it lapses, with no
+		// call on the breaker.
+		if _, err := f.st.Force(ctx, c, pb.ForceMode_FORCE_MODE_OPEN, "maintenance", 10*time.Second, "ops"); err != nil {
+			t.Fatal(err)
+		}
+		counts(2, 1, "c pinned open for 10s")
+		b.Advance(10 * time.Second)
+		counts(2, 0, "c's pin lapsed")
 		if _, err := f.st.Force(ctx, c, pb.ForceMode_FORCE_MODE_AUTO, "", 0, "ops"); err != nil {
 			t.Fatal(err)
 		}

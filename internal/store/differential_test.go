@@ -462,7 +462,7 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 					if len(st.Fields()) > 0 {
 						want.GroupKnown++
 					}
-					if len(st.Fields()) > 0 && st.Denies() {
+					if len(st.Fields()) > 0 && st.OpenAt(now) {
 						want.GroupOpen++
 					}
 				}
@@ -562,8 +562,9 @@ func (h *harness) cleanGroups(groups []*policy.Group) {
 
 // compareGroup checks the breaker's own entries in its group's index on a
 // single Redis, where the scripts keep them atomically: known while the
-// machine's state holds fields, open while it denies, scored (on
-// miniredis, where TTLs move with the clock) when the state expires.
+// machine's state holds fields, open while it denies and its pin or pause
+// has not lapsed, scored (on miniredis, where TTLs move with the clock)
+// when the state expires, or the open entry when the pin or pause ends.
 func (h *harness) compareGroup(name string, g *policy.Group, table *breaker.Table, now int64, ttl bool, fatalf func(string, ...any)) {
 	if g == nil || h.b.Name == "cluster" {
 		return
@@ -572,10 +573,19 @@ func (h *harness) compareGroup(name string, g *policy.Group, table *breaker.Tabl
 	want, expires := table.State(name, now)
 	holds := len(want.Fields()) > 0
 	known, open := store.GroupKeys(g.Name)
+	openUntil := want.OpenUntil()
+	openScore := float64(expires)
+	if expires == 0 {
+		openScore = math.Inf(1)
+	}
+	if openUntil > 0 {
+		openScore = float64(openUntil)
+	}
 	for _, set := range []struct {
-		key  string
-		want bool
-	}{{known, holds}, {open, holds && want.Denies()}} {
+		key   string
+		want  bool
+		score float64
+	}{{known, holds, float64(expires)}, {open, holds && want.OpenAt(now), openScore}} {
 		// An entry scored now or before is an expired breaker's: every
 		// reader drops it first.
 		score, err := h.b.Client.ZScore(ctx, set.key, name).Result()
@@ -589,9 +599,12 @@ func (h *harness) compareGroup(name string, g *policy.Group, table *breaker.Tabl
 		if !in || !ttl {
 			continue
 		}
-		wantScore := float64(expires)
+		wantScore := set.score
 		if expires == 0 {
 			wantScore = math.Inf(1)
+		}
+		if set.key == open && openUntil > 0 {
+			wantScore = float64(openUntil)
 		}
 		if score != wantScore {
 			fatalf("%s scores %q %v, machine says it expires at %v", set.key, name, score, wantScore)

@@ -19,9 +19,12 @@ import (
 // brk:grp:{<group>}:known, its known breakers (those holding state), and
 // brk:grp:{<group>}:open, of them the open ones (breaker.State.Denies),
 // each member scored with when the breaker's state expires (ms since the
-// epoch; +inf for a pin without an end). A breaker whose state expires
-// leaves the index by its score: every reader drops the entries scored
-// now or before first, so nothing drifts when keys expire unseen.
+// epoch; +inf for a pin without an end), or in the open set when it stops
+// being open by itself if sooner (a pin's or a pause's end:
+// breaker.State.OpenUntil). A breaker whose state expires, or whose pin
+// or pause lapses, unseen
+// leaves the index (or the open set) by its score: every reader drops the
+// entries scored now or before first, so nothing drifts.
 //
 // On a single Redis (not a Cluster) every script on a breaker in a group
 // also gets the group's keys (lib.lua KEYS[8], KEYS[9]): save() keeps the
@@ -46,10 +49,10 @@ import (
 // trips that opened by when they read the counts: the j-th missed at most
 // the in-flight-1 others still in flight, so it saw at least j-in-flight
 // open, and was let through); TestOpenFractionCapConcurrent
-// checks it with many breakers tripping at once from two stores. Also
-// approximate there: a pin or a pause that lapses while an Allow runs
-// (not a Record or a Force) leaves the breaker counted open until its
-// score passes (its retention); a success that only extends a breaker's
+// checks it with many breakers tripping at once from two stores. An
+// Allow never writes the index: it changes no breaker's openness (a pin or
+// a pause lapsing leaves the open set by its score). Also approximate
+// there: a success that only extends a breaker's
 // retention does not re-score it, so it may leave the known set up to a
 // retention early (fewer known: the cap is stricter, never looser). A
 // Redis error on the group's slot lets the trip through uncapped (the
@@ -118,10 +121,11 @@ func (s *Store) groupCounts(ctx context.Context, g *policy.Group, name string) (
 // indexGroup writes, on a Cluster, name's entries in group g's index from
 // v, its view after a script: known while it holds state (scored with
 // when that state expires, as save() sets its TTL, less any live probe
-// lease), open while it denies. Errors are ignored (see above).
+// lease), open while it denies (scored with a pin's or a pause's end when
+// it has one). Errors are ignored (see above).
 func (s *Store) indexGroup(ctx context.Context, g *policy.Group, name string, p policy.Policy, v breaker.View) {
 	now := v.Now // Redis TIME (or the pin) when the breaker's script ran
-	deadline, open := "", "0"
+	deadline, open, openUntil := "", "0", ""
 	if v.Now != 0 { // the view of a breaker holding state
 		switch {
 		case (v.State == "forced_open" || v.State == "forced_closed") && v.ForceUntil == 0:
@@ -130,15 +134,21 @@ func (s *Store) indexGroup(ctx context.Context, g *policy.Group, name string, p 
 			d := now + p.Retention().Milliseconds() + max(0, v.ProbeAt-now, v.ForceUntil-now, v.PauseUntil-now)
 			deadline = strconv.FormatInt(d, 10)
 		}
+		openUntil = deadline
 		switch v.State {
-		case "open", "half_open", "paused", "forced_open":
+		case "open", "half_open":
 			open = "1"
+		case "paused", "forced_open": // until the pause's or the pin's end (breaker.State.OpenUntil)
+			open = "1"
+			if until := max(v.PauseUntil, v.ForceUntil); until > 0 {
+				openUntil = strconv.FormatInt(until, 10)
+			}
 		}
 	}
 	if now == 0 {
 		now = s.pinnedMs()
 	}
-	_, _, _ = s.runGroup(ctx, g.Name, "index", now, name, deadline, open)
+	_, _, _ = s.runGroup(ctx, g.Name, "index", now, name, deadline, open, openUntil)
 }
 
 // pinnedMs is the pinned time (Options.Now), ms, or 0: Redis TIME decides.

@@ -13,6 +13,8 @@
 -- ARGV[4] -> index: when the breaker's state expires, ms ('+inf' for a
 --            pin without an end; '' when it holds no state: removed)
 -- ARGV[5] -> index: 1 when the breaker is open (breaker.State.Denies)
+-- ARGV[6] -> index: when it stops being open by itself, ms (a pin's or a
+--            pause's end: breaker.State.OpenUntil), or ARGV[4]
 --
 -- Returns: count  {known, open} without the breaker itself (the counts
 --                 record.lua's ARGV[30] and ARGV[31] take);
@@ -37,7 +39,7 @@ if MODE == 'index' then
   else
     redis.call('ZADD', K_KNOWN, ARGV[4], NAME)
     if ARGV[5] == '1' then
-      redis.call('ZADD', K_OPEN, ARGV[4], NAME)
+      redis.call('ZADD', K_OPEN, ARGV[6], NAME)
     else
       redis.call('ZREM', K_OPEN, NAME)
     end

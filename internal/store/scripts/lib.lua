@@ -20,7 +20,8 @@
 --            known breakers (those holding state), scored by when their
 --            state expires (ms; +inf for a pin without an end)
 -- KEYS[9] -> brk:grp:{<group>}:open   sorted set: of them, those open
---            (breaker.State.Denies), scored the same
+--            (breaker.State.Denies), scored with when they stop being open
+--            by themselves (a pin's or a pause's end), else the same
 --            KEYS[8] and KEYS[9] are passed only on a single Redis (not a
 --            Cluster: they live in the group's slot) and only for a
 --            breaker in a group (a policy file's groups); with them,
@@ -180,9 +181,11 @@ local function denies(s)
 end
 
 -- index keeps the breaker's entries in its group's index (KEYS[8], KEYS[9];
--- a single Redis only, see above): known while it holds state, open while
--- it denies, each scored with deadline (when its state expires, ms, or
--- '+inf'); a nil deadline (no state kept) removes it from both.
+-- a single Redis only, see above): known while it holds state, scored with
+-- deadline (when its state expires, ms, or '+inf'); open while it denies,
+-- scored with when it stops denying by itself (a pin's or a pause's end:
+-- breaker.State.OpenUntil), else the deadline. A nil deadline (no state
+-- kept) removes it from both.
 local function index(s, deadline)
   if K_GKNOWN == nil then return end
   if deadline == nil then
@@ -192,7 +195,13 @@ local function index(s, deadline)
   end
   redis.call('ZADD', K_GKNOWN, deadline, NAME)
   if denies(s) then
-    redis.call('ZADD', K_GOPEN, deadline, NAME)
+    local until_ = deadline
+    if s.force == 'open' and s.force_until > 0 then
+      until_ = s.force_until
+    elseif s.force == '' and s.st == 'paused' and s.pause_until > 0 then
+      until_ = s.pause_until
+    end
+    redis.call('ZADD', K_GOPEN, until_, NAME)
   else
     redis.call('ZREM', K_GOPEN, NAME)
   end
