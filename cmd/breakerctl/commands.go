@@ -98,10 +98,10 @@ by --timeout), so a fleet of any size is listed without one long call.`,
 				return nil
 			}
 			tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "BREAKER\tSTATE\tGEN\tFAILURES\tWORKERS\tOPENED\tNEXT PROBE\tREASON")
+			fmt.Fprintln(tw, "BREAKER\tSTATE\tGEN\tFAILURES\tSLOW\tWORKERS\tOPENED\tNEXT PROBE\tREASON")
 			for _, s := range sts {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n", s.GetBreaker(), stateName(s.GetState()), s.GetGeneration(),
-					failuresCell(s), s.GetDistinctWorkers(), ago(s.GetOpenedAtMs(), s.GetAsOfMs()),
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\n", s.GetBreaker(), stateName(s.GetState()), s.GetGeneration(),
+					failuresCell(s), slowCell(s), s.GetDistinctWorkers(), ago(s.GetOpenedAtMs(), s.GetAsOfMs()),
 					ago(s.GetNextProbeAtMs(), s.GetAsOfMs()), orDash(s.GetReason()))
 			}
 			return tw.Flush()
@@ -113,13 +113,29 @@ by --timeout), so a fleet of any size is listed without one long call.`,
 }
 
 // failuresCell is list's FAILURES column: the failure run in consecutive
-// mode; in window mode the window's failures over its calls ("1/3 in
-// window"), since the run is not what trips it.
+// mode; in window mode, while closed, the window's failures over its
+// calls ("1/3 in window"), since the run is not what trips it. Once a
+// window breaker has tripped its window starts empty, so the column shows
+// the failures that tripped it, as in consecutive mode.
 func failuresCell(s *pb.BreakerState) string {
-	if s.GetWindowMode() {
+	if s.GetWindowMode() && s.GetState() == pb.State_STATE_CLOSED {
 		return fmt.Sprintf("%d/%d in window", s.GetWindowFailures(), s.GetWindowCalls())
 	}
 	return strconv.FormatInt(s.GetFailures(), 10)
+}
+
+// slowCell is list's SLOW column: "-" for a policy that counts no slow
+// calls; else, while closed, the slow run (consecutive mode) or the
+// window's slow calls, and the limit ("2 over 2s"). After a trip the
+// FAILURES and WORKERS columns hold what tripped it.
+func slowCell(s *pb.BreakerState) string {
+	if s.GetSlowCallMs() <= 0 {
+		return "-"
+	}
+	if s.GetState() != pb.State_STATE_CLOSED {
+		return "-"
+	}
+	return fmt.Sprintf("%d over %s", s.GetSlowCalls(), time.Duration(s.GetSlowCallMs())*time.Millisecond)
 }
 
 func (c *cli) statusCmd() *cobra.Command {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -127,7 +128,7 @@ func TestListAndStatusShowATrippedBreaker(t *testing.T) {
 				row = l
 			}
 		}
-		if f := strings.Fields(row); len(f) < 8 || f[1] != "open" || f[3] != "5" || f[4] != "2" || !strings.Contains(row, " now ") || !strings.Contains(row, "in 30s") {
+		if f := strings.Fields(row); len(f) < 9 || f[1] != "open" || f[3] != "5" || f[4] != "-" || f[5] != "2" || !strings.Contains(row, " now ") || !strings.Contains(row, "in 30s") {
 			t.Errorf("list row of %s = %q, want open, 5 failures, 2 workers, opened now, next probe in 30s", name, row)
 		}
 
@@ -532,8 +533,31 @@ func TestStatusShowsTheWindow(t *testing.T) {
 		if js := decode[stateView](t, must(t, env, "status", name, "--json").stdout); js.WindowCalls != 3 || js.WindowFailures != 1 {
 			t.Errorf("status --json window = %d calls %d failures, want 3 and 1", js.WindowCalls, js.WindowFailures)
 		}
-		if ls := must(t, env, "list").stdout; !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `\s+closed\s+0\s+1/3 in window\s`).MatchString(ls) {
-			t.Errorf("list lacks %s's window (1/3 in window):\n%s", name, ls)
+		if ls := must(t, env, "list").stdout; !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `\s+closed\s+0\s+1/3 in window\s+-\s`).MatchString(ls) {
+			t.Errorf("list lacks %s's window (1/3 in window, no slow calls):\n%s", name, ls)
+		}
+		if js := decode[[]stateView](t, must(t, env, "list", "--json").stdout); !slices.ContainsFunc(js, func(v stateView) bool {
+			return v.Breaker == name && v.WindowMode && v.WindowCalls == 3
+		}) {
+			t.Errorf("list --json lacks %s with window_mode and its 3 calls: %+v", name, js)
+		}
+		// w2 fails too: 2 of 4 calls from 2 workers trips it, and the
+		// window starts empty; list shows the 2 failures that tripped it,
+		// not "0/0 in window".
+		w2, err := client.Dial(d.Addr, client.WithWorkerID("w2"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w2.Close()
+		a, err := w2.API().Allow(ctx, &pb.AllowRequest{Breaker: name, WorkerId: "w2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := w2.API().Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: "w2", Ticket: a.Ticket, Outcome: pb.Outcome_OUTCOME_TIMEOUT}); err != nil || res.GetState().GetState() != pb.State_STATE_OPEN {
+			t.Fatalf("w2's failure: %v, %v; want the window to trip", res, err)
+		}
+		if ls := must(t, env, "list").stdout; !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `\s+open\s+1\s+2\s+-\s+2\s`).MatchString(ls) {
+			t.Errorf("list of the tripped window breaker lacks its 2 failures from 2 workers:\n%s", ls)
 		}
 	})
 }
@@ -567,6 +591,9 @@ func TestStatusShowsTheSlowRun(t *testing.T) {
 		if js := decode[stateView](t, must(t, env, "status", name, "--json").stdout); js.SlowCalls != 1 || js.SlowCallMs != 2000 {
 			t.Errorf("status --json = %d slow calls, slow_call_ms %d; want 1 and 2000", js.SlowCalls, js.SlowCallMs)
 		}
+		if ls := must(t, env, "list").stdout; !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `\s+closed\s+0\s+0\s+1 over 2s\s`).MatchString(ls) {
+			t.Errorf("list lacks %s's slow run (1 over 2s):\n%s", name, ls)
+		}
 		// Open, the run is not what matters (a slow trip showed "0 slower
 		// than" beside the reason): the line goes.
 		if _, err := c.API().Force(ctx, &pb.ForceRequest{Breaker: name, Mode: pb.ForceMode_FORCE_MODE_OPEN, Reason: "maintenance"}); err != nil {
@@ -574,6 +601,9 @@ func TestStatusShowsTheSlowRun(t *testing.T) {
 		}
 		if st := must(t, env, "status", name).stdout; strings.Contains(st, "slow calls:") {
 			t.Errorf("status of a forced-open breaker shows the slow run:\n%s", st)
+		}
+		if ls := must(t, env, "list").stdout; !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `\s+forced_open\s+\d+\s+\d+\s+-\s`).MatchString(ls) {
+			t.Errorf("list of a forced-open breaker shows a slow run:\n%s", ls)
 		}
 	})
 }

@@ -32,6 +32,7 @@ type stateView struct {
 	AsOfMs          int64    `json:"as_of_ms"`
 	SuspectWorker   string   `json:"suspect_worker,omitempty"`
 	SuspectUntilMs  int64    `json:"suspect_until_ms,omitempty"`
+	WindowMode      bool     `json:"window_mode,omitempty"`
 	WindowCalls     int64    `json:"window_calls,omitempty"`
 	WindowFailures  int64    `json:"window_failures,omitempty"`
 	SlowCalls       int64    `json:"slow_calls,omitempty"`
@@ -80,7 +81,7 @@ func viewState(s *pb.BreakerState) stateView {
 		LastFailure: s.GetLastFailure(), ProbeInFlight: s.GetProbeInFlight(), FailedProbes: s.GetFailedProbes(),
 		ForcedBy: s.GetForcedBy(), ForcedUntilMs: s.GetForcedUntilMs(), Alternatives: alts, AsOfMs: s.GetAsOfMs(),
 		SuspectWorker: s.GetSuspectWorker(), SuspectUntilMs: s.GetSuspectUntilMs(),
-		WindowCalls: s.GetWindowCalls(), WindowFailures: s.GetWindowFailures(),
+		WindowMode: s.GetWindowMode(), WindowCalls: s.GetWindowCalls(), WindowFailures: s.GetWindowFailures(),
 		SlowCalls: s.GetSlowCalls(), SlowCallMs: s.GetSlowCallMs(),
 		Group: s.GetGroup(), MaxOpenFraction: s.GetMaxOpenFraction(), GroupKnown: s.GetGroupKnown(),
 		GroupOpen: s.GetGroupOpen(), OpenFractionCapped: s.GetOpenFractionCapped(),

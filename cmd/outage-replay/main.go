@@ -35,6 +35,10 @@ the outage, a fake vendor on loopback fails every request during it and
 succeeds after, and a scripted model calls web_search in five arms (no
 breaker; per-run breaker failing fast; per-run breaker removing the tool;
 breakerd fleet-wide removing the tool; breakerd fleet-wide failing fast).
+--recovery-check, --window and --slow-outage add arms 6, 7 and 8: arm 4
+with a recovery check, counting the failure rate in a window (try it with
+--fail-rate 0.3, a partial outage), and counting slow calls (the vendor
+answers slowly rather than failing).
 Every duration is incident time, divided by --scale when replayed.
 
 With no --addr it runs breakerd in-process (on --redis-url, or an embedded
@@ -103,6 +107,12 @@ func parseFlags(args []string, getenv func(string) string, stdout io.Writer) (cf
 		{Name: "addr", Value: &cfg.Addr, Usage: "an external breakerd (host:port); empty: one in-process", Env: none},
 		{Name: "redis-url", Value: &cfg.RedisURL, Usage: "the in-process breakerd's Redis; empty: an embedded in-memory Redis", Env: "BREAKERD_REDIS_URL"},
 		{Name: "recovery-check", Value: &cfg.RecoveryCheck, Usage: "give the fake vendor a status endpoint that follows the outage, and add arm 6: arm 4 with a recovery check of it this often (0: no arm 6; needs the in-process daemon)", Env: none},
+		{Name: "fail-rate", Value: &cfg.FailRate, Usage: "the share of web_search calls that fail during the outage (1: every request, as in the incident; 0.3: a partial outage that consecutive counting rarely trips on)", Env: none},
+		{Name: "window", Value: &cfg.Window, Usage: "add arm 7: arm 4 counting the failure rate over a window this long (breakerd's mode: window; at least 6s after --scale; 0: no arm 7)", Env: none},
+		{Name: "window-rate", Value: &cfg.WindowRate, Usage: "arm 7's failure_rate: the share of a window's calls that must fail to trip", Env: none},
+		{Name: "window-min-calls", Value: &cfg.WindowMinCalls, Usage: "arm 7's min_calls: the calls a window must hold before its rate counts", Env: none},
+		{Name: "slow-outage", Value: &cfg.SlowOutage, Usage: "make the outage slow: every web_search call answers, each after this long, and add arm 8: arm 4 counting slow calls (0: the vendor fails)", Env: none},
+		{Name: "slow-call", Value: &cfg.SlowCall, Usage: "arm 8's slow_call: a success that took longer is slow (its slow_call_threshold is --threshold)", Env: none},
 		{Name: "sweep-outage", Value: &sweepList, Usage: "comma-separated outage lengths (such as 18m,20m,22m): replay arm 4 without and with a recovery check (every --recovery-check, or 30s when that is 0) at each, and print the lag table", Env: none},
 		{Name: "print-policy", Value: &printPolicy, Usage: "print the breakerd policy file an external daemon needs for these flags, and exit", Env: none},
 	}}

@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -184,10 +186,16 @@ func rawRecord(pk picker) func(context.Context, *target, Options) (opFunc, error
 }
 
 func rawPair(pk picker) func(context.Context, *target, Options) (opFunc, error) {
+	return rawPairNamed(pk, "", 0)
+}
+
+// rawPairNamed is rawPair on the breakers pk names with kind in front
+// (countingPolicy's "w-" or "s-"), each success reporting latencyMs.
+func rawPairNamed(pk picker, kind string, latencyMs int64) func(context.Context, *target, Options) (opFunc, error) {
 	return func(_ context.Context, t *target, o Options) (opFunc, error) {
 		pick := pk(o)
 		return func(ctx context.Context, c, i int) error {
-			name := t.breaker(pick(c, i))
+			name := t.breaker(kind + pick(c, i))
 			res, err := t.daemonA.Allow(ctx, &pb.AllowRequest{Breaker: name, WorkerId: workerID(c)})
 			if err != nil {
 				return err
@@ -196,7 +204,7 @@ func rawPair(pk picker) func(context.Context, *target, Options) (opFunc, error) 
 				return fmt.Errorf("allow: %s", res.GetDecision())
 			}
 			_, err = t.daemonA.Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: workerID(c),
-				Ticket: res.GetTicket(), Outcome: pb.Outcome_OUTCOME_SUCCESS})
+				Ticket: res.GetTicket(), Outcome: pb.Outcome_OUTCOME_SUCCESS, LatencyMs: latencyMs})
 			return err
 		}, nil
 	}
@@ -275,6 +283,10 @@ func scenarios() []scenario {
 		{"allow-hot-raw", "Allows", ServeDaemon, rawAllow(hot)},
 		{"record-hot-raw", "Records", ServeDaemon, rawRecord(hot)},
 		{"pair-hot-raw", "pairs", ServeDaemon, rawPair(hot)},
+		// Issue 12's counting policies, which write on every call (window)
+		// or every slow success: exempt from the 4-commands target.
+		{"pair-1k-window-raw", "pairs", ServeDaemon, rawPairNamed(spread, "w-", 0)},
+		{"pair-1k-slow-raw", "pairs", ServeDaemon, rawPairNamed(spread, "s-", slowLatencyMs)},
 		{"allow-1k-client", "Allows", ServeDaemon, clientAllow(spread)},
 		{"record-1k-client", "Records", ServeDaemon, clientRecord(spread)},
 		{"pair-1k-client", "Calls", ServeDaemon, clientPair(spread)},
@@ -365,10 +377,50 @@ func (e *env) close() {
 	}
 }
 
+// countingPolicy is the bench daemons' policy unless told otherwise:
+// breakers named w-NNNN (under the bench's prefix, or its wire twin's)
+// count the failure rate in a window, s-NNNN count slow calls; every
+// other name has breakerd's defaults. The slow-call threshold is out of
+// reach, so that the bench's slow successes never trip (a denial would be
+// an error): what it measures is the write each one costs.
+const countingPolicy = `breakers:
+  - match: "*/w-*"
+    mode: window
+  - match: "*/*/w-*"
+    mode: window
+  - match: "*/s-*"
+    slow_call: 2s
+    slow_call_threshold: 1000000000
+  - match: "*/*/s-*"
+    slow_call: 2s
+    slow_call_threshold: 1000000000
+`
+
+// slowLatencyMs is the latency the slow-call scenarios report: above the
+// countingPolicy's slow_call of 2s.
+const slowLatencyMs = 3000
+
 // startDaemon runs a breakerd (daemon.Run, the production assembly with
 // its metrics) on a free loopback port against redisAddr until stop, with
-// the policies of policyFile (YAML; "" for the defaults).
+// the policies of policyFile (YAML; "" for countingPolicy).
 func startDaemon(ctx context.Context, redisAddr, policyFile string) (addr string, stop func(), err error) {
+	if policyFile == "" {
+		dir, err := os.MkdirTemp("", "breakerbench-policy-")
+		if err != nil {
+			return "", nil, err
+		}
+		policyFile = filepath.Join(dir, "policy.yaml")
+		if err := os.WriteFile(policyFile, []byte(countingPolicy), 0o600); err != nil {
+			_ = os.RemoveAll(dir)
+			return "", nil, err
+		}
+		addr, stop, err := startDaemon(ctx, redisAddr, policyFile)
+		if err != nil {
+			_ = os.RemoveAll(dir)
+			return "", nil, err
+		}
+		return addr, func() { stop(); _ = os.RemoveAll(dir) }, nil
+	}
 	c := daemon.Config{Listen: "127.0.0.1:0", RedisURL: "redis://" + redisAddr + "/0", PolicyFile: policyFile, EventsMaxLen: 1000,
 		EventRetention: 168 * time.Hour, ShutdownTimeout: 5 * time.Second, HealthInterval: time.Hour, LogFormat: "text"}
 	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))

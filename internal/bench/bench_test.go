@@ -72,6 +72,20 @@ func TestRunTiny(t *testing.T) {
 			t.Errorf("%s: %.2f Redis commands per op, want some", s.name, r.cmdsPerOp)
 		}
 	}
+	// The counting policies applied: they write where a healthy
+	// consecutive-mode pair does not (a Redis of its own, or others'
+	// commands would blur the counts).
+	if o.RedisAddr == "" {
+		base := rows["pair-1k-raw"].cmdsPerOp
+		for _, name := range []string{"pair-1k-window-raw", "pair-1k-slow-raw"} {
+			if got := rows[name].cmdsPerOp; got <= base {
+				t.Errorf("%s: %.2f Redis commands per pair, pair-1k-raw %.2f: want more (its policy writes)", name, got, base)
+			}
+		}
+	}
+	if !strings.Contains(out.String(), "pair-1k-window-raw (mode: window") {
+		t.Error("the output does not report the counting policies' cost")
+	}
 	if r := rows["ceiling"]; r.rtPerOp != 1 {
 		t.Errorf("ceiling: %.2f Redis round trips per op, want 1 (one EVALSHA)", r.rtPerOp)
 	}

@@ -299,7 +299,10 @@ func Parse(b []byte) (*Set, error) {
 		if _, err := path.Match(b.Match, ""); err != nil {
 			return nil, fieldErr(at+".match", "bad pattern %q: %v", b.Match, err)
 		}
-		p := b.apply(s.defaults)
+		p, dropped := b.fitMode(b.apply(s.defaults))
+		for _, name := range dropped {
+			s.warnings = append(s.warnings, fmt.Sprintf("%s: defaults.%s does not apply in mode %s; slow calls are not counted for it (set the slow-call fields of its mode to count them)", at, name, p.Mode))
+		}
 		if err := p.Validate(); err != nil {
 			return nil, prefixField(at, err)
 		}
@@ -310,7 +313,33 @@ func Parse(b []byte) (*Set, error) {
 		return nil, err
 	}
 	s.groups = groups
-	s.warnings = append(overlaps(s.rules), inactive(f, s)...)
+	s.warnings = append(append(overlaps(s.rules), inactive(f, s)...), s.warnings...)
 	s.warnings = append(s.warnings, groupOverlaps(s.groups)...)
 	return s, nil
+}
+
+// fitMode drops the slow-call settings a rule that sets mode inherits
+// from defaults but its own mode cannot read, and returns the names of
+// those that were counting: with defaults in consecutive mode and
+// slow_call_threshold, a rule with mode: window gets no
+// slow_call_threshold, and, unless it sets slow_call_rate, no slow-call
+// counting (rather than an error about fields it never wrote); the same
+// the other way round. What a rule writes itself is validated as written.
+func (o overrides) fitMode(p Policy) (Policy, []string) {
+	if o.Mode == nil {
+		return p, nil
+	}
+	var dropped []string
+	if p.Mode == ModeWindow && o.SlowCallThreshold == nil && p.SlowCallThreshold > 0 {
+		p.SlowCallThreshold, dropped = 0, append(dropped, "slow_call_threshold")
+	}
+	if p.Mode != ModeWindow && o.SlowCallRate == nil && p.SlowCallRate > 0 {
+		p.SlowCallRate, dropped = 0, append(dropped, "slow_call_rate")
+	}
+	if o.SlowCall == nil && p.SlowCall > 0 && p.SlowCallThreshold == 0 && p.SlowCallRate == 0 {
+		p.SlowCall, dropped = 0, append([]string{"slow_call"}, dropped...)
+	} else if o.SlowCall != nil || p.SlowCallThreshold > 0 || p.SlowCallRate > 0 {
+		dropped = nil // slow calls still counted, by the rule's own fields
+	}
+	return p, dropped
 }

@@ -294,3 +294,54 @@ func TestParseSlowCallErrorsNameTheField(t *testing.T) {
 		}
 	}
 }
+
+// A rule that changes mode and writes no slow-call field of its own does
+// not inherit defaults' slow-call counting of the other mode: no error
+// about fields it never wrote, a warning that says what happened.
+func TestParseModeChangeDropsInheritedSlowCalls(t *testing.T) {
+	s, err := Parse([]byte("defaults:\n  slow_call: 2s\n  slow_call_threshold: 5\n" +
+		"breakers:\n  - match: \"search:*\"\n    mode: window\n"))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	got := s.For("search:web")
+	if got.Mode != ModeWindow || got.SlowCall != 0 || got.SlowCallThreshold != 0 || got.SlowCallRate != 0 {
+		t.Errorf("window rule = %+v, want window mode with slow calls off", got)
+	}
+	if d := s.For("web"); d.SlowCall != 2*time.Second || d.SlowCallThreshold != 5 {
+		t.Errorf("defaults = %+v, want slow calls as written", d)
+	}
+	want := "breakers[0]: defaults.slow_call, defaults.slow_call_threshold"
+	warns := strings.Join(s.Warnings(), "\n")
+	if !strings.Contains(warns, "breakers[0]: defaults.slow_call does not apply in mode window") ||
+		!strings.Contains(warns, "breakers[0]: defaults.slow_call_threshold does not apply in mode window") {
+		t.Errorf("warnings %q, want %s named", warns, want)
+	}
+
+	// The reverse: window defaults with slow_call_rate, a consecutive rule.
+	s, err = Parse([]byte("defaults:\n  mode: window\n  slow_call: 2s\n  slow_call_rate: 0.5\n" +
+		"breakers:\n  - match: \"a*\"\n    mode: consecutive\n"))
+	if err != nil {
+		t.Fatalf("Parse (reverse): %v", err)
+	}
+	if got := s.For("ab"); got.SlowCall != 0 || got.SlowCallRate != 0 {
+		t.Errorf("consecutive rule = %+v, want slow calls off", got)
+	}
+
+	// A window rule that sets slow_call_rate keeps defaults' slow_call.
+	s, err = Parse([]byte("defaults:\n  slow_call: 2s\n  slow_call_threshold: 5\n" +
+		"breakers:\n  - match: \"a*\"\n    mode: window\n    slow_call_rate: 0.4\n"))
+	if err != nil {
+		t.Fatalf("Parse (rate): %v", err)
+	}
+	if got := s.For("ab"); got.SlowCall != 2*time.Second || got.SlowCallThreshold != 0 || got.SlowCallRate != 0.4 || len(s.Warnings()) != 0 {
+		t.Errorf("window rule with a rate = %+v, warnings %q", got, s.Warnings())
+	}
+
+	// A rule that writes a slow-call field is validated as written.
+	if _, err := Parse([]byte("defaults:\n  slow_call: 2s\n  slow_call_threshold: 5\n" +
+		"breakers:\n  - match: \"a*\"\n    mode: window\n    slow_call: 3s\n")); err == nil ||
+		!strings.Contains(err.Error(), "breakers[0].slow_call: needs slow_call_rate in window mode") {
+		t.Errorf("Parse = %v, want the rule's own slow_call validated", err)
+	}
+}

@@ -2,7 +2,9 @@
 // a fake search vendor on loopback that fails for the outage's length, a
 // scripted fake model that calls it, and five ways of guarding the calls
 // (no breaker, two per-run breakers, two fleet-wide breakerd breakers),
-// with time scaled down. Every number it reports is counted where it
+// plus, when asked, arm 4 with a recovery check (6), counting the failure
+// rate in a window (7) or counting slow calls in a slow outage (8), with
+// time scaled down. Every number it reports is counted where it
 // happened: requests at the fake vendor, RPCs and decisions at breakerd.
 package replay
 
@@ -94,6 +96,32 @@ type Config struct {
 	// RecoveryCheck (breakerd's recovery_check_interval). 0: no arm 6.
 	// Needs the in-process daemon (no Addr).
 	RecoveryCheck time.Duration
+	// FailRate is the share of web_search calls that fail during the
+	// outage, each call whole (all its attempts fail, or its first
+	// succeeds), decided by its run and call number so that every arm
+	// sees the same calls fail. Default 1: the vendor fails every request,
+	// as in the incident. Below 1 it is a partial outage, the kind a
+	// consecutive-failure breaker rarely trips on.
+	FailRate float64
+	// Window, when positive, adds arm 7: arm 4 with a failure-rate window
+	// (breakerd's mode: window) of this length, tripping at WindowRate over
+	// at least WindowMinCalls calls. Divided by Scale it must be within
+	// breakerd's window bounds (6s to 24h): at the default scale, at least
+	// 6m. 0: no arm 7.
+	Window time.Duration
+	// WindowRate is arm 7's failure_rate. Default 0.25.
+	WindowRate float64
+	// WindowMinCalls is arm 7's min_calls. Default 10.
+	WindowMinCalls int
+	// SlowOutage, when positive, makes the outage a slow one: the vendor
+	// answers every web_search call during it, each after SlowOutage
+	// (incident time) rather than failing, and adds arm 8: arm 4
+	// counting slow calls (breakerd's slow_call: SlowCall, and
+	// slow_call_threshold: Threshold). 0: the vendor fails (FailRate).
+	SlowOutage time.Duration
+	// SlowCall is arm 8's slow_call, incident time: a success that took
+	// longer is slow. Default 2s.
+	SlowCall time.Duration
 	// sweep runs only arms 4 and 6 (Sweep).
 	sweep bool
 }
@@ -119,6 +147,10 @@ func Default() Config {
 		Workers:        8,
 		Tail:           20 * time.Minute,
 		Scale:          60,
+		FailRate:       1,
+		WindowRate:     0.25,
+		WindowMinCalls: 10,
+		SlowCall:       2 * time.Second,
 	}
 }
 
@@ -169,6 +201,24 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--recovery-check: must not be negative, got %s", c.RecoveryCheck)
 	case c.RecoveryCheck > 0 && c.scaled(c.RecoveryCheck) < policy.MinRecoveryCheckInterval:
 		return fmt.Errorf("--recovery-check: %s divided by --scale %g is under breakerd's %s minimum", c.RecoveryCheck, c.Scale, policy.MinRecoveryCheckInterval)
+	case !(c.FailRate > 0 && c.FailRate <= 1):
+		return fmt.Errorf("--fail-rate: must be more than 0 and at most 1, got %g", c.FailRate)
+	case c.Window < 0:
+		return fmt.Errorf("--window: must not be negative, got %s", c.Window)
+	case c.Window > 0 && (c.scaled(c.Window) < policy.MinWindow || c.scaled(c.Window) > policy.MaxWindow):
+		return fmt.Errorf("--window: %s divided by --scale %g is outside breakerd's window bounds (%s to %s)", c.Window, c.Scale, policy.MinWindow, policy.MaxWindow)
+	case c.Window > 0 && !(c.WindowRate > 0 && c.WindowRate <= 1):
+		return fmt.Errorf("--window-rate: must be more than 0 and at most 1, got %g", c.WindowRate)
+	case c.Window > 0 && c.WindowMinCalls < 2:
+		return fmt.Errorf("--window-min-calls: must be at least 2, got %d", c.WindowMinCalls)
+	case c.SlowOutage < 0:
+		return fmt.Errorf("--slow-outage: must not be negative, got %s", c.SlowOutage)
+	case c.SlowOutage > 0 && c.FailRate < 1:
+		return fmt.Errorf("--slow-outage: a slow outage answers every call; it cannot be combined with --fail-rate %g", c.FailRate)
+	case c.SlowOutage > 0 && c.scaledMs(c.SlowCall) < 1:
+		return fmt.Errorf("--slow-call: %s divided by --scale %g is under breakerd's 1ms", c.SlowCall, c.Scale)
+	case c.SlowOutage > 0 && c.SlowOutage <= c.SlowCall:
+		return fmt.Errorf("--slow-outage: %s is not slower than --slow-call %s: arm 8 would count nothing", c.SlowOutage, c.SlowCall)
 	case c.RecoveryCheck > 0 && c.Addr != "":
 		return fmt.Errorf("--recovery-check: needs the in-process daemon (no --addr): an external daemon's policy cannot name this replay's vendor")
 	}
@@ -179,6 +229,10 @@ func (c Config) Validate() error {
 func (c Config) scaled(d time.Duration) time.Duration {
 	return time.Duration(float64(d) / c.Scale)
 }
+
+// scaledMs is d in replay time, in whole milliseconds (rounded down: a
+// policy's slow_call is a whole number of milliseconds).
+func (c Config) scaledMs(d time.Duration) int64 { return c.scaled(d).Milliseconds() }
 
 // interval is the time between two runs' arrivals.
 func (c Config) interval() time.Duration {
@@ -214,8 +268,30 @@ func (c Config) PolicyYAML() string {
 	fmt.Fprintf(&b, "# breakerd policy for outage-replay at --scale %g: cooldowns and the probe\n", c.Scale)
 	fmt.Fprintf(&b, "# lease are the incident's (%s doubling to %s, probe lease %s) divided by %g.\n", c.CooldownBase, c.CooldownCap, c.ProbeTimeout, c.Scale)
 	b.WriteString("breakers:\n")
+	if c.Window > 0 {
+		// First: the first rule that matches a name wins.
+		fmt.Fprintf(&b, "  # arm 7: the failure rate over a window of %s (incident time), not consecutive failures\n", c.Window)
+		c.writeWindowRule(&b, NamePrefix+"*:"+armTag(ArmFleetWindow)+":*")
+	}
+	if c.SlowOutage > 0 {
+		fmt.Fprintf(&b, "  # arm 8: slow calls (over %s, incident time) counted besides failures\n", c.SlowCall)
+		c.writeRule(&b, NamePrefix+"*:"+armTag(ArmFleetSlow)+":*")
+		fmt.Fprintf(&b, "    slow_call: %dms\n", c.scaledMs(c.SlowCall))
+		fmt.Fprintf(&b, "    slow_call_threshold: %d\n", c.Threshold)
+	}
 	c.writeRule(&b, NamePrefix+"*")
 	return b.String()
+}
+
+// writeWindowRule writes arm 7's rule: the replay's quorum, cooldowns and
+// probe lease, counting by the failure rate over Window.
+func (c Config) writeWindowRule(b *strings.Builder, match string) {
+	fmt.Fprintf(b, "  - match: %q\n", match)
+	fmt.Fprintf(b, "    mode: window\n")
+	fmt.Fprintf(b, "    window: %s\n", c.scaled(c.Window))
+	fmt.Fprintf(b, "    failure_rate: %g\n", c.WindowRate)
+	fmt.Fprintf(b, "    min_calls: %d\n", c.WindowMinCalls)
+	c.writeShared(b)
 }
 
 // writeRule writes the replay's policy rule for the breakers matching
@@ -224,6 +300,12 @@ func (c Config) PolicyYAML() string {
 func (c Config) writeRule(b *strings.Builder, match string) {
 	fmt.Fprintf(b, "  - match: %q\n", match)
 	fmt.Fprintf(b, "    threshold: %d\n", c.Threshold)
+	c.writeShared(b)
+}
+
+// writeShared writes the fields every replay rule has: the quorum, the
+// cooldowns and probe lease scaled, the jitter.
+func (c Config) writeShared(b *strings.Builder) {
 	fmt.Fprintf(b, "    min_workers: %d\n", c.Quorum)
 	fmt.Fprintf(b, "    cooldown_base: %s\n", c.scaled(c.CooldownBase))
 	fmt.Fprintf(b, "    cooldown_cap: %s\n", c.scaled(c.CooldownCap))

@@ -29,6 +29,8 @@ import (
 // them. It is safe for concurrent use.
 type tally struct {
 	clk *clock
+	// recovered is when the vendor recovered, incident time (ClosedAt).
+	recovered time.Duration
 
 	mu sync.Mutex
 	by map[string]*breakerWire
@@ -44,9 +46,14 @@ type breakerWire struct {
 	Trip *pb.BreakerState
 	// TripAt is when Trip was recorded, incident time.
 	TripAt time.Duration
-	// ClosedAt is the incident time of the first Record that closed the
-	// circuit with a successful probe; 0 when none did.
+	// ClosedAt is the incident time of the first Record, once the vendor
+	// had recovered, that closed the circuit with a successful probe; 0
+	// when none did. (In a partial outage, Config.FailRate, a probe can
+	// also succeed before the recovery.)
 	ClosedAt time.Duration
+	// Open is true when the last Record answer had the circuit open or
+	// half-open: false before any trip, and once it closed again.
+	Open bool
 	// Probes are the probes' Records, in order: when, and whether the
 	// probe succeeded.
 	Probes []probeRecord
@@ -58,7 +65,11 @@ type probeRecord struct {
 	OK bool
 }
 
-func newTally(clk *clock) *tally { return &tally{clk: clk, by: map[string]*breakerWire{}} }
+// newTally returns an empty tally on clk, for a vendor that recovers at
+// recovered (incident time).
+func newTally(clk *clock, recovered time.Duration) *tally {
+	return &tally{clk: clk, recovered: recovered, by: map[string]*breakerWire{}}
+}
 
 func (t *tally) get(name string) *breakerWire {
 	w := t.by[name]
@@ -111,7 +122,8 @@ func (t *tally) observe(req, resp any, err error) {
 		if r.GetTicket().GetLeaseToken() != "" && res.GetCounted() {
 			w.Probes = append(w.Probes, probeRecord{At: now, OK: st.GetState() == pb.State_STATE_CLOSED})
 		}
-		if w.ClosedAt == 0 && res.GetCounted() && r.GetTicket().GetLeaseToken() != "" &&
+		w.Open = st.GetState() == pb.State_STATE_OPEN || st.GetState() == pb.State_STATE_HALF_OPEN
+		if w.ClosedAt == 0 && now >= t.recovered && res.GetCounted() && r.GetTicket().GetLeaseToken() != "" &&
 			r.GetOutcome() == pb.Outcome_OUTCOME_SUCCESS && st.GetState() == pb.State_STATE_CLOSED {
 			w.ClosedAt = now
 		}
@@ -310,7 +322,7 @@ func startEmbedded(cfg Config, clk *clock, id, statusURL string) (*embedded, err
 		closeRedis()
 		return nil, fmt.Errorf("event hub: %w", err)
 	}
-	calls := newTally(clk)
+	calls := newTally(clk, cfg.Outage)
 	g, hs := server.New(st, hub).NewGRPC(calls.serverOption())
 	server.SetServing(hs, true)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

@@ -16,7 +16,8 @@ import (
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
-// The five arms, in table order.
+// The arms, in table order: the five of every replay, then those a
+// Config asks for.
 const (
 	ArmNoBreaker = iota + 1
 	ArmPerRunFailFast
@@ -26,6 +27,12 @@ const (
 	// ArmFleetRemoveCheck is ArmFleetRemove with a recovery check
 	// (Config.RecoveryCheck; only then).
 	ArmFleetRemoveCheck
+	// ArmFleetWindow is ArmFleetRemove counting by the failure rate over a
+	// window (Config.Window; only then).
+	ArmFleetWindow
+	// ArmFleetSlow is ArmFleetRemove counting slow calls (a slow outage,
+	// Config.SlowOutage; only then).
+	ArmFleetSlow
 )
 
 var armNames = map[int]string{
@@ -36,20 +43,26 @@ var armNames = map[int]string{
 	ArmFleetFailFast:  "breakerd fleet-wide, fail fast",
 	// The name fits the table's 45 columns.
 	ArmFleetRemoveCheck: "arm 4 + recovery check of a status endpoint",
+	ArmFleetWindow:      "arm 4 counting the failure rate in a window",
+	ArmFleetSlow:        "arm 4 counting slow calls",
 }
 
 func fleet(arm int) bool {
-	return arm == ArmFleetRemove || arm == ArmFleetFailFast || arm == ArmFleetRemoveCheck
+	return arm == ArmFleetRemove || arm == ArmFleetFailFast || arm == ArmFleetRemoveCheck || arm == ArmFleetWindow || arm == ArmFleetSlow
 }
 
 // armBreakerPrefix starts the names of arm's breakers in replay id.
 func armBreakerPrefix(id string, arm int) string {
-	return fmt.Sprintf("%s%s:arm%d:", NamePrefix, id, arm)
+	return NamePrefix + id + ":" + armTag(arm) + ":"
 }
+
+// armTag is arm's part of its breakers' names.
+func armTag(arm int) string { return fmt.Sprintf("arm%d", arm) }
 
 // runs reports whether cfg runs arm.
 func (c Config) runs(arm int) bool {
-	if arm == ArmFleetRemoveCheck && c.RecoveryCheck <= 0 {
+	if arm == ArmFleetRemoveCheck && c.RecoveryCheck <= 0 || arm == ArmFleetWindow && c.Window <= 0 ||
+		arm == ArmFleetSlow && c.SlowOutage <= 0 {
 		return false
 	}
 	return !c.sweep || arm == ArmFleetRemove || arm == ArmFleetRemoveCheck
@@ -100,12 +113,18 @@ type Row struct {
 
 // Recovery is a fleet arm's breaker after the vendor recovered.
 type Recovery struct {
-	// Closed is false when no probe succeeded before the tail ended.
+	// Opened is false when the breaker never opened (a partial outage,
+	// Config.FailRate, that its counting did not trip on).
+	Opened bool
+	// Closed is false when no probe succeeded, after the vendor
+	// recovered, before the tail ended (or none was needed: see Tail).
 	Closed bool
 	// After is from the vendor's recovery to the Record of the first
 	// successful probe, incident time.
 	After time.Duration
-	// TailRuns arrived after the outage, until the breaker closed;
+	// TailRuns arrived after the outage, until the breaker closed (none
+	// when it was closed at the recovery: never opened, or closed again by
+	// a probe during a partial outage);
 	// TailLacked of them answered without search results; TailCalls of
 	// their calls reached the vendor.
 	TailRuns, TailLacked, TailCalls int
@@ -157,7 +176,7 @@ type runOut struct {
 	runResult
 }
 
-// Replay runs all five arms concurrently, each with its own fake vendor
+// Replay runs every arm cfg asks for concurrently, each with its own fake vendor
 // and breaker names, and returns the table. Errors: an invalid Config, no
 // breakerd at Addr, a Redis the in-process daemon cannot use, breakerd
 // refusing a request, and ctx ending.
@@ -183,7 +202,7 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 	var checkVendor *vendor
 	statusURL := ""
 	if cfg.RecoveryCheck > 0 {
-		checkVendor = newVendor(clk, cfg.Outage)
+		checkVendor = newVendor(clk, cfg)
 		defer checkVendor.close()
 		statusURL = checkVendor.srv.URL + "/status"
 	}
@@ -219,21 +238,26 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 		tail    []runOut
 	}
 	var armsRun []*armRun
-	for arm := ArmNoBreaker; arm <= ArmFleetRemoveCheck; arm++ {
+	for arm := ArmNoBreaker; arm <= ArmFleetSlow; arm++ {
 		if !cfg.runs(arm) {
 			continue
 		}
 		a := &armRun{arm: arm, vendor: checkVendor}
 		if arm != ArmFleetRemoveCheck {
-			a.vendor = newVendor(clk, cfg.Outage)
+			a.vendor = newVendor(clk, cfg)
 			defer a.vendor.close()
 		}
 		if fleet(arm) {
 			a.breaker = armBreakerPrefix(id, arm) + "web_search"
-			a.wire = newTally(clk)
+			a.wire = newTally(clk, cfg.Outage)
 			for w := range cfg.Workers {
-				c, err := client.Dial(addr, client.WithWorkerID(fmt.Sprintf("replay-%s-arm%d-w%d", id, arm, w+1)),
-					client.WithAllowBudget(budget), client.WithDialOptions(a.wire.dialOption()))
+				opts := []client.Option{client.WithWorkerID(fmt.Sprintf("replay-%s-arm%d-w%d", id, arm, w+1)),
+					client.WithAllowBudget(budget), client.WithDialOptions(a.wire.dialOption())}
+				if arm == ArmFleetSlow {
+					// Latencies on the clock breakerd decides by (replay time).
+					opts = append(opts, client.WithClock(replayClock{clk}))
+				}
+				c, err := client.Dial(addr, opts...)
 				if err != nil {
 					return nil, err
 				}
@@ -263,7 +287,7 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 		case ArmPerRunFailFast, ArmPerRunRemove:
 			b := &runBreaker{cfg: cfg, now: func() time.Duration { return sched.t }}
 			return &perRunGuard{b: b, remove: a.arm == ArmPerRunRemove}
-		case ArmFleetRemove, ArmFleetRemoveCheck:
+		case ArmFleetRemove, ArmFleetRemoveCheck, ArmFleetWindow, ArmFleetSlow:
 			return &fleetRunGuard{run: client.NewRun(a.clients[run%len(a.clients)]),
 				tool: client.Tool{Name: searchTool, Breaker: a.breaker, Description: "Search the web."}}
 		case ArmFleetFailFast:
@@ -329,14 +353,14 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 			if !fleet(a.arm) {
 				return
 			}
-			// Past the outage: runs keep arriving until the breaker closes.
+			// Past the outage: runs keep arriving while the breaker is open.
 			for k := 0; time.Duration(k)*cfg.interval() <= cfg.Tail; k++ {
 				at := cfg.Outage + time.Duration(k)*cfg.interval()
 				if clk.sleepUntil(ctx, at) != nil {
 					return
 				}
-				if authority(a).of(a.breaker).ClosedAt != 0 {
-					return
+				if !authority(a).of(a.breaker).Open {
+					return // closed: never opened, or closed again
 				}
 				start(a, cfg.Runs+k, at, true)
 			}
@@ -386,7 +410,7 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 		if fleet(a.arm) {
 			row.Wire, row.ClientWire = authority(a).of(a.breaker), a.wire.of(a.breaker)
 			row.Probes = row.Wire.Decisions[pb.Decision_DECISION_PROBE]
-			rec := &Recovery{TailRuns: len(a.tail)}
+			rec := &Recovery{TailRuns: len(a.tail), Opened: row.Wire.Trip != nil}
 			if at := row.Wire.ClosedAt; at != 0 {
 				rec.Closed, rec.After = true, at-cfg.Outage
 			}
@@ -428,9 +452,18 @@ func policyWarnings(cfg Config, row Row) []string {
 	}
 	trip := row.Wire.Trip
 	if trip == nil {
+		if cfg.FailRate < 1 || cfg.SlowOutage > 0 {
+			return out // a partial or slow outage need not trip every arm
+		}
 		return append(out, fmt.Sprintf("arm %d: the fleet breaker never opened", row.Arm))
 	}
-	if trip.GetFailures() < int64(cfg.Threshold) || trip.GetDistinctWorkers() < int64(cfg.Quorum) {
+	if row.Arm == ArmFleetWindow {
+		// A window's trip is judged by its rate: only the quorum shows.
+		if trip.GetDistinctWorkers() < int64(cfg.Quorum) {
+			out = append(out, fmt.Sprintf("arm %d: %v: it opened on failures from %d workers, the replay's quorum is %d (see --print-policy)",
+				row.Arm, errPolicy, trip.GetDistinctWorkers(), cfg.Quorum))
+		}
+	} else if trip.GetFailures() < int64(cfg.Threshold) || trip.GetDistinctWorkers() < int64(cfg.Quorum) {
 		out = append(out, fmt.Sprintf("arm %d: %v: it opened after %d failures from %d workers, the replay's threshold is %d from %d (see --print-policy)",
 			row.Arm, errPolicy, trip.GetFailures(), trip.GetDistinctWorkers(), cfg.Threshold, cfg.Quorum))
 	}
@@ -483,8 +516,13 @@ func (r *Report) Print(w io.Writer) error {
 	if c.Arrivals() < c.Outage {
 		over = fmt.Sprintf("the first %s of a %s search outage", c.Arrivals(), c.Outage)
 	}
-	fmt.Fprintf(&b, "%d runs arriving evenly over %s; each failing web_search call: %d attempts over %s; %s and $%.2f per model step\n",
-		c.Runs, over, c.Attempts, c.CallTime, c.StepTime, c.StepPrice)
+	if c.SlowOutage > 0 {
+		fmt.Fprintf(&b, "%d runs arriving evenly over %s; every web_search call answers, after %s during the outage; %s and $%.2f per model step\n",
+			c.Runs, strings.Replace(over, "search outage", "slow search outage", 1), c.SlowOutage, c.StepTime, c.StepPrice)
+	} else {
+		fmt.Fprintf(&b, "%d runs arriving evenly over %s; each failing web_search call: %d attempts over %s; %s and $%.2f per model step\n",
+			c.Runs, over, c.Attempts, c.CallTime, c.StepTime, c.StepPrice)
+	}
 	if r.virtual {
 		fmt.Fprintf(&b, "replayed on a virtual clock (%s) against %s\n\n", r.Elapsed.Round(100*time.Millisecond), r.Daemon)
 	} else {
@@ -511,8 +549,13 @@ func (r *Report) Print(w io.Writer) error {
 		}
 		rec := row.Recovery
 		closed := fmt.Sprintf("not closed within the %s tail", c.Tail)
-		if rec.Closed {
+		switch {
+		case !rec.Opened:
+			closed = "never opened"
+		case rec.Closed:
 			closed = fmt.Sprintf("first successful probe %s after recovery", rec.After.Round(time.Second))
+		case rec.TailRuns == 0:
+			closed = "closed again by a probe before the recovery"
 		}
 		fmt.Fprintf(&b, "  arm %d: %s; %s arrived meanwhile, %d of them answered without search, %d of their calls reached the vendor\n",
 			row.Arm, closed, plural(rec.TailRuns, "run"), rec.TailLacked, rec.TailCalls)

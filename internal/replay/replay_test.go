@@ -231,6 +231,13 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.Scale = 0.5 }, "--scale:"},
 		{func(c *Config) { c.CooldownBase = time.Millisecond; c.Scale = 10 }, "--cooldown:"},
 		{func(c *Config) { c.CooldownCap = time.Second }, "--cooldown-cap:"},
+		{func(c *Config) { c.FailRate = 0 }, "--fail-rate:"},
+		{func(c *Config) { c.Window = time.Minute }, "--window:"},
+		{func(c *Config) { c.Window = 6 * time.Minute; c.WindowRate = 1.5 }, "--window-rate:"},
+		{func(c *Config) { c.Window = 6 * time.Minute; c.WindowMinCalls = 1 }, "--window-min-calls:"},
+		{func(c *Config) { c.SlowOutage = 25 * time.Second; c.FailRate = 0.5 }, "--slow-outage:"},
+		{func(c *Config) { c.SlowOutage = time.Second }, "--slow-outage:"},
+		{func(c *Config) { c.SlowOutage = 25 * time.Second; c.SlowCall = 10 * time.Millisecond }, "--slow-call:"},
 	} {
 		cfg := Default()
 		tc.edit(&cfg)
@@ -284,3 +291,178 @@ func TestRunBreaker(t *testing.T) {
 }
 
 var errHTTP503 = &client.HTTPError{StatusCode: 503, Status: "503 Service Unavailable"}
+
+// TestReplayPartialOutage replays a vendor that fails 30% of calls: the
+// consecutive-failure arms never open (each failure run is ended by the
+// next success), the window arm does, and the vendor counts what that
+// saved and what it cost.
+func TestReplayPartialOutage(t *testing.T) {
+	cfg := Default()
+	cfg.Runs = 120
+	cfg.FailRate = 0.3
+	cfg.Window = 6 * time.Minute
+	rep, err := Replay(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("Replay: %v", err)
+	}
+	var out bytes.Buffer
+	if err := rep.Print(&out); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", out.String())
+	for _, w := range rep.Warnings {
+		t.Errorf("warning %q", w)
+	}
+	rows := map[int]Row{}
+	for _, r := range rep.Rows {
+		rows[r.Arm] = r
+		if r.Calls != r.ToolCalls {
+			t.Errorf("arm %d: the vendor saw %d calls, the model's tool made %d", r.Arm, r.Calls, r.ToolCalls)
+		}
+	}
+	if len(rows) != 6 || rows[ArmFleetWindow].Arm != ArmFleetWindow {
+		t.Fatalf("arms %v, want 1 to 5 and 7", rows)
+	}
+	none := rows[ArmNoBreaker]
+	for _, arm := range []int{ArmFleetRemove, ArmFleetFailFast} {
+		r := rows[arm]
+		if r.Wire.Trip != nil {
+			t.Errorf("arm %d opened at %s on a 30%% failure rate: %v", arm, r.Wire.TripAt, r.Wire.Trip)
+		}
+		if r.Calls != none.Calls || r.Lacked != none.Lacked {
+			t.Errorf("arm %d: %d calls, %d runs without results; never open, it should match arm 1's %d and %d",
+				arm, r.Calls, r.Lacked, none.Calls, none.Lacked)
+		}
+	}
+	w := rows[ArmFleetWindow]
+	if w.Wire.Trip == nil {
+		t.Fatalf("arm 7 never opened on a 30%% failure rate with failure_rate %g", cfg.WindowRate)
+	}
+	if got := w.Wire.Trip.GetDistinctWorkers(); got < int64(cfg.Quorum) {
+		t.Errorf("arm 7 opened on failures from %d workers, quorum %d", got, cfg.Quorum)
+	}
+	if w.Calls >= none.Calls || w.Attempts >= none.Attempts {
+		t.Errorf("arm 7: %d calls and %d attempts at the vendor, want fewer than arm 1's %d and %d", w.Calls, w.Attempts, none.Calls, none.Attempts)
+	}
+	// The cost: while open, runs whose calls would mostly have succeeded
+	// answered without search.
+	if w.Lacked <= none.Lacked || w.Admitted != w.Lacked {
+		t.Errorf("arm 7: %d runs without results (%d admitted it), arm 1 %d: want more, each admitted", w.Lacked, w.Admitted, none.Lacked)
+	}
+}
+
+func TestFailsIsAFixedShare(t *testing.T) {
+	n := 0
+	for run := range 200 {
+		for call := range 50 {
+			if fails(run, call, 0.3) {
+				n++
+			}
+			if fails(run, call, 0.3) != fails(run, call, 0.3) || !fails(run, call, 1) {
+				t.Fatalf("fails(%d, %d) is not a fixed answer", run, call)
+			}
+		}
+	}
+	// 10,000 draws: a fair 30% lands within ±2 points with p > 0.9999.
+	if n < 2800 || n > 3200 {
+		t.Errorf("fails at 0.3 chose %d of 10000 calls", n)
+	}
+}
+
+func TestPolicyYAMLWindowArm(t *testing.T) {
+	cfg := Default()
+	cfg.Window = 6 * time.Minute
+	set, err := policy.Parse([]byte(cfg.PolicyYAML()))
+	if err != nil {
+		t.Fatalf("policy.Parse(PolicyYAML()): %v", err)
+	}
+	if w := set.Warnings(); len(w) != 0 {
+		t.Errorf("warnings %q", w)
+	}
+	got := set.For(armBreakerPrefix("abcd", ArmFleetWindow) + "web_search")
+	if got.Mode != policy.ModeWindow || got.Window != 6*time.Second || got.FailureRate != 0.25 || got.MinCalls != 10 ||
+		got.MinWorkers != cfg.Quorum || got.CooldownBase != 500*time.Millisecond {
+		t.Errorf("arm 7's policy = %+v", got)
+	}
+	if got := set.For(armBreakerPrefix("abcd", ArmFleetRemove) + "web_search"); got.Mode != policy.ModeConsecutive || got.Threshold != 5 {
+		t.Errorf("arm 4's policy = %+v, want consecutive with threshold 5", got)
+	}
+}
+
+// TestReplaySlowOutage replays a vendor that answers every call in 25 s
+// instead of failing: nothing counts a failure, so arms 4 and 5 never
+// open; arm 8 counts slow calls, opens, and closes after the outage.
+func TestReplaySlowOutage(t *testing.T) {
+	cfg := Default()
+	cfg.Runs = 120
+	cfg.SlowOutage = 25 * time.Second
+	rep, err := Replay(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("Replay: %v", err)
+	}
+	var out bytes.Buffer
+	if err := rep.Print(&out); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", out.String())
+	for _, w := range rep.Warnings {
+		t.Errorf("warning %q", w)
+	}
+	rows := map[int]Row{}
+	for _, r := range rep.Rows {
+		rows[r.Arm] = r
+		if r.Calls != r.ToolCalls {
+			t.Errorf("arm %d: the vendor saw %d calls, the model's tool made %d", r.Arm, r.Calls, r.ToolCalls)
+		}
+	}
+	if len(rows) != 6 || rows[ArmFleetSlow].Arm != ArmFleetSlow {
+		t.Fatalf("arms %v, want 1 to 5 and 8", rows)
+	}
+	none := rows[ArmNoBreaker]
+	if none.Lacked != 0 || none.Median < cfg.SlowOutage {
+		t.Errorf("arm 1: %d runs without results, median run %s; want every run served, each waiting its %s call", none.Lacked, none.Median, cfg.SlowOutage)
+	}
+	for _, arm := range []int{ArmFleetRemove, ArmFleetFailFast} {
+		if r := rows[arm]; r.Wire.Trip != nil || r.Calls != none.Calls {
+			t.Errorf("arm %d: trip %v, %d calls; a slow vendor fails nothing, so it should never open and match arm 1's %d calls",
+				arm, r.Wire.Trip, r.Calls, none.Calls)
+		}
+	}
+	s := rows[ArmFleetSlow]
+	trip := s.Wire.Trip
+	if trip == nil {
+		t.Fatal("arm 8 never opened on a vendor 25s slow with slow_call 2s")
+	}
+	if trip.GetFailures() < int64(cfg.Threshold) || trip.GetDistinctWorkers() < int64(cfg.Quorum) || !strings.Contains(trip.GetReason(), "slow") {
+		t.Errorf("arm 8 opened on %d slow calls from %d workers (%q), want at least %d from %d, the reason saying slow",
+			trip.GetFailures(), trip.GetDistinctWorkers(), trip.GetReason(), cfg.Threshold, cfg.Quorum)
+	}
+	if s.Calls >= none.Calls || s.Median >= none.Median {
+		t.Errorf("arm 8: %d calls, median run %s; want fewer than arm 1's %d and shorter than its %s", s.Calls, s.Median, none.Calls, none.Median)
+	}
+	if s.Lacked == 0 || s.Admitted != s.Lacked {
+		t.Errorf("arm 8: %d runs without results, %d admitted it; the price of removing a slow tool is runs without it, each said", s.Lacked, s.Admitted)
+	}
+	if rec := s.Recovery; rec == nil || !rec.Closed {
+		t.Errorf("arm 8 did not close after the vendor recovered: %+v", rec)
+	}
+}
+
+func TestPolicyYAMLSlowArm(t *testing.T) {
+	cfg := Default()
+	cfg.SlowOutage = 25 * time.Second
+	set, err := policy.Parse([]byte(cfg.PolicyYAML()))
+	if err != nil {
+		t.Fatalf("policy.Parse(PolicyYAML()): %v", err)
+	}
+	if w := set.Warnings(); len(w) != 0 {
+		t.Errorf("warnings %q", w)
+	}
+	got := set.For(armBreakerPrefix("abcd", ArmFleetSlow) + "web_search")
+	if got.SlowCall != 33*time.Millisecond || got.SlowCallThreshold != cfg.Threshold || got.Threshold != cfg.Threshold {
+		t.Errorf("arm 8's policy = %+v, want slow_call 33ms (2s / 60) and slow_call_threshold %d", got, cfg.Threshold)
+	}
+	if got := set.For(armBreakerPrefix("abcd", ArmFleetRemove) + "web_search"); got.SlowCall != 0 {
+		t.Errorf("arm 4's policy counts slow calls: %+v", got)
+	}
+}

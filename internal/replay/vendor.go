@@ -175,6 +175,9 @@ const (
 	headerCall = "X-Replay-Call"
 	// headerAt is when the replay scheduled the attempt, incident ms.
 	headerAt = "X-Replay-At"
+	// headerTook, on an answer, is how long the vendor took to give it,
+	// incident ms (a slow outage).
+	headerTook = "X-Replay-Took"
 )
 
 // vendor is the fake search vendor: an HTTP server on loopback that
@@ -188,6 +191,12 @@ type vendor struct {
 	hc     *http.Client
 	clk    *clock
 	outage time.Duration
+	// failRate is the share of calls that fail during the outage
+	// (Config.FailRate); fails decides which.
+	failRate float64
+	// slowBy, when positive, makes the outage slow (Config.SlowOutage):
+	// every attempt during it succeeds after slowBy, incident time.
+	slowBy time.Duration
 
 	mu   sync.Mutex
 	runs map[int]*vendorRun
@@ -204,8 +213,8 @@ type vendorRun struct {
 	served   bool         // a 200 was sent
 }
 
-func newVendor(clk *clock, outage time.Duration) *vendor {
-	v := &vendor{clk: clk, outage: outage, runs: map[int]*vendorRun{}}
+func newVendor(clk *clock, cfg Config) *vendor {
+	v := &vendor{clk: clk, outage: cfg.Outage, failRate: cfg.FailRate, slowBy: cfg.SlowOutage, runs: map[int]*vendorRun{}}
 	v.srv = httptest.NewServer(http.HandlerFunc(v.serve))
 	v.hc = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}}
 	return v
@@ -224,7 +233,8 @@ func (v *vendor) serve(w http.ResponseWriter, r *http.Request) {
 	run, err1 := strconv.Atoi(r.Header.Get(headerRun))
 	call, err2 := strconv.Atoi(r.Header.Get(headerCall))
 	at, err3 := strconv.ParseInt(r.Header.Get(headerAt), 10, 64)
-	down := time.Duration(at)*time.Millisecond < v.outage
+	during := time.Duration(at)*time.Millisecond < v.outage
+	down := during && v.slowBy == 0 && fails(run, call, v.failRate)
 	v.mu.Lock()
 	if err1 != nil || err2 != nil || err3 != nil {
 		down = true
@@ -244,7 +254,31 @@ func (v *vendor) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "search backend unavailable", http.StatusServiceUnavailable)
 		return
 	}
+	if during && v.slowBy > 0 {
+		// The replay's clock, not this handler, makes the answer late:
+		// the header says by how much (incident ms).
+		w.Header().Set(headerTook, strconv.FormatInt(v.slowBy.Milliseconds(), 10))
+	}
 	_, _ = io.WriteString(w, `{"results":[{"title":"...","url":"https://example.com/"}]}`)
+}
+
+// fails reports whether the outage fails call number call of run: always
+// at rate 1, else when a hash of the two, read as a fraction in [0, 1),
+// is below rate. Every attempt of a call gets the same answer, and every
+// arm (each with its own vendor) sees the same calls fail.
+func fails(run, call int, rate float64) bool {
+	if rate >= 1 {
+		return true
+	}
+	// SplitMix64's finaliser (Steele, Lea and Flood, "Fast splittable
+	// pseudorandom number generators", OOPSLA 2014): neighbouring inputs
+	// give unrelated outputs.
+	z := uint64(run)<<32 | uint64(uint32(call))
+	z += 0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return float64(z>>11)/(1<<53) < rate
 }
 
 // serveStatus is the cheap status endpoint: 503 during the outage, 200
@@ -296,8 +330,13 @@ func (v *vendor) search(ctx context.Context, run, call, attempts int, callTime, 
 		if err := v.clk.sleepUntil(ctx, at); err != nil {
 			return at, err
 		}
-		if err = v.attempt(ctx, run, call, at); err == nil {
-			return at, nil
+		var took time.Duration
+		if took, err = v.attempt(ctx, run, call, at); err == nil {
+			// A slow answer arrives took later, on the replay's clock.
+			if err := v.clk.sleepUntil(ctx, at+took); err != nil {
+				return at + took, err
+			}
+			return at + took, nil
 		}
 	}
 	if err := v.clk.sleepUntil(ctx, start+callTime); err != nil {
@@ -306,19 +345,35 @@ func (v *vendor) search(ctx context.Context, run, call, attempts int, callTime, 
 	return start + callTime, err
 }
 
-func (v *vendor) attempt(ctx context.Context, run, call int, at time.Duration) error {
+// attempt sends one HTTP attempt scheduled at at, and returns how long
+// the vendor says its answer took (0 unless the outage is slow).
+func (v *vendor) attempt(ctx context.Context, run, call int, at time.Duration) (time.Duration, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, v.srv.URL+"/search", nil)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	req.Header.Set(headerRun, strconv.Itoa(run))
 	req.Header.Set(headerCall, strconv.Itoa(call))
 	req.Header.Set(headerAt, strconv.FormatInt(at.Milliseconds(), 10))
 	resp, err := v.hc.Do(req)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, resp.Body)
-	return client.CheckResponse(resp)
+	ms, _ := strconv.ParseInt(resp.Header.Get(headerTook), 10, 64)
+	return time.Duration(ms) * time.Millisecond, client.CheckResponse(resp)
+}
+
+// replayClock is the replay's time as pkg/client reads it
+// (client.WithClock), so that a call's latency is measured on the clock
+// breakerd decides by: on a virtual clock its wall(), else the wall clock
+// (an external daemon's, scale times faster than the incident).
+type replayClock struct{ c *clock }
+
+func (r replayClock) Now() time.Time {
+	if r.c.virtual {
+		return r.c.wall()
+	}
+	return time.Now()
 }

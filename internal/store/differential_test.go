@@ -400,6 +400,11 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 			res, v, ev := table.Apply(name, params, call, now)
 			events = ev
 			want := &pb.RecordResponse{Counted: res.Counted, Note: res.Note.String(), State: stateOf(v, name)}
+			if params.WindowMs > 0 { // window mode: the window after the call
+				cur, _ := table.State(name, now)
+				t := breaker.WindowOf(cur, params.WindowMs, now)
+				want.State.WindowCalls, want.State.WindowFailures, want.State.SlowCalls = t.Calls, t.Fails, t.Slow
+			}
 			if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
 				fatalf("Record(%q, %q, %s): Lua and machine differ (-machine +lua):\n%s", name, s.Worker, s.Outcome, diff)
 			}

@@ -206,6 +206,13 @@ func (s *Store) memoryAllow(name, worker string) *pb.AllowResponse {
 func (s *Store) memoryRecord(req *pb.RecordRequest, c breaker.Call) *pb.RecordResponse {
 	name := req.GetBreaker()
 	p := s.Policy(name)
-	res, v, _ := s.out.table.Apply(name, ParamsOf(p, s.o.Rand()), c, s.outageNow())
-	return &pb.RecordResponse{Counted: res.Counted, Note: res.Note.String(), State: stateOf(v, name, p), Degraded: true}
+	now := s.outageNow()
+	res, v, _ := s.out.table.Apply(name, ParamsOf(p, s.o.Rand()), c, now)
+	st := stateOf(v, name, p)
+	if w := windowMs(p); w > 0 { // the window after the call, as Redis answers
+		cur, _ := s.out.table.State(name, now)
+		t := breaker.WindowOf(cur, w, now)
+		st.WindowCalls, st.WindowFailures, st.SlowCalls = t.Calls, t.Fails, t.Slow
+	}
+	return &pb.RecordResponse{Counted: res.Counted, Note: res.Note.String(), State: st, Degraded: true}
 }

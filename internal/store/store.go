@@ -307,6 +307,9 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 	}
 	st := stateOf(v, name, p)
 	withGroup(st, g)
+	if len(res) == 6 { // window mode: the window's calls, failures and slow calls
+		st.WindowCalls, st.WindowFailures, st.SlowCalls = r.int(3), r.int(4), r.int(5)
+	}
 	s.register(ctx, name, p, st)
 	return &pb.RecordResponse{Counted: counted, Note: note.String(), State: st}, nil
 }

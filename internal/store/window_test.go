@@ -188,3 +188,32 @@ func TestWindowModeWritesOnEveryCall(t *testing.T) {
 		f.wantWindow(name, pb.State_STATE_CLOSED, 1, 0)
 	})
 }
+
+// Record's answer carries the window after the call, as Get shows it: a
+// counted call, an outcome that never counts (the window read, not
+// written) and a trip (the window starts empty).
+func TestWindowRecordAnswersWithTheWindow(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		f := windowFixture(t, b)
+		name := f.Breaker("vendor")
+		const fail, ok = pb.Outcome_OUTCOME_SERVER_ERROR, pb.Outcome_OUTCOME_SUCCESS
+		for i, c := range []struct {
+			worker       string
+			outcome      pb.Outcome
+			calls, fails int64
+		}{
+			{"w1", fail, 1, 1},
+			{"w2", ok, 2, 1},
+			{"w2", pb.Outcome_OUTCOME_INVALID_ARGUMENT, 2, 1}, // never counted: neither a call nor a failure
+			{"w1", fail, 3, 2},
+			{"w2", fail, 0, 0}, // 3 of 4 from 2 workers: open, the window empty
+		} {
+			r := f.call(name, c.worker, c.outcome)
+			if got := r.State; got.WindowCalls != c.calls || got.WindowFailures != c.fails || !got.WindowMode {
+				t.Errorf("Record %d (%s %v): window %d calls %d failures (window_mode %v), want %d and %d",
+					i+1, c.worker, c.outcome, got.WindowCalls, got.WindowFailures, got.WindowMode, c.calls, c.fails)
+			}
+		}
+		f.wantWindow(name, pb.State_STATE_OPEN, 0, 0)
+	})
+}

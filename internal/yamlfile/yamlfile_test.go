@@ -32,3 +32,28 @@ func TestDecode(t *testing.T) {
 		}
 	}
 }
+
+// A bad value's error names its field's path, whichever decoder words it.
+func TestDecodeNamesTheField(t *testing.T) {
+	type rule struct {
+		Match   string   `yaml:"match"`
+		Count   int      `yaml:"count"`
+		Timeout Duration `yaml:"timeout"`
+	}
+	type file struct {
+		Rules []rule `yaml:"rules"`
+	}
+	for _, tc := range []struct{ in, want string }{
+		{"rules:\n  - match: a\n  - match: b\n    count: many\n", "rules[1].count: line 4: cannot unmarshal"},
+		{"rules:\n  - match: a\n    timeout: soon\n", `rules[0].timeout: line 3: "soon" is not a duration`},
+		{"rules:\n  - match: a\n    cuont: 3\n", "rules[0].cuont: line 3: unknown field cuont"},
+		// Two values on one line: which one is meant is not guessed.
+		{"rules:\n  - {match: a, count: x}\n", "line 2: cannot unmarshal"},
+	} {
+		var f file
+		err := Decode([]byte(tc.in), &f)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("Decode(%q) = %v, want it to start %q", tc.in, err, tc.want)
+		}
+	}
+}

@@ -168,6 +168,11 @@ func (c *Client) rewatch(ctx context.Context, retry time.Duration, once func(con
 		if ctx.Err() != nil {
 			return
 		}
+		c.stats.watchBreaks.Add(1)
+		if err != nil {
+			e := err.Error()
+			c.stats.lastWatchErr.Store(&e)
+		}
 		c.log(msg, err)
 		t := time.NewTimer(retry)
 		select {

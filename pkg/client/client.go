@@ -116,7 +116,10 @@ type core struct {
 	down     atomic.Bool  // answering from the local fallback
 	answered atomic.Bool  // breakerd has answered at least once
 	streak   atomic.Int64 // consecutive failures to reach breakerd
-	stats    struct{ budgetMisses, lateAnswers, probesReleased, outages atomic.Int64 }
+	stats    struct {
+		budgetMisses, lateAnswers, probesReleased, outages, watchBreaks atomic.Int64
+		lastWatchErr                                                    atomic.Pointer[string]
+	}
 
 	mu        sync.Mutex
 	closed    bool
@@ -418,6 +421,17 @@ type Stats struct {
 	// acknowledged, in Batches RecordBatch calls; Resyncs the view's
 	// resyncs (one per Watch (re)connect).
 	SuccessesSkipped, SuccessesDropped, StaleNotSent, OutcomesSent, Batches, Resyncs int64
+	// WatchBreaks counts the Watch streams (fast mode's view, or the open
+	// cache of WithOpenCache) that breakerd refused or that ended, each
+	// retried after WithReconnectInterval; LastWatchError is the last one's
+	// error ("" before any). A client whose token may not watch
+	// (PermissionDenied) counts one break per retry and never goes live.
+	WatchBreaks    int64
+	LastWatchError string
+	// ViewLive is true while fast mode's view is subscribed and resynced:
+	// its answers follow breakerd's events. False before the first
+	// subscription, between a break and the next, and without fast mode.
+	ViewLive bool
 }
 
 // Stats returns the client's counters.
@@ -427,6 +441,11 @@ func (c *Client) Stats() Stats {
 	if c.out != nil {
 		st.SuccessesSkipped, st.SuccessesDropped, st.StaleNotSent = c.out.skipped.Load(), c.out.dropped.Load(), c.out.stale.Load()
 		st.OutcomesSent, st.Batches, st.Resyncs = c.out.sent.Load(), c.out.batches.Load(), c.view.syncs.Load()
+		st.ViewLive = c.view.live.Load()
+	}
+	st.WatchBreaks = c.stats.watchBreaks.Load()
+	if e := c.stats.lastWatchErr.Load(); e != nil {
+		st.LastWatchError = *e
 	}
 	return st
 }

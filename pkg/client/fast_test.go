@@ -2,10 +2,14 @@ package client
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/breakerd/breakerd/internal/daemontest"
 	"github.com/breakerd/breakerd/internal/policy"
@@ -627,5 +631,40 @@ func TestWholeMsRoundsUp(t *testing.T) {
 		if got := wholeMs(in); got != want {
 			t.Errorf("wholeMs(%v) = %v, want %v", in, got, want)
 		}
+	}
+}
+
+// refusingWatch is a fake breakerd that refuses every Watch and counts
+// the attempts.
+type refusingWatch struct {
+	pb.UnimplementedBreakerServiceServer
+	watches atomic.Int64
+}
+
+func (f *refusingWatch) Watch(*pb.WatchRequest, pb.BreakerService_WatchServer) error {
+	f.watches.Add(1)
+	return status.Error(codes.PermissionDenied, "token may not watch")
+}
+
+// A fast client whose Watch breakerd refuses says so in Stats, not only
+// in its log: the view is not live, and each refusal is counted with its
+// error.
+func TestFastRefusedWatchShowsInStats(t *testing.T) {
+	f := &refusingWatch{}
+	addr := serveFake(t, f)
+	c := dial(t, addr, "w1", WithFastMode(), WithReconnectInterval(time.Millisecond))
+	eventually(t, "two refused Watch streams in Stats", func() bool {
+		st := c.Stats()
+		return st.WatchBreaks >= 2 && f.watches.Load() >= 2
+	})
+	st := c.Stats()
+	if st.ViewLive {
+		t.Error("Stats().ViewLive is true with every Watch refused")
+	}
+	if !strings.Contains(st.LastWatchError, "PermissionDenied") || !strings.Contains(st.LastWatchError, "token may not watch") {
+		t.Errorf("Stats().LastWatchError = %q, want breakerd's PermissionDenied", st.LastWatchError)
+	}
+	if st.WatchBreaks > f.watches.Load() {
+		t.Errorf("%d breaks counted for %d Watch calls", st.WatchBreaks, f.watches.Load())
 	}
 }

@@ -42,7 +42,9 @@
 --             (on a Cluster the daemon reads both just before this script:
 --             breaker/cap.go states the rule, store/group.go the bound)
 --
--- Returns {counted (0|1), note, snapshot}; note is a breaker.Note code.
+-- Returns {counted (0|1), note, snapshot}; note is a breaker.Note code. In
+-- window mode the reply adds the window's calls, failures and slow calls
+-- after the call (0 after a transition: the window starts empty).
 -- Publishes (never logs) a run notice, run_started or run_ended, when a
 -- closed breaker's failure run starts or ends without a transition.
 -- Every transition into open lasts max(the cooldown, the Retry-After of the
@@ -120,10 +122,24 @@ end
 -- CAP_NOTE is the note of a Record whose trip the cap stopped.
 local CAP_NOTE = nil
 
+-- win_reply is the window's calls, failures and slow calls as
+-- window_record left them; reply reads them when no window_record ran.
+local win_reply
+
 local function reply(counted, note)
   if dirty then save(s) end
   run_notice()
-  return { counted, note or CAP_NOTE or '', snapshot(s) }
+  if WINDOW_MS <= 0 then return { counted, note or CAP_NOTE or '', snapshot(s) } end
+  -- Window mode: the window's totals too (of the current generation:
+  -- empty after a transition), as read.lua gives them.
+  local t = win_reply
+  if s.gen ~= GEN_WAS then
+    t = { 0, 0, 0 } -- a transition: the window starts empty
+  elseif t == nil then
+    local calls, fails, _, slow = win_totals(win_load(s.gen, win_bucket(WINDOW_MS)))
+    t = { calls, fails, slow }
+  end
+  return { counted, note or CAP_NOTE or '', snapshot(s), t[1], t[2], t[3] }
 end
 
 -- group_counts returns the group's other known and open breakers: from
@@ -347,6 +363,10 @@ local function window_record()
   redis.call('DEL', K_WIN)
   redis.call('HSET', K_WIN, unpack(fields))
   redis.call('PEXPIRE', K_WIN, WINDOW_MS)
+  do
+    local calls, fails, _, nslow = win_totals(w)
+    win_reply = { calls, fails, nslow }
+  end
   if slow then
     push_sample()
     dirty = true

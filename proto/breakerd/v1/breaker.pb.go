@@ -537,9 +537,10 @@ type BreakerState struct {
 	SuspectWorker string `protobuf:"bytes,20,opt,name=suspect_worker,json=suspectWorker,proto3" json:"suspect_worker,omitempty"`
 	// When the suspect worker is let through again; 0 when none.
 	SuspectUntilMs int64 `protobuf:"varint,21,opt,name=suspect_until_ms,json=suspectUntilMs,proto3" json:"suspect_until_ms,omitempty"`
-	// Window mode only (a policy's mode: window), in Get, BatchGet and
-	// List: the calls the failure-rate window holds now (since the last
-	// transition, at most one window back). 0 otherwise.
+	// Window mode only (a policy's mode: window), in Get, BatchGet, List
+	// and Record's answer (after the call): the calls the failure-rate
+	// window holds now (since the last transition, at most one window
+	// back). 0 otherwise.
 	WindowCalls int64 `protobuf:"varint,40,opt,name=window_calls,json=windowCalls,proto3" json:"window_calls,omitempty"`
 	// Window mode only: the counted failures among window_calls.
 	WindowFailures int64 `protobuf:"varint,41,opt,name=window_failures,json=windowFailures,proto3" json:"window_failures,omitempty"`
