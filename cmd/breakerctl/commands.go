@@ -102,7 +102,7 @@ by --timeout), so a fleet of any size is listed without one long call.`,
 			for _, s := range sts {
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\n", s.GetBreaker(), stateName(s.GetState()), s.GetGeneration(),
 					failuresCell(s), slowCell(s), s.GetDistinctWorkers(), ago(s.GetOpenedAtMs(), s.GetAsOfMs()),
-					ago(s.GetNextProbeAtMs(), s.GetAsOfMs()), orDash(s.GetReason()))
+					ago(s.GetNextProbeAtMs(), s.GetAsOfMs()), reasonCell(s))
 			}
 			return tw.Flush()
 		}),
@@ -110,6 +110,15 @@ by --timeout), so a fleet of any size is listed without one long call.`,
 	cmd.Flags().StringSliceVar(&states, "state", nil, "only these states: closed, open, half_open, forced, forced_open, forced_closed, paused")
 	cmd.Flags().Int32Var(&pageSize, "page-size", 500, "keys breakerd examines per call (1 to 1000); the list is read in as many calls as it takes")
 	return cmd
+}
+
+// reasonCell is list's REASON column: the state's reason, or for a closed
+// breaker whose trip its group's open-fraction cap stopped, that.
+func reasonCell(s *pb.BreakerState) string {
+	if s.GetReason() == "" && s.GetOpenFractionCapped() {
+		return "trip stopped by the open-fraction cap of group " + s.GetGroup()
+	}
+	return orDash(s.GetReason())
 }
 
 // failuresCell is list's FAILURES column: the failure run in consecutive

@@ -645,6 +645,9 @@ func TestStatusShowsTheOpenFractionCap(t *testing.T) {
 		if js.State != "closed" || !js.OpenFractionCapped || js.Group != g.Name || js.GroupKnown != 2 || js.GroupOpen != 1 || js.MaxOpenFraction != 0.5 {
 			t.Errorf("status --json = %+v, want closed, capped, group %s with 2 known 1 open", js, g.Name)
 		}
+		if ls := must(t, env, "list").stdout; !strings.Contains(ls, "trip stopped by the open-fraction cap of group "+g.Name) {
+			t.Errorf("list lacks the capped breaker's reason:\n%s", ls)
+		}
 		if st := must(t, env, "status", first).stdout; strings.Contains(st, "open-fraction cap:") {
 			t.Errorf("status of the open breaker shows the cap:\n%s", st)
 		}
