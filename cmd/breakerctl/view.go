@@ -14,37 +14,42 @@ import (
 // names, numbers as numbers, every *_ms a duration in milliseconds and
 // every *_at_ms milliseconds since the epoch on the Redis clock (0: none).
 type stateView struct {
-	Breaker         string   `json:"breaker"`
-	State           string   `json:"state"`
-	Generation      int64    `json:"generation"`
-	Failures        int64    `json:"failures"`
-	DistinctWorkers int64    `json:"distinct_workers"`
-	OpenedAtMs      int64    `json:"opened_at_ms"`
-	NextProbeAtMs   int64    `json:"next_probe_at_ms"`
-	CooldownMs      int64    `json:"cooldown_ms"`
-	Reason          string   `json:"reason"`
-	LastFailure     string   `json:"last_failure"`
-	ProbeInFlight   bool     `json:"probe_in_flight"`
-	FailedProbes    int64    `json:"failed_probes"`
-	ForcedBy        string   `json:"forced_by"`
-	ForcedUntilMs   int64    `json:"forced_until_ms"`
-	Alternatives    []string `json:"alternatives"`
-	AsOfMs          int64    `json:"as_of_ms"`
-	SuspectWorker   string   `json:"suspect_worker,omitempty"`
-	SuspectUntilMs  int64    `json:"suspect_until_ms,omitempty"`
-	WindowMode      bool     `json:"window_mode,omitempty"`
-	WindowCalls     int64    `json:"window_calls,omitempty"`
-	WindowFailures  int64    `json:"window_failures,omitempty"`
-	SlowCalls       int64    `json:"slow_calls,omitempty"`
-	SlowCallMs      int64    `json:"slow_call_ms,omitempty"`
-	// The open-fraction cap: the breaker's group, its cap and counts, and
-	// whether a trip of this breaker was stopped by it.
-	Group              string     `json:"group,omitempty"`
-	MaxOpenFraction    float64    `json:"max_open_fraction,omitempty"`
-	GroupKnown         int64      `json:"group_known,omitempty"`
-	GroupOpen          int64      `json:"group_open,omitempty"`
-	OpenFractionCapped bool       `json:"open_fraction_capped,omitempty"`
-	LastEvent          *eventView `json:"last_event,omitempty"`
+	Breaker         string     `json:"breaker"`
+	State           string     `json:"state"`
+	Generation      int64      `json:"generation"`
+	Failures        int64      `json:"failures"`
+	DistinctWorkers int64      `json:"distinct_workers"`
+	OpenedAtMs      int64      `json:"opened_at_ms"`
+	NextProbeAtMs   int64      `json:"next_probe_at_ms"`
+	CooldownMs      int64      `json:"cooldown_ms"`
+	Reason          string     `json:"reason"`
+	LastFailure     string     `json:"last_failure"`
+	ProbeInFlight   bool       `json:"probe_in_flight"`
+	FailedProbes    int64      `json:"failed_probes"`
+	ForcedBy        string     `json:"forced_by"`
+	ForcedUntilMs   int64      `json:"forced_until_ms"`
+	Alternatives    []string   `json:"alternatives"`
+	AsOfMs          int64      `json:"as_of_ms"`
+	SuspectWorker   string     `json:"suspect_worker,omitempty"`
+	SuspectUntilMs  int64      `json:"suspect_until_ms,omitempty"`
+	WindowMode      bool       `json:"window_mode,omitempty"`
+	WindowCalls     int64      `json:"window_calls,omitempty"`
+	WindowFailures  int64      `json:"window_failures,omitempty"`
+	SlowCalls       int64      `json:"slow_calls,omitempty"`
+	SlowCallMs      int64      `json:"slow_call_ms,omitempty"`
+	LastEvent       *eventView `json:"last_event,omitempty"`
+	capView
+}
+
+// capView is the open-fraction cap's part of stateView: the breaker's
+// group, its cap and counts, and whether a trip of this breaker was
+// stopped by it (all absent for a breaker in no group).
+type capView struct {
+	Group              string  `json:"group,omitempty"`
+	MaxOpenFraction    float64 `json:"max_open_fraction,omitempty"`
+	GroupKnown         int64   `json:"group_known,omitempty"`
+	GroupOpen          int64   `json:"group_open,omitempty"`
+	OpenFractionCapped bool    `json:"open_fraction_capped,omitempty"`
 }
 
 // eventView is an event as --json prints it.
@@ -83,8 +88,8 @@ func viewState(s *pb.BreakerState) stateView {
 		SuspectWorker: s.GetSuspectWorker(), SuspectUntilMs: s.GetSuspectUntilMs(),
 		WindowMode: s.GetWindowMode(), WindowCalls: s.GetWindowCalls(), WindowFailures: s.GetWindowFailures(),
 		SlowCalls: s.GetSlowCalls(), SlowCallMs: s.GetSlowCallMs(),
-		Group: s.GetGroup(), MaxOpenFraction: s.GetMaxOpenFraction(), GroupKnown: s.GetGroupKnown(),
-		GroupOpen: s.GetGroupOpen(), OpenFractionCapped: s.GetOpenFractionCapped(),
+		capView: capView{Group: s.GetGroup(), MaxOpenFraction: s.GetMaxOpenFraction(), GroupKnown: s.GetGroupKnown(),
+			GroupOpen: s.GetGroupOpen(), OpenFractionCapped: s.GetOpenFractionCapped()},
 	}
 }
 

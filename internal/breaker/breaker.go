@@ -132,23 +132,22 @@ type Note string
 // The notes.
 const (
 	NoteNone             Note = ""
-	NotePaused           Note = "paused"               // paused: nothing counts
-	NoteCredentialPaused Note = "credential_paused"    // this 401 paused the breaker
-	NoteOpen             Note = "open"                 // an open circuit counts nothing
-	NoteOpenExtended     Note = "open_extended"        // a Retry-After moved the next probe later
-	NoteForcedOpen       Note = "forced_open"          // pinned open: nothing counts
-	NoteNotLeaseHolder   Note = "not_lease_holder"     // half-open: only the probe decides
-	NoteProbeReleased    Note = "probe_released"       // the probe's outcome never counts: lease freed
-	NoteProbeThrottled   Note = "probe_throttled"      // the probe got a 429 it could wait out
-	NoteStale            Note = "stale"                // the ticket's generation is past
-	NoteThrottled        Note = "throttled"            // a 429 within the deadline
-	NoteNeutral          Note = "neutral"              // the outcome never counts
-	NoteCredentialLone   Note = "credential_lone"      // a 401 no other worker confirms
-	NoteQuotaPaused      Note = "quota_paused"         // this 402 paused the breaker
-	NoteQuotaLone        Note = "quota_lone"           // a 402 no other worker confirms
-	NoteRecovered        Note = "recovered"            // a recovery check half-opened the breaker
-	NoteRecoveryStale    Note = "recovery_stale"       // a recovery check found the breaker no longer open at its generation
-	NoteCapped           Note = "open_fraction_capped" // a trip the group's open-fraction cap stopped: counted, still closed
+	NotePaused           Note = "paused"            // paused: nothing counts
+	NoteCredentialPaused Note = "credential_paused" // this 401 paused the breaker
+	NoteOpen             Note = "open"              // an open circuit counts nothing
+	NoteOpenExtended     Note = "open_extended"     // a Retry-After moved the next probe later
+	NoteForcedOpen       Note = "forced_open"       // pinned open: nothing counts
+	NoteNotLeaseHolder   Note = "not_lease_holder"  // half-open: only the probe decides
+	NoteProbeReleased    Note = "probe_released"    // the probe's outcome never counts: lease freed
+	NoteProbeThrottled   Note = "probe_throttled"   // the probe got a 429 it could wait out
+	NoteStale            Note = "stale"             // the ticket's generation is past
+	NoteThrottled        Note = "throttled"         // a 429 within the deadline
+	NoteNeutral          Note = "neutral"           // the outcome never counts
+	NoteCredentialLone   Note = "credential_lone"   // a 401 no other worker confirms
+	NoteQuotaPaused      Note = "quota_paused"      // this 402 paused the breaker
+	NoteQuotaLone        Note = "quota_lone"        // a 402 no other worker confirms
+	NoteRecovered        Note = "recovered"         // a recovery check half-opened the breaker
+	NoteRecoveryStale    Note = "recovery_stale"    // a recovery check found the breaker no longer open at its generation
 )
 
 // Result is what a call answers.

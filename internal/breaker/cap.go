@@ -24,6 +24,16 @@ import "strconv"
 // host too); a trip that brings the open fraction to exactly
 // max_open_fraction is not capped; max_open_fraction 1 never caps.
 
+// The cause and the note of a capped trip.
+const (
+	// CauseOpenFractionCap: a trip stopped by the group's open-fraction
+	// cap (the open_fraction_cap event).
+	CauseOpenFractionCap Cause = "open_fraction_cap"
+	// NoteCapped: the Record was counted, and the trip it made was
+	// stopped by the group's cap: the breaker stays closed.
+	NoteCapped Note = "open_fraction_capped"
+)
+
 // GroupCounts are a group's index as a Record sees it: the OTHER breakers
 // of the breaker's group that hold state (Known) and, of them, those open
 // (Open: Denies). On a single Redis record.lua counts them itself, in the

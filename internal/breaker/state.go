@@ -26,32 +26,31 @@ type Cause string
 
 // The causes.
 const (
-	CauseTrip            Cause = "trip"              // threshold failures from a quorum
-	CauseRateLimit       Cause = "rate_limit"        // rate_limit_trips counted 429s from a quorum
-	CauseProbeFailed     Cause = "probe_failed"      // the half-open probe failed
-	CauseCredential      Cause = "credential"        // a 401 on a credential that had worked: paused
-	CauseCredentialAlert Cause = "credential_alert"  // a 401, alert only
-	CauseCooldownElapsed Cause = "cooldown_elapsed"  // open -> half_open
-	CauseProbeSucceeded  Cause = "probe_succeeded"   // half_open -> closed
-	CauseForceExpired    Cause = "force_expired"     // an operator's pin lapsed
-	CauseForced          Cause = "forced"            // an operator pinned it
-	CauseAuto            Cause = "auto"              // an operator returned it to automatic
-	CauseStuckOpen       Cause = "stuck_open"        // two failed probes since the trip
-	CauseSuspect         Cause = "suspect"           // one worker alone past the threshold
-	CauseCredentialLone  Cause = "credential_lone"   // a 401 from one worker only: it is isolated
-	CausePauseExpiring   Cause = "pause_expiring"    // a pause lapses soon
-	CausePauseExpired    Cause = "pause_expired"     // a pause lapsed: closed again
-	CauseProbeAbandoned  Cause = "probe_abandoned"   // a worker let 3 probe leases lapse in a row
-	CauseQuota           Cause = "quota"             // the account's quota or billing exhausted: paused
-	CauseQuotaAlert      Cause = "quota_alert"       // a 402, alert only
-	CauseQuotaLone       Cause = "quota_lone"        // a 402 from one worker only: it is isolated
-	CauseOutage          Cause = "outage"            // carried into a daemon's memory from the last event it heard (Last)
-	CauseWindow          Cause = "window"            // window mode: the failure rate over the window, from a quorum
-	CauseWindowSuspect   Cause = "window_suspect"    // window mode: the rate reached, all failures from one worker
-	CauseRecoveryCheck   Cause = "recovery_check"    // open -> half_open: the policy's recovery check succeeded
-	CauseSlow            Cause = "slow"              // slow_call_threshold consecutive slow calls (or slow_call_rate of a window) from a quorum
-	CauseSlowSuspect     Cause = "slow_suspect"      // the slow calls past the limit all came from one worker
-	CauseOpenFractionCap Cause = "open_fraction_cap" // a trip stopped by the group's open-fraction cap (cap.go)
+	CauseTrip            Cause = "trip"             // threshold failures from a quorum
+	CauseRateLimit       Cause = "rate_limit"       // rate_limit_trips counted 429s from a quorum
+	CauseProbeFailed     Cause = "probe_failed"     // the half-open probe failed
+	CauseCredential      Cause = "credential"       // a 401 on a credential that had worked: paused
+	CauseCredentialAlert Cause = "credential_alert" // a 401, alert only
+	CauseCooldownElapsed Cause = "cooldown_elapsed" // open -> half_open
+	CauseProbeSucceeded  Cause = "probe_succeeded"  // half_open -> closed
+	CauseForceExpired    Cause = "force_expired"    // an operator's pin lapsed
+	CauseForced          Cause = "forced"           // an operator pinned it
+	CauseAuto            Cause = "auto"             // an operator returned it to automatic
+	CauseStuckOpen       Cause = "stuck_open"       // two failed probes since the trip
+	CauseSuspect         Cause = "suspect"          // one worker alone past the threshold
+	CauseCredentialLone  Cause = "credential_lone"  // a 401 from one worker only: it is isolated
+	CausePauseExpiring   Cause = "pause_expiring"   // a pause lapses soon
+	CausePauseExpired    Cause = "pause_expired"    // a pause lapsed: closed again
+	CauseProbeAbandoned  Cause = "probe_abandoned"  // a worker let 3 probe leases lapse in a row
+	CauseQuota           Cause = "quota"            // the account's quota or billing exhausted: paused
+	CauseQuotaAlert      Cause = "quota_alert"      // a 402, alert only
+	CauseQuotaLone       Cause = "quota_lone"       // a 402 from one worker only: it is isolated
+	CauseOutage          Cause = "outage"           // carried into a daemon's memory from the last event it heard (Last)
+	CauseWindow          Cause = "window"           // window mode: the failure rate over the window, from a quorum
+	CauseWindowSuspect   Cause = "window_suspect"   // window mode: the rate reached, all failures from one worker
+	CauseRecoveryCheck   Cause = "recovery_check"   // open -> half_open: the policy's recovery check succeeded
+	CauseSlow            Cause = "slow"             // slow_call_threshold consecutive slow calls (or slow_call_rate of a window) from a quorum
+	CauseSlowSuspect     Cause = "slow_suspect"     // the slow calls past the limit all came from one worker
 )
 
 // State is one breaker's stored state: the fields of its Redis hash

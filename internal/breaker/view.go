@@ -84,26 +84,27 @@ func StateOf(public string) pb.State { return publicStates[public] }
 // Proto renders v as the API's BreakerState for the named breaker, the
 // reason in plain words.
 func (v View) Proto(name string, alternatives []string) *pb.BreakerState {
-	return &pb.BreakerState{
-		Breaker:            name,
-		State:              StateOf(v.State),
-		Generation:         v.Gen,
-		Failures:           v.Fails,
-		DistinctWorkers:    v.Workers,
-		OpenedAtMs:         v.Opened,
-		NextProbeAtMs:      v.ProbeAt,
-		CooldownMs:         v.Cooldown,
-		Reason:             StateReason(name, v),
-		LastFailure:        SlowPhrase(v.Last),
-		SlowCalls:          v.Slow,
-		ProbeInFlight:      v.InFlight,
-		FailedProbes:       v.Level,
-		ForcedBy:           v.ForceBy,
-		ForcedUntilMs:      v.ForceUntil,
-		AsOfMs:             v.Now,
-		SuspectWorker:      v.Suspect,
-		SuspectUntilMs:     v.SuspectUntil,
-		Alternatives:       alternatives,
-		OpenFractionCapped: v.Capped,
+	st := &pb.BreakerState{
+		Breaker:         name,
+		State:           StateOf(v.State),
+		Generation:      v.Gen,
+		Failures:        v.Fails,
+		DistinctWorkers: v.Workers,
+		OpenedAtMs:      v.Opened,
+		NextProbeAtMs:   v.ProbeAt,
+		CooldownMs:      v.Cooldown,
+		Reason:          StateReason(name, v),
+		LastFailure:     SlowPhrase(v.Last),
+		SlowCalls:       v.Slow,
+		ProbeInFlight:   v.InFlight,
+		FailedProbes:    v.Level,
+		ForcedBy:        v.ForceBy,
+		ForcedUntilMs:   v.ForceUntil,
+		AsOfMs:          v.Now,
+		SuspectWorker:   v.Suspect,
+		SuspectUntilMs:  v.SuspectUntil,
+		Alternatives:    alternatives,
 	}
+	st.OpenFractionCapped = v.Capped
+	return st
 }
