@@ -40,6 +40,10 @@ state, generation, consecutive failures and distinct workers, when it
 opened and when its next probe is due (relative to the Redis clock), and
 why it is open or forced.
 
+A breaker in shadow mode (its policy's shadow, or "breakerctl shadow") is
+closed, as enforced, with the state it would be in beside it: "closed
+(shadow: open)". --state filters on the state enforced.
+
 A closed breaker with no failures holds no state and is not listed.
 
 --state keeps only breakers in the given states; repeat it or separate
@@ -100,7 +104,7 @@ by --timeout), so a fleet of any size is listed without one long call.`,
 			tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "BREAKER\tSTATE\tGEN\tFAILURES\tSLOW\tWORKERS\tOPENED\tNEXT PROBE\tREASON")
 			for _, s := range sts {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\n", s.GetBreaker(), stateName(s.GetState()), s.GetGeneration(),
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\n", s.GetBreaker(), stateCell(s), s.GetGeneration(),
 					failuresCell(s), slowCell(s), s.GetDistinctWorkers(), ago(s.GetOpenedAtMs(), s.GetAsOfMs()),
 					ago(s.GetNextProbeAtMs(), s.GetAsOfMs()), reasonCell(s))
 			}
@@ -211,7 +215,13 @@ func printStatus(w io.Writer, s *pb.BreakerState, last *pb.Event) error {
 		return stamp(ms) + " (" + ago(ms, s.GetAsOfMs()) + ")"
 	}
 	row("breaker", s.GetBreaker())
-	row("state", stateName(s.GetState()))
+	row("state", stateCell(s))
+	switch set := shadowSettingName(s.GetShadowSetting()); {
+	case set != "":
+		row("shadow", set+" (set by an operator; breakerctl shadow "+s.GetBreaker()+" policy returns it to its policy)")
+	case s.GetShadow():
+		row("shadow", "on (the policy's shadow: Allow always allows; transitions are recorded, not enforced)")
+	}
 	row("generation", fmt.Sprint(s.GetGeneration()))
 	row("failures", fmt.Sprint(s.GetFailures()))
 	row("distinct workers", fmt.Sprint(s.GetDistinctWorkers()))
@@ -225,7 +235,8 @@ func printStatus(w io.Writer, s *pb.BreakerState, last *pb.Event) error {
 	}
 	// The slow run, where the policy counts one and it is running: a trip
 	// starts it afresh, and then the reason tells why the circuit opened.
-	if lim := s.GetSlowCallMs(); lim > 0 && (s.GetState() == pb.State_STATE_CLOSED || s.GetState() == pb.State_STATE_FORCED_CLOSED) {
+	if lim := s.GetSlowCallMs(); lim > 0 && (s.GetState() == pb.State_STATE_CLOSED && (!s.GetShadow() || s.GetShadowState() == pb.State_STATE_CLOSED) ||
+		s.GetState() == pb.State_STATE_FORCED_CLOSED) {
 		row("slow calls", fmt.Sprintf("%d slower than %s", s.GetSlowCalls(), dur(lim)))
 	}
 	if g := s.GetGroup(); g != "" {
@@ -255,7 +266,7 @@ func printStatus(w io.Writer, s *pb.BreakerState, last *pb.Event) error {
 		row("alternatives", strings.Join(s.GetAlternatives(), ", "))
 	}
 	if last != nil {
-		row("last event", fmt.Sprintf("%s %s %s by %s (%s ago)", stamp(last.GetAtMs()), kindName(last.GetKind()),
+		row("last event", fmt.Sprintf("%s %s %s by %s (%s ago)", stamp(last.GetAtMs()), kindCell(last),
 			arrow(last), orDash(last.GetActor()), strings.TrimSuffix(ago(last.GetAtMs(), s.GetAsOfMs()), " ago")))
 	}
 	return tw.Flush()
@@ -319,17 +330,93 @@ The optional --reason is recorded in the event log.`,
 	return cmd
 }
 
+func (c *cli) shadowCmd() *cobra.Command {
+	var reason string
+	settings := map[string]pb.ShadowSetting{"on": pb.ShadowSetting_SHADOW_SETTING_ON,
+		"off": pb.ShadowSetting_SHADOW_SETTING_OFF, "policy": pb.ShadowSetting_SHADOW_SETTING_POLICY}
+	cmd := &cobra.Command{
+		Use:   "shadow BREAKER on|off|policy [--reason TEXT]",
+		Short: "Set a breaker's shadow mode: on, off, or as its policy says",
+		Long: `Set one breaker's shadow mode, fleet-wide, overriding its policy's
+shadow field either way:
+
+  on      shadow: every decision is computed and every transition
+          recorded as an event marked shadow ("would have opened"), but
+          Allow always allows (the answer says what enforced mode would
+          have done). For tuning a policy on real traffic.
+  off     enforced, whatever the policy says.
+  policy  follow the policy's shadow field again (the default).
+
+The breaker's state is kept as it is: turning shadow off on a breaker
+that would be open enforces it, open, at once (status shows the shadow
+state first; "breakerctl auto" starts it afresh). A pin (force-open,
+force-close) still wins over shadow mode. The setting lasts until an
+operator changes it; auto keeps it.
+
+--reason is required for on and off and is recorded in the event log
+with the operator.`,
+		Example: `  breakerctl shadow web_search on --reason "tuning threshold 3 on real traffic"
+  breakerctl shadow web_search off --reason "enforcing after a week of shadow"
+  breakerctl shadow web_search policy`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 2 {
+				return usageErr("want a breaker and on, off or policy, got %d arguments", len(args))
+			}
+			if err := oneBreaker(cmd, args[:1]); err != nil {
+				return err
+			}
+			if _, ok := settings[args[1]]; !ok {
+				return usageErr("unknown shadow setting %q (want on, off or policy)", args[1])
+			}
+			return nil
+		},
+		RunE: c.act(func(ctx context.Context, args []string) error {
+			set := settings[args[1]]
+			if set != pb.ShadowSetting_SHADOW_SETTING_POLICY && strings.TrimSpace(reason) == "" {
+				return usageErr("--reason: is required for shadow %s", args[1])
+			}
+			cctx, cancel := c.call(ctx)
+			defer cancel()
+			res, err := c.api.Force(cctx, &pb.ForceRequest{Breaker: args[0], Mode: pb.ForceMode_FORCE_MODE_SHADOW,
+				Shadow: set, Reason: reason, Operator: c.operatorName()})
+			if err != nil {
+				return err
+			}
+			s := res.GetState()
+			if c.json {
+				return writeJSON(c.stdout, viewState(s))
+			}
+			mode := "enforced"
+			if s.GetShadow() {
+				mode = "shadowed (Allow always allows)"
+			}
+			c.printf("%s: shadow %s: %s, %s (generation %d)\n", args[0], args[1], mode, stateCell(s), s.GetGeneration())
+			return nil
+		}),
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, in plain words (required for on and off): recorded in the event log")
+	c.operatorFlag(cmd)
+	return cmd
+}
+
 func (c *cli) operatorFlag(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&c.operator, "operator", "", "who is forcing, recorded in the event (env BREAKERCTL_OPERATOR, else $USER); a daemon with --tokens records the token's name instead")
 }
 
-func (c *cli) force(ctx context.Context, name string, mode pb.ForceMode, reason string, ttl time.Duration) error {
+// operatorName is who is forcing: --operator, env BREAKERCTL_OPERATOR,
+// $USER, else "operator".
+func (c *cli) operatorName() string {
 	op := c.operator
 	for _, v := range []string{c.getenv("BREAKERCTL_OPERATOR"), c.getenv("USER"), "operator"} {
 		if op == "" {
 			op = v
 		}
 	}
+	return op
+}
+
+func (c *cli) force(ctx context.Context, name string, mode pb.ForceMode, reason string, ttl time.Duration) error {
+	op := c.operatorName()
 	cctx, cancel := c.call(ctx)
 	defer cancel()
 	res, err := c.api.Force(cctx, &pb.ForceRequest{Breaker: name, Mode: mode, Reason: reason, TtlMs: ttl.Milliseconds(), Operator: op})
@@ -417,7 +504,7 @@ func orAll(breakers []string) string {
 
 // eventLine is one event as watch prints it.
 func eventLine(e *pb.Event) string {
-	line := fmt.Sprintf("%s  %s  %s  %s  gen %d  by %s", stamp(e.GetAtMs()), e.GetBreaker(), kindName(e.GetKind()),
+	line := fmt.Sprintf("%s  %s  %s  %s  gen %d  by %s", stamp(e.GetAtMs()), e.GetBreaker(), kindCell(e),
 		arrow(e), e.GetGeneration(), orDash(e.GetActor()))
 	if e.GetCooldownMs() > 0 {
 		line += "  cooldown " + dur(e.GetCooldownMs())
@@ -474,7 +561,7 @@ log keeps (each breaker keeps about --events-max-len entries for
 			tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "TIME\tBREAKER\tKIND\tCHANGE\tGEN\tBY\tREASON")
 			for _, e := range evs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", stamp(e.GetAtMs()), e.GetBreaker(), kindName(e.GetKind()),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", stamp(e.GetAtMs()), e.GetBreaker(), kindCell(e),
 					arrow(e), e.GetGeneration(), orDash(e.GetActor()), e.GetReason())
 			}
 			return tw.Flush()

@@ -275,6 +275,10 @@ func TestUsageErrorsExit2AndReachNoOne(t *testing.T) {
 		{"events", "--limit", "0"},
 		{"events", "--since", "soon"},
 		{"list", "--no-such-flag"},
+		{"shadow", "x"},
+		{"shadow", "x", "maybe"},
+		{"shadow", "x", "on"},
+		{"shadow", "x", "off", "--reason", " "},
 		{"no-such-command"},
 	} {
 		r := ctl(t, at(d), args...)
@@ -438,6 +442,7 @@ func TestHelpOfEveryCommandIsComplete(t *testing.T) {
 		"force-open":  {"--reason", "--ttl", "--operator", "auto"},
 		"force-close": {"--reason", "--ttl", "never trips"},
 		"auto":        {"--reason", "fresh counts"},
+		"shadow":      {"on|off|policy", "--reason", "would have opened", "always allows", "--operator"},
 		"watch":       {"--breaker", "fleet-wide", "Ctrl-C"},
 		"events":      {"--since", "--breaker", "--limit", "Redis clock"},
 	}
@@ -650,6 +655,56 @@ func TestStatusShowsTheOpenFractionCap(t *testing.T) {
 		}
 		if st := must(t, env, "status", first).stdout; strings.Contains(st, "open-fraction cap:") {
 			t.Errorf("status of the open breaker shows the cap:\n%s", st)
+		}
+	})
+}
+
+// TestShadowCommandAndShadowState: breakerctl shadow sets a breaker's
+// shadow mode; list, status and events show the state enforced with the
+// shadow state beside it, and the shadow transitions marked.
+func TestShadowCommandAndShadowState(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := start(t, b)
+		env := at(d)
+		name := b.Breaker("vendor")
+		out := must(t, env, "shadow", name, "on", "--reason", "tuning threshold").stdout
+		if !strings.Contains(out, name+": shadow on: shadowed (Allow always allows), closed (shadow: closed) (generation 1)") {
+			t.Errorf("shadow on printed %q", out)
+		}
+		ctx := context.Background()
+		for _, w := range []string{"w1", "w1", "w1", "w1", "w2"} {
+			a, err := d.Store.Allow(ctx, name, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.Store.Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: w, Ticket: a.Ticket, Outcome: pb.Outcome_OUTCOME_TIMEOUT}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st := must(t, env, "status", name).stdout
+		for _, want := range []string{"closed (shadow: open)", "shadow:", "on (set by an operator; breakerctl shadow " + name + " policy returns it to its policy)",
+			"shadow mode, not enforced: would be open: ", "transition (shadow) closed -> open"} {
+			if !strings.Contains(st, want) {
+				t.Errorf("status lacks %q:\n%s", want, st)
+			}
+		}
+		js := decode[stateView](t, must(t, env, "status", name, "--json").stdout)
+		if js.State != "closed" || !js.Shadow || js.ShadowState != "open" || js.ShadowSetting != "on" || js.LastEvent == nil || !js.LastEvent.Shadow {
+			t.Errorf("status --json = %+v, want closed, shadow, open, setting on, last event marked", js)
+		}
+		if ls := must(t, env, "list").stdout; !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `\s+closed \(shadow: open\)\s+2\s`).MatchString(ls) {
+			t.Errorf("list lacks %s closed (shadow: open):\n%s", name, ls)
+		}
+		out = must(t, env, "shadow", name, "off", "--reason", "enforce now").stdout
+		if !strings.Contains(out, name+": shadow off: enforced, open (generation 3)") {
+			t.Errorf("shadow off printed %q", out)
+		}
+		evs := decode[[]eventView](t, must(t, env, "events", "--breaker", name, "--json").stdout)
+		if len(evs) != 3 || evs[0].Kind != "forced" || !evs[0].Shadow || evs[0].Actor != "alice" || !evs[1].Shadow || evs[1].To != "open" || evs[2].Shadow {
+			t.Errorf("events = %+v, want shadow on (marked), the shadow trip (marked), shadow off (not marked)", evs)
+		}
+		if n := d.Calls.Get("Force"); n != 2 {
+			t.Errorf("daemon served %d Force calls, want 2", n)
 		}
 	})
 }

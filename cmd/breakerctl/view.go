@@ -13,6 +13,9 @@ import (
 // stateView is a breaker's state as --json prints it: lower-case state
 // names, numbers as numbers, every *_ms a duration in milliseconds and
 // every *_at_ms milliseconds since the epoch on the Redis clock (0: none).
+// In shadow mode state is the state enforced (closed), shadow_state the
+// one the breaker would be in; shadow_setting is the operator's (on,
+// off), absent when the breaker follows its policy.
 type stateView struct {
 	Breaker         string     `json:"breaker"`
 	State           string     `json:"state"`
@@ -37,6 +40,9 @@ type stateView struct {
 	WindowFailures  int64      `json:"window_failures,omitempty"`
 	SlowCalls       int64      `json:"slow_calls,omitempty"`
 	SlowCallMs      int64      `json:"slow_call_ms,omitempty"`
+	Shadow          bool       `json:"shadow,omitempty"`
+	ShadowState     string     `json:"shadow_state,omitempty"`
+	ShadowSetting   string     `json:"shadow_setting,omitempty"`
 	LastEvent       *eventView `json:"last_event,omitempty"`
 	capView
 }
@@ -66,6 +72,9 @@ type eventView struct {
 	CooldownMs      int64  `json:"cooldown_ms"`
 	AtMs            int64  `json:"at_ms"`
 	Actor           string `json:"actor"`
+	// Shadow: the breaker was in shadow mode; the event says what would
+	// have happened, not what was enforced.
+	Shadow bool `json:"shadow,omitempty"`
 }
 
 func stateName(s pb.State) string { return strings.ToLower(strings.TrimPrefix(s.String(), "STATE_")) }
@@ -79,7 +88,7 @@ func viewState(s *pb.BreakerState) stateView {
 	if alts == nil {
 		alts = []string{}
 	}
-	return stateView{
+	v := stateView{
 		Breaker: s.GetBreaker(), State: stateName(s.GetState()), Generation: s.GetGeneration(),
 		Failures: s.GetFailures(), DistinctWorkers: s.GetDistinctWorkers(), OpenedAtMs: s.GetOpenedAtMs(),
 		NextProbeAtMs: s.GetNextProbeAtMs(), CooldownMs: s.GetCooldownMs(), Reason: s.GetReason(),
@@ -88,9 +97,45 @@ func viewState(s *pb.BreakerState) stateView {
 		SuspectWorker: s.GetSuspectWorker(), SuspectUntilMs: s.GetSuspectUntilMs(),
 		WindowMode: s.GetWindowMode(), WindowCalls: s.GetWindowCalls(), WindowFailures: s.GetWindowFailures(),
 		SlowCalls: s.GetSlowCalls(), SlowCallMs: s.GetSlowCallMs(),
+		Shadow: s.GetShadow(), ShadowSetting: shadowSettingName(s.GetShadowSetting()),
 		capView: capView{Group: s.GetGroup(), MaxOpenFraction: s.GetMaxOpenFraction(), GroupKnown: s.GetGroupKnown(),
 			GroupOpen: s.GetGroupOpen(), OpenFractionCapped: s.GetOpenFractionCapped()},
 	}
+	if s.GetShadow() {
+		v.ShadowState = stateName(s.GetShadowState())
+	}
+	return v
+}
+
+// shadowSettingName is an operator's shadow setting as breakerctl spells
+// it (on, off); "" when the breaker follows its policy.
+func shadowSettingName(s pb.ShadowSetting) string {
+	switch s {
+	case pb.ShadowSetting_SHADOW_SETTING_ON:
+		return "on"
+	case pb.ShadowSetting_SHADOW_SETTING_OFF:
+		return "off"
+	}
+	return ""
+}
+
+// stateCell is a breaker's state as list and status print it: the state
+// enforced, and in shadow mode the shadow state beside it
+// ("closed (shadow: open)").
+func stateCell(s *pb.BreakerState) string {
+	if s.GetShadow() {
+		return stateName(s.GetState()) + " (shadow: " + stateName(s.GetShadowState()) + ")"
+	}
+	return stateName(s.GetState())
+}
+
+// kindCell is an event's kind as watch and events print it, marked when
+// the breaker was in shadow mode ("transition (shadow)").
+func kindCell(e *pb.Event) string {
+	if e.GetShadow() {
+		return kindName(e.GetKind()) + " (shadow)"
+	}
+	return kindName(e.GetKind())
 }
 
 func viewEvent(e *pb.Event) eventView {
@@ -98,6 +143,7 @@ func viewEvent(e *pb.Event) eventView {
 		ID: e.GetId(), Breaker: e.GetBreaker(), Kind: kindName(e.GetKind()), From: stateName(e.GetFrom()),
 		To: stateName(e.GetTo()), Generation: e.GetGeneration(), Reason: e.GetReason(), Failures: e.GetFailures(),
 		DistinctWorkers: e.GetDistinctWorkers(), CooldownMs: e.GetCooldownMs(), AtMs: e.GetAtMs(), Actor: e.GetActor(),
+		Shadow: e.GetShadow(),
 	}
 }
 

@@ -198,6 +198,7 @@ overlap:abc: breakers[0] (match "overlap:*")
   probe_timeout: 30s
   pause_ttl: 1h0m0s
   alternatives: []
+  shadow: false
 crm: defaults
   mode: consecutive
   threshold: 4

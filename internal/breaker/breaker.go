@@ -61,6 +61,11 @@ type Params struct {
 	// MaxOpenPPM is the breaker's group's max_open_fraction in millionths
 	// (cap.go): 0 when the breaker is in no group (no cap).
 	MaxOpenPPM int64
+
+	// Shadow is the policy's shadow mode (shadow.go): decisions computed,
+	// transitions recorded, Allow always allows. An operator's setting
+	// (State.Shadow) overrides it either way.
+	Shadow bool
 }
 
 // MaxLapses is how many probe leases in a row one worker may let lapse
@@ -87,6 +92,9 @@ const (
 type Ticket struct {
 	Gen   int64
 	Lease string
+	// Shadow: the Allow was a shadow denial (shadow.go): enforced mode
+	// would not have made the call, so its Record counts nothing.
+	Shadow bool
 }
 
 // Call is one call on a breaker.
@@ -117,8 +125,11 @@ type Call struct {
 	// other breakers known, and open; cap.go). Unused without a group.
 	Group GroupCounts
 
-	// Mode is a Force's mode: "open", "closed" or "auto".
+	// Mode is a Force's mode: "open", "closed", "auto" or "shadow".
 	Mode string
+	// Shadow is the setting a Force with Mode "shadow" stores: "on",
+	// "off", or "" (follow the policy).
+	Shadow string
 	// Reason is the operator's reason for a Force.
 	Reason string
 	// TTL is a pin's lifetime, ms (0: until AUTO).
@@ -148,6 +159,7 @@ const (
 	NoteQuotaLone        Note = "quota_lone"        // a 402 no other worker confirms
 	NoteRecovered        Note = "recovered"         // a recovery check half-opened the breaker
 	NoteRecoveryStale    Note = "recovery_stale"    // a recovery check found the breaker no longer open at its generation
+	NoteShadowDenied     Note = "shadow_denied"     // shadow mode: enforced mode would have denied the call
 )
 
 // Result is what a call answers.
@@ -155,6 +167,10 @@ type Result struct {
 	// Decision answers an Allow; RetryAfter (ms) goes with a denial.
 	Decision   pb.Decision
 	RetryAfter int64
+	// ShadowDecision is, in shadow mode, what enforced mode would have
+	// answered the Allow (Decision is then ALLOWED); UNSPECIFIED when the
+	// breaker is enforced.
+	ShadowDecision pb.Decision
 	// Counted and Note answer a Record.
 	Counted bool
 	Note    Note
@@ -227,6 +243,9 @@ type Event struct {
 	Actor    string
 	Last     string
 	Note     string // the operator's reason (forced); the cause and counts (open_fraction_cap, CapNote)
+	// Shadow: the breaker was shadowing when the event was emitted (its
+	// state after the call is not enforced): "would have opened".
+	Shadow bool
 }
 
 // step is one call in progress.
@@ -250,6 +269,7 @@ func Apply(p Params, s State, c Call, now int64) (State, Result, []Event) {
 	switch c.Op {
 	case OpAllow:
 		st.allow()
+		st.shadowAllow()
 	case OpRecord:
 		before := st.s
 		st.record()
@@ -266,7 +286,7 @@ func (st *step) emit(kind string, from, to string, cause Cause, at int64) {
 	s := &st.s
 	st.events = append(st.events, Event{Kind: kind, From: from, To: to, Cause: cause, Gen: s.Gen,
 		Fails: s.Fails, Workers: int64(len(s.Workers)), RL: s.RL, Cooldown: s.Cooldown, At: at,
-		Actor: st.c.Actor, Last: s.Last})
+		Actor: st.c.Actor, Last: s.Last, Shadow: st.shadowing()})
 }
 
 // expireForce ends a pin whose TTL has run out, as AUTO would: closed with
@@ -390,6 +410,10 @@ func (st *step) record() {
 	ev := c.Evidence
 	note := func(counted bool, n Note) { st.res.Counted, st.res.Note = counted, n }
 
+	if c.Ticket.Shadow {
+		note(false, NoteShadowDenied)
+		return
+	}
 	if s.Force == "" && s.phase() == Paused {
 		note(false, NotePaused)
 		return
@@ -607,6 +631,10 @@ func (st *step) force() {
 	s, c, now := &st.s, st.c, st.now
 	from := s.Public()
 	cause := CauseForced
+	if c.Mode == "shadow" {
+		st.setShadow()
+		return
+	}
 	if c.Mode == "auto" {
 		s.fresh(true)
 		cause = CauseAuto

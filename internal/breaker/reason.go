@@ -104,7 +104,41 @@ func causeReason(name string, c Cause, fails, workers, rl, cooldown int64, last,
 
 // EventReason says what an event means in plain words.
 func EventReason(name string, e Event) string {
+	r := eventReason(name, e)
+	if e.Shadow && e.Cause != CauseShadow {
+		return ShadowEventWords(e.Kind, e.From, e.To) + r
+	}
+	return r
+}
+
+// ShadowEventWords starts the reason of an event a shadowed breaker
+// emitted: what enforced mode would have done ("shadow mode, not
+// enforced: would have opened: ").
+func ShadowEventWords(kind, from, to string) string {
+	if kind == "transition" && from != to {
+		verb := map[string]string{"open": "opened", "half_open": "half-opened", "closed": "closed", "paused": "paused"}[to]
+		if verb == "" {
+			verb = "gone " + to
+		}
+		return ShadowPrefix + "would have " + verb + ": "
+	}
+	if to == "paused" && from != to {
+		return ShadowPrefix + "would have paused: "
+	}
+	return ShadowPrefix
+}
+
+func eventReason(name string, e Event) string {
 	switch e.Cause {
+	case CauseShadow:
+		r := "shadow setting changed: the breaker is now enforced"
+		if e.Shadow {
+			r = "shadow setting changed: the breaker is now shadowed (Allow always allows; transitions are recorded, not enforced)"
+		}
+		if e.Note != "" {
+			r += ": " + e.Note
+		}
+		return r
 	case CauseForced:
 		return e.Note
 	case CauseOpenFractionCap:
@@ -178,6 +212,7 @@ func (n Note) String() string {
 		NoteRecovered:        "recovery check succeeded: half-open, the next call is the probe",
 		NoteRecoveryStale:    "recovery check succeeded, but the breaker is no longer open at the generation it was started at: nothing changed",
 		NoteCapped:           "counted; the trip it made was stopped by the group's open-fraction cap: the breaker stays closed",
+		NoteShadowDenied:     "shadow mode: enforced mode would have denied this call, so its outcome is not counted",
 	}[n]
 }
 

@@ -51,6 +51,7 @@ const (
 	CauseRecoveryCheck   Cause = "recovery_check"   // open -> half_open: the policy's recovery check succeeded
 	CauseSlow            Cause = "slow"             // slow_call_threshold consecutive slow calls (or slow_call_rate of a window) from a quorum
 	CauseSlowSuspect     Cause = "slow_suspect"     // the slow calls past the limit all came from one worker
+	CauseShadow          Cause = "shadow"           // an operator changed the breaker's shadow setting
 )
 
 // State is one breaker's stored state: the fields of its Redis hash
@@ -112,6 +113,11 @@ type State struct {
 	// (cap.go) since the runs last ended: its open_fraction_cap event is
 	// raised once. A fast success or any transition clears it.
 	Capped bool
+
+	// Shadow is an operator's shadow setting (shadow.go): "on", "off",
+	// or "" to follow the policy (Params.Shadow). Kept by every
+	// transition and by AUTO; only a Force with mode "shadow" changes it.
+	Shadow string
 
 	// Win is the failure-rate window (window mode only; the hash
 	// brk:{name}:win). It counts only while Win.Gen is Gen.
@@ -185,6 +191,7 @@ func (s *State) Fields() map[string]string {
 	if s.Capped {
 		out["capped"] = "1"
 	}
+	str("shadow", s.Shadow)
 	return out
 }
 
@@ -230,6 +237,7 @@ func FromFields(f map[string]string, workers, rlWorkers, pausers []string) State
 	}
 	s.SlowLat = splitInts(f["slow_lat"])
 	s.Capped = n("capped") != 0
+	s.Shadow = f["shadow"]
 	return s
 }
 
@@ -260,24 +268,26 @@ func (s State) clone() State {
 	return s
 }
 
-// fresh makes s a fresh closed breaker, generation kept; with unpin it
-// also drops an operator's pin. The failure run's worker sets go too.
+// fresh makes s a fresh closed breaker, generation and shadow setting
+// kept; with unpin it also drops an operator's pin. The failure run's worker sets go too.
 func (s *State) fresh(unpin bool) {
-	*s = State{Gen: s.Gen, Force: s.Force, ForceReason: s.ForceReason, ForceBy: s.ForceBy, ForceUntil: s.ForceUntil}
+	*s = State{Gen: s.Gen, Force: s.Force, ForceReason: s.ForceReason, ForceBy: s.ForceBy, ForceUntil: s.ForceUntil,
+		Shadow: s.Shadow}
 	if unpin {
 		s.Force, s.ForceReason, s.ForceBy, s.ForceUntil = "", "", "", 0
 	}
 }
 
 // TTL says how long the stored keys of s live after a write at now:
-// Persist for a pin without an end (only an operator ends it), Gone for a
+// Persist for a pin without an end or an operator's shadow setting (only
+// an operator ends either), Gone for a
 // state with no fields (no key is kept), else the retention plus whatever
 // is still due (next probe, lease, pin end, pause end).
 func (s *State) TTL(now, retention int64) int64 {
 	if len(s.Fields()) == 0 {
 		return Gone
 	}
-	if s.Force != "" && s.ForceUntil == 0 {
+	if s.Force != "" && s.ForceUntil == 0 || s.Shadow != "" {
 		return Persist
 	}
 	return retention + max(0, s.ProbeAt-now, s.LeaseUntil-now, s.ForceUntil-now, s.PauseUntil-now)

@@ -134,12 +134,17 @@ func (t *Table) State(name string, now int64) (State, int64) {
 func (t *Table) Allow(name, worker, token string, p Params, alternatives []string, now int64, suffix string) *pb.AllowResponse {
 	res, v, _ := t.Apply(name, p, Call{Op: OpAllow, Actor: worker, Token: token}, now)
 	out := &pb.AllowResponse{Decision: res.Decision, Ticket: &pb.Ticket{Generation: v.Gen},
-		RetryAfterMs: res.RetryAfter, State: v.Proto(name, alternatives)}
-	if res.Decision == pb.Decision_DECISION_PROBE {
+		RetryAfterMs: res.RetryAfter, State: v.Proto(name, alternatives), ShadowDecision: res.ShadowDecision}
+	ShadowProto(out.State, v.Shadow, p.Shadow)
+	if res.Decision == pb.Decision_DECISION_PROBE || res.ShadowDecision == pb.Decision_DECISION_PROBE {
 		out.Ticket.LeaseToken = token
 	}
 	if r := DenialReason(name, worker, res.Decision, v); r != "" {
 		out.Reason = r + suffix
+	}
+	if ShadowDenied(res.ShadowDecision) {
+		out.Ticket.ShadowDenied = true
+		out.Reason = ShadowPrefix + "would have been denied: " + DenialReason(name, worker, res.ShadowDecision, v) + suffix
 	}
 	if out.State.Reason != "" {
 		out.State.Reason += suffix

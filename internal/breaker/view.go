@@ -37,6 +37,9 @@ type View struct {
 	Capped bool
 	// Now is the time the view was taken, ms since the epoch.
 	Now int64
+	// Shadow is the operator's shadow setting (State.Shadow): "on",
+	// "off", or "" to follow the policy. ShadowProto resolves it.
+	Shadow string
 }
 
 // ViewOf returns the view of s at now. A breaker that holds no state is
@@ -50,7 +53,8 @@ func ViewOf(s State, now int64) View {
 		Opened: s.Opened, ProbeAt: s.ProbeAt, Cooldown: s.Cooldown, Cause: s.Cause, Last: s.Last,
 		InFlight: s.phase() == HalfOpen && probe.LeaseLive(s.Lease, s.LeaseUntil, now), Level: s.Level,
 		ForceBy: s.ForceBy, ForceReason: s.ForceReason, ForceUntil: s.ForceUntil,
-		Suspect: s.Suspect, SuspectUntil: s.SuspectUntil, PauseUntil: s.PauseUntil, Slow: s.Slow, Capped: s.Capped, Now: now}
+		Suspect: s.Suspect, SuspectUntil: s.SuspectUntil, PauseUntil: s.PauseUntil, Slow: s.Slow, Capped: s.Capped, Now: now,
+		Shadow: s.Shadow}
 }
 
 // Read returns the view of s at now without changing anything: a pin or
@@ -82,7 +86,8 @@ var publicStates = map[string]pb.State{
 func StateOf(public string) pb.State { return publicStates[public] }
 
 // Proto renders v as the API's BreakerState for the named breaker, the
-// reason in plain words.
+// reason in plain words, as enforced mode shows it: ShadowProto adds
+// shadow mode, which depends on the policy.
 func (v View) Proto(name string, alternatives []string) *pb.BreakerState {
 	st := &pb.BreakerState{
 		Breaker:         name,

@@ -75,6 +75,10 @@ type Payload struct {
 	CooldownMs      int64  `json:"cooldown_ms"`
 	AtMs            int64  `json:"at_ms"`
 	Actor           string `json:"actor"`
+	// Shadow: the breaker is in shadow mode and the event says what would
+	// have happened, not what is enforced (an "opened" event is "would
+	// have opened"; its reason starts "shadow mode, not enforced: ").
+	Shadow bool `json:"shadow"`
 }
 
 // Sign returns the deprecated X-Breakerd-Signature value for body:
@@ -672,5 +676,6 @@ func payload(name string, e *pb.Event) Payload {
 		Kind: strings.ToLower(strings.TrimPrefix(e.Kind.String(), "EVENT_KIND_")),
 		From: stateName(e.From), To: stateName(e.To), Generation: e.Generation, Reason: e.Reason,
 		Failures: e.Failures, DistinctWorkers: e.DistinctWorkers, CooldownMs: e.CooldownMs, AtMs: e.AtMs, Actor: e.Actor,
+		Shadow: e.Shadow,
 	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/breakerd/breakerd/internal/daemontest"
 	"github.com/breakerd/breakerd/internal/hooks"
+	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
 	"github.com/breakerd/breakerd/pkg/client"
@@ -842,4 +843,39 @@ func trimmedPendingEventIsCounted(t *testing.T, b *testredis.Backend) {
 	if s := logs.String(); !strings.Contains(s, "trimmed from its stream while pending on a stopped daemon") {
 		t.Errorf("log lacks the abandonment:\n%s", s)
 	}
+}
+
+// TestShadowTripIsDeliveredMarked: a shadowed breaker's trip goes to the
+// hooks that ask for "opened", marked shadow, its reason saying it would
+// have opened.
+func TestShadowTripIsDeliveredMarked(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		r := newReceiver(t)
+		p := policy.Default()
+		p.Shadow = true
+		d := daemontest.StartWith(t, b, daemontest.Options{Store: store.Options{Policies: policy.NewSet(p)},
+			Hooks: hookOptions(b, r, nil, func(h *hooks.Hook) { h.Events = []string{hooks.EventOpened} })})
+		ctx := context.Background()
+		name := b.Breaker("web_search")
+		for _, w := range []string{"w1", "w1", "w1", "w1", "w2"} {
+			a, err := d.Store.Allow(ctx, name, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.Store.Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: w, Ticket: a.Ticket, Outcome: pb.Outcome_OUTCOME_TIMEOUT}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitFor(t, "one accepted delivery", func() bool { return len(r.accepted()) == 1 })
+		for _, rqs := range r.accepted() {
+			var got hooks.Payload
+			if err := json.Unmarshal(rqs[0].body, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Event != hooks.EventOpened || !got.Shadow || got.To != "open" ||
+				!strings.HasPrefix(got.Reason, "shadow mode, not enforced: would have opened: "+name+" failing") {
+				t.Errorf("delivered %+v, want opened, marked shadow, would have opened", got)
+			}
+		}
+	})
 }

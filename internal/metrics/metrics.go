@@ -66,6 +66,12 @@ type Metrics struct {
 	reloadOK    prometheus.Gauge
 	circuits    *circuits // nil without Options.Circuits
 
+	// shadowTransitions and shadowDecisions count shadow mode apart:
+	// what shadowed breakers would have done (never in transitions or
+	// decisions, so no alert on real opens fires on a shadow trip).
+	shadowTransitions *prometheus.CounterVec
+	shadowDecisions   *prometheus.CounterVec
+
 	// The hot path's series, resolved once in New so that no RPC builds a
 	// label string or hashes label values: a decision's counter, an
 	// outcome's counters (not counted, counted), a script's histogram.
@@ -93,6 +99,12 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "transitions_total",
 			Help: "Fleet-wide state changes (automatic and forced) heard on the live feed, by from and to state. Aggregate replicas with max, not sum."},
 			[]string{"from", "to"}),
+		shadowTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "shadow_transitions_total",
+			Help: "Fleet-wide state changes of breakers in shadow mode (not enforced: what would have happened), heard on the live feed, by from and to state. Aggregate replicas with max, not sum."},
+			[]string{"from", "to"}),
+		shadowDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "shadow_decisions_total",
+			Help: "Allow answers this daemon gave on breakers in shadow mode (all allowed), by the decision enforced mode would have given."},
+			[]string{"decision"}),
 		scripts: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: "redis_script_duration_seconds",
 			Help:    "Round-trip time of breakerd's Lua scripts in Redis, by script (allow, record, force, read). A pipeline (a batch read, or concurrent Allow and Record calls coalesced into one round trip) is one observation for each script it carries.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}},
@@ -111,7 +123,7 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 		Help: "Always 1; the labels say which build of breakerd this daemon runs (version, commit, Go version)."},
 		[]string{"version", "commit", "goversion"})
 	build.WithLabelValues(bi.Version, bi.Commit, bi.GoVersion).Set(1)
-	cs := []prometheus.Collector{build, m.decisions, m.records, m.rpcErrors, m.events, m.transitions, m.scripts, m.degraded, m.reloads, m.reloadOK}
+	cs := []prometheus.Collector{build, m.decisions, m.records, m.rpcErrors, m.events, m.transitions, m.shadowTransitions, m.shadowDecisions, m.scripts, m.degraded, m.reloads, m.reloadOK}
 	if o.Circuits != nil {
 		m.circuits = newCircuits(o)
 		cs = append(cs, m.circuits)
@@ -170,6 +182,9 @@ func (m *Metrics) UnaryInterceptor() grpc.UnaryServerInterceptor {
 			} else {
 				m.decisions.WithLabelValues(short(r.GetDecision().String(), "DECISION_")).Inc()
 			}
+			if d := r.GetShadowDecision(); d != pb.Decision_DECISION_UNSPECIFIED {
+				m.shadowDecisions.WithLabelValues(short(d.String(), "DECISION_")).Inc()
+			}
 		case *pb.RecordResponse:
 			if q, ok := req.(*pb.RecordRequest); ok {
 				m.countRecord(q, r)
@@ -203,9 +218,14 @@ func (m *Metrics) countRecord(q *pb.RecordRequest, r *pb.RecordResponse) {
 // ObserveEvent counts one event heard on the fleet's live feed.
 func (m *Metrics) ObserveEvent(e *pb.Event) {
 	m.events.WithLabelValues(short(e.GetKind().String(), "EVENT_KIND_")).Inc()
-	if e.GetFrom() != e.GetTo() {
-		m.transitions.WithLabelValues(StateLabel(e.GetFrom()), StateLabel(e.GetTo())).Inc()
+	if e.GetFrom() == e.GetTo() {
+		return
 	}
+	if e.GetShadow() {
+		m.shadowTransitions.WithLabelValues(StateLabel(e.GetFrom()), StateLabel(e.GetTo())).Inc()
+		return
+	}
+	m.transitions.WithLabelValues(StateLabel(e.GetFrom()), StateLabel(e.GetTo())).Inc()
 }
 
 // SetDegraded sets breakerd_degraded.

@@ -305,3 +305,70 @@ func eventsHelp(t *testing.T, reg *prometheus.Registry) string {
 	t.Fatal("no breakerd_events_total")
 	return ""
 }
+
+// TestShadowIsCountedApart: shadow transitions and shadow decisions have
+// their own counters; transitions_total and decisions_total count only
+// what is enforced, so an alert on real opens never fires on a shadow
+// trip.
+func TestShadowIsCountedApart(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, metrics.Options{Circuits: func(context.Context) ([]*pb.BreakerState, error) { return nil, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ObserveEvent(&pb.Event{Kind: pb.EventKind_EVENT_KIND_TRANSITION, From: pb.State_STATE_CLOSED, To: pb.State_STATE_OPEN, Shadow: true})
+	m.ObserveEvent(&pb.Event{Kind: pb.EventKind_EVENT_KIND_TRANSITION, From: pb.State_STATE_CLOSED, To: pb.State_STATE_OPEN})
+	m.ObserveEvent(&pb.Event{Kind: pb.EventKind_EVENT_KIND_TRANSITION, From: pb.State_STATE_OPEN, To: pb.State_STATE_HALF_OPEN, Shadow: true})
+	info := &grpc.UnaryServerInfo{FullMethod: "/breakerd.v1.BreakerService/Allow"}
+	for _, resp := range []*pb.AllowResponse{
+		{Decision: pb.Decision_DECISION_ALLOWED, ShadowDecision: pb.Decision_DECISION_DENIED_OPEN},
+		{Decision: pb.Decision_DECISION_ALLOWED, ShadowDecision: pb.Decision_DECISION_PROBE},
+		{Decision: pb.Decision_DECISION_ALLOWED},
+	} {
+		if _, err := m.UnaryInterceptor()(context.Background(), &pb.AllowRequest{}, info, func(context.Context, any) (any, error) { return resp, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := `
+# HELP breakerd_shadow_decisions_total Allow answers this daemon gave on breakers in shadow mode (all allowed), by the decision enforced mode would have given.
+# TYPE breakerd_shadow_decisions_total counter
+breakerd_shadow_decisions_total{decision="denied_open"} 1
+breakerd_shadow_decisions_total{decision="probe"} 1
+# HELP breakerd_shadow_transitions_total Fleet-wide state changes of breakers in shadow mode (not enforced: what would have happened), heard on the live feed, by from and to state. Aggregate replicas with max, not sum.
+# TYPE breakerd_shadow_transitions_total counter
+breakerd_shadow_transitions_total{from="closed",to="open"} 1
+breakerd_shadow_transitions_total{from="open",to="half_open"} 1
+# HELP breakerd_transitions_total Fleet-wide state changes (automatic and forced) heard on the live feed, by from and to state. Aggregate replicas with max, not sum.
+# TYPE breakerd_transitions_total counter
+breakerd_transitions_total{from="closed",to="open"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "breakerd_shadow_decisions_total",
+		"breakerd_shadow_transitions_total", "breakerd_transitions_total"); err != nil {
+		t.Error(err)
+	}
+	if got := testutil.ToFloat64(mustDecision(t, reg, "allowed")); got != 3 {
+		t.Errorf("decisions_total{allowed} = %g, want 3 (every shadow answer is allowed)", got)
+	}
+}
+
+func mustDecision(t *testing.T, reg *prometheus.Registry, decision string) prometheus.Collector {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "breakerd_decisions_total" {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "decision" && l.GetValue() == decision {
+					return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "x", Help: "x"}, func() float64 { return mt.GetCounter().GetValue() })
+				}
+			}
+		}
+	}
+	t.Fatalf("no breakerd_decisions_total{decision=%q}", decision)
+	return nil
+}

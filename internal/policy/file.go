@@ -179,6 +179,8 @@ type overrides struct {
 
 	RecoveryCheck         *recoveryFile `yaml:"recovery_check"`
 	RecoveryCheckInterval *duration     `yaml:"recovery_check_interval"`
+
+	Shadow *boolean `yaml:"shadow"`
 }
 
 func (o overrides) apply(p Policy) Policy {
@@ -236,6 +238,9 @@ func (o overrides) apply(p Policy) Policy {
 	if o.RecoveryCheckInterval != nil {
 		p.RecoveryCheckInterval = time.Duration(*o.RecoveryCheckInterval)
 	}
+	if o.Shadow != nil {
+		p.Shadow = bool(*o.Shadow)
+	}
 	return p
 }
 
@@ -249,6 +254,18 @@ func (w *whole) UnmarshalYAML(n *yaml.Node) error {
 		return fmt.Errorf("line %d: %q is not a whole number", n.Line, n.Value)
 	}
 	*w = whole(v)
+	return nil
+}
+
+// boolean reads a YAML scalar that must be true or false: "yes", "on" or
+// "1" are errors, not true.
+type boolean bool
+
+func (b *boolean) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode || (n.Value != "true" && n.Value != "false") {
+		return fmt.Errorf("line %d: %q is not true or false", n.Line, n.Value)
+	}
+	*b = n.Value == "true"
 	return nil
 }
 

@@ -84,6 +84,14 @@ type Policy struct {
 	// recovery check runs (each daemon's timer adds up to 10% jitter,
 	// never less). Default 30s (also what 0 means); from 100ms to 7 days.
 	RecoveryCheckInterval time.Duration
+	// Shadow, when true, runs the breaker in shadow mode: every decision
+	// is computed and every transition recorded as an event marked shadow
+	// ("would have opened"), but Allow always allows; records from calls
+	// enforced mode would have denied count nothing. For tuning a policy
+	// on real traffic before enforcing it. An operator's setting per
+	// breaker (Force, breakerctl shadow) overrides it either way; a pin
+	// wins over both. Default false.
+	Shadow bool
 }
 
 // The counting modes.
@@ -264,6 +272,7 @@ func (p Policy) Fields() []string {
 		fmt.Sprintf("probe_timeout: %s", p.ProbeTimeout),
 		fmt.Sprintf("pause_ttl: %s", p.PauseTTL),
 		fmt.Sprintf("alternatives: %s", alts),
+		fmt.Sprintf("shadow: %t", p.Shadow),
 	)
 	if p.RecoveryCheck != nil {
 		// A comment: the check is shown without credentials, so it is

@@ -84,6 +84,8 @@ func TestParseErrorsNameTheField(t *testing.T) {
 		{"defaults:\n  threshold: 2.5\n", `line 2: "2.5" is not a whole number`},
 		{"breakers:\n  - match: a\n    slow_call: 2s\n    slow_call_threshold: 2.5\n", `line 4: "2.5" is not a whole number`},
 		{"defaults:\n  min_workers: [2]\n", "line 2"},
+		{"defaults:\n  shadow: yes\n", `defaults.shadow: line 2: "yes" is not true or false`},
+		{"breakers:\n  - match: a\n    shadow: 1\n", `breakers[0].shadow: line 3: "1" is not true or false`},
 	} {
 		_, err := Parse([]byte(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -292,6 +294,19 @@ func TestParseSlowCallErrorsNameTheField(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Parse(%q) = %v, want an error containing %q", tc.yaml, err, tc.want)
 		}
+	}
+}
+
+func TestParseShadow(t *testing.T) {
+	s, err := Parse([]byte("defaults:\n  shadow: true\nbreakers:\n  - match: \"pay:*\"\n    shadow: false\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.For("web").Shadow || s.For("pay:refund").Shadow {
+		t.Errorf("shadow: web %v, pay:refund %v; want true, false", s.For("web").Shadow, s.For("pay:refund").Shadow)
+	}
+	if got := strings.Join(s.For("web").Fields(), "\n"); !strings.Contains(got, "shadow: true") {
+		t.Errorf("Fields() lacks shadow:\n%s", got)
 	}
 }
 

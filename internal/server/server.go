@@ -243,8 +243,25 @@ func (s *Server) Force(ctx context.Context, req *pb.ForceRequest) (*pb.ForceResp
 				pb.ForceMode_FORCE_MODE_OPEN: "open", pb.ForceMode_FORCE_MODE_CLOSED: "closed"}[mode])
 		}
 	case pb.ForceMode_FORCE_MODE_AUTO:
+	case pb.ForceMode_FORCE_MODE_SHADOW:
+		switch req.GetShadow() {
+		case pb.ShadowSetting_SHADOW_SETTING_ON, pb.ShadowSetting_SHADOW_SETTING_OFF:
+			if req.GetReason() == "" {
+				return nil, invalid("reason", "is required to set a breaker's shadow mode %s",
+					map[pb.ShadowSetting]string{pb.ShadowSetting_SHADOW_SETTING_ON: "on", pb.ShadowSetting_SHADOW_SETTING_OFF: "off"}[req.GetShadow()])
+			}
+		case pb.ShadowSetting_SHADOW_SETTING_POLICY:
+		default:
+			return nil, invalid("shadow", "must be ON, OFF or POLICY with mode SHADOW, got %v", req.GetShadow())
+		}
+		if req.GetTtlMs() != 0 {
+			return nil, invalid("ttl_ms", "must be 0 with mode SHADOW (a shadow setting lasts until an operator changes it), got %d", req.GetTtlMs())
+		}
 	default:
-		return nil, invalid("mode", "must be OPEN, CLOSED or AUTO, got %v", mode)
+		return nil, invalid("mode", "must be OPEN, CLOSED, AUTO or SHADOW, got %v", mode)
+	}
+	if mode != pb.ForceMode_FORCE_MODE_SHADOW && req.GetShadow() != pb.ShadowSetting_SHADOW_SETTING_UNSPECIFIED {
+		return nil, invalid("shadow", "is set only with mode SHADOW, got %v with mode %v", req.GetShadow(), mode)
 	}
 	if len(req.GetReason()) > maxMessageBytes || !printable(req.GetReason()) {
 		return nil, invalid("reason", "must be printable text of at most %d bytes", maxMessageBytes)
@@ -259,7 +276,13 @@ func (s *Server) Force(ctx context.Context, req *pb.ForceRequest) (*pb.ForceResp
 	if err := validName("operator", operator); err != nil {
 		return nil, err
 	}
-	st, err := s.store.Force(ctx, req.GetBreaker(), mode, req.GetReason(), time.Duration(req.GetTtlMs())*time.Millisecond, operator)
+	var st *pb.BreakerState
+	var err error
+	if mode == pb.ForceMode_FORCE_MODE_SHADOW {
+		st, err = s.store.SetShadow(ctx, req.GetBreaker(), req.GetShadow(), req.GetReason(), operator)
+	} else {
+		st, err = s.store.Force(ctx, req.GetBreaker(), mode, req.GetReason(), time.Duration(req.GetTtlMs())*time.Millisecond, operator)
+	}
 	if err != nil {
 		return nil, statusOf(ctx, err)
 	}

@@ -143,6 +143,29 @@ func TestBadInputIsInvalidArgumentAndStoresNothing(t *testing.T) {
 				return err
 			}, "page_token"},
 			{"token without a page size", func() error { _, err := api.List(ctx, &pb.ListRequest{PageToken: "x"}); return err }, "page_token"},
+			{"shadow mode without a setting", func() error {
+				_, err := api.Force(ctx, &pb.ForceRequest{Breaker: b.Breaker("x"), Mode: pb.ForceMode_FORCE_MODE_SHADOW, Reason: "r"})
+				return err
+			}, "shadow"},
+			{"unknown shadow setting", func() error {
+				_, err := api.Force(ctx, &pb.ForceRequest{Breaker: b.Breaker("x"), Mode: pb.ForceMode_FORCE_MODE_SHADOW, Shadow: 9, Reason: "r"})
+				return err
+			}, "shadow"},
+			{"shadow on without a reason", func() error {
+				_, err := api.Force(ctx, &pb.ForceRequest{Breaker: b.Breaker("x"), Mode: pb.ForceMode_FORCE_MODE_SHADOW,
+					Shadow: pb.ShadowSetting_SHADOW_SETTING_ON})
+				return err
+			}, "reason"},
+			{"shadow with a ttl", func() error {
+				_, err := api.Force(ctx, &pb.ForceRequest{Breaker: b.Breaker("x"), Mode: pb.ForceMode_FORCE_MODE_SHADOW,
+					Shadow: pb.ShadowSetting_SHADOW_SETTING_OFF, Reason: "r", TtlMs: 1000})
+				return err
+			}, "ttl_ms"},
+			{"a shadow setting with a pin", func() error {
+				_, err := api.Force(ctx, &pb.ForceRequest{Breaker: b.Breaker("x"), Mode: pb.ForceMode_FORCE_MODE_OPEN,
+					Shadow: pb.ShadowSetting_SHADOW_SETTING_ON, Reason: "r"})
+				return err
+			}, "shadow"},
 		}
 		for _, tc := range cases {
 			err := tc.call()

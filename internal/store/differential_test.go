@@ -51,8 +51,11 @@ type dstep struct {
 	Credential bool    `json:"credential_worked,omitempty"`
 	U          float64 `json:"u,omitempty"` // the jitter draw
 	Mode       string  `json:"mode,omitempty"`
-	TTL        int64   `json:"ttl_ms,omitempty"`
-	Ms         int64   `json:"ms,omitempty"` // advance
+	// Shadow is a force's shadow setting with Mode "shadow": on, off, or
+	// policy.
+	Shadow string `json:"shadow,omitempty"`
+	TTL    int64  `json:"ttl_ms,omitempty"`
+	Ms     int64  `json:"ms,omitempty"` // advance
 	// Latency is the call's latency (record), ms; 0 reads as 1500.
 	Latency int64 `json:"latency_ms,omitempty"`
 	// Known and Open are the group's other breakers known and open
@@ -69,6 +72,9 @@ func (s dstep) String() string {
 		return fmt.Sprintf("record  b%d %s %s ticket=%s retry_after=%dms deadline=%dms credential_worked=%v u=%g latency=%dms group=%d/%d",
 			s.Breaker, s.Worker, s.Outcome, s.Ticket, s.RetryAfter, s.Deadline, s.Credential, s.U, s.latency(), s.Open, s.Known)
 	case "force":
+		if s.Mode == "shadow" {
+			return fmt.Sprintf("force   b%d shadow %s", s.Breaker, s.Shadow)
+		}
 		return fmt.Sprintf("force   b%d %s ttl=%dms", s.Breaker, s.Mode, s.TTL)
 	case "read":
 		return fmt.Sprintf("read    b%d", s.Breaker)
@@ -108,6 +114,8 @@ type dpolicy struct {
 	// MaxOpenFraction > 0 puts each breaker in a group of its own with
 	// this cap; the group's other breakers are the steps' Known and Open.
 	MaxOpenFraction float64 `json:"max_open_fraction,omitempty"`
+	// Shadow is the policy's shadow mode.
+	Shadow bool `json:"shadow,omitempty"`
 }
 
 func (p dpolicy) policy() policy.Policy {
@@ -123,6 +131,7 @@ func (p dpolicy) policy() policy.Policy {
 	}
 	pol.SlowCall = time.Duration(p.SlowCallMs) * time.Millisecond
 	pol.SlowCallThreshold, pol.SlowCallRate = p.SlowCallThreshold, p.SlowCallRate
+	pol.Shadow = p.Shadow
 	return pol
 }
 
@@ -167,6 +176,7 @@ func genCase(t *rapid.T) dcase {
 	if rapid.Bool().Draw(t, "group") {
 		c.Policy.MaxOpenFraction = rapid.SampledFrom([]float64{0.25, 0.5, 0.75, 1}).Draw(t, "max_open_fraction")
 	}
+	c.Policy.Shadow = rapid.Bool().Draw(t, "shadow")
 	workers := []string{"w1", "w2", "w3"}
 	n := rapid.IntRange(1, 60).Draw(t, "steps")
 	for range n {
@@ -188,8 +198,12 @@ func genCase(t *rapid.T) dcase {
 				s.Open = rapid.Int64Range(0, s.Known).Draw(t, "open")
 			}
 		case op < 80:
-			s = dstep{Op: "force", Mode: rapid.SampledFrom([]string{"open", "closed", "auto"}).Draw(t, "mode"),
-				TTL: rapid.SampledFrom([]int64{0, 0, 1000, 10000}).Draw(t, "ttl")}
+			s = dstep{Op: "force", Mode: rapid.SampledFrom([]string{"open", "closed", "auto", "shadow", "shadow"}).Draw(t, "mode")}
+			if s.Mode == "shadow" {
+				s.Shadow = rapid.SampledFrom([]string{"on", "off", "policy"}).Draw(t, "shadow_setting")
+			} else {
+				s.TTL = rapid.SampledFrom([]int64{0, 0, 1000, 10000}).Draw(t, "ttl")
+			}
 		case op < 83:
 			s = dstep{Op: "read"}
 		case op < 87:
@@ -356,12 +370,7 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 			token := "t" + strconv.FormatInt(h.token.Load(), 10)
 			res, v, ev := table.Apply(name, params, breaker.Call{Op: breaker.OpAllow, Actor: s.Worker, Token: token}, now)
 			events = ev
-			want := &pb.AllowResponse{Decision: res.Decision, RetryAfterMs: res.RetryAfter,
-				Ticket: &pb.Ticket{Generation: v.Gen}, Reason: breaker.DenialReason(name, s.Worker, res.Decision, v),
-				State: stateOf(v, name)}
-			if res.Decision == pb.Decision_DECISION_PROBE {
-				want.Ticket.LeaseToken = token
-			}
+			want := store.AllowAnswer(name, s.Worker, res, v, token, stateOf(v, name))
 			if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
 				fatalf("Allow(%q, %q): Lua and machine differ (-machine +lua):\n%s", name, s.Worker, diff)
 			}
@@ -376,7 +385,8 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 			case "current":
 				req.Ticket = cur
 			case "stale":
-				req.Ticket = &pb.Ticket{Generation: cur.GetGeneration() - 1, LeaseToken: cur.GetLeaseToken()}
+				req.Ticket = &pb.Ticket{Generation: cur.GetGeneration() - 1, LeaseToken: cur.GetLeaseToken(),
+					ShadowDenied: cur.GetShadowDenied()}
 			case "forged":
 				st, _ := table.State(name, now)
 				req.Ticket = &pb.Ticket{Generation: st.Gen, LeaseToken: "forged"}
@@ -418,12 +428,22 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 		case "force":
 			mode := map[string]pb.ForceMode{"open": pb.ForceMode_FORCE_MODE_OPEN, "closed": pb.ForceMode_FORCE_MODE_CLOSED,
 				"auto": pb.ForceMode_FORCE_MODE_AUTO}[s.Mode]
-			got, err := h.st.Force(ctx, name, mode, "op reason", time.Duration(s.TTL)*time.Millisecond, "ops")
+			var got *pb.BreakerState
+			var err error
+			setting := ""
+			if s.Mode == "shadow" {
+				if s.Shadow != "policy" {
+					setting = s.Shadow
+				}
+				got, err = h.st.SetShadow(ctx, name, breaker.ShadowSettingOf(setting), "op reason", "ops")
+			} else {
+				got, err = h.st.Force(ctx, name, mode, "op reason", time.Duration(s.TTL)*time.Millisecond, "ops")
+			}
 			if err != nil {
 				fatalf("Force: %v", err)
 			}
 			_, v, ev := table.Apply(name, params, breaker.Call{Op: breaker.OpForce, Actor: "ops", Mode: s.Mode,
-				Reason: "op reason", TTL: s.TTL}, now)
+				Shadow: setting, Reason: "op reason", TTL: s.TTL}, now)
 			events = ev
 			if diff := cmp.Diff(stateOf(v, name), got, protocmp.Transform()); diff != "" {
 				fatalf("Force(%q, %s): Lua and machine differ (-machine +lua):\n%s", name, s.Mode, diff)
@@ -650,10 +670,14 @@ func (h *harness) compareEvents(name string, last map[string]string, events []br
 		last[name] = m.ID
 	}
 	for _, e := range events {
-		want = append(want, map[string]any{"breaker": name, "kind": e.Kind, "from": e.From, "to": e.To,
+		w := map[string]any{"breaker": name, "kind": e.Kind, "from": e.From, "to": e.To,
 			"gen": itoa(e.Gen), "cause": string(e.Cause), "failures": itoa(e.Fails), "workers": itoa(e.Workers),
 			"rl": itoa(e.RL), "cooldown_ms": itoa(e.Cooldown), "at_ms": itoa(e.At), "actor": e.Actor,
-			"last": e.Last, "note": e.Note})
+			"last": e.Last, "note": e.Note}
+		if e.Shadow {
+			w["shadow"] = "1"
+		}
+		want = append(want, w)
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		fatalf("events of %q differ (-machine +lua):\n%s", name, diff)

@@ -33,3 +33,6 @@ func CountQueued(st *Store, n *atomic.Int64) bool {
 // StateOf is a view as the API shows it under a policy (the view's
 // fields plus what the policy adds, such as window_mode).
 var StateOf = stateOf
+
+// SeedOf is the state an event seeds an in-memory breaker with.
+var SeedOf = seedOf

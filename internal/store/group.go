@@ -35,7 +35,7 @@ import (
 //   - before a Record that could trip (the outcome is not a success, or it
 //     is a slow success, or the policy is in window mode) the daemon reads
 //     the group's counts (group.lua count) and passes them to record.lua
-//     (ARGV[30], ARGV[31]);
+//     (ARGV[31], ARGV[32]);
 //   - after a Record that read them or that moved the breaker's
 //     generation, and after every Force, the daemon writes the breaker's
 //     entries from the reply (group.lua index).

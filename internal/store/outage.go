@@ -89,9 +89,14 @@ func (s *Store) ObserveEvent(e *pb.Event) {
 }
 
 // seedOf turns an event into the state it left its breaker in, as far as
-// an event says; a closed breaker needs no seed.
+// an event says; a closed breaker needs no seed. An event marked shadow
+// seeds a shadowed breaker (setting "on"): the state it says would be is
+// computed in memory too, never enforced.
 func seedOf(e *pb.Event) (breaker.State, bool) {
 	st := breaker.State{Gen: e.GetGeneration(), Cause: breaker.CauseOutage, Last: e.GetReason()}
+	if e.GetShadow() {
+		st.Shadow = "on"
+	}
 	switch e.GetTo() {
 	case pb.State_STATE_FORCED_OPEN:
 		return breaker.State{Gen: e.GetGeneration(), Force: "open", ForceReason: e.GetReason(), ForceBy: e.GetActor()}, true

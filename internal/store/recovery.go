@@ -59,7 +59,7 @@ func (s *Store) TakeCheckLease(ctx context.Context, name, daemon string, interva
 func (s *Store) Recover(ctx context.Context, name, daemon string, gen int64) (moved bool, state *pb.BreakerState, err error) {
 	set := s.policies.Load()
 	p, g := set.For(name), groupOf(set, name)
-	args := append(s.common(name, daemon, p, 1), gen)
+	args := append(s.common(name, daemon, p, 2), gen, boolArg(p.Shadow))
 	// (open to half-open: the breaker stays open in its group's index,
 	// so a Cluster needs no index write; a single Redis's save() re-scores it)
 	res, err := run(ctx, s.rdb, recoverScript, s.scriptKeys(name, g), args...)

@@ -104,9 +104,10 @@ func (r *reply) view(i int) breaker.View {
 		Now:          s.int(17),
 		PauseUntil:   s.int(18),
 		Slow:         s.int(19),
+		Shadow:       s.str(20),
 	}
-	if len(s.v) > 20 {
-		v.Capped = s.int(20) == 1
+	if len(s.v) > 21 {
+		v.Capped = s.int(21) == 1
 	}
 	return v
 }

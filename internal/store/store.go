@@ -204,8 +204,8 @@ func (s *Store) Allow(ctx context.Context, name, worker string) (*pb.AllowRespon
 	params := ParamsOf(p, s.o.Rand())
 	// The jitter goes as a float64: go-redis writes it in decimal ('f',
 	// shortest), which Lua's tonumber reads back exactly.
-	args := append(s.common(name, worker, p, 4), s.o.NewToken(), params.ProbeTimeout, params.CooldownBase,
-		params.Jitter)
+	args := append(s.common(name, worker, p, 5), s.o.NewToken(), params.ProbeTimeout, params.CooldownBase,
+		params.Jitter, boolArg(params.Shadow))
 	res, err := s.script(ctx, allowScript, s.scriptKeys(name, g), args)
 	if err != nil {
 		if s.failed(ctx, err) {
@@ -219,23 +219,43 @@ func (s *Store) Allow(ctx context.Context, name, worker string) (*pb.AllowRespon
 	retry := r.int(1)
 	token := r.str(2)
 	v := r.view(3)
+	shadow := r.int(4)
 	if err := r.errOr(); err != nil {
 		return nil, fmt.Errorf("store: allow %q: %w", name, err)
 	}
-	d := pb.Decision(code)
-	if code < 1 || code > int64(pb.Decision_DECISION_DENIED_PAUSED) {
-		return nil, fmt.Errorf("store: allow %q: unknown decision %d", name, code)
+	if code < 1 || code > int64(pb.Decision_DECISION_DENIED_PAUSED) || shadow < 0 || shadow > int64(pb.Decision_DECISION_DENIED_PAUSED) {
+		return nil, fmt.Errorf("store: allow %q: unknown decision %d (shadow %d)", name, code, shadow)
 	}
 	st := stateOf(v, name, p)
 	withGroup(st, g)
 	s.register(ctx, name, p, st)
-	return &pb.AllowResponse{
-		Decision:     d,
-		Ticket:       &pb.Ticket{Generation: v.Gen, LeaseToken: token},
-		RetryAfterMs: retry,
-		Reason:       breaker.DenialReason(name, worker, d, v),
-		State:        st,
-	}, nil
+	return AllowAnswer(name, worker, breaker.Result{Decision: pb.Decision(code), RetryAfter: retry,
+		ShadowDecision: pb.Decision(shadow)}, v, token, st), nil
+}
+
+// AllowAnswer is the API's answer to an Allow whose result is res, the
+// breaker's view after it v, its state as the API shows it st: the ticket
+// carries the lease token when the call is the probe (or, in shadow mode,
+// the shadow probe) and is marked shadow_denied when enforced mode would
+// have denied the call; a shadow denial's reason says what enforced mode
+// would have said.
+func AllowAnswer(name, worker string, res breaker.Result, v breaker.View, token string, st *pb.BreakerState) *pb.AllowResponse {
+	out := &pb.AllowResponse{
+		Decision:       res.Decision,
+		Ticket:         &pb.Ticket{Generation: v.Gen},
+		RetryAfterMs:   res.RetryAfter,
+		Reason:         breaker.DenialReason(name, worker, res.Decision, v),
+		State:          st,
+		ShadowDecision: res.ShadowDecision,
+	}
+	if res.Decision == pb.Decision_DECISION_PROBE || res.ShadowDecision == pb.Decision_DECISION_PROBE {
+		out.Ticket.LeaseToken = token
+	}
+	if breaker.ShadowDenied(res.ShadowDecision) {
+		out.Ticket.ShadowDenied = true
+		out.Reason = breaker.ShadowPrefix + "would have been denied: " + breaker.DenialReason(name, worker, res.ShadowDecision, v)
+	}
+	return out
 }
 
 // Record runs record.lua: one round trip. The outcome must be a defined
@@ -278,14 +298,14 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 			}
 		}
 	}
-	args := append(s.common(name, req.GetWorkerId(), p, 20), string(c.Evidence),
+	args := append(s.common(name, req.GetWorkerId(), p, 25), string(c.Evidence),
 		c.Ticket.Gen, c.Ticket.Lease, c.RetryAfter, c.Last,
 		params.Rule.Threshold, params.Rule.MinWorkers, params.Rule.RateLimitTrips,
 		params.CooldownBase, params.CooldownCap, params.Jitter,
 		boolArg(c.CredentialWorked), params.PauseTTL,
 		params.WindowMs, params.FailureRate, params.MinCalls,
 		c.Latency, params.SlowCallMs, params.SlowCallThreshold, params.SlowCallRate,
-		"", // ARGV[28]: reserved (shadow mode)
+		boolArg(params.Shadow), boolArg(c.Ticket.Shadow),
 		params.MaxOpenPPM, known, open)
 	res, err := s.script(ctx, recordScript, s.scriptKeys(name, g), args)
 	if err != nil {
@@ -337,7 +357,7 @@ func RecordCall(req *pb.RecordRequest, p policy.Policy) (breaker.Call, error) {
 		Op:               breaker.OpRecord,
 		Actor:            req.GetWorkerId(),
 		Evidence:         ev,
-		Ticket:           breaker.Ticket{Gen: req.GetTicket().GetGeneration(), Lease: req.GetTicket().GetLeaseToken()},
+		Ticket:           breaker.Ticket{Gen: req.GetTicket().GetGeneration(), Lease: req.GetTicket().GetLeaseToken(), Shadow: req.GetTicket().GetShadowDenied()},
 		RetryAfter:       min(retryAfter, p.CooldownCap).Milliseconds(),
 		Last:             last,
 		Latency:          req.GetLatencyMs(),
@@ -364,6 +384,8 @@ func ParamsOf(p policy.Policy, u float64) breaker.Params {
 		SlowCallMs:        p.SlowCall.Milliseconds(),
 		SlowCallThreshold: int64(p.SlowCallThreshold),
 		SlowCallRate:      p.SlowCallRate,
+
+		Shadow: p.Shadow,
 	}
 }
 
@@ -373,6 +395,7 @@ func stateOf(v breaker.View, name string, p policy.Policy) *pb.BreakerState {
 	st := v.Proto(name, p.Alternatives)
 	st.WindowMode = windowMs(p) > 0
 	st.SlowCallMs = p.SlowCall.Milliseconds()
+	breaker.ShadowProto(st, v.Shadow, p.Shadow)
 	return st
 }
 
@@ -403,9 +426,30 @@ func (s *Store) Force(ctx context.Context, breaker string, mode pb.ForceMode, re
 	if !ok {
 		return nil, fmt.Errorf("store: force %q: unknown mode %v", breaker, mode)
 	}
+	return s.force(ctx, breaker, m, "", reason, ttl, operator)
+}
+
+// SetShadow runs force.lua in mode shadow: stores an operator's shadow
+// setting for the breaker (ON, OFF, or POLICY to follow its policy again),
+// leaving its state machine as it is (a probe lease is dropped) and
+// bumping its generation; the event is a "forced" one with cause shadow.
+// A pin is kept and still wins. reason is recorded in the event.
+func (s *Store) SetShadow(ctx context.Context, breaker string, setting pb.ShadowSetting, reason, operator string) (*pb.BreakerState, error) {
+	v, ok := map[pb.ShadowSetting]string{
+		pb.ShadowSetting_SHADOW_SETTING_ON:     "on",
+		pb.ShadowSetting_SHADOW_SETTING_OFF:    "off",
+		pb.ShadowSetting_SHADOW_SETTING_POLICY: "",
+	}[setting]
+	if !ok {
+		return nil, fmt.Errorf("store: shadow %q: unknown setting %v", breaker, setting)
+	}
+	return s.force(ctx, breaker, "shadow", v, reason, 0, operator)
+}
+
+func (s *Store) force(ctx context.Context, breaker, m, shadow, reason string, ttl time.Duration, operator string) (*pb.BreakerState, error) {
 	set := s.policies.Load()
 	p, g := set.For(breaker), groupOf(set, breaker)
-	args := append(s.common(breaker, operator, p, 3), m, reason, ttl.Milliseconds())
+	args := append(s.common(breaker, operator, p, 5), m, reason, ttl.Milliseconds(), boolArg(p.Shadow), shadow)
 	res, err := run(ctx, s.rdb, forceScript, s.scriptKeys(breaker, g), args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: force %q: %w", breaker, err)

@@ -477,6 +477,21 @@ type Permit struct {
 	// a round trip: a denial from the open-circuit cache, or any answer
 	// from the fast-mode view.
 	Cached bool
+	// ShadowDecision is set when the breaker is in shadow mode (its
+	// policy's shadow, or an operator's setting): Decision is then
+	// ALLOWED and this is what enforced mode would have answered (ALLOWED,
+	// PROBE or a DENIED_* value). With PROBE the call is the shadow probe:
+	// its Record settles it. UNSPECIFIED for an enforced breaker. The
+	// fast-mode view answers from memory with ALLOWED, DENIED_OPEN or
+	// DENIED_PAUSED (it asks breakerd whenever the shadow probe may be
+	// due).
+	ShadowDecision pb.Decision
+}
+
+// probe reports whether the call holds the fleet's probe lease: a PROBE,
+// or, in shadow mode, the shadow probe.
+func (p *Permit) probe() bool {
+	return p.Decision == pb.Decision_DECISION_PROBE || p.ShadowDecision == pb.Decision_DECISION_PROBE
 }
 
 // Allowed reports whether the call may go out (ALLOWED or PROBE).
@@ -558,6 +573,7 @@ func permitOf(breaker string, res *pb.AllowResponse) *Permit {
 		State:      res.GetState(),
 
 		DaemonDegraded: res.GetDegraded(),
+		ShadowDecision: res.GetShadowDecision(),
 	}
 }
 
@@ -578,7 +594,7 @@ func (c *Client) lateAllow(breaker string, epoch, ver, all uint64, sent time.Tim
 	if c.view != nil {
 		c.fastLearn(p, ver, all, sent)
 	}
-	if p.Decision != pb.Decision_DECISION_PROBE {
+	if !p.probe() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, c.o.recordTimeout)
@@ -885,8 +901,8 @@ func (c *Client) Call(ctx context.Context, breaker string, fn func(ctx context.C
 		return c.Record(rctx, p, r)
 	}
 	settled := false
-	if p.Decision == pb.Decision_DECISION_PROBE {
-		// The fleet's one probe: if fn panics or the caller gives up, hand
+	if p.probe() {
+		// The fleet's one probe (or shadow probe): if fn panics or the caller gives up, hand
 		// the lease back at once (OUTCOME_CANCELED decides nothing) rather
 		// than make every worker wait out the probe timeout.
 		defer func() {

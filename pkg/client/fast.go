@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/limits"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -76,6 +77,20 @@ type entry struct {
 	decision pb.Decision // the denial answered while until holds
 	reason   string
 	st       *pb.BreakerState // breakerd's last snapshot, for Permit.State
+	// shadowProbe: the breaker is in shadow mode (state is the enforced
+	// one, closed) and its shadow state is open, half-open or paused:
+	// from shadowProbeAt on (zero: at once) the shadow probe may be due
+	// (only breakerd hands it out) or a pause may have lapsed (only a
+	// script ends it), so Allow asks breakerd.
+	shadowProbe   bool
+	shadowProbeAt time.Time
+	// shadow: the breaker is in shadow mode; shadowDecision is what
+	// enforced mode would answer until then (ALLOWED, DENIED_OPEN or
+	// DENIED_PAUSED), given with the view's own ALLOWED. A suspect is let
+	// through by breakerd with a ticket marked shadow_denied, so the view
+	// sends the suspect's Allow to breakerd rather than answer it.
+	shadow         bool
+	shadowDecision pb.Decision
 }
 
 // view is the fast-mode view: entries read without a lock on the Allow
@@ -199,6 +214,28 @@ func entryOf(s *pb.BreakerState, d pb.Decision, retry time.Duration, now time.Ti
 		}
 		return now.Add(time.Duration(ms-s.GetAsOfMs()) * time.Millisecond)
 	}
+	if s.GetShadow() {
+		// Shadow mode: breakerd allows every call, so the view does too,
+		// except that the shadow probe is breakerd's to hand out. Outcomes
+		// count only while the shadow state is closed (a run, as enforced).
+		e.shadow, e.shadowDecision = true, pb.Decision_DECISION_ALLOWED
+		switch s.GetShadowState() {
+		case pb.State_STATE_CLOSED:
+			e.run = s.GetFailures() > 0 || s.GetSlowCalls() > 0 || s.GetSuspectWorker() != ""
+			if s.GetSuspectWorker() != "" && s.GetSuspectUntilMs() > s.GetAsOfMs() {
+				e.suspect, e.suspectUntil = s.GetSuspectWorker(), at(s.GetSuspectUntilMs())
+			}
+		case pb.State_STATE_OPEN:
+			e.shadowProbe, e.shadowProbeAt = true, at(s.GetNextProbeAtMs())
+			e.shadowDecision = pb.Decision_DECISION_DENIED_OPEN
+		case pb.State_STATE_HALF_OPEN:
+			e.shadowProbe = true
+		case pb.State_STATE_PAUSED:
+			e.shadowProbe, e.shadowProbeAt = true, now.Add(pausedRecheck)
+			e.shadowDecision = pb.Decision_DECISION_DENIED_PAUSED
+		}
+		return e
+	}
 	switch e.state {
 	case pb.State_STATE_CLOSED:
 		e.run = s.GetFailures() > 0 || s.GetSlowCalls() > 0 || s.GetSuspectWorker() != ""
@@ -235,7 +272,13 @@ func (c *Client) fastAllow(breaker string) *Permit {
 		return nil
 	}
 	now := c.o.clock.Now()
+	if e.shadowProbe && !now.Before(e.shadowProbeAt) {
+		return nil // the shadow probe may be due: breakerd hands it out
+	}
 	if e.state == pb.State_STATE_CLOSED && e.suspect == c.worker() && now.Before(e.suspectUntil) {
+		if e.shadow {
+			return nil // breakerd lets it through, its ticket marked shadow_denied
+		}
 		return &Permit{Breaker: breaker, Decision: pb.Decision_DECISION_DENIED_SUSPECT_WORKER, RetryAfter: e.suspectUntil.Sub(now),
 			Reason: denialWords(breaker, pb.Decision_DECISION_DENIED_SUSPECT_WORKER), State: e.st, Cached: true}
 	}
@@ -262,11 +305,17 @@ func (c *Client) fastAllow(breaker string) *Permit {
 		if !c.view.live.Load() {
 			return nil
 		}
-		return &Permit{Breaker: breaker, Decision: pb.Decision_DECISION_ALLOWED,
-			Ticket: &pb.Ticket{Generation: e.gen}, State: e.st, Cached: true}
+		// On a shadow-open (or paused) breaker enforced mode would have
+		// denied the call: its ticket says so, as breakerd's would.
+		return &Permit{Breaker: breaker, Decision: pb.Decision_DECISION_ALLOWED, ShadowDecision: e.shadowDecision,
+			Ticket: &pb.Ticket{Generation: e.gen, ShadowDenied: shadowDenied(e.shadowDecision)}, State: e.st, Cached: true}
 	}
 	return nil
 }
+
+// shadowDenied reports whether d, a shadow decision, is a denial
+// (breaker.ShadowDenied): the ticket is then marked shadow_denied.
+func shadowDenied(d pb.Decision) bool { return breaker.ShadowDenied(d) }
 
 // denialWords is the reason for a denial the view answers without
 // breakerd's own words at hand.
@@ -317,7 +366,8 @@ func (c *Client) onEvent(e *pb.Event) {
 			if old == nil || old.gen > e.GetGeneration() {
 				return old // not a breaker this client uses; or a later transition already told more
 			}
-			n := &entry{state: pb.State_STATE_CLOSED, gen: e.GetGeneration(), run: run, st: old.st, window: old.window, slowMs: old.slowMs}
+			n := &entry{state: pb.State_STATE_CLOSED, gen: e.GetGeneration(), run: run, st: old.st, window: old.window, slowMs: old.slowMs,
+				shadow: old.shadow, shadowDecision: old.shadowDecision}
 			if old.gen == e.GetGeneration() && old.state == pb.State_STATE_CLOSED {
 				cp := *old
 				cp.run = run
@@ -330,6 +380,16 @@ func (c *Client) onEvent(e *pb.Event) {
 		})
 		return
 	case pb.EventKind_EVENT_KIND_TRANSITION, pb.EventKind_EVENT_KIND_FORCED:
+		to := e.GetTo()
+		if e.GetShadow() || e.GetKind() == pb.EventKind_EVENT_KIND_FORCED && (to == pb.State_STATE_OPEN || to == pb.State_STATE_HALF_OPEN) {
+			// A shadowed breaker's event says what would have happened,
+			// not what is enforced (a shadow trip must not make the view
+			// deny); an operator's shadow setting that enforces an open
+			// or half-open breaker leaves its timing in the snapshot.
+			// Either way: forget it, so its next Allow learns it whole.
+			c.view.set(name, nil)
+			return
+		}
 	default:
 		// Alerts (suspect, credential, quota, stuck, lapses) move fields
 		// the view does not follow event by event: forget the breaker, so

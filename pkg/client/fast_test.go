@@ -52,8 +52,11 @@ func known(t *testing.T, d *daemontest.Daemon, c *Client, name string) {
 // agrees reports whether a view entry holds st's state, generation and,
 // when closed, its run (failures or slow calls) and its suspect worker.
 func agrees(e *entry, st *pb.BreakerState) bool {
-	if e.gen != st.GetGeneration() || e.state != st.GetState() {
+	if e.gen != st.GetGeneration() || e.state != st.GetState() || e.shadow != st.GetShadow() {
 		return false
+	}
+	if st.GetShadow() && st.GetShadowState() != pb.State_STATE_CLOSED {
+		return e.shadowProbe == (st.GetShadowState() == pb.State_STATE_OPEN || st.GetShadowState() == pb.State_STATE_HALF_OPEN)
 	}
 	if st.GetState() != pb.State_STATE_CLOSED {
 		return true

@@ -7,12 +7,19 @@
 -- ARGV[10] -> cooldown base, ms (how long a worker that let 3 leases lapse
 --             is refused probes, jittered)
 -- ARGV[11] -> jitter: the policy's fraction times one uniform draw in [0, 1)
+-- ARGV[12] -> the policy's shadow field: 1 shadows the breaker unless an
+--             operator's setting (field shadow) says otherwise
+--             (breaker/shadow.go)
 --
--- Returns {decision, retry_after_ms, lease_token, snapshot}
+-- Returns {decision, retry_after_ms, lease_token, snapshot, shadow_decision}
 --   decision: 1 allowed, 2 probe, 3 denied_open, 4 denied_probe_in_flight,
 --             5 denied_forced_open, 6 denied_suspect_worker (ARGV[7] is
 --             the worker record.lua suspects, or refused probes after
 --             letting 3 leases lapse), 7 denied_paused
+--   shadow_decision: 0 unless the breaker is shadowed; then the decision
+--             enforced mode would have answered (the codes above), while
+--             decision is 1 and retry_after_ms 0. A shadow probe (2) keeps
+--             its lease token: its Record settles the probe.
 -- Writes nothing unless the call moves the breaker (open -> half_open, a
 -- new lease, a lapsed force): a worker asking about a closed breaker never
 -- creates state.
@@ -21,6 +28,7 @@ local TOKEN = ARGV[8]
 local PROBE_TIMEOUT = tonumber(ARGV[9])
 local COOLDOWN_BASE = tonumber(ARGV[10])
 local JITTER = tonumber(ARGV[11])
+POLICY_SHADOW = ARGV[12] == '1'
 
 local s = load()
 local dirty = expire_force(s)
@@ -28,7 +36,12 @@ if expire_pause(s) then dirty = true end
 
 local function reply(code, retry_after, token)
   if dirty then save(s) end
-  return { code, retry_after, token or '', snapshot(s) }
+  local shadow = 0
+  if shadowing(s) then
+    -- Shadow mode (breaker.step.shadowAllow): computed, not enforced.
+    shadow, code, retry_after = code, 1, 0
+  end
+  return { code, retry_after, token or '', snapshot(s), shadow }
 end
 
 if s.force == 'open' then

@@ -3,9 +3,13 @@
 -- Runs after lib.lua (KEYS and ARGV[1..7] as documented there; ARGV[7] is
 -- the operator). The rule: breaker.step.force in internal/breaker.
 --
--- ARGV[8]  -> mode: open | closed | auto
+-- ARGV[8]  -> mode: open | closed | auto | shadow (the operator's shadow
+--             setting, ARGV[12]: the machine is kept, a lease dropped)
 -- ARGV[9]  -> reason (required for open and closed; checked by the caller)
 -- ARGV[10] -> TTL, ms: the pin ends by itself after this long (0: never)
+-- ARGV[11] -> the policy's shadow field: 1 or 0 (breaker/shadow.go)
+-- ARGV[12] -> with mode shadow: the operator's setting to store, on | off,
+--             or '' to follow the policy
 --
 -- Returns {snapshot}
 -- AUTO leaves a fresh closed breaker. Every Force bumps the generation, so
@@ -14,6 +18,8 @@
 local MODE = ARGV[8]
 local REASON = ARGV[9]
 local TTL = tonumber(ARGV[10])
+POLICY_SHADOW = ARGV[11] == '1'
+local SHADOW = ARGV[12] or ''
 
 local s = load()
 expire_force(s)
@@ -21,7 +27,11 @@ expire_pause(s)
 local from = public(s)
 local cause = 'forced'
 
-if MODE == 'auto' then
+if MODE == 'shadow' then
+  s.shadow = SHADOW
+  s.lease, s.lease_until, s.lease_by = '', 0, ''
+  cause = 'shadow'
+elseif MODE == 'auto' then
   fresh(s, true)
   cause = 'auto'
 else

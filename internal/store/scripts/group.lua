@@ -17,7 +17,7 @@
 --            pause's end: breaker.State.OpenUntil), or ARGV[4]
 --
 -- Returns: count  {known, open} without the breaker itself (the counts
---                 record.lua's ARGV[30] and ARGV[31] take);
+--                 record.lua's ARGV[31] and ARGV[32] take);
 --          index  {known, open} after the update, the breaker included;
 --          status {known, open}.
 -- Every mode first drops the entries scored now or before (their state

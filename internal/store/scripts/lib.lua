@@ -68,6 +68,10 @@
 --   slow_by     the slow run's distinct workers, sorted, joined by "\n"
 --   slow_lat    the last 16 slow latencies, ms, oldest first, joined by ","
 --               (breaker/slow.go; the reason's p50 comes from it)
+--   shadow      an operator's shadow setting: on | off ('' follows the
+--               policy; breaker/shadow.go). Kept by every transition and
+--               by AUTO; while set, the keys never expire (like a pin
+--               without a TTL)
 --   capped      1 once a trip was stopped by the group's open-fraction cap
 --               since the runs last ended (breaker/cap.go)
 --
@@ -113,11 +117,23 @@ end
 local FIELDS = { 'st', 'gen', 'fails', 'rl', 'last', 'opened', 'probe_at', 'cd', 'level', 'cause',
   'lease', 'lease_until', 'lease_by', 'lapser', 'lapses', 'noprobe', 'noprobe_until',
   'pause_until', 'pause_warn', 'force', 'force_reason', 'force_by', 'force_until', 'suspect',
-  'suspect_until', 'slow', 'slow_by', 'slow_lat', 'capped' }
+  'suspect_until', 'slow', 'slow_by', 'slow_lat', 'shadow', 'capped' }
 local NUMERIC = { gen = true, fails = true, rl = true, opened = true, probe_at = true,
   cd = true, level = true, lease_until = true, lapses = true, noprobe_until = true,
   pause_until = true, pause_warn = true, force_until = true, suspect_until = true, slow = true,
   capped = true }
+
+-- POLICY_SHADOW is the policy's shadow field (breaker.Params.Shadow). A
+-- script that can emit events sets it from its own ARGV before anything
+-- else runs (allow.lua, record.lua, force.lua, recover.lua); the others
+-- leave it false.
+local POLICY_SHADOW = false
+
+-- shadowing reports whether s is shadowed (breaker.Shadowing): no pin,
+-- and the operator's setting on, or no setting and the policy's shadow.
+local function shadowing(s)
+  return s.force == '' and (s.shadow == 'on' or (s.shadow == '' and POLICY_SHADOW))
+end
 
 -- empty returns a fresh closed state at generation 0 (no key).
 local function empty()
@@ -226,7 +242,7 @@ local function save(s)
     return
   end
   redis.call('HSET', K_STATE, unpack(fields))
-  if s.force ~= '' and s.force_until == 0 then
+  if (s.force ~= '' and s.force_until == 0) or s.shadow ~= '' then
     for _, k in ipairs({ K_STATE, K_WORKERS, K_RL, K_PAUSE }) do redis.call('PERSIST', k) end
     index(s, '+inf')
     return
@@ -250,13 +266,18 @@ end
 
 -- emit appends an event to the durable log and publishes it live. The
 -- live payload is the same entry: a JSON array of its stream id and then
--- the field/value strings XADD stored (store.DecodeEvent reads it). Events
+-- the field/value strings XADD stored (store.DecodeEvent reads it). The
+-- events of a shadowed breaker add shadow = 1 (breaker.Event.Shadow). Events
 -- carry causes and numbers; Go renders their words (breaker.EventReason).
 local function emit(s, kind, from, to, cause, at, note, actor)
   local fields = { 'breaker', NAME, 'kind', kind, 'from', from, 'to', to,
     'gen', tostring(s.gen), 'cause', cause, 'failures', tostring(s.fails),
     'workers', tostring(workers(s)), 'rl', tostring(s.rl), 'cooldown_ms', tostring(s.cd),
     'at_ms', tostring(at), 'actor', actor or ACTOR, 'last', s.last, 'note', note or '' }
+  if shadowing(s) then
+    fields[#fields + 1] = 'shadow'
+    fields[#fields + 1] = '1'
+  end
   local id = redis.call('XADD', K_EVENTS, 'MAXLEN', '~', EVENTS_MAXLEN, '*', unpack(fields))
   redis.call('PEXPIRE', K_EVENTS, EVENTS_RETENTION)
   table.insert(fields, 1, id)
@@ -306,7 +327,7 @@ local function snapshot(s)
   if s.st == 'half_open' and s.lease ~= '' and s.lease_until > now then in_flight = 1 end
   return { public(s), s.gen, s.fails, workers(s), s.rl, s.opened, s.probe_at, s.cd, s.cause,
     s.last, in_flight, s.level, s.force_by, s.force_reason, s.force_until, s.suspect,
-    s.suspect_until, now, s.pause_until, s.slow, s.capped }
+    s.suspect_until, now, s.pause_until, s.slow, s.shadow, s.capped }
 end
 
 -- WINDOW_BUCKETS is how many buckets a window is kept in

@@ -27,6 +27,7 @@ if pin_lapsed or pause_lapsed then
   local gen = s.gen
   local fresh_s = empty()
   fresh_s.gen = gen
+  fresh_s.shadow = s.shadow
   local snap = snapshot(fresh_s)
   snap[4] = 0 -- the workers set is dropped by the write that ends the pin
   return reply(snap)

@@ -33,12 +33,17 @@
 --             (consecutive mode; 0: never)
 -- ARGV[27] -> slow call rate in (0, 1]: the share of a window's calls that
 --             must be slow for it to trip (window mode; 0: never)
--- ARGV[28] -> (reserved for shadow mode; unread here)
--- ARGV[29] -> max open, ppm: the breaker's group's max_open_fraction in
+-- ARGV[28] -> the policy's shadow field: 1 shadows the breaker unless an
+--             operator's setting says otherwise (breaker/shadow.go); the
+--             events of a shadowed breaker are marked shadow
+-- ARGV[29] -> ticket shadow-denied: 1 when the call's Allow was a shadow
+--             denial (enforced mode would not have made the call): the
+--             outcome counts nothing (note shadow_denied)
+-- ARGV[30] -> max open, ppm: the breaker's group's max_open_fraction in
 --             millionths; 0 when the breaker is in no group (no cap)
--- ARGV[30] -> the group's other known breakers, '' to count them here
+-- ARGV[31] -> the group's other known breakers, '' to count them here
 --             from KEYS[8] (a single Redis: exact, atomic with the trip)
--- ARGV[31] -> the group's other open breakers, '' likewise (KEYS[9])
+-- ARGV[32] -> the group's other open breakers, '' likewise (KEYS[9])
 --             (on a Cluster the daemon reads both just before this script:
 --             breaker/cap.go states the rule, store/group.go the bound)
 --
@@ -89,8 +94,10 @@ local LATENCY = tonumber(ARGV[24]) or 0
 local SLOW_CALL = tonumber(ARGV[25]) or 0
 local SLOW_THRESHOLD = tonumber(ARGV[26]) or 0
 local SLOW_RATE = tonumber(ARGV[27]) or 0
-local MAX_OPEN_PPM = tonumber(ARGV[29]) or 0
-local GROUP_KNOWN, GROUP_OPEN = tonumber(ARGV[30]), tonumber(ARGV[31])
+POLICY_SHADOW = ARGV[28] == '1'
+local TICKET_SHADOW = ARGV[29] == '1'
+local MAX_OPEN_PPM = tonumber(ARGV[30]) or 0
+local GROUP_KNOWN, GROUP_OPEN = tonumber(ARGV[31]), tonumber(ARGV[32])
 -- SLOW: this outcome is a slow success (breaker.step.slow).
 local SLOW = SLOW_CALL > 0 and EVIDENCE == 'S' and LATENCY > SLOW_CALL
 
@@ -236,6 +243,9 @@ local function slow_trip(slow, calls, sworkers)
   end
 end
 
+if TICKET_SHADOW then
+  return reply(0, 'shadow_denied')
+end
 if s.force == '' and s.st == 'paused' then
   return reply(0, 'paused')
 end

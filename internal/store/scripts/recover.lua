@@ -5,6 +5,8 @@
 -- internal/breaker/breaker.go.
 --
 -- ARGV[8] -> generation the breaker was open at when the check started
+-- ARGV[9] -> the policy's shadow field: 1 or 0 (its event is marked
+--            shadow when the breaker is shadowed; breaker/shadow.go)
 --
 -- Returns {moved, snapshot}
 --   moved: 1 the breaker went open -> half_open (its next probe due now,
@@ -13,6 +15,7 @@
 -- A failed check never runs this script: it changes nothing.
 
 local GEN = tonumber(ARGV[8])
+POLICY_SHADOW = ARGV[9] == '1'
 
 local s = load()
 local dirty = expire_force(s)

@@ -284,8 +284,14 @@ const (
 	ForceMode_FORCE_MODE_OPEN ForceMode = 1
 	// Allow every call and never trip (outcomes are still counted).
 	ForceMode_FORCE_MODE_CLOSED ForceMode = 2
-	// Return to automatic operation: closed with fresh counts.
+	// Return to automatic operation: closed with fresh counts (an
+	// operator's shadow setting is kept).
 	ForceMode_FORCE_MODE_AUTO ForceMode = 3
+	// Set the breaker's shadow mode (ForceRequest.shadow): on, off, or back
+	// to the policy's. Leaves the state machine as it is (only a probe lease
+	// is dropped) and bumps the generation; a pin (OPEN, CLOSED) is kept and
+	// still wins over shadow mode.
+	ForceMode_FORCE_MODE_SHADOW ForceMode = 4
 )
 
 // Enum value maps for ForceMode.
@@ -295,12 +301,14 @@ var (
 		1: "FORCE_MODE_OPEN",
 		2: "FORCE_MODE_CLOSED",
 		3: "FORCE_MODE_AUTO",
+		4: "FORCE_MODE_SHADOW",
 	}
 	ForceMode_value = map[string]int32{
 		"FORCE_MODE_UNSPECIFIED": 0,
 		"FORCE_MODE_OPEN":        1,
 		"FORCE_MODE_CLOSED":      2,
 		"FORCE_MODE_AUTO":        3,
+		"FORCE_MODE_SHADOW":      4,
 	}
 )
 
@@ -329,6 +337,65 @@ func (x ForceMode) Number() protoreflect.EnumNumber {
 // Deprecated: Use ForceMode.Descriptor instead.
 func (ForceMode) EnumDescriptor() ([]byte, []int) {
 	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{3}
+}
+
+// ShadowSetting is an operator's shadow setting for one breaker. In
+// shadow mode every decision is computed and every transition recorded
+// (events marked shadow), but Allow always allows: for tuning a policy on
+// real traffic before enforcing it.
+type ShadowSetting int32
+
+const (
+	ShadowSetting_SHADOW_SETTING_UNSPECIFIED ShadowSetting = 0
+	// Follow the policy's `shadow` field.
+	ShadowSetting_SHADOW_SETTING_POLICY ShadowSetting = 1
+	// Shadow the breaker whatever its policy says.
+	ShadowSetting_SHADOW_SETTING_ON ShadowSetting = 2
+	// Enforce the breaker whatever its policy says.
+	ShadowSetting_SHADOW_SETTING_OFF ShadowSetting = 3
+)
+
+// Enum value maps for ShadowSetting.
+var (
+	ShadowSetting_name = map[int32]string{
+		0: "SHADOW_SETTING_UNSPECIFIED",
+		1: "SHADOW_SETTING_POLICY",
+		2: "SHADOW_SETTING_ON",
+		3: "SHADOW_SETTING_OFF",
+	}
+	ShadowSetting_value = map[string]int32{
+		"SHADOW_SETTING_UNSPECIFIED": 0,
+		"SHADOW_SETTING_POLICY":      1,
+		"SHADOW_SETTING_ON":          2,
+		"SHADOW_SETTING_OFF":         3,
+	}
+)
+
+func (x ShadowSetting) Enum() *ShadowSetting {
+	p := new(ShadowSetting)
+	*p = x
+	return p
+}
+
+func (x ShadowSetting) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ShadowSetting) Descriptor() protoreflect.EnumDescriptor {
+	return file_breakerd_v1_breaker_proto_enumTypes[4].Descriptor()
+}
+
+func (ShadowSetting) Type() protoreflect.EnumType {
+	return &file_breakerd_v1_breaker_proto_enumTypes[4]
+}
+
+func (x ShadowSetting) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ShadowSetting.Descriptor instead.
+func (ShadowSetting) EnumDescriptor() ([]byte, []int) {
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{4}
 }
 
 // EventKind says what an Event reports.
@@ -424,11 +491,11 @@ func (x EventKind) String() string {
 }
 
 func (EventKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_breakerd_v1_breaker_proto_enumTypes[4].Descriptor()
+	return file_breakerd_v1_breaker_proto_enumTypes[5].Descriptor()
 }
 
 func (EventKind) Type() protoreflect.EnumType {
-	return &file_breakerd_v1_breaker_proto_enumTypes[4]
+	return &file_breakerd_v1_breaker_proto_enumTypes[5]
 }
 
 func (x EventKind) Number() protoreflect.EnumNumber {
@@ -437,7 +504,7 @@ func (x EventKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EventKind.Descriptor instead.
 func (EventKind) EnumDescriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{4}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{5}
 }
 
 // Ticket fences a Record to the Allow that granted it.
@@ -446,9 +513,14 @@ type Ticket struct {
 	// The breaker's generation when Allow answered. A Record from an older
 	// generation is acknowledged but not counted.
 	Generation int64 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
-	// Set only with DECISION_PROBE: the probe lease token. Only the lease
-	// holder's Record decides the probe.
-	LeaseToken    string `protobuf:"bytes,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
+	// Set only with DECISION_PROBE (or, in shadow mode, with DECISION_ALLOWED
+	// and shadow_decision DECISION_PROBE): the probe lease token. Only the
+	// lease holder's Record decides the probe.
+	LeaseToken string `protobuf:"bytes,2,opt,name=lease_token,json=leaseToken,proto3" json:"lease_token,omitempty"`
+	// Shadow mode: enforced mode would have denied this call
+	// (AllowResponse.shadow_decision is a denial). Its Record is never
+	// counted, since enforced mode would not have made the call.
+	ShadowDenied  bool `protobuf:"varint,50,opt,name=shadow_denied,json=shadowDenied,proto3" json:"shadow_denied,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -495,6 +567,13 @@ func (x *Ticket) GetLeaseToken() string {
 		return x.LeaseToken
 	}
 	return ""
+}
+
+func (x *Ticket) GetShadowDenied() bool {
+	if x != nil {
+		return x.ShadowDenied
+	}
+	return false
 }
 
 // BreakerState is a snapshot of one breaker.
@@ -557,6 +636,17 @@ type BreakerState struct {
 	// than this many ms (RecordRequest.latency_ms) is slow. 0: slow calls
 	// are not counted. A fast-mode client sends every slow success.
 	SlowCallMs int64 `protobuf:"varint,44,opt,name=slow_call_ms,json=slowCallMs,proto3" json:"slow_call_ms,omitempty"`
+	// The breaker is in shadow mode (its policy's `shadow`, or an operator's
+	// setting, and no pin): Allow always allows, and `state` is the state
+	// enforced, closed. What the breaker would be in is shadow_state; the
+	// other fields (failures, next_probe_at_ms, reason...) describe it.
+	Shadow bool `protobuf:"varint,50,opt,name=shadow,proto3" json:"shadow,omitempty"`
+	// In shadow mode, the state the breaker would be in if enforced (closed,
+	// open, half_open or paused); STATE_UNSPECIFIED otherwise.
+	ShadowState State `protobuf:"varint,51,opt,name=shadow_state,json=shadowState,proto3,enum=breakerd.v1.State" json:"shadow_state,omitempty"`
+	// The operator's shadow setting (Force with FORCE_MODE_SHADOW):
+	// SHADOW_SETTING_POLICY when it follows its policy.
+	ShadowSetting ShadowSetting `protobuf:"varint,52,opt,name=shadow_setting,json=shadowSetting,proto3,enum=breakerd.v1.ShadowSetting" json:"shadow_setting,omitempty"`
 	// A trip of this breaker was stopped by its group's open-fraction cap
 	// (EVENT_KIND_OPEN_FRACTION_CAP) and its runs have not ended since: it
 	// stays closed although its trip rule was met.
@@ -765,6 +855,27 @@ func (x *BreakerState) GetSlowCallMs() int64 {
 	return 0
 }
 
+func (x *BreakerState) GetShadow() bool {
+	if x != nil {
+		return x.Shadow
+	}
+	return false
+}
+
+func (x *BreakerState) GetShadowState() State {
+	if x != nil {
+		return x.ShadowState
+	}
+	return State_STATE_UNSPECIFIED
+}
+
+func (x *BreakerState) GetShadowSetting() ShadowSetting {
+	if x != nil {
+		return x.ShadowSetting
+	}
+	return ShadowSetting_SHADOW_SETTING_UNSPECIFIED
+}
+
 func (x *BreakerState) GetOpenFractionCapped() bool {
 	if x != nil {
 		return x.OpenFractionCapped
@@ -867,9 +978,14 @@ type AllowResponse struct {
 	// The daemon could not reach Redis and answered from its own in-memory
 	// breakers (fed by every worker connected to it): the fleet's shared
 	// state was not consulted.
-	Degraded      bool `protobuf:"varint,6,opt,name=degraded,proto3" json:"degraded,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Degraded bool `protobuf:"varint,6,opt,name=degraded,proto3" json:"degraded,omitempty"`
+	// Shadow mode only: what enforced mode would have answered (ALLOWED,
+	// PROBE or a DENIED_* value) while decision is ALLOWED;
+	// DECISION_UNSPECIFIED when the breaker is enforced. With PROBE the
+	// ticket carries the shadow probe's lease: its Record settles the probe.
+	ShadowDecision Decision `protobuf:"varint,50,opt,name=shadow_decision,json=shadowDecision,proto3,enum=breakerd.v1.Decision" json:"shadow_decision,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *AllowResponse) Reset() {
@@ -942,6 +1058,13 @@ func (x *AllowResponse) GetDegraded() bool {
 		return x.Degraded
 	}
 	return false
+}
+
+func (x *AllowResponse) GetShadowDecision() Decision {
+	if x != nil {
+		return x.ShadowDecision
+	}
+	return Decision_DECISION_UNSPECIFIED
 }
 
 type RecordRequest struct {
@@ -1544,7 +1667,10 @@ type ForceRequest struct {
 	// (as AUTO would). 0: until an operator sends AUTO. At most 365 days.
 	TtlMs int64 `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
 	// Who is forcing (recorded in the event).
-	Operator      string `protobuf:"bytes,5,opt,name=operator,proto3" json:"operator,omitempty"`
+	Operator string `protobuf:"bytes,5,opt,name=operator,proto3" json:"operator,omitempty"`
+	// With FORCE_MODE_SHADOW (and only then): the shadow setting to store.
+	// ttl_ms must be 0; reason is required for ON and OFF.
+	Shadow        ShadowSetting `protobuf:"varint,50,opt,name=shadow,proto3,enum=breakerd.v1.ShadowSetting" json:"shadow,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1612,6 +1738,13 @@ func (x *ForceRequest) GetOperator() string {
 		return x.Operator
 	}
 	return ""
+}
+
+func (x *ForceRequest) GetShadow() ShadowSetting {
+	if x != nil {
+		return x.Shadow
+	}
+	return ShadowSetting_SHADOW_SETTING_UNSPECIFIED
 }
 
 type ForceResponse struct {
@@ -1777,7 +1910,12 @@ type Event struct {
 	CooldownMs      int64  `protobuf:"varint,10,opt,name=cooldown_ms,json=cooldownMs,proto3" json:"cooldown_ms,omitempty"`
 	AtMs            int64  `protobuf:"varint,11,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"`
 	// The worker whose call caused it, or the operator who forced it.
-	Actor         string `protobuf:"bytes,12,opt,name=actor,proto3" json:"actor,omitempty"`
+	Actor string `protobuf:"bytes,12,opt,name=actor,proto3" json:"actor,omitempty"`
+	// Shadow mode: the event records what would have happened (a shadow
+	// trip is "would have opened"); Allow kept allowing. Set on every event
+	// a shadowed breaker (no pin) produces, including the Force that turned
+	// shadow mode on.
+	Shadow        bool `protobuf:"varint,50,opt,name=shadow,proto3" json:"shadow,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1896,6 +2034,13 @@ func (x *Event) GetActor() string {
 	return ""
 }
 
+func (x *Event) GetShadow() bool {
+	if x != nil {
+		return x.Shadow
+	}
+	return false
+}
+
 type EventsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only this breaker's events; every breaker's when empty.
@@ -2010,13 +2155,14 @@ var File_breakerd_v1_breaker_proto protoreflect.FileDescriptor
 
 const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\n" +
-	"\x19breakerd/v1/breaker.proto\x12\vbreakerd.v1\"I\n" +
+	"\x19breakerd/v1/breaker.proto\x12\vbreakerd.v1\"n\n" +
 	"\x06Ticket\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x03R\n" +
 	"generation\x12\x1f\n" +
 	"\vlease_token\x18\x02 \x01(\tR\n" +
-	"leaseToken\"\xe3\a\n" +
+	"leaseToken\x12#\n" +
+	"\rshadow_denied\x182 \x01(\bR\fshadowDenied\"\xf5\b\n" +
 	"\fBreakerState\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12(\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x12.breakerd.v1.StateR\x05state\x12\x1e\n" +
@@ -2048,7 +2194,10 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\n" +
 	"slow_calls\x18+ \x01(\x03R\tslowCalls\x12 \n" +
 	"\fslow_call_ms\x18, \x01(\x03R\n" +
-	"slowCallMs\x120\n" +
+	"slowCallMs\x12\x16\n" +
+	"\x06shadow\x182 \x01(\bR\x06shadow\x125\n" +
+	"\fshadow_state\x183 \x01(\x0e2\x12.breakerd.v1.StateR\vshadowState\x12A\n" +
+	"\x0eshadow_setting\x184 \x01(\x0e2\x1a.breakerd.v1.ShadowSettingR\rshadowSetting\x120\n" +
 	"\x14open_fraction_capped\x18< \x01(\bR\x12openFractionCapped\x12\x14\n" +
 	"\x05group\x18= \x01(\tR\x05group\x12*\n" +
 	"\x11max_open_fraction\x18> \x01(\x01R\x0fmaxOpenFraction\x12\x1f\n" +
@@ -2058,14 +2207,15 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"group_open\x18@ \x01(\x03R\tgroupOpen\"E\n" +
 	"\fAllowRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12\x1b\n" +
-	"\tworker_id\x18\x02 \x01(\tR\bworkerId\"\xfa\x01\n" +
+	"\tworker_id\x18\x02 \x01(\tR\bworkerId\"\xba\x02\n" +
 	"\rAllowResponse\x121\n" +
 	"\bdecision\x18\x01 \x01(\x0e2\x15.breakerd.v1.DecisionR\bdecision\x12+\n" +
 	"\x06ticket\x18\x02 \x01(\v2\x13.breakerd.v1.TicketR\x06ticket\x12$\n" +
 	"\x0eretry_after_ms\x18\x03 \x01(\x03R\fretryAfterMs\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12/\n" +
 	"\x05state\x18\x05 \x01(\v2\x19.breakerd.v1.BreakerStateR\x05state\x12\x1a\n" +
-	"\bdegraded\x18\x06 \x01(\bR\bdegraded\"\xd0\x02\n" +
+	"\bdegraded\x18\x06 \x01(\bR\bdegraded\x12>\n" +
+	"\x0fshadow_decision\x182 \x01(\x0e2\x15.breakerd.v1.DecisionR\x0eshadowDecision\"\xd0\x02\n" +
 	"\rRecordRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12+\n" +
@@ -2103,13 +2253,14 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"page_token\x18\x03 \x01(\tR\tpageToken\"i\n" +
 	"\fListResponse\x121\n" +
 	"\x06states\x18\x01 \x03(\v2\x19.breakerd.v1.BreakerStateR\x06states\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\x9f\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xd3\x01\n" +
 	"\fForceRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12*\n" +
 	"\x04mode\x18\x02 \x01(\x0e2\x16.breakerd.v1.ForceModeR\x04mode\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x15\n" +
 	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\x12\x1a\n" +
-	"\boperator\x18\x05 \x01(\tR\boperator\"@\n" +
+	"\boperator\x18\x05 \x01(\tR\boperator\x122\n" +
+	"\x06shadow\x182 \x01(\x0e2\x1a.breakerd.v1.ShadowSettingR\x06shadow\"@\n" +
 	"\rForceResponse\x12/\n" +
 	"\x05state\x18\x01 \x01(\v2\x19.breakerd.v1.BreakerStateR\x05state\"K\n" +
 	"\fWatchRequest\x12\x1a\n" +
@@ -2117,7 +2268,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\vrun_notices\x18\x02 \x01(\bR\n" +
 	"runNotices\"9\n" +
 	"\rWatchResponse\x12(\n" +
-	"\x05event\x18\x01 \x01(\v2\x12.breakerd.v1.EventR\x05event\"\xf4\x02\n" +
+	"\x05event\x18\x01 \x01(\v2\x12.breakerd.v1.EventR\x05event\"\x8c\x03\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\abreaker\x18\x02 \x01(\tR\abreaker\x12*\n" +
@@ -2134,7 +2285,8 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	" \x01(\x03R\n" +
 	"cooldownMs\x12\x13\n" +
 	"\x05at_ms\x18\v \x01(\x03R\x04atMs\x12\x14\n" +
-	"\x05actor\x18\f \x01(\tR\x05actor\"Z\n" +
+	"\x05actor\x18\f \x01(\tR\x05actor\x12\x16\n" +
+	"\x06shadow\x182 \x01(\bR\x06shadow\"Z\n" +
 	"\rEventsRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12\x19\n" +
 	"\bsince_ms\x18\x02 \x01(\x03R\asinceMs\x12\x14\n" +
@@ -2173,12 +2325,18 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x17OUTCOME_UNAUTHENTICATED\x10\n" +
 	"\x12\x14\n" +
 	"\x10OUTCOME_CANCELED\x10\v\x12\x1b\n" +
-	"\x17OUTCOME_QUOTA_EXHAUSTED\x10\f*h\n" +
+	"\x17OUTCOME_QUOTA_EXHAUSTED\x10\f*\x7f\n" +
 	"\tForceMode\x12\x1a\n" +
 	"\x16FORCE_MODE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fFORCE_MODE_OPEN\x10\x01\x12\x15\n" +
 	"\x11FORCE_MODE_CLOSED\x10\x02\x12\x13\n" +
-	"\x0fFORCE_MODE_AUTO\x10\x03*\xed\x02\n" +
+	"\x0fFORCE_MODE_AUTO\x10\x03\x12\x15\n" +
+	"\x11FORCE_MODE_SHADOW\x10\x04*y\n" +
+	"\rShadowSetting\x12\x1e\n" +
+	"\x1aSHADOW_SETTING_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15SHADOW_SETTING_POLICY\x10\x01\x12\x15\n" +
+	"\x11SHADOW_SETTING_ON\x10\x02\x12\x16\n" +
+	"\x12SHADOW_SETTING_OFF\x10\x03*\xed\x02\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15EVENT_KIND_TRANSITION\x10\x01\x12\x15\n" +
@@ -2216,80 +2374,85 @@ func file_breakerd_v1_breaker_proto_rawDescGZIP() []byte {
 	return file_breakerd_v1_breaker_proto_rawDescData
 }
 
-var file_breakerd_v1_breaker_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_breakerd_v1_breaker_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
 var file_breakerd_v1_breaker_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_breakerd_v1_breaker_proto_goTypes = []any{
 	(Decision)(0),               // 0: breakerd.v1.Decision
 	(State)(0),                  // 1: breakerd.v1.State
 	(Outcome)(0),                // 2: breakerd.v1.Outcome
 	(ForceMode)(0),              // 3: breakerd.v1.ForceMode
-	(EventKind)(0),              // 4: breakerd.v1.EventKind
-	(*Ticket)(nil),              // 5: breakerd.v1.Ticket
-	(*BreakerState)(nil),        // 6: breakerd.v1.BreakerState
-	(*AllowRequest)(nil),        // 7: breakerd.v1.AllowRequest
-	(*AllowResponse)(nil),       // 8: breakerd.v1.AllowResponse
-	(*RecordRequest)(nil),       // 9: breakerd.v1.RecordRequest
-	(*RecordBatchRequest)(nil),  // 10: breakerd.v1.RecordBatchRequest
-	(*RecordBatchResponse)(nil), // 11: breakerd.v1.RecordBatchResponse
-	(*RecordResponse)(nil),      // 12: breakerd.v1.RecordResponse
-	(*GetRequest)(nil),          // 13: breakerd.v1.GetRequest
-	(*GetResponse)(nil),         // 14: breakerd.v1.GetResponse
-	(*BatchGetRequest)(nil),     // 15: breakerd.v1.BatchGetRequest
-	(*BatchGetResponse)(nil),    // 16: breakerd.v1.BatchGetResponse
-	(*ListRequest)(nil),         // 17: breakerd.v1.ListRequest
-	(*ListResponse)(nil),        // 18: breakerd.v1.ListResponse
-	(*ForceRequest)(nil),        // 19: breakerd.v1.ForceRequest
-	(*ForceResponse)(nil),       // 20: breakerd.v1.ForceResponse
-	(*WatchRequest)(nil),        // 21: breakerd.v1.WatchRequest
-	(*WatchResponse)(nil),       // 22: breakerd.v1.WatchResponse
-	(*Event)(nil),               // 23: breakerd.v1.Event
-	(*EventsRequest)(nil),       // 24: breakerd.v1.EventsRequest
-	(*EventsResponse)(nil),      // 25: breakerd.v1.EventsResponse
+	(ShadowSetting)(0),          // 4: breakerd.v1.ShadowSetting
+	(EventKind)(0),              // 5: breakerd.v1.EventKind
+	(*Ticket)(nil),              // 6: breakerd.v1.Ticket
+	(*BreakerState)(nil),        // 7: breakerd.v1.BreakerState
+	(*AllowRequest)(nil),        // 8: breakerd.v1.AllowRequest
+	(*AllowResponse)(nil),       // 9: breakerd.v1.AllowResponse
+	(*RecordRequest)(nil),       // 10: breakerd.v1.RecordRequest
+	(*RecordBatchRequest)(nil),  // 11: breakerd.v1.RecordBatchRequest
+	(*RecordBatchResponse)(nil), // 12: breakerd.v1.RecordBatchResponse
+	(*RecordResponse)(nil),      // 13: breakerd.v1.RecordResponse
+	(*GetRequest)(nil),          // 14: breakerd.v1.GetRequest
+	(*GetResponse)(nil),         // 15: breakerd.v1.GetResponse
+	(*BatchGetRequest)(nil),     // 16: breakerd.v1.BatchGetRequest
+	(*BatchGetResponse)(nil),    // 17: breakerd.v1.BatchGetResponse
+	(*ListRequest)(nil),         // 18: breakerd.v1.ListRequest
+	(*ListResponse)(nil),        // 19: breakerd.v1.ListResponse
+	(*ForceRequest)(nil),        // 20: breakerd.v1.ForceRequest
+	(*ForceResponse)(nil),       // 21: breakerd.v1.ForceResponse
+	(*WatchRequest)(nil),        // 22: breakerd.v1.WatchRequest
+	(*WatchResponse)(nil),       // 23: breakerd.v1.WatchResponse
+	(*Event)(nil),               // 24: breakerd.v1.Event
+	(*EventsRequest)(nil),       // 25: breakerd.v1.EventsRequest
+	(*EventsResponse)(nil),      // 26: breakerd.v1.EventsResponse
 }
 var file_breakerd_v1_breaker_proto_depIdxs = []int32{
 	1,  // 0: breakerd.v1.BreakerState.state:type_name -> breakerd.v1.State
-	0,  // 1: breakerd.v1.AllowResponse.decision:type_name -> breakerd.v1.Decision
-	5,  // 2: breakerd.v1.AllowResponse.ticket:type_name -> breakerd.v1.Ticket
-	6,  // 3: breakerd.v1.AllowResponse.state:type_name -> breakerd.v1.BreakerState
-	5,  // 4: breakerd.v1.RecordRequest.ticket:type_name -> breakerd.v1.Ticket
-	2,  // 5: breakerd.v1.RecordRequest.outcome:type_name -> breakerd.v1.Outcome
-	9,  // 6: breakerd.v1.RecordBatchRequest.records:type_name -> breakerd.v1.RecordRequest
-	12, // 7: breakerd.v1.RecordBatchResponse.results:type_name -> breakerd.v1.RecordResponse
-	6,  // 8: breakerd.v1.RecordResponse.state:type_name -> breakerd.v1.BreakerState
-	6,  // 9: breakerd.v1.GetResponse.state:type_name -> breakerd.v1.BreakerState
-	6,  // 10: breakerd.v1.BatchGetResponse.states:type_name -> breakerd.v1.BreakerState
-	1,  // 11: breakerd.v1.ListRequest.states:type_name -> breakerd.v1.State
-	6,  // 12: breakerd.v1.ListResponse.states:type_name -> breakerd.v1.BreakerState
-	3,  // 13: breakerd.v1.ForceRequest.mode:type_name -> breakerd.v1.ForceMode
-	6,  // 14: breakerd.v1.ForceResponse.state:type_name -> breakerd.v1.BreakerState
-	23, // 15: breakerd.v1.WatchResponse.event:type_name -> breakerd.v1.Event
-	4,  // 16: breakerd.v1.Event.kind:type_name -> breakerd.v1.EventKind
-	1,  // 17: breakerd.v1.Event.from:type_name -> breakerd.v1.State
-	1,  // 18: breakerd.v1.Event.to:type_name -> breakerd.v1.State
-	23, // 19: breakerd.v1.EventsResponse.events:type_name -> breakerd.v1.Event
-	7,  // 20: breakerd.v1.BreakerService.Allow:input_type -> breakerd.v1.AllowRequest
-	9,  // 21: breakerd.v1.BreakerService.Record:input_type -> breakerd.v1.RecordRequest
-	10, // 22: breakerd.v1.BreakerService.RecordBatch:input_type -> breakerd.v1.RecordBatchRequest
-	13, // 23: breakerd.v1.BreakerService.Get:input_type -> breakerd.v1.GetRequest
-	15, // 24: breakerd.v1.BreakerService.BatchGet:input_type -> breakerd.v1.BatchGetRequest
-	17, // 25: breakerd.v1.BreakerService.List:input_type -> breakerd.v1.ListRequest
-	19, // 26: breakerd.v1.BreakerService.Force:input_type -> breakerd.v1.ForceRequest
-	21, // 27: breakerd.v1.BreakerService.Watch:input_type -> breakerd.v1.WatchRequest
-	24, // 28: breakerd.v1.BreakerService.Events:input_type -> breakerd.v1.EventsRequest
-	8,  // 29: breakerd.v1.BreakerService.Allow:output_type -> breakerd.v1.AllowResponse
-	12, // 30: breakerd.v1.BreakerService.Record:output_type -> breakerd.v1.RecordResponse
-	11, // 31: breakerd.v1.BreakerService.RecordBatch:output_type -> breakerd.v1.RecordBatchResponse
-	14, // 32: breakerd.v1.BreakerService.Get:output_type -> breakerd.v1.GetResponse
-	16, // 33: breakerd.v1.BreakerService.BatchGet:output_type -> breakerd.v1.BatchGetResponse
-	18, // 34: breakerd.v1.BreakerService.List:output_type -> breakerd.v1.ListResponse
-	20, // 35: breakerd.v1.BreakerService.Force:output_type -> breakerd.v1.ForceResponse
-	22, // 36: breakerd.v1.BreakerService.Watch:output_type -> breakerd.v1.WatchResponse
-	25, // 37: breakerd.v1.BreakerService.Events:output_type -> breakerd.v1.EventsResponse
-	29, // [29:38] is the sub-list for method output_type
-	20, // [20:29] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	1,  // 1: breakerd.v1.BreakerState.shadow_state:type_name -> breakerd.v1.State
+	4,  // 2: breakerd.v1.BreakerState.shadow_setting:type_name -> breakerd.v1.ShadowSetting
+	0,  // 3: breakerd.v1.AllowResponse.decision:type_name -> breakerd.v1.Decision
+	6,  // 4: breakerd.v1.AllowResponse.ticket:type_name -> breakerd.v1.Ticket
+	7,  // 5: breakerd.v1.AllowResponse.state:type_name -> breakerd.v1.BreakerState
+	0,  // 6: breakerd.v1.AllowResponse.shadow_decision:type_name -> breakerd.v1.Decision
+	6,  // 7: breakerd.v1.RecordRequest.ticket:type_name -> breakerd.v1.Ticket
+	2,  // 8: breakerd.v1.RecordRequest.outcome:type_name -> breakerd.v1.Outcome
+	10, // 9: breakerd.v1.RecordBatchRequest.records:type_name -> breakerd.v1.RecordRequest
+	13, // 10: breakerd.v1.RecordBatchResponse.results:type_name -> breakerd.v1.RecordResponse
+	7,  // 11: breakerd.v1.RecordResponse.state:type_name -> breakerd.v1.BreakerState
+	7,  // 12: breakerd.v1.GetResponse.state:type_name -> breakerd.v1.BreakerState
+	7,  // 13: breakerd.v1.BatchGetResponse.states:type_name -> breakerd.v1.BreakerState
+	1,  // 14: breakerd.v1.ListRequest.states:type_name -> breakerd.v1.State
+	7,  // 15: breakerd.v1.ListResponse.states:type_name -> breakerd.v1.BreakerState
+	3,  // 16: breakerd.v1.ForceRequest.mode:type_name -> breakerd.v1.ForceMode
+	4,  // 17: breakerd.v1.ForceRequest.shadow:type_name -> breakerd.v1.ShadowSetting
+	7,  // 18: breakerd.v1.ForceResponse.state:type_name -> breakerd.v1.BreakerState
+	24, // 19: breakerd.v1.WatchResponse.event:type_name -> breakerd.v1.Event
+	5,  // 20: breakerd.v1.Event.kind:type_name -> breakerd.v1.EventKind
+	1,  // 21: breakerd.v1.Event.from:type_name -> breakerd.v1.State
+	1,  // 22: breakerd.v1.Event.to:type_name -> breakerd.v1.State
+	24, // 23: breakerd.v1.EventsResponse.events:type_name -> breakerd.v1.Event
+	8,  // 24: breakerd.v1.BreakerService.Allow:input_type -> breakerd.v1.AllowRequest
+	10, // 25: breakerd.v1.BreakerService.Record:input_type -> breakerd.v1.RecordRequest
+	11, // 26: breakerd.v1.BreakerService.RecordBatch:input_type -> breakerd.v1.RecordBatchRequest
+	14, // 27: breakerd.v1.BreakerService.Get:input_type -> breakerd.v1.GetRequest
+	16, // 28: breakerd.v1.BreakerService.BatchGet:input_type -> breakerd.v1.BatchGetRequest
+	18, // 29: breakerd.v1.BreakerService.List:input_type -> breakerd.v1.ListRequest
+	20, // 30: breakerd.v1.BreakerService.Force:input_type -> breakerd.v1.ForceRequest
+	22, // 31: breakerd.v1.BreakerService.Watch:input_type -> breakerd.v1.WatchRequest
+	25, // 32: breakerd.v1.BreakerService.Events:input_type -> breakerd.v1.EventsRequest
+	9,  // 33: breakerd.v1.BreakerService.Allow:output_type -> breakerd.v1.AllowResponse
+	13, // 34: breakerd.v1.BreakerService.Record:output_type -> breakerd.v1.RecordResponse
+	12, // 35: breakerd.v1.BreakerService.RecordBatch:output_type -> breakerd.v1.RecordBatchResponse
+	15, // 36: breakerd.v1.BreakerService.Get:output_type -> breakerd.v1.GetResponse
+	17, // 37: breakerd.v1.BreakerService.BatchGet:output_type -> breakerd.v1.BatchGetResponse
+	19, // 38: breakerd.v1.BreakerService.List:output_type -> breakerd.v1.ListResponse
+	21, // 39: breakerd.v1.BreakerService.Force:output_type -> breakerd.v1.ForceResponse
+	23, // 40: breakerd.v1.BreakerService.Watch:output_type -> breakerd.v1.WatchResponse
+	26, // 41: breakerd.v1.BreakerService.Events:output_type -> breakerd.v1.EventsResponse
+	33, // [33:42] is the sub-list for method output_type
+	24, // [24:33] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_breakerd_v1_breaker_proto_init() }
@@ -2302,7 +2465,7 @@ func file_breakerd_v1_breaker_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_breakerd_v1_breaker_proto_rawDesc), len(file_breakerd_v1_breaker_proto_rawDesc)),
-			NumEnums:      5,
+			NumEnums:      6,
 			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
