@@ -129,6 +129,36 @@ func TestOpenFractionCapFirstTrip(t *testing.T) {
 	})
 }
 
+// In shadow mode the cap runs as enforced mode would: a shadow-open
+// breaker counts as open, and the capped trip's event is marked shadow.
+func TestOpenFractionCapInShadowMode(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		p := policy.Default()
+		p.Threshold, p.MinWorkers, p.Jitter, p.Shadow = 1, 1, 0, true
+		g := policy.Group{Name: b.Prefix + "grp", Match: b.Breaker("g:*"), MaxOpenFraction: 0.5}
+		known, open := store.GroupKeys(g.Name)
+		t.Cleanup(func() { _ = b.Client.Del(context.Background(), known, open).Err() })
+		f := newFixture(t, b, store.Options{Policies: policy.NewSet(p).WithGroups(g)})
+		a, c := f.Breaker("g:a"), f.Breaker("g:c")
+		if r := f.fail(a, "w1"); r.State.ShadowState != pb.State_STATE_OPEN || r.State.State != pb.State_STATE_CLOSED {
+			t.Fatalf("shadow trip: %v (shadow %v), want closed enforced, open in shadow", r.State.State, r.State.ShadowState)
+		}
+		r := f.fail(c, "w1")
+		if r.State.ShadowState != pb.State_STATE_CLOSED || !r.State.OpenFractionCapped {
+			t.Fatalf("second trip: shadow state %v capped=%v, want closed and capped (1 of 2 open already)", r.State.ShadowState, r.State.OpenFractionCapped)
+		}
+		var marked int
+		for _, e := range f.events(c) {
+			if e["kind"] == "open_fraction_cap" && e["shadow"] == "1" {
+				marked++
+			}
+		}
+		if marked != 1 {
+			t.Fatalf("events of %s = %v, want one open_fraction_cap marked shadow", c, f.events(c))
+		}
+	})
+}
+
 // The index follows every transition: half-open and a failed probe stay
 // open, a probe's success closes, a pin open counts, a pin closed does
 // not, and a breaker whose state expires leaves it.
