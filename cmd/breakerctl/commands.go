@@ -106,7 +106,7 @@ by --timeout), so a fleet of any size is listed without one long call.`,
 			for _, s := range sts {
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\n", s.GetBreaker(), stateCell(s), s.GetGeneration(),
 					failuresCell(s), slowCell(s), s.GetDistinctWorkers(), ago(s.GetOpenedAtMs(), s.GetAsOfMs()),
-					ago(s.GetNextProbeAtMs(), s.GetAsOfMs()), orDash(s.GetReason()))
+					ago(s.GetNextProbeAtMs(), s.GetAsOfMs()), reasonCell(s))
 			}
 			return tw.Flush()
 		}),
@@ -114,6 +114,15 @@ by --timeout), so a fleet of any size is listed without one long call.`,
 	cmd.Flags().StringSliceVar(&states, "state", nil, "only these states: closed, open, half_open, forced, forced_open, forced_closed, paused")
 	cmd.Flags().Int32Var(&pageSize, "page-size", 500, "keys breakerd examines per call (1 to 1000); the list is read in as many calls as it takes")
 	return cmd
+}
+
+// reasonCell is list's REASON column: the state's reason, or for a closed
+// breaker whose trip its group's open-fraction cap stopped, that.
+func reasonCell(s *pb.BreakerState) string {
+	if s.GetReason() == "" && s.GetOpenFractionCapped() {
+		return "trip stopped by the open-fraction cap of group " + s.GetGroup()
+	}
+	return orDash(s.GetReason())
 }
 
 // failuresCell is list's FAILURES column: the failure run in consecutive
@@ -229,6 +238,12 @@ func printStatus(w io.Writer, s *pb.BreakerState, last *pb.Event) error {
 	if lim := s.GetSlowCallMs(); lim > 0 && (s.GetState() == pb.State_STATE_CLOSED && (!s.GetShadow() || s.GetShadowState() == pb.State_STATE_CLOSED) ||
 		s.GetState() == pb.State_STATE_FORCED_CLOSED) {
 		row("slow calls", fmt.Sprintf("%d slower than %s", s.GetSlowCalls(), dur(lim)))
+	}
+	if g := s.GetGroup(); g != "" {
+		row("group", fmt.Sprintf("%s: %d of %d known breakers open (max_open_fraction %v)", g, s.GetGroupOpen(), s.GetGroupKnown(), s.GetMaxOpenFraction()))
+	}
+	if s.GetOpenFractionCapped() {
+		row("open-fraction cap", "a trip was stopped: the trip rule was met, but the group was at its cap; the breaker stays closed until a success ends its run or the group has room")
 	}
 	reason := s.GetReason()
 	if reason == "" && last != nil {

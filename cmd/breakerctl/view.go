@@ -45,6 +45,18 @@ type stateView struct {
 	ShadowState     string     `json:"shadow_state,omitempty"`
 	ShadowSetting   string     `json:"shadow_setting,omitempty"`
 	LastEvent       *eventView `json:"last_event,omitempty"`
+	capView
+}
+
+// capView is the open-fraction cap's part of stateView: the breaker's
+// group, its cap and counts, and whether a trip of this breaker was
+// stopped by it (all absent for a breaker in no group).
+type capView struct {
+	Group              string  `json:"group,omitempty"`
+	MaxOpenFraction    float64 `json:"max_open_fraction,omitempty"`
+	GroupKnown         int64   `json:"group_known,omitempty"`
+	GroupOpen          int64   `json:"group_open,omitempty"`
+	OpenFractionCapped bool    `json:"open_fraction_capped,omitempty"`
 }
 
 // eventView is an event as --json prints it.
@@ -87,6 +99,8 @@ func viewState(s *pb.BreakerState) stateView {
 		WindowMode: s.GetWindowMode(), WindowCalls: s.GetWindowCalls(), WindowFailures: s.GetWindowFailures(),
 		SlowCalls: s.GetSlowCalls(), SlowCallMs: s.GetSlowCallMs(),
 		Parent: s.GetParent(), Shadow: s.GetShadow(), ShadowSetting: shadowSettingName(s.GetShadowSetting()),
+		capView: capView{Group: s.GetGroup(), MaxOpenFraction: s.GetMaxOpenFraction(), GroupKnown: s.GetGroupKnown(),
+			GroupOpen: s.GetGroupOpen(), OpenFractionCapped: s.GetOpenFractionCapped()},
 	}
 	if s.GetShadow() {
 		v.ShadowState = stateName(s.GetShadowState())

@@ -222,3 +222,39 @@ crm: defaults
 		}
 	}
 }
+
+// --check-config names a breaker's open-fraction group, warns about a
+// shadowed group, and exits 1 naming a bad group's field.
+func TestCheckConfigShowsGroups(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := file("good.yaml", "groups:\n  - {name: search, match: \"search:*\", max_open_fraction: 0.5}\n  - {name: web, match: \"search:web*\", max_open_fraction: 0.2}\n")
+	cmd, out := daemonCmd("--check-config", good, "search:web", "crm")
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("--check-config on a valid file: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		`warning: groups[1] (match "search:web*") is shadowed by groups[0] (match "search:*")`,
+		`  group: search (match "search:*", max_open_fraction: 0.5)`,
+		good + ": ok, 1 warning\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("--check-config output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Count(out.String(), "  group:") != 1 {
+		t.Errorf("--check-config shows a group for a breaker in none (crm):\n%s", out)
+	}
+	bad := file("bad.yaml", "groups:\n  - {name: search, match: \"search:*\", max_open_fraction: 0}\n")
+	cmd, out = daemonCmd("--check-config", bad)
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(out.String(), "groups[0].max_open_fraction: must be in (0, 1]") {
+		t.Errorf("--check-config on a bad group: %v\n%s\nwant exit 1 naming groups[0].max_open_fraction", err, out)
+	}
+}

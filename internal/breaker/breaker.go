@@ -58,6 +58,10 @@ type Params struct {
 	// be slow for it to trip (window mode; 0: never).
 	SlowCallRate float64
 
+	// MaxOpenPPM is the breaker's group's max_open_fraction in millionths
+	// (cap.go): 0 when the breaker is in no group (no cap).
+	MaxOpenPPM int64
+
 	// Shadow is the policy's shadow mode (shadow.go): decisions computed,
 	// transitions recorded, Allow always allows. An operator's setting
 	// (State.Shadow) overrides it either way.
@@ -117,6 +121,9 @@ type Call struct {
 	// CredentialWorked: with a 401 (quorum.CredentialRejected), the worker
 	// had seen this credential work, so the 401 pauses the breaker.
 	CredentialWorked bool
+	// Group is the breaker's group's index as the Record saw it (the
+	// other breakers known, and open; cap.go). Unused without a group.
+	Group GroupCounts
 
 	// Mode is a Force's mode: "open", "closed", "auto" or "shadow".
 	Mode string
@@ -232,7 +239,7 @@ func runNotice(before, after State) Notice {
 // Event is a transition or an alert, as the scripts append it to the
 // breaker's event stream. From and To are public state names.
 type Event struct {
-	Kind     string // transition, forced, credential_revoked, quota_exhausted, stuck_open, suspect_worker, pause_expiring, probe_abandoned
+	Kind     string // transition, forced, credential_revoked, quota_exhausted, stuck_open, suspect_worker, pause_expiring, probe_abandoned, open_fraction_cap
 	From, To string
 	Cause    Cause
 	Gen      int64
@@ -243,7 +250,7 @@ type Event struct {
 	At       int64 // ms since the epoch
 	Actor    string
 	Last     string
-	Note     string // the operator's reason (forced)
+	Note     string // the operator's reason (forced); the cause and counts (open_fraction_cap, CapNote)
 	// Shadow: the breaker was shadowing when the event was emitted (its
 	// state after the call is not enforced): "would have opened".
 	Shadow bool
@@ -465,8 +472,9 @@ func (st *step) record() {
 		st.slowRecord()
 		return
 	case ev == quorum.Healthy:
-		if s.Fails > 0 || s.RL > 0 || len(s.Workers) > 0 || s.Suspect != "" || len(s.Pausers) > 0 || s.Slow > 0 {
+		if s.Fails > 0 || s.RL > 0 || len(s.Workers) > 0 || s.Suspect != "" || len(s.Pausers) > 0 || s.Slow > 0 || s.Capped {
 			s.Fails, s.RL, s.Last = 0, 0, ""
+			s.Capped = false
 			s.Suspect, s.SuspectUntil = "", 0
 			s.Workers, s.RLWorkers, s.Pausers = nil, nil, nil
 			s.Slow, s.SlowBy, s.SlowLat = 0, nil, nil
@@ -507,9 +515,13 @@ func (st *step) record() {
 		RateLimited: s.RL, RateLimitWorkers: int64(len(s.RLWorkers))}
 	switch quorum.Judge(run, st.p.Rule) {
 	case quorum.TripRateLimit:
-		st.open("closed", 0, st.cooldown(0, c.RetryAfter), CauseRateLimit)
+		if !st.capTrip(CauseRateLimit) {
+			st.open("closed", 0, st.cooldown(0, c.RetryAfter), CauseRateLimit)
+		}
 	case quorum.TripCount:
-		st.open("closed", 0, st.cooldown(0, c.RetryAfter), CauseTrip)
+		if !st.capTrip(CauseTrip) {
+			st.open("closed", 0, st.cooldown(0, c.RetryAfter), CauseTrip)
+		}
 	case quorum.Suspect:
 		s.SuspectUntil = now + st.cooldown(0, 0)
 		if s.Cause == CauseSlowSuspect { // the failure run's suspect now
@@ -622,6 +634,7 @@ func (st *step) open(from string, level, cd int64, cause Cause) {
 	s.Lease, s.LeaseUntil, s.LeaseBy = "", 0, ""
 	s.Suspect, s.SuspectUntil = "", 0
 	s.Slow, s.SlowBy, s.SlowLat = 0, nil, nil
+	s.Capped = false
 	s.Gen++
 	st.res.Wrote = true
 	st.emit("transition", from, "open", cause, now)

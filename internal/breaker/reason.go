@@ -141,6 +141,8 @@ func eventReason(name string, e Event) string {
 		return r
 	case CauseForced:
 		return e.Note
+	case CauseOpenFractionCap:
+		return CapReason(name, e.Note)
 	case CauseAuto:
 		if e.Note == "" {
 			return "returned to automatic operation"
@@ -209,6 +211,7 @@ func (n Note) String() string {
 		NoteQuotaLone:        "quota exhausted for this worker only: it is isolated until another worker confirms",
 		NoteRecovered:        "recovery check succeeded: half-open, the next call is the probe",
 		NoteRecoveryStale:    "recovery check succeeded, but the breaker is no longer open at the generation it was started at: nothing changed",
+		NoteCapped:           "counted; the trip it made was stopped by the group's open-fraction cap: the breaker stays closed",
 		NoteShadowDenied:     "shadow mode: enforced mode would have denied this call, so its outcome is not counted",
 	}[n]
 }
@@ -304,4 +307,16 @@ func Human(d time.Duration) string {
 		}
 	}
 	return b.String()
+}
+
+// CapReason says what an open_fraction_cap event means, from its note
+// (CapNote: "<cause>:<open>:<known>").
+func CapReason(name, note string) string {
+	parts := strings.SplitN(note, ":", 3)
+	if len(parts) != 3 {
+		return name + ": a trip was stopped by its group's open-fraction cap: the breaker stays closed (recorded, not enforced)"
+	}
+	return fmt.Sprintf("%s: a trip (%s) was stopped by its group's open-fraction cap: %s of the group's %s known breakers "+
+		"would have been open, more than its max_open_fraction; the breaker stays closed (recorded, not enforced). "+
+		"Many breakers tripping at once often means a fault on the callers' side", name, parts[0], parts[1], parts[2])
 }

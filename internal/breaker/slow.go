@@ -130,6 +130,9 @@ func (st *step) slowTrip(slow, calls int64, workers []string) {
 	last := SlowMeasure(slow, calls, Median(s.SlowLat), int64(len(s.SlowLat)), st.p.SlowCallMs)
 	switch n := int64(len(workers)); {
 	case n >= st.p.Rule.MinWorkers:
+		if st.capTrip(CauseSlow) {
+			return
+		}
 		s.Fails, s.Workers, s.Last = slow, slices.Clone(workers), last
 		st.open("closed", 0, st.cooldown(0, c.RetryAfter), CauseSlow)
 	case n == 1:

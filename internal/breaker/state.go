@@ -109,6 +109,11 @@ type State struct {
 	SlowBy  []string
 	SlowLat []int64
 
+	// Capped says a trip was stopped by the group's open-fraction cap
+	// (cap.go) since the runs last ended: its open_fraction_cap event is
+	// raised once. A fast success or any transition clears it.
+	Capped bool
+
 	// Shadow is an operator's shadow setting (shadow.go): "on", "off",
 	// or "" to follow the policy (Params.Shadow). Kept by every
 	// transition and by AUTO; only a Force with mode "shadow" changes it.
@@ -183,6 +188,9 @@ func (s *State) Fields() map[string]string {
 	num("slow", s.Slow)
 	str("slow_by", strings.Join(s.SlowBy, "\n"))
 	str("slow_lat", joinInts(s.SlowLat))
+	if s.Capped {
+		out["capped"] = "1"
+	}
 	str("shadow", s.Shadow)
 	return out
 }
@@ -228,6 +236,7 @@ func FromFields(f map[string]string, workers, rlWorkers, pausers []string) State
 		s.SlowBy = sortedSet(strings.Split(f["slow_by"], "\n"))
 	}
 	s.SlowLat = splitInts(f["slow_lat"])
+	s.Capped = n("capped") != 0
 	s.Shadow = f["shadow"]
 	return s
 }

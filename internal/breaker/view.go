@@ -32,6 +32,9 @@ type View struct {
 	PauseUntil int64
 	// Slow is the slow run: consecutive slow calls (consecutive mode).
 	Slow int64
+	// Capped: a trip was stopped by the group's open-fraction cap since
+	// the runs last ended (State.Capped).
+	Capped bool
 	// Now is the time the view was taken, ms since the epoch.
 	Now int64
 	// Shadow is the operator's shadow setting (State.Shadow): "on",
@@ -50,7 +53,7 @@ func ViewOf(s State, now int64) View {
 		Opened: s.Opened, ProbeAt: s.ProbeAt, Cooldown: s.Cooldown, Cause: s.Cause, Last: s.Last,
 		InFlight: s.phase() == HalfOpen && probe.LeaseLive(s.Lease, s.LeaseUntil, now), Level: s.Level,
 		ForceBy: s.ForceBy, ForceReason: s.ForceReason, ForceUntil: s.ForceUntil,
-		Suspect: s.Suspect, SuspectUntil: s.SuspectUntil, PauseUntil: s.PauseUntil, Slow: s.Slow, Now: now,
+		Suspect: s.Suspect, SuspectUntil: s.SuspectUntil, PauseUntil: s.PauseUntil, Slow: s.Slow, Capped: s.Capped, Now: now,
 		Shadow: s.Shadow}
 }
 
@@ -86,7 +89,7 @@ func StateOf(public string) pb.State { return publicStates[public] }
 // reason in plain words, as enforced mode shows it: ShadowProto adds
 // shadow mode, which depends on the policy.
 func (v View) Proto(name string, alternatives []string) *pb.BreakerState {
-	return &pb.BreakerState{
+	st := &pb.BreakerState{
 		Breaker:         name,
 		State:           StateOf(v.State),
 		Generation:      v.Gen,
@@ -108,4 +111,6 @@ func (v View) Proto(name string, alternatives []string) *pb.BreakerState {
 		PausedUntilMs:   v.PauseUntil,
 		Alternatives:    alternatives,
 	}
+	st.OpenFractionCapped = v.Capped
+	return st
 }

@@ -208,6 +208,9 @@ func (st *step) windowRecord() {
 	}
 	switch n := int64(len(t.Workers)); {
 	case n >= st.p.Rule.MinWorkers:
+		if st.capTrip(CauseWindow) {
+			return
+		}
 		s.Fails, s.Workers = t.Fails, t.Workers
 		st.open("closed", 0, st.cooldown(0, c.RetryAfter), CauseWindow)
 	case n == 1:

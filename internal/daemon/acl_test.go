@@ -19,6 +19,7 @@ import (
 
 	"github.com/breakerd/breakerd/internal/daemontest"
 	"github.com/breakerd/breakerd/internal/hooks"
+	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/server"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
@@ -90,10 +91,14 @@ func TestRedisACL(t *testing.T) {
 	// A ceiling, so that its live set's commands run under the ACL too.
 	live := store.LiveKey + ":" + b.Prefix
 	t.Cleanup(func() { _ = b.Client.Del(context.Background(), live).Err() })
+	// A group, so that its index's commands run under the ACL too.
+	group := policy.Group{Name: b.Prefix + "grp", Match: b.Prefix + "*", MaxOpenFraction: 0.5}
+	gKnown, gOpen := store.GroupKeys(group.Name)
+	t.Cleanup(func() { _ = b.Client.Del(context.Background(), gKnown, gOpen).Err() })
 	d := daemontest.StartWith(t, b, daemontest.Options{
 		// The channel must match the ACL's pattern, as the daemon's does.
 		Store: store.Options{Rand: func() float64 { return 0 }, Channel: store.DefaultChannel + ":" + b.Prefix,
-			MaxBreakers: 1000, LiveKey: live},
+			MaxBreakers: 1000, LiveKey: live, Policies: policy.NewSet(policy.Default()).WithGroups(group)},
 		Limits: server.Limits{NewBreakersPerMinute: 1},
 		Hooks: &hooks.Options{Hooks: []hooks.Hook{{Name: b.Prefix + "oncall", URL: hook.URL,
 			Events:   []string{hooks.EventOpened, hooks.EventClosed, hooks.EventForced},

@@ -10,7 +10,8 @@ import (
 // CheckConfig is breakerd --check-config FILE [NAME...]: it reads and
 // validates the policy file at path as the daemon would at start, prints
 // its warnings (rules an earlier rule shadows) and, for each name, the
-// rule that applies and the effective policy, then returns. It opens no
+// rule that applies, the effective policy and its open-fraction group,
+// then returns. It opens no
 // port and no Redis. The error is the first invalid field (named as in
 // the file) or an invalid breaker name; warnings are not errors.
 func CheckConfig(path string, names []string, stdout io.Writer) error {
@@ -30,6 +31,9 @@ func CheckConfig(path string, names []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "%s: %s\n", n, set.Source(n))
 		for _, l := range set.For(n).Fields() {
 			fmt.Fprintf(stdout, "  %s\n", l)
+		}
+		if g, ok := set.GroupOf(n); ok {
+			fmt.Fprintf(stdout, "  group: %s (match %q, max_open_fraction: %v)\n", g.Name, g.Match, g.MaxOpenFraction)
 		}
 	}
 	switch n := len(set.Warnings()); n {

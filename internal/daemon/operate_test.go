@@ -389,3 +389,25 @@ func TestOperateFlagsAndEnvironment(t *testing.T) {
 		t.Errorf("negative poll: %v, want an error naming --config-poll", err)
 	}
 }
+
+// A bad group (issue 12 §4) is rejected on reload with its field named,
+// and the groups in force stay.
+func TestPolicyReloadRejectsABadGroupAndKeepsTheOldGroups(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	writeFile(t, path, "groups:\n  - {name: search, match: \"search:*\", max_open_fraction: 0.5}\n")
+	set, sum, err := readPolicy(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inForce := set
+	var logs daemontest.Buffer
+	r := newPolicyReloader(path, sum, slog.New(slog.NewTextHandler(&logs, nil)), func(s *policy.Set) { inForce = s }, func(error) {})
+	writeFile(t, path, "groups:\n  - {name: search, match: \"search:*\", max_open_fraction: 1.5}\n")
+	err = r.reload(false, "file changed")
+	if err == nil || !strings.Contains(err.Error(), "groups[0].max_open_fraction: must be in (0, 1]") {
+		t.Fatalf("reload of a bad group: err %v, want one naming groups[0].max_open_fraction", err)
+	}
+	if g, ok := inForce.GroupOf("search:web"); inForce != set || !ok || g.MaxOpenFraction != 0.5 {
+		t.Fatalf("a rejected file replaced the groups in force: %+v %v", g, ok)
+	}
+}

@@ -43,6 +43,9 @@ const (
 	// EventQuotaExhausted: a 402 (the account's quota or billing), and the
 	// pause when min_workers workers saw it.
 	EventQuotaExhausted = "quota_exhausted"
+	// EventOpenFractionCap: a trip stopped by the open-fraction cap of
+	// the breaker's group (the breaker stays closed).
+	EventOpenFractionCap = "open_fraction_cap"
 	// EventForced: an operator's Force (OPEN, CLOSED or AUTO).
 	EventForced = "forced"
 	// EventClosed: back to closed by itself (a probe succeeded, a forced
@@ -52,7 +55,7 @@ const (
 
 // Events lists every event name, in documentation order.
 var Events = []string{EventOpened, EventStuckOpen, EventCredentialRevoked, EventQuotaExhausted, EventSuspectWorker,
-	EventPauseExpiring, EventProbeAbandoned, EventForced, EventClosed}
+	EventPauseExpiring, EventProbeAbandoned, EventOpenFractionCap, EventForced, EventClosed}
 
 // EventName returns the hook event an Event is, or "" for events no hook
 // receives (a probe starting: open -> half_open, half_open -> open).
@@ -72,6 +75,8 @@ func EventName(e *pb.Event) string {
 		return EventProbeAbandoned
 	case pb.EventKind_EVENT_KIND_QUOTA_EXHAUSTED:
 		return EventQuotaExhausted
+	case pb.EventKind_EVENT_KIND_OPEN_FRACTION_CAP:
+		return EventOpenFractionCap
 	case pb.EventKind_EVENT_KIND_TRANSITION:
 		switch {
 		case e.GetTo() == pb.State_STATE_OPEN && e.GetFrom() == pb.State_STATE_CLOSED:

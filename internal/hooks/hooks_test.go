@@ -560,6 +560,7 @@ func TestEventName(t *testing.T) {
 		{&pb.Event{Kind: pb.EventKind_EVENT_KIND_FORCED}, "forced"},
 		{&pb.Event{Kind: pb.EventKind_EVENT_KIND_STUCK_OPEN}, "stuck_open"},
 		{&pb.Event{Kind: pb.EventKind_EVENT_KIND_SUSPECT_WORKER}, "suspect_worker"},
+		{&pb.Event{Kind: pb.EventKind_EVENT_KIND_OPEN_FRACTION_CAP}, "open_fraction_cap"},
 		{&pb.Event{Kind: pb.EventKind_EVENT_KIND_CREDENTIAL_REVOKED}, "credential_revoked"},
 	} {
 		if got := hooks.EventName(c.e); got != c.want {

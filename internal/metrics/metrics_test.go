@@ -269,6 +269,43 @@ func TestRecordBatchCountsEachOutcome(t *testing.T) {
 	}
 }
 
+// An open_fraction_cap event (a trip a group's cap stopped) is counted by
+// kind, and is no transition (the breaker stays closed).
+func TestOpenFractionCapIsCountedAsAnEvent(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, metrics.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ObserveEvent(&pb.Event{Kind: pb.EventKind_EVENT_KIND_OPEN_FRACTION_CAP, From: pb.State_STATE_CLOSED, To: pb.State_STATE_CLOSED})
+	want := `# HELP breakerd_events_total ` + eventsHelp(t, reg) + `
+# TYPE breakerd_events_total counter
+breakerd_events_total{kind="open_fraction_cap"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "breakerd_events_total"); err != nil {
+		t.Error(err)
+	}
+	if n, err := testutil.GatherAndCount(reg, "breakerd_transitions_total"); err != nil || n != 0 {
+		t.Errorf("transitions counted: %d series (%v), want none", n, err)
+	}
+}
+
+// eventsHelp is breakerd_events_total's help text.
+func eventsHelp(t *testing.T, reg *prometheus.Registry) string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "breakerd_events_total" {
+			return mf.GetHelp()
+		}
+	}
+	t.Fatal("no breakerd_events_total")
+	return ""
+}
+
 // TestShadowIsCountedApart: shadow transitions and shadow decisions have
 // their own counters; transitions_total and decisions_total count only
 // what is enforced, so an alert on real opens never fires on a shadow

@@ -20,6 +20,7 @@ import (
 type Set struct {
 	defaults Policy
 	rules    []rule
+	groups   []Group
 	warnings []string
 }
 
@@ -62,7 +63,8 @@ func (s *Set) Source(breaker string) string {
 // name, and usually to none), then the fields a section sets that its
 // policy does not read (`threshold` and `rate_limit_trips` in window mode; `window`,
 // `failure_rate` or `min_calls` in consecutive mode;
-// `recovery_check_interval` with no `recovery_check`). They are warnings,
+// `recovery_check_interval` with no `recovery_check`), then the groups an
+// earlier group shadows (the first group that matches a breaker wins). They are warnings,
 // not errors: the file is valid and the first match wins.
 func (s *Set) Warnings() []string { return s.warnings }
 
@@ -150,8 +152,13 @@ func overlaps(rules []rule) []string {
 //	  - match: "stripe:*"      # Go path.Match glob; the first match wins
 //	    threshold: 3
 //	    alternatives: [issue_refund_manually]
+//	groups:                    # open-fraction caps (group.go)
+//	  - name: search
+//	    match: "search:*"
+//	    max_open_fraction: 0.5
 type file struct {
-	Defaults overrides `yaml:"defaults"`
+	Defaults overrides   `yaml:"defaults"`
+	Groups   []groupFile `yaml:"groups"`
 	Breakers []struct {
 		Match     string `yaml:"match"`
 		overrides `yaml:",inline"`
@@ -337,7 +344,13 @@ func Parse(b []byte) (*Set, error) {
 	if err := s.checkScopes(); err != nil {
 		return nil, err
 	}
+	groups, err := parseGroups(f.Groups)
+	if err != nil {
+		return nil, err
+	}
+	s.groups = groups
 	s.warnings = append(append(overlaps(s.rules), inactive(f, s)...), s.warnings...)
+	s.warnings = append(s.warnings, groupOverlaps(s.groups)...)
 	return s, nil
 }
 

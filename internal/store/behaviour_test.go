@@ -632,7 +632,7 @@ func TestCheckLoadsOnlyMissingScripts(t *testing.T) {
 		if err := f.Client.ScriptFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
-		check("after SCRIPT FLUSH", 7) // allow, record, force, read, recover, check_lease, reserve
+		check("after SCRIPT FLUSH", 8) // allow, record, force, read, recover, check_lease, reserve, group
 		check("again", 0)
 	})
 }

@@ -58,6 +58,10 @@ type dstep struct {
 	Ms     int64  `json:"ms,omitempty"` // advance
 	// Latency is the call's latency (record), ms; 0 reads as 1500.
 	Latency int64 `json:"latency_ms,omitempty"`
+	// Known and Open are the group's other breakers known and open
+	// (record, with a group: seeded into the group's index before it).
+	Known int64 `json:"known,omitempty"`
+	Open  int64 `json:"open,omitempty"`
 	// Parent is an allow's parent verdict (breaker.Parent): "" none, or
 	// allowed, probe, open, in_flight, forced, paused; ParentIn is when
 	// its denial ends, ms from now (ParentForever: never by itself).
@@ -95,8 +99,8 @@ func (s dstep) String() string {
 		}
 		return fmt.Sprintf("allow   b%d %s", s.Breaker, s.Worker)
 	case "record":
-		return fmt.Sprintf("record  b%d %s %s ticket=%s retry_after=%dms deadline=%dms credential_worked=%v u=%g latency=%dms",
-			s.Breaker, s.Worker, s.Outcome, s.Ticket, s.RetryAfter, s.Deadline, s.Credential, s.U, s.latency())
+		return fmt.Sprintf("record  b%d %s %s ticket=%s retry_after=%dms deadline=%dms credential_worked=%v u=%g latency=%dms group=%d/%d",
+			s.Breaker, s.Worker, s.Outcome, s.Ticket, s.RetryAfter, s.Deadline, s.Credential, s.U, s.latency(), s.Open, s.Known)
 	case "force":
 		if s.Mode == "shadow" {
 			return fmt.Sprintf("force   b%d shadow %s", s.Breaker, s.Shadow)
@@ -137,6 +141,9 @@ type dpolicy struct {
 	SlowCallMs        int64   `json:"slow_call_ms,omitempty"`
 	SlowCallThreshold int     `json:"slow_call_threshold,omitempty"`
 	SlowCallRate      float64 `json:"slow_call_rate,omitempty"`
+	// MaxOpenFraction > 0 puts each breaker in a group of its own with
+	// this cap; the group's other breakers are the steps' Known and Open.
+	MaxOpenFraction float64 `json:"max_open_fraction,omitempty"`
 	// Shadow is the policy's shadow mode.
 	Shadow bool `json:"shadow,omitempty"`
 }
@@ -196,6 +203,9 @@ func genCase(t *rapid.T) dcase {
 			c.Policy.SlowCallThreshold = rapid.IntRange(1, 3).Draw(t, "slow_call_threshold")
 		}
 	}
+	if rapid.Bool().Draw(t, "group") {
+		c.Policy.MaxOpenFraction = rapid.SampledFrom([]float64{0.25, 0.5, 0.75, 1}).Draw(t, "max_open_fraction")
+	}
 	c.Policy.Shadow = rapid.Bool().Draw(t, "shadow")
 	workers := []string{"w1", "w2", "w3"}
 	n := rapid.IntRange(1, 60).Draw(t, "steps")
@@ -218,6 +228,10 @@ func genCase(t *rapid.T) dcase {
 				Credential: rapid.Bool().Draw(t, "credential_worked"),
 				U:          rapid.SampledFrom([]float64{0, 0.5, 0.999}).Draw(t, "u"),
 				Latency:    rapid.SampledFrom(latencies).Draw(t, "latency")}
+			if c.Policy.MaxOpenFraction > 0 {
+				s.Known = rapid.Int64Range(0, 4).Draw(t, "known")
+				s.Open = rapid.Int64Range(0, s.Known).Draw(t, "open")
+			}
 		case op < 80:
 			s = dstep{Op: "force", Mode: rapid.SampledFrom([]string{"open", "closed", "auto", "shadow", "shadow"}).Draw(t, "mode")}
 			if s.Mode == "shadow" {
@@ -257,6 +271,8 @@ type harness struct {
 	feed    <-chan *redis.Message
 	channel string
 	marks   atomic.Int64
+	// cleanup are keys to delete when the test ends.
+	cleanup []string
 }
 
 func newHarness(t *testing.T, b *testredis.Backend) *harness {
@@ -280,6 +296,11 @@ func newHarness(t *testing.T, b *testredis.Backend) *harness {
 		t.Fatal(err)
 	}
 	h.feed = ps.Channel()
+	t.Cleanup(func() {
+		for _, k := range h.cleanup {
+			_ = b.Client.Del(context.Background(), k).Err()
+		}
+	})
 	return h
 }
 
@@ -325,7 +346,33 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 	if err := p.Validate(); err != nil {
 		fatalf("policy: %v", err)
 	}
-	h.st.SetPolicies(policy.NewSet(p))
+	set := policy.NewSet(p)
+	var groups []*policy.Group
+	if f := c.Policy.MaxOpenFraction; f > 0 {
+		for i, n := range names {
+			groups = append(groups, &policy.Group{Name: fmt.Sprintf("%sg%d-%d", h.b.Prefix, seq, i), Match: n, MaxOpenFraction: f})
+		}
+		set = set.WithGroups(*groups[0], *groups[1])
+		h.cleanGroups(groups)
+	}
+	h.st.SetPolicies(set)
+	group := func(name string) *policy.Group {
+		for i, n := range names {
+			if n == name && groups != nil {
+				return groups[i]
+			}
+		}
+		return nil
+	}
+	// stateOf is what the store answers for a breaker in view v.
+	stateOf := func(v breaker.View, name string) *pb.BreakerState {
+		st := store.StateOf(v, name, p)
+		if g := group(name); g != nil {
+			st.Group, st.MaxOpenFraction = g.Name, g.MaxOpenFraction
+		}
+		return st
+	}
+	seeded := map[string]dstep{}
 	ttl := h.b.Mini != nil
 	retention := p.Retention().Milliseconds()
 	if !ttl {
@@ -359,7 +406,7 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 			token := "t" + strconv.FormatInt(h.token.Load(), 10)
 			res, v, ev := table.Apply(name, params, breaker.Call{Op: breaker.OpAllow, Actor: s.Worker, Token: token, Parent: pv}, now)
 			events = ev
-			want := store.AllowAnswer(name, s.Worker, res, v, token, store.StateOf(v, name, p), pv)
+			want := store.AllowAnswer(name, s.Worker, res, v, token, stateOf(v, name), pv)
 			if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
 				fatalf("Allow(%q, %q): Lua and machine differ (-machine +lua):\n%s", name, s.Worker, diff)
 			}
@@ -383,6 +430,10 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 				st, _ := table.State(name, now)
 				req.Ticket = &pb.Ticket{Generation: st.Gen, LeaseToken: "forged"}
 			}
+			if g := group(name); g != nil {
+				h.seedGroup(g, s, fatalf)
+				seeded[name] = s
+			}
 			got, err := h.st.Record(ctx, req)
 			if err != nil {
 				fatalf("Record: %v", err)
@@ -391,9 +442,13 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 			if err != nil {
 				fatalf("RecordCall: %v", err)
 			}
+			call.Group = breaker.GroupCounts{Known: s.Known, Open: s.Open}
+			if g := group(name); g != nil {
+				params.MaxOpenPPM = g.MaxOpenPPM()
+			}
 			res, v, ev := table.Apply(name, params, call, now)
 			events = ev
-			want := &pb.RecordResponse{Counted: res.Counted, Note: res.Note.String(), State: store.StateOf(v, name, p)}
+			want := &pb.RecordResponse{Counted: res.Counted, Note: res.Note.String(), State: stateOf(v, name)}
 			if params.WindowMs > 0 { // window mode: the window after the call
 				cur, _ := table.State(name, now)
 				t := breaker.WindowOf(cur, params.WindowMs, now)
@@ -429,7 +484,7 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 			_, v, ev := table.Apply(name, params, breaker.Call{Op: breaker.OpForce, Actor: "ops", Mode: s.Mode,
 				Shadow: setting, Reason: "op reason", TTL: s.TTL}, now)
 			events = ev
-			if diff := cmp.Diff(store.StateOf(v, name, p), got, protocmp.Transform()); diff != "" {
+			if diff := cmp.Diff(stateOf(v, name), got, protocmp.Transform()); diff != "" {
 				fatalf("Force(%q, %s): Lua and machine differ (-machine +lua):\n%s", name, s.Mode, diff)
 			}
 		case "recover":
@@ -450,7 +505,7 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 			if want := res.Note == breaker.NoteRecovered; moved != want {
 				fatalf("Recover(%q, gen %d): Lua moved=%v, machine %v", name, gen, moved, want)
 			}
-			if diff := cmp.Diff(store.StateOf(v, name, p), got, protocmp.Transform()); diff != "" {
+			if diff := cmp.Diff(stateOf(v, name), got, protocmp.Transform()); diff != "" {
 				fatalf("Recover(%q, gen %d): Lua and machine differ (-machine +lua):\n%s", name, gen, diff)
 			}
 		case "read":
@@ -459,7 +514,23 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 				fatalf("Get: %v", err)
 			}
 			st, _ := table.State(name, now)
-			want := store.StateOf(breaker.Read(st, now), name, p)
+			want := stateOf(breaker.Read(st, now), name)
+			if g := group(name); g != nil {
+				// The group's counts: the seeded others, and the breaker
+				// itself as its index holds it (compareGroup checks that).
+				sd := seeded[name]
+				want.GroupKnown, want.GroupOpen = sd.Known, sd.Open
+				if h.b.Name == "cluster" {
+					want.GroupKnown, want.GroupOpen = got.GroupKnown, got.GroupOpen
+				} else {
+					if len(st.Fields()) > 0 {
+						want.GroupKnown++
+					}
+					if len(st.Fields()) > 0 && st.OpenAt(now) {
+						want.GroupOpen++
+					}
+				}
+			}
 			w := breaker.WindowOf(st, params.WindowMs, now)
 			want.WindowCalls, want.WindowFailures = w.Calls, w.Fails
 			if params.WindowMs > 0 {
@@ -470,6 +541,7 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 			}
 		}
 		h.compareStored(name, table, now, ttl, fatalf)
+		h.compareGroup(name, group(name), table, now, ttl, fatalf)
 		h.compareWindow(name, table, params.WindowMs, now, fatalf)
 		h.compareEvents(name, lastEvent, events, fatalf)
 	}
@@ -515,6 +587,91 @@ func (h *harness) compareStored(name string, table *breaker.Table, now int64, tt
 		}
 		if pttl != wantTTL {
 			fatalf("TTL of %s = %v, machine says %v", k.State, pttl, wantTTL)
+		}
+	}
+}
+
+// seedGroup makes the index of g hold s.Known other breakers, s.Open of
+// them open (scored far ahead: they never expire here), beside whatever
+// the scripts keep there for the breaker itself.
+func (h *harness) seedGroup(g *policy.Group, s dstep, fatalf func(string, ...any)) {
+	ctx := context.Background()
+	known, open := store.GroupKeys(g.Name)
+	_, err := h.b.Client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range 4 {
+			p.ZRem(ctx, known, fmt.Sprintf("other-%d", i))
+			p.ZRem(ctx, open, fmt.Sprintf("other-%d", i))
+		}
+		for i := range s.Known {
+			p.ZAdd(ctx, known, redis.Z{Score: 1 << 52, Member: fmt.Sprintf("other-%d", i)})
+		}
+		for i := range s.Open {
+			p.ZAdd(ctx, open, redis.Z{Score: 1 << 52, Member: fmt.Sprintf("other-%d", i)})
+		}
+		return nil
+	})
+	if err != nil {
+		fatalf("seed group: %v", err)
+	}
+}
+
+// cleanGroups deletes the groups' index keys when the test ends (the
+// backend's cleanup deletes only breakers' keys).
+func (h *harness) cleanGroups(groups []*policy.Group) {
+	for _, g := range groups {
+		known, open := store.GroupKeys(g.Name)
+		h.cleanup = append(h.cleanup, known, open)
+	}
+}
+
+// compareGroup checks the breaker's own entries in its group's index on a
+// single Redis, where the scripts keep them atomically: known while the
+// machine's state holds fields, open while it denies and its pin or pause
+// has not lapsed, scored (on miniredis, where TTLs move with the clock)
+// when the state expires, or the open entry when the pin or pause ends.
+func (h *harness) compareGroup(name string, g *policy.Group, table *breaker.Table, now int64, ttl bool, fatalf func(string, ...any)) {
+	if g == nil || h.b.Name == "cluster" {
+		return
+	}
+	ctx := context.Background()
+	want, expires := table.State(name, now)
+	holds := len(want.Fields()) > 0
+	known, open := store.GroupKeys(g.Name)
+	openUntil := want.OpenUntil()
+	openScore := float64(expires)
+	if expires == 0 {
+		openScore = math.Inf(1)
+	}
+	if openUntil > 0 {
+		openScore = float64(openUntil)
+	}
+	for _, set := range []struct {
+		key   string
+		want  bool
+		score float64
+	}{{known, holds, float64(expires)}, {open, holds && want.OpenAt(now), openScore}} {
+		// An entry scored now or before is an expired breaker's: every
+		// reader drops it first.
+		score, err := h.b.Client.ZScore(ctx, set.key, name).Result()
+		in := err == nil && score > float64(now)
+		if err != nil && err != redis.Nil {
+			fatalf("ZSCORE: %v", err)
+		}
+		if in != set.want {
+			fatalf("%s holds %q: %v, machine says %v (state %v)", set.key, name, in, set.want, want.Fields())
+		}
+		if !in || !ttl {
+			continue
+		}
+		wantScore := set.score
+		if expires == 0 {
+			wantScore = math.Inf(1)
+		}
+		if set.key == open && openUntil > 0 {
+			wantScore = float64(openUntil)
+		}
+		if score != wantScore {
+			fatalf("%s scores %q %v, machine says it expires at %v", set.key, name, score, wantScore)
 		}
 	}
 }

@@ -20,6 +20,7 @@ var kinds = map[string]pb.EventKind{
 	"quota_exhausted":    pb.EventKind_EVENT_KIND_QUOTA_EXHAUSTED,
 	"run_started":        pb.EventKind_EVENT_KIND_RUN_STARTED,
 	"run_ended":          pb.EventKind_EVENT_KIND_RUN_ENDED,
+	"open_fraction_cap":  pb.EventKind_EVENT_KIND_OPEN_FRACTION_CAP,
 }
 
 // IsNotice reports whether e is a run notice (EVENT_KIND_RUN_STARTED or

@@ -36,3 +36,12 @@ var StateOf = stateOf
 
 // SeedOf is the state an event seeds an in-memory breaker with.
 var SeedOf = seedOf
+
+// Seeded reports whether st's outage memory holds a seed for name (an
+// event for it reached ObserveEvent).
+func Seeded(st *Store, name string) bool {
+	st.out.mu.Lock()
+	defer st.out.mu.Unlock()
+	_, ok := st.out.seeds[name]
+	return ok
+}

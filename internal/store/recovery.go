@@ -57,9 +57,12 @@ func (s *Store) TakeCheckLease(ctx context.Context, name, daemon string, interva
 // anything else is left as it is. moved says which; state is the
 // breaker's state after the call. A failed check must not call Recover.
 func (s *Store) Recover(ctx context.Context, name, daemon string, gen int64) (moved bool, state *pb.BreakerState, err error) {
-	p := s.Policy(name)
+	set := s.policies.Load()
+	p, g := set.For(name), groupOf(set, name)
 	args := append(s.common(name, daemon, p, 2), gen, boolArg(p.Shadow))
-	res, err := run(ctx, s.rdb, recoverScript, keys(name), args...)
+	// (open to half-open: the breaker stays open in its group's index,
+	// so a Cluster needs no index write; a single Redis's save() re-scores it)
+	res, err := run(ctx, s.rdb, recoverScript, s.scriptKeys(name, g), args...)
 	if err != nil {
 		return false, nil, fmt.Errorf("store: recover %q: %w", name, err)
 	}
@@ -69,7 +72,9 @@ func (s *Store) Recover(ctx context.Context, name, daemon string, gen int64) (mo
 	if err := r.errOr(); err != nil {
 		return false, nil, fmt.Errorf("store: recover %q: %w", name, err)
 	}
-	return moved, stateOf(v, name, p), nil
+	st := stateOf(v, name, p)
+	withGroup(st, g)
+	return moved, st, nil
 }
 
 // RecoverCall is the machine's call for a successful recovery check by

@@ -83,7 +83,7 @@ func (r *reply) view(i int) breaker.View {
 	if r.errOr() == nil && len(s.v) == 0 {
 		return breaker.View{State: string(breaker.Closed)}
 	}
-	return breaker.View{
+	v := breaker.View{
 		State:        s.str(0),
 		Gen:          s.int(1),
 		Fails:        s.int(2),
@@ -106,4 +106,8 @@ func (r *reply) view(i int) breaker.View {
 		Slow:         s.int(19),
 		Shadow:       s.str(20),
 	}
+	if len(s.v) > 21 {
+		v.Capped = s.int(21) == 1
+	}
+	return v
 }

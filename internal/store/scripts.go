@@ -29,6 +29,8 @@ var (
 	checkLeaseLua string
 	//go:embed scripts/reserve.lua
 	reserveLua string
+	//go:embed scripts/group.lua
+	groupLua string
 )
 
 // script is one breakerd script: lib.lua's shared prologue followed by the
@@ -36,7 +38,7 @@ var (
 // NOSCRIPT).
 type script struct {
 	*redis.Script
-	name     string // "allow", "record", "force", "read", "recover", "check_lease" or "reserve"
+	name     string // "allow", "record", "force", "read", "recover", "check_lease", "reserve" or "group"
 	prologue int    // the lines lib.lua adds before the operation (0 for a script run alone)
 }
 
@@ -55,7 +57,10 @@ var (
 	// reserveScript serves the --max-breakers ceiling (ceiling.go); it
 	// runs alone, without lib.lua, on the live set's slot.
 	reserveScript = script{Script: redis.NewScript(reserveLua), name: "reserve"}
-	allScripts    = []script{allowScript, recordScript, forceScript, readScript, recoverScript, checkLeaseScript, reserveScript}
+	// groupScript keeps a group's index on a Cluster (group.go); it runs
+	// alone, on the group's slot.
+	groupScript = script{Script: redis.NewScript(groupLua), name: "group"}
+	allScripts  = []script{allowScript, recordScript, forceScript, readScript, recoverScript, checkLeaseScript, reserveScript, groupScript}
 )
 
 // scriptNames names each script by its SHA1, for metrics (ScriptName).
@@ -68,7 +73,7 @@ var scriptNames = func() map[string]string {
 }()
 
 // ScriptName returns the name ("allow", "record", "force", "read",
-// "recover", "check_lease" or "reserve") of the
+// "recover", "check_lease", "reserve" or "group") of the
 // breakerd script whose SHA1 is sha, or "" for any other.
 func ScriptName(sha string) string { return scriptNames[sha] }
 

@@ -213,7 +213,8 @@ func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent brea
 	if s.out.down.Load() {
 		return s.memoryAllow(name, worker), false, nil
 	}
-	p := s.Policy(name)
+	set := s.policies.Load()
+	p, g := set.For(name), groupOf(set, name)
 	params := ParamsOf(p, s.o.Rand())
 	var parentCode, parentUntil int64
 	if parent.Denies() {
@@ -223,7 +224,7 @@ func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent brea
 	// shortest), which Lua's tonumber reads back exactly.
 	args := append(s.common(name, worker, p, 7), s.o.NewToken(), params.ProbeTimeout, params.CooldownBase,
 		params.Jitter, boolArg(params.Shadow), parentCode, parentUntil)
-	out, err := s.script(ctx, allowScript, keys(name), args)
+	out, err := s.script(ctx, allowScript, s.scriptKeys(name, g), args)
 	if err != nil {
 		if s.failed(ctx, err) {
 			return s.memoryAllow(name, worker), false, nil
@@ -245,6 +246,7 @@ func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent brea
 		return nil, false, fmt.Errorf("store: allow %q: unknown decision %d (shadow %d)", name, code, shadow)
 	}
 	st := stateOf(v, name, p)
+	withGroup(st, g)
 	s.register(ctx, name, p, st)
 	return AllowAnswer(name, worker, breaker.Result{Decision: pb.Decision(code), RetryAfter: retry,
 		ShadowDecision: pb.Decision(shadow)}, v, token, st, parent), due, nil
@@ -293,7 +295,8 @@ func AllowAnswer(name, worker string, res breaker.Result, v breaker.View, token 
 // Outcome (quorum.Classify's error otherwise).
 func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordResponse, error) {
 	name := req.GetBreaker()
-	p := s.Policy(name)
+	set := s.policies.Load()
+	p, g := set.For(name), groupOf(set, name)
 	c, err := RecordCall(req, p)
 	if err != nil {
 		return nil, err
@@ -301,24 +304,43 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 	if s.out.down.Load() {
 		return s.memoryRecord(req, c), nil
 	}
-	if req.GetOutcome() != pb.Outcome_OUTCOME_SUCCESS || p.SlowCall > 0 && c.Latency > p.SlowCall.Milliseconds() || p.Mode == policy.ModeWindow {
-		// Only a failure, a slow success, or any call in window mode (it
-		// writes the window) can create state for a breaker that holds
-		// none: the ceiling applies to it.
+	// Only a failure, a slow success, or any call in window mode (it
+	// writes the window) can create state for a breaker that holds none,
+	// or trip one.
+	mayTrip := req.GetOutcome() != pb.Outcome_OUTCOME_SUCCESS || p.SlowCall > 0 && c.Latency > p.SlowCall.Milliseconds() || p.Mode == policy.ModeWindow
+	if mayTrip {
+		// The ceiling applies to it.
 		if err := s.admitNew(ctx, name); err != nil {
 			return nil, err
 		}
 	}
 	params := ParamsOf(p, s.o.Rand())
-	args := append(s.common(name, req.GetWorkerId(), p, 22), string(c.Evidence),
+	// The group's cap (group.go): '' counts lets record.lua count the
+	// group itself (a single Redis); on a Cluster the daemon reads them
+	// first, for a call that may trip.
+	var known, open any = "", ""
+	readCounts := false
+	if g != nil {
+		params.MaxOpenPPM = g.MaxOpenPPM()
+		if s.onCluster() {
+			known, open = int64(0), int64(0)
+			if mayTrip {
+				if gc, ok := s.groupCounts(ctx, g, name); ok {
+					known, open, readCounts = gc.Known, gc.Open, true
+				}
+			}
+		}
+	}
+	args := append(s.common(name, req.GetWorkerId(), p, 25), string(c.Evidence),
 		c.Ticket.Gen, c.Ticket.Lease, c.RetryAfter, c.Last,
 		params.Rule.Threshold, params.Rule.MinWorkers, params.Rule.RateLimitTrips,
 		params.CooldownBase, params.CooldownCap, params.Jitter,
 		boolArg(c.CredentialWorked), params.PauseTTL,
 		params.WindowMs, params.FailureRate, params.MinCalls,
 		c.Latency, params.SlowCallMs, params.SlowCallThreshold, params.SlowCallRate,
-		boolArg(params.Shadow), boolArg(c.Ticket.Shadow))
-	res, err := s.script(ctx, recordScript, keys(name), args)
+		boolArg(params.Shadow), boolArg(c.Ticket.Shadow),
+		params.MaxOpenPPM, known, open)
+	res, err := s.script(ctx, recordScript, s.scriptKeys(name, g), args)
 	if err != nil {
 		if s.failed(ctx, err) {
 			return s.memoryRecord(req, c), nil
@@ -333,7 +355,11 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 	if err := r.errOr(); err != nil {
 		return nil, fmt.Errorf("store: record %q: %w", name, err)
 	}
+	if g != nil && s.onCluster() && (readCounts || v.Gen != c.Ticket.Gen) {
+		s.indexGroup(ctx, g, name, p, v)
+	}
 	st := stateOf(v, name, p)
+	withGroup(st, g)
 	if len(res) == 6 { // window mode: the window's calls, failures and slow calls
 		st.WindowCalls, st.WindowFailures, st.SlowCalls = r.int(3), r.int(4), r.int(5)
 	}
@@ -455,9 +481,10 @@ func (s *Store) SetShadow(ctx context.Context, breaker string, setting pb.Shadow
 }
 
 func (s *Store) force(ctx context.Context, breaker, m, shadow, reason string, ttl time.Duration, operator string) (*pb.BreakerState, error) {
-	p := s.Policy(breaker)
+	set := s.policies.Load()
+	p, g := set.For(breaker), groupOf(set, breaker)
 	args := append(s.common(breaker, operator, p, 5), m, reason, ttl.Milliseconds(), boolArg(p.Shadow), shadow)
-	res, err := run(ctx, s.rdb, forceScript, keys(breaker), args...)
+	res, err := run(ctx, s.rdb, forceScript, s.scriptKeys(breaker, g), args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: force %q: %w", breaker, err)
 	}
@@ -466,7 +493,11 @@ func (s *Store) force(ctx context.Context, breaker, m, shadow, reason string, tt
 	if err := r.errOr(); err != nil {
 		return nil, fmt.Errorf("store: force %q: %w", breaker, err)
 	}
+	if g != nil && s.onCluster() {
+		s.indexGroup(ctx, g, breaker, p, v)
+	}
 	st := stateOf(v, breaker, p)
+	withGroup(st, g)
 	s.register(ctx, breaker, p, st) // counted, never refused
 	return st, nil
 }
@@ -487,9 +518,11 @@ func (s *Store) BatchGet(ctx context.Context, breakers []string) ([]*pb.BreakerS
 		return nil, nil
 	}
 	// One policy per name, resolved once: a reload mid-call cannot mix two.
+	set := s.policies.Load()
 	policies := make([]policy.Policy, len(breakers))
+	groups := make([]*policy.Group, len(breakers))
 	for i, b := range breakers {
-		policies[i] = s.Policy(b)
+		policies[i], groups[i] = set.For(b), groupOf(set, b)
 	}
 	run := func(eval func(redis.Pipeliner, []string, ...any) *redis.Cmd) ([]*redis.Cmd, error) {
 		cmds := make([]*redis.Cmd, len(breakers))
@@ -520,12 +553,16 @@ func (s *Store) BatchGet(ctx context.Context, breakers []string) ([]*pb.BreakerS
 		}
 		r := reply{v: res}
 		out[i] = stateOf(r.view(0), breakers[i], policies[i])
+		withGroup(out[i], groups[i])
 		if len(res) == 4 { // window mode: the window's calls, failures and slow calls
 			out[i].WindowCalls, out[i].WindowFailures, out[i].SlowCalls = r.int(1), r.int(2), r.int(3)
 		}
 		if err := r.errOr(); err != nil {
 			return nil, fmt.Errorf("store: read %q: %w", breakers[i], err)
 		}
+	}
+	if err := s.fillGroups(ctx, out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

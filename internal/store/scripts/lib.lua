@@ -14,6 +14,19 @@
 --                                 credential was rejected (the pause quorum)
 -- KEYS[6] -> brk:{<name>}:win     hash: the failure-rate window (window
 --                                 mode only; fields below, breaker.Window)
+-- KEYS[7] -> brk:{<name>}:check  (check_lease.lua; passed before the
+--            group's keys, unread by the other scripts)
+-- KEYS[8] -> brk:grp:{<group>}:known  sorted set: the breaker's group's
+--            known breakers (those holding state), scored by when their
+--            state expires (ms; +inf for a pin without an end)
+-- KEYS[9] -> brk:grp:{<group>}:open   sorted set: of them, those open
+--            (breaker.State.Denies), scored with when they stop being open
+--            by themselves (a pin's or a pause's end), else the same
+--            KEYS[8] and KEYS[9] are passed only on a single Redis (not a
+--            Cluster: they live in the group's slot) and only for a
+--            breaker in a group (a policy file's groups); with them,
+--            save() keeps the breaker's entries in the index in the same
+--            atomic step as its state (breaker/cap.go).
 -- --
 -- ARGV[1] -> breaker name
 -- ARGV[2] -> pinned time, ms since epoch: 0 in production, where Redis
@@ -59,6 +72,8 @@
 --               policy; breaker/shadow.go). Kept by every transition and
 --               by AUTO; while set, the keys never expire (like a pin
 --               without a TTL)
+--   capped      1 once a trip was stopped by the group's open-fraction cap
+--               since the runs last ended (breaker/cap.go)
 --
 -- Window hash fields (window mode; breaker.Window in Go): gen, the
 -- generation it belongs to (any other reads as empty: the window starts
@@ -73,6 +88,7 @@
 
 local K_STATE, K_WORKERS, K_EVENTS, K_RL, K_PAUSE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_WIN = KEYS[6]
+local K_GKNOWN, K_GOPEN = KEYS[8], KEYS[9]
 local NAME = ARGV[1]
 local PINNED = tonumber(ARGV[2])
 local RETENTION = tonumber(ARGV[3])
@@ -101,10 +117,11 @@ end
 local FIELDS = { 'st', 'gen', 'fails', 'rl', 'last', 'opened', 'probe_at', 'cd', 'level', 'cause',
   'lease', 'lease_until', 'lease_by', 'lapser', 'lapses', 'noprobe', 'noprobe_until',
   'pause_until', 'pause_warn', 'force', 'force_reason', 'force_by', 'force_until', 'suspect',
-  'suspect_until', 'slow', 'slow_by', 'slow_lat', 'shadow' }
+  'suspect_until', 'slow', 'slow_by', 'slow_lat', 'shadow', 'capped' }
 local NUMERIC = { gen = true, fails = true, rl = true, opened = true, probe_at = true,
   cd = true, level = true, lease_until = true, lapses = true, noprobe_until = true,
-  pause_until = true, pause_warn = true, force_until = true, suspect_until = true, slow = true }
+  pause_until = true, pause_warn = true, force_until = true, suspect_until = true, slow = true,
+  capped = true }
 
 -- POLICY_SHADOW is the policy's shadow field (breaker.Params.Shadow). A
 -- script that can emit events sets it from its own ARGV before anything
@@ -156,6 +173,7 @@ local function fresh(s, unpin)
   s.lapser, s.lapses, s.noprobe, s.noprobe_until, s.pause_until, s.pause_warn = '', 0, '', 0, 0, 0
   s.suspect, s.suspect_until = '', 0
   s.slow, s.slow_by, s.slow_lat = 0, '', ''
+  s.capped = 0
   if unpin then s.force, s.force_reason, s.force_by, s.force_until = '', '', '', 0 end
   redis.call('DEL', K_WORKERS, K_RL, K_PAUSE)
 end
@@ -168,6 +186,41 @@ local function holds_nothing(s)
     if v ~= 0 and v ~= '' and not (f == 'st' and v == 'closed') then return false end
   end
   return true
+end
+
+-- denies reports whether s counts as open in its group's index
+-- (breaker.State.Denies): open, half-open, paused or pinned open.
+local function denies(s)
+  if s.force == 'open' then return true end
+  if s.force == 'closed' then return false end
+  return s.st ~= 'closed'
+end
+
+-- index keeps the breaker's entries in its group's index (KEYS[8], KEYS[9];
+-- a single Redis only, see above): known while it holds state, scored with
+-- deadline (when its state expires, ms, or '+inf'); open while it denies,
+-- scored with when it stops denying by itself (a pin's or a pause's end:
+-- breaker.State.OpenUntil), else the deadline. A nil deadline (no state
+-- kept) removes it from both.
+local function index(s, deadline)
+  if K_GKNOWN == nil then return end
+  if deadline == nil then
+    redis.call('ZREM', K_GKNOWN, NAME)
+    redis.call('ZREM', K_GOPEN, NAME)
+    return
+  end
+  redis.call('ZADD', K_GKNOWN, deadline, NAME)
+  if denies(s) then
+    local until_ = deadline
+    if s.force == 'open' and s.force_until > 0 then
+      until_ = s.force_until
+    elseif s.force == '' and s.st == 'paused' and s.pause_until > 0 then
+      until_ = s.pause_until
+    end
+    redis.call('ZADD', K_GOPEN, until_, NAME)
+  else
+    redis.call('ZREM', K_GOPEN, NAME)
+  end
 end
 
 -- save writes s back (breaker.State.TTL in Go). A closed breaker with no
@@ -184,10 +237,14 @@ local function save(s)
       fields[#fields + 1] = tostring(v)
     end
   end
-  if #fields == 0 then return end
+  if #fields == 0 then
+    index(s, nil)
+    return
+  end
   redis.call('HSET', K_STATE, unpack(fields))
   if (s.force ~= '' and s.force_until == 0) or s.shadow ~= '' then
     for _, k in ipairs({ K_STATE, K_WORKERS, K_RL, K_PAUSE }) do redis.call('PERSIST', k) end
+    index(s, '+inf')
     return
   end
   local ttl = RETENTION
@@ -197,6 +254,7 @@ local function save(s)
       s.pause_until - now)
   end
   for _, k in ipairs({ K_STATE, K_WORKERS, K_RL, K_PAUSE }) do redis.call('PEXPIRE', k, ttl) end
+  if K_GKNOWN ~= nil then index(s, clock() + ttl) end
 end
 
 -- workers counts the failure run's distinct workers: the set is empty
@@ -269,7 +327,7 @@ local function snapshot(s)
   if s.st == 'half_open' and s.lease ~= '' and s.lease_until > now then in_flight = 1 end
   return { public(s), s.gen, s.fails, workers(s), s.rl, s.opened, s.probe_at, s.cd, s.cause,
     s.last, in_flight, s.level, s.force_by, s.force_reason, s.force_until, s.suspect,
-    s.suspect_until, now, s.pause_until, s.slow, s.shadow }
+    s.suspect_until, now, s.pause_until, s.slow, s.shadow, s.capped }
 end
 
 -- WINDOW_BUCKETS is how many buckets a window is kept in

@@ -39,6 +39,13 @@
 -- ARGV[29] -> ticket shadow-denied: 1 when the call's Allow was a shadow
 --             denial (enforced mode would not have made the call): the
 --             outcome counts nothing (note shadow_denied)
+-- ARGV[30] -> max open, ppm: the breaker's group's max_open_fraction in
+--             millionths; 0 when the breaker is in no group (no cap)
+-- ARGV[31] -> the group's other known breakers, '' to count them here
+--             from KEYS[8] (a single Redis: exact, atomic with the trip)
+-- ARGV[32] -> the group's other open breakers, '' likewise (KEYS[9])
+--             (on a Cluster the daemon reads both just before this script:
+--             breaker/cap.go states the rule, store/group.go the bound)
 --
 -- Returns {counted (0|1), note, snapshot}; note is a breaker.Note code. In
 -- window mode the reply adds the window's calls, failures and slow calls
@@ -57,6 +64,11 @@
 --                   The slow calls past slow_call_threshold (or
 --                   slow_call_rate) all from ACTOR: the same, cause
 --                   slow_suspect (slow_trip).
+--   open_fraction_cap a trip from closed that would leave more than the
+--                   group's max_open_fraction of its known breakers open:
+--                   the breaker stays closed, the note is
+--                   "<cause>:<open>:<known>". Once until a fast success
+--                   or a transition (the capped field).
 --   credential_revoked on U. With ARGV[19] = 1, no pin and a current
 --                   ticket, ACTOR votes to pause: min workers distinct
 --                   votes pause the breaker (st = paused) for the pause
@@ -84,6 +96,8 @@ local SLOW_THRESHOLD = tonumber(ARGV[26]) or 0
 local SLOW_RATE = tonumber(ARGV[27]) or 0
 POLICY_SHADOW = ARGV[28] == '1'
 local TICKET_SHADOW = ARGV[29] == '1'
+local MAX_OPEN_PPM = tonumber(ARGV[30]) or 0
+local GROUP_KNOWN, GROUP_OPEN = tonumber(ARGV[31]), tonumber(ARGV[32])
 -- SLOW: this outcome is a slow success (breaker.step.slow).
 local SLOW = SLOW_CALL > 0 and EVIDENCE == 'S' and LATENCY > SLOW_CALL
 
@@ -112,6 +126,9 @@ local function run_notice()
     'gen', tostring(s.gen), 'failures', tostring(s.fails), 'actor', ACTOR }))
 end
 
+-- CAP_NOTE is the note of a Record whose trip the cap stopped.
+local CAP_NOTE = nil
+
 -- win_reply is the window's calls, failures and slow calls as
 -- window_record left them; reply reads them when no window_record ran.
 local win_reply
@@ -119,7 +136,7 @@ local win_reply
 local function reply(counted, note)
   if dirty then save(s) end
   run_notice()
-  if WINDOW_MS <= 0 then return { counted, note or '', snapshot(s) } end
+  if WINDOW_MS <= 0 then return { counted, note or CAP_NOTE or '', snapshot(s) } end
   -- Window mode: the window's totals too (of the current generation:
   -- empty after a transition), as read.lua gives them.
   local t = win_reply
@@ -129,7 +146,39 @@ local function reply(counted, note)
     local calls, fails, _, slow = win_totals(win_load(s.gen, win_bucket(WINDOW_MS)))
     t = { calls, fails, slow }
   end
-  return { counted, note or '', snapshot(s), t[1], t[2], t[3] }
+  return { counted, note or CAP_NOTE or '', snapshot(s), t[1], t[2], t[3] }
+end
+
+-- group_counts returns the group's other known and open breakers: from
+-- ARGV (a Cluster), or counted from the index in this atomic step
+-- (expired entries, scored now or before, are dropped first).
+local function group_counts()
+  if GROUP_KNOWN ~= nil and GROUP_OPEN ~= nil then return GROUP_KNOWN, GROUP_OPEN end
+  if K_GKNOWN == nil then return 0, 0 end
+  local now = clock()
+  redis.call('ZREMRANGEBYSCORE', K_GKNOWN, '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', K_GOPEN, '-inf', now)
+  local known, open = redis.call('ZCARD', K_GKNOWN), redis.call('ZCARD', K_GOPEN)
+  if redis.call('ZSCORE', K_GKNOWN, NAME) then known = known - 1 end
+  if redis.call('ZSCORE', K_GOPEN, NAME) then open = open - 1 end
+  return known, open
+end
+
+-- cap_trip applies the group's open-fraction cap to a trip from closed
+-- about to happen for cause (breaker.step.capTrip): true when it is
+-- capped, and the caller must then leave the breaker closed as it is.
+local function cap_trip(cause)
+  if MAX_OPEN_PPM <= 0 then return false end
+  local known, open = group_counts()
+  if open <= 0 or (open + 1) * 1000000 <= MAX_OPEN_PPM * (known + 1) then return false end
+  CAP_NOTE = 'open_fraction_capped'
+  if s.capped == 0 then
+    s.capped = 1
+    dirty = true
+    emit(s, 'open_fraction_cap', 'closed', 'closed', 'open_fraction_cap', clock(),
+      cause .. ':' .. tostring(open + 1) .. ':' .. tostring(known + 1))
+  end
+  return true
 end
 
 -- cooldown: the schedule's step after level failed probes, or the
@@ -151,6 +200,7 @@ local function open(from, level, cd, cause)
   s.lease, s.lease_until, s.lease_by = '', 0, ''
   s.suspect, s.suspect_until = '', 0
   s.slow, s.slow_by, s.slow_lat = 0, '', ''
+  s.capped = 0
   s.gen = s.gen + 1
   dirty = true
   emit(s, 'transition', from, 'open', cause, clock())
@@ -178,6 +228,7 @@ local function slow_trip(slow, calls, sworkers)
   local last = 'slow:' .. tostring(slow) .. ':' .. tostring(calls) .. ':' .. tostring(p50) .. ':' ..
     tostring(#lat) .. ':' .. tostring(SLOW_CALL)
   if #sworkers >= MIN_WORKERS then
+    if cap_trip('slow') then return end
     s.fails, s.last = slow, last
     redis.call('DEL', K_WORKERS)
     redis.call('SADD', K_WORKERS, unpack(sworkers))
@@ -343,6 +394,7 @@ local function window_record()
   local calls, fails, fworkers = win_totals(w)
   if calls < MIN_CALLS or fails < FAILURE_RATE * calls then return reply(1) end
   if #fworkers >= MIN_WORKERS then
+    if cap_trip('window') then return reply(1) end
     s.fails = fails
     redis.call('SADD', K_WORKERS, unpack(fworkers))
     open('closed', 0, cooldown(0, RETRY_AFTER), 'window')
@@ -392,8 +444,9 @@ end
 if ev == 'S' then
   -- (a closed breaker with pause votes always has a suspect: the lone
   -- voter, or a worker failing alone after it; so no SCARD is needed)
-  if s.fails > 0 or s.rl > 0 or s.suspect ~= '' or s.slow > 0 then
+  if s.fails > 0 or s.rl > 0 or s.suspect ~= '' or s.slow > 0 or s.capped ~= 0 then
     s.fails, s.rl, s.last = 0, 0, ''
+    s.capped = 0
     s.suspect, s.suspect_until = '', 0
     s.slow, s.slow_by, s.slow_lat = 0, '', ''
     if s.cause == 'slow_suspect' then s.cause = '' end
@@ -432,9 +485,9 @@ end
 -- The trip rule (quorum.Judge): each run over its own distinct workers.
 local n = workers(s)
 if s.rl >= RATE_LIMIT_TRIPS and redis.call('SCARD', K_RL) >= MIN_WORKERS then
-  open('closed', 0, cooldown(0, RETRY_AFTER), 'rate_limit')
+  if not cap_trip('rate_limit') then open('closed', 0, cooldown(0, RETRY_AFTER), 'rate_limit') end
 elseif s.fails >= THRESHOLD and n >= MIN_WORKERS then
-  open('closed', 0, cooldown(0, RETRY_AFTER), 'trip')
+  if not cap_trip('trip') then open('closed', 0, cooldown(0, RETRY_AFTER), 'trip') end
 elseif s.fails >= THRESHOLD and n == 1 then
   s.suspect_until = clock() + cooldown(0, 0)
   if s.cause == 'slow_suspect' then s.cause = '' end -- the failure run's suspect now

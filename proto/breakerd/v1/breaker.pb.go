@@ -447,6 +447,13 @@ const (
 	// notices: a success ended a closed breaker's failure run (without a
 	// transition), so a success there changes nothing again.
 	EventKind_EVENT_KIND_RUN_ENDED EventKind = 10
+	// A trip was stopped by the open-fraction cap of the breaker's group (a
+	// policy file's groups, max_open_fraction): it would have left more
+	// than that fraction of the group's known breakers open. The breaker
+	// stays closed (recorded, not enforced); reason names the trip's cause
+	// and the group's counts had it tripped. Raised once until the breaker's
+	// runs end (a fast success) or it transitions.
+	EventKind_EVENT_KIND_OPEN_FRACTION_CAP EventKind = 12
 )
 
 // Enum value maps for EventKind.
@@ -463,6 +470,7 @@ var (
 		8:  "EVENT_KIND_QUOTA_EXHAUSTED",
 		9:  "EVENT_KIND_RUN_STARTED",
 		10: "EVENT_KIND_RUN_ENDED",
+		12: "EVENT_KIND_OPEN_FRACTION_CAP",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":        0,
@@ -476,6 +484,7 @@ var (
 		"EVENT_KIND_QUOTA_EXHAUSTED":    8,
 		"EVENT_KIND_RUN_STARTED":        9,
 		"EVENT_KIND_RUN_ENDED":          10,
+		"EVENT_KIND_OPEN_FRACTION_CAP":  12,
 	}
 )
 
@@ -675,6 +684,19 @@ type BreakerState struct {
 	// The operator's shadow setting (Force with FORCE_MODE_SHADOW):
 	// SHADOW_SETTING_POLICY when it follows its policy.
 	ShadowSetting ShadowSetting `protobuf:"varint,52,opt,name=shadow_setting,json=shadowSetting,proto3,enum=breakerd.v1.ShadowSetting" json:"shadow_setting,omitempty"`
+	// A trip of this breaker was stopped by its group's open-fraction cap
+	// (EVENT_KIND_OPEN_FRACTION_CAP) and its runs have not ended since: it
+	// stays closed although its trip rule was met.
+	OpenFractionCapped bool `protobuf:"varint,60,opt,name=open_fraction_capped,json=openFractionCapped,proto3" json:"open_fraction_capped,omitempty"`
+	// The breaker's group (a policy file's groups); empty when none.
+	Group string `protobuf:"bytes,61,opt,name=group,proto3" json:"group,omitempty"`
+	// The group's max_open_fraction; 0 when no group.
+	MaxOpenFraction float64 `protobuf:"fixed64,62,opt,name=max_open_fraction,json=maxOpenFraction,proto3" json:"max_open_fraction,omitempty"`
+	// Get, BatchGet and List only: the group's known breakers (those
+	// holding state) and, of them, the open ones (open, half-open, paused
+	// or forced open), as its index counts them now. 0 otherwise.
+	GroupKnown    int64 `protobuf:"varint,63,opt,name=group_known,json=groupKnown,proto3" json:"group_known,omitempty"`
+	GroupOpen     int64 `protobuf:"varint,64,opt,name=group_open,json=groupOpen,proto3" json:"group_open,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -903,6 +925,41 @@ func (x *BreakerState) GetShadowSetting() ShadowSetting {
 		return x.ShadowSetting
 	}
 	return ShadowSetting_SHADOW_SETTING_UNSPECIFIED
+}
+
+func (x *BreakerState) GetOpenFractionCapped() bool {
+	if x != nil {
+		return x.OpenFractionCapped
+	}
+	return false
+}
+
+func (x *BreakerState) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *BreakerState) GetMaxOpenFraction() float64 {
+	if x != nil {
+		return x.MaxOpenFraction
+	}
+	return 0
+}
+
+func (x *BreakerState) GetGroupKnown() int64 {
+	if x != nil {
+		return x.GroupKnown
+	}
+	return 0
+}
+
+func (x *BreakerState) GetGroupOpen() int64 {
+	if x != nil {
+		return x.GroupOpen
+	}
+	return 0
 }
 
 type AllowRequest struct {
@@ -2168,7 +2225,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"leaseToken\x12+\n" +
 	"\x11parent_generation\x18F \x01(\x03R\x10parentGeneration\x12,\n" +
 	"\x12parent_lease_token\x18G \x01(\tR\x10parentLeaseToken\x12#\n" +
-	"\rshadow_denied\x182 \x01(\bR\fshadowDenied\"\x81\b\n" +
+	"\rshadow_denied\x182 \x01(\bR\fshadowDenied\"\xb5\t\n" +
 	"\fBreakerState\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12(\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x12.breakerd.v1.StateR\x05state\x12\x1e\n" +
@@ -2205,7 +2262,14 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x0fpaused_until_ms\x18G \x01(\x03R\rpausedUntilMs\x12\x16\n" +
 	"\x06shadow\x182 \x01(\bR\x06shadow\x125\n" +
 	"\fshadow_state\x183 \x01(\x0e2\x12.breakerd.v1.StateR\vshadowState\x12A\n" +
-	"\x0eshadow_setting\x184 \x01(\x0e2\x1a.breakerd.v1.ShadowSettingR\rshadowSetting\"E\n" +
+	"\x0eshadow_setting\x184 \x01(\x0e2\x1a.breakerd.v1.ShadowSettingR\rshadowSetting\x120\n" +
+	"\x14open_fraction_capped\x18< \x01(\bR\x12openFractionCapped\x12\x14\n" +
+	"\x05group\x18= \x01(\tR\x05group\x12*\n" +
+	"\x11max_open_fraction\x18> \x01(\x01R\x0fmaxOpenFraction\x12\x1f\n" +
+	"\vgroup_known\x18? \x01(\x03R\n" +
+	"groupKnown\x12\x1d\n" +
+	"\n" +
+	"group_open\x18@ \x01(\x03R\tgroupOpen\"E\n" +
 	"\fAllowRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\"\xd0\x02\n" +
@@ -2339,7 +2403,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x1aSHADOW_SETTING_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SHADOW_SETTING_POLICY\x10\x01\x12\x15\n" +
 	"\x11SHADOW_SETTING_ON\x10\x02\x12\x16\n" +
-	"\x12SHADOW_SETTING_OFF\x10\x03*\xcb\x02\n" +
+	"\x12SHADOW_SETTING_OFF\x10\x03*\xed\x02\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15EVENT_KIND_TRANSITION\x10\x01\x12\x15\n" +
@@ -2352,7 +2416,8 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x1aEVENT_KIND_QUOTA_EXHAUSTED\x10\b\x12\x1a\n" +
 	"\x16EVENT_KIND_RUN_STARTED\x10\t\x12\x18\n" +
 	"\x14EVENT_KIND_RUN_ENDED\x10\n" +
-	"2\xea\x04\n" +
+	"\x12 \n" +
+	"\x1cEVENT_KIND_OPEN_FRACTION_CAP\x10\f2\xea\x04\n" +
 	"\x0eBreakerService\x12>\n" +
 	"\x05Allow\x12\x19.breakerd.v1.AllowRequest\x1a\x1a.breakerd.v1.AllowResponse\x12A\n" +
 	"\x06Record\x12\x1a.breakerd.v1.RecordRequest\x1a\x1b.breakerd.v1.RecordResponse\x12P\n" +
