@@ -96,8 +96,10 @@ const (
 //	 "reason":"payments failing: 5 consecutive failures from 3 workers, last: timeout after 30s",
 //	 "retry_after_ms":120000,"alternatives":["issue_refund_manually"]}
 //
-// with "forced":true for an operator's force and "degraded":true when the
-// answer came from this worker's local fallback.
+// with "forced":true for an operator's force, "degraded":true when the
+// answer came from this worker's local fallback, and
+// "scope":"search-vendor" when the breaker's parent scope denied (the
+// reason and retry are then the parent's).
 type Denial struct {
 	// Status is StatusCircuitOpen (open or forced open) or
 	// StatusProbeInFlight.
@@ -112,6 +114,11 @@ type Denial struct {
 	Alternatives []string `json:"alternatives"`
 	Forced       bool     `json:"forced,omitempty"`
 	Degraded     bool     `json:"degraded,omitempty"`
+	// Scope names the breaker's parent scope when the parent denied
+	// (DENIED_PARENT_OPEN: reason and retry are the parent's), so the
+	// model can tell the vendor is down rather than the tool; omitted
+	// when the breaker itself denied.
+	Scope string `json:"scope,omitempty"`
 }
 
 // AsDenial reads err (as returned by Call) as the Denial for tool; ok is
@@ -123,7 +130,7 @@ func AsDenial(err error, tool string) (d Denial, ok bool) {
 	case errors.As(err, &open):
 		d = Denial{Status: StatusCircuitOpen, Breaker: open.Breaker, Reason: open.Reason,
 			RetryAfterMs: open.RetryAfter.Milliseconds(), Alternatives: open.Alternatives,
-			Forced: open.Forced, Degraded: open.Degraded}
+			Forced: open.Forced, Degraded: open.Degraded, Scope: open.Scope}
 	case errors.As(err, &probe):
 		d = Denial{Status: StatusProbeInFlight, Breaker: probe.Breaker, Reason: probe.Reason,
 			RetryAfterMs: probe.RetryAfter.Milliseconds(), Alternatives: probe.Alternatives,

@@ -46,6 +46,10 @@ func (t Tool) BreakerName() string {
 type Unavailable struct {
 	Tool    string `json:"tool"`
 	Breaker string `json:"breaker"`
+	// Scope names the breaker's parent scope when the parent, not the
+	// breaker itself, made the tool unavailable (then Reason, Since and
+	// MayReturnAt are the parent's); empty otherwise.
+	Scope string `json:"scope,omitempty"`
 	// Status is StatusCircuitOpen (open or forced open) or
 	// StatusProbeInFlight (recovering, not yet confirmed).
 	Status string `json:"status"`
@@ -78,6 +82,9 @@ type Run struct {
 	tools   []Tool // the last toolset given to Available
 	removed map[string]int
 	lost    []Unavailable // in the order they were removed
+	// parents maps a breaker to its parent scope, as Available last read
+	// it: a denial by that parent removes every tool under it.
+	parents map[string]string
 }
 
 // now is the run's clock reading, to the millisecond (what results carry).
@@ -89,13 +96,22 @@ func NewRun(c *Client) *Run {
 }
 
 // Available returns the tools, in order, whose breakers are neither open,
-// forced open nor being probed, and removes the others from the run for
-// good. It asks breakerd about every breaker of the tools not yet removed
-// in one BatchGet round trip (which never takes a probe lease), within
-// the Allow budget; when breakerd does not answer, the client's fallback
-// judges (see Client.Allow) and the removals are marked Degraded. A
-// circuit whose probe is due counts as available: calling it is how the
-// fleet finds out it recovered. Errors: the caller's context ending, and
+// forced open, paused nor being probed, and whose breakers' parent scopes
+// (BreakerState.parent) are none of these either, and removes the others
+// from the run for good. It asks breakerd about every breaker of the
+// tools not yet removed in one BatchGet round trip (which never takes a
+// probe lease), within the Allow budget; when some breaker it keeps names
+// a parent that was not among them, it asks about all those parents in a
+// second BatchGet (so a toolset with no parent costs one round trip, and
+// one with parents two). A breaker forced closed is kept whatever its
+// parent says, and a parent's suspect worker is not judged here (breakerd
+// denies a parent's suspect only on calls made on the parent itself).
+// A tool left out for its parent carries the parent's name in Scope and
+// the parent's reason and return time. When breakerd does not answer,
+// the client's fallback judges (see Client.Allow) and the removals are
+// marked Degraded; the fallback knows no parents. A circuit (or parent)
+// whose probe is due counts as available: calling it is how the fleet
+// finds out it recovered. Errors: the caller's context ending, and
 // breakerd's InvalidArgument (a bad breaker name).
 func (r *Run) Available(ctx context.Context, tools []Tool) ([]Tool, error) {
 	r.mu.Lock()
@@ -119,17 +135,58 @@ func (r *Run) Available(ctx context.Context, tools []Tool) ([]Tool, error) {
 	for _, st := range states {
 		byName[st.GetBreaker()] = st
 	}
+	// The parents of the breakers their own state keeps, in one more
+	// BatchGet (those already read are not asked again).
+	var parents []string
+	parentDegraded := degraded
+	for _, n := range names {
+		st := byName[n]
+		p := st.GetParent()
+		if p == "" || seen[p] || st.GetState() == pb.State_STATE_FORCED_CLOSED {
+			continue
+		}
+		if _, out := verdict(Tool{Name: n}, st, r.c.worker(), now); !out {
+			seen[p] = true
+			parents = append(parents, p)
+		}
+	}
+	if len(parents) > 0 {
+		pstates, pdeg, err := r.c.states(ctx, parents)
+		if err != nil {
+			return nil, err
+		}
+		parentDegraded = pdeg
+		for _, st := range pstates {
+			byName[st.GetBreaker()] = st
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.parents == nil {
+		r.parents = map[string]string{}
+	}
 	var out []Tool
 	for _, t := range tools {
 		if _, gone := r.removed[t.Name]; gone {
 			continue
 		}
-		if u, gone := verdict(t, byName[t.BreakerName()], r.c.worker(), now); gone {
+		st := byName[t.BreakerName()]
+		if p := st.GetParent(); p != "" && st.GetState() != pb.State_STATE_FORCED_CLOSED {
+			r.parents[t.BreakerName()] = p
+		} else if !degraded { // the fallback knows no parents
+			delete(r.parents, t.BreakerName()) // no parent, or pinned closed: the parent does not decide
+		}
+		if u, gone := verdict(t, st, r.c.worker(), now); gone {
 			u.Degraded = degraded
 			r.removeLocked(u)
 			continue
+		}
+		if p := st.GetParent(); p != "" && st.GetState() != pb.State_STATE_FORCED_CLOSED {
+			if u, gone := parentVerdict(t, st, byName[p], now); gone {
+				u.Degraded = parentDegraded
+				r.removeLocked(u)
+				continue
+			}
 		}
 		out = append(out, t)
 	}
@@ -138,7 +195,9 @@ func (r *Run) Available(ctx context.Context, tools []Tool) ([]Tool, error) {
 
 // Call runs fn for tool through Client.Call. A tool already removed from
 // the run is denied without a round trip; a denial removes the tool (and
-// every tool of the last toolset that shares its breaker) from the run.
+// every tool of the last toolset that shares its breaker, and, for a
+// parent's denial, every tool whose breaker the last Available saw under
+// that parent) from the run.
 // It returns what Client.Call returns; AsDenial renders a denial for the
 // model.
 func (r *Run) Call(ctx context.Context, tool Tool, fn func(ctx context.Context) error) error {
@@ -155,7 +214,7 @@ func (r *Run) Call(ctx context.Context, tool Tool, fn func(ctx context.Context) 
 		return err
 	}
 	now := r.now()
-	u := Unavailable{Breaker: d.Breaker, Status: d.Status, Reason: d.Reason, Forced: d.Forced,
+	u := Unavailable{Breaker: d.Breaker, Scope: d.Scope, Status: d.Status, Reason: d.Reason, Forced: d.Forced,
 		Since: now, RemovedAt: now, Alternatives: d.Alternatives, Degraded: d.Degraded}
 	var open *CircuitOpenError
 	if errors.As(err, &open) && !open.OpenedAt.IsZero() {
@@ -172,9 +231,19 @@ func (r *Run) Call(ctx context.Context, tool Tool, fn func(ctx context.Context) 
 	u.Tool = tool.Name
 	r.removeLocked(u)
 	for _, t := range r.tools {
-		if t.Name != tool.Name && t.BreakerName() == tool.BreakerName() {
+		if t.Name == tool.Name {
+			continue
+		}
+		switch {
+		case t.BreakerName() == tool.BreakerName():
 			u.Tool = t.Name
 			r.removeLocked(u)
+		case u.Scope != "" && r.parents[t.BreakerName()] == u.Scope:
+			// Another breaker under the parent that denied: its own state
+			// and alternatives are not known here, the parent's verdict is.
+			v := u
+			v.Tool, v.Breaker, v.Alternatives = t.Name, t.BreakerName(), nil
+			r.removeLocked(v)
 		}
 	}
 	return err
@@ -218,14 +287,21 @@ func (r *Run) Notice() string {
 	var b strings.Builder
 	b.WriteString("Some tools are out of service and have been removed from your tools for the rest of this task:\n")
 	for _, u := range lost {
-		fmt.Fprintf(&b, "- %s: %s.", u.Tool, strings.TrimRight(u.Reason, ". "))
+		it, its := "It", "it"
+		if u.Scope != "" {
+			it, its = u.Scope, u.Scope
+			fmt.Fprintf(&b, "- %s: %s, the service it depends on (its parent scope), is out of service: %s.",
+				u.Tool, u.Scope, strings.TrimRight(u.Reason, ". "))
+		} else {
+			fmt.Fprintf(&b, "- %s: %s.", u.Tool, strings.TrimRight(u.Reason, ". "))
+		}
 		switch {
 		case u.Status == StatusProbeInFlight:
-			b.WriteString(" It is being tested after an outage; its recovery is not confirmed, so it will not come back during this task.")
+			fmt.Fprintf(&b, " %s is being tested after an outage; its recovery is not confirmed, so it will not come back during this task.", it)
 		case !u.MayReturnAt.IsZero():
-			fmt.Fprintf(&b, " It may be back in about %s, but not during this task.", breaker.Human(max(u.MayReturnAt.Sub(now), time.Second)))
+			fmt.Fprintf(&b, " %s may be back in about %s, but not during this task.", it, breaker.Human(max(u.MayReturnAt.Sub(now), time.Second)))
 		case u.Forced:
-			b.WriteString(" An operator took it out of service; no return time is known.")
+			fmt.Fprintf(&b, " An operator took %s out of service; no return time is known.", its)
 		default:
 			b.WriteString(" No return time is known.")
 		}
@@ -245,6 +321,28 @@ func (r *Run) Notice() string {
 // verdict reads a breaker's state for tool: out is true when the tool
 // must leave the run.
 func verdict(t Tool, st *pb.BreakerState, worker string, now time.Time) (u Unavailable, out bool) {
+	return judge(t, t.BreakerName(), st, worker, now)
+}
+
+// parentVerdict reads the state of the parent scope of tool's breaker
+// (child, whose own verdict keeps the tool) by the same rule as verdict:
+// out is true when the parent denies the tool. A closed parent never
+// does (its suspect worker is denied only on calls to the parent).
+func parentVerdict(t Tool, child, parent *pb.BreakerState, now time.Time) (u Unavailable, out bool) {
+	if parent.GetState() == pb.State_STATE_CLOSED {
+		return Unavailable{}, false
+	}
+	if u, out = judge(t, parent.GetBreaker(), parent, "", now); !out {
+		return Unavailable{}, false
+	}
+	u.Scope = parent.GetBreaker()
+	u.Alternatives = append([]string(nil), child.GetAlternatives()...) // the tool's routes, not the parent's
+	return u, true
+}
+
+// judge reads the state st of the breaker name on tool's way: out is true
+// when the tool must leave the run. Reasons name name.
+func judge(t Tool, name string, st *pb.BreakerState, worker string, now time.Time) (u Unavailable, out bool) {
 	if st == nil {
 		return Unavailable{}, false
 	}
@@ -263,7 +361,7 @@ func verdict(t Tool, st *pb.BreakerState, worker string, now time.Time) (u Unava
 			return Unavailable{}, false
 		}
 		u.MayReturnAt = until(st.GetSuspectUntilMs())
-		u.Reason = t.BreakerName() + ": only this worker's calls have failed and no other worker confirms (likely its network or config)"
+		u.Reason = name + ": only this worker's calls have failed and no other worker confirms (likely its network or config)"
 	case pb.State_STATE_OPEN:
 		if st.GetNextProbeAtMs() <= st.GetAsOfMs() {
 			return Unavailable{}, false // a probe is due: let a call find out
@@ -278,7 +376,7 @@ func verdict(t Tool, st *pb.BreakerState, worker string, now time.Time) (u Unava
 		}
 		if st.GetForcedBy() != "" { // not a fail-closed fallback
 			u.Forced = true
-			u.Reason = t.BreakerName() + " forced open by an operator: " + st.GetReason()
+			u.Reason = name + " forced open by an operator: " + st.GetReason()
 		}
 	case pb.State_STATE_PAUSED:
 		// A revoked credential: no probe lifts it, an operator does.
@@ -287,7 +385,7 @@ func verdict(t Tool, st *pb.BreakerState, worker string, now time.Time) (u Unava
 			return Unavailable{}, false
 		}
 		u.Status = StatusProbeInFlight
-		u.Reason = t.BreakerName() + " is recovering from an outage and is being probed"
+		u.Reason = name + " is recovering from an outage and is being probed"
 		if last := st.GetLastFailure(); last != "" {
 			u.Reason += " (last failure: " + last + ")"
 		}
@@ -297,11 +395,18 @@ func verdict(t Tool, st *pb.BreakerState, worker string, now time.Time) (u Unava
 	return u, true
 }
 
-// err is the denial a removed tool answers with for the rest of the run.
+// err is the denial a removed tool answers with for the rest of the run:
+// for a tool its parent scope removed, a *CircuitOpenError with
+// DENIED_PARENT_OPEN and Scope (as breakerd answers it), whatever Status.
 func (u Unavailable) err(now time.Time) error {
 	var retry time.Duration
 	if !u.MayReturnAt.IsZero() {
 		retry = max(0, u.MayReturnAt.Sub(now))
+	}
+	if u.Scope != "" { // breakerd's own answer: DENIED_PARENT_OPEN, whatever the parent's state
+		return &CircuitOpenError{Breaker: u.Breaker, Forced: u.Forced, Reason: u.Reason, RetryAfter: retry,
+			Alternatives: u.Alternatives, Degraded: u.Degraded, OpenedAt: u.Since,
+			Decision: pb.Decision_DECISION_DENIED_PARENT_OPEN, Scope: u.Scope}
 	}
 	if u.Status == StatusProbeInFlight {
 		return &ProbeInFlightError{Breaker: u.Breaker, Reason: u.Reason, RetryAfter: retry,
