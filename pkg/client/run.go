@@ -47,8 +47,8 @@ type Unavailable struct {
 	Tool    string `json:"tool"`
 	Breaker string `json:"breaker"`
 	// Scope names the breaker's parent scope when the parent, not the
-	// breaker itself, made the tool unavailable (then Reason, Since and
-	// MayReturnAt are the parent's); empty otherwise.
+	// breaker itself, made the tool unavailable (then Status, Reason,
+	// Forced, Since and MayReturnAt are the parent's); empty otherwise.
 	Scope string `json:"scope,omitempty"`
 	// Status is StatusCircuitOpen (open or forced open) or
 	// StatusProbeInFlight (recovering, not yet confirmed).
