@@ -131,10 +131,21 @@ func reasonCell(s *pb.BreakerState) string {
 // window breaker has tripped its window starts empty, so the column shows
 // the failures that tripped it, as in consecutive mode.
 func failuresCell(s *pb.BreakerState) string {
-	if s.GetWindowMode() && s.GetState() == pb.State_STATE_CLOSED {
+	if s.GetWindowMode() && machineState(s) == pb.State_STATE_CLOSED {
 		return fmt.Sprintf("%d/%d in window", s.GetWindowFailures(), s.GetWindowCalls())
 	}
 	return strconv.FormatInt(s.GetFailures(), 10)
+}
+
+// machineState is the state the breaker's machine is in: in shadow mode
+// the shadow state (the enforced one is closed), else its state. The
+// counts beside it (a window, a run, a trip's failures) follow the
+// machine.
+func machineState(s *pb.BreakerState) pb.State {
+	if s.GetShadow() {
+		return s.GetShadowState()
+	}
+	return s.GetState()
 }
 
 // slowCell is list's SLOW column: "-" for a policy that counts no slow
@@ -145,7 +156,7 @@ func slowCell(s *pb.BreakerState) string {
 	if s.GetSlowCallMs() <= 0 {
 		return "-"
 	}
-	if s.GetState() != pb.State_STATE_CLOSED {
+	if machineState(s) != pb.State_STATE_CLOSED {
 		return "-"
 	}
 	return fmt.Sprintf("%d over %s", s.GetSlowCalls(), time.Duration(s.GetSlowCallMs())*time.Millisecond)
