@@ -106,7 +106,7 @@ by --timeout), so a fleet of any size is listed without one long call.`,
 			for _, s := range sts {
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\n", s.GetBreaker(), stateCell(s), s.GetGeneration(),
 					failuresCell(s), slowCell(s), s.GetDistinctWorkers(), ago(s.GetOpenedAtMs(), s.GetAsOfMs()),
-					ago(s.GetNextProbeAtMs(), s.GetAsOfMs()), reasonCell(s))
+					due(s.GetNextProbeAtMs(), s.GetAsOfMs()), reasonCell(s))
 			}
 			return tw.Flush()
 		}),
@@ -237,7 +237,11 @@ func printStatus(w io.Writer, s *pb.BreakerState, last *pb.Event) error {
 	row("failures", fmt.Sprint(s.GetFailures()))
 	row("distinct workers", fmt.Sprint(s.GetDistinctWorkers()))
 	row("opened at", at(s.GetOpenedAtMs()))
-	row("next probe at", at(s.GetNextProbeAtMs()))
+	if ms := s.GetNextProbeAtMs(); ms > 0 {
+		row("next probe at", stamp(ms)+" ("+due(ms, s.GetAsOfMs())+")")
+	} else {
+		row("next probe at", at(ms))
+	}
 	row("cooldown", dur(s.GetCooldownMs()))
 	row("probe in flight", map[bool]string{true: "yes", false: "no"}[s.GetProbeInFlight()])
 	row("failed probes", fmt.Sprint(s.GetFailedProbes()))

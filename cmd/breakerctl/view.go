@@ -181,6 +181,23 @@ func ago(at, asOf int64) string {
 	return "now"
 }
 
+// due is when a probe is due, beside asOf: "in 30s" ahead of it, "due"
+// at or past it (the next Allow probes; "due for 1m25s" once a while
+// has passed), "-" for none. A probe is not something that happened, so
+// it never reads "ago".
+func due(at, asOf int64) string {
+	if at == 0 {
+		return "-"
+	}
+	if d := time.Duration(at-asOf) * time.Millisecond; d > 0 {
+		return "in " + round(d)
+	}
+	if d := time.Duration(asOf-at) * time.Millisecond; d >= time.Second {
+		return "due for " + round(d)
+	}
+	return "due"
+}
+
 func round(d time.Duration) string {
 	if d >= time.Minute {
 		return d.Round(time.Second).String()

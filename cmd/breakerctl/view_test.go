@@ -59,3 +59,20 @@ func TestJSONKeepsZeros(t *testing.T) {
 		}
 	}
 }
+
+func TestDue(t *testing.T) {
+	for _, tc := range []struct {
+		at, asOf int64
+		want     string
+	}{
+		{0, 5000, "-"},
+		{35000, 5000, "in 30s"},
+		{5000, 5000, "due"},
+		{5000, 5500, "due"},
+		{5000, 90000, "due for 1m25s"},
+	} {
+		if got := due(tc.at, tc.asOf); got != tc.want {
+			t.Errorf("due(%d, %d) = %q, want %q", tc.at, tc.asOf, got, tc.want)
+		}
+	}
+}
