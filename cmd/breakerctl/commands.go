@@ -106,7 +106,7 @@ by --timeout), so a fleet of any size is listed without one long call.`,
 			for _, s := range sts {
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\n", s.GetBreaker(), stateCell(s), s.GetGeneration(),
 					failuresCell(s), slowCell(s), s.GetDistinctWorkers(), ago(s.GetOpenedAtMs(), s.GetAsOfMs()),
-					ago(s.GetNextProbeAtMs(), s.GetAsOfMs()), reasonCell(s))
+					due(s.GetNextProbeAtMs(), s.GetAsOfMs()), reasonCell(s))
 			}
 			return tw.Flush()
 		}),
@@ -131,10 +131,21 @@ func reasonCell(s *pb.BreakerState) string {
 // window breaker has tripped its window starts empty, so the column shows
 // the failures that tripped it, as in consecutive mode.
 func failuresCell(s *pb.BreakerState) string {
-	if s.GetWindowMode() && s.GetState() == pb.State_STATE_CLOSED {
+	if s.GetWindowMode() && machineState(s) == pb.State_STATE_CLOSED {
 		return fmt.Sprintf("%d/%d in window", s.GetWindowFailures(), s.GetWindowCalls())
 	}
 	return strconv.FormatInt(s.GetFailures(), 10)
+}
+
+// machineState is the state the breaker's machine is in: in shadow mode
+// the shadow state (the enforced one is closed), else its state. The
+// counts beside it (a window, a run, a trip's failures) follow the
+// machine.
+func machineState(s *pb.BreakerState) pb.State {
+	if s.GetShadow() {
+		return s.GetShadowState()
+	}
+	return s.GetState()
 }
 
 // slowCell is list's SLOW column: "-" for a policy that counts no slow
@@ -145,7 +156,7 @@ func slowCell(s *pb.BreakerState) string {
 	if s.GetSlowCallMs() <= 0 {
 		return "-"
 	}
-	if s.GetState() != pb.State_STATE_CLOSED {
+	if machineState(s) != pb.State_STATE_CLOSED {
 		return "-"
 	}
 	return fmt.Sprintf("%d over %s", s.GetSlowCalls(), time.Duration(s.GetSlowCallMs())*time.Millisecond)
@@ -226,7 +237,11 @@ func printStatus(w io.Writer, s *pb.BreakerState, last *pb.Event) error {
 	row("failures", fmt.Sprint(s.GetFailures()))
 	row("distinct workers", fmt.Sprint(s.GetDistinctWorkers()))
 	row("opened at", at(s.GetOpenedAtMs()))
-	row("next probe at", at(s.GetNextProbeAtMs()))
+	if ms := s.GetNextProbeAtMs(); ms > 0 {
+		row("next probe at", stamp(ms)+" ("+due(ms, s.GetAsOfMs())+")")
+	} else {
+		row("next probe at", at(ms))
+	}
 	row("cooldown", dur(s.GetCooldownMs()))
 	row("probe in flight", map[bool]string{true: "yes", false: "no"}[s.GetProbeInFlight()])
 	row("failed probes", fmt.Sprint(s.GetFailedProbes()))

@@ -35,28 +35,29 @@ type stateView struct {
 	AsOfMs          int64      `json:"as_of_ms"`
 	SuspectWorker   string     `json:"suspect_worker,omitempty"`
 	SuspectUntilMs  int64      `json:"suspect_until_ms,omitempty"`
-	WindowMode      bool       `json:"window_mode,omitempty"`
-	WindowCalls     int64      `json:"window_calls,omitempty"`
-	WindowFailures  int64      `json:"window_failures,omitempty"`
-	SlowCalls       int64      `json:"slow_calls,omitempty"`
-	SlowCallMs      int64      `json:"slow_call_ms,omitempty"`
+	WindowMode      bool       `json:"window_mode"`
+	WindowCalls     int64      `json:"window_calls"`
+	WindowFailures  int64      `json:"window_failures"`
+	SlowCalls       int64      `json:"slow_calls"`
+	SlowCallMs      int64      `json:"slow_call_ms"`
 	Parent          string     `json:"parent,omitempty"`
 	Shadow          bool       `json:"shadow,omitempty"`
 	ShadowState     string     `json:"shadow_state,omitempty"`
 	ShadowSetting   string     `json:"shadow_setting,omitempty"`
 	LastEvent       *eventView `json:"last_event,omitempty"`
-	capView
+	*CapView
 }
 
-// capView is the open-fraction cap's part of stateView: the breaker's
+// CapView is the open-fraction cap's part of stateView: the breaker's
 // group, its cap and counts, and whether a trip of this breaker was
-// stopped by it (all absent for a breaker in no group).
-type capView struct {
-	Group              string  `json:"group,omitempty"`
-	MaxOpenFraction    float64 `json:"max_open_fraction,omitempty"`
-	GroupKnown         int64   `json:"group_known,omitempty"`
-	GroupOpen          int64   `json:"group_open,omitempty"`
-	OpenFractionCapped bool    `json:"open_fraction_capped,omitempty"`
+// stopped by it (all present for a breaker in a group, zeros included;
+// all absent for one in none).
+type CapView struct {
+	Group              string  `json:"group"`
+	MaxOpenFraction    float64 `json:"max_open_fraction"`
+	GroupKnown         int64   `json:"group_known"`
+	GroupOpen          int64   `json:"group_open"`
+	OpenFractionCapped bool    `json:"open_fraction_capped"`
 }
 
 // eventView is an event as --json prints it.
@@ -99,8 +100,10 @@ func viewState(s *pb.BreakerState) stateView {
 		WindowMode: s.GetWindowMode(), WindowCalls: s.GetWindowCalls(), WindowFailures: s.GetWindowFailures(),
 		SlowCalls: s.GetSlowCalls(), SlowCallMs: s.GetSlowCallMs(),
 		Parent: s.GetParent(), Shadow: s.GetShadow(), ShadowSetting: shadowSettingName(s.GetShadowSetting()),
-		capView: capView{Group: s.GetGroup(), MaxOpenFraction: s.GetMaxOpenFraction(), GroupKnown: s.GetGroupKnown(),
-			GroupOpen: s.GetGroupOpen(), OpenFractionCapped: s.GetOpenFractionCapped()},
+	}
+	if s.GetGroup() != "" {
+		v.CapView = &CapView{Group: s.GetGroup(), MaxOpenFraction: s.GetMaxOpenFraction(), GroupKnown: s.GetGroupKnown(),
+			GroupOpen: s.GetGroupOpen(), OpenFractionCapped: s.GetOpenFractionCapped()}
 	}
 	if s.GetShadow() {
 		v.ShadowState = stateName(s.GetShadowState())
@@ -176,6 +179,23 @@ func ago(at, asOf int64) string {
 		return "in " + round(-d)
 	}
 	return "now"
+}
+
+// due is when a probe is due, beside asOf: "in 30s" ahead of it, "due"
+// at or past it (the next Allow probes; "due for 1m25s" once a while
+// has passed), "-" for none. A probe is not something that happened, so
+// it never reads "ago".
+func due(at, asOf int64) string {
+	if at == 0 {
+		return "-"
+	}
+	if d := time.Duration(at-asOf) * time.Millisecond; d > 0 {
+		return "in " + round(d)
+	}
+	if d := time.Duration(asOf-at) * time.Millisecond; d >= time.Second {
+		return "due for " + round(d)
+	}
+	return "due"
 }
 
 func round(d time.Duration) string {

@@ -183,3 +183,26 @@ func TestNoDaemonAtAddr(t *testing.T) {
 		t.Errorf("run(--addr %s) = %v, want an error naming --addr", addr, err)
 	}
 }
+
+// The new arms' policies show in every answer, tripped or not: against a
+// daemon without --print-policy's file, arms 7 and 8 are reported and the
+// run fails, even where nothing trips (a slow vendor fails nothing).
+func TestExternalDaemonWithoutTheNewArmsPolicies(t *testing.T) {
+	addr := startBreakerd(t, "")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--window", "60m"}, "arm 7: " + replay.ErrPolicy.Error() + ": its breaker is not in window mode"},
+		{[]string{"--slow-outage", "25s"}, "arm 8: " + replay.ErrPolicy.Error() + ": its breaker's slow_call is 0ms, the replay's is 3ms"},
+	} {
+		var out bytes.Buffer
+		err := run(context.Background(), append(append(append([]string(nil), fast...), "--addr", addr, "--tail", "2m"), tc.args...), noEnv, &out)
+		if !errors.Is(err, replay.ErrPolicy) {
+			t.Errorf("run %v = %v, want ErrPolicy", tc.args, err)
+		}
+		if !strings.Contains(out.String(), "WARNING: "+tc.want) {
+			t.Errorf("run %v: the output lacks %q:\n%s", tc.args, tc.want, out.String())
+		}
+	}
+}

@@ -308,6 +308,14 @@ func (e *env) fastTripOnce(ctx context.Context, pollers []*client.Client, name s
 // fastReport prints the fast-mode measurements that are not rows of the
 // table: propagation to fast views, staleness, and the failure storm.
 func fastReport(w io.Writer, o Options, rows map[string]row, trips []fastTrip, storms []stormResult) {
+	fast := len(trips) > 0 || len(storms) > 0
+	for _, name := range []string{"allow-1k-fast", "pair-1k-fast", "pair-hot-fast"} {
+		_, ok := rows[name]
+		fast = fast || ok
+	}
+	if !fast { // --only chose no fast-mode scenario: no heading over nothing
+		return
+	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "fast mode (client.WithFastMode; issue 11 §3, issue 16):")
 	if r, ok := rows["allow-1k-fast"]; ok {

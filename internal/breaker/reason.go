@@ -316,7 +316,20 @@ func CapReason(name, note string) string {
 	if len(parts) != 3 {
 		return name + ": a trip was stopped by its group's open-fraction cap: the breaker stays closed (recorded, not enforced)"
 	}
-	return fmt.Sprintf("%s: a trip (%s) was stopped by its group's open-fraction cap: %s of the group's %s known breakers "+
+	on, ok := capTrips[Cause(parts[0])]
+	if !ok {
+		on = "(" + parts[0] + ")"
+	}
+	return fmt.Sprintf("%s: a trip %s was stopped by its group's open-fraction cap: %s of the group's %s known breakers "+
 		"would have been open, more than its max_open_fraction; the breaker stays closed (recorded, not enforced). "+
-		"Many breakers tripping at once often means a fault on the callers' side", name, parts[0], parts[1], parts[2])
+		"Many breakers tripping at once often means a fault on the callers' side", name, on, parts[1], parts[2])
+}
+
+// capTrips names, for CapReason, what each kind of trip the cap can stop
+// was on.
+var capTrips = map[Cause]string{
+	CauseTrip:      "on consecutive failures",
+	CauseRateLimit: "on rate limits",
+	CauseWindow:    "on the window's failure rate",
+	CauseSlow:      "on slow calls",
 }

@@ -396,12 +396,17 @@ func (s *Set) checkScopes() error {
 			p  Policy
 		}{fmt.Sprintf("breakers[%d]", i), r.policy})
 	}
+	warned := map[string]bool{}
 	for _, sec := range sections {
 		parent := sec.p.Parent
 		if parent == "" {
 			continue
 		}
 		field := sec.at + ".parent"
+		if strings.ContainsAny(parent, "*?[") && !warned[parent] {
+			warned[parent] = true // once, not again for each rule that inherits it
+			s.warnings = append(s.warnings, fmt.Sprintf("%s: %q looks like a pattern, but a parent is one breaker's name, read literally", field, parent))
+		}
 		next := s.For(parent).Parent
 		switch {
 		case next == "":
@@ -412,7 +417,7 @@ func (s *Set) checkScopes() error {
 		chain := []string{parent}
 		for cur := next; cur != ""; cur = s.For(cur).Parent {
 			if slices.Contains(chain, cur) {
-				return fieldErr(field, "a parent cycle: %s -> %s", strings.Join(chain, " -> "), cur)
+				return fieldErr(field, "a parent cycle: %s -> %s; scopes are one level deep: remove the parent from all but the top one", strings.Join(chain, " -> "), cur)
 			}
 			chain = append(chain, cur)
 		}

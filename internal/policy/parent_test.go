@@ -99,3 +99,23 @@ breakers:
 		t.Errorf("Warnings() = %q, want %q", s.Warnings(), want)
 	}
 }
+
+// A parent that looks like a pattern is read literally, and said so once.
+func TestParentThatLooksLikeAPatternIsWarnedOnce(t *testing.T) {
+	s, err := Parse([]byte("breakers:\n  - match: \"a*\"\n    parent: \"vendor:*\"\n  - match: \"b*\"\n    parent: \"vendor:*\"\n"))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	n := 0
+	for _, w := range s.Warnings() {
+		if strings.Contains(w, `"vendor:*" looks like a pattern`) {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("warnings %q: want the pattern-like parent named once", s.Warnings())
+	}
+	if got := s.For("ab").Parent; got != "vendor:*" {
+		t.Errorf("parent = %q, want it as written", got)
+	}
+}

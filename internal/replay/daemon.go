@@ -54,6 +54,10 @@ type breakerWire struct {
 	// Open is true when the last Record answer had the circuit open or
 	// half-open: false before any trip, and once it closed again.
 	Open bool
+	// Last is the state in the last Record answer (nil before one): what
+	// the daemon's policy for the breaker is shows in it (window_mode,
+	// slow_call_ms) whether or not it ever tripped.
+	Last *pb.BreakerState
 	// Probes are the probes' Records, in order: when, and whether the
 	// probe succeeded.
 	Probes []probeRecord
@@ -123,6 +127,7 @@ func (t *tally) observe(req, resp any, err error) {
 			w.Probes = append(w.Probes, probeRecord{At: now, OK: st.GetState() == pb.State_STATE_CLOSED})
 		}
 		w.Open = st.GetState() == pb.State_STATE_OPEN || st.GetState() == pb.State_STATE_HALF_OPEN
+		w.Last = st
 		if w.ClosedAt == 0 && now >= t.recovered && res.GetCounted() && r.GetTicket().GetLeaseToken() != "" &&
 			r.GetOutcome() == pb.Outcome_OUTCOME_SUCCESS && st.GetState() == pb.State_STATE_CLOSED {
 			w.ClosedAt = now

@@ -450,6 +450,17 @@ func policyWarnings(cfg Config, row Row) []string {
 	if n := row.ClientWire.Errors; n > 0 {
 		out = append(out, fmt.Sprintf("arm %d: %d breakerd RPCs failed; the client's local fallback decided those calls", row.Arm, n))
 	}
+	// The new arms' policies show in every answer, tripped or not: a daemon
+	// without --print-policy's file would make them never open, silently.
+	if last := row.Wire.Last; last != nil {
+		if row.Arm == ArmFleetWindow && !last.GetWindowMode() {
+			out = append(out, fmt.Sprintf("arm %d: %v: its breaker is not in window mode (see --print-policy)", row.Arm, errPolicy))
+		}
+		if want := cfg.scaledMs(cfg.SlowCall); row.Arm == ArmFleetSlow && last.GetSlowCallMs() != want {
+			out = append(out, fmt.Sprintf("arm %d: %v: its breaker's slow_call is %dms, the replay's is %dms (see --print-policy)",
+				row.Arm, errPolicy, last.GetSlowCallMs(), want))
+		}
+	}
 	trip := row.Wire.Trip
 	if trip == nil {
 		if cfg.FailRate < 1 || cfg.SlowOutage > 0 {

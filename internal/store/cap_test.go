@@ -79,7 +79,7 @@ func TestOpenFractionCapBoundary(t *testing.T) {
 		if a := f.allow(names[2], "w3"); a.Decision != pb.Decision_DECISION_ALLOWED {
 			t.Fatalf("Allow on a capped breaker = %v, want ALLOWED", a.Decision)
 		}
-		want := fmt.Sprintf("%s: a trip (trip) was stopped by its group's open-fraction cap: 3 of the group's 4 known breakers "+
+		want := fmt.Sprintf("%s: a trip on consecutive failures was stopped by its group's open-fraction cap: 3 of the group's 4 known breakers "+
 			"would have been open, more than its max_open_fraction; the breaker stays closed (recorded, not enforced). "+
 			"Many breakers tripping at once often means a fault on the callers' side", names[2])
 		if got := f.capEvents(names[2]); len(got) != 1 || got[0] != want {
