@@ -349,3 +349,49 @@ func testRunAvailableParentOpenDueProbing(t *testing.T, m *clientMode) {
 		}
 	})
 }
+
+// A parent in shadow mode shows its enforced state, closed: a tool under
+// it that would be denied if the parent were enforced stays available.
+func TestRunAvailableKeepsChildrenOfAShadowedParent(t *testing.T) {
+	eachMode(t, func(t *testing.T, m *clientMode) {
+		testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+			parent, web := b.Breaker("search-vendor"), b.Breaker("web_search")
+			set, err := policy.Parse([]byte(fmt.Sprintf(`
+defaults:
+  jitter: 0
+breakers:
+  - match: %q
+    shadow: true
+  - match: %q
+    parent: %q
+`, parent, web, parent)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := start(t, b, store.Options{Policies: set})
+			w1, w2 := dial(t, d.Addr, "w1"), dial(t, d.Addr, "w2")
+			fail := func(context.Context) error {
+				return &OutcomeError{Outcome: pb.Outcome_OUTCOME_SERVER_ERROR, Message: "HTTP 503"}
+			}
+			for i := range 5 {
+				c := w1
+				if i == 4 {
+					c = w2
+				}
+				_ = c.Call(context.Background(), parent, fail)
+			}
+			if st := state(t, d, parent); !st.Shadow || st.ShadowState != pb.State_STATE_OPEN || st.State != pb.State_STATE_CLOSED {
+				t.Fatalf("parent %v shadow %v shadow_state %v, want CLOSED enforced and shadow-open", st.State, st.Shadow, st.ShadowState)
+			}
+			agent := m.dial(t, d.Addr, "agent", WithClock(m.clk))
+			gets := d.Calls.Get("BatchGet")
+			run := NewRun(agent)
+			if got, err := run.Available(context.Background(), []Tool{{Name: "web_search", Breaker: web}}); err != nil || names(got) != "web_search" {
+				t.Errorf("Available under a shadow-open parent = %s, %v; want web_search", names(got), err)
+			}
+			if g := d.Calls.Get("BatchGet") - gets; g != 2 || run.Notice() != "" {
+				t.Errorf("%d BatchGets, notice %q; want 2 (the child, then its parent) and no notice", g, run.Notice())
+			}
+		})
+	})
+}
