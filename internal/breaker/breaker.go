@@ -523,14 +523,23 @@ func (st *step) record() {
 			st.open("closed", 0, st.cooldown(0, c.RetryAfter), CauseTrip)
 		}
 	case quorum.Suspect:
-		s.SuspectUntil = now + st.cooldown(0, 0)
 		if s.Cause == CauseSlowSuspect { // the failure run's suspect now
 			s.Cause = ""
 		}
-		if s.Suspect != c.Actor {
-			s.Suspect = c.Actor
-			st.emit("suspect_worker", "closed", "closed", CauseSuspect, now)
-		}
+		st.suspect(CauseSuspect)
+	}
+}
+
+// suspect denies the caller, the one worker behind a run past its limit,
+// for a trip cooldown from now, and raises suspect_worker (cause) once per
+// worker: a run whose failures, slow calls or window failures all came
+// from one worker isolates that worker, never the fleet (quorum.Suspect).
+func (st *step) suspect(cause Cause) {
+	s := &st.s
+	s.SuspectUntil = st.now + st.cooldown(0, 0)
+	if s.Suspect != st.c.Actor {
+		s.Suspect = st.c.Actor
+		st.emit("suspect_worker", "closed", "closed", cause, st.now)
 	}
 }
 

@@ -126,7 +126,7 @@ func (st *step) slowRecord() {
 // limit: open with min_workers distinct workers behind it, or flag the
 // one worker behind it all.
 func (st *step) slowTrip(slow, calls int64, workers []string) {
-	s, c, now := &st.s, st.c, st.now
+	s, c := &st.s, st.c
 	last := SlowMeasure(slow, calls, Median(s.SlowLat), int64(len(s.SlowLat)), st.p.SlowCallMs)
 	switch n := int64(len(workers)); {
 	case n >= st.p.Rule.MinWorkers:
@@ -137,10 +137,6 @@ func (st *step) slowTrip(slow, calls int64, workers []string) {
 		st.open("closed", 0, st.cooldown(0, c.RetryAfter), CauseSlow)
 	case n == 1:
 		s.Last, s.Cause = last, CauseSlowSuspect
-		s.SuspectUntil = now + st.cooldown(0, 0)
-		if s.Suspect != c.Actor {
-			s.Suspect = c.Actor
-			st.emit("suspect_worker", "closed", "closed", CauseSlowSuspect, now)
-		}
+		st.suspect(CauseSlowSuspect)
 	}
 }

@@ -215,10 +215,6 @@ func (st *step) windowRecord() {
 		st.open("closed", 0, st.cooldown(0, c.RetryAfter), CauseWindow)
 	case n == 1:
 		s.Fails, s.Cause = t.Fails, CauseWindowSuspect
-		s.SuspectUntil = now + st.cooldown(0, 0)
-		if s.Suspect != c.Actor {
-			s.Suspect = c.Actor
-			st.emit("suspect_worker", "closed", "closed", CauseWindowSuspect, now)
-		}
+		st.suspect(CauseWindowSuspect)
 	}
 }

@@ -216,6 +216,17 @@ local function push_sample()
   s.slow_lat = table.concat(lat, ',')
 end
 
+-- suspect denies ACTOR, the one worker behind a run past its limit, for a
+-- trip cooldown from now, and raises suspect_worker (cause) once per
+-- worker (breaker.step.suspect).
+local function suspect(cause)
+  s.suspect_until = clock() + cooldown(0, 0)
+  if s.suspect ~= ACTOR then
+    s.suspect = ACTOR
+    emit(s, 'suspect_worker', 'closed', 'closed', cause, clock())
+  end
+end
+
 -- slow_trip judges slow calls that reached their limit (breaker.slowTrip):
 -- open with MIN_WORKERS distinct workers behind them, else flag the one
 -- worker behind them all. s.last holds the measure (breaker.SlowMeasure).
@@ -235,11 +246,7 @@ local function slow_trip(slow, calls, sworkers)
     open('closed', 0, cooldown(0, RETRY_AFTER), 'slow')
   elseif #sworkers == 1 then
     s.last, s.cause = last, 'slow_suspect'
-    s.suspect_until = clock() + cooldown(0, 0)
-    if s.suspect ~= ACTOR then
-      s.suspect = ACTOR
-      emit(s, 'suspect_worker', 'closed', 'closed', 'slow_suspect', clock())
-    end
+    suspect('slow_suspect')
   end
 end
 
@@ -400,11 +407,7 @@ local function window_record()
     open('closed', 0, cooldown(0, RETRY_AFTER), 'window')
   elseif #fworkers == 1 then
     s.fails, s.cause = fails, 'window_suspect'
-    s.suspect_until = clock() + cooldown(0, 0)
-    if s.suspect ~= ACTOR then
-      s.suspect = ACTOR
-      emit(s, 'suspect_worker', 'closed', 'closed', 'window_suspect', clock())
-    end
+    suspect('window_suspect')
   end
   return reply(1)
 end
@@ -489,11 +492,7 @@ if s.rl >= RATE_LIMIT_TRIPS and redis.call('SCARD', K_RL) >= MIN_WORKERS then
 elseif s.fails >= THRESHOLD and n >= MIN_WORKERS then
   if not cap_trip('trip') then open('closed', 0, cooldown(0, RETRY_AFTER), 'trip') end
 elseif s.fails >= THRESHOLD and n == 1 then
-  s.suspect_until = clock() + cooldown(0, 0)
   if s.cause == 'slow_suspect' then s.cause = '' end -- the failure run's suspect now
-  if s.suspect ~= ACTOR then
-    s.suspect = ACTOR
-    emit(s, 'suspect_worker', 'closed', 'closed', 'suspect', clock())
-  end
+  suspect('suspect')
 end
 return reply(1)
