@@ -363,3 +363,32 @@ func TestOpenFractionCapConcurrent(t *testing.T) {
 		}
 	})
 }
+
+// BatchGet reads its breakers and their groups' counts in one round trip
+// (a group's counts used to be a read of their own, one per group, after
+// the breakers').
+func TestBatchGetReadsGroupCountsInOneRoundTrip(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		f, g := capFixture(t, b, 0.5)
+		a, c, lone := f.Breaker("g:a"), f.Breaker("g:c"), f.Breaker("lone")
+		f.fail(a, "w1")
+		f.fail(a, "w1") // threshold 2, min_workers 1: open
+		f.fail(c, "w1") // known, closed
+		f.ResetCounts()
+		sts, err := f.st.BatchGet(context.Background(), []string{a, c, lone})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := f.RoundTrips(); n != 1 {
+			t.Errorf("BatchGet of 3 breakers, 2 in a group: %d round trips, want 1", n)
+		}
+		for _, st := range sts[:2] {
+			if st.Group != g.Name || st.GroupKnown != 2 || st.GroupOpen != 1 {
+				t.Errorf("%s: group %q, %d known, %d open; want %q, 2 and 1", st.Breaker, st.Group, st.GroupKnown, st.GroupOpen, g.Name)
+			}
+		}
+		if st := sts[2]; st.Group != "" || st.GroupKnown != 0 {
+			t.Errorf("%s, in no group: group %q, %d known", st.Breaker, st.Group, st.GroupKnown)
+		}
+	})
+}

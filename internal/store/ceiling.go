@@ -112,20 +112,10 @@ func (s *Store) admitNew(ctx context.Context, breaker string) error {
 	}
 	var exists *redis.IntCmd
 	var reserve *redis.Cmd
-	try := func(eval func(redis.Pipeliner, []string, ...any) *redis.Cmd) error {
-		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			exists = p.Exists(ctx, KeysOf(breaker).State)
-			reserve = eval(p, []string{c.key}, now, c.max, breaker, now+reserveFor.Milliseconds())
-			return nil
-		})
-		return err
-	}
-	err := try(func(p redis.Pipeliner, k []string, a ...any) *redis.Cmd {
-		return reserveScript.EvalSha(ctx, p, k, a...)
+	err := pipelined(ctx, s.rdb, func(p redis.Pipeliner, eval evalFunc) {
+		exists = p.Exists(ctx, KeysOf(breaker).State)
+		reserve = eval(reserveScript, []string{c.key}, now, c.max, breaker, now+reserveFor.Milliseconds())
 	})
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		err = try(func(p redis.Pipeliner, k []string, a ...any) *redis.Cmd { return reserveScript.Eval(ctx, p, k, a...) })
-	}
 	if err != nil || exists.Val() > 0 {
 		return nil // a Redis error admits; a breaker holding state is never refused
 	}

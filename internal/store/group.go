@@ -99,12 +99,32 @@ func (s *Store) runGroup(ctx context.Context, g string, args ...any) (known, ope
 	if err != nil {
 		return 0, 0, err
 	}
+	return groupReply(res)
+}
+
+// groupReply reads group.lua's reply: the group's known and open counts.
+func groupReply(res []any) (known, open int64, err error) {
 	r := reply{v: res}
 	known, open = r.int(0), r.int(1)
 	if err := r.errOr(); err != nil {
 		return 0, 0, err
 	}
 	return known, open, nil
+}
+
+// groupStatus queues, in a pipeline (pipelined), GroupStatus's read of
+// group g; groupStatusOf reads its answer.
+func (s *Store) groupStatus(eval evalFunc, g string) *redis.Cmd {
+	kk, ko := GroupKeys(g)
+	return eval(groupScript, []string{kk, ko}, "status", s.pinnedMs(), "")
+}
+
+func groupStatusOf(c *redis.Cmd) (known, open int64, err error) {
+	res, err := c.Slice()
+	if err != nil {
+		return 0, 0, scriptError(groupScript, err)
+	}
+	return groupReply(res)
 }
 
 // groupCounts reads, on a Cluster, the counts a Record on name passes to
@@ -170,33 +190,10 @@ func (s *Store) GroupStatus(ctx context.Context, group string) (known, open int6
 	return known, open, nil
 }
 
-// withGroup sets st's group fields under set (the group's counts are
-// Get's, BatchGet's and List's: fillGroups).
+// withGroup sets st's group fields from g (the group's counts are
+// Get's, BatchGet's and List's: BatchGet reads them with the states).
 func withGroup(st *pb.BreakerState, g *policy.Group) {
 	if g != nil {
 		st.Group, st.MaxOpenFraction = g.Name, g.MaxOpenFraction
 	}
-}
-
-// fillGroups sets the group counts of the states in sts, one status read
-// per group.
-func (s *Store) fillGroups(ctx context.Context, sts []*pb.BreakerState) error {
-	counts := map[string][2]int64{}
-	for _, st := range sts {
-		g := st.GetGroup()
-		if g == "" {
-			continue
-		}
-		c, ok := counts[g]
-		if !ok {
-			known, open, err := s.GroupStatus(ctx, g)
-			if err != nil {
-				return err
-			}
-			c = [2]int64{known, open}
-			counts[g] = c
-		}
-		st.GroupKnown, st.GroupOpen = c[0], c[1]
-	}
-	return nil
 }

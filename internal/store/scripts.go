@@ -87,6 +87,34 @@ func run(ctx context.Context, c redis.Scripter, sc script, keys []string, args .
 	return res, nil
 }
 
+// evalFunc queues one script call in a pipeline (see pipelined).
+type evalFunc func(sc script, keys []string, args ...any) *redis.Cmd
+
+// pipelined sends the script calls fill queues in one pipelined round
+// trip, by EVALSHA, and once more by EVAL when Redis had not loaded one of
+// them (NOSCRIPT: a flushed or new server). fill may queue other commands
+// on p too; it is called again for the second try, so it must only queue.
+// The error is the pipeline's first (go-redis Pipelined).
+func pipelined(ctx context.Context, c redis.Cmdable, fill func(p redis.Pipeliner, eval evalFunc)) error {
+	try := func(sha bool) error {
+		_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			fill(p, func(sc script, keys []string, args ...any) *redis.Cmd {
+				if sha {
+					return sc.EvalSha(ctx, p, keys, args...)
+				}
+				return sc.Eval(ctx, p, keys, args...)
+			})
+			return nil
+		})
+		return err
+	}
+	err := try(true)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		err = try(false)
+	}
+	return err
+}
+
 // prologueLines is how many lines lib.lua adds before each operation.
 var prologueLines = strings.Count(libLua, "\n")
 

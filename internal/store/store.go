@@ -524,24 +524,18 @@ func (s *Store) BatchGet(ctx context.Context, breakers []string) ([]*pb.BreakerS
 	for i, b := range breakers {
 		policies[i], groups[i] = set.For(b), groupOf(set, b)
 	}
-	run := func(eval func(redis.Pipeliner, []string, ...any) *redis.Cmd) ([]*redis.Cmd, error) {
-		cmds := make([]*redis.Cmd, len(breakers))
-		_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-			for i, b := range breakers {
-				cmds[i] = eval(pipe, keys(b), append(s.common(b, "", policies[i], 1), windowMs(policies[i]))...)
+	// The breakers' reads and their groups' counts, in one round trip.
+	cmds := make([]*redis.Cmd, len(breakers))
+	var counts map[string]*redis.Cmd
+	err := pipelined(ctx, s.rdb, func(_ redis.Pipeliner, eval evalFunc) {
+		counts = map[string]*redis.Cmd{}
+		for i, b := range breakers {
+			cmds[i] = eval(readScript, keys(b), append(s.common(b, "", policies[i], 1), windowMs(policies[i]))...)
+			if g := groups[i]; g != nil && counts[g.Name] == nil {
+				counts[g.Name] = s.groupStatus(eval, g.Name)
 			}
-			return nil
-		})
-		return cmds, err
-	}
-	cmds, err := run(func(p redis.Pipeliner, k []string, a ...any) *redis.Cmd {
-		return readScript.EvalSha(ctx, p, k, a...)
+		}
 	})
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		cmds, err = run(func(p redis.Pipeliner, k []string, a ...any) *redis.Cmd {
-			return readScript.Eval(ctx, p, k, a...)
-		})
-	}
 	if err != nil {
 		return nil, fmt.Errorf("store: read: %w", err)
 	}
@@ -553,16 +547,18 @@ func (s *Store) BatchGet(ctx context.Context, breakers []string) ([]*pb.BreakerS
 		}
 		r := reply{v: res}
 		out[i] = stateOf(r.view(0), breakers[i], policies[i])
-		withGroup(out[i], groups[i])
 		if len(res) == 4 { // window mode: the window's calls, failures and slow calls
 			out[i].WindowCalls, out[i].WindowFailures, out[i].SlowCalls = r.int(1), r.int(2), r.int(3)
 		}
 		if err := r.errOr(); err != nil {
 			return nil, fmt.Errorf("store: read %q: %w", breakers[i], err)
 		}
-	}
-	if err := s.fillGroups(ctx, out); err != nil {
-		return nil, err
+		if g := groups[i]; g != nil {
+			withGroup(out[i], g)
+			if out[i].GroupKnown, out[i].GroupOpen, err = groupStatusOf(counts[g.Name]); err != nil {
+				return nil, fmt.Errorf("store: group %q: %w", g.Name, err)
+			}
+		}
 	}
 	return out, nil
 }
