@@ -141,8 +141,8 @@ func (r *Run) Available(ctx context.Context, tools []Tool) ([]Tool, error) {
 	parentDegraded := degraded
 	for _, n := range names {
 		st := byName[n]
-		p := st.GetParent()
-		if p == "" || seen[p] || st.GetState() == pb.State_STATE_FORCED_CLOSED {
+		p := deciding(st)
+		if p == "" || seen[p] {
 			continue
 		}
 		if _, out := verdict(Tool{Name: n}, st, r.c.worker(), now); !out {
@@ -171,7 +171,8 @@ func (r *Run) Available(ctx context.Context, tools []Tool) ([]Tool, error) {
 			continue
 		}
 		st := byName[t.BreakerName()]
-		if p := st.GetParent(); p != "" && st.GetState() != pb.State_STATE_FORCED_CLOSED {
+		p := deciding(st)
+		if p != "" {
 			r.parents[t.BreakerName()] = p
 		} else if !degraded { // the fallback knows no parents
 			delete(r.parents, t.BreakerName()) // no parent, or pinned closed: the parent does not decide
@@ -181,7 +182,7 @@ func (r *Run) Available(ctx context.Context, tools []Tool) ([]Tool, error) {
 			r.removeLocked(u)
 			continue
 		}
-		if p := st.GetParent(); p != "" && st.GetState() != pb.State_STATE_FORCED_CLOSED {
+		if p != "" {
 			if u, gone := parentVerdict(t, st, byName[p], now); gone {
 				u.Degraded = parentDegraded
 				r.removeLocked(u)
@@ -322,6 +323,16 @@ func (r *Run) Notice() string {
 // must leave the run.
 func verdict(t Tool, st *pb.BreakerState, worker string, now time.Time) (u Unavailable, out bool) {
 	return judge(t, t.BreakerName(), st, worker, now)
+}
+
+// deciding is the parent scope that has a say over the breaker in state
+// st: its parent, unless it has none or is pinned closed (a pin wins over
+// the parent, as in breakerd); "" otherwise.
+func deciding(st *pb.BreakerState) string {
+	if st.GetState() == pb.State_STATE_FORCED_CLOSED {
+		return ""
+	}
+	return st.GetParent()
 }
 
 // parentVerdict reads the state of the parent scope of tool's breaker
