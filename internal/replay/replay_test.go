@@ -292,15 +292,10 @@ func TestRunBreaker(t *testing.T) {
 
 var errHTTP503 = &client.HTTPError{StatusCode: 503, Status: "503 Service Unavailable"}
 
-// TestReplayPartialOutage replays a vendor that fails 30% of calls: the
-// consecutive-failure arms never open (each failure run is ended by the
-// next success), the window arm does, and the vendor counts what that
-// saved and what it cost.
-func TestReplayPartialOutage(t *testing.T) {
-	cfg := Default()
-	cfg.Runs = 120
-	cfg.FailRate = 0.3
-	cfg.Window = 6 * time.Minute
+// replayRows replays cfg and returns its rows by arm, failing t on a
+// warning and on a row whose vendor saw other calls than its model made.
+func replayRows(t *testing.T, cfg Config) map[int]Row {
+	t.Helper()
 	rep, err := Replay(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("Replay: %v", err)
@@ -320,6 +315,19 @@ func TestReplayPartialOutage(t *testing.T) {
 			t.Errorf("arm %d: the vendor saw %d calls, the model's tool made %d", r.Arm, r.Calls, r.ToolCalls)
 		}
 	}
+	return rows
+}
+
+// TestReplayPartialOutage replays a vendor that fails 30% of calls: the
+// consecutive-failure arms never open (each failure run is ended by the
+// next success), the window arm does, and the vendor counts what that
+// saved and what it cost.
+func TestReplayPartialOutage(t *testing.T) {
+	cfg := Default()
+	cfg.Runs = 120
+	cfg.FailRate = 0.3
+	cfg.Window = 6 * time.Minute
+	rows := replayRows(t, cfg)
 	if len(rows) != 6 || rows[ArmFleetWindow].Arm != ArmFleetWindow {
 		t.Fatalf("arms %v, want 1 to 5 and 7", rows)
 	}
@@ -397,25 +405,7 @@ func TestReplaySlowOutage(t *testing.T) {
 	cfg := Default()
 	cfg.Runs = 120
 	cfg.SlowOutage = 25 * time.Second
-	rep, err := Replay(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("Replay: %v", err)
-	}
-	var out bytes.Buffer
-	if err := rep.Print(&out); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("\n%s", out.String())
-	for _, w := range rep.Warnings {
-		t.Errorf("warning %q", w)
-	}
-	rows := map[int]Row{}
-	for _, r := range rep.Rows {
-		rows[r.Arm] = r
-		if r.Calls != r.ToolCalls {
-			t.Errorf("arm %d: the vendor saw %d calls, the model's tool made %d", r.Arm, r.Calls, r.ToolCalls)
-		}
-	}
+	rows := replayRows(t, cfg)
 	if len(rows) != 6 || rows[ArmFleetSlow].Arm != ArmFleetSlow {
 		t.Fatalf("arms %v, want 1 to 5 and 8", rows)
 	}
