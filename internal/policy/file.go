@@ -127,11 +127,27 @@ func inactive(f file, s *Set) []string {
 // read as a name, an earlier rule's pattern matches.
 func overlaps(rules []rule) []string {
 	var out []string
-	for j, later := range rules {
-		for i, earlier := range rules[:j] {
-			if ok, _ := path.Match(earlier.match, later.match); ok {
-				out = append(out, fmt.Sprintf("breakers[%d] (match %q) is shadowed by breakers[%d] (match %q), which matches first: its overrides never apply to %q",
-					j, later.match, i, earlier.match, later.match))
+	for _, sh := range shadowed(len(rules), func(i int) string { return rules[i].match }) {
+		later, earlier := rules[sh.later].match, rules[sh.earlier].match
+		out = append(out, fmt.Sprintf("breakers[%d] (match %q) is shadowed by breakers[%d] (match %q), which matches first: its overrides never apply to %q",
+			sh.later, later, sh.earlier, earlier, later))
+	}
+	return out
+}
+
+// shadowing is one pattern shadowed by an earlier one (see shadowed).
+type shadowing struct{ later, earlier int }
+
+// shadowed returns, for n patterns in order (pattern(i) is the i-th),
+// each later pattern that an earlier one matches when it is read as a
+// name, with the first such earlier one: a name the later pattern was
+// written for goes to the earlier one, since the first match wins.
+func shadowed(n int, pattern func(int) string) []shadowing {
+	var out []shadowing
+	for j := range n {
+		for i := range j {
+			if ok, _ := path.Match(pattern(i), pattern(j)); ok {
+				out = append(out, shadowing{later: j, earlier: i})
 				break
 			}
 		}

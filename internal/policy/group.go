@@ -94,14 +94,10 @@ func parseGroups(in []groupFile) ([]Group, error) {
 // match matches (the first group that matches wins).
 func groupOverlaps(groups []Group) []string {
 	var out []string
-	for j, later := range groups {
-		for i, earlier := range groups[:j] {
-			if ok, _ := path.Match(earlier.Match, later.Match); ok {
-				out = append(out, fmt.Sprintf("groups[%d] (match %q) is shadowed by groups[%d] (match %q), which matches first: %q is never in groups[%d]",
-					j, later.Match, i, earlier.Match, later.Match, j))
-				break
-			}
-		}
+	for _, sh := range shadowed(len(groups), func(i int) string { return groups[i].Match }) {
+		later, earlier := groups[sh.later].Match, groups[sh.earlier].Match
+		out = append(out, fmt.Sprintf("groups[%d] (match %q) is shadowed by groups[%d] (match %q), which matches first: %q is never in groups[%d]",
+			sh.later, later, sh.earlier, earlier, later, sh.later))
 	}
 	return out
 }
