@@ -145,7 +145,7 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	checkHealth()
 	go pollHealth(hubCtx, checkHealth, c.HealthInterval)
 	checksDone := make(chan struct{})
-	go func() { defer close(checksDone); runRecoveryChecks(hubCtx, checker, st, log) }()
+	go func() { defer close(checksDone); runRecoveryChecks(hubCtx, hub.Live(), checker, st, log) }()
 	hooksDone := make(chan error, 1)
 	hooksReady := make(chan struct{})
 	go func() { hooksDone <- hookRunner.run(hubCtx, hooksReady) }()
@@ -192,9 +192,17 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 }
 
 // runRecoveryChecks runs the policies' recovery checks until ctx ends,
-// starting from the breakers open now (one List) and then from the
-// events the hub hears.
-func runRecoveryChecks(ctx context.Context, ck *recovery.Checker, st *store.Store, log *slog.Logger) {
+// starting from the breakers open once the hub's subscription is live
+// (live closes then; one List) and then from the events the hub hears. A
+// List taken before the subscription was live would miss a breaker that
+// opened between the two (a trip in the daemon's first moments, on a busy
+// machine), and nothing would check it before its cooldown.
+func runRecoveryChecks(ctx context.Context, live <-chan struct{}, ck *recovery.Checker, st *store.Store, log *slog.Logger) {
+	select {
+	case <-live:
+	case <-ctx.Done():
+		return
+	}
 	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	open, err := st.List(lctx, pb.State_STATE_OPEN)
 	cancel()

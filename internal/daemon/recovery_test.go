@@ -3,6 +3,8 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +14,9 @@ import (
 	"time"
 
 	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/policy"
+	"github.com/breakerd/breakerd/internal/recovery"
+	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
 	"github.com/breakerd/breakerd/pkg/client"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -91,4 +96,45 @@ func TestDaemonRunsRecoveryChecks(t *testing.T) {
 		}
 		eventually(t, metrics, `breakerd_recovery_checks_total{result="success"}`, 1)
 	})
+}
+
+// TestRecoveryChecksListOnceTheHubIsLive: the checker's List of open
+// breakers waits for the hub's subscription, so a breaker that opens
+// while the daemon starts (after an early List, before the subscription)
+// is not missed; on a busy machine one was, and went unchecked for its
+// whole cooldown.
+func TestRecoveryChecksListOnceTheHubIsLive(t *testing.T) {
+	b := testredis.Mini(t)
+	p := policy.Default()
+	p.Threshold, p.MinWorkers = 1, 1
+	st := store.New(b.Client, store.Options{Policies: policy.NewSet(p)})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	trip := func(name string) {
+		t.Helper()
+		a, err := st.Allow(ctx, name, "w1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := st.Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: "w1", Ticket: a.Ticket, Outcome: pb.Outcome_OUTCOME_TIMEOUT})
+		if err != nil || r.GetState().GetState() != pb.State_STATE_OPEN {
+			t.Fatalf("trip %s: %v %v", name, r, err)
+		}
+	}
+	ck, err := recovery.New(recovery.Options{Store: st, ID: "d1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	trip(b.Breaker("before"))
+	live := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runRecoveryChecks(ctx, live, ck, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
+	trip(b.Breaker("while-starting")) // no hub here: only the List can see it
+	close(live)
+	daemontest.Eventually(t, "both open breakers seeded", func() bool { return ck.Open() == 2 })
+	cancel()
+	<-done
 }
