@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -186,6 +187,25 @@ func (c *Client) rewatch(ctx context.Context, retry time.Duration, once func(con
 	}
 }
 
+// subscribed waits until breakerd has sent a Watch stream's headers,
+// which it does once the subscription is live. A stream refused or ended
+// before that has none: grpc's Header then answers nil, nil and keeps the
+// status for Recv, which subscribed returns (a refusal must not read as a
+// live stream, even for a moment).
+func subscribed(stream pb.BreakerService_WatchClient) error {
+	md, err := stream.Header()
+	if err != nil {
+		return err
+	}
+	if md == nil {
+		if _, err := stream.Recv(); err != nil {
+			return err
+		}
+		return errors.New("client: the Watch stream sent an event before its headers")
+	}
+	return nil
+}
+
 func (c *Client) watchOnce(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -193,7 +213,7 @@ func (c *Client) watchOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := stream.Header(); err != nil { // the subscription is live
+	if err := subscribed(stream); err != nil {
 		return err
 	}
 	lctx, lcancel := context.WithTimeout(ctx, c.o.listTimeout)

@@ -501,7 +501,7 @@ func (c *Client) fastWatchOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := stream.Header(); err != nil { // the subscription is live
+	if err := subscribed(stream); err != nil {
 		return err
 	}
 	// Events arriving while the resync runs are applied after it, in
