@@ -22,7 +22,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/breakerd/breakerd/internal/bench"
+	"github.com/breakerd/breakerd/cmd/breakerbench/bench"
 )
 
 func main() {

@@ -1,5 +1,5 @@
 // Command breakerd-soak runs breakerd under a bounded, scheduled load and
-// checks it throughout (internal/soak): two daemons, simulated workers
+// checks it throughout (cmd/breakerd-soak/soak): two daemons, simulated workers
 // calling Allow and Record on breakers whose dependencies fail and recover
 // on a schedule, a Redis master killed part-way (Sentinel promotes its
 // replica), and an observer that reports every broken rule. It starts its
@@ -29,9 +29,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/breakerd/breakerd/cmd/breakerd-soak/soak"
 	"github.com/breakerd/breakerd/internal/cli"
 	"github.com/breakerd/breakerd/internal/daemon"
-	"github.com/breakerd/breakerd/internal/soak"
 )
 
 func main() {

@@ -21,8 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/breakerd/breakerd/cmd/outage-replay/replay"
 	"github.com/breakerd/breakerd/internal/cli"
-	"github.com/breakerd/breakerd/internal/replay"
 )
 
 func main() {

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/breakerd/breakerd/cmd/outage-replay/replay"
 	"github.com/breakerd/breakerd/internal/cli"
 	"github.com/breakerd/breakerd/internal/daemon"
 	"github.com/breakerd/breakerd/internal/policy"
-	"github.com/breakerd/breakerd/internal/replay"
 )
 
 func noEnv(string) string { return "" }
