@@ -13,8 +13,8 @@ help: ## list the targets
 build: ## build the binaries into bin/ (version and commit from git: bin/breakerd --version)
 	CGO_ENABLED=0 go build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
 
-test: ## the README's test command (real-Redis tests skip unless BREAKERD_TEST_REDIS_ADDR is set)
-	go test -race ./...
+test: ## the README's test command: every suite (scripts/test.sh; installs and starts Redis when missing)
+	./scripts/test.sh
 
 test-redis: ## the same tests, with the real-Redis tier on REDIS_ADDR (default 127.0.0.1:6379)
 	BREAKERD_TEST_REDIS_ADDR=$(REDIS_ADDR) go test -race ./...

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# The one test command: every suite (Go, Python, TypeScript and the checks
+# beside them), on a fresh machine as on CI. It installs what the tests
+# need with apt-get when it is missing (one `apt-get update`, one install
+# line), starts a Redis at BREAKERD_TEST_REDIS_ADDR (default
+# 127.0.0.1:6379) unless one answers there, starts a Redis Cluster of its
+# own, and prints the time each phase took.
+#
+#   scripts/test.sh            # everything
+#   scripts/test.sh go python  # only the named phases (names: see `phases` below)
+#
+# .ci/run calls this script and nothing else.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin:$HOME/go/bin"
+
+# Debian packages the suites use; installed in one line when any is missing.
+# command -> package
+declare -A need=(
+  [redis-server]=redis-server [redis-cli]=redis-tools [redis-sentinel]=redis-sentinel
+  [docker-compose]=docker-compose
+)
+
+phase_start=0
+phase() { phase_start=$(date +%s); echo "== ci: phase $1"; }
+phase_done() { echo "== ci: phase $1 took $(( $(date +%s) - phase_start ))s"; }
+
+install_missing() {
+  local missing=() cmd
+  for cmd in "${!need[@]}"; do
+    command -v "$cmd" >/dev/null 2>&1 || missing+=("${need[$cmd]}")
+  done
+  [ "${#missing[@]}" -eq 0 ] && return 0
+  echo "ci: installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# The Go in use, and no older than go.mod's toolchain line: the release the
+# project is built and tested with. GOTOOLCHAIN=local keeps go from
+# fetching another toolchain (there is no network for it), so an older Go
+# is reported here rather than half-working.
+check_go() {
+  export GOTOOLCHAIN=local
+  go version
+  local want have
+  want=$(sed -n 's/^toolchain go//p' go.mod)
+  have=$(go env GOVERSION | sed 's/^go//')
+  if [ -z "$want" ]; then echo "ci: go.mod has no toolchain line"; exit 1; fi
+  if [ "$(printf '%s\n%s\n' "$want" "$have" | sort -V | head -n1)" != "$want" ]; then
+    echo "ci: Go $have is older than go.mod's toolchain go$want; install Go $want or later"
+    exit 1
+  fi
+}
+
+start_redis() {
+  local addr=${BREAKERD_TEST_REDIS_ADDR:-127.0.0.1:6379}
+  local host=${addr%:*} port=${addr##*:}
+  if ! redis-cli -h "$host" -p "$port" ping >/dev/null 2>&1; then
+    echo "ci: starting redis-server on $host:$port"
+    mkdir -p /var/lib/redis
+    redis-server --daemonize yes --bind "$host" --port "$port" --save "" --appendonly no --dir /var/lib/redis
+    for _ in $(seq 50); do redis-cli -h "$host" -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
+  fi
+  redis-cli -h "$host" -p "$port" ping
+  export BREAKERD_TEST_REDIS_ADDR=$addr
+}
+
+# The cluster tier: a Redis Cluster of 3 masters and 3 replicas of this
+# run's own (testredis.Each's "cluster" backend runs the store, server,
+# hooks and client suites on it); the failover tests start clusters and a
+# Sentinel setup of their own on free ports. Client ports 20000-21999, bus
+# ports (+10000) 30000-31999: below Linux's ephemeral range, where an
+# outgoing connection could hold one. A random base keeps parallel runs
+# apart (REDIS_CLUSTER_PORT pins it); a port already taken fails the start,
+# so another base is tried.
+start_cluster() {
+  export REDIS_CLUSTER_DIR=${REDIS_CLUSTER_DIR:-$(mktemp -d)}
+  trap 'scripts/redis-cluster.sh stop' EXIT
+  local pinned=${REDIS_CLUSTER_PORT:-} attempt cluster_env
+  for attempt in 1 2 3; do
+    export REDIS_CLUSTER_PORT=${pinned:-$((20000 + RANDOM % 1990))}
+    if cluster_env=$(scripts/redis-cluster.sh start); then break; fi
+    [ -n "$pinned" ] || [ "$attempt" = 3 ] && { echo "ci: the Redis Cluster did not start"; exit 1; }
+  done
+  export "${cluster_env?}"
+  echo "ci: $cluster_env"
+}
+
+# Static checks: formatting, vet, the proto's lint (buf is not packaged by
+# Debian; the Go module proxy serves it, so go run builds it once into the
+# module cache), and docker-compose.yml (Debian's docker-compose validates
+# it without a container engine).
+phase_lint() {
+  local unformatted
+  unformatted=$(gofmt -l $(git ls-files '*.go' | grep -v '\.pb\.go$'))
+  if [ -n "$unformatted" ]; then echo "ci: gofmt would change: $unformatted"; exit 1; fi
+  go vet ./...
+  go run github.com/bufbuild/buf/cmd/buf@v1.75.0 lint proto
+  echo "ci: buf lint is clean"
+  docker-compose -f docker-compose.yml config -q
+  echo "ci: docker-compose.yml is valid"
+}
+
+phase_go() { go test -race ./...; }
+
+# The bounded soak, 60 s (cmd/breakerd-soak, docs/reliability.md): 2
+# daemons, 200 workers, 1,000 breakers, a Sentinel setup of its own whose
+# master it kills half-way; it exits non-zero on any violation its
+# observer sees. Its load is paced, so it takes about 70 s on 2 cores.
+phase_soak() {
+  local dir
+  dir=$(mktemp -d)
+  go build -o "$dir/breakerd-soak" ./cmd/breakerd-soak
+  "$dir/breakerd-soak" --duration 60s
+  rm -rf "$dir"
+}
+
+phases=(lint go soak)
+run_phase() {
+  phase "$1"
+  "phase_$1"
+  phase_done "$1"
+}
+
+main() {
+  local chosen=("$@")
+  [ "${#chosen[@]}" -gt 0 ] || chosen=("${phases[@]}")
+  phase setup
+  install_missing
+  check_go
+  start_redis
+  start_cluster
+  phase_done setup
+  local p
+  for p in "${chosen[@]}"; do run_phase "$p"; done
+}
+
+main "$@"
