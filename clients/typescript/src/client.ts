@@ -4,7 +4,7 @@
 import { OpenCache, type CachedDenial } from "./cache.js";
 import { ApiError, CircuitOpenError, ConfigError, UnreachableError } from "./errors.js";
 import { evidenceOfError, evidenceOfResponse, isResponse } from "./evidence.js";
-import { DEFAULT_LOCAL_POLICY, LocalBreaker, type LocalPolicy } from "./fallback.js";
+import { DEFAULT_LOCAL_POLICY, LocalBreaker, describe, localEffect, type LocalPolicy } from "./fallback.js";
 import { renderToolResult, type DenialFields } from "./render.js";
 import { Transport, parseURLs } from "./transport.js";
 import {
@@ -158,7 +158,7 @@ export class Client {
     try {
       checkName("workerId", o.workerId);
     } catch (err) {
-      throw new ConfigError("workerId", (err as Error).message);
+      throw new ConfigError("workerId", err instanceof ApiError ? (err.violations[0]?.description ?? err.message) : String(err));
     }
     const f = o.fetch ?? globalThis.fetch;
     if (typeof f !== "function") throw new ConfigError("fetch", "no fetch: Node 18 or later, or pass one");
@@ -241,6 +241,7 @@ export class Client {
       this.policies.set(breaker, {
         threshold: p.threshold || DEFAULT_LOCAL_POLICY.threshold,
         cooldownBaseMs: int64(p.cooldown_base_ms) || DEFAULT_LOCAL_POLICY.cooldownBaseMs,
+        cooldownCapMs: int64(p.cooldown_cap_ms) || DEFAULT_LOCAL_POLICY.cooldownCapMs,
         probeTimeoutMs: int64(p.probe_timeout_ms) || DEFAULT_LOCAL_POLICY.probeTimeoutMs,
       });
     } catch (err) {
@@ -301,7 +302,7 @@ export class Client {
    */
   async record(permit: Permit, evidence: Evidence, opts: RecordOptions = {}): Promise<RecordResult> {
     if (permit.local) {
-      this.local.record(permit.breaker, evidence, permit.local.probe);
+      this.local.record(permit.breaker, localEffect(evidence), permit.local.probe, describe(evidence));
       return { counted: false, classifiedAs: "", why: "taken by the local fallback (breakerd unreachable)", degraded: true };
     }
     const req: Record<string, unknown> = { breaker: permit.breaker, worker_id: this.workerId, ticket: permit.ticket, evidence };
@@ -314,7 +315,7 @@ export class Client {
     } catch (err) {
       if (!(err instanceof UnreachableError)) throw err;
       this.o.onError?.(err);
-      this.local.record(permit.breaker, evidence, false);
+      this.local.record(permit.breaker, localEffect(evidence), false, describe(evidence));
       return { counted: false, classifiedAs: "", why: "taken by the local fallback (breakerd unreachable)", degraded: true };
     }
   }

@@ -64,3 +64,13 @@ export async function waitFor(cond: () => boolean | Promise<boolean>, what: stri
     await new Promise((r) => setTimeout(r, 10));
   }
 }
+
+/** repoRoot is the repository's root (tests run from build/test). */
+export function repoRoot(): string {
+  return new URL("../../../../", import.meta.url).pathname.replace(/\/$/, "");
+}
+
+/** conformanceDir is conformance/ at the repository root (CONFORMANCE_DIR overrides it). */
+export function conformanceDir(): string {
+  return process.env["CONFORMANCE_DIR"] ?? `${repoRoot()}/conformance`;
+}
