@@ -18,7 +18,7 @@ export PATH="$PATH:/usr/local/go/bin:$HOME/go/bin"
 # command -> package
 declare -A need=(
   [redis-server]=redis-server [redis-cli]=redis-tools [redis-sentinel]=redis-sentinel
-  [docker-compose]=docker-compose [python3]=python3-venv
+  [docker-compose]=docker-compose [file]=file [python3]=python3-venv
 )
 
 phase_start=0
@@ -100,6 +100,16 @@ phase_lint() {
   echo "ci: buf lint is clean"
   docker-compose -f docker-compose.yml config -q
   echo "ci: docker-compose.yml is valid"
+  check_no_binaries
+}
+
+# No tracked file is a compiled executable (ELF, Mach-O or PE): binaries
+# are built, never committed (.gitignore lists the commands' names).
+check_no_binaries() {
+  local found
+  found=$(git ls-files -z | xargs -0 file --no-pad --separator '|' | grep -E '\|.*(ELF|Mach-O|PE32)' || true)
+  if [ -n "$found" ]; then echo "ci: compiled binaries are tracked; git rm them:"; echo "$found"; exit 1; fi
+  echo "ci: no tracked file is a compiled binary"
 }
 
 phase_go() { go test -race ./...; }
