@@ -1,7 +1,7 @@
 // Plain tools arrays, as the OpenAI and Anthropic SDKs take them: the
-// chat completions shape ({type:"function", function:{name}}), the
-// responses shape ({type:"function", name}) and Anthropic's ({name,
-// input_schema}). The caller runs its own loop; this filters the array
+// chat completions shapes ({type:"function", function:{name}} and
+// {type:"custom", custom:{name}}), the responses shape ({type:"function",
+// name}) and Anthropic's ({name, input_schema}). The caller runs its own loop; this filters the array
 // per run and runs each call guarded.
 //
 //	const run = new Run(client);
@@ -12,12 +12,14 @@
 import { type Run } from "../run.js";
 import { callTool, refOf, type AdapterOptions } from "./common.js";
 
-/** ToolDefinition is any of the three shapes; its name is what counts here. */
-export type ToolDefinition = { name: string } | { function: { name: string } };
+/** ToolDefinition is any of these shapes (OpenAI's custom tools too); its name is what counts here. */
+export type ToolDefinition = { name: string } | { function: { name: string } } | { custom: { name: string } };
 
 /** toolName reads a definition's name. */
 export function toolName(t: ToolDefinition): string {
-  return "function" in t && typeof t.function === "object" ? t.function.name : (t as { name: string }).name;
+  if ("function" in t && typeof t.function === "object") return t.function.name;
+  if ("custom" in t && typeof t.custom === "object") return t.custom.name;
+  return (t as { name: string }).name;
 }
 
 /** toolsForRun returns the definitions of the tools the run still has (Run.available), in order. */
