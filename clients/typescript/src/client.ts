@@ -149,6 +149,8 @@ export class Client {
   private readonly cache: OpenCache;
   private readonly local: LocalBreaker;
   private readonly policies = new Map<string, LocalPolicy>();
+  /** The breakers on which this worker has seen a success: its credential worked there (a later 401 is a revocation). */
+  private readonly worked = new Set<string>();
   private answered = false;
 
   constructor(o: ClientOptions) {
@@ -160,8 +162,9 @@ export class Client {
     } catch (err) {
       throw new ConfigError("workerId", err instanceof ApiError ? (err.violations[0]?.description ?? err.message) : String(err));
     }
-    const f = o.fetch ?? globalThis.fetch;
-    if (typeof f !== "function") throw new ConfigError("fetch", "no fetch: Node 18 or later, or pass one");
+    const given = o.fetch ?? globalThis.fetch;
+    if (typeof given !== "function") throw new ConfigError("fetch", "no fetch: Node 18 or later, or pass one");
+    const f: typeof fetch = (input, init) => given(input, init); // called unbound, as a browser's fetch must be
     this.o = o;
     this.workerId = o.workerId;
     this.clock = o.clock ?? Date.now;
@@ -306,11 +309,13 @@ export class Client {
       return { counted: false, classifiedAs: "", why: "taken by the local fallback (breakerd unreachable)", degraded: true };
     }
     const req: Record<string, unknown> = { breaker: permit.breaker, worker_id: this.workerId, ticket: permit.ticket, evidence };
+    if (this.worked.has(permit.breaker)) req["credential_worked"] = true;
     if (opts.latencyMs !== undefined) req["latency_ms"] = String(Math.max(0, Math.round(opts.latencyMs)));
     if (opts.deadlineMs !== undefined) req["deadline_ms"] = String(Math.max(0, Math.round(opts.deadlineMs)));
     try {
       const res = await this.rpc<RecordResponse>("Record", req, this.o.rpcTimeoutMs ?? 2000, opts.signal);
       this.cache.learn(res.state);
+      if (res.classified_as === "OUTCOME_SUCCESS") this.worked.add(permit.breaker);
       return { counted: res.counted ?? false, classifiedAs: res.classified_as ?? "", why: res.why ?? res.note ?? "", degraded: res.degraded ?? false };
     } catch (err) {
       if (!(err instanceof UnreachableError)) throw err;
