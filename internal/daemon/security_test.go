@@ -64,7 +64,9 @@ func runSecured(t *testing.T, args ...string) (string, *daemontest.Buffer) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan net.Addr, 1)
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil)), func(a net.Addr) { ready <- a }) }()
+	go func() {
+		done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil)), func(a net.Addr) { ready <- a })
+	}()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
