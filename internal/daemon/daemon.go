@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 
+	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/limits"
 	"github.com/breakerd/breakerd/internal/policy"
@@ -74,7 +75,15 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 		return fmt.Errorf("listen %s: %w", c.Listen, err)
 	}
 	defer lis.Close() // the gRPC server closes it too; a second Close is harmless
-	return d.serve(ctx, c, log, d.conns.Listen(lis), ready)
+	httpLis, err := listenHTTP(c)
+	if err != nil {
+		return err
+	}
+	defer closeListener(httpLis)
+	if httpLis != nil {
+		httpLis = d.conns.Listen(httpLis)
+	}
+	return d.serve(ctx, c, log, d.conns.Listen(lis), httpLis, ready)
 }
 
 // loadPolicy reads --config, if set, and returns its policies with the
@@ -99,6 +108,8 @@ type parts struct {
 	hooks     *hookRunner
 	checker   *recovery.Checker
 	reloaders []*fileReloader
+	authn     *auth.Authenticator // nil without --tokens
+	srv       *server.Server
 	g         *grpc.Server
 	hs        *health.Server
 	conns     *limits.Conns
@@ -138,10 +149,11 @@ func (d *parts) build(c Config, log *slog.Logger, rdb redis.UniversalClient, pol
 	d.hub = events.NewHub(rdb, d.st.Channel(), log)
 	d.hub.Observe(d.st.ObserveEvent)
 	d.hub.SetLimits(events.Limits{Streams: int(c.WatchMaxStreams)})
-	grpcOpts, tokensReloader, err := trustOptions(c, log)
+	grpcOpts, authn, tokensReloader, err := trustOptions(c, log)
 	if err != nil {
 		return err
 	}
+	d.authn = authn
 	op, opOpts, err := newOperate(c, log, rdb, d.st, d.hub)
 	if err != nil {
 		return err
@@ -172,24 +184,35 @@ func (d *parts) build(c Config, log *slog.Logger, rdb redis.UniversalClient, pol
 	}
 	d.conns = conns
 	quotas := server.Limits{NewBreakersPerMinute: int(c.NewBreakersPerMinute), AlertsPerMinute: int(c.AlertsPerMinute), Log: log}
-	d.g, d.hs = server.New(d.st, d.hub).WithLimits(quotas).WithListener(lim).NewGRPC(append(grpcOpts, opOpts...)...)
+	d.srv = server.New(d.st, d.hub).WithLimits(quotas).WithListener(lim)
+	d.g, d.hs = d.srv.NewGRPC(append(grpcOpts, opOpts...)...)
 	return nil
 }
 
 // serve runs the background work (the hub, reloads, health, recovery
-// checks, hooks), serves lis until ctx ends and then stops in order.
-func (d *parts) serve(ctx context.Context, c Config, log *slog.Logger, lis net.Listener, ready func(net.Addr)) error {
+// checks, hooks), serves lis (and httpLis, when set) until ctx ends and
+// then stops in order.
+func (d *parts) serve(ctx context.Context, c Config, log *slog.Logger, lis, httpLis net.Listener, ready func(net.Addr)) error {
 	// The hub outlives the signal: Watch streams keep flowing through the
-	// drain delay and end when the gRPC server stops.
+	// drain delay and end when the servers stop.
 	hubCtx, stopHub := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHub()
 	wait, err := d.background(hubCtx, c, log)
+	defer wait()
 	if err != nil {
+		stopHub()
 		return err
 	}
-	defer wait()
-	serveErr := make(chan error, 1)
+	api, err := newHTTPServer(c, log, httpLis, httpAPIDeps{grpc: d.g, health: d.hs, auth: d.authn, hub: d.hub, store: d.st, srv: d.srv})
+	if err != nil {
+		stopHub()
+		return err
+	}
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- d.g.Serve(lis) }()
+	if api != nil {
+		go func() { serveErr <- api.serve() }()
+	}
 	log.Info("breakerd serving", "addr", lis.Addr().String(), "policy_file", c.PolicyFile, "max_conns", d.conns.Limit())
 	if ready != nil {
 		ready(lis.Addr())
@@ -200,19 +223,33 @@ func (d *parts) serve(ctx context.Context, c Config, log *slog.Logger, lis net.L
 		stopHub()
 		return fmt.Errorf("serve: %w", err)
 	}
+	d.stop(c, log, api, stopHub)
+	return nil
+}
+
+// stop goes NOT_SERVING, waits the drain delay, then stops the HTTP and
+// gRPC servers gracefully, cut after the shutdown timeout; stopHub ends
+// every Watch stream, so neither stop waits them out.
+func (d *parts) stop(c Config, log *slog.Logger, api *httpAPI, stopHub func()) {
 	log.Info("breakerd shutting down", "drain_delay", c.DrainDelay)
 	d.hs.Shutdown()
 	time.Sleep(c.DrainDelay)
 	backstop := time.AfterFunc(c.ShutdownTimeout, func() {
 		log.Warn("graceful stop timed out; cutting in-flight calls")
 		d.g.Stop()
+		api.close()
 	})
 	defer backstop.Stop()
 	stopped := make(chan struct{})
-	go func() { d.g.GracefulStop(); close(stopped) }()
-	stopHub() // ends every Watch stream, so GracefulStop need not wait them out
+	go func() {
+		// HTTP first: a transcoded call runs inside the gRPC server, whose
+		// GracefulStop would cut it rather than wait.
+		api.shutdown()
+		d.g.GracefulStop()
+		close(stopped)
+	}()
+	stopHub()
 	<-stopped
-	return nil
 }
 
 // background starts the hub, the reloads and metrics, the health checks,

@@ -83,12 +83,15 @@ func (s *Server) WithListener(l limits.Listener) *Server {
 // another listener (HTTP) to count its calls in the same slots.
 func (s *Server) Gates() (reads, watch limits.Gate) { return s.reads, s.watch }
 
+// TokenKey names a token's calls in the per-token caps.
+func TokenKey(id auth.Identity) string { return fmt.Sprintf("token %q", id.Name) }
+
 // CallerKey names who a call counts under in the per-token caps: its
 // token (`token "pool-a"`), known from the tap before the request is
 // decoded, or without tokens its connection.
 func CallerKey(ctx context.Context) string {
 	if id, ok := auth.Caller(ctx); ok {
-		return fmt.Sprintf("token %q", id.Name)
+		return TokenKey(id)
 	}
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		return "connection " + p.Addr.String()
