@@ -155,7 +155,8 @@ phase_python() {
 # adapter tests, pinned exactly), the build, tsc --noEmit on the package
 # and its tests, node --test against daemons built from this tree (one
 # binary, built here), then npm pack installed into a fresh folder and
-# imported (scripts/pack-check.sh).
+# imported (scripts/pack-check.sh), and examples/typescript run by its
+# test against a daemon.
 phase_typescript() {
   local dir=clients/typescript bin
   bin=$(mktemp -d)
@@ -164,6 +165,7 @@ phase_typescript() {
   (cd "$dir" && npm run --silent build && npm run --silent typecheck)
   (cd "$dir" && BREAKERD_BIN="$bin/breakerd" npm test)
   (cd "$dir" && scripts/pack-check.sh)
+  (cd examples/typescript && npm ci --no-audit --no-fund --loglevel=error && BREAKERD_BIN="$bin/breakerd" npm test)
   rm -rf "$bin"
 }
 

@@ -1,0 +1,167 @@
+// The client against real daemons built from this repository: decisions
+// and the daemon's tool_result, raw evidence classified by the daemon,
+// GetPolicy, a refused tool name and a bad token, failover between two
+// daemons on one Redis, and the open cache fed by the event stream
+// answering while no daemon does.
+
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+
+import { ApiError, AuthError, CircuitOpenError, Client, Run, renderToolResult, type Permit } from "../src/index.js";
+import { startDaemon, uniq, type Daemon } from "./daemon.js";
+import { waitFor } from "./helpers.js";
+
+const prefix = uniq();
+const policy = `breakers:
+  - match: "${prefix}*"
+    threshold: 2
+    min_workers: 2
+    cooldown_base: 10m
+    alternatives: [issue_refund_manually]
+`;
+let a: Daemon;
+let b: Daemon;
+
+before(async () => {
+  [a, b] = await Promise.all([startDaemon({ policy }), startDaemon({ policy })]);
+});
+after(async () => {
+  await Promise.all([a?.stop(), b?.stop()]);
+});
+
+const client = (worker: string, urls: string[] = [a.url], extra: object = {}) =>
+  new Client({ urls, workerId: worker, allowBudgetMs: 5000, ...extra });
+
+/** tripped fails one call from each of two workers: the quorum opens the breaker (threshold 2). */
+async function tripped(breaker: string): Promise<void> {
+  for (const w of ["trip-w1", "trip-w2"]) {
+    const down = () => Promise.reject(Object.assign(new Error("vendor down"), { status: 503, headers: new Headers() }));
+    await assert.rejects(client(w).guard(breaker, down), /vendor down/);
+  }
+  assert.equal((await client("trip-w1").allow(breaker)).decision, "DECISION_DENIED_OPEN");
+}
+
+test("two workers' raw evidence trips the breaker; the denial carries the daemon's tool_result, byte-identical to ours", async () => {
+  const breaker = `${prefix}:payments`;
+  const w1 = client("w1");
+  const w2 = client("w2");
+  const fail = () => Promise.reject(Object.assign(new Error("HTTP 503"), { status: 503, headers: new Headers({ "retry-after": "1" }) }));
+  await assert.rejects(w1.guard(breaker, fail), /HTTP 503/);
+  assert.equal((await w1.allow(breaker)).allowed, true, "one worker's failure does not trip");
+  const p = await w2.allow(breaker, { tool: "refund_charge" });
+  const rec = await w2.record(p, { http_status: 503 });
+  assert.equal(rec.classifiedAs, "OUTCOME_SERVER_ERROR");
+  assert.equal(rec.counted, true);
+  const denied = await w1.allow(breaker, { tool: "refund_charge" });
+  assert.equal(denied.decision, "DECISION_DENIED_OPEN");
+  assert.equal(denied.degraded, false);
+  assert.ok(denied.retryAfterMs > 0);
+  const err = await w1.guard(breaker, () => assert.fail("the call went out"), { tool: "refund_charge" }).catch((e: unknown) => e);
+  assert.ok(err instanceof CircuitOpenError);
+  const parsed = JSON.parse(err.toolResult) as Record<string, unknown>;
+  assert.equal(parsed["status"], "circuit_open");
+  assert.equal(parsed["tool"], "refund_charge");
+  assert.deepEqual(parsed["alternatives"], ["issue_refund_manually"]);
+  assert.equal(
+    renderToolResult({
+      tool: "refund_charge", breaker, reason: err.reason, retryAfterMs: parsed["retry_after_ms"] as number, alternatives: err.alternatives,
+      scope: err.scope, forced: err.forced, degraded: false, probeInFlight: false,
+    }),
+    err.toolResult,
+    "the same inputs render the same bytes here as in the daemon",
+  );
+  const st = await w1.get(breaker);
+  assert.equal(st.state, "STATE_OPEN");
+  assert.ok(Number(st.deny_until_ms) > Number(st.as_of_ms));
+});
+
+test("a cancelled call and an inner breakerd denial are never counted", async () => {
+  const breaker = `${prefix}:never`;
+  for (const w of ["n1", "n2", "n3"]) {
+    const c = client(w);
+    const ctl = new AbortController();
+    ctl.abort();
+    await assert.rejects(c.guard(breaker, () => Promise.reject(ctl.signal.reason), { signal: ctl.signal }));
+    const inner = new CircuitOpenError({ breaker: "sub", tool: "sub", decision: "DECISION_DENIED_OPEN", reason: "", retryAfterMs: 0, alternatives: [], scope: "", forced: false, degraded: false, toolResult: "" });
+    await assert.rejects(c.guard(breaker, () => Promise.reject(inner)), CircuitOpenError);
+    const p = await c.allow(breaker);
+    const r = await c.record(p, { error_kind: "ERROR_KIND_BREAKERD_DENIAL" });
+    assert.equal(r.classifiedAs, "OUTCOME_CANCELED");
+  }
+  const st = await client("n1").get(breaker);
+  assert.equal(st.state ?? "STATE_CLOSED", "STATE_CLOSED");
+  assert.equal(Number(st.failures ?? 0), 0);
+});
+
+test("getPolicy answers the policy's values; a refused tool name and a bad token are typed errors", async () => {
+  const c = client("p1");
+  const pol = await c.getPolicy(`${prefix}:payments`);
+  assert.equal(pol.threshold, 2);
+  assert.equal(pol.min_workers, 2);
+  assert.equal(pol.cooldown_base_ms, "600000");
+  await assert.rejects(c.allow(`${prefix}:x`, { tool: "bad tool name!" }), (e: unknown) => e instanceof ApiError && e.code === "invalid_argument" && e.violations.some((v) => v.field === "tool"));
+  const guarded = await startDaemon({ embedded: true, tokens: "tokens:\n  - name: ops\n    token: s3cret-token-value-1234567890\n    roles: [worker]\n" }).catch((e: Error) => e);
+  if (guarded instanceof Error) throw guarded;
+  try {
+    await assert.rejects(client("p1", [guarded.url]).allow("x"), (e: unknown) => e instanceof AuthError && e.status === 401);
+    await assert.rejects(client("p1", [guarded.url], { token: "wrong-token-wrong-token-wrong" }).allow("x"), (e: unknown) => e instanceof AuthError);
+    const ok = await client("p1", [guarded.url], { token: "s3cret-token-value-1234567890" }).allow("x");
+    assert.equal(ok.allowed, true);
+  } finally {
+    await guarded.stop();
+  }
+});
+
+test("failover: one of two daemons killed, the other answers within the budget with the fleet's state", async () => {
+  const breaker = `${prefix}:failover`;
+  const extra = await startDaemon({ policy });
+  const c = client("f1", [extra.url, a.url]);
+  assert.equal((await c.allow(breaker)).degraded, false);
+  await tripped(breaker);
+  await extra.kill();
+  const p: Permit = await c.allow(breaker);
+  assert.equal(p.degraded, false, "the other daemon answered");
+  assert.equal(p.decision, "DECISION_DENIED_OPEN");
+});
+
+test("the open cache follows the event stream and keeps denying while no daemon answers", async () => {
+  const breaker = `${prefix}:watched`;
+  const own = await startDaemon({ policy });
+  const c = client("c1", [own.url], { watch: true, allowBudgetMs: 200 });
+  try {
+    await waitFor(() => c.openCache.status.snapshots > 0, "the stream's snapshot");
+    await tripped(breaker); // through daemon a: the event reaches c through its own daemon's stream
+    await waitFor(() => c.openCache.lookup(breaker) !== undefined, "the trip's event in the cache");
+    await own.kill();
+    const p = await c.allow(breaker, { tool: "refund_charge" });
+    assert.equal(p.degraded, true);
+    assert.equal(p.decision, "DECISION_DENIED_OPEN");
+    const denial = JSON.parse(p.toolResult) as Record<string, unknown>;
+    assert.equal(denial["degraded"], true);
+    assert.equal(denial["tool"], "refund_charge");
+    // A breaker the cache knows nothing of: the local fallback allows.
+    assert.equal((await c.allow(`${prefix}:unknown`)).allowed, true);
+  } finally {
+    await c.close();
+    await own.stop();
+  }
+});
+
+test("Run: a tripped tool leaves the run for good, the notice says why", async () => {
+  const breaker = `${prefix}:run`;
+  await tripped(breaker);
+  const run = new Run(client("r1"));
+  const tools = [{ name: "web_search", breaker: `${prefix}:search` }, { name: "refund_charge", breaker }, { name: "refund_status", breaker }];
+  assert.deepEqual((await run.available(tools)).map((t) => t.name), ["web_search"]);
+  assert.deepEqual(run.degraded.map((u) => u.tool), ["refund_charge", "refund_status"]);
+  assert.match(run.notice(), /- refund_charge: .*Instead you can use: issue_refund_manually\./);
+  const res = await fetch(`${a.url}/breakerd.v1.BreakerService/Force`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ breaker, mode: "FORCE_MODE_AUTO", reason: "fixed", operator: "test" }),
+  });
+  assert.equal(res.status, 200, await res.text());
+  assert.equal((await client("r1").allow(breaker)).allowed, true, "the fleet is closed again");
+  assert.deepEqual((await run.available(tools)).map((t) => t.name), ["web_search"], "sticky in the run");
+  await assert.rejects(run.guard(tools[1]!, () => "x"), CircuitOpenError);
+});
