@@ -32,6 +32,8 @@ function untilLocal(denyUntil: string | undefined, asOf: number, now: number): n
 
 export interface OpenCacheOptions {
   transport: Transport;
+  /** The worker whose view a refresh reads (BatchGet's worker_id). */
+  workerId: string;
   clock: () => number;
   /** Only these breakers' events; every breaker's when empty. */
   breakers?: readonly string[] | undefined;
@@ -51,6 +53,9 @@ export class OpenCache {
   private connected = false;
   private snapshots = 0;
   private loop: Promise<void> | undefined;
+  /** Breakers an event named without saying until when they deny: read afresh in one BatchGet. */
+  private readonly stale = new Set<string>();
+  private refreshing: Promise<void> | undefined;
 
   constructor(private readonly o: OpenCacheOptions) {}
 
@@ -152,17 +157,22 @@ export class OpenCache {
 
   /** take applies one stream event. */
   private take(event: string, data: string, id: string): void {
-    if (event === "resync") {
-      // The position is gone from the log: start over with a snapshot.
-      this.lastEventId = "";
-      this.seen.clear();
-      return;
-    }
     let msg: unknown;
     try {
-      msg = JSON.parse(data);
+      msg = data === "" ? {} : JSON.parse(data);
     } catch {
       this.o.onError?.(new Error(`watch: event ${event} is not JSON`));
+      return;
+    }
+    if (event === "resync") {
+      // Events were lost: the breakers named are read afresh; with none
+      // named, the next connection starts over with a snapshot.
+      const named = isObj(msg) && Array.isArray(msg["breakers"]) ? (msg["breakers"] as unknown[]).filter((b): b is string => typeof b === "string") : [];
+      if (named.length > 0) this.refresh(named);
+      else {
+        this.lastEventId = "";
+        this.seen.clear();
+      }
       return;
     }
     if (event === "snapshot") {
@@ -172,8 +182,8 @@ export class OpenCache {
     }
     const ev = (isObj(msg) && isObj(msg["event"]) ? msg["event"] : msg) as Record<string, unknown>;
     const breaker = typeof ev["breaker"] === "string" ? ev["breaker"] : "";
-    const sid = id.slice(breaker.length + 1);
     if (breaker && id.startsWith(breaker + "/")) {
+      const sid = id.slice(breaker.length + 1);
       const last = this.seen.get(breaker);
       if (last && !after(sid, last)) return; // a duplicate of a replay
       this.seen.set(breaker, sid);
@@ -181,13 +191,36 @@ export class OpenCache {
     if (id) this.lastEventId = id;
     const state = ev["state"];
     if (isObj(state)) {
-      this.learn(state as BreakerState, int64(state["as_of_ms"] as string) || int64(ev["at_ms"] as string));
-      return;
+      this.learn(state as BreakerState);
+    } else if (breaker && ev["deny_until_ms"] !== undefined) {
+      this.learn({ breaker, deny_until_ms: ev["deny_until_ms"] as string, reason: ev["reason"] as string }, int64(ev["at_ms"] as string));
+    } else if (breaker) {
+      this.refresh([breaker]); // the event says something changed, not until when it denies
     }
-    this.learn(
-      { breaker, deny_until_ms: ev["deny_until_ms"] as string, reason: ev["reason"] as string, state: ev["to"] as BreakerState["state"] },
-      int64(ev["at_ms"] as string),
-    );
+  }
+
+  /** refresh reads the named breakers' states afresh (one BatchGet for every name gathered meanwhile). */
+  private refresh(names: readonly string[]): void {
+    for (const n of names) this.stale.add(n);
+    if (this.refreshing) return;
+    this.refreshing = (async () => {
+      while (this.stale.size > 0) {
+        const batch = [...this.stale].slice(0, 1024);
+        for (const n of batch) this.stale.delete(n);
+        try {
+          const res = await this.o.transport.call<{ states?: BreakerState[] }>("BatchGet", { breakers: batch, worker_id: this.o.workerId }, { budgetMs: 2000 });
+          for (const st of res.states ?? []) this.learn(st);
+        } catch (err) {
+          this.o.onError?.(err);
+        }
+      }
+      this.refreshing = undefined;
+    })();
+  }
+
+  /** settled resolves once the reads afresh that events asked for are done (for tests). */
+  async settled(): Promise<void> {
+    while (this.refreshing) await this.refreshing;
   }
 
   private snapshot(msg: unknown): void {

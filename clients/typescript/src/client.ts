@@ -170,7 +170,7 @@ export class Client {
     this.clock = o.clock ?? Date.now;
     this.transport = new Transport({ urls, token: o.token, fetch: f });
     const breakers = Array.isArray(o.watch) ? (o.watch as readonly string[]) : undefined;
-    this.cache = new OpenCache({ transport: this.transport, clock: this.clock, breakers, onError: o.onError });
+    this.cache = new OpenCache({ transport: this.transport, workerId: o.workerId, clock: this.clock, breakers, onError: o.onError });
     this.local = new LocalBreaker(this.clock, (b) => this.policies.get(b) ?? DEFAULT_LOCAL_POLICY);
     if (o.watch) this.cache.start();
   }
