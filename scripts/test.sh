@@ -222,7 +222,7 @@ phase_deploy() {
   rm -rf "$dir"
 }
 
-phases=(lint go soak python release deploy)
+phases=(lint go soak python deploy)
 run_phase() {
   phase "$1"
   "phase_$1"
