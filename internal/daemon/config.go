@@ -92,6 +92,23 @@ type Config struct {
 	// port nobody asked for. Flag --metrics-listen, env
 	// BREAKERD_METRICS_LISTEN.
 	MetricsListen string
+	// HTTPListen is the address of the HTTP/JSON API (docs/http-api.md):
+	// every BreakerService RPC as POST /breakerd.v1.BreakerService/<Method>,
+	// GET /healthz and the live events at GET /v1/watch, with the gRPC
+	// listener's TLS, tokens and limits. Empty (the default): no HTTP
+	// listener, so that several daemons on one host never fight over a
+	// port nobody asked for. Flag --http-listen, env BREAKERD_HTTP_LISTEN.
+	HTTPListen string
+	// HTTPCORSOrigins are the origins (comma-separated, "*" for any) a
+	// browser may call the HTTP API from. Empty (the default): CORS off,
+	// so browsers refuse cross-origin calls. Flag --http-cors-origins, env
+	// BREAKERD_HTTP_CORS_ORIGINS.
+	HTTPCORSOrigins string
+	// HTTPHeartbeat is how often an idle GET /v1/watch stream sends a
+	// comment line, so that proxies keep it open and a client notices a
+	// dead one. Default (and what 0 means) 15s. Flag --http-heartbeat, env
+	// BREAKERD_HTTP_HEARTBEAT.
+	HTTPHeartbeat time.Duration
 	// CircuitsInterval is how often the daemon lists the fleet's breakers
 	// (a Redis SCAN) to refresh the breakerd_circuits and
 	// breakerd_open_circuits gauges, while MetricsListen is set; a scrape
@@ -217,6 +234,9 @@ func (c *Config) Flags() []cli.Flag {
 		{Name: "insecure-listen-any", Value: &c.InsecureListenAny, Usage: "allow a non-loopback --listen without --tokens (anyone reaching it may Force)"},
 		{Name: "hooks", Value: &c.HooksFile, Usage: "YAML file of alert webhooks"},
 		{Name: "metrics-listen", Value: &c.MetricsListen, Usage: "HTTP address for Prometheus /metrics; empty: no metrics listener"},
+		{Name: "http-listen", Value: &c.HTTPListen, Usage: "HTTP/JSON API address (docs/http-api.md); empty: no HTTP listener"},
+		{Name: "http-cors-origins", Value: &c.HTTPCORSOrigins, Usage: "origins (comma-separated, * for any) browsers may call the HTTP API from; empty: CORS off"},
+		{Name: "http-heartbeat", Value: &c.HTTPHeartbeat, Usage: "how often an idle GET /v1/watch stream sends a heartbeat comment"},
 		{Name: "circuits-interval", Value: &c.CircuitsInterval, Usage: "how often the fleet's breakers are listed for the circuit gauges (scrapes read the last listing)"},
 		{Name: "config-poll", Value: &c.ConfigPoll, Usage: "how often the --config, --tokens and --hooks files are checked for changes (0: only on SIGHUP)"},
 		{Name: "redis-password-file", Value: &c.RedisPasswordFile, Usage: "file holding the Redis password (instead of the URL's)"},
@@ -288,6 +308,12 @@ func (c Config) Validate() error {
 		return errors.New("--tls-client-ca: needs --tls-cert and --tls-key")
 	case c.TokensFile == "" && !c.InsecureListenAny && !auth.IsLoopback(c.Listen):
 		return fmt.Errorf("--listen: %s is not a loopback address and no --tokens are set: anyone reaching it could force breakers; set --tokens, or --insecure-listen-any to accept that", c.Listen)
+	case c.TokensFile == "" && !c.InsecureListenAny && c.HTTPListen != "" && !auth.IsLoopback(c.HTTPListen):
+		return fmt.Errorf("--http-listen: %s is not a loopback address and no --tokens are set: anyone reaching it could force breakers; set --tokens, or --insecure-listen-any to accept that", c.HTTPListen)
+	case c.HTTPCORSOrigins != "" && c.HTTPListen == "":
+		return errors.New("--http-cors-origins: needs --http-listen")
+	case c.HTTPHeartbeat < 0:
+		return fmt.Errorf("--http-heartbeat: must not be negative, got %s", c.HTTPHeartbeat)
 	case c.CircuitsInterval < 0:
 		return fmt.Errorf("--circuits-interval: must not be negative, got %s", c.CircuitsInterval)
 	case c.ConfigPoll < 0:
@@ -321,6 +347,7 @@ const (
 	defaultMaxRecvBytes         = 512 << 10
 	defaultMaxConcurrentStreams = 256
 	defaultKeepaliveMinTime     = 10 * time.Second
+	defaultHTTPHeartbeat        = 15 * time.Second
 )
 
 // orDefault returns v, or def when v is zero.

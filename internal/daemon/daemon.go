@@ -73,6 +73,12 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", c.Listen, err)
 	}
+	defer lis.Close() // on an early return; closing it again after Serve is harmless
+	httpLis, err := listenHTTP(c)
+	if err != nil {
+		return err
+	}
+	defer closeListener(httpLis)
 	outage := store.OutageMemory
 	if c.RedisOutage == "unavailable" {
 		outage = store.OutageUnavailable
@@ -91,9 +97,8 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	hub := events.NewHub(rdb, st.Channel(), log)
 	hub.Observe(st.ObserveEvent)
 	hub.SetLimits(events.Limits{Streams: int(c.WatchMaxStreams), PerOwner: int(c.WatchMaxStreamsPerToken)})
-	grpcOpts, tokensReloader, err := trustOptions(c, log)
+	grpcOpts, authn, tokensReloader, err := trustOptions(c, log)
 	if err != nil {
-		_ = lis.Close()
 		return err
 	}
 	op, opOpts, err := newOperate(c, log, rdb, st, hub)
@@ -101,7 +106,6 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 		degraded = op.m.SetDegraded
 	}
 	if err != nil {
-		_ = lis.Close()
 		return err
 	}
 	var reloaders []*fileReloader
@@ -110,7 +114,6 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	}
 	hookRunner, hooksReloader, err := newDispatcher(c, rdb, st, op.reg, log)
 	if err != nil {
-		_ = lis.Close()
 		return err
 	}
 	for _, r := range []*fileReloader{tokensReloader, hooksReloader} {
@@ -121,7 +124,6 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	}
 	checker, err := recovery.New(recovery.Options{Store: st, ID: daemonID(), Log: log, Registerer: op.reg})
 	if err != nil {
-		_ = lis.Close()
 		return err
 	}
 	hub.Observe(checker.Observe)
@@ -136,7 +138,6 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 	go func() { hubDone <- hub.Run(hubCtx, nil) }()
 	// Before health can turn SERVING: SIGHUP is handled from then on.
 	if err := op.start(hubCtx, c, log, reloaders); err != nil {
-		_ = lis.Close()
 		return err
 	}
 	// The first check runs before the daemon serves, so that scripts are
@@ -158,8 +159,15 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 		log.Warn("alert hooks not ready yet (Redis unreachable?): serving; events before they start are not delivered")
 	}
 
-	serveErr := make(chan error, 1)
+	api, err := newHTTPServer(c, log, httpLis, httpAPIDeps{grpc: g, health: hs, auth: authn, hub: hub, store: st})
+	if err != nil {
+		return err
+	}
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- g.Serve(lis) }()
+	if api != nil {
+		go func() { serveErr <- api.serve() }()
+	}
 	log.Info("breakerd serving", "addr", lis.Addr().String(), "policy_file", c.PolicyFile)
 	if ready != nil {
 		ready(lis.Addr())
@@ -178,10 +186,18 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 		log.Warn("graceful stop timed out; cutting in-flight calls")
 		g.Stop()
 	})
-	go func() { g.GracefulStop(); close(stopped) }()
-	stopHub() // ends every Watch stream, so GracefulStop need not wait them out
+	backstopHTTP := time.AfterFunc(c.ShutdownTimeout, api.close)
+	go func() {
+		// HTTP first: a transcoded call runs inside the gRPC server, whose
+		// GracefulStop would cut it rather than wait.
+		api.shutdown()
+		g.GracefulStop()
+		close(stopped)
+	}()
+	stopHub() // ends every Watch stream (gRPC and SSE), so neither stop waits them out
 	<-stopped
 	backstop.Stop()
+	backstopHTTP.Stop()
 	if err := <-hubDone; err != nil && !errors.Is(err, context.Canceled) {
 		log.Warn("event hub ended with an error", "err", err)
 	}

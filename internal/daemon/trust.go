@@ -22,14 +22,15 @@ import (
 
 // trustOptions returns the gRPC server options for TLS and bearer tokens,
 // and logs what the listener accepts. With a tokens file it also returns
-// the reloader that swaps the tokens in force (SIGHUP, or a change of the
-// file); otherwise that is nil.
-func trustOptions(c Config, log *slog.Logger) ([]grpc.ServerOption, *fileReloader, error) {
+// the authenticator (the HTTP listener checks tokens with it too) and the
+// reloader that swaps the tokens in force (SIGHUP, or a change of the
+// file); otherwise those are nil.
+func trustOptions(c Config, log *slog.Logger) ([]grpc.ServerOption, *auth.Authenticator, *fileReloader, error) {
 	var opts []grpc.ServerOption
 	if c.TLSCert != "" {
 		cfg, err := auth.ServerTLS(c.TLSCert, c.TLSKey, c.TLSClientCA)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg)))
 		log.Info("tls on", "client_certificates_required", c.TLSClientCA != "")
@@ -42,11 +43,11 @@ func trustOptions(c Config, log *slog.Logger) ([]grpc.ServerOption, *fileReloade
 		} else {
 			log.Warn("no --tokens and --insecure-listen-any: auth is off on a non-loopback address; anyone who reaches it may force breakers", "listen", c.Listen)
 		}
-		return opts, nil, nil
+		return opts, nil, nil, nil
 	}
 	tokens, sum, err := readTokens(c.TokensFile, log)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	a := auth.New(tokens)
 	log.Info("auth on: bearer tokens required (health and reflection stay open)", "tokens_file", c.TokensFile, "tokens", tokens.Len())
@@ -58,7 +59,7 @@ func trustOptions(c Config, log *slog.Logger) ([]grpc.ServerOption, *fileReloade
 			}
 			return func() { a.Set(t) }, sum, nil
 		}}
-	return append(opts, a.ServerOptions()...), r, nil
+	return append(opts, a.ServerOptions()...), a, r, nil
 }
 
 // readTokens loads a tokens file, warning when other users may read it,
