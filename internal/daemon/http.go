@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,12 +17,11 @@ import (
 	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/httpapi"
+	"github.com/breakerd/breakerd/internal/limits"
+	"github.com/breakerd/breakerd/internal/server"
 	"github.com/breakerd/breakerd/internal/store"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
-
-// maxHTTPHeaderBytes bounds a request's header block on the HTTP
-// listener; a larger one is answered 431 before any handler runs.
-const maxHTTPHeaderBytes = 64 << 10
 
 // listenHTTP opens the HTTP/JSON listener when c.HTTPListen is set; nil
 // when it is not.
@@ -51,6 +51,8 @@ type httpAPIDeps struct {
 	auth   *auth.Authenticator
 	hub    *events.Hub
 	store  *store.Store
+	// srv holds the per-token caps the HTTP listener counts in too.
+	srv *server.Server
 }
 
 // httpAPI is the HTTP/JSON listener's server.
@@ -74,18 +76,18 @@ func newHTTPServer(c Config, log *slog.Logger, lis net.Listener, d httpAPIDeps) 
 			origins = append(origins, o)
 		}
 	}
+	lim := listenerLimits(c).WithDefaults()
 	h, err := httpapi.New(httpapi.Options{GRPC: d.grpc, Health: d.health, Auth: d.auth,
-		MaxBodyBytes: orDefault(c.MaxRecvBytes, defaultMaxRecvBytes), CORSOrigins: origins, Log: log})
+		MaxBodyBytes: int64(lim.MaxRecvBytes), CORSOrigins: origins, Log: log,
+		Watch: &httpapi.Watch{Hub: d.hub, Store: d.store, Heartbeat: c.HTTPHeartbeat}})
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{
-		Handler:           h,
-		MaxHeaderBytes:    maxHTTPHeaderBytes,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelWarn),
-	}
+	// The listener limits (internal/limits) come first: header and body
+	// bounds, and the per-token caps the gRPC listener counts in too.
+	reads, watch := d.srv.Gates()
+	srv := lim.HTTPServer(lim.HTTPHandler(h, limits.HTTPOptions{Authenticate: httpCaller(d.auth), Gate: httpGate(reads, watch)}))
+	srv.ErrorLog = slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelWarn)
 	a := &httpAPI{srv: srv, lis: lis, timeout: c.ShutdownTimeout}
 	if c.TLSCert != "" {
 		cfg, err := auth.ServerTLS(c.TLSCert, c.TLSKey, c.TLSClientCA)
@@ -100,6 +102,38 @@ func newHTTPServer(c Config, log *slog.Logger, lis net.Listener, d httpAPIDeps) 
 	}
 	log.Info("serving the HTTP/JSON API", "addr", scheme+"://"+lis.Addr().String(), "cors_origins", origins)
 	return a, nil
+}
+
+// httpCaller names the caller of an HTTP request for the per-token caps
+// as server.CallerKey does on gRPC, so a token's calls share one count
+// over both listeners. A request without a known token counts under its
+// connection here; the API's front refuses it in its own words.
+func httpCaller(a *auth.Authenticator) func(*http.Request) (string, error) {
+	return func(r *http.Request) (string, error) {
+		if a == nil {
+			return "", nil
+		}
+		id, err := a.IdentifyHeader(r.Header)
+		if err != nil {
+			return "", nil
+		}
+		return server.TokenKey(id), nil
+	}
+}
+
+// httpGate returns the cap an HTTP request counts against: the reads for
+// a transcoded read RPC, the Watch streams for the event stream.
+func httpGate(reads, watch limits.Gate) func(*http.Request) *limits.Gate {
+	return func(r *http.Request) *limits.Gate {
+		if r.URL.Path == "/v1/watch" {
+			return &watch
+		}
+		method, ok := strings.CutPrefix(r.URL.Path, "/"+pb.BreakerService_ServiceDesc.ServiceName+"/")
+		if ok && slices.Contains(reads.Methods, method) {
+			return &reads
+		}
+		return nil
+	}
 }
 
 // serve serves until shutdown; it returns nil after a shutdown.

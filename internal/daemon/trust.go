@@ -12,10 +12,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/keepalive"
 
 	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/hooks"
+	"github.com/breakerd/breakerd/internal/limits"
 	"github.com/breakerd/breakerd/internal/secretfile"
 	"github.com/breakerd/breakerd/internal/store"
 )
@@ -210,19 +210,28 @@ func (r *hookRunner) run(ctx context.Context, ready chan<- struct{}) error {
 	}
 }
 
-// limitOptions returns the gRPC server options that bound what one caller
-// can make the daemon hold: the size of a request, the calls open on one
-// connection, and how often a client may ping.
-func limitOptions(c Config) []grpc.ServerOption {
-	return []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(int(orDefault(c.MaxRecvBytes, defaultMaxRecvBytes))),
-		grpc.MaxConcurrentStreams(uint32(orDefault(c.MaxConcurrentStreams, defaultMaxConcurrentStreams))),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
-			MinTime:             orDefault(c.KeepaliveMinTime, defaultKeepaliveMinTime),
-			PermitWithoutStream: true,
-		}),
-		// Find peers that vanished (a Watch stream held by a dead
-		// worker): ping after a minute of silence, drop after 20s more.
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
+// listenerLimits returns the listener limits c sets (internal/limits
+// holds each one's default and why).
+func listenerLimits(c Config) limits.Listener {
+	// The flags' 0 is no cap (no reserve); the Listener's is the default.
+	none := func(v int64) int {
+		if v == 0 {
+			return -1
+		}
+		return int(v)
+	}
+	return limits.Listener{
+		MaxHeaderBytes:       int(c.MaxHeaderBytes),
+		MaxRecvBytes:         int(c.MaxRecvBytes),
+		MaxConns:             int(c.MaxConns),
+		FDReserve:            none(c.FDReserve),
+		IdleTimeout:          c.IdleTimeout,
+		HandshakeTimeout:     c.HandshakeTimeout,
+		MaxConcurrentStreams: int(c.MaxConcurrentStreams),
+		KeepaliveMinTime:     c.KeepaliveMinTime,
+		OpenStreams:          int(c.OpenMaxStreams),
+		ReadsPerToken:        none(c.ReadsPerToken),
+		WatchesPerToken:      none(c.WatchMaxStreamsPerToken),
+		ListMaxUnpaged:       int(c.ListMaxUnpaged),
 	}
 }
