@@ -19,6 +19,7 @@ export PATH="$PATH:/usr/local/go/bin:$HOME/go/bin"
 declare -A need=(
   [redis-server]=redis-server [redis-cli]=redis-tools [redis-sentinel]=redis-sentinel
   [docker-compose]=docker-compose [file]=file [curl]=curl [systemd-analyze]=systemd [python3]=python3-venv
+  [node]=nodejs [npm]=npm
 )
 
 phase_start=0
@@ -222,7 +223,24 @@ phase_deploy() {
   rm -rf "$dir"
 }
 
-phases=(lint go soak python deploy)
+# The TypeScript client (clients/typescript, docs/typescript.md): npm ci
+# from the committed lock file (the compiler and the frameworks of the
+# adapter tests, pinned exactly), the build, tsc --noEmit on the package
+# and its tests, node --test against daemons built from this tree (one
+# binary, built here), then npm pack installed into a fresh folder and
+# imported (scripts/pack-check.sh).
+phase_typescript() {
+  local dir=clients/typescript bin
+  bin=$(mktemp -d)
+  go build -o "$bin/breakerd" ./cmd/breakerd
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+  (cd "$dir" && npm run --silent build && npm run --silent typecheck)
+  (cd "$dir" && BREAKERD_BIN="$bin/breakerd" npm test)
+  (cd "$dir" && scripts/pack-check.sh)
+  rm -rf "$bin"
+}
+
+phases=(lint go soak python typescript deploy)
 run_phase() {
   phase "$1"
   "phase_$1"
