@@ -61,8 +61,8 @@ func Serve(ctx context.Context, kind, redisAddr string, w io.Writer) error {
 type child struct {
 	addr     string
 	httpAddr string // the daemon's HTTP/JSON API
-	cmd   *exec.Cmd
-	stdin io.Closer
+	cmd      *exec.Cmd
+	stdin    io.Closer
 }
 
 // spawn starts exe --serve kind --redis-addr redisAddr and waits (at most
