@@ -99,9 +99,28 @@ phase_lint() {
   go vet ./...
   go run github.com/bufbuild/buf/cmd/buf@v1.75.0 lint proto
   echo "ci: buf lint is clean"
+  check_proto_compatible
   docker-compose -f docker-compose.yml config -q
   echo "ci: docker-compose.yml is valid"
   check_no_binaries
+}
+
+# The proto changes only additively: buf breaking (rules FILE, from
+# proto/buf.yaml) against the last tag, or the previous commit when there
+# is no tag. It reads the repository through git itself (the common git
+# directory, so a worktree works as a clone does) and needs the history:
+# a shallow clone without the commit says so and skips.
+check_proto_compatible() {
+  local against
+  against=$(git describe --tags --abbrev=0 2>/dev/null || true)
+  [ -n "$against" ] || against=$(git rev-parse --verify -q HEAD~1 || true)
+  if [ -z "$against" ] || ! git cat-file -e "$against^{commit}" 2>/dev/null; then
+    echo "ci: buf breaking skipped: no previous commit in this clone (shallow?)"
+    return 0
+  fi
+  go run github.com/bufbuild/buf/cmd/buf@v1.75.0 breaking proto \
+    --against "$(git rev-parse --path-format=absolute --git-common-dir)#ref=$(git rev-parse "$against^{commit}"),subdir=proto"
+  echo "ci: buf breaking is clean against $against"
 }
 
 # No tracked file is a compiled executable (ELF, Mach-O or PE): binaries
