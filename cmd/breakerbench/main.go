@@ -9,6 +9,9 @@
 //	go run ./cmd/breakerbench --quick
 //	go run ./cmd/breakerbench --memory
 //	go run ./cmd/breakerbench --fleet --quick
+//
+// Exit status: 0 after a run (or --help, --version); 2 on a usage error
+// (a bad flag or value); 1 when the run could not be carried out.
 package main
 
 import (
@@ -23,29 +26,28 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/breakerd/breakerd/cmd/breakerbench/bench"
+	"github.com/breakerd/breakerd/internal/buildinfo"
+	"github.com/breakerd/breakerd/internal/cli"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	err := run(ctx, os.Args[1:], os.Stdout)
 	stop()
-	if err != nil {
-		if !errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "breakerbench:", err)
-		}
-		os.Exit(1)
-	}
+	os.Exit(cli.Exit("breakerbench", err, os.Stderr))
 }
 
 // run parses args (without the program name) and runs the bench, the
 // memory measurement with --memory, or the fleet simulation with --fleet,
-// writing the report to stdout.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// writing the report to stdout. --help and --version print to stdout and
+// return cli.ErrHelp; a bad command line is a *cli.UsageError.
+func run(ctx context.Context, args []string, stdout io.Writer) error {
 	o := bench.Defaults()
 	m := bench.DefaultMemoryOptions()
 	f := bench.DefaultFleet()
 	fs := pflag.NewFlagSet("breakerbench", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // run reports errors itself, as a *cli.UsageError
+	version := fs.Bool("version", false, "print the version, commit and Go version, and exit")
 	quick := fs.Bool("quick", false, "a short run (3 rounds of 0.5s per scenario; under 2 minutes)")
 	serve := fs.String("serve", "", "internal: serve one server (daemon, ceiling, noop) for the bench's own child process")
 	_ = fs.MarkHidden("serve")
@@ -65,6 +67,53 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&m.Breakers, "memory-breakers", m.Breakers, "with --memory: breakers per measurement")
 	fs.IntVar(&m.SmallNodeBytes, "stream-node-max-bytes", m.SmallNodeBytes, "with --memory: the lowered stream-node-max-bytes measured beside Redis's default")
 	fleet := fs.Bool("fleet", false, "simulate a fleet of fast-mode workers instead (docs/scale.md); with --quick, about a minute")
+	fleetFlags(fs, &f)
+	if err := fs.Parse(args); errors.Is(err, pflag.ErrHelp) {
+		fmt.Fprintf(stdout, "Usage: breakerbench [flags]\n\nMeasures breakerd against the ceiling and the peer on loopback (see docs/performance.md).\n\nFlags:\n%s", fs.FlagUsages())
+		return cli.ErrHelp
+	} else if err != nil {
+		return &cli.UsageError{Err: err}
+	}
+	if *version {
+		fmt.Fprintln(stdout, buildinfo.Get().String("breakerbench"))
+		return cli.ErrHelp
+	}
+	if fs.NArg() > 0 {
+		return cli.Usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if *serve != "" {
+		return serveChild(ctx, *serve, o.RedisAddr, stdout)
+	}
+	if *fleet {
+		if *quick {
+			quickFleet(fs, &f)
+		}
+		f.RedisAddr, f.RedisServer = o.RedisAddr, o.RedisServer
+		if err := f.Validate(); err != nil {
+			return &cli.UsageError{Err: err}
+		}
+		return bench.Fleet(ctx, f, stdout)
+	}
+	if *memory {
+		m.RedisServer = o.RedisServer
+		return bench.Memory(ctx, m, stdout)
+	}
+	if *quick {
+		quickBench(fs, &o)
+	}
+	if err := o.Validate(); err != nil {
+		return &cli.UsageError{Err: err}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the bench's own binary for its server processes: %w", err)
+	}
+	o.Executable = exe
+	return bench.Run(ctx, o, stdout)
+}
+
+// fleetFlags defines the --fleet-* flags on fs, filling f.
+func fleetFlags(fs *pflag.FlagSet, f *bench.FleetOptions) {
 	fs.IntVar(&f.Clients, "fleet-clients", f.Clients, "with --fleet: simulated workers (distinct worker ids)")
 	fs.IntVar(&f.Conns, "fleet-conns", f.Conns, "with --fleet: gRPC connections the workers share (one Watch stream each), alternately to the 2 daemons")
 	fs.IntVar(&f.Breakers, "fleet-breakers", f.Breakers, "with --fleet: breakers the calls go to")
@@ -76,63 +125,38 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&f.FailFrom, "fleet-fail-from", f.FailFrom, "with --fleet: when its vendor starts failing every call (from the measured run's start)")
 	fs.DurationVar(&f.FailUntil, "fleet-fail-until", f.FailUntil, "with --fleet: when its vendor works again")
 	fs.DurationVar(&f.Cooldown, "fleet-cooldown", f.Cooldown, "with --fleet: the daemons' cooldown_base (cooldown_cap twice it, no jitter)")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: breakerbench [flags]\n\nMeasures breakerd against the ceiling and the peer on loopback (see docs/performance.md).\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	if *serve != "" {
-		return serveChild(ctx, *serve, o.RedisAddr, stdout)
-	}
-	if *fleet {
-		if *quick {
-			// --quick changes only what was not given explicitly.
-			q := bench.QuickFleet()
-			for name, set := range map[string]func(){
-				"fleet-warmup":     func() { f.Warmup = q.Warmup },
-				"fleet-duration":   func() { f.Duration = q.Duration },
-				"fleet-fail-from":  func() { f.FailFrom = q.FailFrom },
-				"fleet-fail-until": func() { f.FailUntil = q.FailUntil },
-			} {
-				if !fs.Changed(name) {
-					set()
-				}
-			}
-		}
-		f.RedisAddr, f.RedisServer = o.RedisAddr, o.RedisServer
-		return bench.Fleet(ctx, f, stdout)
-	}
-	if *memory {
-		m.RedisServer = o.RedisServer
-		return bench.Memory(ctx, m, stdout)
-	}
-	if *quick {
-		// --quick changes only what was not given explicitly.
-		q := bench.Quick()
-		if !fs.Changed("rounds") {
-			o.Rounds = q.Rounds
-		}
-		if !fs.Changed("duration") {
-			o.Duration = q.Duration
-		}
-		if !fs.Changed("wire-pass") {
-			o.WirePass = q.WirePass
-		}
-		if !fs.Changed("trips") {
-			o.Trips = q.Trips
+}
+
+// quickFleet applies --quick to a fleet simulation: it changes only what
+// was not given explicitly.
+func quickFleet(fs *pflag.FlagSet, f *bench.FleetOptions) {
+	q := bench.QuickFleet()
+	for name, set := range map[string]func(){
+		"fleet-warmup":     func() { f.Warmup = q.Warmup },
+		"fleet-duration":   func() { f.Duration = q.Duration },
+		"fleet-fail-from":  func() { f.FailFrom = q.FailFrom },
+		"fleet-fail-until": func() { f.FailUntil = q.FailUntil },
+	} {
+		if !fs.Changed(name) {
+			set()
 		}
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find the bench's own binary for its server processes: %w", err)
+}
+
+// quickBench applies --quick to the bench: it changes only what was not
+// given explicitly.
+func quickBench(fs *pflag.FlagSet, o *bench.Options) {
+	q := bench.Quick()
+	for name, set := range map[string]func(){
+		"rounds":    func() { o.Rounds = q.Rounds },
+		"duration":  func() { o.Duration = q.Duration },
+		"wire-pass": func() { o.WirePass = q.WirePass },
+		"trips":     func() { o.Trips = q.Trips },
+	} {
+		if !fs.Changed(name) {
+			set()
+		}
 	}
-	o.Executable = exe
-	return bench.Run(ctx, o, stdout)
 }
 
 // serveChild runs one server for the parent bench until ctx ends or the
