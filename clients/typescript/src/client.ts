@@ -2,7 +2,7 @@
 // a tool call, and the fallback while no daemon answers.
 
 import { OpenCache, type CachedDenial } from "./cache.js";
-import { ApiError, CircuitOpenError, ConfigError, UnreachableError } from "./errors.js";
+import { APIError, CircuitOpenError, ConfigError, UnreachableError } from "./errors.js";
 import { evidenceOfError, evidenceOfResponse, isResponse } from "./evidence.js";
 import { DEFAULT_LOCAL_POLICY, LocalBreaker, describe, localEffect, type LocalPolicy } from "./fallback.js";
 import { renderToolResult, type DenialFields } from "./render.js";
@@ -123,7 +123,7 @@ const NOT_PRINTABLE = /[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}]|[^\P{Zs} ]/u
  */
 export function checkName(field: string, v: string): void {
   const bad = (why: string) => {
-    throw new ApiError("invalid_argument", `${field}: ${why}`, [{ field, description: why }], 0, "");
+    throw new APIError("invalid_argument", `${field}: ${why}`, [{ field, description: why }], 0, "");
   };
   if (typeof v !== "string" || v === "") bad("is required");
   const bytes = new TextEncoder().encode(v).length;
@@ -160,7 +160,7 @@ export class Client {
     try {
       checkName("workerId", o.workerId);
     } catch (err) {
-      throw new ConfigError("workerId", err instanceof ApiError ? (err.violations[0]?.description ?? err.message) : String(err));
+      throw new ConfigError("workerId", err instanceof APIError ? (err.violations[0]?.description ?? err.message) : String(err));
     }
     const given = o.fetch ?? globalThis.fetch;
     if (typeof given !== "function") throw new ConfigError("fetch", "no fetch: Node 18 or later, or pass one");
@@ -202,7 +202,7 @@ export class Client {
    * allow asks whether a call to breaker may go out. A denial is a Permit
    * with allowed false. When no daemon answers within the Allow budget,
    * the fallback answers (degraded): the open cache's denial, else the
-   * local breaker's verdict. Throws ApiError (a refused name, a bad
+   * local breaker's verdict. Throws APIError (a refused name, a bad
    * token: AuthError) and ProtocolError (not breakerd), never answered
    * by the fallback, and the caller's abort reason.
    */
@@ -301,7 +301,7 @@ export class Client {
    * record tells breakerd what the call the permit granted returned: its
    * raw evidence, which breakerd classifies ({} is a success). A permit
    * of the fallback, or a Record no daemon takes, goes to the local
-   * breaker. Throws ApiError for a request breakerd refuses.
+   * breaker. Throws APIError for a request breakerd refuses.
    */
   async record(permit: Permit, evidence: Evidence, opts: RecordOptions = {}): Promise<RecordResult> {
     if (permit.local) {

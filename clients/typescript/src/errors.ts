@@ -29,13 +29,13 @@ export interface FieldViolation {
 }
 
 /**
- * ApiError is breakerd's refusal of a request: `code` is the gRPC code's
+ * APIError is breakerd's refusal of a request: `code` is the gRPC code's
  * name ("invalid_argument", "permission_denied", ...), `violations` the
  * fields it named. A refused breaker name is one (InvalidArgument with
  * the field "breaker"). Never answered from the fallback.
  */
-export class ApiError extends BreakerdError {
-  override name = "ApiError";
+export class APIError extends BreakerdError {
+  override name = "APIError";
   constructor(
     readonly code: string,
     message: string,
@@ -52,7 +52,7 @@ export class ApiError extends BreakerdError {
  * lacks the role. `status` is the HTTP status. Never answered from the
  * fallback: a bad token is not an outage.
  */
-export class AuthError extends ApiError {
+export class AuthError extends APIError {
   override name = "AuthError";
 }
 

@@ -5,7 +5,7 @@ export { Client, checkName, denialError } from "./client.js";
 export type { CallOptions, ClientOptions, GuardOptions, Permit, RecordOptions, RecordResult } from "./client.js";
 export { Run, breakerOf } from "./run.js";
 export type { ToolRef, Unavailable } from "./run.js";
-export { ApiError, AuthError, BreakerdError, CircuitOpenError, ConfigError, ProtocolError, UnreachableError } from "./errors.js";
+export { APIError, AuthError, BreakerdError, CircuitOpenError, ConfigError, ProtocolError, UnreachableError } from "./errors.js";
 export type { Denial, FieldViolation } from "./errors.js";
 export { ErrorKind, MalformedOutputError, WAIT_HEADERS, bodyCode, evidenceOfError, evidenceOfResponse, isResponse } from "./evidence.js";
 export { LocalBreaker, DEFAULT_LOCAL_POLICY, effectOfOutcome, localEffect } from "./fallback.js";

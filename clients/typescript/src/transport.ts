@@ -5,7 +5,7 @@
 // refusal, a 401/403, a page that is not breakerd's JSON) is thrown at
 // once, typed, and never taken for an outage.
 
-import { ApiError, AuthError, ConfigError, ProtocolError, UnreachableError } from "./errors.js";
+import { APIError, AuthError, ConfigError, ProtocolError, UnreachableError } from "./errors.js";
 import type { ErrorBody } from "./wire.js";
 
 /** The service path prefix of every unary method. */
@@ -85,7 +85,7 @@ export class Transport {
    * call posts body to method on one daemon after another (starting with
    * the last that answered) until one answers or the budget is spent.
    * Throws UnreachableError when none answered, the caller's abort reason
-   * when its signal ended the call, and ApiError/AuthError/ProtocolError
+   * when its signal ended the call, and APIError/AuthError/ProtocolError
    * for an answer that refuses the request.
    */
   async call<T>(method: string, body: unknown, co: CallOptions = {}): Promise<T> {
@@ -165,8 +165,8 @@ function answer(url: string, res: Response, text: string): unknown {
   if (!json || !code) {
     throw new ProtocolError(url, res.status, ctype, `want breakerd's JSON error, got ${snippet(text)}`);
   }
-  if (REACH_CODES.has(code)) return new Unreached(new ApiError(code, msg, violations, res.status, url));
-  throw new ApiError(code, msg, violations, res.status, url);
+  if (REACH_CODES.has(code)) return new Unreached(new APIError(code, msg, violations, res.status, url));
+  throw new APIError(code, msg, violations, res.status, url);
 }
 
 /** codeName normalizes a gRPC code's name to its JSON form: "INVALID_ARGUMENT" -> "invalid_argument". */

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { ApiError, AuthError, CircuitOpenError, Client, ConfigError, ProtocolError, UnreachableError } from "../src/index.js";
+import { APIError, AuthError, CircuitOpenError, Client, ConfigError, ProtocolError, UnreachableError } from "../src/index.js";
 import { Clock, DEAD_URL, json, serve } from "./helpers.js";
 
 const allowed = { decision: "DECISION_ALLOWED", ticket: { generation: "3" }, state: { breaker: "b", state: "STATE_CLOSED" } };
@@ -25,10 +25,10 @@ test("bad options are ConfigErrors naming the option", () => {
   }
 });
 
-test("a refused breaker name is an ApiError naming the field, never a fallback, even with no daemon", async () => {
+test("a refused breaker name is an APIError naming the field, never a fallback, even with no daemon", async () => {
   const c = new Client({ urls: DEAD_URL, workerId: "w" });
   for (const [name, field] of [["", "breaker"], ["x".repeat(257), "breaker"], ["a\tb", "breaker"], [" b", "breaker"]] as const) {
-    await assert.rejects(c.allow(name), (e: unknown) => e instanceof ApiError && e.code === "invalid_argument" && e.violations[0]?.field === field, JSON.stringify(name));
+    await assert.rejects(c.allow(name), (e: unknown) => e instanceof APIError && e.code === "invalid_argument" && e.violations[0]?.field === field, JSON.stringify(name));
   }
 });
 
@@ -61,7 +61,7 @@ test("401, 403, HTML and garbage are typed errors, never the fallback", async (t
   await assert.rejects(ask("html"), (e: unknown) => e instanceof ProtocolError && /text\/html/.test(e.message) && /nginx/.test(e.message));
   await assert.rejects(ask("html502"), (e: unknown) => e instanceof ProtocolError && e.status === 502);
   await assert.rejects(ask("garbage"), (e: unknown) => e instanceof ProtocolError && /not JSON/.test(e.message));
-  await assert.rejects(ask("refused"), (e: unknown) => e instanceof ApiError && e.violations[0]?.field === "breaker");
+  await assert.rejects(ask("refused"), (e: unknown) => e instanceof APIError && e.violations[0]?.field === "breaker");
 });
 
 test("several URLs: a dead daemon is skipped within the budget, and the one that answered is asked first", async (t) => {

@@ -5,11 +5,13 @@
 // answering while no daemon does.
 
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { after, before, test } from "node:test";
 
-import { ApiError, AuthError, CircuitOpenError, Client, Run, renderToolResult, type Permit } from "../src/index.js";
+import { APIError, AuthError, CircuitOpenError, Client, Run, renderToolResult, type Evidence, type Permit } from "../src/index.js";
 import { startDaemon, uniq, type Daemon } from "./daemon.js";
-import { waitFor } from "./helpers.js";
+import { conformanceDir, waitFor } from "./helpers.js";
 
 const prefix = uniq();
 const policy = `breakers:
@@ -99,7 +101,7 @@ test("getPolicy answers the policy's values; a refused tool name and a bad token
   assert.equal(pol.threshold, 2);
   assert.equal(pol.min_workers, 2);
   assert.equal(pol.cooldown_base_ms, "600000");
-  await assert.rejects(c.allow(`${prefix}:x`, { tool: "bad tool name!" }), (e: unknown) => e instanceof ApiError && e.code === "invalid_argument" && e.violations.some((v) => v.field === "tool"));
+  await assert.rejects(c.allow(`${prefix}:x`, { tool: "bad tool name!" }), (e: unknown) => e instanceof APIError && e.code === "invalid_argument" && e.violations.some((v) => v.field === "tool"));
   const guarded = await startDaemon({ embedded: true, tokens: "tokens:\n  - name: ops\n    token: s3cret-token-value-1234567890\n    roles: [worker]\n" }).catch((e: Error) => e);
   if (guarded instanceof Error) throw guarded;
   try {
@@ -164,4 +166,32 @@ test("Run: a tripped tool leaves the run for good, the notice says why", async (
   assert.equal((await client("r1").allow(breaker)).allowed, true, "the fleet is closed again");
   assert.deepEqual((await run.available(tools)).map((t) => t.name), ["web_search"], "sticky in the run");
   await assert.rejects(run.guard(tools[1]!, () => "x"), CircuitOpenError);
+});
+
+interface ClassificationRow {
+  name: string;
+  evidence: Evidence;
+  deadline_ms?: number;
+  bare_rate_limit_wait_ms?: number;
+  want: { outcome: string; why: string; counts: boolean };
+}
+
+/** clockBound: a row whose answer depends on the classifier's clock (a wait given as a date with no Date to read it against). */
+function clockBound(r: ClassificationRow): boolean {
+  if (r.evidence.date) return false;
+  return Object.entries(r.evidence.headers ?? {}).some(([k, v]) => (k === "retry-after" && /[a-z]{3}, /i.test(v)) || k.startsWith("anthropic-ratelimit"));
+}
+
+test("conformance/classification.json: the daemon classifies each row's evidence, sent by this client, as the row says", async () => {
+  const rows = (JSON.parse(readFileSync(join(conformanceDir(), "classification.json"), "utf8")) as { rows: ClassificationRow[] }).rows;
+  const c = client("classify");
+  let n = 0;
+  for (const [i, r] of rows.entries()) {
+    if (clockBound(r) || (r.bare_rate_limit_wait_ms ?? 60000) !== 60000) continue; // the daemon's own clock and default policy decide these
+    const p = await c.allow(`${prefix}:row${i}`);
+    const got = await c.record(p, r.evidence, { deadlineMs: r.deadline_ms ?? 0 });
+    assert.deepEqual({ outcome: got.classifiedAs, why: got.why }, { outcome: r.want.outcome, why: r.want.why }, r.name);
+    n++;
+  }
+  assert.ok(n >= 60, `only ${n} rows`);
 });
