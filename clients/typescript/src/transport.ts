@@ -152,7 +152,16 @@ function answer(url: string, res: Response, text: string): unknown {
     }
     return parsed;
   }
-  const eb = (json && typeof parsed === "object" && parsed !== null ? parsed : {}) as ErrorBody;
+  if (!json && text.trimStart().startsWith("{")) {
+    // An error body in breakerd's JSON under another content type (a proxy
+    // or transcoder that relabels it): still the daemon's own answer.
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      parsed = undefined;
+    }
+  }
+  const eb = (typeof parsed === "object" && parsed !== null ? parsed : {}) as ErrorBody;
   const code = codeName(eb.code) || (res.status === 401 ? "unauthenticated" : res.status === 403 ? "permission_denied" : "");
   const msg = typeof eb.message === "string" ? eb.message : snippet(text);
   const violations = (Array.isArray(eb.field_violations) ? eb.field_violations : []).map((v) => ({
@@ -162,7 +171,7 @@ function answer(url: string, res: Response, text: string): unknown {
   if (res.status === 401 || res.status === 403) {
     throw new AuthError(code, `${msg || `HTTP ${res.status}`} (check the token option)`, violations, res.status, url);
   }
-  if (!json || !code) {
+  if (typeof eb.code !== "string" || !code) {
     throw new ProtocolError(url, res.status, ctype, `want breakerd's JSON error, got ${snippet(text)}`);
   }
   if (REACH_CODES.has(code)) return new Unreached(new APIError(code, msg, violations, res.status, url));

@@ -49,6 +49,10 @@ test("401, 403, HTML and garbage are typed errors, never the fallback", async (t
       res.writeHead(200, { "content-type": "application/json" });
       return res.end("{not json");
     }
+    if (p.startsWith("/relabeled/")) {
+      res.writeHead(400, { "content-type": "application/grpc+proto" });
+      return res.end(JSON.stringify({ code: "invalid_argument", message: "worker_id: unknown field", field_violations: [{ field: "worker_id", description: "unknown field" }] }));
+    }
     if (p.startsWith("/refused/")) {
       return json(res, 400, { code: "invalid_argument", message: "breaker: is 300 bytes; at most 256", field_violations: [{ field: "breaker", description: "is 300 bytes; at most 256" }] });
     }
@@ -62,6 +66,7 @@ test("401, 403, HTML and garbage are typed errors, never the fallback", async (t
   await assert.rejects(ask("html502"), (e: unknown) => e instanceof ProtocolError && e.status === 502);
   await assert.rejects(ask("garbage"), (e: unknown) => e instanceof ProtocolError && /not JSON/.test(e.message));
   await assert.rejects(ask("refused"), (e: unknown) => e instanceof APIError && e.violations[0]?.field === "breaker");
+  await assert.rejects(ask("relabeled"), (e: unknown) => e instanceof APIError && e.violations[0]?.field === "worker_id", "breakerd's JSON error under another content type");
 });
 
 test("several URLs: a dead daemon is skipped within the budget, and the one that answered is asked first", async (t) => {

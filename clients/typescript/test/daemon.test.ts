@@ -102,7 +102,7 @@ test("getPolicy answers the policy's values; a refused tool name and a bad token
   assert.equal(pol.min_workers, 2);
   assert.equal(pol.cooldown_base_ms, "600000");
   await assert.rejects(c.allow(`${prefix}:x`, { tool: "bad tool name!" }), (e: unknown) => e instanceof APIError && e.code === "invalid_argument" && e.violations.some((v) => v.field === "tool"));
-  const guarded = await startDaemon({ embedded: true, tokens: "tokens:\n  - name: ops\n    token: s3cret-token-value-1234567890\n    roles: [worker]\n" }).catch((e: Error) => e);
+  const guarded = await startDaemon({ embedded: true, tokens: "tokens:\n  - name: pool\n    role: worker\n    token: s3cret-token-value-1234567890\n    workers: [p1]\n" }).catch((e: Error) => e);
   if (guarded instanceof Error) throw guarded;
   try {
     await assert.rejects(client("p1", [guarded.url]).allow("x"), (e: unknown) => e instanceof AuthError && e.status === 401);

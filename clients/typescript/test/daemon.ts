@@ -59,7 +59,7 @@ export async function startDaemon(o: DaemonOptions = {}): Promise<Daemon> {
     args.push("--config", join(dir, "policy.yaml"));
   }
   if (o.tokens) {
-    writeFileSync(join(dir, "tokens.yaml"), o.tokens);
+    writeFileSync(join(dir, "tokens.yaml"), o.tokens, { mode: 0o600 });
     args.push("--tokens", join(dir, "tokens.yaml"));
   }
   const child = spawn(binary(), args, { stdio: ["ignore", "pipe", "pipe"] });
