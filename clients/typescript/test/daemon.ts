@@ -47,6 +47,8 @@ export interface DaemonOptions {
   embedded?: boolean;
   /** The tokens file's YAML (--tokens); none when absent. */
   tokens?: string;
+  /** More flags. */
+  args?: string[];
 }
 
 /** startDaemon starts breakerd and waits until its HTTP listener serves and its health is SERVING. */
@@ -62,6 +64,7 @@ export async function startDaemon(o: DaemonOptions = {}): Promise<Daemon> {
     writeFileSync(join(dir, "tokens.yaml"), o.tokens, { mode: 0o600 });
     args.push("--tokens", join(dir, "tokens.yaml"));
   }
+  args.push(...(o.args ?? []));
   const child = spawn(binary(), args, { stdio: ["ignore", "pipe", "pipe"] });
   const lines: string[] = [];
   let url = "";
