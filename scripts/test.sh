@@ -18,7 +18,7 @@ export PATH="$PATH:/usr/local/go/bin:$HOME/go/bin"
 # command -> package
 declare -A need=(
   [redis-server]=redis-server [redis-cli]=redis-tools [redis-sentinel]=redis-sentinel
-  [docker-compose]=docker-compose
+  [docker-compose]=docker-compose [file]=file [python3]=python3-venv
 )
 
 phase_start=0
@@ -100,6 +100,16 @@ phase_lint() {
   echo "ci: buf lint is clean"
   docker-compose -f docker-compose.yml config -q
   echo "ci: docker-compose.yml is valid"
+  check_no_binaries
+}
+
+# No tracked file is a compiled executable (ELF, Mach-O or PE): binaries
+# are built, never committed (.gitignore lists the commands' names).
+check_no_binaries() {
+  local found
+  found=$(git ls-files -z | xargs -0 file --no-pad --separator '|' | grep -E '\|.*(ELF|Mach-O|PE32)' || true)
+  if [ -n "$found" ]; then echo "ci: compiled binaries are tracked; git rm them:"; echo "$found"; exit 1; fi
+  echo "ci: no tracked file is a compiled binary"
 }
 
 phase_go() { go test -race ./...; }
@@ -116,7 +126,30 @@ phase_soak() {
   rm -rf "$dir"
 }
 
-phases=(lint go soak)
+# The Python client (clients/python, docs/python.md): a venv of its own
+# (clients/python/.venv) with the pinned test tools and frameworks from
+# PyPI, mypy --strict on the package, pytest (its tests build breakerd
+# from this tree and start daemons on free ports), then the wheel built,
+# installed into a fresh venv and imported. pytest's exit code 5 (no
+# tests collected) is a failure here, not a pass.
+phase_python() {
+  local dir=clients/python venv=clients/python/.venv rc=0 tmp out
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$dir/requirements-test.txt" -e "$dir"
+  (cd "$dir" && .venv/bin/mypy --strict --python-version 3.10)
+  (cd "$dir" && .venv/bin/pytest -q -p no:cacheprovider) || rc=$?
+  if [ "$rc" = 5 ]; then echo "ci: pytest collected no tests in $dir"; exit 1; fi
+  [ "$rc" = 0 ] || exit "$rc"
+  tmp=$(mktemp -d)
+  if ! out=$("$venv/bin/python" -m build --outdir "$tmp/dist" "$dir" 2>&1); then echo "$out"; exit 1; fi
+  "$venv/bin/python" -m zipfile -l "$tmp"/dist/*.whl | grep -q 'breakerd/py.typed' || { echo "ci: the wheel lacks py.typed"; exit 1; }
+  python3 -m venv "$tmp/venv"
+  "$tmp/venv/bin/pip" install -q --disable-pip-version-check "$tmp"/dist/*.whl
+  (cd "$tmp" && venv/bin/python -c 'import breakerd; print("ci: wheel imports breakerd", breakerd.__all__[:3], "...")')
+  rm -rf "$tmp"
+}
+
+phases=(lint go soak python)
 run_phase() {
   phase "$1"
   "phase_$1"

@@ -1,8 +1,8 @@
 // Command breakerd-mcp is breakerd's Model Context Protocol gateway: it
 // serves the tools of upstream MCP servers to any MCP agent, asking
 // breakerd before each call, so that a tool whose dependency is down
-// leaves the agent's toolset with the reason. See the README's "MCP
-// gateway" section and internal/mcpgw.
+// leaves the agent's toolset with the reason. See docs/mcp.md and
+// internal/mcpgw.
 package main
 
 import (

@@ -1,5 +1,6 @@
 // Command breakerd is the fleet-wide circuit-breaker daemon for AI-agent
-// tool calls. See the README for its flags and the breakerd.v1 API;
+// tool calls. docs/configuration.md documents its flags and
+// docs/concepts.md the breakerd.v1 API;
 // `breakerd --help` lists every flag with its environment variable.
 //
 // breakerd --check-config FILE [NAME...] checks a policy file instead of

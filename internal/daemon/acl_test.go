@@ -269,9 +269,9 @@ func TestRedisACLSelect(t *testing.T) {
 	}
 }
 
-// TestREADMEShowsTheACL: the README's ACL, and the one the compose
+// TestDocsShowTheACL: docs/security.md's ACL, and the one the compose
 // secrets script writes, are the one the code runs under.
-func TestREADMEShowsTheACL(t *testing.T) {
+func TestDocsShowTheACL(t *testing.T) {
 	script, err := os.ReadFile("../../scripts/compose-secrets.sh")
 	if err != nil {
 		t.Fatal(err)
@@ -279,13 +279,13 @@ func TestREADMEShowsTheACL(t *testing.T) {
 	if want := RedisACLRules(0); !strings.Contains(string(script), want) {
 		t.Errorf("scripts/compose-secrets.sh lacks the rules:\n%s", want)
 	}
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/security.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, db := range []int{0, 1} {
 		if want := RedisACLSetUser("breakerd", "<password>", db); !strings.Contains(string(b), want) {
-			t.Errorf("README.md lacks the ACL for db %d:\n%s", db, want)
+			t.Errorf("docs/security.md lacks the ACL for db %d:\n%s", db, want)
 		}
 	}
 }

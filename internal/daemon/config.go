@@ -195,7 +195,7 @@ func Defaults() Config {
 const EnvPrefix = "BREAKERD"
 
 // Flags is the flag table: one row per field of c, in the order --help and
-// the README list them. Each row's environment variable is derived from
+// docs/configuration.md list them. Each row's environment variable is derived from
 // its name (BREAKERD_ + the name upper-cased, dashes as underscores).
 func (c *Config) Flags() []cli.Flag {
 	return []cli.Flag{

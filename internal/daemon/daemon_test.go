@@ -172,16 +172,16 @@ func TestShutdownEndsWatchStreams(t *testing.T) {
 	}
 }
 
-// TestFlagsMatchTheREADME holds the README's configuration table to the
+// TestFlagsMatchTheDocs holds docs/configuration.md's flag table to the
 // flag table: the same flags, each with its environment variable.
-func TestFlagsMatchTheREADME(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+func TestFlagsMatchTheDocs(t *testing.T) {
+	readme, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, section, ok := strings.Cut(string(readme), "\n## Daemon configuration\n")
 	if !ok {
-		t.Fatal(`README has no "## Daemon configuration" section`)
+		t.Fatal(`docs/configuration.md has no "## Daemon configuration" section`)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	documented := map[string]string{} // flag -> env
@@ -192,7 +192,7 @@ func TestFlagsMatchTheREADME(t *testing.T) {
 		}
 		flags, envs := strings.Split(cells[1], ","), strings.Split(cells[2], ",")
 		if len(flags) != len(envs) {
-			t.Errorf("README row %q: %d flags, %d variables", line, len(flags), len(envs))
+			t.Errorf("docs/configuration.md row %q: %d flags, %d variables", line, len(flags), len(envs))
 			continue
 		}
 		for i := range flags {
@@ -206,14 +206,14 @@ func TestFlagsMatchTheREADME(t *testing.T) {
 			want = "(none)"
 		}
 		if got, ok := documented[f.Name]; !ok {
-			t.Errorf("README's configuration table lacks --%s (%s)", f.Name, want)
+			t.Errorf("docs/configuration.md's table lacks --%s (%s)", f.Name, want)
 		} else if got != want {
-			t.Errorf("README gives --%s the variable %s, want %s", f.Name, got, want)
+			t.Errorf("docs/configuration.md gives --%s the variable %s, want %s", f.Name, got, want)
 		}
 		delete(documented, f.Name)
 	}
 	for name := range documented {
-		t.Errorf("README documents --%s, which breakerd does not have", name)
+		t.Errorf("docs/configuration.md documents --%s, which breakerd does not have", name)
 	}
 }
 

@@ -61,7 +61,7 @@ const DefaultConnectTimeout = 30 * time.Second
 type Config struct {
 	// WorkerID is empty (the gateway instance reports as one worker: the
 	// --worker-id flag) or "session" (each downstream MCP session reports
-	// as its own worker, "<gateway id>/<random>"). See the README for the
+	// as its own worker, "<gateway id>/<random>"). See docs/mcp.md ("Worker ids") for the
 	// trust trade-off: with "session", one gateway's sessions can form a
 	// quorum by themselves.
 	WorkerID string `yaml:"worker_id"`

@@ -76,7 +76,7 @@ upstreams: [{name: a, command: [x]}]`, `worker_id: must be empty or "session"`},
 	}
 }
 
-// TestClassify is the README's table of outcomes, row by row.
+// TestClassify is docs/mcp.md's table of outcomes, row by row.
 func TestClassify(t *testing.T) {
 	deadline, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

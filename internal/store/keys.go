@@ -15,7 +15,7 @@ const hookPrefix = "breakerd:hooks:"
 // Keys are the Redis keys of one breaker. All of them hash to one Redis
 // Cluster slot, so every script touches a single slot.
 //
-// The encoding (documented in the README's "Keys" section):
+// The encoding (docs/concepts.md, "Keys"):
 //
 //   - A name that does not start with "}" is wrapped in a hash tag:
 //     brk:{<name>}:state, brk:{<name>}:workers, brk:{<name>}:events,
@@ -32,7 +32,8 @@ const hookPrefix = "breakerd:hooks:"
 //     apart from the first form.
 //
 // Names that do not start with "}" keep the keys they had before this
-// encoding; see the README for the names that start with "}".
+// encoding; docs/operations.md ("Migration") says what to do about the
+// old keys of names that start with "}".
 type Keys struct {
 	// State is the breaker's state hash.
 	State string

@@ -21,7 +21,7 @@
 // Cheaper: WithFastMode keeps a view of every breaker it uses, pushed by
 // breakerd's Watch stream, so that an Allow on a closed or open circuit
 // costs no round trip and outcomes go out in background batches (a
-// success on a healthy breaker not at all); see fast.go and the README's
+// success on a healthy breaker not at all); see fast.go and docs/go-client.md's
 // "Fast mode" for what it trades. WithOpenCache is its denial-only subset:
 // only the denials cost no round trip.
 //

@@ -69,7 +69,7 @@ func Sweep(ctx context.Context, cfg Config, outages []time.Duration, progress io
 	return out, nil
 }
 
-// PrintSweep writes the sweep as a Markdown table (the README's), then
+// PrintSweep writes the sweep as a Markdown table (docs/outage-replay.md's), then
 // whether the targets were met at every length.
 func PrintSweep(w io.Writer, cfg Config, rows []SweepRow) error {
 	check := cfg.RecoveryCheck

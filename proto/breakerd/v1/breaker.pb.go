@@ -283,6 +283,98 @@ func (Outcome) EnumDescriptor() ([]byte, []int) {
 	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{2}
 }
 
+// ErrorKind is how a tool call failed, in words every language's client
+// can map its own exceptions to (CallEvidence.error_kind). The daemon
+// classifies it with the rest of the evidence (docs/concepts.md, "Evidence
+// and classification").
+type ErrorKind int32
+
+const (
+	// No error was raised: the call returned (an HTTP or gRPC status, if
+	// any, says the rest).
+	ErrorKind_ERROR_KIND_UNSPECIFIED ErrorKind = 0
+	// The dependency's host name did not resolve. Counted (transport).
+	ErrorKind_ERROR_KIND_DNS ErrorKind = 1
+	// The TLS handshake or the certificate check failed. Counted (transport).
+	ErrorKind_ERROR_KIND_TLS ErrorKind = 2
+	// The connection was refused. Counted (transport).
+	ErrorKind_ERROR_KIND_REFUSED ErrorKind = 3
+	// The connection was reset or closed before the answer was complete (an
+	// unexpected end of stream). Counted (transport).
+	ErrorKind_ERROR_KIND_RESET ErrorKind = 4
+	// The call ran out of time: a socket or read timeout, or the caller's
+	// deadline passed while it ran. Counted (timeout).
+	ErrorKind_ERROR_KIND_TIMEOUT ErrorKind = 5
+	// The caller gave up before the call finished (its own cancellation).
+	// Never counted: it says nothing of the dependency (OUTCOME_CANCELED).
+	ErrorKind_ERROR_KIND_CANCELLED ErrorKind = 6
+	// The dependency answered, and the tool's validator rejected the
+	// output. Counted (malformed output).
+	ErrorKind_ERROR_KIND_MALFORMED_OUTPUT ErrorKind = 7
+	// The call failed because breakerd denied a call it made itself (a tool
+	// calling a sub-tool whose breaker is open). Never counted against this
+	// breaker: the outer dependency did nothing wrong (OUTCOME_CANCELED).
+	ErrorKind_ERROR_KIND_BREAKERD_DENIAL ErrorKind = 8
+	// Any other error the client cannot name. Counted (transport), as the
+	// Go client has always counted an unknown error.
+	ErrorKind_ERROR_KIND_OTHER ErrorKind = 9
+)
+
+// Enum value maps for ErrorKind.
+var (
+	ErrorKind_name = map[int32]string{
+		0: "ERROR_KIND_UNSPECIFIED",
+		1: "ERROR_KIND_DNS",
+		2: "ERROR_KIND_TLS",
+		3: "ERROR_KIND_REFUSED",
+		4: "ERROR_KIND_RESET",
+		5: "ERROR_KIND_TIMEOUT",
+		6: "ERROR_KIND_CANCELLED",
+		7: "ERROR_KIND_MALFORMED_OUTPUT",
+		8: "ERROR_KIND_BREAKERD_DENIAL",
+		9: "ERROR_KIND_OTHER",
+	}
+	ErrorKind_value = map[string]int32{
+		"ERROR_KIND_UNSPECIFIED":      0,
+		"ERROR_KIND_DNS":              1,
+		"ERROR_KIND_TLS":              2,
+		"ERROR_KIND_REFUSED":          3,
+		"ERROR_KIND_RESET":            4,
+		"ERROR_KIND_TIMEOUT":          5,
+		"ERROR_KIND_CANCELLED":        6,
+		"ERROR_KIND_MALFORMED_OUTPUT": 7,
+		"ERROR_KIND_BREAKERD_DENIAL":  8,
+		"ERROR_KIND_OTHER":            9,
+	}
+)
+
+func (x ErrorKind) Enum() *ErrorKind {
+	p := new(ErrorKind)
+	*p = x
+	return p
+}
+
+func (x ErrorKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ErrorKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_breakerd_v1_breaker_proto_enumTypes[3].Descriptor()
+}
+
+func (ErrorKind) Type() protoreflect.EnumType {
+	return &file_breakerd_v1_breaker_proto_enumTypes[3]
+}
+
+func (x ErrorKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ErrorKind.Descriptor instead.
+func (ErrorKind) EnumDescriptor() ([]byte, []int) {
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{3}
+}
+
 // ForceMode is what an operator asks of Force.
 type ForceMode int32
 
@@ -331,11 +423,11 @@ func (x ForceMode) String() string {
 }
 
 func (ForceMode) Descriptor() protoreflect.EnumDescriptor {
-	return file_breakerd_v1_breaker_proto_enumTypes[3].Descriptor()
+	return file_breakerd_v1_breaker_proto_enumTypes[4].Descriptor()
 }
 
 func (ForceMode) Type() protoreflect.EnumType {
-	return &file_breakerd_v1_breaker_proto_enumTypes[3]
+	return &file_breakerd_v1_breaker_proto_enumTypes[4]
 }
 
 func (x ForceMode) Number() protoreflect.EnumNumber {
@@ -344,7 +436,7 @@ func (x ForceMode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ForceMode.Descriptor instead.
 func (ForceMode) EnumDescriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{3}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{4}
 }
 
 // ShadowSetting is an operator's shadow setting for one breaker. In
@@ -390,11 +482,11 @@ func (x ShadowSetting) String() string {
 }
 
 func (ShadowSetting) Descriptor() protoreflect.EnumDescriptor {
-	return file_breakerd_v1_breaker_proto_enumTypes[4].Descriptor()
+	return file_breakerd_v1_breaker_proto_enumTypes[5].Descriptor()
 }
 
 func (ShadowSetting) Type() protoreflect.EnumType {
-	return &file_breakerd_v1_breaker_proto_enumTypes[4]
+	return &file_breakerd_v1_breaker_proto_enumTypes[5]
 }
 
 func (x ShadowSetting) Number() protoreflect.EnumNumber {
@@ -403,7 +495,7 @@ func (x ShadowSetting) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ShadowSetting.Descriptor instead.
 func (ShadowSetting) EnumDescriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{4}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{5}
 }
 
 // EventKind says what an Event reports.
@@ -499,11 +591,11 @@ func (x EventKind) String() string {
 }
 
 func (EventKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_breakerd_v1_breaker_proto_enumTypes[5].Descriptor()
+	return file_breakerd_v1_breaker_proto_enumTypes[6].Descriptor()
 }
 
 func (EventKind) Type() protoreflect.EnumType {
-	return &file_breakerd_v1_breaker_proto_enumTypes[5]
+	return &file_breakerd_v1_breaker_proto_enumTypes[6]
 }
 
 func (x EventKind) Number() protoreflect.EnumNumber {
@@ -512,7 +604,7 @@ func (x EventKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EventKind.Descriptor instead.
 func (EventKind) EnumDescriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{5}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{6}
 }
 
 // Ticket fences a Record to the Allow that granted it.
@@ -695,8 +787,18 @@ type BreakerState struct {
 	// Get, BatchGet and List only: the group's known breakers (those
 	// holding state) and, of them, the open ones (open, half-open, paused
 	// or forced open), as its index counts them now. 0 otherwise.
-	GroupKnown    int64 `protobuf:"varint,63,opt,name=group_known,json=groupKnown,proto3" json:"group_known,omitempty"`
-	GroupOpen     int64 `protobuf:"varint,64,opt,name=group_open,json=groupOpen,proto3" json:"group_open,omitempty"`
+	GroupKnown int64 `protobuf:"varint,63,opt,name=group_known,json=groupKnown,proto3" json:"group_known,omitempty"`
+	GroupOpen  int64 `protobuf:"varint,64,opt,name=group_open,json=groupOpen,proto3" json:"group_open,omitempty"`
+	// Until when Allow denies this breaker to any worker but its suspect
+	// one, ms since the epoch on the Redis clock (as_of_ms's clock), its
+	// parent scope's verdict included: a client caches the breaker as
+	// denied while its own reading of that clock is below it. 0: Allow does
+	// not deny now (closed, forced closed, shadow mode, or an open breaker
+	// whose probe is due, which Allow may grant). 9223372036854775807 (the
+	// largest int64): until an operator acts (forced open with no ttl; a
+	// pause with no end). In BatchGet with a worker_id that is the
+	// breaker's suspect worker, that worker's own verdict is included.
+	DenyUntilMs   int64 `protobuf:"varint,80,opt,name=deny_until_ms,json=denyUntilMs,proto3" json:"deny_until_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -962,12 +1064,24 @@ func (x *BreakerState) GetGroupOpen() int64 {
 	return 0
 }
 
+func (x *BreakerState) GetDenyUntilMs() int64 {
+	if x != nil {
+		return x.DenyUntilMs
+	}
+	return 0
+}
+
 type AllowRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The dependency's name: non-empty, at most 256 bytes, printable.
 	Breaker string `protobuf:"bytes,1,opt,name=breaker,proto3" json:"breaker,omitempty"`
 	// The calling worker's id: non-empty, at most 256 bytes, printable.
-	WorkerId      string `protobuf:"bytes,2,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	WorkerId string `protobuf:"bytes,2,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	// Optional: the tool's name as the model knows it, for
+	// AllowResponse.tool_result. MCP's tool-name syntax: 1 to 128 of
+	// A-Z a-z 0-9 _ - . (InvalidArgument otherwise). Empty: the breaker's
+	// name stands in.
+	Tool          string `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1016,6 +1130,13 @@ func (x *AllowRequest) GetWorkerId() string {
 	return ""
 }
 
+func (x *AllowRequest) GetTool() string {
+	if x != nil {
+		return x.Tool
+	}
+	return ""
+}
+
 type AllowResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Decision Decision               `protobuf:"varint,1,opt,name=decision,proto3,enum=breakerd.v1.Decision" json:"decision,omitempty"`
@@ -1038,8 +1159,13 @@ type AllowResponse struct {
 	// DECISION_UNSPECIFIED when the breaker is enforced. With PROBE the
 	// ticket carries the shadow probe's lease: its Record settles the probe.
 	ShadowDecision Decision `protobuf:"varint,50,opt,name=shadow_decision,json=shadowDecision,proto3,enum=breakerd.v1.Decision" json:"shadow_decision,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// For a denial: the tool result a model receives in place of the call's
+	// output (the circuit_open JSON, UTF-8 text), rendered from
+	// conformance/templates/tool_result.tmpl. Built only from what the
+	// daemon controls (never a worker's message). Empty when allowed.
+	ToolResult    string `protobuf:"bytes,71,opt,name=tool_result,json=toolResult,proto3" json:"tool_result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AllowResponse) Reset() {
@@ -1128,6 +1254,13 @@ func (x *AllowResponse) GetShadowDecision() Decision {
 	return Decision_DECISION_UNSPECIFIED
 }
 
+func (x *AllowResponse) GetToolResult() string {
+	if x != nil {
+		return x.ToolResult
+	}
+	return ""
+}
+
 type RecordRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Breaker  string                 `protobuf:"bytes,1,opt,name=breaker,proto3" json:"breaker,omitempty"`
@@ -1146,9 +1279,10 @@ type RecordRequest struct {
 	// it. At most 7 days. Under a policy with slow_call, a SUCCESS with a
 	// latency above it is a slow call (exactly at it is not).
 	LatencyMs int64 `protobuf:"varint,7,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
-	// A short plain-words description of the failure ("HTTP 503"). Never a
-	// tool payload or a secret. Control characters become spaces; at most
-	// 256 bytes are kept.
+	// A short plain-words description of the failure for operators (logs,
+	// breakerctl, hooks, events); never shown to a model, never classified.
+	// Never a tool payload or a secret. Control characters become spaces;
+	// at most 256 bytes are kept.
 	Message string `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`
 	// This worker has seen a success on this breaker before (its credential
 	// worked). With OUTCOME_UNAUTHENTICATED it pauses the breaker (the
@@ -1156,8 +1290,14 @@ type RecordRequest struct {
 	// credential_revoked. The worker remembers it so that a breaker with
 	// no failures never holds a key.
 	CredentialWorked bool `protobuf:"varint,20,opt,name=credential_worked,json=credentialWorked,proto3" json:"credential_worked,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// What the call returned, raw, for the daemon to classify: with
+	// outcome OUTCOME_UNSPECIFIED and evidence set, the daemon sets the
+	// outcome (and retry_after_ms) from it; an explicit outcome wins and the
+	// evidence is only validated. deadline_ms and latency_ms keep their
+	// meaning. A set but empty evidence is a success.
+	Evidence      *CallEvidence `protobuf:"bytes,30,opt,name=evidence,proto3" json:"evidence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RecordRequest) Reset() {
@@ -1253,6 +1393,145 @@ func (x *RecordRequest) GetCredentialWorked() bool {
 	return false
 }
 
+func (x *RecordRequest) GetEvidence() *CallEvidence {
+	if x != nil {
+		return x.Evidence
+	}
+	return nil
+}
+
+// CallEvidence is what one tool call returned, as a client of any
+// language can read it from its HTTP or gRPC library, before any
+// classification. The rules that turn it into an outcome are
+// docs/concepts.md's "Evidence and classification"; their cases are
+// conformance/classification.json. Bounds (InvalidArgument naming the
+// field, nothing stored): at most 32 headers, each name at most 64 bytes
+// of lower-case token characters, each value at most 256 bytes with no
+// control characters; body_error_code at most 64 bytes, printable.
+type CallEvidence struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The HTTP response's status code, 100 to 599; 0 when the call got no
+	// HTTP response.
+	HttpStatus int32 `protobuf:"varint,1,opt,name=http_status,json=httpStatus,proto3" json:"http_status,omitempty"`
+	// The HTTP response's headers that say how long to wait: names
+	// lower-cased, a header sent more than once as its first value. The
+	// daemon reads retry-after (delta-seconds or an HTTP-date),
+	// retry-after-ms, x-ratelimit-reset-requests, x-ratelimit-reset-tokens,
+	// anthropic-ratelimit-requests-reset, anthropic-ratelimit-tokens-reset,
+	// anthropic-ratelimit-input-tokens-reset,
+	// anthropic-ratelimit-output-tokens-reset and ratelimit-reset; others
+	// are accepted within the bounds and ignored.
+	Headers map[string]string `protobuf:"bytes,2,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The response's Date header as sent (an HTTP-date): a Retry-After date
+	// and an RFC 3339 reset time are taken relative to it. Empty: relative
+	// to the daemon's clock.
+	Date string `protobuf:"bytes,3,opt,name=date,proto3" json:"date,omitempty"`
+	// The error code the response body names: "error.code", else
+	// "error.type", else a top-level "code" of a JSON body
+	// ("insufficient_quota", "rate_limit_error"); empty when none.
+	BodyErrorCode string `protobuf:"bytes,4,opt,name=body_error_code,json=bodyErrorCode,proto3" json:"body_error_code,omitempty"`
+	// The gRPC status code the dependency answered (0 OK to 16
+	// UNAUTHENTICATED); unset when the call was not a gRPC call.
+	GrpcStatus *int32 `protobuf:"varint,5,opt,name=grpc_status,json=grpcStatus,proto3,oneof" json:"grpc_status,omitempty"`
+	// The retry_delay of a google.rpc.RetryInfo detail in that status, ms;
+	// unset when the status carried none.
+	GrpcRetryDelayMs *int64 `protobuf:"varint,6,opt,name=grpc_retry_delay_ms,json=grpcRetryDelayMs,proto3,oneof" json:"grpc_retry_delay_ms,omitempty"`
+	// How the call failed, when it raised an error; ERROR_KIND_UNSPECIFIED
+	// when it did not.
+	ErrorKind ErrorKind `protobuf:"varint,7,opt,name=error_kind,json=errorKind,proto3,enum=breakerd.v1.ErrorKind" json:"error_kind,omitempty"`
+	// The call had no deadline: the caller can wait out any Retry-After, so
+	// a rate limit is never counted (RecordRequest.deadline_ms is ignored).
+	NoDeadline    bool `protobuf:"varint,8,opt,name=no_deadline,json=noDeadline,proto3" json:"no_deadline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallEvidence) Reset() {
+	*x = CallEvidence{}
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallEvidence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallEvidence) ProtoMessage() {}
+
+func (x *CallEvidence) ProtoReflect() protoreflect.Message {
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallEvidence.ProtoReflect.Descriptor instead.
+func (*CallEvidence) Descriptor() ([]byte, []int) {
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CallEvidence) GetHttpStatus() int32 {
+	if x != nil {
+		return x.HttpStatus
+	}
+	return 0
+}
+
+func (x *CallEvidence) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *CallEvidence) GetDate() string {
+	if x != nil {
+		return x.Date
+	}
+	return ""
+}
+
+func (x *CallEvidence) GetBodyErrorCode() string {
+	if x != nil {
+		return x.BodyErrorCode
+	}
+	return ""
+}
+
+func (x *CallEvidence) GetGrpcStatus() int32 {
+	if x != nil && x.GrpcStatus != nil {
+		return *x.GrpcStatus
+	}
+	return 0
+}
+
+func (x *CallEvidence) GetGrpcRetryDelayMs() int64 {
+	if x != nil && x.GrpcRetryDelayMs != nil {
+		return *x.GrpcRetryDelayMs
+	}
+	return 0
+}
+
+func (x *CallEvidence) GetErrorKind() ErrorKind {
+	if x != nil {
+		return x.ErrorKind
+	}
+	return ErrorKind_ERROR_KIND_UNSPECIFIED
+}
+
+func (x *CallEvidence) GetNoDeadline() bool {
+	if x != nil {
+		return x.NoDeadline
+	}
+	return false
+}
+
 type RecordBatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The outcomes, each as a Record would send it; at most 1024.
@@ -1263,7 +1542,7 @@ type RecordBatchRequest struct {
 
 func (x *RecordBatchRequest) Reset() {
 	*x = RecordBatchRequest{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[5]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1554,7 @@ func (x *RecordBatchRequest) String() string {
 func (*RecordBatchRequest) ProtoMessage() {}
 
 func (x *RecordBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[5]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1567,7 @@ func (x *RecordBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordBatchRequest.ProtoReflect.Descriptor instead.
 func (*RecordBatchRequest) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{5}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RecordBatchRequest) GetRecords() []*RecordRequest {
@@ -1308,7 +1587,7 @@ type RecordBatchResponse struct {
 
 func (x *RecordBatchResponse) Reset() {
 	*x = RecordBatchResponse{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[6]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +1599,7 @@ func (x *RecordBatchResponse) String() string {
 func (*RecordBatchResponse) ProtoMessage() {}
 
 func (x *RecordBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[6]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +1612,7 @@ func (x *RecordBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordBatchResponse.ProtoReflect.Descriptor instead.
 func (*RecordBatchResponse) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{6}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RecordBatchResponse) GetResults() []*RecordResponse {
@@ -1354,14 +1633,20 @@ type RecordResponse struct {
 	State *BreakerState `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
 	// As AllowResponse.degraded: counted in this daemon's memory only; Redis
 	// state wins when it answers again.
-	Degraded      bool `protobuf:"varint,4,opt,name=degraded,proto3" json:"degraded,omitempty"`
+	Degraded bool `protobuf:"varint,4,opt,name=degraded,proto3" json:"degraded,omitempty"`
+	// The outcome the record was taken as: the request's own outcome, or
+	// what the daemon classified its evidence as.
+	ClassifiedAs Outcome `protobuf:"varint,5,opt,name=classified_as,json=classifiedAs,proto3,enum=breakerd.v1.Outcome" json:"classified_as,omitempty"`
+	// Why, in plain words ("HTTP 503: a server error, counted"; "outcome
+	// sent by the caller").
+	Why           string `protobuf:"bytes,6,opt,name=why,proto3" json:"why,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RecordResponse) Reset() {
 	*x = RecordResponse{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[7]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1373,7 +1658,7 @@ func (x *RecordResponse) String() string {
 func (*RecordResponse) ProtoMessage() {}
 
 func (x *RecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[7]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1386,7 +1671,7 @@ func (x *RecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordResponse.ProtoReflect.Descriptor instead.
 func (*RecordResponse) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{7}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RecordResponse) GetCounted() bool {
@@ -1417,6 +1702,20 @@ func (x *RecordResponse) GetDegraded() bool {
 	return false
 }
 
+func (x *RecordResponse) GetClassifiedAs() Outcome {
+	if x != nil {
+		return x.ClassifiedAs
+	}
+	return Outcome_OUTCOME_UNSPECIFIED
+}
+
+func (x *RecordResponse) GetWhy() string {
+	if x != nil {
+		return x.Why
+	}
+	return ""
+}
+
 type GetRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Breaker       string                 `protobuf:"bytes,1,opt,name=breaker,proto3" json:"breaker,omitempty"`
@@ -1426,7 +1725,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[8]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1438,7 +1737,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[8]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1451,7 +1750,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{8}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetRequest) GetBreaker() string {
@@ -1470,7 +1769,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[9]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1482,7 +1781,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[9]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1495,7 +1794,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{9}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetResponse) GetState() *BreakerState {
@@ -1508,14 +1807,18 @@ func (x *GetResponse) GetState() *BreakerState {
 type BatchGetRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// At most 1024 names.
-	Breakers      []string `protobuf:"bytes,1,rep,name=breakers,proto3" json:"breakers,omitempty"`
+	Breakers []string `protobuf:"bytes,1,rep,name=breakers,proto3" json:"breakers,omitempty"`
+	// Optional: the asking worker's id. When it is a breaker's suspect
+	// worker, that breaker's deny_until_ms includes the worker's own denial
+	// (suspect_until_ms). Empty: the fleet's view.
+	WorkerId      string `protobuf:"bytes,2,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BatchGetRequest) Reset() {
 	*x = BatchGetRequest{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[10]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1830,7 @@ func (x *BatchGetRequest) String() string {
 func (*BatchGetRequest) ProtoMessage() {}
 
 func (x *BatchGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[10]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1843,7 @@ func (x *BatchGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchGetRequest.ProtoReflect.Descriptor instead.
 func (*BatchGetRequest) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{10}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *BatchGetRequest) GetBreakers() []string {
@@ -1548,6 +1851,13 @@ func (x *BatchGetRequest) GetBreakers() []string {
 		return x.Breakers
 	}
 	return nil
+}
+
+func (x *BatchGetRequest) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
 }
 
 type BatchGetResponse struct {
@@ -1560,7 +1870,7 @@ type BatchGetResponse struct {
 
 func (x *BatchGetResponse) Reset() {
 	*x = BatchGetResponse{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[11]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1572,7 +1882,7 @@ func (x *BatchGetResponse) String() string {
 func (*BatchGetResponse) ProtoMessage() {}
 
 func (x *BatchGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[11]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1585,7 +1895,7 @@ func (x *BatchGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchGetResponse.ProtoReflect.Descriptor instead.
 func (*BatchGetResponse) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{11}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BatchGetResponse) GetStates() []*BreakerState {
@@ -1615,7 +1925,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[12]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1627,7 +1937,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[12]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1640,7 +1950,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{12}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListRequest) GetStates() []State {
@@ -1676,7 +1986,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[13]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1688,7 +1998,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[13]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1701,7 +2011,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{13}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListResponse) GetStates() []*BreakerState {
@@ -1738,7 +2048,7 @@ type ForceRequest struct {
 
 func (x *ForceRequest) Reset() {
 	*x = ForceRequest{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[14]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1750,7 +2060,7 @@ func (x *ForceRequest) String() string {
 func (*ForceRequest) ProtoMessage() {}
 
 func (x *ForceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[14]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1763,7 +2073,7 @@ func (x *ForceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForceRequest.ProtoReflect.Descriptor instead.
 func (*ForceRequest) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{14}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ForceRequest) GetBreaker() string {
@@ -1817,7 +2127,7 @@ type ForceResponse struct {
 
 func (x *ForceResponse) Reset() {
 	*x = ForceResponse{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[15]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1829,7 +2139,7 @@ func (x *ForceResponse) String() string {
 func (*ForceResponse) ProtoMessage() {}
 
 func (x *ForceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[15]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1842,7 +2152,7 @@ func (x *ForceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForceResponse.ProtoReflect.Descriptor instead.
 func (*ForceResponse) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{15}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ForceResponse) GetState() *BreakerState {
@@ -1866,7 +2176,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[16]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1878,7 +2188,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[16]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1891,7 +2201,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{16}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchRequest) GetBreakers() []string {
@@ -1919,7 +2229,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[17]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1931,7 +2241,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[17]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1944,7 +2254,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{17}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchResponse) GetEvent() *Event {
@@ -1983,7 +2293,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[18]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1995,7 +2305,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[18]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2008,7 +2318,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{18}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Event) GetId() string {
@@ -2118,7 +2428,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[19]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2130,7 +2440,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[19]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2143,7 +2453,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{19}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *EventsRequest) GetBreaker() string {
@@ -2177,7 +2487,7 @@ type EventsResponse struct {
 
 func (x *EventsResponse) Reset() {
 	*x = EventsResponse{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[20]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2189,7 +2499,7 @@ func (x *EventsResponse) String() string {
 func (*EventsResponse) ProtoMessage() {}
 
 func (x *EventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[20]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2202,7 +2512,7 @@ func (x *EventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsResponse.ProtoReflect.Descriptor instead.
 func (*EventsResponse) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{20}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *EventsResponse) GetEvents() []*Event {
@@ -2210,6 +2520,485 @@ func (x *EventsResponse) GetEvents() []*Event {
 		return x.Events
 	}
 	return nil
+}
+
+type GetPolicyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The breaker's name: non-empty, at most 256 bytes, printable.
+	Breaker       string `protobuf:"bytes,1,opt,name=breaker,proto3" json:"breaker,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPolicyRequest) Reset() {
+	*x = GetPolicyRequest{}
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPolicyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPolicyRequest) ProtoMessage() {}
+
+func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
+func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *GetPolicyRequest) GetBreaker() string {
+	if x != nil {
+		return x.Breaker
+	}
+	return ""
+}
+
+type GetPolicyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The breaker asked about.
+	Breaker string `protobuf:"bytes,1,opt,name=breaker,proto3" json:"breaker,omitempty"`
+	// The effective policy, every field filled.
+	Policy *Policy `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
+	// Which rule or default set each field, keyed by the field's name in
+	// Policy (its name in the policy file): "default" (built in),
+	// "defaults" (the policy file's defaults section) or
+	// `breakers[1] (match "web_*")` (the first rule whose pattern matches).
+	Sources       map[string]string `protobuf:"bytes,3,rep,name=sources,proto3" json:"sources,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPolicyResponse) Reset() {
+	*x = GetPolicyResponse{}
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPolicyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPolicyResponse) ProtoMessage() {}
+
+func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
+func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *GetPolicyResponse) GetBreaker() string {
+	if x != nil {
+		return x.Breaker
+	}
+	return ""
+}
+
+func (x *GetPolicyResponse) GetPolicy() *Policy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
+func (x *GetPolicyResponse) GetSources() map[string]string {
+	if x != nil {
+		return x.Sources
+	}
+	return nil
+}
+
+// Policy is the effective policy of one breaker (docs/policies.md names
+// each field's default and bounds; the names are the policy file's).
+type Policy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Consecutive counted failures that trip the circuit.
+	Threshold int32 `protobuf:"varint,1,opt,name=threshold,proto3" json:"threshold,omitempty"`
+	// Distinct workers those failures must come from (the quorum).
+	MinWorkers int32 `protobuf:"varint,2,opt,name=min_workers,json=minWorkers,proto3" json:"min_workers,omitempty"`
+	// Consecutive rate limits past the caller's deadline that trip it.
+	RateLimitTrips int32 `protobuf:"varint,3,opt,name=rate_limit_trips,json=rateLimitTrips,proto3" json:"rate_limit_trips,omitempty"`
+	// The first open period, ms.
+	CooldownBaseMs int64 `protobuf:"varint,4,opt,name=cooldown_base_ms,json=cooldownBaseMs,proto3" json:"cooldown_base_ms,omitempty"`
+	// The longest open period, ms.
+	CooldownCapMs int64 `protobuf:"varint,5,opt,name=cooldown_cap_ms,json=cooldownCapMs,proto3" json:"cooldown_cap_ms,omitempty"`
+	// The largest fraction of a cooldown added at random (0 to 1).
+	Jitter float64 `protobuf:"fixed64,6,opt,name=jitter,proto3" json:"jitter,omitempty"`
+	// How long a probe lease lasts, ms.
+	ProbeTimeoutMs int64 `protobuf:"varint,7,opt,name=probe_timeout_ms,json=probeTimeoutMs,proto3" json:"probe_timeout_ms,omitempty"`
+	// How long a pause lasts unless an operator resumes it, ms.
+	PauseTtlMs int64 `protobuf:"varint,8,opt,name=pause_ttl_ms,json=pauseTtlMs,proto3" json:"pause_ttl_ms,omitempty"`
+	// Tools or routes to offer the model while the circuit is open.
+	Alternatives []string `protobuf:"bytes,9,rep,name=alternatives,proto3" json:"alternatives,omitempty"`
+	// How failures are counted: "consecutive" or "window".
+	Mode string `protobuf:"bytes,10,opt,name=mode,proto3" json:"mode,omitempty"`
+	// The failure-rate window (window mode), ms.
+	WindowMs int64 `protobuf:"varint,11,opt,name=window_ms,json=windowMs,proto3" json:"window_ms,omitempty"`
+	// The share of a window's calls that must fail to trip (0 to 1).
+	FailureRate float64 `protobuf:"fixed64,12,opt,name=failure_rate,json=failureRate,proto3" json:"failure_rate,omitempty"`
+	// The calls a window must hold before its rate counts.
+	MinCalls int32 `protobuf:"varint,13,opt,name=min_calls,json=minCalls,proto3" json:"min_calls,omitempty"`
+	// A success slower than this is a slow call, ms; 0: off.
+	SlowCallMs int64 `protobuf:"varint,14,opt,name=slow_call_ms,json=slowCallMs,proto3" json:"slow_call_ms,omitempty"`
+	// Consecutive slow calls that trip (consecutive mode); 0: never.
+	SlowCallThreshold int32 `protobuf:"varint,15,opt,name=slow_call_threshold,json=slowCallThreshold,proto3" json:"slow_call_threshold,omitempty"`
+	// The share of a window's calls that must be slow to trip; 0: never.
+	SlowCallRate float64 `protobuf:"fixed64,16,opt,name=slow_call_rate,json=slowCallRate,proto3" json:"slow_call_rate,omitempty"`
+	// The recovery check, redacted; unset when the policy has none.
+	RecoveryCheck *PolicyRecoveryCheck `protobuf:"bytes,17,opt,name=recovery_check,json=recoveryCheck,proto3" json:"recovery_check,omitempty"`
+	// How often an open breaker's recovery check runs, ms.
+	RecoveryCheckIntervalMs int64 `protobuf:"varint,18,opt,name=recovery_check_interval_ms,json=recoveryCheckIntervalMs,proto3" json:"recovery_check_interval_ms,omitempty"`
+	// The parent scope's breaker name; empty when none.
+	Parent string `protobuf:"bytes,19,opt,name=parent,proto3" json:"parent,omitempty"`
+	// This breaker's outcomes count toward its parent too.
+	CountTowardParent bool `protobuf:"varint,20,opt,name=count_toward_parent,json=countTowardParent,proto3" json:"count_toward_parent,omitempty"`
+	// The policy runs the breaker in shadow mode (an operator's setting,
+	// BreakerState.shadow_setting, may override it).
+	Shadow bool `protobuf:"varint,21,opt,name=shadow,proto3" json:"shadow,omitempty"`
+	// The wait assumed for a rate limit that names none (a 429 without a
+	// wait header, a gRPC RESOURCE_EXHAUSTED without RetryInfo), ms: what
+	// the daemon classifies such evidence with.
+	BareRateLimitWaitMs int64 `protobuf:"varint,22,opt,name=bare_rate_limit_wait_ms,json=bareRateLimitWaitMs,proto3" json:"bare_rate_limit_wait_ms,omitempty"`
+	// The group the breaker belongs to (the policy file's groups); empty
+	// when none.
+	Group string `protobuf:"bytes,23,opt,name=group,proto3" json:"group,omitempty"`
+	// The group's max_open_fraction (0 to 1); 0 when no group.
+	MaxOpenFraction float64 `protobuf:"fixed64,24,opt,name=max_open_fraction,json=maxOpenFraction,proto3" json:"max_open_fraction,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Policy) Reset() {
+	*x = Policy{}
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Policy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Policy) ProtoMessage() {}
+
+func (x *Policy) ProtoReflect() protoreflect.Message {
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Policy.ProtoReflect.Descriptor instead.
+func (*Policy) Descriptor() ([]byte, []int) {
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *Policy) GetThreshold() int32 {
+	if x != nil {
+		return x.Threshold
+	}
+	return 0
+}
+
+func (x *Policy) GetMinWorkers() int32 {
+	if x != nil {
+		return x.MinWorkers
+	}
+	return 0
+}
+
+func (x *Policy) GetRateLimitTrips() int32 {
+	if x != nil {
+		return x.RateLimitTrips
+	}
+	return 0
+}
+
+func (x *Policy) GetCooldownBaseMs() int64 {
+	if x != nil {
+		return x.CooldownBaseMs
+	}
+	return 0
+}
+
+func (x *Policy) GetCooldownCapMs() int64 {
+	if x != nil {
+		return x.CooldownCapMs
+	}
+	return 0
+}
+
+func (x *Policy) GetJitter() float64 {
+	if x != nil {
+		return x.Jitter
+	}
+	return 0
+}
+
+func (x *Policy) GetProbeTimeoutMs() int64 {
+	if x != nil {
+		return x.ProbeTimeoutMs
+	}
+	return 0
+}
+
+func (x *Policy) GetPauseTtlMs() int64 {
+	if x != nil {
+		return x.PauseTtlMs
+	}
+	return 0
+}
+
+func (x *Policy) GetAlternatives() []string {
+	if x != nil {
+		return x.Alternatives
+	}
+	return nil
+}
+
+func (x *Policy) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *Policy) GetWindowMs() int64 {
+	if x != nil {
+		return x.WindowMs
+	}
+	return 0
+}
+
+func (x *Policy) GetFailureRate() float64 {
+	if x != nil {
+		return x.FailureRate
+	}
+	return 0
+}
+
+func (x *Policy) GetMinCalls() int32 {
+	if x != nil {
+		return x.MinCalls
+	}
+	return 0
+}
+
+func (x *Policy) GetSlowCallMs() int64 {
+	if x != nil {
+		return x.SlowCallMs
+	}
+	return 0
+}
+
+func (x *Policy) GetSlowCallThreshold() int32 {
+	if x != nil {
+		return x.SlowCallThreshold
+	}
+	return 0
+}
+
+func (x *Policy) GetSlowCallRate() float64 {
+	if x != nil {
+		return x.SlowCallRate
+	}
+	return 0
+}
+
+func (x *Policy) GetRecoveryCheck() *PolicyRecoveryCheck {
+	if x != nil {
+		return x.RecoveryCheck
+	}
+	return nil
+}
+
+func (x *Policy) GetRecoveryCheckIntervalMs() int64 {
+	if x != nil {
+		return x.RecoveryCheckIntervalMs
+	}
+	return 0
+}
+
+func (x *Policy) GetParent() string {
+	if x != nil {
+		return x.Parent
+	}
+	return ""
+}
+
+func (x *Policy) GetCountTowardParent() bool {
+	if x != nil {
+		return x.CountTowardParent
+	}
+	return false
+}
+
+func (x *Policy) GetShadow() bool {
+	if x != nil {
+		return x.Shadow
+	}
+	return false
+}
+
+func (x *Policy) GetBareRateLimitWaitMs() int64 {
+	if x != nil {
+		return x.BareRateLimitWaitMs
+	}
+	return 0
+}
+
+func (x *Policy) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *Policy) GetMaxOpenFraction() float64 {
+	if x != nil {
+		return x.MaxOpenFraction
+	}
+	return 0
+}
+
+// PolicyRecoveryCheck is a policy's recovery check with its secrets
+// redacted: no header value, and the URL without its credentials.
+type PolicyRecoveryCheck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "GET" or "HEAD" for an HTTP check; empty for a gRPC one.
+	HttpMethod string `protobuf:"bytes,1,opt,name=http_method,json=httpMethod,proto3" json:"http_method,omitempty"`
+	// The HTTP check's URL, user:password and query values redacted.
+	HttpUrl string `protobuf:"bytes,2,opt,name=http_url,json=httpUrl,proto3" json:"http_url,omitempty"`
+	// The HTTP status that means "back".
+	HttpExpectStatus int32 `protobuf:"varint,3,opt,name=http_expect_status,json=httpExpectStatus,proto3" json:"http_expect_status,omitempty"`
+	// The HTTP check's header names (lower-cased); values are never shown.
+	HttpHeaderNames []string `protobuf:"bytes,4,rep,name=http_header_names,json=httpHeaderNames,proto3" json:"http_header_names,omitempty"`
+	// The gRPC health check's target (host:port); empty for an HTTP check.
+	GrpcTarget string `protobuf:"bytes,5,opt,name=grpc_target,json=grpcTarget,proto3" json:"grpc_target,omitempty"`
+	// The gRPC health service asked about; empty: the whole server.
+	GrpcService string `protobuf:"bytes,6,opt,name=grpc_service,json=grpcService,proto3" json:"grpc_service,omitempty"`
+	// The gRPC check dials without TLS.
+	GrpcPlaintext bool `protobuf:"varint,7,opt,name=grpc_plaintext,json=grpcPlaintext,proto3" json:"grpc_plaintext,omitempty"`
+	// The bound on one check, ms.
+	TimeoutMs     int64 `protobuf:"varint,8,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PolicyRecoveryCheck) Reset() {
+	*x = PolicyRecoveryCheck{}
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PolicyRecoveryCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PolicyRecoveryCheck) ProtoMessage() {}
+
+func (x *PolicyRecoveryCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PolicyRecoveryCheck.ProtoReflect.Descriptor instead.
+func (*PolicyRecoveryCheck) Descriptor() ([]byte, []int) {
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *PolicyRecoveryCheck) GetHttpMethod() string {
+	if x != nil {
+		return x.HttpMethod
+	}
+	return ""
+}
+
+func (x *PolicyRecoveryCheck) GetHttpUrl() string {
+	if x != nil {
+		return x.HttpUrl
+	}
+	return ""
+}
+
+func (x *PolicyRecoveryCheck) GetHttpExpectStatus() int32 {
+	if x != nil {
+		return x.HttpExpectStatus
+	}
+	return 0
+}
+
+func (x *PolicyRecoveryCheck) GetHttpHeaderNames() []string {
+	if x != nil {
+		return x.HttpHeaderNames
+	}
+	return nil
+}
+
+func (x *PolicyRecoveryCheck) GetGrpcTarget() string {
+	if x != nil {
+		return x.GrpcTarget
+	}
+	return ""
+}
+
+func (x *PolicyRecoveryCheck) GetGrpcService() string {
+	if x != nil {
+		return x.GrpcService
+	}
+	return ""
+}
+
+func (x *PolicyRecoveryCheck) GetGrpcPlaintext() bool {
+	if x != nil {
+		return x.GrpcPlaintext
+	}
+	return false
+}
+
+func (x *PolicyRecoveryCheck) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
 }
 
 var File_breakerd_v1_breaker_proto protoreflect.FileDescriptor
@@ -2225,7 +3014,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"leaseToken\x12+\n" +
 	"\x11parent_generation\x18F \x01(\x03R\x10parentGeneration\x12,\n" +
 	"\x12parent_lease_token\x18G \x01(\tR\x10parentLeaseToken\x12#\n" +
-	"\rshadow_denied\x182 \x01(\bR\fshadowDenied\"\xb5\t\n" +
+	"\rshadow_denied\x182 \x01(\bR\fshadowDenied\"\xd9\t\n" +
 	"\fBreakerState\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12(\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x12.breakerd.v1.StateR\x05state\x12\x1e\n" +
@@ -2269,10 +3058,12 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\vgroup_known\x18? \x01(\x03R\n" +
 	"groupKnown\x12\x1d\n" +
 	"\n" +
-	"group_open\x18@ \x01(\x03R\tgroupOpen\"E\n" +
+	"group_open\x18@ \x01(\x03R\tgroupOpen\x12\"\n" +
+	"\rdeny_until_ms\x18P \x01(\x03R\vdenyUntilMs\"Y\n" +
 	"\fAllowRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12\x1b\n" +
-	"\tworker_id\x18\x02 \x01(\tR\bworkerId\"\xd0\x02\n" +
+	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12\x12\n" +
+	"\x04tool\x18\x03 \x01(\tR\x04tool\"\xf1\x02\n" +
 	"\rAllowResponse\x121\n" +
 	"\bdecision\x18\x01 \x01(\x0e2\x15.breakerd.v1.DecisionR\bdecision\x12+\n" +
 	"\x06ticket\x18\x02 \x01(\v2\x13.breakerd.v1.TicketR\x06ticket\x12$\n" +
@@ -2281,7 +3072,9 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x05state\x18\x05 \x01(\v2\x19.breakerd.v1.BreakerStateR\x05state\x12\x1a\n" +
 	"\bdegraded\x18\x06 \x01(\bR\bdegraded\x12\x14\n" +
 	"\x05scope\x18F \x01(\tR\x05scope\x12>\n" +
-	"\x0fshadow_decision\x182 \x01(\x0e2\x15.breakerd.v1.DecisionR\x0eshadowDecision\"\xd0\x02\n" +
+	"\x0fshadow_decision\x182 \x01(\x0e2\x15.breakerd.v1.DecisionR\x0eshadowDecision\x12\x1f\n" +
+	"\vtool_result\x18G \x01(\tR\n" +
+	"toolResult\"\x87\x03\n" +
 	"\rRecordRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12+\n" +
@@ -2293,23 +3086,45 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\n" +
 	"latency_ms\x18\a \x01(\x03R\tlatencyMs\x12\x18\n" +
 	"\amessage\x18\b \x01(\tR\amessage\x12+\n" +
-	"\x11credential_worked\x18\x14 \x01(\bR\x10credentialWorked\"J\n" +
+	"\x11credential_worked\x18\x14 \x01(\bR\x10credentialWorked\x125\n" +
+	"\bevidence\x18\x1e \x01(\v2\x19.breakerd.v1.CallEvidenceR\bevidence\"\xc3\x03\n" +
+	"\fCallEvidence\x12\x1f\n" +
+	"\vhttp_status\x18\x01 \x01(\x05R\n" +
+	"httpStatus\x12@\n" +
+	"\aheaders\x18\x02 \x03(\v2&.breakerd.v1.CallEvidence.HeadersEntryR\aheaders\x12\x12\n" +
+	"\x04date\x18\x03 \x01(\tR\x04date\x12&\n" +
+	"\x0fbody_error_code\x18\x04 \x01(\tR\rbodyErrorCode\x12$\n" +
+	"\vgrpc_status\x18\x05 \x01(\x05H\x00R\n" +
+	"grpcStatus\x88\x01\x01\x122\n" +
+	"\x13grpc_retry_delay_ms\x18\x06 \x01(\x03H\x01R\x10grpcRetryDelayMs\x88\x01\x01\x125\n" +
+	"\n" +
+	"error_kind\x18\a \x01(\x0e2\x16.breakerd.v1.ErrorKindR\terrorKind\x12\x1f\n" +
+	"\vno_deadline\x18\b \x01(\bR\n" +
+	"noDeadline\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x0e\n" +
+	"\f_grpc_statusB\x16\n" +
+	"\x14_grpc_retry_delay_ms\"J\n" +
 	"\x12RecordBatchRequest\x124\n" +
 	"\arecords\x18\x01 \x03(\v2\x1a.breakerd.v1.RecordRequestR\arecords\"L\n" +
 	"\x13RecordBatchResponse\x125\n" +
-	"\aresults\x18\x01 \x03(\v2\x1b.breakerd.v1.RecordResponseR\aresults\"\x8b\x01\n" +
+	"\aresults\x18\x01 \x03(\v2\x1b.breakerd.v1.RecordResponseR\aresults\"\xd8\x01\n" +
 	"\x0eRecordResponse\x12\x18\n" +
 	"\acounted\x18\x01 \x01(\bR\acounted\x12\x12\n" +
 	"\x04note\x18\x02 \x01(\tR\x04note\x12/\n" +
 	"\x05state\x18\x03 \x01(\v2\x19.breakerd.v1.BreakerStateR\x05state\x12\x1a\n" +
-	"\bdegraded\x18\x04 \x01(\bR\bdegraded\"&\n" +
+	"\bdegraded\x18\x04 \x01(\bR\bdegraded\x129\n" +
+	"\rclassified_as\x18\x05 \x01(\x0e2\x14.breakerd.v1.OutcomeR\fclassifiedAs\x12\x10\n" +
+	"\x03why\x18\x06 \x01(\tR\x03why\"&\n" +
 	"\n" +
 	"GetRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\">\n" +
 	"\vGetResponse\x12/\n" +
-	"\x05state\x18\x01 \x01(\v2\x19.breakerd.v1.BreakerStateR\x05state\"-\n" +
+	"\x05state\x18\x01 \x01(\v2\x19.breakerd.v1.BreakerStateR\x05state\"J\n" +
 	"\x0fBatchGetRequest\x12\x1a\n" +
-	"\bbreakers\x18\x01 \x03(\tR\bbreakers\"E\n" +
+	"\bbreakers\x18\x01 \x03(\tR\bbreakers\x12\x1b\n" +
+	"\tworker_id\x18\x02 \x01(\tR\bworkerId\"E\n" +
 	"\x10BatchGetResponse\x121\n" +
 	"\x06states\x18\x01 \x03(\v2\x19.breakerd.v1.BreakerStateR\x06states\"u\n" +
 	"\vListRequest\x12*\n" +
@@ -2358,7 +3173,57 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\bsince_ms\x18\x02 \x01(\x03R\asinceMs\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\x05R\x05limit\"<\n" +
 	"\x0eEventsResponse\x12*\n" +
-	"\x06events\x18\x01 \x03(\v2\x12.breakerd.v1.EventR\x06events*\x8f\x02\n" +
+	"\x06events\x18\x01 \x03(\v2\x12.breakerd.v1.EventR\x06events\",\n" +
+	"\x10GetPolicyRequest\x12\x18\n" +
+	"\abreaker\x18\x01 \x01(\tR\abreaker\"\xdd\x01\n" +
+	"\x11GetPolicyResponse\x12\x18\n" +
+	"\abreaker\x18\x01 \x01(\tR\abreaker\x12+\n" +
+	"\x06policy\x18\x02 \x01(\v2\x13.breakerd.v1.PolicyR\x06policy\x12E\n" +
+	"\asources\x18\x03 \x03(\v2+.breakerd.v1.GetPolicyResponse.SourcesEntryR\asources\x1a:\n" +
+	"\fSourcesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x92\a\n" +
+	"\x06Policy\x12\x1c\n" +
+	"\tthreshold\x18\x01 \x01(\x05R\tthreshold\x12\x1f\n" +
+	"\vmin_workers\x18\x02 \x01(\x05R\n" +
+	"minWorkers\x12(\n" +
+	"\x10rate_limit_trips\x18\x03 \x01(\x05R\x0erateLimitTrips\x12(\n" +
+	"\x10cooldown_base_ms\x18\x04 \x01(\x03R\x0ecooldownBaseMs\x12&\n" +
+	"\x0fcooldown_cap_ms\x18\x05 \x01(\x03R\rcooldownCapMs\x12\x16\n" +
+	"\x06jitter\x18\x06 \x01(\x01R\x06jitter\x12(\n" +
+	"\x10probe_timeout_ms\x18\a \x01(\x03R\x0eprobeTimeoutMs\x12 \n" +
+	"\fpause_ttl_ms\x18\b \x01(\x03R\n" +
+	"pauseTtlMs\x12\"\n" +
+	"\falternatives\x18\t \x03(\tR\falternatives\x12\x12\n" +
+	"\x04mode\x18\n" +
+	" \x01(\tR\x04mode\x12\x1b\n" +
+	"\twindow_ms\x18\v \x01(\x03R\bwindowMs\x12!\n" +
+	"\ffailure_rate\x18\f \x01(\x01R\vfailureRate\x12\x1b\n" +
+	"\tmin_calls\x18\r \x01(\x05R\bminCalls\x12 \n" +
+	"\fslow_call_ms\x18\x0e \x01(\x03R\n" +
+	"slowCallMs\x12.\n" +
+	"\x13slow_call_threshold\x18\x0f \x01(\x05R\x11slowCallThreshold\x12$\n" +
+	"\x0eslow_call_rate\x18\x10 \x01(\x01R\fslowCallRate\x12G\n" +
+	"\x0erecovery_check\x18\x11 \x01(\v2 .breakerd.v1.PolicyRecoveryCheckR\rrecoveryCheck\x12;\n" +
+	"\x1arecovery_check_interval_ms\x18\x12 \x01(\x03R\x17recoveryCheckIntervalMs\x12\x16\n" +
+	"\x06parent\x18\x13 \x01(\tR\x06parent\x12.\n" +
+	"\x13count_toward_parent\x18\x14 \x01(\bR\x11countTowardParent\x12\x16\n" +
+	"\x06shadow\x18\x15 \x01(\bR\x06shadow\x124\n" +
+	"\x17bare_rate_limit_wait_ms\x18\x16 \x01(\x03R\x13bareRateLimitWaitMs\x12\x14\n" +
+	"\x05group\x18\x17 \x01(\tR\x05group\x12*\n" +
+	"\x11max_open_fraction\x18\x18 \x01(\x01R\x0fmaxOpenFraction\"\xb5\x02\n" +
+	"\x13PolicyRecoveryCheck\x12\x1f\n" +
+	"\vhttp_method\x18\x01 \x01(\tR\n" +
+	"httpMethod\x12\x19\n" +
+	"\bhttp_url\x18\x02 \x01(\tR\ahttpUrl\x12,\n" +
+	"\x12http_expect_status\x18\x03 \x01(\x05R\x10httpExpectStatus\x12*\n" +
+	"\x11http_header_names\x18\x04 \x03(\tR\x0fhttpHeaderNames\x12\x1f\n" +
+	"\vgrpc_target\x18\x05 \x01(\tR\n" +
+	"grpcTarget\x12!\n" +
+	"\fgrpc_service\x18\x06 \x01(\tR\vgrpcService\x12%\n" +
+	"\x0egrpc_plaintext\x18\a \x01(\bR\rgrpcPlaintext\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\b \x01(\x03R\ttimeoutMs*\x8f\x02\n" +
 	"\bDecision\x12\x18\n" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10DECISION_ALLOWED\x10\x01\x12\x12\n" +
@@ -2392,7 +3257,18 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x17OUTCOME_UNAUTHENTICATED\x10\n" +
 	"\x12\x14\n" +
 	"\x10OUTCOME_CANCELED\x10\v\x12\x1b\n" +
-	"\x17OUTCOME_QUOTA_EXHAUSTED\x10\f*\x7f\n" +
+	"\x17OUTCOME_QUOTA_EXHAUSTED\x10\f*\x86\x02\n" +
+	"\tErrorKind\x12\x1a\n" +
+	"\x16ERROR_KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eERROR_KIND_DNS\x10\x01\x12\x12\n" +
+	"\x0eERROR_KIND_TLS\x10\x02\x12\x16\n" +
+	"\x12ERROR_KIND_REFUSED\x10\x03\x12\x14\n" +
+	"\x10ERROR_KIND_RESET\x10\x04\x12\x16\n" +
+	"\x12ERROR_KIND_TIMEOUT\x10\x05\x12\x18\n" +
+	"\x14ERROR_KIND_CANCELLED\x10\x06\x12\x1f\n" +
+	"\x1bERROR_KIND_MALFORMED_OUTPUT\x10\a\x12\x1e\n" +
+	"\x1aERROR_KIND_BREAKERD_DENIAL\x10\b\x12\x14\n" +
+	"\x10ERROR_KIND_OTHER\x10\t*\x7f\n" +
 	"\tForceMode\x12\x1a\n" +
 	"\x16FORCE_MODE_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fFORCE_MODE_OPEN\x10\x01\x12\x15\n" +
@@ -2417,7 +3293,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x16EVENT_KIND_RUN_STARTED\x10\t\x12\x18\n" +
 	"\x14EVENT_KIND_RUN_ENDED\x10\n" +
 	"\x12 \n" +
-	"\x1cEVENT_KIND_OPEN_FRACTION_CAP\x10\f2\xea\x04\n" +
+	"\x1cEVENT_KIND_OPEN_FRACTION_CAP\x10\f2\xb6\x05\n" +
 	"\x0eBreakerService\x12>\n" +
 	"\x05Allow\x12\x19.breakerd.v1.AllowRequest\x1a\x1a.breakerd.v1.AllowResponse\x12A\n" +
 	"\x06Record\x12\x1a.breakerd.v1.RecordRequest\x1a\x1b.breakerd.v1.RecordResponse\x12P\n" +
@@ -2427,7 +3303,8 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x04List\x12\x18.breakerd.v1.ListRequest\x1a\x19.breakerd.v1.ListResponse\x12>\n" +
 	"\x05Force\x12\x19.breakerd.v1.ForceRequest\x1a\x1a.breakerd.v1.ForceResponse\x12@\n" +
 	"\x05Watch\x12\x19.breakerd.v1.WatchRequest\x1a\x1a.breakerd.v1.WatchResponse0\x01\x12A\n" +
-	"\x06Events\x12\x1a.breakerd.v1.EventsRequest\x1a\x1b.breakerd.v1.EventsResponseB;Z9github.com/breakerd/breakerd/proto/breakerd/v1;breakerdv1b\x06proto3"
+	"\x06Events\x12\x1a.breakerd.v1.EventsRequest\x1a\x1b.breakerd.v1.EventsResponse\x12J\n" +
+	"\tGetPolicy\x12\x1d.breakerd.v1.GetPolicyRequest\x1a\x1e.breakerd.v1.GetPolicyResponseB;Z9github.com/breakerd/breakerd/proto/breakerd/v1;breakerdv1b\x06proto3"
 
 var (
 	file_breakerd_v1_breaker_proto_rawDescOnce sync.Once
@@ -2441,85 +3318,102 @@ func file_breakerd_v1_breaker_proto_rawDescGZIP() []byte {
 	return file_breakerd_v1_breaker_proto_rawDescData
 }
 
-var file_breakerd_v1_breaker_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_breakerd_v1_breaker_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_breakerd_v1_breaker_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_breakerd_v1_breaker_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_breakerd_v1_breaker_proto_goTypes = []any{
 	(Decision)(0),               // 0: breakerd.v1.Decision
 	(State)(0),                  // 1: breakerd.v1.State
 	(Outcome)(0),                // 2: breakerd.v1.Outcome
-	(ForceMode)(0),              // 3: breakerd.v1.ForceMode
-	(ShadowSetting)(0),          // 4: breakerd.v1.ShadowSetting
-	(EventKind)(0),              // 5: breakerd.v1.EventKind
-	(*Ticket)(nil),              // 6: breakerd.v1.Ticket
-	(*BreakerState)(nil),        // 7: breakerd.v1.BreakerState
-	(*AllowRequest)(nil),        // 8: breakerd.v1.AllowRequest
-	(*AllowResponse)(nil),       // 9: breakerd.v1.AllowResponse
-	(*RecordRequest)(nil),       // 10: breakerd.v1.RecordRequest
-	(*RecordBatchRequest)(nil),  // 11: breakerd.v1.RecordBatchRequest
-	(*RecordBatchResponse)(nil), // 12: breakerd.v1.RecordBatchResponse
-	(*RecordResponse)(nil),      // 13: breakerd.v1.RecordResponse
-	(*GetRequest)(nil),          // 14: breakerd.v1.GetRequest
-	(*GetResponse)(nil),         // 15: breakerd.v1.GetResponse
-	(*BatchGetRequest)(nil),     // 16: breakerd.v1.BatchGetRequest
-	(*BatchGetResponse)(nil),    // 17: breakerd.v1.BatchGetResponse
-	(*ListRequest)(nil),         // 18: breakerd.v1.ListRequest
-	(*ListResponse)(nil),        // 19: breakerd.v1.ListResponse
-	(*ForceRequest)(nil),        // 20: breakerd.v1.ForceRequest
-	(*ForceResponse)(nil),       // 21: breakerd.v1.ForceResponse
-	(*WatchRequest)(nil),        // 22: breakerd.v1.WatchRequest
-	(*WatchResponse)(nil),       // 23: breakerd.v1.WatchResponse
-	(*Event)(nil),               // 24: breakerd.v1.Event
-	(*EventsRequest)(nil),       // 25: breakerd.v1.EventsRequest
-	(*EventsResponse)(nil),      // 26: breakerd.v1.EventsResponse
+	(ErrorKind)(0),              // 3: breakerd.v1.ErrorKind
+	(ForceMode)(0),              // 4: breakerd.v1.ForceMode
+	(ShadowSetting)(0),          // 5: breakerd.v1.ShadowSetting
+	(EventKind)(0),              // 6: breakerd.v1.EventKind
+	(*Ticket)(nil),              // 7: breakerd.v1.Ticket
+	(*BreakerState)(nil),        // 8: breakerd.v1.BreakerState
+	(*AllowRequest)(nil),        // 9: breakerd.v1.AllowRequest
+	(*AllowResponse)(nil),       // 10: breakerd.v1.AllowResponse
+	(*RecordRequest)(nil),       // 11: breakerd.v1.RecordRequest
+	(*CallEvidence)(nil),        // 12: breakerd.v1.CallEvidence
+	(*RecordBatchRequest)(nil),  // 13: breakerd.v1.RecordBatchRequest
+	(*RecordBatchResponse)(nil), // 14: breakerd.v1.RecordBatchResponse
+	(*RecordResponse)(nil),      // 15: breakerd.v1.RecordResponse
+	(*GetRequest)(nil),          // 16: breakerd.v1.GetRequest
+	(*GetResponse)(nil),         // 17: breakerd.v1.GetResponse
+	(*BatchGetRequest)(nil),     // 18: breakerd.v1.BatchGetRequest
+	(*BatchGetResponse)(nil),    // 19: breakerd.v1.BatchGetResponse
+	(*ListRequest)(nil),         // 20: breakerd.v1.ListRequest
+	(*ListResponse)(nil),        // 21: breakerd.v1.ListResponse
+	(*ForceRequest)(nil),        // 22: breakerd.v1.ForceRequest
+	(*ForceResponse)(nil),       // 23: breakerd.v1.ForceResponse
+	(*WatchRequest)(nil),        // 24: breakerd.v1.WatchRequest
+	(*WatchResponse)(nil),       // 25: breakerd.v1.WatchResponse
+	(*Event)(nil),               // 26: breakerd.v1.Event
+	(*EventsRequest)(nil),       // 27: breakerd.v1.EventsRequest
+	(*EventsResponse)(nil),      // 28: breakerd.v1.EventsResponse
+	(*GetPolicyRequest)(nil),    // 29: breakerd.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),   // 30: breakerd.v1.GetPolicyResponse
+	(*Policy)(nil),              // 31: breakerd.v1.Policy
+	(*PolicyRecoveryCheck)(nil), // 32: breakerd.v1.PolicyRecoveryCheck
+	nil,                         // 33: breakerd.v1.CallEvidence.HeadersEntry
+	nil,                         // 34: breakerd.v1.GetPolicyResponse.SourcesEntry
 }
 var file_breakerd_v1_breaker_proto_depIdxs = []int32{
 	1,  // 0: breakerd.v1.BreakerState.state:type_name -> breakerd.v1.State
 	1,  // 1: breakerd.v1.BreakerState.shadow_state:type_name -> breakerd.v1.State
-	4,  // 2: breakerd.v1.BreakerState.shadow_setting:type_name -> breakerd.v1.ShadowSetting
+	5,  // 2: breakerd.v1.BreakerState.shadow_setting:type_name -> breakerd.v1.ShadowSetting
 	0,  // 3: breakerd.v1.AllowResponse.decision:type_name -> breakerd.v1.Decision
-	6,  // 4: breakerd.v1.AllowResponse.ticket:type_name -> breakerd.v1.Ticket
-	7,  // 5: breakerd.v1.AllowResponse.state:type_name -> breakerd.v1.BreakerState
+	7,  // 4: breakerd.v1.AllowResponse.ticket:type_name -> breakerd.v1.Ticket
+	8,  // 5: breakerd.v1.AllowResponse.state:type_name -> breakerd.v1.BreakerState
 	0,  // 6: breakerd.v1.AllowResponse.shadow_decision:type_name -> breakerd.v1.Decision
-	6,  // 7: breakerd.v1.RecordRequest.ticket:type_name -> breakerd.v1.Ticket
+	7,  // 7: breakerd.v1.RecordRequest.ticket:type_name -> breakerd.v1.Ticket
 	2,  // 8: breakerd.v1.RecordRequest.outcome:type_name -> breakerd.v1.Outcome
-	10, // 9: breakerd.v1.RecordBatchRequest.records:type_name -> breakerd.v1.RecordRequest
-	13, // 10: breakerd.v1.RecordBatchResponse.results:type_name -> breakerd.v1.RecordResponse
-	7,  // 11: breakerd.v1.RecordResponse.state:type_name -> breakerd.v1.BreakerState
-	7,  // 12: breakerd.v1.GetResponse.state:type_name -> breakerd.v1.BreakerState
-	7,  // 13: breakerd.v1.BatchGetResponse.states:type_name -> breakerd.v1.BreakerState
-	1,  // 14: breakerd.v1.ListRequest.states:type_name -> breakerd.v1.State
-	7,  // 15: breakerd.v1.ListResponse.states:type_name -> breakerd.v1.BreakerState
-	3,  // 16: breakerd.v1.ForceRequest.mode:type_name -> breakerd.v1.ForceMode
-	4,  // 17: breakerd.v1.ForceRequest.shadow:type_name -> breakerd.v1.ShadowSetting
-	7,  // 18: breakerd.v1.ForceResponse.state:type_name -> breakerd.v1.BreakerState
-	24, // 19: breakerd.v1.WatchResponse.event:type_name -> breakerd.v1.Event
-	5,  // 20: breakerd.v1.Event.kind:type_name -> breakerd.v1.EventKind
-	1,  // 21: breakerd.v1.Event.from:type_name -> breakerd.v1.State
-	1,  // 22: breakerd.v1.Event.to:type_name -> breakerd.v1.State
-	24, // 23: breakerd.v1.EventsResponse.events:type_name -> breakerd.v1.Event
-	8,  // 24: breakerd.v1.BreakerService.Allow:input_type -> breakerd.v1.AllowRequest
-	10, // 25: breakerd.v1.BreakerService.Record:input_type -> breakerd.v1.RecordRequest
-	11, // 26: breakerd.v1.BreakerService.RecordBatch:input_type -> breakerd.v1.RecordBatchRequest
-	14, // 27: breakerd.v1.BreakerService.Get:input_type -> breakerd.v1.GetRequest
-	16, // 28: breakerd.v1.BreakerService.BatchGet:input_type -> breakerd.v1.BatchGetRequest
-	18, // 29: breakerd.v1.BreakerService.List:input_type -> breakerd.v1.ListRequest
-	20, // 30: breakerd.v1.BreakerService.Force:input_type -> breakerd.v1.ForceRequest
-	22, // 31: breakerd.v1.BreakerService.Watch:input_type -> breakerd.v1.WatchRequest
-	25, // 32: breakerd.v1.BreakerService.Events:input_type -> breakerd.v1.EventsRequest
-	9,  // 33: breakerd.v1.BreakerService.Allow:output_type -> breakerd.v1.AllowResponse
-	13, // 34: breakerd.v1.BreakerService.Record:output_type -> breakerd.v1.RecordResponse
-	12, // 35: breakerd.v1.BreakerService.RecordBatch:output_type -> breakerd.v1.RecordBatchResponse
-	15, // 36: breakerd.v1.BreakerService.Get:output_type -> breakerd.v1.GetResponse
-	17, // 37: breakerd.v1.BreakerService.BatchGet:output_type -> breakerd.v1.BatchGetResponse
-	19, // 38: breakerd.v1.BreakerService.List:output_type -> breakerd.v1.ListResponse
-	21, // 39: breakerd.v1.BreakerService.Force:output_type -> breakerd.v1.ForceResponse
-	23, // 40: breakerd.v1.BreakerService.Watch:output_type -> breakerd.v1.WatchResponse
-	26, // 41: breakerd.v1.BreakerService.Events:output_type -> breakerd.v1.EventsResponse
-	33, // [33:42] is the sub-list for method output_type
-	24, // [24:33] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	12, // 9: breakerd.v1.RecordRequest.evidence:type_name -> breakerd.v1.CallEvidence
+	33, // 10: breakerd.v1.CallEvidence.headers:type_name -> breakerd.v1.CallEvidence.HeadersEntry
+	3,  // 11: breakerd.v1.CallEvidence.error_kind:type_name -> breakerd.v1.ErrorKind
+	11, // 12: breakerd.v1.RecordBatchRequest.records:type_name -> breakerd.v1.RecordRequest
+	15, // 13: breakerd.v1.RecordBatchResponse.results:type_name -> breakerd.v1.RecordResponse
+	8,  // 14: breakerd.v1.RecordResponse.state:type_name -> breakerd.v1.BreakerState
+	2,  // 15: breakerd.v1.RecordResponse.classified_as:type_name -> breakerd.v1.Outcome
+	8,  // 16: breakerd.v1.GetResponse.state:type_name -> breakerd.v1.BreakerState
+	8,  // 17: breakerd.v1.BatchGetResponse.states:type_name -> breakerd.v1.BreakerState
+	1,  // 18: breakerd.v1.ListRequest.states:type_name -> breakerd.v1.State
+	8,  // 19: breakerd.v1.ListResponse.states:type_name -> breakerd.v1.BreakerState
+	4,  // 20: breakerd.v1.ForceRequest.mode:type_name -> breakerd.v1.ForceMode
+	5,  // 21: breakerd.v1.ForceRequest.shadow:type_name -> breakerd.v1.ShadowSetting
+	8,  // 22: breakerd.v1.ForceResponse.state:type_name -> breakerd.v1.BreakerState
+	26, // 23: breakerd.v1.WatchResponse.event:type_name -> breakerd.v1.Event
+	6,  // 24: breakerd.v1.Event.kind:type_name -> breakerd.v1.EventKind
+	1,  // 25: breakerd.v1.Event.from:type_name -> breakerd.v1.State
+	1,  // 26: breakerd.v1.Event.to:type_name -> breakerd.v1.State
+	26, // 27: breakerd.v1.EventsResponse.events:type_name -> breakerd.v1.Event
+	31, // 28: breakerd.v1.GetPolicyResponse.policy:type_name -> breakerd.v1.Policy
+	34, // 29: breakerd.v1.GetPolicyResponse.sources:type_name -> breakerd.v1.GetPolicyResponse.SourcesEntry
+	32, // 30: breakerd.v1.Policy.recovery_check:type_name -> breakerd.v1.PolicyRecoveryCheck
+	9,  // 31: breakerd.v1.BreakerService.Allow:input_type -> breakerd.v1.AllowRequest
+	11, // 32: breakerd.v1.BreakerService.Record:input_type -> breakerd.v1.RecordRequest
+	13, // 33: breakerd.v1.BreakerService.RecordBatch:input_type -> breakerd.v1.RecordBatchRequest
+	16, // 34: breakerd.v1.BreakerService.Get:input_type -> breakerd.v1.GetRequest
+	18, // 35: breakerd.v1.BreakerService.BatchGet:input_type -> breakerd.v1.BatchGetRequest
+	20, // 36: breakerd.v1.BreakerService.List:input_type -> breakerd.v1.ListRequest
+	22, // 37: breakerd.v1.BreakerService.Force:input_type -> breakerd.v1.ForceRequest
+	24, // 38: breakerd.v1.BreakerService.Watch:input_type -> breakerd.v1.WatchRequest
+	27, // 39: breakerd.v1.BreakerService.Events:input_type -> breakerd.v1.EventsRequest
+	29, // 40: breakerd.v1.BreakerService.GetPolicy:input_type -> breakerd.v1.GetPolicyRequest
+	10, // 41: breakerd.v1.BreakerService.Allow:output_type -> breakerd.v1.AllowResponse
+	15, // 42: breakerd.v1.BreakerService.Record:output_type -> breakerd.v1.RecordResponse
+	14, // 43: breakerd.v1.BreakerService.RecordBatch:output_type -> breakerd.v1.RecordBatchResponse
+	17, // 44: breakerd.v1.BreakerService.Get:output_type -> breakerd.v1.GetResponse
+	19, // 45: breakerd.v1.BreakerService.BatchGet:output_type -> breakerd.v1.BatchGetResponse
+	21, // 46: breakerd.v1.BreakerService.List:output_type -> breakerd.v1.ListResponse
+	23, // 47: breakerd.v1.BreakerService.Force:output_type -> breakerd.v1.ForceResponse
+	25, // 48: breakerd.v1.BreakerService.Watch:output_type -> breakerd.v1.WatchResponse
+	28, // 49: breakerd.v1.BreakerService.Events:output_type -> breakerd.v1.EventsResponse
+	30, // 50: breakerd.v1.BreakerService.GetPolicy:output_type -> breakerd.v1.GetPolicyResponse
+	41, // [41:51] is the sub-list for method output_type
+	31, // [31:41] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_breakerd_v1_breaker_proto_init() }
@@ -2527,13 +3421,14 @@ func file_breakerd_v1_breaker_proto_init() {
 	if File_breakerd_v1_breaker_proto != nil {
 		return
 	}
+	file_breakerd_v1_breaker_proto_msgTypes[5].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_breakerd_v1_breaker_proto_rawDesc), len(file_breakerd_v1_breaker_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   21,
+			NumEnums:      7,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

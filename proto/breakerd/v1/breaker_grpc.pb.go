@@ -40,6 +40,7 @@ const (
 	BreakerService_Force_FullMethodName       = "/breakerd.v1.BreakerService/Force"
 	BreakerService_Watch_FullMethodName       = "/breakerd.v1.BreakerService/Watch"
 	BreakerService_Events_FullMethodName      = "/breakerd.v1.BreakerService/Events"
+	BreakerService_GetPolicy_FullMethodName   = "/breakerd.v1.BreakerService/GetPolicy"
 )
 
 // BreakerServiceClient is the client API for BreakerService service.
@@ -101,6 +102,12 @@ type BreakerServiceClient interface {
 	// since_ms or a limit above 10000; Unavailable when Redis cannot be
 	// reached.
 	Events(ctx context.Context, in *EventsRequest, opts ...grpc.CallOption) (*EventsResponse, error)
+	// GetPolicy returns the policy in effect for one breaker: every field's
+	// value and which rule of the policy file, or which default, set it.
+	// Recovery-check headers and credentials in its URL are redacted (they
+	// are API keys). Never reads Redis. Errors: InvalidArgument for a bad
+	// breaker name.
+	GetPolicy(ctx context.Context, in *GetPolicyRequest, opts ...grpc.CallOption) (*GetPolicyResponse, error)
 }
 
 type breakerServiceClient struct {
@@ -210,6 +217,16 @@ func (c *breakerServiceClient) Events(ctx context.Context, in *EventsRequest, op
 	return out, nil
 }
 
+func (c *breakerServiceClient) GetPolicy(ctx context.Context, in *GetPolicyRequest, opts ...grpc.CallOption) (*GetPolicyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetPolicyResponse)
+	err := c.cc.Invoke(ctx, BreakerService_GetPolicy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BreakerServiceServer is the server API for BreakerService service.
 // All implementations must embed UnimplementedBreakerServiceServer
 // for forward compatibility.
@@ -269,6 +286,12 @@ type BreakerServiceServer interface {
 	// since_ms or a limit above 10000; Unavailable when Redis cannot be
 	// reached.
 	Events(context.Context, *EventsRequest) (*EventsResponse, error)
+	// GetPolicy returns the policy in effect for one breaker: every field's
+	// value and which rule of the policy file, or which default, set it.
+	// Recovery-check headers and credentials in its URL are redacted (they
+	// are API keys). Never reads Redis. Errors: InvalidArgument for a bad
+	// breaker name.
+	GetPolicy(context.Context, *GetPolicyRequest) (*GetPolicyResponse, error)
 	mustEmbedUnimplementedBreakerServiceServer()
 }
 
@@ -305,6 +328,9 @@ func (UnimplementedBreakerServiceServer) Watch(*WatchRequest, grpc.ServerStreami
 }
 func (UnimplementedBreakerServiceServer) Events(context.Context, *EventsRequest) (*EventsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Events not implemented")
+}
+func (UnimplementedBreakerServiceServer) GetPolicy(context.Context, *GetPolicyRequest) (*GetPolicyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetPolicy not implemented")
 }
 func (UnimplementedBreakerServiceServer) mustEmbedUnimplementedBreakerServiceServer() {}
 func (UnimplementedBreakerServiceServer) testEmbeddedByValue()                        {}
@@ -482,6 +508,24 @@ func _BreakerService_Events_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _BreakerService_GetPolicy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetPolicyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BreakerServiceServer).GetPolicy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BreakerService_GetPolicy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BreakerServiceServer).GetPolicy(ctx, req.(*GetPolicyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // BreakerService_ServiceDesc is the grpc.ServiceDesc for BreakerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -520,6 +564,10 @@ var BreakerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Events",
 			Handler:    _BreakerService_Events_Handler,
+		},
+		{
+			MethodName: "GetPolicy",
+			Handler:    _BreakerService_GetPolicy_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

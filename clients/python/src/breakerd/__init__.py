@@ -1,0 +1,53 @@
+"""breakerd: the fleet-wide circuit breaker for AI-agent tool calls.
+
+    import breakerd
+
+    client = breakerd.Client("http://127.0.0.1:7071")
+
+    @client.guard("payments", tool="refund_charge")
+    def refund_charge(charge_id: str) -> dict: ...
+
+A denial raises ``CircuitOpen`` carrying ``tool_result``, the text to hand
+the model. ``Run`` keeps one agent run's toolset. ``AsyncClient`` and
+``AsyncRun`` are the asyncio twins.
+"""
+
+from ._aio import AsyncClient, AsyncRun
+from ._client import Client, Permit, default_worker_id
+from ._errors import (
+    APIError,
+    BreakerdError,
+    CircuitOpen,
+    ConfigError,
+    FieldViolation,
+    InvalidArgument,
+    PermissionDenied,
+    ProtocolError,
+    Unauthenticated,
+)
+from ._evidence import MalformedOutput, evidence_of
+from ._guard import Guard
+from ._run import Run, Unavailable, tool_name
+
+__all__ = [
+    "APIError",
+    "AsyncClient",
+    "AsyncRun",
+    "BreakerdError",
+    "CircuitOpen",
+    "Client",
+    "ConfigError",
+    "FieldViolation",
+    "Guard",
+    "InvalidArgument",
+    "MalformedOutput",
+    "Permit",
+    "PermissionDenied",
+    "ProtocolError",
+    "Run",
+    "Unauthenticated",
+    "Unavailable",
+    "default_worker_id",
+    "evidence_of",
+    "tool_name",
+]

@@ -1,0 +1,206 @@
+"""The open-breaker cache, fed by breakerd's Server-Sent Events.
+
+The daemon says, with every state it sends, until when the breaker denies
+(``deny_until_ms``, on the Redis clock). The cache keeps the states that
+deny, and answers "does this breaker deny now?" as a map lookup against
+its reading of the Redis clock: no breaker rule lives here. The stream
+(``GET /v1/watch``) opens with a snapshot of every denying breaker, then
+sends each change; a reconnect resumes with ``Last-Event-ID`` and a
+``resync`` event starts over from a fresh snapshot.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ._transport import Endpoint, Transport, _fresh
+
+WATCH_PATH = "/v1/watch"
+# How long a silent stream is kept before it is taken as lost (the
+# daemon's heartbeats come well within it).
+_READ_TIMEOUT = 60.0
+_RETRY_MIN, _RETRY_MAX = 0.05, 2.0
+
+
+def _int(v: object) -> int:
+    try:
+        return int(v) if isinstance(v, (int, str)) and not isinstance(v, bool) else 0
+    except ValueError:
+        return 0
+
+
+class OpenCache:
+    """OpenCache holds the breakers that deny, with a thread that follows
+    the watch stream. Safe for concurrent use."""
+
+    def __init__(self, transport: Transport, now_ms: Callable[[], int], start: bool = True) -> None:
+        self._transport = transport
+        self._now_ms = now_ms
+        self._lock = threading.Lock()
+        self._denying: dict[str, dict[str, Any]] = {}
+        self._offset_ms = 0  # the Redis clock minus ours, from the last as_of_ms seen
+        self._last_id = ""  # the last event id seen, for Last-Event-ID
+        self._live = threading.Event()
+        self._stop = threading.Event()
+        self._conn: http.client.HTTPConnection | None = None
+        self.snapshots = 0  # snapshots applied (tests wait on it)
+        self.events = 0  # live events applied
+        self._thread: threading.Thread | None = None
+        if start:
+            self._thread = threading.Thread(target=self._follow, name="breakerd-watch", daemon=True)
+            self._thread.start()
+
+    # -- reading -----------------------------------------------------------
+
+    @property
+    def live(self) -> bool:
+        """live says the stream is connected and its snapshot applied."""
+        return self._live.is_set()
+
+    def wait_live(self, timeout: float) -> bool:
+        return self._live.wait(timeout)
+
+    def now_redis_ms(self) -> int:
+        """The cache's reading of the Redis clock."""
+        return self._now_ms() + self._offset_ms
+
+    def denial(self, breaker: str, stale_ok: bool = False) -> dict[str, Any] | None:
+        """denial returns the state of breaker when it denies now; None
+        otherwise. Only a live stream's view answers, unless stale_ok (no
+        daemon answers: what the cache knew is the best left)."""
+        if not (stale_ok or self._live.is_set()):
+            return None
+        with self._lock:
+            st = self._denying.get(breaker)
+        if st is None or _int(st.get("deny_until_ms")) <= self.now_redis_ms():
+            return None
+        return st
+
+    def known(self) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            return dict(self._denying)
+
+    # -- writing -----------------------------------------------------------
+
+    def observe(self, st: dict[str, Any]) -> None:
+        """observe takes one state the daemon sent (an answer or an
+        event)."""
+        name = st.get("breaker")
+        if not isinstance(name, str) or not name:
+            return
+        as_of = _int(st.get("as_of_ms"))
+        with self._lock:
+            if as_of:
+                self._offset_ms = as_of - self._now_ms()
+            if _int(st.get("deny_until_ms")) > 0:
+                self._denying[name] = st
+            else:
+                self._denying.pop(name, None)
+
+    def _snapshot(self, states: list[Any]) -> None:
+        with self._lock:
+            self._denying.clear()
+        for st in states:
+            if isinstance(st, dict):
+                self.observe(st)
+        self.snapshots += 1
+        self._live.set()
+
+    def apply(self, event: str, data: str, event_id: str) -> bool:
+        """apply handles one SSE event; False asks for a fresh stream (a
+        resync)."""
+        if event == "resync":
+            self._last_id = ""
+            return False
+        try:
+            doc = json.loads(data) if data else {}
+        except ValueError:
+            return True
+        if not isinstance(doc, dict):
+            return True
+        if event == "snapshot":
+            states = doc.get("states", [])
+            self._snapshot(states if isinstance(states, list) else [])
+            return True
+        if event_id:
+            self._last_id = event_id
+        st = doc.get("state")
+        if isinstance(st, dict):
+            self.observe(st)
+        elif "deny_until_ms" in doc:
+            self.observe(doc)
+        self.events += 1
+        return True
+
+    # -- the stream --------------------------------------------------------
+
+    def close(self) -> None:
+        self._stop.set()
+        conn = self._conn
+        if conn is not None and conn.sock is not None:
+            try:
+                conn.sock.shutdown(2)
+            except OSError:
+                pass
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _follow(self) -> None:
+        eps = self._transport.endpoints
+        i, wait = 0, _RETRY_MIN
+        while not self._stop.is_set():
+            ep = eps[i % len(eps)]
+            try:
+                self._stream(ep)
+                wait = _RETRY_MIN
+            except (OSError, http.client.HTTPException, ValueError):
+                i += 1  # the next daemon, after a pause
+                wait = min(wait * 2, _RETRY_MAX)
+            self._live.clear()
+            self._stop.wait(wait)
+
+    def _stream(self, ep: Endpoint) -> None:
+        pool_conn = _fresh(ep, self._transport.tls, _READ_TIMEOUT)
+        self._conn = pool_conn
+        try:
+            headers = {k: v for k, v in self._transport.headers().items() if k == "Authorization"}
+            headers["Accept"] = "text/event-stream"
+            if self._last_id:
+                headers["Last-Event-ID"] = self._last_id
+            pool_conn.request("GET", ep.prefix + WATCH_PATH, headers=headers)
+            resp = pool_conn.getresponse()
+            if resp.status != 200:
+                raise ValueError(f"watch: HTTP {resp.status}")
+            self._read(resp)
+        finally:
+            self._conn = None
+            pool_conn.close()
+
+    def _read(self, resp: http.client.HTTPResponse) -> None:
+        event, eid = "", ""
+        data: list[str] = []
+        while not self._stop.is_set():
+            raw = resp.readline()
+            if not raw:
+                return
+            line = raw.decode("utf-8").rstrip("\r\n")
+            if line == "":
+                if data or event:
+                    if not self.apply(event or "message", "\n".join(data), eid):
+                        return
+                event, data, eid = "", [], ""
+                continue
+            if line.startswith(":"):
+                continue
+            key, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if key == "event":
+                event = value
+            elif key == "data":
+                data.append(value)
+            elif key == "id":
+                eid = value

@@ -1,0 +1,333 @@
+"""The synchronous client: Allow, Record, Get, GetPolicy and guard."""
+
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import _render
+from ._cache import OpenCache
+from ._errors import CircuitOpen, ConfigError
+from ._evidence import Evidence, evidence_of, is_cancel
+from ._fallback import LocalBreaker, LocalPolicy, counts
+from ._guard import Guard
+from ._transport import Outage, Transport
+
+# The budgets, in seconds (the Go client's defaults).
+DEFAULT_ALLOW_BUDGET = 0.05
+DEFAULT_FIRST_CONTACT_BUDGET = 1.0
+DEFAULT_RPC_TIMEOUT = 2.0
+
+_ALLOWING = ("DECISION_ALLOWED", "DECISION_PROBE")
+
+
+def default_worker_id() -> str:
+    """default_worker_id is the host name and process id ("host-1234"),
+    as the Go client's: quorum counts distinct worker ids, so two
+    processes must not share one."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def _int(v: object) -> int:
+    """An int64 of the proto3 JSON mapping (a string, or a number)."""
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, (int, str)):
+        try:
+            return int(v)
+        except ValueError:
+            return 0
+    return 0
+
+
+@dataclass(frozen=True)
+class Permit:
+    """Permit is Allow's answer. Pass it back to ``record``. ``allowed``
+    says whether the call may go out; a denial carries ``tool_result``,
+    the text the model reads in place of the tool's output."""
+
+    breaker: str
+    decision: str
+    tool: str = ""
+    ticket: dict[str, Any] = field(default_factory=dict)
+    retry_after_ms: int = 0
+    reason: str = ""
+    scope: str = ""
+    tool_result: str = ""
+    degraded: bool = False
+    state: dict[str, Any] = field(default_factory=dict)
+    # Set when the local fallback admitted the call: its generation.
+    local_generation: int | None = None
+
+    @property
+    def allowed(self) -> bool:
+        return self.decision in _ALLOWING
+
+    @property
+    def probe(self) -> bool:
+        return self.decision == "DECISION_PROBE"
+
+    def denial(self) -> CircuitOpen:
+        """denial is the exception a denied call raises."""
+        return CircuitOpen(
+            breaker=self.breaker,
+            decision=self.decision,
+            reason=self.reason,
+            retry_after_ms=self.retry_after_ms,
+            tool_result=self.tool_result,
+            tool=self.tool,
+            scope=self.scope,
+            alternatives=tuple(self.state.get("alternatives", ())),
+            degraded=self.degraded,
+            state=self.state,
+        )
+
+
+class Client:
+    """Client talks to breakerd over HTTP/JSON. ``urls`` is one daemon's
+    base URL or several (a list, or comma-separated): calls fail over
+    between them within the Allow budget. Safe for concurrent use from
+    threads; ``AsyncClient`` has the same methods for asyncio."""
+
+    def __init__(
+        self,
+        urls: str | Sequence[str],
+        *,
+        token: str | None = None,
+        worker_id: str | None = None,
+        allow_budget: float = DEFAULT_ALLOW_BUDGET,
+        first_contact_budget: float = DEFAULT_FIRST_CONTACT_BUDGET,
+        rpc_timeout: float = DEFAULT_RPC_TIMEOUT,
+        tls: ssl.SSLContext | None = None,
+        watch: bool = True,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if worker_id is not None and not worker_id.strip():
+            raise ConfigError("worker_id: empty")
+        for name, v in (("allow_budget", allow_budget), ("first_contact_budget", first_contact_budget), ("rpc_timeout", rpc_timeout)):
+            if v <= 0:
+                raise ConfigError(f"{name}: must be above 0 seconds, not {v}")
+        self.worker_id = worker_id or default_worker_id()
+        self.allow_budget = allow_budget
+        self.first_contact_budget = first_contact_budget
+        self.rpc_timeout = max(rpc_timeout, allow_budget)
+        self.clock = clock
+        self.transport = Transport(urls, token=token, tls=tls)
+        self.local = LocalBreaker(self._now_ms)
+        self.cache = OpenCache(self.transport, self._now_ms) if watch else None
+        self._lock = threading.Lock()
+        self._contacted = False
+        self._outage = False
+        self._worked: set[str] = set()  # breakers whose credential worked here
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def close(self) -> None:
+        """close stops the watch stream and closes every connection."""
+        if self.cache is not None:
+            self.cache.close()
+        self.transport.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    @property
+    def degraded(self) -> bool:
+        """degraded is True while no daemon answers (the last call fell
+        back)."""
+        return self._outage
+
+    # -- calls -------------------------------------------------------------
+
+    def _budget(self) -> float:
+        return self.allow_budget if self._contacted else max(self.allow_budget, self.first_contact_budget)
+
+    def call(self, method: str, body: dict[str, Any], budget: float | None = None) -> dict[str, Any]:
+        """call sends one BreakerService method (its JSON request body)
+        and returns the JSON answer. Raises Outage when no daemon answered
+        within budget (default: the RPC timeout)."""
+        try:
+            out = self.transport.call(method, body, budget if budget is not None else self.rpc_timeout)
+        except Outage:
+            self._outage = True
+            raise
+        if self._outage or not self._contacted:
+            with self._lock:
+                if self._outage:
+                    self.local.reset()  # breakerd answers again: its state wins
+                self._outage, self._contacted = False, True
+        return out
+
+    def allow(self, breaker: str, *, tool: str = "") -> Permit:
+        """allow asks whether a call to breaker's dependency may go out.
+        A denial is a Permit whose ``allowed`` is False (``guard`` raises
+        CircuitOpen for it). The open cache answers a known denial with no
+        round trip; when no daemon answers within the Allow budget, the
+        cache and then the local fallback answer, marked degraded."""
+        cached = self.cache.denial(breaker) if self.cache is not None else None
+        if cached is not None:
+            return self._cached_permit(breaker, tool, cached, degraded=False)
+        body: dict[str, Any] = {"breaker": breaker, "worker_id": self.worker_id}
+        if tool:
+            body["tool"] = tool
+        try:
+            ans = self.call("Allow", body, self._budget())
+        except Outage:
+            return self._fallback_allow(breaker, tool)
+        p = self._permit(breaker, tool, ans)
+        if self.cache is not None:
+            self.cache.observe(p.state)
+        self._learn_policy(breaker)
+        return p
+
+    def record(
+        self,
+        permit: Permit,
+        exc: BaseException | None = None,
+        *,
+        evidence: Evidence | None = None,
+        latency_ms: int = 0,
+        deadline_ms: int | None = None,
+        message: str = "",
+    ) -> dict[str, Any]:
+        """record reports what the permitted call did: the exception it
+        raised (None for a success), read as evidence (``evidence_of``),
+        or evidence given directly. breakerd classifies it and answers a
+        RecordResponse (``counted``, ``classified_as``, ``why``). When no
+        daemon answers, the local fallback counts it and the answer is
+        ``{"degraded": True}``."""
+        ev = evidence if evidence is not None else evidence_of(exc)
+        if permit.local_generation is not None:
+            self.local.record(permit.breaker, permit.local_generation, permit.probe, counts(ev))
+            return {"degraded": True, "counted": counts(ev) is not None}
+        body: dict[str, Any] = {
+            "breaker": permit.breaker,
+            "worker_id": self.worker_id,
+            "ticket": permit.ticket,
+            "evidence": ev,
+        }
+        if latency_ms:
+            body["latency_ms"] = str(latency_ms)
+        if deadline_ms is not None:
+            body["deadline_ms"] = str(max(0, deadline_ms))
+        elif "http_status" in ev or "grpc_status" in ev:
+            ev["no_deadline"] = True
+        if message:
+            body["message"] = message
+        if permit.breaker in self._worked:
+            body["credential_worked"] = True
+        try:
+            ans = self.call("Record", body)
+        except Outage:
+            self.local.record(permit.breaker, None, False, counts(ev))
+            return {"degraded": True, "counted": counts(ev) is not None}
+        if counts(ev) is False:
+            self._worked.add(permit.breaker)
+        if self.cache is not None and isinstance(ans.get("state"), dict):
+            self.cache.observe(ans["state"])
+        return ans
+
+    def get(self, breaker: str) -> dict[str, Any]:
+        """get returns one breaker's state (BreakerState as JSON)."""
+        st = self.call("Get", {"breaker": breaker}).get("state", {})
+        return st if isinstance(st, dict) else {}
+
+    def batch_get(self, breakers: Sequence[str], budget: float | None = None) -> list[dict[str, Any]]:
+        """batch_get returns several breakers' states in the order asked,
+        this worker's own suspect verdict included."""
+        ans = self.call("BatchGet", {"breakers": list(breakers), "worker_id": self.worker_id}, budget)
+        states = ans.get("states", [])
+        return [s for s in states if isinstance(s, dict)] if isinstance(states, list) else []
+
+    def get_policy(self, breaker: str) -> dict[str, Any]:
+        """get_policy returns the breaker's effective policy and which rule
+        or default set each field (GetPolicyResponse as JSON)."""
+        return self.call("GetPolicy", {"breaker": breaker})
+
+    def guard(self, breaker: str, *, tool: str = "", deadline: float | None = None) -> Guard:
+        """guard protects calls to breaker's dependency, as a decorator or
+        a context manager, sync or async: Allow (a denial raises
+        CircuitOpen), run the call, Record what it raised, re-raise.
+        ``deadline`` is the call's budget in seconds, if it has one (a
+        rate limit's wait is weighed against what is left of it)."""
+        return Guard(self, breaker, tool=tool, deadline=deadline)
+
+    # -- answers -----------------------------------------------------------
+
+    def _permit(self, breaker: str, tool: str, ans: dict[str, Any]) -> Permit:
+        state = ans.get("state") if isinstance(ans.get("state"), dict) else {}
+        ticket = ans.get("ticket") if isinstance(ans.get("ticket"), dict) else {}
+        return Permit(
+            breaker=breaker,
+            tool=tool,
+            decision=str(ans.get("decision", "DECISION_UNSPECIFIED")),
+            ticket=dict(ticket or {}),
+            retry_after_ms=_int(ans.get("retry_after_ms")),
+            reason=str(ans.get("reason", "")),
+            scope=str(ans.get("scope", "")),
+            tool_result=str(ans.get("tool_result", "")),
+            degraded=bool(ans.get("degraded", False)),
+            state=dict(state or {}),
+        )
+
+    def _cached_permit(self, breaker: str, tool: str, st: dict[str, Any], degraded: bool) -> Permit:
+        decision = _render.decision_of(st)
+        retry = max(0, _int(st.get("deny_until_ms")) - self.cache.now_redis_ms()) if self.cache else 0
+        reason = str(st.get("reason", ""))
+        return Permit(
+            breaker=breaker,
+            tool=tool,
+            decision=decision,
+            retry_after_ms=retry if _int(st.get("deny_until_ms")) < _render.FOREVER else 0,
+            reason=reason,
+            tool_result=_render.tool_result(tool or breaker, breaker, decision, reason, retry, st, degraded),
+            degraded=degraded,
+            state=st,
+        )
+
+    def _fallback_allow(self, breaker: str, tool: str) -> Permit:
+        cached = self.cache.denial(breaker, stale_ok=True) if self.cache is not None else None
+        if cached is not None:
+            return self._cached_permit(breaker, tool, cached, degraded=True)
+        d = self.local.allow(breaker)
+        st: dict[str, Any] = {"breaker": breaker, "reason": d.reason}
+        p = Permit(breaker=breaker, tool=tool, decision=d.decision, retry_after_ms=d.retry_after_ms,
+                   reason=d.reason, degraded=True, state=st, local_generation=d.generation)
+        if p.allowed:
+            return p
+        text = _render.tool_result(tool or breaker, breaker, d.decision, d.reason, d.retry_after_ms, st, True)
+        return Permit(breaker=breaker, tool=tool, decision=d.decision, retry_after_ms=d.retry_after_ms,
+                      reason=d.reason, tool_result=text, degraded=True, state=st, local_generation=d.generation)
+
+    def _learn_policy(self, breaker: str) -> None:
+        """Reads the breaker's policy once, for the local fallback's
+        threshold and cooldown; a failure leaves the defaults."""
+        if self.local.has_policy(breaker):
+            return
+        try:
+            pol = self.transport.call("GetPolicy", {"breaker": breaker}, self.rpc_timeout).get("policy", {})
+        except Exception:
+            return
+        if isinstance(pol, dict):
+            self.local.set_policy(breaker, LocalPolicy(threshold=_int(pol.get("threshold")) or 5,
+                                                       cooldown_ms=_int(pol.get("cooldown_base_ms")) or 30_000))
+
+    def _evidence_latency(self, started: float) -> int:
+        return max(0, int((time.monotonic() - started) * 1000))
+
+
+def cancelled(exc: BaseException | None) -> bool:
+    """cancelled says whether a call ended by the caller giving up."""
+    return exc is not None and is_cancel(exc)

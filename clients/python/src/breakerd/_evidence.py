@@ -1,0 +1,256 @@
+"""What a tool call raised, as the evidence breakerd classifies.
+
+The client never decides whether a failure counts: it reports what it saw
+(an HTTP status, the headers that say how long to wait, the response's
+date, the body's error code, or a kind of error), and the daemon's one
+table classifies it. Exceptions are read by duck typing, so that the
+client imports none of the libraries it understands: requests, httpx,
+urllib, aiohttp, and the OpenAI and Anthropic SDKs' status errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import ssl
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from ._errors import CircuitOpen
+
+# Evidence is the JSON object sent as RecordRequest's evidence.
+Evidence = dict[str, Any]
+
+# The error kinds this module reports: breakerd.v1.ErrorKind's names, as
+# the proto3 JSON mapping writes an enum.
+KIND_DNS = "ERROR_KIND_DNS"
+KIND_TLS = "ERROR_KIND_TLS"
+KIND_REFUSED = "ERROR_KIND_REFUSED"
+KIND_RESET = "ERROR_KIND_RESET"
+KIND_TIMEOUT = "ERROR_KIND_TIMEOUT"
+KIND_CANCELLED = "ERROR_KIND_CANCELLED"
+KIND_MALFORMED = "ERROR_KIND_MALFORMED_OUTPUT"
+KIND_DENIAL = "ERROR_KIND_BREAKERD_DENIAL"
+KIND_OTHER = "ERROR_KIND_OTHER"
+
+# Header names (lower-cased) and prefixes that say how long to wait; no
+# other header leaves the process (cookies, request ids and the like).
+_WAIT_HEADERS = ("retry-after", "retry-after-ms", "ratelimit-reset", "ratelimit")
+_WAIT_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-", "ratelimit-")
+# CallEvidence's bounds.
+_MAX_HEADERS = 32
+_MAX_HEADER_VALUE = 256
+_MAX_CODE = 64
+
+
+class MalformedOutput(Exception):
+    """MalformedOutput marks a call whose dependency answered with output
+    the tool's validator rejected: a counted failure
+    (``error_kind: malformed_output``). Raise it from a guarded call."""
+
+
+def is_cancel(exc: BaseException) -> bool:
+    """is_cancel says whether exc is the caller giving up (asyncio's
+    cancellation, Ctrl-C): such a call says nothing of the dependency."""
+    return isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt))
+
+
+def evidence_of(exc: BaseException | None) -> Evidence:
+    """evidence_of returns the evidence for what a call raised: ``{}`` for
+    a success (None), an HTTP status with its wait headers, date and error
+    code when the exception carries a response, a gRPC status, else an
+    ``error_kind``."""
+    if exc is None:
+        return {}
+    if is_cancel(exc):
+        return {"error_kind": KIND_CANCELLED}
+    if isinstance(exc, CircuitOpen):
+        return {"error_kind": KIND_DENIAL}
+    if isinstance(exc, MalformedOutput):
+        return {"error_kind": KIND_MALFORMED}
+    for e in _chain(exc):
+        if isinstance(e, CircuitOpen):
+            return {"error_kind": KIND_DENIAL}
+        ev = _http_evidence(e) or _grpc_evidence(e)
+        if ev:
+            return ev
+    return {"error_kind": _kind(exc)}
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """The exception and what it wraps: causes, contexts, urllib's and
+    urllib3's ``reason``, and exceptions passed as arguments (requests
+    wraps urllib3's errors so), each once, breadth first."""
+    seen: set[int] = set()
+    queue: list[BaseException] = [exc]
+    while queue and len(seen) < 32:
+        e = queue.pop(0)
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        inner: list[object] = [e.__cause__, e.__context__, getattr(e, "reason", None)]
+        inner.extend(e.args if isinstance(e.args, tuple) else ())
+        queue.extend(i for i in inner if isinstance(i, BaseException))
+
+
+def _status(e: BaseException) -> int | None:
+    """The HTTP status an exception carries, from its own attributes or
+    its response's."""
+    holders: list[object] = [e, getattr(e, "response", None)]
+    for h in holders:
+        if h is None:
+            continue
+        for attr in ("status_code", "status", "code"):
+            v = getattr(h, attr, None)
+            if isinstance(v, int) and not isinstance(v, bool) and 100 <= v <= 599:
+                return v
+    return None
+
+
+def _http_evidence(e: BaseException) -> Evidence:
+    status = _status(e)
+    if status is None:
+        return {}
+    ev: Evidence = {"http_status": status}
+    headers = _headers(e)
+    wait = {k: v for k, v in headers.items() if k in _WAIT_HEADERS or k.startswith(_WAIT_PREFIXES)}
+    if wait:
+        ev["headers"] = dict(list(wait.items())[:_MAX_HEADERS])
+    if "date" in headers:
+        ev["date"] = headers["date"]
+    code = _error_code(e)
+    if code:
+        ev["body_error_code"] = code
+    return ev
+
+
+def _grpc_evidence(e: BaseException) -> Evidence:
+    """A grpc.RpcError's status code (its ``code()`` is a StatusCode
+    whose value is ``(int, name)``)."""
+    code = getattr(e, "code", None)
+    if not callable(code):
+        return {}
+    try:
+        value = getattr(code(), "value", None)
+    except Exception:
+        return {}
+    if isinstance(value, tuple) and value and isinstance(value[0], int):
+        return {"grpc_status": value[0]}
+    return {}
+
+
+def _headers(e: BaseException) -> dict[str, str]:
+    """The response headers, lower-cased, from the exception (aiohttp,
+    urllib) or its response (requests, httpx, the SDKs)."""
+    for h in (getattr(e, "headers", None), getattr(getattr(e, "response", None), "headers", None)):
+        items = getattr(h, "items", None)
+        if h is None or not callable(items):
+            continue
+        out: dict[str, str] = {}
+        try:
+            for k, v in items():
+                key = str(k).lower()
+                if key not in out:
+                    out[key] = str(v)[:_MAX_HEADER_VALUE]
+        except Exception:  # a foreign mapping that fails to iterate says nothing
+            continue
+        return out
+    return {}
+
+
+def _error_code(e: BaseException) -> str:
+    """The error code the response's JSON body names: ``error.code``,
+    else ``error.type``, else a top-level ``code`` (OpenAI's
+    ``insufficient_quota``, Anthropic's ``rate_limit_error``)."""
+    body = getattr(e, "body", None)
+    if body is None:
+        body = _loaded_json(getattr(e, "response", None))
+    code = _code_in(body)
+    if not code:
+        with warnings.catch_warnings():  # aiohttp's deprecated ``code``
+            warnings.simplefilter("ignore", DeprecationWarning)
+            own = getattr(e, "code", None)
+        code = own if isinstance(own, str) else ""
+    return "".join(c for c in code if c.isprintable())[:_MAX_CODE]
+
+
+def _code_in(body: object) -> str:
+    if not isinstance(body, Mapping):
+        return ""
+    err = body.get("error")
+    if isinstance(err, Mapping):
+        for key in ("code", "type"):
+            v = err.get(key)
+            if isinstance(v, (str, int)) and not isinstance(v, bool) and str(v):
+                return str(v)
+    v = body.get("code")
+    if isinstance(v, (str, int)) and not isinstance(v, bool):
+        return str(v)
+    # The SDKs keep the inner error object as the body.
+    v = body.get("type")
+    return v if isinstance(v, str) and v != "error" else ""
+
+
+def _loaded_json(resp: object) -> object:
+    """A response's JSON body when it is already in memory (requests'
+    ``content``, httpx's once read); never reads from the network."""
+    if resp is None:
+        return None
+    raw = getattr(resp, "_content", None)  # requests keeps the read body here
+    if not isinstance(raw, (bytes, bytearray)):
+        try:
+            raw = getattr(resp, "content", None)  # httpx raises before it was read
+        except Exception:
+            return None
+    if not isinstance(raw, (bytes, bytearray)) or len(raw) > 1 << 16:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+def _names(e: BaseException) -> str:
+    return " ".join(c.__name__.lower() for c in type(e).__mro__)
+
+
+def _is_dns(e: BaseException) -> bool:
+    return isinstance(e, socket.gaierror) or "nameresolution" in _names(e) or "dnserror" in _names(e)
+
+
+def _is_tls(e: BaseException) -> bool:
+    return isinstance(e, (ssl.SSLError, ssl.CertificateError)) or "ssl" in _names(e) or "certificate" in _names(e)
+
+
+def _is_refused(e: BaseException) -> bool:
+    return isinstance(e, ConnectionRefusedError)
+
+
+def _is_reset(e: BaseException) -> bool:
+    return isinstance(e, (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)) or "remotedisconnected" in _names(e)
+
+
+def _is_timeout(e: BaseException) -> bool:
+    return isinstance(e, (TimeoutError, asyncio.TimeoutError)) or "timeout" in _names(e)
+
+
+_CHECKS: tuple[tuple[str, Callable[[BaseException], bool]], ...] = (
+    (KIND_DNS, _is_dns),
+    (KIND_TLS, _is_tls),
+    (KIND_REFUSED, _is_refused),
+    (KIND_RESET, _is_reset),
+    (KIND_TIMEOUT, _is_timeout),
+)
+
+
+def _kind(exc: BaseException) -> str:
+    """The error kind of an exception without a status: the first of DNS,
+    TLS, refused, reset, timeout found along its chain, else other."""
+    chain = list(_chain(exc))
+    for kind, test in _CHECKS:
+        if any(test(e) for e in chain):
+            return kind
+    return KIND_OTHER

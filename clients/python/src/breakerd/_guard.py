@@ -1,0 +1,139 @@
+"""guard: Allow, run the call, Record what it raised, re-raise."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
+
+from ._errors import CircuitOpen
+
+if TYPE_CHECKING:
+    from ._client import Client, Permit
+    from ._run import Run
+
+F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")
+
+
+class Guard:
+    """Guard protects calls to one breaker's dependency. As a decorator it
+    guards every call of the function (sync or async); as a context
+    manager (``with`` or ``async with``) it guards one block, so make a
+    new one per block (``with client.guard(...)`` does). A denial raises
+    CircuitOpen before the call; whatever the call raises is recorded as
+    evidence and re-raised; a cancel (asyncio's, Ctrl-C) is recorded as
+    a cancel, never counted."""
+
+    def __init__(self, client: Client, breaker: str, *, tool: str = "", deadline: float | None = None) -> None:
+        self.client = client
+        self.breaker = breaker
+        self.tool = tool
+        self.deadline = deadline
+        self.permit: Permit | None = None
+        self.result: dict[str, Any] | None = None
+        self._started = 0.0
+
+    # -- one call ----------------------------------------------------------
+
+    def _admit(self, p: Permit) -> Permit:
+        if not p.allowed:
+            raise p.denial()
+        self.permit, self._started = p, time.monotonic()
+        return p
+
+    def _report(self, exc: BaseException | None) -> tuple[Permit, BaseException | None, dict[str, Any]]:
+        p = self.permit
+        if p is None:
+            raise RuntimeError("guard: exit without enter")
+        self.permit = None
+        elapsed = time.monotonic() - self._started
+        kw: dict[str, Any] = {"latency_ms": int(elapsed * 1000)}
+        if self.deadline is not None:
+            kw["deadline_ms"] = int((self.deadline - elapsed) * 1000)
+        return p, exc, kw
+
+    def _check(self) -> None:
+        if self.permit is not None:
+            raise RuntimeError("guard: one block at a time; make a new guard per block")
+
+    def __enter__(self) -> Permit:
+        self._check()
+        return self._admit(self.client.allow(self.breaker, tool=self.tool))
+
+    def __exit__(self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        p, e, kw = self._report(exc)
+        self.result = self.client.record(p, e, **kw)
+
+    async def __aenter__(self) -> Permit:
+        self._check()
+        p = await asyncio.to_thread(self.client.allow, self.breaker, tool=self.tool)
+        return self._admit(p)
+
+    async def __aexit__(self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        p, e, kw = self._report(exc)
+        # A cancelled task may still await once more: the record of its
+        # cancel is what releases a probe lease at once.
+        self.result = await asyncio.shield(asyncio.to_thread(self.client.record, p, e, **kw))
+
+    # -- decorator ---------------------------------------------------------
+
+    @overload
+    def __call__(self, fn: Callable[..., Awaitable[R]]) -> Callable[..., Awaitable[R]]: ...
+    @overload
+    def __call__(self, fn: Callable[..., R]) -> Callable[..., R]: ...
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def guarded_async(*args: Any, **kwargs: Any) -> Any:
+                async with self._fresh():
+                    return await fn(*args, **kwargs)
+
+            return guarded_async
+
+        @functools.wraps(fn)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            with self._fresh():
+                return fn(*args, **kwargs)
+
+        return cast(Callable[..., Any], guarded)
+
+    def _fresh(self) -> Guard:
+        return Guard(self.client, self.breaker, tool=self.tool, deadline=self.deadline)
+
+
+class RunGuard(Guard):
+    """RunGuard is a Guard for one tool of a Run: a tool the run lost is
+    denied with no round trip, and a denial removes the tool."""
+
+    def __init__(self, run: Run, tool: str, *, deadline: float | None = None) -> None:
+        super().__init__(run.client, run.breaker_of(tool), tool=tool, deadline=deadline)
+        self.run = run
+
+    def _check(self) -> None:
+        super()._check()
+        for u in self.run.degraded:
+            if u.tool == self.tool:
+                from ._render import tool_result
+
+                left = max(0, u.deny_until_ms - self.client._now_ms()) if u.deny_until_ms < (1 << 63) - 1 else 0
+                st = dict(u.state)
+                raise CircuitOpen(breaker=u.breaker, decision=u.decision, reason=u.reason, retry_after_ms=left,
+                                  tool_result=tool_result(u.tool, u.breaker, u.decision, u.reason, left, st, u.degraded),
+                                  tool=u.tool, scope=u.scope, alternatives=u.alternatives, degraded=u.degraded, state=st)
+
+    def _admit(self, p: Permit) -> Permit:
+        if not p.allowed:
+            d = p.denial()
+            self.run.lose(self.tool, d)
+            raise d
+        return super()._admit(p)
+
+    def _fresh(self) -> Guard:
+        return RunGuard(self.run, self.tool, deadline=self.deadline)

@@ -1,0 +1,273 @@
+"""HTTP/JSON to one or several breakerd daemons, over keep-alive.
+
+Each call is a ``POST /breakerd.v1.BreakerService/<Method>`` with a JSON
+body (the proto3 JSON mapping). The transport tries the daemons in turn,
+starting with the last one that answered, until one answers or the
+call's budget is spent. A refused, reset or lost connection moves on to
+the next daemon; a daemon that is slow to answer uses up the budget. When
+no daemon answered in time the call raises ``Outage``, which the client
+turns into a degraded answer. Anything else a daemon answers that is not
+a success is an exception naming what is wrong (``_errors``).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import ssl
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._errors import (
+    APIError,
+    ConfigError,
+    FieldViolation,
+    InvalidArgument,
+    PermissionDenied,
+    ProtocolError,
+    Unauthenticated,
+)
+
+SERVICE_PATH = "/breakerd.v1.BreakerService/"
+
+# Error codes that mean "this daemon cannot answer now", so another daemon
+# or the fallback may: an outage, not a mistake of the caller's.
+_OUTAGE_CODES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED"})
+
+
+class Outage(Exception):
+    """Outage is no daemon answering within the budget (internal: the
+    client answers from its fallback instead)."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Endpoint is one daemon's base URL, parsed."""
+
+    url: str
+    https: bool
+    host: str
+    port: int
+    prefix: str
+
+    @staticmethod
+    def parse(url: str) -> Endpoint:
+        try:
+            u = urllib.parse.urlsplit(url)
+            port = u.port
+        except ValueError as e:
+            raise ConfigError(f"breakerd URL {url!r}: {e}") from None
+        if u.scheme not in ("http", "https"):
+            raise ConfigError(f"breakerd URL {url!r}: the scheme must be http or https, not {u.scheme!r}")
+        if not u.hostname:
+            raise ConfigError(f"breakerd URL {url!r}: no host")
+        if u.query or u.fragment or u.username or u.password:
+            raise ConfigError(f"breakerd URL {url!r}: no query, fragment or credentials (pass token=)")
+        https = u.scheme == "https"
+        return Endpoint(url, https, u.hostname, port or (443 if https else 80), u.path.rstrip("/"))
+
+
+def parse_urls(urls: str | Sequence[str]) -> list[Endpoint]:
+    """parse_urls accepts one URL, a comma-separated list, or a sequence."""
+    items = urls.split(",") if isinstance(urls, str) else list(urls)
+    eps = [Endpoint.parse(u.strip()) for u in items if u.strip()]
+    if not eps:
+        raise ConfigError("breakerd URLs: none given")
+    return eps
+
+
+class _Pool:
+    """Idle keep-alive connections to one endpoint; safe for concurrent
+    use (a connection is used by one call at a time)."""
+
+    def __init__(self, ep: Endpoint, tls: ssl.SSLContext | None) -> None:
+        self.ep = ep
+        self.tls = tls
+        self.lock = threading.Lock()
+        self.idle: list[http.client.HTTPConnection] = []
+
+    def get(self, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
+        with self.lock:
+            if self.idle:
+                conn = self.idle.pop()
+                if conn.sock is not None:
+                    conn.sock.settimeout(timeout)
+                return conn, True
+        return _fresh(self.ep, self.tls, timeout), False
+
+    def put(self, conn: http.client.HTTPConnection) -> None:
+        with self.lock:
+            if len(self.idle) < 64:
+                self.idle.append(conn)
+                return
+        conn.close()
+
+    def close(self) -> None:
+        with self.lock:
+            idle, self.idle = self.idle, []
+        for c in idle:
+            c.close()
+
+
+# The errors that mean a connection was refused, reset or lost: the
+# daemon did not answer, so another one may.
+_LOST = (ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine, ssl.SSLEOFError, OSError)
+
+
+class Transport:
+    """Transport sends one JSON call to the first daemon that answers."""
+
+    def __init__(
+        self,
+        urls: str | Sequence[str],
+        token: str | None = None,
+        tls: ssl.SSLContext | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.endpoints = parse_urls(urls)
+        self.tls = tls
+        self._pools = [_Pool(ep, tls) for ep in self.endpoints]
+        self._token = token
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._first = 0  # the daemon that answered last
+        self.failovers = 0  # calls answered by another daemon than the first tried
+
+    def close(self) -> None:
+        for p in self._pools:
+            p.close()
+
+    def headers(self) -> dict[str, str]:
+        h = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self._token:
+            h["Authorization"] = "Bearer " + self._token
+        return h
+
+    def call(self, method: str, body: dict[str, Any], budget: float) -> dict[str, Any]:
+        """call POSTs body to method on the first daemon that answers
+        within budget seconds and returns the decoded answer. Raises
+        Outage when none does, an APIError for an error answer, and a
+        ProtocolError for an answer that is not breakerd's."""
+        payload = json.dumps(body, separators=(",", ":")).encode()
+        deadline = self._clock() + budget
+        with self._lock:
+            first = self._first
+        n = len(self._pools)
+        last: BaseException | None = None
+        for i in range(n):
+            left = deadline - self._clock()
+            if left <= 0:
+                break
+            idx = (first + i) % n
+            try:
+                status, ctype, raw = self._post(self._pools[idx], method, payload, left)
+            except (TimeoutError, socket.timeout) as e:
+                last = e
+                break  # slow: the budget is spent on this daemon
+            except _LOST as e:
+                last = e
+                continue
+            answer = self._decode(self._pools[idx].ep.url + SERVICE_PATH + method, status, ctype, raw)
+            if answer is None:  # the daemon says it cannot answer now
+                last = Outage(f"{self._pools[idx].ep.url}: HTTP {status}")
+                continue
+            with self._lock:
+                if idx != first:
+                    self.failovers += 1
+                self._first = idx
+            return answer
+        raise Outage(f"no breakerd answered {method} within {budget:.3f}s: {last!r}")
+
+    def _post(self, pool: _Pool, method: str, payload: bytes, timeout: float) -> tuple[int, str, bytes]:
+        conn, reused = pool.get(timeout)
+        try:
+            status, ctype, raw, keep = self._roundtrip(conn, pool.ep.prefix + SERVICE_PATH + method, payload)
+        except (TimeoutError, socket.timeout):
+            conn.close()
+            raise
+        except _LOST:
+            conn.close()
+            if not reused:
+                raise
+            # An idle keep-alive connection the daemon had closed: the
+            # request never reached it, so a fresh connection may retry.
+            conn = _fresh(pool.ep, pool.tls, timeout)
+            try:
+                status, ctype, raw, keep = self._roundtrip(conn, pool.ep.prefix + SERVICE_PATH + method, payload)
+            except BaseException:
+                conn.close()
+                raise
+        except BaseException:
+            conn.close()
+            raise
+        if keep:
+            pool.put(conn)
+        else:
+            conn.close()
+        return status, ctype, raw
+
+    def _roundtrip(self, conn: http.client.HTTPConnection, path: str, payload: bytes) -> tuple[int, str, bytes, bool]:
+        conn.request("POST", path, body=payload, headers=self.headers())
+        resp = conn.getresponse()
+        raw = resp.read()
+        return resp.status, resp.getheader("Content-Type", "") or "", raw, not resp.will_close
+
+    def _decode(self, url: str, status: int, ctype: str, raw: bytes) -> dict[str, Any] | None:
+        """The answer's JSON, an exception for an error answer, or None
+        for an answer saying this daemon cannot answer now."""
+        if "json" not in ctype.lower():
+            if status in (401, 403):
+                cls = Unauthenticated if status == 401 else PermissionDenied
+                text = raw[:200].decode("utf-8", "replace").strip()
+                raise cls("UNAUTHENTICATED" if status == 401 else "PERMISSION_DENIED", text, status=status, url=url)
+            if status in (502, 503, 504) and not raw.strip():
+                return None  # a proxy's empty gateway error: the daemon behind it is away
+            raise ProtocolError(url, status, f"Content-Type {ctype or 'none'!r}", raw)
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            raise ProtocolError(url, status, "a body that is not JSON", raw) from None
+        if not isinstance(doc, dict):
+            raise ProtocolError(url, status, "JSON that is not an object", raw)
+        if status == 200:
+            return doc
+        code = str(doc.get("code", "")).upper()
+        if not code:
+            raise ProtocolError(url, status, "an error without a code", raw)
+        if code in _OUTAGE_CODES:
+            return None
+        raise _api_error(code, str(doc.get("message", "")), status, url, doc)
+
+
+def _fresh(ep: Endpoint, tls: ssl.SSLContext | None, timeout: float) -> http.client.HTTPConnection:
+    if ep.https:
+        return http.client.HTTPSConnection(ep.host, ep.port, timeout=timeout, context=tls)
+    return http.client.HTTPConnection(ep.host, ep.port, timeout=timeout)
+
+
+def _violations(doc: dict[str, Any]) -> list[FieldViolation]:
+    out: list[FieldViolation] = []
+    raw = doc.get("field_violations", doc.get("violations", []))
+    if isinstance(raw, list):
+        for v in raw:
+            if isinstance(v, dict):
+                out.append(FieldViolation(str(v.get("field", "")), str(v.get("description", ""))))
+    return out
+
+
+def _api_error(code: str, message: str, status: int, url: str, doc: dict[str, Any]) -> APIError:
+    cls: type[APIError] = {
+        "INVALID_ARGUMENT": InvalidArgument,
+        "UNAUTHENTICATED": Unauthenticated,
+        "PERMISSION_DENIED": PermissionDenied,
+    }.get(code, APIError)
+    if status == 401:
+        cls = Unauthenticated
+    elif status == 403:
+        cls = PermissionDenied
+    return cls(code, message, status=status, url=url, violations=_violations(doc))

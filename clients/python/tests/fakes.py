@@ -1,0 +1,68 @@
+"""A scripted HTTP server standing where a daemon would: for what a real
+daemon never sends (HTML from a proxy, garbage, a stall), counting the
+requests and connections it sees."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from collections.abc import Callable
+from typing import Any
+
+# A handler gets (method name, request JSON) and returns (status,
+# content type, body bytes).
+Handler = Callable[[str, Any], tuple[int, str, bytes]]
+
+
+def json_answer(doc: Any, status: int = 200) -> tuple[int, str, bytes]:
+    return status, "application/json", json.dumps(doc).encode()
+
+
+class Fake:
+    """Fake serves handler on a free loopback port until closed."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.requests: list[tuple[str, Any]] = []
+        self.connections = 0
+        # Close each connection after its answer without saying so, as a
+        # daemon's idle timeout does to a kept-alive connection.
+        self.drop_idle = False
+        self.release = threading.Event()  # what a stalling handler waits on
+        fake = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                fake.connections += 1
+                super().setup()
+
+            def do_POST(self) -> None:
+                n = int(self.headers.get("Content-Length", "0"))
+                body = json.loads(self.rfile.read(n) or b"null")
+                method = self.path.rsplit("/", 1)[-1]
+                fake.requests.append((method, body))
+                status, ctype, raw = fake.handler(method, body)
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+                self.close_connection = fake.drop_idle
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()

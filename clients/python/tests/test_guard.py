@@ -1,0 +1,152 @@
+"""guard as a decorator and a context manager, sync and async: what it
+sends (the fake daemon's requests are the witness) and what it raises."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+import breakerd
+
+from .fakes import Fake, json_answer
+
+TOOL_RESULT = '{"status":"circuit_open","tool":"refund_charge","breaker":"payments"}'
+
+
+class Daemon:
+    """Answers Allow with self.decision; Records are kept."""
+
+    def __init__(self) -> None:
+        self.decision = "DECISION_ALLOWED"
+        self.fake = Fake(self.handle)
+
+    def handle(self, method: str, body: Any) -> tuple[int, str, bytes]:
+        if method == "Allow":
+            ans: dict[str, Any] = {"decision": self.decision, "ticket": {"generation": "7", "lease_token": "t"}}
+            if self.decision.startswith("DECISION_DENIED"):
+                ans.update(reason="payments failing", retry_after_ms="30000", tool_result=TOOL_RESULT,
+                           state={"breaker": body["breaker"], "alternatives": ["refund_later"]})
+            return json_answer(ans)
+        if method == "Record":
+            return json_answer({"counted": True, "classified_as": "OUTCOME_SERVER_ERROR"})
+        return json_answer({})
+
+    def records(self) -> list[Any]:
+        return [b for m, b in self.fake.requests if m == "Record"]
+
+
+@pytest.fixture
+def daemon() -> Iterator[Daemon]:
+    d = Daemon()
+    yield d
+    d.fake.close()
+
+
+@pytest.fixture
+def client(daemon: Daemon) -> breakerd.Client:
+    return breakerd.Client(daemon.fake.url, worker_id="w1", allow_budget=5, watch=False)
+
+
+def failing(status: int) -> None:
+    httpx.Response(status, request=httpx.Request("GET", "http://vendor/")).raise_for_status()
+
+
+def test_decorator_records_and_reraises(daemon: Daemon, client: breakerd.Client) -> None:
+    @client.guard("payments", tool="refund_charge")
+    def refund(charge: str) -> str:
+        if charge == "bad":
+            failing(503)
+        return "ok:" + charge
+
+    assert refund("c1") == "ok:c1"
+    with pytest.raises(httpx.HTTPStatusError):
+        refund("bad")
+    ok, bad = daemon.records()
+    assert ok["evidence"] == {} and ok["ticket"] == {"generation": "7", "lease_token": "t"}
+    assert bad["evidence"] == {"http_status": 503, "no_deadline": True}
+    assert bad["breaker"] == "payments" and bad["worker_id"] == "w1"
+    allow = next(b for m, b in daemon.fake.requests if m == "Allow")
+    assert allow == {"breaker": "payments", "worker_id": "w1", "tool": "refund_charge"}
+
+
+def test_deadline_is_sent(daemon: Daemon, client: breakerd.Client) -> None:
+    with pytest.raises(httpx.HTTPStatusError):
+        with client.guard("payments", deadline=10.0):
+            failing(429)
+    (rec,) = daemon.records()
+    assert 0 < int(rec["deadline_ms"]) <= 10_000
+    assert "no_deadline" not in rec["evidence"]
+
+
+def test_denial_raises_without_calling(daemon: Daemon, client: breakerd.Client) -> None:
+    daemon.decision = "DECISION_DENIED_OPEN"
+    calls = 0
+
+    @client.guard("payments", tool="refund_charge")
+    def refund() -> None:
+        nonlocal calls
+        calls += 1
+
+    with pytest.raises(breakerd.CircuitOpen) as e:
+        refund()
+    assert calls == 0 and daemon.records() == []
+    assert e.value.tool_result == TOOL_RESULT
+    assert e.value.retry_after_ms == 30000 and e.value.alternatives == ("refund_later",)
+
+
+def test_keyboard_interrupt_is_a_cancel(daemon: Daemon, client: breakerd.Client) -> None:
+    with pytest.raises(KeyboardInterrupt):
+        with client.guard("payments"):
+            raise KeyboardInterrupt
+    assert daemon.records()[0]["evidence"] == {"error_kind": "ERROR_KIND_CANCELLED"}
+
+
+def test_one_block_at_a_time(client: breakerd.Client) -> None:
+    g = client.guard("payments")
+    with g:
+        with pytest.raises(RuntimeError, match="one block at a time"):
+            g.__enter__()
+
+
+async def test_async_decorator_and_block(daemon: Daemon, client: breakerd.Client) -> None:
+    @client.guard("payments")
+    async def lookup() -> int:
+        await asyncio.sleep(0)
+        failing(502)
+        return 1
+
+    with pytest.raises(httpx.HTTPStatusError):
+        await lookup()
+    async with client.guard("payments") as permit:
+        assert permit.allowed
+    assert [r["evidence"] for r in daemon.records()] == [{"http_status": 502, "no_deadline": True}, {}]
+
+
+async def test_async_cancel_is_recorded(daemon: Daemon, client: breakerd.Client) -> None:
+    started = asyncio.Event()
+
+    @client.guard("payments")
+    async def slow() -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    task = asyncio.create_task(slow())
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert daemon.records()[0]["evidence"] == {"error_kind": "ERROR_KIND_CANCELLED"}
+
+
+async def test_async_client_same_names(daemon: Daemon) -> None:
+    async with breakerd.AsyncClient(daemon.fake.url, worker_id="w1", allow_budget=5, watch=False) as c:
+        p = await c.allow("payments")
+        assert p.allowed
+        ans = await c.record(p, None)
+        assert ans["counted"] is True
+        for name in ("allow", "record", "get", "batch_get", "get_policy", "guard", "close"):
+            assert hasattr(breakerd.Client, name) and hasattr(breakerd.AsyncClient, name)

@@ -1,0 +1,185 @@
+"""The transport: bad configuration and answers that are not breakerd's
+are exceptions naming what is wrong; a refused or slow daemon is an
+outage, failed over within the budget, then answered degraded."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import breakerd
+from breakerd._transport import Outage, Transport
+
+from .fakes import Fake, Handler, json_answer
+
+DEAD = "http://127.0.0.1:1"  # refused at once
+
+ALLOWED = {"decision": "DECISION_ALLOWED", "ticket": {"generation": "4"}, "state": {"breaker": "b", "state": "STATE_CLOSED"}}
+
+
+def allowing(method: str, body: Any) -> tuple[int, str, bytes]:
+    return json_answer(ALLOWED if method == "Allow" else {})
+
+
+@pytest.fixture
+def fake() -> Iterator[Fake]:
+    f = Fake(allowing)
+    yield f
+    f.close()
+
+
+def serve(h: Handler) -> Fake:
+    return Fake(h)
+
+
+def client(*urls: str, **kw: Any) -> breakerd.Client:
+    kw.setdefault("allow_budget", 5.0)
+    kw.setdefault("watch", False)
+    return breakerd.Client(list(urls), worker_id="w1", **kw)
+
+
+@pytest.mark.parametrize("url,what", [
+    ("ftp://127.0.0.1:7071", "scheme"),
+    ("http://", "no host"),
+    ("http://127.0.0.1:99999", "out of range"),
+    ("http://u:p@127.0.0.1:7071", "credentials"),
+    ("127.0.0.1:7071", "scheme"),
+])
+def test_malformed_url_is_named(url: str, what: str) -> None:
+    with pytest.raises(breakerd.ConfigError) as e:
+        client(url)
+    assert url in str(e.value) and what in str(e.value)
+
+
+def test_bad_options_are_named() -> None:
+    with pytest.raises(breakerd.ConfigError, match="allow_budget"):
+        breakerd.Client(DEAD, allow_budget=0)
+    with pytest.raises(breakerd.ConfigError, match="worker_id"):
+        breakerd.Client(DEAD, worker_id=" ")
+
+
+@pytest.mark.parametrize("answer,what", [
+    ((200, "text/html", b"<html><body>Welcome to nginx</body></html>"), "text/html"),
+    ((502, "text/html", b"<html>Bad Gateway</html>"), "text/html"),
+    ((200, "application/json", b"{not json"), "not JSON"),
+    ((200, "application/json", b"[1, 2]"), "not an object"),
+    ((500, "application/json", b'{"message": "no code"}'), "without a code"),
+])
+def test_not_breakerds_answer(answer: tuple[int, str, bytes], what: str) -> None:
+    f = serve(lambda m, b: answer)
+    try:
+        with pytest.raises(breakerd.ProtocolError) as e:
+            client(f.url).allow("b")
+        assert what in str(e.value) and f.url in str(e.value) and str(answer[0]) in str(e.value)
+    finally:
+        f.close()
+
+
+@pytest.mark.parametrize("answer,exc", [
+    (json_answer({"code": "unauthenticated", "message": "missing bearer token"}, 401), breakerd.Unauthenticated),
+    ((401, "text/plain", b"Unauthorized"), breakerd.Unauthenticated),
+    (json_answer({"code": "permission_denied", "message": "role worker may not Force"}, 403), breakerd.PermissionDenied),
+    ((403, "text/html", b"<h1>Forbidden</h1>"), breakerd.PermissionDenied),
+])
+def test_auth_errors(answer: tuple[int, str, bytes], exc: type[Exception]) -> None:
+    f = serve(lambda m, b: answer)
+    try:
+        with pytest.raises(exc) as e:
+            client(f.url).allow("b")
+        assert f.url in str(e.value)
+    finally:
+        f.close()
+
+
+def test_invalid_argument_names_the_field() -> None:
+    answer = json_answer({"code": "invalid_argument", "message": "breaker: is too long",
+                          "field_violations": [{"field": "breaker", "description": "is too long"}]}, 400)
+    f = serve(lambda m, b: answer)
+    try:
+        with pytest.raises(breakerd.InvalidArgument) as e:
+            client(f.url).allow("x" * 300)
+        assert e.value.fields == ("breaker",)
+        assert "breaker: is too long" in str(e.value)
+    finally:
+        f.close()
+
+
+def test_keep_alive(fake: Fake) -> None:
+    c = client(fake.url)
+    for _ in range(5):
+        assert c.allow("b").allowed
+    # Each Allow is one request; the first also reads the policy once.
+    assert [m for m, _ in fake.requests].count("Allow") == 5
+    assert fake.connections == 1
+
+
+def test_idle_connection_closed_by_the_daemon_is_retried(fake: Fake) -> None:
+    fake.drop_idle = True
+    t = Transport([fake.url])
+    for _ in range(3):
+        assert t.call("Allow", {"breaker": "b"}, 5)["decision"] == "DECISION_ALLOWED"
+    assert fake.connections == 3
+
+
+def test_failover_to_the_next_daemon(fake: Fake) -> None:
+    c = client(DEAD, fake.url)
+    p = c.allow("b")
+    assert p.allowed and not p.degraded
+    assert c.transport.failovers == 1
+    # The daemon that answered is tried first from now on.
+    c.allow("b")
+    assert c.transport.failovers == 1
+
+
+def test_slow_daemon_is_an_outage() -> None:
+    def stall(m: str, b: Any) -> tuple[int, str, bytes]:
+        slow.release.wait()
+        return json_answer(ALLOWED)
+
+    slow = serve(stall)
+    try:
+        c = client(slow.url, allow_budget=0.05, first_contact_budget=0.05)
+        p = c.allow("b")
+        assert p.allowed and p.degraded and p.local_generation is not None
+        assert c.degraded
+    finally:
+        slow.close()
+
+
+def test_unavailable_answer_fails_over() -> None:
+    down = serve(lambda m, b: json_answer({"code": "unavailable", "message": "redis unreachable"}, 503))
+    up = Fake(allowing)
+    try:
+        c = client(down.url, up.url)
+        assert not c.allow("b").degraded
+        assert c.transport.failovers == 1
+    finally:
+        down.close()
+        up.close()
+
+
+def test_every_daemon_down_is_degraded() -> None:
+    c = client(DEAD, "http://127.0.0.1:2", allow_budget=0.5)
+    p = c.allow("b")
+    assert p.allowed and p.degraded
+    with pytest.raises(Outage):
+        Transport([DEAD]).call("Get", {"breaker": "b"}, 0.5)
+
+
+def test_token_is_sent() -> None:
+    seen: list[str] = []
+    f = Fake(allowing)
+
+    class Spy(Transport):
+        def headers(self) -> dict[str, str]:
+            h = super().headers()
+            seen.append(h.get("Authorization", ""))
+            return h
+
+    try:
+        Spy([f.url], token="s3cret").call("Get", {"breaker": "b"}, 5)
+        assert seen == ["Bearer s3cret"]
+    finally:
+        f.close()

@@ -1,0 +1,134 @@
+package doccheck
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/breakerd/breakerd/internal/policy"
+)
+
+// maxREADME is the README's length budget: it routes to docs/, which
+// holds the facts.
+const maxREADME = 300
+
+// TestREADMERoutes: the README stays short, and its first screen links
+// the ways to use breakerd: Go, HTTP, Python, TypeScript and MCP.
+func TestREADMERoutes(t *testing.T) {
+	pg := readRepo(t)["README.md"]
+	if n := len(strings.Split(strings.TrimRight(strings.Join(pg.Lines, "\n"), "\n"), "\n")); n > maxREADME {
+		t.Errorf("README.md has %d lines, want at most %d: move the facts into their page under docs/", n, maxREADME)
+	}
+	firstScreen := map[string]bool{}
+	for _, l := range pg.Links {
+		if l.Line <= 60 {
+			firstScreen[l.Target] = true
+		}
+	}
+	for _, want := range []string{"go", "http", "python", "typescript", "mcp"} {
+		found := false
+		for target := range firstScreen {
+			if strings.HasPrefix(target, "#use-it-") && strings.Contains(target, want) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("README.md's first 60 lines link no #use-it-...%s... section", want)
+		}
+	}
+}
+
+// tiedMarker precedes a Go block that is an excerpt of an Example test:
+// <!-- tied: FILE FUNC -->.
+var tiedMarker = regexp.MustCompile(`^<!-- tied: (\S+) (\w+) -->$`)
+
+// TestREADMEGoIsAnExample: every Go block of the README is marked as an
+// excerpt of an Example function, its lines appear there in order, and
+// the text block after it is that Example's checked output. The Example
+// runs with the client's tests, so the README's Go runs in CI.
+func TestREADMEGoIsAnExample(t *testing.T) {
+	pg := readRepo(t)["README.md"]
+	blocks, lines := Fenced(pg, "go")
+	if len(blocks) == 0 {
+		t.Fatal("README.md has no Go block")
+	}
+	for i, block := range blocks {
+		m := tiedMarker.FindStringSubmatch(strings.TrimSpace(pg.Lines[lines[i]-2]))
+		if m == nil {
+			t.Errorf("README.md:%d: a Go block without a <!-- tied: FILE FUNC --> line above it", lines[i])
+			continue
+		}
+		body, output := exampleBody(t, m[1], m[2])
+		if missing := inOrder(strings.Split(block, "\n"), body); missing != "" {
+			t.Errorf("README.md:%d: %q is not in %s, or not in this order", lines[i], missing, m[2])
+		}
+		after := lines[i] + len(strings.Split(block, "\n")) + 1 // past the closing fence
+		texts, _ := Fenced(Page{Lines: pg.Lines[after:]}, "text")
+		if len(texts) == 0 || strings.TrimSpace(texts[0]) != strings.Join(output, "\n") {
+			t.Errorf("README.md: the text block after the Go block at line %d is not %s's output:\n%s", lines[i], m[2], strings.Join(output, "\n"))
+		}
+	}
+}
+
+// exampleBody returns the lines of func name in file (trimmed) and the
+// lines of its // Output: comment.
+func exampleBody(t *testing.T, file, name string) (body, output []string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "\nfunc "+name+"() {\n")
+	if !ok {
+		t.Fatalf("%s has no func %s", file, name)
+	}
+	rest, _, _ = strings.Cut(rest, "\n}\n")
+	inOutput := false
+	for _, l := range strings.Split(rest, "\n") {
+		l = strings.TrimSpace(l)
+		switch {
+		case l == "// Output:":
+			inOutput = true
+		case inOutput:
+			output = append(output, strings.TrimPrefix(strings.TrimPrefix(l, "//"), " "))
+		default:
+			body = append(body, l)
+		}
+	}
+	return body, output
+}
+
+// inOrder returns the first non-blank line of want (trimmed) not found in
+// have after the previous one, or "" when all are.
+func inOrder(want, have []string) string {
+	j := 0
+	for _, w := range want {
+		w = strings.TrimSpace(w)
+		if w == "" {
+			continue
+		}
+		for j < len(have) && have[j] != w {
+			j++
+		}
+		if j == len(have) {
+			return w
+		}
+		j++
+	}
+	return ""
+}
+
+// TestREADMEPolicyLoads: the README's policy at a glance is a valid file.
+func TestREADMEPolicyLoads(t *testing.T) {
+	blocks, _ := Fenced(readRepo(t)["README.md"], "yaml")
+	if len(blocks) == 0 {
+		t.Fatal("README.md has no YAML block")
+	}
+	for _, b := range blocks {
+		if _, err := policy.Parse([]byte(b)); err != nil {
+			t.Errorf("README.md's policy does not load: %v\n%s", err, b)
+		}
+	}
+}
