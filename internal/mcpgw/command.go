@@ -350,12 +350,13 @@ func (g *Gateway) serveHTTP(ctx context.Context, f Flags, log *slog.Logger) erro
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}
-	if srv.TLSConfig != nil {
+	tlsOn := srv.TLSConfig != nil // read before Serve, which writes the config
+	if tlsOn {
 		lis = tls.NewListener(lis, srv.TLSConfig)
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
-	log.Info("breakerd-mcp: listening", "addr", lis.Addr().String(), "tls", srv.TLSConfig != nil, "mcp", "/mcp", "health", "/healthz")
+	log.Info("breakerd-mcp: listening", "addr", lis.Addr().String(), "tls", tlsOn, "mcp", "/mcp", "health", "/healthz")
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)
