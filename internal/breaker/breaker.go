@@ -10,6 +10,13 @@
 // flags, stored states, generations and events. pkg/client's fallback and
 // any other in-memory breaker run this machine (Table).
 //
+// The read side has one rule too: View.Verdict (verdict.go) says, from a
+// snapshot and on the fleet's clock, what the next Allow would answer a
+// worker (or any worker but the suspect), until when, and why, without
+// moving the breaker; a property test holds it to Apply. Every reader
+// (the API's states, pkg/client's fast view and local cache, the parent
+// scopes of internal/scope) asks it rather than reading a state itself.
+//
 // The package uses only the standard library, the rule packages and the
 // generated stubs, so pkg/client may import it.
 package breaker

@@ -6,7 +6,8 @@ import (
 )
 
 // View is what a caller may see of a breaker at a moment: the scripts'
-// snapshot reply, and what Read returns.
+// snapshot reply, and what Read returns. View.Verdict (verdict.go) reads
+// from it what the next Allow would answer.
 type View struct {
 	State   string // public name: closed, open, half_open, paused, forced_open, forced_closed
 	Gen     int64
@@ -40,6 +41,13 @@ type View struct {
 	// Shadow is the operator's shadow setting (State.Shadow): "on",
 	// "off", or "" to follow the policy. ShadowProto resolves it.
 	Shadow string
+	// LeaseUntil is when the probe lease lapses, ms since the epoch: set
+	// while a lease is stored (half-open), live or lapsed; 0 when none.
+	LeaseUntil int64
+	// NoProbe is the worker refused probes after MaxLapses lapsed leases
+	// in a row, until NoProbeUntil (ms since the epoch).
+	NoProbe      string
+	NoProbeUntil int64
 }
 
 // ViewOf returns the view of s at now. A breaker that holds no state is
@@ -54,7 +62,7 @@ func ViewOf(s State, now int64) View {
 		InFlight: s.phase() == HalfOpen && probe.LeaseLive(s.Lease, s.LeaseUntil, now), Level: s.Level,
 		ForceBy: s.ForceBy, ForceReason: s.ForceReason, ForceUntil: s.ForceUntil,
 		Suspect: s.Suspect, SuspectUntil: s.SuspectUntil, PauseUntil: s.PauseUntil, Slow: s.Slow, Capped: s.Capped, Now: now,
-		Shadow: s.Shadow}
+		Shadow: s.Shadow, LeaseUntil: s.LeaseUntil, NoProbe: s.NoProbe, NoProbeUntil: s.NoProbeUntil}
 }
 
 // Read returns the view of s at now without changing anything: a pin or

@@ -106,8 +106,7 @@ func (r *reply) view(i int) breaker.View {
 		Slow:         s.int(19),
 		Shadow:       s.str(20),
 	}
-	if len(s.v) > 21 {
-		v.Capped = s.int(21) == 1
-	}
+	v.Capped = s.int(21) == 1
+	v.LeaseUntil, v.NoProbe, v.NoProbeUntil = s.int(22), s.str(23), s.int(24)
 	return v
 }

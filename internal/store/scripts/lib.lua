@@ -327,7 +327,7 @@ local function snapshot(s)
   if s.st == 'half_open' and s.lease ~= '' and s.lease_until > now then in_flight = 1 end
   return { public(s), s.gen, s.fails, workers(s), s.rl, s.opened, s.probe_at, s.cd, s.cause,
     s.last, in_flight, s.level, s.force_by, s.force_reason, s.force_until, s.suspect,
-    s.suspect_until, now, s.pause_until, s.slow, s.shadow, s.capped }
+    s.suspect_until, now, s.pause_until, s.slow, s.shadow, s.capped, s.lease_until, s.noprobe, s.noprobe_until }
 end
 
 -- WINDOW_BUCKETS is how many buckets a window is kept in
