@@ -142,10 +142,10 @@ phase_python() {
   [ "$rc" = 0 ] || exit "$rc"
   tmp=$(mktemp -d)
   if ! out=$("$venv/bin/python" -m build --outdir "$tmp/dist" "$dir" 2>&1); then echo "$out"; exit 1; fi
-  "$venv/bin/python" -m zipfile -l "$tmp"/dist/*.whl | grep -q 'breakerd/py.typed' || { echo "ci: the wheel lacks py.typed"; exit 1; }
+  "$venv/bin/python" -m zipfile -l "$tmp"/dist/*.whl | grep 'breakerd/py.typed' >/dev/null || { echo "ci: the wheel lacks py.typed"; exit 1; }
   python3 -m venv "$tmp/venv"
   "$tmp/venv/bin/pip" install -q --disable-pip-version-check "$tmp"/dist/*.whl
-  (cd "$tmp" && venv/bin/python -c 'import breakerd; print("ci: wheel imports breakerd", breakerd.__all__[:3], "...")')
+  (cd "$tmp" && venv/bin/python -c 'import breakerd, breakerd._render as r; r.template("tool_result"); r.template("notice"); print("ci: the wheel installs; breakerd imports and reads its templates")')
   rm -rf "$tmp"
 }
 

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import aiohttp
 import anthropic
 import httpx
+import httpx2
 import openai
 import pytest
 import requests
@@ -130,7 +131,7 @@ def test_openai_status() -> None:
 
 
 def test_anthropic_status() -> None:
-    resp = httpx.Response(529, headers={"retry-after": "30"}, request=httpx.Request("POST", "https://api.anthropic.com/v1/messages"))
+    resp = httpx2.Response(529, headers={"retry-after": "30"}, request=httpx2.Request("POST", "https://api.anthropic.com/v1/messages"))
     body = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
     e = anthropic.APIStatusError("overloaded", response=resp, body=body)
     assert evidence_of(e) == {"http_status": 529, "headers": {"retry-after": "30"}, "body_error_code": "overloaded_error"}

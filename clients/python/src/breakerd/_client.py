@@ -14,7 +14,7 @@ from typing import Any
 from . import _render
 from ._cache import OpenCache
 from ._errors import CircuitOpen, ConfigError
-from ._evidence import Evidence, evidence_of, is_cancel
+from ._evidence import Evidence, evidence_of
 from ._fallback import LocalBreaker, LocalPolicy, counts
 from ._guard import Guard
 from ._transport import Outage, Transport
@@ -312,22 +312,14 @@ class Client:
                       reason=d.reason, tool_result=text, degraded=True, state=st, local_generation=d.generation)
 
     def _learn_policy(self, breaker: str) -> None:
-        """Reads the breaker's policy once, for the local fallback's
-        threshold and cooldown; a failure leaves the defaults."""
+        """Reads the breaker's policy once, for the local fallback; a
+        failure leaves breakerd's defaults (LocalPolicy's)."""
         if self.local.has_policy(breaker):
             return
         try:
             pol = self.transport.call("GetPolicy", {"breaker": breaker}, self.rpc_timeout).get("policy", {})
-        except Exception:
+        except Exception:  # the fallback's knowledge is best effort; the call goes on
             return
         if isinstance(pol, dict):
-            self.local.set_policy(breaker, LocalPolicy(threshold=_int(pol.get("threshold")) or 5,
-                                                       cooldown_ms=_int(pol.get("cooldown_base_ms")) or 30_000))
-
-    def _evidence_latency(self, started: float) -> int:
-        return max(0, int((time.monotonic() - started) * 1000))
-
-
-def cancelled(exc: BaseException | None) -> bool:
-    """cancelled says whether a call ended by the caller giving up."""
-    return exc is not None and is_cancel(exc)
+            known = {f: _int(pol[f]) for f in LocalPolicy.__dataclass_fields__ if _int(pol.get(f)) > 0}
+            self.local.set_policy(breaker, LocalPolicy(**known))

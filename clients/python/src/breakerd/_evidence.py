@@ -116,7 +116,7 @@ def _http_evidence(e: BaseException) -> Evidence:
         return {}
     ev: Evidence = {"http_status": status}
     headers = _headers(e)
-    wait = {k: v for k, v in headers.items() if k in _WAIT_HEADERS or k.startswith(_WAIT_PREFIXES)}
+    wait = {k: v for k, v in headers.items() if is_wait_header(k)}
     if wait:
         ev["headers"] = dict(list(wait.items())[:_MAX_HEADERS])
     if "date" in headers:
@@ -140,6 +140,12 @@ def _grpc_evidence(e: BaseException) -> Evidence:
     if isinstance(value, tuple) and value and isinstance(value[0], int):
         return {"grpc_status": value[0]}
     return {}
+
+
+def is_wait_header(name: str) -> bool:
+    """is_wait_header says whether a (lower-cased) response header is one
+    that may say how long to wait, the only ones sent as evidence."""
+    return name in _WAIT_HEADERS or name.startswith(_WAIT_PREFIXES)
 
 
 def _headers(e: BaseException) -> dict[str, str]:

@@ -1,12 +1,14 @@
 """The minimal local breaker that answers while no daemon does.
 
-It is the subset of breakerd's rules that one worker can apply alone
-(conformance/ holds it to the Go client's fallback): consecutive counted
-failures up to the breaker's threshold (from GetPolicy) open it for one
-base cooldown; then one local probe goes out, whose success closes it
-and whose failure opens it for one base cooldown again. No quorum, no
-window, no slow calls, no jitter, no backoff. Every answer it gives is
-degraded. Safe for concurrent use.
+It is the subset of breakerd's rules one worker can apply alone, held to
+the Go client's fallback by conformance/fallback.json: consecutive
+counted failures up to the breaker's threshold (from GetPolicy) open it
+for the base cooldown; then one local probe goes out (its slot freed
+after the probe timeout if it never reports), whose success closes the
+circuit and whose failure opens it again for twice the last cooldown, at
+most the cap. A success ends a failure run; an outcome that never counts
+neither counts nor ends it. No quorum, window, slow calls or jitter.
+Every answer it gives is degraded. Safe for concurrent use.
 """
 
 from __future__ import annotations
@@ -17,30 +19,37 @@ from dataclasses import dataclass
 
 from ._evidence import KIND_CANCELLED, KIND_DENIAL, Evidence
 
-# The defaults of breakerd's policy, used for a breaker whose policy the
-# client never read (docs/policies.md).
-DEFAULT_THRESHOLD = 5
-DEFAULT_COOLDOWN_MS = 30_000
-
 ALLOWED = "DECISION_ALLOWED"
 PROBE = "DECISION_PROBE"
 DENIED_OPEN = "DECISION_DENIED_OPEN"
 DENIED_PROBE = "DECISION_DENIED_PROBE_IN_FLIGHT"
 
+# The outcomes the subset knows: counted failures, and those that never
+# count (a success, which ends a run, is the remaining one).
+_COUNTED = frozenset({"OUTCOME_TRANSPORT", "OUTCOME_TIMEOUT", "OUTCOME_SERVER_ERROR", "OUTCOME_MALFORMED_OUTPUT"})
+_SUCCESS = "OUTCOME_SUCCESS"
+
+REASON = "{breaker} failing: {n} consecutive failures seen by this worker"
+
 
 @dataclass(frozen=True)
 class LocalPolicy:
-    """LocalPolicy is what the fallback takes from a breaker's policy."""
+    """LocalPolicy is what the fallback takes from a breaker's policy
+    (GetPolicy's fields of the same names). The defaults are breakerd's
+    (docs/policies.md), for a breaker whose policy was never read."""
 
-    threshold: int = DEFAULT_THRESHOLD
-    cooldown_ms: int = DEFAULT_COOLDOWN_MS
+    threshold: int = 5
+    cooldown_base_ms: int = 30_000
+    cooldown_cap_ms: int = 900_000
+    probe_timeout_ms: int = 30_000
 
 
 @dataclass
 class _Local:
     failures: int = 0
     open_until_ms: int = 0  # 0: closed
-    probe_out: bool = False
+    cooldown_ms: int = 0  # the open period in force
+    probe_until_ms: int = 0  # the local probe's slot, held until then; 0: free
     generation: int = 0
     reason: str = ""
 
@@ -59,23 +68,34 @@ class LocalDecision:
         return self.decision in (ALLOWED, PROBE)
 
 
+def outcome_counts(outcome: str) -> bool | None:
+    """outcome_counts is True for a counted failure, False for a success,
+    None for an outcome the subset ignores."""
+    if outcome in _COUNTED:
+        return True
+    return False if outcome == _SUCCESS else None
+
+
 def counts(ev: Evidence) -> bool | None:
     """counts reads evidence the way the fallback may without breakerd's
-    table: True for a failure any policy counts (a 5xx, an error kind of
-    transport, timeout or malformed output), False for a success (no
-    evidence, or a 2xx/3xx), None for everything else (4xx, cancels,
-    denials), which the fallback ignores."""
+    table (conformance/classification.json holds the full one): a 5xx or
+    an error kind of transport, timeout or malformed output is a counted
+    failure, no error a success, anything else (a 4xx, a rate limit, a
+    cancel, a breakerd denial) ignored."""
     kind = ev.get("error_kind", "")
-    status = ev.get("http_status", 0)
+    status = int(ev.get("http_status", 0) or 0)
     if kind in (KIND_CANCELLED, KIND_DENIAL):
+        return None
+    if status >= 500:
+        return True
+    if status >= 400:
         return None
     if kind:
         return True
-    if not status:
-        return False if "grpc_status" not in ev else (None if ev["grpc_status"] else False)
-    if status >= 500:
-        return True
-    return False if status < 400 else None
+    grpc = ev.get("grpc_status")
+    if grpc is not None and grpc != 0:
+        return None  # gRPC codes vary; the subset does not judge them
+    return False
 
 
 class LocalBreaker:
@@ -104,57 +124,63 @@ class LocalBreaker:
                 return LocalDecision(ALLOWED, b.generation)
             if now < b.open_until_ms:
                 return LocalDecision(DENIED_OPEN, b.generation, b.open_until_ms - now, b.reason)
-            if b.probe_out:
-                return LocalDecision(DENIED_PROBE, b.generation, 0, b.reason)
-            b.probe_out = True
+            if now < b.probe_until_ms:
+                return LocalDecision(DENIED_PROBE, b.generation, b.probe_until_ms - now, b.reason)
+            b.probe_until_ms = now + self._policy.get(breaker, LocalPolicy()).probe_timeout_ms
             return LocalDecision(PROBE, b.generation)
 
     def peek(self, breaker: str) -> LocalDecision | None:
         """peek returns the denial the local breaker would answer now, or
-        None when it would allow (a due probe included); takes nothing."""
+        None when it would let a call (or a probe) through; takes no
+        probe slot."""
         with self._lock:
             b = self._table.get(breaker)
             now = self._now()
-            if b is None or b.open_until_ms == 0 or now >= b.open_until_ms:
+            if b is None or b.open_until_ms == 0:
                 return None
-            return LocalDecision(DENIED_OPEN, b.generation, b.open_until_ms - now, b.reason)
+            if now < b.open_until_ms:
+                return LocalDecision(DENIED_OPEN, b.generation, b.open_until_ms - now, b.reason)
+            if now < b.probe_until_ms:
+                return LocalDecision(DENIED_PROBE, b.generation, b.probe_until_ms - now, b.reason)
+            return None
 
     def record(self, breaker: str, generation: int | None, probe: bool, counted: bool | None) -> None:
-        """record applies one outcome (see counts) of a call the local
-        breaker admitted at generation (None: a call breakerd admitted,
-        counted against the current one); probe says it was the probe."""
+        """record applies one outcome (True: a counted failure, False: a
+        success, None: ignored) of a call the local breaker admitted at
+        generation (None: a call breakerd admitted, counted against the
+        current one); probe says it was the local probe."""
         with self._lock:
             b = self._table.setdefault(breaker, _Local())
             pol = self._policy.get(breaker, LocalPolicy())
-            if probe and generation == b.generation and b.probe_out:
-                b.probe_out = False
-                if counted is True:
-                    self._open(b, pol, "the local probe failed")
-                elif counted is False:
-                    self._close(b)
-                return
             if generation is not None and generation != b.generation:
                 return  # stale: the circuit moved since the call was admitted
-            if counted is False and b.open_until_ms == 0:
+            if probe:
+                if b.open_until_ms == 0 or b.probe_until_ms == 0:
+                    return  # the slot lapsed and was handed on, or the circuit closed
+                b.probe_until_ms = 0
+                if counted is True:
+                    self._open(b, min(2 * b.cooldown_ms, pol.cooldown_cap_ms), b.reason)
+                elif counted is False:
+                    b.open_until_ms, b.cooldown_ms, b.failures, b.reason = 0, 0, 0, ""
+                    b.generation += 1
+                return
+            if b.open_until_ms != 0 or counted is None:
+                return
+            if counted is False:
                 b.failures = 0
-            elif counted is True and b.open_until_ms == 0:
-                b.failures += 1
-                if b.failures >= pol.threshold:
-                    self._open(b, pol, f"{b.failures} consecutive failures seen by this worker")
+                return
+            b.failures += 1
+            if b.failures >= pol.threshold:
+                self._open(b, pol.cooldown_base_ms, REASON.format(breaker=breaker, n=b.failures))
 
     def reset(self) -> None:
         """reset forgets every local verdict: breakerd answers again."""
         with self._lock:
             self._table.clear()
 
-    def _open(self, b: _Local, pol: LocalPolicy, why: str) -> None:
-        b.open_until_ms = self._now() + pol.cooldown_ms
-        b.generation += 1
-        b.reason = why
-        b.failures = 0
-
-    def _close(self, b: _Local) -> None:
-        b.open_until_ms = 0
+    def _open(self, b: _Local, cooldown_ms: int, reason: str) -> None:
+        b.cooldown_ms = cooldown_ms
+        b.open_until_ms = self._now() + cooldown_ms
         b.generation += 1
         b.failures = 0
-        b.reason = ""
+        b.reason = reason

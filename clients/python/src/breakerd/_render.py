@@ -1,22 +1,31 @@
 """The words a model reads: a denial's tool result and a run's notice.
 
-Both are rendered from breakerd's templates (conformance/templates), the
-same text the daemon and the Go client render from the same inputs. The
-client renders them itself only when the daemon did not answer (the open
-cache or the local fallback decided), and for a run's notice.
+Both come from breakerd's templates (``templates/``, copies of the
+repository's conformance/templates, held byte-identical by the suite),
+in the small Mustache subset conformance/README.md defines, so that the
+daemon, the Go client and this client render the same bytes from the
+same inputs. The client renders a tool result itself only when the
+daemon did not answer (the open cache or the local fallback decided);
+the notice always.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+import functools
+import importlib.resources
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Union
 
 if TYPE_CHECKING:
     from ._run import Unavailable
 
 # deny_until_ms of a denial that lasts until an operator acts.
 FOREVER = (1 << 63) - 1
+
+STATUS_OPEN = "circuit_open"
+STATUS_PROBE = "probe_in_flight"
 
 _DECISION_OF_STATE = {
     "STATE_OPEN": "DECISION_DENIED_OPEN",
@@ -26,47 +35,228 @@ _DECISION_OF_STATE = {
 }
 
 
-def decision_of(st: dict[str, Any]) -> str:
-    """decision_of names the denial a denying state answers with."""
-    return _DECISION_OF_STATE.get(str(st.get("state", "")), "DECISION_DENIED_PARENT_OPEN" if st.get("parent") else "DECISION_DENIED_OPEN")
+def decision_of(st: Mapping[str, Any]) -> str:
+    """decision_of names the denial a denying state answers with: its own
+    state's, else its parent scope's (deny_until_ms includes it)."""
+    own = _DECISION_OF_STATE.get(str(st.get("state", "")))
+    if own:
+        return own
+    return "DECISION_DENIED_PARENT_OPEN" if st.get("parent") else "DECISION_DENIED_OPEN"
 
 
-def tool_result(tool: str, breaker: str, decision: str, reason: str, retry_ms: int, st: dict[str, Any], degraded: bool) -> str:
+def status_of(decision: str) -> str:
+    return STATUS_PROBE if decision == "DECISION_DENIED_PROBE_IN_FLIGHT" else STATUS_OPEN
+
+
+# -- the template language ----------------------------------------------------
+
+
+class TemplateError(ValueError):
+    """TemplateError is a template outside the defined syntax."""
+
+
+@dataclass(frozen=True)
+class _Tag:
+    name: str
+    filter: str  # "", "json" or "join"
+
+
+@dataclass(frozen=True)
+class _Section:
+    name: str
+    inverted: bool
+    body: tuple[_Node, ...]
+
+
+_Node = Union[str, _Tag, _Section]
+
+_TAG = re.compile(r"\{\{(.*?)\}\}", re.S)
+_INNER = re.compile(r"([#^/]?)([a-z_]+)(?:\|(json|join))?")
+
+
+def parse(src: str) -> tuple[_Node, ...]:
+    """parse reads a template; a tag outside the syntax is an error."""
+    stack: list[tuple[str, bool, list[_Node]]] = [("", False, [])]
+    pos = 0
+    for m in _TAG.finditer(src):
+        if m.start() > pos:
+            stack[-1][2].append(src[pos : m.start()])
+        pos = m.end()
+        inner = _INNER.fullmatch(m.group(1))
+        if inner is None:
+            raise TemplateError(f"bad tag {m.group(0)!r} at byte {m.start()}")
+        sigil, name, filt = inner.group(1), inner.group(2), inner.group(3) or ""
+        if sigil in ("#", "^"):
+            if filt:
+                raise TemplateError(f"a section takes no filter: {m.group(0)!r}")
+            stack.append((name, sigil == "^", []))
+        elif sigil == "/":
+            open_name, inverted, body = stack.pop() if len(stack) > 1 else ("", False, [])
+            if open_name != name or filt:
+                raise TemplateError(f"{m.group(0)!r} closes {open_name or 'nothing'}")
+            stack[-1][2].append(_Section(name, inverted, tuple(body)))
+        else:
+            stack[-1][2].append(_Tag(name, filt))
+    if len(stack) != 1:
+        raise TemplateError(f"section {stack[-1][0]!r} is not closed")
+    if pos < len(src):
+        stack[0][2].append(src[pos:])
+    return tuple(stack[0][2])
+
+
+def _is_set(v: object) -> bool:
+    return v is not None and v is not False and v != 0 and v != "" and v != []
+
+
+def _lookup(scopes: Sequence[Mapping[str, Any]], name: str) -> object:
+    for s in reversed(scopes):
+        if name in s:
+            return s[name]
+    return None
+
+
+def json_string(s: str) -> str:
+    """json_string is the conformance escaping: only what JSON requires,
+    with lower-case hex; everything else as its UTF-8 text."""
+    out = ['"']
+    for ch in s:
+        c = ord(ch)
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif c < 0x20 or c == 0x7F:
+            out.append(f"\\u{c:04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def _scalar(v: object) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def _json(v: object) -> str:
+    if isinstance(v, str):
+        return json_string(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(json_string(str(i)) for i in v) + "]"
+    return _scalar(v)
+
+
+def _render(nodes: Sequence[_Node], scopes: list[Mapping[str, Any]], out: list[str]) -> None:
+    for n in nodes:
+        if isinstance(n, str):
+            out.append(n)
+        elif isinstance(n, _Tag):
+            v = _lookup(scopes, n.name)
+            if n.filter == "json":
+                out.append(_json(v))
+            elif n.filter == "join":
+                out.append(", ".join(str(i) for i in v) if isinstance(v, (list, tuple)) else _scalar(v))
+            else:
+                out.append(_scalar(v))
+        else:
+            v = _lookup(scopes, n.name)
+            if n.inverted:
+                if not _is_set(v):
+                    _render(n.body, scopes, out)
+            elif isinstance(v, (list, tuple)) and v and all(isinstance(i, Mapping) for i in v):
+                for item in v:
+                    _render(n.body, [*scopes, item], out)
+            elif _is_set(v):
+                _render(n.body, scopes, out)
+
+
+def render(nodes: Sequence[_Node], inputs: Mapping[str, Any]) -> str:
+    out: list[str] = []
+    _render(nodes, [inputs], out)
+    return "".join(out)
+
+
+@functools.cache
+def template(name: str) -> tuple[_Node, ...]:
+    """template is one of the package's templates, parsed (a file's final
+    newline is not part of it)."""
+    src = importlib.resources.files("breakerd").joinpath("templates").joinpath(name + ".tmpl").read_text("utf-8")
+    return parse(src[:-1] if src.endswith("\n") else src)
+
+
+# -- the two texts -------------------------------------------------------------
+
+
+def tool_result(tool: str, breaker: str, decision: str, reason: str, retry_ms: int, st: Mapping[str, Any], degraded: bool) -> str:
     """tool_result renders the circuit_open JSON a model receives."""
-    doc: dict[str, Any] = {
-        "status": "probe_in_flight" if decision == "DECISION_DENIED_PROBE_IN_FLIGHT" else "circuit_open",
+    scope = str(st.get("parent", "")) if decision == "DECISION_DENIED_PARENT_OPEN" else ""
+    return render(template("tool_result"), {
+        "status": status_of(decision),
         "tool": tool,
         "breaker": breaker,
         "reason": reason,
-        "retry_after_ms": retry_ms,
-        "alternatives": list(st.get("alternatives", [])),
-    }
-    if decision == "DECISION_DENIED_FORCED_OPEN":
-        doc["forced"] = True
-    if degraded:
-        doc["degraded"] = True
-    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+        "retry_after_ms": max(0, retry_ms),
+        "alternatives": [str(a) for a in st.get("alternatives", ()) or ()],
+        "forced": decision == "DECISION_DENIED_FORCED_OPEN",
+        "degraded": degraded,
+        "scope": scope,
+    })
+
+
+def about(ms: int) -> str:
+    """about is a duration in words ("1h5m", "2m30s", "45s"), ms >= 1000."""
+    s = (ms + 500) // 1000
+    if s >= 3600:
+        s = ((s + 30) // 60) * 60
+    parts = [(s // 3600, "h"), ((s % 3600) // 60, "m"), (s % 60, "s")]
+    return "".join(f"{n}{u}" for n, u in parts if n)
+
+
+def derive(d: Mapping[str, Any], now_ms: int) -> dict[str, Any]:
+    """derive adds the fields the notice template reads to one denial."""
+    out = dict(d)
+    scope = str(d.get("scope", ""))
+    testing = d.get("status") == STATUS_PROBE
+    may = int(d.get("may_return_at_ms", 0) or 0)
+    back_in = about(max(may - now_ms, 1000)) if not testing and may > 0 else ""
+    out.update(
+        reason=str(d.get("reason", "")).rstrip(". "),
+        subject=scope or "It",
+        object=scope or "it",
+        testing=testing,
+        back_in=back_in,
+        forced_no_end=not testing and not back_in and bool(d.get("forced")),
+        no_end=not testing and not back_in and not d.get("forced"),
+    )
+    return out
+
+
+def notice_of(denials: Sequence[Mapping[str, Any]], now_ms: int) -> str:
+    """notice_of renders the notice over denials in the template's input
+    form; empty for none."""
+    if not denials:
+        return ""
+    return render(template("notice"), {"denials": [derive(d, now_ms) for d in denials], "now_ms": now_ms})
 
 
 def notice(lost: Sequence[Unavailable], now_ms: int) -> str:
-    """notice renders the run notice over the tools a run lost; empty when
-    it lost none."""
-    if not lost:
-        return ""
-    lines = ["Some tools are out of service and have been removed from your tools for the rest of this task:"]
-    for u in lost:
-        line = f"- {u.tool}: {u.reason.rstrip('. ')}."
-        if u.decision == "DECISION_DENIED_PROBE_IN_FLIGHT":
-            line += " It is being tested after an outage; its recovery is not confirmed, so it will not come back during this task."
-        elif 0 < u.deny_until_ms < FOREVER:
-            line += f" It may be back in about {max(1, (u.deny_until_ms - now_ms) // 1000)}s, but not during this task."
-        else:
-            line += " No return time is known."
-        if u.degraded:
-            line += " (Judged by this worker alone: the breaker service is unreachable.)"
-        if u.alternatives:
-            line += " Instead you can use: " + ", ".join(u.alternatives) + "."
-        lines.append(line)
-    lines.append("Continue the task with the tools you still have; do not try to call the removed ones. "
-                 "In your final answer, say which parts of the task could not be done because of them.")
-    return "\n".join(lines)
+    """notice renders the run notice over the tools a run lost."""
+    return notice_of([{
+        "tool": u.tool,
+        "status": status_of(u.decision),
+        "reason": u.reason,
+        "forced": u.decision == "DECISION_DENIED_FORCED_OPEN",
+        "degraded": u.degraded,
+        "scope": u.scope,
+        "alternatives": list(u.alternatives),
+        "may_return_at_ms": u.deny_until_ms if 0 < u.deny_until_ms < FOREVER else 0,
+    } for u in lost], now_ms)

@@ -137,6 +137,7 @@ class Transport:
         self._lock = threading.Lock()
         self._first = 0  # the daemon that answered last
         self.failovers = 0  # calls answered by another daemon than the first tried
+        self.calls = 0  # calls sent (the wire count tests read)
 
     def close(self) -> None:
         for p in self._pools:
@@ -154,6 +155,7 @@ class Transport:
         Outage when none does, an APIError for an error answer, and a
         ProtocolError for an answer that is not breakerd's."""
         payload = json.dumps(body, separators=(",", ":")).encode()
+        self.calls += 1
         deadline = self._clock() + budget
         with self._lock:
             first = self._first

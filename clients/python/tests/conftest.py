@@ -1,0 +1,143 @@
+"""Real daemons for the suite: breakerd built from this repository, on free
+loopback ports, on the Redis at BREAKERD_TEST_REDIS_ADDR (scripts/test.sh
+always sets it) or, without one, each on its own embedded Redis. Every
+test names its breakers with a fresh prefix, so copies of the suite can
+share one Redis."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+
+# The policy every test daemon runs: small thresholds and a long cooldown
+# (no test waits for one), an alternative to read in the tool result.
+POLICY = """\
+defaults:
+  threshold: 3
+  min_workers: 2
+  cooldown_base: 10m
+  cooldown_cap: 1h
+breakers:
+  - match: "*payments"
+    alternatives: [issue_refund_manually]
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def breakerd_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The daemon built from this repository (BREAKERD_TEST_BIN names a
+    binary built elsewhere instead)."""
+    if os.environ.get("BREAKERD_TEST_BIN"):
+        return Path(os.environ["BREAKERD_TEST_BIN"])
+    out = tmp_path_factory.mktemp("bin") / "breakerd"
+    subprocess.run(["go", "build", "-o", str(out), "./cmd/breakerd"], cwd=REPO, check=True)
+    return out
+
+
+class Daemon:
+    """Daemon is one breakerd process; ``url`` is its HTTP/JSON API."""
+
+    def __init__(self, binary: Path, redis_url: str, workdir: Path, extra: list[str]) -> None:
+        self.binary, self.redis_url, self.workdir, self.extra = binary, redis_url, workdir, extra
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.url = ""
+        self.start()
+
+    def start(self) -> None:
+        policy = self.workdir / "policy.yaml"
+        policy.write_text(POLICY)
+        for _ in range(5):  # a port taken between probe and bind: another
+            http_port = free_port()
+            args = [str(self.binary), "--listen", f"127.0.0.1:{free_port()}",
+                    "--http-listen", f"127.0.0.1:{http_port}", "--config", str(policy), *self.extra]
+            if self.redis_url:
+                args += ["--redis-url", self.redis_url]
+            log = open(self.workdir / f"breakerd-{http_port}.log", "wb")
+            self.proc = subprocess.Popen(args, stdout=log, stderr=log)
+            log.close()
+            self.url = f"http://127.0.0.1:{http_port}"
+            if self._ready():
+                return
+            self.stop()
+        raise RuntimeError(f"breakerd did not start; logs in {self.workdir}")
+
+    def _ready(self) -> bool:
+        assert self.proc is not None
+        while self.proc.poll() is None:
+            try:
+                with urllib.request.urlopen(self.url + "/healthz", timeout=1) as r:
+                    if r.status == 200:
+                        return True
+            except OSError:
+                pass
+            time.sleep(0.05)
+        return False
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+def redis_url() -> str:
+    addr = os.environ.get("BREAKERD_TEST_REDIS_ADDR", "")
+    return f"redis://{addr}/0" if addr else ""
+
+
+@pytest.fixture
+def daemons(breakerd_bin: Path) -> Iterator[Callable[..., Daemon]]:
+    """daemons(n=1) starts daemons on one Redis (the shared one when set);
+    two or more need BREAKERD_TEST_REDIS_ADDR."""
+    started: list[Daemon] = []
+    workdir = Path(tempfile.mkdtemp(prefix="breakerd-py-"))
+
+    def start(*extra: str) -> Daemon:
+        d = Daemon(breakerd_bin, redis_url(), workdir, list(extra))
+        started.append(d)
+        return d
+
+    yield start
+    for d in started:
+        d.stop()
+
+
+@pytest.fixture
+def daemon(daemons: Callable[..., Daemon]) -> Daemon:
+    return daemons()
+
+
+@pytest.fixture
+def two_daemons(daemons: Callable[..., Daemon]) -> tuple[Daemon, Daemon]:
+    if not redis_url():
+        pytest.skip("two daemons need one shared Redis: set BREAKERD_TEST_REDIS_ADDR (scripts/test.sh does)")
+    return daemons(), daemons()
+
+
+@pytest.fixture
+def name() -> Callable[[str], str]:
+    """name(x) is a breaker name unique to this test (shared Redis)."""
+    prefix = "py-" + uuid.uuid4().hex[:10] + ":"
+    return lambda x: prefix + x
