@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -256,5 +258,40 @@ func TestCheckConfigShowsGroups(t *testing.T) {
 	err := cmd.Run()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(out.String(), "groups[0].max_open_fraction: must be in (0, 1]") {
 		t.Errorf("--check-config on a bad group: %v\n%s\nwant exit 1 naming groups[0].max_open_fraction", err, out)
+	}
+}
+
+// TestServesHTTPJSONBesideGRPC: with --http-listen the same daemon answers
+// HTTP/JSON (health, an Allow) and stops cleanly on SIGTERM.
+func TestServesHTTPJSONBesideGRPC(t *testing.T) {
+	httpAddr := testredis.FreeAddr(t)
+	p := startDaemon(t, "--listen", testredis.FreeAddr(t), "--http-listen", httpAddr)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		res, err := http.Get("http://" + httpAddr + "/healthz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /healthz never answered 200 (last: %v); output:\n%s", err, p.out)
+		}
+		time.Sleep(50 * time.Millisecond) // polling for a port, not waiting out a cooldown
+	}
+	res, err := http.Post("http://"+httpAddr+"/breakerd.v1.BreakerService/Allow", "application/json",
+		strings.NewReader(`{"breaker":"web_search","worker_id":"w1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(b), `"decision":"DECISION_ALLOWED"`) {
+		t.Errorf("Allow over HTTP = %d %s, want 200 DECISION_ALLOWED", res.StatusCode, b)
+	}
+	p.stop(t)
+	if !strings.Contains(p.out.String(), "serving the HTTP/JSON API") {
+		t.Errorf("log lacks the HTTP listener:\n%s", p.out)
 	}
 }

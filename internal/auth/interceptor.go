@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"google.golang.org/grpc"
@@ -42,17 +43,35 @@ var openPrefixes = []string{
 // concurrent use.
 type Authenticator struct {
 	tokens atomic.Pointer[Tokens]
+
+	mu      sync.Mutex
+	changed chan struct{} // closed by Set, then replaced
 }
 
 // New returns an Authenticator over t.
 func New(t *Tokens) *Authenticator {
-	a := &Authenticator{}
+	a := &Authenticator{changed: make(chan struct{})}
 	a.tokens.Store(t)
 	return a
 }
 
-// Set replaces the token table; calls already authenticated keep theirs.
-func (a *Authenticator) Set(t *Tokens) { a.tokens.Store(t) }
+// Set replaces the token table. Unary calls already authenticated finish
+// under the table they met; a stream whose token is gone from t, or whose
+// entry changed, ends with Unauthenticated.
+func (a *Authenticator) Set(t *Tokens) {
+	a.tokens.Store(t)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	close(a.changed)
+	a.changed = make(chan struct{})
+}
+
+// changes returns the channel the next Set closes.
+func (a *Authenticator) changes() <-chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.changed
+}
 
 type ctxKey struct{}
 
@@ -60,6 +79,26 @@ type ctxKey struct{}
 func FromContext(ctx context.Context) (Identity, bool) {
 	id, ok := ctx.Value(ctxKey{}).(Identity)
 	return id, ok
+}
+
+// Caller returns the caller's identity as soon as it is known: from the
+// tap handle, before the request is decoded (what a limit counts a call
+// under), or from the interceptors.
+func Caller(ctx context.Context) (Identity, bool) {
+	if id, ok := ctx.Value(tapKey{}).(Identity); ok {
+		return id, true
+	}
+	return FromContext(ctx)
+}
+
+// Identify returns the identity of an "authorization: Bearer <token>"
+// header value (an HTTP listener's check, made before the body is read),
+// or an Unauthenticated status error.
+func (a *Authenticator) Identify(authorization string) (Identity, error) {
+	if authorization == "" {
+		return a.identify(metadata.MD{})
+	}
+	return a.identify(metadata.Pairs("authorization", authorization))
 }
 
 // ServerOptions returns the tap handle and the interceptors that enforce
@@ -94,6 +133,10 @@ func (a *Authenticator) tap(ctx context.Context, info *tap.Info) (context.Contex
 	}
 	return context.WithValue(ctx, tapKey{}, id), nil
 }
+
+// Open reports whether method needs no token: the health service and
+// reflection.
+func Open(method string) bool { return open(method) }
 
 func open(method string) bool {
 	for _, p := range openPrefixes {
@@ -262,7 +305,44 @@ func (a *Authenticator) stream(srv any, ss grpc.ServerStream, info *grpc.StreamS
 	if !ok {
 		return h(srv, ss)
 	}
-	return h(srv, &identityStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), ctxKey{}, id), id: id})
+	ctx, cancel := context.WithCancel(ss.Context())
+	defer cancel()
+	revoked := a.endOnRevoke(ctx, id, cancel)
+	err = h(srv, &identityStream{ServerStream: ss, ctx: context.WithValue(ctx, ctxKey{}, id), id: id})
+	if revoked() {
+		return status.Errorf(codes.Unauthenticated, "authorization: token %q was revoked or its entry changed (tokens reloaded); this stream has ended", id.Name)
+	}
+	return err
+}
+
+// endOnRevoke calls end when a Set leaves the caller's bearer token (read
+// again from ctx's metadata) unknown, or known under another entry than
+// id, and returns whether it did. It watches until ctx ends.
+func (a *Authenticator) endOnRevoke(ctx context.Context, id Identity, end func()) (revoked func() bool) {
+	var gone atomic.Bool
+	md, _ := metadata.FromIncomingContext(ctx)
+	go func() {
+		// Take the channel before each check, so no Set falls between.
+		for ch := a.changes(); ; {
+			if now, err := a.identify(md); err != nil || !sameIdentity(now, id) {
+				gone.Store(true)
+				end()
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-ch:
+				ch = a.changes()
+			}
+		}
+	}()
+	return gone.Load
+}
+
+// sameIdentity reports whether a and b grant the same.
+func sameIdentity(a, b Identity) bool {
+	return a.Name == b.Name && a.Role == b.Role && slices.Equal(a.Workers, b.Workers) && slices.Equal(a.Breakers, b.Breakers)
 }
 
 // identityStream carries the identity, and checks the breakers each

@@ -92,6 +92,23 @@ type Config struct {
 	// port nobody asked for. Flag --metrics-listen, env
 	// BREAKERD_METRICS_LISTEN.
 	MetricsListen string
+	// HTTPListen is the address of the HTTP/JSON API (docs/http-api.md):
+	// every BreakerService RPC as POST /breakerd.v1.BreakerService/<Method>,
+	// GET /healthz and the live events at GET /v1/watch, with the gRPC
+	// listener's TLS, tokens and limits. Empty (the default): no HTTP
+	// listener, so that several daemons on one host never fight over a
+	// port nobody asked for. Flag --http-listen, env BREAKERD_HTTP_LISTEN.
+	HTTPListen string
+	// HTTPCORSOrigins are the origins (comma-separated, "*" for any) a
+	// browser may call the HTTP API from. Empty (the default): CORS off,
+	// so browsers refuse cross-origin calls. Flag --http-cors-origins, env
+	// BREAKERD_HTTP_CORS_ORIGINS.
+	HTTPCORSOrigins string
+	// HTTPHeartbeat is how often an idle GET /v1/watch stream sends a
+	// comment line, so that proxies keep it open and a client notices a
+	// dead one. 0 (the default) means httpapi.DefaultHeartbeat, 15s. Flag --http-heartbeat, env
+	// BREAKERD_HTTP_HEARTBEAT.
+	HTTPHeartbeat time.Duration
 	// CircuitsInterval is how often the daemon lists the fleet's breakers
 	// (a Redis SCAN) to refresh the breakerd_circuits and
 	// breakerd_open_circuits gauges, while MetricsListen is set; a scrape
@@ -111,12 +128,35 @@ type Config struct {
 	// or others. Empty: the URL's password, if any. Flag
 	// --redis-password-file, env BREAKERD_REDIS_PASSWORD_FILE.
 	RedisPasswordFile string
+	// The listener limits: internal/limits (Listener) holds each one's
+	// default and why; docs/security.md lists them.
+
+	// MaxHeaderBytes bounds one call's header list (metadata), refused
+	// before the token check. Default (and what 0 means) 16384. Flag --max-header-bytes, env
+	// BREAKERD_MAX_HEADER_BYTES.
+	MaxHeaderBytes int64
 	// MaxRecvBytes bounds one request message, in bytes; a larger one is
 	// refused (ResourceExhausted) as it is read. Default (and what 0
-	// means) 524288: 512 KiB, in which a BatchGet of 1,024 names of 256
-	// bytes fits twice. Flag
-	// --max-recv-bytes, env BREAKERD_MAX_RECV_BYTES.
+	// means) 524288 (512 KiB). Flag --max-recv-bytes, env BREAKERD_MAX_RECV_BYTES.
 	MaxRecvBytes int64
+	// MaxConns caps the connections open at once over every listener
+	// (gRPC, metrics); past it a new one is closed at accept. Lowered to
+	// the file limit less FDReserve. Default (and what 0 means) 4096. Flag --max-conns, env
+	// BREAKERD_MAX_CONNS.
+	MaxConns int64
+	// FDReserve is the file descriptors MaxConns leaves to the daemon
+	// (Redis, reloads, webhooks), so a connection flood never stops a
+	// SIGHUP reload. 0: none. Default 256. Flag --fd-reserve, env
+	// BREAKERD_FD_RESERVE.
+	FDReserve int64
+	// IdleTimeout closes a connection with no call open for this long.
+	// Default (and what 0 means) 5m. Flag --idle-timeout, env BREAKERD_IDLE_TIMEOUT.
+	IdleTimeout time.Duration
+	// HandshakeTimeout closes a new connection that has not finished its
+	// TLS and HTTP/2 handshake in this time. Default (and what 0 means)
+	// 10s. Flag
+	// --handshake-timeout, env BREAKERD_HANDSHAKE_TIMEOUT.
+	HandshakeTimeout time.Duration
 	// MaxConcurrentStreams bounds the calls one connection may have open at
 	// once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); more wait for a slot.
 	// Default (and what 0 means) 256. Flag --max-concurrent-streams, env
@@ -128,13 +168,29 @@ type Config struct {
 	// Default (and what 0 means) 10s. Flag --keepalive-min-time, env
 	// BREAKERD_KEEPALIVE_MIN_TIME.
 	KeepaliveMinTime time.Duration
+	// OpenMaxStreams caps the streams that need no token (health Watch,
+	// reflection) open at once on this daemon; past it they are
+	// ResourceExhausted. Default (and what 0 means) 100. Flag --open-max-streams, env
+	// BREAKERD_OPEN_MAX_STREAMS.
+	OpenMaxStreams int64
+	// ReadsPerToken caps the read calls (Get, BatchGet, List, Events) one
+	// token has in flight at once on this daemon (without --tokens: one
+	// connection), refused ResourceExhausted before the request is
+	// decoded. 0: no cap. Default 16. Flag --reads-per-token, env
+	// BREAKERD_READS_PER_TOKEN.
+	ReadsPerToken int64
+	// ListMaxUnpaged is the most breakers a List with page_size 0
+	// answers; past it that List is ResourceExhausted (never cut short)
+	// and the caller pages. Default (and what 0 means) 10000. Flag --list-max-unpaged, env
+	// BREAKERD_LIST_MAX_UNPAGED.
+	ListMaxUnpaged int64
 	// WatchMaxStreams caps the Watch streams this daemon serves at once;
 	// past it a Watch is ResourceExhausted. 0: no cap. Default 1000. Flag
 	// --watch-max-streams, env BREAKERD_WATCH_MAX_STREAMS.
 	WatchMaxStreams int64
-	// WatchMaxStreamsPerToken caps the Watch streams one token (all
-	// callers together, without --tokens) holds at once on this daemon.
-	// 0: no cap. Default 32. Flag --watch-max-streams-per-token, env
+	// WatchMaxStreamsPerToken caps the Watch streams one token (without
+	// --tokens: one connection) holds at once on this daemon, refused
+	// before the request is decoded. 0: no cap. Default 32. Flag --watch-max-streams-per-token, env
 	// BREAKERD_WATCH_MAX_STREAMS_PER_TOKEN.
 	WatchMaxStreamsPerToken int64
 	// NewBreakersPerMinute is how many breakers one token may name per
@@ -180,11 +236,19 @@ func Defaults() Config {
 		ConfigPoll:       5 * time.Second,
 		CircuitsInterval: 30 * time.Second,
 
-		MaxRecvBytes:            defaultMaxRecvBytes,
-		MaxConcurrentStreams:    defaultMaxConcurrentStreams,
-		KeepaliveMinTime:        defaultKeepaliveMinTime,
+		MaxHeaderBytes:          limits.DefaultMaxHeaderBytes,
+		MaxRecvBytes:            limits.DefaultMaxRecvBytes,
+		MaxConns:                limits.DefaultMaxConns,
+		FDReserve:               limits.DefaultFDReserve,
+		IdleTimeout:             limits.DefaultIdleTimeout,
+		HandshakeTimeout:        limits.DefaultHandshakeTimeout,
+		MaxConcurrentStreams:    limits.DefaultMaxConcurrentStreams,
+		KeepaliveMinTime:        limits.DefaultKeepaliveMinTime,
+		OpenMaxStreams:          limits.DefaultOpenStreams,
+		ReadsPerToken:           limits.DefaultReadsPerToken,
+		ListMaxUnpaged:          limits.DefaultListMaxUnpaged,
 		WatchMaxStreams:         1000,
-		WatchMaxStreamsPerToken: 32,
+		WatchMaxStreamsPerToken: limits.DefaultWatchesPerToken,
 		NewBreakersPerMinute:    600,
 		AlertsPerMinute:         60,
 	}
@@ -217,12 +281,23 @@ func (c *Config) Flags() []cli.Flag {
 		{Name: "insecure-listen-any", Value: &c.InsecureListenAny, Usage: "allow a non-loopback --listen without --tokens (anyone reaching it may Force)"},
 		{Name: "hooks", Value: &c.HooksFile, Usage: "YAML file of alert webhooks"},
 		{Name: "metrics-listen", Value: &c.MetricsListen, Usage: "HTTP address for Prometheus /metrics; empty: no metrics listener"},
+		{Name: "http-listen", Value: &c.HTTPListen, Usage: "HTTP/JSON API address (docs/http-api.md); empty: no HTTP listener"},
+		{Name: "http-cors-origins", Value: &c.HTTPCORSOrigins, Usage: "origins (comma-separated, * for any) browsers may call the HTTP API from; empty: CORS off"},
+		{Name: "http-heartbeat", Value: &c.HTTPHeartbeat, Usage: "how often an idle GET /v1/watch stream sends a heartbeat comment"},
 		{Name: "circuits-interval", Value: &c.CircuitsInterval, Usage: "how often the fleet's breakers are listed for the circuit gauges (scrapes read the last listing)"},
 		{Name: "config-poll", Value: &c.ConfigPoll, Usage: "how often the --config, --tokens and --hooks files are checked for changes (0: only on SIGHUP)"},
 		{Name: "redis-password-file", Value: &c.RedisPasswordFile, Usage: "file holding the Redis password (instead of the URL's)"},
+		{Name: "max-header-bytes", Value: &c.MaxHeaderBytes, Usage: "largest header list (metadata) of a call, in bytes; refused before the token check"},
 		{Name: "max-recv-bytes", Value: &c.MaxRecvBytes, Usage: "largest request message accepted, in bytes"},
+		{Name: "max-conns", Value: &c.MaxConns, Usage: "connections open at once over every listener (lowered to the file limit less --fd-reserve)"},
+		{Name: "fd-reserve", Value: &c.FDReserve, Usage: "file descriptors kept free of connections for Redis, reloads and webhooks"},
+		{Name: "idle-timeout", Value: &c.IdleTimeout, Usage: "close a connection with no call open for this long"},
+		{Name: "handshake-timeout", Value: &c.HandshakeTimeout, Usage: "close a new connection whose TLS and HTTP/2 handshake takes longer"},
 		{Name: "max-concurrent-streams", Value: &c.MaxConcurrentStreams, Usage: "calls one connection may have open at once"},
 		{Name: "keepalive-min-time", Value: &c.KeepaliveMinTime, Usage: "shortest interval between client keepalive pings accepted"},
+		{Name: "open-max-streams", Value: &c.OpenMaxStreams, Usage: "streams needing no token (health Watch, reflection) open at once"},
+		{Name: "reads-per-token", Value: &c.ReadsPerToken, Usage: "read calls (Get, BatchGet, List, Events) one token has in flight at once (0: no cap)"},
+		{Name: "list-max-unpaged", Value: &c.ListMaxUnpaged, Usage: "most breakers a List without page_size answers; past it, page"},
 		{Name: "watch-max-streams", Value: &c.WatchMaxStreams, Usage: "Watch streams served at once (0: no cap)"},
 		{Name: "watch-max-streams-per-token", Value: &c.WatchMaxStreamsPerToken, Usage: "Watch streams one token holds at once (0: no cap)"},
 		{Name: "new-breakers-per-minute", Value: &c.NewBreakersPerMinute, Usage: "new breakers one token may name per minute on this daemon (0: no quota)"},
@@ -288,14 +363,49 @@ func (c Config) Validate() error {
 		return errors.New("--tls-client-ca: needs --tls-cert and --tls-key")
 	case c.TokensFile == "" && !c.InsecureListenAny && !auth.IsLoopback(c.Listen):
 		return fmt.Errorf("--listen: %s is not a loopback address and no --tokens are set: anyone reaching it could force breakers; set --tokens, or --insecure-listen-any to accept that", c.Listen)
+	case c.TokensFile == "" && !c.InsecureListenAny && c.HTTPListen != "" && !auth.IsLoopback(c.HTTPListen):
+		return fmt.Errorf("--http-listen: %s is not a loopback address and no --tokens are set: anyone reaching it could force breakers; set --tokens, or --insecure-listen-any to accept that", c.HTTPListen)
+	case c.HTTPCORSOrigins != "" && c.HTTPListen == "":
+		return errors.New("--http-cors-origins: needs --http-listen")
+	case c.HTTPHeartbeat < 0:
+		return fmt.Errorf("--http-heartbeat: must not be negative, got %s", c.HTTPHeartbeat)
 	case c.CircuitsInterval < 0:
 		return fmt.Errorf("--circuits-interval: must not be negative, got %s", c.CircuitsInterval)
 	case c.ConfigPoll < 0:
 		return fmt.Errorf("--config-poll: must not be negative, got %s", c.ConfigPoll)
-	case c.MaxRecvBytes != 0 && (c.MaxRecvBytes < 4<<10 || c.MaxRecvBytes > 64<<20):
-		return fmt.Errorf("--max-recv-bytes: must be between 4096 and 67108864, got %d", c.MaxRecvBytes)
-	case c.MaxConcurrentStreams < 0 || c.MaxConcurrentStreams > 1<<20:
-		return fmt.Errorf("--max-concurrent-streams: must be between 1 and 1048576, got %d", c.MaxConcurrentStreams)
+	}
+	return c.validateListener()
+}
+
+// validateListener reports the first invalid listener limit.
+func (c Config) validateListener() error {
+	// 0 is the default for each but reads-per-token and fd-reserve
+	// (none), which accept it as a value.
+	between := func(flag string, v, lo, hi int64) error {
+		if v != 0 && (v < lo || v > hi) || v < 0 {
+			return fmt.Errorf("--%s: must be between %d and %d, got %d", flag, lo, hi, v)
+		}
+		return nil
+	}
+	for _, err := range []error{
+		between("max-header-bytes", c.MaxHeaderBytes, 1<<10, 16<<20),
+		between("max-recv-bytes", c.MaxRecvBytes, 4<<10, 64<<20),
+		between("max-conns", c.MaxConns, 1, 1<<20),
+		between("fd-reserve", c.FDReserve, 0, 1<<20),
+		between("max-concurrent-streams", c.MaxConcurrentStreams, 1, 1<<20),
+		between("open-max-streams", c.OpenMaxStreams, 1, 1<<20),
+		between("reads-per-token", c.ReadsPerToken, 0, 1<<20),
+		between("list-max-unpaged", c.ListMaxUnpaged, 1, 1<<24),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	switch {
+	case c.IdleTimeout < 0:
+		return fmt.Errorf("--idle-timeout: must not be negative, got %s", c.IdleTimeout)
+	case c.HandshakeTimeout < 0:
+		return fmt.Errorf("--handshake-timeout: must not be negative, got %s", c.HandshakeTimeout)
 	case c.KeepaliveMinTime < 0:
 		return fmt.Errorf("--keepalive-min-time: must not be negative, got %s", c.KeepaliveMinTime)
 	case c.WatchMaxStreams < 0 || c.WatchMaxStreams > 1<<20:
@@ -315,13 +425,6 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
-
-// Default values of the fields whose zero means a default.
-const (
-	defaultMaxRecvBytes         = 512 << 10
-	defaultMaxConcurrentStreams = 256
-	defaultKeepaliveMinTime     = 10 * time.Second
-)
 
 // orDefault returns v, or def when v is zero.
 func orDefault[T int64 | time.Duration](v, def T) T {

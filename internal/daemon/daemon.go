@@ -16,9 +16,12 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 
+	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/events"
+	"github.com/breakerd/breakerd/internal/limits"
 	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/recovery"
 	"github.com/breakerd/breakerd/internal/secretfile"
@@ -51,34 +54,79 @@ func durationsAsStrings(_ []string, a slog.Attr) slog.Attr {
 // NOT_SERVING, the drain delay passes, the gRPC server stops gracefully
 // (cut after ShutdownTimeout), and Redis is closed last. ready, when
 // non-nil, is called with the listening address once the daemon serves.
+// The listener is opened last, once everything it serves is built.
 func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) error {
-	policies := policy.NewSet(policy.Default())
-	var policyFile *policyState
-	if c.PolicyFile != "" {
-		set, sum, err := readPolicy(c.PolicyFile)
-		if err != nil {
-			return err
-		}
-		policies = set
-		policyFile = &policyState{sum: sum}
-		logPolicyWarnings(log, c.PolicyFile, set)
+	policies, policySum, err := loadPolicy(c, log)
+	if err != nil {
+		return err
 	}
 	rdb, channel, closeRedis, err := connect(c, log)
 	if err != nil {
 		return err
 	}
 	defer closeRedis()
-
+	d, err := assemble(c, log, rdb, channel, policies, policySum)
+	if err != nil {
+		return err
+	}
+	defer d.st.Close()
 	lis, err := net.Listen("tcp", c.Listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", c.Listen, err)
 	}
+	defer lis.Close() // the gRPC server closes it too; a second Close is harmless
+	httpLis, err := listenHTTP(c)
+	if err != nil {
+		return err
+	}
+	defer closeListener(httpLis)
+	if httpLis != nil {
+		httpLis = d.conns.Listen(httpLis)
+	}
+	return d.serve(ctx, c, log, d.conns.Listen(lis), httpLis, ready)
+}
+
+// loadPolicy reads --config, if set, and returns its policies with the
+// SHA-256 of the bytes read (nil without a file: the defaults).
+func loadPolicy(c Config, log *slog.Logger) (*policy.Set, *[sha256.Size]byte, error) {
+	if c.PolicyFile == "" {
+		return policy.NewSet(policy.Default()), nil, nil
+	}
+	set, sum, err := readPolicy(c.PolicyFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	logPolicyWarnings(log, c.PolicyFile, set)
+	return set, &sum, nil
+}
+
+// parts is what a daemon serves from, built by assemble.
+type parts struct {
+	st        *store.Store
+	hub       *events.Hub
+	op        *operate
+	hooks     *hookRunner
+	checker   *recovery.Checker
+	reloaders []*fileReloader
+	authn     *auth.Authenticator // nil without --tokens
+	srv       *server.Server
+	g         *grpc.Server
+	hs        *health.Server
+	conns     *limits.Conns
+	inMemory  bool // answers from memory while Redis is away
+}
+
+// assemble builds the store, the event hub, the operating surface, the
+// hooks, the recovery checker and the gRPC server under the listener
+// limits. It opens nothing that must be closed but the store (d.st).
+func assemble(c Config, log *slog.Logger, rdb redis.UniversalClient, channel string, policies *policy.Set, policySum *[sha256.Size]byte) (*parts, error) {
+	d := &parts{inMemory: c.RedisOutage != "unavailable"}
 	outage := store.OutageMemory
-	if c.RedisOutage == "unavailable" {
+	if !d.inMemory {
 		outage = store.OutageUnavailable
 	}
 	var degraded func(bool) // the metric, once it exists
-	st := store.New(rdb, store.Options{Policies: policies, EventsMaxLen: c.EventsMaxLen, EventRetention: c.EventRetention,
+	d.st = store.New(rdb, store.Options{Policies: policies, EventsMaxLen: c.EventsMaxLen, EventRetention: c.EventRetention,
 		Channel: channel, Outage: outage, MaxBreakers: c.MaxBreakers, OnOutage: func(down bool) {
 			if down {
 				log.Error("redis unreachable: answering from this daemon's in-memory breakers (degraded) until it answers again")
@@ -87,108 +135,162 @@ func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) 
 			}
 			degraded(down)
 		}})
-	defer st.Close()
-	hub := events.NewHub(rdb, st.Channel(), log)
-	hub.Observe(st.ObserveEvent)
-	hub.SetLimits(events.Limits{Streams: int(c.WatchMaxStreams), PerOwner: int(c.WatchMaxStreamsPerToken)})
-	grpcOpts, tokensReloader, err := trustOptions(c, log)
+	err := d.build(c, log, rdb, policySum)
 	if err != nil {
-		_ = lis.Close()
+		d.st.Close()
+		return nil, err
+	}
+	degraded = d.op.m.SetDegraded
+	return d, nil
+}
+
+// build makes everything of d but the store.
+func (d *parts) build(c Config, log *slog.Logger, rdb redis.UniversalClient, policySum *[sha256.Size]byte) error {
+	d.hub = events.NewHub(rdb, d.st.Channel(), log)
+	d.hub.Observe(d.st.ObserveEvent)
+	d.hub.SetLimits(events.Limits{Streams: int(c.WatchMaxStreams)})
+	grpcOpts, authn, tokensReloader, err := trustOptions(c, log)
+	if err != nil {
 		return err
 	}
-	op, opOpts, err := newOperate(c, log, rdb, st, hub)
-	if err == nil {
-		degraded = op.m.SetDegraded
-	}
+	d.authn = authn
+	op, opOpts, err := newOperate(c, log, rdb, d.st, d.hub)
 	if err != nil {
-		_ = lis.Close()
 		return err
 	}
-	var reloaders []*fileReloader
-	if policyFile != nil {
-		reloaders = append(reloaders, newPolicyReloader(c.PolicyFile, policyFile.sum, log, st.SetPolicies, op.m.ConfigReloaded))
+	d.op = op
+	if policySum != nil {
+		d.reloaders = append(d.reloaders, newPolicyReloader(c.PolicyFile, *policySum, log, d.st.SetPolicies, op.m.ConfigReloaded))
 	}
-	hookRunner, hooksReloader, err := newDispatcher(c, rdb, st, op.reg, log)
+	hookRunner, hooksReloader, err := newDispatcher(c, rdb, d.st, op.reg, log)
 	if err != nil {
-		_ = lis.Close()
 		return err
 	}
+	d.hooks = hookRunner
 	for _, r := range []*fileReloader{tokensReloader, hooksReloader} {
 		if r != nil {
 			r.result = op.m.ConfigReloaded
-			reloaders = append(reloaders, r)
+			d.reloaders = append(d.reloaders, r)
 		}
 	}
-	checker, err := recovery.New(recovery.Options{Store: st, ID: daemonID(), Log: log, Registerer: op.reg})
-	if err != nil {
-		_ = lis.Close()
+	if d.checker, err = recovery.New(recovery.Options{Store: d.st, ID: daemonID(), Log: log, Registerer: op.reg}); err != nil {
 		return err
 	}
-	hub.Observe(checker.Observe)
-	limits := server.Limits{NewBreakersPerMinute: int(c.NewBreakersPerMinute), AlertsPerMinute: int(c.AlertsPerMinute), Log: log}
-	g, hs := server.New(st, hub).WithLimits(limits).NewGRPC(append(append(grpcOpts, limitOptions(c)...), opOpts...)...)
+	d.hub.Observe(d.checker.Observe)
+	lim := listenerLimits(c)
+	conns, lowered := limits.NewConns(lim)
+	if lowered != "" {
+		log.Warn("--max-conns lowered to "+lowered, "max_conns", conns.Limit())
+	}
+	d.conns = conns
+	quotas := server.Limits{NewBreakersPerMinute: int(c.NewBreakersPerMinute), AlertsPerMinute: int(c.AlertsPerMinute), Log: log}
+	d.srv = server.New(d.st, d.hub).WithLimits(quotas).WithListener(lim)
+	d.g, d.hs = d.srv.NewGRPC(append(grpcOpts, opOpts...)...)
+	return nil
+}
 
+// serve runs the background work (the hub, reloads, health, recovery
+// checks, hooks), serves lis (and httpLis, when set) until ctx ends and
+// then stops in order.
+func (d *parts) serve(ctx context.Context, c Config, log *slog.Logger, lis, httpLis net.Listener, ready func(net.Addr)) error {
 	// The hub outlives the signal: Watch streams keep flowing through the
-	// drain delay and end when the gRPC server stops.
+	// drain delay and end when the servers stop.
 	hubCtx, stopHub := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHub()
-	hubDone := make(chan error, 1)
-	go func() { hubDone <- hub.Run(hubCtx, nil) }()
-	// Before health can turn SERVING: SIGHUP is handled from then on.
-	if err := op.start(hubCtx, c, log, reloaders); err != nil {
-		_ = lis.Close()
+	wait, err := d.background(hubCtx, c, log)
+	defer wait()
+	if err != nil {
+		stopHub()
 		return err
+	}
+	api, err := newHTTPServer(c, log, httpLis, httpAPIDeps{grpc: d.g, health: d.hs, auth: d.authn, hub: d.hub, store: d.st, srv: d.srv})
+	if err != nil {
+		stopHub()
+		return err
+	}
+	serveErr := make(chan error, 2)
+	go func() { serveErr <- d.g.Serve(lis) }()
+	if api != nil {
+		go func() { serveErr <- api.serve() }()
+	}
+	log.Info("breakerd serving", "addr", lis.Addr().String(), "policy_file", c.PolicyFile, "max_conns", d.conns.Limit())
+	if ready != nil {
+		ready(lis.Addr())
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		stopHub()
+		return fmt.Errorf("serve: %w", err)
+	}
+	d.stop(c, log, api, stopHub)
+	return nil
+}
+
+// stop goes NOT_SERVING, waits the drain delay, then stops the HTTP and
+// gRPC servers gracefully, cut after the shutdown timeout; stopHub ends
+// every Watch stream, so neither stop waits them out.
+func (d *parts) stop(c Config, log *slog.Logger, api *httpAPI, stopHub func()) {
+	log.Info("breakerd shutting down", "drain_delay", c.DrainDelay)
+	d.hs.Shutdown()
+	time.Sleep(c.DrainDelay)
+	backstop := time.AfterFunc(c.ShutdownTimeout, func() {
+		log.Warn("graceful stop timed out; cutting in-flight calls")
+		d.g.Stop()
+		api.close()
+	})
+	defer backstop.Stop()
+	stopped := make(chan struct{})
+	go func() {
+		// HTTP first: a transcoded call runs inside the gRPC server, whose
+		// GracefulStop would cut it rather than wait.
+		api.shutdown()
+		d.g.GracefulStop()
+		close(stopped)
+	}()
+	stopHub()
+	<-stopped
+}
+
+// background starts the hub, the reloads and metrics, the health checks,
+// the recovery checks and the hooks, all until ctx ends, and returns once
+// the hooks are ready to see the first call's events (or a health
+// interval has passed: Redis away at start). wait waits for them to end.
+func (d *parts) background(ctx context.Context, c Config, log *slog.Logger) (wait func(), err error) {
+	hubDone := make(chan error, 1)
+	go func() { hubDone <- d.hub.Run(ctx, nil) }()
+	checksDone := make(chan struct{})
+	hooksDone := make(chan error, 1)
+	wait = func() {
+		if err := <-hubDone; err != nil && !errors.Is(err, context.Canceled) {
+			log.Warn("event hub ended with an error", "err", err)
+		}
+		<-hooksDone
+		<-checksDone
+		log.Info("breakerd stopped")
+	}
+	// Before health can turn SERVING: SIGHUP is handled from then on.
+	if err := d.op.start(ctx, c, log, d.reloaders, d.conns); err != nil {
+		close(checksDone)
+		hooksDone <- nil
+		return wait, err
 	}
 	// The first check runs before the daemon serves, so that scripts are
 	// loaded before the first call when Redis is up; later ones poll.
-	checkHealth := healthChecker(hubCtx, st, hs, c.HealthInterval, log, op.m.SetDegraded, outage == store.OutageMemory)
+	checkHealth := healthChecker(ctx, d.st, d.hs, c.HealthInterval, log, d.op.m.SetDegraded, d.inMemory)
 	checkHealth()
-	go pollHealth(hubCtx, checkHealth, c.HealthInterval)
-	checksDone := make(chan struct{})
-	go func() { defer close(checksDone); runRecoveryChecks(hubCtx, hub.Live(), checker, st, log) }()
-	hooksDone := make(chan error, 1)
+	go pollHealth(ctx, checkHealth, c.HealthInterval)
+	go func() { defer close(checksDone); runRecoveryChecks(ctx, d.hub.Live(), d.checker, d.st, log) }()
 	hooksReady := make(chan struct{})
-	go func() { hooksDone <- hookRunner.run(hubCtx, hooksReady) }()
+	go func() { hooksDone <- d.hooks.run(ctx, hooksReady) }()
 	// Serve once the hooks have marked where they start, so an event of
-	// the first calls is not taken for one from before the hooks existed;
-	// with Redis away at start, serve anyway after a health interval.
+	// the first calls is not taken for one from before the hooks existed.
 	select {
 	case <-hooksReady:
 	case <-time.After(c.HealthInterval):
 		log.Warn("alert hooks not ready yet (Redis unreachable?): serving; events before they start are not delivered")
 	}
-
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- g.Serve(lis) }()
-	log.Info("breakerd serving", "addr", lis.Addr().String(), "policy_file", c.PolicyFile)
-	if ready != nil {
-		ready(lis.Addr())
-	}
-
-	select {
-	case <-ctx.Done():
-	case err := <-serveErr:
-		return fmt.Errorf("serve: %w", err)
-	}
-	log.Info("breakerd shutting down", "drain_delay", c.DrainDelay)
-	hs.Shutdown()
-	time.Sleep(c.DrainDelay)
-	stopped := make(chan struct{})
-	backstop := time.AfterFunc(c.ShutdownTimeout, func() {
-		log.Warn("graceful stop timed out; cutting in-flight calls")
-		g.Stop()
-	})
-	go func() { g.GracefulStop(); close(stopped) }()
-	stopHub() // ends every Watch stream, so GracefulStop need not wait them out
-	<-stopped
-	backstop.Stop()
-	if err := <-hubDone; err != nil && !errors.Is(err, context.Canceled) {
-		log.Warn("event hub ended with an error", "err", err)
-	}
-	<-hooksDone
-	<-checksDone
-	log.Info("breakerd stopped")
-	return nil
+	return wait, nil
 }
 
 // runRecoveryChecks runs the policies' recovery checks until ctx ends,
@@ -222,9 +324,6 @@ func daemonID() string {
 	_, _ = rand.Read(b)
 	return "breakerd@" + host + "-" + hex.EncodeToString(b)
 }
-
-// policyState is what Run knows of the policy file it loaded.
-type policyState struct{ sum [sha256.Size]byte }
 
 // connect opens the configured Redis through go-redis's universal client
 // (standalone, Cluster with --redis-cluster, or Sentinel when the URL names

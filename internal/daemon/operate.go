@@ -19,6 +19,7 @@ import (
 
 	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/events"
+	"github.com/breakerd/breakerd/internal/limits"
 	"github.com/breakerd/breakerd/internal/metrics"
 	"github.com/breakerd/breakerd/internal/store"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -56,15 +57,17 @@ func newOperate(c Config, log *slog.Logger, rdb redis.UniversalClient, st *store
 	}, nil
 }
 
-// start serves metrics (when c.MetricsListen is set) and reloads the
+// start serves metrics (when c.MetricsListen is set, its connections
+// counted in conns) and reloads the
 // policy, tokens and hooks files (those set) on SIGHUP and on a change of
 // their content, until ctx ends.
-func (o *operate) start(ctx context.Context, c Config, log *slog.Logger, rs []*fileReloader) error {
+func (o *operate) start(ctx context.Context, c Config, log *slog.Logger, rs []*fileReloader, conns *limits.Conns) error {
 	if c.MetricsListen != "" {
-		lis, err := net.Listen("tcp", c.MetricsListen)
+		raw, err := net.Listen("tcp", c.MetricsListen)
 		if err != nil {
 			return fmt.Errorf("--metrics-listen %s: %w", c.MetricsListen, err)
 		}
+		lis := conns.Listen(raw)
 		log.Info("serving metrics", "addr", "http://"+lis.Addr().String()+"/metrics", "circuits_interval", c.CircuitsInterval)
 		// The circuit gauges read a view this refreshes, one List per
 		// interval; a scrape never reads Redis. No listener, no refresh.

@@ -12,24 +12,25 @@ import (
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/keepalive"
 
 	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/hooks"
+	"github.com/breakerd/breakerd/internal/limits"
 	"github.com/breakerd/breakerd/internal/secretfile"
 	"github.com/breakerd/breakerd/internal/store"
 )
 
 // trustOptions returns the gRPC server options for TLS and bearer tokens,
 // and logs what the listener accepts. With a tokens file it also returns
-// the reloader that swaps the tokens in force (SIGHUP, or a change of the
-// file); otherwise that is nil.
-func trustOptions(c Config, log *slog.Logger) ([]grpc.ServerOption, *fileReloader, error) {
+// the authenticator (the HTTP listener checks tokens with it too) and the
+// reloader that swaps the tokens in force (SIGHUP, or a change of the
+// file); otherwise those are nil.
+func trustOptions(c Config, log *slog.Logger) ([]grpc.ServerOption, *auth.Authenticator, *fileReloader, error) {
 	var opts []grpc.ServerOption
 	if c.TLSCert != "" {
 		cfg, err := auth.ServerTLS(c.TLSCert, c.TLSKey, c.TLSClientCA)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg)))
 		log.Info("tls on", "client_certificates_required", c.TLSClientCA != "")
@@ -42,11 +43,11 @@ func trustOptions(c Config, log *slog.Logger) ([]grpc.ServerOption, *fileReloade
 		} else {
 			log.Warn("no --tokens and --insecure-listen-any: auth is off on a non-loopback address; anyone who reaches it may force breakers", "listen", c.Listen)
 		}
-		return opts, nil, nil
+		return opts, nil, nil, nil
 	}
 	tokens, sum, err := readTokens(c.TokensFile, log)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	a := auth.New(tokens)
 	log.Info("auth on: bearer tokens required (health and reflection stay open)", "tokens_file", c.TokensFile, "tokens", tokens.Len())
@@ -58,7 +59,7 @@ func trustOptions(c Config, log *slog.Logger) ([]grpc.ServerOption, *fileReloade
 			}
 			return func() { a.Set(t) }, sum, nil
 		}}
-	return append(opts, a.ServerOptions()...), r, nil
+	return append(opts, a.ServerOptions()...), a, r, nil
 }
 
 // readTokens loads a tokens file, warning when other users may read it,
@@ -209,19 +210,28 @@ func (r *hookRunner) run(ctx context.Context, ready chan<- struct{}) error {
 	}
 }
 
-// limitOptions returns the gRPC server options that bound what one caller
-// can make the daemon hold: the size of a request, the calls open on one
-// connection, and how often a client may ping.
-func limitOptions(c Config) []grpc.ServerOption {
-	return []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(int(orDefault(c.MaxRecvBytes, defaultMaxRecvBytes))),
-		grpc.MaxConcurrentStreams(uint32(orDefault(c.MaxConcurrentStreams, defaultMaxConcurrentStreams))),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
-			MinTime:             orDefault(c.KeepaliveMinTime, defaultKeepaliveMinTime),
-			PermitWithoutStream: true,
-		}),
-		// Find peers that vanished (a Watch stream held by a dead
-		// worker): ping after a minute of silence, drop after 20s more.
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
+// listenerLimits returns the listener limits c sets (internal/limits
+// holds each one's default and why).
+func listenerLimits(c Config) limits.Listener {
+	// The flags' 0 is no cap (no reserve); the Listener's is the default.
+	none := func(v int64) int {
+		if v == 0 {
+			return -1
+		}
+		return int(v)
+	}
+	return limits.Listener{
+		MaxHeaderBytes:       int(c.MaxHeaderBytes),
+		MaxRecvBytes:         int(c.MaxRecvBytes),
+		MaxConns:             int(c.MaxConns),
+		FDReserve:            none(c.FDReserve),
+		IdleTimeout:          c.IdleTimeout,
+		HandshakeTimeout:     c.HandshakeTimeout,
+		MaxConcurrentStreams: int(c.MaxConcurrentStreams),
+		KeepaliveMinTime:     c.KeepaliveMinTime,
+		OpenStreams:          int(c.OpenMaxStreams),
+		ReadsPerToken:        none(c.ReadsPerToken),
+		WatchesPerToken:      none(c.WatchMaxStreamsPerToken),
+		ListMaxUnpaged:       int(c.ListMaxUnpaged),
 	}
 }

@@ -8,14 +8,17 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
 
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/hooks"
+	"github.com/breakerd/breakerd/internal/httpapi"
 	"github.com/breakerd/breakerd/internal/server"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
@@ -25,6 +28,9 @@ import (
 type Daemon struct {
 	// Addr is its gRPC address.
 	Addr string
+	// HTTPAddr is its HTTP/JSON address ("host:port"), when started with
+	// Options.HTTP.
+	HTTPAddr string
 	// Store is its store (for inspecting state the way the daemon sees it).
 	Store *store.Store
 	// Calls counts the RPCs it has served, by full method name.
@@ -56,6 +62,12 @@ type Options struct {
 	Limits server.Limits
 	// Watch caps the hub's Watch streams. Default: none.
 	Watch events.Limits
+	// HTTP, when set, serves the HTTP/JSON API too (on loopback, at
+	// Daemon.HTTPAddr) with these options; its GRPC and Health are the
+	// daemon's, MaxBodyBytes defaults to 512 KiB, a Watch (any, even
+	// empty) gets the daemon's hub and store. Give Auth's
+	// ServerOptions in Server as well, as breakerd does.
+	HTTP *httpapi.Options
 }
 
 // Start runs a daemon on b until t ends. o.Now defaults to b's clock and
@@ -136,12 +148,47 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 		t.Fatal(err)
 	}
 	go func() { _ = g.Serve(lis) }()
-	d := &Daemon{Addr: lis.Addr().String(), Store: st, Calls: calls, halt: func() {
+	d := &Daemon{Addr: lis.Addr().String(), Store: st, Calls: calls}
+	stopHTTP := func() {}
+	if opts.HTTP != nil {
+		d.HTTPAddr, stopHTTP = serveHTTP(t, *opts.HTTP, g, hs, st, hub)
+	}
+	d.halt = func() {
 		cancel()
+		stopHTTP()
 		g.Stop()
 		stopHub()
 		<-hooksDone
-	}}
+	}
 	t.Cleanup(d.Stop)
 	return d
+}
+
+// serveHTTP serves the HTTP/JSON API over g on a loopback port; it
+// returns the address and the stop that cuts its connections.
+func serveHTTP(t testing.TB, o httpapi.Options, g *grpc.Server, hs *health.Server, st *store.Store, hub *events.Hub) (string, func()) {
+	t.Helper()
+	o.GRPC, o.Health = g, hs
+	if o.MaxBodyBytes == 0 {
+		o.MaxBodyBytes = 512 << 10
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Watch != nil {
+		w := *o.Watch
+		w.Hub, w.Store = hub, st
+		o.Watch = &w
+	}
+	h, err := httpapi.New(o)
+	if err != nil {
+		t.Fatalf("daemontest: http: %v", err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, MaxHeaderBytes: 64 << 10}
+	go func() { _ = srv.Serve(lis) }()
+	return lis.Addr().String(), func() { _ = srv.Close() }
 }

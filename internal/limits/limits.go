@@ -1,8 +1,28 @@
-// Package limits holds the bounds breakerd puts on request fields and the
-// checks that apply them. The daemon (internal/server) and the Go client
-// (pkg/client) share it, so the client refuses exactly what the daemon
-// would, naming the same field, without a round trip. It imports only the
-// standard library.
+// Package limits is the one home of breakerd's bounds: on request fields
+// (names, batches, durations), shared by the daemon and the Go client so
+// that the client refuses exactly what the daemon would, naming the same
+// field; and on listeners, every limit a caller meets before and as it
+// authenticates, each with its default and why (Listener).
+//
+// Every listener the daemon serves passes through the listener limits:
+//
+//   - Conns (NewConns, then Conns.Listen on each net.Listener) caps the
+//     connections open over all listeners, below the file limit less a
+//     reserve, closing those past it at accept.
+//   - gRPC: Listener.GRPCOptions (header list, message size, streams per
+//     connection, handshake and idle timeouts, keepalive),
+//     Listener.OpenStreamCap (streams of the services that need no
+//     token) and WrapService with a Gate per method class (per-token
+//     calls in flight, taken before the request is decoded).
+//   - HTTP: Listener.HTTPServer (header bytes, header read timeout, idle
+//     timeout) and Listener.HTTPHandler, which refuses a request on its
+//     header size, declared body size, credentials (HTTPOptions.
+//     Authenticate) and its caller's Gate before the body is read, then
+//     cuts the body at MaxRecvBytes.
+//
+// A Gate's PerKey is shared by every listener, so a token's calls count
+// once whichever way they arrive. docs/security.md lists each limit with
+// its flag.
 package limits
 
 import (

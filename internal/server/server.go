@@ -15,9 +15,11 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
+	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/limits"
 	"github.com/breakerd/breakerd/internal/scope"
@@ -55,12 +57,46 @@ type Server struct {
 	// scopes runs Allow and Record with parent scopes (a policy's
 	// parent; internal/scope), its view of parents fed by hub.
 	scopes *scope.Scopes
+	// lim is the listener limits: the per-token gates below, the List
+	// cap, and what NewGRPC applies to the gRPC server.
+	lim          limits.Listener
+	reads, watch limits.Gate
 }
 
 // New returns a Server over st; hub feeds Watch and the view of parent
 // scopes.
 func New(st *store.Store, hub *events.Hub) *Server {
-	return &Server{store: st, hub: hub, quotas: newQuotas(Limits{}), scopes: scope.New(st, hub, nil)}
+	s := &Server{store: st, hub: hub, quotas: newQuotas(Limits{}), scopes: scope.New(st, hub, nil)}
+	return s.WithListener(limits.Listener{})
+}
+
+// WithListener sets the listener limits (zero fields at their defaults)
+// and returns s. Call it before NewGRPC.
+func (s *Server) WithListener(l limits.Listener) *Server {
+	s.lim = l.WithDefaults()
+	s.reads = limits.Gate{Methods: []string{"Get", "BatchGet", "List", "Events"}, Cap: limits.NewPerKey(s.lim.ReadsPerToken), What: "read calls"}
+	s.watch = limits.Gate{Methods: []string{"Watch"}, Cap: limits.NewPerKey(s.lim.WatchesPerToken), What: "Watch streams"}
+	return s
+}
+
+// Gates returns the per-token caps on reads and on Watch streams, for
+// another listener (HTTP) to count its calls in the same slots.
+func (s *Server) Gates() (reads, watch limits.Gate) { return s.reads, s.watch }
+
+// TokenKey names a token's calls in the per-token caps.
+func TokenKey(id auth.Identity) string { return fmt.Sprintf("token %q", id.Name) }
+
+// CallerKey names who a call counts under in the per-token caps: its
+// token (`token "pool-a"`), known from the tap before the request is
+// decoded, or without tokens its connection.
+func CallerKey(ctx context.Context) string {
+	if id, ok := auth.Caller(ctx); ok {
+		return TokenKey(id)
+	}
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return "connection " + p.Addr.String()
+	}
+	return "connection (unknown)"
 }
 
 // WithLimits sets the per-token quotas (see Limits) and returns s. Call
@@ -81,10 +117,14 @@ func (s *Server) admit(ctx context.Context, breaker string) error {
 // NewGRPC returns a gRPC server carrying the service, the standard
 // grpc.health.v1 service (every name in HealthServices starting
 // NOT_SERVING: the caller flips them with SetServing once Redis answers)
-// and server reflection.
+// and server reflection, under the listener limits (WithListener): the
+// transport's, the cap on streams that need no token, and the per-token
+// gates, taken before a request is decoded. Serve it on a listener
+// wrapped by limits.Conns.
 func (s *Server) NewGRPC(opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
+	opts = append(append(s.lim.GRPCOptions(), opts...), grpc.ChainStreamInterceptor(s.lim.OpenStreamCap(auth.Open)))
 	g := grpc.NewServer(opts...)
-	pb.RegisterBreakerServiceServer(g, s)
+	g.RegisterService(limits.WrapService(&pb.BreakerService_ServiceDesc, CallerKey, s.reads, s.watch), s)
 	hs := health.NewServer()
 	SetServing(hs, false)
 	healthpb.RegisterHealthServer(g, hs)
@@ -223,11 +263,7 @@ func (s *Server) List(ctx context.Context, req *pb.ListRequest) (*pb.ListRespons
 		if req.GetPageToken() != "" {
 			return nil, invalid("page_token", "needs a page_size")
 		}
-		st, err := s.store.List(ctx, req.GetStates()...)
-		if err != nil {
-			return nil, statusOf(ctx, err)
-		}
-		return &pb.ListResponse{States: st}, nil
+		return s.listAll(ctx, req.GetStates())
 	}
 	st, next, err := s.store.ListPage(ctx, req.GetPageToken(), int64(req.GetPageSize()), req.GetStates()...)
 	if errors.Is(err, store.ErrBadPageToken) {
@@ -237,6 +273,34 @@ func (s *Server) List(ctx context.Context, req *pb.ListRequest) (*pb.ListRespons
 		return nil, statusOf(ctx, err)
 	}
 	return &pb.ListResponse{States: st, NextPageToken: next}, nil
+}
+
+// listAll answers a List with page_size 0: every breaker in states, in
+// full, read a page at a time so that past the cap (ListMaxUnpaged) it
+// is refused with what it had read so far held, never a whole fleet.
+// An answer is never cut short.
+func (s *Server) listAll(ctx context.Context, states []pb.State) (*pb.ListResponse, error) {
+	var out []*pb.BreakerState
+	seen := map[string]bool{} // a page boundary can repeat a breaker (SCAN)
+	for token := ""; ; {
+		page, next, err := s.store.ListPage(ctx, token, store.MaxPageSize, states...)
+		if err != nil {
+			return nil, statusOf(ctx, err)
+		}
+		for _, st := range page {
+			if !seen[st.GetBreaker()] {
+				seen[st.GetBreaker()] = true
+				out = append(out, st)
+			}
+		}
+		if len(out) > s.lim.ListMaxUnpaged {
+			return nil, status.Errorf(codes.ResourceExhausted,
+				"page_size: 0 answers at most %d breakers, and more match; set page_size (1 to %d) and follow next_page_token", s.lim.ListMaxUnpaged, store.MaxPageSize)
+		}
+		if token = next; token == "" {
+			return &pb.ListResponse{States: out}, nil
+		}
+	}
 }
 
 // Force implements BreakerService.Force.

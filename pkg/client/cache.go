@@ -206,6 +206,34 @@ func subscribed(stream pb.BreakerService_WatchClient) error {
 	return nil
 }
 
+// listPageSize is how many breakers' keys one page of the fast-mode
+// view's List scans (the daemon's most).
+const listPageSize = 1000
+
+// listOpen lists the open and forced-open breakers a page at a time (the
+// daemon refuses an unpaged List past its cap), each breaker once (a page
+// boundary can repeat one).
+func (c *Client) listOpen(ctx context.Context) ([]*pb.BreakerState, error) {
+	req := &pb.ListRequest{States: []pb.State{pb.State_STATE_OPEN, pb.State_STATE_FORCED_OPEN}, PageSize: listPageSize}
+	var out []*pb.BreakerState
+	seen := map[string]bool{}
+	for {
+		res, err := c.api.List(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range res.GetStates() {
+			if !seen[st.GetBreaker()] {
+				seen[st.GetBreaker()] = true
+				out = append(out, st)
+			}
+		}
+		if req.PageToken = res.GetNextPageToken(); req.PageToken == "" {
+			return out, nil
+		}
+	}
+}
+
 func (c *Client) watchOnce(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -217,12 +245,12 @@ func (c *Client) watchOnce(ctx context.Context) error {
 		return err
 	}
 	lctx, lcancel := context.WithTimeout(ctx, c.o.listTimeout)
-	res, err := c.api.List(lctx, &pb.ListRequest{States: []pb.State{pb.State_STATE_OPEN, pb.State_STATE_FORCED_OPEN}})
+	open, err := c.listOpen(lctx)
 	lcancel()
 	if err != nil {
 		return err
 	}
-	c.cache.resync(res.GetStates(), c.o.clock.Now())
+	c.cache.resync(open, c.o.clock.Now())
 	for {
 		m, err := stream.Recv()
 		if err != nil {

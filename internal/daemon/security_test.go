@@ -1,0 +1,419 @@
+package daemon
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/testredis"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// The tests of this file are named after the findings of the security
+// review they hold fixed (docs/security.md, Threat model).
+
+const (
+	secOperator = "sec-operator-token-0123456789"
+	secWorker   = "sec-worker-token-0123456789ab"
+)
+
+// secTokens writes a tokens file with an operator and a worker (w1).
+func secTokens(t *testing.T) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "tokens.yaml")
+	writeTokens(t, f, true)
+	return f
+}
+
+// writeTokens writes the operator's token to f, and the worker's too when
+// worker is set.
+func writeTokens(t *testing.T, f string, worker bool) {
+	t.Helper()
+	body := "tokens:\n  - {name: alice, role: operator, token: " + secOperator + "}\n"
+	if worker {
+		body += "  - {name: w1, role: worker, token: " + secWorker + ", workers: [w1]}\n"
+	}
+	if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runDaemon runs the daemon on args (plus a free loopback --listen and,
+// unless args set one, an embedded Redis) until the test ends, and
+// returns its address and its log.
+func runSecured(t *testing.T, args ...string) (string, *daemontest.Buffer) {
+	t.Helper()
+	cfg, err := ParseConfig(append([]string{"--listen", "127.0.0.1:0", "--health-interval", "200ms"}, args...), func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &daemontest.Buffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil)), func(a net.Addr) { ready <- a })
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	select {
+	case a := <-ready:
+		return a.String(), logs
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	}
+	return "", nil
+}
+
+// dialRaw returns a connection to addr that sends token, if any, with
+// every call (over plaintext: the test's loopback).
+func dialRaw(t *testing.T, addr, token string) *grpc.ClientConn {
+	t.Helper()
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if token != "" {
+		opts = append(opts, grpc.WithUnaryInterceptor(func(ctx context.Context, m string, req, reply any, cc *grpc.ClientConn, inv grpc.UnaryInvoker, o ...grpc.CallOption) error {
+			return inv(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token), m, req, reply, cc, o...)
+		}), grpc.WithStreamInterceptor(func(ctx context.Context, d *grpc.StreamDesc, cc *grpc.ClientConn, m string, s grpc.Streamer, o ...grpc.CallOption) (grpc.ClientStream, error) {
+			return s(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token), d, cc, m, o...)
+		}))
+	}
+	conn, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// TestSecurityH1HeaderListRefusedBeforeTheTokenCheck: a call whose
+// metadata passes --max-header-bytes is reset as its headers are read,
+// never answered Unauthenticated (which would mean they were read in full
+// and the token checked); the same call with small metadata is answered
+// Unauthenticated, so the test sees both answers.
+func TestSecurityH1HeaderListRefusedBeforeTheTokenCheck(t *testing.T) {
+	addr, _ := runSecured(t, "--tokens", secTokens(t), "--max-header-bytes", "8192")
+	const list = "/breakerd.v1.BreakerService/List"
+	small, err := daemontest.RawCall(addr, list, "", 1<<10, 20*time.Second)
+	if err != nil || small.Reset || small.GRPCStatus != "16" {
+		t.Fatalf("1 KiB of metadata, no token: %v, %v; want grpc-status 16 (Unauthenticated)", small, err)
+	}
+	for _, size := range []int{64 << 10, 1 << 20} {
+		got, err := daemontest.RawCall(addr, list, "", size, 20*time.Second)
+		if err != nil || !got.Reset {
+			t.Errorf("%d bytes of metadata, no token: %v, %v; want the stream reset before the token check", size, got, err)
+		}
+		got, err = daemontest.RawCall(addr, list, secWorker, size, 20*time.Second)
+		if err != nil || !got.Reset {
+			t.Errorf("%d bytes of metadata, a worker's token: %v, %v; want the stream reset", size, got, err)
+		}
+	}
+}
+
+// TestSecurityH1ConnectionsPastTheCapAreRefused: with --max-conns 4, a
+// fifth connection is closed as it is accepted, and once one of the four
+// closes a new one is served.
+func TestSecurityH1ConnectionsPastTheCapAreRefused(t *testing.T) {
+	addr, _ := runSecured(t, "--max-conns", "4")
+	var held []net.Conn
+	for range 4 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		held = append(held, c)
+	}
+	// The fifth is accepted by the kernel and closed by the daemon.
+	if !closedByDaemon(t, addr) {
+		t.Fatal("a fifth connection past --max-conns 4 was kept open")
+	}
+	for _, c := range held { // each of the four is served: its read waits
+		_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		if _, err := c.Read(make([]byte, 64)); !isTimeout(err) {
+			// grpc's server speaks first (SETTINGS): that is served too.
+			if err != nil {
+				t.Errorf("a connection within the cap: %v, want it served", err)
+			}
+		}
+	}
+	_ = held[0].Close()
+	daemontest.Eventually(t, "a new connection served once one of the four closed", func() bool {
+		return !closedByDaemon(t, addr)
+	})
+}
+
+// closedByDaemon dials addr and reports whether the daemon closed the
+// connection without a byte (a served one gets grpc's SETTINGS, or waits).
+func closedByDaemon(t *testing.T, addr string) bool {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		return true
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	n, err := c.Read(make([]byte, 64))
+	return n == 0 && err != nil && !isTimeout(err)
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
+
+// TestSecurityH1IdleConnectionsAreClosed: a connection that never
+// handshakes is closed after --handshake-timeout, and one whose calls
+// have ended after --idle-timeout (GOAWAY, then closed).
+func TestSecurityH1IdleConnectionsAreClosed(t *testing.T) {
+	addr, _ := runSecured(t, "--handshake-timeout", "200ms", "--idle-timeout", "300ms")
+	silent, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	_ = silent.SetReadDeadline(time.Now().Add(time.Minute))
+	if _, err := io.Copy(io.Discard, silent); err != nil {
+		t.Errorf("a connection that never handshakes: %v, want it closed by the daemon", err)
+	}
+
+	conn := dialRaw(t, addr, "")
+	hc := healthpb.NewHealthClient(conn)
+	if _, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	// grpc's client goes IDLE when the daemon sends GOAWAY (max_idle).
+	daemontest.Eventually(t, "the idle connection closed by the daemon", func() bool {
+		return conn.GetState().String() == "IDLE"
+	})
+}
+
+// TestSecurityM1OpenStreamsStayAtTheCap: health Watch streams (open
+// without a token) stay at --open-max-streams: the next is
+// ResourceExhausted, and one is admitted again once one ends.
+func TestSecurityM1OpenStreamsStayAtTheCap(t *testing.T) {
+	addr, _ := runSecured(t, "--tokens", secTokens(t), "--open-max-streams", "3")
+	hc := healthpb.NewHealthClient(dialRaw(t, addr, ""))
+	var cancels []context.CancelFunc
+	for i := range 3 {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		cancels = append(cancels, cancel)
+		s, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Recv(); err != nil {
+			t.Fatalf("health Watch %d within the cap: %v", i, err)
+		}
+	}
+	over := func() error {
+		s, err := hc.Watch(context.Background(), &healthpb.HealthCheckRequest{})
+		if err != nil {
+			return err
+		}
+		_, err = s.Recv()
+		return err
+	}
+	if err := over(); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a fourth health Watch past --open-max-streams 3: %v, want ResourceExhausted", err)
+	}
+	cancels[0]()
+	daemontest.Eventually(t, "a health Watch admitted once one ended", func() bool {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		s, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			return false
+		}
+		_, err = s.Recv()
+		return err == nil
+	})
+}
+
+// TestSecurityM4WatchRefusedBeforeItsRequestIsDecoded: past
+// --watch-max-streams-per-token a Watch is ResourceExhausted before its
+// request is read: a request that does not even decode gets
+// ResourceExhausted, not the decoding error it gets within the cap.
+func TestSecurityM4WatchRefusedBeforeItsRequestIsDecoded(t *testing.T) {
+	addr, _ := runSecured(t, "--tokens", secTokens(t), "--watch-max-streams-per-token", "2")
+	conn := dialRaw(t, addr, secWorker)
+	api := pb.NewBreakerServiceClient(conn)
+	for range 2 {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		s, err := api.Watch(ctx, &pb.WatchRequest{Breakers: []string{"b"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Header(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := garbageWatch(conn); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("an undecodable Watch past the cap: %v, want ResourceExhausted before decoding", err)
+	}
+	// Another token's slots are its own: the same request decodes (and fails).
+	if err := garbageWatch(dialRaw(t, addr, secOperator)); status.Code(err) == codes.ResourceExhausted || err == nil {
+		t.Errorf("an undecodable Watch of another token: %v, want a decoding error", err)
+	}
+}
+
+// garbage is not a protobuf message (field 1, a length past the end).
+var garbage = []byte{0x0a, 0xff, 0xff, 0xff, 0x0f}
+
+// garbageWatch sends a Watch whose request does not decode and returns how
+// it ended.
+func garbageWatch(conn *grpc.ClientConn) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/breakerd.v1.BreakerService/Watch", grpc.ForceCodec(rawBytes{}))
+	if err != nil {
+		return err
+	}
+	b := garbage
+	if err := s.SendMsg(&b); err != nil {
+		return err
+	}
+	_ = s.CloseSend()
+	var out []byte
+	return s.RecvMsg(&out)
+}
+
+// rawBytes sends pre-encoded bytes as they are.
+type rawBytes struct{}
+
+func (rawBytes) Marshal(v any) ([]byte, error)   { return *v.(*[]byte), nil }
+func (rawBytes) Unmarshal(b []byte, v any) error { *v.(*[]byte) = b; return nil }
+func (rawBytes) Name() string                    { return "proto" }
+
+// TestSecurityM4ReadsPerTokenRefusedBeforeDecoding: with Redis stalled,
+// a token's reads pile up; past --reads-per-token the next is
+// ResourceExhausted before its request is decoded (an undecodable List
+// gets ResourceExhausted, where within the cap it gets a decoding error).
+func TestSecurityM4ReadsPerTokenRefusedBeforeDecoding(t *testing.T) {
+	b := testredis.Mini(t)
+	proxy := testredis.NewProxy(t, b.Addr)
+	addr, _ := runSecured(t, "--tokens", secTokens(t), "--reads-per-token", "2", "--redis-outage", "unavailable",
+		"--redis-url", "redis://"+proxy.Addr()+"?read_timeout=1m&write_timeout=1m")
+	conn := dialRaw(t, addr, secWorker)
+	if err := garbageList(conn); status.Code(err) == codes.ResourceExhausted || err == nil {
+		t.Fatalf("an undecodable List within the cap: %v, want a decoding error", err)
+	}
+	proxy.Stall()
+	defer proxy.Restore(t)
+	api := pb.NewBreakerServiceClient(conn)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for range 2 {
+		go func() { _, _ = api.Get(ctx, &pb.GetRequest{Breaker: "held"}) }()
+	}
+	daemontest.Eventually(t, "an undecodable List refused past the 2 held reads", func() bool {
+		return status.Code(garbageList(conn)) == codes.ResourceExhausted
+	})
+	// Another token's reads are its own.
+	if err := garbageList(dialRaw(t, addr, secOperator)); status.Code(err) == codes.ResourceExhausted {
+		t.Errorf("another token's List: %v, want its own slots", err)
+	}
+}
+
+// garbageList sends a List whose request does not decode.
+func garbageList(conn *grpc.ClientConn) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var out []byte
+	b := garbage
+	return conn.Invoke(ctx, "/breakerd.v1.BreakerService/List", &b, &out, grpc.ForceCodec(rawBytes{}))
+}
+
+// TestSecurityM4ListWithoutPagingAnswersInFullOrNotAtAll: a List without
+// page_size answers every breaker up to --list-max-unpaged, and past it
+// is ResourceExhausted, never cut short; pages still list them all.
+func TestSecurityM4ListWithoutPagingAnswersInFullOrNotAtAll(t *testing.T) {
+	addr, _ := runSecured(t, "--tokens", secTokens(t), "--list-max-unpaged", "5")
+	api := pb.NewBreakerServiceClient(dialRaw(t, addr, secOperator))
+	ctx := context.Background()
+	force := func(name string) {
+		t.Helper()
+		if _, err := api.Force(ctx, &pb.ForceRequest{Breaker: name, Mode: pb.ForceMode_FORCE_MODE_OPEN, Reason: "drill"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []string{"a", "b", "c", "d", "e"} {
+		force(n)
+	}
+	res, err := api.List(ctx, &pb.ListRequest{})
+	if err != nil || len(res.GetStates()) != 5 {
+		t.Fatalf("List of 5 breakers at a cap of 5: %d states, %v; want all 5", len(res.GetStates()), err)
+	}
+	force("f")
+	if res, err := api.List(ctx, &pb.ListRequest{}); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("List of 6 breakers past a cap of 5: %d states, %v; want ResourceExhausted", len(res.GetStates()), err)
+	}
+	seen := map[string]bool{}
+	req := &pb.ListRequest{PageSize: 2}
+	for {
+		res, err := api.List(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range res.GetStates() {
+			seen[s.GetBreaker()] = true
+		}
+		if req.PageToken = res.GetNextPageToken(); req.PageToken == "" {
+			break
+		}
+	}
+	if len(seen) != 6 {
+		t.Errorf("paged List saw %d breakers, want 6", len(seen))
+	}
+}
+
+// TestSecurityL4WatchEndsWhenItsTokenIsRevoked: a Watch stream opened
+// with a token ends Unauthenticated once a reload takes the token out,
+// and another token's stream goes on.
+func TestSecurityL4WatchEndsWhenItsTokenIsRevoked(t *testing.T) {
+	tokens := secTokens(t)
+	addr, logs := runSecured(t, "--tokens", tokens, "--config-poll", "50ms")
+	watch := func(token string) pb.BreakerService_WatchClient {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		t.Cleanup(cancel)
+		s, err := pb.NewBreakerServiceClient(dialRaw(t, addr, token)).Watch(ctx, &pb.WatchRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Header(); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	revoked, kept := watch(secWorker), watch(secOperator)
+	writeTokens(t, tokens, false)
+	if _, err := revoked.Recv(); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("the revoked token's Watch after the reload: %v, want Unauthenticated; log:\n%s", err, logs)
+	}
+	if _, err := pb.NewBreakerServiceClient(dialRaw(t, addr, secOperator)).Force(context.Background(),
+		&pb.ForceRequest{Breaker: "x", Mode: pb.ForceMode_FORCE_MODE_OPEN, Reason: "drill"}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := kept.Recv(); err != nil || m.GetEvent().GetBreaker() != "x" {
+		t.Errorf("the kept token's Watch: %v, %v; want the event of x", m, err)
+	}
+}

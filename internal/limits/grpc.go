@@ -1,0 +1,131 @@
+package limits
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+)
+
+// GRPCOptions returns the server options that apply l to a gRPC server as
+// its transport reads: the header list bound (refused before any tap or
+// interceptor runs, so before the token check), the message bound, the
+// streams per connection, the handshake and idle timeouts, and the
+// keepalive policy. Serve it on a listener from Conns.Listen.
+func (l Listener) GRPCOptions() []grpc.ServerOption {
+	l = l.WithDefaults()
+	return []grpc.ServerOption{
+		grpc.MaxHeaderListSize(uint32(l.MaxHeaderBytes)),
+		grpc.MaxRecvMsgSize(l.MaxRecvBytes),
+		grpc.MaxConcurrentStreams(uint32(l.MaxConcurrentStreams)),
+		grpc.ConnectionTimeout(l.HandshakeTimeout),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime:             l.KeepaliveMinTime,
+			PermitWithoutStream: true,
+		}),
+		// MaxConnectionIdle closes the idle; Time and Timeout find peers
+		// that vanished (a Watch stream held by a dead worker): ping after
+		// a minute of silence, drop after 20s more.
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: l.IdleTimeout,
+			Time: time.Minute, Timeout: 20 * time.Second}),
+	}
+}
+
+// OpenStreamCap returns a stream interceptor that caps, at l.OpenStreams
+// over the whole server, the streams open at once to the methods open
+// reports as needing no token (health Watch, reflection). Past it such a
+// stream is ResourceExhausted.
+func (l Listener) OpenStreamCap(open func(method string) bool) grpc.StreamServerInterceptor {
+	n := l.WithDefaults().OpenStreams
+	slots := make(chan struct{}, n)
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		if !open(info.FullMethod) {
+			return h(srv, ss)
+		}
+		select {
+		case slots <- struct{}{}:
+		default:
+			return status.Errorf(codes.ResourceExhausted,
+				"limits: %d streams that need no token (health Watch, reflection) are open on this daemon, its cap; use the unary health Check", n)
+		}
+		defer func() { <-slots }()
+		return h(srv, ss)
+	}
+}
+
+// Gate is a per-token cap on some methods of a service, applied by
+// WrapService before their requests are decoded.
+type Gate struct {
+	// Methods are the method names it covers ("List", "Watch").
+	Methods []string
+	// Cap counts the calls in flight per key.
+	Cap *PerKey
+	// What names the calls in the refusal ("read calls").
+	What string
+}
+
+// WrapService returns a copy of sd whose methods covered by gates take a
+// slot of their gate, under key(ctx) (the caller: `token "pool-a"`, say),
+// before the request is decoded, and give it back when the call ends.
+// Past the cap the call is ResourceExhausted and its request never
+// decoded. Register the copy in place of sd. For a unary method key sees
+// what the server's tap handle put in the context; for a stream, what the
+// interceptors did.
+func WrapService(sd *grpc.ServiceDesc, key func(context.Context) string, gates ...Gate) *grpc.ServiceDesc {
+	gateOf := map[string]Gate{}
+	for _, g := range gates {
+		for _, m := range g.Methods {
+			gateOf[m] = g
+		}
+	}
+	out := *sd
+	out.Methods = append([]grpc.MethodDesc(nil), sd.Methods...)
+	out.Streams = append([]grpc.StreamDesc(nil), sd.Streams...)
+	for i, m := range out.Methods {
+		g, ok := gateOf[m.MethodName]
+		if !ok {
+			continue
+		}
+		h := m.Handler
+		out.Methods[i].Handler = func(srv any, ctx context.Context, dec func(any) error, in grpc.UnaryServerInterceptor) (any, error) {
+			release, err := g.acquire(key(ctx))
+			if err != nil {
+				return nil, err
+			}
+			defer release()
+			return h(srv, ctx, dec, in)
+		}
+	}
+	for i, s := range out.Streams {
+		g, ok := gateOf[s.StreamName]
+		if !ok {
+			continue
+		}
+		h := s.Handler
+		out.Streams[i].Handler = func(srv any, ss grpc.ServerStream) error {
+			release, err := g.acquire(key(ss.Context()))
+			if err != nil {
+				return err
+			}
+			defer release()
+			return h(srv, ss)
+		}
+	}
+	return &out
+}
+
+// acquire takes a slot for key, or returns ResourceExhausted.
+func (g Gate) acquire(key string) (func(), error) {
+	release, ok := g.Cap.Acquire(key)
+	if !ok {
+		return nil, status.Errorf(codes.ResourceExhausted,
+			"limits: %s has %d %s in flight on this daemon, its cap; retry when one ends", key, g.Cap.Limit(), g.What)
+	}
+	return release, nil
+}
+
+// errMessage is a status error's message, without its code.
+func errMessage(err error) string { return status.Convert(err).Message() }
