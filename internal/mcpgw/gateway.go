@@ -396,6 +396,7 @@ type session struct {
 	inflight map[string]int  // breaker -> this session's calls in progress
 	pending  map[string]bool // breaker -> an event came during a call
 	joined   bool
+	reserved bool // holds one of g.starting's places; guarded by g.mu
 }
 
 // newSession builds a session's server with the tools breakerd allows now
@@ -449,6 +450,7 @@ func (s *session) join(ss *mcp.ServerSession) {
 	s.mu.Unlock()
 	s.g.mu.Lock()
 	s.g.sessions[s] = struct{}{}
+	s.g.unreserveLocked(s) // counted in sessions from now on
 	s.g.mu.Unlock()
 	go func() {
 		_ = ss.Wait()
@@ -457,6 +459,13 @@ func (s *session) join(ss *mcp.ServerSession) {
 		s.g.mu.Unlock()
 		s.close()
 	}()
+}
+
+// isJoined reports whether the session has joined the gateway.
+func (s *session) isJoined() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.joined
 }
 
 // close releases what the session holds of its own.

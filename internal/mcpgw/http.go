@@ -70,13 +70,17 @@ func (g *Gateway) Handler(o HTTPOptions) http.Handler {
 			streamable.ServeHTTP(w, r)
 			return
 		}
-		if !g.reserve(o.MaxSessions) {
+		if !g.reserve(o.MaxSessions) { // given back, or taken over by the session, in admit
 			http.Error(w, "breakerd-mcp: too many sessions; close one or retry later", http.StatusServiceUnavailable)
 			return
 		}
 		l := &lazySession{}
-		streamable.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), lazyKey{}, l)))
-		g.settle(l)
+		fw := &firstWrite{ResponseWriter: w, first: func() { g.admit(l) }}
+		streamable.ServeHTTP(fw, r.WithContext(context.WithValue(r.Context(), lazyKey{}, l)))
+		fw.once.Do(fw.first)
+		if l.s != nil && !l.s.isJoined() {
+			l.s.close() // no session kept: a failed or sessionless request
+		}
 	})))
 	return mux
 }
@@ -110,24 +114,63 @@ func (g *Gateway) reserve(max int) bool {
 	return true
 }
 
-// settle ends a reservation once the request that may have started a
-// session is answered: a session the SDK kept joins the gateway (and
-// leaves it when it closes, idle or not); one it did not keep (a failed
-// initialize) is released.
-func (g *Gateway) settle(l *lazySession) {
-	if s := l.s; s != nil { // built, if at all, by the SDK within the request
-		kept := false
+// admit ends a reservation when the request that took it is first
+// answered, before the agent can send its next request: a session the SDK
+// keeps (initialized, with an id) joins the gateway, which takes over the
+// place until the session closes, idle or not; otherwise (a failed
+// initialize, which the SDK closes, or a sessionless request) the place is
+// given back.
+func (g *Gateway) admit(l *lazySession) {
+	s := l.s // built, if at all, by the SDK within the request, before it answers
+	if s != nil {
 		for ss := range s.srv.Sessions() {
-			s.join(ss)
-			kept = true
-		}
-		if !kept {
-			s.close()
+			if ss.ID() != "" && ss.InitializeParams() != nil {
+				s.join(ss)
+			}
 		}
 	}
 	g.mu.Lock()
-	g.starting--
-	g.mu.Unlock()
+	defer g.mu.Unlock()
+	if s == nil {
+		g.starting--
+		return
+	}
+	g.unreserveLocked(s)
+}
+
+// firstWrite calls first once, before the response's first byte or
+// flush.
+type firstWrite struct {
+	http.ResponseWriter
+	once  sync.Once
+	first func()
+}
+
+func (w *firstWrite) WriteHeader(code int) {
+	w.once.Do(w.first)
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *firstWrite) Write(b []byte) (int, error) {
+	w.once.Do(w.first)
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *firstWrite) Flush() {
+	w.once.Do(w.first)
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *firstWrite) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// unreserveLocked gives back s's reserved place, if it holds one. The
+// caller holds g.mu.
+func (g *Gateway) unreserveLocked(s *session) {
+	if s.reserved {
+		s.reserved = false
+		g.starting--
+	}
 }
 
 type lazyKey struct{}
@@ -139,6 +182,11 @@ type lazySession struct {
 }
 
 func (l *lazySession) get(g *Gateway) *mcp.Server {
-	l.once.Do(func() { l.s = g.newSession() })
+	l.once.Do(func() {
+		l.s = g.newSession()
+		g.mu.Lock()
+		l.s.reserved = true // the request's place, until admit
+		g.mu.Unlock()
+	})
 	return l.s.srv
 }
