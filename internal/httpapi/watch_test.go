@@ -70,6 +70,9 @@ func watch(t *testing.T, d *daemontest.Daemon, query url.Values, last, token str
 		defer res.Body.Close()
 		defer close(s.c)
 		sc := bufio.NewScanner(res.Body)
+		// An unfiltered snapshot on a shared Redis lists every test's
+		// open breakers: one long line.
+		sc.Buffer(nil, 64<<20)
 		var e sseEvent
 		for sc.Scan() {
 			line := sc.Text()
@@ -130,6 +133,7 @@ func awaitEvent(t *testing.T, s *sseStream, breaker, to string) sseEvent {
 		if e.typ == "event" && strings.HasPrefix(e.id, breaker+"/") && e.json(t)["to"] == to {
 			return e
 		}
+
 	}
 }
 
