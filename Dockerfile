@@ -1,4 +1,6 @@
-# Multi-stage: a static breakerd on a distroless, non-root base.
+# Multi-stage: static binaries on a distroless, non-root base. The image
+# runs breakerd by default; it also holds breakerctl, the healthcheck probe
+# and the MCP gateway (docker-compose.yml's breakerd-mcp service runs it).
 FROM golang:1.26.8 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -10,10 +12,10 @@ COPY . .
 ARG VERSION=dev
 ARG COMMIT=unknown
 RUN LDFLAGS="-s -w -X github.com/breakerd/breakerd/internal/buildinfo.version=${VERSION} -X github.com/breakerd/breakerd/internal/buildinfo.commit=${COMMIT}" \
- && CGO_ENABLED=0 go build -buildvcs=false -ldflags "$LDFLAGS" -o /out/ ./cmd/breakerd ./cmd/healthcheck ./cmd/breakerctl
+ && CGO_ENABLED=0 go build -buildvcs=false -ldflags "$LDFLAGS" -o /out/ ./cmd/breakerd ./cmd/healthcheck ./cmd/breakerctl ./cmd/breakerd-mcp
 
 FROM gcr.io/distroless/static-debian12:nonroot
-COPY --from=build /out/breakerd /out/healthcheck /out/breakerctl /usr/local/bin/
+COPY --from=build /out/breakerd /out/healthcheck /out/breakerctl /out/breakerd-mcp /usr/local/bin/
 USER nonroot:nonroot
 # 7070: gRPC; 9464: Prometheus metrics when BREAKERD_METRICS_LISTEN is set.
 EXPOSE 7070 9464

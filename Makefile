@@ -5,13 +5,16 @@ COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/breakerd/breakerd/internal/buildinfo.version=$(VERSION) -X github.com/breakerd/breakerd/internal/buildinfo.commit=$(COMMIT)
 REDIS_ADDR ?= 127.0.0.1:6379
 
-.PHONY: help build test test-redis lint proto demo up down compose-check ci
+.PHONY: help build release test test-redis lint proto demo up down compose-check ci
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 build: ## build the binaries into bin/ (version and commit from git: bin/breakerd --version)
-	CGO_ENABLED=0 go build -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
+	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
+
+release: ## cross-compile breakerd, breakerctl, breakerd-mcp and healthcheck for linux and darwin (amd64, arm64) into dist/, with SHA256SUMS
+	VERSION=$(VERSION) COMMIT=$(COMMIT) ./scripts/release.sh
 
 test: ## the README's test command: every suite (scripts/test.sh; installs and starts Redis when missing)
 	./scripts/test.sh

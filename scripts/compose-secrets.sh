@@ -3,11 +3,12 @@
 #   redis-password   the password of Redis's "breakerd" ACL user
 #   redis-users.acl  Redis's ACL file: the default user off, "breakerd"
 #                    with exactly the commands, keys and channels the
-#                    daemon needs (the README's ACL), "healthcheck" with
+#                    daemon needs (docs/security.md's ACL), "healthcheck" with
 #                    PING only
 #   tokens.yaml      breakerd's tokens: one operator and one worker token
 #   operator-token   the operator's token, for breakerctl --token-file
-#   worker-token     the worker's token, for the agents
+#   worker-token     the worker's token, for the agents and the MCP gateway
+#   mcp-listen-token the token agents send to the MCP gateway
 # It never overwrites a file that exists. The files are 0644: the
 # containers read them as non-root users other than their owner (compose
 # bind-mounts file secrets with the host's modes). breakerd warns about a
@@ -32,9 +33,10 @@ sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
 # The rules are internal/daemon's RedisACLRules(0); a test keeps them equal.
 write redis-users.acl "user default off
 user healthcheck on #$(sha "$hpw") resetkeys resetchannels -@all +ping
-user breakerd on #$(sha "$pw") resetkeys ~brk:* ~breakerd:hooks:* resetchannels &breakerd:events* -@all +ping +script|load +evalsha +eval +time +hgetall +hset +del +sadd +scard +pexpire +persist +xadd +publish +subscribe +scan +exists +xrevrange +zadd +zremrangebyscore +zcard +zscore +zrem +set +get +expire +xgroup|create +xreadgroup +xautoclaim +xpending +xclaim +xack"
+user breakerd on #$(sha "$pw") resetkeys ~brk:* ~breakerd:hooks:* resetchannels &breakerd:events* -@all +ping +script|load +evalsha +eval +time +hgetall +hset +del +sadd +scard +pexpire +persist +xadd +publish +subscribe +scan +exists +xrevrange +xrange +xlen +zadd +zremrangebyscore +zcard +zscore +zrem +set +get +expire +xgroup|create +xreadgroup +xautoclaim +xpending +xclaim +xack"
 [ -e operator-token ] || write operator-token "$(rand)"
 [ -e worker-token ] || write worker-token "$(rand)"
+[ -e mcp-listen-token ] || write mcp-listen-token "$(rand)"
 write tokens.yaml "tokens:
   - name: operator
     role: operator

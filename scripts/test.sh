@@ -18,7 +18,8 @@ export PATH="$PATH:/usr/local/go/bin:$HOME/go/bin"
 # command -> package
 declare -A need=(
   [redis-server]=redis-server [redis-cli]=redis-tools [redis-sentinel]=redis-sentinel
-  [docker-compose]=docker-compose [file]=file [python3]=python3-venv
+  [docker-compose]=docker-compose [file]=file [curl]=curl [systemd-analyze]=systemd [python3]=python3-venv
+  [node]=nodejs [npm]=npm
 )
 
 phase_start=0
@@ -98,9 +99,28 @@ phase_lint() {
   go vet ./...
   go run github.com/bufbuild/buf/cmd/buf@v1.75.0 lint proto
   echo "ci: buf lint is clean"
+  check_proto_compatible
   docker-compose -f docker-compose.yml config -q
   echo "ci: docker-compose.yml is valid"
   check_no_binaries
+}
+
+# The proto changes only additively: buf breaking (rules FILE, from
+# proto/buf.yaml) against the last tag, or the previous commit when there
+# is no tag. It reads the repository through git itself (the common git
+# directory, so a worktree works as a clone does) and needs the history:
+# a shallow clone without the commit says so and skips.
+check_proto_compatible() {
+  local against
+  against=$(git describe --tags --abbrev=0 2>/dev/null || true)
+  [ -n "$against" ] || against=$(git rev-parse --verify -q HEAD~1 || true)
+  if [ -z "$against" ] || ! git cat-file -e "$against^{commit}" 2>/dev/null; then
+    echo "ci: buf breaking skipped: no previous commit in this clone (shallow?)"
+    return 0
+  fi
+  go run github.com/bufbuild/buf/cmd/buf@v1.75.0 breaking proto \
+    --against "$(git rev-parse --path-format=absolute --git-common-dir)#ref=$(git rev-parse "$against^{commit}"),subdir=proto"
+  echo "ci: buf breaking is clean against $against"
 }
 
 # No tracked file is a compiled executable (ELF, Mach-O or PE): binaries
@@ -149,7 +169,97 @@ phase_python() {
   rm -rf "$tmp"
 }
 
-phases=(lint go soak python)
+# Releases, as a user gets them: in a clone of this commit tagged
+# v0.0.0-ci, `make build` gives every binary the tag as its --version and
+# in breakerd_build_info, and `make release` cross-compiles every platform
+# with checksums that verify. Built without -race, on the build cache.
+phase_release() {
+  local dir tag=v0.0.0-ci
+  dir=$(mktemp -d)
+  git clone -q --no-checkout . "$dir/clone"
+  git -C "$dir/clone" checkout -q "$(git rev-parse HEAD)"
+  git -C "$dir/clone" tag "$tag"
+  (cd "$dir/clone" && make -s build >/dev/null && check_versions "$tag" bin && make -s release >/dev/null && check_release "$tag" dist)
+  rm -rf "$dir"
+}
+
+# check_versions TAG DIR: every binary in DIR answers --version with TAG
+# and this commit, and breakerd's breakerd_build_info gauge says the same.
+check_versions() {
+  local tag=$1 dir=$2 commit b want got log addr pid
+  commit=$(git rev-parse --short=12 HEAD)
+  for b in "$dir"/*; do
+    want="$(basename "$b") $tag (commit $commit, "
+    got=$("$b" --version)
+    case "$got" in "$want"*) ;; *) echo "ci: $b --version printed \"$got\", want \"$want...\""; return 1 ;; esac
+  done
+  log=$(mktemp)
+  "$dir/breakerd" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 2>"$log" &
+  pid=$!
+  for _ in $(seq 100); do grep -q 'serving metrics' "$log" && break; sleep 0.1; done
+  addr=$(sed -n 's/.*serving metrics.*addr=\(http:[^ ]*\).*/\1/p' "$log")
+  got=$(curl -fsS "$addr" | grep '^breakerd_build_info' || true)
+  kill "$pid"; wait "$pid" || true; rm -f "$log"
+  case "$got" in *"version=\"$tag\""*) ;; *) echo "ci: breakerd_build_info is \"$got\", want version=\"$tag\""; return 1 ;; esac
+  echo "ci: $(ls "$dir" | wc -l) binaries and breakerd_build_info say $tag (commit $commit)"
+}
+
+# check_release TAG DIR: a tarball per platform, each binary built for it,
+# and SHA256SUMS verifies.
+check_release() {
+  local tag=$1 dir=$2 platform want t b
+  (cd "$dir" && sha256sum --quiet -c SHA256SUMS)
+  for platform in linux_amd64:"ELF 64-bit.*x86-64" linux_arm64:"ELF 64-bit.*aarch64" darwin_amd64:"Mach-O 64-bit.*x86_64" darwin_arm64:"Mach-O 64-bit.*arm64"; do
+    t="$dir/breakerd_${tag}_${platform%%:*}.tar.gz"
+    want=${platform#*:}
+    [ -f "$t" ] || { echo "ci: make release wrote no $t"; return 1; }
+    tar -xzf "$t" -C "$dir"
+    for b in breakerd breakerctl breakerd-mcp healthcheck; do
+      file "$dir/breakerd_${tag}_${platform%%:*}/$b" | grep -Eq "$want" || { echo "ci: $b in $t is not $want"; return 1; }
+    done
+  done
+  echo "ci: make release: 4 platforms, checksums verified"
+}
+
+# Deployment files, checked offline: the Kubernetes manifests decode
+# strictly into k8s.io/api types (deploy/kubernetes/check, a module of its
+# own, built without -race), and the systemd unit passes
+# `systemd-analyze verify` with no warning and an exposure score of at
+# most 2.0 (`systemd-analyze security`). docker-compose.yml is the lint
+# phase's.
+phase_deploy() {
+  (cd deploy/kubernetes/check && go test -count=1 ./...)
+  local dir out
+  dir=$(mktemp -d)
+  go build -o "$dir/breakerd" ./cmd/breakerd
+  sed "s|/usr/local/bin/breakerd|$dir/breakerd|" deploy/systemd/breakerd.service > "$dir/breakerd.service"
+  out=$(systemd-analyze verify "$dir/breakerd.service" 2>&1)
+  if [ -n "$out" ]; then echo "ci: systemd-analyze verify deploy/systemd/breakerd.service:"; echo "$out"; exit 1; fi
+  if ! systemd-analyze security --offline=true --threshold=20 --no-pager "$dir/breakerd.service" >"$dir/security" 2>&1; then
+    echo "ci: deploy/systemd/breakerd.service is exposed beyond 2.0:"; cat "$dir/security"; exit 1
+  fi
+  echo "ci: deploy/systemd/breakerd.service verifies; $(grep -o 'Overall exposure level.*' "$dir/security")"
+  rm -rf "$dir"
+}
+
+# The TypeScript client (clients/typescript, docs/typescript.md): npm ci
+# from the committed lock file (the compiler and the frameworks of the
+# adapter tests, pinned exactly), the build, tsc --noEmit on the package
+# and its tests, node --test against daemons built from this tree (one
+# binary, built here), then npm pack installed into a fresh folder and
+# imported (scripts/pack-check.sh).
+phase_typescript() {
+  local dir=clients/typescript bin
+  bin=$(mktemp -d)
+  go build -o "$bin/breakerd" ./cmd/breakerd
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+  (cd "$dir" && npm run --silent build && npm run --silent typecheck)
+  (cd "$dir" && BREAKERD_BIN="$bin/breakerd" npm test)
+  (cd "$dir" && scripts/pack-check.sh)
+  rm -rf "$bin"
+}
+
+phases=(lint go soak python typescript deploy)
 run_phase() {
   phase "$1"
   "phase_$1"

@@ -9,6 +9,9 @@
 //	go run ./cmd/breakerbench --quick
 //	go run ./cmd/breakerbench --memory
 //	go run ./cmd/breakerbench --fleet --quick
+//
+// Exit status: 0 after a run (or --help, --version); 2 on a usage error
+// (a bad flag or value); 1 when the run could not be carried out.
 package main
 
 import (
@@ -23,29 +26,28 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/breakerd/breakerd/cmd/breakerbench/bench"
+	"github.com/breakerd/breakerd/internal/buildinfo"
+	"github.com/breakerd/breakerd/internal/cli"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	err := run(ctx, os.Args[1:], os.Stdout)
 	stop()
-	if err != nil {
-		if !errors.Is(err, pflag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "breakerbench:", err)
-		}
-		os.Exit(1)
-	}
+	os.Exit(cli.Exit("breakerbench", err, os.Stderr))
 }
 
 // run parses args (without the program name) and runs the bench, the
 // memory measurement with --memory, or the fleet simulation with --fleet,
-// writing the report to stdout.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// writing the report to stdout. --help and --version print to stdout and
+// return cli.ErrHelp; a bad command line is a *cli.UsageError.
+func run(ctx context.Context, args []string, stdout io.Writer) error {
 	o := bench.Defaults()
 	m := bench.DefaultMemoryOptions()
 	f := bench.DefaultFleet()
 	fs := pflag.NewFlagSet("breakerbench", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // run reports errors itself, as a *cli.UsageError
+	version := fs.Bool("version", false, "print the version, commit and Go version, and exit")
 	quick := fs.Bool("quick", false, "a short run (3 rounds of 0.5s per scenario; under 2 minutes)")
 	serve := fs.String("serve", "", "internal: serve one server (daemon, ceiling, noop) for the bench's own child process")
 	_ = fs.MarkHidden("serve")
@@ -76,15 +78,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&f.FailFrom, "fleet-fail-from", f.FailFrom, "with --fleet: when its vendor starts failing every call (from the measured run's start)")
 	fs.DurationVar(&f.FailUntil, "fleet-fail-until", f.FailUntil, "with --fleet: when its vendor works again")
 	fs.DurationVar(&f.Cooldown, "fleet-cooldown", f.Cooldown, "with --fleet: the daemons' cooldown_base (cooldown_cap twice it, no jitter)")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: breakerbench [flags]\n\nMeasures breakerd against the ceiling and the peer on loopback (see docs/performance.md).\n\nFlags:\n")
-		fs.PrintDefaults()
+	if err := fs.Parse(args); errors.Is(err, pflag.ErrHelp) {
+		fmt.Fprintf(stdout, "Usage: breakerbench [flags]\n\nMeasures breakerd against the ceiling and the peer on loopback (see docs/performance.md).\n\nFlags:\n%s", fs.FlagUsages())
+		return cli.ErrHelp
+	} else if err != nil {
+		return &cli.UsageError{Err: err}
 	}
-	if err := fs.Parse(args); err != nil {
-		return err
+	if *version {
+		fmt.Fprintln(stdout, buildinfo.Get().String("breakerbench"))
+		return cli.ErrHelp
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return cli.Usagef("unexpected argument %q", fs.Arg(0))
 	}
 	if *serve != "" {
 		return serveChild(ctx, *serve, o.RedisAddr, stdout)
@@ -105,6 +110,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}
 		f.RedisAddr, f.RedisServer = o.RedisAddr, o.RedisServer
+		if err := f.Validate(); err != nil {
+			return &cli.UsageError{Err: err}
+		}
 		return bench.Fleet(ctx, f, stdout)
 	}
 	if *memory {
@@ -126,6 +134,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if !fs.Changed("trips") {
 			o.Trips = q.Trips
 		}
+	}
+	if err := o.Validate(); err != nil {
+		return &cli.UsageError{Err: err}
 	}
 	exe, err := os.Executable()
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spf13/pflag"
+	"github.com/breakerd/breakerd/internal/cli"
 )
 
 // TestMain lets this test binary stand in for breakerbench when the bench
@@ -35,9 +35,9 @@ func TestRunTiny(t *testing.T) {
 		}
 		args = append(args, "--redis-addr", addr)
 	}
-	var out, errs bytes.Buffer
-	if err := run(context.Background(), args, &out, &errs); err != nil {
-		t.Fatalf("run: %v\n%s%s", err, out.String(), errs.String())
+	var out bytes.Buffer
+	if err := run(context.Background(), args, &out); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "ratio pair-1k-raw / ceiling:") || !strings.Contains(last, "median") {
@@ -51,25 +51,50 @@ func TestRunTiny(t *testing.T) {
 }
 
 func TestRunBadFlags(t *testing.T) {
-	var out, errs bytes.Buffer
-	if err := run(context.Background(), []string{"--rounds", "0"}, &out, &errs); err == nil || !strings.Contains(err.Error(), "--rounds") {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"--rounds", "0"}, &out); err == nil || !strings.Contains(err.Error(), "--rounds") {
 		t.Errorf("run(--rounds 0) = %v, want an error naming --rounds", err)
 	}
-	if err := run(context.Background(), []string{"--fleet", "--quick", "--fleet-zipf", "1"}, &out, &errs); err == nil || !strings.Contains(err.Error(), "--fleet-zipf") {
+	if err := run(context.Background(), []string{"--fleet", "--quick", "--fleet-zipf", "1"}, &out); err == nil || !strings.Contains(err.Error(), "--fleet-zipf") {
 		t.Errorf("run(--fleet --fleet-zipf 1) = %v, want an error naming --fleet-zipf", err)
 	}
 	// --quick keeps a failure window given explicitly: one past the quick
 	// run's 30s is refused, not replaced.
-	if err := run(context.Background(), []string{"--fleet", "--quick", "--fleet-fail-until", "40s"}, &out, &errs); err == nil || !strings.Contains(err.Error(), "--fleet-fail-until") {
+	if err := run(context.Background(), []string{"--fleet", "--quick", "--fleet-fail-until", "40s"}, &out); err == nil || !strings.Contains(err.Error(), "--fleet-fail-until") {
 		t.Errorf("run(--fleet --quick --fleet-fail-until 40s) = %v, want an error naming --fleet-fail-until", err)
 	}
-	if err := run(context.Background(), []string{"--nope"}, &out, &errs); err == nil {
+	if err := run(context.Background(), []string{"--nope"}, &out); err == nil {
 		t.Error("run(--nope) = nil, want an error")
 	}
-	if err := run(context.Background(), []string{"--help"}, &out, &errs); !errors.Is(err, pflag.ErrHelp) {
-		t.Errorf("run(--help) = %v, want pflag.ErrHelp", err)
+	if err := run(context.Background(), []string{"--help"}, &out); !errors.Is(err, cli.ErrHelp) {
+		t.Errorf("run(--help) = %v, want cli.ErrHelp", err)
 	}
-	if err := run(context.Background(), []string{"--serve", "bogus"}, &out, &errs); err == nil || !strings.Contains(err.Error(), "--serve") {
+	if err := run(context.Background(), []string{"--serve", "bogus"}, &out); err == nil || !strings.Contains(err.Error(), "--serve") {
 		t.Errorf("run(--serve bogus) = %v, want an error naming --serve", err)
+	}
+}
+
+// TestExitStatus: usage errors exit 2 with the flag named, --help and
+// --version exit 0 and print to stdout, as every binary of the project does.
+func TestExitStatus(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		status int
+		stdout string // a prefix; "" for none
+		stderr string // a substring; "" for none
+	}{
+		{[]string{"--rounds", "0"}, 2, "", "--rounds"},
+		{[]string{"--nope"}, 2, "", "unknown flag: --nope"},
+		{[]string{"extra"}, 2, "", `unexpected argument "extra"`},
+		{[]string{"--fleet", "--fleet-zipf", "1"}, 2, "", "--fleet-zipf"},
+		{[]string{"--help"}, 0, "Usage: breakerbench [flags]", ""},
+		{[]string{"--version"}, 0, "breakerbench ", ""},
+	} {
+		var out, errs bytes.Buffer
+		status := cli.Exit("breakerbench", run(context.Background(), tc.args, &out), &errs)
+		if status != tc.status || !strings.HasPrefix(out.String(), tc.stdout) || !strings.Contains(errs.String(), tc.stderr) {
+			t.Errorf("breakerbench %v: status %d, stdout %q, stderr %q; want %d, stdout starting %q, stderr containing %q",
+				tc.args, status, out.String(), errs.String(), tc.status, tc.stdout, tc.stderr)
+		}
 	}
 }

@@ -194,6 +194,7 @@ overlap:abc: breakers[0] (match "overlap:*")
   threshold: 3
   rate_limit_trips: 3
   min_workers: 2
+  bare_rate_limit_wait: 1m0s
   cooldown_base: 30s
   cooldown_cap: 15m0s
   jitter: 0.2

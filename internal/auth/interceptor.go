@@ -25,6 +25,8 @@ const servicePrefix = "/" + "breakerd.v1.BreakerService" + "/"
 // other breakerd.v1 method (Force, and any added later) needs an operator.
 var workerMethods = map[string]bool{
 	"Allow": true, "Record": true, "RecordBatch": true, "Get": true, "BatchGet": true, "List": true, "Watch": true,
+	// GetPolicy: a client's local fallback reads its threshold and cooldown.
+	"GetPolicy": true,
 	// Events: the logged form of what Watch streams live (issue 17's
 	// decision: a worker sees the same of its breakers either way).
 	"Events": true,
@@ -270,8 +272,10 @@ func (a *Authenticator) unary(ctx context.Context, req any, info *grpc.UnaryServ
 		return h(ctx, req)
 	}
 	// A worker token acts only as its own workers, so one process cannot
-	// make up the second worker of a quorum.
-	if r, isW := req.(workerRequest); isW && !id.MayActAs(r.GetWorkerId()) {
+	// make up the second worker of a quorum. BatchGet's worker_id is
+	// optional: without it the call reads as the fleet.
+	_, optional := req.(*pb.BatchGetRequest)
+	if r, isW := req.(workerRequest); isW && !(optional && r.GetWorkerId() == "") && !id.MayActAs(r.GetWorkerId()) {
 		return nil, status.Errorf(codes.PermissionDenied, "worker_id: token %q may not act as worker %s", id.Name, quote(r.GetWorkerId()))
 	}
 	if err := checkBreakers(id, req); err != nil {

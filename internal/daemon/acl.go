@@ -31,6 +31,8 @@ var RedisACLCommands = []struct{ Name, Why string }{
 	{"scan", "List, and the hooks' sweep of event streams"},
 	{"exists", "the new-breaker quota: does a breaker hold state"},
 	{"xrevrange", "Events: the durable event log"},
+	{"xrange", "GET /v1/watch: replaying a breaker's events after Last-Event-ID"},
+	{"xlen", "GET /v1/watch: whether a breaker's log was trimmed past Last-Event-ID"},
 	{"zadd", "--max-breakers: reserving and registering a live breaker; scripts: a group's index (open-fraction cap)"},
 	{"zremrangebyscore", "--max-breakers: pruning expired breakers from the count; scripts: the same in a group's index"},
 	{"zcard", "--max-breakers: counting live breakers; scripts: counting a group's known and open breakers"},

@@ -106,7 +106,7 @@ type Config struct {
 	HTTPCORSOrigins string
 	// HTTPHeartbeat is how often an idle GET /v1/watch stream sends a
 	// comment line, so that proxies keep it open and a client notices a
-	// dead one. Default (and what 0 means) 15s. Flag --http-heartbeat, env
+	// dead one. 0 (the default) means httpapi.DefaultHeartbeat, 15s. Flag --http-heartbeat, env
 	// BREAKERD_HTTP_HEARTBEAT.
 	HTTPHeartbeat time.Duration
 	// CircuitsInterval is how often the daemon lists the fleet's breakers
@@ -425,9 +425,6 @@ func (c Config) validateListener() error {
 	}
 	return nil
 }
-
-// defaultHTTPHeartbeat is HTTPHeartbeat's default (and what 0 means).
-const defaultHTTPHeartbeat = 15 * time.Second
 
 // orDefault returns v, or def when v is zero.
 func orDefault[T int64 | time.Duration](v, def T) T {

@@ -78,7 +78,8 @@ func newHTTPServer(c Config, log *slog.Logger, lis net.Listener, d httpAPIDeps) 
 	}
 	lim := listenerLimits(c).WithDefaults()
 	h, err := httpapi.New(httpapi.Options{GRPC: d.grpc, Health: d.health, Auth: d.auth,
-		MaxBodyBytes: int64(lim.MaxRecvBytes), CORSOrigins: origins, Log: log})
+		MaxBodyBytes: int64(lim.MaxRecvBytes), CORSOrigins: origins, Log: log,
+		Watch: &httpapi.Watch{Hub: d.hub, Store: d.store, Heartbeat: c.HTTPHeartbeat}})
 	if err != nil {
 		return nil, err
 	}

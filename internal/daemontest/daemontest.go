@@ -68,7 +68,8 @@ type Options struct {
 	Watch events.Limits
 	// HTTP, when set, serves the HTTP/JSON API too (on loopback, at
 	// Daemon.HTTPAddr) with these options; its GRPC and Health are the
-	// daemon's, MaxBodyBytes defaults to 512 KiB. Give Auth's
+	// daemon's, MaxBodyBytes defaults to 512 KiB, a Watch (any, even
+	// empty) gets the daemon's hub and store. Give Auth's
 	// ServerOptions in Server as well, as breakerd does.
 	HTTP *httpapi.Options
 }
@@ -154,7 +155,7 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 	d := &Daemon{Addr: lis.Addr().String(), Store: st, Calls: calls}
 	stopHTTP := func() {}
 	if opts.HTTP != nil {
-		d.HTTPAddr, stopHTTP = serveHTTP(t, *opts.HTTP, g, hs)
+		d.HTTPAddr, stopHTTP = serveHTTP(t, *opts.HTTP, g, hs, st, hub)
 	}
 	d.halt = func() {
 		cancel()
@@ -169,7 +170,7 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 
 // serveHTTP serves the HTTP/JSON API over g on a loopback port; it
 // returns the address and the stop that cuts its connections.
-func serveHTTP(t testing.TB, o httpapi.Options, g *grpc.Server, hs *health.Server) (string, func()) {
+func serveHTTP(t testing.TB, o httpapi.Options, g *grpc.Server, hs *health.Server, st *store.Store, hub *events.Hub) (string, func()) {
 	t.Helper()
 	o.GRPC, o.Health = g, hs
 	if o.MaxBodyBytes == 0 {
@@ -177,6 +178,11 @@ func serveHTTP(t testing.TB, o httpapi.Options, g *grpc.Server, hs *health.Serve
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Watch != nil {
+		w := *o.Watch
+		w.Hub, w.Store = hub, st
+		o.Watch = &w
 	}
 	h, err := httpapi.New(o)
 	if err != nil {

@@ -48,6 +48,8 @@ type Options struct {
 	// for any). Empty: no CORS headers, so browsers refuse cross-origin
 	// calls.
 	CORSOrigins []string
+	// Watch serves GET /v1/watch; nil leaves it out.
+	Watch *Watch
 	// Log receives what the handler drops (a stream's write failures).
 	Log *slog.Logger
 }
@@ -73,6 +75,9 @@ func New(o Options) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.Handle(servicePath, f.rpc(tc))
 	mux.HandleFunc("/healthz", f.health)
+	if o.Watch != nil {
+		mux.Handle("/v1/watch", f.watch(o.Watch))
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, connect.CodeNotFound, fmt.Sprintf("no such endpoint: %s %s (RPCs are POST %s<Method>)", r.Method, r.URL.Path, servicePath))
 	})

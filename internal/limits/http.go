@@ -79,7 +79,10 @@ func (l Listener) HTTPHandler(h http.Handler, o HTTPOptions) http.Handler {
 				defer release()
 			}
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, int64(l.MaxRecvBytes))
+		// One byte over: a reader behind (the HTTP API's transcoder) reads
+		// that far to tell a body at the bound from a larger one, and
+		// refuses the latter in its own words.
+		r.Body = http.MaxBytesReader(w, r.Body, int64(l.MaxRecvBytes)+1)
 		h.ServeHTTP(w, r)
 	})
 }

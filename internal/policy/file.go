@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,14 +20,17 @@ import (
 // A Set is immutable and safe for concurrent use.
 type Set struct {
 	defaults Policy
-	rules    []rule
-	groups   []Group
-	warnings []string
+	// defaultsSet names the fields the file's defaults section writes.
+	defaultsSet map[string]bool
+	rules       []rule
+	groups      []Group
+	warnings    []string
 }
 
 type rule struct {
 	match  string
 	policy Policy
+	set    map[string]bool // the fields the rule writes, by YAML name
 }
 
 // NewSet returns a Set where every breaker gets p.
@@ -54,6 +58,57 @@ func (s *Set) Source(breaker string) string {
 		}
 	}
 	return "defaults"
+}
+
+// Sources says, for every field of a policy section (by its name in the
+// file), what set the named breaker's value: the first rule that matches
+// it (`breakers[1] (match "web_*")`) when that rule writes the field,
+// "defaults" when the file's defaults section does, else "default" (the
+// built-in default).
+func (s *Set) Sources(breaker string) map[string]string {
+	var r *rule
+	at := ""
+	for i := range s.rules {
+		if ok, _ := path.Match(s.rules[i].match, breaker); ok {
+			r, at = &s.rules[i], fmt.Sprintf("breakers[%d] (match %q)", i, s.rules[i].match)
+			break
+		}
+	}
+	out := map[string]string{}
+	for _, name := range FieldNames() {
+		switch {
+		case r != nil && r.set[name]:
+			out[name] = at
+		case s.defaultsSet[name]:
+			out[name] = "defaults"
+		default:
+			out[name] = "default"
+		}
+	}
+	return out
+}
+
+// FieldNames returns the name of every field a policy section may set, in
+// the file's order (read from the section's own YAML tags).
+func FieldNames() []string {
+	t := reflect.TypeOf(overrides{})
+	out := make([]string, 0, t.NumField())
+	for i := range t.NumField() {
+		out = append(out, strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0])
+	}
+	return out
+}
+
+// written names the fields o writes (a pointer or list that is set).
+func (o overrides) written() map[string]bool {
+	v, names := reflect.ValueOf(o), FieldNames()
+	out := map[string]bool{}
+	for i, name := range names {
+		if !v.Field(i).IsNil() {
+			out[name] = true
+		}
+	}
+	return out
 }
 
 // Warnings lists what in the file has no effect, one sentence each: the
@@ -182,19 +237,20 @@ type file struct {
 }
 
 type overrides struct {
-	Threshold      *whole    `yaml:"threshold"`
-	MinWorkers     *whole    `yaml:"min_workers"`
-	RateLimitTrips *whole    `yaml:"rate_limit_trips"`
-	CooldownBase   *duration `yaml:"cooldown_base"`
-	CooldownCap    *duration `yaml:"cooldown_cap"`
-	Jitter         *float64  `yaml:"jitter"`
-	ProbeTimeout   *duration `yaml:"probe_timeout"`
-	PauseTTL       *duration `yaml:"pause_ttl"`
-	Alternatives   []string  `yaml:"alternatives"`
-	Mode           *string   `yaml:"mode"`
-	Window         *duration `yaml:"window"`
-	FailureRate    *float64  `yaml:"failure_rate"`
-	MinCalls       *whole    `yaml:"min_calls"`
+	Threshold         *whole    `yaml:"threshold"`
+	MinWorkers        *whole    `yaml:"min_workers"`
+	RateLimitTrips    *whole    `yaml:"rate_limit_trips"`
+	BareRateLimitWait *duration `yaml:"bare_rate_limit_wait"`
+	CooldownBase      *duration `yaml:"cooldown_base"`
+	CooldownCap       *duration `yaml:"cooldown_cap"`
+	Jitter            *float64  `yaml:"jitter"`
+	ProbeTimeout      *duration `yaml:"probe_timeout"`
+	PauseTTL          *duration `yaml:"pause_ttl"`
+	Alternatives      []string  `yaml:"alternatives"`
+	Mode              *string   `yaml:"mode"`
+	Window            *duration `yaml:"window"`
+	FailureRate       *float64  `yaml:"failure_rate"`
+	MinCalls          *whole    `yaml:"min_calls"`
 
 	SlowCall          *duration `yaml:"slow_call"`
 	SlowCallThreshold *whole    `yaml:"slow_call_threshold"`
@@ -218,6 +274,9 @@ func (o overrides) apply(p Policy) Policy {
 	}
 	if o.RateLimitTrips != nil {
 		p.RateLimitTrips = int(*o.RateLimitTrips)
+	}
+	if o.BareRateLimitWait != nil {
+		p.BareRateLimitWait = time.Duration(*o.BareRateLimitWait)
 	}
 	if o.CooldownBase != nil {
 		p.CooldownBase = time.Duration(*o.CooldownBase)
@@ -336,7 +395,7 @@ func Parse(b []byte) (*Set, error) {
 	if err := yamlfile.Decode(b, &f); err != nil {
 		return nil, err
 	}
-	s := &Set{defaults: f.Defaults.apply(Default())}
+	s := &Set{defaults: f.Defaults.apply(Default()), defaultsSet: f.Defaults.written()}
 	if err := s.defaults.Validate(); err != nil {
 		return nil, prefixField("defaults", err)
 	}
@@ -355,7 +414,7 @@ func Parse(b []byte) (*Set, error) {
 		if err := p.Validate(); err != nil {
 			return nil, prefixField(at, err)
 		}
-		s.rules = append(s.rules, rule{match: b.Match, policy: p})
+		s.rules = append(s.rules, rule{match: b.Match, policy: p, set: b.written()})
 	}
 	if err := s.checkScopes(); err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/breakerd/breakerd/internal/classify"
 	"github.com/breakerd/breakerd/internal/limits"
 )
 
@@ -26,6 +27,12 @@ type Policy struct {
 	// Retry-After exceeds the caller's deadline open the circuit (quorum
 	// still applies). Default 3; at least 1.
 	RateLimitTrips int
+	// BareRateLimitWait is the wait assumed for a rate limit that states
+	// none (a 429 with no wait header, a gRPC RESOURCE_EXHAUSTED with no
+	// RetryInfo) when the daemon classifies a Record's evidence: such a
+	// rate limit counts when this exceeds the caller's remaining deadline.
+	// Default 60s (classify.DefaultBareWait); from 1ms to 7 days.
+	BareRateLimitWait time.Duration
 	// CooldownBase is the first open period. Each failed probe doubles it,
 	// up to CooldownCap. Default 30s.
 	CooldownBase time.Duration
@@ -138,15 +145,17 @@ func Default() Policy {
 		Threshold:      5,
 		MinWorkers:     2,
 		RateLimitTrips: 3,
-		CooldownBase:   30 * time.Second,
-		CooldownCap:    15 * time.Minute,
-		Jitter:         0.2,
-		ProbeTimeout:   30 * time.Second,
-		PauseTTL:       time.Hour,
-		Mode:           ModeConsecutive,
-		Window:         time.Minute,
-		FailureRate:    0.5,
-		MinCalls:       10,
+
+		BareRateLimitWait: classify.DefaultBareWait,
+		CooldownBase:      30 * time.Second,
+		CooldownCap:       15 * time.Minute,
+		Jitter:            0.2,
+		ProbeTimeout:      30 * time.Second,
+		PauseTTL:          time.Hour,
+		Mode:              ModeConsecutive,
+		Window:            time.Minute,
+		FailureRate:       0.5,
+		MinCalls:          10,
 
 		RecoveryCheckInterval: DefaultRecoveryCheckInterval,
 		CountTowardParent:     true,
@@ -162,6 +171,8 @@ func (p Policy) Validate() error {
 		return fieldErr("min_workers", "must be at least 1, got %d", p.MinWorkers)
 	case p.RateLimitTrips < 1:
 		return fieldErr("rate_limit_trips", "must be at least 1, got %d", p.RateLimitTrips)
+	case p.BareRateLimitWait < time.Millisecond || p.BareRateLimitWait > MaxCooldown:
+		return fieldErr("bare_rate_limit_wait", "must be between 1ms and %s, got %s", MaxCooldown, p.BareRateLimitWait)
 	case p.CooldownBase < time.Millisecond:
 		return fieldErr("cooldown_base", "must be at least 1ms, got %s", p.CooldownBase)
 	case p.CooldownCap < p.CooldownBase:
@@ -292,6 +303,7 @@ func (p Policy) Fields() []string {
 	}
 	out := append(counting,
 		fmt.Sprintf("min_workers: %d", p.MinWorkers),
+		fmt.Sprintf("bare_rate_limit_wait: %s", p.BareRateLimitWait),
 		fmt.Sprintf("cooldown_base: %s", p.CooldownBase),
 		fmt.Sprintf("cooldown_cap: %s", p.CooldownCap),
 		fmt.Sprintf("jitter: %g", p.Jitter),

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sync"
 
-	"google.golang.org/grpc/status"
-
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -27,11 +25,13 @@ func (s *Server) RecordBatch(ctx context.Context, req *pb.RecordBatchRequest) (*
 	if len(recs) == 0 || len(recs) > MaxBatch {
 		return nil, invalid("records", "must hold 1 to %d records, got %d", MaxBatch, len(recs))
 	}
+	whys := make([]string, len(recs))
 	for i, r := range recs {
-		if err := s.validRecord(ctx, r); err != nil {
-			st := status.Convert(err)
-			return nil, status.Errorf(st.Code(), "records[%d].%s", i, st.Message())
+		why, err := s.validRecord(ctx, r)
+		if err != nil {
+			return nil, nested(fmt.Sprintf("records[%d]", i), err)
 		}
+		whys[i] = why
 	}
 	// One breaker's records run in order on one goroutine: its outcomes
 	// count in the order the worker sent them.
@@ -66,7 +66,7 @@ func (s *Server) RecordBatch(ctx context.Context, req *pb.RecordBatchRequest) (*
 					mu.Unlock()
 					return
 				}
-				out[i] = res
+				out[i] = classified(res, recs[i], whys[i])
 			}
 		}(byBreaker[b])
 	}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -20,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/breakerd/breakerd/internal/auth"
+	"github.com/breakerd/breakerd/internal/classify"
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/limits"
 	"github.com/breakerd/breakerd/internal/scope"
@@ -170,22 +172,68 @@ func (s *Server) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 
 // Record implements BreakerService.Record.
 func (s *Server) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordResponse, error) {
-	if err := s.validRecord(ctx, req); err != nil {
+	why, err := s.validRecord(ctx, req)
+	if err != nil {
 		return nil, err
 	}
 	res, err := s.scopes.Record(ctx, req)
-	return res, statusOf(ctx, err)
+	if err != nil {
+		return nil, statusOf(ctx, err)
+	}
+	return classified(res, req, why), nil
+}
+
+// classified sets what res's record was taken as, and why.
+func classified(res *pb.RecordResponse, req *pb.RecordRequest, why string) *pb.RecordResponse {
+	res.ClassifiedAs, res.Why = req.GetOutcome(), why
+	return res
 }
 
 // validRecord checks a Record's request (making its message safe in
-// place) and charges its quotas: the InvalidArgument names the field.
-func (s *Server) validRecord(ctx context.Context, req *pb.RecordRequest) error {
+// place, and setting its outcome from its evidence when it sent none)
+// and charges its quotas: the InvalidArgument names the field. It
+// returns why the record is taken as its outcome.
+func (s *Server) validRecord(ctx context.Context, req *pb.RecordRequest) (string, error) {
 	if err := validName("breaker", req.GetBreaker()); err != nil {
-		return err
+		return "", err
 	}
 	if err := validName("worker_id", req.GetWorkerId()); err != nil {
-		return err
+		return "", err
 	}
+	why, err := s.classifyRecord(req)
+	if err != nil {
+		return "", err
+	}
+	return why, s.validRecordFields(ctx, req)
+}
+
+// classifyRecord validates a Record's evidence and, when the request
+// sent no outcome, sets the outcome (with a rate limit's Retry-After and
+// deadline) from it, by internal/classify under the breaker's policy. It
+// reads no Redis: the policy is in memory and the clock is the daemon's.
+func (s *Server) classifyRecord(req *pb.RecordRequest) (string, error) {
+	ev := req.GetEvidence()
+	if err := classify.Validate("evidence", ev); err != nil {
+		return "", fieldStatus(err)
+	}
+	if req.GetOutcome() != pb.Outcome_OUTCOME_UNSPECIFIED || ev == nil {
+		return "outcome sent by the caller", nil
+	}
+	if d := req.GetDeadlineMs(); d < 0 || d > maxDurationMs {
+		return "", invalid("deadline_ms", "must be between 0 and %d (7 days), got %d", maxDurationMs, d)
+	}
+	c := classify.Classify(classify.Input{Evidence: ev, Deadline: time.Duration(req.GetDeadlineMs()) * time.Millisecond,
+		BareWait: s.store.Policy(req.GetBreaker()).BareRateLimitWait, Now: s.store.Now()})
+	req.Outcome = c.Outcome
+	if c.Outcome == pb.Outcome_OUTCOME_RATE_LIMITED {
+		req.RetryAfterMs, req.DeadlineMs = c.RetryAfterMs(), limits.ClampMs(c.Deadline.Milliseconds())
+	}
+	return c.Why, nil
+}
+
+// validRecordFields checks the rest of a Record's request and charges its
+// quotas.
+func (s *Server) validRecordFields(ctx context.Context, req *pb.RecordRequest) error {
 	if _, ok := pb.Outcome_name[int32(req.GetOutcome())]; !ok || req.GetOutcome() == pb.Outcome_OUTCOME_UNSPECIFIED {
 		return invalid("outcome", "must be one of the defined outcomes, got %v", req.GetOutcome())
 	}
@@ -427,7 +475,7 @@ func (s *Server) Events(ctx context.Context, req *pb.EventsRequest) (*pb.EventsR
 // limits.Name (the check the Go client makes too), as InvalidArgument.
 func validName(field, v string) error {
 	if err := limits.Name(field, v); err != nil {
-		return status.Error(codes.InvalidArgument, err.Error())
+		return fieldStatus(err)
 	}
 	return nil
 }
@@ -436,7 +484,7 @@ func validName(field, v string) error {
 // MaxBatch, each as validName, errors naming the element ("breakers[3]").
 func validNames(field string, names []string) error {
 	if err := limits.Names(field, names); err != nil {
-		return status.Error(codes.InvalidArgument, err.Error())
+		return fieldStatus(err)
 	}
 	return nil
 }
@@ -446,7 +494,42 @@ func oneLine(v string, n int) string { return limits.OneLine(v, n) }
 func printable(v string) bool { return limits.Printable(v) }
 
 func invalid(field, format string, args ...any) error {
-	return status.Errorf(codes.InvalidArgument, "%s: %s", field, fmt.Sprintf(format, args...))
+	return fieldViolation(field, fmt.Sprintf(format, args...))
+}
+
+// fieldViolation is the InvalidArgument for one request field: the text
+// "field: problem", and the same as a google.rpc.BadRequest field
+// violation in the status details, so that no client parses the text.
+func fieldViolation(field, problem string) error {
+	st := status.New(codes.InvalidArgument, field+": "+problem)
+	br := &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: problem}}}
+	if d, err := st.WithDetails(br); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// fieldStatus is fieldViolation for a *limits.FieldError, or an
+// InvalidArgument with err's text for any other error.
+func fieldStatus(err error) error {
+	var fe *limits.FieldError
+	if errors.As(err, &fe) {
+		return fieldViolation(fe.Field, fe.Problem)
+	}
+	return status.Error(codes.InvalidArgument, err.Error())
+}
+
+// nested is err (a request field's InvalidArgument) for the same field
+// under prefix ("records[3]"): its text and its field violations.
+func nested(prefix string, err error) error {
+	st := status.Convert(err)
+	for _, d := range st.Details() {
+		if br, ok := d.(*errdetails.BadRequest); ok && len(br.GetFieldViolations()) > 0 {
+			fv := br.GetFieldViolations()[0]
+			return fieldViolation(prefix+"."+fv.GetField(), fv.GetDescription())
+		}
+	}
+	return status.Errorf(st.Code(), "%s.%s", prefix, st.Message())
 }
 
 // statusOf maps a store error to a gRPC status: the one place that does.

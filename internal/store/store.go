@@ -133,6 +133,10 @@ func (s *Store) Policies() *policy.Set { return s.policies.Load() }
 // Channel returns the pub/sub channel live events are published on.
 func (s *Store) Channel() string { return s.o.Channel }
 
+// Now reads the daemon's own clock (Options.Now, else the system's): for
+// what a daemon decides without Redis, never for breaker state.
+func (s *Store) Now() time.Time { return time.UnixMilli(s.nowMs()) }
+
 // Policy returns the policy that applies to breaker.
 func (s *Store) Policy(breaker string) policy.Policy { return s.policies.Load().For(breaker) }
 

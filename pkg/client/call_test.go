@@ -304,3 +304,38 @@ func testWrappedClassifier(t *testing.T, m *clientMode) {
 		t.Errorf("3 failed calls sent %d outcome RPCs, want 3 (a failure is never skipped)", n)
 	}
 }
+
+func TestBreakerdDenialInsideACallNeverTripsTheOuterBreaker(t *testing.T) {
+	eachMode(t, func(t *testing.T, m *clientMode) { testBreakerdDenialInsideACall(t, m) })
+}
+
+// testBreakerdDenialInsideACall: an outer tool calls a sub-tool through
+// breakerd, and the sub-tool's breaker is open. The outer call fails
+// with the sub-tool's denial, from two workers, more often than the
+// threshold: the outer dependency did nothing wrong, so its breaker stays
+// closed with no failure counted.
+func testBreakerdDenialInsideACall(t *testing.T, m *clientMode) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := start(t, b, store.Options{})
+		ctx := context.Background()
+		w1, w2 := m.dial(t, d.Addr, "w1"), m.dial(t, d.Addr, "w2")
+		inner, outer := b.Breaker("sub-tool"), b.Breaker("outer-tool")
+		trip(t, w1, w2, inner)
+		v := newVendor(t, http.StatusOK)
+		for i := range 8 {
+			w := []*Client{w1, w2}[i%2]
+			err := w.Call(ctx, outer, func(ctx context.Context) error { return w.Call(ctx, inner, v.call) })
+			var open *CircuitOpenError
+			if !errors.As(err, &open) || open.Breaker != inner {
+				t.Fatalf("outer call %d: %v, want the sub-tool's denial", i, err)
+			}
+		}
+		if got := v.hits.Load(); got != 0 {
+			t.Errorf("the sub-tool's vendor saw %d requests, want 0", got)
+		}
+		m.settle(t, d, outer, w1, w2)
+		if st := state(t, d, outer); st.State != pb.State_STATE_CLOSED || st.Failures != 0 {
+			t.Errorf("outer breaker after 8 sub-tool denials from 2 workers: %v with %d failures, want CLOSED with 0", st.State, st.Failures)
+		}
+	})
+}

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"os"
@@ -19,9 +18,9 @@ import (
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/breakerd/breakerd/internal/classify"
 	"github.com/breakerd/breakerd/internal/limits"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -200,157 +199,71 @@ func scalar(v any) string {
 	return ""
 }
 
-// maxWait is the largest wait a header can say: what a time.Duration
-// holds in whole seconds (about 292 years). A longer value, even one
-// beyond int64, reads as maxWait, so the call still counts as a wait no
-// deadline covers.
-const maxWait = time.Duration(math.MaxInt64/int64(time.Second)) * time.Second
+// maxWait is the largest wait a header can say (classify.MaxWait).
+const maxWait = classify.MaxWait
 
-// ParseRetryAfter reads a Retry-After value in either form RFC 9110
-// (section 10.2.3) allows: delta-seconds ("120") or an HTTP-date, which is
-// taken relative to now (a date in the past is 0). Delta-seconds too large
-// for a time.Duration, even beyond int64 ("99999999999999999999"), read
+// ParseRetryAfter reads a Retry-After value in either form RFC 9110 (section
+// 10.2.3) allows: delta-seconds ("120") or an HTTP-date, which is taken
+// relative to now (a date in the past is 0). Delta-seconds too large for
+// a time.Duration, even beyond int64 ("99999999999999999999"), read
 // as the largest wait (about 292 years). ok is false for an empty or
 // unparsable value.
 func ParseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	if digits(v) {
-		return seconds(v)
-	}
-	t, err := http.ParseTime(v) // IMF-fixdate, and the obsolete RFC 850 and asctime forms
-	if err != nil {
-		return 0, false
-	}
-	return max(0, t.Sub(now)), true
+	return classify.RetryAfter(v, now)
 }
 
 // waitHeaders returns the response headers ParseWait reads, in canonical
-// form (a function, not a package variable nobody may change).
+// form.
 func waitHeaders() []string {
-	return []string{
-		"Retry-After",
-		"Retry-After-Ms",
-		"X-Ratelimit-Reset-Requests",
-		"X-Ratelimit-Reset-Tokens",
-		"Anthropic-Ratelimit-Requests-Reset",
-		"Anthropic-Ratelimit-Tokens-Reset",
-		"Anthropic-Ratelimit-Input-Tokens-Reset",
-		"Anthropic-Ratelimit-Output-Tokens-Reset",
-		"Ratelimit-Reset",
+	names := classify.WaitHeaders()
+	for i, n := range names {
+		names[i] = http.CanonicalHeaderKey(n)
 	}
+	return names
 }
 
 // ParseWait reads how long a response says to wait before calling again,
-// from every header that says it; the longest wait present wins. It reads:
-//
-//	Retry-After                              delta-seconds or HTTP-date (RFC 9110 section 10.2.3)
-//	retry-after-ms                           milliseconds, may be fractional (OpenAI, Azure OpenAI)
-//	x-ratelimit-reset-requests, -tokens      a Go-style duration ("6m0s", "20ms") or seconds (OpenAI)
-//	anthropic-ratelimit-requests-reset,
-//	  -tokens-reset, -input-tokens-reset,
-//	  -output-tokens-reset                   an RFC 3339 time, relative to now (Anthropic)
-//	RateLimit-Reset                          delta-seconds (IETF draft-ietf-httpapi-ratelimit-headers)
-//
-// A time in the past is a wait of 0; a value too large for a
-// time.Duration is the largest wait. Unparsable and negative values are
-// skipped. ok is false when no header gave a wait.
+// from every header that says it; the longest wait present wins. The
+// headers and their forms are internal/classify's Wait (Retry-After,
+// retry-after-ms, x-ratelimit-reset-*, anthropic-ratelimit-*-reset,
+// RateLimit-Reset), the daemon's own rules for a Record's evidence. A
+// time in the past is a wait of 0; a value too large for a time.Duration
+// is the largest wait. Unparsable and negative values are skipped. ok is
+// false when no header gave a wait.
 func ParseWait(h http.Header, now time.Time) (d time.Duration, ok bool) {
-	add := func(w time.Duration, good bool) {
-		if good {
-			d, ok = max(d, w), true
-		}
-	}
-	for _, name := range waitHeaders() {
-		v := strings.TrimSpace(h.Get(name))
-		if v == "" {
-			continue
-		}
-		switch name {
-		case "Retry-After":
-			add(ParseRetryAfter(v, now))
-		case "Retry-After-Ms":
-			add(decimal(v, time.Millisecond))
-		case "X-Ratelimit-Reset-Requests", "X-Ratelimit-Reset-Tokens":
-			if w, err := time.ParseDuration(v); err == nil && w >= 0 {
-				add(w, true)
-			} else {
-				add(decimal(v, time.Second))
-			}
-		case "Ratelimit-Reset":
-			if digits(v) {
-				add(seconds(v))
-			}
-		default: // anthropic-ratelimit-*-reset
-			if t, err := time.Parse(time.RFC3339, v); err == nil {
-				add(max(0, t.Sub(now)), true)
-			}
-		}
-	}
-	return d, ok
+	return classify.Wait(lowerFirst(h), now)
 }
 
-// wait is the longest wait e's headers give (and its RetryAfter field,
-// for an HTTPError built by hand); ok false when none does.
-func (e *HTTPError) wait(now time.Time) (time.Duration, bool) {
-	d, ok := ParseWait(e.Header, now)
-	if w, good := ParseRetryAfter(e.RetryAfter, now); good {
-		d, ok = max(d, w), true
+// lowerFirst is h as evidence carries headers: lower-cased names, each
+// header's first value.
+func lowerFirst(h http.Header) map[string]string {
+	if len(h) == 0 {
+		return nil
 	}
-	return d, ok
-}
-
-func digits(v string) bool {
-	if v == "" {
-		return false
-	}
-	for _, r := range v {
-		if r < '0' || r > '9' {
-			return false
+	m := make(map[string]string, len(h))
+	for k, v := range h {
+		if len(v) > 0 {
+			m[strings.ToLower(k)] = v[0]
 		}
 	}
-	return true
-}
-
-// seconds reads delta-seconds (digits only), saturating at maxWait.
-func seconds(v string) (time.Duration, bool) {
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n > int64(maxWait/time.Second) { // ErrRange: beyond int64
-		return maxWait, true
-	}
-	return time.Duration(n) * time.Second, true
-}
-
-// decimal reads a non-negative decimal number ("1500", "0.5") of unit,
-// saturating at maxWait.
-func decimal(v string, unit time.Duration) (time.Duration, bool) {
-	whole, frac, _ := strings.Cut(v, ".")
-	if !digits(whole) || (frac != "" && !digits(frac)) {
-		return 0, false
-	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil && !errors.Is(err, strconv.ErrRange) {
-		return 0, false
-	}
-	if f*float64(unit) >= float64(maxWait) {
-		return maxWait, true
-	}
-	return time.Duration(f * float64(unit)), true
+	return m
 }
 
 // DefaultBareRateLimitWait is the wait NewClassifier assumes for a 429 (or
-// a gRPC RESOURCE_EXHAUSTED) that says no wait at all.
-const DefaultBareRateLimitWait = 60 * time.Second
+// a gRPC RESOURCE_EXHAUSTED) that says no wait at all: the policy's
+// default bare_rate_limit_wait, which the daemon applies to evidence.
+const DefaultBareRateLimitWait = classify.DefaultBareWait
 
 // ClassifierOptions tunes NewClassifier. A zero field takes its default.
 type ClassifierOptions struct {
 	// BareRateLimitWait is the wait assumed for a 429 that carries none
 	// of the headers ParseWait reads, or a gRPC RESOURCE_EXHAUSTED with no
-	// google.rpc.RetryInfo. Returned after the caller's own retries, such
-	// a rate limit counts when this exceeds what is left of the caller's
-	// deadline, like any other. Default DefaultBareRateLimitWait (60s).
+	// google.rpc.RetryInfo, when this client classifies an error itself.
+	// Returned after the caller's own retries, such a rate limit counts
+	// when this exceeds what is left of the caller's deadline, like any
+	// other. Set it to the breaker policy's bare_rate_limit_wait
+	// (GetPolicy), which the daemon uses for a Record's evidence. Default
+	// DefaultBareRateLimitWait (60s).
 	BareRateLimitWait time.Duration
 }
 
@@ -363,26 +276,29 @@ func NewClassifier(o ClassifierOptions) Classifier {
 	return func(ctx context.Context, err error) (Result, bool) { return cl.at(ctx, err, time.Now()) }
 }
 
-// DefaultClassifier classifies by the first row that matches:
+// DefaultClassifier classifies err by reading it as the evidence a Record
+// carries (evidenceOf) and running internal/classify's table on it: the
+// daemon's own rules, whose cases are conformance/classification.json.
+// Before that, and in this order:
 //
 //	nil                                         SUCCESS
 //	any error once the caller's ctx is canceled not recorded (ok false), however the tool words it
 //	*OutcomeError                               its own outcome
-//	*MalformedOutputError                       MALFORMED_OUTPUT
-//	*HTTPError 5xx                              SERVER_ERROR
-//	*HTTPError 402                              QUOTA_EXHAUSTED
-//	*HTTPError 429, body code insufficient_quota QUOTA_EXHAUSTED
-//	*HTTPError 429                              RATE_LIMITED: the longest wait ParseWait reads (60s when
-//	                                            none; ClassifierOptions) vs what is left of ctx's deadline
-//	*HTTPError 401 / 403 / 404, 410 / 408       UNAUTHENTICATED / PERMISSION_DENIED / NOT_FOUND / TIMEOUT
-//	*HTTPError other 4xx (400, 409, 422...)     INVALID_ARGUMENT
-//	gRPC status (see grpcOutcome)               mapped the same way; RESOURCE_EXHAUSTED waits for its
-//	                                            google.rpc.RetryInfo retry_delay (60s when none)
-//	*net.DNSError                               TRANSPORT
-//	TLS and certificate errors                  TRANSPORT
-//	context.DeadlineExceeded, net.Error timeout TIMEOUT
-//	any other error once ctx's deadline passed  TIMEOUT ("search: context deadline exceeded" as %v)
-//	connection refused / reset, other errors    TRANSPORT
+//
+// The Go errors map to evidence as:
+//
+//	*CircuitOpenError, *ProbeInFlightError      error_kind BREAKERD_DENIAL: a sub-tool's denial, never
+//	                                            counted against this breaker (recorded as CANCELED)
+//	*MalformedOutputError                       error_kind MALFORMED_OUTPUT
+//	*HTTPError                                  http_status, its wait headers, body_error_code
+//	gRPC status                                 grpc_status and its google.rpc.RetryInfo delay (error_kind
+//	                                            TIMEOUT too when ctx's deadline passed)
+//	*net.DNSError                               DNS
+//	TLS and certificate errors                  TLS
+//	context.DeadlineExceeded, net.Error timeout TIMEOUT, as is any error once ctx's deadline passed
+//	connection refused                          REFUSED
+//	connection reset, io.EOF, unexpected EOF    RESET
+//	any other error                             OTHER (a transport failure)
 //
 // The deadline a wait is compared to is what is left of ctx's deadline;
 // with no deadline the caller can wait, so the 429 is not counted.
@@ -400,18 +316,10 @@ func classifyAt(ctx context.Context, err error, now time.Time) (Result, bool) {
 }
 
 func (cl classifier) at(ctx context.Context, err error, now time.Time) (Result, bool) {
-	var (
-		oe  *OutcomeError
-		me  *MalformedOutputError
-		he  *HTTPError
-		gs  interface{ GRPCStatus() *status.Status }
-		dns *net.DNSError
-		ne  net.Error
-	)
-	res := func(o pb.Outcome, msg string) (Result, bool) { return Result{Outcome: o, Message: msg}, true }
+	var oe *OutcomeError
 	switch {
 	case err == nil:
-		return res(pb.Outcome_OUTCOME_SUCCESS, "")
+		return Result{Outcome: pb.Outcome_OUTCOME_SUCCESS}, true
 	case callerCanceled(ctx):
 		// The caller gave up: whatever the tool made of it (a wrapped
 		// context.Canceled, "%v" of ctx.Err(), a driver's "query
@@ -423,39 +331,83 @@ func (cl classifier) at(ctx context.Context, err error, now time.Time) (Result, 
 			r.RetryAfter, r.Deadline = oe.RetryAfter, remaining(ctx, now, oe.RetryAfter)
 		}
 		return r, true
+	}
+	ev, msg := evidenceOf(ctx, err)
+	_, hasDeadline := ctx.Deadline()
+	ev.NoDeadline = !hasDeadline
+	c := classify.Classify(classify.Input{Evidence: ev, Deadline: remaining(ctx, now, 0), BareWait: cl.bare, Now: now})
+	return Result{Outcome: c.Outcome, RetryAfter: c.RetryAfter, Deadline: c.Deadline, Message: msg}, true
+}
+
+// evidenceOf reads err as the evidence a Record carries, and the words
+// for operators (Record.message) that go with it.
+func evidenceOf(ctx context.Context, err error) (*pb.CallEvidence, string) {
+	var (
+		open  *CircuitOpenError
+		probe *ProbeInFlightError
+		me    *MalformedOutputError
+		he    *HTTPError
+		gs    interface{ GRPCStatus() *status.Status }
+		dns   *net.DNSError
+		ne    net.Error
+	)
+	kind := func(k pb.ErrorKind, msg string) (*pb.CallEvidence, string) {
+		return &pb.CallEvidence{ErrorKind: k}, msg
+	}
+	switch {
+	case errors.As(err, &open), errors.As(err, &probe):
+		return kind(pb.ErrorKind_ERROR_KIND_BREAKERD_DENIAL, "denied by breakerd inside the call")
 	case errors.As(err, &me):
-		return res(pb.Outcome_OUTCOME_MALFORMED_OUTPUT, "")
+		return kind(pb.ErrorKind_ERROR_KIND_MALFORMED_OUTPUT, "")
 	case errors.As(err, &he):
-		return cl.httpOutcome(ctx, he, now), true
+		return httpEvidence(he)
 	case errors.As(err, &gs) && gs.GRPCStatus() != nil:
-		st := gs.GRPCStatus()
-		switch st.Code() {
-		case codes.ResourceExhausted:
-			wait, ok := retryDelay(st)
-			if !ok {
-				wait = cl.bare
-			}
-			return Result{Outcome: pb.Outcome_OUTCOME_RATE_LIMITED, RetryAfter: wait,
-				Deadline: remaining(ctx, now, wait), Message: "gRPC ResourceExhausted"}, true
-		case codes.Canceled:
-			if deadlinePassed(ctx) {
-				return res(pb.Outcome_OUTCOME_TIMEOUT, "")
-			}
-		}
-		return res(grpcOutcome(st.Code()), "gRPC "+st.Code().String())
+		return grpcEvidence(ctx, gs.GRPCStatus())
 	case errors.As(err, &dns):
-		return res(pb.Outcome_OUTCOME_TRANSPORT, "DNS lookup failed")
+		return kind(pb.ErrorKind_ERROR_KIND_DNS, "DNS lookup failed")
 	case isTLS(err):
-		return res(pb.Outcome_OUTCOME_TRANSPORT, "TLS or certificate error")
+		return kind(pb.ErrorKind_ERROR_KIND_TLS, "TLS or certificate error")
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded),
 		errors.As(err, &ne) && ne.Timeout(), deadlinePassed(ctx):
-		return res(pb.Outcome_OUTCOME_TIMEOUT, "")
+		return kind(pb.ErrorKind_ERROR_KIND_TIMEOUT, "")
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return res(pb.Outcome_OUTCOME_TRANSPORT, "connection refused")
+		return kind(pb.ErrorKind_ERROR_KIND_REFUSED, "connection refused")
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return res(pb.Outcome_OUTCOME_TRANSPORT, "connection reset")
+		return kind(pb.ErrorKind_ERROR_KIND_RESET, "connection reset")
 	}
-	return res(pb.Outcome_OUTCOME_TRANSPORT, "transport error")
+	return kind(pb.ErrorKind_ERROR_KIND_OTHER, "transport error")
+}
+
+// httpEvidence is an HTTP failure's evidence: its status, wait headers
+// and body error code.
+func httpEvidence(he *HTTPError) (*pb.CallEvidence, string) {
+	h := lowerFirst(he.Header)
+	if he.RetryAfter != "" && h["retry-after"] == "" {
+		if h == nil {
+			h = map[string]string{}
+		}
+		h["retry-after"] = he.RetryAfter
+	}
+	msg := "HTTP " + he.Status
+	if he.StatusCode == http.StatusTooManyRequests && he.Code == insufficientQuota {
+		msg += ": " + insufficientQuota
+	}
+	return &pb.CallEvidence{HttpStatus: int32(he.StatusCode), Headers: h, BodyErrorCode: he.Code}, msg
+}
+
+// grpcEvidence is a dependency's gRPC status as evidence: the code, its
+// RetryInfo delay, and TIMEOUT when the caller's deadline passed.
+func grpcEvidence(ctx context.Context, st *status.Status) (*pb.CallEvidence, string) {
+	code := int32(st.Code())
+	ev := &pb.CallEvidence{GrpcStatus: &code}
+	if d, ok := retryDelay(st); ok {
+		ms := d.Milliseconds()
+		ev.GrpcRetryDelayMs = &ms
+	}
+	if deadlinePassed(ctx) {
+		ev.ErrorKind = pb.ErrorKind_ERROR_KIND_TIMEOUT
+	}
+	return ev, "gRPC " + st.Code().String()
 }
 
 // retryDelay is the retry_delay of a google.rpc.RetryInfo detail in st.
@@ -473,69 +425,11 @@ func retryDelay(st *status.Status) (time.Duration, bool) {
 }
 
 // insufficientQuota is the body error code of a 429 that is an exhausted
-// account quota, not a rate limit (the OpenAI API's).
+// account quota (the OpenAI API's), named in the operator's message.
 const insufficientQuota = "insufficient_quota"
 
-// httpOutcome maps an HTTP failure status.
-func (cl classifier) httpOutcome(ctx context.Context, he *HTTPError, now time.Time) Result {
-	r := Result{Message: "HTTP " + he.Status}
-	switch c := he.StatusCode; {
-	case c >= 500:
-		r.Outcome = pb.Outcome_OUTCOME_SERVER_ERROR
-	case c == http.StatusPaymentRequired:
-		r.Outcome = pb.Outcome_OUTCOME_QUOTA_EXHAUSTED
-	case c == http.StatusTooManyRequests && he.Code == insufficientQuota:
-		r.Outcome = pb.Outcome_OUTCOME_QUOTA_EXHAUSTED
-		r.Message += ": " + insufficientQuota
-	case c == http.StatusTooManyRequests:
-		r.Outcome = pb.Outcome_OUTCOME_RATE_LIMITED
-		wait, ok := he.wait(now)
-		if !ok {
-			wait = cl.bare
-		}
-		r.RetryAfter, r.Deadline = wait, remaining(ctx, now, wait)
-	case c == http.StatusUnauthorized:
-		r.Outcome = pb.Outcome_OUTCOME_UNAUTHENTICATED
-	case c == http.StatusForbidden:
-		r.Outcome = pb.Outcome_OUTCOME_PERMISSION_DENIED
-	case c == http.StatusNotFound, c == http.StatusGone:
-		r.Outcome = pb.Outcome_OUTCOME_NOT_FOUND
-	case c == http.StatusRequestTimeout:
-		r.Outcome = pb.Outcome_OUTCOME_TIMEOUT
-	default: // 400, 405, 409, 413, 422...: the request was wrong
-		r.Outcome = pb.Outcome_OUTCOME_INVALID_ARGUMENT
-	}
-	return r
-}
-
-// grpcOutcome maps a dependency's gRPC status code. Canceled here is not
-// the caller's own cancellation (classifier.at handles that first), and
-// ResourceExhausted (handled there too, with its RetryInfo) is a 429.
-func grpcOutcome(c codes.Code) pb.Outcome {
-	switch c {
-	case codes.OK:
-		return pb.Outcome_OUTCOME_SUCCESS
-	case codes.Unavailable, codes.Canceled:
-		return pb.Outcome_OUTCOME_TRANSPORT
-	case codes.DeadlineExceeded:
-		return pb.Outcome_OUTCOME_TIMEOUT
-	case codes.ResourceExhausted:
-		return pb.Outcome_OUTCOME_RATE_LIMITED
-	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange,
-		codes.AlreadyExists, codes.Aborted, codes.Unimplemented:
-		return pb.Outcome_OUTCOME_INVALID_ARGUMENT
-	case codes.NotFound:
-		return pb.Outcome_OUTCOME_NOT_FOUND
-	case codes.PermissionDenied:
-		return pb.Outcome_OUTCOME_PERMISSION_DENIED
-	case codes.Unauthenticated:
-		return pb.Outcome_OUTCOME_UNAUTHENTICATED
-	}
-	return pb.Outcome_OUTCOME_SERVER_ERROR // Internal, Unknown, DataLoss
-}
-
 // remaining is what is left of ctx's deadline at now; with no deadline,
-// waitable (the caller can wait out any Retry-After).
+// waitable.
 func remaining(ctx context.Context, now time.Time, waitable time.Duration) time.Duration {
 	if dl, ok := ctx.Deadline(); ok {
 		return max(0, dl.Sub(now))

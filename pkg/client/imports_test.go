@@ -21,7 +21,8 @@ func TestImportList(t *testing.T) {
 		"github.com/breakerd/breakerd/proto/",
 		"github.com/breakerd/breakerd/internal/breaker", "github.com/breakerd/breakerd/internal/quorum",
 		"github.com/breakerd/breakerd/internal/probe", "github.com/breakerd/breakerd/internal/limits",
-		"github.com/breakerd/breakerd/internal/webhook",
+		"github.com/breakerd/breakerd/internal/webhook", "github.com/breakerd/breakerd/internal/classify",
+		"github.com/breakerd/breakerd/internal/render", "github.com/breakerd/breakerd/conformance",
 		"github.com/breakerd/breakerd/pkg/client",
 	}
 	for _, dep := range strings.Fields(string(out)) {

@@ -119,6 +119,7 @@ func (o Options) Validate() error {
 // twins whose Redis connections go through a counting proxy.
 type target struct {
 	daemonA pb.BreakerServiceClient // breakerd
+	http    *httpAPI                // the same daemon's HTTP/JSON API
 	clients []*client.Client        // pkg/client on daemonA's connection, one per worker
 	fast    []*client.Client        // the same in fast mode (client.WithFastMode)
 	twin    bool                    // the wire pass's twin (its Redis behind the counting proxy)
@@ -287,6 +288,8 @@ func scenarios() []scenario {
 		// or every slow success: exempt from the 4-commands target.
 		{"pair-1k-window-raw", "pairs", ServeDaemon, rawPairNamed(spread, "w-", 0)},
 		{"pair-1k-slow-raw", "pairs", ServeDaemon, rawPairNamed(spread, "s-", slowLatencyMs)},
+		{"pair-1k-http", "pairs", ServeDaemon, httpPair(spread)},
+		{"pair-hot-http", "pairs", ServeDaemon, httpPair(hot)},
 		{"allow-1k-client", "Allows", ServeDaemon, clientAllow(spread)},
 		{"record-1k-client", "Records", ServeDaemon, clientRecord(spread)},
 		{"pair-1k-client", "Calls", ServeDaemon, clientPair(spread)},
@@ -404,25 +407,41 @@ const slowLatencyMs = 3000
 // its metrics) on a free loopback port against redisAddr until stop, with
 // the policies of policyFile (YAML; "" for countingPolicy).
 func startDaemon(ctx context.Context, redisAddr, policyFile string) (addr string, stop func(), err error) {
+	a, stop, err := serveDaemon(ctx, redisAddr, policyFile, false)
+	return a.grpc, stop, err
+}
+
+// daemonAddrs are where a daemon serves: gRPC, and HTTP/JSON when asked.
+type daemonAddrs struct{ grpc, http string }
+
+// serveDaemon is startDaemon, serving the HTTP/JSON API too when
+// withHTTP (on a loopback port free a moment before).
+func serveDaemon(ctx context.Context, redisAddr, policyFile string, withHTTP bool) (addrs daemonAddrs, stop func(), err error) {
 	if policyFile == "" {
 		dir, err := os.MkdirTemp("", "breakerbench-policy-")
 		if err != nil {
-			return "", nil, err
+			return addrs, nil, err
 		}
 		policyFile = filepath.Join(dir, "policy.yaml")
 		if err := os.WriteFile(policyFile, []byte(countingPolicy), 0o600); err != nil {
 			_ = os.RemoveAll(dir)
-			return "", nil, err
+			return addrs, nil, err
 		}
-		addr, stop, err := startDaemon(ctx, redisAddr, policyFile)
+		addrs, stop, err := serveDaemon(ctx, redisAddr, policyFile, withHTTP)
 		if err != nil {
 			_ = os.RemoveAll(dir)
-			return "", nil, err
+			return addrs, nil, err
 		}
-		return addr, func() { stop(); _ = os.RemoveAll(dir) }, nil
+		return addrs, func() { stop(); _ = os.RemoveAll(dir) }, nil
 	}
 	c := daemon.Config{Listen: "127.0.0.1:0", RedisURL: "redis://" + redisAddr + "/0", PolicyFile: policyFile, EventsMaxLen: 1000,
 		EventRetention: 168 * time.Hour, ShutdownTimeout: 5 * time.Second, HealthInterval: time.Hour, LogFormat: "text"}
+	if withHTTP {
+		if c.HTTPListen, err = freeLoopback(); err != nil {
+			return addrs, nil, err
+		}
+		addrs.http = c.HTTPListen
+	}
 	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
@@ -430,15 +449,15 @@ func startDaemon(ctx context.Context, redisAddr, policyFile string) (addr string
 		done <- daemon.Run(dctx, c, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a net.Addr) { ready <- a.String() })
 	}()
 	select {
-	case addr = <-ready:
+	case addrs.grpc = <-ready:
 	case err := <-done:
 		cancel()
-		return "", nil, fmt.Errorf("breakerd: %w", err)
+		return addrs, nil, fmt.Errorf("breakerd: %w", err)
 	case <-time.After(30 * time.Second):
 		cancel()
-		return "", nil, errors.New("breakerd: not serving after 30s")
+		return addrs, nil, errors.New("breakerd: not serving after 30s")
 	}
-	return addr, func() { cancel(); <-done }, nil
+	return addrs, func() { cancel(); <-done }, nil
 }
 
 func (e *env) dial(addr string) (*grpc.ClientConn, error) {
@@ -456,6 +475,7 @@ func (e *env) newTarget(ctx context.Context, redisAddr, prefix, exe string) (*ta
 	t := &target{prefix: prefix, peerRDB: redis.NewClient(&redis.Options{Addr: redisAddr}), children: map[string]*child{}}
 	e.closers = append(e.closers, func() { _ = t.peerRDB.Close() })
 	addrs := map[string]string{}
+	httpAddr := ""
 	for _, kind := range []string{ServeDaemon, ServeNoop, ServeCeiling} {
 		if exe != "" {
 			c, err := spawn(exe, kind, redisAddr)
@@ -464,6 +484,9 @@ func (e *env) newTarget(ctx context.Context, redisAddr, prefix, exe string) (*ta
 			}
 			e.closers = append(e.closers, c.stop)
 			t.children[kind], addrs[kind] = c, c.addr
+			if kind == ServeDaemon {
+				httpAddr = c.httpAddr
+			}
 			continue
 		}
 		var (
@@ -473,7 +496,9 @@ func (e *env) newTarget(ctx context.Context, redisAddr, prefix, exe string) (*ta
 		)
 		switch kind {
 		case ServeDaemon:
-			addr, stop, err = startDaemon(ctx, redisAddr, "")
+			var a daemonAddrs
+			a, stop, err = serveDaemon(ctx, redisAddr, "", true)
+			addr, httpAddr = a.grpc, a.http
 		case ServeNoop:
 			addr, stop, err = startCeiling(nil)
 		case ServeCeiling:
@@ -492,6 +517,10 @@ func (e *env) newTarget(ctx context.Context, redisAddr, prefix, exe string) (*ta
 		return nil, err
 	}
 	t.daemonA = pb.NewBreakerServiceClient(dc)
+	if httpAddr != "" {
+		t.http = newHTTPAPI(httpAddr, &e.rpcs.n)
+		e.closers = append(e.closers, t.http.close)
+	}
 	for w := 0; w < workers; w++ {
 		cl := client.New(dc, client.WithWorkerID(workerID(w)), client.WithAllowBudget(10*time.Second))
 		e.closers = append(e.closers, func() { _ = cl.Close() })

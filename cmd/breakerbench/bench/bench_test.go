@@ -101,6 +101,11 @@ func TestRunTiny(t *testing.T) {
 	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "ratio pair-hot-fast / peer-1:") || !strings.Contains(last, "median") {
 		t.Errorf("last line = %q, want the median of a ratio", last)
 	}
+	for _, want := range []string{"ratio pair-1k-http / pair-1k-raw:", "ratio pair-hot-http / pair-hot-raw:"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the output lacks %q", want)
+		}
+	}
 	if !strings.Contains(out.String(), "SET NX PX") {
 		t.Error("the output does not say how the peer's store is built")
 	}

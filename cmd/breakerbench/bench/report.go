@@ -25,6 +25,8 @@ var ratios = []ratio{
 	{"deny-open-raw", "noop", 0},
 	{"pair-1k-window-raw", "pair-1k-raw", 0},
 	{"pair-1k-slow-raw", "pair-1k-raw", 0},
+	{"pair-1k-http", "pair-1k-raw", 0.5},
+	{"pair-hot-http", "pair-hot-raw", 0.5},
 	{"pair-1k-raw", "peer-64", 0},
 	{"pair-hot-raw", "peer-1", 0},
 	{"pair-1k-fast", "ceiling", 3},

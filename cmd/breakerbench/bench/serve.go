@@ -25,7 +25,8 @@ const (
 
 // Serve runs one server of kind on a free loopback port against the
 // Redis at redisAddr (unused by the no-op), writes "listening <addr>" on
-// w once it serves, and serves until ctx ends. cmd/breakerbench runs it
+// w once it serves (the daemon: "listening <addr> <http addr>", its
+// HTTP/JSON API's too), and serves until ctx ends. cmd/breakerbench runs it
 // in a child process for each measured server.
 func Serve(ctx context.Context, kind, redisAddr string, w io.Writer) error {
 	var (
@@ -35,7 +36,9 @@ func Serve(ctx context.Context, kind, redisAddr string, w io.Writer) error {
 	)
 	switch kind {
 	case ServeDaemon:
-		addr, stop, err = startDaemon(ctx, redisAddr, "")
+		var a daemonAddrs
+		a, stop, err = serveDaemon(ctx, redisAddr, "", true)
+		addr = a.grpc + " " + a.http
 	case ServeCeiling:
 		rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 		defer rdb.Close()
@@ -56,9 +59,10 @@ func Serve(ctx context.Context, kind, redisAddr string, w io.Writer) error {
 
 // child is a server running in a child process.
 type child struct {
-	addr  string
-	cmd   *exec.Cmd
-	stdin io.Closer
+	addr     string
+	httpAddr string // the daemon's HTTP/JSON API
+	cmd      *exec.Cmd
+	stdin    io.Closer
 }
 
 // spawn starts exe --serve kind --redis-addr redisAddr and waits (at most
@@ -89,12 +93,12 @@ func spawn(exe, kind, redisAddr string) (*child, error) {
 	}()
 	select {
 	case l, ok := <-line:
-		addr, found := strings.CutPrefix(l, "listening ")
+		addrs, found := strings.CutPrefix(l, "listening ")
 		if !ok || !found {
 			c.stop()
 			return nil, fmt.Errorf("%s server: no address (got %q)", kind, l)
 		}
-		c.addr = addr
+		c.addr, c.httpAddr, _ = strings.Cut(addrs, " ")
 		return c, nil
 	case <-time.After(30 * time.Second):
 		c.stop()

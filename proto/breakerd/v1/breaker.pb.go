@@ -2574,9 +2574,11 @@ type GetPolicyResponse struct {
 	// The effective policy, every field filled.
 	Policy *Policy `protobuf:"bytes,2,opt,name=policy,proto3" json:"policy,omitempty"`
 	// Which rule or default set each field, keyed by the field's name in
-	// Policy (its name in the policy file): "default" (built in),
+	// the policy file (cooldown_base for Policy.cooldown_base_ms, group for
+	// group and max_open_fraction): "default" (built in),
 	// "defaults" (the policy file's defaults section) or
-	// `breakers[1] (match "web_*")` (the first rule whose pattern matches).
+	// `breakers[1] (match "web_*")` (the first rule whose pattern matches);
+	// for group, `groups[0] (match "search:*")` or "default" (none).
 	Sources       map[string]string `protobuf:"bytes,3,rep,name=sources,proto3" json:"sources,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -1,0 +1,43 @@
+// What every framework adapter shares: a tool's call guarded by a run,
+// with a denial handed to the model as its tool result rather than
+// thrown, since a model acts on a result and a framework turns a throw
+// into its own words.
+
+import { CircuitOpenError } from "../errors.js";
+import { breakerOf, type Run, type ToolRef } from "../run.js";
+
+/** Breakers maps a tool's name to the breaker its calls go through (the tool's own name when absent). */
+export type Breakers = Readonly<Record<string, string>>;
+
+/** AdapterOptions are every adapter's options. */
+export interface AdapterOptions {
+  /** The breaker of each tool, by tool name; a tool not named here is its own breaker. */
+  breakers?: Breakers | undefined;
+}
+
+/** refOf is the ToolRef of the tool named name. */
+export function refOf(name: string, o: AdapterOptions = {}): ToolRef {
+  return { name, breaker: o.breakers?.[name] ?? name };
+}
+
+/**
+ * callTool runs fn as a call of tool within run: its value, or for this
+ * call's own denial the denial's tool_result text (the circuit_open JSON).
+ * Any other error, an inner tool's denial included, is re-thrown.
+ */
+export async function callTool<R>(run: Run, tool: ToolRef, fn: () => R | Promise<R>, signal?: AbortSignal): Promise<R | string> {
+  let started = false;
+  try {
+    return await run.guard(
+      tool,
+      () => {
+        started = true;
+        return fn();
+      },
+      { tool: tool.name, signal },
+    );
+  } catch (err) {
+    if (!started && err instanceof CircuitOpenError && err.breaker === breakerOf(tool)) return err.toolResult;
+    throw err;
+  }
+}

@@ -1,0 +1,432 @@
+// The client: Allow and Record over breakerd's HTTP/JSON API, guard around
+// a tool call, and the fallback while no daemon answers.
+
+import { OpenCache, type CachedDenial } from "./cache.js";
+import { ApiError, CircuitOpenError, ConfigError, UnreachableError } from "./errors.js";
+import { evidenceOfError, evidenceOfResponse, isResponse } from "./evidence.js";
+import { DEFAULT_LOCAL_POLICY, LocalBreaker, describe, localEffect, type LocalPolicy } from "./fallback.js";
+import { renderToolResult, type DenialFields } from "./render.js";
+import { Transport, parseURLs } from "./transport.js";
+import {
+  int64,
+  type AllowResponse,
+  type BreakerState,
+  type Decision,
+  type Evidence,
+  type GetPolicyResponse,
+  type Policy,
+  type RecordResponse,
+  type Ticket,
+} from "./wire.js";
+
+/** ClientOptions configure a Client. Only urls and workerId are required. */
+export interface ClientOptions {
+  /** One breakerd HTTP URL or several ("http://127.0.0.1:7071"): another is tried within the budget when one does not answer. */
+  urls: string | readonly string[];
+  /** The bearer token, when the daemons require one. */
+  token?: string | undefined;
+  /** This worker's id: the quorum counts distinct workers. */
+  workerId: string;
+  /** How long allow (and Run.available) wait for breakerd before the fallback answers, ms. Default 100. */
+  allowBudgetMs?: number | undefined;
+  /** The budget of the calls before any daemon has answered (a first connection), ms. Default 1000. */
+  firstContactBudgetMs?: number | undefined;
+  /** The bound on record, get and getPolicy, ms. Default 2000. */
+  rpcTimeoutMs?: number | undefined;
+  /** What allow answers while no daemon does: "local" (the default; the open cache, then a local breaker) or "closed" (deny). */
+  fallback?: "local" | "closed" | undefined;
+  /**
+   * Follow the daemons' event stream (GET /v1/watch) into the open cache,
+   * so that the fallback knows every breaker the fleet holds open, not
+   * only those this worker was told of. Holds a connection open until
+   * close(). true: every breaker; a list: those breakers. Default false.
+   */
+  watch?: boolean | readonly string[] | undefined;
+  /** The fetch to use. Default: the platform's. */
+  fetch?: typeof fetch | undefined;
+  /** The clock, ms since the epoch. Default Date.now. */
+  clock?: (() => number) | undefined;
+  /** Told of what the client absorbs (a Record that did not reach breakerd, a stream that dropped). */
+  onError?: ((err: unknown) => void) | undefined;
+}
+
+/** Permit is breakerd's answer to allow: a decision, never an exception. */
+export interface Permit {
+  breaker: string;
+  /** The tool's name as the model knows it (the breaker's when none was given). */
+  tool: string;
+  decision: Decision;
+  /** The call may go out (ALLOWED or PROBE). */
+  allowed: boolean;
+  /** Pass back to record (it is, by guard). */
+  ticket: Ticket;
+  /** For a denial: how long until asking again can help, ms. */
+  retryAfterMs: number;
+  reason: string;
+  /** The breaker's state as breakerd answered it; undefined from the fallback. */
+  state: BreakerState | undefined;
+  /** The answer came from this worker's fallback (no daemon answered), or from a daemon without Redis. */
+  degraded: boolean;
+  /** The parent scope that denied; "" when the breaker itself decided. */
+  scope: string;
+  /** For a denial: the routes the breaker's policy offers instead. */
+  alternatives: string[];
+  /** For a denial: the text a model receives as the tool's output. */
+  toolResult: string;
+  /** The fallback's answer (how record treats the ticket): undefined when breakerd answered. */
+  local: { probe: boolean } | undefined;
+}
+
+/** RecordResult is what record learned. */
+export interface RecordResult {
+  /** The outcome moved the breaker. */
+  counted: boolean;
+  /** What breakerd classified the evidence as (an Outcome name); "" when the fallback took it. */
+  classifiedAs: string;
+  /** Why, in plain words. */
+  why: string;
+  /** breakerd did not take it: the local fallback did. */
+  degraded: boolean;
+}
+
+/** The fields of a permit the fallback knows before it decides. */
+type DenialBase = Omit<Permit, "decision" | "allowed" | "retryAfterMs" | "reason" | "local">;
+
+/** CallOptions are a single call's options. */
+export interface CallOptions {
+  /** The tool's name as the model knows it: denials name it. */
+  tool?: string | undefined;
+  /** The caller's signal: aborting it ends the wait for breakerd, and a call it aborted is recorded as cancelled. */
+  signal?: AbortSignal | undefined;
+}
+
+/** GuardOptions are guard's options. */
+export interface GuardOptions extends CallOptions {
+  /** The caller's remaining deadline, ms: a Retry-After beyond it counts. Absent: no deadline (a rate limit never counts). */
+  deadlineMs?: number | undefined;
+}
+
+/** Options of record. */
+export interface RecordOptions {
+  latencyMs?: number | undefined;
+  deadlineMs?: number | undefined;
+  signal?: AbortSignal | undefined;
+}
+
+const MAX_NAME_BYTES = 256;
+const NOT_PRINTABLE = /[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}]|[^\P{Zs} ]/u;
+
+/**
+ * checkName refuses a breaker name breakerd would refuse, before any
+ * round trip, so that a bad name is an error and never an answer of the
+ * fallback (the same words as the daemon's InvalidArgument).
+ */
+export function checkName(field: string, v: string): void {
+  const bad = (why: string) => {
+    throw new ApiError("invalid_argument", `${field}: ${why}`, [{ field, description: why }], 0, "");
+  };
+  if (typeof v !== "string" || v === "") bad("is required");
+  const bytes = new TextEncoder().encode(v).length;
+  if (bytes > MAX_NAME_BYTES) bad(`is ${bytes} bytes; at most ${MAX_NAME_BYTES}`);
+  if (NOT_PRINTABLE.test(v)) bad(`must be printable UTF-8 (no control characters), got ${JSON.stringify(v)}`);
+  if (v.trim() !== v) bad(`must not start or end with white space, got ${JSON.stringify(v)}`);
+}
+
+/** The decisions that let a call go out. */
+function allows(d: Decision | undefined): boolean {
+  return d === "DECISION_ALLOWED" || d === "DECISION_PROBE";
+}
+
+/**
+ * Client asks breakerd before each tool call and tells it the outcome
+ * after. It is safe for concurrent use; close() ends its event stream.
+ */
+export class Client {
+  readonly workerId: string;
+  private readonly transport: Transport;
+  private readonly clock: () => number;
+  private readonly o: ClientOptions;
+  private readonly cache: OpenCache;
+  private readonly local: LocalBreaker;
+  private readonly policies = new Map<string, LocalPolicy>();
+  /** The breakers on which this worker has seen a success: its credential worked there (a later 401 is a revocation). */
+  private readonly worked = new Set<string>();
+  private answered = false;
+
+  constructor(o: ClientOptions) {
+    if (!o || typeof o !== "object") throw new ConfigError("options", "want { urls, workerId }");
+    const urls = parseURLs(o.urls);
+    if (typeof o.workerId !== "string" || o.workerId === "") throw new ConfigError("workerId", "is required");
+    try {
+      checkName("workerId", o.workerId);
+    } catch (err) {
+      throw new ConfigError("workerId", err instanceof ApiError ? (err.violations[0]?.description ?? err.message) : String(err));
+    }
+    const given = o.fetch ?? globalThis.fetch;
+    if (typeof given !== "function") throw new ConfigError("fetch", "no fetch: Node 18 or later, or pass one");
+    const f: typeof fetch = (input, init) => given(input, init); // called unbound, as a browser's fetch must be
+    this.o = o;
+    this.workerId = o.workerId;
+    this.clock = o.clock ?? Date.now;
+    this.transport = new Transport({ urls, token: o.token, fetch: f });
+    const breakers = Array.isArray(o.watch) ? (o.watch as readonly string[]) : undefined;
+    this.cache = new OpenCache({ transport: this.transport, clock: this.clock, breakers, onError: o.onError });
+    this.local = new LocalBreaker(this.clock, (b) => this.policies.get(b) ?? DEFAULT_LOCAL_POLICY);
+    if (o.watch) this.cache.start();
+  }
+
+  /** The open cache: which breakers deny, as breakerd last said (for inspection and tests). */
+  get openCache(): OpenCache {
+    return this.cache;
+  }
+
+  /** close ends the event stream. The client answers from its fallback afterwards only if used. */
+  async close(): Promise<void> {
+    await this.cache.stop();
+  }
+
+  /** budget is the Allow budget, or the first-contact budget before any daemon has answered. */
+  private budget(): number {
+    const b = this.o.allowBudgetMs ?? 100;
+    return this.answered ? b : Math.max(b, this.o.firstContactBudgetMs ?? 1000);
+  }
+
+  /** rpc calls method with failover and notes that a daemon answered. */
+  private async rpc<T>(method: string, body: unknown, budgetMs: number, signal?: AbortSignal): Promise<T> {
+    const res = await this.transport.call<T>(method, body, { budgetMs, signal });
+    this.answered = true;
+    return res;
+  }
+
+  /**
+   * allow asks whether a call to breaker may go out. A denial is a Permit
+   * with allowed false. When no daemon answers within the Allow budget,
+   * the fallback answers (degraded): the open cache's denial, else the
+   * local breaker's verdict. Throws ApiError (a refused name, a bad
+   * token: AuthError) and ProtocolError (not breakerd), never answered
+   * by the fallback, and the caller's abort reason.
+   */
+  async allow(breaker: string, opts: CallOptions = {}): Promise<Permit> {
+    checkName("breaker", breaker);
+    const tool = opts.tool ?? "";
+    let res: AllowResponse;
+    try {
+      res = await this.rpc<AllowResponse>("Allow", { breaker, worker_id: this.workerId, ...(tool ? { tool } : {}) }, this.budget(), opts.signal);
+    } catch (err) {
+      if (err instanceof UnreachableError) return this.fallbackAllow(breaker, tool || breaker, err);
+      throw err;
+    }
+    this.local.reset();
+    this.cache.learn(res.state);
+    if (!this.policies.has(breaker)) void this.learnPolicy(breaker);
+    return {
+      breaker,
+      tool: tool || breaker,
+      decision: res.decision ?? "DECISION_ALLOWED",
+      allowed: allows(res.decision ?? "DECISION_ALLOWED"),
+      ticket: res.ticket ?? {},
+      retryAfterMs: int64(res.retry_after_ms),
+      reason: res.reason ?? "",
+      state: res.state,
+      degraded: res.degraded ?? false,
+      scope: res.scope ?? "",
+      alternatives: res.state?.alternatives ?? [],
+      toolResult: res.tool_result ?? "",
+      local: undefined,
+    };
+  }
+
+  /** learnPolicy keeps the fallback's policy for breaker (once; a failure leaves the defaults). */
+  private async learnPolicy(breaker: string): Promise<void> {
+    this.policies.set(breaker, DEFAULT_LOCAL_POLICY);
+    try {
+      const p = await this.getPolicy(breaker);
+      this.policies.set(breaker, {
+        threshold: p.threshold || DEFAULT_LOCAL_POLICY.threshold,
+        cooldownBaseMs: int64(p.cooldown_base_ms) || DEFAULT_LOCAL_POLICY.cooldownBaseMs,
+        cooldownCapMs: int64(p.cooldown_cap_ms) || DEFAULT_LOCAL_POLICY.cooldownCapMs,
+        probeTimeoutMs: int64(p.probe_timeout_ms) || DEFAULT_LOCAL_POLICY.probeTimeoutMs,
+      });
+    } catch (err) {
+      this.policies.delete(breaker); // asked again next time
+      this.o.onError?.(err);
+    }
+  }
+
+  /** fallbackAllow answers while no daemon does. */
+  private fallbackAllow(breaker: string, tool: string, why: UnreachableError): Permit {
+    this.o.onError?.(why);
+    const base: DenialBase = { breaker, tool, ticket: {}, state: undefined, degraded: true, scope: "", alternatives: [], toolResult: "" };
+    const cached = this.cache.lookup(breaker);
+    if (cached) return this.cachedDenial(base, cached);
+    if (this.o.fallback === "closed") {
+      return this.denied(base, "DECISION_DENIED_OPEN", 0, `${breaker}: breakerd did not answer and this worker fails closed`);
+    }
+    const v = this.local.allow(breaker);
+    if (v.allowed) {
+      const decision = v.probe ? "DECISION_PROBE" : "DECISION_ALLOWED";
+      return { ...base, decision, allowed: true, retryAfterMs: 0, reason: "", local: { probe: v.probe } };
+    }
+    return this.denied(base, v.probeInFlight ? "DECISION_DENIED_PROBE_IN_FLIGHT" : "DECISION_DENIED_OPEN", v.retryAfterMs, v.reason);
+  }
+
+  private cachedDenial(base: DenialBase, c: CachedDenial): Permit {
+    const retry = Number.isFinite(c.untilMs) ? Math.max(0, c.untilMs - this.clock()) : 0;
+    const decision: Decision = c.scope ? "DECISION_DENIED_PARENT_OPEN" : c.forced ? "DECISION_DENIED_FORCED_OPEN" : "DECISION_DENIED_OPEN";
+    return this.denied({ ...base, scope: c.scope }, decision, retry, c.reason, c.alternatives);
+  }
+
+  private denied(
+    base: DenialBase,
+    decision: Decision,
+    retryAfterMs: number,
+    reason: string,
+    alternatives: string[] = [],
+  ): Permit {
+    const fields: DenialFields = {
+      tool: base.tool,
+      breaker: base.breaker,
+      reason,
+      retryAfterMs,
+      alternatives,
+      scope: base.scope,
+      forced: decision === "DECISION_DENIED_FORCED_OPEN",
+      degraded: true,
+      probeInFlight: decision === "DECISION_DENIED_PROBE_IN_FLIGHT",
+    };
+    return { ...base, decision, allowed: false, retryAfterMs, reason, alternatives, toolResult: renderToolResult(fields), local: undefined };
+  }
+
+  /**
+   * record tells breakerd what the call the permit granted returned: its
+   * raw evidence, which breakerd classifies ({} is a success). A permit
+   * of the fallback, or a Record no daemon takes, goes to the local
+   * breaker. Throws ApiError for a request breakerd refuses.
+   */
+  async record(permit: Permit, evidence: Evidence, opts: RecordOptions = {}): Promise<RecordResult> {
+    if (permit.local) {
+      this.local.record(permit.breaker, localEffect(evidence), permit.local.probe, describe(evidence));
+      return { counted: false, classifiedAs: "", why: "taken by the local fallback (breakerd unreachable)", degraded: true };
+    }
+    const req: Record<string, unknown> = { breaker: permit.breaker, worker_id: this.workerId, ticket: permit.ticket, evidence };
+    if (this.worked.has(permit.breaker)) req["credential_worked"] = true;
+    if (opts.latencyMs !== undefined) req["latency_ms"] = String(Math.max(0, Math.round(opts.latencyMs)));
+    if (opts.deadlineMs !== undefined) req["deadline_ms"] = String(Math.max(0, Math.round(opts.deadlineMs)));
+    try {
+      const res = await this.rpc<RecordResponse>("Record", req, this.o.rpcTimeoutMs ?? 2000, opts.signal);
+      this.cache.learn(res.state);
+      if (res.classified_as === "OUTCOME_SUCCESS") this.worked.add(permit.breaker);
+      return { counted: res.counted ?? false, classifiedAs: res.classified_as ?? "", why: res.why ?? res.note ?? "", degraded: res.degraded ?? false };
+    } catch (err) {
+      if (!(err instanceof UnreachableError)) throw err;
+      this.o.onError?.(err);
+      this.local.record(permit.breaker, localEffect(evidence), false, describe(evidence));
+      return { counted: false, classifiedAs: "", why: "taken by the local fallback (breakerd unreachable)", degraded: true };
+    }
+  }
+
+  /**
+   * guard runs fn as one guarded call: allow (a denial throws
+   * CircuitOpenError carrying the tool_result), fn, and record of what
+   * fn returned or threw (evidenceOfError, evidenceOfResponse), then
+   * returns fn's value or re-throws its error. A fetch Response that fn
+   * returns is evidence too (its status and wait headers), and is
+   * returned as it is.
+   */
+  async guard<T>(breaker: string, fn: () => T | Promise<T>, opts: GuardOptions = {}): Promise<T> {
+    const p = await this.allow(breaker, opts);
+    if (!p.allowed) throw denialError(p);
+    return this.runWith(p, fn, opts);
+  }
+
+  /**
+   * runWith runs fn under a permit allow granted, and records what it
+   * returned or threw, as guard does after its allow.
+   */
+  async runWith<T>(p: Permit, fn: () => T | Promise<T>, opts: GuardOptions = {}): Promise<T> {
+    const start = this.clock();
+    let value: T;
+    try {
+      value = await fn();
+    } catch (err) {
+      await this.settle(p, evidenceOfError(err, { signal: opts.signal }), start, opts);
+      throw err;
+    }
+    await this.settle(p, isResponse(value) ? evidenceOfResponse(value) : {}, start, opts);
+    return value;
+  }
+
+  /** settle records a guarded call's evidence; a failure to record never replaces the call's own result. */
+  private async settle(p: Permit, ev: Evidence, start: number, opts: GuardOptions): Promise<void> {
+    if (opts.deadlineMs === undefined && (ev.http_status ?? 0) >= 400) ev = { ...ev, no_deadline: true };
+    try {
+      await this.record(p, ev, { latencyMs: this.clock() - start, deadlineMs: opts.deadlineMs });
+    } catch (err) {
+      this.o.onError?.(err);
+    }
+  }
+
+  /** get returns one breaker's state. Throws UnreachableError when no daemon answers: it has no fallback. */
+  async get(breaker: string, opts: CallOptions = {}): Promise<BreakerState> {
+    checkName("breaker", breaker);
+    const res = await this.rpc<{ state?: BreakerState }>("Get", { breaker }, this.o.rpcTimeoutMs ?? 2000, opts.signal);
+    const st = res.state ?? { breaker };
+    this.cache.learn(st);
+    return st;
+  }
+
+  /** getPolicy returns the policy in effect for breaker. Throws UnreachableError when no daemon answers. */
+  async getPolicy(breaker: string, opts: CallOptions = {}): Promise<Policy> {
+    checkName("breaker", breaker);
+    const res = await this.rpc<GetPolicyResponse>("GetPolicy", { breaker }, this.o.rpcTimeoutMs ?? 2000, opts.signal);
+    return res.policy ?? {};
+  }
+
+  /**
+   * states returns the named breakers' states in one BatchGet within the
+   * Allow budget (with this worker's id, so a suspect worker sees its own
+   * denial), or undefined when no daemon answered.
+   */
+  async states(breakers: readonly string[], opts: CallOptions = {}): Promise<BreakerState[] | undefined> {
+    breakers.forEach((b, i) => checkName(`breakers[${i}]`, b));
+    if (breakers.length === 0) return [];
+    try {
+      const res = await this.rpc<{ states?: BreakerState[] }>("BatchGet", { breakers, worker_id: this.workerId }, this.budget(), opts.signal);
+      this.local.reset();
+      for (const st of res.states ?? []) this.cache.learn(st);
+      return res.states ?? [];
+    } catch (err) {
+      if (err instanceof UnreachableError) {
+        this.o.onError?.(err);
+        return undefined;
+      }
+      throw err;
+    }
+  }
+
+  /** fallbackState is the fallback's verdict on a breaker, as a permit that takes no probe slot. */
+  fallbackVerdict(breaker: string, tool: string): Permit | undefined {
+    const base: DenialBase = { breaker, tool, ticket: {}, state: undefined, degraded: true, scope: "", alternatives: [], toolResult: "" };
+    const cached = this.cache.lookup(breaker);
+    if (cached) return this.cachedDenial(base, cached);
+    const v = this.local.peek(breaker);
+    if (!v) return undefined;
+    return this.denied(base, v.probeInFlight ? "DECISION_DENIED_PROBE_IN_FLIGHT" : "DECISION_DENIED_OPEN", v.retryAfterMs, v.reason);
+  }
+}
+
+/** denialError is the CircuitOpenError for a denied permit. */
+export function denialError(p: Permit): CircuitOpenError {
+  return new CircuitOpenError({
+    breaker: p.breaker,
+    tool: p.tool,
+    decision: p.decision,
+    reason: p.reason,
+    retryAfterMs: p.retryAfterMs,
+    alternatives: p.alternatives,
+    scope: p.scope,
+    forced: p.decision === "DECISION_DENIED_FORCED_OPEN",
+    degraded: p.degraded,
+    toolResult: p.toolResult,
+  });
+}

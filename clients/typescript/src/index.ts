@@ -1,0 +1,20 @@
+// @breakerd/client: breakerd's TypeScript client. The core imports
+// nothing but the platform (fetch, AbortSignal, TextDecoder).
+
+export { Client, checkName, denialError } from "./client.js";
+export type { CallOptions, ClientOptions, GuardOptions, Permit, RecordOptions, RecordResult } from "./client.js";
+export { Run, breakerOf } from "./run.js";
+export type { ToolRef, Unavailable } from "./run.js";
+export { ApiError, AuthError, BreakerdError, CircuitOpenError, ConfigError, ProtocolError, UnreachableError } from "./errors.js";
+export type { Denial, FieldViolation } from "./errors.js";
+export { ErrorKind, MalformedOutputError, WAIT_HEADERS, bodyCode, evidenceOfError, evidenceOfResponse, isResponse } from "./evidence.js";
+export { LocalBreaker, DEFAULT_LOCAL_POLICY, effectOfOutcome, localEffect } from "./fallback.js";
+export type { LocalPolicy, LocalVerdict, LocalEffect } from "./fallback.js";
+export { about, render, renderNotice, renderToolResult } from "./render.js";
+export type { DenialFields, NoticeEntry, Scope, Value } from "./render.js";
+export { OpenCache } from "./cache.js";
+export type { CachedDenial } from "./cache.js";
+export { readSSE } from "./sse.js";
+export type { SSEMessage } from "./sse.js";
+export type * from "./wire.js";
+export { int64 } from "./wire.js";

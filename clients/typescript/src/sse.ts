@@ -1,0 +1,71 @@
+// A Server-Sent Events reader over fetch's body stream (the WHATWG event
+// stream format: https://html.spec.whatwg.org/multipage/server-sent-events.html),
+// because Node has no EventSource before 22 and the client takes no
+// runtime dependency.
+
+/** SSEMessage is one dispatched event. */
+export interface SSEMessage {
+  /** The event's type; "message" when the stream named none. */
+  event: string;
+  data: string;
+  /** The last event id the stream set (kept across events, as EventSource keeps it). */
+  id: string;
+}
+
+/**
+ * readSSE yields the events of a text/event-stream body until it ends.
+ * Comment lines (heartbeats) dispatch nothing; `retry:` is ignored (the
+ * caller owns its reconnection policy).
+ */
+export async function* readSSE(body: ReadableStream<Uint8Array>): AsyncGenerator<SSEMessage> {
+  const decoder = new TextDecoder("utf-8");
+  const reader = body.getReader();
+  let buf = "";
+  let event = "";
+  let data: string[] = [];
+  let id = "";
+  let first = true;
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      buf += done ? decoder.decode() : decoder.decode(value, { stream: true });
+      if (first && buf.length > 0) {
+        if (buf.charCodeAt(0) === 0xfeff) buf = buf.slice(1);
+        first = false;
+      }
+      for (;;) {
+        const m = /\r\n|\r|\n/.exec(buf);
+        // A lone \r at the end may be half of \r\n: wait for more.
+        if (!m || (m[0] === "\r" && m.index === buf.length - 1 && !done)) break;
+        const line = buf.slice(0, m.index);
+        buf = buf.slice(m.index + m[0].length);
+        if (line === "") {
+          if (data.length > 0) yield { event: event || "message", data: data.join("\n"), id };
+          event = "";
+          data = [];
+          continue;
+        }
+        if (line.startsWith(":")) continue;
+        const colon = line.indexOf(":");
+        const field = colon < 0 ? line : line.slice(0, colon);
+        let value = colon < 0 ? "" : line.slice(colon + 1);
+        if (value.startsWith(" ")) value = value.slice(1);
+        switch (field) {
+          case "event":
+            event = value;
+            break;
+          case "data":
+            data.push(value);
+            break;
+          case "id":
+            if (!value.includes("\0")) id = value;
+            break;
+        }
+      }
+      if (done) return; // an event not ended by a blank line is dropped, as EventSource drops it
+    }
+  } finally {
+    reader.releaseLock();
+    await body.cancel().catch(() => undefined);
+  }
+}

@@ -1,0 +1,199 @@
+// One transport: POST /breakerd.v1.BreakerService/<Method> with JSON, over
+// the platform's fetch (keep-alive), to one of several daemon URLs. A
+// daemon that cannot be reached, or that answers Unavailable, is skipped
+// for the next one within the call's budget; every other answer (a
+// refusal, a 401/403, a page that is not breakerd's JSON) is thrown at
+// once, typed, and never taken for an outage.
+
+import { ApiError, AuthError, ConfigError, ProtocolError, UnreachableError } from "./errors.js";
+import type { ErrorBody } from "./wire.js";
+
+/** The service path prefix of every unary method. */
+export const SERVICE_PATH = "/breakerd.v1.BreakerService/";
+
+/** The gRPC codes (by their JSON names) that mean "try another daemon". */
+const REACH_CODES = new Set(["unavailable", "deadline_exceeded"]);
+
+/** parseURLs checks the daemon URLs once: each must be an http(s) URL. */
+export function parseURLs(urls: string | readonly string[]): URL[] {
+  const list = typeof urls === "string" ? [urls] : [...urls];
+  if (list.length === 0) throw new ConfigError("urls", "at least one breakerd URL is required");
+  return list.map((u, i) => {
+    const field = typeof urls === "string" ? "urls" : `urls[${i}]`;
+    let parsed: URL;
+    try {
+      parsed = new URL(u);
+    } catch {
+      throw new ConfigError(field, `${JSON.stringify(u)} is not a URL (want http://host:port)`);
+    }
+    if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
+      throw new ConfigError(field, `${JSON.stringify(u)} is not an http or https URL`);
+    }
+    if (parsed.username || parsed.password) {
+      throw new ConfigError(field, `${JSON.stringify(u)} carries credentials; pass the token option instead`);
+    }
+    if (parsed.search || parsed.hash) {
+      throw new ConfigError(field, `${JSON.stringify(u)} has a query or fragment; give the base URL only`);
+    }
+    if (!parsed.pathname.endsWith("/")) parsed.pathname += "/";
+    return parsed;
+  });
+}
+
+export interface TransportOptions {
+  urls: URL[];
+  token?: string | undefined;
+  fetch: typeof fetch;
+}
+
+/** CallOptions bound one call: its budget, and the caller's own signal. */
+export interface CallOptions {
+  /** How long every attempt together may take, ms; 0 or absent: no bound but the signal. */
+  budgetMs?: number | undefined;
+  signal?: AbortSignal | undefined;
+}
+
+/** A reach failure: the attempt says nothing about the request, another daemon may answer. */
+class Unreached {
+  constructor(readonly cause: unknown) {}
+}
+
+/** Transport sends unary calls with failover. Safe for concurrent use. */
+export class Transport {
+  private next = 0; // the daemon that answered last: tried first
+
+  constructor(private readonly o: TransportOptions) {}
+
+  /** The daemon URLs, in the order configured. */
+  get urls(): readonly URL[] {
+    return this.o.urls;
+  }
+
+  /** headers are the request headers every call (and the watch stream) sends. */
+  headers(extra: Record<string, string> = {}): Record<string, string> {
+    const h: Record<string, string> = { ...extra };
+    if (this.o.token) h["authorization"] = `Bearer ${this.o.token}`;
+    return h;
+  }
+
+  /** fetch is the platform fetch this transport uses. */
+  get fetch(): typeof fetch {
+    return this.o.fetch;
+  }
+
+  /**
+   * call posts body to method on one daemon after another (starting with
+   * the last that answered) until one answers or the budget is spent.
+   * Throws UnreachableError when none answered, the caller's abort reason
+   * when its signal ended the call, and ApiError/AuthError/ProtocolError
+   * for an answer that refuses the request.
+   */
+  async call<T>(method: string, body: unknown, co: CallOptions = {}): Promise<T> {
+    const payload = JSON.stringify(body);
+    const budget = co.budgetMs && co.budgetMs > 0 ? AbortSignal.timeout(co.budgetMs) : undefined;
+    const signal = anySignal([co.signal, budget]);
+    const causes: unknown[] = [];
+    const n = this.o.urls.length;
+    const first = this.next;
+    for (let i = 0; i < n; i++) {
+      const idx = (first + i) % n;
+      const url = new URL(SERVICE_PATH.slice(1) + method, this.o.urls[idx]);
+      const got = await this.attempt(url, payload, signal);
+      if (!(got instanceof Unreached)) {
+        this.next = idx;
+        return got as T;
+      }
+      causes.push(got.cause);
+      if (co.signal?.aborted) throw co.signal.reason;
+      if (signal?.aborted) break; // the budget is spent
+    }
+    this.next = (first + 1) % n;
+    const why = budget?.aborted ? `within ${co.budgetMs} ms` : "";
+    throw new UnreachableError(`no breakerd answered ${method} ${why}`.trim() + ` (${n} URL${n === 1 ? "" : "s"})`, causes);
+  }
+
+  private async attempt(url: URL, payload: string, signal: AbortSignal | undefined): Promise<unknown> {
+    let res: Response;
+    try {
+      res = await this.o.fetch(url, {
+        method: "POST",
+        headers: this.headers({ "content-type": "application/json", accept: "application/json" }),
+        body: payload,
+        signal: signal ?? null,
+      });
+    } catch (err) {
+      return new Unreached(err);
+    }
+    let text: string;
+    try {
+      text = await res.text();
+    } catch (err) {
+      return new Unreached(err);
+    }
+    return answer(url.href, res, text);
+  }
+}
+
+/** answer reads one HTTP answer: the parsed JSON, a typed error thrown, or Unreached. */
+function answer(url: string, res: Response, text: string): unknown {
+  const ctype = res.headers.get("content-type") ?? "";
+  const json = ctype.split(";")[0]?.trim().toLowerCase() === "application/json";
+  let parsed: unknown;
+  if (json) {
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      throw new ProtocolError(url, res.status, ctype, `the body is not JSON: ${snippet(text)}`);
+    }
+  }
+  if (res.ok) {
+    if (!json || typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+      throw new ProtocolError(url, res.status, ctype, `want a JSON object, got ${snippet(text)}`);
+    }
+    return parsed;
+  }
+  const eb = (json && typeof parsed === "object" && parsed !== null ? parsed : {}) as ErrorBody;
+  const code = codeName(eb.code) || (res.status === 401 ? "unauthenticated" : res.status === 403 ? "permission_denied" : "");
+  const msg = typeof eb.message === "string" ? eb.message : snippet(text);
+  const violations = (Array.isArray(eb.field_violations) ? eb.field_violations : []).map((v) => ({
+    field: String(v?.field ?? ""),
+    description: String(v?.description ?? ""),
+  }));
+  if (res.status === 401 || res.status === 403) {
+    throw new AuthError(code, `${msg || `HTTP ${res.status}`} (check the token option)`, violations, res.status, url);
+  }
+  if (!json || !code) {
+    throw new ProtocolError(url, res.status, ctype, `want breakerd's JSON error, got ${snippet(text)}`);
+  }
+  if (REACH_CODES.has(code)) return new Unreached(new ApiError(code, msg, violations, res.status, url));
+  throw new ApiError(code, msg, violations, res.status, url);
+}
+
+/** codeName normalizes a gRPC code's name to its JSON form: "INVALID_ARGUMENT" -> "invalid_argument". */
+function codeName(v: unknown): string {
+  return typeof v === "string" ? v.toLowerCase() : "";
+}
+
+function snippet(text: string): string {
+  const one = text.replace(/\s+/g, " ").trim();
+  return JSON.stringify(one.length > 120 ? one.slice(0, 120) + "…" : one);
+}
+
+/** anySignal is a signal that aborts when any of the given ones does (AbortSignal.any is Node ≥ 20.3). */
+export function anySignal(signals: (AbortSignal | undefined)[]): AbortSignal | undefined {
+  const live = signals.filter((s): s is AbortSignal => s !== undefined);
+  if (live.length <= 1) return live[0];
+  const c = new AbortController();
+  for (const s of live) {
+    if (s.aborted) {
+      c.abort(s.reason);
+      return c.signal;
+    }
+  }
+  const onAbort = (ev: Event) => {
+    c.abort((ev.target as AbortSignal).reason);
+    for (const s of live) s.removeEventListener("abort", onAbort);
+  };
+  for (const s of live) s.addEventListener("abort", onAbort);
+  return c.signal;
+}

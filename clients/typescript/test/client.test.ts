@@ -1,0 +1,143 @@
+// The client against servers of the test's own: failover, bad input as
+// typed errors (never the fallback), the fallback while nothing answers,
+// guard's evidence and re-throw. The same behaviour against real daemons
+// is test/daemon.test.ts.
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { ApiError, AuthError, CircuitOpenError, Client, ConfigError, ProtocolError, UnreachableError } from "../src/index.js";
+import { Clock, DEAD_URL, json, serve } from "./helpers.js";
+
+const allowed = { decision: "DECISION_ALLOWED", ticket: { generation: "3" }, state: { breaker: "b", state: "STATE_CLOSED" } };
+
+test("bad options are ConfigErrors naming the option", () => {
+  const cases: [unknown, RegExp][] = [
+    [{ urls: "not a url", workerId: "w" }, /^urls: "not a url" is not a URL/],
+    [{ urls: ["http://ok:1", "ftp://x"], workerId: "w" }, /^urls\[1\]: "ftp:\/\/x" is not an http or https URL/],
+    [{ urls: [], workerId: "w" }, /^urls: at least one/],
+    [{ urls: "http://u:p@h:1", workerId: "w" }, /^urls: .* carries credentials/],
+    [{ urls: "http://h:1", workerId: "" }, /^workerId: is required/],
+    [{ urls: "http://h:1", workerId: "w\n" }, /^workerId: must be printable/],
+  ];
+  for (const [o, want] of cases) {
+    assert.throws(() => new Client(o as never), (e: unknown) => e instanceof ConfigError && want.test(e.message), String(want));
+  }
+});
+
+test("a refused breaker name is an ApiError naming the field, never a fallback, even with no daemon", async () => {
+  const c = new Client({ urls: DEAD_URL, workerId: "w" });
+  for (const [name, field] of [["", "breaker"], ["x".repeat(257), "breaker"], ["a\tb", "breaker"], [" b", "breaker"]] as const) {
+    await assert.rejects(c.allow(name), (e: unknown) => e instanceof ApiError && e.code === "invalid_argument" && e.violations[0]?.field === field, JSON.stringify(name));
+  }
+});
+
+test("401, 403, HTML and garbage are typed errors, never the fallback", async (t) => {
+  const srv = await serve((req, res) => {
+    const p = req.url ?? "";
+    if (p.startsWith("/unauth/")) return json(res, 401, { code: "unauthenticated", message: "missing bearer token" });
+    if (p.startsWith("/forbidden/")) return json(res, 403, { code: "permission_denied", message: "token lacks role worker" });
+    if (p.startsWith("/html/")) {
+      res.writeHead(200, { "content-type": "text/html" });
+      return res.end("<html><body>Welcome to nginx!</body></html>");
+    }
+    if (p.startsWith("/html502/")) {
+      res.writeHead(502, { "content-type": "text/html" });
+      return res.end("<html>Bad Gateway</html>");
+    }
+    if (p.startsWith("/garbage/")) {
+      res.writeHead(200, { "content-type": "application/json" });
+      return res.end("{not json");
+    }
+    if (p.startsWith("/refused/")) {
+      return json(res, 400, { code: "invalid_argument", message: "breaker: is 300 bytes; at most 256", field_violations: [{ field: "breaker", description: "is 300 bytes; at most 256" }] });
+    }
+    json(res, 200, allowed);
+  });
+  t.after(() => srv.close());
+  const ask = (prefix: string) => new Client({ urls: `${srv.url}/${prefix}/`, workerId: "w" }).allow("b");
+  await assert.rejects(ask("unauth"), (e: unknown) => e instanceof AuthError && e.status === 401 && /missing bearer token/.test(e.message));
+  await assert.rejects(ask("forbidden"), (e: unknown) => e instanceof AuthError && e.status === 403 && e.code === "permission_denied");
+  await assert.rejects(ask("html"), (e: unknown) => e instanceof ProtocolError && /text\/html/.test(e.message) && /nginx/.test(e.message));
+  await assert.rejects(ask("html502"), (e: unknown) => e instanceof ProtocolError && e.status === 502);
+  await assert.rejects(ask("garbage"), (e: unknown) => e instanceof ProtocolError && /not JSON/.test(e.message));
+  await assert.rejects(ask("refused"), (e: unknown) => e instanceof ApiError && e.violations[0]?.field === "breaker");
+});
+
+test("several URLs: a dead daemon is skipped within the budget, and the one that answered is asked first", async (t) => {
+  const srv = await serve((_req, res) => json(res, 200, allowed));
+  t.after(() => srv.close());
+  const down = await serve((_req, res) => json(res, 503, { code: "unavailable", message: "redis unreachable" }));
+  t.after(() => down.close());
+  const c = new Client({ urls: [DEAD_URL, down.url, srv.url], workerId: "w", allowBudgetMs: 5000 });
+  const p = await c.allow("b");
+  assert.equal(p.allowed, true);
+  assert.equal(p.degraded, false);
+  assert.deepEqual(p.ticket, { generation: "3" });
+  await c.allow("b");
+  assert.equal(srv.hits.get("/breakerd.v1.BreakerService/Allow"), 2);
+  assert.equal(down.hits.get("/breakerd.v1.BreakerService/Allow"), 1, "the daemon that answered is asked first");
+});
+
+test("no daemon: the local fallback answers, degraded, and opens after the threshold with the fallback's tool_result", async () => {
+  const clock = new Clock();
+  const c = new Client({ urls: DEAD_URL, workerId: "w", clock: clock.now });
+  const boom = () => Promise.reject(Object.assign(new TypeError("fetch failed"), { cause: { code: "ECONNREFUSED" } }));
+  for (let i = 0; i < 5; i++) {
+    await assert.rejects(c.guard("vendor", boom, { tool: "lookup" }), TypeError);
+  }
+  const p = await c.allow("vendor", { tool: "lookup" });
+  assert.equal(p.allowed, false);
+  assert.equal(p.degraded, true);
+  assert.equal(p.decision, "DECISION_DENIED_OPEN");
+  assert.equal(p.retryAfterMs, 30_000);
+  const err = await c.guard("vendor", () => assert.fail("the call went out"), { tool: "lookup" }).catch((e: unknown) => e);
+  assert.ok(err instanceof CircuitOpenError);
+  assert.equal(
+    err.toolResult,
+    '{"status":"circuit_open","tool":"lookup","breaker":"vendor","reason":"vendor failing: 5 consecutive failures, last: refused (local breaker: breakerd unreachable)","retry_after_ms":30000,"alternatives":[],"degraded":true}',
+  );
+  clock.advance(30_000);
+  const probe = await c.allow("vendor");
+  assert.equal(probe.decision, "DECISION_PROBE");
+  assert.equal((await c.allow("vendor")).decision, "DECISION_DENIED_PROBE_IN_FLIGHT");
+  await c.record(probe, {});
+  assert.equal((await c.allow("vendor")).decision, "DECISION_ALLOWED");
+});
+
+test("get and getPolicy have no fallback: UnreachableError", async () => {
+  const c = new Client({ urls: [DEAD_URL, DEAD_URL], workerId: "w" });
+  await assert.rejects(c.get("b"), (e: unknown) => e instanceof UnreachableError && e.causes.length === 2);
+  await assert.rejects(c.getPolicy("b"), UnreachableError);
+});
+
+test("guard returns a Response as it is and records its status; an aborted signal is a cancel", async (t) => {
+  const records: unknown[] = [];
+  const srv = await serve((req, res, body) => {
+    if (req.url?.endsWith("/Record")) {
+      records.push(JSON.parse(body));
+      return json(res, 200, { counted: true, classified_as: "OUTCOME_SERVER_ERROR", why: "HTTP 503: a server error" });
+    }
+    json(res, 200, allowed);
+  });
+  t.after(() => srv.close());
+  const c = new Client({ urls: srv.url, workerId: "w1", allowBudgetMs: 5000 });
+  const res = await c.guard("b", async () => new Response("down", { status: 503, headers: { "retry-after": "5" } }), { tool: "t", deadlineMs: 1000 });
+  assert.equal(res.status, 503);
+  assert.equal(await res.text(), "down", "the body is the caller's");
+  const ctl = new AbortController();
+  await assert.rejects(
+    c.guard("b", () => {
+      ctl.abort();
+      throw new Error("the tool noticed the abort");
+    }, { signal: ctl.signal }),
+    /noticed the abort/,
+  );
+  assert.equal(records.length, 2);
+  const [r1, r2] = records as Record<string, unknown>[];
+  assert.deepEqual(r1!["evidence"], { http_status: 503, headers: { "retry-after": "5" } });
+  assert.equal(r1!["deadline_ms"], "1000");
+  assert.deepEqual(r1!["ticket"], { generation: "3" });
+  assert.equal(r1!["worker_id"], "w1");
+  assert.deepEqual(r2!["evidence"], { error_kind: "ERROR_KIND_CANCELLED" });
+});

@@ -1,0 +1,279 @@
+package httpapi_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/events"
+	"github.com/breakerd/breakerd/internal/httpapi"
+	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/internal/testredis"
+)
+
+// sseEvent is one Server-Sent Event as a client reads it; a comment line
+// (a heartbeat) is an event of type ":".
+type sseEvent struct {
+	id, typ, data string
+}
+
+// json decodes the event's data.
+func (e sseEvent) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(e.data), &m); err != nil {
+		t.Fatalf("event %s data is not JSON: %v: %s", e.typ, err, e.data)
+	}
+	return m
+}
+
+// sseStream is an open GET /v1/watch.
+type sseStream struct {
+	c      chan sseEvent
+	cancel context.CancelFunc
+}
+
+// watch opens GET /v1/watch?query on d with the Last-Event-ID last (if
+// any); the stream is closed when the test ends.
+func watch(t *testing.T, d *daemontest.Daemon, query url.Values, last, token string) *sseStream {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.HTTPAddr+"/v1/watch?"+query.Encode(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last != "" {
+		req.Header.Set("Last-Event-ID", last)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "text/event-stream" {
+		a := read(t, res)
+		cancel()
+		t.Fatalf("GET /v1/watch?%s = %d %s, want 200 text/event-stream", query.Encode(), a.status, a.raw)
+	}
+	s := &sseStream{c: make(chan sseEvent, 1024), cancel: cancel}
+	go func() {
+		defer res.Body.Close()
+		defer close(s.c)
+		sc := bufio.NewScanner(res.Body)
+		var e sseEvent
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if e.typ != "" {
+					s.c <- e
+				}
+				e = sseEvent{}
+			case strings.HasPrefix(line, ":"):
+				s.c <- sseEvent{typ: ":"}
+			case strings.HasPrefix(line, "id: "):
+				e.id = strings.TrimPrefix(line, "id: ")
+			case strings.HasPrefix(line, "event: "):
+				e.typ = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				e.data = strings.TrimPrefix(line, "data: ")
+			}
+		}
+	}()
+	t.Cleanup(cancel)
+	return s
+}
+
+// next returns the next event that is not a heartbeat.
+func (s *sseStream) next(t *testing.T) sseEvent {
+	t.Helper()
+	for {
+		e := s.any(t)
+		if e.typ != ":" {
+			return e
+		}
+	}
+}
+
+// any returns the next event or heartbeat, failing t if the stream ends
+// or stays silent for a minute (a stuck stream, not a timing margin).
+func (s *sseStream) any(t *testing.T) sseEvent {
+	t.Helper()
+	select {
+	case e, ok := <-s.c:
+		if !ok {
+			t.Fatal("the stream ended")
+		}
+		return e
+	case <-time.After(time.Minute):
+		t.Fatal("no event for a minute")
+	}
+	return sseEvent{}
+}
+
+// force forces breaker over HTTP (mode OPEN or CLOSED).
+func force(t *testing.T, d *daemontest.Daemon, breaker, mode string) {
+	t.Helper()
+	a := post(t, d.HTTPAddr, "Force", opToken, fmt.Sprintf(`{"breaker":%q,"mode":"FORCE_MODE_%s","reason":"drill","operator":"alice"}`, breaker, mode))
+	if a.status != http.StatusOK {
+		t.Fatalf("Force %s %s = %d %s", breaker, mode, a.status, a.raw)
+	}
+}
+
+// snapshotNames returns the breakers a snapshot event lists, each with
+// its deny_until_ms present.
+func snapshotNames(t *testing.T, e sseEvent) []string {
+	t.Helper()
+	if e.typ != "snapshot" {
+		t.Fatalf("first event is %q (%s), want snapshot", e.typ, e.data)
+	}
+	states, _ := e.json(t)["states"].([]any)
+	var names []string
+	for _, s := range states {
+		m, _ := s.(map[string]any)
+		if _, ok := m["deny_until_ms"]; !ok {
+			t.Errorf("snapshot state lacks deny_until_ms: %v", m)
+		}
+		names = append(names, m["breaker"].(string))
+	}
+	return names
+}
+
+// TestWatchOverSSE: a stream opens with a snapshot of the breakers that
+// deny now (only the named ones with breaker=), relays live events with
+// id <breaker>/<stream id>, and sends heartbeats while idle.
+func TestWatchOverSSE(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := daemontest.StartWith(t, b, daemontest.Options{HTTP: &httpapi.Options{Watch: &httpapi.Watch{Heartbeat: 20 * time.Millisecond}}})
+		open, closed, other := b.Breaker("open"), b.Breaker("closed"), b.Breaker("other")
+		force(t, d, open, "OPEN")
+		force(t, d, closed, "CLOSED")
+		force(t, d, other, "OPEN")
+
+		named := watch(t, d, url.Values{"breaker": {open, closed}}, "", "")
+		if got := snapshotNames(t, named.next(t)); len(got) != 1 || got[0] != open {
+			t.Errorf("snapshot of %s and %s = %v, want only %s (the one denying)", open, closed, got, open)
+		}
+		all := watch(t, d, nil, "", "")
+		got := strings.Join(snapshotNames(t, all.next(t)), " ")
+		if !strings.Contains(got, open) || !strings.Contains(got, other) || strings.Contains(got, closed) {
+			t.Errorf("unfiltered snapshot = %s, want %s and %s, not %s", got, open, other, closed)
+		}
+		if e := named.any(t); e.typ != ":" {
+			t.Errorf("an idle stream sent %q %s, want a heartbeat comment", e.typ, e.data)
+		}
+		force(t, d, closed, "OPEN")
+		e := named.next(t)
+		m := e.json(t)
+		if e.typ != "event" || !strings.HasPrefix(e.id, closed+"/") || m["id"] != strings.TrimPrefix(e.id, closed+"/") ||
+			m["kind"] != "EVENT_KIND_FORCED" || m["to"] != "STATE_FORCED_OPEN" || m["generation"] == nil {
+			t.Errorf("live event = id %q %s %s, want event %s/<stream id>, EVENT_KIND_FORCED to STATE_FORCED_OPEN", e.id, e.typ, e.data, closed)
+		}
+		if e := all.next(t); e.id != closed+"/"+m["id"].(string) {
+			t.Errorf("unfiltered stream's next event = %q, want the same %s", e.id, e.id)
+		}
+	})
+}
+
+// TestWatchResumesWithLastEventID: a stream naming its breakers that
+// reconnects with Last-Event-ID receives every event it missed, of the
+// breaker the id names and of the others, replayed from their logs and
+// not the one it had; a position the log no longer holds gets resync.
+func TestWatchResumesWithLastEventID(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := daemontest.StartWith(t, b, daemontest.Options{Store: store.Options{EventsMaxLen: 3},
+			HTTP: &httpapi.Options{Watch: &httpapi.Watch{}}})
+		x, y := b.Breaker("x"), b.Breaker("y")
+		q := url.Values{"breaker": {x, y}}
+		s := watch(t, d, q, "", "")
+		s.next(t) // snapshot
+		force(t, d, x, "OPEN")
+		last := s.next(t)
+		s.cancel()
+		force(t, d, x, "CLOSED")
+		force(t, d, y, "OPEN")
+
+		r := watch(t, d, q, last.id, "")
+		if got := snapshotNames(t, r.next(t)); len(got) != 1 || got[0] != y {
+			t.Errorf("resumed snapshot = %v, want [%s]", got, y)
+		}
+		missed := map[string]string{}
+		for range 2 {
+			e := r.next(t)
+			if e.typ != "event" || e.id == last.id {
+				t.Fatalf("resumed stream sent %q %q %s, want the 2 missed events (not %s again)", e.typ, e.id, e.data, last.id)
+			}
+			missed[e.id[:strings.LastIndexByte(e.id, '/')]] = e.json(t)["to"].(string)
+		}
+		if missed[x] != "STATE_FORCED_CLOSED" || missed[y] != "STATE_FORCED_OPEN" {
+			t.Errorf("missed events = %v, want %s forced closed and %s forced open", missed, x, y)
+		}
+		force(t, d, y, "CLOSED")
+		if e := r.next(t); !strings.HasPrefix(e.id, y+"/") || e.json(t)["to"] != "STATE_FORCED_CLOSED" {
+			t.Errorf("after the replay, live event = %q %s, want %s forced closed", e.id, e.data, y)
+		}
+
+		// x's log is full (3 entries, --events-max-len 3): a position
+		// before its oldest entry may have lost events.
+		force(t, d, x, "OPEN")
+		stale := watch(t, d, url.Values{"breaker": {x}}, x+"/1-0", "")
+		stale.next(t) // snapshot
+		e := stale.next(t)
+		if e.typ != "resync" || !strings.Contains(e.data, x) {
+			t.Errorf("a position the log no longer holds: %q %s, want resync naming %s", e.typ, e.data, x)
+		}
+	})
+}
+
+// TestWatchRefusals: a bad query or Last-Event-ID is refused naming it,
+// a token's stream cap holds as for gRPC Watch, and a limited token must
+// name its breakers.
+func TestWatchRefusals(t *testing.T) {
+	b := testredis.Mini(t)
+	d := daemontest.StartWith(t, b, daemontest.Options{HTTP: &httpapi.Options{Watch: &httpapi.Watch{}}, Watch: events.Limits{PerOwner: 1}})
+	for _, tc := range []struct {
+		query, last string
+		status      int
+		field       string
+	}{
+		{"bogus=1", "", 400, "bogus"},
+		{"breaker=" + url.QueryEscape("bad\nname"), "", 400, "breaker[0]"},
+		{"run_notices=maybe", "", 400, "run_notices"},
+		{"breaker=x", "no-slash", 400, "Last-Event-ID"},
+		{"breaker=x", "x/notanid", 400, "Last-Event-ID"},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+d.HTTPAddr+"/v1/watch?"+tc.query, nil)
+		if tc.last != "" {
+			req.Header.Set("Last-Event-ID", tc.last)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := read(t, res)
+		res.Body.Close()
+		if a.status != tc.status || len(a.violations()) != 1 || a.violations()[0] != tc.field {
+			t.Errorf("GET /v1/watch?%s (Last-Event-ID %q) = %d %s, want %d naming %s", tc.query, tc.last, a.status, a.raw, tc.status, tc.field)
+		}
+	}
+	watch(t, d, nil, "", "").next(t)
+	res, err := http.Get("http://" + d.HTTPAddr + "/v1/watch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := read(t, res)
+	res.Body.Close()
+	if a.status != http.StatusTooManyRequests || a.str("code") != "resource_exhausted" {
+		t.Errorf("a second stream past the per-token cap of 1 = %d %s, want 429 resource_exhausted", a.status, a.raw)
+	}
+}

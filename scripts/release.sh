@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Cross-compiles the released commands for every platform we ship and
+# writes, per platform, a tarball of the binaries with LICENSE and
+# README.md, and one SHA256SUMS over the tarballs. `make release` runs it;
+# the version comes from git (`git describe --tags`) as in `make build`.
+#
+# Usage: scripts/release.sh [--version V] [--commit C] [--dist DIR]
+#   --version  VERSION  (default: git describe --tags --always --dirty)
+#   --commit   COMMIT   (default: git rev-parse --short=12 HEAD)
+#   --dist     DIST     (default: dist): where the tarballs and SHA256SUMS go
+set -euo pipefail
+cd "$(dirname "$0")/.."
+version=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
+commit=${COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}
+dist=${DIST:-dist}
+usage() { sed -n '7,10p' "$0" | sed 's/^# \{0,1\}//'; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --version) version=${2:?--version needs a value}; shift 2 ;;
+    --version=*) version=${1#*=}; shift ;;
+    --commit) commit=${2:?--commit needs a value}; shift 2 ;;
+    --commit=*) commit=${1#*=}; shift ;;
+    --dist) dist=${2:?--dist needs a value}; shift 2 ;;
+    --dist=*) dist=${1#*=}; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "release.sh: unknown argument: $1" >&2; usage >&2; exit 2 ;;
+  esac
+done
+
+# What a release holds: the daemon, the operator CLI, the MCP gateway and
+# the health probe; and where it runs.
+commands=(breakerd breakerctl breakerd-mcp healthcheck)
+platforms=(linux/amd64 linux/arm64 darwin/amd64 darwin/arm64)
+
+pkg=github.com/breakerd/breakerd/internal/buildinfo
+ldflags="-s -w -X $pkg.version=$version -X $pkg.commit=$commit"
+mkdir -p "$dist"
+dist=$(cd "$dist" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+for platform in "${platforms[@]}"; do
+  goos=${platform%/*} goarch=${platform#*/}
+  name="breakerd_${version}_${goos}_${goarch}"
+  mkdir -p "$work/$name"
+  GOOS=$goos GOARCH=$goarch CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "$ldflags" \
+    -o "$work/$name/" "${commands[@]/#/./cmd/}"
+  cp LICENSE README.md "$work/$name/"
+  # Reproducible archives: sorted names, one owner, the commit's time.
+  tar -C "$work" --sort=name --owner=0 --group=0 --numeric-owner \
+    --mtime="@$(git log -1 --format=%ct 2>/dev/null || echo 0)" -czf "$dist/$name.tar.gz" "$name"
+  echo "release: $dist/$name.tar.gz"
+done
+(cd "$dist" && sha256sum breakerd_"${version}"_*.tar.gz > SHA256SUMS)
+echo "release: $dist/SHA256SUMS"
