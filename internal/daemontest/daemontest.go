@@ -18,8 +18,8 @@ import (
 
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/hooks"
-	"github.com/breakerd/breakerd/internal/limits"
 	"github.com/breakerd/breakerd/internal/httpapi"
+	"github.com/breakerd/breakerd/internal/limits"
 	"github.com/breakerd/breakerd/internal/server"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
