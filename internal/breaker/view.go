@@ -122,3 +122,38 @@ func (v View) Proto(name string, alternatives []string) *pb.BreakerState {
 	st.OpenFractionCapped = v.Capped
 	return st
 }
+
+// ViewOfProto is the inverse of View.Proto and ShadowProto, as far as the
+// API's state says: the machine's state (shadow_state when shadowed), its
+// times on the fleet's clock, and the operator's shadow setting. The
+// lease's end is deny_until_ms while a probe is in flight; the refused
+// prober and the cause are not on the wire (a verdict for any worker
+// needs neither). policyShadow is the policy's shadow field as the state
+// shows it (shadowed with no operator setting).
+func ViewOfProto(st *pb.BreakerState) (v View, policyShadow bool) {
+	state := st.GetState()
+	if st.GetShadow() {
+		state = st.GetShadowState()
+	}
+	v = View{State: PublicName(state), Gen: st.GetGeneration(), Fails: st.GetFailures(),
+		Workers: st.GetDistinctWorkers(), Opened: st.GetOpenedAtMs(), ProbeAt: st.GetNextProbeAtMs(),
+		Cooldown: st.GetCooldownMs(), Last: st.GetLastFailure(), InFlight: st.GetProbeInFlight(),
+		Level: st.GetFailedProbes(), ForceBy: st.GetForcedBy(), ForceUntil: st.GetForcedUntilMs(),
+		Suspect: st.GetSuspectWorker(), SuspectUntil: st.GetSuspectUntilMs(), PauseUntil: st.GetPausedUntilMs(),
+		Slow: st.GetSlowCalls(), Capped: st.GetOpenFractionCapped(), Now: st.GetAsOfMs()}
+	if state == pb.State_STATE_UNSPECIFIED {
+		v.State = string(Closed)
+	}
+	switch st.GetShadowSetting() {
+	case pb.ShadowSetting_SHADOW_SETTING_ON:
+		v.Shadow = "on"
+	case pb.ShadowSetting_SHADOW_SETTING_OFF:
+		v.Shadow = "off"
+	default:
+		policyShadow = st.GetShadow()
+	}
+	if v.InFlight && st.GetDenyUntilMs() > v.Now {
+		v.LeaseUntil = st.GetDenyUntilMs()
+	}
+	return v, policyShadow
+}
