@@ -428,10 +428,29 @@ func (u Unavailable) err(now time.Time) error {
 }
 
 // states returns the named breakers' states: from breakerd in one
-// BatchGet within the Allow budget, or from the fallback (degraded true)
-// when breakerd is unreachable or misses the budget. Names are checked as
-// breakerd checks them, before any round trip.
+// BatchGet per limits.MaxBatch names, each within the Allow budget, or
+// from the fallback (degraded true) when breakerd is unreachable or misses
+// the budget. Names are checked as breakerd checks them, before any round
+// trip.
 func (c *Client) states(ctx context.Context, names []string) (states []*pb.BreakerState, degraded bool, err error) {
+	// A toolset past one BatchGet's bound is read in several: refusing it
+	// would leave a large toolset unfiltered.
+	for len(names) > limits.MaxBatch {
+		part, deg, err := c.batchStates(ctx, names[:limits.MaxBatch])
+		if err != nil {
+			return nil, false, err
+		}
+		states, degraded, names = append(states, part...), degraded || deg, names[limits.MaxBatch:]
+	}
+	part, deg, err := c.batchStates(ctx, names)
+	if err != nil {
+		return nil, false, err
+	}
+	return append(states, part...), degraded || deg, nil
+}
+
+// batchStates is states for at most limits.MaxBatch names: one BatchGet.
+func (c *Client) batchStates(ctx context.Context, names []string) (states []*pb.BreakerState, degraded bool, err error) {
 	if len(names) == 0 {
 		return nil, false, nil
 	}
