@@ -104,9 +104,9 @@ func (f *sseFollower) await(t *testing.T, what string, re *regexp.Regexp) []stri
 
 // TestHTTPDocsCurlLinesRun runs every curl line of docs/http-api.md, in
 // order, against breakerd started with --http-listen (the page's own
-// command): the breaker trips from two workers, denies, a stream follows
-// it, drops, and resumes with Last-Event-ID to receive the event it
-// missed.
+// command): the breaker trips from two workers with raw evidence, denies
+// with a tool_result and deny_until_ms, a stream follows it, drops, and
+// resumes with Last-Event-ID to receive the event it missed.
 func TestHTTPDocsCurlLinesRun(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("curl is not installed: scripts/test.sh installs it (the need map)")
@@ -118,9 +118,9 @@ func TestHTTPDocsCurlLinesRun(t *testing.T) {
 	// What each non-streaming block's output shows, in the page's order.
 	want := [][]string{
 		{`"decision":"DECISION_ALLOWED"`},
-		{`"state":"STATE_OPEN"`},
+		{`"state":"STATE_OPEN"`, `"classified_as":"OUTCOME_SERVER_ERROR"`},
 		{`"decision":"DECISION_DENIED_OPEN"`, `"tool_result":`, `"deny_until_ms":`},
-		{`"counted":true`},
+		{`"classified_as":"OUTCOME_RATE_LIMITED"`},
 		{`"state":"STATE_OPEN"`},
 		{`"state":"STATE_FORCED_CLOSED"`},
 		{`"state":"STATE_FORCED_OPEN"`},
