@@ -152,8 +152,11 @@ func ViewOfProto(st *pb.BreakerState) (v View, policyShadow bool) {
 	default:
 		policyShadow = st.GetShadow()
 	}
-	if v.InFlight && st.GetDenyUntilMs() > v.Now {
-		v.LeaseUntil = st.GetDenyUntilMs()
+	if v.InFlight {
+		// The lease was live when the snapshot was read; when it ends is
+		// deny_until_ms, or, when the state does not say, the first ms
+		// after the snapshot (the least it can be).
+		v.LeaseUntil = max(st.GetDenyUntilMs(), v.Now+1)
 	}
 	return v, policyShadow
 }

@@ -577,8 +577,11 @@ func TestFastLateTransitionEventDoesNotRestartTheOpenPeriod(t *testing.T) {
 		if err != nil || p.Decision != pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT {
 			t.Fatalf("after a late trip event: %+v, %v; want breakerd's DENIED_PROBE_IN_FLIGHT", p, err)
 		}
-		if n := d.Calls.Get("Allow") - allows; n != 1 {
-			t.Errorf("the half-open breaker cost %d Allow RPCs, want 1 (breakerd decides)", n)
+		// The view knows the probe was in flight when it learned the
+		// half-open state (its lease lives at least until then), so it may
+		// answer itself; otherwise breakerd decides.
+		if n := d.Calls.Get("Allow") - allows; n > 1 || n == 0 && !p.Cached {
+			t.Errorf("the half-open breaker cost %d Allow RPCs (cached %v), want 1, or 0 from the view", n, p.Cached)
 		}
 	})
 }
