@@ -136,6 +136,21 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Fla
 		return Flags{}, errors.New(envPrefix + "TOKEN: no longer read, since every command upstream would inherit it; " +
 			"put the token in a file only you can write and pass --token-file")
 	}
+	if err := applyEnv(fs, getenv, &f); err != nil {
+		return Flags{}, err
+	}
+	if f.ShowVersion {
+		return f, nil
+	}
+	if err := f.validate(); err != nil {
+		return Flags{}, err
+	}
+	return f, nil
+}
+
+// applyEnv sets each flag not given on the command line from its
+// BREAKERD_MCP_* variable, naming the variable in an error.
+func applyEnv(fs *pflag.FlagSet, getenv func(string) string, f *Flags) error {
 	env := func(flag, suffix string, set func(string) error) error {
 		name := envPrefix + suffix
 		if v := getenv(name); v != "" && !fs.Changed(flag) {
@@ -175,34 +190,36 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Fla
 		}),
 	} {
 		if e != nil {
-			return Flags{}, e
+			return e
 		}
 	}
-	if f.ShowVersion {
-		return f, nil
-	}
+	return nil
+}
+
+// validate checks the flags once parsed, naming the flag at fault.
+func (f Flags) validate() error {
 	switch {
 	case f.ConfigFile == "":
-		return Flags{}, errors.New("--config: is required")
+		return errors.New("--config: is required")
 	case f.Breakerd == "":
-		return Flags{}, errors.New("--breakerd: is required")
+		return errors.New("--breakerd: is required")
 	case f.WorkerID == "":
-		return Flags{}, errors.New("--worker-id: must not be empty")
+		return errors.New("--worker-id: must not be empty")
 	case f.Fallback != "local" && f.Fallback != "closed":
-		return Flags{}, fmt.Errorf("--fallback: must be local or closed, got %q", f.Fallback)
+		return fmt.Errorf("--fallback: must be local or closed, got %q", f.Fallback)
 	case f.AllowBudget < 0:
-		return Flags{}, fmt.Errorf("--allow-budget: must not be negative, got %s", f.AllowBudget)
+		return fmt.Errorf("--allow-budget: must not be negative, got %s", f.AllowBudget)
 	case f.MaxSessions <= 0:
-		return Flags{}, fmt.Errorf("--max-sessions: must be positive, got %d", f.MaxSessions)
+		return fmt.Errorf("--max-sessions: must be positive, got %d", f.MaxSessions)
 	case f.SessionIdleTimeout <= 0:
-		return Flags{}, fmt.Errorf("--session-idle-timeout: must be positive, got %s", f.SessionIdleTimeout)
+		return fmt.Errorf("--session-idle-timeout: must be positive, got %s", f.SessionIdleTimeout)
 	case (f.ListenTLSCert == "") != (f.ListenTLSKey == ""):
-		return Flags{}, errors.New("--listen-tls-cert: --listen-tls-cert and --listen-tls-key go together")
+		return errors.New("--listen-tls-cert: --listen-tls-cert and --listen-tls-key go together")
 	case f.Listen != "" && f.ListenTokenFile == "" && !auth.IsLoopback(f.Listen):
-		return Flags{}, fmt.Errorf("--listen: %s is not a loopback address and no --listen-token-file is set: "+
+		return fmt.Errorf("--listen: %s is not a loopback address and no --listen-token-file is set: "+
 			"anyone reaching it could use the gateway's token and upstreams; set --listen-token-file", f.Listen)
 	}
-	return f, nil
+	return nil
 }
 
 // readToken reads a token file named by flag (empty: no token), warning
