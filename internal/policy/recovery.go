@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/breakerd/breakerd/internal/yamlfile"
 )
 
 // RecoveryCheck is a cheap request a daemon sends while a breaker is open
@@ -21,6 +23,16 @@ type RecoveryCheck struct {
 	// Timeout bounds one check, connection included. Default 5s; at least
 	// 1ms and below the policy's recovery_check_interval.
 	Timeout time.Duration
+}
+
+// credentials reports whether c sends credentials (headers or a URL's
+// user:pass@).
+func (c *RecoveryCheck) credentials() bool {
+	if c == nil || c.HTTP == nil {
+		return false
+	}
+	u, err := url.Parse(c.HTTP.URL)
+	return len(c.HTTP.Headers) > 0 || err == nil && u.User != nil
 }
 
 // HTTPCheck is an HTTP recovery check.
@@ -182,7 +194,7 @@ type recoveryFile struct {
 		Service   string `yaml:"service"`
 		Plaintext bool   `yaml:"plaintext"`
 	} `yaml:"grpc"`
-	Timeout *duration `yaml:"timeout"`
+	Timeout *yamlfile.Duration `yaml:"timeout"`
 }
 
 // check returns the check the file describes, defaults filled in.
