@@ -259,7 +259,7 @@ phase_typescript() {
   rm -rf "$bin"
 }
 
-phases=(lint go soak python typescript deploy)
+phases=(lint go soak python typescript release deploy)
 run_phase() {
   phase "$1"
   "phase_$1"

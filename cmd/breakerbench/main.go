@@ -67,17 +67,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.IntVar(&m.Breakers, "memory-breakers", m.Breakers, "with --memory: breakers per measurement")
 	fs.IntVar(&m.SmallNodeBytes, "stream-node-max-bytes", m.SmallNodeBytes, "with --memory: the lowered stream-node-max-bytes measured beside Redis's default")
 	fleet := fs.Bool("fleet", false, "simulate a fleet of fast-mode workers instead (docs/scale.md); with --quick, about a minute")
-	fs.IntVar(&f.Clients, "fleet-clients", f.Clients, "with --fleet: simulated workers (distinct worker ids)")
-	fs.IntVar(&f.Conns, "fleet-conns", f.Conns, "with --fleet: gRPC connections the workers share (one Watch stream each), alternately to the 2 daemons")
-	fs.IntVar(&f.Breakers, "fleet-breakers", f.Breakers, "with --fleet: breakers the calls go to")
-	fs.Float64Var(&f.Zipf, "fleet-zipf", f.Zipf, "with --fleet: popularity skew s (> 1); rank k gets calls in proportion to 1/(1+k)^s")
-	fs.Float64Var(&f.Rate, "fleet-rate", f.Rate, "with --fleet: tool calls per second per worker")
-	fs.DurationVar(&f.Warmup, "fleet-warmup", f.Warmup, "with --fleet: untimed load before the measured run")
-	fs.DurationVar(&f.Duration, "fleet-duration", f.Duration, "with --fleet: the measured run")
-	fs.IntVar(&f.FailRank, "fleet-fail-rank", f.FailRank, "with --fleet: popularity rank of the breaker whose vendor fails (0: the most popular)")
-	fs.DurationVar(&f.FailFrom, "fleet-fail-from", f.FailFrom, "with --fleet: when its vendor starts failing every call (from the measured run's start)")
-	fs.DurationVar(&f.FailUntil, "fleet-fail-until", f.FailUntil, "with --fleet: when its vendor works again")
-	fs.DurationVar(&f.Cooldown, "fleet-cooldown", f.Cooldown, "with --fleet: the daemons' cooldown_base (cooldown_cap twice it, no jitter)")
+	fleetFlags(fs, &f)
 	if err := fs.Parse(args); errors.Is(err, pflag.ErrHelp) {
 		fmt.Fprintf(stdout, "Usage: breakerbench [flags]\n\nMeasures breakerd against the ceiling and the peer on loopback (see docs/performance.md).\n\nFlags:\n%s", fs.FlagUsages())
 		return cli.ErrHelp
@@ -96,18 +86,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if *fleet {
 		if *quick {
-			// --quick changes only what was not given explicitly.
-			q := bench.QuickFleet()
-			for name, set := range map[string]func(){
-				"fleet-warmup":     func() { f.Warmup = q.Warmup },
-				"fleet-duration":   func() { f.Duration = q.Duration },
-				"fleet-fail-from":  func() { f.FailFrom = q.FailFrom },
-				"fleet-fail-until": func() { f.FailUntil = q.FailUntil },
-			} {
-				if !fs.Changed(name) {
-					set()
-				}
-			}
+			quickFleet(fs, &f)
 		}
 		f.RedisAddr, f.RedisServer = o.RedisAddr, o.RedisServer
 		if err := f.Validate(); err != nil {
@@ -120,20 +99,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return bench.Memory(ctx, m, stdout)
 	}
 	if *quick {
-		// --quick changes only what was not given explicitly.
-		q := bench.Quick()
-		if !fs.Changed("rounds") {
-			o.Rounds = q.Rounds
-		}
-		if !fs.Changed("duration") {
-			o.Duration = q.Duration
-		}
-		if !fs.Changed("wire-pass") {
-			o.WirePass = q.WirePass
-		}
-		if !fs.Changed("trips") {
-			o.Trips = q.Trips
-		}
+		quickBench(fs, &o)
 	}
 	if err := o.Validate(); err != nil {
 		return &cli.UsageError{Err: err}
@@ -144,6 +110,53 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	o.Executable = exe
 	return bench.Run(ctx, o, stdout)
+}
+
+// fleetFlags defines the --fleet-* flags on fs, filling f.
+func fleetFlags(fs *pflag.FlagSet, f *bench.FleetOptions) {
+	fs.IntVar(&f.Clients, "fleet-clients", f.Clients, "with --fleet: simulated workers (distinct worker ids)")
+	fs.IntVar(&f.Conns, "fleet-conns", f.Conns, "with --fleet: gRPC connections the workers share (one Watch stream each), alternately to the 2 daemons")
+	fs.IntVar(&f.Breakers, "fleet-breakers", f.Breakers, "with --fleet: breakers the calls go to")
+	fs.Float64Var(&f.Zipf, "fleet-zipf", f.Zipf, "with --fleet: popularity skew s (> 1); rank k gets calls in proportion to 1/(1+k)^s")
+	fs.Float64Var(&f.Rate, "fleet-rate", f.Rate, "with --fleet: tool calls per second per worker")
+	fs.DurationVar(&f.Warmup, "fleet-warmup", f.Warmup, "with --fleet: untimed load before the measured run")
+	fs.DurationVar(&f.Duration, "fleet-duration", f.Duration, "with --fleet: the measured run")
+	fs.IntVar(&f.FailRank, "fleet-fail-rank", f.FailRank, "with --fleet: popularity rank of the breaker whose vendor fails (0: the most popular)")
+	fs.DurationVar(&f.FailFrom, "fleet-fail-from", f.FailFrom, "with --fleet: when its vendor starts failing every call (from the measured run's start)")
+	fs.DurationVar(&f.FailUntil, "fleet-fail-until", f.FailUntil, "with --fleet: when its vendor works again")
+	fs.DurationVar(&f.Cooldown, "fleet-cooldown", f.Cooldown, "with --fleet: the daemons' cooldown_base (cooldown_cap twice it, no jitter)")
+}
+
+// quickFleet applies --quick to a fleet simulation: it changes only what
+// was not given explicitly.
+func quickFleet(fs *pflag.FlagSet, f *bench.FleetOptions) {
+	q := bench.QuickFleet()
+	for name, set := range map[string]func(){
+		"fleet-warmup":     func() { f.Warmup = q.Warmup },
+		"fleet-duration":   func() { f.Duration = q.Duration },
+		"fleet-fail-from":  func() { f.FailFrom = q.FailFrom },
+		"fleet-fail-until": func() { f.FailUntil = q.FailUntil },
+	} {
+		if !fs.Changed(name) {
+			set()
+		}
+	}
+}
+
+// quickBench applies --quick to the bench: it changes only what was not
+// given explicitly.
+func quickBench(fs *pflag.FlagSet, o *bench.Options) {
+	q := bench.Quick()
+	for name, set := range map[string]func(){
+		"rounds":    func() { o.Rounds = q.Rounds },
+		"duration":  func() { o.Duration = q.Duration },
+		"wire-pass": func() { o.WirePass = q.WirePass },
+		"trips":     func() { o.Trips = q.Trips },
+	} {
+		if !fs.Changed(name) {
+			set()
+		}
+	}
 }
 
 // serveChild runs one server for the parent bench until ctx ends or the

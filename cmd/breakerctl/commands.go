@@ -70,50 +70,66 @@ by --timeout), so a fleet of any size is listed without one long call.`,
 				return usageErr("--page-size: must be 1 to 1000, got %d", pageSize)
 			}
 			req.PageSize = pageSize
-			var sts []*pb.BreakerState
-			seen := map[string]bool{} // a page boundary can repeat a breaker (Redis SCAN)
-			for {
-				cctx, cancel := c.call(ctx)
-				res, err := c.api.List(cctx, req)
-				cancel()
-				if err != nil {
-					return err
-				}
-				for _, s := range res.GetStates() {
-					if !seen[s.GetBreaker()] {
-						seen[s.GetBreaker()] = true
-						sts = append(sts, s)
-					}
-				}
-				if req.PageToken = res.GetNextPageToken(); req.PageToken == "" {
-					break
-				}
+			sts, err := c.listAll(ctx, req)
+			if err != nil {
+				return err
 			}
-			slices.SortFunc(sts, func(a, b *pb.BreakerState) int { return strings.Compare(a.GetBreaker(), b.GetBreaker()) })
-			if c.json {
-				out := make([]stateView, 0, len(sts))
-				for _, s := range sts {
-					out = append(out, viewState(s))
-				}
-				return writeJSON(c.stdout, out)
-			}
-			if len(sts) == 0 {
-				c.printf("no breakers%s\n", map[bool]string{true: " in state " + strings.Join(states, ", "), false: " hold state"}[len(states) > 0])
-				return nil
-			}
-			tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "BREAKER\tSTATE\tGEN\tFAILURES\tSLOW\tWORKERS\tOPENED\tNEXT PROBE\tREASON")
-			for _, s := range sts {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\n", s.GetBreaker(), stateCell(s), s.GetGeneration(),
-					failuresCell(s), slowCell(s), s.GetDistinctWorkers(), ago(s.GetOpenedAtMs(), s.GetAsOfMs()),
-					due(s.GetNextProbeAtMs(), s.GetAsOfMs()), reasonCell(s))
-			}
-			return tw.Flush()
+			return c.printList(sts, states)
 		}),
 	}
 	cmd.Flags().StringSliceVar(&states, "state", nil, "only these states: closed, open, half_open, forced, forced_open, forced_closed, paused")
 	cmd.Flags().Int32Var(&pageSize, "page-size", 500, "keys breakerd examines per call (1 to 1000); the list is read in as many calls as it takes")
 	return cmd
+}
+
+// listAll reads every page of req's list, sorted by name, each breaker
+// once (a page boundary can repeat a breaker: Redis SCAN).
+func (c *cli) listAll(ctx context.Context, req *pb.ListRequest) ([]*pb.BreakerState, error) {
+	var sts []*pb.BreakerState
+	seen := map[string]bool{}
+	for {
+		cctx, cancel := c.call(ctx)
+		res, err := c.api.List(cctx, req)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range res.GetStates() {
+			if !seen[s.GetBreaker()] {
+				seen[s.GetBreaker()] = true
+				sts = append(sts, s)
+			}
+		}
+		if req.PageToken = res.GetNextPageToken(); req.PageToken == "" {
+			break
+		}
+	}
+	slices.SortFunc(sts, func(a, b *pb.BreakerState) int { return strings.Compare(a.GetBreaker(), b.GetBreaker()) })
+	return sts, nil
+}
+
+// printList prints list's answer: JSON with --json, else a table (states
+// are the --state filters asked, for the empty answer's words).
+func (c *cli) printList(sts []*pb.BreakerState, states []string) error {
+	if c.json {
+		out := make([]stateView, 0, len(sts))
+		for _, s := range sts {
+			out = append(out, viewState(s))
+		}
+		return writeJSON(c.stdout, out)
+	}
+	if len(sts) == 0 {
+		c.printf("no breakers%s\n", map[bool]string{true: " in state " + strings.Join(states, ", "), false: " hold state"}[len(states) > 0])
+		return nil
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "BREAKER\tSTATE\tGEN\tFAILURES\tSLOW\tWORKERS\tOPENED\tNEXT PROBE\tREASON")
+	for _, s := range sts {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s\t%s\n", s.GetBreaker(), stateCell(s), s.GetGeneration(),
+			failuresCell(s), slowCell(s), s.GetDistinctWorkers(), ago(s.GetOpenedAtMs(), s.GetAsOfMs()),
+			due(s.GetNextProbeAtMs(), s.GetAsOfMs()), reasonCell(s))
+	}
+	return tw.Flush()
 }
 
 // reasonCell is list's REASON column: the state's reason, or for a closed

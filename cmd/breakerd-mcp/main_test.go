@@ -153,7 +153,7 @@ func TestServesHTTPAndStopsOnSIGTERM(t *testing.T) {
 
 // TestTokenOverTLS: against a breakerd that requires TLS and tokens, the
 // gateway verifies it with --tls-ca, sends its worker token
-// (BREAKERD_MCP_TOKEN), follows Watch (healthy) and has its calls allowed.
+// (--token-file), follows Watch (healthy) and has its calls allowed.
 func TestTokenOverTLS(t *testing.T) {
 	p := testtls.New(t)
 	tokens, err := auth.Parse([]byte("tokens:\n  - name: gateways\n    role: worker\n    token: " + workerToken +
@@ -164,7 +164,7 @@ func TestTokenOverTLS(t *testing.T) {
 	srvOpts := append(auth.New(tokens).ServerOptions(),
 		grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{p.Server}, MinVersion: tls.VersionTLS12})))
 	addr, file := setup(t, daemontest.Options{Server: srvOpts})
-	g := startHTTP(t, []string{"BREAKERD_MCP_TOKEN=" + workerToken},
+	g := startHTTP(t, []string{"BREAKERD_MCP_TOKEN_FILE=" + tokenFile(t, workerToken, 0o600)},
 		"--config", file, "--breakerd", addr, "--worker-id", "gw-1", "--tls-ca", p.CAFile)
 	res, err := g.connect(t).CallTool(context.Background(), &mcp.CallToolParams{Name: "echo"})
 	if err != nil || res.IsError {
@@ -173,6 +173,19 @@ func TestTokenOverTLS(t *testing.T) {
 	if strings.Contains(g.out.String(), workerToken) {
 		t.Error("the gateway's log holds the token")
 	}
+}
+
+// tokenFile writes token to a new file of the given mode.
+func tokenFile(t *testing.T, token string, mode os.FileMode) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(f, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(f, mode); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 // workerToken is a test token (at least auth.MinTokenBytes).
@@ -225,4 +238,96 @@ func TestFlagErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--fallback") {
 		t.Errorf("run with BREAKERD_MCP_FALLBACK=sometimes = %v, want a --fallback error", err)
 	}
+}
+
+// TestSecurityH2TokenFile: the breakerd token comes from a file checked
+// as breakerd's secret files are: a file others may write is refused, and
+// a token in BREAKERD_MCP_TOKEN (which upstreams would inherit) is refused
+// with the way out.
+func TestSecurityH2TokenFile(t *testing.T) {
+	addr, file := setup(t, daemontest.Options{})
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"BREAKERD_MCP_TOKEN_FILE": tokenFile(t, workerToken, 0o666)}, "writable by group or others"},
+		{map[string]string{"BREAKERD_MCP_TOKEN": workerToken}, "--token-file"},
+	} {
+		var stderr daemontest.Buffer
+		err := run(context.Background(), []string{"x", "--config", file, "--breakerd", addr, "--worker-id", "gw-1"},
+			func(k string) string { return tc.env[k] }, nil, nil, &stderr)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("run with %v = %v, want an error with %q", tc.env, err, tc.want)
+		}
+	}
+}
+
+// TestSecurityM3ListenOffLoopbackNeedsToken: --listen on every interface
+// without --listen-token-file is refused before anything is served.
+func TestSecurityM3ListenOffLoopbackNeedsToken(t *testing.T) {
+	var stderr daemontest.Buffer
+	err := run(context.Background(), []string{"x", "--config", "g.yaml", "--listen", "0.0.0.0:0"},
+		func(string) string { return "" }, nil, nil, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "--listen-token-file") {
+		t.Errorf("run --listen 0.0.0.0:0 = %v, want an error asking for --listen-token-file", err)
+	}
+}
+
+// TestSecurityM3ListenTLSAndToken: with --listen-tls-cert/key and
+// --listen-token-file, agents reach /mcp over TLS with the token only.
+func TestSecurityM3ListenTLSAndToken(t *testing.T) {
+	p := testtls.New(t)
+	addr, file := setup(t, daemontest.Options{})
+	const agentToken = "agents-token-0123456789abcdef"
+	listen := testredis.FreeAddr(t)
+	cmd, out := gatewayCmd("--config", file, "--breakerd", addr, "--worker-id", "gw-1", "--listen", listen,
+		"--listen-tls-cert", p.ServerCertFile, "--listen-tls-key", p.ServerKeyFile,
+		"--listen-token-file", tokenFile(t, agentToken, 0o600))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	tlsc := &tls.Config{RootCAs: p.Pool, MinVersion: tls.VersionTLS12}
+	agent := func(token string) (*mcp.ClientSession, error) {
+		rt := &authTransport{token: token, next: &http.Transport{TLSClientConfig: tlsc}}
+		return mcp.NewClient(&mcp.Implementation{Name: "agent"}, nil).Connect(context.Background(),
+			&mcp.StreamableClientTransport{Endpoint: "https://" + listen + "/mcp", HTTPClient: &http.Client{Transport: rt}}, nil)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cs, err := agent(agentToken)
+		if err == nil {
+			if got := toolNames(t, cs); strings.Join(got, ",") != "breakerd_status,echo" {
+				t.Errorf("tools/list over TLS = %v", got)
+			}
+			_ = cs.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no session over TLS with the token: %v; output:\n%s", err, out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if cs, err := agent("wrong-token"); err == nil {
+		_ = cs.Close()
+		t.Error("a session opened with the wrong token")
+	}
+	if resp, err := http.Get("http://" + listen + "/healthz"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Error("plaintext HTTP answered on a TLS listener")
+		}
+	}
+}
+
+// authTransport sends a bearer token on every request.
+type authTransport struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (a *authTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+a.token)
+	return a.next.RoundTrip(r)
 }

@@ -267,20 +267,7 @@ func TestCheckConfigShowsGroups(t *testing.T) {
 func TestServesHTTPJSONBesideGRPC(t *testing.T) {
 	httpAddr := testredis.FreeAddr(t)
 	p := startDaemon(t, "--listen", testredis.FreeAddr(t), "--http-listen", httpAddr)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		res, err := http.Get("http://" + httpAddr + "/healthz")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET /healthz never answered 200 (last: %v); output:\n%s", err, p.out)
-		}
-		time.Sleep(50 * time.Millisecond) // polling for a port, not waiting out a cooldown
-	}
+	awaitHealthy(t, p, httpAddr)
 	res, err := http.Post("http://"+httpAddr+"/breakerd.v1.BreakerService/Allow", "application/json",
 		strings.NewReader(`{"breaker":"web_search","worker_id":"w1"}`))
 	if err != nil {

@@ -75,10 +75,9 @@ type Params struct {
 	Shadow bool
 }
 
-// MaxLapses is how many probe leases in a row one worker may let lapse
-// unsettled before it is reported (probe_abandoned) and refused probes for
-// one base cooldown.
-const MaxLapses = 3
+// MaxLapses is probe.MaxLapses, the lease rule's limit, which the
+// machine applies (step.lapsed) and the reasons cite.
+const MaxLapses = probe.MaxLapses
 
 // Op is the kind of call.
 type Op int
@@ -340,12 +339,10 @@ func (st *step) expirePause() bool {
 	return false
 }
 
-// cooldown is the open period after level failed probes: the schedule's
-// step or the Retry-After of the outcome that opened it, whichever is
-// longer, jittered.
+// cooldown is the open period after level failed probes
+// (probe.Schedule.OpenPeriod under this call's policy).
 func (st *step) cooldown(level, retryAfter int64) int64 {
-	cd := probe.Cooldown(st.p.CooldownBase, st.p.CooldownCap, level)
-	return probe.Jitter(max(cd, retryAfter), st.p.Jitter)
+	return probe.Schedule{Base: st.p.CooldownBase, Cap: st.p.CooldownCap, Jitter: st.p.Jitter}.OpenPeriod(level, retryAfter)
 }
 
 func (st *step) allow() {
@@ -426,58 +423,76 @@ func (st *step) lapsed() {
 }
 
 func (st *step) record() {
-	s, c, now := &st.s, st.c, st.now
-	ev := c.Evidence
-	note := func(counted bool, n Note) { st.res.Counted, st.res.Note = counted, n }
-
-	if c.Ticket.Shadow {
-		note(false, NoteShadowDenied)
+	if st.recordGated() {
 		return
 	}
-	if s.Force == "" && s.phase() == Paused {
-		note(false, NotePaused)
-		return
-	}
-	if ev == quorum.CredentialRejected || ev == quorum.QuotaExhausted {
-		if st.pauseEvidence() {
-			return
-		}
-	}
-
-	// An open circuit counts nothing, but a 429's Retry-After may push its
-	// next probe later (never earlier).
-	if s.Force == "" && s.phase() == Open {
-		if (ev == quorum.RateLimited || ev == quorum.Throttled) && now+c.RetryAfter > s.ProbeAt {
-			s.ProbeAt = now + c.RetryAfter
-			st.res.Wrote = true
-			note(false, NoteOpenExtended)
-			return
-		}
-		note(false, NoteOpen)
-		return
-	}
-	if s.Force == "open" {
-		note(false, NoteForcedOpen)
-		return
-	}
-	if s.Force == "" && s.phase() == HalfOpen {
-		st.probeOutcome()
-		return
-	}
-
 	// Closed (automatic, or pinned closed: counted, never tripped).
-	if c.Ticket.Gen != s.Gen {
-		note(false, NoteStale)
+	if st.c.Ticket.Gen != st.s.Gen {
+		st.res.Counted, st.res.Note = false, NoteStale
 		return
 	}
 	if st.p.WindowMs > 0 {
 		st.windowRecord()
 		return
 	}
-	switch {
-	case st.slow():
+	if st.slow() {
 		st.slowRecord()
 		return
+	}
+	if !st.closedOutcome() {
+		st.countFailure()
+	}
+}
+
+// recordGated answers a Record that the breaker's state decides before
+// any run is counted: a shadow-denied call, a pause, a 401 or 402 that
+// pauses or isolates, an open circuit, a pin open, a half-open probe's
+// outcome. It reports whether the Record is answered.
+func (st *step) recordGated() bool {
+	s, c, now := &st.s, st.c, st.now
+	ev := c.Evidence
+	note := func(counted bool, n Note) { st.res.Counted, st.res.Note = counted, n }
+	switch {
+	case c.Ticket.Shadow:
+		note(false, NoteShadowDenied)
+		return true
+	case s.Force == "" && s.phase() == Paused:
+		note(false, NotePaused)
+		return true
+	}
+	if ev == quorum.CredentialRejected || ev == quorum.QuotaExhausted {
+		if st.pauseEvidence() {
+			return true
+		}
+	}
+	switch {
+	case s.Force == "" && s.phase() == Open:
+		// An open circuit counts nothing, but a 429's Retry-After may push
+		// its next probe later (never earlier).
+		if (ev == quorum.RateLimited || ev == quorum.Throttled) && now+c.RetryAfter > s.ProbeAt {
+			s.ProbeAt = now + c.RetryAfter
+			st.res.Wrote = true
+			note(false, NoteOpenExtended)
+			return true
+		}
+		note(false, NoteOpen)
+	case s.Force == "open":
+		note(false, NoteForcedOpen)
+	case s.Force == "" && s.phase() == HalfOpen:
+		st.probeOutcome()
+	default:
+		return false
+	}
+	return true
+}
+
+// closedOutcome applies an outcome that does not extend a closed
+// breaker's failure run (a success ends its runs; a 429 within the
+// deadline ends its run of 429s; the rest never count): it reports
+// whether it answered the Record.
+func (st *step) closedOutcome() bool {
+	s, ev := &st.s, st.c.Evidence
+	switch {
 	case ev == quorum.Healthy:
 		if s.Fails > 0 || s.RL > 0 || len(s.Workers) > 0 || s.Suspect != "" || len(s.Pausers) > 0 || s.Slow > 0 || s.Capped {
 			s.Fails, s.RL, s.Last = 0, 0, ""
@@ -490,31 +505,36 @@ func (st *step) record() {
 			}
 			st.res.Wrote = true
 		}
-		note(true, NoteNone)
-		return
+		st.res.Counted = true
 	case ev == quorum.Throttled:
 		if s.RL > 0 {
 			s.RL, s.RLWorkers = 0, nil
 			st.res.Wrote = true
 		}
-		note(false, NoteThrottled)
-		return
+		st.res.Note = NoteThrottled
 	case !ev.Counted():
-		note(false, NoteNeutral)
-		return
+		st.res.Note = NoteNeutral
+	default:
+		return false
 	}
+	return true
+}
 
+// countFailure extends a closed breaker's failure run with a counted
+// failure and judges the run (quorum.Judge): a trip, a suspect, or
+// nothing yet. A pin closed counts and never trips.
+func (st *step) countFailure() {
+	s, c := &st.s, st.c
 	s.Fails++
 	s.Last = c.Last
-	if ev == quorum.RateLimited {
+	if c.Evidence == quorum.RateLimited {
 		s.RL++
 		s.RLWorkers = addMember(s.RLWorkers, c.Actor)
 	} else {
 		s.RL, s.RLWorkers = 0, nil
 	}
 	s.Workers = addMember(s.Workers, c.Actor)
-	st.res.Wrote = true
-	note(true, NoteNone)
+	st.res.Wrote, st.res.Counted = true, true
 	if s.Force == "closed" {
 		return
 	}
@@ -591,7 +611,7 @@ func (st *step) pauseVote(cause Cause) bool {
 	s, now := &st.s, st.now
 	s.Pausers = addMember(s.Pausers, st.c.Actor)
 	st.res.Wrote = true
-	if int64(len(s.Pausers)) >= st.p.Rule.MinWorkers {
+	if st.p.Rule.Quorate(int64(len(s.Pausers))) {
 		s.fresh(false)
 		s.Phase, s.Cause = Paused, cause
 		s.PauseUntil = now + st.p.PauseTTL

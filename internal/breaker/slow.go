@@ -128,14 +128,14 @@ func (st *step) slowRecord() {
 func (st *step) slowTrip(slow, calls int64, workers []string) {
 	s, c := &st.s, st.c
 	last := SlowMeasure(slow, calls, Median(s.SlowLat), int64(len(s.SlowLat)), st.p.SlowCallMs)
-	switch n := int64(len(workers)); {
-	case n >= st.p.Rule.MinWorkers:
+	switch st.p.Rule.Reached(int64(len(workers))) {
+	case quorum.TripCount:
 		if st.capTrip(CauseSlow) {
 			return
 		}
 		s.Fails, s.Workers, s.Last = slow, slices.Clone(workers), last
 		st.open("closed", 0, st.cooldown(0, c.RetryAfter), CauseSlow)
-	case n == 1:
+	case quorum.Suspect:
 		s.Last, s.Cause = last, CauseSlowSuspect
 		st.suspect(CauseSlowSuspect)
 	}

@@ -194,3 +194,43 @@ func TestVerdictParent(t *testing.T) {
 		}
 	}
 }
+
+// TestVerdictOfTheAPIState: the API's state of a breaker (View.Proto with
+// ShadowProto), read back by ViewOfProto, gives the verdict the machine's
+// own view gives for any worker and for the suspect, except that a probe
+// in flight is known to last only past the snapshot when the state does
+// not say until when (deny_until_ms).
+func TestVerdictOfTheAPIState(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		p := params
+		p.Rule.MinWorkers = int64(rapid.IntRange(1, 2).Draw(t, "min_workers"))
+		p.PauseTTL = 40000
+		p.Shadow = rapid.Bool().Draw(t, "policy_shadow")
+		var s State
+		tickets := map[string]Ticket{}
+		now := int64(1_000_000)
+		for i := range rapid.IntRange(1, 60).Draw(t, "steps") {
+			s, now = verdictStep(t, p, s, tickets, rapid.SampledFrom([]string{"w1", "w2"}).Draw(t, "worker"), i, now)
+			v := Read(s, now)
+			st := v.Proto("b", nil)
+			ShadowProto(st, v.Shadow, p.Shadow)
+			back, policyShadow := ViewOfProto(st)
+			for _, who := range []string{"", v.Suspect} {
+				q := Query{Worker: who, Now: now, PolicyShadow: p.Shadow}
+				want := v.Verdict(q)
+				want.Cause = ""
+				q.PolicyShadow = policyShadow
+				got := back.Verdict(q)
+				if want.Decision == pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT {
+					want.Until = now + 1
+				}
+				if v.NoProbe != "" && want.Decision != got.Decision {
+					continue // the refused prober is not on the wire
+				}
+				if got.Cause = ""; got != want {
+					t.Fatalf("state %v: verdict %+v from the API's state, %+v from the machine's", s.Fields(), got, want)
+				}
+			}
+		}
+	})
+}

@@ -137,3 +137,41 @@ func (v View) DenyUntil(worker string) int64 {
 	}
 	return vd.Until
 }
+
+// ViewOfProto is the inverse of View.Proto and ShadowProto, as far as the
+// API's state says: the machine's state (shadow_state when shadowed), its
+// times on the fleet's clock, and the operator's shadow setting. The
+// lease's end is deny_until_ms while a probe is in flight; the refused
+// prober and the cause are not on the wire (a verdict for any worker
+// needs neither). policyShadow is the policy's shadow field as the state
+// shows it (shadowed with no operator setting).
+func ViewOfProto(st *pb.BreakerState) (v View, policyShadow bool) {
+	state := st.GetState()
+	if st.GetShadow() {
+		state = st.GetShadowState()
+	}
+	v = View{State: PublicName(state), Gen: st.GetGeneration(), Fails: st.GetFailures(),
+		Workers: st.GetDistinctWorkers(), Opened: st.GetOpenedAtMs(), ProbeAt: st.GetNextProbeAtMs(),
+		Cooldown: st.GetCooldownMs(), Last: st.GetLastFailure(), InFlight: st.GetProbeInFlight(),
+		Level: st.GetFailedProbes(), ForceBy: st.GetForcedBy(), ForceUntil: st.GetForcedUntilMs(),
+		Suspect: st.GetSuspectWorker(), SuspectUntil: st.GetSuspectUntilMs(), PauseUntil: st.GetPausedUntilMs(),
+		Slow: st.GetSlowCalls(), Capped: st.GetOpenFractionCapped(), Now: st.GetAsOfMs()}
+	if state == pb.State_STATE_UNSPECIFIED {
+		v.State = string(Closed)
+	}
+	switch st.GetShadowSetting() {
+	case pb.ShadowSetting_SHADOW_SETTING_ON:
+		v.Shadow = "on"
+	case pb.ShadowSetting_SHADOW_SETTING_OFF:
+		v.Shadow = "off"
+	default:
+		policyShadow = st.GetShadow()
+	}
+	if v.InFlight {
+		// The lease was live when the snapshot was read; when it ends is
+		// deny_until_ms, or, when the state does not say, the first ms
+		// after the snapshot (the least it can be).
+		v.LeaseUntil = max(st.GetDenyUntilMs(), v.Now+1)
+	}
+	return v, policyShadow
+}

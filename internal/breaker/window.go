@@ -206,14 +206,14 @@ func (st *step) windowRecord() {
 	if t.Calls < st.p.MinCalls || float64(t.Fails) < st.p.FailureRate*float64(t.Calls) {
 		return
 	}
-	switch n := int64(len(t.Workers)); {
-	case n >= st.p.Rule.MinWorkers:
+	switch st.p.Rule.Reached(int64(len(t.Workers))) {
+	case quorum.TripCount:
 		if st.capTrip(CauseWindow) {
 			return
 		}
 		s.Fails, s.Workers = t.Fails, t.Workers
 		st.open("closed", 0, st.cooldown(0, c.RetryAfter), CauseWindow)
-	case n == 1:
+	case quorum.Suspect:
 		s.Fails, s.Cause = t.Fails, CauseWindowSuspect
 		st.suspect(CauseWindowSuspect)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/hooks"
 	"github.com/breakerd/breakerd/internal/httpapi"
+	"github.com/breakerd/breakerd/internal/limits"
 	"github.com/breakerd/breakerd/internal/server"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
@@ -60,6 +61,9 @@ type Options struct {
 	Hooks *hooks.Options
 	// Limits are the server's per-token quotas. Default: none.
 	Limits server.Limits
+	// Listener are the listener limits (internal/limits). Default: each
+	// at its default.
+	Listener limits.Listener
 	// Watch caps the hub's Watch streams. Default: none.
 	Watch events.Limits
 	// HTTP, when set, serves the HTTP/JSON API too (on loopback, at
@@ -138,7 +142,7 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 		hooksDone <- nil
 	}
 	calls := NewCounter()
-	g, hs := server.New(st, hub).WithLimits(opts.Limits).NewGRPC(append(calls.Options(), opts.Server...)...)
+	g, hs := server.New(st, hub).WithLimits(opts.Limits).WithListener(opts.Listener).NewGRPC(append(calls.Options(), opts.Server...)...)
 	server.SetServing(hs, true)
 	lis, err := net.Listen("tcp", opts.Addr)
 	if err != nil {

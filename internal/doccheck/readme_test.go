@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -130,5 +131,43 @@ func TestREADMEPolicyLoads(t *testing.T) {
 		if _, err := policy.Parse([]byte(b)); err != nil {
 			t.Errorf("README.md's policy does not load: %v\n%s", err, b)
 		}
+	}
+}
+
+// copyMarker precedes a block the README shows from another page, where
+// that page's owner runs it: <!-- copy: PAGE LANG N --> names the Nth
+// LANG block of PAGE.
+var copyMarker = regexp.MustCompile(`^<!-- copy: (\S+) (\w+) (\d+) -->$`)
+
+// TestREADMECopiesAreExact: a block the README copies from a page is the
+// page's block, byte for byte, so the README shows what runs there.
+func TestREADMECopiesAreExact(t *testing.T) {
+	pages := readRepo(t)
+	readme := pages["README.md"]
+	copies := 0
+	for i, line := range readme.Lines {
+		m := copyMarker.FindStringSubmatch(strings.TrimSpace(line))
+		if m == nil {
+			continue
+		}
+		copies++
+		shown, _ := Fenced(Page{Lines: readme.Lines[i+1:]}, m[2])
+		src, ok := pages[m[1]]
+		if !ok {
+			t.Errorf("README.md:%d copies from %s, which does not exist", i+1, m[1])
+			continue
+		}
+		blocks, _ := Fenced(src, m[2])
+		n, _ := strconv.Atoi(m[3])
+		if n < 1 || n > len(blocks) {
+			t.Errorf("README.md:%d copies %s block %d of %s, which has %d", i+1, m[2], n, m[1], len(blocks))
+			continue
+		}
+		if len(shown) == 0 || shown[0] != blocks[n-1] {
+			t.Errorf("README.md:%d: the block is not %s's %s block %d:\n%s", i+1, m[1], m[2], n, blocks[n-1])
+		}
+	}
+	if copies == 0 {
+		t.Error("README.md copies no block from the client pages")
 	}
 }

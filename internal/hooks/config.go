@@ -3,6 +3,8 @@
 // through one Redis consumer group per hook, so each event goes to one
 // daemon, which posts it (signed, retried with backoff) and acknowledges
 // it; entries left pending by a daemon that died are reclaimed by another.
+//
+// The hooks file, the payload and its signature: docs/alerts-and-hooks.md.
 package hooks
 
 import (
@@ -105,9 +107,7 @@ type Hook struct {
 	// Secret keys the signatures: "whsec_" and the base64 of the key, as
 	// the Standard Webhooks spec gives them, or a raw string used as its
 	// bytes. The key must be at least MinSecretBytes long. It signs the
-	// webhook-signature header (v1: HMAC-SHA256 of id.timestamp.body) and
-	// the deprecated X-Breakerd-Signature (HMAC-SHA256 of the body, keyed
-	// by the secret string as written).
+	// webhook-signature header (v1: HMAC-SHA256 of id.timestamp.body).
 	Secret string
 	// Timeout bounds one attempt. Default 5s.
 	Timeout time.Duration

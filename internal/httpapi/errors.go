@@ -93,9 +93,13 @@ func (w *errorWriter) Write(b []byte) (int, error) {
 	return w.held.Write(b)
 }
 
-// Flush sends what is written so far (a held error waits for finish).
+// Flush sends what is written so far for a stream (Watch over Connect's
+// streaming protocol). A unary answer (application/json) is not flushed
+// early: written whole when the call ends, it goes out in one write with
+// its Content-Length rather than chunked in two; a held error waits for
+// finish.
 func (w *errorWriter) Flush() {
-	if w.held == nil {
+	if w.held == nil && !strings.HasPrefix(w.Header().Get("Content-Type"), "application/json") {
 		http.NewResponseController(w.ResponseWriter).Flush() //nolint:errcheck // best effort, as http.Flusher
 	}
 }

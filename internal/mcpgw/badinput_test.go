@@ -31,8 +31,10 @@ func TestMain(m *testing.M) {
 
 // runFake serves over stdio an upstream whose echo tool works and whose
 // lookup tool misbehaves as mode says: "garbage" writes a line that is not
-// JSON-RPC to stdout, "hang" never answers, "exit" exits mid-call, and
-// "badname" also advertises a tool whose breaker name breakerd refuses.
+// JSON-RPC to stdout, "hang" never answers, "exit" exits mid-call,
+// "badname" also advertises a tool whose name is past MCP's bound and one
+// named as the gateway's own tool,
+// and "env" adds a tool that answers with the upstream's environment.
 func runFake(mode string) error {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "fake-" + mode}, nil)
 	schema := map[string]any{"type": "object"}
@@ -51,6 +53,11 @@ func runFake(mode string) error {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "found"}}}, nil
 	})
+	if mode == "env" { // shows the upstream what it was given
+		srv.AddTool(&mcp.Tool{Name: "env", InputSchema: schema}, func(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Join(os.Environ(), "\n")}}}, nil
+		})
+	}
 	if mode == "badname" {
 		srv.AddTool(&mcp.Tool{Name: strings.Repeat("x", 300), InputSchema: schema}, func(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{}, nil
@@ -112,8 +119,8 @@ func TestMisbehavingUpstreams(t *testing.T) {
 	}
 }
 
-// TestRefusedToolNames: a tool whose breaker name breakerd would refuse,
-// or that takes the gateway's own tool name, is not served; the agent's
+// TestRefusedToolNames: a tool whose name is past MCP's bound, or that
+// takes the gateway's own tool name, is not served; the agent's
 // breakerd_status says which and why, and the other tools are served.
 func TestRefusedToolNames(t *testing.T) {
 	b := testredis.Mini(t)
@@ -132,7 +139,7 @@ func TestRefusedToolNames(t *testing.T) {
 	}
 	for _, r := range st.NotServed {
 		switch {
-		case len(r.Tool) == 300 && strings.Contains(r.Reason, "breakerd refuses its breaker name") && strings.Contains(r.Reason, "breakers:"):
+		case strings.HasPrefix(r.Tool, "invalid-name-300-bytes-") && strings.Contains(r.Reason, "MCP's tool-name syntax"):
 		case r.Tool == StatusTool && strings.Contains(r.Reason, "the gateway's own tool"):
 		default:
 			t.Errorf("not served: %+v, want a clear reason", r)

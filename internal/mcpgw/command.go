@@ -21,8 +21,14 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/breakerd/breakerd/internal/auth"
+	"github.com/breakerd/breakerd/internal/secretfile"
 	"github.com/breakerd/breakerd/pkg/client"
 )
+
+// envPrefix starts the name of every environment variable the command
+// reads; none of them reaches an upstream (see Upstream.EnvPassthrough).
+const envPrefix = "BREAKERD_MCP_"
 
 // ErrHelp is returned by ParseFlags for --help, after printing the usage.
 var ErrHelp = pflag.ErrHelp
@@ -54,11 +60,31 @@ type Flags struct {
 	// fallback answers. Default 50ms (pkg/client's). Flag --allow-budget,
 	// env BREAKERD_MCP_ALLOW_BUDGET.
 	AllowBudget time.Duration
-	// Token is the bearer token for a breakerd started with --tokens: a
-	// worker token whose workers: include WorkerID (and "<WorkerID>/*" with
-	// worker_id: session). Sent only over TLS or to a loopback address.
-	// Empty: none. Flag --token, env BREAKERD_MCP_TOKEN.
-	Token string
+	// TokenFile holds the bearer token for a breakerd started with
+	// --tokens: a worker token whose workers: include WorkerID (and
+	// "<WorkerID>/*" with worker_id: session). Read as a secret file
+	// (refused if group- or world-writable). Empty: no token. Flag
+	// --token-file, env BREAKERD_MCP_TOKEN_FILE. The token itself is
+	// never taken from the command line or the environment, which every
+	// command upstream would otherwise inherit.
+	TokenFile string
+	// ListenTokenFile holds the bearer token agents must send to /mcp
+	// over HTTP, read as TokenFile is. Required when Listen is not a
+	// loopback address. Flag --listen-token-file, env
+	// BREAKERD_MCP_LISTEN_TOKEN_FILE.
+	ListenTokenFile string
+	// ListenTLSCert and ListenTLSKey are PEM files that serve HTTP over
+	// TLS (both or neither), as breakerd's --tls-cert and --tls-key do.
+	// Flags --listen-tls-cert, --listen-tls-key, env
+	// BREAKERD_MCP_LISTEN_TLS_CERT, BREAKERD_MCP_LISTEN_TLS_KEY.
+	ListenTLSCert, ListenTLSKey string
+	// MaxSessions bounds the HTTP sessions open at once. Default
+	// DefaultMaxSessions. Flag --max-sessions, env BREAKERD_MCP_MAX_SESSIONS.
+	MaxSessions int
+	// SessionIdleTimeout closes an HTTP session idle this long. Default
+	// DefaultSessionIdleTimeout. Flag --session-idle-timeout, env
+	// BREAKERD_MCP_SESSION_IDLE_TIMEOUT.
+	SessionIdleTimeout time.Duration
 	// TLS connects to breakerd over TLS, verifying it with the system's
 	// roots, or with TLSCA. Default false (plaintext). Flag --tls, env
 	// BREAKERD_MCP_TLS (true/false).
@@ -75,7 +101,8 @@ type Flags struct {
 func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Flags, error) {
 	host, _ := os.Hostname()
 	f := Flags{Breakerd: "127.0.0.1:7070", WorkerID: fmt.Sprintf("%s-%d", host, os.Getpid()),
-		Fallback: "local", AllowBudget: client.DefaultAllowBudget}
+		Fallback: "local", AllowBudget: client.DefaultAllowBudget,
+		MaxSessions: DefaultMaxSessions, SessionIdleTimeout: DefaultSessionIdleTimeout}
 	fs := pflag.NewFlagSet("breakerd-mcp", pflag.ContinueOnError)
 	fs.SetOutput(usage)
 	fs.Usage = func() {
@@ -90,7 +117,12 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Fla
 	fs.StringVar(&f.Listen, "listen", "", "serve Streamable HTTP on this address (/mcp, /healthz); empty: stdio (env BREAKERD_MCP_LISTEN)")
 	fs.StringVar(&f.Fallback, "fallback", f.Fallback, "while breakerd is unreachable: local or closed (env BREAKERD_MCP_FALLBACK)")
 	fs.DurationVar(&f.AllowBudget, "allow-budget", f.AllowBudget, "how long a call waits for breakerd before the fallback answers (env BREAKERD_MCP_ALLOW_BUDGET)")
-	fs.StringVar(&f.Token, "token", "", "bearer token for breakerd's --tokens (env BREAKERD_MCP_TOKEN); never printed")
+	fs.StringVar(&f.TokenFile, "token-file", "", "file holding the bearer token for breakerd's --tokens (env BREAKERD_MCP_TOKEN_FILE)")
+	fs.StringVar(&f.ListenTokenFile, "listen-token-file", "", "file holding the bearer token agents send over HTTP; required off loopback (env BREAKERD_MCP_LISTEN_TOKEN_FILE)")
+	fs.StringVar(&f.ListenTLSCert, "listen-tls-cert", "", "PEM certificate to serve HTTP over TLS, with --listen-tls-key (env BREAKERD_MCP_LISTEN_TLS_CERT)")
+	fs.StringVar(&f.ListenTLSKey, "listen-tls-key", "", "PEM private key, with --listen-tls-cert (env BREAKERD_MCP_LISTEN_TLS_KEY)")
+	fs.IntVar(&f.MaxSessions, "max-sessions", f.MaxSessions, "HTTP sessions open at once, at most (env BREAKERD_MCP_MAX_SESSIONS)")
+	fs.DurationVar(&f.SessionIdleTimeout, "session-idle-timeout", f.SessionIdleTimeout, "close an HTTP session idle this long (env BREAKERD_MCP_SESSION_IDLE_TIMEOUT)")
 	fs.BoolVar(&f.TLS, "tls", false, "connect to breakerd over TLS (env BREAKERD_MCP_TLS)")
 	fs.StringVar(&f.TLSCA, "tls-ca", "", "PEM file of the CA of breakerd's certificate; implies --tls (env BREAKERD_MCP_TLS_CA)")
 	fs.BoolVar(&f.ShowVersion, "version", false, "print the version and exit")
@@ -100,7 +132,27 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Fla
 	if fs.NArg() > 0 {
 		return Flags{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	env := func(flag, name string, set func(string) error) error {
+	if getenv(envPrefix+"TOKEN") != "" {
+		return Flags{}, errors.New(envPrefix + "TOKEN: no longer read, since every command upstream would inherit it; " +
+			"put the token in a file only you can write and pass --token-file")
+	}
+	if err := applyEnv(fs, getenv, &f); err != nil {
+		return Flags{}, err
+	}
+	if f.ShowVersion {
+		return f, nil
+	}
+	if err := f.validate(); err != nil {
+		return Flags{}, err
+	}
+	return f, nil
+}
+
+// applyEnv sets each flag not given on the command line from its
+// BREAKERD_MCP_* variable, naming the variable in an error.
+func applyEnv(fs *pflag.FlagSet, getenv func(string) string, f *Flags) error {
+	env := func(flag, suffix string, set func(string) error) error {
+		name := envPrefix + suffix
 		if v := getenv(name); v != "" && !fs.Changed(flag) {
 			if err := set(v); err != nil {
 				return fmt.Errorf("%s: %w", name, err)
@@ -110,42 +162,80 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Fla
 	}
 	str := func(p *string) func(string) error { return func(v string) error { *p = v; return nil } }
 	for _, e := range []error{
-		env("config", "BREAKERD_MCP_CONFIG", str(&f.ConfigFile)),
-		env("breakerd", "BREAKERD_MCP_BREAKERD", str(&f.Breakerd)),
-		env("worker-id", "BREAKERD_MCP_WORKER_ID", str(&f.WorkerID)),
-		env("listen", "BREAKERD_MCP_LISTEN", str(&f.Listen)),
-		env("fallback", "BREAKERD_MCP_FALLBACK", str(&f.Fallback)),
-		env("token", "BREAKERD_MCP_TOKEN", str(&f.Token)),
-		env("tls-ca", "BREAKERD_MCP_TLS_CA", str(&f.TLSCA)),
-		env("tls", "BREAKERD_MCP_TLS", func(v string) (err error) {
+		env("config", "CONFIG", str(&f.ConfigFile)),
+		env("breakerd", "BREAKERD", str(&f.Breakerd)),
+		env("worker-id", "WORKER_ID", str(&f.WorkerID)),
+		env("listen", "LISTEN", str(&f.Listen)),
+		env("fallback", "FALLBACK", str(&f.Fallback)),
+		env("token-file", "TOKEN_FILE", str(&f.TokenFile)),
+		env("listen-token-file", "LISTEN_TOKEN_FILE", str(&f.ListenTokenFile)),
+		env("listen-tls-cert", "LISTEN_TLS_CERT", str(&f.ListenTLSCert)),
+		env("listen-tls-key", "LISTEN_TLS_KEY", str(&f.ListenTLSKey)),
+		env("tls-ca", "TLS_CA", str(&f.TLSCA)),
+		env("tls", "TLS", func(v string) (err error) {
 			f.TLS, err = strconv.ParseBool(v)
 			return err
 		}),
-		env("allow-budget", "BREAKERD_MCP_ALLOW_BUDGET", func(v string) (err error) {
+		env("allow-budget", "ALLOW_BUDGET", func(v string) (err error) {
 			f.AllowBudget, err = time.ParseDuration(v)
+			return err
+		}),
+		env("max-sessions", "MAX_SESSIONS", func(v string) (err error) {
+			f.MaxSessions, err = strconv.Atoi(v)
+			return err
+		}),
+		env("session-idle-timeout", "SESSION_IDLE_TIMEOUT", func(v string) (err error) {
+			f.SessionIdleTimeout, err = time.ParseDuration(v)
 			return err
 		}),
 	} {
 		if e != nil {
-			return Flags{}, e
+			return e
 		}
 	}
-	if f.ShowVersion {
-		return f, nil
-	}
+	return nil
+}
+
+// validate checks the flags once parsed, naming the flag at fault.
+func (f Flags) validate() error {
 	switch {
 	case f.ConfigFile == "":
-		return Flags{}, errors.New("--config: is required")
+		return errors.New("--config: is required")
 	case f.Breakerd == "":
-		return Flags{}, errors.New("--breakerd: is required")
+		return errors.New("--breakerd: is required")
 	case f.WorkerID == "":
-		return Flags{}, errors.New("--worker-id: must not be empty")
+		return errors.New("--worker-id: must not be empty")
 	case f.Fallback != "local" && f.Fallback != "closed":
-		return Flags{}, fmt.Errorf("--fallback: must be local or closed, got %q", f.Fallback)
+		return fmt.Errorf("--fallback: must be local or closed, got %q", f.Fallback)
 	case f.AllowBudget < 0:
-		return Flags{}, fmt.Errorf("--allow-budget: must not be negative, got %s", f.AllowBudget)
+		return fmt.Errorf("--allow-budget: must not be negative, got %s", f.AllowBudget)
+	case f.MaxSessions <= 0:
+		return fmt.Errorf("--max-sessions: must be positive, got %d", f.MaxSessions)
+	case f.SessionIdleTimeout <= 0:
+		return fmt.Errorf("--session-idle-timeout: must be positive, got %s", f.SessionIdleTimeout)
+	case (f.ListenTLSCert == "") != (f.ListenTLSKey == ""):
+		return errors.New("--listen-tls-cert: --listen-tls-cert and --listen-tls-key go together")
+	case f.Listen != "" && f.ListenTokenFile == "" && !auth.IsLoopback(f.Listen):
+		return fmt.Errorf("--listen: %s is not a loopback address and no --listen-token-file is set: "+
+			"anyone reaching it could use the gateway's token and upstreams; set --listen-token-file", f.Listen)
 	}
-	return f, nil
+	return nil
+}
+
+// readToken reads a token file named by flag (empty: no token), warning
+// when every local user may read it.
+func readToken(flag, name string, log *slog.Logger) (string, error) {
+	if name == "" {
+		return "", nil
+	}
+	tok, worldReadable, err := secretfile.ReadPassword(name)
+	if err != nil {
+		return "", fmt.Errorf("--%s: %w", flag, err)
+	}
+	if worldReadable {
+		log.Warn("breakerd-mcp: token file is readable by every local user; chmod o-r it", "flag", "--"+flag, "file", name)
+	}
+	return tok, nil
 }
 
 // credentials are the transport credentials to breakerd: plaintext, or
@@ -172,31 +262,16 @@ func (f Flags) credentials() (credentials.TransportCredentials, error) {
 // Serve runs the gateway until ctx ends (or, over stdio, until the agent
 // hangs up): it connects to breakerd and the upstreams, then serves one
 // stdio session on stdin and stdout, or Streamable HTTP on f.Listen. The
-// HTTP server stops within 10s of ctx ending. Errors: the config file, an
-// upstream that cannot be listed, the listener.
+// HTTP server stops within 10s of ctx ending. Errors: the config file, a
+// token file, an upstream that cannot be listed, the listener.
 func Serve(ctx context.Context, f Flags, stdin io.ReadCloser, stdout io.WriteCloser, log *slog.Logger, version string) error {
 	cfg, err := LoadConfig(f.ConfigFile)
 	if err != nil {
 		return err
 	}
-	creds, err := f.credentials()
+	conn, err := f.dial(log)
 	if err != nil {
 		return err
-	}
-	dial := []grpc.DialOption{
-		grpc.WithTransportCredentials(creds),
-		// Reconnect within seconds of breakerd's return, as client.Dial does.
-		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
-			MinConnectTimeout: 5 * time.Second,
-		}),
-	}
-	if f.Token != "" {
-		dial = append(dial, grpc.WithPerRPCCredentials(client.TokenCredentials(f.Token)))
-	}
-	conn, err := grpc.NewClient(f.Breakerd, dial...)
-	if err != nil {
-		return fmt.Errorf("--breakerd %q: %w", f.Breakerd, err)
 	}
 	defer conn.Close()
 	mode := client.FailOpenLocal
@@ -217,30 +292,88 @@ func Serve(ctx context.Context, f Flags, stdin io.ReadCloser, stdout io.WriteClo
 	defer func() { cancel(); <-watched }()
 	log.Info("breakerd-mcp: serving", "tools", len(g.Tools()), "refused", len(g.refused), "worker", f.WorkerID,
 		"breakerd", f.Breakerd, "listen", f.Listen)
-
 	if f.Listen == "" {
-		ss, err := g.Connect(ctx, &mcp.IOTransport{Reader: stdin, Writer: stdout})
+		return g.serveStdio(ctx, stdin, stdout)
+	}
+	return g.serveHTTP(ctx, f, log)
+}
+
+// dial opens the connection to breakerd, with the token of --token-file.
+func (f Flags) dial(log *slog.Logger) (*grpc.ClientConn, error) {
+	creds, err := f.credentials()
+	if err != nil {
+		return nil, err
+	}
+	token, err := readToken("token-file", f.TokenFile, log)
+	if err != nil {
+		return nil, err
+	}
+	dial := []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		// Reconnect within seconds of breakerd's return, as client.Dial does.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}),
+	}
+	if token != "" {
+		dial = append(dial, grpc.WithPerRPCCredentials(client.TokenCredentials(token)))
+	}
+	conn, err := grpc.NewClient(f.Breakerd, dial...)
+	if err != nil {
+		return nil, fmt.Errorf("--breakerd %q: %w", f.Breakerd, err)
+	}
+	return conn, nil
+}
+
+// serveStdio serves one session on stdin and stdout until the agent hangs
+// up or ctx ends.
+func (g *Gateway) serveStdio(ctx context.Context, stdin io.ReadCloser, stdout io.WriteCloser) error {
+	ss, err := g.Connect(ctx, &mcp.IOTransport{Reader: stdin, Writer: stdout})
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- ss.Wait() }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		_ = ss.Close()
+		<-done
+	}
+	return nil
+}
+
+// serveHTTP serves Streamable HTTP on f.Listen (over TLS with its pair)
+// until ctx ends, then stops within 10s.
+func (g *Gateway) serveHTTP(ctx context.Context, f Flags, log *slog.Logger) error {
+	token, err := readToken("listen-token-file", f.ListenTokenFile, log)
+	if err != nil {
+		return err
+	}
+	if token == "" {
+		log.Warn("breakerd-mcp: no --listen-token-file: any local process may use the gateway", "listen", f.Listen)
+	}
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10,
+		Handler: g.Handler(HTTPOptions{Token: token, MaxSessions: f.MaxSessions, IdleTimeout: f.SessionIdleTimeout})}
+	if f.ListenTLSCert != "" {
+		cfg, err := auth.ServerTLS(f.ListenTLSCert, f.ListenTLSKey, "")
 		if err != nil {
-			return err
+			return fmt.Errorf("--listen-tls-cert: %w", err)
 		}
-		done := make(chan error, 1)
-		go func() { done <- ss.Wait() }()
-		select {
-		case <-done:
-		case <-ctx.Done():
-			_ = ss.Close()
-			<-done
-		}
-		return nil
+		srv.TLSConfig = cfg
 	}
 	lis, err := net.Listen("tcp", f.Listen)
 	if err != nil {
 		return fmt.Errorf("--listen: %w", err)
 	}
-	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	tlsOn := srv.TLSConfig != nil // read before Serve, which writes the config
+	if tlsOn {
+		lis = tls.NewListener(lis, srv.TLSConfig)
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
-	log.Info("breakerd-mcp: listening", "addr", lis.Addr().String(), "mcp", "/mcp", "health", "/healthz")
+	log.Info("breakerd-mcp: listening", "addr", lis.Addr().String(), "tls", tlsOn, "mcp", "/mcp", "health", "/healthz")
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve: %w", err)

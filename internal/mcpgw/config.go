@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,6 +28,17 @@ const DefaultBreakerPrefix = "mcp:"
 // timeout.
 const DefaultTimeout = 30 * time.Second
 
+// DefaultMaxTools bounds the tools the gateway serves from one upstream
+// when it sets no max_tools: each session holds the list, so an upstream
+// listing without end must not grow every session with it.
+const DefaultMaxTools = 2000
+
+// BaseEnv are the variables a command upstream gets from the gateway's
+// own environment without asking: what a program needs to run and find
+// its files, and nothing that names a credential. Everything else comes
+// from its env_passthrough list or its env map (see docs/mcp.md).
+var BaseEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"}
+
 // DefaultConnectTimeout bounds starting or connecting to an upstream (the
 // MCP handshake included) when an upstream sets no connect_timeout.
 const DefaultConnectTimeout = 30 * time.Second
@@ -39,6 +51,7 @@ const DefaultConnectTimeout = 30 * time.Second
 //	  - name: search
 //	    command: ["search-mcp", "--stdio"]
 //	    env: {SEARCH_REGION: eu}
+//	    env_passthrough: [SEARCH_API_KEY]
 //	    timeout: 20s
 //	    connect_timeout: 10s
 //	    breakers: {web_search: vendor-x}   # per-tool override
@@ -66,12 +79,21 @@ type Upstream struct {
 	// Name names the upstream in breaker names, logs and errors: non-empty,
 	// printable, no colon.
 	Name string `yaml:"name"`
-	// Command is the program and its arguments, started with the gateway's
-	// environment plus Env and spoken to over its stdin and stdout. It is
-	// started again on the next call after it exits.
+	// Command is the program and its arguments, started with a minimal
+	// environment (BaseEnv, then EnvPassthrough, then Env) and spoken to
+	// over its stdin and stdout. It is started again on the next call after
+	// it exits.
 	Command []string `yaml:"command"`
 	// Env adds variables to Command's environment.
 	Env map[string]string `yaml:"env"`
+	// EnvPassthrough names variables of the gateway's environment that
+	// Command also gets (an API key the upstream needs). Names only; the
+	// gateway's own BREAKERD_MCP_* settings are refused.
+	EnvPassthrough []string `yaml:"env_passthrough"`
+	// MaxTools bounds the tools served from this upstream; the listing is
+	// read no further, and breakerd_status says that tools were left out.
+	// Default DefaultMaxTools.
+	MaxTools int `yaml:"max_tools"`
 	// URL is a Streamable HTTP endpoint (http or https).
 	URL string `yaml:"url"`
 	// Timeout bounds one tool call, from the request to the answer.
@@ -163,6 +185,12 @@ func (c Config) Check() error {
 		if len(u.Env) > 0 && len(u.Command) == 0 {
 			return fmt.Errorf("%s.env: only for a command upstream", f)
 		}
+		if err := u.checkPassthrough(); err != nil {
+			return fmt.Errorf("%s.env_passthrough%w", f, err)
+		}
+		if u.MaxTools < 0 {
+			return fmt.Errorf("%s.max_tools: must not be negative", f)
+		}
 		if u.Timeout < 0 {
 			return fmt.Errorf("%s.timeout: must not be negative", f)
 		}
@@ -179,6 +207,46 @@ func (c Config) Check() error {
 		}
 	}
 	return nil
+}
+
+// checkPassthrough checks EnvPassthrough; its errors start with the
+// element ("[2]: ...").
+func (u Upstream) checkPassthrough() error {
+	if len(u.EnvPassthrough) > 0 && len(u.Command) == 0 {
+		return errors.New(": only for a command upstream")
+	}
+	for i, name := range u.EnvPassthrough {
+		switch {
+		case name == "" || strings.ContainsAny(name, "= \x00") || !limits.Printable(name):
+			return fmt.Errorf("[%d]: %q is not a variable name", i, name)
+		case strings.HasPrefix(name, envPrefix):
+			return fmt.Errorf("[%d]: %s is the gateway's own setting, never passed to an upstream", i, name)
+		}
+	}
+	return nil
+}
+
+// environ is a command upstream's environment: BaseEnv and EnvPassthrough
+// as getenv has them (unset ones left out), then Env.
+func (u Upstream) environ(getenv func(string) (string, bool)) []string {
+	var env []string
+	for _, name := range append(slices.Clone(BaseEnv), u.EnvPassthrough...) {
+		if v, ok := getenv(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	for k, v := range u.Env {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// maxTools is the upstream's bound on served tools.
+func (u Upstream) maxTools() int {
+	if u.MaxTools > 0 {
+		return u.MaxTools
+	}
+	return DefaultMaxTools
 }
 
 // timeout is the upstream's call timeout.

@@ -12,6 +12,7 @@ package mcpgw
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -67,9 +68,11 @@ type tool struct {
 	breaker string
 }
 
-// refusal is an upstream tool the gateway does not serve, and why.
+// refusal is an upstream tool the gateway does not serve, and why. A
+// model reads it (breakerd_status), so Tool is the upstream's name only
+// when it keeps to MCP's tool-name syntax (see shownName).
 type refusal struct {
-	Tool     string `json:"tool"`
+	Tool     string `json:"tool,omitempty"`
 	Upstream string `json:"upstream"`
 	Reason   string `json:"reason"`
 }
@@ -88,6 +91,7 @@ type Gateway struct {
 
 	mu       sync.Mutex
 	sessions map[*session]struct{}
+	starting int       // HTTP sessions reserved and not yet joined (see reserve)
 	watchUp  bool      // the Watch stream is subscribed
 	downAt   time.Time // when the stream broke; zero while up or before the first try
 }
@@ -124,13 +128,18 @@ func New(ctx context.Context, o Options) (*Gateway, error) {
 		out, _ := uc.isErrorOutcome() // checked by Check
 		u := &upstream{cfg: uc, isError: out, impl: impl, stderr: o.UpstreamStderr}
 		g.ups = append(g.ups, u)
-		tools, err := u.tools(ctx)
+		tools, more, err := u.tools(ctx)
 		if err != nil {
 			g.Close()
 			return nil, fmt.Errorf("mcpgw: %w", err)
 		}
 		for _, t := range tools {
 			g.add(u, t)
+		}
+		if more {
+			why := fmt.Sprintf("the upstream lists more than its max_tools (%d); the rest are not served", uc.maxTools())
+			g.refused = append(g.refused, refusal{Upstream: uc.Name, Reason: why})
+			g.log.Error("mcpgw: upstream tools not served", "upstream", uc.Name, "reason", why)
 		}
 	}
 	g.order = slices.Sorted(maps.Keys(g.catalog))
@@ -139,8 +148,12 @@ func New(ctx context.Context, o Options) (*Gateway, error) {
 
 func (g *Gateway) add(u *upstream, t *mcp.Tool) {
 	refuse := func(why string) {
-		g.refused = append(g.refused, refusal{Tool: t.Name, Upstream: u.cfg.Name, Reason: why})
+		g.refused = append(g.refused, refusal{Tool: shownName(t.Name), Upstream: u.cfg.Name, Reason: why})
 		g.log.Error("mcpgw: upstream tool not served", "upstream", u.cfg.Name, "tool", t.Name, "reason", why)
+	}
+	if err := toolName(t.Name); err != nil {
+		refuse(err.Error())
+		return
 	}
 	br := g.o.Config.breakerFor(u.cfg, t.Name)
 	if err := validBreaker(br); err != nil {
@@ -161,6 +174,40 @@ func (g *Gateway) add(u *upstream, t *mcp.Tool) {
 		return
 	}
 	g.catalog[t.Name] = &tool{up: u, mcp: t, breaker: br}
+}
+
+// maxToolName is MCP's bound on a tool name, in bytes.
+const maxToolName = 128
+
+// toolName applies MCP's tool-name syntax: 1 to 128 of A-Z, a-z, 0-9,
+// "_", "-" and ".". A name outside it may carry words for the model
+// (newlines, bidirectional controls, "SYSTEM: ..."), so it is refused and
+// never shown as it is (see shownName).
+func toolName(name string) error {
+	if name == "" || len(name) > maxToolName {
+		return fmt.Errorf("its name is not 1 to %d characters (MCP's tool-name syntax)", maxToolName)
+	}
+	for _, r := range name {
+		if !validToolRune(r) {
+			return errors.New("its name has characters outside MCP's tool-name syntax (A-Z a-z 0-9 _ - .)")
+		}
+	}
+	return nil
+}
+
+func validToolRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.'
+}
+
+// shownName is how a refused tool is named where a model may read it:
+// the name itself when it keeps to the syntax, else its length and a
+// digest (the gateway's log has the name, quoted, for the operator).
+func shownName(name string) string {
+	if toolName(name) == nil {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return fmt.Sprintf("invalid-name-%d-bytes-%x", len(name), sum[:4])
 }
 
 // objectSchema checks what mcp.Server.AddTool requires of an input schema
@@ -349,6 +396,7 @@ type session struct {
 	inflight map[string]int  // breaker -> this session's calls in progress
 	pending  map[string]bool // breaker -> an event came during a call
 	joined   bool
+	reserved bool // holds one of g.starting's places; guarded by g.mu
 }
 
 // newSession builds a session's server with the tools breakerd allows now
@@ -402,17 +450,30 @@ func (s *session) join(ss *mcp.ServerSession) {
 	s.mu.Unlock()
 	s.g.mu.Lock()
 	s.g.sessions[s] = struct{}{}
+	s.g.unreserveLocked(s) // counted in sessions from now on
 	s.g.mu.Unlock()
 	go func() {
 		_ = ss.Wait()
 		s.g.mu.Lock()
 		delete(s.g.sessions, s)
 		s.g.mu.Unlock()
-		s.cancel()
-		if s.own {
-			_ = s.c.Close()
-		}
+		s.close()
 	}()
+}
+
+// isJoined reports whether the session has joined the gateway.
+func (s *session) isJoined() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.joined
+}
+
+// close releases what the session holds of its own.
+func (s *session) close() {
+	s.cancel()
+	if s.own {
+		_ = s.c.Close()
+	}
 }
 
 // Connect serves one downstream session over t (in-memory in tests) and
@@ -422,7 +483,7 @@ func (g *Gateway) Connect(ctx context.Context, t mcp.Transport) (*mcp.ServerSess
 	s := g.newSession()
 	ss, err := s.srv.Connect(ctx, t, nil)
 	if err != nil {
-		s.cancel()
+		s.close()
 		return nil, fmt.Errorf("mcpgw: connect session: %w", err)
 	}
 	s.join(ss)
@@ -610,16 +671,17 @@ func (s *session) statusTool() *mcp.Tool {
 		"when they may return, and what to use instead."
 	var names []string
 	for _, u := range s.run.Degraded() {
-		names = append(names, u.Tool)
-	}
-	for _, r := range s.g.refused {
-		names = append(names, r.Tool+" (not served)")
+		names = append(names, u.Tool) // served tools: names in MCP's syntax
 	}
 	sort.Strings(names)
 	if len(names) > 0 {
 		desc += " Missing now: " + strings.Join(names, ", ") + "."
 	} else {
 		desc += " No tool is missing now."
+	}
+	// Refused names are an upstream's words: only their number goes here.
+	if n := len(s.g.refused); n > 0 {
+		desc += fmt.Sprintf(" %d upstream tool listings are not served (see not_served in its result).", n)
 	}
 	return &mcp.Tool{Name: StatusTool, Description: desc,
 		InputSchema:  map[string]any{"type": "object", "properties": map[string]any{}},

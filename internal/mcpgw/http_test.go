@@ -123,7 +123,7 @@ func TestServeHTTPAndHealth(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = g.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done; g.Close() })
-	srv := httptest.NewServer(g.Handler())
+	srv := httptest.NewServer(g.Handler(HTTPOptions{}))
 	t.Cleanup(srv.Close)
 
 	health := func() (int, Health) {

@@ -74,32 +74,32 @@ func (u *upstream) transport() mcp.Transport {
 			HTTPClient: &http.Client{Transport: statusTransport{http.DefaultTransport}}}
 	}
 	cmd := exec.Command(u.cfg.Command[0], u.cfg.Command[1:]...)
-	cmd.Env = os.Environ()
-	for k, v := range u.cfg.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
+	cmd.Env = u.cfg.environ(os.LookupEnv) // never the whole environment: the gateway's token is in it
 	cmd.Stderr = u.stderr
 	return &mcp.CommandTransport{Command: cmd}
 }
 
 // tools lists the upstream's tools, every page, within the connect
-// timeout and then the call timeout.
-func (u *upstream) tools(ctx context.Context) ([]*mcp.Tool, error) {
+// timeout and then the call timeout, up to its max_tools; more reports
+// that the listing went on past them (it is read no further).
+func (u *upstream) tools(ctx context.Context) (out []*mcp.Tool, more bool, err error) {
 	cs, err := u.session(ctx)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, u.cfg.timeout())
 	defer cancel()
-	var out []*mcp.Tool
 	for t, err := range cs.Tools(ctx, nil) {
 		if err != nil {
 			u.breakOff(cs, err)
-			return nil, fmt.Errorf("list tools of upstream %s: %w", u.cfg.Name, err)
+			return nil, false, fmt.Errorf("list tools of upstream %s: %w", u.cfg.Name, err)
+		}
+		if len(out) == u.cfg.maxTools() {
+			return out, true, nil
 		}
 		out = append(out, t)
 	}
-	return out, nil
+	return out, false, nil
 }
 
 // call calls the upstream's tool: connecting first if need be (within

@@ -1,6 +1,14 @@
 // Package probe owns the half-open rules: the growing, capped cooldown
-// between probes and its jitter, and the fenced probe lease (one holder
-// fleet-wide, lapsing after the probe timeout).
+// between probes and its jitter (Schedule), and the fenced probe lease
+// (one holder fleet-wide, lapsing after the probe timeout; MaxLapses).
+//
+// What lives where: the lease's fields (token, end, holder, the run of
+// lapses) are stored in breaker.State, because the state hash holds them
+// and every transition clears them, and the policy's schedule arrives in
+// breaker.Params (CooldownBase, CooldownCap, Jitter). This package owns
+// their rules and imports neither internal/breaker nor the stubs, so the
+// machine composes it without a cycle. The scripts' copies are
+// open_period and the lease checks in internal/store/scripts/lib.lua.
 //
 // All times are integer milliseconds, as the scripts compute them, so the
 // Go state machine (internal/breaker) and the Lua
@@ -24,6 +32,28 @@ func Cooldown(base, cap, level int64) int64 {
 	}
 	return min(cd, cap)
 }
+
+// Schedule is a policy's cooldown schedule as one call receives it: the
+// base and the cap, ms, and the jitter already drawn (the policy's jitter
+// fraction times one uniform draw in [0, 1)).
+type Schedule struct {
+	Base, Cap int64
+	Jitter    float64
+}
+
+// OpenPeriod is the open period, ms, a transition into open starts after
+// level failed probes (0 for the trip itself): the schedule's step
+// (Cooldown) or the Retry-After of the outcome that opened it, whichever
+// is longer, jittered (Jitter). A suspect's denial and a refused prober's
+// wait are OpenPeriod(0, 0).
+func (s Schedule) OpenPeriod(level, retryAfter int64) int64 {
+	return Jitter(max(Cooldown(s.Base, s.Cap, level), retryAfter), s.Jitter)
+}
+
+// MaxLapses is how many probe leases in a row one worker may let lapse
+// unsettled before it is reported (probe_abandoned) and refused probes for
+// one base cooldown.
+const MaxLapses = 3
 
 // Jitter returns d, ms, lengthened by floor(d*j), where j is the policy's
 // jitter fraction times a uniform draw in [0, 1), made once per call by the

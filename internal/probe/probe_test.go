@@ -54,3 +54,16 @@ func TestNewToken(t *testing.T) {
 		t.Errorf("NewToken() = %q, %q: want two different 32-hex-digit tokens", a, b)
 	}
 }
+
+// TestOpenPeriod: the schedule's step or the Retry-After, whichever is
+// longer, then jittered.
+func TestOpenPeriod(t *testing.T) {
+	s := Schedule{Base: 10000, Cap: 80000, Jitter: 0.1}
+	for _, tc := range []struct{ level, retryAfter, want int64 }{
+		{0, 0, 11000}, {2, 0, 44000}, {0, 30000, 33000}, {9, 0, 88000}, {1, 5000, 22000},
+	} {
+		if got := s.OpenPeriod(tc.level, tc.retryAfter); got != tc.want {
+			t.Errorf("OpenPeriod(%d, %d) = %d, want %d", tc.level, tc.retryAfter, got, tc.want)
+		}
+	}
+}

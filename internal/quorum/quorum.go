@@ -6,6 +6,12 @@
 // over its own workers. A lone worker past the threshold is a suspect,
 // not a trip.
 //
+// The distinct-workers rule is stated once (Rule.Quorate, Rule.Reached)
+// and every run is judged by it: the consecutive failure run and its 429s
+// (Judge), a window's failures and slow calls, and pause votes, all in
+// internal/breaker. The scripts' one copy is quorum() in
+// internal/store/scripts/lib.lua.
+//
 // internal/breaker composes this rule into the state machine; the record
 // script (internal/store/scripts/record.lua) executes the same rule on
 // Redis and is proven against it by the differential test.
@@ -118,18 +124,37 @@ const (
 	Suspect
 )
 
+// Quorate reports whether workers distinct workers make the quorum: at
+// least MinWorkers. It is the one distinct-workers rule; every run (a
+// failure run, its counted 429s, a window's failures, slow calls, pause
+// votes) is judged by it over its own workers.
+func (r Rule) Quorate(workers int64) bool { return workers >= r.MinWorkers }
+
+// Reached judges a run that has reached its limit (the threshold, a
+// window's failure rate, the slow-call limit) by the distinct workers
+// behind it: TripCount from a quorum, Suspect when one worker is behind
+// it all (and the quorum wants more), Hold otherwise. The consecutive,
+// window and slow-call rules of internal/breaker all ask it.
+func (r Rule) Reached(workers int64) Verdict {
+	switch {
+	case r.Quorate(workers):
+		return TripCount
+	case workers == 1:
+		return Suspect
+	}
+	return Hold
+}
+
 // Judge applies the trip rule to a run. The rate-limit run is judged
 // first (its trip honours the vendor's Retry-After), each run over its
 // own distinct workers: three 429s from one worker after another worker's
 // timeout do not make a rate-limit quorum.
 func Judge(r Run, rule Rule) Verdict {
 	switch {
-	case r.RateLimited >= rule.RateLimitTrips && r.RateLimitWorkers >= rule.MinWorkers:
+	case r.RateLimited >= rule.RateLimitTrips && rule.Quorate(r.RateLimitWorkers):
 		return TripRateLimit
-	case r.Failures >= rule.Threshold && r.Workers >= rule.MinWorkers:
-		return TripCount
-	case r.Failures >= rule.Threshold && r.Workers == 1:
-		return Suspect
+	case r.Failures >= rule.Threshold:
+		return rule.Reached(r.Workers)
 	}
 	return Hold
 }

@@ -69,3 +69,23 @@ func TestJudge(t *testing.T) {
 		t.Errorf("min_workers 1: Judge = %v, want TripCount (the quorum disabled)", got)
 	}
 }
+
+// TestReached: a run at its limit trips from a quorum of distinct
+// workers, isolates the one worker behind it all, and holds otherwise.
+func TestReached(t *testing.T) {
+	for _, tc := range []struct {
+		min, workers int64
+		want         Verdict
+	}{
+		{2, 0, Hold}, {2, 1, Suspect}, {2, 2, TripCount}, {2, 5, TripCount},
+		{3, 2, Hold}, {1, 1, TripCount},
+	} {
+		r := Rule{MinWorkers: tc.min}
+		if got := r.Reached(tc.workers); got != tc.want {
+			t.Errorf("Rule{MinWorkers: %d}.Reached(%d) = %v, want %v", tc.min, tc.workers, got, tc.want)
+		}
+		if got, want := r.Quorate(tc.workers), tc.want == TripCount; got != want {
+			t.Errorf("Rule{MinWorkers: %d}.Quorate(%d) = %v, want %v", tc.min, tc.workers, got, want)
+		}
+	}
+}

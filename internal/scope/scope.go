@@ -252,25 +252,25 @@ func (s *Scopes) successMatters(ctx context.Context, parent string, latencyMs in
 	return false // open, half-open, paused: a success without the lease counts nothing there
 }
 
-// VerdictOf is the verdict a parent's snapshot gives its children. A
-// half-open parent reads as a probe in flight whose end is the snapshot's
-// own time, so the child's script finds it due at once and the parent's
-// script decides (it knows the lease).
+// VerdictOf is the verdict a parent's snapshot gives its children: the
+// machine's read rule for any worker (breaker.View.Verdict), as a child's
+// Allow receives it (breaker.Verdict.Parent), judged at the snapshot's
+// own time. A parent whose probe is due (or half-open with no lease end
+// in the snapshot) reads as a denial that ends then, so the child's
+// script finds it due at once and the parent's script decides (it knows
+// the lease).
 func VerdictOf(st *pb.BreakerState) breaker.Parent {
-	v := breaker.Parent{Name: st.GetBreaker(), Gen: st.GetGeneration(), Reason: st.GetReason()}
-	switch st.GetState() {
-	case pb.State_STATE_OPEN:
-		v.Decision, v.Until = pb.Decision_DECISION_DENIED_OPEN, st.GetNextProbeAtMs()
-	case pb.State_STATE_HALF_OPEN:
-		v.Decision, v.Until = pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT, max(st.GetAsOfMs(), 1)
-		v.Reason = st.GetBreaker() + " is being probed by another caller; ask again after the probe"
-	case pb.State_STATE_FORCED_OPEN:
-		v.Decision, v.Until = pb.Decision_DECISION_DENIED_FORCED_OPEN, st.GetForcedUntilMs()
-		v.Reason = st.GetBreaker() + " forced open by an operator: " + st.GetReason()
-	case pb.State_STATE_PAUSED:
-		v.Decision, v.Until = pb.Decision_DECISION_DENIED_PAUSED, st.GetPausedUntilMs()
+	v, policyShadow := breaker.ViewOfProto(st)
+	now := max(v.Now, 1)
+	pv := v.Verdict(breaker.Query{Now: now, PolicyShadow: policyShadow}).Parent(now)
+	pv.Name, pv.Gen, pv.Reason = st.GetBreaker(), st.GetGeneration(), st.GetReason()
+	switch pv.Decision {
+	case pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT:
+		pv.Reason = st.GetBreaker() + " is being probed by another caller; ask again after the probe"
+	case pb.Decision_DECISION_DENIED_FORCED_OPEN:
+		pv.Reason = st.GetBreaker() + " forced open by an operator: " + st.GetReason()
 	}
-	return v
+	return pv
 }
 
 // learnAllow stores what the parent's allow.lua answered in the view

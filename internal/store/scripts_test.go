@@ -33,7 +33,7 @@ func TestScriptErrorsNameTheLuaLine(t *testing.T) {
 		// The threshold (ARGV[13]) is not a number: the trip rule's
 		// comparison fails in record.lua.
 		_, err := store.RunRecordScript(ctx, b.Client, name, args...)
-		want := fmt.Sprintf("record.lua:%d", line("record", "s.fails >= THRESHOLD and n >= MIN_WORKERS"))
+		want := fmt.Sprintf("record.lua:%d", line("record", "if s.fails >= THRESHOLD then q = quorum("))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("record with a bad threshold: %v; want an error naming %s", err, want)
 		}

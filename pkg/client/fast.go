@@ -50,16 +50,22 @@ import (
 // kept: the trip they lead to bounds them).
 const FastQueueLimit = 4096
 
-// pausedRecheck is how long a fast client denies a paused breaker from
-// its view before asking breakerd again: a pause lapses (pause_ttl) only
-// when a script runs on the breaker, and a fast fleet would otherwise run
-// none.
-const pausedRecheck = 5 * time.Second
-
-// entry is the view of one breaker at the moment it was learned. Entries
-// are immutable: an update stores a new one.
+// entry is the view of one breaker at the moment it was learned: the
+// snapshot breakerd gave (or an event told), which the machine's read
+// rule (breaker.View.Verdict) judges at each Allow, and the offset that
+// moves the client's clock onto the Redis clock the snapshot's times are
+// on. Entries are immutable: an update stores a new one.
 type entry struct {
-	state pb.State
+	v breaker.View
+	// policyShadow is the policy's shadow field as the snapshot shows it
+	// (breaker.ViewOfProto).
+	policyShadow bool
+	// skew is the client's clock minus the Redis clock when the entry was
+	// learned (from when the request was sent, so that a late answer never
+	// stretches a denial past breakerd's end; it may end early, and then
+	// breakerd decides).
+	skew  time.Duration
+	state pb.State // the state as the API shows it (closed when shadowed)
 	gen   int64
 	// run: a success would change the breaker (breaker.State.RunOpen).
 	run bool
@@ -69,39 +75,40 @@ type entry struct {
 	// slowMs: the policy's slow_call, ms (0: none); a success that took
 	// longer is a slow call, which breakerd must count: never skipped.
 	slowMs int64
-	// suspect is the worker id a closed breaker denies alone until
-	// suspectUntil (DENIED_SUSPECT_WORKER): the view is shared by every
-	// worker of the connection (ForWorker), so the denial is decided per
-	// worker at Allow.
-	suspect      string
-	suspectUntil time.Time
-	// until: for a denial every worker gets (open, forced open, paused, a
-	// probe in flight), when it may end, on the client's clock; zero
-	// for forced open and paused means until an event says otherwise.
-	until    time.Time
-	decision pb.Decision // the denial answered while until holds
-	reason   string
-	st       *pb.BreakerState // breakerd's last snapshot, for Permit.State
+	st     *pb.BreakerState // breakerd's last snapshot, for Permit.State
 	// child: the breaker has a parent scope (BreakerState.parent), whose
 	// state the view does not follow: every Allow on it goes to breakerd
 	// (which judges the parent's verdict) and no success is skipped (it
 	// may end the parent's failure run).
 	child bool
-	// shadowProbe: the breaker is in shadow mode (state is the enforced
-	// one, closed) and its shadow state is open, half-open or paused:
-	// from shadowProbeAt on (zero: at once) the shadow probe may be due
-	// (only breakerd hands it out) or a pause may have lapsed (only a
-	// script ends it), so Allow asks breakerd.
-	shadowProbe   bool
-	shadowProbeAt time.Time
-	// shadow: the breaker is in shadow mode; shadowDecision is what
-	// enforced mode would answer until then (ALLOWED, DENIED_OPEN or
-	// DENIED_PAUSED), given with the view's own ALLOWED. A suspect is let
-	// through by breakerd with a ticket marked shadow_denied, so the view
-	// sends the suspect's Allow to breakerd rather than answer it.
-	shadow         bool
-	shadowDecision pb.Decision
+	// allowed is the permit every ALLOWED answer from this entry returns
+	// (read-only, shared: an Allow served from the view allocates nothing).
+	allowed *Permit
 }
+
+// newEntry returns the entry for breakerd's snapshot s of name, learned
+// at now on the client's clock.
+func newEntry(name string, s *pb.BreakerState, now time.Time) *entry {
+	v, policyShadow := breaker.ViewOfProto(s)
+	e := &entry{v: v, policyShadow: policyShadow, skew: now.Sub(time.UnixMilli(s.GetAsOfMs())), state: s.GetState(),
+		gen: s.GetGeneration(), window: s.GetWindowMode(), slowMs: s.GetSlowCallMs(), child: s.GetParent() != "", st: s}
+	if e.state == pb.State_STATE_UNSPECIFIED {
+		e.state = pb.State_STATE_CLOSED
+	}
+	if v.State == string(breaker.Closed) {
+		// Outcomes count only while the (shadow) state is closed: a run.
+		e.run = v.Fails > 0 || v.Slow > 0 || v.Suspect != ""
+	}
+	e.allowed = &Permit{Breaker: name, Decision: pb.Decision_DECISION_ALLOWED, Ticket: &pb.Ticket{Generation: e.gen},
+		State: s, Cached: true}
+	return e
+}
+
+// redisMs is the client's time t on the Redis clock, ms since the epoch.
+func (e *entry) redisMs(t time.Time) int64 { return t.Add(-e.skew).UnixMilli() }
+
+// clientTime is a Redis-clock time ms on the client's clock.
+func (e *entry) clientTime(ms int64) time.Time { return time.UnixMilli(ms).Add(e.skew) }
 
 // view is the fast-mode view: entries read without a lock on the Allow
 // path; writes (events, resyncs, answers) serialized by mu.
@@ -206,126 +213,65 @@ func (v *view) names() []string {
 	return out
 }
 
-// entryOf turns breakerd's snapshot of a breaker (with the decision it
-// answered, and its retry_after) into an entry, its times moved from the
-// Redis clock to the client's (now: when the request was sent, so that an
-// answer that arrives late never stretches a denial past breakerd's end;
-// it may end early, and then breakerd decides). The entry holds for every worker of
-// the view: a denial of one worker alone (a suspect) is kept apart.
+// entryOf turns breakerd's snapshot of a breaker, and the decision it
+// answered with its retry_after, into an entry learned at now (when the
+// request was sent). A DENIED_PROBE_IN_FLIGHT answer tells the lease's
+// end when the snapshot does not.
 func entryOf(s *pb.BreakerState, d pb.Decision, retry time.Duration, now time.Time) *entry {
-	e := &entry{state: s.GetState(), gen: s.GetGeneration(), st: s, reason: s.GetReason(), window: s.GetWindowMode(),
-		slowMs: s.GetSlowCallMs(), child: s.GetParent() != ""}
-	if e.state == pb.State_STATE_UNSPECIFIED {
-		e.state = pb.State_STATE_CLOSED
-	}
-	at := func(ms int64) time.Time {
-		if ms <= 0 {
-			return time.Time{}
-		}
-		return now.Add(time.Duration(ms-s.GetAsOfMs()) * time.Millisecond)
-	}
-	if s.GetShadow() {
-		// Shadow mode: breakerd allows every call, so the view does too,
-		// except that the shadow probe is breakerd's to hand out. Outcomes
-		// count only while the shadow state is closed (a run, as enforced).
-		e.shadow, e.shadowDecision = true, pb.Decision_DECISION_ALLOWED
-		switch s.GetShadowState() {
-		case pb.State_STATE_CLOSED:
-			e.run = s.GetFailures() > 0 || s.GetSlowCalls() > 0 || s.GetSuspectWorker() != ""
-			if s.GetSuspectWorker() != "" && s.GetSuspectUntilMs() > s.GetAsOfMs() {
-				e.suspect, e.suspectUntil = s.GetSuspectWorker(), at(s.GetSuspectUntilMs())
-			}
-		case pb.State_STATE_OPEN:
-			e.shadowProbe, e.shadowProbeAt = true, at(s.GetNextProbeAtMs())
-			e.shadowDecision = pb.Decision_DECISION_DENIED_OPEN
-		case pb.State_STATE_HALF_OPEN:
-			e.shadowProbe = true
-		case pb.State_STATE_PAUSED:
-			e.shadowProbe, e.shadowProbeAt = true, now.Add(pausedRecheck)
-			e.shadowDecision = pb.Decision_DECISION_DENIED_PAUSED
-		}
-		return e
-	}
-	switch e.state {
-	case pb.State_STATE_CLOSED:
-		e.run = s.GetFailures() > 0 || s.GetSlowCalls() > 0 || s.GetSuspectWorker() != ""
-		if s.GetSuspectWorker() != "" && s.GetSuspectUntilMs() > s.GetAsOfMs() {
-			e.suspect, e.suspectUntil = s.GetSuspectWorker(), at(s.GetSuspectUntilMs())
-		}
-	case pb.State_STATE_OPEN:
-		e.decision, e.until = pb.Decision_DECISION_DENIED_OPEN, at(s.GetNextProbeAtMs())
-	case pb.State_STATE_HALF_OPEN:
-		// Known only from a denial's retry_after; otherwise ask breakerd.
-		if d == pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT && retry > 0 {
-			e.decision, e.until = d, now.Add(retry)
-		}
-	case pb.State_STATE_FORCED_OPEN:
-		e.decision, e.until = pb.Decision_DECISION_DENIED_FORCED_OPEN, at(s.GetForcedUntilMs())
-		e.reason = s.GetBreaker() + " forced open by an operator: " + s.GetReason()
-	case pb.State_STATE_PAUSED:
-		e.decision, e.until = pb.Decision_DECISION_DENIED_PAUSED, now.Add(pausedRecheck)
-	}
-	if d != pb.Decision_DECISION_ALLOWED && d != pb.Decision_DECISION_PROBE && d != pb.Decision_DECISION_UNSPECIFIED &&
-		d != pb.Decision_DECISION_DENIED_SUSPECT_WORKER && retry > 0 && e.until.IsZero() {
-		e.decision, e.until = d, now.Add(retry)
+	e := newEntry(s.GetBreaker(), s, now)
+	if d == pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT && retry > 0 && e.v.LeaseUntil == 0 {
+		e.v.LeaseUntil = s.GetAsOfMs() + retry.Milliseconds()
 	}
 	return e
 }
 
-// fastAllow answers from the view, or returns nil when breakerd must be
-// asked: a breaker the view does not know, a half-open one whose probe
-// may be due, a denial whose time is up, or a closed one while the stream
-// is down (a denial is breakerd's last word and stands until its time).
-func (c *Client) fastAllow(breaker string) *Permit {
-	e := c.view.get(breaker)
+// fastAllow answers from the view what the machine's read rule says the
+// next Allow would answer, or returns nil when breakerd must be asked: a
+// breaker the view does not know or with a parent, an answer only
+// breakerd can give (a probe due, breaker.Verdict.Due), or a closed
+// breaker while the stream is down (a denial is breakerd's last word and
+// stands until its time).
+func (c *Client) fastAllow(name string) *Permit {
+	e := c.view.get(name)
 	if e == nil || e.child {
 		return nil
 	}
 	now := c.o.clock.Now()
-	if e.shadowProbe && !now.Before(e.shadowProbeAt) {
-		return nil // the shadow probe may be due: breakerd hands it out
-	}
-	if e.state == pb.State_STATE_CLOSED && e.suspect == c.worker() && now.Before(e.suspectUntil) {
-		if e.shadow {
-			return nil // breakerd lets it through, its ticket marked shadow_denied
+	vd := e.v.Verdict(breaker.Query{Worker: c.worker(), Now: e.redisMs(now), PolicyShadow: e.policyShadow})
+	switch {
+	case vd.Due:
+		return nil
+	case vd.Denied():
+		var retry time.Duration
+		if vd.RetryAfter(e.redisMs(now)) > 0 {
+			retry = wholeMs(e.clientTime(vd.Until).Sub(now))
 		}
-		return &Permit{Breaker: breaker, Decision: pb.Decision_DECISION_DENIED_SUSPECT_WORKER, RetryAfter: e.suspectUntil.Sub(now),
-			Reason: denialWords(breaker, pb.Decision_DECISION_DENIED_SUSPECT_WORKER), State: e.st, Cached: true}
+		return &Permit{Breaker: name, Decision: vd.Decision, RetryAfter: retry, Reason: e.denialReason(name, vd.Decision),
+			State: e.st, Cached: true}
+	case !c.view.live.Load():
+		return nil
+	case vd.Shadow == pb.Decision_DECISION_UNSPECIFIED:
+		return e.allowed
 	}
-	if e.decision != pb.Decision_DECISION_UNSPECIFIED {
-		timed := e.state != pb.State_STATE_FORCED_OPEN && e.state != pb.State_STATE_PAUSED
-		if !e.until.IsZero() && !now.Before(e.until) || e.until.IsZero() && timed {
-			if e.state != pb.State_STATE_CLOSED {
-				return nil // its time is up: breakerd decides (a probe may be due)
-			}
-		} else {
-			var retry time.Duration
-			if !e.until.IsZero() {
-				retry = wholeMs(e.until.Sub(now))
-			}
-			reason := e.reason
-			if e.decision == pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT || reason == "" {
-				reason = denialWords(breaker, e.decision)
-			}
-			return &Permit{Breaker: breaker, Decision: e.decision, RetryAfter: retry, Reason: reason, State: e.st, Cached: true}
-		}
-	}
-	switch e.state {
-	case pb.State_STATE_CLOSED, pb.State_STATE_FORCED_CLOSED:
-		if !c.view.live.Load() {
-			return nil
-		}
-		// On a shadow-open (or paused) breaker enforced mode would have
-		// denied the call: its ticket says so, as breakerd's would.
-		return &Permit{Breaker: breaker, Decision: pb.Decision_DECISION_ALLOWED, ShadowDecision: e.shadowDecision,
-			Ticket: &pb.Ticket{Generation: e.gen, ShadowDenied: shadowDenied(e.shadowDecision)}, State: e.st, Cached: true}
-	}
-	return nil
+	// Shadow mode: enforced mode's answer goes with the ticket, as
+	// breakerd's would (a denial marks it shadow_denied).
+	return &Permit{Breaker: name, Decision: pb.Decision_DECISION_ALLOWED, ShadowDecision: vd.Shadow,
+		Ticket: &pb.Ticket{Generation: e.gen, ShadowDenied: breaker.ShadowDenied(vd.Shadow)}, State: e.st, Cached: true}
 }
 
-// shadowDenied reports whether d, a shadow decision, is a denial
-// (breaker.ShadowDenied): the ticket is then marked shadow_denied.
-func shadowDenied(d pb.Decision) bool { return breaker.ShadowDenied(d) }
+// denialReason is the reason the view gives a denial d: breakerd's words
+// for the state when they say it, else denialWords.
+func (e *entry) denialReason(name string, d pb.Decision) string {
+	switch d {
+	case pb.Decision_DECISION_DENIED_FORCED_OPEN:
+		return name + " forced open by an operator: " + e.st.GetReason()
+	case pb.Decision_DECISION_DENIED_OPEN, pb.Decision_DECISION_DENIED_PAUSED:
+		if r := e.st.GetReason(); r != "" {
+			return r
+		}
+	}
+	return denialWords(name, d)
+}
 
 // denialWords is the reason for a denial the view answers without
 // breakerd's own words at hand.
@@ -368,26 +314,9 @@ func (c *Client) fastLearn(p *Permit, ver, all uint64, sent time.Time) {
 // reading an entry and then setting it cannot race another event.)
 func (c *Client) onEvent(e *pb.Event) {
 	name := e.GetBreaker()
-	now := c.o.clock.Now()
 	switch e.GetKind() {
 	case pb.EventKind_EVENT_KIND_RUN_STARTED, pb.EventKind_EVENT_KIND_RUN_ENDED:
-		run := e.GetKind() == pb.EventKind_EVENT_KIND_RUN_STARTED
-		c.view.update(name, func(old *entry) *entry {
-			if old == nil || old.gen > e.GetGeneration() {
-				return old // not a breaker this client uses; or a later transition already told more
-			}
-			n := &entry{state: pb.State_STATE_CLOSED, gen: e.GetGeneration(), run: run, st: old.st, window: old.window, slowMs: old.slowMs,
-				shadow: old.shadow, shadowDecision: old.shadowDecision, child: old.child}
-			if old.gen == e.GetGeneration() && old.state == pb.State_STATE_CLOSED {
-				cp := *old
-				cp.run = run
-				if !run {
-					cp.suspect, cp.suspectUntil = "", time.Time{} // a success clears the suspect
-				}
-				n = &cp
-			}
-			return n
-		})
+		c.onRunNotice(name, e)
 		return
 	case pb.EventKind_EVENT_KIND_TRANSITION, pb.EventKind_EVENT_KIND_FORCED:
 		to := e.GetTo()
@@ -420,41 +349,64 @@ func (c *Client) onEvent(e *pb.Event) {
 		c.view.set(name, old)
 		return
 	}
-	n := &entry{state: e.GetTo(), gen: e.GetGeneration(), reason: e.GetReason(), window: old.window, slowMs: old.slowMs, child: old.child}
-	// The snapshot a denial carries, as far as the event says; the
-	// alternatives come from the policy, unchanged by a transition.
-	n.st = &pb.BreakerState{Breaker: name, State: e.GetTo(), Generation: e.GetGeneration(), Failures: e.GetFailures(),
-		DistinctWorkers: e.GetDistinctWorkers(), CooldownMs: e.GetCooldownMs(), Reason: e.GetReason(), AsOfMs: e.GetAtMs()}
-	n.st.Alternatives, n.st.WindowMode, n.st.SlowCallMs = old.st.GetAlternatives(), old.window, old.slowMs
-	if n.state == pb.State_STATE_OPEN {
-		n.st.OpenedAtMs, n.st.NextProbeAtMs = e.GetAtMs(), e.GetAtMs()+e.GetCooldownMs()
-	}
-	refresh := false
-	switch n.state {
-	case pb.State_STATE_OPEN:
-		n.decision, n.until = pb.Decision_DECISION_DENIED_OPEN, now.Add(time.Duration(e.GetCooldownMs())*time.Millisecond)
-	case pb.State_STATE_CLOSED:
-		n.run = e.GetKind() == pb.EventKind_EVENT_KIND_FORCED && e.GetFailures() > 0 // AUTO and transitions start fresh
-	case pb.State_STATE_FORCED_OPEN, pb.State_STATE_PAUSED:
-		// Denied until an event says otherwise; the end (a force TTL, the
-		// pause's) is in the snapshot: fetch it, since it lapses only when a
-		// script runs and a fast client would otherwise never run one.
-		n.decision = pb.Decision_DECISION_DENIED_FORCED_OPEN
-		if n.state == pb.State_STATE_PAUSED {
-			n.decision, n.until = pb.Decision_DECISION_DENIED_PAUSED, now.Add(pausedRecheck)
-		}
-		if n.state == pb.State_STATE_FORCED_OPEN {
-			n.reason = name + " forced open by an operator: " + e.GetReason()
-		}
-		refresh = true
-	case pb.State_STATE_FORCED_CLOSED, pb.State_STATE_HALF_OPEN:
-	default:
-		n = nil
-	}
+	n := eventEntry(name, e, old, c.o.clock.Now())
 	c.view.set(name, n)
-	if refresh {
+	if n != nil && (n.state == pb.State_STATE_FORCED_OPEN || n.state == pb.State_STATE_PAUSED) {
+		// Denied until an event says otherwise; the end (a force TTL, the
+		// pause's) is in the snapshot: fetch it, since it lapses only when
+		// a script runs and a fast client would otherwise never run one.
 		c.goRefresh(name)
 	}
+}
+
+// onRunNotice applies a run notice: a closed breaker's success now does
+// (run_started) or does not (run_ended) change it.
+func (c *Client) onRunNotice(name string, e *pb.Event) {
+	run := e.GetKind() == pb.EventKind_EVENT_KIND_RUN_STARTED
+	c.view.update(name, func(old *entry) *entry {
+		if old == nil || old.gen > e.GetGeneration() {
+			return old // not a breaker this client uses; or a later transition already told more
+		}
+		if old.gen == e.GetGeneration() && old.state == pb.State_STATE_CLOSED {
+			cp := *old
+			cp.run = run
+			if !run {
+				cp.v.Suspect, cp.v.SuspectUntil = "", 0 // a success clears the suspect
+			}
+			return &cp
+		}
+		n := *old
+		n.v = breaker.View{State: string(breaker.Closed), Gen: e.GetGeneration(), Shadow: old.v.Shadow, Now: e.GetAtMs()}
+		n.state, n.gen, n.run = pb.State_STATE_CLOSED, e.GetGeneration(), run
+		n.allowed = &Permit{Breaker: name, Decision: pb.Decision_DECISION_ALLOWED,
+			Ticket: &pb.Ticket{Generation: n.gen}, State: old.st, Cached: true}
+		return &n
+	})
+}
+
+// eventEntry is the entry a transition or Force event makes of old,
+// learned at now; nil for a state this build does not know. The snapshot
+// a denial carries is what the event says; the alternatives and the
+// policy's modes come from old, which a transition does not change.
+func eventEntry(name string, e *pb.Event, old *entry, now time.Time) *entry {
+	switch e.GetTo() {
+	case pb.State_STATE_OPEN, pb.State_STATE_CLOSED, pb.State_STATE_FORCED_OPEN, pb.State_STATE_PAUSED,
+		pb.State_STATE_FORCED_CLOSED, pb.State_STATE_HALF_OPEN:
+	default:
+		return nil
+	}
+	st := &pb.BreakerState{Breaker: name, State: e.GetTo(), Generation: e.GetGeneration(), Failures: e.GetFailures(),
+		DistinctWorkers: e.GetDistinctWorkers(), CooldownMs: e.GetCooldownMs(), Reason: e.GetReason(), AsOfMs: e.GetAtMs(),
+		Alternatives: old.st.GetAlternatives(), WindowMode: old.window, SlowCallMs: old.slowMs,
+		ShadowSetting: old.st.GetShadowSetting()}
+	if e.GetTo() == pb.State_STATE_OPEN {
+		st.OpenedAtMs, st.NextProbeAtMs = e.GetAtMs(), e.GetAtMs()+e.GetCooldownMs()
+	}
+	n := newEntry(name, st, now)
+	n.child, n.policyShadow = old.child, old.policyShadow
+	// AUTO and transitions start fresh; a pin keeps the run it had.
+	n.run = e.GetKind() == pb.EventKind_EVENT_KIND_FORCED && e.GetTo() == pb.State_STATE_CLOSED && e.GetFailures() > 0
+	return n
 }
 
 // goRefresh reads name's snapshot in the background into the view.

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/breakerd/breakerd/internal/limits"
+	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/render"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -325,10 +326,17 @@ func parentVerdict(t Tool, child, parent *pb.BreakerState, now time.Time) (u Una
 	return u, true
 }
 
-// judge reads the state st of the breaker name on tool's way: out is true
-// when the tool must leave the run. Reasons name name.
+// judge reads the state st of the breaker name on tool's way by the
+// machine's read rule (breaker.View.Verdict, at the snapshot's time, for
+// worker): out is true when the next Allow would deny, not when a probe
+// is due (a call finds out). Reasons name name.
 func judge(t Tool, name string, st *pb.BreakerState, worker string, now time.Time) (u Unavailable, out bool) {
 	if st == nil {
+		return Unavailable{}, false
+	}
+	v, policyShadow := breaker.ViewOfProto(st)
+	vd := v.Verdict(breaker.Query{Worker: worker, Now: v.Now, PolicyShadow: policyShadow})
+	if !vd.Denied() || vd.Due {
 		return Unavailable{}, false
 	}
 	u = Unavailable{Tool: t.Name, Breaker: t.BreakerName(), Status: StatusCircuitOpen, Reason: st.GetReason(),
@@ -336,46 +344,23 @@ func judge(t Tool, name string, st *pb.BreakerState, worker string, now time.Tim
 	if ms := st.GetOpenedAtMs(); ms > 0 {
 		u.Since = time.UnixMilli(ms)
 	}
-	until := func(atMs int64) time.Time { // a breakerd time, moved to the client's clock
-		return now.Add(time.Duration(atMs-st.GetAsOfMs()) * time.Millisecond)
+	if retry := vd.RetryAfter(v.Now); retry > 0 && vd.Decision != pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT {
+		u.MayReturnAt = now.Add(time.Duration(retry) * time.Millisecond) // moved to the client's clock
 	}
-	switch st.GetState() {
-	case pb.State_STATE_CLOSED:
-		// Closed for the fleet, but this worker alone may be the suspect.
-		if st.GetSuspectWorker() != worker || st.GetSuspectUntilMs() <= st.GetAsOfMs() {
-			return Unavailable{}, false
-		}
-		u.MayReturnAt = until(st.GetSuspectUntilMs())
+	switch vd.Decision {
+	case pb.Decision_DECISION_DENIED_SUSPECT_WORKER:
 		u.Reason = name + ": only this worker's calls have failed and no other worker confirms (likely its network or config)"
-	case pb.State_STATE_OPEN:
-		if st.GetNextProbeAtMs() <= st.GetAsOfMs() {
-			return Unavailable{}, false // a probe is due: let a call find out
-		}
-		u.MayReturnAt = until(st.GetNextProbeAtMs())
-	case pb.State_STATE_FORCED_OPEN:
-		if st.GetForcedUntilMs() > 0 {
-			if st.GetForcedUntilMs() <= st.GetAsOfMs() {
-				return Unavailable{}, false
-			}
-			u.MayReturnAt = until(st.GetForcedUntilMs())
-		}
+	case pb.Decision_DECISION_DENIED_FORCED_OPEN:
 		if st.GetForcedBy() != "" { // not a fail-closed fallback
 			u.Forced = true
 			u.Reason = name + " forced open by an operator: " + st.GetReason()
 		}
-	case pb.State_STATE_PAUSED:
-		// A revoked credential: no probe lifts it, an operator does.
-	case pb.State_STATE_HALF_OPEN:
-		if !st.GetProbeInFlight() {
-			return Unavailable{}, false
-		}
+	case pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT:
 		u.Status = StatusProbeInFlight
 		u.Reason = name + " is recovering from an outage and is being probed"
 		if last := st.GetLastFailure(); last != "" {
 			u.Reason += " (last failure: " + last + ")"
 		}
-	default:
-		return Unavailable{}, false
 	}
 	return u, true
 }
@@ -402,10 +387,29 @@ func (u Unavailable) err(now time.Time) error {
 }
 
 // states returns the named breakers' states: from breakerd in one
-// BatchGet within the Allow budget, or from the fallback (degraded true)
-// when breakerd is unreachable or misses the budget. Names are checked as
-// breakerd checks them, before any round trip.
+// BatchGet per limits.MaxBatch names, each within the Allow budget, or
+// from the fallback (degraded true) when breakerd is unreachable or misses
+// the budget. Names are checked as breakerd checks them, before any round
+// trip.
 func (c *Client) states(ctx context.Context, names []string) (states []*pb.BreakerState, degraded bool, err error) {
+	// A toolset past one BatchGet's bound is read in several: refusing it
+	// would leave a large toolset unfiltered.
+	for len(names) > limits.MaxBatch {
+		part, deg, err := c.batchStates(ctx, names[:limits.MaxBatch])
+		if err != nil {
+			return nil, false, err
+		}
+		states, degraded, names = append(states, part...), degraded || deg, names[limits.MaxBatch:]
+	}
+	part, deg, err := c.batchStates(ctx, names)
+	if err != nil {
+		return nil, false, err
+	}
+	return append(states, part...), degraded || deg, nil
+}
+
+// batchStates is states for at most limits.MaxBatch names: one BatchGet.
+func (c *Client) batchStates(ctx context.Context, names []string) (states []*pb.BreakerState, degraded bool, err error) {
 	if len(names) == 0 {
 		return nil, false, nil
 	}

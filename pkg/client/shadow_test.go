@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
@@ -116,7 +117,7 @@ func TestFastShadowTripEventDoesNotDeny(t *testing.T) {
 		w.await(t, pb.State_STATE_OPEN)
 		eventually(t, "the fast view forgets the breaker on the shadow trip", func() bool {
 			e := c.view.get(name)
-			return e == nil || e.shadowProbe
+			return e == nil || e.v.State == string(breaker.Open)
 		})
 		for range 3 {
 			pm, err := c.Allow(ctx, name)

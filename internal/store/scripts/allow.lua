@@ -108,9 +108,9 @@ if s.lease ~= '' then
   end
   s.lease, s.lease_until, s.lease_by = '', 0, ''
   dirty = true
-  if s.lapses >= 3 then
+  if s.lapses >= MAX_LAPSES then
     s.noprobe = s.lapser
-    s.noprobe_until = clock() + COOLDOWN_BASE + math.floor(COOLDOWN_BASE * JITTER)
+    s.noprobe_until = clock() + open_period(COOLDOWN_BASE, COOLDOWN_BASE, JITTER, 0, 0)
     s.lapses = 0
     emit(s, 'probe_abandoned', 'half_open', 'half_open', 'probe_abandoned', clock(), nil, s.lapser)
   end

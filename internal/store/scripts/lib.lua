@@ -317,6 +317,36 @@ local function expire_pause(s)
   return false
 end
 
+-- MAX_LAPSES is how many probe leases in a row one worker may let lapse
+-- before it is refused probes (probe.MaxLapses).
+local MAX_LAPSES = 3
+
+-- open_period is the open period, ms, after level failed probes: the
+-- schedule's step (base doubled level times, capped at cap) or the
+-- Retry-After if longer, jittered by floor(d * jitter)
+-- (probe.Schedule.OpenPeriod).
+local function open_period(base, cap, jitter, level, retry_after)
+  local cd = base
+  local i = 0
+  while i < level and cd < cap do
+    cd = cd * 2
+    i = i + 1
+  end
+  cd = math.max(math.min(cd, cap), retry_after)
+  return cd + math.floor(cd * jitter)
+end
+
+-- quorum judges a run that reached its limit by the n distinct workers
+-- behind it (quorum.Rule.Reached; quorum.Rule.Quorate is n >= min_workers):
+-- 'trip' from at least min_workers, 'suspect' when one worker is behind
+-- it all, nil otherwise. Every run (failures, counted 429s, a window's
+-- failures, slow calls, pause votes) is judged by it over its own workers.
+local function quorum(n, min_workers)
+  if n >= min_workers then return 'trip' end
+  if n == 1 then return 'suspect' end
+  return nil
+end
+
 -- snapshot is the flat reply every script ends with (breaker.View; store
 -- decodes it in reply.go). A breaker with nothing to store answers an
 -- empty array: closed, generation 0, and no clock read.

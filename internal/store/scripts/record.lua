@@ -181,17 +181,10 @@ local function cap_trip(cause)
   return true
 end
 
--- cooldown: the schedule's step after level failed probes, or the
--- Retry-After if longer, jittered (probe.Cooldown, probe.Jitter).
+-- cooldown: the open period after level failed probes under this call's
+-- policy (open_period).
 local function cooldown(level, retry_after)
-  local cd = COOLDOWN_BASE
-  local i = 0
-  while i < level and cd < COOLDOWN_CAP do
-    cd = cd * 2
-    i = i + 1
-  end
-  cd = math.max(math.min(cd, COOLDOWN_CAP), retry_after)
-  return cd + math.floor(cd * JITTER)
+  return open_period(COOLDOWN_BASE, COOLDOWN_CAP, JITTER, level, retry_after)
 end
 
 local function open(from, level, cd, cause)
@@ -238,13 +231,14 @@ local function slow_trip(slow, calls, sworkers)
   if #lat > 0 then p50 = lat[math.floor((#lat - 1) / 2) + 1] end
   local last = 'slow:' .. tostring(slow) .. ':' .. tostring(calls) .. ':' .. tostring(p50) .. ':' ..
     tostring(#lat) .. ':' .. tostring(SLOW_CALL)
-  if #sworkers >= MIN_WORKERS then
+  local q = quorum(#sworkers, MIN_WORKERS)
+  if q == 'trip' then
     if cap_trip('slow') then return end
     s.fails, s.last = slow, last
     redis.call('DEL', K_WORKERS)
     redis.call('SADD', K_WORKERS, unpack(sworkers))
     open('closed', 0, cooldown(0, RETRY_AFTER), 'slow')
-  elseif #sworkers == 1 then
+  elseif q == 'suspect' then
     s.last, s.cause = last, 'slow_suspect'
     suspect('slow_suspect')
   end
@@ -263,7 +257,7 @@ end
 local function pause_vote(cause)
   redis.call('SADD', K_PAUSE, ACTOR)
   dirty = true
-  if redis.call('SCARD', K_PAUSE) >= MIN_WORKERS then
+  if quorum(redis.call('SCARD', K_PAUSE), MIN_WORKERS) == 'trip' then
     fresh(s)
     s.st, s.cause = 'paused', cause
     s.pause_until = clock() + PAUSE_TTL
@@ -400,12 +394,13 @@ local function window_record()
   if s.force == 'closed' then return reply(1) end
   local calls, fails, fworkers = win_totals(w)
   if calls < MIN_CALLS or fails < FAILURE_RATE * calls then return reply(1) end
-  if #fworkers >= MIN_WORKERS then
+  local q = quorum(#fworkers, MIN_WORKERS)
+  if q == 'trip' then
     if cap_trip('window') then return reply(1) end
     s.fails = fails
     redis.call('SADD', K_WORKERS, unpack(fworkers))
     open('closed', 0, cooldown(0, RETRY_AFTER), 'window')
-  elseif #fworkers == 1 then
+  elseif q == 'suspect' then
     s.fails, s.cause = fails, 'window_suspect'
     suspect('window_suspect')
   end
@@ -486,12 +481,13 @@ if s.force == 'closed' then
 end
 
 -- The trip rule (quorum.Judge): each run over its own distinct workers.
-local n = workers(s)
-if s.rl >= RATE_LIMIT_TRIPS and redis.call('SCARD', K_RL) >= MIN_WORKERS then
+local q = nil
+if s.fails >= THRESHOLD then q = quorum(workers(s), MIN_WORKERS) end
+if s.rl >= RATE_LIMIT_TRIPS and quorum(redis.call('SCARD', K_RL), MIN_WORKERS) == 'trip' then
   if not cap_trip('rate_limit') then open('closed', 0, cooldown(0, RETRY_AFTER), 'rate_limit') end
-elseif s.fails >= THRESHOLD and n >= MIN_WORKERS then
+elseif q == 'trip' then
   if not cap_trip('trip') then open('closed', 0, cooldown(0, RETRY_AFTER), 'trip') end
-elseif s.fails >= THRESHOLD and n == 1 then
+elseif q == 'suspect' then
   if s.cause == 'slow_suspect' then s.cause = '' end -- the failure run's suspect now
   suspect('suspect')
 end

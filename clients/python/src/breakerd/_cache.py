@@ -4,17 +4,21 @@ The daemon says, with every state it sends, until when the breaker denies
 (``deny_until_ms``, on the Redis clock). The cache keeps the states that
 deny, and answers "does this breaker deny now?" as a map lookup against
 its reading of the Redis clock: no breaker rule lives here. The stream
-(``GET /v1/watch``) opens with a snapshot of every denying breaker, then
-sends each change; a reconnect resumes with ``Last-Event-ID`` and a
-``resync`` event starts over from a fresh snapshot.
+(``GET /v1/watch``) opens with a snapshot of the denying breakers, then
+sends each event (an event names its breaker, whose state the cache then
+reads). A reconnect, to any of the daemons, sends ``Last-Event-ID``: a
+stream that names its breakers replays what it missed, one that does not
+starts with a fresh snapshot; a ``resync`` event starts over.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import socket
 import threading
-from collections.abc import Callable
+import urllib.parse
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._transport import Endpoint, Transport, _fresh
@@ -24,6 +28,8 @@ WATCH_PATH = "/v1/watch"
 # daemon's heartbeats come well within it).
 _READ_TIMEOUT = 60.0
 _RETRY_MIN, _RETRY_MAX = 0.05, 2.0
+# The bound on the Get an event triggers.
+_GET_TIMEOUT = 2.0
 
 
 def _int(v: object) -> int:
@@ -37,8 +43,10 @@ class OpenCache:
     """OpenCache holds the breakers that deny, with a thread that follows
     the watch stream. Safe for concurrent use."""
 
-    def __init__(self, transport: Transport, now_ms: Callable[[], int], start: bool = True) -> None:
+    def __init__(self, transport: Transport, now_ms: Callable[[], int], breakers: Sequence[str] = (),
+                 start: bool = True) -> None:
         self._transport = transport
+        self._breakers = list(breakers)  # the stream's filter; empty: every breaker
         self._now_ms = now_ms
         self._lock = threading.Lock()
         self._denying: dict[str, dict[str, Any]] = {}
@@ -46,9 +54,10 @@ class OpenCache:
         self._last_id = ""  # the last event id seen, for Last-Event-ID
         self._live = threading.Event()
         self._stop = threading.Event()
-        self._conn: http.client.HTTPConnection | None = None
+        self._sock: socket.socket | None = None  # the stream's socket, for close to cut
         self.snapshots = 0  # snapshots applied (tests wait on it)
         self.events = 0  # live events applied
+        self.resumes = 0  # connections that sent Last-Event-ID
         self._thread: threading.Thread | None = None
         if start:
             self._thread = threading.Thread(target=self._follow, name="breakerd-watch", daemon=True)
@@ -133,17 +142,30 @@ class OpenCache:
             self.observe(st)
         elif "deny_until_ms" in doc:
             self.observe(doc)
+        elif isinstance(doc.get("breaker"), str) and doc["breaker"]:
+            self._refresh(doc["breaker"])
         self.events += 1
         return True
+
+    def _refresh(self, breaker: str) -> None:
+        """Reads the state of a breaker an event names: the event says
+        what happened, the state until when it denies."""
+        try:
+            ans = self._transport.call("Get", {"breaker": breaker}, _GET_TIMEOUT)
+        except Exception:  # the next event or snapshot tells again; an answer still in the map stays
+            return
+        st = ans.get("state")
+        if isinstance(st, dict):
+            self.observe(st)
 
     # -- the stream --------------------------------------------------------
 
     def close(self) -> None:
         self._stop.set()
-        conn = self._conn
-        if conn is not None and conn.sock is not None:
+        sock = self._sock
+        if sock is not None:
             try:
-                conn.sock.shutdown(2)
+                sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
         if self._thread is not None:
@@ -165,19 +187,26 @@ class OpenCache:
 
     def _stream(self, ep: Endpoint) -> None:
         pool_conn = _fresh(ep, self._transport.tls, _READ_TIMEOUT)
-        self._conn = pool_conn
         try:
             headers = {k: v for k, v in self._transport.headers().items() if k == "Authorization"}
             headers["Accept"] = "text/event-stream"
             if self._last_id:
                 headers["Last-Event-ID"] = self._last_id
-            pool_conn.request("GET", ep.prefix + WATCH_PATH, headers=headers)
+                self.resumes += 1
+            query = "?" + urllib.parse.urlencode([("breaker", b) for b in self._breakers]) if self._breakers else ""
+            pool_conn.request("GET", ep.prefix + WATCH_PATH + query, headers=headers)
+            self._sock = pool_conn.sock  # the response keeps reading it after getresponse
+            if self._stop.is_set():
+                return
             resp = pool_conn.getresponse()
-            if resp.status != 200:
-                raise ValueError(f"watch: HTTP {resp.status}")
-            self._read(resp)
+            try:
+                if resp.status != 200:
+                    raise ValueError(f"watch: HTTP {resp.status}")
+                self._read(resp)
+            finally:
+                resp.close()
         finally:
-            self._conn = None
+            self._sock = None
             pool_conn.close()
 
     def _read(self, resp: http.client.HTTPResponse) -> None:

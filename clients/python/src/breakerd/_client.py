@@ -13,7 +13,7 @@ from typing import Any
 
 from . import _render
 from ._cache import OpenCache
-from ._errors import CircuitOpen, ConfigError
+from ._errors import BreakerdError, CircuitOpen, ConfigError
 from ._evidence import Evidence, evidence_of
 from ._fallback import LocalBreaker, LocalPolicy, counts
 from ._guard import Guard
@@ -92,8 +92,11 @@ class Permit:
 class Client:
     """Client talks to breakerd over HTTP/JSON. ``urls`` is one daemon's
     base URL or several (a list, or comma-separated): calls fail over
-    between them within the Allow budget. Safe for concurrent use from
-    threads; ``AsyncClient`` has the same methods for asyncio."""
+    between them within the Allow budget. ``watch`` follows the watch
+    stream for the open cache: True for every breaker, a list of names for
+    those only (a resumed stream then replays what it missed), False for
+    no stream. Safe for concurrent use from threads; ``AsyncClient`` has
+    the same methods for asyncio."""
 
     def __init__(
         self,
@@ -105,7 +108,7 @@ class Client:
         first_contact_budget: float = DEFAULT_FIRST_CONTACT_BUDGET,
         rpc_timeout: float = DEFAULT_RPC_TIMEOUT,
         tls: ssl.SSLContext | None = None,
-        watch: bool = True,
+        watch: bool | Sequence[str] = True,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if worker_id is not None and not worker_id.strip():
@@ -120,7 +123,8 @@ class Client:
         self.clock = clock
         self.transport = Transport(urls, token=token, tls=tls)
         self.local = LocalBreaker(self._now_ms)
-        self.cache = OpenCache(self.transport, self._now_ms) if watch else None
+        names = [] if isinstance(watch, bool) else list(watch)
+        self.cache = OpenCache(self.transport, self._now_ms, names) if watch else None
         self._lock = threading.Lock()
         self._contacted = False
         self._outage = False
@@ -208,7 +212,7 @@ class Client:
         RecordResponse (``counted``, ``classified_as``, ``why``). When no
         daemon answers, the local fallback counts it and the answer is
         ``{"degraded": True}``."""
-        ev = evidence if evidence is not None else evidence_of(exc)
+        ev = dict(evidence) if evidence is not None else evidence_of(exc)
         if permit.local_generation is not None:
             self.local.record(permit.breaker, permit.local_generation, permit.probe, counts(ev))
             return {"degraded": True, "counted": counts(ev) is not None}
@@ -312,14 +316,17 @@ class Client:
                       reason=d.reason, tool_result=text, degraded=True, state=st, local_generation=d.generation)
 
     def _learn_policy(self, breaker: str) -> None:
-        """Reads the breaker's policy once, for the local fallback; a
-        failure leaves breakerd's defaults (LocalPolicy's)."""
+        """Reads the breaker's policy once, for the local fallback. A
+        refusal (an older daemon, a token that may not read policies)
+        leaves breakerd's defaults (LocalPolicy's) for good; an outage
+        leaves them until the next Allow."""
         if self.local.has_policy(breaker):
             return
         try:
             pol = self.transport.call("GetPolicy", {"breaker": breaker}, self.rpc_timeout).get("policy", {})
-        except Exception:  # the fallback's knowledge is best effort; the call goes on
+        except Outage:
             return
-        if isinstance(pol, dict):
-            known = {f: _int(pol[f]) for f in LocalPolicy.__dataclass_fields__ if _int(pol.get(f)) > 0}
-            self.local.set_policy(breaker, LocalPolicy(**known))
+        except BreakerdError:
+            pol = {}
+        known = {f: _int(pol[f]) for f in LocalPolicy.__dataclass_fields__ if isinstance(pol, dict) and _int(pol.get(f)) > 0}
+        self.local.set_policy(breaker, LocalPolicy(**known))

@@ -38,6 +38,12 @@ def tool_name(tool: object) -> str:
     raise TypeError(f"a tool needs a name: {type(tool).__name__} has none")
 
 
+def _denies(st: Mapping[str, Any]) -> bool:
+    """A state denies when its deny_until_ms is past the Redis clock's
+    reading it was taken at."""
+    return _int(st.get("deny_until_ms")) > _int(st.get("as_of_ms")) > 0
+
+
 def _int(v: object) -> int:
     try:
         return int(v) if isinstance(v, (int, str)) and not isinstance(v, bool) else 0
@@ -120,8 +126,10 @@ class Run:
             return [t for t, n in zip(tools, names) if n not in self._removed]
 
     def _verdicts(self, breakers: list[str]) -> dict[str, tuple[dict[str, Any], bool]]:
-        """The denying states among breakers (empty for one that allows),
-        and whether the fallback judged."""
+        """The denying states among breakers (none for one that allows),
+        and whether the fallback judged. A breaker denied by its parent
+        scope (deny_until_ms includes the parent's verdict) gets the
+        parent's state, read in a second BatchGet, for its reason."""
         out: dict[str, tuple[dict[str, Any], bool]] = {}
         if not breakers:
             return out
@@ -134,8 +142,19 @@ class Run:
         for st in states:
             if self.client.cache is not None:
                 self.client.cache.observe(st)
-            if _int(st.get("deny_until_ms")) > _int(st.get("as_of_ms")) > 0:
+            if _denies(st):
                 out[str(st.get("breaker", ""))] = (st, False)
+        parents = {b: str(st.get("parent")) for b, (st, _) in out.items()
+                   if st.get("parent") and _render.decision_of(st) == "DECISION_DENIED_PARENT_OPEN"}
+        if parents:
+            try:
+                by_name = {str(p.get("breaker")): p for p in self.client.batch_get(sorted(set(parents.values())))}
+            except Outage:
+                by_name = {}
+            for b, parent in parents.items():
+                p = by_name.get(parent)
+                if p is not None and _denies(p):
+                    out[b] = ({**p, "parent": parent, "scope_of": b}, False)
         return out
 
     def _fallback_state(self, breaker: str) -> dict[str, Any]:
@@ -150,10 +169,12 @@ class Run:
                 "deny_until_ms": str(self.client._now_ms() + d.retry_after_ms)}
 
     def _remove(self, tool: str, st: Mapping[str, Any], degraded: bool, now: int, decision: str = "") -> None:
+        if not decision:
+            decision = "DECISION_DENIED_PARENT_OPEN" if "scope_of" in st else _render.decision_of(st)
         u = Unavailable(
             tool=tool,
             breaker=self.breaker_of(tool),
-            decision=decision or _render.decision_of(dict(st)),
+            decision=decision,
             reason=str(st.get("reason", "")),
             deny_until_ms=_int(st.get("deny_until_ms")),
             removed_at_ms=now,

@@ -171,6 +171,10 @@ class Transport:
             except (TimeoutError, socket.timeout) as e:
                 last = e
                 break  # slow: the budget is spent on this daemon
+            except ssl.SSLCertVerificationError as e:
+                # Not an outage: this client's TLS settings do not trust
+                # the daemon, and no fallback fixes that.
+                raise ConfigError(f"breakerd URL {self._pools[idx].ep.url}: TLS: {e.verify_message or e}") from e
             except _LOST as e:
                 last = e
                 continue

@@ -1,0 +1,120 @@
+"""The client against real daemons: a trip from two workers with raw
+evidence, the daemon's tool result, refused input, failover between two
+daemons, the open cache fed by the watch stream, and the fallback."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+
+import breakerd
+from breakerd._evidence import evidence_of
+
+from .conftest import Daemon
+from .test_conformance import ROWS, kinds, python_failure  # noqa: F401 - kinds is a fixture
+
+
+def wait_for(cond: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    """Waits on a condition (never a wall-time margin: the bound is only
+    for a broken build)."""
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def client(*daemons: Daemon, worker: str, **kw: Any) -> breakerd.Client:
+    kw.setdefault("allow_budget", 5.0)
+    kw.setdefault("watch", False)
+    return breakerd.Client([d.url for d in daemons], worker_id=worker, **kw)
+
+
+def fail(c: breakerd.Client, breaker: str, status: int = 503) -> dict[str, Any]:
+    g = c.guard(breaker, tool="refund_charge")
+    with pytest.raises(httpx.HTTPStatusError):
+        with g:
+            httpx.Response(status, request=httpx.Request("POST", "http://vendor/")).raise_for_status()
+    assert g.result is not None
+    return g.result
+
+
+def trip(breaker: str, *clients: breakerd.Client, failures: int = 3) -> None:
+    """Fails the breaker's calls from the clients in turn until it opens
+    (the test policy: 3 failures from 2 workers)."""
+    for i in range(failures):
+        fail(clients[i % len(clients)], breaker)
+
+
+def test_trip_from_two_workers(daemon: Daemon, name: Callable[[str], str]) -> None:
+    b = name("payments")
+    w1, w2 = client(daemon, worker="w1"), client(daemon, worker="w2")
+    first = fail(w1, b)
+    assert first["counted"] is True and first["classified_as"] == "OUTCOME_SERVER_ERROR"
+    fail(w1, b)
+    assert w1.allow(b).allowed  # one worker alone: no quorum
+    fail(w2, b)
+    with pytest.raises(breakerd.CircuitOpen) as e:
+        with w1.guard(b, tool="refund_charge"):
+            raise AssertionError("a denied call must not run")
+    d = e.value
+    assert d.decision == "DECISION_DENIED_OPEN" and not d.degraded
+
+
+def test_rate_limit_evidence_is_classified(daemon: Daemon, name: Callable[[str], str]) -> None:
+    c = client(daemon, worker="w1")
+    p = c.allow(name("llm"))
+    ans = c.record(p, evidence={"http_status": 429, "headers": {"retry-after": "120"}}, deadline_ms=1000)
+    assert ans["classified_as"] == "OUTCOME_RATE_LIMITED"
+    assert ans["why"]
+
+
+def test_unknown_token_is_unauthenticated(daemons: Callable[..., Daemon], tmp_path: Any) -> None:
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text("tokens:\n  - name: w\n    role: worker\n    workers: [w1]\n    token_sha256: " + "0" * 64 + "\n")
+    tokens.chmod(0o600)
+    d = daemons("--tokens", str(tokens))
+    with pytest.raises(breakerd.Unauthenticated):
+        client(d, worker="w1").allow("b")
+
+
+def test_get_policy(daemon: Daemon, name: Callable[[str], str]) -> None:
+    ans = client(daemon, worker="w1").get_policy(name("payments"))
+    assert ans["policy"]["threshold"] == 3
+    assert ans["policy"]["alternatives"] == ["issue_refund_manually"]
+
+
+def test_failover_keeps_answering(two_daemons: tuple[Daemon, Daemon], name: Callable[[str], str]) -> None:
+    d1, d2 = two_daemons
+    b = name("payments")
+    c = client(d1, d2, worker="w1", allow_budget=2.0)
+    trip(b, c, client(d2, worker="w2"))
+    assert not c.allow(b).allowed
+    d1.stop()
+    p = c.allow(b)
+    assert not p.allowed and not p.degraded  # d2 answered from the shared Redis
+    assert c.transport.failovers == 1
+
+
+def test_every_row_classifies_as_written(daemon: Daemon, name: Callable[[str], str], kinds: dict[str, BaseException]) -> None:
+    """conformance/classification.json: each row's Python failure, recorded through the client, is what
+    the daemon classifies as the row's outcome."""
+    c = breakerd.Client(daemon.url, worker_id="conformance", allow_budget=5, watch=False)
+    b = name("classify")
+    wrong = []
+    for param in ROWS:
+        row = param.values[0]
+        ev = evidence_of(python_failure(row["evidence"], kinds))
+        if row["evidence"].get("no_deadline"):
+            ev["no_deadline"] = True
+        p = c.allow(b)
+        ans = c.record(p, evidence=ev, deadline_ms=row.get("deadline_ms", 0))
+        if ans.get("classified_as") != row["want"]["outcome"]:
+            wrong.append((row["name"], ev, ans.get("classified_as"), row["want"]["outcome"]))
+        if not c.allow(b).allowed:
+            b = name(f"classify-{len(wrong)}-{row['name'][:8]}")  # a new breaker when this one tripped
+    assert wrong == []
