@@ -107,7 +107,7 @@ func (v View) Proto(name string, alternatives []string) *pb.BreakerState {
 		NextProbeAtMs:   v.ProbeAt,
 		CooldownMs:      v.Cooldown,
 		Reason:          StateReason(name, v),
-		LastFailure:     SlowPhrase(v.Last),
+		LastFailure:     SlowPhrase(Spoken(v.Last)),
 		SlowCalls:       v.Slow,
 		ProbeInFlight:   v.InFlight,
 		FailedProbes:    v.Level,
@@ -120,7 +120,22 @@ func (v View) Proto(name string, alternatives []string) *pb.BreakerState {
 		Alternatives:    alternatives,
 	}
 	st.OpenFractionCapped = v.Capped
+	st.DenyUntilMs = v.DenyUntil("")
+	st.LastFailureMessage = Message(v.Last)
 	return st
+}
+
+// DenyUntil is BreakerState.deny_until_ms: until when the read rule
+// (Verdict) denies worker ("" for any worker but the suspect) at the
+// snapshot's time, the breaker enforced; 0 when it does not deny, or when
+// the next Allow is due to move it (a probe). ShadowProto clears it for
+// a shadowed breaker.
+func (v View) DenyUntil(worker string) int64 {
+	vd := v.Verdict(Query{Worker: worker, Now: v.Now})
+	if !vd.Denied() || vd.Due {
+		return 0
+	}
+	return vd.Until
 }
 
 // ViewOfProto is the inverse of View.Proto and ShadowProto, as far as the
@@ -135,7 +150,7 @@ func ViewOfProto(st *pb.BreakerState) (v View, policyShadow bool) {
 	if st.GetShadow() {
 		state = st.GetShadowState()
 	}
-	v = View{State: PublicName(state), Gen: st.GetGeneration(), Fails: st.GetFailures(),
+	v = View{State: EnumName(state), Gen: st.GetGeneration(), Fails: st.GetFailures(),
 		Workers: st.GetDistinctWorkers(), Opened: st.GetOpenedAtMs(), ProbeAt: st.GetNextProbeAtMs(),
 		Cooldown: st.GetCooldownMs(), Last: st.GetLastFailure(), InFlight: st.GetProbeInFlight(),
 		Level: st.GetFailedProbes(), ForceBy: st.GetForcedBy(), ForceUntil: st.GetForcedUntilMs(),

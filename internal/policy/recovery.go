@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/breakerd/breakerd/internal/yamlfile"
 )
 
 // RecoveryCheck is a cheap request a daemon sends while a breaker is open
@@ -21,6 +23,16 @@ type RecoveryCheck struct {
 	// Timeout bounds one check, connection included. Default 5s; at least
 	// 1ms and below the policy's recovery_check_interval.
 	Timeout time.Duration
+}
+
+// credentials reports whether c sends credentials (headers or a URL's
+// user:pass@).
+func (c *RecoveryCheck) credentials() bool {
+	if c == nil || c.HTTP == nil {
+		return false
+	}
+	u, err := url.Parse(c.HTTP.URL)
+	return len(c.HTTP.Headers) > 0 || err == nil && u.User != nil
 }
 
 // HTTPCheck is an HTTP recovery check.
@@ -76,6 +88,21 @@ func (c *RecoveryCheck) Describe() string {
 			d += " service " + c.GRPC.Service
 		}
 		return d
+	}
+	return ""
+}
+
+// Target is what the check reaches, for bounding checks per target
+// fleet-wide: the HTTP URL as written (credentials and query included, so
+// it is a secret: hash it before storing it), or "grpc://<target>/<service>".
+func (c *RecoveryCheck) Target() string {
+	switch {
+	case c == nil:
+		return ""
+	case c.HTTP != nil:
+		return c.HTTP.URL
+	case c.GRPC != nil:
+		return "grpc://" + c.GRPC.Target + "/" + c.GRPC.Service
 	}
 	return ""
 }
@@ -182,7 +209,7 @@ type recoveryFile struct {
 		Service   string `yaml:"service"`
 		Plaintext bool   `yaml:"plaintext"`
 	} `yaml:"grpc"`
-	Timeout *duration `yaml:"timeout"`
+	Timeout *yamlfile.Duration `yaml:"timeout"`
 }
 
 // check returns the check the file describes, defaults filled in.
