@@ -1,5 +1,7 @@
 // Package auth authenticates breakerd's callers: bearer tokens with roles
 // from a YAML file, checked by gRPC interceptors, and TLS for the listener.
+//
+// The tokens file, roles and what each call needs: docs/security.md.
 package auth
 
 import (

@@ -3,6 +3,8 @@
 // through one Redis consumer group per hook, so each event goes to one
 // daemon, which posts it (signed, retried with backoff) and acknowledges
 // it; entries left pending by a daemon that died are reclaimed by another.
+//
+// The hooks file, the payload and its signature: docs/alerts-and-hooks.md.
 package hooks
 
 import (

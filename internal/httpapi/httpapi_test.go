@@ -222,7 +222,8 @@ func TestBadInputOverHTTPStoresNothing(t *testing.T) {
 			{"not an object", "Allow", "application/json", `[1]`, 400, "(body)", "(body): must be a JSON object"},
 			{"wrong content type", "Allow", "text/plain", `{"breaker":"` + name + `","worker_id":"w1"}`, 415, "Content-Type", "Content-Type: must be application/json"},
 			{"no content type", "Allow", "", `{"breaker":"` + name + `","worker_id":"w1"}`, 415, "Content-Type", "Content-Type: must be application/json"},
-			{"server-side validation", "Allow", "application/json", `{"breaker":"","worker_id":"w1"}`, 400, "", "breaker: is required"},
+			{"server-side validation", "Allow", "application/json", `{"breaker":"","worker_id":"w1"}`, 400, "breaker", "breaker: is required"},
+			{"server-side validation, nested", "Record", "application/json", `{"breaker":"` + name + `","worker_id":"w1","outcome":"OUTCOME_SUCCESS","ticket":{"generation":"-1"}}`, 400, "ticket.generation", "ticket.generation: "},
 		} {
 			a := do(t, d.HTTPAddr, tc.method, "", tc.contentType, tc.body)
 			if a.status != tc.status || a.str("code") != "invalid_argument" || !strings.HasPrefix(a.str("message"), tc.message) {

@@ -6,6 +6,8 @@
 // hook), degraded mode, config reloads and the build. Every metric is registered on
 // the prometheus.Registerer the caller passes, so that other parts of the
 // daemon can add theirs to the same registry.
+//
+// Each metric, its labels and how to aggregate it: docs/operations.md (Metrics).
 package metrics
 
 import (

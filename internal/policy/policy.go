@@ -1,6 +1,8 @@
 // Package policy holds the tunables of a breaker (threshold, quorum,
 // cooldowns, jitter, probe timeout) and resolves them per breaker from a
 // YAML file of defaults and glob-pattern overrides.
+//
+// The file's fields, defaults and warnings: docs/policies.md.
 package policy
 
 import (

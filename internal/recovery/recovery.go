@@ -11,6 +11,8 @@
 // breaker's slot, one grant per interval fleet-wide); the transition is
 // store.Recover, an event as usual. Checks themselves are counted in
 // metrics and logged at debug level; they are not events.
+//
+// The policy fields and what the fleet sees: docs/policies.md (Recovery checks).
 package recovery
 
 import (
