@@ -5,10 +5,16 @@
 #                    with exactly the commands, keys and channels the
 #                    daemon needs (docs/security.md's ACL), "healthcheck" with
 #                    PING only
-#   tokens.yaml      breakerd's tokens: one operator and one worker token
+#   tokens.yaml      breakerd's tokens: one operator token, and one worker
+#                    token per worker identity, each bound to that id alone
 #   operator-token   the operator's token, for breakerctl --token-file
-#   worker-token     the worker's token, for the agents and the MCP gateway
+#   worker-token     the MCP gateway's token (worker id worker-mcp-1)
+#   worker-<id>-token the token of each agent identity in $WORKERS
+#                    (default: agent-1 agent-2), bound to worker id <id>
 #   mcp-listen-token the token agents send to the MCP gateway
+# One token per identity, never one shared by a worker-* glob: breakerd
+# opens a circuit only on failures from two distinct workers, and a token
+# that may speak as any worker id can be that quorum alone (docs/operations.md).
 # It never overwrites a file that exists. The files are 0644: the
 # containers read them as non-root users other than their owner (compose
 # bind-mounts file secrets with the host's modes). breakerd warns about a
@@ -37,11 +43,22 @@ user breakerd on #$(sha "$pw") resetkeys ~brk:* ~breakerd:hooks:* resetchannels 
 [ -e operator-token ] || write operator-token "$(rand)"
 [ -e worker-token ] || write worker-token "$(rand)"
 [ -e mcp-listen-token ] || write mcp-listen-token "$(rand)"
+workers="${WORKERS:-agent-1 agent-2}"
+entries=""
+for id in $workers; do
+  case "$id" in *[!A-Za-z0-9._-]*|"") echo "compose-secrets: WORKERS: $id is not a worker id" >&2; exit 2;; esac
+  [ -e "worker-$id-token" ] || write "worker-$id-token" "$(rand)"
+  entries="$entries
+  - name: worker-$id
+    role: worker
+    token_sha256: \"$(sha "$(cat "worker-$id-token")")\"
+    workers: [\"$id\"]"
+done
 write tokens.yaml "tokens:
   - name: operator
     role: operator
     token_sha256: \"$(sha "$(cat operator-token)")\"
-  - name: workers
+  - name: worker-mcp-1
     role: worker
     token_sha256: \"$(sha "$(cat worker-token)")\"
-    workers: [\"worker-*\"]"
+    workers: [\"worker-mcp-1\"]$entries"

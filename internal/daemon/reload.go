@@ -10,12 +10,16 @@ import (
 	"time"
 
 	"github.com/breakerd/breakerd/internal/policy"
+	"github.com/breakerd/breakerd/internal/secretfile"
 )
 
 // readPolicy reads and parses a policy file, returning the set and the
-// SHA-256 of the bytes it was parsed from. Errors name the file.
+// SHA-256 of the bytes it was parsed from. Errors name the file. The file
+// may hold recovery checks' API keys, so it is read as a secret file: one
+// its group or others may write is refused (another user could point a
+// check, and its key, anywhere).
 func readPolicy(path string) (*policy.Set, [sha256.Size]byte, error) {
-	b, err := os.ReadFile(path)
+	b, _, err := secretfile.Read(path)
 	if err != nil {
 		return nil, [sha256.Size]byte{}, fmt.Errorf("policy: %w", err)
 	}
@@ -74,6 +78,9 @@ func newPolicyReloader(path string, last [sha256.Size]byte, log *slog.Logger, ap
 func logPolicyWarnings(log *slog.Logger, path string, set *policy.Set) {
 	for _, w := range set.Warnings() {
 		log.Warn("policy rule shadowed", "file", path, "warning", w)
+	}
+	if fi, err := os.Stat(path); err == nil && set.HoldsCredentials() {
+		warnReadable(log, "--config", path, fi.Mode().Perm()&0o004 != 0)
 	}
 }
 

@@ -107,9 +107,7 @@ type Hook struct {
 	// Secret keys the signatures: "whsec_" and the base64 of the key, as
 	// the Standard Webhooks spec gives them, or a raw string used as its
 	// bytes. The key must be at least MinSecretBytes long. It signs the
-	// webhook-signature header (v1: HMAC-SHA256 of id.timestamp.body) and
-	// the deprecated X-Breakerd-Signature (HMAC-SHA256 of the body, keyed
-	// by the secret string as written).
+	// webhook-signature header (v1: HMAC-SHA256 of id.timestamp.body).
 	Secret string
 	// Timeout bounds one attempt. Default 5s.
 	Timeout time.Duration

@@ -3,7 +3,6 @@ package hooks
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -32,14 +31,10 @@ import (
 // Headers of each delivery. Deliveries follow the Standard Webhooks spec
 // (https://www.standardwebhooks.com): webhook-id, webhook-timestamp and
 // webhook-signature (webhook.IDHeader and the rest; receivers check
-// them with client.VerifyWebhook). The X-Breakerd-* headers are kept for
-// one release, for receivers written against them.
+// them with client.VerifyWebhook). The body-only X-Breakerd-Signature of
+// earlier releases is no longer sent: it signed no timestamp, so a
+// captured request replayed forever.
 const (
-	// HeaderSignature carries "sha256=<hex HMAC-SHA256 of the body>",
-	// keyed by the hook's secret. Deprecated: it signs no timestamp, so a
-	// captured request replays forever; check webhook-signature instead.
-	// Removed in the next release.
-	HeaderSignature = "X-Breakerd-Signature"
 	// HeaderEvent carries the event name ("opened").
 	HeaderEvent = "X-Breakerd-Event"
 	// HeaderDelivery carries "<breaker>/<stream entry id>": the same for
@@ -79,14 +74,6 @@ type Payload struct {
 	// have happened, not what is enforced (an "opened" event is "would
 	// have opened"; its reason starts "shadow mode, not enforced: ").
 	Shadow bool `json:"shadow"`
-}
-
-// Sign returns the deprecated X-Breakerd-Signature value for body:
-// "sha256=" and the hex HMAC-SHA256 of body keyed by secret.
-func Sign(secret string, body []byte) string {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }
 
 // Options configure a Dispatcher. Zero values mean their defaults.
@@ -580,7 +567,6 @@ func (d *Dispatcher) post(ctx context.Context, h *hookState, name string, ev *pb
 	req.Header.Set(webhook.SignatureHeader, webhook.Sign(h.key, id, now, body))
 	req.Header.Set(HeaderEvent, name)
 	req.Header.Set(HeaderDelivery, ev.Breaker+"/"+ev.Id)
-	req.Header.Set(HeaderSignature, Sign(h.Secret, body))
 	resp, err := d.o.Client.Do(req)
 	if err != nil {
 		// A webhook URL often carries a secret (a path token): keep it out

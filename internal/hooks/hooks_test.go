@@ -55,7 +55,7 @@ func newReceiver(t *testing.T) *receiver {
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
 		rq := request{delivery: req.Header.Get(hooks.HeaderDelivery), event: req.Header.Get(hooks.HeaderEvent),
-			signature: req.Header.Get(hooks.HeaderSignature), header: req.Header.Clone(), body: body}
+			signature: req.Header.Get(client.WebhookSignatureHeader), header: req.Header.Clone(), body: body}
 		r.mu.Lock()
 		hold, status := r.hold, r.status
 		r.mu.Unlock()
@@ -201,7 +201,7 @@ func TestOneDeliveryPerEventAcrossThreeDaemons(t *testing.T) {
 				t.Errorf("delivery %s accepted %d times, want once", id, len(rqs))
 			}
 			rq := rqs[0]
-			if rq.signature != hooks.Sign(secret, rq.body) {
+			if !signedBy(secret, rq) {
 				t.Errorf("delivery %s: signature %q does not match the body", id, rq.signature)
 			}
 			var p hooks.Payload
@@ -641,8 +641,8 @@ func TestDeliveriesFollowStandardWebhooks(t *testing.T) {
 	if got := rq.header.Get(client.WebhookTimestampHeader); got != "1800000000" {
 		t.Errorf("webhook-timestamp = %q, want the sender's clock in Unix seconds", got)
 	}
-	if rq.signature != hooks.Sign(secret, rq.body) {
-		t.Errorf("X-Breakerd-Signature %q: the deprecated header must stay valid for this release", rq.signature)
+	if !signedBy(secret, rq) {
+		t.Errorf("webhook-signature %q does not match the delivery", rq.signature)
 	}
 
 	// A receiver on its own clock: 401 for anything VerifyWebhook refuses.
@@ -878,4 +878,38 @@ func TestShadowTripIsDeliveredMarked(t *testing.T) {
 			}
 		}
 	})
+}
+
+// signedBy reports whether rq's webhook-signature is secret's, for its
+// own id and timestamp (whatever clock signed it).
+func signedBy(secret string, rq request) bool {
+	key, err := client.WebhookKey(secret)
+	if err != nil {
+		return false
+	}
+	sec, err := strconv.ParseInt(rq.header.Get(client.WebhookTimestampHeader), 10, 64)
+	if err != nil {
+		return false
+	}
+	return rq.signature == client.SignWebhook(key, rq.header.Get(client.WebhookIDHeader), time.Unix(sec, 0), rq.body)
+}
+
+// TestSecurityL9NoBodyOnlySignature: deliveries carry no body-only
+// X-Breakerd-Signature (it signs no timestamp, so a captured delivery
+// would replay forever); the Standard Webhooks signature verifies.
+func TestSecurityL9NoBodyOnlySignature(t *testing.T) {
+	b := testredis.Mini(t)
+	r := newReceiver(t)
+	o := hookOptions(b, r, nil, nil)
+	d := daemontest.StartWith(t, b, daemontest.Options{Hooks: o})
+	name := b.Breaker("web_search")
+	trip(t, d.Store, name)
+	waitFor(t, "the delivery", func() bool { return len(r.accepted()) == 1 })
+	rq := r.requests()[0]
+	if v := rq.header.Get("X-Breakerd-Signature"); v != "" {
+		t.Errorf("X-Breakerd-Signature = %q, want no body-only signature", v)
+	}
+	if !signedBy(o.Hooks[0].Secret, rq) {
+		t.Errorf("webhook-signature %q does not verify", rq.signature)
+	}
 }

@@ -123,6 +123,22 @@ func (o overrides) written() map[string]bool {
 // not errors: the file is valid and the first match wins.
 func (s *Set) Warnings() []string { return s.warnings }
 
+// HoldsCredentials reports whether a recovery check of the file sends
+// credentials (headers, often an API key, or user:pass@ in its URL): the
+// file is then a secret, and one every local user may read is worth a
+// warning.
+func (s *Set) HoldsCredentials() bool {
+	if s.defaults.RecoveryCheck.credentials() {
+		return true
+	}
+	for _, r := range s.rules {
+		if r.policy.RecoveryCheck.credentials() {
+			return true
+		}
+	}
+	return false
+}
+
 // unused names the fields o sets that a policy p does not read.
 func (o overrides) unused(p Policy) []string {
 	var out []string

@@ -23,6 +23,16 @@ type RecoveryCheck struct {
 	Timeout time.Duration
 }
 
+// credentials reports whether c sends credentials (headers or a URL's
+// user:pass@).
+func (c *RecoveryCheck) credentials() bool {
+	if c == nil || c.HTTP == nil {
+		return false
+	}
+	u, err := url.Parse(c.HTTP.URL)
+	return len(c.HTTP.Headers) > 0 || err == nil && u.User != nil
+}
+
 // HTTPCheck is an HTTP recovery check.
 type HTTPCheck struct {
 	// Method is GET or HEAD. Default GET.

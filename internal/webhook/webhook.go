@@ -49,6 +49,8 @@ var (
 	// ErrSignature: no v1 signature matches (a tampered body, id or
 	// timestamp, or another secret).
 	ErrSignature = errors.New("webhook: no matching signature")
+	// ErrSecret: the receiver's secret is empty, so any sender could sign.
+	ErrSecret = errors.New("webhook: the secret is empty")
 )
 
 // Key returns the HMAC key a hook secret stands for: the decoded
@@ -81,7 +83,8 @@ func Sign(key []byte, id string, timestamp time.Time, body []byte) string {
 // in the daemon's hooks file: "whsec_…" or raw), and the receiver's
 // clock now. It returns nil when a v1 signature matches (compared in
 // constant time) and the timestamp is within Tolerance of now;
-// else ErrHeaders, ErrTimestamp or ErrSignature
+// else ErrSecret (an empty secret, or "whsec_" alone), ErrHeaders,
+// ErrTimestamp or ErrSignature
 // (wrapped, so use errors.Is). A request captured and sent again later
 // fails the timestamp check; within the tolerance, drop repeats by
 // webhook-id. Only the standard library is used.
@@ -89,6 +92,9 @@ func Verify(secret string, h http.Header, body []byte, now time.Time) error {
 	key, err := Key(secret)
 	if err != nil {
 		return err
+	}
+	if len(key) == 0 {
+		return ErrSecret // an empty key is one every sender holds
 	}
 	id, ts, sigs := h.Get(IDHeader), h.Get(TimestampHeader), h.Get(SignatureHeader)
 	if id == "" || ts == "" || sigs == "" {

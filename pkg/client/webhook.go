@@ -40,6 +40,9 @@ var (
 	// ErrWebhookSignature: no v1 signature matches (a tampered body, id or
 	// timestamp, or another secret).
 	ErrWebhookSignature = webhook.ErrSignature
+	// ErrWebhookSecret: the secret given to VerifyWebhook is empty (or
+	// "whsec_" alone): a signature keyed by nothing proves nothing.
+	ErrWebhookSecret = webhook.ErrSecret
 )
 
 // WebhookKey returns the HMAC key a hook secret stands for: the decoded
@@ -59,7 +62,8 @@ func SignWebhook(key []byte, id string, timestamp time.Time, body []byte) string
 // in the daemon's hooks file: "whsec_…" or raw), and the receiver's
 // clock now. It returns nil when a v1 signature matches (compared in
 // constant time) and the timestamp is within WebhookTolerance of now;
-// else ErrWebhookHeaders, ErrWebhookTimestamp or ErrWebhookSignature
+// else ErrWebhookSecret (an empty secret), ErrWebhookHeaders,
+// ErrWebhookTimestamp or ErrWebhookSignature
 // (wrapped, so use errors.Is). A request captured and sent again later
 // fails the timestamp check; within the tolerance, drop repeats by
 // webhook-id. Only the standard library is used.

@@ -83,3 +83,18 @@ func TestWebhookKey(t *testing.T) {
 		t.Error("WebhookKey(whsec_ with bad base64) succeeded")
 	}
 }
+
+// TestSecurityL9EmptySecretRefused: a delivery signed with an empty key
+// (anyone can make one) is refused when the receiver's secret is empty or
+// "whsec_" alone, however well it is signed.
+func TestSecurityL9EmptySecretRefused(t *testing.T) {
+	now := time.Unix(specTimestamp, 0)
+	body := []byte(specBody)
+	for _, secret := range []string{"", client.WebhookSecretPrefix} {
+		h := specHeader(client.SignWebhook(nil, "msg_forged", now, body))
+		h.Set(client.WebhookIDHeader, "msg_forged")
+		if err := client.VerifyWebhook(secret, h, body, now); !errors.Is(err, client.ErrWebhookSecret) {
+			t.Errorf("VerifyWebhook(secret %q) of a delivery signed with an empty key = %v, want ErrWebhookSecret", secret, err)
+		}
+	}
+}
