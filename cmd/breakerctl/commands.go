@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/breakerd/breakerd/internal/breaker"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -463,13 +464,13 @@ func (c *cli) force(ctx context.Context, name string, mode pb.ForceMode, reason 
 	}
 	switch mode {
 	case pb.ForceMode_FORCE_MODE_AUTO:
-		c.printf("%s: back to automatic operation, %s (generation %d)\n", name, stateName(s.GetState()), s.GetGeneration())
+		c.printf("%s: back to automatic operation, %s (generation %d)\n", name, breaker.EnumName(s.GetState()), s.GetGeneration())
 	default:
 		until := "until breakerctl auto"
 		if s.GetForcedUntilMs() > 0 {
 			until = "until " + stamp(s.GetForcedUntilMs()) + " (" + ttl.String() + ")"
 		}
-		c.printf("%s: %s by %s %s (generation %d): %s\n", name, stateName(s.GetState()), s.GetForcedBy(), until, s.GetGeneration(), s.GetReason())
+		c.printf("%s: %s by %s %s (generation %d): %s\n", name, breaker.EnumName(s.GetState()), s.GetForcedBy(), until, s.GetGeneration(), s.GetReason())
 	}
 	return nil
 }

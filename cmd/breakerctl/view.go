@@ -4,9 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
+	"github.com/breakerd/breakerd/internal/breaker"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -79,19 +79,13 @@ type eventView struct {
 	Shadow bool `json:"shadow,omitempty"`
 }
 
-func stateName(s pb.State) string { return strings.ToLower(strings.TrimPrefix(s.String(), "STATE_")) }
-
-func kindName(k pb.EventKind) string {
-	return strings.ToLower(strings.TrimPrefix(k.String(), "EVENT_KIND_"))
-}
-
 func viewState(s *pb.BreakerState) stateView {
 	alts := s.GetAlternatives()
 	if alts == nil {
 		alts = []string{}
 	}
 	v := stateView{
-		Breaker: s.GetBreaker(), State: stateName(s.GetState()), Generation: s.GetGeneration(),
+		Breaker: s.GetBreaker(), State: breaker.EnumName(s.GetState()), Generation: s.GetGeneration(),
 		Failures: s.GetFailures(), DistinctWorkers: s.GetDistinctWorkers(), OpenedAtMs: s.GetOpenedAtMs(),
 		NextProbeAtMs: s.GetNextProbeAtMs(), CooldownMs: s.GetCooldownMs(), Reason: s.GetReason(),
 		LastFailure: s.GetLastFailure(), ProbeInFlight: s.GetProbeInFlight(), FailedProbes: s.GetFailedProbes(),
@@ -106,7 +100,7 @@ func viewState(s *pb.BreakerState) stateView {
 			GroupOpen: s.GetGroupOpen(), OpenFractionCapped: s.GetOpenFractionCapped()}
 	}
 	if s.GetShadow() {
-		v.ShadowState = stateName(s.GetShadowState())
+		v.ShadowState = breaker.EnumName(s.GetShadowState())
 	}
 	return v
 }
@@ -128,24 +122,24 @@ func shadowSettingName(s pb.ShadowSetting) string {
 // ("closed (shadow: open)").
 func stateCell(s *pb.BreakerState) string {
 	if s.GetShadow() {
-		return stateName(s.GetState()) + " (shadow: " + stateName(s.GetShadowState()) + ")"
+		return breaker.EnumName(s.GetState()) + " (shadow: " + breaker.EnumName(s.GetShadowState()) + ")"
 	}
-	return stateName(s.GetState())
+	return breaker.EnumName(s.GetState())
 }
 
 // kindCell is an event's kind as watch and events print it, marked when
 // the breaker was in shadow mode ("transition (shadow)").
 func kindCell(e *pb.Event) string {
 	if e.GetShadow() {
-		return kindName(e.GetKind()) + " (shadow)"
+		return breaker.EnumName(e.GetKind()) + " (shadow)"
 	}
-	return kindName(e.GetKind())
+	return breaker.EnumName(e.GetKind())
 }
 
 func viewEvent(e *pb.Event) eventView {
 	return eventView{
-		ID: e.GetId(), Breaker: e.GetBreaker(), Kind: kindName(e.GetKind()), From: stateName(e.GetFrom()),
-		To: stateName(e.GetTo()), Generation: e.GetGeneration(), Reason: e.GetReason(), Failures: e.GetFailures(),
+		ID: e.GetId(), Breaker: e.GetBreaker(), Kind: breaker.EnumName(e.GetKind()), From: breaker.EnumName(e.GetFrom()),
+		To: breaker.EnumName(e.GetTo()), Generation: e.GetGeneration(), Reason: e.GetReason(), Failures: e.GetFailures(),
 		DistinctWorkers: e.GetDistinctWorkers(), CooldownMs: e.GetCooldownMs(), AtMs: e.GetAtMs(), Actor: e.GetActor(),
 		Shadow: e.GetShadow(),
 	}
@@ -223,9 +217,9 @@ func orDash(s string) string {
 // when it did not change.
 func arrow(e *pb.Event) string {
 	if e.GetFrom() == e.GetTo() {
-		return stateName(e.GetTo())
+		return breaker.EnumName(e.GetTo())
 	}
-	return fmt.Sprintf("%s -> %s", stateName(e.GetFrom()), stateName(e.GetTo()))
+	return fmt.Sprintf("%s -> %s", breaker.EnumName(e.GetFrom()), breaker.EnumName(e.GetTo()))
 }
 
 func writeCompactJSON(w io.Writer, v any) error { return json.NewEncoder(w).Encode(v) }

@@ -107,7 +107,7 @@ func ShadowProto(st *pb.BreakerState, setting string, policyShadow bool) {
 	}
 	st.Shadow, st.ShadowState = true, st.State
 	if st.State != pb.State_STATE_CLOSED && st.State != pb.State_STATE_UNSPECIFIED {
-		st.Reason = ShadowPrefix + "would be " + PublicName(st.State) + ": " + st.Reason
+		st.Reason = ShadowPrefix + "would be " + EnumName(st.State) + ": " + st.Reason
 	}
 	st.State = pb.State_STATE_CLOSED
 }
@@ -115,13 +115,3 @@ func ShadowProto(st *pb.BreakerState, setting string, policyShadow bool) {
 // ShadowPrefix starts every sentence about what a shadowed breaker would
 // have done.
 const ShadowPrefix = "shadow mode, not enforced: "
-
-// PublicName is the public name of an API state ("half_open").
-func PublicName(s pb.State) string {
-	for k, v := range publicStates {
-		if v == s {
-			return k
-		}
-	}
-	return "unknown"
-}

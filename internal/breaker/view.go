@@ -135,7 +135,7 @@ func ViewOfProto(st *pb.BreakerState) (v View, policyShadow bool) {
 	if st.GetShadow() {
 		state = st.GetShadowState()
 	}
-	v = View{State: PublicName(state), Gen: st.GetGeneration(), Fails: st.GetFailures(),
+	v = View{State: EnumName(state), Gen: st.GetGeneration(), Fails: st.GetFailures(),
 		Workers: st.GetDistinctWorkers(), Opened: st.GetOpenedAtMs(), ProbeAt: st.GetNextProbeAtMs(),
 		Cooldown: st.GetCooldownMs(), Last: st.GetLastFailure(), InFlight: st.GetProbeInFlight(),
 		Level: st.GetFailedProbes(), ForceBy: st.GetForcedBy(), ForceUntil: st.GetForcedUntilMs(),

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/breakerd/breakerd/internal/auth"
+	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/limits"
 	"github.com/breakerd/breakerd/internal/metrics"
@@ -116,7 +117,7 @@ func logEvent(log *slog.Logger, e *pb.Event) {
 	}
 	log.Info("breaker "+metrics.StateLabel(e.GetTo()),
 		"breaker", e.GetBreaker(),
-		"kind", strings.ToLower(strings.TrimPrefix(e.GetKind().String(), "EVENT_KIND_")),
+		"kind", breaker.EnumName(e.GetKind()),
 		"from", metrics.StateLabel(e.GetFrom()),
 		"to", metrics.StateLabel(e.GetTo()),
 		who, e.GetActor(),

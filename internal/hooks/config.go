@@ -18,8 +18,6 @@ import (
 	"time"
 	"unicode"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/breakerd/breakerd/internal/webhook"
 	"github.com/breakerd/breakerd/internal/yamlfile"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -249,28 +247,17 @@ func printableNoSpace(s string) bool {
 //	    give_up_after: 1h                  # then log an error, count it, move on
 type file struct {
 	Hooks []struct {
-		Name        string    `yaml:"name"`
-		URL         string    `yaml:"url"`
-		Events      []string  `yaml:"events"`
-		Breakers    []string  `yaml:"breakers"`
-		Secret      string    `yaml:"secret"`
-		SecretEnv   string    `yaml:"secret_env"`
-		Timeout     *duration `yaml:"timeout"`
-		Backoff     *duration `yaml:"backoff"`
-		MaxBackoff  *duration `yaml:"max_backoff"`
-		GiveUpAfter *duration `yaml:"give_up_after"`
+		Name        string             `yaml:"name"`
+		URL         string             `yaml:"url"`
+		Events      []string           `yaml:"events"`
+		Breakers    []string           `yaml:"breakers"`
+		Secret      string             `yaml:"secret"`
+		SecretEnv   string             `yaml:"secret_env"`
+		Timeout     *yamlfile.Duration `yaml:"timeout"`
+		Backoff     *yamlfile.Duration `yaml:"backoff"`
+		MaxBackoff  *yamlfile.Duration `yaml:"max_backoff"`
+		GiveUpAfter *yamlfile.Duration `yaml:"give_up_after"`
 	} `yaml:"hooks"`
-}
-
-type duration time.Duration
-
-func (d *duration) UnmarshalYAML(n *yaml.Node) error {
-	v, err := time.ParseDuration(n.Value)
-	if err != nil {
-		return fmt.Errorf("line %d: %q is not a duration such as 5s or 1m", n.Line, n.Value)
-	}
-	*d = duration(v)
-	return nil
 }
 
 // Load reads a hooks file; getenv resolves secret_env. Errors name the
@@ -306,7 +293,7 @@ func Parse(b []byte, getenv func(string) string) ([]Hook, error) {
 			}
 		}
 		for _, d := range []struct {
-			from *duration
+			from *yamlfile.Duration
 			to   *time.Duration
 		}{{e.Timeout, &h.Timeout}, {e.Backoff, &h.Backoff}, {e.MaxBackoff, &h.MaxBackoff}, {e.GiveUpAfter, &h.GiveUpAfter}} {
 			if d.from != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/webhook"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -652,15 +653,11 @@ func (d *Dispatcher) ack(ctx context.Context, h *hookState, key, id string) {
 	}
 }
 
-func stateName(s pb.State) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "STATE_"))
-}
-
 func payload(name string, e *pb.Event) Payload {
 	return Payload{
 		Event: name, ID: e.Id, Breaker: e.Breaker,
-		Kind: strings.ToLower(strings.TrimPrefix(e.Kind.String(), "EVENT_KIND_")),
-		From: stateName(e.From), To: stateName(e.To), Generation: e.Generation, Reason: e.Reason,
+		Kind: breaker.EnumName(e.Kind),
+		From: breaker.EnumName(e.From), To: breaker.EnumName(e.To), Generation: e.Generation, Reason: e.Reason,
 		Failures: e.Failures, DistinctWorkers: e.DistinctWorkers, CooldownMs: e.CooldownMs, AtMs: e.AtMs, Actor: e.Actor,
 		Shadow: e.Shadow,
 	}

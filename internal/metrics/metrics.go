@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
+	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/buildinfo"
 	"github.com/breakerd/breakerd/internal/store"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -137,17 +138,18 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 	}
 	// Every decision and outcome shows from the start, at 0.
 	m.byDecision = map[pb.Decision]prometheus.Counter{}
-	for v, name := range pb.Decision_name {
+	for v := range pb.Decision_name {
 		if v != 0 {
-			m.byDecision[pb.Decision(v)] = m.decisions.WithLabelValues(short(name, "DECISION_"))
+			m.byDecision[pb.Decision(v)] = m.decisions.WithLabelValues(breaker.EnumName(pb.Decision(v)))
 		}
 	}
 	m.byOutcome = map[pb.Outcome][2]prometheus.Counter{}
-	for v, name := range pb.Outcome_name {
+	for v := range pb.Outcome_name {
 		if v != 0 {
+			name := breaker.EnumName(pb.Outcome(v))
 			m.byOutcome[pb.Outcome(v)] = [2]prometheus.Counter{
-				m.records.WithLabelValues(short(name, "OUTCOME_"), "false"),
-				m.records.WithLabelValues(short(name, "OUTCOME_"), "true")}
+				m.records.WithLabelValues(name, "false"),
+				m.records.WithLabelValues(name, "true")}
 		}
 	}
 	m.byScript = map[string]prometheus.Observer{}
@@ -162,10 +164,9 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 
 // short turns an enum name into a label value: DECISION_DENIED_OPEN ->
 // denied_open.
-func short(name, prefix string) string { return strings.ToLower(strings.TrimPrefix(name, prefix)) }
 
 // StateLabel is the label value of a state (open, half_open, ...).
-func StateLabel(s pb.State) string { return short(s.String(), "STATE_") }
+func StateLabel(s pb.State) string { return breaker.EnumName(s) }
 
 // UnaryInterceptor counts Allow decisions, Record outcomes and RPC errors
 // from the requests and responses passing through: no Redis call.
@@ -182,10 +183,10 @@ func (m *Metrics) UnaryInterceptor() grpc.UnaryServerInterceptor {
 			if c, ok := m.byDecision[r.GetDecision()]; ok {
 				c.Inc()
 			} else {
-				m.decisions.WithLabelValues(short(r.GetDecision().String(), "DECISION_")).Inc()
+				m.decisions.WithLabelValues(breaker.EnumName(r.GetDecision())).Inc()
 			}
 			if d := r.GetShadowDecision(); d != pb.Decision_DECISION_UNSPECIFIED {
-				m.shadowDecisions.WithLabelValues(short(d.String(), "DECISION_")).Inc()
+				m.shadowDecisions.WithLabelValues(breaker.EnumName(d)).Inc()
 			}
 		case *pb.RecordResponse:
 			if q, ok := req.(*pb.RecordRequest); ok {
@@ -214,12 +215,12 @@ func (m *Metrics) countRecord(q *pb.RecordRequest, r *pb.RecordResponse) {
 		cs[i].Inc()
 		return
 	}
-	m.records.WithLabelValues(short(q.GetOutcome().String(), "OUTCOME_"), strconv.FormatBool(r.GetCounted())).Inc()
+	m.records.WithLabelValues(breaker.EnumName(q.GetOutcome()), strconv.FormatBool(r.GetCounted())).Inc()
 }
 
 // ObserveEvent counts one event heard on the fleet's live feed.
 func (m *Metrics) ObserveEvent(e *pb.Event) {
-	m.events.WithLabelValues(short(e.GetKind().String(), "EVENT_KIND_")).Inc()
+	m.events.WithLabelValues(breaker.EnumName(e.GetKind())).Inc()
 	if e.GetFrom() == e.GetTo() {
 		return
 	}

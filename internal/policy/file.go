@@ -253,27 +253,27 @@ type file struct {
 }
 
 type overrides struct {
-	Threshold         *whole    `yaml:"threshold"`
-	MinWorkers        *whole    `yaml:"min_workers"`
-	RateLimitTrips    *whole    `yaml:"rate_limit_trips"`
-	BareRateLimitWait *duration `yaml:"bare_rate_limit_wait"`
-	CooldownBase      *duration `yaml:"cooldown_base"`
-	CooldownCap       *duration `yaml:"cooldown_cap"`
-	Jitter            *float64  `yaml:"jitter"`
-	ProbeTimeout      *duration `yaml:"probe_timeout"`
-	PauseTTL          *duration `yaml:"pause_ttl"`
-	Alternatives      []string  `yaml:"alternatives"`
-	Mode              *string   `yaml:"mode"`
-	Window            *duration `yaml:"window"`
-	FailureRate       *float64  `yaml:"failure_rate"`
-	MinCalls          *whole    `yaml:"min_calls"`
+	Threshold         *whole             `yaml:"threshold"`
+	MinWorkers        *whole             `yaml:"min_workers"`
+	RateLimitTrips    *whole             `yaml:"rate_limit_trips"`
+	BareRateLimitWait *yamlfile.Duration `yaml:"bare_rate_limit_wait"`
+	CooldownBase      *yamlfile.Duration `yaml:"cooldown_base"`
+	CooldownCap       *yamlfile.Duration `yaml:"cooldown_cap"`
+	Jitter            *float64           `yaml:"jitter"`
+	ProbeTimeout      *yamlfile.Duration `yaml:"probe_timeout"`
+	PauseTTL          *yamlfile.Duration `yaml:"pause_ttl"`
+	Alternatives      []string           `yaml:"alternatives"`
+	Mode              *string            `yaml:"mode"`
+	Window            *yamlfile.Duration `yaml:"window"`
+	FailureRate       *float64           `yaml:"failure_rate"`
+	MinCalls          *whole             `yaml:"min_calls"`
 
-	SlowCall          *duration `yaml:"slow_call"`
-	SlowCallThreshold *whole    `yaml:"slow_call_threshold"`
-	SlowCallRate      *float64  `yaml:"slow_call_rate"`
+	SlowCall          *yamlfile.Duration `yaml:"slow_call"`
+	SlowCallThreshold *whole             `yaml:"slow_call_threshold"`
+	SlowCallRate      *float64           `yaml:"slow_call_rate"`
 
-	RecoveryCheck         *recoveryFile `yaml:"recovery_check"`
-	RecoveryCheckInterval *duration     `yaml:"recovery_check_interval"`
+	RecoveryCheck         *recoveryFile      `yaml:"recovery_check"`
+	RecoveryCheckInterval *yamlfile.Duration `yaml:"recovery_check_interval"`
 
 	Parent            *string  `yaml:"parent"`
 	CountTowardParent *boolean `yaml:"count_toward_parent"`
@@ -373,19 +373,6 @@ func (b *boolean) UnmarshalYAML(n *yaml.Node) error {
 		return fmt.Errorf("line %d: %q is not true or false", n.Line, n.Value)
 	}
 	*b = n.Value == "true"
-	return nil
-}
-
-// duration reads a YAML scalar such as "30s" or "15m" (Go's
-// time.ParseDuration syntax).
-type duration time.Duration
-
-func (d *duration) UnmarshalYAML(n *yaml.Node) error {
-	v, err := time.ParseDuration(n.Value)
-	if err != nil {
-		return fmt.Errorf("line %d: %q is not a duration such as 30s or 15m", n.Line, n.Value)
-	}
-	*d = duration(v)
 	return nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/breakerd/breakerd/internal/yamlfile"
 )
 
 // RecoveryCheck is a cheap request a daemon sends while a breaker is open
@@ -192,7 +194,7 @@ type recoveryFile struct {
 		Service   string `yaml:"service"`
 		Plaintext bool   `yaml:"plaintext"`
 	} `yaml:"grpc"`
-	Timeout *duration `yaml:"timeout"`
+	Timeout *yamlfile.Duration `yaml:"timeout"`
 }
 
 // check returns the check the file describes, defaults filled in.

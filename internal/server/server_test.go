@@ -205,7 +205,7 @@ func TestInvalidArgumentsNeverTrip(t *testing.T) {
 		for i := range 10 {
 			c := dial(t, d, fmt.Sprintf("w%d", i%3))
 			var oe *client.OutcomeError
-			if err := c.Do(context.Background(), name, v.call); !errors.As(err, &oe) {
+			if err := c.Call(context.Background(), name, v.call); !errors.As(err, &oe) {
 				t.Fatalf("call %d: %v, want the 400 back", i, err)
 			}
 		}
@@ -224,18 +224,18 @@ func TestOpenCircuitKeepsCallsOffTheWire(t *testing.T) {
 		w1, w2 := dial(t, d1, "w1"), dial(t, d2, "w2")
 		ctx := context.Background()
 		for range 5 {
-			_ = w1.Do(ctx, name, v.call)
+			_ = w1.Call(ctx, name, v.call)
 		}
 		if st, _ := d1.Store.Get(ctx, name); st.State != pb.State_STATE_CLOSED {
 			t.Fatalf("5 failures from one worker: %v, want CLOSED (quorum)", st.State)
 		}
-		_ = w2.Do(ctx, name, v.call)
+		_ = w2.Call(ctx, name, v.call)
 		if got := v.hits.Load(); got != 6 {
 			t.Fatalf("vendor saw %d requests, want 6", got)
 		}
 		for _, c := range []*client.Client{w1, w2} {
 			var open *client.CircuitOpenError
-			err := c.Do(ctx, name, v.call)
+			err := c.Call(ctx, name, v.call)
 			if !errors.As(err, &open) || !strings.Contains(open.Reason, "failing: 6 consecutive failures from 2 workers, last: server error (5xx): 503 Service Unavailable") || open.RetryAfter <= 0 {
 				t.Fatalf("Do on an open circuit via %s: %v, want CircuitOpenError with the reason and a retry_after", c.WorkerID(), err)
 			}
@@ -246,7 +246,7 @@ func TestOpenCircuitKeepsCallsOffTheWire(t *testing.T) {
 		// After the cooldown the vendor is back: one probe closes it.
 		b.Advance(36 * time.Second)
 		v.status.Store(http.StatusOK)
-		if err := w2.Do(ctx, name, v.call); err != nil {
+		if err := w2.Call(ctx, name, v.call); err != nil {
 			t.Fatalf("probe: %v", err)
 		}
 		if st, _ := d1.Store.Get(ctx, name); st.State != pb.State_STATE_CLOSED {

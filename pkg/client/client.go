@@ -936,11 +936,6 @@ func (c *Client) Call(ctx context.Context, breaker string, fn func(ctx context.C
 	return callErr
 }
 
-// Do is Call.
-func (c *Client) Do(ctx context.Context, breaker string, fn func(ctx context.Context) error) error {
-	return c.Call(ctx, breaker, fn)
-}
-
 // CallValidated is Call for a tool whose output can be checked: fn's
 // output goes through validate (when non-nil), and a validation error is
 // returned as a *MalformedOutputError and recorded as

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/store"
 
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -288,7 +289,7 @@ func (o *Observer) Log(b, first string, entries []*pb.Event, now time.Time) {
 				o.counts.LostEntries += p.gen - cur.gen + 1
 			default:
 				o.flag("log-order", b, "entry %s: generation %d %s->%s follows generation %d (to %s, at %s)",
-					cur.id, cur.gen, stateName(e.GetFrom()), stateName(cur.to), p.gen, stateName(p.to), stamp(p.at))
+					cur.id, cur.gen, breaker.EnumName(e.GetFrom()), breaker.EnumName(cur.to), p.gen, breaker.EnumName(p.to), stamp(p.at))
 			}
 		}
 		t.last = &cur
@@ -363,7 +364,7 @@ func (o *Observer) rolledBack(b string, t *tracked, now time.Time) {
 		o.counts.LostEntries++
 	case now.Sub(t.last.at) >= time.Minute: // idle past the (minimum) event retention: expired
 	default:
-		o.flag("log-order", b, "entry %s (generation %d, to %s, at %s) is gone from the log", t.last.id, t.last.gen, stateName(t.last.to), stamp(t.last.at))
+		o.flag("log-order", b, "entry %s (generation %d, to %s, at %s) is gone from the log", t.last.id, t.last.gen, breaker.EnumName(t.last.to), stamp(t.last.at))
 	}
 	t.last, t.cursor, t.recent = nil, "", nil
 }
@@ -398,7 +399,7 @@ func (o *Observer) Sweep(now time.Time) {
 				o.counts.LostObserved++
 			default:
 				o.flag("log-missing", b, "a worker was answered %s at generation %d at %s; the log has no such transition %s later",
-					stateName(s.state), s.gen, stamp(s.at), o.LogGrace)
+					breaker.EnumName(s.state), s.gen, stamp(s.at), o.LogGrace)
 			}
 		}
 		t.pending = kept
@@ -549,7 +550,3 @@ func (o *Observer) Counts() Counts {
 }
 
 func stamp(t time.Time) string { return t.UTC().Format("15:04:05.000") }
-
-func stateName(s pb.State) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "STATE_"))
-}
