@@ -30,6 +30,7 @@ func StateReason(name string, v View) string {
 
 // causeReason renders a cause with the numbers that go with it.
 func causeReason(name string, c Cause, fails, workers, rl, cooldown int64, last, actor string) string {
+	last = Spoken(last) // the worker's message is for operators, never in a reason
 	switch c {
 	case CauseTrip:
 		return fmt.Sprintf("%s failing: %s from %s, last: %s", name, plural(fails, "consecutive failure"), plural(workers, "worker"), last)
@@ -216,10 +217,13 @@ func (n Note) String() string {
 	}[n]
 }
 
-// Describe says what failed in plain words, for the reason a denied caller
-// (and the model behind it) reads: "timeout after 30s", "server error
-// (5xx): HTTP 503". message is the caller's own short description.
-func Describe(o pb.Outcome, latency, retryAfter, deadline time.Duration, message string) string {
+// Describe renders a counted failure in the daemon's own words, from the
+// outcome, the numbers and, when the daemon holds one, the HTTP status
+// (from a Record's evidence): "timeout after 30s", "server error (HTTP
+// 503)". The worker's message (RecordRequest.message) is kept after
+// MessageSep, for operators: Spoken and Message take the two apart, and
+// nothing a model reads is built from the message.
+func Describe(o pb.Outcome, latency, retryAfter, deadline time.Duration, httpStatus int32, message string) string {
 	var d string
 	switch o {
 	case pb.Outcome_OUTCOME_TIMEOUT:
@@ -231,6 +235,9 @@ func Describe(o pb.Outcome, latency, retryAfter, deadline time.Duration, message
 		d = "transport error"
 	case pb.Outcome_OUTCOME_SERVER_ERROR:
 		d = "server error (5xx)"
+		if httpStatus >= 500 && httpStatus <= 599 {
+			d = fmt.Sprintf("server error (HTTP %d)", httpStatus)
+		}
 	case pb.Outcome_OUTCOME_MALFORMED_OUTPUT:
 		d = "malformed output"
 	case pb.Outcome_OUTCOME_RATE_LIMITED:
@@ -238,16 +245,29 @@ func Describe(o pb.Outcome, latency, retryAfter, deadline time.Duration, message
 	default:
 		d = o.String()
 	}
-	switch {
-	case message == "":
-	case strings.HasPrefix(strings.ToLower(message), d):
-		// The caller already said it ("timeout after 30s" for a
-		// timeout): say it once, not "timeout: timeout after 30s".
-		d = message
-	default:
-		d += ": " + message
+	if message != "" {
+		d += MessageSep + message
 	}
 	return d
+}
+
+// MessageSep separates, in a stored last failure, the daemon's own words
+// from the worker's message. A message never holds it: the daemon turns
+// control characters into spaces before it is stored.
+const MessageSep = "\x1f"
+
+// Spoken is the daemon's own words of a stored last failure (Describe):
+// the only part any text a model reads is built from.
+func Spoken(last string) string {
+	s, _, _ := strings.Cut(last, MessageSep)
+	return s
+}
+
+// Message is the worker's message kept with a stored last failure, for
+// operators only; "" when none.
+func Message(last string) string {
+	_, m, _ := strings.Cut(last, MessageSep)
+	return m
 }
 
 // SlowPhrase renders a SlowMeasure as the observed latency: "p50 25s

@@ -107,7 +107,7 @@ func (v View) Proto(name string, alternatives []string) *pb.BreakerState {
 		NextProbeAtMs:   v.ProbeAt,
 		CooldownMs:      v.Cooldown,
 		Reason:          StateReason(name, v),
-		LastFailure:     SlowPhrase(v.Last),
+		LastFailure:     SlowPhrase(Spoken(v.Last)),
 		SlowCalls:       v.Slow,
 		ProbeInFlight:   v.InFlight,
 		FailedProbes:    v.Level,
@@ -120,7 +120,22 @@ func (v View) Proto(name string, alternatives []string) *pb.BreakerState {
 		Alternatives:    alternatives,
 	}
 	st.OpenFractionCapped = v.Capped
+	st.DenyUntilMs = v.DenyUntil("")
+	st.LastFailureMessage = Message(v.Last)
 	return st
+}
+
+// DenyUntil is BreakerState.deny_until_ms: until when the read rule
+// (Verdict) denies worker ("" for any worker but the suspect) at the
+// snapshot's time, the breaker enforced; 0 when it does not deny, or when
+// the next Allow is due to move it (a probe). ShadowProto clears it for
+// a shadowed breaker.
+func (v View) DenyUntil(worker string) int64 {
+	vd := v.Verdict(Query{Worker: worker, Now: v.Now})
+	if !vd.Denied() || vd.Due {
+		return 0
+	}
+	return vd.Until
 }
 
 // ViewOfProto is the inverse of View.Proto and ShadowProto, as far as the

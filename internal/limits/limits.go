@@ -121,3 +121,24 @@ func OneLine(v string, n int) string {
 
 // ClampMs returns ms within [0, MaxDurationMs].
 func ClampMs(ms int64) int64 { return min(max(ms, 0), MaxDurationMs) }
+
+// MaxToolNameBytes bounds a tool's name (MCP's tool-name syntax).
+const MaxToolNameBytes = 128
+
+// ToolName checks a tool's name as a model knows it against MCP's
+// tool-name syntax: 1 to MaxToolNameBytes of A-Z a-z 0-9 _ - . A name
+// outside it may carry words for the model (newlines, bidirectional
+// controls, "SYSTEM: ..."), so it is refused, never quoted back. The
+// error is a *FieldError naming field.
+func ToolName(field, v string) error {
+	if v == "" || len(v) > MaxToolNameBytes {
+		return invalid(field, "must be 1 to %d characters of MCP's tool-name syntax (A-Z a-z 0-9 _ - .), got %d bytes", MaxToolNameBytes, len(v))
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return invalid(field, "must keep to MCP's tool-name syntax (A-Z a-z 0-9 _ - .); byte %d is not in it", i)
+		}
+	}
+	return nil
+}

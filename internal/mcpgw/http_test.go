@@ -76,8 +76,8 @@ func TestStreamableHTTPUpstreamStatuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.GetFailures() != 1 || !strings.Contains(st.GetLastFailure(), "503") {
-		t.Errorf("breaker after a 503: %d failures, last %q; want 1 naming 503", st.GetFailures(), st.GetLastFailure())
+	if st.GetFailures() != 1 || !strings.Contains(st.GetLastFailureMessage(), "503") {
+		t.Errorf("breaker after a 503: %d failures, last message %q; want 1 naming 503", st.GetFailures(), st.GetLastFailureMessage())
 	}
 
 	// A Retry-After beyond the call's timeout (30s) is a counted 429.

@@ -33,7 +33,8 @@ type Policy struct {
 	// none (a 429 with no wait header, a gRPC RESOURCE_EXHAUSTED with no
 	// RetryInfo) when the daemon classifies a Record's evidence: such a
 	// rate limit counts when this exceeds the caller's remaining deadline.
-	// Default 60s (classify.DefaultBareWait); from 1ms to 7 days.
+	// Default 60s (classify.DefaultBareWait, also what 0 means); at most
+	// 7 days.
 	BareRateLimitWait time.Duration
 	// CooldownBase is the first open period. Each failed probe doubles it,
 	// up to CooldownCap. Default 30s.
@@ -173,8 +174,8 @@ func (p Policy) Validate() error {
 		return fieldErr("min_workers", "must be at least 1, got %d", p.MinWorkers)
 	case p.RateLimitTrips < 1:
 		return fieldErr("rate_limit_trips", "must be at least 1, got %d", p.RateLimitTrips)
-	case p.BareRateLimitWait < time.Millisecond || p.BareRateLimitWait > MaxCooldown:
-		return fieldErr("bare_rate_limit_wait", "must be between 1ms and %s, got %s", MaxCooldown, p.BareRateLimitWait)
+	case p.BareRateLimitWait < 0 || p.BareRateLimitWait > MaxCooldown:
+		return fieldErr("bare_rate_limit_wait", "must be between 0 (the default) and %s, got %s", MaxCooldown, p.BareRateLimitWait)
 	case p.CooldownBase < time.Millisecond:
 		return fieldErr("cooldown_base", "must be at least 1ms, got %s", p.CooldownBase)
 	case p.CooldownCap < p.CooldownBase:
@@ -244,6 +245,14 @@ func (p Policy) validateSlow() error {
 	return nil
 }
 
+// BareWait is BareRateLimitWait, or its default when zero.
+func (p Policy) BareWait() time.Duration {
+	if p.BareRateLimitWait == 0 {
+		return classify.DefaultBareWait
+	}
+	return p.BareRateLimitWait
+}
+
 // Retention is how long a breaker's stored verdict outlives its last
 // write (and its last due time: next probe, lease, pin or pause end): the
 // cooldown cap plus the probe timeout, so that an expired key can never
@@ -305,7 +314,7 @@ func (p Policy) Fields() []string {
 	}
 	out := append(counting,
 		fmt.Sprintf("min_workers: %d", p.MinWorkers),
-		fmt.Sprintf("bare_rate_limit_wait: %s", p.BareRateLimitWait),
+		fmt.Sprintf("bare_rate_limit_wait: %s", p.BareWait()),
 		fmt.Sprintf("cooldown_base: %s", p.CooldownBase),
 		fmt.Sprintf("cooldown_cap: %s", p.CooldownCap),
 		fmt.Sprintf("jitter: %g", p.Jitter),

@@ -92,6 +92,21 @@ func (c *RecoveryCheck) Describe() string {
 	return ""
 }
 
+// Target is what the check reaches, for bounding checks per target
+// fleet-wide: the HTTP URL as written (credentials and query included, so
+// it is a secret: hash it before storing it), or "grpc://<target>/<service>".
+func (c *RecoveryCheck) Target() string {
+	switch {
+	case c == nil:
+		return ""
+	case c.HTTP != nil:
+		return c.HTTP.URL
+	case c.GRPC != nil:
+		return "grpc://" + c.GRPC.Target + "/" + c.GRPC.Service
+	}
+	return ""
+}
+
 // RedactURL returns raw without its user info and with every query value
 // replaced by "REDACTED" (an API key often travels there): what logs may
 // show of a check's URL.

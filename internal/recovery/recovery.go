@@ -108,7 +108,7 @@ type Checker struct {
 	open map[string]*entry
 
 	// Counters tests wait on (Stats).
-	rounds, granted, checked, recovered atomic.Int64
+	rounds, granted, checked, recovered, skipped atomic.Int64
 }
 
 // entry is one open breaker this daemon knows of.
@@ -126,8 +126,10 @@ type Stats struct {
 	// decided (asked for the lease, or skipped).
 	Rounds int64
 	// Granted counts leases this daemon took, Checked checks it finished,
-	// Recovered breakers its checks half-opened.
-	Granted, Checked, Recovered int64
+	// Recovered breakers its checks half-opened; Skipped counts leases
+	// given up because the check's target was checked within the
+	// interval (for another breaker, by any daemon).
+	Granted, Checked, Recovered, Skipped int64
 }
 
 // New returns a Checker. Run starts it.
@@ -175,7 +177,7 @@ func New(o Options) (*Checker, error) {
 
 // Stats returns the Checker's counts.
 func (c *Checker) Stats() Stats {
-	return Stats{Rounds: c.rounds.Load(), Granted: c.granted.Load(), Checked: c.checked.Load(), Recovered: c.recovered.Load()}
+	return Stats{Rounds: c.rounds.Load(), Granted: c.granted.Load(), Checked: c.checked.Load(), Recovered: c.recovered.Load(), Skipped: c.skipped.Load()}
 }
 
 // Observe feeds the Checker one event (events.Hub.Observe): a transition
@@ -352,6 +354,16 @@ func (c *Checker) attempt(ctx context.Context, name string) {
 		return
 	}
 	if !lease.Granted {
+		return
+	}
+	// However many open breakers share the target, it is checked at most
+	// once an interval fleet-wide: opening breakers must not multiply the
+	// requests a vendor's status page receives.
+	lctx, cancel = context.WithTimeout(ctx, p.RecoveryCheck.Timeout)
+	first, err := c.o.Store.TakeTargetLease(lctx, p.RecoveryCheck.Target(), p.CheckInterval())
+	cancel()
+	if err != nil || !first {
+		c.skipped.Add(1)
 		return
 	}
 	c.granted.Add(1)

@@ -3,9 +3,11 @@ package recovery_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -186,7 +188,7 @@ func TestRecoveryCheckFleet(t *testing.T) {
 		var logs bytes.Buffer
 		var logMu sync.Mutex
 		log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logMu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		url := strings.Replace(v.srv.URL, "http://", "http://user:sekrit-pass@", 1) + "/status?key=sekrit-query"
+		url := strings.Replace(v.srv.URL, "http://", "http://user:sekrit-pass@", 1) + "/status/" + url.PathEscape(b.Prefix) + "?key=sekrit-query"
 		p := testPolicy(url)
 		d1 := startDaemon(t, b, clk, "d1", p, log)
 		d2 := startDaemon(t, b, clk, "d2", p, log)
@@ -312,7 +314,7 @@ func TestRecoveryCheckUnreachable(t *testing.T) {
 		var logs bytes.Buffer
 		var mu sync.Mutex
 		log := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil))
-		url := "http://admin:sekrit-pass@" + testredis.FreeAddr(t) + "/health"
+		url := "http://admin:sekrit-pass@" + testredis.FreeAddr(t) + "/health/" + url.PathEscape(b.Prefix)
 		d := startDaemon(t, b, clk, "d1", testPolicy(url), log)
 		name := b.Breaker("search")
 		opened := trip(t, d, name)
@@ -371,4 +373,37 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// TestSecurityL7ChecksBoundedPerTarget: many open breakers sharing one
+// check URL (one worker under many ids can open them) reach the vendor at
+// most once a turn fleet-wide, not once per breaker.
+func TestSecurityL7ChecksBoundedPerTarget(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		clk := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+		v := newVendor(t, clk)
+		// The path is the test's own: a target's lease is fleet-wide, and
+		// another copy of the suite may reuse the port.
+		p := testPolicy(v.srv.URL + "/status/" + url.PathEscape(b.Prefix))
+		d1 := startDaemon(t, b, clk, "d1", p, nil)
+		d2 := startDaemon(t, b, clk, "d2", p, nil)
+		const n = 20
+		for i := range n {
+			trip(t, d1, b.Breaker(fmt.Sprintf("tool-%d", i)))
+		}
+		daemontest.Eventually(t, "both daemons hear every breaker open", func() bool { return d1.ck.Open() == n && d2.ck.Open() == n })
+		for turn := int64(1); turn <= 3; turn++ {
+			tick(t, b, clk, d1, d2)
+			daemontest.Eventually(t, "every breaker's round", func() bool {
+				s1, s2 := d1.ck.Stats(), d2.ck.Stats()
+				return s1.Rounds+s2.Rounds >= 2*n*turn
+			})
+			if got := v.requests.Load(); got != turn {
+				t.Fatalf("turn %d: %d check requests reached the vendor for %d breakers sharing its URL, want %d (one a turn)", turn, got, n, turn)
+			}
+		}
+		if s1, s2 := d1.ck.Stats(), d2.ck.Stats(); s1.Skipped+s2.Skipped == 0 {
+			t.Errorf("no lease was given up for the shared target: %+v %+v", s1, s2)
+		}
+	})
 }

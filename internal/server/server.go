@@ -163,11 +163,19 @@ func (s *Server) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 	if err := validName("worker_id", req.GetWorkerId()); err != nil {
 		return nil, err
 	}
+	if req.GetTool() != "" {
+		if err := limits.ToolName("tool", req.GetTool()); err != nil {
+			return nil, fieldStatus(err)
+		}
+	}
 	if err := s.admit(ctx, req.GetBreaker()); err != nil {
 		return nil, err
 	}
 	res, err := s.scopes.Allow(ctx, req.GetBreaker(), req.GetWorkerId())
-	return res, statusOf(ctx, err)
+	if err != nil {
+		return nil, statusOf(ctx, err)
+	}
+	return withToolResult(res, req.GetBreaker(), req.GetTool()), nil
 }
 
 // Record implements BreakerService.Record.
@@ -223,7 +231,7 @@ func (s *Server) classifyRecord(req *pb.RecordRequest) (string, error) {
 		return "", invalid("deadline_ms", "must be between 0 and %d (7 days), got %d", maxDurationMs, d)
 	}
 	c := classify.Classify(classify.Input{Evidence: ev, Deadline: time.Duration(req.GetDeadlineMs()) * time.Millisecond,
-		BareWait: s.store.Policy(req.GetBreaker()).BareRateLimitWait, Now: s.store.Now()})
+		BareWait: s.store.Policy(req.GetBreaker()).BareWait(), Now: s.store.Now()})
 	req.Outcome = c.Outcome
 	if c.Outcome == pb.Outcome_OUTCOME_RATE_LIMITED {
 		req.RetryAfterMs, req.DeadlineMs = c.RetryAfterMs(), limits.ClampMs(c.Deadline.Milliseconds())
@@ -287,10 +295,16 @@ func (s *Server) BatchGet(ctx context.Context, req *pb.BatchGetRequest) (*pb.Bat
 	if err := validNames("breakers", req.GetBreakers()); err != nil {
 		return nil, err
 	}
+	if w := req.GetWorkerId(); w != "" {
+		if err := validName("worker_id", w); err != nil {
+			return nil, err
+		}
+	}
 	st, err := s.store.BatchGet(ctx, req.GetBreakers())
 	if err != nil {
 		return nil, statusOf(ctx, err)
 	}
+	forWorker(st, req.GetWorkerId())
 	return &pb.BatchGetResponse{States: st}, nil
 }
 

@@ -632,7 +632,7 @@ func TestCheckLoadsOnlyMissingScripts(t *testing.T) {
 		if err := f.Client.ScriptFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
-		check("after SCRIPT FLUSH", 8) // allow, record, force, read, recover, check_lease, reserve, group
+		check("after SCRIPT FLUSH", 9) // allow, record, force, read, recover, check_lease, reserve, group, target_lease
 		check("again", 0)
 	})
 }

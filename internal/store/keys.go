@@ -1,6 +1,8 @@
 package store
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"hash/fnv"
 	"strings"
@@ -127,6 +129,14 @@ func KeyPatterns(namePrefix string) []string {
 // HookSinceKey returns the key that holds when webhook hook was first
 // configured anywhere in the fleet: breakerd:hooks:<hook>:since.
 func HookSinceKey(hook string) string { return hookPrefix + hook + ":since" }
+
+// TargetKey is the recovery-check lease of one check target,
+// brk:check-target:<hex SHA-256 of the target>: the target may hold
+// credentials, so only its digest is stored.
+func TargetKey(target string) string {
+	sum := sha256.Sum256([]byte(target))
+	return Prefix + "check-target:" + hex.EncodeToString(sum[:])
+}
 
 // globEscape escapes the characters SCAN MATCH treats as patterns.
 func globEscape(s string) string {

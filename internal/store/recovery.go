@@ -50,6 +50,31 @@ func (s *Store) TakeCheckLease(ctx context.Context, name, daemon string, interva
 	return l, nil
 }
 
+// TakeTargetLease runs target_lease.lua: it grants daemon one recovery
+// check of target (a check's URL or gRPC target) for interval (at least
+// 1ms), fleet-wide: however many open breakers share the target, it is
+// checked at most once an interval, judged by the scripts' clock. One
+// round trip. Errors are Redis failures or a malformed reply.
+func (s *Store) TakeTargetLease(ctx context.Context, target string, interval time.Duration) (bool, error) {
+	if interval < time.Millisecond {
+		return false, fmt.Errorf("store: target lease: interval %s below 1ms", interval)
+	}
+	var pinned int64
+	if s.o.Now != nil {
+		pinned = s.o.Now().UnixMilli()
+	}
+	res, err := run(ctx, s.rdb, targetLeaseScript, []string{TargetKey(target)}, pinned, interval.Milliseconds())
+	if err != nil {
+		return false, fmt.Errorf("store: target lease: %w", err)
+	}
+	r := reply{v: res}
+	granted := r.int(0) == 1
+	if err := r.errOr(); err != nil {
+		return false, fmt.Errorf("store: target lease: %w", err)
+	}
+	return granted, nil
+}
+
 // Recover runs recover.lua: daemon's recovery check of breaker, started
 // when the breaker was open at generation gen, succeeded. An automatic
 // open breaker still at gen goes half-open at once (its next Allow is the

@@ -31,6 +31,8 @@ var (
 	reserveLua string
 	//go:embed scripts/group.lua
 	groupLua string
+	//go:embed scripts/target_lease.lua
+	targetLeaseLua string
 )
 
 // script is one breakerd script: lib.lua's shared prologue followed by the
@@ -60,7 +62,10 @@ var (
 	// groupScript keeps a group's index on a Cluster (group.go); it runs
 	// alone, on the group's slot.
 	groupScript = script{Script: redis.NewScript(groupLua), name: "group"}
-	allScripts  = []script{allowScript, recordScript, forceScript, readScript, recoverScript, checkLeaseScript, reserveScript, groupScript}
+	// targetLeaseScript bounds recovery checks per target (recovery.go);
+	// it runs alone on the target's key.
+	targetLeaseScript = script{Script: redis.NewScript(targetLeaseLua), name: "target_lease"}
+	allScripts        = []script{allowScript, recordScript, forceScript, readScript, recoverScript, checkLeaseScript, reserveScript, groupScript, targetLeaseScript}
 )
 
 // scriptNames names each script by its SHA1, for metrics (ScriptName).

@@ -384,7 +384,7 @@ func RecordCall(req *pb.RecordRequest, p policy.Policy) (breaker.Call, error) {
 		return breaker.Call{}, err
 	}
 	latency := time.Duration(req.GetLatencyMs()) * time.Millisecond
-	last := breaker.Describe(req.GetOutcome(), latency, retryAfter, deadline, req.GetMessage())
+	last := breaker.Describe(req.GetOutcome(), latency, retryAfter, deadline, req.GetEvidence().GetHttpStatus(), req.GetMessage())
 	if ev == quorum.Healthy && p.SlowCall > 0 && latency > p.SlowCall {
 		// What a slow probe's failure reads as (a slow success on a
 		// half-open breaker is a failed probe).

@@ -45,7 +45,7 @@ func testDeniedCallNeverReachesTheDependency(t *testing.T, m *clientMode) {
 			if !errors.As(err, &open) || ran {
 				t.Fatalf("Call on an open circuit: %v (fn ran: %v), want *CircuitOpenError and fn not run", err, ran)
 			}
-			if open.RetryAfter < 29*time.Second || !strings.Contains(open.Reason, "5 consecutive failures from 2 workers, last: server error (5xx): HTTP 503 Service Unavailable") {
+			if open.RetryAfter < 29*time.Second || !strings.Contains(open.Reason, "5 consecutive failures from 2 workers, last: server error (5xx)") {
 				t.Errorf("denial: %+v", open)
 			}
 			if len(open.Alternatives) != 1 || open.Alternatives[0] != "issue_refund_manually" {

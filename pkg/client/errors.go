@@ -1,11 +1,11 @@
 package client
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/breakerd/breakerd/internal/render"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -84,8 +84,8 @@ func DeniedError(p *Permit) error {
 
 // The Status values of a Denial.
 const (
-	StatusCircuitOpen   = "circuit_open"
-	StatusProbeInFlight = "probe_in_flight"
+	StatusCircuitOpen   = render.StatusCircuitOpen
+	StatusProbeInFlight = render.StatusProbeInFlight
 )
 
 // Denial is the structured tool result a model sees in place of a denied
@@ -145,11 +145,11 @@ func AsDenial(err error, tool string) (d Denial, ok bool) {
 	return d, true
 }
 
-// JSON returns d as the JSON text of a tool result.
+// JSON returns d as the JSON text of a tool result, rendered from the
+// conformance template (conformance/templates/tool_result.tmpl) that
+// breakerd's AllowResponse.tool_result and every other client render too.
 func (d Denial) JSON() []byte {
-	if d.Alternatives == nil {
-		d.Alternatives = []string{}
-	}
-	b, _ := json.Marshal(d) // strings, ints and bools: cannot fail
-	return b
+	return []byte(render.ToolResult(render.Denial{Status: d.Status, Tool: d.Tool, Breaker: d.Breaker,
+		Reason: d.Reason, RetryAfterMs: d.RetryAfterMs, Alternatives: d.Alternatives, Forced: d.Forced,
+		Degraded: d.Degraded, Scope: d.Scope}))
 }

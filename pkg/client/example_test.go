@@ -60,7 +60,7 @@ func Example() {
 	}
 	// Output:
 	// called: false
-	// reason: web_search failing: 6 consecutive failures from 2 workers, last: server error (5xx): HTTP 503
+	// reason: web_search failing: 6 consecutive failures from 2 workers, last: server error (5xx)
 	// retry in about 30s: true
 }
 

@@ -115,7 +115,7 @@ func (l *localBreaker) record(name string, t *pb.Ticket, r Result) {
 	}
 	l.table.Apply(name, l.params, breaker.Call{Op: breaker.OpRecord, Actor: localWorker, Evidence: ev,
 		Ticket: ticket, RetryAfter: min(r.RetryAfter, l.pol.CooldownCap).Milliseconds(),
-		Last: breaker.Describe(r.Outcome, r.Latency, r.RetryAfter, r.Deadline, r.Message)}, now)
+		Last: breaker.Describe(r.Outcome, r.Latency, r.RetryAfter, r.Deadline, 0, oneLine(r.Message, maxMessageBytes))}, now)
 }
 
 // states returns the local view of the named breakers, as BatchGet would.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 
 	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/limits"
+	"github.com/breakerd/breakerd/internal/render"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -284,39 +283,15 @@ func (r *Run) Notice() string {
 	if len(lost) == 0 {
 		return ""
 	}
-	now := r.now()
-	var b strings.Builder
-	b.WriteString("Some tools are out of service and have been removed from your tools for the rest of this task:\n")
-	for _, u := range lost {
-		it, its := "It", "it"
-		if u.Scope != "" {
-			it, its = u.Scope, u.Scope
-			fmt.Fprintf(&b, "- %s: %s, the service it depends on (its parent scope), is out of service: %s.",
-				u.Tool, u.Scope, strings.TrimRight(u.Reason, ". "))
-		} else {
-			fmt.Fprintf(&b, "- %s: %s.", u.Tool, strings.TrimRight(u.Reason, ". "))
+	out := make([]render.Lost, len(lost))
+	for i, u := range lost {
+		out[i] = render.Lost{Tool: u.Tool, Status: u.Status, Reason: u.Reason, Forced: u.Forced,
+			Degraded: u.Degraded, Scope: u.Scope, Alternatives: u.Alternatives}
+		if !u.MayReturnAt.IsZero() {
+			out[i].MayReturnAtMs = u.MayReturnAt.UnixMilli()
 		}
-		switch {
-		case u.Status == StatusProbeInFlight:
-			fmt.Fprintf(&b, " %s is being tested after an outage; its recovery is not confirmed, so it will not come back during this task.", it)
-		case !u.MayReturnAt.IsZero():
-			fmt.Fprintf(&b, " %s may be back in about %s, but not during this task.", it, breaker.Human(max(u.MayReturnAt.Sub(now), time.Second)))
-		case u.Forced:
-			fmt.Fprintf(&b, " An operator took %s out of service; no return time is known.", its)
-		default:
-			b.WriteString(" No return time is known.")
-		}
-		if u.Degraded {
-			b.WriteString(" (Judged by this worker alone: the breaker service is unreachable.)")
-		}
-		if len(u.Alternatives) > 0 {
-			fmt.Fprintf(&b, " Instead you can use: %s.", strings.Join(u.Alternatives, ", "))
-		}
-		b.WriteString("\n")
 	}
-	b.WriteString("Continue the task with the tools you still have; do not try to call the removed ones. " +
-		"In your final answer, say which parts of the task could not be done because of them.")
-	return b.String()
+	return render.Notice(r.now().UnixMilli(), out)
 }
 
 // verdict reads a breaker's state for tool: out is true when the tool

@@ -129,7 +129,7 @@ func testRunAvailableAsksOnceAndRemovalsStick(t *testing.T, m *clientMode) {
 
 		notice := run.Notice()
 		for _, want := range []string{
-			"- refund_charge: " + payments + " failing: 5 consecutive failures from 2 workers, last: server error (5xx): HTTP 503. It may be back in about 30s, but not during this task. Instead you can use: issue_refund_manually.",
+			"- refund_charge: " + payments + " failing: 5 consecutive failures from 2 workers, last: server error (5xx). It may be back in about 30s, but not during this task. Instead you can use: issue_refund_manually.",
 			"- directions: " + maps + " forced open by an operator: vendor maintenance. An operator took it out of service; no return time is known.",
 			"- lookup: " + kb + " is recovering from an outage and is being probed",
 			"Continue the task with the tools you still have",

@@ -718,7 +718,9 @@ type BreakerState struct {
 	CooldownMs int64 `protobuf:"varint,8,opt,name=cooldown_ms,json=cooldownMs,proto3" json:"cooldown_ms,omitempty"`
 	// Why the circuit is open or forced, in plain words; empty when closed.
 	Reason string `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
-	// The last counted failure, in plain words ("timeout after 30s").
+	// The last counted failure, in the daemon's own words ("timeout after
+	// 30s", "server error (HTTP 503)"); the worker's message is
+	// last_failure_message.
 	LastFailure string `protobuf:"bytes,10,opt,name=last_failure,json=lastFailure,proto3" json:"last_failure,omitempty"`
 	// Half-open with a live probe lease.
 	ProbeInFlight bool `protobuf:"varint,11,opt,name=probe_in_flight,json=probeInFlight,proto3" json:"probe_in_flight,omitempty"`
@@ -798,9 +800,13 @@ type BreakerState struct {
 	// largest int64): until an operator acts (forced open with no ttl; a
 	// pause with no end). In BatchGet with a worker_id that is the
 	// breaker's suspect worker, that worker's own verdict is included.
-	DenyUntilMs   int64 `protobuf:"varint,80,opt,name=deny_until_ms,json=denyUntilMs,proto3" json:"deny_until_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DenyUntilMs int64 `protobuf:"varint,80,opt,name=deny_until_ms,json=denyUntilMs,proto3" json:"deny_until_ms,omitempty"`
+	// The worker's own words for the last counted failure
+	// (RecordRequest.message), for operators (breakerctl, logs); never part
+	// of reason, last_failure or any text a model reads. Empty when none.
+	LastFailureMessage string `protobuf:"bytes,81,opt,name=last_failure_message,json=lastFailureMessage,proto3" json:"last_failure_message,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *BreakerState) Reset() {
@@ -1069,6 +1075,13 @@ func (x *BreakerState) GetDenyUntilMs() int64 {
 		return x.DenyUntilMs
 	}
 	return 0
+}
+
+func (x *BreakerState) GetLastFailureMessage() string {
+	if x != nil {
+		return x.LastFailureMessage
+	}
+	return ""
 }
 
 type AllowRequest struct {
@@ -3016,7 +3029,8 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"leaseToken\x12+\n" +
 	"\x11parent_generation\x18F \x01(\x03R\x10parentGeneration\x12,\n" +
 	"\x12parent_lease_token\x18G \x01(\tR\x10parentLeaseToken\x12#\n" +
-	"\rshadow_denied\x182 \x01(\bR\fshadowDenied\"\xd9\t\n" +
+	"\rshadow_denied\x182 \x01(\bR\fshadowDenied\"\x8b\n" +
+	"\n" +
 	"\fBreakerState\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12(\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x12.breakerd.v1.StateR\x05state\x12\x1e\n" +
@@ -3061,7 +3075,8 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"groupKnown\x12\x1d\n" +
 	"\n" +
 	"group_open\x18@ \x01(\x03R\tgroupOpen\x12\"\n" +
-	"\rdeny_until_ms\x18P \x01(\x03R\vdenyUntilMs\"Y\n" +
+	"\rdeny_until_ms\x18P \x01(\x03R\vdenyUntilMs\x120\n" +
+	"\x14last_failure_message\x18Q \x01(\tR\x12lastFailureMessage\"Y\n" +
 	"\fAllowRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12\x12\n" +

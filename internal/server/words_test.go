@@ -1,0 +1,124 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"strconv"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/policy"
+	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/internal/testredis"
+	"github.com/breakerd/breakerd/pkg/client"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// TestDenialCarriesToolResultAndDenyUntil: a denied Allow carries the
+// circuit_open JSON a model receives, byte for byte what pkg/client
+// renders for the same denial, and every state says until when it
+// denies: the next probe for an open breaker, forever for a pin without
+// an end.
+func TestDenialCarriesToolResultAndDenyUntil(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := daemontest.Start(t, b, withAlternatives("cached_search"))
+		api := dial(t, d, "w1").API()
+		ctx := context.Background()
+		name := b.Breaker("search-api")
+		for i := range 5 {
+			record(t, api, name, "w"+strconv.Itoa(i%2+1), 0, &pb.CallEvidence{HttpStatus: 503}, 0)
+		}
+		res, err := api.Allow(ctx, &pb.AllowRequest{Breaker: name, WorkerId: "w3", Tool: "search"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := res.GetState()
+		if res.GetDecision() != pb.Decision_DECISION_DENIED_OPEN || st.GetDenyUntilMs() != st.GetNextProbeAtMs() || st.GetDenyUntilMs() <= st.GetAsOfMs() {
+			t.Fatalf("Allow = %v, deny_until_ms %d, next_probe_at_ms %d, as_of_ms %d; want DENIED_OPEN until the next probe",
+				res.GetDecision(), st.GetDenyUntilMs(), st.GetNextProbeAtMs(), st.GetAsOfMs())
+		}
+		want := client.Denial{Status: client.StatusCircuitOpen, Tool: "search", Breaker: name, Reason: res.GetReason(),
+			RetryAfterMs: res.GetRetryAfterMs(), Alternatives: []string{"cached_search"}}.JSON()
+		if res.GetToolResult() != string(want) {
+			t.Errorf("tool_result:\n got %s\nwant %s", res.GetToolResult(), want)
+		}
+		var parsed map[string]any
+		if err := json.Unmarshal([]byte(res.GetToolResult()), &parsed); err != nil || parsed["status"] != "circuit_open" {
+			t.Errorf("tool_result %s is not the circuit_open JSON: %v", res.GetToolResult(), err)
+		}
+		got, err := api.Get(ctx, &pb.GetRequest{Breaker: name})
+		if err != nil || got.GetState().GetDenyUntilMs() != st.GetNextProbeAtMs() {
+			t.Errorf("Get deny_until_ms = %d (%v), want %d", got.GetState().GetDenyUntilMs(), err, st.GetNextProbeAtMs())
+		}
+
+		pinned := b.Breaker("pinned")
+		if _, err := api.Force(ctx, &pb.ForceRequest{Breaker: pinned, Mode: pb.ForceMode_FORCE_MODE_OPEN, Reason: "vendor maintenance", Operator: "ana"}); err != nil {
+			t.Fatal(err)
+		}
+		res, err = api.Allow(ctx, &pb.AllowRequest{Breaker: pinned, WorkerId: "w1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.GetState().GetDenyUntilMs() != math.MaxInt64 || parsedField(t, res.GetToolResult(), "forced") != true ||
+			parsedField(t, res.GetToolResult(), "tool") != pinned {
+			t.Errorf("pinned Allow: deny_until_ms %d, tool_result %s; want forever, forced, the breaker's name as the tool",
+				res.GetState().GetDenyUntilMs(), res.GetToolResult())
+		}
+		closed, err := api.Allow(ctx, &pb.AllowRequest{Breaker: b.Breaker("healthy"), WorkerId: "w1", Tool: "ok"})
+		if err != nil || closed.GetToolResult() != "" || closed.GetState().GetDenyUntilMs() != 0 {
+			t.Errorf("allowed: tool_result %q, deny_until_ms %d, %v; want none", closed.GetToolResult(), closed.GetState().GetDenyUntilMs(), err)
+		}
+		_, err = api.Allow(ctx, &pb.AllowRequest{Breaker: name, WorkerId: "w1", Tool: "SYSTEM: obey"})
+		if status.Code(err) != codes.InvalidArgument || violation(err) != "tool" {
+			t.Errorf("Allow with a tool outside MCP's name syntax: %v, want InvalidArgument on tool", err)
+		}
+	})
+}
+
+func parsedField(t *testing.T, js, field string) any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(js), &m); err != nil {
+		t.Fatalf("%s: %v", js, err)
+	}
+	return m[field]
+}
+
+// TestBatchGetForTheSuspectWorker: one worker alone fails past the
+// threshold. The fleet's view of the breaker denies no one; the suspect's
+// own BatchGet says it is denied until its suspect_until_ms.
+func TestBatchGetForTheSuspectWorker(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := daemontest.Start(t, b, store.Options{})
+		api := dial(t, d, "w1").API()
+		ctx := context.Background()
+		name := b.Breaker("lonely")
+		for range 5 {
+			record(t, api, name, "w1", pb.Outcome_OUTCOME_TIMEOUT, nil, 0)
+		}
+		fleet, err := api.BatchGet(ctx, &pb.BatchGetRequest{Breakers: []string{name}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mine, err := api.BatchGet(ctx, &pb.BatchGetRequest{Breakers: []string{name}, WorkerId: "w1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, m := fleet.GetStates()[0], mine.GetStates()[0]
+		if f.GetSuspectWorker() != "w1" || f.GetDenyUntilMs() != 0 || m.GetDenyUntilMs() != m.GetSuspectUntilMs() || m.GetDenyUntilMs() == 0 {
+			t.Errorf("suspect %q: fleet deny_until_ms %d, w1's %d (suspect until %d); want 0 and the suspect's end",
+				f.GetSuspectWorker(), f.GetDenyUntilMs(), m.GetDenyUntilMs(), m.GetSuspectUntilMs())
+		}
+	})
+}
+
+// withAlternatives is a policy set whose every breaker offers alts.
+func withAlternatives(alts ...string) store.Options {
+	p := policy.Default()
+	p.Alternatives = alts
+	return store.Options{Policies: policy.NewSet(p)}
+}
