@@ -119,7 +119,7 @@ func TestHTTPDocsCurlLinesRun(t *testing.T) {
 	want := [][]string{
 		{`"decision":"DECISION_ALLOWED"`},
 		{`"state":"STATE_OPEN"`, `"classified_as":"OUTCOME_SERVER_ERROR"`},
-		{`"decision":"DECISION_DENIED_OPEN"`, `"tool_result":`, `"deny_until_ms":`},
+		{`"decision":"DECISION_DENIED_OPEN"`, `"tool_result":"{`, `"deny_until_ms":"1`},
 		{`"classified_as":"OUTCOME_RATE_LIMITED"`},
 		{`"state":"STATE_OPEN"`},
 		{`"state":"STATE_FORCED_CLOSED"`},

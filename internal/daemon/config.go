@@ -425,11 +425,3 @@ func (c Config) validateListener() error {
 	}
 	return nil
 }
-
-// orDefault returns v, or def when v is zero.
-func orDefault[T int64 | time.Duration](v, def T) T {
-	if v == 0 {
-		return def
-	}
-	return v
-}

@@ -5,8 +5,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -416,4 +418,45 @@ func TestSecurityL4WatchEndsWhenItsTokenIsRevoked(t *testing.T) {
 	if m, err := kept.Recv(); err != nil || m.GetEvent().GetBreaker() != "x" {
 		t.Errorf("the kept token's Watch: %v, %v; want the event of x", m, err)
 	}
+}
+
+// TestSecurityH1HTTPListenerPassesTheSameLimits: the HTTP/JSON listener
+// refuses headers past --max-header-bytes before the token check (431,
+// where a small request without a token is 401), and its connections
+// count against --max-conns with the gRPC listener's.
+func TestSecurityH1HTTPListenerPassesTheSameLimits(t *testing.T) {
+	httpAddr := testredis.FreeAddr(t)
+	runSecured(t, "--tokens", secTokens(t), "--http-listen", httpAddr, "--max-header-bytes", "8192", "--max-conns", "3")
+	post := func(pad string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, "http://"+httpAddr+"/breakerd.v1.BreakerService/List", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Pad", pad)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		return res.StatusCode
+	}
+	if code := post(""); code != http.StatusUnauthorized {
+		t.Fatalf("a small request without a token: %d, want 401", code)
+	}
+	if code := post(strings.Repeat("p", 16<<10)); code != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("16 KiB of headers without a token: %d, want 431 before the token check", code)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	var held []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", httpAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		held = append(held, c)
+	}
+	daemontest.Eventually(t, "a fourth connection (HTTP) closed at accept", func() bool { return closedByDaemon(t, httpAddr) })
 }

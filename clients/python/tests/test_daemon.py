@@ -63,6 +63,8 @@ def test_trip_from_two_workers(daemon: Daemon, name: Callable[[str], str]) -> No
             raise AssertionError("a denied call must not run")
     d = e.value
     assert d.decision == "DECISION_DENIED_OPEN" and not d.degraded
+    assert '"refund_charge"' in d.tool_result and "issue_refund_manually" in d.tool_result
+    assert int(d.state["deny_until_ms"]) > int(d.state["as_of_ms"]) > 0
 
 
 def test_rate_limit_evidence_is_classified(daemon: Daemon, name: Callable[[str], str]) -> None:
@@ -71,6 +73,21 @@ def test_rate_limit_evidence_is_classified(daemon: Daemon, name: Callable[[str],
     ans = c.record(p, evidence={"http_status": 429, "headers": {"retry-after": "120"}}, deadline_ms=1000)
     assert ans["classified_as"] == "OUTCOME_RATE_LIMITED"
     assert ans["why"]
+
+
+def test_refused_name_is_an_error_not_an_outage(daemon: Daemon) -> None:
+    c = client(daemon, worker="w1")
+    for bad in ("", "x" * 300):
+        with pytest.raises(breakerd.InvalidArgument) as e:
+            c.allow(bad)
+        assert e.value.message.startswith("breaker: ")  # the daemon's message starts with the field
+    with pytest.raises(breakerd.InvalidArgument) as e:
+        c.allow("b", tool="not a tool name!")
+    assert e.value.message.startswith("tool: ")
+    with pytest.raises(breakerd.InvalidArgument) as e:
+        c.call("Allow", {"breaker": "b", "worker_id": "w1", "workerid": "typo"})
+    assert e.value.fields == ("workerid",)  # the HTTP layer's field violations
+    assert not c.degraded
 
 
 def test_unknown_token_is_unauthenticated(daemons: Callable[..., Daemon], tmp_path: Any) -> None:
@@ -98,6 +115,55 @@ def test_failover_keeps_answering(two_daemons: tuple[Daemon, Daemon], name: Call
     p = c.allow(b)
     assert not p.allowed and not p.degraded  # d2 answered from the shared Redis
     assert c.transport.failovers == 1
+
+
+def test_outage_falls_back(daemon: Daemon, name: Callable[[str], str]) -> None:
+    b, other = name("payments"), name("search")
+    c = client(daemon, worker="w1", allow_budget=2.0)
+    trip(b, c, client(daemon, worker="w2"))
+    c.allow(other)  # reads its policy (threshold 3) for the fallback
+    assert not c.allow(b).allowed
+    daemon.stop()
+    # What the client knew stays denied, marked degraded.
+    p = c.allow(b)
+    assert not p.allowed and p.degraded
+    assert '"degraded":true' in p.tool_result.replace(" ", "")
+    # Others are judged by the local breaker, at the policy's threshold.
+    for _ in range(3):
+        with pytest.raises(TimeoutError):
+            with c.guard(other):
+                raise TimeoutError
+    p = c.allow(other)
+    assert not p.allowed and p.degraded
+    assert c.degraded
+
+
+def test_open_cache_answers_without_a_round_trip(daemon: Daemon, name: Callable[[str], str]) -> None:
+    b = name("payments")
+    c = client(daemon, worker="w1", watch=True)
+    assert c.cache is not None and c.cache.wait_live(30)
+    trip(b, client(daemon, worker="w2"), client(daemon, worker="w3"))
+    wait_for(lambda: c.cache is not None and c.cache.denial(b) is not None, "the open breaker on the stream")
+    sent = c.transport.calls
+    p = c.allow(b, tool="refund_charge")
+    assert not p.allowed and c.transport.calls == sent
+    assert '"refund_charge"' in p.tool_result
+
+
+@pytest.mark.parametrize("named", [False, True], ids=["every breaker: a fresh snapshot", "named breakers: a replay"])
+def test_watch_snapshot_and_resume(two_daemons: tuple[Daemon, Daemon], name: Callable[[str], str], named: bool) -> None:
+    d1, d2 = two_daemons
+    b1, b2 = name("payments"), name("search")
+    c = client(d1, d2, worker="w1", watch=[b1, b2] if named else True)
+    assert c.cache is not None and c.cache.wait_live(30)
+    trip(b1, client(d1, worker="w2"), client(d1, worker="w3"))
+    assert c.cache is not None
+    wait_for(lambda: c.cache is not None and c.cache.denial(b1) is not None, "the trip's event")
+    d1.stop()  # the stream moves to d2
+    trip(b2, client(d2, worker="w2"), client(d2, worker="w3"))
+    wait_for(lambda: c.cache is not None and c.cache.denial(b2) is not None, "the event missed while switching")
+    assert c.cache.denial(b1) is not None
+    assert c.cache.resumes >= 1  # it reconnected with Last-Event-ID
 
 
 def test_every_row_classifies_as_written(daemon: Daemon, name: Callable[[str], str], kinds: dict[str, BaseException]) -> None:

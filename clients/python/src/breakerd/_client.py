@@ -124,7 +124,9 @@ class Client:
         self.transport = Transport(urls, token=token, tls=tls)
         self.local = LocalBreaker(self._now_ms)
         names = [] if isinstance(watch, bool) else list(watch)
-        self.cache = OpenCache(self.transport, self._now_ms, names) if watch else None
+        # The denials this client knows, from every answer; the watch
+        # stream, when followed, keeps them current.
+        self.cache = OpenCache(self.transport, self._now_ms, names, start=bool(watch))
         self._lock = threading.Lock()
         self._contacted = False
         self._outage = False
@@ -134,8 +136,7 @@ class Client:
 
     def close(self) -> None:
         """close stops the watch stream and closes every connection."""
-        if self.cache is not None:
-            self.cache.close()
+        self.cache.close()
         self.transport.close()
 
     def __enter__(self) -> Client:
@@ -180,7 +181,7 @@ class Client:
         CircuitOpen for it). The open cache answers a known denial with no
         round trip; when no daemon answers within the Allow budget, the
         cache and then the local fallback answer, marked degraded."""
-        cached = self.cache.denial(breaker) if self.cache is not None else None
+        cached = self.cache.denial(breaker)
         if cached is not None:
             return self._cached_permit(breaker, tool, cached, degraded=False)
         body: dict[str, Any] = {"breaker": breaker, "worker_id": self.worker_id}
@@ -191,8 +192,7 @@ class Client:
         except Outage:
             return self._fallback_allow(breaker, tool)
         p = self._permit(breaker, tool, ans)
-        if self.cache is not None:
-            self.cache.observe(p.state)
+        self.cache.observe(p.state)
         self._learn_policy(breaker)
         return p
 
@@ -239,7 +239,7 @@ class Client:
             return {"degraded": True, "counted": counts(ev) is not None}
         if counts(ev) is False:
             self._worked.add(permit.breaker)
-        if self.cache is not None and isinstance(ans.get("state"), dict):
+        if isinstance(ans.get("state"), dict):
             self.cache.observe(ans["state"])
         return ans
 
@@ -288,7 +288,7 @@ class Client:
 
     def _cached_permit(self, breaker: str, tool: str, st: dict[str, Any], degraded: bool) -> Permit:
         decision = _render.decision_of(st)
-        retry = max(0, _int(st.get("deny_until_ms")) - self.cache.now_redis_ms()) if self.cache else 0
+        retry = max(0, _int(st.get("deny_until_ms")) - self.cache.now_redis_ms())
         reason = str(st.get("reason", ""))
         return Permit(
             breaker=breaker,
@@ -302,7 +302,7 @@ class Client:
         )
 
     def _fallback_allow(self, breaker: str, tool: str) -> Permit:
-        cached = self.cache.denial(breaker, stale_ok=True) if self.cache is not None else None
+        cached = self.cache.denial(breaker, stale_ok=True)
         if cached is not None:
             return self._cached_permit(breaker, tool, cached, degraded=True)
         d = self.local.allow(breaker)

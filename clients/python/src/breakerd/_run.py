@@ -140,8 +140,7 @@ class Run:
                 out[b] = (self._fallback_state(b), True)
             return out
         for st in states:
-            if self.client.cache is not None:
-                self.client.cache.observe(st)
+            self.client.cache.observe(st)
             if _denies(st):
                 out[str(st.get("breaker", ""))] = (st, False)
         parents = {b: str(st.get("parent")) for b, (st, _) in out.items()
@@ -158,8 +157,7 @@ class Run:
         return out
 
     def _fallback_state(self, breaker: str) -> dict[str, Any]:
-        cache = self.client.cache
-        st = cache.denial(breaker, stale_ok=True) if cache is not None else None
+        st = self.client.cache.denial(breaker, stale_ok=True)
         if st is not None:
             return st
         d = self.client.local.peek(breaker)

@@ -1,0 +1,79 @@
+package daemon
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/breakerd/breakerd/internal/testredis"
+	"github.com/breakerd/breakerd/internal/testtls"
+)
+
+// TestRunServesHTTPWithTheGRPCListenersTrust runs the production assembly
+// with --tokens, TLS and --http-listen: the HTTP/JSON API answers only
+// over TLS, refuses an unknown token and serves a worker's.
+func TestRunServesHTTPWithTheGRPCListenersTrust(t *testing.T) {
+	pki := testtls.New(t)
+	tokens := filepath.Join(t.TempDir(), "tokens.yaml")
+	const wToken = "worker-token-0123456789"
+	if err := os.WriteFile(tokens, []byte("tokens:\n  - {name: w1, role: worker, token: "+wToken+", workers: [w1]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	httpAddr := testredis.FreeAddr(t)
+	cfg := Config{Listen: testredis.FreeAddr(t), HTTPListen: httpAddr, EventsMaxLen: 100, EventRetention: time.Hour,
+		ShutdownTimeout: time.Second, HealthInterval: time.Second, LogFormat: "text",
+		TokensFile: tokens, TLSCert: pki.ServerCertFile, TLSKey: pki.ServerKeyFile}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready, done := make(chan net.Addr, 1), make(chan error, 1)
+	go func() {
+		done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a net.Addr) { ready <- a })
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	}
+	tlsCfg := &tls.Config{RootCAs: pki.Pool, ServerName: "127.0.0.1"}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg}}
+	allow := func(token string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, "https://"+httpAddr+"/breakerd.v1.BreakerService/Allow", strings.NewReader(`{"breaker":"x","worker_id":"w1"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		res, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if code, body := allow(wToken); code != http.StatusOK || !strings.Contains(body, `"decision":"DECISION_ALLOWED"`) {
+		t.Errorf("Allow over HTTPS with a worker's token = %d %s, want 200 allowed", code, body)
+	}
+	if code, _ := allow("unknown-token-0123456789"); code != http.StatusUnauthorized {
+		t.Errorf("Allow with an unknown token = %d, want 401", code)
+	}
+	if res, err := http.Get("http://" + httpAddr + "/healthz"); err == nil {
+		res.Body.Close()
+		if res.StatusCode < 400 {
+			t.Errorf("plain HTTP on the TLS listener answered %d, want a refusal", res.StatusCode)
+		}
+	}
+}
