@@ -215,11 +215,18 @@ func (v *view) names() []string {
 
 // entryOf turns breakerd's snapshot of a breaker, and the decision it
 // answered with its retry_after, into an entry learned at now (when the
-// request was sent). A DENIED_PROBE_IN_FLIGHT answer tells the lease's
-// end when the snapshot does not.
+// request was sent). A probe lease in flight is held as a denial only
+// when breakerd denied this worker for it (DENIED_PROBE_IN_FLIGHT, whose
+// retry_after tells the lease's end when the snapshot does not): a lease
+// released early (a cancelled or panicking probe) emits no event, so a
+// lease seen in any other answer, this worker's own PROBE included, is
+// left for breakerd to judge.
 func entryOf(s *pb.BreakerState, d pb.Decision, retry time.Duration, now time.Time) *entry {
 	e := newEntry(s.GetBreaker(), s, now)
-	if d == pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT && retry > 0 && e.v.LeaseUntil == 0 {
+	switch {
+	case d != pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT:
+		e.v.InFlight, e.v.LeaseUntil = false, 0
+	case retry > 0 && e.v.LeaseUntil == 0:
 		e.v.LeaseUntil = s.GetAsOfMs() + retry.Milliseconds()
 	}
 	return e
