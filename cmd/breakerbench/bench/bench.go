@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -436,12 +437,26 @@ func serveDaemon(ctx context.Context, redisAddr, policyFile string, withHTTP boo
 	}
 	c := daemon.Config{Listen: "127.0.0.1:0", RedisURL: "redis://" + redisAddr + "/0", PolicyFile: policyFile, EventsMaxLen: 1000,
 		EventRetention: 168 * time.Hour, ShutdownTimeout: 5 * time.Second, HealthInterval: time.Hour, LogFormat: "text"}
-	if withHTTP {
+	if !withHTTP {
+		return runDaemon(ctx, c)
+	}
+	// The daemon opens its HTTP listener itself, on a port free a moment
+	// before: another process may take it in between, so a port already
+	// taken is tried again with another.
+	for range 5 {
 		if c.HTTPListen, err = freeLoopback(); err != nil {
 			return addrs, nil, err
 		}
-		addrs.http = c.HTTPListen
+		if addrs, stop, err = runDaemon(ctx, c); !errors.Is(err, syscall.EADDRINUSE) {
+			return addrs, stop, err
+		}
 	}
+	return addrs, nil, err
+}
+
+// runDaemon runs daemon.Run with c until stop, once it serves.
+func runDaemon(ctx context.Context, c daemon.Config) (addrs daemonAddrs, stop func(), err error) {
+	addrs.http = c.HTTPListen
 	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
