@@ -221,7 +221,7 @@ func TestVerdictOfTheAPIState(t *testing.T) {
 				want.Cause = ""
 				q.PolicyShadow = policyShadow
 				got := back.Verdict(q)
-				if want.Decision == pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT {
+				if want.Decision == pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT && st.GetDenyUntilMs() == 0 {
 					want.Until = now + 1
 				}
 				if v.NoProbe != "" && want.Decision != got.Decision {
