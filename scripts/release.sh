@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Cross-compiles the released commands for every platform we ship and
 # writes, per platform, a tarball of the binaries with LICENSE and
-# README.md, and one SHA256SUMS over the tarballs. `make release` runs it;
-# the version comes from git (`git describe --tags`) as in `make build`.
+# README.md; then the Python wheel and the npm tarball of the clients,
+# stamped with the same version in a copy of HEAD's tree (the working tree
+# is never modified); and one SHA256SUMS over all of them. `make release`
+# runs it; the version comes from git (`git describe --tags`) as in
+# `make build`.
 #
 # Usage: scripts/release.sh [--version V] [--commit C] [--dist DIR]
 #   --version  VERSION  (default: git describe --tags --always --dirty)
@@ -51,5 +54,37 @@ for platform in "${platforms[@]}"; do
     --mtime="@$(git log -1 --format=%ct 2>/dev/null || echo 0)" -czf "$dist/$name.tar.gz" "$name"
   echo "release: $dist/$name.tar.gz"
 done
-(cd "$dist" && sha256sum breakerd_"${version}"_*.tar.gz > SHA256SUMS)
+# The clients' versions, derived from the tag: vX.Y.Z gives X.Y.Z to both.
+# Anything after X.Y.Z (describe's "-3-gabc1234", "-dirty", a tag's "-ci")
+# becomes PEP 440's local label ("+3.gabc1234", "+ci") for the wheel and
+# semver's pre-release ("-3-gabc1234", "-ci") for npm; a bare commit
+# (no tag reachable) is 0.0.0 with "g<commit>" as that suffix.
+client_versions() {
+  local v=${1#v} base rest
+  if [[ $v =~ ^([0-9]+\.[0-9]+\.[0-9]+)(.*)$ ]]; then
+    base=${BASH_REMATCH[1]} rest=${BASH_REMATCH[2]#[-+]}
+  else
+    base=0.0.0 rest=g$v
+  fi
+  rest=${rest//[^0-9A-Za-z.-]/-}
+  if [ -z "$rest" ]; then
+    pep440=$base semver=$base
+  else
+    pep440=$base+${rest//-/.} semver=$base-$rest
+  fi
+}
+client_versions "$version"
+git archive HEAD clients/python clients/typescript | tar -x -C "$work"
+sed -i "s/^version = \".*\"$/version = \"$pep440\"/" "$work/clients/python/pyproject.toml"
+python3 -m pip wheel -q --no-deps -w "$dist" "$work/clients/python"
+(cd "$work/clients/typescript" &&
+  npm ci -s --prefer-offline --no-audit --no-fund --ignore-scripts &&
+  npm pkg set version="$semver" && npm run -s build &&
+  npm pack -s --pack-destination "$dist" >/dev/null)
+wheel=breakerd-$pep440-py3-none-any.whl tgz=breakerd-client-$semver.tgz
+for f in "$wheel" "$tgz"; do
+  [ -f "$dist/$f" ] || { echo "release.sh: no $dist/$f" >&2; exit 1; }
+  echo "release: $dist/$f"
+done
+(cd "$dist" && sha256sum breakerd_"${version}"_*.tar.gz "$wheel" "$tgz" > SHA256SUMS)
 echo "release: $dist/SHA256SUMS"

@@ -19,7 +19,7 @@ export PATH="$PATH:/usr/local/go/bin:$HOME/go/bin"
 declare -A need=(
   [redis-server]=redis-server [redis-cli]=redis-tools [redis-sentinel]=redis-sentinel
   [docker-compose]=docker-compose [file]=file [curl]=curl [systemd-analyze]=systemd [python3]=python3-venv
-  [node]=nodejs [npm]=npm
+  [node]=nodejs [npm]=npm [unzip]=unzip
 )
 
 phase_start=0
@@ -205,9 +205,10 @@ check_versions() {
 }
 
 # check_release TAG DIR: a tarball per platform, each binary built for it,
-# and SHA256SUMS verifies.
+# the clients' wheel and npm tarball versioned from TAG (v0.0.0-ci: PEP
+# 440's 0.0.0+ci, semver's 0.0.0-ci), and SHA256SUMS verifies.
 check_release() {
-  local tag=$1 dir=$2 platform want t b
+  local tag=$1 dir=$2 platform want t b got npmv=${1#v} pyv
   (cd "$dir" && sha256sum --quiet -c SHA256SUMS)
   for platform in linux_amd64:"ELF 64-bit.*x86-64" linux_arm64:"ELF 64-bit.*aarch64" darwin_amd64:"Mach-O 64-bit.*x86_64" darwin_arm64:"Mach-O 64-bit.*arm64"; do
     t="$dir/breakerd_${tag}_${platform%%:*}.tar.gz"
@@ -218,7 +219,16 @@ check_release() {
       file "$dir/breakerd_${tag}_${platform%%:*}/$b" | grep -Eq "$want" || { echo "ci: $b in $t is not $want"; return 1; }
     done
   done
-  echo "ci: make release: 4 platforms, checksums verified"
+  pyv=${npmv/-/+}
+  t="$dir/breakerd-$pyv-py3-none-any.whl"
+  got=$(unzip -p "$t" "breakerd-$pyv.dist-info/METADATA" 2>/dev/null | sed -n 's/^Version: //p')
+  [ "$got" = "$pyv" ] || { echo "ci: $t says Version \"$got\", want \"$pyv\""; return 1; }
+  t="$dir/breakerd-client-$npmv.tgz"
+  got=$(tar -xzOf "$t" package/package.json 2>/dev/null | node -p 'JSON.parse(require("fs").readFileSync(0, "utf8")).version' || true)
+  [ "$got" = "$npmv" ] || { echo "ci: $t says version \"$got\", want \"$npmv\""; return 1; }
+  grep -q " breakerd-$pyv-py3-none-any.whl$" "$dir/SHA256SUMS" && grep -q " breakerd-client-$npmv.tgz$" "$dir/SHA256SUMS" ||
+    { echo "ci: SHA256SUMS misses the wheel or the npm tarball"; return 1; }
+  echo "ci: make release: 4 platforms, wheel $pyv, npm $npmv, checksums verified"
 }
 
 # Deployment files, checked offline: the Kubernetes manifests decode
