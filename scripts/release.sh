@@ -77,9 +77,10 @@ client_versions "$version"
 git archive HEAD clients/python clients/typescript | tar -x -C "$work"
 sed -i "s/^version = \".*\"$/version = \"$pep440\"/" "$work/clients/python/pyproject.toml"
 python3 -m pip wheel -q --no-deps -w "$dist" "$work/clients/python"
+# npm pack builds the package first (its prepack script).
 (cd "$work/clients/typescript" &&
   npm ci -s --prefer-offline --no-audit --no-fund --ignore-scripts &&
-  npm pkg set version="$semver" && npm run -s build &&
+  npm pkg set version="$semver" &&
   npm pack -s --pack-destination "$dist" >/dev/null)
 wheel=breakerd-$pep440-py3-none-any.whl tgz=breakerd-client-$semver.tgz
 for f in "$wheel" "$tgz"; do
