@@ -38,7 +38,9 @@ export interface ClientOptions {
   /**
    * Follow the daemons' event stream (GET /v1/watch) into the open cache,
    * so that the fallback knows every breaker the fleet holds open, not
-   * only those this worker was told of. Holds a connection open until
+   * only those this worker was told of; while the stream is live, allow
+   * answers a breaker the cache holds denying with no round trip. Holds a
+   * connection open until
    * close(). true: every breaker; a list: those breakers. Default false.
    */
   watch?: boolean | readonly string[] | undefined;
@@ -209,6 +211,11 @@ export class Client {
   async allow(breaker: string, opts: CallOptions = {}): Promise<Permit> {
     checkName("breaker", breaker);
     const tool = opts.tool ?? "";
+    if (this.cache.status.connected) {
+      // A live stream's cache answers a known denial with no round trip.
+      const cached = this.cache.lookup(breaker);
+      if (cached) return this.cachedDenial(this.denialBase(breaker, tool || breaker, false), cached);
+    }
     let res: AllowResponse;
     try {
       res = await this.rpc<AllowResponse>("Allow", { breaker, worker_id: this.workerId, ...(tool ? { tool } : {}) }, this.budget(), opts.signal);
@@ -256,7 +263,7 @@ export class Client {
   /** fallbackAllow answers while no daemon does. */
   private fallbackAllow(breaker: string, tool: string, why: UnreachableError): Permit {
     this.o.onError?.(why);
-    const base: DenialBase = { breaker, tool, ticket: {}, state: undefined, degraded: true, scope: "", alternatives: [], toolResult: "" };
+    const base = this.denialBase(breaker, tool, true);
     const cached = this.cache.lookup(breaker);
     if (cached) return this.cachedDenial(base, cached);
     if (this.o.fallback === "closed") {
@@ -268,6 +275,10 @@ export class Client {
       return { ...base, decision, allowed: true, retryAfterMs: 0, reason: "", local: { probe: v.probe } };
     }
     return this.denied(base, v.probeInFlight ? "DECISION_DENIED_PROBE_IN_FLIGHT" : "DECISION_DENIED_OPEN", v.retryAfterMs, v.reason);
+  }
+
+  private denialBase(breaker: string, tool: string, degraded: boolean): DenialBase {
+    return { breaker, tool, ticket: {}, state: undefined, degraded, scope: "", alternatives: [], toolResult: "" };
   }
 
   private cachedDenial(base: DenialBase, c: CachedDenial): Permit {
@@ -291,7 +302,7 @@ export class Client {
       alternatives,
       scope: base.scope,
       forced: decision === "DECISION_DENIED_FORCED_OPEN",
-      degraded: true,
+      degraded: base.degraded,
       probeInFlight: decision === "DECISION_DENIED_PROBE_IN_FLIGHT",
     };
     return { ...base, decision, allowed: false, retryAfterMs, reason, alternatives, toolResult: renderToolResult(fields), local: undefined };

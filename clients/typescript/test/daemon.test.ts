@@ -129,11 +129,22 @@ test("failover: one of two daemons killed, the other answers within the budget w
 test("the open cache follows the event stream and keeps denying while no daemon answers", async () => {
   const breaker = `${prefix}:watched`;
   const own = await startDaemon({ policy });
-  const c = client("c1", [own.url], { watch: true, allowBudgetMs: 200 });
+  let allows = 0;
+  const counting: typeof fetch = (input, init) => {
+    if (String(input).endsWith("/Allow")) allows++;
+    return fetch(input, init);
+  };
+  const c = client("c1", [own.url], { watch: true, allowBudgetMs: 200, fetch: counting });
   try {
     await waitFor(() => c.openCache.status.snapshots > 0, "the stream's snapshot");
     await tripped(breaker); // through daemon a: the event reaches c through its own daemon's stream
     await waitFor(() => c.openCache.lookup(breaker) !== undefined, "the trip's event in the cache");
+    // A live stream's cache answers the denial: no Allow reaches a daemon.
+    const live = await c.allow(breaker, { tool: "refund_charge" });
+    assert.equal(live.decision, "DECISION_DENIED_OPEN");
+    assert.equal(live.degraded, false);
+    assert.equal((JSON.parse(live.toolResult) as Record<string, unknown>)["degraded"], false);
+    assert.equal(allows, 0, "Allow requests sent for a breaker the live cache knows open");
     await own.kill();
     const p = await c.allow(breaker, { tool: "refund_charge" });
     assert.equal(p.degraded, true);
