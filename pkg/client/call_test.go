@@ -321,6 +321,7 @@ func testBreakerdDenialInsideACall(t *testing.T, m *clientMode) {
 		w1, w2 := m.dial(t, d.Addr, "w1"), m.dial(t, d.Addr, "w2")
 		inner, outer := b.Breaker("sub-tool"), b.Breaker("outer-tool")
 		trip(t, w1, w2, inner)
+		m.settle(t, d, inner, w1, w2) // fast mode: both views know the sub-tool open
 		v := newVendor(t, http.StatusOK)
 		for i := range 8 {
 			w := []*Client{w1, w2}[i%2]
