@@ -27,7 +27,13 @@ func TestSecurityM4OpenCachePagesItsList(t *testing.T) {
 			}
 		}
 		c := dial(t, d.Addr, "agent", WithOpenCache(), WithClock(newFakeClock()), WithReconnectInterval(20*time.Millisecond))
-		eventually(t, "the open cache seeded from a paged List", func() bool { live, _, _ := c.cache.status(); return live })
+		eventually(t, "the open cache seeded from a paged List", func() bool {
+			live, _, _ := c.cache.status()
+			for _, n := range names {
+				live = live && c.cache.lookup(n, "agent", c.o.clock.Now()) != nil
+			}
+			return live
+		})
 		allows := d.Calls.Get("Allow")
 		for _, n := range names {
 			if p, err := c.Allow(ctx, n); err != nil || !p.Cached || p.Decision != pb.Decision_DECISION_DENIED_FORCED_OPEN {
