@@ -212,13 +212,17 @@ const listPageSize = 1000
 
 // listOpen lists the open and forced-open breakers a page at a time (the
 // daemon refuses an unpaged List past its cap), each breaker once (a page
-// boundary can repeat one).
+// boundary can repeat one). The list timeout bounds each page, not the
+// whole listing: a keyspace of many breakers takes many pages, and a
+// listing that makes progress must not be cut off and started again.
 func (c *Client) listOpen(ctx context.Context) ([]*pb.BreakerState, error) {
 	req := &pb.ListRequest{States: []pb.State{pb.State_STATE_OPEN, pb.State_STATE_FORCED_OPEN}, PageSize: listPageSize}
 	var out []*pb.BreakerState
 	seen := map[string]bool{}
 	for {
-		res, err := c.api.List(ctx, req)
+		pctx, cancel := context.WithTimeout(ctx, c.o.listTimeout)
+		res, err := c.api.List(pctx, req)
+		cancel()
 		if err != nil {
 			return nil, err
 		}
@@ -244,9 +248,7 @@ func (c *Client) watchOnce(ctx context.Context) error {
 	if err := subscribed(stream); err != nil {
 		return err
 	}
-	lctx, lcancel := context.WithTimeout(ctx, c.o.listTimeout)
-	open, err := c.listOpen(lctx)
-	lcancel()
+	open, err := c.listOpen(ctx)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -44,4 +46,62 @@ func TestSecurityM4OpenCachePagesItsList(t *testing.T) {
 			t.Errorf("cached denials cost %d Allow RPCs, want 0", got)
 		}
 	})
+}
+
+// pagedList is a fake breakerd whose Watch subscribes and holds, and whose
+// List answers three pages, the first only once half the list timeout has
+// passed, recording each page's deadline.
+type pagedList struct {
+	pb.UnimplementedBreakerServiceServer
+	timeout   time.Duration
+	mu        sync.Mutex
+	deadlines []time.Time
+}
+
+func (f *pagedList) Watch(_ *pb.WatchRequest, s pb.BreakerService_WatchServer) error {
+	if err := s.SendHeader(nil); err != nil {
+		return err
+	}
+	<-s.Context().Done()
+	return nil
+}
+
+func (f *pagedList) List(ctx context.Context, req *pb.ListRequest) (*pb.ListResponse, error) {
+	d, _ := ctx.Deadline()
+	f.mu.Lock()
+	f.deadlines = append(f.deadlines, d)
+	page := len(f.deadlines)
+	f.mu.Unlock()
+	if page == 1 {
+		// Wait on the deadline itself: past the half, a listing bounded as
+		// a whole has less than half its timeout left for the next page.
+		select {
+		case <-time.After(time.Until(d.Add(-f.timeout / 2))):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	res := &pb.ListResponse{States: []*pb.BreakerState{{Breaker: fmt.Sprintf("b%d", page), State: pb.State_STATE_FORCED_OPEN}}}
+	if page < 3 {
+		res.NextPageToken = fmt.Sprintf("p%d", page+1)
+	}
+	return res, nil
+}
+
+// TestSecurityM4OpenCacheBoundsEachPage: the list timeout bounds each
+// page of the open cache's List, not the whole listing, so a keyspace that
+// takes many pages still seeds the cache.
+func TestSecurityM4OpenCacheBoundsEachPage(t *testing.T) {
+	timeout := 2 * time.Second
+	f := &pagedList{timeout: timeout}
+	c := dial(t, serveFake(t, f), "agent", WithOpenCache(), func(o *options) { o.listTimeout = timeout })
+	eventually(t, "the open cache seeded from three pages", func() bool {
+		live, _, _ := c.cache.status()
+		return live && c.cache.lookup("b3", "agent", c.o.clock.Now()) != nil
+	})
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if gap := f.deadlines[1].Sub(f.deadlines[0]); gap < timeout/4 {
+		t.Errorf("page 2's deadline is %v after page 1's; want each page its own %v", gap, timeout)
+	}
 }
