@@ -125,9 +125,11 @@ func assemble(c Config, log *slog.Logger, rdb redis.UniversalClient, channel str
 	if !d.inMemory {
 		outage = store.OutageUnavailable
 	}
-	var degraded func(bool) // the metric, once it exists
+	var degraded func(bool)               // the metric, once it exists
+	var saved func(string, store.Savings) // likewise
 	d.st = store.New(rdb, store.Options{Policies: policies, EventsMaxLen: c.EventsMaxLen, EventRetention: c.EventRetention,
-		Channel: channel, Outage: outage, MaxBreakers: c.MaxBreakers, OnOutage: func(down bool) {
+		Channel: channel, Outage: outage, MaxBreakers: c.MaxBreakers, OnSaved: func(b string, n store.Savings) { saved(b, n) },
+		OnOutage: func(down bool) {
 			if down {
 				log.Error("redis unreachable: answering from this daemon's in-memory breakers (degraded) until it answers again")
 			} else {
@@ -140,7 +142,7 @@ func assemble(c Config, log *slog.Logger, rdb redis.UniversalClient, channel str
 		d.st.Close()
 		return nil, err
 	}
-	degraded = d.op.m.SetDegraded
+	degraded, saved = d.op.m.SetDegraded, d.op.savings.Count
 	return d, nil
 }
 
@@ -261,7 +263,13 @@ func (d *parts) background(ctx context.Context, c Config, log *slog.Logger) (wai
 	go func() { hubDone <- d.hub.Run(ctx, nil) }()
 	checksDone := make(chan struct{})
 	hooksDone := make(chan error, 1)
+	savingsDone := make(chan struct{})
+	go func() {
+		defer close(savingsDone)
+		d.st.RunSavings(ctx, savingsFlush, func(err error) { log.Warn("savings: flush failed; kept for the next", "err", err) })
+	}()
 	wait = func() {
+		<-savingsDone
 		if err := <-hubDone; err != nil && !errors.Is(err, context.Canceled) {
 			log.Warn("event hub ended with an error", "err", err)
 		}
@@ -292,6 +300,11 @@ func (d *parts) background(ctx context.Context, c Config, log *slog.Logger) (wai
 	}
 	return wait, nil
 }
+
+// savingsFlush is how often a daemon writes the Allow denials it
+// counted to Redis (store.RunSavings): a savings read on another daemon
+// lags this daemon's denials by at most this much.
+const savingsFlush = time.Second
 
 // runRecoveryChecks runs the policies' recovery checks until ctx ends,
 // starting from the breakers open once the hub's subscription is live
