@@ -123,6 +123,7 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 		if ho.Log == nil {
 			ho.Log = discard
 		}
+		ho.Feed = hub
 		d, err := hooks.New(rdb, st, ho)
 		if err != nil {
 			cancel()
