@@ -131,11 +131,7 @@ func (s *Store) FlushSavings(ctx context.Context) error {
 	if len(pending) == 0 {
 		return nil
 	}
-	counts := make(map[string]Savings, len(pending))
-	for b, n := range pending {
-		counts[b] = Savings{DaemonDenials: n}
-	}
-	err := s.addSavings(ctx, counts)
+	err := s.flush(ctx, pending)
 	if err != nil {
 		s.tally.mu.Lock()
 		defer s.tally.mu.Unlock()
@@ -147,6 +143,27 @@ func (s *Store) FlushSavings(ctx context.Context) error {
 		}
 	}
 	return err
+}
+
+// flush writes pending denials, of the breakers that hold state (a
+// denial answered from a daemon's memory while Redis was away may name
+// one that holds none in Redis).
+func (s *Store) flush(ctx context.Context, pending map[string]int64) error {
+	names := make([]string, 0, len(pending))
+	for b := range pending {
+		names = append(names, b)
+	}
+	held, err := s.holdState(ctx, names)
+	if err != nil {
+		return err
+	}
+	counts := make(map[string]Savings, len(pending))
+	for i, b := range names {
+		if held[i] {
+			counts[b] = Savings{DaemonDenials: pending[b]}
+		}
+	}
+	return s.addSavings(ctx, counts)
 }
 
 // RunSavings flushes the daemon's denials every interval until ctx ends,
@@ -206,12 +223,15 @@ func (s *Store) ReportSavings(ctx context.Context, reports map[string]Savings) (
 // holdState reports for each name whether its breaker holds state (one
 // pipeline of EXISTS).
 func (s *Store) holdState(ctx context.Context, names []string) ([]bool, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
 	p := s.rdb.Pipeline()
 	cmds := make([]*redis.IntCmd, len(names))
 	for i, b := range names {
 		cmds[i] = p.Exists(ctx, KeysOf(b).State)
 	}
-	if _, err := p.Exec(ctx); err != nil && len(names) > 0 {
+	if _, err := p.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("store: savings: exists: %w", err)
 	}
 	out := make([]bool, len(names))

@@ -224,3 +224,17 @@ func TestRunSavingsFlushesOnStop(t *testing.T) {
 		t.Errorf("denied in the minute bucket after stop = %q, want 2", got)
 	}
 }
+
+func TestSavingsDenialsOfABreakerWithoutStateAreNotWritten(t *testing.T) {
+	f := newSavingsFixture(t, testredis.Mini(t))
+	ctx := context.Background()
+	name := f.Breaker("sv:memory-only")
+	f.deny(name, 2) // as a daemon answering from memory while Redis was away
+	if err := f.st.FlushSavings(ctx); err != nil {
+		t.Fatal(err)
+	}
+	minute, hour := store.SavedKeys(name, time.Unix(0, f.now.Load()))
+	if n := f.Client.Exists(ctx, minute, hour, f.Prefix+"saved").Val(); n != 0 {
+		t.Errorf("%d savings keys written for a breaker without state, want none", n)
+	}
+}
