@@ -283,12 +283,22 @@ func (s *Server) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse, 
 	if err := validName("breaker", req.GetBreaker()); err != nil {
 		return nil, err
 	}
-	st, err := s.store.Get(ctx, req.GetBreaker())
+	st, err := s.State(ctx, req.GetBreaker())
 	if err != nil {
 		return nil, statusOf(ctx, err)
 	}
-	s.scopes.WithParents(ctx, []*pb.BreakerState{st})
 	return &pb.GetResponse{State: st}, nil
+}
+
+// State is Get's answer for breaker: its state, deny_until_ms with its
+// parent scope's denial. Errors are the store's.
+func (s *Server) State(ctx context.Context, breaker string) (*pb.BreakerState, error) {
+	st, err := s.store.Get(ctx, breaker)
+	if err != nil {
+		return nil, err
+	}
+	s.scopes.WithParents(ctx, []*pb.BreakerState{st})
+	return st, nil
 }
 
 // WithParents puts the parent scopes' verdicts into states'
