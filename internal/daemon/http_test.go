@@ -19,7 +19,8 @@ import (
 
 // TestRunServesHTTPWithTheGRPCListenersTrust runs the production assembly
 // with --tokens, TLS and --http-listen: the HTTP/JSON API answers only
-// over TLS, refuses an unknown token and serves a worker's.
+// over TLS, refuses an unknown token and serves a worker's; the status
+// page's files are served behind the same listener limits.
 func TestRunServesHTTPWithTheGRPCListenersTrust(t *testing.T) {
 	pki := testtls.New(t)
 	tokens := filepath.Join(t.TempDir(), "tokens.yaml")
@@ -69,6 +70,25 @@ func TestRunServesHTTPWithTheGRPCListenersTrust(t *testing.T) {
 	}
 	if code, _ := allow("unknown-token-0123456789"); code != http.StatusUnauthorized {
 		t.Errorf("Allow with an unknown token = %d, want 401", code)
+	}
+	// The status page's files need no token, and pass the listener limits
+	// as every request does: a header list past --max-header-bytes is
+	// refused.
+	page := func(header string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, "https://"+httpAddr+"/ui/", nil)
+		req.Header.Set("X-Pad", header)
+		res, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode, res.Header.Get("Content-Security-Policy")
+	}
+	if code, csp := page("x"); code != http.StatusOK || !strings.Contains(csp, "script-src 'self'") {
+		t.Errorf("GET /ui/ without a token = %d (CSP %q), want 200 with the page's policy", code, csp)
+	}
+	if code, _ := page(strings.Repeat("a", 64<<10)); code != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("GET /ui/ with 64 KiB of headers = %d, want 431", code)
 	}
 	if res, err := http.Get("http://" + httpAddr + "/healthz"); err == nil {
 		res.Body.Close()
