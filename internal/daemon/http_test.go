@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/breakerd/breakerd/internal/testredis"
 	"github.com/breakerd/breakerd/internal/testtls"
 )
 
@@ -28,17 +26,17 @@ func TestRunServesHTTPWithTheGRPCListenersTrust(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte("tokens:\n  - {name: w1, role: worker, token: "+wToken+", workers: [w1]}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	httpAddr := testredis.FreeAddr(t)
-	cfg := Config{Listen: testredis.FreeAddr(t), HTTPListen: httpAddr, EventsMaxLen: 100, EventRetention: time.Hour,
+	// Port 0 for both: RunListeners reports the ports the system chose.
+	cfg := Config{Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", EventsMaxLen: 100, EventRetention: time.Hour,
 		ShutdownTimeout: time.Second, HealthInterval: time.Second, LogFormat: "text",
 		TokensFile: tokens, TLSCert: pki.ServerCertFile, TLSKey: pki.ServerKeyFile}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ready, done := make(chan net.Addr, 1), make(chan error, 1)
+	ready, done := make(chan Listeners, 1), make(chan error, 1)
 	go func() {
-		done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a net.Addr) { ready <- a })
+		done <- RunListeners(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(l Listeners) { ready <- l })
 	}()
 	defer func() {
 		cancel()
@@ -46,8 +44,10 @@ func TestRunServesHTTPWithTheGRPCListenersTrust(t *testing.T) {
 			t.Errorf("Run: %v", err)
 		}
 	}()
+	var httpAddr string
 	select {
-	case <-ready:
+	case l := <-ready:
+		httpAddr = l.HTTP.String()
 	case err := <-done:
 		t.Fatalf("Run: %v", err)
 	}
