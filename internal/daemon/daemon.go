@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -544,4 +545,28 @@ type redisLogger struct{ log *slog.Logger }
 
 func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	l.log.WarnContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
+}
+
+// Registry assembles the daemon from c as Run does, without serving, and
+// returns the registry every one of its metrics is registered on (the Go
+// and process collectors included), with a func that releases what it
+// opened. Its descriptors are the names the daemon can export, including
+// counters that appear in a scrape only after their first event: the
+// alert rules and the dashboard are checked against them
+// (deploy/prometheus/check). With no --redis-url it runs an embedded Redis.
+func Registry(c Config, log *slog.Logger) (*prometheus.Registry, func(), error) {
+	policies, policySum, err := loadPolicy(c, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	rdb, channel, closeRedis, err := connect(c, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := assemble(c, log, rdb, channel, policies, policySum)
+	if err != nil {
+		closeRedis()
+		return nil, nil, err
+	}
+	return d.op.reg, func() { d.st.Close(); closeRedis() }, nil
 }
