@@ -285,7 +285,7 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 	newGuard := func(a *armRun, run int, sched *schedule) guard {
 		switch a.arm {
 		case ArmPerRunFailFast, ArmPerRunRemove:
-			b := &runBreaker{cfg: cfg, now: func() time.Duration { return sched.t }}
+			b := newRunBreaker(cfg, func() time.Duration { return sched.t })
 			return &perRunGuard{b: b, remove: a.arm == ArmPerRunRemove}
 		case ArmFleetRemove, ArmFleetRemoveCheck, ArmFleetWindow, ArmFleetSlow:
 			return &fleetRunGuard{run: client.NewRun(a.clients[run%len(a.clients)]),
