@@ -328,9 +328,9 @@ func (g *fleetCallGuard) probes() int { return 0 }
 var errBreakerd = errors.New("breakerd")
 
 // unlessAllowError passes a call's own error through, and turns an error
-// from Allow itself ("client: allow ...") into errBreakerd.
+// from Allow itself (client.ErrAllow) into errBreakerd.
 func unlessAllowError(err error) error {
-	if err != nil && strings.HasPrefix(err.Error(), "client: allow ") {
+	if errors.Is(err, client.ErrAllow) {
 		return fmt.Errorf("%w: %v", errBreakerd, err)
 	}
 	return err
