@@ -41,9 +41,27 @@ func NewLogger(c Config, w io.Writer) *slog.Logger {
 // Run serves until ctx ends, then shuts down in order: health goes
 // NOT_SERVING, the drain delay passes, the gRPC server stops gracefully
 // (cut after ShutdownTimeout), and Redis is closed last. ready, when
-// non-nil, is called with the listening address once the daemon serves.
-// The listener is opened last, once everything it serves is built.
+// non-nil, is called with the gRPC listener's address once the daemon
+// serves (RunListeners reports every listener's). The listeners are
+// opened last, once everything they serve is built.
 func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) error {
+	return RunListeners(ctx, c, log, func(l Listeners) {
+		if ready != nil {
+			ready(l.GRPC)
+		}
+	})
+}
+
+// Listeners are the addresses a daemon serves on, as bound (a port 0 in
+// the configuration is the port the system chose).
+type Listeners struct {
+	GRPC net.Addr
+	// HTTP is the HTTP/JSON listener's; nil without --http-listen.
+	HTTP net.Addr
+}
+
+// RunListeners is Run, reporting every listener's address to ready.
+func RunListeners(ctx context.Context, c Config, log *slog.Logger, ready func(Listeners)) error {
 	policies, policySum, err := loadPolicy(c, log)
 	if err != nil {
 		return err
@@ -175,6 +193,7 @@ func (d *parts) build(c Config, log *slog.Logger, rdb redis.UniversalClient, pol
 	d.conns = conns
 	quotas := server.Limits{NewBreakersPerMinute: int(c.NewBreakersPerMinute), AlertsPerMinute: int(c.AlertsPerMinute), Log: log}
 	d.srv = server.New(d.st, d.hub).WithLimits(quotas).WithListener(lim)
+	d.hub.SetStateReader(d.srv.State)
 	d.g, d.hs = d.srv.NewGRPC(append(grpcOpts, opOpts...)...)
 	return nil
 }
@@ -182,7 +201,7 @@ func (d *parts) build(c Config, log *slog.Logger, rdb redis.UniversalClient, pol
 // serve runs the background work (the hub, reloads, health, recovery
 // checks, hooks), serves lis (and httpLis, when set) until ctx ends and
 // then stops in order.
-func (d *parts) serve(ctx context.Context, c Config, log *slog.Logger, lis, httpLis net.Listener, ready func(net.Addr)) error {
+func (d *parts) serve(ctx context.Context, c Config, log *slog.Logger, lis, httpLis net.Listener, ready func(Listeners)) error {
 	// The hub outlives the signal: Watch streams keep flowing through the
 	// drain delay and end when the servers stop.
 	hubCtx, stopHub := context.WithCancel(context.WithoutCancel(ctx))
@@ -205,7 +224,11 @@ func (d *parts) serve(ctx context.Context, c Config, log *slog.Logger, lis, http
 	}
 	log.Info("breakerd serving", "addr", lis.Addr().String(), "policy_file", c.PolicyFile, "max_conns", d.conns.Limit())
 	if ready != nil {
-		ready(lis.Addr())
+		l := Listeners{GRPC: lis.Addr()}
+		if httpLis != nil {
+			l.HTTP = httpLis.Addr()
+		}
+		ready(l)
 	}
 	select {
 	case <-ctx.Done():
