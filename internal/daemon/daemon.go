@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -134,13 +135,9 @@ func assemble(c Config, log *slog.Logger, rdb redis.UniversalClient, channel str
 	}
 	var degraded func(bool) // the metric, once it exists
 	d.st = store.New(rdb, store.Options{Policies: policies, EventsMaxLen: c.EventsMaxLen, EventRetention: c.EventRetention,
-		Channel: channel, Outage: outage, MaxBreakers: c.MaxBreakers, OnOutage: func(down bool) {
-			if down {
-				log.Error("redis unreachable: answering from this daemon's in-memory breakers (degraded) until it answers again")
-			} else {
-				log.Info("redis answers again: its state wins; what was counted in memory is dropped")
-			}
-			degraded(down)
+		Channel: channel, Outage: outage, MaxBreakers: c.MaxBreakers, OnOutage: func(node string, down bool) {
+			logOutage(log, node, down)
+			degraded(d.st.Degraded())
 		}, OnLost: d.keeper.onLost})
 	err := d.build(c, log, rdb, policySum)
 	if err != nil {
@@ -150,6 +147,20 @@ func assemble(c Config, log *slog.Logger, rdb redis.UniversalClient, channel str
 	degraded = d.op.m.SetDegraded
 	d.keeper.st, d.keeper.m = d.st, d.op.m
 	return d, nil
+}
+
+// logOutage logs a Redis node going away or answering again (node ""
+// is a single Redis; on a Cluster, one master: the breakers on the others
+// keep answering from Redis).
+func logOutage(log *slog.Logger, node string, down bool) {
+	if node != "" {
+		log = log.With("node", node)
+	}
+	if down {
+		log.Error("redis unreachable: answering for its breakers from this daemon's in-memory breakers (degraded) until it answers again")
+	} else {
+		log.Info("redis answers again (or another node serves its breakers now): its state wins; what was counted in memory is dropped")
+	}
 }
 
 // build makes everything of d but the store.
@@ -559,4 +570,28 @@ type redisLogger struct{ log *slog.Logger }
 
 func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	l.log.WarnContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
+}
+
+// Registry assembles the daemon from c as Run does, without serving, and
+// returns the registry every one of its metrics is registered on (the Go
+// and process collectors included), with a func that releases what it
+// opened. Its descriptors are the names the daemon can export, including
+// counters that appear in a scrape only after their first event: the
+// alert rules and the dashboard are checked against them
+// (deploy/prometheus/check). With no --redis-url it runs an embedded Redis.
+func Registry(c Config, log *slog.Logger) (*prometheus.Registry, func(), error) {
+	policies, policySum, err := loadPolicy(c, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	rdb, channel, closeRedis, err := connect(c, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := assemble(c, log, rdb, channel, policies, policySum)
+	if err != nil {
+		closeRedis()
+		return nil, nil, err
+	}
+	return d.op.reg, func() { d.st.Close(); closeRedis() }, nil
 }
