@@ -134,13 +134,9 @@ func assemble(c Config, log *slog.Logger, rdb redis.UniversalClient, channel str
 	}
 	var degraded func(bool) // the metric, once it exists
 	d.st = store.New(rdb, store.Options{Policies: policies, EventsMaxLen: c.EventsMaxLen, EventRetention: c.EventRetention,
-		Channel: channel, Outage: outage, MaxBreakers: c.MaxBreakers, OnOutage: func(down bool) {
-			if down {
-				log.Error("redis unreachable: answering from this daemon's in-memory breakers (degraded) until it answers again")
-			} else {
-				log.Info("redis answers again: its state wins; what was counted in memory is dropped")
-			}
-			degraded(down)
+		Channel: channel, Outage: outage, MaxBreakers: c.MaxBreakers, OnOutage: func(node string, down bool) {
+			logOutage(log, node, down)
+			degraded(d.st.Degraded())
 		}})
 	err := d.build(c, log, rdb, policySum)
 	if err != nil {
@@ -149,6 +145,20 @@ func assemble(c Config, log *slog.Logger, rdb redis.UniversalClient, channel str
 	}
 	degraded = d.op.m.SetDegraded
 	return d, nil
+}
+
+// logOutage logs a Redis node going away or answering again (node ""
+// is a single Redis; on a Cluster, one master: the breakers on the others
+// keep answering from Redis).
+func logOutage(log *slog.Logger, node string, down bool) {
+	if node != "" {
+		log = log.With("node", node)
+	}
+	if down {
+		log.Error("redis unreachable: answering for its breakers from this daemon's in-memory breakers (degraded) until it answers again")
+	} else {
+		log.Info("redis answers again (or another node serves its breakers now): its state wins; what was counted in memory is dropped")
+	}
 }
 
 // build makes everything of d but the store.
