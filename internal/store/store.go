@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -334,18 +333,18 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 		}
 	}
 	params := ParamsOf(p, s.o.Rand())
-	// The group's cap (group.go): '' counts lets record.lua count the
-	// group itself (a single Redis); on a Cluster the daemon reads them
+	// The group's cap (group.go): '' open lets record.lua count the
+	// group itself (a single Redis); on a Cluster the daemon reads it
 	// first, for a call that may trip.
-	var known, open any = "", ""
+	var open any = ""
 	readCounts := false
 	if g != nil {
-		params.MaxOpenPPM = g.MaxOpenPPM()
+		params.MaxOpenPPM, params.GroupMembers = g.MaxOpenPPM(), int64(len(g.Members))
 		if s.onCluster() {
-			known, open = int64(0), int64(0)
+			open = int64(0)
 			if mayTrip {
 				if gc, ok := s.groupCounts(ctx, g, name); ok {
-					known, open, readCounts = gc.Known, gc.Open, true
+					open, readCounts = gc.Open, true
 				}
 			}
 		}
@@ -358,7 +357,7 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 		params.WindowMs, params.FailureRate, params.MinCalls,
 		c.Latency, params.SlowCallMs, params.SlowCallThreshold, params.SlowCallRate,
 		boolArg(params.Shadow), boolArg(c.Ticket.Shadow),
-		params.MaxOpenPPM, known, open)
+		params.MaxOpenPPM, params.GroupMembers, open)
 	res, err := s.script(ctx, recordScript, s.scriptKeys(name, g), args)
 	if err != nil {
 		if s.failed(ctx, n, err) {
@@ -657,7 +656,7 @@ func IsUnavailable(err error) bool {
 	var re redis.Error
 	if errors.As(err, &re) {
 		for _, p := range unavailablePrefixes {
-			if strings.HasPrefix(re.Error(), p) {
+			if redis.HasErrorPrefix(err, p) {
 				return true
 			}
 		}
