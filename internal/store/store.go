@@ -78,6 +78,10 @@ type Options struct {
 	// the store takes it (a denial as CountDenial holds it, a client's
 	// report once written): the daemon's metrics. It must not block.
 	OnSaved func(breaker string, c Savings)
+	// OnLost, when set, is called once for each state this daemon heard
+	// that it finds Redis has lost (forgotten.go): from an Allow, or from
+	// FindLost. It must not block.
+	OnLost func(Lost)
 }
 
 // Store runs breakerd's scripts against one Redis (or Redis Cluster).
@@ -96,6 +100,8 @@ type Store struct {
 	pipe *coalescer
 	// tally holds this daemon's Allow denials until FlushSavings.
 	tally tally
+	// fg remembers the lost states reported (forgotten.go).
+	fg *forgetting
 }
 
 // New returns a Store on rdb. Call Load before serving.
@@ -118,7 +124,7 @@ func New(rdb redis.UniversalClient, o Options) *Store {
 	if o.NewToken == nil {
 		o.NewToken = probe.NewToken
 	}
-	s := &Store{rdb: rdb, o: o, out: newOutage()}
+	s := &Store{rdb: rdb, o: o, out: newOutage(), fg: &forgetting{reported: map[string]int64{}}}
 	if o.MaxBreakers > 0 {
 		s.ceil = newCeiling(o.MaxBreakers, o.LiveKey)
 	}
@@ -264,6 +270,11 @@ func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent brea
 	st := stateOf(v, name, p)
 	withGroup(st, g)
 	s.register(ctx, name, p, st)
+	if code == int64(pb.Decision_DECISION_ALLOWED) || code == int64(pb.Decision_DECISION_PROBE) {
+		if out, ok := s.guard(ctx, name, worker, v.Gen, p); ok {
+			return out, false, nil
+		}
+	}
 	return AllowAnswer(name, worker, breaker.Result{Decision: pb.Decision(code), RetryAfter: retry,
 		ShadowDecision: pb.Decision(shadow)}, v, token, st, parent), due, nil
 }
@@ -332,18 +343,18 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 		}
 	}
 	params := ParamsOf(p, s.o.Rand())
-	// The group's cap (group.go): '' counts lets record.lua count the
-	// group itself (a single Redis); on a Cluster the daemon reads them
+	// The group's cap (group.go): '' open lets record.lua count the
+	// group itself (a single Redis); on a Cluster the daemon reads it
 	// first, for a call that may trip.
-	var known, open any = "", ""
+	var open any = ""
 	readCounts := false
 	if g != nil {
-		params.MaxOpenPPM = g.MaxOpenPPM()
+		params.MaxOpenPPM, params.GroupMembers = g.MaxOpenPPM(), int64(len(g.Members))
 		if s.onCluster() {
-			known, open = int64(0), int64(0)
+			open = int64(0)
 			if mayTrip {
 				if gc, ok := s.groupCounts(ctx, g, name); ok {
-					known, open, readCounts = gc.Known, gc.Open, true
+					open, readCounts = gc.Open, true
 				}
 			}
 		}
@@ -356,7 +367,7 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 		params.WindowMs, params.FailureRate, params.MinCalls,
 		c.Latency, params.SlowCallMs, params.SlowCallThreshold, params.SlowCallRate,
 		boolArg(params.Shadow), boolArg(c.Ticket.Shadow),
-		params.MaxOpenPPM, known, open)
+		params.MaxOpenPPM, params.GroupMembers, open)
 	res, err := s.script(ctx, recordScript, s.scriptKeys(name, g), args)
 	if err != nil {
 		if s.failed(ctx, n, err) {
