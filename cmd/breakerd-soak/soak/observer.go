@@ -498,16 +498,21 @@ func (o *Observer) Resync(b string, survivor *pb.Event, now time.Time) {
 	}
 	keep := 0
 	for i, e := range t.recent {
-		if survivor != nil && store.CompareIDs(e.id, survivor.GetId()) <= 0 {
+		switch {
+		case survivor != nil && store.CompareIDs(e.id, survivor.GetId()) <= 0:
 			keep = i + 1
-			continue
-		}
-		o.counts.LostEntries++
-		if e.told {
-			o.counts.LostObserved++
+		case o.lostToWipe(e.at): // the restart without persistence lost it
+			o.counts.Wiped++
+		default:
+			o.counts.LostEntries++
+			if e.told {
+				o.counts.LostObserved++
+			}
 		}
 	}
-	o.counts.LostBreakers++
+	if o.wipedAt.IsZero() {
+		o.counts.LostBreakers++
+	}
 	t.recent = t.recent[:keep]
 	t.last = nil
 	if keep > 0 {
