@@ -138,19 +138,19 @@ func runRedis(dir, port string) ([]byte, error) {
 
 // DaemonLog is what the daemons' logs said about Redis: the outage flips
 // per daemon log and node (a line each time a node went to memory), and
-// when a daemon logged lost state.
+// when a daemon logged a breaker's state lost, by breaker.
 type DaemonLog struct {
 	Flips  map[string]int // "<log file> node <node>" -> flips to memory
-	Losses []time.Time
+	Losses map[string][]time.Time
 }
 
-// LossMarker is what a daemon's log message says when it finds Redis has
-// lost breaker state (it holds "lost", any case, at level WARN or ERROR).
-const LossMarker = "lost"
+// LossMarker begins a daemon's log message when it finds Redis has lost
+// a breaker's state (the line names the breaker).
+const LossMarker = "redis lost a breaker's state"
 
 // readDaemonLogs reads the daemons' JSON logs in dir (daemon-*.log).
 func readDaemonLogs(dir string) DaemonLog {
-	out := DaemonLog{Flips: map[string]int{}}
+	out := DaemonLog{Flips: map[string]int{}, Losses: map[string][]time.Time{}}
 	files, _ := filepath.Glob(filepath.Join(dir, "daemon-*.log"))
 	sort.Strings(files)
 	for _, f := range files {
@@ -162,10 +162,11 @@ func readDaemonLogs(dir string) DaemonLog {
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			var rec struct {
-				Time  time.Time `json:"time"`
-				Level string    `json:"level"`
-				Msg   string    `json:"msg"`
-				Node  string    `json:"node"`
+				Time    time.Time `json:"time"`
+				Level   string    `json:"level"`
+				Msg     string    `json:"msg"`
+				Node    string    `json:"node"`
+				Breaker string    `json:"breaker"`
 			}
 			if json.Unmarshal(sc.Bytes(), &rec) != nil {
 				continue
@@ -173,8 +174,8 @@ func readDaemonLogs(dir string) DaemonLog {
 			if strings.HasPrefix(rec.Msg, "redis unreachable: answering") {
 				out.Flips[filepath.Base(f)+" node "+rec.Node]++
 			}
-			if (rec.Level == "WARN" || rec.Level == "ERROR") && strings.Contains(strings.ToLower(rec.Msg), LossMarker) {
-				out.Losses = append(out.Losses, rec.Time)
+			if strings.HasPrefix(rec.Msg, LossMarker) {
+				out.Losses[rec.Breaker] = append(out.Losses[rec.Breaker], rec.Time)
 			}
 		}
 		_ = fh.Close()

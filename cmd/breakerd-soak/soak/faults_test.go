@@ -56,10 +56,10 @@ func TestObserverFlagsAnOpenBreakerForgotten(t *testing.T) {
 		return o
 	}
 	o := feed()
-	o.JudgeForgotten(nil)
+	o.JudgeForgotten(map[string][]time.Time{"c": {at(1500)}}) // another breaker's loss
 	want(t, o, "forgot-open")
 	logged := feed()
-	logged.JudgeForgotten([]time.Time{at(1500)})
+	logged.JudgeForgotten(map[string][]time.Time{"b": {at(1500)}})
 	want(t, logged)
 	if c := logged.Counts(); c.Forgotten != 1 || c.ForgottenLogged != 1 {
 		t.Errorf("counts %+v, want 1 forgotten, 1 with a loss logged", c)

@@ -51,8 +51,8 @@ import (
 //   - no OPEN breaker answering CLOSED inside its cooldown without a
 //     logged loss: once a worker was answered OPEN with a cooldown ending
 //     at D, an answer CLOSED to a request sent before D is a loss of
-//     state; it is a violation unless a daemon logged a loss (LossMarker)
-//     near it (JudgeForgotten) or the master's kill lost it.
+//     state; it is a violation unless a daemon logged that breaker's loss
+//     (LossMarker) near it (JudgeForgotten) or the master's kill lost it.
 //   - no flapping: see CheckFlaps.
 //   - flat daemons: see CheckFlat.
 //   - no keys past retention: see KeysLeft.
@@ -345,15 +345,15 @@ func (o *Observer) lostToWipe(t time.Time) bool {
 }
 
 // JudgeForgotten flags the answers CLOSED inside a cooldown with no loss
-// logged (losses: when daemons logged one) from a second before the
-// cooldown was seen to 10 s after the answer, and none lost with the
-// killed master.
-func (o *Observer) JudgeForgotten(losses []time.Time) {
+// of their breaker logged (losses: when daemons logged one, by breaker)
+// from a second before the cooldown was seen to 10 s after the answer,
+// and none lost with the killed master.
+func (o *Observer) JudgeForgotten(losses map[string][]time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, f := range o.forgotten {
 		logged := false
-		for _, l := range losses {
+		for _, l := range losses[f.breaker] {
 			logged = logged || (l.After(f.openSeen.Add(-time.Second)) && l.Before(f.closed.Add(10*time.Second)))
 		}
 		switch {
