@@ -52,9 +52,11 @@ type Options struct {
 	// Default OutageMemory.
 	Outage OutageMode
 	// OnOutage, when set, is called with true when the store starts
-	// answering from memory and false when Redis answers again (health,
-	// metrics, logs). It must not block.
-	OnOutage func(down bool)
+	// answering from memory for the breakers on the Redis node at addr
+	// ("" for a single Redis; a master's address on a Cluster) and with
+	// false when that node answers again or no longer serves them (logs,
+	// metrics; Degraded says whether any node is out). It must not block.
+	OnOutage func(addr string, down bool)
 	// Unpipelined, when true, sends each Allow and Record script on its
 	// own round trip. Default (false): concurrent Allow and Record calls
 	// share round trips, coalesced into Redis pipelines by go-redis's
@@ -214,8 +216,9 @@ func (s *Store) Allow(ctx context.Context, name, worker string) (*pb.AllowRespon
 // parent's generation and (with a PROBE verdict) lease in its ticket.
 // While Redis is unreachable it answers from memory, without the parent.
 func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent breaker.Parent) (res *pb.AllowResponse, due bool, err error) {
-	if s.out.down.Load() {
-		return s.memoryAllow(name, worker), false, nil
+	n := s.nodeOf(ctx, name)
+	if n.down.Load() {
+		return s.memoryAllow(n, name, worker), false, nil
 	}
 	set := s.policies.Load()
 	p, g := set.For(name), groupOf(set, name)
@@ -230,12 +233,12 @@ func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent brea
 		params.Jitter, boolArg(params.Shadow), parentCode, parentUntil)
 	out, err := s.script(ctx, allowScript, s.scriptKeys(name, g), args)
 	if err != nil {
-		if s.failed(ctx, err) {
-			return s.memoryAllow(name, worker), false, nil
+		if s.failed(ctx, n, err) {
+			return s.memoryAllow(n, name, worker), false, nil
 		}
 		return nil, false, fmt.Errorf("store: allow %q: %w", name, err)
 	}
-	s.answered()
+	s.answered(n)
 	r := reply{v: out}
 	code := r.int(0)
 	retry := r.int(1)
@@ -305,8 +308,9 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 	if err != nil {
 		return nil, err
 	}
-	if s.out.down.Load() {
-		return s.memoryRecord(req, c), nil
+	n := s.nodeOf(ctx, name)
+	if n.down.Load() {
+		return s.memoryRecord(n, req, c), nil
 	}
 	// Only a failure, a slow success, or any call in window mode (it
 	// writes the window) can create state for a breaker that holds none,
@@ -346,12 +350,12 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 		params.MaxOpenPPM, known, open)
 	res, err := s.script(ctx, recordScript, s.scriptKeys(name, g), args)
 	if err != nil {
-		if s.failed(ctx, err) {
-			return s.memoryRecord(req, c), nil
+		if s.failed(ctx, n, err) {
+			return s.memoryRecord(n, req, c), nil
 		}
 		return nil, fmt.Errorf("store: record %q: %w", name, err)
 	}
-	s.answered()
+	s.answered(n)
 	r := reply{v: res}
 	counted := r.int(0) == 1
 	note := breaker.Note(r.str(1))
