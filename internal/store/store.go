@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -648,7 +647,7 @@ func IsUnavailable(err error) bool {
 	var re redis.Error
 	if errors.As(err, &re) {
 		for _, p := range unavailablePrefixes {
-			if strings.HasPrefix(re.Error(), p) {
+			if redis.HasErrorPrefix(err, p) {
 				return true
 			}
 		}

@@ -8,6 +8,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -30,6 +33,45 @@ func TestDialSeveralDaemonsRefusesABadAddress(t *testing.T) {
 		if !strings.Contains(err.Error(), "daemon address") {
 			t.Errorf("Dial(%q) = %v, want an error naming the daemon address", target, err)
 		}
+	}
+}
+
+// unavailableDaemon answers every Allow Unavailable, as a daemon under
+// --redis-outage unavailable does while its Redis is away.
+type unavailableDaemon struct {
+	pb.UnimplementedBreakerServiceServer
+	allows atomic.Int64
+}
+
+func (u *unavailableDaemon) Allow(context.Context, *pb.AllowRequest) (*pb.AllowResponse, error) {
+	u.allows.Add(1)
+	return nil, status.Error(codes.Unavailable, "redis unreachable")
+}
+
+// TestUnavailableDaemonIsSkipped: of two daemons, one answers every Allow
+// Unavailable; each Allow it gets is sent on to the other, and every
+// answer comes from breakerd, none from the fallback.
+func TestUnavailableDaemonIsSkipped(t *testing.T) {
+	b := testredis.Mini(t)
+	d := start(t, b, store.Options{})
+	fake := &unavailableDaemon{}
+	c := dial(t, serveFake(t, fake)+","+d.Addr, "w1")
+	ctx := context.Background()
+	name := b.Breaker("search")
+	calls := 0
+	eventually(t, "the unavailable daemon to get an Allow", func() bool {
+		calls++
+		p, err := c.Allow(ctx, name)
+		if err != nil || p.Degraded || p.Decision != pb.Decision_DECISION_ALLOWED {
+			t.Fatalf("Allow(%q) = %+v, %v; want ALLOWED from the other daemon", name, p, err)
+		}
+		return fake.allows.Load() > 0
+	})
+	if got := d.Calls.Get("Allow"); got != calls {
+		t.Errorf("%d Allow calls, %d of them first sent to the unavailable daemon: the live daemon served %d, want all %d", calls, fake.allows.Load(), got, calls)
+	}
+	if n := c.Stats().Outages; n != 0 {
+		t.Errorf("Stats().Outages = %d, want 0", n)
 	}
 }
 
