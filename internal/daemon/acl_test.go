@@ -92,7 +92,7 @@ func TestRedisACL(t *testing.T) {
 	live := store.LiveKey + ":" + b.Prefix
 	t.Cleanup(func() { _ = b.Client.Del(context.Background(), live).Err() })
 	// A group, so that its index's commands run under the ACL too.
-	group := policy.Group{Name: b.Prefix + "grp", Match: b.Prefix + "*", MaxOpenFraction: 0.5}
+	group := policy.Group{Name: b.Prefix + "grp", Members: []string{b.Breaker("vendor"), b.Breaker("other")}, MaxOpenFraction: 0.5}
 	gKnown, gOpen := store.GroupKeys(group.Name)
 	t.Cleanup(func() { _ = b.Client.Del(context.Background(), gKnown, gOpen).Err() })
 	d := daemontest.StartWith(t, b, daemontest.Options{

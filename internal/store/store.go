@@ -322,18 +322,18 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 		}
 	}
 	params := ParamsOf(p, s.o.Rand())
-	// The group's cap (group.go): '' counts lets record.lua count the
-	// group itself (a single Redis); on a Cluster the daemon reads them
+	// The group's cap (group.go): '' open lets record.lua count the
+	// group itself (a single Redis); on a Cluster the daemon reads it
 	// first, for a call that may trip.
-	var known, open any = "", ""
+	var open any = ""
 	readCounts := false
 	if g != nil {
-		params.MaxOpenPPM = g.MaxOpenPPM()
+		params.MaxOpenPPM, params.GroupMembers = g.MaxOpenPPM(), int64(len(g.Members))
 		if s.onCluster() {
-			known, open = int64(0), int64(0)
+			open = int64(0)
 			if mayTrip {
 				if gc, ok := s.groupCounts(ctx, g, name); ok {
-					known, open, readCounts = gc.Known, gc.Open, true
+					open, readCounts = gc.Open, true
 				}
 			}
 		}
@@ -346,7 +346,7 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 		params.WindowMs, params.FailureRate, params.MinCalls,
 		c.Latency, params.SlowCallMs, params.SlowCallThreshold, params.SlowCallRate,
 		boolArg(params.Shadow), boolArg(c.Ticket.Shadow),
-		params.MaxOpenPPM, known, open)
+		params.MaxOpenPPM, params.GroupMembers, open)
 	res, err := s.script(ctx, recordScript, s.scriptKeys(name, g), args)
 	if err != nil {
 		if s.failed(ctx, n, err) {
