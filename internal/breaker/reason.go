@@ -140,7 +140,7 @@ func eventReason(name string, e Event) string {
 			r += ": " + e.Note
 		}
 		return r
-	case CauseForced:
+	case CauseForced, CauseStateLost:
 		return e.Note
 	case CauseOpenFractionCap:
 		return CapReason(name, e.Note)

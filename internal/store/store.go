@@ -70,6 +70,10 @@ type Options struct {
 	// LiveKey is the sorted set the ceiling counts in. Default LiveKey.
 	// Tests sharing a Redis give each daemon group its own.
 	LiveKey string
+	// OnLost, when set, is called once for each state this daemon heard
+	// that it finds Redis has lost (forgotten.go): from an Allow, or from
+	// FindLost. It must not block.
+	OnLost func(Lost)
 }
 
 // Store runs breakerd's scripts against one Redis (or Redis Cluster).
@@ -86,6 +90,8 @@ type Store struct {
 	// pipe coalesces concurrent Allow and Record scripts into pipelines
 	// (nil with Options.Unpipelined).
 	pipe *coalescer
+	// fg remembers the lost states reported (forgotten.go).
+	fg *forgetting
 }
 
 // New returns a Store on rdb. Call Load before serving.
@@ -108,7 +114,7 @@ func New(rdb redis.UniversalClient, o Options) *Store {
 	if o.NewToken == nil {
 		o.NewToken = probe.NewToken
 	}
-	s := &Store{rdb: rdb, o: o, out: newOutage()}
+	s := &Store{rdb: rdb, o: o, out: newOutage(), fg: &forgetting{reported: map[string]int64{}}}
 	if o.MaxBreakers > 0 {
 		s.ceil = newCeiling(o.MaxBreakers, o.LiveKey)
 	}
@@ -254,6 +260,11 @@ func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent brea
 	st := stateOf(v, name, p)
 	withGroup(st, g)
 	s.register(ctx, name, p, st, false)
+	if code == int64(pb.Decision_DECISION_ALLOWED) || code == int64(pb.Decision_DECISION_PROBE) {
+		if out, ok := s.guard(ctx, name, worker, v.Gen, p); ok {
+			return out, false, nil
+		}
+	}
 	return AllowAnswer(name, worker, breaker.Result{Decision: pb.Decision(code), RetryAfter: retry,
 		ShadowDecision: pb.Decision(shadow)}, v, token, st, parent), due, nil
 }

@@ -546,6 +546,13 @@ const (
 	// and the group's counts had it tripped. Raised once until the breaker's
 	// runs end (a fast success) or it transitions.
 	EventKind_EVENT_KIND_OPEN_FRACTION_CAP EventKind = 12
+	// Redis no longer holds a state a daemon (actor) heard the breaker in:
+	// a restart without persistence, an eviction or a flush. from is the
+	// state the daemon heard (generation and cooldown_ms are that state's),
+	// to the state Redis holds now; reason says what the daemons do about
+	// it (docs/reliability.md, "Redis that forgets"). Raised once per
+	// forgotten generation.
+	EventKind_EVENT_KIND_STATE_LOST EventKind = 13
 )
 
 // Enum value maps for EventKind.
@@ -563,6 +570,7 @@ var (
 		9:  "EVENT_KIND_RUN_STARTED",
 		10: "EVENT_KIND_RUN_ENDED",
 		12: "EVENT_KIND_OPEN_FRACTION_CAP",
+		13: "EVENT_KIND_STATE_LOST",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":        0,
@@ -577,6 +585,7 @@ var (
 		"EVENT_KIND_RUN_STARTED":        9,
 		"EVENT_KIND_RUN_ENDED":          10,
 		"EVENT_KIND_OPEN_FRACTION_CAP":  12,
+		"EVENT_KIND_STATE_LOST":         13,
 	}
 )
 
@@ -3322,7 +3331,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x1aSHADOW_SETTING_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SHADOW_SETTING_POLICY\x10\x01\x12\x15\n" +
 	"\x11SHADOW_SETTING_ON\x10\x02\x12\x16\n" +
-	"\x12SHADOW_SETTING_OFF\x10\x03*\xed\x02\n" +
+	"\x12SHADOW_SETTING_OFF\x10\x03*\x88\x03\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15EVENT_KIND_TRANSITION\x10\x01\x12\x15\n" +
@@ -3336,7 +3345,8 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x16EVENT_KIND_RUN_STARTED\x10\t\x12\x18\n" +
 	"\x14EVENT_KIND_RUN_ENDED\x10\n" +
 	"\x12 \n" +
-	"\x1cEVENT_KIND_OPEN_FRACTION_CAP\x10\f2\xb6\x05\n" +
+	"\x1cEVENT_KIND_OPEN_FRACTION_CAP\x10\f\x12\x19\n" +
+	"\x15EVENT_KIND_STATE_LOST\x10\r2\xb6\x05\n" +
 	"\x0eBreakerService\x12>\n" +
 	"\x05Allow\x12\x19.breakerd.v1.AllowRequest\x1a\x1a.breakerd.v1.AllowResponse\x12A\n" +
 	"\x06Record\x12\x1a.breakerd.v1.RecordRequest\x1a\x1b.breakerd.v1.RecordResponse\x12P\n" +
