@@ -102,6 +102,31 @@ type Store struct {
 	tally tally
 	// fg remembers the lost states reported (forgotten.go).
 	fg *forgetting
+	// alerts is the alert quota (SetAlertQuota); it holds an AlertQuota.
+	alerts atomic.Value
+}
+
+// AlertQuota bounds how many of the alerts one caller's Records raise go
+// to hooks one by one (the server's per-token quotas implement it). Quiet
+// is asked before a Record: "" sends the alerts it raises, any other mark
+// is stored with them (breaker.Call.Quiet) and hooks do not send them
+// alone. Raised is told after the script how many alerts it raised under
+// that mark. Implementations must be safe for concurrent use.
+type AlertQuota interface {
+	Quiet(ctx context.Context) string
+	Raised(ctx context.Context, mark string, alerts int64)
+}
+
+// SetAlertQuota sets the alert quota every Record consults. Call it before
+// serving.
+func (s *Store) SetAlertQuota(q AlertQuota) { s.alerts.Store(&q) }
+
+func (s *Store) alertQuota() AlertQuota {
+	if q, _ := s.alerts.Load().(*AlertQuota); q != nil {
+		return *q
+	}
+	return nil
+
 }
 
 // New returns a Store on rdb. Call Load before serving.
@@ -359,7 +384,7 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 			}
 		}
 	}
-	args := append(s.common(name, req.GetWorkerId(), p, 25), string(c.Evidence),
+	args := append(s.common(name, req.GetWorkerId(), p, 26), string(c.Evidence),
 		c.Ticket.Gen, c.Ticket.Lease, c.RetryAfter, c.Last,
 		params.Rule.Threshold, params.Rule.MinWorkers, params.Rule.RateLimitTrips,
 		params.CooldownBase, params.CooldownCap, params.Jitter,
@@ -367,7 +392,11 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 		params.WindowMs, params.FailureRate, params.MinCalls,
 		c.Latency, params.SlowCallMs, params.SlowCallThreshold, params.SlowCallRate,
 		boolArg(params.Shadow), boolArg(c.Ticket.Shadow),
-		params.MaxOpenPPM, params.GroupMembers, open)
+		params.MaxOpenPPM, params.GroupMembers, open, "")
+	q := s.alertQuota()
+	if q != nil {
+		args[len(args)-1] = q.Quiet(ctx)
+	}
 	res, err := s.script(ctx, recordScript, s.scriptKeys(name, g), args)
 	if err != nil {
 		if s.failed(ctx, n, err) {
@@ -388,8 +417,11 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 	}
 	st := stateOf(v, name, p)
 	withGroup(st, g)
-	if len(res) == 6 { // window mode: the window's calls, failures and slow calls
+	if len(res) == 7 { // window mode: the window's calls, failures and slow calls
 		st.WindowCalls, st.WindowFailures, st.SlowCalls = r.int(3), r.int(4), r.int(5)
+	}
+	if alerts := r.int(len(res) - 1); q != nil && r.errOr() == nil {
+		q.Raised(ctx, args[len(args)-1].(string), alerts)
 	}
 	// A 401 or 402 raises an alert even on a breaker holding nothing.
 	alerted := c.Evidence == quorum.CredentialRejected || c.Evidence == quorum.QuotaExhausted

@@ -47,10 +47,14 @@
 --             KEYS[9] (a single Redis: exact, atomic with the trip; on a
 --             Cluster the daemon reads them just before this script:
 --             breaker/cap.go states the rule, store/group.go the bound)
+-- ARGV[33] -> quiet: '' to send the alerts this call raises to hooks, or
+--             the mark they carry past the caller's alert quota (lib.lua
+--             QUIET; breaker.Call.Quiet)
 --
--- Returns {counted (0|1), note, snapshot}; note is a breaker.Note code. In
--- window mode the reply adds the window's calls, failures and slow calls
--- after the call (0 after a transition: the window starts empty).
+-- Returns {counted (0|1), note, snapshot, alerts}; note is a breaker.Note
+-- code, alerts how many alerts the call raised. In window mode the reply
+-- has the window's calls, failures and slow calls after the call (0 after
+-- a transition: the window starts empty) before alerts.
 -- Publishes (never logs) a run notice, run_started or run_ended, when a
 -- closed breaker's failure run starts or ends without a transition.
 -- Every transition into open lasts max(the cooldown, the Retry-After of the
@@ -99,6 +103,7 @@ POLICY_SHADOW = ARGV[28] == '1'
 local TICKET_SHADOW = ARGV[29] == '1'
 local MAX_OPEN_PPM = tonumber(ARGV[30]) or 0
 local GROUP_MEMBERS, GROUP_OPEN = tonumber(ARGV[31]) or 0, tonumber(ARGV[32])
+QUIET = ARGV[33] or ''
 -- KEEP is the most distinct workers a run keeps (quorum.Rule.Keep: the
 -- quorum, or quorum.MaxWorkers = 64 when larger): a new worker past it
 -- still counts its failure, slow call or vote, but is not added, so no
@@ -148,7 +153,7 @@ local win_reply
 local function reply(counted, note)
   if dirty then save(s) end
   run_notice()
-  if WINDOW_MS <= 0 then return { counted, note or CAP_NOTE or '', snapshot(s) } end
+  if WINDOW_MS <= 0 then return { counted, note or CAP_NOTE or '', snapshot(s), ALERTS } end
   -- Window mode: the window's totals too (of the current generation:
   -- empty after a transition), as read.lua gives them.
   local t = win_reply
@@ -158,7 +163,7 @@ local function reply(counted, note)
     local calls, fails, _, slow = win_totals(win_load(s.gen, win_bucket(WINDOW_MS)))
     t = { calls, fails, slow }
   end
-  return { counted, note or CAP_NOTE or '', snapshot(s), t[1], t[2], t[3] }
+  return { counted, note or CAP_NOTE or '', snapshot(s), t[1], t[2], t[3], ALERTS }
 end
 
 -- group_open returns the group's other open members: from ARGV (a
