@@ -368,22 +368,7 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 		}
 	}
 	params := ParamsOf(p, s.o.Rand())
-	// The group's cap (group.go): '' open lets record.lua count the
-	// group itself (a single Redis); on a Cluster the daemon reads it
-	// first, for a call that may trip.
-	var open any = ""
-	readCounts := false
-	if g != nil {
-		params.MaxOpenPPM, params.GroupMembers = g.MaxOpenPPM(), int64(len(g.Members))
-		if s.onCluster() {
-			open = int64(0)
-			if mayTrip {
-				if gc, ok := s.groupCounts(ctx, g, name); ok {
-					open, readCounts = gc.Open, true
-				}
-			}
-		}
-	}
+	open, readCounts := s.groupCap(ctx, g, name, mayTrip, &params)
 	args := append(s.common(name, req.GetWorkerId(), p, 26), string(c.Evidence),
 		c.Ticket.Gen, c.Ticket.Lease, c.RetryAfter, c.Last,
 		params.Rule.Threshold, params.Rule.MinWorkers, params.Rule.RateLimitTrips,
@@ -427,6 +412,27 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 	alerted := c.Evidence == quorum.CredentialRejected || c.Evidence == quorum.QuotaExhausted
 	s.register(ctx, name, p, st, alerted)
 	return &pb.RecordResponse{Counted: counted, Note: note.String(), State: st}, nil
+}
+
+// groupCap sets params' group cap (group.go) for a Record on name in
+// group g (nil: none) and returns record.lua's open argument: empty lets the
+// script count the group itself (a single Redis); on a Cluster the daemon
+// reads the count first, for a call that may trip (readCounts then).
+func (s *Store) groupCap(ctx context.Context, g *policy.Group, name string, mayTrip bool, params *breaker.Params) (open any, readCounts bool) {
+	open = ""
+	if g == nil {
+		return open, false
+	}
+	params.MaxOpenPPM, params.GroupMembers = g.MaxOpenPPM(), int64(len(g.Members))
+	if !s.onCluster() {
+		return open, false
+	}
+	if mayTrip {
+		if gc, ok := s.groupCounts(ctx, g, name); ok {
+			return gc.Open, true
+		}
+	}
+	return int64(0), false
 }
 
 // RecordCall turns a Record request into the machine's call: the outcome
