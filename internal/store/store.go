@@ -273,7 +273,7 @@ func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent brea
 		params.Jitter, boolArg(params.Shadow), parentCode, parentUntil)
 	out, err := s.script(ctx, allowScript, s.scriptKeys(name, g), args)
 	if err != nil {
-		if s.failed(ctx, n, err) {
+		if s.failed(ctx, n, name, err) {
 			return s.memoryAllow(n, name, worker), false, nil
 		}
 		return nil, false, fmt.Errorf("store: allow %q: %w", name, err)
@@ -384,7 +384,7 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 	}
 	res, err := s.script(ctx, recordScript, s.scriptKeys(name, g), args)
 	if err != nil {
-		if s.failed(ctx, n, err) {
+		if s.failed(ctx, n, name, err) {
 			return s.memoryRecord(n, req, c), nil
 		}
 		return nil, fmt.Errorf("store: record %q: %w", name, err)
