@@ -127,7 +127,7 @@ func assemble(c Config, log *slog.Logger, rdb redis.UniversalClient, channel str
 	}
 	var degraded func(bool) // the metric, once it exists
 	d.st = store.New(rdb, store.Options{Policies: policies, EventsMaxLen: c.EventsMaxLen, EventRetention: c.EventRetention,
-		Channel: channel, Outage: outage, MaxBreakers: c.MaxBreakers, OnOutage: func(down bool) {
+		Channel: channel, Outage: outage, MaxBreakers: c.MaxBreakers, Log: log, OnOutage: func(down bool) {
 			if down {
 				log.Error("redis unreachable: answering from this daemon's in-memory breakers (degraded) until it answers again")
 			} else {
@@ -362,7 +362,7 @@ func connect(c Config, log *slog.Logger) (redis.UniversalClient, string, func(),
 	if password != "" {
 		opt.Password = password
 	}
-	opt.MaxRetries = redisRetries
+	opt.MaxRetries = RedisRetries
 	// One dial attempt per command: a Redis that refuses connections is
 	// an outage to notice from the failing request itself, not after
 	// go-redis's five dial retries.
@@ -457,9 +457,11 @@ func redisPassword(c Config, log *slog.Logger) (string, error) {
 	return pw, nil
 }
 
-// redisRetries bounds go-redis's retries of a failed command: a breaker
+// RedisRetries bounds go-redis's retries of a failed command: a breaker
 // must answer fast, and a worker's client has its own budget and fallback.
-const redisRetries = 1
+// A retry may send a script Redis already ran (its reply lost): the
+// decision scripts are safe to run twice (internal/store/lost.go).
+const RedisRetries = 1
 
 // healthChecker returns a check that flips the health status to SERVING
 // once Redis answers and every script is loaded, and back to NOT_SERVING

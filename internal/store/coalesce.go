@@ -78,7 +78,7 @@ func (c *coalescer) run(ctx context.Context, sc script, keys []string, args []an
 	}
 	if err := f.WaitContext(ctx); err != nil {
 		if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-			return nil, err
+			return nil, stillQueued{err: err, wait: func() { _ = f.Wait() }}
 		}
 		if redis.HasErrorPrefix(err, "NOSCRIPT") {
 			res, err := sc.Eval(ctx, c.rdb, keys, args...).Slice()

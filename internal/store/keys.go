@@ -67,6 +67,10 @@ func KeysOf(breaker string) Keys {
 		Window: tag + "win", Check: tag + "check"}
 }
 
+// Record is the key that remembers, briefly, what the Record with the
+// given id answered (record.lua): brk:{<name>}:rec:<id>.
+func (k Keys) Record(id string) string { return strings.TrimSuffix(k.State, "state") + "rec:" + id }
+
 // list returns the keys as the KEYS of every script, in the order lib.lua
 // documents: state, workers, events, rl, pause, win.
 func (k Keys) list() []string { return []string{k.State, k.Workers, k.Events, k.RL, k.Pause, k.Window} }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -69,6 +70,9 @@ type Options struct {
 	// LiveKey is the sorted set the ceiling counts in. Default LiveKey.
 	// Tests sharing a Redis give each daemon group its own.
 	LiveKey string
+	// Log receives what no answer tells: a script's reply lost after
+	// Redis ran it (lost.go). Default: discarded.
+	Log *slog.Logger
 }
 
 // Store runs breakerd's scripts against one Redis (or Redis Cluster).
@@ -85,6 +89,8 @@ type Store struct {
 	// pipe coalesces concurrent Allow and Record scripts into pipelines
 	// (nil with Options.Unpipelined).
 	pipe *coalescer
+	// settling counts the lost Allows being settled (lost.go).
+	settling atomic.Int32
 }
 
 // New returns a Store on rdb. Call Load before serving.
@@ -228,8 +234,10 @@ func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent brea
 	// shortest), which Lua's tonumber reads back exactly.
 	args := append(s.common(name, worker, p, 7), s.o.NewToken(), params.ProbeTimeout, params.CooldownBase,
 		params.Jitter, boolArg(params.Shadow), parentCode, parentUntil)
-	out, err := s.script(ctx, allowScript, s.scriptKeys(name, g), args)
+	keys := s.scriptKeys(name, g)
+	out, err := s.script(ctx, allowScript, keys, args)
 	if err != nil {
+		s.lostAllow(name, worker, keys, args, err)
 		if s.failed(ctx, err) {
 			return s.memoryAllow(name, worker), false, nil
 		}
@@ -243,8 +251,13 @@ func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent brea
 	v := r.view(3)
 	shadow := r.int(4)
 	due = r.int(5) == 1
+	repeated := r.int(6) == 1
 	if err := r.errOr(); err != nil {
 		return nil, false, fmt.Errorf("store: allow %q: %w", name, err)
+	}
+	if repeated {
+		s.log().Warn("redis had applied an Allow whose reply was lost; the resent Allow was answered as the probe it already was",
+			"breaker", name, "worker", worker)
 	}
 	if code < 1 || code > int64(pb.Decision_DECISION_DENIED_PARENT_OPEN) || shadow < 0 || shadow > int64(pb.Decision_DECISION_DENIED_PARENT_OPEN) {
 		return nil, false, fmt.Errorf("store: allow %q: unknown decision %d (shadow %d)", name, code, shadow)
@@ -296,18 +309,27 @@ func AllowAnswer(name, worker string, res breaker.Result, v breaker.View, token 
 }
 
 // Record runs record.lua: one round trip. The outcome must be a defined
-// Outcome (quorum.Classify's error otherwise).
+// Outcome (quorum.Classify's error otherwise). Each call carries an id of
+// its own, so that Redis applies it once even when it is sent twice (lost
+// replies: lost.go).
 func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordResponse, error) {
-	name := req.GetBreaker()
 	set := s.policies.Load()
-	p, g := set.For(name), groupOf(set, name)
-	c, err := RecordCall(req, p)
+	c, err := RecordCall(req, set.For(req.GetBreaker()))
 	if err != nil {
 		return nil, err
 	}
 	if s.out.down.Load() {
 		return s.memoryRecord(req, c), nil
 	}
+	return s.record(ctx, req, c, set, true)
+}
+
+// record runs record.lua for req, whose call is c, under the policy set
+// set. With degrade, a Redis that cannot serve the call is answered from
+// memory (Options.Outage), as Record answers; without, it is an error.
+func (s *Store) record(ctx context.Context, req *pb.RecordRequest, c breaker.Call, set *policy.Set, degrade bool) (*pb.RecordResponse, error) {
+	name := req.GetBreaker()
+	p, g := set.For(name), groupOf(set, name)
 	// Only a failure, a slow success, or any call in window mode (it
 	// writes the window) can create state for a breaker that holds none,
 	// or trip one.
@@ -335,7 +357,25 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 			}
 		}
 	}
-	args := append(s.common(name, req.GetWorkerId(), p, 25), string(c.Evidence),
+	id := newRecordID()
+	args := append(s.recordArgs(name, req.GetWorkerId(), c, p, params), known, open,
+		id, recordMemory.Milliseconds(), boolArg(mayTrip))
+	res, err := s.script(ctx, recordScript, s.recordKeys(name, g, id), args)
+	if err != nil {
+		if degrade && s.failed(ctx, err) {
+			return s.memoryRecord(req, c), nil
+		}
+		s.lostRecord(name, req.GetWorkerId(), err)
+		return nil, fmt.Errorf("store: record %q: %w", name, err)
+	}
+	s.answered()
+	return s.recordAnswer(ctx, res, name, req.GetWorkerId(), c, p, g, readCounts)
+}
+
+// recordArgs are record.lua's ARGV up to the group's cap (ARGV[30]); the
+// caller appends the rest.
+func (s *Store) recordArgs(name, worker string, c breaker.Call, p policy.Policy, params breaker.Params) []any {
+	return append(s.common(name, worker, p, 28), string(c.Evidence),
 		c.Ticket.Gen, c.Ticket.Lease, c.RetryAfter, c.Last,
 		params.Rule.Threshold, params.Rule.MinWorkers, params.Rule.RateLimitTrips,
 		params.CooldownBase, params.CooldownCap, params.Jitter,
@@ -343,29 +383,30 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 		params.WindowMs, params.FailureRate, params.MinCalls,
 		c.Latency, params.SlowCallMs, params.SlowCallThreshold, params.SlowCallRate,
 		boolArg(params.Shadow), boolArg(c.Ticket.Shadow),
-		params.MaxOpenPPM, known, open)
-	res, err := s.script(ctx, recordScript, s.scriptKeys(name, g), args)
-	if err != nil {
-		if s.failed(ctx, err) {
-			return s.memoryRecord(req, c), nil
-		}
-		return nil, fmt.Errorf("store: record %q: %w", name, err)
-	}
-	s.answered()
+		params.MaxOpenPPM)
+}
+
+// recordAnswer decodes record.lua's reply res into the API's answer.
+func (s *Store) recordAnswer(ctx context.Context, res []any, name, worker string, c breaker.Call, p policy.Policy, g *policy.Group, readCounts bool) (*pb.RecordResponse, error) {
 	r := reply{v: res}
 	counted := r.int(0) == 1
 	note := breaker.Note(r.str(1))
 	v := r.view(2)
+	repeated := r.int(3) == 1
 	if err := r.errOr(); err != nil {
 		return nil, fmt.Errorf("store: record %q: %w", name, err)
+	}
+	if repeated {
+		s.log().Warn("redis had applied a Record whose reply was lost; the resent Record was answered as the first, not counted again",
+			"breaker", name, "worker", worker)
 	}
 	if g != nil && s.onCluster() && (readCounts || v.Gen != c.Ticket.Gen) {
 		s.indexGroup(ctx, g, name, p, v)
 	}
 	st := stateOf(v, name, p)
 	withGroup(st, g)
-	if len(res) == 6 { // window mode: the window's calls, failures and slow calls
-		st.WindowCalls, st.WindowFailures, st.SlowCalls = r.int(3), r.int(4), r.int(5)
+	if len(res) == 7 { // window mode: the window's calls, failures and slow calls
+		st.WindowCalls, st.WindowFailures, st.SlowCalls = r.int(4), r.int(5), r.int(6)
 	}
 	s.register(ctx, name, p, st)
 	return &pb.RecordResponse{Counted: counted, Note: note.String(), State: st}, nil

@@ -46,10 +46,22 @@
 -- ARGV[32] -> the group's other open breakers, '' likewise (KEYS[9])
 --             (on a Cluster the daemon reads both just before this script:
 --             breaker/cap.go states the rule, store/group.go the bound)
+-- ARGV[33] -> the Record's id, made by the daemon for this call ('' for
+--             none): a Record sent again (its reply lost on the way back,
+--             the command resent) is answered as the first was and
+--             applied once (docs/reliability.md, "A reply lost")
+-- ARGV[34] -> how long the id is remembered, ms
+-- ARGV[35] -> 1 when the outcome may create state for a breaker that
+--             holds none (a failure, a slow success, window mode): only
+--             then, or when it holds state, is the id looked up and kept
+-- KEYS[7]  -> brk:{<name>}:rec:<id>  hash: r = what the Record with that
+--             id answered, its counted flag (0|1) then its note
 --
--- Returns {counted (0|1), note, snapshot}; note is a breaker.Note code. In
--- window mode the reply adds the window's calls, failures and slow calls
--- after the call (0 after a transition: the window starts empty).
+-- Returns {counted (0|1), note, snapshot, repeat}; note is a breaker.Note
+-- code; repeat is 1 when ARGV[33] was seen already (the answer is the
+-- first one's, nothing is applied again), else 0. In window mode the
+-- reply adds the window's calls, failures and slow calls after the call
+-- (0 after a transition: the window starts empty).
 -- Publishes (never logs) a run notice, run_started or run_ended, when a
 -- closed breaker's failure run starts or ends without a transition.
 -- Every transition into open lasts max(the cooldown, the Retry-After of the
@@ -98,6 +110,8 @@ POLICY_SHADOW = ARGV[28] == '1'
 local TICKET_SHADOW = ARGV[29] == '1'
 local MAX_OPEN_PPM = tonumber(ARGV[30]) or 0
 local GROUP_KNOWN, GROUP_OPEN = tonumber(ARGV[31]), tonumber(ARGV[32])
+local RECORD_ID, RECORD_TTL, MAY_CREATE = ARGV[33] or '', tonumber(ARGV[34]) or 0, ARGV[35] == '1'
+local K_RECORD = KEYS[7]
 -- SLOW: this outcome is a slow success (breaker.step.slow).
 local SLOW = SLOW_CALL > 0 and EVIDENCE == 'S' and LATENCY > SLOW_CALL
 
@@ -133,10 +147,20 @@ local CAP_NOTE = nil
 -- window_record left them; reply reads them when no window_record ran.
 local win_reply
 
+-- REMEMBER: this Record's id is looked up, and kept with its answer
+-- (ARGV[33..35]); REPEAT: it was seen already.
+local REMEMBER = RECORD_ID ~= '' and (s.stored or MAY_CREATE)
+local REPEAT = 0
+
 local function reply(counted, note)
   if dirty then save(s) end
   run_notice()
-  if WINDOW_MS <= 0 then return { counted, note or CAP_NOTE or '', snapshot(s) } end
+  note = note or CAP_NOTE or ''
+  if REMEMBER and REPEAT == 0 then
+    redis.call('HSET', K_RECORD, 'r', tostring(counted) .. note)
+    redis.call('PEXPIRE', K_RECORD, RECORD_TTL)
+  end
+  if WINDOW_MS <= 0 then return { counted, note, snapshot(s), REPEAT } end
   -- Window mode: the window's totals too (of the current generation:
   -- empty after a transition), as read.lua gives them.
   local t = win_reply
@@ -146,7 +170,7 @@ local function reply(counted, note)
     local calls, fails, _, slow = win_totals(win_load(s.gen, win_bucket(WINDOW_MS)))
     t = { calls, fails, slow }
   end
-  return { counted, note or CAP_NOTE or '', snapshot(s), t[1], t[2], t[3] }
+  return { counted, note, snapshot(s), REPEAT, t[1], t[2], t[3] }
 end
 
 -- group_counts returns the group's other known and open breakers: from
@@ -241,6 +265,17 @@ local function slow_trip(slow, calls, sworkers)
   elseif q == 'suspect' then
     s.last, s.cause = last, 'slow_suspect'
     suspect('slow_suspect')
+  end
+end
+
+-- The same Record sent again: the first one's answer, nothing applied
+-- twice (the lapsed pin or pause above is the clock's doing, not the
+-- Record's).
+if REMEMBER then
+  local first = redis.call('HGETALL', K_RECORD)
+  if first[1] == 'r' then
+    REPEAT = 1
+    return reply(tonumber(string.sub(first[2], 1, 1)), string.sub(first[2], 2))
   end
 end
 
