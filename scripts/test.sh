@@ -19,7 +19,7 @@ export PATH="$PATH:/usr/local/go/bin:$HOME/go/bin"
 declare -A need=(
   [redis-server]=redis-server [redis-cli]=redis-tools [redis-sentinel]=redis-sentinel
   [docker-compose]=docker-compose [file]=file [curl]=curl [systemd-analyze]=systemd [python3]=python3-venv
-  [node]=nodejs [npm]=npm [unzip]=unzip
+  [node]=nodejs [npm]=npm [unzip]=unzip [chromium]=chromium
 )
 
 phase_start=0
@@ -271,7 +271,20 @@ phase_typescript() {
   rm -rf "$bin"
 }
 
-phases=(lint go soak python typescript release deploy)
+# The status page in a real browser (internal/httpapi/browsertest, a
+# module of its own so that the main module does not depend on chromedp):
+# Debian's Chromium, headless, without its sandbox (CI runs as root) and
+# without background networking, driven against a breakerd built here.
+phase_ui() {
+  local bin
+  bin=$(mktemp -d)
+  go build -o "$bin/breakerd" ./cmd/breakerd
+  (cd internal/httpapi/browsertest && go vet ./... &&
+    BREAKERD_TEST_CHROMIUM=$(command -v chromium) BREAKERD_BIN="$bin/breakerd" go test -count=1 ./...)
+  rm -rf "$bin"
+}
+
+phases=(lint go soak python typescript release deploy ui)
 run_phase() {
   phase "$1"
   "phase_$1"

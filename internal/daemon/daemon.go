@@ -162,7 +162,7 @@ func (d *parts) build(c Config, log *slog.Logger, rdb redis.UniversalClient, pol
 	if policySum != nil {
 		d.reloaders = append(d.reloaders, newPolicyReloader(c.PolicyFile, *policySum, log, d.st.SetPolicies, op.m.ConfigReloaded))
 	}
-	hookRunner, hooksReloader, err := newDispatcher(c, rdb, d.st, op.reg, log)
+	hookRunner, hooksReloader, err := newDispatcher(c, rdb, d.st, d.hub, op.reg, log)
 	if err != nil {
 		return err
 	}

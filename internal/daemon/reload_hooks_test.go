@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+
 	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/pkg/client"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -91,5 +94,38 @@ func TestHooksReloadSwapsTheHooks(t *testing.T) {
 	waitFor(t, "hook b's delivery after the rejection", func() bool { return count("b") > before })
 	if n := count("a"); n != 1 {
 		t.Errorf("hook a, taken out of the file, got %d events, want only the first", n)
+	}
+}
+
+// TestOneRedisSubscriptionPerDaemon: the hooks dispatcher hears new
+// events through the daemon's event hub, so a daemon with hooks holds one
+// Redis subscription to the event channel, not one per reader.
+func TestOneRedisSubscriptionPerDaemon(t *testing.T) {
+	mr := miniredis.RunT(t)
+	delivered := make(chan struct{}, 16)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		delivered <- struct{}{}
+	}))
+	t.Cleanup(hook.Close)
+	path := filepath.Join(t.TempDir(), "hooks.yaml")
+	body := "hooks:\n  - {name: a, url: \"" + hook.URL + "\", events: [forced], secret: " + strings.Repeat("k", 40) + "}\n"
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := baseConfig(t)
+	cfg.RedisURL, cfg.HooksFile = "redis://"+mr.Addr(), path
+	c, err := client.Dial(serveConfig(t, cfg, &daemontest.Buffer{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.API().Force(context.Background(), &pb.ForceRequest{Breaker: "hooked", Mode: pb.ForceMode_FORCE_MODE_OPEN, Reason: "drill"}); err != nil {
+		t.Fatal(err)
+	}
+	// A delivery means the dispatcher heard the event: every reader runs.
+	daemontest.Eventually(t, "the hook's delivery", func() bool { return len(delivered) > 0 })
+	channel := store.DefaultChannel + ":db0" // database 0 of redis://host:port
+	if n := mr.PubSubNumSub(channel)[channel]; n != 1 {
+		t.Errorf("the daemon holds %d subscriptions to %s, want 1 (channels: %v)", n, channel, mr.PubSubChannels(""))
 	}
 }

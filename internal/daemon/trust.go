@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/breakerd/breakerd/internal/auth"
+	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/hooks"
 	"github.com/breakerd/breakerd/internal/limits"
 	"github.com/breakerd/breakerd/internal/secretfile"
@@ -105,7 +106,7 @@ func warnReadable(log *slog.Logger, flag, path string, worldReadable bool) {
 // with the reloader that swaps it for one over the file's new hooks
 // (through runner). Its counters are not registered here: the metrics
 // registry is the daemon's to pass in hooks.Options.Registerer.
-func newDispatcher(c Config, rdb redis.UniversalClient, st *store.Store, reg prometheus.Registerer, log *slog.Logger) (*hookRunner, *fileReloader, error) {
+func newDispatcher(c Config, rdb redis.UniversalClient, st *store.Store, hub *events.Hub, reg prometheus.Registerer, log *slog.Logger) (*hookRunner, *fileReloader, error) {
 	runner := &hookRunner{next: make(chan *hooks.Dispatcher, 1), log: log}
 	if c.HooksFile == "" {
 		return runner, nil, nil
@@ -115,7 +116,7 @@ func newDispatcher(c Config, rdb redis.UniversalClient, st *store.Store, reg pro
 		return nil, nil, err
 	}
 	log.Info("alert hooks on", "hooks_file", c.HooksFile, "hooks", len(hs))
-	d, err := hooks.New(rdb, st, hooks.Options{Hooks: hs, Log: log, Registerer: reg})
+	d, err := hooks.New(rdb, st, hooks.Options{Hooks: hs, Feed: hub, Log: log, Registerer: reg})
 	if err != nil {
 		return nil, nil, err
 	}

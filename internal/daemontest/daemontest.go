@@ -123,6 +123,7 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 		if ho.Log == nil {
 			ho.Log = discard
 		}
+		ho.Feed = hub
 		d, err := hooks.New(rdb, st, ho)
 		if err != nil {
 			cancel()
@@ -142,7 +143,8 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 		hooksDone <- nil
 	}
 	calls := NewCounter()
-	g, hs := server.New(st, hub).WithLimits(opts.Limits).WithListener(opts.Listener).NewGRPC(append(calls.Options(), opts.Server...)...)
+	srv := server.New(st, hub).WithLimits(opts.Limits).WithListener(opts.Listener)
+	g, hs := srv.NewGRPC(append(calls.Options(), opts.Server...)...)
 	server.SetServing(hs, true)
 	lis, err := net.Listen("tcp", opts.Addr)
 	if err != nil {
@@ -155,7 +157,7 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 	d := &Daemon{Addr: lis.Addr().String(), Store: st, Calls: calls}
 	stopHTTP := func() {}
 	if opts.HTTP != nil {
-		d.HTTPAddr, stopHTTP = serveHTTP(t, *opts.HTTP, g, hs, st, hub)
+		d.HTTPAddr, stopHTTP = serveHTTP(t, *opts.HTTP, g, hs, srv, st, hub)
 	}
 	d.halt = func() {
 		cancel()
@@ -170,7 +172,7 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 
 // serveHTTP serves the HTTP/JSON API over g on a loopback port; it
 // returns the address and the stop that cuts its connections.
-func serveHTTP(t testing.TB, o httpapi.Options, g *grpc.Server, hs *health.Server, st *store.Store, hub *events.Hub) (string, func()) {
+func serveHTTP(t testing.TB, o httpapi.Options, g *grpc.Server, hs *health.Server, srv *server.Server, st *store.Store, hub *events.Hub) (string, func()) {
 	t.Helper()
 	o.GRPC, o.Health = g, hs
 	if o.MaxBodyBytes == 0 {
@@ -181,7 +183,7 @@ func serveHTTP(t testing.TB, o httpapi.Options, g *grpc.Server, hs *health.Serve
 	}
 	if o.Watch != nil {
 		w := *o.Watch
-		w.Hub, w.Store = hub, st
+		w.Hub, w.Store, w.WithParents = hub, st, srv.WithParents
 		o.Watch = &w
 	}
 	h, err := httpapi.New(o)
@@ -192,7 +194,7 @@ func serveHTTP(t testing.TB, o httpapi.Options, g *grpc.Server, hs *health.Serve
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: h, MaxHeaderBytes: 64 << 10}
-	go func() { _ = srv.Serve(lis) }()
-	return lis.Addr().String(), func() { _ = srv.Close() }
+	hsrv := &http.Server{Handler: h, MaxHeaderBytes: 64 << 10}
+	go func() { _ = hsrv.Serve(lis) }()
+	return lis.Addr().String(), func() { _ = hsrv.Close() }
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/breakerd/breakerd/internal/breaker"
+	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/webhook"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -81,10 +82,10 @@ type Payload struct {
 type Options struct {
 	// Hooks to deliver to.
 	Hooks []Hook
-	// Channel is the pub/sub channel the scripts publish live events on
-	// (store.Store.Channel): it tells the dispatcher at once which
-	// breaker's stream has something new.
-	Channel string
+	// Feed is the daemon's event hub (its one Redis subscription): it
+	// tells the dispatcher at once which breaker's stream has something
+	// new. Required when there are hooks.
+	Feed *events.Hub
 	// Consumer names this daemon in every consumer group. Default: host
 	// name, pid and a random suffix (unique per process).
 	Consumer string
@@ -138,8 +139,8 @@ type hookState struct {
 // counters on o.Registerer. Errors: an invalid hook, or a counter already
 // registered.
 func New(rdb redis.UniversalClient, st *store.Store, o Options) (*Dispatcher, error) {
-	if o.Channel == "" {
-		o.Channel = st.Channel()
+	if o.Feed == nil && len(o.Hooks) > 0 {
+		return nil, errors.New("hooks: Options.Feed is nil: the dispatcher hears new events from the daemon's hub")
 	}
 	if o.Consumer == "" {
 		host, _ := os.Hostname()
@@ -217,11 +218,13 @@ func (d *Dispatcher) Run(ctx context.Context, ready chan<- struct{}) error {
 		}
 		h.start = fmt.Sprintf("%d-0", max(since-1, 0))
 	}
-	ps := d.rdb.Subscribe(ctx, d.o.Channel)
-	defer ps.Close()
-	if _, err := ps.Receive(ctx); err != nil {
-		return fmt.Errorf("hooks: subscribe %s: %w", d.o.Channel, err)
+	select {
+	case <-d.o.Feed.Live():
+	case <-ctx.Done():
+		return nil
 	}
+	sub := d.o.Feed.Subscribe(nil)
+	defer func() { sub.Close() }()
 	if ready != nil {
 		close(ready)
 	}
@@ -237,20 +240,27 @@ func (d *Dispatcher) Run(ctx context.Context, ready chan<- struct{}) error {
 	d.sweep(ctx)
 	tick := time.NewTicker(d.o.Sweep)
 	defer tick.Stop()
-	feed := ps.Channel()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
 			d.sweep(ctx)
-		case m, ok := <-feed:
-			if !ok {
-				return errors.New("hooks: subscription closed")
+		case e, ok := <-sub.C:
+			if ok {
+				if e.GetBreaker() != "" && !store.IsNotice(e) {
+					d.mark([]string{e.GetBreaker()}, false)
+				}
+				continue
 			}
-			if e, err := store.DecodeEvent([]byte(m.Payload)); err == nil && e.GetBreaker() != "" && !store.IsNotice(e) {
-				d.mark([]string{e.GetBreaker()}, false)
+			if sub.Err() == nil {
+				return nil // the hub ended with the daemon
 			}
+			// The hub lost its feed (or this reader fell behind): events
+			// may have gone unheard. Listen again, then sweep for them.
+			d.o.Log.Warn("hooks: the event feed was lost; sweeping for what it missed", "err", sub.Err())
+			sub = d.o.Feed.Subscribe(nil)
+			d.sweep(ctx)
 		}
 	}
 }

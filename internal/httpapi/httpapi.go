@@ -1,10 +1,10 @@
 // Package httpapi serves breakerd's API as HTTP/JSON beside gRPC: every
 // BreakerService RPC transcoded onto the daemon's gRPC server by
 // connectrpc.com/vanguard (POST /breakerd.v1.BreakerService/<Method>, the
-// Connect protocol's unary shape), GET /healthz, and GET /v1/watch, the
-// live events as Server-Sent Events. A front handler checks the token,
-// the content type and the body's size before any body is read. The
-// page docs/http-api.md describes the API.
+// Connect protocol's unary shape), GET /healthz, GET /v1/watch, the live
+// events as Server-Sent Events, and the status page's files at /ui/. A
+// front handler checks the token, the content type and the body's size
+// before any body is read. The page docs/http-api.md describes the API.
 package httpapi
 
 import (
@@ -75,6 +75,12 @@ func New(o Options) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.Handle(servicePath, f.rpc(tc))
 	mux.HandleFunc("/healthz", f.health)
+	page, err := ui()
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle("/ui", page)
+	mux.Handle("/ui/", page)
 	if o.Watch != nil {
 		mux.Handle("/v1/watch", f.watch(o.Watch))
 	}

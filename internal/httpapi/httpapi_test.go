@@ -261,7 +261,8 @@ func TestBadInputOverHTTPStoresNothing(t *testing.T) {
 }
 
 // tokens starts a daemon with an operator and a worker token (acting as
-// w-*), its HTTP front checking them as its gRPC interceptors do.
+// w-*), its HTTP front (and GET /v1/watch) checking them as its gRPC
+// interceptors do.
 func tokens(t *testing.T, b *testredis.Backend) *daemontest.Daemon {
 	t.Helper()
 	tk, err := auth.Parse([]byte("tokens:\n  - {name: alice, role: operator, token: " + opToken + "}\n" +
@@ -270,7 +271,7 @@ func tokens(t *testing.T, b *testredis.Backend) *daemontest.Daemon {
 		t.Fatal(err)
 	}
 	a := auth.New(tk)
-	return daemontest.StartWith(t, b, daemontest.Options{HTTP: &httpapi.Options{Auth: a}, Server: a.ServerOptions()})
+	return daemontest.StartWith(t, b, daemontest.Options{HTTP: &httpapi.Options{Auth: a, Watch: &httpapi.Watch{}}, Server: a.ServerOptions()})
 }
 
 // TestTokensAreCheckedBeforeTheBody: without a known token an 8 MiB body

@@ -29,6 +29,9 @@ type Watch struct {
 	// Heartbeat is how often an idle stream sends a comment line. 0
 	// means DefaultHeartbeat.
 	Heartbeat time.Duration
+	// WithParents, when set, puts the parent scopes' verdicts into the
+	// snapshot's deny_until_ms (server.Server.WithParents).
+	WithParents func(context.Context, []*pb.BreakerState)
 }
 
 // DefaultHeartbeat is Watch.Heartbeat's default.
@@ -154,7 +157,7 @@ func (s *stream) run(ctx context.Context, wt *Watch, sub *events.Subscription) e
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // proxies: do not buffer the stream
 	s.w.WriteHeader(http.StatusOK)
-	if err := s.snapshot(ctx, wt.Store); err != nil {
+	if err := s.snapshot(ctx, wt); err != nil {
 		return err
 	}
 	if err := s.replay(ctx, wt.Store); err != nil {
@@ -167,16 +170,19 @@ func (s *stream) run(ctx context.Context, wt *Watch, sub *events.Subscription) e
 // (every one not closed, and any with deny_until_ms set), only the named
 // ones when the stream names breakers. It is read after subscribing, so
 // no event falls between the two.
-func (s *stream) snapshot(ctx context.Context, st *store.Store) error {
+func (s *stream) snapshot(ctx context.Context, wt *Watch) error {
 	var states []*pb.BreakerState
 	var err error
 	if len(s.req.breakers) > 0 {
-		states, err = st.BatchGet(ctx, s.req.breakers)
+		states, err = wt.Store.BatchGet(ctx, s.req.breakers)
 	} else {
-		states, err = st.List(ctx, pb.State_STATE_OPEN, pb.State_STATE_HALF_OPEN, pb.State_STATE_FORCED_OPEN, pb.State_STATE_PAUSED)
+		states, err = wt.Store.List(ctx, pb.State_STATE_OPEN, pb.State_STATE_HALF_OPEN, pb.State_STATE_FORCED_OPEN, pb.State_STATE_PAUSED)
 	}
 	if err != nil {
 		return s.resync("the snapshot could not be read: " + err.Error())
+	}
+	if wt.WithParents != nil {
+		wt.WithParents(ctx, states)
 	}
 	kept := states[:0]
 	for _, x := range states {

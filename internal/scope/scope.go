@@ -471,3 +471,26 @@ func (s *Scopes) drop() {
 	}
 	s.epoch++
 }
+
+// WithParents puts each parent scope's verdict into its children's
+// deny_until_ms, as Get, BatchGet and List report them: the machine's read
+// rule (breaker.View.Verdict) for any worker, given the parent's verdict
+// from the view. A parent that cannot be read leaves the child's own
+// verdict, as Allow then decides alone.
+func (s *Scopes) WithParents(ctx context.Context, states []*pb.BreakerState) {
+	for _, st := range states {
+		parent := s.st.Policy(st.GetBreaker()).Parent
+		if parent == "" || st == nil {
+			continue
+		}
+		pv, _, err := s.verdict(ctx, parent)
+		if err != nil || !pv.Denies() {
+			continue
+		}
+		v, policyShadow := breaker.ViewOfProto(st)
+		vd := v.Verdict(breaker.Query{Now: max(v.Now, 1), PolicyShadow: policyShadow, Parent: pv})
+		if vd.Denied() && !vd.Due {
+			st.DenyUntilMs = max(st.GetDenyUntilMs(), vd.Until)
+		}
+	}
+}

@@ -659,3 +659,35 @@ breakers:
 		}
 	})
 }
+
+// What a child's state reports: while its parent is open, a closed
+// child's deny_until_ms is the parent's next probe (the read rule with the
+// parent's verdict), so a cache of any language denies it with no rule of
+// its own; once the parent's probe is due, the child's own verdict again.
+func TestChildStateCarriesTheParentsDenial(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		n := setup(t, b)
+		set := policies(t, n, true, "")
+		a, c := newDaemon(t, b, set), newDaemon(t, b, set)
+		var dep dependency
+		tripParent(t, n, a, c, &dep)
+		p := a.get(n.parent)
+		states := []*pb.BreakerState{a.get(n.web), a.get(n.news)}
+		if states[0].GetDenyUntilMs() != 0 {
+			t.Fatalf("web_search alone: deny_until_ms %d, want 0 (its own state is closed)", states[0].GetDenyUntilMs())
+		}
+		a.sc.WithParents(context.Background(), states)
+		for _, st := range states {
+			if st.GetState() != pb.State_STATE_CLOSED || st.GetDenyUntilMs() != p.GetNextProbeAtMs() {
+				t.Errorf("%s: %v, deny_until_ms %d; want CLOSED, denied until the parent's next probe %d",
+					st.GetBreaker(), st.GetState(), st.GetDenyUntilMs(), p.GetNextProbeAtMs())
+			}
+		}
+		b.Advance(10 * time.Second) // the parent's cooldown: its probe is due
+		st := []*pb.BreakerState{a.get(n.web)}
+		a.sc.WithParents(context.Background(), st)
+		if st[0].GetDenyUntilMs() != 0 {
+			t.Errorf("web_search once the parent's probe is due: deny_until_ms %d, want 0", st[0].GetDenyUntilMs())
+		}
+	})
+}

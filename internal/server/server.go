@@ -287,7 +287,14 @@ func (s *Server) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse, 
 	if err != nil {
 		return nil, statusOf(ctx, err)
 	}
+	s.scopes.WithParents(ctx, []*pb.BreakerState{st})
 	return &pb.GetResponse{State: st}, nil
+}
+
+// WithParents puts the parent scopes' verdicts into states'
+// deny_until_ms, as Get, BatchGet and List answer (scope.Scopes.WithParents).
+func (s *Server) WithParents(ctx context.Context, states []*pb.BreakerState) {
+	s.scopes.WithParents(ctx, states)
 }
 
 // BatchGet implements BreakerService.BatchGet.
@@ -304,6 +311,7 @@ func (s *Server) BatchGet(ctx context.Context, req *pb.BatchGetRequest) (*pb.Bat
 	if err != nil {
 		return nil, statusOf(ctx, err)
 	}
+	s.scopes.WithParents(ctx, st)
 	forWorker(st, req.GetWorkerId())
 	return &pb.BatchGetResponse{States: st}, nil
 }
@@ -334,6 +342,7 @@ func (s *Server) List(ctx context.Context, req *pb.ListRequest) (*pb.ListRespons
 	if err != nil {
 		return nil, statusOf(ctx, err)
 	}
+	s.scopes.WithParents(ctx, st)
 	return &pb.ListResponse{States: st, NextPageToken: next}, nil
 }
 
@@ -360,6 +369,7 @@ func (s *Server) listAll(ctx context.Context, states []pb.State) (*pb.ListRespon
 				"page_size: 0 answers at most %d breakers, and more match; set page_size (1 to %d) and follow next_page_token", s.lim.ListMaxUnpaged, store.MaxPageSize)
 		}
 		if token = next; token == "" {
+			s.scopes.WithParents(ctx, out)
 			return &pb.ListResponse{States: out}, nil
 		}
 	}
