@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -47,6 +46,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		fmt.Fprintln(stdout, info.String("breakerd-mcp"))
 		return nil
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil)).With("worker", f.WorkerID)
+	log := f.Logger(stderr).With("worker", f.WorkerID, "version", info.Version)
 	return mcpgw.Serve(ctx, f, stdin, stdout, log, info.Version)
 }

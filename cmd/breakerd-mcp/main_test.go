@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -131,12 +133,31 @@ func (g *gateway) connect(t *testing.T) *mcp.ClientSession {
 // cleanly on SIGTERM.
 func TestServesHTTPAndStopsOnSIGTERM(t *testing.T) {
 	addr, file := setup(t, daemontest.Options{})
-	g := startHTTP(t, nil, "--config", file, "--breakerd", addr, "--worker-id", "gw-1")
+	metrics := testredis.FreeAddr(t)
+	g := startHTTP(t, []string{"BREAKERD_MCP_LOG_FORMAT=json"}, "--config", file, "--breakerd", addr, "--worker-id", "gw-1",
+		"--metrics-listen", metrics, "--log-level", "debug")
 	cs := g.connect(t)
 	if got := toolNames(t, cs); strings.Join(got, ",") != "breakerd_status,echo" {
 		t.Errorf("tools/list = %v, want breakerd_status, echo", got)
 	}
 	_ = cs.Close()
+	// --metrics-listen serves the gateway's metrics; the env var set the
+	// log format: every line is a JSON object.
+	res, err := http.Get("http://" + metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !strings.Contains(string(body), `breakerd_mcp_tool_calls_total{result="denied",upstream=`) || !strings.Contains(string(body), "breakerd_mcp_sessions ") {
+		t.Errorf("/metrics lacks the gateway's series:\n%s", body)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(g.out.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(l), &rec); err != nil || rec["msg"] == nil {
+			t.Errorf("log line is not JSON with --log-format json: %q", l)
+		}
+	}
 
 	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -543,11 +543,11 @@ func (st *step) countFailure() {
 	s.Last = c.Last
 	if c.Evidence == quorum.RateLimited {
 		s.RL++
-		s.RLWorkers = addMember(s.RLWorkers, c.Actor)
+		s.RLWorkers = addMember(s.RLWorkers, c.Actor, st.p.Rule.Keep())
 	} else {
 		s.RL, s.RLWorkers = 0, nil
 	}
-	s.Workers = addMember(s.Workers, c.Actor)
+	s.Workers = addMember(s.Workers, c.Actor, st.p.Rule.Keep())
 	st.res.Wrote, st.res.Counted = true, true
 	if s.Force == "closed" {
 		return
@@ -623,7 +623,7 @@ func (st *step) pauseEvidence() bool {
 // suspect while the fleet keeps the breaker.
 func (st *step) pauseVote(cause Cause) bool {
 	s, now := &st.s, st.now
-	s.Pausers = addMember(s.Pausers, st.c.Actor)
+	s.Pausers = addMember(s.Pausers, st.c.Actor, st.p.Rule.Keep())
 	st.res.Wrote = true
 	if st.p.Rule.Quorate(int64(len(s.Pausers))) {
 		s.fresh(false)

@@ -113,7 +113,7 @@ func (st *step) slowRecord() {
 		s.Suspect, s.SuspectUntil = "", 0
 	}
 	s.Slow++
-	s.SlowBy = addMember(s.SlowBy, c.Actor)
+	s.SlowBy = addMember(s.SlowBy, c.Actor, st.p.Rule.Keep())
 	s.SlowLat = pushSample(s.SlowLat, c.Latency)
 	st.res.Wrote, st.res.Counted = true, true
 	if s.Force == "closed" || st.p.SlowCallThreshold <= 0 || s.Slow < st.p.SlowCallThreshold {

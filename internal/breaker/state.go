@@ -250,9 +250,11 @@ func sortedSet(in []string) []string {
 	return slices.Compact(out)
 }
 
-func addMember(set []string, m string) []string {
+// addMember adds m to the sorted set unless it is there or the set
+// already holds keep members (quorum.Rule.Keep: a run's sets are bounded).
+func addMember(set []string, m string, keep int64) []string {
 	i, found := slices.BinarySearch(set, m)
-	if found {
+	if found || int64(len(set)) >= keep {
 		return set
 	}
 	return slices.Insert(slices.Clone(set), i, m)

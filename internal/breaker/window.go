@@ -151,6 +151,14 @@ func WindowFromFields(f map[string]string) Window {
 	return w
 }
 
+// keepWorker sets worker's last bucket to cur in a window's live workers,
+// unless it is new there and they already number keep (quorum.Rule.Keep).
+func keepWorker(workers map[string]int64, worker string, cur, keep int64) {
+	if _, ok := workers[worker]; ok || int64(len(workers)) < keep {
+		workers[worker] = cur
+	}
+}
+
 // windowRecord applies a Record to a closed breaker in window mode with a
 // current ticket.
 func (st *step) windowRecord() {
@@ -171,13 +179,14 @@ func (st *step) windowRecord() {
 	cur := bucketOf(now, st.p.WindowMs)
 	w := s.Win.live(s.Gen, cur)
 	w.Calls[cur]++
+	keep := st.p.Rule.Keep()
 	if failed {
 		w.Fails[cur]++
-		w.Workers[c.Actor] = cur
+		keepWorker(w.Workers, c.Actor, cur, keep)
 	}
 	if slow {
 		w.Slow[cur]++
-		w.SlowWorkers[c.Actor] = cur
+		keepWorker(w.SlowWorkers, c.Actor, cur, keep)
 	}
 	s.Win = w
 	st.res.Counted, st.res.Windowed = true, true

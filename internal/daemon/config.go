@@ -12,6 +12,8 @@ import (
 	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/cli"
 	"github.com/breakerd/breakerd/internal/limits"
+	"github.com/breakerd/breakerd/internal/logging"
+	"github.com/breakerd/breakerd/internal/metrics"
 )
 
 // Config is the daemon's configuration. Every field has a flag and a
@@ -64,6 +66,9 @@ type Config struct {
 	// LogFormat is text or json. Default text. Flag --log-format, env
 	// BREAKERD_LOG_FORMAT.
 	LogFormat string
+	// LogLevel is the least severe level logged: debug, info, warn or
+	// error. Default info. Flag --log-level, env BREAKERD_LOG_LEVEL.
+	LogLevel string
 
 	// TLSCert and TLSKey are PEM files that turn on TLS for the gRPC
 	// listener (both or neither). Empty: plaintext. Flags --tls-cert,
@@ -115,6 +120,14 @@ type Config struct {
 	// reads the last refresh and never Redis. Default (and zero) 30s. Flag
 	// --circuits-interval, env BREAKERD_CIRCUITS_INTERVAL.
 	CircuitsInterval time.Duration
+	// MaxBreakerSeries caps the breakers that get Prometheus series of
+	// their own (breakerd_breaker_state and the like: only those not
+	// closed-and-healthy), refreshed with the circuit gauges; past it the
+	// most urgent are kept and breakerd_breaker_series_dropped counts the
+	// rest. Default (and what 0 means) metrics.DefaultMaxBreakerSeries,
+	// 500; negative: none. Flag --max-breaker-series, env
+	// BREAKERD_MAX_BREAKER_SERIES.
+	MaxBreakerSeries int64
 	// ConfigPoll is how often the policy, tokens and hooks files
 	// (--config, --tokens, --hooks) are checked for a change of content,
 	// which reloads them; SIGHUP reloads them at once. A rejected file
@@ -233,8 +246,10 @@ func Defaults() Config {
 		ShutdownTimeout:  10 * time.Second,
 		HealthInterval:   5 * time.Second,
 		LogFormat:        "text",
+		LogLevel:         "info",
 		ConfigPoll:       5 * time.Second,
 		CircuitsInterval: 30 * time.Second,
+		MaxBreakerSeries: metrics.DefaultMaxBreakerSeries,
 
 		MaxHeaderBytes:          limits.DefaultMaxHeaderBytes,
 		MaxRecvBytes:            limits.DefaultMaxRecvBytes,
@@ -274,6 +289,7 @@ func (c *Config) Flags() []cli.Flag {
 		{Name: "shutdown-timeout", Value: &c.ShutdownTimeout, Usage: "bound on the graceful stop"},
 		{Name: "health-interval", Value: &c.HealthInterval, Usage: "how often Redis is pinged for health"},
 		{Name: "log-format", Value: &c.LogFormat, Usage: "text or json"},
+		{Name: "log-level", Value: &c.LogLevel, Usage: "least severe level logged: debug, info, warn or error"},
 		{Name: "tls-cert", Value: &c.TLSCert, Usage: "PEM certificate for the gRPC listener (with --tls-key)"},
 		{Name: "tls-key", Value: &c.TLSKey, Usage: "PEM private key for the gRPC listener (with --tls-cert)"},
 		{Name: "tls-client-ca", Value: &c.TLSClientCA, Usage: "PEM CA bundle; when set, clients must present a certificate it signed"},
@@ -285,6 +301,7 @@ func (c *Config) Flags() []cli.Flag {
 		{Name: "http-cors-origins", Value: &c.HTTPCORSOrigins, Usage: "origins (comma-separated, * for any) browsers may call the HTTP API from; empty: CORS off"},
 		{Name: "http-heartbeat", Value: &c.HTTPHeartbeat, Usage: "how often an idle GET /v1/watch stream sends a heartbeat comment"},
 		{Name: "circuits-interval", Value: &c.CircuitsInterval, Usage: "how often the fleet's breakers are listed for the circuit gauges (scrapes read the last listing)"},
+		{Name: "max-breaker-series", Value: &c.MaxBreakerSeries, Usage: "breakers (not closed-and-healthy) with Prometheus series of their own, at most (0: the default 500; negative: none)"},
 		{Name: "config-poll", Value: &c.ConfigPoll, Usage: "how often the --config, --tokens and --hooks files are checked for changes (0: only on SIGHUP)"},
 		{Name: "redis-password-file", Value: &c.RedisPasswordFile, Usage: "file holding the Redis password (instead of the URL's)"},
 		{Name: "max-header-bytes", Value: &c.MaxHeaderBytes, Usage: "largest header list (metadata) of a call, in bytes; refused before the token check"},
@@ -355,8 +372,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--shutdown-timeout: must be positive, got %s", c.ShutdownTimeout)
 	case c.HealthInterval <= 0:
 		return fmt.Errorf("--health-interval: must be positive, got %s", c.HealthInterval)
-	case c.LogFormat != "text" && c.LogFormat != "json":
-		return fmt.Errorf("--log-format: must be text or json, got %q", c.LogFormat)
+	case logging.CheckFormat(c.LogFormat) != nil:
+		return fmt.Errorf("--log-format: %w", logging.CheckFormat(c.LogFormat))
+	case logLevelErr(c.LogLevel) != nil:
+		return fmt.Errorf("--log-level: %w", logLevelErr(c.LogLevel))
 	case (c.TLSCert == "") != (c.TLSKey == ""):
 		return errors.New("--tls-cert: --tls-cert and --tls-key go together")
 	case c.TLSClientCA != "" && c.TLSCert == "":
@@ -371,10 +390,18 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--http-heartbeat: must not be negative, got %s", c.HTTPHeartbeat)
 	case c.CircuitsInterval < 0:
 		return fmt.Errorf("--circuits-interval: must not be negative, got %s", c.CircuitsInterval)
+	case c.MaxBreakerSeries > 1<<20:
+		return fmt.Errorf("--max-breaker-series: must be at most %d, got %d", 1<<20, c.MaxBreakerSeries)
 	case c.ConfigPoll < 0:
 		return fmt.Errorf("--config-poll: must not be negative, got %s", c.ConfigPoll)
 	}
 	return c.validateListener()
+}
+
+// logLevelErr is logging.ParseLevel's error for s, if any.
+func logLevelErr(s string) error {
+	_, err := logging.ParseLevel(s)
+	return err
 }
 
 // validateListener reports the first invalid listener limit.

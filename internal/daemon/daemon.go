@@ -22,6 +22,7 @@ import (
 	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/limits"
+	"github.com/breakerd/breakerd/internal/logging"
 	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/recovery"
 	"github.com/breakerd/breakerd/internal/secretfile"
@@ -30,24 +31,11 @@ import (
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
-// NewLogger returns the daemon's slog logger in the configured format.
-// Durations are written as Go duration strings ("1m0s", "250ms") in both
-// formats: slog's JSON handler would write nanoseconds.
+// NewLogger returns the daemon's slog logger in the configured format and
+// level (internal/logging). A level Validate would refuse logs at info.
 func NewLogger(c Config, w io.Writer) *slog.Logger {
-	opts := &slog.HandlerOptions{ReplaceAttr: durationsAsStrings}
-	if c.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
-}
-
-// durationsAsStrings is a slog ReplaceAttr that writes a time.Duration
-// as its String form.
-func durationsAsStrings(_ []string, a slog.Attr) slog.Attr {
-	if a.Value.Kind() == slog.KindDuration {
-		return slog.String(a.Key, a.Value.Duration().String())
-	}
-	return a
+	level, _ := logging.ParseLevel(c.LogLevel)
+	return logging.New(w, c.LogFormat, level)
 }
 
 // Run serves until ctx ends, then shuts down in order: health goes

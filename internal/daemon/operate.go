@@ -44,6 +44,8 @@ func newOperate(c Config, log *slog.Logger, rdb redis.UniversalClient, st *store
 			return st.List(ctx)
 		},
 		CircuitsInterval: c.CircuitsInterval,
+		CooldownCap:      func(name string) time.Duration { return st.Policy(name).CooldownCap },
+		MaxBreakerSeries: int(c.MaxBreakerSeries),
 	})
 	if err != nil {
 		return nil, nil, err

@@ -224,8 +224,8 @@ func eventually(t *testing.T, addr, series string, want float64, atLeast ...bool
 }
 
 type running struct {
-	grpc, metrics string
-	logs          *daemontest.Buffer
+	grpc, metrics, http string
+	logs                *daemontest.Buffer
 }
 
 // runDaemon runs the real assembly (Run) on b until t ends.
@@ -233,6 +233,7 @@ func runDaemon(t *testing.T, b *testredis.Backend) running {
 	t.Helper()
 	u, cluster := b.URL()
 	c := Config{Listen: "127.0.0.1:0", RedisURL: u, RedisCluster: cluster, MetricsListen: testredis.FreeAddr(t), CircuitsInterval: 100 * time.Millisecond,
+		HTTPListen: testredis.FreeAddr(t), MaxBreakerSeries: 1 << 20, // a shared Redis may hold many open breakers
 		EventsMaxLen: 1000, EventRetention: time.Hour, ShutdownTimeout: time.Second, HealthInterval: 500 * time.Millisecond,
 		LogFormat: "json"}
 	logs := &daemontest.Buffer{}
@@ -248,7 +249,7 @@ func runDaemon(t *testing.T, b *testredis.Backend) running {
 	})
 	select {
 	case a := <-ready:
-		return running{grpc: a.String(), metrics: c.MetricsListen, logs: logs}
+		return running{grpc: a.String(), metrics: c.MetricsListen, http: c.HTTPListen, logs: logs}
 	case err := <-done:
 		t.Fatalf("Run: %v\n%s", err, logs.String())
 	}
@@ -325,6 +326,35 @@ func TestMetricsAndLogsAfterAScriptedTrip(t *testing.T) {
 			// least ours.
 			eventually(t, d.metrics, `breakerd_open_circuits`, 1, shared)
 			eventually(t, d.metrics, `breakerd_circuits{state="open"}`, 1, shared)
+			// The tripped breaker has series of its own, on every replica,
+			// with its policy's cooldown cap (the default 15m).
+			eventually(t, d.metrics, `breakerd_breaker_state{breaker="`+name+`",state="open"}`, 1)
+			eventually(t, d.metrics, `breakerd_breaker_cooldown_cap_seconds{breaker="`+name+`"}`, 900)
+			if since := scrape(t, d.metrics, `breakerd_breaker_open_since_timestamp_seconds{breaker="`+name+`"}`); since <= 0 {
+				t.Errorf("no open_since for the tripped breaker on %s: %v", d.metrics, since)
+			}
+		}
+		// RPC latency by method, code and protocol: d1 answered 7 Allows
+		// (6 allowed, 1 denied: a denial is data, code OK) and refused one
+		// over gRPC; one Allow over HTTP/JSON is told apart.
+		res, err := http.Post("http://"+d1.http+"/breakerd.v1.BreakerService/Allow", "application/json",
+			strings.NewReader(`{"breaker":"`+name+`","worker_id":"w4"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("Allow over HTTP: %s", res.Status)
+		}
+		for series, want := range map[string]float64{
+			`breakerd_rpc_duration_seconds_count{code="OK",method="Allow",protocol="grpc"}`:              7,
+			`breakerd_rpc_duration_seconds_count{code="InvalidArgument",method="Allow",protocol="grpc"}`: 1,
+			`breakerd_rpc_duration_seconds_count{code="OK",method="Record",protocol="grpc"}`:             6,
+			`breakerd_rpc_duration_seconds_count{code="OK",method="Allow",protocol="http"}`:              1,
+		} {
+			if got := scrape(t, d1.metrics, series); got != want {
+				t.Errorf("d1 %s = %v, want %v", series, got, want)
+			}
 		}
 
 		// Every transition is logged with breaker, worker, generation, reason
@@ -352,6 +382,10 @@ func TestMetricsAndLogsAfterAScriptedTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, d2.metrics, `breakerd_transitions_total{from="open",to="forced_open"}`, 1, b.Mini == nil)
+		eventually(t, d2.metrics, `breakerd_breaker_state{breaker="`+name+`",state="forced_open"}`, 1)
+		if got := scrape(t, d2.metrics, `breakerd_breaker_state{breaker="`+name+`",state="open"}`); got != -1 {
+			t.Errorf("a forced breaker still has its open series: %v", got)
+		}
 		for i, d := range []running{d1, d2} {
 			n := strings.Count(d.logs.String(), `"msg":"force"`)
 			if want := 1 - i; n != want {

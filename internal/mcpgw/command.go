@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -22,6 +25,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/breakerd/breakerd/internal/auth"
+	"github.com/breakerd/breakerd/internal/logging"
 	"github.com/breakerd/breakerd/internal/secretfile"
 	"github.com/breakerd/breakerd/pkg/client"
 )
@@ -92,6 +96,18 @@ type Flags struct {
 	// TLSCA is a PEM file of the CA that signed breakerd's certificate; it
 	// implies TLS. Flag --tls-ca, env BREAKERD_MCP_TLS_CA.
 	TLSCA string
+	// MetricsListen is an address (127.0.0.1:9465) serving the gateway's
+	// Prometheus metrics at /metrics, without auth, as breakerd's
+	// --metrics-listen does. Empty (the default): no metrics listener.
+	// Flag --metrics-listen, env BREAKERD_MCP_METRICS_LISTEN.
+	MetricsListen string
+	// LogFormat is text or json. Default text. Flag --log-format, env
+	// BREAKERD_MCP_LOG_FORMAT.
+	LogFormat string
+	// LogLevel is the least severe level logged: debug, info, warn or
+	// error. Default info (debug adds one line per denied call). Flag
+	// --log-level, env BREAKERD_MCP_LOG_LEVEL.
+	LogLevel string
 	// ShowVersion asks only for the version. Flag --version.
 	ShowVersion bool
 }
@@ -102,7 +118,8 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Fla
 	host, _ := os.Hostname()
 	f := Flags{Breakerd: "127.0.0.1:7070", WorkerID: fmt.Sprintf("%s-%d", host, os.Getpid()),
 		Fallback: "local", AllowBudget: client.DefaultAllowBudget,
-		MaxSessions: DefaultMaxSessions, SessionIdleTimeout: DefaultSessionIdleTimeout}
+		MaxSessions: DefaultMaxSessions, SessionIdleTimeout: DefaultSessionIdleTimeout,
+		LogFormat: "text", LogLevel: "info"}
 	fs := pflag.NewFlagSet("breakerd-mcp", pflag.ContinueOnError)
 	fs.SetOutput(usage)
 	fs.Usage = func() {
@@ -125,6 +142,9 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Fla
 	fs.DurationVar(&f.SessionIdleTimeout, "session-idle-timeout", f.SessionIdleTimeout, "close an HTTP session idle this long (env BREAKERD_MCP_SESSION_IDLE_TIMEOUT)")
 	fs.BoolVar(&f.TLS, "tls", false, "connect to breakerd over TLS (env BREAKERD_MCP_TLS)")
 	fs.StringVar(&f.TLSCA, "tls-ca", "", "PEM file of the CA of breakerd's certificate; implies --tls (env BREAKERD_MCP_TLS_CA)")
+	fs.StringVar(&f.MetricsListen, "metrics-listen", "", "serve Prometheus metrics at /metrics on this address; empty: none (env BREAKERD_MCP_METRICS_LISTEN)")
+	fs.StringVar(&f.LogFormat, "log-format", f.LogFormat, "text or json (env BREAKERD_MCP_LOG_FORMAT)")
+	fs.StringVar(&f.LogLevel, "log-level", f.LogLevel, "least severe level logged: debug, info, warn or error (env BREAKERD_MCP_LOG_LEVEL)")
 	fs.BoolVar(&f.ShowVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return Flags{}, err
@@ -172,6 +192,9 @@ func applyEnv(fs *pflag.FlagSet, getenv func(string) string, f *Flags) error {
 		env("listen-tls-cert", "LISTEN_TLS_CERT", str(&f.ListenTLSCert)),
 		env("listen-tls-key", "LISTEN_TLS_KEY", str(&f.ListenTLSKey)),
 		env("tls-ca", "TLS_CA", str(&f.TLSCA)),
+		env("metrics-listen", "METRICS_LISTEN", str(&f.MetricsListen)),
+		env("log-format", "LOG_FORMAT", str(&f.LogFormat)),
+		env("log-level", "LOG_LEVEL", str(&f.LogLevel)),
 		env("tls", "TLS", func(v string) (err error) {
 			f.TLS, err = strconv.ParseBool(v)
 			return err
@@ -205,6 +228,10 @@ func (f Flags) validate() error {
 		return errors.New("--breakerd: is required")
 	case f.WorkerID == "":
 		return errors.New("--worker-id: must not be empty")
+	case logging.CheckFormat(f.LogFormat) != nil:
+		return fmt.Errorf("--log-format: %w", logging.CheckFormat(f.LogFormat))
+	case levelErr(f.LogLevel) != nil:
+		return fmt.Errorf("--log-level: %w", levelErr(f.LogLevel))
 	case f.Fallback != "local" && f.Fallback != "closed":
 		return fmt.Errorf("--fallback: must be local or closed, got %q", f.Fallback)
 	case f.AllowBudget < 0:
@@ -220,6 +247,18 @@ func (f Flags) validate() error {
 			"anyone reaching it could use the gateway's token and upstreams; set --listen-token-file", f.Listen)
 	}
 	return nil
+}
+
+// levelErr is logging.ParseLevel's error for s, if any.
+func levelErr(s string) error {
+	_, err := logging.ParseLevel(s)
+	return err
+}
+
+// Logger returns the gateway's logger on w, in f's format and level.
+func (f Flags) Logger(w io.Writer) *slog.Logger {
+	level, _ := logging.ParseLevel(f.LogLevel) // checked by ParseFlags
+	return logging.New(w, f.LogFormat, level)
 }
 
 // readToken reads a token file named by flag (empty: no token), warning
@@ -278,9 +317,11 @@ func Serve(ctx context.Context, f Flags, stdin io.ReadCloser, stdout io.WriteClo
 	if f.Fallback == "closed" {
 		mode = client.FailClosed
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	g, err := New(ctx, Options{Config: cfg, Conn: conn, WorkerID: f.WorkerID, Log: log, Version: version,
-		UpstreamStderr: os.Stderr,
-		ClientOptions:  []client.Option{client.WithAllowBudget(f.AllowBudget), client.WithFallback(mode)}})
+		UpstreamStderr: os.Stderr, Registerer: reg,
+		ClientOptions: []client.Option{client.WithAllowBudget(f.AllowBudget), client.WithFallback(mode)}})
 	if err != nil {
 		return err
 	}
@@ -290,6 +331,13 @@ func Serve(ctx context.Context, f Flags, stdin io.ReadCloser, stdout io.WriteClo
 	watched := make(chan struct{})
 	go func() { defer close(watched); _ = g.Run(ctx) }()
 	defer func() { cancel(); <-watched }()
+	if f.MetricsListen != "" {
+		stopMetrics, err := serveMetrics(f.MetricsListen, reg, log)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
 	log.Info("breakerd-mcp: serving", "tools", len(g.Tools()), "refused", len(g.refused), "worker", f.WorkerID,
 		"breakerd", f.Breakerd, "listen", f.Listen)
 	if f.Listen == "" {
@@ -342,6 +390,21 @@ func (g *Gateway) serveStdio(ctx context.Context, stdin io.ReadCloser, stdout io
 		<-done
 	}
 	return nil
+}
+
+// serveMetrics serves reg's metrics at /metrics on addr until the
+// returned stop is called.
+func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (stop func(), err error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(lis) }()
+	log.Info("breakerd-mcp: serving metrics", "addr", "http://"+lis.Addr().String()+"/metrics")
+	return func() { _ = srv.Close() }, nil
 }
 
 // serveHTTP serves Streamable HTTP on f.Listen (over TLS with its pair)

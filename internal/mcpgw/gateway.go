@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	"github.com/breakerd/breakerd/pkg/client"
@@ -59,6 +60,9 @@ type Options struct {
 	WatchRetry time.Duration
 	// Version is reported to clients as the server's version.
 	Version string
+	// Registerer receives the gateway's Prometheus metrics (docs/mcp.md,
+	// Metrics). Nil: they are kept but not exported.
+	Registerer prometheus.Registerer
 }
 
 // tool is one upstream tool as the gateway serves it.
@@ -83,6 +87,7 @@ type refusal struct {
 type Gateway struct {
 	o       Options
 	log     *slog.Logger
+	m       *gatewayMetrics
 	shared  *client.Client // the instance's worker; also the health witness
 	ups     []*upstream
 	catalog map[string]*tool // by downstream tool name
@@ -143,6 +148,12 @@ func New(ctx context.Context, o Options) (*Gateway, error) {
 		}
 	}
 	g.order = slices.Sorted(maps.Keys(g.catalog))
+	m, err := newMetrics(g, o.Registerer)
+	if err != nil {
+		g.Close()
+		return nil, fmt.Errorf("mcpgw: metrics: %w", err)
+	}
+	g.m = m
 	return g, nil
 }
 
@@ -452,6 +463,7 @@ func (s *session) join(ss *mcp.ServerSession) {
 	s.g.sessions[s] = struct{}{}
 	s.g.unreserveLocked(s) // counted in sessions from now on
 	s.g.mu.Unlock()
+	s.g.m.sessionsOpened.Inc()
 	go func() {
 		_ = ss.Wait()
 		s.g.mu.Lock()
@@ -567,6 +579,7 @@ func (s *session) sync() {
 		return
 	}
 	s.g.log.Info("mcpgw: tools removed from a session", "session", s.worker, "tools", strings.Join(gone, ","))
+	s.g.m.listChanges.Inc()
 	s.srv.RemoveTools(gone...)
 	s.srv.AddTool(s.statusTool(), s.callStatus)
 }
@@ -592,6 +605,8 @@ func (s *session) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 		return err
 	})
 	if d, denied := client.AsDenial(err, req.Params.Name); denied {
+		s.g.m.call(t.up.cfg.Name, resultDenied)
+		s.g.log.Debug("mcpgw: call denied", "session", s.worker, "tool", req.Params.Name, "breaker", t.breaker, "reason", d.Reason)
 		s.sync()
 		out := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(d.JSON())}}}
 		if t.mcp.OutputSchema == nil {
@@ -600,12 +615,20 @@ func (s *session) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 		return out, nil
 	}
 	if res != nil {
+		if res.IsError {
+			s.g.m.call(t.up.cfg.Name, resultIsError)
+		} else {
+			s.g.m.call(t.up.cfg.Name, resultOK)
+		}
 		return res, nil // the upstream's own result, isError or not
 	}
 	if err != nil {
+		s.g.m.call(t.up.cfg.Name, resultUpstreamError)
+		s.g.log.Warn("mcpgw: upstream call failed", "session", s.worker, "upstream", t.up.cfg.Name, "tool", req.Params.Name, "err", failure(ctx, err))
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{
 			Text: fmt.Sprintf("upstream %s failed to run %s: %s", t.up.cfg.Name, req.Params.Name, failure(ctx, err))}}}, nil
 	}
+	s.g.m.call(t.up.cfg.Name, resultOK)
 	return &mcp.CallToolResult{Content: []mcp.Content{}}, nil
 }
 

@@ -94,11 +94,18 @@ func dialDaemon(t *testing.T, d *daemontest.Daemon) *grpc.ClientConn {
 // waits until the loop has subscribed.
 func startGateway(t *testing.T, b *testredis.Backend, conn grpc.ClientConnInterface, worker string, cfg Config) *Gateway {
 	t.Helper()
-	if cfg.BreakerPrefix == "" {
-		cfg.BreakerPrefix = b.Prefix + "mcp:"
+	return startGatewayWith(t, b, Options{Config: cfg, Conn: conn, WorkerID: worker})
+}
+
+// startGatewayWith is startGateway with every option: the test's Allow
+// budget and breaker prefix are added.
+func startGatewayWith(t *testing.T, b *testredis.Backend, o Options) *Gateway {
+	t.Helper()
+	if o.Config.BreakerPrefix == "" {
+		o.Config.BreakerPrefix = b.Prefix + "mcp:"
 	}
-	g, err := New(context.Background(), Options{Config: cfg, Conn: conn, WorkerID: worker,
-		ClientOptions: []client.Option{client.WithAllowBudget(testBudget)}})
+	o.ClientOptions = append(o.ClientOptions, client.WithAllowBudget(testBudget))
+	g, err := New(context.Background(), o)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -18,7 +18,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -54,6 +53,15 @@ type Options struct {
 	CircuitsInterval time.Duration
 	// CircuitsTimeout bounds one refresh. Default: CircuitsInterval.
 	CircuitsTimeout time.Duration
+	// CooldownCap returns the cooldown cap of a breaker's effective
+	// policy, exported per open breaker (breakerd_breaker_cooldown_cap_seconds)
+	// so that an alert can compare how long it has been open with what its
+	// policy expects. Nil: that series is not exported.
+	CooldownCap func(breaker string) time.Duration
+	// MaxBreakerSeries caps the breakers with series of their own
+	// (breakerd_breaker_*). 0 means DefaultMaxBreakerSeries; negative: no
+	// breaker gets series (breakerd_breaker_series_dropped counts them).
+	MaxBreakerSeries int
 }
 
 // Metrics holds breakerd's collectors. It is safe for concurrent use.
@@ -67,6 +75,7 @@ type Metrics struct {
 	degraded    prometheus.Gauge
 	reloads     *prometheus.CounterVec
 	reloadOK    prometheus.Gauge
+	rpc         *rpcTimer
 	circuits    *circuits // nil without Options.Circuits
 
 	// shadowTransitions and shadowDecisions count shadow mode apart:
@@ -119,6 +128,7 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 			[]string{"result"}),
 		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "config_last_reload_successful",
 			Help: "1 when the last policy reload succeeded (or none was tried), 0 when it was rejected."}),
+		rpc: newRPCTimer(),
 	}
 	m.reloadOK.Set(1)
 	bi := buildinfo.Get()
@@ -126,7 +136,7 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 		Help: "Always 1; the labels say which build of breakerd this daemon runs (version, commit, Go version)."},
 		[]string{"version", "commit", "goversion"})
 	build.WithLabelValues(bi.Version, bi.Commit, bi.GoVersion).Set(1)
-	cs := []prometheus.Collector{build, m.decisions, m.records, m.rpcErrors, m.events, m.transitions, m.shadowTransitions, m.shadowDecisions, m.scripts, m.degraded, m.reloads, m.reloadOK}
+	cs := []prometheus.Collector{build, m.decisions, m.records, m.rpcErrors, m.events, m.transitions, m.shadowTransitions, m.shadowDecisions, m.scripts, m.degraded, m.reloads, m.reloadOK, m.rpc.vec}
 	if o.Circuits != nil {
 		m.circuits = newCircuits(o)
 		cs = append(cs, m.circuits)
@@ -162,20 +172,20 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 	return m, nil
 }
 
-// short turns an enum name into a label value: DECISION_DENIED_OPEN ->
-// denied_open.
-
 // StateLabel is the label value of a state (open, half_open, ...).
 func StateLabel(s pb.State) string { return breaker.EnumName(s) }
 
-// UnaryInterceptor counts Allow decisions, Record outcomes and RPC errors
-// from the requests and responses passing through: no Redis call.
+// UnaryInterceptor times every unary RPC and counts Allow decisions,
+// Record outcomes and RPC errors from the requests and responses passing
+// through: no Redis call.
 func (m *Metrics) UnaryInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		start := time.Now()
 		resp, err := h(ctx, req)
-		method := info.FullMethod[strings.LastIndex(info.FullMethod, "/")+1:]
+		code := status.Code(err)
+		m.rpc.observe(ctx, info.FullMethod, code, time.Since(start))
 		if err != nil {
-			m.rpcErrors.WithLabelValues(method, status.Code(err).String()).Inc()
+			m.rpcErrors.WithLabelValues(methodName(info.FullMethod), code.String()).Inc()
 			return resp, err
 		}
 		switch r := resp.(type) {
@@ -364,8 +374,8 @@ func (m *Metrics) RunCircuits(ctx context.Context) {
 	}
 }
 
-// circuits exports breakerd_circuits{state} and breakerd_open_circuits
-// from the view the last refresh left. List reads the shared Redis, so
+// circuits exports breakerd_circuits{state}, breakerd_open_circuits and
+// the per-breaker series (breakers.go) from the view the last refresh left. List reads the shared Redis, so
 // every replica exports the same fleet-wide numbers.
 type circuits struct {
 	o       Options
@@ -373,8 +383,12 @@ type circuits struct {
 	open    *prometheus.Desc
 	errors  prometheus.Counter
 
-	mu     sync.Mutex
-	counts map[pb.State]int // nil: no successful refresh yet, or the last one failed
+	refreshing sync.Mutex // one refresh at a time: it owns series
+	series     *breakerSeries
+
+	mu       sync.Mutex
+	counts   map[pb.State]int    // nil: no successful refresh yet, or the last one failed
+	breakers []prometheus.Metric // the per-breaker series of the last refresh
 }
 
 // counted are the states breakerd_circuits reports (closed breakers that
@@ -389,6 +403,9 @@ func newCircuits(o Options) *circuits {
 	if o.CircuitsTimeout <= 0 {
 		o.CircuitsTimeout = o.CircuitsInterval
 	}
+	if o.MaxBreakerSeries == 0 {
+		o.MaxBreakerSeries = DefaultMaxBreakerSeries
+	}
 	return &circuits{
 		o: o,
 		byState: prometheus.NewDesc(Namespace+"_circuits",
@@ -398,25 +415,30 @@ func newCircuits(o Options) *circuits {
 			"Breakers fleet-wide that deny calls: open, half_open, forced_open and paused. Every replica reports the same fleet: aggregate with max, not sum.",
 			nil, nil),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "circuits_list_errors_total",
-			Help: "Background refreshes of the circuit view whose List failed; breakerd_circuits and breakerd_open_circuits are absent until the next success."}),
+			Help: "Background refreshes of the circuit view whose List failed; breakerd_circuits, breakerd_open_circuits and the breakerd_breaker_* series are absent until the next success."}),
+		series: newBreakerSeries(o.CooldownCap, o.MaxBreakerSeries),
 	}
 }
 
 func (c *circuits) refresh(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.o.CircuitsTimeout)
 	defer cancel()
+	c.refreshing.Lock()
+	defer c.refreshing.Unlock()
 	states, err := c.o.Circuits(ctx)
 	var counts map[pb.State]int
+	var breakers []prometheus.Metric
 	if err == nil {
 		counts = map[pb.State]int{}
 		for _, st := range states {
 			counts[st.GetState()]++
 		}
+		breakers = c.series.build(states)
 	} else {
 		c.errors.Inc()
 	}
 	c.mu.Lock()
-	c.counts = counts
+	c.counts, c.breakers = counts, breakers
 	c.mu.Unlock()
 	return err
 }
@@ -425,16 +447,20 @@ func (c *circuits) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.byState
 	ch <- c.open
 	c.errors.Describe(ch)
+	c.series.describe(ch)
 }
 
 // Collect reads the view: no Redis call, whatever the fleet's size.
 func (c *circuits) Collect(ch chan<- prometheus.Metric) {
 	ch <- c.errors
 	c.mu.Lock()
-	counts := c.counts
+	counts, breakers := c.counts, c.breakers
 	c.mu.Unlock()
 	if counts == nil {
 		return
+	}
+	for _, b := range breakers {
+		ch <- b
 	}
 	for _, s := range counted {
 		ch <- prometheus.MustNewConstMetric(c.byState, prometheus.GaugeValue, float64(counts[s]), StateLabel(s))

@@ -124,6 +124,20 @@ const (
 	Suspect
 )
 
+// MaxWorkers is the fewest distinct workers a run keeps before it stops
+// adding new ones (Rule.Keep): the bound on a run's worker sets in Redis,
+// so that one token acting as many worker ids (a glob) cannot grow a set
+// without end, as it could under a pin closed, which counts and never
+// trips.
+const MaxWorkers = 64
+
+// Keep is how many distinct workers a run keeps: MaxWorkers, or the quorum
+// when it is larger. A worker past it still counts its failure (or slow
+// call, or vote) but is not added. No verdict changes: a run keeping Keep
+// workers is quorate, and one worker is one worker. Only the
+// distinct_workers a run reports stops at Keep.
+func (r Rule) Keep() int64 { return max(r.MinWorkers, MaxWorkers) }
+
 // Quorate reports whether workers distinct workers make the quorum: at
 // least MinWorkers. It is the one distinct-workers rule; every run (a
 // failure run, its counted 429s, a window's failures, slow calls, pause

@@ -203,7 +203,9 @@ end
 -- deadline (when its state expires, ms, or '+inf'); open while it denies,
 -- scored with when it stops denying by itself (a pin's or a pause's end:
 -- breaker.State.OpenUntil), else the deadline. A nil deadline (no state
--- kept) removes it from both.
+-- kept) removes it from both. Entries that expired (scored now or before)
+-- go first, as group.lua's do, so the index holds only breakers with
+-- state however many a worker names.
 local function index(s, deadline)
   if K_GKNOWN == nil then return end
   if deadline == nil then
@@ -211,6 +213,8 @@ local function index(s, deadline)
     redis.call('ZREM', K_GOPEN, NAME)
     return
   end
+  redis.call('ZREMRANGEBYSCORE', K_GKNOWN, '-inf', clock())
+  redis.call('ZREMRANGEBYSCORE', K_GOPEN, '-inf', clock())
   redis.call('ZADD', K_GKNOWN, deadline, NAME)
   if denies(s) then
     local until_ = deadline

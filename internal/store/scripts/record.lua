@@ -112,8 +112,19 @@ local MAX_OPEN_PPM = tonumber(ARGV[30]) or 0
 local GROUP_KNOWN, GROUP_OPEN = tonumber(ARGV[31]), tonumber(ARGV[32])
 local RECORD_ID, RECORD_TTL, MAY_CREATE = ARGV[33] or '', tonumber(ARGV[34]) or 0, ARGV[35] == '1'
 local K_RECORD = KEYS[7]
+-- KEEP is the most distinct workers a run keeps (quorum.Rule.Keep: the
+-- quorum, or quorum.MaxWorkers = 64 when larger): a new worker past it
+-- still counts its failure, slow call or vote, but is not added, so no
+-- token acting as many workers grows a run's set or window without end.
+local KEEP = math.max(MIN_WORKERS, 64)
 -- SLOW: this outcome is a slow success (breaker.step.slow).
 local SLOW = SLOW_CALL > 0 and EVIDENCE == 'S' and LATENCY > SLOW_CALL
+
+-- join adds ACTOR to the run's worker set key unless it holds KEEP
+-- members (breaker.addMember).
+local function join(key)
+  if redis.call('SCARD', key) < KEEP then redis.call('SADD', key, ACTOR) end
+end
 
 local s = load()
 local dirty = expire_force(s)
@@ -290,7 +301,7 @@ end
 -- (breaker.pauseVote): min workers distinct votes pause the breaker for
 -- the pause TTL; a lone vote isolates ACTOR while the fleet keeps it.
 local function pause_vote(cause)
-  redis.call('SADD', K_PAUSE, ACTOR)
+  join(K_PAUSE)
   dirty = true
   if quorum(redis.call('SCARD', K_PAUSE), MIN_WORKERS) == 'trip' then
     fresh(s)
@@ -391,14 +402,21 @@ local function window_record()
   local slow = not failed and SLOW
   local cur = win_bucket(WINDOW_MS)
   local w = win_load(s.gen, cur)
+  -- keep_worker sets ACTOR's last bucket among a window's live workers,
+  -- unless it is new there and they number KEEP (breaker.keepWorker).
+  local function keep_worker(workers)
+    local n = 0
+    for _ in pairs(workers) do n = n + 1 end
+    if workers[ACTOR] ~= nil or n < KEEP then workers[ACTOR] = cur end
+  end
   w.calls[cur] = (w.calls[cur] or 0) + 1
   if failed then
     w.fails[cur] = (w.fails[cur] or 0) + 1
-    w.workers[ACTOR] = cur
+    keep_worker(w.workers)
   end
   if slow then
     w.slow[cur] = (w.slow[cur] or 0) + 1
-    w.sworkers[ACTOR] = cur
+    keep_worker(w.sworkers)
   end
   local fields = { 'gen', tostring(s.gen) }
   for b, n in pairs(w.calls) do fields[#fields + 1] = 'c' .. b; fields[#fields + 1] = tostring(n) end
@@ -462,7 +480,7 @@ if SLOW then
     by[#by + 1] = v
     if v == ACTOR then seen = true end
   end
-  if not seen then
+  if not seen and #by < KEEP then
     by[#by + 1] = ACTOR
     table.sort(by)
   end
@@ -504,12 +522,12 @@ s.fails = s.fails + 1
 s.last = LAST
 if ev == 'R' then
   s.rl = s.rl + 1
-  redis.call('SADD', K_RL, ACTOR)
+  join(K_RL)
 else
   s.rl = 0
   redis.call('DEL', K_RL)
 end
-redis.call('SADD', K_WORKERS, ACTOR)
+join(K_WORKERS)
 dirty = true
 if s.force == 'closed' then
   return reply(1)
