@@ -84,11 +84,11 @@ func (s *Store) scriptKeys(name string, g *policy.Group) []string {
 	return append(k.list(), k.Check, known, open)
 }
 
-// recordKeys are record.lua's KEYS: scriptKeys with the key of the
-// Record's id in the seventh place (lib.lua), before the group's.
-func (s *Store) recordKeys(name string, g *policy.Group, id string) []string {
+// recordKeys are record.lua's KEYS: scriptKeys with the breaker's recent
+// Records in the seventh place (lib.lua), before the group's.
+func (s *Store) recordKeys(name string, g *policy.Group) []string {
 	k := KeysOf(name)
-	out := append(k.list(), k.Record(id))
+	out := append(k.list(), k.Records)
 	if g == nil || s.onCluster() {
 		return out
 	}

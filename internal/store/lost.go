@@ -22,8 +22,9 @@ import (
 //   - an Allow carries the lease token the daemon proposed: sent again, it
 //     finds its own token holding the lease and is answered PROBE again
 //     (breaker.Result.Repeat), never denied for its own lease;
-//   - a Record carries an id record.lua remembers for recordMemory: sent
-//     again, it is answered as the first was and applied once.
+//   - a Record carries an id record.lua remembers (recordMemory,
+//     recordsKept): sent again, it is answered as the first was and
+//     applied once.
 //
 // When no answer came back at all, an Allow that may have taken the lease
 // is settled here: the same Allow is sent again on the daemon's own
@@ -31,9 +32,16 @@ import (
 // machine's rule for a probe that never ran), so that the fleet's next
 // Allow probes at once instead of after the probe timeout.
 
-// recordMemory is how long record.lua remembers a Record's id: well past
-// any resend (go-redis's retry comes within one read timeout and backoff).
+// recordMemory is how long record.lua remembers a breaker's Record ids
+// after the last one: well past any resend (go-redis's retry comes within
+// one read timeout and backoff).
 const recordMemory = time.Minute
+
+// recordsKept bounds the Record ids one breaker remembers: when full,
+// record.lua forgets them all, so no flood of Records grows the key. A
+// resend is recognised unless that many other Records of the breaker came
+// between it and the first.
+const recordsKept = 64
 
 // settleTimeout bounds the settling of one lost Allow.
 const settleTimeout = 5 * time.Second

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -166,6 +167,32 @@ func TestLostAllowReplyReleasesTheLease(t *testing.T) {
 		daemontest.Eventually(t, "the release is logged", func() bool { return l.logged("the lease is released") })
 		if r := other.record(name, "w2", got.Ticket, pb.Outcome_OUTCOME_SUCCESS); r.State.State != pb.State_STATE_CLOSED {
 			t.Errorf("the new probe's success left %v, want CLOSED", r.State.State)
+		}
+	})
+}
+
+// TestRecordIdsBounded: the ids a breaker remembers for resends stay at
+// most 64 however many Records come (here failures on a breaker pinned
+// closed, which count and never trip), and expire a minute after the last.
+func TestRecordIdsBounded(t *testing.T) {
+	ctx := context.Background()
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		f := newFixture(t, b, store.Options{})
+		name := b.Breaker("pinned")
+		if _, err := f.st.Force(ctx, name, pb.ForceMode_FORCE_MODE_CLOSED, "flood", 0, "ops"); err != nil {
+			t.Fatal(err)
+		}
+		a := f.allow(name, "w1")
+		for range 3*64 + 5 {
+			f.record(name, "w1", a.Ticket, pb.Outcome_OUTCOME_TIMEOUT)
+		}
+		key := store.KeysOf(name).Records
+		n, err := b.Client.HLen(ctx, key).Result()
+		if err != nil || n < 1 || n > 64 {
+			t.Errorf("%s holds %d ids (%v), want 1 to 64", key, n, err)
+		}
+		if ttl, err := b.Client.PTTL(ctx, key).Result(); err != nil || ttl <= 0 || ttl > time.Minute {
+			t.Errorf("%s expires in %v (%v), want within a minute", key, ttl, err)
 		}
 	})
 }

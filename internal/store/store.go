@@ -357,10 +357,9 @@ func (s *Store) record(ctx context.Context, req *pb.RecordRequest, c breaker.Cal
 			}
 		}
 	}
-	id := newRecordID()
 	args := append(s.recordArgs(name, req.GetWorkerId(), c, p, params), known, open,
-		id, recordMemory.Milliseconds(), boolArg(mayTrip))
-	res, err := s.script(ctx, recordScript, s.recordKeys(name, g, id), args)
+		newRecordID(), recordMemory.Milliseconds(), boolArg(mayTrip), recordsKept)
+	res, err := s.script(ctx, recordScript, s.recordKeys(name, g), args)
 	if err != nil {
 		if degrade && s.failed(ctx, err) {
 			return s.memoryRecord(req, c), nil
@@ -375,7 +374,7 @@ func (s *Store) record(ctx context.Context, req *pb.RecordRequest, c breaker.Cal
 // recordArgs are record.lua's ARGV up to the group's cap (ARGV[30]); the
 // caller appends the rest.
 func (s *Store) recordArgs(name, worker string, c breaker.Call, p policy.Policy, params breaker.Params) []any {
-	return append(s.common(name, worker, p, 28), string(c.Evidence),
+	return append(s.common(name, worker, p, 29), string(c.Evidence),
 		c.Ticket.Gen, c.Ticket.Lease, c.RetryAfter, c.Last,
 		params.Rule.Threshold, params.Rule.MinWorkers, params.Rule.RateLimitTrips,
 		params.CooldownBase, params.CooldownCap, params.Jitter,

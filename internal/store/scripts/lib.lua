@@ -15,8 +15,8 @@
 -- KEYS[6] -> brk:{<name>}:win     hash: the failure-rate window (window
 --                                 mode only; fields below, breaker.Window)
 -- KEYS[7] -> brk:{<name>}:check  (check_lease.lua), or
---            brk:{<name>}:rec:<id> (record.lua: a Record's id, see
---            there); passed before the group's keys, unread by the
+--            brk:{<name>}:rec (record.lua: the recent Records' ids,
+--            see there); passed before the group's keys, unread by the
 --            other scripts
 -- KEYS[8] -> brk:grp:{<group>}:known  sorted set: the breaker's group's
 --            known breakers (those holding state), scored by when their

@@ -50,12 +50,14 @@
 --             none): a Record sent again (its reply lost on the way back,
 --             the command resent) is answered as the first was and
 --             applied once (docs/reliability.md, "A reply lost")
--- ARGV[34] -> how long the id is remembered, ms
+-- ARGV[34] -> how long the ids are remembered, ms (after the last one)
 -- ARGV[35] -> 1 when the outcome may create state for a breaker that
 --             holds none (a failure, a slow success, window mode): only
 --             then, or when it holds state, is the id looked up and kept
--- KEYS[7]  -> brk:{<name>}:rec:<id>  hash: r = what the Record with that
---             id answered, its counted flag (0|1) then its note
+-- ARGV[36] -> how many ids are remembered: the hash is emptied when full
+-- KEYS[7]  -> brk:{<name>}:rec  hash: the breaker's recent Record ids,
+--             each to what it answered: its counted flag (0|1), then its
+--             note
 --
 -- Returns {counted (0|1), note, snapshot, repeat}; note is a breaker.Note
 -- code; repeat is 1 when ARGV[33] was seen already (the answer is the
@@ -111,6 +113,7 @@ local TICKET_SHADOW = ARGV[29] == '1'
 local MAX_OPEN_PPM = tonumber(ARGV[30]) or 0
 local GROUP_KNOWN, GROUP_OPEN = tonumber(ARGV[31]), tonumber(ARGV[32])
 local RECORD_ID, RECORD_TTL, MAY_CREATE = ARGV[33] or '', tonumber(ARGV[34]) or 0, ARGV[35] == '1'
+local RECORD_KEEP = tonumber(ARGV[36]) or 0
 local K_RECORD = KEYS[7]
 -- KEEP is the most distinct workers a run keeps (quorum.Rule.Keep: the
 -- quorum, or quorum.MaxWorkers = 64 when larger): a new worker past it
@@ -159,16 +162,18 @@ local CAP_NOTE = nil
 local win_reply
 
 -- REMEMBER: this Record's id is looked up, and kept with its answer
--- (ARGV[33..35]); REPEAT: it was seen already.
+-- (ARGV[33..36]); REPEAT: it was seen already; RECENT: how many ids the
+-- breaker remembers.
 local REMEMBER = RECORD_ID ~= '' and (s.stored or MAY_CREATE)
-local REPEAT = 0
+local REPEAT, RECENT = 0, 0
 
 local function reply(counted, note)
   if dirty then save(s) end
   run_notice()
   note = note or CAP_NOTE or ''
   if REMEMBER and REPEAT == 0 then
-    redis.call('HSET', K_RECORD, 'r', tostring(counted) .. note)
+    if RECENT >= RECORD_KEEP then redis.call('DEL', K_RECORD) end
+    redis.call('HSET', K_RECORD, RECORD_ID, tostring(counted) .. note)
     redis.call('PEXPIRE', K_RECORD, RECORD_TTL)
   end
   if WINDOW_MS <= 0 then return { counted, note, snapshot(s), REPEAT } end
@@ -283,10 +288,14 @@ end
 -- twice (the lapsed pin or pause above is the clock's doing, not the
 -- Record's).
 if REMEMBER then
-  local first = redis.call('HGETALL', K_RECORD)
-  if first[1] == 'r' then
-    REPEAT = 1
-    return reply(tonumber(string.sub(first[2], 1, 1)), string.sub(first[2], 2))
+  local recent = redis.call('HGETALL', K_RECORD)
+  RECENT = #recent / 2
+  for i = 1, #recent, 2 do
+    if recent[i] == RECORD_ID then
+      REPEAT = 1
+      local first = recent[i + 1]
+      return reply(tonumber(string.sub(first, 1, 1)), string.sub(first, 2))
+    end
   end
 end
 
