@@ -19,7 +19,7 @@ export PATH="$PATH:/usr/local/go/bin:$HOME/go/bin"
 declare -A need=(
   [redis-server]=redis-server [redis-cli]=redis-tools [redis-sentinel]=redis-sentinel
   [docker-compose]=docker-compose [file]=file [curl]=curl [systemd-analyze]=systemd [python3]=python3-venv
-  [node]=nodejs [npm]=npm [unzip]=unzip [chromium]=chromium
+  [node]=nodejs [npm]=npm [unzip]=unzip [promtool]=prometheus [chromium]=chromium
 )
 
 phase_start=0
@@ -284,7 +284,18 @@ phase_ui() {
   rm -rf "$bin"
 }
 
-phases=(lint go soak python typescript release deploy ui)
+# The alert rules and the Grafana dashboard (docs/operations.md, "Alert
+# rules"): promtool checks the rules and runs their unit tests (each alert
+# seen firing and quiet), and deploy/prometheus/check, a module of its own,
+# holds every metric the rules and the dashboard name to the daemon's
+# registry and every runbook link to docs/operations.md.
+phase_prometheus() {
+  promtool check rules deploy/prometheus/breakerd-alerts.yaml
+  (cd deploy/prometheus && promtool test rules breakerd-alerts_test.yaml)
+  (cd deploy/prometheus/check && go test -count=1 ./...)
+}
+
+phases=(lint go soak python typescript release deploy ui prometheus)
 run_phase() {
   phase "$1"
   "phase_$1"

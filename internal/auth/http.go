@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"net/http"
 
 	"google.golang.org/grpc/metadata"
@@ -20,3 +21,11 @@ func (a *Authenticator) IdentifyHeader(h http.Header) (Identity, error) {
 // names: the check a gRPC Watch gets, for a watch served over HTTP. Watch
 // is open to every role.
 func AuthorizeWatch(id Identity, req *pb.WatchRequest) error { return checkBreakers(id, req) }
+
+// EndOnRevoke calls end when a Set leaves the bearer token in h's
+// Authorization header unknown, or known under another entry than id,
+// and returns whether it did; it watches until ctx ends. A stream served
+// over HTTP (GET /v1/watch) ends on it, as a gRPC Watch does.
+func (a *Authenticator) EndOnRevoke(ctx context.Context, h http.Header, id Identity, end func()) (revoked func() bool) {
+	return a.endOnRevoke(ctx, metadata.MD{"authorization": h.Values("Authorization")}, id, end)
+}

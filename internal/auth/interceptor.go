@@ -311,7 +311,8 @@ func (a *Authenticator) stream(srv any, ss grpc.ServerStream, info *grpc.StreamS
 	}
 	ctx, cancel := context.WithCancel(ss.Context())
 	defer cancel()
-	revoked := a.endOnRevoke(ctx, id, cancel)
+	md, _ := metadata.FromIncomingContext(ctx)
+	revoked := a.endOnRevoke(ctx, md, id, cancel)
 	err = h(srv, &identityStream{ServerStream: ss, ctx: context.WithValue(ctx, ctxKey{}, id), id: id})
 	if revoked() {
 		return status.Errorf(codes.Unauthenticated, "authorization: token %q was revoked or its entry changed (tokens reloaded); this stream has ended", id.Name)
@@ -320,11 +321,10 @@ func (a *Authenticator) stream(srv any, ss grpc.ServerStream, info *grpc.StreamS
 }
 
 // endOnRevoke calls end when a Set leaves the caller's bearer token (read
-// again from ctx's metadata) unknown, or known under another entry than
-// id, and returns whether it did. It watches until ctx ends.
-func (a *Authenticator) endOnRevoke(ctx context.Context, id Identity, end func()) (revoked func() bool) {
+// again from md) unknown, or known under another entry than id, and
+// returns whether it did. It watches until ctx ends.
+func (a *Authenticator) endOnRevoke(ctx context.Context, md metadata.MD, id Identity, end func()) (revoked func() bool) {
 	var gone atomic.Bool
-	md, _ := metadata.FromIncomingContext(ctx)
 	go func() {
 		// Take the channel before each check, so no Set falls between.
 		for ch := a.changes(); ; {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -41,9 +42,27 @@ func NewLogger(c Config, w io.Writer) *slog.Logger {
 // Run serves until ctx ends, then shuts down in order: health goes
 // NOT_SERVING, the drain delay passes, the gRPC server stops gracefully
 // (cut after ShutdownTimeout), and Redis is closed last. ready, when
-// non-nil, is called with the listening address once the daemon serves.
-// The listener is opened last, once everything it serves is built.
+// non-nil, is called with the gRPC listener's address once the daemon
+// serves (RunListeners reports every listener's). The listeners are
+// opened last, once everything they serve is built.
 func Run(ctx context.Context, c Config, log *slog.Logger, ready func(net.Addr)) error {
+	return RunListeners(ctx, c, log, func(l Listeners) {
+		if ready != nil {
+			ready(l.GRPC)
+		}
+	})
+}
+
+// Listeners are the addresses a daemon serves on, as bound (a port 0 in
+// the configuration is the port the system chose).
+type Listeners struct {
+	GRPC net.Addr
+	// HTTP is the HTTP/JSON listener's; nil without --http-listen.
+	HTTP net.Addr
+}
+
+// RunListeners is Run, reporting every listener's address to ready.
+func RunListeners(ctx context.Context, c Config, log *slog.Logger, ready func(Listeners)) error {
 	policies, policySum, err := loadPolicy(c, log)
 	if err != nil {
 		return err
@@ -115,13 +134,9 @@ func assemble(c Config, log *slog.Logger, rdb redis.UniversalClient, channel str
 	}
 	var degraded func(bool) // the metric, once it exists
 	d.st = store.New(rdb, store.Options{Policies: policies, EventsMaxLen: c.EventsMaxLen, EventRetention: c.EventRetention,
-		Channel: channel, Outage: outage, MaxBreakers: c.MaxBreakers, Log: log, OnOutage: func(down bool) {
-			if down {
-				log.Error("redis unreachable: answering from this daemon's in-memory breakers (degraded) until it answers again")
-			} else {
-				log.Info("redis answers again: its state wins; what was counted in memory is dropped")
-			}
-			degraded(down)
+		Channel: channel, Outage: outage, MaxBreakers: c.MaxBreakers, Log: log, OnOutage: func(node string, down bool) {
+			logOutage(log, node, down)
+			degraded(d.st.Degraded())
 		}})
 	err := d.build(c, log, rdb, policySum)
 	if err != nil {
@@ -130,6 +145,20 @@ func assemble(c Config, log *slog.Logger, rdb redis.UniversalClient, channel str
 	}
 	degraded = d.op.m.SetDegraded
 	return d, nil
+}
+
+// logOutage logs a Redis node going away or answering again (node ""
+// is a single Redis; on a Cluster, one master: the breakers on the others
+// keep answering from Redis).
+func logOutage(log *slog.Logger, node string, down bool) {
+	if node != "" {
+		log = log.With("node", node)
+	}
+	if down {
+		log.Error("redis unreachable: answering for its breakers from this daemon's in-memory breakers (degraded) until it answers again")
+	} else {
+		log.Info("redis answers again (or another node serves its breakers now): its state wins; what was counted in memory is dropped")
+	}
 }
 
 // build makes everything of d but the store.
@@ -173,6 +202,7 @@ func (d *parts) build(c Config, log *slog.Logger, rdb redis.UniversalClient, pol
 	d.conns = conns
 	quotas := server.Limits{NewBreakersPerMinute: int(c.NewBreakersPerMinute), AlertsPerMinute: int(c.AlertsPerMinute), Log: log}
 	d.srv = server.New(d.st, d.hub).WithLimits(quotas).WithListener(lim)
+	d.hub.SetStateReader(d.srv.State)
 	d.g, d.hs = d.srv.NewGRPC(append(grpcOpts, opOpts...)...)
 	return nil
 }
@@ -180,7 +210,7 @@ func (d *parts) build(c Config, log *slog.Logger, rdb redis.UniversalClient, pol
 // serve runs the background work (the hub, reloads, health, recovery
 // checks, hooks), serves lis (and httpLis, when set) until ctx ends and
 // then stops in order.
-func (d *parts) serve(ctx context.Context, c Config, log *slog.Logger, lis, httpLis net.Listener, ready func(net.Addr)) error {
+func (d *parts) serve(ctx context.Context, c Config, log *slog.Logger, lis, httpLis net.Listener, ready func(Listeners)) error {
 	// The hub outlives the signal: Watch streams keep flowing through the
 	// drain delay and end when the servers stop.
 	hubCtx, stopHub := context.WithCancel(context.WithoutCancel(ctx))
@@ -203,7 +233,11 @@ func (d *parts) serve(ctx context.Context, c Config, log *slog.Logger, lis, http
 	}
 	log.Info("breakerd serving", "addr", lis.Addr().String(), "policy_file", c.PolicyFile, "max_conns", d.conns.Limit())
 	if ready != nil {
-		ready(lis.Addr())
+		l := Listeners{GRPC: lis.Addr()}
+		if httpLis != nil {
+			l.HTTP = httpLis.Addr()
+		}
+		ready(l)
 	}
 	select {
 	case <-ctx.Done():
@@ -513,4 +547,28 @@ type redisLogger struct{ log *slog.Logger }
 
 func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	l.log.WarnContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
+}
+
+// Registry assembles the daemon from c as Run does, without serving, and
+// returns the registry every one of its metrics is registered on (the Go
+// and process collectors included), with a func that releases what it
+// opened. Its descriptors are the names the daemon can export, including
+// counters that appear in a scrape only after their first event: the
+// alert rules and the dashboard are checked against them
+// (deploy/prometheus/check). With no --redis-url it runs an embedded Redis.
+func Registry(c Config, log *slog.Logger) (*prometheus.Registry, func(), error) {
+	policies, policySum, err := loadPolicy(c, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	rdb, channel, closeRedis, err := connect(c, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := assemble(c, log, rdb, channel, policies, policySum)
+	if err != nil {
+		closeRedis()
+		return nil, nil, err
+	}
+	return d.op.reg, func() { d.st.Close(); closeRedis() }, nil
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,13 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/breakerd/breakerd/internal/testredis"
 	"github.com/breakerd/breakerd/internal/testtls"
 )
 
 // TestRunServesHTTPWithTheGRPCListenersTrust runs the production assembly
 // with --tokens, TLS and --http-listen: the HTTP/JSON API answers only
-// over TLS, refuses an unknown token and serves a worker's.
+// over TLS, refuses an unknown token and serves a worker's; the status
+// page's files are served behind the same listener limits.
 func TestRunServesHTTPWithTheGRPCListenersTrust(t *testing.T) {
 	pki := testtls.New(t)
 	tokens := filepath.Join(t.TempDir(), "tokens.yaml")
@@ -27,17 +26,17 @@ func TestRunServesHTTPWithTheGRPCListenersTrust(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte("tokens:\n  - {name: w1, role: worker, token: "+wToken+", workers: [w1]}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	httpAddr := testredis.FreeAddr(t)
-	cfg := Config{Listen: testredis.FreeAddr(t), HTTPListen: httpAddr, EventsMaxLen: 100, EventRetention: time.Hour,
+	// Port 0 for both: RunListeners reports the ports the system chose.
+	cfg := Config{Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", EventsMaxLen: 100, EventRetention: time.Hour,
 		ShutdownTimeout: time.Second, HealthInterval: time.Second, LogFormat: "text",
 		TokensFile: tokens, TLSCert: pki.ServerCertFile, TLSKey: pki.ServerKeyFile}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	ready, done := make(chan net.Addr, 1), make(chan error, 1)
+	ready, done := make(chan Listeners, 1), make(chan error, 1)
 	go func() {
-		done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a net.Addr) { ready <- a })
+		done <- RunListeners(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(l Listeners) { ready <- l })
 	}()
 	defer func() {
 		cancel()
@@ -45,8 +44,10 @@ func TestRunServesHTTPWithTheGRPCListenersTrust(t *testing.T) {
 			t.Errorf("Run: %v", err)
 		}
 	}()
+	var httpAddr string
 	select {
-	case <-ready:
+	case l := <-ready:
+		httpAddr = l.HTTP.String()
 	case err := <-done:
 		t.Fatalf("Run: %v", err)
 	}
@@ -69,6 +70,25 @@ func TestRunServesHTTPWithTheGRPCListenersTrust(t *testing.T) {
 	}
 	if code, _ := allow("unknown-token-0123456789"); code != http.StatusUnauthorized {
 		t.Errorf("Allow with an unknown token = %d, want 401", code)
+	}
+	// The status page's files need no token, and pass the listener limits
+	// as every request does: a header list past --max-header-bytes is
+	// refused.
+	page := func(header string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, "https://"+httpAddr+"/ui/", nil)
+		req.Header.Set("X-Pad", header)
+		res, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res.StatusCode, res.Header.Get("Content-Security-Policy")
+	}
+	if code, csp := page("x"); code != http.StatusOK || !strings.Contains(csp, "script-src 'self'") {
+		t.Errorf("GET /ui/ without a token = %d (CSP %q), want 200 with the page's policy", code, csp)
+	}
+	if code, _ := page(strings.Repeat("a", 64<<10)); code != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("GET /ui/ with 64 KiB of headers = %d, want 431", code)
 	}
 	if res, err := http.Get("http://" + httpAddr + "/healthz"); err == nil {
 		res.Body.Close()

@@ -144,6 +144,7 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 	}
 	calls := NewCounter()
 	srv := server.New(st, hub).WithLimits(opts.Limits).WithListener(opts.Listener)
+	hub.SetStateReader(srv.State)
 	g, hs := srv.NewGRPC(append(calls.Options(), opts.Server...)...)
 	server.SetServing(hs, true)
 	lis, err := net.Listen("tcp", opts.Addr)

@@ -61,6 +61,8 @@ type Hub struct {
 	byName    map[string]map[*Subscription]struct{}
 	perOwner  map[string]int
 	observers []func(*pb.Event)
+	// state reads a breaker's state for Event.state (SetStateReader).
+	state func(context.Context, string) (*pb.BreakerState, error)
 
 	// live is closed once Run's first subscription is confirmed (Live).
 	live     chan struct{}
@@ -87,6 +89,39 @@ func (h *Hub) Observe(fn func(*pb.Event)) {
 	h.mu.Lock()
 	h.observers = append(h.observers, fn)
 	h.mu.Unlock()
+}
+
+// stateTimeout bounds the read of an event's state: past it, the event
+// goes out without one rather than late.
+const stateTimeout = time.Second
+
+// SetStateReader makes the hub attach to each event (Event.state) the
+// breaker's state read just after it, while a client's stream
+// (SubscribeAs: Watch, the HTTP stream) is open: one read per event,
+// however many streams.
+func (h *Hub) SetStateReader(read func(ctx context.Context, breaker string) (*pb.BreakerState, error)) {
+	h.mu.Lock()
+	h.state = read
+	h.mu.Unlock()
+}
+
+// withState sets e.State when a client's stream is open (see
+// SetStateReader); a read that fails leaves it unset.
+func (h *Hub) withState(ctx context.Context, e *pb.Event) {
+	h.mu.Lock()
+	read, streams := h.state, len(h.subs)-h.uncapped
+	h.mu.Unlock()
+	if read == nil || streams == 0 || e.GetBreaker() == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, stateTimeout)
+	defer cancel()
+	st, err := read(ctx, e.GetBreaker())
+	if err != nil {
+		h.log.Warn("events: the event's state could not be read; it goes out without one", "breaker", e.GetBreaker(), "err", err)
+		return
+	}
+	e.State = st
 }
 
 // NewHub returns a Hub for channel. Call Run to start relaying.
@@ -327,6 +362,7 @@ func (h *Hub) Run(ctx context.Context, ready chan<- struct{}) error {
 				for _, fn := range obs {
 					fn(e)
 				}
+				h.withState(ctx, e)
 			}
 			h.publish(e)
 		}

@@ -3,8 +3,10 @@ package events_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,4 +167,43 @@ func TestLostFeedEndsEverySubscription(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStateIsReadOncePerEvent: while clients' streams are open, each
+// event carries the state read just after it, read once however many
+// streams hear it; with only in-process readers nothing is read.
+func TestStateIsReadOncePerEvent(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		hub, st := startHub(t, b)
+		var reads atomic.Int64
+		hub.SetStateReader(func(ctx context.Context, name string) (*pb.BreakerState, error) {
+			reads.Add(1)
+			return st.Get(ctx, name)
+		})
+		a := b.Breaker("a")
+		inner := hub.Subscribe([]string{a})
+		defer inner.Close()
+		force(t, st, a, pb.ForceMode_FORCE_MODE_OPEN)
+		if e := <-inner.C; e.GetState() != nil || reads.Load() != 0 {
+			t.Fatalf("with no client stream: state %v after %d reads, want none", e.GetState(), reads.Load())
+		}
+		var streams []*events.Subscription
+		for i := range 3 {
+			s, err := hub.SubscribeAs(fmt.Sprintf("token%d", i), []string{a})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			streams = append(streams, s)
+		}
+		force(t, st, a, pb.ForceMode_FORCE_MODE_AUTO)
+		for _, s := range streams {
+			if e := <-s.C; e.GetState().GetState() != pb.State_STATE_CLOSED {
+				t.Errorf("stream's event state = %v, want the state after it (CLOSED)", e.GetState())
+			}
+		}
+		if got := reads.Load(); got != 1 {
+			t.Errorf("%d reads for one event heard by 3 streams, want 1", got)
+		}
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"strings"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/vanguard"
@@ -109,6 +110,21 @@ func withProtocol(next http.Handler) http.Handler {
 // front holds the checks that run before a body is read.
 type front struct{ o Options }
 
+// isMethod reports whether name is one of the service's RPCs.
+func isMethod(name string) bool {
+	for _, m := range pb.BreakerService_ServiceDesc.Methods {
+		if m.MethodName == name {
+			return true
+		}
+	}
+	for _, m := range pb.BreakerService_ServiceDesc.Streams {
+		if m.StreamName == name {
+			return true
+		}
+	}
+	return false
+}
+
 // rpc checks a call before the transcoder reads its body: the method, the
 // token, the content type and the declared size; it bounds the body as it
 // is read, and rewrites error bodies (errorWriter).
@@ -117,6 +133,11 @@ func (f *front) rpc(tc http.Handler) http.Handler {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
 			writeError(w, http.StatusMethodNotAllowed, connect.CodeUnimplemented, "method: RPCs are POST, got "+r.Method)
+			return
+		}
+		if m := strings.TrimPrefix(r.URL.Path, servicePath); !isMethod(m) {
+			writeError(w, http.StatusNotFound, connect.CodeUnimplemented,
+				fmt.Sprintf("method: %s has no RPC %q (see docs/http-api.md)", pb.BreakerService_ServiceDesc.ServiceName, m))
 			return
 		}
 		if _, ok := f.identify(w, r); !ok {

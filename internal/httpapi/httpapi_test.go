@@ -254,6 +254,9 @@ func TestBadInputOverHTTPStoresNothing(t *testing.T) {
 		if flood.status != http.StatusRequestHeaderFieldsTooLarge {
 			t.Errorf("8 MiB header = %d %s, want 431", flood.status, flood.raw)
 		}
+		if u := do(t, d.HTTPAddr, "Nope", "", "application/json", `{}`); u.status != http.StatusNotFound || u.str("code") != "unimplemented" || !strings.Contains(u.str("message"), `no RPC "Nope"`) {
+			t.Errorf("an unknown RPC = %d %s, want a JSON 404 unimplemented naming it", u.status, u.raw)
+		}
 		if n := b.RoundTrips(); n != 0 {
 			t.Errorf("bad input over HTTP made %d Redis round trips, want 0", n)
 		}

@@ -9,7 +9,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/daemontest"
 	"github.com/breakerd/breakerd/internal/httpapi"
 	"github.com/breakerd/breakerd/internal/testredis"
@@ -185,5 +187,50 @@ func TestStatusPageRendersText(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWatchEndsWhenItsTokenIsRevoked: the stream the status page holds
+// ends, saying why, when a reload takes its token out, as a gRPC Watch
+// does; a stream of a token that stays is kept.
+func TestWatchEndsWhenItsTokenIsRevoked(t *testing.T) {
+	b := testredis.Mini(t)
+	const file = "tokens:\n  - {name: alice, role: operator, token: " + opToken + "}\n"
+	tk, err := auth.Parse([]byte(file + "  - {name: pool, role: worker, token: " + workerToken + ", workers: [w-*]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := auth.New(tk)
+	d := daemontest.StartWith(t, b, daemontest.Options{HTTP: &httpapi.Options{Auth: a, Watch: &httpapi.Watch{}}, Server: a.ServerOptions()})
+	worker := watch(t, d, url.Values{}, "", workerToken)
+	operator := watch(t, d, url.Values{}, "", opToken)
+	snapshotNames(t, worker.next(t))
+	snapshotNames(t, operator.next(t))
+
+	kept, err := auth.Parse([]byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Set(kept)
+	var last sseEvent
+	stuck := time.After(time.Minute) // heartbeats keep a stream busy: one bound for all
+	for open := true; open; {
+		select {
+		case e, ok := <-worker.c:
+			if open = ok; ok {
+				last = e
+			}
+		case <-stuck:
+			t.Fatal("the revoked token's stream is still open a minute after the reload")
+		}
+	}
+	if last.typ != "resync" || !strings.Contains(last.data, `token \"pool\" was revoked`) {
+		t.Errorf("the revoked token's stream ended with %q %s, want a resync saying its token was revoked", last.typ, last.data)
+	}
+	name := b.Breaker("kept")
+	force(t, d, name, "OPEN")
+	awaitEvent(t, operator, name, "STATE_FORCED_OPEN")
+	if a := post(t, d.HTTPAddr, "Get", workerToken, `{"breaker":"`+name+`"}`); a.status != http.StatusUnauthorized {
+		t.Errorf("the revoked token's next call = %d %s, want 401", a.status, a.raw)
 	}
 }

@@ -103,8 +103,10 @@ func parseWatch(r *http.Request) (watchRequest, *violation) {
 // watch serves GET /v1/watch. It checks the token and the query before
 // subscribing; the stream then opens with a snapshot, replays the logs
 // after Last-Event-ID (a stream naming its breakers), and relays the
-// live events with heartbeats until the client goes, the hub stops, or
-// the feed is lost (event: resync, and the stream ends: reconnect).
+// live events with heartbeats until the client goes, the hub stops, the
+// feed is lost (event: resync, and the stream ends: reconnect), or a
+// reload revokes its token (event: resync saying so, and the stream
+// ends).
 func (f *front) watch(wt *Watch) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
@@ -133,8 +135,18 @@ func (f *front) watch(wt *Watch) http.Handler {
 			return
 		}
 		defer sub.Close()
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		revoked := func() bool { return false }
+		if f.o.Auth != nil {
+			revoked = f.o.Auth.EndOnRevoke(ctx, r.Header, id, cancel)
+		}
 		s := &stream{w: w, rc: http.NewResponseController(w), req: req, sent: map[string]string{}}
-		if err := s.run(r.Context(), wt, sub); err != nil && f.o.Log != nil && r.Context().Err() == nil {
+		err = s.run(ctx, wt, sub)
+		if revoked() && r.Context().Err() == nil {
+			err = s.resync(fmt.Sprintf("authorization: token %q was revoked or its entry changed (tokens reloaded); this stream has ended", id.Name))
+		}
+		if err != nil && f.o.Log != nil && r.Context().Err() == nil {
 			f.o.Log.Debug("watch stream ended", "err", err)
 		}
 	})

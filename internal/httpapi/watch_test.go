@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -198,6 +200,10 @@ func TestWatchOverSSE(t *testing.T) {
 		if !strings.HasPrefix(e.id, closed+"/") || m["id"] != strings.TrimPrefix(e.id, closed+"/") ||
 			m["kind"] != "EVENT_KIND_FORCED" || m["generation"] == nil {
 			t.Errorf("live event = id %q %s %s, want event %s/<stream id>, EVENT_KIND_FORCED", e.id, e.typ, e.data, closed)
+		}
+		// The event carries the state read after it: a cache needs no read.
+		if st, _ := m["state"].(map[string]any); st["deny_until_ms"] != strconv.FormatInt(math.MaxInt64, 10) || st["state"] != "STATE_FORCED_OPEN" {
+			t.Errorf("live event's state = %v, want STATE_FORCED_OPEN denying until an operator ends it", m["state"])
 		}
 		if e := awaitEvent(t, all, closed, "STATE_FORCED_OPEN"); e.id != closed+"/"+m["id"].(string) {
 			t.Errorf("unfiltered stream's event = %q, want the same %s", e.id, e.id)

@@ -23,7 +23,7 @@ const DefaultMaxBreakerSeries = 500
 // breakerSeries are the per-breaker descriptors: series for the breakers
 // an alert must name, built once per refresh so a scrape only sends them.
 type breakerSeries struct {
-	state, openSince, cooldownCap, suspect, dropped *prometheus.Desc
+	state, openSince, cooldownCap, failedProbes, suspect, dropped *prometheus.Desc
 	// cooldownCap returns the cooldown cap of a breaker's effective
 	// policy; nil: breakerd_breaker_cooldown_cap_seconds is not exported.
 	cap func(breaker string) time.Duration
@@ -48,6 +48,9 @@ func newBreakerSeries(capOf func(string) time.Duration, most int) *breakerSeries
 		cooldownCap: prometheus.NewDesc(Namespace+"_breaker_cooldown_cap_seconds",
 			"For an open or half-open breaker: its policy's cooldown_cap, the longest one cooldown grows to.",
 			[]string{"breaker"}, nil),
+		failedProbes: prometheus.NewDesc(Namespace+"_breaker_failed_probes",
+			"For an open or half-open breaker: the probes that failed since it tripped (the cooldown's backoff level); from 2 on it is stuck open.",
+			[]string{"breaker"}, nil),
 		suspect: prometheus.NewDesc(Namespace+"_breaker_suspect_worker",
 			"1 for each breaker with a worker suspected of a local fault (denied until suspect_until_ms), by breaker and worker.",
 			[]string{"breaker", "worker"}, nil),
@@ -61,7 +64,7 @@ func newBreakerSeries(capOf func(string) time.Duration, most int) *breakerSeries
 }
 
 func (b *breakerSeries) describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{b.state, b.openSince, b.cooldownCap, b.suspect, b.dropped} {
+	for _, d := range []*prometheus.Desc{b.state, b.openSince, b.cooldownCap, b.failedProbes, b.suspect, b.dropped} {
 		ch <- d
 	}
 }
@@ -123,7 +126,8 @@ func (b *breakerSeries) build(states []*pb.BreakerState) []prometheus.Metric {
 			since = prev
 		}
 		seen[name] = since
-		out = append(out, prometheus.MustNewConstMetric(b.openSince, prometheus.GaugeValue, float64(since)/1000, name))
+		out = append(out, prometheus.MustNewConstMetric(b.openSince, prometheus.GaugeValue, float64(since)/1000, name),
+			prometheus.MustNewConstMetric(b.failedProbes, prometheus.GaugeValue, float64(st.GetFailedProbes()), name))
 		if b.cap != nil {
 			out = append(out, prometheus.MustNewConstMetric(b.cooldownCap, prometheus.GaugeValue, b.cap(name).Seconds(), name))
 		}

@@ -169,6 +169,13 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 	for _, r := range []string{"ok", "error"} {
 		m.reloads.WithLabelValues(r)
 	}
+	// Every event kind too, so that an alert's increase() sees the first
+	// stuck_open or open_fraction_cap as a rise from 0, not a new series.
+	for v := range pb.EventKind_name {
+		if v != 0 {
+			m.events.WithLabelValues(breaker.EnumName(pb.EventKind(v)))
+		}
+	}
 	return m, nil
 }
 

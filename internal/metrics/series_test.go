@@ -86,7 +86,7 @@ func contains(xs []string, x string) bool {
 }
 
 var breakerFamilies = []string{"breakerd_breaker_state", "breakerd_breaker_open_since_timestamp_seconds",
-	"breakerd_breaker_cooldown_cap_seconds", "breakerd_breaker_suspect_worker", "breakerd_breaker_series_dropped"}
+	"breakerd_breaker_cooldown_cap_seconds", "breakerd_breaker_failed_probes", "breakerd_breaker_suspect_worker", "breakerd_breaker_series_dropped"}
 
 // Only breakers that are not closed-and-healthy get series: a healthy
 // closed breaker, and one whose suspect's denial has ended, get none.
@@ -94,7 +94,7 @@ func TestBreakerSeriesNameTheUnhealthyOnly(t *testing.T) {
 	f := &fleet{}
 	m, reg := newFleetMetrics(t, f)
 	f.set(
-		&pb.BreakerState{Breaker: "a", State: pb.State_STATE_OPEN, OpenedAtMs: 1000, AsOfMs: 2000},
+		&pb.BreakerState{Breaker: "a", State: pb.State_STATE_OPEN, OpenedAtMs: 1000, AsOfMs: 2000, FailedProbes: 2},
 		&pb.BreakerState{Breaker: "b", State: pb.State_STATE_HALF_OPEN, OpenedAtMs: 1500, AsOfMs: 2000},
 		&pb.BreakerState{Breaker: "c", State: pb.State_STATE_FORCED_CLOSED, AsOfMs: 2000},
 		&pb.BreakerState{Breaker: "d", State: pb.State_STATE_CLOSED, SuspectWorker: "w1", SuspectUntilMs: 9000, AsOfMs: 2000},
@@ -107,6 +107,8 @@ func TestBreakerSeriesNameTheUnhealthyOnly(t *testing.T) {
 	want := []string{
 		"breakerd_breaker_cooldown_cap_seconds{breaker=a} 900",
 		"breakerd_breaker_cooldown_cap_seconds{breaker=b} 900",
+		"breakerd_breaker_failed_probes{breaker=a} 2",
+		"breakerd_breaker_failed_probes{breaker=b} 0",
 		"breakerd_breaker_open_since_timestamp_seconds{breaker=a} 1",
 		"breakerd_breaker_open_since_timestamp_seconds{breaker=b} 1.5",
 		"breakerd_breaker_series_dropped{} 0",

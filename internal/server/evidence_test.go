@@ -158,3 +158,27 @@ func violation(err error) string {
 	}
 	return ""
 }
+
+// TestRecordSaysWhyItWasNotCounted: a Record whose evidence counts but
+// whose ticket no longer does says both in why; a Record with neither an
+// outcome nor evidence is refused naming the outcome and the evidence.
+func TestRecordSaysWhyItWasNotCounted(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := daemontest.Start(t, b, store.Options{})
+		api := dial(t, d, "w1").API()
+		ctx := context.Background()
+		name := b.Breaker("stale")
+		res, err := api.Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: "w1", Ticket: &pb.Ticket{Generation: 7},
+			Evidence: &pb.CallEvidence{HttpStatus: 503}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.GetCounted() || res.GetNote() == "" || res.GetWhy() != "HTTP 503: a server error, counted; not counted here: "+res.GetNote() {
+			t.Errorf("Record(503) on a stale ticket = counted %v, note %q, why %q; want not counted, and why saying so", res.GetCounted(), res.GetNote(), res.GetWhy())
+		}
+		_, err = api.Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: "w1", Ticket: &pb.Ticket{}})
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "outcome: ") || !strings.Contains(err.Error(), "evidence") {
+			t.Errorf("Record with neither outcome nor evidence: %v, want InvalidArgument naming outcome and evidence", err)
+		}
+	})
+}

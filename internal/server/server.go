@@ -24,6 +24,7 @@ import (
 	"github.com/breakerd/breakerd/internal/classify"
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/limits"
+	"github.com/breakerd/breakerd/internal/quorum"
 	"github.com/breakerd/breakerd/internal/scope"
 	"github.com/breakerd/breakerd/internal/store"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -191,9 +192,15 @@ func (s *Server) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordR
 	return classified(res, req, why), nil
 }
 
-// classified sets what res's record was taken as, and why.
+// classified sets what res's record was taken as, and why: an outcome
+// that moves a breaker (a success, a counted failure) but did not move
+// this one says so, with the store's note (a stale ticket, not the probe).
 func classified(res *pb.RecordResponse, req *pb.RecordRequest, why string) *pb.RecordResponse {
 	res.ClassifiedAs, res.Why = req.GetOutcome(), why
+	ev, err := quorum.Classify(req.GetOutcome(), time.Duration(req.GetRetryAfterMs())*time.Millisecond, time.Duration(req.GetDeadlineMs())*time.Millisecond)
+	if err == nil && (ev.Counted() || ev == quorum.Healthy) && !res.GetCounted() && res.GetNote() != "" {
+		res.Why += "; not counted here: " + res.GetNote()
+	}
 	return res
 }
 
@@ -242,7 +249,10 @@ func (s *Server) classifyRecord(req *pb.RecordRequest) (string, error) {
 // validRecordFields checks the rest of a Record's request and charges its
 // quotas.
 func (s *Server) validRecordFields(ctx context.Context, req *pb.RecordRequest) error {
-	if _, ok := pb.Outcome_name[int32(req.GetOutcome())]; !ok || req.GetOutcome() == pb.Outcome_OUTCOME_UNSPECIFIED {
+	if req.GetOutcome() == pb.Outcome_OUTCOME_UNSPECIFIED {
+		return invalid("outcome", "is required: set an outcome, or send evidence for breakerd to classify")
+	}
+	if _, ok := pb.Outcome_name[int32(req.GetOutcome())]; !ok {
 		return invalid("outcome", "must be one of the defined outcomes, got %v", req.GetOutcome())
 	}
 	for _, f := range []struct {
@@ -283,12 +293,22 @@ func (s *Server) Get(ctx context.Context, req *pb.GetRequest) (*pb.GetResponse, 
 	if err := validName("breaker", req.GetBreaker()); err != nil {
 		return nil, err
 	}
-	st, err := s.store.Get(ctx, req.GetBreaker())
+	st, err := s.State(ctx, req.GetBreaker())
 	if err != nil {
 		return nil, statusOf(ctx, err)
 	}
-	s.scopes.WithParents(ctx, []*pb.BreakerState{st})
 	return &pb.GetResponse{State: st}, nil
+}
+
+// State is Get's answer for breaker: its state, deny_until_ms with its
+// parent scope's denial. Errors are the store's.
+func (s *Server) State(ctx context.Context, breaker string) (*pb.BreakerState, error) {
+	st, err := s.store.Get(ctx, breaker)
+	if err != nil {
+		return nil, err
+	}
+	s.scopes.WithParents(ctx, []*pb.BreakerState{st})
+	return st, nil
 }
 
 // WithParents puts the parent scopes' verdicts into states'

@@ -144,7 +144,7 @@ func (s *Store) settleAllow(ctx context.Context, name, worker string, keys []str
 	if err != nil {
 		return false, err
 	}
-	if _, err := s.record(ctx, req, c, set, false); err != nil {
+	if _, err := s.record(ctx, req, c, set, nil); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -34,39 +34,61 @@ const (
 	OutageUnavailable
 )
 
-// outageTimeouts is how many consecutive command timeouts mean Redis is
-// away: a single slow command on a loaded machine is not an outage.
+// outageTimeouts is how many consecutive command timeouts mean a Redis
+// node is away: a single slow command on a loaded machine is not an
+// outage.
 const outageTimeouts = 3
 
-// recoveryPoll is how often a daemon in an outage asks Redis whether it
-// is back (PING), so it returns within a second of Redis answering.
+// recoveryPoll is how often a daemon asks a node in an outage whether it
+// is back (PING), so it returns within a second of the node answering.
 const recoveryPoll = 200 * time.Millisecond
+
+// recoveryAnswers is how many PINGs in a row a node in an outage must
+// answer before decisions go back to it: with the refused connection
+// that starts an outage at once, this is the hysteresis that keeps a node
+// answering now and then (a restart loop, a flaky link) from flipping its
+// breakers between memory and Redis on every call.
+const recoveryAnswers = 3
 
 // maxSeeds bounds the breakers whose last heard state is kept for an
 // outage.
 const maxSeeds = 100_000
 
-// outage is a daemon's memory of the fleet for when Redis is away.
+// outage is a daemon's memory of the fleet for when Redis is away, judged
+// per node: a single Redis (or Sentinel's master) is one node; on a Redis
+// Cluster each master is one, so that one dead master sends only its own
+// breakers to memory and the breakers on live masters keep answering from
+// Redis.
 type outage struct {
-	down     atomic.Bool
-	timeouts atomic.Int32
-	table    *breaker.Table
-	closed   chan struct{}
-	once     sync.Once
+	closed chan struct{}
+	once   sync.Once
+	// downs counts the nodes in an outage.
+	downs atomic.Int32
+	// nodes are the nodes calls went to, by address ("" for a single
+	// Redis, or a Cluster whose slots cannot be read): *node.
+	nodes sync.Map
 
 	mu    sync.Mutex
 	seeds map[string]breaker.State
 }
 
-func newOutage() *outage {
-	return &outage{table: breaker.NewTable(), closed: make(chan struct{}), seeds: map[string]breaker.State{}}
+// node is one Redis node as the outage detection sees it.
+type node struct {
+	addr     string
+	down     atomic.Bool
+	timeouts atomic.Int32
+	table    *breaker.Table
 }
 
-// Degraded reports whether the store is answering from memory because
-// Redis is unreachable.
-func (s *Store) Degraded() bool { return s.out.down.Load() }
+func newOutage() *outage {
+	return &outage{closed: make(chan struct{}), seeds: map[string]breaker.State{}}
+}
 
-// Close stops the store's background work (the recovery poll during an
+// Degraded reports whether the store answers any breaker from memory
+// because a Redis node is unreachable.
+func (s *Store) Degraded() bool { return s.out.downs.Load() > 0 }
+
+// Close stops the store's background work (the recovery polls during an
 // outage). It does not close the Redis client.
 func (s *Store) Close() { s.out.once.Do(func() { close(s.out.closed) }) }
 
@@ -125,19 +147,45 @@ func (s *Store) outageNow() int64 {
 	return time.Now().UnixMilli()
 }
 
-// failed notes a Redis error from a call and reports whether the call is
-// to be answered from memory: a connection that cannot be made or was
-// lost means an outage at once, a timeout (or a "not now" reply such as
-// LOADING) counts toward one. The caller's own deadline ending is not
-// Redis's fault and counts nothing.
-func (s *Store) failed(ctx context.Context, err error) bool {
+// nodeAddr returns the address of the Redis node that holds name's keys:
+// on a Cluster, the master of their slot as the client last read the
+// slots (no round trip); "" for a single Redis, or when the slots cannot
+// be read.
+func (s *Store) nodeAddr(ctx context.Context, name string) string {
+	cc, ok := s.rdb.(*redis.ClusterClient)
+	if !ok {
+		return ""
+	}
+	m, err := cc.MasterForKey(ctx, KeysOf(name).State)
+	if err != nil {
+		return ""
+	}
+	return m.Options().Addr
+}
+
+// nodeOf returns the node that holds name's keys.
+func (s *Store) nodeOf(ctx context.Context, name string) *node {
+	addr := s.nodeAddr(ctx, name)
+	if n, ok := s.out.nodes.Load(addr); ok {
+		return n.(*node)
+	}
+	n, _ := s.out.nodes.LoadOrStore(addr, &node{addr: addr, table: breaker.NewTable()})
+	return n.(*node)
+}
+
+// failed notes a Redis error from a call to n and reports whether the
+// call is to be answered from memory: a connection that cannot be made or
+// was lost means an outage of n at once, a timeout (or a "not now" reply
+// such as LOADING) counts toward one. The caller's own deadline ending is
+// not Redis's fault and counts nothing.
+func (s *Store) failed(ctx context.Context, n *node, err error) bool {
 	if s.o.Outage != OutageMemory || ctx.Err() != nil || !IsUnavailable(err) {
 		return false
 	}
-	if !connectionLost(err) && s.out.timeouts.Add(1) < outageTimeouts {
+	if !connectionLost(err) && n.timeouts.Add(1) < outageTimeouts {
 		return false
 	}
-	s.enterOutage()
+	s.enterOutage(n)
 	return true
 }
 
@@ -152,70 +200,112 @@ func connectionLost(err error) bool {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, redis.ErrClosed)
 }
 
-// answered notes that Redis answered a call.
-func (s *Store) answered() { s.out.timeouts.Store(0) }
+// answered notes that n answered a call.
+func (s *Store) answered(n *node) { n.timeouts.Store(0) }
 
-func (s *Store) enterOutage() {
-	o := s.out
-	if !o.down.CompareAndSwap(false, true) {
+// enterOutage sends n's breakers to memory, seeded with what this daemon
+// last heard of each of them.
+func (s *Store) enterOutage(n *node) {
+	if !n.down.CompareAndSwap(false, true) {
 		return
 	}
+	s.out.downs.Add(1)
 	now := s.outageNow()
-	o.mu.Lock()
-	for name, st := range o.seeds {
-		o.table.Seed(name, st, now, s.Policy(name).Retention().Milliseconds())
+	ctx := context.Background()
+	s.out.mu.Lock()
+	for name, st := range s.out.seeds {
+		if s.nodeAddr(ctx, name) == n.addr {
+			n.table.Seed(name, st, now, s.Policy(name).Retention().Milliseconds())
+		}
 	}
-	o.mu.Unlock()
+	s.out.mu.Unlock()
 	if s.o.OnOutage != nil {
-		s.o.OnOutage(true)
+		s.o.OnOutage(n.addr, true)
 	}
-	go s.awaitRecovery()
+	go s.awaitRecovery(n)
 }
 
-// awaitRecovery polls Redis until it answers, then hands every decision
-// back to it and forgets what was counted in memory.
-func (s *Store) awaitRecovery() {
+// awaitRecovery polls n until it answers recoveryAnswers PINGs in a row
+// (or, on a Cluster, no longer serves any slot: a replica took over, and
+// its breakers' calls go there), then hands its decisions back to Redis
+// and forgets what was counted in memory.
+func (s *Store) awaitRecovery(n *node) {
 	t := time.NewTicker(recoveryPoll)
 	defer t.Stop()
-	for {
+	answers := 0
+	for answers < recoveryAnswers {
 		select {
 		case <-s.out.closed:
 			return
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), recoveryPoll)
-		err := s.rdb.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			s.out.table.Reset()
-			s.out.timeouts.Store(0)
-			s.out.down.Store(false)
-			if s.o.OnOutage != nil {
-				s.o.OnOutage(false)
-			}
-			return
+		c, serves, err := s.nodeClient(ctx, n.addr)
+		switch {
+		case err != nil:
+			answers = 0
+		case !serves:
+			answers = recoveryAnswers
+		case c.Ping(ctx).Err() == nil:
+			answers++
+		default:
+			answers = 0
 		}
+		cancel()
 	}
+	n.table.Reset()
+	n.timeouts.Store(0)
+	n.down.Store(false)
+	s.out.downs.Add(-1)
+	if s.o.OnOutage != nil {
+		s.o.OnOutage(n.addr, false)
+	}
+}
+
+// nodeClient returns a client to the node at addr and whether it still
+// serves slots. A single Redis is always its own node. On a Cluster it
+// rereads the slots (one CLUSTER SLOTS from any node that answers, which
+// also routes later calls to a master promoted since); an error means
+// they could not be read.
+func (s *Store) nodeClient(ctx context.Context, addr string) (redis.Cmdable, bool, error) {
+	cc, ok := s.rdb.(*redis.ClusterClient)
+	if !ok || addr == "" {
+		return s.rdb, true, nil
+	}
+	var mu sync.Mutex
+	var found *redis.Client
+	err := cc.ForEachMaster(ctx, func(_ context.Context, m *redis.Client) error {
+		if m.Options().Addr == addr {
+			mu.Lock()
+			found = m
+			mu.Unlock()
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return found, found != nil, nil
 }
 
 // outageSuffix ends every reason given from memory.
 const outageSuffix = " (breakerd cannot reach its Redis: judged by this daemon alone)"
 
-func (s *Store) memoryAllow(name, worker string) *pb.AllowResponse {
+func (s *Store) memoryAllow(n *node, name, worker string) *pb.AllowResponse {
 	p := s.Policy(name)
-	out := s.out.table.Allow(name, worker, s.o.NewToken(), ParamsOf(p, s.o.Rand()), p.Alternatives, s.outageNow(), outageSuffix)
+	out := n.table.Allow(name, worker, s.o.NewToken(), ParamsOf(p, s.o.Rand()), p.Alternatives, s.outageNow(), outageSuffix)
 	out.Degraded = true
 	return out
 }
 
-func (s *Store) memoryRecord(req *pb.RecordRequest, c breaker.Call) *pb.RecordResponse {
+func (s *Store) memoryRecord(n *node, req *pb.RecordRequest, c breaker.Call) *pb.RecordResponse {
 	name := req.GetBreaker()
 	p := s.Policy(name)
 	now := s.outageNow()
-	res, v, _ := s.out.table.Apply(name, ParamsOf(p, s.o.Rand()), c, now)
+	res, v, _ := n.table.Apply(name, ParamsOf(p, s.o.Rand()), c, now)
 	st := stateOf(v, name, p)
 	if w := windowMs(p); w > 0 { // the window after the call, as Redis answers
-		cur, _ := s.out.table.State(name, now)
+		cur, _ := n.table.State(name, now)
 		t := breaker.WindowOf(cur, w, now)
 		st.WindowCalls, st.WindowFailures, st.SlowCalls = t.Calls, t.Fails, t.Slow
 	}

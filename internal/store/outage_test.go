@@ -34,7 +34,7 @@ func newOutageFixture(t *testing.T, b *testredis.Backend, mod func(*redis.Option
 	p := policy.Default()
 	p.Threshold, p.MinWorkers = 3, 2
 	st := store.New(b.ClientVia(t, proxy.Addr(), mod), store.Options{Now: b.Clock(), Rand: func() float64 { return 0 },
-		Channel: b.Prefix + "events", Policies: policy.NewSet(p), OnOutage: func(down bool) { flips <- down }})
+		Channel: b.Prefix + "events", Policies: policy.NewSet(p), OnOutage: func(_ string, down bool) { flips <- down }})
 	t.Cleanup(st.Close)
 	// A loaded machine can make one command outlive a short read timeout
 	// (TestSlowCommandIsNotAnOutage's): loading is retried, not judged.

@@ -53,9 +53,11 @@ type Options struct {
 	// Default OutageMemory.
 	Outage OutageMode
 	// OnOutage, when set, is called with true when the store starts
-	// answering from memory and false when Redis answers again (health,
-	// metrics, logs). It must not block.
-	OnOutage func(down bool)
+	// answering from memory for the breakers on the Redis node at addr
+	// ("" for a single Redis; a master's address on a Cluster) and with
+	// false when that node answers again or no longer serves them (logs,
+	// metrics; Degraded says whether any node is out). It must not block.
+	OnOutage func(addr string, down bool)
 	// Unpipelined, when true, sends each Allow and Record script on its
 	// own round trip. Default (false): concurrent Allow and Record calls
 	// share round trips, coalesced into Redis pipelines by go-redis's
@@ -220,8 +222,9 @@ func (s *Store) Allow(ctx context.Context, name, worker string) (*pb.AllowRespon
 // parent's generation and (with a PROBE verdict) lease in its ticket.
 // While Redis is unreachable it answers from memory, without the parent.
 func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent breaker.Parent) (res *pb.AllowResponse, due bool, err error) {
-	if s.out.down.Load() {
-		return s.memoryAllow(name, worker), false, nil
+	n := s.nodeOf(ctx, name)
+	if n.down.Load() {
+		return s.memoryAllow(n, name, worker), false, nil
 	}
 	set := s.policies.Load()
 	p, g := set.For(name), groupOf(set, name)
@@ -238,12 +241,12 @@ func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent brea
 	out, err := s.script(ctx, allowScript, keys, args)
 	if err != nil {
 		s.lostAllow(name, worker, keys, args, err)
-		if s.failed(ctx, err) {
-			return s.memoryAllow(name, worker), false, nil
+		if s.failed(ctx, n, err) {
+			return s.memoryAllow(n, name, worker), false, nil
 		}
 		return nil, false, fmt.Errorf("store: allow %q: %w", name, err)
 	}
-	s.answered()
+	s.answered(n)
 	r := reply{v: out}
 	code := r.int(0)
 	retry := r.int(1)
@@ -318,16 +321,18 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 	if err != nil {
 		return nil, err
 	}
-	if s.out.down.Load() {
-		return s.memoryRecord(req, c), nil
+	n := s.nodeOf(ctx, req.GetBreaker())
+	if n.down.Load() {
+		return s.memoryRecord(n, req, c), nil
 	}
-	return s.record(ctx, req, c, set, true)
+	return s.record(ctx, req, c, set, n)
 }
 
 // record runs record.lua for req, whose call is c, under the policy set
-// set. With degrade, a Redis that cannot serve the call is answered from
-// memory (Options.Outage), as Record answers; without, it is an error.
-func (s *Store) record(ctx context.Context, req *pb.RecordRequest, c breaker.Call, set *policy.Set, degrade bool) (*pb.RecordResponse, error) {
+// set. With the breaker's node n, a node that cannot serve the call is
+// answered from memory (Options.Outage), as Record answers; with nil, it
+// is an error.
+func (s *Store) record(ctx context.Context, req *pb.RecordRequest, c breaker.Call, set *policy.Set, n *node) (*pb.RecordResponse, error) {
 	name := req.GetBreaker()
 	p, g := set.For(name), groupOf(set, name)
 	// Only a failure, a slow success, or any call in window mode (it
@@ -361,13 +366,15 @@ func (s *Store) record(ctx context.Context, req *pb.RecordRequest, c breaker.Cal
 		newRecordID(), recordMemory.Milliseconds(), boolArg(mayTrip), recordsKept)
 	res, err := s.script(ctx, recordScript, s.recordKeys(name, g), args)
 	if err != nil {
-		if degrade && s.failed(ctx, err) {
-			return s.memoryRecord(req, c), nil
+		if n != nil && s.failed(ctx, n, err) {
+			return s.memoryRecord(n, req, c), nil
 		}
 		s.lostRecord(name, req.GetWorkerId(), err)
 		return nil, fmt.Errorf("store: record %q: %w", name, err)
 	}
-	s.answered()
+	if n != nil {
+		s.answered(n)
+	}
 	return s.recordAnswer(ctx, res, name, req.GetWorkerId(), c, p, g, readCounts)
 }
 

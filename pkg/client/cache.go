@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/breakerd/breakerd/internal/breaker"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -92,12 +93,19 @@ func (c *openCache) store(p *Permit, worker string, epoch uint64, now time.Time)
 	c.m[p.Breaker] = e
 }
 
-// event drops the breaker's entry: its state moved.
-func (c *openCache) event(breaker string) {
+// event drops the breaker's entry (its state moved), or, when the event
+// carries the state read after it, replaces the entry by what that state
+// denies (denialOf).
+func (c *openCache) event(e *pb.Event, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.epoch++
-	delete(c.m, breaker)
+	delete(c.m, e.GetBreaker())
+	if st := e.GetState(); st != nil && c.live {
+		if d, ok := denialOf(st, now); ok {
+			c.m[e.GetBreaker()] = d
+		}
+	}
 }
 
 // broken marks the stream down: nothing is stored until the next resync
@@ -115,28 +123,9 @@ func (c *openCache) broken() {
 func (c *openCache) resync(states []*pb.BreakerState, now time.Time) {
 	m := map[string]cached{}
 	for _, s := range states {
-		e := cached{reason: s.GetReason(), state: s}
-		switch s.GetState() {
-		case pb.State_STATE_OPEN:
-			retry := time.Duration(s.GetNextProbeAtMs()-s.GetAsOfMs()) * time.Millisecond
-			if retry <= 0 {
-				continue
-			}
-			e.decision, e.until = pb.Decision_DECISION_DENIED_OPEN, now.Add(retry)
-		case pb.State_STATE_FORCED_OPEN:
-			e.decision = pb.Decision_DECISION_DENIED_FORCED_OPEN
-			e.reason = s.GetBreaker() + " forced open by an operator: " + s.GetReason()
-			if s.GetForcedUntilMs() > 0 {
-				retry := time.Duration(s.GetForcedUntilMs()-s.GetAsOfMs()) * time.Millisecond
-				if retry <= 0 {
-					continue
-				}
-				e.until = now.Add(retry)
-			}
-		default:
-			continue
+		if d, ok := denialOf(s, now); ok {
+			m[s.GetBreaker()] = d
 		}
-		m[s.GetBreaker()] = e
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -144,6 +133,27 @@ func (c *openCache) resync(states []*pb.BreakerState, now time.Time) {
 	c.syncs++
 	c.live = true
 	c.m = m
+}
+
+// denialOf is the entry for what a snapshot denies any worker but the
+// suspect, by the machine's read rule (breaker.View.Verdict), its end
+// moved onto this client's clock (now is when the snapshot arrived);
+// false when it denies nothing, or the next Allow would move the breaker
+// (a probe is due). A parent's denial is not cached (store says why).
+func denialOf(st *pb.BreakerState, now time.Time) (cached, bool) {
+	v, policyShadow := breaker.ViewOfProto(st)
+	vd := v.Verdict(breaker.Query{Now: max(v.Now, 1), PolicyShadow: policyShadow})
+	if !vd.Denied() || vd.Due {
+		return cached{}, false
+	}
+	e := cached{decision: vd.Decision, reason: st.GetReason(), state: st}
+	if vd.Decision == pb.Decision_DECISION_DENIED_FORCED_OPEN {
+		e.reason = st.GetBreaker() + " forced open by an operator: " + st.GetReason()
+	}
+	if vd.Until != breaker.Forever {
+		e.until = now.Add(time.Duration(vd.Until-v.Now) * time.Millisecond)
+	}
+	return e, true
 }
 
 // status returns whether the stream is live, how many resyncs have run
@@ -258,6 +268,6 @@ func (c *Client) watchOnce(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		c.cache.event(m.GetEvent().GetBreaker())
+		c.cache.event(m.GetEvent(), c.o.clock.Now())
 	}
 }

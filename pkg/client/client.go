@@ -44,7 +44,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +56,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 
 	"github.com/breakerd/breakerd/internal/limits"
@@ -244,11 +248,22 @@ func WithOutageHook(fn func(down bool, err error)) Option {
 	return func(o *options) { o.onOutage = fn }
 }
 
-// Dial returns a Client for the daemon at target ("host:port", or any
-// grpc target). It does not wait for a connection. The error is a
-// malformed target.
+// Dial returns a Client for breakerd at target: one daemon ("host:port"),
+// several ("host1:port,host2:port"), or any grpc target, such as
+// "dns:///breakerd.internal:7070" for a DNS name with several records.
+// The client keeps a connection to every daemon it resolves and spreads
+// its calls over those that are up (grpc's round_robin); a call that one
+// daemon cannot take (it cannot be reached, or answers Unavailable) is
+// tried on another within the Allow budget, and only when none answers
+// does the fallback decide (docs/reliability.md, "Clients and several
+// daemons"). It does not wait for a connection. The error is a malformed
+// target, naming the address.
 func Dial(target string, opts ...Option) (*Client, error) {
 	o := newOptions(opts)
+	target, resolve, err := resolveTarget(target)
+	if err != nil {
+		return nil, err
+	}
 	dial := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// Reconnect within seconds of breakerd's return (grpc's default
@@ -257,7 +272,9 @@ func Dial(target string, opts ...Option) (*Client, error) {
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
 			MinConnectTimeout: 5 * time.Second,
 		}),
-	}, o.dial...)
+		grpc.WithDefaultServiceConfig(serviceConfig),
+	}, resolve...)
+	dial = append(dial, o.dial...)
 	conn, err := grpc.NewClient(target, dial...)
 	if err != nil {
 		return nil, fmt.Errorf("client: dial %s: %w", target, err)
@@ -265,6 +282,53 @@ func Dial(target string, opts ...Option) (*Client, error) {
 	c := newClient(conn, o)
 	c.conn = conn
 	return c, nil
+}
+
+// serviceConfig is how the connection treats several daemons: a
+// subchannel to each, calls spread over the ready ones (round_robin), and
+// a call that failed on one daemon because it could not take it
+// (UNAVAILABLE: refused, reset, a daemon that cannot serve;
+// DEADLINE_EXCEEDED answered by a daemon) tried again on the next, up to
+// 5 attempts (grpc's cap) with a few milliseconds between them. The
+// caller's deadline bounds every attempt together.
+const serviceConfig = `{
+  "loadBalancingConfig": [{"round_robin": {}}],
+  "methodConfig": [{
+    "name": [{"service": "breakerd.v1.BreakerService"}],
+    "retryPolicy": {
+      "maxAttempts": 5,
+      "initialBackoff": "0.002s",
+      "maxBackoff": "0.02s",
+      "backoffMultiplier": 2,
+      "retryableStatusCodes": ["UNAVAILABLE", "DEADLINE_EXCEEDED"]
+    }
+  }]
+}`
+
+// daemonsScheme names the resolver of a comma-separated list of daemons.
+const daemonsScheme = "breakerd-daemons"
+
+// resolveTarget turns a comma-separated list of daemon addresses into a
+// grpc target served by a resolver of its own (grpc's manual resolver,
+// local to the connection); any other target goes to grpc as it is.
+func resolveTarget(target string) (string, []grpc.DialOption, error) {
+	if !strings.Contains(target, ",") {
+		return target, nil, nil
+	}
+	var addrs []resolver.Address
+	for _, a := range strings.Split(target, ",") {
+		a = strings.TrimSpace(a)
+		host, _, err := net.SplitHostPort(a)
+		if err != nil {
+			return "", nil, fmt.Errorf("client: dial %s: daemon address %q: %w", target, a, err)
+		}
+		// Each daemon's own host name is what TLS checks its certificate
+		// against, as with a target of one daemon.
+		addrs = append(addrs, resolver.Address{Addr: a, ServerName: host})
+	}
+	r := manual.NewBuilderWithScheme(daemonsScheme)
+	r.InitialState(resolver.State{Addresses: addrs})
+	return daemonsScheme + ":///" + target, []grpc.DialOption{grpc.WithResolvers(r)}, nil
 }
 
 // New returns a Client over an existing connection; Close leaves it open.

@@ -53,21 +53,18 @@ func TestOpenCacheAnswersKnownOpenCircuitsWithoutRPCs(t *testing.T) {
 			t.Errorf("cached denials cost %d Allow RPCs, want 0", n)
 		}
 
-		// Opened after connecting: the first Allow asks, its denial is cached.
-		_, _, epoch := c.cache.status()
+		// Opened after connecting: the trip's event carries the state read
+		// after it, so the cache denies late with no Allow of its own.
 		trip(t, w1, w2, late)
-		eventually(t, "the trip's event", func() bool { _, _, e := c.cache.status(); return e > epoch })
+		eventually(t, "the trip's event", func() bool { return c.cache.lookup(late, c.WorkerID(), clock.Now()) != nil })
 		allows = d.Calls.Get("Allow")
-		if p, err := c.Allow(ctx, late); err != nil || p.Cached || p.Decision != pb.Decision_DECISION_DENIED_OPEN {
-			t.Fatalf("first Allow on late: %+v, %v; want breakerd's DENIED_OPEN", p, err)
-		}
-		for range 5 {
-			if p, _ := c.Allow(ctx, late); !p.Cached {
-				t.Fatalf("second Allow on late not cached: %+v", p)
+		for range 6 {
+			if p, err := c.Allow(ctx, late); err != nil || !p.Cached || p.Decision != pb.Decision_DECISION_DENIED_OPEN {
+				t.Fatalf("Allow on late: %+v, %v; want a cached DENIED_OPEN", p, err)
 			}
 		}
-		if n := d.Calls.Get("Allow") - allows; n != 1 {
-			t.Errorf("6 Allows on late cost %d RPCs, want 1", n)
+		if n := d.Calls.Get("Allow") - allows; n != 0 {
+			t.Errorf("6 Allows on late cost %d RPCs, want 0", n)
 		}
 		// Allowed answers are never cached.
 		allows = d.Calls.Get("Allow")
@@ -124,7 +121,7 @@ func TestOpenCacheSkipsADenialThatRacedAnEvent(t *testing.T) {
 	c.resync(nil, time.Now())
 	deny := &Permit{Breaker: "x", Decision: pb.Decision_DECISION_DENIED_OPEN, RetryAfter: time.Minute}
 	epoch := c.begin()
-	c.event("x") // the circuit moved while the Allow was in flight
+	c.event(&pb.Event{Breaker: "x"}, time.Now()) // the circuit moved while the Allow was in flight
 	c.store(deny, "w1", epoch, time.Now())
 	if c.lookup("x", "w1", time.Now()) != nil {
 		t.Errorf("a denial older than an event was cached")
@@ -363,5 +360,29 @@ func testAllowBudgetBoundsAStalledDaemon(t *testing.T, m *clientMode) {
 	}
 	if n := srv.calls.Load(); n != 2 {
 		t.Errorf("the daemon saw %d Allows, want 2", n)
+	}
+}
+
+// An event that carries its breaker's state replaces the cache's entry by
+// what that state denies, by the machine's read rule: an open breaker is
+// cached until its next probe, on this client's clock, with no read.
+func TestOpenCacheTakesTheEventsState(t *testing.T) {
+	c := newOpenCache()
+	now := time.Unix(1000, 0)
+	c.resync(nil, now)
+	open := &pb.BreakerState{Breaker: "x", State: pb.State_STATE_OPEN, AsOfMs: 5000, NextProbeAtMs: 35000, Reason: "x failing"}
+	c.event(&pb.Event{Breaker: "x", State: open}, now)
+	p := c.lookup("x", "w1", now.Add(29*time.Second))
+	if p == nil || p.Decision != pb.Decision_DECISION_DENIED_OPEN || p.RetryAfter != time.Second || p.Reason != "x failing" {
+		t.Fatalf("after the event: %+v, want DENIED_OPEN with 1s left", p)
+	}
+	if p := c.lookup("x", "w1", now.Add(30*time.Second)); p != nil {
+		t.Errorf("at its next probe: %+v, want no entry (the probe is due)", p)
+	}
+	closed := &pb.BreakerState{Breaker: "x", State: pb.State_STATE_CLOSED, AsOfMs: 6000}
+	c.event(&pb.Event{Breaker: "x", State: open}, now)
+	c.event(&pb.Event{Breaker: "x", State: closed}, now)
+	if p := c.lookup("x", "w1", now); p != nil {
+		t.Errorf("after an event closing it: %+v, want no entry", p)
 	}
 }

@@ -12,12 +12,10 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -437,34 +435,26 @@ func serveDaemon(ctx context.Context, redisAddr, policyFile string, withHTTP boo
 	}
 	c := daemon.Config{Listen: "127.0.0.1:0", RedisURL: "redis://" + redisAddr + "/0", PolicyFile: policyFile, EventsMaxLen: 1000,
 		EventRetention: 168 * time.Hour, ShutdownTimeout: 5 * time.Second, HealthInterval: time.Hour, LogFormat: "text"}
-	if !withHTTP {
-		return runDaemon(ctx, c)
+	if withHTTP {
+		c.HTTPListen = "127.0.0.1:0"
 	}
-	// The daemon opens its HTTP listener itself, on a port free a moment
-	// before: another process may take it in between, so a port already
-	// taken is tried again with another.
-	for range 5 {
-		if c.HTTPListen, err = freeLoopback(); err != nil {
-			return addrs, nil, err
-		}
-		if addrs, stop, err = runDaemon(ctx, c); !errors.Is(err, syscall.EADDRINUSE) {
-			return addrs, stop, err
-		}
-	}
-	return addrs, nil, err
+	return runDaemon(ctx, c)
 }
 
 // runDaemon runs daemon.Run with c until stop, once it serves.
 func runDaemon(ctx context.Context, c daemon.Config) (addrs daemonAddrs, stop func(), err error) {
-	addrs.http = c.HTTPListen
 	dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	ready := make(chan string, 1)
+	ready := make(chan daemon.Listeners, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- daemon.Run(dctx, c, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a net.Addr) { ready <- a.String() })
+		done <- daemon.RunListeners(dctx, c, slog.New(slog.NewTextHandler(io.Discard, nil)), func(l daemon.Listeners) { ready <- l })
 	}()
 	select {
-	case addrs.grpc = <-ready:
+	case l := <-ready:
+		addrs.grpc = l.GRPC.String()
+		if l.HTTP != nil {
+			addrs.http = l.HTTP.String()
+		}
 	case err := <-done:
 		cancel()
 		return addrs, nil, fmt.Errorf("breakerd: %w", err)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -80,15 +79,4 @@ func httpPair(pk picker) func(context.Context, *target, Options) (opFunc, error)
 			return t.http.call(ctx, "Record", []byte(rec), nil)
 		}, nil
 	}
-}
-
-// freeLoopback returns a loopback address free a moment ago, for a
-// listener the daemon opens itself (--http-listen).
-func freeLoopback() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }

@@ -116,8 +116,8 @@
         setStatus('live', 'live');
       } catch (e) {
         if (signal.aborted) throw e;
-        // A token limited to some breakers may not read every breaker's
-        // log: the live part still works.
+        // A read refused (the token's read cap, say) leaves the live part
+        // working.
         setStatus('live', 'live (without the last hour: ' + e.message + ')');
       }
     } else if (ev.type === 'event') {

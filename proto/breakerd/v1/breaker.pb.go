@@ -2299,7 +2299,13 @@ type Event struct {
 	// trip is "would have opened"); Allow kept allowing. Set on every event
 	// a shadowed breaker (no pin) produces, including the Force that turned
 	// shadow mode on.
-	Shadow        bool `protobuf:"varint,50,opt,name=shadow,proto3" json:"shadow,omitempty"`
+	Shadow bool `protobuf:"varint,50,opt,name=shadow,proto3" json:"shadow,omitempty"`
+	// The breaker's state read just after the event, deny_until_ms
+	// included (with its parent scope's denial), so a cache of open
+	// breakers needs no read of its own. Set on the events Watch and the
+	// HTTP stream send live; unset in Events (the log), on a replay, and
+	// when the state could not be read in time.
+	State         *BreakerState `protobuf:"bytes,51,opt,name=state,proto3" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2423,6 +2429,13 @@ func (x *Event) GetShadow() bool {
 		return x.Shadow
 	}
 	return false
+}
+
+func (x *Event) GetState() *BreakerState {
+	if x != nil {
+		return x.State
+	}
+	return nil
 }
 
 type EventsRequest struct {
@@ -3166,7 +3179,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\vrun_notices\x18\x02 \x01(\bR\n" +
 	"runNotices\"9\n" +
 	"\rWatchResponse\x12(\n" +
-	"\x05event\x18\x01 \x01(\v2\x12.breakerd.v1.EventR\x05event\"\x8c\x03\n" +
+	"\x05event\x18\x01 \x01(\v2\x12.breakerd.v1.EventR\x05event\"\xbd\x03\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\abreaker\x18\x02 \x01(\tR\abreaker\x12*\n" +
@@ -3184,7 +3197,8 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"cooldownMs\x12\x13\n" +
 	"\x05at_ms\x18\v \x01(\x03R\x04atMs\x12\x14\n" +
 	"\x05actor\x18\f \x01(\tR\x05actor\x12\x16\n" +
-	"\x06shadow\x182 \x01(\bR\x06shadow\"Z\n" +
+	"\x06shadow\x182 \x01(\bR\x06shadow\x12/\n" +
+	"\x05state\x183 \x01(\v2\x19.breakerd.v1.BreakerStateR\x05state\"Z\n" +
 	"\rEventsRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12\x19\n" +
 	"\bsince_ms\x18\x02 \x01(\x03R\asinceMs\x12\x14\n" +
@@ -3402,35 +3416,36 @@ var file_breakerd_v1_breaker_proto_depIdxs = []int32{
 	6,  // 24: breakerd.v1.Event.kind:type_name -> breakerd.v1.EventKind
 	1,  // 25: breakerd.v1.Event.from:type_name -> breakerd.v1.State
 	1,  // 26: breakerd.v1.Event.to:type_name -> breakerd.v1.State
-	26, // 27: breakerd.v1.EventsResponse.events:type_name -> breakerd.v1.Event
-	31, // 28: breakerd.v1.GetPolicyResponse.policy:type_name -> breakerd.v1.Policy
-	34, // 29: breakerd.v1.GetPolicyResponse.sources:type_name -> breakerd.v1.GetPolicyResponse.SourcesEntry
-	32, // 30: breakerd.v1.Policy.recovery_check:type_name -> breakerd.v1.PolicyRecoveryCheck
-	9,  // 31: breakerd.v1.BreakerService.Allow:input_type -> breakerd.v1.AllowRequest
-	11, // 32: breakerd.v1.BreakerService.Record:input_type -> breakerd.v1.RecordRequest
-	13, // 33: breakerd.v1.BreakerService.RecordBatch:input_type -> breakerd.v1.RecordBatchRequest
-	16, // 34: breakerd.v1.BreakerService.Get:input_type -> breakerd.v1.GetRequest
-	18, // 35: breakerd.v1.BreakerService.BatchGet:input_type -> breakerd.v1.BatchGetRequest
-	20, // 36: breakerd.v1.BreakerService.List:input_type -> breakerd.v1.ListRequest
-	22, // 37: breakerd.v1.BreakerService.Force:input_type -> breakerd.v1.ForceRequest
-	24, // 38: breakerd.v1.BreakerService.Watch:input_type -> breakerd.v1.WatchRequest
-	27, // 39: breakerd.v1.BreakerService.Events:input_type -> breakerd.v1.EventsRequest
-	29, // 40: breakerd.v1.BreakerService.GetPolicy:input_type -> breakerd.v1.GetPolicyRequest
-	10, // 41: breakerd.v1.BreakerService.Allow:output_type -> breakerd.v1.AllowResponse
-	15, // 42: breakerd.v1.BreakerService.Record:output_type -> breakerd.v1.RecordResponse
-	14, // 43: breakerd.v1.BreakerService.RecordBatch:output_type -> breakerd.v1.RecordBatchResponse
-	17, // 44: breakerd.v1.BreakerService.Get:output_type -> breakerd.v1.GetResponse
-	19, // 45: breakerd.v1.BreakerService.BatchGet:output_type -> breakerd.v1.BatchGetResponse
-	21, // 46: breakerd.v1.BreakerService.List:output_type -> breakerd.v1.ListResponse
-	23, // 47: breakerd.v1.BreakerService.Force:output_type -> breakerd.v1.ForceResponse
-	25, // 48: breakerd.v1.BreakerService.Watch:output_type -> breakerd.v1.WatchResponse
-	28, // 49: breakerd.v1.BreakerService.Events:output_type -> breakerd.v1.EventsResponse
-	30, // 50: breakerd.v1.BreakerService.GetPolicy:output_type -> breakerd.v1.GetPolicyResponse
-	41, // [41:51] is the sub-list for method output_type
-	31, // [31:41] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	8,  // 27: breakerd.v1.Event.state:type_name -> breakerd.v1.BreakerState
+	26, // 28: breakerd.v1.EventsResponse.events:type_name -> breakerd.v1.Event
+	31, // 29: breakerd.v1.GetPolicyResponse.policy:type_name -> breakerd.v1.Policy
+	34, // 30: breakerd.v1.GetPolicyResponse.sources:type_name -> breakerd.v1.GetPolicyResponse.SourcesEntry
+	32, // 31: breakerd.v1.Policy.recovery_check:type_name -> breakerd.v1.PolicyRecoveryCheck
+	9,  // 32: breakerd.v1.BreakerService.Allow:input_type -> breakerd.v1.AllowRequest
+	11, // 33: breakerd.v1.BreakerService.Record:input_type -> breakerd.v1.RecordRequest
+	13, // 34: breakerd.v1.BreakerService.RecordBatch:input_type -> breakerd.v1.RecordBatchRequest
+	16, // 35: breakerd.v1.BreakerService.Get:input_type -> breakerd.v1.GetRequest
+	18, // 36: breakerd.v1.BreakerService.BatchGet:input_type -> breakerd.v1.BatchGetRequest
+	20, // 37: breakerd.v1.BreakerService.List:input_type -> breakerd.v1.ListRequest
+	22, // 38: breakerd.v1.BreakerService.Force:input_type -> breakerd.v1.ForceRequest
+	24, // 39: breakerd.v1.BreakerService.Watch:input_type -> breakerd.v1.WatchRequest
+	27, // 40: breakerd.v1.BreakerService.Events:input_type -> breakerd.v1.EventsRequest
+	29, // 41: breakerd.v1.BreakerService.GetPolicy:input_type -> breakerd.v1.GetPolicyRequest
+	10, // 42: breakerd.v1.BreakerService.Allow:output_type -> breakerd.v1.AllowResponse
+	15, // 43: breakerd.v1.BreakerService.Record:output_type -> breakerd.v1.RecordResponse
+	14, // 44: breakerd.v1.BreakerService.RecordBatch:output_type -> breakerd.v1.RecordBatchResponse
+	17, // 45: breakerd.v1.BreakerService.Get:output_type -> breakerd.v1.GetResponse
+	19, // 46: breakerd.v1.BreakerService.BatchGet:output_type -> breakerd.v1.BatchGetResponse
+	21, // 47: breakerd.v1.BreakerService.List:output_type -> breakerd.v1.ListResponse
+	23, // 48: breakerd.v1.BreakerService.Force:output_type -> breakerd.v1.ForceResponse
+	25, // 49: breakerd.v1.BreakerService.Watch:output_type -> breakerd.v1.WatchResponse
+	28, // 50: breakerd.v1.BreakerService.Events:output_type -> breakerd.v1.EventsResponse
+	30, // 51: breakerd.v1.BreakerService.GetPolicy:output_type -> breakerd.v1.GetPolicyResponse
+	42, // [42:52] is the sub-list for method output_type
+	32, // [32:42] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_breakerd_v1_breaker_proto_init() }
