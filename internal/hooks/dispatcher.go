@@ -332,16 +332,24 @@ func (d *Dispatcher) ensureGroup(ctx context.Context, h *hookState, key string) 
 	// with nothing to say, and would never expire.
 	err := d.rdb.XGroupCreate(ctx, key, h.group, h.start).Err()
 	switch {
-	case err == nil, err != nil && strings.HasPrefix(err.Error(), "BUSYGROUP"):
+	case err == nil, redis.HasErrorPrefix(err, "BUSYGROUP"):
 		h.groups[key] = true
 		return nil
-	case strings.Contains(err.Error(), "requires the key to exist") || strings.Contains(err.Error(), "no such key"):
+	case isMissingKey(err):
 		return errNoStream
 	}
 	return err
 }
 
-func isNoGroup(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOGROUP") }
+func isNoGroup(err error) bool { return redis.HasErrorPrefix(err, "NOGROUP") }
+
+// isMissingKey reports Redis's refusal of XGROUP CREATE on a key that does
+// not exist: a plain ERR reply, told apart only by its words.
+func isMissingKey(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) &&
+		(strings.Contains(re.Error(), "requires the key to exist") || strings.Contains(re.Error(), "no such key"))
+}
 
 // process delivers what is waiting for h on breaker's stream: entries
 // pending past MinIdle on any consumer (with claim), then new ones.

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -689,7 +688,7 @@ func IsUnavailable(err error) bool {
 	var re redis.Error
 	if errors.As(err, &re) {
 		for _, p := range unavailablePrefixes {
-			if strings.HasPrefix(re.Error(), p) {
+			if redis.HasErrorPrefix(err, p) {
 				return true
 			}
 		}

@@ -943,6 +943,10 @@ func wireWait(retryAfter, deadline time.Duration) (retryMs, deadlineMs int64) {
 	return retryMs, deadlineMs
 }
 
+// ErrAllow is wrapped by Call's error when Allow itself failed (fn was
+// not run), so that a caller can tell it from fn's own failure.
+var ErrAllow = errors.New("client: allow")
+
 // Call asks breakerd, runs fn if allowed, and records fn's outcome as the
 // classifier reads its error. It returns fn's error unchanged, or, when
 // the call was denied, a *CircuitOpenError or *ProbeInFlightError without
@@ -953,12 +957,12 @@ func wireWait(retryAfter, deadline time.Duration) (retryMs, deadlineMs int64) {
 // call was the fleet's probe, Call records OUTCOME_CANCELED instead (also
 // when fn panics), which releases the lease at once without a verdict. A
 // deadline that passed is not a cancellation: it is recorded (TIMEOUT). Other errors: Allow's, wrapped ("client:
-// allow web_search: ..."), with fn not run; a failure to Record (other
+// allow web_search: ...", wrapping ErrAllow), with fn not run; a failure to Record (other
 // than breakerd being unreachable) joined to fn's result.
 func (c *Client) Call(ctx context.Context, breaker string, fn func(ctx context.Context) error) error {
 	p, err := c.Allow(ctx, breaker)
 	if err != nil {
-		return fmt.Errorf("client: allow %q: %w", breaker, err)
+		return fmt.Errorf("%w %q: %w", ErrAllow, breaker, err)
 	}
 	if !p.Allowed() {
 		return DeniedError(p)

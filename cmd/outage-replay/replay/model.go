@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/breakerd/breakerd/internal/breaker"
+	"github.com/breakerd/breakerd/internal/quorum"
 	"github.com/breakerd/breakerd/pkg/client"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -176,78 +178,72 @@ func (noGuard) call(ctx context.Context, fn func(context.Context) error) (bool, 
 }
 func (noGuard) probes() int { return 0 }
 
-// runBreaker is a breaker that lives for one run (arms 2 and 3): the
-// same rules as breakerd's (Threshold consecutive counted failures open
-// it; a cooldown from CooldownBase doubling to CooldownCap, then one
-// probe) but no quorum, no jitter and no memory beyond the run. A run is
-// one goroutine, so it needs no lock. pkg/client keeps its own local
-// breaker private (it is the fallback for an unreachable breakerd), so
-// the replay has this small one.
+// runBreaker is a breaker that lives for one run (arms 2 and 3):
+// breakerd's own machine (internal/breaker) in a table of its own, with
+// the fleet's threshold and cooldowns but a quorum of one worker (the
+// run), no jitter and no memory beyond the run. A run is one goroutine,
+// so it needs no lock; the table keeps its time on the run's schedule.
 type runBreaker struct {
-	cfg     Config
 	now     func() time.Duration
-	fails   int
-	level   int // failed probes since it opened
-	open    bool
-	probeAt time.Duration
-	probing bool
+	t       *breaker.Table
+	p       breaker.Params
 	nProbes int
-	last    string
 }
 
-func (b *runBreaker) cooldown() time.Duration {
-	cd := b.cfg.CooldownBase
-	for range b.level {
-		cd *= 2
-		if cd >= b.cfg.CooldownCap {
-			return b.cfg.CooldownCap
-		}
-	}
-	return cd
+// runEpoch is the run schedule's start on the table's clock (ms): the
+// machine reads 0 as "never".
+const runEpoch = int64(1_000_000)
+
+func newRunBreaker(cfg Config, now func() time.Duration) *runBreaker {
+	return &runBreaker{now: now, t: breaker.NewTable(), p: breaker.Params{
+		Rule:         quorum.Rule{Threshold: int64(cfg.Threshold), MinWorkers: 1, RateLimitTrips: int64(cfg.Threshold)},
+		CooldownBase: cfg.CooldownBase.Milliseconds(), CooldownCap: cfg.CooldownCap.Milliseconds(),
+		ProbeTimeout: cfg.ProbeTimeout.Milliseconds(), Retention: (24 * time.Hour).Milliseconds()}}
+}
+
+// ms is the run's time on the table's clock.
+func (b *runBreaker) ms() int64 { return runEpoch + b.now().Milliseconds() }
+
+// verdict is the machine's read rule for the run now.
+func (b *runBreaker) verdict() breaker.Verdict {
+	return b.t.Read(searchTool, b.ms()).Verdict(breaker.Query{Now: b.ms()})
 }
 
 // unavailable reports an open circuit whose probe is not yet due (what
 // Run.Available leaves out).
-func (b *runBreaker) unavailable() bool { return b.open && b.now() < b.probeAt }
+func (b *runBreaker) unavailable() bool {
+	vd := b.verdict()
+	return vd.Denied() && !vd.Due
+}
 
 func (b *runBreaker) call(ctx context.Context, fn func(context.Context) error) (bool, error) {
-	if b.unavailable() {
-		return true, &client.CircuitOpenError{Breaker: searchTool, Reason: b.reason(),
-			RetryAfter: b.probeAt - b.now()}
-	}
-	b.probing = b.open
-	if b.probing {
+	res, v, _ := b.t.Apply(searchTool, b.p, breaker.Call{Op: breaker.OpAllow, Actor: "run", Token: "probe"}, b.ms())
+	switch res.Decision {
+	case pb.Decision_DECISION_ALLOWED:
+	case pb.Decision_DECISION_PROBE:
 		b.nProbes++
+	default:
+		return true, &client.CircuitOpenError{Breaker: searchTool, Reason: b.reason(),
+			RetryAfter: time.Duration(res.RetryAfter) * time.Millisecond}
 	}
 	err := fn(ctx)
-	res, ok := client.DefaultClassifier(ctx, err)
-	if !ok {
-		return false, err
+	r, ok := client.DefaultClassifier(ctx, err)
+	if !ok { // not an outcome (the run's own context ended): hand the probe back
+		r.Outcome = pb.Outcome_OUTCOME_CANCELED
 	}
-	failed, success := false, res.Outcome == pb.Outcome_OUTCOME_SUCCESS
-	switch res.Outcome {
-	case pb.Outcome_OUTCOME_TRANSPORT, pb.Outcome_OUTCOME_TIMEOUT, pb.Outcome_OUTCOME_SERVER_ERROR, pb.Outcome_OUTCOME_MALFORMED_OUTPUT:
-		failed, b.last = true, res.Message
+	ev, _ := quorum.Classify(r.Outcome, r.RetryAfter, r.Deadline)
+	lease := ""
+	if res.Decision == pb.Decision_DECISION_PROBE {
+		lease = "probe"
 	}
-	switch {
-	case b.probing && failed:
-		b.level++
-		b.probeAt = b.now() + b.cooldown()
-	case success:
-		b.open, b.fails, b.level = false, 0, 0
-	case failed && !b.probing:
-		b.fails++
-		if b.fails >= b.cfg.Threshold {
-			b.open, b.level, b.fails = true, 0, 0
-			b.probeAt = b.now() + b.cooldown()
-		}
-	}
-	b.probing = false
+	b.t.Apply(searchTool, b.p, breaker.Call{Op: breaker.OpRecord, Actor: "run", Evidence: ev,
+		Ticket: breaker.Ticket{Gen: v.Gen, Lease: lease}, Last: breaker.Describe(r.Outcome, r.Latency, r.RetryAfter, r.Deadline, 0, r.Message)}, b.ms())
 	return false, err
 }
 
+// reason is the machine's reason for the open circuit, for this run.
 func (b *runBreaker) reason() string {
-	return fmt.Sprintf("%s failing: %d consecutive failures in this run, last: %s", searchTool, b.cfg.Threshold, b.last)
+	return breaker.StateReason(searchTool, b.t.Read(searchTool, b.ms())) + " (in this run)"
 }
 
 // perRunGuard is arms 2 and 3: a runBreaker; with remove, an open circuit
@@ -332,9 +328,9 @@ func (g *fleetCallGuard) probes() int { return 0 }
 var errBreakerd = errors.New("breakerd")
 
 // unlessAllowError passes a call's own error through, and turns an error
-// from Allow itself ("client: allow ...") into errBreakerd.
+// from Allow itself (client.ErrAllow) into errBreakerd.
 func unlessAllowError(err error) error {
-	if err != nil && strings.HasPrefix(err.Error(), "client: allow ") {
+	if errors.Is(err, client.ErrAllow) {
 		return fmt.Errorf("%w: %v", errBreakerd, err)
 	}
 	return err

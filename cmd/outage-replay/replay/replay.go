@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -155,7 +156,9 @@ type Report struct {
 	// virtual: the replay ran on a virtual clock (an in-process daemon),
 	// so Lag is 0 whatever the machine's load.
 	virtual bool
-	Rows    []Row
+	// policyOff: a warning says the daemon's policy is not the replay's.
+	policyOff bool
+	Rows      []Row
 	// Elapsed is the replay's wall-clock time.
 	Elapsed time.Duration
 	// Lag is the most any run fell behind its schedule (incident time): a
@@ -285,7 +288,7 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 	newGuard := func(a *armRun, run int, sched *schedule) guard {
 		switch a.arm {
 		case ArmPerRunFailFast, ArmPerRunRemove:
-			b := &runBreaker{cfg: cfg, now: func() time.Duration { return sched.t }}
+			b := newRunBreaker(cfg, func() time.Duration { return sched.t })
 			return &perRunGuard{b: b, remove: a.arm == ArmPerRunRemove}
 		case ArmFleetRemove, ArmFleetRemoveCheck, ArmFleetWindow, ArmFleetSlow:
 			return &fleetRunGuard{run: client.NewRun(a.clients[run%len(a.clients)]),
@@ -431,7 +434,10 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 				rec.CheckRequests, rec.MaxPerMinute = len(seen), maxInWindow(seen, time.Minute)
 			}
 			row.Recovery = rec
-			rep.Warnings = append(rep.Warnings, policyWarnings(cfg, row)...)
+			for _, w := range policyWarnings(cfg, row) {
+				rep.Warnings = append(rep.Warnings, w.Error())
+				rep.policyOff = rep.policyOff || errors.Is(w, errPolicy)
+			}
 		}
 		rep.Rows = append(rep.Rows, row)
 	}
@@ -444,20 +450,21 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 
 // policyWarnings says when a fleet arm's breaker did not behave as the
 // replay's policy makes it: an external daemon without --print-policy's
-// file, or a client that answered from its fallback.
-func policyWarnings(cfg Config, row Row) []string {
-	var out []string
+// file (those wrap errPolicy), or a client that answered from its
+// fallback.
+func policyWarnings(cfg Config, row Row) []error {
+	var out []error
 	if n := row.ClientWire.Errors; n > 0 {
-		out = append(out, fmt.Sprintf("arm %d: %d breakerd RPCs failed; the client's local fallback decided those calls", row.Arm, n))
+		out = append(out, fmt.Errorf("arm %d: %d breakerd RPCs failed; the client's local fallback decided those calls", row.Arm, n))
 	}
 	// The new arms' policies show in every answer, tripped or not: a daemon
 	// without --print-policy's file would make them never open, silently.
 	if last := row.Wire.Last; last != nil {
 		if row.Arm == ArmFleetWindow && !last.GetWindowMode() {
-			out = append(out, fmt.Sprintf("arm %d: %v: its breaker is not in window mode (see --print-policy)", row.Arm, errPolicy))
+			out = append(out, fmt.Errorf("arm %d: %w: its breaker is not in window mode (see --print-policy)", row.Arm, errPolicy))
 		}
 		if want := cfg.scaledMs(cfg.SlowCall); row.Arm == ArmFleetSlow && last.GetSlowCallMs() != want {
-			out = append(out, fmt.Sprintf("arm %d: %v: its breaker's slow_call is %dms, the replay's is %dms (see --print-policy)",
+			out = append(out, fmt.Errorf("arm %d: %w: its breaker's slow_call is %dms, the replay's is %dms (see --print-policy)",
 				row.Arm, errPolicy, last.GetSlowCallMs(), want))
 		}
 	}
@@ -466,22 +473,22 @@ func policyWarnings(cfg Config, row Row) []string {
 		if cfg.FailRate < 1 || cfg.SlowOutage > 0 {
 			return out // a partial or slow outage need not trip every arm
 		}
-		return append(out, fmt.Sprintf("arm %d: the fleet breaker never opened", row.Arm))
+		return append(out, fmt.Errorf("arm %d: the fleet breaker never opened", row.Arm))
 	}
 	if row.Arm == ArmFleetWindow {
 		// A window's trip is judged by its rate: only the quorum shows.
 		if trip.GetDistinctWorkers() < int64(cfg.Quorum) {
-			out = append(out, fmt.Sprintf("arm %d: %v: it opened on failures from %d workers, the replay's quorum is %d (see --print-policy)",
+			out = append(out, fmt.Errorf("arm %d: %w: it opened on failures from %d workers, the replay's quorum is %d (see --print-policy)",
 				row.Arm, errPolicy, trip.GetDistinctWorkers(), cfg.Quorum))
 		}
 	} else if trip.GetFailures() < int64(cfg.Threshold) || trip.GetDistinctWorkers() < int64(cfg.Quorum) {
-		out = append(out, fmt.Sprintf("arm %d: %v: it opened after %d failures from %d workers, the replay's threshold is %d from %d (see --print-policy)",
+		out = append(out, fmt.Errorf("arm %d: %w: it opened after %d failures from %d workers, the replay's threshold is %d from %d (see --print-policy)",
 			row.Arm, errPolicy, trip.GetFailures(), trip.GetDistinctWorkers(), cfg.Threshold, cfg.Quorum))
 	}
 	lo := cfg.scaled(cfg.CooldownBase).Milliseconds()
 	hi := int64(float64(lo)*(1+cfg.Jitter)) + 2
 	if cd := trip.GetCooldownMs(); cd < lo || cd > hi {
-		out = append(out, fmt.Sprintf("arm %d: %v: its first cooldown was %dms, the replay's is %dms to %dms (see --print-policy)",
+		out = append(out, fmt.Errorf("arm %d: %w: its first cooldown was %dms, the replay's is %dms to %dms (see --print-policy)",
 			row.Arm, errPolicy, cd, lo, hi))
 	}
 	return out
@@ -617,10 +624,8 @@ var ErrPolicy = errPolicy
 // Err returns an error wrapping ErrPolicy when a warning says the daemon's
 // policy is not the replay's; nil otherwise.
 func (r *Report) Err() error {
-	for _, w := range r.Warnings {
-		if strings.Contains(w, errPolicy.Error()) {
-			return fmt.Errorf("%w: start breakerd with --config and outage-replay --print-policy's file", errPolicy)
-		}
+	if r.policyOff {
+		return fmt.Errorf("%w: start breakerd with --config and outage-replay --print-policy's file", errPolicy)
 	}
 	return nil
 }

@@ -255,7 +255,7 @@ func TestConfigValidate(t *testing.T) {
 func TestRunBreaker(t *testing.T) {
 	cfg := Default()
 	var now time.Duration
-	b := &runBreaker{cfg: cfg, now: func() time.Duration { return now }}
+	b := newRunBreaker(cfg, func() time.Duration { return now })
 	fail := func(context.Context) error { return errHTTP503 }
 	ok := func(context.Context) error { return nil }
 	ctx := context.Background()
@@ -280,13 +280,14 @@ func TestRunBreaker(t *testing.T) {
 	if denied, _ := b.call(ctx, fail); denied || b.nProbes != 1 {
 		t.Fatalf("probe due: denied %v, probes %d", denied, b.nProbes)
 	}
-	if got := b.probeAt - now; got != cfg.CooldownBase*2 {
-		t.Errorf("after a failed probe the next is in %s, want %s", got, cfg.CooldownBase*2)
+	next := time.Duration(b.verdict().Until-b.ms()) * time.Millisecond
+	if next != cfg.CooldownBase*2 {
+		t.Errorf("after a failed probe the next is in %s, want %s", next, cfg.CooldownBase*2)
 	}
 	// a successful probe closes it
-	now = b.probeAt
-	if denied, _ := b.call(ctx, ok); denied || b.open || b.nProbes != 2 {
-		t.Fatalf("successful probe: denied %v, open %v, probes %d", denied, b.open, b.nProbes)
+	now += next
+	if denied, _ := b.call(ctx, ok); denied || b.unavailable() || b.t.Read(searchTool, b.ms()).State != "closed" || b.nProbes != 2 {
+		t.Fatalf("successful probe: denied %v, state %q, probes %d", denied, b.t.Read(searchTool, b.ms()).State, b.nProbes)
 	}
 }
 
