@@ -272,7 +272,7 @@ func printStatus(w io.Writer, s *pb.BreakerState, last *pb.Event) error {
 		row("slow calls", fmt.Sprintf("%d slower than %s", s.GetSlowCalls(), dur(lim)))
 	}
 	if g := s.GetGroup(); g != "" {
-		row("group", fmt.Sprintf("%s: %d of %d known breakers open (max_open_fraction %v)", g, s.GetGroupOpen(), s.GetGroupKnown(), s.GetMaxOpenFraction()))
+		row("group", fmt.Sprintf("%s: %d of %d members open, %d holding state (max_open_fraction %v)", g, s.GetGroupOpen(), s.GetGroupMembers(), s.GetGroupKnown(), s.GetMaxOpenFraction()))
 	}
 	if s.GetOpenFractionCapped() {
 		row("open-fraction cap", "a trip was stopped: the trip rule was met, but the group was at its cap; the breaker stays closed until a success ends its run or the group has room")

@@ -617,7 +617,8 @@ func TestStatusShowsTheOpenFractionCap(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		p := policy.Default()
 		p.Threshold, p.MinWorkers = 1, 1
-		g := policy.Group{Name: b.Prefix + "grp", Match: b.Breaker("g:*"), MaxOpenFraction: 0.5}
+		first, second := b.Breaker("g:a"), b.Breaker("g:b")
+		g := policy.Group{Name: b.Prefix + "grp", Members: []string{first, second}, MaxOpenFraction: 0.5}
 		known, open := store.GroupKeys(g.Name)
 		t.Cleanup(func() { _ = b.Client.Del(context.Background(), known, open).Err() })
 		d := daemontest.Start(t, b, store.Options{Rand: func() float64 { return 0 }, Policies: policy.NewSet(p).WithGroups(g)})
@@ -637,18 +638,17 @@ func TestStatusShowsTheOpenFractionCap(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		first, second := b.Breaker("g:a"), b.Breaker("g:b")
 		fail(first)  // the first trip in the group: open
 		fail(second) // 2 of 2 would be open, more than half: capped
 		env := at(d)
 		st := must(t, env, "status", second).stdout
-		if !strings.Contains(st, "group:") || !strings.Contains(st, g.Name+": 1 of 2 known breakers open (max_open_fraction 0.5)") ||
+		if !strings.Contains(st, "group:") || !strings.Contains(st, g.Name+": 1 of 2 members open, 2 holding state (max_open_fraction 0.5)") ||
 			!strings.Contains(st, "open-fraction cap:") || !strings.Contains(st, "open_fraction_cap") {
 			t.Errorf("status %s lacks the group's counts, the cap or its event:\n%s", second, st)
 		}
 		js := decode[stateView](t, must(t, env, "status", second, "--json").stdout)
-		if js.State != "closed" || !js.OpenFractionCapped || js.Group != g.Name || js.GroupKnown != 2 || js.GroupOpen != 1 || js.MaxOpenFraction != 0.5 {
-			t.Errorf("status --json = %+v, want closed, capped, group %s with 2 known 1 open", js, g.Name)
+		if js.State != "closed" || !js.OpenFractionCapped || js.Group != g.Name || js.GroupMembers != 2 || js.GroupKnown != 2 || js.GroupOpen != 1 || js.MaxOpenFraction != 0.5 {
+			t.Errorf("status --json = %+v, want closed, capped, group %s with 2 members, 2 known, 1 open", js, g.Name)
 		}
 		if ls := must(t, env, "list").stdout; !strings.Contains(ls, "trip stopped by the open-fraction cap of group "+g.Name) {
 			t.Errorf("list lacks the capped breaker's reason:\n%s", ls)

@@ -55,6 +55,7 @@ type stateView struct {
 type CapView struct {
 	Group              string  `json:"group"`
 	MaxOpenFraction    float64 `json:"max_open_fraction"`
+	GroupMembers       int64   `json:"group_members"`
 	GroupKnown         int64   `json:"group_known"`
 	GroupOpen          int64   `json:"group_open"`
 	OpenFractionCapped bool    `json:"open_fraction_capped"`
@@ -96,7 +97,7 @@ func viewState(s *pb.BreakerState) stateView {
 		Parent: s.GetParent(), Shadow: s.GetShadow(), ShadowSetting: shadowSettingName(s.GetShadowSetting()),
 	}
 	if s.GetGroup() != "" {
-		v.CapView = &CapView{Group: s.GetGroup(), MaxOpenFraction: s.GetMaxOpenFraction(), GroupKnown: s.GetGroupKnown(),
+		v.CapView = &CapView{Group: s.GetGroup(), MaxOpenFraction: s.GetMaxOpenFraction(), GroupMembers: s.GetGroupMembers(), GroupKnown: s.GetGroupKnown(),
 			GroupOpen: s.GetGroupOpen(), OpenFractionCapped: s.GetOpenFractionCapped()}
 	}
 	if s.GetShadow() {

@@ -68,6 +68,9 @@ type Params struct {
 	// MaxOpenPPM is the breaker's group's max_open_fraction in millionths
 	// (cap.go): 0 when the breaker is in no group (no cap).
 	MaxOpenPPM int64
+	// GroupMembers is how many members the breaker's group declares (the
+	// cap's denominator, cap.go); 0 when the breaker is in no group.
+	GroupMembers int64
 
 	// Shadow is the policy's shadow mode (shadow.go): decisions computed,
 	// transitions recorded, Allow always allows. An operator's setting
@@ -132,7 +135,7 @@ type Call struct {
 	// had seen this credential work, so the 401 pauses the breaker.
 	CredentialWorked bool
 	// Group is the breaker's group's index as the Record saw it (the
-	// other breakers known, and open; cap.go). Unused without a group.
+	// other members open; cap.go). Unused without a group.
 	Group GroupCounts
 
 	// Mode is a Force's mode: "open", "closed", "auto" or "shadow".

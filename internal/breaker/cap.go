@@ -5,24 +5,31 @@ import "strconv"
 // The open-fraction cap (a policy file's groups, like Envoy's
 // max_ejection_percent): a breaker may belong to a group of breakers, and
 // a trip that would leave more than the group's max_open_fraction of the
-// group's known breakers open is recorded and alerted (open_fraction_cap)
-// but not enforced: the breaker stays closed. A fault in the breakers' own
-// inputs (a bad deploy of the workers, a broken network on their side)
-// then cannot darken a whole fleet's tools at once.
+// group's members open is recorded and alerted (open_fraction_cap) but not
+// enforced: the breaker stays closed. A fault in the breakers' own inputs
+// (a bad deploy of the workers, a broken network on their side) then
+// cannot darken a whole fleet's tools at once.
 //
-// The group's index (store: brk:grp:{<group>}:known and :open) holds the
-// group's known breakers (those holding state) and, of them, the open ones
-// (Denies). A Record receives the counts of the group's OTHER breakers
-// (Call.Group); the breaker tripping is known (it holds a failure run) and
-// not yet open, so the rule is:
+// The share is a share of the group's declared members (the policy file
+// lists them by name: Params.GroupMembers), never of the breakers that
+// happen to hold state: a healthy member counts though it holds none, and
+// a name no group lists is in no group, so a worker cannot add members,
+// nor open ones, by naming breakers. The group's index (store:
+// brk:grp:{<group>}:open) holds its open members (Denies). A Record
+// receives the count of the group's OTHER open members (Call.Group); the
+// breaker tripping is not yet open, so the rule is:
 //
-//	capped  <=>  Open > 0  and  (Open+1) / (Known+1) > max_open_fraction
+//	capped  <=>  Open > 0  and  (Open+1) / Members > max_open_fraction
 //
 // in integers, with the fraction in millionths (Params.MaxOpenPPM):
-// (Open+1) * 1e6 > MaxOpenPPM * (Known+1). The first trip in a group is
-// never capped (Open = 0), whatever the fraction (Envoy ejects at least one
-// host too); a trip that brings the open fraction to exactly
-// max_open_fraction is not capped; max_open_fraction 1 never caps.
+// (Open+1) * 1e6 > MaxOpenPPM * Members. It reads nothing but the number
+// of members open when the trip is judged, so the k-th member to open
+// opens or not whatever the order in which the members' failures came:
+// at most max(floor(max_open_fraction * Members), 1) members are open at
+// once. The first trip in a group is never capped (Open = 0), whatever
+// the fraction (Envoy ejects at least one host too); a trip that brings
+// the open share to exactly max_open_fraction is not capped;
+// max_open_fraction 1 never caps.
 
 // The cause and the note of a capped trip.
 const (
@@ -34,13 +41,13 @@ const (
 	NoteCapped Note = "open_fraction_capped"
 )
 
-// GroupCounts are a group's index as a Record sees it: the OTHER breakers
-// of the breaker's group that hold state (Known) and, of them, those open
-// (Open: Denies). On a single Redis record.lua counts them itself, in the
-// same atomic step as the trip; on a Cluster the daemon reads them just
-// before the script (store, group.go).
+// GroupCounts are a group's index as a Record sees it: the OTHER members
+// of the breaker's group that are open (Denies). On a single Redis
+// record.lua counts them itself, in the same atomic step as the trip; on
+// a Cluster the daemon reads them just before the script (store,
+// group.go).
 type GroupCounts struct {
-	Known, Open int64
+	Open int64
 }
 
 // PPM is how many millionths make a whole: Params.MaxOpenPPM is
@@ -48,10 +55,10 @@ type GroupCounts struct {
 const PPM = 1_000_000
 
 // CapsTrip reports whether the group cap stops a trip when the group's
-// other breakers stand at g (the rule above). With no group
+// other members stand at g (the rule above). With no group
 // (MaxOpenPPM 0) it is false.
 func (p Params) CapsTrip(g GroupCounts) bool {
-	return p.MaxOpenPPM > 0 && g.Open > 0 && (g.Open+1)*PPM > p.MaxOpenPPM*(g.Known+1)
+	return p.MaxOpenPPM > 0 && g.Open > 0 && (g.Open+1)*PPM > p.MaxOpenPPM*p.GroupMembers
 }
 
 // Denies reports whether s counts as open in its group's index: open,
@@ -92,8 +99,8 @@ func (s *State) OpenAt(now int64) bool {
 // cause: true when it is capped, and then the breaker stays closed with
 // its counts as they are (the caller returns at once). The first capped
 // trip since the breaker's runs last ended (a fast success, or a
-// transition) raises open_fraction_cap, its note "<cause>:<open>:<known>"
-// (the counts with this breaker: Open+1 of Known+1 if it had tripped);
+// transition) raises open_fraction_cap, its note "<cause>:<open>:<members>"
+// (Open+1 of the group's members open had it tripped);
 // later ones only answer NoteCapped.
 func (st *step) capTrip(cause Cause) bool {
 	g := st.c.Group
@@ -106,13 +113,13 @@ func (st *step) capTrip(cause Cause) bool {
 		s.Capped = true
 		st.res.Wrote = true
 		st.emit("open_fraction_cap", "closed", "closed", CauseOpenFractionCap, st.now)
-		st.events[len(st.events)-1].Note = CapNote(cause, g)
+		st.events[len(st.events)-1].Note = CapNote(cause, g, st.p.GroupMembers)
 	}
 	return true
 }
 
 // CapNote is an open_fraction_cap event's note: the trip's cause and the
-// group's counts had it tripped, "trip:3:4" (3 of 4 known breakers open).
-func CapNote(cause Cause, g GroupCounts) string {
-	return string(cause) + ":" + strconv.FormatInt(g.Open+1, 10) + ":" + strconv.FormatInt(g.Known+1, 10)
+// group's counts had it tripped, "trip:3:4" (3 of its 4 members open).
+func CapNote(cause Cause, g GroupCounts, members int64) string {
+	return string(cause) + ":" + strconv.FormatInt(g.Open+1, 10) + ":" + strconv.FormatInt(members, 10)
 }

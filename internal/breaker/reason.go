@@ -140,7 +140,7 @@ func eventReason(name string, e Event) string {
 			r += ": " + e.Note
 		}
 		return r
-	case CauseForced:
+	case CauseForced, CauseStateLost:
 		return e.Note
 	case CauseOpenFractionCap:
 		return CapReason(name, e.Note)
@@ -330,7 +330,7 @@ func Human(d time.Duration) string {
 }
 
 // CapReason says what an open_fraction_cap event means, from its note
-// (CapNote: "<cause>:<open>:<known>").
+// (CapNote: "<cause>:<open>:<members>").
 func CapReason(name, note string) string {
 	parts := strings.SplitN(note, ":", 3)
 	if len(parts) != 3 {
@@ -340,7 +340,7 @@ func CapReason(name, note string) string {
 	if !ok {
 		on = "(" + parts[0] + ")"
 	}
-	return fmt.Sprintf("%s: a trip %s was stopped by its group's open-fraction cap: %s of the group's %s known breakers "+
+	return fmt.Sprintf("%s: a trip %s was stopped by its group's open-fraction cap: %s of the group's %s members "+
 		"would have been open, more than its max_open_fraction; the breaker stays closed (recorded, not enforced). "+
 		"Many breakers tripping at once often means a fault on the callers' side", name, on, parts[1], parts[2])
 }

@@ -52,6 +52,7 @@ const (
 	CauseSlow            Cause = "slow"             // slow_call_threshold consecutive slow calls (or slow_call_rate of a window) from a quorum
 	CauseSlowSuspect     Cause = "slow_suspect"     // the slow calls past the limit all came from one worker
 	CauseShadow          Cause = "shadow"           // an operator changed the breaker's shadow setting
+	CauseStateLost       Cause = "state_lost"       // Redis forgot a state a daemon heard (an alert only; Note says what follows)
 )
 
 // State is one breaker's stored state: the fields of its Redis hash

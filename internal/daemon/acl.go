@@ -15,9 +15,10 @@ import (
 var RedisACLCommands = []struct{ Name, Why string }{
 	{"ping", "health checks, and go-redis's pub/sub keepalive"},
 	{"script|load", "loading the scripts at startup and on every health check"},
-	{"evalsha", "every decision (allow, record, force, read), recovery check (check_lease, recover), --max-breakers admission (reserve) and open-fraction group index (group)"},
+	{"evalsha", "every decision (allow, record, force, read), recovery check (check_lease, recover), --max-breakers admission (reserve), open-fraction group index (group) and state_lost alert (lost)"},
 	{"eval", "the same, when Redis lost the script (NOSCRIPT)"},
 	{"time", "the scripts and the hooks read Redis's clock"},
+	{"info", "at start and when Redis comes back: whether it may evict breakerd's keys or lost them in a restart (maxmemory-policy, AOF, run_id)"},
 	{"hgetall", "script: a breaker's state, and its recovery check lease"},
 	{"hset", "script: a breaker's state, and its recovery check lease"},
 	{"del", "script: a breaker's workers set and probe lease"},

@@ -17,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/daemontest"
 	"github.com/breakerd/breakerd/internal/hooks"
 	"github.com/breakerd/breakerd/internal/policy"
@@ -92,7 +93,7 @@ func TestRedisACL(t *testing.T) {
 	live := store.LiveKey + ":" + b.Prefix
 	t.Cleanup(func() { _ = b.Client.Del(context.Background(), live).Err() })
 	// A group, so that its index's commands run under the ACL too.
-	group := policy.Group{Name: b.Prefix + "grp", Match: b.Prefix + "*", MaxOpenFraction: 0.5}
+	group := policy.Group{Name: b.Prefix + "grp", Members: []string{b.Breaker("vendor"), b.Breaker("other")}, MaxOpenFraction: 0.5}
 	gKnown, gOpen := store.GroupKeys(group.Name)
 	t.Cleanup(func() { _ = b.Client.Del(context.Background(), gKnown, gOpen).Err() })
 	d := daemontest.StartWith(t, b, daemontest.Options{
@@ -180,6 +181,18 @@ func TestRedisACL(t *testing.T) {
 	if err := d.Store.Load(ctx); err != nil {
 		t.Errorf("Load (the health check): %v", err)
 	}
+	// The check when Redis comes back: INFO, and a lost state's alert.
+	if ks, err := d.Store.Keepings(ctx); err != nil || len(ks) == 0 || !ks[0].Told {
+		t.Errorf("Keepings (INFO) = %+v, %v", ks, err)
+	}
+	if _, err := d.Store.FindLost(ctx); err != nil {
+		t.Errorf("FindLost: %v", err)
+	}
+	lost := store.Lost{Breaker: b.Breaker("lost"), Known: breaker.State{Gen: 3, Force: "open", ForceReason: "drill", ForceBy: "alice"}}
+	if raised, err := d.Store.RaiseLost(ctx, lost, "breakerd@acltest", "the pin is put back"); err != nil || !raised {
+		t.Errorf("RaiseLost = %v, %v; want raised", raised, err)
+	}
+	t.Cleanup(func() { _ = b.Client.Del(context.Background(), store.KeysOf(lost.Breaker).Events).Err() })
 
 	// The Watch saw the transitions; the hook got them, once each.
 	var kinds []string

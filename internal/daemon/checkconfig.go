@@ -33,7 +33,7 @@ func CheckConfig(path string, names []string, stdout io.Writer) error {
 			fmt.Fprintf(stdout, "  %s\n", l)
 		}
 		if g, ok := set.GroupOf(n); ok {
-			fmt.Fprintf(stdout, "  group: %s (match %q, max_open_fraction: %v)\n", g.Name, g.Match, g.MaxOpenFraction)
+			fmt.Fprintf(stdout, "  group: %s (%d members, max_open_fraction: %v)\n", g.Name, len(g.Members), g.MaxOpenFraction)
 		}
 	}
 	switch n := len(set.Warnings()); n {

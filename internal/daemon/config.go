@@ -60,8 +60,9 @@ type Config struct {
 	// after it. Default 10s. Flag --shutdown-timeout, env
 	// BREAKERD_SHUTDOWN_TIMEOUT.
 	ShutdownTimeout time.Duration
-	// HealthInterval is how often Redis is pinged to keep the health status
-	// true. Default 5s. Flag --health-interval, env BREAKERD_HEALTH_INTERVAL.
+	// HealthInterval is how often the health check asks Redis (loading any
+	// script it lacks) to set the health status by its rule
+	// (docs/reliability.md#health). Default 5s. Flag --health-interval, env BREAKERD_HEALTH_INTERVAL.
 	HealthInterval time.Duration
 	// LogFormat is text or json. Default text. Flag --log-format, env
 	// BREAKERD_LOG_FORMAT.

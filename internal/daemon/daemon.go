@@ -120,6 +120,7 @@ type parts struct {
 	g         *grpc.Server
 	hs        *health.Server
 	conns     *limits.Conns
+	keeper    *keeper
 	inMemory  bool // answers from memory while Redis is away
 }
 
@@ -127,7 +128,7 @@ type parts struct {
 // hooks, the recovery checker and the gRPC server under the listener
 // limits. It opens nothing that must be closed but the store (d.st).
 func assemble(c Config, log *slog.Logger, rdb redis.UniversalClient, channel string, policies *policy.Set, policySum *[sha256.Size]byte) (*parts, error) {
-	d := &parts{inMemory: c.RedisOutage != "unavailable"}
+	d := &parts{inMemory: c.RedisOutage != "unavailable", keeper: newKeeper(log, daemonID())}
 	outage := store.OutageMemory
 	if !d.inMemory {
 		outage = store.OutageUnavailable
@@ -137,13 +138,14 @@ func assemble(c Config, log *slog.Logger, rdb redis.UniversalClient, channel str
 		Channel: channel, Outage: outage, MaxBreakers: c.MaxBreakers, Log: log, OnOutage: func(node string, down bool) {
 			logOutage(log, node, down)
 			degraded(d.st.Degraded())
-		}})
+		}, OnLost: d.keeper.onLost})
 	err := d.build(c, log, rdb, policySum)
 	if err != nil {
 		d.st.Close()
 		return nil, err
 	}
 	degraded = d.op.m.SetDegraded
+	d.keeper.st, d.keeper.m = d.st, d.op.m
 	return d, nil
 }
 
@@ -190,7 +192,7 @@ func (d *parts) build(c Config, log *slog.Logger, rdb redis.UniversalClient, pol
 			d.reloaders = append(d.reloaders, r)
 		}
 	}
-	if d.checker, err = recovery.New(recovery.Options{Store: d.st, ID: daemonID(), Log: log, Registerer: op.reg}); err != nil {
+	if d.checker, err = recovery.New(recovery.Options{Store: d.st, ID: d.keeper.id, Log: log, Registerer: op.reg}); err != nil {
 		return err
 	}
 	d.hub.Observe(d.checker.Observe)
@@ -282,8 +284,10 @@ func (d *parts) background(ctx context.Context, c Config, log *slog.Logger) (wai
 	hubDone := make(chan error, 1)
 	go func() { hubDone <- d.hub.Run(ctx, nil) }()
 	checksDone := make(chan struct{})
+	keeperDone := make(chan struct{})
 	hooksDone := make(chan error, 1)
 	wait = func() {
+		<-keeperDone
 		if err := <-hubDone; err != nil && !errors.Is(err, context.Canceled) {
 			log.Warn("event hub ended with an error", "err", err)
 		}
@@ -294,12 +298,15 @@ func (d *parts) background(ctx context.Context, c Config, log *slog.Logger) (wai
 	// Before health can turn SERVING: SIGHUP is handled from then on.
 	if err := d.op.start(ctx, c, log, d.reloaders, d.conns); err != nil {
 		close(checksDone)
+		close(keeperDone)
 		hooksDone <- nil
 		return wait, err
 	}
 	// The first check runs before the daemon serves, so that scripts are
 	// loaded before the first call when Redis is up; later ones poll.
-	checkHealth := healthChecker(ctx, d.st, d.hs, c.HealthInterval, log, d.op.m.SetDegraded, d.inMemory)
+	go func() { defer close(keeperDone); d.keeper.run(ctx) }()
+	checkHealth := healthChecker(ctx, healthDeps{st: d.st, hs: d.hs, every: c.HealthInterval, log: log,
+		degraded: d.op.m.SetDegraded, inMemory: d.inMemory, redisBack: d.keeper.check})
 	checkHealth()
 	go pollHealth(ctx, checkHealth, c.HealthInterval)
 	go func() { defer close(checksDone); runRecoveryChecks(ctx, d.hub.Live(), d.checker, d.st, log) }()
@@ -485,36 +492,54 @@ func redisPassword(c Config, log *slog.Logger) (string, error) {
 // decision scripts are safe to run twice (internal/store/lost.go).
 const RedisRetries = 1
 
-// healthChecker returns a check that flips the health status to SERVING
-// once Redis answers and every script is loaded, and back to NOT_SERVING
-// while Redis is away, unless the daemon answers from memory then
-// (inMemory: it stays SERVING, degraded). Each check is bounded by every.
-func healthChecker(ctx context.Context, st *store.Store, hs *health.Server, every time.Duration, log *slog.Logger, degraded func(bool), inMemory bool) func() {
-	serving, up := false, false
+// healthDeps are what the health check reads and sets.
+type healthDeps struct {
+	st       *store.Store
+	hs       *health.Server
+	every    time.Duration // bounds each check
+	log      *slog.Logger
+	degraded func(bool) // breakerd_degraded
+	inMemory bool       // --redis-outage memory: the daemon answers while Redis is away
+	// redisBack runs when Redis answers first, and whenever it comes back
+	// (unreachable before, or lacking the scripts: a restart).
+	redisBack func(context.Context)
+}
+
+// healthChecker returns a check that loads any script Redis lacks and sets
+// the health status by one rule, the same at start and later
+// (docs/reliability.md#health): SERVING while the daemon answers calls,
+// i.e. while Redis answers, or always with inMemory (answering from memory,
+// degraded, while Redis is away); NOT_SERVING otherwise. Each check is
+// bounded by every.
+func healthChecker(ctx context.Context, h healthDeps) func() {
+	first, up, serving := true, false, false
 	return func() {
-		cctx, cancel := context.WithTimeout(ctx, every)
-		loaded, err := st.Check(cctx)
-		cancel()
-		if loaded > 0 && serving { // at start, loading them is the plan, not news
-			log.Info("redis lacked scripts (restart, SCRIPT FLUSH or failover): reloaded", "scripts", loaded)
+		cctx, cancel := context.WithTimeout(ctx, h.every)
+		loaded, err := h.st.Check(cctx)
+		if err == nil && (!up || loaded > 0) {
+			if loaded > 0 && !first { // at start, loading them is the plan, not news
+				h.log.Info("redis lacked scripts (restart, SCRIPT FLUSH or failover): reloaded", "scripts", loaded)
+			}
+			h.redisBack(cctx)
 		}
+		cancel()
 		if ctx.Err() != nil {
 			return
 		}
-		switch {
-		case err == nil && !serving:
-			server.SetServing(hs, true)
-			serving = true
-			log.Info("redis ready: health SERVING")
-		case err != nil && serving && !inMemory:
-			server.SetServing(hs, false)
-			serving = false
-			log.Error("redis unreachable: health NOT_SERVING", "err", err)
-		case err != nil && up && inMemory:
-			log.Error("redis unreachable: health stays SERVING, answering from memory (degraded)", "err", err)
+		if want := err == nil || h.inMemory; want != serving || first {
+			server.SetServing(h.hs, want)
+			serving = want
 		}
-		up = err == nil
-		degraded(!up || st.Degraded())
+		switch {
+		case err == nil && !up:
+			h.log.Info("redis ready: health SERVING")
+		case err != nil && (up || first) && h.inMemory:
+			h.log.Error("redis unreachable: health SERVING, answering from memory (degraded) until it answers", "err", err)
+		case err != nil && (up || first):
+			h.log.Error("redis unreachable: health NOT_SERVING until it answers", "err", err)
+		}
+		first, up = false, err == nil
+		h.degraded(!up || h.st.Degraded())
 	}
 }
 

@@ -113,11 +113,14 @@ func (o *operate) start(ctx context.Context, c Config, log *slog.Logger, rs []*f
 // logEvent logs one fleet event as heard on the live feed. Every replica
 // hears (and logs) every event: event_id tells duplicates apart.
 func logEvent(log *slog.Logger, e *pb.Event) {
-	who := "worker"
-	if e.GetKind() == pb.EventKind_EVENT_KIND_FORCED {
+	who, msg := "worker", "breaker "+metrics.StateLabel(e.GetTo())
+	switch e.GetKind() {
+	case pb.EventKind_EVENT_KIND_FORCED:
 		who = "operator"
+	case pb.EventKind_EVENT_KIND_STATE_LOST: // from: the state a daemon heard; to: what Redis holds
+		who, msg = "daemon", "breaker state lost by redis"
 	}
-	log.Info("breaker "+metrics.StateLabel(e.GetTo()),
+	log.Info(msg,
 		"breaker", e.GetBreaker(),
 		"kind", breaker.EnumName(e.GetKind()),
 		"from", metrics.StateLabel(e.GetFrom()),

@@ -428,7 +428,7 @@ func TestOperateFlagsAndEnvironment(t *testing.T) {
 // and the groups in force stay.
 func TestPolicyReloadRejectsABadGroupAndKeepsTheOldGroups(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "policy.yaml")
-	writeFile(t, path, "groups:\n  - {name: search, match: \"search:*\", max_open_fraction: 0.5}\n")
+	writeFile(t, path, "groups:\n  - {name: search, members: [\"search:web\"], max_open_fraction: 0.5}\n")
 	set, sum, err := readPolicy(path)
 	if err != nil {
 		t.Fatal(err)
@@ -436,7 +436,7 @@ func TestPolicyReloadRejectsABadGroupAndKeepsTheOldGroups(t *testing.T) {
 	inForce := set
 	var logs daemontest.Buffer
 	r := newPolicyReloader(path, sum, slog.New(slog.NewTextHandler(&logs, nil)), func(s *policy.Set) { inForce = s }, func(error) {})
-	writeFile(t, path, "groups:\n  - {name: search, match: \"search:*\", max_open_fraction: 1.5}\n")
+	writeFile(t, path, "groups:\n  - {name: search, members: [\"search:web\"], max_open_fraction: 1.5}\n")
 	err = r.reload(false, "file changed")
 	if err == nil || !strings.Contains(err.Error(), "groups[0].max_open_fraction: must be in (0, 1]") {
 		t.Fatalf("reload of a bad group: err %v, want one naming groups[0].max_open_fraction", err)

@@ -46,6 +46,9 @@ const (
 	// EventOpenFractionCap: a trip stopped by the open-fraction cap of
 	// the breaker's group (the breaker stays closed).
 	EventOpenFractionCap = "open_fraction_cap"
+	// EventStateLost: Redis lost a state a daemon heard the breaker in (a
+	// restart without persistence, an eviction, a flush).
+	EventStateLost = "state_lost"
 	// EventForced: an operator's Force (OPEN, CLOSED or AUTO).
 	EventForced = "forced"
 	// EventClosed: back to closed by itself (a probe succeeded, a forced
@@ -55,7 +58,7 @@ const (
 
 // Events lists every event name, in documentation order.
 var Events = []string{EventOpened, EventStuckOpen, EventCredentialRevoked, EventQuotaExhausted, EventSuspectWorker,
-	EventPauseExpiring, EventProbeAbandoned, EventOpenFractionCap, EventForced, EventClosed}
+	EventPauseExpiring, EventProbeAbandoned, EventOpenFractionCap, EventStateLost, EventForced, EventClosed}
 
 // EventName returns the hook event an Event is, or "" for events no hook
 // receives (a probe starting: open -> half_open, half_open -> open).
@@ -77,6 +80,8 @@ func EventName(e *pb.Event) string {
 		return EventQuotaExhausted
 	case pb.EventKind_EVENT_KIND_OPEN_FRACTION_CAP:
 		return EventOpenFractionCap
+	case pb.EventKind_EVENT_KIND_STATE_LOST:
+		return EventStateLost
 	case pb.EventKind_EVENT_KIND_TRANSITION:
 		switch {
 		case e.GetTo() == pb.State_STATE_OPEN && e.GetFrom() == pb.State_STATE_CLOSED:

@@ -78,6 +78,11 @@ type Metrics struct {
 	rpc         *rpcTimer
 	circuits    *circuits // nil without Options.Circuits
 
+	// stateLost and evictionRisk say when Redis forgets
+	// (docs/reliability.md, "Redis that forgets").
+	stateLost    prometheus.Counter
+	evictionRisk prometheus.Gauge
+
 	// shadowTransitions and shadowDecisions count shadow mode apart:
 	// what shadowed breakers would have done (never in transitions or
 	// decisions, so no alert on real opens fires on a shadow trip).
@@ -122,7 +127,11 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}},
 			[]string{"script"}),
 		degraded: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "degraded",
-			Help: "1 while Redis is unreachable: health is NOT_SERVING, decisions fail Unavailable and clients fall back to their fail-open/fail-closed choice; 0 while serving."}),
+			Help: "1 while Redis is unreachable (what the daemon answers then depends on --redis-outage: docs/reliability.md), 0 while it answers."}),
+		stateLost: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "redis_state_lost_total",
+			Help: "Breaker states this daemon heard (an open period not over, an operator's pin) that it found Redis had lost: a restart without persistence, an eviction or a flush. Each daemon counts what it finds: aggregate replicas with max, not sum."}),
+		evictionRisk: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "redis_eviction_risk",
+			Help: "1 when Redis (any master of a Cluster) may evict breakerd's keys (a maxmemory limit with a maxmemory-policy other than noeviction), as INFO said when this daemon last checked (at start and whenever Redis came back); 0 otherwise."}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "config_reloads_total",
 			Help: "Policy file reloads, by result (ok, error: the previous policy stays in force)."},
 			[]string{"result"}),
@@ -136,7 +145,7 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 		Help: "Always 1; the labels say which build of breakerd this daemon runs (version, commit, Go version)."},
 		[]string{"version", "commit", "goversion"})
 	build.WithLabelValues(bi.Version, bi.Commit, bi.GoVersion).Set(1)
-	cs := []prometheus.Collector{build, m.decisions, m.records, m.rpcErrors, m.events, m.transitions, m.shadowTransitions, m.shadowDecisions, m.scripts, m.degraded, m.reloads, m.reloadOK, m.rpc.vec}
+	cs := []prometheus.Collector{build, m.decisions, m.records, m.rpcErrors, m.events, m.transitions, m.shadowTransitions, m.shadowDecisions, m.scripts, m.degraded, m.reloads, m.reloadOK, m.rpc.vec, m.stateLost, m.evictionRisk}
 	if o.Circuits != nil {
 		m.circuits = newCircuits(o)
 		cs = append(cs, m.circuits)
@@ -238,7 +247,7 @@ func (m *Metrics) countRecord(q *pb.RecordRequest, r *pb.RecordResponse) {
 // ObserveEvent counts one event heard on the fleet's live feed.
 func (m *Metrics) ObserveEvent(e *pb.Event) {
 	m.events.WithLabelValues(breaker.EnumName(e.GetKind())).Inc()
-	if e.GetFrom() == e.GetTo() {
+	if e.GetFrom() == e.GetTo() || e.GetKind() == pb.EventKind_EVENT_KIND_STATE_LOST { // an alert about a past state, not a change
 		return
 	}
 	if e.GetShadow() {
@@ -254,6 +263,19 @@ func (m *Metrics) SetDegraded(degraded bool) {
 		m.degraded.Set(1)
 	} else {
 		m.degraded.Set(0)
+	}
+}
+
+// StateLost counts a breaker state found lost by Redis
+// (breakerd_redis_state_lost_total).
+func (m *Metrics) StateLost() { m.stateLost.Inc() }
+
+// SetEvictionRisk sets breakerd_redis_eviction_risk.
+func (m *Metrics) SetEvictionRisk(risk bool) {
+	if risk {
+		m.evictionRisk.Set(1)
+	} else {
+		m.evictionRisk.Set(0)
 	}
 }
 

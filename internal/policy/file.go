@@ -24,6 +24,7 @@ type Set struct {
 	defaultsSet map[string]bool
 	rules       []rule
 	groups      []Group
+	memberOf    map[string]int // a group member's group, by index in groups
 	warnings    []string
 }
 
@@ -118,8 +119,8 @@ func (o overrides) written() map[string]bool {
 // name, and usually to none), then the fields a section sets that its
 // policy does not read (`threshold` and `rate_limit_trips` in window mode; `window`,
 // `failure_rate` or `min_calls` in consecutive mode;
-// `recovery_check_interval` with no `recovery_check`), then the groups an
-// earlier group shadows (the first group that matches a breaker wins). They are warnings,
+// `recovery_check_interval` with no `recovery_check`), then the groups
+// that give a match pattern (ignored: a group lists its members). They are warnings,
 // not errors: the file is valid and the first match wins.
 func (s *Set) Warnings() []string { return s.warnings }
 
@@ -241,7 +242,7 @@ func shadowed(n int, pattern func(int) string) []shadowing {
 //	    alternatives: [issue_refund_manually]
 //	groups:                    # open-fraction caps (group.go)
 //	  - name: search
-//	    match: "search:*"
+//	    members: [web_search, news_search]
 //	    max_open_fraction: 0.5
 type file struct {
 	Defaults overrides   `yaml:"defaults"`
@@ -426,9 +427,9 @@ func Parse(b []byte) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.groups = groups
+	s.groups, s.memberOf = groups, indexMembers(groups)
 	s.warnings = append(append(overlaps(s.rules), inactive(f, s)...), s.warnings...)
-	s.warnings = append(s.warnings, groupOverlaps(s.groups)...)
+	s.warnings = append(s.warnings, groupPatterns(f.Groups)...)
 	return s, nil
 }
 

@@ -26,7 +26,7 @@ func (s *Server) GetPolicy(ctx context.Context, req *pb.GetPolicyRequest) (*pb.G
 	if g, ok := set.GroupOf(name); ok {
 		i := slices.IndexFunc(set.Groups(), func(x policy.Group) bool { return x.Name == g.Name })
 		res.Policy.Group, res.Policy.MaxOpenFraction = g.Name, g.MaxOpenFraction
-		res.Sources["group"] = fmt.Sprintf("groups[%d] (match %q)", i, g.Match)
+		res.Sources["group"] = fmt.Sprintf("groups[%d] (%d members)", i, len(g.Members))
 	}
 	return res, nil
 }

@@ -25,7 +25,7 @@ defaults:
   threshold: 4
   bare_rate_limit_wait: 90s
 groups:
-  - {name: search, match: "` + b.Breaker("search:*") + `", max_open_fraction: 0.5}
+  - {name: search, members: ["` + b.Breaker("search:web") + `", "` + b.Breaker("search:news") + `"], max_open_fraction: 0.5}
 breakers:
   - match: "` + b.Breaker("search:*") + `"
     cooldown_base: 10s
@@ -55,7 +55,7 @@ breakers:
 			t.Errorf("GetPolicy = %v", p)
 		}
 		want := map[string]string{"threshold": "defaults", "bare_rate_limit_wait": "defaults", "min_workers": "default",
-			"cooldown_base": `breakers[0] (match "` + b.Breaker("search:*") + `")`, "group": `groups[0] (match "` + b.Breaker("search:*") + `")`}
+			"cooldown_base": `breakers[0] (match "` + b.Breaker("search:*") + `")`, "group": "groups[0] (2 members)"}
 		for k, v := range want {
 			if got := res.GetSources()[k]; got != v {
 				t.Errorf("sources[%s] = %q, want %q", k, got, v)

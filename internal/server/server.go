@@ -119,7 +119,8 @@ func (s *Server) admit(ctx context.Context, breaker string) error {
 
 // NewGRPC returns a gRPC server carrying the service, the standard
 // grpc.health.v1 service (every name in HealthServices starting
-// NOT_SERVING: the caller flips them with SetServing once Redis answers)
+// NOT_SERVING: the caller sets them with SetServing by the daemon's health
+// rule, docs/reliability.md#health)
 // and server reflection, under the listener limits (WithListener): the
 // transport's, the cap on streams that need no token, and the per-token
 // gates, taken before a request is decoded. Serve it on a listener

@@ -632,7 +632,7 @@ func TestCheckLoadsOnlyMissingScripts(t *testing.T) {
 		if err := f.Client.ScriptFlush(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
-		check("after SCRIPT FLUSH", 9) // allow, record, force, read, recover, check_lease, reserve, group, target_lease
+		check("after SCRIPT FLUSH", 10) // allow, record, force, read, recover, check_lease, reserve, group, target_lease, lost
 		check("again", 0)
 	})
 }

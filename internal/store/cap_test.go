@@ -16,23 +16,33 @@ import (
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
-// The open-fraction cap (issue 12 §4; the rule: internal/breaker/cap.go).
-// Policy: threshold 2, min_workers 1, jitter 0; one group holding every
-// breaker of the test, max_open_fraction 0.5.
+// The open-fraction cap (the rule: internal/breaker/cap.go).
+// Policy: threshold 2, min_workers 1, jitter 0; one group of the test's
+// breakers.
 
-// capFixture returns a fixture whose breakers named f.Breaker("g:...")
-// are in one group capped at fraction, and the group.
-func capFixture(t *testing.T, b *testredis.Backend, fraction float64) (*fixture, policy.Group) {
+// capFixture returns a fixture whose breakers named f.Breaker(m), for
+// each m of members, are the members of one group capped at fraction,
+// and the group.
+func capFixture(t *testing.T, b *testredis.Backend, fraction float64, members ...string) (*fixture, policy.Group) {
 	t.Helper()
 	p := policy.Default()
 	p.Threshold, p.MinWorkers, p.Jitter = 2, 1, 0
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	g := policy.Group{Name: b.Prefix + "grp", Match: b.Breaker("g:*"), MaxOpenFraction: fraction}
+	g := policy.Group{Name: b.Prefix + "grp", Members: breakers(b, members...), MaxOpenFraction: fraction}
 	known, open := store.GroupKeys(g.Name)
 	t.Cleanup(func() { _ = b.Client.Del(context.Background(), known, open).Err() })
 	return newFixture(t, b, store.Options{Policies: policy.NewSet(p).WithGroups(g)}), g
+}
+
+// breakers returns b.Breaker(n) for each n of names.
+func breakers(b *testredis.Backend, names ...string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = b.Breaker(n)
+	}
+	return out
 }
 
 // fail records one timeout from worker on name.
@@ -55,11 +65,11 @@ func (f *fixture) capEvents(name string) []string {
 
 func TestOpenFractionCapBoundary(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		f, g := capFixture(t, b, 0.5)
+		f, g := capFixture(t, b, 0.5, "g:0", "g:1", "g:2", "g:3")
 		names := make([]string, 4)
 		for i := range names {
 			names[i] = f.Breaker(fmt.Sprintf("g:%d", i))
-			f.fail(names[i], "w1") // one failure each: 4 known breakers, none open
+			f.fail(names[i], "w1") // one failure each: 4 members known, none open
 		}
 		if st := f.get(names[0]); st.Group != g.Name || st.MaxOpenFraction != 0.5 || st.GroupKnown != 4 || st.GroupOpen != 0 {
 			t.Fatalf("Get = group %q %v, %d known %d open; want %q 0.5, 4 known 0 open", st.Group, st.MaxOpenFraction, st.GroupKnown, st.GroupOpen, g.Name)
@@ -79,7 +89,7 @@ func TestOpenFractionCapBoundary(t *testing.T) {
 		if a := f.allow(names[2], "w3"); a.Decision != pb.Decision_DECISION_ALLOWED {
 			t.Fatalf("Allow on a capped breaker = %v, want ALLOWED", a.Decision)
 		}
-		want := fmt.Sprintf("%s: a trip on consecutive failures was stopped by its group's open-fraction cap: 3 of the group's 4 known breakers "+
+		want := fmt.Sprintf("%s: a trip on consecutive failures was stopped by its group's open-fraction cap: 3 of the group's 4 members "+
 			"would have been open, more than its max_open_fraction; the breaker stays closed (recorded, not enforced). "+
 			"Many breakers tripping at once often means a fault on the callers' side", names[2])
 		if got := f.capEvents(names[2]); len(got) != 1 || got[0] != want {
@@ -110,7 +120,7 @@ func TestOpenFractionCapBoundary(t *testing.T) {
 // The first trip in a group is never capped, whatever the fraction.
 func TestOpenFractionCapFirstTrip(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		f, _ := capFixture(t, b, 0.01)
+		f, _ := capFixture(t, b, 0.01, "g:a", "g:c")
 		a, c := f.Breaker("g:a"), f.Breaker("g:c")
 		f.fail(a, "w1")
 		if r := f.fail(a, "w2"); r.State.State != pb.State_STATE_OPEN {
@@ -135,7 +145,7 @@ func TestOpenFractionCapInShadowMode(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		p := policy.Default()
 		p.Threshold, p.MinWorkers, p.Jitter, p.Shadow = 1, 1, 0, true
-		g := policy.Group{Name: b.Prefix + "grp", Match: b.Breaker("g:*"), MaxOpenFraction: 0.5}
+		g := policy.Group{Name: b.Prefix + "grp", Members: breakers(b, "g:a", "g:c"), MaxOpenFraction: 0.5}
 		known, open := store.GroupKeys(g.Name)
 		t.Cleanup(func() { _ = b.Client.Del(context.Background(), known, open).Err() })
 		f := newFixture(t, b, store.Options{Policies: policy.NewSet(p).WithGroups(g)})
@@ -164,7 +174,7 @@ func TestOpenFractionCapInShadowMode(t *testing.T) {
 // not, and a breaker whose state expires leaves it.
 func TestOpenFractionCapIndexFollowsTransitions(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		f, _ := capFixture(t, b, 1)
+		f, _ := capFixture(t, b, 1, "g:a", "g:c")
 		ctx := context.Background()
 		a, c := f.Breaker("g:a"), f.Breaker("g:c")
 		counts := func(wantKnown, wantOpen int64, when string) {
@@ -257,7 +267,11 @@ func TestHealthyPairCostGroups(t *testing.T) {
 		}
 		return out
 	}
-	groups := policy.NewSet(policy.Default()).WithGroups(policy.Group{Name: "g", Match: "g:*", MaxOpenFraction: 0.5})
+	members := []string{"g:warm-up"}
+	for i := range 10 {
+		members = append(members, fmt.Sprintf("g:%d", i))
+	}
+	groups := policy.NewSet(policy.Default()).WithGroups(policy.Group{Name: "g", Members: members, MaxOpenFraction: 0.5})
 	base := perPair(policy.NewSet(policy.Default()), "b")
 	ungrouped := perPair(groups, "b")
 	grouped := perPair(groups, "g:")
@@ -289,7 +303,11 @@ func TestOpenFractionCapConcurrent(t *testing.T) {
 		const breakers, goroutines, fraction = 40, 8, 0.25
 		p := policy.Default()
 		p.Threshold, p.MinWorkers, p.Jitter = 2, 1, 0
-		g := policy.Group{Name: b.Prefix + "grp", Match: b.Breaker("g:*"), MaxOpenFraction: fraction}
+		names := make([]string, breakers)
+		for i := range names {
+			names[i] = b.Breaker(fmt.Sprintf("g:%02d", i))
+		}
+		g := policy.Group{Name: b.Prefix + "grp", Members: names, MaxOpenFraction: fraction}
 		known, open := store.GroupKeys(g.Name)
 		t.Cleanup(func() { _ = b.Client.Del(context.Background(), known, open).Err() })
 		set := policy.NewSet(p).WithGroups(g)
@@ -299,10 +317,8 @@ func TestOpenFractionCapConcurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 		stores := []*store.Store{f1.st, st2}
-		names := make([]string, breakers)
-		for i := range names {
-			names[i] = b.Breaker(fmt.Sprintf("g:%02d", i))
-			f1.fail(names[i], "w1")
+		for _, n := range names {
+			f1.fail(n, "w1")
 		}
 		if k, o, err := f1.st.GroupStatus(context.Background(), g.Name); err != nil || k != breakers || o != 0 {
 			t.Fatalf("GroupStatus = %d known %d open %v, want %d known 0 open", k, o, err, breakers)
@@ -369,7 +385,7 @@ func TestOpenFractionCapConcurrent(t *testing.T) {
 // the breakers').
 func TestBatchGetReadsGroupCountsInOneRoundTrip(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		f, g := capFixture(t, b, 0.5)
+		f, g := capFixture(t, b, 0.5, "g:a", "g:c")
 		a, c, lone := f.Breaker("g:a"), f.Breaker("g:c"), f.Breaker("lone")
 		f.fail(a, "w1")
 		f.fail(a, "w1") // threshold 2, min_workers 1: open

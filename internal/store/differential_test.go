@@ -148,8 +148,10 @@ type dpolicy struct {
 	SlowCallThreshold int     `json:"slow_call_threshold,omitempty"`
 	SlowCallRate      float64 `json:"slow_call_rate,omitempty"`
 	// MaxOpenFraction > 0 puts each breaker in a group of its own with
-	// this cap; the group's other breakers are the steps' Known and Open.
+	// this cap and GroupMembers members (the breaker and others); the
+	// group's other breakers are the steps' Known and Open.
 	MaxOpenFraction float64 `json:"max_open_fraction,omitempty"`
+	GroupMembers    int64   `json:"group_members,omitempty"`
 	// Shadow is the policy's shadow mode.
 	Shadow bool `json:"shadow,omitempty"`
 }
@@ -211,6 +213,7 @@ func genCase(t *rapid.T) dcase {
 	}
 	if rapid.Bool().Draw(t, "group") {
 		c.Policy.MaxOpenFraction = rapid.SampledFrom([]float64{0.25, 0.5, 0.75, 1}).Draw(t, "max_open_fraction")
+		c.Policy.GroupMembers = rapid.Int64Range(1, 6).Draw(t, "group_members")
 	}
 	c.Policy.Shadow = rapid.Bool().Draw(t, "shadow")
 	workers := []string{"w1", "w2", "w3"}
@@ -236,7 +239,7 @@ func genCase(t *rapid.T) dcase {
 				U:          rapid.SampledFrom([]float64{0, 0.5, 0.999}).Draw(t, "u"),
 				Latency:    rapid.SampledFrom(latencies).Draw(t, "latency")}
 			if c.Policy.MaxOpenFraction > 0 {
-				s.Known = rapid.Int64Range(0, 4).Draw(t, "known")
+				s.Known = rapid.Int64Range(0, c.Policy.GroupMembers-1).Draw(t, "known")
 				s.Open = rapid.Int64Range(0, s.Known).Draw(t, "open")
 			}
 		case op < 80:
@@ -372,7 +375,11 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 	var groups []*policy.Group
 	if f := c.Policy.MaxOpenFraction; f > 0 {
 		for i, n := range names {
-			groups = append(groups, &policy.Group{Name: fmt.Sprintf("%sg%d-%d", h.b.Prefix, seq, i), Match: n, MaxOpenFraction: f})
+			members := []string{n}
+			for k := range c.Policy.GroupMembers - 1 {
+				members = append(members, fmt.Sprintf("other-%d", k))
+			}
+			groups = append(groups, &policy.Group{Name: fmt.Sprintf("%sg%d-%d", h.b.Prefix, seq, i), Members: members, MaxOpenFraction: f})
 		}
 		set = set.WithGroups(*groups[0], *groups[1])
 		h.cleanGroups(groups)
@@ -390,7 +397,7 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 	stateOf := func(v breaker.View, name string) *pb.BreakerState {
 		st := store.StateOf(v, name, p)
 		if g := group(name); g != nil {
-			st.Group, st.MaxOpenFraction = g.Name, g.MaxOpenFraction
+			st.Group, st.MaxOpenFraction, st.GroupMembers = g.Name, g.MaxOpenFraction, int64(len(g.Members))
 		}
 		return st
 	}
@@ -465,9 +472,9 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 			if err != nil {
 				fatalf("RecordCall: %v", err)
 			}
-			call.Group = breaker.GroupCounts{Known: s.Known, Open: s.Open}
+			call.Group = breaker.GroupCounts{Open: s.Open}
 			if g := group(name); g != nil {
-				params.MaxOpenPPM = g.MaxOpenPPM()
+				params.MaxOpenPPM, params.GroupMembers = g.MaxOpenPPM(), int64(len(g.Members))
 			}
 			res, v, ev := table.Apply(name, params, call, now)
 			events = ev
@@ -621,7 +628,7 @@ func (h *harness) seedGroup(g *policy.Group, s dstep, fatalf func(string, ...any
 	ctx := context.Background()
 	known, open := store.GroupKeys(g.Name)
 	_, err := h.b.Client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		for i := range 4 {
+		for i := range 6 {
 			p.ZRem(ctx, known, fmt.Sprintf("other-%d", i))
 			p.ZRem(ctx, open, fmt.Sprintf("other-%d", i))
 		}

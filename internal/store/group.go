@@ -16,8 +16,9 @@ import (
 //
 // Each group (a policy file's groups) has two sorted sets in its own
 // Cluster slot, hash-tagged by the group's name:
-// brk:grp:{<group>}:known, its known breakers (those holding state), and
-// brk:grp:{<group>}:open, of them the open ones (breaker.State.Denies),
+// brk:grp:{<group>}:known, its members holding state (shown by Get and
+// List; the cap does not read it), and brk:grp:{<group>}:open, of them the
+// open ones (breaker.State.Denies: what the cap reads),
 // each member scored with when the breaker's state expires (ms since the
 // epoch; +inf for a pin without an end), or in the open set when it stops
 // being open by itself if sooner (a pin's or a pause's end:
@@ -29,13 +30,14 @@ import (
 // On a single Redis (not a Cluster) every script on a breaker in a group
 // also gets the group's keys (lib.lua KEYS[8], KEYS[9]): save() keeps the
 // breaker's entries in the same atomic step as its state, and record.lua
-// counts the group in the same step as the trip. The cap is exact there.
+// counts the open members in the same step as the trip. The cap is exact
+// there.
 //
 // On a Cluster the group's keys are in another slot, so:
 //   - before a Record that could trip (the outcome is not a success, or it
 //     is a slow success, or the policy is in window mode) the daemon reads
-//     the group's counts (group.lua count) and passes them to record.lua
-//     (ARGV[31], ARGV[32]);
+//     the group's other open members (group.lua count) and passes them to
+//     record.lua (ARGV[32]);
 //   - after a Record that read them or that moved the breaker's
 //     generation, and after every Force, the daemon writes the breaker's
 //     entries from the reply (group.lua index).
@@ -45,7 +47,7 @@ import (
 // different calls) may each see the same open count. The open breakers
 // then exceed the cap by at most the number of trips in flight at once
 // across the fleet in that group, less one: at most
-// max(floor(max_open_fraction * known), 1) + in-flight - 1 open (order the
+// max(floor(max_open_fraction * members), 1) + in-flight - 1 open (order the
 // trips that opened by when they read the counts: the j-th missed at most
 // the in-flight-1 others still in flight, so it saw at least j-in-flight
 // open, and was let through); TestOpenFractionCapConcurrent
@@ -54,12 +56,12 @@ import (
 // a pause lapsing leaves the open set by its score). Also approximate
 // there: a success that only extends a breaker's
 // retention does not re-score it, so it may leave the known set up to a
-// retention early (fewer known: the cap is stricter, never looser). A
+// retention early (the shown counts only: the cap reads the open set). A
 // Redis error on the group's slot lets the trip through uncapped (the
 // breaker's own rule still applies) and skips the index write; the next
 // Record or Force on the breaker writes it again.
 
-// GroupKeys returns the keys of a group's index: its known breakers and
+// GroupKeys returns the keys of a group's index: its members holding state and
 // its open ones.
 func GroupKeys(group string) (known, open string) {
 	tag := Prefix + "grp:{" + group + "}:"
@@ -139,15 +141,15 @@ func groupStatusOf(c *redis.Cmd) (known, open int64, err error) {
 	return groupReply(res)
 }
 
-// groupCounts reads, on a Cluster, the counts a Record on name passes to
-// record.lua: the other breakers of group g known, and open. ok is false
-// when Redis did not answer (the trip then goes uncapped).
+// groupCounts reads, on a Cluster, the count a Record on name passes to
+// record.lua: the other members of group g open. ok is false when Redis
+// did not answer (the trip then goes uncapped).
 func (s *Store) groupCounts(ctx context.Context, g *policy.Group, name string) (breaker.GroupCounts, bool) {
-	known, open, err := s.runGroup(ctx, g.Name, "count", s.pinnedMs(), name)
+	_, open, err := s.runGroup(ctx, g.Name, "count", s.pinnedMs(), name)
 	if err != nil {
 		return breaker.GroupCounts{}, false
 	}
-	return breaker.GroupCounts{Known: known, Open: open}, true
+	return breaker.GroupCounts{Open: open}, true
 }
 
 // indexGroup writes, on a Cluster, name's entries in group g's index from
@@ -191,7 +193,7 @@ func (s *Store) pinnedMs() int64 {
 	return 0
 }
 
-// GroupStatus returns group's counts now: its known breakers and, of
+// GroupStatus returns group's counts now: its members holding state and, of
 // them, the open ones (entries scored now or before dropped first). Errors are Redis
 // failures.
 func (s *Store) GroupStatus(ctx context.Context, group string) (known, open int64, err error) {
@@ -206,6 +208,6 @@ func (s *Store) GroupStatus(ctx context.Context, group string) (known, open int6
 // Get's, BatchGet's and List's: BatchGet reads them with the states).
 func withGroup(st *pb.BreakerState, g *policy.Group) {
 	if g != nil {
-		st.Group, st.MaxOpenFraction = g.Name, g.MaxOpenFraction
+		st.Group, st.MaxOpenFraction, st.GroupMembers = g.Name, g.MaxOpenFraction, int64(len(g.Members))
 	}
 }

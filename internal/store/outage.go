@@ -96,6 +96,9 @@ func (s *Store) Close() { s.out.once.Do(func() { close(s.out.closed) }) }
 // the in-memory breakers from if Redis goes away. The daemon feeds it every
 // event its hub hears (events.Hub.Observe); it never blocks for long.
 func (s *Store) ObserveEvent(e *pb.Event) {
+	if e.GetKind() == pb.EventKind_EVENT_KIND_STATE_LOST {
+		return // an alert about a state heard before: not a state of its own
+	}
 	name := e.GetBreaker()
 	st, keep := seedOf(e)
 	o := s.out

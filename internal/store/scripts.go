@@ -33,6 +33,8 @@ var (
 	groupLua string
 	//go:embed scripts/target_lease.lua
 	targetLeaseLua string
+	//go:embed scripts/lost.lua
+	lostLua string
 )
 
 // script is one breakerd script: lib.lua's shared prologue followed by the
@@ -40,7 +42,7 @@ var (
 // NOSCRIPT).
 type script struct {
 	*redis.Script
-	name     string // "allow", "record", "force", "read", "recover", "check_lease", "reserve" or "group"
+	name     string // "allow", "record", "force", "read", "recover", "check_lease", "reserve", "group", "target_lease" or "lost"
 	prologue int    // the lines lib.lua adds before the operation (0 for a script run alone)
 }
 
@@ -65,7 +67,9 @@ var (
 	// targetLeaseScript bounds recovery checks per target (recovery.go);
 	// it runs alone on the target's key.
 	targetLeaseScript = script{Script: redis.NewScript(targetLeaseLua), name: "target_lease"}
-	allScripts        = []script{allowScript, recordScript, forceScript, readScript, recoverScript, checkLeaseScript, reserveScript, groupScript, targetLeaseScript}
+	// lostScript raises the state_lost alert (forgotten.go).
+	lostScript = newScript("lost", lostLua)
+	allScripts = []script{allowScript, recordScript, forceScript, readScript, recoverScript, checkLeaseScript, reserveScript, groupScript, targetLeaseScript, lostScript}
 )
 
 // scriptNames names each script by its SHA1, for metrics (ScriptName).
@@ -77,9 +81,8 @@ var scriptNames = func() map[string]string {
 	return m
 }()
 
-// ScriptName returns the name ("allow", "record", "force", "read",
-// "recover", "check_lease", "reserve" or "group") of the
-// breakerd script whose SHA1 is sha, or "" for any other.
+// ScriptName returns the name (script.name) of the breakerd script whose
+// SHA1 is sha, or "" for any other.
 func ScriptName(sha string) string { return scriptNames[sha] }
 
 // run executes sc (EVALSHA, then EVAL on NOSCRIPT) and returns its array

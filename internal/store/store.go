@@ -71,6 +71,10 @@ type Options struct {
 	// LiveKey is the sorted set the ceiling counts in. Default LiveKey.
 	// Tests sharing a Redis give each daemon group its own.
 	LiveKey string
+	// OnLost, when set, is called once for each state this daemon heard
+	// that it finds Redis has lost (forgotten.go): from an Allow, or from
+	// FindLost. It must not block.
+	OnLost func(Lost)
 	// Log receives what no answer tells: a script's reply lost after
 	// Redis ran it (lost.go). Default: discarded.
 	Log *slog.Logger
@@ -90,6 +94,8 @@ type Store struct {
 	// pipe coalesces concurrent Allow and Record scripts into pipelines
 	// (nil with Options.Unpipelined).
 	pipe *coalescer
+	// fg remembers the lost states reported (forgotten.go).
+	fg *forgetting
 	// settling counts the lost Allows being settled (lost.go).
 	settling atomic.Int32
 }
@@ -114,7 +120,7 @@ func New(rdb redis.UniversalClient, o Options) *Store {
 	if o.NewToken == nil {
 		o.NewToken = probe.NewToken
 	}
-	s := &Store{rdb: rdb, o: o, out: newOutage()}
+	s := &Store{rdb: rdb, o: o, out: newOutage(), fg: &forgetting{reported: map[string]int64{}}}
 	if o.MaxBreakers > 0 {
 		s.ceil = newCeiling(o.MaxBreakers, o.LiveKey)
 	}
@@ -267,6 +273,11 @@ func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent brea
 	st := stateOf(v, name, p)
 	withGroup(st, g)
 	s.register(ctx, name, p, st)
+	if code == int64(pb.Decision_DECISION_ALLOWED) || code == int64(pb.Decision_DECISION_PROBE) {
+		if out, ok := s.guard(ctx, name, worker, v.Gen, p); ok {
+			return out, false, nil
+		}
+	}
 	return AllowAnswer(name, worker, breaker.Result{Decision: pb.Decision(code), RetryAfter: retry,
 		ShadowDecision: pb.Decision(shadow)}, v, token, st, parent), due, nil
 }
@@ -345,23 +356,23 @@ func (s *Store) record(ctx context.Context, req *pb.RecordRequest, c breaker.Cal
 		}
 	}
 	params := ParamsOf(p, s.o.Rand())
-	// The group's cap (group.go): '' counts lets record.lua count the
-	// group itself (a single Redis); on a Cluster the daemon reads them
+	// The group's cap (group.go): '' open lets record.lua count the
+	// group itself (a single Redis); on a Cluster the daemon reads it
 	// first, for a call that may trip.
-	var known, open any = "", ""
+	var open any = ""
 	readCounts := false
 	if g != nil {
-		params.MaxOpenPPM = g.MaxOpenPPM()
+		params.MaxOpenPPM, params.GroupMembers = g.MaxOpenPPM(), int64(len(g.Members))
 		if s.onCluster() {
-			known, open = int64(0), int64(0)
+			open = int64(0)
 			if mayTrip {
 				if gc, ok := s.groupCounts(ctx, g, name); ok {
-					known, open, readCounts = gc.Known, gc.Open, true
+					open, readCounts = gc.Open, true
 				}
 			}
 		}
 	}
-	args := append(s.recordArgs(name, req.GetWorkerId(), c, p, params), known, open,
+	args := append(s.recordArgs(name, req.GetWorkerId(), c, p, params), open,
 		newRecordID(), recordMemory.Milliseconds(), boolArg(mayTrip), recordsKept)
 	res, err := s.script(ctx, recordScript, s.recordKeys(name, g), args)
 	if err != nil {
@@ -377,8 +388,8 @@ func (s *Store) record(ctx context.Context, req *pb.RecordRequest, c breaker.Cal
 	return s.recordAnswer(ctx, res, name, req.GetWorkerId(), c, p, g, readCounts)
 }
 
-// recordArgs are record.lua's ARGV up to the group's cap (ARGV[30]); the
-// caller appends the rest.
+// recordArgs are record.lua's ARGV up to the group's members (ARGV[31]);
+// the caller appends the rest.
 func (s *Store) recordArgs(name, worker string, c breaker.Call, p policy.Policy, params breaker.Params) []any {
 	return append(s.common(name, worker, p, 29), string(c.Evidence),
 		c.Ticket.Gen, c.Ticket.Lease, c.RetryAfter, c.Last,
@@ -388,7 +399,7 @@ func (s *Store) recordArgs(name, worker string, c breaker.Call, p policy.Policy,
 		params.WindowMs, params.FailureRate, params.MinCalls,
 		c.Latency, params.SlowCallMs, params.SlowCallThreshold, params.SlowCallRate,
 		boolArg(params.Shadow), boolArg(c.Ticket.Shadow),
-		params.MaxOpenPPM)
+		params.MaxOpenPPM, params.GroupMembers)
 }
 
 // recordAnswer decodes record.lua's reply res into the API's answer.

@@ -3,7 +3,7 @@
 -- single Redis, lib.lua's save() keeps it atomically instead). Runs alone
 -- (not after lib.lua). The rule the counts feed: breaker/cap.go.
 --
--- KEYS[1] -> brk:grp:{<group>}:known  sorted set: the group's breakers
+-- KEYS[1] -> brk:grp:{<group>}:known  sorted set: the group's members
 --            holding state, scored by when their state expires (ms)
 -- KEYS[2] -> brk:grp:{<group>}:open   sorted set: of them, the open ones
 -- ARGV[1] -> count | index | status
@@ -16,8 +16,8 @@
 -- ARGV[6] -> index: when it stops being open by itself, ms (a pin's or a
 --            pause's end: breaker.State.OpenUntil), or ARGV[4]
 --
--- Returns: count  {known, open} without the breaker itself (the counts
---                 record.lua's ARGV[31] and ARGV[32] take);
+-- Returns: count  {known, open} without the breaker itself (open is
+--                 what record.lua's ARGV[32] takes);
 --          index  {known, open} after the update, the breaker included;
 --          status {known, open}.
 -- Every mode first drops the entries scored now or before (their state

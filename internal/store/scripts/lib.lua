@@ -19,8 +19,8 @@
 --            see there); passed before the group's keys, unread by the
 --            other scripts
 -- KEYS[8] -> brk:grp:{<group>}:known  sorted set: the breaker's group's
---            known breakers (those holding state), scored by when their
---            state expires (ms; +inf for a pin without an end)
+--            members holding state, scored by when their state expires
+--            (ms; +inf for a pin without an end)
 -- KEYS[9] -> brk:grp:{<group>}:open   sorted set: of them, those open
 --            (breaker.State.Denies), scored with when they stop being open
 --            by themselves (a pin's or a pause's end), else the same

@@ -41,10 +41,11 @@
 --             outcome counts nothing (note shadow_denied)
 -- ARGV[30] -> max open, ppm: the breaker's group's max_open_fraction in
 --             millionths; 0 when the breaker is in no group (no cap)
--- ARGV[31] -> the group's other known breakers, '' to count them here
---             from KEYS[8] (a single Redis: exact, atomic with the trip)
--- ARGV[32] -> the group's other open breakers, '' likewise (KEYS[9])
---             (on a Cluster the daemon reads both just before this script:
+-- ARGV[31] -> the group's members: how many the policy file lists (the
+--             cap's denominator); 0 when the breaker is in no group
+-- ARGV[32] -> the group's other open members, '' to count them here from
+--             KEYS[9] (a single Redis: exact, atomic with the trip; on a
+--             Cluster the daemon reads them just before this script:
 --             breaker/cap.go states the rule, store/group.go the bound)
 -- ARGV[33] -> the Record's id, made by the daemon for this call ('' for
 --             none): a Record sent again (its reply lost on the way back,
@@ -79,9 +80,9 @@
 --                   slow_call_rate) all from ACTOR: the same, cause
 --                   slow_suspect (slow_trip).
 --   open_fraction_cap a trip from closed that would leave more than the
---                   group's max_open_fraction of its known breakers open:
+--                   group's max_open_fraction of its members open:
 --                   the breaker stays closed, the note is
---                   "<cause>:<open>:<known>". Once until a fast success
+--                   "<cause>:<open>:<members>". Once until a fast success
 --                   or a transition (the capped field).
 --   credential_revoked on U. With ARGV[19] = 1, no pin and a current
 --                   ticket, ACTOR votes to pause: min workers distinct
@@ -111,7 +112,7 @@ local SLOW_RATE = tonumber(ARGV[27]) or 0
 POLICY_SHADOW = ARGV[28] == '1'
 local TICKET_SHADOW = ARGV[29] == '1'
 local MAX_OPEN_PPM = tonumber(ARGV[30]) or 0
-local GROUP_KNOWN, GROUP_OPEN = tonumber(ARGV[31]), tonumber(ARGV[32])
+local GROUP_MEMBERS, GROUP_OPEN = tonumber(ARGV[31]) or 0, tonumber(ARGV[32])
 local RECORD_ID, RECORD_TTL, MAY_CREATE = ARGV[33] or '', tonumber(ARGV[34]) or 0, ARGV[35] == '1'
 local RECORD_KEEP = tonumber(ARGV[36]) or 0
 local K_RECORD = KEYS[7]
@@ -189,19 +190,16 @@ local function reply(counted, note)
   return { counted, note, snapshot(s), REPEAT, t[1], t[2], t[3] }
 end
 
--- group_counts returns the group's other known and open breakers: from
--- ARGV (a Cluster), or counted from the index in this atomic step
--- (expired entries, scored now or before, are dropped first).
-local function group_counts()
-  if GROUP_KNOWN ~= nil and GROUP_OPEN ~= nil then return GROUP_KNOWN, GROUP_OPEN end
-  if K_GKNOWN == nil then return 0, 0 end
-  local now = clock()
-  redis.call('ZREMRANGEBYSCORE', K_GKNOWN, '-inf', now)
-  redis.call('ZREMRANGEBYSCORE', K_GOPEN, '-inf', now)
-  local known, open = redis.call('ZCARD', K_GKNOWN), redis.call('ZCARD', K_GOPEN)
-  if redis.call('ZSCORE', K_GKNOWN, NAME) then known = known - 1 end
+-- group_open returns the group's other open members: from ARGV (a
+-- Cluster), or counted from the index in this atomic step (expired
+-- entries, scored now or before, are dropped first).
+local function group_open()
+  if GROUP_OPEN ~= nil then return GROUP_OPEN end
+  if K_GOPEN == nil then return 0 end
+  redis.call('ZREMRANGEBYSCORE', K_GOPEN, '-inf', clock())
+  local open = redis.call('ZCARD', K_GOPEN)
   if redis.call('ZSCORE', K_GOPEN, NAME) then open = open - 1 end
-  return known, open
+  return open
 end
 
 -- cap_trip applies the group's open-fraction cap to a trip from closed
@@ -209,14 +207,14 @@ end
 -- capped, and the caller must then leave the breaker closed as it is.
 local function cap_trip(cause)
   if MAX_OPEN_PPM <= 0 then return false end
-  local known, open = group_counts()
-  if open <= 0 or (open + 1) * 1000000 <= MAX_OPEN_PPM * (known + 1) then return false end
+  local open = group_open()
+  if open <= 0 or (open + 1) * 1000000 <= MAX_OPEN_PPM * GROUP_MEMBERS then return false end
   CAP_NOTE = 'open_fraction_capped'
   if s.capped == 0 then
     s.capped = 1
     dirty = true
     emit(s, 'open_fraction_cap', 'closed', 'closed', 'open_fraction_cap', clock(),
-      cause .. ':' .. tostring(open + 1) .. ':' .. tostring(known + 1))
+      cause .. ':' .. tostring(open + 1) .. ':' .. tostring(GROUP_MEMBERS))
   end
   return true
 end

@@ -541,11 +541,18 @@ const (
 	EventKind_EVENT_KIND_RUN_ENDED EventKind = 10
 	// A trip was stopped by the open-fraction cap of the breaker's group (a
 	// policy file's groups, max_open_fraction): it would have left more
-	// than that fraction of the group's known breakers open. The breaker
+	// than that fraction of the group's members open. The breaker
 	// stays closed (recorded, not enforced); reason names the trip's cause
 	// and the group's counts had it tripped. Raised once until the breaker's
 	// runs end (a fast success) or it transitions.
 	EventKind_EVENT_KIND_OPEN_FRACTION_CAP EventKind = 12
+	// Redis no longer holds a state a daemon (actor) heard the breaker in:
+	// a restart without persistence, an eviction or a flush. from is the
+	// state the daemon heard (generation and cooldown_ms are that state's),
+	// to the state Redis holds now; reason says what the daemons do about
+	// it (docs/reliability.md, "Redis that forgets"). Raised once per
+	// forgotten generation.
+	EventKind_EVENT_KIND_STATE_LOST EventKind = 13
 )
 
 // Enum value maps for EventKind.
@@ -563,6 +570,7 @@ var (
 		9:  "EVENT_KIND_RUN_STARTED",
 		10: "EVENT_KIND_RUN_ENDED",
 		12: "EVENT_KIND_OPEN_FRACTION_CAP",
+		13: "EVENT_KIND_STATE_LOST",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":        0,
@@ -577,6 +585,7 @@ var (
 		"EVENT_KIND_RUN_STARTED":        9,
 		"EVENT_KIND_RUN_ENDED":          10,
 		"EVENT_KIND_OPEN_FRACTION_CAP":  12,
+		"EVENT_KIND_STATE_LOST":         13,
 	}
 )
 
@@ -786,11 +795,15 @@ type BreakerState struct {
 	Group string `protobuf:"bytes,61,opt,name=group,proto3" json:"group,omitempty"`
 	// The group's max_open_fraction; 0 when no group.
 	MaxOpenFraction float64 `protobuf:"fixed64,62,opt,name=max_open_fraction,json=maxOpenFraction,proto3" json:"max_open_fraction,omitempty"`
-	// Get, BatchGet and List only: the group's known breakers (those
-	// holding state) and, of them, the open ones (open, half-open, paused
-	// or forced open), as its index counts them now. 0 otherwise.
+	// Get, BatchGet and List only: the group's members holding state and,
+	// of them, the open ones (open, half-open, paused or forced open), as
+	// its index counts them now. 0 otherwise.
 	GroupKnown int64 `protobuf:"varint,63,opt,name=group_known,json=groupKnown,proto3" json:"group_known,omitempty"`
 	GroupOpen  int64 `protobuf:"varint,64,opt,name=group_open,json=groupOpen,proto3" json:"group_open,omitempty"`
+	// How many members the group's policy lists: the open-fraction cap's
+	// denominator (a healthy member holding no state counts). 0 when no
+	// group.
+	GroupMembers int64 `protobuf:"varint,65,opt,name=group_members,json=groupMembers,proto3" json:"group_members,omitempty"`
 	// Until when Allow denies this breaker to any worker but its suspect
 	// one, ms since the epoch on the Redis clock (as_of_ms's clock), its
 	// parent scope's verdict included: a client caches the breaker as
@@ -1066,6 +1079,13 @@ func (x *BreakerState) GetGroupKnown() int64 {
 func (x *BreakerState) GetGroupOpen() int64 {
 	if x != nil {
 		return x.GroupOpen
+	}
+	return 0
+}
+
+func (x *BreakerState) GetGroupMembers() int64 {
+	if x != nil {
+		return x.GroupMembers
 	}
 	return 0
 }
@@ -2604,7 +2624,7 @@ type GetPolicyResponse struct {
 	// group and max_open_fraction): "default" (built in),
 	// "defaults" (the policy file's defaults section) or
 	// `breakers[1] (match "web_*")` (the first rule whose pattern matches);
-	// for group, `groups[0] (match "search:*")` or "default" (none).
+	// for group, `groups[0] (3 members)` or "default" (none).
 	Sources       map[string]string `protobuf:"bytes,3,rep,name=sources,proto3" json:"sources,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3042,7 +3062,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"leaseToken\x12+\n" +
 	"\x11parent_generation\x18F \x01(\x03R\x10parentGeneration\x12,\n" +
 	"\x12parent_lease_token\x18G \x01(\tR\x10parentLeaseToken\x12#\n" +
-	"\rshadow_denied\x182 \x01(\bR\fshadowDenied\"\x8b\n" +
+	"\rshadow_denied\x182 \x01(\bR\fshadowDenied\"\xb0\n" +
 	"\n" +
 	"\fBreakerState\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12(\n" +
@@ -3087,7 +3107,8 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\vgroup_known\x18? \x01(\x03R\n" +
 	"groupKnown\x12\x1d\n" +
 	"\n" +
-	"group_open\x18@ \x01(\x03R\tgroupOpen\x12\"\n" +
+	"group_open\x18@ \x01(\x03R\tgroupOpen\x12#\n" +
+	"\rgroup_members\x18A \x01(\x03R\fgroupMembers\x12\"\n" +
 	"\rdeny_until_ms\x18P \x01(\x03R\vdenyUntilMs\x120\n" +
 	"\x14last_failure_message\x18Q \x01(\tR\x12lastFailureMessage\"Y\n" +
 	"\fAllowRequest\x12\x18\n" +
@@ -3310,7 +3331,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x1aSHADOW_SETTING_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SHADOW_SETTING_POLICY\x10\x01\x12\x15\n" +
 	"\x11SHADOW_SETTING_ON\x10\x02\x12\x16\n" +
-	"\x12SHADOW_SETTING_OFF\x10\x03*\xed\x02\n" +
+	"\x12SHADOW_SETTING_OFF\x10\x03*\x88\x03\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15EVENT_KIND_TRANSITION\x10\x01\x12\x15\n" +
@@ -3324,7 +3345,8 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x16EVENT_KIND_RUN_STARTED\x10\t\x12\x18\n" +
 	"\x14EVENT_KIND_RUN_ENDED\x10\n" +
 	"\x12 \n" +
-	"\x1cEVENT_KIND_OPEN_FRACTION_CAP\x10\f2\xb6\x05\n" +
+	"\x1cEVENT_KIND_OPEN_FRACTION_CAP\x10\f\x12\x19\n" +
+	"\x15EVENT_KIND_STATE_LOST\x10\r2\xb6\x05\n" +
 	"\x0eBreakerService\x12>\n" +
 	"\x05Allow\x12\x19.breakerd.v1.AllowRequest\x1a\x1a.breakerd.v1.AllowResponse\x12A\n" +
 	"\x06Record\x12\x1a.breakerd.v1.RecordRequest\x1a\x1b.breakerd.v1.RecordResponse\x12P\n" +
