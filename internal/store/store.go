@@ -76,7 +76,7 @@ type Options struct {
 	// FindLost. It must not block.
 	OnLost func(Lost)
 	// Log receives what no answer tells: a script's reply lost after
-	// Redis ran it (lost.go). Default: discarded.
+	// Redis ran it (replylost.go). Default: discarded.
 	Log *slog.Logger
 }
 
@@ -96,7 +96,7 @@ type Store struct {
 	pipe *coalescer
 	// fg remembers the lost states reported (forgotten.go).
 	fg *forgetting
-	// settling counts the lost Allows being settled (lost.go).
+	// settling counts the lost Allows being settled (replylost.go).
 	settling atomic.Int32
 }
 
@@ -324,7 +324,7 @@ func AllowAnswer(name, worker string, res breaker.Result, v breaker.View, token 
 // Record runs record.lua: one round trip. The outcome must be a defined
 // Outcome (quorum.Classify's error otherwise). Each call carries an id of
 // its own, so that Redis applies it once even when it is sent twice (lost
-// replies: lost.go).
+// replies: replylost.go).
 func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordResponse, error) {
 	set := s.policies.Load()
 	c, err := RecordCall(req, set.For(req.GetBreaker()))
