@@ -708,3 +708,37 @@ func TestShadowCommandAndShadowState(t *testing.T) {
 		}
 	})
 }
+
+func TestSavingsShowsWhatABreakerSaved(t *testing.T) {
+	b := testredis.Mini(t)
+	d := start(t, b)
+	name := b.Breaker("paid")
+	trip(t, d, name)
+	c, err := client.Dial(d.Addr, client.WithWorkerID("w1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	for range 3 {
+		if a, err := c.API().Allow(ctx, &pb.AllowRequest{Breaker: name, WorkerId: "w1"}); err != nil || a.Decision == pb.Decision_DECISION_ALLOWED {
+			t.Fatalf("Allow on the open breaker = %v, %v; want a denial", a.GetDecision(), err)
+		}
+	}
+	if _, err := c.API().ReportSavings(ctx, &pb.ReportSavingsRequest{WorkerId: "w1", Reports: []*pb.SavingsReport{{Breaker: name, LocalDenials: 4, ToolsRemoved: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	out := must(t, at(d), "savings", "--window", "2h", "--breaker", name).stdout
+	if !strings.Contains(out, "savings over 2h0m0s") || !regexp.MustCompile(regexp.QuoteMeta(name)+`\s+3\s+4\s+1\s+8\s+-`).MatchString(out) {
+		t.Errorf("breakerctl savings:\n%s\nwant a row of 3 daemon, 4 client denials, 1 tool removed, 8 calls avoided", out)
+	}
+	js := decode[struct {
+		CallsAvoided int64 `json:"calls_avoided"`
+	}](t, must(t, at(d), "savings", "--json", "--breaker", name).stdout)
+	if js.CallsAvoided != 8 {
+		t.Errorf("savings --json calls_avoided = %d, want 8", js.CallsAvoided)
+	}
+	if r := ctl(t, at(d), "savings", "--window", "30s"); r.code != 2 || !strings.Contains(r.stderr, "--window") {
+		t.Errorf("savings --window 30s: exit %d, %q; want a usage error naming --window", r.code, r.stderr)
+	}
+}

@@ -103,7 +103,7 @@ func newRoot(getenv func(string) string, stdout, stderr io.Writer) *cobra.Comman
 	pf.BoolVar(&c.json, "json", false, "print JSON for scripts instead of a table")
 	pf.DurationVar(&c.timeout, "timeout", 10*time.Second, "how long to wait for each answer (not for watch's stream)")
 	c.tls.register(pf)
-	root.AddCommand(c.listCmd(), c.statusCmd(), c.forceCmd("open"), c.forceCmd("close"), c.autoCmd(), c.shadowCmd(), c.watchCmd(), c.eventsCmd())
+	root.AddCommand(c.listCmd(), c.statusCmd(), c.forceCmd("open"), c.forceCmd("close"), c.autoCmd(), c.shadowCmd(), c.watchCmd(), c.eventsCmd(), c.savingsCmd())
 	return root
 }
 

@@ -1,8 +1,9 @@
 // Command breakerd-soak runs breakerd under a bounded, scheduled load and
 // checks it throughout (cmd/breakerd-soak/soak): two daemons, simulated workers
 // calling Allow and Record on breakers whose dependencies fail and recover
-// on a schedule, a Redis master killed part-way (Sentinel promotes its
-// replica), and an observer that reports every broken rule. It starts its
+// on a schedule, a daemon killed and started again, a Redis master killed
+// part-way (Sentinel promotes its replica) and later restarted without
+// persistence, and an observer that reports every broken rule. It starts its
 // own Redis processes (redis-server and redis-sentinel must be installed)
 // on free loopback ports and runs from the repository's root (it runs
 // scripts/redis-sentinel.sh).
@@ -45,9 +46,12 @@ var errViolations = errors.New("the observer saw violations (listed above)")
 
 const help = `breakerd-soak runs 2 breakerd daemons, simulated workers and a Redis
 Sentinel setup of its own (a master, a replica, 3 sentinels on free loopback
-ports), kills the master part-way, and checks throughout: never two live
+ports), kills the master part-way, kills a daemon and starts it again, restarts
+the master without persistence, and checks throughout: never two live
 probe holders for a breaker, every transition once in the event log in
-generation order, no probe-in-flight denial past a lease, the daemons' heap
+generation order, no probe-in-flight denial past a lease, no count applied
+twice, no OPEN breaker answering CLOSED inside its cooldown without a logged
+loss, no flapping between Redis and memory, the daemons' heap
 and goroutines flat, no keys left once a breaker's retention has passed. It
 prints a report and exits 1 on any violation. Run it from the repository's
 root (it uses scripts/redis-sentinel.sh).
@@ -58,7 +62,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runDaemon(ctx, args[2:], getenv, stdout, stderr)
 	}
 	c := soak.Config{Duration: time.Minute, Workers: 200, Breakers: 1000, Daemons: 2, CallEvery: 250 * time.Millisecond,
-		FailoverAt: 0.5, Seed: 1, Scripts: "scripts"}
+		FailoverAt: 0.5, DaemonKillAt: 0.25, RestartAt: 0.75, Seed: 1, Scripts: "scripts"}
 	seed := int64(c.Seed)
 	cmd := cli.Command{Name: "breakerd-soak", Synopsis: "[flags]", Help: help, EnvPrefix: "BREAKERD_SOAK", Flags: []cli.Flag{
 		{Name: "duration", Value: &c.Duration, Usage: "how long the load runs"},
@@ -67,6 +71,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		{Name: "daemons", Value: &c.Daemons, Usage: "breakerd daemons"},
 		{Name: "call-every", Value: &c.CallEvery, Usage: "each worker's pause between calls (±50%)"},
 		{Name: "failover-at", Value: &c.FailoverAt, Usage: "when the Redis master is killed, as a fraction of --duration (negative: never)"},
+		{Name: "daemon-kill-at", Value: &c.DaemonKillAt, Usage: "when the last daemon is killed (SIGKILL) and started again 3s later, as a fraction of --duration (negative: never)"},
+		{Name: "restart-at", Value: &c.RestartAt, Usage: "when the Redis master is killed and started again at once without persistence (every key gone), as a fraction of --duration (negative: never)"},
 		{Name: "seed", Value: &seed, Usage: "seed of the dependency schedule and the workers' choices"},
 		{Name: "scripts", Value: &c.Scripts, Usage: "directory holding redis-sentinel.sh"},
 		{Name: "dir", Value: &c.Dir, Usage: "directory kept for Redis's files and the daemons' logs (default: a temporary one, removed)"},
@@ -84,6 +90,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return cli.Usagef("--call-every: must be positive, got %s", c.CallEvery)
 	case c.FailoverAt >= 1:
 		return cli.Usagef("--failover-at: must be below 1, got %g", c.FailoverAt)
+	case c.DaemonKillAt >= 1 || c.RestartAt >= 1:
+		return cli.Usagef("--daemon-kill-at, --restart-at: must be below 1, got %g, %g", c.DaemonKillAt, c.RestartAt)
 	}
 	self, err := os.Executable()
 	if err != nil {

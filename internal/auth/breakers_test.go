@@ -87,6 +87,11 @@ func TestBreakerGlobsLimitEveryCallThatNamesBreakers(t *testing.T) {
 			},
 			"Events":        func() error { _, err := ops.Events(ctx, &pb.EventsRequest{Breaker: out}); return err },
 			"worker Events": func() error { _, err := w.Events(ctx, &pb.EventsRequest{Breaker: out}); return err },
+			"ReportSavings": func() error {
+				_, err := w.ReportSavings(ctx, &pb.ReportSavingsRequest{WorkerId: "w1", Reports: []*pb.SavingsReport{{Breaker: in, LocalDenials: 1}, {Breaker: out, LocalDenials: 1}}})
+				return err
+			},
+			"Savings": func() error { _, err := w.Savings(ctx, &pb.SavingsRequest{Breakers: []string{in, out}}); return err },
 			"Watch": func() error {
 				s, err := w.Watch(ctx, &pb.WatchRequest{Breakers: []string{in, out}})
 				if err == nil {
@@ -104,6 +109,15 @@ func TestBreakerGlobsLimitEveryCallThatNamesBreakers(t *testing.T) {
 			_, err = s.Recv()
 		}
 		wantCode(t, "Watch of every breaker", err, codes.PermissionDenied, "must name its breakers")
+		wantCode(t, "Savings of every breaker", func() error { _, err := w.Savings(ctx, &pb.SavingsRequest{}); return err }(), codes.PermissionDenied, "must name its breakers")
+		// A worker reports only as its own worker id.
+		_, err = w.ReportSavings(ctx, &pb.ReportSavingsRequest{WorkerId: "w2", Reports: []*pb.SavingsReport{{Breaker: in, LocalDenials: 1}}})
+		wantCode(t, "ReportSavings as another worker", err, codes.PermissionDenied, "may not act as worker")
+		// Nothing a refused report named was counted: alice's read of the
+		// breaker outside shows no client denials.
+		if sv, err := alice.Savings(ctx, &pb.SavingsRequest{Breakers: []string{in, out}}); err != nil || sv.GetCallsAvoided() != 0 {
+			t.Errorf("Savings after refused reports = %v, %v; want nothing counted", sv, err)
+		}
 
 		// Nothing outside was touched: still forced open by alice, and
 		// the denied Record left no pause.

@@ -30,6 +30,9 @@ var workerMethods = map[string]bool{
 	// Events: the logged form of what Watch streams live (issue 17's
 	// decision: a worker sees the same of its breakers either way).
 	"Events": true,
+	// ReportSavings: a client reports the calls it refused itself;
+	// Savings reads what its breakers saved.
+	"ReportSavings": true, "Savings": true,
 }
 
 // openPrefixes are services that stay open without a token: health checks
@@ -246,6 +249,9 @@ func checkBreakers(id Identity, req any) error {
 		if _, isWatch := req.(*pb.WatchRequest); isWatch && len(names) == 0 {
 			return status.Errorf(codes.PermissionDenied, "breakers: token %q is limited to %s; a Watch must name its breakers", id.Name, strings.Join(id.Breakers, ", "))
 		}
+		if _, isSavings := req.(*pb.SavingsRequest); isSavings && len(names) == 0 {
+			return status.Errorf(codes.PermissionDenied, "breakers: token %q is limited to %s; a Savings read must name its breakers", id.Name, strings.Join(id.Breakers, ", "))
+		}
 		for i, b := range names {
 			if !id.MayUse(b) {
 				return deny(fmt.Sprintf("breakers[%d]", i), b)
@@ -289,6 +295,15 @@ func (a *Authenticator) unary(ctx context.Context, req any, info *grpc.UnaryServ
 			}
 			if err := checkBreakers(id, rec); err != nil {
 				return nil, status.Errorf(codes.PermissionDenied, "records[%d].%s", i, status.Convert(err).Message())
+			}
+		}
+	}
+	// A savings report is checked report by report, as that many
+	// requests naming one breaker each would be.
+	if r, isS := req.(*pb.ReportSavingsRequest); isS {
+		for i, rep := range r.GetReports() {
+			if err := checkBreakers(id, rep); err != nil {
+				return nil, status.Errorf(codes.PermissionDenied, "reports[%d].%s", i, status.Convert(err).Message())
 			}
 		}
 	}

@@ -96,10 +96,13 @@ func TestRedisACL(t *testing.T) {
 	group := policy.Group{Name: b.Prefix + "grp", Members: []string{b.Breaker("vendor"), b.Breaker("other")}, MaxOpenFraction: 0.5}
 	gKnown, gOpen := store.GroupKeys(group.Name)
 	t.Cleanup(func() { _ = b.Client.Del(context.Background(), gKnown, gOpen).Err() })
+	// A savings index under the ACL's key pattern, as the daemon's is.
+	saved := store.SavingsKey + ":" + b.Prefix
+	t.Cleanup(func() { _ = b.Client.Del(context.Background(), saved).Err() })
 	d := daemontest.StartWith(t, b, daemontest.Options{
 		// The channel must match the ACL's pattern, as the daemon's does.
 		Store: store.Options{Rand: func() float64 { return 0 }, Channel: store.DefaultChannel + ":" + b.Prefix,
-			MaxBreakers: 1000, LiveKey: live, Policies: policy.NewSet(policy.Default()).WithGroups(group)},
+			MaxBreakers: 1000, LiveKey: live, SavingsKey: saved, Policies: policy.NewSet(policy.Default()).WithGroups(group)},
 		Limits: server.Limits{NewBreakersPerMinute: 1},
 		Hooks: &hooks.Options{Hooks: []hooks.Hook{{Name: b.Prefix + "oncall", URL: hook.URL,
 			Events:   []string{hooks.EventOpened, hooks.EventClosed, hooks.EventForced},
@@ -151,10 +154,23 @@ func TestRedisACL(t *testing.T) {
 	if err != nil || r.State.State != pb.State_STATE_CLOSED {
 		t.Fatalf("the probe's success = %v, %v; want CLOSED", r.GetState().GetState(), err)
 	}
-	// Force and release.
+	// Force and release; while forced open, a denial and a client's
+	// savings report are counted, and read back.
 	for _, m := range []pb.ForceMode{pb.ForceMode_FORCE_MODE_OPEN, pb.ForceMode_FORCE_MODE_AUTO} {
 		if _, err := api.Force(ctx, &pb.ForceRequest{Breaker: name, Mode: m, Reason: "acl drill"}); err != nil {
 			t.Fatalf("Force %v: %v", m, err)
+		}
+		if m != pb.ForceMode_FORCE_MODE_OPEN {
+			continue
+		}
+		if a, err := api.Allow(ctx, &pb.AllowRequest{Breaker: name, WorkerId: "w0"}); err != nil || a.Decision != pb.Decision_DECISION_DENIED_FORCED_OPEN {
+			t.Fatalf("Allow while forced open = %v, %v; want DENIED_FORCED_OPEN", a.GetDecision(), err)
+		}
+		if _, err := api.ReportSavings(ctx, &pb.ReportSavingsRequest{WorkerId: "w0", Reports: []*pb.SavingsReport{{Breaker: name, LocalDenials: 2}}}); err != nil {
+			t.Fatalf("ReportSavings: %v", err)
+		}
+		if sv, err := api.Savings(ctx, &pb.SavingsRequest{}); err != nil || sv.GetCallsAvoided() != 3 {
+			t.Fatalf("Savings = %v, %v; want 3 calls avoided", sv, err)
 		}
 	}
 	// Reads, and the quota's EXISTS: a second new name is past the quota

@@ -133,9 +133,11 @@ func assemble(c Config, log *slog.Logger, rdb redis.UniversalClient, channel str
 	if !d.inMemory {
 		outage = store.OutageUnavailable
 	}
-	var degraded func(bool) // the metric, once it exists
+	var degraded func(bool)               // the metric, once it exists
+	var saved func(string, store.Savings) // likewise
 	d.st = store.New(rdb, store.Options{Policies: policies, EventsMaxLen: c.EventsMaxLen, EventRetention: c.EventRetention,
-		Channel: channel, Outage: outage, MaxBreakers: c.MaxBreakers, Log: log, OnOutage: func(node string, down bool) {
+		Channel: channel, Outage: outage, MaxBreakers: c.MaxBreakers, Log: log, OnSaved: func(b string, n store.Savings) { saved(b, n) },
+		OnOutage: func(node string, down bool) {
 			logOutage(log, node, down)
 			degraded(d.st.Degraded())
 		}, OnLost: d.keeper.onLost})
@@ -144,7 +146,7 @@ func assemble(c Config, log *slog.Logger, rdb redis.UniversalClient, channel str
 		d.st.Close()
 		return nil, err
 	}
-	degraded = d.op.m.SetDegraded
+	degraded, saved = d.op.m.SetDegraded, d.op.savings.Count
 	d.keeper.st, d.keeper.m = d.st, d.op.m
 	return d, nil
 }
@@ -286,7 +288,13 @@ func (d *parts) background(ctx context.Context, c Config, log *slog.Logger) (wai
 	checksDone := make(chan struct{})
 	keeperDone := make(chan struct{})
 	hooksDone := make(chan error, 1)
+	savingsDone := make(chan struct{})
+	go func() {
+		defer close(savingsDone)
+		d.st.RunSavings(ctx, savingsFlush, func(err error) { log.Warn("savings: flush failed; kept for the next", "err", err) })
+	}()
 	wait = func() {
+		<-savingsDone
 		<-keeperDone
 		if err := <-hubDone; err != nil && !errors.Is(err, context.Canceled) {
 			log.Warn("event hub ended with an error", "err", err)
@@ -321,6 +329,11 @@ func (d *parts) background(ctx context.Context, c Config, log *slog.Logger) (wai
 	}
 	return wait, nil
 }
+
+// savingsFlush is how often a daemon writes the Allow denials it
+// counted to Redis (store.RunSavings): a savings read on another daemon
+// lags this daemon's denials by at most this much.
+const savingsFlush = time.Second
 
 // runRecoveryChecks runs the policies' recovery checks until ctx ends,
 // starting from the breakers open once the hub's subscription is live

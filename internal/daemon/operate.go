@@ -22,6 +22,7 @@ import (
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/limits"
 	"github.com/breakerd/breakerd/internal/metrics"
+	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/store"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -29,8 +30,9 @@ import (
 // operate is the daemon's operating surface: Prometheus metrics, the logs
 // of transitions and forces, and the policy reload.
 type operate struct {
-	reg *prometheus.Registry
-	m   *metrics.Metrics
+	reg     *prometheus.Registry
+	m       *metrics.Metrics
+	savings *metrics.Savings
 }
 
 // newOperate registers the metrics, hooks them into rdb (script latency)
@@ -50,12 +52,16 @@ func newOperate(c Config, log *slog.Logger, rdb redis.UniversalClient, st *store
 	if err != nil {
 		return nil, nil, err
 	}
+	sv, err := metrics.NewSavings(reg, func(b string) *policy.Cost { return st.Policy(b).CostPerCall })
+	if err != nil {
+		return nil, nil, err
+	}
 	rdb.AddHook(m.RedisHook())
 	hub.Observe(func(e *pb.Event) {
 		m.ObserveEvent(e)
 		logEvent(log, e)
 	})
-	return &operate{reg: reg, m: m}, []grpc.ServerOption{
+	return &operate{reg: reg, m: m, savings: sv}, []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(m.UnaryInterceptor(), logForces(log)),
 	}, nil
 }

@@ -74,8 +74,8 @@ type Options struct {
 	HTTP *httpapi.Options
 }
 
-// Start runs a daemon on b until t ends. o.Now defaults to b's clock and
-// o.Channel to one unique to b, so that daemons started on the same backend
+// Start runs a daemon on b until t ends. o.Now defaults to b's clock, and
+// o.Channel and o.SavingsKey to ones unique to b, so that daemons started on the same backend
 // share events and nothing else does.
 func Start(t testing.TB, b *testredis.Backend, o store.Options) *Daemon {
 	t.Helper()
@@ -98,6 +98,9 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 	}
 	if o.Channel == "" {
 		o.Channel = b.Prefix + "events"
+	}
+	if o.SavingsKey == "" {
+		o.SavingsKey = b.Prefix + "saved"
 	}
 	if opts.Addr == "" {
 		opts.Addr = "127.0.0.1:0"

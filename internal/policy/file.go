@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path"
 	"reflect"
@@ -280,6 +281,28 @@ type overrides struct {
 	CountTowardParent *boolean `yaml:"count_toward_parent"`
 
 	Shadow *boolean `yaml:"shadow"`
+
+	CostPerCall *costFile `yaml:"cost_per_call"`
+}
+
+// costFile is cost_per_call as the file writes it:
+// {amount: 0.10, currency: USD}. Both are required.
+type costFile struct {
+	Amount   *float64 `yaml:"amount"`
+	Currency *string  `yaml:"currency"`
+}
+
+// cost returns the Cost f writes; a missing field reads as an invalid
+// value (NaN, ""), which Validate names.
+func (f *costFile) cost() *Cost {
+	c := &Cost{Amount: math.NaN()}
+	if f.Amount != nil {
+		c.Amount = *f.Amount
+	}
+	if f.Currency != nil {
+		c.Currency = *f.Currency
+	}
+	return c
 }
 
 func (o overrides) apply(p Policy) Policy {
@@ -348,6 +371,9 @@ func (o overrides) apply(p Policy) Policy {
 	}
 	if o.Shadow != nil {
 		p.Shadow = bool(*o.Shadow)
+	}
+	if o.CostPerCall != nil {
+		p.CostPerCall = o.CostPerCall.cost()
 	}
 	return p
 }

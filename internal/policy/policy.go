@@ -8,6 +8,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -121,7 +122,23 @@ type Policy struct {
 	// breaker (Force, breakerctl shadow) overrides it either way; a pin
 	// wins over both. Default false.
 	Shadow bool
+	// CostPerCall is what one call to the dependency costs, for the
+	// estimate of spend avoided (calls not made times it). Nil (the
+	// default): no estimate, calls are counted all the same.
+	CostPerCall *Cost
 }
+
+// Cost is a price per call: an amount in a currency.
+type Cost struct {
+	// Amount is the price of one call; at least 0, finite.
+	Amount float64
+	// Currency names the amount's unit: 1 to 8 letters ("USD", "EUR",
+	// "credits"), as the policy file writes it.
+	Currency string
+}
+
+// String is the cost as the policy file's flow form writes it.
+func (c Cost) String() string { return fmt.Sprintf("{amount: %g, currency: %s}", c.Amount, c.Currency) }
 
 // The counting modes.
 const (
@@ -213,7 +230,30 @@ func (p Policy) Validate() error {
 			return fieldErr("parent", "%s", le.Problem)
 		}
 	}
+	if err := p.validateCost(); err != nil {
+		return err
+	}
 	return p.validateRecovery()
+}
+
+// validateCost checks cost_per_call: a finite amount of at least 0 in a
+// currency of 1 to 8 letters.
+func (p Policy) validateCost() error {
+	c := p.CostPerCall
+	if c == nil {
+		return nil
+	}
+	if !(c.Amount >= 0 && c.Amount <= math.MaxFloat64) { // also rejects NaN and +Inf
+		return fieldErr("cost_per_call.amount", "must be a finite number of at least 0, got %g", c.Amount)
+	}
+	ok := len(c.Currency) >= 1 && len(c.Currency) <= 8
+	for _, r := range c.Currency {
+		ok = ok && (r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z')
+	}
+	if !ok {
+		return fieldErr("cost_per_call.currency", "must be 1 to 8 letters (USD, EUR, credits), got %q", c.Currency)
+	}
+	return nil
 }
 
 // validateSlow checks the slow-call fields: each trip field belongs to its
@@ -325,6 +365,9 @@ func (p Policy) Fields() []string {
 	)
 	if p.Parent != "" {
 		out = append(out, fmt.Sprintf("parent: %s", p.Parent), fmt.Sprintf("count_toward_parent: %t", p.CountTowardParent))
+	}
+	if p.CostPerCall != nil {
+		out = append(out, "cost_per_call: "+p.CostPerCall.String())
 	}
 	if p.RecoveryCheck != nil {
 		// A comment: the check is shown without credentials, so it is

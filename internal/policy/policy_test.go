@@ -360,3 +360,34 @@ func TestParseModeChangeDropsInheritedSlowCalls(t *testing.T) {
 		t.Errorf("Parse = %v, want the rule's own slow_call validated", err)
 	}
 }
+
+func TestParseCostPerCall(t *testing.T) {
+	s, err := Parse([]byte("breakers:\n  - match: \"pay:*\"\n    cost_per_call: {amount: 0.1, currency: USD}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := s.For("pay:refund").CostPerCall; c == nil || *c != (Cost{Amount: 0.1, Currency: "USD"}) {
+		t.Errorf("pay:refund cost_per_call = %v, want 0.1 USD", c)
+	}
+	if c := s.For("web").CostPerCall; c != nil {
+		t.Errorf("web cost_per_call = %v, want none (the default)", c)
+	}
+	if got := strings.Join(s.For("pay:refund").Fields(), "\n"); !strings.Contains(got, "cost_per_call: {amount: 0.1, currency: USD}") {
+		t.Errorf("Fields() lacks cost_per_call:\n%s", got)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"defaults:\n  cost_per_call: {amount: -1, currency: USD}\n", "defaults.cost_per_call.amount: must be a finite number of at least 0, got -1"},
+		{"defaults:\n  cost_per_call: {amount: .inf, currency: USD}\n", "defaults.cost_per_call.amount"},
+		{"defaults:\n  cost_per_call: {amount: .nan, currency: USD}\n", "defaults.cost_per_call.amount"},
+		{"defaults:\n  cost_per_call: {currency: USD}\n", "defaults.cost_per_call.amount"},
+		{"defaults:\n  cost_per_call: {amount: 1}\n", `defaults.cost_per_call.currency: must be 1 to 8 letters (USD, EUR, credits), got ""`},
+		{"breakers:\n  - match: a\n    cost_per_call: {amount: 1, currency: \"$\"}\n", "breakers[0].cost_per_call.currency"},
+		{"defaults:\n  cost_per_call: {amount: 1, currency: USD, per: call}\n", "unknown field per"},
+		{"defaults:\n  cost_per_call: 0.1\n", "cost_per_call"},
+	} {
+		_, err := Parse([]byte(tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(%q) = %v, want an error containing %q", tc.yaml, err, tc.want)
+		}
+	}
+}

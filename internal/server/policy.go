@@ -35,7 +35,7 @@ func msOf(d time.Duration) int64 { return d.Milliseconds() }
 
 // policyProto is p as the API shows it.
 func policyProto(p policy.Policy) *pb.Policy {
-	return &pb.Policy{
+	out := &pb.Policy{
 		Threshold: int32(p.Threshold), MinWorkers: int32(p.MinWorkers), RateLimitTrips: int32(p.RateLimitTrips),
 		CooldownBaseMs: msOf(p.CooldownBase), CooldownCapMs: msOf(p.CooldownCap), Jitter: p.Jitter,
 		ProbeTimeoutMs: msOf(p.ProbeTimeout), PauseTtlMs: msOf(p.PauseTTL), Alternatives: p.Alternatives,
@@ -45,6 +45,10 @@ func policyProto(p policy.Policy) *pb.Policy {
 		Parent: p.Parent, CountTowardParent: p.CountTowardParent, Shadow: p.Shadow,
 		BareRateLimitWaitMs: msOf(p.BareWait()),
 	}
+	if c := p.CostPerCall; c != nil {
+		out.CostPerCall, out.CostCurrency = c.Amount, c.Currency
+	}
+	return out
 }
 
 // recoveryProto is c without its secrets: the URL without credentials or

@@ -77,7 +77,7 @@ func New(st *store.Store, hub *events.Hub) *Server {
 // and returns s. Call it before NewGRPC.
 func (s *Server) WithListener(l limits.Listener) *Server {
 	s.lim = l.WithDefaults()
-	s.reads = limits.Gate{Methods: []string{"Get", "BatchGet", "List", "Events"}, Cap: limits.NewPerKey(s.lim.ReadsPerToken), What: "read calls"}
+	s.reads = limits.Gate{Methods: []string{"Get", "BatchGet", "List", "Events", "Savings"}, Cap: limits.NewPerKey(s.lim.ReadsPerToken), What: "read calls"}
 	s.watch = limits.Gate{Methods: []string{"Watch"}, Cap: limits.NewPerKey(s.lim.WatchesPerToken), What: "Watch streams"}
 	return s
 }
@@ -177,6 +177,7 @@ func (s *Server) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 	if err != nil {
 		return nil, statusOf(ctx, err)
 	}
+	s.countDenial(req, res)
 	return withToolResult(res, req.GetBreaker(), req.GetTool()), nil
 }
 

@@ -71,6 +71,14 @@ type Options struct {
 	// LiveKey is the sorted set the ceiling counts in. Default LiveKey.
 	// Tests sharing a Redis give each daemon group its own.
 	LiveKey string
+	// SavingsKey is the index of the breakers that saved anything
+	// (savings.go). Default SavingsKey. Tests sharing a Redis give each
+	// daemon group its own.
+	SavingsKey string
+	// OnSaved, when set, is called with each count of calls not made as
+	// the store takes it (a denial as CountDenial holds it, a client's
+	// report once written): the daemon's metrics. It must not block.
+	OnSaved func(breaker string, c Savings)
 	// OnLost, when set, is called once for each state this daemon heard
 	// that it finds Redis has lost (forgotten.go): from an Allow, or from
 	// FindLost. It must not block.
@@ -94,6 +102,8 @@ type Store struct {
 	// pipe coalesces concurrent Allow and Record scripts into pipelines
 	// (nil with Options.Unpipelined).
 	pipe *coalescer
+	// tally holds this daemon's Allow denials until FlushSavings.
+	tally tally
 	// fg remembers the lost states reported (forgotten.go).
 	fg *forgetting
 	// settling counts the lost Allows being settled (replylost.go).

@@ -116,6 +116,7 @@ type core struct {
 	view   *view      // nil without WithFastMode
 	out    *sender    // nil without WithFastMode
 	local  *localBreaker
+	tally  savingsTally // what the client refused itself, until reported
 
 	down     atomic.Bool  // answering from the local fallback
 	answered atomic.Bool  // breakerd has answered at least once
@@ -150,6 +151,7 @@ type options struct {
 	rpcTimeout    time.Duration
 	logger        *slog.Logger
 	onOutage      func(down bool, err error)
+	savings       time.Duration // WithSavingsInterval
 	// after starts the Allow budget's timer for a call on breaker (tests
 	// replace it to make chosen calls miss their budget).
 	after func(breaker string, d time.Duration) (<-chan time.Time, func() bool)
@@ -349,6 +351,7 @@ func newOptions(opts []Option) options {
 		retry:         time.Second,
 		listTimeout:   5 * time.Second,
 		rpcTimeout:    DefaultRPCTimeout,
+		savings:       DefaultSavingsInterval,
 		after: func(_ string, d time.Duration) (<-chan time.Time, func() bool) {
 			t := time.NewTimer(d)
 			return t.C, t.Stop
@@ -375,6 +378,10 @@ func newClient(conn grpc.ClientConnInterface, o options) *Client {
 	}}
 	c.setWorker(o.worker)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if o.savings > 0 {
+		c.wg.Add(1)
+		go func() { defer c.wg.Done(); c.reportSavings(c.ctx, o.savings) }()
+	}
 	if o.fast {
 		c.view, c.out = newView(), newSender()
 		c.wg.Add(2)
@@ -428,6 +435,9 @@ func (c *Client) Close() error {
 		_ = c.Flush(ctx) // best effort: what is left goes nowhere
 		cancel()
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.o.recordTimeout)
+	_ = c.FlushSavings(ctx) // best effort, as above
+	cancel()
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
@@ -492,6 +502,11 @@ type Stats struct {
 	// (PermissionDenied) counts one break per retry and never goes live.
 	WatchBreaks    int64
 	LastWatchError string
+	// SavedDenialsReported and ToolsRemovedReported count the calls
+	// refused in this process (fast mode's view, the open cache) and the
+	// tools runs left out that breakerd acknowledged in ReportSavings
+	// (WithSavingsInterval).
+	SavedDenialsReported, ToolsRemovedReported int64
 	// ViewLive is true while fast mode's view is subscribed and resynced:
 	// its answers follow breakerd's events. False before the first
 	// subscription, between a break and the next, and without fast mode.
@@ -508,6 +523,9 @@ func (c *Client) Stats() Stats {
 		st.ViewLive = c.view.live.Load()
 	}
 	st.WatchBreaks = c.stats.watchBreaks.Load()
+	c.tally.mu.Lock()
+	st.SavedDenialsReported, st.ToolsRemovedReported = c.tally.sentDenials, c.tally.sentRemoved
+	c.tally.mu.Unlock()
 	if e := c.stats.lastWatchErr.Load(); e != nil {
 		st.LastWatchError = *e
 	}
@@ -584,7 +602,7 @@ func (c *Client) Allow(ctx context.Context, breaker string) (*Permit, error) {
 	if c.view != nil && c.badWorker == nil {
 		// A breaker in the view came from breakerd: its name is valid.
 		if p := c.fastAllow(breaker); p != nil {
-			return p, nil
+			return c.saved(p), nil
 		}
 	}
 	if err := c.check(breaker); err != nil {
@@ -592,7 +610,7 @@ func (c *Client) Allow(ctx context.Context, breaker string) (*Permit, error) {
 	}
 	if c.cache != nil {
 		if p := c.cache.lookup(breaker, c.worker(), c.o.clock.Now()); p != nil {
-			return p, nil
+			return c.saved(p), nil
 		}
 	}
 	if c.down.Load() {

@@ -255,6 +255,7 @@ func (r *Run) removeLocked(u Unavailable) {
 	}
 	r.removed[u.Tool] = len(r.lost)
 	r.lost = append(r.lost, u)
+	r.c.removedTool(u)
 }
 
 // Degraded returns what the run's terminal result must carry: every tool

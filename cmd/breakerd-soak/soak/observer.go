@@ -42,6 +42,18 @@ import (
 //     checked once every grant that could precede it has been reported
 //     (and not judged when an Allow that got no answer, which may have
 //     been granted a probe, was sent within a lease and 5 s before it).
+//   - no count applied twice: a trip from closed read from the log at
+//     time A needs Threshold timeout Records that could have been applied
+//     in its run: sent by A and answered (or failed) after the previous
+//     transition to closed (a trip whose run's start was not read, such
+//     as a breaker's first, is not judged). Judged 5 s after A, when every
+//     Record sent by then has been reported.
+//   - no OPEN breaker answering CLOSED inside its cooldown without a
+//     logged loss: once a worker was answered OPEN with a cooldown ending
+//     at D, an answer CLOSED to a request sent before D is a loss of
+//     state; it is a violation unless a daemon logged that breaker's loss
+//     (LossMarker) near it (JudgeForgotten) or the master's kill lost it.
+//   - no flapping: see CheckFlaps.
 //   - flat daemons: see CheckFlat.
 //   - no keys past retention: see KeysLeft.
 //
@@ -64,6 +76,19 @@ type Observer struct {
 	// failover window: acknowledgements before killedAt that are missing
 	// afterwards were lost by the killed master, not a violation.
 	killedAt, settledAt time.Time
+	// wipedAt: the master restarted without persistence then; everything
+	// written before is gone.
+	wipedAt time.Time
+	// Threshold is the policy's threshold (the count-twice rule).
+	Threshold int
+	forgotten []forgot
+}
+
+// forgot is an answer CLOSED inside a cooldown a worker had been told.
+type forgot struct {
+	breaker                 string
+	openSeen, until, closed time.Time
+	gen                     int64
 }
 
 // Counts are the observer's tallies, for the report.
@@ -88,6 +113,13 @@ type Counts struct {
 	// retention and found holding no state key (their event stream may
 	// still be within the event retention).
 	StateExpired int64
+	// Trips counts trips from closed judged by the count-twice rule.
+	Trips int64
+	// Wiped counts transitions and worker-seen states lost to the restart
+	// without persistence; Forgotten the answers CLOSED inside a cooldown
+	// (ForgottenLogged: with a loss logged; ForgottenFailover: lost with
+	// the killed master).
+	Wiped, Forgotten, ForgottenLogged, ForgottenFailover int64
 }
 
 // Violation is one broken rule.
@@ -126,6 +158,17 @@ type logEntry struct {
 
 type denial struct{ sent, got time.Time }
 
+// failRec is one timeout Record: when it was sent and answered (got zero:
+// it failed, and may have been applied).
+type failRec struct{ sent, got time.Time }
+
+// trip is a trip from closed read from the log at at, in a run that
+// began at since (the previous transition to closed).
+type trip struct {
+	at, since time.Time
+	gen       int64
+}
+
 type tracked struct {
 	failed  []time.Time // when Allows that got no answer were sent
 	grants  []*grant
@@ -134,11 +177,17 @@ type tracked struct {
 	recent  []logEntry // the last transitions read, newest last
 	last    *logEntry  // the last transition read (the chain's end)
 	cursor  string     // the last stream id read
+	fails   []failRec
+	trips   []trip
+	// openUntil is the cooldown's end a worker was last answered OPEN
+	// with (at generation openGen, answered at openSeen).
+	openUntil, openSeen time.Time
+	openGen             int64
 }
 
 // NewObserver returns an observer for a policy's probe lease and retention.
 func NewObserver(lease, retention time.Duration) *Observer {
-	return &Observer{Lease: lease, Retention: retention, LogGrace: 30 * time.Second, breakers: map[string]*tracked{}}
+	return &Observer{Lease: lease, Retention: retention, LogGrace: 30 * time.Second, Threshold: Threshold, breakers: map[string]*tracked{}}
 }
 
 func (o *Observer) get(b string) *tracked {
@@ -178,7 +227,7 @@ func (o *Observer) Allow(b, worker string, sent, got time.Time, r *pb.AllowRespo
 		return
 	}
 	t := o.get(b)
-	o.see(b, t, r.GetState(), got)
+	o.see(b, t, r.GetState(), sent, got)
 	switch r.GetDecision() {
 	case pb.Decision_DECISION_PROBE:
 		o.counts.Grants++
@@ -189,7 +238,8 @@ func (o *Observer) Allow(b, worker string, sent, got time.Time, r *pb.AllowRespo
 				end = a.recordAt
 			}
 			if sent.After(a.got) && got.Before(end) {
-				if !o.killedAt.IsZero() && a.got.Before(o.killedAt) && sent.After(o.killedAt.Add(-time.Second)) {
+				if !o.killedAt.IsZero() && a.got.Before(o.killedAt) && sent.After(o.killedAt.Add(-time.Second)) ||
+					o.lostToWipe(a.got) && !sent.Before(o.wipedAt.Add(-time.Second)) {
 					o.counts.LostLeases++ // a's grant died with the killed master
 					continue
 				}
@@ -235,10 +285,11 @@ func (o *Observer) Record(b, worker, ticket string, sentAt, got time.Time, r *pb
 		o.counts.Degraded++
 		return
 	}
-	o.see(b, t, r.GetState(), got)
+	o.see(b, t, r.GetState(), sentAt, got)
 }
 
-func (o *Observer) see(b string, t *tracked, st *pb.BreakerState, at time.Time) {
+func (o *Observer) see(b string, t *tracked, st *pb.BreakerState, sent, at time.Time) {
+	o.cooldown(b, t, st, sent, at)
 	if st.GetGeneration() == 0 {
 		return
 	}
@@ -254,6 +305,117 @@ func (o *Observer) see(b string, t *tracked, st *pb.BreakerState, at time.Time) 
 	}
 	o.counts.Observed++
 	t.pending = append(t.pending, seen{gen: st.GetGeneration(), state: st.GetState(), at: at})
+}
+
+// cooldown applies the forgot-open rule to an answer st to a request sent
+// at sent that arrived at at.
+func (o *Observer) cooldown(b string, t *tracked, st *pb.BreakerState, sent, at time.Time) {
+	switch st.GetState() {
+	case pb.State_STATE_OPEN:
+		if u := time.UnixMilli(st.GetDenyUntilMs()); st.GetDenyUntilMs() > 0 && u.After(t.openUntil) {
+			t.openUntil, t.openSeen, t.openGen = u, at, st.GetGeneration()
+		}
+	case pb.State_STATE_CLOSED:
+		// Judged only for a request sent after the OPEN answer arrived and
+		// answered, with the clock's slack, before the cooldown's end.
+		if !t.openUntil.IsZero() && sent.After(t.openSeen) && at.Before(t.openUntil.Add(-100*time.Millisecond)) {
+			o.counts.Forgotten++
+			o.forgotten = append(o.forgotten, forgot{breaker: b, openSeen: t.openSeen, until: t.openUntil, closed: at, gen: t.openGen})
+			t.openUntil = time.Time{}
+		}
+	}
+}
+
+// Failure reports a timeout Record on b sent at sent and answered at got
+// (zero: it failed).
+func (o *Observer) Failure(b string, sent, got time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	t := o.get(b)
+	t.fails = append(t.fails, failRec{sent: sent, got: got})
+}
+
+// Wiped marks the moment the master was restarted without persistence.
+func (o *Observer) Wiped(at time.Time) { o.mu.Lock(); o.wipedAt = at; o.mu.Unlock() }
+
+// lostToWipe reports whether something written at t was lost with the
+// restart without persistence.
+func (o *Observer) lostToWipe(t time.Time) bool {
+	return !o.wipedAt.IsZero() && t.Before(o.wipedAt.Add(time.Second))
+}
+
+// JudgeForgotten flags the answers CLOSED inside a cooldown with no loss
+// of their breaker logged (losses: when daemons logged one, by breaker)
+// from a second before the cooldown was seen to 10 s after the answer,
+// and none lost with the killed master.
+func (o *Observer) JudgeForgotten(losses map[string][]time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, f := range o.forgotten {
+		logged := false
+		for _, l := range losses[f.breaker] {
+			logged = logged || (l.After(f.openSeen.Add(-time.Second)) && l.Before(f.closed.Add(10*time.Second)))
+		}
+		switch {
+		case logged:
+			o.counts.ForgottenLogged++
+		case !o.killedAt.IsZero() && f.openSeen.Before(o.killedAt) && f.closed.After(o.killedAt.Add(-time.Second)):
+			o.counts.ForgottenFailover++
+		default:
+			o.flag("forgot-open", f.breaker, "answered OPEN at generation %d at %s with a cooldown until %s, then CLOSED at %s; no daemon logged a loss",
+				f.gen, stamp(f.openSeen), stamp(f.until), stamp(f.closed))
+		}
+	}
+	o.forgotten = nil
+}
+
+// CheckFlaps flags flapping: a daemon that sent a node's breakers to
+// memory more than twice per Redis fault the run injected, plus one.
+func (o *Observer) CheckFlaps(flips map[string]int, redisFaults int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	limit := 2*redisFaults + 1
+	keys := make([]string, 0, len(flips))
+	for k := range flips {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if flips[k] > limit {
+			o.flag("flapping", "", "%s went to memory %d times, more than %d for %d Redis faults", k, flips[k], limit, redisFaults)
+		}
+	}
+}
+
+// judgeTrips applies the count-twice rule to t's trips read at least 5 s
+// before now, and drops timeout Records too old to matter.
+func (o *Observer) judgeTrips(b string, t *tracked, now time.Time) {
+	kept := t.trips[:0]
+	for _, tr := range t.trips {
+		if now.Sub(tr.at) < 5*time.Second {
+			kept = append(kept, tr)
+			continue
+		}
+		o.counts.Trips++
+		n := 0
+		for _, f := range t.fails {
+			if !f.sent.After(tr.at.Add(50*time.Millisecond)) && (f.got.IsZero() || !f.got.Before(tr.since.Add(-50*time.Millisecond))) {
+				n++
+			}
+		}
+		if n < o.Threshold && !o.lostToWipe(tr.at) && !o.inFailover(tr.at) {
+			o.flag("count-twice", b, "generation %d tripped at %s after %d timeout Records that could count in its run (since %s), fewer than the threshold %d",
+				tr.gen, stamp(tr.at), n, stamp(tr.since), o.Threshold)
+		}
+	}
+	t.trips = kept
+	keptF := t.fails[:0]
+	for _, f := range t.fails {
+		if now.Sub(f.sent) < 2*time.Minute {
+			keptF = append(keptF, f)
+		}
+	}
+	t.fails = keptF
 }
 
 // Log feeds the transitions read from breaker b's event stream since the
@@ -279,6 +441,11 @@ func (o *Observer) Log(b, first string, entries []*pb.Event, now time.Time) {
 		}
 		o.counts.Events++
 		cur := logEntry{id: e.GetId(), gen: e.GetGeneration(), to: e.GetTo(), at: time.UnixMilli(e.GetAtMs())}
+		if e.GetKind() == pb.EventKind_EVENT_KIND_TRANSITION && e.GetFrom() == pb.State_STATE_CLOSED && cur.to == pb.State_STATE_OPEN {
+			if p := t.last; p != nil && p.to == pb.State_STATE_CLOSED {
+				t.trips = append(t.trips, trip{at: cur.at, since: p.at, gen: cur.gen})
+			}
+		}
 		if p := t.last; p != nil {
 			switch {
 			case cur.gen == p.gen+1 && e.GetFrom() == p.to:
@@ -331,16 +498,21 @@ func (o *Observer) Resync(b string, survivor *pb.Event, now time.Time) {
 	}
 	keep := 0
 	for i, e := range t.recent {
-		if survivor != nil && store.CompareIDs(e.id, survivor.GetId()) <= 0 {
+		switch {
+		case survivor != nil && store.CompareIDs(e.id, survivor.GetId()) <= 0:
 			keep = i + 1
-			continue
-		}
-		o.counts.LostEntries++
-		if e.told {
-			o.counts.LostObserved++
+		case o.lostToWipe(e.at): // the restart without persistence lost it
+			o.counts.Wiped++
+		default:
+			o.counts.LostEntries++
+			if e.told {
+				o.counts.LostObserved++
+			}
 		}
 	}
-	o.counts.LostBreakers++
+	if o.wipedAt.IsZero() {
+		o.counts.LostBreakers++
+	}
 	t.recent = t.recent[:keep]
 	t.last = nil
 	if keep > 0 {
@@ -360,6 +532,8 @@ func (o *Observer) rolledBack(b string, t *tracked, now time.Time) {
 		return
 	}
 	switch {
+	case o.lostToWipe(t.last.at):
+		o.counts.Wiped++
 	case o.inFailover(now) || (!o.killedAt.IsZero() && t.last.at.Before(o.killedAt) && !t.last.at.Before(o.killedAt.Add(-10*time.Second))):
 		o.counts.LostEntries++
 	case now.Sub(t.last.at) >= time.Minute: // idle past the (minimum) event retention: expired
@@ -390,11 +564,14 @@ func (o *Observer) Sweep(now time.Time) {
 	sort.Strings(names)
 	for _, b := range names {
 		t := o.breakers[b]
+		o.judgeTrips(b, t, now)
 		kept := t.pending[:0]
 		for _, s := range t.pending {
 			switch {
 			case now.Sub(s.at) < o.LogGrace:
 				kept = append(kept, s)
+			case o.lostToWipe(s.at):
+				o.counts.Wiped++
 			case !o.killedAt.IsZero() && s.at.Before(o.killedAt) || o.inFailover(s.at):
 				o.counts.LostObserved++
 			default:

@@ -5,8 +5,10 @@
 // re-executed in its daemon mode, each a process of its own with its own
 // /metrics), and simulated workers calling Allow and Record on breakers
 // whose dependencies fail and recover on a schedule. Part-way through it
-// kills the Redis master (SIGKILL) and Sentinel promotes the replica. An
-// Observer judges what the workers were answered and what Redis holds.
+// kills a daemon and starts it again, kills the Redis master (SIGKILL) so
+// that Sentinel promotes the replica, and later restarts the master
+// without persistence (faults.go). An Observer judges what the workers
+// were answered, what Redis holds and what the daemons logged.
 package soak
 
 import (
@@ -51,6 +53,13 @@ type Config struct {
 	// FailoverAt is when the master is killed, as a fraction of Duration.
 	// Negative: no failover.
 	FailoverAt float64
+	// DaemonKillAt is when the last daemon is killed (SIGKILL) and
+	// started again 3 s later, as a fraction of Duration. Negative: never.
+	DaemonKillAt float64
+	// RestartAt is when the master (the promoted replica, after the
+	// failover) is killed and started again at once without persistence
+	// (every key gone), as a fraction of Duration. Negative: never.
+	RestartAt float64
 	// Seed makes the dependency schedule and the workers' choices
 	// repeatable (timing still varies).
 	Seed uint64
@@ -97,6 +106,9 @@ type Report struct {
 	Counts     Counts
 	Errors     map[string]int64 // RPC errors by code
 	Failover   string           // what happened to the master, in words
+	DaemonKill string           // what happened to the killed daemon, in words
+	Restart    string           // what happened at the restart without persistence
+	Flips      map[string]int   // outage flips per daemon log and node
 	Daemons    []DaemonReport
 	Violations []Violation
 	FlatRule   string
@@ -127,6 +139,13 @@ func (r *Report) String() string {
 		fmt.Fprintf(&b, "cold breakers: NOT CHECKED: the run ended before their retention passed (run at least a minute)\n")
 	}
 	fmt.Fprintf(&b, "failover: %s\n", r.Failover)
+	fmt.Fprintf(&b, "daemon kill: %s\n", r.DaemonKill)
+	fmt.Fprintf(&b, "restart without persistence: %s\n", r.Restart)
+	fmt.Fprintf(&b, "lost to the restart without persistence: %d transitions and worker-seen states\n", c.Wiped)
+	fmt.Fprintf(&b, "counted once: %d trips from closed judged, each after at least the threshold's timeout Records\n", c.Trips)
+	fmt.Fprintf(&b, "answered CLOSED inside a cooldown a worker had been told: %d (%d with a loss logged, %d lost with the killed master)\n",
+		c.Forgotten, c.ForgottenLogged, c.ForgottenFailover)
+	fmt.Fprintf(&b, "outage flips (daemon log, node: times sent to memory): %v\n", r.Flips)
 	fmt.Fprintf(&b, "lost to the killed master: %d transitions read from its log were gone after the failover (on %d breakers), %d of them (or never logged) answered to a worker; %d probe leases granted again\n",
 		c.LostEntries, c.LostBreakers, c.LostObserved, c.LostLeases)
 	for _, d := range r.Daemons {
@@ -282,7 +301,8 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	samples := make([][]Sample, len(daemons))
 	failoverAt := start.Add(time.Duration(float64(c.Duration) * c.FailoverAt))
 	failedOver := c.FailoverAt < 0
-	rep.Failover = "none"
+	rep.Failover, rep.DaemonKill, rep.Restart = "none", "none", "none"
+	faults := newFaultClock(c, start)
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
 	lastProgress := start
@@ -312,6 +332,11 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 			failedOver = true
 			rep.Failover = killMaster(ctx, obs, rdb, redisDir, master, replica, sentinels, names)
 		}
+		faults.step(ctx, now, rep, obs, daemons, func() {
+			rep.Restart = restartWithoutPersistence(ctx, obs, redisDir, sentinels)
+			resync(ctx, rdb, obs, names)
+			readLog(ctx, rdb, obs, names)
+		})
 		if c.Progress != nil && now.Sub(lastProgress) >= 10*time.Second {
 			lastProgress = now
 			k := obs.Counts()
@@ -327,6 +352,10 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	obs.LogGrace = 0
 	obs.Sweep(time.Now().Add(time.Hour))
 	checkTTLs(ctx, rdb, obs)
+	logs := readDaemonLogs(c.Dir)
+	obs.JudgeForgotten(logs.Losses)
+	obs.CheckFlaps(logs.Flips, faults.redisFaults(failedOver && c.FailoverAt >= 0))
+	rep.Flips = logs.Flips
 	for i, d := range daemons {
 		obs.CheckFlat("daemon "+d.addr, samples[i], c.Workers)
 		rep.Daemons = append(rep.Daemons, summarize(d.addr, samples[i]))
@@ -415,6 +444,12 @@ func (w *worker) call(ctx context.Context, i int) {
 		w.lastCall[i].Store(rgot.UnixMilli())
 	}
 	w.obs.Record(name, w.id, ticket, rsent, rgot, rec)
+	if outcome == pb.Outcome_OUTCOME_TIMEOUT {
+		if err != nil {
+			rgot = time.Time{}
+		}
+		w.obs.Failure(name, rsent, rgot)
+	}
 }
 
 // readLog reads every breaker's event stream from where the observer left
@@ -598,13 +633,15 @@ func resync(ctx context.Context, rdb redis.UniversalClient, obs *Observer, names
 
 // daemonProc is one breakerd daemon process.
 type daemonProc struct {
-	addr, metrics string
-	cmd           *exec.Cmd
-	log           *os.File
+	addr, metrics        string
+	redisURL, policyFile string // to start it again
+	cmd                  *exec.Cmd
+	log                  *os.File
 }
 
 func startDaemon(c Config, i int, grpcAddr, metricsAddr, redisURL, policyFile string) (*daemonProc, error) {
-	logf, err := os.Create(filepath.Join(c.Dir, fmt.Sprintf("daemon-%d.log", i)))
+	// Appended to: a daemon killed and started again writes on.
+	logf, err := os.OpenFile(filepath.Join(c.Dir, fmt.Sprintf("daemon-%d.log", i)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -626,7 +663,7 @@ func startDaemon(c Config, i int, grpcAddr, metricsAddr, redisURL, policyFile st
 		_ = logf.Close()
 		return nil, fmt.Errorf("start daemon %d: %w", i, err)
 	}
-	return &daemonProc{addr: grpcAddr, metrics: metricsAddr, cmd: cmd, log: logf}, nil
+	return &daemonProc{addr: grpcAddr, metrics: metricsAddr, redisURL: redisURL, policyFile: policyFile, cmd: cmd, log: logf}, nil
 }
 
 func (d *daemonProc) waitServing(ctx context.Context) error {

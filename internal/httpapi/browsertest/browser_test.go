@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -33,8 +34,9 @@ const (
 
 // TestStatusPage: the page loads; a breaker tripped after it connected
 // appears without a reload; a name made of markup shows as its
-// characters; Force is refused to a worker's token and works with an
-// operator's.
+// characters; the calls the open breaker refused show as its savings; a
+// suspect worker and the timelines show; Force is refused to a worker's
+// token and works with an operator's.
 func TestStatusPage(t *testing.T) {
 	browser := os.Getenv("BREAKERD_TEST_CHROMIUM")
 	if browser == "" {
@@ -85,6 +87,19 @@ func TestStatusPage(t *testing.T) {
 	if !got.Same {
 		t.Errorf("the page was reloaded: want the breakers to appear in the same document")
 	}
+
+	// What the open breaker saved: the calls the daemon refused, priced
+	// by its policy's cost_per_call (read again on Refresh: a refused
+	// call is no event).
+	for range 3 {
+		d.deny(t, tripped, "w-3")
+	}
+	await(ctx, t, "the savings of "+tripped, fmt.Sprintf(`(() => {
+		const shown = [...document.querySelectorAll('#savings tbody tr')].some(tr => tr.dataset.breaker === %s &&
+			Number(tr.cells[2].textContent.replace(/,/g, '')) >= 3 && tr.cells[5].textContent.endsWith(' USD'));
+		if (!shown) document.getElementById('savings-refresh').click();
+		return shown;
+	})()`, js(tripped)))
 
 	// A worker failing alone is a suspect, listed with its breaker.
 	d.suspect(t, "search:vendor-c", "w-9")
@@ -237,8 +252,9 @@ type daemon struct {
 }
 
 // startDaemon runs breakerd (BREAKERD_BIN, or built from this tree) with
-// an embedded Redis, an operator token (alice) and a worker token (pool,
-// workers w-*), until the test ends.
+// an embedded Redis, an operator token (alice), a worker token (pool,
+// workers w-*) and a price on the search:* breakers' calls, until the
+// test ends.
 func startDaemon(ctx context.Context, t *testing.T) *daemon {
 	t.Helper()
 	dir := t.TempDir()
@@ -255,7 +271,10 @@ func startDaemon(ctx context.Context, t *testing.T) *daemon {
 	must(t, "write tokens", os.WriteFile(tokens, []byte("tokens:\n"+
 		"  - {name: alice, role: operator, token: "+operatorToken+"}\n"+
 		"  - {name: pool, role: worker, token: "+workerToken+", workers: [w-*]}\n"), 0o600))
-	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--tokens", tokens, "--log-format", "json")
+	policy := filepath.Join(dir, "policy.yaml")
+	must(t, "write the policy", os.WriteFile(policy, []byte("breakers:\n"+
+		"  - {match: \"search:*\", cost_per_call: {amount: 0.12, currency: USD}}\n"), 0o600))
+	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--tokens", tokens, "--config", policy, "--log-format", "json")
 	stderr, err := cmd.StderrPipe()
 	must(t, "stderr pipe", err)
 	must(t, "start breakerd", cmd.Start())
@@ -331,6 +350,16 @@ func (d *daemon) suspect(t *testing.T, name, worker string) {
 		}
 	}
 	t.Fatalf("%s did not suspect %s after 100 failures from it alone", name, worker)
+}
+
+// deny asks Allow on name as worker and wants it refused.
+func (d *daemon) deny(t *testing.T, name, worker string) {
+	t.Helper()
+	var a struct{ Decision string }
+	d.call(t, "Allow", workerToken, map[string]string{"breaker": name, "worker_id": worker}, &a)
+	if !strings.HasPrefix(a.Decision, "DECISION_DENIED") {
+		t.Fatalf("Allow(%q) as %s = %s, want a denial", name, worker, a.Decision)
+	}
 }
 
 // fail sends one failed call (a timeout) on name as worker.

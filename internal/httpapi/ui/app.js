@@ -2,7 +2,7 @@
 // with the bearer token typed in above, held in this script's memory only
 // (no cookie, no storage): GET /v1/watch, read as a stream by fetch so
 // that it carries the Authorization header, and the RPCs (List, Get,
-// BatchGet, Events, Force) as JSON. docs/operations.md#status-page says
+// BatchGet, Events, Savings, Force) as JSON. docs/operations.md#status-page says
 // what it shows; docs/security.md#the-status-page why it works so.
 //
 // Breaker names, reasons and actors come from workers: they are only ever
@@ -29,6 +29,8 @@
   const suspects = new Map(); // breaker -> BreakerState naming a suspect worker
   const suspectSince = new Map(); // breaker -> at_ms of its suspect event
   let transitions = []; // Events, newest first
+  let savings = null; // the last SavingsResponse
+  let savingsTimer = 0;
   let timelineName = '';
   let timeline = []; // the selected breaker's Events, oldest first
 
@@ -111,6 +113,7 @@
       breakers.clear();
       generations.clear();
       for (const s of JSON.parse(ev.data).states || []) apply(s);
+      loadSavings();
       try {
         await seed(signal);
         setStatus('live', 'live');
@@ -146,6 +149,27 @@
       if (e.kind === 'EVENT_KIND_SUSPECT_WORKER') named.add(e.breaker);
     }
     await refreshSuspects([...named], signal);
+  }
+
+  // SAVINGS_EVERY is how often the savings are read again while signed
+  // in: they change with every refused call, which is no event.
+  const SAVINGS_EVERY = 30 * 1000;
+
+  // loadSavings reads what the breakers saved over the chosen window.
+  async function loadSavings() {
+    clearTimeout(savingsTimer);
+    const signal = session && session.signal;
+    if (!signal) return;
+    try {
+      savings = await call('Savings', { window_ms: $('savings-window').value }, signal);
+      $('savings-total').textContent = '';
+    } catch (e) {
+      if (signal.aborted) return;
+      savings = null;
+      $('savings-total').textContent = e.message;
+    }
+    savingsTimer = setTimeout(loadSavings, SAVINGS_EVERY);
+    render();
   }
 
   // heard records an event: a recent transition, when its breaker
@@ -303,6 +327,28 @@
     return tr;
   }
 
+  const count = (v) => Number(v || 0).toLocaleString('en');
+
+  function spend(amount, currency) {
+    if (!currency) return '';
+    return '≈ ' + Number(amount || 0).toLocaleString('en', { maximumFractionDigits: 2 }) + ' ' + currency;
+  }
+
+  function renderSavings() {
+    const rows = savings ? savings.breakers || [] : [];
+    if (savings) {
+      const spent = (savings.spend || []).map((x) => spend(x.spend_avoided_estimate, x.currency)).join(', ');
+      $('savings-total').textContent = count(savings.calls_avoided) + ' calls avoided' + (spent ? ', ' + spent + ' (estimate)' : '');
+    }
+    fill('savings', rows.map((b) => {
+      const tr = document.createElement('tr');
+      tr.dataset.breaker = b.breaker;
+      tr.append(nameCell(b.breaker), cell(count(b.calls_avoided), 'num'), cell(count(b.daemon_denials), 'num'),
+        cell(count(b.client_denials), 'num'), cell(count(b.tools_removed), 'num'), cell(spend(b.spend_avoided_estimate, b.currency), 'num'));
+      return tr;
+    }), savings ? 'nothing saved in this window' : '');
+  }
+
   function eventCells(e) {
     return [cell(kindWords(e.kind) + (e.shadow ? ' (shadow)' : '')), cell(stateWords(e.from) + ' → ' + stateWords(e.to)),
       cell(e.reason || ''), cell(e.actor || '')];
@@ -323,6 +369,7 @@
       tr.append(cell(when(e.at_ms)), nameCell(e.breaker), ...eventCells(e));
       return tr;
     }), 'none in the last hour');
+    renderSavings();
     $('timeline-name').textContent = timelineName;
     fill('timeline', timeline.slice().reverse().map((e) => {
       const tr = document.createElement('tr');
@@ -385,6 +432,9 @@
     transitions = [];
     timelineName = '';
     timeline = [];
+    savings = null;
+    clearTimeout(savingsTimer);
+    $('savings-total').textContent = '';
     $('signin').hidden = false;
     $('signout').hidden = true;
     $('force-result').textContent = '';
@@ -400,7 +450,9 @@
   $('signin').addEventListener('submit', signIn);
   $('signout').addEventListener('click', signOut);
   $('force').addEventListener('submit', force);
-  for (const t of ['breakers', 'suspects', 'transitions']) $(t).addEventListener('click', select);
+  $('savings-form').addEventListener('submit', (ev) => { ev.preventDefault(); loadSavings(); });
+  $('savings-window').addEventListener('change', loadSavings);
+  for (const t of ['breakers', 'suspects', 'transitions', 'savings']) $(t).addEventListener('click', select);
   setInterval(render, 5000);
   render();
 })();

@@ -2737,8 +2737,13 @@ type Policy struct {
 	Group string `protobuf:"bytes,23,opt,name=group,proto3" json:"group,omitempty"`
 	// The group's max_open_fraction (0 to 1); 0 when no group.
 	MaxOpenFraction float64 `protobuf:"fixed64,24,opt,name=max_open_fraction,json=maxOpenFraction,proto3" json:"max_open_fraction,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The policy's cost_per_call amount, for the estimate of spend
+	// avoided; 0 when it sets none.
+	CostPerCall float64 `protobuf:"fixed64,25,opt,name=cost_per_call,json=costPerCall,proto3" json:"cost_per_call,omitempty"`
+	// The cost_per_call's currency; empty when none.
+	CostCurrency  string `protobuf:"bytes,26,opt,name=cost_currency,json=costCurrency,proto3" json:"cost_currency,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Policy) Reset() {
@@ -2939,6 +2944,20 @@ func (x *Policy) GetMaxOpenFraction() float64 {
 	return 0
 }
 
+func (x *Policy) GetCostPerCall() float64 {
+	if x != nil {
+		return x.CostPerCall
+	}
+	return 0
+}
+
+func (x *Policy) GetCostCurrency() string {
+	if x != nil {
+		return x.CostCurrency
+	}
+	return ""
+}
+
 // PolicyRecoveryCheck is a policy's recovery check with its secrets
 // redacted: no header value, and the URL without its credentials.
 type PolicyRecoveryCheck struct {
@@ -3047,6 +3066,479 @@ func (x *PolicyRecoveryCheck) GetTimeoutMs() int64 {
 		return x.TimeoutMs
 	}
 	return 0
+}
+
+// SavingsReport is what one client saved on one breaker since its last
+// report.
+type SavingsReport struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Breaker string                 `protobuf:"bytes,1,opt,name=breaker,proto3" json:"breaker,omitempty"`
+	// Calls refused in the client's own process (fast mode's view, the
+	// open cache), each one a call to the dependency not made.
+	LocalDenials int64 `protobuf:"varint,2,opt,name=local_denials,json=localDenials,proto3" json:"local_denials,omitempty"`
+	// Runs that started without the breaker's tool in their toolset (one
+	// per run and tool).
+	ToolsRemoved  int64 `protobuf:"varint,3,opt,name=tools_removed,json=toolsRemoved,proto3" json:"tools_removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SavingsReport) Reset() {
+	*x = SavingsReport{}
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SavingsReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SavingsReport) ProtoMessage() {}
+
+func (x *SavingsReport) ProtoReflect() protoreflect.Message {
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SavingsReport.ProtoReflect.Descriptor instead.
+func (*SavingsReport) Descriptor() ([]byte, []int) {
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *SavingsReport) GetBreaker() string {
+	if x != nil {
+		return x.Breaker
+	}
+	return ""
+}
+
+func (x *SavingsReport) GetLocalDenials() int64 {
+	if x != nil {
+		return x.LocalDenials
+	}
+	return 0
+}
+
+func (x *SavingsReport) GetToolsRemoved() int64 {
+	if x != nil {
+		return x.ToolsRemoved
+	}
+	return 0
+}
+
+type ReportSavingsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reporting worker (a worker token may report only as its own).
+	WorkerId string `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	// At most 1024, at most one per breaker.
+	Reports       []*SavingsReport `protobuf:"bytes,2,rep,name=reports,proto3" json:"reports,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportSavingsRequest) Reset() {
+	*x = ReportSavingsRequest{}
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportSavingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportSavingsRequest) ProtoMessage() {}
+
+func (x *ReportSavingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportSavingsRequest.ProtoReflect.Descriptor instead.
+func (*ReportSavingsRequest) Descriptor() ([]byte, []int) {
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ReportSavingsRequest) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+func (x *ReportSavingsRequest) GetReports() []*SavingsReport {
+	if x != nil {
+		return x.Reports
+	}
+	return nil
+}
+
+type ReportSavingsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reports counted.
+	Accepted int32 `protobuf:"varint,1,opt,name=accepted,proto3" json:"accepted,omitempty"`
+	// The reports ignored: their breaker holds no state.
+	Ignored       int32 `protobuf:"varint,2,opt,name=ignored,proto3" json:"ignored,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportSavingsResponse) Reset() {
+	*x = ReportSavingsResponse{}
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportSavingsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportSavingsResponse) ProtoMessage() {}
+
+func (x *ReportSavingsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportSavingsResponse.ProtoReflect.Descriptor instead.
+func (*ReportSavingsResponse) Descriptor() ([]byte, []int) {
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ReportSavingsResponse) GetAccepted() int32 {
+	if x != nil {
+		return x.Accepted
+	}
+	return 0
+}
+
+func (x *ReportSavingsResponse) GetIgnored() int32 {
+	if x != nil {
+		return x.Ignored
+	}
+	return 0
+}
+
+type SavingsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The look-back window, in milliseconds before now (1 minute to 7
+	// days). Windows up to 3 hours are read by the minute, longer ones by
+	// the hour (the window rounded out to whole hours). 0: one hour.
+	WindowMs int64 `protobuf:"varint,1,opt,name=window_ms,json=windowMs,proto3" json:"window_ms,omitempty"`
+	// Only these breakers; every breaker that saved anything when empty.
+	Breakers      []string `protobuf:"bytes,2,rep,name=breakers,proto3" json:"breakers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SavingsRequest) Reset() {
+	*x = SavingsRequest{}
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SavingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SavingsRequest) ProtoMessage() {}
+
+func (x *SavingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SavingsRequest.ProtoReflect.Descriptor instead.
+func (*SavingsRequest) Descriptor() ([]byte, []int) {
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *SavingsRequest) GetWindowMs() int64 {
+	if x != nil {
+		return x.WindowMs
+	}
+	return 0
+}
+
+func (x *SavingsRequest) GetBreakers() []string {
+	if x != nil {
+		return x.Breakers
+	}
+	return nil
+}
+
+// BreakerSavings is what one breaker saved over the window.
+type BreakerSavings struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Breaker string                 `protobuf:"bytes,1,opt,name=breaker,proto3" json:"breaker,omitempty"`
+	// Allow calls the daemons denied (denials of a parent scope count
+	// under the parent).
+	DaemonDenials int64 `protobuf:"varint,2,opt,name=daemon_denials,json=daemonDenials,proto3" json:"daemon_denials,omitempty"`
+	// Calls refused in clients' own processes, as they reported them.
+	ClientDenials int64 `protobuf:"varint,3,opt,name=client_denials,json=clientDenials,proto3" json:"client_denials,omitempty"`
+	// Runs that started without the breaker's tool, as clients reported.
+	ToolsRemoved int64 `protobuf:"varint,4,opt,name=tools_removed,json=toolsRemoved,proto3" json:"tools_removed,omitempty"`
+	// The calls not made: daemon_denials + client_denials + tools_removed.
+	CallsAvoided int64 `protobuf:"varint,5,opt,name=calls_avoided,json=callsAvoided,proto3" json:"calls_avoided,omitempty"`
+	// The policy's cost_per_call (its amount); 0 when it sets none.
+	CostPerCall float64 `protobuf:"fixed64,6,opt,name=cost_per_call,json=costPerCall,proto3" json:"cost_per_call,omitempty"`
+	// The cost's currency (as the policy names it); empty when none.
+	Currency string `protobuf:"bytes,7,opt,name=currency,proto3" json:"currency,omitempty"`
+	// An estimate: calls_avoided x cost_per_call, in currency.
+	SpendAvoidedEstimate float64 `protobuf:"fixed64,8,opt,name=spend_avoided_estimate,json=spendAvoidedEstimate,proto3" json:"spend_avoided_estimate,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *BreakerSavings) Reset() {
+	*x = BreakerSavings{}
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BreakerSavings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BreakerSavings) ProtoMessage() {}
+
+func (x *BreakerSavings) ProtoReflect() protoreflect.Message {
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BreakerSavings.ProtoReflect.Descriptor instead.
+func (*BreakerSavings) Descriptor() ([]byte, []int) {
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *BreakerSavings) GetBreaker() string {
+	if x != nil {
+		return x.Breaker
+	}
+	return ""
+}
+
+func (x *BreakerSavings) GetDaemonDenials() int64 {
+	if x != nil {
+		return x.DaemonDenials
+	}
+	return 0
+}
+
+func (x *BreakerSavings) GetClientDenials() int64 {
+	if x != nil {
+		return x.ClientDenials
+	}
+	return 0
+}
+
+func (x *BreakerSavings) GetToolsRemoved() int64 {
+	if x != nil {
+		return x.ToolsRemoved
+	}
+	return 0
+}
+
+func (x *BreakerSavings) GetCallsAvoided() int64 {
+	if x != nil {
+		return x.CallsAvoided
+	}
+	return 0
+}
+
+func (x *BreakerSavings) GetCostPerCall() float64 {
+	if x != nil {
+		return x.CostPerCall
+	}
+	return 0
+}
+
+func (x *BreakerSavings) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
+}
+
+func (x *BreakerSavings) GetSpendAvoidedEstimate() float64 {
+	if x != nil {
+		return x.SpendAvoidedEstimate
+	}
+	return 0
+}
+
+// SpendTotal is the estimated spend avoided in one currency.
+type SpendTotal struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Currency string                 `protobuf:"bytes,1,opt,name=currency,proto3" json:"currency,omitempty"`
+	// An estimate: the sum of the breakers' spend_avoided_estimate.
+	SpendAvoidedEstimate float64 `protobuf:"fixed64,2,opt,name=spend_avoided_estimate,json=spendAvoidedEstimate,proto3" json:"spend_avoided_estimate,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *SpendTotal) Reset() {
+	*x = SpendTotal{}
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SpendTotal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SpendTotal) ProtoMessage() {}
+
+func (x *SpendTotal) ProtoReflect() protoreflect.Message {
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SpendTotal.ProtoReflect.Descriptor instead.
+func (*SpendTotal) Descriptor() ([]byte, []int) {
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *SpendTotal) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
+}
+
+func (x *SpendTotal) GetSpendAvoidedEstimate() float64 {
+	if x != nil {
+		return x.SpendAvoidedEstimate
+	}
+	return 0
+}
+
+type SavingsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The window read, ms since the epoch: from (inclusive) to (exclusive).
+	FromMs int64 `protobuf:"varint,1,opt,name=from_ms,json=fromMs,proto3" json:"from_ms,omitempty"`
+	ToMs   int64 `protobuf:"varint,2,opt,name=to_ms,json=toMs,proto3" json:"to_ms,omitempty"`
+	// The breakers that saved anything, most calls avoided first.
+	Breakers []*BreakerSavings `protobuf:"bytes,3,rep,name=breakers,proto3" json:"breakers,omitempty"`
+	// The calls avoided by every breaker listed.
+	CallsAvoided int64 `protobuf:"varint,4,opt,name=calls_avoided,json=callsAvoided,proto3" json:"calls_avoided,omitempty"`
+	// The estimated spend avoided, per currency.
+	Spend         []*SpendTotal `protobuf:"bytes,5,rep,name=spend,proto3" json:"spend,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SavingsResponse) Reset() {
+	*x = SavingsResponse{}
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SavingsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SavingsResponse) ProtoMessage() {}
+
+func (x *SavingsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SavingsResponse.ProtoReflect.Descriptor instead.
+func (*SavingsResponse) Descriptor() ([]byte, []int) {
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *SavingsResponse) GetFromMs() int64 {
+	if x != nil {
+		return x.FromMs
+	}
+	return 0
+}
+
+func (x *SavingsResponse) GetToMs() int64 {
+	if x != nil {
+		return x.ToMs
+	}
+	return 0
+}
+
+func (x *SavingsResponse) GetBreakers() []*BreakerSavings {
+	if x != nil {
+		return x.Breakers
+	}
+	return nil
+}
+
+func (x *SavingsResponse) GetCallsAvoided() int64 {
+	if x != nil {
+		return x.CallsAvoided
+	}
+	return 0
+}
+
+func (x *SavingsResponse) GetSpend() []*SpendTotal {
+	if x != nil {
+		return x.Spend
+	}
+	return nil
 }
 
 var File_breakerd_v1_breaker_proto protoreflect.FileDescriptor
@@ -3234,7 +3726,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\asources\x18\x03 \x03(\v2+.breakerd.v1.GetPolicyResponse.SourcesEntryR\asources\x1a:\n" +
 	"\fSourcesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x92\a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdb\a\n" +
 	"\x06Policy\x12\x1c\n" +
 	"\tthreshold\x18\x01 \x01(\x05R\tthreshold\x12\x1f\n" +
 	"\vmin_workers\x18\x02 \x01(\x05R\n" +
@@ -3263,7 +3755,9 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x06shadow\x18\x15 \x01(\bR\x06shadow\x124\n" +
 	"\x17bare_rate_limit_wait_ms\x18\x16 \x01(\x03R\x13bareRateLimitWaitMs\x12\x14\n" +
 	"\x05group\x18\x17 \x01(\tR\x05group\x12*\n" +
-	"\x11max_open_fraction\x18\x18 \x01(\x01R\x0fmaxOpenFraction\"\xb5\x02\n" +
+	"\x11max_open_fraction\x18\x18 \x01(\x01R\x0fmaxOpenFraction\x12\"\n" +
+	"\rcost_per_call\x18\x19 \x01(\x01R\vcostPerCall\x12#\n" +
+	"\rcost_currency\x18\x1a \x01(\tR\fcostCurrency\"\xb5\x02\n" +
 	"\x13PolicyRecoveryCheck\x12\x1f\n" +
 	"\vhttp_method\x18\x01 \x01(\tR\n" +
 	"httpMethod\x12\x19\n" +
@@ -3275,7 +3769,39 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\fgrpc_service\x18\x06 \x01(\tR\vgrpcService\x12%\n" +
 	"\x0egrpc_plaintext\x18\a \x01(\bR\rgrpcPlaintext\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\b \x01(\x03R\ttimeoutMs*\x8f\x02\n" +
+	"timeout_ms\x18\b \x01(\x03R\ttimeoutMs\"s\n" +
+	"\rSavingsReport\x12\x18\n" +
+	"\abreaker\x18\x01 \x01(\tR\abreaker\x12#\n" +
+	"\rlocal_denials\x18\x02 \x01(\x03R\flocalDenials\x12#\n" +
+	"\rtools_removed\x18\x03 \x01(\x03R\ftoolsRemoved\"i\n" +
+	"\x14ReportSavingsRequest\x12\x1b\n" +
+	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x124\n" +
+	"\areports\x18\x02 \x03(\v2\x1a.breakerd.v1.SavingsReportR\areports\"M\n" +
+	"\x15ReportSavingsResponse\x12\x1a\n" +
+	"\baccepted\x18\x01 \x01(\x05R\baccepted\x12\x18\n" +
+	"\aignored\x18\x02 \x01(\x05R\aignored\"I\n" +
+	"\x0eSavingsRequest\x12\x1b\n" +
+	"\twindow_ms\x18\x01 \x01(\x03R\bwindowMs\x12\x1a\n" +
+	"\bbreakers\x18\x02 \x03(\tR\bbreakers\"\xb8\x02\n" +
+	"\x0eBreakerSavings\x12\x18\n" +
+	"\abreaker\x18\x01 \x01(\tR\abreaker\x12%\n" +
+	"\x0edaemon_denials\x18\x02 \x01(\x03R\rdaemonDenials\x12%\n" +
+	"\x0eclient_denials\x18\x03 \x01(\x03R\rclientDenials\x12#\n" +
+	"\rtools_removed\x18\x04 \x01(\x03R\ftoolsRemoved\x12#\n" +
+	"\rcalls_avoided\x18\x05 \x01(\x03R\fcallsAvoided\x12\"\n" +
+	"\rcost_per_call\x18\x06 \x01(\x01R\vcostPerCall\x12\x1a\n" +
+	"\bcurrency\x18\a \x01(\tR\bcurrency\x124\n" +
+	"\x16spend_avoided_estimate\x18\b \x01(\x01R\x14spendAvoidedEstimate\"^\n" +
+	"\n" +
+	"SpendTotal\x12\x1a\n" +
+	"\bcurrency\x18\x01 \x01(\tR\bcurrency\x124\n" +
+	"\x16spend_avoided_estimate\x18\x02 \x01(\x01R\x14spendAvoidedEstimate\"\xcc\x01\n" +
+	"\x0fSavingsResponse\x12\x17\n" +
+	"\afrom_ms\x18\x01 \x01(\x03R\x06fromMs\x12\x13\n" +
+	"\x05to_ms\x18\x02 \x01(\x03R\x04toMs\x127\n" +
+	"\bbreakers\x18\x03 \x03(\v2\x1b.breakerd.v1.BreakerSavingsR\bbreakers\x12#\n" +
+	"\rcalls_avoided\x18\x04 \x01(\x03R\fcallsAvoided\x12-\n" +
+	"\x05spend\x18\x05 \x03(\v2\x17.breakerd.v1.SpendTotalR\x05spend*\x8f\x02\n" +
 	"\bDecision\x12\x18\n" +
 	"\x14DECISION_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10DECISION_ALLOWED\x10\x01\x12\x12\n" +
@@ -3346,7 +3872,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x14EVENT_KIND_RUN_ENDED\x10\n" +
 	"\x12 \n" +
 	"\x1cEVENT_KIND_OPEN_FRACTION_CAP\x10\f\x12\x19\n" +
-	"\x15EVENT_KIND_STATE_LOST\x10\r2\xb6\x05\n" +
+	"\x15EVENT_KIND_STATE_LOST\x10\r2\xd4\x06\n" +
 	"\x0eBreakerService\x12>\n" +
 	"\x05Allow\x12\x19.breakerd.v1.AllowRequest\x1a\x1a.breakerd.v1.AllowResponse\x12A\n" +
 	"\x06Record\x12\x1a.breakerd.v1.RecordRequest\x1a\x1b.breakerd.v1.RecordResponse\x12P\n" +
@@ -3357,7 +3883,9 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x05Force\x12\x19.breakerd.v1.ForceRequest\x1a\x1a.breakerd.v1.ForceResponse\x12@\n" +
 	"\x05Watch\x12\x19.breakerd.v1.WatchRequest\x1a\x1a.breakerd.v1.WatchResponse0\x01\x12A\n" +
 	"\x06Events\x12\x1a.breakerd.v1.EventsRequest\x1a\x1b.breakerd.v1.EventsResponse\x12J\n" +
-	"\tGetPolicy\x12\x1d.breakerd.v1.GetPolicyRequest\x1a\x1e.breakerd.v1.GetPolicyResponseB;Z9github.com/breakerd/breakerd/proto/breakerd/v1;breakerdv1b\x06proto3"
+	"\tGetPolicy\x12\x1d.breakerd.v1.GetPolicyRequest\x1a\x1e.breakerd.v1.GetPolicyResponse\x12V\n" +
+	"\rReportSavings\x12!.breakerd.v1.ReportSavingsRequest\x1a\".breakerd.v1.ReportSavingsResponse\x12D\n" +
+	"\aSavings\x12\x1b.breakerd.v1.SavingsRequest\x1a\x1c.breakerd.v1.SavingsResponseB;Z9github.com/breakerd/breakerd/proto/breakerd/v1;breakerdv1b\x06proto3"
 
 var (
 	file_breakerd_v1_breaker_proto_rawDescOnce sync.Once
@@ -3372,43 +3900,50 @@ func file_breakerd_v1_breaker_proto_rawDescGZIP() []byte {
 }
 
 var file_breakerd_v1_breaker_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_breakerd_v1_breaker_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_breakerd_v1_breaker_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_breakerd_v1_breaker_proto_goTypes = []any{
-	(Decision)(0),               // 0: breakerd.v1.Decision
-	(State)(0),                  // 1: breakerd.v1.State
-	(Outcome)(0),                // 2: breakerd.v1.Outcome
-	(ErrorKind)(0),              // 3: breakerd.v1.ErrorKind
-	(ForceMode)(0),              // 4: breakerd.v1.ForceMode
-	(ShadowSetting)(0),          // 5: breakerd.v1.ShadowSetting
-	(EventKind)(0),              // 6: breakerd.v1.EventKind
-	(*Ticket)(nil),              // 7: breakerd.v1.Ticket
-	(*BreakerState)(nil),        // 8: breakerd.v1.BreakerState
-	(*AllowRequest)(nil),        // 9: breakerd.v1.AllowRequest
-	(*AllowResponse)(nil),       // 10: breakerd.v1.AllowResponse
-	(*RecordRequest)(nil),       // 11: breakerd.v1.RecordRequest
-	(*CallEvidence)(nil),        // 12: breakerd.v1.CallEvidence
-	(*RecordBatchRequest)(nil),  // 13: breakerd.v1.RecordBatchRequest
-	(*RecordBatchResponse)(nil), // 14: breakerd.v1.RecordBatchResponse
-	(*RecordResponse)(nil),      // 15: breakerd.v1.RecordResponse
-	(*GetRequest)(nil),          // 16: breakerd.v1.GetRequest
-	(*GetResponse)(nil),         // 17: breakerd.v1.GetResponse
-	(*BatchGetRequest)(nil),     // 18: breakerd.v1.BatchGetRequest
-	(*BatchGetResponse)(nil),    // 19: breakerd.v1.BatchGetResponse
-	(*ListRequest)(nil),         // 20: breakerd.v1.ListRequest
-	(*ListResponse)(nil),        // 21: breakerd.v1.ListResponse
-	(*ForceRequest)(nil),        // 22: breakerd.v1.ForceRequest
-	(*ForceResponse)(nil),       // 23: breakerd.v1.ForceResponse
-	(*WatchRequest)(nil),        // 24: breakerd.v1.WatchRequest
-	(*WatchResponse)(nil),       // 25: breakerd.v1.WatchResponse
-	(*Event)(nil),               // 26: breakerd.v1.Event
-	(*EventsRequest)(nil),       // 27: breakerd.v1.EventsRequest
-	(*EventsResponse)(nil),      // 28: breakerd.v1.EventsResponse
-	(*GetPolicyRequest)(nil),    // 29: breakerd.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),   // 30: breakerd.v1.GetPolicyResponse
-	(*Policy)(nil),              // 31: breakerd.v1.Policy
-	(*PolicyRecoveryCheck)(nil), // 32: breakerd.v1.PolicyRecoveryCheck
-	nil,                         // 33: breakerd.v1.CallEvidence.HeadersEntry
-	nil,                         // 34: breakerd.v1.GetPolicyResponse.SourcesEntry
+	(Decision)(0),                 // 0: breakerd.v1.Decision
+	(State)(0),                    // 1: breakerd.v1.State
+	(Outcome)(0),                  // 2: breakerd.v1.Outcome
+	(ErrorKind)(0),                // 3: breakerd.v1.ErrorKind
+	(ForceMode)(0),                // 4: breakerd.v1.ForceMode
+	(ShadowSetting)(0),            // 5: breakerd.v1.ShadowSetting
+	(EventKind)(0),                // 6: breakerd.v1.EventKind
+	(*Ticket)(nil),                // 7: breakerd.v1.Ticket
+	(*BreakerState)(nil),          // 8: breakerd.v1.BreakerState
+	(*AllowRequest)(nil),          // 9: breakerd.v1.AllowRequest
+	(*AllowResponse)(nil),         // 10: breakerd.v1.AllowResponse
+	(*RecordRequest)(nil),         // 11: breakerd.v1.RecordRequest
+	(*CallEvidence)(nil),          // 12: breakerd.v1.CallEvidence
+	(*RecordBatchRequest)(nil),    // 13: breakerd.v1.RecordBatchRequest
+	(*RecordBatchResponse)(nil),   // 14: breakerd.v1.RecordBatchResponse
+	(*RecordResponse)(nil),        // 15: breakerd.v1.RecordResponse
+	(*GetRequest)(nil),            // 16: breakerd.v1.GetRequest
+	(*GetResponse)(nil),           // 17: breakerd.v1.GetResponse
+	(*BatchGetRequest)(nil),       // 18: breakerd.v1.BatchGetRequest
+	(*BatchGetResponse)(nil),      // 19: breakerd.v1.BatchGetResponse
+	(*ListRequest)(nil),           // 20: breakerd.v1.ListRequest
+	(*ListResponse)(nil),          // 21: breakerd.v1.ListResponse
+	(*ForceRequest)(nil),          // 22: breakerd.v1.ForceRequest
+	(*ForceResponse)(nil),         // 23: breakerd.v1.ForceResponse
+	(*WatchRequest)(nil),          // 24: breakerd.v1.WatchRequest
+	(*WatchResponse)(nil),         // 25: breakerd.v1.WatchResponse
+	(*Event)(nil),                 // 26: breakerd.v1.Event
+	(*EventsRequest)(nil),         // 27: breakerd.v1.EventsRequest
+	(*EventsResponse)(nil),        // 28: breakerd.v1.EventsResponse
+	(*GetPolicyRequest)(nil),      // 29: breakerd.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),     // 30: breakerd.v1.GetPolicyResponse
+	(*Policy)(nil),                // 31: breakerd.v1.Policy
+	(*PolicyRecoveryCheck)(nil),   // 32: breakerd.v1.PolicyRecoveryCheck
+	(*SavingsReport)(nil),         // 33: breakerd.v1.SavingsReport
+	(*ReportSavingsRequest)(nil),  // 34: breakerd.v1.ReportSavingsRequest
+	(*ReportSavingsResponse)(nil), // 35: breakerd.v1.ReportSavingsResponse
+	(*SavingsRequest)(nil),        // 36: breakerd.v1.SavingsRequest
+	(*BreakerSavings)(nil),        // 37: breakerd.v1.BreakerSavings
+	(*SpendTotal)(nil),            // 38: breakerd.v1.SpendTotal
+	(*SavingsResponse)(nil),       // 39: breakerd.v1.SavingsResponse
+	nil,                           // 40: breakerd.v1.CallEvidence.HeadersEntry
+	nil,                           // 41: breakerd.v1.GetPolicyResponse.SourcesEntry
 }
 var file_breakerd_v1_breaker_proto_depIdxs = []int32{
 	1,  // 0: breakerd.v1.BreakerState.state:type_name -> breakerd.v1.State
@@ -3421,7 +3956,7 @@ var file_breakerd_v1_breaker_proto_depIdxs = []int32{
 	7,  // 7: breakerd.v1.RecordRequest.ticket:type_name -> breakerd.v1.Ticket
 	2,  // 8: breakerd.v1.RecordRequest.outcome:type_name -> breakerd.v1.Outcome
 	12, // 9: breakerd.v1.RecordRequest.evidence:type_name -> breakerd.v1.CallEvidence
-	33, // 10: breakerd.v1.CallEvidence.headers:type_name -> breakerd.v1.CallEvidence.HeadersEntry
+	40, // 10: breakerd.v1.CallEvidence.headers:type_name -> breakerd.v1.CallEvidence.HeadersEntry
 	3,  // 11: breakerd.v1.CallEvidence.error_kind:type_name -> breakerd.v1.ErrorKind
 	11, // 12: breakerd.v1.RecordBatchRequest.records:type_name -> breakerd.v1.RecordRequest
 	15, // 13: breakerd.v1.RecordBatchResponse.results:type_name -> breakerd.v1.RecordResponse
@@ -3441,33 +3976,40 @@ var file_breakerd_v1_breaker_proto_depIdxs = []int32{
 	8,  // 27: breakerd.v1.Event.state:type_name -> breakerd.v1.BreakerState
 	26, // 28: breakerd.v1.EventsResponse.events:type_name -> breakerd.v1.Event
 	31, // 29: breakerd.v1.GetPolicyResponse.policy:type_name -> breakerd.v1.Policy
-	34, // 30: breakerd.v1.GetPolicyResponse.sources:type_name -> breakerd.v1.GetPolicyResponse.SourcesEntry
+	41, // 30: breakerd.v1.GetPolicyResponse.sources:type_name -> breakerd.v1.GetPolicyResponse.SourcesEntry
 	32, // 31: breakerd.v1.Policy.recovery_check:type_name -> breakerd.v1.PolicyRecoveryCheck
-	9,  // 32: breakerd.v1.BreakerService.Allow:input_type -> breakerd.v1.AllowRequest
-	11, // 33: breakerd.v1.BreakerService.Record:input_type -> breakerd.v1.RecordRequest
-	13, // 34: breakerd.v1.BreakerService.RecordBatch:input_type -> breakerd.v1.RecordBatchRequest
-	16, // 35: breakerd.v1.BreakerService.Get:input_type -> breakerd.v1.GetRequest
-	18, // 36: breakerd.v1.BreakerService.BatchGet:input_type -> breakerd.v1.BatchGetRequest
-	20, // 37: breakerd.v1.BreakerService.List:input_type -> breakerd.v1.ListRequest
-	22, // 38: breakerd.v1.BreakerService.Force:input_type -> breakerd.v1.ForceRequest
-	24, // 39: breakerd.v1.BreakerService.Watch:input_type -> breakerd.v1.WatchRequest
-	27, // 40: breakerd.v1.BreakerService.Events:input_type -> breakerd.v1.EventsRequest
-	29, // 41: breakerd.v1.BreakerService.GetPolicy:input_type -> breakerd.v1.GetPolicyRequest
-	10, // 42: breakerd.v1.BreakerService.Allow:output_type -> breakerd.v1.AllowResponse
-	15, // 43: breakerd.v1.BreakerService.Record:output_type -> breakerd.v1.RecordResponse
-	14, // 44: breakerd.v1.BreakerService.RecordBatch:output_type -> breakerd.v1.RecordBatchResponse
-	17, // 45: breakerd.v1.BreakerService.Get:output_type -> breakerd.v1.GetResponse
-	19, // 46: breakerd.v1.BreakerService.BatchGet:output_type -> breakerd.v1.BatchGetResponse
-	21, // 47: breakerd.v1.BreakerService.List:output_type -> breakerd.v1.ListResponse
-	23, // 48: breakerd.v1.BreakerService.Force:output_type -> breakerd.v1.ForceResponse
-	25, // 49: breakerd.v1.BreakerService.Watch:output_type -> breakerd.v1.WatchResponse
-	28, // 50: breakerd.v1.BreakerService.Events:output_type -> breakerd.v1.EventsResponse
-	30, // 51: breakerd.v1.BreakerService.GetPolicy:output_type -> breakerd.v1.GetPolicyResponse
-	42, // [42:52] is the sub-list for method output_type
-	32, // [32:42] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	33, // 32: breakerd.v1.ReportSavingsRequest.reports:type_name -> breakerd.v1.SavingsReport
+	37, // 33: breakerd.v1.SavingsResponse.breakers:type_name -> breakerd.v1.BreakerSavings
+	38, // 34: breakerd.v1.SavingsResponse.spend:type_name -> breakerd.v1.SpendTotal
+	9,  // 35: breakerd.v1.BreakerService.Allow:input_type -> breakerd.v1.AllowRequest
+	11, // 36: breakerd.v1.BreakerService.Record:input_type -> breakerd.v1.RecordRequest
+	13, // 37: breakerd.v1.BreakerService.RecordBatch:input_type -> breakerd.v1.RecordBatchRequest
+	16, // 38: breakerd.v1.BreakerService.Get:input_type -> breakerd.v1.GetRequest
+	18, // 39: breakerd.v1.BreakerService.BatchGet:input_type -> breakerd.v1.BatchGetRequest
+	20, // 40: breakerd.v1.BreakerService.List:input_type -> breakerd.v1.ListRequest
+	22, // 41: breakerd.v1.BreakerService.Force:input_type -> breakerd.v1.ForceRequest
+	24, // 42: breakerd.v1.BreakerService.Watch:input_type -> breakerd.v1.WatchRequest
+	27, // 43: breakerd.v1.BreakerService.Events:input_type -> breakerd.v1.EventsRequest
+	29, // 44: breakerd.v1.BreakerService.GetPolicy:input_type -> breakerd.v1.GetPolicyRequest
+	34, // 45: breakerd.v1.BreakerService.ReportSavings:input_type -> breakerd.v1.ReportSavingsRequest
+	36, // 46: breakerd.v1.BreakerService.Savings:input_type -> breakerd.v1.SavingsRequest
+	10, // 47: breakerd.v1.BreakerService.Allow:output_type -> breakerd.v1.AllowResponse
+	15, // 48: breakerd.v1.BreakerService.Record:output_type -> breakerd.v1.RecordResponse
+	14, // 49: breakerd.v1.BreakerService.RecordBatch:output_type -> breakerd.v1.RecordBatchResponse
+	17, // 50: breakerd.v1.BreakerService.Get:output_type -> breakerd.v1.GetResponse
+	19, // 51: breakerd.v1.BreakerService.BatchGet:output_type -> breakerd.v1.BatchGetResponse
+	21, // 52: breakerd.v1.BreakerService.List:output_type -> breakerd.v1.ListResponse
+	23, // 53: breakerd.v1.BreakerService.Force:output_type -> breakerd.v1.ForceResponse
+	25, // 54: breakerd.v1.BreakerService.Watch:output_type -> breakerd.v1.WatchResponse
+	28, // 55: breakerd.v1.BreakerService.Events:output_type -> breakerd.v1.EventsResponse
+	30, // 56: breakerd.v1.BreakerService.GetPolicy:output_type -> breakerd.v1.GetPolicyResponse
+	35, // 57: breakerd.v1.BreakerService.ReportSavings:output_type -> breakerd.v1.ReportSavingsResponse
+	39, // 58: breakerd.v1.BreakerService.Savings:output_type -> breakerd.v1.SavingsResponse
+	47, // [47:59] is the sub-list for method output_type
+	35, // [35:47] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_breakerd_v1_breaker_proto_init() }
@@ -3482,7 +4024,7 @@ func file_breakerd_v1_breaker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_breakerd_v1_breaker_proto_rawDesc), len(file_breakerd_v1_breaker_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   28,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,16 +31,18 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	BreakerService_Allow_FullMethodName       = "/breakerd.v1.BreakerService/Allow"
-	BreakerService_Record_FullMethodName      = "/breakerd.v1.BreakerService/Record"
-	BreakerService_RecordBatch_FullMethodName = "/breakerd.v1.BreakerService/RecordBatch"
-	BreakerService_Get_FullMethodName         = "/breakerd.v1.BreakerService/Get"
-	BreakerService_BatchGet_FullMethodName    = "/breakerd.v1.BreakerService/BatchGet"
-	BreakerService_List_FullMethodName        = "/breakerd.v1.BreakerService/List"
-	BreakerService_Force_FullMethodName       = "/breakerd.v1.BreakerService/Force"
-	BreakerService_Watch_FullMethodName       = "/breakerd.v1.BreakerService/Watch"
-	BreakerService_Events_FullMethodName      = "/breakerd.v1.BreakerService/Events"
-	BreakerService_GetPolicy_FullMethodName   = "/breakerd.v1.BreakerService/GetPolicy"
+	BreakerService_Allow_FullMethodName         = "/breakerd.v1.BreakerService/Allow"
+	BreakerService_Record_FullMethodName        = "/breakerd.v1.BreakerService/Record"
+	BreakerService_RecordBatch_FullMethodName   = "/breakerd.v1.BreakerService/RecordBatch"
+	BreakerService_Get_FullMethodName           = "/breakerd.v1.BreakerService/Get"
+	BreakerService_BatchGet_FullMethodName      = "/breakerd.v1.BreakerService/BatchGet"
+	BreakerService_List_FullMethodName          = "/breakerd.v1.BreakerService/List"
+	BreakerService_Force_FullMethodName         = "/breakerd.v1.BreakerService/Force"
+	BreakerService_Watch_FullMethodName         = "/breakerd.v1.BreakerService/Watch"
+	BreakerService_Events_FullMethodName        = "/breakerd.v1.BreakerService/Events"
+	BreakerService_GetPolicy_FullMethodName     = "/breakerd.v1.BreakerService/GetPolicy"
+	BreakerService_ReportSavings_FullMethodName = "/breakerd.v1.BreakerService/ReportSavings"
+	BreakerService_Savings_FullMethodName       = "/breakerd.v1.BreakerService/Savings"
 )
 
 // BreakerServiceClient is the client API for BreakerService service.
@@ -108,6 +110,21 @@ type BreakerServiceClient interface {
 	// are API keys). Never reads Redis. Errors: InvalidArgument for a bad
 	// breaker name.
 	GetPolicy(ctx context.Context, in *GetPolicyRequest, opts ...grpc.CallOption) (*GetPolicyResponse, error)
+	// ReportSavings reports the calls a client kept from going out without
+	// asking the daemon (denials answered in its own process, and tools a
+	// run left out of its toolset), batched since its last report. Counts
+	// for a breaker that holds no state are ignored (a client only denies a
+	// breaker the fleet has opened). Errors: InvalidArgument naming the
+	// field for a bad name, a negative count or one above 1,000,000, an
+	// empty batch or more than 1024 reports; PermissionDenied as for
+	// Record's worker_id and breaker.
+	ReportSavings(ctx context.Context, in *ReportSavingsRequest, opts ...grpc.CallOption) (*ReportSavingsResponse, error)
+	// Savings reads what the breakers saved over a look-back window: the
+	// calls refused at the daemons, refused in clients' own processes, and
+	// tools runs left out, fleet-wide, with the spend avoided estimated
+	// from each breaker's policy cost_per_call. Never writes. Errors:
+	// InvalidArgument for a window out of range or a bad breaker name.
+	Savings(ctx context.Context, in *SavingsRequest, opts ...grpc.CallOption) (*SavingsResponse, error)
 }
 
 type breakerServiceClient struct {
@@ -227,6 +244,26 @@ func (c *breakerServiceClient) GetPolicy(ctx context.Context, in *GetPolicyReque
 	return out, nil
 }
 
+func (c *breakerServiceClient) ReportSavings(ctx context.Context, in *ReportSavingsRequest, opts ...grpc.CallOption) (*ReportSavingsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportSavingsResponse)
+	err := c.cc.Invoke(ctx, BreakerService_ReportSavings_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *breakerServiceClient) Savings(ctx context.Context, in *SavingsRequest, opts ...grpc.CallOption) (*SavingsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SavingsResponse)
+	err := c.cc.Invoke(ctx, BreakerService_Savings_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // BreakerServiceServer is the server API for BreakerService service.
 // All implementations must embed UnimplementedBreakerServiceServer
 // for forward compatibility.
@@ -292,6 +329,21 @@ type BreakerServiceServer interface {
 	// are API keys). Never reads Redis. Errors: InvalidArgument for a bad
 	// breaker name.
 	GetPolicy(context.Context, *GetPolicyRequest) (*GetPolicyResponse, error)
+	// ReportSavings reports the calls a client kept from going out without
+	// asking the daemon (denials answered in its own process, and tools a
+	// run left out of its toolset), batched since its last report. Counts
+	// for a breaker that holds no state are ignored (a client only denies a
+	// breaker the fleet has opened). Errors: InvalidArgument naming the
+	// field for a bad name, a negative count or one above 1,000,000, an
+	// empty batch or more than 1024 reports; PermissionDenied as for
+	// Record's worker_id and breaker.
+	ReportSavings(context.Context, *ReportSavingsRequest) (*ReportSavingsResponse, error)
+	// Savings reads what the breakers saved over a look-back window: the
+	// calls refused at the daemons, refused in clients' own processes, and
+	// tools runs left out, fleet-wide, with the spend avoided estimated
+	// from each breaker's policy cost_per_call. Never writes. Errors:
+	// InvalidArgument for a window out of range or a bad breaker name.
+	Savings(context.Context, *SavingsRequest) (*SavingsResponse, error)
 	mustEmbedUnimplementedBreakerServiceServer()
 }
 
@@ -331,6 +383,12 @@ func (UnimplementedBreakerServiceServer) Events(context.Context, *EventsRequest)
 }
 func (UnimplementedBreakerServiceServer) GetPolicy(context.Context, *GetPolicyRequest) (*GetPolicyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetPolicy not implemented")
+}
+func (UnimplementedBreakerServiceServer) ReportSavings(context.Context, *ReportSavingsRequest) (*ReportSavingsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportSavings not implemented")
+}
+func (UnimplementedBreakerServiceServer) Savings(context.Context, *SavingsRequest) (*SavingsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Savings not implemented")
 }
 func (UnimplementedBreakerServiceServer) mustEmbedUnimplementedBreakerServiceServer() {}
 func (UnimplementedBreakerServiceServer) testEmbeddedByValue()                        {}
@@ -526,6 +584,42 @@ func _BreakerService_GetPolicy_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _BreakerService_ReportSavings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportSavingsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BreakerServiceServer).ReportSavings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BreakerService_ReportSavings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BreakerServiceServer).ReportSavings(ctx, req.(*ReportSavingsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _BreakerService_Savings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SavingsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BreakerServiceServer).Savings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: BreakerService_Savings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BreakerServiceServer).Savings(ctx, req.(*SavingsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // BreakerService_ServiceDesc is the grpc.ServiceDesc for BreakerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -568,6 +662,14 @@ var BreakerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetPolicy",
 			Handler:    _BreakerService_GetPolicy_Handler,
+		},
+		{
+			MethodName: "ReportSavings",
+			Handler:    _BreakerService_ReportSavings_Handler,
+		},
+		{
+			MethodName: "Savings",
+			Handler:    _BreakerService_Savings_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

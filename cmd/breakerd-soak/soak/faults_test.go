@@ -1,0 +1,77 @@
+package soak
+
+import (
+	"testing"
+	"time"
+
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// A trip from closed after fewer timeout Records than the threshold could
+// count (one applied twice) is flagged; after enough, it is not.
+func TestObserverFlagsACountAppliedTwice(t *testing.T) {
+	feed := func(fails int) *Observer {
+		o := NewObserver(2*time.Second, 6*time.Second)
+		o.Log("b", "", []*pb.Event{ev("1-0", 1, closed, open, 0), ev("2-0", 2, open, halfOpen, 1000), ev("3-0", 3, halfOpen, closed, 1100)}, at(1200))
+		o.Failure("b", at(500), at(510)) // before the run began (answered before the close)
+		for i := range fails {
+			o.Failure("b", at(2000+100*i), at(2010+100*i))
+		}
+		o.Failure("b", at(2900), time.Time{}) // sent after the trip: cannot count
+		o.Log("b", "3-0", []*pb.Event{ev("3-0", 3, halfOpen, closed, 1100), ev("4-0", 4, closed, open, 2500)}, at(2600))
+		o.Sweep(at(4000)) // too early to judge: a Record sent by then may be unreported
+		if n := o.Counts().Trips; n != 0 {
+			t.Fatalf("%d trips judged 1.5 s after the trip, want 0", n)
+		}
+		o.Sweep(at(8000))
+		if n := o.Counts().Trips; n != 1 {
+			t.Fatalf("%d trips judged, want 1", n)
+		}
+		return o
+	}
+	want(t, feed(2), "count-twice")
+	want(t, feed(Threshold))
+}
+
+func allowed(gen int64, s pb.State, until time.Time) *pb.AllowResponse {
+	st := &pb.BreakerState{State: s, Generation: gen}
+	if !until.IsZero() {
+		st.DenyUntilMs = until.UnixMilli()
+	}
+	return &pb.AllowResponse{Decision: pb.Decision_DECISION_ALLOWED, State: st}
+}
+
+// An answer CLOSED inside a cooldown a worker was told is a violation
+// unless a daemon logged a loss near it, or the master's kill lost it; an
+// answer CLOSED after the cooldown is none.
+func TestObserverFlagsAnOpenBreakerForgotten(t *testing.T) {
+	feed := func() *Observer {
+		o := NewObserver(2*time.Second, 6*time.Second)
+		o.Allow("b", "w1", at(0), at(10), &pb.AllowResponse{Decision: pb.Decision_DECISION_DENIED_OPEN,
+			State: &pb.BreakerState{State: open, Generation: 1, DenyUntilMs: at(4000).UnixMilli()}})
+		o.Allow("b", "w2", at(1000), at(1010), allowed(0, closed, time.Time{}))
+		o.Allow("c", "w1", at(0), at(10), &pb.AllowResponse{Decision: pb.Decision_DECISION_DENIED_OPEN,
+			State: &pb.BreakerState{State: open, Generation: 1, DenyUntilMs: at(1000).UnixMilli()}})
+		o.Allow("c", "w2", at(1200), at(1210), allowed(0, closed, time.Time{})) // after its cooldown
+		return o
+	}
+	o := feed()
+	o.JudgeForgotten(map[string][]time.Time{"c": {at(1500)}}) // another breaker's loss
+	want(t, o, "forgot-open")
+	logged := feed()
+	logged.JudgeForgotten(map[string][]time.Time{"b": {at(1500)}})
+	want(t, logged)
+	if c := logged.Counts(); c.Forgotten != 1 || c.ForgottenLogged != 1 {
+		t.Errorf("counts %+v, want 1 forgotten, 1 with a loss logged", c)
+	}
+	failover := feed()
+	failover.Killed(at(500))
+	failover.JudgeForgotten(nil)
+	want(t, failover)
+}
+
+func TestObserverFlagsFlapping(t *testing.T) {
+	o := NewObserver(2*time.Second, 6*time.Second)
+	o.CheckFlaps(map[string]int{"daemon-0.log node ": 3, "daemon-1.log node 127.0.0.1:7001": 4}, 1)
+	want(t, o, "flapping")
+}

@@ -1,0 +1,139 @@
+package server
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/breakerd/breakerd/internal/policy"
+	"github.com/breakerd/breakerd/internal/store"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// MaxSavingsCount bounds each count of one savings report: far above what
+// a client holds between two reports, and far below an overflow of the
+// sums.
+const MaxSavingsCount = 1_000_000
+
+// defaultSavingsWindow is the window of a Savings read that names none.
+const defaultSavingsWindow = time.Hour
+
+// countDenial counts a denied Allow under the breaker that decided it
+// (the parent scope for a parent's denial).
+func (s *Server) countDenial(req *pb.AllowRequest, res *pb.AllowResponse) {
+	if !Denied(res.GetDecision()) {
+		return
+	}
+	name := req.GetBreaker()
+	if sc := res.GetScope(); sc != "" {
+		name = sc
+	}
+	s.store.CountDenial(name)
+}
+
+// Denied reports whether d is one of the DENIED_* decisions: the call was
+// not made.
+func Denied(d pb.Decision) bool {
+	switch d {
+	case pb.Decision_DECISION_UNSPECIFIED, pb.Decision_DECISION_ALLOWED, pb.Decision_DECISION_PROBE:
+		return false
+	}
+	return true
+}
+
+// ReportSavings implements BreakerService.ReportSavings.
+func (s *Server) ReportSavings(ctx context.Context, req *pb.ReportSavingsRequest) (*pb.ReportSavingsResponse, error) {
+	if err := validName("worker_id", req.GetWorkerId()); err != nil {
+		return nil, err
+	}
+	reports, err := validReports(req.GetReports())
+	if err != nil {
+		return nil, err
+	}
+	counted, err := s.store.ReportSavings(ctx, reports)
+	if err != nil {
+		return nil, statusOf(ctx, err)
+	}
+	return &pb.ReportSavingsResponse{Accepted: int32(counted), Ignored: int32(len(reports) - counted)}, nil
+}
+
+// validReports checks a savings report batch, naming the field of the
+// first bad report ("reports[3].local_denials").
+func validReports(rs []*pb.SavingsReport) (map[string]store.Savings, error) {
+	if len(rs) == 0 || len(rs) > MaxBatch {
+		return nil, invalid("reports", "must hold 1 to %d reports, got %d", MaxBatch, len(rs))
+	}
+	out := make(map[string]store.Savings, len(rs))
+	for i, r := range rs {
+		at := fmt.Sprintf("reports[%d]", i)
+		if err := validName(at+".breaker", r.GetBreaker()); err != nil {
+			return nil, err
+		}
+		if _, dup := out[r.GetBreaker()]; dup {
+			return nil, invalid(at+".breaker", "%q is reported twice in one batch; send one report per breaker", r.GetBreaker())
+		}
+		for _, f := range []struct {
+			name string
+			v    int64
+		}{{"local_denials", r.GetLocalDenials()}, {"tools_removed", r.GetToolsRemoved()}} {
+			if f.v < 0 || f.v > MaxSavingsCount {
+				return nil, invalid(at+"."+f.name, "must be between 0 and %d, got %d", MaxSavingsCount, f.v)
+			}
+		}
+		out[r.GetBreaker()] = store.Savings{ClientDenials: r.GetLocalDenials(), ToolsRemoved: r.GetToolsRemoved()}
+	}
+	return out, nil
+}
+
+// Savings implements BreakerService.Savings.
+func (s *Server) Savings(ctx context.Context, req *pb.SavingsRequest) (*pb.SavingsResponse, error) {
+	window := time.Duration(req.GetWindowMs()) * time.Millisecond
+	switch {
+	case req.GetWindowMs() == 0:
+		window = defaultSavingsWindow
+	case window < time.Minute || window > store.MaxSavingsWindow:
+		return nil, invalid("window_ms", "must be between %d (1m) and %d (7 days), or 0 for an hour, got %d",
+			time.Minute.Milliseconds(), store.MaxSavingsWindow.Milliseconds(), req.GetWindowMs())
+	}
+	if err := validNames("breakers", req.GetBreakers()); err != nil {
+		return nil, err
+	}
+	counts, win, err := s.store.ReadSavings(ctx, window, req.GetBreakers())
+	if err != nil {
+		return nil, statusOf(ctx, err)
+	}
+	return SavingsAnswer(counts, win, s.store.Policy), nil
+}
+
+// SavingsAnswer is the Savings response for counts read over win, each
+// breaker's cost from its policy: breakers by calls avoided (most first,
+// then by name), and the totals.
+func SavingsAnswer(counts map[string]store.Savings, win store.SavingsWindow, policyOf func(string) policy.Policy) *pb.SavingsResponse {
+	out := &pb.SavingsResponse{FromMs: win.From, ToMs: win.To}
+	spend := map[string]float64{}
+	for b, c := range counts {
+		row := &pb.BreakerSavings{Breaker: b, DaemonDenials: c.DaemonDenials, ClientDenials: c.ClientDenials,
+			ToolsRemoved: c.ToolsRemoved, CallsAvoided: c.Calls()}
+		if cost := policyOf(b).CostPerCall; cost != nil {
+			row.CostPerCall, row.Currency = cost.Amount, cost.Currency
+			row.SpendAvoidedEstimate = float64(c.Calls()) * cost.Amount
+			spend[cost.Currency] += row.SpendAvoidedEstimate
+		}
+		out.Breakers = append(out.Breakers, row)
+		out.CallsAvoided += c.Calls()
+	}
+	slices.SortFunc(out.Breakers, func(a, b *pb.BreakerSavings) int {
+		if c := cmp.Compare(b.CallsAvoided, a.CallsAvoided); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Breaker, b.Breaker)
+	})
+	for _, cur := range slices.Sorted(maps.Keys(spend)) {
+		out.Spend = append(out.Spend, &pb.SpendTotal{Currency: cur, SpendAvoidedEstimate: spend[cur]})
+	}
+	return out
+}

@@ -1,0 +1,240 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/internal/testredis"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// savingsFixture is a store whose clock the test moves (the savings
+// buckets follow the daemon's clock), with a savings index of its own.
+type savingsFixture struct {
+	*testredis.Backend
+	t     *testing.T
+	st    *store.Store
+	now   atomic.Int64 // ns since the epoch
+	saved []store.Savings
+}
+
+func newSavingsFixture(t *testing.T, b *testredis.Backend) *savingsFixture {
+	t.Helper()
+	f := &savingsFixture{Backend: b, t: t}
+	// Mid-minute, so that a test's few seconds never cross a bucket bound.
+	f.now.Store(time.Now().Truncate(time.Hour).Add(30 * time.Second).UnixNano())
+	f.st = store.New(b.Client, store.Options{
+		Now:        func() time.Time { return time.Unix(0, f.now.Load()) },
+		Channel:    b.Prefix + "events",
+		SavingsKey: b.Prefix + "saved",
+		OnSaved:    func(_ string, c store.Savings) { f.saved = append(f.saved, c) },
+	})
+	if err := f.st.Load(context.Background()); err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	return f
+}
+
+// advance moves the store's clock and, on miniredis, the TTLs.
+func (f *savingsFixture) advance(d time.Duration) {
+	f.now.Add(int64(d))
+	if f.Mini != nil {
+		f.Mini.FastForward(d)
+	}
+}
+
+// open gives breaker state (an operator's pin), as a tripped breaker has.
+func (f *savingsFixture) open(breaker string) {
+	f.t.Helper()
+	if _, err := f.st.Force(context.Background(), breaker, pb.ForceMode_FORCE_MODE_OPEN, "savings test", 0, "op"); err != nil {
+		f.t.Fatalf("Force(%q): %v", breaker, err)
+	}
+}
+
+func (f *savingsFixture) read(window time.Duration, breakers ...string) map[string]store.Savings {
+	f.t.Helper()
+	got, _, err := f.st.ReadSavings(context.Background(), window, breakers)
+	if err != nil {
+		f.t.Fatalf("ReadSavings(%s, %q): %v", window, breakers, err)
+	}
+	return got
+}
+
+func (f *savingsFixture) deny(breaker string, n int) {
+	for range n {
+		f.st.CountDenial(breaker)
+	}
+}
+
+func TestSavingsCountsWhereTheyHappen(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		f := newSavingsFixture(t, b)
+		ctx := context.Background()
+		open, unknown := f.Breaker("sv:open"), f.Breaker("sv:unknown")
+		f.open(open)
+
+		f.deny(open, 3)
+		counted, err := f.st.ReportSavings(ctx, map[string]store.Savings{
+			open:    {ClientDenials: 5, ToolsRemoved: 2},
+			unknown: {ClientDenials: 7}, // holds no state: no client denies it
+		})
+		if err != nil || counted != 1 {
+			t.Fatalf("ReportSavings = %d, %v; want 1 counted (the breaker with no state ignored)", counted, err)
+		}
+		want := map[string]store.Savings{open: {DaemonDenials: 3, ClientDenials: 5, ToolsRemoved: 2}}
+		if diff := cmp.Diff(want, f.read(time.Hour, open, unknown)); diff != "" {
+			t.Errorf("ReadSavings(named) (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(want, f.read(time.Hour)); diff != "" {
+			t.Errorf("ReadSavings(every breaker in the index) (-want +got):\n%s", diff)
+		}
+		// The ignored report wrote nothing: no key a worker could grow.
+		minute, hour := store.SavedKeys(unknown, time.Unix(0, f.now.Load()))
+		if n := f.Client.Exists(ctx, minute, hour).Val(); n != 0 {
+			t.Errorf("keys of the ignored report: %d exist, want none", n)
+		}
+		// Every bucket expires.
+		minute, hour = store.SavedKeys(open, time.Unix(0, f.now.Load()))
+		for key, max := range map[string]time.Duration{minute: store.MinuteRetention, hour: store.HourRetention} {
+			if ttl := f.Client.TTL(ctx, key).Val(); ttl <= 0 || ttl > max {
+				t.Errorf("TTL(%s) = %s, want in (0, %s]", key, ttl, max)
+			}
+		}
+		// The metrics hook saw each count as the store took it.
+		var sum store.Savings
+		for _, c := range f.saved {
+			sum = store.Savings{DaemonDenials: sum.DaemonDenials + c.DaemonDenials,
+				ClientDenials: sum.ClientDenials + c.ClientDenials, ToolsRemoved: sum.ToolsRemoved + c.ToolsRemoved}
+		}
+		if diff := cmp.Diff(want[open], sum); diff != "" {
+			t.Errorf("OnSaved sums (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestSavingsWindows(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		f := newSavingsFixture(t, b)
+		ctx := context.Background()
+		name := f.Breaker("sv:win")
+		f.open(name)
+		f.deny(name, 10) // t0
+		if err := f.st.FlushSavings(ctx); err != nil {
+			t.Fatal(err)
+		}
+		f.advance(2 * time.Hour)
+		f.deny(name, 1) // t0+2h
+		if err := f.st.FlushSavings(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			window time.Duration
+			want   int64
+		}{
+			{time.Minute, 1},
+			{time.Hour, 1},
+			{2*time.Hour + time.Minute, 11}, // by the minute: t0's minute is in
+			{6 * time.Hour, 11},             // by the hour
+		} {
+			if got := f.read(c.window, name)[name].DaemonDenials; got != c.want {
+				t.Errorf("ReadSavings(%s) = %d daemon denials, want %d", c.window, got, c.want)
+			}
+		}
+		// Past the minute buckets' retention, the hours still tell.
+		f.advance(store.MinuteRetention)
+		if got := f.read(6*time.Hour, name)[name].DaemonDenials; got != 11 {
+			t.Errorf("ReadSavings(6h) after the minute buckets expired = %d, want 11", got)
+		}
+		if got := f.read(time.Hour, name)[name].DaemonDenials; got != 0 {
+			t.Errorf("ReadSavings(1h) after the minute buckets expired = %d, want 0", got)
+		}
+		// SavingsBetween reads a span by the minute: an open's savings.
+		got, err := f.st.SavingsBetween(ctx, name, time.Unix(0, f.now.Load()).Add(-time.Minute), time.Unix(0, f.now.Load()))
+		if err != nil || got.Calls() != 0 {
+			t.Errorf("SavingsBetween(last minute) = %+v, %v; want nothing", got, err)
+		}
+	})
+}
+
+func TestSavingsIndexIsPruned(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		f := newSavingsFixture(t, b)
+		ctx := context.Background()
+		old, recent := f.Breaker("sv:old"), f.Breaker("sv:recent")
+		f.open(old)
+		f.open(recent)
+		f.deny(old, 1)
+		if err := f.st.FlushSavings(ctx); err != nil {
+			t.Fatal(err)
+		}
+		f.advance(store.HourRetention + time.Hour)
+		f.deny(recent, 1)
+		if err := f.st.FlushSavings(ctx); err != nil {
+			t.Fatal(err)
+		}
+		members := f.Client.ZRange(ctx, f.Prefix+"saved", 0, -1).Val()
+		if diff := cmp.Diff([]string{recent}, members); diff != "" {
+			t.Errorf("savings index (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestSavingsFlushKeepsCountsWhileRedisFails(t *testing.T) {
+	f := newSavingsFixture(t, testredis.Mini(t))
+	ctx := context.Background()
+	name := f.Breaker("sv:down")
+	f.open(name)
+	f.deny(name, 4)
+	f.Mini.SetError("LOADING Redis is loading the dataset in memory")
+	if err := f.st.FlushSavings(ctx); err == nil || !store.IsUnavailable(err) {
+		t.Fatalf("FlushSavings with Redis failing = %v, want an unavailable error", err)
+	}
+	f.deny(name, 1)
+	f.Mini.SetError("")
+	if got := f.read(time.Hour, name)[name].DaemonDenials; got != 5 {
+		t.Errorf("ReadSavings after Redis came back = %d daemon denials, want 5 (none lost)", got)
+	}
+}
+
+func TestRunSavingsFlushesOnStop(t *testing.T) {
+	f := newSavingsFixture(t, testredis.Mini(t))
+	name := f.Breaker("sv:stop")
+	f.open(name)
+	f.deny(name, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var flushErr error
+	go func() {
+		defer close(done)
+		f.st.RunSavings(ctx, time.Hour, func(err error) { flushErr = errors.Join(flushErr, err) })
+	}()
+	cancel()
+	<-done
+	if flushErr != nil {
+		t.Fatal(flushErr)
+	}
+	minute, _ := store.SavedKeys(name, time.Unix(0, f.now.Load()))
+	if got := f.Client.HGet(context.Background(), minute, "denied").Val(); got != "2" {
+		t.Errorf("denied in the minute bucket after stop = %q, want 2", got)
+	}
+}
+
+func TestSavingsDenialsOfABreakerWithoutStateAreNotWritten(t *testing.T) {
+	f := newSavingsFixture(t, testredis.Mini(t))
+	ctx := context.Background()
+	name := f.Breaker("sv:memory-only")
+	f.deny(name, 2) // as a daemon answering from memory while Redis was away
+	if err := f.st.FlushSavings(ctx); err != nil {
+		t.Fatal(err)
+	}
+	minute, hour := store.SavedKeys(name, time.Unix(0, f.now.Load()))
+	if n := f.Client.Exists(ctx, minute, hour, f.Prefix+"saved").Val(); n != 0 {
+		t.Errorf("%d savings keys written for a breaker without state, want none", n)
+	}
+}
