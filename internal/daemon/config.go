@@ -220,7 +220,7 @@ type Config struct {
 	// Default 60. Flag --alerts-per-minute, env BREAKERD_ALERTS_PER_MINUTE.
 	AlertsPerMinute int64
 	// MaxBreakers is the ceiling on live breakers (breakers
-	// holding state) in the whole fleet, counted in Redis (store.LiveKey);
+	// holding state or an event log) in the whole fleet, counted in Redis (store.LiveKey);
 	// past it a Record that would create state for a new breaker is
 	// ResourceExhausted naming the ceiling. Breakers holding state keep
 	// working, Force is never refused. 0 (the default): no ceiling. Flag
@@ -319,7 +319,7 @@ func (c *Config) Flags() []cli.Flag {
 		{Name: "watch-max-streams", Value: &c.WatchMaxStreams, Usage: "Watch streams served at once (0: no cap)"},
 		{Name: "watch-max-streams-per-token", Value: &c.WatchMaxStreamsPerToken, Usage: "Watch streams one token holds at once (0: no cap)"},
 		{Name: "new-breakers-per-minute", Value: &c.NewBreakersPerMinute, Usage: "new breakers one token may name per minute on this daemon (0: no quota)"},
-		{Name: "max-breakers", Value: &c.MaxBreakers, Usage: "ceiling on live breakers (holding state) in the fleet; past it a call that would create a new one gets ResourceExhausted (0: no ceiling)"},
+		{Name: "max-breakers", Value: &c.MaxBreakers, Usage: "ceiling on live breakers (holding state or an event log) in the fleet; past it a call that would create a new one gets ResourceExhausted (0: no ceiling)"},
 		{Name: "alerts-per-minute", Value: &c.AlertsPerMinute, Usage: "alert-raising outcomes one token may send per minute on this daemon (0: no quota)"},
 		{Name: "check-config", Value: &c.CheckConfig, Env: "-", Usage: "check this policy file and exit: print its warnings and, for each NAME argument, the effective policy"},
 	}

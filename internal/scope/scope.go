@@ -57,7 +57,8 @@
 // failure run or a slow run in progress, a suspect, window mode, or a
 // slow call under the parent's policy), so a healthy pair costs one
 // script. 401 and 402 outcomes are the child's own (its credential or
-// quota) and are not sent.
+// quota) and are not sent, and neither is a success of a caller whose
+// token may not name the parent (mayName).
 //
 // Not atomic. The two scripts run one after the other on different keys:
 // another daemon's calls may run on the parent between them, so the
@@ -78,6 +79,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/store"
@@ -205,7 +207,7 @@ func (s *Scopes) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordR
 		if !p.CountTowardParent || !res.GetCounted() {
 			return res, nil
 		}
-		if req.GetOutcome() == pb.Outcome_OUTCOME_SUCCESS && !s.successMatters(ctx, p.Parent, req.GetLatencyMs()) {
+		if req.GetOutcome() == pb.Outcome_OUTCOME_SUCCESS && (!mayName(ctx, p.Parent) || !s.successMatters(ctx, p.Parent, req.GetLatencyMs())) {
 			return res, nil
 		}
 	}
@@ -221,6 +223,16 @@ func (s *Scopes) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordR
 	}
 	s.learnState(p.Parent, at, pres.GetState())
 	return res, nil
+}
+
+// mayName reports whether the caller's token may name breaker (a token
+// limited to some breakers; any caller without tokens). A caller that may
+// not name the parent sends it no success: a token limited to a child
+// cannot end the parent's runs (nor dilute its window), so it cannot hold
+// the parent closed against the other children's failures.
+func mayName(ctx context.Context, breaker string) bool {
+	id, _ := auth.FromContext(ctx)
+	return id.MayUse(breaker)
 }
 
 // successMatters reports whether a success could change the parent as the

@@ -51,9 +51,9 @@ func (e *CeilingError) Error() string {
 // breaker holding state, the daemon re-scores it (ZADD GT) with the time
 // its keys expire at the latest (twice the policy's retention from now, or
 // its window if longer, or a pin's end plus the retention; a pin without
-// an end never expires); it
-// repeats that only once less than a retention is left of the score it
-// set.
+// an end never expires; a breaker with an event log, when the log does,
+// Options.EventRetention from now); it repeats that only once the score it
+// set is more than a retention short of that.
 //
 // How exact: the count and the reservation are one script on one key, so
 // daemons admitting at once, on one Redis or a Cluster, never take more
@@ -129,22 +129,31 @@ func (s *Store) admitNew(ctx context.Context, breaker string) error {
 	return nil
 }
 
-// register adds breaker to the live set when st shows it holding state
-// and this daemon's last registration of it has less than a retention
-// left. Errors are ignored: the count is approximate, and the next call
-// registers it again.
-func (s *Store) register(ctx context.Context, breaker string, p policy.Policy, st *pb.BreakerState) {
+// register adds breaker to the live set when st shows it holding state or
+// an event log (logged: the call raised an alert whatever st shows) and
+// the score this daemon last set is more than a retention short of the
+// one it would set now. A breaker with an event log counts until the log
+// expires (Options.EventRetention from now), so the ceiling bounds the
+// event streams too: a log outlives its breaker's state. Errors are
+// ignored: the count is approximate, and the next call registers it again.
+func (s *Store) register(ctx context.Context, breaker string, p policy.Policy, st *pb.BreakerState, logged bool) {
 	c := s.ceil
 	if c == nil || st == nil {
 		return
 	}
-	if st.GetGeneration() == 0 && st.GetFailures() == 0 && st.GetDistinctWorkers() == 0 && st.GetSlowCalls() == 0 &&
+	// Every event leaves a generation, a suspect or a capped trip behind,
+	// except a credential or quota alert on a breaker holding nothing.
+	logged = logged || st.GetGeneration() > 0 || st.GetSuspectWorker() != "" || st.GetOpenFractionCapped()
+	if !logged && st.GetFailures() == 0 && st.GetDistinctWorkers() == 0 && st.GetSlowCalls() == 0 &&
 		st.GetState() == pb.State_STATE_CLOSED && !st.GetWindowMode() {
 		return // holds no state (a window-mode call always writes its window)
 	}
 	now := s.nowMs()
 	ret := p.Retention().Milliseconds()
 	score := now + max(2*ret, p.Window.Milliseconds())
+	if logged {
+		score = max(score, now+s.o.EventRetention.Milliseconds())
+	}
 	switch {
 	case (st.GetState() == pb.State_STATE_FORCED_OPEN || st.GetState() == pb.State_STATE_FORCED_CLOSED) && st.GetForcedUntilMs() == 0:
 		score = math.MaxInt64
@@ -152,7 +161,7 @@ func (s *Store) register(ctx context.Context, breaker string, p policy.Policy, s
 		score = max(score, st.GetForcedUntilMs()+ret)
 	}
 	c.mu.Lock()
-	fresh := c.known[breaker]-now >= ret
+	fresh := c.known[breaker] >= score-ret
 	c.mu.Unlock()
 	if fresh {
 		return

@@ -6,8 +6,10 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -156,6 +158,56 @@ func TestSecurityM6GroupIndexHoldsOnlyLiveBreakers(t *testing.T) {
 		f.call(f.Breaker("made-up-last"), "w1", pb.Outcome_OUTCOME_TIMEOUT)
 		if n := f.Client.ZCard(ctx, known).Val(); n != 1 {
 			t.Errorf("ZCARD %s = %d once the %d breakers' state expired and one more failed, want 1", known, n, flood)
+		}
+	})
+}
+
+// TestSecurityM6EventLogsCountTowardTheCeiling: one token sends a 401 on
+// each of many made-up breakers. Each raises credential_revoked, an event
+// log kept for the event retention, though the breaker holds no state.
+// The ceiling counts each such breaker until its log expires, so past
+// --max-breakers no new log is created, however long the flood goes on.
+func TestSecurityM6EventLogsCountTowardTheCeiling(t *testing.T) {
+	const ceiling = 4
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := context.Background()
+		var clock atomic.Int64
+		clock.Store(time.Now().UnixNano())
+		st := ceilingStore(t, b, ceiling, &clock)
+		alert := func(name string) error {
+			_, err := st.Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: "w1", Ticket: &pb.Ticket{},
+				Outcome: pb.Outcome_OUTCOME_UNAUTHENTICATED})
+			return err
+		}
+		var names []string
+		for round := range 3 {
+			for i := range ceiling {
+				name := b.Breaker(fmt.Sprintf("made-up-%d-%d", round, i))
+				names = append(names, name)
+				_ = alert(name) // past the ceiling: refused, and no log made
+			}
+			// Past the reservation and any state's retention, well within
+			// the event retention.
+			clock.Add(int64(2*policy.Default().Retention() + 2*time.Minute))
+		}
+		logs := 0
+		for _, name := range names {
+			n, err := b.Client.Exists(ctx, store.KeysOf(name).Events).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			logs += int(n)
+		}
+		if logs != ceiling {
+			t.Errorf("%d event logs after 3 rounds of %d made-up breakers, want %d (the ceiling)", logs, ceiling, ceiling)
+		}
+		var ce *store.CeilingError
+		if err := alert(b.Breaker("one-more")); !errors.As(err, &ce) {
+			t.Errorf("a 401 on one more breaker: %v, want a CeilingError", err)
+		}
+		clock.Add(int64(7 * 24 * time.Hour)) // the event retention: the logs have expired
+		if err := alert(b.Breaker("one-more")); err != nil {
+			t.Errorf("a 401 on a new breaker once the logs expired: %v", err)
 		}
 	})
 }

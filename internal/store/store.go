@@ -282,7 +282,7 @@ func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent brea
 	}
 	st := stateOf(v, name, p)
 	withGroup(st, g)
-	s.register(ctx, name, p, st)
+	s.register(ctx, name, p, st, false)
 	if code == int64(pb.Decision_DECISION_ALLOWED) || code == int64(pb.Decision_DECISION_PROBE) {
 		if out, ok := s.guard(ctx, name, worker, v.Gen, p); ok {
 			return out, false, nil
@@ -434,7 +434,9 @@ func (s *Store) recordAnswer(ctx context.Context, res []any, name, worker string
 	if len(res) == 7 { // window mode: the window's calls, failures and slow calls
 		st.WindowCalls, st.WindowFailures, st.SlowCalls = r.int(4), r.int(5), r.int(6)
 	}
-	s.register(ctx, name, p, st)
+	// A 401 or 402 raises an alert even on a breaker holding nothing.
+	alerted := c.Evidence == quorum.CredentialRejected || c.Evidence == quorum.QuotaExhausted
+	s.register(ctx, name, p, st, alerted)
 	return &pb.RecordResponse{Counted: counted, Note: note.String(), State: st}, nil
 }
 
@@ -569,7 +571,7 @@ func (s *Store) force(ctx context.Context, breaker, m, shadow, reason string, tt
 	}
 	st := stateOf(v, breaker, p)
 	withGroup(st, g)
-	s.register(ctx, breaker, p, st) // counted, never refused
+	s.register(ctx, breaker, p, st, true) // counted, never refused
 	return st, nil
 }
 
