@@ -137,6 +137,11 @@ type Call struct {
 	// Group is the breaker's group's index as the Record saw it (the
 	// other members open; cap.go). Unused without a group.
 	Group GroupCounts
+	// Quiet marks the alerts a Record raises when its caller is past its
+	// alert quota (server quotas): "" sends them to hooks as usual; any
+	// other mark is stored with the first alert, and "quiet" with every
+	// later one (Event.Quiet).
+	Quiet string
 
 	// Mode is a Force's mode: "open", "closed", "auto" or "shadow".
 	Mode string
@@ -272,7 +277,18 @@ type Event struct {
 	// Shadow: the breaker was shadowing when the event was emitted (its
 	// state after the call is not enforced): "would have opened".
 	Shadow bool
+	// Quiet is an alert's mark past its caller's alert quota (Call.Quiet):
+	// "" for an alert sent to hooks, and for every transition and Force.
+	Quiet string
 }
+
+// Alert reports whether an event of kind is an alert (not a transition
+// or an operator's Force): what the alert quota counts.
+func Alert(kind string) bool { return kind != "transition" && kind != "forced" }
+
+// QuietMark is the mark of an alert past its caller's quota that is not
+// the one a summary rides on (Call.Quiet).
+const QuietMark = "quiet"
 
 // step is one call in progress.
 type step struct {
@@ -310,9 +326,13 @@ func Apply(p Params, s State, c Call, now int64) (State, Result, []Event) {
 
 func (st *step) emit(kind string, from, to string, cause Cause, at int64) {
 	s := &st.s
-	st.events = append(st.events, Event{Kind: kind, From: from, To: to, Cause: cause, Gen: s.Gen,
+	e := Event{Kind: kind, From: from, To: to, Cause: cause, Gen: s.Gen,
 		Fails: s.Fails, Workers: int64(len(s.Workers)), RL: s.RL, Cooldown: s.Cooldown, At: at,
-		Actor: st.c.Actor, Last: s.Last, Shadow: st.shadowing()})
+		Actor: st.c.Actor, Last: s.Last, Shadow: st.shadowing()}
+	if Alert(kind) && st.c.Quiet != "" {
+		e.Quiet, st.c.Quiet = st.c.Quiet, QuietMark
+	}
+	st.events = append(st.events, e)
 }
 
 // expireForce ends a pin whose TTL has run out, as AUTO would: closed with

@@ -214,10 +214,12 @@ type Config struct {
 	// Default 600. Flag --new-breakers-per-minute, env
 	// BREAKERD_NEW_BREAKERS_PER_MINUTE.
 	NewBreakersPerMinute int64
-	// AlertsPerMinute is how many alert-raising Records (outcome
-	// UNAUTHENTICATED) one token may send per minute, with a burst of as
-	// many; past it they are ResourceExhausted. Per daemon. 0: no quota.
-	// Default 60. Flag --alerts-per-minute, env BREAKERD_ALERTS_PER_MINUTE.
+	// AlertsPerMinute is how many of the alerts one token's Records raise
+	// (any kind) hooks send per minute, with a burst of as many; past it
+	// the Records are answered, their alerts logged marked quiet, and
+	// hooks send one a minute per token with a summary. Per daemon. 0: no
+	// quota. Default 60. Flag --alerts-per-minute, env
+	// BREAKERD_ALERTS_PER_MINUTE.
 	AlertsPerMinute int64
 	// MaxBreakers is the ceiling on live breakers (breakers
 	// holding state or an event log) in the whole fleet, counted in Redis (store.LiveKey);
@@ -320,7 +322,7 @@ func (c *Config) Flags() []cli.Flag {
 		{Name: "watch-max-streams-per-token", Value: &c.WatchMaxStreamsPerToken, Usage: "Watch streams one token holds at once (0: no cap)"},
 		{Name: "new-breakers-per-minute", Value: &c.NewBreakersPerMinute, Usage: "new breakers one token may name per minute on this daemon (0: no quota)"},
 		{Name: "max-breakers", Value: &c.MaxBreakers, Usage: "ceiling on live breakers (holding state or an event log) in the fleet; past it a call that would create a new one gets ResourceExhausted (0: no ceiling)"},
-		{Name: "alerts-per-minute", Value: &c.AlertsPerMinute, Usage: "alert-raising outcomes one token may send per minute on this daemon (0: no quota)"},
+		{Name: "alerts-per-minute", Value: &c.AlertsPerMinute, Usage: "alerts one token's Records may have sent to hooks per minute on this daemon; past it they are summarised, one a minute (0: no quota)"},
 		{Name: "check-config", Value: &c.CheckConfig, Env: "-", Usage: "check this policy file and exit: print its warnings and, for each NAME argument, the effective policy"},
 	}
 }

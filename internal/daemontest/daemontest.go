@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 
@@ -121,29 +122,10 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	hooksDone := make(chan error, 1)
-	if opts.Hooks != nil {
-		ho := *opts.Hooks
-		if ho.Log == nil {
-			ho.Log = discard
-		}
-		ho.Feed = hub
-		d, err := hooks.New(rdb, st, ho)
-		if err != nil {
-			cancel()
-			stopHub()
-			t.Fatalf("daemontest: hooks: %v", err)
-		}
-		ready := make(chan struct{})
-		go func() { hooksDone <- d.Run(ctx, ready) }()
-		select {
-		case <-ready:
-		case err := <-hooksDone:
-			cancel()
-			stopHub()
-			t.Fatalf("daemontest: hooks: %v", err)
-		}
-	} else {
-		hooksDone <- nil
+	if err := startHooks(ctx, opts.Hooks, rdb, st, hub, discard, hooksDone); err != nil {
+		cancel()
+		stopHub()
+		t.Fatalf("daemontest: hooks: %v", err)
 	}
 	calls := NewCounter()
 	srv := server.New(st, hub).WithLimits(opts.Limits).WithListener(opts.Listener)
@@ -172,6 +154,33 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 	}
 	t.Cleanup(d.Stop)
 	return d
+}
+
+// startHooks runs a dispatcher of o's hooks (none when o is nil) until
+// ctx ends, fed by hub, and returns once it is ready; done receives its
+// end (at once when there are no hooks).
+func startHooks(ctx context.Context, o *hooks.Options, rdb redis.UniversalClient, st *store.Store, hub *events.Hub, log *slog.Logger, done chan<- error) error {
+	if o == nil {
+		done <- nil
+		return nil
+	}
+	ho := *o
+	if ho.Log == nil {
+		ho.Log = log
+	}
+	ho.Feed = hub
+	d, err := hooks.New(rdb, st, ho)
+	if err != nil {
+		return err
+	}
+	ready, ended := make(chan struct{}), make(chan error, 1)
+	go func() { err := d.Run(ctx, ready); ended <- err; done <- err }()
+	select {
+	case <-ready:
+		return nil
+	case err := <-ended:
+		return err
+	}
 }
 
 // serveHTTP serves the HTTP/JSON API over g on a loopback port; it

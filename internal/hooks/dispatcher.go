@@ -76,6 +76,18 @@ type Payload struct {
 	// have happened, not what is enforced (an "opened" event is "would
 	// have opened"; its reason starts "shadow mode, not enforced: ").
 	Shadow bool `json:"shadow"`
+	// Summary is set on the one alert a minute sent for a token past its
+	// alert quota (--alerts-per-minute): the token, and how many of its
+	// alerts were not sent since the previous summary, this one included
+	// (they are in the breaker's event log).
+	Summary *Summary `json:"summary,omitempty"`
+}
+
+// Summary is a Payload's account of the alerts a token raised past its
+// alert quota.
+type Summary struct {
+	Token  string `json:"token"`
+	Alerts int64  `json:"alerts"`
 }
 
 // Options configure a Dispatcher. Zero values mean their defaults.
@@ -478,11 +490,17 @@ func (d *Dispatcher) deliver(ctx context.Context, h *hookState, key string, m re
 		return true
 	}
 	name := EventName(ev)
-	if !h.Wants(name, ev.Breaker) {
-		d.ack(ctx, h, key, m.ID)
+	mark, _ := m.Values["quiet"].(string)
+	n, token, summary := store.ParseSummary(mark)
+	if !h.Wants(name, ev.Breaker) || mark != "" && !summary {
+		d.ack(ctx, h, key, m.ID) // an alert past its token's quota goes in a summary
 		return true
 	}
-	body, err := json.Marshal(payload(name, ev))
+	p := payload(name, ev)
+	if summary {
+		p.Summary = &Summary{Token: token, Alerts: n}
+	}
+	body, err := json.Marshal(p)
 	if err != nil {
 		d.o.Log.Error("hooks: dropping an event that does not encode", "hook", h.Name, "id", m.ID, "err", err)
 		d.m.abandoned.WithLabelValues(h.Name, name).Inc()

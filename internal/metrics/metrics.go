@@ -155,7 +155,14 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 			return nil, fmt.Errorf("metrics: register: %w", err)
 		}
 	}
-	// Every decision and outcome shows from the start, at 0.
+	m.zeroes()
+	return m, nil
+}
+
+// zeroes makes every decision, outcome, script, reload result and event
+// kind show from the start, at 0, so that an alert's increase() sees the
+// first stuck_open or open_fraction_cap as a rise from 0, not a new series.
+func (m *Metrics) zeroes() {
 	m.byDecision = map[pb.Decision]prometheus.Counter{}
 	for v := range pb.Decision_name {
 		if v != 0 {
@@ -178,14 +185,11 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 	for _, r := range []string{"ok", "error"} {
 		m.reloads.WithLabelValues(r)
 	}
-	// Every event kind too, so that an alert's increase() sees the first
-	// stuck_open or open_fraction_cap as a rise from 0, not a new series.
 	for v := range pb.EventKind_name {
 		if v != 0 {
 			m.events.WithLabelValues(breaker.EnumName(pb.EventKind(v)))
 		}
 	}
-	return m, nil
 }
 
 // StateLabel is the label value of a state (open, half_open, ...).

@@ -11,7 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/breakerd/breakerd/internal/auth"
-	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+	"github.com/breakerd/breakerd/internal/breaker"
+	"github.com/breakerd/breakerd/internal/store"
 )
 
 // Limits are per-token quotas, kept by each daemon on its own (a fleet of
@@ -23,13 +24,12 @@ type Limits struct {
 	// ResourceExhausted: a token cannot fill Redis, the log and the
 	// webhooks with made-up breakers.
 	NewBreakersPerMinute int
-	// AlertsPerMinute is how many alert-raising Records one token may send
-	// per minute, with a burst of as many. An alert-raising Record is one
-	// with OUTCOME_UNAUTHENTICATED or OUTCOME_QUOTA_EXHAUSTED: it raises
-	// credential_revoked or quota_exhausted on its
-	// first call, where the other alerts (suspect_worker, stuck_open) need
-	// a run of failures and are raised once per run. Past it the Record
-	// answers ResourceExhausted.
+	// AlertsPerMinute is how many of the alerts one token's Records raise
+	// (every kind: credential_revoked, quota_exhausted, suspect_worker,
+	// stuck_open, ...) hooks send per minute, with a burst of as many.
+	// Past it the Records go on, never refused, and their alerts are
+	// logged marked quiet (store.AlertQuota); hooks send one a minute per
+	// token, carrying a summary: how many were not sent since the last.
 	AlertsPerMinute int
 	// Log receives one summary line per token and minute of what was
 	// refused (a burst of 20,000 is a line, not 20,000). Default: none.
@@ -56,8 +56,12 @@ type quotas struct {
 type owner struct {
 	newBreakers, alerts *rate.Limiter
 	refusedNew          int
-	refusedAlerts       int
 	summarised          time.Time
+	// quiet counts the alerts past the alert quota since the last summary
+	// was sent; summary is when the last one was handed out (before: the
+	// one before it, restored when a summary raised no alert).
+	quiet           int64
+	summary, before time.Time
 }
 
 func newQuotas(l Limits) *quotas {
@@ -127,21 +131,54 @@ func (q *quotas) admitBreaker(ctx context.Context, breaker string, exists func()
 		name, q.l.NewBreakersPerMinute)
 }
 
-// admitAlert charges ctx's token for a Record that raises an alert.
-func (q *quotas) admitAlert(ctx context.Context, outcome pb.Outcome) error {
-	if q.l.AlertsPerMinute <= 0 || (outcome != pb.Outcome_OUTCOME_UNAUTHENTICATED && outcome != pb.Outcome_OUTCOME_QUOTA_EXHAUSTED) {
-		return nil
+// Quiet implements store.AlertQuota: "" while ctx's token is within its
+// alert quota; past it a summary mark (store.SummaryMark) once a minute,
+// else breaker.QuietMark.
+func (q *quotas) Quiet(ctx context.Context) string {
+	if q.l.AlertsPerMinute <= 0 {
+		return ""
 	}
 	name := ownerOf(ctx)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.owner(name).alerts.AllowN(q.l.Now(), 1) {
-		return nil
+	o, now := q.owner(name), q.l.Now()
+	switch {
+	case o.alerts.TokensAt(now) >= 1:
+		return ""
+	case o.summary.IsZero() || now.Sub(o.summary) >= time.Minute:
+		o.before, o.summary = o.summary, now
+		return store.SummaryMark(o.quiet+1, name)
 	}
-	q.refused(name, func(o *owner) { o.refusedAlerts++ })
-	return status.Errorf(codes.ResourceExhausted,
-		"outcome: token %q sent more than %d alert-raising outcomes (UNAUTHENTICATED) in a minute on this daemon; retry later, or ask an operator to raise --alerts-per-minute",
-		name, q.l.AlertsPerMinute)
+	return breaker.QuietMark
+}
+
+// Raised implements store.AlertQuota: it charges ctx's token for the
+// alerts a Record raised under mark.
+func (q *quotas) Raised(ctx context.Context, mark string, alerts int64) {
+	if q.l.AlertsPerMinute <= 0 {
+		return
+	}
+	name := ownerOf(ctx)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	o, now := q.owner(name), q.l.Now()
+	switch {
+	case mark == "":
+		if alerts > 0 {
+			o.alerts.ReserveN(now, int(alerts)) // into debt when a few raced past the last one
+		}
+	case mark == breaker.QuietMark:
+		o.quiet += alerts
+	case alerts == 0: // a summary mark on a Record that raised nothing: the next alert carries it
+		o.summary = o.before
+	default: // the summary went out with the counted alerts: the count starts again
+		n, _, _ := store.ParseSummary(mark)
+		if q.l.Log != nil {
+			q.l.Log.Warn("quota: alerts past the quota summarised", "token", name, "alerts_not_sent", n,
+				"alerts_per_minute", q.l.AlertsPerMinute)
+		}
+		o.quiet += alerts - n
+	}
 }
 
 // remember adds breaker to the names seen. Callers hold q.mu.
@@ -162,8 +199,6 @@ func (q *quotas) refused(name string, count func(*owner)) {
 		return
 	}
 	q.l.Log.Warn("quota: calls refused", "token", name,
-		"new_breakers_refused", o.refusedNew, "alerts_refused", o.refusedAlerts,
-		"new_breakers_per_minute", q.l.NewBreakersPerMinute,
-		"alerts_per_minute", q.l.AlertsPerMinute)
-	o.refusedNew, o.refusedAlerts, o.summarised = 0, 0, now
+		"new_breakers_refused", o.refusedNew, "new_breakers_per_minute", q.l.NewBreakersPerMinute)
+	o.refusedNew, o.summarised = 0, now
 }

@@ -2,12 +2,20 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/hooks"
 	"github.com/breakerd/breakerd/internal/policy"
+	"github.com/breakerd/breakerd/internal/server"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -80,6 +88,120 @@ func TestSecurityL6ChildLimitedTokenCannotHoldTheParentClosed(t *testing.T) {
 				t.Errorf("token of %s: the vendor is %v with %d failures after 3 failures from 2 workers between its successes, want open: %v",
 					tc.worker, st.GetState(), st.GetFailures(), tc.trips)
 			}
+		}
+	})
+}
+
+// TestSecurityM7AlertsPastTheQuotaAreSummarised: one token acting as many
+// worker ids raises suspect_worker alerts as fast as it records (threshold
+// 1: each failure of a lone worker after a success). With a quota of 3
+// alerts a minute, every Record is answered, every alert is in the event
+// log, and the hook receives 3 alerts and then one summary a minute, which
+// counts the alerts not sent since the previous one.
+func TestSecurityM7AlertsPastTheQuotaAreSummarised(t *testing.T) {
+	const poolToken = "pool-worker-token-0123456789"
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := context.Background()
+		var (
+			mu        sync.Mutex
+			kinds     []string
+			summaries []int64
+		)
+		hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var p hooks.Payload
+			_ = json.NewDecoder(r.Body).Decode(&p)
+			mu.Lock()
+			defer mu.Unlock()
+			kinds = append(kinds, p.Event)
+			if p.Summary != nil {
+				if p.Summary.Token != "pool" {
+					t.Errorf("summary for token %q, want pool", p.Summary.Token)
+				}
+				summaries = append(summaries, p.Summary.Alerts)
+			}
+		}))
+		defer hook.Close()
+		delivered := func(event string) int {
+			mu.Lock()
+			defer mu.Unlock()
+			n := 0
+			for _, k := range kinds {
+				if k == event {
+					n++
+				}
+			}
+			return n
+		}
+		set, err := policy.Parse([]byte("defaults:\n  threshold: 1\n  min_workers: 2\n  jitter: 0\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk, err := auth.Parse(fmt.Appendf(nil, "tokens:\n  - {name: pool, role: worker, token: %s, workers: [\"w*\"]}\n", poolToken))
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+		name := b.Breaker("vendor")
+		d := daemontest.StartWith(t, b, daemontest.Options{Store: store.Options{Policies: set},
+			Server: auth.New(tk).ServerOptions(),
+			Limits: server.Limits{AlertsPerMinute: 3, Now: clock.Now},
+			Hooks: &hooks.Options{Hooks: []hooks.Hook{{Name: b.Prefix + "oncall", URL: hook.URL,
+				Events:   []string{hooks.EventSuspectWorker, hooks.EventForced},
+				Breakers: []string{name}, Secret: strings.Repeat("s", 40)}},
+				Sweep: 50 * time.Millisecond},
+		})
+		c := api(t, d, poolToken)
+		flood := func(from, to int) {
+			t.Helper()
+			for i := from; i < to; i++ {
+				w := fmt.Sprintf("w%d", i)
+				for _, o := range []pb.Outcome{pb.Outcome_OUTCOME_TIMEOUT, pb.Outcome_OUTCOME_SUCCESS} {
+					a, err := c.Allow(ctx, &pb.AllowRequest{Breaker: name, WorkerId: w})
+					if err != nil {
+						t.Fatalf("Allow as %s: %v", w, err)
+					}
+					if _, err := c.Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: w, Ticket: a.GetTicket(), Outcome: o}); err != nil {
+						t.Fatalf("Record(%v) as %s past the alert quota: %v, want it answered", o, w, err)
+					}
+				}
+			}
+		}
+		// A Force after each flood: its webhook comes after the flood's.
+		mark := func(n int) {
+			t.Helper()
+			if _, err := d.Store.Force(ctx, name, pb.ForceMode_FORCE_MODE_AUTO, "", 0, "ops"); err != nil {
+				t.Fatal(err)
+			}
+			daemontest.Eventually(t, "the Force's webhook", func() bool { return delivered(hooks.EventForced) == n })
+		}
+		flood(0, 20)
+		mark(1)
+		if n := delivered(hooks.EventSuspectWorker); n != 4 {
+			t.Errorf("%d suspect_worker webhooks for 20 alerts in a minute, want 4 (3, then a summary)", n)
+		}
+		clock.Add(time.Minute)
+		flood(20, 24)
+		mark(2)
+		if n := delivered(hooks.EventSuspectWorker); n != 8 {
+			t.Errorf("%d suspect_worker webhooks after 4 more alerts a minute later, want 8", n)
+		}
+		mu.Lock()
+		if fmt.Sprint(summaries) != "[1 17]" {
+			t.Errorf("summaries counted %v alerts, want [1 17] (itself; then 16 not sent and itself)", summaries)
+		}
+		mu.Unlock()
+		evs, err := d.Store.Events(ctx, store.EventQuery{Breaker: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range evs {
+			if e.GetKind() == pb.EventKind_EVENT_KIND_SUSPECT_WORKER {
+				n++
+			}
+		}
+		if n != 24 {
+			t.Errorf("the event log holds %d suspect_worker events, want all 24", n)
 		}
 	})
 }

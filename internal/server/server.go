@@ -106,6 +106,7 @@ func CallerKey(ctx context.Context) string {
 // it before serving.
 func (s *Server) WithLimits(l Limits) *Server {
 	s.quotas = newQuotas(l)
+	s.store.SetAlertQuota(s.quotas)
 	return s
 }
 
@@ -281,9 +282,6 @@ func (s *Server) validRecordFields(ctx context.Context, req *pb.RecordRequest) e
 	// The message is free text from a tool's error: keep it, made safe for
 	// a one-line reason, rather than refuse the outcome it describes.
 	req.Message = oneLine(req.GetMessage(), maxMessageBytes)
-	if err := s.quotas.admitAlert(ctx, req.GetOutcome()); err != nil {
-		return err
-	}
 	if err := s.admit(ctx, req.GetBreaker()); err != nil {
 		return err
 	}

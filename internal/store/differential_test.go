@@ -71,6 +71,9 @@ type dstep struct {
 	// Again sends an allow with the lease token of the allow before it,
 	// as go-redis resends a command whose reply was lost.
 	Again bool `json:"again,omitempty"`
+	// Quiet is a record's alert mark (breaker.Call.Quiet): its caller is
+	// past its alert quota.
+	Quiet string `json:"quiet,omitempty"`
 }
 
 // parentVerdicts maps dstep.Parent to the verdict's decision.
@@ -105,8 +108,8 @@ func (s dstep) String() string {
 		}
 		return fmt.Sprintf("allow   b%d %s", s.Breaker, s.Worker)
 	case "record":
-		return fmt.Sprintf("record  b%d %s %s ticket=%s retry_after=%dms deadline=%dms credential_worked=%v u=%g latency=%dms group=%d/%d",
-			s.Breaker, s.Worker, s.Outcome, s.Ticket, s.RetryAfter, s.Deadline, s.Credential, s.U, s.latency(), s.Open, s.Known)
+		return fmt.Sprintf("record  b%d %s %s ticket=%s retry_after=%dms deadline=%dms credential_worked=%v u=%g latency=%dms group=%d/%d quiet=%q",
+			s.Breaker, s.Worker, s.Outcome, s.Ticket, s.RetryAfter, s.Deadline, s.Credential, s.U, s.latency(), s.Open, s.Known, s.Quiet)
 	case "force":
 		if s.Mode == "shadow" {
 			return fmt.Sprintf("force   b%d shadow %s", s.Breaker, s.Shadow)
@@ -237,7 +240,8 @@ func genCase(t *rapid.T) dcase {
 				Deadline:   rapid.SampledFrom(deadlines).Draw(t, "deadline"),
 				Credential: rapid.Bool().Draw(t, "credential_worked"),
 				U:          rapid.SampledFrom([]float64{0, 0.5, 0.999}).Draw(t, "u"),
-				Latency:    rapid.SampledFrom(latencies).Draw(t, "latency")}
+				Latency:    rapid.SampledFrom(latencies).Draw(t, "latency"),
+				Quiet:      rapid.SampledFrom([]string{"", "", "quiet", "summary:3:pool"}).Draw(t, "quiet")}
 			if c.Policy.MaxOpenFraction > 0 {
 				s.Known = rapid.Int64Range(0, c.Policy.GroupMembers-1).Draw(t, "known")
 				s.Open = rapid.Int64Range(0, s.Known).Draw(t, "open")
@@ -291,6 +295,10 @@ type harness struct {
 	feed    <-chan *redis.Message
 	channel string
 	marks   atomic.Int64
+	// quiet is the alert mark the next Record gets (dstep.Quiet), alerts
+	// what the store told the quota the last Record raised.
+	quiet  atomic.Pointer[string]
+	alerts atomic.Int64
 	// cleanup are keys to delete when the test ends.
 	cleanup []string
 }
@@ -314,6 +322,7 @@ func newHarness(t *testing.T, b *testredis.Backend) *harness {
 	if err := h.st.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	h.st.SetAlertQuota(harnessQuota{h})
 	h.channel = b.Prefix + "events"
 	ps := b.Client.Subscribe(context.Background(), h.channel)
 	t.Cleanup(func() { _ = ps.Close() })
@@ -328,6 +337,19 @@ func newHarness(t *testing.T, b *testredis.Backend) *harness {
 	})
 	return h
 }
+
+// harnessQuota gives each Record its step's alert mark and keeps the
+// count of alerts the store reports.
+type harnessQuota struct{ h *harness }
+
+func (q harnessQuota) Quiet(context.Context) string {
+	if m := q.h.quiet.Load(); m != nil {
+		return *m
+	}
+	return ""
+}
+
+func (q harnessQuota) Raised(_ context.Context, _ string, n int64) { q.h.alerts.Store(n) }
 
 // markScript publishes a marker from the node that holds KEYS[1].
 var markScript = redis.NewScript(`return redis.call('PUBLISH', ARGV[1], ARGV[2])`)
@@ -464,6 +486,8 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 				h.seedGroup(g, s, fatalf)
 				seeded[name] = s
 			}
+			h.quiet.Store(&s.Quiet)
+			h.alerts.Store(-1)
 			got, err := h.st.Record(ctx, req)
 			if err != nil {
 				fatalf("Record: %v", err)
@@ -473,11 +497,21 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 				fatalf("RecordCall: %v", err)
 			}
 			call.Group = breaker.GroupCounts{Open: s.Open}
+			call.Quiet = s.Quiet
 			if g := group(name); g != nil {
 				params.MaxOpenPPM, params.GroupMembers = g.MaxOpenPPM(), int64(len(g.Members))
 			}
 			res, v, ev := table.Apply(name, params, call, now)
 			events = ev
+			var alerts int64
+			for _, e := range ev {
+				if breaker.Alert(e.Kind) {
+					alerts++
+				}
+			}
+			if got := h.alerts.Load(); got != alerts {
+				fatalf("Record(%q, %q, %s): the store reported %d alerts raised, the machine %d", name, s.Worker, s.Outcome, got, alerts)
+			}
 			want := &pb.RecordResponse{Counted: res.Counted, Note: res.Note.String(), State: stateOf(v, name)}
 			if params.WindowMs > 0 { // window mode: the window after the call
 				cur, _ := table.State(name, now)
@@ -745,6 +779,9 @@ func (h *harness) compareEvents(name string, last map[string]string, events []br
 			"last": e.Last, "note": e.Note}
 		if e.Shadow {
 			w["shadow"] = "1"
+		}
+		if e.Quiet != "" {
+			w["quiet"] = e.Quiet
 		}
 		want = append(want, w)
 	}

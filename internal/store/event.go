@@ -3,6 +3,8 @@ package store
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -51,4 +53,26 @@ func DecodeEvent(b []byte) (*pb.Event, error) {
 		values[a[i]] = a[i+1]
 	}
 	return EventFromStream(redis.XMessage{ID: a[0], Values: values})
+}
+
+// SummaryMark is the alert mark (AlertQuota.Quiet) of the one alert a
+// minute that hooks send for a caller past its alert quota: it carries
+// how many of token's alerts hooks did not send since the previous
+// summary, this one included. Stored in the entry's quiet field.
+func SummaryMark(alerts int64, token string) string {
+	return "summary:" + strconv.FormatInt(alerts, 10) + ":" + token
+}
+
+// ParseSummary reads a SummaryMark; ok is false for any other mark.
+func ParseSummary(mark string) (alerts int64, token string, ok bool) {
+	rest, found := strings.CutPrefix(mark, "summary:")
+	if !found {
+		return 0, "", false
+	}
+	n, token, found := strings.Cut(rest, ":")
+	alerts, err := strconv.ParseInt(n, 10, 64)
+	if !found || err != nil {
+		return 0, "", false
+	}
+	return alerts, token, true
 }

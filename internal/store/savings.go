@@ -14,7 +14,8 @@ import (
 // member a breaker's name, score the last time its savings were written
 // (ms since the epoch). It lets a fleet-wide savings read find its
 // breakers without a SCAN of the keyspace; members older than
-// HourRetention are pruned on every write.
+// HourRetention are pruned on every write, and the set expires
+// HourRetention after the last.
 const SavingsKey = Prefix + "saved"
 
 // The savings buckets (docs/operations.md, "What the breakers saved").
@@ -263,6 +264,7 @@ func (s *Store) addSavings(ctx context.Context, counts map[string]Savings) error
 		p.ZAdd(ctx, idx, redis.Z{Score: float64(now.UnixMilli()), Member: b})
 	}
 	p.ZRemRangeByScore(ctx, idx, "-inf", "("+strconv.FormatInt(now.Add(-HourRetention).UnixMilli(), 10))
+	p.Expire(ctx, idx, HourRetention) // as long as its newest member counts
 	if _, err := p.Exec(ctx); err != nil {
 		return fmt.Errorf("store: write savings: %w", err)
 	}

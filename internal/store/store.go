@@ -108,6 +108,30 @@ type Store struct {
 	fg *forgetting
 	// settling counts the lost Allows being settled (replylost.go).
 	settling atomic.Int32
+	// alerts is the alert quota (SetAlertQuota); it holds an AlertQuota.
+	alerts atomic.Value
+}
+
+// AlertQuota bounds how many of the alerts one caller's Records raise go
+// to hooks one by one (the server's per-token quotas implement it). Quiet
+// is asked before a Record: "" sends the alerts it raises, any other mark
+// is stored with them (breaker.Call.Quiet) and hooks do not send them
+// alone. Raised is told after the script how many alerts it raised under
+// that mark. Implementations must be safe for concurrent use.
+type AlertQuota interface {
+	Quiet(ctx context.Context) string
+	Raised(ctx context.Context, mark string, alerts int64)
+}
+
+// SetAlertQuota sets the alert quota every Record consults. Call it before
+// serving.
+func (s *Store) SetAlertQuota(q AlertQuota) { s.alerts.Store(&q) }
+
+func (s *Store) alertQuota() AlertQuota {
+	if q, _ := s.alerts.Load().(*AlertQuota); q != nil {
+		return *q
+	}
+	return nil
 }
 
 // New returns a Store on rdb. Call Load before serving.
@@ -366,23 +390,12 @@ func (s *Store) record(ctx context.Context, req *pb.RecordRequest, c breaker.Cal
 		}
 	}
 	params := ParamsOf(p, s.o.Rand())
-	// The group's cap (group.go): '' open lets record.lua count the
-	// group itself (a single Redis); on a Cluster the daemon reads it
-	// first, for a call that may trip.
-	var open any = ""
-	readCounts := false
-	if g != nil {
-		params.MaxOpenPPM, params.GroupMembers = g.MaxOpenPPM(), int64(len(g.Members))
-		if s.onCluster() {
-			open = int64(0)
-			if mayTrip {
-				if gc, ok := s.groupCounts(ctx, g, name); ok {
-					open, readCounts = gc.Open, true
-				}
-			}
-		}
+	open, readCounts := s.groupCap(ctx, g, name, mayTrip, &params)
+	quiet, q := "", s.alertQuota()
+	if q != nil {
+		quiet = q.Quiet(ctx)
 	}
-	args := append(s.recordArgs(name, req.GetWorkerId(), c, p, params), open,
+	args := append(s.recordArgs(name, req.GetWorkerId(), c, p, params), open, quiet,
 		newRecordID(), recordMemory.Milliseconds(), boolArg(mayTrip), recordsKept)
 	res, err := s.script(ctx, recordScript, s.recordKeys(name, g), args)
 	if err != nil {
@@ -395,13 +408,17 @@ func (s *Store) record(ctx context.Context, req *pb.RecordRequest, c breaker.Cal
 	if n != nil {
 		s.answered(n)
 	}
-	return s.recordAnswer(ctx, res, name, req.GetWorkerId(), c, p, g, readCounts)
+	a, err := s.recordAnswer(ctx, res, name, req.GetWorkerId(), c, p, g, readCounts)
+	if err == nil && q != nil { // the reply's last element: the alerts it raised
+		q.Raised(ctx, quiet, (&reply{v: res}).int(len(res)-1))
+	}
+	return a, err
 }
 
 // recordArgs are record.lua's ARGV up to the group's members (ARGV[31]);
 // the caller appends the rest.
 func (s *Store) recordArgs(name, worker string, c breaker.Call, p policy.Policy, params breaker.Params) []any {
-	return append(s.common(name, worker, p, 29), string(c.Evidence),
+	return append(s.common(name, worker, p, 30), string(c.Evidence),
 		c.Ticket.Gen, c.Ticket.Lease, c.RetryAfter, c.Last,
 		params.Rule.Threshold, params.Rule.MinWorkers, params.Rule.RateLimitTrips,
 		params.CooldownBase, params.CooldownCap, params.Jitter,
@@ -431,13 +448,34 @@ func (s *Store) recordAnswer(ctx context.Context, res []any, name, worker string
 	}
 	st := stateOf(v, name, p)
 	withGroup(st, g)
-	if len(res) == 7 { // window mode: the window's calls, failures and slow calls
+	if len(res) == 8 { // window mode: the window's calls, failures and slow calls
 		st.WindowCalls, st.WindowFailures, st.SlowCalls = r.int(4), r.int(5), r.int(6)
 	}
 	// A 401 or 402 raises an alert even on a breaker holding nothing.
 	alerted := c.Evidence == quorum.CredentialRejected || c.Evidence == quorum.QuotaExhausted
 	s.register(ctx, name, p, st, alerted)
 	return &pb.RecordResponse{Counted: counted, Note: note.String(), State: st}, nil
+}
+
+// groupCap sets params' group cap (group.go) for a Record on name in
+// group g (nil: none) and returns record.lua's open argument: empty lets the
+// script count the group itself (a single Redis); on a Cluster the daemon
+// reads the count first, for a call that may trip (readCounts then).
+func (s *Store) groupCap(ctx context.Context, g *policy.Group, name string, mayTrip bool, params *breaker.Params) (open any, readCounts bool) {
+	open = ""
+	if g == nil {
+		return open, false
+	}
+	params.MaxOpenPPM, params.GroupMembers = g.MaxOpenPPM(), int64(len(g.Members))
+	if !s.onCluster() {
+		return open, false
+	}
+	if mayTrip {
+		if gc, ok := s.groupCounts(ctx, g, name); ok {
+			return gc.Open, true
+		}
+	}
+	return int64(0), false
 }
 
 // RecordCall turns a Record request into the machine's call: the outcome

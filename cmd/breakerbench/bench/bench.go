@@ -614,9 +614,12 @@ func run(ctx context.Context, o Options, w io.Writer) (map[string]row, error) {
 		if wireOps[i], err = s.build(ctx, e.wire, o); err != nil {
 			return nil, fmt.Errorf("%s (wire): %w", s.name, err)
 		}
-		// Warm up: connections, scripts loaded, code paths paged in.
+		// Warm up: connections, scripts loaded, code paths paged in; the
+		// twin once over every breaker, so that the counted pass measures
+		// the steady state (a breaker's first Record that may create state
+		// also asks the --max-breakers ceiling).
 		drive(ctx, o.Callers, 50*time.Millisecond, 2000, ops[i])
-		drive(ctx, 1, time.Minute, 5, wireOps[i])
+		drive(ctx, 1, time.Minute, int64(max(5, o.Breakers)), wireOps[i])
 	}
 
 	// Fast clients send outcomes in the background: let the warm-up's

@@ -344,6 +344,15 @@ func (o *Observer) lostToWipe(t time.Time) bool {
 	return !o.wipedAt.IsZero() && t.Before(o.wipedAt.Add(time.Second))
 }
 
+// rememberedAfterWipe reports whether t falls within a retention after
+// the wipe: a daemon that knew a breaker open answers it from memory until
+// that open period ends (docs/reliability.md, "Redis that forgets"), at
+// its generation from before the wipe, whose transition was in the wiped
+// log.
+func (o *Observer) rememberedAfterWipe(t time.Time) bool {
+	return !o.wipedAt.IsZero() && !t.Before(o.wipedAt) && t.Before(o.wipedAt.Add(o.Retention))
+}
+
 // JudgeForgotten flags the answers CLOSED inside a cooldown with no loss
 // of their breaker logged (losses: when daemons logged one, by breaker)
 // from a second before the cooldown was seen to 10 s after the answer,
@@ -570,7 +579,7 @@ func (o *Observer) Sweep(now time.Time) {
 			switch {
 			case now.Sub(s.at) < o.LogGrace:
 				kept = append(kept, s)
-			case o.lostToWipe(s.at):
+			case o.lostToWipe(s.at) || o.rememberedAfterWipe(s.at):
 				o.counts.Wiped++
 			case !o.killedAt.IsZero() && s.at.Before(o.killedAt) || o.inFailover(s.at):
 				o.counts.LostObserved++

@@ -131,6 +131,13 @@ local NUMERIC = { gen = true, fails = true, rl = true, opened = true, probe_at =
 -- leave it false.
 local POLICY_SHADOW = false
 
+-- QUIET marks the alerts this call raises past its caller's alert quota
+-- (breaker.Call.Quiet): '' sends them; record.lua sets it from its ARGV.
+-- The first alert stores the mark, every later one 'quiet'. ALERTS counts
+-- the alerts raised (breaker.Alert: not a transition, not a Force).
+local QUIET = ''
+local ALERTS = 0
+
 -- shadowing reports whether s is shadowed (breaker.Shadowing): no pin,
 -- and the operator's setting on, or no setting and the policy's shadow.
 local function shadowing(s)
@@ -283,6 +290,14 @@ local function emit(s, kind, from, to, cause, at, note, actor)
   if shadowing(s) then
     fields[#fields + 1] = 'shadow'
     fields[#fields + 1] = '1'
+  end
+  if kind ~= 'transition' and kind ~= 'forced' then
+    ALERTS = ALERTS + 1
+    if QUIET ~= '' then
+      fields[#fields + 1] = 'quiet'
+      fields[#fields + 1] = QUIET
+      QUIET = 'quiet'
+    end
   end
   local id = redis.call('XADD', K_EVENTS, 'MAXLEN', '~', EVENTS_MAXLEN, '*', unpack(fields))
   redis.call('PEXPIRE', K_EVENTS, EVENTS_RETENTION)
