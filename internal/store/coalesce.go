@@ -97,8 +97,12 @@ func (c *coalescer) run(ctx context.Context, sc script, keys []string, args []an
 }
 
 // script runs sc for a decision (Allow, Record): coalesced unless
-// Options.Unpipelined.
+// Options.Unpipelined. A context ended before the call sends nothing
+// (unsent: no reply to lose).
 func (s *Store) script(ctx context.Context, sc script, keys []string, args []any) ([]any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, unsent{err}
+	}
 	if s.pipe == nil {
 		return run(ctx, s.rdb, sc, keys, args...)
 	}

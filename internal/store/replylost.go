@@ -63,14 +63,16 @@ func (s *Store) log() *slog.Logger {
 
 // indeterminate reports whether err leaves it unknown whether Redis ran
 // the command: it may have been sent, and no reply came back. A Redis
-// error reply, a malformed reply, a refused connection, a closed client or
-// an exhausted pool all say the script did not run (or ran and answered).
+// error reply, a malformed reply, a refused connection, a closed client,
+// an exhausted pool or a context ended before the call all say the script
+// did not run (or ran and answered).
 func indeterminate(err error) bool {
 	var re redis.Error
 	var oe *net.OpError
+	var un unsent
 	switch {
 	case err == nil, errors.As(err, &re), errors.Is(err, errBadReply), errors.Is(err, redis.ErrClosed),
-		errors.Is(err, redis.ErrPoolTimeout), errors.As(err, &oe) && oe.Op == "dial":
+		errors.Is(err, redis.ErrPoolTimeout), errors.As(err, &oe) && oe.Op == "dial", errors.As(err, &un):
 		return false
 	}
 	return true
@@ -161,3 +163,10 @@ type stillQueued struct {
 
 func (e stillQueued) Error() string { return e.err.Error() }
 func (e stillQueued) Unwrap() error { return e.err }
+
+// unsent is the error of a call whose context had ended before it was
+// sent: Redis never saw it.
+type unsent struct{ err error }
+
+func (e unsent) Error() string { return e.err.Error() }
+func (e unsent) Unwrap() error { return e.err }
