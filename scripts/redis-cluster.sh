@@ -5,6 +5,7 @@
 #   scripts/redis-cluster.sh start   # prints BREAKERD_TEST_REDIS_CLUSTER_ADDRS=...
 #   scripts/redis-cluster.sh stop
 #   scripts/redis-cluster.sh status
+#   scripts/redis-cluster.sh restart-node PORT  # start one node again, empty
 #
 # Environment (so that parallel runs do not collide):
 #   REDIS_CLUSTER_PORT       first of 6 consecutive client ports (default 7000)
@@ -15,7 +16,9 @@
 #   REDIS_CLUSTER_NODE_TIMEOUT  cluster-node-timeout in ms (default 2000)
 #
 # Each node's pid is in $REDIS_CLUSTER_DIR/<port>/redis.pid: a failover test
-# kills a master through it. Nothing is persisted (no RDB, no AOF).
+# kills a master through it. Nothing is persisted (no RDB, no AOF):
+# restart-node starts a killed node again with its cluster config
+# (nodes.conf) and no data, a restart without persistence.
 set -euo pipefail
 
 cmd=${1:-}
@@ -43,6 +46,16 @@ addrs() {
 # shellcheck source=scripts/redis-lib.sh
 . "$(dirname "$0")/redis-lib.sh"
 
+start_node() { # index: start the node of ports[index] in its folder
+  local p=${ports[$1]}
+  redis-server --port "$p" --cluster-port "${bus[$1]}" --bind 127.0.0.1 \
+    --cluster-enabled yes --cluster-config-file "$dir/$p/nodes.conf" \
+    --cluster-node-timeout "$timeout_ms" --cluster-replica-validity-factor 0 \
+    --cluster-require-full-coverage no --cluster-allow-reads-when-down no \
+    --save "" --appendonly no --dir "$dir/$p" \
+    --pidfile "$dir/$p/redis.pid" --logfile "$dir/$p/redis.log" --daemonize yes
+}
+
 wait_ok() {
   local p
   for _ in $(seq 300); do
@@ -65,12 +78,7 @@ start)
     p=${ports[$i]}
     rm -rf "${dir:?}/$p"
     mkdir -p "$dir/$p"
-    redis-server --port "$p" --cluster-port "${bus[$i]}" --bind 127.0.0.1 \
-      --cluster-enabled yes --cluster-config-file "$dir/$p/nodes.conf" \
-      --cluster-node-timeout "$timeout_ms" --cluster-replica-validity-factor 0 \
-      --cluster-require-full-coverage no --cluster-allow-reads-when-down no \
-      --save "" --appendonly no --dir "$dir/$p" \
-      --pidfile "$dir/$p/redis.pid" --logfile "$dir/$p/redis.log" --daemonize yes
+    start_node "$i"
   done
   for p in "${ports[@]}"; do
     for _ in $(seq 100); do redis-cli -h 127.0.0.1 -p "$p" ping >/dev/null 2>&1 && break; sleep 0.05; done
@@ -91,6 +99,16 @@ start)
 stop)
   stop
   ;;
+restart-node)
+  for i in "${!ports[@]}"; do
+    if [ "${ports[$i]}" = "${2:-}" ]; then
+      start_node "$i"
+      exit 0
+    fi
+  done
+  echo "redis-cluster: restart-node: ${2:-} is none of the ports ${ports[*]}" >&2
+  exit 2
+  ;;
 status)
   for p in "${ports[@]}"; do
     printf '127.0.0.1:%s ' "$p"
@@ -98,7 +116,7 @@ status)
   done
   ;;
 *)
-  echo "usage: $0 start|stop|status  (see the header for the environment)" >&2
+  echo "usage: $0 start|stop|status|restart-node PORT  (see the header for the environment)" >&2
   exit 2
   ;;
 esac

@@ -136,15 +136,19 @@ check_no_binaries() {
 # this suite on the same 2 cores the store package alone takes ~10 minutes.
 phase_go() { go test -race -timeout 30m ./...; }
 
-# The bounded soak, 60 s (cmd/breakerd-soak, docs/reliability.md): 2
-# daemons, 200 workers, 1,000 breakers, a Sentinel setup of its own whose
-# master it kills half-way; it exits non-zero on any violation its
-# observer sees. Its load is paced, so it takes about 70 s on 2 cores.
+# The bounded soak, 60 s on each topology (cmd/breakerd-soak,
+# docs/reliability.md): 2 daemons, 200 workers, 1,000 breakers, on a
+# Sentinel setup of its own, then on a Redis Cluster of its own; each run
+# kills a daemon, kills a master and restarts one without persistence,
+# and exits non-zero on any violation its observer sees. Its load is
+# paced, so each run takes about 70 s on 2 cores.
 phase_soak() {
-  local dir
+  local dir topology
   dir=$(mktemp -d)
   go build -o "$dir/breakerd-soak" ./cmd/breakerd-soak
-  "$dir/breakerd-soak" --duration 60s
+  for topology in sentinel cluster; do
+    "$dir/breakerd-soak" --topology "$topology" --duration 60s
+  done
   rm -rf "$dir"
 }
 

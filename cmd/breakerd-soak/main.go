@@ -2,11 +2,13 @@
 // checks it throughout (cmd/breakerd-soak/soak): two daemons, simulated workers
 // calling Allow and Record on breakers whose dependencies fail and recover
 // on a schedule, a daemon killed and started again, a Redis master killed
-// part-way (Sentinel promotes its replica) and later restarted without
-// persistence, and an observer that reports every broken rule. It starts its
-// own Redis processes (redis-server and redis-sentinel must be installed)
-// on free loopback ports and runs from the repository's root (it runs
-// scripts/redis-sentinel.sh).
+// part-way (its replica takes over), a master restarted without
+// persistence, and an observer that reports every broken rule. Its Redis
+// is a Sentinel setup or, with --topology cluster, a Redis Cluster of 3
+// masters and 3 replicas. It starts its own Redis processes
+// (redis-server, redis-sentinel and redis-cli must be installed) on free
+// loopback ports and runs from the repository's root (it runs
+// scripts/redis-sentinel.sh or scripts/redis-cluster.sh).
 //
 //	go build -o /tmp/breakerd-soak ./cmd/breakerd-soak
 //	/tmp/breakerd-soak --duration 30m
@@ -25,6 +27,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -44,37 +48,41 @@ func main() {
 // violations (the report lists them).
 var errViolations = errors.New("the observer saw violations (listed above)")
 
-const help = `breakerd-soak runs 2 breakerd daemons, simulated workers and a Redis
-Sentinel setup of its own (a master, a replica, 3 sentinels on free loopback
-ports), kills the master part-way, kills a daemon and starts it again, restarts
-the master without persistence, and checks throughout: never two live
-probe holders for a breaker, every transition once in the event log in
-generation order, no probe-in-flight denial past a lease, no count applied
-twice, no OPEN breaker answering CLOSED inside its cooldown without a logged
-loss, no flapping between Redis and memory, the daemons' heap
-and goroutines flat, no keys left once a breaker's retention has passed. It
-prints a report and exits 1 on any violation. Run it from the repository's
-root (it uses scripts/redis-sentinel.sh).
+const help = `breakerd-soak runs 2 breakerd daemons, simulated workers and a Redis of
+its own on free loopback ports: a Sentinel setup (a master, a replica, 3
+sentinels) or, with --topology cluster, a Redis Cluster (3 masters, 3
+replicas). It kills a master part-way (its replica takes over), kills a daemon
+and starts it again, restarts a master without persistence, and checks
+throughout: never two live probe holders for a breaker, every transition once
+in the event log in generation order, no probe-in-flight denial past a lease,
+no count applied twice, no OPEN breaker answering CLOSED inside its cooldown
+without a logged loss, no daemon flipping a Redis node between Redis and memory
+more than its faults explain, on a Cluster no answer from memory for a breaker
+whose master had no fault, the daemons' heap and goroutines flat, no keys left
+once a breaker's retention has passed. It prints a report and exits 1 on any
+violation. Run it from the repository's root (it uses scripts/redis-sentinel.sh
+and scripts/redis-cluster.sh).
 `
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) > 1 && args[1] == "daemon" {
 		return runDaemon(ctx, args[2:], getenv, stdout, stderr)
 	}
-	c := soak.Config{Duration: time.Minute, Workers: 200, Breakers: 1000, Daemons: 2, CallEvery: 250 * time.Millisecond,
+	c := soak.Config{Topology: soak.TopologySentinel, Duration: time.Minute, Workers: 200, Breakers: 1000, Daemons: 2, CallEvery: 250 * time.Millisecond,
 		FailoverAt: 0.5, DaemonKillAt: 0.25, RestartAt: 0.75, Seed: 1, Scripts: "scripts"}
 	seed := int64(c.Seed)
 	cmd := cli.Command{Name: "breakerd-soak", Synopsis: "[flags]", Help: help, EnvPrefix: "BREAKERD_SOAK", Flags: []cli.Flag{
+		{Name: "topology", Value: &c.Topology, Usage: "the Redis the soak starts: " + strings.Join(soak.Topologies, " or ")},
 		{Name: "duration", Value: &c.Duration, Usage: "how long the load runs"},
 		{Name: "workers", Value: &c.Workers, Usage: "simulated workers, spread over the daemons"},
 		{Name: "breakers", Value: &c.Breakers, Usage: "breakers (the last tenth are called only in the first quarter, at most 1m, then must expire)"},
 		{Name: "daemons", Value: &c.Daemons, Usage: "breakerd daemons"},
 		{Name: "call-every", Value: &c.CallEvery, Usage: "each worker's pause between calls (±50%)"},
-		{Name: "failover-at", Value: &c.FailoverAt, Usage: "when the Redis master is killed, as a fraction of --duration (negative: never)"},
+		{Name: "failover-at", Value: &c.FailoverAt, Usage: "when a Redis master is killed (its replica takes over), as a fraction of --duration (negative: never)"},
 		{Name: "daemon-kill-at", Value: &c.DaemonKillAt, Usage: "when the last daemon is killed (SIGKILL) and started again 3s later, as a fraction of --duration (negative: never)"},
-		{Name: "restart-at", Value: &c.RestartAt, Usage: "when the Redis master is killed and started again at once without persistence (every key gone), as a fraction of --duration (negative: never)"},
+		{Name: "restart-at", Value: &c.RestartAt, Usage: "when a Redis master (on a Cluster, another than the one killed) is killed and started again at once without persistence (every key it held gone), as a fraction of --duration (negative: never)"},
 		{Name: "seed", Value: &seed, Usage: "seed of the dependency schedule and the workers' choices"},
-		{Name: "scripts", Value: &c.Scripts, Usage: "directory holding redis-sentinel.sh"},
+		{Name: "scripts", Value: &c.Scripts, Usage: "directory holding redis-sentinel.sh and redis-cluster.sh"},
 		{Name: "dir", Value: &c.Dir, Usage: "directory kept for Redis's files and the daemons' logs (default: a temporary one, removed)"},
 	}}
 	if _, err := cmd.Parse(args[1:], getenv, stdout); err != nil {
@@ -82,6 +90,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	c.Seed = uint64(seed)
 	switch {
+	case !slices.Contains(soak.Topologies, c.Topology):
+		return cli.Usagef("--topology: want one of %s, got %q", strings.Join(soak.Topologies, ", "), c.Topology)
 	case c.Duration < 20*time.Second:
 		return cli.Usagef("--duration: must be at least 20s, got %s", c.Duration)
 	case c.Workers < 2 || c.Breakers < 10 || c.Daemons < 1:

@@ -52,7 +52,7 @@ func procKB(t *testing.T, pid int, field string) int64 {
 	return 0
 }
 
-// TestFloodWithoutATokenCostsNoMemory replays the flood of issue 17 §2
+// TestFloodWithoutATokenCostsNoMemory sends an unauthenticated flood
 // against breakerd as its own process: 64 concurrent List calls of 3.9
 // million states each (15 MB of request apiece), without a token, with an
 // unknown one, and with a worker's token. Every call is refused, and the

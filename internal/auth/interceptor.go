@@ -27,8 +27,8 @@ var workerMethods = map[string]bool{
 	"Allow": true, "Record": true, "RecordBatch": true, "Get": true, "BatchGet": true, "List": true, "Watch": true,
 	// GetPolicy: a client's local fallback reads its threshold and cooldown.
 	"GetPolicy": true,
-	// Events: the logged form of what Watch streams live (issue 17's
-	// decision: a worker sees the same of its breakers either way).
+	// Events: the logged form of what Watch streams live (a worker
+	// sees the same of its breakers either way).
 	"Events": true,
 	// ReportSavings: a client reports the calls it refused itself;
 	// Savings reads what its breakers saved.

@@ -424,7 +424,7 @@ func TestOperateFlagsAndEnvironment(t *testing.T) {
 	}
 }
 
-// A bad group (issue 12 §4) is rejected on reload with its field named,
+// A bad group is rejected on reload with its field named,
 // and the groups in force stay.
 func TestPolicyReloadRejectsABadGroupAndKeepsTheOldGroups(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "policy.yaml")

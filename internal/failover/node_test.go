@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -49,62 +50,66 @@ func (f *flips) all() map[string][]bool {
 	return out
 }
 
-// TestClusterDeadMasterOutageIsPerNode: a daemon's store on a 3+3 Redis
-// Cluster of the test's own, under load from 16 workers on 30 breakers
-// spread over the three masters. One master is killed (SIGKILL) and its
-// replica takes over. The outage is judged per node: the dead master goes
-// down once and comes back once (when its replica serves its slots), the
-// live masters never flip, and no answer for a breaker on a live master
-// is degraded; the dead master's breakers answer from memory meanwhile,
-// then from Redis again.
-func TestClusterDeadMasterOutageIsPerNode(t *testing.T) {
+// nodeFixture is a daemon's store on a 3+3 Redis Cluster of the test's
+// own, with 30 breakers spread over the three masters; dead is the master
+// of the first breaker, the one a test faults.
+type nodeFixture struct {
+	dir      string
+	env      []string
+	addrs    []string
+	rdb      *redis.ClusterClient
+	st       *store.Store
+	flips    *flips
+	names    []string
+	masterOf map[string]string
+	dead     string
+}
+
+func newNodeFixture(t *testing.T, env ...string) *nodeFixture {
+	t.Helper()
 	needRedis(t, "redis-server", "redis-cli")
 	ports := freePorts(t, 12)
-	dir := t.TempDir()
-	vals := script(t, "redis-cluster.sh", []string{
-		"REDIS_CLUSTER_PORTS=" + join(ports[:6]), "REDIS_CLUSTER_BUS_PORTS=" + join(ports[6:]),
-		"REDIS_CLUSTER_DIR=" + dir, "REDIS_CLUSTER_NODE_TIMEOUT=1000"})
-	addrs := strings.Split(vals[testredis.EnvClusterAddrs], ",")
-	if len(addrs) != 6 {
+	fx := &nodeFixture{dir: t.TempDir(), flips: &flips{by: map[string][]bool{}}, masterOf: map[string]string{}}
+	fx.env = append([]string{"REDIS_CLUSTER_PORTS=" + join(ports[:6]), "REDIS_CLUSTER_BUS_PORTS=" + join(ports[6:]),
+		"REDIS_CLUSTER_DIR=" + fx.dir}, env...)
+	vals := script(t, "redis-cluster.sh", fx.env)
+	fx.addrs = strings.Split(vals[testredis.EnvClusterAddrs], ",")
+	if len(fx.addrs) != 6 {
 		t.Fatalf("redis-cluster.sh printed %v", vals)
 	}
-	b := testredis.ClusterAt(t, addrs)
+	b := testredis.ClusterAt(t, fx.addrs)
 	ctx := context.Background()
-	f := &flips{by: map[string][]bool{}}
 	// The daemon's retries (internal/daemon connect): one retry, one dial.
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRetries: 1, DialerRetries: 1})
-	defer rdb.Close()
-	st := store.New(rdb, store.Options{Now: b.Clock(), Channel: b.Prefix + "events", OnOutage: f.add})
-	defer st.Close()
-	if err := st.Load(ctx); err != nil {
+	fx.rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: fx.addrs, MaxRetries: 1, DialerRetries: 1})
+	t.Cleanup(func() { _ = fx.rdb.Close() })
+	fx.st = store.New(fx.rdb, store.Options{Now: b.Clock(), Channel: b.Prefix + "events", OnOutage: fx.flips.add})
+	t.Cleanup(fx.st.Close)
+	if err := fx.st.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
-
-	var names []string
-	masterOf := map[string]string{}
 	byMaster := map[string]int{}
 	for i := range 30 {
 		n := b.Breaker(fmt.Sprintf("node-%02d", i))
-		m, err := rdb.MasterForKey(ctx, store.KeysOf(n).State)
+		m, err := fx.rdb.MasterForKey(ctx, store.KeysOf(n).State)
 		if err != nil {
 			t.Fatal(err)
 		}
-		names = append(names, n)
-		masterOf[n] = m.Options().Addr
+		fx.names = append(fx.names, n)
+		fx.masterOf[n] = m.Options().Addr
 		byMaster[m.Options().Addr]++
 	}
 	if len(byMaster) != 3 {
 		t.Fatalf("30 breakers on %d masters (%v), want all 3", len(byMaster), byMaster)
 	}
-	dead := masterOf[names[0]]
+	fx.dead = fx.masterOf[fx.names[0]]
+	return fx
+}
 
-	nl := &nodeLoad{st: st, dead: dead, masterOf: masterOf}
-	stop := nl.run(names, 16)
-	defer stop()
-	daemontest.Eventually(t, "the load to be answered", func() bool { return nl.answered.Load() >= 500 })
-
-	port := dead[strings.LastIndexByte(dead, ':')+1:]
-	pidFile := filepath.Join(dir, port, "redis.pid")
+// kill SIGKILLs the dead master and returns its pid.
+func (fx *nodeFixture) kill(t *testing.T) int {
+	t.Helper()
+	port := fx.dead[strings.LastIndexByte(fx.dead, ':')+1:]
+	pidFile := filepath.Join(fx.dir, port, "redis.pid")
 	pid, err := os.ReadFile(pidFile)
 	if err != nil {
 		t.Fatal(err)
@@ -114,19 +119,59 @@ func TestClusterDeadMasterOutageIsPerNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := syscall.Kill(p, syscall.SIGKILL); err != nil {
-		t.Fatalf("kill master %s (pid %d): %v", dead, p, err)
+		t.Fatalf("kill master %s (pid %d): %v", fx.dead, p, err)
 	}
 	_ = os.Remove(pidFile) // so that the script's stop never signals a reused pid
+	return p
+}
+
+// others returns the nodes but the dead master.
+func (fx *nodeFixture) others() []string {
+	var out []string
+	for _, a := range fx.addrs {
+		if a != fx.dead {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// checkOnlyDeadFlipped fails the test unless the dead master flipped
+// exactly once down and once back, and no other node flipped.
+func (fx *nodeFixture) checkOnlyDeadFlipped(t *testing.T) {
+	t.Helper()
+	if fl := fx.flips.of(fx.dead); len(fl) != 2 || !fl[0] || fl[1] {
+		t.Errorf("the faulted master %s flipped %v, want [true false]: once down, once back", fx.dead, fl)
+	}
+	for node, fl := range fx.flips.all() {
+		if node != fx.dead {
+			t.Errorf("node %q flipped %v, want no flip: only the faulted master %s is out", node, fl, fx.dead)
+		}
+	}
+	if fx.st.Degraded() {
+		t.Errorf("Degraded() = true after the master's breakers answer from Redis again, want false")
+	}
+}
+
+// TestClusterDeadMasterOutageIsPerNode: under load from 16 workers on the
+// fixture's 30 breakers, one master is killed (SIGKILL) and its replica
+// takes over. The outage is judged per node: the dead master goes down
+// once and comes back once (when its replica serves its slots), the live
+// masters never flip, and no answer for a breaker on a live master is
+// degraded; the dead master's breakers answer from memory meanwhile, then
+// from Redis again.
+func TestClusterDeadMasterOutageIsPerNode(t *testing.T) {
+	fx := newNodeFixture(t, "REDIS_CLUSTER_NODE_TIMEOUT=1000")
+	ctx := context.Background()
+	nl := &nodeLoad{st: fx.st, dead: fx.dead, masterOf: fx.masterOf}
+	stop := nl.run(fx.names, 16)
+	defer stop()
+	daemontest.Eventually(t, "the load to be answered", func() bool { return nl.answered.Load() >= 500 })
+	fx.kill(t)
 	daemontest.Eventually(t, "calls for the dead master's breakers to be answered from memory", func() bool {
 		return nl.deadDegraded.Load() >= 50
 	})
-	var others []string
-	for _, a := range addrs {
-		if a != dead {
-			others = append(others, a)
-		}
-	}
-	daemontest.Eventually(t, "a replica to take over from the killed master "+dead, func() bool { return clusterOK(ctx, others) })
+	daemontest.Eventually(t, "a replica to take over from the killed master "+fx.dead, func() bool { return clusterOK(ctx, fx.others()) })
 	// Its breakers answer from Redis again, through the promoted replica.
 	after := nl.deadFromRedis.Load()
 	daemontest.Eventually(t, "the dead master's breakers to answer from Redis again", func() bool {
@@ -137,30 +182,62 @@ func TestClusterDeadMasterOutageIsPerNode(t *testing.T) {
 		return nl.liveAnswered.Load() >= liveAfter+200
 	})
 	stop()
-
-	t.Logf("answers: %d for breakers on live masters (%d degraded), %d for the dead master's (%d degraded, %d from Redis); %d errors; flips %v",
-		nl.liveAnswered.Load(), nl.liveDegraded.Load(), nl.deadDegraded.Load()+nl.deadFromRedis.Load(), nl.deadDegraded.Load(),
-		nl.deadFromRedis.Load(), nl.errors.Load(), f.all())
+	nl.log(t, fx.flips)
 	if n := nl.liveDegraded.Load(); n != 0 {
 		t.Errorf("%d answers for breakers on live masters were degraded, want 0: a dead master sent them to memory", n)
 	}
 	// The dead master's outage ends once the poll sees that it serves no
 	// slot any more (its breakers may answer from the new master first).
 	daemontest.Eventually(t, "the dead master's outage to end", func() bool {
-		fl := f.of(dead)
+		fl := fx.flips.of(fx.dead)
 		return len(fl) >= 2 && !fl[len(fl)-1]
 	})
-	if fl := f.of(dead); len(fl) != 2 || !fl[0] || fl[1] {
-		t.Errorf("the dead master %s flipped %v, want [true false]: once down, once back", dead, fl)
+	fx.checkOnlyDeadFlipped(t)
+}
+
+// TestClusterRestartedMasterComesBackOnce: under load, one master is
+// killed and started again at once without persistence
+// (scripts/redis-cluster.sh restart-node), before its replica could take
+// over. A restarted Cluster master answers PING at once but refuses
+// every command with a key (CLUSTERDOWN) for about two seconds while it
+// rejoins: its breakers go to memory once and come back once, when the
+// Cluster serves them again, not on the first PINGs (whose calls would
+// fail again and send them back to memory); no other node flips and no
+// answer for a breaker on another master is degraded.
+func TestClusterRestartedMasterComesBackOnce(t *testing.T) {
+	fx := newNodeFixture(t) // the script's node timeout: a restart takes far less
+	ctx := context.Background()
+	nl := &nodeLoad{st: fx.st, dead: fx.dead, masterOf: fx.masterOf}
+	stop := nl.run(fx.names, 16)
+	defer stop()
+	daemontest.Eventually(t, "the load to be answered", func() bool { return nl.answered.Load() >= 500 })
+	pid := fx.kill(t)
+	daemontest.Eventually(t, "the killed master's process to end", func() bool { return syscall.Kill(pid, 0) != nil })
+	port := fx.dead[strings.LastIndexByte(fx.dead, ':')+1:]
+	cmd := exec.Command(filepath.Join("..", "..", "scripts", "redis-cluster.sh"), "restart-node", port)
+	cmd.Env = append(os.Environ(), fx.env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("redis-cluster.sh restart-node %s: %v\n%s", port, err, out)
 	}
-	for node, fl := range f.all() {
-		if node != dead {
-			t.Errorf("node %q flipped %v, want no flip: only the dead master %s is out", node, fl, dead)
-		}
+	daemontest.Eventually(t, "the restarted master to serve its slots", func() bool { return clusterOK(ctx, []string{fx.dead}) })
+	daemontest.Eventually(t, "the restarted master's outage to end", func() bool {
+		fl := fx.flips.of(fx.dead)
+		return len(fl) >= 2 && !fl[len(fl)-1]
+	})
+	// Calls go on past the rejoin: a flip back to memory would show.
+	after := nl.deadFromRedis.Load()
+	daemontest.Eventually(t, "the restarted master's breakers to answer from Redis", func() bool {
+		return nl.deadFromRedis.Load() >= after+300
+	})
+	stop()
+	nl.log(t, fx.flips)
+	if n := nl.liveDegraded.Load(); n != 0 {
+		t.Errorf("%d answers for breakers on the other masters were degraded, want 0", n)
 	}
-	if st.Degraded() {
-		t.Errorf("Degraded() = true after the replica took over, want false")
+	if nl.deadDegraded.Load() == 0 {
+		t.Errorf("no answer for the restarted master's breakers came from memory: the kill was not seen")
 	}
+	fx.checkOnlyDeadFlipped(t)
 }
 
 // nodeLoad calls Allow and, when let through, Record (a timeout half of
@@ -236,4 +313,11 @@ func (l *nodeLoad) count(name string, degraded bool) {
 	default:
 		l.deadFromRedis.Add(1)
 	}
+}
+
+func (l *nodeLoad) log(t *testing.T, f *flips) {
+	t.Helper()
+	t.Logf("answers: %d for breakers on live masters (%d degraded), %d for the faulted master's (%d degraded, %d from Redis); %d errors; flips %v",
+		l.liveAnswered.Load(), l.liveDegraded.Load(), l.deadDegraded.Load()+l.deadFromRedis.Load(), l.deadDegraded.Load(),
+		l.deadFromRedis.Load(), l.errors.Load(), f.all())
 }

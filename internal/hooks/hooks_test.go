@@ -524,7 +524,7 @@ hooks:
 		{`hooks: [{name: a, url: "https://x", events: [opened], ` + s32 + `}, {name: a, url: "https://y", events: [opened], ` + s32 + `}]`, "hooks[1].name:"},
 		{`hooks: [{name: a, url: "https://x", events: [opened], ` + s32 + `, timeout: soon}]`, "not a duration"},
 		{`hooks: [{name: a, url: "https://x", events: [opened], ` + s32 + `, colour: red}]`, "colour"},
-		// Issue 17 item 6: https except to loopback, and a 32-byte key.
+		// A hook's transport: https except to loopback, and a 32-byte key.
 		{`hooks: [{name: a, url: "http://hooks.example.com/T0/secret-path", events: [opened], ` + s32 + `}]`, "hooks[0].url: must be https:// unless the host is loopback"},
 		{`hooks: [{name: a, url: "http://10.0.0.5/x", events: [opened], ` + s32 + `}]`, "hooks[0].url: must be https://"},
 		{`hooks: [{name: a, url: "https://x", events: [opened], secret: "0123456789abcdef0123456789abcde"}]`, "hooks[0].secret: the key must be at least 32 bytes, got 31"},
@@ -729,7 +729,7 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 	}
 }
 
-// TestEventTrimmedInDeliveryIsStillDelivered is the issue's scenario: with
+// TestEventTrimmedInDeliveryIsStillDelivered trims an event while its delivery retries: with
 // --events-max-len 10, a hook answering 500 while 400 more events arrive
 // in a burst, the event being retried is trimmed from its stream. The
 // daemon delivers it from the copy it holds once the hook recovers, and

@@ -19,7 +19,7 @@ import (
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
-// TestTwoGatewaysShareTheFleetsBreakers walks the story: two
+// TestTwoGatewaysShareTheFleetsBreakers walks a shared outage: two
 // gateways (two workers, each on its own daemon of one Redis) in front of
 // one upstream; failures from both open the tool's breaker; it leaves both
 // gateways' lists with a list_changed to each session; a call to it is

@@ -99,7 +99,7 @@ func TestMaxBreakersRefusesOnlyNewBreakers(t *testing.T) {
 
 // In window mode every call writes the breaker's window, a success too:
 // each is checked against the ceiling, and a window breaker admitted is
-// counted (found by the tryout: five window breakers past a ceiling of 2,
+// counted (a fault this holds: five window breakers past a ceiling of 2,
 // none counted, and the 3rd one's own first failure refused).
 func TestMaxBreakersCountsWindowModeBreakers(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {

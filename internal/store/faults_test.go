@@ -10,7 +10,7 @@ import (
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
-// The rule faults the state machine settled (issue 8 §3), with the exact
+// The rule faults the state machine settles, with the exact
 // values, on miniredis and on the real Redis. Policy for all: threshold 3,
 // min_workers 2, rate_limit_trips 3, cooldown 10s capped at 80s, no
 // jitter, probe timeout 5s; deadline 0 unless said.

@@ -58,7 +58,7 @@ func clusterSlot(key string) int {
 	return int(crc) % 16384
 }
 
-// names returns the names of the issue (made of "{", "}", "{}", "a}b",
+// names returns the hash-tag edge cases (made of "{", "}", "{}", "a}b",
 // "x{}y", "}", unicode, 256 bytes) and n more drawn from the characters
 // that make hash tags, all valid breaker names (printable, no leading or
 // trailing space, at most 256 bytes).

@@ -40,11 +40,11 @@ const (
 const outageTimeouts = 3
 
 // recoveryPoll is how often a daemon asks a node in an outage whether it
-// is back (PING), so it returns within a second of the node answering.
+// is back (nodeAnswers), so it returns within a second of the node answering.
 const recoveryPoll = 200 * time.Millisecond
 
-// recoveryAnswers is how many PINGs in a row a node in an outage must
-// answer before decisions go back to it: with the refused connection
+// recoveryAnswers is how many times in a row a node in an outage must
+// answer (nodeAnswers) before decisions go back to it: with the refused connection
 // that starts an outage at once, this is the hysteresis that keeps a node
 // answering now and then (a restart loop, a flaky link) from flipping its
 // breakers between memory and Redis on every call.
@@ -78,6 +78,10 @@ type node struct {
 	down     atomic.Bool
 	timeouts atomic.Int32
 	table    *breaker.Table
+	// key is a key of the breaker whose call began the node's outage:
+	// on a Cluster, the recovery poll asks for it (written before the
+	// poll starts, read only by it).
+	key string
 }
 
 func newOutage() *outage {
@@ -176,19 +180,19 @@ func (s *Store) nodeOf(ctx context.Context, name string) *node {
 	return n.(*node)
 }
 
-// failed notes a Redis error from a call to n and reports whether the
-// call is to be answered from memory: a connection that cannot be made or
-// was lost means an outage of n at once, a timeout (or a "not now" reply
-// such as LOADING) counts toward one. The caller's own deadline ending is
-// not Redis's fault and counts nothing.
-func (s *Store) failed(ctx context.Context, n *node, err error) bool {
+// failed notes a Redis error from a call to n for breaker name and
+// reports whether the call is to be answered from memory: a connection
+// that cannot be made or was lost means an outage of n at once, a timeout
+// (or a "not now" reply such as LOADING) counts toward one. The caller's
+// own deadline ending is not Redis's fault and counts nothing.
+func (s *Store) failed(ctx context.Context, n *node, name string, err error) bool {
 	if s.o.Outage != OutageMemory || ctx.Err() != nil || !IsUnavailable(err) {
 		return false
 	}
 	if !connectionLost(err) && n.timeouts.Add(1) < outageTimeouts {
 		return false
 	}
-	s.enterOutage(n)
+	s.enterOutage(n, name)
 	return true
 }
 
@@ -207,11 +211,12 @@ func connectionLost(err error) bool {
 func (s *Store) answered(n *node) { n.timeouts.Store(0) }
 
 // enterOutage sends n's breakers to memory, seeded with what this daemon
-// last heard of each of them.
-func (s *Store) enterOutage(n *node) {
+// last heard of each of them; name's call found n away.
+func (s *Store) enterOutage(n *node, name string) {
 	if !n.down.CompareAndSwap(false, true) {
 		return
 	}
+	n.key = KeysOf(name).State
 	s.out.downs.Add(1)
 	now := s.outageNow()
 	ctx := context.Background()
@@ -228,10 +233,11 @@ func (s *Store) enterOutage(n *node) {
 	go s.awaitRecovery(n)
 }
 
-// awaitRecovery polls n until it answers recoveryAnswers PINGs in a row
-// (or, on a Cluster, no longer serves any slot: a replica took over, and
-// its breakers' calls go there), then hands its decisions back to Redis
-// and forgets what was counted in memory.
+// awaitRecovery polls n until it answers recoveryAnswers times in a row
+// (answers: PING; on a Cluster, a read of the key of the breaker that
+// began the outage) or, on a Cluster, no longer serves any slot (a
+// replica took over, and its breakers' calls go there), then hands its
+// decisions back to Redis and forgets what was counted in memory.
 func (s *Store) awaitRecovery(n *node) {
 	t := time.NewTicker(recoveryPoll)
 	defer t.Stop()
@@ -249,7 +255,7 @@ func (s *Store) awaitRecovery(n *node) {
 			answers = 0
 		case !serves:
 			answers = recoveryAnswers
-		case c.Ping(ctx).Err() == nil:
+		case nodeAnswers(ctx, c, n):
 			answers++
 		default:
 			answers = 0
@@ -263,6 +269,19 @@ func (s *Store) awaitRecovery(n *node) {
 	if s.o.OnOutage != nil {
 		s.o.OnOutage(n.addr, false)
 	}
+}
+
+// nodeAnswers reports whether node n answers through its client c. A
+// Cluster master restarted answers PING before the Cluster serves its
+// slots again (CLUSTERDOWN to every command with a key, for a second or
+// two while it rejoins): its breakers' calls would fail again and flip
+// them back to memory, so a Cluster node must answer a read of a key of
+// its own (EXISTS, in the least-privilege ACL).
+func nodeAnswers(ctx context.Context, c redis.Cmdable, n *node) bool {
+	if n.addr == "" {
+		return c.Ping(ctx).Err() == nil
+	}
+	return c.Exists(ctx, n.key).Err() == nil
 }
 
 // nodeClient returns a client to the node at addr and whether it still

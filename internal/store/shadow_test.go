@@ -16,7 +16,7 @@ import (
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
-// Shadow mode (issue 12 §3): the default policy (threshold 5, min_workers
+// Shadow mode: the default policy (threshold 5, min_workers
 // 2, cooldown 30s) with jitter 0, shadow as each test says.
 
 func shadowFixture(t *testing.T, b *testredis.Backend, shadow bool) *fixture {

@@ -11,7 +11,7 @@ import (
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
-// Slow calls (issue 12 §2): slow_call 2s, min_workers 2, jitter 0; in
+// Slow calls: slow_call 2s, min_workers 2, jitter 0; in
 // consecutive mode slow_call_threshold 3 (threshold 5 for failures), in
 // window mode window 60s, min_calls 4, slow_call_rate 0.5.
 

@@ -280,7 +280,7 @@ func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent brea
 	out, err := s.script(ctx, allowScript, keys, args)
 	if err != nil {
 		s.lostAllow(name, worker, keys, args, err)
-		if s.failed(ctx, n, err) {
+		if s.failed(ctx, n, name, err) {
 			return s.memoryAllow(n, name, worker), false, nil
 		}
 		return nil, false, fmt.Errorf("store: allow %q: %w", name, err)
@@ -399,7 +399,7 @@ func (s *Store) record(ctx context.Context, req *pb.RecordRequest, c breaker.Cal
 		newRecordID(), recordMemory.Milliseconds(), boolArg(mayTrip), recordsKept)
 	res, err := s.script(ctx, recordScript, s.recordKeys(name, g), args)
 	if err != nil {
-		if n != nil && s.failed(ctx, n, err) {
+		if n != nil && s.failed(ctx, n, name, err) {
 			return s.memoryRecord(n, req, c), nil
 		}
 		s.lostRecord(name, req.GetWorkerId(), err)

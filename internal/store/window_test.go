@@ -11,7 +11,7 @@ import (
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
-// The window mode's behaviour, with the exact cases: mode window,
+// The window mode's behaviour, with exact cases: mode window,
 // window 60s, failure_rate 0.5, min_calls 4, min_workers 2, jitter 0.
 
 func windowFixture(t *testing.T, b *testredis.Backend) *fixture {

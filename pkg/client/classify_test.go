@@ -32,10 +32,11 @@ func (timeoutErr) Error() string   { return "i/o timeout" }
 func (timeoutErr) Timeout() bool   { return true }
 func (timeoutErr) Temporary() bool { return true }
 
-// TestClassify walks every row of DefaultClassifier's table, and every
-// example of issue 9, with the exact Result. now is the classifier's
-// clock; the call's deadline, where one is set, is 30s or 5s after it
-// (on the real clock too: ctx.Err() must stay nil for those), or passed.
+// TestClassify walks every row of DefaultClassifier's table, and the
+// vendor answers docs/go-client.md's classification names, with the exact
+// Result. now is the classifier's clock; the call's deadline, where one
+// is set, is 30s or 5s after it (on the real clock too: ctx.Err() must
+// stay nil for those), or passed.
 func TestClassify(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
 	httpDate := func(d time.Duration) string { return now.Add(d).Format(http.TimeFormat) }
@@ -116,7 +117,7 @@ func TestClassify(t *testing.T) {
 		{name: "caller canceled", ctx: canceled, err: urlErr(context.Canceled), want: skip},
 		{name: "canceled, but not by the caller", err: context.Canceled, want: transport, msg: "transport error"},
 		{name: "anything else", err: errors.New("boom"), want: transport},
-		// §5: the caller's cancellation, however the tool reports it.
+		// The caller's cancellation, however the tool reports it.
 		{name: "caller canceled, tool said %v of ctx.Err()", ctx: canceled, err: fmt.Errorf("search: %v", context.Canceled), want: skip},
 		{name: "caller canceled, tool said its own words", ctx: canceled, err: errors.New("driver: query canceled"), want: skip},
 		{name: "caller canceled, tool returned a 503", ctx: canceled, err: resp(503, ""), want: skip},
@@ -154,7 +155,7 @@ func TestClassify(t *testing.T) {
 			retryAfter: time.Minute, deadline: time.Minute},
 		{name: "HTTP 429 with an unparsable Retry-After is bare", ctx: deadline5s, err: he(429, "soon"), want: limited,
 			retryAfter: time.Minute, deadline: 5 * time.Second, counts: true},
-		// §3: every way a vendor says "wait".
+		// Every way a vendor says "wait".
 		{name: "Retry-After beyond int64", ctx: deadline5s, err: he(429, "99999999999999999999"), want: limited,
 			retryAfter: maxWait, deadline: 5 * time.Second, counts: true},
 		{name: "Retry-After at int64's top", ctx: deadline5s, err: he(429, "9223372036854775807"), want: limited,
@@ -191,7 +192,7 @@ func TestClassify(t *testing.T) {
 			retryAfter: 90 * time.Second, deadline: 30 * time.Second, counts: true},
 		{name: "only unparsable waits: bare", ctx: deadline30s, err: resp(429, "", "retry-after-ms", "-5", "RateLimit-Reset", "1h"), want: limited,
 			retryAfter: time.Minute, deadline: 30 * time.Second, counts: true},
-		// §4: every way a vendor says "not until someone pays".
+		// Every way a vendor says "not until someone pays".
 		{name: "HTTP 402", err: resp(402, `{"error":"payment required"}`), want: quota, msg: "HTTP 402 Payment Required"},
 		{name: "HTTP 429 insufficient_quota (OpenAI)", ctx: deadline30s,
 			err:  resp(429, `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`, "Retry-After", "20"),

@@ -623,7 +623,7 @@ func TestFastViewKeepsTheLaterWordAndTimesFromTheAsk(t *testing.T) {
 }
 
 // A denial answered from the view or the open cache gives its wait in
-// whole milliseconds, as breakerd does (the tryout saw "retry after
+// whole milliseconds, as breakerd does (not "retry after
 // 35.325830155s" from fast mode beside strict mode's "35.339s").
 func TestWholeMsRoundsUp(t *testing.T) {
 	for in, want := range map[time.Duration]time.Duration{

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// TestImportList keeps pkg/client small and light (shared/STYLE.md §16): it
+// TestImportList keeps pkg/client small and light: it
 // depends only on the standard library, grpc and protobuf (with what they
 // pull in), the generated stubs and the dependency-free rule packages.
 // Never go-redis, YAML, or the daemon's internals.

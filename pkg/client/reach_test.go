@@ -581,7 +581,7 @@ func (s *recordingServer) last(t *testing.T) *pb.RecordRequest {
 	return s.records[len(s.records)-1]
 }
 
-// What Call sends breakerd for the vendor answers of issue 9 §3 and §4,
+// What Call sends breakerd for a vendor's waits and quota answers,
 // read off the wire: quota exhaustion as its own outcome, waits clamped
 // to breakerd's bounds, a bare 429 as 60s.
 func TestCallSendsWhatTheVendorSaid(t *testing.T) {

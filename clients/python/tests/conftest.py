@@ -61,19 +61,20 @@ class Daemon:
         self.url = ""
         self.start()
 
-    def start(self) -> None:
+    def start(self, http_port: int = 0) -> None:
+        """start runs the daemon on http_port (0: a free one)."""
         policy = self.workdir / "policy.yaml"
         policy.write_text(POLICY)
-        for _ in range(5):  # a port taken between probe and bind: another
-            http_port = free_port()
+        for _ in range(1 if http_port else 5):  # a port taken between probe and bind: another
+            port = http_port or free_port()
             args = [str(self.binary), "--listen", f"127.0.0.1:{free_port()}",
-                    "--http-listen", f"127.0.0.1:{http_port}", "--config", str(policy), *self.extra]
+                    "--http-listen", f"127.0.0.1:{port}", "--config", str(policy), *self.extra]
             if self.redis_url:
                 args += ["--redis-url", self.redis_url]
-            log = open(self.workdir / f"breakerd-{http_port}.log", "wb")
+            log = open(self.workdir / f"breakerd-{port}-{len(list(self.workdir.iterdir()))}.log", "wb")
             self.proc = subprocess.Popen(args, stdout=log, stderr=log)
             log.close()
-            self.url = f"http://127.0.0.1:{http_port}"
+            self.url = f"http://127.0.0.1:{port}"
             if self._ready():
                 return
             self.stop()
@@ -90,6 +91,10 @@ class Daemon:
                 pass
             time.sleep(0.05)
         return False
+
+    def restart(self) -> None:
+        """restart starts a stopped daemon again at the same URL."""
+        self.start(int(self.url.rsplit(":", 1)[1]))
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

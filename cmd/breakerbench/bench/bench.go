@@ -283,7 +283,7 @@ func scenarios() []scenario {
 		{"allow-hot-raw", "Allows", ServeDaemon, rawAllow(hot)},
 		{"record-hot-raw", "Records", ServeDaemon, rawRecord(hot)},
 		{"pair-hot-raw", "pairs", ServeDaemon, rawPair(hot)},
-		// Issue 12's counting policies, which write on every call (window)
+		// The counting policies, which write on every call (window)
 		// or every slow success: exempt from the 4-commands target.
 		{"pair-1k-window-raw", "pairs", ServeDaemon, rawPairNamed(spread, "w-", 0)},
 		{"pair-1k-slow-raw", "pairs", ServeDaemon, rawPairNamed(spread, "s-", slowLatencyMs)},

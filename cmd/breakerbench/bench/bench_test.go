@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -96,6 +97,10 @@ func TestRunTiny(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the output lacks %q", want)
 		}
+	}
+	// Headings say what they measure, not how the bench came to be.
+	if m := regexp.MustCompile(`(?i)issue \d+|§\d`).FindString(out.String()); m != "" {
+		t.Errorf("the output tells development history (%q)", m)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "ratio pair-hot-fast / peer-1:") || !strings.Contains(last, "median") {

@@ -317,7 +317,7 @@ func fastReport(w io.Writer, o Options, rows map[string]row, trips []fastTrip, s
 		return
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "fast mode (client.WithFastMode; issue 11 §3, issue 16):")
+	fmt.Fprintln(w, "fast mode (client.WithFastMode): in-process Allow latency, Redis and RPC cost of healthy calls, trip propagation, staleness, a failure storm:")
 	if r, ok := rows["allow-1k-fast"]; ok {
 		fmt.Fprintf(w, "  allow-1k-fast: in-process Allow p50 %s µs, p99 %s µs\n", us(r.p50, true), us(r.p99, true))
 	}

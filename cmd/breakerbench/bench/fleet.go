@@ -25,7 +25,7 @@ import (
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
-// The fleet simulation (breakerbench --fleet; issue 16): many fast-mode
+// The fleet simulation (breakerbench --fleet): many fast-mode
 // workers in one process, a few connections each shared by its workers
 // through client.ForWorker (one Watch stream a connection), two daemons
 // on one Redis, skewed popularity and one vendor that fails for a while.

@@ -111,7 +111,7 @@ func report(w io.Writer, o Options, run []scenario, samples [][]sample, wireRT [
 	}
 
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "targets (issue 11 §2, strict mode):")
+	fmt.Fprintln(w, "strict-mode targets (Redis commands and round trips per pair, errors and p99.9 on one breaker, daemon CPU per RPC):")
 	for _, name := range []string{"pair-1k-raw", "pair-hot-raw"} {
 		if r, ok := rows[name]; ok {
 			fmt.Fprintf(w, "  %s: %.2f Redis commands per pair (target <= 4: %s), %.2f Redis round trips per RPC (target 1: %s)\n",
@@ -133,7 +133,7 @@ func report(w io.Writer, o Options, run []scenario, samples [][]sample, wireRT [
 	}
 
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "counting policies (issue 12; they write on every call or every slow success, so the 4-commands target does not apply):")
+	fmt.Fprintln(w, "counting policies' Redis cost (window and slow-call modes write on every call or every slow success, so the 4-commands target does not apply):")
 	for _, c := range []struct{ name, what string }{
 		{"pair-1k-window-raw", "mode: window, every call a success"},
 		{"pair-1k-slow-raw", fmt.Sprintf("slow_call: 2s, every success %d ms", slowLatencyMs)},

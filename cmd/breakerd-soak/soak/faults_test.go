@@ -70,8 +70,64 @@ func TestObserverFlagsAnOpenBreakerForgotten(t *testing.T) {
 	want(t, failover)
 }
 
+// A node flips at most twice per fault injected on it, plus one; a node
+// with no fault never.
 func TestObserverFlagsFlapping(t *testing.T) {
 	o := NewObserver(2*time.Second, 6*time.Second)
-	o.CheckFlaps(map[string]int{"daemon-0.log node ": 3, "daemon-1.log node 127.0.0.1:7001": 4}, 1)
+	o.Killed(at(0))
+	o.CheckFlaps(map[FlipKey]int{{"daemon-0.log", ""}: 3, {"daemon-1.log", ""}: 4})
 	want(t, o, "flapping")
+
+	cl := NewObserver(2*time.Second, 6*time.Second)
+	cl.SetMasters(map[string]string{"a": "m1", "b": "m2"})
+	cl.KilledOn("m1", at(0))
+	cl.CheckFlaps(map[FlipKey]int{{"daemon-0.log", "m1"}: 3, {"daemon-1.log", "m1"}: 1})
+	want(t, cl)
+	cl.CheckFlaps(map[FlipKey]int{{"daemon-0.log", "m2"}: 1}) // no fault on m2
+	want(t, cl, "flapping")
+}
+
+// On a Cluster an answer from a daemon's memory for a breaker whose
+// master had no fault injected is a violation; for the killed master's
+// breakers after the kill it is none.
+func TestObserverFlagsALiveMasterDegraded(t *testing.T) {
+	deg := &pb.AllowResponse{Decision: pb.Decision_DECISION_ALLOWED, Degraded: true, State: &pb.BreakerState{State: closed}}
+	o := NewObserver(2*time.Second, 6*time.Second)
+	o.SetMasters(map[string]string{"a": "m1", "b": "m2"})
+	o.Allow("a", "w1", at(0), at(10), deg) // before any fault
+	o.KilledOn("m1", at(1000))
+	o.Allow("a", "w1", at(1100), at(1200), deg)
+	o.Record("a", "w1", "", at(1300), at(1310), &pb.RecordResponse{Degraded: true, State: &pb.BreakerState{State: closed}})
+	o.Allow("b", "w1", at(1100), at(1200), allowed(0, closed, time.Time{}))
+	o.Allow("b", "w2", at(1100), at(1200), deg) // m2 had no fault
+	want(t, o, "live-degraded", "live-degraded")
+	if c := o.Counts(); c.LiveAnswers != 3 || c.LiveDegraded != 2 || c.Degraded != 4 {
+		t.Errorf("counts %+v, want 3 live answers, 2 of them degraded, 4 degraded in all", c)
+	}
+	// Without masters (one node) a degraded answer is only counted.
+	one := NewObserver(2*time.Second, 6*time.Second)
+	one.Allow("a", "w1", at(0), at(10), deg)
+	want(t, one)
+}
+
+// What one master's kill or restart loses is excused only for its own
+// breakers: a transition gone from another master's breaker is a
+// violation.
+func TestObserverExcusesALossOnlyOnItsMaster(t *testing.T) {
+	o := NewObserver(2*time.Second, 6*time.Second)
+	o.SetMasters(map[string]string{"a": "m1", "b": "m2"})
+	for _, b := range []string{"a", "b"} {
+		o.Log(b, "", []*pb.Event{ev("1-0", 1, closed, open, 0)}, at(100))
+	}
+	o.WipedOn("m1", at(500))
+	for _, b := range []string{"a", "b"} {
+		o.Log(b, "1-0", nil, at(2000)) // the entry is gone
+	}
+	want(t, o, "log-order")
+	if v := o.Violations(); len(v) != 1 || v[0].Breaker != "b" {
+		t.Errorf("violations %v, want one on b (m2 was not restarted)", v)
+	}
+	if c := o.Counts(); c.Wiped != 1 {
+		t.Errorf("counts %+v, want 1 wiped (a's entry)", c)
+	}
 }

@@ -54,6 +54,7 @@ import (
 //     state; it is a violation unless a daemon logged that breaker's loss
 //     (LossMarker) near it (JudgeForgotten) or the master's kill lost it.
 //   - no flapping: see CheckFlaps.
+//   - breakers on live masters answer from Redis: see answered.
 //   - flat daemons: see CheckFlat.
 //   - no keys past retention: see KeysLeft.
 //
@@ -74,11 +75,20 @@ type Observer struct {
 	violations []Violation
 	counts     Counts
 	// failover window: acknowledgements before killedAt that are missing
-	// afterwards were lost by the killed master, not a violation.
+	// afterwards were lost by the killed master (killedNode), not a
+	// violation.
 	killedAt, settledAt time.Time
-	// wipedAt: the master restarted without persistence then; everything
-	// written before is gone.
-	wipedAt time.Time
+	killedNode          string
+	// wipedAt: the master (wipedNode) restarted without persistence then;
+	// everything its breakers wrote before is gone.
+	wipedAt   time.Time
+	wipedNode string
+	// masters maps each breaker to the master holding it at the start (nil:
+	// a single node, ""); faults counts the faults injected per node and
+	// faultedAt holds the first one's time.
+	masters   map[string]string
+	faults    map[string]int
+	faultedAt map[string]time.Time
 	// Threshold is the policy's threshold (the count-twice rule).
 	Threshold int
 	forgotten []forgot
@@ -120,6 +130,11 @@ type Counts struct {
 	// (ForgottenLogged: with a loss logged; ForgottenFailover: lost with
 	// the killed master).
 	Wiped, Forgotten, ForgottenLogged, ForgottenFailover int64
+	// LiveAnswers counts the answers for breakers whose master (at the
+	// start) had no fault injected when they arrived, LiveDegraded those
+	// of them answered from a daemon's memory (violations); counted only
+	// on a Cluster (SetMasters).
+	LiveAnswers, LiveDegraded int64
 }
 
 // Violation is one broken rule.
@@ -205,13 +220,32 @@ func (o *Observer) flag(rule, b, format string, args ...any) {
 
 // inFailover reports whether t falls between the kill and the moment the
 // cluster was seen settled again.
-func (o *Observer) inFailover(t time.Time) bool {
-	return !o.killedAt.IsZero() && !t.Before(o.killedAt.Add(-time.Second)) && (o.settledAt.IsZero() || !t.After(o.settledAt))
+func (o *Observer) inFailover(b string, t time.Time) bool {
+	k := o.killed(b)
+	return !k.IsZero() && !t.Before(k.Add(-time.Second)) && (o.settledAt.IsZero() || !t.After(o.settledAt))
 }
 
-// Killed marks the moment the master was killed; Settled the moment the
-// new master answered and the log was resynchronised.
-func (o *Observer) Killed(at time.Time) { o.mu.Lock(); o.killedAt = at; o.mu.Unlock() }
+// Killed marks the moment the master was killed (a single node: every
+// breaker's); Settled the moment the new master answered and the log was
+// resynchronised.
+func (o *Observer) Killed(at time.Time) { o.KilledOn("", at) }
+
+// KilledOn marks the moment master node was killed: only the breakers it
+// held (SetMasters) can lose what it had not replicated.
+func (o *Observer) KilledOn(node string, at time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.killedAt, o.killedNode = at, node
+	o.fault(node, at)
+}
+
+// killed returns when b's master was killed (zero: it was not).
+func (o *Observer) killed(b string) time.Time {
+	if o.masters != nil && o.masters[b] != o.killedNode {
+		return time.Time{}
+	}
+	return o.killedAt
+}
 
 // Settled: see Killed.
 func (o *Observer) Settled(at time.Time) { o.mu.Lock(); o.settledAt = at; o.mu.Unlock() }
@@ -222,8 +256,7 @@ func (o *Observer) Allow(b, worker string, sent, got time.Time, r *pb.AllowRespo
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.counts.Allows++
-	if r.GetDegraded() {
-		o.counts.Degraded++
+	if o.answered(b, got, r.GetDegraded()) {
 		return
 	}
 	t := o.get(b)
@@ -238,8 +271,8 @@ func (o *Observer) Allow(b, worker string, sent, got time.Time, r *pb.AllowRespo
 				end = a.recordAt
 			}
 			if sent.After(a.got) && got.Before(end) {
-				if !o.killedAt.IsZero() && a.got.Before(o.killedAt) && sent.After(o.killedAt.Add(-time.Second)) ||
-					o.lostToWipe(a.got) && !sent.Before(o.wipedAt.Add(-time.Second)) {
+				if k := o.killed(b); !k.IsZero() && a.got.Before(k) && sent.After(k.Add(-time.Second)) ||
+					o.lostToWipe(b, a.got) && !sent.Before(o.wiped(b).Add(-time.Second)) {
 					o.counts.LostLeases++ // a's grant died with the killed master
 					continue
 				}
@@ -278,11 +311,7 @@ func (o *Observer) Record(b, worker, ticket string, sentAt, got time.Time, r *pb
 			}
 		}
 	}
-	if r == nil {
-		return
-	}
-	if r.GetDegraded() {
-		o.counts.Degraded++
+	if r == nil || o.answered(b, got, r.GetDegraded()) {
 		return
 	}
 	o.see(b, t, r.GetState(), sentAt, got)
@@ -335,13 +364,33 @@ func (o *Observer) Failure(b string, sent, got time.Time) {
 	t.fails = append(t.fails, failRec{sent: sent, got: got})
 }
 
-// Wiped marks the moment the master was restarted without persistence.
-func (o *Observer) Wiped(at time.Time) { o.mu.Lock(); o.wipedAt = at; o.mu.Unlock() }
+// Wiped marks the moment the master was restarted without persistence
+// (a single node: every breaker's).
+func (o *Observer) Wiped(at time.Time) { o.WipedOn("", at) }
 
-// lostToWipe reports whether something written at t was lost with the
-// restart without persistence.
-func (o *Observer) lostToWipe(t time.Time) bool {
-	return !o.wipedAt.IsZero() && t.Before(o.wipedAt.Add(time.Second))
+// WipedOn marks the moment master node was restarted without persistence:
+// only the breakers it held (SetMasters) lost their keys.
+func (o *Observer) WipedOn(node string, at time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.wipedAt, o.wipedNode = at, node
+	o.fault(node, at)
+}
+
+// wiped returns when b's master was restarted without persistence (zero:
+// it was not).
+func (o *Observer) wiped(b string) time.Time {
+	if o.masters != nil && o.masters[b] != o.wipedNode {
+		return time.Time{}
+	}
+	return o.wipedAt
+}
+
+// lostToWipe reports whether something of b written at t was lost with
+// the restart without persistence.
+func (o *Observer) lostToWipe(b string, t time.Time) bool {
+	w := o.wiped(b)
+	return !w.IsZero() && t.Before(w.Add(time.Second))
 }
 
 // rememberedAfterWipe reports whether t falls within a retention after
@@ -349,8 +398,9 @@ func (o *Observer) lostToWipe(t time.Time) bool {
 // that open period ends (docs/reliability.md, "Redis that forgets"), at
 // its generation from before the wipe, whose transition was in the wiped
 // log.
-func (o *Observer) rememberedAfterWipe(t time.Time) bool {
-	return !o.wipedAt.IsZero() && !t.Before(o.wipedAt) && t.Before(o.wipedAt.Add(o.Retention))
+func (o *Observer) rememberedAfterWipe(b string, t time.Time) bool {
+	w := o.wiped(b)
+	return !w.IsZero() && !t.Before(w) && t.Before(w.Add(o.Retention))
 }
 
 // JudgeForgotten flags the answers CLOSED inside a cooldown with no loss
@@ -368,7 +418,7 @@ func (o *Observer) JudgeForgotten(losses map[string][]time.Time) {
 		switch {
 		case logged:
 			o.counts.ForgottenLogged++
-		case !o.killedAt.IsZero() && f.openSeen.Before(o.killedAt) && f.closed.After(o.killedAt.Add(-time.Second)):
+		case !o.killed(f.breaker).IsZero() && f.openSeen.Before(o.killed(f.breaker)) && f.closed.After(o.killed(f.breaker).Add(-time.Second)):
 			o.counts.ForgottenFailover++
 		default:
 			o.flag("forgot-open", f.breaker, "answered OPEN at generation %d at %s with a cooldown until %s, then CLOSED at %s; no daemon logged a loss",
@@ -376,24 +426,6 @@ func (o *Observer) JudgeForgotten(losses map[string][]time.Time) {
 		}
 	}
 	o.forgotten = nil
-}
-
-// CheckFlaps flags flapping: a daemon that sent a node's breakers to
-// memory more than twice per Redis fault the run injected, plus one.
-func (o *Observer) CheckFlaps(flips map[string]int, redisFaults int) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	limit := 2*redisFaults + 1
-	keys := make([]string, 0, len(flips))
-	for k := range flips {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if flips[k] > limit {
-			o.flag("flapping", "", "%s went to memory %d times, more than %d for %d Redis faults", k, flips[k], limit, redisFaults)
-		}
-	}
 }
 
 // judgeTrips applies the count-twice rule to t's trips read at least 5 s
@@ -412,7 +444,7 @@ func (o *Observer) judgeTrips(b string, t *tracked, now time.Time) {
 				n++
 			}
 		}
-		if n < o.Threshold && !o.lostToWipe(tr.at) && !o.inFailover(tr.at) {
+		if n < o.Threshold && !o.lostToWipe(b, tr.at) && !o.inFailover(b, tr.at) {
 			o.flag("count-twice", b, "generation %d tripped at %s after %d timeout Records that could count in its run (since %s), fewer than the threshold %d",
 				tr.gen, stamp(tr.at), n, stamp(tr.since), o.Threshold)
 		}
@@ -460,7 +492,7 @@ func (o *Observer) Log(b, first string, entries []*pb.Event, now time.Time) {
 			case cur.gen == p.gen+1 && e.GetFrom() == p.to:
 			case cur.gen == 1 && e.GetFrom() == pb.State_STATE_CLOSED && !cur.at.Before(p.at.Add(o.Retention)):
 				o.counts.Restarts++
-			case o.inFailover(cur.at) && cur.gen <= p.gen:
+			case o.inFailover(b, cur.at) && cur.gen <= p.gen:
 				// The new master began again from what it had replicated.
 				o.counts.LostEntries += p.gen - cur.gen + 1
 			default:
@@ -510,7 +542,7 @@ func (o *Observer) Resync(b string, survivor *pb.Event, now time.Time) {
 		switch {
 		case survivor != nil && store.CompareIDs(e.id, survivor.GetId()) <= 0:
 			keep = i + 1
-		case o.lostToWipe(e.at): // the restart without persistence lost it
+		case o.lostToWipe(b, e.at): // the restart without persistence lost it
 			o.counts.Wiped++
 		default:
 			o.counts.LostEntries++
@@ -519,7 +551,7 @@ func (o *Observer) Resync(b string, survivor *pb.Event, now time.Time) {
 			}
 		}
 	}
-	if o.wipedAt.IsZero() {
+	if o.wiped(b).IsZero() {
 		o.counts.LostBreakers++
 	}
 	t.recent = t.recent[:keep]
@@ -541,9 +573,9 @@ func (o *Observer) rolledBack(b string, t *tracked, now time.Time) {
 		return
 	}
 	switch {
-	case o.lostToWipe(t.last.at):
+	case o.lostToWipe(b, t.last.at):
 		o.counts.Wiped++
-	case o.inFailover(now) || (!o.killedAt.IsZero() && t.last.at.Before(o.killedAt) && !t.last.at.Before(o.killedAt.Add(-10*time.Second))):
+	case o.inFailover(b, now) || (!o.killed(b).IsZero() && t.last.at.Before(o.killed(b)) && !t.last.at.Before(o.killed(b).Add(-10*time.Second))):
 		o.counts.LostEntries++
 	case now.Sub(t.last.at) >= time.Minute: // idle past the (minimum) event retention: expired
 	default:
@@ -579,9 +611,9 @@ func (o *Observer) Sweep(now time.Time) {
 			switch {
 			case now.Sub(s.at) < o.LogGrace:
 				kept = append(kept, s)
-			case o.lostToWipe(s.at) || o.rememberedAfterWipe(s.at):
+			case o.lostToWipe(b, s.at) || o.rememberedAfterWipe(b, s.at):
 				o.counts.Wiped++
-			case !o.killedAt.IsZero() && s.at.Before(o.killedAt) || o.inFailover(s.at):
+			case !o.killed(b).IsZero() && s.at.Before(o.killed(b)) || o.inFailover(b, s.at):
 				o.counts.LostObserved++
 			default:
 				o.flag("log-missing", b, "a worker was answered %s at generation %d at %s; the log has no such transition %s later",
@@ -611,7 +643,7 @@ func (o *Observer) Sweep(now time.Time) {
 					last = g.got
 				}
 			}
-			if d.sent.After(last.Add(o.Lease)) && !o.inFailover(d.sent) {
+			if d.sent.After(last.Add(o.Lease)) && !o.inFailover(b, d.sent) {
 				if last.IsZero() {
 					o.flag("half-open", b, "Allow sent at %s was denied with a probe in flight, but no probe was granted (answered) before", stamp(d.sent))
 				} else {

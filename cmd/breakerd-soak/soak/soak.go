@@ -44,26 +44,31 @@ import (
 
 // Config is one soak run.
 type Config struct {
+	// Topology is the Redis the run starts: TopologySentinel (the
+	// default, "" too) or TopologyCluster.
+	Topology string
 	Duration time.Duration // the whole run
 	Workers  int           // simulated workers, spread over the daemons
 	Breakers int           // breakers; the last tenth are "cold" (see ColdUntil)
 	Daemons  int
 	// CallEvery is each worker's pause between two calls (±50%).
 	CallEvery time.Duration
-	// FailoverAt is when the master is killed, as a fraction of Duration.
-	// Negative: no failover.
+	// FailoverAt is when a master is killed (its replica takes over), as
+	// a fraction of Duration. Negative: no failover.
 	FailoverAt float64
 	// DaemonKillAt is when the last daemon is killed (SIGKILL) and
 	// started again 3 s later, as a fraction of Duration. Negative: never.
 	DaemonKillAt float64
-	// RestartAt is when the master (the promoted replica, after the
-	// failover) is killed and started again at once without persistence
-	// (every key gone), as a fraction of Duration. Negative: never.
+	// RestartAt is when a master (on Sentinel, the promoted replica after
+	// the failover; on a Cluster, another master than the one killed) is
+	// killed and started again at once without persistence (every key it
+	// held gone), as a fraction of Duration. Negative: never.
 	RestartAt float64
 	// Seed makes the dependency schedule and the workers' choices
 	// repeatable (timing still varies).
 	Seed uint64
-	// Scripts is the directory holding redis-sentinel.sh.
+	// Scripts is the directory holding redis-sentinel.sh and
+	// redis-cluster.sh.
 	Scripts string
 	// Self is the executable to run daemons with ("<Self> daemon <breakerd
 	// flags>"); DaemonArgs adds flags.
@@ -108,7 +113,9 @@ type Report struct {
 	Failover   string           // what happened to the master, in words
 	DaemonKill string           // what happened to the killed daemon, in words
 	Restart    string           // what happened at the restart without persistence
-	Flips      map[string]int   // outage flips per daemon log and node
+	Flips      string           // outage flips per daemon log and node, and the faults on each node
+	// Masters counts the breakers per master at the start (a Cluster).
+	Masters    map[string]int
 	Daemons    []DaemonReport
 	Violations []Violation
 	FlatRule   string
@@ -126,7 +133,8 @@ type DaemonReport struct {
 func (r *Report) String() string {
 	var b strings.Builder
 	c := r.Counts
-	fmt.Fprintf(&b, "breakerd soak: %s, %d workers, %d breakers, %d daemons, seed %d\n", r.Config.Duration, r.Config.Workers, r.Config.Breakers, r.Config.Daemons, r.Config.Seed)
+	fmt.Fprintf(&b, "breakerd soak: %s, %s topology, %d workers, %d breakers, %d daemons, seed %d\n",
+		r.Config.Duration, r.Config.Topology, r.Config.Workers, r.Config.Breakers, r.Config.Daemons, r.Config.Seed)
 	fmt.Fprintf(&b, "machine: %s\n", r.Machine)
 	fmt.Fprintf(&b, "started %s, took %s\n", r.Started.UTC().Format(time.RFC3339), r.Took.Round(time.Second))
 	fmt.Fprintf(&b, "calls: %d Allow, %d Record answered; %d answers degraded (from a daemon's memory)\n", c.Allows, c.Records, c.Degraded)
@@ -145,7 +153,11 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "counted once: %d trips from closed judged, each after at least the threshold's timeout Records\n", c.Trips)
 	fmt.Fprintf(&b, "answered CLOSED inside a cooldown a worker had been told: %d (%d with a loss logged, %d lost with the killed master)\n",
 		c.Forgotten, c.ForgottenLogged, c.ForgottenFailover)
-	fmt.Fprintf(&b, "outage flips (daemon log, node: times sent to memory): %v\n", r.Flips)
+	fmt.Fprintf(&b, "outage flips (daemon log, node: times sent to memory): %s\n", r.Flips)
+	if r.Masters != nil {
+		fmt.Fprintf(&b, "breakers per master at the start: %v\n", r.Masters)
+		fmt.Fprintf(&b, "breakers on masters with no fault injected: %d answers, %d of them degraded\n", c.LiveAnswers, c.LiveDegraded)
+	}
 	fmt.Fprintf(&b, "lost to the killed master: %d transitions read from its log were gone after the failover (on %d breakers), %d of them (or never logged) answered to a worker; %d probe leases granted again\n",
 		c.LostEntries, c.LostBreakers, c.LostObserved, c.LostLeases)
 	for _, d := range r.Daemons {
@@ -194,6 +206,13 @@ func (s *schedule) failing(dep int, at time.Time) bool {
 // not be carried out (Redis or a daemon did not start), not for
 // violations, which are in the report.
 func Run(ctx context.Context, c Config) (*Report, error) {
+	if c.Topology == "" {
+		c.Topology = TopologySentinel
+	}
+	nRedis, err := redisPorts(c.Topology)
+	if err != nil {
+		return nil, err
+	}
 	if c.Dir == "" {
 		d, err := os.MkdirTemp("", "breakerd-soak-")
 		if err != nil {
@@ -202,168 +221,212 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		defer os.RemoveAll(d)
 		c.Dir = d
 	}
-	rep := &Report{Config: c, Started: time.Now(), Errors: map[string]int64{}, FlatRule: FlatRule, Machine: machine()}
-
-	// Redis: a master, a replica and 3 sentinels of our own.
-	ports, err := freePorts(5 + 2*c.Daemons)
+	r := &soakRun{c: c, rep: &Report{Config: c, Started: time.Now(), Errors: map[string]int64{}, FlatRule: FlatRule, Machine: machine(),
+		Failover: "none", DaemonKill: "none", Restart: "none"}}
+	ports, err := freePorts(nRedis + 2*c.Daemons)
 	if err != nil {
 		return nil, err
 	}
-	redisDir := filepath.Join(c.Dir, "redis")
-	sentinelScript := filepath.Join(c.Scripts, "redis-sentinel.sh")
-	env := append(os.Environ(), "REDIS_SENTINEL_PORTS="+joinPorts(ports[:5]), "REDIS_SENTINEL_DIR="+redisDir)
-	if out, err := runScript(sentinelScript, "start", env); err != nil {
-		return nil, fmt.Errorf("%s start: %v\n%s", sentinelScript, err, out)
-	}
-	defer func() { _, _ = runScript(sentinelScript, "stop", env) }()
-	master, replica := ports[0], ports[1]
-	sentinels := []string{addr(ports[2]), addr(ports[3]), addr(ports[4])}
-	redisURL := fmt.Sprintf("redis://%s/0?master_name=mymaster&addr=%s&addr=%s", sentinels[0], sentinels[1], sentinels[2])
-	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "mymaster", SentinelAddrs: sentinels,
-		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
-	defer rdb.Close()
-
-	// The daemons.
-	policyFile := filepath.Join(c.Dir, "policy.yaml")
-	if err := os.WriteFile(policyFile, []byte(policyYAML), 0o600); err != nil {
+	if r.redis, err = startRedis(c, ports[:nRedis]); err != nil {
 		return nil, err
 	}
-	var daemons []*daemonProc
+	defer r.redis.stop()
 	defer func() {
-		for _, d := range daemons {
+		for _, d := range r.daemons {
 			d.stop()
 		}
 	}()
-	for i := range c.Daemons {
-		d, err := startDaemon(c, i, addr(ports[5+2*i]), addr(ports[6+2*i]), redisURL, policyFile)
-		if err != nil {
-			return nil, err
-		}
-		daemons = append(daemons, d)
+	if err := r.startDaemons(ctx, ports[nRedis:]); err != nil {
+		return nil, err
 	}
-	for _, d := range daemons {
-		if err := d.waitServing(ctx); err != nil {
-			return nil, err
-		}
+	if err := r.prepare(ctx); err != nil {
+		return nil, err
 	}
-
-	obs := NewObserver(ProbeTimeout, Retention)
-	r := rand.New(rand.NewPCG(c.Seed, 1))
-	start := time.Now()
-	end := start.Add(c.Duration)
-	sched := newSchedule(r, 50, start)
-	names := make([]string, c.Breakers)
-	run := strconv.FormatInt(start.UnixMilli(), 36)
-	for i := range names {
-		names[i] = fmt.Sprintf("soak-%s-%04d", run, i)
-	}
-	hot := c.Breakers - c.Breakers/10
-	// The cold breakers are called only during the first quarter (at
-	// most 60 s), then never again: their keys must expire.
-	coldUntil := start.Add(min(c.Duration/4, time.Minute))
-	lastCall := make([]atomic.Int64, c.Breakers) // unix ms of the last answer
-
-	rctx, stopWorkers := context.WithDeadline(ctx, end)
+	wctx, stopWorkers := context.WithDeadline(ctx, r.end)
 	defer stopWorkers()
-	var wg sync.WaitGroup
-	var errMu sync.Mutex
-	countErr := func(err error) {
-		errMu.Lock()
-		rep.Errors[status.Code(err).String()]++
-		errMu.Unlock()
-		switch status.Code(err) {
-		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
-		default:
-			obs.Flag("errors", "", "an error the client's fallback policy does not allow: %v", err)
-		}
-	}
-	var conns []*grpc.ClientConn
+	conns, wg, err := r.startWorkers(wctx)
 	defer func() {
 		for _, cc := range conns {
 			_ = cc.Close()
 		}
 	}()
-	for i := range c.Workers {
-		cc, err := grpc.NewClient(daemons[i%len(daemons)].addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return nil, err
-		}
-		conns = append(conns, cc)
-		w := &worker{id: fmt.Sprintf("w%03d", i), api: pb.NewBreakerServiceClient(cc), obs: obs, sched: sched,
-			names: names, hot: hot, coldUntil: coldUntil, every: c.CallEvery, lastCall: lastCall, onErr: countErr,
-			r: rand.New(rand.NewPCG(c.Seed, uint64(i)+2))}
-		wg.Add(1)
-		go func() { defer wg.Done(); w.run(rctx) }()
-	}
-
-	// The observer's loop: the log every 2 s, the daemons' processes
-	// every 2 s, the cold breakers' keys every 5 s; the failover once.
-	samples := make([][]Sample, len(daemons))
-	failoverAt := start.Add(time.Duration(float64(c.Duration) * c.FailoverAt))
-	failedOver := c.FailoverAt < 0
-	rep.Failover, rep.DaemonKill, rep.Restart = "none", "none", "none"
-	faults := newFaultClock(c, start)
-	tick := time.NewTicker(2 * time.Second)
-	defer tick.Stop()
-	lastProgress := start
-	for n := 0; ; n++ {
-		select {
-		case <-ctx.Done():
-			stopWorkers()
-			wg.Wait()
-			return nil, ctx.Err()
-		case <-tick.C:
-		}
-		now := time.Now()
-		if now.After(end) {
-			break
-		}
-		readLog(ctx, rdb, obs, names)
-		obs.Sweep(time.Now())
-		for i, d := range daemons {
-			if s, err := d.sample(ctx); err == nil {
-				samples[i] = append(samples[i], s)
-			}
-		}
-		if n%3 == 0 && now.After(coldUntil) {
-			checkCold(ctx, rdb, obs, names[hot:], lastCall[hot:], now)
-		}
-		if !failedOver && now.After(failoverAt) {
-			failedOver = true
-			rep.Failover = killMaster(ctx, obs, rdb, redisDir, master, replica, sentinels, names)
-		}
-		faults.step(ctx, now, rep, obs, daemons, func() {
-			rep.Restart = restartWithoutPersistence(ctx, obs, redisDir, sentinels)
-			resync(ctx, rdb, obs, names)
-			readLog(ctx, rdb, obs, names)
-		})
-		if c.Progress != nil && now.Sub(lastProgress) >= 10*time.Second {
-			lastProgress = now
-			k := obs.Counts()
-			fmt.Fprintf(c.Progress, "soak: %s of %s: %d Allow, %d Record, %d degraded, %d transitions logged, %d violations\n",
-				now.Sub(start).Round(time.Second), c.Duration, k.Allows, k.Records, k.Degraded, k.Events, len(obs.Violations()))
-		}
+	if err == nil {
+		err = r.observe(ctx)
 	}
 	stopWorkers()
 	wg.Wait()
-	// Let the last answers reach the log, then judge everything.
+	if err != nil {
+		return nil, err
+	}
+	r.judge(ctx)
+	return r.rep, nil
+}
+
+// soakRun is one run's state.
+type soakRun struct {
+	c          Config
+	rep        *Report
+	redis      *redisSetup
+	daemons    []*daemonProc
+	policyFile string
+	obs        *Observer
+	start, end time.Time
+	sched      *schedule
+	names      []string
+	// hot is how many breakers are called all along; the others are
+	// called only until coldUntil, then must expire.
+	hot       int
+	coldUntil time.Time
+	lastCall  []atomic.Int64 // unix ms of each breaker's last answer
+	samples   [][]Sample     // each daemon's process samples
+	faults    *faultClock
+}
+
+// startDaemons starts c.Daemons daemons on ports (gRPC and metrics each)
+// and waits for them to serve.
+func (r *soakRun) startDaemons(ctx context.Context, ports []int) error {
+	r.policyFile = filepath.Join(r.c.Dir, "policy.yaml")
+	if err := os.WriteFile(r.policyFile, []byte(policyYAML), 0o600); err != nil {
+		return err
+	}
+	for i := range r.c.Daemons {
+		d, err := startDaemon(r.c, i, addr(ports[2*i]), addr(ports[2*i+1]), r.redis, r.policyFile)
+		if err != nil {
+			return err
+		}
+		r.daemons = append(r.daemons, d)
+	}
+	for _, d := range r.daemons {
+		if err := d.waitServing(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prepare names the breakers, reads their masters (a Cluster) and makes
+// the observer, the dependency schedule and the fault clock.
+func (r *soakRun) prepare(ctx context.Context) error {
+	c := r.c
+	r.obs = NewObserver(ProbeTimeout, Retention)
+	r.start = time.Now()
+	r.end = r.start.Add(c.Duration)
+	r.sched = newSchedule(rand.New(rand.NewPCG(c.Seed, 1)), 50, r.start)
+	r.names = make([]string, c.Breakers)
+	run := strconv.FormatInt(r.start.UnixMilli(), 36)
+	for i := range r.names {
+		r.names[i] = fmt.Sprintf("soak-%s-%04d", run, i)
+	}
+	if r.redis.masters != nil {
+		m, err := r.redis.masters(ctx, r.names)
+		if err != nil {
+			return err
+		}
+		r.obs.SetMasters(m)
+		r.rep.Masters = map[string]int{}
+		for _, a := range m {
+			r.rep.Masters[a]++
+		}
+	}
+	r.hot = c.Breakers - c.Breakers/10
+	// The cold breakers are called only during the first quarter (at
+	// most 60 s), then never again: their keys must expire.
+	r.coldUntil = r.start.Add(min(c.Duration/4, time.Minute))
+	r.lastCall = make([]atomic.Int64, c.Breakers)
+	r.samples = make([][]Sample, len(r.daemons))
+	r.faults = newFaultClock(c, r.start)
+	return nil
+}
+
+// startWorkers starts c.Workers workers, spread over the daemons, until
+// ctx ends.
+func (r *soakRun) startWorkers(ctx context.Context) ([]*grpc.ClientConn, *sync.WaitGroup, error) {
+	var wg sync.WaitGroup
+	var errMu sync.Mutex
+	countErr := func(err error) {
+		errMu.Lock()
+		r.rep.Errors[status.Code(err).String()]++
+		errMu.Unlock()
+		switch status.Code(err) {
+		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		default:
+			r.obs.Flag("errors", "", "an error the client's fallback policy does not allow: %v", err)
+		}
+	}
+	var conns []*grpc.ClientConn
+	for i := range r.c.Workers {
+		cc, err := grpc.NewClient(r.daemons[i%len(r.daemons)].addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return conns, &wg, err
+		}
+		conns = append(conns, cc)
+		w := &worker{id: fmt.Sprintf("w%03d", i), api: pb.NewBreakerServiceClient(cc), obs: r.obs, sched: r.sched,
+			names: r.names, hot: r.hot, coldUntil: r.coldUntil, every: r.c.CallEvery, lastCall: r.lastCall, onErr: countErr,
+			r: rand.New(rand.NewPCG(r.c.Seed, uint64(i)+2))}
+		wg.Add(1)
+		go func() { defer wg.Done(); w.run(ctx) }()
+	}
+	return conns, &wg, nil
+}
+
+// observe is the observer's loop until the run's end: the log every 2 s,
+// the daemons' processes every 2 s, the cold breakers' keys every 6 s,
+// and the faults at their times.
+func (r *soakRun) observe(ctx context.Context) error {
+	rdb := r.redis.rdb
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	lastProgress := r.start
+	for n := 0; ; n++ {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+		now := time.Now()
+		if now.After(r.end) {
+			return nil
+		}
+		readLog(ctx, rdb, r.obs, r.names)
+		r.obs.Sweep(time.Now())
+		for i, d := range r.daemons {
+			if s, err := d.sample(ctx); err == nil {
+				r.samples[i] = append(r.samples[i], s)
+			}
+		}
+		if n%3 == 0 && now.After(r.coldUntil) {
+			checkCold(ctx, rdb, r.obs, r.names[r.hot:], r.lastCall[r.hot:], now)
+		}
+		r.faults.step(ctx, now, r)
+		if r.c.Progress != nil && now.Sub(lastProgress) >= 10*time.Second {
+			lastProgress = now
+			k := r.obs.Counts()
+			fmt.Fprintf(r.c.Progress, "soak: %s of %s: %d Allow, %d Record, %d degraded, %d transitions logged, %d violations\n",
+				now.Sub(r.start).Round(time.Second), r.c.Duration, k.Allows, k.Records, k.Degraded, k.Events, len(r.obs.Violations()))
+		}
+	}
+}
+
+// judge lets the last answers reach the log, then judges everything and
+// fills the report.
+func (r *soakRun) judge(ctx context.Context) {
 	time.Sleep(2 * time.Second)
-	readLog(ctx, rdb, obs, names)
+	obs := r.obs
+	readLog(ctx, r.redis.rdb, obs, r.names)
 	obs.LogGrace = 0
 	obs.Sweep(time.Now().Add(time.Hour))
-	checkTTLs(ctx, rdb, obs)
-	logs := readDaemonLogs(c.Dir)
+	checkTTLs(ctx, r.redis.rdb, obs)
+	logs := readDaemonLogs(r.c.Dir)
 	obs.JudgeForgotten(logs.Losses)
-	obs.CheckFlaps(logs.Flips, faults.redisFaults(failedOver && c.FailoverAt >= 0))
-	rep.Flips = logs.Flips
-	for i, d := range daemons {
-		obs.CheckFlat("daemon "+d.addr, samples[i], c.Workers)
-		rep.Daemons = append(rep.Daemons, summarize(d.addr, samples[i]))
+	obs.CheckFlaps(logs.Flips)
+	r.rep.Flips = obs.FormatFlips(logs.Flips)
+	for i, d := range r.daemons {
+		obs.CheckFlat("daemon "+d.addr, r.samples[i], r.c.Workers)
+		r.rep.Daemons = append(r.rep.Daemons, summarize(d.addr, r.samples[i]))
 	}
-	rep.Took = time.Since(rep.Started)
-	rep.Counts = obs.Counts()
-	rep.Violations = obs.Violations()
-	return rep, nil
+	r.rep.Took = time.Since(r.rep.Started)
+	r.rep.Counts = obs.Counts()
+	r.rep.Violations = obs.Violations()
 }
 
 // worker is one simulated agent worker.
@@ -526,74 +589,23 @@ func checkCold(ctx context.Context, rdb redis.UniversalClient, obs *Observer, na
 	}
 }
 
-// checkTTLs flags any breaker key with no TTL: every key a worker's calls
-// create expires.
+// checkTTLs flags any breaker key with no TTL (on every master): every
+// key a worker's calls create expires.
 func checkTTLs(ctx context.Context, rdb redis.UniversalClient, obs *Observer) {
-	iter := rdb.Scan(ctx, 0, store.Prefix+"*", 1000).Iterator()
-	n := 0
-	for iter.Next(ctx) {
-		key := iter.Val()
-		if ttl, err := rdb.PTTL(ctx, key).Result(); err == nil && ttl == -1 {
-			n++
-			if n <= 10 {
+	var n atomic.Int64
+	err := forEachMaster(ctx, rdb, func(ctx context.Context, c redis.UniversalClient) error {
+		iter := c.Scan(ctx, 0, store.Prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			key := iter.Val()
+			if ttl, err := c.PTTL(ctx, key).Result(); err == nil && ttl == -1 && n.Add(1) <= 10 {
 				obs.Flag("keys", "", "%s has no TTL", key)
 			}
 		}
-	}
-}
-
-// killMaster SIGKILLs the Redis master, waits for Sentinel to promote the
-// replica, resynchronises the observer's log cursors and returns what
-// happened in words.
-func killMaster(ctx context.Context, obs *Observer, rdb redis.UniversalClient, dir string, master, replica int, sentinels []string, names []string) string {
-	pidFile := filepath.Join(dir, strconv.Itoa(master), "redis.pid")
-	b, err := os.ReadFile(pidFile)
+		return iter.Err()
+	})
 	if err != nil {
-		obs.Flag("failover", "", "master pid: %v", err)
-		return "not done: " + err.Error()
+		obs.Flag("keys", "", "scanning the keys for their TTLs: %v", err)
 	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	killed := time.Now()
-	obs.Killed(killed)
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		obs.Flag("failover", "", "kill master: %v", err)
-		return "not done: " + err.Error()
-	}
-	_ = os.Remove(pidFile) // so that the script's stop never signals a reused pid
-	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinels[0]})
-	defer sc.Close()
-	var promoted time.Time
-	for time.Since(killed) < time.Minute {
-		a, err := sc.GetMasterAddrByName(ctx, "mymaster").Result()
-		if err == nil && len(a) == 2 && a[1] == strconv.Itoa(replica) {
-			rc := redis.NewClient(&redis.Options{Addr: addr(replica)})
-			role, _ := rc.Do(ctx, "ROLE").Slice()
-			_ = rc.Close()
-			if len(role) > 0 && role[0] == "master" {
-				promoted = time.Now()
-				break
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if promoted.IsZero() {
-		obs.Flag("failover", "", "Sentinel did not promote the replica within a minute of the master's kill")
-		return "the replica was not promoted within a minute"
-	}
-	// Read the log from the new master until a read succeeds: it shows
-	// what rolled back. Then the window closes.
-	for time.Since(promoted) < 30*time.Second {
-		if rdb.Ping(ctx).Err() == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	resync(ctx, rdb, obs, names)
-	readLog(ctx, rdb, obs, names)
-	settled := time.Now().Add(5 * time.Second) // daemons leave memory mode within a second of Redis answering
-	obs.Settled(settled)
-	return fmt.Sprintf("master 127.0.0.1:%d killed (SIGKILL) at %s; Sentinel promoted 127.0.0.1:%d %s later; the old master stays down",
-		master, stamp(killed), replica, promoted.Sub(killed).Round(10*time.Millisecond))
 }
 
 // resync reads, for every breaker, the newest entry of its stream at or
@@ -633,24 +645,28 @@ func resync(ctx context.Context, rdb redis.UniversalClient, obs *Observer, names
 
 // daemonProc is one breakerd daemon process.
 type daemonProc struct {
-	addr, metrics        string
-	redisURL, policyFile string // to start it again
-	cmd                  *exec.Cmd
-	log                  *os.File
+	addr, metrics string
+	policyFile    string // to start it again
+	cmd           *exec.Cmd
+	log           *os.File
 }
 
-func startDaemon(c Config, i int, grpcAddr, metricsAddr, redisURL, policyFile string) (*daemonProc, error) {
+func startDaemon(c Config, i int, grpcAddr, metricsAddr string, rs *redisSetup, policyFile string) (*daemonProc, error) {
 	// Appended to: a daemon killed and started again writes on.
 	logf, err := os.OpenFile(filepath.Join(c.Dir, fmt.Sprintf("daemon-%d.log", i)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(c.Self, "daemon", "--listen", grpcAddr, "--metrics-listen", metricsAddr, "--redis-url", redisURL,
+	args := []string{"daemon", "--listen", grpcAddr, "--metrics-listen", metricsAddr, "--redis-url", rs.url,
 		"--config", policyFile, "--events-max-len", "100000", "--event-retention", EventRetention.String(),
 		"--health-interval", "1s", "--drain-delay", "0s", "--log-format", "json",
 		// Every worker is anonymous on loopback: one token's quotas
 		// would refuse the soak's own 1,000 breakers.
-		"--new-breakers-per-minute", "0", "--alerts-per-minute", "0")
+		"--new-breakers-per-minute", "0", "--alerts-per-minute", "0"}
+	if rs.cluster {
+		args = append(args, "--redis-cluster")
+	}
+	cmd := exec.Command(c.Self, args...)
 	var env []string
 	for _, e := range os.Environ() {
 		if !strings.HasPrefix(e, "BREAKERD_") {
@@ -663,7 +679,7 @@ func startDaemon(c Config, i int, grpcAddr, metricsAddr, redisURL, policyFile st
 		_ = logf.Close()
 		return nil, fmt.Errorf("start daemon %d: %w", i, err)
 	}
-	return &daemonProc{addr: grpcAddr, metrics: metricsAddr, redisURL: redisURL, policyFile: policyFile, cmd: cmd, log: logf}, nil
+	return &daemonProc{addr: grpcAddr, metrics: metricsAddr, policyFile: policyFile, cmd: cmd, log: logf}, nil
 }
 
 func (d *daemonProc) waitServing(ctx context.Context) error {
@@ -757,8 +773,8 @@ func machine() string {
 	return m
 }
 
-func runScript(path, arg string, env []string) ([]byte, error) {
-	cmd := exec.Command(path, arg)
+func runScript(path string, env []string, args ...string) ([]byte, error) {
+	cmd := exec.Command(path, args...)
 	cmd.Env = env
 	return cmd.CombinedOutput()
 }

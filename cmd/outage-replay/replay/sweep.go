@@ -12,7 +12,7 @@ import (
 // Config names none.
 const DefaultSweepCheck = 30 * time.Second
 
-// Targets of a recovery check (issue 15), which a sweep reports as met or
+// Targets of a recovery check, which a sweep reports as met or
 // missed: half-open within HalfOpenTarget of the vendor's recovery at the
 // daemon, the first successful probe within ProbeTarget of it, at most
 // MaxChecksPerMinute status requests in any minute, fleet-wide.

@@ -61,6 +61,17 @@ class AsyncClient:
     async def get_policy(self, breaker: str) -> dict[str, Any]:
         return await asyncio.to_thread(self.sync.get_policy, breaker)
 
+    async def flush_savings(self) -> bool:
+        return await asyncio.to_thread(self.sync.flush_savings)
+
+    @property
+    def saved_denials_reported(self) -> int:
+        return self.sync.saved_denials_reported
+
+    @property
+    def tools_removed_reported(self) -> int:
+        return self.sync.tools_removed_reported
+
     def guard(self, breaker: str, *, tool: str = "", deadline: float | None = None) -> Guard:
         return self.sync.guard(breaker, tool=tool, deadline=deadline)
 

@@ -17,6 +17,7 @@ from ._errors import BreakerdError, CircuitOpen, ConfigError
 from ._evidence import Evidence, evidence_of
 from ._fallback import LocalBreaker, LocalPolicy, counts
 from ._guard import Guard
+from ._savings import DEFAULT_SAVINGS_INTERVAL, Savings
 from ._transport import Outage, Transport
 
 # The budgets, in seconds (the Go client's defaults).
@@ -95,8 +96,10 @@ class Client:
     between them within the Allow budget. ``watch`` follows the watch
     stream for the open cache: True for every breaker, a list of names for
     those only (a resumed stream then replays what it missed), False for
-    no stream. Safe for concurrent use from threads; ``AsyncClient`` has
-    the same methods for asyncio."""
+    no stream. ``savings_interval`` is how often, in seconds, the client
+    reports what it saved (the denials its open cache answered, the tools
+    its runs left out); 0 or less: never. Safe for concurrent use from
+    threads; ``AsyncClient`` has the same methods for asyncio."""
 
     def __init__(
         self,
@@ -110,6 +113,7 @@ class Client:
         tls: ssl.SSLContext | None = None,
         watch: bool | Sequence[str] = True,
         clock: Callable[[], float] = time.time,
+        savings_interval: float = DEFAULT_SAVINGS_INTERVAL,
     ) -> None:
         if worker_id is not None and not worker_id.strip():
             raise ConfigError("worker_id: empty")
@@ -131,11 +135,16 @@ class Client:
         self._contacted = False
         self._outage = False
         self._worked: set[str] = set()  # breakers whose credential worked here
+        # What this client refused itself and its runs left out, until
+        # reported (opened last: close ends it first).
+        self.savings = Savings(self._report_savings, savings_interval)
 
     # -- lifecycle ---------------------------------------------------------
 
     def close(self) -> None:
-        """close stops the watch stream and closes every connection."""
+        """close sends what the client saved since its last report (best
+        effort), stops the watch stream and closes every connection."""
+        self.savings.close()
         self.cache.close()
         self.transport.close()
 
@@ -183,6 +192,7 @@ class Client:
         cache and then the local fallback answer, marked degraded."""
         cached = self.cache.denial(breaker)
         if cached is not None:
+            self.savings.add(breaker, denials=1)
             return self._cached_permit(breaker, tool, cached, degraded=False)
         body: dict[str, Any] = {"breaker": breaker, "worker_id": self.worker_id}
         if tool:
@@ -259,6 +269,28 @@ class Client:
         """get_policy returns the breaker's effective policy and which rule
         or default set each field (GetPolicyResponse as JSON)."""
         return self.call("GetPolicy", {"breaker": breaker})
+
+    def flush_savings(self) -> bool:
+        """flush_savings reports now what the client saved since its last
+        report: the calls the open cache refused and the tools its runs
+        left out (one ReportSavings call per 1,024 breakers). Returns
+        False when no daemon answered: the counts stay for the next
+        report. A report breakerd refuses (a breaker the token may not
+        name) is dropped and its APIError raised."""
+        return self.savings.flush()
+
+    @property
+    def saved_denials_reported(self) -> int:
+        """The calls refused in this process that breakerd took."""
+        return self.savings.denials_reported
+
+    @property
+    def tools_removed_reported(self) -> int:
+        """The tools runs left out that breakerd took."""
+        return self.savings.removed_reported
+
+    def _report_savings(self, reports: list[dict[str, Any]]) -> None:
+        self.transport.call("ReportSavings", {"worker_id": self.worker_id, "reports": reports}, self.rpc_timeout)
 
     def guard(self, breaker: str, *, tool: str = "", deadline: float | None = None) -> Guard:
         """guard protects calls to breaker's dependency, as a decorator or

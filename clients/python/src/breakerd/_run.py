@@ -182,7 +182,12 @@ class Run:
             state=dict(st),
         )
         with self._lock:
-            self._removed.setdefault(tool, u)
+            if tool in self._removed:
+                return
+            self._removed[tool] = u
+        # One tool a run left out, under the breaker that decided (the
+        # parent scope when it did): reported to breakerd as saved.
+        self.client.savings.add(u.scope or u.breaker, removed=1)
 
     def lose(self, tool: str, denial: CircuitOpen) -> None:
         """lose removes tool, and every tool of the last toolset sharing

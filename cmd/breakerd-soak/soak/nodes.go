@@ -1,0 +1,115 @@
+package soak
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// The per-node rules: on a Redis Cluster each master is a node of its
+// own, and a fault injected on one (its kill, its restart without
+// persistence) must leave the breakers on the others answering from
+// Redis; no daemon may flip a node between Redis and memory more often
+// than the faults injected on it.
+
+// SetMasters tells the observer which master held each breaker at the
+// start (a Cluster): the per-node rules apply per master, and what a
+// master's kill or restart loses is excused only for its own breakers.
+// Without it the observer sees one node, "".
+func (o *Observer) SetMasters(m map[string]string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.masters = m
+}
+
+// fault counts a fault injected on node at at.
+func (o *Observer) fault(node string, at time.Time) {
+	if o.faults == nil {
+		o.faults, o.faultedAt = map[string]int{}, map[string]time.Time{}
+	}
+	o.faults[node]++
+	if _, ok := o.faultedAt[node]; !ok {
+		o.faultedAt[node] = at
+	}
+}
+
+// answered counts an answer for b that arrived at got and reports whether
+// it was degraded (answered from a daemon's memory: left out of every
+// other rule). On a Cluster an answer for a breaker whose master had no
+// fault injected by then must come from Redis: a degraded one is a
+// violation ("live-degraded").
+func (o *Observer) answered(b string, got time.Time, degraded bool) bool {
+	if degraded {
+		o.counts.Degraded++
+	}
+	if o.masters == nil {
+		return degraded
+	}
+	node := o.masters[b]
+	if at, ok := o.faultedAt[node]; ok && !got.Before(at) {
+		return degraded
+	}
+	o.counts.LiveAnswers++
+	if degraded {
+		o.counts.LiveDegraded++
+		o.flag("live-degraded", b, "answered from a daemon's memory at %s though its master %s had no fault injected", stamp(got), node)
+	}
+	return degraded
+}
+
+// FlipKey is one daemon log's view of one Redis node ("" for a single
+// Redis or Sentinel's master; on a Cluster, a master's address).
+type FlipKey struct{ Log, Node string }
+
+// CheckFlaps flags flapping: a daemon that sent a node's breakers to
+// memory (flips: times per daemon log and node) more than twice per fault
+// injected on that node, plus one; a node with no fault injected must
+// never go to memory.
+func (o *Observer) CheckFlaps(flips map[FlipKey]int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, k := range sortedFlips(flips) {
+		n := o.faults[k.Node]
+		limit := 0
+		if n > 0 {
+			limit = 2*n + 1
+		}
+		if flips[k] > limit {
+			o.flag("flapping", "", "%s: node %q went to memory %d times, more than %d for %d Redis faults on it", k.Log, k.Node, flips[k], limit, n)
+		}
+	}
+}
+
+func sortedFlips(flips map[FlipKey]int) []FlipKey {
+	keys := make([]FlipKey, 0, len(flips))
+	for k := range flips {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].Log != keys[j].Log {
+			return keys[i].Log < keys[j].Log
+		}
+		return keys[i].Node < keys[j].Node
+	})
+	return keys
+}
+
+// FormatFlips renders flips for the report: "<log> <node>: n" each, with
+// the faults injected per node.
+func (o *Observer) FormatFlips(flips map[FlipKey]int) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var parts []string
+	for _, k := range sortedFlips(flips) {
+		node := k.Node
+		if node == "" {
+			node = "redis"
+		}
+		parts = append(parts, fmt.Sprintf("%s %s: %d (faults on it: %d)", k.Log, node, flips[k], o.faults[k.Node]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
+}
