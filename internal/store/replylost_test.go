@@ -115,6 +115,8 @@ func TestLostRecordReplyCountsOnce(t *testing.T) {
 			t.Errorf("after 4 failures (one reply lost): %v with %d failures, want CLOSED with 4 (threshold %d)",
 				r.State.State, r.State.Failures, policy.Default().Threshold)
 		}
+		t.Logf("figure (not asserted): 4 failures, 1 Record reply lost and resent: %v with %d failures counted",
+			r.State.State, r.State.Failures)
 		if !l.logged("not counted again") {
 			t.Errorf("the resent Record was not logged:\n%s", l.logs)
 		}
@@ -123,9 +125,9 @@ func TestLostRecordReplyCountsOnce(t *testing.T) {
 
 // TestLostAllowReplyKeepsTheProbe: the Allow that takes the probe lease,
 // its reply lost and the command sent again, is answered PROBE with the
-// lease it took: its Record settles the probe. (Before, the resent Allow
-// found the lease held and was denied for its own probe, and the fleet
-// waited out the probe timeout.)
+// lease it took: its Record settles the probe. (Without the rule, the
+// resent Allow finds the lease held and is denied for its own probe, and
+// the fleet waits out the probe timeout.)
 func TestLostAllowReplyKeepsTheProbe(t *testing.T) {
 	eachLossy(t, func(t *testing.T, l *lossy, name string) {
 		l.trip(name)
@@ -133,6 +135,7 @@ func TestLostAllowReplyKeepsTheProbe(t *testing.T) {
 		lost := l.lose(name, 1)
 		a := l.allow(name, "w1")
 		lost()
+		t.Logf("figure (not asserted): 1 Allow reply lost and resent: %v", a.Decision)
 		if a.Decision != pb.Decision_DECISION_PROBE || a.Degraded {
 			t.Fatalf("Allow after a lost reply = %v (%s), degraded %v; want PROBE from Redis", a.Decision, a.Reason, a.Degraded)
 		}
@@ -153,17 +156,22 @@ func TestLostAllowReplyReleasesTheLease(t *testing.T) {
 	eachLossy(t, func(t *testing.T, l *lossy, name string) {
 		l.trip(name)
 		l.Advance(policy.Default().CooldownBase)
+		before := l.loser.Lost()
 		lost := l.loseAll(name)
+		start := time.Now()
 		if a, err := l.st.Allow(context.Background(), name, "w1"); err == nil && !a.Degraded {
 			t.Fatalf("Allow with every reply lost = %v, want an error or a degraded answer", a.Decision)
 		}
 		lost()
+		failed := time.Since(start)
 		other := newFixture(t, l.Backend, store.Options{}) // another daemon, on a sound connection
 		var got *pb.AllowResponse
 		daemontest.Eventually(t, "another worker's Allow probes", func() bool {
 			got = other.allow(name, "w2")
 			return got.Decision == pb.Decision_DECISION_PROBE
 		})
+		t.Logf("figure (not asserted): %d replies lost; the Allow failed after %v; another worker probed %v after it was sent (probe_timeout %v)",
+			l.loser.Lost()-before, failed, time.Since(start), policy.Default().ProbeTimeout)
 		daemontest.Eventually(t, "the release is logged", func() bool { return l.logged("the lease is released") })
 		if r := other.record(name, "w2", got.Ticket, pb.Outcome_OUTCOME_SUCCESS); r.State.State != pb.State_STATE_CLOSED {
 			t.Errorf("the new probe's success left %v, want CLOSED", r.State.State)
