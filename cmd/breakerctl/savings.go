@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/breakerd/breakerd/internal/policy"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -62,14 +63,14 @@ func printSavings(c *cli, window time.Duration, res *pb.SavingsResponse) error {
 	for _, r := range res.GetBreakers() {
 		spend := "-"
 		if r.GetCurrency() != "" {
-			spend = fmt.Sprintf("≈ %.2f %s", r.GetSpendAvoidedEstimate(), r.GetCurrency())
+			spend = policy.Spend(r.GetSpendAvoidedEstimate(), r.GetCurrency())
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", r.GetBreaker(), r.GetDaemonDenials(), r.GetClientDenials(),
 			r.GetToolsRemoved(), r.GetCallsAvoided(), spend)
 	}
 	var total []string
 	for _, s := range res.GetSpend() {
-		total = append(total, fmt.Sprintf("≈ %.2f %s", s.GetSpendAvoidedEstimate(), s.GetCurrency()))
+		total = append(total, policy.Spend(s.GetSpendAvoidedEstimate(), s.GetCurrency()))
 	}
 	fmt.Fprintf(tw, "total\t\t\t\t%d\t%s\n", res.GetCallsAvoided(), orDash(strings.Join(total, ", ")))
 	return tw.Flush()

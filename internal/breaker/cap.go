@@ -74,6 +74,17 @@ func (s *State) Denies() bool {
 	return s.phase() != Closed
 }
 
+// Denying reports whether a public state name (State.Public) refuses the
+// fleet's calls, as Denies says of a state: open, half_open, forced_open
+// or paused.
+func Denying(public string) bool {
+	switch public {
+	case "", string(Closed), "forced_closed":
+		return false
+	}
+	return true
+}
+
 // OpenUntil is when s stops counting as open by itself, ms since the
 // epoch: a pin open's end, or a pause's end (its entry in the group's open
 // set is scored so, and lapses then even if no call rewrites the breaker);

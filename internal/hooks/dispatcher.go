@@ -81,6 +81,10 @@ type Payload struct {
 	// alerts were not sent since the previous summary, this one included
 	// (they are in the breaker's event log).
 	Summary *Summary `json:"summary,omitempty"`
+	// Saved is set on an event that ends a spell of refused calls (to
+	// closed from open, half_open, forced_open or paused): what the
+	// breaker saved meanwhile, an estimate.
+	Saved *Saved `json:"saved,omitempty"`
 }
 
 // Summary is a Payload's account of the alerts a token raised past its
@@ -500,6 +504,7 @@ func (d *Dispatcher) deliver(ctx context.Context, h *hookState, key string, m re
 	if summary {
 		p.Summary = &Summary{Token: token, Alerts: n}
 	}
+	p.Saved = d.saved(ctx, ev)
 	body, err := json.Marshal(p)
 	if err != nil {
 		d.o.Log.Error("hooks: dropping an event that does not encode", "hook", h.Name, "id", m.ID, "err", err)

@@ -57,6 +57,6 @@ func (s *Savings) Count(breaker string, c store.Savings) {
 		}
 	}
 	if cost := s.costOf(breaker); cost != nil && c.Calls() > 0 {
-		s.spend.WithLabelValues(cost.Currency).Add(float64(c.Calls()) * cost.Amount)
+		s.spend.WithLabelValues(cost.Currency).Add(cost.Estimate(c.Calls()))
 	}
 }

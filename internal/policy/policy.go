@@ -140,6 +140,15 @@ type Cost struct {
 // String is the cost as the policy file's flow form writes it.
 func (c Cost) String() string { return fmt.Sprintf("{amount: %g, currency: %s}", c.Amount, c.Currency) }
 
+// Estimate is the spend that calls not made at cost c would have cost:
+// an estimate (a refused call may have been retried later, or never made).
+func (c Cost) Estimate(calls int64) float64 { return float64(calls) * c.Amount }
+
+// Spend writes an estimated amount as breakerd shows it: "≈ 370.00 USD".
+func Spend(amount float64, currency string) string {
+	return fmt.Sprintf("≈ %.2f %s", amount, currency)
+}
+
 // The counting modes.
 const (
 	ModeConsecutive = "consecutive"

@@ -120,7 +120,7 @@ func SavingsAnswer(counts map[string]store.Savings, win store.SavingsWindow, pol
 			ToolsRemoved: c.ToolsRemoved, CallsAvoided: c.Calls()}
 		if cost := policyOf(b).CostPerCall; cost != nil {
 			row.CostPerCall, row.Currency = cost.Amount, cost.Currency
-			row.SpendAvoidedEstimate = float64(c.Calls()) * cost.Amount
+			row.SpendAvoidedEstimate = cost.Estimate(c.Calls())
 			spend[cost.Currency] += row.SpendAvoidedEstimate
 		}
 		out.Breakers = append(out.Breakers, row)

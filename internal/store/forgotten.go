@@ -63,14 +63,17 @@ func matters(known breaker.State, now int64) bool {
 	return known.Force != "" || known.Phase == breaker.Open && (now < 0 || now < known.ProbeAt)
 }
 
-// heard returns the state this daemon heard name in last when Redis,
-// answering generation gen, is behind it and losing it may matter.
-func (s *Store) heard(name string, gen int64) (breaker.State, bool) {
+// heard returns the state this daemon heard name in last, when losing it
+// may matter. It is read before Redis is asked: a state heard while the
+// call is in flight (a transition made after the script ran, whose event
+// arrives before the script's reply) is newer than Redis's answer and says
+// nothing of a loss.
+func (s *Store) heard(name string) (breaker.State, bool) {
 	o := s.out
 	o.mu.Lock()
 	known, ok := o.seeds[name]
 	o.mu.Unlock()
-	return known, ok && known.Gen > gen && matters(known, -1)
+	return known, ok && matters(known, -1)
 }
 
 // fleetNow is the fleet's clock (Redis TIME, or the pinned one), read only
@@ -86,14 +89,13 @@ func (s *Store) fleetNow(ctx context.Context) int64 {
 	return t.UnixMilli()
 }
 
-// forgotten compares the generation Redis answered for name with the state
-// this daemon heard: lost when Redis is behind and losing that state
-// matters at now. The first time a generation is found lost it is
-// reported (Options.OnLost).
-func (s *Store) forgotten(name string, gen, now int64) (breaker.State, bool) {
-	known, ok := s.heard(name, gen)
-	if !ok || !matters(known, now) {
-		return breaker.State{}, false
+// forgotten compares the generation Redis answered for name with known,
+// the state this daemon had heard before it asked: lost when Redis is
+// behind it and losing it matters at now. The first time a generation is
+// found lost it is reported (Options.OnLost).
+func (s *Store) forgotten(name string, known breaker.State, gen, now int64) bool {
+	if known.Gen <= gen || !matters(known, now) {
+		return false
 	}
 	f := s.fg
 	f.mu.Lock()
@@ -105,21 +107,21 @@ func (s *Store) forgotten(name string, gen, now int64) (breaker.State, bool) {
 	if first && s.o.OnLost != nil {
 		s.o.OnLost(Lost{Breaker: name, Known: known, Gen: gen})
 	}
-	return known, true
+	return true
 }
 
 // guard answers an Allow that Redis let through at generation gen, older
-// than a state this daemon heard and still denying at now: the denial
+// than known, the state this daemon had heard before it asked (heard
+// false: none whose loss matters), and still denying at now: the denial
 // that state gives (DENIED_OPEN until its probe time, DENIED_FORCED_OPEN
 // until the pin is back), judged on the fleet's clock. ok false: Redis's
 // answer stands. Only a suspected loss costs a round trip (TIME).
-func (s *Store) guard(ctx context.Context, name, worker string, gen int64, p policy.Policy) (*pb.AllowResponse, bool) {
-	if _, suspect := s.heard(name, gen); !suspect {
+func (s *Store) guard(ctx context.Context, name, worker string, known breaker.State, heard bool, gen int64, p policy.Policy) (*pb.AllowResponse, bool) {
+	if !heard || known.Gen <= gen {
 		return nil, false
 	}
 	now := s.fleetNow(ctx)
-	known, lost := s.forgotten(name, gen, now)
-	if !lost {
+	if !s.forgotten(name, known, gen, now) {
 		return nil, false
 	}
 	v := breaker.ViewOf(known, now)
@@ -143,9 +145,11 @@ func (s *Store) FindLost(ctx context.Context) ([]Lost, error) {
 	o := s.out
 	o.mu.Lock()
 	var names []string
+	var knowns []breaker.State // read before Redis is asked (see heard)
 	for name, known := range o.seeds {
 		if matters(known, now) {
 			names = append(names, name)
+			knowns = append(knowns, known)
 		}
 	}
 	o.mu.Unlock()
@@ -155,8 +159,8 @@ func (s *Store) FindLost(ctx context.Context) ([]Lost, error) {
 	}
 	var out []Lost
 	for i, st := range states {
-		if known, lost := s.forgotten(names[i], st.GetGeneration(), now); lost {
-			out = append(out, Lost{Breaker: names[i], Known: known, Gen: st.GetGeneration()})
+		if s.forgotten(names[i], knowns[i], st.GetGeneration(), now) {
+			out = append(out, Lost{Breaker: names[i], Known: knowns[i], Gen: st.GetGeneration()})
 		}
 	}
 	return out, nil

@@ -2,10 +2,13 @@ package store_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
@@ -176,6 +179,76 @@ func TestKeepings(t *testing.T) {
 			if k.Told != (b.Name != "miniredis") || k.Told && (k.Policy == "" || k.RunID == "") {
 				t.Errorf("%s: Keeping = %+v", b.Name, k)
 			}
+		}
+	})
+}
+
+// afterScript runs fn once, right after the first script call naming key
+// has its reply: an event heard while that reply was on its way.
+type afterScript struct {
+	key  string
+	once sync.Once
+	fn   func()
+}
+
+func (h *afterScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *afterScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *afterScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if n := cmd.Name(); (n == "evalsha" || n == "eval") && slices.Contains(cmd.Args(), any(h.key)) {
+			h.once.Do(h.fn)
+		}
+		return err
+	}
+}
+
+// TestStateHeardDuringTheCallIsNoLoss: a transition made after Redis ran
+// an Allow, whose event the daemon hears before that Allow's reply, is
+// newer than Redis's answer: the answer stands and no loss is reported.
+// The same state heard before an Allow that Redis answers behind it is a
+// loss: denied from memory and reported once.
+func TestStateHeardDuringTheCallIsNoLoss(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		ctx := context.Background()
+		var lost losses
+		name := b.Breaker("heard-in-flight")
+		rdb := b.NewClient(t)
+		now, err := rdb.Time(ctx).Result() // the fleet's clock: miniredis's, or the one pinned
+		if c := b.Clock(); c != nil {
+			now = c()
+		}
+		if err != nil {
+			t.Fatalf("TIME: %v", err)
+		}
+		opened := &pb.Event{Breaker: name, Kind: pb.EventKind_EVENT_KIND_TRANSITION, Generation: 1,
+			From: pb.State_STATE_CLOSED, To: pb.State_STATE_OPEN, AtMs: now.UnixMilli(), CooldownMs: 30_000}
+		var st *store.Store
+		rdb.AddHook(&afterScript{key: store.KeysOf(name).State, fn: func() { st.ObserveEvent(opened) }})
+		st = store.New(rdb, store.Options{Now: b.Clock(), Rand: func() float64 { return 0 }, Channel: b.Prefix + "events", OnLost: lost.add})
+		defer st.Close()
+		if err := st.Load(ctx); err != nil {
+			t.Fatalf("Load: %v", err)
+		}
+		got, err := st.Allow(ctx, name, "w1")
+		if err != nil || got.Decision != pb.Decision_DECISION_ALLOWED {
+			t.Fatalf("Allow(%q) with the trip heard while it was in flight = %v (%q), %v; want ALLOWED: Redis ran it before the trip",
+				name, got.GetDecision(), got.GetReason(), err)
+		}
+		if l := lost.all(); len(l) != 0 {
+			t.Fatalf("OnLost saw %+v for a state heard while the call was in flight, want nothing", l)
+		}
+		got, err = st.Allow(ctx, name, "w1")
+		if err != nil || got.Decision != pb.Decision_DECISION_DENIED_OPEN || !strings.Contains(got.Reason, "lost this breaker's state") {
+			t.Fatalf("Allow(%q) with generation 1 heard before it and Redis at 0 = %v (%q), %v; want DENIED_OPEN from memory",
+				name, got.GetDecision(), got.GetReason(), err)
+		}
+		if l := lost.all(); len(l) != 1 || l[0].Known.Gen != 1 || l[0].Gen != 0 {
+			t.Fatalf("OnLost saw %+v, want generation 1 lost once (Redis at 0)", l)
 		}
 	})
 }

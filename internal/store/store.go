@@ -276,6 +276,7 @@ func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent brea
 	// shortest), which Lua's tonumber reads back exactly.
 	args := append(s.common(name, worker, p, 7), s.o.NewToken(), params.ProbeTimeout, params.CooldownBase,
 		params.Jitter, boolArg(params.Shadow), parentCode, parentUntil)
+	known, heard := s.heard(name) // before Redis is asked (see heard)
 	keys := s.scriptKeys(name, g)
 	out, err := s.script(ctx, allowScript, keys, args)
 	if err != nil {
@@ -308,7 +309,7 @@ func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent brea
 	withGroup(st, g)
 	s.register(ctx, name, p, st, false)
 	if code == int64(pb.Decision_DECISION_ALLOWED) || code == int64(pb.Decision_DECISION_PROBE) {
-		if out, ok := s.guard(ctx, name, worker, v.Gen, p); ok {
+		if out, ok := s.guard(ctx, name, worker, known, heard, v.Gen, p); ok {
 			return out, false, nil
 		}
 	}

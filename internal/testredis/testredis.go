@@ -255,6 +255,16 @@ func (b *Backend) Clock() func() time.Time {
 	return func() time.Time { return time.Unix(0, b.pinned.Load()) }
 }
 
+// Now is the backend's clock as Advance moves it: miniredis's TIME, or the
+// time the store pins on a real Redis. A store given it as its Now names
+// its savings buckets on the clock its events are dated by.
+func (b *Backend) Now() time.Time {
+	if b.Mini != nil {
+		return time.Unix(0, b.miniNow.Load())
+	}
+	return time.Unix(0, b.pinned.Load())
+}
+
 // RoundTrips returns the round trips made through counted clients since
 // the last ResetCounts: a pipeline is one.
 func (b *Backend) RoundTrips() int64 { return b.trips.Load() }

@@ -131,3 +131,23 @@ func TestObserverExcusesALossOnlyOnItsMaster(t *testing.T) {
 		t.Errorf("counts %+v, want 1 wiped (a's entry)", c)
 	}
 }
+
+// A loss logged for a breaker whose master had no fault injected by then
+// is a violation; after a fault on its master it is counted only.
+func TestObserverFlagsAFalseLoss(t *testing.T) {
+	o := NewObserver(2*time.Second, 6*time.Second)
+	o.WipedOn("", at(5000))
+	o.JudgeLosses(map[string][]time.Time{"a": {at(1000), at(6000)}})
+	want(t, o, "false-loss")
+	cl := NewObserver(2*time.Second, 6*time.Second)
+	cl.SetMasters(map[string]string{"a": "m1", "b": "m2"})
+	cl.WipedOn("m1", at(5000))
+	cl.JudgeLosses(map[string][]time.Time{"a": {at(6000)}, "b": {at(7000)}})
+	want(t, cl, "false-loss")
+	if v := cl.Violations(); len(v) != 1 || v[0].Breaker != "b" {
+		t.Errorf("violations %v, want one on b (m2 kept its state)", v)
+	}
+	if c := cl.Counts(); c.Losses != 2 || c.FalseLosses != 1 {
+		t.Errorf("counts %+v, want 2 losses, 1 false", c)
+	}
+}

@@ -58,6 +58,31 @@ func (o *Observer) answered(b string, got time.Time, degraded bool) bool {
 	return degraded
 }
 
+// JudgeLosses flags each loss a daemon logged (losses: when, by breaker;
+// LossMarker) for a breaker whose master had no fault injected by then
+// ("false-loss"): Redis kept that breaker's state, yet a daemon said it
+// lost it (an alert, a metric, and a call denied that Redis let through).
+func (o *Observer) JudgeLosses(losses map[string][]time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	names := make([]string, 0, len(losses))
+	for b := range losses {
+		names = append(names, b)
+	}
+	sort.Strings(names)
+	for _, b := range names {
+		node := o.masters[b]
+		at, faulted := o.faultedAt[node]
+		for _, t := range losses[b] {
+			o.counts.Losses++
+			if !faulted || t.Before(at) {
+				o.counts.FalseLosses++
+				o.flag("false-loss", b, "a daemon logged its state lost at %s, with no Redis fault injected on its master %q by then", stamp(t), node)
+			}
+		}
+	}
+}
+
 // FlipKey is one daemon log's view of one Redis node ("" for a single
 // Redis or Sentinel's master; on a Cluster, a master's address).
 type FlipKey struct{ Log, Node string }

@@ -55,6 +55,7 @@ import (
 //     (LossMarker) near it (JudgeForgotten) or the master's kill lost it.
 //   - no flapping: see CheckFlaps.
 //   - breakers on live masters answer from Redis: see answered.
+//   - no loss logged while Redis kept the state: see JudgeLosses.
 //   - flat daemons: see CheckFlat.
 //   - no keys past retention: see KeysLeft.
 //
@@ -135,6 +136,10 @@ type Counts struct {
 	// of them answered from a daemon's memory (violations); counted only
 	// on a Cluster (SetMasters).
 	LiveAnswers, LiveDegraded int64
+	// Losses counts the losses the daemons logged (LossMarker),
+	// FalseLosses those of them for a breaker whose master had no fault
+	// injected by then (violations).
+	Losses, FalseLosses int64
 }
 
 // Violation is one broken rule.

@@ -153,6 +153,7 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "counted once: %d trips from closed judged, each after at least the threshold's timeout Records\n", c.Trips)
 	fmt.Fprintf(&b, "answered CLOSED inside a cooldown a worker had been told: %d (%d with a loss logged, %d lost with the killed master)\n",
 		c.Forgotten, c.ForgottenLogged, c.ForgottenFailover)
+	fmt.Fprintf(&b, "losses the daemons logged: %d (%d of them with no fault injected on the breaker's master by then)\n", c.Losses, c.FalseLosses)
 	fmt.Fprintf(&b, "outage flips (daemon log, node: times sent to memory): %s\n", r.Flips)
 	if r.Masters != nil {
 		fmt.Fprintf(&b, "breakers per master at the start: %v\n", r.Masters)
@@ -418,6 +419,7 @@ func (r *soakRun) judge(ctx context.Context) {
 	checkTTLs(ctx, r.redis.rdb, obs)
 	logs := readDaemonLogs(r.c.Dir)
 	obs.JudgeForgotten(logs.Losses)
+	obs.JudgeLosses(logs.Losses)
 	obs.CheckFlaps(logs.Flips)
 	r.rep.Flips = obs.FormatFlips(logs.Flips)
 	for i, d := range r.daemons {

@@ -59,6 +59,7 @@ func TestStatusPage(t *testing.T) {
 
 	// The page loads and connects with a worker's token.
 	must(t, "load the page", chromedp.Do(ctx, chromedp.Navigate(d.url+"/ui"), chromedp.WaitVisible(chromedp.ID("token"))))
+	must(t, "tap the page's wire", chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](tapJS)))
 	signIn(ctx, t, workerToken)
 	must(t, "mark the document", chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`window.sameDocument = true`)))
 
@@ -132,11 +133,53 @@ func TestStatusPage(t *testing.T) {
 
 	openTimeline(ctx, t, forced, "closed → forced open")
 
+	// Each live event carried its breaker's state: the page read none of
+	// them again (a Get only for an event the daemon sent without it).
+	w, err := chromedp.Run(ctx, chromedp.Evaluate[wire](`window.uiWire`))
+	must(t, "read the wire tap", err)
+	if w.Events < 4 || w.Gets != w.Stateless {
+		t.Errorf("the page heard %d live events, %d without a state, and sent %d Gets; want at least 4 events and a Get only for each without a state", w.Events, w.Stateless, w.Gets)
+	}
+
 	screenshot(ctx, t)
 	for _, p := range problems() {
 		t.Errorf("the page's console: %s", p)
 	}
 }
+
+// tapJS wraps the page's fetch to count, in window.uiWire, the Get RPCs
+// it sends and the live events it hears on /v1/watch (a copy of the
+// stream, read apart), with those that carry no breaker state.
+const tapJS = `(() => {
+	const w = window.uiWire = {Gets: 0, Events: 0, Stateless: 0};
+	const fetch0 = window.fetch;
+	window.fetch = async (url, init) => {
+		if (String(url).endsWith('/breakerd.v1.BreakerService/Get')) w.Gets++;
+		const res = await fetch0(url, init);
+		if (!String(url).startsWith('/v1/watch') || !res.ok) return res;
+		const [mine, page] = res.body.tee();
+		(async () => {
+			const r = mine.pipeThrough(new TextDecoderStream()).getReader();
+			let buf = '';
+			for (;;) {
+				const { value, done } = await r.read();
+				if (done) return;
+				buf += value.replace(/\r/g, '');
+				for (let i = buf.indexOf('\n\n'); i >= 0; i = buf.indexOf('\n\n')) {
+					const block = buf.slice(0, i);
+					buf = buf.slice(i + 2);
+					if (!/^event: event$/m.test(block)) continue;
+					w.Events++;
+					if (!/"state":/.test(block)) w.Stateless++;
+				}
+			}
+		})().catch(() => {});
+		return new Response(page, { status: res.status, statusText: res.statusText, headers: res.headers });
+	};
+})()`
+
+// wire is window.uiWire.
+type wire struct{ Gets, Events, Stateless int }
 
 func must(t *testing.T, what string, err error) {
 	t.Helper()

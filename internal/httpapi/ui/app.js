@@ -1,8 +1,9 @@
 // breakerd's status page. It reads the fleet through the daemon's HTTP API
 // with the bearer token typed in above, held in this script's memory only
 // (no cookie, no storage): GET /v1/watch, read as a stream by fetch so
-// that it carries the Authorization header, and the RPCs (List, Get,
-// BatchGet, Events, Savings, Force) as JSON. docs/operations.md#status-page says
+// that it carries the Authorization header, each event with its breaker's
+// state, and the RPCs (List, Get, BatchGet, Events, Savings, Force) as
+// JSON. docs/operations.md#status-page says
 // what it shows; docs/security.md#the-status-page why it works so.
 //
 // Breaker names, reasons and actors come from workers: they are only ever
@@ -126,9 +127,16 @@
     } else if (ev.type === 'event') {
       const e = JSON.parse(ev.data);
       heard(e);
-      render();
-      await refresh(e.breaker, signal);
-      if (e.kind === 'EVENT_KIND_SUSPECT_WORKER') await refreshSuspects([e.breaker], signal);
+      if (e.state) {
+        // The breaker's state just after the event: no read of its own.
+        apply(e.state);
+        suspect(e.state);
+      } else {
+        // The daemon could not read it in time: ask.
+        render();
+        await refresh(e.breaker, signal);
+        if (e.kind === 'EVENT_KIND_SUSPECT_WORKER') await refreshSuspects([e.breaker], signal);
+      }
     } else if (ev.type === 'resync') {
       setStatus('connecting', 'resyncing: ' + JSON.parse(ev.data).reason);
     }
@@ -206,10 +214,13 @@
   async function refreshSuspects(names, signal) {
     if (names.length === 0) return;
     const r = await call('BatchGet', { breakers: names }, signal);
-    for (const s of r.states || []) {
-      if (s.suspect_worker) suspects.set(s.breaker, s);
-      else suspects.delete(s.breaker);
-    }
+    for (const s of r.states || []) suspect(s);
+  }
+
+  // suspect lists a breaker's suspect worker, or drops it when it has none.
+  function suspect(s) {
+    if (s.suspect_worker) suspects.set(s.breaker, s);
+    else suspects.delete(s.breaker);
   }
 
   // run keeps the session's stream open, reconnecting with a growing
