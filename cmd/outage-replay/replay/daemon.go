@@ -255,9 +255,46 @@ func (e *embedded) halfOpenAfter(breaker string, t time.Duration) (after time.Du
 	return 0, false, false
 }
 
+// wireWaits is how long the replay waits on the wire, in wall time: for
+// breakerd's answer to its clients, and for setting up (the in-process
+// daemon's script load and event hub, or the first answer of an external
+// daemon).
+type wireWaits struct {
+	// budget is the clients' Allow budget (0: the caller's context bounds
+	// the wait); rpc bounds each RPC (Allow, Record, BatchGet).
+	budget, rpc time.Duration
+	setup       time.Duration
+}
+
+// wireWaitsFor derives the waits from the clock the replay runs on.
+//
+// On a virtual clock (an in-process daemon) replay time stands still while
+// an RPC is in flight, so the wall time an answer takes changes none of the
+// replay's figures: a short wall-clock bound there would only turn a busy
+// machine into calls the clients' fallback decides, which the replay reports
+// as a fault. Every wait is then generous enough that load cannot exhaust
+// it, yet finite, so a daemon that never answers still ends the replay.
+//
+// In real time (an external daemon, --scale) the wait is part of what is
+// replayed: the Allow budget a worker would give breakerd, and the same bound
+// on each RPC. Setting up, a daemon that has not answered within setup is
+// not there.
+func wireWaitsFor(virtual bool) wireWaits {
+	if virtual {
+		return wireWaits{budget: 0, rpc: 5 * time.Minute, setup: 5 * time.Minute}
+	}
+	return wireWaits{budget: 2 * time.Second, rpc: 2 * time.Second, setup: 30 * time.Second}
+}
+
+// clientOptions are the waits as options of a replay client.
+func (w wireWaits) clientOptions() []client.Option {
+	return []client.Option{client.WithAllowBudget(w.budget), client.WithRPCTimeout(w.rpc),
+		client.WithRecordTimeout(w.rpc), client.WithFirstContactBudget(w.budget)}
+}
+
 // startEmbedded runs breakerd on redisURL (an embedded in-memory Redis
 // when empty) with the replay's policy, on a loopback port.
-func startEmbedded(cfg Config, clk *clock, id, statusURL string) (*embedded, error) {
+func startEmbedded(cfg Config, clk *clock, id, statusURL string, waits wireWaits) (*embedded, error) {
 	yaml := cfg.PolicyYAML()
 	if cfg.RecoveryCheck > 0 {
 		yaml = cfg.checkPolicyYAML(armBreakerPrefix(id, ArmFleetRemoveCheck), statusURL)
@@ -295,7 +332,7 @@ func startEmbedded(cfg Config, clk *clock, id, statusURL string) (*embedded, err
 	// Its scripts decide on the replay's virtual clock (scaled back to the
 	// policy's durations), not on Redis TIME.
 	st := store.New(rdb, store.Options{Policies: pols, Channel: NamePrefix + id + ":events", EventRetention: time.Minute, Now: clk.wall})
-	lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	lctx, cancel := context.WithTimeout(context.Background(), waits.setup)
 	err = st.Load(lctx)
 	cancel()
 	if err != nil {
@@ -323,7 +360,7 @@ func startEmbedded(cfg Config, clk *clock, id, statusURL string) (*embedded, err
 			e.mu.Unlock()
 		})
 	}
-	hctx, hcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	hctx, hcancel := context.WithTimeout(context.Background(), waits.setup)
 	stopHub, err := hub.Start(hctx)
 	hcancel()
 	if err != nil {
@@ -349,14 +386,14 @@ func startEmbedded(cfg Config, clk *clock, id, statusURL string) (*embedded, err
 	return e, nil
 }
 
-// reachable checks that a breakerd answers at addr.
-func reachable(ctx context.Context, addr string) error {
+// reachable checks that a breakerd answers at addr, within waits.setup.
+func reachable(ctx context.Context, addr string, waits wireWaits) error {
 	c, err := client.Dial(addr)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, waits.setup)
 	defer cancel()
 	if _, err := c.API().BatchGet(ctx, &pb.BatchGetRequest{Breakers: []string{NamePrefix + "ping"}}); err != nil {
 		return fmt.Errorf("--addr: no breakerd answers at %s: %w", addr, err)

@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/pkg/client"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -115,6 +116,9 @@ type Row struct {
 	Recovery *Recovery
 
 	runs []runOut // by run id
+	// policy is the daemon's policy for Breaker, read before the replay
+	// started (nil when it could not be read).
+	policy *pb.Policy
 }
 
 // Recovery is a fleet arm's breaker after the vendor recovered.
@@ -206,11 +210,10 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 	// wall clock.
 	clk := newClock(cfg.Scale) // started again below, when all is ready
 	addr := cfg.Addr
-	budget := 2 * time.Second
 	if addr == "" {
 		clk = newVirtualClock(cfg.Scale)
-		budget = 0 // the daemon is ours and nothing waits on the wall clock
 	}
+	waits := wireWaitsFor(clk.virtual)
 	rep := &Report{Config: cfg, virtual: clk.virtual}
 
 	var checkVendor *vendor
@@ -223,7 +226,7 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 	var daemonWire *tally
 	var emb *embedded
 	if addr == "" {
-		d, err := startEmbedded(cfg, clk, id, statusURL)
+		d, err := startEmbedded(cfg, clk, id, statusURL, waits)
 		if err != nil {
 			return nil, err
 		}
@@ -232,7 +235,7 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 		addr, rep.Daemon, daemonWire = d.addr, "breakerd "+d.desc, d.calls
 		rep.countedAt = "counted at the daemon"
 	} else {
-		if err := reachable(ctx, addr); err != nil {
+		if err := reachable(ctx, addr, waits); err != nil {
 			return nil, err
 		}
 		rep.Daemon = "breakerd at " + addr + " (its policy for " + NamePrefix + "* must be --print-policy's)"
@@ -247,6 +250,7 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 		vendor  *vendor
 		clients []*client.Client
 		wire    *tally // client side
+		policy  *pb.Policy
 		mu      sync.Mutex
 		outs    []runOut
 		tail    []runOut
@@ -267,8 +271,8 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 			a.wire = newTally(clk, cfg.Outage)
 			for w := range cfg.Workers {
 				opts := []client.Option{client.WithWorkerID(fmt.Sprintf("replay-%s-arm%d-w%d", id, arm, w+1)),
-					client.WithAllowBudget(budget), client.WithDialOptions(a.wire.dialOption()),
-					client.WithSavingsInterval(reportAtEnd)}
+					client.WithDialOptions(a.wire.dialOption()), client.WithSavingsInterval(reportAtEnd)}
+				opts = append(opts, waits.clientOptions()...)
 				if arm == ArmFleetSlow {
 					// Latencies on the clock breakerd decides by (replay time).
 					opts = append(opts, client.WithClock(replayClock{clk}))
@@ -285,6 +289,7 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 				a.clients = append(a.clients, c)
 				fleetClients = append(fleetClients, c)
 			}
+			a.policy = daemonPolicy(ctx, a.clients[0], a.breaker, waits)
 		}
 		armsRun = append(armsRun, a)
 	}
@@ -432,6 +437,7 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 		row.Median, row.P95 = percentile(walls, 0.5), percentile(walls, 0.95)
 		if fleet(a.arm) {
 			row.Wire, row.ClientWire = authority(a).of(a.breaker), a.wire.of(a.breaker)
+			row.policy = a.policy
 			row.Probes = row.Wire.Decisions[pb.Decision_DECISION_PROBE]
 			rec := &Recovery{TailRuns: len(a.tail), Opened: row.Wire.Trip != nil}
 			if at := row.Wire.ClosedAt; at != 0 {
@@ -483,17 +489,7 @@ func policyWarnings(cfg Config, row Row) []error {
 	if n := row.ClientWire.Errors; n > 0 {
 		out = append(out, fmt.Errorf("arm %d: %d breakerd RPCs failed; the client's local fallback decided those calls", row.Arm, n))
 	}
-	// The new arms' policies show in every answer, tripped or not: a daemon
-	// without --print-policy's file would make them never open, silently.
-	if last := row.Wire.Last; last != nil {
-		if row.Arm == ArmFleetWindow && !last.GetWindowMode() {
-			out = append(out, fmt.Errorf("arm %d: %w: its breaker is not in window mode (see --print-policy)", row.Arm, errPolicy))
-		}
-		if want := cfg.scaledMs(cfg.SlowCall); row.Arm == ArmFleetSlow && last.GetSlowCallMs() != want {
-			out = append(out, fmt.Errorf("arm %d: %w: its breaker's slow_call is %dms, the replay's is %dms (see --print-policy)",
-				row.Arm, errPolicy, last.GetSlowCallMs(), want))
-		}
-	}
+	out = append(out, policyMismatch(cfg, row)...)
 	trip := row.Wire.Trip
 	if trip == nil {
 		if cfg.FailRate < 1 || cfg.SlowOutage > 0 {
@@ -516,6 +512,44 @@ func policyWarnings(cfg Config, row Row) []error {
 	if cd := trip.GetCooldownMs(); cd < lo || cd > hi {
 		out = append(out, fmt.Errorf("arm %d: %w: its first cooldown was %dms, the replay's is %dms to %dms (see --print-policy)",
 			row.Arm, errPolicy, cd, lo, hi))
+	}
+	return out
+}
+
+// daemonPolicy reads the daemon's policy for breaker, before the replay
+// starts, so that whether it is the replay's does not depend on how the
+// replay went (an arm whose RPCs all failed on a busy machine answers
+// nothing about it). nil when it cannot be read.
+func daemonPolicy(ctx context.Context, c *client.Client, breaker string, waits wireWaits) *pb.Policy {
+	ctx, cancel := context.WithTimeout(ctx, waits.setup)
+	defer cancel()
+	res, err := c.API().GetPolicy(ctx, &pb.GetPolicyRequest{Breaker: breaker})
+	if err != nil {
+		return nil
+	}
+	return res.GetPolicy()
+}
+
+// policyMismatch compares the daemon's policy for a fleet arm's breaker,
+// as read before the replay, with the one --print-policy gives it: a
+// daemon without that file would make the arms trip late or never,
+// silently.
+func policyMismatch(cfg Config, row Row) []error {
+	got := row.policy
+	if got == nil {
+		return []error{fmt.Errorf("arm %d: %w: breakerd did not tell its policy for %s (see --print-policy)", row.Arm, errPolicy, row.Breaker)}
+	}
+	var out []error
+	if row.Arm == ArmFleetWindow && got.GetMode() != policy.ModeWindow {
+		out = append(out, fmt.Errorf("arm %d: %w: its breaker is not in window mode (see --print-policy)", row.Arm, errPolicy))
+	}
+	if want := cfg.scaledMs(cfg.SlowCall); row.Arm == ArmFleetSlow && got.GetSlowCallMs() != want {
+		out = append(out, fmt.Errorf("arm %d: %w: its breaker's slow_call is %dms, the replay's is %dms (see --print-policy)",
+			row.Arm, errPolicy, got.GetSlowCallMs(), want))
+	}
+	if want := cfg.scaledMs(cfg.CooldownBase); got.GetCooldownBaseMs() != want || int(got.GetMinWorkers()) != cfg.Quorum {
+		out = append(out, fmt.Errorf("arm %d: %w: its cooldown is %dms with a quorum of %d, the replay's is %dms with %d (see --print-policy)",
+			row.Arm, errPolicy, got.GetCooldownBaseMs(), got.GetMinWorkers(), want, cfg.Quorum))
 	}
 	return out
 }
