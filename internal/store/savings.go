@@ -53,8 +53,9 @@ type Savings struct {
 	// ClientDenials are calls refused in a client's own process (fast
 	// mode, the open cache), as the clients reported them.
 	ClientDenials int64
-	// ToolsRemoved are runs that started without the breaker's tool (one
-	// per run and tool), as the clients reported them.
+	// ToolsRemoved are runs that went without the breaker's tool, from
+	// their start or from a denial on (one per run and tool), as the
+	// clients reported them.
 	ToolsRemoved int64
 }
 

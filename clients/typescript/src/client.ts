@@ -6,6 +6,7 @@ import { APIError, CircuitOpenError, ConfigError, UnreachableError } from "./err
 import { evidenceOfError, evidenceOfResponse, isResponse } from "./evidence.js";
 import { DEFAULT_LOCAL_POLICY, LocalBreaker, describe, localEffect, type LocalPolicy } from "./fallback.js";
 import { renderToolResult, type DenialFields } from "./render.js";
+import { DEFAULT_SAVINGS_INTERVAL_MS, Savings } from "./savings.js";
 import { Transport, parseURLs } from "./transport.js";
 import {
   int64,
@@ -44,6 +45,12 @@ export interface ClientOptions {
    * close(). true: every breaker; a list: those breakers. Default false.
    */
   watch?: boolean | readonly string[] | undefined;
+  /**
+   * How often the client reports what it saved (the denials its live
+   * open cache answered, the tools its runs left out) to breakerd, ms.
+   * Default 10000; 0 or less: never (nothing is counted).
+   */
+  savingsIntervalMs?: number | undefined;
   /** The fetch to use. Default: the platform's. */
   fetch?: typeof fetch | undefined;
   /** The clock, ms since the epoch. Default Date.now. */
@@ -150,6 +157,7 @@ export class Client {
   private readonly o: ClientOptions;
   private readonly cache: OpenCache;
   private readonly local: LocalBreaker;
+  private readonly saved: Savings;
   private readonly policies = new Map<string, LocalPolicy>();
   /** The breakers on which this worker has seen a success: its credential worked there (a later 401 is a revocation). */
   private readonly worked = new Set<string>();
@@ -174,6 +182,13 @@ export class Client {
     const breakers = Array.isArray(o.watch) ? (o.watch as readonly string[]) : undefined;
     this.cache = new OpenCache({ transport: this.transport, workerId: o.workerId, clock: this.clock, breakers, onError: o.onError });
     this.local = new LocalBreaker(this.clock, (b) => this.policies.get(b) ?? DEFAULT_LOCAL_POLICY);
+    const rpcTimeoutMs = o.rpcTimeoutMs ?? 2000;
+    this.saved = new Savings(
+      (reports) => this.transport.call("ReportSavings", { worker_id: this.workerId, reports }, { budgetMs: rpcTimeoutMs }),
+      o.savingsIntervalMs ?? DEFAULT_SAVINGS_INTERVAL_MS,
+      o.onError,
+    );
+    this.saved.start();
     if (o.watch) this.cache.start();
   }
 
@@ -182,8 +197,29 @@ export class Client {
     return this.cache;
   }
 
-  /** close ends the event stream. The client answers from its fallback afterwards only if used. */
+  /** What the client saved and has not reported yet, and what breakerd took (for inspection and tests; Run counts its removals here). */
+  get savings(): Savings {
+    return this.saved;
+  }
+
+  /**
+   * flushSavings reports now what the client saved since its last report
+   * (one ReportSavings call per 1,024 breakers). Resolves false when no
+   * daemon answered: the counts stay for the next report. A report
+   * breakerd refuses (a breaker the token may not name) is dropped and
+   * its APIError thrown.
+   */
+  flushSavings(): Promise<boolean> {
+    return this.saved.flush();
+  }
+
+  /**
+   * close sends what the client saved since its last report (best
+   * effort) and ends the event stream. The client answers from its
+   * fallback afterwards only if used.
+   */
   async close(): Promise<void> {
+    await this.saved.close();
     await this.cache.stop();
   }
 
@@ -214,7 +250,10 @@ export class Client {
     if (this.cache.status.connected) {
       // A live stream's cache answers a known denial with no round trip.
       const cached = this.cache.lookup(breaker);
-      if (cached) return this.cachedDenial(this.denialBase(breaker, tool || breaker, false), cached);
+      if (cached) {
+        this.saved.add(breaker, 1, 0);
+        return this.cachedDenial(this.denialBase(breaker, tool || breaker, false), cached);
+      }
     }
     let res: AllowResponse;
     try {

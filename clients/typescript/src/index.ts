@@ -13,6 +13,8 @@ export type { LocalPolicy, LocalVerdict, LocalEffect } from "./fallback.js";
 export { about, render, renderNotice, renderToolResult } from "./render.js";
 export type { DenialFields, NoticeEntry, Scope, Value } from "./render.js";
 export { OpenCache } from "./cache.js";
+export { DEFAULT_SAVINGS_INTERVAL_MS, MAX_SAVINGS_BATCH, MAX_SAVINGS_COUNT, MAX_SAVINGS_HELD, Savings } from "./savings.js";
+export type { SavingsCounts, SavingsReport } from "./savings.js";
 export type { CachedDenial } from "./cache.js";
 export { readSSE } from "./sse.js";
 export type { SSEMessage } from "./sse.js";

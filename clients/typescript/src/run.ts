@@ -94,7 +94,7 @@ export class Run {
     for (const t of tools) {
       if (this.removed.has(t.name)) continue;
       const v = verdicts.get(breakerOf(t));
-      if (v) this.removed.set(t.name, { ...v, tool: t.name, removedAtMs: now });
+      if (v) this.remove({ ...v, tool: t.name, removedAtMs: now });
       else out.push(t);
     }
     return out;
@@ -137,13 +137,22 @@ export class Run {
       alternatives: p.alternatives,
       degraded: p.degraded,
     };
-    this.removed.set(tool.name, u);
+    this.remove(u);
     for (const t of this.tools) {
-      if (t.name !== tool.name && breakerOf(t) === breakerOf(tool) && !this.removed.has(t.name)) {
-        this.removed.set(t.name, { ...u, tool: t.name });
-      }
+      if (t.name !== tool.name && breakerOf(t) === breakerOf(tool)) this.remove({ ...u, tool: t.name });
     }
     throw err;
+  }
+
+  /**
+   * remove takes a tool out of the run, once: each removal is one tool a
+   * run left out, counted under the breaker that decided (the parent
+   * scope when it did) in the client's savings report.
+   */
+  private remove(u: Unavailable): void {
+    if (this.removed.has(u.tool)) return;
+    this.removed.set(u.tool, u);
+    this.client.savings.add(u.scope || u.breaker, 0, 1);
   }
 
   /** degraded is every tool the run lost, in the order they were removed. */

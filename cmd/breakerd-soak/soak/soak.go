@@ -344,7 +344,10 @@ func (r *soakRun) prepare(ctx context.Context) error {
 func (r *soakRun) startWorkers(ctx context.Context) ([]*grpc.ClientConn, *sync.WaitGroup, error) {
 	var wg sync.WaitGroup
 	var errMu sync.Mutex
-	countErr := func(err error) {
+	countErr := func(ctx context.Context, err error) {
+		if ctx.Err() != nil {
+			return // the run's end cancelled it
+		}
 		errMu.Lock()
 		r.rep.Errors[status.Code(err).String()]++
 		errMu.Unlock()
@@ -442,7 +445,7 @@ type worker struct {
 	coldUntil time.Time
 	every     time.Duration
 	lastCall  []atomic.Int64
-	onErr     func(error)
+	onErr     func(context.Context, error) // an RPC error; ctx is the run's
 	r         *rand.Rand
 }
 
@@ -469,18 +472,17 @@ func (w *worker) call(ctx context.Context, i int) {
 	sent := time.Now()
 	a, err := w.api.Allow(cctx, &pb.AllowRequest{Breaker: name, WorkerId: w.id})
 	got := time.Now()
-	if ctx.Err() != nil {
-		return
-	}
+	// A call the run's end cancelled is reported all the same: the daemon
+	// may have received it and still apply it.
 	if err != nil {
-		w.onErr(err)
+		w.onErr(ctx, err)
 		w.obs.AllowFailed(name, sent)
 		return
 	}
 	w.lastCall[i].Store(got.UnixMilli())
 	w.obs.Allow(name, w.id, sent, got, a)
 	d := a.GetDecision()
-	if d != pb.Decision_DECISION_ALLOWED && d != pb.Decision_DECISION_PROBE {
+	if ctx.Err() != nil || d != pb.Decision_DECISION_ALLOWED && d != pb.Decision_DECISION_PROBE {
 		return
 	}
 	outcome := pb.Outcome_OUTCOME_SUCCESS
@@ -495,15 +497,12 @@ func (w *worker) call(ctx context.Context, i int) {
 	rsent := time.Now()
 	rec, err := w.api.Record(rctx, &pb.RecordRequest{Breaker: name, WorkerId: w.id, Ticket: a.GetTicket(), Outcome: outcome, LatencyMs: 50})
 	rgot := time.Now()
-	if ctx.Err() != nil {
-		return
-	}
 	ticket := ""
 	if d == pb.Decision_DECISION_PROBE {
 		ticket = a.GetTicket().GetLeaseToken()
 	}
 	if err != nil {
-		w.onErr(err)
+		w.onErr(ctx, err)
 		rec = nil
 	} else {
 		w.lastCall[i].Store(rgot.UnixMilli())

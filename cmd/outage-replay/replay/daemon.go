@@ -39,6 +39,8 @@ type tally struct {
 // breakerWire is what crossed the wire for one breaker.
 type breakerWire struct {
 	Allow, Record, BatchGet, Errors int
+	// AllowErrors is the Allow RPCs among Errors.
+	AllowErrors int
 	// Decisions counts Allow answers by decision.
 	Decisions map[pb.Decision]int
 	// Trip is the state in the Record answer that first opened the
@@ -110,6 +112,7 @@ func (t *tally) observe(req, resp any, err error) {
 			w.Decisions[res.GetDecision()]++
 		} else {
 			w.Errors++
+			w.AllowErrors++
 		}
 	case *pb.RecordRequest:
 		w := t.get(r.GetBreaker())

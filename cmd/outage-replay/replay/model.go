@@ -42,6 +42,11 @@ type runResult struct {
 	probes    int
 	noticeAt  int // the step at which the tool was gone and a notice given; 0 if never
 	answer    string
+	// goneAt is the first step whose toolset lacked web_search (1: the run
+	// started without it); 0 if none did. refusedLast: a call at the run's
+	// last step was refused, after which no toolset was asked for.
+	goneAt      int
+	refusedLast bool
 }
 
 // The scripted fake model. One run:
@@ -91,6 +96,9 @@ func runModel(ctx context.Context, cfg Config, clk *clock, g guard, sched *sched
 		if n != "" {
 			notice = n
 		}
+		if !avail && r.goneAt == 0 {
+			r.goneAt = step
+		}
 		r.steps = step
 		sched.t += cfg.StepTime
 		if err := clk.sleepUntil(ctx, sched.t); err != nil {
@@ -127,6 +135,7 @@ func runModel(ctx context.Context, cfg Config, clk *clock, g guard, sched *sched
 				return r, err
 			case denied:
 				r.denials++
+				r.refusedLast = step == cfg.Steps
 				lastFailure = "the circuit is open"
 			case err != nil:
 				lastFailure = err.Error()

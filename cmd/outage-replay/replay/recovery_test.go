@@ -28,6 +28,9 @@ func TestReplayRecoveryCheck(t *testing.T) {
 	for _, w := range rep.Warnings {
 		t.Errorf("warning %q", w)
 	}
+	if err := rep.Err(); err != nil { // breakerd's savings counts among others
+		t.Error(err)
+	}
 	if len(rep.Rows) != 2 || rep.Rows[0].Arm != ArmFleetRemove || rep.Rows[1].Arm != ArmFleetRemoveCheck {
 		t.Fatalf("rows %v, want arms 4 and 6", rep.Rows)
 	}

@@ -98,6 +98,11 @@ type Row struct {
 	Results     int // runs whose model got results
 	Served      int // runs the vendor served a 200 to
 	FalseAdmits int // answers that said the search was missing though it was not
+	// Without is the runs that went without web_search: their model was
+	// given its tools without it (or, in an arm that removes a refused
+	// tool, a call at the run's last step was refused); StartedWithout
+	// of them from their first step.
+	Without, StartedWithout int
 
 	// Fleet arms only.
 	Breaker string
@@ -132,6 +137,9 @@ type Recovery struct {
 	// TailToolCalls and TailDenials are the tail runs' calls as their
 	// model counted them: made, and refused by breakerd.
 	TailToolCalls, TailDenials int
+	// TailWithout is the tail runs that went without web_search (as
+	// Row.Without).
+	TailWithout int
 
 	// With a recovery check (arm 6) only:
 	// Checked is true; HalfOpened is false when the breaker was never
@@ -171,6 +179,9 @@ type Report struct {
 	// Warnings are reasons to distrust the fleet rows (a daemon whose
 	// policy is not the replay's, decisions a client's fallback made).
 	Warnings []string
+	// Savings are breakerd's savings counts for the fleet arms' breakers,
+	// checked against the replay's own counts.
+	Savings []SavingsCheck
 }
 
 // runOut is one finished run of one arm.
@@ -241,6 +252,7 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 		tail    []runOut
 	}
 	var armsRun []*armRun
+	var fleetClients []*client.Client
 	for arm := ArmNoBreaker; arm <= ArmFleetSlow; arm++ {
 		if !cfg.runs(arm) {
 			continue
@@ -255,7 +267,8 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 			a.wire = newTally(clk, cfg.Outage)
 			for w := range cfg.Workers {
 				opts := []client.Option{client.WithWorkerID(fmt.Sprintf("replay-%s-arm%d-w%d", id, arm, w+1)),
-					client.WithAllowBudget(budget), client.WithDialOptions(a.wire.dialOption())}
+					client.WithAllowBudget(budget), client.WithDialOptions(a.wire.dialOption()),
+					client.WithSavingsInterval(reportAtEnd)}
 				if arm == ArmFleetSlow {
 					// Latencies on the clock breakerd decides by (replay time).
 					opts = append(opts, client.WithClock(replayClock{clk}))
@@ -270,6 +283,7 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 					return nil, fmt.Errorf("breakerd at %s: %w", addr, err)
 				}
 				a.clients = append(a.clients, c)
+				fleetClients = append(fleetClients, c)
 			}
 		}
 		armsRun = append(armsRun, a)
@@ -396,6 +410,12 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 			if o.results {
 				row.Results++
 			}
+			if went := wentWithout(a.arm, o.runResult); went {
+				row.Without++
+				if o.goneAt == 1 {
+					row.StartedWithout++
+				}
+			}
 			if served {
 				row.Served++
 			} else {
@@ -423,6 +443,9 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 				rec.TailToolCalls += o.toolCalls
 				rep.Lag = max(rep.Lag, o.lag)
 				rec.TailDenials += o.denials
+				if wentWithout(a.arm, o.runResult) {
+					rec.TailWithout++
+				}
 				if !served {
 					rec.TailLacked++
 				}
@@ -440,6 +463,9 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 			}
 		}
 		rep.Rows = append(rep.Rows, row)
+	}
+	if err := rep.checkSavings(ctx, fleetClients); err != nil {
+		return nil, err
 	}
 	if rep.Lag > cfg.StepTime {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("the machine fell up to %s (incident time) behind the replay's schedule; "+
@@ -610,6 +636,7 @@ func (r *Report) Print(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "breakerd RPCs for arm %d's breaker (%s): Allow %d, Record %d, BatchGet %d\n", row.Arm, r.countedAt, row.Wire.Allow, row.Wire.Record, row.Wire.BatchGet)
 	}
+	r.printSavings(&b)
 	for _, warn := range r.Warnings {
 		fmt.Fprintf(&b, "WARNING: %s\n", warn)
 	}
@@ -622,10 +649,12 @@ func (r *Report) Print(w io.Writer) error {
 var ErrPolicy = errPolicy
 
 // Err returns an error wrapping ErrPolicy when a warning says the daemon's
-// policy is not the replay's; nil otherwise.
+// policy is not the replay's, and one wrapping ErrSavings when a savings
+// check failed; nil otherwise.
 func (r *Report) Err() error {
+	var errs []error
 	if r.policyOff {
-		return fmt.Errorf("%w: start breakerd with --config and outage-replay --print-policy's file", errPolicy)
+		errs = append(errs, fmt.Errorf("%w: start breakerd with --config and outage-replay --print-policy's file", errPolicy))
 	}
-	return nil
+	return errors.Join(append(errs, r.savingsErr())...)
 }

@@ -3,6 +3,7 @@ package replay
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -200,6 +201,84 @@ func TestReplaySmall(t *testing.T) {
 			t.Errorf("spend: fleet fail-fast $%.2f, fleet removal $%.2f: want removal to be where spend is saved", r5.Spend, r4.Spend)
 		}
 	})
+
+	t.Run("breakerd counted what the breakers saved", func(t *testing.T) {
+		// One check per count, each equal to the replay's own, and each
+		// a count of something that happened.
+		if err := rep.Err(); err != nil {
+			t.Error(err)
+		}
+		checks := map[int]SavingsCheck{}
+		for _, c := range rep.Savings {
+			checks[c.Arm] = c
+			if !c.OK() {
+				t.Errorf("arm %d %s: breakerd counted %d, want %d (%s)", c.Arm, c.What, c.Got, c.Want, c.Terms)
+			}
+		}
+		r1, r4, r5 := row(ArmNoBreaker), row(ArmFleetRemove), row(ArmFleetFailFast)
+		if c := checks[ArmFleetFailFast]; c.What != "daemon denials" || c.Want < int64(r1.Calls/2) {
+			t.Errorf("arm 5's check %+v: want its daemon denials, most of arm 1's %d calls", c, r1.Calls)
+		}
+		// Every arm-5 run made its twin's calls: the denials are the calls
+		// kept from the vendor, the tail's refusals aside.
+		if c := checks[ArmFleetFailFast]; c.Want != int64(r1.Calls-r5.Calls+r5.Recovery.TailDenials) {
+			t.Errorf("arm 5's check wants %d (%s): its runs did not make arm 1's calls", c.Want, c.Terms)
+		}
+		if c := checks[ArmFleetRemove]; c.What != "tools removed" || c.Want < int64(cfg.Runs/2) || r4.StartedWithout == 0 {
+			t.Errorf("arm 4's check %+v, %d runs started without the tool: want most runs removed, some from the start", c, r4.StartedWithout)
+		}
+		var out bytes.Buffer
+		if err := rep.Print(&out); err != nil || strings.Count(out.String(), ": ok\n") != 2 {
+			t.Errorf("the table prints %d savings checks as ok, want 2 (err %v)", strings.Count(out.String(), ": ok\n"), err)
+		}
+	})
+}
+
+// A count off by one fails the replay: the checks allow no slack.
+func TestSavingsChecksFail(t *testing.T) {
+	rows := []Row{
+		{Arm: ArmNoBreaker, Calls: 110, ToolCalls: 110},
+		{Arm: ArmFleetRemove, Breaker: "b4", Without: 8, StartedWithout: 6, Recovery: &Recovery{TailWithout: 1}},
+		{Arm: ArmFleetFailFast, Breaker: "b5", Calls: 7, ToolCalls: 7, Denials: 105, Recovery: &Recovery{TailDenials: 2}},
+	}
+	for _, c := range []struct {
+		name          string
+		denied, taken int64
+		bad           string
+	}{
+		{"exact", 110 - 7 + 2 + 2, 9, ""},
+		{"a denial short", 110 - 7 + 2 + 1, 9, "arm 5's daemon denials: breakerd counted 106, the replay 107"},
+		{"a removal more", 107, 10, "arm 4's tools removed: breakerd counted 10, the replay 9"},
+	} {
+		rep := &Report{Rows: rows, Savings: savingsChecks(rows, map[string]*pb.BreakerSavings{
+			"b4": {ToolsRemoved: c.taken}, "b5": {DaemonDenials: c.denied}})}
+		err := rep.Err()
+		var out strings.Builder
+		rep.printSavings(&out)
+		switch {
+		case c.bad == "" && err != nil:
+			t.Errorf("%s: %v, want nil", c.name, err)
+		case c.bad != "" && (!errors.Is(err, ErrSavings) || !strings.Contains(err.Error(), c.bad)):
+			t.Errorf("%s: %v, want ErrSavings naming %q", c.name, err, c.bad)
+		case c.bad != "" && !strings.Contains(out.String(), "MISMATCH"):
+			t.Errorf("%s: printed %q, want a MISMATCH", c.name, out.String())
+		}
+		// Arm 5's runs called twice more than arm 1's (105 + 7 against
+		// 110): refused where arm 1's got results, and said so.
+		if !strings.Contains(out.String(), "+ 2 calls arm 5's runs made beyond arm 1's") {
+			t.Errorf("%s: printed %q, want the extra calls named", c.name, out.String())
+		}
+	}
+	// An Allow that failed at a client was its fallback's to decide:
+	// breakerd may have counted a denial for it or not, and only that
+	// much is slack.
+	rows[2].ClientWire.AllowErrors = 1
+	for denied, ok := range map[int64]bool{105: false, 106: true, 107: true, 108: true, 109: false} {
+		c := savingsChecks(rows, map[string]*pb.BreakerSavings{"b4": {ToolsRemoved: 9}, "b5": {DaemonDenials: denied}})[0]
+		if c.OK() != ok {
+			t.Errorf("%d daemon denials with one Allow failed, %d wanted: OK() = %v, want %v", denied, c.Want, c.OK(), ok)
+		}
+	}
 }
 
 func TestPolicyYAMLParses(t *testing.T) {
@@ -294,7 +373,8 @@ func TestRunBreaker(t *testing.T) {
 var errHTTP503 = &client.HTTPError{StatusCode: 503, Status: "503 Service Unavailable"}
 
 // replayRows replays cfg and returns its rows by arm, failing t on a
-// warning and on a row whose vendor saw other calls than its model made.
+// warning, on a savings count that is not the replay's, and on a row
+// whose vendor saw other calls than its model made.
 func replayRows(t *testing.T, cfg Config) map[int]Row {
 	t.Helper()
 	rep, err := Replay(context.Background(), cfg)
@@ -308,6 +388,9 @@ func replayRows(t *testing.T, cfg Config) map[int]Row {
 	t.Logf("\n%s", out.String())
 	for _, w := range rep.Warnings {
 		t.Errorf("warning %q", w)
+	}
+	if err := rep.Err(); err != nil { // breakerd's savings counts among others
+		t.Error(err)
 	}
 	rows := map[int]Row{}
 	for _, r := range rep.Rows {

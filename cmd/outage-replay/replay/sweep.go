@@ -32,7 +32,8 @@ type SweepRow struct {
 // Sweep replays the outage at each length in outages, running only arm 4
 // and arm 6 (arm 4 with a recovery check every cfg.RecoveryCheck, or
 // DefaultSweepCheck), one replay after another. progress, when set, gets
-// a line per finished replay. Errors are Replay's.
+// a line per finished replay. Errors are Replay's, and a savings check
+// that failed (ErrSavings).
 func Sweep(ctx context.Context, cfg Config, outages []time.Duration, progress io.Writer) ([]SweepRow, error) {
 	if cfg.RecoveryCheck == 0 {
 		cfg.RecoveryCheck = DefaultSweepCheck
@@ -43,6 +44,9 @@ func Sweep(ctx context.Context, cfg Config, outages []time.Duration, progress io
 		c := cfg
 		c.Outage = d
 		rep, err := Replay(ctx, c)
+		if err == nil {
+			err = rep.savingsErr()
+		}
 		if err != nil {
 			return nil, fmt.Errorf("outage %s: %w", d, err)
 		}
