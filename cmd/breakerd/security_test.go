@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -23,24 +22,6 @@ import (
 	"github.com/breakerd/breakerd/internal/testredis"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
-
-const (
-	secOperator = "sec-operator-token-0123456789"
-	secWorker   = "sec-worker-token-0123456789ab"
-)
-
-// writeSecTokens writes the operator's token to f, and the worker's (w1)
-// when worker is set.
-func writeSecTokens(t *testing.T, f string, worker bool) {
-	t.Helper()
-	body := "tokens:\n  - {name: alice, role: operator, token: " + secOperator + "}\n"
-	if worker {
-		body += "  - {name: w1, role: worker, token: " + secWorker + ", workers: [w1]}\n"
-	}
-	if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // serving waits until the daemon at addr answers health SERVING.
 func serving(t *testing.T, addr string, out *daemontest.Buffer) {
@@ -71,7 +52,7 @@ func TestSecurityM2ConnectionFloodLeavesReloadsWorking(t *testing.T) {
 		t.Skip("prlimit (util-linux) is not installed: it sets the daemon's file limit")
 	}
 	tokens := filepath.Join(t.TempDir(), "tokens.yaml")
-	writeSecTokens(t, tokens, true)
+	daemontest.WriteTokens(t, tokens, true)
 	addr := testredis.FreeAddr(t)
 	cmd, out := daemonCmd("--listen", addr, "--tokens", tokens, "--config-poll", "0", "--handshake-timeout", "10m")
 	cmd.Args = append([]string{prlimit, "--nofile=400:400", "--"}, cmd.Args...)
@@ -100,7 +81,7 @@ func TestSecurityM2ConnectionFloodLeavesReloadsWorking(t *testing.T) {
 		}
 		flood = append(flood, c)
 	}
-	writeSecTokens(t, tokens, false)
+	daemontest.WriteTokens(t, tokens, false)
 	p.signal(t, syscall.SIGHUP)
 	until(t, "the tokens reload", out, func() bool {
 		return strings.Contains(out.String(), "tokens reloaded") || strings.Contains(out.String(), "tokens reload rejected")
@@ -119,7 +100,7 @@ func TestSecurityM2ConnectionFloodLeavesReloadsWorking(t *testing.T) {
 	defer conn.Close()
 	api := pb.NewBreakerServiceClient(conn)
 	until(t, "the revoked token refused", out, func() bool {
-		ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+secWorker), time.Second)
+		ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+daemontest.WorkerToken), time.Second)
 		defer cancel()
 		_, err := api.Get(ctx, &pb.GetRequest{Breaker: "x"})
 		return status.Code(err) == codes.Unauthenticated
@@ -139,7 +120,7 @@ func TestSecurityH1HeaderFloodCostsNoMemory(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, b)
 	}
 	tokens := filepath.Join(t.TempDir(), "tokens.yaml")
-	writeSecTokens(t, tokens, true)
+	daemontest.WriteTokens(t, tokens, true)
 	addr := testredis.FreeAddr(t)
 	cmd := exec.Command(bin, "--listen", addr, "--tokens", tokens)
 	out := &daemontest.Buffer{}

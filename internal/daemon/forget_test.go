@@ -118,6 +118,37 @@ func newTestKeeper(t *testing.T, o store.Options, rdb redis.UniversalClient) (*k
 	return k, st, reg, logs
 }
 
+// pinAndTrip has st pin pinned open (by alice, for "vendor maintenance")
+// and open open by 5 timeouts from two workers, then observe both
+// breakers' events as the hub does: what the daemon remembers of them
+// when Redis forgets.
+func pinAndTrip(t *testing.T, st *store.Store, pinned, open string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := st.Force(ctx, pinned, pb.ForceMode_FORCE_MODE_OPEN, "vendor maintenance", 0, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		w := []string{"w1", "w2"}[i%2]
+		a, err := st.Allow(ctx, open, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Record(ctx, &pb.RecordRequest{Breaker: open, WorkerId: w, Ticket: a.Ticket, Outcome: pb.Outcome_OUTCOME_TIMEOUT}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{pinned, open} {
+		evs, err := st.Events(ctx, store.EventQuery{Breaker: name})
+		if err != nil || len(evs) == 0 {
+			t.Fatalf("Events(%q) = %d, %v", name, len(evs), err)
+		}
+		for _, e := range evs {
+			st.ObserveEvent(e) // as the hub does
+		}
+	}
+}
+
 // TestKeeperPutsLostPinBack: Redis forgets a pin and an open breaker; the
 // check the health check runs when Redis comes back finds both, counts
 // and logs them, raises one state_lost alert each, and puts the pin back
@@ -127,27 +158,8 @@ func TestKeeperPutsLostPinBack(t *testing.T) {
 		k, st, reg, logs := newTestKeeper(t, store.Options{Now: b.Clock(), Channel: b.Prefix + "events"}, b.Client)
 		ctx := context.Background()
 		pinned, open := b.Breaker("pinned"), b.Breaker("open")
-		if _, err := st.Force(ctx, pinned, pb.ForceMode_FORCE_MODE_OPEN, "vendor maintenance", 0, "alice"); err != nil {
-			t.Fatal(err)
-		}
-		for i := 0; i < 5; i++ {
-			w := []string{"w1", "w2"}[i%2]
-			a, err := st.Allow(ctx, open, w)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := st.Record(ctx, &pb.RecordRequest{Breaker: open, WorkerId: w, Ticket: a.Ticket, Outcome: pb.Outcome_OUTCOME_TIMEOUT}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		pinAndTrip(t, st, pinned, open)
 		for _, name := range []string{pinned, open} {
-			evs, err := st.Events(ctx, store.EventQuery{Breaker: name})
-			if err != nil || len(evs) == 0 {
-				t.Fatalf("Events(%q) = %d, %v", name, len(evs), err)
-			}
-			for _, e := range evs {
-				st.ObserveEvent(e) // as the hub does
-			}
 			ks := store.KeysOf(name)
 			if err := b.Client.Del(ctx, ks.State, ks.Workers, ks.Events, ks.RL, ks.Pause, ks.Window).Err(); err != nil {
 				t.Fatal(err)
@@ -250,28 +262,7 @@ func TestRestartWithoutPersistence(t *testing.T) {
 		degraded: func(bool) {}, inMemory: true, redisBack: k.check})
 	check()
 	open, pinned := "restart/open", "restart/pinned"
-	if _, err := st.Force(ctx, pinned, pb.ForceMode_FORCE_MODE_OPEN, "vendor maintenance", 0, "alice"); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 5; i++ {
-		w := []string{"w1", "w2"}[i%2]
-		a, err := st.Allow(ctx, open, w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := st.Record(ctx, &pb.RecordRequest{Breaker: open, WorkerId: w, Ticket: a.Ticket, Outcome: pb.Outcome_OUTCOME_TIMEOUT}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, name := range []string{open, pinned} {
-		evs, err := st.Events(ctx, store.EventQuery{Breaker: name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range evs {
-			st.ObserveEvent(e) // as the hub does
-		}
-	}
+	pinAndTrip(t, st, pinned, open)
 
 	restart()
 	daemontest.Eventually(t, "the health check finds both states lost", func() bool {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -237,23 +236,8 @@ func runDaemon(t *testing.T, b *testredis.Backend) running {
 		EventsMaxLen: 1000, EventRetention: time.Hour, ShutdownTimeout: time.Second, HealthInterval: 500 * time.Millisecond,
 		LogFormat: "json"}
 	logs := &daemontest.Buffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, c, NewLogger(c, logs), func(a net.Addr) { ready <- a }) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	select {
-	case a := <-ready:
-		return running{grpc: a.String(), metrics: c.MetricsListen, http: c.HTTPListen, logs: logs}
-	case err := <-done:
-		t.Fatalf("Run: %v\n%s", err, logs.String())
-	}
-	return running{}
+	addr := startRun(t, c, NewLogger(c, logs), logs)
+	return running{grpc: addr, metrics: c.MetricsListen, http: c.HTTPListen, logs: logs}
 }
 
 func TestMetricsAndLogsAfterAScriptedTrip(t *testing.T) {

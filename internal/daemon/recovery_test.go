@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -31,7 +30,7 @@ func TestDaemonRunsRecoveryChecks(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		var hits atomic.Int64
 		vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
-		defer vendor.Close()
+		t.Cleanup(vendor.Close) // after the daemon stops
 		path := filepath.Join(t.TempDir(), "policy.yaml")
 		writeFile(t, path, fmt.Sprintf(`breakers:
   - match: "%s*"
@@ -50,23 +49,9 @@ func TestDaemonRunsRecoveryChecks(t *testing.T) {
 			EventsMaxLen: 1000, EventRetention: time.Hour, ShutdownTimeout: time.Second, HealthInterval: 500 * time.Millisecond,
 			LogFormat: "json", PolicyFile: path}
 		logs := &daemontest.Buffer{}
-		ctx, cancel := context.WithCancel(context.Background())
-		ready := make(chan net.Addr, 1)
-		done := make(chan error, 1)
-		go func() { done <- Run(ctx, c, NewLogger(c, logs), func(a net.Addr) { ready <- a }) }()
-		defer func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		}()
-		var addr net.Addr
-		select {
-		case addr = <-ready:
-		case err := <-done:
-			t.Fatalf("Run: %v\n%s", err, logs.String())
-		}
-		cl, err := client.Dial(addr.String(), client.WithWorkerID("w1"))
+		addr := startRun(t, c, NewLogger(c, logs), logs)
+		ctx := context.Background()
+		cl, err := client.Dial(addr, client.WithWorkerID("w1"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,12 +26,19 @@ func serveConfig(t *testing.T, cfg Config, logs *daemontest.Buffer) string {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	return startRun(t, cfg, slog.New(slog.NewTextHandler(logs, nil)), logs)
+}
+
+// startRun runs Run with cfg, logging to log, until the test ends (and
+// fails the test if Run then returns an error), and returns its gRPC
+// address once it listens. logs, the buffer log writes to, is shown if
+// Run fails to start.
+func startRun(t *testing.T, cfg Config, log *slog.Logger, logs *daemontest.Buffer) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan net.Addr, 1)
 	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil)), func(a net.Addr) { ready <- a })
-	}()
+	go func() { done <- Run(ctx, cfg, log, func(a net.Addr) { ready <- a }) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -42,7 +49,7 @@ func serveConfig(t *testing.T, cfg Config, logs *daemontest.Buffer) string {
 	case a := <-ready:
 		return a.String()
 	case err := <-done:
-		t.Fatalf("Run: %v", err)
+		t.Fatalf("Run: %v\n%s", err, logs.String())
 	}
 	return ""
 }

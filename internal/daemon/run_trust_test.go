@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -42,7 +41,7 @@ func TestRunWithTokensAndHooks(t *testing.T) {
 		got, bodies = append(got, r), append(bodies, b)
 		mu.Unlock()
 	}))
-	defer hook.Close()
+	t.Cleanup(hook.Close) // after the daemon stops
 	write := func(name, body string) string {
 		f := filepath.Join(dir, name)
 		if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
@@ -61,25 +60,7 @@ func TestRunWithTokensAndHooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs daemontest.Buffer
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(&logs, nil)), func(a net.Addr) { ready <- a })
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	var addr string
-	select {
-	case a := <-ready:
-		addr = a.String()
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	}
+	addr := startRun(t, cfg, slog.New(slog.NewTextHandler(&logs, nil)), &logs)
 	dial := func(opts ...client.Option) pb.BreakerServiceClient {
 		c, err := client.Dial(addr, opts...)
 		if err != nil {

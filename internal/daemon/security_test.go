@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,30 +26,13 @@ import (
 // The tests of this file are named after the findings of the security
 // review they hold fixed (docs/security.md, Threat model).
 
-const (
-	secOperator = "sec-operator-token-0123456789"
-	secWorker   = "sec-worker-token-0123456789ab"
-)
-
-// secTokens writes a tokens file with an operator and a worker (w1).
+// secTokens writes a tokens file with an operator and a worker (w1):
+// daemontest.WriteTokens's.
 func secTokens(t *testing.T) string {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), "tokens.yaml")
-	writeTokens(t, f, true)
+	daemontest.WriteTokens(t, f, true)
 	return f
-}
-
-// writeTokens writes the operator's token to f, and the worker's too when
-// worker is set.
-func writeTokens(t *testing.T, f string, worker bool) {
-	t.Helper()
-	body := "tokens:\n  - {name: alice, role: operator, token: " + secOperator + "}\n"
-	if worker {
-		body += "  - {name: w1, role: worker, token: " + secWorker + ", workers: [w1]}\n"
-	}
-	if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // runDaemon runs the daemon on args (plus a free loopback --listen and,
@@ -63,25 +45,7 @@ func runSecured(t *testing.T, args ...string) (string, *daemontest.Buffer) {
 		t.Fatal(err)
 	}
 	logs := &daemontest.Buffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil)), func(a net.Addr) { ready <- a })
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	select {
-	case a := <-ready:
-		return a.String(), logs
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	}
-	return "", nil
+	return startRun(t, cfg, slog.New(slog.NewTextHandler(logs, nil)), logs), logs
 }
 
 // dialRaw returns a connection to addr that sends token, if any, with
@@ -121,7 +85,7 @@ func TestSecurityH1HeaderListRefusedBeforeTheTokenCheck(t *testing.T) {
 		if err != nil || !got.Reset {
 			t.Errorf("%d bytes of metadata, no token: %v, %v; want the stream reset before the token check", size, got, err)
 		}
-		got, err = daemontest.RawCall(addr, list, secWorker, size, 20*time.Second)
+		got, err = daemontest.RawCall(addr, list, daemontest.WorkerToken, size, 20*time.Second)
 		if err != nil || !got.Reset {
 			t.Errorf("%d bytes of metadata, a worker's token: %v, %v; want the stream reset", size, got, err)
 		}
@@ -255,7 +219,7 @@ func TestSecurityM1OpenStreamsStayAtTheCap(t *testing.T) {
 // ResourceExhausted, not the decoding error it gets within the cap.
 func TestSecurityM4WatchRefusedBeforeItsRequestIsDecoded(t *testing.T) {
 	addr, _ := runSecured(t, "--tokens", secTokens(t), "--watch-max-streams-per-token", "2")
-	conn := dialRaw(t, addr, secWorker)
+	conn := dialRaw(t, addr, daemontest.WorkerToken)
 	api := pb.NewBreakerServiceClient(conn)
 	for range 2 {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -272,7 +236,7 @@ func TestSecurityM4WatchRefusedBeforeItsRequestIsDecoded(t *testing.T) {
 		t.Errorf("an undecodable Watch past the cap: %v, want ResourceExhausted before decoding", err)
 	}
 	// Another token's slots are its own: the same request decodes (and fails).
-	if err := garbageWatch(dialRaw(t, addr, secOperator)); status.Code(err) == codes.ResourceExhausted || err == nil {
+	if err := garbageWatch(dialRaw(t, addr, daemontest.OperatorToken)); status.Code(err) == codes.ResourceExhausted || err == nil {
 		t.Errorf("an undecodable Watch of another token: %v, want a decoding error", err)
 	}
 }
@@ -314,7 +278,7 @@ func TestSecurityM4ReadsPerTokenRefusedBeforeDecoding(t *testing.T) {
 	proxy := testredis.NewProxy(t, b.Addr)
 	addr, _ := runSecured(t, "--tokens", secTokens(t), "--reads-per-token", "2", "--redis-outage", "unavailable",
 		"--redis-url", "redis://"+proxy.Addr()+"?read_timeout=1m&write_timeout=1m")
-	conn := dialRaw(t, addr, secWorker)
+	conn := dialRaw(t, addr, daemontest.WorkerToken)
 	if err := garbageList(conn); status.Code(err) == codes.ResourceExhausted || err == nil {
 		t.Fatalf("an undecodable List within the cap: %v, want a decoding error", err)
 	}
@@ -330,7 +294,7 @@ func TestSecurityM4ReadsPerTokenRefusedBeforeDecoding(t *testing.T) {
 		return status.Code(garbageList(conn)) == codes.ResourceExhausted
 	})
 	// Another token's reads are its own.
-	if err := garbageList(dialRaw(t, addr, secOperator)); status.Code(err) == codes.ResourceExhausted {
+	if err := garbageList(dialRaw(t, addr, daemontest.OperatorToken)); status.Code(err) == codes.ResourceExhausted {
 		t.Errorf("another token's List: %v, want its own slots", err)
 	}
 }
@@ -349,7 +313,7 @@ func garbageList(conn *grpc.ClientConn) error {
 // is ResourceExhausted, never cut short; pages still list them all.
 func TestSecurityM4ListWithoutPagingAnswersInFullOrNotAtAll(t *testing.T) {
 	addr, _ := runSecured(t, "--tokens", secTokens(t), "--list-max-unpaged", "5")
-	api := pb.NewBreakerServiceClient(dialRaw(t, addr, secOperator))
+	api := pb.NewBreakerServiceClient(dialRaw(t, addr, daemontest.OperatorToken))
 	ctx := context.Background()
 	force := func(name string) {
 		t.Helper()
@@ -406,12 +370,12 @@ func TestSecurityL4WatchEndsWhenItsTokenIsRevoked(t *testing.T) {
 		}
 		return s
 	}
-	revoked, kept := watch(secWorker), watch(secOperator)
-	writeTokens(t, tokens, false)
+	revoked, kept := watch(daemontest.WorkerToken), watch(daemontest.OperatorToken)
+	daemontest.WriteTokens(t, tokens, false)
 	if _, err := revoked.Recv(); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("the revoked token's Watch after the reload: %v, want Unauthenticated; log:\n%s", err, logs)
 	}
-	if _, err := pb.NewBreakerServiceClient(dialRaw(t, addr, secOperator)).Force(context.Background(),
+	if _, err := pb.NewBreakerServiceClient(dialRaw(t, addr, daemontest.OperatorToken)).Force(context.Background(),
 		&pb.ForceRequest{Breaker: "x", Mode: pb.ForceMode_FORCE_MODE_OPEN, Reason: "drill"}); err != nil {
 		t.Fatal(err)
 	}

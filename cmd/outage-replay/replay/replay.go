@@ -586,7 +586,26 @@ func (r *Report) Print(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(&b, "\nafter the vendor recovered at %s, runs kept arriving until each fleet breaker closed:\n", c.Outage)
+	r.printRecovery(&b)
+	for _, row := range r.Rows {
+		if row.Recovery == nil {
+			continue
+		}
+		fmt.Fprintf(&b, "breakerd RPCs for arm %d's breaker (%s): Allow %d, Record %d, BatchGet %d\n", row.Arm, r.countedAt, row.Wire.Allow, row.Wire.Record, row.Wire.BatchGet)
+	}
+	r.printSavings(&b)
+	for _, warn := range r.Warnings {
+		fmt.Fprintf(&b, "WARNING: %s\n", warn)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// printRecovery writes what followed the outage, for each fleet arm: its
+// tail runs, recovery check and probes.
+func (r *Report) printRecovery(b *strings.Builder) {
+	c := r.Config
+	fmt.Fprintf(b, "\nafter the vendor recovered at %s, runs kept arriving until each fleet breaker closed:\n", c.Outage)
 	for _, row := range r.Rows {
 		if row.Recovery == nil {
 			continue
@@ -601,7 +620,7 @@ func (r *Report) Print(w io.Writer) error {
 		case rec.TailRuns == 0:
 			closed = "closed again by a probe before the recovery"
 		}
-		fmt.Fprintf(&b, "  arm %d: %s; %s arrived meanwhile, %d of them answered without search, %d of their calls reached the vendor\n",
+		fmt.Fprintf(b, "  arm %d: %s; %s arrived meanwhile, %d of them answered without search, %d of their calls reached the vendor\n",
 			row.Arm, closed, plural(rec.TailRuns, "run"), rec.TailLacked, rec.TailCalls)
 		if rec.Checked {
 			half := "never half-open after the recovery"
@@ -612,11 +631,11 @@ func (r *Report) Print(w io.Writer) error {
 				}
 				half = fmt.Sprintf("half-open %s after recovery (at the daemon), by %s", rec.HalfOpenAfter.Round(time.Second), by)
 			}
-			fmt.Fprintf(&b, "         %s; %d status requests reached the vendor, at most %d in any minute\n",
+			fmt.Fprintf(b, "         %s; %d status requests reached the vendor, at most %d in any minute\n",
 				half, rec.CheckRequests, rec.MaxPerMinute)
 		}
 		if row.Wire.Trip != nil {
-			fmt.Fprintf(&b, "         opened at %s; probes recorded at", row.Wire.TripAt.Round(time.Second))
+			fmt.Fprintf(b, "         opened at %s; probes recorded at", row.Wire.TripAt.Round(time.Second))
 			for i, p := range row.Wire.Probes {
 				sep, verdict := ",", "failed"
 				if i == 0 {
@@ -625,23 +644,11 @@ func (r *Report) Print(w io.Writer) error {
 				if p.OK {
 					verdict = "ok"
 				}
-				fmt.Fprintf(&b, "%s %s %s", sep, p.At.Round(time.Second), verdict)
+				fmt.Fprintf(b, "%s %s %s", sep, p.At.Round(time.Second), verdict)
 			}
 			b.WriteString("\n")
 		}
 	}
-	for _, row := range r.Rows {
-		if row.Recovery == nil {
-			continue
-		}
-		fmt.Fprintf(&b, "breakerd RPCs for arm %d's breaker (%s): Allow %d, Record %d, BatchGet %d\n", row.Arm, r.countedAt, row.Wire.Allow, row.Wire.Record, row.Wire.BatchGet)
-	}
-	r.printSavings(&b)
-	for _, warn := range r.Warnings {
-		fmt.Fprintf(&b, "WARNING: %s\n", warn)
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
 }
 
 // ErrPolicy is wrapped by Report.Err when an external daemon's policy is
