@@ -113,6 +113,10 @@ type Call struct {
 	Actor string
 
 	// Token is the lease token an Allow hands out if it becomes the probe.
+	// Each Allow proposes a token of its own (the daemon makes it), so
+	// only the same call sent again presents the token holding the lease:
+	// it is answered PROBE again (Result.Repeat), never denied for its own
+	// lease.
 	Token string
 
 	// Evidence is what a Record's outcome says (quorum.Classify).
@@ -207,6 +211,11 @@ type Result struct {
 	// parent's denial has ended by the fleet's clock: the parent must be
 	// asked (its probe may be due) and the child asked again (parent.go).
 	ParentDue bool
+	// Repeat says the Allow was one already applied, sent again: its own
+	// token holds the live lease (a reply lost on its way back and the
+	// command resent). It answers PROBE as the first did, and writes
+	// nothing.
+	Repeat bool
 }
 
 // Notice is a non-durable notice a Record publishes: pub/sub only, never
@@ -404,6 +413,11 @@ func (st *step) allow() {
 		st.res.Wrote = true
 		st.emit("transition", "open", "half_open", CauseCooldownElapsed, now)
 	} else if probe.LeaseLive(s.Lease, s.LeaseUntil, now) {
+		if s.Lease == st.c.Token && s.LeaseBy == st.c.Actor {
+			// This very call took the lease already (Call.Token).
+			st.res.Decision, st.res.Repeat = pb.Decision_DECISION_PROBE, true
+			return
+		}
 		deny(pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT, s.LeaseUntil-now)
 		return
 	} else if now < s.ProbeAt {

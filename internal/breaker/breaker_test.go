@@ -98,6 +98,40 @@ func TestLifecycle(t *testing.T) {
 	}
 }
 
+// TestAllowSentTwice: an Allow that took the probe lease, sent again
+// with its own token (its reply was lost and the command resent), is
+// answered PROBE again and writes nothing; any other call, the same
+// worker's next Allow included, still finds the probe in flight.
+func TestAllowSentTwice(t *testing.T) {
+	m := &machine{t: t, tb: NewTable(), now: 1_000_000}
+	m.record("w1", quorum.Failure, 0)
+	m.record("w2", quorum.Failure, 0)
+	m.record("w1", quorum.Failure, 0)
+	m.now += 10000
+	probe := Call{Op: OpAllow, Actor: "w1", Token: "lost-reply"}
+	first, v, _ := m.tb.Apply("search", params, probe, m.now)
+	if first.Decision != pb.Decision_DECISION_PROBE || first.Repeat {
+		t.Fatalf("Allow after the cooldown = %+v, want a PROBE that is no repeat", first)
+	}
+	before, _ := m.tb.State("search", m.now)
+	m.now += 10
+	again, v2, ev := m.tb.Apply("search", params, probe, m.now)
+	if again.Decision != pb.Decision_DECISION_PROBE || !again.Repeat || again.Wrote || len(ev) != 0 || v2.Gen != v.Gen {
+		t.Errorf("the same Allow sent again = %+v (gen %d, events %v), want PROBE, Repeat, nothing written at gen %d", again, v2.Gen, ev, v.Gen)
+	}
+	if after, _ := m.tb.State("search", m.now); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("the repeat changed the state: %v, was %v", after, before)
+	}
+	for _, c := range []Call{
+		{Op: OpAllow, Actor: "w1", Token: "next-call"},  // the same worker's next call
+		{Op: OpAllow, Actor: "w2", Token: "lost-reply"}, // another worker (tokens are the daemon's)
+	} {
+		if r, _, _ := m.tb.Apply("search", params, c, m.now); r.Decision != pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT || r.Repeat {
+			t.Errorf("Allow(%s, token %s) = %+v, want DENIED_PROBE_IN_FLIGHT", c.Actor, c.Token, r)
+		}
+	}
+}
+
 // TestApplyNeverModifiesItsInput: Apply is pure.
 func TestApplyNeverModifiesItsInput(t *testing.T) {
 	s := State{Fails: 1, Workers: []string{"w1"}}

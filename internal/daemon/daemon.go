@@ -136,7 +136,7 @@ func assemble(c Config, log *slog.Logger, rdb redis.UniversalClient, channel str
 	var degraded func(bool)               // the metric, once it exists
 	var saved func(string, store.Savings) // likewise
 	d.st = store.New(rdb, store.Options{Policies: policies, EventsMaxLen: c.EventsMaxLen, EventRetention: c.EventRetention,
-		Channel: channel, Outage: outage, MaxBreakers: c.MaxBreakers, OnSaved: func(b string, n store.Savings) { saved(b, n) },
+		Channel: channel, Outage: outage, MaxBreakers: c.MaxBreakers, Log: log, OnSaved: func(b string, n store.Savings) { saved(b, n) },
 		OnOutage: func(node string, down bool) {
 			logOutage(log, node, down)
 			degraded(d.st.Degraded())
@@ -404,7 +404,7 @@ func connect(c Config, log *slog.Logger) (redis.UniversalClient, string, func(),
 	if password != "" {
 		opt.Password = password
 	}
-	opt.MaxRetries = redisRetries
+	opt.MaxRetries = RedisRetries
 	// One dial attempt per command: a Redis that refuses connections is
 	// an outage to notice from the failing request itself, not after
 	// go-redis's five dial retries.
@@ -499,9 +499,11 @@ func redisPassword(c Config, log *slog.Logger) (string, error) {
 	return pw, nil
 }
 
-// redisRetries bounds go-redis's retries of a failed command: a breaker
+// RedisRetries bounds go-redis's retries of a failed command: a breaker
 // must answer fast, and a worker's client has its own budget and fallback.
-const redisRetries = 1
+// A retry may send a script Redis already ran (its reply lost): the
+// decision scripts are safe to run twice (internal/store/replylost.go).
+const RedisRetries = 1
 
 // healthDeps are what the health check reads and sets.
 type healthDeps struct {

@@ -78,7 +78,7 @@ func (c *coalescer) run(ctx context.Context, sc script, keys []string, args []an
 	}
 	if err := f.WaitContext(ctx); err != nil {
 		if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-			return nil, err
+			return nil, stillQueued{err: err, wait: func() { _ = f.Wait() }}
 		}
 		if redis.HasErrorPrefix(err, "NOSCRIPT") {
 			res, err := sc.Eval(ctx, c.rdb, keys, args...).Slice()
@@ -97,8 +97,12 @@ func (c *coalescer) run(ctx context.Context, sc script, keys []string, args []an
 }
 
 // script runs sc for a decision (Allow, Record): coalesced unless
-// Options.Unpipelined.
+// Options.Unpipelined. A context ended before the call sends nothing
+// (unsent: no reply to lose).
 func (s *Store) script(ctx context.Context, sc script, keys []string, args []any) ([]any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, unsent{err}
+	}
 	if s.pipe == nil {
 		return run(ctx, s.rdb, sc, keys, args...)
 	}

@@ -68,6 +68,9 @@ type dstep struct {
 	Parent        string `json:"parent,omitempty"`
 	ParentIn      int64  `json:"parent_in_ms,omitempty"`
 	ParentForever bool   `json:"parent_forever,omitempty"`
+	// Again sends an allow with the lease token of the allow before it,
+	// as go-redis resends a command whose reply was lost.
+	Again bool `json:"again,omitempty"`
 	// Quiet is a record's alert mark (breaker.Call.Quiet): its caller is
 	// past its alert quota.
 	Quiet string `json:"quiet,omitempty"`
@@ -97,6 +100,9 @@ func (s dstep) parent(now int64) breaker.Parent {
 func (s dstep) String() string {
 	switch s.Op {
 	case "allow":
+		if s.Again {
+			return fmt.Sprintf("allow   b%d %s again (the last allow's token)", s.Breaker, s.Worker)
+		}
 		if s.Parent != "" {
 			return fmt.Sprintf("allow   b%d %s parent=%s in=%dms forever=%v", s.Breaker, s.Worker, s.Parent, s.ParentIn, s.ParentForever)
 		}
@@ -215,11 +221,12 @@ func genCase(t *rapid.T) dcase {
 	c.Policy.Shadow = rapid.Bool().Draw(t, "shadow")
 	workers := []string{"w1", "w2", "w3"}
 	n := rapid.IntRange(1, 60).Draw(t, "steps")
+	var lastAllow *dstep
 	for range n {
 		var s dstep
 		switch op := rapid.IntRange(0, 99).Draw(t, "op"); {
 		case op < 30:
-			s = dstep{Op: "allow"}
+			s = dstep{Op: "allow", Again: rapid.IntRange(0, 5).Draw(t, "again") == 0}
 			if rapid.IntRange(0, 2).Draw(t, "has_parent") == 0 {
 				s.Parent = rapid.SampledFrom([]string{"allowed", "probe", "open", "in_flight", "forced", "paused"}).Draw(t, "parent")
 				s.ParentIn = rapid.SampledFrom([]int64{-5000, -1, 0, 1, 5000}).Draw(t, "parent_in")
@@ -257,6 +264,14 @@ func genCase(t *rapid.T) dcase {
 			s.Breaker = rapid.IntRange(0, 1).Draw(t, "breaker")
 			s.Worker = rapid.SampledFrom(workers).Draw(t, "worker")
 		}
+		if s.Again && lastAllow != nil && rapid.Bool().Draw(t, "same_call") {
+			// Mostly the same call sent again, as go-redis resends it.
+			s = *lastAllow
+			s.Again = true
+		}
+		if s.Op == "allow" {
+			lastAllow = &s
+		}
 		c.Steps = append(c.Steps, s)
 	}
 	return c
@@ -271,6 +286,8 @@ type harness struct {
 	now   atomic.Int64
 	u     atomic.Uint64
 	token atomic.Int64
+	// again makes the next token the last one again (dstep.Again).
+	again atomic.Bool
 	seq   atomic.Int64
 	pol   atomic.Pointer[policy.Policy]
 	// feed is the events channel's live feed: run notices are compared
@@ -292,10 +309,15 @@ func newHarness(t *testing.T, b *testredis.Backend) *harness {
 	pol := policy.Default()
 	h.pol.Store(&pol)
 	h.st = store.New(b.Client, store.Options{
-		Now:      func() time.Time { return time.UnixMilli(h.now.Load()) },
-		Rand:     func() float64 { return math.Float64frombits(h.u.Load()) },
-		NewToken: func() string { return "t" + strconv.FormatInt(h.token.Add(1), 10) },
-		Channel:  b.Prefix + "events",
+		Now:  func() time.Time { return time.UnixMilli(h.now.Load()) },
+		Rand: func() float64 { return math.Float64frombits(h.u.Load()) },
+		NewToken: func() string {
+			if h.again.Swap(false) {
+				return "t" + strconv.FormatInt(h.token.Load(), 10)
+			}
+			return "t" + strconv.FormatInt(h.token.Add(1), 10)
+		},
+		Channel: b.Prefix + "events",
 	})
 	if err := h.st.Load(context.Background()); err != nil {
 		t.Fatal(err)
@@ -428,6 +450,7 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 			continue
 		case "allow":
 			pv := s.parent(now)
+			h.again.Store(s.Again)
 			got, due, err := h.st.AllowUnder(ctx, name, s.Worker, pv)
 			if err != nil {
 				fatalf("Allow: %v", err)

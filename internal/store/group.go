@@ -86,6 +86,18 @@ func (s *Store) scriptKeys(name string, g *policy.Group) []string {
 	return append(k.list(), k.Check, known, open)
 }
 
+// recordKeys are record.lua's KEYS: scriptKeys with the breaker's recent
+// Records in the seventh place (lib.lua), before the group's.
+func (s *Store) recordKeys(name string, g *policy.Group) []string {
+	k := KeysOf(name)
+	out := append(k.list(), k.Records)
+	if g == nil || s.onCluster() {
+		return out
+	}
+	known, open := GroupKeys(g.Name)
+	return append(out, known, open)
+}
+
 // groupOf returns the group of name under set, or nil.
 func groupOf(set *policy.Set, name string) *policy.Group {
 	if g, ok := set.GroupOf(name); ok {

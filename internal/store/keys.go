@@ -22,7 +22,7 @@ const hookPrefix = "breakerd:hooks:"
 //   - A name that does not start with "}" is wrapped in a hash tag:
 //     brk:{<name>}:state, brk:{<name>}:workers, brk:{<name>}:events,
 //     brk:{<name>}:rl, brk:{<name>}:pause, brk:{<name>}:win,
-//     brk:{<name>}:check.
+//     brk:{<name>}:check, brk:{<name>}:rec.
 //     Redis Cluster hashes the text between the first "{" and the first "}"
 //     after it (redis.io, "Cluster specification", hash tags): the whole name
 //     when it has no "}", else the part before its first "}". Either way the
@@ -53,6 +53,9 @@ type Keys struct {
 	// Check is the recovery check lease: which daemon runs the breaker's
 	// recovery check, until when (check_lease.lua).
 	Check string
+	// Records remembers, briefly, what the breaker's recent Records
+	// answered, by their ids (record.lua; replylost.go).
+	Records string
 }
 
 // KeysOf returns breaker's keys. It is the one place breakerd builds them.
@@ -64,7 +67,7 @@ func KeysOf(breaker string) Keys {
 		tag = Prefix + "{" + breaker + "}:"
 	}
 	return Keys{State: tag + "state", Workers: tag + "workers", Events: tag + "events", RL: tag + "rl", Pause: tag + "pause",
-		Window: tag + "win", Check: tag + "check"}
+		Window: tag + "win", Check: tag + "check", Records: tag + "rec"}
 }
 
 // list returns the keys as the KEYS of every script, in the order lib.lua

@@ -23,10 +23,10 @@ func TestKeysOfNamesThatWorkedKeepTheirKeys(t *testing.T) {
 		name string
 		want store.Keys
 	}{
-		{"web_search", store.Keys{State: "brk:{web_search}:state", Workers: "brk:{web_search}:workers", Events: "brk:{web_search}:events", RL: "brk:{web_search}:rl", Pause: "brk:{web_search}:pause", Window: "brk:{web_search}:win", Check: "brk:{web_search}:check"}},
-		{"a}b", store.Keys{State: "brk:{a}b}:state", Workers: "brk:{a}b}:workers", Events: "brk:{a}b}:events", RL: "brk:{a}b}:rl", Pause: "brk:{a}b}:pause", Window: "brk:{a}b}:win", Check: "brk:{a}b}:check"}},
-		{"{", store.Keys{State: "brk:{{}:state", Workers: "brk:{{}:workers", Events: "brk:{{}:events", RL: "brk:{{}:rl", Pause: "brk:{{}:pause", Window: "brk:{{}:win", Check: "brk:{{}:check"}},
-		{"}lead", store.Keys{State: "brk:#{8fe6fc8e}}lead:state", Workers: "brk:#{8fe6fc8e}}lead:workers", Events: "brk:#{8fe6fc8e}}lead:events", RL: "brk:#{8fe6fc8e}}lead:rl", Pause: "brk:#{8fe6fc8e}}lead:pause", Window: "brk:#{8fe6fc8e}}lead:win", Check: "brk:#{8fe6fc8e}}lead:check"}},
+		{"web_search", store.Keys{State: "brk:{web_search}:state", Workers: "brk:{web_search}:workers", Events: "brk:{web_search}:events", RL: "brk:{web_search}:rl", Pause: "brk:{web_search}:pause", Window: "brk:{web_search}:win", Check: "brk:{web_search}:check", Records: "brk:{web_search}:rec"}},
+		{"a}b", store.Keys{State: "brk:{a}b}:state", Workers: "brk:{a}b}:workers", Events: "brk:{a}b}:events", RL: "brk:{a}b}:rl", Pause: "brk:{a}b}:pause", Window: "brk:{a}b}:win", Check: "brk:{a}b}:check", Records: "brk:{a}b}:rec"}},
+		{"{", store.Keys{State: "brk:{{}:state", Workers: "brk:{{}:workers", Events: "brk:{{}:events", RL: "brk:{{}:rl", Pause: "brk:{{}:pause", Window: "brk:{{}:win", Check: "brk:{{}:check", Records: "brk:{{}:rec"}},
+		{"}lead", store.Keys{State: "brk:#{8fe6fc8e}}lead:state", Workers: "brk:#{8fe6fc8e}}lead:workers", Events: "brk:#{8fe6fc8e}}lead:events", RL: "brk:#{8fe6fc8e}}lead:rl", Pause: "brk:#{8fe6fc8e}}lead:pause", Window: "brk:#{8fe6fc8e}}lead:win", Check: "brk:#{8fe6fc8e}}lead:check", Records: "brk:#{8fe6fc8e}}lead:rec"}},
 	} {
 		if diff := cmp.Diff(tc.want, store.KeysOf(tc.name)); diff != "" {
 			t.Errorf("KeysOf(%q) (-want +got):\n%s", tc.name, diff)
@@ -90,7 +90,7 @@ func TestEveryNameMapsToOneSlot(t *testing.T) {
 		k := store.KeysOf(n)
 		s := clusterSlot(k.State)
 		if clusterSlot(k.Workers) != s || clusterSlot(k.Events) != s || clusterSlot(k.RL) != s ||
-			clusterSlot(k.Pause) != s || clusterSlot(k.Window) != s || clusterSlot(k.Check) != s {
+			clusterSlot(k.Pause) != s || clusterSlot(k.Window) != s || clusterSlot(k.Check) != s || clusterSlot(k.Records) != s {
 			t.Errorf("KeysOf(%q) = %+v: slots %d %d %d, want one", n, k, s, clusterSlot(k.Workers), clusterSlot(k.Events))
 		}
 	}
@@ -111,7 +111,7 @@ func TestEveryNameWorksOnTheCluster(t *testing.T) {
 			for _, n := range gen {
 				k := store.KeysOf(n)
 				var slots []int64
-				for _, key := range []string{k.State, k.Workers, k.Events, k.Check} {
+				for _, key := range []string{k.State, k.Workers, k.Events, k.Check, k.Records} {
 					s, err := b.Client.ClusterKeySlot(ctx, key).Result()
 					if err != nil {
 						t.Fatalf("CLUSTER KEYSLOT %q: %v", key, err)
@@ -121,7 +121,7 @@ func TestEveryNameWorksOnTheCluster(t *testing.T) {
 					}
 					slots = append(slots, s)
 				}
-				if slots[0] != slots[1] || slots[0] != slots[2] || slots[0] != slots[3] {
+				if slots[0] != slots[1] || slots[0] != slots[2] || slots[0] != slots[3] || slots[0] != slots[4] {
 					t.Errorf("KeysOf(%q) = %+v in slots %v, want one", n, k, slots)
 				}
 			}
@@ -142,7 +142,7 @@ func TestEveryNameWorksOnTheCluster(t *testing.T) {
 		t.Cleanup(func() {
 			for _, n := range used {
 				k := store.KeysOf(n)
-				for _, key := range []string{k.State, k.Workers, k.Events, k.Check} {
+				for _, key := range []string{k.State, k.Workers, k.Events, k.Check, k.Records} {
 					if err := b.Client.Del(context.Background(), key).Err(); err != nil {
 						t.Errorf("cleanup %q: %v", key, err)
 					}

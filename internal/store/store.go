@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -82,6 +83,9 @@ type Options struct {
 	// that it finds Redis has lost (forgotten.go): from an Allow, or from
 	// FindLost. It must not block.
 	OnLost func(Lost)
+	// Log receives what no answer tells: a script's reply lost after
+	// Redis ran it (replylost.go). Default: discarded.
+	Log *slog.Logger
 }
 
 // Store runs breakerd's scripts against one Redis (or Redis Cluster).
@@ -102,6 +106,8 @@ type Store struct {
 	tally tally
 	// fg remembers the lost states reported (forgotten.go).
 	fg *forgetting
+	// settling counts the lost Allows being settled (replylost.go).
+	settling atomic.Int32
 	// alerts is the alert quota (SetAlertQuota); it holds an AlertQuota.
 	alerts atomic.Value
 }
@@ -126,7 +132,6 @@ func (s *Store) alertQuota() AlertQuota {
 		return *q
 	}
 	return nil
-
 }
 
 // New returns a Store on rdb. Call Load before serving.
@@ -272,8 +277,10 @@ func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent brea
 	args := append(s.common(name, worker, p, 7), s.o.NewToken(), params.ProbeTimeout, params.CooldownBase,
 		params.Jitter, boolArg(params.Shadow), parentCode, parentUntil)
 	known, heard := s.heard(name) // before Redis is asked (see heard)
-	out, err := s.script(ctx, allowScript, s.scriptKeys(name, g), args)
+	keys := s.scriptKeys(name, g)
+	out, err := s.script(ctx, allowScript, keys, args)
 	if err != nil {
+		s.lostAllow(name, worker, keys, args, err)
 		if s.failed(ctx, n, name, err) {
 			return s.memoryAllow(n, name, worker), false, nil
 		}
@@ -287,8 +294,13 @@ func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent brea
 	v := r.view(3)
 	shadow := r.int(4)
 	due = r.int(5) == 1
+	repeated := r.int(6) == 1
 	if err := r.errOr(); err != nil {
 		return nil, false, fmt.Errorf("store: allow %q: %w", name, err)
+	}
+	if repeated {
+		s.log().Warn("redis had applied an Allow whose reply was lost; the resent Allow was answered as the probe it already was",
+			"breaker", name, "worker", worker)
 	}
 	if code < 1 || code > int64(pb.Decision_DECISION_DENIED_PARENT_OPEN) || shadow < 0 || shadow > int64(pb.Decision_DECISION_DENIED_PARENT_OPEN) {
 		return nil, false, fmt.Errorf("store: allow %q: unknown decision %d (shadow %d)", name, code, shadow)
@@ -345,19 +357,29 @@ func AllowAnswer(name, worker string, res breaker.Result, v breaker.View, token 
 }
 
 // Record runs record.lua: one round trip. The outcome must be a defined
-// Outcome (quorum.Classify's error otherwise).
+// Outcome (quorum.Classify's error otherwise). Each call carries an id of
+// its own, so that Redis applies it once even when it is sent twice (lost
+// replies: replylost.go).
 func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordResponse, error) {
-	name := req.GetBreaker()
 	set := s.policies.Load()
-	p, g := set.For(name), groupOf(set, name)
-	c, err := RecordCall(req, p)
+	c, err := RecordCall(req, set.For(req.GetBreaker()))
 	if err != nil {
 		return nil, err
 	}
-	n := s.nodeOf(ctx, name)
+	n := s.nodeOf(ctx, req.GetBreaker())
 	if n.down.Load() {
 		return s.memoryRecord(n, req, c), nil
 	}
+	return s.record(ctx, req, c, set, n)
+}
+
+// record runs record.lua for req, whose call is c, under the policy set
+// set. With the breaker's node n, a node that cannot serve the call is
+// answered from memory (Options.Outage), as Record answers; with nil, it
+// is an error.
+func (s *Store) record(ctx context.Context, req *pb.RecordRequest, c breaker.Call, set *policy.Set, n *node) (*pb.RecordResponse, error) {
+	name := req.GetBreaker()
+	p, g := set.For(name), groupOf(set, name)
 	// Only a failure, a slow success, or any call in window mode (it
 	// writes the window) can create state for a breaker that holds none,
 	// or trip one.
@@ -370,7 +392,34 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 	}
 	params := ParamsOf(p, s.o.Rand())
 	open, readCounts := s.groupCap(ctx, g, name, mayTrip, &params)
-	args := append(s.common(name, req.GetWorkerId(), p, 26), string(c.Evidence),
+	quiet, q := "", s.alertQuota()
+	if q != nil {
+		quiet = q.Quiet(ctx)
+	}
+	args := append(s.recordArgs(name, req.GetWorkerId(), c, p, params), open, quiet,
+		newRecordID(), recordMemory.Milliseconds(), boolArg(mayTrip), recordsKept)
+	res, err := s.script(ctx, recordScript, s.recordKeys(name, g), args)
+	if err != nil {
+		if n != nil && s.failed(ctx, n, name, err) {
+			return s.memoryRecord(n, req, c), nil
+		}
+		s.lostRecord(name, req.GetWorkerId(), err)
+		return nil, fmt.Errorf("store: record %q: %w", name, err)
+	}
+	if n != nil {
+		s.answered(n)
+	}
+	a, err := s.recordAnswer(ctx, res, name, req.GetWorkerId(), c, p, g, readCounts)
+	if err == nil && q != nil { // the reply's last element: the alerts it raised
+		q.Raised(ctx, quiet, (&reply{v: res}).int(len(res)-1))
+	}
+	return a, err
+}
+
+// recordArgs are record.lua's ARGV up to the group's members (ARGV[31]);
+// the caller appends the rest.
+func (s *Store) recordArgs(name, worker string, c breaker.Call, p policy.Policy, params breaker.Params) []any {
+	return append(s.common(name, worker, p, 30), string(c.Evidence),
 		c.Ticket.Gen, c.Ticket.Lease, c.RetryAfter, c.Last,
 		params.Rule.Threshold, params.Rule.MinWorkers, params.Rule.RateLimitTrips,
 		params.CooldownBase, params.CooldownCap, params.Jitter,
@@ -378,36 +427,30 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 		params.WindowMs, params.FailureRate, params.MinCalls,
 		c.Latency, params.SlowCallMs, params.SlowCallThreshold, params.SlowCallRate,
 		boolArg(params.Shadow), boolArg(c.Ticket.Shadow),
-		params.MaxOpenPPM, params.GroupMembers, open, "")
-	q := s.alertQuota()
-	if q != nil {
-		args[len(args)-1] = q.Quiet(ctx)
-	}
-	res, err := s.script(ctx, recordScript, s.scriptKeys(name, g), args)
-	if err != nil {
-		if s.failed(ctx, n, name, err) {
-			return s.memoryRecord(n, req, c), nil
-		}
-		return nil, fmt.Errorf("store: record %q: %w", name, err)
-	}
-	s.answered(n)
+		params.MaxOpenPPM, params.GroupMembers)
+}
+
+// recordAnswer decodes record.lua's reply res into the API's answer.
+func (s *Store) recordAnswer(ctx context.Context, res []any, name, worker string, c breaker.Call, p policy.Policy, g *policy.Group, readCounts bool) (*pb.RecordResponse, error) {
 	r := reply{v: res}
 	counted := r.int(0) == 1
 	note := breaker.Note(r.str(1))
 	v := r.view(2)
+	repeated := r.int(3) == 1
 	if err := r.errOr(); err != nil {
 		return nil, fmt.Errorf("store: record %q: %w", name, err)
+	}
+	if repeated {
+		s.log().Warn("redis had applied a Record whose reply was lost; the resent Record was answered as the first, not counted again",
+			"breaker", name, "worker", worker)
 	}
 	if g != nil && s.onCluster() && (readCounts || v.Gen != c.Ticket.Gen) {
 		s.indexGroup(ctx, g, name, p, v)
 	}
 	st := stateOf(v, name, p)
 	withGroup(st, g)
-	if len(res) == 7 { // window mode: the window's calls, failures and slow calls
-		st.WindowCalls, st.WindowFailures, st.SlowCalls = r.int(3), r.int(4), r.int(5)
-	}
-	if alerts := r.int(len(res) - 1); q != nil && r.errOr() == nil {
-		q.Raised(ctx, args[len(args)-1].(string), alerts)
+	if len(res) == 8 { // window mode: the window's calls, failures and slow calls
+		st.WindowCalls, st.WindowFailures, st.SlowCalls = r.int(4), r.int(5), r.int(6)
 	}
 	// A 401 or 402 raises an alert even on a breaker holding nothing.
 	alerted := c.Evidence == quorum.CredentialRejected || c.Evidence == quorum.QuotaExhausted

@@ -17,7 +17,7 @@
 -- ARGV[14] -> when the parent's denial ends, ms since the epoch (0: only
 --             an operator ends it)
 --
--- Returns {decision, retry_after_ms, lease_token, snapshot, shadow_decision, parent_due}
+-- Returns {decision, retry_after_ms, lease_token, snapshot, shadow_decision, parent_due, repeat}
 --   decision: 1 allowed, 2 probe, 3 denied_open, 4 denied_probe_in_flight,
 --             5 denied_forced_open, 6 denied_suspect_worker (ARGV[7] is
 --             the worker record.lua suspects, or refused probes after
@@ -32,6 +32,10 @@
 --   parent_due: 1 with decision 8 when the parent's denial has ended by
 --             this script's clock: the daemon asks the parent's script
 --             (its probe may be due) and this one again; else 0
+--   repeat:   1 when this call had already taken the lease: ARGV[8] holds
+--             it for ARGV[7] (the same Allow sent again after its reply
+--             was lost: breaker.Result.Repeat); it answers PROBE again
+--             and writes nothing. Else 0
 -- Writes nothing unless the call moves the breaker (open -> half_open, a
 -- new lease, a lapsed force): a worker asking about a closed breaker never
 -- creates state.
@@ -48,7 +52,7 @@ local s = load()
 local dirty = expire_force(s)
 if expire_pause(s) then dirty = true end
 
-local function reply(code, retry_after, token, parent_due)
+local function reply(code, retry_after, token, parent_due, again)
   if dirty then save(s) end
   local shadow = 0
   if shadowing(s) and code ~= 8 then
@@ -56,7 +60,7 @@ local function reply(code, retry_after, token, parent_due)
     -- parent's denial is the parent's word, enforced (breaker/parent.go).
     shadow, code, retry_after = code, 1, 0
   end
-  return { code, retry_after, token or '', snapshot(s), shadow, parent_due or 0 }
+  return { code, retry_after, token or '', snapshot(s), shadow, parent_due or 0, again or 0 }
 end
 
 if s.force == 'open' then
@@ -93,6 +97,9 @@ if s.st == 'open' then
   dirty = true
   emit(s, 'transition', 'open', 'half_open', 'cooldown_elapsed', clock())
 elseif s.lease ~= '' and s.lease_until > clock() then
+  if s.lease == TOKEN and s.lease_by == ACTOR then
+    return reply(2, 0, s.lease, nil, 1) -- this very call took it already
+  end
   return reply(4, s.lease_until - clock())
 elseif clock() < s.probe_at then
   -- The last probe was told to wait (a 429 within its deadline).

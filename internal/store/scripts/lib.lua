@@ -14,8 +14,10 @@
 --                                 credential was rejected (the pause quorum)
 -- KEYS[6] -> brk:{<name>}:win     hash: the failure-rate window (window
 --                                 mode only; fields below, breaker.Window)
--- KEYS[7] -> brk:{<name>}:check  (check_lease.lua; passed before the
---            group's keys, unread by the other scripts)
+-- KEYS[7] -> brk:{<name>}:check  (check_lease.lua), or
+--            brk:{<name>}:rec (record.lua: the recent Records' ids,
+--            see there); passed before the group's keys, unread by the
+--            other scripts
 -- KEYS[8] -> brk:grp:{<group>}:known  sorted set: the breaker's group's
 --            members holding state, scored by when their state expires
 --            (ms; +inf for a pin without an end)

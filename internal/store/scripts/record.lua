@@ -50,11 +50,25 @@
 -- ARGV[33] -> quiet: '' to send the alerts this call raises to hooks, or
 --             the mark they carry past the caller's alert quota (lib.lua
 --             QUIET; breaker.Call.Quiet)
+-- ARGV[34] -> the Record's id, made by the daemon for this call ('' for
+--             none): a Record sent again (its reply lost on the way back,
+--             the command resent) is answered as the first was and
+--             applied once (docs/reliability.md, "A reply lost")
+-- ARGV[35] -> how long the ids are remembered, ms (after the last one)
+-- ARGV[36] -> 1 when the outcome may create state for a breaker that
+--             holds none (a failure, a slow success, window mode): only
+--             then, or when it holds state, is the id looked up and kept
+-- ARGV[37] -> how many ids are remembered: the hash is emptied when full
+-- KEYS[7]  -> brk:{<name>}:rec  hash: the breaker's recent Record ids,
+--             each to what it answered: its counted flag (0|1), then its
+--             note
 --
--- Returns {counted (0|1), note, snapshot, alerts}; note is a breaker.Note
--- code, alerts how many alerts the call raised. In window mode the reply
--- has the window's calls, failures and slow calls after the call (0 after
--- a transition: the window starts empty) before alerts.
+-- Returns {counted (0|1), note, snapshot, repeat, alerts}; note is a
+-- breaker.Note code; repeat is 1 when ARGV[34] was seen already (the
+-- answer is the first one's, nothing is applied again), else 0; alerts is
+-- how many alerts the call raised. In window mode the reply has the
+-- window's calls, failures and slow calls after the call (0 after a
+-- transition: the window starts empty) before alerts.
 -- Publishes (never logs) a run notice, run_started or run_ended, when a
 -- closed breaker's failure run starts or ends without a transition.
 -- Every transition into open lasts max(the cooldown, the Retry-After of the
@@ -104,6 +118,9 @@ local TICKET_SHADOW = ARGV[29] == '1'
 local MAX_OPEN_PPM = tonumber(ARGV[30]) or 0
 local GROUP_MEMBERS, GROUP_OPEN = tonumber(ARGV[31]) or 0, tonumber(ARGV[32])
 QUIET = ARGV[33] or ''
+local RECORD_ID, RECORD_TTL, MAY_CREATE = ARGV[34] or '', tonumber(ARGV[35]) or 0, ARGV[36] == '1'
+local RECORD_KEEP = tonumber(ARGV[37]) or 0
+local K_RECORD = KEYS[7]
 -- KEEP is the most distinct workers a run keeps (quorum.Rule.Keep: the
 -- quorum, or quorum.MaxWorkers = 64 when larger): a new worker past it
 -- still counts its failure, slow call or vote, but is not added, so no
@@ -150,10 +167,22 @@ local CAP_NOTE = nil
 -- window_record left them; reply reads them when no window_record ran.
 local win_reply
 
+-- REMEMBER: this Record's id is looked up, and kept with its answer
+-- (ARGV[34..37]); REPEAT: it was seen already; RECENT: how many ids the
+-- breaker remembers.
+local REMEMBER = RECORD_ID ~= '' and (s.stored or MAY_CREATE)
+local REPEAT, RECENT = 0, 0
+
 local function reply(counted, note)
   if dirty then save(s) end
   run_notice()
-  if WINDOW_MS <= 0 then return { counted, note or CAP_NOTE or '', snapshot(s), ALERTS } end
+  note = note or CAP_NOTE or ''
+  if REMEMBER and REPEAT == 0 then
+    if RECENT >= RECORD_KEEP then redis.call('DEL', K_RECORD) end
+    redis.call('HSET', K_RECORD, RECORD_ID, tostring(counted) .. note)
+    redis.call('PEXPIRE', K_RECORD, RECORD_TTL)
+  end
+  if WINDOW_MS <= 0 then return { counted, note, snapshot(s), REPEAT, ALERTS } end
   -- Window mode: the window's totals too (of the current generation:
   -- empty after a transition), as read.lua gives them.
   local t = win_reply
@@ -163,7 +192,7 @@ local function reply(counted, note)
     local calls, fails, _, slow = win_totals(win_load(s.gen, win_bucket(WINDOW_MS)))
     t = { calls, fails, slow }
   end
-  return { counted, note or CAP_NOTE or '', snapshot(s), t[1], t[2], t[3], ALERTS }
+  return { counted, note, snapshot(s), REPEAT, t[1], t[2], t[3], ALERTS }
 end
 
 -- group_open returns the group's other open members: from ARGV (a
@@ -255,6 +284,21 @@ local function slow_trip(slow, calls, sworkers)
   elseif q == 'suspect' then
     s.last, s.cause = last, 'slow_suspect'
     suspect('slow_suspect')
+  end
+end
+
+-- The same Record sent again: the first one's answer, nothing applied
+-- twice (the lapsed pin or pause above is the clock's doing, not the
+-- Record's).
+if REMEMBER then
+  local recent = redis.call('HGETALL', K_RECORD)
+  RECENT = #recent / 2
+  for i = 1, #recent, 2 do
+    if recent[i] == RECORD_ID then
+      REPEAT = 1
+      local first = recent[i + 1]
+      return reply(tonumber(string.sub(first, 1, 1)), string.sub(first, 2))
+    end
   end
 end
 
