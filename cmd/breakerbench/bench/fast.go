@@ -210,8 +210,7 @@ func (e *env) fastPropagation(ctx context.Context, o Options, round int) ([]fast
 		if err != nil {
 			return nil, err
 		}
-		pollers[p] = client.New(conn, client.WithWorkerID(fmt.Sprintf("bench-fast-poller-%d", p)),
-			client.WithAllowBudget(10*time.Second), client.WithFastMode())
+		pollers[p] = client.New(conn, clientOptions(fmt.Sprintf("bench-fast-poller-%d", p), client.WithFastMode())...)
 	}
 	defer func() {
 		for _, p := range pollers {

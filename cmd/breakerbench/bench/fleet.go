@@ -266,7 +266,7 @@ func (f *fleet) connect(daemons [2]string) error {
 		if err != nil {
 			return err
 		}
-		c := client.New(conn, client.WithWorkerID(fmt.Sprintf("fleet-observer-%d", i)), client.WithAllowBudget(10*time.Second), client.WithFastMode())
+		c := client.New(conn, clientOptions(fmt.Sprintf("fleet-observer-%d", i), client.WithFastMode())...)
 		f.closers = append(f.closers, func() { _ = c.Close(); _ = conn.Close() })
 		f.conns = append(f.conns, c)
 	}

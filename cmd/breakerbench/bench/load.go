@@ -21,6 +21,7 @@ type sample struct {
 	elapsed time.Duration
 	lat     []time.Duration // every successful op's latency, sorted
 	cmds    int64           // Redis commands (INFO commandstats) during the run
+	scripts int64           // of which script runs (EVALSHA, EVAL and their read-only forms)
 	rpcs    int64           // RPCs the bench sent during the run
 	cpu     time.Duration   // CPU time of the scenario's server process
 	hasCPU  bool            // cpu was measured

@@ -142,6 +142,11 @@ func commandCalls(ctx context.Context, rdb *redis.Client) (int64, map[string]int
 	return total, by, nil
 }
 
+// scriptRuns is the script runs among commandCalls' counts by command.
+func scriptRuns(by map[string]int64) int64 {
+	return by["evalsha"] + by["eval"] + by["evalsha_ro"] + by["eval_ro"]
+}
+
 // usedMemory returns INFO memory's used_memory, in bytes.
 func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
 	s, err := rdb.Info(ctx, "memory").Result()

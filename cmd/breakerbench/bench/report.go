@@ -41,6 +41,7 @@ type row struct {
 	p50, p99, p999       time.Duration
 	errs, ops            int64
 	cmdsPerOp, rpcsPerOp float64
+	scriptsPerOp         float64 // script runs per op: the decisions, without a daemon's background writes
 	rtPerOp              float64
 	cpuPerRPC            time.Duration // the server's CPU per RPC
 	cpuMeasured          bool          // cpuPerRPC was read (the server ran in its own process)
@@ -50,7 +51,7 @@ func summarize(s scenario, ss []sample, rt float64) row {
 	r := row{name: s.name, unit: s.unit, rtPerOp: rt}
 	var rates []float64
 	var lat []time.Duration
-	var cmds, rpcs int64
+	var cmds, scripts, rpcs int64
 	var cpu time.Duration
 	measured := len(ss) > 0
 	for _, x := range ss {
@@ -61,6 +62,7 @@ func summarize(s scenario, ss []sample, rt float64) row {
 		r.errs += x.errs
 		r.ops += x.ops
 		cmds += x.cmds
+		scripts += x.scripts
 		rpcs += x.rpcs
 	}
 	slices.Sort(lat)
@@ -68,6 +70,7 @@ func summarize(s scenario, ss []sample, rt float64) row {
 	r.p50, r.p99, r.p999 = quantile(lat, 0.50), quantile(lat, 0.99), quantile(lat, 0.999)
 	if r.ops > 0 {
 		r.cmdsPerOp = float64(cmds) / float64(r.ops)
+		r.scriptsPerOp = float64(scripts) / float64(r.ops)
 		r.rpcsPerOp = float64(rpcs) / float64(r.ops+r.errs)
 	}
 	if measured && rpcs > 0 {
@@ -103,7 +106,7 @@ func report(w io.Writer, o Options, run []scenario, samples [][]sample, wireRT [
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "ops/s: median over rounds; latencies: over every op of every round; redis cmds/op: INFO commandstats")
 	fmt.Fprintln(w, "(commands inside Lua included) over the timed runs; redis RT/op: requests reaching Redis through a")
-	fmt.Fprintf(w, "counting proxy in a sequential pass of %d ops on twin servers; RPCs/op: RPCs the bench sent;\n", o.WirePass)
+	fmt.Fprintf(w, "counting proxy, the least of %d sequential passes of %d ops on twin servers; RPCs/op: RPCs the bench sent;\n", wirePasses, o.WirePass)
 	fmt.Fprintln(w, "server CPU: user+system time of the server's own process (/proc) over the RPCs sent to it (- when in-process).")
 	if len(all) > 0 {
 		fmt.Fprintf(w, "trip-to-deny: %d trips on daemon A, each timed from the send of the tripping Record until all %d clients\n", len(all), o.Pollers)

@@ -28,7 +28,7 @@ func (e *env) propagation(ctx context.Context, o Options, round int) ([]time.Dur
 		if err != nil {
 			return nil, err
 		}
-		pollers[p] = client.New(conn, client.WithWorkerID(fmt.Sprintf("bench-poller-%d", p)), client.WithAllowBudget(10*time.Second))
+		pollers[p] = client.New(conn, clientOptions(fmt.Sprintf("bench-poller-%d", p))...)
 	}
 	defer func() {
 		for _, p := range pollers {
