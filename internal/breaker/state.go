@@ -55,6 +55,22 @@ const (
 	CauseStateLost       Cause = "state_lost"       // Redis forgot a state a daemon heard (an alert only; Note says what follows)
 )
 
+// causes is every Cause, CauseOpenFractionCap (cap.go) included: the fixed
+// set an event's cause is drawn from (TestEveryCauseIsKnown holds it to
+// the constants).
+var causes = map[Cause]bool{
+	CauseTrip: true, CauseRateLimit: true, CauseProbeFailed: true, CauseCredential: true, CauseCredentialAlert: true,
+	CauseCooldownElapsed: true, CauseProbeSucceeded: true, CauseForceExpired: true, CauseForced: true, CauseAuto: true,
+	CauseStuckOpen: true, CauseSuspect: true, CauseCredentialLone: true, CausePauseExpiring: true, CausePauseExpired: true,
+	CauseProbeAbandoned: true, CauseQuota: true, CauseQuotaAlert: true, CauseQuotaLone: true, CauseOutage: true,
+	CauseWindow: true, CauseWindowSuspect: true, CauseRecoveryCheck: true, CauseSlow: true, CauseSlowSuspect: true,
+	CauseShadow: true, CauseStateLost: true, CauseOpenFractionCap: true,
+}
+
+// Known reports whether c is one of the causes this build decides (an
+// event written by a newer daemon may carry another).
+func (c Cause) Known() bool { return causes[c] }
+
 // State is one breaker's stored state: the fields of its Redis hash
 // brk:{name}:state and the members of its two worker sets. All times are
 // ms since the Unix epoch on the fleet's clock (Redis TIME); durations are

@@ -302,7 +302,7 @@ func TestMetricsAndLogsAfterAScriptedTrip(t *testing.T) {
 		}
 		for _, d := range []running{d1, d2} {
 			shared := b.Mini == nil
-			eventually(t, d.metrics, `breakerd_transitions_total{from="closed",to="open"}`, 1, shared)
+			eventually(t, d.metrics, `breakerd_transitions_total{cause="trip",from="closed",to="open"}`, 1, shared)
 			eventually(t, d.metrics, `breakerd_events_total{kind="transition"}`, 1, shared)
 			// The circuit gauges follow the background listing (every 100ms
 			// here). miniredis holds only this test's breakers; the real
@@ -365,7 +365,7 @@ func TestMetricsAndLogsAfterAScriptedTrip(t *testing.T) {
 		if _, err := c.API().Force(ctx, &pb.ForceRequest{Breaker: name, Mode: pb.ForceMode_FORCE_MODE_OPEN, Reason: "INC-7", TtlMs: 60000, Operator: "alice"}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, d2.metrics, `breakerd_transitions_total{from="open",to="forced_open"}`, 1, b.Mini == nil)
+		eventually(t, d2.metrics, `breakerd_transitions_total{cause="forced",from="open",to="forced_open"}`, 1, b.Mini == nil)
 		eventually(t, d2.metrics, `breakerd_breaker_state{breaker="`+name+`",state="forced_open"}`, 1)
 		if got := scrape(t, d2.metrics, `breakerd_breaker_state{breaker="`+name+`",state="open"}`); got != -1 {
 			t.Errorf("a forced breaker still has its open series: %v", got)

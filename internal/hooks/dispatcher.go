@@ -72,6 +72,8 @@ type Payload struct {
 	CooldownMs      int64  `json:"cooldown_ms"`
 	AtMs            int64  `json:"at_ms"`
 	Actor           string `json:"actor"`
+	// Cause is why it happened (Event.cause: docs/operations.md, "Causes").
+	Cause string `json:"cause"`
 	// Shadow: the breaker is in shadow mode and the event says what would
 	// have happened, not what is enforced (an "opened" event is "would
 	// have opened"; its reason starts "shadow mode, not enforced: ").
@@ -700,6 +702,6 @@ func payload(name string, e *pb.Event) Payload {
 		Kind: breaker.EnumName(e.Kind),
 		From: breaker.EnumName(e.From), To: breaker.EnumName(e.To), Generation: e.Generation, Reason: e.Reason,
 		Failures: e.Failures, DistinctWorkers: e.DistinctWorkers, CooldownMs: e.CooldownMs, AtMs: e.AtMs, Actor: e.Actor,
-		Shadow: e.Shadow,
+		Shadow: e.Shadow, Cause: e.Cause,
 	}
 }

@@ -108,8 +108,8 @@ func closeByProbe(t *testing.T, st *store.Store, name string) {
 	}
 }
 
-// savedOf waits for n accepted deliveries and returns their saved
-// fields, oldest event first.
+// savedOf waits for n accepted deliveries, trips and closes in turn (each
+// with its cause), and returns their saved fields, oldest event first.
 func savedOf(t *testing.T, r *receiver, n int) []*hooks.Saved {
 	t.Helper()
 	waitFor(t, "the deliveries", func() bool { return len(r.accepted()) == n })
@@ -129,8 +129,8 @@ func savedOf(t *testing.T, r *receiver, n int) []*hooks.Saved {
 				i++
 			}
 		}
-		if want := []string{hooks.EventOpened, hooks.EventClosed}[i%2]; p.Event != want {
-			t.Errorf("delivery %d is %q, want %q", i, p.Event, want)
+		if want, cause := []string{hooks.EventOpened, hooks.EventClosed}[i%2], []string{"trip", "probe_succeeded"}[i%2]; p.Event != want || p.Cause != cause {
+			t.Errorf("delivery %d is %q caused by %q, want %q by %q", i, p.Event, p.Cause, want, cause)
 		}
 		out[i] = p.Saved
 	}

@@ -114,11 +114,11 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 			Help: "Fleet-wide events heard on the live feed, by kind. Every replica hears every event: aggregate replicas with max, not sum."},
 			[]string{"kind"}),
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "transitions_total",
-			Help: "Fleet-wide state changes (automatic and forced) heard on the live feed, by from and to state. Aggregate replicas with max, not sum."},
-			[]string{"from", "to"}),
+			Help: "Fleet-wide state changes (automatic and forced) heard on the live feed, by from and to state and by cause (trip, probe_failed, probe_succeeded, cooldown_elapsed, forced, ...). Aggregate replicas with max, not sum."},
+			[]string{"from", "to", "cause"}),
 		shadowTransitions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "shadow_transitions_total",
-			Help: "Fleet-wide state changes of breakers in shadow mode (not enforced: what would have happened), heard on the live feed, by from and to state. Aggregate replicas with max, not sum."},
-			[]string{"from", "to"}),
+			Help: "Fleet-wide state changes of breakers in shadow mode (not enforced: what would have happened), heard on the live feed, by from and to state and by cause. Aggregate replicas with max, not sum."},
+			[]string{"from", "to", "cause"}),
 		shadowDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "shadow_decisions_total",
 			Help: "Allow answers this daemon gave on breakers in shadow mode (all allowed), by the decision enforced mode would have given."},
 			[]string{"decision"}),
@@ -254,11 +254,22 @@ func (m *Metrics) ObserveEvent(e *pb.Event) {
 	if e.GetFrom() == e.GetTo() || e.GetKind() == pb.EventKind_EVENT_KIND_STATE_LOST { // an alert about a past state, not a change
 		return
 	}
+	vec := m.transitions
 	if e.GetShadow() {
-		m.shadowTransitions.WithLabelValues(StateLabel(e.GetFrom()), StateLabel(e.GetTo())).Inc()
-		return
+		vec = m.shadowTransitions
 	}
-	m.transitions.WithLabelValues(StateLabel(e.GetFrom()), StateLabel(e.GetTo())).Inc()
+	vec.WithLabelValues(StateLabel(e.GetFrom()), StateLabel(e.GetTo()), CauseLabel(e)).Inc()
+}
+
+// CauseLabel is the cause label of an event: its cause when this build
+// knows it (breaker.Cause.Known), else "other" (an entry written before
+// events carried causes, or by a newer daemon), so the label's values
+// stay a fixed set.
+func CauseLabel(e *pb.Event) string {
+	if c := breaker.Cause(e.GetCause()); c.Known() {
+		return string(c)
+	}
+	return "other"
 }
 
 // SetDegraded sets breakerd_degraded.

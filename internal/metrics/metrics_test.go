@@ -331,9 +331,12 @@ func TestShadowIsCountedApart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.ObserveEvent(&pb.Event{Kind: pb.EventKind_EVENT_KIND_TRANSITION, From: pb.State_STATE_CLOSED, To: pb.State_STATE_OPEN, Shadow: true})
-	m.ObserveEvent(&pb.Event{Kind: pb.EventKind_EVENT_KIND_TRANSITION, From: pb.State_STATE_CLOSED, To: pb.State_STATE_OPEN})
-	m.ObserveEvent(&pb.Event{Kind: pb.EventKind_EVENT_KIND_TRANSITION, From: pb.State_STATE_OPEN, To: pb.State_STATE_HALF_OPEN, Shadow: true})
+	m.ObserveEvent(&pb.Event{Kind: pb.EventKind_EVENT_KIND_TRANSITION, From: pb.State_STATE_CLOSED, To: pb.State_STATE_OPEN, Shadow: true, Cause: "trip"})
+	m.ObserveEvent(&pb.Event{Kind: pb.EventKind_EVENT_KIND_TRANSITION, From: pb.State_STATE_CLOSED, To: pb.State_STATE_OPEN, Cause: "rate_limit"})
+	m.ObserveEvent(&pb.Event{Kind: pb.EventKind_EVENT_KIND_TRANSITION, From: pb.State_STATE_OPEN, To: pb.State_STATE_HALF_OPEN, Shadow: true, Cause: "cooldown_elapsed"})
+	// A cause this build does not know (a newer daemon's) keeps the label
+	// within its fixed set.
+	m.ObserveEvent(&pb.Event{Kind: pb.EventKind_EVENT_KIND_TRANSITION, From: pb.State_STATE_CLOSED, To: pb.State_STATE_OPEN, Cause: "<a newer cause>"})
 	info := &grpc.UnaryServerInfo{FullMethod: "/breakerd.v1.BreakerService/Allow"}
 	for _, resp := range []*pb.AllowResponse{
 		{Decision: pb.Decision_DECISION_ALLOWED, ShadowDecision: pb.Decision_DECISION_DENIED_OPEN},
@@ -349,13 +352,14 @@ func TestShadowIsCountedApart(t *testing.T) {
 # TYPE breakerd_shadow_decisions_total counter
 breakerd_shadow_decisions_total{decision="denied_open"} 1
 breakerd_shadow_decisions_total{decision="probe"} 1
-# HELP breakerd_shadow_transitions_total Fleet-wide state changes of breakers in shadow mode (not enforced: what would have happened), heard on the live feed, by from and to state. Aggregate replicas with max, not sum.
+# HELP breakerd_shadow_transitions_total Fleet-wide state changes of breakers in shadow mode (not enforced: what would have happened), heard on the live feed, by from and to state and by cause. Aggregate replicas with max, not sum.
 # TYPE breakerd_shadow_transitions_total counter
-breakerd_shadow_transitions_total{from="closed",to="open"} 1
-breakerd_shadow_transitions_total{from="open",to="half_open"} 1
-# HELP breakerd_transitions_total Fleet-wide state changes (automatic and forced) heard on the live feed, by from and to state. Aggregate replicas with max, not sum.
+breakerd_shadow_transitions_total{cause="cooldown_elapsed",from="open",to="half_open"} 1
+breakerd_shadow_transitions_total{cause="trip",from="closed",to="open"} 1
+# HELP breakerd_transitions_total Fleet-wide state changes (automatic and forced) heard on the live feed, by from and to state and by cause (trip, probe_failed, probe_succeeded, cooldown_elapsed, forced, ...). Aggregate replicas with max, not sum.
 # TYPE breakerd_transitions_total counter
-breakerd_transitions_total{from="closed",to="open"} 1
+breakerd_transitions_total{cause="other",from="closed",to="open"} 1
+breakerd_transitions_total{cause="rate_limit",from="closed",to="open"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "breakerd_shadow_decisions_total",
 		"breakerd_shadow_transitions_total", "breakerd_transitions_total"); err != nil {

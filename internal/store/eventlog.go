@@ -139,7 +139,7 @@ func EventFromStream(m redis.XMessage) (*pb.Event, error) {
 	return &pb.Event{Id: m.ID, Breaker: name, Kind: kinds[e.Kind], From: breaker.StateOf(e.From),
 		To: breaker.StateOf(e.To), Reason: reason, Actor: e.Actor, Generation: e.Gen,
 		Failures: e.Fails, DistinctWorkers: e.Workers, CooldownMs: e.Cooldown, AtMs: e.At,
-		Shadow: e.Shadow}, nil
+		Shadow: e.Shadow, Cause: string(e.Cause)}, nil
 }
 
 // CompareIDs orders Redis stream ids ("<ms>-<seq>") numerically: -1, 0

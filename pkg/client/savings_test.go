@@ -2,6 +2,9 @@ package client
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/breakerd/breakerd/internal/testredis"
@@ -135,5 +138,121 @@ func TestSavingsReportsWaitOutAnOutage(t *testing.T) {
 	}
 	if got := savings(t, w1, name); got.GetClientDenials() != 3 || got.GetToolsRemoved() != 1 {
 		t.Errorf("Savings after the outage = %d denials, %d removed; want 3 and 1 (kept for the next report)", got.GetClientDenials(), got.GetToolsRemoved())
+	}
+}
+
+// savingsCases is conformance/savings.json (its format is
+// conformance/README.md's).
+type savingsCases struct {
+	Cases []savingsCase `json:"cases"`
+}
+
+// TestConformanceSavings holds what the client reports as saved to the
+// cases every client is held to.
+func TestConformanceSavings(t *testing.T) {
+	raw, err := os.ReadFile("../../conformance/savings.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sc savingsCases
+	if err := json.Unmarshal(raw, &sc); err != nil {
+		t.Fatalf("conformance/savings.json: %v", err)
+	}
+	if len(sc.Cases) == 0 {
+		t.Fatal("conformance/savings.json holds no case")
+	}
+	for _, c := range sc.Cases {
+		t.Run(c.Name, func(t *testing.T) {
+			testredis.Each(t, func(t *testing.T, b *testredis.Backend) { runSavingsCase(t, b, c) })
+		})
+	}
+}
+
+// savingsCase is one case of conformance/savings.json.
+type savingsCase = struct {
+	Name       string   `json:"name"`
+	OpenCache  bool     `json:"open_cache"`
+	ForcedOpen []string `json:"forced_open"`
+	Steps      []struct {
+		Op            string   `json:"op"`
+		Breaker       string   `json:"breaker"`
+		Tools         []Tool   `json:"tools"`
+		Tool          Tool     `json:"tool"`
+		WantAllowed   bool     `json:"want_allowed"`
+		WantAvailable []string `json:"want_available"`
+	} `json:"steps"`
+	Want []struct {
+		Breaker      string `json:"breaker"`
+		LocalDenials int64  `json:"local_denials"`
+		ToolsRemoved int64  `json:"tools_removed"`
+	} `json:"want"`
+}
+
+// runSavingsCase runs one case against a daemon on b and checks what
+// breakerd counted from the client's report.
+func runSavingsCase(t *testing.T, b *testredis.Backend, c savingsCase) {
+	d := start(t, b, withAlternatives())
+	ops := dial(t, d.Addr, "ops")
+	ctx := context.Background()
+	for _, n := range c.ForcedOpen {
+		if _, err := ops.API().Force(ctx, &pb.ForceRequest{Breaker: b.Breaker(n), Mode: pb.ForceMode_FORCE_MODE_OPEN, Reason: "maintenance", Operator: "ops"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var opts []Option
+	if c.OpenCache {
+		opts = append(opts, WithOpenCache())
+	}
+	agent := dial(t, d.Addr, "agent", opts...)
+	if c.OpenCache {
+		eventually(t, "every forced breaker in the open cache", func() bool {
+			for _, n := range c.ForcedOpen {
+				if agent.cache.lookup(b.Breaker(n), agent.WorkerID(), agent.o.clock.Now()) == nil {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	named := func(tl Tool) Tool { return Tool{Name: tl.Name, Breaker: b.Breaker(tl.BreakerName())} }
+	var run *Run
+	for i, s := range c.Steps {
+		switch s.Op {
+		case "allow":
+			p, err := agent.Allow(ctx, b.Breaker(s.Breaker))
+			if err != nil || p.Allowed() != s.WantAllowed {
+				t.Fatalf("step %d: Allow(%q) = %+v, %v; want allowed %v", i, s.Breaker, p, err, s.WantAllowed)
+			}
+		case "run", "available":
+			if s.Op == "run" || run == nil {
+				run = NewRun(agent)
+			}
+			var tools []Tool
+			for _, tl := range s.Tools {
+				tools = append(tools, named(tl))
+			}
+			got, err := run.Available(ctx, tools)
+			if want := strings.Join(s.WantAvailable, ","); err != nil || names(got) != want {
+				t.Fatalf("step %d: Available = %s, %v; want %s", i, names(got), err, want)
+			}
+		case "call":
+			ran := false
+			_ = run.Call(ctx, named(s.Tool), func(context.Context) error { ran = true; return nil })
+			if ran != s.WantAllowed {
+				t.Fatalf("step %d: Call(%q) ran %v, want %v", i, s.Tool.Name, ran, s.WantAllowed)
+			}
+		default:
+			t.Fatalf("step %d: unknown op %q", i, s.Op)
+		}
+	}
+	if err := agent.FlushSavings(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range c.Want {
+		got := savings(t, ops, b.Breaker(w.Breaker))
+		if got.GetClientDenials() != w.LocalDenials || got.GetToolsRemoved() != w.ToolsRemoved {
+			t.Errorf("Savings(%q) = %d local denials, %d tools removed; want %d, %d",
+				w.Breaker, got.GetClientDenials(), got.GetToolsRemoved(), w.LocalDenials, w.ToolsRemoved)
+		}
 	}
 }

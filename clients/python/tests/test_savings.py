@@ -6,6 +6,7 @@ nothing was saved. The batching bounds are checked on a recorded send."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +16,7 @@ import breakerd
 from breakerd._savings import MAX_BATCH, MAX_COUNT, MAX_HELD, Savings
 from breakerd._transport import Outage
 
-from .conftest import Daemon
+from .conftest import REPO, Daemon
 from .test_daemon import client, wait_for
 from .test_run import TOOLS, force
 
@@ -169,3 +170,48 @@ def test_held_counts_are_bounded_and_refusals_dropped() -> None:
     with pytest.raises(breakerd.PermissionDenied):
         s.flush()
     assert s.pending() == {}  # a refusal is not retried
+
+
+CASES = json.loads((REPO / "conformance" / "savings.json").read_text())["cases"]
+
+
+def test_conformance_savings_has_cases() -> None:
+    assert CASES, "conformance/savings.json holds no case"
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c["name"]) for c in CASES])
+def test_conformance_savings(daemon: Daemon, name: Callable[[str], str], case: dict[str, Any]) -> None:
+    """conformance/savings.json: the client reports what every client reports."""
+    op = client(daemon, worker="ops")
+    for b in case["forced_open"]:
+        force(op, name(b), "FORCE_MODE_OPEN")
+    c = client(daemon, worker="agent", watch=bool(case["open_cache"]), savings_interval=3600)
+    if case["open_cache"]:
+        assert c.cache.wait_live(30)
+        wait_for(lambda: all(c.cache.denial(name(b)) is not None for b in case["forced_open"]), "every forced breaker in the open cache")
+    tools = {t["name"]: name(t["breaker"]) for s in case["steps"] for t in s.get("tools", [s.get("tool")]) if t}
+    run: breakerd.Run | None = None
+    for i, step in enumerate(case["steps"]):
+        at = f"step {i} ({step['op']})"
+        if step["op"] == "allow":
+            assert c.allow(name(step["breaker"])).allowed == step["want_allowed"], at
+        elif step["op"] in ("run", "available"):
+            if step["op"] == "run" or run is None:
+                run = breakerd.Run(c, tools)
+            assert [t["name"] for t in run.available(step["tools"])] == step["want_available"], at
+        elif step["op"] == "call":
+            assert run is not None, at
+            ran = False
+            try:
+                with run.guard(step["tool"]["name"]):
+                    ran = True
+            except breakerd.CircuitOpen:
+                pass
+            assert ran == step["want_allowed"], at
+        else:
+            raise AssertionError(f"{at}: unknown op")
+    assert c.flush_savings()
+    for w in case["want"]:
+        got = saved(op, name(w["breaker"]))
+        assert (got["client_denials"], got["tools_removed"]) == (w["local_denials"], w["tools_removed"]), w["breaker"]
+    c.close()

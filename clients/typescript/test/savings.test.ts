@@ -6,6 +6,8 @@
 // batching bounds are checked on a recorded send.
 
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { after, before, test } from "node:test";
 
 import {
@@ -20,9 +22,10 @@ import {
   UnreachableError,
   type ClientOptions,
   type SavingsReport,
+  type ToolRef,
 } from "../src/index.js";
 import { startDaemon, uniq, type Daemon } from "./daemon.js";
-import { waitFor } from "./helpers.js";
+import { conformanceDir, waitFor } from "./helpers.js";
 
 const prefix = uniq();
 let d: Daemon;
@@ -217,3 +220,59 @@ test("unsent counts cover at most 10,000 breakers; a refusal is dropped", async 
   await assert.rejects(s.flush(), APIError);
   assert.equal(s.pending().size, 0, "a refusal is not retried");
 });
+
+interface SavingsCase {
+  name: string;
+  open_cache: boolean;
+  forced_open: string[];
+  steps: {
+    op: "allow" | "run" | "available" | "call";
+    breaker?: string;
+    tools?: ToolRef[];
+    tool?: ToolRef;
+    want_allowed?: boolean;
+    want_available?: string[];
+  }[];
+  want: { breaker: string; local_denials: number; tools_removed: number }[];
+}
+
+const savingsCases = (JSON.parse(readFileSync(join(conformanceDir(), "savings.json"), "utf8")) as { cases: SavingsCase[] }).cases;
+
+test("conformance/savings.json holds cases", () => assert.ok(savingsCases.length > 0, "no case"));
+
+for (const [n, sc] of savingsCases.entries()) {
+  test(`conformance/savings.json: ${sc.name}`, async () => {
+    const named = (b: string) => `${prefix}:case${n}:${b}`;
+    const ref = (t: ToolRef): ToolRef => ({ name: t.name, breaker: named(t.breaker ?? t.name) });
+    for (const b of sc.forced_open) await forceOpen(named(b));
+    const c = client(new Wire(), { workerId: "agent", watch: sc.open_cache });
+    try {
+      if (sc.open_cache) {
+        await waitFor(() => c.openCache.status.connected && sc.forced_open.every((b) => c.openCache.lookup(named(b)) !== undefined), "every forced breaker in the live open cache");
+      }
+      let run: Run | undefined;
+      for (const [i, step] of sc.steps.entries()) {
+        const at = `step ${i} (${step.op})`;
+        if (step.op === "allow") {
+          assert.equal((await c.allow(named(step.breaker!))).allowed, step.want_allowed, at);
+        } else if (step.op === "run" || step.op === "available") {
+          if (step.op === "run" || !run) run = new Run(c);
+          assert.deepEqual((await run.available(step.tools!.map(ref))).map((t) => t.name), step.want_available, at);
+        } else if (step.op === "call") {
+          let ran = false;
+          await run!.guard(ref(step.tool!), () => (ran = true)).catch((err: unknown) => assert.ok(err instanceof CircuitOpenError, at));
+          assert.equal(ran, step.want_allowed, at);
+        } else {
+          assert.fail(`${at}: unknown op`);
+        }
+      }
+      assert.equal(await c.flushSavings(), true);
+      for (const w of sc.want) {
+        const got = await saved(named(w.breaker));
+        assert.deepEqual({ local_denials: got.client_denials, tools_removed: got.tools_removed }, { local_denials: w.local_denials, tools_removed: w.tools_removed }, w.breaker);
+      }
+    } finally {
+      await c.close();
+    }
+  });
+}

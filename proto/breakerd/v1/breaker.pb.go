@@ -2325,7 +2325,12 @@ type Event struct {
 	// breakers needs no read of its own. Set on the events Watch and the
 	// HTTP stream send live; unset in Events (the log), on a replay, and
 	// when the state could not be read in time.
-	State         *BreakerState `protobuf:"bytes,51,opt,name=state,proto3" json:"state,omitempty"`
+	State *BreakerState `protobuf:"bytes,51,opt,name=state,proto3" json:"state,omitempty"`
+	// Why it happened, one word of a fixed set decided where transitions
+	// are (internal/breaker): "trip", "probe_failed", "probe_succeeded",
+	// "cooldown_elapsed", "forced", ... (docs/operations.md, "Causes").
+	// Empty on an entry written before events carried causes.
+	Cause         string `protobuf:"bytes,52,opt,name=cause,proto3" json:"cause,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2456,6 +2461,13 @@ func (x *Event) GetState() *BreakerState {
 		return x.State
 	}
 	return nil
+}
+
+func (x *Event) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
 }
 
 type EventsRequest struct {
@@ -3692,7 +3704,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\vrun_notices\x18\x02 \x01(\bR\n" +
 	"runNotices\"9\n" +
 	"\rWatchResponse\x12(\n" +
-	"\x05event\x18\x01 \x01(\v2\x12.breakerd.v1.EventR\x05event\"\xbd\x03\n" +
+	"\x05event\x18\x01 \x01(\v2\x12.breakerd.v1.EventR\x05event\"\xd3\x03\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\abreaker\x18\x02 \x01(\tR\abreaker\x12*\n" +
@@ -3711,7 +3723,8 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x05at_ms\x18\v \x01(\x03R\x04atMs\x12\x14\n" +
 	"\x05actor\x18\f \x01(\tR\x05actor\x12\x16\n" +
 	"\x06shadow\x182 \x01(\bR\x06shadow\x12/\n" +
-	"\x05state\x183 \x01(\v2\x19.breakerd.v1.BreakerStateR\x05state\"Z\n" +
+	"\x05state\x183 \x01(\v2\x19.breakerd.v1.BreakerStateR\x05state\x12\x14\n" +
+	"\x05cause\x184 \x01(\tR\x05cause\"Z\n" +
 	"\rEventsRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12\x19\n" +
 	"\bsince_ms\x18\x02 \x01(\x03R\asinceMs\x12\x14\n" +
