@@ -112,13 +112,9 @@ type load struct {
 
 	total, answered, fallback atomic.Int64 // fallback: Unavailable or DeadlineExceeded
 	degraded                  atomic.Int64 // answered from a daemon's memory
-	maxTook                   atomic.Int64 // ns
-	// schedLag is the most a 10 ms timer of the test's own fired late
-	// (ns): how far behind a busy machine runs any goroutine, including a
-	// request's once its deadline has passed.
-	schedLag   atomic.Int64
-	phase      atomic.Int64 // bumped by the test between stages
-	answeredIn [8]atomic.Int64
+	maxTook                   atomic.Int64 // ns, logged: it measures the test process's own load (see hangs)
+	phase                     atomic.Int64 // bumped by the test between stages
+	answeredIn                [8]atomic.Int64
 
 	mu        sync.Mutex
 	bad       []string // errors the client's fallback policy does not allow
@@ -132,21 +128,6 @@ func (l *load) run(t *testing.T, daemons []*daemontest.Daemon, names []string) (
 	l.maxGen = map[string]int64{}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // the machine's scheduling lag, while the workers run
-		defer wg.Done()
-		for ctx.Err() == nil {
-			start := time.Now()
-			time.Sleep(10 * time.Millisecond)
-			lag := int64(time.Since(start) - 10*time.Millisecond)
-			for {
-				m := l.schedLag.Load()
-				if lag <= m || l.schedLag.CompareAndSwap(m, lag) {
-					break
-				}
-			}
-		}
-	}()
 	for i := range 50 {
 		d := daemons[i%len(daemons)]
 		conn, err := grpc.NewClient(d.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -254,14 +235,14 @@ func (l *load) worker(ctx context.Context, api pb.BreakerServiceClient, worker s
 }
 
 // check fails t for every request that got an error the fallback policy
-// does not allow or that waited past its deadline, and logs the counts.
+// does not allow and for a stage with no answer, and logs the counts.
+// Whether a handler hung past its deadline is hangs's to judge.
 func (l *load) check(t *testing.T, what string) {
 	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	t.Logf("%s: %d requests: %d answered (%d of them degraded, from a daemon's memory), %d fell back (Unavailable or DeadlineExceeded), %d other errors; slowest %s (deadline %s, worst scheduling lag %s); answered per stage %v",
-		what, l.total.Load(), l.answered.Load(), l.degraded.Load(), l.fallback.Load(), len(l.bad), time.Duration(l.maxTook.Load()).Round(time.Millisecond), l.deadline,
-		time.Duration(l.schedLag.Load()).Round(time.Millisecond), l.stages())
+	t.Logf("%s: %d requests: %d answered (%d of them degraded, from a daemon's memory), %d fell back (Unavailable or DeadlineExceeded), %d other errors; slowest %s (deadline %s); answered per stage %v",
+		what, l.total.Load(), l.answered.Load(), l.degraded.Load(), l.fallback.Load(), len(l.bad), time.Duration(l.maxTook.Load()).Round(time.Millisecond), l.deadline, l.stages())
 	if n := l.total.Load(); n != l.answered.Load()+l.fallback.Load()+int64(len(l.bad)) {
 		t.Errorf("%d requests, but %d answered + %d fell back + %d errors", n, l.answered.Load(), l.fallback.Load(), len(l.bad))
 	}
@@ -271,13 +252,6 @@ func (l *load) check(t *testing.T, what string) {
 			break
 		}
 		t.Errorf("an error the fallback policy does not allow: %s", e)
-	}
-	// A request cut at its deadline returns once its goroutine runs
-	// again: on a busy machine, as late as any goroutine of the test.
-	lag := time.Duration(l.schedLag.Load())
-	if took := time.Duration(l.maxTook.Load()); took > l.deadline+lag+250*time.Millisecond {
-		t.Errorf("the slowest request took %s: past its %s deadline by more than the machine's worst scheduling lag (%s) and 250ms",
-			took, l.deadline, lag)
 	}
 	for i := int64(0); i <= l.phase.Load(); i++ {
 		if l.answeredIn[i].Load() == 0 {
@@ -382,6 +356,13 @@ func masterAndReplica(t *testing.T, b *testredis.Backend, key string) (master, r
 	return master, replica
 }
 
+// startDaemons starts the two daemons, their handlers watched by h.
+func startDaemons(t *testing.T, b *testredis.Backend, h *hangs) []*daemontest.Daemon {
+	t.Helper()
+	o := daemontest.Options{Server: []grpc.ServerOption{h.option()}}
+	return []*daemontest.Daemon{daemontest.StartWith(t, b, o), daemontest.StartWith(t, b, o)}
+}
+
 func breakers(b *testredis.Backend) []string {
 	var names []string
 	for i := range 20 {
@@ -396,8 +377,8 @@ func breakers(b *testredis.Backend) []string {
 // killed (SIGKILL): Redis's asynchronous replication may lose acknowledged
 // writes; the test counts what was lost (as generations that went back)
 // and logs it. Throughout, every request is answered or gets an error the
-// client's fallback policy answers (Unavailable, DeadlineExceeded), none
-// waits past its deadline, and the scripts run on each new master (EVALSHA
+// client's fallback policy answers (Unavailable, DeadlineExceeded), no
+// handler runs on after its context ended (hangs), and the scripts run on each new master (EVALSHA
 // falls back to EVAL there) without an error anyone sees.
 func TestClusterFailoverUnderLoad(t *testing.T) {
 	needRedis(t, "redis-server", "redis-cli")
@@ -413,7 +394,8 @@ func TestClusterFailoverUnderLoad(t *testing.T) {
 	b := testredis.ClusterAt(t, addrs)
 	stopClock := moveClock(b)
 	defer stopClock()
-	daemons := []*daemontest.Daemon{daemontest.Start(t, b, store.Options{}), daemontest.Start(t, b, store.Options{})}
+	h := newHangs()
+	daemons := startDaemons(t, b, h)
 	names := breakers(b)
 	l := &load{deadline: 2 * time.Second}
 	stop := l.run(t, daemons, names)
@@ -493,14 +475,15 @@ func TestClusterFailoverUnderLoad(t *testing.T) {
 	l.next(t, "answers after the killed master", 2000)
 	stop()
 	l.check(t, "cluster failover")
+	h.check(t, "cluster failover")
 	lost := l.backwardsCount() - lostBefore
 	t.Logf("after the killed master: %d observations went back (acknowledged transitions lost to asynchronous replication)", lost)
 }
 
 // TestSentinelFailoverUnderLoad: the same load through Sentinel (a master,
 // a replica, 3 sentinels of the test's own) while SENTINEL FAILOVER
-// promotes the replica. Every request is answered or falls back, none
-// waits past its deadline, and the daemons follow the new master.
+// promotes the replica. Every request is answered or falls back, no
+// handler runs on after its context ended (hangs), and the daemons follow the new master.
 func TestSentinelFailoverUnderLoad(t *testing.T) {
 	needRedis(t, "redis-server", "redis-sentinel", "redis-cli")
 	ports := freePorts(t, 5)
@@ -515,7 +498,8 @@ func TestSentinelFailoverUnderLoad(t *testing.T) {
 	b := testredis.SentinelAt(t, "mymaster", sentinels)
 	stopClock := moveClock(b)
 	defer stopClock()
-	daemons := []*daemontest.Daemon{daemontest.Start(t, b, store.Options{}), daemontest.Start(t, b, store.Options{})}
+	h := newHangs()
+	daemons := startDaemons(t, b, h)
 	l := &load{deadline: 2 * time.Second}
 	stop := l.run(t, daemons, breakers(b))
 	defer stop()
@@ -536,6 +520,7 @@ func TestSentinelFailoverUnderLoad(t *testing.T) {
 	l.next(t, "answers after the Sentinel failover", 2000)
 	stop()
 	l.check(t, "sentinel failover")
+	h.check(t, "sentinel failover")
 	t.Logf("after SENTINEL FAILOVER: %d observations went back in all (%d before it)", l.backwardsCount(), before)
 }
 
