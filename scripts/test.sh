@@ -133,7 +133,8 @@ check_no_binaries() {
 }
 
 # -timeout bounds a hung package, not a slow one: with two other copies of
-# this suite on the same 2 cores the store package alone takes ~10 minutes.
+# this suite on the same 2 cores, the outage replay's package took 15 to 18
+# minutes and the failover tests 8 to 9.
 phase_go() { go test -race -timeout 30m ./...; }
 
 # The bounded soak, 60 s on each topology (cmd/breakerd-soak,
