@@ -71,28 +71,54 @@ func join(ports []int) string {
 	return strings.Join(s, " ")
 }
 
-// script runs scripts/<name> with env and returns its output's KEY=value
-// lines; it stops what it started when t ends.
-func script(t *testing.T, name string, env []string) map[string]string {
+// Starting a script's Redis processes: ports free a moment before may be
+// taken by then (another test run picks its ports the same way), and a
+// cluster whose ports reach another run's nodes never joins, so a start
+// that fails or passes startBound is stopped and tried again on other ports.
+const (
+	startBound    = 3 * time.Minute
+	startAttempts = 4
+)
+
+// startScript runs scripts/<name> start with the environment envFor gives
+// for n free ports, stops what it started when t ends, and returns the
+// output's KEY=value lines, the ports and the environment.
+func startScript(t *testing.T, name string, n int, envFor func(ports []int) []string) (vals map[string]string, ports []int, env []string) {
 	t.Helper()
 	path, err := filepath.Abs(filepath.Join("..", "..", "scripts", name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func(arg string) ([]byte, error) {
-		cmd := exec.Command(path, arg)
+	run := func(bound time.Duration, env []string, arg string) ([]byte, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), bound)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, path, arg)
 		cmd.Env = append(os.Environ(), env...)
+		cmd.WaitDelay = 5 * time.Second // a daemonized redis-server may hold the output open
 		return cmd.CombinedOutput()
 	}
-	t.Cleanup(func() {
-		if out, err := run("stop"); err != nil {
-			t.Errorf("%s stop: %v\n%s", name, err, out)
+	for attempt := 1; ; attempt++ {
+		ports = freePorts(t, n)
+		env = envFor(ports)
+		out, err := run(startBound, env, "start")
+		if err == nil {
+			t.Cleanup(func() {
+				if out, err := run(startBound, env, "stop"); err != nil {
+					t.Errorf("%s stop: %v\n%s", name, err, out)
+				}
+			})
+			return keyValues(out), ports, env
 		}
-	})
-	out, err := run("start")
-	if err != nil {
-		t.Fatalf("%s start: %v\n%s", name, err, out)
+		_, _ = run(startBound, env, "stop")
+		if attempt == startAttempts {
+			t.Fatalf("%s start, attempt %d: %v\n%s", name, attempt, err, out)
+		}
+		t.Logf("%s start on ports %v: %v; again on others", name, ports, err)
 	}
+}
+
+// keyValues returns out's KEY=value lines.
+func keyValues(out []byte) map[string]string {
 	vals := map[string]string{}
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
 	for sc.Scan() {
@@ -382,11 +408,12 @@ func breakers(b *testredis.Backend) []string {
 // falls back to EVAL there) without an error anyone sees.
 func TestClusterFailoverUnderLoad(t *testing.T) {
 	needRedis(t, "redis-server", "redis-cli")
-	ports := freePorts(t, 12)
-	dir := t.TempDir()
-	vals := script(t, "redis-cluster.sh", []string{
-		"REDIS_CLUSTER_PORTS=" + join(ports[:6]), "REDIS_CLUSTER_BUS_PORTS=" + join(ports[6:]),
-		"REDIS_CLUSTER_DIR=" + dir, "REDIS_CLUSTER_NODE_TIMEOUT=1000"})
+	var dir string
+	vals, _, _ := startScript(t, "redis-cluster.sh", 12, func(ports []int) []string {
+		dir = t.TempDir()
+		return []string{"REDIS_CLUSTER_PORTS=" + join(ports[:6]), "REDIS_CLUSTER_BUS_PORTS=" + join(ports[6:]),
+			"REDIS_CLUSTER_DIR=" + dir, "REDIS_CLUSTER_NODE_TIMEOUT=1000"}
+	})
 	addrs := strings.Split(vals[testredis.EnvClusterAddrs], ",")
 	if len(addrs) != 6 {
 		t.Fatalf("redis-cluster.sh printed %v", vals)
@@ -486,8 +513,9 @@ func TestClusterFailoverUnderLoad(t *testing.T) {
 // handler runs on after its context ended (hangs), and the daemons follow the new master.
 func TestSentinelFailoverUnderLoad(t *testing.T) {
 	needRedis(t, "redis-server", "redis-sentinel", "redis-cli")
-	ports := freePorts(t, 5)
-	vals := script(t, "redis-sentinel.sh", []string{"REDIS_SENTINEL_PORTS=" + join(ports), "REDIS_SENTINEL_DIR=" + t.TempDir()})
+	vals, ports, _ := startScript(t, "redis-sentinel.sh", 5, func(ports []int) []string {
+		return []string{"REDIS_SENTINEL_PORTS=" + join(ports), "REDIS_SENTINEL_DIR=" + t.TempDir()}
+	})
 	if vals["BREAKERD_REDIS_URL"] == "" {
 		t.Fatalf("redis-sentinel.sh printed %v", vals)
 	}

@@ -68,11 +68,13 @@ type nodeFixture struct {
 func newNodeFixture(t *testing.T, env ...string) *nodeFixture {
 	t.Helper()
 	needRedis(t, "redis-server", "redis-cli")
-	ports := freePorts(t, 12)
-	fx := &nodeFixture{dir: t.TempDir(), flips: &flips{by: map[string][]bool{}}, masterOf: map[string]string{}}
-	fx.env = append([]string{"REDIS_CLUSTER_PORTS=" + join(ports[:6]), "REDIS_CLUSTER_BUS_PORTS=" + join(ports[6:]),
-		"REDIS_CLUSTER_DIR=" + fx.dir}, env...)
-	vals := script(t, "redis-cluster.sh", fx.env)
+	fx := &nodeFixture{flips: &flips{by: map[string][]bool{}}, masterOf: map[string]string{}}
+	vals, _, _ := startScript(t, "redis-cluster.sh", 12, func(ports []int) []string {
+		fx.dir = t.TempDir()
+		fx.env = append([]string{"REDIS_CLUSTER_PORTS=" + join(ports[:6]), "REDIS_CLUSTER_BUS_PORTS=" + join(ports[6:]),
+			"REDIS_CLUSTER_DIR=" + fx.dir}, env...)
+		return fx.env
+	})
 	fx.addrs = strings.Split(vals[testredis.EnvClusterAddrs], ",")
 	if len(fx.addrs) != 6 {
 		t.Fatalf("redis-cluster.sh printed %v", vals)
