@@ -261,11 +261,11 @@ func TestFlagErrors(t *testing.T) {
 	}
 }
 
-// TestSecurityH2TokenFile: the breakerd token comes from a file checked
+// TestSecurityGatewayTokenComesFromAGuardedFile (H2): the breakerd token comes from a file checked
 // as breakerd's secret files are: a file others may write is refused, and
 // a token in BREAKERD_MCP_TOKEN (which upstreams would inherit) is refused
 // with the way out.
-func TestSecurityH2TokenFile(t *testing.T) {
+func TestSecurityGatewayTokenComesFromAGuardedFile(t *testing.T) {
 	addr, file := setup(t, daemontest.Options{})
 	for _, tc := range []struct {
 		env  map[string]string
@@ -283,9 +283,9 @@ func TestSecurityH2TokenFile(t *testing.T) {
 	}
 }
 
-// TestSecurityM3ListenOffLoopbackNeedsToken: --listen on every interface
+// TestSecurityGatewayOffLoopbackNeedsAToken (M3): --listen on every interface
 // without --listen-token-file is refused before anything is served.
-func TestSecurityM3ListenOffLoopbackNeedsToken(t *testing.T) {
+func TestSecurityGatewayOffLoopbackNeedsAToken(t *testing.T) {
 	var stderr daemontest.Buffer
 	err := run(context.Background(), []string{"x", "--config", "g.yaml", "--listen", "0.0.0.0:0"},
 		func(string) string { return "" }, nil, nil, &stderr)
@@ -294,9 +294,9 @@ func TestSecurityM3ListenOffLoopbackNeedsToken(t *testing.T) {
 	}
 }
 
-// TestSecurityM3ListenTLSAndToken: with --listen-tls-cert/key and
+// TestSecurityGatewayServesTLSWithTheTokenOnly (M3): with --listen-tls-cert/key and
 // --listen-token-file, agents reach /mcp over TLS with the token only.
-func TestSecurityM3ListenTLSAndToken(t *testing.T) {
+func TestSecurityGatewayServesTLSWithTheTokenOnly(t *testing.T) {
 	p := testtls.New(t)
 	addr, file := setup(t, daemontest.Options{})
 	const agentToken = "agents-token-0123456789abcdef"

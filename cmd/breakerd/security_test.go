@@ -39,14 +39,14 @@ func serving(t *testing.T, addr string, out *daemontest.Buffer) {
 	})
 }
 
-// TestSecurityM2ConnectionFloodLeavesReloadsWorking runs breakerd with a
+// TestSecurityConnectionFloodLeavesReloadsWorking (M2) runs breakerd with a
 // file limit of 400 and floods it with 600 idle connections: past its
 // connection cap (the file limit less --fd-reserve) they are closed at
 // accept, so a SIGHUP reload that revokes a token still reads the tokens
 // file (before the cap, the flood took every descriptor and the reload
 // failed with "too many open files"), and once the flood ends the revoked
 // token is refused.
-func TestSecurityM2ConnectionFloodLeavesReloadsWorking(t *testing.T) {
+func TestSecurityConnectionFloodLeavesReloadsWorking(t *testing.T) {
 	prlimit, err := exec.LookPath("prlimit")
 	if err != nil {
 		t.Skip("prlimit (util-linux) is not installed: it sets the daemon's file limit")
@@ -108,12 +108,12 @@ func TestSecurityM2ConnectionFloodLeavesReloadsWorking(t *testing.T) {
 	p.stop(t)
 }
 
-// TestSecurityH1HeaderFloodCostsNoMemory runs breakerd, built without
+// TestSecurityHeaderFloodCostsNoMemory (H1) runs breakerd, built without
 // -race, and sends it 32 concurrent calls of 6 MiB of metadata each
 // without a token: each is reset as its headers pass --max-header-bytes,
 // and the daemon's peak resident memory grows by less than 64 MiB (with
 // grpc-go's 16 MiB default, 224 such calls took it to 4.6 GB).
-func TestSecurityH1HeaderFloodCostsNoMemory(t *testing.T) {
+func TestSecurityHeaderFloodCostsNoMemory(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "breakerd")
 	build := exec.Command("go", "build", "-o", bin, ".")
 	if b, err := build.CombinedOutput(); err != nil {

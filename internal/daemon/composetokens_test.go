@@ -11,10 +11,10 @@ import (
 	"github.com/breakerd/breakerd/internal/yamlfile"
 )
 
-// TestSecurityM9ComposeTokensPerWorker: scripts/compose-secrets.sh gives
+// TestSecurityComposeGivesEachWorkerItsOwnToken (M9): scripts/compose-secrets.sh gives
 // each worker identity its own token bound to that one id, never a glob
 // one holder could use to be a quorum of workers alone.
-func TestSecurityM9ComposeTokensPerWorker(t *testing.T) {
+func TestSecurityComposeGivesEachWorkerItsOwnToken(t *testing.T) {
 	dir := t.TempDir()
 	cmd := exec.Command("bash", "../../scripts/compose-secrets.sh", dir)
 	cmd.Env = append(os.Environ(), "WORKERS=agent-1 agent-2 agent-3")
@@ -62,10 +62,10 @@ func TestSecurityM9ComposeTokensPerWorker(t *testing.T) {
 	}
 }
 
-// TestSecurityL8ComposeAndImage: the image's build context leaves out
+// TestSecurityComposeAndImageKeepSecretsOutAndPinDigests (L8): the image's build context leaves out
 // secrets/, compose serves no unauthenticated /metrics on every
 // interface, and the images compose pulls by tag are pinned by digest.
-func TestSecurityL8ComposeAndImage(t *testing.T) {
+func TestSecurityComposeAndImageKeepSecretsOutAndPinDigests(t *testing.T) {
 	ignore, err := os.ReadFile("../../.dockerignore")
 	if err != nil {
 		t.Fatal(err)

@@ -9,11 +9,11 @@ import (
 	"testing"
 )
 
-// TestSecurityL1PolicyFileModeChecked: the policy file holds recovery
+// TestSecurityPolicyFileOthersMayWriteIsRefused (L1): the policy file holds recovery
 // checks' API keys, so one its group or others may write is refused (at
 // start and on reload alike: both read through readPolicy), and one
 // every local user may read is warned about when it holds credentials.
-func TestSecurityL1PolicyFileModeChecked(t *testing.T) {
+func TestSecurityPolicyFileOthersMayWriteIsRefused(t *testing.T) {
 	const withKey = "breakers:\n  - match: \"search*\"\n    recovery_check:\n" +
 		"      http: {url: \"https://status.example/health\", headers: {X-Api-Key: secret}}\n"
 	path := filepath.Join(t.TempDir(), "policy.yaml")

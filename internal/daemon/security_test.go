@@ -68,12 +68,12 @@ func dialRaw(t *testing.T, addr, token string) *grpc.ClientConn {
 	return conn
 }
 
-// TestSecurityH1HeaderListRefusedBeforeTheTokenCheck: a call whose
+// TestSecurityOversizedMetadataRefusedBeforeTheTokenCheck (H1): a call whose
 // metadata passes --max-header-bytes is reset as its headers are read,
 // never answered Unauthenticated (which would mean they were read in full
 // and the token checked); the same call with small metadata is answered
 // Unauthenticated, so the test sees both answers.
-func TestSecurityH1HeaderListRefusedBeforeTheTokenCheck(t *testing.T) {
+func TestSecurityOversizedMetadataRefusedBeforeTheTokenCheck(t *testing.T) {
 	addr, _ := runSecured(t, "--tokens", secTokens(t), "--max-header-bytes", "8192")
 	const list = "/breakerd.v1.BreakerService/List"
 	small, err := daemontest.RawCall(addr, list, "", 1<<10, 20*time.Second)
@@ -92,10 +92,10 @@ func TestSecurityH1HeaderListRefusedBeforeTheTokenCheck(t *testing.T) {
 	}
 }
 
-// TestSecurityH1ConnectionsPastTheCapAreRefused: with --max-conns 4, a
+// TestSecurityConnectionsPastTheCapAreRefused (H1): with --max-conns 4, a
 // fifth connection is closed as it is accepted, and once one of the four
 // closes a new one is served.
-func TestSecurityH1ConnectionsPastTheCapAreRefused(t *testing.T) {
+func TestSecurityConnectionsPastTheCapAreRefused(t *testing.T) {
 	addr, _ := runSecured(t, "--max-conns", "4")
 	var held []net.Conn
 	for range 4 {
@@ -144,10 +144,10 @@ func isTimeout(err error) bool {
 	return ok && ne.Timeout()
 }
 
-// TestSecurityH1IdleConnectionsAreClosed: a connection that never
+// TestSecurityIdleConnectionsAreClosed (H1): a connection that never
 // handshakes is closed after --handshake-timeout, and one whose calls
 // have ended after --idle-timeout (GOAWAY, then closed).
-func TestSecurityH1IdleConnectionsAreClosed(t *testing.T) {
+func TestSecurityIdleConnectionsAreClosed(t *testing.T) {
 	addr, _ := runSecured(t, "--handshake-timeout", "200ms", "--idle-timeout", "300ms")
 	silent, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -170,10 +170,10 @@ func TestSecurityH1IdleConnectionsAreClosed(t *testing.T) {
 	})
 }
 
-// TestSecurityM1OpenStreamsStayAtTheCap: health Watch streams (open
+// TestSecurityUnauthenticatedStreamsStayAtTheCap (M1): health Watch streams (open
 // without a token) stay at --open-max-streams: the next is
 // ResourceExhausted, and one is admitted again once one ends.
-func TestSecurityM1OpenStreamsStayAtTheCap(t *testing.T) {
+func TestSecurityUnauthenticatedStreamsStayAtTheCap(t *testing.T) {
 	addr, _ := runSecured(t, "--tokens", secTokens(t), "--open-max-streams", "3")
 	hc := healthpb.NewHealthClient(dialRaw(t, addr, ""))
 	var cancels []context.CancelFunc
@@ -213,11 +213,11 @@ func TestSecurityM1OpenStreamsStayAtTheCap(t *testing.T) {
 	})
 }
 
-// TestSecurityM4WatchRefusedBeforeItsRequestIsDecoded: past
+// TestSecurityWatchPastTheStreamCapRefusedBeforeDecoding (M4): past
 // --watch-max-streams-per-token a Watch is ResourceExhausted before its
 // request is read: a request that does not even decode gets
 // ResourceExhausted, not the decoding error it gets within the cap.
-func TestSecurityM4WatchRefusedBeforeItsRequestIsDecoded(t *testing.T) {
+func TestSecurityWatchPastTheStreamCapRefusedBeforeDecoding(t *testing.T) {
 	addr, _ := runSecured(t, "--tokens", secTokens(t), "--watch-max-streams-per-token", "2")
 	conn := dialRaw(t, addr, daemontest.WorkerToken)
 	api := pb.NewBreakerServiceClient(conn)
@@ -269,11 +269,11 @@ func (rawBytes) Marshal(v any) ([]byte, error)   { return *v.(*[]byte), nil }
 func (rawBytes) Unmarshal(b []byte, v any) error { *v.(*[]byte) = b; return nil }
 func (rawBytes) Name() string                    { return "proto" }
 
-// TestSecurityM4ReadsPerTokenRefusedBeforeDecoding: with Redis stalled,
+// TestSecurityReadsPastATokensShareRefusedBeforeDecoding (M4): with Redis stalled,
 // a token's reads pile up; past --reads-per-token the next is
 // ResourceExhausted before its request is decoded (an undecodable List
 // gets ResourceExhausted, where within the cap it gets a decoding error).
-func TestSecurityM4ReadsPerTokenRefusedBeforeDecoding(t *testing.T) {
+func TestSecurityReadsPastATokensShareRefusedBeforeDecoding(t *testing.T) {
 	b := testredis.Mini(t)
 	proxy := testredis.NewProxy(t, b.Addr)
 	addr, _ := runSecured(t, "--tokens", secTokens(t), "--reads-per-token", "2", "--redis-outage", "unavailable",
@@ -308,10 +308,10 @@ func garbageList(conn *grpc.ClientConn) error {
 	return conn.Invoke(ctx, "/breakerd.v1.BreakerService/List", &b, &out, grpc.ForceCodec(rawBytes{}))
 }
 
-// TestSecurityM4ListWithoutPagingAnswersInFullOrNotAtAll: a List without
+// TestSecurityUnpagedListAnswersInFullOrNotAtAll (M4): a List without
 // page_size answers every breaker up to --list-max-unpaged, and past it
 // is ResourceExhausted, never cut short; pages still list them all.
-func TestSecurityM4ListWithoutPagingAnswersInFullOrNotAtAll(t *testing.T) {
+func TestSecurityUnpagedListAnswersInFullOrNotAtAll(t *testing.T) {
 	addr, _ := runSecured(t, "--tokens", secTokens(t), "--list-max-unpaged", "5")
 	api := pb.NewBreakerServiceClient(dialRaw(t, addr, daemontest.OperatorToken))
 	ctx := context.Background()
@@ -351,10 +351,10 @@ func TestSecurityM4ListWithoutPagingAnswersInFullOrNotAtAll(t *testing.T) {
 	}
 }
 
-// TestSecurityL4WatchEndsWhenItsTokenIsRevoked: a Watch stream opened
+// TestSecurityWatchEndsWhenItsTokenIsRevoked (L4): a Watch stream opened
 // with a token ends Unauthenticated once a reload takes the token out,
 // and another token's stream goes on.
-func TestSecurityL4WatchEndsWhenItsTokenIsRevoked(t *testing.T) {
+func TestSecurityWatchEndsWhenItsTokenIsRevoked(t *testing.T) {
 	tokens := secTokens(t)
 	addr, logs := runSecured(t, "--tokens", tokens, "--config-poll", "50ms")
 	watch := func(token string) pb.BreakerService_WatchClient {
@@ -384,11 +384,11 @@ func TestSecurityL4WatchEndsWhenItsTokenIsRevoked(t *testing.T) {
 	}
 }
 
-// TestSecurityH1HTTPListenerPassesTheSameLimits: the HTTP/JSON listener
+// TestSecurityHTTPListenerHoldsTheSameLimits (H1): the HTTP/JSON listener
 // refuses headers past --max-header-bytes before the token check (431,
 // where a small request without a token is 401), and its connections
 // count against --max-conns with the gRPC listener's.
-func TestSecurityH1HTTPListenerPassesTheSameLimits(t *testing.T) {
+func TestSecurityHTTPListenerHoldsTheSameLimits(t *testing.T) {
 	httpAddr := testredis.FreeAddr(t)
 	runSecured(t, "--tokens", secTokens(t), "--http-listen", httpAddr, "--max-header-bytes", "8192", "--max-conns", "3")
 	post := func(pad string) int {

@@ -896,10 +896,10 @@ func signedBy(secret string, rq request) bool {
 	return rq.signature == client.SignWebhook(key, rq.header.Get(client.WebhookIDHeader), time.Unix(sec, 0), rq.body)
 }
 
-// TestSecurityL9NoBodyOnlySignature: deliveries carry no body-only
+// TestSecurityDeliveriesCarryNoReplayableSignature (L9): deliveries carry no body-only
 // X-Breakerd-Signature (it signs no timestamp, so a captured delivery
 // would replay forever); the Standard Webhooks signature verifies.
-func TestSecurityL9NoBodyOnlySignature(t *testing.T) {
+func TestSecurityDeliveriesCarryNoReplayableSignature(t *testing.T) {
 	b := testredis.Mini(t)
 	r := newReceiver(t)
 	o := hookOptions(b, r, nil, nil)

@@ -105,10 +105,10 @@ func (b *countingBody) Read(p []byte) (int, error) {
 }
 func (b *countingBody) Close() error { return nil }
 
-// TestSecurityH1HTTPHeadersRefusedBeforeTheTokenCheck: on an HTTP
+// TestSecurityOversizedHTTPRequestRefusedBeforeTheTokenCheck (H1): on an HTTP
 // listener, headers past MaxHeaderBytes and a declared body past
 // MaxRecvBytes are refused before Authenticate runs or the body is read.
-func TestSecurityH1HTTPHeadersRefusedBeforeTheTokenCheck(t *testing.T) {
+func TestSecurityOversizedHTTPRequestRefusedBeforeTheTokenCheck(t *testing.T) {
 	var checks atomic.Int64
 	h := Listener{MaxHeaderBytes: 4 << 10, MaxRecvBytes: 8 << 10}.HTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.ReadAll(r.Body)
@@ -139,10 +139,10 @@ func TestSecurityH1HTTPHeadersRefusedBeforeTheTokenCheck(t *testing.T) {
 	}
 }
 
-// TestSecurityM4HTTPReadsPerTokenRefusedBeforeTheBodyIsRead: past a
+// TestSecurityHTTPReadsPastATokensShareRefusedUnread (M4): past a
 // token's Gate an HTTP request is 429 with its body unread; another
 // token has its own slots.
-func TestSecurityM4HTTPReadsPerTokenRefusedBeforeTheBodyIsRead(t *testing.T) {
+func TestSecurityHTTPReadsPastATokensShareRefusedUnread(t *testing.T) {
 	gate := &Gate{Methods: []string{"List"}, Cap: NewPerKey(1), What: "read calls"}
 	hold, held := make(chan struct{}), make(chan struct{})
 	h := Listener{}.HTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -375,10 +375,10 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// TestSecurityL7ChecksBoundedPerTarget: many open breakers sharing one
+// TestSecurityRecoveryChecksBoundedPerTarget (L7): many open breakers sharing one
 // check URL (one worker under many ids can open them) reach the vendor at
 // most once a turn fleet-wide, not once per breaker.
-func TestSecurityL7ChecksBoundedPerTarget(t *testing.T) {
+func TestSecurityRecoveryChecksBoundedPerTarget(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		clk := &fakeClock{now: time.Unix(1_800_000_000, 0)}
 		v := newVendor(t, clk)

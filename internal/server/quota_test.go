@@ -133,7 +133,7 @@ func TestNewBreakerQuota(t *testing.T) {
 
 // TestAlertQuota: UNAUTHENTICATED outcomes (each raises an alert) past a
 // token's alert quota are still answered and logged, marked quiet (hooks
-// send them in a summary: TestSecurityM7AlertsPastTheQuotaAreSummarised);
+// send them in a summary: TestSecurityAlertsPastTheQuotaAreSummarised);
 // another token's alerts are not.
 func TestAlertQuota(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {

@@ -21,14 +21,14 @@ import (
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
-// TestSecurityL6ChildLimitedTokenCannotHoldTheParentClosed: workers w1
+// TestSecurityChildLimitedTokenCannotHoldTheParentClosed (L6): workers w1
 // and w2 fail on web_search, whose parent (the vendor) trips on 3
 // failures from 2 workers. A token limited to news_search, the vendor's
 // other child, records a success between each failure. Its successes are
 // not counted on the vendor, which it may not name: the vendor trips on
 // the third failure as if the token were silent. A token that may name the
 // vendor still ends its run.
-func TestSecurityL6ChildLimitedTokenCannotHoldTheParentClosed(t *testing.T) {
+func TestSecurityChildLimitedTokenCannotHoldTheParentClosed(t *testing.T) {
 	const newsToken, freeToken = "news-worker-token-0123456789", "free-worker-token-0123456789"
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := context.Background()
@@ -92,13 +92,13 @@ func TestSecurityL6ChildLimitedTokenCannotHoldTheParentClosed(t *testing.T) {
 	})
 }
 
-// TestSecurityM7AlertsPastTheQuotaAreSummarised: one token acting as many
+// TestSecurityAlertsPastTheQuotaAreSummarised (M7): one token acting as many
 // worker ids raises suspect_worker alerts as fast as it records (threshold
 // 1: each failure of a lone worker after a success). With a quota of 3
 // alerts a minute, every Record is answered, every alert is in the event
 // log, and the hook receives 3 alerts and then one summary a minute, which
 // counts the alerts not sent since the previous one.
-func TestSecurityM7AlertsPastTheQuotaAreSummarised(t *testing.T) {
+func TestSecurityAlertsPastTheQuotaAreSummarised(t *testing.T) {
 	const poolToken = "pool-worker-token-0123456789"
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := context.Background()

@@ -92,11 +92,11 @@ func TestOpenFractionCapIndependentOfArrivalOrder(t *testing.T) {
 	})
 }
 
-// TestSecurityM8MadeUpBreakerCannotCapARealTrip: a worker (two worker ids
+// TestSecurityMadeUpBreakerCannotCapARealTrip (M8): a worker (two worker ids
 // of one token) opens a breaker of a made-up name beside a group's
 // members; it is in no group, so a real trip by two workers of a member
 // still opens, and the group counts only its members.
-func TestSecurityM8MadeUpBreakerCannotCapARealTrip(t *testing.T) {
+func TestSecurityMadeUpBreakerCannotCapARealTrip(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		p := policy.Default()
 		p.Threshold, p.MinWorkers, p.Jitter = 2, 2, 0

@@ -24,12 +24,12 @@ import (
 // well past quorum.MaxWorkers.
 const floodWorkers = 3 * quorum.MaxWorkers
 
-// TestSecurityL5RunSetsBoundedUnderAPin: one token acting as many worker
+// TestSecurityRunSetsBoundedUnderAPin (L5): one token acting as many worker
 // ids fails on a breaker an operator pinned closed (it counts and never
 // trips). Each run's worker set (failures, counted 429s), the slow run's
 // workers and a window's workers stop at quorum.MaxWorkers; the keys keep
 // no TTL only because the pin keeps them.
-func TestSecurityL5RunSetsBoundedUnderAPin(t *testing.T) {
+func TestSecurityRunSetsBoundedUnderAPin(t *testing.T) {
 	ctx := context.Background()
 	consecutive := policy.Default()
 	consecutive.SlowCall = 10 * time.Second
@@ -101,9 +101,9 @@ func TestSecurityL5RunSetsBoundedUnderAPin(t *testing.T) {
 	})
 }
 
-// TestSecurityL5SlowRunBoundedUnderAPin: the slow run's workers (stored in
+// TestSecuritySlowRunBoundedUnderAPin (L5): the slow run's workers (stored in
 // the state hash) stop at quorum.MaxWorkers too.
-func TestSecurityL5SlowRunBoundedUnderAPin(t *testing.T) {
+func TestSecuritySlowRunBoundedUnderAPin(t *testing.T) {
 	ctx := context.Background()
 	p := policy.Default()
 	p.SlowCall, p.SlowCallThreshold = 10*time.Second, 3
@@ -129,13 +129,13 @@ func TestSecurityL5SlowRunBoundedUnderAPin(t *testing.T) {
 	})
 }
 
-// TestSecurityM6GroupIndexHoldsOnlyLiveBreakers: one worker fails once on
+// TestSecurityGroupIndexHoldsOnlyLiveBreakers (M6): one worker fails once on
 // each of many breakers of a group. Once their state has expired, the
 // group's index holds none of them: each write drops the expired entries,
 // so the index is bounded by the group's members holding state, not by
 // every member that ever failed. (A name the group does not list never
-// enters it: TestSecurityM8MadeUpBreakerCannotCapARealTrip.)
-func TestSecurityM6GroupIndexHoldsOnlyLiveBreakers(t *testing.T) {
+// enters it: TestSecurityMadeUpBreakerCannotCapARealTrip.)
+func TestSecurityGroupIndexHoldsOnlyLiveBreakers(t *testing.T) {
 	ctx := context.Background()
 	const flood = 40
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
@@ -162,12 +162,12 @@ func TestSecurityM6GroupIndexHoldsOnlyLiveBreakers(t *testing.T) {
 	})
 }
 
-// TestSecurityM6EventLogsCountTowardTheCeiling: one token sends a 401 on
+// TestSecurityEventLogsCountTowardTheCeiling (M6): one token sends a 401 on
 // each of many made-up breakers. Each raises credential_revoked, an event
 // log kept for the event retention, though the breaker holds no state.
 // The ceiling counts each such breaker until its log expires, so past
 // --max-breakers no new log is created, however long the flood goes on.
-func TestSecurityM6EventLogsCountTowardTheCeiling(t *testing.T) {
+func TestSecurityEventLogsCountTowardTheCeiling(t *testing.T) {
 	const ceiling = 4
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := context.Background()

@@ -13,11 +13,11 @@ import (
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
-// TestSecurityM4OpenCachePagesItsList: the open cache seeds itself from a
+// TestSecurityOpenCachePagesItsList (M4): the open cache seeds itself from a
 // paged List, so a daemon that refuses an unpaged List past its cap (here
 // 1 breaker, with 3 forced open) still seeds it, and its denials come
 // from the cache.
-func TestSecurityM4OpenCachePagesItsList(t *testing.T) {
+func TestSecurityOpenCachePagesItsList(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := daemontest.StartWith(t, b, daemontest.Options{Store: withAlternatives(), Listener: limits.Listener{ListMaxUnpaged: 1}})
 		op := dial(t, d.Addr, "op")
@@ -88,10 +88,10 @@ func (f *pagedList) List(ctx context.Context, req *pb.ListRequest) (*pb.ListResp
 	return res, nil
 }
 
-// TestSecurityM4OpenCacheBoundsEachPage: the list timeout bounds each
+// TestSecurityOpenCacheBoundsEachPage (M4): the list timeout bounds each
 // page of the open cache's List, not the whole listing, so a keyspace that
 // takes many pages still seeds the cache.
-func TestSecurityM4OpenCacheBoundsEachPage(t *testing.T) {
+func TestSecurityOpenCacheBoundsEachPage(t *testing.T) {
 	timeout := 2 * time.Second
 	f := &pagedList{timeout: timeout}
 	c := dial(t, serveFake(t, f), "agent", WithOpenCache(), func(o *options) { o.listTimeout = timeout })

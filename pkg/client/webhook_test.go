@@ -84,10 +84,10 @@ func TestWebhookKey(t *testing.T) {
 	}
 }
 
-// TestSecurityL9EmptySecretRefused: a delivery signed with an empty key
+// TestSecurityEmptyWebhookSecretRefused (L9): a delivery signed with an empty key
 // (anyone can make one) is refused when the receiver's secret is empty or
 // "whsec_" alone, however well it is signed.
-func TestSecurityL9EmptySecretRefused(t *testing.T) {
+func TestSecurityEmptyWebhookSecretRefused(t *testing.T) {
 	now := time.Unix(specTimestamp, 0)
 	body := []byte(specBody)
 	for _, secret := range []string{"", client.WebhookSecretPrefix} {
