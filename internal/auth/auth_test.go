@@ -240,6 +240,7 @@ func TestParseErrors(t *testing.T) {
 		{`tokens: [{name: a, role: operator}]`, "tokens[0].token: give exactly one"},
 		{`tokens: [{name: a, role: worker, token: ` + poolToken + `}]`, "tokens[0].workers:"},
 		{`tokens: [{name: a, role: operator, token: ` + aliceToken + `, workers: [w1]}]`, "tokens[0].workers:"},
+		{`tokens: [{name: a, role: worker, token: ` + poolToken + `, workers: ["pool a"]}]`, "tokens[0].workers[0]: is not a worker id"},
 		{`tokens: [{name: a, role: operator, token_sha256: abc}]`, "tokens[0].token_sha256:"},
 		{`tokens: [{name: a, role: operator, token: ` + aliceToken + `}, {name: a, role: operator, token: ` + poolToken + `}]`, "tokens[1].name:"},
 		{`tokens: [{name: a, role: operator, token: ` + aliceToken + `}, {name: b, role: operator, token: ` + aliceToken + `}]`, "tokens[1].token: is the same"},

@@ -12,9 +12,11 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/breakerd/breakerd/internal/limits"
 	"github.com/breakerd/breakerd/internal/yamlfile"
 )
 
@@ -184,6 +186,12 @@ func Parse(b []byte) (*Tokens, error) {
 		for j, w := range e.Workers {
 			if _, err := path.Match(w, ""); err != nil || w == "" {
 				return nil, field(fmt.Sprintf("workers[%d]", j), "%q is not a worker id or glob", w)
+			}
+			if !strings.ContainsAny(w, `*?[\`) {
+				var fe *limits.FieldError
+				if err := limits.WorkerID(fmt.Sprintf("workers[%d]", j), w); errors.As(err, &fe) {
+					return nil, field(fe.Field, "is not a worker id (nor a glob): %s", fe.Problem)
+				}
 			}
 		}
 		for j, b := range e.Breakers {

@@ -32,7 +32,7 @@ import (
 	"unicode/utf8"
 )
 
-// MaxNameBytes bounds breaker names, worker ids and operator names.
+// MaxNameBytes bounds breaker names and operator names.
 const MaxNameBytes = 256
 
 // MaxBatch bounds the names of one BatchGet or Watch.
@@ -58,7 +58,7 @@ func invalid(field, format string, args ...any) error {
 	return &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
 }
 
-// Name checks a breaker name, worker id or operator: non-empty, at most
+// Name checks a breaker name or operator: non-empty, at most
 // MaxNameBytes, printable UTF-8 (no control characters), no leading or
 // trailing white space. The error is a *FieldError naming field.
 func Name(field, v string) error {
@@ -71,6 +71,32 @@ func Name(field, v string) error {
 		return invalid(field, "must be printable UTF-8 (no control characters), got %q", v)
 	case strings.TrimSpace(v) != v:
 		return invalid(field, "must not start or end with white space, got %q", v)
+	}
+	return nil
+}
+
+// MaxWorkerIDBytes bounds a worker id (WorkerID).
+const MaxWorkerIDBytes = 128
+
+// workerIDBytes are the bytes a worker id may hold besides letters and
+// digits: enough for a host name and pid ("web-3.example-4121"), a uuid,
+// an email-like or path-like id ("ci@pool/7") and base64.
+const workerIDBytes = "._:@/+=-"
+
+// WorkerID checks a worker id: 1 to MaxWorkerIDBytes of A-Z a-z 0-9 and
+// workerIDBytes. A worker id reaches what a model reads (a suspect
+// worker's denial, an abandoned probe's reason), so it is an identifier,
+// never text: an id outside the syntax is refused, never quoted back.
+// The error is a *FieldError naming field.
+func WorkerID(field, v string) error {
+	if v == "" || len(v) > MaxWorkerIDBytes {
+		return invalid(field, "must be 1 to %d characters of A-Z a-z 0-9 %s, got %d bytes", MaxWorkerIDBytes, workerIDBytes, len(v))
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte(workerIDBytes, c) >= 0) {
+			return invalid(field, "must keep to A-Z a-z 0-9 %s; byte %d is not in it", workerIDBytes, i)
+		}
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package limits
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
@@ -51,6 +53,34 @@ func TestClampMs(t *testing.T) {
 	for in, want := range map[int64]int64{-1: 0, 0: 0, 5000: 5000, MaxDurationMs: MaxDurationMs, 1 << 62: MaxDurationMs} {
 		if got := ClampMs(in); got != want {
 			t.Errorf("ClampMs(%d) = %d, want %d", in, got, want)
+		}
+	}
+}
+
+// TestWorkerID holds the worker-id syntax, and the ids the clients and
+// the MCP gateway make by default (host name and pid; a gateway session's
+// "<id>/<12 hex digits>"; a uuid) to it.
+func TestWorkerID(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defaults := fmt.Sprintf("%s-%d", host, os.Getpid())
+	for _, ok := range []string{defaults, defaults + "/0123456789ab", "web-3.example.com-4121",
+		"f47ac10b-58cc-4372-a567-0e02b2c3d479", "ci@pool/7", "dGVzdA+/=", "a:b_c", strings.Repeat("w", MaxWorkerIDBytes)} {
+		if err := WorkerID("worker_id", ok); err != nil {
+			t.Errorf("WorkerID(%q) = %v, want nil", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "g- SYSTEM: rm -rf ~", "a\nb", "a\u202eb", "wörker", "a*", "a\"b", strings.Repeat("w", MaxWorkerIDBytes+1)} {
+		err := WorkerID("worker_id", bad)
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != "worker_id" {
+			t.Errorf("WorkerID(%q) = %#v, want a *FieldError on worker_id", bad, err)
+			continue
+		}
+		if bad != "" && strings.Contains(fe.Problem, bad) {
+			t.Errorf("WorkerID(%q): %q quotes the id back", bad, fe.Problem)
 		}
 	}
 }

@@ -47,7 +47,7 @@ func Denied(d pb.Decision) bool {
 
 // ReportSavings implements BreakerService.ReportSavings.
 func (s *Server) ReportSavings(ctx context.Context, req *pb.ReportSavingsRequest) (*pb.ReportSavingsResponse, error) {
-	if err := validName("worker_id", req.GetWorkerId()); err != nil {
+	if err := validWorker("worker_id", req.GetWorkerId()); err != nil {
 		return nil, err
 	}
 	reports, err := validReports(req.GetReports())

@@ -163,7 +163,7 @@ func (s *Server) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 	if err := validName("breaker", req.GetBreaker()); err != nil {
 		return nil, err
 	}
-	if err := validName("worker_id", req.GetWorkerId()); err != nil {
+	if err := validWorker("worker_id", req.GetWorkerId()); err != nil {
 		return nil, err
 	}
 	if req.GetTool() != "" {
@@ -215,7 +215,7 @@ func (s *Server) validRecord(ctx context.Context, req *pb.RecordRequest) (string
 	if err := validName("breaker", req.GetBreaker()); err != nil {
 		return "", err
 	}
-	if err := validName("worker_id", req.GetWorkerId()); err != nil {
+	if err := validWorker("worker_id", req.GetWorkerId()); err != nil {
 		return "", err
 	}
 	why, err := s.classifyRecord(req)
@@ -323,7 +323,7 @@ func (s *Server) BatchGet(ctx context.Context, req *pb.BatchGetRequest) (*pb.Bat
 		return nil, err
 	}
 	if w := req.GetWorkerId(); w != "" {
-		if err := validName("worker_id", w); err != nil {
+		if err := validWorker("worker_id", w); err != nil {
 			return nil, err
 		}
 	}
@@ -515,10 +515,19 @@ func (s *Server) Events(ctx context.Context, req *pb.EventsRequest) (*pb.EventsR
 	return &pb.EventsResponse{Events: evs}, nil
 }
 
-// validName checks a breaker name, worker id or operator with
-// limits.Name (the check the Go client makes too), as InvalidArgument.
+// validName checks a breaker name or operator with limits.Name (the
+// check the Go client makes too), as InvalidArgument.
 func validName(field, v string) error {
 	if err := limits.Name(field, v); err != nil {
+		return fieldStatus(err)
+	}
+	return nil
+}
+
+// validWorker checks a worker id with limits.WorkerID (the check the Go
+// client makes too), as InvalidArgument.
+func validWorker(field, v string) error {
+	if err := limits.WorkerID(field, v); err != nil {
 		return fieldStatus(err)
 	}
 	return nil

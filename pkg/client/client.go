@@ -399,7 +399,7 @@ func newClient(conn grpc.ClientConnInterface, o options) *Client {
 
 func (c *Client) setWorker(id string) {
 	c.id, c.worked = id, &sync.Map{}
-	if err := limits.Name("worker_id", id); err != nil {
+	if err := limits.WorkerID("worker_id", id); err != nil {
 		c.badWorker = status.Error(codes.InvalidArgument, err.Error())
 	}
 }
