@@ -28,7 +28,8 @@ var workerMethods = map[string]bool{
 	// GetPolicy: a client's local fallback reads its threshold and cooldown.
 	"GetPolicy": true,
 	// Events: the logged form of what Watch streams live (a worker
-	// sees the same of its breakers either way).
+	// sees the same of its breakers either way); one breaker's log per
+	// call for a worker (checkEvents).
 	"Events": true,
 	// ReportSavings: a client reports the calls it refused itself;
 	// Savings reads what its breakers saved.
@@ -261,6 +262,19 @@ func checkBreakers(id Identity, req any) error {
 	return nil
 }
 
+// checkEvents returns PermissionDenied for an Events read of every
+// breaker by a worker token. That read scans the keyspace and holds each
+// breaker's newest events in memory to merge them, so its cost grows with
+// the breakers any worker may create: it is for operators. A worker reads
+// the events of a breaker it names, one bounded log per call.
+func checkEvents(id Identity, req any) error {
+	if r, ok := req.(*pb.EventsRequest); ok && r.GetBreaker() == "" && id.Role != RoleOperator {
+		return status.Errorf(codes.PermissionDenied,
+			"breaker: token %q has role %s; name one breaker (the events of every breaker are for operators)", id.Name, id.Role)
+	}
+	return nil
+}
+
 // filterResponse drops the breakers a limited token may not see from a
 // List's answer.
 func filterResponse(id Identity, resp any) {
@@ -283,6 +297,9 @@ func (a *Authenticator) unary(ctx context.Context, req any, info *grpc.UnaryServ
 	_, optional := req.(*pb.BatchGetRequest)
 	if r, isW := req.(workerRequest); isW && !(optional && r.GetWorkerId() == "") && !id.MayActAs(r.GetWorkerId()) {
 		return nil, status.Errorf(codes.PermissionDenied, "worker_id: token %q may not act as worker %s", id.Name, quote(r.GetWorkerId()))
+	}
+	if err := checkEvents(id, req); err != nil {
+		return nil, err
 	}
 	if err := checkBreakers(id, req); err != nil {
 		return nil, err

@@ -73,7 +73,8 @@ func TestStatusPageFiles(t *testing.T) {
 
 // TestStatusPageNeedsTheAPIsToken: everything the page shows comes
 // through the API with the token typed in: nothing without one, reads
-// with a worker's, Force only with an operator's.
+// with a worker's (the events of every breaker only with an
+// operator's), Force only with an operator's.
 func TestStatusPageNeedsTheAPIsToken(t *testing.T) {
 	b := testredis.Mini(t)
 	d := tokens(t, b)
@@ -85,7 +86,9 @@ func TestStatusPageNeedsTheAPIsToken(t *testing.T) {
 		{"no token, Events", "Events", "", `{}`, 401},
 		{"no token, List", "List", "", `{}`, 401},
 		{"no token, Force", "Force", "", `{"breaker":"` + name + `","mode":"FORCE_MODE_OPEN","reason":"r"}`, 401},
-		{"worker, Events", "Events", workerToken, `{"since_ms":3600000,"limit":100}`, 200},
+		{"worker, Events of every breaker", "Events", workerToken, `{"since_ms":3600000,"limit":100}`, 403},
+		{"worker, Events of one breaker", "Events", workerToken, `{"breaker":"` + name + `","limit":100}`, 200},
+		{"operator, Events of every breaker", "Events", opToken, `{"since_ms":3600000,"limit":100}`, 200},
 		{"worker, List", "List", workerToken, `{"states":["STATE_FORCED_CLOSED"]}`, 200},
 		{"worker, BatchGet", "BatchGet", workerToken, `{"breakers":["` + name + `"]}`, 200},
 		{"worker, Force", "Force", workerToken, `{"breaker":"` + name + `","mode":"FORCE_MODE_OPEN","reason":"r"}`, 403},
