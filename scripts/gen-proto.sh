@@ -11,4 +11,4 @@ command -v protoc-gen-go-grpc >/dev/null || go install google.golang.org/grpc/cm
 protoc -I proto \
   --go_out=proto --go_opt=paths=source_relative \
   --go-grpc_out=proto --go-grpc_opt=paths=source_relative \
-  proto/breakerd/v1/breaker.proto
+  proto/breakerd/v1/breaker.proto proto/breakerd/v1/watch_snapshot.proto

@@ -79,7 +79,7 @@ func newHTTPServer(c Config, log *slog.Logger, lis net.Listener, d httpAPIDeps) 
 	lim := listenerLimits(c).WithDefaults()
 	h, err := httpapi.New(httpapi.Options{GRPC: d.grpc, Health: d.health, Auth: d.auth,
 		MaxBodyBytes: int64(lim.MaxRecvBytes), CORSOrigins: origins, Log: log,
-		Watch: &httpapi.Watch{Hub: d.hub, Store: d.store, Heartbeat: c.HTTPHeartbeat, WithParents: d.srv.WithParents}})
+		Watch: &httpapi.Watch{Hub: d.hub, Store: d.store, Heartbeat: c.HTTPHeartbeat, WithParents: d.srv.WithParents, Reads: snapshotReads(d)}})
 	if err != nil {
 		return nil, err
 	}
@@ -118,6 +118,18 @@ func httpCaller(a *auth.Authenticator) func(*http.Request) (string, error) {
 			return "", nil
 		}
 		return server.TokenKey(id), nil
+	}
+}
+
+// snapshotReads takes a slot of the caller's read cap for a GET
+// /v1/watch snapshot (httpapi.Watch.Reads), under the key its other HTTP
+// and gRPC reads count under.
+func snapshotReads(d httpAPIDeps) func(*http.Request) (func(), error) {
+	reads, _ := d.srv.Gates()
+	caller := httpCaller(d.auth)
+	return func(r *http.Request) (func(), error) {
+		key, _ := caller(r)
+		return reads.Acquire(key)
 	}
 }
 

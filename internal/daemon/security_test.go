@@ -422,3 +422,41 @@ func TestSecurityHTTPListenerHoldsTheSameLimits(t *testing.T) {
 	}
 	daemontest.Eventually(t, "a fourth connection (HTTP) closed at accept", func() bool { return closedByDaemon(t, httpAddr) })
 }
+
+// TestSecurityWatchSnapshotTakesATokensReadSlot (N2): a GET /v1/watch
+// snapshot is a read of the token's: with Redis stalled, one stream's
+// snapshot holds the token's one slot (--reads-per-token 1), so the
+// token's next read is ResourceExhausted before it is decoded, and
+// another token's reads are its own.
+func TestSecurityWatchSnapshotTakesATokensReadSlot(t *testing.T) {
+	b := testredis.Mini(t)
+	proxy := testredis.NewProxy(t, b.Addr)
+	httpAddr := testredis.FreeAddr(t)
+	addr, _ := runSecured(t, "--tokens", secTokens(t), "--reads-per-token", "1", "--redis-outage", "unavailable",
+		"--http-listen", httpAddr, "--redis-url", "redis://"+proxy.Addr()+"?read_timeout=1m&write_timeout=1m")
+	conn := dialRaw(t, addr, daemontest.WorkerToken)
+	if err := garbageList(conn); status.Code(err) == codes.ResourceExhausted || err == nil {
+		t.Fatalf("an undecodable List within the cap: %v, want a decoding error", err)
+	}
+	proxy.Stall()
+	defer proxy.Restore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+httpAddr+"/v1/watch", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+daemontest.WorkerToken)
+	go func() {
+		if res, err := http.DefaultClient.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+		}
+	}()
+	daemontest.Eventually(t, "an undecodable List refused while the stream's snapshot holds the read slot", func() bool {
+		return status.Code(garbageList(conn)) == codes.ResourceExhausted
+	})
+	if err := garbageList(dialRaw(t, addr, daemontest.OperatorToken)); status.Code(err) == codes.ResourceExhausted {
+		t.Errorf("another token's List: %v, want its own slots", err)
+	}
+}

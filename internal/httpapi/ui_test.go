@@ -109,7 +109,7 @@ func TestStatusPageNeedsTheAPIsToken(t *testing.T) {
 		t.Errorf("GET /v1/watch without a token = %d, want 401", res.StatusCode)
 	}
 	s := watch(t, d, url.Values{}, "", workerToken)
-	snapshotNames(t, s.next(t))
+	snapshotNames(t, s)
 
 	if a := post(t, d.HTTPAddr, "Force", opToken, `{"breaker":"`+name+`","mode":"FORCE_MODE_OPEN","reason":"drill","ttl_ms":"60000"}`); a.status != 200 || a.str("state.forced_by") != "alice" {
 		t.Errorf("operator Force = %d %s, want 200 forced by alice", a.status, a.raw)
@@ -207,8 +207,8 @@ func TestWatchEndsWhenItsTokenIsRevoked(t *testing.T) {
 	d := daemontest.StartWith(t, b, daemontest.Options{HTTP: &httpapi.Options{Auth: a, Watch: &httpapi.Watch{}}, Server: a.ServerOptions()})
 	worker := watch(t, d, url.Values{}, "", workerToken)
 	operator := watch(t, d, url.Values{}, "", opToken)
-	snapshotNames(t, worker.next(t))
-	snapshotNames(t, operator.next(t))
+	snapshotNames(t, worker)
+	snapshotNames(t, operator)
 
 	kept, err := auth.Parse([]byte(file))
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,6 +33,11 @@ type Watch struct {
 	// WithParents, when set, puts the parent scopes' verdicts into the
 	// snapshot's deny_until_ms (server.Server.WithParents).
 	WithParents func(context.Context, []*pb.BreakerState)
+	// Reads, when set, takes one of the caller's slots of the per-token
+	// read cap (--reads-per-token) for as long as the stream's snapshot
+	// is read, or returns the ResourceExhausted refusal: a token's
+	// snapshots count with its other reads.
+	Reads func(*http.Request) (release func(), err error)
 }
 
 // DefaultHeartbeat is Watch.Heartbeat's default.
@@ -44,6 +50,11 @@ const DefaultHeartbeat = 15 * time.Second
 // node on its own schedule). Replays are at least once; clients drop
 // duplicates by id.
 const replayMargin = 10 * time.Second
+
+// snapshotPart bounds the states of one part of the snapshot (a page of
+// the keyspace scan, or of the named breakers): a stream holds one part
+// at a time, whatever the number of breakers that deny.
+const snapshotPart = 256
 
 // writeTimeout bounds one write to a stream's client: a client that
 // stops reading ends its stream rather than holding it.
@@ -135,6 +146,13 @@ func (f *front) watch(wt *Watch) http.Handler {
 			return
 		}
 		defer sub.Close()
+		release := func() {}
+		if wt.Reads != nil {
+			if release, err = wt.Reads(r); err != nil {
+				writeStatus(w, err)
+				return
+			}
+		}
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
 		revoked := func() bool { return false }
@@ -142,7 +160,7 @@ func (f *front) watch(wt *Watch) http.Handler {
 			revoked = f.o.Auth.EndOnRevoke(ctx, r.Header, id, cancel)
 		}
 		s := &stream{w: w, rc: http.NewResponseController(w), req: req, sent: map[string]string{}}
-		err = s.run(ctx, wt, sub)
+		err = s.run(ctx, wt, sub, release)
 		if revoked() && r.Context().Err() == nil {
 			err = s.resync(fmt.Sprintf("authorization: token %q was revoked or its entry changed (tokens reloaded); this stream has ended", id.Name))
 		}
@@ -163,46 +181,90 @@ type stream struct {
 }
 
 // run writes the stream: headers, snapshot, replay, then live events.
-func (s *stream) run(ctx context.Context, wt *Watch, sub *events.Subscription) error {
+// It calls release once the snapshot is read.
+func (s *stream) run(ctx context.Context, wt *Watch, sub *events.Subscription, release func()) error {
 	h := s.w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // proxies: do not buffer the stream
 	s.w.WriteHeader(http.StatusOK)
-	if err := s.snapshot(ctx, wt); err != nil {
+	every := wt.heartbeat()
+	err := s.snapshot(ctx, wt, every)
+	release()
+	if err != nil {
 		return err
 	}
 	if err := s.replay(ctx, wt.Store); err != nil {
 		return err
 	}
-	return s.live(ctx, sub, max(wt.Heartbeat, 0))
+	return s.live(ctx, sub, every)
 }
 
-// snapshot sends event: snapshot, the breakers that deny now or may
-// (every one not closed, and any with deny_until_ms set), only the named
-// ones when the stream names breakers. It is read after subscribing, so
-// no event falls between the two.
-func (s *stream) snapshot(ctx context.Context, wt *Watch) error {
-	var states []*pb.BreakerState
-	var err error
-	if len(s.req.breakers) > 0 {
-		states, err = wt.Store.BatchGet(ctx, s.req.breakers)
-	} else {
-		states, err = wt.Store.List(ctx, pb.State_STATE_OPEN, pb.State_STATE_HALF_OPEN, pb.State_STATE_FORCED_OPEN, pb.State_STATE_PAUSED)
+// heartbeat is the stream's heartbeat interval: Heartbeat, or
+// DefaultHeartbeat when it is not positive.
+func (wt *Watch) heartbeat() time.Duration {
+	if wt.Heartbeat <= 0 {
+		return DefaultHeartbeat
 	}
-	if err != nil {
-		return s.resync("the snapshot could not be read: " + err.Error())
-	}
-	if wt.WithParents != nil {
-		wt.WithParents(ctx, states)
-	}
-	kept := states[:0]
-	for _, x := range states {
-		if x.GetDenyUntilMs() > 0 || (x.GetState() != pb.State_STATE_CLOSED && x.GetState() != pb.State_STATE_FORCED_CLOSED && x.GetState() != pb.State_STATE_UNSPECIFIED) {
-			kept = append(kept, x)
+	return wt.Heartbeat
+}
+
+// snapshotStates are the states a stream's snapshot lists of every
+// breaker: those that deny now or may.
+var snapshotStates = []pb.State{pb.State_STATE_OPEN, pb.State_STATE_HALF_OPEN, pb.State_STATE_FORCED_OPEN, pb.State_STATE_PAUSED}
+
+// snapshot sends the breakers that deny now or may (every one not closed,
+// and any with deny_until_ms set), only the named ones when the stream
+// names breakers, in event: snapshot parts of at most snapshotPart
+// states, each read as it is sent, the last with more false. It is read
+// after subscribing, so no event falls between the two.
+func (s *stream) snapshot(ctx context.Context, wt *Watch, every time.Duration) error {
+	part := func(states []*pb.BreakerState, more bool) error {
+		if wt.WithParents != nil {
+			wt.WithParents(ctx, states)
 		}
+		states = slices.DeleteFunc(states, func(x *pb.BreakerState) bool {
+			st := x.GetState()
+			return x.GetDenyUntilMs() <= 0 && (st == pb.State_STATE_CLOSED || st == pb.State_STATE_FORCED_CLOSED || st == pb.State_STATE_UNSPECIFIED)
+		})
+		// A SCAN step may find more keys than it was asked for (COUNT is a
+		// hint): the part is cut to its bound all the same.
+		for len(states) > snapshotPart || (more && len(states) > 0) {
+			n := min(len(states), snapshotPart)
+			if err := s.send("", "snapshot", &pb.WatchSnapshot{States: states[:n], HeartbeatMs: every.Milliseconds(), More: true}); err != nil {
+				return err
+			}
+			states = states[n:]
+		}
+		if more {
+			return nil
+		}
+		return s.send("", "snapshot", &pb.WatchSnapshot{States: states, HeartbeatMs: every.Milliseconds()})
 	}
-	return s.send("", "snapshot", &pb.ListResponse{States: kept})
+	if names := s.req.breakers; len(names) > 0 {
+		for len(names) > 0 {
+			n := min(len(names), snapshotPart)
+			states, err := wt.Store.BatchGet(ctx, names[:n])
+			if err != nil {
+				return s.resync("the snapshot could not be read: " + err.Error())
+			}
+			names = names[n:]
+			if err := part(states, len(names) > 0); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for token := ""; ; {
+		states, next, err := wt.Store.ListPage(ctx, token, snapshotPart, snapshotStates...)
+		if err != nil {
+			return s.resync("the snapshot could not be read: " + err.Error())
+		}
+		if err := part(states, next != ""); err != nil || next == "" {
+			return err
+		}
+		token = next
+	}
 }
 
 // replay sends, on a resume of a stream that names its breakers, each
@@ -250,9 +312,6 @@ func (s *stream) replay(ctx context.Context, st *store.Store) error {
 // live relays the subscription's events, with a comment line after each
 // idle heartbeat, until ctx ends or the subscription does.
 func (s *stream) live(ctx context.Context, sub *events.Subscription, every time.Duration) error {
-	if every == 0 {
-		every = DefaultHeartbeat
-	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

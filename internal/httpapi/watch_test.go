@@ -148,21 +148,30 @@ func force(t *testing.T, d *daemontest.Daemon, breaker, mode string) {
 	}
 }
 
-// snapshotNames returns the breakers a snapshot event lists, each with
-// its deny_until_ms present.
-func snapshotNames(t *testing.T, e sseEvent) []string {
+// snapshotNames reads a stream's snapshot, its parts up to the one with
+// more false, and returns the breakers it lists, each with its
+// deny_until_ms present. Every part announces the stream's heartbeat.
+func snapshotNames(t *testing.T, s *sseStream) []string {
 	t.Helper()
-	if e.typ != "snapshot" {
-		t.Fatalf("first event is %q (%s), want snapshot", e.typ, e.data)
-	}
-	states, _ := e.json(t)["states"].([]any)
 	var names []string
-	for _, s := range states {
-		m, _ := s.(map[string]any)
-		if _, ok := m["deny_until_ms"]; !ok {
-			t.Errorf("snapshot state lacks deny_until_ms: %v", m)
+	for more := true; more; {
+		e := s.next(t)
+		if e.typ != "snapshot" {
+			t.Fatalf("event is %q (%s), want a snapshot part", e.typ, e.data)
 		}
-		names = append(names, m["breaker"].(string))
+		m := e.json(t)
+		if hb, _ := m["heartbeat_ms"].(string); hb == "" || hb == "0" {
+			t.Errorf("snapshot part's heartbeat_ms = %v, want the stream's interval", m["heartbeat_ms"])
+		}
+		more, _ = m["more"].(bool)
+		states, _ := m["states"].([]any)
+		for _, s := range states {
+			m, _ := s.(map[string]any)
+			if _, ok := m["deny_until_ms"]; !ok {
+				t.Errorf("snapshot state lacks deny_until_ms: %v", m)
+			}
+			names = append(names, m["breaker"].(string))
+		}
 	}
 	return names
 }
@@ -179,11 +188,11 @@ func TestWatchOverSSE(t *testing.T) {
 		force(t, d, other, "OPEN")
 
 		named := watch(t, d, url.Values{"breaker": {open, closed}}, "", "")
-		if got := snapshotNames(t, named.next(t)); len(got) != 1 || got[0] != open {
+		if got := snapshotNames(t, named); len(got) != 1 || got[0] != open {
 			t.Errorf("snapshot of %s and %s = %v, want only %s (the one denying)", open, closed, got, open)
 		}
 		all := watch(t, d, nil, "", "")
-		got := strings.Join(snapshotNames(t, all.next(t)), " ")
+		got := strings.Join(snapshotNames(t, all), " ")
 		if !strings.Contains(got, open) || !strings.Contains(got, other) || strings.Contains(got, closed) {
 			t.Errorf("unfiltered snapshot = %s, want %s and %s, not %s", got, open, other, closed)
 		}
@@ -222,7 +231,7 @@ func TestWatchResumesWithLastEventID(t *testing.T) {
 		x, y := b.Breaker("x"), b.Breaker("y")
 		q := url.Values{"breaker": {x, y}}
 		s := watch(t, d, q, "", "")
-		s.next(t) // snapshot
+		snapshotNames(t, s)
 		force(t, d, x, "OPEN")
 		last := s.next(t)
 		s.cancel()
@@ -230,7 +239,7 @@ func TestWatchResumesWithLastEventID(t *testing.T) {
 		force(t, d, y, "OPEN")
 
 		r := watch(t, d, q, last.id, "")
-		if got := snapshotNames(t, r.next(t)); len(got) != 1 || got[0] != y {
+		if got := snapshotNames(t, r); len(got) != 1 || got[0] != y {
 			t.Errorf("resumed snapshot = %v, want [%s]", got, y)
 		}
 		missed := map[string]string{}
@@ -253,7 +262,7 @@ func TestWatchResumesWithLastEventID(t *testing.T) {
 		// before its oldest entry may have lost events.
 		force(t, d, x, "OPEN")
 		stale := watch(t, d, url.Values{"breaker": {x}}, x+"/1-0", "")
-		stale.next(t) // snapshot
+		snapshotNames(t, stale)
 		e := stale.next(t)
 		if e.typ != "resync" || !strings.Contains(e.data, x) {
 			t.Errorf("a position the log no longer holds: %q %s, want resync naming %s", e.typ, e.data, x)

@@ -117,6 +117,12 @@ func WrapService(sd *grpc.ServiceDesc, key func(context.Context) string, gates .
 	return &out
 }
 
+// Acquire takes a slot for key, or returns ResourceExhausted; call the
+// function it returns once, when the call ends. It counts a call that
+// does not pass WrapService (an HTTP stream's snapshot) with the ones that
+// do.
+func (g Gate) Acquire(key string) (func(), error) { return g.acquire(key) }
+
 // acquire takes a slot for key, or returns ResourceExhausted.
 func (g Gate) acquire(key string) (func(), error) {
 	release, ok := g.Cap.Acquire(key)

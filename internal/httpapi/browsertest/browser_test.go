@@ -36,7 +36,8 @@ const (
 // appears without a reload; a name made of markup shows as its
 // characters; the calls the open breaker refused show as its savings; a
 // suspect worker and the timelines show; Force is refused to a worker's
-// token and works with an operator's.
+// token and works with an operator's; a snapshot in parts lists every
+// breaker of every part.
 func TestStatusPage(t *testing.T) {
 	browser := os.Getenv("BREAKERD_TEST_CHROMIUM")
 	if browser == "" {
@@ -142,6 +143,18 @@ func TestStatusPage(t *testing.T) {
 	}
 
 	screenshot(ctx, t)
+
+	// A snapshot of more breakers than one part holds (256) comes in
+	// parts: signed in again, the page lists every one.
+	const bulk = 300
+	for i := range bulk {
+		var r struct{}
+		d.call(t, "Force", operatorToken, map[string]string{"breaker": fmt.Sprintf("bulk:%03d", i), "mode": "FORCE_MODE_OPEN", "reason": "drill"}, &r)
+	}
+	must(t, "sign out", chromedp.Do(ctx, chromedp.Click(chromedp.ID("signout"))))
+	signIn(ctx, t, operatorToken)
+	await(ctx, t, fmt.Sprintf("the %d forced breakers of a snapshot in parts listed", bulk), fmt.Sprintf(
+		`[...document.querySelectorAll('#breakers tbody tr')].filter(tr => (tr.dataset.breaker || '').startsWith('bulk:')).length === %d`, bulk))
 	for _, p := range problems() {
 		t.Errorf("the page's console: %s", p)
 	}

@@ -34,6 +34,7 @@
   let savingsTimer = 0;
   let timelineName = '';
   let timeline = []; // the selected breaker's Events, oldest first
+  let snapshot = []; // the states of the snapshot parts read so far
 
   // APIError is an answer of the API that is not a success: its HTTP
   // status and the error body's code and message.
@@ -95,6 +96,7 @@
       signal, cache: 'no-store', credentials: 'omit', headers: headers({ Accept: 'text/event-stream' }),
     });
     if (!res.ok) throw await failure(res);
+    snapshot = [];
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
     let buf = '';
     for (;;) {
@@ -111,9 +113,15 @@
 
   async function onEvent(ev, signal) {
     if (ev.type === 'snapshot') {
+      // The snapshot comes in parts: the view is replaced once the last
+      // (more false) has come.
+      const part = JSON.parse(ev.data);
+      snapshot.push(...(part.states || []));
+      if (part.more) return;
       breakers.clear();
       generations.clear();
-      for (const s of JSON.parse(ev.data).states || []) apply(s);
+      for (const s of snapshot) apply(s);
+      snapshot = [];
       loadSavings();
       try {
         await seed(signal);

@@ -1,0 +1,4 @@
+package httpapi
+
+// SnapshotPart is snapshotPart, for the tests.
+const SnapshotPart = snapshotPart
