@@ -48,6 +48,7 @@ func newOperate(c Config, log *slog.Logger, rdb redis.UniversalClient, st *store
 		CircuitsInterval: c.CircuitsInterval,
 		CooldownCap:      func(name string) time.Duration { return st.Policy(name).CooldownCap },
 		MaxBreakerSeries: int(c.MaxBreakerSeries),
+		Declared:         func(name string) bool { return st.Policies().Declares(name) },
 	})
 	if err != nil {
 		return nil, nil, err

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"time"
 
@@ -13,11 +14,9 @@ import (
 // DefaultMaxBreakerSeries caps the breakers that get series of their own
 // (breakerd_breaker_*) when Options.MaxBreakerSeries is 0: only breakers
 // that are not closed-and-healthy get them, and at most this many, so a
-// fleet-wide outage cannot flood Prometheus. Past the cap the most urgent
-// states are kept (open and half-open first, then paused, forced open,
-// forced closed, and closed breakers with a suspect worker), by name
-// within a state, and breakerd_breaker_series_dropped says how many were
-// left out.
+// fleet-wide outage cannot flood Prometheus. Past the cap the breakers
+// kept are chosen by what a worker cannot make up (breakerSeries.keep),
+// and breakerd_breaker_series_dropped says how many were left out.
 const DefaultMaxBreakerSeries = 500
 
 // breakerSeries are the per-breaker descriptors: series for the breakers
@@ -27,7 +26,10 @@ type breakerSeries struct {
 	// cooldownCap returns the cooldown cap of a breaker's effective
 	// policy; nil: breakerd_breaker_cooldown_cap_seconds is not exported.
 	cap func(breaker string) time.Duration
-	max int // the cap on breakers with series; negative: none get them
+	// declared reports whether the policy names a breaker itself; nil:
+	// none is.
+	declared func(breaker string) bool
+	max      int // the cap on breakers with series; negative: none get them
 
 	// since remembers, per breaker open or half-open at the last refresh,
 	// when this daemon first saw the current open episode start. The
@@ -37,7 +39,7 @@ type breakerSeries struct {
 	since map[string]int64
 }
 
-func newBreakerSeries(capOf func(string) time.Duration, most int) *breakerSeries {
+func newBreakerSeries(capOf func(string) time.Duration, declared func(string) bool, most int) *breakerSeries {
 	return &breakerSeries{
 		state: prometheus.NewDesc(Namespace+"_breaker_state",
 			"1 for each breaker that is not closed, by breaker and state (open, half_open, forced_open, forced_closed, paused); at most --max-breaker-series breakers, from the background listing. Every replica reports the same fleet: aggregate with max, not sum.",
@@ -57,9 +59,10 @@ func newBreakerSeries(capOf func(string) time.Duration, most int) *breakerSeries
 		dropped: prometheus.NewDesc(Namespace+"_breaker_series_dropped",
 			"Breakers that are not closed-and-healthy but got no breakerd_breaker_* series, past the cap (--max-breaker-series).",
 			nil, nil),
-		cap:   capOf,
-		max:   most,
-		since: map[string]int64{},
+		cap:      capOf,
+		declared: declared,
+		max:      most,
+		since:    map[string]int64{},
 	}
 }
 
@@ -89,6 +92,42 @@ func suspected(st *pb.BreakerState) bool {
 	return st.GetSuspectWorker() != "" && st.GetSuspectUntilMs() > st.GetAsOfMs()
 }
 
+// keep sorts sel by which breakers keep their series past the cap, first
+// first. A worker can name any number of breakers and open them (two
+// workers are a quorum), and pick names that sort first, so the order
+// puts first what it cannot make up: the breakers the policy declares,
+// then the operator's states before the ones workers cause (urgency),
+// more distinct workers behind the failures (each a token of its own,
+// where tokens are per worker), and an open episode that began earlier
+// (a flood opened now does not push out an outage under way). The name
+// only breaks ties, so the choice is the same on every replica.
+func (b *breakerSeries) keep(sel []*pb.BreakerState) []*pb.BreakerState {
+	declared := func(st *pb.BreakerState) int {
+		if b.declared != nil && b.declared(st.GetBreaker()) {
+			return 0
+		}
+		return 1
+	}
+	began := func(st *pb.BreakerState) int64 {
+		at := st.GetOpenedAtMs()
+		if prev, ok := b.since[st.GetBreaker()]; ok && (at == 0 || prev < at) {
+			at = prev
+		}
+		if at == 0 {
+			return math.MaxInt64
+		}
+		return at
+	}
+	slices.SortFunc(sel, func(x, y *pb.BreakerState) int {
+		return cmp.Or(cmp.Compare(declared(x), declared(y)),
+			cmp.Compare(urgency[x.GetState()], urgency[y.GetState()]),
+			cmp.Compare(y.GetDistinctWorkers(), x.GetDistinctWorkers()),
+			cmp.Compare(began(x), began(y)),
+			cmp.Compare(x.GetBreaker(), y.GetBreaker()))
+	})
+	return sel
+}
+
 // build turns one listing into the per-breaker series, at most
 // MaxBreakerSeries breakers' worth, and forgets the episodes of breakers
 // no longer open.
@@ -103,11 +142,8 @@ func (b *breakerSeries) build(states []*pb.BreakerState) []prometheus.Metric {
 			sel = append(sel, st)
 		}
 	}
-	slices.SortFunc(sel, func(x, y *pb.BreakerState) int {
-		return cmp.Or(cmp.Compare(urgency[x.GetState()], urgency[y.GetState()]), cmp.Compare(x.GetBreaker(), y.GetBreaker()))
-	})
 	dropped := max(0, len(sel)-max(0, b.max))
-	sel = sel[:len(sel)-dropped]
+	sel = b.keep(sel)[:len(sel)-dropped]
 	out := []prometheus.Metric{prometheus.MustNewConstMetric(b.dropped, prometheus.GaugeValue, float64(dropped))}
 	seen := make(map[string]int64, len(sel))
 	for _, st := range sel {

@@ -62,6 +62,10 @@ type Options struct {
 	// (breakerd_breaker_*). 0 means DefaultMaxBreakerSeries; negative: no
 	// breaker gets series (breakerd_breaker_series_dropped counts them).
 	MaxBreakerSeries int
+	// Declared reports whether the policy names a breaker itself
+	// (policy.Set.Declares): past MaxBreakerSeries such breakers keep
+	// their series first. Nil: none is declared.
+	Declared func(breaker string) bool
 }
 
 // Metrics holds breakerd's collectors. It is safe for concurrent use.
@@ -460,7 +464,7 @@ func newCircuits(o Options) *circuits {
 			nil, nil),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "circuits_list_errors_total",
 			Help: "Background refreshes of the circuit view whose List failed; breakerd_circuits, breakerd_open_circuits and the breakerd_breaker_* series are absent until the next success."}),
-		series: newBreakerSeries(o.CooldownCap, o.MaxBreakerSeries),
+		series: newBreakerSeries(o.CooldownCap, o.Declared, o.MaxBreakerSeries),
 	}
 }
 

@@ -62,6 +62,22 @@ func (s *Set) Source(breaker string) string {
 	return "defaults"
 }
 
+// Declares reports whether the policy names the breaker itself: a rule
+// whose match is its exact name (no glob), or a group that lists it. A
+// worker can name breakers a glob matches, never make one the policy
+// declares.
+func (s *Set) Declares(breaker string) bool {
+	if _, ok := s.memberOf[breaker]; ok {
+		return true
+	}
+	for _, r := range s.rules {
+		if r.match == breaker && !strings.ContainsAny(r.match, `*?[\`) {
+			return true
+		}
+	}
+	return false
+}
+
 // Sources says, for every field of a policy section (by its name in the
 // file), what set the named breaker's value: the first rule that matches
 // it (`breakers[1] (match "web_*")`) when that rule writes the field,
