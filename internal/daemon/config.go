@@ -187,10 +187,10 @@ type Config struct {
 	// ResourceExhausted. Default (and what 0 means) 100. Flag --open-max-streams, env
 	// BREAKERD_OPEN_MAX_STREAMS.
 	OpenMaxStreams int64
-	// ReadsPerToken caps the read calls (Get, BatchGet, List, Events) one
-	// token has in flight at once on this daemon (without --tokens: one
-	// connection), refused ResourceExhausted before the request is
-	// decoded. 0: no cap. Default 16. Flag --reads-per-token, env
+	// ReadsPerToken caps the read calls (Get, BatchGet, List, Events, and
+	// a GET /v1/watch snapshot while it is read) one token has in flight
+	// at once on this daemon (without --tokens: one connection), refused
+	// ResourceExhausted before the request is decoded. 0: no cap. Default 16. Flag --reads-per-token, env
 	// BREAKERD_READS_PER_TOKEN.
 	ReadsPerToken int64
 	// ListMaxUnpaged is the most breakers a List with page_size 0
@@ -316,7 +316,7 @@ func (c *Config) Flags() []cli.Flag {
 		{Name: "max-concurrent-streams", Value: &c.MaxConcurrentStreams, Usage: "calls one connection may have open at once"},
 		{Name: "keepalive-min-time", Value: &c.KeepaliveMinTime, Usage: "shortest interval between client keepalive pings accepted"},
 		{Name: "open-max-streams", Value: &c.OpenMaxStreams, Usage: "streams needing no token (health Watch, reflection) open at once"},
-		{Name: "reads-per-token", Value: &c.ReadsPerToken, Usage: "read calls (Get, BatchGet, List, Events) one token has in flight at once (0: no cap)"},
+		{Name: "reads-per-token", Value: &c.ReadsPerToken, Usage: "read calls (Get, BatchGet, List, Events, a /v1/watch snapshot) one token has in flight at once (0: no cap)"},
 		{Name: "list-max-unpaged", Value: &c.ListMaxUnpaged, Usage: "most breakers a List without page_size answers; past it, page"},
 		{Name: "watch-max-streams", Value: &c.WatchMaxStreams, Usage: "Watch streams served at once (0: no cap)"},
 		{Name: "watch-max-streams-per-token", Value: &c.WatchMaxStreamsPerToken, Usage: "Watch streams one token holds at once (0: no cap)"},
