@@ -78,15 +78,7 @@ func TestSecuritySnapshotCountsAsARead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := http.Get("http://" + d.HTTPAddr + "/v1/watch")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := read(t, res)
-	res.Body.Close()
-	if a.status != http.StatusTooManyRequests || a.str("code") != "resource_exhausted" {
-		t.Errorf("GET /v1/watch with the token's read slot held = %d %s, want 429 resource_exhausted", a.status, a.raw)
-	}
+	refusedWatch(t, d, "the token's read slot held")
 	held()
 	s := watch(t, d, nil, "", "")
 	snapshotNames(t, s)

@@ -302,6 +302,13 @@ func TestWatchRefusals(t *testing.T) {
 		}
 	}
 	watch(t, d, nil, "", "").next(t)
+	refusedWatch(t, d, "a second stream past the per-token cap of 1")
+}
+
+// refusedWatch opens GET /v1/watch on d and wants it refused 429
+// resource_exhausted (what names the case).
+func refusedWatch(t *testing.T, d *daemontest.Daemon, what string) {
+	t.Helper()
 	res, err := http.Get("http://" + d.HTTPAddr + "/v1/watch")
 	if err != nil {
 		t.Fatal(err)
@@ -309,6 +316,6 @@ func TestWatchRefusals(t *testing.T) {
 	a := read(t, res)
 	res.Body.Close()
 	if a.status != http.StatusTooManyRequests || a.str("code") != "resource_exhausted" {
-		t.Errorf("a second stream past the per-token cap of 1 = %d %s, want 429 resource_exhausted", a.status, a.raw)
+		t.Errorf("%s: GET /v1/watch = %d %s, want 429 resource_exhausted", what, a.status, a.raw)
 	}
 }

@@ -27,12 +27,8 @@ func TestSecurityWorkersReadTheEventsOfNamedBreakersOnly(t *testing.T) {
 	const opToken = "events-operator-token-0123456789"
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := context.Background()
-		tk, err := auth.Parse([]byte("tokens:\n  - {name: op, role: operator, token: " + opToken + "}\n" +
-			"  - {name: w1, role: worker, token: " + w1Token + ", workers: [w1]}\n"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		d := daemontest.StartWith(t, b, daemontest.Options{Server: auth.New(tk).ServerOptions()})
+		d := startWithTokensFile(t, b, "tokens:\n  - {name: op, role: operator, token: "+opToken+"}\n"+
+			"  - {name: w1, role: worker, token: "+w1Token+", workers: [w1]}\n")
 		worker, op := api(t, d, w1Token), api(t, d, opToken)
 		var names []string
 		for i := range 3 {
@@ -43,7 +39,7 @@ func TestSecurityWorkersReadTheEventsOfNamedBreakersOnly(t *testing.T) {
 			}
 		}
 		b.ResetCounts()
-		_, err = worker.Events(ctx, &pb.EventsRequest{})
+		_, err := worker.Events(ctx, &pb.EventsRequest{})
 		if status.Code(err) != codes.PermissionDenied || !strings.HasPrefix(status.Convert(err).Message(), "breaker: ") {
 			t.Errorf("worker's Events() = %v, want PermissionDenied naming breaker", err)
 		}
@@ -68,4 +64,14 @@ func TestSecurityWorkersReadTheEventsOfNamedBreakersOnly(t *testing.T) {
 			}
 		}
 	})
+}
+
+// startWithTokensFile starts a daemon whose tokens file reads yaml.
+func startWithTokensFile(t *testing.T, b *testredis.Backend, yaml string) *daemontest.Daemon {
+	t.Helper()
+	tk, err := auth.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return daemontest.StartWith(t, b, daemontest.Options{Server: auth.New(tk).ServerOptions()})
 }

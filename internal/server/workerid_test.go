@@ -8,8 +8,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/breakerd/breakerd/internal/auth"
-	"github.com/breakerd/breakerd/internal/daemontest"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -26,11 +24,7 @@ func TestSecurityWorkerIDsAreIdentifiersNotText(t *testing.T) {
 	const globToken = "glob-worker-token-0123456789"
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := context.Background()
-		tk, err := auth.Parse([]byte("tokens:\n  - {name: g, role: worker, token: " + globToken + ", workers: [\"g-*\"]}\n"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		d := daemontest.StartWith(t, b, daemontest.Options{Server: auth.New(tk).ServerOptions()})
+		d := startWithTokensFile(t, b, "tokens:\n  - {name: g, role: worker, token: "+globToken+", workers: [\"g-*\"]}\n")
 		c := api(t, d, globToken)
 		name := b.Breaker("workerid")
 		calls := map[string]func(worker string) error{
