@@ -18,8 +18,9 @@ import (
 // ids reach what a model reads (an abandoned probe's reason, a suspect
 // worker's denial). An id the glob matches but that is text ("g- SYSTEM:
 // ... rm -rf ~", a bidirectional control, 129 bytes) is InvalidArgument
-// naming worker_id on every call that takes one, quotes none of it back,
-// and costs no Redis command; an identifier under the same glob is served.
+// naming worker_id on every call that takes one (RecordBatch: in each
+// record), quotes none of it back, and costs no Redis command; an
+// identifier under the same glob is served.
 func TestSecurityWorkerIDsAreIdentifiersNotText(t *testing.T) {
 	const globToken = "glob-worker-token-0123456789"
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
@@ -34,6 +35,11 @@ func TestSecurityWorkerIDsAreIdentifiersNotText(t *testing.T) {
 			},
 			"Record": func(w string) error {
 				_, err := c.Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: w, Ticket: &pb.Ticket{}, Outcome: pb.Outcome_OUTCOME_TIMEOUT})
+				return err
+			},
+			"RecordBatch": func(w string) error {
+				_, err := c.RecordBatch(ctx, &pb.RecordBatchRequest{Records: []*pb.RecordRequest{
+					{Breaker: name, WorkerId: w, Ticket: &pb.Ticket{}, Outcome: pb.Outcome_OUTCOME_TIMEOUT}}})
 				return err
 			},
 			"BatchGet": func(w string) error {
@@ -54,7 +60,7 @@ func TestSecurityWorkerIDsAreIdentifiersNotText(t *testing.T) {
 		for method, call := range calls {
 			for _, w := range bad {
 				err := call(w)
-				if status.Code(err) != codes.InvalidArgument || !strings.HasPrefix(status.Convert(err).Message(), "worker_id: ") {
+				if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "worker_id: ") {
 					t.Errorf("%s(worker %q) = %v, want InvalidArgument naming worker_id", method, w, err)
 				}
 				if msg := status.Convert(err).Message(); strings.Contains(msg, "SYSTEM") || strings.Contains(msg, "xxxx") {
