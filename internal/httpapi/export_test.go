@@ -1,4 +1,8 @@
 package httpapi
 
-// SnapshotPart is snapshotPart, for the tests.
-const SnapshotPart = snapshotPart
+// SnapshotPart and SnapshotPartBytes are snapshotPart and
+// snapshotPartBytes, for the tests.
+const (
+	SnapshotPart      = snapshotPart
+	SnapshotPartBytes = snapshotPartBytes
+)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/breakerd/breakerd/internal/daemontest"
@@ -19,14 +20,15 @@ import (
 // more than two parts' worth open, the snapshot comes as event: snapshot
 // parts of at most httpapi.SnapshotPart states, each announcing the
 // stream's heartbeat_ms, every part but the last with more true, and
-// together they list every open breaker.
+// together they list every open breaker. Each open state here carries a
+// Force reason of 256 bytes, so the parts' byte bound is met too.
 func TestSecuritySnapshotComesInBoundedParts(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := context.Background()
 		d := daemontest.StartWith(t, b, daemontest.Options{HTTP: &httpapi.Options{Watch: &httpapi.Watch{}}})
 		n := 2*httpapi.SnapshotPart + 10
 		for i := range n {
-			if _, err := d.Store.Force(ctx, b.Breaker(fmt.Sprint("snap-", i)), pb.ForceMode_FORCE_MODE_OPEN, "drill", 0, "op"); err != nil {
+			if _, err := d.Store.Force(ctx, b.Breaker(fmt.Sprint("snap-", i)), pb.ForceMode_FORCE_MODE_OPEN, strings.Repeat("r", 256), 0, "op"); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -42,6 +44,10 @@ func TestSecuritySnapshotComesInBoundedParts(t *testing.T) {
 			states, _ := m["states"].([]any)
 			if len(states) > httpapi.SnapshotPart {
 				t.Errorf("snapshot part %d lists %d states, want at most %d", parts, len(states), httpapi.SnapshotPart)
+			}
+			// JSON takes more bytes than protobuf: 4 times is generous.
+			if len(e.data) > 4*httpapi.SnapshotPartBytes {
+				t.Errorf("snapshot part %d is %d bytes, want at most about %d", parts, len(e.data), 4*httpapi.SnapshotPartBytes)
 			}
 			if m["heartbeat_ms"] != fmt.Sprint(httpapi.DefaultHeartbeat.Milliseconds()) {
 				t.Errorf("snapshot part %d: heartbeat_ms = %v, want %d", parts, m["heartbeat_ms"], httpapi.DefaultHeartbeat.Milliseconds())

@@ -51,10 +51,16 @@ const DefaultHeartbeat = 15 * time.Second
 // duplicates by id.
 const replayMargin = 10 * time.Second
 
-// snapshotPart bounds the states of one part of the snapshot (a page of
-// the keyspace scan, or of the named breakers): a stream holds one part
-// at a time, whatever the number of breakers that deny.
-const snapshotPart = 256
+// snapshotPart and snapshotPartBytes bound one part of the snapshot (a
+// page of the keyspace scan, or of the named breakers, cut further when
+// it passes either): at most snapshotPart states, and no more of them
+// than fit in snapshotPartBytes of protobuf (one state alone may pass
+// it), so a stream holds one bounded part at a time whatever the number
+// of breakers that deny and however much each state says.
+const (
+	snapshotPart      = 256
+	snapshotPartBytes = 128 << 10
+)
 
 // writeTimeout bounds one write to a stream's client: a client that
 // stops reading ends its stream rather than holding it.
@@ -228,18 +234,19 @@ func (s *stream) snapshot(ctx context.Context, wt *Watch, every time.Duration) e
 			return x.GetDenyUntilMs() <= 0 && (st == pb.State_STATE_CLOSED || st == pb.State_STATE_FORCED_CLOSED || st == pb.State_STATE_UNSPECIFIED)
 		})
 		// A SCAN step may find more keys than it was asked for (COUNT is a
-		// hint): the part is cut to its bound all the same.
-		for len(states) > snapshotPart || (more && len(states) > 0) {
-			n := min(len(states), snapshotPart)
-			if err := s.send("", "snapshot", &pb.WatchSnapshot{States: states[:n], HeartbeatMs: every.Milliseconds(), More: true}); err != nil {
+		// hint): the part is cut to its bounds all the same. The last part
+		// is sent even when empty: it says the snapshot is whole.
+		for len(states) > 0 || !more {
+			n := partLen(states)
+			rest := states[n:]
+			if err := s.send("", "snapshot", &pb.WatchSnapshot{States: states[:n], HeartbeatMs: every.Milliseconds(), More: more || len(rest) > 0}); err != nil {
 				return err
 			}
-			states = states[n:]
+			if states = rest; len(rest) == 0 && !more {
+				return nil
+			}
 		}
-		if more {
-			return nil
-		}
-		return s.send("", "snapshot", &pb.WatchSnapshot{States: states, HeartbeatMs: every.Milliseconds()})
+		return nil
 	}
 	if names := s.req.breakers; len(names) > 0 {
 		for len(names) > 0 {
@@ -265,6 +272,18 @@ func (s *stream) snapshot(ctx context.Context, wt *Watch, every time.Duration) e
 		}
 		token = next
 	}
+}
+
+// partLen is how many of states go in the next snapshot part: at most
+// snapshotPart, within snapshotPartBytes, and at least one.
+func partLen(states []*pb.BreakerState) int {
+	size := 0
+	for i, st := range states {
+		if size += proto.Size(st); i == snapshotPart || (i > 0 && size > snapshotPartBytes) {
+			return i
+		}
+	}
+	return len(states)
 }
 
 // replay sends, on a resume of a stream that names its breakers, each
