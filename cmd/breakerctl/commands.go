@@ -557,7 +557,8 @@ func (c *cli) eventsCmd() *cobra.Command {
 		Use:   "events [--since DURATION] [--breaker NAME] [--limit N]",
 		Short: "Read the durable event log",
 		Long: `Read the durable event log, oldest first: every transition, force and
-alert of one breaker (--breaker), or of every breaker merged by time.
+alert of one breaker (--breaker), or of every breaker merged by time (an
+operator's token: a worker's names one breaker).
 
 --since keeps events at most that old, measured on the Redis clock (so a
 skewed laptop clock does not matter); 0, the default, reads everything the
