@@ -296,7 +296,7 @@ func (w *eventWatcher) await(t *testing.T, to pb.State) {
 		if err != nil {
 			t.Fatalf("waiting for an event to %v: %v", to, err)
 		}
-		if m.GetEvent().GetTo() == to {
+		if m.GetEvent() != nil && m.GetEvent().GetTo() == to {
 			return
 		}
 	}
