@@ -41,11 +41,18 @@ type cached struct {
 func newOpenCache() *openCache { return &openCache{m: map[string]cached{}} }
 
 // lookup returns the cached denial of breaker for worker, or nil.
-func (c *openCache) lookup(breaker, worker string, now time.Time) *Permit {
+// hearing (Client.hearing) says how the stream stands: a denial is marked
+// Degraded once the stream has been silent past its limit, and none is
+// answered past the stale bound.
+func (c *openCache) lookup(breaker, worker string, now time.Time, hearing func(live bool, now time.Time) (degraded, unheard bool)) *Permit {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[breaker]
 	if !ok || e.worker != "" && e.worker != worker {
+		return nil
+	}
+	degraded, unheard := hearing(c.live, now)
+	if unheard {
 		return nil
 	}
 	if !e.until.IsZero() && !now.Before(e.until) {
@@ -57,7 +64,7 @@ func (c *openCache) lookup(breaker, worker string, now time.Time) *Permit {
 		retry = wholeMs(e.until.Sub(now))
 	}
 	return &Permit{Breaker: breaker, Decision: e.decision, RetryAfter: retry, Reason: e.reason,
-		State: e.state, Cached: true}
+		State: e.state, Cached: true, Degraded: degraded}
 }
 
 // begin returns the epoch to hand back to store after the Allow it guards.
@@ -251,23 +258,20 @@ func (c *Client) listOpen(ctx context.Context) ([]*pb.BreakerState, error) {
 func (c *Client) watchOnce(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := c.api.Watch(ctx, &pb.WatchRequest{})
+	events, recvErr, err := c.watchStream(ctx, &pb.WatchRequest{})
 	if err != nil {
-		return err
-	}
-	if err := subscribed(stream); err != nil {
 		return err
 	}
 	open, err := c.listOpen(ctx)
 	if err != nil {
 		return err
 	}
+	c.heard.Store(c.o.clock.Now().UnixNano())
 	c.cache.resync(open, c.o.clock.Now())
-	for {
-		m, err := stream.Recv()
-		if err != nil {
-			return err
-		}
-		c.cache.event(m.GetEvent(), c.o.clock.Now())
+	for e := range events {
+		now := c.o.clock.Now()
+		c.cache.event(e, now)
+		c.known.event(e, now)
 	}
+	return <-recvErr
 }

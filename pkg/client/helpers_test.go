@@ -301,3 +301,6 @@ func (w *eventWatcher) await(t *testing.T, to pb.State) {
 		}
 	}
 }
+
+// fresh is a Client.hearing for openCache tests: the stream is heard.
+func fresh(bool, time.Time) (degraded, unheard bool) { return false, false }
