@@ -133,7 +133,7 @@ type core struct {
 	// silence is how long the Watch stream may deliver nothing before it
 	// is dropped (3 x the announced heartbeat; 0: none announced yet).
 	silence atomic.Int64
-	stats struct {
+	stats   struct {
 		budgetMisses, lateAnswers, probesReleased, outages, watchBreaks atomic.Int64
 		lastWatchErr                                                    atomic.Pointer[string]
 	}
