@@ -179,9 +179,10 @@ func (c *Client) watch(ctx context.Context, retry time.Duration) {
 }
 
 // rewatch runs once until ctx ends: after each end of the stream it calls
-// broken, logs msg with the stream's error, and waits retry before the
-// next try. The open-circuit cache and the fast view share it.
+// broken, logs msg with the stream's error (once until the stream is
+// heard again), and waits retry before the next try. The open-circuit cache and the fast view share it.
 func (c *Client) rewatch(ctx context.Context, retry time.Duration, once func(context.Context) error, broken func(), msg string) {
+	said := int64(-1) // c.heard when the last break was logged: one line per outage, not per retry
 	for ctx.Err() == nil {
 		err := once(ctx)
 		broken()
@@ -193,7 +194,10 @@ func (c *Client) rewatch(ctx context.Context, retry time.Duration, once func(con
 			e := err.Error()
 			c.stats.lastWatchErr.Store(&e)
 		}
-		c.log(msg, err)
+		if h := c.heard.Load(); h != said {
+			said = h
+			c.log(msg, err)
+		}
 		t := time.NewTimer(retry)
 		select {
 		case <-ctx.Done():

@@ -2,7 +2,10 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -30,7 +33,11 @@ func (c *Client) recordLate(p *Permit, r Result) {
 		case <-t.C:
 			return
 		case <-c.ctx.Done():
-			return
+			select {
+			case <-p.late.done: // came before Close: still sent
+			default:
+				return
+			}
 		}
 		a := p.late.p
 		if a == nil {
@@ -50,4 +57,28 @@ func (c *Client) recordLate(p *Permit, r Result) {
 			c.log("client: sending the outcome of a call breakerd answered late", err)
 		}
 	}()
+}
+
+// Check asks breakerd whether it serves (grpc.health.v1), within ctx and
+// the RPC timeout: the loud check for a client pointed at the wrong
+// address, since Allow never fails for want of breakerd. It returns an
+// error naming the target when no daemon answers, or when the one that
+// answers does not serve (NOT_SERVING: it cannot reach its Redis and
+// answers from memory, or it is shutting down).
+func (c *Client) Check(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.o.rpcTimeout)
+	defer cancel()
+	target := c.target
+	if target == "" {
+		target = "the connection given to New"
+	}
+	res, err := c.health.Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		return fmt.Errorf("client: no breakerd answers at %s: %w", target, err)
+	}
+	c.noteReach(nil)
+	if st := res.GetStatus(); st != healthpb.HealthCheckResponse_SERVING {
+		return fmt.Errorf("client: breakerd at %s answers %s: it cannot reach its Redis, or is shutting down", target, st)
+	}
+	return nil
 }
