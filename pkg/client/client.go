@@ -56,6 +56,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
@@ -280,9 +281,10 @@ func WithOutageHook(fn func(down bool, err error)) Option {
 // several ("host1:port,host2:port"), or any grpc target, such as
 // "dns:///breakerd.internal:7070" for a DNS name with several records.
 // The client keeps a connection to every daemon it resolves and spreads
-// its calls over those that are up (grpc's round_robin); a call that one
-// daemon cannot take (it cannot be reached, or answers Unavailable) is
-// tried on another within the Allow budget, and only when none answers
+// its calls over those that are up and answer (round robin, passing over
+// a daemon that hangs: answeringPolicy); a call that one daemon cannot
+// take (it cannot be reached, or answers Unavailable) is tried on
+// another within the Allow budget, and only when none answers
 // does the fallback decide (docs/reliability.md, "Clients and several
 // daemons"). It does not wait for a connection. The error is a malformed
 // target, naming the address.
@@ -302,6 +304,10 @@ func Dial(target string, opts ...Option) (*Client, error) {
 			MinConnectTimeout: 5 * time.Second,
 		}),
 		grpc.WithDefaultServiceConfig(serviceConfig),
+		// A daemon that hangs sends no byte, not even a ping's ack: its
+		// connection is closed after keepaliveTime of silence in a call
+		// and keepaliveTimeout more, and grpc reconnects in the background.
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout}),
 	}, resolve...)
 	dial = append(dial, o.dial...)
 	conn, err := grpc.NewClient(target, dial...)
@@ -313,15 +319,22 @@ func Dial(target string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
+// keepaliveTime is how long a connection with a call open may hear
+// nothing before the client pings the daemon (above the daemons' default
+// --keepalive-min-time, 10s); keepaliveTimeout how long the ping's ack
+// may take before the connection is closed.
+const keepaliveTime, keepaliveTimeout = 20 * time.Second, 5 * time.Second
+
 // serviceConfig is how the connection treats several daemons: a
-// subchannel to each, calls spread over the ready ones (round_robin), and
+// subchannel to each, calls spread over the ready ones that answer
+// (answeringPolicy: round robin, passing over a daemon that hangs), and
 // a call that failed on one daemon because it could not take it
 // (UNAVAILABLE: refused, reset, a daemon that cannot serve;
 // DEADLINE_EXCEEDED answered by a daemon) tried again on the next, up to
 // 5 attempts (grpc's cap) with a few milliseconds between them. The
 // caller's deadline bounds every attempt together.
 const serviceConfig = `{
-  "loadBalancingConfig": [{"round_robin": {}}],
+  "loadBalancingConfig": [{"breakerd_answering": {}}],
   "methodConfig": [{
     "name": [{"service": "breakerd.v1.BreakerService"}],
     "retryPolicy": {

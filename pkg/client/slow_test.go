@@ -252,3 +252,39 @@ func (l *lines) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestHungDaemonIsFailedOver: a client given two daemons, one of which
+// hangs (its proxy stalls: connections stay open, nothing is forwarded),
+// goes on through the other: after the calls that found the hung daemon
+// first (each passed over once its call outlived the slow mark), the
+// answers come from the live daemon within the budget (counted there).
+func TestHungDaemonIsFailedOver(t *testing.T) {
+	b := testredis.Mini(t)
+	d1, d2 := start(t, b, store.Options{}), start(t, b, store.Options{})
+	px := testredis.NewProxy(t, d1.Addr)
+	c := dial(t, px.Addr()+","+d2.Addr, "w", WithAllowBudget(DefaultAllowBudget), WithRPCTimeout(time.Second))
+	ctx := context.Background()
+	name := b.Breaker("search")
+	eventually(t, "both daemons to answer", func() bool {
+		_, _ = c.Allow(ctx, name)
+		return d1.Calls.Get("Allow") > 0 && d2.Calls.Get("Allow") > 0
+	})
+	px.Stall()
+	const calls = 200
+	degraded := 0
+	before := d2.Calls.Get("Allow")
+	for range calls {
+		p, err := c.Allow(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Degraded {
+			degraded++
+		}
+	}
+	served := d2.Calls.Get("Allow") - before
+	t.Logf("%d of %d Allows degraded; the live daemon served %d", degraded, calls, served)
+	if degraded > 10 || served < calls-10 {
+		t.Errorf("%d of %d Allows fell to the fallback, the live daemon served %d: want the hung daemon passed over", degraded, calls, served)
+	}
+}
