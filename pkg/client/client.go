@@ -690,15 +690,9 @@ func (c *Client) Allow(ctx context.Context, breaker string) (*Permit, error) {
 	if c.view != nil {
 		ver, all = c.view.stamp(breaker)
 	}
-	b := c.budget()
-	if b > 0 && c.known.due(breaker, sent) {
-		// Last known open and its probe due: only breakerd grants the
-		// probe, so wait for it as long as an RPC may take.
-		b = max(b, c.o.rpcTimeout)
-	}
 	late := &lateAnswer{done: make(chan struct{})}
 	req := &pb.AllowRequest{Breaker: breaker, WorkerId: c.worker()}
-	res, err, inTime := ask(ctx, c, breaker, b,
+	res, err, inTime := ask(ctx, c, breaker, c.allowBudget(breaker, sent),
 		func(ctx context.Context) (*pb.AllowResponse, error) { return c.api.Allow(ctx, req) },
 		func(res *pb.AllowResponse, err error) { c.lateAllow(breaker, epoch, ver, all, sent, res, err, late) })
 	switch {
@@ -797,6 +791,17 @@ func (c *Client) budget() time.Duration {
 	now := time.Now().UnixNano()
 	c.firstUntil.CompareAndSwap(0, now+int64(c.o.firstBudget))
 	return max(b, time.Duration(c.firstUntil.Load()-now))
+}
+
+// allowBudget is how long an Allow on breaker asked at now waits: the
+// budget, or, at a breaker last known open whose probe is due, as long as
+// an RPC may take: only breakerd grants the probe.
+func (c *Client) allowBudget(breaker string, now time.Time) time.Duration {
+	b := c.budget()
+	if b > 0 && c.known.due(breaker, now) {
+		b = max(b, c.o.rpcTimeout)
+	}
+	return b
 }
 
 // ask runs rpc against breakerd and waits for its answer within the

@@ -585,14 +585,7 @@ func (c *Client) fastRecord(p *Permit, r Result) *pb.RecordResponse {
 		Message:          oneLine(r.Message, maxMessageBytes),
 		CredentialWorked: r.Outcome == pb.Outcome_OUTCOME_UNAUTHENTICATED && (r.CredentialWorked || worked),
 	}
-	local := p.localHas
-	if !local && !c.view.live.Load() {
-		// The view no longer hears breakerd: the local breaker, which
-		// answers while Allow cannot reach breakerd, counts this worker's
-		// own outcomes now, not once a send has timed out.
-		c.local.record(p.Breaker, nil, r)
-		local = true
-	}
+	local := c.recordUnheard(p, r)
 	s := c.out
 	s.mu.Lock()
 	if success && len(s.q)+s.busy >= FastQueueLimit {
@@ -607,6 +600,21 @@ func (c *Client) fastRecord(p *Permit, r Result) *pb.RecordResponse {
 	default:
 	}
 	return &pb.RecordResponse{Note: "queued: fast mode sends outcomes in the background"}
+}
+
+// recordUnheard gives r to the local breaker when the view no longer
+// hears breakerd (the local breaker answers while Allow cannot reach it:
+// it counts this worker's own outcomes now, not once a send has timed
+// out), and reports whether the local breaker holds r.
+func (c *Client) recordUnheard(p *Permit, r Result) bool {
+	if p.localHas {
+		return true
+	}
+	if c.view.live.Load() {
+		return false
+	}
+	c.local.record(p.Breaker, nil, r)
+	return true
 }
 
 // send is the sender goroutine: whatever is queued goes out in one
