@@ -18,7 +18,8 @@ import (
 // whose Allow raced an event is not stored (the epoch check). While the
 // stream is broken no new denial is stored; the entries held keep
 // answering (they are breakerd's last word) until their retry_after or the
-// next resync. The cache only ever denies: it never allows what breakerd
+// next resync, marked Degraded once the stream has been silent past its
+// limit, and not past the stale bound (Client.hearing). The cache only ever denies: it never allows what breakerd
 // would deny. It is safe for concurrent use.
 type openCache struct {
 	mu    sync.Mutex

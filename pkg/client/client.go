@@ -228,7 +228,10 @@ func WithOpenCache() Option { return func(o *options) { o.openCache = true } }
 // BatchGet of the known breakers per (re)connect), and sends outcomes in
 // background RecordBatch calls, successes on a healthy breaker not at all.
 // Only a half-open breaker whose probe is due, a breaker the view does not
-// know yet, and every Allow while the stream is down go to breakerd.
+// know yet, and every Allow of a closed breaker while the stream is down
+// go to breakerd; a stream silent for 3 heartbeats is dropped, and the
+// denials of a view no longer heard are Degraded, then bounded
+// (WithStaleViewBound; docs/go-client.md, "Stalled streams").
 // Record returns at once (its response only notes what happened to the
 // outcome); Flush waits for the queue; Close flushes it first (within the
 // record timeout). The trade: after a trip elsewhere, this client may

@@ -18,9 +18,11 @@ import (
 //   - Allow on a closed circuit, or on one known to deny (open until its
 //     probe is due, forced open, paused, a probe in flight), is answered
 //     in-process with no RPC. A half-open breaker whose probe is due, a
-//     breaker the view does not know, and every Allow while the stream is
-//     down go to breakerd as in strict mode: the probe lease is always
-//     taken in Redis, so the fleet still gets one probe.
+//     breaker the view does not know, and every Allow of a closed breaker
+//     while the stream is down go to breakerd as in strict mode: the probe
+//     lease is always taken in Redis, so the fleet still gets one probe.
+//     A stream silent for 3 heartbeats is dropped (watchStream); the
+//     view's denials then age out (Client.hearing).
 //   - Record queues the outcome and returns; a sender goroutine sends the
 //     queue in coalesced RecordBatch calls. Each outcome carries the
 //     ticket of its Allow, so breakerd still fences stale ones.
@@ -237,7 +239,8 @@ func entryOf(s *pb.BreakerState, d pb.Decision, retry time.Duration, now time.Ti
 // breaker the view does not know or with a parent, an answer only
 // breakerd can give (a probe due, breaker.Verdict.Due), or a closed
 // breaker while the stream is down (a denial is breakerd's last word and
-// stands until its time).
+// stands until its time, marked Degraded once the stream has been silent
+// past its limit and not past the stale bound: Client.hearing).
 func (c *Client) fastAllow(name string) *Permit {
 	e := c.view.get(name)
 	if e == nil || e.child {

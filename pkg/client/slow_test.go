@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/breakerd/breakerd/internal/daemontest"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -180,9 +181,9 @@ func TestHungDaemonCostsTheFirstContactBudgetOnce(t *testing.T) {
 			return t.C, t.Stop
 		}
 	}
-	logs := &lines{}
+	logs := &daemontest.Buffer{}
 	c := dial(t, px.Addr(), "hung", WithAllowBudget(DefaultAllowBudget), WithRPCTimeout(100*time.Millisecond),
-		WithLogger(logs.logger()), observe)
+		WithLogger(slog.New(slog.NewTextHandler(logs, nil))), observe)
 	ctx := context.Background()
 	name := b.Breaker("search")
 	for range 4 {
@@ -201,7 +202,7 @@ func TestHungDaemonCostsTheFirstContactBudgetOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := logs.count("breakerd unreachable"); n != 1 {
+	if n := strings.Count(logs.String(), "breakerd unreachable"); n != 1 {
 		t.Errorf("%d log lines say breakerd is unreachable, want 1:\n%s", n, logs)
 	}
 	err := c.Check(ctx)
@@ -225,32 +226,6 @@ func TestCheckAnswersWhenADaemonServes(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
 		t.Errorf("Check where nothing listens = %v, want an error naming 127.0.0.1:1", err)
 	}
-}
-
-// lines is a log a test reads back.
-type lines struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lines) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
-
-func (l *lines) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), s)
-}
-
-func (l *lines) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestHungDaemonIsFailedOver: a client given two daemons, one of which
