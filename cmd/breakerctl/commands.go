@@ -516,6 +516,9 @@ again and resync with "breakerctl list".`,
 					return err
 				}
 				e := m.GetEvent()
+				if e == nil {
+					continue // a heartbeat
+				}
 				if c.json {
 					if err := writeCompactJSON(c.stdout, viewEvent(e)); err != nil {
 						return err

@@ -74,6 +74,9 @@ func run(args []string, out io.Writer) error {
 			if err != nil {
 				return
 			}
+			if m.GetEvent() == nil {
+				continue // a heartbeat
+			}
 			mu.Lock()
 			seen = append(seen, m.GetEvent())
 			mu.Unlock()

@@ -111,8 +111,8 @@ type Config struct {
 	// BREAKERD_HTTP_CORS_ORIGINS.
 	HTTPCORSOrigins string
 	// HTTPHeartbeat is how often an idle GET /v1/watch stream sends a
-	// comment line, so that proxies keep it open and a client notices a
-	// dead one. 0 (the default) means httpapi.DefaultHeartbeat, 15s. Flag --http-heartbeat, env
+	// comment line, and an idle gRPC Watch stream a heartbeat message, so
+	// that proxies keep them open and a client notices a stalled one. 0 (the default) means httpapi.DefaultHeartbeat, 15s. Flag --http-heartbeat, env
 	// BREAKERD_HTTP_HEARTBEAT.
 	HTTPHeartbeat time.Duration
 	// CircuitsInterval is how often the daemon lists the fleet's breakers
@@ -302,7 +302,7 @@ func (c *Config) Flags() []cli.Flag {
 		{Name: "metrics-listen", Value: &c.MetricsListen, Usage: "HTTP address for Prometheus /metrics; empty: no metrics listener"},
 		{Name: "http-listen", Value: &c.HTTPListen, Usage: "HTTP/JSON API address (docs/http-api.md); empty: no HTTP listener"},
 		{Name: "http-cors-origins", Value: &c.HTTPCORSOrigins, Usage: "origins (comma-separated, * for any) browsers may call the HTTP API from; empty: CORS off"},
-		{Name: "http-heartbeat", Value: &c.HTTPHeartbeat, Usage: "how often an idle GET /v1/watch stream sends a heartbeat comment"},
+		{Name: "http-heartbeat", Value: &c.HTTPHeartbeat, Usage: "how often an idle GET /v1/watch stream sends a heartbeat comment, and an idle gRPC Watch stream a heartbeat message"},
 		{Name: "circuits-interval", Value: &c.CircuitsInterval, Usage: "how often the fleet's breakers are listed for the circuit gauges (scrapes read the last listing)"},
 		{Name: "max-breaker-series", Value: &c.MaxBreakerSeries, Usage: "breakers (not closed-and-healthy) with Prometheus series of their own, at most (0: the default 500; negative: none)"},
 		{Name: "config-poll", Value: &c.ConfigPoll, Usage: "how often the --config, --tokens and --hooks files are checked for changes (0: only on SIGHUP)"},

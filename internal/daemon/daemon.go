@@ -205,7 +205,7 @@ func (d *parts) build(c Config, log *slog.Logger, rdb redis.UniversalClient, pol
 	}
 	d.conns = conns
 	quotas := server.Limits{NewBreakersPerMinute: int(c.NewBreakersPerMinute), AlertsPerMinute: int(c.AlertsPerMinute), Log: log}
-	d.srv = server.New(d.st, d.hub).WithLimits(quotas).WithListener(lim)
+	d.srv = server.New(d.st, d.hub).WithLimits(quotas).WithListener(lim).WithHeartbeat(c.HTTPHeartbeat)
 	d.hub.SetStateReader(d.srv.State)
 	d.g, d.hs = d.srv.NewGRPC(append(grpcOpts, opOpts...)...)
 	return nil

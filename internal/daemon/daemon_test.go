@@ -161,7 +161,7 @@ func TestShutdownEndsWatchStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	if _, err := stream.Recv(); status.Code(err) != codes.Unavailable {
+	if err := nextEvent(stream, nil); status.Code(err) != codes.Unavailable {
 		t.Errorf("Watch during shutdown ended with %v, want Unavailable", err)
 	}
 	if err := <-done; err != nil {

@@ -372,15 +372,33 @@ func TestSecurityWatchEndsWhenItsTokenIsRevoked(t *testing.T) {
 	}
 	revoked, kept := watch(daemontest.WorkerToken), watch(daemontest.OperatorToken)
 	daemontest.WriteTokens(t, tokens, false)
-	if _, err := revoked.Recv(); status.Code(err) != codes.Unauthenticated {
+	if err := nextEvent(revoked, nil); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("the revoked token's Watch after the reload: %v, want Unauthenticated; log:\n%s", err, logs)
 	}
 	if _, err := pb.NewBreakerServiceClient(dialRaw(t, addr, daemontest.OperatorToken)).Force(context.Background(),
 		&pb.ForceRequest{Breaker: "x", Mode: pb.ForceMode_FORCE_MODE_OPEN, Reason: "drill"}); err != nil {
 		t.Fatal(err)
 	}
-	if m, err := kept.Recv(); err != nil || m.GetEvent().GetBreaker() != "x" {
-		t.Errorf("the kept token's Watch: %v, %v; want the event of x", m, err)
+	var e *pb.Event
+	if err := nextEvent(kept, &e); err != nil || e.GetBreaker() != "x" {
+		t.Errorf("the kept token's Watch: %v, %v; want the event of x", e, err)
+	}
+}
+
+// nextEvent reads s past its heartbeats to the next event (stored in *e
+// when e is not nil), or the stream's error.
+func nextEvent(s pb.BreakerService_WatchClient, e **pb.Event) error {
+	for {
+		m, err := s.Recv()
+		if err != nil {
+			return err
+		}
+		if m.GetEvent() != nil {
+			if e != nil {
+				*e = m.GetEvent()
+			}
+			return nil
+		}
 	}
 }
 

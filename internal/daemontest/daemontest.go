@@ -73,6 +73,9 @@ type Options struct {
 	// empty) gets the daemon's hub and store. Give Auth's
 	// ServerOptions in Server as well, as breakerd does.
 	HTTP *httpapi.Options
+	// Heartbeat is how often an idle gRPC Watch stream sends a heartbeat
+	// (server.WithHeartbeat). Default httpapi.DefaultHeartbeat.
+	Heartbeat time.Duration
 }
 
 // Start runs a daemon on b until t ends. o.Now defaults to b's clock, and
@@ -128,7 +131,7 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 		t.Fatalf("daemontest: hooks: %v", err)
 	}
 	calls := NewCounter()
-	srv := server.New(st, hub).WithLimits(opts.Limits).WithListener(opts.Listener)
+	srv := server.New(st, hub).WithLimits(opts.Limits).WithListener(opts.Listener).WithHeartbeat(opts.Heartbeat)
 	hub.SetStateReader(srv.State)
 	g, hs := srv.NewGRPC(append(calls.Options(), opts.Server...)...)
 	server.SetServing(hs, true)

@@ -298,6 +298,9 @@ func watchBreakers(ctx context.Context, api pb.BreakerServiceClient, live func()
 		if err != nil {
 			return err
 		}
+		if e.GetEvent() == nil {
+			continue // a heartbeat
+		}
 		event(e.GetEvent().GetBreaker())
 	}
 }

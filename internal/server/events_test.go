@@ -5,11 +5,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/httpapi"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -100,6 +102,9 @@ func TestWatchRunNoticesOnlyWhenAsked(t *testing.T) {
 					t.Fatal(err)
 				}
 				e := m.GetEvent()
+				if e == nil { // a heartbeat
+					continue
+				}
 				if store.IsNotice(e) != (e.GetId() == "") || e.GetBreaker() != name {
 					t.Errorf("event %v: a notice has no id, an event one", e)
 				}
@@ -117,4 +122,64 @@ func TestWatchRunNoticesOnlyWhenAsked(t *testing.T) {
 			t.Errorf("Watch without run_notices: %v, want only %v", got, want[2:])
 		}
 	})
+}
+
+// TestWatchHeartbeats: a Watch stream opens with a heartbeat announcing
+// the interval, sends one after each interval with nothing sent, and an
+// event in between is sent as it comes.
+func TestWatchHeartbeats(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := daemontest.StartWith(t, b, daemontest.Options{Heartbeat: 25 * time.Millisecond})
+		api := dial(t, d, "w1").API()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		name := b.Breaker("search")
+		s, err := api.Watch(ctx, &pb.WatchRequest{Breakers: []string{name}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recv := func() *pb.WatchResponse {
+			t.Helper()
+			m, err := s.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+		if m := recv(); m.GetEvent() != nil || m.GetHeartbeatMs() != 25 {
+			t.Fatalf("first message %v, want a heartbeat announcing 25ms", m)
+		}
+		if m := recv(); m.GetEvent() != nil || m.GetHeartbeatMs() != 25 {
+			t.Fatalf("message of an idle stream %v, want a heartbeat", m)
+		}
+		if _, err := api.Force(ctx, &pb.ForceRequest{Breaker: name, Mode: pb.ForceMode_FORCE_MODE_OPEN, Reason: "drill", Operator: "ops"}); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			m := recv()
+			if e := m.GetEvent(); e != nil {
+				if e.GetBreaker() != name || e.GetTo() != pb.State_STATE_FORCED_OPEN || m.GetHeartbeatMs() != 0 {
+					t.Fatalf("event message %v, want the force of %s with no heartbeat_ms", m, name)
+				}
+				break
+			}
+		}
+	})
+}
+
+// TestWatchHeartbeatDefault: without a setting the interval announced is
+// the one both streams share, httpapi.DefaultHeartbeat.
+func TestWatchHeartbeatDefault(t *testing.T) {
+	b := testredis.Mini(t)
+	d := daemontest.Start(t, b, store.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := dial(t, d, "w1").API().Watch(ctx, &pb.WatchRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.Recv()
+	if err != nil || m.GetHeartbeatMs() != httpapi.DefaultHeartbeat.Milliseconds() || m.GetEvent() != nil {
+		t.Fatalf("first message %v, %v; want a heartbeat announcing %v", m, err, httpapi.DefaultHeartbeat)
+	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/classify"
 	"github.com/breakerd/breakerd/internal/events"
+	"github.com/breakerd/breakerd/internal/httpapi"
 	"github.com/breakerd/breakerd/internal/limits"
 	"github.com/breakerd/breakerd/internal/quorum"
 	"github.com/breakerd/breakerd/internal/scope"
@@ -64,6 +65,9 @@ type Server struct {
 	// cap, and what NewGRPC applies to the gRPC server.
 	lim          limits.Listener
 	reads, watch limits.Gate
+	// heartbeat is how often an idle Watch stream sends a heartbeat
+	// (WithHeartbeat).
+	heartbeat time.Duration
 }
 
 // New returns a Server over st; hub feeds Watch and the view of parent
@@ -100,6 +104,23 @@ func CallerKey(ctx context.Context) string {
 		return "connection " + p.Addr.String()
 	}
 	return "connection (unknown)"
+}
+
+// WithHeartbeat sets how often an idle Watch stream sends a heartbeat
+// (a WatchResponse with no event and heartbeat_ms set), and returns s; 0
+// means httpapi.DefaultHeartbeat, the interval both streams share (the
+// daemon's --http-heartbeat). Call it before serving.
+func (s *Server) WithHeartbeat(d time.Duration) *Server {
+	s.heartbeat = d
+	return s
+}
+
+// heartbeatEvery is the Watch heartbeat interval in force.
+func (s *Server) heartbeatEvery() time.Duration {
+	if s.heartbeat > 0 {
+		return s.heartbeat
+	}
+	return httpapi.DefaultHeartbeat
 }
 
 // WithLimits sets the per-token quotas (see Limits) and returns s. Call
@@ -469,11 +490,26 @@ func (s *Server) Watch(req *pb.WatchRequest, stream grpc.ServerStreamingServer[p
 	if err := stream.SendHeader(metadata.MD{}); err != nil {
 		return err
 	}
+	// A heartbeat opens the stream (announcing the interval) and follows
+	// each interval with nothing sent: a client that hears nothing for
+	// longer knows the stream stalled (docs/go-client.md#stalled-streams).
+	every := s.heartbeatEvery()
+	beat := &pb.WatchResponse{HeartbeatMs: every.Milliseconds()}
+	if err := stream.Send(beat); err != nil {
+		return err
+	}
+	idle := time.NewTimer(every)
+	defer idle.Stop()
 	ctx := stream.Context()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-idle.C:
+			if err := stream.Send(beat); err != nil {
+				return err
+			}
+			idle.Reset(every)
 		case e, ok := <-sub.C:
 			if !ok {
 				switch err := sub.Err(); {
@@ -490,6 +526,7 @@ func (s *Server) Watch(req *pb.WatchRequest, stream grpc.ServerStreamingServer[p
 			if err := stream.Send(&pb.WatchResponse{Event: e}); err != nil {
 				return err
 			}
+			idle.Reset(every)
 		}
 	}
 }

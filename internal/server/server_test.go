@@ -337,6 +337,9 @@ func TestWatchSeesEveryDaemonsTransitions(t *testing.T) {
 			{pb.State_STATE_FORCED_OPEN, pb.State_STATE_CLOSED},
 		} {
 			m, err := stream.Recv()
+			for err == nil && m.GetEvent() == nil { // heartbeats
+				m, err = stream.Recv()
+			}
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -18,7 +18,8 @@ import (
 // whose Allow raced an event is not stored (the epoch check). While the
 // stream is broken no new denial is stored; the entries held keep
 // answering (they are breakerd's last word) until their retry_after or the
-// next resync. The cache only ever denies: it never allows what breakerd
+// next resync, marked Degraded once the stream has been silent past its
+// limit, and not past the stale bound (Client.hearing). The cache only ever denies: it never allows what breakerd
 // would deny. It is safe for concurrent use.
 type openCache struct {
 	mu    sync.Mutex
@@ -41,11 +42,18 @@ type cached struct {
 func newOpenCache() *openCache { return &openCache{m: map[string]cached{}} }
 
 // lookup returns the cached denial of breaker for worker, or nil.
-func (c *openCache) lookup(breaker, worker string, now time.Time) *Permit {
+// hearing (Client.hearing) says how the stream stands: a denial is marked
+// Degraded once the stream has been silent past its limit, and none is
+// answered past the stale bound.
+func (c *openCache) lookup(breaker, worker string, now time.Time, hearing func(live bool, now time.Time) (degraded, unheard bool)) *Permit {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[breaker]
 	if !ok || e.worker != "" && e.worker != worker {
+		return nil
+	}
+	degraded, unheard := hearing(c.live, now)
+	if unheard {
 		return nil
 	}
 	if !e.until.IsZero() && !now.Before(e.until) {
@@ -57,7 +65,7 @@ func (c *openCache) lookup(breaker, worker string, now time.Time) *Permit {
 		retry = wholeMs(e.until.Sub(now))
 	}
 	return &Permit{Breaker: breaker, Decision: e.decision, RetryAfter: retry, Reason: e.reason,
-		State: e.state, Cached: true}
+		State: e.state, Cached: true, Degraded: degraded}
 }
 
 // begin returns the epoch to hand back to store after the Allow it guards.
@@ -172,9 +180,10 @@ func (c *Client) watch(ctx context.Context, retry time.Duration) {
 }
 
 // rewatch runs once until ctx ends: after each end of the stream it calls
-// broken, logs msg with the stream's error, and waits retry before the
-// next try. The open-circuit cache and the fast view share it.
+// broken, logs msg with the stream's error (once until the stream is
+// heard again), and waits retry before the next try. The open-circuit cache and the fast view share it.
 func (c *Client) rewatch(ctx context.Context, retry time.Duration, once func(context.Context) error, broken func(), msg string) {
+	said := int64(-1) // c.heard when the last break was logged: one line per outage, not per retry
 	for ctx.Err() == nil {
 		err := once(ctx)
 		broken()
@@ -186,7 +195,10 @@ func (c *Client) rewatch(ctx context.Context, retry time.Duration, once func(con
 			e := err.Error()
 			c.stats.lastWatchErr.Store(&e)
 		}
-		c.log(msg, err)
+		if h := c.heard.Load(); h != said {
+			said = h
+			c.log(msg, err)
+		}
 		t := time.NewTimer(retry)
 		select {
 		case <-ctx.Done():
@@ -251,23 +263,20 @@ func (c *Client) listOpen(ctx context.Context) ([]*pb.BreakerState, error) {
 func (c *Client) watchOnce(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := c.api.Watch(ctx, &pb.WatchRequest{})
+	events, recvErr, err := c.watchStream(ctx, &pb.WatchRequest{})
 	if err != nil {
-		return err
-	}
-	if err := subscribed(stream); err != nil {
 		return err
 	}
 	open, err := c.listOpen(ctx)
 	if err != nil {
 		return err
 	}
+	c.heard.Store(c.o.clock.Now().UnixNano())
 	c.cache.resync(open, c.o.clock.Now())
-	for {
-		m, err := stream.Recv()
-		if err != nil {
-			return err
-		}
-		c.cache.event(m.GetEvent(), c.o.clock.Now())
+	for e := range events {
+		now := c.o.clock.Now()
+		c.cache.event(e, now)
+		c.known.event(e, now)
 	}
+	return <-recvErr
 }

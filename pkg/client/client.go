@@ -56,6 +56,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
@@ -116,12 +117,24 @@ type core struct {
 	view   *view      // nil without WithFastMode
 	out    *sender    // nil without WithFastMode
 	local  *localBreaker
+	known  *lastKnown   // the breakers breakerd last said deny (known.go)
 	tally  savingsTally // what the client refused itself, until reported
+	target string       // what Dial was given, for Check's error
 
 	down     atomic.Bool  // answering from the local fallback
 	answered atomic.Bool  // breakerd has answered at least once
 	streak   atomic.Int64 // consecutive failures to reach breakerd
-	stats    struct {
+	// firstUntil ends the first-contact window (UnixNano, wall time; 0
+	// before the first call): calls before it wait until it, calls after
+	// it the Allow budget.
+	firstUntil atomic.Int64
+	// heard is when the Watch stream last delivered anything, an event or
+	// a heartbeat (the client's clock, UnixNano; 0: never).
+	heard atomic.Int64
+	// silence is how long the Watch stream may deliver nothing before it
+	// is dropped (3 x the announced heartbeat; 0: none announced yet).
+	silence atomic.Int64
+	stats   struct {
 		budgetMisses, lateAnswers, probesReleased, outages, watchBreaks atomic.Int64
 		lastWatchErr                                                    atomic.Pointer[string]
 	}
@@ -150,6 +163,7 @@ type options struct {
 	listTimeout   time.Duration
 	rpcTimeout    time.Duration
 	logger        *slog.Logger
+	staleBound    time.Duration // WithStaleViewBound
 	onOutage      func(down bool, err error)
 	savings       time.Duration // WithSavingsInterval
 	// after starts the Allow budget's timer for a call on breaker (tests
@@ -214,7 +228,10 @@ func WithOpenCache() Option { return func(o *options) { o.openCache = true } }
 // BatchGet of the known breakers per (re)connect), and sends outcomes in
 // background RecordBatch calls, successes on a healthy breaker not at all.
 // Only a half-open breaker whose probe is due, a breaker the view does not
-// know yet, and every Allow while the stream is down go to breakerd.
+// know yet, and every Allow of a closed breaker while the stream is down
+// go to breakerd; a stream silent for 3 heartbeats is dropped, and the
+// denials of a view no longer heard are Degraded, then bounded
+// (WithStaleViewBound; docs/go-client.md, "Stalled streams").
 // Record returns at once (its response only notes what happened to the
 // outcome); Flush waits for the queue; Close flushes it first (within the
 // record timeout). The trade: after a trip elsewhere, this client may
@@ -231,8 +248,21 @@ func WithFastMode() Option { return func(o *options) { o.fast = true } }
 func WithReconnectInterval(d time.Duration) Option { return func(o *options) { o.retry = d } }
 
 // WithLogger logs the client's background events (breakerd unreachable,
-// back, watch stream breaks). Default: none.
+// back, watch stream breaks; each said once, not once per retry).
+// Default: slog.Default(), so that a client that cannot reach any daemon
+// says so; a nil logger logs nothing.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// DefaultStaleViewBound is how long after its Watch stream last
+// delivered anything (an event or a heartbeat) the fast-mode view or the
+// open cache still answers a denial it holds, marked Degraded.
+const DefaultStaleViewBound = time.Minute
+
+// WithStaleViewBound sets how long a view that no longer hears its Watch
+// stream still answers the denials it holds (DefaultStaleViewBound); past
+// it, Allow asks breakerd (or its fallback) instead. It also bounds how
+// long the fallback holds a denial heard with no end (a force, a pause).
+func WithStaleViewBound(d time.Duration) Option { return func(o *options) { o.staleBound = d } }
 
 // WithRPCTimeout bounds each Allow and BatchGet RPC to breakerd, an
 // answer that arrives after the Allow budget included (it still updates
@@ -254,14 +284,16 @@ func WithOutageHook(fn func(down bool, err error)) Option {
 // several ("host1:port,host2:port"), or any grpc target, such as
 // "dns:///breakerd.internal:7070" for a DNS name with several records.
 // The client keeps a connection to every daemon it resolves and spreads
-// its calls over those that are up (grpc's round_robin); a call that one
-// daemon cannot take (it cannot be reached, or answers Unavailable) is
-// tried on another within the Allow budget, and only when none answers
+// its calls over those that are up and answer (round robin, passing over
+// a daemon that hangs: answeringPolicy); a call that one daemon cannot
+// take (it cannot be reached, or answers Unavailable) is tried on
+// another within the Allow budget, and only when none answers
 // does the fallback decide (docs/reliability.md, "Clients and several
 // daemons"). It does not wait for a connection. The error is a malformed
 // target, naming the address.
 func Dial(target string, opts ...Option) (*Client, error) {
 	o := newOptions(opts)
+	given := target
 	target, resolve, err := resolveTarget(target)
 	if err != nil {
 		return nil, err
@@ -275,6 +307,10 @@ func Dial(target string, opts ...Option) (*Client, error) {
 			MinConnectTimeout: 5 * time.Second,
 		}),
 		grpc.WithDefaultServiceConfig(serviceConfig),
+		// A daemon that hangs sends no byte, not even a ping's ack: its
+		// connection is closed after keepaliveTime of silence in a call
+		// and keepaliveTimeout more, and grpc reconnects in the background.
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout}),
 	}, resolve...)
 	dial = append(dial, o.dial...)
 	conn, err := grpc.NewClient(target, dial...)
@@ -282,19 +318,26 @@ func Dial(target string, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("client: dial %s: %w", target, err)
 	}
 	c := newClient(conn, o)
-	c.conn = conn
+	c.conn, c.target = conn, given
 	return c, nil
 }
 
+// keepaliveTime is how long a connection with a call open may hear
+// nothing before the client pings the daemon (above the daemons' default
+// --keepalive-min-time, 10s); keepaliveTimeout how long the ping's ack
+// may take before the connection is closed.
+const keepaliveTime, keepaliveTimeout = 20 * time.Second, 5 * time.Second
+
 // serviceConfig is how the connection treats several daemons: a
-// subchannel to each, calls spread over the ready ones (round_robin), and
+// subchannel to each, calls spread over the ready ones that answer
+// (answeringPolicy: round robin, passing over a daemon that hangs), and
 // a call that failed on one daemon because it could not take it
 // (UNAVAILABLE: refused, reset, a daemon that cannot serve;
 // DEADLINE_EXCEEDED answered by a daemon) tried again on the next, up to
 // 5 attempts (grpc's cap) with a few milliseconds between them. The
 // caller's deadline bounds every attempt together.
 const serviceConfig = `{
-  "loadBalancingConfig": [{"round_robin": {}}],
+  "loadBalancingConfig": [{"breakerd_answering": {}}],
   "methodConfig": [{
     "name": [{"service": "breakerd.v1.BreakerService"}],
     "retryPolicy": {
@@ -351,6 +394,8 @@ func newOptions(opts []Option) options {
 		retry:         time.Second,
 		listTimeout:   5 * time.Second,
 		rpcTimeout:    DefaultRPCTimeout,
+		staleBound:    DefaultStaleViewBound,
+		logger:        slog.Default(),
 		savings:       DefaultSavingsInterval,
 		after: func(_ string, d time.Duration) (<-chan time.Time, func() bool) {
 			t := time.NewTimer(d)
@@ -366,6 +411,9 @@ func newOptions(opts []Option) options {
 	if o.rpcTimeout <= 0 {
 		o.rpcTimeout = DefaultRPCTimeout
 	}
+	if o.staleBound <= 0 {
+		o.staleBound = DefaultStaleViewBound
+	}
 	return o
 }
 
@@ -375,6 +423,7 @@ func newClient(conn grpc.ClientConnInterface, o options) *Client {
 		health: healthpb.NewHealthClient(conn),
 		o:      o,
 		local:  newLocalBreaker(o.local, o.clock.Now),
+		known:  newKnown(o.staleBound, o.local.withDefaults().ProbeTimeout),
 	}}
 	c.setWorker(o.worker)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -573,6 +622,26 @@ type Permit struct {
 	// DENIED_PAUSED (it asks breakerd whenever the shadow probe may be
 	// due).
 	ShadowDecision pb.Decision
+
+	// late is breakerd's answer to the Allow the fallback answered for
+	// it (a missed budget): Record sends the outcome to breakerd once it
+	// has come. nil otherwise.
+	late *lateAnswer
+	// knownProbe: the fallback let this call through as the one call of
+	// this client at a breaker known open whose probe was due; its outcome
+	// settles it (known.settle).
+	knownProbe bool
+	// localHas: the local fallback breaker already holds this call's
+	// outcome (recordLate): a failure to reach breakerd does not add it
+	// twice.
+	localHas bool
+}
+
+// lateAnswer is breakerd's answer to an Allow that missed its budget:
+// p is set (nil when breakerd never answered) before done is closed.
+type lateAnswer struct {
+	done chan struct{}
+	p    *Permit
 }
 
 // probe reports whether the call holds the fleet's probe lease: a PROBE,
@@ -609,7 +678,7 @@ func (c *Client) Allow(ctx context.Context, breaker string) (*Permit, error) {
 		return nil, err
 	}
 	if c.cache != nil {
-		if p := c.cache.lookup(breaker, c.worker(), c.o.clock.Now()); p != nil {
+		if p := c.cache.lookup(breaker, c.worker(), c.o.clock.Now(), c.hearing); p != nil {
 			return c.saved(p), nil
 		}
 	}
@@ -617,30 +686,35 @@ func (c *Client) Allow(ctx context.Context, breaker string) (*Permit, error) {
 		return c.fallbackAllow(breaker), nil
 	}
 	var epoch, ver, all uint64
-	var sent time.Time // when it was asked: the view times a denial from here, never from a late answer's arrival
+	sent := c.o.clock.Now() // when it was asked: a denial is timed from here, never from a late answer's arrival
 	if c.cache != nil {
 		epoch = c.cache.begin()
 	}
 	if c.view != nil {
 		ver, all = c.view.stamp(breaker)
-		sent = c.o.clock.Now()
 	}
+	late := &lateAnswer{done: make(chan struct{})}
 	req := &pb.AllowRequest{Breaker: breaker, WorkerId: c.worker()}
-	res, err, inTime := ask(ctx, c, breaker,
+	res, err, inTime := ask(ctx, c, breaker, c.allowBudget(breaker, sent),
 		func(ctx context.Context) (*pb.AllowResponse, error) { return c.api.Allow(ctx, req) },
-		func(res *pb.AllowResponse, err error) { c.lateAllow(breaker, epoch, ver, all, sent, res, err) })
+		func(res *pb.AllowResponse, err error) { c.lateAllow(breaker, epoch, ver, all, sent, res, err, late) })
 	switch {
 	case !inTime && ctx.Err() != nil:
 		return nil, ctx.Err()
 	case !inTime:
 		c.stats.budgetMisses.Add(1)
-		return c.fallbackAllow(breaker), nil
+		p := c.fallbackAllow(breaker)
+		if p.Allowed() {
+			p.late = late // the outcome goes to breakerd too, once it answers
+		}
+		return p, nil
 	case err != nil && reachFailure(err):
 		return c.fallbackAllow(breaker), nil
 	case err != nil:
 		return nil, err
 	}
 	p := permitOf(breaker, res)
+	c.known.hear(p, sent)
 	if c.cache != nil {
 		c.cache.store(p, c.worker(), epoch, c.o.clock.Now())
 	}
@@ -670,12 +744,16 @@ func permitOf(breaker string, res *pb.AllowResponse) *Permit {
 // the fast-mode view (unless an event fenced it), and a PROBE lease, which
 // no caller will use, is handed back at once (OUTCOME_CANCELED decides
 // nothing), so the fleet's one probe is not held until its timeout.
-func (c *Client) lateAllow(breaker string, epoch, ver, all uint64, sent time.Time, res *pb.AllowResponse, err error) {
+func (c *Client) lateAllow(breaker string, epoch, ver, all uint64, sent time.Time, res *pb.AllowResponse, err error, late *lateAnswer) {
 	if err != nil {
+		close(late.done)
 		return
 	}
 	c.stats.lateAnswers.Add(1)
 	p := permitOf(breaker, res)
+	late.p = p // (a PROBE's lease is handed back below: Record sends its generation alone)
+	close(late.done)
+	c.known.hear(p, sent)
 	if c.cache != nil {
 		c.cache.store(p, c.worker(), epoch, c.o.clock.Now())
 	}
@@ -704,25 +782,39 @@ func (c *Client) check(breaker string) error {
 }
 
 // budget is how long the next call waits for breakerd's answer: the
-// Allow budget, or the first-contact budget before breakerd has ever
-// answered; 0 waits as long as the caller's context allows.
+// Allow budget, or, before breakerd has ever answered, until the end of
+// the first-contact window, which the client's first call opens (once per
+// client: a daemon that never answers costs it once, not once per call);
+// 0 waits as long as the caller's context allows.
 func (c *Client) budget() time.Duration {
 	b := c.o.budget
-	if !c.answered.Load() && b > 0 {
-		b = max(b, c.o.firstBudget)
+	if c.answered.Load() || b <= 0 {
+		return b
+	}
+	now := time.Now().UnixNano()
+	c.firstUntil.CompareAndSwap(0, now+int64(c.o.firstBudget))
+	return max(b, time.Duration(c.firstUntil.Load()-now))
+}
+
+// allowBudget is how long an Allow on breaker asked at now waits: the
+// budget, or, at a breaker last known open whose probe is due, as long as
+// an RPC may take: only breakerd grants the probe.
+func (c *Client) allowBudget(breaker string, now time.Time) time.Duration {
+	b := c.budget()
+	if b > 0 && c.known.due(breaker, now) {
+		b = max(b, c.o.rpcTimeout)
 	}
 	return b
 }
 
 // ask runs rpc against breakerd and waits for its answer within the
-// budget or until ctx ends. With a budget, the RPC itself is detached from
+// budget b (Client.budget, or longer) or until ctx ends. With a budget, the RPC itself is detached from
 // ctx's end and bounded by the RPC timeout (and by Close): when the wait
 // ends first, inTime is false and late gets the answer when it comes.
 // With none (WithAllowBudget(0)), ctx bounds both. Every answer,
 // in time or late, updates the client's count of failures to reach
 // breakerd.
-func ask[T any](ctx context.Context, c *Client, breaker string, rpc func(context.Context) (T, error), late func(T, error)) (res T, err error, inTime bool) {
-	b := c.budget()
+func ask[T any](ctx context.Context, c *Client, breaker string, b time.Duration, rpc func(context.Context) (T, error), late func(T, error)) (res T, err error, inTime bool) {
 	var (
 		rctx   context.Context
 		cancel context.CancelFunc
@@ -778,12 +870,28 @@ func ask[T any](ctx context.Context, c *Client, breaker string, rpc func(context
 	return res, err, false
 }
 
+// fallbackAllow answers for breakerd when it did not: failing closed,
+// or, at a breaker breakerd last said denies, that denial until its end
+// and then one call of this client at a time (known.fallback), or else
+// the local breaker.
 func (c *Client) fallbackAllow(breaker string) *Permit {
 	if c.o.fallback == FailClosed {
 		return &Permit{Breaker: breaker, Decision: pb.Decision_DECISION_DENIED_OPEN, Degraded: true,
 			Reason: "breakerd did not answer and this worker fails closed: " + breaker + " is not called until it answers"}
 	}
-	return c.local.allow(breaker)
+	held, probe, ok := c.known.fallback(breaker, c.o.clock.Now())
+	if ok && !probe {
+		return held
+	}
+	p := c.local.allow(breaker)
+	if probe {
+		if p.Allowed() {
+			p.knownProbe = true
+		} else {
+			c.known.release(breaker)
+		}
+	}
+	return p
 }
 
 // reachFailure tells a failure to reach breakerd (connection refused or
@@ -917,6 +1025,13 @@ type Result struct {
 func (c *Client) Record(ctx context.Context, p *Permit, r Result) (*pb.RecordResponse, error) {
 	if p.Degraded {
 		c.local.record(p.Breaker, p.Ticket, r)
+		if p.knownProbe {
+			c.known.settle(p.Breaker, r.Outcome, c.o.clock.Now(), c.local.pol.CooldownBase)
+		}
+		if p.late != nil {
+			c.recordLate(p, r)
+			return &pb.RecordResponse{Note: "recorded by the local fallback; sent to breakerd once its late answer comes"}, nil
+		}
 		return &pb.RecordResponse{Note: "recorded by the local fallback: breakerd unreachable"}, nil
 	}
 	if err := c.check(p.Breaker); err != nil {
@@ -943,7 +1058,9 @@ func (c *Client) Record(ctx context.Context, p *Permit, r Result) (*pb.RecordRes
 		c.worked.Store(p.Breaker, true)
 	}
 	if err != nil && reachFailure(err) && !callerCanceled(ctx) {
-		c.local.record(p.Breaker, nil, r)
+		if !p.localHas {
+			c.local.record(p.Breaker, nil, r)
+		}
 		return &pb.RecordResponse{Note: "recorded by the local fallback: breakerd unreachable"}, nil
 	}
 	return res, err

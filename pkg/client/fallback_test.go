@@ -56,7 +56,7 @@ func TestOpenCacheAnswersKnownOpenCircuitsWithoutRPCs(t *testing.T) {
 		// Opened after connecting: the trip's event carries the state read
 		// after it, so the cache denies late with no Allow of its own.
 		trip(t, w1, w2, late)
-		eventually(t, "the trip's event", func() bool { return c.cache.lookup(late, c.WorkerID(), clock.Now()) != nil })
+		eventually(t, "the trip's event", func() bool { return c.cache.lookup(late, c.WorkerID(), clock.Now(), fresh) != nil })
 		allows = d.Calls.Get("Allow")
 		for range 6 {
 			if p, err := c.Allow(ctx, late); err != nil || !p.Cached || p.Decision != pb.Decision_DECISION_DENIED_OPEN {
@@ -81,7 +81,7 @@ func TestOpenCacheAnswersKnownOpenCircuitsWithoutRPCs(t *testing.T) {
 		if _, err := w1.API().Force(ctx, &pb.ForceRequest{Breaker: late, Mode: pb.ForceMode_FORCE_MODE_AUTO}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the AUTO event", func() bool { return c.cache.lookup(late, c.WorkerID(), clock.Now()) == nil })
+		eventually(t, "the AUTO event", func() bool { return c.cache.lookup(late, c.WorkerID(), clock.Now(), fresh) == nil })
 		if p, err := c.Allow(ctx, late); err != nil || p.Decision != pb.Decision_DECISION_ALLOWED {
 			t.Errorf("after AUTO: %+v, %v; want ALLOWED from breakerd", p, err)
 		}
@@ -123,25 +123,25 @@ func TestOpenCacheSkipsADenialThatRacedAnEvent(t *testing.T) {
 	epoch := c.begin()
 	c.event(&pb.Event{Breaker: "x"}, time.Now()) // the circuit moved while the Allow was in flight
 	c.store(deny, "w1", epoch, time.Now())
-	if c.lookup("x", "w1", time.Now()) != nil {
+	if c.lookup("x", "w1", time.Now(), fresh) != nil {
 		t.Errorf("a denial older than an event was cached")
 	}
 	c.store(deny, "w1", c.begin(), time.Now())
-	if c.lookup("x", "w2", time.Now()) == nil {
+	if c.lookup("x", "w2", time.Now(), fresh) == nil {
 		t.Errorf("a current denial was not cached for every worker")
 	}
 	// A suspect denial answers only the worker it was given to (the
 	// workers of one connection share the cache: ForWorker).
 	c.store(&Permit{Breaker: "s", Decision: pb.Decision_DECISION_DENIED_SUSPECT_WORKER, RetryAfter: time.Minute}, "w1", c.begin(), time.Now())
-	if c.lookup("s", "w1", time.Now()) == nil {
+	if c.lookup("s", "w1", time.Now(), fresh) == nil {
 		t.Errorf("w1's suspect denial was not cached for w1")
 	}
-	if p := c.lookup("s", "w2", time.Now()); p != nil {
+	if p := c.lookup("s", "w2", time.Now(), fresh); p != nil {
 		t.Errorf("w1's suspect denial answered w2: %v", p)
 	}
 	c.broken()
 	c.store(&Permit{Breaker: "y", Decision: pb.Decision_DECISION_DENIED_OPEN, RetryAfter: time.Minute}, "w1", c.begin(), time.Now())
-	if c.lookup("y", "w1", time.Now()) != nil {
+	if c.lookup("y", "w1", time.Now(), fresh) != nil {
 		t.Errorf("a denial was cached while the stream was broken")
 	}
 }
@@ -372,17 +372,17 @@ func TestOpenCacheTakesTheEventsState(t *testing.T) {
 	c.resync(nil, now)
 	open := &pb.BreakerState{Breaker: "x", State: pb.State_STATE_OPEN, AsOfMs: 5000, NextProbeAtMs: 35000, Reason: "x failing"}
 	c.event(&pb.Event{Breaker: "x", State: open}, now)
-	p := c.lookup("x", "w1", now.Add(29*time.Second))
+	p := c.lookup("x", "w1", now.Add(29*time.Second), fresh)
 	if p == nil || p.Decision != pb.Decision_DECISION_DENIED_OPEN || p.RetryAfter != time.Second || p.Reason != "x failing" {
 		t.Fatalf("after the event: %+v, want DENIED_OPEN with 1s left", p)
 	}
-	if p := c.lookup("x", "w1", now.Add(30*time.Second)); p != nil {
+	if p := c.lookup("x", "w1", now.Add(30*time.Second), fresh); p != nil {
 		t.Errorf("at its next probe: %+v, want no entry (the probe is due)", p)
 	}
 	closed := &pb.BreakerState{Breaker: "x", State: pb.State_STATE_CLOSED, AsOfMs: 6000}
 	c.event(&pb.Event{Breaker: "x", State: open}, now)
 	c.event(&pb.Event{Breaker: "x", State: closed}, now)
-	if p := c.lookup("x", "w1", now); p != nil {
+	if p := c.lookup("x", "w1", now, fresh); p != nil {
 		t.Errorf("after an event closing it: %+v, want no entry", p)
 	}
 }

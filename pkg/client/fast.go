@@ -18,9 +18,11 @@ import (
 //   - Allow on a closed circuit, or on one known to deny (open until its
 //     probe is due, forced open, paused, a probe in flight), is answered
 //     in-process with no RPC. A half-open breaker whose probe is due, a
-//     breaker the view does not know, and every Allow while the stream is
-//     down go to breakerd as in strict mode: the probe lease is always
-//     taken in Redis, so the fleet still gets one probe.
+//     breaker the view does not know, and every Allow of a closed breaker
+//     while the stream is down go to breakerd as in strict mode: the probe
+//     lease is always taken in Redis, so the fleet still gets one probe.
+//     A stream silent for 3 heartbeats is dropped (watchStream); the
+//     view's denials then age out (Client.hearing).
 //   - Record queues the outcome and returns; a sender goroutine sends the
 //     queue in coalesced RecordBatch calls. Each outcome carries the
 //     ticket of its Allow, so breakerd still fences stale ones.
@@ -237,7 +239,8 @@ func entryOf(s *pb.BreakerState, d pb.Decision, retry time.Duration, now time.Ti
 // breaker the view does not know or with a parent, an answer only
 // breakerd can give (a probe due, breaker.Verdict.Due), or a closed
 // breaker while the stream is down (a denial is breakerd's last word and
-// stands until its time).
+// stands until its time, marked Degraded once the stream has been silent
+// past its limit and not past the stale bound: Client.hearing).
 func (c *Client) fastAllow(name string) *Permit {
 	e := c.view.get(name)
 	if e == nil || e.child {
@@ -249,12 +252,18 @@ func (c *Client) fastAllow(name string) *Permit {
 	case vd.Due:
 		return nil
 	case vd.Denied():
+		// A view that no longer hears its stream answers its denials as
+		// degraded, and only within the stale bound (c.unheard).
+		degraded, unheard := c.hearing(c.view.live.Load(), now)
+		if unheard {
+			return nil
+		}
 		var retry time.Duration
 		if vd.RetryAfter(e.redisMs(now)) > 0 {
 			retry = wholeMs(e.clientTime(vd.Until).Sub(now))
 		}
 		return &Permit{Breaker: name, Decision: vd.Decision, RetryAfter: retry, Reason: e.denialReason(name, vd.Decision),
-			State: e.st, Cached: true}
+			State: e.st, Cached: true, Degraded: degraded}
 	case !c.view.live.Load():
 		return nil
 	case vd.Shadow == pb.Decision_DECISION_UNSPECIFIED:
@@ -321,6 +330,9 @@ func (c *Client) fastLearn(p *Permit, ver, all uint64, sent time.Time) {
 // reading an entry and then setting it cannot race another event.)
 func (c *Client) onEvent(e *pb.Event) {
 	name := e.GetBreaker()
+	if c.view.get(name) != nil {
+		c.known.event(e, c.o.clock.Now())
+	}
 	switch e.GetKind() {
 	case pb.EventKind_EVENT_KIND_RUN_STARTED, pb.EventKind_EVENT_KIND_RUN_ENDED:
 		c.onRunNotice(name, e)
@@ -456,38 +468,17 @@ func (c *Client) fastWatch(ctx context.Context, retry time.Duration) {
 func (c *Client) fastWatchOnce(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := c.api.Watch(ctx, &pb.WatchRequest{RunNotices: true})
+	// Events arriving while the resync runs are applied after it, in
+	// order (watchStream buffers them).
+	events, recvErr, err := c.watchStream(ctx, &pb.WatchRequest{RunNotices: true})
 	if err != nil {
 		return err
 	}
-	if err := subscribed(stream); err != nil {
-		return err
-	}
-	// Events arriving while the resync runs are applied after it, in
-	// order: read them into a buffer now so breakerd's stream never waits.
-	events := make(chan *pb.Event, 1024)
-	recvErr := make(chan error, 1)
-	go func() {
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				recvErr <- err
-				close(events)
-				return
-			}
-			select {
-			case events <- m.GetEvent():
-			case <-ctx.Done():
-				recvErr <- ctx.Err()
-				close(events)
-				return
-			}
-		}
-	}()
 	if err := c.resync(ctx); err != nil {
 		return err
 	}
 	c.view.syncs.Add(1)
+	c.heard.Store(c.o.clock.Now().UnixNano())
 	c.view.live.Store(true)
 	for e := range events {
 		c.onEvent(e)
@@ -532,6 +523,7 @@ func (c *Client) resync(ctx context.Context) error {
 type queued struct {
 	req   *pb.RecordRequest
 	probe bool
+	local bool // the local breaker holds it already
 }
 
 // sender is the fast-mode outbox: Record appends, one goroutine sends.
@@ -596,6 +588,7 @@ func (c *Client) fastRecord(p *Permit, r Result) *pb.RecordResponse {
 		Message:          oneLine(r.Message, maxMessageBytes),
 		CredentialWorked: r.Outcome == pb.Outcome_OUTCOME_UNAUTHENTICATED && (r.CredentialWorked || worked),
 	}
+	local := c.recordUnheard(p, r)
 	s := c.out
 	s.mu.Lock()
 	if success && len(s.q)+s.busy >= FastQueueLimit {
@@ -603,13 +596,28 @@ func (c *Client) fastRecord(p *Permit, r Result) *pb.RecordResponse {
 		s.dropped.Add(1)
 		return &pb.RecordResponse{Note: "dropped: the fast-mode queue is full (successes only are dropped)"}
 	}
-	s.q = append(s.q, queued{req: req, probe: probe})
+	s.q = append(s.q, queued{req: req, probe: probe, local: local})
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
 	return &pb.RecordResponse{Note: "queued: fast mode sends outcomes in the background"}
+}
+
+// recordUnheard gives r to the local breaker when the view no longer
+// hears breakerd (the local breaker answers while Allow cannot reach it:
+// it counts this worker's own outcomes now, not once a send has timed
+// out), and reports whether the local breaker holds r.
+func (c *Client) recordUnheard(p *Permit, r Result) bool {
+	if p.localHas {
+		return true
+	}
+	if c.view.live.Load() {
+		return false
+	}
+	c.local.record(p.Breaker, nil, r)
+	return true
 }
 
 // send is the sender goroutine: whatever is queued goes out in one
@@ -676,6 +684,9 @@ func (c *Client) sendOnce() bool {
 	switch {
 	case err != nil && reachFailure(err):
 		for _, q := range batch { // as Record does: the local breaker keeps them
+			if q.local {
+				continue
+			}
 			c.local.record(q.req.GetBreaker(), nil, Result{Outcome: q.req.GetOutcome(),
 				RetryAfter: time.Duration(q.req.GetRetryAfterMs()) * time.Millisecond,
 				Deadline:   time.Duration(q.req.GetDeadlineMs()) * time.Millisecond})

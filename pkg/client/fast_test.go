@@ -561,7 +561,7 @@ func TestFastLateTransitionEventDoesNotRestartTheOpenPeriod(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.GetEvent().GetTo() == pb.State_STATE_OPEN {
+			if m.GetEvent() != nil && m.GetEvent().GetTo() == pb.State_STATE_OPEN {
 				opened = m.GetEvent()
 			}
 		}

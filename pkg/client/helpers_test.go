@@ -296,8 +296,11 @@ func (w *eventWatcher) await(t *testing.T, to pb.State) {
 		if err != nil {
 			t.Fatalf("waiting for an event to %v: %v", to, err)
 		}
-		if m.GetEvent().GetTo() == to {
+		if m.GetEvent() != nil && m.GetEvent().GetTo() == to {
 			return
 		}
 	}
 }
+
+// fresh is a Client.hearing for openCache tests: the stream is heard.
+func fresh(bool, time.Time) (degraded, unheard bool) { return false, false }

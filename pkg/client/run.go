@@ -419,7 +419,7 @@ func (c *Client) batchStates(ctx context.Context, names []string) (states []*pb.
 	}
 	if !c.down.Load() {
 		req := &pb.BatchGetRequest{Breakers: names}
-		res, err, inTime := ask(ctx, c, names[0],
+		res, err, inTime := ask(ctx, c, names[0], c.budget(),
 			func(ctx context.Context) (*pb.BatchGetResponse, error) { return c.api.BatchGet(ctx, req) }, nil)
 		switch {
 		case !inTime && ctx.Err() != nil:
@@ -444,7 +444,7 @@ func (c *Client) batchStates(ctx context.Context, names []string) (states []*pb.
 	out := c.local.states(names)
 	if c.cache != nil { // what breakerd said last still holds until its retry_after
 		for i, n := range names {
-			if p := c.cache.lookup(n, c.worker(), now); p != nil {
+			if p := c.cache.lookup(n, c.worker(), now, c.hearing); p != nil {
 				out[i] = stateOfDenial(p, now)
 			}
 		}

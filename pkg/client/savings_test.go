@@ -207,7 +207,7 @@ func runSavingsCase(t *testing.T, b *testredis.Backend, c savingsCase) {
 	if c.OpenCache {
 		eventually(t, "every forced breaker in the open cache", func() bool {
 			for _, n := range c.ForcedOpen {
-				if agent.cache.lookup(b.Breaker(n), agent.WorkerID(), agent.o.clock.Now()) == nil {
+				if agent.cache.lookup(b.Breaker(n), agent.WorkerID(), agent.o.clock.Now(), fresh) == nil {
 					return false
 				}
 			}

@@ -32,7 +32,7 @@ func TestSecurityOpenCachePagesItsList(t *testing.T) {
 		eventually(t, "the open cache seeded from a paged List", func() bool {
 			live, _, _ := c.cache.status()
 			for _, n := range names {
-				live = live && c.cache.lookup(n, "agent", c.o.clock.Now()) != nil
+				live = live && c.cache.lookup(n, "agent", c.o.clock.Now(), fresh) != nil
 			}
 			return live
 		})
@@ -97,7 +97,7 @@ func TestSecurityOpenCacheBoundsEachPage(t *testing.T) {
 	c := dial(t, serveFake(t, f), "agent", WithOpenCache(), func(o *options) { o.listTimeout = timeout })
 	eventually(t, "the open cache seeded from three pages", func() bool {
 		live, _, _ := c.cache.status()
-		return live && c.cache.lookup("b3", "agent", c.o.clock.Now()) != nil
+		return live && c.cache.lookup("b3", "agent", c.o.clock.Now(), fresh) != nil
 	})
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -400,6 +400,9 @@ func (f *fleet) measure(ctx context.Context) (fleetResult, error) {
 				return
 			}
 			e := m.GetEvent()
+			if e == nil {
+				continue // a heartbeat
+			}
 			if e.GetKind() == pb.EventKind_EVENT_KIND_TRANSITION && e.GetTo() == pb.State_STATE_OPEN {
 				tripMu.Lock()
 				res.trips = append(res.trips, tripSeen{atMs: e.GetAtMs(), got: time.Now()})

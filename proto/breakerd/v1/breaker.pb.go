@@ -2251,11 +2251,17 @@ func (x *WatchRequest) GetRunNotices() bool {
 	return false
 }
 
-// WatchResponse is one message of a Watch stream.
+// WatchResponse is one message of a Watch stream: an event, or a
+// heartbeat (no event, heartbeat_ms > 0). The daemon sends a heartbeat as
+// the stream's first message and after each interval with nothing sent;
+// a client that hears nothing for 3 x heartbeat_ms (45s when none was
+// announced) drops the stream as stalled and subscribes again.
 type WatchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The transition, Force or alert, as it is written to the durable log.
-	Event         *Event `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	Event *Event `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	// On a heartbeat: the daemon's heartbeat interval, ms.
+	HeartbeatMs   int64 `protobuf:"varint,2,opt,name=heartbeat_ms,json=heartbeatMs,proto3" json:"heartbeat_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2295,6 +2301,13 @@ func (x *WatchResponse) GetEvent() *Event {
 		return x.Event
 	}
 	return nil
+}
+
+func (x *WatchResponse) GetHeartbeatMs() int64 {
+	if x != nil {
+		return x.HeartbeatMs
+	}
+	return 0
 }
 
 // Event is one entry of the durable log: a transition, a Force, or an alert.
@@ -3702,9 +3715,10 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\fWatchRequest\x12\x1a\n" +
 	"\bbreakers\x18\x01 \x03(\tR\bbreakers\x12\x1f\n" +
 	"\vrun_notices\x18\x02 \x01(\bR\n" +
-	"runNotices\"9\n" +
+	"runNotices\"\\\n" +
 	"\rWatchResponse\x12(\n" +
-	"\x05event\x18\x01 \x01(\v2\x12.breakerd.v1.EventR\x05event\"\xd3\x03\n" +
+	"\x05event\x18\x01 \x01(\v2\x12.breakerd.v1.EventR\x05event\x12!\n" +
+	"\fheartbeat_ms\x18\x02 \x01(\x03R\vheartbeatMs\"\xd3\x03\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\abreaker\x18\x02 \x01(\tR\abreaker\x12*\n" +

@@ -1,0 +1,182 @@
+package client
+
+import (
+	"sync"
+	"time"
+
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// knownLimit bounds the breakers the client remembers as denying: past
+// it a new one replaces one already held (breakers that deny are few; a
+// closed breaker is never held).
+const knownLimit = 4096
+
+// lastKnown is what the client last heard breakerd say about the breakers it
+// uses that deny calls: every answer, in time or late, and every Watch
+// event updates it. It serves two rules (docs/go-client.md#slow-and-hung-daemons):
+//
+//   - at a breaker last known open whose probe is due, Allow waits for
+//     breakerd up to the RPC timeout, not the Allow budget: only breakerd
+//     can grant the fleet's one probe;
+//   - when no daemon answers, the fallback denies such a breaker until the
+//     known deny-until, and after it lets one call through per client
+//     until that call's outcome (or the local probe timeout).
+//
+// It is safe for concurrent use.
+type lastKnown struct {
+	mu sync.Mutex
+	m  map[string]*knownEntry
+	// bound ends a denial heard with no end (forced open, paused): it is
+	// held that long after it was heard, then judged as due.
+	bound time.Duration
+	// probeTimeout frees the fallback's one call when its outcome never
+	// comes.
+	probeTimeout time.Duration
+}
+
+type knownEntry struct {
+	decision pb.Decision
+	reason   string
+	until    time.Time // the client's clock: denied before, probe due from
+	// probing is when the fallback let this client's one call through
+	// (zero: none in flight).
+	probing time.Time
+}
+
+func newKnown(bound, probeTimeout time.Duration) *lastKnown {
+	return &lastKnown{m: map[string]*knownEntry{}, bound: bound, probeTimeout: probeTimeout}
+}
+
+// hear takes breakerd's answer p to an Allow sent at sent (the client's
+// clock): a denial of the breaker for every worker is held until its
+// retry_after, an ALLOWED forgets the breaker, and anything else (a
+// PROBE, a suspect or parent denial, the fallback's own answers) leaves
+// what was known.
+func (k *lastKnown) hear(p *Permit, sent time.Time) {
+	if p.Degraded {
+		return
+	}
+	switch p.Decision {
+	case pb.Decision_DECISION_ALLOWED:
+		k.forget(p.Breaker)
+	case pb.Decision_DECISION_DENIED_OPEN, pb.Decision_DECISION_DENIED_FORCED_OPEN,
+		pb.Decision_DECISION_DENIED_PAUSED, pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT:
+		until := sent.Add(p.RetryAfter)
+		if p.RetryAfter <= 0 {
+			until = sent.Add(k.bound)
+		}
+		k.deny(p.Breaker, p.Decision, p.Reason, until)
+	}
+}
+
+// event takes a Watch event heard at now: a trip holds the breaker until
+// its cooldown ends, a force or pause until the bound, a close forgets it.
+func (k *lastKnown) event(e *pb.Event, now time.Time) {
+	if e.GetShadow() {
+		return
+	}
+	switch e.GetKind() {
+	case pb.EventKind_EVENT_KIND_TRANSITION, pb.EventKind_EVENT_KIND_FORCED:
+	default:
+		return
+	}
+	name := e.GetBreaker()
+	switch e.GetTo() {
+	case pb.State_STATE_OPEN:
+		k.deny(name, pb.Decision_DECISION_DENIED_OPEN, e.GetReason(), now.Add(time.Duration(e.GetCooldownMs())*time.Millisecond))
+	case pb.State_STATE_FORCED_OPEN:
+		k.deny(name, pb.Decision_DECISION_DENIED_FORCED_OPEN, name+" forced open by an operator: "+e.GetReason(), now.Add(k.bound))
+	case pb.State_STATE_PAUSED:
+		k.deny(name, pb.Decision_DECISION_DENIED_PAUSED, e.GetReason(), now.Add(k.bound))
+	case pb.State_STATE_HALF_OPEN:
+		k.deny(name, pb.Decision_DECISION_DENIED_OPEN, e.GetReason(), now) // its probe is due
+	default:
+		k.forget(name)
+	}
+}
+
+func (k *lastKnown) deny(name string, d pb.Decision, reason string, until time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if e, ok := k.m[name]; ok {
+		e.decision, e.reason, e.until = d, reason, until
+		return
+	}
+	if len(k.m) >= knownLimit {
+		for n := range k.m { // any one: a map's order is random
+			delete(k.m, n)
+			break
+		}
+	}
+	k.m[name] = &knownEntry{decision: d, reason: reason, until: until}
+}
+
+func (k *lastKnown) forget(name string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.m, name)
+}
+
+// due reports whether breaker was last known denying and its deny-until
+// has passed: only breakerd can grant its probe.
+func (k *lastKnown) due(name string, now time.Time) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e, ok := k.m[name]
+	return ok && !now.Before(e.until)
+}
+
+// fallback is what the fallback answers for a breaker known denying, when
+// no daemon answered: the known denial before its deny-until (held, true);
+// after it, probe true for the one call this client lets through until
+// its outcome (settle), a probe-in-flight denial for the others. held
+// false: nothing is known, the local breaker decides.
+func (k *lastKnown) fallback(name string, now time.Time) (p *Permit, probe, held bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e, ok := k.m[name]
+	if !ok {
+		return nil, false, false
+	}
+	if now.Before(e.until) {
+		return &Permit{Breaker: name, Decision: e.decision, RetryAfter: wholeMs(e.until.Sub(now)), Degraded: true,
+			Reason: e.reason + localSuffix}, false, true
+	}
+	if !e.probing.IsZero() && now.Before(e.probing.Add(k.probeTimeout)) {
+		return &Permit{Breaker: name, Decision: pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT, Degraded: true,
+			Reason: denialWords(name, pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT) + localSuffix}, false, true
+	}
+	e.probing = now
+	return nil, true, true
+}
+
+// settle ends the fallback's one call through name with its outcome: a
+// success forgets the breaker, anything else holds it denied for cooldown
+// more.
+func (k *lastKnown) settle(name string, o pb.Outcome, now time.Time, cooldown time.Duration) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e, ok := k.m[name]
+	if !ok {
+		return
+	}
+	switch o {
+	case pb.Outcome_OUTCOME_SUCCESS:
+		delete(k.m, name)
+	case pb.Outcome_OUTCOME_CANCELED:
+		e.probing = time.Time{}
+	default:
+		e.probing, e.until = time.Time{}, now.Add(cooldown)
+	}
+}
+
+// release frees the one call's slot without a verdict (the fallback's
+// local breaker refused the call after all).
+func (k *lastKnown) release(name string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if e, ok := k.m[name]; ok {
+		e.probing = time.Time{}
+	}
+}
