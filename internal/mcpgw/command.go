@@ -108,6 +108,12 @@ type Flags struct {
 	// error. Default info (debug adds one line per denied call). Flag
 	// --log-level, env BREAKERD_MCP_LOG_LEVEL.
 	LogLevel string
+	// Sandbox is how command upstreams are confined: auto (the default:
+	// in the Landlock sandbox where the kernel has it, with a warning at
+	// start where it has not), required (refuse to start where it has
+	// not) or off (warned at start). See docs/mcp.md, "The upstream
+	// sandbox". Flag --sandbox, env BREAKERD_MCP_SANDBOX.
+	Sandbox string
 	// ShowVersion asks only for the version. Flag --version.
 	ShowVersion bool
 }
@@ -119,7 +125,7 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Fla
 	f := Flags{Breakerd: "127.0.0.1:7070", WorkerID: fmt.Sprintf("%s-%d", host, os.Getpid()),
 		Fallback: "local", AllowBudget: client.DefaultAllowBudget,
 		MaxSessions: DefaultMaxSessions, SessionIdleTimeout: DefaultSessionIdleTimeout,
-		LogFormat: "text", LogLevel: "info"}
+		LogFormat: "text", LogLevel: "info", Sandbox: SandboxAuto}
 	fs := pflag.NewFlagSet("breakerd-mcp", pflag.ContinueOnError)
 	fs.SetOutput(usage)
 	fs.Usage = func() {
@@ -145,6 +151,7 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Fla
 	fs.StringVar(&f.MetricsListen, "metrics-listen", "", "serve Prometheus metrics at /metrics on this address; empty: none (env BREAKERD_MCP_METRICS_LISTEN)")
 	fs.StringVar(&f.LogFormat, "log-format", f.LogFormat, "text or json (env BREAKERD_MCP_LOG_FORMAT)")
 	fs.StringVar(&f.LogLevel, "log-level", f.LogLevel, "least severe level logged: debug, info, warn or error (env BREAKERD_MCP_LOG_LEVEL)")
+	fs.StringVar(&f.Sandbox, "sandbox", f.Sandbox, "command upstreams in the Landlock sandbox: auto, required or off (env BREAKERD_MCP_SANDBOX)")
 	fs.BoolVar(&f.ShowVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return Flags{}, err
@@ -195,6 +202,7 @@ func applyEnv(fs *pflag.FlagSet, getenv func(string) string, f *Flags) error {
 		env("metrics-listen", "METRICS_LISTEN", str(&f.MetricsListen)),
 		env("log-format", "LOG_FORMAT", str(&f.LogFormat)),
 		env("log-level", "LOG_LEVEL", str(&f.LogLevel)),
+		env("sandbox", "SANDBOX", str(&f.Sandbox)),
 		env("tls", "TLS", func(v string) (err error) {
 			f.TLS, err = strconv.ParseBool(v)
 			return err
@@ -232,6 +240,8 @@ func (f Flags) validate() error {
 		return fmt.Errorf("--log-format: %w", logging.CheckFormat(f.LogFormat))
 	case levelErr(f.LogLevel) != nil:
 		return fmt.Errorf("--log-level: %w", levelErr(f.LogLevel))
+	case checkSandboxMode(f.Sandbox) != nil:
+		return fmt.Errorf("--sandbox: %w", checkSandboxMode(f.Sandbox))
 	case f.Fallback != "local" && f.Fallback != "closed":
 		return fmt.Errorf("--fallback: must be local or closed, got %q", f.Fallback)
 	case f.AllowBudget < 0:
@@ -320,7 +330,7 @@ func Serve(ctx context.Context, f Flags, stdin io.ReadCloser, stdout io.WriteClo
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	g, err := New(ctx, Options{Config: cfg, Conn: conn, WorkerID: f.WorkerID, Log: log, Version: version,
-		UpstreamStderr: os.Stderr, Registerer: reg,
+		UpstreamStderr: os.Stderr, Registerer: reg, Sandbox: SandboxOptions{Mode: f.Sandbox, Deny: f.ownFiles()},
 		ClientOptions: []client.Option{client.WithAllowBudget(f.AllowBudget), client.WithFallback(mode)}})
 	if err != nil {
 		return err
@@ -344,6 +354,18 @@ func Serve(ctx context.Context, f Flags, stdin io.ReadCloser, stdout io.WriteClo
 		return g.serveStdio(ctx, stdin, stdout)
 	}
 	return g.serveHTTP(ctx, f, log)
+}
+
+// ownFiles are the gateway's config and secret files, which a sandboxed
+// upstream may not touch.
+func (f Flags) ownFiles() []string {
+	var out []string
+	for _, p := range []string{f.ConfigFile, f.TokenFile, f.ListenTokenFile, f.ListenTLSKey, f.ListenTLSCert, f.TLSCA} {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // dial opens the connection to breakerd, with the token of --token-file.

@@ -60,6 +60,9 @@ type Options struct {
 	WatchRetry time.Duration
 	// Version is reported to clients as the server's version.
 	Version string
+	// Sandbox confines command upstreams (docs/mcp.md, "The upstream
+	// sandbox"); its zero value confines them where the kernel can.
+	Sandbox SandboxOptions
 	// Registerer receives the gateway's Prometheus metrics (docs/mcp.md,
 	// Metrics). Nil: they are kept but not exported.
 	Registerer prometheus.Registerer
@@ -126,12 +129,16 @@ func New(ctx context.Context, o Options) (*Gateway, error) {
 	if o.WatchRetry <= 0 {
 		o.WatchRetry = time.Second
 	}
+	sb, err := o.Sandbox.resolve(o.Config, o.Log)
+	if err != nil {
+		return nil, fmt.Errorf("mcpgw: %w", err)
+	}
 	g := &Gateway{o: o, log: o.Log, catalog: map[string]*tool{}, sessions: map[*session]struct{}{}}
 	g.shared = g.newClient(o.WorkerID)
 	impl := &mcp.Implementation{Name: "breakerd-mcp", Version: o.Version}
 	for _, uc := range o.Config.Upstreams {
 		out, _ := uc.isErrorOutcome() // checked by Check
-		u := &upstream{cfg: uc, isError: out, impl: impl, stderr: o.UpstreamStderr}
+		u := &upstream{cfg: uc, isError: out, impl: impl, stderr: o.UpstreamStderr, sandbox: sb}
 		g.ups = append(g.ups, u)
 		tools, more, err := u.tools(ctx)
 		if err != nil {
