@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"

@@ -65,8 +65,8 @@ type Flags struct {
 	// env BREAKERD_MCP_ALLOW_BUDGET.
 	AllowBudget time.Duration
 	// TokenFile holds the bearer token for a breakerd started with
-	// --tokens: a worker token whose workers: include WorkerID (and
-	// "<WorkerID>/*" with worker_id: session). Read as a secret file
+	// --tokens: a worker token bound to WorkerID alone (the gateway's
+	// sessions all report as it). Read as a secret file
 	// (refused if group- or world-writable). Empty: no token. Flag
 	// --token-file, env BREAKERD_MCP_TOKEN_FILE. The token itself is
 	// never taken from the command line or the environment, which every

@@ -17,8 +17,8 @@ import (
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
-// WorkerSession is the worker_id value that makes each downstream MCP
-// session its own worker (see Config.WorkerID).
+// WorkerSession is the worker_id value that gives each downstream MCP
+// session a client of its own (see Config.WorkerID).
 const WorkerSession = "session"
 
 // DefaultBreakerPrefix starts every breaker name the default rule makes:
@@ -62,11 +62,12 @@ const DefaultConnectTimeout = 30 * time.Second
 //	    url: http://127.0.0.1:9000/mcp
 //	    is_error: invalid_argument
 type Config struct {
-	// WorkerID is empty (the gateway instance reports as one worker: the
-	// --worker-id flag) or "session" (each downstream MCP session reports
-	// as its own worker, "<gateway id>/<random>"). See docs/mcp.md ("Worker ids") for the
-	// trust trade-off: with "session", one gateway's sessions can form a
-	// quorum by themselves.
+	// WorkerID is empty (the sessions share the gateway's client) or
+	// "session" (each downstream MCP session has a client of its own,
+	// whose local fallback judges its calls apart, and is named
+	// "<gateway id>/<random>" in the log). Either way breakerd hears the
+	// gateway as one worker, the --worker-id flag: see docs/mcp.md
+	// ("Worker ids").
 	WorkerID string `yaml:"worker_id"`
 	// BreakerPrefix starts the default breaker names. Default "mcp:", so
 	// tool web_search of upstream search goes through breaker

@@ -350,7 +350,7 @@ func (g *Gateway) recheck(match func(*session) bool) {
 	for _, s := range todo {
 		go func() {
 			if err := s.refresh(s.ctx); err != nil && s.ctx.Err() == nil {
-				g.log.Warn("mcpgw: session refresh", "session", s.worker, "err", err)
+				g.log.Warn("mcpgw: session refresh", "session", s.label, "err", err)
 			}
 		}()
 	}
@@ -405,7 +405,7 @@ type session struct {
 	c      *client.Client // the shared one, or the session's own
 	own    bool           // c is the session's own (worker_id: session)
 	run    *client.Run
-	worker string
+	label  string          // the session in log lines
 	ctx    context.Context // ends when the session closes
 	cancel context.CancelFunc
 
@@ -422,10 +422,14 @@ type session struct {
 func (g *Gateway) newSession() *session {
 	s := &session{g: g, shown: map[string]bool{}, inflight: map[string]int{}, pending: map[string]bool{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.c, s.worker = g.shared, g.o.WorkerID
+	s.c, s.label = g.shared, g.o.WorkerID
 	if g.o.Config.WorkerID == WorkerSession {
-		s.worker = g.o.WorkerID + "/" + randomID()
-		s.c, s.own = g.newClient(s.worker), true
+		// The session's own client (its own local fallback), reporting as
+		// the gateway: breakerd counts a gateway as one worker for trips
+		// and pauses, so neither its sessions nor a leaked token bound to
+		// its one id can make up a quorum.
+		s.label = g.o.WorkerID + "/" + randomID()
+		s.c, s.own = g.newClient(g.o.WorkerID), true
 	}
 	s.run = client.NewRun(s.c)
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "breakerd-mcp", Version: g.o.Version}, &mcp.ServerOptions{
@@ -547,7 +551,7 @@ func (s *session) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		switch method {
 		case "tools/list":
 			if err := s.refresh(ctx); err != nil && ctx.Err() == nil {
-				s.g.log.Warn("mcpgw: tools/list refresh", "session", s.worker, "err", err)
+				s.g.log.Warn("mcpgw: tools/list refresh", "session", s.label, "err", err)
 			}
 		case "tools/call":
 			if r, ok := req.(*mcp.CallToolRequest); ok && r.Params != nil {
@@ -585,7 +589,7 @@ func (s *session) sync() {
 	if len(gone) == 0 {
 		return
 	}
-	s.g.log.Info("mcpgw: tools removed from a session", "session", s.worker, "tools", strings.Join(gone, ","))
+	s.g.log.Info("mcpgw: tools removed from a session", "session", s.label, "tools", strings.Join(gone, ","))
 	s.g.m.listChanges.Inc()
 	s.srv.RemoveTools(gone...)
 	s.srv.AddTool(s.statusTool(), s.callStatus)
@@ -613,7 +617,7 @@ func (s *session) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	})
 	if d, denied := client.AsDenial(err, req.Params.Name); denied {
 		s.g.m.call(t.up.cfg.Name, resultDenied)
-		s.g.log.Debug("mcpgw: call denied", "session", s.worker, "tool", req.Params.Name, "breaker", t.breaker, "reason", d.Reason)
+		s.g.log.Debug("mcpgw: call denied", "session", s.label, "tool", req.Params.Name, "breaker", t.breaker, "reason", d.Reason)
 		s.sync()
 		out := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(d.JSON())}}}
 		if t.mcp.OutputSchema == nil {
@@ -631,7 +635,7 @@ func (s *session) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	}
 	if err != nil {
 		s.g.m.call(t.up.cfg.Name, resultUpstreamError)
-		s.g.log.Warn("mcpgw: upstream call failed", "session", s.worker, "upstream", t.up.cfg.Name, "tool", req.Params.Name, "err", failure(ctx, err))
+		s.g.log.Warn("mcpgw: upstream call failed", "session", s.label, "upstream", t.up.cfg.Name, "tool", req.Params.Name, "err", failure(ctx, err))
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{
 			Text: fmt.Sprintf("upstream %s failed to run %s: %s", t.up.cfg.Name, req.Params.Name, failure(ctx, err))}}}, nil
 	}
