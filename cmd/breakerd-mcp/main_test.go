@@ -308,6 +308,9 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"x"}, "--config: is required"},
 		{[]string{"x", "--config", "g.yaml", "--fallback", "maybe"}, "--fallback: must be local or closed"},
 		{[]string{"x", "--nope"}, "unknown flag: --nope"},
+		{[]string{"x", "--config", "g.yaml", "--sandbox", "maybe"}, "--sandbox: must be auto, required or off"},
+		{[]string{"x", "--config", "g.yaml", "--allowed-origins", "https://ok.example,evil.example"}, `--allowed-origins: "evil.example" is not an origin`},
+		{[]string{"x", "--config", "g.yaml", "--max-sessions-per-client", "-1"}, "--max-sessions-per-client: must not be negative"},
 		{[]string{"x", "--config", "/does/not/exist.yaml"}, "no such file"},
 	} {
 		var stderr daemontest.Buffer

@@ -97,11 +97,12 @@ type Gateway struct {
 	order   []string         // catalog names, sorted
 	refused []refusal
 
-	mu       sync.Mutex
-	sessions map[*session]struct{}
-	starting int       // HTTP sessions reserved and not yet joined (see reserve)
-	watchUp  bool      // the Watch stream is subscribed
-	downAt   time.Time // when the stream broke; zero while up or before the first try
+	mu         sync.Mutex
+	sessions   map[*session]struct{}
+	starting   int            // HTTP sessions reserved and not yet joined (see reserve)
+	startingBy map[string]int // starting, by client (clientKey)
+	watchUp    bool           // the Watch stream is subscribed
+	downAt     time.Time      // when the stream broke; zero while up or before the first try
 }
 
 // New connects to every upstream and lists its tools (each within its
@@ -133,7 +134,7 @@ func New(ctx context.Context, o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcpgw: %w", err)
 	}
-	g := &Gateway{o: o, log: o.Log, catalog: map[string]*tool{}, sessions: map[*session]struct{}{}}
+	g := &Gateway{o: o, log: o.Log, catalog: map[string]*tool{}, sessions: map[*session]struct{}{}, startingBy: map[string]int{}}
 	g.shared = g.newClient(o.WorkerID)
 	impl := &mcp.Implementation{Name: "breakerd-mcp", Version: o.Version}
 	for _, uc := range o.Config.Upstreams {
@@ -414,7 +415,8 @@ type session struct {
 	inflight map[string]int  // breaker -> this session's calls in progress
 	pending  map[string]bool // breaker -> an event came during a call
 	joined   bool
-	reserved bool // holds one of g.starting's places; guarded by g.mu
+	reserved bool   // holds one of g.starting's places; guarded by g.mu
+	client   string // the HTTP client (clientKey) whose share it counts in; guarded by g.mu
 }
 
 // newSession builds a session's server with the tools breakerd allows now
