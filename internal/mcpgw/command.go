@@ -393,10 +393,11 @@ func Serve(ctx context.Context, f Flags, stdin io.ReadCloser, stdout io.WriteClo
 }
 
 // ownFiles are the gateway's config and secret files, which a sandboxed
-// upstream may not touch.
+// upstream may not touch. Certificates are public (and --tls-ca may be
+// the system's bundle, which upstreams need).
 func (f Flags) ownFiles() []string {
 	var out []string
-	for _, p := range []string{f.ConfigFile, f.TokenFile, f.ListenTokenFile, f.ListenTLSKey, f.ListenTLSCert, f.TLSCA} {
+	for _, p := range []string{f.ConfigFile, f.TokenFile, f.ListenTokenFile, f.ListenTLSKey} {
 		if p != "" {
 			out = append(out, p)
 		}

@@ -131,8 +131,28 @@ func (o SandboxOptions) resolve(cfg Config, log *slog.Logger) (sandbox, error) {
 		}
 		sb.deny = append(sb.deny, a)
 	}
-	log.Info("breakerd-mcp: command upstreams start in the Landlock sandbox", "landlock_abi", abi, "denied_files", len(sb.deny))
+	log.Info("breakerd-mcp: command upstreams start in the Landlock sandbox", "landlock_abi", abi,
+		"denied", strings.Join(sb.deny, ","), "frozen_dirs", strings.Join(frozenDirs(sb.deny), ","))
 	return sb, nil
+}
+
+// frozenDirs are the directories on the way to the denied files, where a
+// confined upstream reaches only the entries that were there when it
+// started (see grants).
+func frozenDirs(deny []string) []string {
+	var out []string
+	for _, d := range deny {
+		for dir := filepath.Dir(d); ; dir = filepath.Dir(dir) {
+			if !slices.Contains(out, dir) {
+				out = append(out, dir)
+			}
+			if dir == "/" || dir == "." {
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // command is the exec.Cmd that starts u: through the launcher when u is
