@@ -82,9 +82,9 @@ func runFake(mode string) error {
 // snoop reads what a same-user upstream could steal: the gateway's
 // command line (its parent's), the files named in SNOOP_FILES, and
 // another process's command line (SNOOP_PID). One line each: "<what>:
-// <content or error>".
+// <content or error>", after its own "ids: <uid>:<gid>".
 func snoop() string {
-	var out []string
+	out := []string{fmt.Sprintf("ids: %d:%d", os.Getuid(), os.Getgid())}
 	read := func(what, p string) {
 		b, err := os.ReadFile(p)
 		if err != nil {

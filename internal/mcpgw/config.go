@@ -223,19 +223,8 @@ func (c Config) Check() error {
 		if len(u.Command) > 0 && u.Command[0] == "" {
 			return fmt.Errorf("%s.command: the program is empty", f)
 		}
-		if len(u.Env) > 0 && len(u.Command) == 0 {
-			return fmt.Errorf("%s.env: only for a command upstream", f)
-		}
-		if (u.Sandbox != nil || u.RunAs != nil) && len(u.Command) == 0 {
-			return fmt.Errorf("%s: sandbox and run_as are only for a command upstream", f)
-		}
-		if u.RunAs != nil {
-			if err := u.RunAs.check(); err != nil {
-				return fmt.Errorf("%s.run_as.%w", f, err)
-			}
-		}
-		if err := u.checkPassthrough(); err != nil {
-			return fmt.Errorf("%s.env_passthrough%w", f, err)
+		if err := u.checkCommand(); err != nil {
+			return fmt.Errorf("%s%w", f, err)
 		}
 		if u.MaxTools < 0 {
 			return fmt.Errorf("%s.max_tools: must not be negative", f)
@@ -254,6 +243,26 @@ func (c Config) Check() error {
 				return fmt.Errorf("%s.breakers.%s: %w", f, tool, err)
 			}
 		}
+	}
+	return nil
+}
+
+// checkCommand checks what only a command upstream may set; its errors
+// start with the field (".env: ...").
+func (u Upstream) checkCommand() error {
+	if len(u.Env) > 0 && len(u.Command) == 0 {
+		return errors.New(".env: only for a command upstream")
+	}
+	if (u.Sandbox != nil || u.RunAs != nil) && len(u.Command) == 0 {
+		return errors.New(": sandbox and run_as are only for a command upstream")
+	}
+	if u.RunAs != nil {
+		if err := u.RunAs.check(); err != nil {
+			return fmt.Errorf(".run_as.%w", err)
+		}
+	}
+	if err := u.checkPassthrough(); err != nil {
+		return fmt.Errorf(".env_passthrough%w", err)
 	}
 	return nil
 }

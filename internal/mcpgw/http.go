@@ -148,7 +148,7 @@ func loopbackOrigin(origin string) bool {
 func CheckOrigin(origin string) error {
 	u, err := url.Parse(origin)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" ||
-		u.User != nil || strings.ToLower(origin) != strings.ToLower(u.Scheme+"://"+u.Host) {
+		u.User != nil || !strings.EqualFold(origin, u.Scheme+"://"+u.Host) {
 		return fmt.Errorf("%q is not an origin (scheme://host[:port], http or https)", origin)
 	}
 	return nil

@@ -75,20 +75,7 @@ func (o SandboxOptions) resolve(cfg Config, log *slog.Logger) (sandbox, error) {
 	if err := checkSandboxMode(o.Mode); err != nil {
 		return sandbox{}, fmt.Errorf("sandbox: %w", err)
 	}
-	var exposed, optedOut []string // commands run as the gateway's user, unconfined
-	commands := 0
-	for _, u := range cfg.Upstreams {
-		if len(u.Command) == 0 {
-			continue
-		}
-		commands++
-		if u.RunAs == nil {
-			exposed = append(exposed, u.Name)
-		}
-		if !u.sandboxed() && u.RunAs == nil {
-			optedOut = append(optedOut, u.Name)
-		}
-	}
+	commands, exposed, optedOut := cfg.commandUpstreams()
 	if commands == 0 {
 		return sandbox{}, nil
 	}
@@ -153,6 +140,26 @@ func frozenDirs(deny []string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// commandUpstreams counts the command upstreams, and names those that
+// run as the gateway's user (exposed where there is no sandbox) and those
+// of them that opted out of it.
+func (c Config) commandUpstreams() (n int, exposed, optedOut []string) {
+	for _, u := range c.Upstreams {
+		if len(u.Command) == 0 {
+			continue
+		}
+		n++
+		if u.RunAs != nil {
+			continue
+		}
+		exposed = append(exposed, u.Name)
+		if !u.sandboxed() {
+			optedOut = append(optedOut, u.Name)
+		}
+	}
+	return n, exposed, optedOut
 }
 
 // command is the exec.Cmd that starts u: through the launcher when u is

@@ -29,9 +29,9 @@ func LandlockABI() (int, error) {
 	case errno == unix.ENOSYS:
 		return 0, errors.New("this kernel has no Landlock (Linux 5.13 or later, built with CONFIG_SECURITY_LANDLOCK)")
 	case errno == unix.EOPNOTSUPP:
-		return 0, errors.New("Landlock is disabled at boot (add landlock to the kernel's lsm= parameter)")
+		return 0, errors.New("the kernel has Landlock disabled at boot (add landlock to its lsm= parameter)")
 	case errno != 0:
-		return 0, fmt.Errorf("Landlock: %w", errno)
+		return 0, fmt.Errorf("landlock_create_ruleset: %w", errno)
 	case int(v) < minLandlockABI:
 		return 0, fmt.Errorf("this kernel's Landlock is ABI %d; the sandbox needs %d (Linux 5.19 or later)", v, minLandlockABI)
 	}

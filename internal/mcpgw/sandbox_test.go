@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -145,5 +146,45 @@ func TestSandboxLauncherRefusesToRunUnconfined(t *testing.T) {
 		if err := ExecSandboxed([]string{"--", "true"}); err == nil {
 			t.Error("ExecSandboxed off Linux = nil, want an error")
 		}
+	}
+}
+
+// TestRunAsAnotherUser: an upstream with run_as runs as that user and
+// group (in the sandbox: the launcher is this test binary, copied where
+// that user may run it), and cannot read a 0600 file of the gateway's
+// user beside its own program. Needs root.
+func TestRunAsAnotherUser(t *testing.T) {
+	needLandlock(t)
+	if os.Geteuid() != 0 {
+		t.Skip("switching user needs root")
+	}
+	dir := t.TempDir()
+	if err := os.Chmod(filepath.Dir(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog, secret := filepath.Join(dir, "upstream"), filepath.Join(dir, "secret")
+	if err := os.WriteFile(prog, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(secret, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const nobody = 65534
+	uid, gid := int64(nobody), int64(nobody)
+	up := Upstream{Name: "fake", Command: []string{prog, "-test.run=^$"}, RunAs: &RunAs{UID: &uid, GID: &gid},
+		Env: map[string]string{envFake: "snoop", "SNOOP_FILES": secret}}
+	lines := snoopLines(t, Options{Sandbox: SandboxOptions{Launcher: prog}}, up)
+	if want := fmt.Sprintf("%d:%d", nobody, nobody); lines["ids"] != want {
+		t.Errorf("upstream ids = %q, want %s", lines["ids"], want)
+	}
+	if !strings.Contains(lines[secret], "permission denied") {
+		t.Errorf("upstream as nobody reading the gateway user's 0600 file: %q, want permission denied", lines[secret])
 	}
 }
