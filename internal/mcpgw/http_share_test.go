@@ -141,3 +141,20 @@ func TestAllowedOrigins(t *testing.T) {
 		}
 	}
 }
+
+// TestClientKey: a client is an IPv4 address (an IPv4-mapped IPv6 one
+// too) or an IPv6 /64.
+func TestClientKey(t *testing.T) {
+	for addr, want := range map[string]string{
+		"192.0.2.7:5000":             "192.0.2.7",
+		"[::ffff:192.0.2.7]:5000":    "192.0.2.7",
+		"[2001:db8:1:2:aaaa::1]:443": "2001:db8:1:2::/64",
+		"[2001:db8:1:2:bbbb::9]:80":  "2001:db8:1:2::/64",
+		"[2001:db8:1:3::1]:80":       "2001:db8:1:3::/64",
+		"not-an-address":             "not-an-address",
+	} {
+		if got := clientKey(addr); got != want {
+			t.Errorf("clientKey(%q) = %q, want %q", addr, got, want)
+		}
+	}
+}
