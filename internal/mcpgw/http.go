@@ -92,7 +92,7 @@ func (g *Gateway) Handler(o HTTPOptions) http.Handler {
 		}
 		_ = json.NewEncoder(w).Encode(h)
 	})
-	mux.Handle("/mcp", origins(allowed, bearer(o.Token, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("/mcp", g.origins(allowed, bearer(o.Token, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The SDK asks for a server on every request (once only to read
 		// its protocol versions). Only a POST without a session id can
 		// start a session: give it one lazily built session server, the
@@ -102,7 +102,8 @@ func (g *Gateway) Handler(o HTTPOptions) http.Handler {
 			return
 		}
 		key := clientKey(r.RemoteAddr)
-		if err := g.reserve(o, key); err != nil { // given back, or taken over by the session, in admit
+		if reason, err := g.reserve(o, key); err != nil { // given back, or taken over by the session, in admit
+			g.m.refused.WithLabelValues(reason).Inc()
 			http.Error(w, "breakerd-mcp: "+err.Error()+"; close one or retry later", http.StatusServiceUnavailable)
 			return
 		}
@@ -117,13 +118,14 @@ func (g *Gateway) Handler(o HTTPOptions) http.Handler {
 	return mux
 }
 
-// origins refuses, with 403, a request whose Origin header is neither a
+// origins refuses, with 403 (counted), a request whose Origin header is neither a
 // loopback host's nor one of allowed: a browser page elsewhere (a DNS
 // rebinding one included) cannot drive the gateway. A request without
 // Origin (not from a browser) passes.
-func origins(allowed []string, next http.Handler) http.Handler {
+func (g *Gateway) origins(allowed []string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if o := r.Header.Get("Origin"); o != "" && !loopbackOrigin(o) && !slices.Contains(allowed, strings.ToLower(o)) {
+			g.m.refused.WithLabelValues(refusedOrigin).Inc()
 			http.Error(w, "breakerd-mcp: origin "+strconv.Quote(o)+" is not allowed (--allowed-origins)", http.StatusForbidden)
 			return
 		}
@@ -190,19 +192,19 @@ func bearer(token string, next http.Handler) http.Handler {
 
 // reserve takes a place for a session about to start by client, if
 // fewer than o.MaxSessions are open or starting, and fewer than its share
-// are the client's.
-func (g *Gateway) reserve(o HTTPOptions, client string) error {
+// are the client's. A refusal comes with its reason (a metric label).
+func (g *Gateway) reserve(o HTTPOptions, client string) (reason string, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.sessions)+g.starting >= o.MaxSessions {
-		return fmt.Errorf("too many sessions (%d)", o.MaxSessions)
+		return refusedMaxSessions, fmt.Errorf("too many sessions (%d)", o.MaxSessions)
 	}
 	if o.MaxSessionsPerClient > 0 && g.heldLocked(client) >= o.MaxSessionsPerClient {
-		return fmt.Errorf("this client holds its share of sessions (%d)", o.MaxSessionsPerClient)
+		return refusedClientShare, fmt.Errorf("this client holds its share of sessions (%d)", o.MaxSessionsPerClient)
 	}
 	g.starting++
 	g.startingBy[client]++
-	return nil
+	return "", nil
 }
 
 // heldLocked is the number of sessions client holds, open or starting.
