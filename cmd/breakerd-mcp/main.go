@@ -31,6 +31,9 @@ func main() {
 // stdio agent hangs up. Logs go to stderr: over stdio, stdout is the
 // protocol's.
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.ReadCloser, stdout io.WriteCloser, stderr io.Writer) error {
+	if len(args) > 1 && args[1] == mcpgw.SandboxArg {
+		return mcpgw.ExecSandboxed(args[2:]) // returns only when the upstream could not start confined
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	f, err := mcpgw.ParseFlags(args[1:], getenv, stderr)

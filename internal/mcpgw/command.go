@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -65,8 +66,8 @@ type Flags struct {
 	// env BREAKERD_MCP_ALLOW_BUDGET.
 	AllowBudget time.Duration
 	// TokenFile holds the bearer token for a breakerd started with
-	// --tokens: a worker token whose workers: include WorkerID (and
-	// "<WorkerID>/*" with worker_id: session). Read as a secret file
+	// --tokens: a worker token bound to WorkerID alone (the gateway's
+	// sessions all report as it). Read as a secret file
 	// (refused if group- or world-writable). Empty: no token. Flag
 	// --token-file, env BREAKERD_MCP_TOKEN_FILE. The token itself is
 	// never taken from the command line or the environment, which every
@@ -85,6 +86,17 @@ type Flags struct {
 	// MaxSessions bounds the HTTP sessions open at once. Default
 	// DefaultMaxSessions. Flag --max-sessions, env BREAKERD_MCP_MAX_SESSIONS.
 	MaxSessions int
+	// MaxSessionsPerClient bounds the HTTP sessions one client (source
+	// address: IPv4 address, IPv6 /64) holds at once. Default
+	// DefaultMaxSessionsPerClient; 0: no share (behind a proxy, where
+	// every agent has the proxy's address). Flag
+	// --max-sessions-per-client, env BREAKERD_MCP_MAX_SESSIONS_PER_CLIENT.
+	MaxSessionsPerClient int
+	// AllowedOrigins are browser origins (scheme://host[:port]) served
+	// over HTTP besides loopback ones and requests without Origin; others
+	// are refused 403. Flag --allowed-origins (comma-separated, or
+	// repeated), env BREAKERD_MCP_ALLOWED_ORIGINS (comma-separated).
+	AllowedOrigins []string
 	// SessionIdleTimeout closes an HTTP session idle this long. Default
 	// DefaultSessionIdleTimeout. Flag --session-idle-timeout, env
 	// BREAKERD_MCP_SESSION_IDLE_TIMEOUT.
@@ -108,6 +120,12 @@ type Flags struct {
 	// error. Default info (debug adds one line per denied call). Flag
 	// --log-level, env BREAKERD_MCP_LOG_LEVEL.
 	LogLevel string
+	// Sandbox is how command upstreams are confined: auto (the default:
+	// in the Landlock sandbox where the kernel has it, with a warning at
+	// start where it has not), required (refuse to start where it has
+	// not) or off (warned at start). See docs/mcp.md, "The upstream
+	// sandbox". Flag --sandbox, env BREAKERD_MCP_SANDBOX.
+	Sandbox string
 	// ShowVersion asks only for the version. Flag --version.
 	ShowVersion bool
 }
@@ -118,8 +136,8 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Fla
 	host, _ := os.Hostname()
 	f := Flags{Breakerd: "127.0.0.1:7070", WorkerID: fmt.Sprintf("%s-%d", host, os.Getpid()),
 		Fallback: "local", AllowBudget: client.DefaultAllowBudget,
-		MaxSessions: DefaultMaxSessions, SessionIdleTimeout: DefaultSessionIdleTimeout,
-		LogFormat: "text", LogLevel: "info"}
+		MaxSessions: DefaultMaxSessions, MaxSessionsPerClient: DefaultMaxSessionsPerClient, SessionIdleTimeout: DefaultSessionIdleTimeout,
+		LogFormat: "text", LogLevel: "info", Sandbox: SandboxAuto}
 	fs := pflag.NewFlagSet("breakerd-mcp", pflag.ContinueOnError)
 	fs.SetOutput(usage)
 	fs.Usage = func() {
@@ -139,12 +157,15 @@ func ParseFlags(args []string, getenv func(string) string, usage io.Writer) (Fla
 	fs.StringVar(&f.ListenTLSCert, "listen-tls-cert", "", "PEM certificate to serve HTTP over TLS, with --listen-tls-key (env BREAKERD_MCP_LISTEN_TLS_CERT)")
 	fs.StringVar(&f.ListenTLSKey, "listen-tls-key", "", "PEM private key, with --listen-tls-cert (env BREAKERD_MCP_LISTEN_TLS_KEY)")
 	fs.IntVar(&f.MaxSessions, "max-sessions", f.MaxSessions, "HTTP sessions open at once, at most (env BREAKERD_MCP_MAX_SESSIONS)")
+	fs.IntVar(&f.MaxSessionsPerClient, "max-sessions-per-client", f.MaxSessionsPerClient, "HTTP sessions one client address holds at once, at most; 0: no share (env BREAKERD_MCP_MAX_SESSIONS_PER_CLIENT)")
+	fs.StringSliceVar(&f.AllowedOrigins, "allowed-origins", nil, "browser origins served over HTTP besides loopback ones (env BREAKERD_MCP_ALLOWED_ORIGINS)")
 	fs.DurationVar(&f.SessionIdleTimeout, "session-idle-timeout", f.SessionIdleTimeout, "close an HTTP session idle this long (env BREAKERD_MCP_SESSION_IDLE_TIMEOUT)")
 	fs.BoolVar(&f.TLS, "tls", false, "connect to breakerd over TLS (env BREAKERD_MCP_TLS)")
 	fs.StringVar(&f.TLSCA, "tls-ca", "", "PEM file of the CA of breakerd's certificate; implies --tls (env BREAKERD_MCP_TLS_CA)")
 	fs.StringVar(&f.MetricsListen, "metrics-listen", "", "serve Prometheus metrics at /metrics on this address; empty: none (env BREAKERD_MCP_METRICS_LISTEN)")
 	fs.StringVar(&f.LogFormat, "log-format", f.LogFormat, "text or json (env BREAKERD_MCP_LOG_FORMAT)")
 	fs.StringVar(&f.LogLevel, "log-level", f.LogLevel, "least severe level logged: debug, info, warn or error (env BREAKERD_MCP_LOG_LEVEL)")
+	fs.StringVar(&f.Sandbox, "sandbox", f.Sandbox, "command upstreams in the Landlock sandbox: auto, required or off (env BREAKERD_MCP_SANDBOX)")
 	fs.BoolVar(&f.ShowVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return Flags{}, err
@@ -195,6 +216,7 @@ func applyEnv(fs *pflag.FlagSet, getenv func(string) string, f *Flags) error {
 		env("metrics-listen", "METRICS_LISTEN", str(&f.MetricsListen)),
 		env("log-format", "LOG_FORMAT", str(&f.LogFormat)),
 		env("log-level", "LOG_LEVEL", str(&f.LogLevel)),
+		env("sandbox", "SANDBOX", str(&f.Sandbox)),
 		env("tls", "TLS", func(v string) (err error) {
 			f.TLS, err = strconv.ParseBool(v)
 			return err
@@ -206,6 +228,14 @@ func applyEnv(fs *pflag.FlagSet, getenv func(string) string, f *Flags) error {
 		env("max-sessions", "MAX_SESSIONS", func(v string) (err error) {
 			f.MaxSessions, err = strconv.Atoi(v)
 			return err
+		}),
+		env("max-sessions-per-client", "MAX_SESSIONS_PER_CLIENT", func(v string) (err error) {
+			f.MaxSessionsPerClient, err = strconv.Atoi(v)
+			return err
+		}),
+		env("allowed-origins", "ALLOWED_ORIGINS", func(v string) error {
+			f.AllowedOrigins = strings.Split(v, ",")
+			return nil
 		}),
 		env("session-idle-timeout", "SESSION_IDLE_TIMEOUT", func(v string) (err error) {
 			f.SessionIdleTimeout, err = time.ParseDuration(v)
@@ -232,12 +262,18 @@ func (f Flags) validate() error {
 		return fmt.Errorf("--log-format: %w", logging.CheckFormat(f.LogFormat))
 	case levelErr(f.LogLevel) != nil:
 		return fmt.Errorf("--log-level: %w", levelErr(f.LogLevel))
+	case checkSandboxMode(f.Sandbox) != nil:
+		return fmt.Errorf("--sandbox: %w", checkSandboxMode(f.Sandbox))
 	case f.Fallback != "local" && f.Fallback != "closed":
 		return fmt.Errorf("--fallback: must be local or closed, got %q", f.Fallback)
 	case f.AllowBudget < 0:
 		return fmt.Errorf("--allow-budget: must not be negative, got %s", f.AllowBudget)
 	case f.MaxSessions <= 0:
 		return fmt.Errorf("--max-sessions: must be positive, got %d", f.MaxSessions)
+	case f.MaxSessionsPerClient < 0:
+		return fmt.Errorf("--max-sessions-per-client: must not be negative, got %d", f.MaxSessionsPerClient)
+	case originsErr(f.AllowedOrigins) != nil:
+		return fmt.Errorf("--allowed-origins: %w", originsErr(f.AllowedOrigins))
 	case f.SessionIdleTimeout <= 0:
 		return fmt.Errorf("--session-idle-timeout: must be positive, got %s", f.SessionIdleTimeout)
 	case (f.ListenTLSCert == "") != (f.ListenTLSKey == ""):
@@ -245,6 +281,16 @@ func (f Flags) validate() error {
 	case f.Listen != "" && f.ListenTokenFile == "" && !auth.IsLoopback(f.Listen):
 		return fmt.Errorf("--listen: %s is not a loopback address and no --listen-token-file is set: "+
 			"anyone reaching it could use the gateway's token and upstreams; set --listen-token-file", f.Listen)
+	}
+	return nil
+}
+
+// originsErr is the first of origins that CheckOrigin refuses, if any.
+func originsErr(origins []string) error {
+	for _, o := range origins {
+		if err := CheckOrigin(o); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -320,7 +366,7 @@ func Serve(ctx context.Context, f Flags, stdin io.ReadCloser, stdout io.WriteClo
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	g, err := New(ctx, Options{Config: cfg, Conn: conn, WorkerID: f.WorkerID, Log: log, Version: version,
-		UpstreamStderr: os.Stderr, Registerer: reg,
+		UpstreamStderr: os.Stderr, Registerer: reg, Sandbox: SandboxOptions{Mode: f.Sandbox, Deny: f.ownFiles()},
 		ClientOptions: []client.Option{client.WithAllowBudget(f.AllowBudget), client.WithFallback(mode)}})
 	if err != nil {
 		return err
@@ -344,6 +390,19 @@ func Serve(ctx context.Context, f Flags, stdin io.ReadCloser, stdout io.WriteClo
 		return g.serveStdio(ctx, stdin, stdout)
 	}
 	return g.serveHTTP(ctx, f, log)
+}
+
+// ownFiles are the gateway's config and secret files, which a sandboxed
+// upstream may not touch. Certificates are public (and --tls-ca may be
+// the system's bundle, which upstreams need).
+func (f Flags) ownFiles() []string {
+	var out []string
+	for _, p := range []string{f.ConfigFile, f.TokenFile, f.ListenTokenFile, f.ListenTLSKey} {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // dial opens the connection to breakerd, with the token of --token-file.
@@ -407,6 +466,16 @@ func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (stop
 	return func() { _ = srv.Close() }, nil
 }
 
+// httpOptions are the HTTP bounds f sets, with the agents' token.
+func (f Flags) httpOptions(token string) HTTPOptions {
+	perClient := f.MaxSessionsPerClient
+	if perClient == 0 {
+		perClient = -1 // no share
+	}
+	return HTTPOptions{Token: token, MaxSessions: f.MaxSessions, MaxSessionsPerClient: perClient,
+		AllowedOrigins: f.AllowedOrigins, IdleTimeout: f.SessionIdleTimeout}
+}
+
 // serveHTTP serves Streamable HTTP on f.Listen (over TLS with its pair)
 // until ctx ends, then stops within 10s.
 func (g *Gateway) serveHTTP(ctx context.Context, f Flags, log *slog.Logger) error {
@@ -418,7 +487,7 @@ func (g *Gateway) serveHTTP(ctx context.Context, f Flags, log *slog.Logger) erro
 		log.Warn("breakerd-mcp: no --listen-token-file: any local process may use the gateway", "listen", f.Listen)
 	}
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10,
-		Handler: g.Handler(HTTPOptions{Token: token, MaxSessions: f.MaxSessions, IdleTimeout: f.SessionIdleTimeout})}
+		Handler: g.Handler(f.httpOptions(token))}
 	if f.ListenTLSCert != "" {
 		cfg, err := auth.ServerTLS(f.ListenTLSCert, f.ListenTLSKey, "")
 		if err != nil {

@@ -3,6 +3,7 @@ package mcpgw
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
 	"slices"
@@ -16,8 +17,8 @@ import (
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
-// WorkerSession is the worker_id value that makes each downstream MCP
-// session its own worker (see Config.WorkerID).
+// WorkerSession is the worker_id value that gives each downstream MCP
+// session a client of its own (see Config.WorkerID).
 const WorkerSession = "session"
 
 // DefaultBreakerPrefix starts every breaker name the default rule makes:
@@ -55,15 +56,18 @@ const DefaultConnectTimeout = 30 * time.Second
 //	    timeout: 20s
 //	    connect_timeout: 10s
 //	    breakers: {web_search: vendor-x}   # per-tool override
+//	    run_as: {uid: 1001, gid: 1001}     # optional: another user
+//	    sandbox: true                      # the default
 //	  - name: tickets
 //	    url: http://127.0.0.1:9000/mcp
 //	    is_error: invalid_argument
 type Config struct {
-	// WorkerID is empty (the gateway instance reports as one worker: the
-	// --worker-id flag) or "session" (each downstream MCP session reports
-	// as its own worker, "<gateway id>/<random>"). See docs/mcp.md ("Worker ids") for the
-	// trust trade-off: with "session", one gateway's sessions can form a
-	// quorum by themselves.
+	// WorkerID is empty (the sessions share the gateway's client) or
+	// "session" (each downstream MCP session has a client of its own,
+	// whose local fallback judges its calls apart, and is named
+	// "<gateway id>/<random>" in the log). Either way breakerd hears the
+	// gateway as one worker, the --worker-id flag: see docs/mcp.md
+	// ("Worker ids").
 	WorkerID string `yaml:"worker_id"`
 	// BreakerPrefix starts the default breaker names. Default "mcp:", so
 	// tool web_search of upstream search goes through breaker
@@ -112,10 +116,47 @@ type Upstream struct {
 	// name. Tools that share a dependency and credential can share one.
 	Breakers map[string]string `yaml:"breakers"`
 
+	// Sandbox, for a command, is false to start it outside the gateway's
+	// sandbox (docs/mcp.md, "The upstream sandbox"), as the gateway's
+	// own user with the gateway's files in reach; warned at start.
+	// Default true.
+	Sandbox *bool `yaml:"sandbox"`
+	// RunAs, for a command, starts it as another user, {uid: 1001, gid:
+	// 1001}, without supplementary groups (and in the sandbox too, unless
+	// Sandbox is false). The gateway needs the privilege to switch (root,
+	// or CAP_SETUID and CAP_SETGID); Linux only.
+	RunAs *RunAs `yaml:"run_as"`
+
 	// Transport, when set, replaces Command and URL: it returns a new
 	// transport for each connection (tests use in-memory transports).
 	Transport func() mcp.Transport `yaml:"-"`
 }
+
+// RunAs is the user and group a command upstream runs as; both are
+// required.
+type RunAs struct {
+	UID *int64 `yaml:"uid"`
+	GID *int64 `yaml:"gid"`
+}
+
+// check names the field at fault: "uid: ...".
+func (r RunAs) check() error {
+	for _, f := range []struct {
+		name string
+		v    *int64
+	}{{"uid", r.UID}, {"gid", r.GID}} {
+		switch {
+		case f.v == nil:
+			return fmt.Errorf("%s: is required", f.name)
+		case *f.v < 0 || *f.v >= math.MaxUint32:
+			return fmt.Errorf("%s: must be 0 to %d, got %d", f.name, uint32(math.MaxUint32-1), *f.v)
+		}
+	}
+	return nil
+}
+
+// sandboxed reports whether a command upstream starts in the sandbox.
+func (u Upstream) sandboxed() bool { return u.Sandbox == nil || *u.Sandbox }
 
 // LoadConfig reads and checks the YAML file at path.
 func LoadConfig(path string) (Config, error) {
@@ -182,11 +223,8 @@ func (c Config) Check() error {
 		if len(u.Command) > 0 && u.Command[0] == "" {
 			return fmt.Errorf("%s.command: the program is empty", f)
 		}
-		if len(u.Env) > 0 && len(u.Command) == 0 {
-			return fmt.Errorf("%s.env: only for a command upstream", f)
-		}
-		if err := u.checkPassthrough(); err != nil {
-			return fmt.Errorf("%s.env_passthrough%w", f, err)
+		if err := u.checkCommand(); err != nil {
+			return fmt.Errorf("%s%w", f, err)
 		}
 		if u.MaxTools < 0 {
 			return fmt.Errorf("%s.max_tools: must not be negative", f)
@@ -205,6 +243,26 @@ func (c Config) Check() error {
 				return fmt.Errorf("%s.breakers.%s: %w", f, tool, err)
 			}
 		}
+	}
+	return nil
+}
+
+// checkCommand checks what only a command upstream may set; its errors
+// start with the field (".env: ...").
+func (u Upstream) checkCommand() error {
+	if len(u.Env) > 0 && len(u.Command) == 0 {
+		return errors.New(".env: only for a command upstream")
+	}
+	if (u.Sandbox != nil || u.RunAs != nil) && len(u.Command) == 0 {
+		return errors.New(": sandbox and run_as are only for a command upstream")
+	}
+	if u.RunAs != nil {
+		if err := u.RunAs.check(); err != nil {
+			return fmt.Errorf(".run_as.%w", err)
+		}
+	}
+	if err := u.checkPassthrough(); err != nil {
+		return fmt.Errorf(".env_passthrough%w", err)
 	}
 	return nil
 }

@@ -120,3 +120,20 @@ func TestClassify(t *testing.T) {
 		t.Error("classify(the agent's own cancellation) recorded; want not recorded")
 	}
 }
+
+// TestSandboxConfig: sandbox and run_as are a command's, and run_as
+// needs both ids, each a valid one; errors name the field.
+func TestSandboxConfig(t *testing.T) {
+	for yaml, want := range map[string]string{
+		"upstreams: [{name: a, url: 'http://x/mcp', sandbox: false}]":                 "upstreams[0]: sandbox and run_as are only for a command upstream",
+		"upstreams: [{name: a, command: [x], run_as: {uid: 1001}}]":                   "upstreams[0].run_as.gid: is required",
+		"upstreams: [{name: a, command: [x], run_as: {uid: -1, gid: 1}}]":             "upstreams[0].run_as.uid: must be 0 to",
+		"upstreams: [{name: a, command: [x], run_as: {uid: 1, gid: 4294967295}}]":     "upstreams[0].run_as.gid: must be 0 to",
+		"upstreams: [{name: a, command: [x], run_as: {uid: 1, gid: 1}, env: {A: b}}]": "",
+	} {
+		_, err := ParseConfig([]byte(yaml))
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("ParseConfig(%s) = %v, want %q", yaml, err, want)
+		}
+	}
+}

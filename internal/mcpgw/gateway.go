@@ -60,6 +60,9 @@ type Options struct {
 	WatchRetry time.Duration
 	// Version is reported to clients as the server's version.
 	Version string
+	// Sandbox confines command upstreams (docs/mcp.md, "The upstream
+	// sandbox"); its zero value confines them where the kernel can.
+	Sandbox SandboxOptions
 	// Registerer receives the gateway's Prometheus metrics (docs/mcp.md,
 	// Metrics). Nil: they are kept but not exported.
 	Registerer prometheus.Registerer
@@ -94,11 +97,12 @@ type Gateway struct {
 	order   []string         // catalog names, sorted
 	refused []refusal
 
-	mu       sync.Mutex
-	sessions map[*session]struct{}
-	starting int       // HTTP sessions reserved and not yet joined (see reserve)
-	watchUp  bool      // the Watch stream is subscribed
-	downAt   time.Time // when the stream broke; zero while up or before the first try
+	mu         sync.Mutex
+	sessions   map[*session]struct{}
+	starting   int            // HTTP sessions reserved and not yet joined (see reserve)
+	startingBy map[string]int // starting, by client (clientKey)
+	watchUp    bool           // the Watch stream is subscribed
+	downAt     time.Time      // when the stream broke; zero while up or before the first try
 }
 
 // New connects to every upstream and lists its tools (each within its
@@ -126,12 +130,16 @@ func New(ctx context.Context, o Options) (*Gateway, error) {
 	if o.WatchRetry <= 0 {
 		o.WatchRetry = time.Second
 	}
-	g := &Gateway{o: o, log: o.Log, catalog: map[string]*tool{}, sessions: map[*session]struct{}{}}
+	sb, err := o.Sandbox.resolve(o.Config, o.Log)
+	if err != nil {
+		return nil, fmt.Errorf("mcpgw: %w", err)
+	}
+	g := &Gateway{o: o, log: o.Log, catalog: map[string]*tool{}, sessions: map[*session]struct{}{}, startingBy: map[string]int{}}
 	g.shared = g.newClient(o.WorkerID)
 	impl := &mcp.Implementation{Name: "breakerd-mcp", Version: o.Version}
 	for _, uc := range o.Config.Upstreams {
 		out, _ := uc.isErrorOutcome() // checked by Check
-		u := &upstream{cfg: uc, isError: out, impl: impl, stderr: o.UpstreamStderr}
+		u := &upstream{cfg: uc, isError: out, impl: impl, stderr: o.UpstreamStderr, sandbox: sb}
 		g.ups = append(g.ups, u)
 		tools, more, err := u.tools(ctx)
 		if err != nil {
@@ -346,7 +354,7 @@ func (g *Gateway) recheck(match func(*session) bool) {
 	for _, s := range todo {
 		go func() {
 			if err := s.refresh(s.ctx); err != nil && s.ctx.Err() == nil {
-				g.log.Warn("mcpgw: session refresh", "session", s.worker, "err", err)
+				g.log.Warn("mcpgw: session refresh", "session", s.label, "err", err)
 			}
 		}()
 	}
@@ -401,7 +409,7 @@ type session struct {
 	c      *client.Client // the shared one, or the session's own
 	own    bool           // c is the session's own (worker_id: session)
 	run    *client.Run
-	worker string
+	label  string          // the session in log lines
 	ctx    context.Context // ends when the session closes
 	cancel context.CancelFunc
 
@@ -410,7 +418,8 @@ type session struct {
 	inflight map[string]int  // breaker -> this session's calls in progress
 	pending  map[string]bool // breaker -> an event came during a call
 	joined   bool
-	reserved bool // holds one of g.starting's places; guarded by g.mu
+	reserved bool   // holds one of g.starting's places; guarded by g.mu
+	client   string // the HTTP client (clientKey) whose share it counts in; guarded by g.mu
 }
 
 // newSession builds a session's server with the tools breakerd allows now
@@ -418,10 +427,14 @@ type session struct {
 func (g *Gateway) newSession() *session {
 	s := &session{g: g, shown: map[string]bool{}, inflight: map[string]int{}, pending: map[string]bool{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.c, s.worker = g.shared, g.o.WorkerID
+	s.c, s.label = g.shared, g.o.WorkerID
 	if g.o.Config.WorkerID == WorkerSession {
-		s.worker = g.o.WorkerID + "/" + randomID()
-		s.c, s.own = g.newClient(s.worker), true
+		// The session's own client (its own local fallback), reporting as
+		// the gateway: breakerd counts a gateway as one worker for trips
+		// and pauses, so neither its sessions nor a leaked token bound to
+		// its one id can make up a quorum.
+		s.label = g.o.WorkerID + "/" + randomID()
+		s.c, s.own = g.newClient(g.o.WorkerID), true
 	}
 	s.run = client.NewRun(s.c)
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "breakerd-mcp", Version: g.o.Version}, &mcp.ServerOptions{
@@ -543,7 +556,7 @@ func (s *session) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 		switch method {
 		case "tools/list":
 			if err := s.refresh(ctx); err != nil && ctx.Err() == nil {
-				s.g.log.Warn("mcpgw: tools/list refresh", "session", s.worker, "err", err)
+				s.g.log.Warn("mcpgw: tools/list refresh", "session", s.label, "err", err)
 			}
 		case "tools/call":
 			if r, ok := req.(*mcp.CallToolRequest); ok && r.Params != nil {
@@ -581,7 +594,7 @@ func (s *session) sync() {
 	if len(gone) == 0 {
 		return
 	}
-	s.g.log.Info("mcpgw: tools removed from a session", "session", s.worker, "tools", strings.Join(gone, ","))
+	s.g.log.Info("mcpgw: tools removed from a session", "session", s.label, "tools", strings.Join(gone, ","))
 	s.g.m.listChanges.Inc()
 	s.srv.RemoveTools(gone...)
 	s.srv.AddTool(s.statusTool(), s.callStatus)
@@ -609,7 +622,7 @@ func (s *session) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	})
 	if d, denied := client.AsDenial(err, req.Params.Name); denied {
 		s.g.m.call(t.up.cfg.Name, resultDenied)
-		s.g.log.Debug("mcpgw: call denied", "session", s.worker, "tool", req.Params.Name, "breaker", t.breaker, "reason", d.Reason)
+		s.g.log.Debug("mcpgw: call denied", "session", s.label, "tool", req.Params.Name, "breaker", t.breaker, "reason", d.Reason)
 		s.sync()
 		out := &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(d.JSON())}}}
 		if t.mcp.OutputSchema == nil {
@@ -627,7 +640,7 @@ func (s *session) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	}
 	if err != nil {
 		s.g.m.call(t.up.cfg.Name, resultUpstreamError)
-		s.g.log.Warn("mcpgw: upstream call failed", "session", s.worker, "upstream", t.up.cfg.Name, "tool", req.Params.Name, "err", failure(ctx, err))
+		s.g.log.Warn("mcpgw: upstream call failed", "session", s.label, "upstream", t.up.cfg.Name, "tool", req.Params.Name, "err", failure(ctx, err))
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{
 			Text: fmt.Sprintf("upstream %s failed to run %s: %s", t.up.cfg.Name, req.Params.Name, failure(ctx, err))}}}, nil
 	}

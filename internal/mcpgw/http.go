@@ -4,7 +4,13 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,9 +21,16 @@ import (
 // once when HTTPOptions sets no bound.
 const DefaultMaxSessions = 256
 
+// DefaultMaxSessionsPerClient bounds the HTTP sessions one client (one
+// source address: an IPv4 address, an IPv6 /64) holds at once, when
+// HTTPOptions sets no share.
+const DefaultMaxSessionsPerClient = 16
+
 // DefaultSessionIdleTimeout closes an HTTP session that sent no request
-// for this long, when HTTPOptions sets no timeout.
-const DefaultSessionIdleTimeout = 30 * time.Minute
+// for this long, when HTTPOptions sets no timeout. An agent whose session
+// is gone is answered 404 and starts a new one (MCP's Streamable HTTP
+// transport).
+const DefaultSessionIdleTimeout = 5 * time.Minute
 
 // HTTPOptions bound what Streamable HTTP agents can hold of a gateway.
 type HTTPOptions struct {
@@ -29,6 +42,17 @@ type HTTPOptions struct {
 	// initializing included; a new session past it is answered 503.
 	// Default DefaultMaxSessions.
 	MaxSessions int
+	// MaxSessionsPerClient bounds the sessions one client (source
+	// address: an IPv4 address, an IPv6 /64) holds at once, those still
+	// initializing included; a new session past it is answered 503.
+	// Default DefaultMaxSessionsPerClient; negative: no share (behind a
+	// proxy, where every agent has the proxy's address).
+	MaxSessionsPerClient int
+	// AllowedOrigins are the browser origins ("https://agent.example.com",
+	// scheme://host[:port]) whose requests /mcp serves besides those
+	// without an Origin header and those of a loopback host (localhost,
+	// 127.0.0.0/8, ::1); any other Origin is answered 403.
+	AllowedOrigins []string
 	// IdleTimeout closes a session that sent no request for this long
 	// (its tools and worker are released; the agent starts a new one).
 	// Default DefaultSessionIdleTimeout.
@@ -41,6 +65,13 @@ type HTTPOptions struct {
 func (g *Gateway) Handler(o HTTPOptions) http.Handler {
 	if o.MaxSessions <= 0 {
 		o.MaxSessions = DefaultMaxSessions
+	}
+	if o.MaxSessionsPerClient == 0 {
+		o.MaxSessionsPerClient = DefaultMaxSessionsPerClient
+	}
+	allowed := make([]string, len(o.AllowedOrigins))
+	for i, a := range o.AllowedOrigins {
+		allowed[i] = strings.ToLower(a)
 	}
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = DefaultSessionIdleTimeout
@@ -61,7 +92,7 @@ func (g *Gateway) Handler(o HTTPOptions) http.Handler {
 		}
 		_ = json.NewEncoder(w).Encode(h)
 	})
-	mux.Handle("/mcp", bearer(o.Token, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("/mcp", g.origins(allowed, bearer(o.Token, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The SDK asks for a server on every request (once only to read
 		// its protocol versions). Only a POST without a session id can
 		// start a session: give it one lazily built session server, the
@@ -70,19 +101,76 @@ func (g *Gateway) Handler(o HTTPOptions) http.Handler {
 			streamable.ServeHTTP(w, r)
 			return
 		}
-		if !g.reserve(o.MaxSessions) { // given back, or taken over by the session, in admit
-			http.Error(w, "breakerd-mcp: too many sessions; close one or retry later", http.StatusServiceUnavailable)
+		key := clientKey(r.RemoteAddr)
+		if reason, err := g.reserve(o, key); err != nil { // given back, or taken over by the session, in admit
+			g.m.refused.WithLabelValues(reason).Inc()
+			http.Error(w, "breakerd-mcp: "+err.Error()+"; close one or retry later", http.StatusServiceUnavailable)
 			return
 		}
-		l := &lazySession{}
+		l := &lazySession{client: key}
 		fw := &firstWrite{ResponseWriter: w, first: func() { g.admit(l) }}
 		streamable.ServeHTTP(fw, r.WithContext(context.WithValue(r.Context(), lazyKey{}, l)))
 		fw.once.Do(fw.first)
 		if l.s != nil && !l.s.isJoined() {
 			l.s.close() // no session kept: a failed or sessionless request
 		}
-	})))
+	}))))
 	return mux
+}
+
+// origins refuses, with 403 (counted), a request whose Origin header is neither a
+// loopback host's nor one of allowed: a browser page elsewhere (a DNS
+// rebinding one included) cannot drive the gateway. A request without
+// Origin (not from a browser) passes.
+func (g *Gateway) origins(allowed []string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); o != "" && !loopbackOrigin(o) && !slices.Contains(allowed, strings.ToLower(o)) {
+			g.m.refused.WithLabelValues(refusedOrigin).Inc()
+			http.Error(w, "breakerd-mcp: origin "+strconv.Quote(o)+" is not allowed (--allowed-origins)", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// loopbackOrigin reports whether origin is http(s) on localhost or a
+// loopback address.
+func loopbackOrigin(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Path != "" {
+		return false
+	}
+	h := u.Hostname()
+	ip := net.ParseIP(h)
+	return strings.EqualFold(h, "localhost") || ip != nil && ip.IsLoopback()
+}
+
+// CheckOrigin checks an --allowed-origins value: scheme://host[:port],
+// http or https, nothing more.
+func CheckOrigin(origin string) error {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" ||
+		u.User != nil || !strings.EqualFold(origin, u.Scheme+"://"+u.Host) {
+		return fmt.Errorf("%q is not an origin (scheme://host[:port], http or https)", origin)
+	}
+	return nil
+}
+
+// clientKey is the share a request counts against: its source IPv4
+// address, or the /64 of its IPv6 address.
+func clientKey(remoteAddr string) string {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return host
+	}
+	if v4 := ip.To4(); v4 != nil {
+		return v4.String()
+	}
+	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
 }
 
 // bearer refuses, with 401, a request without the token (when there is
@@ -102,16 +190,42 @@ func bearer(token string, next http.Handler) http.Handler {
 	})
 }
 
-// reserve takes a place for a session about to start, if fewer than max
-// are open or starting.
-func (g *Gateway) reserve(max int) bool {
+// reserve takes a place for a session about to start by client, if
+// fewer than o.MaxSessions are open or starting, and fewer than its share
+// are the client's. A refusal comes with its reason (a metric label).
+func (g *Gateway) reserve(o HTTPOptions, client string) (reason string, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if len(g.sessions)+g.starting >= max {
-		return false
+	if len(g.sessions)+g.starting >= o.MaxSessions {
+		return refusedMaxSessions, fmt.Errorf("too many sessions (%d)", o.MaxSessions)
+	}
+	if o.MaxSessionsPerClient > 0 && g.heldLocked(client) >= o.MaxSessionsPerClient {
+		return refusedClientShare, fmt.Errorf("this client holds its share of sessions (%d)", o.MaxSessionsPerClient)
 	}
 	g.starting++
-	return true
+	g.startingBy[client]++
+	return "", nil
+}
+
+// heldLocked is the number of sessions client holds, open or starting.
+// The caller holds g.mu.
+func (g *Gateway) heldLocked(client string) int {
+	n := g.startingBy[client]
+	for s := range g.sessions {
+		if s.client == client {
+			n++
+		}
+	}
+	return n
+}
+
+// unstartLocked gives back one of client's starting places. The caller
+// holds g.mu.
+func (g *Gateway) unstartLocked(client string) {
+	g.starting--
+	if g.startingBy[client]--; g.startingBy[client] <= 0 {
+		delete(g.startingBy, client)
+	}
 }
 
 // admit ends a reservation when the request that took it is first
@@ -132,7 +246,7 @@ func (g *Gateway) admit(l *lazySession) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if s == nil {
-		g.starting--
+		g.unstartLocked(l.client)
 		return
 	}
 	g.unreserveLocked(s)
@@ -169,7 +283,7 @@ func (w *firstWrite) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func (g *Gateway) unreserveLocked(s *session) {
 	if s.reserved {
 		s.reserved = false
-		g.starting--
+		g.unstartLocked(s.client)
 	}
 }
 
@@ -177,15 +291,16 @@ type lazyKey struct{}
 
 // lazySession builds a session's server on first use.
 type lazySession struct {
-	once sync.Once
-	s    *session
+	client string // the request's clientKey
+	once   sync.Once
+	s      *session
 }
 
 func (l *lazySession) get(g *Gateway) *mcp.Server {
 	l.once.Do(func() {
 		l.s = g.newSession()
 		g.mu.Lock()
-		l.s.reserved = true // the request's place, until admit
+		l.s.reserved, l.s.client = true, l.client // the request's place, until admit
 		g.mu.Unlock()
 	})
 	return l.s.srv

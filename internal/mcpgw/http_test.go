@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/grpc"
 
 	"github.com/breakerd/breakerd/internal/daemontest"
 	"github.com/breakerd/breakerd/internal/testredis"
@@ -175,42 +176,44 @@ func TestServeHTTPAndHealth(t *testing.T) {
 	eventually(t, "the closed session to leave", func() bool { return g.Health().Sessions == 0 })
 }
 
-// TestWorkerPerSession: a lone gateway reporting as one worker never
-// trips a breaker under min_workers 2 (it becomes the suspect worker);
-// with worker_id: session two of its sessions are two workers and do.
+// TestWorkerPerSession: a lone gateway reports as one worker, with or
+// without worker_id: session, and so never trips a breaker under
+// min_workers 2 (it becomes the suspect worker).
 func TestWorkerPerSession(t *testing.T) {
-	for _, tc := range []struct {
-		workerID string
-		want     pb.State
-	}{
-		{"", pb.State_STATE_CLOSED},
-		{WorkerSession, pb.State_STATE_OPEN},
-	} {
-		t.Run("worker_id="+tc.workerID, func(t *testing.T) {
+	for _, workerID := range []string{"", WorkerSession} {
+		t.Run("worker_id="+workerID, func(t *testing.T) {
 			b := testredis.Mini(t)
 			d := daemontest.Start(t, b, noJitter())
-			up := newFakeUpstream()
-			up.failing.Store(true)
-			g := startGateway(t, b, dialDaemon(t, d), "gw-1",
-				Config{WorkerID: tc.workerID, Upstreams: []Upstream{{Name: "fake", Transport: up.transport(t)}}})
-			a1, a2 := connectAgent(t, g), connectAgent(t, g)
-			for i := range 5 {
-				a := a1
-				if i%2 == 1 {
-					a = a2
-				}
-				a.call(t, "lookup")
-			}
-			st, err := d.Store.Get(context.Background(), b.Prefix+"mcp:fake:lookup")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st.GetState() != tc.want {
-				t.Errorf("after 5 failures from two sessions: %v (suspect %q), want %v", st.GetState(), st.GetSuspectWorker(), tc.want)
-			}
-			if tc.workerID == "" && st.GetSuspectWorker() != "gw-1" {
-				t.Errorf("suspect worker = %q, want the lone gateway gw-1", st.GetSuspectWorker())
+			st := failFromTwoSessions(t, b, dialDaemon(t, d), d, workerID)
+			if st.GetState() != pb.State_STATE_CLOSED || st.GetSuspectWorker() != "gw-1" {
+				t.Errorf("after 5 failures from two sessions: %v, suspect %q; want closed, the lone gateway gw-1 suspect",
+					st.GetState(), st.GetSuspectWorker())
 			}
 		})
 	}
+}
+
+// failFromTwoSessions makes 5 failing calls from two sessions of a
+// gateway gw-1 (with Config.WorkerID workerID) on conn, and returns the
+// breaker's state.
+func failFromTwoSessions(t *testing.T, b *testredis.Backend, conn grpc.ClientConnInterface, d *daemontest.Daemon, workerID string) *pb.BreakerState {
+	t.Helper()
+	up := newFakeUpstream()
+	up.failing.Store(true)
+	g := startGateway(t, b, conn, "gw-1", Config{WorkerID: workerID, Upstreams: []Upstream{{Name: "fake", Transport: up.transport(t)}}})
+	a1, a2 := connectAgent(t, g), connectAgent(t, g)
+	for i := range 5 {
+		a := a1
+		if i%2 == 1 {
+			a = a2
+		}
+		if res := a.call(t, "lookup"); !res.IsError {
+			t.Fatalf("lookup on a failing upstream = %q, want isError", text(res))
+		}
+	}
+	st, err := d.Store.Get(context.Background(), b.Prefix+"mcp:fake:lookup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

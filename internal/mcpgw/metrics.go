@@ -28,7 +28,16 @@ type gatewayMetrics struct {
 	byUpstream     map[string]map[string]prometheus.Counter // upstream -> result -> counter
 	listChanges    prometheus.Counter
 	sessionsOpened prometheus.Counter
+	refused        *prometheus.CounterVec // by refusal reason
 }
+
+// Refusal reasons, the values of breakerd_mcp_sessions_refused_total's
+// reason label.
+const (
+	refusedMaxSessions = "max_sessions" // --max-sessions are open
+	refusedClientShare = "client_share" // the client holds its share
+	refusedOrigin      = "origin"       // a foreign Origin (any request)
+)
 
 // newMetrics builds the gateway's metrics for g's upstreams and, when reg
 // is not nil, registers them there with the gauges that read g.
@@ -41,7 +50,13 @@ func newMetrics(g *Gateway, reg prometheus.Registerer) (*gatewayMetrics, error) 
 			Help: "Changes of a session's tool list sent to its agent (notifications/tools/list_changed): tools taken off because their breaker denies."}),
 		sessionsOpened: prometheus.NewCounter(prometheus.CounterOpts{Name: "breakerd_mcp_sessions_total",
 			Help: "Downstream MCP sessions that joined the gateway."}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "breakerd_mcp_sessions_refused_total",
+			Help: "HTTP requests to /mcp refused by the session bounds or the Origin check, by reason: max_sessions, client_share (the client address holds its share), origin (403)."},
+			[]string{"reason"}),
 		byUpstream: map[string]map[string]prometheus.Counter{},
+	}
+	for _, r := range []string{refusedMaxSessions, refusedClientShare, refusedOrigin} {
+		m.refused.WithLabelValues(r)
 	}
 	for _, u := range g.o.Config.Upstreams {
 		m.byUpstream[u.Name] = map[string]prometheus.Counter{}
@@ -65,7 +80,7 @@ func newMetrics(g *Gateway, reg prometheus.Registerer) (*gatewayMetrics, error) 
 		}
 		return 0
 	})
-	for _, c := range []prometheus.Collector{m.calls, m.listChanges, m.sessionsOpened, sessions, degraded} {
+	for _, c := range []prometheus.Collector{m.calls, m.listChanges, m.sessionsOpened, m.refused, sessions, degraded} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

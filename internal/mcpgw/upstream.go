@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"sync"
 	"time"
 
@@ -28,6 +27,7 @@ type upstream struct {
 	isError pb.Outcome
 	impl    *mcp.Implementation
 	stderr  io.Writer
+	sandbox sandbox // how a command starts
 
 	mu sync.Mutex // held while connecting: one connection attempt at a time
 	cs *mcp.ClientSession
@@ -43,7 +43,11 @@ func (u *upstream) session(ctx context.Context) (*mcp.ClientSession, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, u.cfg.connectTimeout())
 	defer cancel()
-	cs, err := mcp.NewClient(u.impl, nil).Connect(ctx, u.transport(), nil)
+	t, err := u.transport()
+	if err != nil {
+		return nil, err
+	}
+	cs, err := mcp.NewClient(u.impl, nil).Connect(ctx, t, nil)
 	if err != nil {
 		return nil, fmt.Errorf("connect to upstream %s: %w", u.cfg.Name, err)
 	}
@@ -65,18 +69,23 @@ func (u *upstream) forget(cs *mcp.ClientSession) {
 	u.mu.Unlock()
 }
 
-func (u *upstream) transport() mcp.Transport {
+// transport is a new transport to the upstream; a command's starts it
+// (in the sandbox, as its user).
+func (u *upstream) transport() (mcp.Transport, error) {
 	switch {
 	case u.cfg.Transport != nil:
-		return u.cfg.Transport()
+		return u.cfg.Transport(), nil
 	case u.cfg.URL != "":
 		return &mcp.StreamableClientTransport{Endpoint: u.cfg.URL,
-			HTTPClient: &http.Client{Transport: statusTransport{http.DefaultTransport}}}
+			HTTPClient: &http.Client{Transport: statusTransport{http.DefaultTransport}}}, nil
 	}
-	cmd := exec.Command(u.cfg.Command[0], u.cfg.Command[1:]...)
+	cmd, err := u.sandbox.command(u.cfg)
+	if err != nil {
+		return nil, err
+	}
 	cmd.Env = u.cfg.environ(os.LookupEnv) // never the whole environment: the gateway's token is in it
 	cmd.Stderr = u.stderr
-	return &mcp.CommandTransport{Command: cmd}
+	return &mcp.CommandTransport{Command: cmd}, nil
 }
 
 // tools lists the upstream's tools, every page, within the connect
