@@ -262,7 +262,7 @@ func runNotice(before, after State) Notice {
 // Event is a transition or an alert, as the scripts append it to the
 // breaker's event stream. From and To are public state names.
 type Event struct {
-	Kind     string // transition, forced, credential_revoked, quota_exhausted, stuck_open, suspect_worker, pause_expiring, probe_abandoned, open_fraction_cap
+	Kind     string // transition, forced, credential_revoked, quota_exhausted, stuck_open, suspect_worker, pause_expiring, probe_abandoned, open_fraction_cap, flapping
 	From, To string
 	Cause    Cause
 	Gen      int64
@@ -580,11 +580,11 @@ func (st *step) countFailure() {
 	switch quorum.Judge(run, st.p.Rule) {
 	case quorum.TripRateLimit:
 		if !st.capTrip(CauseRateLimit) {
-			st.open("closed", 0, st.cooldown(0, c.RetryAfter), CauseRateLimit)
+			st.trip(CauseRateLimit)
 		}
 	case quorum.TripCount:
 		if !st.capTrip(CauseTrip) {
-			st.open("closed", 0, st.cooldown(0, c.RetryAfter), CauseTrip)
+			st.trip(CauseTrip)
 		}
 	case quorum.Suspect:
 		if s.Cause == CauseSlowSuspect { // the failure run's suspect now
@@ -676,7 +676,9 @@ func (st *step) probeOutcome() {
 	}
 	switch ev := c.Evidence; {
 	case ev == quorum.Healthy && !st.slow():
+		level, until := s.Level, probe.KeptUntil(now, s.Cooldown)
 		s.fresh(false)
+		s.Level, s.BackoffUntil = level, until // one good probe is no proof of health
 		s.Gen++
 		st.emit("transition", "half_open", "closed", CauseProbeSucceeded, now)
 		st.res.Counted = true
@@ -699,11 +701,23 @@ func (st *step) probeOutcome() {
 	}
 }
 
+// trip opens a closed breaker (cause: what tripped it): at the base
+// cooldown, or one level above the backoff it kept since a probe closed
+// it (probe.TripLevel), which raises flapping.
+func (st *step) trip(cause Cause) {
+	s := &st.s
+	level, kept := probe.TripLevel(s.Level, s.BackoffUntil, st.now)
+	st.open("closed", level, st.cooldown(level, st.c.RetryAfter), cause)
+	if kept {
+		st.emit("flapping", "open", "open", CauseFlapping, st.now)
+	}
+}
+
 // open moves s to open for cd ms.
 func (st *step) open(from string, level, cd int64, cause Cause) {
 	s, now := &st.s, st.now
 	s.Phase, s.Level, s.Cooldown, s.Cause = Open, level, cd, cause
-	s.Opened, s.ProbeAt = now, now+cd
+	s.Opened, s.ProbeAt, s.BackoffUntil = now, now+cd, 0
 	s.Lease, s.LeaseUntil, s.LeaseBy = "", 0, ""
 	s.Suspect, s.SuspectUntil = "", 0
 	s.Slow, s.SlowBy, s.SlowLat = 0, nil, nil

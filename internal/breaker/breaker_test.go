@@ -80,21 +80,96 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("after the lease lapsed: %v, want PROBE", r.Decision)
 	}
 
-	// --- half-open -> closed: the probe succeeds; everything resets.
+	// --- half-open -> closed: the probe succeeds; the runs reset, the
+	// backoff level is kept for two open periods (20 s each).
 	st, _ = m.tb.State("search", m.now)
 	_, v, ev = m.tb.Apply("search", params, Call{Op: OpRecord, Actor: "w2", Evidence: quorum.Healthy,
 		Ticket: Ticket{Gen: st.Gen, Lease: st.Lease}}, m.now)
-	if v.State != "closed" || v.Fails != 0 || v.Workers != 0 || v.Level != 0 || len(ev) != 1 || ev[0].Cause != CauseProbeSucceeded {
-		t.Fatalf("probe succeeded: %+v %v; want a fresh closed breaker", v, ev)
+	if v.State != "closed" || v.Fails != 0 || v.Workers != 0 || v.Level != 1 || len(ev) != 1 || ev[0].Cause != CauseProbeSucceeded {
+		t.Fatalf("probe succeeded: %+v %v; want a closed breaker keeping level 1", v, ev)
 	}
 
-	// --- the kept generation lapses with the retention.
-	if st, exp := m.tb.State("search", m.now); st.Gen != 5 || exp != m.now+params.Retention {
-		t.Errorf("after the recovery: gen %d lapsing at %d; want gen 5 kept until %d", st.Gen, exp, m.now+params.Retention)
+	// --- the kept generation and backoff lapse with the retention after the backoff.
+	if st, exp := m.tb.State("search", m.now); st.Gen != 5 || st.BackoffUntil != m.now+40000 || exp != m.now+40000+params.Retention {
+		t.Errorf("after the recovery: gen %d backoff until %d lapsing at %d; want gen 5, backoff until %d, kept until %d",
+			st.Gen, st.BackoffUntil, exp, m.now+40000, m.now+40000+params.Retention)
 	}
-	m.now += params.Retention
+	m.now += 40000 + params.Retention
 	if st, _ := m.tb.State("search", m.now); st.Gen != 0 || m.tb.Len() != 0 {
 		t.Errorf("after the retention: gen %d, %d breakers hold state; want nothing", st.Gen, m.tb.Len())
+	}
+}
+
+// trip opens the breaker with failures from w1 and w2 and returns the
+// open view and the events of the trip.
+func (m *machine) trip() (View, []Event) {
+	m.t.Helper()
+	m.record("w1", quorum.Failure, 0)
+	m.record("w2", quorum.Failure, 0)
+	_, v, ev := m.record("w1", quorum.Failure, 0)
+	if v.State != "open" {
+		m.t.Fatalf("3 failures from w1, w2: %s, want open", v.State)
+	}
+	return v, ev
+}
+
+// probeOK waits out the cooldown, takes the probe and records a success.
+func (m *machine) probeOK() View {
+	m.t.Helper()
+	st, _ := m.tb.State("search", m.now)
+	m.now = st.ProbeAt
+	if r, _ := m.allow("w3"); r.Decision != pb.Decision_DECISION_PROBE {
+		m.t.Fatalf("after the cooldown: %v, want PROBE", r.Decision)
+	}
+	st, _ = m.tb.State("search", m.now)
+	_, v, _ := m.tb.Apply("search", params, Call{Op: OpRecord, Actor: "w3", Evidence: quorum.Healthy,
+		Ticket: Ticket{Gen: st.Gen, Lease: st.Lease}}, m.now)
+	if v.State != "closed" {
+		m.t.Fatalf("probe success: %s, want closed", v.State)
+	}
+	return v
+}
+
+// TestFlappingBackoff: a vendor that passes each probe and fails again at
+// once is kept out longer each time (10 s, 20 s, 40 s, 80 s, the cap),
+// each re-trip raising flapping; closed for two open periods without a
+// trip, a breaker starts over at the base cooldown, with no alert.
+func TestFlappingBackoff(t *testing.T) {
+	m := &machine{t: t, tb: NewTable(), now: 1_000_000}
+	v, ev := m.trip()
+	if v.Cooldown != 10000 || v.Level != 0 || len(ev) != 1 {
+		t.Fatalf("first trip: cooldown %d level %d events %v; want 10000, level 0, one event", v.Cooldown, v.Level, ev)
+	}
+	for i, want := range []int64{20000, 40000, 80000, 80000} {
+		m.probeOK()
+		m.now += 1000 // the vendor fails again a second later
+		v, ev = m.trip()
+		if v.Cooldown != want || v.Level != int64(i+1) || v.ProbeAt != m.now+want {
+			t.Errorf("re-trip %d: cooldown %d level %d probe at %d; want %d, level %d, probe at %d", i+1, v.Cooldown, v.Level, v.ProbeAt, want, i+1, m.now+want)
+		}
+		if len(ev) != 2 || ev[0].Cause != CauseTrip || ev[1].Kind != "flapping" || ev[1].Cause != CauseFlapping || ev[1].Cooldown != want {
+			t.Fatalf("re-trip %d: events %+v; want the trip, then flapping with cooldown %d", i+1, ev, want)
+		}
+	}
+
+	// Closed for two open periods (2 × 80 s) but one ms: still kept.
+	m.probeOK()
+	m.now += 2*80000 - 1
+	if v, ev = m.trip(); v.Cooldown != 80000 || len(ev) != 2 {
+		t.Errorf("re-trip 1 ms before the backoff lapses: cooldown %d events %v; want 80000 and flapping", v.Cooldown, ev)
+	}
+	// Closed for two open periods: the base cooldown, no alert.
+	m.probeOK()
+	m.now += 2 * 80000
+	if v, ev = m.trip(); v.Cooldown != 10000 || v.Level != 0 || len(ev) != 1 {
+		t.Errorf("trip after two open periods closed: cooldown %d level %d events %v; want 10000, level 0, no flapping", v.Cooldown, v.Level, ev)
+	}
+	// An operator's AUTO forgets the backoff too.
+	m.probeOK()
+	m.tb.Apply("search", params, Call{Op: OpForce, Actor: "alice", Mode: "auto"}, m.now)
+	m.now += 1000
+	if v, ev = m.trip(); v.Cooldown != 10000 || len(ev) != 1 {
+		t.Errorf("trip after AUTO: cooldown %d events %v; want 10000 and no flapping", v.Cooldown, ev)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/breakerd/breakerd/internal/probe"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -90,6 +91,10 @@ func causeReason(name string, c Cause, fails, workers, rl, cooldown int64, last,
 		return fmt.Sprintf("%s: its recovery check succeeded before the cooldown ended; one probe admitted", name)
 	case CauseForceExpired:
 		return "forced state expired"
+	case CauseFlapping:
+		return fmt.Sprintf("%s flapping: it tripped again soon after a probe closed it, so its cooldown grows to %s "+
+			"instead of starting over at the base; it starts over once the breaker stays closed for %d open periods",
+			name, Human(ms(cooldown)), probe.BackoffKept)
 	case CauseStuckOpen:
 		return fmt.Sprintf("%s still open after 2 cooldown cycles (2 failed probes since the trip, last: %s): "+
 			"the dependency is down; the breaker is reporting the outage, not causing it", name, last)

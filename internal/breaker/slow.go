@@ -126,7 +126,7 @@ func (st *step) slowRecord() {
 // limit: open with min_workers distinct workers behind it, or flag the
 // one worker behind it all.
 func (st *step) slowTrip(slow, calls int64, workers []string) {
-	s, c := &st.s, st.c
+	s := &st.s
 	last := SlowMeasure(slow, calls, Median(s.SlowLat), int64(len(s.SlowLat)), st.p.SlowCallMs)
 	switch st.p.Rule.Reached(int64(len(workers))) {
 	case quorum.TripCount:
@@ -134,7 +134,7 @@ func (st *step) slowTrip(slow, calls int64, workers []string) {
 			return
 		}
 		s.Fails, s.Workers, s.Last = slow, slices.Clone(workers), last
-		st.open("closed", 0, st.cooldown(0, c.RetryAfter), CauseSlow)
+		st.trip(CauseSlow)
 	case quorum.Suspect:
 		s.Last, s.Cause = last, CauseSlowSuspect
 		st.suspect(CauseSlowSuspect)

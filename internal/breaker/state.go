@@ -53,6 +53,7 @@ const (
 	CauseSlowSuspect     Cause = "slow_suspect"     // the slow calls past the limit all came from one worker
 	CauseShadow          Cause = "shadow"           // an operator changed the breaker's shadow setting
 	CauseStateLost       Cause = "state_lost"       // Redis forgot a state a daemon heard (an alert only; Note says what follows)
+	CauseFlapping        Cause = "flapping"         // a trip while the backoff of the last open period is kept: it opens one level up
 )
 
 // causes is every Cause, CauseOpenFractionCap (cap.go) included: the fixed
@@ -64,7 +65,7 @@ var causes = map[Cause]bool{
 	CauseStuckOpen: true, CauseSuspect: true, CauseCredentialLone: true, CausePauseExpiring: true, CausePauseExpired: true,
 	CauseProbeAbandoned: true, CauseQuota: true, CauseQuotaAlert: true, CauseQuotaLone: true, CauseOutage: true,
 	CauseWindow: true, CauseWindowSuspect: true, CauseRecoveryCheck: true, CauseSlow: true, CauseSlowSuspect: true,
-	CauseShadow: true, CauseStateLost: true, CauseOpenFractionCap: true,
+	CauseShadow: true, CauseStateLost: true, CauseOpenFractionCap: true, CauseFlapping: true,
 }
 
 // Known reports whether c is one of the causes this build decides (an
@@ -91,6 +92,10 @@ type State struct {
 	// next probe; Cooldown the open period (ProbeAt - Opened, jitter and
 	// Retry-After included); Level the failed probes since the trip.
 	Opened, ProbeAt, Cooldown, Level int64
+	// BackoffUntil is, for a closed breaker a probe closed, until when it
+	// keeps Level (probe.KeptUntil): a trip before then opens one level
+	// up (probe.TripLevel). 0 when nothing is kept.
+	BackoffUntil int64
 	// Cause is why the circuit is open or paused.
 	Cause Cause
 	// Lease is the probe lease token (half-open only), live until
@@ -186,6 +191,7 @@ func (s *State) Fields() map[string]string {
 	num("probe_at", s.ProbeAt)
 	num("cd", s.Cooldown)
 	num("level", s.Level)
+	num("backoff_until", s.BackoffUntil)
 	str("cause", string(s.Cause))
 	str("lease", s.Lease)
 	num("lease_until", s.LeaseUntil)
@@ -239,7 +245,7 @@ func splitInts(s string) []int64 {
 func FromFields(f map[string]string, workers, rlWorkers, pausers []string) State {
 	n := func(k string) int64 { v, _ := strconv.ParseInt(f[k], 10, 64); return v }
 	s := State{Phase: Phase(f["st"]), Gen: n("gen"), Fails: n("fails"), RL: n("rl"), Last: f["last"],
-		Opened: n("opened"), ProbeAt: n("probe_at"), Cooldown: n("cd"), Level: n("level"),
+		Opened: n("opened"), ProbeAt: n("probe_at"), Cooldown: n("cd"), Level: n("level"), BackoffUntil: n("backoff_until"),
 		Cause: Cause(f["cause"]), Lease: f["lease"], LeaseUntil: n("lease_until"),
 		Force: f["force"], ForceReason: f["force_reason"], ForceBy: f["force_by"],
 		ForceUntil: n("force_until"), Suspect: f["suspect"], SuspectUntil: n("suspect_until"),
@@ -309,7 +315,7 @@ func (s *State) TTL(now, retention int64) int64 {
 	if s.Force != "" && s.ForceUntil == 0 || s.Shadow != "" {
 		return Persist
 	}
-	return retention + max(0, s.ProbeAt-now, s.LeaseUntil-now, s.ForceUntil-now, s.PauseUntil-now)
+	return retention + max(0, s.ProbeAt-now, s.LeaseUntil-now, s.ForceUntil-now, s.PauseUntil-now, s.BackoffUntil-now)
 }
 
 // The special values of TTL.

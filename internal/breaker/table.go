@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"slices"
 	"sync"
 
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -106,6 +107,20 @@ func (t *Table) Reset() {
 	t.m = map[string]entry{}
 	t.wins = map[string]winEntry{}
 	t.mu.Unlock()
+}
+
+// Names returns the breakers that hold state at now, sorted.
+func (t *Table) Names(now int64) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	names := make([]string, 0, len(t.m))
+	for name := range t.m {
+		if s := t.load(name, now); len(s.Fields()) > 0 {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // Len returns how many breakers hold state.

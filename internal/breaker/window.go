@@ -221,7 +221,7 @@ func (st *step) windowRecord() {
 			return
 		}
 		s.Fails, s.Workers = t.Fails, t.Workers
-		st.open("closed", 0, st.cooldown(0, c.RetryAfter), CauseWindow)
+		st.trip(CauseWindow)
 	case quorum.Suspect:
 		s.Fails, s.Cause = t.Fails, CauseWindowSuspect
 		st.suspect(CauseWindowSuspect)

@@ -10,11 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/breakerd/breakerd/internal/daemontest"
 	"github.com/breakerd/breakerd/internal/secretfile"
+	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
 	"github.com/breakerd/breakerd/pkg/client"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -170,6 +173,72 @@ func TestSecretFilesOthersCanWriteAreRefused(t *testing.T) {
 		serveConfig(t, cfg, &logs)
 		if !strings.Contains(logs.String(), "readable by every local user") {
 			t.Errorf("no warning for a 0644 %s:\n%s", filepath.Base(c.file), logs.String())
+		}
+	}
+}
+
+// TestReadableWarningOncePerModeChange: the tokens and hooks files are
+// read on every poll; their "readable by every local user" warning is
+// logged once when a file becomes so, not on each poll, and again after
+// it was fixed and then made readable once more.
+func TestReadableWarningOncePerModeChange(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens.yaml")
+	hooksFile := filepath.Join(dir, "hooks.yaml")
+	for file, body := range map[string]string{
+		tokens:    "tokens:\n  - {name: alice, role: operator, token: operator-token-0123456789}\n",
+		hooksFile: "hooks: []\n",
+	} {
+		if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var logs daemontest.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	cfg := baseConfig(t)
+	cfg.TokensFile, cfg.HooksFile = tokens, hooksFile
+	_, _, tr, err := trustOptions(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
+	defer rdb.Close()
+	_, hr, err := newDispatcher(cfg, rdb, store.New(rdb, store.Options{}), nil, nil, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	warnings := func(flag string) int {
+		return strings.Count(logs.String(), flag+" file is readable by every local user")
+	}
+	poll := func(n int) {
+		for range n {
+			for _, r := range []*fileReloader{tr, hr} {
+				if err := r.reload(false, "file changed"); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	chmod := func(mode os.FileMode) {
+		for _, f := range []string{tokens, hooksFile} {
+			if err := os.Chmod(f, mode); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	poll(10)
+	for _, flag := range []string{"--tokens", "--hooks"} {
+		if got := warnings(flag); got != 1 {
+			t.Errorf("%s warnings after start and 10 polls = %d, want 1", flag, got)
+		}
+	}
+	chmod(0o600)
+	poll(3)
+	chmod(0o644)
+	poll(3)
+	for _, flag := range []string{"--tokens", "--hooks"} {
+		if got := warnings(flag); got != 2 {
+			t.Errorf("%s warnings after chmod 600, then 644 = %d, want 2", flag, got)
 		}
 	}
 }

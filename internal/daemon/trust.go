@@ -46,7 +46,8 @@ func trustOptions(c Config, log *slog.Logger) ([]grpc.ServerOption, *auth.Authen
 		}
 		return opts, nil, nil, nil
 	}
-	tokens, sum, err := readTokens(c.TokensFile, log)
+	warn := &readableWarning{flag: "--tokens", log: log}
+	tokens, sum, err := readTokens(c.TokensFile, warn)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -54,7 +55,7 @@ func trustOptions(c Config, log *slog.Logger) ([]grpc.ServerOption, *auth.Authen
 	log.Info("auth on: bearer tokens required (health and reflection stay open)", "tokens_file", c.TokensFile, "tokens", tokens.Len())
 	r := &fileReloader{what: "tokens", path: c.TokensFile, last: sum, log: log, result: func(error) {},
 		read: func(path string) (func(), [sha256.Size]byte, error) {
-			t, sum, err := readTokens(path, log)
+			t, sum, err := readTokens(path, warn)
 			if err != nil {
 				return nil, sum, err
 			}
@@ -63,15 +64,15 @@ func trustOptions(c Config, log *slog.Logger) ([]grpc.ServerOption, *auth.Authen
 	return append(opts, a.ServerOptions()...), a, r, nil
 }
 
-// readTokens loads a tokens file, warning when other users may read it,
-// and returns it with the SHA-256 of its bytes (zero when unreadable).
-func readTokens(path string, log *slog.Logger) (*auth.Tokens, [sha256.Size]byte, error) {
+// readTokens loads a tokens file, warning (warn) when other users may read
+// it, and returns it with the SHA-256 of its bytes (zero when unreadable).
+func readTokens(path string, warn *readableWarning) (*auth.Tokens, [sha256.Size]byte, error) {
 	b, worldReadable, err := secretfile.Read(path)
 	if err != nil {
 		return nil, [sha256.Size]byte{}, fmt.Errorf("auth: %w", err)
 	}
 	sum := sha256.Sum256(b)
-	warnReadable(log, "--tokens", path, worldReadable)
+	warn.note(path, worldReadable)
 	t, err := auth.Parse(b)
 	if err != nil {
 		return nil, sum, fmt.Errorf("auth: %s: %w", path, err)
@@ -79,15 +80,15 @@ func readTokens(path string, log *slog.Logger) (*auth.Tokens, [sha256.Size]byte,
 	return t, sum, nil
 }
 
-// readHooks loads a hooks file, warning when other users may read it
-// (webhook secrets), and returns it with the SHA-256 of its bytes.
-func readHooks(path string, log *slog.Logger) ([]hooks.Hook, [sha256.Size]byte, error) {
+// readHooks loads a hooks file, warning (warn) when other users may read
+// it (webhook secrets), and returns it with the SHA-256 of its bytes.
+func readHooks(path string, warn *readableWarning) ([]hooks.Hook, [sha256.Size]byte, error) {
 	b, worldReadable, err := secretfile.Read(path)
 	if err != nil {
 		return nil, [sha256.Size]byte{}, fmt.Errorf("hooks: %w", err)
 	}
 	sum := sha256.Sum256(b)
-	warnReadable(log, "--hooks", path, worldReadable)
+	warn.note(path, worldReadable)
 	hs, err := hooks.Parse(b, os.Getenv)
 	if err != nil {
 		return nil, sum, fmt.Errorf("hooks: %s: %w", path, err)
@@ -102,6 +103,25 @@ func warnReadable(log *slog.Logger, flag, path string, worldReadable bool) {
 	}
 }
 
+// readableWarning warns that a reloaded secrets file is readable by every
+// local user once per change of its mode that makes it so: its reloader
+// reads it on every poll, and a warning repeated each time says nothing
+// new. The reload goroutine (and setup, before it starts) calls note.
+type readableWarning struct {
+	flag string
+	log  *slog.Logger
+	// readable is what the last read found.
+	readable bool
+}
+
+// note is told whether the file at path was found readable by others.
+func (w *readableWarning) note(path string, worldReadable bool) {
+	if worldReadable && !w.readable {
+		warnReadable(w.log, w.flag, path, true)
+	}
+	w.readable = worldReadable
+}
+
 // newDispatcher loads the hooks file, if any, and returns the dispatcher
 // with the reloader that swaps it for one over the file's new hooks
 // (through runner). Its counters are not registered here: the metrics
@@ -111,7 +131,8 @@ func newDispatcher(c Config, rdb redis.UniversalClient, st *store.Store, hub *ev
 	if c.HooksFile == "" {
 		return runner, nil, nil
 	}
-	hs, sum, err := readHooks(c.HooksFile, log)
+	warn := &readableWarning{flag: "--hooks", log: log}
+	hs, sum, err := readHooks(c.HooksFile, warn)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -123,7 +144,7 @@ func newDispatcher(c Config, rdb redis.UniversalClient, st *store.Store, hub *ev
 	runner.set(d)
 	r := &fileReloader{what: "hooks", path: c.HooksFile, last: sum, log: log, result: func(error) {},
 		read: func(path string) (func(), [sha256.Size]byte, error) {
-			hs, sum, err := readHooks(path, log)
+			hs, sum, err := readHooks(path, warn)
 			if err != nil {
 				return nil, sum, err
 			}

@@ -323,3 +323,60 @@ func (l *nodeLoad) log(t *testing.T, f *flips) {
 		l.liveAnswered.Load(), l.liveDegraded.Load(), l.deadDegraded.Load()+l.deadFromRedis.Load(), l.deadDegraded.Load(),
 		l.deadFromRedis.Load(), l.errors.Load(), f.all())
 }
+
+// TestClusterReadsAgreeWithAllowInAnOutage: one master is killed (its
+// replica takes over only after a 15 s node timeout); Allow answers its
+// breakers from memory, and so do Get and List: a breaker tripped in
+// memory reads open there, while a breaker pinned open on a live master
+// reads from Redis, not degraded.
+func TestClusterReadsAgreeWithAllowInAnOutage(t *testing.T) {
+	fx := newNodeFixture(t, "REDIS_CLUSTER_NODE_TIMEOUT=15000")
+	ctx := context.Background()
+	dead, live := fx.names[0], ""
+	for _, n := range fx.names {
+		if fx.masterOf[n] != fx.dead {
+			live = n
+			break
+		}
+	}
+	if _, err := fx.st.Force(ctx, live, pb.ForceMode_FORCE_MODE_OPEN, "vendor maintenance", 0, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	fx.kill(t)
+	for i := range 5 { // the default policy's threshold, from 2 workers, in memory
+		worker := fmt.Sprintf("w%d", i%2)
+		a, err := fx.st.Allow(ctx, dead, worker)
+		if err != nil || !a.GetDegraded() {
+			t.Fatalf("Allow(%q) after its master died = %v, %v; want a degraded answer", dead, a, err)
+		}
+		if _, err := fx.st.Record(ctx, &pb.RecordRequest{Breaker: dead, WorkerId: worker, Ticket: a.GetTicket(), Outcome: pb.Outcome_OUTCOME_TIMEOUT}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a, err := fx.st.Allow(ctx, dead, "w9"); err != nil || a.GetDecision() != pb.Decision_DECISION_DENIED_OPEN {
+		t.Fatalf("Allow(%q) after 5 timeouts in memory = %v, %v; want DENIED_OPEN", dead, a.GetDecision(), err)
+	}
+	if st, err := fx.st.Get(ctx, dead); err != nil || st.GetState() != pb.State_STATE_OPEN || !strings.Contains(st.GetReason(), "cannot reach its Redis") {
+		t.Errorf("Get(%q) = %v, %v; want OPEN from memory", dead, st, err)
+	}
+	if st, err := fx.st.Get(ctx, live); err != nil || st.GetState() != pb.State_STATE_FORCED_OPEN || strings.Contains(st.GetReason(), "cannot reach its Redis") {
+		t.Errorf("Get(%q) on a live master = %v, %v; want FORCED_OPEN from Redis", live, st, err)
+	}
+	listed, err := fx.st.List(ctx, pb.State_STATE_OPEN, pb.State_STATE_FORCED_OPEN)
+	if err != nil {
+		t.Fatalf("List with a master dead: %v", err)
+	}
+	got := map[string]pb.State{}
+	for _, st := range listed {
+		got[st.GetBreaker()] = st.GetState()
+	}
+	if got[dead] != pb.State_STATE_OPEN || got[live] != pb.State_STATE_FORCED_OPEN {
+		t.Errorf("List with a master dead: %q %v, %q %v; want OPEN (memory), FORCED_OPEN (Redis)", dead, got[dead], live, got[live])
+	}
+	// The keys this test made are deleted once a replica serves them.
+	daemontest.Eventually(t, "a replica to take over from the killed master "+fx.dead, func() bool {
+		fx.rdb.ReloadState(ctx)
+		m, err := fx.rdb.MasterForKey(ctx, store.KeysOf(dead).State)
+		return err == nil && m.Options().Addr != fx.dead && clusterOK(ctx, fx.others())
+	})
+}

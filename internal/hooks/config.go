@@ -46,6 +46,9 @@ const (
 	// EventOpenFractionCap: a trip stopped by the open-fraction cap of
 	// the breaker's group (the breaker stays closed).
 	EventOpenFractionCap = "open_fraction_cap"
+	// EventFlapping: a trip soon after a probe closed the breaker (its
+	// cooldown grows instead of starting over).
+	EventFlapping = "flapping"
 	// EventStateLost: Redis lost a state a daemon heard the breaker in (a
 	// restart without persistence, an eviction, a flush).
 	EventStateLost = "state_lost"
@@ -57,7 +60,7 @@ const (
 )
 
 // Events lists every event name, in documentation order.
-var Events = []string{EventOpened, EventStuckOpen, EventCredentialRevoked, EventQuotaExhausted, EventSuspectWorker,
+var Events = []string{EventOpened, EventStuckOpen, EventFlapping, EventCredentialRevoked, EventQuotaExhausted, EventSuspectWorker,
 	EventPauseExpiring, EventProbeAbandoned, EventOpenFractionCap, EventStateLost, EventForced, EventClosed}
 
 // EventName returns the hook event an Event is, or "" for events no hook
@@ -70,6 +73,8 @@ func EventName(e *pb.Event) string {
 		return EventCredentialRevoked
 	case pb.EventKind_EVENT_KIND_STUCK_OPEN:
 		return EventStuckOpen
+	case pb.EventKind_EVENT_KIND_FLAPPING:
+		return EventFlapping
 	case pb.EventKind_EVENT_KIND_SUSPECT_WORKER:
 		return EventSuspectWorker
 	case pb.EventKind_EVENT_KIND_PAUSE_EXPIRING:

@@ -390,6 +390,12 @@ func (d *Dispatcher) process(ctx context.Context, h *hookState, breaker string, 
 	}
 }
 
+// drain delivers h's entries of the stream at key one at a time: each
+// entry is claimed (XAUTOCLAIM, XREADGROUP) only when its delivery starts,
+// COUNT 1, as the heartbeat keeps only the entry in delivery fresh. An
+// entry claimed in a batch would sit idle behind a slow hook's deliveries
+// of the others and be reclaimed by another daemon after MinIdle: one
+// event delivered twice, with no daemon stalled.
 func (d *Dispatcher) drain(ctx context.Context, h *hookState, key string, claim bool) error {
 	if claim {
 		start := "0-0"
@@ -419,7 +425,7 @@ func (d *Dispatcher) drain(ctx context.Context, h *hookState, key string, claim 
 	}
 	for {
 		res, err := d.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: h.group, Consumer: d.o.Consumer,
-			Streams: []string{key, ">"}, Count: 10, Block: -1}).Result()
+			Streams: []string{key, ">"}, Count: 1, Block: -1}).Result()
 		if errors.Is(err, redis.Nil) {
 			return nil
 		}
@@ -446,7 +452,7 @@ func (d *Dispatcher) drain(ctx context.Context, h *hookState, key string, claim 
 // longer holds them (Redis 7's third reply element, which go-redis's
 // XAutoClaim discards), and where to continue ("0-0" when done).
 func (d *Dispatcher) autoClaim(ctx context.Context, h *hookState, key, start string) (msgs []redis.XMessage, deleted []string, next string, err error) {
-	res, err := d.rdb.Do(ctx, "XAUTOCLAIM", key, h.group, d.o.Consumer, d.o.MinIdle.Milliseconds(), start, "COUNT", 100).Slice()
+	res, err := d.rdb.Do(ctx, "XAUTOCLAIM", key, h.group, d.o.Consumer, d.o.MinIdle.Milliseconds(), start, "COUNT", 1).Slice()
 	if err != nil {
 		return nil, nil, "", err
 	}

@@ -915,3 +915,113 @@ func TestSecurityDeliveriesCarryNoReplayableSignature(t *testing.T) {
 		t.Errorf("webhook-signature %q does not verify", rq.signature)
 	}
 }
+
+// slowReceiver is a webhook endpoint that answers no request until
+// released: it records each request's delivery id as it arrives and,
+// after the release, each one it accepted.
+type slowReceiver struct {
+	srv     *httptest.Server
+	release chan struct{}
+
+	mu       sync.Mutex
+	inFlight []string
+	accepted map[string]int
+}
+
+func newSlowReceiver(t *testing.T) *slowReceiver {
+	r := &slowReceiver{release: make(chan struct{}), accepted: map[string]int{}}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.Copy(io.Discard, req.Body)
+		id := req.Header.Get(hooks.HeaderDelivery)
+		r.mu.Lock()
+		r.inFlight = append(r.inFlight, id)
+		r.mu.Unlock()
+		select {
+		case <-r.release:
+		case <-req.Context().Done():
+			return
+		}
+		r.mu.Lock()
+		r.accepted[id]++
+		r.mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+// arrived returns the stream ids of the requests that have arrived.
+func (r *slowReceiver) arrived() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ids []string
+	for _, d := range r.inFlight {
+		ids = append(ids, d[strings.LastIndex(d, "/")+1:])
+	}
+	return ids
+}
+
+// TestSlowReceiverGetsEachEventOnce: a receiver slower than MinIdle per
+// request, with three events waiting on one stream and two daemons, gets
+// each event once. Only the entry in delivery is kept fresh, so no entry
+// may wait claimed behind it: on miniredis, whose idle clock moves only
+// when the test moves it, time passes in steps each after the deliveries
+// in flight were refreshed, until the waiting events are past MinIdle.
+func TestSlowReceiverGetsEachEventOnce(t *testing.T) {
+	b := testredis.Mini(t)
+	r := newSlowReceiver(t)
+	const minIdle = 300 * time.Millisecond // the heartbeat refreshes every 100 ms
+	ctx := context.Background()
+	name := b.Breaker("web_search")
+	opts := func(consumer string) *hooks.Options {
+		o := hookOptions(b, &receiver{srv: r.srv}, nil, nil)
+		o.MinIdle, o.Consumer = minIdle, consumer
+		return o
+	}
+	// The hook dates from before the events, so that all three are its.
+	if err := b.Client.Set(ctx, store.HookSinceKey(b.Prefix+"oncall"), 1, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	st := daemontest.Start(t, b, store.Options{}).Store
+	for _, m := range []pb.ForceMode{pb.ForceMode_FORCE_MODE_OPEN, pb.ForceMode_FORCE_MODE_AUTO, pb.ForceMode_FORCE_MODE_OPEN} {
+		if _, err := st.Force(ctx, name, m, "drill", 0, "alice"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	daemontest.StartWith(t, b, daemontest.Options{Hooks: opts("daemon-0")})
+	waitFor(t, "the first delivery", func() bool { return len(r.arrived()) == 1 })
+	daemontest.StartWith(t, b, daemontest.Options{Hooks: opts("daemon-1")})
+
+	group := "hook:" + b.Prefix + "oncall"
+	fresh := func() bool { // every delivery in flight was refreshed since time last moved
+		for _, id := range r.arrived() {
+			p, err := b.Client.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: store.EventsKey(name), Group: group, Start: id, End: id, Count: 1}).Result()
+			if err != nil || len(p) != 1 || p[0].Idle != 0 {
+				return false
+			}
+		}
+		return true
+	}
+	for range 6 { // 1.5 × MinIdle
+		waitFor(t, "the deliveries in flight refreshed", fresh)
+		b.Advance(minIdle / 4)
+	}
+	waitFor(t, "a second delivery in flight", func() bool { return len(r.arrived()) == 2 })
+	close(r.release)
+	waitFor(t, "every event delivered", func() bool {
+		r.mu.Lock()
+		n := len(r.accepted)
+		r.mu.Unlock()
+		return n == 3 && settled(t, b, group, name)
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, n := range r.accepted {
+		if n != 1 {
+			t.Errorf("delivery %s accepted %d times, want once", id, n)
+		}
+	}
+	if len(r.inFlight) != 3 {
+		t.Errorf("the hook got %d requests %v, want 3 (one per event)", len(r.inFlight), r.inFlight)
+	}
+}

@@ -51,7 +51,7 @@ func newBreakerSeries(capOf func(string) time.Duration, declared func(string) bo
 			"For an open or half-open breaker: its policy's cooldown_cap, the longest one cooldown grows to.",
 			[]string{"breaker"}, nil),
 		failedProbes: prometheus.NewDesc(Namespace+"_breaker_failed_probes",
-			"For an open or half-open breaker: the probes that failed since it tripped (the cooldown's backoff level); from 2 on it is stuck open.",
+			"For an open or half-open breaker: the cooldown's backoff level, the probes that failed since it tripped plus its re-trips while flapping; from 2 on a failed probe raises stuck_open.",
 			[]string{"breaker"}, nil),
 		suspect: prometheus.NewDesc(Namespace+"_breaker_suspect_worker",
 			"1 for each breaker with a worker suspected of a local fault (denied until suspect_until_ms), by breaker and worker.",

@@ -50,6 +50,27 @@ func (s Schedule) OpenPeriod(level, retryAfter int64) int64 {
 	return Jitter(max(Cooldown(s.Base, s.Cap, level), retryAfter), s.Jitter)
 }
 
+// BackoffKept is how many of its last open periods a breaker that a probe
+// closed keeps its backoff level for (docs/concepts.md, "Cooldown"): a
+// trip before then opens one level up (twice the cooldown) and is a
+// flapping vendor's; a breaker closed that long without a trip starts
+// again at the base cooldown. One good probe is no proof of health.
+const BackoffKept = 2
+
+// KeptUntil is until when, ms, a breaker that a probe closed at now keeps
+// its backoff level: BackoffKept times the open period cd it closed from.
+func KeptUntil(now, cd int64) int64 { return now + BackoffKept*cd }
+
+// TripLevel is the level a trip at now opens at, for a breaker that
+// kept level until keptUntil (0: none kept): one above it while kept, and
+// kept reports that (the vendor is flapping); 0 otherwise.
+func TripLevel(level, keptUntil, now int64) (next int64, kept bool) {
+	if now < keptUntil {
+		return level + 1, true
+	}
+	return 0, false
+}
+
 // MaxLapses is how many probe leases in a row one worker may let lapse
 // unsettled before it is reported (probe_abandoned) and refused probes for
 // one base cooldown.

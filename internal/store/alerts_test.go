@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
@@ -75,12 +76,15 @@ func TestStuckOpenOncePerOpenPeriod(t *testing.T) {
 			if n := count(f.kinds(name), "stuck_open"); n != spell+1 {
 				t.Fatalf("open period %d, after 5 failed probes: %d stuck_open events, want %d (once per open period)", spell, n, spell+1)
 			}
-			// Recover: the next open period may raise its own.
-			f.Advance(time.Duration(f.get(name).CooldownMs) * time.Millisecond)
+			// Recover, and stay closed until the backoff starts over: the
+			// next open period may raise its own.
+			cd := time.Duration(f.get(name).CooldownMs) * time.Millisecond
+			f.Advance(cd)
 			a := f.allow(name, "w1")
 			if r := f.record(name, "w1", a.Ticket, pb.Outcome_OUTCOME_SUCCESS); r.State.State != pb.State_STATE_CLOSED {
 				t.Fatalf("probe success: %v, want CLOSED", r.State.State)
 			}
+			f.Advance(2 * cd)
 		}
 	})
 }
@@ -456,4 +460,61 @@ func lastEntry(t *testing.T, f *fixture, name string) redis.XMessage {
 		t.Fatalf("XREVRANGE: %v (%d entries)", err, len(msgs))
 	}
 	return msgs[0]
+}
+
+// TestFlappingVendorBacksOff: a vendor that passes each probe and fails
+// again a moment later (2 s base cooldown, as reported) is kept out twice
+// as long each time (2 s, 4 s, 8 s, 16 s), each re-trip raising one
+// flapping alert that says so; its calls fall from one burst per 2 s to
+// one per doubling period. Closed for two open periods without a trip, a
+// breaker starts over at the base with no alert.
+func TestFlappingVendorBacksOff(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		f := newFixture(t, b, store.Options{})
+		name := f.Breaker("flaky")
+		p := policy.Default()
+		p.CooldownBase = 2 * time.Second
+		f.st.SetPolicies(policy.NewSet(p))
+		f.trip(name)
+		probeOK := func() {
+			t.Helper()
+			f.Advance(time.Duration(f.get(name).CooldownMs) * time.Millisecond)
+			a := f.allow(name, "w3")
+			if r := f.record(name, "w3", a.Ticket, pb.Outcome_OUTCOME_SUCCESS); a.Decision != pb.Decision_DECISION_PROBE || r.State.State != pb.State_STATE_CLOSED {
+				t.Fatalf("probe: %v, then %v; want PROBE, then CLOSED", a.Decision, r.State.State)
+			}
+		}
+		for i, want := range []time.Duration{4 * time.Second, 8 * time.Second, 16 * time.Second} {
+			probeOK()
+			f.Advance(400 * time.Millisecond) // the vendor fails again at once
+			f.trip(name)
+			st := f.get(name)
+			if st.CooldownMs != want.Milliseconds() || st.FailedProbes != int64(i+1) || st.NextProbeAtMs-st.OpenedAtMs != want.Milliseconds() {
+				t.Errorf("re-trip %d: cooldown %dms level %d next probe in %dms; want %dms, level %d", i+1,
+					st.CooldownMs, st.FailedProbes, st.NextProbeAtMs-st.OpenedAtMs, want.Milliseconds(), i+1)
+			}
+			ev := f.events(name)
+			last := ev[len(ev)-1]
+			if last["kind"] != "flapping" || last["cooldown_ms"] != strconv.FormatInt(want.Milliseconds(), 10) || last["gen"] != strconv.FormatInt(st.Generation, 10) {
+				t.Fatalf("re-trip %d: last event %v, want flapping with cooldown %dms at gen %d", i+1, last, want.Milliseconds(), st.Generation)
+			}
+			if r := last["reason"].(string); !strings.Contains(r, "flapping") || !strings.Contains(r, "grows to "+breaker.Human(want)) {
+				t.Errorf("re-trip %d: flapping reason %q does not say the cooldown grew to %s", i+1, r, breaker.Human(want))
+			}
+		}
+		if n := count(f.kinds(name), "flapping"); n != 3 {
+			t.Errorf("%d flapping events after 3 re-trips, want 3", n)
+		}
+
+		// Closed for two open periods (2 × 16 s): the base again, no alert.
+		probeOK()
+		f.Advance(32 * time.Second)
+		f.trip(name)
+		if st := f.get(name); st.CooldownMs != 2000 || st.FailedProbes != 0 {
+			t.Errorf("trip after 32 s closed: cooldown %dms level %d, want the base 2000ms at level 0", st.CooldownMs, st.FailedProbes)
+		}
+		if n := count(f.kinds(name), "flapping"); n != 3 {
+			t.Errorf("%d flapping events after a trip past the kept backoff, want still 3", n)
+		}
+	})
 }

@@ -209,9 +209,12 @@ func TestCooldownGrowsAndResets(t *testing.T) {
 			}
 		}
 		st := f.get(name)
-		if st.Failures != 0 || st.FailedProbes != 0 || st.DistinctWorkers != 0 {
-			t.Fatalf("after the probe closed it: %+v, want fresh counts", st)
+		if st.Failures != 0 || st.FailedProbes != 6 || st.DistinctWorkers != 0 {
+			t.Fatalf("after the probe closed it: %+v, want fresh counts, the backoff level (6) kept", st)
 		}
+		// Closed for two open periods (2 × 15m) without a trip: the backoff
+		// starts over (TestFlappingVendorBacksOff has a trip before).
+		f.Advance(30 * time.Minute)
 		f.trip(name)
 		if st := f.get(name); st.CooldownMs != cooldown.Milliseconds() {
 			t.Errorf("the next trip's cooldown = %dms, want the base %dms again", st.CooldownMs, cooldown.Milliseconds())

@@ -219,9 +219,11 @@ func TestOpenFractionCapIndexFollowsTransitions(t *testing.T) {
 		if _, err := f.st.Force(ctx, c, pb.ForceMode_FORCE_MODE_AUTO, "", 0, "ops"); err != nil {
 			t.Fatal(err)
 		}
-		// AUTO keeps the generation (late tickets stay fenced) for a retention.
+		// AUTO keeps the generation (late tickets stay fenced) for a
+		// retention; a keeps its backoff for two of its last open periods
+		// (2 × 2 cooldowns), then a retention.
 		counts(2, 0, "c automatic")
-		b.Advance(f.st.Policy(a).Retention() + time.Millisecond)
+		b.Advance(f.st.Policy(a).Retention() + 4*cooldown + time.Millisecond)
 		counts(0, 0, "both expired")
 	})
 }

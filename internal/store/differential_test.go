@@ -185,7 +185,7 @@ var (
 	deadlines   = []int64{0, 0, 3000, 5000, 10000}
 	// Boundaries of slow_call (2000ms when drawn).
 	latencies = []int64{1, 1500, 1999, 2000, 2001, 25000, 25000, 31000}
-	advances  = []int64{1, 999, 1000, 4999, 5000, 5001, 9999, 10000, 10001, 19999, 20000, 40000, 60000, 80000, 80001}
+	advances  = []int64{1, 999, 1000, 4999, 5000, 5001, 9999, 10000, 10001, 19999, 20000, 20001, 39999, 40000, 60000, 80000, 80001}
 )
 
 // genCase draws a sequence. On a real Redis (ttl false) the whole sequence
@@ -263,6 +263,13 @@ func genCase(t *rapid.T) dcase {
 		if s.Op != "advance" {
 			s.Breaker = rapid.IntRange(0, 1).Draw(t, "breaker")
 			s.Worker = rapid.SampledFrom(workers).Draw(t, "worker")
+		}
+		if s.Op == "record" && lastAllow != nil && rapid.IntRange(0, 3).Draw(t, "settle") == 0 {
+			// The worker settles the call it was just let out for (often
+			// a probe): a success or a failure, on a current ticket, so
+			// that probes pass and breakers flap.
+			s.Breaker, s.Worker, s.Ticket = lastAllow.Breaker, lastAllow.Worker, "current"
+			s.Outcome = rapid.SampledFrom([]string{"SUCCESS", "SUCCESS", "TIMEOUT"}).Draw(t, "settle_outcome")
 		}
 		if s.Again && lastAllow != nil && rapid.Bool().Draw(t, "same_call") {
 			// Mostly the same call sent again, as go-redis resends it.

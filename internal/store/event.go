@@ -24,6 +24,7 @@ var kinds = map[string]pb.EventKind{
 	"run_ended":          pb.EventKind_EVENT_KIND_RUN_ENDED,
 	"open_fraction_cap":  pb.EventKind_EVENT_KIND_OPEN_FRACTION_CAP,
 	"state_lost":         pb.EventKind_EVENT_KIND_STATE_LOST,
+	"flapping":           pb.EventKind_EVENT_KIND_FLAPPING,
 }
 
 // IsNotice reports whether e is a run notice (EVENT_KIND_RUN_STARTED or

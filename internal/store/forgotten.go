@@ -153,7 +153,7 @@ func (s *Store) FindLost(ctx context.Context) ([]Lost, error) {
 		}
 	}
 	o.mu.Unlock()
-	states, err := s.BatchGet(ctx, names)
+	states, err := s.batchRead(ctx, names)
 	if err != nil {
 		return nil, fmt.Errorf("store: find lost states: %w", err)
 	}

@@ -623,9 +623,10 @@ func (s *Store) Get(ctx context.Context, breaker string) (*pb.BreakerState, erro
 	return st[0], nil
 }
 
-// BatchGet returns the states of the named breakers, in order, in one
-// pipelined round trip. It never writes.
-func (s *Store) BatchGet(ctx context.Context, breakers []string) ([]*pb.BreakerState, error) {
+// batchRead returns the states Redis holds for the named breakers, in
+// order, in one pipelined round trip (BatchGet answers what Allow would
+// judge by). It never writes.
+func (s *Store) batchRead(ctx context.Context, breakers []string) ([]*pb.BreakerState, error) {
 	if len(breakers) == 0 {
 		return nil, nil
 	}
@@ -679,6 +680,9 @@ func (s *Store) BatchGet(ctx context.Context, breakers []string) ([]*pb.BreakerS
 // state is in states (all when states is empty). It SCANs the keyspace
 // (every master, on a Cluster), so it is for operators, not hot paths.
 func (s *Store) List(ctx context.Context, states ...pb.State) ([]*pb.BreakerState, error) {
+	if s.Degraded() { // a node's breakers are answered from memory (outage_read.go)
+		return s.listPages(ctx, states)
+	}
 	names, err := s.scanNames(ctx, stateKeyPattern, "state")
 	if err != nil {
 		return nil, err

@@ -39,20 +39,10 @@ const (
 // token and works with an operator's; a snapshot in parts lists every
 // breaker of every part.
 func TestStatusPage(t *testing.T) {
-	browser := os.Getenv("BREAKERD_TEST_CHROMIUM")
-	if browser == "" {
-		t.Skip("BREAKERD_TEST_CHROMIUM is not set (scripts/test.sh sets it): no browser test")
-	}
-	if browser == "1" {
-		p, err := exec.LookPath("chromium")
-		if err != nil {
-			t.Fatalf("BREAKERD_TEST_CHROMIUM=1 but no chromium on PATH: %v", err)
-		}
-		browser = p
-	}
+	browser := browserPath(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	d := startDaemon(ctx, t)
+	d := startDaemon(ctx, t, true)
 
 	ctx, stop := newBrowser(ctx, t, browser)
 	defer stop()
@@ -155,6 +145,63 @@ func TestStatusPage(t *testing.T) {
 	signIn(ctx, t, operatorToken)
 	await(ctx, t, fmt.Sprintf("the %d forced breakers of a snapshot in parts listed", bulk), fmt.Sprintf(
 		`[...document.querySelectorAll('#breakers tbody tr')].filter(tr => (tr.dataset.breaker || '').startsWith('bulk:')).length === %d`, bulk))
+	for _, p := range problems() {
+		t.Errorf("the page's console: %s", p)
+	}
+}
+
+// browserPath is the Chromium to run (BREAKERD_TEST_CHROMIUM); the test
+// is skipped without one.
+func browserPath(t *testing.T) string {
+	browser := os.Getenv("BREAKERD_TEST_CHROMIUM")
+	if browser == "" {
+		t.Skip("BREAKERD_TEST_CHROMIUM is not set (scripts/test.sh sets it): no browser test")
+	}
+	if browser == "1" {
+		p, err := exec.LookPath("chromium")
+		if err != nil {
+			t.Fatalf("BREAKERD_TEST_CHROMIUM=1 but no chromium on PATH: %v", err)
+		}
+		browser = p
+	}
+	return browser
+}
+
+// TestStatusPageSaysWhatItHeard: opened before Connect, with four
+// breakers open or forced, the page never says every breaker is closed:
+// it says it has heard nothing yet, and that a token is wanted. A daemon
+// without tokens needs none: its page connects by itself and lists them.
+func TestStatusPageSaysWhatItHeard(t *testing.T) {
+	browser := browserPath(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	ctx, stop := newBrowser(ctx, t, browser)
+	defer stop()
+	problems := watchConsole(ctx)
+	names := []string{"search:vendor-a", "search:vendor-b", "billing:vendor-c", "billing:vendor-d"}
+	for _, tokens := range []bool{true, false} {
+		d := startDaemon(ctx, t, tokens)
+		d.trip(t, names[0])
+		d.trip(t, names[1])
+		for _, n := range names[2:] {
+			var r struct{}
+			d.call(t, "Force", operatorToken, map[string]string{"breaker": n, "mode": "FORCE_MODE_OPEN", "reason": "drill"}, &r)
+		}
+		must(t, "load the page", chromedp.Do(ctx, chromedp.Navigate(d.url+"/ui"), chromedp.WaitVisible(chromedp.ID("token"))))
+		if tokens {
+			await(ctx, t, "the page asking for a token", `document.getElementById('status').textContent.includes('wants a token')`)
+			text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#breakers tbody').textContent`))
+			must(t, "read the breakers table", err)
+			if strings.Contains(text, "every breaker is closed") || !strings.Contains(text, "nothing heard yet") {
+				t.Errorf("before Connect, with 4 breakers open or forced, the breakers table reads %q; want that nothing was heard yet", text)
+			}
+			continue
+		}
+		await(ctx, t, "the tokenless daemon's page live by itself", `document.getElementById('status').dataset.state === 'live'`)
+		for _, n := range names {
+			await(ctx, t, n+" listed", fmt.Sprintf(`[...document.querySelectorAll('#breakers tbody tr')].some(tr => tr.dataset.breaker === %s)`, js(n)))
+		}
+	}
 	for _, p := range problems() {
 		t.Errorf("the page's console: %s", p)
 	}
@@ -308,10 +355,10 @@ type daemon struct {
 }
 
 // startDaemon runs breakerd (BREAKERD_BIN, or built from this tree) with
-// an embedded Redis, an operator token (alice), a worker token (pool,
-// workers w-*) and a price on the search:* breakers' calls, until the
-// test ends.
-func startDaemon(ctx context.Context, t *testing.T) *daemon {
+// an embedded Redis, a price on the search:* breakers' calls and, with
+// tokens, an operator token (alice) and a worker token (pool, workers
+// w-*), until the test ends.
+func startDaemon(ctx context.Context, t *testing.T, tokens bool) *daemon {
 	t.Helper()
 	dir := t.TempDir()
 	bin := os.Getenv("BREAKERD_BIN")
@@ -323,14 +370,18 @@ func startDaemon(ctx context.Context, t *testing.T) *daemon {
 			t.Fatalf("go build ./cmd/breakerd: %v\n%s", err, out)
 		}
 	}
-	tokens := filepath.Join(dir, "tokens.yaml")
-	must(t, "write tokens", os.WriteFile(tokens, []byte("tokens:\n"+
-		"  - {name: alice, role: operator, token: "+operatorToken+"}\n"+
-		"  - {name: pool, role: worker, token: "+workerToken+", workers: [w-*]}\n"), 0o600))
 	policy := filepath.Join(dir, "policy.yaml")
 	must(t, "write the policy", os.WriteFile(policy, []byte("breakers:\n"+
 		"  - {match: \"search:*\", cost_per_call: {amount: 0.12, currency: USD}}\n"), 0o600))
-	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--tokens", tokens, "--config", policy, "--log-format", "json")
+	args := []string{"--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--config", policy, "--log-format", "json"}
+	if tokens {
+		file := filepath.Join(dir, "tokens.yaml")
+		must(t, "write tokens", os.WriteFile(file, []byte("tokens:\n"+
+			"  - {name: alice, role: operator, token: "+operatorToken+"}\n"+
+			"  - {name: pool, role: worker, token: "+workerToken+", workers: [w-*]}\n"), 0o600))
+		args = append(args, "--tokens", file)
+	}
+	cmd := exec.Command(bin, args...)
 	stderr, err := cmd.StderrPipe()
 	must(t, "stderr pipe", err)
 	must(t, "start breakerd", cmd.Start())

@@ -23,6 +23,7 @@
 
   let token = '';
   let session = null; // the AbortController of the signed-in session
+  let heardFleet = false; // a snapshot arrived: the tables say what the fleet is, not what was never heard
   let skewMs = 0; // the Redis clock less this browser's, from as_of_ms
   const breakers = new Map(); // name -> BreakerState, every one not closed
   const generations = new Map(); // name -> the newest generation applied
@@ -118,6 +119,7 @@
       const part = JSON.parse(ev.data);
       snapshot.push(...(part.states || []));
       if (part.more) return;
+      heardFleet = true;
       breakers.clear();
       generations.clear();
       for (const s of snapshot) apply(s);
@@ -233,7 +235,9 @@
 
   // run keeps the session's stream open, reconnecting with a growing
   // pause (a fresh snapshot each time), until sign-out or a refused token.
-  async function run(signal) {
+  // auto: the page connected by itself, with no token; a daemon that
+  // wants one refuses it, and the page waits for one to be typed.
+  async function run(signal, auto) {
     let pause = 1000;
     while (!signal.aborted) {
       setStatus('connecting', 'connecting');
@@ -244,6 +248,11 @@
       } catch (e) {
         if (signal.aborted) return;
         if (e instanceof APIError && (e.status === 401 || e.status === 403)) {
+          if (auto) {
+            session = null;
+            setStatus('signed-out', 'this daemon wants a token: enter one and Connect');
+            return;
+          }
           setStatus('error', e.message);
           return;
         }
@@ -373,21 +382,27 @@
       cell(e.reason || ''), cell(e.actor || '')];
   }
 
+  // unheard is what a table says before the page heard the fleet: never
+  // "none", which would claim every breaker is closed.
+  function unheard() {
+    return session ? 'nothing heard yet: connecting' : 'nothing heard yet: not connected';
+  }
+
   function render() {
     const list = [...breakers.values()].sort((a, b) => a.breaker.localeCompare(b.breaker));
-    $('breakers-count').textContent = '(' + list.length + ')';
-    fill('breakers', list.map(breakerRow), 'none: every breaker is closed');
+    $('breakers-count').textContent = heardFleet ? '(' + list.length + ')' : '';
+    fill('breakers', list.map(breakerRow), heardFleet ? 'none: every breaker is closed' : unheard());
     const live = [...suspects.values()].filter((s) => Number(s.suspect_until_ms) > now());
     fill('suspects', live.map((s) => {
       const tr = document.createElement('tr');
       tr.append(cell(s.suspect_worker), nameCell(s.breaker), cell(when(suspectSince.get(s.breaker))), cell(when(s.suspect_until_ms)));
       return tr;
-    }), 'none');
+    }), heardFleet ? 'none' : unheard());
     fill('transitions', transitions.map((e) => {
       const tr = document.createElement('tr');
       tr.append(cell(when(e.at_ms)), nameCell(e.breaker), ...eventCells(e));
       return tr;
-    }), 'none in the last hour');
+    }), heardFleet ? 'none in the last hour' : unheard());
     renderSavings();
     $('timeline-name').textContent = timelineName;
     fill('timeline', timeline.slice().reverse().map((e) => {
@@ -447,6 +462,7 @@
     if (session) session.abort();
     session = null;
     token = '';
+    heardFleet = false;
     for (const m of [breakers, generations, entered, suspects, suspectSince]) m.clear();
     transitions = [];
     timelineName = '';
@@ -473,5 +489,9 @@
   $('savings-window').addEventListener('change', loadSavings);
   for (const t of ['breakers', 'suspects', 'transitions', 'savings']) $(t).addEventListener('click', select);
   setInterval(render, 5000);
+  // Connect at once with no token: a daemon without --tokens needs none
+  // (one with tokens refuses it, and the page asks for one).
+  session = new AbortController();
+  run(session.signal, true);
   render();
 })();

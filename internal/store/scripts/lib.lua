@@ -51,7 +51,10 @@
 --   opened      ms: when the circuit last opened
 --   probe_at    ms: when the circuit admits its next probe
 --   cd          ms: the open period, jitter and Retry-After included
---   level       failed probes since the circuit first opened
+--   level       the backoff level: failed probes since the circuit first
+--               opened, plus the re-trips while a backoff was kept
+--   backoff_until ms: a closed breaker a probe closed keeps level until
+--               then; a trip before opens one level up (probe.TripLevel)
 --   cause       why it is open or paused (breaker.Cause; Go renders words)
 --   lease       the probe lease token (half_open only)
 --   lease_until ms: when the lease lapses
@@ -116,12 +119,12 @@ local function clock()
 end
 
 -- The stored fields, in the order save() writes them.
-local FIELDS = { 'st', 'gen', 'fails', 'rl', 'last', 'opened', 'probe_at', 'cd', 'level', 'cause',
+local FIELDS = { 'st', 'gen', 'fails', 'rl', 'last', 'opened', 'probe_at', 'cd', 'level', 'backoff_until', 'cause',
   'lease', 'lease_until', 'lease_by', 'lapser', 'lapses', 'noprobe', 'noprobe_until',
   'pause_until', 'pause_warn', 'force', 'force_reason', 'force_by', 'force_until', 'suspect',
   'suspect_until', 'slow', 'slow_by', 'slow_lat', 'shadow', 'capped' }
 local NUMERIC = { gen = true, fails = true, rl = true, opened = true, probe_at = true,
-  cd = true, level = true, lease_until = true, lapses = true, noprobe_until = true,
+  cd = true, level = true, backoff_until = true, lease_until = true, lapses = true, noprobe_until = true,
   pause_until = true, pause_warn = true, force_until = true, suspect_until = true, slow = true,
   capped = true }
 
@@ -177,7 +180,7 @@ end
 -- fresh sets s to a fresh closed state (generation kept) and forgets the
 -- failure run's workers. With unpin it also drops an operator's pin.
 local function fresh(s, unpin)
-  s.st, s.fails, s.rl, s.last, s.level, s.cause = 'closed', 0, 0, '', 0, ''
+  s.st, s.fails, s.rl, s.last, s.level, s.backoff_until, s.cause = 'closed', 0, 0, '', 0, 0, ''
   s.opened, s.probe_at, s.cd, s.lease, s.lease_until, s.lease_by = 0, 0, 0, '', 0, ''
   s.lapser, s.lapses, s.noprobe, s.noprobe_until, s.pause_until, s.pause_warn = '', 0, '', 0, 0, 0
   s.suspect, s.suspect_until = '', 0
@@ -261,10 +264,10 @@ local function save(s)
     return
   end
   local ttl = RETENTION
-  if s.probe_at > 0 or s.lease_until > 0 or s.force_until > 0 or s.pause_until > 0 then
+  if s.probe_at > 0 or s.lease_until > 0 or s.force_until > 0 or s.pause_until > 0 or s.backoff_until > 0 then
     local now = clock()
     ttl = ttl + math.max(0, s.probe_at - now, s.lease_until - now, s.force_until - now,
-      s.pause_until - now)
+      s.pause_until - now, s.backoff_until - now)
   end
   for _, k in ipairs({ K_STATE, K_WORKERS, K_RL, K_PAUSE }) do redis.call('PEXPIRE', k, ttl) end
   if K_GKNOWN ~= nil then index(s, clock() + ttl) end
@@ -355,6 +358,18 @@ local function open_period(base, cap, jitter, level, retry_after)
   end
   cd = math.max(math.min(cd, cap), retry_after)
   return cd + math.floor(cd * jitter)
+end
+
+-- BACKOFF_KEPT is how many of its last open periods a breaker a probe
+-- closed keeps its backoff level for (probe.BackoffKept).
+local BACKOFF_KEPT = 2
+
+-- trip_level is the level a trip opens s at: one above the level it kept
+-- while backoff_until is ahead, and true (flapping); else 0
+-- (probe.TripLevel).
+local function trip_level(s)
+  if clock() < s.backoff_until then return s.level + 1, true end
+  return 0, false
 end
 
 -- quorum judges a run that reached its limit by the n distinct workers

@@ -75,7 +75,10 @@
 -- outcome that caused it), jittered.
 --
 -- Alerts raised here (each also an event in the durable log):
---   stuck_open      the second failed probe since the trip (level 2).
+--   stuck_open      a failed probe that brings the backoff level to 2.
+--   flapping        a trip while the breaker keeps the backoff level of
+--                   its last open period (backoff_until ahead): it opens
+--                   one level up.
 --   suspect_worker  closed, the run reached the threshold, and its failures
 --                   all came from ACTOR: ACTOR is denied for one trip
 --                   cooldown after each of its failures while the fleet
@@ -232,7 +235,7 @@ end
 
 local function open(from, level, cd, cause)
   s.st, s.level, s.cd, s.cause = 'open', level, cd, cause
-  s.opened, s.probe_at = clock(), clock() + cd
+  s.opened, s.probe_at, s.backoff_until = clock(), clock() + cd, 0
   s.lease, s.lease_until, s.lease_by = '', 0, ''
   s.suspect, s.suspect_until = '', 0
   s.slow, s.slow_by, s.slow_lat = 0, '', ''
@@ -240,6 +243,17 @@ local function open(from, level, cd, cause)
   s.gen = s.gen + 1
   dirty = true
   emit(s, 'transition', from, 'open', cause, clock())
+end
+
+-- trip opens a closed breaker (cause: what tripped it) at the base
+-- cooldown, or one level above the backoff it kept since a probe closed
+-- it, raising flapping (breaker step.trip).
+local function trip(cause)
+  local level, kept = trip_level(s)
+  open('closed', level, cooldown(level, RETRY_AFTER), cause)
+  if kept then
+    emit(s, 'flapping', 'open', 'open', 'flapping', clock())
+  end
 end
 
 -- push_sample appends this call's latency to the slow sample, keeping
@@ -280,7 +294,7 @@ local function slow_trip(slow, calls, sworkers)
     s.fails, s.last = slow, last
     redis.call('DEL', K_WORKERS)
     redis.call('SADD', K_WORKERS, unpack(sworkers))
-    open('closed', 0, cooldown(0, RETRY_AFTER), 'slow')
+    trip('slow')
   elseif q == 'suspect' then
     s.last, s.cause = last, 'slow_suspect'
     suspect('slow_suspect')
@@ -380,7 +394,9 @@ if s.force == '' and s.st == 'half_open' then
     s.lapser, s.lapses = '', 0
   end
   if ev == 'S' and not SLOW then
+    local level, kept_until = s.level, clock() + BACKOFF_KEPT * s.cd
     fresh(s)
+    s.level, s.backoff_until = level, kept_until -- one good probe is no proof of health
     s.gen = s.gen + 1
     emit(s, 'transition', 'half_open', 'closed', 'probe_succeeded', clock())
     return reply(1)
@@ -464,7 +480,7 @@ local function window_record()
     if cap_trip('window') then return reply(1) end
     s.fails = fails
     redis.call('SADD', K_WORKERS, unpack(fworkers))
-    open('closed', 0, cooldown(0, RETRY_AFTER), 'window')
+    trip('window')
   elseif q == 'suspect' then
     s.fails, s.cause = fails, 'window_suspect'
     suspect('window_suspect')
@@ -549,9 +565,9 @@ end
 local q = nil
 if s.fails >= THRESHOLD then q = quorum(workers(s), MIN_WORKERS) end
 if s.rl >= RATE_LIMIT_TRIPS and quorum(redis.call('SCARD', K_RL), MIN_WORKERS) == 'trip' then
-  if not cap_trip('rate_limit') then open('closed', 0, cooldown(0, RETRY_AFTER), 'rate_limit') end
+  if not cap_trip('rate_limit') then trip('rate_limit') end
 elseif q == 'trip' then
-  if not cap_trip('trip') then open('closed', 0, cooldown(0, RETRY_AFTER), 'trip') end
+  if not cap_trip('trip') then trip('trip') end
 elseif q == 'suspect' then
   if s.cause == 'slow_suspect' then s.cause = '' end -- the failure run's suspect now
   suspect('suspect')

@@ -553,6 +553,12 @@ const (
 	// it (docs/reliability.md, "Redis that forgets"). Raised once per
 	// forgotten generation.
 	EventKind_EVENT_KIND_STATE_LOST EventKind = 13
+	// A flapping dependency: the breaker tripped again while it kept the
+	// backoff of its last open period (a probe closed it less than two open
+	// periods before), so it opened one level up, for twice the cooldown
+	// (docs/concepts.md, "Cooldown"). cooldown_ms is the new open period.
+	// Raised with each such trip, just after its transition.
+	EventKind_EVENT_KIND_FLAPPING EventKind = 14
 )
 
 // Enum value maps for EventKind.
@@ -571,6 +577,7 @@ var (
 		10: "EVENT_KIND_RUN_ENDED",
 		12: "EVENT_KIND_OPEN_FRACTION_CAP",
 		13: "EVENT_KIND_STATE_LOST",
+		14: "EVENT_KIND_FLAPPING",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":        0,
@@ -586,6 +593,7 @@ var (
 		"EVENT_KIND_RUN_ENDED":          10,
 		"EVENT_KIND_OPEN_FRACTION_CAP":  12,
 		"EVENT_KIND_STATE_LOST":         13,
+		"EVENT_KIND_FLAPPING":           14,
 	}
 )
 
@@ -733,7 +741,9 @@ type BreakerState struct {
 	LastFailure string `protobuf:"bytes,10,opt,name=last_failure,json=lastFailure,proto3" json:"last_failure,omitempty"`
 	// Half-open with a live probe lease.
 	ProbeInFlight bool `protobuf:"varint,11,opt,name=probe_in_flight,json=probeInFlight,proto3" json:"probe_in_flight,omitempty"`
-	// Failed probes since the circuit first opened (the backoff level).
+	// The backoff level: failed probes since the circuit first opened, plus
+	// its re-trips while flapping. A closed breaker a probe closed keeps it
+	// for a while (docs/concepts.md, "Cooldown").
 	FailedProbes int64 `protobuf:"varint,12,opt,name=failed_probes,json=failedProbes,proto3" json:"failed_probes,omitempty"`
 	// For a forced state: who forced it and until when (0: until AUTO).
 	ForcedBy      string `protobuf:"bytes,13,opt,name=forced_by,json=forcedBy,proto3" json:"forced_by,omitempty"`
@@ -3884,7 +3894,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x1aSHADOW_SETTING_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15SHADOW_SETTING_POLICY\x10\x01\x12\x15\n" +
 	"\x11SHADOW_SETTING_ON\x10\x02\x12\x16\n" +
-	"\x12SHADOW_SETTING_OFF\x10\x03*\x88\x03\n" +
+	"\x12SHADOW_SETTING_OFF\x10\x03*\xa1\x03\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15EVENT_KIND_TRANSITION\x10\x01\x12\x15\n" +
@@ -3899,7 +3909,8 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x14EVENT_KIND_RUN_ENDED\x10\n" +
 	"\x12 \n" +
 	"\x1cEVENT_KIND_OPEN_FRACTION_CAP\x10\f\x12\x19\n" +
-	"\x15EVENT_KIND_STATE_LOST\x10\r2\xd4\x06\n" +
+	"\x15EVENT_KIND_STATE_LOST\x10\r\x12\x17\n" +
+	"\x13EVENT_KIND_FLAPPING\x10\x0e2\xd4\x06\n" +
 	"\x0eBreakerService\x12>\n" +
 	"\x05Allow\x12\x19.breakerd.v1.AllowRequest\x1a\x1a.breakerd.v1.AllowResponse\x12A\n" +
 	"\x06Record\x12\x1a.breakerd.v1.RecordRequest\x1a\x1b.breakerd.v1.RecordResponse\x12P\n" +

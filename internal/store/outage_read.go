@@ -1,0 +1,153 @@
+package store
+
+import (
+	"context"
+
+	"github.com/breakerd/breakerd/internal/breaker"
+	"github.com/breakerd/breakerd/internal/policy"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// What operators read (Get, BatchGet, List, the HTTP stream's snapshot)
+// agrees with what Allow answers. While a Redis node is away, Allow
+// answers its breakers from this daemon's memory (outage.go): so do the
+// reads, each reason ending with outageSuffix. A state Redis lost that
+// this daemon still denies by (forgotten.go) reads as that state, its
+// reason ending with lostSuffix. docs/reliability.md, "What operators
+// see while Redis is away", tells it for operators.
+
+// BatchGet returns the states of the named breakers, in order, as Allow
+// judges them: what Redis holds, in one pipelined round trip; for a
+// breaker whose Redis node is in an outage, what this daemon's memory
+// holds (no round trip); for one whose state Redis lost while this daemon
+// still denies by it, that state. It never writes.
+func (s *Store) BatchGet(ctx context.Context, breakers []string) ([]*pb.BreakerState, error) {
+	if len(breakers) == 0 {
+		return nil, nil
+	}
+	out := make([]*pb.BreakerState, len(breakers))
+	var ask []string
+	var at []int
+	set := s.policies.Load()
+	for i, b := range breakers {
+		if n := s.downNodeOf(ctx, b); n != nil {
+			out[i] = s.memoryState(n, b, set)
+			continue
+		}
+		ask, at = append(ask, b), append(at, i)
+	}
+	if len(ask) == 0 {
+		return out, nil
+	}
+	knowns := make([]breaker.State, len(ask))
+	heards := make([]bool, len(ask))
+	for i, b := range ask { // before Redis is asked (see heard)
+		knowns[i], heards[i] = s.heard(b)
+	}
+	states, err := s.batchRead(ctx, ask)
+	if err != nil {
+		return nil, err
+	}
+	now := int64(-1) // the fleet's clock, read only once a loss is suspected
+	for j, st := range states {
+		if heards[j] && knowns[j].Gen > st.GetGeneration() {
+			if now < 0 {
+				now = s.fleetNow(ctx)
+			}
+			st = s.lostState(ask[j], knowns[j], st, now, set)
+		}
+		out[at[j]] = st
+	}
+	return out, nil
+}
+
+// downNodeOf returns name's Redis node when it is in an outage, else nil.
+// It costs no round trip (nodeOf reads the slots the client knows).
+func (s *Store) downNodeOf(ctx context.Context, name string) *node {
+	if s.out.downs.Load() == 0 {
+		return nil
+	}
+	if n := s.nodeOf(ctx, name); n.down.Load() {
+		return n
+	}
+	return nil
+}
+
+// downNode returns the node at addr when it is in an outage, else nil.
+func (s *Store) downNode(addr string) *node {
+	if s.out.downs.Load() == 0 {
+		return nil
+	}
+	if n, ok := s.out.nodes.Load(addr); ok && n.(*node).down.Load() {
+		return n.(*node)
+	}
+	return nil
+}
+
+// memoryState is name's state as n's in-memory breakers hold it: what
+// Allow answers from while n is away.
+func (s *Store) memoryState(n *node, name string, set *policy.Set) *pb.BreakerState {
+	p := set.For(name)
+	st := stateOf(n.table.Read(name, s.outageNow()), name, p)
+	withGroup(st, groupOf(set, name))
+	if st.Reason != "" {
+		st.Reason += outageSuffix
+	}
+	return st
+}
+
+// lostState is the state to show for name, which Redis answered as st
+// (read) although this daemon had heard it in known, of a later
+// generation: known as it reads at now when Redis lost it
+// (forgotten, which reports the loss once), else st.
+func (s *Store) lostState(name string, known breaker.State, st *pb.BreakerState, now int64, set *policy.Set) *pb.BreakerState {
+	if !s.forgotten(name, known, st.GetGeneration(), now) {
+		return st
+	}
+	p := set.For(name)
+	out := stateOf(breaker.Read(known, now), name, p)
+	withGroup(out, groupOf(set, name))
+	if out.Reason != "" {
+		out.Reason += lostSuffix
+	}
+	return out
+}
+
+// memoryPage is ListPage's page for the node nodes[i], which is in an
+// outage (n): every breaker its memory holds, filtered by states, in one
+// page, and the token of the next node's first page ("" after the last).
+func (s *Store) memoryPage(n *node, states []pb.State, nodes []scanNode, i int) ([]*pb.BreakerState, string, error) {
+	set := s.policies.Load()
+	var out []*pb.BreakerState
+	for _, name := range n.table.Names(s.outageNow()) {
+		if st := s.memoryState(n, name, set); len(states) == 0 || containsState(states, st.State) {
+			out = append(out, st)
+		}
+	}
+	if i+1 < len(nodes) {
+		return out, encodePageToken(nodes[i+1].addr, 0), nil
+	}
+	return out, "", nil
+}
+
+// listPages is List while a node is away: every page of ListPage (a node
+// in an outage answers from memory), each breaker once.
+func (s *Store) listPages(ctx context.Context, states []pb.State) ([]*pb.BreakerState, error) {
+	var out []*pb.BreakerState
+	seen := map[string]bool{} // a page boundary can repeat a breaker (SCAN)
+	for token := ""; ; {
+		page, next, err := s.ListPage(ctx, token, MaxPageSize, states...)
+		if err != nil {
+			return nil, err
+		}
+		for _, st := range page {
+			if !seen[st.GetBreaker()] {
+				seen[st.GetBreaker()] = true
+				out = append(out, st)
+			}
+		}
+		if token = next; token == "" {
+			return out, nil
+		}
+	}
+}
