@@ -55,6 +55,12 @@ export interface ClientOptions {
   fetch?: typeof fetch | undefined;
   /** The clock, ms since the epoch. Default Date.now. */
   clock?: (() => number) | undefined;
+  /**
+   * The watch stream's heartbeat interval to assume until the daemon
+   * announces one, ms: a stream that hears nothing for 3 intervals is
+   * dropped and reconnected. Default 15000 (the daemon's default).
+   */
+  watchHeartbeatMs?: number | undefined;
   /** Told of what the client absorbs (a Record that did not reach breakerd, a stream that dropped). */
   onError?: ((err: unknown) => void) | undefined;
 }
@@ -162,6 +168,8 @@ export class Client {
   /** The breakers on which this worker has seen a success: its credential worked there (a later 401 is a revocation). */
   private readonly worked = new Set<string>();
   private answered = false;
+  /** No daemon answered the last call. */
+  private unanswered = false;
 
   constructor(o: ClientOptions) {
     if (!o || typeof o !== "object") throw new ConfigError("options", "want { urls, workerId }");
@@ -180,7 +188,7 @@ export class Client {
     this.clock = o.clock ?? Date.now;
     this.transport = new Transport({ urls, token: o.token, fetch: f });
     const breakers = Array.isArray(o.watch) ? (o.watch as readonly string[]) : undefined;
-    this.cache = new OpenCache({ transport: this.transport, workerId: o.workerId, clock: this.clock, breakers, onError: o.onError });
+    this.cache = new OpenCache({ transport: this.transport, workerId: o.workerId, clock: this.clock, breakers, onError: o.onError, heartbeatMs: o.watchHeartbeatMs });
     this.local = new LocalBreaker(this.clock, (b) => this.policies.get(b) ?? DEFAULT_LOCAL_POLICY);
     const rpcTimeoutMs = o.rpcTimeoutMs ?? 2000;
     this.saved = new Savings(
@@ -190,6 +198,14 @@ export class Client {
     );
     this.saved.start();
     if (o.watch) this.cache.start();
+  }
+
+  /**
+   * degraded says the client answers from what it last heard: no daemon
+   * answered its last call, or the watch stream it follows is not live.
+   */
+  get degraded(): boolean {
+    return this.unanswered || this.cache.degraded;
   }
 
   /** The open cache: which breakers deny, as breakerd last said (for inspection and tests). */
@@ -231,8 +247,15 @@ export class Client {
 
   /** rpc calls method with failover and notes that a daemon answered. */
   private async rpc<T>(method: string, body: unknown, budgetMs: number, signal?: AbortSignal): Promise<T> {
-    const res = await this.transport.call<T>(method, body, { budgetMs, signal });
+    let res: T;
+    try {
+      res = await this.transport.call<T>(method, body, { budgetMs, signal });
+    } catch (err) {
+      if (err instanceof UnreachableError) this.unanswered = true;
+      throw err;
+    }
     this.answered = true;
+    this.unanswered = false;
     return res;
   }
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import _render
-from ._cache import OpenCache
+from ._cache import DEFAULT_HEARTBEAT, OpenCache
 from ._errors import BreakerdError, CircuitOpen, ConfigError
 from ._evidence import Evidence, evidence_of
 from ._fallback import LocalBreaker, LocalPolicy, counts
@@ -96,7 +96,9 @@ class Client:
     between them within the Allow budget. ``watch`` follows the watch
     stream for the open cache: True for every breaker, a list of names for
     those only (a resumed stream then replays what it missed), False for
-    no stream. ``savings_interval`` is how often, in seconds, the client
+    no stream; ``watch_heartbeat`` is the stream's heartbeat interval to
+    assume, in seconds, until the daemon announces one (a stream silent
+    for three intervals is dropped and reconnected). ``savings_interval`` is how often, in seconds, the client
     reports what it saved (the denials its open cache answered, the tools
     its runs left out); 0 or less: never. Safe for concurrent use from
     threads; ``AsyncClient`` has the same methods for asyncio."""
@@ -114,6 +116,7 @@ class Client:
         watch: bool | Sequence[str] = True,
         clock: Callable[[], float] = time.time,
         savings_interval: float = DEFAULT_SAVINGS_INTERVAL,
+        watch_heartbeat: float = DEFAULT_HEARTBEAT,
     ) -> None:
         if worker_id is not None and not worker_id.strip():
             raise ConfigError("worker_id: empty")
@@ -130,7 +133,7 @@ class Client:
         names = [] if isinstance(watch, bool) else list(watch)
         # The denials this client knows, from every answer; the watch
         # stream, when followed, keeps them current.
-        self.cache = OpenCache(self.transport, self._now_ms, names, start=bool(watch))
+        self.cache = OpenCache(self.transport, self._now_ms, names, start=bool(watch), heartbeat=watch_heartbeat)
         self._lock = threading.Lock()
         self._contacted = False
         self._outage = False
@@ -159,9 +162,10 @@ class Client:
 
     @property
     def degraded(self) -> bool:
-        """degraded is True while no daemon answers (the last call fell
-        back)."""
-        return self._outage
+        """degraded is True while the client answers from what it last
+        heard: no daemon answered its last call, or the watch stream it
+        follows is not live."""
+        return self._outage or self.cache.degraded
 
     # -- calls -------------------------------------------------------------
 
