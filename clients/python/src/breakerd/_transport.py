@@ -4,7 +4,9 @@ Each call is a ``POST /breakerd.v1.BreakerService/<Method>`` with a JSON
 body (the proto3 JSON mapping). The transport tries the daemons in turn,
 starting with the last one that answered, until one answers or the
 call's budget is spent. A refused, reset or lost connection moves on to
-the next daemon; a daemon that is slow to answer uses up the budget. When
+the next daemon at once; a daemon that does not answer within its share
+of the budget (the budget divided among the daemons left) is left for
+the next, which later calls then try first. When
 no daemon answered in time the call raises ``Outage``, which the client
 turns into a degraded answer. Anything else a daemon answers that is not
 a success is an exception naming what is wrong (``_errors``).
@@ -171,10 +173,15 @@ class Transport:
                 break
             idx = (first + i) % n
             try:
-                status, ctype, raw = self._post(self._pools[idx], method, payload, left)
+                # Each daemon left gets its share of the budget: a hung
+                # one must not keep the call from the next.
+                status, ctype, raw = self._post(self._pools[idx], method, payload, left / (n - i))
             except (TimeoutError, socket.timeout) as e:
                 last = e
-                break  # slow: the budget is spent on this daemon
+                with self._lock:
+                    if self._first == idx:
+                        self._first = (idx + 1) % n  # the next calls start elsewhere
+                continue
             except ssl.SSLCertVerificationError as e:
                 # Not an outage: this client's TLS settings do not trust
                 # the daemon, and no fallback fixes that.
