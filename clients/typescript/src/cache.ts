@@ -153,15 +153,18 @@ export class OpenCache {
     const base = this.o.retryMs ?? 100;
     let wait = base;
     let i = 0;
+    let told = false; // a run of failures is told once
     while (!signal.aborted) {
       const urls = this.o.transport.urls;
       const url = urls[i % urls.length]!;
       try {
         const got = await this.stream(url, signal);
         if (got) wait = base;
+        if (got) told = false;
       } catch (err) {
         if (signal.aborted) break;
-        this.o.onError?.(err);
+        if (!told || this.connected) this.o.onError?.(err); // a live stream's drop is news again
+        told = true;
       }
       this.connected = false;
       i++; // the next daemon, or the same again when there is one

@@ -93,15 +93,19 @@ export class Transport {
    */
   async call<T>(method: string, body: unknown, co: CallOptions = {}): Promise<T> {
     const payload = JSON.stringify(body);
-    const budget = co.budgetMs && co.budgetMs > 0 ? AbortSignal.timeout(co.budgetMs) : undefined;
+    const budget = co.budgetMs && co.budgetMs > 0 ? AbortSignal.timeout(Math.ceil(co.budgetMs)) : undefined;
     const signal = anySignal([co.signal, budget]);
     const causes: unknown[] = [];
     const n = this.o.urls.length;
     const first = this.next;
+    const end = co.budgetMs && co.budgetMs > 0 ? Date.now() + co.budgetMs : 0;
     for (let i = 0; i < n; i++) {
       const idx = (first + i) % n;
       const url = new URL(SERVICE_PATH.slice(1) + method, this.o.urls[idx]);
-      const got = await this.attempt(url, payload, signal);
+      // Each daemon left gets its share of the budget: a hung one must
+      // not keep the call from the next.
+      const share = end && n - i > 1 ? AbortSignal.timeout(Math.max(1, Math.floor((end - Date.now()) / (n - i)))) : undefined;
+      const got = await this.attempt(url, payload, anySignal([signal, share]));
       if (!(got instanceof Unreached)) {
         this.next = idx;
         return got as T;
@@ -109,8 +113,9 @@ export class Transport {
       causes.push(got.cause);
       if (co.signal?.aborted) throw co.signal.reason;
       if (signal?.aborted) break; // the budget is spent
+      if (share?.aborted && this.next === idx) this.next = (idx + 1) % n; // hung: the next calls start elsewhere
     }
-    this.next = (first + 1) % n;
+    if (this.next === first) this.next = (first + 1) % n;
     const why = budget?.aborted ? `within ${co.budgetMs} ms` : "";
     throw new UnreachableError(`no breakerd answered ${method} ${why}`.trim() + ` (${n} URL${n === 1 ? "" : "s"})`, causes);
   }
