@@ -28,14 +28,15 @@ def wait_for(cond: Callable[[], bool], what: str) -> None:
 
 class Streams:
     """Serves one scripted stream per connection; each script is a list
-    of SSE texts, sent in order; the stream then ends (or, for the last
-    script, stays open until closed)."""
+    of SSE texts, sent in order (an empty text waits for ``more``); the
+    stream then ends (or, for the last script, stays open until closed)."""
 
     def __init__(self, scripts: list[list[str]], states: dict[str, dict[str, Any]]) -> None:
         self.scripts, self.states = scripts, states
         self.last_ids: list[str | None] = []
         self.gets: list[str] = []
         self.done = threading.Event()
+        self.more = threading.Event()
         srv = self
 
         class H(http.server.BaseHTTPRequestHandler):
@@ -48,6 +49,9 @@ class Streams:
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
                 for text in srv.scripts[min(n, len(srv.scripts) - 1)]:
+                    if not text:
+                        srv.more.wait(30)
+                        continue
                     self.wfile.write(text.encode())
                     self.wfile.flush()
                 if n >= len(srv.scripts) - 1:
@@ -73,6 +77,7 @@ class Streams:
 
     def close(self) -> None:
         self.done.set()
+        self.more.set()
         self.server.shutdown()
         self.server.server_close()
 

@@ -36,3 +36,21 @@ def test_quick_start_runs(daemon: Daemon, name: Callable[[str], str]) -> None:
     with contextlib.redirect_stdout(out):
         exec(compile(code, str(DOC), "exec"), {"__name__": "quick_start"})
     assert out.getvalue() == "refunded ch_42\n"
+
+
+def test_readme_quick_start_serves_what_its_snippets_call() -> None:
+    """The README's first command starts a daemon with the HTTP listener
+    its Python and TypeScript snippets call (the daemon's default is gRPC
+    only)."""
+    readme = (REPO / "README.md").read_text("utf-8")
+    quick = readme.split("\n## Quick start\n", 1)[1].split("\n## ", 1)[0]
+    first = re.search(r"```sh\n(.*?)```", quick, re.S)
+    assert first is not None
+    daemon_line = next(line for line in first.group(1).splitlines() if line.startswith("go run ./cmd/breakerd"))
+    listen = re.search(r"--http-listen (\S+)", daemon_line)
+    assert listen is not None, f"the quick start's daemon serves no HTTP API: {daemon_line!r}"
+    for lang in ("python", "ts"):
+        m = re.search(rf"```{lang}\n(.*?)```", readme, re.S)
+        assert m is not None
+        urls = set(re.findall(r"http://(127\.0\.0\.1:\d+)", m.group(1))) - {"127.0.0.1:8080"}
+        assert urls == {listen.group(1)}, f"the {lang} snippet calls {urls}, the quick start serves {listen.group(1)}"

@@ -139,6 +139,10 @@ async def test_async_cancel_is_recorded(daemon: Daemon, client: breakerd.Client)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+    for _ in range(3000):  # sent once the cancel is known not to be a deadline's
+        if daemon.records():
+            break
+        await asyncio.sleep(0.01)
     assert daemon.records()[0]["evidence"] == {"error_kind": "ERROR_KIND_CANCELLED"}
 
 

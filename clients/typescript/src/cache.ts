@@ -8,6 +8,13 @@ import { readSSE } from "./sse.js";
 import type { Transport } from "./transport.js";
 import { int64, type BreakerState } from "./wire.js";
 
+/** DEFAULT_HEARTBEAT_MS is the interval assumed of a daemon that announces none (the daemon's default). */
+export const DEFAULT_HEARTBEAT_MS = 15_000;
+/** A stream silent for this many heartbeat intervals is dropped (docs/reliability.md). */
+const MISSED_HEARTBEATS = 3;
+/** STALE_VIEW_MS bounds how long a denial learned before the stream went quiet is answered while it stays quiet. */
+export const STALE_VIEW_MS = 60_000;
+
 /** The largest int64: deny_until_ms's "until an operator acts". */
 const FOREVER = "9223372036854775807";
 
@@ -20,6 +27,8 @@ export interface CachedDenial {
   alternatives: string[];
   forced: boolean;
   scope: string;
+  /** When the cache learned it, on this process's clock. */
+  learnedMs: number;
 }
 
 /** untilLocal moves a breakerd time onto the local clock: the daemon's clock read `asOf` when ours read `now`. */
@@ -41,6 +50,8 @@ export interface OpenCacheOptions {
   retryMs?: number | undefined;
   /** Told of each stream failure (for logs); the stream reconnects regardless. */
   onError?: ((err: unknown) => void) | undefined;
+  /** The heartbeat interval assumed until a snapshot announces one, ms (tests shorten it). Default DEFAULT_HEARTBEAT_MS. */
+  heartbeatMs?: number | undefined;
 }
 
 /** OpenCache keeps the denying breakers. */
@@ -56,16 +67,40 @@ export class OpenCache {
   /** Breakers an event named without saying until when they deny: read afresh in one BatchGet. */
   private readonly stale = new Set<string>();
   private refreshing: Promise<void> | undefined;
+  /** The parts of a snapshot read so far (a snapshot may come in several). */
+  private parts: unknown[] | undefined;
+  /** The interval the daemon announced (or the default): a stream silent for 3 of them is dropped. */
+  private heartbeatMs: number;
+  /** When the stream was last heard while live; 0 before. */
+  private heardMs = 0;
+  /** Streams dropped for their silence (for tests and logs). */
+  stalls = 0;
 
-  constructor(private readonly o: OpenCacheOptions) {}
+  constructor(private readonly o: OpenCacheOptions) {
+    this.heartbeatMs = o.heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
+  }
 
-  /** lookup returns the breaker's denial while it lasts. */
+  /**
+   * lookup returns the breaker's denial while it lasts. While the stream
+   * is not live (it was asked for and is dropped or stalled), a denial
+   * learned more than STALE_VIEW_MS ago is not answered: the view is no
+   * longer heard (a force lifted meanwhile must not deny for ever).
+   */
   lookup(breaker: string): CachedDenial | undefined {
     const d = this.deny.get(breaker);
     if (!d) return undefined;
-    if (d.untilMs > this.o.clock()) return d;
-    this.deny.delete(breaker);
-    return undefined;
+    const now = this.o.clock();
+    if (d.untilMs <= now) {
+      this.deny.delete(breaker);
+      return undefined;
+    }
+    if (this.loop && !this.connected && now - Math.max(d.learnedMs, this.heardMs) > STALE_VIEW_MS) return undefined;
+    return d;
+  }
+
+  /** degraded says the stream was asked for and is not live: the view is what was last heard. */
+  get degraded(): boolean {
+    return this.loop !== undefined && !this.connected;
   }
 
   /** learn takes a state breakerd returned (Allow, Get, BatchGet, a snapshot or an event). */
@@ -86,6 +121,7 @@ export class OpenCache {
       forced: st.state === "STATE_FORCED_OPEN" && !!st.forced_by,
       // A closed breaker that denies is denied by its parent scope.
       scope: st.parent && (!st.state || st.state === "STATE_CLOSED") ? st.parent : "",
+      learnedMs: now,
     });
   }
 
@@ -117,15 +153,18 @@ export class OpenCache {
     const base = this.o.retryMs ?? 100;
     let wait = base;
     let i = 0;
+    let told = false; // a run of failures is told once
     while (!signal.aborted) {
       const urls = this.o.transport.urls;
       const url = urls[i % urls.length]!;
       try {
         const got = await this.stream(url, signal);
         if (got) wait = base;
+        if (got) told = false;
       } catch (err) {
         if (signal.aborted) break;
-        this.o.onError?.(err);
+        if (!told || this.connected) this.o.onError?.(err); // a live stream's drop is news again
+        told = true;
       }
       this.connected = false;
       i++; // the next daemon, or the same again when there is one
@@ -140,19 +179,41 @@ export class OpenCache {
     for (const b of this.o.breakers ?? []) url.searchParams.append("breaker", b);
     const extra: Record<string, string> = { accept: "text/event-stream" };
     if (this.lastEventId) extra["last-event-id"] = this.lastEventId;
-    const res = await this.o.transport.fetch(url, { headers: this.o.transport.headers(extra), signal });
-    const ctype = res.headers.get("content-type") ?? "";
-    if (!res.ok || !ctype.startsWith("text/event-stream") || !res.body) {
-      await res.body?.cancel().catch(() => undefined);
-      throw new Error(`watch ${url.href}: HTTP ${res.status} ${ctype}`);
+    const own = new AbortController(); // the silence watch's, and the caller's stop
+    const stop = () => own.abort(signal.reason);
+    signal.addEventListener("abort", stop);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const heard = () => {
+      if (this.connected) this.heardMs = this.o.clock();
+      clearTimeout(timer);
+      const quiet = MISSED_HEARTBEATS * this.heartbeatMs;
+      timer = setTimeout(() => {
+        this.stalls++;
+        own.abort(new Error(`watch ${url.href}: nothing heard for ${quiet} ms (${MISSED_HEARTBEATS} heartbeat intervals); reconnecting`));
+      }, quiet);
+    };
+    try {
+      heard(); // the wait for the answer's headers is bounded too
+      const res = await this.o.transport.fetch(url, { headers: this.o.transport.headers(extra), signal: own.signal, redirect: "manual" });
+      const ctype = res.headers.get("content-type") ?? "";
+      if (!res.ok || !ctype.startsWith("text/event-stream") || !res.body) {
+        await res.body?.cancel().catch(() => undefined);
+        throw new Error(`watch ${url.href}: HTTP ${res.status} ${ctype}`);
+      }
+      let got = false;
+      for await (const m of readSSE(res.body, heard)) {
+        got = true;
+        this.take(m.event, m.data, m.id);
+        heard(); // again: a snapshot may have announced another interval
+      }
+      return got;
+    } catch (err) {
+      throw own.signal.aborted && !signal.aborted ? own.signal.reason : err;
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", stop);
+      this.parts = undefined;
     }
-    this.connected = true;
-    let got = false;
-    for await (const m of readSSE(res.body)) {
-      got = true;
-      this.take(m.event, m.data, m.id);
-    }
-    return got;
   }
 
   /** take applies one stream event. */
@@ -176,7 +237,7 @@ export class OpenCache {
       return;
     }
     if (event === "snapshot") {
-      this.snapshot(msg);
+      this.snapshotPart(msg);
       if (id) this.lastEventId = id;
       return;
     }
@@ -223,15 +284,29 @@ export class OpenCache {
     while (this.refreshing) await this.refreshing;
   }
 
-  private snapshot(msg: unknown): void {
+  /**
+   * snapshotPart takes one part of the opening snapshot: its states are
+   * gathered until the part without `more: true`, which replaces the view
+   * and makes the stream live. A part may announce the heartbeat interval
+   * (`heartbeat_ms`, a number or an int64 string).
+   */
+  private snapshotPart(msg: unknown): void {
     const list = Array.isArray(msg)
       ? msg
       : isObj(msg)
         ? ((msg["states"] ?? msg["breakers"] ?? []) as unknown[])
         : [];
+    const hb = isObj(msg) ? int64(msg["heartbeat_ms"] as string | number | undefined) : 0;
+    if (hb > 0) this.heartbeatMs = hb;
+    this.parts = [...(this.parts ?? []), ...list];
+    if (isObj(msg) && msg["more"] === true) return;
+    const all = this.parts;
+    this.parts = undefined;
     if (!this.o.breakers?.length) this.deny.clear();
-    for (const st of list) if (isObj(st)) this.learn(st as BreakerState);
+    for (const st of all) if (isObj(st)) this.learn(st as BreakerState);
     this.snapshots++;
+    this.connected = true;
+    this.heardMs = this.o.clock();
   }
 }
 

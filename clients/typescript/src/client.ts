@@ -7,6 +7,7 @@ import { evidenceOfError, evidenceOfResponse, isResponse } from "./evidence.js";
 import { DEFAULT_LOCAL_POLICY, LocalBreaker, describe, localEffect, type LocalPolicy } from "./fallback.js";
 import { renderToolResult, type DenialFields } from "./render.js";
 import { DEFAULT_SAVINGS_INTERVAL_MS, Savings } from "./savings.js";
+import { Reach } from "./reach.js";
 import { Transport, parseURLs } from "./transport.js";
 import {
   int64,
@@ -55,7 +56,17 @@ export interface ClientOptions {
   fetch?: typeof fetch | undefined;
   /** The clock, ms since the epoch. Default Date.now. */
   clock?: (() => number) | undefined;
-  /** Told of what the client absorbs (a Record that did not reach breakerd, a stream that dropped). */
+  /**
+   * The watch stream's heartbeat interval to assume until the daemon
+   * announces one, ms: a stream that hears nothing for 3 intervals is
+   * dropped and reconnected. Default 15000 (the daemon's default).
+   */
+  watchHeartbeatMs?: number | undefined;
+  /**
+   * Told of what the client absorbs: no daemon answering (once per loss),
+   * a watch stream that dropped (once per run of failures), a Record
+   * that breakerd refused. Default: a warning on the console.
+   */
   onError?: ((err: unknown) => void) | undefined;
 }
 
@@ -84,6 +95,8 @@ export interface Permit {
   toolResult: string;
   /** The fallback's answer (how record treats the ticket): undefined when breakerd answered. */
   local: { probe: boolean } | undefined;
+  /** The daemon's ticket when its answer came after the fallback's (record sends it). */
+  late?: { ticket: Ticket } | undefined;
 }
 
 /** RecordResult is what record learned. */
@@ -141,6 +154,22 @@ export function checkName(field: string, v: string): void {
   if (v.trim() !== v) bad(`must not start or end with white space, got ${JSON.stringify(v)}`);
 }
 
+/** MAX_KNOWN bounds how many breakers the client remembers the last known state of. */
+const MAX_KNOWN = 4096;
+
+/** What the client last heard of a breaker from any daemon answer. */
+interface Known {
+  open: boolean;
+  /** Until when it denies, on this process's clock. */
+  untilMs: number;
+  generation: string;
+}
+
+/** warn is the default onError: one line on the console. */
+function warn(err: unknown): void {
+  console.warn(`breakerd: ${err instanceof Error ? err.message : String(err)}`);
+}
+
 /** The decisions that let a call go out. */
 function allows(d: Decision | undefined): boolean {
   return d === "DECISION_ALLOWED" || d === "DECISION_PROBE";
@@ -162,6 +191,14 @@ export class Client {
   /** The breakers on which this worker has seen a success: its credential worked there (a later 401 is a revocation). */
   private readonly worked = new Set<string>();
   private answered = false;
+  /** The first-contact budget is spent once per client. */
+  private firstSpent = false;
+  /** No daemon answered the last call. */
+  private unanswered = false;
+  private readonly known = new Map<string, Known>();
+  private readonly reach: Reach;
+  private readonly onError: (err: unknown) => void;
+  private readonly rpcTimeoutMs: number;
 
   constructor(o: ClientOptions) {
     if (!o || typeof o !== "object") throw new ConfigError("options", "want { urls, workerId }");
@@ -176,20 +213,30 @@ export class Client {
     if (typeof given !== "function") throw new ConfigError("fetch", "no fetch: Node 18 or later, or pass one");
     const f: typeof fetch = (input, init) => given(input, init); // called unbound, as a browser's fetch must be
     this.o = o;
+    this.onError = o.onError ?? warn;
+    this.rpcTimeoutMs = o.rpcTimeoutMs ?? 2000;
     this.workerId = o.workerId;
     this.clock = o.clock ?? Date.now;
     this.transport = new Transport({ urls, token: o.token, fetch: f });
     const breakers = Array.isArray(o.watch) ? (o.watch as readonly string[]) : undefined;
-    this.cache = new OpenCache({ transport: this.transport, workerId: o.workerId, clock: this.clock, breakers, onError: o.onError });
+    this.cache = new OpenCache({ transport: this.transport, workerId: o.workerId, clock: this.clock, breakers, onError: this.onError, heartbeatMs: o.watchHeartbeatMs });
+    this.reach = new Reach({ urls: urls.map((u) => u.href).join(", "), probe: () => this.reprobe(), onError: this.onError });
     this.local = new LocalBreaker(this.clock, (b) => this.policies.get(b) ?? DEFAULT_LOCAL_POLICY);
-    const rpcTimeoutMs = o.rpcTimeoutMs ?? 2000;
     this.saved = new Savings(
-      (reports) => this.transport.call("ReportSavings", { worker_id: this.workerId, reports }, { budgetMs: rpcTimeoutMs }),
+      (reports) => this.transport.call("ReportSavings", { worker_id: this.workerId, reports }, { budgetMs: this.rpcTimeoutMs }),
       o.savingsIntervalMs ?? DEFAULT_SAVINGS_INTERVAL_MS,
-      o.onError,
+      this.onError,
     );
     this.saved.start();
     if (o.watch) this.cache.start();
+  }
+
+  /**
+   * degraded says the client answers from what it last heard: no daemon
+   * answered its last call, or the watch stream it follows is not live.
+   */
+  get degraded(): boolean {
+    return this.unanswered || this.cache.degraded;
   }
 
   /** The open cache: which breakers deny, as breakerd last said (for inspection and tests). */
@@ -219,20 +266,88 @@ export class Client {
    * fallback afterwards only if used.
    */
   async close(): Promise<void> {
+    this.reach.close();
     await this.saved.close();
     await this.cache.stop();
   }
 
-  /** budget is the Allow budget, or the first-contact budget before any daemon has answered. */
-  private budget(): number {
+  /** down says no daemon answers this client now: calls answer from the fallback without waiting. */
+  get down(): boolean {
+    return this.reach.down;
+  }
+
+  /**
+   * check resolves when a breakerd daemon answers this client, with its
+   * token, and rejects otherwise, naming the cause (no daemon at any URL,
+   * not breakerd's API, a refused token). Call it at start to fail
+   * loudly where the fallback would answer quietly.
+   */
+  async check(): Promise<void> {
+    try {
+      await this.rpc("BatchGet", { breakers: [], worker_id: this.workerId }, this.rpcTimeoutMs);
+    } catch (err) {
+      if (!(err instanceof UnreachableError)) throw err;
+      const urls = this.transport.urls.map((u) => u.href).join(", ");
+      throw new UnreachableError(`no breakerd answers at ${urls} within ${this.rpcTimeoutMs} ms: ${err.message} (is the daemon's HTTP API on? go run ./cmd/breakerd --http-listen 127.0.0.1:7071)`, err.causes);
+    }
+  }
+
+  /** reprobe is one cheap authenticated call: did any daemon answer? */
+  private async reprobe(): Promise<boolean> {
+    try {
+      await this.transport.call("BatchGet", { breakers: [], worker_id: this.workerId }, { budgetMs: this.rpcTimeoutMs });
+    } catch (err) {
+      if (err instanceof UnreachableError) return false;
+    }
+    return true;
+  }
+
+  /** learnState takes a breaker's state from any daemon answer, in time or late: the open cache and the last known state (bounded). */
+  private learnState(st: BreakerState | undefined): void {
+    this.cache.learn(st);
+    const name = st?.breaker;
+    if (!st || !name) return;
+    const open = st.state === "STATE_OPEN" || st.state === "STATE_HALF_OPEN";
+    if (!open && !this.known.has(name)) return;
+    const asOf = int64(st.as_of_ms);
+    const until = int64(st.deny_until_ms);
+    const now = this.clock();
+    this.known.delete(name);
+    this.known.set(name, { open, untilMs: asOf > 0 ? now + (until - asOf) : until, generation: String(st.generation ?? "0") });
+    if (this.known.size > MAX_KNOWN) this.known.delete(this.known.keys().next().value as string);
+  }
+
+  /**
+   * budget is how long allow waits for a daemon: the first-contact budget
+   * on the client's first call only; the RPC timeout at a breaker last
+   * known open whose probe is due (only a daemon can grant the one
+   * probe); else the Allow budget.
+   */
+  private budget(breaker = ""): number {
     const b = this.o.allowBudgetMs ?? 100;
-    return this.answered ? b : Math.max(b, this.o.firstContactBudgetMs ?? 1000);
+    const first = !this.firstSpent && !this.answered;
+    this.firstSpent = true;
+    if (first) return Math.max(b, this.o.firstContactBudgetMs ?? 1000);
+    const k = this.known.get(breaker);
+    if (k?.open && k.untilMs <= this.clock()) return Math.max(b, this.rpcTimeoutMs);
+    return b;
   }
 
   /** rpc calls method with failover and notes that a daemon answered. */
   private async rpc<T>(method: string, body: unknown, budgetMs: number, signal?: AbortSignal): Promise<T> {
-    const res = await this.transport.call<T>(method, body, { budgetMs, signal });
+    let res: T;
+    try {
+      res = await this.transport.call<T>(method, body, { budgetMs, signal });
+    } catch (err) {
+      if (err instanceof UnreachableError) {
+        this.unanswered = true;
+        if (budgetMs >= this.rpcTimeoutMs && !signal?.aborted) this.reach.failed(err); // gone, not slow
+      } else this.reach.answered(); // a refusal is an answer
+      throw err;
+    }
     this.answered = true;
+    this.unanswered = false;
+    this.reach.answered();
     return res;
   }
 
@@ -255,15 +370,22 @@ export class Client {
         return this.cachedDenial(this.denialBase(breaker, tool || breaker, false), cached);
       }
     }
-    let res: AllowResponse;
-    try {
-      res = await this.rpc<AllowResponse>("Allow", { breaker, worker_id: this.workerId, ...(tool ? { tool } : {}) }, this.budget(), opts.signal);
-    } catch (err) {
-      if (err instanceof UnreachableError) return this.fallbackAllow(breaker, tool || breaker, err);
+    if (this.reach.down) return this.fallbackAllow(breaker, tool || breaker);
+    const budget = this.budget(breaker);
+    // The call goes on for the RPC timeout; allow waits its budget. A late
+    // answer still teaches the client, and its ticket goes with the Record.
+    const call = this.rpc<AllowResponse>("Allow", { breaker, worker_id: this.workerId, ...(tool ? { tool } : {}) }, Math.max(budget, this.rpcTimeoutMs), opts.signal);
+    const res = await raceBudget(call, budget).catch((err: unknown) => {
+      if (err instanceof UnreachableError) return undefined;
       throw err;
+    });
+    if (res === undefined || res === LATE) {
+      const given = this.fallbackAllow(breaker, tool || breaker);
+      if (res === LATE) void call.then((late) => this.lateAllow(late, given), () => undefined);
+      return given;
     }
     this.local.reset();
-    this.cache.learn(res.state);
+    this.learnState(res.state);
     if (!this.policies.has(breaker)) void this.learnPolicy(breaker);
     return {
       breaker,
@@ -282,6 +404,31 @@ export class Client {
     };
   }
 
+  /**
+   * lateAllow takes a daemon's Allow answer that came after the
+   * fallback's: what it says of the breaker is learned; its ticket goes
+   * with the Record of a call the fallback let out, and a probe lease the
+   * fallback's denial leaves unused is released at once.
+   */
+  private lateAllow(res: AllowResponse, given: Permit): void {
+    this.learnState(res.state);
+    if (!res.ticket) return;
+    if (given.allowed) given.late = { ticket: res.ticket };
+    else if (res.decision === "DECISION_PROBE") {
+      void this.sendRecord({ breaker: given.breaker, worker_id: this.workerId, ticket: res.ticket, evidence: { error_kind: "ERROR_KIND_CANCELLED" } });
+    }
+  }
+
+  /** sendRecord sends a Record in the background: the fleet gets the evidence the fallback took too. */
+  private async sendRecord(req: Record<string, unknown>): Promise<void> {
+    try {
+      const res = await this.rpc<RecordResponse>("Record", req, this.rpcTimeoutMs);
+      this.learnState(res.state);
+    } catch (err) {
+      if (!(err instanceof UnreachableError)) this.onError(err);
+    }
+  }
+
   /** learnPolicy keeps the fallback's policy for breaker (once; a failure leaves the defaults). */
   private async learnPolicy(breaker: string): Promise<void> {
     this.policies.set(breaker, DEFAULT_LOCAL_POLICY);
@@ -295,19 +442,21 @@ export class Client {
       });
     } catch (err) {
       this.policies.delete(breaker); // asked again next time
-      this.o.onError?.(err);
+      if (!(err instanceof UnreachableError)) this.onError(err);
     }
   }
 
   /** fallbackAllow answers while no daemon does. */
-  private fallbackAllow(breaker: string, tool: string, why: UnreachableError): Permit {
-    this.o.onError?.(why);
+  private fallbackAllow(breaker: string, tool: string): Permit {
     const base = this.denialBase(breaker, tool, true);
     const cached = this.cache.lookup(breaker);
     if (cached) return this.cachedDenial(base, cached);
     if (this.o.fallback === "closed") {
       return this.denied(base, "DECISION_DENIED_OPEN", 0, `${breaker}: breakerd did not answer and this worker fails closed`);
     }
+    // Last known open, its probe due: one call of this client's goes, the
+    // rest wait for its outcome.
+    if (this.known.get(breaker)?.open) this.local.holdOpen(breaker);
     const v = this.local.allow(breaker);
     if (v.allowed) {
       const decision = v.probe ? "DECISION_PROBE" : "DECISION_ALLOWED";
@@ -354,22 +503,25 @@ export class Client {
    * breaker. Throws APIError for a request breakerd refuses.
    */
   async record(permit: Permit, evidence: Evidence, opts: RecordOptions = {}): Promise<RecordResult> {
-    if (permit.local) {
-      this.local.record(permit.breaker, localEffect(evidence), permit.local.probe, describe(evidence));
-      return { counted: false, classifiedAs: "", why: "taken by the local fallback (breakerd unreachable)", degraded: true };
-    }
-    const req: Record<string, unknown> = { breaker: permit.breaker, worker_id: this.workerId, ticket: permit.ticket, evidence };
+    const ticket = permit.late?.ticket ?? (permit.local ? { generation: this.known.get(permit.breaker)?.generation ?? "0" } : permit.ticket);
+    const req: Record<string, unknown> = { breaker: permit.breaker, worker_id: this.workerId, ticket, evidence };
     if (this.worked.has(permit.breaker)) req["credential_worked"] = true;
     if (opts.latencyMs !== undefined) req["latency_ms"] = String(Math.max(0, Math.round(opts.latencyMs)));
     if (opts.deadlineMs !== undefined) req["deadline_ms"] = String(Math.max(0, Math.round(opts.deadlineMs)));
+    if (permit.local || this.reach.down) {
+      // The fallback takes it, and the daemons still get it, in the background.
+      this.local.record(permit.breaker, localEffect(evidence), permit.local?.probe ?? false, describe(evidence));
+      if (permit.local?.probe && localEffect(evidence) === "success") this.known.delete(permit.breaker);
+      void this.sendRecord(req);
+      return { counted: false, classifiedAs: "", why: "taken by the local fallback (breakerd unreachable)", degraded: true };
+    }
     try {
-      const res = await this.rpc<RecordResponse>("Record", req, this.o.rpcTimeoutMs ?? 2000, opts.signal);
-      this.cache.learn(res.state);
+      const res = await this.rpc<RecordResponse>("Record", req, this.rpcTimeoutMs, opts.signal);
+      this.learnState(res.state);
       if (res.classified_as === "OUTCOME_SUCCESS") this.worked.add(permit.breaker);
       return { counted: res.counted ?? false, classifiedAs: res.classified_as ?? "", why: res.why ?? res.note ?? "", degraded: res.degraded ?? false };
     } catch (err) {
       if (!(err instanceof UnreachableError)) throw err;
-      this.o.onError?.(err);
       this.local.record(permit.breaker, localEffect(evidence), false, describe(evidence));
       return { counted: false, classifiedAs: "", why: "taken by the local fallback (breakerd unreachable)", degraded: true };
     }
@@ -412,7 +564,7 @@ export class Client {
     try {
       await this.record(p, ev, { latencyMs: this.clock() - start, deadlineMs: opts.deadlineMs });
     } catch (err) {
-      this.o.onError?.(err);
+      this.onError(err);
     }
   }
 
@@ -421,7 +573,7 @@ export class Client {
     checkName("breaker", breaker);
     const res = await this.rpc<{ state?: BreakerState }>("Get", { breaker }, this.o.rpcTimeoutMs ?? 2000, opts.signal);
     const st = res.state ?? { breaker };
-    this.cache.learn(st);
+    this.learnState(st);
     return st;
   }
 
@@ -440,16 +592,14 @@ export class Client {
   async states(breakers: readonly string[], opts: CallOptions = {}): Promise<BreakerState[] | undefined> {
     breakers.forEach((b, i) => checkName(`breakers[${i}]`, b));
     if (breakers.length === 0) return [];
+    if (this.reach.down) return undefined; // the fallback answers at once
     try {
       const res = await this.rpc<{ states?: BreakerState[] }>("BatchGet", { breakers, worker_id: this.workerId }, this.budget(), opts.signal);
       this.local.reset();
-      for (const st of res.states ?? []) this.cache.learn(st);
+      for (const st of res.states ?? []) this.learnState(st);
       return res.states ?? [];
     } catch (err) {
-      if (err instanceof UnreachableError) {
-        this.o.onError?.(err);
-        return undefined;
-      }
+      if (err instanceof UnreachableError) return undefined; // the loss is said once (Reach)
       throw err;
     }
   }
@@ -462,6 +612,20 @@ export class Client {
     const v = this.local.peek(breaker);
     if (!v) return undefined;
     return this.denied(base, v.probeInFlight ? "DECISION_DENIED_PROBE_IN_FLIGHT" : "DECISION_DENIED_OPEN", v.retryAfterMs, v.reason);
+  }
+}
+
+/** LATE is raceBudget's answer when the budget ran out first. */
+const LATE = Symbol("late");
+
+/** raceBudget resolves with the call's answer, or LATE when budgetMs passes first (the call goes on). */
+async function raceBudget<T>(call: Promise<T>, budgetMs: number): Promise<T | typeof LATE> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<typeof LATE>((resolve) => (timer = setTimeout(() => resolve(LATE), budgetMs)));
+  try {
+    return await Promise.race([call, late]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

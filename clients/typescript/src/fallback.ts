@@ -145,6 +145,18 @@ export class LocalBreaker {
     }
   }
 
+  /**
+   * holdOpen makes a closed breaker open with its probe due now (one call
+   * goes, the rest are denied until its outcome): the daemons last said
+   * it was open and none answers now.
+   */
+  holdOpen(breaker: string): void {
+    if ((this.table.get(breaker)?.openUntil ?? 0) !== 0) return;
+    const now = this.clock();
+    const base = this.policyOf(breaker).cooldownBaseMs;
+    this.table.set(breaker, { failures: 0, cooldownMs: base, openUntil: now, probeUntil: 0, last: "open when breakerd last answered" });
+  }
+
   /** reset forgets every local verdict: breakerd answers again. */
   reset(): void {
     if (this.table.size > 0) this.table.clear();

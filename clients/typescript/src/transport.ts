@@ -11,6 +11,9 @@ import type { ErrorBody } from "./wire.js";
 /** The service path prefix of every unary method. */
 export const SERVICE_PATH = "/breakerd.v1.BreakerService/";
 
+/** MAX_BODY_BYTES bounds one answer's body: breakerd's largest (a BatchGet of 1,024 states) is well within it. */
+export const MAX_BODY_BYTES = 4 << 20;
+
 /** The gRPC codes (by their JSON names) that mean "try another daemon". */
 const REACH_CODES = new Set(["unavailable", "deadline_exceeded"]);
 
@@ -90,15 +93,19 @@ export class Transport {
    */
   async call<T>(method: string, body: unknown, co: CallOptions = {}): Promise<T> {
     const payload = JSON.stringify(body);
-    const budget = co.budgetMs && co.budgetMs > 0 ? AbortSignal.timeout(co.budgetMs) : undefined;
+    const budget = co.budgetMs && co.budgetMs > 0 ? AbortSignal.timeout(Math.ceil(co.budgetMs)) : undefined;
     const signal = anySignal([co.signal, budget]);
     const causes: unknown[] = [];
     const n = this.o.urls.length;
     const first = this.next;
+    const end = co.budgetMs && co.budgetMs > 0 ? Date.now() + co.budgetMs : 0;
     for (let i = 0; i < n; i++) {
       const idx = (first + i) % n;
       const url = new URL(SERVICE_PATH.slice(1) + method, this.o.urls[idx]);
-      const got = await this.attempt(url, payload, signal);
+      // Each daemon left gets its share of the budget: a hung one must
+      // not keep the call from the next.
+      const share = end && n - i > 1 ? AbortSignal.timeout(Math.max(1, Math.floor((end - Date.now()) / (n - i)))) : undefined;
+      const got = await this.attempt(url, payload, anySignal([signal, share]));
       if (!(got instanceof Unreached)) {
         this.next = idx;
         return got as T;
@@ -106,8 +113,9 @@ export class Transport {
       causes.push(got.cause);
       if (co.signal?.aborted) throw co.signal.reason;
       if (signal?.aborted) break; // the budget is spent
+      if (share?.aborted && this.next === idx) this.next = (idx + 1) % n; // hung: the next calls start elsewhere
     }
-    this.next = (first + 1) % n;
+    if (this.next === first) this.next = (first + 1) % n;
     const why = budget?.aborted ? `within ${co.budgetMs} ms` : "";
     throw new UnreachableError(`no breakerd answered ${method} ${why}`.trim() + ` (${n} URL${n === 1 ? "" : "s"})`, causes);
   }
@@ -120,17 +128,58 @@ export class Transport {
         headers: this.headers({ "content-type": "application/json", accept: "application/json" }),
         body: payload,
         signal: signal ?? null,
+        // A redirect could carry the breaker, worker id and message to
+        // another origin: breakerd never redirects, so one is refused.
+        redirect: "manual",
       });
     } catch (err) {
       return new Unreached(err);
     }
+    if ((res.status >= 300 && res.status < 400) || res.type === "opaqueredirect") {
+      await res.body?.cancel().catch(() => undefined);
+      const to = res.headers.get("location") ?? "";
+      throw new ProtocolError(url.href, res.status, res.headers.get("content-type") ?? "", `a redirect${to ? ` to ${JSON.stringify(to)}` : ""}, refused (breakerd never redirects)`);
+    }
     let text: string;
     try {
-      text = await res.text();
+      text = await readBounded(res, MAX_BODY_BYTES);
     } catch (err) {
+      if (err instanceof TooLarge) throw new ProtocolError(url.href, res.status, res.headers.get("content-type") ?? "", err.message);
       return new Unreached(err);
     }
     return answer(url.href, res, text);
+  }
+}
+
+/** TooLarge is a body over its bound. */
+export class TooLarge extends Error {
+  constructor(limit: number) {
+    super(`the body is over ${limit} bytes; refused`);
+  }
+}
+
+/**
+ * readBounded reads a response's body as text, at most limit bytes: a
+ * longer one is cancelled and TooLarge thrown, so a hostile or broken
+ * server cannot grow the process. The call's signal bounds the time.
+ */
+export async function readBounded(res: Response, limit: number): Promise<string> {
+  if (!res.body) return "";
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder("utf-8");
+  let n = 0;
+  let text = "";
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return text + decoder.decode();
+      n += value.byteLength;
+      if (n > limit) throw new TooLarge(limit);
+      text += decoder.decode(value, { stream: true });
+    }
+  } finally {
+    reader.releaseLock();
+    await res.body.cancel().catch(() => undefined);
   }
 }
 

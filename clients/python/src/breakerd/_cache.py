@@ -24,9 +24,17 @@ from typing import Any
 from ._transport import Endpoint, Transport, _fresh
 
 WATCH_PATH = "/v1/watch"
-# How long a silent stream is kept before it is taken as lost (the
-# daemon's heartbeats come well within it).
-_READ_TIMEOUT = 60.0
+# The heartbeat interval assumed of a daemon that announces none (the
+# daemon's default), in seconds; a stream that hears nothing (no event,
+# no heartbeat) for MISSED_HEARTBEATS intervals is dropped and reconnected.
+DEFAULT_HEARTBEAT = 15.0
+MISSED_HEARTBEATS = 3
+# How long a denial learned before the stream went quiet is still
+# answered while it stays quiet (a lifted force must not deny for ever).
+STALE_VIEW = 60.0
+# The bounds on one line and one event of the stream, in bytes.
+MAX_SSE_LINE_BYTES = 8 << 20
+MAX_SSE_EVENT_BYTES = 8 << 20
 _RETRY_MIN, _RETRY_MAX = 0.05, 2.0
 # The bound on the Get an event triggers.
 _GET_TIMEOUT = 2.0
@@ -44,8 +52,13 @@ class OpenCache:
     the watch stream. Safe for concurrent use."""
 
     def __init__(self, transport: Transport, now_ms: Callable[[], int], breakers: Sequence[str] = (),
-                 start: bool = True) -> None:
+                 start: bool = True, heartbeat: float = DEFAULT_HEARTBEAT) -> None:
         self._transport = transport
+        self.heartbeat = heartbeat  # seconds; a snapshot's heartbeat_ms replaces it
+        self._parts: list[Any] = []  # a snapshot's parts read so far
+        self._learned: dict[str, int] = {}  # when each denial was learned (our clock, ms)
+        self._heard_ms = 0  # when the live stream was last heard
+        self.following = start
         self._breakers = list(breakers)  # the stream's filter; empty: every breaker
         self._now_ms = now_ms
         self._lock = threading.Lock()
@@ -58,6 +71,7 @@ class OpenCache:
         self.snapshots = 0  # snapshots applied (tests wait on it)
         self.events = 0  # live events applied
         self.resumes = 0  # connections that sent Last-Event-ID
+        self.stalls = 0  # streams dropped for their silence
         self._thread: threading.Thread | None = None
         if start:
             self._thread = threading.Thread(target=self._follow, name="breakerd-watch", daemon=True)
@@ -77,15 +91,26 @@ class OpenCache:
         """The cache's reading of the Redis clock."""
         return self._now_ms() + self._offset_ms
 
+    @property
+    def degraded(self) -> bool:
+        """degraded says the stream is followed and not live: the view is
+        what was last heard."""
+        return self.following and not self._live.is_set()
+
     def denial(self, breaker: str, stale_ok: bool = False) -> dict[str, Any] | None:
         """denial returns the state of breaker when it denies now; None
         otherwise. Only a live stream's view answers, unless stale_ok (no
-        daemon answers: what the cache knew is the best left)."""
+        daemon answers: what the cache knew is the best left), and then,
+        while a followed stream is not live, only a denial heard within
+        STALE_VIEW."""
         if not (stale_ok or self._live.is_set()):
             return None
         with self._lock:
             st = self._denying.get(breaker)
+            learned = max(self._learned.get(breaker, 0), self._heard_ms)
         if st is None or _int(st.get("deny_until_ms")) <= self.now_redis_ms():
+            return None
+        if self.degraded and self._now_ms() - learned > STALE_VIEW * 1000:
             return None
         return st
 
@@ -107,16 +132,32 @@ class OpenCache:
                 self._offset_ms = as_of - self._now_ms()
             if _int(st.get("deny_until_ms")) > 0:
                 self._denying[name] = st
+                self._learned[name] = self._now_ms()
             else:
                 self._denying.pop(name, None)
+                self._learned.pop(name, None)
 
-    def _snapshot(self, states: list[Any]) -> None:
+    def _snapshot_part(self, doc: dict[str, Any]) -> None:
+        """Takes one part of the opening snapshot: the parts are gathered
+        until the one without ``more: true``, which replaces the view and
+        makes the stream live. A part may announce the heartbeat interval
+        (``heartbeat_ms``, a number or an int64 string)."""
+        hb = _int(doc.get("heartbeat_ms"))
+        if hb > 0:
+            self.heartbeat = hb / 1000
+        states = doc.get("states", [])
+        self._parts.extend(states if isinstance(states, list) else [])
+        if doc.get("more") is True:
+            return
+        parts, self._parts = self._parts, []
         with self._lock:
             self._denying.clear()
-        for st in states:
+            self._learned.clear()
+        for st in parts:
             if isinstance(st, dict):
                 self.observe(st)
         self.snapshots += 1
+        self._heard_ms = self._now_ms()
         self._live.set()
 
     def apply(self, event: str, data: str, event_id: str) -> bool:
@@ -132,8 +173,7 @@ class OpenCache:
         if not isinstance(doc, dict):
             return True
         if event == "snapshot":
-            states = doc.get("states", [])
-            self._snapshot(states if isinstance(states, list) else [])
+            self._snapshot_part(doc)
             return True
         if event_id:
             self._last_id = event_id
@@ -179,14 +219,19 @@ class OpenCache:
             try:
                 self._stream(ep)
                 wait = _RETRY_MIN
+            except (TimeoutError, socket.timeout):
+                self.stalls += 1  # silent past its heartbeats: a stall
+                i += 1
+                wait = min(wait * 2, _RETRY_MAX)
             except (OSError, http.client.HTTPException, ValueError):
                 i += 1  # the next daemon, after a pause
                 wait = min(wait * 2, _RETRY_MAX)
             self._live.clear()
+            self._parts = []
             self._stop.wait(wait)
 
     def _stream(self, ep: Endpoint) -> None:
-        pool_conn = _fresh(ep, self._transport.tls, _READ_TIMEOUT)
+        pool_conn = _fresh(ep, self._transport.tls, self._silence())
         try:
             headers = {k: v for k, v in self._transport.headers().items() if k == "Authorization"}
             headers["Accept"] = "text/event-stream"
@@ -209,19 +254,31 @@ class OpenCache:
             self._sock = None
             pool_conn.close()
 
+    def _silence(self) -> float:
+        """How long the stream may hear nothing before it is dropped."""
+        return MISSED_HEARTBEATS * self.heartbeat
+
     def _read(self, resp: http.client.HTTPResponse) -> None:
         event, eid = "", ""
         data: list[str] = []
+        size = 0
         while not self._stop.is_set():
-            raw = resp.readline()
+            sock = self._sock
+            if sock is not None:
+                sock.settimeout(self._silence())  # a snapshot may have announced another interval
+            raw = resp.readline(MAX_SSE_LINE_BYTES + 1)
             if not raw:
                 return
+            if len(raw) > MAX_SSE_LINE_BYTES:
+                raise ValueError(f"watch: a line over {MAX_SSE_LINE_BYTES} bytes; stream dropped")
+            if self._live.is_set():
+                self._heard_ms = self._now_ms()
             line = raw.decode("utf-8").rstrip("\r\n")
             if line == "":
                 if data or event:
                     if not self.apply(event or "message", "\n".join(data), eid):
                         return
-                event, data, eid = "", [], ""
+                event, data, eid, size = "", [], "", 0
                 continue
             if line.startswith(":"):
                 continue
@@ -230,6 +287,9 @@ class OpenCache:
             if key == "event":
                 event = value
             elif key == "data":
+                size += len(value) + 1
+                if size > MAX_SSE_EVENT_BYTES:
+                    raise ValueError(f"watch: an event over {MAX_SSE_EVENT_BYTES} bytes; stream dropped")
                 data.append(value)
             elif key == "id":
                 eid = value

@@ -7,16 +7,20 @@ import socket
 import ssl
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import _render
-from ._cache import OpenCache
+from ._cache import DEFAULT_HEARTBEAT, OpenCache
 from ._errors import BreakerdError, CircuitOpen, ConfigError
-from ._evidence import Evidence, evidence_of
+from ._evidence import KIND_CANCELLED, Evidence, evidence_of
 from ._fallback import LocalBreaker, LocalPolicy, counts
 from ._guard import Guard
+from ._reach import Reach
 from ._savings import DEFAULT_SAVINGS_INTERVAL, Savings
 from ._transport import Outage, Transport
 
@@ -26,6 +30,10 @@ DEFAULT_FIRST_CONTACT_BUDGET = 1.0
 DEFAULT_RPC_TIMEOUT = 2.0
 
 _ALLOWING = ("DECISION_ALLOWED", "DECISION_PROBE")
+# How many breakers the client remembers the last known state of.
+MAX_KNOWN = 4096
+# The threads that carry calls on past the caller's Allow budget.
+_BACKGROUND_THREADS = 16
 
 
 def default_worker_id() -> str:
@@ -65,6 +73,8 @@ class Permit:
     state: dict[str, Any] = field(default_factory=dict)
     # Set when the local fallback admitted the call: its generation.
     local_generation: int | None = None
+    # The daemon's ticket when its answer came after the fallback's.
+    late: dict[str, Any] = field(default_factory=dict)
 
     @property
     def allowed(self) -> bool:
@@ -96,7 +106,9 @@ class Client:
     between them within the Allow budget. ``watch`` follows the watch
     stream for the open cache: True for every breaker, a list of names for
     those only (a resumed stream then replays what it missed), False for
-    no stream. ``savings_interval`` is how often, in seconds, the client
+    no stream; ``watch_heartbeat`` is the stream's heartbeat interval to
+    assume, in seconds, until the daemon announces one (a stream silent
+    for three intervals is dropped and reconnected). ``savings_interval`` is how often, in seconds, the client
     reports what it saved (the denials its open cache answered, the tools
     its runs left out); 0 or less: never. Safe for concurrent use from
     threads; ``AsyncClient`` has the same methods for asyncio."""
@@ -114,6 +126,7 @@ class Client:
         watch: bool | Sequence[str] = True,
         clock: Callable[[], float] = time.time,
         savings_interval: float = DEFAULT_SAVINGS_INTERVAL,
+        watch_heartbeat: float = DEFAULT_HEARTBEAT,
     ) -> None:
         if worker_id is not None and not worker_id.strip():
             raise ConfigError("worker_id: empty")
@@ -130,10 +143,14 @@ class Client:
         names = [] if isinstance(watch, bool) else list(watch)
         # The denials this client knows, from every answer; the watch
         # stream, when followed, keeps them current.
-        self.cache = OpenCache(self.transport, self._now_ms, names, start=bool(watch))
+        self.cache = OpenCache(self.transport, self._now_ms, names, start=bool(watch), heartbeat=watch_heartbeat)
         self._lock = threading.Lock()
         self._contacted = False
+        self._first_contact_spent = False  # the first-contact budget is spent once per client
         self._outage = False
+        self._known: OrderedDict[str, tuple[bool, int, int]] = OrderedDict()  # breaker: (open, deny_until_ms, generation)
+        self._background = ThreadPoolExecutor(_BACKGROUND_THREADS, thread_name_prefix="breakerd-call")
+        self.reach = Reach(", ".join(e.url for e in self.transport.endpoints), self._reprobe)
         self._worked: set[str] = set()  # breakers whose credential worked here
         # What this client refused itself and its runs left out, until
         # reported (opened last: close ends it first).
@@ -145,7 +162,9 @@ class Client:
         """close sends what the client saved since its last report (best
         effort), stops the watch stream and closes every connection."""
         self.savings.close()
+        self.reach.close()
         self.cache.close()
+        self._background.shutdown(wait=False, cancel_futures=True)
         self.transport.close()
 
     def __enter__(self) -> Client:
@@ -159,24 +178,80 @@ class Client:
 
     @property
     def degraded(self) -> bool:
-        """degraded is True while no daemon answers (the last call fell
-        back)."""
-        return self._outage
+        """degraded is True while the client answers from what it last
+        heard: no daemon answered its last call, or the watch stream it
+        follows is not live."""
+        return self._outage or self.cache.degraded
 
     # -- calls -------------------------------------------------------------
 
-    def _budget(self) -> float:
-        return self.allow_budget if self._contacted else max(self.allow_budget, self.first_contact_budget)
+    def _budget(self, breaker: str) -> float:
+        """How long allow waits for a daemon: the first-contact budget on
+        the client's first call only; the RPC timeout at a breaker last
+        known open whose probe is due (only a daemon can grant the one
+        probe); else the Allow budget."""
+        with self._lock:
+            first, self._first_contact_spent = not self._first_contact_spent, True
+            known = self._known.get(breaker)
+        if first and not self._contacted:
+            return max(self.allow_budget, self.first_contact_budget)
+        if known is not None and known[0] and known[1] <= self.cache.now_redis_ms():
+            return self.rpc_timeout
+        return self.allow_budget
+
+    def _learn(self, st: object) -> None:
+        """Takes a breaker state from any daemon answer, in time or late:
+        the open cache's view and the last known state (bounded)."""
+        if not isinstance(st, dict) or not isinstance(st.get("breaker"), str):
+            return
+        self.cache.observe(st)
+        name = st["breaker"]
+        is_open = st.get("state") in ("STATE_OPEN", "STATE_HALF_OPEN")
+        with self._lock:
+            if is_open or name in self._known:
+                self._known[name] = (is_open, _int(st.get("deny_until_ms")), _int(st.get("generation")))
+                self._known.move_to_end(name)
+                while len(self._known) > MAX_KNOWN:
+                    self._known.popitem(last=False)
+
+    def _reprobe(self) -> bool:
+        """One cheap authenticated call: did any daemon answer?"""
+        try:
+            self.transport.call("BatchGet", {"breakers": [], "worker_id": self.worker_id}, self.rpc_timeout)
+        except Outage:
+            return False
+        except BreakerdError:
+            pass  # refused, but a daemon answered
+        return True
+
+    def check(self) -> None:
+        """check raises unless a breakerd daemon answers this client, with
+        its token: BreakerdError naming the cause (no daemon reachable at
+        any URL, not breakerd's API, a refused token). Call it at start to
+        fail loudly where the fallback would answer quietly."""
+        try:
+            self.call("BatchGet", {"breakers": [], "worker_id": self.worker_id})
+        except Outage as e:
+            urls = ", ".join(ep.url for ep in self.transport.endpoints)
+            raise BreakerdError(f"no breakerd answers at {urls} within {self.rpc_timeout}s: {e} "
+                                "(is the daemon's HTTP API on? go run ./cmd/breakerd --http-listen 127.0.0.1:7071)") from e
 
     def call(self, method: str, body: dict[str, Any], budget: float | None = None) -> dict[str, Any]:
         """call sends one BreakerService method (its JSON request body)
         and returns the JSON answer. Raises Outage when no daemon answered
         within budget (default: the RPC timeout)."""
+        budget = budget if budget is not None else self.rpc_timeout
         try:
-            out = self.transport.call(method, body, budget if budget is not None else self.rpc_timeout)
-        except Outage:
+            out = self.transport.call(method, body, budget)
+        except Outage as e:
             self._outage = True
+            if budget >= self.rpc_timeout:
+                self.reach.failed(e)  # no answer within the RPC timeout: gone, not slow
             raise
+        except BreakerdError:
+            self.reach.answered()  # a refusal is an answer
+            raise
+        self.reach.answered()
         if self._outage or not self._contacted:
             with self._lock:
                 if self._outage:
@@ -188,23 +263,61 @@ class Client:
         """allow asks whether a call to breaker's dependency may go out.
         A denial is a Permit whose ``allowed`` is False (``guard`` raises
         CircuitOpen for it). The open cache answers a known denial with no
-        round trip; when no daemon answers within the Allow budget, the
-        cache and then the local fallback answer, marked degraded."""
+        round trip; when no daemon answers within the budget
+        (``_budget``), the cache and then the local fallback answer,
+        marked degraded, and a late answer still teaches the client (its
+        ticket goes with the Record). While no daemon answers at all, the
+        fallback answers at once."""
         cached = self.cache.denial(breaker)
         if cached is not None:
             self.savings.add(breaker, denials=1)
             return self._cached_permit(breaker, tool, cached, degraded=False)
+        if self.reach.down:
+            return self._fallback_allow(breaker, tool)
         body: dict[str, Any] = {"breaker": breaker, "worker_id": self.worker_id}
         if tool:
             body["tool"] = tool
+        budget = self._budget(breaker)
+        fut = self._background.submit(self.call, "Allow", body, max(budget, self.rpc_timeout))
         try:
-            ans = self.call("Allow", body, self._budget())
+            ans = fut.result(timeout=budget)
+        except FutureTimeout:
+            self._outage = True  # until an answer, late or not, comes
+            given = self._fallback_allow(breaker, tool)
+            fut.add_done_callback(lambda f: self._late_allow(f, given))
+            return given
         except Outage:
             return self._fallback_allow(breaker, tool)
         p = self._permit(breaker, tool, ans)
-        self.cache.observe(p.state)
+        self._learn(p.state)
         self._learn_policy(breaker)
         return p
+
+    def _late_allow(self, fut: Future[dict[str, Any]], given: Permit) -> None:
+        """Takes a daemon's Allow answer that came after the fallback's:
+        what it says of the breaker is learned; its ticket goes with the
+        Record of a call the fallback let out, and a probe lease the
+        fallback's denial leaves unused is released at once."""
+        try:
+            ans = fut.result()
+        except Exception:  # no daemon answered: call() said so
+            return
+        self._learn(ans.get("state"))
+        ticket = ans.get("ticket")
+        if not isinstance(ticket, dict):
+            return
+        if given.allowed:
+            given.late["ticket"] = ticket
+        elif ans.get("decision") == "DECISION_PROBE":
+            body = {"breaker": given.breaker, "worker_id": self.worker_id, "ticket": ticket,
+                    "evidence": {"error_kind": KIND_CANCELLED}}
+            self._background.submit(self._send_record, body)
+
+    def _send_record(self, body: dict[str, Any]) -> None:
+        try:
+            self._learn(self.call("Record", body).get("state"))
+        except Exception:  # the evidence is the local fallback's too
+            return
 
     def record(
         self,
@@ -220,18 +333,43 @@ class Client:
         raised (None for a success), read as evidence (``evidence_of``),
         or evidence given directly. breakerd classifies it and answers a
         RecordResponse (``counted``, ``classified_as``, ``why``). When no
-        daemon answers, the local fallback counts it and the answer is
-        ``{"degraded": True}``."""
+        daemon answers, or the fallback admitted the call, the local
+        fallback counts it, the answer is ``{"degraded": True}``, and the
+        Record still goes to the daemons in the background (with the
+        daemon's late ticket when one came): the fleet gets the evidence."""
         ev = dict(evidence) if evidence is not None else evidence_of(exc)
-        if permit.local_generation is not None:
-            self.local.record(permit.breaker, permit.local_generation, permit.probe, counts(ev))
+        body = self._record_body(permit, ev, latency_ms, deadline_ms, message)
+        if permit.local_generation is not None or self.reach.down:
+            self._record_locally(permit, ev)
+            self._background.submit(self._send_record, body)
             return {"degraded": True, "counted": counts(ev) is not None}
-        body: dict[str, Any] = {
-            "breaker": permit.breaker,
-            "worker_id": self.worker_id,
-            "ticket": permit.ticket,
-            "evidence": ev,
-        }
+        try:
+            ans = self.call("Record", body)
+        except Outage:
+            self.local.record(permit.breaker, None, False, counts(ev))
+            return {"degraded": True, "counted": counts(ev) is not None}
+        if counts(ev) is False:
+            self._worked.add(permit.breaker)
+        self._learn(ans.get("state"))
+        return ans
+
+    def _record_locally(self, permit: Permit, ev: Evidence) -> None:
+        if permit.local_generation is None:
+            self.local.record(permit.breaker, None, False, counts(ev))
+            return
+        self.local.record(permit.breaker, permit.local_generation, permit.probe, counts(ev))
+        if permit.probe and counts(ev) is False:
+            with self._lock:
+                self._known.pop(permit.breaker, None)  # the local probe succeeded
+
+    def _record_body(self, permit: Permit, ev: Evidence, latency_ms: int, deadline_ms: int | None,
+                     message: str) -> dict[str, Any]:
+        ticket = permit.late.get("ticket") or permit.ticket
+        if not ticket:
+            with self._lock:
+                known = self._known.get(permit.breaker)
+            ticket = {"generation": str(known[2] if known else 0)}
+        body: dict[str, Any] = {"breaker": permit.breaker, "worker_id": self.worker_id, "ticket": ticket, "evidence": ev}
         if latency_ms:
             body["latency_ms"] = str(latency_ms)
         if deadline_ms is not None:
@@ -242,16 +380,7 @@ class Client:
             body["message"] = message
         if permit.breaker in self._worked:
             body["credential_worked"] = True
-        try:
-            ans = self.call("Record", body)
-        except Outage:
-            self.local.record(permit.breaker, None, False, counts(ev))
-            return {"degraded": True, "counted": counts(ev) is not None}
-        if counts(ev) is False:
-            self._worked.add(permit.breaker)
-        if isinstance(ans.get("state"), dict):
-            self.cache.observe(ans["state"])
-        return ans
+        return body
 
     def get(self, breaker: str) -> dict[str, Any]:
         """get returns one breaker's state (BreakerState as JSON)."""
@@ -337,6 +466,12 @@ class Client:
         cached = self.cache.denial(breaker, stale_ok=True)
         if cached is not None:
             return self._cached_permit(breaker, tool, cached, degraded=True)
+        with self._lock:
+            known = self._known.get(breaker)
+        if known is not None and known[0]:
+            # Last known open, its probe due: one call of this client's
+            # goes, the rest wait for its outcome.
+            self.local.hold_open(breaker, f"{breaker} was open when breakerd last answered; one probe goes from here")
         d = self.local.allow(breaker)
         st: dict[str, Any] = {"breaker": breaker, "reason": d.reason}
         p = Permit(breaker=breaker, tool=tool, decision=d.decision, retry_after_ms=d.retry_after_ms,

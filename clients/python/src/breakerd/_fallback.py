@@ -173,6 +173,16 @@ class LocalBreaker:
             if b.failures >= pol.threshold:
                 self._open(b, pol.cooldown_base_ms, REASON.format(breaker=breaker, n=b.failures))
 
+    def hold_open(self, breaker: str, reason: str) -> None:
+        """hold_open makes a closed breaker open with its probe due now
+        (one call goes, the rest are denied until its outcome): the
+        daemons last said it was open and none answers now."""
+        with self._lock:
+            b = self._table.setdefault(breaker, _Local())
+            if b.open_until_ms == 0:
+                self._open(b, self._policy.get(breaker, LocalPolicy()).cooldown_base_ms, reason)
+                b.open_until_ms = self._now()
+
     def reset(self) -> None:
         """reset forgets every local verdict: breakerd answers again."""
         with self._lock:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
+from ._deadline import cancel_was_deadline, cancelling, waited_on_by_timed_out
 from ._errors import CircuitOpen
+from ._evidence import KIND_CANCELLED, KIND_TIMEOUT
 
 if TYPE_CHECKING:
     from ._client import Client, Permit
@@ -27,7 +30,9 @@ class Guard:
     new one per block (``with client.guard(...)`` does). A denial raises
     CircuitOpen before the call; whatever the call raises is recorded as
     evidence and re-raised; a cancel (asyncio's, Ctrl-C) is recorded as
-    a cancel, never counted."""
+    a cancel, never counted, unless a deadline caused it (``deadline``
+    spent, ``asyncio.timeout``, ``asyncio.wait_for``): that is a timeout
+    (``_deadline``)."""
 
     def __init__(self, client: Client, breaker: str, *, tool: str = "", deadline: float | None = None) -> None:
         self.client = client
@@ -76,9 +81,27 @@ class Guard:
 
     async def __aexit__(self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         p, e, kw = self._report(exc)
+        task = asyncio.current_task()
+        if isinstance(exc, asyncio.CancelledError) and task is not None:
+            spent = self.deadline is not None and kw.get("deadline_ms", 1) <= 0
+            if spent or waited_on_by_timed_out(task):
+                kw["evidence"] = {"error_kind": KIND_TIMEOUT}
+            else:
+                # Known once the cancellation has left this task: a
+                # timeout context takes it back. The record goes then.
+                _later(self._record_cancel(task, cancelling(task), p, kw))
+                return
         # A cancelled task may still await once more: the record of its
         # cancel is what releases a probe lease at once.
         self.result = await asyncio.shield(asyncio.to_thread(self.client.record, p, e, **kw))
+
+    async def _record_cancel(self, task: asyncio.Task[Any], pending: int, p: Permit, kw: dict[str, Any]) -> None:
+        timed_out = await cancel_was_deadline(task, pending)
+        kw["evidence"] = {"error_kind": KIND_TIMEOUT if timed_out else KIND_CANCELLED}
+        try:
+            self.result = await asyncio.to_thread(self.client.record, p, None, **kw)
+        except Exception as e:  # no caller is left to raise it to
+            logging.getLogger("breakerd").warning("breakerd: the record of a cancelled call to %s failed: %s", p.breaker, e)
 
     # -- decorator ---------------------------------------------------------
 
@@ -106,6 +129,17 @@ class Guard:
 
     def _fresh(self) -> Guard:
         return Guard(self.client, self.breaker, tool=self.tool, deadline=self.deadline)
+
+
+# The records sent after a cancellation, held until sent (the loop keeps
+# only weak references to tasks).
+_pending: set[asyncio.Task[None]] = set()
+
+
+def _later(coro: Coroutine[Any, Any, None]) -> None:
+    t = asyncio.get_running_loop().create_task(coro)
+    _pending.add(t)
+    t.add_done_callback(_pending.discard)
 
 
 class RunGuard(Guard):

@@ -134,7 +134,9 @@ class Run:
         if not breakers:
             return out
         try:
-            states = self.client.batch_get(breakers, budget=self.client._budget())
+            if self.client.reach.down:
+                raise Outage("no daemon answers")  # the fallback answers at once
+            states = self.client.batch_get(breakers, budget=self.client._budget(""))
         except Outage:
             for b in breakers:
                 out[b] = (self._fallback_state(b), True)

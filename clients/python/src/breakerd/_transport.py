@@ -4,7 +4,9 @@ Each call is a ``POST /breakerd.v1.BreakerService/<Method>`` with a JSON
 body (the proto3 JSON mapping). The transport tries the daemons in turn,
 starting with the last one that answered, until one answers or the
 call's budget is spent. A refused, reset or lost connection moves on to
-the next daemon; a daemon that is slow to answer uses up the budget. When
+the next daemon at once; a daemon that does not answer within its share
+of the budget (the budget divided among the daemons left) is left for
+the next, which later calls then try first. When
 no daemon answered in time the call raises ``Outage``, which the client
 turns into a degraded answer. Anything else a daemon answers that is not
 a success is an exception naming what is wrong (``_errors``).
@@ -34,6 +36,10 @@ from ._errors import (
 )
 
 SERVICE_PATH = "/breakerd.v1.BreakerService/"
+# The bound on one answer's body: breakerd's largest (a BatchGet of 1,024
+# states) is well within it; a longer one is not breakerd's.
+MAX_BODY_BYTES = 4 << 20
+_CHUNK = 64 << 10
 
 # Error codes that mean "this daemon cannot answer now", so another daemon
 # or the fallback may: an outage, not a mistake of the caller's.
@@ -167,10 +173,15 @@ class Transport:
                 break
             idx = (first + i) % n
             try:
-                status, ctype, raw = self._post(self._pools[idx], method, payload, left)
+                # Each daemon left gets its share of the budget: a hung
+                # one must not keep the call from the next.
+                status, ctype, raw = self._post(self._pools[idx], method, payload, left / (n - i))
             except (TimeoutError, socket.timeout) as e:
                 last = e
-                break  # slow: the budget is spent on this daemon
+                with self._lock:
+                    if self._first == idx:
+                        self._first = (idx + 1) % n  # the next calls start elsewhere
+                continue
             except ssl.SSLCertVerificationError as e:
                 # Not an outage: this client's TLS settings do not trust
                 # the daemon, and no fallback fixes that.
@@ -190,9 +201,10 @@ class Transport:
         raise Outage(f"no breakerd answered {method} within {budget:.3f}s: {last!r}")
 
     def _post(self, pool: _Pool, method: str, payload: bytes, timeout: float) -> tuple[int, str, bytes]:
+        deadline = self._clock() + timeout
         conn, reused = pool.get(timeout)
         try:
-            status, ctype, raw, keep = self._roundtrip(conn, pool.ep.prefix + SERVICE_PATH + method, payload)
+            status, ctype, raw, keep = self._roundtrip(conn, pool.ep.prefix + SERVICE_PATH + method, payload, deadline)
         except (TimeoutError, socket.timeout):
             conn.close()
             raise
@@ -202,9 +214,9 @@ class Transport:
                 raise
             # An idle keep-alive connection the daemon had closed: the
             # request never reached it, so a fresh connection may retry.
-            conn = _fresh(pool.ep, pool.tls, timeout)
+            conn = _fresh(pool.ep, pool.tls, max(0.001, deadline - self._clock()))
             try:
-                status, ctype, raw, keep = self._roundtrip(conn, pool.ep.prefix + SERVICE_PATH + method, payload)
+                status, ctype, raw, keep = self._roundtrip(conn, pool.ep.prefix + SERVICE_PATH + method, payload, deadline)
             except BaseException:
                 conn.close()
                 raise
@@ -217,10 +229,18 @@ class Transport:
             conn.close()
         return status, ctype, raw
 
-    def _roundtrip(self, conn: http.client.HTTPConnection, path: str, payload: bytes) -> tuple[int, str, bytes, bool]:
+    def _roundtrip(self, conn: http.client.HTTPConnection, path: str, payload: bytes,
+                   deadline: float) -> tuple[int, str, bytes, bool]:
         conn.request("POST", path, body=payload, headers=self.headers())
+        sock = conn.sock  # a response read to the connection's close takes it from conn
         resp = conn.getresponse()
-        raw = resp.read()
+        try:
+            raw = _read_body(f"{conn.host}:{conn.port}", sock, resp, deadline, self._clock)
+        except BaseException:
+            resp.close()
+            if sock is not None:
+                sock.close()
+            raise
         return resp.status, resp.getheader("Content-Type", "") or "", raw, not resp.will_close
 
     def _decode(self, url: str, status: int, ctype: str, raw: bytes) -> dict[str, Any] | None:
@@ -248,6 +268,32 @@ class Transport:
         if code in _OUTAGE_CODES:
             return None
         raise _api_error(code, str(doc.get("message", "")), status, url, doc)
+
+
+def _read_body(url: str, sock: socket.socket | None, resp: http.client.HTTPResponse, deadline: float,
+               clock: Callable[[], float]) -> bytes:
+    """The answer's body, read by chunks within the call's deadline (each
+    read waits at most what is left of it) and at most MAX_BODY_BYTES: a
+    server that streams without end is cut off, never read whole."""
+    length = resp.getheader("Content-Length")
+    if length and length.isdigit() and int(length) > MAX_BODY_BYTES:
+        raise ProtocolError(url, resp.status, f"a body of {length} bytes, over the bound of {MAX_BODY_BYTES}", b"")
+    out = bytearray()
+    while True:
+        if resp.isclosed() or resp.length == 0:
+            resp.close()  # read to its end: the connection may serve the next call
+            return bytes(out)
+        left = deadline - clock()
+        if left <= 0:
+            raise TimeoutError(f"{url}: the answer's body did not arrive within the call's deadline")
+        if sock is not None:
+            sock.settimeout(left)
+        chunk = resp.read1(_CHUNK)
+        if not chunk:
+            return bytes(out)
+        out += chunk
+        if len(out) > MAX_BODY_BYTES:
+            raise ProtocolError(url, resp.status, f"a body over the bound of {MAX_BODY_BYTES} bytes", bytes(out[:200]))
 
 
 def _fresh(ep: Endpoint, tls: ssl.SSLContext | None, timeout: float) -> http.client.HTTPConnection:

@@ -1,0 +1,69 @@
+// A TCP proxy in front of a real daemon, for gray faults: stall (accept
+// and keep connections, forward nothing), delay (each answer chunk held
+// back), and restore. Counts the connections it accepted.
+
+import { connect, createServer, type Server, type Socket } from "node:net";
+import type { AddressInfo } from "node:net";
+
+/** Proxy forwards a loopback port to a daemon's URL. */
+export class Proxy {
+  connections = 0;
+  /** How long each chunk of an answer is held back, ms. */
+  delayMs = 0;
+  private flowing = true;
+  private readonly waiting: (() => void)[] = [];
+  private readonly socks = new Set<Socket>();
+  private constructor(
+    private readonly server: Server,
+    readonly url: string,
+  ) {}
+
+  static async start(target: string): Promise<Proxy> {
+    const t = new URL(target);
+    let self: Proxy | undefined;
+    const server = createServer((down) => self!.serve(down, t));
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    self = new Proxy(server, `http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    return self;
+  }
+
+  /** stall keeps every connection (new ones too) and forwards nothing. */
+  stall(): void {
+    this.flowing = false;
+  }
+
+  restore(): void {
+    this.flowing = true;
+    for (const go of this.waiting.splice(0)) go();
+  }
+
+  async close(): Promise<void> {
+    this.restore();
+    for (const s of this.socks) s.destroy();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private serve(down: Socket, t: URL): void {
+    this.connections++;
+    const up = connect(Number(t.port), t.hostname);
+    for (const s of [down, up]) {
+      this.socks.add(s);
+      s.on("error", () => undefined);
+      s.on("close", () => (this.socks.delete(s), down.destroy(), up.destroy()));
+    }
+    this.pump(down, up, 0);
+    this.pump(up, down, 1);
+  }
+
+  /** pump forwards src to dst in order, holding chunks while stalled (and answers for delayMs). */
+  private pump(src: Socket, dst: Socket, answers: number): void {
+    let chain = Promise.resolve();
+    src.on("data", (chunk) => {
+      chain = chain.then(async () => {
+        if (!this.flowing) await new Promise<void>((go) => this.waiting.push(go));
+        if (answers && this.delayMs) await new Promise((r) => setTimeout(r, this.delayMs));
+        if (!dst.destroyed) dst.write(chunk);
+      });
+    });
+  }
+}

@@ -1,0 +1,90 @@
+// The watch stream that stalls: a daemon (here a server of the test's
+// own, announcing a short heartbeat interval) whose stream stays open and
+// sends nothing. The client drops it after three silent intervals, marks
+// its view degraded meanwhile, reconnects, and a force lifted during the
+// stall stops denying. A snapshot in several parts replaces the view
+// once, when its last part arrives.
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { Client } from "../src/index.js";
+import { Clock, serve, waitFor } from "./helpers.js";
+
+const FOREVER = "9223372036854775807";
+
+function part(states: unknown[], extra: Record<string, unknown>): string {
+  return `event: snapshot\ndata: ${JSON.stringify({ states, ...extra })}\n\n`;
+}
+
+test("a stalled watch stream is dropped after three silent heartbeat intervals, and reconnected", async (t) => {
+  const clock = new Clock();
+  let connection = 0;
+  const forced = { breaker: "pinned", state: "STATE_FORCED_OPEN", forced_by: "ops", reason: "maint", deny_until_ms: FOREVER, as_of_ms: String(clock.ms) };
+  const srv = await serve((req, res) => {
+    if (!req.url?.startsWith("/v1/watch")) return res.end();
+    connection++;
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    if (connection === 1) {
+      // The interval as an int64 string (protojson), the view in two parts,
+      // then silence with the connection open: a stall.
+      res.write(part([forced], { heartbeat_ms: "50", more: true }));
+      res.write(part([{ breaker: "open", state: "STATE_OPEN", deny_until_ms: String(clock.ms + 60_000), as_of_ms: String(clock.ms) }], { heartbeat_ms: "50" }));
+      return;
+    }
+    res.write(part([], { heartbeat_ms: 50 })); // the force was lifted meanwhile
+  });
+  t.after(() => srv.close());
+  const errors: unknown[] = [];
+  const c = new Client({ urls: srv.url, workerId: "w", watch: true, clock: clock.now, onError: (e) => errors.push(e) });
+  t.after(() => c.close());
+  await waitFor(() => c.openCache.status.snapshots >= 1, "the first snapshot");
+  assert.ok(c.openCache.lookup("pinned") && c.openCache.lookup("open"), "both parts make the view");
+  await waitFor(() => connection >= 2, "the reconnect after the stall");
+  assert.equal(c.openCache.stalls, 1, "the silent stream was dropped for its silence");
+  assert.ok(errors.some((e) => /nothing heard for 150 ms/.test(String(e))), "the drop is told to onError");
+  await waitFor(() => c.openCache.status.snapshots >= 2, "the fresh snapshot");
+  assert.equal(c.openCache.lookup("pinned"), undefined, "the lifted force no longer denies");
+  assert.equal(c.degraded, false);
+});
+
+test("a snapshot in parts replaces the view only when its last part arrives", async (t) => {
+  const clock = new Clock();
+  let release: () => void = () => undefined;
+  const second = new Promise<void>((r) => (release = r));
+  const open = (b: string) => ({ breaker: b, state: "STATE_OPEN" as const, deny_until_ms: String(clock.ms + 60_000), as_of_ms: String(clock.ms) });
+  const srv = await serve((req, res) => {
+    if (!req.url?.startsWith("/v1/watch")) return res.end();
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.write(part([open("a")], { more: true }));
+    void second.then(() => res.write(part([open("b")], { more: false })));
+  });
+  t.after(() => srv.close());
+  const c = new Client({ urls: srv.url, workerId: "w", watch: true, clock: clock.now, watchHeartbeatMs: 60_000 });
+  t.after(() => c.close());
+  c.openCache.learn(open("old"));
+  await waitFor(() => srv.hits.get("/v1/watch") === 1, "the stream");
+  assert.equal(c.openCache.status.snapshots, 0);
+  assert.equal(c.openCache.status.connected, false, "not live before the last part");
+  assert.equal(c.degraded, true, "degraded while the stream is not live");
+  release();
+  await waitFor(() => c.openCache.status.snapshots === 1, "the last part");
+  assert.ok(c.openCache.lookup("a") && c.openCache.lookup("b"));
+  assert.equal(c.openCache.lookup("old"), undefined, "the complete snapshot replaced the view");
+  assert.equal(c.degraded, false);
+});
+
+test("while the stream is not live, a denial it no longer hears is answered for a bounded time only", async (t) => {
+  const clock = new Clock();
+  const srv = await serve((req, res) => {
+    if (!req.url?.startsWith("/v1/watch")) return res.end();
+    res.writeHead(200, { "content-type": "text/event-stream" }); // never a snapshot
+  });
+  t.after(() => srv.close());
+  const c = new Client({ urls: srv.url, workerId: "w", watch: true, clock: clock.now, watchHeartbeatMs: 60_000 });
+  t.after(() => c.close());
+  c.openCache.learn({ breaker: "pinned", state: "STATE_FORCED_OPEN", forced_by: "ops", deny_until_ms: FOREVER, as_of_ms: String(clock.ms) });
+  assert.ok(c.openCache.lookup("pinned"));
+  clock.advance(60_001);
+  assert.equal(c.openCache.lookup("pinned"), undefined, "a view not heard for STALE_VIEW_MS no longer denies");
+});
