@@ -47,13 +47,6 @@ func TestConnsLowersTheCapToTheFileLimit(t *testing.T) {
 	}
 }
 
-func fmtErr(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}
-
 // countingBody records whether anything read it.
 type countingBody struct {
 	io.Reader
