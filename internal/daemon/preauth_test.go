@@ -1,12 +1,14 @@
 package daemon
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -349,4 +351,81 @@ func dialFrom(t *testing.T, from, addr string) *grpc.ClientConn {
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return conn
+}
+
+// TestSecurityTokenlessCallsAuthenticateTheirConnection (N1): without
+// --tokens a call to the API that succeeds authenticates its connection
+// (gRPC and HTTP alike), so at --max-conns a new connection evicts a
+// connection that only fetched the status page, never theirs; the
+// status page and health calls authenticate nothing.
+func TestSecurityTokenlessCallsAuthenticateTheirConnection(t *testing.T) {
+	httpAddr := testredis.FreeAddr(t)
+	addr, _ := runSecured(t, "--http-listen", httpAddr, "--max-conns", "3", "--preauth-conns-per-source", "0")
+	var dials atomic.Int32 // the gRPC worker's connections
+	worker, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
+			dials.Add(1)
+			return (&net.Dialer{}).DialContext(ctx, "tcp", a)
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer worker.Close()
+	api := pb.NewBreakerServiceClient(worker)
+	if _, err := api.Allow(context.Background(), &pb.AllowRequest{Breaker: "n1t", WorkerId: "w1"}); err != nil {
+		t.Fatal(err)
+	}
+	httpWorker, err := net.Dial("tcp", httpAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer httpWorker.Close()
+	br := bufio.NewReader(httpWorker)
+	allow := func() (int, error) {
+		const body = `{"breaker":"n1t","worker_id":"w1"}`
+		_, err := fmt.Fprintf(httpWorker, "POST /breakerd.v1.BreakerService/Allow HTTP/1.1\r\nHost: %s\r\n"+
+			"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", httpAddr, len(body), body)
+		if err != nil {
+			return 0, err
+		}
+		res, err := http.ReadResponse(br, nil)
+		if err != nil {
+			return 0, err
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		return res.StatusCode, res.Body.Close()
+	}
+	if code, err := allow(); err != nil || code != http.StatusOK {
+		t.Fatalf("an Allow over HTTP: %d, %v", code, err)
+	}
+	page, err := net.Dial("tcp", httpAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer page.Close()
+	if _, err := page.Write([]byte("GET /ui/ HTTP/1.1\r\nHost: " + httpAddr + "\r\n\r\nGET /healthz HTTP/1.1\r\nHost: " + httpAddr + "\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	pr := bufio.NewReader(page)
+	for range 2 {
+		res, err := http.ReadResponse(pr, nil)
+		if err != nil || res.StatusCode != http.StatusOK {
+			t.Fatalf("the status page and /healthz: %v, %v", res, err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+	}
+	// At the cap of 3: the next connection evicts the page's.
+	if closedByDaemon(t, addr) {
+		t.Fatal("a connection at the cap with the page's pre-auth connection held: closed, want it served")
+	}
+	_ = page.SetReadDeadline(time.Now().Add(time.Minute))
+	if _, err := io.Copy(io.Discard, pr); err != nil {
+		t.Errorf("the page's connection: %v, want it closed by the daemon", err)
+	}
+	if _, err := api.Allow(context.Background(), &pb.AllowRequest{Breaker: "n1t", WorkerId: "w1"}); err != nil || dials.Load() != 1 {
+		t.Errorf("the gRPC worker after the eviction: %v, %d connections dialled; want its one connection kept", err, dials.Load())
+	}
+	if code, err := allow(); err != nil || code != http.StatusOK {
+		t.Errorf("the HTTP worker's connection after the eviction: %d, %v; want it kept", code, err)
+	}
 }
