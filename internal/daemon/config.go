@@ -110,6 +110,13 @@ type Config struct {
 	// so browsers refuse cross-origin calls. Flag --http-cors-origins, env
 	// BREAKERD_HTTP_CORS_ORIGINS.
 	HTTPCORSOrigins string
+	// HTTPAllowedHosts are host names (comma-separated) the HTTP API
+	// answers to besides IP addresses and localhost, when the HTTP
+	// listener is loopback or there are no --tokens; a request naming
+	// another Host is refused (421), so a web page cannot reach the API
+	// by rebinding its own name to this address. Empty (the default): no
+	// other name. Flag --http-allowed-hosts, env BREAKERD_HTTP_ALLOWED_HOSTS.
+	HTTPAllowedHosts string
 	// HTTPHeartbeat is how often an idle GET /v1/watch stream sends a
 	// comment line, and an idle gRPC Watch stream a heartbeat message, so
 	// that proxies keep them open and a client notices a stalled one. 0 (the default) means httpapi.DefaultHeartbeat, 15s. Flag --http-heartbeat, env
@@ -187,6 +194,25 @@ type Config struct {
 	// ResourceExhausted. Default (and what 0 means) 100. Flag --open-max-streams, env
 	// BREAKERD_OPEN_MAX_STREAMS.
 	OpenMaxStreams int64
+	// OpenMaxStreamsPerSource caps the OpenMaxStreams one source (an IPv4
+	// address, an IPv6 /64) holds on connections that have made no
+	// authenticated call. 0: no share (listeners behind a proxy, NAT or
+	// L4 balancer). Default 10. Flag --open-max-streams-per-source, env
+	// BREAKERD_OPEN_MAX_STREAMS_PER_SOURCE.
+	OpenMaxStreamsPerSource int64
+	// PreAuthIdle closes a connection that has made no authenticated call
+	// (with no --tokens: no successful API call) once it starts no call
+	// for this long, and ends a health Watch on it that sent nothing for
+	// as long. Default (and what 0 means) 30s. Flag --preauth-idle, env
+	// BREAKERD_PREAUTH_IDLE.
+	PreAuthIdle time.Duration
+	// PreAuthConnsPerSource caps the connections without an authenticated
+	// call one source (an IPv4 address, an IPv6 /64) holds; its next
+	// evicts its longest-idle. 0: no cap, for listeners behind a proxy,
+	// NAT or L4 balancer, where every worker shares an address. Default
+	// 64. Flag --preauth-conns-per-source, env
+	// BREAKERD_PREAUTH_CONNS_PER_SOURCE.
+	PreAuthConnsPerSource int64
 	// ReadsPerToken caps the read calls (Get, BatchGet, List, Events, and
 	// a GET /v1/watch snapshot while it is read) one token has in flight
 	// at once on this daemon (without --tokens: one connection), refused
@@ -263,6 +289,9 @@ func Defaults() Config {
 		MaxConcurrentStreams:    limits.DefaultMaxConcurrentStreams,
 		KeepaliveMinTime:        limits.DefaultKeepaliveMinTime,
 		OpenMaxStreams:          limits.DefaultOpenStreams,
+		OpenMaxStreamsPerSource: limits.DefaultOpenStreamsPerSource,
+		PreAuthIdle:             limits.DefaultPreAuthIdle,
+		PreAuthConnsPerSource:   limits.DefaultPreAuthPerSource,
 		ReadsPerToken:           limits.DefaultReadsPerToken,
 		ListMaxUnpaged:          limits.DefaultListMaxUnpaged,
 		WatchMaxStreams:         1000,
@@ -302,6 +331,7 @@ func (c *Config) Flags() []cli.Flag {
 		{Name: "metrics-listen", Value: &c.MetricsListen, Usage: "HTTP address for Prometheus /metrics; empty: no metrics listener"},
 		{Name: "http-listen", Value: &c.HTTPListen, Usage: "HTTP/JSON API address (docs/http-api.md); empty: no HTTP listener"},
 		{Name: "http-cors-origins", Value: &c.HTTPCORSOrigins, Usage: "origins (comma-separated, * for any) browsers may call the HTTP API from; empty: CORS off"},
+		{Name: "http-allowed-hosts", Value: &c.HTTPAllowedHosts, Usage: "host names (comma-separated) the HTTP API answers to besides IP addresses and localhost, on a loopback listener or without --tokens"},
 		{Name: "http-heartbeat", Value: &c.HTTPHeartbeat, Usage: "how often an idle GET /v1/watch stream sends a heartbeat comment, and an idle gRPC Watch stream a heartbeat message"},
 		{Name: "circuits-interval", Value: &c.CircuitsInterval, Usage: "how often the fleet's breakers are listed for the circuit gauges (scrapes read the last listing)"},
 		{Name: "max-breaker-series", Value: &c.MaxBreakerSeries, Usage: "breakers (not closed-and-healthy) with Prometheus series of their own, at most (0: the default 500; negative: none)"},
@@ -316,6 +346,9 @@ func (c *Config) Flags() []cli.Flag {
 		{Name: "max-concurrent-streams", Value: &c.MaxConcurrentStreams, Usage: "calls one connection may have open at once"},
 		{Name: "keepalive-min-time", Value: &c.KeepaliveMinTime, Usage: "shortest interval between client keepalive pings accepted"},
 		{Name: "open-max-streams", Value: &c.OpenMaxStreams, Usage: "streams needing no token (health Watch, reflection) open at once"},
+		{Name: "open-max-streams-per-source", Value: &c.OpenMaxStreamsPerSource, Usage: "of those, held by one source (IPv4 address, IPv6 /64) on connections without an authenticated call (0: no share, behind a balancer)"},
+		{Name: "preauth-idle", Value: &c.PreAuthIdle, Usage: "close a connection without an authenticated call that starts no call for this long"},
+		{Name: "preauth-conns-per-source", Value: &c.PreAuthConnsPerSource, Usage: "connections without an authenticated call one source (IPv4 address, IPv6 /64) holds; its next evicts its longest-idle (0: no cap, behind a balancer)"},
 		{Name: "reads-per-token", Value: &c.ReadsPerToken, Usage: "read calls (Get, BatchGet, List, Events, a /v1/watch snapshot) one token has in flight at once (0: no cap)"},
 		{Name: "list-max-unpaged", Value: &c.ListMaxUnpaged, Usage: "most breakers a List without page_size answers; past it, page"},
 		{Name: "watch-max-streams", Value: &c.WatchMaxStreams, Usage: "Watch streams served at once (0: no cap)"},
@@ -424,6 +457,8 @@ func (c Config) validateListener() error {
 		between("fd-reserve", c.FDReserve, 0, 1<<20),
 		between("max-concurrent-streams", c.MaxConcurrentStreams, 1, 1<<20),
 		between("open-max-streams", c.OpenMaxStreams, 1, 1<<20),
+		between("open-max-streams-per-source", c.OpenMaxStreamsPerSource, 0, 1<<20),
+		between("preauth-conns-per-source", c.PreAuthConnsPerSource, 0, 1<<20),
 		between("reads-per-token", c.ReadsPerToken, 0, 1<<20),
 		between("list-max-unpaged", c.ListMaxUnpaged, 1, 1<<24),
 	} {
@@ -436,6 +471,8 @@ func (c Config) validateListener() error {
 		return fmt.Errorf("--idle-timeout: must not be negative, got %s", c.IdleTimeout)
 	case c.HandshakeTimeout < 0:
 		return fmt.Errorf("--handshake-timeout: must not be negative, got %s", c.HandshakeTimeout)
+	case c.PreAuthIdle < 0:
+		return fmt.Errorf("--preauth-idle: must not be negative, got %s", c.PreAuthIdle)
 	case c.KeepaliveMinTime < 0:
 		return fmt.Errorf("--keepalive-min-time: must not be negative, got %s", c.KeepaliveMinTime)
 	case c.WatchMaxStreams < 0 || c.WatchMaxStreams > 1<<20:

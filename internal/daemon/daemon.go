@@ -207,6 +207,10 @@ func (d *parts) build(c Config, log *slog.Logger, rdb redis.UniversalClient, pol
 	quotas := server.Limits{NewBreakersPerMinute: int(c.NewBreakersPerMinute), AlertsPerMinute: int(c.AlertsPerMinute), Log: log}
 	d.srv = server.New(d.st, d.hub).WithLimits(quotas).WithListener(lim).WithHeartbeat(c.HTTPHeartbeat)
 	d.hub.SetStateReader(d.srv.State)
+	// A call with a known token (the tap's), or any call to the API that
+	// succeeds, takes its connection out of the pre-auth pool.
+	identified := func(ctx context.Context) bool { _, ok := auth.Caller(ctx); return ok }
+	opOpts = append(opOpts, grpc.StatsHandler(conns.StatsHandler(identified, auth.Open)))
 	d.g, d.hs = d.srv.NewGRPC(append(grpcOpts, opOpts...)...)
 	return nil
 }
@@ -225,7 +229,7 @@ func (d *parts) serve(ctx context.Context, c Config, log *slog.Logger, lis, http
 		stopHub()
 		return err
 	}
-	api, err := newHTTPServer(c, log, httpLis, httpAPIDeps{grpc: d.g, health: d.hs, auth: d.authn, hub: d.hub, store: d.st, srv: d.srv})
+	api, err := newHTTPServer(c, log, httpLis, httpAPIDeps{grpc: d.g, health: d.hs, auth: d.authn, hub: d.hub, store: d.st, srv: d.srv, conns: d.conns})
 	if err != nil {
 		stopHub()
 		return err

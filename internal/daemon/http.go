@@ -53,6 +53,9 @@ type httpAPIDeps struct {
 	store  *store.Store
 	// srv holds the per-token caps the HTTP listener counts in too.
 	srv *server.Server
+	// conns is the connection cap the listener is under, which its calls
+	// report to (limits.Track).
+	conns *limits.Conns
 }
 
 // httpAPI is the HTTP/JSON listener's server.
@@ -78,7 +81,7 @@ func newHTTPServer(c Config, log *slog.Logger, lis net.Listener, d httpAPIDeps) 
 	}
 	lim := listenerLimits(c).WithDefaults()
 	h, err := httpapi.New(httpapi.Options{GRPC: d.grpc, Health: d.health, Auth: d.auth,
-		MaxBodyBytes: int64(lim.MaxRecvBytes), CORSOrigins: origins, Log: log,
+		MaxBodyBytes: int64(lim.MaxRecvBytes), CORSOrigins: origins, Log: log, Hosts: httpHosts(c),
 		Watch: &httpapi.Watch{Hub: d.hub, Store: d.store, Heartbeat: c.HTTPHeartbeat, WithParents: d.srv.WithParents, Reads: snapshotReads(d)}})
 	if err != nil {
 		return nil, err
@@ -86,7 +89,8 @@ func newHTTPServer(c Config, log *slog.Logger, lis net.Listener, d httpAPIDeps) 
 	// The listener limits (internal/limits) come first: header and body
 	// bounds, and the per-token caps the gRPC listener counts in too.
 	reads, watch := d.srv.Gates()
-	srv := lim.HTTPServer(lim.HTTPHandler(h, limits.HTTPOptions{Authenticate: httpCaller(d.auth), Gate: httpGate(reads, watch)}))
+	srv := lim.HTTPServer(limits.Track(lim.HTTPHandler(h, limits.HTTPOptions{Authenticate: httpCaller(d.auth), Gate: httpGate(reads, watch)}), isAPICall))
+	srv.ConnContext = d.conns.ConnContext
 	srv.ErrorLog = slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelWarn)
 	a := &httpAPI{srv: srv, lis: lis, timeout: c.ShutdownTimeout}
 	if c.TLSCert != "" {
@@ -104,6 +108,28 @@ func newHTTPServer(c Config, log *slog.Logger, lis net.Listener, d httpAPIDeps) 
 	return a, nil
 }
 
+// httpHosts is the HTTP listener's guard against DNS rebinding and
+// cross-site requests (httpapi.Hosts), on when a browser's request is
+// all it takes to call the API: the listener is loopback, or there are
+// no tokens. Behind a Service or a balancer, with tokens, every Host
+// passes (a page cannot know a token). The listen address's own name,
+// when it is one, is allowed with --http-allowed-hosts.
+func httpHosts(c Config) *httpapi.Hosts {
+	if c.TokensFile != "" && !auth.IsLoopback(c.HTTPListen) {
+		return nil
+	}
+	h := &httpapi.Hosts{}
+	if host, _, err := net.SplitHostPort(c.HTTPListen); err == nil && host != "" {
+		h.Names = append(h.Names, host)
+	}
+	for n := range strings.SplitSeq(c.HTTPAllowedHosts, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			h.Names = append(h.Names, n)
+		}
+	}
+	return h
+}
+
 // httpCaller names the caller of an HTTP request for the per-token caps
 // as server.CallerKey does on gRPC, so a token's calls share one count
 // over both listeners. A request without a known token counts under its
@@ -117,6 +143,7 @@ func httpCaller(a *auth.Authenticator) func(*http.Request) (string, error) {
 		if err != nil {
 			return "", nil
 		}
+		limits.Authenticate(r.Context())
 		return server.TokenKey(id), nil
 	}
 }
@@ -131,6 +158,13 @@ func snapshotReads(d httpAPIDeps) func(*http.Request) (func(), error) {
 		key, _ := caller(r)
 		return reads.Acquire(key)
 	}
+}
+
+// isAPICall reports whether r calls the API (an RPC or the event
+// stream), as against the health check and the status page's files: with
+// no tokens, an API call that succeeds authenticates its connection.
+func isAPICall(r *http.Request) bool {
+	return r.URL.Path == "/v1/watch" || strings.HasPrefix(r.URL.Path, "/"+pb.BreakerService_ServiceDesc.ServiceName+"/")
 }
 
 // httpGate returns the cap an HTTP request counts against: the reads for

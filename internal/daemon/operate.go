@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -67,23 +69,26 @@ func newOperate(c Config, log *slog.Logger, rdb redis.UniversalClient, st *store
 	}, nil
 }
 
-// start serves metrics (when c.MetricsListen is set, its connections
-// counted in conns) and reloads the
-// policy, tokens and hooks files (those set) on SIGHUP and on a change of
-// their content, until ctx ends.
+// start serves metrics (when c.MetricsListen is set, under a connection
+// cap of its own) and reloads the policy, tokens and hooks files (those
+// set) on SIGHUP and on a change of their content, until ctx ends. It
+// runs conns's sweep and summary (limits.Conns.Run) too.
 func (o *operate) start(ctx context.Context, c Config, log *slog.Logger, rs []*fileReloader, conns *limits.Conns) error {
+	go conns.Run(ctx, log, "api")
 	if c.MetricsListen != "" {
 		raw, err := net.Listen("tcp", c.MetricsListen)
 		if err != nil {
 			return fmt.Errorf("--metrics-listen %s: %w", c.MetricsListen, err)
 		}
-		lis := conns.Listen(raw)
+		mc, _ := limits.NewConns(metricsLimits(c))
+		go mc.Run(ctx, log, "metrics")
+		lis := mc.Listen(raw)
 		log.Info("serving metrics", "addr", "http://"+lis.Addr().String()+"/metrics", "circuits_interval", c.CircuitsInterval)
 		// The circuit gauges read a view this refreshes, one List per
 		// interval; a scrape never reads Redis. No listener, no refresh.
 		go o.m.RunCircuits(ctx)
 		go func() {
-			if err := metrics.Serve(ctx, lis, o.reg); err != nil {
+			if err := serveMetrics(ctx, lis, mc, o.reg); err != nil {
 				log.Error("metrics listener ended", "err", err)
 			}
 		}()
@@ -114,6 +119,39 @@ func (o *operate) start(ctx context.Context, c Config, log *slog.Logger, rs []*f
 		tick = t.C
 	}
 	go runReloaders(ctx, rs, hup, tick)
+	return nil
+}
+
+// metricsMaxConns caps the metrics listener's connections: it is
+// outside --max-conns, so that no flood of the API's listeners stops a
+// scrape; its connections come out of --fd-reserve. Scrapers need a few.
+const metricsMaxConns = 64
+
+// metricsLimits are the metrics listener's own connection limits: a
+// scrape needs no token, so every connection is pre-auth, and a new one
+// evicts the longest-idle (limits.Conns); no per-source cap, so that
+// scrapers behind one address are not cut off.
+func metricsLimits(c Config) limits.Listener {
+	return limits.Listener{MaxConns: metricsMaxConns, FDReserve: -1, PreAuthIdle: c.PreAuthIdle, PreAuthPerSource: -1}
+}
+
+// serveMetrics serves /metrics on lis (metrics.Handler) until ctx ends,
+// each scrape reported to mc (limits.Track) so that eviction passes over
+// a scrape in flight.
+func serveMetrics(ctx context.Context, lis net.Listener, mc *limits.Conns, g prometheus.Gatherer) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", metrics.Handler(g))
+	never := func(*http.Request) bool { return false }
+	srv := &http.Server{Handler: limits.Track(mux, never), ReadHeaderTimeout: 5 * time.Second, ConnContext: mc.ConnContext}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("metrics: serve: %w", err)
+	}
 	return nil
 }
 

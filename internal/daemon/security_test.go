@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"log/slog"
@@ -92,34 +93,45 @@ func TestSecurityOversizedMetadataRefusedBeforeTheTokenCheck(t *testing.T) {
 	}
 }
 
-// TestSecurityConnectionsPastTheCapAreRefused (H1): with --max-conns 4, a
-// fifth connection is closed as it is accepted, and once one of the four
-// closes a new one is served.
-func TestSecurityConnectionsPastTheCapAreRefused(t *testing.T) {
-	addr, _ := runSecured(t, "--max-conns", "4")
-	var held []net.Conn
-	for range 4 {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
+// TestSecurityConnectionsPastTheCapAreRefusedWhenAllAuthenticated (H1,
+// N1): with --max-conns 4 held by four workers that made an
+// authenticated call, a fifth connection is closed as it is accepted,
+// and once one of the four closes a new one is served; a connection that
+// never authenticated gives its place to the next instead.
+func TestSecurityConnectionsPastTheCapAreRefusedWhenAllAuthenticated(t *testing.T) {
+	addr, _ := runSecured(t, "--tokens", secTokens(t), "--max-conns", "4")
+	var workers []*grpc.ClientConn
+	for range 3 {
+		conn := dialRaw(t, addr, daemontest.WorkerToken)
+		if _, err := pb.NewBreakerServiceClient(conn).Allow(context.Background(), &pb.AllowRequest{Breaker: "h1", WorkerId: "w1"}); err != nil {
 			t.Fatal(err)
 		}
-		defer c.Close()
-		held = append(held, c)
+		workers = append(workers, conn)
 	}
-	// The fifth is accepted by the kernel and closed by the daemon.
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	// The fourth place is held by a connection without a call: the next
+	// evicts it, and is served.
+	if closedByDaemon(t, addr) {
+		t.Fatal("a connection at the cap with one pre-auth connection held: closed, want it served in that one's place")
+	}
+	_ = raw.SetReadDeadline(time.Now().Add(time.Minute))
+	if _, err := io.Copy(io.Discard, raw); err != nil {
+		t.Fatalf("the evicted pre-auth connection: %v, want it closed by the daemon", err)
+	}
+	conn := dialRaw(t, addr, daemontest.WorkerToken)
+	if _, err := pb.NewBreakerServiceClient(conn).Allow(context.Background(), &pb.AllowRequest{Breaker: "h1", WorkerId: "w1"}); err != nil {
+		t.Fatal(err)
+	}
+	workers = append(workers, conn)
+	// The fifth, with four authenticated held, is closed at accept.
 	if !closedByDaemon(t, addr) {
-		t.Fatal("a fifth connection past --max-conns 4 was kept open")
+		t.Fatal("a fifth connection past --max-conns 4, all four authenticated, was kept open")
 	}
-	for _, c := range held { // each of the four is served: its read waits
-		_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
-		if _, err := c.Read(make([]byte, 64)); !isTimeout(err) {
-			// grpc's server speaks first (SETTINGS): that is served too.
-			if err != nil {
-				t.Errorf("a connection within the cap: %v, want it served", err)
-			}
-		}
-	}
-	_ = held[0].Close()
+	_ = workers[0].Close()
 	daemontest.Eventually(t, "a new connection served once one of the four closed", func() bool {
 		return !closedByDaemon(t, addr)
 	})
@@ -405,7 +417,8 @@ func nextEvent(s pb.BreakerService_WatchClient, e **pb.Event) error {
 // TestSecurityHTTPListenerHoldsTheSameLimits (H1): the HTTP/JSON listener
 // refuses headers past --max-header-bytes before the token check (431,
 // where a small request without a token is 401), and its connections
-// count against --max-conns with the gRPC listener's.
+// count against --max-conns with the gRPC listener's: with three that
+// made a call with a token held, a fourth is closed at accept.
 func TestSecurityHTTPListenerHoldsTheSameLimits(t *testing.T) {
 	httpAddr := testredis.FreeAddr(t)
 	runSecured(t, "--tokens", secTokens(t), "--http-listen", httpAddr, "--max-header-bytes", "8192", "--max-conns", "3")
@@ -437,6 +450,15 @@ func TestSecurityHTTPListenerHoldsTheSameLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
+		call := "POST /breakerd.v1.BreakerService/List HTTP/1.1\r\nHost: " + httpAddr + "\r\nAuthorization: Bearer " + daemontest.WorkerToken +
+			"\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+		if _, err := c.Write([]byte(call)); err != nil {
+			t.Fatal(err)
+		}
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || res.StatusCode != http.StatusOK {
+			t.Fatalf("a List with a worker's token on a held connection: %v, %v", res, err)
+		}
 	}
 	daemontest.Eventually(t, "a fourth connection (HTTP) closed at accept", func() bool { return closedByDaemon(t, httpAddr) })
 }

@@ -49,6 +49,10 @@ type Options struct {
 	// for any). Empty: no CORS headers, so browsers refuse cross-origin
 	// calls.
 	CORSOrigins []string
+	// Hosts, when set, refuses a request naming a Host the daemon does
+	// not answer to, and a cross-origin request that changes state whose
+	// origin is not in CORSOrigins (Hosts.guard). Nil: neither check.
+	Hosts *Hosts
 	// Watch serves GET /v1/watch; nil leaves it out.
 	Watch *Watch
 	// Log receives what the handler drops (a stream's write failures).
@@ -96,6 +100,11 @@ func New(o Options) (http.Handler, error) {
 			AllowedHeaders: []string{"Authorization", "Content-Type", "Connect-Protocol-Version", "Connect-Timeout-Ms", "Last-Event-ID"},
 			MaxAge:         3600,
 		}).Handler(h)
+	}
+	if o.Hosts != nil {
+		if h, err = o.Hosts.guard(h, o.CORSOrigins); err != nil {
+			return nil, err
+		}
 	}
 	return withProtocol(h), nil
 }

@@ -2,11 +2,14 @@ package limits
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
@@ -34,16 +37,32 @@ func (l Listener) GRPCOptions() []grpc.ServerOption {
 	}
 }
 
-// OpenStreamCap returns a stream interceptor that caps, at l.OpenStreams
-// over the whole server, the streams open at once to the methods open
-// reports as needing no token (health Watch, reflection). Past it such a
-// stream is ResourceExhausted.
+// OpenStreamCap returns a stream interceptor for the methods open
+// reports as needing no token (health Watch, reflection). It caps their
+// streams open at once over the whole server at l.OpenStreams, and, on
+// connections that have made no authenticated call (Conns), at
+// l.OpenStreamsPerSource per source; past either a stream is
+// ResourceExhausted. Such a stream on a connection still pre-auth ends,
+// Unavailable, once it has sent nothing for l.PreAuthIdle, so no client
+// holds the cap for long.
 func (l Listener) OpenStreamCap(open func(method string) bool) grpc.StreamServerInterceptor {
-	n := l.WithDefaults().OpenStreams
+	l = l.WithDefaults()
+	n := l.OpenStreams
 	slots := make(chan struct{}, n)
+	share := NewPerKey(l.OpenStreamsPerSource)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 		if !open(info.FullMethod) {
 			return h(srv, ss)
+		}
+		cn := connOf(ss.Context())
+		if !cn.authenticated() {
+			src := sourceOf(ss.Context())
+			release, ok := share.Acquire(src)
+			if !ok {
+				return status.Errorf(codes.ResourceExhausted,
+					"limits: %s holds %d streams that need no token (health Watch, reflection) on connections without an authenticated call, its share; use the unary health Check", src, share.Limit())
+			}
+			defer release()
 		}
 		select {
 		case slots <- struct{}{}:
@@ -52,8 +71,71 @@ func (l Listener) OpenStreamCap(open func(method string) bool) grpc.StreamServer
 				"limits: %d streams that need no token (health Watch, reflection) are open on this daemon, its cap; use the unary health Check", n)
 		}
 		defer func() { <-slots }()
-		return h(srv, ss)
+		return endWhenIdle(srv, ss, h, cn, l.PreAuthIdle)
 	}
+}
+
+// sourceOf names the source of ctx's call (Source).
+func sourceOf(ctx context.Context) string {
+	if cn := connOf(ctx); cn != nil {
+		return cn.source
+	}
+	if p, ok := peer.FromContext(ctx); ok {
+		return Source(p.Addr)
+	}
+	return "unknown"
+}
+
+// errIdleStream ends a stream endWhenIdle found idle.
+var errIdleStream = errors.New("limits: idle stream")
+
+// endWhenIdle runs h on ss, ending it once it has sent nothing for idle
+// while cn has made no authenticated call.
+func endWhenIdle(srv any, ss grpc.ServerStream, h grpc.StreamHandler, cn *Conn, idle time.Duration) error {
+	ctx, cancel := context.WithCancelCause(ss.Context())
+	defer cancel(nil)
+	s := &sentStream{ServerStream: ss, ctx: ctx}
+	s.last.Store(time.Now().UnixNano())
+	go func() {
+		t := time.NewTimer(idle)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if cn.authenticated() {
+				return
+			}
+			if left := time.Duration(s.last.Load() + int64(idle) - time.Now().UnixNano()); left > 0 {
+				t.Reset(left)
+				continue
+			}
+			cancel(errIdleStream)
+			return
+		}
+	}()
+	err := h(srv, s)
+	if errors.Is(context.Cause(ctx), errIdleStream) {
+		return status.Errorf(codes.Unavailable,
+			"limits: this stream needs no token and sent nothing for %s on a connection without an authenticated call; open it again", idle)
+	}
+	return err
+}
+
+// sentStream notes when its stream last sent a message.
+type sentStream struct {
+	grpc.ServerStream
+	ctx  context.Context
+	last atomic.Int64 // unix ns
+}
+
+func (s *sentStream) Context() context.Context { return s.ctx }
+
+func (s *sentStream) SendMsg(m any) error {
+	s.last.Store(time.Now().UnixNano())
+	return s.ServerStream.SendMsg(m)
 }
 
 // Gate is a per-token cap on some methods of a service, applied by

@@ -8,11 +8,14 @@
 //
 //   - Conns (NewConns, then Conns.Listen on each net.Listener) caps the
 //     connections open over all listeners, below the file limit less a
-//     reserve, closing those past it at accept.
+//     reserve; a connection that has made no authenticated call gives
+//     way to a new one at the cap and at its source's share, and is
+//     closed when idle (Conns.Run). The servers report calls through
+//     Conns.StatsHandler (gRPC) and Conns.ConnContext with Track (HTTP).
 //   - gRPC: Listener.GRPCOptions (header list, message size, streams per
 //     connection, handshake and idle timeouts, keepalive),
 //     Listener.OpenStreamCap (streams of the services that need no
-//     token) and WrapService with a Gate per method class (per-token
+//     token, shared per source and ended when idle) and WrapService with a Gate per method class (per-token
 //     calls in flight, taken before the request is decoded).
 //   - HTTP: Listener.HTTPServer (header bytes, header read timeout, idle
 //     timeout) and Listener.HTTPHandler, which refuses a request on its

@@ -1,10 +1,7 @@
 package limits
 
 import (
-	"fmt"
-	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -27,10 +24,27 @@ type Listener struct {
 	// twice.
 	MaxRecvBytes int
 	// MaxConns caps the connections the daemon holds open at once, over
-	// all its listeners; past it a new connection is closed as it is
-	// accepted. Default 4096. It is lowered further to the process's file
-	// limit (RLIMIT_NOFILE) less FDReserve.
+	// its API listeners (gRPC, HTTP). At it a new connection evicts the
+	// longest-idle pre-auth connection (one that has made no
+	// authenticated call, see Conns), and is closed as it is accepted
+	// only when every connection held has authenticated. Default 4096. It
+	// is lowered further to the process's file limit (RLIMIT_NOFILE) less
+	// FDReserve.
 	MaxConns int
+	// PreAuthIdle is how long a pre-auth connection lives without
+	// starting a call; it is closed then, and so is a stream that needs
+	// no token (a health Watch) that has sent nothing for as long on a
+	// connection still pre-auth. Default 30s: every client makes its
+	// first authenticated call as it connects, and a worker's idle
+	// connection, authenticated, is bound by IdleTimeout instead.
+	PreAuthIdle time.Duration
+	// PreAuthPerSource caps the pre-auth connections from one source (an
+	// IPv4 address, an IPv6 /64); at it a new connection from that source
+	// evicts that source's longest-idle pre-auth connection, so one
+	// source churns only its own. Default 64. Negative: none, for
+	// listeners behind a proxy, NAT or L4 balancer, where every worker
+	// shares an address.
+	PreAuthPerSource int
 	// FDReserve is how many file descriptors MaxConns leaves free for the
 	// daemon itself: Redis connections (go-redis's pool, 10 per CPU by
 	// default), reloads of the policy, tokens and hooks files, webhook
@@ -62,6 +76,10 @@ type Listener struct {
 	// health checks are not counted. Default 100: load balancers that
 	// watch health hold one stream per daemon each.
 	OpenStreams int
+	// OpenStreamsPerSource caps the OpenStreams one source (as
+	// PreAuthPerSource counts them) holds on connections that have made no
+	// authenticated call. Default 10; negative: none (behind a balancer).
+	OpenStreamsPerSource int
 	// ReadsPerToken caps the read calls (Get, BatchGet, List, Events) one
 	// token has in flight at once on this daemon; past it a read is
 	// ResourceExhausted before its request is decoded. Without tokens each
@@ -82,6 +100,9 @@ const (
 	DefaultMaxHeaderBytes       = 16 << 10
 	DefaultMaxRecvBytes         = 512 << 10
 	DefaultMaxConns             = 4096
+	DefaultPreAuthIdle          = 30 * time.Second
+	DefaultPreAuthPerSource     = 64
+	DefaultOpenStreamsPerSource = 10
 	DefaultFDReserve            = 256
 	DefaultIdleTimeout          = 5 * time.Minute
 	DefaultHandshakeTimeout     = 10 * time.Second
@@ -108,6 +129,9 @@ func (l Listener) WithDefaults() Listener {
 	def(&l.MaxHeaderBytes, DefaultMaxHeaderBytes)
 	def(&l.MaxRecvBytes, DefaultMaxRecvBytes)
 	def(&l.MaxConns, DefaultMaxConns)
+	defDur(&l.PreAuthIdle, DefaultPreAuthIdle)
+	def(&l.PreAuthPerSource, DefaultPreAuthPerSource)
+	def(&l.OpenStreamsPerSource, DefaultOpenStreamsPerSource)
 	def(&l.FDReserve, DefaultFDReserve)
 	defDur(&l.IdleTimeout, DefaultIdleTimeout)
 	defDur(&l.HandshakeTimeout, DefaultHandshakeTimeout)
@@ -118,73 +142,6 @@ func (l Listener) WithDefaults() Listener {
 	def(&l.WatchesPerToken, DefaultWatchesPerToken)
 	def(&l.ListMaxUnpaged, DefaultListMaxUnpaged)
 	return l
-}
-
-// Conns counts the connections open over every listener it wraps, and
-// refuses those past its cap. It is safe for concurrent use.
-type Conns struct {
-	limit   int64
-	open    atomic.Int64
-	refused atomic.Int64
-}
-
-// NewConns returns the connection cap of l: MaxConns, lowered to the
-// process's file limit less FDReserve (never below 1). Its second result
-// says what the cap was lowered from, "" when it was not.
-func NewConns(l Listener) (*Conns, string) {
-	l = l.WithDefaults()
-	limit, why, reserve := l.MaxConns, "", max(l.FDReserve, 0)
-	if files, ok := fileLimit(); ok && files-reserve < limit {
-		limit = max(files-reserve, 1)
-		why = fmt.Sprintf("the file limit (RLIMIT_NOFILE %d) less the reserve of %d", files, reserve)
-	}
-	return &Conns{limit: int64(limit)}, why
-}
-
-// Limit is the cap: connections open at once over every listener.
-func (c *Conns) Limit() int { return int(c.limit) }
-
-// Open is how many connections are open now.
-func (c *Conns) Open() int { return int(c.open.Load()) }
-
-// Refused counts the connections closed at accept since the start.
-func (c *Conns) Refused() int64 { return c.refused.Load() }
-
-// Listen wraps lis: each connection it accepts past the cap is closed at
-// once (the client sees its connection reset or closed), so a flood holds
-// no more than the cap of file descriptors.
-func (c *Conns) Listen(lis net.Listener) net.Listener { return &capped{Listener: lis, c: c} }
-
-type capped struct {
-	net.Listener
-	c *Conns
-}
-
-func (l *capped) Accept() (net.Conn, error) {
-	for {
-		conn, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		if l.c.open.Add(1) <= l.c.limit {
-			return &counted{Conn: conn, c: l.c}, nil
-		}
-		l.c.open.Add(-1)
-		l.c.refused.Add(1)
-		_ = conn.Close()
-	}
-}
-
-// counted gives its slot back once, on the first Close.
-type counted struct {
-	net.Conn
-	c    *Conns
-	once sync.Once
-}
-
-func (c *counted) Close() error {
-	c.once.Do(func() { c.c.open.Add(-1) })
-	return c.Conn.Close()
 }
 
 // PerKey caps the calls in flight per key (a token's name). It is safe

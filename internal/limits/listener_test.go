@@ -3,13 +3,11 @@ package limits
 import (
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 )
 
 func TestPerKeyCapsEachKey(t *testing.T) {
@@ -47,50 +45,6 @@ func TestConnsLowersTheCapToTheFileLimit(t *testing.T) {
 	if c.Limit() != 3 || why != "" {
 		t.Errorf("NewConns(MaxConns 3) = %d (%q), want 3, not lowered", c.Limit(), why)
 	}
-}
-
-func TestConnsClosesThosePastTheCap(t *testing.T) {
-	raw, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, _ := NewConns(Listener{MaxConns: 1})
-	lis := c.Listen(raw)
-	defer lis.Close()
-	accepted := make(chan net.Conn, 2)
-	go func() {
-		for {
-			conn, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			accepted <- conn
-		}
-	}()
-	first, _ := net.Dial("tcp", raw.Addr().String())
-	defer first.Close()
-	held := <-accepted
-	second, _ := net.Dial("tcp", raw.Addr().String())
-	defer second.Close()
-	_ = second.SetReadDeadline(time.Now().Add(time.Minute))
-	if _, err := second.Read(make([]byte, 1)); !errors.Is(err, io.EOF) && !strings.Contains(fmtErr(err), "reset") {
-		t.Errorf("a second connection past a cap of 1: read %v, want it closed", err)
-	}
-	if c.Open() != 1 || c.Refused() != 1 {
-		t.Errorf("open %d, refused %d; want 1 and 1", c.Open(), c.Refused())
-	}
-	_ = held.Close()
-	_ = held.Close()
-	if c.Open() != 0 {
-		t.Errorf("open after Close (twice) = %d, want 0", c.Open())
-	}
-}
-
-func fmtErr(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }
 
 // countingBody records whether anything read it.

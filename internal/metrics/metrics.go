@@ -15,7 +15,6 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -521,21 +520,4 @@ func (c *circuits) Collect(ch chan<- prometheus.Metric) {
 // that fails does not fail the scrape: the rest is still served.
 func Handler(g prometheus.Gatherer) http.Handler {
 	return promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
-}
-
-// Serve serves Handler(g) at /metrics on lis until ctx ends.
-func Serve(ctx context.Context, lis net.Listener, g prometheus.Gatherer) error {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", Handler(g))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	if err := srv.Serve(lis); err != nil && err != http.ErrServerClosed {
-		return fmt.Errorf("metrics: serve: %w", err)
-	}
-	return nil
 }
