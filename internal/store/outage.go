@@ -34,10 +34,11 @@ const (
 	OutageUnavailable
 )
 
-// outageTimeouts is how many consecutive command timeouts mean a Redis
-// node is away: a single slow command on a loaded machine is not an
-// outage.
-const outageTimeouts = 3
+// OutageTimeouts is how many decision scripts in a row failing without
+// a word (a timeout, a stall past the decision timeout, a "not now"
+// reply) mean a Redis node is away: a single slow command on a loaded
+// machine is not an outage.
+const OutageTimeouts = 3
 
 // recoveryPoll is how often a daemon asks a node in an outage whether it
 // is back (nodeAnswers), so it returns within a second of the node answering.
@@ -180,22 +181,6 @@ func (s *Store) nodeOf(ctx context.Context, name string) *node {
 	return n.(*node)
 }
 
-// failed notes a Redis error from a call to n for breaker name and
-// reports whether the call is to be answered from memory: a connection
-// that cannot be made or was lost means an outage of n at once, a timeout
-// (or a "not now" reply such as LOADING) counts toward one. The caller's
-// own deadline ending is not Redis's fault and counts nothing.
-func (s *Store) failed(ctx context.Context, n *node, name string, err error) bool {
-	if s.o.Outage != OutageMemory || ctx.Err() != nil || !IsUnavailable(err) {
-		return false
-	}
-	if !connectionLost(err) && n.timeouts.Add(1) < outageTimeouts {
-		return false
-	}
-	s.enterOutage(n, name)
-	return true
-}
-
 // connectionLost tells an error that says Redis cannot be reached at all.
 func connectionLost(err error) bool {
 	var ne net.Error
@@ -206,9 +191,6 @@ func connectionLost(err error) bool {
 	return errors.As(err, &oe) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNREFUSED) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, redis.ErrClosed)
 }
-
-// answered notes that n answered a call.
-func (s *Store) answered(n *node) { n.timeouts.Store(0) }
 
 // enterOutage sends n's breakers to memory, seeded with what this daemon
 // last heard of each of them; name's call found n away.
@@ -255,7 +237,7 @@ func (s *Store) awaitRecovery(n *node) {
 			answers = 0
 		case !serves:
 			answers = recoveryAnswers
-		case nodeAnswers(ctx, c, n):
+		case probeAnswers(ctx, c, n):
 			answers++
 		default:
 			answers = 0
@@ -269,6 +251,17 @@ func (s *Store) awaitRecovery(n *node) {
 	if s.o.OnOutage != nil {
 		s.o.OnOutage(n.addr, false)
 	}
+}
+
+// probeAnswers reports whether node n answers through a fresh connection
+// of the node's client c (probeClient), when c is one node's client.
+func probeAnswers(ctx context.Context, c redis.Cmdable, n *node) bool {
+	if rc, ok := c.(*redis.Client); ok {
+		pc := probeClient(rc)
+		defer pc.Close()
+		c = pc
+	}
+	return nodeAnswers(ctx, c, n)
 }
 
 // nodeAnswers reports whether node n answers through its client c. A
