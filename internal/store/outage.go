@@ -75,7 +75,12 @@ type outage struct {
 
 // node is one Redis node as the outage detection sees it.
 type node struct {
-	addr     string
+	addr string
+	// mu guards entering, set from the moment an outage of the node
+	// begins (its breakers being seeded) until it ends; down is set once
+	// they are seeded, while calls are answered from memory.
+	mu       sync.Mutex
+	entering bool
 	down     atomic.Bool
 	timeouts atomic.Int32
 	table    *breaker.Table
@@ -194,12 +199,21 @@ func connectionLost(err error) bool {
 
 // enterOutage sends n's breakers to memory, seeded with what this daemon
 // last heard of each of them; name's call found n away.
+// n's breakers are seeded before its calls go to memory (down), and its
+// table is kept after the outage ends, until the next: a call answered
+// from an unseeded table would let one through at a breaker known to be
+// open.
 func (s *Store) enterOutage(n *node, name string) {
-	if !n.down.CompareAndSwap(false, true) {
+	n.mu.Lock() // the calls judged meanwhile wait for the seeding, then see down
+	defer n.mu.Unlock()
+	if n.entering {
 		return
 	}
+	n.entering = true
 	n.key = KeysOf(name).State
-	s.out.downs.Add(1)
+	// What the last outage counted is dropped here, not when it ended: a
+	// call that saw it on may still be answered from it.
+	n.table.Reset()
 	now := s.outageNow()
 	ctx := context.Background()
 	s.out.mu.Lock()
@@ -209,6 +223,8 @@ func (s *Store) enterOutage(n *node, name string) {
 		}
 	}
 	s.out.mu.Unlock()
+	n.down.Store(true)
+	s.out.downs.Add(1)
 	if s.o.OnOutage != nil {
 		s.o.OnOutage(n.addr, true)
 	}
@@ -219,7 +235,8 @@ func (s *Store) enterOutage(n *node, name string) {
 // (answers: PING; on a Cluster, a read of the key of the breaker that
 // began the outage) or, on a Cluster, no longer serves any slot (a
 // replica took over, and its breakers' calls go there), then hands its
-// decisions back to Redis and forgets what was counted in memory.
+// decisions back to Redis, whose state wins (what was counted in memory
+// is dropped when the next outage begins).
 func (s *Store) awaitRecovery(n *node) {
 	t := time.NewTicker(recoveryPoll)
 	defer t.Stop()
@@ -244,9 +261,11 @@ func (s *Store) awaitRecovery(n *node) {
 		}
 		cancel()
 	}
-	n.table.Reset()
-	n.timeouts.Store(0)
+	n.mu.Lock()
 	n.down.Store(false)
+	n.timeouts.Store(0)
+	n.entering = false
+	n.mu.Unlock()
 	s.out.downs.Add(-1)
 	if s.o.OnOutage != nil {
 		s.o.OnOutage(n.addr, false)
