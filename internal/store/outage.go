@@ -232,8 +232,9 @@ func (s *Store) enterOutage(n *node, name string) {
 }
 
 // awaitRecovery polls n until it answers recoveryAnswers times in a row
-// (answers: PING; on a Cluster, a read of the key of the breaker that
-// began the outage) or, on a Cluster, no longer serves any slot (a
+// (answers: PING on a fresh connection, and through the decisions'
+// pipeline, pipeAnswers; on a Cluster, a read of the key of the breaker
+// that began the outage) or, on a Cluster, no longer serves any slot (a
 // replica took over, and its breakers' calls go there), then hands its
 // decisions back to Redis, whose state wins (what was counted in memory
 // is dropped when the next outage begins).
@@ -254,7 +255,7 @@ func (s *Store) awaitRecovery(n *node) {
 			answers = 0
 		case !serves:
 			answers = recoveryAnswers
-		case probeAnswers(ctx, c, n):
+		case probeAnswers(ctx, c, n) && (n.addr != "" || s.pipeAnswers(ctx)):
 			answers++
 		default:
 			answers = 0

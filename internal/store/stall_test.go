@@ -188,3 +188,43 @@ func TestStallWithAProbeDue(t *testing.T) {
 		}
 	})
 }
+
+// TestStallThatHealsIsOneOutage: a link that stalls and then heals
+// without closing its connections (what was sent meanwhile never gets a
+// reply until go-redis's read timeout): the node is back for the
+// decisions only once their pipeline, held by the batch stuck on an old
+// connection, answers too, not when a fresh connection does. One flip
+// each way, then every call is answered from Redis.
+func TestStallThatHealsIsOneOutage(t *testing.T) {
+	testredis.StallTier(t)
+	eachServer(t, func(t *testing.T, b *testredis.Backend) {
+		f := newOutageFixture(t, b, func(o *redis.Options) {
+			daemonOptions(o)
+			o.ReadTimeout, o.WriteTimeout = 3*time.Second, 3*time.Second
+		})
+		name := b.Breaker("search")
+		f.proxy.Stall()
+		defer f.proxy.Restore(t) // before the client closes: it drains what it sent
+		allowUntilMemory(t, f.st, name, "w1", stallCallerDeadline)
+		if down := <-f.flips; !down {
+			t.Fatalf("OnOutage(%v), want true", down)
+		}
+		f.proxy.Resume()
+		if down := <-f.flips; down {
+			t.Fatalf("OnOutage(%v) after the link healed, want false", down)
+		}
+		for i := range 20 {
+			ctx, cancel := context.WithTimeout(context.Background(), stallCallerDeadline)
+			a, err := f.st.Allow(ctx, name, "w1")
+			cancel()
+			if err != nil || a.Degraded {
+				t.Fatalf("Allow %d after the link healed = %v, %v; want an answer from Redis", i, a, err)
+			}
+		}
+		select {
+		case down := <-f.flips:
+			t.Errorf("a second flip (%v): the outage must flip once down and once back", down)
+		default:
+		}
+	})
+}

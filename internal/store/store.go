@@ -107,7 +107,7 @@ type Store struct {
 	policies atomic.Pointer[policy.Set]
 	// pipe coalesces concurrent Allow and Record scripts into pipelines
 	// (nil with Options.Unpipelined).
-	pipe *coalescer
+	pipe atomic.Pointer[coalescer]
 	// tally holds this daemon's Allow denials until FlushSavings.
 	tally tally
 	// fg remembers the lost states reported (forgotten.go).
@@ -169,7 +169,7 @@ func New(rdb redis.UniversalClient, o Options) *Store {
 	}
 	s.policies.Store(o.Policies)
 	if !o.Unpipelined {
-		s.pipe = newCoalescer(rdb)
+		s.pipe.Store(newCoalescer(rdb))
 	}
 	return s
 }

@@ -74,6 +74,16 @@ func (p *Proxy) Stall() {
 	p.mu.Unlock()
 }
 
+// Resume forwards again on the connections a Stall held open, without
+// closing them: a link that heals. What was swallowed stays lost, so a
+// command sent during the stall never gets its reply; connections
+// accepted during the stall stay silent.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	p.stalled = false
+	p.mu.Unlock()
+}
+
 // Delay holds back every reply from Redis by d before forwarding it (0:
 // none): commands still reach Redis at once, and their replies arrive d
 // late, in order. Restore ends it too.
