@@ -39,7 +39,7 @@ sha() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
 # The rules are internal/daemon's RedisACLRules(0); a test keeps them equal.
 write redis-users.acl "user default off
 user healthcheck on #$(sha "$hpw") resetkeys resetchannels -@all +ping
-user breakerd on #$(sha "$pw") resetkeys ~brk:* ~breakerd:hooks:* resetchannels &breakerd:events* -@all +ping +script|load +evalsha +eval +time +info +hgetall +hset +del +sadd +scard +pexpire +persist +xadd +publish +subscribe +scan +exists +xrevrange +xrange +xlen +zadd +zremrangebyscore +zcard +zscore +zrem +set +get +expire +hincrby +hmget +zrangebyscore +xgroup|create +xreadgroup +xautoclaim +xpending +xclaim +xack"
+user breakerd on #$(sha "$pw") resetkeys ~brk:* ~breakerd:hooks:* resetchannels &breakerd:events* -@all +ping +script|load +script|exists +evalsha +eval +time +info +hgetall +hset +del +sadd +scard +pexpire +persist +xadd +publish +subscribe +scan +exists +xrevrange +xrange +xlen +zadd +zremrangebyscore +zcard +zscore +zrem +set +get +expire +hincrby +hmget +zrangebyscore +xgroup|create +xreadgroup +xautoclaim +xpending +xclaim +xack"
 [ -e operator-token ] || write operator-token "$(rand)"
 [ -e worker-token ] || write worker-token "$(rand)"
 [ -e mcp-listen-token ] || write mcp-listen-token "$(rand)"

@@ -15,6 +15,7 @@ import (
 var RedisACLCommands = []struct{ Name, Why string }{
 	{"ping", "health checks, and go-redis's pub/sub keepalive"},
 	{"script|load", "loading the scripts at startup and on every health check"},
+	{"script|exists", "the health check: which scripts Redis still has (after a restart, a SCRIPT FLUSH or a failover)"},
 	{"evalsha", "every decision (allow, record, force, read), recovery check (check_lease, recover), --max-breakers admission (reserve), open-fraction group index (group) and state_lost alert (lost)"},
 	{"eval", "the same, when Redis lost the script (NOSCRIPT)"},
 	{"time", "the scripts and the hooks read Redis's clock"},

@@ -10,8 +10,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -319,5 +321,88 @@ func TestDocsShowTheACL(t *testing.T) {
 		if want := RedisACLSetUser("breakerd", "<password>", db); !strings.Contains(string(b), want) {
 			t.Errorf("docs/security.md lacks the ACL for db %d:\n%s", db, want)
 		}
+	}
+}
+
+// TestRedisACLDaemonLoops runs the real assembly (Run) as a user with
+// exactly RedisACLRules, with every loop of the daemon busy: the health
+// check (every 100 ms), policy and hooks reloads, a hook delivery, a
+// recovery check that half-opens a breaker, the savings flush, the
+// circuits gauge's List, and the keeping check when Redis answers first.
+// Its log must hold no NOPERM, and Redis must have refused the user
+// nothing.
+func TestRedisACLDaemonLoops(t *testing.T) {
+	b := testredis.Real(t)
+	user, password := aclUser(t, b, 0)
+	var delivered atomic.Int64
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		delivered.Add(1)
+	}))
+	defer hook.Close()
+	vendor := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer vendor.Close()
+	dir := t.TempDir()
+	policyFile, hooksFile := filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "hooks.yaml")
+	policyText := func(threshold int) string {
+		return fmt.Sprintf("breakers:\n  - match: %q\n    threshold: %d\n    min_workers: 1\n    cooldown_base: 1h\n    cooldown_cap: 2h\n"+
+			"    recovery_check_interval: 200ms\n    recovery_check:\n      http: {url: %q}\n      timeout: 150ms\n", b.Prefix+"*", threshold, vendor.URL+"/status")
+	}
+	writeFile(t, policyFile, policyText(1))
+	writeFile(t, hooksFile, "hooks:\n  - {name: acl, url: \""+hook.URL+"\", events: [forced], breakers: [\""+b.Prefix+"*\"], secret: "+strings.Repeat("s", 40)+"}\n")
+	c := baseConfig(t)
+	c.RedisURL = fmt.Sprintf("redis://%s:%s@%s", user, password, b.Addr)
+	c.PolicyFile, c.HooksFile, c.ConfigPoll, c.HealthInterval = policyFile, hooksFile, 50*time.Millisecond, 100*time.Millisecond
+	c.MetricsListen, c.CircuitsInterval, c.MaxBreakerSeries = testredis.FreeAddr(t), 100*time.Millisecond, 1<<20
+	logs := &daemontest.Buffer{}
+	addr := startRun(t, c, NewLogger(c, logs), logs)
+	cl, err := client.Dial(addr, client.WithWorkerID("w1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	api, ctx, name := cl.API(), context.Background(), b.Breaker("vendor")
+	// The health check passed, and ran the keeping check (INFO, and the
+	// lost states' scripts) as it does when Redis answers first.
+	waitFor(t, "the health check to pass", func() bool { return strings.Contains(logs.String(), "redis ready") })
+
+	// A trip, half-opened by the recovery check.
+	a, err := api.Allow(ctx, &pb.AllowRequest{Breaker: name, WorkerId: "w1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := api.Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: "w1", Ticket: a.Ticket, Outcome: pb.Outcome_OUTCOME_SERVER_ERROR}); err != nil || r.State.GetState() != pb.State_STATE_OPEN {
+		t.Fatalf("trip: %v, %v", r.GetState().GetState(), err)
+	}
+	waitFor(t, "the recovery check to half-open the breaker", func() bool {
+		st, err := api.Get(ctx, &pb.GetRequest{Breaker: name})
+		return err == nil && st.GetState().GetState() == pb.State_STATE_HALF_OPEN
+	})
+	// A Force: a hook delivery; a denial: the savings flush.
+	if _, err := api.Force(ctx, &pb.ForceRequest{Breaker: name, Mode: pb.ForceMode_FORCE_MODE_OPEN, Reason: "acl drill"}); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := api.Allow(ctx, &pb.AllowRequest{Breaker: name, WorkerId: "w1"}); err != nil || a.Decision != pb.Decision_DECISION_DENIED_FORCED_OPEN {
+		t.Fatalf("Allow while forced open = %v, %v", a.GetDecision(), err)
+	}
+	waitFor(t, "the hook delivery", func() bool { return delivered.Load() > 0 })
+	waitFor(t, "the savings flush", func() bool {
+		sv, err := api.Savings(ctx, &pb.SavingsRequest{Breakers: []string{name}})
+		return err == nil && sv.GetCallsAvoided() > 0
+	})
+	// A policy reload.
+	writeFile(t, policyFile, policyText(2))
+	waitFor(t, "the policy reload", func() bool { return strings.Contains(logs.String(), "policy reloaded") })
+	waitFor(t, "the circuits gauge's List", func() bool {
+		return scrape(t, c.MetricsListen, `breakerd_open_circuits`) > 0
+	})
+	if _, err := api.Force(ctx, &pb.ForceRequest{Breaker: name, Mode: pb.ForceMode_FORCE_MODE_AUTO, Reason: "acl drill"}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), "NOPERM") {
+		t.Errorf("Redis refused the daemon's user (NOPERM in its log):\n%s", logs)
+	}
+	if denied := aclDenials(t, b, user); len(denied) > 0 {
+		t.Errorf("Redis refused the daemon's user: %v", denied)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/breakerd/breakerd/internal/limits"
 	"github.com/breakerd/breakerd/internal/logging"
 	"github.com/breakerd/breakerd/internal/metrics"
+	"github.com/breakerd/breakerd/internal/store"
 )
 
 // Config is the daemon's configuration. Every field has a flag and a
@@ -43,6 +44,15 @@ type Config struct {
 	// every worker's client applies its own fallback. Empty means memory.
 	// Flag --redis-outage, env BREAKERD_REDIS_OUTAGE.
 	RedisOutage string
+	// RedisDecisionTimeout is this daemon's own bound on each decision
+	// script (Allow, Record), whatever the caller's deadline: one still
+	// unanswered after it counts as Redis failing, so that a Redis that
+	// stalls (a link that forwards nothing, a frozen process, slow
+	// replies) is an outage as one that refuses is, and no call waits on
+	// it past this bound. Reads (List, Events, savings) keep go-redis's
+	// timeouts. 0 means store.DefaultDecisionTimeout, 300ms. Flag
+	// --redis-decision-timeout, env BREAKERD_REDIS_DECISION_TIMEOUT.
+	RedisDecisionTimeout time.Duration
 	// PolicyFile is the YAML file of per-breaker policies. Empty: defaults
 	// for every breaker. Flag --config, env BREAKERD_CONFIG.
 	PolicyFile string
@@ -269,16 +279,17 @@ type Config struct {
 // Defaults returns the configuration with every field at its default.
 func Defaults() Config {
 	return Config{
-		Listen:           "127.0.0.1:7070",
-		EventsMaxLen:     1000,
-		EventRetention:   168 * time.Hour,
-		ShutdownTimeout:  10 * time.Second,
-		HealthInterval:   5 * time.Second,
-		LogFormat:        "text",
-		LogLevel:         "info",
-		ConfigPoll:       5 * time.Second,
-		CircuitsInterval: 30 * time.Second,
-		MaxBreakerSeries: metrics.DefaultMaxBreakerSeries,
+		Listen:               "127.0.0.1:7070",
+		EventsMaxLen:         1000,
+		EventRetention:       168 * time.Hour,
+		ShutdownTimeout:      10 * time.Second,
+		HealthInterval:       5 * time.Second,
+		RedisDecisionTimeout: store.DefaultDecisionTimeout,
+		LogFormat:            "text",
+		LogLevel:             "info",
+		ConfigPoll:           5 * time.Second,
+		CircuitsInterval:     30 * time.Second,
+		MaxBreakerSeries:     metrics.DefaultMaxBreakerSeries,
 
 		MaxHeaderBytes:          limits.DefaultMaxHeaderBytes,
 		MaxRecvBytes:            limits.DefaultMaxRecvBytes,
@@ -314,6 +325,7 @@ func (c *Config) Flags() []cli.Flag {
 		{Name: "redis-url", Value: &c.RedisURL, Usage: "shared Redis URL (redis:// or rediss://); empty: embedded in-memory Redis"},
 		{Name: "redis-cluster", Value: &c.RedisCluster, Usage: "read --redis-url as a Redis Cluster URL"},
 		{Name: "redis-outage", Value: &c.RedisOutage, Usage: "while Redis is unreachable: memory (answer from this daemon's breakers, degraded) or unavailable (fail calls)"},
+		{Name: "redis-decision-timeout", Value: &c.RedisDecisionTimeout, Usage: "this daemon's bound on each Allow and Record script: one unanswered after it counts as Redis failing (a stall is an outage)"},
 		{Name: "config", Value: &c.PolicyFile, Usage: "YAML policy file (defaults and per-breaker overrides)"},
 		{Name: "events-max-len", Value: &c.EventsMaxLen, Usage: "entries kept in each breaker's event stream (approximate)"},
 		{Name: "event-retention", Value: &c.EventRetention, Usage: "how long an idle breaker's event log is kept"},
@@ -408,6 +420,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--shutdown-timeout: must be positive, got %s", c.ShutdownTimeout)
 	case c.HealthInterval <= 0:
 		return fmt.Errorf("--health-interval: must be positive, got %s", c.HealthInterval)
+	case c.RedisDecisionTimeout < 0:
+		return fmt.Errorf("--redis-decision-timeout: must not be negative, got %s", c.RedisDecisionTimeout)
 	case logging.CheckFormat(c.LogFormat) != nil:
 		return fmt.Errorf("--log-format: %w", logging.CheckFormat(c.LogFormat))
 	case logLevelErr(c.LogLevel) != nil:

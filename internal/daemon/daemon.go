@@ -136,7 +136,7 @@ func assemble(c Config, log *slog.Logger, rdb redis.UniversalClient, channel str
 	var degraded func(bool)               // the metric, once it exists
 	var saved func(string, store.Savings) // likewise
 	d.st = store.New(rdb, store.Options{Policies: policies, EventsMaxLen: c.EventsMaxLen, EventRetention: c.EventRetention,
-		Channel: channel, Outage: outage, MaxBreakers: c.MaxBreakers, Log: log, OnSaved: func(b string, n store.Savings) { saved(b, n) },
+		Channel: channel, Outage: outage, MaxBreakers: c.MaxBreakers, Log: log, DecisionTimeout: c.RedisDecisionTimeout, OnSaved: func(b string, n store.Savings) { saved(b, n) },
 		OnOutage: func(node string, down bool) {
 			logOutage(log, node, down)
 			degraded(d.st.Degraded())
@@ -413,6 +413,11 @@ func connect(c Config, log *slog.Logger) (redis.UniversalClient, string, func(),
 	// an outage to notice from the failing request itself, not after
 	// go-redis's five dial retries.
 	opt.DialerRetries = 1
+	// A command's context bounds its socket I/O too: a decision script
+	// past the daemon's own bound (--redis-decision-timeout) drops its
+	// connection, stuck on a stalled Redis, instead of holding it until
+	// the read timeout; reads keep their callers' (longer) deadlines.
+	opt.ContextTimeoutEnabled = true
 	rdb := redis.NewUniversalClient(opt)
 	channel := fmt.Sprintf("%s:db%d", store.DefaultChannel, opt.DB)
 	switch {
@@ -527,9 +532,13 @@ type healthDeps struct {
 // (docs/reliability.md#health): SERVING while the daemon answers calls,
 // i.e. while Redis answers, or always with inMemory (answering from memory,
 // degraded, while Redis is away); NOT_SERVING otherwise. Each check is
-// bounded by every.
+// bounded by every. With inMemory, a Redis that cannot serve the check is
+// the store's outage (store.Check), which the store logs once when it
+// begins and once when it ends; the check logs only what the store does
+// not say: a failure that is no outage (NOPERM, a bad reply) or one the
+// store cannot pin on a node (a Cluster).
 func healthChecker(ctx context.Context, h healthDeps) func() {
-	first, up, serving := true, false, false
+	first, up, serving, told := true, false, false, false
 	return func() {
 		cctx, cancel := context.WithTimeout(ctx, h.every)
 		loaded, err := h.st.Check(cctx)
@@ -548,12 +557,20 @@ func healthChecker(ctx context.Context, h healthDeps) func() {
 			serving = want
 		}
 		switch {
-		case err == nil && !up:
+		case err == nil && (first || told):
 			h.log.Info("redis ready: health SERVING")
-		case err != nil && (up || first) && h.inMemory:
-			h.log.Error("redis unreachable: health SERVING, answering from memory (degraded) until it answers", "err", err)
-		case err != nil && (up || first):
+			told = false
+		case err == nil:
+		case !(up || first):
+		case !h.inMemory:
 			h.log.Error("redis unreachable: health NOT_SERVING until it answers", "err", err)
+			told = true
+		case !store.IsUnavailable(err):
+			h.log.Error("redis health check failed (not an outage: calls still go to Redis)", "err", err)
+			told = true
+		case !h.st.Degraded():
+			h.log.Warn("redis health check failed: calls still go to Redis; a node's breakers answer from memory once its calls fail", "err", err)
+			told = true
 		}
 		first, up = false, err == nil
 		h.degraded(!up || h.st.Degraded())

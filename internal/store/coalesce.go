@@ -103,8 +103,23 @@ func (s *Store) script(ctx context.Context, sc script, keys []string, args []any
 	if err := ctx.Err(); err != nil {
 		return nil, unsent{err}
 	}
-	if s.pipe == nil {
+	p := s.pipe.Load()
+	if p == nil {
 		return run(ctx, s.rdb, sc, keys, args...)
 	}
-	return s.pipe.run(ctx, sc, keys, args)
+	return p.run(ctx, sc, keys, args)
+}
+
+// pipeAnswers reports whether the coalescer's pipeline answers a PING
+// within ctx (true without one). A batch stuck on a connection to a
+// stalled node holds every later batch (one is out at a time) until
+// go-redis's read timeout, which a context does not shorten: a node is
+// back for the decisions only once their pipeline answers too.
+func (s *Store) pipeAnswers(ctx context.Context) bool {
+	p := s.pipe.Load()
+	if p == nil {
+		return true
+	}
+	cmd := redis.NewCmd(ctx, "ping")
+	return p.ap.Submit(ctx, cmd).WaitContext(ctx) == nil && cmd.Err() == nil
 }

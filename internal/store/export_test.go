@@ -23,10 +23,11 @@ func ScriptError(err error) error { return scriptError(recordScript, err) }
 // CountQueued makes st count the calls it queues for coalescing into n
 // (false without coalescing).
 func CountQueued(st *Store, n *atomic.Int64) bool {
-	if st.pipe == nil {
+	p := st.pipe.Load()
+	if p == nil {
 		return false
 	}
-	st.pipe.queued = func() { n.Add(1) }
+	p.queued = func() { n.Add(1) }
 	return true
 }
 

@@ -34,10 +34,11 @@ const (
 	OutageUnavailable
 )
 
-// outageTimeouts is how many consecutive command timeouts mean a Redis
-// node is away: a single slow command on a loaded machine is not an
-// outage.
-const outageTimeouts = 3
+// OutageTimeouts is how many decision scripts in a row failing without
+// a word (a timeout, a stall past the decision timeout, a "not now"
+// reply) mean a Redis node is away: a single slow command on a loaded
+// machine is not an outage.
+const OutageTimeouts = 3
 
 // recoveryPoll is how often a daemon asks a node in an outage whether it
 // is back (nodeAnswers), so it returns within a second of the node answering.
@@ -74,7 +75,12 @@ type outage struct {
 
 // node is one Redis node as the outage detection sees it.
 type node struct {
-	addr     string
+	addr string
+	// mu guards entering, set from the moment an outage of the node
+	// begins (its breakers being seeded) until it ends; down is set once
+	// they are seeded, while calls are answered from memory.
+	mu       sync.Mutex
+	entering bool
 	down     atomic.Bool
 	timeouts atomic.Int32
 	table    *breaker.Table
@@ -180,22 +186,6 @@ func (s *Store) nodeOf(ctx context.Context, name string) *node {
 	return n.(*node)
 }
 
-// failed notes a Redis error from a call to n for breaker name and
-// reports whether the call is to be answered from memory: a connection
-// that cannot be made or was lost means an outage of n at once, a timeout
-// (or a "not now" reply such as LOADING) counts toward one. The caller's
-// own deadline ending is not Redis's fault and counts nothing.
-func (s *Store) failed(ctx context.Context, n *node, name string, err error) bool {
-	if s.o.Outage != OutageMemory || ctx.Err() != nil || !IsUnavailable(err) {
-		return false
-	}
-	if !connectionLost(err) && n.timeouts.Add(1) < outageTimeouts {
-		return false
-	}
-	s.enterOutage(n, name)
-	return true
-}
-
 // connectionLost tells an error that says Redis cannot be reached at all.
 func connectionLost(err error) bool {
 	var ne net.Error
@@ -207,17 +197,23 @@ func connectionLost(err error) bool {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, redis.ErrClosed)
 }
 
-// answered notes that n answered a call.
-func (s *Store) answered(n *node) { n.timeouts.Store(0) }
-
 // enterOutage sends n's breakers to memory, seeded with what this daemon
 // last heard of each of them; name's call found n away.
+// n's breakers are seeded before its calls go to memory (down), and its
+// table is kept after the outage ends, until the next: a call answered
+// from an unseeded table would let one through at a breaker known to be
+// open.
 func (s *Store) enterOutage(n *node, name string) {
-	if !n.down.CompareAndSwap(false, true) {
+	n.mu.Lock() // the calls judged meanwhile wait for the seeding, then see down
+	defer n.mu.Unlock()
+	if n.entering {
 		return
 	}
+	n.entering = true
 	n.key = KeysOf(name).State
-	s.out.downs.Add(1)
+	// What the last outage counted is dropped here, not when it ended: a
+	// call that saw it on may still be answered from it.
+	n.table.Reset()
 	now := s.outageNow()
 	ctx := context.Background()
 	s.out.mu.Lock()
@@ -227,6 +223,8 @@ func (s *Store) enterOutage(n *node, name string) {
 		}
 	}
 	s.out.mu.Unlock()
+	n.down.Store(true)
+	s.out.downs.Add(1)
 	if s.o.OnOutage != nil {
 		s.o.OnOutage(n.addr, true)
 	}
@@ -234,10 +232,12 @@ func (s *Store) enterOutage(n *node, name string) {
 }
 
 // awaitRecovery polls n until it answers recoveryAnswers times in a row
-// (answers: PING; on a Cluster, a read of the key of the breaker that
-// began the outage) or, on a Cluster, no longer serves any slot (a
+// (answers: PING on a fresh connection, and through the decisions'
+// pipeline, pipeAnswers; on a Cluster, a read of the key of the breaker
+// that began the outage) or, on a Cluster, no longer serves any slot (a
 // replica took over, and its breakers' calls go there), then hands its
-// decisions back to Redis and forgets what was counted in memory.
+// decisions back to Redis, whose state wins (what was counted in memory
+// is dropped when the next outage begins).
 func (s *Store) awaitRecovery(n *node) {
 	t := time.NewTicker(recoveryPoll)
 	defer t.Stop()
@@ -255,20 +255,33 @@ func (s *Store) awaitRecovery(n *node) {
 			answers = 0
 		case !serves:
 			answers = recoveryAnswers
-		case nodeAnswers(ctx, c, n):
+		case probeAnswers(ctx, c, n) && (n.addr != "" || s.pipeAnswers(ctx)):
 			answers++
 		default:
 			answers = 0
 		}
 		cancel()
 	}
-	n.table.Reset()
-	n.timeouts.Store(0)
+	n.mu.Lock()
 	n.down.Store(false)
+	n.timeouts.Store(0)
+	n.entering = false
+	n.mu.Unlock()
 	s.out.downs.Add(-1)
 	if s.o.OnOutage != nil {
 		s.o.OnOutage(n.addr, false)
 	}
+}
+
+// probeAnswers reports whether node n answers through a fresh connection
+// of the node's client c (probeClient), when c is one node's client.
+func probeAnswers(ctx context.Context, c redis.Cmdable, n *node) bool {
+	if rc, ok := c.(*redis.Client); ok {
+		pc := probeClient(rc)
+		defer pc.Close()
+		c = pc
+	}
+	return nodeAnswers(ctx, c, n)
 }
 
 // nodeAnswers reports whether node n answers through its client c. A

@@ -57,6 +57,12 @@ type Options struct {
 	// false when that node answers again or no longer serves them (logs,
 	// metrics; Degraded says whether any node is out). It must not block.
 	OnOutage func(addr string, down bool)
+	// DecisionTimeout bounds each decision script (Allow, Record) on this
+	// daemon's own budget, whatever the caller's: one still outstanding
+	// after it counts as Redis failing (stall.go), and its caller gets an
+	// error or, once the node is in an outage, an answer from memory.
+	// Default (0) DefaultDecisionTimeout.
+	DecisionTimeout time.Duration
 	// Unpipelined, when true, sends each Allow and Record script on its
 	// own round trip. Default (false): concurrent Allow and Record calls
 	// share round trips, coalesced into Redis pipelines by go-redis's
@@ -101,7 +107,7 @@ type Store struct {
 	policies atomic.Pointer[policy.Set]
 	// pipe coalesces concurrent Allow and Record scripts into pipelines
 	// (nil with Options.Unpipelined).
-	pipe *coalescer
+	pipe atomic.Pointer[coalescer]
 	// tally holds this daemon's Allow denials until FlushSavings.
 	tally tally
 	// fg remembers the lost states reported (forgotten.go).
@@ -154,13 +160,16 @@ func New(rdb redis.UniversalClient, o Options) *Store {
 	if o.NewToken == nil {
 		o.NewToken = probe.NewToken
 	}
+	if o.DecisionTimeout <= 0 {
+		o.DecisionTimeout = DefaultDecisionTimeout
+	}
 	s := &Store{rdb: rdb, o: o, out: newOutage(), fg: &forgetting{reported: map[string]int64{}}}
 	if o.MaxBreakers > 0 {
 		s.ceil = newCeiling(o.MaxBreakers, o.LiveKey)
 	}
 	s.policies.Store(o.Policies)
 	if !o.Unpipelined {
-		s.pipe = newCoalescer(rdb)
+		s.pipe.Store(newCoalescer(rdb))
 	}
 	return s
 }
@@ -206,7 +215,9 @@ func (s *Store) Load(ctx context.Context) error {
 // then SCRIPT LOAD for only the scripts missing (after a restart, a SCRIPT
 // FLUSH, or a failover to a replica, whose script cache starts empty). It
 // returns the number of scripts it loaded; an error means Redis did not
-// answer.
+// answer. A single Redis (or Sentinel's master) that cannot serve the
+// check is in an outage as a decision would find it (checkFailed), so
+// the health check and the store agree.
 func (s *Store) Check(ctx context.Context) (loaded int, err error) {
 	hashes := make([]string, len(allScripts))
 	for i, sc := range allScripts {
@@ -214,6 +225,7 @@ func (s *Store) Check(ctx context.Context) (loaded int, err error) {
 	}
 	exists, err := s.rdb.ScriptExists(ctx, hashes...).Result()
 	if err != nil {
+		s.checkFailed(err)
 		return 0, fmt.Errorf("store: script exists: %w", err)
 	}
 	if len(exists) != len(hashes) {
@@ -278,15 +290,14 @@ func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent brea
 		params.Jitter, boolArg(params.Shadow), parentCode, parentUntil)
 	known, heard := s.heard(name) // before Redis is asked (see heard)
 	keys := s.scriptKeys(name, g)
-	out, err := s.script(ctx, allowScript, keys, args)
+	out, err := s.decide(ctx, n, name, allowScript, keys, args)
 	if err != nil {
 		s.lostAllow(name, worker, keys, args, err)
-		if s.failed(ctx, n, name, err) {
+		if s.inMemory(ctx, n, err) {
 			return s.memoryAllow(n, name, worker), false, nil
 		}
 		return nil, false, fmt.Errorf("store: allow %q: %w", name, err)
 	}
-	s.answered(n)
 	r := reply{v: out}
 	code := r.int(0)
 	retry := r.int(1)
@@ -398,16 +409,19 @@ func (s *Store) record(ctx context.Context, req *pb.RecordRequest, c breaker.Cal
 	}
 	args := append(s.recordArgs(name, req.GetWorkerId(), c, p, params), open, quiet,
 		newRecordID(), recordMemory.Milliseconds(), boolArg(mayTrip), recordsKept)
-	res, err := s.script(ctx, recordScript, s.recordKeys(name, g), args)
+	var res []any
+	var err error
+	if n != nil {
+		res, err = s.decide(ctx, n, name, recordScript, s.recordKeys(name, g), args)
+	} else {
+		res, err = s.script(ctx, recordScript, s.recordKeys(name, g), args)
+	}
 	if err != nil {
-		if n != nil && s.failed(ctx, n, name, err) {
+		if n != nil && s.inMemory(ctx, n, err) {
 			return s.memoryRecord(n, req, c), nil
 		}
 		s.lostRecord(name, req.GetWorkerId(), err)
 		return nil, fmt.Errorf("store: record %q: %w", name, err)
-	}
-	if n != nil {
-		s.answered(n)
 	}
 	a, err := s.recordAnswer(ctx, res, name, req.GetWorkerId(), c, p, g, readCounts)
 	if err == nil && q != nil { // the reply's last element: the alerts it raised

@@ -2,15 +2,19 @@ package testredis
 
 import (
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // Proxy is a TCP proxy a test puts between a daemon and Redis, to cut the
-// link without stopping Redis (whose state must survive the outage).
+// link without stopping Redis (whose state must survive the outage), to
+// stall it (nothing forwarded, connections kept open) or to slow it (each
+// reply held back a while).
 type Proxy struct {
 	addr   string // the proxy's own address, stable across Cut/Restore
 	target string
@@ -19,6 +23,8 @@ type Proxy struct {
 	ln      net.Listener
 	conns   map[net.Conn]struct{}
 	stalled bool
+	// delay holds back every reply (Redis to client) this long.
+	delay time.Duration
 
 	accepted atomic.Int64
 }
@@ -68,11 +74,30 @@ func (p *Proxy) Stall() {
 	p.mu.Unlock()
 }
 
+// Resume forwards again on the connections a Stall held open, without
+// closing them: a link that heals. What was swallowed stays lost, so a
+// command sent during the stall never gets its reply; connections
+// accepted during the stall stay silent.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	p.stalled = false
+	p.mu.Unlock()
+}
+
+// Delay holds back every reply from Redis by d before forwarding it (0:
+// none): commands still reach Redis at once, and their replies arrive d
+// late, in order. Restore ends it too.
+func (p *Proxy) Delay(d time.Duration) {
+	p.mu.Lock()
+	p.delay = d
+	p.mu.Unlock()
+}
+
 // Restore listens again on the same address and forwards as before.
 func (p *Proxy) Restore(t testing.TB) {
 	t.Helper()
 	p.mu.Lock()
-	p.stalled = false
+	p.stalled, p.delay = false, 0
 	for c := range p.conns { // stalled connections: drop, clients redial
 		_ = c.Close()
 	}
@@ -120,7 +145,7 @@ func (p *Proxy) forward(c net.Conn) {
 	p.mu.Lock()
 	p.conns[up] = struct{}{}
 	p.mu.Unlock()
-	pipe := func(dst, src net.Conn) {
+	pipe := func(dst, src net.Conn, reply bool) {
 		defer dst.Close()
 		defer src.Close()
 		buf := make([]byte, 32<<10)
@@ -130,18 +155,21 @@ func (p *Proxy) forward(c net.Conn) {
 				return // either side closed (a Cut, a Restore after a Stall)
 			}
 			p.mu.Lock()
-			stalled := p.stalled
+			stalled, delay := p.stalled, p.delay
 			p.mu.Unlock()
 			if stalled {
 				continue // swallowed: the command never reaches Redis
+			}
+			if reply && delay > 0 {
+				time.Sleep(delay) // a slow link or server: the reply comes late
 			}
 			if _, err := dst.Write(buf[:n]); err != nil {
 				return
 			}
 		}
 	}
-	go pipe(up, c)
-	go pipe(c, up)
+	go pipe(up, c, false)
+	go pipe(c, up, true)
 }
 
 // ClientVia returns a client of the backend's server reached at addr (a
@@ -156,4 +184,14 @@ func (b *Backend) ClientVia(t testing.TB, addr string, mod func(*redis.Options))
 	c.AddHook(counter{b})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// StallTier skips t unless the Redis tiers run (EnvAddr is set): the
+// stall tests wait out a daemon's own bounds on real time, so they stay
+// out of the unit tier `go test ./...` runs without Redis.
+func StallTier(t testing.TB) {
+	t.Helper()
+	if os.Getenv(EnvAddr) == "" {
+		t.Skipf("%s is unset: skipping the stall tests (they run with the Redis tiers)", EnvAddr)
+	}
 }

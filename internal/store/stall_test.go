@@ -1,0 +1,230 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/internal/testredis"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// The stall tests: a Redis that hangs instead of refusing (a link that
+// forwards nothing, replies slower than the daemon's decision timeout)
+// is an outage too. They run with the Redis tiers (testredis.StallTier).
+
+// daemonOptions are the daemon's client options (internal/daemon
+// connect): one retry, one dial, go-redis's read timeout, context
+// deadlines honoured.
+func daemonOptions(o *redis.Options) {
+	o.MaxRetries, o.DialerRetries, o.ContextTimeoutEnabled = 1, 1, true
+}
+
+// stallCallerDeadline is a worker client's RPC timeout: the caller's
+// budget, far above the daemon's own decision timeout.
+const stallCallerDeadline = 2 * time.Second
+
+// allowUntilMemory calls Allow on name as worker w, one call at a time,
+// each with the caller's deadline, until one is answered from memory,
+// and returns how many failed before. Every call must end before its
+// caller's deadline: an error is the daemon's, never DeadlineExceeded.
+func allowUntilMemory(t *testing.T, st *store.Store, name, w string, deadline time.Duration) (failed int) {
+	t.Helper()
+	for i := 0; ; i++ {
+		if i == 50 {
+			t.Fatalf("no Allow answered from memory in 50 calls through the stall (%d failed)", failed)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		a, err := st.Allow(ctx, name, w)
+		late := ctx.Err()
+		cancel()
+		if late != nil || errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Allow %d in the stall outlived its caller's deadline (%v): %v, %v", i+1, deadline, a, err)
+		}
+		if err != nil {
+			failed++
+			continue
+		}
+		if a.Degraded {
+			return failed
+		}
+	}
+}
+
+// stallCase runs fault on a fixture whose breaker pinned is forced open
+// and seeded, then checks that the daemon goes to memory after at most
+// OutageTimeouts-1 failed calls, every later call is answered from
+// memory (the pinned breaker denied), its outage flips once down and,
+// after restore, once back.
+func stallCase(t *testing.T, b *testredis.Backend, deadline time.Duration, fault func(f *outageFixture), restore func(f *outageFixture)) {
+	f := newOutageFixture(t, b, daemonOptions)
+	ctx := context.Background()
+	pinned, other := b.Breaker("pinned"), b.Breaker("other")
+	if _, err := f.st.Force(ctx, pinned, pb.ForceMode_FORCE_MODE_OPEN, "vendor maintenance", 0, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	waitSeen(t, f, pinned)
+	fault(f)
+	if failed := allowUntilMemory(t, f.st, other, "w1", deadline); failed > store.OutageTimeouts-1 {
+		t.Errorf("%d Allows failed before the stall was taken as an outage, want at most %d", failed, store.OutageTimeouts-1)
+	}
+	if down := <-f.flips; !down {
+		t.Fatalf("OnOutage(%v), want true", down)
+	}
+	for i := range 20 {
+		cctx, cancel := context.WithTimeout(ctx, deadline)
+		a, err := f.st.Allow(cctx, pinned, "w2")
+		cancel()
+		if err != nil || !a.Degraded || a.Decision != pb.Decision_DECISION_DENIED_FORCED_OPEN {
+			t.Fatalf("Allow(pinned) %d in the outage = %v, %v; want a degraded DENIED_FORCED_OPEN", i, a.GetDecision(), err)
+		}
+	}
+	restore(f)
+	if down := <-f.flips; down {
+		t.Fatalf("OnOutage(%v) after the stall ended, want false", down)
+	}
+	if a, err := f.st.Allow(ctx, pinned, "w1"); err != nil || a.Degraded || a.Decision != pb.Decision_DECISION_DENIED_FORCED_OPEN {
+		t.Errorf("Allow(pinned) after the stall = %v, %v; want DENIED_FORCED_OPEN from Redis", a.GetDecision(), err)
+	}
+	select {
+	case down := <-f.flips:
+		t.Errorf("a second flip (%v): the outage must flip once down and once back", down)
+	default:
+	}
+}
+
+// TestStallIsAnOutage: a link that forwards nothing (connections kept
+// open), with callers that wait seconds: the daemon's own decision
+// timeout takes it as an outage, and the calls go to memory.
+func TestStallIsAnOutage(t *testing.T) {
+	testredis.StallTier(t)
+	eachServer(t, func(t *testing.T, b *testredis.Backend) {
+		stallCase(t, b, stallCallerDeadline, func(f *outageFixture) { f.proxy.Stall() }, func(f *outageFixture) { f.proxy.Restore(t) })
+	})
+}
+
+// TestStallWithCallersShorterThanTheBound: callers that stop waiting
+// before the daemon's decision timeout still leave it to judge the
+// stall: each script outstanding past it counts, whoever waits.
+func TestStallWithCallersShorterThanTheBound(t *testing.T) {
+	testredis.StallTier(t)
+	eachServer(t, func(t *testing.T, b *testredis.Backend) {
+		f := newOutageFixture(t, b, daemonOptions)
+		name := b.Breaker("search")
+		f.proxy.Stall()
+		defer f.proxy.Restore(t) // before the client closes: it drains what it sent
+		for i := 0; !f.st.Degraded(); i++ {
+			if i == 200 {
+				t.Fatalf("200 Allows with a 50 ms deadline into a stalled Redis, and no outage")
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			_, _ = f.st.Allow(ctx, name, "w1")
+			<-ctx.Done()
+			cancel()
+		}
+		if down := <-f.flips; !down {
+			t.Fatalf("OnOutage(%v), want true", down)
+		}
+		a, err := f.st.Allow(context.Background(), name, "w1")
+		if err != nil || !a.Degraded {
+			t.Errorf("Allow in the outage = %v, %v; want an answer from memory", a, err)
+		}
+	})
+}
+
+// TestSlowRedisIsAnOutage: replies that come back, but later than the
+// daemon's decision timeout (a proxy adding latency), are an outage;
+// the recovery poll, on fresh connections, waits until they are fast
+// again.
+func TestSlowRedisIsAnOutage(t *testing.T) {
+	testredis.StallTier(t)
+	eachServer(t, func(t *testing.T, b *testredis.Backend) {
+		stallCase(t, b, stallCallerDeadline, func(f *outageFixture) { f.proxy.Delay(time.Second) },
+			func(f *outageFixture) { f.proxy.Delay(0) })
+	})
+}
+
+// TestStallWithAProbeDue: a breaker open in Redis, its cooldown passed
+// during the stall: the daemon answers from memory at once, one caller
+// gets the probe and the others are denied (calls at a breaker known
+// open stay at the probe rate). On the real Redis only: the in-memory
+// breakers run on the store's clock, which the test pins there (on
+// miniredis they run on this host's).
+func TestStallWithAProbeDue(t *testing.T) {
+	testredis.StallTier(t)
+	t.Run("redis", func(t *testing.T) {
+		b := testredis.Real(t)
+		f := newOutageFixture(t, b, daemonOptions)
+		defer f.proxy.Restore(t)
+		name, other := b.Breaker("vendor"), b.Breaker("other")
+		for _, w := range []string{"w1", "w2", "w1"} {
+			f.call(name, w, pb.Outcome_OUTCOME_TIMEOUT)
+		}
+		if st := f.get(name); st.State != pb.State_STATE_OPEN {
+			t.Fatalf("after 3 timeouts from 2 workers: %v, want OPEN", st.State)
+		}
+		waitSeen(t, f, name)
+		f.proxy.Stall()
+		allowUntilMemory(t, f.st, other, "w1", stallCallerDeadline)
+		b.Advance(f.st.Policy(name).CooldownCap + time.Second)
+		probes := 0
+		for i := range 20 {
+			ctx, cancel := context.WithTimeout(context.Background(), stallCallerDeadline)
+			a, err := f.st.Allow(ctx, name, "w"+string(rune('a'+i)))
+			cancel()
+			if err != nil || !a.Degraded {
+				t.Fatalf("Allow %d with the probe due = %v, %v; want an answer from memory", i, a, err)
+			}
+			if a.Decision == pb.Decision_DECISION_ALLOWED || a.Decision == pb.Decision_DECISION_PROBE {
+				probes++
+			}
+		}
+		if probes != 1 {
+			t.Errorf("%d of 20 callers let through with the probe due, want 1 (the probe)", probes)
+		}
+	})
+}
+
+// TestStallThatHealsIsOneOutage: a link that stalls and then heals
+// without closing its connections (what was sent meanwhile never gets a
+// reply until go-redis's read timeout): the node is back for the
+// decisions only once their pipeline, held by the batch stuck on an old
+// connection, answers too, not when a fresh connection does. One flip
+// each way, then every call is answered from Redis.
+func TestStallThatHealsIsOneOutage(t *testing.T) {
+	testredis.StallTier(t)
+	eachServer(t, func(t *testing.T, b *testredis.Backend) {
+		f := newOutageFixture(t, b, func(o *redis.Options) {
+			daemonOptions(o)
+			o.ReadTimeout, o.WriteTimeout = 3*time.Second, 3*time.Second
+		})
+		name := b.Breaker("search")
+		f.proxy.Stall()
+		defer f.proxy.Restore(t) // before the client closes: it drains what it sent
+		allowUntilMemory(t, f.st, name, "w1", stallCallerDeadline)
+		if down := <-f.flips; !down {
+			t.Fatalf("OnOutage(%v), want true", down)
+		}
+		f.proxy.Resume()
+		if down := <-f.flips; down {
+			t.Fatalf("OnOutage(%v) after the link healed, want false", down)
+		}
+		for i := range 20 {
+			ctx, cancel := context.WithTimeout(context.Background(), stallCallerDeadline)
+			a, err := f.st.Allow(ctx, name, "w1")
+			cancel()
+			if err != nil || a.Degraded {
+				t.Fatalf("Allow %d after the link healed = %v, %v; want an answer from Redis", i, a, err)
+			}
+		}
+		select {
+		case down := <-f.flips:
+			t.Errorf("a second flip (%v): the outage must flip once down and once back", down)
+		default:
+		}
+	})
+}
