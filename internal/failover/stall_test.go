@@ -31,7 +31,7 @@ import (
 // call with a worker client's 2 s deadline. A blackholed link (a proxy
 // that forwards nothing and keeps its connections open), a frozen process
 // (SIGSTOP, then SIGCONT), replies slower than the decision timeout (a
-// proxy adding 1 s). The counts that must hold: no call outlives its
+// proxy adding stallDelay). The counts that must hold: no call outlives its
 // caller's deadline; at most OutageTimeouts-1 calls per daemon fail
 // before the stalled node goes to memory, every later one is answered
 // from memory; no call is let through at a breaker known open (forced
@@ -40,6 +40,15 @@ import (
 
 // stallCallerDeadline is a worker client's RPC timeout.
 const stallCallerDeadline = 2 * time.Second
+
+// stallBound is the daemons' decision timeout here: above what a healthy
+// node takes on a machine busy with -race and other copies of the suite
+// (the product's default is tighter), below the caller's deadline, so a
+// stall still goes to memory before any caller gives up.
+const stallBound = time.Second
+
+// stallDelay is the latency fault: replies this much late, past stallBound.
+const stallDelay = 3 * stallBound
 
 // stallDaemon is one daemon's store on its own client, seeded by its own
 // event hub, with the breakers it has heard of.
@@ -71,7 +80,7 @@ func newStallRig(t *testing.T, b *testredis.Backend, newClient func() redis.Univ
 		rdb := newClient()
 		t.Cleanup(func() { _ = rdb.Close() })
 		d := &stallDaemon{flips: &flips{by: map[string][]bool{}}}
-		d.st = store.New(rdb, store.Options{Now: b.Clock(), Channel: b.Prefix + "events", OnOutage: d.flips.add})
+		d.st = store.New(rdb, store.Options{Now: b.Clock(), Channel: b.Prefix + "events", OnOutage: d.flips.add, DecisionTimeout: stallBound})
 		t.Cleanup(d.st.Close)
 		if err := d.st.Load(ctx); err != nil {
 			t.Fatal(err)
@@ -327,7 +336,7 @@ func TestStallSingleRedis(t *testing.T) {
 		b := singleBackend(t, addr)
 		proxy := testredis.NewProxy(t, addr)
 		r := newStallRig(t, b, func() redis.UniversalClient { return daemonClient(&redis.Options{Addr: proxy.Addr()}) }, "")
-		stallThrough(t, r, "replies 1 s late", func() { proxy.Delay(time.Second) }, func() { proxy.Delay(0) })
+		stallThrough(t, r, "replies "+stallDelay.String()+" late", func() { proxy.Delay(stallDelay) }, func() { proxy.Delay(0) })
 	})
 	t.Run("sigstop", func(t *testing.T) {
 		addr, p := startRedis(t)
