@@ -13,7 +13,7 @@ help: ## list the targets
 build: ## build the binaries into bin/ (version and commit from git: bin/breakerd --version)
 	CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)" -o bin/ ./cmd/...
 
-release: ## cross-compile breakerd, breakerctl, breakerd-mcp and healthcheck for linux and darwin (amd64, arm64) into dist/, with SHA256SUMS
+release: ## cross-compile breakerd, breakerctl, breakerd-mcp and healthcheck for linux and darwin (amd64, arm64; PLATFORMS="linux/amd64" for fewer) into dist/, with SHA256SUMS
 	VERSION=$(VERSION) COMMIT=$(COMMIT) ./scripts/release.sh
 
 test: ## the README's test command: every suite (scripts/test.sh; installs and starts Redis when missing)

@@ -7,16 +7,17 @@
 # runs it; the version comes from git (`git describe --tags`) as in
 # `make build`.
 #
-# Usage: scripts/release.sh [--version V] [--commit C] [--dist DIR]
+# Usage: scripts/release.sh [--version V] [--commit C] [--dist DIR] [--platforms P]
 #   --version  VERSION  (default: git describe --tags --always --dirty)
 #   --commit   COMMIT   (default: git rev-parse --short=12 HEAD)
 #   --dist     DIST     (default: dist): where the tarballs and SHA256SUMS go
+#   --platforms  PLATFORMS  (default: every platform below): GOOS/GOARCH, space-separated
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
 commit=${COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}
 dist=${DIST:-dist}
-usage() { sed -n '7,10p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '10,14p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --version) version=${2:?--version needs a value}; shift 2 ;;
@@ -25,6 +26,8 @@ while [ $# -gt 0 ]; do
     --commit=*) commit=${1#*=}; shift ;;
     --dist) dist=${2:?--dist needs a value}; shift 2 ;;
     --dist=*) dist=${1#*=}; shift ;;
+    --platforms) PLATFORMS=${2:?--platforms needs a value}; shift 2 ;;
+    --platforms=*) PLATFORMS=${1#*=}; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "release.sh: unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -34,6 +37,13 @@ done
 # the health probe; and where it runs.
 commands=(breakerd breakerctl breakerd-mcp healthcheck)
 platforms=(linux/amd64 linux/arm64 darwin/amd64 darwin/arm64)
+if [ -n "${PLATFORMS:-}" ]; then
+  read -r -a chosen <<<"$PLATFORMS"
+  for p in "${chosen[@]}"; do
+    [[ " ${platforms[*]} " == *" $p "* ]] || { echo "release.sh: no platform $p; the platforms: ${platforms[*]}" >&2; exit 2; }
+  done
+  platforms=("${chosen[@]}")
+fi
 
 pkg=github.com/breakerd/breakerd/internal/buildinfo
 ldflags="-s -w -X $pkg.version=$version -X $pkg.commit=$commit"

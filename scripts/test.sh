@@ -1,40 +1,78 @@
 #!/usr/bin/env bash
 # The one test command: every suite (Go, Python, TypeScript and the checks
-# beside them), on a fresh machine as on CI. It installs what the tests
-# need with apt-get when it is missing (one `apt-get update`, one install
-# line), starts a Redis at BREAKERD_TEST_REDIS_ADDR (default
-# 127.0.0.1:6379) unless one answers there, starts a Redis Cluster of its
-# own, and prints the time each phase took.
+# beside them), on a fresh machine as on CI. It installs with apt-get what
+# the phases asked for need when it is missing (one `apt-get update`, one
+# install line), starts the Redis and the Redis Cluster those phases use on
+# ports of this run's own, prints the time each phase took, and stops at
+# exit everything it started.
 #
-#   scripts/test.sh            # everything
+#   scripts/test.sh            # everything; independent phases run side by side
 #   scripts/test.sh go python  # only the named phases (names: see `phases` below)
+#
+# Environment:
+#   BREAKERD_TEST_REDIS_ADDR  the Redis of the go, python and typescript
+#                             phases: used as is when one answers there, else
+#                             started there (and stopped at exit); unset, one
+#                             is started on a free port of BREAKERD_TEST_PORTS
+#   BREAKERD_TEST_PORTS       the range this run's Redis and Cluster client
+#                             ports come from (default 20000-21999; the
+#                             Cluster's bus ports are each + 10000)
+#   REDIS_CLUSTER_PORT        pins the Cluster's first client port (6 in a row)
+#   BREAKERD_TEST_SERIAL=1    run the phases one after another, in order
+#   BREAKERD_TEST_RELEASE_ALL=1  the release phase builds every platform's
+#                             tarball, not linux_amd64's only (phase_release)
+#
+# Each suite alone, without this script: `go test ./...` needs nothing
+# (miniredis; BREAKERD_TEST_REDIS_ADDR adds the real-Redis tier); the
+# Python and TypeScript suites need a breakerd build (they make one with
+# go) and, for the shared-Redis tests, a Redis at BREAKERD_TEST_REDIS_ADDR:
+# start one with `redis-server --port 6480 --save "" --appendonly no` and
+# export BREAKERD_TEST_REDIS_ADDR=127.0.0.1:6480. Without it the Python
+# suite runs each daemon on an embedded Redis and skips the tests that
+# share one; the TypeScript suite stops at once and says so.
 #
 # .ci/run calls this script and nothing else.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin:$HOME/go/bin"
 
-# Debian packages the suites use; installed in one line when any is missing.
-# command -> package
+# Debian packages the suites use: command -> package.
 declare -A need=(
   [redis-server]=redis-server [redis-cli]=redis-tools [redis-sentinel]=redis-sentinel
   [docker-compose]=docker-compose [file]=file [curl]=curl [systemd-analyze]=systemd [python3]=python3-venv
   [node]=nodejs [npm]=npm [unzip]=unzip [promtool]=prometheus [chromium]=chromium
+)
+# The commands each phase runs (keys of `need`).
+declare -A phase_needs=(
+  [lint]="file docker-compose"
+  [go]="redis-server redis-cli redis-sentinel"
+  [soak]="redis-server redis-cli redis-sentinel"
+  [python]="python3 redis-server redis-cli"
+  [typescript]="node npm redis-server redis-cli"
+  [release]="file curl unzip node npm python3"
+  [deploy]="systemd-analyze"
+  [ui]="chromium"
+  [prometheus]="promtool"
 )
 
 phase_start=0
 phase() { phase_start=$(date +%s); echo "== ci: phase $1"; }
 phase_done() { echo "== ci: phase $1 took $(( $(date +%s) - phase_start ))s"; }
 
+# install_missing PHASE...: the packages of the named phases' commands
+# that are not on PATH, in one apt-get line.
 install_missing() {
-  local missing=() cmd
-  for cmd in "${!need[@]}"; do
-    command -v "$cmd" >/dev/null 2>&1 || missing+=("${need[$cmd]}")
+  local -A missing=()
+  local p cmd
+  for p in "$@"; do
+    for cmd in ${phase_needs[$p]}; do
+      command -v "$cmd" >/dev/null 2>&1 || missing[${need[$cmd]}]=1
+    done
   done
   [ "${#missing[@]}" -eq 0 ] && return 0
-  echo "ci: installing ${missing[*]}"
+  echo "ci: installing ${!missing[*]}"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${!missing[@]}" >/dev/null
 }
 
 # The Go in use, and no older than go.mod's toolchain line: the release the
@@ -54,55 +92,135 @@ check_go() {
   fi
 }
 
-start_redis() {
-  local addr=${BREAKERD_TEST_REDIS_ADDR:-127.0.0.1:6379}
-  local host=${addr%:*} port=${addr##*:}
-  if ! redis-cli -h "$host" -p "$port" ping >/dev/null 2>&1; then
-    echo "ci: starting redis-server on $host:$port"
-    mkdir -p /var/lib/redis
-    redis-server --daemonize yes --bind "$host" --port "$port" --save "" --appendonly no --dir /var/lib/redis
-    for _ in $(seq 50); do redis-cli -h "$host" -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
+# What this run started, stopped by cleanup at exit: the Redis (not one
+# that already answered), the Cluster, the background phases, scratch dirs.
+started_redis="" started_cluster="" bg_pids=() scratch=()
+cleanup() {
+  local pid
+  for pid in "${bg_pids[@]}"; do kill -- "-$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true; done
+  [ -z "$started_cluster" ] || scripts/redis-cluster.sh stop >/dev/null 2>&1 || true
+  if [ -n "$started_redis" ]; then
+    redis-cli -h "${started_redis%:*}" -p "${started_redis##*:}" shutdown nosave >/dev/null 2>&1 || true
+    echo "ci: stopped the redis-server on $started_redis"
   fi
-  redis-cli -h "$host" -p "$port" ping
-  export BREAKERD_TEST_REDIS_ADDR=$addr
+  [ "${#scratch[@]}" -eq 0 ] || rm -rf "${scratch[@]}"
+}
+trap cleanup EXIT
+
+# port_range: the first and last port of BREAKERD_TEST_PORTS. Below
+# Linux's ephemeral range (32768-), where an outgoing connection could hold
+# one; bus ports at + 10000 must stay within 65535.
+port_range() {
+  local r=${BREAKERD_TEST_PORTS:-20000-21999}
+  lo=${r%-*} hi=${r#*-}
+  if ! [[ $lo =~ ^[0-9]+$ && $hi =~ ^[0-9]+$ ]] || [ "$lo" -lt 1024 ] || [ $((hi - lo)) -lt 8 ] || [ "$hi" -gt 55535 ]; then
+    echo "ci: BREAKERD_TEST_PORTS=$r: want LO-HI, 1024 <= LO, LO+8 <= HI <= 55535"; exit 1
+  fi
+}
+
+# listening HOST PORT: something accepts connections there.
+listening() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
+# start_redis: BREAKERD_TEST_REDIS_ADDR when one answers there; else a
+# redis-server of this run's own there, or on a free port of the range.
+start_redis() {
+  local addr=${BREAKERD_TEST_REDIS_ADDR:-} host port attempt lo hi dir
+  if [ -n "$addr" ] && redis-cli -h "${addr%:*}" -p "${addr##*:}" ping >/dev/null 2>&1; then
+    echo "ci: using the Redis that answers at $addr"; return 0
+  fi
+  dir=$(mktemp -d); scratch+=("$dir")
+  port_range
+  for attempt in 1 2 3 4 5; do
+    if [ -n "${BREAKERD_TEST_REDIS_ADDR:-}" ]; then addr=$BREAKERD_TEST_REDIS_ADDR
+    else addr=127.0.0.1:$((lo + RANDOM % (hi - lo - 6))); fi
+    host=${addr%:*} port=${addr##*:}
+    listening "$host" "$port" && { [ -z "${BREAKERD_TEST_REDIS_ADDR:-}" ] && continue; echo "ci: $addr is taken and is no Redis"; exit 1; }
+    echo "ci: starting redis-server on $addr"
+    if redis-server --daemonize yes --bind "$host" --port "$port" --save "" --appendonly no --dir "$dir" \
+      --pidfile "$dir/redis.pid" --logfile "$dir/redis.log"; then
+      started_redis=$addr
+      for _ in $(seq 50); do redis-cli -h "$host" -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
+      if redis-cli -h "$host" -p "$port" ping >/dev/null 2>&1; then export BREAKERD_TEST_REDIS_ADDR=$addr; return 0; fi
+      cat "$dir/redis.log"
+    fi
+    [ -z "${BREAKERD_TEST_REDIS_ADDR:-}" ] || break
+  done
+  echo "ci: no redis-server started"; exit 1
 }
 
 # The cluster tier: a Redis Cluster of 3 masters and 3 replicas of this
 # run's own (testredis.Each's "cluster" backend runs the store, server,
-# hooks and client suites on it); the failover tests start clusters and a
-# Sentinel setup of their own on free ports. Client ports 20000-21999, bus
-# ports (+10000) 30000-31999: below Linux's ephemeral range, where an
-# outgoing connection could hold one. A random base keeps parallel runs
-# apart (REDIS_CLUSTER_PORT pins it); a port already taken fails the start,
-# so another base is tried.
+# hooks and client suites on it); the failover tests and the soak start
+# clusters and Sentinel setups of their own on ports the kernel picks.
+# Its 6 client ports are consecutive, from BREAKERD_TEST_PORTS; a random
+# base keeps parallel runs apart (REDIS_CLUSTER_PORT pins it); a port
+# already taken fails the start, so another base is tried.
 start_cluster() {
-  export REDIS_CLUSTER_DIR=${REDIS_CLUSTER_DIR:-$(mktemp -d)}
-  trap 'scripts/redis-cluster.sh stop' EXIT
-  local pinned=${REDIS_CLUSTER_PORT:-} attempt cluster_env
+  if [ -z "${REDIS_CLUSTER_DIR:-}" ]; then REDIS_CLUSTER_DIR=$(mktemp -d); scratch+=("$REDIS_CLUSTER_DIR"); fi
+  export REDIS_CLUSTER_DIR
+  local pinned=${REDIS_CLUSTER_PORT:-} attempt cluster_env lo hi
+  port_range
   for attempt in 1 2 3; do
-    export REDIS_CLUSTER_PORT=${pinned:-$((20000 + RANDOM % 1990))}
+    export REDIS_CLUSTER_PORT=${pinned:-$((lo + RANDOM % (hi - lo - 6)))}
+    started_cluster=$REDIS_CLUSTER_PORT
     if cluster_env=$(scripts/redis-cluster.sh start); then break; fi
+    scripts/redis-cluster.sh stop >/dev/null 2>&1 || true
+    started_cluster=""
     [ -n "$pinned" ] || [ "$attempt" = 3 ] && { echo "ci: the Redis Cluster did not start"; exit 1; }
   done
   export "${cluster_env?}"
   echo "ci: $cluster_env"
 }
 
-# Static checks: formatting, vet, the proto's lint (buf is not packaged by
-# Debian; the Go module proxy serves it, so go run builds it once into the
-# module cache), and docker-compose.yml (Debian's docker-compose validates
-# it without a container engine).
+# Static checks: formatting, vet, staticcheck (as `make lint` runs it),
+# deadcode, the proto's lint (buf is not packaged by Debian; the Go module
+# proxy serves these tools, so go run builds each once into the module
+# cache), and docker-compose.yml (Debian's docker-compose validates it
+# without a container engine).
 phase_lint() {
   local unformatted
-  unformatted=$(gofmt -l $(git ls-files '*.go' | grep -v '\.pb\.go$'))
+  unformatted=$(git ls-files -z '*.go' | grep -zv '\.pb\.go$' | xargs -0r gofmt -l)
   if [ -n "$unformatted" ]; then echo "ci: gofmt would change: $unformatted"; exit 1; fi
   go vet ./...
+  go run "honnef.co/go/tools/cmd/staticcheck@$staticcheck_version" ./...
+  echo "ci: staticcheck is clean"
+  check_deadcode
   go run github.com/bufbuild/buf/cmd/buf@v1.75.0 lint proto
   echo "ci: buf lint is clean"
   check_proto_compatible
   docker-compose -f docker-compose.yml config -q
   echo "ci: docker-compose.yml is valid"
   check_no_binaries
+}
+# The tools' pinned versions (the Makefile's lint target names the same
+# staticcheck): each builds with go.mod's toolchain.
+staticcheck_version=v0.8.2
+deadcode_version=v0.51.0
+
+# check_deadcode: no function in cmd/ or internal/ that nothing reaches
+# from a main or a test (deadcode -test). pkg/'s exported API is its
+# users', and examples (_test.go) are documentation, so neither counts.
+# deadcode_allowed names, as "FILE FUNC", the functions unreachable from
+# this module that stay, each with its reason.
+deadcode_allowed=(
+  # deploy/prometheus/check, a module of its own, reads the daemon's metrics from it.
+  "internal/daemon/daemon.go Registry"
+  # The file form of Parse, which nothing calls (the daemon reads the
+  # file itself, trust.go): delete it, and this entry, with config.go's next change.
+  "internal/hooks/config.go Load"
+  # Test support: the proxy's count of accepted connections, for fault tests to assert on.
+  "internal/testredis/proxy.go Proxy.Accepted"
+)
+check_deadcode() {
+  local out found allowed
+  out=$(go run "golang.org/x/tools/cmd/deadcode@$deadcode_version" -test ./...)
+  found=$(echo "$out" | sed -E 's/^([^:]+):[0-9]+:[0-9]+: unreachable func: (.*)$/\1 \2/' |
+    grep -Ev '_test\.go |^pkg/[^ ]+ ([A-Z][A-Za-z0-9_]*\.)?[A-Z][A-Za-z0-9_]*$' || true)
+  for allowed in "${deadcode_allowed[@]}"; do
+    found=$(grep -vxF "$allowed" <<<"$found" || true)
+  done
+  if [ -n "$found" ]; then echo "ci: deadcode: nothing calls these (delete them, or list one in deadcode_allowed with why):"; echo "$found"; exit 1; fi
+  echo "ci: deadcode: every function in cmd/ and internal/ is reached"
 }
 
 # The proto changes only additively: buf breaking (rules FILE, from
@@ -178,15 +296,27 @@ phase_python() {
 
 # Releases, as a user gets them: in a clone of this commit tagged
 # v0.0.0-ci, `make build` gives every binary the tag as its --version and
-# in breakerd_build_info, and `make release` cross-compiles every platform
-# with checksums that verify. Built without -race, on the build cache.
+# in breakerd_build_info, and `make release` writes linux_amd64's tarball,
+# the clients' wheel and npm tarball, with checksums that verify
+# (check_release). The three other platforms are compiled for (every
+# released command, GOOS/GOARCH set) but not linked or packed: a run
+# proves they build, not that their tarballs are right; with
+# BREAKERD_TEST_RELEASE_ALL=1 `make release` builds and check_release
+# checks all four. Built without -race, on the build cache.
 phase_release() {
-  local dir tag=v0.0.0-ci
+  local dir tag=v0.0.0-ci all="linux/amd64 linux/arm64 darwin/amd64 darwin/arm64" full=linux/amd64 p
+  [ "${BREAKERD_TEST_RELEASE_ALL:-}" != 1 ] || full=$all
   dir=$(mktemp -d)
   git clone -q --no-checkout . "$dir/clone"
   git -C "$dir/clone" checkout -q "$(git rev-parse HEAD)"
   git -C "$dir/clone" tag "$tag"
-  (cd "$dir/clone" && make -s build >/dev/null && check_versions "$tag" bin && make -s release >/dev/null && check_release "$tag" dist)
+  (cd "$dir/clone" && make -s build >/dev/null && check_versions "$tag" bin &&
+    make -s release PLATFORMS="$full" >/dev/null && check_release "$tag" dist "$full")
+  for p in $all; do
+    [[ " $full " == *" $p "* ]] && continue
+    (cd "$dir/clone" && GOOS=${p%/*} GOARCH=${p#*/} CGO_ENABLED=0 go build -trimpath ./cmd/breakerd ./cmd/breakerctl ./cmd/breakerd-mcp ./cmd/healthcheck)
+    echo "ci: the released commands compile for $p (not linked, not packed)"
+  done
   rm -rf "$dir"
 }
 
@@ -208,22 +338,26 @@ check_versions() {
   got=$(curl -fsS "$addr" | grep '^breakerd_build_info' || true)
   kill "$pid"; wait "$pid" || true; rm -f "$log"
   case "$got" in *"version=\"$tag\""*) ;; *) echo "ci: breakerd_build_info is \"$got\", want version=\"$tag\""; return 1 ;; esac
-  echo "ci: $(ls "$dir" | wc -l) binaries and breakerd_build_info say $tag (commit $commit)"
+  echo "ci: $(find "$dir" -maxdepth 1 -type f | wc -l) binaries and breakerd_build_info say $tag (commit $commit)"
 }
 
-# check_release TAG DIR: a tarball per platform, each binary built for it,
+# check_release TAG DIR PLATFORMS: a tarball per platform (GOOS/GOARCH,
+# space-separated), each binary built for it,
 # the clients' wheel and npm tarball versioned from TAG (v0.0.0-ci: PEP
 # 440's 0.0.0+ci, semver's 0.0.0-ci), and SHA256SUMS verifies.
 check_release() {
   local tag=$1 dir=$2 platform want t b got npmv=${1#v} pyv
+  local -A kind=([linux/amd64]="ELF 64-bit.*x86-64" [linux/arm64]="ELF 64-bit.*aarch64"
+    [darwin/amd64]="Mach-O 64-bit.*x86_64" [darwin/arm64]="Mach-O 64-bit.*arm64")
   (cd "$dir" && sha256sum --quiet -c SHA256SUMS)
-  for platform in linux_amd64:"ELF 64-bit.*x86-64" linux_arm64:"ELF 64-bit.*aarch64" darwin_amd64:"Mach-O 64-bit.*x86_64" darwin_arm64:"Mach-O 64-bit.*arm64"; do
-    t="$dir/breakerd_${tag}_${platform%%:*}.tar.gz"
-    want=${platform#*:}
+  for platform in $3; do
+    want=${kind[$platform]}
+    platform=${platform/\//_}
+    t="$dir/breakerd_${tag}_${platform}.tar.gz"
     [ -f "$t" ] || { echo "ci: make release wrote no $t"; return 1; }
     tar -xzf "$t" -C "$dir"
     for b in breakerd breakerctl breakerd-mcp healthcheck; do
-      file "$dir/breakerd_${tag}_${platform%%:*}/$b" | grep -Eq "$want" || { echo "ci: $b in $t is not $want"; return 1; }
+      file "$dir/breakerd_${tag}_${platform}/$b" | grep -Eq "$want" || { echo "ci: $b in $t is not $want"; return 1; }
     done
   done
   pyv=${npmv/-/+}
@@ -233,9 +367,10 @@ check_release() {
   t="$dir/breakerd-client-$npmv.tgz"
   got=$(tar -xzOf "$t" package/package.json 2>/dev/null | node -p 'JSON.parse(require("fs").readFileSync(0, "utf8")).version' || true)
   [ "$got" = "$npmv" ] || { echo "ci: $t says version \"$got\", want \"$npmv\""; return 1; }
-  grep -q " breakerd-$pyv-py3-none-any.whl$" "$dir/SHA256SUMS" && grep -q " breakerd-client-$npmv.tgz$" "$dir/SHA256SUMS" ||
-    { echo "ci: SHA256SUMS misses the wheel or the npm tarball"; return 1; }
-  echo "ci: make release: 4 platforms, wheel $pyv, npm $npmv, checksums verified"
+  if ! grep -q " breakerd-$pyv-py3-none-any.whl$" "$dir/SHA256SUMS" || ! grep -q " breakerd-client-$npmv.tgz$" "$dir/SHA256SUMS"; then
+    echo "ci: SHA256SUMS misses the wheel or the npm tarball"; return 1
+  fi
+  echo "ci: make release: $3, wheel $pyv, npm $npmv, checksums verified"
 }
 
 # Deployment files, checked offline: the Kubernetes manifests decode
@@ -303,23 +438,74 @@ phase_prometheus() {
 }
 
 phases=(lint go soak python typescript release deploy ui prometheus)
+# The phases whose results CI reads from their closing lines (go test,
+# pytest, node --test) run in the foreground, one after another, with
+# their output as it is; the others run meanwhile in one background lane,
+# one after another, each line prefixed with "[phase] ". On 2 cores the
+# two lanes take about as long each (CONTRIBUTING.md has the times).
+foreground=" go python typescript "
+
+# run_phase PHASE: the phase in a subshell of its own, timed; a phase
+# exits on its first failure (set -e, which bash would ignore inside a
+# command whose status is tested: hence `&` and wait). Its status goes to
+# $status_dir/PHASE; run_phase itself always succeeds, so a lane goes on.
 run_phase() {
+  local rc secs
   phase "$1"
-  "phase_$1"
-  phase_done "$1"
+  ( "phase_$1" ) &
+  set +e; wait "$!"; rc=$?; set -e
+  secs=$(( $(date +%s) - phase_start ))
+  echo "$rc $secs" > "$status_dir/$1"
+  if [ "$rc" = 0 ]; then echo "== ci: phase $1 took ${secs}s"; else echo "== ci: phase $1 FAILED (exit $rc) after ${secs}s"; fi
+}
+
+# run_lane PHASE...: the phases in order, each whatever the one before
+# did. With PREFIX=1 every line is prefixed with its phase's name.
+run_lane() {
+  local p
+  for p in "$@"; do
+    if [ "${PREFIX:-}" = 1 ]; then run_phase "$p" 2>&1 | sed -u "s/^/[$p] /"; else run_phase "$p"; fi
+  done
+}
+
+# summary PHASE...: each phase's outcome and time; fails if any failed.
+summary() {
+  local p rc secs failed=0
+  echo "== ci: summary"
+  for p in "$@"; do
+    read -r rc secs < "$status_dir/$p" 2>/dev/null || { rc=unknown secs='?'; }
+    if [ "$rc" = 0 ]; then echo "== ci:   $p ok ${secs}s"; else echo "== ci:   $p FAILED ${secs}s"; failed=1; fi
+  done
+  [ "$failed" = 0 ] || { echo "== ci: FAILED"; exit 1; }
+  echo "== ci: every phase passed"
 }
 
 main() {
-  local chosen=("$@")
+  local chosen=("$@") p fg=() bg=() total_start
+  total_start=$(date +%s)
   [ "${#chosen[@]}" -gt 0 ] || chosen=("${phases[@]}")
+  for p in "${chosen[@]}"; do
+    [ -n "${phase_needs[$p]+x}" ] || { echo "ci: no phase $p; the phases: ${phases[*]}"; exit 2; }
+    if [ "${BREAKERD_TEST_SERIAL:-}" = 1 ] || [[ $foreground == *" $p "* ]]; then fg+=("$p"); else bg+=("$p"); fi
+  done
+  if [ "${#fg[@]}" -eq 0 ]; then fg=("${bg[@]}"); bg=(); fi
+  status_dir=$(mktemp -d); scratch+=("$status_dir")
   phase setup
-  install_missing
+  install_missing "${chosen[@]}"
   check_go
-  start_redis
-  start_cluster
+  case " ${chosen[*]} " in *" go "*|*" python "*|*" typescript "*) start_redis ;; esac
+  case " ${chosen[*]} " in *" go "*) start_cluster ;; esac
   phase_done setup
-  local p
-  for p in "${chosen[@]}"; do run_phase "$p"; done
+  if [ "${#bg[@]}" -gt 0 ]; then
+    set -m  # the lane in a process group of its own, so cleanup can end it whole
+    PREFIX=1 run_lane "${bg[@]}" &
+    bg_pids+=("$!")
+    set +m
+  fi
+  run_lane "${fg[@]}"
+  if [ "${#bg_pids[@]}" -gt 0 ]; then wait "${bg_pids[0]}" || true; bg_pids=(); fi
+  echo "== ci: the run took $(( $(date +%s) - total_start ))s"
+  summary "${chosen[@]}"
 }
 
 main "$@"

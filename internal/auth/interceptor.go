@@ -97,16 +97,6 @@ func Caller(ctx context.Context) (Identity, bool) {
 	return FromContext(ctx)
 }
 
-// Identify returns the identity of an "authorization: Bearer <token>"
-// header value (an HTTP listener's check, made before the body is read),
-// or an Unauthenticated status error.
-func (a *Authenticator) Identify(authorization string) (Identity, error) {
-	if authorization == "" {
-		return a.identify(metadata.MD{})
-	}
-	return a.identify(metadata.Pairs("authorization", authorization))
-}
-
 // ServerOptions returns the tap handle and the interceptors that enforce
 // the tokens. The tap (grpc.InTapHandle) refuses a call without a known
 // token before its request is read, so an unauthenticated caller costs no

@@ -41,6 +41,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Stops the run at once, saying what is missing, when a Redis is named
+    and none answers there (each test would otherwise wait on a daemon that
+    cannot serve)."""
+    addr = os.environ.get("BREAKERD_TEST_REDIS_ADDR", "")
+    if addr:
+        host, _, port = addr.rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=2).close()
+        except (OSError, ValueError) as e:
+            pytest.exit(f"no Redis answers at BREAKERD_TEST_REDIS_ADDR={addr} ({e}): start one "
+                        "(redis-server --port N) or unset it to run each daemon on an embedded Redis", 2)
+
+
 @pytest.fixture(scope="session")
 def breakerd_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The daemon built from this repository (BREAKERD_TEST_BIN names a
@@ -48,7 +62,10 @@ def breakerd_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if os.environ.get("BREAKERD_TEST_BIN"):
         return Path(os.environ["BREAKERD_TEST_BIN"])
     out = tmp_path_factory.mktemp("bin") / "breakerd"
-    subprocess.run(["go", "build", "-o", str(out), "./cmd/breakerd"], cwd=REPO, check=True)
+    try:
+        subprocess.run(["go", "build", "-o", str(out), "./cmd/breakerd"], cwd=REPO, check=True)
+    except FileNotFoundError:
+        pytest.exit("the tests build breakerd with go, and go is not on PATH (or set BREAKERD_TEST_BIN)", 2)
     return out
 
 

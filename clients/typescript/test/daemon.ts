@@ -7,6 +7,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, writeFileSync } from "node:fs";
+import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -21,6 +22,20 @@ export function binary(): string {
 /** redisURL is the shared Redis the daemons use. */
 export function redisURL(): string {
   return `redis://${process.env["BREAKERD_TEST_REDIS_ADDR"] ?? "127.0.0.1:6379"}/0`;
+}
+
+/** redisAnswers settles once per run: rejects, saying what is missing, when nothing listens at redisURL(). */
+let redisCheck: Promise<void> | undefined;
+function redisAnswers(): Promise<void> {
+  const addr = process.env["BREAKERD_TEST_REDIS_ADDR"] ?? "127.0.0.1:6379";
+  const i = addr.lastIndexOf(":");
+  redisCheck ??= new Promise<void>((resolve, reject) => {
+    const s = connect({ host: addr.slice(0, i), port: Number(addr.slice(i + 1)), timeout: 2000 });
+    const fail = (why: string) => (s.destroy(), reject(new Error(`no Redis answers at ${addr} (${why}): start one ` +
+      `(redis-server --port N) and set BREAKERD_TEST_REDIS_ADDR=127.0.0.1:N, or run scripts/test.sh typescript`)));
+    s.on("connect", () => (s.end(), resolve())).on("timeout", () => fail("timeout")).on("error", (e) => fail(e.message));
+  });
+  return redisCheck;
 }
 
 /** uniq is a breaker-name prefix of this test's own: copies of the suite share Redis. */
@@ -53,6 +68,7 @@ export interface DaemonOptions {
 
 /** startDaemon starts breakerd and waits until its HTTP listener serves and its health is SERVING. */
 export async function startDaemon(o: DaemonOptions = {}): Promise<Daemon> {
+  if (!o.embedded) await redisAnswers();
   const dir = mkdtempSync(join(tmpdir(), "breakerd-ts-"));
   const args = ["--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--log-format", "json"];
   if (!o.embedded) args.push("--redis-url", redisURL());
