@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"path"
 	"slices"
 	"time"
@@ -270,21 +269,9 @@ type file struct {
 	} `yaml:"hooks"`
 }
 
-// Load reads a hooks file; getenv resolves secret_env. Errors name the
-// file and the field ("hooks[1].url: ...") and never contain a secret.
-func Load(name string, getenv func(string) string) ([]Hook, error) {
-	b, err := os.ReadFile(name)
-	if err != nil {
-		return nil, fmt.Errorf("hooks: %w", err)
-	}
-	hs, err := Parse(b, getenv)
-	if err != nil {
-		return nil, fmt.Errorf("hooks: %s: %w", name, err)
-	}
-	return hs, nil
-}
-
-// Parse reads a hooks file's contents; see Load. Empty input is no hooks.
+// Parse reads a hooks file's contents; getenv resolves secret_env.
+// Errors name the field ("hooks[1].url: ...") and never contain a
+// secret. Empty input is no hooks.
 func Parse(b []byte, getenv func(string) string) ([]Hook, error) {
 	var f file
 	if err := yamlfile.Decode(b, &f); err != nil {

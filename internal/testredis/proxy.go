@@ -4,7 +4,6 @@ import (
 	"net"
 	"os"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,8 +24,6 @@ type Proxy struct {
 	stalled bool
 	// delay holds back every reply (Redis to client) this long.
 	delay time.Duration
-
-	accepted atomic.Int64
 }
 
 // NewProxy starts a proxy to target on a free loopback port. It is closed
@@ -46,9 +43,6 @@ func NewProxy(t testing.TB, target string) *Proxy {
 
 // Addr is where clients connect.
 func (p *Proxy) Addr() string { return p.addr }
-
-// Accepted counts the connections the proxy has accepted.
-func (p *Proxy) Accepted() int64 { return p.accepted.Load() }
 
 // Cut closes every connection and stops listening: clients get connection
 // refused until Restore.
@@ -124,7 +118,6 @@ func (p *Proxy) serve(ln net.Listener) {
 			if err != nil {
 				return
 			}
-			p.accepted.Add(1)
 			p.mu.Lock()
 			p.conns[c] = struct{}{}
 			stalled := p.stalled
