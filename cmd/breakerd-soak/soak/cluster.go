@@ -72,6 +72,7 @@ func startCluster(c Config, ports []int) (*redisSetup, error) {
 		masters: cl.setMasters,
 		kill:    cl.kill,
 		wipe:    cl.wipe,
+		stall:   cl.stall,
 		stop:    func() { _ = cl.rdb.Close(); _, _ = runScript(cl.script, cl.env, "stop") },
 	}, nil
 }
@@ -245,6 +246,29 @@ func (cl *cluster) wipe(ctx context.Context, obs *Observer) string {
 	}
 	return fmt.Sprintf("master %s (%d of %d breakers) killed (SIGKILL) at %s and started again without persistence, answering %s later with %d keys as %s",
 		a, countOn(cl.masters, a), len(cl.masters), stamp(wiped), answered.Round(10*time.Millisecond), n, role(ctx, a))
+}
+
+// stall SIGSTOPs the last master of the start for ClusterStall (below the
+// node timeout: its replica does not take over) and SIGCONTs it; it
+// returns what happened in words.
+func (cl *cluster) stall(ctx context.Context, obs *Observer) string {
+	ms := mastersOf(cl.masters)
+	a := ms[len(ms)-1]
+	pid, _, err := cl.pidOf(a)
+	if err != nil {
+		obs.Flag("stall", "", "master pid: %v", err)
+		return "not done: " + err.Error()
+	}
+	from, to, err := stopFor(obs, a, a, pid, ClusterStall)
+	if err != nil {
+		obs.Flag("stall", "", "%v", err)
+		return "not done: " + err.Error()
+	}
+	if r := role(ctx, a); r != "master" {
+		obs.Flag("stall", "", "%s is %q after its stall: a failover, not a stall", a, r)
+	}
+	return fmt.Sprintf("master %s (%d of %d breakers) stopped (SIGSTOP) at %s for %s, still a master after",
+		a, countOn(cl.masters, a), len(cl.masters), stamp(from), to.Sub(from).Round(10*time.Millisecond))
 }
 
 // mastersOf returns the distinct masters of m, sorted.

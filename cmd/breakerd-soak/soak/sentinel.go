@@ -42,6 +42,9 @@ func startSentinel(c Config, ports []int) (*redisSetup, error) {
 		wipe: func(ctx context.Context, obs *Observer) string {
 			return restartWithoutPersistence(ctx, obs, dir, sentinels)
 		},
+		stall: func(ctx context.Context, obs *Observer) string {
+			return stallMaster(ctx, obs, dir, sentinels)
+		},
 		stop: func() { _ = rdb.Close(); _, _ = runScript(script, env, "stop") },
 	}, nil
 }
@@ -150,4 +153,34 @@ func restartWithoutPersistence(ctx context.Context, obs *Observer, dir string, s
 func runRedis(dir, port string) ([]byte, error) {
 	return runCmd("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir,
 		"--pidfile", filepath.Join(dir, "redis.pid"), "--logfile", filepath.Join(dir, "redis.log"), "--daemonize", "yes")
+}
+
+// stallMaster SIGSTOPs the current master for SentinelStall (below the
+// down-after: Sentinel keeps it the master) and SIGCONTs it; it returns
+// what happened in words.
+func stallMaster(ctx context.Context, obs *Observer, dir string, sentinels []string) string {
+	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinels[0]})
+	defer sc.Close()
+	a, err := sc.GetMasterAddrByName(ctx, "mymaster").Result()
+	if err != nil || len(a) != 2 {
+		obs.Flag("stall", "", "the master's address: %v", err)
+		return "not done: no master address"
+	}
+	b, err := os.ReadFile(filepath.Join(dir, a[1], "redis.pid"))
+	if err != nil {
+		obs.Flag("stall", "", "master pid: %v", err)
+		return "not done: " + err.Error()
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	from, to, err := stopFor(obs, "", "127.0.0.1:"+a[1], pid, SentinelStall)
+	if err != nil {
+		obs.Flag("stall", "", "%v", err)
+		return "not done: " + err.Error()
+	}
+	after, err := sc.GetMasterAddrByName(ctx, "mymaster").Result()
+	if err != nil || len(after) != 2 || after[1] != a[1] {
+		obs.Flag("stall", "", "Sentinel named another master after the stall (%v, %v): a failover, not a stall", after, err)
+	}
+	return fmt.Sprintf("master 127.0.0.1:%s stopped (SIGSTOP) at %s for %s, still the master after",
+		a[1], stamp(from), to.Sub(from).Round(10*time.Millisecond))
 }
