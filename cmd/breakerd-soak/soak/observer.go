@@ -86,11 +86,12 @@ type Observer struct {
 	wipedAt   time.Time
 	wipedNode string
 	// masters maps each breaker to the master holding it at the start (nil:
-	// a single node, ""); faults counts the faults injected per node and
-	// faultedAt holds the first one's time.
-	masters   map[string]string
-	faults    map[string]int
-	faultedAt map[string]time.Time
+	// a single node, ""); faults counts the faults injected per node,
+	// faultedAt holds the first one's time and faultTimes every one's.
+	masters    map[string]string
+	faults     map[string]int
+	faultedAt  map[string]time.Time
+	faultTimes map[string][]time.Time
 	// forced are the breakers forced open, stalls the stall faults
 	// (stall.go).
 	forced map[string]bool

@@ -290,7 +290,8 @@ func TestObserverFlagsACallLetThroughAtABreakerForcedOpen(t *testing.T) {
 func TestObserverFlagsACallPastItsDeadlineDuringAStall(t *testing.T) {
 	o := NewObserver(2*time.Second, 6*time.Second)
 	o.SetMasters(map[string]string{"a": "m1", "b": "m2"})
-	o.StalledOn("m1", at(10_000), at(11_000))
+	o.StallBegins("m1", at(10_000))
+	o.StallEnds("m1", at(11_000))
 	o.Late("a", at(7_000), at(9_000))   // before the stall
 	o.Late("b", at(10_000), at(12_000)) // another node
 	want(t, o)
@@ -311,13 +312,15 @@ func TestObserverFlagsADaemonNotFlippingOnceInAStall(t *testing.T) {
 	stalled := func() *Observer {
 		o := NewObserver(2*time.Second, 6*time.Second)
 		o.SetMasters(map[string]string{"a": "m1", "b": "m2"})
-		o.StalledOn("m1", at(10_000), at(11_000))
+		o.StallBegins("m1", at(10_000))
+		o.StallEnds("m1", at(11_000))
 		return o
 	}
 	good := stalled()
+	good.KilledOn("m1", at(13_000)) // the next fault on m1 ends the stall's settling
 	good.CheckStallFlips(logs, map[FlipKey][]time.Time{
 		{"daemon-0.log", "m1"}: {at(10_300), at(30_000)}, // the second is not the stall's
-		{"daemon-1.log", "m1"}: {at(10_400)},
+		{"daemon-1.log", "m1"}: {at(10_400), at(13_100)}, // nor the kill's
 		{"daemon-1.log", "m2"}: {at(10_500)},
 	})
 	want(t, good)
@@ -333,15 +336,16 @@ func TestObserverFlagsADaemonNotFlippingOnceInAStall(t *testing.T) {
 }
 
 // An answer from memory for a breaker on the stalled node is not a
-// violation; one on a node with no fault is (live-degraded), and the
-// answers within the stall are counted.
+// violation, also while the stall goes on; one on a node with no fault is
+// (live-degraded), and the answers within the stall are counted.
 func TestObserverCountsAnswersWithinAStall(t *testing.T) {
 	o := NewObserver(2*time.Second, 6*time.Second)
 	o.SetMasters(map[string]string{"a": "m1", "b": "m2"})
-	o.StalledOn("m1", at(10_000), at(11_000))
+	o.StallBegins("m1", at(10_000))
 	deg := &pb.AllowResponse{Decision: pb.Decision_DECISION_ALLOWED, Degraded: true}
 	o.Allow("a", "w1", at(10_100), at(10_400), deg)
 	o.Allow("b", "w1", at(10_100), at(10_400), deg)
+	o.StallEnds("m1", at(11_000))
 	want(t, o, "live-degraded")
 	if c := o.Counts(); c.StallAnswers != 1 || c.StallDegraded != 1 {
 		t.Errorf("counts %+v, want 1 answer within the stall, degraded", c)

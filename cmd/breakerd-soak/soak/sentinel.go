@@ -14,7 +14,8 @@ import (
 )
 
 // The Sentinel topology (the default): a master, a replica and 3
-// sentinels of the run's own (scripts/redis-sentinel.sh, down-after 1 s).
+// sentinels of the run's own (scripts/redis-sentinel.sh, down-after
+// SentinelDownAfter: stall.go).
 // Its master is one node for the daemons: every breaker is on it.
 
 // sentinelPorts is how many ports startSentinel takes.
@@ -25,7 +26,8 @@ const sentinelPorts = 5
 func startSentinel(c Config, ports []int) (*redisSetup, error) {
 	dir := filepath.Join(c.Dir, "redis")
 	script := filepath.Join(c.Scripts, "redis-sentinel.sh")
-	env := append(os.Environ(), "REDIS_SENTINEL_PORTS="+joinPorts(ports), "REDIS_SENTINEL_DIR="+dir)
+	env := append(os.Environ(), "REDIS_SENTINEL_PORTS="+joinPorts(ports), "REDIS_SENTINEL_DIR="+dir,
+		"REDIS_SENTINEL_DOWN_AFTER="+strconv.FormatInt(SentinelDownAfter.Milliseconds(), 10))
 	if out, err := runScript(script, env, "start"); err != nil {
 		return nil, fmt.Errorf("%s start: %v\n%s", script, err, out)
 	}
@@ -155,7 +157,7 @@ func runRedis(dir, port string) ([]byte, error) {
 		"--pidfile", filepath.Join(dir, "redis.pid"), "--logfile", filepath.Join(dir, "redis.log"), "--daemonize", "yes")
 }
 
-// stallMaster SIGSTOPs the current master for SentinelStall (below the
+// stallMaster SIGSTOPs the current master for Stall (below the
 // down-after: Sentinel keeps it the master) and SIGCONTs it; it returns
 // what happened in words.
 func stallMaster(ctx context.Context, obs *Observer, dir string, sentinels []string) string {
@@ -172,7 +174,7 @@ func stallMaster(ctx context.Context, obs *Observer, dir string, sentinels []str
 		return "not done: " + err.Error()
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	from, to, err := stopFor(obs, "", "127.0.0.1:"+a[1], pid, SentinelStall)
+	from, to, err := stopFor(obs, "", "127.0.0.1:"+a[1], pid, Stall)
 	if err != nil {
 		obs.Flag("stall", "", "%v", err)
 		return "not done: " + err.Error()

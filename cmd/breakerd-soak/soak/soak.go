@@ -529,11 +529,7 @@ func (w *worker) run(ctx context.Context) {
 
 func (w *worker) call(ctx context.Context, i int) {
 	name := w.names[i]
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	sent := time.Now()
-	a, err := w.api.Allow(cctx, &pb.AllowRequest{Breaker: name, WorkerId: w.id})
-	got := time.Now()
+	a, sent, got, err := w.allow(ctx, name)
 	// A call the run's end cancelled is reported all the same: the daemon
 	// may have received it and still apply it.
 	if err != nil {
@@ -581,16 +577,22 @@ func (w *worker) call(ctx context.Context, i int) {
 // callForced calls Allow at a breaker forced open (never Record: it
 // must not let the call through).
 func (w *worker) callForced(ctx context.Context, name string) {
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	sent := time.Now()
-	a, err := w.api.Allow(cctx, &pb.AllowRequest{Breaker: name, WorkerId: w.id})
-	got := time.Now()
+	a, sent, got, err := w.allow(ctx, name)
 	if err != nil {
 		w.failed(ctx, name, sent, got, err)
 		return
 	}
 	w.obs.AllowForced(name, w.id+" via "+w.daemon, sent, got, a)
+}
+
+// allow calls Allow at name with the caller's deadline (2 s) and says
+// when the request left and its answer (or error) arrived.
+func (w *worker) allow(ctx context.Context, name string) (a *pb.AllowResponse, sent, got time.Time, err error) {
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	sent = time.Now()
+	a, err = w.api.Allow(cctx, &pb.AllowRequest{Breaker: name, WorkerId: w.id})
+	return a, sent, time.Now(), err
 }
 
 // failed reports a call's error: a call that outlived the caller's
@@ -762,7 +764,7 @@ func startDaemon(c Config, i int, grpcAddr, metricsAddr string, rs *redisSetup, 
 		// Every worker is anonymous on loopback: one token's quotas
 		// would refuse the soak's own 1,000 breakers.
 		"--new-breakers-per-minute", "0", "--alerts-per-minute", "0"}
-	args = append(args, c.DaemonArgs...)
+	args = append(append(args, "--redis-decision-timeout", DecisionTimeout.String()), c.DaemonArgs...)
 	if rs.cluster {
 		args = append(args, "--redis-cluster")
 	}

@@ -46,20 +46,32 @@ func (o *Observer) SetForced(names []string) {
 	}
 }
 
-// StalledOn marks that node ("" for Sentinel's master) answered nothing
-// from from to to: a fault on it.
-func (o *Observer) StalledOn(node string, from, to time.Time) {
+// StallBegins marks that node ("" for Sentinel's master) stops answering
+// at at: a fault on it from then on, so that the answers during the stall
+// are judged as answers of a faulted node when they arrive.
+func (o *Observer) StallBegins(node string, at time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.stalls = append(o.stalls, stall{node: node, from: from, to: to})
-	o.fault(node, from)
+	o.stalls = append(o.stalls, stall{node: node, from: at})
+	o.fault(node, at)
+}
+
+// StallEnds marks that node's stall (StallBegins) ended at at.
+func (o *Observer) StallEnds(node string, at time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for i := range o.stalls {
+		if o.stalls[i].node == node && o.stalls[i].to.IsZero() {
+			o.stalls[i].to = at
+		}
+	}
 }
 
 // inStall reports whether [sent, got] of a call at b overlaps a stall on
-// b's node (or its settling).
+// b's node (or its settling; a stall not yet ended, all of it).
 func (o *Observer) inStall(b string, sent, got time.Time) bool {
 	for _, s := range o.stalls {
-		if o.masters[b] == s.node && !got.Before(s.from) && !sent.After(s.to.Add(StallSettle)) {
+		if o.masters[b] == s.node && !got.Before(s.from) && (s.to.IsZero() || !sent.After(s.to.Add(StallSettle))) {
 			return true
 		}
 	}
@@ -116,16 +128,22 @@ func (o *Observer) stallAnswer(b string, sent, got time.Time, degraded bool) {
 
 // CheckStallFlips flags each daemon log (logs: the daemons that ran
 // through every stall) that did not send a stalled node to memory exactly
-// once within the stall and its settling (flips: when, per daemon log and
-// node).
+// once within the stall and its settling, up to the next fault on that
+// node (flips: when, per daemon log and node).
 func (o *Observer) CheckStallFlips(logs []string, flips map[FlipKey][]time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, s := range o.stalls {
+		end := s.to.Add(StallSettle)
+		for _, f := range o.faultTimes[s.node] {
+			if f.After(s.from) && f.Before(end) {
+				end = f
+			}
+		}
 		for _, l := range logs {
 			n := 0
 			for _, t := range flips[FlipKey{Log: l, Node: s.node}] {
-				if !t.Before(s.from) && !t.After(s.to.Add(StallSettle)) {
+				if !t.Before(s.from) && t.Before(end) {
 					n++
 				}
 			}
@@ -147,25 +165,35 @@ func (o *Observer) FormatStalls() string {
 		c.StallAnswers, c.StallDegraded, c.StallFlips, c.LateStall, c.Late, c.ForcedAnswers, c.ForcedDegraded, c.ForcedLet, c.ForcedWiped)
 }
 
-// How long a stall lasts: a SIGSTOP shorter than the time after which the
-// topology's replica takes over (Sentinel's down-after 1 s, the Cluster's
-// node timeout 2 s), so that it stays a stall (the same master, the same
-// data, its connections open) and never becomes a failover, and more
-// than twice the daemons' decision bound (store.DefaultDecisionTimeout,
-// 300 ms), so that each daemon's failing calls send the node to memory
-// within it. A replica-less node could stall for longer, but every master
-// of the soak's topologies has a replica (the failover needs it), and a
-// node of its own would add processes to every run; the stall is the
-// fault of a node whose replica is there and not yet needed.
+// How long a stall lasts, and the bounds it is set between. The daemons
+// bound each decision by DecisionTimeout (--redis-decision-timeout), a
+// second rather than breakerd's 300 ms: the soak runs on loaded CI
+// machines, where a Redis with no fault answering a script 300 ms late
+// happens, and the daemon (rightly) calls that an outage, which the
+// observer could not tell from a daemon's mistake. A stall is a SIGSTOP
+// longer than twice that bound, so that each daemon's calls in flight
+// fail and send the node to memory within it, and shorter than the time
+// after which the topology's replica takes over (SentinelDownAfter,
+// ClusterNodeTimeout, which the soak raises for it), so that it stays a
+// stall (the same master, the same data, its connections open) and never
+// becomes a failover. A replica-less node could stall for as long as
+// wanted, but every master of the soak's topologies has a replica (the
+// failover needs it), and a node of its own would add processes to every
+// run; the stall is the fault of a node whose replica is there and not
+// yet needed.
 const (
-	SentinelStall = 700 * time.Millisecond
-	ClusterStall  = 1200 * time.Millisecond
+	DecisionTimeout    = time.Second
+	Stall              = 2500 * time.Millisecond
+	SentinelDownAfter  = 4 * time.Second
+	ClusterNodeTimeout = 5 * time.Second
 )
 
 // stopFor SIGSTOPs the Redis process pid (node, at a) for d, then
-// SIGCONTs it, marks the stall on the observer and returns when it was.
+// SIGCONTs it, marking the stall on the observer, and returns when it was.
 func stopFor(obs *Observer, node, a string, pid int, d time.Duration) (from, to time.Time, err error) {
 	from = time.Now()
+	obs.StallBegins(node, from)
+	defer func() { obs.StallEnds(node, to) }()
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		return from, from, fmt.Errorf("SIGSTOP %s: %w", a, err)
 	}
@@ -174,6 +202,5 @@ func stopFor(obs *Observer, node, a string, pid int, d time.Duration) (from, to 
 	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
 		return from, to, fmt.Errorf("SIGCONT %s: %w", a, err)
 	}
-	obs.StalledOn(node, from, to)
 	return from, to, nil
 }
