@@ -78,6 +78,13 @@ func (f *faultClock) step(ctx context.Context, now time.Time, r *soakRun) {
 	}
 }
 
+// killedNear reports whether the killed daemon was down or starting
+// again (from its kill to 3 s after its start) during a stall beginning
+// at t.
+func (f *faultClock) killedNear(t time.Time) bool {
+	return f.c.DaemonKillAt >= 0 && t.After(f.killAt.Add(-Stall-StallSettle)) && t.Before(f.startAt.Add(3*time.Second))
+}
+
 // killDaemon SIGKILLs daemon d (no drain: its in-flight calls and leases
 // die with it) and returns when it is gone.
 func killDaemon(d *daemonProc) {

@@ -5,9 +5,10 @@
 // re-executed in its daemon mode, each a process of its own with its own
 // /metrics), and simulated workers calling Allow and Record on breakers
 // whose dependencies fail and recover on a schedule. Part-way through it
-// kills a daemon and starts it again, kills the Redis master (SIGKILL) so
-// that Sentinel promotes the replica, and later restarts the master
-// without persistence (faults.go). An Observer judges what the workers
+// kills a daemon and starts it again, stalls the Redis master (SIGSTOP,
+// then SIGCONT: stall.go), kills the master (SIGKILL) so that Sentinel
+// promotes the replica, and later restarts the master without persistence
+// (faults.go). An Observer judges what the workers
 // were answered, what Redis holds and what the daemons logged.
 package soak
 
@@ -474,8 +475,11 @@ func (r *soakRun) judge(ctx context.Context) {
 	obs.JudgeForgotten(logs.Losses)
 	obs.JudgeLosses(logs.Losses)
 	obs.CheckFlaps(logs.Flips)
-	var through []string // the daemons' logs: each ran through the stall
+	var through []string // the logs of the daemons that ran through the stall
 	for i := range r.daemons {
+		if i == len(r.daemons)-1 && r.faults.killedNear(r.faults.stallAt) {
+			continue // down or starting during it
+		}
 		through = append(through, fmt.Sprintf("daemon-%d.log", i))
 	}
 	obs.CheckStallFlips(through, logs.FlipTimes)
