@@ -1,7 +1,8 @@
 // Command breakerd-soak runs breakerd under a bounded, scheduled load and
 // checks it throughout (cmd/breakerd-soak/soak): two daemons, simulated workers
 // calling Allow and Record on breakers whose dependencies fail and recover
-// on a schedule, a daemon killed and started again, a Redis master killed
+// on a schedule, a daemon killed and started again, a Redis master
+// stalled (SIGSTOP, shorter than a failover takes), a master killed
 // part-way (its replica takes over), a master restarted without
 // persistence, and an observer that reports every broken rule. Its Redis
 // is a Sentinel setup or, with --topology cluster, a Redis Cluster of 3
@@ -61,10 +62,10 @@ without a logged loss, no daemon flipping a Redis node between Redis and memory
 more than its faults explain, on a Cluster no answer from memory for a breaker
 whose master had no fault, no call at a breaker forced open let through, no
 call during the stall failing past its deadline, each daemon sending the
-stalled node to memory exactly once, the daemons' heap and goroutines flat, no keys left
-once a breaker's retention has passed. It prints a report and exits 1 on any
-violation. Run it from the repository's root (it uses scripts/redis-sentinel.sh
-and scripts/redis-cluster.sh).
+stalled node to memory exactly once, the daemons' heap and goroutines flat,
+no keys left once a breaker's retention has passed. It prints a report and
+exits 1 on any violation. Run it from the repository's root (it uses
+scripts/redis-sentinel.sh and scripts/redis-cluster.sh).
 `
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
