@@ -1,7 +1,8 @@
 // Command breakerd-soak runs breakerd under a bounded, scheduled load and
 // checks it throughout (cmd/breakerd-soak/soak): two daemons, simulated workers
 // calling Allow and Record on breakers whose dependencies fail and recover
-// on a schedule, a daemon killed and started again, a Redis master killed
+// on a schedule, a daemon killed and started again, a Redis master
+// stalled (SIGSTOP, shorter than a failover takes), a master killed
 // part-way (its replica takes over), a master restarted without
 // persistence, and an observer that reports every broken rule. Its Redis
 // is a Sentinel setup or, with --topology cluster, a Redis Cluster of 3
@@ -52,16 +53,19 @@ const help = `breakerd-soak runs 2 breakerd daemons, simulated workers and a Red
 its own on free loopback ports: a Sentinel setup (a master, a replica, 3
 sentinels) or, with --topology cluster, a Redis Cluster (3 masters, 3
 replicas). It kills a master part-way (its replica takes over), kills a daemon
-and starts it again, restarts a master without persistence, and checks
+and starts it again, stalls a master (SIGSTOP) shorter than a failover takes,
+restarts a master without persistence, and checks
 throughout: never two live probe holders for a breaker, every transition once
 in the event log in generation order, no probe-in-flight denial past a lease,
 no count applied twice, no OPEN breaker answering CLOSED inside its cooldown
 without a logged loss, no daemon flipping a Redis node between Redis and memory
 more than its faults explain, on a Cluster no answer from memory for a breaker
-whose master had no fault, the daemons' heap and goroutines flat, no keys left
-once a breaker's retention has passed. It prints a report and exits 1 on any
-violation. Run it from the repository's root (it uses scripts/redis-sentinel.sh
-and scripts/redis-cluster.sh).
+whose master had no fault, no call at a breaker forced open let through, no
+call during the stall failing past its deadline, each daemon sending the
+stalled node to memory exactly once, the daemons' heap and goroutines flat,
+no keys left once a breaker's retention has passed. It prints a report and
+exits 1 on any violation. Run it from the repository's root (it uses
+scripts/redis-sentinel.sh and scripts/redis-cluster.sh).
 `
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -69,8 +73,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runDaemon(ctx, args[2:], getenv, stdout, stderr)
 	}
 	c := soak.Config{Topology: soak.TopologySentinel, Duration: time.Minute, Workers: 200, Breakers: 1000, Daemons: 2, CallEvery: 250 * time.Millisecond,
-		FailoverAt: 0.5, DaemonKillAt: 0.25, RestartAt: 0.75, Seed: 1, Scripts: "scripts"}
+		FailoverAt: 0.5, DaemonKillAt: 0.25, StallAt: 0.4, RestartAt: 0.75, Seed: 1, Scripts: "scripts"}
 	seed := int64(c.Seed)
+	var daemonArgs string
 	cmd := cli.Command{Name: "breakerd-soak", Synopsis: "[flags]", Help: help, EnvPrefix: "BREAKERD_SOAK", Flags: []cli.Flag{
 		{Name: "topology", Value: &c.Topology, Usage: "the Redis the soak starts: " + strings.Join(soak.Topologies, " or ")},
 		{Name: "duration", Value: &c.Duration, Usage: "how long the load runs"},
@@ -80,6 +85,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		{Name: "call-every", Value: &c.CallEvery, Usage: "each worker's pause between calls (±50%)"},
 		{Name: "failover-at", Value: &c.FailoverAt, Usage: "when a Redis master is killed (its replica takes over), as a fraction of --duration (negative: never)"},
 		{Name: "daemon-kill-at", Value: &c.DaemonKillAt, Usage: "when the last daemon is killed (SIGKILL) and started again 3s later, as a fraction of --duration (negative: never)"},
+		{Name: "stall-at", Value: &c.StallAt, Usage: "when a Redis master stalls (SIGSTOP, then SIGCONT before its replica would take over), as a fraction of --duration (negative: never)"},
+		{Name: "daemon-args", Value: &daemonArgs, Usage: "more breakerd flags for the daemons, space-separated (such as \"--redis-decision-timeout 10s\", to see the stall rules fire)"},
 		{Name: "restart-at", Value: &c.RestartAt, Usage: "when a Redis master (on a Cluster, another than the one killed) is killed and started again at once without persistence (every key it held gone), as a fraction of --duration (negative: never)"},
 		{Name: "seed", Value: &seed, Usage: "seed of the dependency schedule and the workers' choices"},
 		{Name: "scripts", Value: &c.Scripts, Usage: "directory holding redis-sentinel.sh and redis-cluster.sh"},
@@ -89,6 +96,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	c.Seed = uint64(seed)
+	c.DaemonArgs = strings.Fields(daemonArgs)
 	switch {
 	case !slices.Contains(soak.Topologies, c.Topology):
 		return cli.Usagef("--topology: want one of %s, got %q", strings.Join(soak.Topologies, ", "), c.Topology)
@@ -100,8 +108,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return cli.Usagef("--call-every: must be positive, got %s", c.CallEvery)
 	case c.FailoverAt >= 1:
 		return cli.Usagef("--failover-at: must be below 1, got %g", c.FailoverAt)
-	case c.DaemonKillAt >= 1 || c.RestartAt >= 1:
-		return cli.Usagef("--daemon-kill-at, --restart-at: must be below 1, got %g, %g", c.DaemonKillAt, c.RestartAt)
+	case c.DaemonKillAt >= 1 || c.RestartAt >= 1 || c.StallAt >= 1:
+		return cli.Usagef("--daemon-kill-at, --restart-at, --stall-at: must be below 1, got %g, %g, %g", c.DaemonKillAt, c.RestartAt, c.StallAt)
 	}
 	self, err := os.Executable()
 	if err != nil {

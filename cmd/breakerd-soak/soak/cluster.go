@@ -18,7 +18,8 @@ import (
 )
 
 // The Cluster topology: 3 masters and 3 replicas of the run's own
-// (scripts/redis-cluster.sh, cluster-node-timeout 2 s). Each master is a
+// (scripts/redis-cluster.sh, cluster-node-timeout ClusterNodeTimeout:
+// stall.go). Each master is a
 // node for the daemons: the breakers on it go to memory when it is away,
 // the others keep answering from Redis. The master kill hits the master
 // of the first breaker (its replica takes over); the restart without
@@ -41,6 +42,7 @@ type cluster struct {
 	// is the master the kill hit.
 	masters map[string]string
 	killed  string
+	first   string // the first breaker: the kill hits its master
 }
 
 // startCluster starts the Cluster on ports (6 client ports, then their
@@ -48,7 +50,7 @@ type cluster struct {
 func startCluster(c Config, ports []int) (*redisSetup, error) {
 	cl := &cluster{script: filepath.Join(c.Scripts, "redis-cluster.sh"), dir: filepath.Join(c.Dir, "redis")}
 	cl.env = append(os.Environ(), "REDIS_CLUSTER_PORTS="+joinPorts(ports[:6]), "REDIS_CLUSTER_BUS_PORTS="+joinPorts(ports[6:12]),
-		"REDIS_CLUSTER_DIR="+cl.dir)
+		"REDIS_CLUSTER_DIR="+cl.dir, "REDIS_CLUSTER_NODE_TIMEOUT="+strconv.FormatInt(ClusterNodeTimeout.Milliseconds(), 10))
 	out, err := runScript(cl.script, cl.env, "start")
 	if err != nil {
 		return nil, fmt.Errorf("%s start: %v\n%s", cl.script, err, out)
@@ -72,6 +74,7 @@ func startCluster(c Config, ports []int) (*redisSetup, error) {
 		masters: cl.setMasters,
 		kill:    cl.kill,
 		wipe:    cl.wipe,
+		stall:   cl.stall,
 		stop:    func() { _ = cl.rdb.Close(); _, _ = runScript(cl.script, cl.env, "stop") },
 	}, nil
 }
@@ -87,6 +90,9 @@ func (cl *cluster) setMasters(ctx context.Context, names []string) (map[string]s
 		m[n] = node.Options().Addr
 	}
 	cl.masters = m
+	if len(names) > 0 {
+		cl.first = names[0]
+	}
 	return m, nil
 }
 
@@ -245,6 +251,35 @@ func (cl *cluster) wipe(ctx context.Context, obs *Observer) string {
 	}
 	return fmt.Sprintf("master %s (%d of %d breakers) killed (SIGKILL) at %s and started again without persistence, answering %s later with %d keys as %s",
 		a, countOn(cl.masters, a), len(cl.masters), stamp(wiped), answered.Round(10*time.Millisecond), n, role(ctx, a))
+}
+
+// stall SIGSTOPs a master of the start for Stall (below the node
+// timeout: its replica does not take over) and SIGCONTs it; it returns
+// what happened in words. It stalls the last master by address that the
+// kill spares (the kill hits the first breaker's master), so that each
+// master the soak faults has a fault of each kind at most.
+func (cl *cluster) stall(ctx context.Context, obs *Observer) string {
+	var a string
+	for _, m := range mastersOf(cl.masters) {
+		if m != cl.masters[cl.first] {
+			a = m
+		}
+	}
+	pid, _, err := cl.pidOf(a)
+	if err != nil {
+		obs.Flag("stall", "", "master pid: %v", err)
+		return "not done: " + err.Error()
+	}
+	from, to, err := stopFor(obs, a, a, pid, Stall)
+	if err != nil {
+		obs.Flag("stall", "", "%v", err)
+		return "not done: " + err.Error()
+	}
+	if r := role(ctx, a); r != "master" {
+		obs.Flag("stall", "", "%s is %q after its stall: a failover, not a stall", a, r)
+	}
+	return fmt.Sprintf("master %s (%d of %d breakers) stopped (SIGSTOP) at %s for %s, still a master after",
+		a, countOn(cl.masters, a), len(cl.masters), stamp(from), to.Sub(from).Round(10*time.Millisecond))
 }
 
 // mastersOf returns the distinct masters of m, sorted.

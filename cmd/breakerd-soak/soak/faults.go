@@ -15,24 +15,26 @@ import (
 )
 
 // The faults (Run schedules them by Config's fractions of the run): a
-// daemon killed and started again, a Redis master killed (its replica
-// takes over), and a Redis master restarted without persistence (every
-// key it held gone). What each topology kills is in sentinel.go and
-// cluster.go.
+// daemon killed and started again, a Redis master that stalls (SIGSTOP,
+// then SIGCONT: stall.go has the rules), a Redis master killed (its
+// replica takes over), and a Redis master restarted without persistence
+// (every key it held gone). What each topology stalls and kills is in
+// sentinel.go and cluster.go.
 
 // faultClock fires the daemon kill (and the daemon's start 3 s later),
-// the master's kill and the restart without persistence at their times.
+// the stall, the master's kill and the restart without persistence at
+// their times.
 type faultClock struct {
-	c                                 Config
-	killAt, startAt, masterAt, wipeAt time.Time
-	killed, started, mastered, wiped  bool
+	c                                          Config
+	killAt, startAt, stallAt, masterAt, wipeAt time.Time
+	killed, started, stalled, mastered, wiped  bool
 }
 
 func newFaultClock(c Config, start time.Time) *faultClock {
 	at := func(f float64) time.Time { return start.Add(time.Duration(float64(c.Duration) * f)) }
 	return &faultClock{c: c, killAt: at(c.DaemonKillAt), startAt: at(c.DaemonKillAt).Add(3 * time.Second),
-		masterAt: at(c.FailoverAt), wipeAt: at(c.RestartAt),
-		killed: c.DaemonKillAt < 0, started: c.DaemonKillAt < 0, mastered: c.FailoverAt < 0, wiped: c.RestartAt < 0}
+		stallAt: at(c.StallAt), masterAt: at(c.FailoverAt), wipeAt: at(c.RestartAt),
+		killed: c.DaemonKillAt < 0, started: c.DaemonKillAt < 0, stalled: c.StallAt < 0, mastered: c.FailoverAt < 0, wiped: c.RestartAt < 0}
 }
 
 // step fires what is due at now.
@@ -56,6 +58,15 @@ func (f *faultClock) step(ctx context.Context, now time.Time, r *soakRun) {
 		}
 		r.daemons[i] = nd
 		r.rep.DaemonKill += fmt.Sprintf("; started again at %s, serving at %s", stamp(now), stamp(time.Now()))
+		// A daemon knows a pin from its event feed only (what it answers
+		// from memory is seeded from it): force the breakers open again,
+		// so that the daemon started after the first Force knows them.
+		if err := r.force(ctx); err != nil {
+			r.obs.Flag("forced-open", "", "force again after the daemon's start: %v", err)
+		}
+	case !f.stalled && now.After(f.stallAt):
+		f.stalled = true
+		r.rep.Stall = r.redis.stall(ctx, r.obs)
 	case !f.mastered && now.After(f.masterAt):
 		f.mastered = true
 		r.rep.Failover = r.redis.kill(ctx, r.obs, r.names)
@@ -65,6 +76,13 @@ func (f *faultClock) step(ctx context.Context, now time.Time, r *soakRun) {
 		resync(ctx, r.redis.rdb, r.obs, r.names)
 		readLog(ctx, r.redis.rdb, r.obs, r.names)
 	}
+}
+
+// killedNear reports whether the killed daemon was down or starting
+// again (from its kill to 3 s after its start) during a stall beginning
+// at t.
+func (f *faultClock) killedNear(t time.Time) bool {
+	return f.c.DaemonKillAt >= 0 && t.After(f.killAt.Add(-Stall-StallSettle)) && t.Before(f.startAt.Add(3*time.Second))
 }
 
 // killDaemon SIGKILLs daemon d (no drain: its in-flight calls and leases
@@ -79,8 +97,9 @@ func killDaemon(d *daemonProc) {
 // per daemon log and node (a line each time a node went to memory), and
 // when a daemon logged a breaker's state lost, by breaker.
 type DaemonLog struct {
-	Flips  map[FlipKey]int // flips to memory per daemon log and node
-	Losses map[string][]time.Time
+	Flips     map[FlipKey]int // flips to memory per daemon log and node
+	FlipTimes map[FlipKey][]time.Time
+	Losses    map[string][]time.Time
 }
 
 // LossMarker begins a daemon's log message when it finds Redis has lost
@@ -89,7 +108,7 @@ const LossMarker = "redis lost a breaker's state"
 
 // readDaemonLogs reads the daemons' JSON logs in dir (daemon-*.log).
 func readDaemonLogs(dir string) DaemonLog {
-	out := DaemonLog{Flips: map[FlipKey]int{}, Losses: map[string][]time.Time{}}
+	out := DaemonLog{Flips: map[FlipKey]int{}, FlipTimes: map[FlipKey][]time.Time{}, Losses: map[string][]time.Time{}}
 	files, _ := filepath.Glob(filepath.Join(dir, "daemon-*.log"))
 	sort.Strings(files)
 	for _, f := range files {
@@ -111,7 +130,9 @@ func readDaemonLogs(dir string) DaemonLog {
 				continue
 			}
 			if strings.HasPrefix(rec.Msg, "redis unreachable: answering") {
-				out.Flips[FlipKey{Log: filepath.Base(f), Node: rec.Node}]++
+				k := FlipKey{Log: filepath.Base(f), Node: rec.Node}
+				out.Flips[k]++
+				out.FlipTimes[k] = append(out.FlipTimes[k], rec.Time)
 			}
 			if strings.HasPrefix(rec.Msg, LossMarker) {
 				out.Losses[rec.Breaker] = append(out.Losses[rec.Breaker], rec.Time)

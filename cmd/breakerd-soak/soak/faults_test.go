@@ -151,3 +151,22 @@ func TestObserverFlagsAFalseLoss(t *testing.T) {
 		t.Errorf("counts %+v, want 2 losses, 1 false", c)
 	}
 }
+
+// The stall-flips rule leaves out the killed daemon only when it was
+// down or starting again during the stall: not at the default times.
+func TestKilledDaemonNearAStall(t *testing.T) {
+	c := Config{Duration: time.Minute, DaemonKillAt: 0.25, StallAt: 0.4, FailoverAt: 0.5, RestartAt: 0.75}
+	f := newFaultClock(c, t0)
+	if f.killedNear(f.stallAt) {
+		t.Errorf("default times: the killed daemon (kill %s, start %s) counted as down near the stall at %s", f.killAt, f.startAt, f.stallAt)
+	}
+	for _, at := range []float64{0.2, 0.25, 0.3} {
+		if c.StallAt = at; !newFaultClock(c, t0).killedNear(newFaultClock(c, t0).stallAt) {
+			t.Errorf("stall at %g of the run, kill at 0.25: not counted as down near it", at)
+		}
+	}
+	c.DaemonKillAt = -1
+	if f := newFaultClock(c, t0); f.killedNear(f.stallAt) {
+		t.Error("no daemon kill, yet counted as down near the stall")
+	}
+}

@@ -26,9 +26,10 @@ func (o *Observer) SetMasters(m map[string]string) {
 // fault counts a fault injected on node at at.
 func (o *Observer) fault(node string, at time.Time) {
 	if o.faults == nil {
-		o.faults, o.faultedAt = map[string]int{}, map[string]time.Time{}
+		o.faults, o.faultedAt, o.faultTimes = map[string]int{}, map[string]time.Time{}, map[string][]time.Time{}
 	}
 	o.faults[node]++
+	o.faultTimes[node] = append(o.faultTimes[node], at)
 	if _, ok := o.faultedAt[node]; !ok {
 		o.faultedAt[node] = at
 	}

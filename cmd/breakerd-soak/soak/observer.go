@@ -57,6 +57,7 @@ import (
 //   - breakers on live masters answer from Redis: see answered.
 //   - no loss logged while Redis kept the state: see JudgeLosses.
 //   - flat daemons: see CheckFlat.
+//   - the stall rules (forced open, in time, one flip): see stall.go.
 //   - no keys past retention: see KeysLeft.
 //
 // Answers marked degraded (the daemon answered from memory while Redis
@@ -85,11 +86,16 @@ type Observer struct {
 	wipedAt   time.Time
 	wipedNode string
 	// masters maps each breaker to the master holding it at the start (nil:
-	// a single node, ""); faults counts the faults injected per node and
-	// faultedAt holds the first one's time.
-	masters   map[string]string
-	faults    map[string]int
-	faultedAt map[string]time.Time
+	// a single node, ""); faults counts the faults injected per node,
+	// faultedAt holds the first one's time and faultTimes every one's.
+	masters    map[string]string
+	faults     map[string]int
+	faultedAt  map[string]time.Time
+	faultTimes map[string][]time.Time
+	// forced are the breakers forced open, stalls the stall faults
+	// (stall.go).
+	forced map[string]bool
+	stalls []stall
 	// Threshold is the policy's threshold (the count-twice rule).
 	Threshold int
 	forgotten []forgot
@@ -140,6 +146,15 @@ type Counts struct {
 	// FalseLosses those of them for a breaker whose master had no fault
 	// injected by then (violations).
 	Losses, FalseLosses int64
+	// The stall rules (stall.go): answers within a stall on their node
+	// (StallAnswers, StallDegraded of them from memory), flips to memory
+	// within stalls, calls failed past the caller's deadline (Late,
+	// LateStall of them within a stall: violations), answers at the
+	// breakers forced open (ForcedAnswers, ForcedDegraded from memory,
+	// ForcedLet let through: violations, ForcedWiped let through after
+	// the restart without persistence wiped the pin).
+	StallAnswers, StallDegraded, StallFlips, Late, LateStall int64
+	ForcedAnswers, ForcedDegraded, ForcedLet, ForcedWiped    int64
 }
 
 // Violation is one broken rule.
@@ -261,7 +276,13 @@ func (o *Observer) Allow(b, worker string, sent, got time.Time, r *pb.AllowRespo
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.counts.Allows++
+	o.stallAnswer(b, sent, got, r.GetDegraded())
 	if o.answered(b, got, r.GetDegraded()) {
+		// From memory: its script may have reached Redis and run there
+		// after the daemon stopped waiting (a stall), granting a probe
+		// no worker saw, as an Allow that got no answer may have.
+		t := o.get(b)
+		t.failed = append(t.failed, sent)
 		return
 	}
 	t := o.get(b)
@@ -315,6 +336,9 @@ func (o *Observer) Record(b, worker, ticket string, sentAt, got time.Time, r *pb
 				g.recordAt = sentAt
 			}
 		}
+	}
+	if r != nil {
+		o.stallAnswer(b, sentAt, got, r.GetDegraded())
 	}
 	if r == nil || o.answered(b, got, r.GetDegraded()) {
 		return

@@ -194,6 +194,25 @@ func TestObserverDoesNotJudgeADenialNearAnUnansweredAllow(t *testing.T) {
 	}
 }
 
+// An Allow answered from memory may have had its script run in Redis
+// after the daemon stopped waiting (a stall): a denial near it is not
+// judged either, where one with no such answer near is.
+func TestObserverDoesNotJudgeADenialNearAnAnswerFromMemory(t *testing.T) {
+	denied := &pb.AllowResponse{Decision: pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT, State: &pb.BreakerState{State: halfOpen, Generation: 2}}
+	fromMemory := &pb.AllowResponse{Decision: pb.Decision_DECISION_DENIED_OPEN, Degraded: true}
+	o := NewObserver(2*time.Second, 6*time.Second)
+	o.Allow("b", "w1", at(0), at(10), probe(2, "L1"))
+	o.Allow("b", "w2", at(2000), at(2300), fromMemory)
+	o.Allow("b", "w3", at(2500), at(2510), denied)
+	o.Allow("c", "w1", at(0), at(10), probe(2, "L2"))
+	o.Allow("c", "w3", at(2500), at(2510), denied)
+	o.Sweep(at(20000))
+	want(t, o, "half-open")
+	if v := o.Violations(); len(v) != 1 || v[0].Breaker != "c" {
+		t.Errorf("violations %v, want c's denial only", v)
+	}
+}
+
 // After a killed master, the entries read after the newest survivor are
 // counted as lost (and those a worker was answered with), and the chain
 // continues from the survivor without a violation.
@@ -238,5 +257,97 @@ func TestObserverResyncTellsAnExpiredStream(t *testing.T) {
 	o.Resync("b", nil, at(3000))
 	if c := o.Counts(); c.LostEntries != 2 || c.LostBreakers != 1 {
 		t.Errorf("a stream lost with the master: %+v, want 2 entries on 1 breaker", c)
+	}
+}
+
+func forcedOpen(d pb.Decision, degraded bool) *pb.AllowResponse {
+	return &pb.AllowResponse{Decision: d, Degraded: degraded, State: &pb.BreakerState{State: pb.State_STATE_FORCED_OPEN, Generation: 1}}
+}
+
+// A call let through at a breaker forced open is flagged, from Redis or
+// from memory; a denial is not, nor a call let through once the restart
+// without persistence wiped the pin.
+func TestObserverFlagsACallLetThroughAtABreakerForcedOpen(t *testing.T) {
+	o := NewObserver(2*time.Second, 6*time.Second)
+	o.SetForced([]string{"f"})
+	o.AllowForced("f", "w1", at(0), at(10), forcedOpen(pb.Decision_DECISION_DENIED_OPEN, false))
+	o.AllowForced("f", "w1", at(20), at(30), forcedOpen(pb.Decision_DECISION_DENIED_OPEN, true))
+	want(t, o)
+	o.AllowForced("f", "w1", at(40), at(50), forcedOpen(pb.Decision_DECISION_ALLOWED, true))
+	o.AllowForced("f", "w1", at(60), at(70), forcedOpen(pb.Decision_DECISION_PROBE, false))
+	want(t, o, "forced-open", "forced-open")
+	o.Wiped(at(1000))
+	o.AllowForced("f", "w1", at(1100), at(1110), forcedOpen(pb.Decision_DECISION_ALLOWED, false))
+	want(t, o, "forced-open", "forced-open")
+	if c := o.Counts(); c.ForcedAnswers != 5 || c.ForcedDegraded != 2 || c.ForcedLet != 2 || c.ForcedWiped != 1 {
+		t.Errorf("counts %+v, want 5 answers, 2 degraded, 2 let through, 1 after the wipe", c)
+	}
+}
+
+// A call that fails past its caller's deadline is flagged when it
+// overlaps a stall on its breaker's node (or the stall's settling), and
+// only counted elsewhere: on another node, or before the stall.
+func TestObserverFlagsACallPastItsDeadlineDuringAStall(t *testing.T) {
+	o := NewObserver(2*time.Second, 6*time.Second)
+	o.SetMasters(map[string]string{"a": "m1", "b": "m2"})
+	o.StallBegins("m1", at(10_000))
+	o.StallEnds("m1", at(11_000))
+	o.Late("a", at(7_000), at(9_000))   // before the stall
+	o.Late("b", at(10_000), at(12_000)) // another node
+	want(t, o)
+	o.Late("a", at(9_000), at(11_000))  // runs into it
+	o.Late("a", at(15_000), at(17_000)) // within its settling
+	o.Late("a", at(17_000), at(19_000)) // after
+	want(t, o, "late", "late")
+	if c := o.Counts(); c.Late != 5 || c.LateStall != 2 {
+		t.Errorf("counts %+v, want 5 late, 2 within the stall", c)
+	}
+}
+
+// Each daemon sends a stalled node to memory exactly once within the
+// stall: never (its callers waited the stall out) and twice (flapping)
+// are flagged; a flip on another node or outside the stall is not its.
+func TestObserverFlagsADaemonNotFlippingOnceInAStall(t *testing.T) {
+	logs := []string{"daemon-0.log", "daemon-1.log"}
+	stalled := func() *Observer {
+		o := NewObserver(2*time.Second, 6*time.Second)
+		o.SetMasters(map[string]string{"a": "m1", "b": "m2"})
+		o.StallBegins("m1", at(10_000))
+		o.StallEnds("m1", at(11_000))
+		return o
+	}
+	good := stalled()
+	good.KilledOn("m1", at(13_000)) // the next fault on m1 ends the stall's settling
+	good.CheckStallFlips(logs, map[FlipKey][]time.Time{
+		{"daemon-0.log", "m1"}: {at(10_300), at(30_000)}, // the second is not the stall's
+		{"daemon-1.log", "m1"}: {at(10_400), at(13_100)}, // nor the kill's
+		{"daemon-1.log", "m2"}: {at(10_500)},
+	})
+	want(t, good)
+	if c := good.Counts(); c.StallFlips != 2 {
+		t.Errorf("%d flips counted within the stall, want 2", c.StallFlips)
+	}
+	bad := stalled()
+	bad.CheckStallFlips(logs, map[FlipKey][]time.Time{
+		{"daemon-0.log", "m1"}: {at(10_300), at(11_500)},
+		{"daemon-1.log", "m2"}: {at(10_500)}, // none on m1
+	})
+	want(t, bad, "stall-flips", "stall-flips")
+}
+
+// An answer from memory for a breaker on the stalled node is not a
+// violation, also while the stall goes on; one on a node with no fault is
+// (live-degraded), and the answers within the stall are counted.
+func TestObserverCountsAnswersWithinAStall(t *testing.T) {
+	o := NewObserver(2*time.Second, 6*time.Second)
+	o.SetMasters(map[string]string{"a": "m1", "b": "m2"})
+	o.StallBegins("m1", at(10_000))
+	deg := &pb.AllowResponse{Decision: pb.Decision_DECISION_ALLOWED, Degraded: true}
+	o.Allow("a", "w1", at(10_100), at(10_400), deg)
+	o.Allow("b", "w1", at(10_100), at(10_400), deg)
+	o.StallEnds("m1", at(11_000))
+	want(t, o, "live-degraded")
+	if c := o.Counts(); c.StallAnswers != 1 || c.StallDegraded != 1 {
+		t.Errorf("counts %+v, want 1 answer within the stall, degraded", c)
 	}
 }

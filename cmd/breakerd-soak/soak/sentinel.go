@@ -14,7 +14,8 @@ import (
 )
 
 // The Sentinel topology (the default): a master, a replica and 3
-// sentinels of the run's own (scripts/redis-sentinel.sh, down-after 1 s).
+// sentinels of the run's own (scripts/redis-sentinel.sh, down-after
+// SentinelDownAfter: stall.go).
 // Its master is one node for the daemons: every breaker is on it.
 
 // sentinelPorts is how many ports startSentinel takes.
@@ -25,7 +26,8 @@ const sentinelPorts = 5
 func startSentinel(c Config, ports []int) (*redisSetup, error) {
 	dir := filepath.Join(c.Dir, "redis")
 	script := filepath.Join(c.Scripts, "redis-sentinel.sh")
-	env := append(os.Environ(), "REDIS_SENTINEL_PORTS="+joinPorts(ports), "REDIS_SENTINEL_DIR="+dir)
+	env := append(os.Environ(), "REDIS_SENTINEL_PORTS="+joinPorts(ports), "REDIS_SENTINEL_DIR="+dir,
+		"REDIS_SENTINEL_DOWN_AFTER="+strconv.FormatInt(SentinelDownAfter.Milliseconds(), 10))
 	if out, err := runScript(script, env, "start"); err != nil {
 		return nil, fmt.Errorf("%s start: %v\n%s", script, err, out)
 	}
@@ -41,6 +43,9 @@ func startSentinel(c Config, ports []int) (*redisSetup, error) {
 		},
 		wipe: func(ctx context.Context, obs *Observer) string {
 			return restartWithoutPersistence(ctx, obs, dir, sentinels)
+		},
+		stall: func(ctx context.Context, obs *Observer) string {
+			return stallMaster(ctx, obs, dir, sentinels)
 		},
 		stop: func() { _ = rdb.Close(); _, _ = runScript(script, env, "stop") },
 	}, nil
@@ -150,4 +155,34 @@ func restartWithoutPersistence(ctx context.Context, obs *Observer, dir string, s
 func runRedis(dir, port string) ([]byte, error) {
 	return runCmd("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir,
 		"--pidfile", filepath.Join(dir, "redis.pid"), "--logfile", filepath.Join(dir, "redis.log"), "--daemonize", "yes")
+}
+
+// stallMaster SIGSTOPs the current master for Stall (below the
+// down-after: Sentinel keeps it the master) and SIGCONTs it; it returns
+// what happened in words.
+func stallMaster(ctx context.Context, obs *Observer, dir string, sentinels []string) string {
+	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinels[0]})
+	defer sc.Close()
+	a, err := sc.GetMasterAddrByName(ctx, "mymaster").Result()
+	if err != nil || len(a) != 2 {
+		obs.Flag("stall", "", "the master's address: %v", err)
+		return "not done: no master address"
+	}
+	b, err := os.ReadFile(filepath.Join(dir, a[1], "redis.pid"))
+	if err != nil {
+		obs.Flag("stall", "", "master pid: %v", err)
+		return "not done: " + err.Error()
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	from, to, err := stopFor(obs, "", "127.0.0.1:"+a[1], pid, Stall)
+	if err != nil {
+		obs.Flag("stall", "", "%v", err)
+		return "not done: " + err.Error()
+	}
+	after, err := sc.GetMasterAddrByName(ctx, "mymaster").Result()
+	if err != nil || len(after) != 2 || after[1] != a[1] {
+		obs.Flag("stall", "", "Sentinel named another master after the stall (%v, %v): a failover, not a stall", after, err)
+	}
+	return fmt.Sprintf("master 127.0.0.1:%s stopped (SIGSTOP) at %s for %s, still the master after",
+		a[1], stamp(from), to.Sub(from).Round(10*time.Millisecond))
 }

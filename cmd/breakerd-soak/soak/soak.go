@@ -5,9 +5,10 @@
 // re-executed in its daemon mode, each a process of its own with its own
 // /metrics), and simulated workers calling Allow and Record on breakers
 // whose dependencies fail and recover on a schedule. Part-way through it
-// kills a daemon and starts it again, kills the Redis master (SIGKILL) so
-// that Sentinel promotes the replica, and later restarts the master
-// without persistence (faults.go). An Observer judges what the workers
+// kills a daemon and starts it again, stalls the Redis master (SIGSTOP,
+// then SIGCONT: stall.go), kills the master (SIGKILL) so that Sentinel
+// promotes the replica, and later restarts the master without persistence
+// (faults.go). An Observer judges what the workers
 // were answered, what Redis holds and what the daemons logged.
 package soak
 
@@ -24,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,6 +55,10 @@ type Config struct {
 	Daemons  int
 	// CallEvery is each worker's pause between two calls (±50%).
 	CallEvery time.Duration
+	// StallAt is when a master stalls (SIGSTOP, then SIGCONT before its
+	// replica would take over: stall.go), as a fraction of Duration.
+	// Negative: never.
+	StallAt float64
 	// FailoverAt is when a master is killed (its replica takes over), as
 	// a fraction of Duration. Negative: no failover.
 	FailoverAt float64
@@ -72,7 +78,8 @@ type Config struct {
 	Scripts string
 	// Self is the executable to run daemons with ("<Self> daemon <breakerd
 	// flags>"); DaemonArgs adds flags.
-	Self string
+	Self       string
+	DaemonArgs []string
 	// Dir holds Redis's files and the daemons' logs. Default: a temporary
 	// directory, removed afterwards.
 	Dir string
@@ -113,6 +120,8 @@ type Report struct {
 	Failover   string           // what happened to the master, in words
 	DaemonKill string           // what happened to the killed daemon, in words
 	Restart    string           // what happened at the restart without persistence
+	Stall      string           // what happened at the stall
+	Stalls     string           // the stall rules' figures
 	Flips      string           // outage flips per daemon log and node, and the faults on each node
 	// Masters counts the breakers per master at the start (a Cluster).
 	Masters    map[string]int
@@ -146,6 +155,8 @@ func (r *Report) String() string {
 	if c.StateExpired == 0 && c.Expired == 0 {
 		fmt.Fprintf(&b, "cold breakers: NOT CHECKED: the run ended before their retention passed (run at least a minute)\n")
 	}
+	fmt.Fprintf(&b, "stall: %s\n", r.Stall)
+	fmt.Fprintf(&b, "stall figures: %s\n", r.Stalls)
 	fmt.Fprintf(&b, "failover: %s\n", r.Failover)
 	fmt.Fprintf(&b, "daemon kill: %s\n", r.DaemonKill)
 	fmt.Fprintf(&b, "restart without persistence: %s\n", r.Restart)
@@ -171,12 +182,16 @@ func (r *Report) String() string {
 		byRule[v.Rule]++
 	}
 	fmt.Fprintf(&b, "violations: %d %v\n", len(r.Violations), byRule)
-	for i, v := range r.Violations {
-		if i == 30 {
-			fmt.Fprintf(&b, "  ... and %d more\n", len(r.Violations)-30)
-			break
+	shown := map[string]int{} // at most 10 of each rule
+	for _, v := range r.Violations {
+		if shown[v.Rule]++; shown[v.Rule] <= 10 {
+			fmt.Fprintf(&b, "  %s\n", v)
 		}
-		fmt.Fprintf(&b, "  %s\n", v)
+	}
+	for rule, n := range byRule {
+		if n > 10 {
+			fmt.Fprintf(&b, "  ... and %d more %s\n", n-10, rule)
+		}
 	}
 	return b.String()
 }
@@ -223,7 +238,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		c.Dir = d
 	}
 	r := &soakRun{c: c, rep: &Report{Config: c, Started: time.Now(), Errors: map[string]int64{}, FlatRule: FlatRule, Machine: machine(),
-		Failover: "none", DaemonKill: "none", Restart: "none"}}
+		Failover: "none", DaemonKill: "none", Restart: "none", Stall: "none"}}
 	ports, err := freePorts(nRedis + 2*c.Daemons)
 	if err != nil {
 		return nil, err
@@ -281,7 +296,18 @@ type soakRun struct {
 	lastCall  []atomic.Int64 // unix ms of each breaker's last answer
 	samples   [][]Sample     // each daemon's process samples
 	faults    *faultClock
+	// forced are breakers forced open at the start: every worker calls
+	// one now and then (1 call in ForcedEvery), and none may be let
+	// through (stall.go).
+	forced []string
 }
+
+// Forced is how many breakers a run forces open; ForcedEvery makes a
+// worker's call one at a forced breaker 1 time in ForcedEvery.
+const (
+	Forced      = 10
+	ForcedEvery = 10
+)
 
 // startDaemons starts c.Daemons daemons on ports (gRPC and metrics each)
 // and waits for them to serve.
@@ -318,8 +344,12 @@ func (r *soakRun) prepare(ctx context.Context) error {
 	for i := range r.names {
 		r.names[i] = fmt.Sprintf("soak-%s-%04d", run, i)
 	}
+	r.forced = make([]string, Forced)
+	for i := range r.forced {
+		r.forced[i] = fmt.Sprintf("soak-%s-forced-%02d", run, i)
+	}
 	if r.redis.masters != nil {
-		m, err := r.redis.masters(ctx, r.names)
+		m, err := r.redis.masters(ctx, append(slices.Clip(r.names), r.forced...))
 		if err != nil {
 			return err
 		}
@@ -336,6 +366,27 @@ func (r *soakRun) prepare(ctx context.Context) error {
 	r.lastCall = make([]atomic.Int64, c.Breakers)
 	r.samples = make([][]Sample, len(r.daemons))
 	r.faults = newFaultClock(c, r.start)
+	r.obs.SetForced(r.forced)
+	return r.force(ctx)
+}
+
+// force forces the breakers of r.forced open (no end), through the first
+// daemon.
+func (r *soakRun) force(ctx context.Context) error {
+	cc, err := grpc.NewClient(r.daemons[0].addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	api := pb.NewBreakerServiceClient(cc)
+	for _, b := range r.forced {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := api.Force(cctx, &pb.ForceRequest{Breaker: b, Mode: pb.ForceMode_FORCE_MODE_OPEN, Reason: "soak: forced open", Operator: "breakerd-soak"})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("force %s open: %w", b, err)
+		}
+	}
 	return nil
 }
 
@@ -364,8 +415,8 @@ func (r *soakRun) startWorkers(ctx context.Context) ([]*grpc.ClientConn, *sync.W
 			return conns, &wg, err
 		}
 		conns = append(conns, cc)
-		w := &worker{id: fmt.Sprintf("w%03d", i), api: pb.NewBreakerServiceClient(cc), obs: r.obs, sched: r.sched,
-			names: r.names, hot: r.hot, coldUntil: r.coldUntil, every: r.c.CallEvery, lastCall: r.lastCall, onErr: countErr,
+		w := &worker{id: fmt.Sprintf("w%03d", i), daemon: r.daemons[i%len(r.daemons)].addr, api: pb.NewBreakerServiceClient(cc), obs: r.obs, sched: r.sched,
+			names: r.names, forced: r.forced, hot: r.hot, coldUntil: r.coldUntil, every: r.c.CallEvery, lastCall: r.lastCall, onErr: countErr,
 			r: rand.New(rand.NewPCG(r.c.Seed, uint64(i)+2))}
 		wg.Add(1)
 		go func() { defer wg.Done(); w.run(ctx) }()
@@ -419,11 +470,20 @@ func (r *soakRun) judge(ctx context.Context) {
 	readLog(ctx, r.redis.rdb, obs, r.names)
 	obs.LogGrace = 0
 	obs.Sweep(time.Now().Add(time.Hour))
-	checkTTLs(ctx, r.redis.rdb, obs)
+	checkTTLs(ctx, r.redis.rdb, obs, r.forced)
 	logs := readDaemonLogs(r.c.Dir)
 	obs.JudgeForgotten(logs.Losses)
 	obs.JudgeLosses(logs.Losses)
 	obs.CheckFlaps(logs.Flips)
+	var through []string // the logs of the daemons that ran through the stall
+	for i := range r.daemons {
+		if i == len(r.daemons)-1 && r.faults.killedNear(r.faults.stallAt) {
+			continue // down or starting during it
+		}
+		through = append(through, fmt.Sprintf("daemon-%d.log", i))
+	}
+	obs.CheckStallFlips(through, logs.FlipTimes)
+	r.rep.Stalls = obs.FormatStalls()
 	r.rep.Flips = obs.FormatFlips(logs.Flips)
 	for i, d := range r.daemons {
 		obs.CheckFlat("daemon "+d.addr, r.samples[i], r.c.Workers)
@@ -440,7 +500,9 @@ type worker struct {
 	api       pb.BreakerServiceClient
 	obs       *Observer
 	sched     *schedule
+	daemon    string // the daemon's address
 	names     []string
+	forced    []string
 	hot       int
 	coldUntil time.Time
 	every     time.Duration
@@ -457,6 +519,10 @@ func (w *worker) run(ctx context.Context) {
 			return
 		case <-time.After(pause):
 		}
+		if w.r.IntN(ForcedEvery) == 0 {
+			w.callForced(ctx, w.forced[w.r.IntN(len(w.forced))])
+			continue
+		}
 		i := w.r.IntN(w.hot)
 		if time.Now().Before(w.coldUntil) {
 			i = w.r.IntN(len(w.names))
@@ -467,15 +533,11 @@ func (w *worker) run(ctx context.Context) {
 
 func (w *worker) call(ctx context.Context, i int) {
 	name := w.names[i]
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	sent := time.Now()
-	a, err := w.api.Allow(cctx, &pb.AllowRequest{Breaker: name, WorkerId: w.id})
-	got := time.Now()
+	a, sent, got, err := w.allow(ctx, name)
 	// A call the run's end cancelled is reported all the same: the daemon
 	// may have received it and still apply it.
 	if err != nil {
-		w.onErr(ctx, err)
+		w.failed(ctx, name, sent, got, err)
 		w.obs.AllowFailed(name, sent)
 		return
 	}
@@ -502,7 +564,7 @@ func (w *worker) call(ctx context.Context, i int) {
 		ticket = a.GetTicket().GetLeaseToken()
 	}
 	if err != nil {
-		w.onErr(ctx, err)
+		w.failed(ctx, name, rsent, rgot, err)
 		rec = nil
 	} else {
 		w.lastCall[i].Store(rgot.UnixMilli())
@@ -513,6 +575,36 @@ func (w *worker) call(ctx context.Context, i int) {
 			rgot = time.Time{}
 		}
 		w.obs.Failure(name, rsent, rgot)
+	}
+}
+
+// callForced calls Allow at a breaker forced open (never Record: it
+// must not let the call through).
+func (w *worker) callForced(ctx context.Context, name string) {
+	a, sent, got, err := w.allow(ctx, name)
+	if err != nil {
+		w.failed(ctx, name, sent, got, err)
+		return
+	}
+	w.obs.AllowForced(name, w.id+" via "+w.daemon, sent, got, a)
+}
+
+// allow calls Allow at name with the caller's deadline (2 s) and says
+// when the request left and its answer (or error) arrived.
+func (w *worker) allow(ctx context.Context, name string) (a *pb.AllowResponse, sent, got time.Time, err error) {
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	sent = time.Now()
+	a, err = w.api.Allow(cctx, &pb.AllowRequest{Breaker: name, WorkerId: w.id})
+	return a, sent, time.Now(), err
+}
+
+// failed reports a call's error: a call that outlived the caller's
+// deadline goes to Observer.Late too.
+func (w *worker) failed(ctx context.Context, name string, sent, got time.Time, err error) {
+	w.onErr(ctx, err)
+	if ctx.Err() == nil && status.Code(err) == codes.DeadlineExceeded {
+		w.obs.Late(name, sent, got)
 	}
 }
 
@@ -591,13 +683,25 @@ func checkCold(ctx context.Context, rdb redis.UniversalClient, obs *Observer, na
 }
 
 // checkTTLs flags any breaker key with no TTL (on every master): every
-// key a worker's calls create expires.
-func checkTTLs(ctx context.Context, rdb redis.UniversalClient, obs *Observer) {
+// key a worker's calls create expires. The keys of the breakers of forced
+// (forced open with no end: the pin does not expire) are left out.
+func checkTTLs(ctx context.Context, rdb redis.UniversalClient, obs *Observer, forced []string) {
 	var n atomic.Int64
+	pinned := func(key string) bool {
+		for _, b := range forced {
+			if strings.HasPrefix(key, strings.TrimSuffix(store.KeysOf(b).State, "state")) {
+				return true
+			}
+		}
+		return false
+	}
 	err := forEachMaster(ctx, rdb, func(ctx context.Context, c redis.UniversalClient) error {
 		iter := c.Scan(ctx, 0, store.Prefix+"*", 1000).Iterator()
 		for iter.Next(ctx) {
 			key := iter.Val()
+			if pinned(key) {
+				continue
+			}
 			if ttl, err := c.PTTL(ctx, key).Result(); err == nil && ttl == -1 && n.Add(1) <= 10 {
 				obs.Flag("keys", "", "%s has no TTL", key)
 			}
@@ -664,6 +768,7 @@ func startDaemon(c Config, i int, grpcAddr, metricsAddr string, rs *redisSetup, 
 		// Every worker is anonymous on loopback: one token's quotas
 		// would refuse the soak's own 1,000 breakers.
 		"--new-breakers-per-minute", "0", "--alerts-per-minute", "0"}
+	args = append(append(args, "--redis-decision-timeout", DecisionTimeout.String()), c.DaemonArgs...)
 	if rs.cluster {
 		args = append(args, "--redis-cluster")
 	}

@@ -32,7 +32,10 @@ type redisSetup struct {
 	// again at once without persistence. Each says what happened in words.
 	kill func(ctx context.Context, obs *Observer, names []string) string
 	wipe func(ctx context.Context, obs *Observer) string
-	stop func()
+	// stall SIGSTOPs a master and SIGCONTs it before its replica would
+	// take over (Observer.StalledOn); it says what happened in words.
+	stall func(ctx context.Context, obs *Observer) string
+	stop  func()
 }
 
 // redisPorts is how many ports a topology's Redis takes.

@@ -1,0 +1,206 @@
+package soak
+
+import (
+	"fmt"
+	"syscall"
+	"time"
+
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// The stall rules: a Redis node that stops answering while its
+// connections stay open (a SIGSTOPped process: Config.StallAt) must be
+// judged by each daemon's decision bound, not by its callers' deadlines.
+// They count, never time:
+//
+//   - forced open: no call at a breaker forced open (SetForced) is let
+//     through, from Redis or from a daemon's memory ("forced-open"),
+//     unless the restart without persistence wiped its pin.
+//   - in time: no call overlapping a stall on its breaker's node fails
+//     past the caller's deadline ("late": DeadlineExceeded).
+//   - one flip: each daemon that ran through a stall sends the stalled
+//     node to memory exactly once within it ("stall-flips"): never is a
+//     stall its callers waited out, twice is flapping.
+//   - degraded answers only on the stalled node: the stall is a fault on
+//     its node for the rule in answered.
+
+// StallSettle is how long after a stall ends its node's answers and
+// flips still belong to it: the daemons ask a node back after 3 answers
+// 200 ms apart, well within it.
+const StallSettle = 5 * time.Second
+
+// stall is one stall fault: node stopped answering from from to to.
+type stall struct {
+	node     string
+	from, to time.Time
+}
+
+// SetForced tells the observer which breakers were forced open before the
+// workers started.
+func (o *Observer) SetForced(names []string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.forced = map[string]bool{}
+	for _, b := range names {
+		o.forced[b] = true
+	}
+}
+
+// StallBegins marks that node ("" for Sentinel's master) stops answering
+// at at: a fault on it from then on, so that the answers during the stall
+// are judged as answers of a faulted node when they arrive.
+func (o *Observer) StallBegins(node string, at time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.stalls = append(o.stalls, stall{node: node, from: at})
+	o.fault(node, at)
+}
+
+// StallEnds marks that node's stall (StallBegins) ended at at.
+func (o *Observer) StallEnds(node string, at time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for i := range o.stalls {
+		if o.stalls[i].node == node && o.stalls[i].to.IsZero() {
+			o.stalls[i].to = at
+		}
+	}
+}
+
+// inStall reports whether [sent, got] of a call at b overlaps a stall on
+// b's node (or its settling; a stall not yet ended, all of it).
+func (o *Observer) inStall(b string, sent, got time.Time) bool {
+	for _, s := range o.stalls {
+		if o.masters[b] == s.node && !got.Before(s.from) && (s.to.IsZero() || !sent.After(s.to.Add(StallSettle))) {
+			return true
+		}
+	}
+	return false
+}
+
+// AllowForced reports an Allow answer at a breaker forced open, to who
+// (a worker and its daemon, for the report).
+func (o *Observer) AllowForced(b, who string, sent, got time.Time, r *pb.AllowResponse) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.counts.Allows++
+	o.counts.ForcedAnswers++
+	degraded := o.answered(b, got, r.GetDegraded())
+	if degraded {
+		o.counts.ForcedDegraded++
+	}
+	o.stallAnswer(b, sent, got, degraded)
+	d := r.GetDecision()
+	if d != pb.Decision_DECISION_ALLOWED && d != pb.Decision_DECISION_PROBE {
+		return
+	}
+	if w := o.wiped(b); !w.IsZero() && !sent.Before(w.Add(-time.Second)) {
+		o.counts.ForcedWiped++ // the restart without persistence lost its pin
+		return
+	}
+	o.counts.ForcedLet++
+	o.flag("forced-open", b, "forced open, yet let through (%s, degraded %t) to %s, request sent at %s", d, degraded, who, stamp(sent))
+}
+
+// Late reports a call at b sent at sent that failed with the caller's
+// deadline passed at got: a violation when it overlaps a stall on b's
+// node, where the daemons' bound must answer first.
+func (o *Observer) Late(b string, sent, got time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.counts.Late++
+	if o.inStall(b, sent, got) {
+		o.counts.LateStall++
+		o.flag("late", b, "a call sent at %s during a stall on its node failed past the caller's deadline at %s", stamp(sent), stamp(got))
+	}
+}
+
+// stallAnswer counts an answer at b within a stall on its node (o.mu held).
+func (o *Observer) stallAnswer(b string, sent, got time.Time, degraded bool) {
+	if !o.inStall(b, sent, got) {
+		return
+	}
+	o.counts.StallAnswers++
+	if degraded {
+		o.counts.StallDegraded++
+	}
+}
+
+// CheckStallFlips flags each daemon log (logs: the daemons that ran
+// through every stall) that did not send a stalled node to memory exactly
+// once within the stall and its settling, up to the next fault on that
+// node (flips: when, per daemon log and node).
+func (o *Observer) CheckStallFlips(logs []string, flips map[FlipKey][]time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, s := range o.stalls {
+		end := s.to.Add(StallSettle)
+		for _, f := range o.faultTimes[s.node] {
+			if f.After(s.from) && f.Before(end) {
+				end = f
+			}
+		}
+		for _, l := range logs {
+			n := 0
+			for _, t := range flips[FlipKey{Log: l, Node: s.node}] {
+				if !t.Before(s.from) && t.Before(end) {
+					n++
+				}
+			}
+			o.counts.StallFlips += int64(n)
+			if n != 1 {
+				o.flag("stall-flips", "", "%s: node %q went to memory %d times during its stall %s..%s (want exactly once)",
+					l, s.node, n, stamp(s.from), stamp(s.to))
+			}
+		}
+	}
+}
+
+// FormatStalls renders the stall figures for the report.
+func (o *Observer) FormatStalls() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	c := o.counts
+	return fmt.Sprintf("%d answers within stalls on their node (%d degraded); %d flips to memory within them; %d calls past the caller's deadline within them (%d in the whole run); at the breakers forced open: %d answers (%d degraded), %d let through (%d after the restart without persistence wiped the pin)",
+		c.StallAnswers, c.StallDegraded, c.StallFlips, c.LateStall, c.Late, c.ForcedAnswers, c.ForcedDegraded, c.ForcedLet, c.ForcedWiped)
+}
+
+// How long a stall lasts, and the bounds it is set between. The daemons
+// bound each decision by DecisionTimeout (--redis-decision-timeout), a
+// second rather than breakerd's 300 ms: the soak runs on loaded CI
+// machines, where a Redis with no fault answering a script 300 ms late
+// happens, and the daemon (rightly) calls that an outage, which the
+// observer could not tell from a daemon's mistake. A stall is a SIGSTOP
+// longer than twice that bound, so that each daemon's calls in flight
+// fail and send the node to memory within it, and shorter than the time
+// after which the topology's replica takes over (SentinelDownAfter,
+// ClusterNodeTimeout, which the soak raises for it), so that it stays a
+// stall (the same master, the same data, its connections open) and never
+// becomes a failover. A replica-less node could stall for as long as
+// wanted, but every master of the soak's topologies has a replica (the
+// failover needs it), and a node of its own would add processes to every
+// run; the stall is the fault of a node whose replica is there and not
+// yet needed.
+const (
+	DecisionTimeout    = time.Second
+	Stall              = 2500 * time.Millisecond
+	SentinelDownAfter  = 4 * time.Second
+	ClusterNodeTimeout = 5 * time.Second
+)
+
+// stopFor SIGSTOPs the Redis process pid (node, at a) for d, then
+// SIGCONTs it, marking the stall on the observer, and returns when it was.
+func stopFor(obs *Observer, node, a string, pid int, d time.Duration) (from, to time.Time, err error) {
+	from = time.Now()
+	obs.StallBegins(node, from)
+	defer func() { obs.StallEnds(node, to) }()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		return from, from, fmt.Errorf("SIGSTOP %s: %w", a, err)
+	}
+	time.Sleep(d)
+	to = time.Now()
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		return from, to, fmt.Errorf("SIGCONT %s: %w", a, err)
+	}
+	return from, to, nil
+}
