@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -136,7 +137,7 @@ func assemble(c Config, log *slog.Logger, rdb redis.UniversalClient, channel str
 	var degraded func(bool)               // the metric, once it exists
 	var saved func(string, store.Savings) // likewise
 	d.st = store.New(rdb, store.Options{Policies: policies, EventsMaxLen: c.EventsMaxLen, EventRetention: c.EventRetention,
-		Channel: channel, Outage: outage, MaxBreakers: c.MaxBreakers, Log: log, DecisionTimeout: c.RedisDecisionTimeout, OnSaved: func(b string, n store.Savings) { saved(b, n) },
+		Channel: channel, Outage: outage, MaxBreakers: c.MaxBreakers, Log: log, DecisionTimeout: cmp.Or(c.RedisDecisionTimeout, store.DefaultDecisionTimeout), OnSaved: func(b string, n store.Savings) { saved(b, n) },
 		OnOutage: func(node string, down bool) {
 			logOutage(log, node, down)
 			degraded(d.st.Degraded())

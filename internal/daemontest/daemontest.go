@@ -78,17 +78,9 @@ type Options struct {
 	Heartbeat time.Duration
 }
 
-// DecisionTimeout is the daemons' bound on a decision script
-// (store.Options.DecisionTimeout) unless a test sets one: far past what a
-// busy test machine makes a script take (miniredis runs the Lua in the
-// test's own process), so that a test that does not stall Redis never
-// sees its calls go to memory. The stall tests set their own.
-const DecisionTimeout = 10 * time.Second
-
 // Start runs a daemon on b until t ends. o.Now defaults to b's clock,
-// o.DecisionTimeout to DecisionTimeout, and
-// o.Channel and o.SavingsKey to ones unique to b, so that daemons started on the same backend
-// share events and nothing else does.
+// and o.Channel and o.SavingsKey to ones unique to b, so that daemons
+// started on the same backend share events and nothing else does.
 func Start(t testing.TB, b *testredis.Backend, o store.Options) *Daemon {
 	t.Helper()
 	return StartWith(t, b, Options{Store: o})
@@ -113,9 +105,6 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 	}
 	if o.SavingsKey == "" {
 		o.SavingsKey = b.Prefix + "saved"
-	}
-	if o.DecisionTimeout == 0 {
-		o.DecisionTimeout = DecisionTimeout
 	}
 	if opts.Addr == "" {
 		opts.Addr = "127.0.0.1:0"

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/breakerd/breakerd/internal/daemontest"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -27,9 +26,6 @@ func newFixture(t *testing.T, b *testredis.Backend, o store.Options) *fixture {
 	}
 	if o.Channel == "" {
 		o.Channel = b.Prefix + "events"
-	}
-	if o.DecisionTimeout == 0 { // no stall here: a busy machine is not one
-		o.DecisionTimeout = daemontest.DecisionTimeout
 	}
 	st := store.New(b.Client, o)
 	if err := st.Load(context.Background()); err != nil {

@@ -28,13 +28,14 @@ func newOutageFixture(t *testing.T, b *testredis.Backend, mod func(*redis.Option
 	t.Helper()
 	proxy := testredis.NewProxy(t, b.Addr)
 	flips := make(chan bool, 10)
-	if mod == nil { // the daemon's options (internal/daemon connect)
+	if mod == nil { // the daemon's options (internal/daemon connect), its decision timeout below
 		mod = func(o *redis.Options) { o.MaxRetries, o.DialerRetries = 1, 1 }
 	}
 	p := policy.Default()
 	p.Threshold, p.MinWorkers = 3, 2
 	st := store.New(b.ClientVia(t, proxy.Addr(), mod), store.Options{Now: b.Clock(), Rand: func() float64 { return 0 },
-		Channel: b.Prefix + "events", Policies: policy.NewSet(p), OnOutage: func(_ string, down bool) { flips <- down }})
+		Channel: b.Prefix + "events", Policies: policy.NewSet(p), OnOutage: func(_ string, down bool) { flips <- down },
+		DecisionTimeout: store.DefaultDecisionTimeout})
 	t.Cleanup(st.Close)
 	// A loaded machine can make one command outlive a short read timeout
 	// (TestSlowCommandIsNotAnOutage's): loading is retried, not judged.

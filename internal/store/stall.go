@@ -26,6 +26,11 @@ import (
 // a second.
 const DefaultDecisionTimeout = 300 * time.Millisecond
 
+// LaxDecisionTimeout is Options.DecisionTimeout's zero value: far past
+// any decision a loaded host (a -race build, other suites at once) keeps
+// waiting, so only a stall reaches it.
+const LaxDecisionTimeout = 10 * time.Second
+
 // stalled is the error of a decision script still outstanding at the
 // daemon's bound: Redis is failing (IsUnavailable), not the caller's
 // deadline.

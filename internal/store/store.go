@@ -61,7 +61,9 @@ type Options struct {
 	// daemon's own budget, whatever the caller's: one still outstanding
 	// after it counts as Redis failing (stall.go), and its caller gets an
 	// error or, once the node is in an outage, an answer from memory.
-	// Default (0) DefaultDecisionTimeout.
+	// The daemon sets it (--redis-decision-timeout, DefaultDecisionTimeout).
+	// 0: LaxDecisionTimeout, a bound only a stall reaches, for a store a
+	// tool or a test builds on a host whose load is not Redis's fault.
 	DecisionTimeout time.Duration
 	// Unpipelined, when true, sends each Allow and Record script on its
 	// own round trip. Default (false): concurrent Allow and Record calls
@@ -161,7 +163,7 @@ func New(rdb redis.UniversalClient, o Options) *Store {
 		o.NewToken = probe.NewToken
 	}
 	if o.DecisionTimeout <= 0 {
-		o.DecisionTimeout = DefaultDecisionTimeout
+		o.DecisionTimeout = LaxDecisionTimeout
 	}
 	s := &Store{rdb: rdb, o: o, out: newOutage(), fg: &forgetting{reported: map[string]int64{}}}
 	if o.MaxBreakers > 0 {
