@@ -134,8 +134,9 @@ type Config struct {
 	HTTPHeartbeat time.Duration
 	// CircuitsInterval is how often the daemon lists the fleet's breakers
 	// (a Redis SCAN) to refresh the breakerd_circuits and
-	// breakerd_open_circuits gauges, while MetricsListen is set; a scrape
-	// reads the last refresh and never Redis. Default (and zero) 30s. Flag
+	// breakerd_open_circuits gauges and to seed the outage memory
+	// (store.ListSeeding), with or without MetricsListen; a scrape reads
+	// the last refresh and never Redis. Default (and zero) 30s. Flag
 	// --circuits-interval, env BREAKERD_CIRCUITS_INTERVAL.
 	CircuitsInterval time.Duration
 	// MaxBreakerSeries caps the breakers that get Prometheus series of
@@ -345,7 +346,7 @@ func (c *Config) Flags() []cli.Flag {
 		{Name: "http-cors-origins", Value: &c.HTTPCORSOrigins, Usage: "origins (comma-separated, * for any) browsers may call the HTTP API from; empty: CORS off"},
 		{Name: "http-allowed-hosts", Value: &c.HTTPAllowedHosts, Usage: "host names (comma-separated) the HTTP API answers to besides IP addresses and localhost, on a loopback listener or without --tokens"},
 		{Name: "http-heartbeat", Value: &c.HTTPHeartbeat, Usage: "how often an idle GET /v1/watch stream sends a heartbeat comment, and an idle gRPC Watch stream a heartbeat message"},
-		{Name: "circuits-interval", Value: &c.CircuitsInterval, Usage: "how often the fleet's breakers are listed for the circuit gauges (scrapes read the last listing)"},
+		{Name: "circuits-interval", Value: &c.CircuitsInterval, Usage: "how often the fleet's breakers are listed for the circuit gauges and the outage memory (scrapes read the last listing)"},
 		{Name: "max-breaker-series", Value: &c.MaxBreakerSeries, Usage: "breakers (not closed-and-healthy) with Prometheus series of their own, at most (0: the default 500; negative: none)"},
 		{Name: "config-poll", Value: &c.ConfigPoll, Usage: "how often the --config, --tokens and --hooks files are checked for changes (0: only on SIGHUP)"},
 		{Name: "redis-password-file", Value: &c.RedisPasswordFile, Usage: "file holding the Redis password (instead of the URL's)"},

@@ -322,6 +322,10 @@ func (d *parts) background(ctx context.Context, c Config, log *slog.Logger) (wai
 		degraded: d.op.m.SetDegraded, inMemory: d.inMemory, redisBack: d.keeper.check})
 	checkHealth()
 	go pollHealth(ctx, checkHealth, c.HealthInterval)
+	// Once the scripts are loaded, and then every --circuits-interval,
+	// whether or not metrics are served: one listing feeds the circuit
+	// gauges and seeds the outage memory (store.ListSeeding).
+	go d.op.m.RunCircuits(ctx)
 	go func() { defer close(checksDone); runRecoveryChecks(ctx, d.hub.Live(), d.checker, d.st, log) }()
 	hooksReady := make(chan struct{})
 	go func() { hooksDone <- d.hooks.run(ctx, hooksReady) }()

@@ -44,9 +44,8 @@ func newOperate(c Config, log *slog.Logger, rdb redis.UniversalClient, st *store
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m, err := metrics.New(reg, metrics.Options{
-		Circuits: func(ctx context.Context) ([]*pb.BreakerState, error) {
-			return st.List(ctx)
-		},
+		// The listing seeds the outage memory too (store.ListSeeding).
+		Circuits:         st.ListSeeding,
 		CircuitsInterval: c.CircuitsInterval,
 		CooldownCap:      func(name string) time.Duration { return st.Policy(name).CooldownCap },
 		MaxBreakerSeries: int(c.MaxBreakerSeries),
@@ -84,9 +83,8 @@ func (o *operate) start(ctx context.Context, c Config, log *slog.Logger, rs []*f
 		go mc.Run(ctx, log, "metrics")
 		lis := mc.Listen(raw)
 		log.Info("serving metrics", "addr", "http://"+lis.Addr().String()+"/metrics", "circuits_interval", c.CircuitsInterval)
-		// The circuit gauges read a view this refreshes, one List per
-		// interval; a scrape never reads Redis. No listener, no refresh.
-		go o.m.RunCircuits(ctx)
+		// The circuit gauges read the view background refreshes; a
+		// scrape never reads Redis.
 		go func() {
 			if err := serveMetrics(ctx, lis, mc, o.reg); err != nil {
 				log.Error("metrics listener ended", "err", err)

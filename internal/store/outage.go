@@ -25,7 +25,8 @@ const (
 	// (internal/breaker) and fed by every worker connected to this daemon,
 	// so the quorum still means two workers. Each answer says degraded.
 	// They start from the last state this daemon heard for each breaker
-	// (ObserveEvent), so a breaker forced open stays denied. When Redis
+	// (ObserveEvent) or listed from Redis (ObserveStates), so a breaker
+	// forced open stays denied. When Redis
 	// answers again its state wins: what was counted in memory is dropped.
 	OutageMemory OutageMode = iota
 	// OutageUnavailable fails each call with an error (gRPC Unavailable):
@@ -63,8 +64,9 @@ const maxSeeds = 100_000
 type outage struct {
 	closed chan struct{}
 	once   sync.Once
-	// downs counts the nodes in an outage.
-	downs atomic.Int32
+	// downs counts the nodes in an outage; entered, the outages begun.
+	downs   atomic.Int32
+	entered atomic.Int64
 	// nodes are the nodes calls went to, by address ("" for a single
 	// Redis, or a Cluster whose slots cannot be read): *node.
 	nodes sync.Map
@@ -123,26 +125,91 @@ func (s *Store) ObserveEvent(e *pb.Event) {
 	}
 }
 
-// seedOf turns an event into the state it left its breaker in, as far as
-// an event says; a closed breaker needs no seed. An event marked shadow
-// seeds a shadowed breaker (setting "on"): the state it says would be is
-// computed in memory too, never enforced.
+// ListSeeding is List (every breaker) that also seeds the outage memory
+// with the state Redis holds for each breaker (ObserveStates), so that
+// memory does not depend on whether this daemon was running when a
+// breaker last changed. A listing any part of which came from memory
+// (an outage during it) seeds nothing.
+func (s *Store) ListSeeding(ctx context.Context) ([]*pb.BreakerState, error) {
+	entered := s.out.entered.Load()
+	fromRedis := !s.Degraded()
+	all, err := s.List(ctx)
+	if err == nil && fromRedis && !s.Degraded() && s.out.entered.Load() == entered {
+		s.ObserveStates(all)
+	}
+	return all, err
+}
+
+// ObserveStates remembers the states Redis holds (a List), as
+// ObserveEvent does an event's, but never over a seed of a newer
+// generation (an event heard while the listing was read): a breaker
+// listed not closed is seeded, one listed closed loses its seed.
+func (s *Store) ObserveStates(states []*pb.BreakerState) {
+	o := s.out
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, bs := range states {
+		name := bs.GetBreaker()
+		st, keep := seedOfState(bs)
+		old, known := o.seeds[name]
+		switch {
+		case known && old.Gen > bs.GetGeneration():
+		case !keep:
+			delete(o.seeds, name)
+		case known || len(o.seeds) < maxSeeds:
+			o.seeds[name] = st
+		}
+	}
+}
+
+// seedFacts are what an event or a listed state says of the state its
+// breaker is in, as far as a seed needs: the state, its generation, when
+// it began (the circuit opened), its open period, its reason, who forced
+// it, and whether it is shadowed.
+type seedFacts struct {
+	to                pb.State
+	gen, at, cooldown int64
+	reason, actor     string
+	shadow            bool
+}
+
+// seedOf turns an event into the state it left its breaker in (seed).
 func seedOf(e *pb.Event) (breaker.State, bool) {
-	st := breaker.State{Gen: e.GetGeneration(), Cause: breaker.CauseOutage, Last: e.GetReason()}
-	if e.GetShadow() {
+	return seed(seedFacts{to: e.GetTo(), gen: e.GetGeneration(), at: e.GetAtMs(), cooldown: e.GetCooldownMs(),
+		reason: e.GetReason(), actor: e.GetActor(), shadow: e.GetShadow()})
+}
+
+// seedOfState turns a listed state into a seed. A shadowed breaker lists
+// closed, the state it would be in as shadow_state: that one is seeded.
+func seedOfState(bs *pb.BreakerState) (breaker.State, bool) {
+	to := bs.GetState()
+	if bs.GetShadow() {
+		to = bs.GetShadowState()
+	}
+	return seed(seedFacts{to: to, gen: bs.GetGeneration(), at: bs.GetOpenedAtMs(), cooldown: bs.GetCooldownMs(),
+		reason: bs.GetReason(), actor: bs.GetForcedBy(), shadow: bs.GetShadow()})
+}
+
+// seed turns what is known of a breaker's state into the state an
+// in-memory breaker starts from; a closed breaker needs no seed. A
+// shadowed breaker seeds one shadowed (setting "on"): the state it would
+// be in is computed in memory too, never enforced.
+func seed(f seedFacts) (breaker.State, bool) {
+	st := breaker.State{Gen: f.gen, Cause: breaker.CauseOutage, Last: f.reason}
+	if f.shadow {
 		st.Shadow = "on"
 	}
-	switch e.GetTo() {
+	switch f.to {
 	case pb.State_STATE_FORCED_OPEN:
-		return breaker.State{Gen: e.GetGeneration(), Force: "open", ForceReason: e.GetReason(), ForceBy: e.GetActor()}, true
+		return breaker.State{Gen: f.gen, Force: "open", ForceReason: f.reason, ForceBy: f.actor}, true
 	case pb.State_STATE_FORCED_CLOSED:
-		return breaker.State{Gen: e.GetGeneration(), Force: "closed", ForceReason: e.GetReason(), ForceBy: e.GetActor()}, true
+		return breaker.State{Gen: f.gen, Force: "closed", ForceReason: f.reason, ForceBy: f.actor}, true
 	case pb.State_STATE_OPEN:
-		st.Phase, st.Opened, st.Cooldown = breaker.Open, e.GetAtMs(), e.GetCooldownMs()
-		st.ProbeAt = e.GetAtMs() + e.GetCooldownMs()
+		st.Phase, st.Opened, st.Cooldown = breaker.Open, f.at, f.cooldown
+		st.ProbeAt = f.at + f.cooldown
 		return st, true
 	case pb.State_STATE_HALF_OPEN: // a probe was due: the next call probes
-		st.Phase, st.Opened, st.ProbeAt = breaker.Open, e.GetAtMs(), e.GetAtMs()
+		st.Phase, st.Opened, st.ProbeAt = breaker.Open, f.at, f.at
 		return st, true
 	case pb.State_STATE_PAUSED:
 		st.Phase = breaker.Paused
@@ -224,6 +291,7 @@ func (s *Store) enterOutage(n *node, name string) {
 	}
 	s.out.mu.Unlock()
 	n.down.Store(true)
+	s.out.entered.Add(1)
 	s.out.downs.Add(1)
 	if s.o.OnOutage != nil {
 		s.o.OnOutage(n.addr, true)
