@@ -62,7 +62,7 @@ def test_bad_options_are_named() -> None:
 
 @pytest.mark.parametrize("answer,what", [
     ((200, "text/html", b"<html><body>Welcome to nginx</body></html>"), "text/html"),
-    ((502, "text/html", b"<html>Bad Gateway</html>"), "text/html"),
+    ((500, "text/html", b"<html>Internal Server Error</html>"), "text/html"),
     ((200, "application/json", b"{not json"), "not JSON"),
     ((200, "application/json", b"[1, 2]"), "not an object"),
     ((500, "application/json", b'{"message": "no code"}'), "without a code"),

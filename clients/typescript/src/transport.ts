@@ -21,6 +21,9 @@ export const MAX_BODY_BYTES = 4 << 20;
 /** The gRPC codes (by their JSON names) that mean "try another daemon". */
 const REACH_CODES = new Set(["unavailable", "deadline_exceeded"]);
 
+/** The gateway statuses a proxy answers for a daemon it cannot reach: with a body that is not breakerd's JSON error, that daemon is away. */
+const GATEWAY = new Set([502, 503, 504]);
+
 /** How long a daemon whose call got no answer in time is tried after the others, ms. */
 export const REST_MS = 1000;
 
@@ -256,10 +259,13 @@ function answer(url: string, res: Response, text: string): unknown {
   const ctype = res.headers.get("content-type") ?? "";
   const json = ctype.split(";")[0]?.trim().toLowerCase() === "application/json";
   let parsed: unknown;
+  // A proxy's gateway answer for a daemon it cannot reach: that daemon is away.
+  const away = () => new Unreached(new ProtocolError(url, res.status, ctype, `a gateway error that is not breakerd's: ${snippet(text)}`));
   if (json) {
     try {
       parsed = JSON.parse(text);
     } catch {
+      if (GATEWAY.has(res.status)) return away();
       throw new ProtocolError(url, res.status, ctype, `the body is not JSON: ${snippet(text)}`);
     }
   }
@@ -289,6 +295,7 @@ function answer(url: string, res: Response, text: string): unknown {
     throw new AuthError(code, `${msg || `HTTP ${res.status}`} (check the token option)`, violations, res.status, url);
   }
   if (typeof eb.code !== "string" || !code) {
+    if (GATEWAY.has(res.status)) return away();
     throw new ProtocolError(url, res.status, ctype, `want breakerd's JSON error, got ${snippet(text)}`);
   }
   if (REACH_CODES.has(code)) return new Unreached(new APIError(code, msg, violations, res.status, url));

@@ -41,9 +41,9 @@ test("401, 403, HTML and garbage are typed errors, never the fallback", async (t
       res.writeHead(200, { "content-type": "text/html" });
       return res.end("<html><body>Welcome to nginx!</body></html>");
     }
-    if (p.startsWith("/html502/")) {
-      res.writeHead(502, { "content-type": "text/html" });
-      return res.end("<html>Bad Gateway</html>");
+    if (p.startsWith("/html500/")) {
+      res.writeHead(500, { "content-type": "text/html" });
+      return res.end("<html>Internal Server Error</html>");
     }
     if (p.startsWith("/garbage/")) {
       res.writeHead(200, { "content-type": "application/json" });
@@ -63,7 +63,7 @@ test("401, 403, HTML and garbage are typed errors, never the fallback", async (t
   await assert.rejects(ask("unauth"), (e: unknown) => e instanceof AuthError && e.status === 401 && /missing bearer token/.test(e.message));
   await assert.rejects(ask("forbidden"), (e: unknown) => e instanceof AuthError && e.status === 403 && e.code === "permission_denied");
   await assert.rejects(ask("html"), (e: unknown) => e instanceof ProtocolError && /text\/html/.test(e.message) && /nginx/.test(e.message));
-  await assert.rejects(ask("html502"), (e: unknown) => e instanceof ProtocolError && e.status === 502);
+  await assert.rejects(ask("html500"), (e: unknown) => e instanceof ProtocolError && e.status === 500);
   await assert.rejects(ask("garbage"), (e: unknown) => e instanceof ProtocolError && /not JSON/.test(e.message));
   await assert.rejects(ask("refused"), (e: unknown) => e instanceof APIError && e.violations[0]?.field === "breaker");
   await assert.rejects(ask("relabeled"), (e: unknown) => e instanceof APIError && e.violations[0]?.field === "worker_id", "breakerd's JSON error under another content type");

@@ -49,6 +49,10 @@ _CHUNK = 64 << 10
 # or the fallback may: an outage, not a mistake of the caller's.
 _OUTAGE_CODES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED"})
 
+# The gateway statuses a proxy answers for a daemon it cannot reach: with
+# a body that is not breakerd's JSON error, that daemon is away.
+_GATEWAY = frozenset({502, 503, 504})
+
 # How long a daemon whose call got no answer in time is tried after the
 # others; then one call tries it first again.
 REST = 1.0
@@ -207,8 +211,8 @@ class Transport:
             with self._lock:
                 self._rest[idx] = 0.0
             answer = self._decode(self._pools[idx].ep.url + SERVICE_PATH + method, status, ctype, raw)
-            if answer is None:  # the daemon says it cannot answer now
-                last = Outage(f"{self._pools[idx].ep.url}: HTTP {status}")
+            if answer is None:  # the daemon, or a proxy in front of it, says it cannot answer now
+                last = Outage(f"{self._pools[idx].ep.url}: HTTP {status} {raw[:80].decode('utf-8', 'replace').strip()!r}")
                 continue
             with self._lock:
                 if idx != first:
@@ -302,19 +306,25 @@ class Transport:
                 cls = Unauthenticated if status == 401 else PermissionDenied
                 text = raw[:200].decode("utf-8", "replace").strip()
                 raise cls("UNAUTHENTICATED" if status == 401 else "PERMISSION_DENIED", text, status=status, url=url)
-            if status in (502, 503, 504) and not raw.strip():
-                return None  # a proxy's empty gateway error: the daemon behind it is away
+            if status in _GATEWAY:
+                return None  # a proxy's gateway error: the daemon behind it is away
             raise ProtocolError(url, status, f"Content-Type {ctype or 'none'!r}", raw)
         try:
             doc = json.loads(raw)
         except ValueError:
+            if status in _GATEWAY:
+                return None
             raise ProtocolError(url, status, "a body that is not JSON", raw) from None
         if not isinstance(doc, dict):
+            if status in _GATEWAY:
+                return None
             raise ProtocolError(url, status, "JSON that is not an object", raw)
         if status == 200:
             return doc
         code = str(doc.get("code", "")).upper()
         if not code:
+            if status in _GATEWAY:
+                return None
             raise ProtocolError(url, status, "an error without a code", raw)
         if code in _OUTAGE_CODES:
             return None
