@@ -60,6 +60,18 @@ def test_bad_options_are_named() -> None:
         breakerd.Client(DEAD, worker_id=" ")
 
 
+@pytest.mark.parametrize("worker_id", ["has space", "x" * 129, "wörker", "a\nb", "w;1", ""])
+def test_a_worker_id_the_daemon_would_refuse_is_refused_at_construction(worker_id: str) -> None:
+    with pytest.raises(ValueError, match="worker_id") as e:
+        breakerd.Client(DEAD, worker_id=worker_id, watch=False)
+    assert isinstance(e.value, breakerd.ConfigError) and "security.md#worker-ids" in str(e.value)
+
+
+def test_every_worker_id_syntax_the_daemon_takes_is_taken() -> None:
+    for worker_id in ["w", "x" * 128, "web-3.example-4121", "ci@pool/7", "a+b=c:d_e"]:
+        breakerd.Client(DEAD, worker_id=worker_id, watch=False).close()
+
+
 @pytest.mark.parametrize("answer,what", [
     ((200, "text/html", b"<html><body>Welcome to nginx</body></html>"), "text/html"),
     ((500, "text/html", b"<html>Internal Server Error</html>"), "text/html"),

@@ -135,6 +135,9 @@ export interface RecordOptions {
   signal?: AbortSignal | undefined;
 }
 
+/** The daemon's worker id syntax (internal/limits.WorkerID; docs/security.md#worker-ids). */
+const WORKER_ID = /^[A-Za-z0-9._:@/+=-]{1,128}$/;
+
 /** The Allow budget when allowBudgetMs is not given, ms. */
 const DEFAULT_ALLOW_BUDGET_MS = 100;
 
@@ -207,10 +210,9 @@ export class Client {
     if (!o || typeof o !== "object") throw new ConfigError("options", "want { urls, workerId }");
     const urls = parseURLs(o.urls);
     if (typeof o.workerId !== "string" || o.workerId === "") throw new ConfigError("workerId", "is required");
-    try {
-      checkName("workerId", o.workerId);
-    } catch (err) {
-      throw new ConfigError("workerId", err instanceof APIError ? (err.violations[0]?.description ?? err.message) : String(err));
+    // Refused here: the daemon refuses every call with it, and the fallback would answer them all quietly meanwhile.
+    if (!WORKER_ID.test(o.workerId)) {
+      throw new ConfigError("workerId", `must be 1 to 128 characters of A-Z a-z 0-9 . _ : @ / + = - (docs/security.md#worker-ids), got ${JSON.stringify(o.workerId)}`);
     }
     const given = o.fetch ?? globalThis.fetch;
     if (typeof given !== "function") throw new ConfigError("fetch", "no fetch: Node 18 or later, or pass one");

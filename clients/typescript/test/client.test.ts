@@ -32,6 +32,15 @@ test("a refused breaker name is an APIError naming the field, never a fallback, 
   }
 });
 
+test("a workerId the daemon would refuse is refused at construction, naming workerId", () => {
+  for (const workerId of ["has space", "x".repeat(129), "wörker", "a\nb", "w;1"]) {
+    assert.throws(() => new Client({ urls: "http://127.0.0.1:2", workerId, watch: false }), (e: unknown) => e instanceof ConfigError && e.field === "workerId" && /security\.md#worker-ids/.test(e.message), JSON.stringify(workerId));
+  }
+  for (const workerId of ["w", "x".repeat(128), "web-3.example-4121", "ci@pool/7", "a+b=c:d_e"]) {
+    void new Client({ urls: "http://127.0.0.1:2", workerId, watch: false }).close();
+  }
+});
+
 test("401, 403, HTML and garbage are typed errors, never the fallback", async (t) => {
   const srv = await serve((req, res) => {
     const p = req.url ?? "";

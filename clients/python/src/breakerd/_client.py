@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import ssl
 import threading
@@ -34,6 +35,10 @@ _ALLOWING = ("DECISION_ALLOWED", "DECISION_PROBE")
 MAX_KNOWN = 4096
 # The threads that carry calls on past the caller's Allow budget.
 _BACKGROUND_THREADS = 16
+
+
+# The daemon's worker id syntax (internal/limits.WorkerID; docs/security.md#worker-ids).
+WORKER_ID = re.compile(r"[A-Za-z0-9._:@/+=-]{1,128}")
 
 
 def default_worker_id() -> str:
@@ -128,8 +133,11 @@ class Client:
         savings_interval: float = DEFAULT_SAVINGS_INTERVAL,
         watch_heartbeat: float = DEFAULT_HEARTBEAT,
     ) -> None:
-        if worker_id is not None and not worker_id.strip():
-            raise ConfigError("worker_id: empty")
+        if worker_id is not None and not WORKER_ID.fullmatch(worker_id):
+            # Refused here: the daemon refuses every call with it, and the
+            # fallback would answer them all quietly meanwhile.
+            raise ConfigError(f"worker_id: must be 1 to 128 characters of A-Z a-z 0-9 . _ : @ / + = - "
+                              f"(docs/security.md#worker-ids), got {worker_id!r}")
         for name, v in (("allow_budget", allow_budget), ("first_contact_budget", first_contact_budget), ("rpc_timeout", rpc_timeout)):
             if v <= 0:
                 raise ConfigError(f"{name}: must be above 0 seconds, not {v}")
