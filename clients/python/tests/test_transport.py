@@ -195,3 +195,22 @@ def test_token_is_sent() -> None:
         assert seen == ["Bearer s3cret"]
     finally:
         f.close()
+
+
+def test_check_names_the_cause_and_says_within_only_for_a_timeout() -> None:
+    c = client(DEAD, rpc_timeout=2.0)
+    with pytest.raises(breakerd.BreakerdError) as e:
+        c.check()
+    assert "Connection refused" in str(e.value) and "within" not in str(e.value), str(e.value)
+    assert isinstance(e.value.__cause__, Outage) and isinstance(e.value.__cause__.__cause__, ConnectionRefusedError)
+    c.close()
+    silent = Fake(allowing)
+    silent.handler = lambda m, b: (silent.release.wait(30), json_answer({}))[1]
+    try:
+        c = client(silent.url, rpc_timeout=0.3, allow_budget=0.3)
+        with pytest.raises(breakerd.BreakerdError, match=r"within 0\.300s"):
+            c.check()
+        c.close()
+    finally:
+        silent.release.set()
+        silent.close()

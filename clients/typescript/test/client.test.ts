@@ -41,6 +41,17 @@ test("a workerId the daemon would refuse is refused at construction, naming work
   }
 });
 
+test("check() names the cause, sets it, and says within only for a timeout", async (t) => {
+  const refused = new Client({ urls: DEAD_URL, workerId: "w", watch: false, onError: () => undefined });
+  await assert.rejects(refused.check(), (e: unknown) => e instanceof UnreachableError && /ECONNREFUSED/.test(e.message) && !/within/.test(e.message) && e.cause !== undefined, "a refusal");
+  await refused.close();
+  const silent = await serve(() => undefined); // never answers
+  t.after(() => silent.close());
+  const slow = new Client({ urls: silent.url, workerId: "w", watch: false, rpcTimeoutMs: 300, onError: () => undefined });
+  await assert.rejects(slow.check(), (e: unknown) => e instanceof UnreachableError && /within 300 ms/.test(e.message) && e.cause !== undefined, "a timeout");
+  await slow.close();
+});
+
 test("401, 403, HTML and garbage are typed errors, never the fallback", async (t) => {
   const srv = await serve((req, res) => {
     const p = req.url ?? "";

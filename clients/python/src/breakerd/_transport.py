@@ -220,7 +220,7 @@ class Transport:
                 self._first = idx
             return answer
         within = f" within {budget:.3f}s" if isinstance(last, (TimeoutError, socket.timeout)) else ""
-        raise Outage(f"no breakerd answered {method}{within}: {last!r}")
+        raise Outage(f"no breakerd answered {method}{within}: {last!r}") from last
 
     def _order(self, first: int) -> list[int]:
         """The daemons in the order to try, from first on: those passed
