@@ -18,7 +18,7 @@ test("bad options are ConfigErrors naming the option", () => {
     [{ urls: [], workerId: "w" }, /^urls: at least one/],
     [{ urls: "http://u:p@h:1", workerId: "w" }, /^urls: .* carries credentials/],
     [{ urls: "http://h:1", workerId: "" }, /^workerId: is required/],
-    [{ urls: "http://h:1", workerId: "w\n" }, /^workerId: must be printable/],
+    [{ urls: "http://h:1", workerId: "w\n" }, /^workerId: must be 1 to 128 characters/],
   ];
   for (const [o, want] of cases) {
     assert.throws(() => new Client(o as never), (e: unknown) => e instanceof ConfigError && want.test(e.message), String(want));
