@@ -15,6 +15,7 @@ import breakerd
 from breakerd._evidence import evidence_of
 
 from .conftest import Daemon
+from .fakes import Fake
 from .test_conformance import ROWS, kinds, python_failure  # noqa: F401 - kinds is a fixture
 
 
@@ -115,6 +116,27 @@ def test_failover_keeps_answering(two_daemons: tuple[Daemon, Daemon], name: Call
     p = c.allow(b)
     assert not p.allowed and not p.degraded  # d2 answered from the shared Redis
     assert c.transport.failovers == 1
+
+
+@pytest.mark.parametrize("status", [502, 503, 504])
+def test_a_proxys_gateway_page_is_that_daemon_away(daemon: Daemon, name: Callable[[str], str], status: int) -> None:
+    """A 502/503/504 page from a proxy in front of a daemon: the next
+    daemon answers; with no daemon beside it, the fallback does. A
+    breakerd JSON error on the same statuses stays what it was."""
+    page = (status, "text/html", b"<html><body><h1>Bad Gateway</h1>nginx</body></html>")
+    gateway = Fake(lambda m, b: page)
+    try:
+        c = breakerd.Client([gateway.url, daemon.url], worker_id="w1", watch=False, allow_budget=5.0)
+        p = c.allow(name("x"))
+        assert p.allowed and not p.degraded, "the daemon beside the proxy answers"
+        assert c.transport.failovers == 1 and len(gateway.requests) == 1
+        c.close()
+        alone = breakerd.Client([gateway.url], worker_id="w1", watch=False, allow_budget=5.0)
+        p = alone.allow(name("x"))
+        assert p.allowed and p.degraded, "no daemon answers: the fallback does"
+        alone.close()
+    finally:
+        gateway.close()
 
 
 def test_outage_falls_back(daemon: Daemon, name: Callable[[str], str]) -> None:

@@ -177,3 +177,23 @@ def test_a_slow_daemon_still_gets_every_record(daemon: Daemon, proxies: Callable
         c.record(p, RuntimeError("vendor down"))
         wait_for(lambda: int(watcher.get(b).get("failures", 0)) == i + 1, f"record {i + 1} at the daemon")
     c.close()
+
+
+def test_a_stalled_daemon_costs_at_most_the_first_allow(two_daemons: tuple[Daemon, Daemon],
+                                                        proxies: Callable[[Daemon], Proxy],
+                                                        name: Callable[[str], str]) -> None:
+    """A daemon stalled from the start: the first Allow waits its budget
+    there and is degraded; every later one passes it over for the daemon
+    that answers, while that first call is still outstanding (no wait for
+    the failover in between)."""
+    a, b = two_daemons
+    hung = proxies(a)
+    c = breakerd.Client([hung.url, b.url], worker_id="w1", watch=False, allow_budget=0.2)
+    try:
+        c.check()  # contact made: each allow waits the Allow budget, not the first-contact one
+        hung.stall()
+        degraded = sum(c.allow(name("x")).degraded for _ in range(20))
+        assert degraded <= 1, f"{degraded} of 20 sequential calls were degraded, want at most the first"
+        assert hung.connections <= 2, "a stalled daemon is not tried call after call"
+    finally:
+        c.close()

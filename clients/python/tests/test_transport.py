@@ -60,9 +60,21 @@ def test_bad_options_are_named() -> None:
         breakerd.Client(DEAD, worker_id=" ")
 
 
+@pytest.mark.parametrize("worker_id", ["has space", "x" * 129, "wörker", "a\nb", "w;1", ""])
+def test_a_worker_id_the_daemon_would_refuse_is_refused_at_construction(worker_id: str) -> None:
+    with pytest.raises(ValueError, match="worker_id") as e:
+        breakerd.Client(DEAD, worker_id=worker_id, watch=False)
+    assert isinstance(e.value, breakerd.ConfigError) and "security.md#worker-ids" in str(e.value)
+
+
+def test_every_worker_id_syntax_the_daemon_takes_is_taken() -> None:
+    for worker_id in ["w", "x" * 128, "web-3.example-4121", "ci@pool/7", "a+b=c:d_e"]:
+        breakerd.Client(DEAD, worker_id=worker_id, watch=False).close()
+
+
 @pytest.mark.parametrize("answer,what", [
     ((200, "text/html", b"<html><body>Welcome to nginx</body></html>"), "text/html"),
-    ((502, "text/html", b"<html>Bad Gateway</html>"), "text/html"),
+    ((500, "text/html", b"<html>Internal Server Error</html>"), "text/html"),
     ((200, "application/json", b"{not json"), "not JSON"),
     ((200, "application/json", b"[1, 2]"), "not an object"),
     ((500, "application/json", b'{"message": "no code"}'), "without a code"),
@@ -183,3 +195,22 @@ def test_token_is_sent() -> None:
         assert seen == ["Bearer s3cret"]
     finally:
         f.close()
+
+
+def test_check_names_the_cause_and_says_within_only_for_a_timeout() -> None:
+    c = client(DEAD, rpc_timeout=2.0)
+    with pytest.raises(breakerd.BreakerdError) as e:
+        c.check()
+    assert "Connection refused" in str(e.value) and "within" not in str(e.value), str(e.value)
+    assert isinstance(e.value.__cause__, Outage) and isinstance(e.value.__cause__.__cause__, ConnectionRefusedError)
+    c.close()
+    silent = Fake(allowing)
+    silent.handler = lambda m, b: (silent.release.wait(30), json_answer({}))[1]
+    try:
+        c = client(silent.url, rpc_timeout=0.3, allow_budget=0.3)
+        with pytest.raises(breakerd.BreakerdError, match=r"within 0\.300s"):
+            c.check()
+        c.close()
+    finally:
+        silent.release.set()
+        silent.close()

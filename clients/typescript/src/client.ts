@@ -135,6 +135,12 @@ export interface RecordOptions {
   signal?: AbortSignal | undefined;
 }
 
+/** The daemon's worker id syntax (internal/limits.WorkerID; docs/security.md#worker-ids). */
+const WORKER_ID = /^[A-Za-z0-9._:@/+=-]{1,128}$/;
+
+/** The Allow budget when allowBudgetMs is not given, ms. */
+const DEFAULT_ALLOW_BUDGET_MS = 100;
+
 const MAX_NAME_BYTES = 256;
 const NOT_PRINTABLE = /[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}]|[^\P{Zs} ]/u;
 
@@ -204,10 +210,9 @@ export class Client {
     if (!o || typeof o !== "object") throw new ConfigError("options", "want { urls, workerId }");
     const urls = parseURLs(o.urls);
     if (typeof o.workerId !== "string" || o.workerId === "") throw new ConfigError("workerId", "is required");
-    try {
-      checkName("workerId", o.workerId);
-    } catch (err) {
-      throw new ConfigError("workerId", err instanceof APIError ? (err.violations[0]?.description ?? err.message) : String(err));
+    // Refused here: the daemon refuses every call with it, and the fallback would answer them all quietly meanwhile.
+    if (!WORKER_ID.test(o.workerId)) {
+      throw new ConfigError("workerId", `must be 1 to 128 characters of A-Z a-z 0-9 . _ : @ / + = - (docs/security.md#worker-ids), got ${JSON.stringify(o.workerId)}`);
     }
     const given = o.fetch ?? globalThis.fetch;
     if (typeof given !== "function") throw new ConfigError("fetch", "no fetch: Node 18 or later, or pass one");
@@ -217,7 +222,7 @@ export class Client {
     this.rpcTimeoutMs = o.rpcTimeoutMs ?? 2000;
     this.workerId = o.workerId;
     this.clock = o.clock ?? Date.now;
-    this.transport = new Transport({ urls, token: o.token, fetch: f });
+    this.transport = new Transport({ urls, token: o.token, fetch: f, skipAfterMs: o.allowBudgetMs ?? DEFAULT_ALLOW_BUDGET_MS });
     const breakers = Array.isArray(o.watch) ? (o.watch as readonly string[]) : undefined;
     this.cache = new OpenCache({ transport: this.transport, workerId: o.workerId, clock: this.clock, breakers, onError: this.onError, heartbeatMs: o.watchHeartbeatMs });
     this.reach = new Reach({ urls: urls.map((u) => u.href).join(", "), probe: () => this.reprobe(), onError: this.onError });
@@ -288,7 +293,7 @@ export class Client {
     } catch (err) {
       if (!(err instanceof UnreachableError)) throw err;
       const urls = this.transport.urls.map((u) => u.href).join(", ");
-      throw new UnreachableError(`no breakerd answers at ${urls} within ${this.rpcTimeoutMs} ms: ${err.message} (is the daemon's HTTP API on? go run ./cmd/breakerd --http-listen 127.0.0.1:7071)`, err.causes);
+      throw new UnreachableError(`no breakerd answers at ${urls}: ${err.message} (is the daemon's HTTP API on? go run ./cmd/breakerd --http-listen 127.0.0.1:7071)`, err.causes);
     }
   }
 
@@ -324,7 +329,7 @@ export class Client {
    * probe); else the Allow budget.
    */
   private budget(breaker = ""): number {
-    const b = this.o.allowBudgetMs ?? 100;
+    const b = this.o.allowBudgetMs ?? DEFAULT_ALLOW_BUDGET_MS;
     const first = !this.firstSpent && !this.answered;
     this.firstSpent = true;
     if (first) return Math.max(b, this.o.firstContactBudgetMs ?? 1000);

@@ -84,7 +84,8 @@ export class UnreachableError extends BreakerdError {
     message: string,
     readonly causes: unknown[],
   ) {
-    super(message);
+    // cause: the last daemon's failure (causes holds each one's).
+    super(message, causes.length > 0 ? { cause: causes[causes.length - 1] } : undefined);
   }
 }
 

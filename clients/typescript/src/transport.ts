@@ -3,7 +3,11 @@
 // daemon that cannot be reached, or that answers Unavailable, is skipped
 // for the next one within the call's budget; every other answer (a
 // refusal, a 401/403, a page that is not breakerd's JSON) is thrown at
-// once, typed, and never taken for an outage.
+// once, typed, and never taken for an outage. A daemon with a call
+// outstanding longer than skipAfterMs (the Allow budget), or whose last call
+// got no answer in time (for REST_MS; then one call tries it again), is
+// tried after the others, so a paused daemon costs at most the call that
+// found it.
 
 import { APIError, AuthError, ConfigError, ProtocolError, UnreachableError } from "./errors.js";
 import type { ErrorBody } from "./wire.js";
@@ -16,6 +20,12 @@ export const MAX_BODY_BYTES = 4 << 20;
 
 /** The gRPC codes (by their JSON names) that mean "try another daemon". */
 const REACH_CODES = new Set(["unavailable", "deadline_exceeded"]);
+
+/** The gateway statuses a proxy answers for a daemon it cannot reach: with a body that is not breakerd's JSON error, that daemon is away. */
+const GATEWAY = new Set([502, 503, 504]);
+
+/** How long a daemon whose call got no answer in time is tried after the others, ms. */
+export const REST_MS = 1000;
 
 /** parseURLs checks the daemon URLs once: each must be an http(s) URL. */
 export function parseURLs(urls: string | readonly string[]): URL[] {
@@ -47,6 +57,8 @@ export interface TransportOptions {
   urls: URL[];
   token?: string | undefined;
   fetch: typeof fetch;
+  /** A call outstanding this long at a daemon passes it over for the others, ms (the Allow budget); absent: never. */
+  skipAfterMs?: number | undefined;
 }
 
 /** CallOptions bound one call: its budget, and the caller's own signal. */
@@ -64,8 +76,13 @@ class Unreached {
 /** Transport sends unary calls with failover. Safe for concurrent use. */
 export class Transport {
   private next = 0; // the daemon that answered last: tried first
+  private readonly busy: number[][]; // when each outstanding call began, by daemon
+  private readonly rest: number[]; // a silent daemon is tried last until then
 
-  constructor(private readonly o: TransportOptions) {}
+  constructor(private readonly o: TransportOptions) {
+    this.busy = o.urls.map(() => []);
+    this.rest = o.urls.map(() => 0);
+  }
 
   /** The daemon URLs, in the order configured. */
   get urls(): readonly URL[] {
@@ -99,13 +116,24 @@ export class Transport {
     const n = this.o.urls.length;
     const first = this.next;
     const end = co.budgetMs && co.budgetMs > 0 ? Date.now() + co.budgetMs : 0;
+    const order = this.order(first);
     for (let i = 0; i < n; i++) {
-      const idx = (first + i) % n;
+      const idx = order[i] as number;
       const url = new URL(SERVICE_PATH.slice(1) + method, this.o.urls[idx]);
       // Each daemon left gets its share of the budget: a hung one must
       // not keep the call from the next.
       const share = end && n - i > 1 ? AbortSignal.timeout(Math.max(1, Math.floor((end - Date.now()) / (n - i)))) : undefined;
-      const got = await this.attempt(url, payload, anySignal([signal, share]));
+      const began = Date.now();
+      const busy = this.busy[idx] as number[];
+      busy.push(began);
+      let got: unknown;
+      try {
+        got = await this.attempt(url, payload, anySignal([signal, share]));
+      } finally {
+        busy.splice(busy.indexOf(began), 1);
+      }
+      const silent = got instanceof Unreached && !co.signal?.aborted && (share?.aborted || budget?.aborted);
+      this.rest[idx] = silent ? Date.now() + REST_MS : 0;
       if (!(got instanceof Unreached)) {
         this.next = idx;
         return got as T;
@@ -116,8 +144,32 @@ export class Transport {
       if (share?.aborted && this.next === idx) this.next = (idx + 1) % n; // hung: the next calls start elsewhere
     }
     if (this.next === first) this.next = (first + 1) % n;
-    const why = budget?.aborted ? `within ${co.budgetMs} ms` : "";
-    throw new UnreachableError(`no breakerd answered ${method} ${why}`.trim() + ` (${n} URL${n === 1 ? "" : "s"})`, causes);
+    throw new UnreachableError(unreached(method, n, budget?.aborted ? co.budgetMs : undefined, causes), causes);
+  }
+
+  /**
+   * order is the daemons to try, from first on: those passed over (a call
+   * outstanding past skipAfterMs, or resting after a call got no answer
+   * in time) come last. A daemon whose rest is over gets one call before
+   * the others (its rest starts again meanwhile).
+   */
+  private order(first: number): number[] {
+    const n = this.o.urls.length;
+    const now = Date.now();
+    const skip = this.o.skipAfterMs ?? Infinity;
+    const free: number[] = [];
+    const passed: number[] = [];
+    for (let i = 0; i < n; i++) {
+      const idx = (first + i) % n;
+      const rest = this.rest[idx] as number;
+      if (rest > now || (this.busy[idx] as number[]).some((t) => now - t >= skip)) {
+        passed.push(idx);
+        continue;
+      }
+      if (rest) this.rest[idx] = now + REST_MS; // this call tries it; the others keep passing it over
+      free.push(idx);
+    }
+    return [...free, ...passed];
   }
 
   private async attempt(url: URL, payload: string, signal: AbortSignal | undefined): Promise<unknown> {
@@ -149,6 +201,25 @@ export class Transport {
     }
     return answer(url.href, res, text);
   }
+}
+
+/**
+ * unreached words an UnreachableError: "within" only when the budget ran
+ * out, and the causes' own words (ECONNREFUSED, an HTTP 503...).
+ */
+function unreached(method: string, n: number, withinMs: number | undefined, causes: unknown[]): string {
+  const why = [...new Set(causes.map(causeText).filter((c) => c !== ""))].join("; ");
+  const within = withinMs !== undefined ? ` within ${withinMs} ms` : "";
+  return `no breakerd answered ${method}${within} (${n} URL${n === 1 ? "" : "s"})${why ? `: ${why}` : ""}`;
+}
+
+/** causeText is one failure's words, with its own cause's (fetch's "fetch failed" hides ECONNREFUSED there). */
+function causeText(err: unknown): string {
+  if (!(err instanceof Error)) return err === undefined ? "" : String(err);
+  const inner = (err as { cause?: unknown }).cause;
+  const code = (inner as { code?: unknown } | undefined)?.code;
+  const innerText = inner instanceof Error ? (typeof code === "string" && !inner.message.includes(code) ? `${code} ${inner.message}` : inner.message) : "";
+  return innerText && innerText !== err.message ? `${err.message}: ${innerText}` : err.message;
 }
 
 /** TooLarge is a body over its bound. */
@@ -188,10 +259,13 @@ function answer(url: string, res: Response, text: string): unknown {
   const ctype = res.headers.get("content-type") ?? "";
   const json = ctype.split(";")[0]?.trim().toLowerCase() === "application/json";
   let parsed: unknown;
+  // A proxy's gateway answer for a daemon it cannot reach: that daemon is away.
+  const away = () => new Unreached(new ProtocolError(url, res.status, ctype, `a gateway error that is not breakerd's: ${snippet(text)}`));
   if (json) {
     try {
       parsed = JSON.parse(text);
     } catch {
+      if (GATEWAY.has(res.status)) return away();
       throw new ProtocolError(url, res.status, ctype, `the body is not JSON: ${snippet(text)}`);
     }
   }
@@ -221,6 +295,7 @@ function answer(url: string, res: Response, text: string): unknown {
     throw new AuthError(code, `${msg || `HTTP ${res.status}`} (check the token option)`, violations, res.status, url);
   }
   if (typeof eb.code !== "string" || !code) {
+    if (GATEWAY.has(res.status)) return away();
     throw new ProtocolError(url, res.status, ctype, `want breakerd's JSON error, got ${snippet(text)}`);
   }
   if (REACH_CODES.has(code)) return new Unreached(new APIError(code, msg, violations, res.status, url));

@@ -18,7 +18,7 @@ test("bad options are ConfigErrors naming the option", () => {
     [{ urls: [], workerId: "w" }, /^urls: at least one/],
     [{ urls: "http://u:p@h:1", workerId: "w" }, /^urls: .* carries credentials/],
     [{ urls: "http://h:1", workerId: "" }, /^workerId: is required/],
-    [{ urls: "http://h:1", workerId: "w\n" }, /^workerId: must be printable/],
+    [{ urls: "http://h:1", workerId: "w\n" }, /^workerId: must be 1 to 128 characters/],
   ];
   for (const [o, want] of cases) {
     assert.throws(() => new Client(o as never), (e: unknown) => e instanceof ConfigError && want.test(e.message), String(want));
@@ -32,6 +32,26 @@ test("a refused breaker name is an APIError naming the field, never a fallback, 
   }
 });
 
+test("a workerId the daemon would refuse is refused at construction, naming workerId", () => {
+  for (const workerId of ["has space", "x".repeat(129), "wörker", "a\nb", "w;1"]) {
+    assert.throws(() => new Client({ urls: "http://127.0.0.1:2", workerId, watch: false }), (e: unknown) => e instanceof ConfigError && e.field === "workerId" && /security\.md#worker-ids/.test(e.message), JSON.stringify(workerId));
+  }
+  for (const workerId of ["w", "x".repeat(128), "web-3.example-4121", "ci@pool/7", "a+b=c:d_e"]) {
+    void new Client({ urls: "http://127.0.0.1:2", workerId, watch: false }).close();
+  }
+});
+
+test("check() names the cause, sets it, and says within only for a timeout", async (t) => {
+  const refused = new Client({ urls: DEAD_URL, workerId: "w", watch: false, onError: () => undefined });
+  await assert.rejects(refused.check(), (e: unknown) => e instanceof UnreachableError && /ECONNREFUSED/.test(e.message) && !/within/.test(e.message) && e.cause !== undefined, "a refusal");
+  await refused.close();
+  const silent = await serve(() => undefined); // never answers
+  t.after(() => silent.close());
+  const slow = new Client({ urls: silent.url, workerId: "w", watch: false, rpcTimeoutMs: 300, onError: () => undefined });
+  await assert.rejects(slow.check(), (e: unknown) => e instanceof UnreachableError && /within 300 ms/.test(e.message) && e.cause !== undefined, "a timeout");
+  await slow.close();
+});
+
 test("401, 403, HTML and garbage are typed errors, never the fallback", async (t) => {
   const srv = await serve((req, res) => {
     const p = req.url ?? "";
@@ -41,9 +61,9 @@ test("401, 403, HTML and garbage are typed errors, never the fallback", async (t
       res.writeHead(200, { "content-type": "text/html" });
       return res.end("<html><body>Welcome to nginx!</body></html>");
     }
-    if (p.startsWith("/html502/")) {
-      res.writeHead(502, { "content-type": "text/html" });
-      return res.end("<html>Bad Gateway</html>");
+    if (p.startsWith("/html500/")) {
+      res.writeHead(500, { "content-type": "text/html" });
+      return res.end("<html>Internal Server Error</html>");
     }
     if (p.startsWith("/garbage/")) {
       res.writeHead(200, { "content-type": "application/json" });
@@ -63,7 +83,7 @@ test("401, 403, HTML and garbage are typed errors, never the fallback", async (t
   await assert.rejects(ask("unauth"), (e: unknown) => e instanceof AuthError && e.status === 401 && /missing bearer token/.test(e.message));
   await assert.rejects(ask("forbidden"), (e: unknown) => e instanceof AuthError && e.status === 403 && e.code === "permission_denied");
   await assert.rejects(ask("html"), (e: unknown) => e instanceof ProtocolError && /text\/html/.test(e.message) && /nginx/.test(e.message));
-  await assert.rejects(ask("html502"), (e: unknown) => e instanceof ProtocolError && e.status === 502);
+  await assert.rejects(ask("html500"), (e: unknown) => e instanceof ProtocolError && e.status === 500);
   await assert.rejects(ask("garbage"), (e: unknown) => e instanceof ProtocolError && /not JSON/.test(e.message));
   await assert.rejects(ask("refused"), (e: unknown) => e instanceof APIError && e.violations[0]?.field === "breaker");
   await assert.rejects(ask("relabeled"), (e: unknown) => e instanceof APIError && e.violations[0]?.field === "worker_id", "breakerd's JSON error under another content type");

@@ -11,7 +11,7 @@ import { after, before, test } from "node:test";
 
 import { APIError, AuthError, CircuitOpenError, Client, Run, renderToolResult, type Evidence, type Permit } from "../src/index.js";
 import { startDaemon, uniq, type Daemon } from "./daemon.js";
-import { conformanceDir, waitFor } from "./helpers.js";
+import { conformanceDir, serve, waitFor } from "./helpers.js";
 
 const prefix = uniq();
 const policy = `breakers:
@@ -124,6 +124,25 @@ test("failover: one of two daemons killed, the other answers within the budget w
   const p: Permit = await c.allow(breaker);
   assert.equal(p.degraded, false, "the other daemon answered");
   assert.equal(p.decision, "DECISION_DENIED_OPEN");
+});
+
+test("a proxy's 502/503/504 page is that daemon away: the next daemon answers, or the fallback", async (t) => {
+  for (const status of [502, 503, 504]) {
+    const gateway = await serve((_req, res) => {
+      res.writeHead(status, { "content-type": "text/html" });
+      res.end("<html><body><h1>Bad Gateway</h1>nginx</body></html>");
+    });
+    t.after(() => gateway.close());
+    const c = client("g1", [gateway.url, a.url], { onError: () => undefined });
+    const p = await c.allow(`${prefix}:gateway`);
+    assert.equal(p.degraded, false, `${status}: the daemon beside the proxy answers`);
+    assert.equal([...gateway.hits.values()].reduce((x, y) => x + y, 0), 1);
+    await c.close();
+    const alone = client("g1", [gateway.url], { onError: () => undefined });
+    const q = await alone.allow(`${prefix}:gateway`);
+    assert.ok(q.allowed && q.degraded, `${status}: no daemon answers, the fallback does`);
+    await alone.close();
+  }
 });
 
 test("the open cache follows the event stream and keeps denying while no daemon answers", async () => {

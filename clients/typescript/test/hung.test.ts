@@ -163,3 +163,18 @@ test("a daemon slower than the Allow budget still gets every Record", async () =
   }
   await Promise.all([c.close(), watcher.close()]);
 });
+
+test("a stalled daemon costs at most the Allow that found it", async () => {
+  const hung = await proxy(a);
+  const c = new Client({ urls: [hung.url, b.url], workerId: "w1", allowBudgetMs: 200, onError: () => undefined });
+  try {
+    await c.check(); // contact made: each allow waits the Allow budget, not the first-contact one
+    hung.stall();
+    let degraded = 0;
+    for (let i = 0; i < 20; i++) if ((await c.allow(`${prefix}stalled`)).degraded) degraded++;
+    // No wait for the failover in between: the first call is still outstanding at the stalled daemon.
+    assert.ok(degraded <= 1, `${degraded} of 20 sequential calls were degraded, want at most the first`);
+  } finally {
+    await c.close();
+  }
+});

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import ssl
 import threading
@@ -34,6 +35,10 @@ _ALLOWING = ("DECISION_ALLOWED", "DECISION_PROBE")
 MAX_KNOWN = 4096
 # The threads that carry calls on past the caller's Allow budget.
 _BACKGROUND_THREADS = 16
+
+
+# The daemon's worker id syntax (internal/limits.WorkerID; docs/security.md#worker-ids).
+WORKER_ID = re.compile(r"[A-Za-z0-9._:@/+=-]{1,128}")
 
 
 def default_worker_id() -> str:
@@ -128,8 +133,11 @@ class Client:
         savings_interval: float = DEFAULT_SAVINGS_INTERVAL,
         watch_heartbeat: float = DEFAULT_HEARTBEAT,
     ) -> None:
-        if worker_id is not None and not worker_id.strip():
-            raise ConfigError("worker_id: empty")
+        if worker_id is not None and not WORKER_ID.fullmatch(worker_id):
+            # Refused here: the daemon refuses every call with it, and the
+            # fallback would answer them all quietly meanwhile.
+            raise ConfigError(f"worker_id: must be 1 to 128 characters of A-Z a-z 0-9 . _ : @ / + = - "
+                              f"(docs/security.md#worker-ids), got {worker_id!r}")
         for name, v in (("allow_budget", allow_budget), ("first_contact_budget", first_contact_budget), ("rpc_timeout", rpc_timeout)):
             if v <= 0:
                 raise ConfigError(f"{name}: must be above 0 seconds, not {v}")
@@ -138,7 +146,7 @@ class Client:
         self.first_contact_budget = first_contact_budget
         self.rpc_timeout = max(rpc_timeout, allow_budget)
         self.clock = clock
-        self.transport = Transport(urls, token=token, tls=tls)
+        self.transport = Transport(urls, token=token, tls=tls, skip_after=allow_budget)
         self.local = LocalBreaker(self._now_ms)
         names = [] if isinstance(watch, bool) else list(watch)
         # The denials this client knows, from every answer; the watch
@@ -233,16 +241,18 @@ class Client:
             self.call("BatchGet", {"breakers": [], "worker_id": self.worker_id})
         except Outage as e:
             urls = ", ".join(ep.url for ep in self.transport.endpoints)
-            raise BreakerdError(f"no breakerd answers at {urls} within {self.rpc_timeout}s: {e} "
+            raise BreakerdError(f"no breakerd answers at {urls}: {e} "
                                 "(is the daemon's HTTP API on? go run ./cmd/breakerd --http-listen 127.0.0.1:7071)") from e
 
-    def call(self, method: str, body: dict[str, Any], budget: float | None = None) -> dict[str, Any]:
+    def call(self, method: str, body: dict[str, Any], budget: float | None = None,
+             started: float | None = None) -> dict[str, Any]:
         """call sends one BreakerService method (its JSON request body)
         and returns the JSON answer. Raises Outage when no daemon answered
-        within budget (default: the RPC timeout)."""
+        within budget (default: the RPC timeout) from started (the
+        transport's clock; default: now)."""
         budget = budget if budget is not None else self.rpc_timeout
         try:
-            out = self.transport.call(method, body, budget)
+            out = self.transport.call(method, body, budget, started)
         except Outage as e:
             self._outage = True
             if budget >= self.rpc_timeout:
@@ -278,7 +288,8 @@ class Client:
         if tool:
             body["tool"] = tool
         budget = self._budget(breaker)
-        fut = self._background.submit(self.call, "Allow", body, max(budget, self.rpc_timeout))
+        started = time.monotonic()  # the transport's clock: a daemon holding this call past the budget is passed over
+        fut = self._background.submit(self.call, "Allow", body, max(budget, self.rpc_timeout), started)
         try:
             ans = fut.result(timeout=budget)
         except FutureTimeout:

@@ -6,7 +6,11 @@ starting with the last one that answered, until one answers or the
 call's budget is spent. A refused, reset or lost connection moves on to
 the next daemon at once; a daemon that does not answer within its share
 of the budget (the budget divided among the daemons left) is left for
-the next, which later calls then try first. When
+the next, which later calls then try first. A daemon with a call
+outstanding longer than ``skip_after`` (the Allow budget), or whose last
+call got no answer in time (until ``REST`` has passed; then one call tries
+it again), is tried after the others, so a paused daemon costs at most the
+call that found it. When
 no daemon answered in time the call raises ``Outage``, which the client
 turns into a degraded answer. Anything else a daemon answers that is not
 a success is an exception naming what is wrong (``_errors``).
@@ -44,6 +48,14 @@ _CHUNK = 64 << 10
 # Error codes that mean "this daemon cannot answer now", so another daemon
 # or the fallback may: an outage, not a mistake of the caller's.
 _OUTAGE_CODES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED"})
+
+# The gateway statuses a proxy answers for a daemon it cannot reach: with
+# a body that is not breakerd's JSON error, that daemon is away.
+_GATEWAY = frozenset({502, 503, 504})
+
+# How long a daemon whose call got no answer in time is tried after the
+# others; then one call tries it first again.
+REST = 1.0
 
 
 class Outage(Exception):
@@ -134,14 +146,18 @@ class Transport:
         token: str | None = None,
         tls: ssl.SSLContext | None = None,
         clock: Callable[[], float] = time.monotonic,
+        skip_after: float = float("inf"),
     ) -> None:
         self.endpoints = parse_urls(urls)
+        self.skip_after = skip_after  # a call outstanding this long passes its daemon over
         self.tls = tls
         self._pools = [_Pool(ep, tls) for ep in self.endpoints]
         self._token = token
         self._clock = clock
         self._lock = threading.Lock()
         self._first = 0  # the daemon that answered last
+        self._busy: list[list[float]] = [[] for _ in self.endpoints]  # when each outstanding call began, by daemon
+        self._rest: list[float] = [0.0 for _ in self.endpoints]  # a silent daemon is tried last until then
         self.failovers = 0  # calls answered by another daemon than the first tried
         self.calls = 0  # calls sent (the wire count tests read)
 
@@ -155,30 +171,33 @@ class Transport:
             h["Authorization"] = "Bearer " + self._token
         return h
 
-    def call(self, method: str, body: dict[str, Any], budget: float) -> dict[str, Any]:
+    def call(self, method: str, body: dict[str, Any], budget: float, started: float | None = None) -> dict[str, Any]:
         """call POSTs body to method on the first daemon that answers
-        within budget seconds and returns the decoded answer. Raises
-        Outage when none does, an APIError for an error answer, and a
-        ProtocolError for an answer that is not breakerd's."""
+        within budget seconds and returns the decoded answer. started is
+        when the caller began waiting (this transport's clock), if before
+        now. Raises Outage when none does, an APIError for an error
+        answer, and a ProtocolError for an answer that is not breakerd's."""
         payload = json.dumps(body, separators=(",", ":")).encode()
         self.calls += 1
-        deadline = self._clock() + budget
+        begun = self._clock() if started is None else started
+        deadline = begun + budget
         with self._lock:
             first = self._first
-        n = len(self._pools)
+        order = self._order(first)
+        n = len(order)
         last: BaseException | None = None
-        for i in range(n):
+        for i, idx in enumerate(order):
             left = deadline - self._clock()
             if left <= 0:
                 break
-            idx = (first + i) % n
             try:
                 # Each daemon left gets its share of the budget: a hung
                 # one must not keep the call from the next.
-                status, ctype, raw = self._post(self._pools[idx], method, payload, left / (n - i))
+                status, ctype, raw = self._attempt(idx, method, payload, left / (n - i), begun if i == 0 else None)
             except (TimeoutError, socket.timeout) as e:
                 last = e
                 with self._lock:
+                    self._rest[idx] = self._clock() + REST
                     if self._first == idx:
                         self._first = (idx + 1) % n  # the next calls start elsewhere
                 continue
@@ -189,16 +208,52 @@ class Transport:
             except _LOST as e:
                 last = e
                 continue
+            with self._lock:
+                self._rest[idx] = 0.0
             answer = self._decode(self._pools[idx].ep.url + SERVICE_PATH + method, status, ctype, raw)
-            if answer is None:  # the daemon says it cannot answer now
-                last = Outage(f"{self._pools[idx].ep.url}: HTTP {status}")
+            if answer is None:  # the daemon, or a proxy in front of it, says it cannot answer now
+                last = Outage(f"{self._pools[idx].ep.url}: HTTP {status} {raw[:80].decode('utf-8', 'replace').strip()!r}")
                 continue
             with self._lock:
                 if idx != first:
                     self.failovers += 1
                 self._first = idx
             return answer
-        raise Outage(f"no breakerd answered {method} within {budget:.3f}s: {last!r}")
+        within = f" within {budget:.3f}s" if isinstance(last, (TimeoutError, socket.timeout)) else ""
+        raise Outage(f"no breakerd answered {method}{within}: {last!r}") from last
+
+    def _order(self, first: int) -> list[int]:
+        """The daemons in the order to try, from first on: those passed
+        over (a call outstanding past skip_after, or resting after a call
+        got no answer in time) come last. A daemon whose rest is over gets
+        one call before the others (its rest starts again meanwhile)."""
+        n = len(self._pools)
+        now = self._clock()
+        free: list[int] = []
+        passed: list[int] = []
+        with self._lock:
+            for idx in ((first + i) % n for i in range(n)):
+                stuck = any(now - t >= self.skip_after for t in self._busy[idx])
+                if stuck or self._rest[idx] > now:
+                    passed.append(idx)
+                    continue
+                if self._rest[idx]:
+                    self._rest[idx] = now + REST  # this call tries it; the others keep passing it over
+                free.append(idx)
+        return free + passed
+
+    def _attempt(self, idx: int, method: str, payload: bytes, timeout: float,
+                 begun: float | None) -> tuple[int, str, bytes]:
+        """One POST to daemon idx, counted as outstanding there meanwhile
+        (since begun, when the caller began waiting before now)."""
+        t = self._clock() if begun is None else begun
+        with self._lock:
+            self._busy[idx].append(t)
+        try:
+            return self._post(self._pools[idx], method, payload, timeout)
+        finally:
+            with self._lock:
+                self._busy[idx].remove(t)
 
     def _post(self, pool: _Pool, method: str, payload: bytes, timeout: float) -> tuple[int, str, bytes]:
         deadline = self._clock() + timeout
@@ -251,19 +306,25 @@ class Transport:
                 cls = Unauthenticated if status == 401 else PermissionDenied
                 text = raw[:200].decode("utf-8", "replace").strip()
                 raise cls("UNAUTHENTICATED" if status == 401 else "PERMISSION_DENIED", text, status=status, url=url)
-            if status in (502, 503, 504) and not raw.strip():
-                return None  # a proxy's empty gateway error: the daemon behind it is away
+            if status in _GATEWAY:
+                return None  # a proxy's gateway error: the daemon behind it is away
             raise ProtocolError(url, status, f"Content-Type {ctype or 'none'!r}", raw)
         try:
             doc = json.loads(raw)
         except ValueError:
+            if status in _GATEWAY:
+                return None
             raise ProtocolError(url, status, "a body that is not JSON", raw) from None
         if not isinstance(doc, dict):
+            if status in _GATEWAY:
+                return None
             raise ProtocolError(url, status, "JSON that is not an object", raw)
         if status == 200:
             return doc
         code = str(doc.get("code", "")).upper()
         if not code:
+            if status in _GATEWAY:
+                return None
             raise ProtocolError(url, status, "an error without a code", raw)
         if code in _OUTAGE_CODES:
             return None
