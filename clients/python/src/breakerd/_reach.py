@@ -46,21 +46,22 @@ class Reach:
         with self._lock:
             if self._down or self._stop.is_set():
                 return
+            # Said before down shows: whoever sees the client down finds it said.
+            log.warning("breakerd: no daemon at %s answers (%s); answering from the local fallback "
+                        "and asking again every %gs (client.check() raises the cause)", self._urls, why, self._interval)
             self._down = True
             self.losses += 1
             self._thread = threading.Thread(target=self._reprobe, name="breakerd-reprobe", daemon=True)
             self._thread.start()
-        log.warning("breakerd: no daemon at %s answers (%s); answering from the local fallback "
-                    "and asking again every %gs (client.check() raises the cause)", self._urls, why, self._interval)
 
     def answered(self) -> None:
         """answered takes any daemon's answer: the client is up again."""
         if not self._down:
             return
         with self._lock:
-            was, self._down = self._down, False
-        if was:
-            log.warning("breakerd: a daemon at %s answers again; the local fallback stands down", self._urls)
+            if self._down:
+                log.warning("breakerd: a daemon at %s answers again; the local fallback stands down", self._urls)
+            self._down = False
 
     def close(self) -> None:
         self._stop.set()
