@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -145,7 +146,11 @@ func TestSecurityUnauthenticatedConnectionsCannotFillTheCap(t *testing.T) {
 				t.Logf("file limit %d: %d attack connections, not %d", files, attack, tc.attack)
 			}
 			httpAddr, metricsAddr := testredis.FreeAddr(t), testredis.FreeAddr(t)
-			args := append([]string{"--tokens", secTokens(t), "--http-listen", httpAddr, "--metrics-listen", metricsAddr}, tc.args...)
+			// Thousands of connections on a -race build slow every decision
+			// past the default bound: a decision timeout only a stall
+			// reaches keeps this test about connections, not Redis.
+			args := append([]string{"--tokens", secTokens(t), "--http-listen", httpAddr, "--metrics-listen", metricsAddr,
+				"--redis-decision-timeout", store.LaxDecisionTimeout.String()}, tc.args...)
 			addr, _ := runSecured(t, args...)
 			t0 := time.Now()
 			last := holdUnauthenticated(t, attack, addr, httpAddr, metricsAddr)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,20 +13,17 @@ import (
 // A Redis that stalls (a link that forwards nothing, a frozen process,
 // replies slower than any decision can wait) never refuses anything: its
 // commands just do not come back. So each decision script (Allow, Record)
-// is watched on a budget of the daemon's own, Options.DecisionTimeout,
-// whatever the caller's: every bound it stays outstanding counts as Redis
-// failing once (OutageTimeouts in a row, with no answer from the node
-// between, send the node to memory), even when its caller has stopped
-// waiting. A caller keeps waiting for a late answer (a loaded Redis is
-// slow, not gone) until its node is in an outage, when it is answered
-// from memory, or its own deadline ends. Only the decision scripts are
-// watched so: List, Events, SCAN and savings reads may take longer and
-// keep go-redis's read timeout.
+// runs on a budget of the daemon's own, Options.DecisionTimeout, whatever
+// the caller's: one still outstanding when it passes counts as Redis
+// failing (OutageTimeouts in a row send its node to memory), even when
+// its caller has stopped waiting, and no caller waits on it past it.
+// Only the decision scripts are bound so: List, Events, SCAN and savings
+// reads may take longer and keep go-redis's read timeout.
 
-// DefaultDecisionTimeout is the daemon's decision timeout
-// (--redis-decision-timeout): far above a decision script's round trip
-// on a loaded host (a few milliseconds), and short enough that
-// OutageTimeouts of them end well within a second.
+// DefaultDecisionTimeout is Options.DecisionTimeout's default: far above
+// a decision script's round trip on a loaded host (a few milliseconds),
+// and short enough that OutageTimeouts of them in a row end well within
+// a second.
 const DefaultDecisionTimeout = 300 * time.Millisecond
 
 // LaxDecisionTimeout is Options.DecisionTimeout's zero value: far past
@@ -34,9 +31,9 @@ const DefaultDecisionTimeout = 300 * time.Millisecond
 // waiting, so only a stall reaches it.
 const LaxDecisionTimeout = 10 * time.Second
 
-// stalled is the error of a decision script still outstanding when its
-// node went to memory, or cut after OutageTimeouts+1 bounds: Redis is
-// failing (IsUnavailable), not the caller's deadline.
+// stalled is the error of a decision script still outstanding at the
+// daemon's bound: Redis is failing (IsUnavailable), not the caller's
+// deadline.
 type stalled struct{ bound time.Duration }
 
 func (e stalled) Error() string {
@@ -49,40 +46,41 @@ type decided struct {
 	err error
 }
 
-// decide runs the decision script sc for name on its node n, watched by
-// the daemon's bound (see above) rather than the caller's ctx: the script
-// runs on a context that keeps ctx's values but not its end (cut after
-// OutageTimeouts+1 bounds, which drops its connection), in a goroutine of
-// its own, and a watchdog counts each bound it stays outstanding against
-// n. The caller gets the answer; an error once n is in an outage
-// (stalled, answered from memory by the caller) or its ctx ends (its
-// error); either is a stillQueued whose wait returns once the script has
-// ended, since it may still run.
+// decide runs the decision script sc for name on its node n, judged by
+// the daemon's bound (see above) rather than the caller's ctx: the
+// script runs on a context that keeps ctx's values but not its end, in a
+// goroutine of its own, and its outcome (an answer, a failure, or still
+// nothing at the bound) is judged exactly once for n. The caller gets the
+// answer, or an error when the bound passes first (stalled) or its ctx
+// ends (its error); either is a stillQueued whose wait returns once the
+// script has ended, since it may still run.
 func (s *Store) decide(ctx context.Context, n *node, name string, sc script, keys []string, args []any) ([]any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, unsent{err}
 	}
 	bound := s.o.DecisionTimeout
+	var judged atomic.Bool
+	judge := func(err error) {
+		if judged.CompareAndSwap(false, true) {
+			s.judge(n, name, err)
+		}
+	}
 	out := make(chan decided, 1)
 	done := make(chan struct{})
-	w := s.watch(n, name, bound)
-	var queued func() // a coalesced script left queued when cut
+	var queued func() // a coalesced script left queued at the bound
 	go func() {
 		defer close(done)
-		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(OutageTimeouts+1)*bound)
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 		res, err := s.script(bctx, sc, keys, args)
-		cut := bctx.Err() != nil
-		cancel()
-		w.stop()
-		if err != nil && cut {
+		if err != nil && bctx.Err() != nil {
 			var q stillQueued
 			if errors.As(err, &q) {
 				queued = q.wait
 			}
-			err = stalled{bound} // counted by the watchdog
-		} else {
-			s.judge(n, name, err) // a late answer, too: the node answers after all
+			err = stalled{bound}
 		}
+		cancel()
+		judge(err)
 		out <- decided{res, err}
 	}()
 	wait := func() {
@@ -91,56 +89,17 @@ func (s *Store) decide(ctx context.Context, n *node, name string, sc script, key
 			queued()
 		}
 	}
+	t := time.NewTimer(bound)
+	defer t.Stop()
 	select {
 	case d := <-out:
 		return d.res, d.err
-	case <-w.down:
+	case <-t.C:
+		judge(stalled{bound})
 		return nil, stillQueued{err: stalled{bound}, wait: wait}
 	case <-ctx.Done():
 		return nil, stillQueued{err: ctx.Err(), wait: wait}
 	}
-}
-
-// watchdog counts the bounds one decision script stays outstanding.
-type watchdog struct {
-	mu      sync.Mutex
-	t       *time.Timer
-	stopped bool
-	// down is closed once the script's node is in an outage while the
-	// script is outstanding.
-	down chan struct{}
-}
-
-// watch starts the watchdog of a decision script for name on n: each
-// bound it is outstanding counts as a failure of n (judge), and down is
-// closed once n is in an outage.
-func (s *Store) watch(n *node, name string, bound time.Duration) *watchdog {
-	w := &watchdog{down: make(chan struct{})}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.t = time.AfterFunc(bound, func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		if w.stopped {
-			return
-		}
-		s.judge(n, name, stalled{bound})
-		if n.down.Load() {
-			w.stopped = true
-			close(w.down)
-			return
-		}
-		w.t.Reset(bound)
-	})
-	return w
-}
-
-// stop ends the watchdog.
-func (w *watchdog) stop() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.stopped = true
-	w.t.Stop()
 }
 
 // judge notes the outcome err of a decision script sent to n for
