@@ -220,6 +220,11 @@ const (
 	// (an alert, and a pause under a distinct-worker quorum), never as a
 	// counted failure or a rate limit.
 	Outcome_OUTCOME_QUOTA_EXHAUSTED Outcome = 12
+	// An error the classifier does not recognise (ERROR_KIND_OTHER with no
+	// status that says more): as likely the tool's own bug as an outage.
+	// Counted only when the breaker's policy sets count_unrecognised; its
+	// reason names it as unrecognised.
+	Outcome_OUTCOME_UNRECOGNISED Outcome = 13
 )
 
 // Enum value maps for Outcome.
@@ -238,6 +243,7 @@ var (
 		10: "OUTCOME_UNAUTHENTICATED",
 		11: "OUTCOME_CANCELED",
 		12: "OUTCOME_QUOTA_EXHAUSTED",
+		13: "OUTCOME_UNRECOGNISED",
 	}
 	Outcome_value = map[string]int32{
 		"OUTCOME_UNSPECIFIED":       0,
@@ -253,6 +259,7 @@ var (
 		"OUTCOME_UNAUTHENTICATED":   10,
 		"OUTCOME_CANCELED":          11,
 		"OUTCOME_QUOTA_EXHAUSTED":   12,
+		"OUTCOME_UNRECOGNISED":      13,
 	}
 )
 
@@ -315,8 +322,7 @@ const (
 	// calling a sub-tool whose breaker is open). Never counted against this
 	// breaker: the outer dependency did nothing wrong (OUTCOME_CANCELED).
 	ErrorKind_ERROR_KIND_BREAKERD_DENIAL ErrorKind = 8
-	// Any other error the client cannot name. Counted (transport), as the
-	// Go client has always counted an unknown error.
+	// Any other error the client cannot name (OUTCOME_UNRECOGNISED).
 	ErrorKind_ERROR_KIND_OTHER ErrorKind = 9
 )
 
@@ -624,6 +630,62 @@ func (EventKind) EnumDescriptor() ([]byte, []int) {
 	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{6}
 }
 
+// DenialScope says what a denial puts out of service.
+type DenialScope int32
+
+const (
+	DenialScope_DENIAL_SCOPE_UNSPECIFIED DenialScope = 0
+	// The breaker itself (its dependency).
+	DenialScope_DENIAL_SCOPE_BREAKER DenialScope = 1
+	// The breaker's parent scope (a policy's `parent`).
+	DenialScope_DENIAL_SCOPE_PARENT DenialScope = 2
+	// This worker alone (a suspect worker): the fleet is not denied.
+	DenialScope_DENIAL_SCOPE_WORKER DenialScope = 3
+)
+
+// Enum value maps for DenialScope.
+var (
+	DenialScope_name = map[int32]string{
+		0: "DENIAL_SCOPE_UNSPECIFIED",
+		1: "DENIAL_SCOPE_BREAKER",
+		2: "DENIAL_SCOPE_PARENT",
+		3: "DENIAL_SCOPE_WORKER",
+	}
+	DenialScope_value = map[string]int32{
+		"DENIAL_SCOPE_UNSPECIFIED": 0,
+		"DENIAL_SCOPE_BREAKER":     1,
+		"DENIAL_SCOPE_PARENT":      2,
+		"DENIAL_SCOPE_WORKER":      3,
+	}
+)
+
+func (x DenialScope) Enum() *DenialScope {
+	p := new(DenialScope)
+	*p = x
+	return p
+}
+
+func (x DenialScope) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DenialScope) Descriptor() protoreflect.EnumDescriptor {
+	return file_breakerd_v1_breaker_proto_enumTypes[7].Descriptor()
+}
+
+func (DenialScope) Type() protoreflect.EnumType {
+	return &file_breakerd_v1_breaker_proto_enumTypes[7]
+}
+
+func (x DenialScope) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DenialScope.Descriptor instead.
+func (DenialScope) EnumDescriptor() ([]byte, []int) {
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{7}
+}
+
 // Ticket fences a Record to the Allow that granted it.
 type Ticket struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -828,8 +890,17 @@ type BreakerState struct {
 	// (RecordRequest.message), for operators (breakerctl, logs); never part
 	// of reason, last_failure or any text a model reads. Empty when none.
 	LastFailureMessage string `protobuf:"bytes,81,opt,name=last_failure_message,json=lastFailureMessage,proto3" json:"last_failure_message,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The denial this state implies for the next Allow (see Denial): the
+	// asking worker's where the call names one (Get and BatchGet with a
+	// worker_id), the fleet's otherwise (any worker but the suspect one).
+	// Unset when that Allow would not deny.
+	Denial *Denial `protobuf:"bytes,90,opt,name=denial,proto3" json:"denial,omitempty"`
+	// In a state sent to many (List, Watch, the SSE stream, an event's
+	// state): the suspect worker's own denial (DENIAL_SCOPE_WORKER) while
+	// it has one; unset otherwise.
+	SuspectDenial *Denial `protobuf:"bytes,91,opt,name=suspect_denial,json=suspectDenial,proto3" json:"suspect_denial,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BreakerState) Reset() {
@@ -1114,6 +1185,132 @@ func (x *BreakerState) GetLastFailureMessage() string {
 	return ""
 }
 
+func (x *BreakerState) GetDenial() *Denial {
+	if x != nil {
+		return x.Denial
+	}
+	return nil
+}
+
+func (x *BreakerState) GetSuspectDenial() *Denial {
+	if x != nil {
+		return x.SuspectDenial
+	}
+	return nil
+}
+
+// Denial is one denial as the daemon decides it, by the read rule
+// (internal/breaker View.Verdict), and words it for a model. Clients
+// render it through conformance/templates and keep no rules of their own.
+type Denial struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A DENIED_* decision.
+	Decision Decision `protobuf:"varint,1,opt,name=decision,proto3,enum=breakerd.v1.Decision" json:"decision,omitempty"`
+	// What is out of service: the breaker, its parent scope, or this
+	// worker alone.
+	Scope DenialScope `protobuf:"varint,2,opt,name=scope,proto3,enum=breakerd.v1.DenialScope" json:"scope,omitempty"`
+	// An operator forced it: the breaker's pin, or its parent's.
+	Forced bool `protobuf:"varint,3,opt,name=forced,proto3" json:"forced,omitempty"`
+	// Until when the denial holds by itself, ms since the epoch on the
+	// Redis clock (BreakerState.as_of_ms's): what a cache keeps it denied
+	// for. 9223372036854775807 (the largest int64) when only an operator
+	// ends it.
+	DenyUntilMs int64 `protobuf:"varint,4,opt,name=deny_until_ms,json=denyUntilMs,proto3" json:"deny_until_ms,omitempty"`
+	// When the tool may be back, for the model's words (a probe due, a
+	// pin's or a pause's end), ms since the epoch; 0 when no time is known
+	// or while a probe is in flight (a lease is no wait).
+	MayReturnAtMs int64 `protobuf:"varint,5,opt,name=may_return_at_ms,json=mayReturnAtMs,proto3" json:"may_return_at_ms,omitempty"`
+	// Why, in words for a model: no breaker name, no worker id and no wait
+	// (the templates render the wait from may_return_at_ms when the answer
+	// is given).
+	Reason string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The tool result's status word, which also picks the notice's
+	// wording: circuit_open, probe_in_flight, forced_open, paused,
+	// worker_isolated or parent_open (conformance/README.md).
+	Status        string `protobuf:"bytes,7,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Denial) Reset() {
+	*x = Denial{}
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Denial) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Denial) ProtoMessage() {}
+
+func (x *Denial) ProtoReflect() protoreflect.Message {
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Denial.ProtoReflect.Descriptor instead.
+func (*Denial) Descriptor() ([]byte, []int) {
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Denial) GetDecision() Decision {
+	if x != nil {
+		return x.Decision
+	}
+	return Decision_DECISION_UNSPECIFIED
+}
+
+func (x *Denial) GetScope() DenialScope {
+	if x != nil {
+		return x.Scope
+	}
+	return DenialScope_DENIAL_SCOPE_UNSPECIFIED
+}
+
+func (x *Denial) GetForced() bool {
+	if x != nil {
+		return x.Forced
+	}
+	return false
+}
+
+func (x *Denial) GetDenyUntilMs() int64 {
+	if x != nil {
+		return x.DenyUntilMs
+	}
+	return 0
+}
+
+func (x *Denial) GetMayReturnAtMs() int64 {
+	if x != nil {
+		return x.MayReturnAtMs
+	}
+	return 0
+}
+
+func (x *Denial) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Denial) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
 type AllowRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The dependency's name: non-empty, at most 256 bytes, printable.
@@ -1131,7 +1328,7 @@ type AllowRequest struct {
 
 func (x *AllowRequest) Reset() {
 	*x = AllowRequest{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[2]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1143,7 +1340,7 @@ func (x *AllowRequest) String() string {
 func (*AllowRequest) ProtoMessage() {}
 
 func (x *AllowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[2]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1156,7 +1353,7 @@ func (x *AllowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllowRequest.ProtoReflect.Descriptor instead.
 func (*AllowRequest) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{2}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AllowRequest) GetBreaker() string {
@@ -1206,14 +1403,17 @@ type AllowResponse struct {
 	// output (the circuit_open JSON, UTF-8 text), rendered from
 	// conformance/templates/tool_result.tmpl. Built only from what the
 	// daemon controls (never a worker's message). Empty when allowed.
-	ToolResult    string `protobuf:"bytes,71,opt,name=tool_result,json=toolResult,proto3" json:"tool_result,omitempty"`
+	ToolResult string `protobuf:"bytes,71,opt,name=tool_result,json=toolResult,proto3" json:"tool_result,omitempty"`
+	// For a denial: the denial, decided and worded by the daemon for this
+	// worker (see Denial). Unset when allowed.
+	Denial        *Denial `protobuf:"bytes,72,opt,name=denial,proto3" json:"denial,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AllowResponse) Reset() {
 	*x = AllowResponse{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[3]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1225,7 +1425,7 @@ func (x *AllowResponse) String() string {
 func (*AllowResponse) ProtoMessage() {}
 
 func (x *AllowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[3]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1238,7 +1438,7 @@ func (x *AllowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllowResponse.ProtoReflect.Descriptor instead.
 func (*AllowResponse) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{3}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AllowResponse) GetDecision() Decision {
@@ -1304,6 +1504,13 @@ func (x *AllowResponse) GetToolResult() string {
 	return ""
 }
 
+func (x *AllowResponse) GetDenial() *Denial {
+	if x != nil {
+		return x.Denial
+	}
+	return nil
+}
+
 type RecordRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Breaker  string                 `protobuf:"bytes,1,opt,name=breaker,proto3" json:"breaker,omitempty"`
@@ -1345,7 +1552,7 @@ type RecordRequest struct {
 
 func (x *RecordRequest) Reset() {
 	*x = RecordRequest{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[4]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1357,7 +1564,7 @@ func (x *RecordRequest) String() string {
 func (*RecordRequest) ProtoMessage() {}
 
 func (x *RecordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[4]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1370,7 +1577,7 @@ func (x *RecordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordRequest.ProtoReflect.Descriptor instead.
 func (*RecordRequest) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{4}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RecordRequest) GetBreaker() string {
@@ -1491,7 +1698,7 @@ type CallEvidence struct {
 
 func (x *CallEvidence) Reset() {
 	*x = CallEvidence{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[5]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1503,7 +1710,7 @@ func (x *CallEvidence) String() string {
 func (*CallEvidence) ProtoMessage() {}
 
 func (x *CallEvidence) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[5]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1516,7 +1723,7 @@ func (x *CallEvidence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallEvidence.ProtoReflect.Descriptor instead.
 func (*CallEvidence) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{5}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CallEvidence) GetHttpStatus() int32 {
@@ -1585,7 +1792,7 @@ type RecordBatchRequest struct {
 
 func (x *RecordBatchRequest) Reset() {
 	*x = RecordBatchRequest{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[6]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1597,7 +1804,7 @@ func (x *RecordBatchRequest) String() string {
 func (*RecordBatchRequest) ProtoMessage() {}
 
 func (x *RecordBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[6]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1610,7 +1817,7 @@ func (x *RecordBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordBatchRequest.ProtoReflect.Descriptor instead.
 func (*RecordBatchRequest) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{6}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RecordBatchRequest) GetRecords() []*RecordRequest {
@@ -1630,7 +1837,7 @@ type RecordBatchResponse struct {
 
 func (x *RecordBatchResponse) Reset() {
 	*x = RecordBatchResponse{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[7]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1642,7 +1849,7 @@ func (x *RecordBatchResponse) String() string {
 func (*RecordBatchResponse) ProtoMessage() {}
 
 func (x *RecordBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[7]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1655,7 +1862,7 @@ func (x *RecordBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordBatchResponse.ProtoReflect.Descriptor instead.
 func (*RecordBatchResponse) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{7}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RecordBatchResponse) GetResults() []*RecordResponse {
@@ -1689,7 +1896,7 @@ type RecordResponse struct {
 
 func (x *RecordResponse) Reset() {
 	*x = RecordResponse{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[8]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +1908,7 @@ func (x *RecordResponse) String() string {
 func (*RecordResponse) ProtoMessage() {}
 
 func (x *RecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[8]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +1921,7 @@ func (x *RecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordResponse.ProtoReflect.Descriptor instead.
 func (*RecordResponse) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{8}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RecordResponse) GetCounted() bool {
@@ -1768,7 +1975,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[9]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1780,7 +1987,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[9]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1793,7 +2000,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{9}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetRequest) GetBreaker() string {
@@ -1812,7 +2019,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[10]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1824,7 +2031,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[10]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1837,7 +2044,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{10}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetResponse) GetState() *BreakerState {
@@ -1861,7 +2068,7 @@ type BatchGetRequest struct {
 
 func (x *BatchGetRequest) Reset() {
 	*x = BatchGetRequest{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[11]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +2080,7 @@ func (x *BatchGetRequest) String() string {
 func (*BatchGetRequest) ProtoMessage() {}
 
 func (x *BatchGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[11]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1886,7 +2093,7 @@ func (x *BatchGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchGetRequest.ProtoReflect.Descriptor instead.
 func (*BatchGetRequest) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{11}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BatchGetRequest) GetBreakers() []string {
@@ -1913,7 +2120,7 @@ type BatchGetResponse struct {
 
 func (x *BatchGetResponse) Reset() {
 	*x = BatchGetResponse{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[12]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1925,7 +2132,7 @@ func (x *BatchGetResponse) String() string {
 func (*BatchGetResponse) ProtoMessage() {}
 
 func (x *BatchGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[12]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1938,7 +2145,7 @@ func (x *BatchGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchGetResponse.ProtoReflect.Descriptor instead.
 func (*BatchGetResponse) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{12}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *BatchGetResponse) GetStates() []*BreakerState {
@@ -1968,7 +2175,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[13]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1980,7 +2187,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[13]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1993,7 +2200,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{13}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListRequest) GetStates() []State {
@@ -2029,7 +2236,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[14]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2041,7 +2248,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[14]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2054,7 +2261,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{14}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListResponse) GetStates() []*BreakerState {
@@ -2091,7 +2298,7 @@ type ForceRequest struct {
 
 func (x *ForceRequest) Reset() {
 	*x = ForceRequest{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[15]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2103,7 +2310,7 @@ func (x *ForceRequest) String() string {
 func (*ForceRequest) ProtoMessage() {}
 
 func (x *ForceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[15]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2116,7 +2323,7 @@ func (x *ForceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForceRequest.ProtoReflect.Descriptor instead.
 func (*ForceRequest) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{15}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ForceRequest) GetBreaker() string {
@@ -2170,7 +2377,7 @@ type ForceResponse struct {
 
 func (x *ForceResponse) Reset() {
 	*x = ForceResponse{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[16]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2182,7 +2389,7 @@ func (x *ForceResponse) String() string {
 func (*ForceResponse) ProtoMessage() {}
 
 func (x *ForceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[16]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2195,7 +2402,7 @@ func (x *ForceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForceResponse.ProtoReflect.Descriptor instead.
 func (*ForceResponse) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{16}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ForceResponse) GetState() *BreakerState {
@@ -2219,7 +2426,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[17]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2231,7 +2438,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[17]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2244,7 +2451,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{17}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchRequest) GetBreakers() []string {
@@ -2278,7 +2485,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[18]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2290,7 +2497,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[18]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2303,7 +2510,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{18}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchResponse) GetEvent() *Event {
@@ -2360,7 +2567,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[19]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2372,7 +2579,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[19]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2385,7 +2592,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{19}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Event) GetId() string {
@@ -2509,7 +2716,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[20]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2521,7 +2728,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[20]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2534,7 +2741,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{20}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *EventsRequest) GetBreaker() string {
@@ -2568,7 +2775,7 @@ type EventsResponse struct {
 
 func (x *EventsResponse) Reset() {
 	*x = EventsResponse{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[21]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2580,7 +2787,7 @@ func (x *EventsResponse) String() string {
 func (*EventsResponse) ProtoMessage() {}
 
 func (x *EventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[21]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2593,7 +2800,7 @@ func (x *EventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsResponse.ProtoReflect.Descriptor instead.
 func (*EventsResponse) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{21}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *EventsResponse) GetEvents() []*Event {
@@ -2613,7 +2820,7 @@ type GetPolicyRequest struct {
 
 func (x *GetPolicyRequest) Reset() {
 	*x = GetPolicyRequest{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[22]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2625,7 +2832,7 @@ func (x *GetPolicyRequest) String() string {
 func (*GetPolicyRequest) ProtoMessage() {}
 
 func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[22]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2638,7 +2845,7 @@ func (x *GetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*GetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{22}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetPolicyRequest) GetBreaker() string {
@@ -2667,7 +2874,7 @@ type GetPolicyResponse struct {
 
 func (x *GetPolicyResponse) Reset() {
 	*x = GetPolicyResponse{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[23]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2679,7 +2886,7 @@ func (x *GetPolicyResponse) String() string {
 func (*GetPolicyResponse) ProtoMessage() {}
 
 func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[23]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2692,7 +2899,7 @@ func (x *GetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*GetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{23}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetPolicyResponse) GetBreaker() string {
@@ -2776,14 +2983,17 @@ type Policy struct {
 	// avoided; 0 when it sets none.
 	CostPerCall float64 `protobuf:"fixed64,25,opt,name=cost_per_call,json=costPerCall,proto3" json:"cost_per_call,omitempty"`
 	// The cost_per_call's currency; empty when none.
-	CostCurrency  string `protobuf:"bytes,26,opt,name=cost_currency,json=costCurrency,proto3" json:"cost_currency,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CostCurrency string `protobuf:"bytes,26,opt,name=cost_currency,json=costCurrency,proto3" json:"cost_currency,omitempty"`
+	// Count OUTCOME_UNRECOGNISED as a failure (default false: an error no
+	// classifier recognises is as likely the tool's own bug).
+	CountUnrecognised bool `protobuf:"varint,27,opt,name=count_unrecognised,json=countUnrecognised,proto3" json:"count_unrecognised,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Policy) Reset() {
 	*x = Policy{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[24]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2795,7 +3005,7 @@ func (x *Policy) String() string {
 func (*Policy) ProtoMessage() {}
 
 func (x *Policy) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[24]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2808,7 +3018,7 @@ func (x *Policy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Policy.ProtoReflect.Descriptor instead.
 func (*Policy) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{24}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Policy) GetThreshold() int32 {
@@ -2993,6 +3203,13 @@ func (x *Policy) GetCostCurrency() string {
 	return ""
 }
 
+func (x *Policy) GetCountUnrecognised() bool {
+	if x != nil {
+		return x.CountUnrecognised
+	}
+	return false
+}
+
 // PolicyRecoveryCheck is a policy's recovery check with its secrets
 // redacted: no header value, and the URL without its credentials.
 type PolicyRecoveryCheck struct {
@@ -3019,7 +3236,7 @@ type PolicyRecoveryCheck struct {
 
 func (x *PolicyRecoveryCheck) Reset() {
 	*x = PolicyRecoveryCheck{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[25]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3031,7 +3248,7 @@ func (x *PolicyRecoveryCheck) String() string {
 func (*PolicyRecoveryCheck) ProtoMessage() {}
 
 func (x *PolicyRecoveryCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[25]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3044,7 +3261,7 @@ func (x *PolicyRecoveryCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyRecoveryCheck.ProtoReflect.Descriptor instead.
 func (*PolicyRecoveryCheck) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{25}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PolicyRecoveryCheck) GetHttpMethod() string {
@@ -3120,7 +3337,7 @@ type SavingsReport struct {
 
 func (x *SavingsReport) Reset() {
 	*x = SavingsReport{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[26]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3132,7 +3349,7 @@ func (x *SavingsReport) String() string {
 func (*SavingsReport) ProtoMessage() {}
 
 func (x *SavingsReport) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[26]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3145,7 +3362,7 @@ func (x *SavingsReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SavingsReport.ProtoReflect.Descriptor instead.
 func (*SavingsReport) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{26}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SavingsReport) GetBreaker() string {
@@ -3181,7 +3398,7 @@ type ReportSavingsRequest struct {
 
 func (x *ReportSavingsRequest) Reset() {
 	*x = ReportSavingsRequest{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[27]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3193,7 +3410,7 @@ func (x *ReportSavingsRequest) String() string {
 func (*ReportSavingsRequest) ProtoMessage() {}
 
 func (x *ReportSavingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[27]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3206,7 +3423,7 @@ func (x *ReportSavingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSavingsRequest.ProtoReflect.Descriptor instead.
 func (*ReportSavingsRequest) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{27}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReportSavingsRequest) GetWorkerId() string {
@@ -3235,7 +3452,7 @@ type ReportSavingsResponse struct {
 
 func (x *ReportSavingsResponse) Reset() {
 	*x = ReportSavingsResponse{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[28]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3247,7 +3464,7 @@ func (x *ReportSavingsResponse) String() string {
 func (*ReportSavingsResponse) ProtoMessage() {}
 
 func (x *ReportSavingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[28]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3260,7 +3477,7 @@ func (x *ReportSavingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSavingsResponse.ProtoReflect.Descriptor instead.
 func (*ReportSavingsResponse) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{28}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReportSavingsResponse) GetAccepted() int32 {
@@ -3291,7 +3508,7 @@ type SavingsRequest struct {
 
 func (x *SavingsRequest) Reset() {
 	*x = SavingsRequest{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[29]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3303,7 +3520,7 @@ func (x *SavingsRequest) String() string {
 func (*SavingsRequest) ProtoMessage() {}
 
 func (x *SavingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[29]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3316,7 +3533,7 @@ func (x *SavingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SavingsRequest.ProtoReflect.Descriptor instead.
 func (*SavingsRequest) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{29}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SavingsRequest) GetWindowMs() int64 {
@@ -3358,7 +3575,7 @@ type BreakerSavings struct {
 
 func (x *BreakerSavings) Reset() {
 	*x = BreakerSavings{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[30]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3370,7 +3587,7 @@ func (x *BreakerSavings) String() string {
 func (*BreakerSavings) ProtoMessage() {}
 
 func (x *BreakerSavings) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[30]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3383,7 +3600,7 @@ func (x *BreakerSavings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BreakerSavings.ProtoReflect.Descriptor instead.
 func (*BreakerSavings) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{30}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *BreakerSavings) GetBreaker() string {
@@ -3454,7 +3671,7 @@ type SpendTotal struct {
 
 func (x *SpendTotal) Reset() {
 	*x = SpendTotal{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[31]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3466,7 +3683,7 @@ func (x *SpendTotal) String() string {
 func (*SpendTotal) ProtoMessage() {}
 
 func (x *SpendTotal) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[31]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3479,7 +3696,7 @@ func (x *SpendTotal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpendTotal.ProtoReflect.Descriptor instead.
 func (*SpendTotal) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{31}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SpendTotal) GetCurrency() string {
@@ -3513,7 +3730,7 @@ type SavingsResponse struct {
 
 func (x *SavingsResponse) Reset() {
 	*x = SavingsResponse{}
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[32]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3525,7 +3742,7 @@ func (x *SavingsResponse) String() string {
 func (*SavingsResponse) ProtoMessage() {}
 
 func (x *SavingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_breakerd_v1_breaker_proto_msgTypes[32]
+	mi := &file_breakerd_v1_breaker_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3538,7 +3755,7 @@ func (x *SavingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SavingsResponse.ProtoReflect.Descriptor instead.
 func (*SavingsResponse) Descriptor() ([]byte, []int) {
-	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{32}
+	return file_breakerd_v1_breaker_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SavingsResponse) GetFromMs() int64 {
@@ -3589,8 +3806,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"leaseToken\x12+\n" +
 	"\x11parent_generation\x18F \x01(\x03R\x10parentGeneration\x12,\n" +
 	"\x12parent_lease_token\x18G \x01(\tR\x10parentLeaseToken\x12#\n" +
-	"\rshadow_denied\x182 \x01(\bR\fshadowDenied\"\xb0\n" +
-	"\n" +
+	"\rshadow_denied\x182 \x01(\bR\fshadowDenied\"\x99\v\n" +
 	"\fBreakerState\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12(\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x12.breakerd.v1.StateR\x05state\x12\x1e\n" +
@@ -3637,11 +3853,21 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"group_open\x18@ \x01(\x03R\tgroupOpen\x12#\n" +
 	"\rgroup_members\x18A \x01(\x03R\fgroupMembers\x12\"\n" +
 	"\rdeny_until_ms\x18P \x01(\x03R\vdenyUntilMs\x120\n" +
-	"\x14last_failure_message\x18Q \x01(\tR\x12lastFailureMessage\"Y\n" +
+	"\x14last_failure_message\x18Q \x01(\tR\x12lastFailureMessage\x12+\n" +
+	"\x06denial\x18Z \x01(\v2\x13.breakerd.v1.DenialR\x06denial\x12:\n" +
+	"\x0esuspect_denial\x18[ \x01(\v2\x13.breakerd.v1.DenialR\rsuspectDenial\"\x80\x02\n" +
+	"\x06Denial\x121\n" +
+	"\bdecision\x18\x01 \x01(\x0e2\x15.breakerd.v1.DecisionR\bdecision\x12.\n" +
+	"\x05scope\x18\x02 \x01(\x0e2\x18.breakerd.v1.DenialScopeR\x05scope\x12\x16\n" +
+	"\x06forced\x18\x03 \x01(\bR\x06forced\x12\"\n" +
+	"\rdeny_until_ms\x18\x04 \x01(\x03R\vdenyUntilMs\x12'\n" +
+	"\x10may_return_at_ms\x18\x05 \x01(\x03R\rmayReturnAtMs\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06status\x18\a \x01(\tR\x06status\"Y\n" +
 	"\fAllowRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12\x12\n" +
-	"\x04tool\x18\x03 \x01(\tR\x04tool\"\xf1\x02\n" +
+	"\x04tool\x18\x03 \x01(\tR\x04tool\"\x9e\x03\n" +
 	"\rAllowResponse\x121\n" +
 	"\bdecision\x18\x01 \x01(\x0e2\x15.breakerd.v1.DecisionR\bdecision\x12+\n" +
 	"\x06ticket\x18\x02 \x01(\v2\x13.breakerd.v1.TicketR\x06ticket\x12$\n" +
@@ -3652,7 +3878,8 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x05scope\x18F \x01(\tR\x05scope\x12>\n" +
 	"\x0fshadow_decision\x182 \x01(\x0e2\x15.breakerd.v1.DecisionR\x0eshadowDecision\x12\x1f\n" +
 	"\vtool_result\x18G \x01(\tR\n" +
-	"toolResult\"\x87\x03\n" +
+	"toolResult\x12+\n" +
+	"\x06denial\x18H \x01(\v2\x13.breakerd.v1.DenialR\x06denial\"\x87\x03\n" +
 	"\rRecordRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12+\n" +
@@ -3763,7 +3990,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\asources\x18\x03 \x03(\v2+.breakerd.v1.GetPolicyResponse.SourcesEntryR\asources\x1a:\n" +
 	"\fSourcesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdb\a\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8a\b\n" +
 	"\x06Policy\x12\x1c\n" +
 	"\tthreshold\x18\x01 \x01(\x05R\tthreshold\x12\x1f\n" +
 	"\vmin_workers\x18\x02 \x01(\x05R\n" +
@@ -3794,7 +4021,8 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x05group\x18\x17 \x01(\tR\x05group\x12*\n" +
 	"\x11max_open_fraction\x18\x18 \x01(\x01R\x0fmaxOpenFraction\x12\"\n" +
 	"\rcost_per_call\x18\x19 \x01(\x01R\vcostPerCall\x12#\n" +
-	"\rcost_currency\x18\x1a \x01(\tR\fcostCurrency\"\xb5\x02\n" +
+	"\rcost_currency\x18\x1a \x01(\tR\fcostCurrency\x12-\n" +
+	"\x12count_unrecognised\x18\x1b \x01(\bR\x11countUnrecognised\"\xb5\x02\n" +
 	"\x13PolicyRecoveryCheck\x12\x1f\n" +
 	"\vhttp_method\x18\x01 \x01(\tR\n" +
 	"httpMethod\x12\x19\n" +
@@ -3857,7 +4085,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x0fSTATE_HALF_OPEN\x10\x03\x12\x15\n" +
 	"\x11STATE_FORCED_OPEN\x10\x04\x12\x17\n" +
 	"\x13STATE_FORCED_CLOSED\x10\x05\x12\x10\n" +
-	"\fSTATE_PAUSED\x10\x06*\xd9\x02\n" +
+	"\fSTATE_PAUSED\x10\x06*\xf3\x02\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fOUTCOME_SUCCESS\x10\x01\x12\x15\n" +
@@ -3872,7 +4100,8 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x17OUTCOME_UNAUTHENTICATED\x10\n" +
 	"\x12\x14\n" +
 	"\x10OUTCOME_CANCELED\x10\v\x12\x1b\n" +
-	"\x17OUTCOME_QUOTA_EXHAUSTED\x10\f*\x86\x02\n" +
+	"\x17OUTCOME_QUOTA_EXHAUSTED\x10\f\x12\x18\n" +
+	"\x14OUTCOME_UNRECOGNISED\x10\r*\x86\x02\n" +
 	"\tErrorKind\x12\x1a\n" +
 	"\x16ERROR_KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eERROR_KIND_DNS\x10\x01\x12\x12\n" +
@@ -3910,7 +4139,12 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x12 \n" +
 	"\x1cEVENT_KIND_OPEN_FRACTION_CAP\x10\f\x12\x19\n" +
 	"\x15EVENT_KIND_STATE_LOST\x10\r\x12\x17\n" +
-	"\x13EVENT_KIND_FLAPPING\x10\x0e2\xd4\x06\n" +
+	"\x13EVENT_KIND_FLAPPING\x10\x0e*w\n" +
+	"\vDenialScope\x12\x1c\n" +
+	"\x18DENIAL_SCOPE_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14DENIAL_SCOPE_BREAKER\x10\x01\x12\x17\n" +
+	"\x13DENIAL_SCOPE_PARENT\x10\x02\x12\x17\n" +
+	"\x13DENIAL_SCOPE_WORKER\x10\x032\xd4\x06\n" +
 	"\x0eBreakerService\x12>\n" +
 	"\x05Allow\x12\x19.breakerd.v1.AllowRequest\x1a\x1a.breakerd.v1.AllowResponse\x12A\n" +
 	"\x06Record\x12\x1a.breakerd.v1.RecordRequest\x1a\x1b.breakerd.v1.RecordResponse\x12P\n" +
@@ -3937,8 +4171,8 @@ func file_breakerd_v1_breaker_proto_rawDescGZIP() []byte {
 	return file_breakerd_v1_breaker_proto_rawDescData
 }
 
-var file_breakerd_v1_breaker_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_breakerd_v1_breaker_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_breakerd_v1_breaker_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_breakerd_v1_breaker_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_breakerd_v1_breaker_proto_goTypes = []any{
 	(Decision)(0),                 // 0: breakerd.v1.Decision
 	(State)(0),                    // 1: breakerd.v1.State
@@ -3947,107 +4181,114 @@ var file_breakerd_v1_breaker_proto_goTypes = []any{
 	(ForceMode)(0),                // 4: breakerd.v1.ForceMode
 	(ShadowSetting)(0),            // 5: breakerd.v1.ShadowSetting
 	(EventKind)(0),                // 6: breakerd.v1.EventKind
-	(*Ticket)(nil),                // 7: breakerd.v1.Ticket
-	(*BreakerState)(nil),          // 8: breakerd.v1.BreakerState
-	(*AllowRequest)(nil),          // 9: breakerd.v1.AllowRequest
-	(*AllowResponse)(nil),         // 10: breakerd.v1.AllowResponse
-	(*RecordRequest)(nil),         // 11: breakerd.v1.RecordRequest
-	(*CallEvidence)(nil),          // 12: breakerd.v1.CallEvidence
-	(*RecordBatchRequest)(nil),    // 13: breakerd.v1.RecordBatchRequest
-	(*RecordBatchResponse)(nil),   // 14: breakerd.v1.RecordBatchResponse
-	(*RecordResponse)(nil),        // 15: breakerd.v1.RecordResponse
-	(*GetRequest)(nil),            // 16: breakerd.v1.GetRequest
-	(*GetResponse)(nil),           // 17: breakerd.v1.GetResponse
-	(*BatchGetRequest)(nil),       // 18: breakerd.v1.BatchGetRequest
-	(*BatchGetResponse)(nil),      // 19: breakerd.v1.BatchGetResponse
-	(*ListRequest)(nil),           // 20: breakerd.v1.ListRequest
-	(*ListResponse)(nil),          // 21: breakerd.v1.ListResponse
-	(*ForceRequest)(nil),          // 22: breakerd.v1.ForceRequest
-	(*ForceResponse)(nil),         // 23: breakerd.v1.ForceResponse
-	(*WatchRequest)(nil),          // 24: breakerd.v1.WatchRequest
-	(*WatchResponse)(nil),         // 25: breakerd.v1.WatchResponse
-	(*Event)(nil),                 // 26: breakerd.v1.Event
-	(*EventsRequest)(nil),         // 27: breakerd.v1.EventsRequest
-	(*EventsResponse)(nil),        // 28: breakerd.v1.EventsResponse
-	(*GetPolicyRequest)(nil),      // 29: breakerd.v1.GetPolicyRequest
-	(*GetPolicyResponse)(nil),     // 30: breakerd.v1.GetPolicyResponse
-	(*Policy)(nil),                // 31: breakerd.v1.Policy
-	(*PolicyRecoveryCheck)(nil),   // 32: breakerd.v1.PolicyRecoveryCheck
-	(*SavingsReport)(nil),         // 33: breakerd.v1.SavingsReport
-	(*ReportSavingsRequest)(nil),  // 34: breakerd.v1.ReportSavingsRequest
-	(*ReportSavingsResponse)(nil), // 35: breakerd.v1.ReportSavingsResponse
-	(*SavingsRequest)(nil),        // 36: breakerd.v1.SavingsRequest
-	(*BreakerSavings)(nil),        // 37: breakerd.v1.BreakerSavings
-	(*SpendTotal)(nil),            // 38: breakerd.v1.SpendTotal
-	(*SavingsResponse)(nil),       // 39: breakerd.v1.SavingsResponse
-	nil,                           // 40: breakerd.v1.CallEvidence.HeadersEntry
-	nil,                           // 41: breakerd.v1.GetPolicyResponse.SourcesEntry
+	(DenialScope)(0),              // 7: breakerd.v1.DenialScope
+	(*Ticket)(nil),                // 8: breakerd.v1.Ticket
+	(*BreakerState)(nil),          // 9: breakerd.v1.BreakerState
+	(*Denial)(nil),                // 10: breakerd.v1.Denial
+	(*AllowRequest)(nil),          // 11: breakerd.v1.AllowRequest
+	(*AllowResponse)(nil),         // 12: breakerd.v1.AllowResponse
+	(*RecordRequest)(nil),         // 13: breakerd.v1.RecordRequest
+	(*CallEvidence)(nil),          // 14: breakerd.v1.CallEvidence
+	(*RecordBatchRequest)(nil),    // 15: breakerd.v1.RecordBatchRequest
+	(*RecordBatchResponse)(nil),   // 16: breakerd.v1.RecordBatchResponse
+	(*RecordResponse)(nil),        // 17: breakerd.v1.RecordResponse
+	(*GetRequest)(nil),            // 18: breakerd.v1.GetRequest
+	(*GetResponse)(nil),           // 19: breakerd.v1.GetResponse
+	(*BatchGetRequest)(nil),       // 20: breakerd.v1.BatchGetRequest
+	(*BatchGetResponse)(nil),      // 21: breakerd.v1.BatchGetResponse
+	(*ListRequest)(nil),           // 22: breakerd.v1.ListRequest
+	(*ListResponse)(nil),          // 23: breakerd.v1.ListResponse
+	(*ForceRequest)(nil),          // 24: breakerd.v1.ForceRequest
+	(*ForceResponse)(nil),         // 25: breakerd.v1.ForceResponse
+	(*WatchRequest)(nil),          // 26: breakerd.v1.WatchRequest
+	(*WatchResponse)(nil),         // 27: breakerd.v1.WatchResponse
+	(*Event)(nil),                 // 28: breakerd.v1.Event
+	(*EventsRequest)(nil),         // 29: breakerd.v1.EventsRequest
+	(*EventsResponse)(nil),        // 30: breakerd.v1.EventsResponse
+	(*GetPolicyRequest)(nil),      // 31: breakerd.v1.GetPolicyRequest
+	(*GetPolicyResponse)(nil),     // 32: breakerd.v1.GetPolicyResponse
+	(*Policy)(nil),                // 33: breakerd.v1.Policy
+	(*PolicyRecoveryCheck)(nil),   // 34: breakerd.v1.PolicyRecoveryCheck
+	(*SavingsReport)(nil),         // 35: breakerd.v1.SavingsReport
+	(*ReportSavingsRequest)(nil),  // 36: breakerd.v1.ReportSavingsRequest
+	(*ReportSavingsResponse)(nil), // 37: breakerd.v1.ReportSavingsResponse
+	(*SavingsRequest)(nil),        // 38: breakerd.v1.SavingsRequest
+	(*BreakerSavings)(nil),        // 39: breakerd.v1.BreakerSavings
+	(*SpendTotal)(nil),            // 40: breakerd.v1.SpendTotal
+	(*SavingsResponse)(nil),       // 41: breakerd.v1.SavingsResponse
+	nil,                           // 42: breakerd.v1.CallEvidence.HeadersEntry
+	nil,                           // 43: breakerd.v1.GetPolicyResponse.SourcesEntry
 }
 var file_breakerd_v1_breaker_proto_depIdxs = []int32{
 	1,  // 0: breakerd.v1.BreakerState.state:type_name -> breakerd.v1.State
 	1,  // 1: breakerd.v1.BreakerState.shadow_state:type_name -> breakerd.v1.State
 	5,  // 2: breakerd.v1.BreakerState.shadow_setting:type_name -> breakerd.v1.ShadowSetting
-	0,  // 3: breakerd.v1.AllowResponse.decision:type_name -> breakerd.v1.Decision
-	7,  // 4: breakerd.v1.AllowResponse.ticket:type_name -> breakerd.v1.Ticket
-	8,  // 5: breakerd.v1.AllowResponse.state:type_name -> breakerd.v1.BreakerState
-	0,  // 6: breakerd.v1.AllowResponse.shadow_decision:type_name -> breakerd.v1.Decision
-	7,  // 7: breakerd.v1.RecordRequest.ticket:type_name -> breakerd.v1.Ticket
-	2,  // 8: breakerd.v1.RecordRequest.outcome:type_name -> breakerd.v1.Outcome
-	12, // 9: breakerd.v1.RecordRequest.evidence:type_name -> breakerd.v1.CallEvidence
-	40, // 10: breakerd.v1.CallEvidence.headers:type_name -> breakerd.v1.CallEvidence.HeadersEntry
-	3,  // 11: breakerd.v1.CallEvidence.error_kind:type_name -> breakerd.v1.ErrorKind
-	11, // 12: breakerd.v1.RecordBatchRequest.records:type_name -> breakerd.v1.RecordRequest
-	15, // 13: breakerd.v1.RecordBatchResponse.results:type_name -> breakerd.v1.RecordResponse
-	8,  // 14: breakerd.v1.RecordResponse.state:type_name -> breakerd.v1.BreakerState
-	2,  // 15: breakerd.v1.RecordResponse.classified_as:type_name -> breakerd.v1.Outcome
-	8,  // 16: breakerd.v1.GetResponse.state:type_name -> breakerd.v1.BreakerState
-	8,  // 17: breakerd.v1.BatchGetResponse.states:type_name -> breakerd.v1.BreakerState
-	1,  // 18: breakerd.v1.ListRequest.states:type_name -> breakerd.v1.State
-	8,  // 19: breakerd.v1.ListResponse.states:type_name -> breakerd.v1.BreakerState
-	4,  // 20: breakerd.v1.ForceRequest.mode:type_name -> breakerd.v1.ForceMode
-	5,  // 21: breakerd.v1.ForceRequest.shadow:type_name -> breakerd.v1.ShadowSetting
-	8,  // 22: breakerd.v1.ForceResponse.state:type_name -> breakerd.v1.BreakerState
-	26, // 23: breakerd.v1.WatchResponse.event:type_name -> breakerd.v1.Event
-	6,  // 24: breakerd.v1.Event.kind:type_name -> breakerd.v1.EventKind
-	1,  // 25: breakerd.v1.Event.from:type_name -> breakerd.v1.State
-	1,  // 26: breakerd.v1.Event.to:type_name -> breakerd.v1.State
-	8,  // 27: breakerd.v1.Event.state:type_name -> breakerd.v1.BreakerState
-	26, // 28: breakerd.v1.EventsResponse.events:type_name -> breakerd.v1.Event
-	31, // 29: breakerd.v1.GetPolicyResponse.policy:type_name -> breakerd.v1.Policy
-	41, // 30: breakerd.v1.GetPolicyResponse.sources:type_name -> breakerd.v1.GetPolicyResponse.SourcesEntry
-	32, // 31: breakerd.v1.Policy.recovery_check:type_name -> breakerd.v1.PolicyRecoveryCheck
-	33, // 32: breakerd.v1.ReportSavingsRequest.reports:type_name -> breakerd.v1.SavingsReport
-	37, // 33: breakerd.v1.SavingsResponse.breakers:type_name -> breakerd.v1.BreakerSavings
-	38, // 34: breakerd.v1.SavingsResponse.spend:type_name -> breakerd.v1.SpendTotal
-	9,  // 35: breakerd.v1.BreakerService.Allow:input_type -> breakerd.v1.AllowRequest
-	11, // 36: breakerd.v1.BreakerService.Record:input_type -> breakerd.v1.RecordRequest
-	13, // 37: breakerd.v1.BreakerService.RecordBatch:input_type -> breakerd.v1.RecordBatchRequest
-	16, // 38: breakerd.v1.BreakerService.Get:input_type -> breakerd.v1.GetRequest
-	18, // 39: breakerd.v1.BreakerService.BatchGet:input_type -> breakerd.v1.BatchGetRequest
-	20, // 40: breakerd.v1.BreakerService.List:input_type -> breakerd.v1.ListRequest
-	22, // 41: breakerd.v1.BreakerService.Force:input_type -> breakerd.v1.ForceRequest
-	24, // 42: breakerd.v1.BreakerService.Watch:input_type -> breakerd.v1.WatchRequest
-	27, // 43: breakerd.v1.BreakerService.Events:input_type -> breakerd.v1.EventsRequest
-	29, // 44: breakerd.v1.BreakerService.GetPolicy:input_type -> breakerd.v1.GetPolicyRequest
-	34, // 45: breakerd.v1.BreakerService.ReportSavings:input_type -> breakerd.v1.ReportSavingsRequest
-	36, // 46: breakerd.v1.BreakerService.Savings:input_type -> breakerd.v1.SavingsRequest
-	10, // 47: breakerd.v1.BreakerService.Allow:output_type -> breakerd.v1.AllowResponse
-	15, // 48: breakerd.v1.BreakerService.Record:output_type -> breakerd.v1.RecordResponse
-	14, // 49: breakerd.v1.BreakerService.RecordBatch:output_type -> breakerd.v1.RecordBatchResponse
-	17, // 50: breakerd.v1.BreakerService.Get:output_type -> breakerd.v1.GetResponse
-	19, // 51: breakerd.v1.BreakerService.BatchGet:output_type -> breakerd.v1.BatchGetResponse
-	21, // 52: breakerd.v1.BreakerService.List:output_type -> breakerd.v1.ListResponse
-	23, // 53: breakerd.v1.BreakerService.Force:output_type -> breakerd.v1.ForceResponse
-	25, // 54: breakerd.v1.BreakerService.Watch:output_type -> breakerd.v1.WatchResponse
-	28, // 55: breakerd.v1.BreakerService.Events:output_type -> breakerd.v1.EventsResponse
-	30, // 56: breakerd.v1.BreakerService.GetPolicy:output_type -> breakerd.v1.GetPolicyResponse
-	35, // 57: breakerd.v1.BreakerService.ReportSavings:output_type -> breakerd.v1.ReportSavingsResponse
-	39, // 58: breakerd.v1.BreakerService.Savings:output_type -> breakerd.v1.SavingsResponse
-	47, // [47:59] is the sub-list for method output_type
-	35, // [35:47] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	10, // 3: breakerd.v1.BreakerState.denial:type_name -> breakerd.v1.Denial
+	10, // 4: breakerd.v1.BreakerState.suspect_denial:type_name -> breakerd.v1.Denial
+	0,  // 5: breakerd.v1.Denial.decision:type_name -> breakerd.v1.Decision
+	7,  // 6: breakerd.v1.Denial.scope:type_name -> breakerd.v1.DenialScope
+	0,  // 7: breakerd.v1.AllowResponse.decision:type_name -> breakerd.v1.Decision
+	8,  // 8: breakerd.v1.AllowResponse.ticket:type_name -> breakerd.v1.Ticket
+	9,  // 9: breakerd.v1.AllowResponse.state:type_name -> breakerd.v1.BreakerState
+	0,  // 10: breakerd.v1.AllowResponse.shadow_decision:type_name -> breakerd.v1.Decision
+	10, // 11: breakerd.v1.AllowResponse.denial:type_name -> breakerd.v1.Denial
+	8,  // 12: breakerd.v1.RecordRequest.ticket:type_name -> breakerd.v1.Ticket
+	2,  // 13: breakerd.v1.RecordRequest.outcome:type_name -> breakerd.v1.Outcome
+	14, // 14: breakerd.v1.RecordRequest.evidence:type_name -> breakerd.v1.CallEvidence
+	42, // 15: breakerd.v1.CallEvidence.headers:type_name -> breakerd.v1.CallEvidence.HeadersEntry
+	3,  // 16: breakerd.v1.CallEvidence.error_kind:type_name -> breakerd.v1.ErrorKind
+	13, // 17: breakerd.v1.RecordBatchRequest.records:type_name -> breakerd.v1.RecordRequest
+	17, // 18: breakerd.v1.RecordBatchResponse.results:type_name -> breakerd.v1.RecordResponse
+	9,  // 19: breakerd.v1.RecordResponse.state:type_name -> breakerd.v1.BreakerState
+	2,  // 20: breakerd.v1.RecordResponse.classified_as:type_name -> breakerd.v1.Outcome
+	9,  // 21: breakerd.v1.GetResponse.state:type_name -> breakerd.v1.BreakerState
+	9,  // 22: breakerd.v1.BatchGetResponse.states:type_name -> breakerd.v1.BreakerState
+	1,  // 23: breakerd.v1.ListRequest.states:type_name -> breakerd.v1.State
+	9,  // 24: breakerd.v1.ListResponse.states:type_name -> breakerd.v1.BreakerState
+	4,  // 25: breakerd.v1.ForceRequest.mode:type_name -> breakerd.v1.ForceMode
+	5,  // 26: breakerd.v1.ForceRequest.shadow:type_name -> breakerd.v1.ShadowSetting
+	9,  // 27: breakerd.v1.ForceResponse.state:type_name -> breakerd.v1.BreakerState
+	28, // 28: breakerd.v1.WatchResponse.event:type_name -> breakerd.v1.Event
+	6,  // 29: breakerd.v1.Event.kind:type_name -> breakerd.v1.EventKind
+	1,  // 30: breakerd.v1.Event.from:type_name -> breakerd.v1.State
+	1,  // 31: breakerd.v1.Event.to:type_name -> breakerd.v1.State
+	9,  // 32: breakerd.v1.Event.state:type_name -> breakerd.v1.BreakerState
+	28, // 33: breakerd.v1.EventsResponse.events:type_name -> breakerd.v1.Event
+	33, // 34: breakerd.v1.GetPolicyResponse.policy:type_name -> breakerd.v1.Policy
+	43, // 35: breakerd.v1.GetPolicyResponse.sources:type_name -> breakerd.v1.GetPolicyResponse.SourcesEntry
+	34, // 36: breakerd.v1.Policy.recovery_check:type_name -> breakerd.v1.PolicyRecoveryCheck
+	35, // 37: breakerd.v1.ReportSavingsRequest.reports:type_name -> breakerd.v1.SavingsReport
+	39, // 38: breakerd.v1.SavingsResponse.breakers:type_name -> breakerd.v1.BreakerSavings
+	40, // 39: breakerd.v1.SavingsResponse.spend:type_name -> breakerd.v1.SpendTotal
+	11, // 40: breakerd.v1.BreakerService.Allow:input_type -> breakerd.v1.AllowRequest
+	13, // 41: breakerd.v1.BreakerService.Record:input_type -> breakerd.v1.RecordRequest
+	15, // 42: breakerd.v1.BreakerService.RecordBatch:input_type -> breakerd.v1.RecordBatchRequest
+	18, // 43: breakerd.v1.BreakerService.Get:input_type -> breakerd.v1.GetRequest
+	20, // 44: breakerd.v1.BreakerService.BatchGet:input_type -> breakerd.v1.BatchGetRequest
+	22, // 45: breakerd.v1.BreakerService.List:input_type -> breakerd.v1.ListRequest
+	24, // 46: breakerd.v1.BreakerService.Force:input_type -> breakerd.v1.ForceRequest
+	26, // 47: breakerd.v1.BreakerService.Watch:input_type -> breakerd.v1.WatchRequest
+	29, // 48: breakerd.v1.BreakerService.Events:input_type -> breakerd.v1.EventsRequest
+	31, // 49: breakerd.v1.BreakerService.GetPolicy:input_type -> breakerd.v1.GetPolicyRequest
+	36, // 50: breakerd.v1.BreakerService.ReportSavings:input_type -> breakerd.v1.ReportSavingsRequest
+	38, // 51: breakerd.v1.BreakerService.Savings:input_type -> breakerd.v1.SavingsRequest
+	12, // 52: breakerd.v1.BreakerService.Allow:output_type -> breakerd.v1.AllowResponse
+	17, // 53: breakerd.v1.BreakerService.Record:output_type -> breakerd.v1.RecordResponse
+	16, // 54: breakerd.v1.BreakerService.RecordBatch:output_type -> breakerd.v1.RecordBatchResponse
+	19, // 55: breakerd.v1.BreakerService.Get:output_type -> breakerd.v1.GetResponse
+	21, // 56: breakerd.v1.BreakerService.BatchGet:output_type -> breakerd.v1.BatchGetResponse
+	23, // 57: breakerd.v1.BreakerService.List:output_type -> breakerd.v1.ListResponse
+	25, // 58: breakerd.v1.BreakerService.Force:output_type -> breakerd.v1.ForceResponse
+	27, // 59: breakerd.v1.BreakerService.Watch:output_type -> breakerd.v1.WatchResponse
+	30, // 60: breakerd.v1.BreakerService.Events:output_type -> breakerd.v1.EventsResponse
+	32, // 61: breakerd.v1.BreakerService.GetPolicy:output_type -> breakerd.v1.GetPolicyResponse
+	37, // 62: breakerd.v1.BreakerService.ReportSavings:output_type -> breakerd.v1.ReportSavingsResponse
+	41, // 63: breakerd.v1.BreakerService.Savings:output_type -> breakerd.v1.SavingsResponse
+	52, // [52:64] is the sub-list for method output_type
+	40, // [40:52] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_breakerd_v1_breaker_proto_init() }
@@ -4055,14 +4296,14 @@ func file_breakerd_v1_breaker_proto_init() {
 	if File_breakerd_v1_breaker_proto != nil {
 		return
 	}
-	file_breakerd_v1_breaker_proto_msgTypes[5].OneofWrappers = []any{}
+	file_breakerd_v1_breaker_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_breakerd_v1_breaker_proto_rawDesc), len(file_breakerd_v1_breaker_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   35,
+			NumEnums:      8,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
