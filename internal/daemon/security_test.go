@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -41,7 +42,10 @@ func secTokens(t *testing.T) string {
 // returns its address and its log.
 func runSecured(t *testing.T, args ...string) (string, *daemontest.Buffer) {
 	t.Helper()
-	cfg, err := ParseConfig(append([]string{"--listen", "127.0.0.1:0", "--health-interval", "200ms"}, args...), func(string) string { return "" }, io.Discard)
+	// The lax decision bound first (args may set another): on a busy
+	// machine a healthy Redis can take longer than the default's 300 ms.
+	cfg, err := ParseConfig(append([]string{"--listen", "127.0.0.1:0", "--health-interval", "200ms",
+		"--redis-decision-timeout", store.LaxDecisionTimeout.String()}, args...), func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -399,10 +399,7 @@ func TestSlowDeliveryIsNotTakenOver(t *testing.T) {
 		<-r.seen
 		// The hook takes two MinIdles to answer; the other daemon sweeps
 		// all along but must not take the live delivery over.
-		for end := time.Now().Add(2 * minIdle); time.Now().Before(end); {
-			b.Advance(minIdle / 10) // miniredis's idle clock moves with real time, slower than the refresh
-			time.Sleep(minIdle / 6)
-		}
+		liveFor(t, b, "hook:"+b.Prefix+"oncall", b.Breaker("web_search"), 2*minIdle)
 		r.mu.Lock()
 		r.hold = nil
 		r.mu.Unlock()
@@ -414,6 +411,30 @@ func TestSlowDeliveryIsNotTakenOver(t *testing.T) {
 			t.Fatalf("the hook got %d requests, want 1 (no takeover of a live delivery)", n)
 		}
 	})
+}
+
+// liveFor lets a delivery of group's on breaker's stream stay pending
+// for d, with its heartbeat running. On miniredis, whose idle clock is
+// the test's, the clock moves d/4 (a MinIdle/2 for d = 2 MinIdles) at a
+// time, each step once the heartbeat has refreshed the entry: a busy
+// host slows the steps, never the heartbeat past MinIdle. Real Redis
+// counts idle time by its own clock: d passes in real time. Either way
+// the delivery's own timeout must be longer than the real time taken.
+func liveFor(t *testing.T, b *testredis.Backend, group, breaker string, d time.Duration) {
+	t.Helper()
+	if b.Mini == nil {
+		time.Sleep(d)
+		return
+	}
+	step := d / 4
+	ctx := context.Background()
+	for moved := time.Duration(0); moved < d; moved += step {
+		b.Advance(step)
+		waitFor(t, "the heartbeat to refresh the delivery", func() bool {
+			p, err := b.Client.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: store.EventsKey(breaker), Group: group, Start: "-", End: "+", Count: 1}).Result()
+			return err == nil && len(p) == 1 && p[0].Idle < step
+		})
+	}
 }
 
 func TestDeliveryGivesUpAfterABoundedTime(t *testing.T) {

@@ -85,7 +85,12 @@ type node struct {
 	entering bool
 	down     atomic.Bool
 	timeouts atomic.Int32
-	table    *breaker.Table
+	// sent numbers the decisions sent to the node; failedAt is the number
+	// of the latest one judged a failure. An answer resets timeouts only
+	// when its decision was sent after that one: "in a row" is in the
+	// order decisions were sent, whatever order a busy host judges them in.
+	sent, failedAt atomic.Int64
+	table          *breaker.Table
 	// key is a key of the breaker whose call began the node's outage:
 	// on a Cluster, the recovery poll asks for it (written before the
 	// poll starts, read only by it).

@@ -59,10 +59,11 @@ func (s *Store) decide(ctx context.Context, n *node, name string, sc script, key
 		return nil, unsent{err}
 	}
 	bound := s.o.DecisionTimeout
+	seq := n.sent.Add(1)
 	var judged atomic.Bool
 	judge := func(err error) {
 		if judged.CompareAndSwap(false, true) {
-			s.judge(n, name, err)
+			s.judge(n, name, seq, err)
 		}
 	}
 	out := make(chan decided, 1)
@@ -102,17 +103,24 @@ func (s *Store) decide(ctx context.Context, n *node, name string, sc script, key
 	}
 }
 
-// judge notes the outcome err of a decision script sent to n for
-// breaker name: an answer resets n's count of failures; a connection
-// that cannot be made or was lost means an outage of n at once; a stall
-// (or a "not now" reply such as LOADING) counts toward one.
-func (s *Store) judge(n *node, name string, err error) {
+// judge notes the outcome err of the decision script sent seq-th to n
+// for breaker name: an answer resets n's count of failures unless a
+// later-sent decision already failed; a connection that cannot be made
+// or was lost means an outage of n at once; a stall (or a "not now"
+// reply such as LOADING) counts toward one.
+func (s *Store) judge(n *node, name string, seq int64, err error) {
 	switch {
 	case err == nil:
-		n.timeouts.Store(0)
+		if seq > n.failedAt.Load() {
+			n.timeouts.Store(0)
+		}
 	case s.o.Outage != OutageMemory || !IsUnavailable(err):
-	case connectionLost(err) || n.timeouts.Add(1) >= OutageTimeouts:
-		s.enterOutage(n, name)
+	default:
+		for f := n.failedAt.Load(); seq > f && !n.failedAt.CompareAndSwap(f, seq); f = n.failedAt.Load() {
+		}
+		if connectionLost(err) || n.timeouts.Add(1) >= OutageTimeouts {
+			s.enterOutage(n, name)
+		}
 	}
 }
 

@@ -144,7 +144,8 @@ func (e *env) storm(ctx context.Context, o Options, round, n int) (stormResult, 
 	if err != nil {
 		return stormResult{}, err
 	}
-	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	within := settle(ctx, 20*time.Second)
+	sctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	var calls, failing atomic.Int64
 	var wg sync.WaitGroup
@@ -178,7 +179,7 @@ func (e *env) storm(ctx context.Context, o Options, round, n int) (stormResult, 
 	}
 	wg.Wait()
 	if err := sctx.Err(); err != nil {
-		return stormResult{}, fmt.Errorf("storm: not every breaker denied every caller within 20s: %w", err)
+		return stormResult{}, fmt.Errorf("storm: not every breaker denied every caller within %s: %w", within.Round(time.Second), err)
 	}
 	for _, cl := range t.fast {
 		if err := cl.Flush(ctx); err != nil {
@@ -232,7 +233,7 @@ func (e *env) fastPropagation(ctx context.Context, o Options, round int) ([]fast
 func (e *env) fastTripOnce(ctx context.Context, pollers []*client.Client, name string) (fastTrip, error) {
 	// Every poller knows the breaker closed, from its view.
 	for _, cl := range pollers {
-		deadline := time.Now().Add(tripWait)
+		deadline := time.Now().Add(settle(ctx, tripWait))
 		for {
 			p, err := cl.Allow(ctx, name)
 			if err != nil {
@@ -247,7 +248,7 @@ func (e *env) fastTripOnce(ctx context.Context, pollers []*client.Client, name s
 			time.Sleep(time.Millisecond)
 		}
 	}
-	pctx, cancel := context.WithTimeout(ctx, tripWait)
+	pctx, cancel := context.WithTimeout(ctx, settle(ctx, tripWait))
 	defer cancel()
 	denied := make([]time.Time, len(pollers))
 	lastAllowed := make([]time.Time, len(pollers))

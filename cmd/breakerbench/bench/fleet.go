@@ -493,7 +493,7 @@ func (f *fleet) measure(ctx context.Context) (fleetResult, error) {
 // and returns when each connection's view denied.
 func (f *fleet) observe(ctx context.Context, tripped <-chan struct{}) []time.Time {
 	out := make([]time.Time, len(f.conns))
-	ctx, cancel := context.WithTimeout(ctx, tripWait)
+	ctx, cancel := context.WithTimeout(ctx, settle(ctx, tripWait))
 	defer cancel()
 	var wg sync.WaitGroup
 	for i, c := range f.conns {
