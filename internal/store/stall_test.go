@@ -30,8 +30,10 @@ const stallCallerDeadline = 2 * time.Second
 
 // allowUntilMemory calls Allow on name as worker w, one call at a time,
 // each with the caller's deadline, until one is answered from memory,
-// and returns how many failed before. Every call must end before its
-// caller's deadline: an error is the daemon's, never DeadlineExceeded.
+// and returns how many failed in a row before it (an answer from Redis,
+// a reply the fault did not catch, starts the count again). Every call
+// must end before its caller's deadline: an error is the daemon's, never
+// DeadlineExceeded.
 func allowUntilMemory(t *testing.T, st *store.Store, name, w string, deadline time.Duration) (failed int) {
 	t.Helper()
 	for i := 0; ; i++ {
@@ -52,6 +54,7 @@ func allowUntilMemory(t *testing.T, st *store.Store, name, w string, deadline ti
 		if a.Degraded {
 			return failed
 		}
+		failed = 0
 	}
 }
 
