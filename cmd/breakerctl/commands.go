@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/breakerd/breakerd/internal/breaker"
+	"github.com/breakerd/breakerd/internal/events"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -223,7 +224,7 @@ shown as closed.`,
 			if c.json {
 				v := viewState(s)
 				if last != nil {
-					ev := viewEvent(last)
+					ev := events.ViewOf(last)
 					v.LastEvent = &ev
 				}
 				return writeJSON(c.stdout, v)
@@ -520,7 +521,7 @@ again and resync with "breakerctl list".`,
 					continue // a heartbeat
 				}
 				if c.json {
-					if err := writeCompactJSON(c.stdout, viewEvent(e)); err != nil {
+					if err := writeCompactJSON(c.stdout, events.ViewOf(e)); err != nil {
 						return err
 					}
 					continue
@@ -587,9 +588,9 @@ log keeps (each breaker keeps about --events-max-len entries for
 			}
 			evs := res.GetEvents()
 			if c.json {
-				out := make([]eventView, 0, len(evs))
+				out := make([]events.View, 0, len(evs))
 				for _, e := range evs {
-					out = append(out, viewEvent(e))
+					out = append(out, events.ViewOf(e))
 				}
 				return writeJSON(c.stdout, out)
 			}

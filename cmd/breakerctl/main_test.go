@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
@@ -198,7 +199,7 @@ func TestForceOpenForceCloseAutoAndEvents(t *testing.T) {
 			t.Errorf("daemon served %d Force calls, want 3", n)
 		}
 
-		evs := decode[[]eventView](t, must(t, env, "events", "--breaker", name, "--json").stdout)
+		evs := decode[[]events.View](t, must(t, env, "events", "--breaker", name, "--json").stdout)
 		type ev struct{ Kind, From, To, Actor string }
 		var got []ev
 		for _, e := range evs {
@@ -395,12 +396,12 @@ func TestWatchPrintsTransitionsLive(t *testing.T) {
 				// hub: pick the trip's line.
 				var line string
 				for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
-					decode[eventView](t, l) // one JSON object per line
+					decode[events.View](t, l) // one JSON object per line
 					if strings.Contains(l, `"to":"open"`) {
 						line = l
 					}
 				}
-				e := decode[eventView](t, line)
+				e := decode[events.View](t, line)
 				if e.Breaker != name || e.Kind != "transition" || e.From != "closed" || e.Actor != "w2" || e.CooldownMs != 30000 {
 					t.Errorf("watch --json line = %+v, want the trip by w2", e)
 				}
@@ -699,7 +700,7 @@ func TestShadowCommandAndShadowState(t *testing.T) {
 		if !strings.Contains(out, name+": shadow off: enforced, open (generation 3)") {
 			t.Errorf("shadow off printed %q", out)
 		}
-		evs := decode[[]eventView](t, must(t, env, "events", "--breaker", name, "--json").stdout)
+		evs := decode[[]events.View](t, must(t, env, "events", "--breaker", name, "--json").stdout)
 		if len(evs) != 3 || evs[0].Kind != "forced" || !evs[0].Shadow || evs[0].Actor != "alice" || !evs[1].Shadow || evs[1].To != "open" || evs[2].Shadow {
 			t.Errorf("events = %+v, want shadow on (marked), the shadow trip (marked), shadow off (not marked)", evs)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/breakerd/breakerd/internal/breaker"
+	"github.com/breakerd/breakerd/internal/events"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -17,34 +18,34 @@ import (
 // one the breaker would be in; shadow_setting is the operator's (on,
 // off), absent when the breaker follows its policy.
 type stateView struct {
-	Breaker         string     `json:"breaker"`
-	State           string     `json:"state"`
-	Generation      int64      `json:"generation"`
-	Failures        int64      `json:"failures"`
-	DistinctWorkers int64      `json:"distinct_workers"`
-	OpenedAtMs      int64      `json:"opened_at_ms"`
-	NextProbeAtMs   int64      `json:"next_probe_at_ms"`
-	CooldownMs      int64      `json:"cooldown_ms"`
-	Reason          string     `json:"reason"`
-	LastFailure     string     `json:"last_failure"`
-	ProbeInFlight   bool       `json:"probe_in_flight"`
-	FailedProbes    int64      `json:"failed_probes"`
-	ForcedBy        string     `json:"forced_by"`
-	ForcedUntilMs   int64      `json:"forced_until_ms"`
-	Alternatives    []string   `json:"alternatives"`
-	AsOfMs          int64      `json:"as_of_ms"`
-	SuspectWorker   string     `json:"suspect_worker,omitempty"`
-	SuspectUntilMs  int64      `json:"suspect_until_ms,omitempty"`
-	WindowMode      bool       `json:"window_mode"`
-	WindowCalls     int64      `json:"window_calls"`
-	WindowFailures  int64      `json:"window_failures"`
-	SlowCalls       int64      `json:"slow_calls"`
-	SlowCallMs      int64      `json:"slow_call_ms"`
-	Parent          string     `json:"parent,omitempty"`
-	Shadow          bool       `json:"shadow,omitempty"`
-	ShadowState     string     `json:"shadow_state,omitempty"`
-	ShadowSetting   string     `json:"shadow_setting,omitempty"`
-	LastEvent       *eventView `json:"last_event,omitempty"`
+	Breaker         string       `json:"breaker"`
+	State           string       `json:"state"`
+	Generation      int64        `json:"generation"`
+	Failures        int64        `json:"failures"`
+	DistinctWorkers int64        `json:"distinct_workers"`
+	OpenedAtMs      int64        `json:"opened_at_ms"`
+	NextProbeAtMs   int64        `json:"next_probe_at_ms"`
+	CooldownMs      int64        `json:"cooldown_ms"`
+	Reason          string       `json:"reason"`
+	LastFailure     string       `json:"last_failure"`
+	ProbeInFlight   bool         `json:"probe_in_flight"`
+	FailedProbes    int64        `json:"failed_probes"`
+	ForcedBy        string       `json:"forced_by"`
+	ForcedUntilMs   int64        `json:"forced_until_ms"`
+	Alternatives    []string     `json:"alternatives"`
+	AsOfMs          int64        `json:"as_of_ms"`
+	SuspectWorker   string       `json:"suspect_worker,omitempty"`
+	SuspectUntilMs  int64        `json:"suspect_until_ms,omitempty"`
+	WindowMode      bool         `json:"window_mode"`
+	WindowCalls     int64        `json:"window_calls"`
+	WindowFailures  int64        `json:"window_failures"`
+	SlowCalls       int64        `json:"slow_calls"`
+	SlowCallMs      int64        `json:"slow_call_ms"`
+	Parent          string       `json:"parent,omitempty"`
+	Shadow          bool         `json:"shadow,omitempty"`
+	ShadowState     string       `json:"shadow_state,omitempty"`
+	ShadowSetting   string       `json:"shadow_setting,omitempty"`
+	LastEvent       *events.View `json:"last_event,omitempty"`
 	*CapView
 }
 
@@ -59,25 +60,6 @@ type CapView struct {
 	GroupKnown         int64   `json:"group_known"`
 	GroupOpen          int64   `json:"group_open"`
 	OpenFractionCapped bool    `json:"open_fraction_capped"`
-}
-
-// eventView is an event as --json prints it.
-type eventView struct {
-	ID              string `json:"id"`
-	Breaker         string `json:"breaker"`
-	Kind            string `json:"kind"`
-	From            string `json:"from"`
-	To              string `json:"to"`
-	Generation      int64  `json:"generation"`
-	Reason          string `json:"reason"`
-	Failures        int64  `json:"failures"`
-	DistinctWorkers int64  `json:"distinct_workers"`
-	CooldownMs      int64  `json:"cooldown_ms"`
-	AtMs            int64  `json:"at_ms"`
-	Actor           string `json:"actor"`
-	// Shadow: the breaker was in shadow mode; the event says what would
-	// have happened, not what was enforced.
-	Shadow bool `json:"shadow,omitempty"`
 }
 
 func viewState(s *pb.BreakerState) stateView {
@@ -135,15 +117,6 @@ func kindCell(e *pb.Event) string {
 		return breaker.EnumName(e.GetKind()) + " (shadow)"
 	}
 	return breaker.EnumName(e.GetKind())
-}
-
-func viewEvent(e *pb.Event) eventView {
-	return eventView{
-		ID: e.GetId(), Breaker: e.GetBreaker(), Kind: breaker.EnumName(e.GetKind()), From: breaker.EnumName(e.GetFrom()),
-		To: breaker.EnumName(e.GetTo()), Generation: e.GetGeneration(), Reason: e.GetReason(), Failures: e.GetFailures(),
-		DistinctWorkers: e.GetDistinctWorkers(), CooldownMs: e.GetCooldownMs(), AtMs: e.GetAtMs(), Actor: e.GetActor(),
-		Shadow: e.GetShadow(),
-	}
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/store"
 
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -366,5 +367,40 @@ func (h *Hub) Run(ctx context.Context, ready chan<- struct{}) error {
 			}
 			h.publish(e)
 		}
+	}
+}
+
+// View is an event in the JSON that breakerctl --json prints and the
+// webhooks post: enum values lower case without their prefix ("opened",
+// "half_open"), numbers as numbers, at_ms ms since the epoch on the Redis
+// clock.
+type View struct {
+	ID              string `json:"id"`
+	Breaker         string `json:"breaker"`
+	Kind            string `json:"kind"`
+	From            string `json:"from"`
+	To              string `json:"to"`
+	Generation      int64  `json:"generation"`
+	Reason          string `json:"reason"`
+	Failures        int64  `json:"failures"`
+	DistinctWorkers int64  `json:"distinct_workers"`
+	CooldownMs      int64  `json:"cooldown_ms"`
+	AtMs            int64  `json:"at_ms"`
+	Actor           string `json:"actor"`
+	// Cause is why it happened (Event.cause: docs/operations.md, "Causes").
+	Cause string `json:"cause"`
+	// Shadow: the breaker is in shadow mode and the event says what would
+	// have happened, not what is enforced (an "opened" event is "would
+	// have opened"; its reason starts "shadow mode, not enforced: ").
+	Shadow bool `json:"shadow"`
+}
+
+// ViewOf returns e's View.
+func ViewOf(e *pb.Event) View {
+	return View{
+		ID: e.GetId(), Breaker: e.GetBreaker(), Kind: breaker.EnumName(e.GetKind()), From: breaker.EnumName(e.GetFrom()),
+		To: breaker.EnumName(e.GetTo()), Generation: e.GetGeneration(), Reason: e.GetReason(), Failures: e.GetFailures(),
+		DistinctWorkers: e.GetDistinctWorkers(), CooldownMs: e.GetCooldownMs(), AtMs: e.GetAtMs(), Actor: e.GetActor(),
+		Cause: e.GetCause(), Shadow: e.GetShadow(),
 	}
 }

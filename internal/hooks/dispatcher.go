@@ -23,7 +23,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/webhook"
@@ -59,25 +58,8 @@ func DeliveryID(breaker, streamID string) string {
 // ("closed", "open", "half_open", "forced_open", "forced_closed",
 // "paused"); at_ms is ms since the epoch on the Redis clock.
 type Payload struct {
-	Event           string `json:"event"`
-	ID              string `json:"id"`
-	Breaker         string `json:"breaker"`
-	Kind            string `json:"kind"`
-	From            string `json:"from"`
-	To              string `json:"to"`
-	Generation      int64  `json:"generation"`
-	Reason          string `json:"reason"`
-	Failures        int64  `json:"failures"`
-	DistinctWorkers int64  `json:"distinct_workers"`
-	CooldownMs      int64  `json:"cooldown_ms"`
-	AtMs            int64  `json:"at_ms"`
-	Actor           string `json:"actor"`
-	// Cause is why it happened (Event.cause: docs/operations.md, "Causes").
-	Cause string `json:"cause"`
-	// Shadow: the breaker is in shadow mode and the event says what would
-	// have happened, not what is enforced (an "opened" event is "would
-	// have opened"; its reason starts "shadow mode, not enforced: ").
-	Shadow bool `json:"shadow"`
+	Event string `json:"event"`
+	events.View
 	// Summary is set on the one alert a minute sent for a token past its
 	// alert quota (--alerts-per-minute): the token, and how many of its
 	// alerts were not sent since the previous summary, this one included
@@ -703,11 +685,5 @@ func (d *Dispatcher) ack(ctx context.Context, h *hookState, key, id string) {
 }
 
 func payload(name string, e *pb.Event) Payload {
-	return Payload{
-		Event: name, ID: e.Id, Breaker: e.Breaker,
-		Kind: breaker.EnumName(e.Kind),
-		From: breaker.EnumName(e.From), To: breaker.EnumName(e.To), Generation: e.Generation, Reason: e.Reason,
-		Failures: e.Failures, DistinctWorkers: e.DistinctWorkers, CooldownMs: e.CooldownMs, AtMs: e.AtMs, Actor: e.Actor,
-		Shadow: e.Shadow, Cause: e.Cause,
-	}
+	return Payload{Event: name, View: events.ViewOf(e)}
 }
