@@ -7,8 +7,11 @@ import (
 	"io"
 	"strings"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/breakerd/breakerd/internal/protocol"
 )
 
 // Exit codes; the package doc lists them.
@@ -47,7 +50,7 @@ func rpcErr(addr string, err error) error {
 	msg := st.Message()
 	switch st.Code() {
 	case codes.Unavailable:
-		if strings.HasPrefix(msg, "redis unavailable") {
+		if hasReason(st, protocol.ReasonRedisUnavailable) {
 			return &exitError{code: exitUnreachable, msg: fmt.Sprintf("breakerd at %s cannot reach Redis: %s", addr, msg)}
 		}
 		// The daemon answered but refused our client certificate.
@@ -69,6 +72,16 @@ func rpcErr(addr string, err error) error {
 		return &exitError{code: exitFailure, msg: "interrupted"}
 	}
 	return &exitError{code: exitFailure, msg: fmt.Sprintf("breakerd at %s: %s: %s", addr, st.Code(), msg)}
+}
+
+// hasReason reports whether st carries breakerd's ErrorInfo with reason.
+func hasReason(st *status.Status, reason string) bool {
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == protocol.ErrorDomain && info.GetReason() == reason {
+			return true
+		}
+	}
+	return false
 }
 
 // report writes err as one line to w and returns the exit code: 0 for

@@ -32,3 +32,11 @@ func From(ctx context.Context) Name {
 	}
 	return GRPC
 }
+
+// ErrorDomain is the domain of the google.rpc.ErrorInfo detail breakerd
+// attaches to an error another program acts on; its Reason says which.
+const ErrorDomain = "breakerd.dev"
+
+// ReasonRedisUnavailable is the ErrorInfo reason of an Unavailable the
+// daemon answers itself: it is up, and Redis did not serve the call.
+const ReasonRedisUnavailable = "REDIS_UNAVAILABLE"

@@ -25,6 +25,7 @@ import (
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/httpapi"
 	"github.com/breakerd/breakerd/internal/limits"
+	"github.com/breakerd/breakerd/internal/protocol"
 	"github.com/breakerd/breakerd/internal/quorum"
 	"github.com/breakerd/breakerd/internal/scope"
 	"github.com/breakerd/breakerd/internal/store"
@@ -632,7 +633,12 @@ func statusOf(ctx context.Context, err error) error {
 	case ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		return status.FromContextError(err).Err()
 	case store.IsUnavailable(err):
-		return status.Errorf(codes.Unavailable, "redis unavailable: %v", err)
+		st, derr := status.New(codes.Unavailable, "redis unavailable: "+err.Error()).WithDetails(
+			&errdetails.ErrorInfo{Reason: protocol.ReasonRedisUnavailable, Domain: protocol.ErrorDomain})
+		if derr != nil {
+			return status.Errorf(codes.Unavailable, "redis unavailable: %v", err)
+		}
+		return st.Err()
 	}
 	return status.Errorf(codes.Internal, "%v", err)
 }
