@@ -380,8 +380,8 @@ check_versions() {
 
 # check_release TAG DIR PLATFORMS: a tarball per platform (GOOS/GOARCH,
 # space-separated), each binary built for it,
-# the clients' wheel and npm tarball versioned from TAG (v0.0.0-ci: PEP
-# 440's 0.0.0+ci, semver's 0.0.0-ci), and SHA256SUMS verifies.
+# the clients' wheel, sdist and npm tarball versioned from TAG (v0.0.0-ci:
+# PEP 440's 0.0.0+ci, semver's 0.0.0-ci), and SHA256SUMS verifies.
 check_release() {
   local tag=$1 dir=$2 platform want t b got npmv=${1#v} pyv
   local -A kind=([linux/amd64]="ELF 64-bit.*x86-64" [linux/arm64]="ELF 64-bit.*aarch64"
@@ -401,13 +401,16 @@ check_release() {
   t="$dir/breakerd-$pyv-py3-none-any.whl"
   got=$(unzip -p "$t" "breakerd-$pyv.dist-info/METADATA" 2>/dev/null | sed -n 's/^Version: //p')
   [ "$got" = "$pyv" ] || { echo "ci: $t says Version \"$got\", want \"$pyv\""; return 1; }
+  t="$dir/breakerd-$pyv.tar.gz"
+  got=$(tar -xzOf "$t" "breakerd-$pyv/PKG-INFO" 2>/dev/null | sed -n 's/^Version: //p')
+  [ "$got" = "$pyv" ] || { echo "ci: $t says Version \"$got\", want \"$pyv\""; return 1; }
   t="$dir/breakerd-client-$npmv.tgz"
   got=$(tar -xzOf "$t" package/package.json 2>/dev/null | node -p 'JSON.parse(require("fs").readFileSync(0, "utf8")).version' || true)
   [ "$got" = "$npmv" ] || { echo "ci: $t says version \"$got\", want \"$npmv\""; return 1; }
-  if ! grep -q " breakerd-$pyv-py3-none-any.whl$" "$dir/SHA256SUMS" || ! grep -q " breakerd-client-$npmv.tgz$" "$dir/SHA256SUMS"; then
-    echo "ci: SHA256SUMS misses the wheel or the npm tarball"; return 1
-  fi
-  echo "ci: make release: $3, wheel $pyv, npm $npmv, checksums verified"
+  for t in "breakerd-$pyv-py3-none-any.whl" "breakerd-$pyv.tar.gz" "breakerd-client-$npmv.tgz"; do
+    grep -q " $t$" "$dir/SHA256SUMS" || { echo "ci: SHA256SUMS misses $t"; return 1; }
+  done
+  echo "ci: make release: $3, wheel and sdist $pyv, npm $npmv, checksums verified"
 }
 
 # Deployment files, checked offline: the Kubernetes manifests decode
@@ -435,9 +438,11 @@ phase_deploy() {
 # from the committed lock file (the compiler and the frameworks of the
 # adapter tests, pinned exactly), the build, tsc --noEmit on the package
 # and its tests, node --test against daemons built from this tree (one
-# binary, built here), then npm pack installed into a fresh folder and
-# imported (scripts/pack-check.sh), and examples/typescript run by its
-# test against a daemon.
+# binary, built here), then scripts/pack-check.sh (the committed dist/ is
+# what the build wrote, npm publish --dry-run, and the tarball and the
+# committed directory, `npm install <path>` of a clone, each installed into
+# a fresh folder, imported, required from CommonJS on this machine's Node
+# and typed), and examples/typescript run by its test against a daemon.
 phase_typescript() {
   local dir=clients/typescript bin
   bin=$(mktemp -d)
