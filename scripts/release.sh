@@ -91,7 +91,8 @@ sed -i "s/^version = \".*\"$/version = \"$pep440\"/" "$work/clients/python/pypro
 python3 -m venv "$work/venv"
 "$work/venv/bin/pip" install -q --disable-pip-version-check \
   $(grep -E '^(build|twine)==' clients/python/requirements-test.txt | cut -d' ' -f1)
-"$work/venv/bin/python" -m build -q --sdist --wheel --outdir "$dist" "$work/clients/python" >/dev/null
+"$work/venv/bin/python" -m build --sdist --wheel --outdir "$dist" "$work/clients/python" >"$work/build.log" 2>&1 ||
+  { cat "$work/build.log" >&2; exit 1; }
 "$work/venv/bin/twine" check --strict "$dist/breakerd-$pep440-py3-none-any.whl" "$dist/breakerd-$pep440.tar.gz"
 # npm pack builds the package first (its prepack script).
 (cd "$work/clients/typescript" &&
