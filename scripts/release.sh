@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Cross-compiles the released commands for every platform we ship and
 # writes, per platform, a tarball of the binaries with LICENSE and
-# README.md; then the Python wheel and the npm tarball of the clients,
+# README.md; then the Python wheel and sdist and the npm tarball of the clients,
 # stamped with the same version in a copy of HEAD's tree (the working tree
 # is never modified); and one SHA256SUMS over all of them. `make release`
 # runs it; the version comes from git (`git describe --tags`) as in
@@ -86,16 +86,23 @@ client_versions() {
 client_versions "$version"
 git archive HEAD clients/python clients/typescript | tar -x -C "$work"
 sed -i "s/^version = \".*\"$/version = \"$pep440\"/" "$work/clients/python/pyproject.toml"
-python3 -m pip wheel -q --no-deps -w "$dist" "$work/clients/python"
+# The wheel and the sdist (what PyPI takes), built and checked with the
+# build and twine the Python suite pins.
+python3 -m venv "$work/venv"
+"$work/venv/bin/pip" install -q --disable-pip-version-check \
+  $(grep -E '^(build|twine)==' clients/python/requirements-test.txt | cut -d' ' -f1)
+"$work/venv/bin/python" -m build --sdist --wheel --outdir "$dist" "$work/clients/python" >"$work/build.log" 2>&1 ||
+  { cat "$work/build.log" >&2; exit 1; }
+"$work/venv/bin/twine" check --strict "$dist/breakerd-$pep440-py3-none-any.whl" "$dist/breakerd-$pep440.tar.gz"
 # npm pack builds the package first (its prepack script).
 (cd "$work/clients/typescript" &&
   npm ci -s --prefer-offline --no-audit --no-fund --ignore-scripts &&
   npm pkg set version="$semver" &&
   npm pack -s --pack-destination "$dist" >/dev/null)
-wheel=breakerd-$pep440-py3-none-any.whl tgz=breakerd-client-$semver.tgz
-for f in "$wheel" "$tgz"; do
+wheel=breakerd-$pep440-py3-none-any.whl sdist=breakerd-$pep440.tar.gz tgz=breakerd-client-$semver.tgz
+for f in "$wheel" "$sdist" "$tgz"; do
   [ -f "$dist/$f" ] || { echo "release.sh: no $dist/$f" >&2; exit 1; }
   echo "release: $dist/$f"
 done
-(cd "$dist" && sha256sum breakerd_"${version}"_*.tar.gz "$wheel" "$tgz" > SHA256SUMS)
+(cd "$dist" && sha256sum breakerd_"${version}"_*.tar.gz "$wheel" "$sdist" "$tgz" > SHA256SUMS)
 echo "release: $dist/SHA256SUMS"

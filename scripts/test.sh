@@ -51,7 +51,7 @@ declare -A phase_needs=(
   [lint]="file docker-compose"
   [go]="redis-server redis-cli redis-sentinel"
   [soak]="redis-server redis-cli redis-sentinel"
-  [python]="python3 redis-server redis-cli"
+  [python]="python3 unzip redis-server redis-cli"
   [typescript]="node npm redis-server redis-cli"
   [release]="file curl unzip node npm python3"
   [deploy]="systemd-analyze"
@@ -273,9 +273,11 @@ phase_soak() {
 # The Python client (clients/python, docs/python.md): a venv of its own
 # (clients/python/.venv) with the pinned test tools and frameworks from
 # PyPI, mypy --strict on the package, pytest (its tests build breakerd
-# from this tree and start daemons on free ports), then the wheel built,
-# installed into a fresh venv and imported. pytest's exit code 5 (no
-# tests collected) is a failure here, not a pass.
+# from this tree and start daemons on free ports), then the wheel and the
+# sdist built and checked (check_python_dist), the wheel installed into a
+# fresh venv and imported, and the quick start of docs/python.md run there
+# as written against a daemon (quick_start_python). pytest's exit
+# code 5 (no tests collected) is a failure here, not a pass.
 phase_python() {
   local dir=clients/python venv=clients/python/.venv rc=0 tmp out
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
@@ -286,11 +288,51 @@ phase_python() {
   [ "$rc" = 0 ] || exit "$rc"
   tmp=$(mktemp -d)
   if ! out=$("$venv/bin/python" -m build --outdir "$tmp/dist" "$dir" 2>&1); then echo "$out"; exit 1; fi
-  "$venv/bin/python" -m zipfile -l "$tmp"/dist/*.whl | grep 'breakerd/py.typed' >/dev/null || { echo "ci: the wheel lacks py.typed"; exit 1; }
+  check_python_dist "$venv" "$tmp/dist"
   python3 -m venv "$tmp/venv"
   "$tmp/venv/bin/pip" install -q --disable-pip-version-check "$tmp"/dist/*.whl
-  (cd "$tmp" && venv/bin/python -c 'import breakerd, breakerd._render as r; r.template("tool_result"); r.template("notice"); print("ci: the wheel installs; breakerd imports and reads its templates")')
+  (cd "$tmp" && venv/bin/python -c 'import breakerd, breakerd._render as r; r.template("tool_result"); r.template("notice"); print("ci: the wheel installs; breakerd", breakerd.__version__, "imports and reads its templates")')
+  quick_start_python "$tmp"
   rm -rf "$tmp"
+}
+
+# quick_start_python DIR: docs/python.md's quick start as a user runs it
+# on a fresh machine: a daemon from this tree with its HTTP API (on a free
+# port, not the page's 7071, which another run may hold), and the page's
+# Python block, its URL swapped, run by DIR/venv (the wheel installed,
+# nothing else) as a script of its own.
+quick_start_python() {
+  local dir=$1 log url pid out
+  go build -o "$dir/breakerd" ./cmd/breakerd
+  log="$dir/breakerd.log"
+  "$dir/breakerd" --listen 127.0.0.1:0 --http-listen 127.0.0.1:0 2>"$log" &
+  pid=$!
+  for _ in $(seq 300); do grep -q 'serving the HTTP/JSON API' "$log" && break; sleep 0.1; done
+  url=$(sed -n 's/.*serving the HTTP\/JSON API.*addr=\(http:[^ ]*\).*/\1/p' "$log")
+  awk '/^```python$/{f=1; next} f && /^```$/{exit} f' docs/python.md | sed "s|http://127.0.0.1:7071|$url|" > "$dir/quickstart.py"
+  out=$(cd "$dir" && venv/bin/python quickstart.py 2>&1) || true
+  kill "$pid"; wait "$pid" || true
+  [ "$out" = "refunded ch_42" ] || { echo "ci: docs/python.md's quick start printed \"$out\", want \"refunded ch_42\""; cat "$log"; exit 1; }
+  echo "ci: docs/python.md's quick start runs as written on the wheel alone"
+}
+
+# check_python_dist VENV DIR: the wheel and the sdist in DIR pass `twine
+# check --strict` (the long description renders on PyPI), carry the
+# repository's LICENSE, py.typed and the project's URLs, and the long
+# description links nothing relative (it must stand alone on PyPI).
+check_python_dist() {
+  local venv=$1 dir=$2 whl sdist meta
+  whl=$(ls "$dir"/*.whl) sdist=$(ls "$dir"/*.tar.gz)
+  "$venv/bin/twine" check --strict "$whl" "$sdist"
+  grep -qx 'breakerd/py.typed' <<<"$(unzip -Z1 "$whl")" || { echo "ci: the wheel lacks py.typed"; exit 1; }
+  unzip -p "$whl" '*.dist-info/licenses/LICENSE' | cmp -s - LICENSE || { echo "ci: the wheel's LICENSE is not the repository's"; exit 1; }
+  tar -xzOf "$sdist" --wildcards '*/LICENSE' | cmp -s - LICENSE || { echo "ci: the sdist's LICENSE is not the repository's"; exit 1; }
+  meta=$(unzip -p "$whl" '*.dist-info/METADATA')
+  for f in 'Project-URL: Repository' 'Project-URL: Documentation' 'Project-URL: Issues' 'Author: ' 'Classifier: Programming Language :: Python :: 3.10'; do
+    grep -q "^$f" <<<"$meta" || { echo "ci: the wheel's METADATA lacks \"$f\""; exit 1; }
+  done
+  if grep -E '\]\((\.|[a-z-]+\.md)' <<<"$meta"; then echo "ci: the long description has relative links"; exit 1; fi
+  echo "ci: twine check passes; wheel and sdist carry LICENSE, the wheel $(unzip -Z1 "$whl" | wc -l) files with py.typed and the project's URLs"
 }
 
 # Releases, as a user gets them: in a clone of this commit tagged
@@ -342,8 +384,8 @@ check_versions() {
 
 # check_release TAG DIR PLATFORMS: a tarball per platform (GOOS/GOARCH,
 # space-separated), each binary built for it,
-# the clients' wheel and npm tarball versioned from TAG (v0.0.0-ci: PEP
-# 440's 0.0.0+ci, semver's 0.0.0-ci), and SHA256SUMS verifies.
+# the clients' wheel, sdist and npm tarball versioned from TAG (v0.0.0-ci:
+# PEP 440's 0.0.0+ci, semver's 0.0.0-ci), and SHA256SUMS verifies.
 check_release() {
   local tag=$1 dir=$2 platform want t b got npmv=${1#v} pyv
   local -A kind=([linux/amd64]="ELF 64-bit.*x86-64" [linux/arm64]="ELF 64-bit.*aarch64"
@@ -363,13 +405,16 @@ check_release() {
   t="$dir/breakerd-$pyv-py3-none-any.whl"
   got=$(unzip -p "$t" "breakerd-$pyv.dist-info/METADATA" 2>/dev/null | sed -n 's/^Version: //p')
   [ "$got" = "$pyv" ] || { echo "ci: $t says Version \"$got\", want \"$pyv\""; return 1; }
+  t="$dir/breakerd-$pyv.tar.gz"
+  got=$(tar -xzOf "$t" "breakerd-$pyv/PKG-INFO" 2>/dev/null | sed -n 's/^Version: //p')
+  [ "$got" = "$pyv" ] || { echo "ci: $t says Version \"$got\", want \"$pyv\""; return 1; }
   t="$dir/breakerd-client-$npmv.tgz"
   got=$(tar -xzOf "$t" package/package.json 2>/dev/null | node -p 'JSON.parse(require("fs").readFileSync(0, "utf8")).version' || true)
   [ "$got" = "$npmv" ] || { echo "ci: $t says version \"$got\", want \"$npmv\""; return 1; }
-  if ! grep -q " breakerd-$pyv-py3-none-any.whl$" "$dir/SHA256SUMS" || ! grep -q " breakerd-client-$npmv.tgz$" "$dir/SHA256SUMS"; then
-    echo "ci: SHA256SUMS misses the wheel or the npm tarball"; return 1
-  fi
-  echo "ci: make release: $3, wheel $pyv, npm $npmv, checksums verified"
+  for t in "breakerd-$pyv-py3-none-any.whl" "breakerd-$pyv.tar.gz" "breakerd-client-$npmv.tgz"; do
+    grep -q " $t$" "$dir/SHA256SUMS" || { echo "ci: SHA256SUMS misses $t"; return 1; }
+  done
+  echo "ci: make release: $3, wheel and sdist $pyv, npm $npmv, checksums verified"
 }
 
 # Deployment files, checked offline: the Kubernetes manifests decode
@@ -397,9 +442,11 @@ phase_deploy() {
 # from the committed lock file (the compiler and the frameworks of the
 # adapter tests, pinned exactly), the build, tsc --noEmit on the package
 # and its tests, node --test against daemons built from this tree (one
-# binary, built here), then npm pack installed into a fresh folder and
-# imported (scripts/pack-check.sh), and examples/typescript run by its
-# test against a daemon.
+# binary, built here), then scripts/pack-check.sh (the committed dist/ is
+# what the build wrote, npm publish --dry-run, and the tarball and the
+# committed directory, `npm install <path>` of a clone, each installed into
+# a fresh folder, imported, required from CommonJS on this machine's Node
+# and typed), and examples/typescript run by its test against a daemon.
 phase_typescript() {
   local dir=clients/typescript bin
   bin=$(mktemp -d)

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/daemontest"
@@ -346,6 +348,50 @@ func TestSecurityGatewayTokenComesFromAGuardedFile(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("run with %v = %v, want an error with %q", tc.env, err, tc.want)
 		}
+	}
+}
+
+// TestSecurityGatewayIgnoresTheClientsEnvironment: a gateway started by
+// an agent whose environment holds the clients' BREAKERD_ADDR and
+// BREAKERD_TOKEN (pkg/client's Dial reads them) dials its --breakerd and
+// sends no token: its token comes from --token-file only. The daemon
+// keeps the authorization metadata of each call it serves.
+func TestSecurityGatewayIgnoresTheClientsEnvironment(t *testing.T) {
+	var mu sync.Mutex
+	var auths []string
+	keep := grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		mu.Lock()
+		auths = append(auths, info.FullMethod+" "+strings.Join(md.Get("authorization"), ","))
+		mu.Unlock()
+		return h(ctx, req)
+	})
+	addr, file := setup(t, daemontest.Options{Server: []grpc.ServerOption{keep}})
+	cmd, out := gatewayCmd("--config", file, "--breakerd", addr, "--worker-id", "gw-1")
+	cmd.Env = append(cmd.Env, "BREAKERD_ADDR=127.0.0.1:1", "BREAKERD_TOKEN="+workerToken)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent"}, nil).Connect(context.Background(),
+		&mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect over stdio: %v; output:\n%s", err, out)
+	}
+	defer cs.Close()
+	if res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "echo"}); err != nil || res.IsError {
+		t.Fatalf("echo: %v %v; output:\n%s", res, err, out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	allows := 0
+	for _, a := range auths {
+		method, auth, _ := strings.Cut(a, " ")
+		if strings.HasSuffix(method, "/Allow") {
+			allows++
+		}
+		if auth != "" {
+			t.Errorf("%s carried authorization %q: the gateway took a token from its environment", method, auth)
+		}
+	}
+	if allows == 0 {
+		t.Errorf("the daemon at --breakerd served no Allow (calls: %q)", auths)
 	}
 }
 

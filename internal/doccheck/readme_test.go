@@ -139,12 +139,27 @@ func TestREADMEPolicyLoads(t *testing.T) {
 // LANG block of PAGE.
 var copyMarker = regexp.MustCompile(`^<!-- copy: (\S+) (\w+) (\d+) -->$`)
 
-// TestREADMECopiesAreExact: a block the README copies from a page is the
-// page's block, byte for byte, so the README shows what runs there.
+// TestREADMECopiesAreExact: a block the README, or a client package's
+// README (the page a registry shows), copies from a page is the page's
+// block, byte for byte, so it shows what runs there.
 func TestREADMECopiesAreExact(t *testing.T) {
 	pages := readRepo(t)
-	readme := pages["README.md"]
-	copies := 0
+	for _, name := range []string{"README.md", "clients/python/README.md", "clients/typescript/README.md"} {
+		readme, ok := pages[name]
+		if !ok {
+			t.Errorf("no %s", name)
+			continue
+		}
+		if checkCopies(t, pages, name, readme) == 0 {
+			t.Errorf("%s copies no block from the client pages", name)
+		}
+	}
+}
+
+// checkCopies checks each block readme (named name) copies, and returns
+// how many it copies.
+func checkCopies(t *testing.T, pages map[string]Page, name string, readme Page) (copies int) {
+	t.Helper()
 	for i, line := range readme.Lines {
 		m := copyMarker.FindStringSubmatch(strings.TrimSpace(line))
 		if m == nil {
@@ -154,20 +169,18 @@ func TestREADMECopiesAreExact(t *testing.T) {
 		shown, _ := Fenced(Page{Lines: readme.Lines[i+1:]}, m[2])
 		src, ok := pages[m[1]]
 		if !ok {
-			t.Errorf("README.md:%d copies from %s, which does not exist", i+1, m[1])
+			t.Errorf("%s:%d copies from %s, which does not exist", name, i+1, m[1])
 			continue
 		}
 		blocks, _ := Fenced(src, m[2])
 		n, _ := strconv.Atoi(m[3])
 		if n < 1 || n > len(blocks) {
-			t.Errorf("README.md:%d copies %s block %d of %s, which has %d", i+1, m[2], n, m[1], len(blocks))
+			t.Errorf("%s:%d copies %s block %d of %s, which has %d", name, i+1, m[2], n, m[1], len(blocks))
 			continue
 		}
 		if len(shown) == 0 || shown[0] != blocks[n-1] {
-			t.Errorf("README.md:%d: the block is not %s's %s block %d:\n%s", i+1, m[1], m[2], n, blocks[n-1])
+			t.Errorf("%s:%d: the block is not %s's %s block %d:\n%s", name, i+1, m[1], m[2], n, blocks[n-1])
 		}
 	}
-	if copies == 0 {
-		t.Error("README.md copies no block from the client pages")
-	}
+	return copies
 }

@@ -23,6 +23,7 @@ import (
 // not another credential the gateway holds.
 func TestSecurityUpstreamGetsNoneOfTheGatewaysCredentials(t *testing.T) {
 	t.Setenv("BREAKERD_MCP_TOKEN", "gateway-token-must-not-leak")
+	t.Setenv("BREAKERD_TOKEN", "clients-token-must-not-leak") // the clients' variable (docs/configuration.md)
 	t.Setenv("OTHER_VENDOR_KEY", "other-key-must-not-leak")
 	t.Setenv("SEARCH_API_KEY", "search-key")
 	b := testredis.Mini(t)

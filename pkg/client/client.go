@@ -166,6 +166,7 @@ type options struct {
 	staleBound    time.Duration // WithStaleViewBound
 	onOutage      func(down bool, err error)
 	savings       time.Duration // WithSavingsInterval
+	tokenGiven    bool          // WithToken was given: EnvToken is not read
 	// after starts the Allow budget's timer for a call on breaker (tests
 	// replace it to make chosen calls miss their budget).
 	after func(breaker string, d time.Duration) (<-chan time.Time, func() bool)
@@ -291,8 +292,16 @@ func WithOutageHook(fn func(down bool, err error)) Option {
 // does the fallback decide (docs/reliability.md, "Clients and several
 // daemons"). It does not wait for a connection. The error is a malformed
 // target, naming the address.
+//
+// An empty target is EnvAddr's value, and without WithToken the token is
+// EnvToken's, when set (docs/configuration.md, "The clients'
+// environment").
 func Dial(target string, opts ...Option) (*Client, error) {
 	o := newOptions(opts)
+	target, err := fromEnvironment(target, &o)
+	if err != nil {
+		return nil, err
+	}
 	given := target
 	target, resolve, err := resolveTarget(target)
 	if err != nil {
@@ -320,6 +329,31 @@ func Dial(target string, opts ...Option) (*Client, error) {
 	c := newClient(conn, o)
 	c.conn, c.target = conn, given
 	return c, nil
+}
+
+// EnvAddr and EnvToken name the environment variables Dial reads when
+// its caller leaves the target empty or gives no WithToken. The Python
+// and TypeScript clients, which speak HTTP/JSON, read their daemons' URLs
+// from BREAKERD_URL instead; the token is the same.
+const (
+	EnvAddr  = "BREAKERD_ADDR"
+	EnvToken = "BREAKERD_TOKEN"
+)
+
+// fromEnvironment fills what Dial's caller left out: an empty target from
+// EnvAddr (an error naming it when unset), and, without WithToken, the
+// token from EnvToken.
+func fromEnvironment(target string, o *options) (string, error) {
+	if target == "" {
+		target = strings.TrimSpace(os.Getenv(EnvAddr))
+		if target == "" {
+			return "", fmt.Errorf("client: dial: no target given and %s is not set (docs/configuration.md#the-clients-environment)", EnvAddr)
+		}
+	}
+	if t := os.Getenv(EnvToken); t != "" && !o.tokenGiven {
+		o.dial = append(o.dial, grpc.WithPerRPCCredentials(bearerToken(t)))
+	}
+	return target, nil
 }
 
 // keepaliveTime is how long a connection with a call open may hear

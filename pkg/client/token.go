@@ -19,8 +19,14 @@ import (
 // credentials) or to a loopback address (localhost, 127.0.0.0/8, ::1);
 // over plaintext to any other host each call fails with an error before
 // anything is sent, so a token never crosses a network in the clear.
+// WithToken("") sends none, and keeps Dial from reading EnvToken.
 func WithToken(token string) Option {
-	return WithDialOptions(grpc.WithPerRPCCredentials(bearerToken(token)))
+	return func(o *options) {
+		o.tokenGiven = true
+		if token != "" {
+			o.dial = append(o.dial, grpc.WithPerRPCCredentials(bearerToken(token)))
+		}
+	}
 }
 
 type bearerToken string

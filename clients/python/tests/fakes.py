@@ -25,6 +25,7 @@ class Fake:
     def __init__(self, handler: Handler) -> None:
         self.handler = handler
         self.requests: list[tuple[str, Any]] = []
+        self.authorizations: list[str | None] = []  # each request's Authorization header
         self.connections = 0
         # Close each connection after its answer without saying so, as a
         # daemon's idle timeout does to a kept-alive connection.
@@ -44,6 +45,7 @@ class Fake:
                 body = json.loads(self.rfile.read(n) or b"null")
                 method = self.path.rsplit("/", 1)[-1]
                 fake.requests.append((method, body))
+                fake.authorizations.append(self.headers.get("Authorization"))
                 status, ctype, raw = fake.handler(method, body)
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)

@@ -8,6 +8,7 @@ import { DEFAULT_LOCAL_POLICY, LocalBreaker, describe, localEffect, type LocalPo
 import { renderToolResult, type DenialFields } from "./render.js";
 import { DEFAULT_SAVINGS_INTERVAL_MS, Savings } from "./savings.js";
 import { Reach } from "./reach.js";
+import { fromEnvironment } from "./env.js";
 import { Transport, parseURLs } from "./transport.js";
 import {
   int64,
@@ -21,11 +22,11 @@ import {
   type Ticket,
 } from "./wire.js";
 
-/** ClientOptions configure a Client. Only urls and workerId are required. */
+/** ClientOptions configure a Client. Only workerId is required; urls too when BREAKERD_URL is unset. */
 export interface ClientOptions {
-  /** One breakerd HTTP URL or several ("http://127.0.0.1:7071"): another is tried within the budget when one does not answer. */
-  urls: string | readonly string[];
-  /** The bearer token, when the daemons require one. */
+  /** One breakerd HTTP URL or several ("http://127.0.0.1:7071"): another is tried within the budget when one does not answer. Default: BREAKERD_URL (comma-separated). */
+  urls?: string | readonly string[] | undefined;
+  /** The bearer token, when the daemons require one. Default: BREAKERD_TOKEN; "" for none. */
   token?: string | undefined;
   /** This worker's id: the quorum counts distinct workers. */
   workerId: string;
@@ -208,7 +209,8 @@ export class Client {
 
   constructor(o: ClientOptions) {
     if (!o || typeof o !== "object") throw new ConfigError("options", "want { urls, workerId }");
-    const urls = parseURLs(o.urls);
+    const env = fromEnvironment(o.urls, o.token);
+    const urls = parseURLs(env.urls);
     if (typeof o.workerId !== "string" || o.workerId === "") throw new ConfigError("workerId", "is required");
     // Refused here: the daemon refuses every call with it, and the fallback would answer them all quietly meanwhile.
     if (!WORKER_ID.test(o.workerId)) {
@@ -222,7 +224,7 @@ export class Client {
     this.rpcTimeoutMs = o.rpcTimeoutMs ?? 2000;
     this.workerId = o.workerId;
     this.clock = o.clock ?? Date.now;
-    this.transport = new Transport({ urls, token: o.token, fetch: f, skipAfterMs: o.allowBudgetMs ?? DEFAULT_ALLOW_BUDGET_MS });
+    this.transport = new Transport({ urls, token: env.token, fetch: f, skipAfterMs: o.allowBudgetMs ?? DEFAULT_ALLOW_BUDGET_MS });
     const breakers = Array.isArray(o.watch) ? (o.watch as readonly string[]) : undefined;
     this.cache = new OpenCache({ transport: this.transport, workerId: o.workerId, clock: this.clock, breakers, onError: this.onError, heartbeatMs: o.watchHeartbeatMs });
     this.reach = new Reach({ urls: urls.map((u) => u.href).join(", "), probe: () => this.reprobe(), onError: this.onError });

@@ -12,6 +12,9 @@ the model. ``Run`` keeps one agent run's toolset. ``AsyncClient`` and
 ``AsyncRun`` are the asyncio twins.
 """
 
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _version
+
 from ._aio import AsyncClient, AsyncRun
 from ._client import Client, Permit, default_worker_id
 from ._errors import (
@@ -28,6 +31,13 @@ from ._errors import (
 from ._evidence import MalformedOutput, evidence_of
 from ._guard import Guard
 from ._run import Run, Unavailable, tool_name
+
+try:
+    # The one version: the installed distribution's (pyproject.toml's,
+    # stamped from the release tag by scripts/release.sh).
+    __version__ = _version("breakerd")
+except PackageNotFoundError:  # imported from a source tree never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "APIError",
@@ -47,6 +57,7 @@ __all__ = [
     "Run",
     "Unauthenticated",
     "Unavailable",
+    "__version__",
     "default_worker_id",
     "evidence_of",
     "tool_name",

@@ -24,7 +24,7 @@ class AsyncClient:
     methods, awaited. ``guard`` is the same Guard (use ``async with``, or
     decorate an ``async def``)."""
 
-    def __init__(self, urls: str | Sequence[str], **kwargs: Any) -> None:
+    def __init__(self, urls: str | Sequence[str] | None = None, **kwargs: Any) -> None:
         self.sync = Client(urls, **kwargs)
 
     @property

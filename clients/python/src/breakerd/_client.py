@@ -105,10 +105,30 @@ class Permit:
         )
 
 
+# The environment variables a client reads when given no address or token
+# (docs/configuration.md, "The clients' environment").
+ENV_URL, ENV_TOKEN = "BREAKERD_URL", "BREAKERD_TOKEN"
+
+
+def from_environment(urls: str | Sequence[str] | None, token: str | None) -> tuple[str | Sequence[str], str | None]:
+    """from_environment fills what the caller did not give: ``urls`` None
+    from BREAKERD_URL (a ConfigError naming both when that is unset too),
+    ``token`` None from BREAKERD_TOKEN. An empty token given is no token,
+    whatever the environment holds."""
+    if urls is None:
+        urls = os.environ.get(ENV_URL, "")
+        if not urls.strip():
+            raise ConfigError(f"urls: none given, and {ENV_URL} is not set (docs/configuration.md#the-clients-environment)")
+    if token is None:
+        token = os.environ.get(ENV_TOKEN) or None
+    return urls, token
+
+
 class Client:
     """Client talks to breakerd over HTTP/JSON. ``urls`` is one daemon's
     base URL or several (a list, or comma-separated): calls fail over
-    between them within the Allow budget. ``watch`` follows the watch
+    between them within the Allow budget. With no ``urls``, BREAKERD_URL
+    gives them; with no ``token``, BREAKERD_TOKEN (``token=""``: none). ``watch`` follows the watch
     stream for the open cache: True for every breaker, a list of names for
     those only (a resumed stream then replays what it missed), False for
     no stream; ``watch_heartbeat`` is the stream's heartbeat interval to
@@ -120,7 +140,7 @@ class Client:
 
     def __init__(
         self,
-        urls: str | Sequence[str],
+        urls: str | Sequence[str] | None = None,
         *,
         token: str | None = None,
         worker_id: str | None = None,
@@ -146,6 +166,7 @@ class Client:
         self.first_contact_budget = first_contact_budget
         self.rpc_timeout = max(rpc_timeout, allow_budget)
         self.clock = clock
+        urls, token = from_environment(urls, token)
         self.transport = Transport(urls, token=token, tls=tls, skip_after=allow_budget)
         self.local = LocalBreaker(self._now_ms)
         names = [] if isinstance(watch, bool) else list(watch)

@@ -1,0 +1,16 @@
+import { type Run, type ToolRef } from "../run.js";
+/** Breakers maps a tool's name to the breaker its calls go through (the tool's own name when absent). */
+export type Breakers = Readonly<Record<string, string>>;
+/** AdapterOptions are every adapter's options. */
+export interface AdapterOptions {
+    /** The breaker of each tool, by tool name; a tool not named here is its own breaker. */
+    breakers?: Breakers | undefined;
+}
+/** refOf is the ToolRef of the tool named name. */
+export declare function refOf(name: string, o?: AdapterOptions): ToolRef;
+/**
+ * callTool runs fn as a call of tool within run: its value, or for this
+ * call's own denial the denial's tool_result text (the circuit_open JSON).
+ * Any other error, an inner tool's denial included, is re-thrown.
+ */
+export declare function callTool<R>(run: Run, tool: ToolRef, fn: () => R | Promise<R>, signal?: AbortSignal): Promise<R | string>;

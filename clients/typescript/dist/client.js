@@ -1,0 +1,523 @@
+// The client: Allow and Record over breakerd's HTTP/JSON API, guard around
+// a tool call, and the fallback while no daemon answers.
+import { OpenCache } from "./cache.js";
+import { APIError, CircuitOpenError, ConfigError, UnreachableError } from "./errors.js";
+import { evidenceOfError, evidenceOfResponse, isResponse } from "./evidence.js";
+import { DEFAULT_LOCAL_POLICY, LocalBreaker, describe, localEffect } from "./fallback.js";
+import { renderToolResult } from "./render.js";
+import { DEFAULT_SAVINGS_INTERVAL_MS, Savings } from "./savings.js";
+import { Reach } from "./reach.js";
+import { fromEnvironment } from "./env.js";
+import { Transport, parseURLs } from "./transport.js";
+import { int64, } from "./wire.js";
+/** The daemon's worker id syntax (internal/limits.WorkerID; docs/security.md#worker-ids). */
+const WORKER_ID = /^[A-Za-z0-9._:@/+=-]{1,128}$/;
+/** The Allow budget when allowBudgetMs is not given, ms. */
+const DEFAULT_ALLOW_BUDGET_MS = 100;
+const MAX_NAME_BYTES = 256;
+const NOT_PRINTABLE = /[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}]|[^\P{Zs} ]/u;
+/**
+ * checkName refuses a breaker name breakerd would refuse, before any
+ * round trip, so that a bad name is an error and never an answer of the
+ * fallback (the same words as the daemon's InvalidArgument).
+ */
+export function checkName(field, v) {
+    const bad = (why) => {
+        throw new APIError("invalid_argument", `${field}: ${why}`, [{ field, description: why }], 0, "");
+    };
+    if (typeof v !== "string" || v === "")
+        bad("is required");
+    const bytes = new TextEncoder().encode(v).length;
+    if (bytes > MAX_NAME_BYTES)
+        bad(`is ${bytes} bytes; at most ${MAX_NAME_BYTES}`);
+    if (NOT_PRINTABLE.test(v))
+        bad(`must be printable UTF-8 (no control characters), got ${JSON.stringify(v)}`);
+    if (v.trim() !== v)
+        bad(`must not start or end with white space, got ${JSON.stringify(v)}`);
+}
+/** MAX_KNOWN bounds how many breakers the client remembers the last known state of. */
+const MAX_KNOWN = 4096;
+/** warn is the default onError: one line on the console. */
+function warn(err) {
+    console.warn(`breakerd: ${err instanceof Error ? err.message : String(err)}`);
+}
+/** The decisions that let a call go out. */
+function allows(d) {
+    return d === "DECISION_ALLOWED" || d === "DECISION_PROBE";
+}
+/**
+ * Client asks breakerd before each tool call and tells it the outcome
+ * after. It is safe for concurrent use; close() ends its event stream.
+ */
+export class Client {
+    workerId;
+    transport;
+    clock;
+    o;
+    cache;
+    local;
+    saved;
+    policies = new Map();
+    /** The breakers on which this worker has seen a success: its credential worked there (a later 401 is a revocation). */
+    worked = new Set();
+    answered = false;
+    /** The first-contact budget is spent once per client. */
+    firstSpent = false;
+    /** No daemon answered the last call. */
+    unanswered = false;
+    known = new Map();
+    reach;
+    onError;
+    rpcTimeoutMs;
+    constructor(o) {
+        if (!o || typeof o !== "object")
+            throw new ConfigError("options", "want { urls, workerId }");
+        const env = fromEnvironment(o.urls, o.token);
+        const urls = parseURLs(env.urls);
+        if (typeof o.workerId !== "string" || o.workerId === "")
+            throw new ConfigError("workerId", "is required");
+        // Refused here: the daemon refuses every call with it, and the fallback would answer them all quietly meanwhile.
+        if (!WORKER_ID.test(o.workerId)) {
+            throw new ConfigError("workerId", `must be 1 to 128 characters of A-Z a-z 0-9 . _ : @ / + = - (docs/security.md#worker-ids), got ${JSON.stringify(o.workerId)}`);
+        }
+        const given = o.fetch ?? globalThis.fetch;
+        if (typeof given !== "function")
+            throw new ConfigError("fetch", "no fetch: Node 18 or later, or pass one");
+        const f = (input, init) => given(input, init); // called unbound, as a browser's fetch must be
+        this.o = o;
+        this.onError = o.onError ?? warn;
+        this.rpcTimeoutMs = o.rpcTimeoutMs ?? 2000;
+        this.workerId = o.workerId;
+        this.clock = o.clock ?? Date.now;
+        this.transport = new Transport({ urls, token: env.token, fetch: f, skipAfterMs: o.allowBudgetMs ?? DEFAULT_ALLOW_BUDGET_MS });
+        const breakers = Array.isArray(o.watch) ? o.watch : undefined;
+        this.cache = new OpenCache({ transport: this.transport, workerId: o.workerId, clock: this.clock, breakers, onError: this.onError, heartbeatMs: o.watchHeartbeatMs });
+        this.reach = new Reach({ urls: urls.map((u) => u.href).join(", "), probe: () => this.reprobe(), onError: this.onError });
+        this.local = new LocalBreaker(this.clock, (b) => this.policies.get(b) ?? DEFAULT_LOCAL_POLICY);
+        this.saved = new Savings((reports) => this.transport.call("ReportSavings", { worker_id: this.workerId, reports }, { budgetMs: this.rpcTimeoutMs }), o.savingsIntervalMs ?? DEFAULT_SAVINGS_INTERVAL_MS, this.onError);
+        this.saved.start();
+        if (o.watch)
+            this.cache.start();
+    }
+    /**
+     * degraded says the client answers from what it last heard: no daemon
+     * answered its last call, or the watch stream it follows is not live.
+     */
+    get degraded() {
+        return this.unanswered || this.cache.degraded;
+    }
+    /** The open cache: which breakers deny, as breakerd last said (for inspection and tests). */
+    get openCache() {
+        return this.cache;
+    }
+    /** What the client saved and has not reported yet, and what breakerd took (for inspection and tests; Run counts its removals here). */
+    get savings() {
+        return this.saved;
+    }
+    /**
+     * flushSavings reports now what the client saved since its last report
+     * (one ReportSavings call per 1,024 breakers). Resolves false when no
+     * daemon answered: the counts stay for the next report. A report
+     * breakerd refuses (a breaker the token may not name) is dropped and
+     * its APIError thrown.
+     */
+    flushSavings() {
+        return this.saved.flush();
+    }
+    /**
+     * close sends what the client saved since its last report (best
+     * effort) and ends the event stream. The client answers from its
+     * fallback afterwards only if used.
+     */
+    async close() {
+        this.reach.close();
+        await this.saved.close();
+        await this.cache.stop();
+    }
+    /** down says no daemon answers this client now: calls answer from the fallback without waiting. */
+    get down() {
+        return this.reach.down;
+    }
+    /**
+     * check resolves when a breakerd daemon answers this client, with its
+     * token, and rejects otherwise, naming the cause (no daemon at any URL,
+     * not breakerd's API, a refused token). Call it at start to fail
+     * loudly where the fallback would answer quietly.
+     */
+    async check() {
+        try {
+            await this.rpc("BatchGet", { breakers: [], worker_id: this.workerId }, this.rpcTimeoutMs);
+        }
+        catch (err) {
+            if (!(err instanceof UnreachableError))
+                throw err;
+            const urls = this.transport.urls.map((u) => u.href).join(", ");
+            throw new UnreachableError(`no breakerd answers at ${urls}: ${err.message} (is the daemon's HTTP API on? go run ./cmd/breakerd --http-listen 127.0.0.1:7071)`, err.causes);
+        }
+    }
+    /** reprobe is one cheap authenticated call: did any daemon answer? */
+    async reprobe() {
+        try {
+            await this.transport.call("BatchGet", { breakers: [], worker_id: this.workerId }, { budgetMs: this.rpcTimeoutMs });
+        }
+        catch (err) {
+            if (err instanceof UnreachableError)
+                return false;
+        }
+        return true;
+    }
+    /** learnState takes a breaker's state from any daemon answer, in time or late: the open cache and the last known state (bounded). */
+    learnState(st) {
+        this.cache.learn(st);
+        const name = st?.breaker;
+        if (!st || !name)
+            return;
+        const open = st.state === "STATE_OPEN" || st.state === "STATE_HALF_OPEN";
+        if (!open && !this.known.has(name))
+            return;
+        const asOf = int64(st.as_of_ms);
+        const until = int64(st.deny_until_ms);
+        const now = this.clock();
+        this.known.delete(name);
+        this.known.set(name, { open, untilMs: asOf > 0 ? now + (until - asOf) : until, generation: String(st.generation ?? "0") });
+        if (this.known.size > MAX_KNOWN)
+            this.known.delete(this.known.keys().next().value);
+    }
+    /**
+     * budget is how long allow waits for a daemon: the first-contact budget
+     * on the client's first call only; the RPC timeout at a breaker last
+     * known open whose probe is due (only a daemon can grant the one
+     * probe); else the Allow budget.
+     */
+    budget(breaker = "") {
+        const b = this.o.allowBudgetMs ?? DEFAULT_ALLOW_BUDGET_MS;
+        const first = !this.firstSpent && !this.answered;
+        this.firstSpent = true;
+        if (first)
+            return Math.max(b, this.o.firstContactBudgetMs ?? 1000);
+        const k = this.known.get(breaker);
+        if (k?.open && k.untilMs <= this.clock())
+            return Math.max(b, this.rpcTimeoutMs);
+        return b;
+    }
+    /** rpc calls method with failover and notes that a daemon answered. */
+    async rpc(method, body, budgetMs, signal) {
+        let res;
+        try {
+            res = await this.transport.call(method, body, { budgetMs, signal });
+        }
+        catch (err) {
+            if (err instanceof UnreachableError) {
+                this.unanswered = true;
+                if (budgetMs >= this.rpcTimeoutMs && !signal?.aborted)
+                    this.reach.failed(err); // gone, not slow
+            }
+            else
+                this.reach.answered(); // a refusal is an answer
+            throw err;
+        }
+        this.answered = true;
+        this.unanswered = false;
+        this.reach.answered();
+        return res;
+    }
+    /**
+     * allow asks whether a call to breaker may go out. A denial is a Permit
+     * with allowed false. When no daemon answers within the Allow budget,
+     * the fallback answers (degraded): the open cache's denial, else the
+     * local breaker's verdict. Throws APIError (a refused name, a bad
+     * token: AuthError) and ProtocolError (not breakerd), never answered
+     * by the fallback, and the caller's abort reason.
+     */
+    async allow(breaker, opts = {}) {
+        checkName("breaker", breaker);
+        const tool = opts.tool ?? "";
+        if (this.cache.status.connected) {
+            // A live stream's cache answers a known denial with no round trip.
+            const cached = this.cache.lookup(breaker);
+            if (cached) {
+                this.saved.add(breaker, 1, 0);
+                return this.cachedDenial(this.denialBase(breaker, tool || breaker, false), cached);
+            }
+        }
+        if (this.reach.down)
+            return this.fallbackAllow(breaker, tool || breaker);
+        const budget = this.budget(breaker);
+        // The call goes on for the RPC timeout; allow waits its budget. A late
+        // answer still teaches the client, and its ticket goes with the Record.
+        const call = this.rpc("Allow", { breaker, worker_id: this.workerId, ...(tool ? { tool } : {}) }, Math.max(budget, this.rpcTimeoutMs), opts.signal);
+        const res = await raceBudget(call, budget).catch((err) => {
+            if (err instanceof UnreachableError)
+                return undefined;
+            throw err;
+        });
+        if (res === undefined || res === LATE) {
+            const given = this.fallbackAllow(breaker, tool || breaker);
+            if (res === LATE)
+                void call.then((late) => this.lateAllow(late, given), () => undefined);
+            return given;
+        }
+        this.local.reset();
+        this.learnState(res.state);
+        if (!this.policies.has(breaker))
+            void this.learnPolicy(breaker);
+        return {
+            breaker,
+            tool: tool || breaker,
+            decision: res.decision ?? "DECISION_ALLOWED",
+            allowed: allows(res.decision ?? "DECISION_ALLOWED"),
+            ticket: res.ticket ?? {},
+            retryAfterMs: int64(res.retry_after_ms),
+            reason: res.reason ?? "",
+            state: res.state,
+            degraded: res.degraded ?? false,
+            scope: res.scope ?? "",
+            alternatives: res.state?.alternatives ?? [],
+            toolResult: res.tool_result ?? "",
+            local: undefined,
+        };
+    }
+    /**
+     * lateAllow takes a daemon's Allow answer that came after the
+     * fallback's: what it says of the breaker is learned; its ticket goes
+     * with the Record of a call the fallback let out, and a probe lease the
+     * fallback's denial leaves unused is released at once.
+     */
+    lateAllow(res, given) {
+        this.learnState(res.state);
+        if (!res.ticket)
+            return;
+        if (given.allowed)
+            given.late = { ticket: res.ticket };
+        else if (res.decision === "DECISION_PROBE") {
+            void this.sendRecord({ breaker: given.breaker, worker_id: this.workerId, ticket: res.ticket, evidence: { error_kind: "ERROR_KIND_CANCELLED" } });
+        }
+    }
+    /** sendRecord sends a Record in the background: the fleet gets the evidence the fallback took too. */
+    async sendRecord(req) {
+        try {
+            const res = await this.rpc("Record", req, this.rpcTimeoutMs);
+            this.learnState(res.state);
+        }
+        catch (err) {
+            if (!(err instanceof UnreachableError))
+                this.onError(err);
+        }
+    }
+    /** learnPolicy keeps the fallback's policy for breaker (once; a failure leaves the defaults). */
+    async learnPolicy(breaker) {
+        this.policies.set(breaker, DEFAULT_LOCAL_POLICY);
+        try {
+            const p = await this.getPolicy(breaker);
+            this.policies.set(breaker, {
+                threshold: p.threshold || DEFAULT_LOCAL_POLICY.threshold,
+                cooldownBaseMs: int64(p.cooldown_base_ms) || DEFAULT_LOCAL_POLICY.cooldownBaseMs,
+                cooldownCapMs: int64(p.cooldown_cap_ms) || DEFAULT_LOCAL_POLICY.cooldownCapMs,
+                probeTimeoutMs: int64(p.probe_timeout_ms) || DEFAULT_LOCAL_POLICY.probeTimeoutMs,
+            });
+        }
+        catch (err) {
+            this.policies.delete(breaker); // asked again next time
+            if (!(err instanceof UnreachableError))
+                this.onError(err);
+        }
+    }
+    /** fallbackAllow answers while no daemon does. */
+    fallbackAllow(breaker, tool) {
+        const base = this.denialBase(breaker, tool, true);
+        const cached = this.cache.lookup(breaker);
+        if (cached)
+            return this.cachedDenial(base, cached);
+        if (this.o.fallback === "closed") {
+            return this.denied(base, "DECISION_DENIED_OPEN", 0, `${breaker}: breakerd did not answer and this worker fails closed`);
+        }
+        // Last known open, its probe due: one call of this client's goes, the
+        // rest wait for its outcome.
+        if (this.known.get(breaker)?.open)
+            this.local.holdOpen(breaker);
+        const v = this.local.allow(breaker);
+        if (v.allowed) {
+            const decision = v.probe ? "DECISION_PROBE" : "DECISION_ALLOWED";
+            return { ...base, decision, allowed: true, retryAfterMs: 0, reason: "", local: { probe: v.probe } };
+        }
+        return this.denied(base, v.probeInFlight ? "DECISION_DENIED_PROBE_IN_FLIGHT" : "DECISION_DENIED_OPEN", v.retryAfterMs, v.reason);
+    }
+    denialBase(breaker, tool, degraded) {
+        return { breaker, tool, ticket: {}, state: undefined, degraded, scope: "", alternatives: [], toolResult: "" };
+    }
+    cachedDenial(base, c) {
+        const retry = Number.isFinite(c.untilMs) ? Math.max(0, c.untilMs - this.clock()) : 0;
+        const decision = c.scope ? "DECISION_DENIED_PARENT_OPEN" : c.forced ? "DECISION_DENIED_FORCED_OPEN" : "DECISION_DENIED_OPEN";
+        return this.denied({ ...base, scope: c.scope }, decision, retry, c.reason, c.alternatives);
+    }
+    denied(base, decision, retryAfterMs, reason, alternatives = []) {
+        const fields = {
+            tool: base.tool,
+            breaker: base.breaker,
+            reason,
+            retryAfterMs,
+            alternatives,
+            scope: base.scope,
+            forced: decision === "DECISION_DENIED_FORCED_OPEN",
+            degraded: base.degraded,
+            probeInFlight: decision === "DECISION_DENIED_PROBE_IN_FLIGHT",
+        };
+        return { ...base, decision, allowed: false, retryAfterMs, reason, alternatives, toolResult: renderToolResult(fields), local: undefined };
+    }
+    /**
+     * record tells breakerd what the call the permit granted returned: its
+     * raw evidence, which breakerd classifies ({} is a success). A permit
+     * of the fallback, or a Record no daemon takes, goes to the local
+     * breaker. Throws APIError for a request breakerd refuses.
+     */
+    async record(permit, evidence, opts = {}) {
+        const ticket = permit.late?.ticket ?? (permit.local ? { generation: this.known.get(permit.breaker)?.generation ?? "0" } : permit.ticket);
+        const req = { breaker: permit.breaker, worker_id: this.workerId, ticket, evidence };
+        if (this.worked.has(permit.breaker))
+            req["credential_worked"] = true;
+        if (opts.latencyMs !== undefined)
+            req["latency_ms"] = String(Math.max(0, Math.round(opts.latencyMs)));
+        if (opts.deadlineMs !== undefined)
+            req["deadline_ms"] = String(Math.max(0, Math.round(opts.deadlineMs)));
+        if (permit.local || this.reach.down) {
+            // The fallback takes it, and the daemons still get it, in the background.
+            this.local.record(permit.breaker, localEffect(evidence), permit.local?.probe ?? false, describe(evidence));
+            if (permit.local?.probe && localEffect(evidence) === "success")
+                this.known.delete(permit.breaker);
+            void this.sendRecord(req);
+            return { counted: false, classifiedAs: "", why: "taken by the local fallback (breakerd unreachable)", degraded: true };
+        }
+        try {
+            const res = await this.rpc("Record", req, this.rpcTimeoutMs, opts.signal);
+            this.learnState(res.state);
+            if (res.classified_as === "OUTCOME_SUCCESS")
+                this.worked.add(permit.breaker);
+            return { counted: res.counted ?? false, classifiedAs: res.classified_as ?? "", why: res.why ?? res.note ?? "", degraded: res.degraded ?? false };
+        }
+        catch (err) {
+            if (!(err instanceof UnreachableError))
+                throw err;
+            this.local.record(permit.breaker, localEffect(evidence), false, describe(evidence));
+            return { counted: false, classifiedAs: "", why: "taken by the local fallback (breakerd unreachable)", degraded: true };
+        }
+    }
+    /**
+     * guard runs fn as one guarded call: allow (a denial throws
+     * CircuitOpenError carrying the tool_result), fn, and record of what
+     * fn returned or threw (evidenceOfError, evidenceOfResponse), then
+     * returns fn's value or re-throws its error. A fetch Response that fn
+     * returns is evidence too (its status and wait headers), and is
+     * returned as it is.
+     */
+    async guard(breaker, fn, opts = {}) {
+        const p = await this.allow(breaker, opts);
+        if (!p.allowed)
+            throw denialError(p);
+        return this.runWith(p, fn, opts);
+    }
+    /**
+     * runWith runs fn under a permit allow granted, and records what it
+     * returned or threw, as guard does after its allow.
+     */
+    async runWith(p, fn, opts = {}) {
+        const start = this.clock();
+        let value;
+        try {
+            value = await fn();
+        }
+        catch (err) {
+            await this.settle(p, evidenceOfError(err, { signal: opts.signal }), start, opts);
+            throw err;
+        }
+        await this.settle(p, isResponse(value) ? evidenceOfResponse(value) : {}, start, opts);
+        return value;
+    }
+    /** settle records a guarded call's evidence; a failure to record never replaces the call's own result. */
+    async settle(p, ev, start, opts) {
+        if (opts.deadlineMs === undefined && (ev.http_status ?? 0) >= 400)
+            ev = { ...ev, no_deadline: true };
+        try {
+            await this.record(p, ev, { latencyMs: this.clock() - start, deadlineMs: opts.deadlineMs });
+        }
+        catch (err) {
+            this.onError(err);
+        }
+    }
+    /** get returns one breaker's state. Throws UnreachableError when no daemon answers: it has no fallback. */
+    async get(breaker, opts = {}) {
+        checkName("breaker", breaker);
+        const res = await this.rpc("Get", { breaker }, this.o.rpcTimeoutMs ?? 2000, opts.signal);
+        const st = res.state ?? { breaker };
+        this.learnState(st);
+        return st;
+    }
+    /** getPolicy returns the policy in effect for breaker. Throws UnreachableError when no daemon answers. */
+    async getPolicy(breaker, opts = {}) {
+        checkName("breaker", breaker);
+        const res = await this.rpc("GetPolicy", { breaker }, this.o.rpcTimeoutMs ?? 2000, opts.signal);
+        return res.policy ?? {};
+    }
+    /**
+     * states returns the named breakers' states in one BatchGet within the
+     * Allow budget (with this worker's id, so a suspect worker sees its own
+     * denial), or undefined when no daemon answered.
+     */
+    async states(breakers, opts = {}) {
+        breakers.forEach((b, i) => checkName(`breakers[${i}]`, b));
+        if (breakers.length === 0)
+            return [];
+        if (this.reach.down)
+            return undefined; // the fallback answers at once
+        try {
+            const res = await this.rpc("BatchGet", { breakers, worker_id: this.workerId }, this.budget(), opts.signal);
+            this.local.reset();
+            for (const st of res.states ?? [])
+                this.learnState(st);
+            return res.states ?? [];
+        }
+        catch (err) {
+            if (err instanceof UnreachableError)
+                return undefined; // the loss is said once (Reach)
+            throw err;
+        }
+    }
+    /** fallbackState is the fallback's verdict on a breaker, as a permit that takes no probe slot. */
+    fallbackVerdict(breaker, tool) {
+        const base = { breaker, tool, ticket: {}, state: undefined, degraded: true, scope: "", alternatives: [], toolResult: "" };
+        const cached = this.cache.lookup(breaker);
+        if (cached)
+            return this.cachedDenial(base, cached);
+        const v = this.local.peek(breaker);
+        if (!v)
+            return undefined;
+        return this.denied(base, v.probeInFlight ? "DECISION_DENIED_PROBE_IN_FLIGHT" : "DECISION_DENIED_OPEN", v.retryAfterMs, v.reason);
+    }
+}
+/** LATE is raceBudget's answer when the budget ran out first. */
+const LATE = Symbol("late");
+/** raceBudget resolves with the call's answer, or LATE when budgetMs passes first (the call goes on). */
+async function raceBudget(call, budgetMs) {
+    let timer;
+    const late = new Promise((resolve) => (timer = setTimeout(() => resolve(LATE), budgetMs)));
+    try {
+        return await Promise.race([call, late]);
+    }
+    finally {
+        clearTimeout(timer);
+    }
+}
+/** denialError is the CircuitOpenError for a denied permit. */
+export function denialError(p) {
+    return new CircuitOpenError({
+        breaker: p.breaker,
+        tool: p.tool,
+        decision: p.decision,
+        reason: p.reason,
+        retryAfterMs: p.retryAfterMs,
+        alternatives: p.alternatives,
+        scope: p.scope,
+        forced: p.decision === "DECISION_DENIED_FORCED_OPEN",
+        degraded: p.degraded,
+        toolResult: p.toolResult,
+    });
+}

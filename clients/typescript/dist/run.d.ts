@@ -1,0 +1,67 @@
+import type { Client, GuardOptions } from "./client.js";
+/** ToolRef names a tool and the breaker its calls go through (the tool's own name when none). */
+export interface ToolRef {
+    name: string;
+    breaker?: string | undefined;
+}
+/** breakerOf is the breaker a tool's calls go through. */
+export declare function breakerOf(t: ToolRef): string;
+/** Unavailable says why a tool left a run. */
+export interface Unavailable {
+    tool: string;
+    breaker: string;
+    /** The parent scope that made the tool unavailable; "" when its own breaker did. */
+    scope: string;
+    /** "circuit_open", or "probe_in_flight" (recovering, not yet confirmed). */
+    status: "circuit_open" | "probe_in_flight";
+    reason: string;
+    /** An operator forced the circuit open. */
+    forced: boolean;
+    /** When the run removed the tool (the run's clock, ms since the epoch). */
+    removedAtMs: number;
+    /** When the circuit's next probe is due or its force ends (the run's clock); 0 when unknown. */
+    mayReturnAtMs: number;
+    alternatives: string[];
+    /** Judged by this worker's fallback: no daemon answered. */
+    degraded: boolean;
+}
+/**
+ * Run scopes one agent run on a Client: available() filters a toolset,
+ * guard() runs a tool's call, notice() is what to tell the model, and
+ * degraded what the run's result must carry. Removals are sticky.
+ */
+export declare class Run {
+    private readonly client;
+    private readonly clock;
+    private readonly removed;
+    private tools;
+    constructor(client: Client, clock?: () => number);
+    /**
+     * available returns the tools, in order, whose breakers breakerd does
+     * not deny now (deny_until_ms, one BatchGet within the Allow budget),
+     * and removes the others from the run for good. When no daemon answers,
+     * the client's fallback judges and removals are marked degraded.
+     */
+    available<T extends ToolRef>(tools: readonly T[], opts?: {
+        signal?: AbortSignal;
+    }): Promise<T[]>;
+    /** parentsOf reads the parents of the breakers their parent denies (a second BatchGet, only then). */
+    private parentsOf;
+    /**
+     * guard runs fn as a call of tool (Client.guard with the tool's name). A
+     * tool already removed throws its CircuitOpenError without a round trip;
+     * a denial removes the tool, and every tool of the last toolset that
+     * shares its breaker, for the rest of the run.
+     */
+    guard<R>(tool: ToolRef, fn: () => R | Promise<R>, opts?: GuardOptions): Promise<R>;
+    /**
+     * remove takes a tool out of the run, once: each removal is one tool a
+     * run left out, counted under the breaker that decided (the parent
+     * scope when it did) in the client's savings report.
+     */
+    private remove;
+    /** degraded is every tool the run lost, in the order they were removed. */
+    get degraded(): Unavailable[];
+    /** notice is the text to give the model about the tools the run lost; "" when none. */
+    notice(): string;
+}

@@ -1,0 +1,63 @@
+/** The service path prefix of every unary method. */
+export declare const SERVICE_PATH = "/breakerd.v1.BreakerService/";
+/** MAX_BODY_BYTES bounds one answer's body: breakerd's largest (a BatchGet of 1,024 states) is well within it. */
+export declare const MAX_BODY_BYTES: number;
+/** How long a daemon whose call got no answer in time is tried after the others, ms. */
+export declare const REST_MS = 1000;
+/** parseURLs checks the daemon URLs once: each must be an http(s) URL. */
+export declare function parseURLs(urls: string | readonly string[]): URL[];
+export interface TransportOptions {
+    urls: URL[];
+    token?: string | undefined;
+    fetch: typeof fetch;
+    /** A call outstanding this long at a daemon passes it over for the others, ms (the Allow budget); absent: never. */
+    skipAfterMs?: number | undefined;
+}
+/** CallOptions bound one call: its budget, and the caller's own signal. */
+export interface CallOptions {
+    /** How long every attempt together may take, ms; 0 or absent: no bound but the signal. */
+    budgetMs?: number | undefined;
+    signal?: AbortSignal | undefined;
+}
+/** Transport sends unary calls with failover. Safe for concurrent use. */
+export declare class Transport {
+    private readonly o;
+    private next;
+    private readonly busy;
+    private readonly rest;
+    constructor(o: TransportOptions);
+    /** The daemon URLs, in the order configured. */
+    get urls(): readonly URL[];
+    /** headers are the request headers every call (and the watch stream) sends. */
+    headers(extra?: Record<string, string>): Record<string, string>;
+    /** fetch is the platform fetch this transport uses. */
+    get fetch(): typeof fetch;
+    /**
+     * call posts body to method on one daemon after another (starting with
+     * the last that answered) until one answers or the budget is spent.
+     * Throws UnreachableError when none answered, the caller's abort reason
+     * when its signal ended the call, and APIError/AuthError/ProtocolError
+     * for an answer that refuses the request.
+     */
+    call<T>(method: string, body: unknown, co?: CallOptions): Promise<T>;
+    /**
+     * order is the daemons to try, from first on: those passed over (a call
+     * outstanding past skipAfterMs, or resting after a call got no answer
+     * in time) come last. A daemon whose rest is over gets one call before
+     * the others (its rest starts again meanwhile).
+     */
+    private order;
+    private attempt;
+}
+/** TooLarge is a body over its bound. */
+export declare class TooLarge extends Error {
+    constructor(limit: number);
+}
+/**
+ * readBounded reads a response's body as text, at most limit bytes: a
+ * longer one is cancelled and TooLarge thrown, so a hostile or broken
+ * server cannot grow the process. The call's signal bounds the time.
+ */
+export declare function readBounded(res: Response, limit: number): Promise<string>;
+/** anySignal is a signal that aborts when any of the given ones does (AbortSignal.any is Node ≥ 20.3). */
+export declare function anySignal(signals: (AbortSignal | undefined)[]): AbortSignal | undefined;

@@ -1,0 +1,323 @@
+// One transport: POST /breakerd.v1.BreakerService/<Method> with JSON, over
+// the platform's fetch (keep-alive), to one of several daemon URLs. A
+// daemon that cannot be reached, or that answers Unavailable, is skipped
+// for the next one within the call's budget; every other answer (a
+// refusal, a 401/403, a page that is not breakerd's JSON) is thrown at
+// once, typed, and never taken for an outage. A daemon with a call
+// outstanding longer than skipAfterMs (the Allow budget), or whose last call
+// got no answer in time (for REST_MS; then one call tries it again), is
+// tried after the others, so a paused daemon costs at most the call that
+// found it.
+import { APIError, AuthError, ConfigError, ProtocolError, UnreachableError } from "./errors.js";
+/** The service path prefix of every unary method. */
+export const SERVICE_PATH = "/breakerd.v1.BreakerService/";
+/** MAX_BODY_BYTES bounds one answer's body: breakerd's largest (a BatchGet of 1,024 states) is well within it. */
+export const MAX_BODY_BYTES = 4 << 20;
+/** The gRPC codes (by their JSON names) that mean "try another daemon". */
+const REACH_CODES = new Set(["unavailable", "deadline_exceeded"]);
+/** The gateway statuses a proxy answers for a daemon it cannot reach: with a body that is not breakerd's JSON error, that daemon is away. */
+const GATEWAY = new Set([502, 503, 504]);
+/** How long a daemon whose call got no answer in time is tried after the others, ms. */
+export const REST_MS = 1000;
+/** parseURLs checks the daemon URLs once: each must be an http(s) URL. */
+export function parseURLs(urls) {
+    const list = typeof urls === "string" ? [urls] : [...urls];
+    if (list.length === 0)
+        throw new ConfigError("urls", "at least one breakerd URL is required");
+    return list.map((u, i) => {
+        const field = typeof urls === "string" ? "urls" : `urls[${i}]`;
+        let parsed;
+        try {
+            parsed = new URL(u);
+        }
+        catch {
+            throw new ConfigError(field, `${JSON.stringify(u)} is not a URL (want http://host:port)`);
+        }
+        if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
+            throw new ConfigError(field, `${JSON.stringify(u)} is not an http or https URL`);
+        }
+        if (parsed.username || parsed.password) {
+            throw new ConfigError(field, `${JSON.stringify(u)} carries credentials; pass the token option instead`);
+        }
+        if (parsed.search || parsed.hash) {
+            throw new ConfigError(field, `${JSON.stringify(u)} has a query or fragment; give the base URL only`);
+        }
+        if (!parsed.pathname.endsWith("/"))
+            parsed.pathname += "/";
+        return parsed;
+    });
+}
+/** A reach failure: the attempt says nothing about the request, another daemon may answer. */
+class Unreached {
+    cause;
+    constructor(cause) {
+        this.cause = cause;
+    }
+}
+/** Transport sends unary calls with failover. Safe for concurrent use. */
+export class Transport {
+    o;
+    next = 0; // the daemon that answered last: tried first
+    busy; // when each outstanding call began, by daemon
+    rest; // a silent daemon is tried last until then
+    constructor(o) {
+        this.o = o;
+        this.busy = o.urls.map(() => []);
+        this.rest = o.urls.map(() => 0);
+    }
+    /** The daemon URLs, in the order configured. */
+    get urls() {
+        return this.o.urls;
+    }
+    /** headers are the request headers every call (and the watch stream) sends. */
+    headers(extra = {}) {
+        const h = { ...extra };
+        if (this.o.token)
+            h["authorization"] = `Bearer ${this.o.token}`;
+        return h;
+    }
+    /** fetch is the platform fetch this transport uses. */
+    get fetch() {
+        return this.o.fetch;
+    }
+    /**
+     * call posts body to method on one daemon after another (starting with
+     * the last that answered) until one answers or the budget is spent.
+     * Throws UnreachableError when none answered, the caller's abort reason
+     * when its signal ended the call, and APIError/AuthError/ProtocolError
+     * for an answer that refuses the request.
+     */
+    async call(method, body, co = {}) {
+        const payload = JSON.stringify(body);
+        const budget = co.budgetMs && co.budgetMs > 0 ? AbortSignal.timeout(Math.ceil(co.budgetMs)) : undefined;
+        const signal = anySignal([co.signal, budget]);
+        const causes = [];
+        const n = this.o.urls.length;
+        const first = this.next;
+        const end = co.budgetMs && co.budgetMs > 0 ? Date.now() + co.budgetMs : 0;
+        const order = this.order(first);
+        for (let i = 0; i < n; i++) {
+            const idx = order[i];
+            const url = new URL(SERVICE_PATH.slice(1) + method, this.o.urls[idx]);
+            // Each daemon left gets its share of the budget: a hung one must
+            // not keep the call from the next.
+            const share = end && n - i > 1 ? AbortSignal.timeout(Math.max(1, Math.floor((end - Date.now()) / (n - i)))) : undefined;
+            const began = Date.now();
+            const busy = this.busy[idx];
+            busy.push(began);
+            let got;
+            try {
+                got = await this.attempt(url, payload, anySignal([signal, share]));
+            }
+            finally {
+                busy.splice(busy.indexOf(began), 1);
+            }
+            const silent = got instanceof Unreached && !co.signal?.aborted && (share?.aborted || budget?.aborted);
+            this.rest[idx] = silent ? Date.now() + REST_MS : 0;
+            if (!(got instanceof Unreached)) {
+                this.next = idx;
+                return got;
+            }
+            causes.push(got.cause);
+            if (co.signal?.aborted)
+                throw co.signal.reason;
+            if (signal?.aborted)
+                break; // the budget is spent
+            if (share?.aborted && this.next === idx)
+                this.next = (idx + 1) % n; // hung: the next calls start elsewhere
+        }
+        if (this.next === first)
+            this.next = (first + 1) % n;
+        throw new UnreachableError(unreached(method, n, budget?.aborted ? co.budgetMs : undefined, causes), causes);
+    }
+    /**
+     * order is the daemons to try, from first on: those passed over (a call
+     * outstanding past skipAfterMs, or resting after a call got no answer
+     * in time) come last. A daemon whose rest is over gets one call before
+     * the others (its rest starts again meanwhile).
+     */
+    order(first) {
+        const n = this.o.urls.length;
+        const now = Date.now();
+        const skip = this.o.skipAfterMs ?? Infinity;
+        const free = [];
+        const passed = [];
+        for (let i = 0; i < n; i++) {
+            const idx = (first + i) % n;
+            const rest = this.rest[idx];
+            if (rest > now || this.busy[idx].some((t) => now - t >= skip)) {
+                passed.push(idx);
+                continue;
+            }
+            if (rest)
+                this.rest[idx] = now + REST_MS; // this call tries it; the others keep passing it over
+            free.push(idx);
+        }
+        return [...free, ...passed];
+    }
+    async attempt(url, payload, signal) {
+        let res;
+        try {
+            res = await this.o.fetch(url, {
+                method: "POST",
+                headers: this.headers({ "content-type": "application/json", accept: "application/json" }),
+                body: payload,
+                signal: signal ?? null,
+                // A redirect could carry the breaker, worker id and message to
+                // another origin: breakerd never redirects, so one is refused.
+                redirect: "manual",
+            });
+        }
+        catch (err) {
+            return new Unreached(err);
+        }
+        if ((res.status >= 300 && res.status < 400) || res.type === "opaqueredirect") {
+            await res.body?.cancel().catch(() => undefined);
+            const to = res.headers.get("location") ?? "";
+            throw new ProtocolError(url.href, res.status, res.headers.get("content-type") ?? "", `a redirect${to ? ` to ${JSON.stringify(to)}` : ""}, refused (breakerd never redirects)`);
+        }
+        let text;
+        try {
+            text = await readBounded(res, MAX_BODY_BYTES);
+        }
+        catch (err) {
+            if (err instanceof TooLarge)
+                throw new ProtocolError(url.href, res.status, res.headers.get("content-type") ?? "", err.message);
+            return new Unreached(err);
+        }
+        return answer(url.href, res, text);
+    }
+}
+/**
+ * unreached words an UnreachableError: "within" only when the budget ran
+ * out, and the causes' own words (ECONNREFUSED, an HTTP 503...).
+ */
+function unreached(method, n, withinMs, causes) {
+    const why = [...new Set(causes.map(causeText).filter((c) => c !== ""))].join("; ");
+    const within = withinMs !== undefined ? ` within ${withinMs} ms` : "";
+    return `no breakerd answered ${method}${within} (${n} URL${n === 1 ? "" : "s"})${why ? `: ${why}` : ""}`;
+}
+/** causeText is one failure's words, with its own cause's (fetch's "fetch failed" hides ECONNREFUSED there). */
+function causeText(err) {
+    if (!(err instanceof Error))
+        return err === undefined ? "" : String(err);
+    const inner = err.cause;
+    const code = inner?.code;
+    const innerText = inner instanceof Error ? (typeof code === "string" && !inner.message.includes(code) ? `${code} ${inner.message}` : inner.message) : "";
+    return innerText && innerText !== err.message ? `${err.message}: ${innerText}` : err.message;
+}
+/** TooLarge is a body over its bound. */
+export class TooLarge extends Error {
+    constructor(limit) {
+        super(`the body is over ${limit} bytes; refused`);
+    }
+}
+/**
+ * readBounded reads a response's body as text, at most limit bytes: a
+ * longer one is cancelled and TooLarge thrown, so a hostile or broken
+ * server cannot grow the process. The call's signal bounds the time.
+ */
+export async function readBounded(res, limit) {
+    if (!res.body)
+        return "";
+    const reader = res.body.getReader();
+    const decoder = new TextDecoder("utf-8");
+    let n = 0;
+    let text = "";
+    try {
+        for (;;) {
+            const { value, done } = await reader.read();
+            if (done)
+                return text + decoder.decode();
+            n += value.byteLength;
+            if (n > limit)
+                throw new TooLarge(limit);
+            text += decoder.decode(value, { stream: true });
+        }
+    }
+    finally {
+        reader.releaseLock();
+        await res.body.cancel().catch(() => undefined);
+    }
+}
+/** answer reads one HTTP answer: the parsed JSON, a typed error thrown, or Unreached. */
+function answer(url, res, text) {
+    const ctype = res.headers.get("content-type") ?? "";
+    const json = ctype.split(";")[0]?.trim().toLowerCase() === "application/json";
+    let parsed;
+    // A proxy's gateway answer for a daemon it cannot reach: that daemon is away.
+    const away = () => new Unreached(new ProtocolError(url, res.status, ctype, `a gateway error that is not breakerd's: ${snippet(text)}`));
+    if (json) {
+        try {
+            parsed = JSON.parse(text);
+        }
+        catch {
+            if (GATEWAY.has(res.status))
+                return away();
+            throw new ProtocolError(url, res.status, ctype, `the body is not JSON: ${snippet(text)}`);
+        }
+    }
+    if (res.ok) {
+        if (!json || typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+            throw new ProtocolError(url, res.status, ctype, `want a JSON object, got ${snippet(text)}`);
+        }
+        return parsed;
+    }
+    if (!json && text.trimStart().startsWith("{")) {
+        // An error body in breakerd's JSON under another content type (a proxy
+        // or transcoder that relabels it): still the daemon's own answer.
+        try {
+            parsed = JSON.parse(text);
+        }
+        catch {
+            parsed = undefined;
+        }
+    }
+    const eb = (typeof parsed === "object" && parsed !== null ? parsed : {});
+    const code = codeName(eb.code) || (res.status === 401 ? "unauthenticated" : res.status === 403 ? "permission_denied" : "");
+    const msg = typeof eb.message === "string" ? eb.message : snippet(text);
+    const violations = (Array.isArray(eb.field_violations) ? eb.field_violations : []).map((v) => ({
+        field: String(v?.field ?? ""),
+        description: String(v?.description ?? ""),
+    }));
+    if (res.status === 401 || res.status === 403) {
+        throw new AuthError(code, `${msg || `HTTP ${res.status}`} (check the token option)`, violations, res.status, url);
+    }
+    if (typeof eb.code !== "string" || !code) {
+        if (GATEWAY.has(res.status))
+            return away();
+        throw new ProtocolError(url, res.status, ctype, `want breakerd's JSON error, got ${snippet(text)}`);
+    }
+    if (REACH_CODES.has(code))
+        return new Unreached(new APIError(code, msg, violations, res.status, url));
+    throw new APIError(code, msg, violations, res.status, url);
+}
+/** codeName normalizes a gRPC code's name to its JSON form: "INVALID_ARGUMENT" -> "invalid_argument". */
+function codeName(v) {
+    return typeof v === "string" ? v.toLowerCase() : "";
+}
+function snippet(text) {
+    const one = text.replace(/\s+/g, " ").trim();
+    return JSON.stringify(one.length > 120 ? one.slice(0, 120) + "…" : one);
+}
+/** anySignal is a signal that aborts when any of the given ones does (AbortSignal.any is Node ≥ 20.3). */
+export function anySignal(signals) {
+    const live = signals.filter((s) => s !== undefined);
+    if (live.length <= 1)
+        return live[0];
+    const c = new AbortController();
+    for (const s of live) {
+        if (s.aborted) {
+            c.abort(s.reason);
+            return c.signal;
+        }
+    }
+    const onAbort = (ev) => {
+        c.abort(ev.target.reason);
+        for (const s of live)
+            s.removeEventListener("abort", onAbort);
+    };
+    for (const s of live)
+        s.addEventListener("abort", onAbort);
+    return c.signal;
+}
