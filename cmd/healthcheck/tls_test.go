@@ -41,7 +41,9 @@ func checkEnv(addr string, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	return check(context.Background(), config{Addr: addr, Timeout: 2 * time.Second}, creds)
+	// A long bound: a busy host's TLS handshake can take seconds, and a
+	// refusal fails fast whatever the bound.
+	return check(context.Background(), config{Addr: addr, Timeout: 30 * time.Second}, creds)
 }
 
 func TestCheckSpeaksAsTheDaemonListens(t *testing.T) {

@@ -439,6 +439,15 @@ func serveDaemon(ctx context.Context, redisAddr, policyFile string, withHTTP boo
 	if withHTTP {
 		c.HTTPListen = "127.0.0.1:0"
 	}
+	// The daemon's decision bound from the environment, as breakerd reads
+	// it (the test suites set a lax one beside other suites).
+	if v := os.Getenv("BREAKERD_REDIS_DECISION_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return addrs, nil, fmt.Errorf("BREAKERD_REDIS_DECISION_TIMEOUT: %w", err)
+		}
+		c.RedisDecisionTimeout = d
+	}
 	return runDaemon(ctx, c)
 }
 
