@@ -3,10 +3,44 @@
 // it, so the text a model reads has one source.
 package conformance
 
-import "embed"
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"fmt"
+)
 
 //go:embed templates/*.tmpl
 var templates embed.FS
+
+//go:embed client_rules.json
+var clientRules []byte
+
+// ClientRules is client_rules.json: what a client's local fallback keeps
+// (README.md, "client_rules.json").
+type ClientRules struct {
+	Defaults struct {
+		Threshold      int64 `json:"threshold"`
+		CooldownBaseMs int64 `json:"cooldown_base_ms"`
+		CooldownCapMs  int64 `json:"cooldown_cap_ms"`
+		ProbeTimeoutMs int64 `json:"probe_timeout_ms"`
+	} `json:"defaults"`
+	WaitHeaders        []string `json:"wait_headers"`
+	WaitHeaderPrefixes []string `json:"wait_header_prefixes"`
+	FallbackCounts     []string `json:"fallback_counts"`
+}
+
+// ReadClientRules decodes client_rules.json; an unknown field is an
+// error.
+func ReadClientRules() (ClientRules, error) {
+	var r ClientRules
+	dec := json.NewDecoder(bytes.NewReader(clientRules))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return ClientRules{}, fmt.Errorf("conformance: client_rules.json: %w", err)
+	}
+	return r, nil
+}
 
 // Template returns the named template (tool_result or notice) as
 // README.md defines it: the file's text without its final newline.

@@ -21,8 +21,10 @@ type Row struct {
 	Evidence json.RawMessage `json:"evidence"`
 	Deadline int64           `json:"deadline_ms"`
 	Bare     int64           `json:"bare_rate_limit_wait_ms"`
-	Now      int64           `json:"now_ms"`
-	Want     struct {
+	// CountUnrecognised is the policy's count_unrecognised.
+	CountUnrecognised bool  `json:"count_unrecognised"`
+	Now               int64 `json:"now_ms"`
+	Want              struct {
 		Outcome    string `json:"outcome"`
 		RetryAfter int64  `json:"retry_after_ms"`
 		Counts     bool   `json:"counts"`
@@ -61,11 +63,11 @@ func TestConformanceClassification(t *testing.T) {
 			if err := Validate("evidence", ev); err != nil {
 				t.Fatalf("Validate: %v", err)
 			}
-			got := Classify(Input{Evidence: ev, Deadline: time.Duration(r.Deadline) * time.Millisecond,
-				BareWait: time.Duration(r.Bare) * time.Millisecond, Now: time.UnixMilli(r.Now)})
+			got := OutcomeOf(Input{Evidence: ev, Deadline: time.Duration(r.Deadline) * time.Millisecond,
+				BareWait: time.Duration(r.Bare) * time.Millisecond, Now: time.UnixMilli(r.Now), CountUnrecognised: r.CountUnrecognised})
 			if got.Outcome.String() != r.Want.Outcome || got.RetryAfterMs() != r.Want.RetryAfter ||
 				got.Counts != r.Want.Counts || got.Why != r.Want.Why {
-				t.Errorf("Classify(%s) = %v %dms counts=%v %q, want %s %dms counts=%v %q", r.Evidence,
+				t.Errorf("OutcomeOf(%s) = %v %dms counts=%v %q, want %s %dms counts=%v %q", r.Evidence,
 					got.Outcome, got.RetryAfterMs(), got.Counts, got.Why,
 					r.Want.Outcome, r.Want.RetryAfter, r.Want.Counts, r.Want.Why)
 			}

@@ -20,8 +20,9 @@ import (
 
 // TestConformanceClassificationThroughRecord sends every row of
 // conformance/classification.json to a daemon as a Record with evidence
-// and no outcome, its policy's bare_rate_limit_wait and its clock set as
-// the row says, and compares classified_as and why.
+// and no outcome, its policy's bare_rate_limit_wait and count_unrecognised
+// and its clock set as the row says, and compares classified_as and why,
+// and whether the breaker counted it.
 func TestConformanceClassificationThroughRecord(t *testing.T) {
 	b, err := os.ReadFile("../../conformance/classification.json")
 	if err != nil {
@@ -33,9 +34,11 @@ func TestConformanceClassificationThroughRecord(t *testing.T) {
 			Evidence json.RawMessage `json:"evidence"`
 			Deadline int64           `json:"deadline_ms"`
 			Bare     int64           `json:"bare_rate_limit_wait_ms"`
+			Count    bool            `json:"count_unrecognised"`
 			Now      int64           `json:"now_ms"`
 			Want     struct {
 				Outcome string `json:"outcome"`
+				Counts  bool   `json:"counts"`
 				Why     string `json:"why"`
 			} `json:"want"`
 		} `json:"rows"`
@@ -45,7 +48,8 @@ func TestConformanceClassificationThroughRecord(t *testing.T) {
 	}
 	testredis.Each(t, func(t *testing.T, be *testredis.Backend) {
 		var now atomic.Int64
-		set, err := policy.Parse([]byte("breakers:\n  - match: \"" + be.Breaker("*bare5000") + "\"\n    bare_rate_limit_wait: 5s\n"))
+		set, err := policy.Parse([]byte("breakers:\n  - match: \"" + be.Breaker("*bare5000") + "\"\n    bare_rate_limit_wait: 5s\n" +
+			"  - match: \"" + be.Breaker("*counted") + "\"\n    count_unrecognised: true\n"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,6 +65,9 @@ func TestConformanceClassificationThroughRecord(t *testing.T) {
 			if r.Bare == 5000 {
 				name += "-bare5000"
 			}
+			if r.Count {
+				name += "-counted"
+			}
 			res, err := api.Record(context.Background(), &pb.RecordRequest{Breaker: name, WorkerId: "w1",
 				Ticket: &pb.Ticket{}, Evidence: ev, DeadlineMs: r.Deadline})
 			if err != nil {
@@ -68,6 +75,11 @@ func TestConformanceClassificationThroughRecord(t *testing.T) {
 			}
 			if res.GetClassifiedAs().String() != r.Want.Outcome || res.GetWhy() != r.Want.Why {
 				t.Errorf("%s: classified_as %v, why %q; want %s, %q", r.Name, res.GetClassifiedAs(), res.GetWhy(), r.Want.Outcome, r.Want.Why)
+			}
+			// A fresh breaker counts a counted failure; a success is
+			// "counted" too (it ends a run), anything else is not.
+			if want := r.Want.Counts || r.Want.Outcome == "OUTCOME_SUCCESS"; res.GetCounted() != want {
+				t.Errorf("%s: counted %v, want %v (%s)", r.Name, res.GetCounted(), want, res.GetNote())
 			}
 		}
 	})
