@@ -3,10 +3,83 @@
 // it, so the text a model reads has one source.
 package conformance
 
-import "embed"
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"fmt"
+)
 
 //go:embed templates/*.tmpl
 var templates embed.FS
+
+//go:embed client_rules.json
+var clientRules []byte
+
+//go:embed classification.json
+var classification []byte
+
+// ClassificationRow is one row of classification.json (README.md,
+// "classification.json").
+type ClassificationRow struct {
+	Name                string          `json:"name"`
+	Evidence            json.RawMessage `json:"evidence"`
+	DeadlineMs          int64           `json:"deadline_ms"`
+	BareRateLimitWaitMs int64           `json:"bare_rate_limit_wait_ms"`
+	CountUnrecognised   bool            `json:"count_unrecognised"`
+	NowMs               int64           `json:"now_ms"`
+	Want                struct {
+		Outcome      string `json:"outcome"`
+		RetryAfterMs int64  `json:"retry_after_ms"`
+		Counts       bool   `json:"counts"`
+		Why          string `json:"why"`
+	} `json:"want"`
+}
+
+// ReadClassification decodes classification.json's rows; an unknown
+// field, or no row, is an error.
+func ReadClassification() ([]ClassificationRow, error) {
+	var f struct {
+		Rows []ClassificationRow `json:"rows"`
+	}
+	if err := decodeStrict(classification, &f); err != nil {
+		return nil, fmt.Errorf("conformance: classification.json: %w", err)
+	}
+	if len(f.Rows) == 0 {
+		return nil, fmt.Errorf("conformance: classification.json holds no row")
+	}
+	return f.Rows, nil
+}
+
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// ClientRules is client_rules.json: what a client's local fallback keeps
+// (README.md, "client_rules.json").
+type ClientRules struct {
+	Defaults struct {
+		Threshold      int64 `json:"threshold"`
+		CooldownBaseMs int64 `json:"cooldown_base_ms"`
+		CooldownCapMs  int64 `json:"cooldown_cap_ms"`
+		ProbeTimeoutMs int64 `json:"probe_timeout_ms"`
+	} `json:"defaults"`
+	WaitHeaders        []string `json:"wait_headers"`
+	WaitHeaderPrefixes []string `json:"wait_header_prefixes"`
+	FallbackCounts     []string `json:"fallback_counts"`
+}
+
+// ReadClientRules decodes client_rules.json; an unknown field is an
+// error.
+func ReadClientRules() (ClientRules, error) {
+	var r ClientRules
+	if err := decodeStrict(clientRules, &r); err != nil {
+		return ClientRules{}, fmt.Errorf("conformance: client_rules.json: %w", err)
+	}
+	return r, nil
+}
 
 // Template returns the named template (tool_result or notice) as
 // README.md defines it: the file's text without its final newline.

@@ -202,6 +202,7 @@ overlap:abc: breakers[0] (match "overlap:*")
   pause_ttl: 1h0m0s
   alternatives: []
   shadow: false
+  count_unrecognised: false
 crm: defaults
   mode: consecutive
   threshold: 4

@@ -119,7 +119,7 @@ type Call struct {
 	// lease.
 	Token string
 
-	// Evidence is what a Record's outcome says (quorum.Classify).
+	// Evidence is what a Record's outcome says (quorum.EvidenceOf).
 	Evidence quorum.Evidence
 	// Ticket is the Record's fence.
 	Ticket Ticket

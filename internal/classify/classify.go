@@ -24,7 +24,7 @@ import (
 // RetryInfo), unless the breaker's policy sets bare_rate_limit_wait.
 const DefaultBareWait = 60 * time.Second
 
-// Input is what Classify reads.
+// Input is what OutcomeOf reads.
 type Input struct {
 	// Evidence is the call's evidence; nil reads as empty (a success).
 	Evidence *pb.CallEvidence
@@ -37,6 +37,9 @@ type Input struct {
 	// Now is the classifier's clock: a wait stated as a date is taken
 	// relative to the evidence's date, or to Now when it has none.
 	Now time.Time
+	// CountUnrecognised is the policy's count_unrecognised: whether an
+	// error the classifier cannot place (OUTCOME_UNRECOGNISED) counts.
+	CountUnrecognised bool
 }
 
 // Result is a classification.
@@ -57,16 +60,19 @@ type Result struct {
 	Why string
 }
 
-// Classify classifies in by the first rule that matches:
+// OutcomeOf names the outcome in's evidence records, by the first rule
+// that matches:
 //
 //	error_kind CANCELLED           CANCELED (not counted)
 //	error_kind BREAKERD_DENIAL     CANCELED: a sub-tool's denial says nothing of this dependency
 //	error_kind MALFORMED_OUTPUT    MALFORMED_OUTPUT
 //	http_status 400 or more        by status (httpOutcome)
 //	grpc_status set, not OK        by code (grpcOutcome)
-//	any other error_kind           by kind (kindOutcome)
+//	any other error_kind           by kind (kindOutcome); OTHER, or a kind it
+//	                               cannot place, is UNRECOGNISED (counted only
+//	                               with in.CountUnrecognised)
 //	otherwise                      SUCCESS
-func Classify(in Input) Result {
+func OutcomeOf(in Input) Result {
 	ev := in.Evidence
 	switch k := ev.GetErrorKind(); {
 	case k == pb.ErrorKind_ERROR_KIND_CANCELLED:
@@ -80,7 +86,7 @@ func Classify(in Input) Result {
 	case ev.GrpcStatus != nil && ev.GetGrpcStatus() != 0:
 		return grpcOutcome(in)
 	case k != pb.ErrorKind_ERROR_KIND_UNSPECIFIED:
-		return kindOutcome(k)
+		return kindOutcome(k, in.CountUnrecognised)
 	case ev.GetHttpStatus() > 0:
 		return fixed(pb.Outcome_OUTCOME_SUCCESS, fmt.Sprintf("HTTP %d: a success", ev.GetHttpStatus()))
 	case ev.GrpcStatus != nil:
@@ -94,10 +100,25 @@ func Classify(in Input) Result {
 // at the breaker's cooldown cap).
 func (r Result) RetryAfterMs() int64 { return limits.ClampMs(r.RetryAfter.Milliseconds()) }
 
-// fixed is a result with no wait, its Counts from the outcome.
+// fixed is a result with no wait, its Counts from the outcome (never
+// OUTCOME_UNRECOGNISED: unrecognised says whether it counts).
 func fixed(o pb.Outcome, why string) Result {
-	ev, _ := quorum.Classify(o, 0, 0)
+	ev, _ := quorum.EvidenceOf(o, 0, 0, false)
 	return Result{Outcome: o, Counts: ev == quorum.Failure, Why: why}
+}
+
+// Unrecognised is how a why or a reason names OUTCOME_UNRECOGNISED.
+const Unrecognised = "an unrecognised error"
+
+// unrecognised is an error the classifier cannot place: counted only
+// under a policy that sets count_unrecognised.
+func unrecognised(counted bool) Result {
+	if counted {
+		return Result{Outcome: pb.Outcome_OUTCOME_UNRECOGNISED, Counts: true,
+			Why: Unrecognised + ": counted (the policy's count_unrecognised)"}
+	}
+	return Result{Outcome: pb.Outcome_OUTCOME_UNRECOGNISED,
+		Why: Unrecognised + ": not counted (as likely the tool's own bug; the policy's count_unrecognised counts it)"}
 }
 
 // insufficientQuota is the body error code of a 429 that is an exhausted
@@ -226,8 +247,9 @@ func msDuration(ms int64) time.Duration {
 	return max(0, time.Duration(ms)*time.Millisecond)
 }
 
-// kindOutcome maps an error kind with no failing status.
-func kindOutcome(k pb.ErrorKind) Result {
+// kindOutcome maps an error kind with no failing status; countUnrecognised
+// is Input.CountUnrecognised.
+func kindOutcome(k pb.ErrorKind, countUnrecognised bool) Result {
 	switch k {
 	case pb.ErrorKind_ERROR_KIND_DNS:
 		return fixed(pb.Outcome_OUTCOME_TRANSPORT, "DNS lookup failed: "+wTrans)
@@ -240,5 +262,5 @@ func kindOutcome(k pb.ErrorKind) Result {
 	case pb.ErrorKind_ERROR_KIND_TIMEOUT:
 		return fixed(pb.Outcome_OUTCOME_TIMEOUT, "timed out: counted")
 	}
-	return fixed(pb.Outcome_OUTCOME_TRANSPORT, "an error the client did not name: "+wTrans)
+	return unrecognised(countUnrecognised) // ERROR_KIND_OTHER, or a kind this table does not know
 }

@@ -298,6 +298,8 @@ type overrides struct {
 
 	Shadow *boolean `yaml:"shadow"`
 
+	CountUnrecognised *boolean `yaml:"count_unrecognised"`
+
 	CostPerCall *costFile `yaml:"cost_per_call"`
 }
 
@@ -387,6 +389,9 @@ func (o overrides) apply(p Policy) Policy {
 	}
 	if o.Shadow != nil {
 		p.Shadow = bool(*o.Shadow)
+	}
+	if o.CountUnrecognised != nil {
+		p.CountUnrecognised = bool(*o.CountUnrecognised)
 	}
 	if o.CostPerCall != nil {
 		p.CostPerCall = o.CostPerCall.cost()

@@ -122,6 +122,11 @@ type Policy struct {
 	// breaker (Force, breakerctl shadow) overrides it either way; a pin
 	// wins over both. Default false.
 	Shadow bool
+	// CountUnrecognised, when true, counts OUTCOME_UNRECOGNISED (an error
+	// no classifier recognises: ERROR_KIND_OTHER) as a failure. Default
+	// false: such an error is as likely the tool's own bug as an outage
+	// (docs/concepts.md, "Evidence and classification").
+	CountUnrecognised bool
 	// CostPerCall is what one call to the dependency costs, for the
 	// estimate of spend avoided (calls not made times it). Nil (the
 	// default): no estimate, calls are counted all the same.
@@ -371,6 +376,7 @@ func (p Policy) Fields() []string {
 		fmt.Sprintf("pause_ttl: %s", p.PauseTTL),
 		fmt.Sprintf("alternatives: %s", alts),
 		fmt.Sprintf("shadow: %t", p.Shadow),
+		fmt.Sprintf("count_unrecognised: %t", p.CountUnrecognised),
 	)
 	if p.Parent != "" {
 		out = append(out, fmt.Sprintf("parent: %s", p.Parent), fmt.Sprintf("count_toward_parent: %t", p.CountTowardParent))

@@ -1,5 +1,5 @@
 // Package quorum owns the trip rule: what a tool call's outcome says about
-// its dependency (Classify), and when a run of counted failures is enough
+// its dependency (EvidenceOf), and when a run of counted failures is enough
 // to open the circuit for the whole fleet (Judge): the threshold reached
 // AND the failures came from at least MinWorkers distinct workers, each
 // run (all counted failures; 429s beyond the caller's deadline) judged
@@ -32,7 +32,8 @@ type Evidence string
 const (
 	// Healthy (SUCCESS) resets the failure run.
 	Healthy Evidence = "S"
-	// Failure is a counted failure: transport, timeout, 5xx, malformed output.
+	// Failure is a counted failure: transport, timeout, 5xx, malformed
+	// output, and an unrecognised error under a policy that counts them.
 	Failure Evidence = "F"
 	// RateLimited is a 429 whose Retry-After exceeds the caller's deadline:
 	// counted, and a run of them opens the circuit for the Retry-After.
@@ -40,8 +41,9 @@ const (
 	// Throttled is a 429 the caller can wait out within its deadline: not
 	// counted, but its Retry-After may push an open circuit's probe later.
 	Throttled Evidence = "T"
-	// Neutral outcomes are the caller's problem (4xx, 403, 404) or its
-	// cancellation: never counted.
+	// Neutral outcomes are the caller's problem (4xx, 403, 404), its
+	// cancellation, or an unrecognised error under a policy that does not
+	// count them: never counted.
 	Neutral Evidence = "N"
 	// CredentialRejected (401) is never counted; it raises an alert.
 	CredentialRejected Evidence = "U"
@@ -55,11 +57,14 @@ const (
 // Counted reports whether the evidence extends the failure run.
 func (e Evidence) Counted() bool { return e == Failure || e == RateLimited }
 
-// Classify maps an outcome to its evidence. retryAfter and deadline matter
-// only for RATE_LIMITED: the 429 counts when retryAfter > deadline, i.e.
-// when the caller cannot wait it out (a zero deadline means no time left).
-// It returns an error for OUTCOME_UNSPECIFIED or an unknown value.
-func Classify(o pb.Outcome, retryAfter, deadline time.Duration) (Evidence, error) {
+// EvidenceOf weighs an outcome: what it says about the dependency.
+// retryAfter and deadline matter only for RATE_LIMITED: the 429 counts
+// when retryAfter > deadline, i.e. when the caller cannot wait it out (a
+// zero deadline means no time left). countUnrecognised is the policy's
+// count_unrecognised: OUTCOME_UNRECOGNISED is a Failure with it, Neutral
+// without. It returns an error for OUTCOME_UNSPECIFIED or an unknown
+// value.
+func EvidenceOf(o pb.Outcome, retryAfter, deadline time.Duration, countUnrecognised bool) (Evidence, error) {
 	switch o {
 	case pb.Outcome_OUTCOME_SUCCESS:
 		return Healthy, nil
@@ -68,6 +73,11 @@ func Classify(o pb.Outcome, retryAfter, deadline time.Duration) (Evidence, error
 		return Failure, nil
 	case pb.Outcome_OUTCOME_INVALID_ARGUMENT, pb.Outcome_OUTCOME_PERMISSION_DENIED,
 		pb.Outcome_OUTCOME_NOT_FOUND, pb.Outcome_OUTCOME_CANCELED:
+		return Neutral, nil
+	case pb.Outcome_OUTCOME_UNRECOGNISED:
+		if countUnrecognised {
+			return Failure, nil
+		}
 		return Neutral, nil
 	case pb.Outcome_OUTCOME_RATE_LIMITED:
 		if retryAfter > deadline {

@@ -7,36 +7,41 @@ import (
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
-func TestClassify(t *testing.T) {
+func TestEvidenceOf(t *testing.T) {
 	s := time.Second
 	for _, tc := range []struct {
 		o                    pb.Outcome
 		retryAfter, deadline time.Duration
+		countUnrecognised    bool
 		want                 Evidence
 	}{
-		{pb.Outcome_OUTCOME_SUCCESS, 0, 0, Healthy},
-		{pb.Outcome_OUTCOME_TRANSPORT, 0, 0, Failure},
-		{pb.Outcome_OUTCOME_TIMEOUT, 0, 0, Failure},
-		{pb.Outcome_OUTCOME_SERVER_ERROR, 0, 0, Failure},
-		{pb.Outcome_OUTCOME_MALFORMED_OUTPUT, 0, 0, Failure},
-		{pb.Outcome_OUTCOME_INVALID_ARGUMENT, 0, 0, Neutral},
-		{pb.Outcome_OUTCOME_PERMISSION_DENIED, 0, 0, Neutral},
-		{pb.Outcome_OUTCOME_NOT_FOUND, 0, 0, Neutral},
-		{pb.Outcome_OUTCOME_CANCELED, 0, 0, Neutral},
-		{pb.Outcome_OUTCOME_UNAUTHENTICATED, 0, 0, CredentialRejected},
-		{pb.Outcome_OUTCOME_RATE_LIMITED, 5 * s, 10 * s, Throttled},
-		{pb.Outcome_OUTCOME_RATE_LIMITED, 10 * s, 10 * s, Throttled},
-		{pb.Outcome_OUTCOME_RATE_LIMITED, 11 * s, 10 * s, RateLimited},
-		{pb.Outcome_OUTCOME_RATE_LIMITED, s, 0, RateLimited},
+		{pb.Outcome_OUTCOME_SUCCESS, 0, 0, false, Healthy},
+		{pb.Outcome_OUTCOME_TRANSPORT, 0, 0, false, Failure},
+		{pb.Outcome_OUTCOME_TIMEOUT, 0, 0, false, Failure},
+		{pb.Outcome_OUTCOME_SERVER_ERROR, 0, 0, false, Failure},
+		{pb.Outcome_OUTCOME_MALFORMED_OUTPUT, 0, 0, false, Failure},
+		{pb.Outcome_OUTCOME_INVALID_ARGUMENT, 0, 0, false, Neutral},
+		{pb.Outcome_OUTCOME_PERMISSION_DENIED, 0, 0, false, Neutral},
+		{pb.Outcome_OUTCOME_NOT_FOUND, 0, 0, false, Neutral},
+		{pb.Outcome_OUTCOME_CANCELED, 0, 0, false, Neutral},
+		{pb.Outcome_OUTCOME_UNAUTHENTICATED, 0, 0, false, CredentialRejected},
+		{pb.Outcome_OUTCOME_RATE_LIMITED, 5 * s, 10 * s, false, Throttled},
+		{pb.Outcome_OUTCOME_RATE_LIMITED, 10 * s, 10 * s, false, Throttled},
+		{pb.Outcome_OUTCOME_RATE_LIMITED, 11 * s, 10 * s, false, RateLimited},
+		{pb.Outcome_OUTCOME_RATE_LIMITED, s, 0, false, RateLimited},
+		{pb.Outcome_OUTCOME_UNRECOGNISED, 0, 0, false, Neutral},
+		{pb.Outcome_OUTCOME_UNRECOGNISED, 0, 0, true, Failure},
+		{pb.Outcome_OUTCOME_TRANSPORT, 0, 0, true, Failure},
+		{pb.Outcome_OUTCOME_INVALID_ARGUMENT, 0, 0, true, Neutral},
 	} {
-		got, err := Classify(tc.o, tc.retryAfter, tc.deadline)
+		got, err := EvidenceOf(tc.o, tc.retryAfter, tc.deadline, tc.countUnrecognised)
 		if err != nil || got != tc.want {
-			t.Errorf("Classify(%v, %s, %s) = %q, %v; want %q", tc.o, tc.retryAfter, tc.deadline, got, err, tc.want)
+			t.Errorf("EvidenceOf(%v, %s, %s, %t) = %q, %v; want %q", tc.o, tc.retryAfter, tc.deadline, tc.countUnrecognised, got, err, tc.want)
 		}
 	}
 	for _, o := range []pb.Outcome{pb.Outcome_OUTCOME_UNSPECIFIED, 42} {
-		if _, err := Classify(o, 0, 0); err == nil {
-			t.Errorf("Classify(%v) succeeded, want an error", o)
+		if _, err := EvidenceOf(o, 0, 0, true); err == nil {
+			t.Errorf("EvidenceOf(%v) succeeded, want an error", o)
 		}
 	}
 }

@@ -77,8 +77,6 @@ import (
 	"log/slog"
 	"sync"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/events"
@@ -190,38 +188,37 @@ func (s *Scopes) release(ctx context.Context, parent, worker string, t *pb.Ticke
 	s.learnState(parent, at, res.GetState())
 }
 
-// Record applies a call's outcome to its breaker and, for a child, to its
-// parent (see the package doc): the parent's probe lease in the ticket
-// is always settled; with count_toward_parent a counted outcome is
-// counted there too. It answers the child's result; a failure of the
-// parent's half is logged, not returned (the child's half has counted).
-func (s *Scopes) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordResponse, error) {
-	res, err := s.st.Record(ctx, req)
-	p := s.st.Policy(req.GetBreaker())
+// Record applies a call's outcome, in, to its breaker and, for a child,
+// to its parent (see the package doc): the parent's probe lease in the
+// ticket is always settled; with count_toward_parent a counted outcome
+// is counted there too, as in.ForParent. It answers the child's result;
+// a failure of the parent's half is logged, not returned (the child's
+// half has counted).
+func (s *Scopes) Record(ctx context.Context, in store.RecordInput) (*pb.RecordResponse, error) {
+	res, err := s.st.Apply(ctx, in)
+	p := in.Policy
 	if err != nil || p.Parent == "" || res.GetDegraded() {
 		return res, err
 	}
-	t := req.GetTicket()
+	t := in.Ticket
 	lease := t.GetParentLeaseToken()
-	if lease == "" {
-		if !p.CountTowardParent || !res.GetCounted() {
-			return res, nil
-		}
-		if req.GetOutcome() == pb.Outcome_OUTCOME_SUCCESS && (!mayName(ctx, p.Parent) || !s.successMatters(ctx, p.Parent, req.GetLatencyMs())) {
-			return res, nil
-		}
-	}
-	preq := proto.Clone(req).(*pb.RecordRequest)
-	preq.Breaker = p.Parent
-	preq.Ticket = &pb.Ticket{Generation: t.GetParentGeneration(), LeaseToken: lease}
-	at := s.stampOf(p.Parent)
-	pres, err := s.st.Record(ctx, preq)
-	if err != nil {
-		s.log.Warn("scope: the parent's half of a Record failed; the child's outcome counted, the parent's did not",
-			"breaker", req.GetBreaker(), "parent", p.Parent, "err", err)
+	if lease == "" && (!p.CountTowardParent || !res.GetCounted()) {
 		return res, nil
 	}
-	s.learnState(p.Parent, at, pres.GetState())
+	pin, err := in.ForParent(p.Parent, &pb.Ticket{Generation: t.GetParentGeneration(), LeaseToken: lease})
+	if err == nil {
+		if lease == "" && in.Outcome == pb.Outcome_OUTCOME_SUCCESS && (!mayName(ctx, p.Parent) || !s.successMatters(ctx, pin)) {
+			return res, nil
+		}
+		at := s.stampOf(p.Parent)
+		var pres *pb.RecordResponse
+		if pres, err = s.st.Apply(ctx, pin); err == nil {
+			s.learnState(p.Parent, at, pres.GetState())
+			return res, nil
+		}
+	}
+	s.log.Warn("scope: the parent's half of a Record failed; the child's outcome counted, the parent's did not",
+		"breaker", in.Breaker, "parent", p.Parent, "err", err)
 	return res, nil
 }
 
@@ -235,12 +232,13 @@ func mayName(ctx context.Context, breaker string) bool {
 	return id.MayUse(breaker)
 }
 
-// successMatters reports whether a success could change the parent as the
-// view stands (breaker.State.RunOpen, window mode, or a slow call under
-// the parent's policy). An unreadable parent is sent the success.
-func (s *Scopes) successMatters(ctx context.Context, parent string, latencyMs int64) bool {
-	pp := s.st.Policy(parent)
-	if pp.SlowCall > 0 && latencyMs > pp.SlowCall.Milliseconds() {
+// successMatters reports whether a success, as the parent records it
+// (pin), could change the parent as the view stands
+// (breaker.State.RunOpen, window mode, or a slow call under the parent's
+// policy). An unreadable parent is sent the success.
+func (s *Scopes) successMatters(ctx context.Context, pin store.RecordInput) bool {
+	parent, pp := pin.Breaker, pin.Policy
+	if pp.SlowCall > 0 && pin.Call.Latency > pp.SlowCall.Milliseconds() {
 		return true
 	}
 	_, _, err := s.verdict(ctx, parent)

@@ -102,8 +102,12 @@ func (d *daemon) allow(name, worker string) *pb.AllowResponse {
 
 func (d *daemon) record(name, worker string, ticket *pb.Ticket, outcome pb.Outcome) *pb.RecordResponse {
 	d.t.Helper()
-	res, err := d.sc.Record(context.Background(), &pb.RecordRequest{Breaker: name, WorkerId: worker, Ticket: ticket,
-		Outcome: outcome, LatencyMs: 100})
+	in, err := store.NewRecordInput(&pb.RecordRequest{Breaker: name, WorkerId: worker, Ticket: ticket,
+		Outcome: outcome, LatencyMs: 100}, d.st.Policies(), d.st.Now())
+	if err != nil {
+		d.t.Fatalf("NewRecordInput(%q, %q, %v): %v", name, worker, outcome, err)
+	}
+	res, err := d.sc.Record(context.Background(), in)
 	if err != nil {
 		d.t.Fatalf("Record(%q, %q, %v): %v", name, worker, outcome, err)
 	}

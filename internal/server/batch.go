@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/breakerd/breakerd/internal/store"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -25,13 +26,13 @@ func (s *Server) RecordBatch(ctx context.Context, req *pb.RecordBatchRequest) (*
 	if len(recs) == 0 || len(recs) > MaxBatch {
 		return nil, invalid("records", "must hold 1 to %d records, got %d", MaxBatch, len(recs))
 	}
-	whys := make([]string, len(recs))
+	ins := make([]store.RecordInput, len(recs))
 	for i, r := range recs {
-		why, err := s.validRecord(ctx, r)
+		in, err := s.validRecord(ctx, r)
 		if err != nil {
 			return nil, nested(fmt.Sprintf("records[%d]", i), err)
 		}
-		whys[i] = why
+		ins[i] = in
 	}
 	// One breaker's records run in order on one goroutine: its outcomes
 	// count in the order the worker sent them.
@@ -57,7 +58,7 @@ func (s *Server) RecordBatch(ctx context.Context, req *pb.RecordBatchRequest) (*
 			defer wg.Done()
 			defer func() { <-sem }()
 			for _, i := range idx {
-				res, err := s.scopes.Record(ctx, recs[i])
+				res, err := s.scopes.Record(ctx, ins[i])
 				if err != nil {
 					mu.Lock()
 					if first == nil {
@@ -66,7 +67,7 @@ func (s *Server) RecordBatch(ctx context.Context, req *pb.RecordBatchRequest) (*
 					mu.Unlock()
 					return
 				}
-				out[i] = classified(res, recs[i], whys[i])
+				out[i] = classified(res, ins[i])
 			}
 		}(byBreaker[b])
 	}

@@ -43,7 +43,7 @@ func policyProto(p policy.Policy) *pb.Policy {
 		SlowCallMs: msOf(p.SlowCall), SlowCallThreshold: int32(p.SlowCallThreshold), SlowCallRate: p.SlowCallRate,
 		RecoveryCheck: recoveryProto(p.RecoveryCheck), RecoveryCheckIntervalMs: msOf(p.CheckInterval()),
 		Parent: p.Parent, CountTowardParent: p.CountTowardParent, Shadow: p.Shadow,
-		BareRateLimitWaitMs: msOf(p.BareWait()),
+		BareRateLimitWaitMs: msOf(p.BareWait()), CountUnrecognised: p.CountUnrecognised,
 	}
 	if c := p.CostPerCall; c != nil {
 		out.CostPerCall, out.CostCurrency = c.Amount, c.Currency

@@ -21,7 +21,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/breakerd/breakerd/internal/auth"
-	"github.com/breakerd/breakerd/internal/classify"
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/httpapi"
 	"github.com/breakerd/breakerd/internal/limits"
@@ -41,11 +40,7 @@ const MaxBatch = limits.MaxBatch
 
 // maxMessageBytes bounds the failure text a Record may carry and a Force
 // reason.
-const maxMessageBytes = 256
-
-// maxDurationMs bounds every *_ms duration a request carries (7 days), so
-// none overflows a time.Duration or pins a breaker for years.
-const maxDurationMs = limits.MaxDurationMs
+const maxMessageBytes = store.MaxMessageBytes
 
 // maxForceTTLMs bounds a Force TTL (365 days); 0 means until AUTO.
 const maxForceTTLMs = 365 * 24 * 3600 * 1000
@@ -59,6 +54,9 @@ type Server struct {
 	store  *store.Store
 	hub    *events.Hub
 	quotas *quotas
+	// policies is the policy set a Record's input is built under: the
+	// store's, read once per Record.
+	policies func() store.Resolver
 	// scopes runs Allow and Record with parent scopes (a policy's
 	// parent; internal/scope), its view of parents fed by hub.
 	scopes *scope.Scopes
@@ -74,7 +72,8 @@ type Server struct {
 // New returns a Server over st; hub feeds Watch and the view of parent
 // scopes.
 func New(st *store.Store, hub *events.Hub) *Server {
-	s := &Server{store: st, hub: hub, quotas: newQuotas(Limits{}), scopes: scope.New(st, hub, nil)}
+	s := &Server{store: st, hub: hub, quotas: newQuotas(Limits{}), scopes: scope.New(st, hub, nil),
+		policies: func() store.Resolver { return st.Policies() }}
 	return s.WithListener(limits.Listener{})
 }
 
@@ -206,89 +205,51 @@ func (s *Server) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 
 // Record implements BreakerService.Record.
 func (s *Server) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordResponse, error) {
-	why, err := s.validRecord(ctx, req)
+	in, err := s.validRecord(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.scopes.Record(ctx, req)
+	res, err := s.scopes.Record(ctx, in)
 	if err != nil {
 		return nil, statusOf(ctx, err)
 	}
-	return classified(res, req, why), nil
+	return classified(res, in), nil
 }
 
 // classified sets what res's record was taken as, and why: an outcome
 // that moves a breaker (a success, a counted failure) but did not move
 // this one says so, with the store's note (a stale ticket, not the probe).
-func classified(res *pb.RecordResponse, req *pb.RecordRequest, why string) *pb.RecordResponse {
-	res.ClassifiedAs, res.Why = req.GetOutcome(), why
-	ev, err := quorum.Classify(req.GetOutcome(), time.Duration(req.GetRetryAfterMs())*time.Millisecond, time.Duration(req.GetDeadlineMs())*time.Millisecond)
-	if err == nil && (ev.Counted() || ev == quorum.Healthy) && !res.GetCounted() && res.GetNote() != "" {
+func classified(res *pb.RecordResponse, in store.RecordInput) *pb.RecordResponse {
+	res.ClassifiedAs, res.Why = in.Outcome, in.Why
+	if ev := in.Call.Evidence; (ev.Counted() || ev == quorum.Healthy) && !res.GetCounted() && res.GetNote() != "" {
 		res.Why += "; not counted here: " + res.GetNote()
 	}
 	return res
 }
 
-// validRecord checks a Record's request (making its message safe in
-// place, and setting its outcome from its evidence when it sent none)
-// and charges its quotas: the InvalidArgument names the field. It
-// returns why the record is taken as its outcome.
-func (s *Server) validRecord(ctx context.Context, req *pb.RecordRequest) (string, error) {
+// validRecord checks a Record's request, builds its input once
+// (store.NewRecordInput: the policy resolved, the outcome classified from
+// the evidence when the request sent none) and charges its quotas: the
+// InvalidArgument names the field. It never writes req.
+func (s *Server) validRecord(ctx context.Context, req *pb.RecordRequest) (store.RecordInput, error) {
 	if err := validName("breaker", req.GetBreaker()); err != nil {
-		return "", err
+		return store.RecordInput{}, err
 	}
 	if err := validWorker("worker_id", req.GetWorkerId()); err != nil {
-		return "", err
+		return store.RecordInput{}, err
 	}
-	why, err := s.classifyRecord(req)
+	in, err := store.NewRecordInput(req, s.policies(), s.store.Now())
 	if err != nil {
-		return "", err
+		return store.RecordInput{}, fieldStatus(err)
 	}
-	return why, s.validRecordFields(ctx, req)
+	if err := validTicket(req.GetTicket()); err != nil {
+		return store.RecordInput{}, err
+	}
+	return in, s.admit(ctx, req.GetBreaker())
 }
 
-// classifyRecord validates a Record's evidence and, when the request
-// sent no outcome, sets the outcome (with a rate limit's Retry-After and
-// deadline) from it, by internal/classify under the breaker's policy. It
-// reads no Redis: the policy is in memory and the clock is the daemon's.
-func (s *Server) classifyRecord(req *pb.RecordRequest) (string, error) {
-	ev := req.GetEvidence()
-	if err := classify.Validate("evidence", ev); err != nil {
-		return "", fieldStatus(err)
-	}
-	if req.GetOutcome() != pb.Outcome_OUTCOME_UNSPECIFIED || ev == nil {
-		return "outcome sent by the caller", nil
-	}
-	if d := req.GetDeadlineMs(); d < 0 || d > maxDurationMs {
-		return "", invalid("deadline_ms", "must be between 0 and %d (7 days), got %d", maxDurationMs, d)
-	}
-	c := classify.Classify(classify.Input{Evidence: ev, Deadline: time.Duration(req.GetDeadlineMs()) * time.Millisecond,
-		BareWait: s.store.Policy(req.GetBreaker()).BareWait(), Now: s.store.Now()})
-	req.Outcome = c.Outcome
-	if c.Outcome == pb.Outcome_OUTCOME_RATE_LIMITED {
-		req.RetryAfterMs, req.DeadlineMs = c.RetryAfterMs(), limits.ClampMs(c.Deadline.Milliseconds())
-	}
-	return c.Why, nil
-}
-
-// validRecordFields checks the rest of a Record's request and charges its
-// quotas.
-func (s *Server) validRecordFields(ctx context.Context, req *pb.RecordRequest) error {
-	if req.GetOutcome() == pb.Outcome_OUTCOME_UNSPECIFIED {
-		return invalid("outcome", "is required: set an outcome, or send evidence for breakerd to classify")
-	}
-	if _, ok := pb.Outcome_name[int32(req.GetOutcome())]; !ok {
-		return invalid("outcome", "must be one of the defined outcomes, got %v", req.GetOutcome())
-	}
-	for _, f := range []struct {
-		name string
-		v    int64
-	}{{"retry_after_ms", req.GetRetryAfterMs()}, {"deadline_ms", req.GetDeadlineMs()}, {"latency_ms", req.GetLatencyMs()}} {
-		if f.v < 0 || f.v > maxDurationMs {
-			return invalid(f.name, "must be between 0 and %d (7 days), got %d", maxDurationMs, f.v)
-		}
-	}
-	t := req.GetTicket()
+// validTicket checks a Record's ticket.
+func validTicket(t *pb.Ticket) error {
 	switch {
 	case t == nil:
 		return invalid("ticket", "is required: pass the ticket Allow returned")
@@ -300,12 +261,6 @@ func (s *Server) validRecordFields(ctx context.Context, req *pb.RecordRequest) e
 		return invalid("ticket.parent_generation", "must not be negative, got %d", t.GetParentGeneration())
 	case len(t.GetParentLeaseToken()) > maxTokenBytes || !printable(t.GetParentLeaseToken()):
 		return invalid("ticket.parent_lease_token", "must be printable and at most %d bytes", maxTokenBytes)
-	}
-	// The message is free text from a tool's error: keep it, made safe for
-	// a one-line reason, rather than refuse the outcome it describes.
-	req.Message = oneLine(req.GetMessage(), maxMessageBytes)
-	if err := s.admit(ctx, req.GetBreaker()); err != nil {
-		return err
 	}
 	return nil
 }
@@ -579,8 +534,6 @@ func validNames(field string, names []string) error {
 	}
 	return nil
 }
-
-func oneLine(v string, n int) string { return limits.OneLine(v, n) }
 
 func printable(v string) bool { return limits.Printable(v) }
 

@@ -157,6 +157,8 @@ type dpolicy struct {
 	GroupMembers    int64   `json:"group_members,omitempty"`
 	// Shadow is the policy's shadow mode.
 	Shadow bool `json:"shadow,omitempty"`
+	// CountUnrecognised is the policy's count_unrecognised.
+	CountUnrecognised bool `json:"count_unrecognised,omitempty"`
 }
 
 func (p dpolicy) policy() policy.Policy {
@@ -172,14 +174,14 @@ func (p dpolicy) policy() policy.Policy {
 	}
 	pol.SlowCall = time.Duration(p.SlowCallMs) * time.Millisecond
 	pol.SlowCallThreshold, pol.SlowCallRate = p.SlowCallThreshold, p.SlowCallRate
-	pol.Shadow = p.Shadow
+	pol.Shadow, pol.CountUnrecognised = p.Shadow, p.CountUnrecognised
 	return pol
 }
 
 var (
 	outcomes = []string{"SUCCESS", "TRANSPORT", "TIMEOUT", "SERVER_ERROR", "MALFORMED_OUTPUT", "RATE_LIMITED",
 		"RATE_LIMITED", "RATE_LIMITED", "INVALID_ARGUMENT", "PERMISSION_DENIED", "NOT_FOUND", "CANCELED", "UNAUTHENTICATED",
-		"QUOTA_EXHAUSTED"}
+		"QUOTA_EXHAUSTED", "UNRECOGNISED", "UNRECOGNISED"}
 	// Boundaries of the policies below: cooldowns 10s..80s, probe 5s.
 	retryAfters = []int64{0, 0, 1, 2999, 3000, 3001, 9999, 10000, 10001, 60000, 79999, 80000, 80001, 200000}
 	deadlines   = []int64{0, 0, 3000, 5000, 10000}
@@ -219,6 +221,7 @@ func genCase(t *rapid.T) dcase {
 		c.Policy.GroupMembers = rapid.Int64Range(1, 6).Draw(t, "group_members")
 	}
 	c.Policy.Shadow = rapid.Bool().Draw(t, "shadow")
+	c.Policy.CountUnrecognised = rapid.Bool().Draw(t, "count_unrecognised")
 	workers := []string{"w1", "w2", "w3"}
 	n := rapid.IntRange(1, 60).Draw(t, "steps")
 	var lastAllow *dstep
@@ -499,10 +502,11 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 			if err != nil {
 				fatalf("Record: %v", err)
 			}
-			call, err := store.RecordCall(req, p)
+			in, err := store.NewRecordInput(req, set, time.UnixMilli(now))
 			if err != nil {
-				fatalf("RecordCall: %v", err)
+				fatalf("NewRecordInput: %v", err)
 			}
+			call := in.Call
 			call.Group = breaker.GroupCounts{Open: s.Open}
 			call.Quiet = s.Quiet
 			if g := group(name); g != nil {

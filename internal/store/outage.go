@@ -406,11 +406,10 @@ func (s *Store) memoryAllow(n *node, name, worker string) *pb.AllowResponse {
 	return out
 }
 
-func (s *Store) memoryRecord(n *node, req *pb.RecordRequest, c breaker.Call) *pb.RecordResponse {
-	name := req.GetBreaker()
-	p := s.Policy(name)
+func (s *Store) memoryRecord(n *node, in RecordInput) *pb.RecordResponse {
+	name, p := in.Breaker, in.Policy
 	now := s.outageNow()
-	res, v, _ := n.table.Apply(name, ParamsOf(p, s.o.Rand()), c, now)
+	res, v, _ := n.table.Apply(name, ParamsOf(p, s.o.Rand()), in.Call, now)
 	st := stateOf(v, name, p)
 	if w := windowMs(p); w > 0 { // the window after the call, as Redis answers
 		cur, _ := n.table.State(name, now)

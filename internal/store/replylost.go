@@ -141,12 +141,11 @@ func (s *Store) settleAllow(ctx context.Context, name, worker string, keys []str
 	}
 	req := &pb.RecordRequest{Breaker: name, WorkerId: worker, Outcome: pb.Outcome_OUTCOME_CANCELED,
 		Ticket: &pb.Ticket{Generation: v.Gen, LeaseToken: token}}
-	set := s.policies.Load()
-	c, err := RecordCall(req, set.For(name))
+	in, err := NewRecordInput(req, s.policies.Load(), s.Now())
 	if err != nil {
 		return false, err
 	}
-	if _, err := s.record(ctx, req, c, set, nil); err != nil {
+	if _, err := s.record(ctx, in, nil); err != nil {
 		return false, err
 	}
 	return true, nil

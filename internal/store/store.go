@@ -369,34 +369,38 @@ func AllowAnswer(name, worker string, res breaker.Result, v breaker.View, token 
 	return out
 }
 
-// Record runs record.lua: one round trip. The outcome must be a defined
-// Outcome (quorum.Classify's error otherwise). Each call carries an id of
-// its own, so that Redis applies it once even when it is sent twice (lost
-// replies: replylost.go).
+// Record runs record.lua for req: NewRecordInput under the policy set in
+// force and the daemon's clock, then Apply. Errors are NewRecordInput's
+// (a bad field) and Apply's.
 func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordResponse, error) {
-	set := s.policies.Load()
-	c, err := RecordCall(req, set.For(req.GetBreaker()))
+	in, err := NewRecordInput(req, s.policies.Load(), s.Now())
 	if err != nil {
 		return nil, err
 	}
-	n := s.nodeOf(ctx, req.GetBreaker())
-	if n.down.Load() {
-		return s.memoryRecord(n, req, c), nil
-	}
-	return s.record(ctx, req, c, set, n)
+	return s.Apply(ctx, in)
 }
 
-// record runs record.lua for req, whose call is c, under the policy set
-// set. With the breaker's node n, a node that cannot serve the call is
-// answered from memory (Options.Outage), as Record answers; with nil, it
-// is an error.
-func (s *Store) record(ctx context.Context, req *pb.RecordRequest, c breaker.Call, set *policy.Set, n *node) (*pb.RecordResponse, error) {
-	name := req.GetBreaker()
-	p, g := set.For(name), groupOf(set, name)
+// Apply runs record.lua for in: one round trip, under in's policy and
+// group (never resolved again). Each call carries an id of its own, so
+// that Redis applies it once even when it is sent twice (lost replies:
+// replylost.go).
+func (s *Store) Apply(ctx context.Context, in RecordInput) (*pb.RecordResponse, error) {
+	n := s.nodeOf(ctx, in.Breaker)
+	if n.down.Load() {
+		return s.memoryRecord(n, in), nil
+	}
+	return s.record(ctx, in, n)
+}
+
+// record runs record.lua for in. With the breaker's node n, a node that
+// cannot serve the call is answered from memory (Options.Outage), as
+// Apply answers; with nil, it is an error.
+func (s *Store) record(ctx context.Context, in RecordInput, n *node) (*pb.RecordResponse, error) {
+	name, c, p, g := in.Breaker, in.Call, in.Policy, in.Group
 	// Only a failure, a slow success, or any call in window mode (it
 	// writes the window) can create state for a breaker that holds none,
 	// or trip one.
-	mayTrip := req.GetOutcome() != pb.Outcome_OUTCOME_SUCCESS || p.SlowCall > 0 && c.Latency > p.SlowCall.Milliseconds() || p.Mode == policy.ModeWindow
+	mayTrip := in.Outcome != pb.Outcome_OUTCOME_SUCCESS || p.SlowCall > 0 && c.Latency > p.SlowCall.Milliseconds() || p.Mode == policy.ModeWindow
 	if mayTrip {
 		// The ceiling applies to it.
 		if err := s.admitNew(ctx, name); err != nil {
@@ -409,7 +413,7 @@ func (s *Store) record(ctx context.Context, req *pb.RecordRequest, c breaker.Cal
 	if q != nil {
 		quiet = q.Quiet(ctx)
 	}
-	args := append(s.recordArgs(name, req.GetWorkerId(), c, p, params), open, quiet,
+	args := append(s.recordArgs(name, in.Worker, c, p, params), open, quiet,
 		newRecordID(), recordMemory.Milliseconds(), boolArg(mayTrip), recordsKept)
 	var res []any
 	var err error
@@ -420,12 +424,12 @@ func (s *Store) record(ctx context.Context, req *pb.RecordRequest, c breaker.Cal
 	}
 	if err != nil {
 		if n != nil && s.inMemory(ctx, n, err) {
-			return s.memoryRecord(n, req, c), nil
+			return s.memoryRecord(n, in), nil
 		}
-		s.lostRecord(name, req.GetWorkerId(), err)
+		s.lostRecord(name, in.Worker, err)
 		return nil, fmt.Errorf("store: record %q: %w", name, err)
 	}
-	a, err := s.recordAnswer(ctx, res, name, req.GetWorkerId(), c, p, g, readCounts)
+	a, err := s.recordAnswer(ctx, res, name, in.Worker, c, p, g, readCounts)
 	if err == nil && q != nil { // the reply's last element: the alerts it raised
 		q.Raised(ctx, quiet, (&reply{v: res}).int(len(res)-1))
 	}
@@ -493,37 +497,6 @@ func (s *Store) groupCap(ctx context.Context, g *policy.Group, name string, mayT
 		}
 	}
 	return int64(0), false
-}
-
-// RecordCall turns a Record request into the machine's call: the outcome
-// classified (quorum.Classify's error for an undefined one), described in
-// plain words, and its Retry-After capped at the policy's cooldown cap, so
-// that no single vendor answer (or a buggy worker) can keep a breaker open
-// for longer than its cap.
-func RecordCall(req *pb.RecordRequest, p policy.Policy) (breaker.Call, error) {
-	retryAfter := time.Duration(req.GetRetryAfterMs()) * time.Millisecond
-	deadline := time.Duration(req.GetDeadlineMs()) * time.Millisecond
-	ev, err := quorum.Classify(req.GetOutcome(), retryAfter, deadline)
-	if err != nil {
-		return breaker.Call{}, err
-	}
-	latency := time.Duration(req.GetLatencyMs()) * time.Millisecond
-	last := breaker.Describe(req.GetOutcome(), latency, retryAfter, deadline, req.GetEvidence().GetHttpStatus(), req.GetMessage())
-	if ev == quorum.Healthy && p.SlowCall > 0 && latency > p.SlowCall {
-		// What a slow probe's failure reads as (a slow success on a
-		// half-open breaker is a failed probe).
-		last = "slow success: took " + breaker.Human(latency) + ", limit " + breaker.Human(p.SlowCall)
-	}
-	return breaker.Call{
-		Op:               breaker.OpRecord,
-		Actor:            req.GetWorkerId(),
-		Evidence:         ev,
-		Ticket:           breaker.Ticket{Gen: req.GetTicket().GetGeneration(), Lease: req.GetTicket().GetLeaseToken(), Shadow: req.GetTicket().GetShadowDenied()},
-		RetryAfter:       min(retryAfter, p.CooldownCap).Milliseconds(),
-		Last:             last,
-		Latency:          req.GetLatencyMs(),
-		CredentialWorked: req.GetCredentialWorked(),
-	}, nil
 }
 
 // ParamsOf returns policy p as the scripts receive it, with the jitter

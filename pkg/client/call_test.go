@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -271,7 +272,9 @@ func TestWrappedClassifier(t *testing.T) {
 
 func testWrappedClassifier(t *testing.T, m *clientMode) {
 	b := testredis.Mini(t)
-	d := start(t, b, store.Options{})
+	counting := policy.Default()
+	counting.CountUnrecognised = true // so that the default classifier's reading counts
+	d := start(t, b, store.Options{Policies: policy.NewSet(counting)})
 	type quotaError struct{ error }
 	classify := func(ctx context.Context, err error) (Result, bool) {
 		var q quotaError
@@ -292,7 +295,7 @@ func testWrappedClassifier(t *testing.T, m *clientMode) {
 		t.Errorf("wrapped classifier: %d failures, want 0 (its own type read as INVALID_ARGUMENT)", st.Failures)
 	}
 	if st := state(t, d, theirs); st.Failures != 1 {
-		t.Errorf("default classifier: %d failures, want 1 (an unknown error is TRANSPORT)", st.Failures)
+		t.Errorf("default classifier: %d failures, want 1 (an unknown error is UNRECOGNISED, counted under count_unrecognised)", st.Failures)
 	}
 	// The wrapper still falls through to the default rows.
 	_ = wrapped.Call(ctx, mine, func(context.Context) error { return &HTTPError{StatusCode: 503, Status: "503"} })

@@ -298,7 +298,12 @@ func NewClassifier(o ClassifierOptions) Classifier {
 //	context.DeadlineExceeded, net.Error timeout TIMEOUT, as is any error once ctx's deadline passed
 //	connection refused                          REFUSED
 //	connection reset, io.EOF, unexpected EOF    RESET
-//	any other error                             OTHER (a transport failure)
+//	any other error                             OTHER: an unrecognised error, counted only when the
+//	                                            breaker's policy sets count_unrecognised
+//
+// An error that is not the dependency's fault at all is better named by
+// WithIgnore; one that carries an HTTP status is an *HTTPError
+// (CheckResponse), classified by its status.
 //
 // The deadline a wait is compared to is what is left of ctx's deadline;
 // with no deadline the caller can wait, so the 429 is not counted.
@@ -335,7 +340,7 @@ func (cl classifier) at(ctx context.Context, err error, now time.Time) (Result, 
 	ev, msg := evidenceOf(ctx, err)
 	_, hasDeadline := ctx.Deadline()
 	ev.NoDeadline = !hasDeadline
-	c := classify.Classify(classify.Input{Evidence: ev, Deadline: remaining(ctx, now, 0), BareWait: cl.bare, Now: now})
+	c := classify.OutcomeOf(classify.Input{Evidence: ev, Deadline: remaining(ctx, now, 0), BareWait: cl.bare, Now: now})
 	return Result{Outcome: c.Outcome, RetryAfter: c.RetryAfter, Deadline: c.Deadline, Message: msg}, true
 }
 
@@ -375,7 +380,7 @@ func evidenceOf(ctx context.Context, err error) (*pb.CallEvidence, string) {
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
 		return kind(pb.ErrorKind_ERROR_KIND_RESET, "connection reset")
 	}
-	return kind(pb.ErrorKind_ERROR_KIND_OTHER, "transport error")
+	return kind(pb.ErrorKind_ERROR_KIND_OTHER, fmt.Sprintf("unrecognised error (%T)", err))
 }
 
 // httpEvidence is an HTTP failure's evidence: its status, wait headers

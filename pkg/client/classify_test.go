@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -85,6 +86,7 @@ func TestClassify(t *testing.T) {
 		limited   = pb.Outcome_OUTCOME_RATE_LIMITED
 		unauth    = pb.Outcome_OUTCOME_UNAUTHENTICATED
 		quota     = pb.Outcome_OUTCOME_QUOTA_EXHAUSTED
+		unrecog   = pb.Outcome_OUTCOME_UNRECOGNISED
 		skip      = pb.Outcome_OUTCOME_UNSPECIFIED // not recorded
 	)
 	cases := []struct {
@@ -115,8 +117,9 @@ func TestClassify(t *testing.T) {
 		{name: "TLS record header", err: urlErr(tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}), want: transport},
 		{name: "TLS alert", err: urlErr(tls.AlertError(40)), want: transport},
 		{name: "caller canceled", ctx: canceled, err: urlErr(context.Canceled), want: skip},
-		{name: "canceled, but not by the caller", err: context.Canceled, want: transport, msg: "transport error"},
-		{name: "anything else", err: errors.New("boom"), want: transport},
+		{name: "canceled, but not by the caller", err: context.Canceled, want: unrecog, msg: "unrecognised error (*errors.errorString)"},
+		{name: "anything else", err: errors.New("boom"), want: unrecog},
+		{name: "a tool's own bug", err: fmt.Errorf("lookup: %w", strconv.ErrSyntax), want: unrecog, msg: "unrecognised error (*fmt.wrapError)"},
 		// The caller's cancellation, however the tool reports it.
 		{name: "caller canceled, tool said %v of ctx.Err()", ctx: canceled, err: fmt.Errorf("search: %v", context.Canceled), want: skip},
 		{name: "caller canceled, tool said its own words", ctx: canceled, err: errors.New("driver: query canceled"), want: skip},

@@ -150,6 +150,7 @@ type core struct {
 type options struct {
 	worker        string
 	classify      Classifier
+	ignore        func(error) bool // WithIgnore
 	dial          []grpc.DialOption
 	clock         Clock
 	budget        time.Duration
@@ -189,6 +190,14 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 // WithClassifier replaces how Call turns a call's error into an outcome.
 // Default: DefaultClassifier. Wrap it to add your own error types.
 func WithClassifier(cl Classifier) Option { return func(o *options) { o.classify = cl } }
+
+// WithIgnore names the errors that are not the dependency's fault (the
+// tool's own bugs, a validation it does before the call), as pybreaker's
+// exclude and resilience4j's ignoreExceptions do: Call records an error
+// for which ignore returns true as OUTCOME_INVALID_ARGUMENT, never
+// counted (a probe's lease is released without a verdict), before any
+// classifier reads it. ignore must be safe for concurrent use.
+func WithIgnore(ignore func(error) bool) Option { return func(o *options) { o.ignore = ignore } }
 
 // WithClock sets the clock of the local fallback breaker, the cached
 // denials and Runs. Default: the system clock.
@@ -1161,7 +1170,7 @@ func (c *Client) Call(ctx context.Context, breaker string, fn func(ctx context.C
 		// a probe hands its lease back (the deferred CANCELED).
 		return callErr
 	}
-	r, ok := c.o.classify(ctx, callErr)
+	r, ok := c.outcomeOf(ctx, callErr)
 	if !ok {
 		return callErr
 	}
@@ -1171,6 +1180,18 @@ func (c *Client) Call(ctx context.Context, breaker string, fn func(ctx context.C
 		return errors.Join(callErr, fmt.Errorf("client: record %s: %w", breaker, err))
 	}
 	return callErr
+}
+
+// ignoredMessage is the operator's words for an error WithIgnore names.
+const ignoredMessage = "ignored by the worker (WithIgnore): not the dependency's fault"
+
+// outcomeOf is what Call records for fn's error err: an error WithIgnore
+// names is OUTCOME_INVALID_ARGUMENT; any other goes to the classifier.
+func (c *Client) outcomeOf(ctx context.Context, err error) (Result, bool) {
+	if err != nil && c.o.ignore != nil && c.o.ignore(err) {
+		return Result{Outcome: pb.Outcome_OUTCOME_INVALID_ARGUMENT, Message: ignoredMessage}, true
+	}
+	return c.o.classify(ctx, err)
 }
 
 // CallValidated is Call for a tool whose output can be checked: fn's

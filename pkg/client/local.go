@@ -105,7 +105,9 @@ func (l *localBreaker) allow(name string) *Permit {
 // local generation.
 func (l *localBreaker) record(name string, t *pb.Ticket, r Result) {
 	now := l.now().UnixMilli()
-	ev, err := quorum.Classify(r.Outcome, r.RetryAfter, r.Deadline)
+	// An unrecognised error counts only under a policy that says so, and
+	// the local breaker has breakerd's default policy: it does not.
+	ev, err := quorum.EvidenceOf(r.Outcome, r.RetryAfter, r.Deadline, false)
 	if err != nil {
 		return // an undefined outcome says nothing
 	}

@@ -240,7 +240,7 @@ func (b *runBreaker) call(ctx context.Context, fn func(context.Context) error) (
 	if !ok { // not an outcome (the run's own context ended): hand the probe back
 		r.Outcome = pb.Outcome_OUTCOME_CANCELED
 	}
-	ev, _ := quorum.Classify(r.Outcome, r.RetryAfter, r.Deadline)
+	ev, _ := quorum.EvidenceOf(r.Outcome, r.RetryAfter, r.Deadline, false)
 	lease := ""
 	if res.Decision == pb.Decision_DECISION_PROBE {
 		lease = "probe"

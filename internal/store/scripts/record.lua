@@ -4,10 +4,11 @@
 -- trip rule quorum.Judge (internal/quorum), the cooldown probe.Cooldown
 -- and probe.Jitter (internal/probe).
 --
--- ARGV[8]  -> evidence: S success, F counted failure, R counted rate limit
---             (429 beyond the deadline), T throttled (429 within the
---             deadline, not counted), N never counted, U credential rejected,
---             Q quota exhausted (402)
+-- ARGV[8]  -> evidence (quorum.EvidenceOf): S success, F counted failure,
+--             R counted rate limit (429 beyond the deadline), T throttled
+--             (429 within the deadline, not counted), N never counted, U
+--             credential rejected, Q quota exhausted (402); an unrecognised
+--             error is F under the policy's count_unrecognised, N without
 -- ARGV[9]  -> ticket generation
 -- ARGV[10] -> ticket lease token ('' unless the call was a probe)
 -- ARGV[11] -> Retry-After, ms (0 when none; capped at the cooldown cap)
