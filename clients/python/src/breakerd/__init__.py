@@ -25,11 +25,12 @@ from ._errors import (
     ProtocolError,
     Unauthenticated,
 )
-from ._evidence import MalformedOutput, evidence_of
-from ._guard import Guard
+from ._evidence import HttpError, MalformedOutput, evidence_of, raise_for_status
+from ._guard import EXCLUDED_OUTCOME, Guard
 from ._run import Run, Unavailable, tool_name
 
 __all__ = [
+    "EXCLUDED_OUTCOME",
     "APIError",
     "AsyncClient",
     "AsyncRun",
@@ -39,6 +40,7 @@ __all__ = [
     "ConfigError",
     "FieldViolation",
     "Guard",
+    "HttpError",
     "InvalidArgument",
     "MalformedOutput",
     "Permit",
@@ -49,5 +51,6 @@ __all__ = [
     "Unavailable",
     "default_worker_id",
     "evidence_of",
+    "raise_for_status",
     "tool_name",
 ]
