@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 import breakerd
+from breakerd._fallback import LocalPolicy
 
 from .fakes import Fake, json_answer
 
@@ -193,7 +194,7 @@ def test_excluded_error_is_ignored_by_the_fallback() -> None:
     local trip nor ends a failure run."""
     c = breakerd.Client("http://127.0.0.1:1", worker_id="w1", allow_budget=0.2, watch=False)
     try:
-        for i in range(4):  # the default threshold is 5: four failures, with excluded errors between
+        for i in range(LocalPolicy().threshold - 1):  # one failure short, with excluded errors between
             with pytest.raises(httpx.HTTPStatusError):
                 with c.guard("quotes"):
                     failing(503)
