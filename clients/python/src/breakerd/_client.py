@@ -305,8 +305,8 @@ class Client:
             return given
         except Outage:
             return self._fallback_allow(breaker, tool)
+        self._learn(ans.get("state"))  # first: its as_of_ms is the clock the denial is rendered at
         p = self._permit(breaker, tool, ans)
-        self._learn(p.state)
         self._learn_policy(breaker)
         return p
 
