@@ -195,6 +195,45 @@ def test_langchain_langgraph(daemon: Daemon, name: Callable[[str], str]) -> None
     assert vendor.calls == 3
 
 
+def test_langchain_tool_exception_is_recorded(daemon: Daemon, name: Callable[[str], str]) -> None:
+    """LangChain's idiomatic failure, a ToolException with
+    handle_tool_error=True, reaches the model as the tool's text and is
+    recorded by what it was raised from (a 503): three from two workers
+    trip the breaker, and the vendor is called no more."""
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langchain_core.tools import StructuredTool, ToolException
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode
+
+    from breakerd.adapters.langchain import Toolkit
+
+    vendor = Vendor()
+
+    def refund(charge_id: str) -> str:
+        """Refund a card charge."""
+        try:
+            return vendor.refund(charge_id)
+        except httpx.HTTPStatusError:
+            raise ToolException("the payments service failed; try later")
+
+    refund_charge = StructuredTool.from_function(refund, name="refund_charge", handle_tool_error=True)
+
+    b = name("payments")
+    for i, worker in enumerate([*WORKERS, "w3"]):
+        kit = Toolkit(client(daemon, worker), {"refund_charge": b})
+        graph = StateGraph(MessagesState)
+        graph.add_node("tools", ToolNode([kit.wrap(refund_charge)]))
+        graph.add_edge(START, "tools")
+        call = AIMessage("", tool_calls=[{"name": "refund_charge", "args": {"charge_id": "ch_1"}, "id": f"c{i}"}])
+        out = graph.compile().invoke({"messages": [call]})["messages"][-1]
+        assert isinstance(out, ToolMessage)
+        if i < len(WORKERS):
+            assert out.content == "the payments service failed; try later"
+        else:
+            assert json.loads(str(out.content))["tool"] == "refund_charge"  # the denial, as the tool's output
+    assert vendor.calls == 3
+
+
 # -- the OpenAI and Anthropic SDKs' plain tools=[...] lists ---------------------------
 
 
@@ -248,3 +287,93 @@ def test_sdk_tool_lists(daemon: Daemon, name: Callable[[str], str]) -> None:
     assert [t["name"] for t in sent[1]["tools"]] == ["web_search"]
     assert "- refund_charge: " in sent[1]["system"]
     assert vendor.calls == 3
+
+
+# -- a worker the fleet suspects ------------------------------------------------------
+
+
+def suspect(d: Daemon, breaker: str, worker: str) -> str:
+    """Fails breaker's calls from worker alone until it is the suspect (the
+    test policy's threshold, no second worker); returns the words of the
+    daemon's denial for it."""
+    c = client(d, worker)
+    for _ in range(3):
+        with pytest.raises(httpx.HTTPStatusError):
+            with c.guard(breaker):
+                Vendor().refund("ch_0")
+    (st,) = c.batch_get([breaker])
+    assert st.get("suspect_worker") == worker and client(d, "w2").allow(breaker).allowed  # the fleet keeps it
+    reason = str(st["denial"]["reason"])
+    assert reason
+    return reason
+
+
+def notice_line(text: str, tool: str) -> str:
+    return next(line for line in text.splitlines() if line.startswith(f"- {tool}: "))
+
+
+async def test_openai_agents_suspect_worker(daemon: Daemon, name: Callable[[str], str]) -> None:
+    """A worker whose calls alone fail loses the tool for its runs, with
+    the daemon's words for it, and its own denial's status."""
+    import agents
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
+    from breakerd.adapters.openai_agents import Toolbox
+
+    agents.set_tracing_disabled(True)
+    b = name("payments")
+    reason = suspect(daemon, b, "w1")
+    box = Toolbox(client(daemon, "w1"), {"refund_charge": b})
+
+    @box.function_tool
+    def refund_charge(charge_id: str) -> str:
+        """Refund a card charge."""
+        return Vendor().refund(charge_id)
+
+    model = ScriptedModel([[assistant_message("Refunds are out of service here.")]])
+    await box.run(agents.Agent(name="a", instructions="Help.", tools=[refund_charge], model=model), "Refund ch_1")
+    call = model.first_call
+    assert call is not None and [t.name for t in call.tools] == []
+    assert call.system_instructions is not None
+    assert notice_line(call.system_instructions, "refund_charge").startswith(f"- refund_charge: {reason.rstrip('. ')}.")
+
+    # Unfiltered, the model calls it anyway: the tool output is this
+    # worker's denial, never the fleet's circuit_open.
+    model = ScriptedModel([[function_call("refund_charge", {"charge_id": "ch_1"}, call_id="c1")],
+                           [assistant_message("Refunds are out of service here.")]])
+    await agents.Runner.run(agents.Agent(name="a", tools=[refund_charge], model=model), "Refund ch_1")
+    assert model.last_call is not None
+    out = next(i for i in model.last_call.input if isinstance(i, dict) and i.get("type") == "function_call_output")
+    denial = json.loads(out["output"])
+    assert denial["status"] == "worker_isolated" and denial["scope"] == "worker" and denial["reason"] == reason.rstrip(". ")
+
+
+def test_langgraph_suspect_worker(daemon: Daemon, name: Callable[[str], str]) -> None:
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+    from langchain_core.tools import tool
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode
+
+    from breakerd.adapters.langchain import Toolkit
+
+    @tool
+    def refund_charge(charge_id: str) -> str:
+        """Refund a card charge."""
+        return Vendor().refund(charge_id)
+
+    b = name("payments")
+    reason = suspect(daemon, b, "w1")
+    kit = Toolkit(client(daemon, "w1"), {"refund_charge": b})
+    tools = [kit.wrap(refund_charge)]
+    run = kit.new_run()
+    with kit.using(run):
+        assert run.available(tools) == []
+        assert notice_line(run.notice(), "refund_charge").startswith(f"- refund_charge: {reason.rstrip('. ')}.")
+        graph = StateGraph(MessagesState)
+        graph.add_node("tools", ToolNode(tools))
+        graph.add_edge(START, "tools")
+        call = AIMessage("", tool_calls=[{"name": "refund_charge", "args": {"charge_id": "ch_1"}, "id": "c1"}])
+        out = graph.compile().invoke({"messages": [SystemMessage(run.notice()), HumanMessage("Refund"), call]})
+    msg = out["messages"][-1]
+    assert isinstance(msg, ToolMessage)
+    assert json.loads(str(msg.content))["status"] == "worker_isolated"

@@ -85,9 +85,17 @@ class Streams:
 NOW = 1_800_000_000_000
 
 
+def denial(until: int, **kw: Any) -> dict[str, Any]:
+    return {"decision": "DECISION_DENIED_OPEN", "scope": "DENIAL_SCOPE_BREAKER", "deny_until_ms": str(until),
+            "may_return_at_ms": str(until), "reason": "it is failing", "status": "circuit_open", **kw}
+
+
 def state(name: str, until: int) -> dict[str, Any]:
-    return {"breaker": name, "state": "STATE_OPEN" if until else "STATE_CLOSED", "as_of_ms": str(NOW),
-            "deny_until_ms": str(until)}
+    st = {"breaker": name, "state": "STATE_OPEN" if until else "STATE_CLOSED", "as_of_ms": str(NOW),
+          "deny_until_ms": str(until)}
+    if until:
+        st["denial"] = denial(until)
+    return st
 
 
 def sse(event: str, data: Any, eid: str = "") -> str:
@@ -125,8 +133,8 @@ def test_stream(streams: Streams) -> None:
         wait_for(lambda: cache.known().keys() == {"b3"}, "the fresh snapshot")
         assert streams.last_ids[2] is None
         assert cache.live
-        st = cache.denial("b3")
-        assert st is not None and st["breaker"] == "b3"
+        known = cache.denial("b3")
+        assert known is not None and known[0]["breaker"] == "b3" and known[1].status == "circuit_open"
         clock[0] = NOW + 1_000  # deny_until_ms reached: a map lookup says no more
         assert cache.denial("b3") is None
     finally:
@@ -150,4 +158,33 @@ def test_clock_offset_from_as_of() -> None:
     cache.observe(state("b", NOW + 5_000))
     assert cache.now_redis_ms() == NOW
     local[0] += 5_000
+    assert cache.denial("b", stale_ok=True) is None
+
+
+def test_suspect_denial_is_the_suspects_own() -> None:
+    """A state sent to many carries the suspect worker's denial: the
+    cache of that worker keeps it, any other worker's does not."""
+    st = state("b", 0)
+    st.update(suspect_worker="w1", suspect_until_ms=str(NOW + 5_000),
+              suspect_denial=denial(NOW + 5_000, decision="DECISION_DENIED_SUSPECT_WORKER",
+                                    scope="DENIAL_SCOPE_WORKER", status="worker_isolated"))
+    caches = {w: OpenCache(Transport(["http://127.0.0.1:1"]), lambda: NOW, start=False, worker_id=w) for w in ("w1", "w2")}
+    for c in caches.values():
+        c.observe(st)
+    own = caches["w1"].denial("b", stale_ok=True)
+    assert own is not None and own[1].status == "worker_isolated" and own[1].scope_word == "worker"
+    assert caches["w2"].denial("b", stale_ok=True) is None
+    st["denial"] = denial(NOW + 9_000)  # the fleet's, once the breaker opens too
+    caches["w2"].observe(st)
+    fleet = caches["w2"].denial("b", stale_ok=True)
+    assert fleet is not None and fleet[1].status == "circuit_open"
+
+
+def test_a_denying_state_without_a_denial_is_not_kept() -> None:
+    """The words come from the daemon: a state that sends none is left to
+    the daemon's Allow."""
+    cache = OpenCache(Transport(["http://127.0.0.1:1"]), lambda: NOW, start=False)
+    st = state("b", NOW + 5_000)
+    del st["denial"]
+    cache.observe(st)
     assert cache.denial("b", stale_ok=True) is None

@@ -34,13 +34,33 @@ def failures(c: breakerd.Client, breaker: str) -> int:
     return int(c.get(breaker).get("failures", 0))
 
 
+async def past_deadline(started: asyncio.Event, deadline: float) -> None:
+    """Moves the loop's clock past deadline (seconds) once the guarded
+    call is under way: the deadline falls inside the call, however long
+    a busy machine took to Allow it."""
+    await started.wait()
+    loop = asyncio.get_running_loop()
+    real = loop.time
+    loop.time = lambda: real() + 2 * deadline  # type: ignore[method-assign]
+
+
 async def test_wait_for_deadline_counts_as_a_timeout(daemon: Daemon, name: Callable[[str], str]) -> None:
     b = name("vendor")
     c = client(daemon, worker="w1")
-    guarded = c.guard(b)(hang)
+    started = asyncio.Event()
+
+    async def call() -> None:
+        started.set()
+        await hang()
+
+    guarded = c.guard(b)(call)
+    loop = asyncio.get_running_loop()
+    real = loop.time
     for i in range(2):
+        started.clear()
         with pytest.raises(TimeoutError):
-            await asyncio.wait_for(guarded(), 0.05)
+            await asyncio.gather(asyncio.wait_for(guarded(), 60), past_deadline(started, 60))
+        loop.time = real  # type: ignore[method-assign]
         await until(lambda: failures(c, b) == i + 1, f"timeout {i + 1} counted")
 
 
@@ -50,8 +70,9 @@ async def test_asyncio_timeout_counts_as_a_timeout(daemon: Daemon, name: Callabl
     c = client(daemon, worker="w1")
     g = c.guard(b)
     with pytest.raises(TimeoutError):
-        async with asyncio.timeout(0.05):  # type: ignore[attr-defined,unused-ignore]
+        async with asyncio.timeout(None) as cm:  # type: ignore[attr-defined,unused-ignore]
             async with g:
+                cm.reschedule(asyncio.get_running_loop().time() + 0.05)  # the deadline falls inside the call
                 await hang()
     await until(lambda: g.result is not None, "the record")
     assert g.result is not None and g.result["classified_as"] == "OUTCOME_TIMEOUT"

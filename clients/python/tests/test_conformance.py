@@ -6,6 +6,7 @@ as the row says)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,9 +17,10 @@ import pytest
 import requests
 
 import breakerd
-from breakerd import _render
+from breakerd import Unavailable, _denial, _render
+from breakerd._denial import Denial
 from breakerd._evidence import evidence_of, is_wait_header
-from breakerd._fallback import LocalBreaker, LocalPolicy, outcome_counts
+from breakerd._fallback import LocalBreaker, LocalPolicy, counts, outcome_counts
 
 from .conftest import REPO
 
@@ -49,30 +51,97 @@ def test_render(case: dict[str, Any]) -> None:
     if case["template"] == "notice":
         got = _render.notice_of(case["input"]["denials"], case["now_ms"])
     else:
-        got = _render.render(_render.template(case["template"]), case["input"])
+        got = _render.render_tool_result(case["input"], case["now_ms"])
     assert got == case["want"]
+
+
+def denial_of(inp: dict[str, Any]) -> Denial:
+    """The Denial a daemon sends for a case's input (its words, scope,
+    forced flag and return time)."""
+    return Denial(decision="DECISION_DENIED_OPEN", status=inp["status"], reason=inp["reason"],
+                  scope="DENIAL_SCOPE_" + inp["scope"].upper(), forced=inp["forced"],
+                  may_return_at_ms=inp["may_return_at_ms"])
 
 
 @pytest.mark.parametrize("case", [c for c in cases("render.json", "cases") if c.values[0]["template"] == "tool_result"])
 def test_client_tool_result(case: Any) -> None:
-    """The client's own rendering path (the open cache's and the
-    fallback's denials) gives the same bytes."""
-    c = case
-    inp = c["input"]
-    decision = {"probe_in_flight": "DECISION_DENIED_PROBE_IN_FLIGHT"}.get(inp["status"], "DECISION_DENIED_OPEN")
-    if inp["forced"]:
-        decision = "DECISION_DENIED_FORCED_OPEN"
-    if inp["scope"]:
-        decision = "DECISION_DENIED_PARENT_OPEN"
-    st = {"alternatives": inp["alternatives"], "parent": inp["scope"]}
-    got = _render.tool_result(inp["tool"], inp["breaker"], decision, inp["reason"], inp["retry_after_ms"], st, inp["degraded"])
-    assert got == c["want"]
+    """The client's own path from a Denial (a denied call's, the open
+    cache's, a run's memory) gives the same bytes."""
+    inp = case["input"]
+    got = _render.tool_result(denial_of(inp), inp["tool"], inp["alternatives"], inp["degraded"], case["now_ms"])
+    assert got == case["want"]
+
+
+@pytest.mark.parametrize("case", [c for c in cases("render.json", "cases") if c.values[0]["template"] == "notice"])
+def test_client_notice(case: Any) -> None:
+    """A run's notice over the Denials it kept gives the same bytes."""
+    lost = [Unavailable(tool=d["tool"], breaker="b", decision="", reason=d["reason"], deny_until_ms=0, removed_at_ms=0,
+                        alternatives=tuple(d["alternatives"]), degraded=d["degraded"], denial=denial_of(d))
+            for d in case["input"]["denials"]]
+    assert _render.notice(lost, case["now_ms"]) == case["want"]
+
+
+@pytest.mark.parametrize("case", [c for c in cases("render.json", "cases") if "fallback" in c.values[0]])
+def test_fallback_denials(case: Any) -> None:
+    """The local fallback's own denials (fallback_denials.json's words,
+    degraded; a probe in flight has no return time) give the vectors'
+    bytes."""
+    probe = case["fallback"] == "probe_in_flight"
+    inp = case["input"]["denials"][0] if case["template"] == "notice" else case["input"]
+    d = _denial.fallback("DECISION_DENIED_PROBE_IN_FLIGHT" if probe else "DECISION_DENIED_OPEN", probe,
+                         inp["may_return_at_ms"] or 1_793_000_030_000)
+    if case["template"] == "notice":
+        lost = Unavailable(tool=inp["tool"], breaker="b", decision=d.decision, reason=d.reason, deny_until_ms=d.deny_until_ms,
+                           removed_at_ms=0, alternatives=tuple(inp["alternatives"]), degraded=True, denial=d)
+        assert _render.notice([lost], case["now_ms"]) == case["want"]
+    else:
+        assert _render.tool_result(d, inp["tool"], inp["alternatives"], True, case["now_ms"]) == case["want"]
 
 
 def test_template_syntax_errors() -> None:
     for bad in ("{{ name }}", "{{#a}}x", "{{/a}}", "{{#a}}{{/b}}", "{{a|upper}}", "{{A}}"):
         with pytest.raises(_render.TemplateError):
             _render.parse(bad)
+
+
+@pytest.mark.parametrize("name", ["client_rules.json", "fallback_denials.json"])
+def test_data_is_the_repositorys(name: str) -> None:
+    assert (PACKAGE / "data" / name).read_bytes() == (CONFORMANCE / name).read_bytes()
+
+
+# -- client_rules.json: what the client keeps without a daemon ------------------------
+
+
+RULES = load("client_rules.json")
+
+
+def test_fallback_defaults() -> None:
+    assert dataclasses.asdict(LocalPolicy()) == RULES["defaults"]
+
+
+def test_wait_headers_sent_are_exactly_the_listed() -> None:
+    """A 429 carrying every header that looks like a wait sends exactly
+    the ones breakerd reads."""
+    listed = RULES["wait_headers"]
+    others = ["ratelimit", "ratelimit-limit", "ratelimit-remaining", "x-ratelimit-remaining-requests",
+              "x-ratelimit-limit-tokens", "anthropic-ratelimit-requests-remaining", "retry-after-s", "set-cookie"]
+    headers = {h.upper(): str(i) for i, h in enumerate(listed + others)}
+    got = evidence_of(http_error({"http_status": 429, "headers": headers}))
+    assert got["headers"] == {h: str(i) for i, h in enumerate(listed)}
+    assert all(is_wait_header(h) for h in listed) and not any(is_wait_header(h) for h in others)
+    assert all(is_wait_header(p + "x") for p in RULES["wait_header_prefixes"])
+
+
+ROWS_BY_NAME = {r["name"]: r for r in load("classification.json")["rows"]}
+
+
+@pytest.mark.parametrize("row", [pytest.param(ROWS_BY_NAME[n], id=n) for n in RULES["fallback_counts"]])
+def test_fallback_counts(row: dict[str, Any], kinds: dict[str, BaseException]) -> None:
+    """The local fallback counts what the daemon counts for the rows it
+    must reproduce, from the row's evidence and from the evidence of a
+    Python failure of that kind."""
+    assert (counts(row["evidence"]) is True) == row["want"]["counts"]
+    assert (counts(evidence_of(python_failure(row["evidence"], kinds))) is True) == row["want"]["counts"]
 
 
 # -- the fallback subset ----------------------------------------------------------

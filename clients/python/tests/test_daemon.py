@@ -206,3 +206,47 @@ def test_every_row_classifies_as_written(daemon: Daemon, name: Callable[[str], s
         if not c.allow(b).allowed:
             b = name(f"classify-{len(wrong)}-{row['name'][:8]}")  # a new breaker when this one tripped
     assert wrong == []
+
+
+def test_http_error_reaches_the_daemon_as_its_status(daemon: Daemon, name: Callable[[str], str]) -> None:
+    """A tool that raises HttpError (or raise_for_status's) is recorded
+    by its status, a 503 as a server error, never as an unknown error."""
+    c = client(daemon, worker="w1")
+    g = c.guard(name("payments"))
+    with pytest.raises(breakerd.HttpError):
+        with g:
+            raise breakerd.HttpError(503, "payments down")
+    assert g.result is not None and g.result["classified_as"] == "OUTCOME_SERVER_ERROR" and g.result["counted"]
+    g = c.guard(name("payments"))
+    with pytest.raises(breakerd.HttpError):
+        with g:
+            breakerd.raise_for_status(httpx.Response(408, request=httpx.Request("GET", "http://vendor/")))
+    assert g.result is not None and g.result["classified_as"] == "OUTCOME_TIMEOUT"
+
+
+def test_excluded_errors_never_trip(daemon: Daemon, name: Callable[[str], str]) -> None:
+    """Six excluded errors from two workers: recorded, never counted, the
+    breaker stays closed."""
+    b = name("quotes")
+    for i in range(6):
+        g = client(daemon, worker=f"w{i % 2}").guard(b, exclude=(KeyError, ValueError))
+        with pytest.raises(KeyError):
+            with g:
+                raise KeyError("ZZZ")
+        assert g.result is not None and g.result["classified_as"] == breakerd.EXCLUDED_OUTCOME
+        assert g.result["counted"] is False
+    assert client(daemon, worker="w3").allow(b).allowed
+
+
+def test_a_tools_own_bug_is_not_an_outage(daemon: Daemon, name: Callable[[str], str]) -> None:
+    """ValueError and KeyError from tool code are unrecognised errors: six
+    from two workers leave the breaker closed."""
+    b = name("quotes")
+    for i in range(6):
+        g = client(daemon, worker=f"w{i % 2}").guard(b, tool="get_quote")
+        with pytest.raises((KeyError, ValueError)):
+            with g:
+                raise (KeyError if i % 2 else ValueError)("unknown symbol ZZZ")
+        assert g.result is not None and g.result["classified_as"] == "OUTCOME_UNRECOGNISED"
+        assert g.result["counted"] is False
+    assert client(daemon, worker="w3").allow(b).allowed

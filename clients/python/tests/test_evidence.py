@@ -216,3 +216,63 @@ def test_malformed_and_other() -> None:
     assert evidence_of(breakerd.MalformedOutput("no 'id' field")) == {"error_kind": "ERROR_KIND_MALFORMED_OUTPUT"}
     assert evidence_of(ValueError("bug")) == {"error_kind": "ERROR_KIND_OTHER"}
     assert evidence_of(None) == {}
+
+
+def test_unrecognised_errors_are_other() -> None:
+    """A tool's own bug says nothing the classifier recognises: never a
+    transport kind, even when its message or a wrapped one mentions one."""
+    assert evidence_of(KeyError("symbol")) == {"error_kind": "ERROR_KIND_OTHER"}
+    assert evidence_of(ValueError("unknown symbol ZZZ; connection refused")) == {"error_kind": "ERROR_KIND_OTHER"}
+    try:
+        try:
+            {}["ZZZ"]
+        except KeyError as inner:
+            raise ValueError("unknown symbol") from inner
+    except ValueError as e:
+        assert evidence_of(e) == {"error_kind": "ERROR_KIND_OTHER"}
+
+
+# -- HttpError and raise_for_status ----------------------------------------------
+
+
+def test_http_error_keeps_its_status() -> None:
+    e = breakerd.HttpError(503, "payments down", headers={"Retry-After": "7", "Set-Cookie": "s=1"},
+                           body={"error": {"code": "overloaded"}})
+    assert evidence_of(e) == {"http_status": 503, "headers": {"retry-after": "7"}, "body_error_code": "overloaded"}
+    try:
+        try:
+            raise breakerd.HttpError(408)
+        except breakerd.HttpError as inner:
+            raise RuntimeError("lookup failed") from inner
+    except RuntimeError as outer:
+        assert evidence_of(outer) == {"http_status": 408}
+    for bad in (0, 99, 600, True, "503"):
+        with pytest.raises(ValueError, match="status"):
+            breakerd.HttpError(bad)  # type: ignore[arg-type]
+
+
+def test_raise_for_status_of_each_library() -> None:
+    """requests' and httpx's responses, read as they are (the JSON body
+    already read gives the code), and any object with a status."""
+    r = requests.Response()
+    r.status_code, r.url = 429, "http://vendor/"
+    r.headers.update(RATE_HEADERS)
+    r._content = b'{"error":{"code":"insufficient_quota"}}'
+    e = raised(breakerd.raise_for_status, r)
+    assert isinstance(e, breakerd.HttpError) and e.status_code == 429 and e.response is r
+    assert evidence_of(e) == {**WANT_429, "body_error_code": "insufficient_quota"}
+
+    x = httpx.Response(503, headers={"Retry-After": "7"}, request=httpx.Request("GET", "http://vendor/"))
+    e = raised(breakerd.raise_for_status, x)
+    assert "HTTP 503" in str(e) and "http://vendor/" in str(e)
+    assert evidence_of(e) == {"http_status": 503, "headers": {"retry-after": "7"}}
+
+    class Reply:  # aiohttp's and urllib's responses name it status
+        status = 404
+        headers = {"Content-Type": "text/plain"}
+
+    assert evidence_of(raised(breakerd.raise_for_status, Reply())) == {"http_status": 404}
+    ok = httpx.Response(204, request=httpx.Request("GET", "http://vendor/"))
+    assert breakerd.raise_for_status(ok) is ok
+    with pytest.raises(TypeError, match="status"):
+        breakerd.raise_for_status(object())

@@ -29,10 +29,13 @@ def test_counts() -> None:
     assert counts({}) is False
     assert counts({"http_status": 503}) is True
     assert counts({"http_status": 503, "error_kind": "ERROR_KIND_CANCELLED"}) is None
-    assert counts({"http_status": 429}) is None
+    assert counts({"http_status": 429}) is True  # no wait named: breakerd's bare wait outlasts the call
+    assert counts({"http_status": 429, "headers": {"retry-after": "5"}}) is None
+    assert counts({"http_status": 408}) is True
     assert counts({"http_status": 404}) is None
     assert counts({"error_kind": "ERROR_KIND_TIMEOUT"}) is True
     assert counts({"error_kind": "ERROR_KIND_MALFORMED_OUTPUT"}) is True
+    assert counts({"error_kind": "ERROR_KIND_OTHER"}) is None  # unrecognised: the tool's own bug, maybe
     assert counts({"error_kind": "ERROR_KIND_BREAKERD_DENIAL"}) is None
     assert counts({"grpc_status": 0}) is False
 

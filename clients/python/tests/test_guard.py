@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 import breakerd
+from breakerd._fallback import LocalPolicy
 
 from .fakes import Fake, json_answer
 
@@ -154,3 +155,56 @@ async def test_async_client_same_names(daemon: Daemon) -> None:
         assert ans["counted"] is True
         for name in ("allow", "record", "get", "batch_get", "get_policy", "guard", "close"):
             assert hasattr(breakerd.Client, name) and hasattr(breakerd.AsyncClient, name)
+
+
+def test_excluded_errors_are_never_counted(daemon: Daemon, client: breakerd.Client) -> None:
+    """exclude, as pybreaker's: exception types or predicates. An excluded
+    error is sent as the never-counted outcome, with no evidence, and
+    re-raised; any other error keeps its evidence."""
+
+    class QuoteNotFound(LookupError):
+        pass
+
+    g = client.guard("quotes", exclude=[QuoteNotFound, lambda e: isinstance(e, httpx.HTTPStatusError)
+                                        and e.response.status_code == 409])
+    with pytest.raises(QuoteNotFound):
+        with g._fresh():
+            raise QuoteNotFound("ZZZ")
+    with pytest.raises(httpx.HTTPStatusError):
+        with g._fresh():
+            failing(409)
+    with pytest.raises(httpx.HTTPStatusError):
+        with g._fresh():
+            failing(503)
+
+    @client.guard("quotes", exclude=KeyError)
+    async def lookup() -> None:
+        raise KeyError("ZZZ")
+
+    with pytest.raises(KeyError):
+        asyncio.run(lookup())
+    sent = [(r.get("outcome"), r.get("evidence")) for r in daemon.records()]
+    assert sent == [(breakerd.EXCLUDED_OUTCOME, None), (breakerd.EXCLUDED_OUTCOME, None),
+                    (None, {"http_status": 503, "no_deadline": True}), (breakerd.EXCLUDED_OUTCOME, None)]
+    assert breakerd.EXCLUDED_OUTCOME == "OUTCOME_INVALID_ARGUMENT"
+
+
+def test_excluded_error_is_ignored_by_the_fallback() -> None:
+    """No daemon answers: an excluded error neither counts toward the
+    local trip nor ends a failure run."""
+    c = breakerd.Client("http://127.0.0.1:1", worker_id="w1", allow_budget=0.2, watch=False)
+    try:
+        for i in range(LocalPolicy().threshold - 1):  # one failure short, with excluded errors between
+            with pytest.raises(httpx.HTTPStatusError):
+                with c.guard("quotes"):
+                    failing(503)
+            with pytest.raises(ValueError):
+                with c.guard("quotes", exclude=ValueError):
+                    raise ValueError(f"bad symbol {i}")
+        assert c.allow("quotes").allowed
+        with pytest.raises(httpx.HTTPStatusError):
+            with c.guard("quotes"):
+                failing(503)
+        assert not c.allow("quotes").allowed
+    finally:
+        c.close()

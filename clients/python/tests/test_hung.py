@@ -127,7 +127,7 @@ def test_the_half_open_herd_at_a_slow_daemon(daemon: Daemon, proxies: Callable[[
         p = c.allow(b)
         if p.allowed:
             vendor.call()
-            c.record(p, RuntimeError("vendor down"))
+            c.record(p, breakerd.HttpError(503, "vendor down"))
 
     threads = [threading.Thread(target=one, args=(c,)) for c in callers]
     for t in threads:
@@ -174,7 +174,7 @@ def test_a_slow_daemon_still_gets_every_record(daemon: Daemon, proxies: Callable
     for i in range(3):
         p = c.allow(b)
         assert p.allowed and p.degraded, "the fallback answered the late Allow"
-        c.record(p, RuntimeError("vendor down"))
+        c.record(p, breakerd.HttpError(503, "vendor down"))
         wait_for(lambda: int(watcher.get(b).get("failures", 0)) == i + 1, f"record {i + 1} at the daemon")
     c.close()
 

@@ -47,10 +47,15 @@ def test_available_and_notice(daemon: Daemon, breakers: dict[str, str]) -> None:
     assert all(u.decision == "DECISION_DENIED_OPEN" and not u.degraded for u in lost)
     assert lost[0].alternatives == ("issue_refund_manually",)
     notice = run.notice()
-    denials = [{"tool": u.tool, "status": "circuit_open", "reason": u.reason, "forced": False, "degraded": False,
-                "scope": "", "alternatives": list(u.alternatives), "may_return_at_ms": u.deny_until_ms} for u in lost]
-    assert notice == _render.notice_of(denials, int(now * 1000))  # the run's clock, injected
+    (st,) = w2.batch_get([breakers["refund_charge"]])  # the daemon's denial, as another worker reads it
+    d = st["denial"]
+    assert all(u.reason == d["reason"] and u.denial.status == d["status"] == "circuit_open" for u in lost)
+    denials = [{"tool": u.tool, "status": d["status"], "reason": d["reason"], "forced": False, "degraded": False,
+                "scope": "breaker", "alternatives": list(u.alternatives), "may_return_at_ms": int(d["may_return_at_ms"])}
+               for u in lost]
+    assert notice == _render.notice_of(denials, w1.cache.now_redis_ms())  # the run's clock, injected, on Redis time
     assert "- refund_charge: " in notice and "Instead you can use: issue_refund_manually." in notice
+    assert breakers["refund_charge"] not in notice and "w2" not in notice
 
 
 def test_removal_lasts_the_run(daemon: Daemon, breakers: dict[str, str]) -> None:
@@ -60,7 +65,7 @@ def test_removal_lasts_the_run(daemon: Daemon, breakers: dict[str, str]) -> None
     force(op, breakers["refund_charge"], "FORCE_MODE_OPEN")
     assert [t["name"] for t in run.available(TOOLS)] == ["web_search"]
     assert run.degraded[0].decision == "DECISION_DENIED_FORCED_OPEN"
-    assert "An operator took it out of service" in run.notice()
+    assert "- refund_charge: forced open by an operator: maintenance window." in run.notice()
     force(op, breakers["refund_charge"], "FORCE_MODE_AUTO")
     assert [t["name"] for t in run.available(TOOLS)] == ["web_search"]  # still gone in this run
     with pytest.raises(breakerd.CircuitOpen) as e:

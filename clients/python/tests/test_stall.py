@@ -20,6 +20,16 @@ from .test_cache import Streams, wait_for
 FOREVER = "9223372036854775807"
 
 
+def denial(until: str, **kw: Any) -> dict[str, Any]:
+    """The Denial a daemon sends with a denying state."""
+    return {"decision": "DECISION_DENIED_OPEN", "scope": "DENIAL_SCOPE_BREAKER", "deny_until_ms": until,
+            "reason": "it is failing", "status": "circuit_open", **kw}
+
+
+FORCED = denial(FOREVER, decision="DECISION_DENIED_FORCED_OPEN", forced=True, status="forced_open",
+                reason="forced open by an operator: maintenance")
+
+
 def part(states: list[Any], **extra: Any) -> str:
     return "event: snapshot\ndata: " + json.dumps({"states": states, **extra}) + "\n\n"
 
@@ -39,7 +49,7 @@ def streams() -> Iterator[Callable[[list[list[str]]], Streams]]:
 
 def test_a_stalled_stream_is_dropped_after_three_silent_intervals(streams: Callable[..., Streams]) -> None:
     now = [1_700_000_000.0]
-    forced = {"breaker": "pinned", "state": "STATE_FORCED_OPEN", "forced_by": "ops", "deny_until_ms": FOREVER,
+    forced = {"breaker": "pinned", "state": "STATE_FORCED_OPEN", "forced_by": "ops", "deny_until_ms": FOREVER, "denial": FORCED,
               "as_of_ms": str(int(now[0] * 1000))}
     s = streams([
         [part([forced], heartbeat_ms="50", more=True), part([], heartbeat_ms="50"), ""],  # then silence: a stall
@@ -61,7 +71,8 @@ def test_a_stalled_stream_is_dropped_after_three_silent_intervals(streams: Calla
 
 def test_a_snapshot_in_parts_replaces_the_view_when_its_last_part_arrives(streams: Callable[..., Streams]) -> None:
     def open_(b: str) -> dict[str, Any]:
-        return {"breaker": b, "state": "STATE_OPEN", "deny_until_ms": str(int(time.time() * 1000) + 600_000)}
+        until = str(int(time.time() * 1000) + 600_000)
+        return {"breaker": b, "state": "STATE_OPEN", "deny_until_ms": until, "denial": denial(until)}
 
     s = streams([[part([open_("a")], more=True), "", part([open_("b")], more=False)]])
     c = breakerd.Client(s.url, worker_id="w1", watch_heartbeat=60)
@@ -84,7 +95,7 @@ def test_a_view_no_longer_heard_denies_for_a_bounded_time(streams: Callable[...,
     s = streams([[]])  # headers, never a snapshot
     c = breakerd.Client(s.url, worker_id="w1", clock=lambda: now[0], watch_heartbeat=60)
     try:
-        c.cache.observe({"breaker": "pinned", "state": "STATE_FORCED_OPEN", "deny_until_ms": FOREVER})
+        c.cache.observe({"breaker": "pinned", "state": "STATE_FORCED_OPEN", "deny_until_ms": FOREVER, "denial": FORCED})
         assert c.cache.denial("pinned", stale_ok=True) is not None
         now[0] += 60.001
         assert c.cache.denial("pinned", stale_ok=True) is None, "not heard for STALE_VIEW: no longer denies"

@@ -28,8 +28,8 @@ from ._errors import (
     ProtocolError,
     Unauthenticated,
 )
-from ._evidence import MalformedOutput, evidence_of
-from ._guard import Guard
+from ._evidence import HttpError, MalformedOutput, evidence_of, raise_for_status
+from ._guard import EXCLUDED_OUTCOME, Guard
 from ._run import Run, Unavailable, tool_name
 
 try:
@@ -40,6 +40,7 @@ except PackageNotFoundError:  # imported from a source tree never installed
     __version__ = "0+unknown"
 
 __all__ = [
+    "EXCLUDED_OUTCOME",
     "APIError",
     "AsyncClient",
     "AsyncRun",
@@ -49,6 +50,7 @@ __all__ = [
     "ConfigError",
     "FieldViolation",
     "Guard",
+    "HttpError",
     "InvalidArgument",
     "MalformedOutput",
     "Permit",
@@ -60,5 +62,6 @@ __all__ = [
     "__version__",
     "default_worker_id",
     "evidence_of",
+    "raise_for_status",
     "tool_name",
 ]

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from ._client import Client, Permit
 from ._evidence import Evidence
-from ._guard import Guard
+from ._guard import Exclude, Guard
 from ._run import Run, Unavailable
 
 T = TypeVar("T")
@@ -48,9 +48,10 @@ class AsyncClient:
         return await asyncio.to_thread(self.sync.allow, breaker, tool=tool)
 
     async def record(self, permit: Permit, exc: BaseException | None = None, *, evidence: Evidence | None = None,
-                     latency_ms: int = 0, deadline_ms: int | None = None, message: str = "") -> dict[str, Any]:
+                     latency_ms: int = 0, deadline_ms: int | None = None, message: str = "",
+                     outcome: str | None = None) -> dict[str, Any]:
         return await asyncio.to_thread(self.sync.record, permit, exc, evidence=evidence, latency_ms=latency_ms,
-                                       deadline_ms=deadline_ms, message=message)
+                                       deadline_ms=deadline_ms, message=message, outcome=outcome)
 
     async def get(self, breaker: str) -> dict[str, Any]:
         return await asyncio.to_thread(self.sync.get, breaker)
@@ -72,8 +73,8 @@ class AsyncClient:
     def tools_removed_reported(self) -> int:
         return self.sync.tools_removed_reported
 
-    def guard(self, breaker: str, *, tool: str = "", deadline: float | None = None) -> Guard:
-        return self.sync.guard(breaker, tool=tool, deadline=deadline)
+    def guard(self, breaker: str, *, tool: str = "", deadline: float | None = None, exclude: Exclude = None) -> Guard:
+        return self.sync.guard(breaker, tool=tool, deadline=deadline, exclude=exclude)
 
 
 class AsyncRun:
@@ -95,5 +96,5 @@ class AsyncRun:
     def notice(self) -> str:
         return self.sync.notice()
 
-    def guard(self, tool: str, *, deadline: float | None = None) -> Guard:
-        return self.sync.guard(tool, deadline=deadline)
+    def guard(self, tool: str, *, deadline: float | None = None, exclude: Exclude = None) -> Guard:
+        return self.sync.guard(tool, deadline=deadline, exclude=exclude)

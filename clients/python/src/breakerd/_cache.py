@@ -1,9 +1,11 @@
 """The open-breaker cache, fed by breakerd's Server-Sent Events.
 
-The daemon says, with every state it sends, until when the breaker denies
-(``deny_until_ms``, on the Redis clock). The cache keeps the states that
-deny, and answers "does this breaker deny now?" as a map lookup against
-its reading of the Redis clock: no breaker rule lives here. The stream
+The daemon sends, with every state that denies, the Denial it implies:
+until when (``deny_until_ms``, on the Redis clock) and in which words
+(the suspect worker's own in ``suspect_denial``). The cache keeps the
+states that deny this worker with their Denial, and answers "does this
+breaker deny now?" as a map lookup against its reading of the Redis
+clock: no breaker rule lives here. The stream
 (``GET /v1/watch``) opens with a snapshot of the denying breakers, then
 sends each event (an event names its breaker, whose state the cache then
 reads). A reconnect, to any of the daemons, sends ``Last-Event-ID``: a
@@ -21,6 +23,7 @@ import urllib.parse
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ._denial import Denial, int64, of_state
 from ._transport import Endpoint, Transport, _fresh
 
 WATCH_PATH = "/v1/watch"
@@ -40,20 +43,14 @@ _RETRY_MIN, _RETRY_MAX = 0.05, 2.0
 _GET_TIMEOUT = 2.0
 
 
-def _int(v: object) -> int:
-    try:
-        return int(v) if isinstance(v, (int, str)) and not isinstance(v, bool) else 0
-    except ValueError:
-        return 0
-
-
 class OpenCache:
     """OpenCache holds the breakers that deny, with a thread that follows
     the watch stream. Safe for concurrent use."""
 
     def __init__(self, transport: Transport, now_ms: Callable[[], int], breakers: Sequence[str] = (),
-                 start: bool = True, heartbeat: float = DEFAULT_HEARTBEAT) -> None:
+                 start: bool = True, heartbeat: float = DEFAULT_HEARTBEAT, worker_id: str = "") -> None:
         self._transport = transport
+        self._worker_id = worker_id  # a state's suspect_denial is this worker's own when it names it
         self.heartbeat = heartbeat  # seconds; a snapshot's heartbeat_ms replaces it
         self._parts: list[Any] = []  # a snapshot's parts read so far
         self._learned: dict[str, int] = {}  # when each denial was learned (our clock, ms)
@@ -62,7 +59,7 @@ class OpenCache:
         self._breakers = list(breakers)  # the stream's filter; empty: every breaker
         self._now_ms = now_ms
         self._lock = threading.Lock()
-        self._denying: dict[str, dict[str, Any]] = {}
+        self._denying: dict[str, tuple[dict[str, Any], Denial]] = {}
         self._offset_ms = 0  # the Redis clock minus ours, from the last as_of_ms seen
         self._last_id = ""  # the last event id seen, for Last-Event-ID
         self._live = threading.Event()
@@ -97,26 +94,26 @@ class OpenCache:
         what was last heard."""
         return self.following and not self._live.is_set()
 
-    def denial(self, breaker: str, stale_ok: bool = False) -> dict[str, Any] | None:
-        """denial returns the state of breaker when it denies now; None
-        otherwise. Only a live stream's view answers, unless stale_ok (no
-        daemon answers: what the cache knew is the best left), and then,
-        while a followed stream is not live, only a denial heard within
-        STALE_VIEW."""
+    def denial(self, breaker: str, stale_ok: bool = False) -> tuple[dict[str, Any], Denial] | None:
+        """denial returns the state of breaker and its Denial for this
+        worker when it denies now; None otherwise. Only a live stream's
+        view answers, unless stale_ok (no daemon answers: what the cache
+        knew is the best left), and then, while a followed stream is not
+        live, only a denial heard within STALE_VIEW."""
         if not (stale_ok or self._live.is_set()):
             return None
         with self._lock:
-            st = self._denying.get(breaker)
+            known = self._denying.get(breaker)
             learned = max(self._learned.get(breaker, 0), self._heard_ms)
-        if st is None or _int(st.get("deny_until_ms")) <= self.now_redis_ms():
+        if known is None or known[1].deny_until_ms <= self.now_redis_ms():
             return None
         if self.degraded and self._now_ms() - learned > STALE_VIEW * 1000:
             return None
-        return st
+        return known
 
     def known(self) -> dict[str, dict[str, Any]]:
         with self._lock:
-            return dict(self._denying)
+            return {name: st for name, (st, _) in self._denying.items()}
 
     # -- writing -----------------------------------------------------------
 
@@ -126,12 +123,13 @@ class OpenCache:
         name = st.get("breaker")
         if not isinstance(name, str) or not name:
             return
-        as_of = _int(st.get("as_of_ms"))
+        as_of = int64(st.get("as_of_ms"))
+        d = of_state(st, self._worker_id)
         with self._lock:
             if as_of:
                 self._offset_ms = as_of - self._now_ms()
-            if _int(st.get("deny_until_ms")) > 0:
-                self._denying[name] = st
+            if d is not None and d.deny_until_ms > 0:
+                self._denying[name] = (st, d)
                 self._learned[name] = self._now_ms()
             else:
                 self._denying.pop(name, None)
@@ -142,7 +140,7 @@ class OpenCache:
         until the one without ``more: true``, which replaces the view and
         makes the stream live. A part may announce the heartbeat interval
         (``heartbeat_ms``, a number or an int64 string)."""
-        hb = _int(doc.get("heartbeat_ms"))
+        hb = int64(doc.get("heartbeat_ms"))
         if hb > 0:
             self.heartbeat = hb / 1000
         states = doc.get("states", [])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import socket
@@ -15,12 +16,13 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _render
+from . import _denial, _render
 from ._cache import DEFAULT_HEARTBEAT, OpenCache
+from ._denial import Denial
 from ._errors import BreakerdError, CircuitOpen, ConfigError
 from ._evidence import KIND_CANCELLED, Evidence, evidence_of
-from ._fallback import LocalBreaker, LocalPolicy, counts
-from ._guard import Guard
+from ._fallback import DENIED_PROBE, LocalBreaker, LocalDecision, LocalPolicy, counts
+from ._guard import Exclude, Guard
 from ._reach import Reach
 from ._savings import DEFAULT_SAVINGS_INTERVAL, Savings
 from ._transport import Outage, Transport
@@ -80,6 +82,8 @@ class Permit:
     local_generation: int | None = None
     # The daemon's ticket when its answer came after the fallback's.
     late: dict[str, Any] = field(default_factory=dict)
+    # A denial's Denial: breakerd's, or the local fallback's.
+    verdict: Denial | None = None
 
     @property
     def allowed(self) -> bool:
@@ -102,6 +106,7 @@ class Permit:
             alternatives=tuple(self.state.get("alternatives", ())),
             degraded=self.degraded,
             state=self.state,
+            denial=self.verdict,
         )
 
 
@@ -172,7 +177,8 @@ class Client:
         names = [] if isinstance(watch, bool) else list(watch)
         # The denials this client knows, from every answer; the watch
         # stream, when followed, keeps them current.
-        self.cache = OpenCache(self.transport, self._now_ms, names, start=bool(watch), heartbeat=watch_heartbeat)
+        self.cache = OpenCache(self.transport, self._now_ms, names, start=bool(watch), heartbeat=watch_heartbeat,
+                               worker_id=self.worker_id)
         self._lock = threading.Lock()
         self._contacted = False
         self._first_contact_spent = False  # the first-contact budget is spent once per client
@@ -302,7 +308,7 @@ class Client:
         cached = self.cache.denial(breaker)
         if cached is not None:
             self.savings.add(breaker, denials=1)
-            return self._cached_permit(breaker, tool, cached, degraded=False)
+            return self._cached_permit(breaker, tool, *cached, degraded=False)
         if self.reach.down:
             return self._fallback_allow(breaker, tool)
         body: dict[str, Any] = {"breaker": breaker, "worker_id": self.worker_id}
@@ -320,8 +326,8 @@ class Client:
             return given
         except Outage:
             return self._fallback_allow(breaker, tool)
+        self._learn(ans.get("state"))  # first: its as_of_ms is the clock the denial is rendered at
         p = self._permit(breaker, tool, ans)
-        self._learn(p.state)
         self._learn_policy(breaker)
         return p
 
@@ -360,6 +366,7 @@ class Client:
         latency_ms: int = 0,
         deadline_ms: int | None = None,
         message: str = "",
+        outcome: str | None = None,
     ) -> dict[str, Any]:
         """record reports what the permitted call did: the exception it
         raised (None for a success), read as evidence (``evidence_of``),
@@ -368,29 +375,36 @@ class Client:
         daemon answers, or the fallback admitted the call, the local
         fallback counts it, the answer is ``{"degraded": True}``, and the
         Record still goes to the daemons in the background (with the
-        daemon's late ticket when one came): the fleet gets the evidence."""
-        ev = dict(evidence) if evidence is not None else evidence_of(exc)
+        daemon's late ticket when one came): the fleet gets the evidence.
+        ``outcome`` (an Outcome name) is sent instead of any evidence, and
+        breakerd takes it as it is (a guard's excluded error is sent as
+        EXCLUDED_OUTCOME)."""
+        ev = {} if outcome else dict(evidence) if evidence is not None else evidence_of(exc)
+        verdict = None if outcome else counts(ev)  # a sent outcome is an excluded error's: ignored locally
         body = self._record_body(permit, ev, latency_ms, deadline_ms, message)
+        if outcome:
+            del body["evidence"]
+            body["outcome"] = outcome
         if permit.local_generation is not None or self.reach.down:
-            self._record_locally(permit, ev)
+            self._record_locally(permit, verdict)
             self._background.submit(self._send_record, body)
-            return {"degraded": True, "counted": counts(ev) is not None}
+            return {"degraded": True, "counted": verdict is True}
         try:
             ans = self.call("Record", body)
         except Outage:
-            self.local.record(permit.breaker, None, False, counts(ev))
-            return {"degraded": True, "counted": counts(ev) is not None}
-        if counts(ev) is False:
+            self.local.record(permit.breaker, None, False, verdict)
+            return {"degraded": True, "counted": verdict is True}
+        if verdict is False:
             self._worked.add(permit.breaker)
         self._learn(ans.get("state"))
         return ans
 
-    def _record_locally(self, permit: Permit, ev: Evidence) -> None:
+    def _record_locally(self, permit: Permit, verdict: bool | None) -> None:
         if permit.local_generation is None:
-            self.local.record(permit.breaker, None, False, counts(ev))
+            self.local.record(permit.breaker, None, False, verdict)
             return
-        self.local.record(permit.breaker, permit.local_generation, permit.probe, counts(ev))
-        if permit.probe and counts(ev) is False:
+        self.local.record(permit.breaker, permit.local_generation, permit.probe, verdict)
+        if permit.probe and verdict is False:
             with self._lock:
                 self._known.pop(permit.breaker, None)  # the local probe succeeded
 
@@ -453,20 +467,23 @@ class Client:
     def _report_savings(self, reports: list[dict[str, Any]]) -> None:
         self.transport.call("ReportSavings", {"worker_id": self.worker_id, "reports": reports}, self.rpc_timeout)
 
-    def guard(self, breaker: str, *, tool: str = "", deadline: float | None = None) -> Guard:
+    def guard(self, breaker: str, *, tool: str = "", deadline: float | None = None, exclude: Exclude = None) -> Guard:
         """guard protects calls to breaker's dependency, as a decorator or
         a context manager, sync or async: Allow (a denial raises
         CircuitOpen), run the call, Record what it raised, re-raise.
         ``deadline`` is the call's budget in seconds, if it has one (a
-        rate limit's wait is weighed against what is left of it)."""
-        return Guard(self, breaker, tool=tool, deadline=deadline)
+        rate limit's wait is weighed against what is left of it).
+        ``exclude`` names the errors that are not the dependency's fault
+        (exception types or predicates, as pybreaker's): recorded as
+        never counted."""
+        return Guard(self, breaker, tool=tool, deadline=deadline, exclude=exclude)
 
     # -- answers -----------------------------------------------------------
 
     def _permit(self, breaker: str, tool: str, ans: dict[str, Any]) -> Permit:
         state = ans.get("state") if isinstance(ans.get("state"), dict) else {}
         ticket = ans.get("ticket") if isinstance(ans.get("ticket"), dict) else {}
-        return Permit(
+        p = Permit(
             breaker=breaker,
             tool=tool,
             decision=str(ans.get("decision", "DECISION_UNSPECIFIED")),
@@ -474,45 +491,55 @@ class Client:
             retry_after_ms=_int(ans.get("retry_after_ms")),
             reason=str(ans.get("reason", "")),
             scope=str(ans.get("scope", "")),
-            tool_result=str(ans.get("tool_result", "")),
+            tool_result=str(ans.get("tool_result", "")),  # a daemon that sends no Denial renders its own
             degraded=bool(ans.get("degraded", False)),
             state=dict(state or {}),
         )
+        d = Denial.of(ans.get("denial"))
+        if p.allowed or d is None:
+            return p
+        return self._denied(p, d, self.cache.now_redis_ms())
 
-    def _cached_permit(self, breaker: str, tool: str, st: dict[str, Any], degraded: bool) -> Permit:
-        decision = _render.decision_of(st)
-        retry = max(0, _int(st.get("deny_until_ms")) - self.cache.now_redis_ms())
-        reason = str(st.get("reason", ""))
-        return Permit(
-            breaker=breaker,
-            tool=tool,
-            decision=decision,
-            retry_after_ms=retry if _int(st.get("deny_until_ms")) < _render.FOREVER else 0,
-            reason=reason,
-            tool_result=_render.tool_result(tool or breaker, breaker, decision, reason, retry, st, degraded),
-            degraded=degraded,
-            state=st,
-        )
+    def _denied(self, p: Permit, d: Denial, now_ms: int) -> Permit:
+        """p with the denial d, its words rendered at now_ms (the clock
+        d's times are on)."""
+        alternatives = [str(a) for a in p.state.get("alternatives", ()) or ()]
+        parent = str(p.state.get("parent", "")) if d.scope_word == "parent" else ""
+        return dataclasses.replace(
+            p, decision=d.decision or p.decision, reason=d.reason, retry_after_ms=d.retry_after_ms(now_ms),
+            scope=p.scope or parent, verdict=d,
+            tool_result=_render.tool_result(d, p.tool or p.breaker, alternatives, p.degraded, now_ms))
+
+    def _cached_permit(self, breaker: str, tool: str, st: dict[str, Any], d: Denial, degraded: bool) -> Permit:
+        p = Permit(breaker=breaker, tool=tool, decision=d.decision, degraded=degraded, state=st)
+        return self._denied(p, d, self.cache.now_redis_ms())
 
     def _fallback_allow(self, breaker: str, tool: str) -> Permit:
         cached = self.cache.denial(breaker, stale_ok=True)
         if cached is not None:
-            return self._cached_permit(breaker, tool, cached, degraded=True)
+            return self._cached_permit(breaker, tool, *cached, degraded=True)
         with self._lock:
             known = self._known.get(breaker)
         if known is not None and known[0]:
             # Last known open, its probe due: one call of this client's
             # goes, the rest wait for its outcome.
-            self.local.hold_open(breaker, f"{breaker} was open when breakerd last answered; one probe goes from here")
-        d = self.local.allow(breaker)
-        st: dict[str, Any] = {"breaker": breaker, "reason": d.reason}
+            self.local.hold_open(breaker)
+        return self._local_permit(breaker, tool, self.local.allow(breaker))
+
+    def _fallback_peek(self, breaker: str) -> Permit | None:
+        """The local fallback's denial of breaker now, if it has one (no
+        probe slot taken)."""
+        d = self.local.peek(breaker)
+        return None if d is None else self._local_permit(breaker, "", d)
+
+    def _local_permit(self, breaker: str, tool: str, d: LocalDecision) -> Permit:
         p = Permit(breaker=breaker, tool=tool, decision=d.decision, retry_after_ms=d.retry_after_ms,
-                   reason=d.reason, degraded=True, state=st, local_generation=d.generation)
+                   degraded=True, state={"breaker": breaker}, local_generation=d.generation)
         if p.allowed:
             return p
-        text = _render.tool_result(tool or breaker, breaker, d.decision, d.reason, d.retry_after_ms, st, True)
-        return Permit(breaker=breaker, tool=tool, decision=d.decision, retry_after_ms=d.retry_after_ms,
-                      reason=d.reason, tool_result=text, degraded=True, state=st, local_generation=d.generation)
+        now = self.cache.now_redis_ms()  # the fallback's times, on the clock the daemon's denials are on
+        until = d.until_ms + now - self._now_ms()
+        return self._denied(p, _denial.fallback(d.decision, d.decision == DENIED_PROBE, until), now)
 
     def _learn_policy(self, breaker: str) -> None:
         """Reads the breaker's policy once, for the local fallback. A

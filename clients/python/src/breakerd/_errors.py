@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._denial import Denial
+
 
 class BreakerdError(Exception):
     """BreakerdError is the base of every error this client raises."""
@@ -95,8 +97,9 @@ class ProtocolError(BreakerdError):
 class CircuitOpen(BreakerdError):
     """CircuitOpen is a denial: the call did not go out. ``tool_result``
     is the text to hand the model as the tool's output (breakerd's
-    template); ``degraded`` says breakerd was not consulted (the open
-    cache or the local fallback decided)."""
+    template over ``denial``, breakerd's Denial, or the local fallback's);
+    ``degraded`` says breakerd was not consulted (the open cache or the
+    local fallback decided)."""
 
     breaker: str
     decision: str
@@ -108,6 +111,7 @@ class CircuitOpen(BreakerdError):
     alternatives: tuple[str, ...] = ()
     degraded: bool = False
     state: Mapping[str, Any] = field(default_factory=dict)
+    denial: Denial | None = None
 
     def __post_init__(self) -> None:
         super().__init__(f"{self.breaker}: {self.decision}: {self.reason}")

@@ -16,12 +16,14 @@ import socket
 import ssl
 import warnings
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
+from ._denial import data
 from ._errors import CircuitOpen
 
 # Evidence is the JSON object sent as RecordRequest's evidence.
 Evidence = dict[str, Any]
+R = TypeVar("R")
 
 # The error kinds this module reports: breakerd.v1.ErrorKind's names, as
 # the proto3 JSON mapping writes an enum.
@@ -35,10 +37,12 @@ KIND_MALFORMED = "ERROR_KIND_MALFORMED_OUTPUT"
 KIND_DENIAL = "ERROR_KIND_BREAKERD_DENIAL"
 KIND_OTHER = "ERROR_KIND_OTHER"
 
-# Header names (lower-cased) and prefixes that say how long to wait; no
-# other header leaves the process (cookies, request ids and the like).
-_WAIT_HEADERS = ("retry-after", "retry-after-ms", "ratelimit-reset", "ratelimit")
-_WAIT_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-", "ratelimit-")
+# The header names (lower-cased) and prefixes breakerd reads for how long
+# to wait (conformance/client_rules.json); no other header leaves the
+# process (cookies, request ids and the like).
+_RULES = data("client_rules.json")
+_WAIT_HEADERS = frozenset(str(h) for h in _RULES["wait_headers"])
+_WAIT_PREFIXES = tuple(str(p) for p in _RULES["wait_header_prefixes"])
 # CallEvidence's bounds.
 _MAX_HEADERS = 32
 _MAX_HEADER_VALUE = 256
@@ -49,6 +53,54 @@ class MalformedOutput(Exception):
     """MalformedOutput marks a call whose dependency answered with output
     the tool's validator rejected: a counted failure
     (``error_kind: malformed_output``). Raise it from a guarded call."""
+
+
+class HttpError(Exception):
+    """HttpError is a dependency's HTTP error answer, raised by a tool
+    that got one (``raise_for_status`` raises it): its ``status_code`` is
+    sent as the evidence's ``http_status``, its wait headers and its JSON
+    body's error code with it, so the daemon classifies the answer, not an
+    unknown error. ``headers`` is any mapping of response headers, ``body``
+    the decoded JSON body if there is one."""
+
+    def __init__(self, status: int, message: str = "", *, headers: Mapping[str, str] | None = None,
+                 body: object = None, response: object = None) -> None:
+        if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
+            raise ValueError(f"status: must be an HTTP status from 100 to 599, got {status!r}")
+        self.status_code = status
+        self.headers: Mapping[str, str] = dict(headers or {})
+        self.body = body
+        self.response = response
+        super().__init__(message or f"HTTP {status}")
+
+
+def raise_for_status(response: R) -> R:
+    """raise_for_status raises HttpError for a response whose status is
+    400 or more and returns any other as it is. The response is duck
+    typed: its status is ``status_code`` (requests, httpx), else
+    ``status`` (aiohttp, urllib), and its headers ``headers``; a JSON body
+    already read (requests, httpx) gives the error code. No HTTP library
+    is imported."""
+    status = _status_of(response)
+    if status is None:
+        raise TypeError(f"raise_for_status: {type(response).__name__} has no integer status_code or status")
+    if status < 400:
+        return response
+    headers = _header_map(getattr(response, "headers", None))
+    reason = getattr(response, "reason_phrase", None) or getattr(response, "reason", None)
+    text = f"HTTP {status}" + (f" {reason}" if isinstance(reason, str) and reason else "")
+    url = getattr(response, "url", None)
+    if url is not None:
+        text += f" from {url}"
+    raise HttpError(status, text, headers=headers, body=_loaded_json(response), response=response)
+
+
+def _status_of(h: object) -> int | None:
+    for attr in ("status_code", "status", "code"):
+        v = getattr(h, attr, None)
+        if isinstance(v, int) and not isinstance(v, bool) and 100 <= v <= 599:
+            return v
+    return None
 
 
 def is_cancel(exc: BaseException) -> bool:
@@ -99,14 +151,10 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 def _status(e: BaseException) -> int | None:
     """The HTTP status an exception carries, from its own attributes or
     its response's."""
-    holders: list[object] = [e, getattr(e, "response", None)]
-    for h in holders:
-        if h is None:
-            continue
-        for attr in ("status_code", "status", "code"):
-            v = getattr(h, attr, None)
-            if isinstance(v, int) and not isinstance(v, bool) and 100 <= v <= 599:
-                return v
+    for h in (e, getattr(e, "response", None)):
+        status = None if h is None else _status_of(h)
+        if status is not None:
+            return status
     return None
 
 
@@ -150,21 +198,29 @@ def is_wait_header(name: str) -> bool:
 
 def _headers(e: BaseException) -> dict[str, str]:
     """The response headers, lower-cased, from the exception (aiohttp,
-    urllib) or its response (requests, httpx, the SDKs)."""
+    urllib, HttpError) or its response (requests, httpx, the SDKs)."""
     for h in (getattr(e, "headers", None), getattr(getattr(e, "response", None), "headers", None)):
-        items = getattr(h, "items", None)
-        if h is None or not callable(items):
-            continue
-        out: dict[str, str] = {}
-        try:
-            for k, v in items():
-                key = str(k).lower()
-                if key not in out:
-                    out[key] = str(v)[:_MAX_HEADER_VALUE]
-        except Exception:  # a foreign mapping that fails to iterate says nothing
-            continue
-        return out
+        out = _header_map(h)
+        if out is not None:
+            return out
     return {}
+
+
+def _header_map(h: object) -> dict[str, str] | None:
+    """A foreign headers mapping, lower-cased, each value cut to its
+    bound; None when h is none or fails to iterate."""
+    items = getattr(h, "items", None)
+    if h is None or not callable(items):
+        return None
+    out: dict[str, str] = {}
+    try:
+        for k, v in items():
+            key = str(k).lower()
+            if key not in out:
+                out[key] = str(v)[:_MAX_HEADER_VALUE]
+    except Exception:  # a foreign mapping that fails to iterate says nothing
+        return None
+    return out
 
 
 def _error_code(e: BaseException) -> str:

@@ -17,7 +17,18 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ._evidence import KIND_CANCELLED, KIND_DENIAL, Evidence
+from ._denial import data
+from ._evidence import (
+    KIND_CANCELLED,
+    KIND_DENIAL,
+    KIND_DNS,
+    KIND_MALFORMED,
+    KIND_REFUSED,
+    KIND_RESET,
+    KIND_TIMEOUT,
+    KIND_TLS,
+    Evidence,
+)
 
 ALLOWED = "DECISION_ALLOWED"
 PROBE = "DECISION_PROBE"
@@ -28,20 +39,27 @@ DENIED_PROBE = "DECISION_DENIED_PROBE_IN_FLIGHT"
 # count (a success, which ends a run, is the remaining one).
 _COUNTED = frozenset({"OUTCOME_TRANSPORT", "OUTCOME_TIMEOUT", "OUTCOME_SERVER_ERROR", "OUTCOME_MALFORMED_OUTPUT"})
 _SUCCESS = "OUTCOME_SUCCESS"
+# The error kinds it counts: the transport kinds, a timeout, malformed
+# output (an unrecognised error counts only by a policy it does not have).
+_COUNTED_KINDS = frozenset({KIND_DNS, KIND_TLS, KIND_REFUSED, KIND_RESET, KIND_TIMEOUT, KIND_MALFORMED})
 
-REASON = "{breaker} failing: {n} consecutive failures seen by this worker"
+
+# breakerd's default policy's values of LocalPolicy's fields
+# (conformance/client_rules.json's defaults).
+_DEFAULTS: dict[str, int] = {k: int(v) for k, v in data("client_rules.json")["defaults"].items()}
 
 
 @dataclass(frozen=True)
 class LocalPolicy:
     """LocalPolicy is what the fallback takes from a breaker's policy
     (GetPolicy's fields of the same names). The defaults are breakerd's
-    (docs/policies.md), for a breaker whose policy was never read."""
+    (conformance/client_rules.json), for a breaker whose policy was never
+    read."""
 
-    threshold: int = 5
-    cooldown_base_ms: int = 30_000
-    cooldown_cap_ms: int = 900_000
-    probe_timeout_ms: int = 30_000
+    threshold: int = _DEFAULTS["threshold"]
+    cooldown_base_ms: int = _DEFAULTS["cooldown_base_ms"]
+    cooldown_cap_ms: int = _DEFAULTS["cooldown_cap_ms"]
+    probe_timeout_ms: int = _DEFAULTS["probe_timeout_ms"]
 
 
 @dataclass
@@ -51,17 +69,17 @@ class _Local:
     cooldown_ms: int = 0  # the open period in force
     probe_until_ms: int = 0  # the local probe's slot, held until then; 0: free
     generation: int = 0
-    reason: str = ""
 
 
 @dataclass(frozen=True)
 class LocalDecision:
-    """LocalDecision is one answer of the local breaker."""
+    """LocalDecision is one answer of the local breaker; a denial holds
+    until until_ms (the local clock)."""
 
     decision: str
     generation: int
     retry_after_ms: int = 0
-    reason: str = ""
+    until_ms: int = 0
 
     @property
     def allowed(self) -> bool:
@@ -78,20 +96,22 @@ def outcome_counts(outcome: str) -> bool | None:
 
 def counts(ev: Evidence) -> bool | None:
     """counts reads evidence the way the fallback may without breakerd's
-    table (conformance/classification.json holds the full one): a 5xx or
-    an error kind of transport, timeout or malformed output is a counted
-    failure, no error a success, anything else (a 4xx, a rate limit, a
-    cancel, a breakerd denial) ignored."""
+    table (conformance/classification.json holds the full one; the suite
+    holds this to client_rules.json's fallback_counts rows): a 5xx, a 408,
+    a 429 that names no wait, or an error kind of transport, timeout or
+    malformed output is a counted failure, no error a success, anything
+    else (another 4xx, a cancel, a breakerd denial, an error the client
+    could not name) ignored."""
     kind = ev.get("error_kind", "")
     status = int(ev.get("http_status", 0) or 0)
     if kind in (KIND_CANCELLED, KIND_DENIAL):
         return None
-    if status >= 500:
-        return True
+    if status >= 500 or status == 408 or status == 429 and not ev.get("headers"):
+        return True  # a bare 429's wait is the daemon's default, past any deadline the fallback weighs
     if status >= 400:
         return None
     if kind:
-        return True
+        return True if kind in _COUNTED_KINDS else None
     grpc = ev.get("grpc_status")
     if grpc is not None and grpc != 0:
         return None  # gRPC codes vary; the subset does not judge them
@@ -123,9 +143,9 @@ class LocalBreaker:
             if b.open_until_ms == 0:
                 return LocalDecision(ALLOWED, b.generation)
             if now < b.open_until_ms:
-                return LocalDecision(DENIED_OPEN, b.generation, b.open_until_ms - now, b.reason)
+                return LocalDecision(DENIED_OPEN, b.generation, b.open_until_ms - now, b.open_until_ms)
             if now < b.probe_until_ms:
-                return LocalDecision(DENIED_PROBE, b.generation, b.probe_until_ms - now, b.reason)
+                return LocalDecision(DENIED_PROBE, b.generation, b.probe_until_ms - now, b.probe_until_ms)
             b.probe_until_ms = now + self._policy.get(breaker, LocalPolicy()).probe_timeout_ms
             return LocalDecision(PROBE, b.generation)
 
@@ -139,9 +159,9 @@ class LocalBreaker:
             if b is None or b.open_until_ms == 0:
                 return None
             if now < b.open_until_ms:
-                return LocalDecision(DENIED_OPEN, b.generation, b.open_until_ms - now, b.reason)
+                return LocalDecision(DENIED_OPEN, b.generation, b.open_until_ms - now, b.open_until_ms)
             if now < b.probe_until_ms:
-                return LocalDecision(DENIED_PROBE, b.generation, b.probe_until_ms - now, b.reason)
+                return LocalDecision(DENIED_PROBE, b.generation, b.probe_until_ms - now, b.probe_until_ms)
             return None
 
     def record(self, breaker: str, generation: int | None, probe: bool, counted: bool | None) -> None:
@@ -159,9 +179,9 @@ class LocalBreaker:
                     return  # the slot lapsed and was handed on, or the circuit closed
                 b.probe_until_ms = 0
                 if counted is True:
-                    self._open(b, min(2 * b.cooldown_ms, pol.cooldown_cap_ms), b.reason)
+                    self._open(b, min(2 * b.cooldown_ms, pol.cooldown_cap_ms))
                 elif counted is False:
-                    b.open_until_ms, b.cooldown_ms, b.failures, b.reason = 0, 0, 0, ""
+                    b.open_until_ms, b.cooldown_ms, b.failures = 0, 0, 0
                     b.generation += 1
                 return
             if b.open_until_ms != 0 or counted is None:
@@ -171,16 +191,16 @@ class LocalBreaker:
                 return
             b.failures += 1
             if b.failures >= pol.threshold:
-                self._open(b, pol.cooldown_base_ms, REASON.format(breaker=breaker, n=b.failures))
+                self._open(b, pol.cooldown_base_ms)
 
-    def hold_open(self, breaker: str, reason: str) -> None:
+    def hold_open(self, breaker: str) -> None:
         """hold_open makes a closed breaker open with its probe due now
         (one call goes, the rest are denied until its outcome): the
         daemons last said it was open and none answers now."""
         with self._lock:
             b = self._table.setdefault(breaker, _Local())
             if b.open_until_ms == 0:
-                self._open(b, self._policy.get(breaker, LocalPolicy()).cooldown_base_ms, reason)
+                self._open(b, self._policy.get(breaker, LocalPolicy()).cooldown_base_ms)
                 b.open_until_ms = self._now()
 
     def reset(self) -> None:
@@ -188,9 +208,8 @@ class LocalBreaker:
         with self._lock:
             self._table.clear()
 
-    def _open(self, b: _Local, cooldown_ms: int, reason: str) -> None:
+    def _open(self, b: _Local, cooldown_ms: int) -> None:
         b.cooldown_ms = cooldown_ms
         b.open_until_ms = self._now() + cooldown_ms
         b.generation += 1
         b.failures = 0
-        b.reason = reason

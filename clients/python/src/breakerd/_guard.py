@@ -7,10 +7,11 @@ import functools
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, TypeVar, Union, cast, overload
 
+from . import _render
 from ._deadline import cancel_was_deadline, cancelling, waited_on_by_timed_out
 from ._errors import CircuitOpen
 from ._evidence import KIND_CANCELLED, KIND_TIMEOUT
@@ -22,6 +23,30 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 R = TypeVar("R")
 
+# Exclude is what a guard's ``exclude`` takes, as pybreaker's does: an
+# exception type, a predicate over the exception, or an iterable of them.
+ExcludeRule = Union[type[BaseException], Callable[[BaseException], bool]]
+Exclude = Union[ExcludeRule, Iterable[ExcludeRule], None]
+
+# What an excluded error is recorded as: the never-counted outcome of a
+# request that was wrong, not of a dependency that failed.
+EXCLUDED_OUTCOME = "OUTCOME_INVALID_ARGUMENT"
+
+
+def excluded(exc: BaseException | None, rule: Exclude) -> bool:
+    """excluded says whether exc is one of rule's: an instance of one of
+    its types, or one its predicates holds for."""
+    if exc is None or rule is None:
+        return False
+    rules = [rule] if isinstance(rule, type) or callable(rule) else list(rule)
+    for r in rules:
+        if isinstance(r, type):
+            if isinstance(exc, r):
+                return True
+        elif r(exc):
+            return True
+    return False
+
 
 class Guard:
     """Guard protects calls to one breaker's dependency. As a decorator it
@@ -32,13 +57,17 @@ class Guard:
     evidence and re-raised; a cancel (asyncio's, Ctrl-C) is recorded as
     a cancel, never counted, unless a deadline caused it (``deadline``
     spent, ``asyncio.timeout``, ``asyncio.wait_for``): that is a timeout
-    (``_deadline``)."""
+    (``_deadline``). An error ``exclude`` names (exception types, or
+    predicates over the exception) is not the dependency's fault: it is
+    recorded as EXCLUDED_OUTCOME, never counted, and re-raised."""
 
-    def __init__(self, client: Client, breaker: str, *, tool: str = "", deadline: float | None = None) -> None:
+    def __init__(self, client: Client, breaker: str, *, tool: str = "", deadline: float | None = None,
+                 exclude: Exclude = None) -> None:
         self.client = client
         self.breaker = breaker
         self.tool = tool
         self.deadline = deadline
+        self.exclude = exclude
         self.permit: Permit | None = None
         self.result: dict[str, Any] | None = None
         self._started = 0.0
@@ -60,6 +89,8 @@ class Guard:
         kw: dict[str, Any] = {"latency_ms": int(elapsed * 1000)}
         if self.deadline is not None:
             kw["deadline_ms"] = int((self.deadline - elapsed) * 1000)
+        if excluded(exc, self.exclude):
+            kw["outcome"] = EXCLUDED_OUTCOME
         return p, exc, kw
 
     def _check(self) -> None:
@@ -82,7 +113,7 @@ class Guard:
     async def __aexit__(self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         p, e, kw = self._report(exc)
         task = asyncio.current_task()
-        if isinstance(exc, asyncio.CancelledError) and task is not None:
+        if isinstance(exc, asyncio.CancelledError) and task is not None and "outcome" not in kw:
             spent = self.deadline is not None and kw.get("deadline_ms", 1) <= 0
             if spent or waited_on_by_timed_out(task):
                 kw["evidence"] = {"error_kind": KIND_TIMEOUT}
@@ -128,7 +159,7 @@ class Guard:
         return cast(Callable[..., Any], guarded)
 
     def _fresh(self) -> Guard:
-        return Guard(self.client, self.breaker, tool=self.tool, deadline=self.deadline)
+        return Guard(self.client, self.breaker, tool=self.tool, deadline=self.deadline, exclude=self.exclude)
 
 
 # The records sent after a cancellation, held until sent (the loop keeps
@@ -146,21 +177,21 @@ class RunGuard(Guard):
     """RunGuard is a Guard for one tool of a Run: a tool the run lost is
     denied with no round trip, and a denial removes the tool."""
 
-    def __init__(self, run: Run, tool: str, *, deadline: float | None = None) -> None:
-        super().__init__(run.client, run.breaker_of(tool), tool=tool, deadline=deadline)
+    def __init__(self, run: Run, tool: str, *, deadline: float | None = None, exclude: Exclude = None) -> None:
+        super().__init__(run.client, run.breaker_of(tool), tool=tool, deadline=deadline, exclude=exclude)
         self.run = run
 
     def _check(self) -> None:
         super()._check()
         for u in self.run.degraded:
             if u.tool == self.tool:
-                from ._render import tool_result
-
-                left = max(0, u.deny_until_ms - self.client._now_ms()) if u.deny_until_ms < (1 << 63) - 1 else 0
-                st = dict(u.state)
-                raise CircuitOpen(breaker=u.breaker, decision=u.decision, reason=u.reason, retry_after_ms=left,
-                                  tool_result=tool_result(u.tool, u.breaker, u.decision, u.reason, left, st, u.degraded),
-                                  tool=u.tool, scope=u.scope, alternatives=u.alternatives, degraded=u.degraded, state=st)
+                now = self.client.cache.now_redis_ms()  # the clock the denial's times are on
+                d = u.denial
+                raise CircuitOpen(breaker=u.breaker, decision=u.decision, reason=u.reason,
+                                  retry_after_ms=d.retry_after_ms(now),
+                                  tool_result=_render.tool_result(d, u.tool, u.alternatives, u.degraded, now),
+                                  tool=u.tool, scope=u.scope, alternatives=u.alternatives, degraded=u.degraded,
+                                  state=dict(u.state), denial=d)
 
     def _admit(self, p: Permit) -> Permit:
         if not p.allowed:
@@ -170,4 +201,4 @@ class RunGuard(Guard):
         return super()._admit(p)
 
     def _fresh(self) -> Guard:
-        return RunGuard(self.run, self.tool, deadline=self.deadline)
+        return RunGuard(self.run, self.tool, deadline=self.deadline, exclude=self.exclude)

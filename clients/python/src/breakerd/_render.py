@@ -3,10 +3,10 @@
 Both come from breakerd's templates (``templates/``, copies of the
 repository's conformance/templates, held byte-identical by the suite),
 in the small Mustache subset conformance/README.md defines, so that the
-daemon, the Go client and this client render the same bytes from the
-same inputs. The client renders a tool result itself only when the
-daemon did not answer (the open cache or the local fallback decided);
-the notice always.
+daemon and every client render the same bytes from the same inputs. The
+inputs are breakerd's Denial (``_denial``) with the tool's name, the
+alternatives, the degraded flag and the clock at answer time: the client
+keeps no words of its own.
 """
 
 from __future__ import annotations
@@ -18,35 +18,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
 
+from ._denial import FOREVER, Denial
+
 if TYPE_CHECKING:
     from ._run import Unavailable
 
-# deny_until_ms of a denial that lasts until an operator acts.
-FOREVER = (1 << 63) - 1
-
-STATUS_OPEN = "circuit_open"
+# The status word of a probe in flight (the notice's derived testing).
 STATUS_PROBE = "probe_in_flight"
-
-_DECISION_OF_STATE = {
-    "STATE_OPEN": "DECISION_DENIED_OPEN",
-    "STATE_HALF_OPEN": "DECISION_DENIED_PROBE_IN_FLIGHT",
-    "STATE_FORCED_OPEN": "DECISION_DENIED_FORCED_OPEN",
-    "STATE_PAUSED": "DECISION_DENIED_PAUSED",
-}
-
-
-def decision_of(st: Mapping[str, Any]) -> str:
-    """decision_of names the denial a denying state answers with: its own
-    state's, else its parent scope's (deny_until_ms includes it)."""
-    own = _DECISION_OF_STATE.get(str(st.get("state", "")))
-    if own:
-        return own
-    return "DECISION_DENIED_PARENT_OPEN" if st.get("parent") else "DECISION_DENIED_OPEN"
-
-
-def status_of(decision: str) -> str:
-    return STATUS_PROBE if decision == "DECISION_DENIED_PROBE_IN_FLIGHT" else STATUS_OPEN
-
 
 # -- the template language ----------------------------------------------------
 
@@ -196,20 +174,20 @@ def template(name: str) -> tuple[_Node, ...]:
 # -- the two texts -------------------------------------------------------------
 
 
-def tool_result(tool: str, breaker: str, decision: str, reason: str, retry_ms: int, st: Mapping[str, Any], degraded: bool) -> str:
-    """tool_result renders the circuit_open JSON a model receives."""
-    scope = str(st.get("parent", "")) if decision == "DECISION_DENIED_PARENT_OPEN" else ""
-    return render(template("tool_result"), {
-        "status": status_of(decision),
+def denial_inputs(d: Denial, tool: str, alternatives: Sequence[str], degraded: bool) -> dict[str, Any]:
+    """denial_inputs is the template input for d, breakerd's denial of tool
+    (whose policy's alternatives are alternatives), degraded when a
+    fallback answered (conformance/README.md)."""
+    return {
         "tool": tool,
-        "breaker": breaker,
-        "reason": reason,
-        "retry_after_ms": max(0, retry_ms),
-        "alternatives": [str(a) for a in st.get("alternatives", ()) or ()],
-        "forced": decision == "DECISION_DENIED_FORCED_OPEN",
+        "status": d.status,
+        "reason": d.reason,
+        "forced": d.forced,
         "degraded": degraded,
-        "scope": scope,
-    })
+        "scope": d.scope_word,
+        "alternatives": [str(a) for a in alternatives],
+        "may_return_at_ms": d.may_return_at_ms if 0 < d.may_return_at_ms < FOREVER else 0,
+    }
 
 
 def about(ms: int) -> str:
@@ -222,41 +200,45 @@ def about(ms: int) -> str:
 
 
 def derive(d: Mapping[str, Any], now_ms: int) -> dict[str, Any]:
-    """derive adds the fields the notice template reads to one denial."""
+    """derive adds the derived fields conformance/README.md defines to
+    one denial's inputs."""
     out = dict(d)
-    scope = str(d.get("scope", ""))
     testing = d.get("status") == STATUS_PROBE
     may = int(d.get("may_return_at_ms", 0) or 0)
-    back_in = about(max(may - now_ms, 1000)) if not testing and may > 0 else ""
+    in_ms = max(may - now_ms, 1000) if not testing and may > 0 else 0
+    back_in = about(in_ms) if in_ms else ""
     out.update(
         reason=str(d.get("reason", "")).rstrip(". "),
-        subject=scope or "It",
-        object=scope or "it",
+        alternatives=list(d.get("alternatives", ()) or ()),
+        parent=d.get("scope") == "parent",
         testing=testing,
+        may_return_in_ms=in_ms,
         back_in=back_in,
-        forced_no_end=not testing and not back_in and bool(d.get("forced")),
-        no_end=not testing and not back_in and not d.get("forced"),
+        no_end=not testing and not back_in,
     )
     return out
 
 
+def render_tool_result(d: Mapping[str, Any], now_ms: int) -> str:
+    """render_tool_result renders the tool result over one denial's
+    inputs at now_ms (ms since the epoch)."""
+    return render(template("tool_result"), {"now_ms": now_ms, **derive(d, now_ms)})
+
+
 def notice_of(denials: Sequence[Mapping[str, Any]], now_ms: int) -> str:
-    """notice_of renders the notice over denials in the template's input
-    form; empty for none."""
+    """notice_of renders the notice over denials' inputs at now_ms; empty
+    for none."""
     if not denials:
         return ""
     return render(template("notice"), {"denials": [derive(d, now_ms) for d in denials], "now_ms": now_ms})
 
 
+def tool_result(d: Denial, tool: str, alternatives: Sequence[str], degraded: bool, now_ms: int) -> str:
+    """tool_result is the text a model receives for d, at now_ms on the
+    clock d's times are on."""
+    return render_tool_result(denial_inputs(d, tool, alternatives, degraded), now_ms)
+
+
 def notice(lost: Sequence[Unavailable], now_ms: int) -> str:
     """notice renders the run notice over the tools a run lost."""
-    return notice_of([{
-        "tool": u.tool,
-        "status": status_of(u.decision),
-        "reason": u.reason,
-        "forced": u.decision == "DECISION_DENIED_FORCED_OPEN",
-        "degraded": u.degraded,
-        "scope": u.scope,
-        "alternatives": list(u.alternatives),
-        "may_return_at_ms": u.deny_until_ms if 0 < u.deny_until_ms < FOREVER else 0,
-    } for u in lost], now_ms)
+    return notice_of([denial_inputs(u.denial, u.tool, u.alternatives, u.degraded) for u in lost], now_ms)

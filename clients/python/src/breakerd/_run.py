@@ -8,12 +8,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import _render
+from ._denial import Denial, int64, of_state
 from ._errors import CircuitOpen
 from ._transport import Outage
 
 if TYPE_CHECKING:
     from ._client import Client
-    from ._guard import Guard
+    from ._guard import Exclude, Guard
 
 T = TypeVar("T")
 
@@ -38,19 +39,6 @@ def tool_name(tool: object) -> str:
     raise TypeError(f"a tool needs a name: {type(tool).__name__} has none")
 
 
-def _denies(st: Mapping[str, Any]) -> bool:
-    """A state denies when its deny_until_ms is past the Redis clock's
-    reading it was taken at."""
-    return _int(st.get("deny_until_ms")) > _int(st.get("as_of_ms")) > 0
-
-
-def _int(v: object) -> int:
-    try:
-        return int(v) if isinstance(v, (int, str)) and not isinstance(v, bool) else 0
-    except ValueError:
-        return 0
-
-
 @dataclass(frozen=True)
 class Unavailable:
     """Unavailable says why a tool left a run: what the model's notice and
@@ -60,14 +48,19 @@ class Unavailable:
     breaker: str
     decision: str
     reason: str
-    # When the breaker may allow again, ms since the epoch on breakerd's
-    # clock; 0 when unknown, _render.FOREVER until an operator acts.
+    # Until when the denial holds, ms since the epoch on breakerd's
+    # clock; FOREVER until an operator acts.
     deny_until_ms: int
     removed_at_ms: int
     alternatives: tuple[str, ...] = ()
+    # The parent scope that denied; "" when the breaker or this worker's
+    # own verdict did.
     scope: str = ""
     degraded: bool = False
     state: Mapping[str, Any] = field(default_factory=dict)
+    # The Denial the notice and a replayed denial render: breakerd's, or
+    # the local fallback's.
+    denial: Denial = field(default_factory=lambda: Denial("", "", ""))
 
 
 class Run:
@@ -119,18 +112,17 @@ class Run:
         verdicts = self._verdicts(breakers)
         now = self.client._now_ms()
         for n in keep:
-            st, degraded = verdicts.get(self.breaker_of(n), ({}, False))
-            if st:
-                self._remove(n, st, degraded, now)
+            v = verdicts.get(self.breaker_of(n))
+            if v is not None:
+                self._remove(n, *v, now)
         with self._lock:
             return [t for t, n in zip(tools, names) if n not in self._removed]
 
-    def _verdicts(self, breakers: list[str]) -> dict[str, tuple[dict[str, Any], bool]]:
+    def _verdicts(self, breakers: list[str]) -> dict[str, tuple[Mapping[str, Any], Denial, bool]]:
         """The denying states among breakers (none for one that allows),
-        and whether the fallback judged. A breaker denied by its parent
-        scope (deny_until_ms includes the parent's verdict) gets the
-        parent's state, read in a second BatchGet, for its reason."""
-        out: dict[str, tuple[dict[str, Any], bool]] = {}
+        each with its Denial for this worker and whether a fallback
+        judged."""
+        out: dict[str, tuple[Mapping[str, Any], Denial, bool]] = {}
         if not breakers:
             return out
         try:
@@ -139,49 +131,37 @@ class Run:
             states = self.client.batch_get(breakers, budget=self.client._budget(""))
         except Outage:
             for b in breakers:
-                out[b] = (self._fallback_state(b), True)
+                v = self._fallback_verdict(b)
+                if v is not None:
+                    out[b] = (*v, True)
             return out
         for st in states:
             self.client.cache.observe(st)
-            if _denies(st):
-                out[str(st.get("breaker", ""))] = (st, False)
-        parents = {b: str(st.get("parent")) for b, (st, _) in out.items()
-                   if st.get("parent") and _render.decision_of(st) == "DECISION_DENIED_PARENT_OPEN"}
-        if parents:
-            try:
-                by_name = {str(p.get("breaker")): p for p in self.client.batch_get(sorted(set(parents.values())))}
-            except Outage:
-                by_name = {}
-            for b, parent in parents.items():
-                p = by_name.get(parent)
-                if p is not None and _denies(p):
-                    out[b] = ({**p, "parent": parent, "scope_of": b}, False)
+            d = of_state(st, self.client.worker_id)
+            if d is not None and d.deny_until_ms > int64(st.get("as_of_ms")):
+                out[str(st.get("breaker", ""))] = (st, d, False)
         return out
 
-    def _fallback_state(self, breaker: str) -> dict[str, Any]:
-        st = self.client.cache.denial(breaker, stale_ok=True)
-        if st is not None:
-            return st
-        d = self.client.local.peek(breaker)
-        if d is None:
-            return {}
-        return {"breaker": breaker, "reason": d.reason, "state": "STATE_OPEN",
-                "deny_until_ms": str(self.client._now_ms() + d.retry_after_ms)}
+    def _fallback_verdict(self, breaker: str) -> tuple[Mapping[str, Any], Denial] | None:
+        cached = self.client.cache.denial(breaker, stale_ok=True)
+        if cached is not None:
+            return cached
+        p = self.client._fallback_peek(breaker)
+        return None if p is None or p.verdict is None else (p.state, p.verdict)
 
-    def _remove(self, tool: str, st: Mapping[str, Any], degraded: bool, now: int, decision: str = "") -> None:
-        if not decision:
-            decision = "DECISION_DENIED_PARENT_OPEN" if "scope_of" in st else _render.decision_of(st)
+    def _remove(self, tool: str, st: Mapping[str, Any], d: Denial, degraded: bool, now: int) -> None:
         u = Unavailable(
             tool=tool,
             breaker=self.breaker_of(tool),
-            decision=decision,
-            reason=str(st.get("reason", "")),
-            deny_until_ms=_int(st.get("deny_until_ms")),
+            decision=d.decision,
+            reason=d.reason,
+            deny_until_ms=d.deny_until_ms,
             removed_at_ms=now,
             alternatives=tuple(str(a) for a in st.get("alternatives", ()) or ()),
-            scope=str(st.get("parent", "")) if decision == "DECISION_DENIED_PARENT_OPEN" else "",
+            scope=str(st.get("parent", "")) if d.scope_word == "parent" else "",
             degraded=degraded,
             state=dict(st),
+            denial=d,
         )
         with self._lock:
             if tool in self._removed:
@@ -194,25 +174,24 @@ class Run:
     def lose(self, tool: str, denial: CircuitOpen) -> None:
         """lose removes tool, and every tool of the last toolset sharing
         its breaker, after a denial met mid-run."""
-        now = self.client._now_ms()
-        st = dict(denial.state)
-        st.setdefault("reason", denial.reason)
-        if "deny_until_ms" not in st and denial.retry_after_ms:
-            st["deny_until_ms"] = str(now + denial.retry_after_ms)
+        d = denial.denial
+        if d is None:  # a daemon that sent no Denial: its own words, kept as they came
+            d = Denial(denial.decision, "", denial.reason)
         with self._lock:
             sharing = [n for n in self._last if self.breaker_of(n) == denial.breaker] or [tool]
+        now = self.client._now_ms()
         for n in dict.fromkeys([tool, *sharing]):
-            self._remove(n, st, denial.degraded, now, denial.decision)
+            self._remove(n, denial.state, d, denial.degraded, now)
 
-    def guard(self, tool: str, *, deadline: float | None = None) -> Guard:
+    def guard(self, tool: str, *, deadline: float | None = None, exclude: Exclude = None) -> Guard:
         """guard is Client.guard for one of the run's tools: a tool the
         run lost is denied without a round trip, and a denial removes the
         tool from the run."""
         from ._guard import RunGuard
 
-        return RunGuard(self, tool, deadline=deadline)
+        return RunGuard(self, tool, deadline=deadline, exclude=exclude)
 
     def notice(self) -> str:
         """notice is the text to give the model about the tools this run
         lost (breakerd's notice template); empty when it lost none."""
-        return _render.notice(self.degraded, self.client._now_ms())
+        return _render.notice(self.degraded, self.client.cache.now_redis_ms())

@@ -29,7 +29,7 @@ except ImportError as e:  # pragma: no cover - the adapter's one requirement
 
 from .._client import Client
 from .._errors import CircuitOpen
-from .._guard import Guard
+from .._guard import Exclude, Guard
 from .._run import Run
 
 __all__ = ["Toolkit"]
@@ -40,11 +40,13 @@ _current: contextvars.ContextVar[Run | None] = contextvars.ContextVar("breakerd_
 class Toolkit:
     """Toolkit wraps LangChain tools with breakerd. ``breakers`` maps a
     tool's name to its breaker (the dependency it calls); a tool missing
-    from it is its own."""
+    from it is its own. ``exclude`` is the guards' (``Client.guard``): the
+    errors that are not the dependency's fault."""
 
-    def __init__(self, client: Client, breakers: Mapping[str, str] | None = None) -> None:
+    def __init__(self, client: Client, breakers: Mapping[str, str] | None = None, *, exclude: Exclude = None) -> None:
         self.client = client
         self.breakers: dict[str, str] = dict(breakers or {})
+        self.exclude = exclude
 
     def breaker_of(self, tool: str) -> str:
         return self.breakers.get(tool, tool)
@@ -64,14 +66,21 @@ class Toolkit:
 
     def _guard(self, tool: str) -> Guard:
         run = _current.get()
-        return run.guard(tool) if run is not None else self.client.guard(self.breaker_of(tool), tool=tool)
+        if run is not None:
+            return run.guard(tool, exclude=self.exclude)
+        return self.client.guard(self.breaker_of(tool), tool=tool, exclude=self.exclude)
 
     def wrap(self, tool: BaseTool, *, breaker: str | None = None) -> BaseTool:
         """wrap returns tool guarded by breakerd (``breaker`` names its
-        dependency)."""
+        dependency). A ToolException the tool raises is recorded (with what
+        it was raised from) before the wrapper's ``handle_tool_error``, the
+        tool's own, turns it into the model's text."""
         if breaker:
             self.breakers[tool.name] = breaker
         name = tool.name
+        handle = tool.handle_tool_error
+        if handle:
+            tool = tool.model_copy(update={"handle_tool_error": False})  # the guard sees the exception
 
         def call(**kwargs: Any) -> Any:
             try:
@@ -88,4 +97,5 @@ class Toolkit:
                 return e.tool_result
 
         return StructuredTool.from_function(func=call, coroutine=acall, name=name, description=tool.description,
-                                            args_schema=tool.args_schema, infer_schema=False)
+                                            args_schema=tool.args_schema, infer_schema=False,
+                                            handle_tool_error=handle, handle_validation_error=tool.handle_validation_error)

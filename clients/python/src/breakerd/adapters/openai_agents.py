@@ -31,7 +31,7 @@ except ImportError as e:  # pragma: no cover - the adapter's one requirement
 
 from .._client import Client
 from .._errors import CircuitOpen
-from .._guard import Guard
+from .._guard import Exclude, Guard
 from .._run import Run
 
 __all__ = ["Toolbox"]
@@ -44,11 +44,14 @@ _current: contextvars.ContextVar[Run | None] = contextvars.ContextVar("breakerd_
 class Toolbox:
     """Toolbox makes guarded function tools and runs agents with the tools
     a breakerd Run allows. ``breakers`` maps a tool's name to its breaker
-    (the dependency it calls); a tool missing from it is its own."""
+    (the dependency it calls); a tool missing from it is its own.
+    ``exclude`` is the guards' (``Client.guard``): the errors that are not
+    the dependency's fault."""
 
-    def __init__(self, client: Client, breakers: Mapping[str, str] | None = None) -> None:
+    def __init__(self, client: Client, breakers: Mapping[str, str] | None = None, *, exclude: Exclude = None) -> None:
         self.client = client
         self.breakers: dict[str, str] = dict(breakers or {})
+        self.exclude = exclude
 
     def breaker_of(self, tool: str) -> str:
         return self.breakers.get(tool, tool)
@@ -73,7 +76,9 @@ class Toolbox:
 
     def _guard(self, tool: str) -> Guard:
         run = _current.get()
-        return run.guard(tool) if run is not None else self.client.guard(self.breaker_of(tool), tool=tool)
+        if run is not None:
+            return run.guard(tool, exclude=self.exclude)
+        return self.client.guard(self.breaker_of(tool), tool=tool, exclude=self.exclude)
 
     def _guarded(self, fn: Callable[..., Any], tool: str) -> Callable[..., Any]:
         if inspect.iscoroutinefunction(fn):
