@@ -1,6 +1,7 @@
 // Package conformance holds the cases and templates every breakerd client
-// is held to (README.md in this folder); Go code reads the templates from
-// it, so the text a model reads has one source.
+// is held to (README.md in this folder); Go code reads the templates and
+// the local fallback's denials from it, so the text a model reads has one
+// source.
 package conformance
 
 import (
@@ -10,8 +11,8 @@ import (
 	"fmt"
 )
 
-//go:embed templates/*.tmpl
-var templates embed.FS
+//go:embed templates/*.tmpl fallback_denials.json
+var files embed.FS
 
 //go:embed client_rules.json
 var clientRules []byte
@@ -45,7 +46,7 @@ func ReadClientRules() (ClientRules, error) {
 // Template returns the named template (tool_result or notice) as
 // README.md defines it: the file's text without its final newline.
 func Template(name string) (string, error) {
-	b, err := templates.ReadFile("templates/" + name + ".tmpl")
+	b, err := files.ReadFile("templates/" + name + ".tmpl")
 	if err != nil {
 		return "", err
 	}
@@ -53,4 +54,34 @@ func Template(name string) (string, error) {
 		b = b[:n-1]
 	}
 	return string(b), nil
+}
+
+// Words is a denial's status word and reason.
+type Words struct {
+	Status string `json:"status"`
+	Reason string `json:"reason"`
+}
+
+// FallbackDenials are the local fallback's own denials
+// (fallback_denials.json): the only denials a client words itself.
+type FallbackDenials struct {
+	Open          Words `json:"open"`
+	ProbeInFlight Words `json:"probe_in_flight"`
+}
+
+// Fallback returns fallback_denials.json, refusing a file that leaves a
+// word out.
+func Fallback() (FallbackDenials, error) {
+	var f FallbackDenials
+	b, err := files.ReadFile("fallback_denials.json")
+	if err == nil {
+		err = json.Unmarshal(b, &f)
+	}
+	if err == nil && (f.Open.Status == "" || f.Open.Reason == "" || f.ProbeInFlight.Status == "" || f.ProbeInFlight.Reason == "") {
+		err = fmt.Errorf("every denial needs a status and a reason")
+	}
+	if err != nil {
+		return FallbackDenials{}, fmt.Errorf("conformance: fallback_denials.json: %w", err)
+	}
+	return f, nil
 }

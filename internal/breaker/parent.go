@@ -48,13 +48,15 @@ type Parent struct {
 	// pin's or its pause's end. 0: only an operator ends it.
 	Until int64
 
-	// Name, Reason, Gen and Lease are not part of the rule: the store
-	// renders them into the answer. Name is the parent's name (the
-	// AllowResponse's scope), Reason the parent's reason in plain words,
-	// Gen the parent's generation and Lease its probe lease token (PROBE
-	// only) for the child's ticket.
+	// Name, Reason, Denial, Gen and Lease are not part of the rule: the
+	// store renders them into the answer. Name is the parent's name (the
+	// AllowResponse's scope), Reason the parent's reason in plain words
+	// (for operators), Denial the parent's own denial (its words for a
+	// model; nil when unknown), Gen the parent's generation and Lease its
+	// probe lease token (PROBE only) for the child's ticket.
 	Name   string
 	Reason string
+	Denial *pb.Denial
 	Gen    int64
 	Lease  string
 }

@@ -158,46 +158,6 @@ func eventReason(name string, e Event) string {
 	return causeReason(name, e.Cause, e.Fails, e.Workers, e.RL, e.Cooldown, e.Last, e.Actor)
 }
 
-// DenialReason says why an Allow was denied, for the caller and the model
-// behind it; "" for a call let through.
-func DenialReason(name, worker string, d pb.Decision, v View) string {
-	switch d {
-	case pb.Decision_DECISION_DENIED_FORCED_OPEN:
-		return name + " forced open by an operator: " + v.ForceReason
-	case pb.Decision_DECISION_DENIED_PAUSED:
-		return StateReason(name, v)
-	case pb.Decision_DECISION_DENIED_SUSPECT_WORKER:
-		if v.State == "half_open" {
-			return fmt.Sprintf("%s: this worker (%s) let %d probe leases in a row lapse without reporting; "+
-				"another worker takes the next probe", name, worker, MaxLapses)
-		}
-		if v.Cause == CauseSlowSuspect {
-			return fmt.Sprintf("%s: only worker %s's calls are slow (%s slower than %s) and no other worker confirms: "+
-				"likely this worker's network or load; the circuit stays closed for the fleet (%s)",
-				name, worker, slowCount(v.Last), Human(ms(slowLimit(v.Last))), SlowPhrase(v.Last))
-		}
-		if v.Cause == CauseWindowSuspect {
-			return fmt.Sprintf("%s: only worker %s has failed (%d failures within the failure-rate window) and no other worker confirms: "+
-				"likely this worker's network or config; the circuit stays closed for the fleet", name, worker, v.Fails)
-		}
-		if v.Fails == 0 {
-			return fmt.Sprintf("%s: only worker %s's credential or quota was refused (401/402) and no other worker confirms: "+
-				"likely this worker's config; the circuit stays closed for the fleet", name, worker)
-		}
-		return fmt.Sprintf("%s: only worker %s has failed (%d consecutive failures) and no other worker confirms: "+
-			"likely this worker's network or config; the circuit stays closed for the fleet", name, worker, v.Fails)
-	case pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT:
-		return name + " is being probed by another caller; ask again after the probe"
-	case pb.Decision_DECISION_DENIED_OPEN:
-		if v.State == "half_open" {
-			return fmt.Sprintf("%s: the last probe was rate limited; the vendor asked to wait %s before the next probe",
-				name, Human(ms(v.ProbeAt-v.Now)))
-		}
-		return StateReason(name, v)
-	}
-	return ""
-}
-
 // String renders a Record's note in plain words.
 func (n Note) String() string {
 	return map[Note]string{

@@ -105,7 +105,7 @@ func ShadowProto(st *pb.BreakerState, setting string, policyShadow bool) {
 	if forced || !ShadowOn(setting, policyShadow) {
 		return
 	}
-	st.Shadow, st.ShadowState, st.DenyUntilMs = true, st.State, 0
+	st.Shadow, st.ShadowState, st.DenyUntilMs, st.Denial, st.SuspectDenial = true, st.State, 0, nil, nil
 	if st.State != pb.State_STATE_CLOSED && st.State != pb.State_STATE_UNSPECIFIED {
 		st.Reason = ShadowPrefix + "would be " + EnumName(st.State) + ": " + st.Reason
 	}

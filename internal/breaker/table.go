@@ -142,8 +142,9 @@ func (t *Table) State(name string, now int64) (State, int64) {
 
 // Allow runs an Allow for worker on the named breaker and answers it as
 // the API does: the decision, the ticket (with token when it is the
-// probe), the denial's reason and the state, every reason ending with
-// suffix (which says where the answer comes from). The in-memory
+// probe), the denial (WithDenial) and the state, every reason but the
+// denial's own words ending with suffix (which says where the answer
+// comes from). The in-memory
 // fallbacks (the daemon's while Redis is away, pkg/client's while breakerd
 // is) both answer through it.
 func (t *Table) Allow(name, worker, token string, p Params, alternatives []string, now int64, suffix string) *pb.AllowResponse {
@@ -154,12 +155,10 @@ func (t *Table) Allow(name, worker, token string, p Params, alternatives []strin
 	if res.Decision == pb.Decision_DECISION_PROBE || res.ShadowDecision == pb.Decision_DECISION_PROBE {
 		out.Ticket.LeaseToken = token
 	}
-	if r := DenialReason(name, worker, res.Decision, v); r != "" {
-		out.Reason = r + suffix
-	}
-	if ShadowDenied(res.ShadowDecision) {
-		out.Ticket.ShadowDenied = true
-		out.Reason = ShadowPrefix + "would have been denied: " + DenialReason(name, worker, res.ShadowDecision, v) + suffix
+	out.Ticket.ShadowDenied = ShadowDenied(res.ShadowDecision)
+	WithDenial(out, name, worker, v, Parent{})
+	if out.Reason != "" {
+		out.Reason += suffix
 	}
 	if out.State.Reason != "" {
 		out.State.Reason += suffix

@@ -95,7 +95,9 @@ func StateOf(public string) pb.State { return publicStates[public] }
 
 // Proto renders v as the API's BreakerState for the named breaker, the
 // reason in plain words, as enforced mode shows it: ShadowProto adds
-// shadow mode, which depends on the policy.
+// shadow mode, which depends on the policy. Its denial is the fleet's
+// (any worker but the suspect) and suspect_denial the suspect's own,
+// with no parent: a parent's denial is the caller's to add.
 func (v View) Proto(name string, alternatives []string) *pb.BreakerState {
 	st := &pb.BreakerState{
 		Breaker:         name,
@@ -122,6 +124,12 @@ func (v View) Proto(name string, alternatives []string) *pb.BreakerState {
 	st.OpenFractionCapped = v.Capped
 	st.DenyUntilMs = v.DenyUntil("")
 	st.LastFailureMessage = Message(v.Last)
+	st.Denial = v.DenialOf(name, Query{Now: v.Now}, nil)
+	if v.Suspect != "" {
+		if d := v.DenialOf(name, Query{Worker: v.Suspect, Now: v.Now}, nil); d.GetScope() == pb.DenialScope_DENIAL_SCOPE_WORKER {
+			st.SuspectDenial = d
+		}
+	}
 	return st
 }
 

@@ -5,13 +5,15 @@ import (
 	"strings"
 
 	"github.com/breakerd/breakerd/conformance"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
-// The parsed templates: embedded files, so a parse error is a build
-// defect that every test of this package reports.
+// The parsed templates and the fallback's words: embedded files, so a
+// parse error is a build defect that every test of this package reports.
 var (
 	toolResultTmpl = mustParse("tool_result")
 	noticeTmpl     = mustParse("notice")
+	fallback       = mustFallback()
 )
 
 func mustParse(name string) []node {
@@ -25,67 +27,78 @@ func mustParse(name string) []node {
 	panic("render: template " + name + ": " + err.Error())
 }
 
-// The statuses a denial reports.
-const (
-	StatusCircuitOpen   = "circuit_open"
-	StatusProbeInFlight = "probe_in_flight"
-)
+func mustFallback() conformance.FallbackDenials {
+	f, err := conformance.Fallback()
+	if err != nil {
+		panic("render: " + err.Error())
+	}
+	return f
+}
 
-// Denial is what the tool result of one denied call says.
+// Denial is one denial as the templates take it (conformance/README.md):
+// the daemon's Denial and what the client adds to it.
 type Denial struct {
-	// Status is StatusCircuitOpen or StatusProbeInFlight.
-	Status string
 	// Tool is the tool's name as the model knows it.
 	Tool string
-	// Breaker is the breaker's name.
-	Breaker string
-	// Reason is why, from the daemon's fixed vocabulary.
+	// Status and Reason are the Denial's words.
+	Status string
 	Reason string
-	// RetryAfterMs is how long until asking again may help, ms; 0 when
-	// unknown.
-	RetryAfterMs int64
+	// Forced: an operator forced it (the breaker's pin or its parent's).
+	Forced bool
+	// Degraded: a fallback judged the call (breakerd, or its Redis,
+	// unreachable).
+	Degraded bool
+	// Scope is the DenialScope's word: breaker, parent or worker.
+	Scope string
 	// Alternatives are the policy's routes instead; nil renders as [].
 	Alternatives []string
-	// Forced: an operator forced the circuit open.
-	Forced bool
-	// Degraded: a local fallback judged the call (breakerd unreachable).
-	Degraded bool
-	// Scope is the parent scope that denied; "" when the breaker did.
-	Scope string
-}
-
-// ToolResult renders d by conformance/templates/tool_result.tmpl.
-func ToolResult(d Denial) string {
-	alts := d.Alternatives
-	if alts == nil {
-		alts = []string{}
-	}
-	var b strings.Builder
-	execute(&b, toolResultTmpl, []Data{{
-		"status": d.Status, "tool": d.Tool, "breaker": d.Breaker, "reason": d.Reason,
-		"retry_after_ms": d.RetryAfterMs, "alternatives": alts, "forced": d.Forced,
-		"degraded": d.Degraded, "scope": d.Scope,
-	}})
-	return b.String()
-}
-
-// Lost is one tool a run lost, as the notice tells it.
-type Lost struct {
-	Tool         string
-	Status       string
-	Reason       string
-	Forced       bool
-	Degraded     bool
-	Scope        string
-	Alternatives []string
-	// MayReturnAtMs is when the next probe is due or the force ends, ms
-	// since the epoch; 0 when unknown.
+	// MayReturnAtMs is when the tool may be back, ms since the epoch; 0
+	// when unknown.
 	MayReturnAtMs int64
+}
+
+// Of is the template input for d, the daemon's denial of tool (whose
+// policy's alternatives are alternatives), degraded when a fallback
+// answered.
+func Of(tool string, d *pb.Denial, alternatives []string, degraded bool) Denial {
+	return Denial{Tool: tool, Status: d.GetStatus(), Reason: d.GetReason(), Forced: d.GetForced(), Degraded: degraded,
+		Scope: ScopeWord(d.GetScope()), Alternatives: alternatives, MayReturnAtMs: d.GetMayReturnAtMs()}
+}
+
+// ScopeWord is the templates' word for a DenialScope: breaker, parent or
+// worker (breaker when unspecified).
+func ScopeWord(s pb.DenialScope) string {
+	switch s {
+	case pb.DenialScope_DENIAL_SCOPE_PARENT:
+		return "parent"
+	case pb.DenialScope_DENIAL_SCOPE_WORKER:
+		return "worker"
+	}
+	return "breaker"
+}
+
+// Fallback is the local fallback's own denial of tool
+// (conformance/fallback_denials.json): probeInFlight when its probe is
+// out, else open, back at mayReturnAtMs; always degraded.
+func Fallback(tool string, probeInFlight bool, mayReturnAtMs int64) Denial {
+	w := fallback.Open
+	if probeInFlight {
+		w, mayReturnAtMs = fallback.ProbeInFlight, 0
+	}
+	return Denial{Tool: tool, Status: w.Status, Reason: w.Reason, Degraded: true, Scope: "breaker", MayReturnAtMs: mayReturnAtMs}
+}
+
+// ToolResult renders d at nowMs (ms since the epoch) by
+// conformance/templates/tool_result.tmpl.
+func ToolResult(nowMs int64, d Denial) string {
+	var b strings.Builder
+	execute(&b, toolResultTmpl, []Data{{"now_ms": nowMs}, derive(nowMs, d)})
+	return b.String()
 }
 
 // Notice renders the run notice over lost at nowMs (ms since the epoch)
 // by conformance/templates/notice.tmpl; "" when lost is empty.
-func Notice(nowMs int64, lost []Lost) string {
+func Notice(nowMs int64, lost []Denial) string {
 	if len(lost) == 0 {
 		return ""
 	}
@@ -99,26 +112,25 @@ func Notice(nowMs int64, lost []Lost) string {
 }
 
 // derive adds the derived fields conformance/README.md defines.
-func derive(nowMs int64, l Lost) Data {
-	subject, object := "It", "it"
-	if l.Scope != "" {
-		subject, object = l.Scope, l.Scope
+func derive(nowMs int64, d Denial) Data {
+	testing := d.Status == "probe_in_flight"
+	var inMs int64
+	if !testing && d.MayReturnAtMs > 0 {
+		inMs = max(d.MayReturnAtMs-nowMs, 1000)
 	}
-	testing := l.Status == StatusProbeInFlight
 	backIn := ""
-	if !testing && l.MayReturnAtMs > 0 {
-		backIn = About(max(l.MayReturnAtMs-nowMs, 1000))
+	if inMs > 0 {
+		backIn = About(inMs)
 	}
-	alts := l.Alternatives
+	alts := d.Alternatives
 	if alts == nil {
 		alts = []string{}
 	}
 	return Data{
-		"tool": l.Tool, "status": l.Status, "reason": strings.TrimRight(l.Reason, ". "),
-		"forced": l.Forced, "degraded": l.Degraded, "scope": l.Scope, "alternatives": alts,
-		"may_return_at_ms": l.MayReturnAtMs, "subject": subject, "object": object, "testing": testing,
-		"back_in": backIn, "forced_no_end": !testing && backIn == "" && l.Forced,
-		"no_end": !testing && backIn == "" && !l.Forced,
+		"tool": d.Tool, "status": d.Status, "reason": strings.TrimRight(d.Reason, ". "),
+		"forced": d.Forced, "degraded": d.Degraded, "scope": d.Scope, "alternatives": alts,
+		"may_return_at_ms": d.MayReturnAtMs, "parent": d.Scope == "parent", "testing": testing,
+		"may_return_in_ms": inMs, "back_in": backIn, "no_end": !testing && backIn == "",
 	}
 }
 

@@ -164,7 +164,8 @@ func (s *Scopes) Allow(ctx context.Context, name, worker string) (*pb.AllowRespo
 	}
 	// The parent still denies (its view was stale): this call is denied
 	// with the parent's own answer.
-	res.RetryAfterMs, res.Reason, res.Scope = pres.GetRetryAfterMs(), pres.GetReason(), p.Parent
+	res.Denial = breaker.ParentDenial(pres.GetDenial().GetDenyUntilMs(), pres.GetDenial())
+	res.RetryAfterMs, res.Reason, res.Scope = pres.GetRetryAfterMs(), res.Denial.GetReason(), p.Parent
 	return res, nil
 }
 
@@ -273,13 +274,7 @@ func VerdictOf(st *pb.BreakerState) breaker.Parent {
 	v, policyShadow := breaker.ViewOfProto(st)
 	now := max(v.Now, 1)
 	pv := v.Verdict(breaker.Query{Now: now, PolicyShadow: policyShadow}).Parent(now)
-	pv.Name, pv.Gen, pv.Reason = st.GetBreaker(), st.GetGeneration(), st.GetReason()
-	switch pv.Decision {
-	case pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT:
-		pv.Reason = st.GetBreaker() + " is being probed by another caller; ask again after the probe"
-	case pb.Decision_DECISION_DENIED_FORCED_OPEN:
-		pv.Reason = st.GetBreaker() + " forced open by an operator: " + st.GetReason()
-	}
+	pv.Name, pv.Gen, pv.Reason, pv.Denial = st.GetBreaker(), st.GetGeneration(), st.GetReason(), st.GetDenial()
 	return pv
 }
 
@@ -288,7 +283,7 @@ func VerdictOf(st *pb.BreakerState) breaker.Parent {
 // verdict for the call that asked: PROBE when it took the lease.
 func (s *Scopes) learnAllow(parent string, at stamp, pres *pb.AllowResponse) breaker.Parent {
 	st := pres.GetState()
-	call := breaker.Parent{Name: parent, Gen: pres.GetTicket().GetGeneration(), Reason: pres.GetReason()}
+	call := breaker.Parent{Name: parent, Gen: pres.GetTicket().GetGeneration(), Reason: pres.GetReason(), Denial: pres.GetDenial()}
 	shared := VerdictOf(st)
 	shared.Name = parent
 	asOf := st.GetAsOfMs()
@@ -306,11 +301,8 @@ func (s *Scopes) learnAllow(parent string, at stamp, pres *pb.AllowResponse) bre
 		share = false
 	default:
 		call.Decision = d
-		switch {
-		case pres.GetRetryAfterMs() > 0:
-			call.Until = asOf + pres.GetRetryAfterMs()
-		case d == pb.Decision_DECISION_DENIED_PAUSED:
-			call.Until = st.GetPausedUntilMs()
+		if u := pres.GetDenial().GetDenyUntilMs(); u != breaker.Forever {
+			call.Until = u
 		}
 		shared = call
 	}
@@ -483,7 +475,7 @@ func (s *Scopes) drop() {
 }
 
 // WithParents puts each parent scope's verdict into its children's
-// deny_until_ms, as Get, BatchGet and List report them: the machine's read
+// deny_until_ms and denial, as Get, BatchGet and List report them: the machine's read
 // rule (breaker.View.Verdict) for any worker, given the parent's verdict
 // from the view. A parent that cannot be read leaves the child's own
 // verdict, as Allow then decides alone.
@@ -501,6 +493,13 @@ func (s *Scopes) WithParents(ctx context.Context, states []*pb.BreakerState) {
 		vd := v.Verdict(breaker.Query{Now: max(v.Now, 1), PolicyShadow: policyShadow, Parent: pv})
 		if vd.Denied() && !vd.Due {
 			st.DenyUntilMs = max(st.GetDenyUntilMs(), vd.Until)
+		}
+		if vd.Decision == pb.Decision_DECISION_DENIED_PARENT_OPEN && !vd.Due && st.GetAsOfMs() > 0 {
+			// The parent's denial comes before the breaker's own and
+			// its suspect's (the read rule's order). A breaker that
+			// holds no state has no clock to judge it at: its parent's
+			// own state says.
+			st.Denial, st.SuspectDenial = breaker.ParentDenial(vd.Until, pv.Denial), nil
 		}
 	}
 }

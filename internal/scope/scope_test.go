@@ -201,13 +201,17 @@ func TestOpenParentDeniesEveryChild(t *testing.T) {
 		c.waitHeard(n.parent, heardC)
 
 		before := dep.calls.Load()
-		wantReason := n.parent + " failing: 3 consecutive failures from 2 workers, last: server error (5xx)"
+		wantReason := "it is failing: 3 failed calls in a row, last: server error (5xx)" // the parent's words, no name
+		if got := p.GetDenial().GetReason(); got != wantReason {
+			t.Fatalf("the parent's denial says %q, want %q", got, wantReason)
+		}
 		for _, d := range []*daemon{a, c} {
 			for _, child := range []string{n.web, n.news} {
 				for _, w := range []string{"w1", "w2", "w3"} {
 					r := dep.call(d, child, w, ok)
 					if r.Decision != pb.Decision_DECISION_DENIED_PARENT_OPEN || r.Scope != n.parent ||
-						r.Reason != wantReason || r.RetryAfterMs != 10000 {
+						r.Reason != wantReason || r.RetryAfterMs != 10000 || r.GetDenial().GetReason() != wantReason ||
+						r.GetDenial().GetStatus() != "parent_open" || r.GetDenial().GetScope() != pb.DenialScope_DENIAL_SCOPE_PARENT {
 						t.Fatalf("Allow(%s, %s) = %v scope %q reason %q retry %dms; want DENIED_PARENT_OPEN by %q, %q, 10000ms",
 							child, w, r.Decision, r.Scope, r.Reason, r.RetryAfterMs, n.parent, wantReason)
 					}
@@ -471,7 +475,7 @@ func TestLostFeedDropsTheView(t *testing.T) {
 			d.waitHeard(n.parent, heard) // the feed came back: the view was dropped
 			r := d.allow(n.web, "w1")
 			if r.Decision != pb.Decision_DECISION_DENIED_PARENT_OPEN || r.Scope != n.parent ||
-				r.Reason != n.parent+" forced open by an operator: vendor outage" || r.RetryAfterMs != 0 {
+				r.Reason != "forced open by an operator: vendor outage" || r.RetryAfterMs != 0 || !r.GetDenial().GetForced() {
 				t.Fatalf("after the lost feed: %v scope %q reason %q retry %d; want DENIED_PARENT_OPEN by the parent, its operator's reason, 0",
 					r.Decision, r.Scope, r.Reason, r.RetryAfterMs)
 			}
@@ -504,9 +508,10 @@ func TestPausedParentLapses(t *testing.T) {
 		}
 		a.waitHeard(n.parent, heard)
 		r := a.allow(n.news, "w3")
-		if r.Decision != pb.Decision_DECISION_DENIED_PARENT_OPEN || r.Scope != n.parent || r.Reason != p.Reason || r.RetryAfterMs != time.Hour.Milliseconds() {
-			t.Fatalf("Allow on a child of a paused parent = %v scope %q reason %q retry %d; want DENIED_PARENT_OPEN, %q, 1h",
-				r.Decision, r.Scope, r.Reason, r.RetryAfterMs, p.Reason)
+		if r.Decision != pb.Decision_DECISION_DENIED_PARENT_OPEN || r.Scope != n.parent || r.Reason != p.GetDenial().GetReason() ||
+			r.RetryAfterMs != time.Hour.Milliseconds() || r.GetDenial().GetMayReturnAtMs() != p.PausedUntilMs {
+			t.Fatalf("Allow on a child of a paused parent = %v scope %q reason %q retry %d, denial %v; want DENIED_PARENT_OPEN, %q, 1h",
+				r.Decision, r.Scope, r.Reason, r.RetryAfterMs, r.GetDenial(), p.GetDenial().GetReason())
 		}
 		b.Advance(time.Hour)
 		if r := a.allow(n.news, "w3"); r.Decision != pb.Decision_DECISION_ALLOWED || r.Scope != "" {

@@ -236,7 +236,7 @@ func TestOpenCircuitKeepsCallsOffTheWire(t *testing.T) {
 		for _, c := range []*client.Client{w1, w2} {
 			var open *client.CircuitOpenError
 			err := c.Call(ctx, name, v.call)
-			if !errors.As(err, &open) || !strings.Contains(open.Reason, "failing: 6 consecutive failures from 2 workers, last: server error (5xx)") || strings.Contains(open.Reason, "Service Unavailable") || open.RetryAfter <= 0 {
+			if !errors.As(err, &open) || !strings.Contains(open.Reason, "failing: 6 failed calls in a row, last: server error (5xx)") || strings.Contains(open.Reason, "Service Unavailable") || open.RetryAfter <= 0 {
 				t.Fatalf("Do on an open circuit via %s: %v, want CircuitOpenError with the reason and a retry_after", c.WorkerID(), err)
 			}
 		}

@@ -5,16 +5,18 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/breakerd/breakerd/internal/daemontest"
 	"github.com/breakerd/breakerd/internal/policy"
+	"github.com/breakerd/breakerd/internal/render"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/testredis"
-	"github.com/breakerd/breakerd/pkg/client"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -41,9 +43,16 @@ func TestDenialCarriesToolResultAndDenyUntil(t *testing.T) {
 			t.Fatalf("Allow = %v, deny_until_ms %d, next_probe_at_ms %d, as_of_ms %d; want DENIED_OPEN until the next probe",
 				res.GetDecision(), st.GetDenyUntilMs(), st.GetNextProbeAtMs(), st.GetAsOfMs())
 		}
-		want := client.Denial{Status: client.StatusCircuitOpen, Tool: "search", Breaker: name, Reason: res.GetReason(),
-			RetryAfterMs: res.GetRetryAfterMs(), Alternatives: []string{"cached_search"}}.JSON()
-		if res.GetToolResult() != string(want) {
+		den := res.GetDenial()
+		if den.GetStatus() != "circuit_open" || den.GetScope() != pb.DenialScope_DENIAL_SCOPE_BREAKER || den.GetForced() ||
+			den.GetDenyUntilMs() != st.GetNextProbeAtMs() || den.GetMayReturnAtMs() != st.GetNextProbeAtMs() ||
+			strings.Contains(den.GetReason(), name) || den.GetReason() != res.GetReason() || !proto.Equal(st.GetDenial(), den) {
+			t.Errorf("denial %v (state's %v, reason %q): want circuit_open for the breaker until the next probe, no name in its words",
+				den, st.GetDenial(), res.GetReason())
+		}
+		want := render.ToolResult(st.GetAsOfMs(), render.Denial{Tool: "search", Status: "circuit_open", Reason: den.GetReason(),
+			Scope: "breaker", Alternatives: []string{"cached_search"}, MayReturnAtMs: st.GetNextProbeAtMs()})
+		if res.GetToolResult() != want {
 			t.Errorf("tool_result:\n got %s\nwant %s", res.GetToolResult(), want)
 		}
 		var parsed map[string]any

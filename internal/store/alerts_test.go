@@ -111,8 +111,9 @@ func TestSuspectWorker(t *testing.T) {
 		// w1 alone is denied; the fleet is not.
 		b.ResetCounts()
 		a := f.allow(name, "w1")
-		if a.Decision != pb.Decision_DECISION_DENIED_SUSPECT_WORKER || a.RetryAfterMs != cooldown.Milliseconds() || !strings.Contains(a.Reason, "only worker w1 has failed") {
-			t.Fatalf("Allow(w1) = %v retry %dms %q; want DENIED_SUSPECT_WORKER 30000ms naming w1", a.Decision, a.RetryAfterMs, a.Reason)
+		if a.Decision != pb.Decision_DECISION_DENIED_SUSPECT_WORKER || a.RetryAfterMs != cooldown.Milliseconds() || !strings.Contains(a.Reason, "only this worker's calls to it have failed") || strings.Contains(a.Reason, "w1") ||
+			a.GetDenial().GetStatus() != "worker_isolated" || a.GetDenial().GetScope() != pb.DenialScope_DENIAL_SCOPE_WORKER {
+			t.Fatalf("Allow(w1) = %v retry %dms %q; want DENIED_SUSPECT_WORKER 30000ms, this worker's problem, no worker id", a.Decision, a.RetryAfterMs, a.Reason)
 		}
 		if rt := b.RoundTrips(); rt != 1 {
 			t.Errorf("the suspect's Allow took %d round trips, want 1", rt)
@@ -215,9 +216,9 @@ func TestCredentialRevokedPausesUntilAnOperatorResumes(t *testing.T) {
 		}
 		for _, w := range []string{"w1", "w2", "w3"} {
 			a := f.allow(name, w)
-			if a.Decision != pb.Decision_DECISION_DENIED_PAUSED || a.RetryAfterMs != 0 || !strings.Contains(a.Reason, "credential rejected by several workers; needs a human") ||
-				!strings.Contains(a.Reason, "resumes by itself in 1h") {
-				t.Fatalf("Allow(%s) on a paused breaker = %v retry %dms %q; want DENIED_PAUSED 0ms, needs a human, resumes in 1h", w, a.Decision, a.RetryAfterMs, a.Reason)
+			if a.Decision != pb.Decision_DECISION_DENIED_PAUSED || a.RetryAfterMs != 0 || !strings.Contains(a.Reason, "rejected the credential") ||
+				!strings.Contains(a.Reason, "a person must check it") || a.GetDenial().GetMayReturnAtMs() != a.GetState().GetPausedUntilMs() {
+				t.Fatalf("Allow(%s) on a paused breaker = %v retry %dms %q; want DENIED_PAUSED 0ms, needs a human, may return when the pause lapses", w, a.Decision, a.RetryAfterMs, a.Reason)
 			}
 		}
 		// Not a trip: no probe and no outcome lifts it.
@@ -395,7 +396,7 @@ func TestLapsedProbeLeasesAreReported(t *testing.T) {
 		}
 		a := f.allow(name, "w3")
 		if a.Decision != pb.Decision_DECISION_DENIED_SUSPECT_WORKER || a.RetryAfterMs != cooldown.Milliseconds() ||
-			!strings.Contains(a.Reason, "let 3 probe leases in a row lapse") {
+			!strings.Contains(a.Reason, "did not report them") {
 			t.Fatalf("Allow(w3) after 3 lapses = %v retry %d %q; want DENIED_SUSPECT_WORKER for 30000 ms", a.Decision, a.RetryAfterMs, a.Reason)
 		}
 		ev := f.events(name)

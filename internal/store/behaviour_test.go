@@ -60,7 +60,7 @@ func TestQuorumOneWorkerNeverTrips(t *testing.T) {
 			t.Fatalf("after a second worker's failure: state %v, want OPEN", r.State.State)
 		}
 		a := f.allow(name, "w3")
-		want := name + " failing: 101 consecutive failures from 2 workers, last: timeout after 30s"
+		want := "it is failing: 101 failed calls in a row, last: timeout after 30s"
 		if a.Decision != pb.Decision_DECISION_DENIED_OPEN || a.Reason != want {
 			t.Errorf("Allow = %v %q, want DENIED_OPEN %q", a.Decision, a.Reason, want)
 		}
@@ -264,8 +264,10 @@ func TestHalfOpenAdmitsOneProbe(t *testing.T) {
 		}
 		for i := range 5 {
 			a := f.allow(name, fmt.Sprintf("w%d", i+2))
-			if a.Decision != pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT || a.RetryAfterMs != 30000 {
-				t.Fatalf("Allow %d during the probe = %v retry %dms, want DENIED_PROBE_IN_FLIGHT 30000ms", i, a.Decision, a.RetryAfterMs)
+			if a.Decision != pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT || a.RetryAfterMs != 30000 ||
+				a.GetDenial().GetDenyUntilMs() != a.GetState().GetAsOfMs()+30000 || a.GetDenial().GetMayReturnAtMs() != 0 {
+				t.Fatalf("Allow %d during the probe = %v retry %dms, denial %v; want DENIED_PROBE_IN_FLIGHT for the 30000ms lease, "+
+					"no wait given to the model", i, a.Decision, a.RetryAfterMs, a.GetDenial())
 			}
 		}
 		// A non-holder's success decides nothing.
@@ -329,8 +331,8 @@ func TestReadsNeverTakeOrMoveTheLease(t *testing.T) {
 		f.Advance(10 * time.Second)
 		f.get(name)
 		f.Advance(20*time.Second - time.Millisecond)
-		if a := f.allow(name, "w2"); a.Decision != pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT || a.RetryAfterMs != 1 {
-			t.Fatalf("a read moved the lease: Allow = %v retry %dms, want DENIED_PROBE_IN_FLIGHT 1ms", a.Decision, a.RetryAfterMs)
+		if a := f.allow(name, "w2"); a.Decision != pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT || a.RetryAfterMs != 1 || a.GetDenial().GetDenyUntilMs() != a.GetState().GetAsOfMs()+1 {
+			t.Fatalf("a read moved the lease: Allow = %v denial %v, want DENIED_PROBE_IN_FLIGHT for 1ms more", a.Decision, a.GetDenial())
 		}
 		if before.Generation != f.get(name).Generation {
 			t.Errorf("a read changed the generation")

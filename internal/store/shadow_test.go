@@ -75,7 +75,7 @@ func TestShadowTripAllowsAndIsRecorded(t *testing.T) {
 		f.ResetCounts()
 		a := f.allow(name, "w3")
 		wantShadow(t, a, pb.Decision_DECISION_DENIED_OPEN)
-		if !strings.Contains(a.Reason, "5 consecutive failures from 2 workers") {
+		if !strings.Contains(a.Reason, "would have been denied: it is failing: 5 failed calls in a row") {
 			t.Errorf("reason %q, want the trip's words", a.Reason)
 		}
 		// Answering a shadow-open breaker writes nothing: one script, as

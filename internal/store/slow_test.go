@@ -119,8 +119,9 @@ func TestSlowTripReasonSaysTheLatency(t *testing.T) {
 			t.Fatalf("after 3 slow calls from 2 workers: %v, want OPEN", r.State.State)
 		}
 		want := name + " slow: 3 consecutive calls took longer than 2s, from 2 workers: p50 25s over the last 3 calls, limit 2s"
-		if a := f.allow(name, "w3"); a.Decision != pb.Decision_DECISION_DENIED_OPEN || a.Reason != want {
-			t.Errorf("Allow = %v %q, want DENIED_OPEN %q", a.Decision, a.Reason, want)
+		words := "it is too slow: 3 consecutive calls took longer than 2s (p50 25s over the last 3 calls, limit 2s)"
+		if a := f.allow(name, "w3"); a.Decision != pb.Decision_DECISION_DENIED_OPEN || a.Reason != words || a.State.Reason != want {
+			t.Errorf("Allow = %v %q (state's reason %q), want DENIED_OPEN %q (the operators' %q)", a.Decision, a.Reason, a.State.Reason, words, want)
 		}
 		g := f.get(name)
 		if g.Failures != 3 || g.DistinctWorkers != 2 || g.LastFailure != "p50 25s over the last 3 calls, limit 2s" {
@@ -139,8 +140,8 @@ func TestSlowOneWorkerIsASuspect(t *testing.T) {
 		name := f.Breaker("vendor")
 		f.play(name, []slowCall{{"w1", 5 * time.Second}, {"w1", 5 * time.Second}, {"w1", 5 * time.Second}})
 		a := f.allow(name, "w1")
-		want := name + ": only worker w1's calls are slow (3 consecutive calls slower than 2s) and no other worker confirms: " +
-			"likely this worker's network or load; the circuit stays closed for the fleet (p50 5s over the last 3 calls, limit 2s)"
+		want := "only this worker's calls to it are slow (3 consecutive calls took longer than 2s: p50 5s over the last 3 calls, limit 2s), " +
+			"and no other worker sees it: likely this worker's network or load; it stays up for the rest of the fleet"
 		if a.Decision != pb.Decision_DECISION_DENIED_SUSPECT_WORKER || a.Reason != want {
 			t.Errorf("Allow(w1) = %v %q, want DENIED_SUSPECT_WORKER %q", a.Decision, a.Reason, want)
 		}

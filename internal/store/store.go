@@ -335,29 +335,26 @@ func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent brea
 // parent verdict parent (breaker.Parent; the zero value for none): the
 // ticket carries the lease token when the call is the probe (or, in
 // shadow mode, the shadow probe) and is marked shadow_denied when enforced
-// mode would have denied the call; a shadow denial's reason says what
-// enforced mode would have said. A parent's denial (DENIED_PARENT_OPEN)
-// names the parent in scope and gives its reason; a call let out carries
+// mode would have denied the call; the denial and its words are
+// breaker.WithDenial's. A parent's denial (DENIED_PARENT_OPEN) names the
+// parent in scope and gives the parent's words; a call let out carries
 // the parent's generation, and its probe lease when the verdict is PROBE.
 func AllowAnswer(name, worker string, res breaker.Result, v breaker.View, token string, st *pb.BreakerState, parent breaker.Parent) *pb.AllowResponse {
 	out := &pb.AllowResponse{
 		Decision:       res.Decision,
 		Ticket:         &pb.Ticket{Generation: v.Gen},
 		RetryAfterMs:   res.RetryAfter,
-		Reason:         breaker.DenialReason(name, worker, res.Decision, v),
 		State:          st,
 		ShadowDecision: res.ShadowDecision,
 	}
 	if res.Decision == pb.Decision_DECISION_PROBE || res.ShadowDecision == pb.Decision_DECISION_PROBE {
 		out.Ticket.LeaseToken = token
 	}
-	if breaker.ShadowDenied(res.ShadowDecision) {
-		out.Ticket.ShadowDenied = true
-		out.Reason = breaker.ShadowPrefix + "would have been denied: " + breaker.DenialReason(name, worker, res.ShadowDecision, v)
-	}
+	out.Ticket.ShadowDenied = breaker.ShadowDenied(res.ShadowDecision)
+	breaker.WithDenial(out, name, worker, v, parent)
 	switch res.Decision {
 	case pb.Decision_DECISION_DENIED_PARENT_OPEN:
-		out.Scope, out.Reason = parent.Name, parent.Reason
+		out.Scope = parent.Name
 	case pb.Decision_DECISION_ALLOWED, pb.Decision_DECISION_PROBE:
 		if parent.Name != "" {
 			out.Ticket.ParentGeneration = parent.Gen

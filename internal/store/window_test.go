@@ -53,7 +53,7 @@ func TestWindowTripsOnRateFromAQuorum(t *testing.T) {
 		if r.State.State != pb.State_STATE_OPEN {
 			t.Fatalf("after 3 failures in 4 calls from 2 workers: %v, want OPEN", r.State.State)
 		}
-		want := name + " failing: 3 failures from 2 workers within the failure-rate window, at or above the policy's failure_rate, last: server error (5xx)"
+		want := "it is failing: too many of its recent calls failed, last: server error (5xx)"
 		if a := f.allow(name, "w3"); a.Decision != pb.Decision_DECISION_DENIED_OPEN || a.Reason != want {
 			t.Errorf("Allow = %v %q, want DENIED_OPEN %q", a.Decision, a.Reason, want)
 		}
@@ -122,9 +122,9 @@ func TestWindowOneWorkerIsASuspect(t *testing.T) {
 		}
 		f.wantWindow(name, pb.State_STATE_CLOSED, 4, 4)
 		a := f.allow(name, "w1")
-		want := name + ": only worker w1 has failed (4 failures within the failure-rate window) and no other worker confirms: " +
-			"likely this worker's network or config; the circuit stays closed for the fleet"
-		if a.Decision != pb.Decision_DECISION_DENIED_SUSPECT_WORKER || a.Reason != want {
+		want := "only this worker's calls to it have failed, and no other worker sees it: " +
+			"likely this worker's network or configuration; it stays up for the rest of the fleet"
+		if a.Decision != pb.Decision_DECISION_DENIED_SUSPECT_WORKER || a.Reason != want || a.GetDenial().GetStatus() != "worker_isolated" {
 			t.Errorf("Allow(w1) = %v %q, want DENIED_SUSPECT_WORKER %q", a.Decision, a.Reason, want)
 		}
 		if a := f.allow(name, "w2"); a.Decision != pb.Decision_DECISION_ALLOWED {

@@ -31,8 +31,8 @@ type openCache struct {
 
 type cached struct {
 	decision pb.Decision
-	reason   string
-	until    time.Time // zero: until an event says otherwise (a force with no end)
+	denial   *pb.Denial // breakerd's, on this client's clock
+	until    time.Time  // zero: until an event says otherwise (a force with no end)
 	state    *pb.BreakerState
 	// worker is the one worker a suspect denial answers (the cache is
 	// shared by the workers of one connection, ForWorker); "" for all.
@@ -64,8 +64,8 @@ func (c *openCache) lookup(breaker, worker string, now time.Time, hearing func(l
 	if !e.until.IsZero() {
 		retry = wholeMs(e.until.Sub(now))
 	}
-	return &Permit{Breaker: breaker, Decision: e.decision, RetryAfter: retry, Reason: e.reason,
-		State: e.state, Cached: true, Degraded: degraded}
+	return &Permit{Breaker: breaker, Decision: e.decision, RetryAfter: retry, Reason: e.denial.GetReason(),
+		Denial: e.denial, State: e.state, Cached: true, Degraded: degraded, at: now}
 }
 
 // begin returns the epoch to hand back to store after the Allow it guards.
@@ -78,7 +78,7 @@ func (c *openCache) begin() uint64 {
 // store caches p, answered to worker, if it is a denial, the stream is
 // live and nothing happened since begin returned epoch.
 func (c *openCache) store(p *Permit, worker string, epoch uint64, now time.Time) {
-	if p.Allowed() || p.Degraded || p.Decision == pb.Decision_DECISION_DENIED_PARENT_OPEN {
+	if p.Allowed() || p.Degraded || p.Decision == pb.Decision_DECISION_DENIED_PARENT_OPEN || p.Denial == nil {
 		// (A parent's denial is the parent's state: an event about the
 		// parent would not drop it here. Asked again every time.)
 		return
@@ -88,7 +88,7 @@ func (c *openCache) store(p *Permit, worker string, epoch uint64, now time.Time)
 	if !c.live || c.epoch != epoch {
 		return
 	}
-	e := cached{decision: p.Decision, reason: p.Reason, state: p.State}
+	e := cached{decision: p.Decision, denial: p.Denial, state: p.State}
 	if p.Decision == pb.Decision_DECISION_DENIED_SUSPECT_WORKER {
 		e.worker = worker
 	}
@@ -144,20 +144,20 @@ func (c *openCache) resync(states []*pb.BreakerState, now time.Time) {
 }
 
 // denialOf is the entry for what a snapshot denies any worker but the
-// suspect, by the machine's read rule (breaker.View.Verdict), its end
-// moved onto this client's clock (now is when the snapshot arrived);
-// false when it denies nothing, or the next Allow would move the breaker
-// (a probe is due). A parent's denial is not cached (store says why).
+// suspect, by the machine's read rule (breaker.View.Verdict), with the
+// snapshot's denial (breakerd's words), its end moved onto this client's
+// clock (now is when the snapshot arrived); false when it denies nothing,
+// when the next Allow would move the breaker (a probe is due), or when
+// the snapshot carries no denial to word it. A parent's denial is not
+// cached (store says why).
 func denialOf(st *pb.BreakerState, now time.Time) (cached, bool) {
 	v, policyShadow := breaker.ViewOfProto(st)
 	vd := v.Verdict(breaker.Query{Now: max(v.Now, 1), PolicyShadow: policyShadow})
-	if !vd.Denied() || vd.Due {
+	d := st.GetDenial()
+	if !vd.Denied() || vd.Due || d.GetDecision() != vd.Decision {
 		return cached{}, false
 	}
-	e := cached{decision: vd.Decision, reason: st.GetReason(), state: st}
-	if vd.Decision == pb.Decision_DECISION_DENIED_FORCED_OPEN {
-		e.reason = st.GetBreaker() + " forced open by an operator: " + st.GetReason()
-	}
+	e := cached{decision: vd.Decision, denial: onClientClock(d, st.GetAsOfMs(), now), state: st}
 	if vd.Until != breaker.Forever {
 		e.until = now.Add(time.Duration(vd.Until-v.Now) * time.Millisecond)
 	}

@@ -61,6 +61,7 @@ import (
 	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 
+	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/limits"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -600,8 +601,13 @@ type Permit struct {
 	Ticket *pb.Ticket
 	// RetryAfter is, for a denial, how long until asking again can help.
 	RetryAfter time.Duration
-	// Reason is, for a denial, why in plain words.
+	// Reason is, for a denial, why: Denial.reason.
 	Reason string
+	// Denial is, for a denial, breakerd's Denial (which denial, and its
+	// words for a model), its times moved onto this client's clock; the
+	// local fallback's own (conformance/fallback_denials.json) when
+	// breakerd did not answer. DeniedError and AsDenial render it.
+	Denial *pb.Denial
 	// State is the breaker's state when it answered (nil for a fail-closed
 	// denial).
 	State *pb.BreakerState
@@ -644,6 +650,9 @@ type Permit struct {
 	// outcome (recordLate): a failure to reach breakerd does not add it
 	// twice.
 	localHas bool
+	// at is when the answer was given (this client's clock), which a
+	// denial's words are rendered at.
+	at time.Time
 }
 
 // lateAnswer is breakerd's answer to an Allow that missed its budget:
@@ -722,7 +731,7 @@ func (c *Client) Allow(ctx context.Context, breaker string) (*Permit, error) {
 	case err != nil:
 		return nil, err
 	}
-	p := permitOf(breaker, res)
+	p := permitOf(breaker, res, sent)
 	c.known.hear(p, sent)
 	if c.cache != nil {
 		c.cache.store(p, c.worker(), epoch, c.o.clock.Now())
@@ -733,15 +742,19 @@ func (c *Client) Allow(ctx context.Context, breaker string) (*Permit, error) {
 	return p, nil
 }
 
-func permitOf(breaker string, res *pb.AllowResponse) *Permit {
+// permitOf is breakerd's answer res about breaker, asked at at (this
+// client's clock), as a Permit.
+func permitOf(breaker string, res *pb.AllowResponse, at time.Time) *Permit {
 	return &Permit{
 		Breaker:    breaker,
 		Decision:   res.GetDecision(),
 		Ticket:     res.GetTicket(),
 		RetryAfter: time.Duration(res.GetRetryAfterMs()) * time.Millisecond,
 		Reason:     res.GetReason(),
+		Denial:     onClientClock(res.GetDenial(), res.GetState().GetAsOfMs(), at),
 		State:      res.GetState(),
 		Scope:      res.GetScope(),
+		at:         at,
 
 		DaemonDegraded: res.GetDegraded(),
 		ShadowDecision: res.GetShadowDecision(),
@@ -759,7 +772,7 @@ func (c *Client) lateAllow(breaker string, epoch, ver, all uint64, sent time.Tim
 		return
 	}
 	c.stats.lateAnswers.Add(1)
-	p := permitOf(breaker, res)
+	p := permitOf(breaker, res, sent)
 	late.p = p // (a PROBE's lease is handed back below: Record sends its generation alone)
 	close(late.done)
 	c.known.hear(p, sent)
@@ -883,21 +896,22 @@ func ask[T any](ctx context.Context, c *Client, breaker string, b time.Duration,
 // or, at a breaker breakerd last said denies, that denial until its end
 // and then one call of this client at a time (known.fallback), or else
 // the local breaker.
-func (c *Client) fallbackAllow(breaker string) *Permit {
+func (c *Client) fallbackAllow(name string) *Permit {
 	if c.o.fallback == FailClosed {
-		return &Permit{Breaker: breaker, Decision: pb.Decision_DECISION_DENIED_OPEN, Degraded: true,
-			Reason: "breakerd did not answer and this worker fails closed: " + breaker + " is not called until it answers"}
+		d := fallbackDenial(pb.Decision_DECISION_DENIED_OPEN, breaker.Forever, 0)
+		return &Permit{Breaker: name, Decision: d.GetDecision(), Degraded: true, Reason: d.GetReason(), Denial: d,
+			at: c.o.clock.Now()}
 	}
-	held, probe, ok := c.known.fallback(breaker, c.o.clock.Now())
+	held, probe, ok := c.known.fallback(name, c.o.clock.Now())
 	if ok && !probe {
 		return held
 	}
-	p := c.local.allow(breaker)
+	p := c.local.allow(name)
 	if probe {
 		if p.Allowed() {
 			p.knownProbe = true
 		} else {
-			c.known.release(breaker)
+			c.known.release(name)
 		}
 	}
 	return p

@@ -80,3 +80,78 @@ func TestConformanceFallback(t *testing.T) {
 		})
 	}
 }
+
+// TestConformanceRenderThroughTheClient renders every case of
+// conformance/render.json as the client does (Denial.JSON for a tool
+// result, a run's notice for the notice) and holds each fallback case to
+// what the local fallback builds.
+func TestConformanceRenderThroughTheClient(t *testing.T) {
+	b, err := os.ReadFile("../../conformance/render.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type in struct {
+		Tool          string   `json:"tool"`
+		Status        string   `json:"status"`
+		Reason        string   `json:"reason"`
+		Forced        bool     `json:"forced"`
+		Degraded      bool     `json:"degraded"`
+		Scope         string   `json:"scope"`
+		Alternatives  []string `json:"alternatives"`
+		MayReturnAtMs int64    `json:"may_return_at_ms"`
+		Denials       []in     `json:"denials"`
+	}
+	var rc struct {
+		Cases []struct {
+			Name     string `json:"name"`
+			Template string `json:"template"`
+			Fallback string `json:"fallback"`
+			Input    in     `json:"input"`
+			NowMs    int64  `json:"now_ms"`
+			Want     string `json:"want"`
+		} `json:"cases"`
+	}
+	if err := json.Unmarshal(b, &rc); err != nil {
+		t.Fatal(err)
+	}
+	denial := func(i in, nowMs int64) Denial {
+		d := Denial{Tool: i.Tool, Status: i.Status, Reason: i.Reason, Scope: i.Scope, Forced: i.Forced, Degraded: i.Degraded,
+			Alternatives: i.Alternatives, At: time.UnixMilli(nowMs)}
+		if i.MayReturnAtMs > 0 {
+			d.MayReturnAt = time.UnixMilli(i.MayReturnAtMs)
+		}
+		return d
+	}
+	for _, c := range rc.Cases {
+		var got string
+		switch c.Template {
+		case "tool_result":
+			got = string(denial(c.Input, c.NowMs).JSON())
+		case "notice":
+			clock := &fakeClock{t: time.UnixMilli(c.NowMs)}
+			run := NewRun(&Client{core: &core{o: options{clock: clock}}})
+			for _, i := range c.Input.Denials {
+				d := denial(i, c.NowMs)
+				run.lost = append(run.lost, Unavailable{Tool: i.Tool, Alternatives: i.Alternatives, Degraded: i.Degraded,
+					denial: &pb.Denial{Status: d.Status, Reason: d.Reason, Forced: d.Forced, Scope: scopeOf(d.Scope),
+						MayReturnAtMs: i.MayReturnAtMs}})
+			}
+			got = run.Notice()
+		}
+		if got != c.Want {
+			t.Errorf("%s (%s):\n got %q\nwant %q", c.Name, c.Template, got, c.Want)
+		}
+		if c.Fallback != "" && c.Template == "tool_result" {
+			d := fallbackDenial(map[string]pb.Decision{"open": pb.Decision_DECISION_DENIED_OPEN,
+				"probe_in_flight": pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT}[c.Fallback], 0, c.Input.MayReturnAtMs)
+			if d.GetStatus() != c.Input.Status || d.GetReason() != c.Input.Reason || d.GetMayReturnAtMs() != c.Input.MayReturnAtMs {
+				t.Errorf("%s: the fallback builds %v, want the case's input %+v", c.Name, d, c.Input)
+			}
+		}
+	}
+}
+
+func scopeOf(word string) pb.DenialScope {
+	return map[string]pb.DenialScope{"breaker": pb.DenialScope_DENIAL_SCOPE_BREAKER, "parent": pb.DenialScope_DENIAL_SCOPE_PARENT,
+		"worker": pb.DenialScope_DENIAL_SCOPE_WORKER}[word]
+}

@@ -60,7 +60,7 @@ func Example() {
 	}
 	// Output:
 	// called: false
-	// reason: web_search failing: 6 consecutive failures from 2 workers, last: server error (5xx)
+	// reason: it is failing: 6 failed calls in a row, last: server error (5xx)
 	// retry in about 30s: true
 }
 
@@ -94,9 +94,9 @@ func ExampleRun() {
 	// Output:
 	// tool for the model: web_search
 	// Some tools are out of service and have been removed from your tools for the rest of this task:
-	// - refund_charge: payments forced open by an operator: vendor maintenance until 14:00 UTC. An operator took it out of service; no return time is known.
+	// - refund_charge: forced open by an operator: vendor maintenance until 14:00 UTC. No return time is known.
 	// Continue the task with the tools you still have; do not try to call the removed ones. In your final answer, say which parts of the task could not be done because of them.
-	// {"status":"circuit_open","tool":"refund_charge","breaker":"payments","reason":"payments forced open by an operator: vendor maintenance until 14:00 UTC","retry_after_ms":0,"alternatives":[],"forced":true}
+	// {"status":"forced_open","tool":"refund_charge","reason":"forced open by an operator: vendor maintenance until 14:00 UTC","scope":"breaker","may_return_in_ms":0,"alternatives":[],"forced":true}
 }
 
 // A process that runs many agent workers holds one fast-mode client and

@@ -46,7 +46,7 @@ func TestOpenCacheAnswersKnownOpenCircuitsWithoutRPCs(t *testing.T) {
 			}
 		}
 		ran := false
-		if err := c.Call(ctx, early, func(context.Context) error { ran = true; return nil }); ran || !strings.Contains(err.Error(), "failing: 5 consecutive failures") {
+		if err := c.Call(ctx, early, func(context.Context) error { ran = true; return nil }); ran || !strings.Contains(err.Error(), "it is failing: 5 failed calls in a row") {
 			t.Errorf("Call on a cached open circuit: %v (ran %v)", err, ran)
 		}
 		if n := d.Calls.Get("Allow") - allows; n != 0 {
@@ -119,7 +119,8 @@ func TestOpenCacheAnswersKnownOpenCircuitsWithoutRPCs(t *testing.T) {
 func TestOpenCacheSkipsADenialThatRacedAnEvent(t *testing.T) {
 	c := newOpenCache()
 	c.resync(nil, time.Now())
-	deny := &Permit{Breaker: "x", Decision: pb.Decision_DECISION_DENIED_OPEN, RetryAfter: time.Minute}
+	deny := &Permit{Breaker: "x", Decision: pb.Decision_DECISION_DENIED_OPEN, RetryAfter: time.Minute,
+		Denial: &pb.Denial{Decision: pb.Decision_DECISION_DENIED_OPEN, Status: StatusCircuitOpen, Reason: "it is failing"}}
 	epoch := c.begin()
 	c.event(&pb.Event{Breaker: "x"}, time.Now()) // the circuit moved while the Allow was in flight
 	c.store(deny, "w1", epoch, time.Now())
@@ -132,7 +133,9 @@ func TestOpenCacheSkipsADenialThatRacedAnEvent(t *testing.T) {
 	}
 	// A suspect denial answers only the worker it was given to (the
 	// workers of one connection share the cache: ForWorker).
-	c.store(&Permit{Breaker: "s", Decision: pb.Decision_DECISION_DENIED_SUSPECT_WORKER, RetryAfter: time.Minute}, "w1", c.begin(), time.Now())
+	c.store(&Permit{Breaker: "s", Decision: pb.Decision_DECISION_DENIED_SUSPECT_WORKER, RetryAfter: time.Minute,
+		Denial: &pb.Denial{Decision: pb.Decision_DECISION_DENIED_SUSPECT_WORKER, Status: StatusWorkerIsolated, Reason: "only this worker"}},
+		"w1", c.begin(), time.Now())
 	if c.lookup("s", "w1", time.Now(), fresh) == nil {
 		t.Errorf("w1's suspect denial was not cached for w1")
 	}
@@ -180,7 +183,7 @@ func testDaemonStoppedMidRunFallsBackToALocalBreaker(t *testing.T, m *clientMode
 		// without reaching the vendor, and says so.
 		err := c.Call(ctx, pay, v.call)
 		var open *CircuitOpenError
-		if !errors.As(err, &open) || !open.Degraded || !strings.Contains(open.Reason, "5 consecutive failures from 1 worker") {
+		if !errors.As(err, &open) || !open.Degraded || open.Reason != open.Denial.GetReason() || open.Denial.GetStatus() != StatusCircuitOpen {
 			t.Fatalf("sixth call: %v, want a degraded *CircuitOpenError", err)
 		}
 		if den, _ := AsDenial(err, "refund_charge"); !strings.Contains(string(den.JSON()), `"degraded":true`) {
@@ -246,7 +249,7 @@ func testFailClosedDeniesWhileTheDaemonIsDown(t *testing.T, m *clientMode) {
 	}
 	err := c.Call(ctx, name, v.call)
 	var open *CircuitOpenError
-	if !errors.As(err, &open) || !open.Degraded || !strings.Contains(open.Reason, "fails closed") {
+	if !errors.As(err, &open) || !open.Degraded || open.Denial.GetStatus() != StatusCircuitOpen || open.Reason != open.Denial.GetReason() {
 		t.Fatalf("fail-closed with breakerd down: %v", err)
 	}
 	if got := v.hits.Load(); got != 1 {
@@ -257,7 +260,8 @@ func testFailClosedDeniesWhileTheDaemonIsDown(t *testing.T, m *clientMode) {
 	if err != nil || len(got) != 0 || len(run.Degraded()) != 1 || !run.Degraded()[0].Degraded {
 		t.Errorf("Available fail-closed: %s, %v, %+v; want nothing, degraded", names(got), err, run.Degraded())
 	}
-	if n := run.Notice(); !strings.Contains(n, "fails closed") || strings.Contains(n, "operator") {
+	if n := run.Notice(); !strings.Contains(n, "No return time is known. (Judged by this worker alone: the breaker service is unreachable.)") ||
+		strings.Contains(n, "operator") {
 		t.Errorf("Notice:\n%s", n)
 	}
 }
@@ -370,10 +374,13 @@ func TestOpenCacheTakesTheEventsState(t *testing.T) {
 	c := newOpenCache()
 	now := time.Unix(1000, 0)
 	c.resync(nil, now)
-	open := &pb.BreakerState{Breaker: "x", State: pb.State_STATE_OPEN, AsOfMs: 5000, NextProbeAtMs: 35000, Reason: "x failing"}
+	open := &pb.BreakerState{Breaker: "x", State: pb.State_STATE_OPEN, AsOfMs: 5000, NextProbeAtMs: 35000, Reason: "x failing",
+		Denial: &pb.Denial{Decision: pb.Decision_DECISION_DENIED_OPEN, Status: StatusCircuitOpen, Reason: "it is failing",
+			DenyUntilMs: 35000, MayReturnAtMs: 35000}}
 	c.event(&pb.Event{Breaker: "x", State: open}, now)
 	p := c.lookup("x", "w1", now.Add(29*time.Second), fresh)
-	if p == nil || p.Decision != pb.Decision_DECISION_DENIED_OPEN || p.RetryAfter != time.Second || p.Reason != "x failing" {
+	if p == nil || p.Decision != pb.Decision_DECISION_DENIED_OPEN || p.RetryAfter != time.Second || p.Reason != "it is failing" ||
+		p.Denial.GetMayReturnAtMs() != now.Add(30*time.Second).UnixMilli() {
 		t.Fatalf("after the event: %+v, want DENIED_OPEN with 1s left", p)
 	}
 	if p := c.lookup("x", "w1", now.Add(30*time.Second), fresh); p != nil {

@@ -262,8 +262,12 @@ func (c *Client) fastAllow(name string) *Permit {
 		if vd.RetryAfter(e.redisMs(now)) > 0 {
 			retry = wholeMs(e.clientTime(vd.Until).Sub(now))
 		}
-		return &Permit{Breaker: name, Decision: vd.Decision, RetryAfter: retry, Reason: e.denialReason(name, vd.Decision),
-			State: e.st, Cached: true, Degraded: degraded}
+		d := e.denial(vd.Decision, c.worker())
+		if d == nil {
+			return nil // breakerd's words are not at hand: it answers
+		}
+		return &Permit{Breaker: name, Decision: vd.Decision, RetryAfter: retry, Reason: d.GetReason(), Denial: d,
+			State: e.st, Cached: true, Degraded: degraded, at: now}
 	case !c.view.live.Load():
 		return nil
 	case vd.Shadow == pb.Decision_DECISION_UNSPECIFIED:
@@ -275,32 +279,18 @@ func (c *Client) fastAllow(name string) *Permit {
 		Ticket: &pb.Ticket{Generation: e.gen, ShadowDenied: breaker.ShadowDenied(vd.Shadow)}, State: e.st, Cached: true}
 }
 
-// denialReason is the reason the view gives a denial d: breakerd's words
-// for the state when they say it, else denialWords.
-func (e *entry) denialReason(name string, d pb.Decision) string {
-	switch d {
-	case pb.Decision_DECISION_DENIED_FORCED_OPEN:
-		return name + " forced open by an operator: " + e.st.GetReason()
-	case pb.Decision_DECISION_DENIED_OPEN, pb.Decision_DECISION_DENIED_PAUSED:
-		if r := e.st.GetReason(); r != "" {
-			return r
-		}
+// denial is breakerd's denial d for worker that the entry's snapshot
+// carries (its own, or the suspect's when worker is the suspect), its
+// times on this client's clock; nil when the snapshot carries none for d.
+func (e *entry) denial(d pb.Decision, worker string) *pb.Denial {
+	den := e.st.GetDenial()
+	if s := e.st.GetSuspectDenial(); s != nil && e.st.GetSuspectWorker() == worker {
+		den = s
 	}
-	return denialWords(name, d)
-}
-
-// denialWords is the reason for a denial the view answers without
-// breakerd's own words at hand.
-func denialWords(breaker string, d pb.Decision) string {
-	switch d {
-	case pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT:
-		return breaker + " is being probed by another caller; ask again after the probe"
-	case pb.Decision_DECISION_DENIED_SUSPECT_WORKER:
-		return breaker + ": only this worker has failed and no other worker confirms: likely this worker's network or config; the circuit stays closed for the fleet"
-	case pb.Decision_DECISION_DENIED_PAUSED:
-		return breaker + " is paused: its credential or quota was refused after it had worked; an operator resumes it"
+	if den.GetDecision() != d {
+		return nil
 	}
-	return breaker + " is open"
+	return onClientClock(den, e.st.GetAsOfMs(), e.clientTime(e.st.GetAsOfMs()))
 }
 
 // learn stores e for name in the view unless an event fenced it. A fenced
@@ -417,7 +407,7 @@ func eventEntry(name string, e *pb.Event, old *entry, now time.Time) *entry {
 	st := &pb.BreakerState{Breaker: name, State: e.GetTo(), Generation: e.GetGeneration(), Failures: e.GetFailures(),
 		DistinctWorkers: e.GetDistinctWorkers(), CooldownMs: e.GetCooldownMs(), Reason: e.GetReason(), AsOfMs: e.GetAtMs(),
 		Alternatives: old.st.GetAlternatives(), WindowMode: old.window, SlowCallMs: old.slowMs,
-		ShadowSetting: old.st.GetShadowSetting()}
+		ShadowSetting: old.st.GetShadowSetting(), Denial: e.GetState().GetDenial(), SuspectDenial: e.GetState().GetSuspectDenial()}
 	if e.GetTo() == pb.State_STATE_OPEN {
 		st.OpenedAtMs, st.NextProbeAtMs = e.GetAtMs(), e.GetAtMs()+e.GetCooldownMs()
 	}

@@ -37,8 +37,8 @@ type lastKnown struct {
 
 type knownEntry struct {
 	decision pb.Decision
-	reason   string
-	until    time.Time // the client's clock: denied before, probe due from
+	denial   *pb.Denial // breakerd's, on this client's clock; nil when not heard
+	until    time.Time  // the client's clock: denied before, probe due from
 	// probing is when the fallback let this client's one call through
 	// (zero: none in flight).
 	probing time.Time
@@ -66,7 +66,7 @@ func (k *lastKnown) hear(p *Permit, sent time.Time) {
 		if p.RetryAfter <= 0 {
 			until = sent.Add(k.bound)
 		}
-		k.deny(p.Breaker, p.Decision, p.Reason, until)
+		k.deny(p.Breaker, p.Decision, p.Denial, until)
 	}
 }
 
@@ -82,25 +82,29 @@ func (k *lastKnown) event(e *pb.Event, now time.Time) {
 		return
 	}
 	name := e.GetBreaker()
+	d := onClientClock(e.GetState().GetDenial(), e.GetState().GetAsOfMs(), now) // breakerd's words, when the event carries them
 	switch e.GetTo() {
 	case pb.State_STATE_OPEN:
-		k.deny(name, pb.Decision_DECISION_DENIED_OPEN, e.GetReason(), now.Add(time.Duration(e.GetCooldownMs())*time.Millisecond))
+		k.deny(name, pb.Decision_DECISION_DENIED_OPEN, d, now.Add(time.Duration(e.GetCooldownMs())*time.Millisecond))
 	case pb.State_STATE_FORCED_OPEN:
-		k.deny(name, pb.Decision_DECISION_DENIED_FORCED_OPEN, name+" forced open by an operator: "+e.GetReason(), now.Add(k.bound))
+		k.deny(name, pb.Decision_DECISION_DENIED_FORCED_OPEN, d, now.Add(k.bound))
 	case pb.State_STATE_PAUSED:
-		k.deny(name, pb.Decision_DECISION_DENIED_PAUSED, e.GetReason(), now.Add(k.bound))
+		k.deny(name, pb.Decision_DECISION_DENIED_PAUSED, d, now.Add(k.bound))
 	case pb.State_STATE_HALF_OPEN:
-		k.deny(name, pb.Decision_DECISION_DENIED_OPEN, e.GetReason(), now) // its probe is due
+		k.deny(name, pb.Decision_DECISION_DENIED_OPEN, nil, now) // its probe is due
 	default:
 		k.forget(name)
 	}
 }
 
-func (k *lastKnown) deny(name string, d pb.Decision, reason string, until time.Time) {
+func (k *lastKnown) deny(name string, d pb.Decision, den *pb.Denial, until time.Time) {
+	if den.GetDecision() != d {
+		den = nil // not this denial's words
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if e, ok := k.m[name]; ok {
-		e.decision, e.reason, e.until = d, reason, until
+		e.decision, e.denial, e.until = d, den, until
 		return
 	}
 	if len(k.m) >= knownLimit {
@@ -109,7 +113,7 @@ func (k *lastKnown) deny(name string, d pb.Decision, reason string, until time.T
 			break
 		}
 	}
-	k.m[name] = &knownEntry{decision: d, reason: reason, until: until}
+	k.m[name] = &knownEntry{decision: d, denial: den, until: until}
 }
 
 func (k *lastKnown) forget(name string) {
@@ -140,12 +144,16 @@ func (k *lastKnown) fallback(name string, now time.Time) (p *Permit, probe, held
 		return nil, false, false
 	}
 	if now.Before(e.until) {
+		d := e.denial // breakerd's last word, replayed
+		if d == nil {
+			d = fallbackDenial(e.decision, e.until.UnixMilli(), e.until.UnixMilli())
+		}
 		return &Permit{Breaker: name, Decision: e.decision, RetryAfter: wholeMs(e.until.Sub(now)), Degraded: true,
-			Reason: e.reason + localSuffix}, false, true
+			Reason: d.GetReason(), Denial: d, at: now}, false, true
 	}
 	if !e.probing.IsZero() && now.Before(e.probing.Add(k.probeTimeout)) {
-		return &Permit{Breaker: name, Decision: pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT, Degraded: true,
-			Reason: denialWords(name, pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT) + localSuffix}, false, true
+		d := fallbackDenial(pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT, e.probing.Add(k.probeTimeout).UnixMilli(), 0)
+		return &Permit{Breaker: name, Decision: d.GetDecision(), Degraded: true, Reason: d.GetReason(), Denial: d, at: now}, false, true
 	}
 	e.probing = now
 	return nil, true, true

@@ -94,7 +94,13 @@ const localSuffix = " (local breaker: breakerd unreachable)"
 // allow decides locally; the permit is marked Degraded.
 func (l *localBreaker) allow(name string) *Permit {
 	token := "local-" + strconv.FormatInt(l.leases.Add(1), 10)
-	p := permitOf(name, l.table.Allow(name, localWorker, token, l.params, nil, l.now().UnixMilli(), localSuffix))
+	now := l.now()
+	res := l.table.Allow(name, localWorker, token, l.params, nil, now.UnixMilli(), localSuffix)
+	if d := res.GetDenial(); d != nil { // the fallback's own words
+		res.Denial = fallbackDenial(d.GetDecision(), d.GetDenyUntilMs(), d.GetMayReturnAtMs())
+		res.Reason = res.Denial.GetReason()
+	}
+	p := permitOf(name, res, now)
 	p.Degraded = true
 	return p
 }
@@ -135,6 +141,10 @@ func (l *localBreaker) proto(name string, v breaker.View) *pb.BreakerState {
 	if st.Reason != "" {
 		st.Reason += localSuffix
 	}
+	if d := st.GetDenial(); d != nil { // the fallback's own words
+		st.Denial = fallbackDenial(d.GetDecision(), d.GetDenyUntilMs(), d.GetMayReturnAtMs())
+	}
+	st.SuspectDenial = nil // one worker: none is a suspect
 	return st
 }
 

@@ -1,10 +1,10 @@
 package client
 
 import (
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/breakerd/breakerd/conformance"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -44,7 +44,12 @@ func TestLocalBreaker(t *testing.T) {
 		l.record(name, p.Ticket, fail)
 	}
 	p := allow(pb.Decision_DECISION_DENIED_OPEN)
-	if p.RetryAfter != 30*time.Second || !strings.Contains(p.Reason, "5 consecutive failures from 1 worker, last: timeout after 30s (local breaker: breakerd unreachable)") {
+	words, err := conformance.Fallback()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.RetryAfter != 30*time.Second || p.Reason != words.Open.Reason || p.Denial.GetStatus() != words.Open.Status ||
+		p.Denial.GetMayReturnAtMs() != clock.Now().Add(30*time.Second).UnixMilli() {
 		t.Errorf("open: retry %s, reason %q", p.RetryAfter, p.Reason)
 	}
 
@@ -57,7 +62,7 @@ func TestLocalBreaker(t *testing.T) {
 
 	// --- half-open -> open: a failed probe doubles the cooldown.
 	l.record(name, probe.Ticket, fail)
-	if p := allow(pb.Decision_DECISION_DENIED_OPEN); p.RetryAfter != time.Minute || !strings.Contains(p.Reason, "the probe failed") {
+	if p := allow(pb.Decision_DECISION_DENIED_OPEN); p.RetryAfter != time.Minute || p.Reason != words.Open.Reason {
 		t.Errorf("after a failed probe: retry %s, reason %q; want 1m", p.RetryAfter, p.Reason)
 	}
 
@@ -76,7 +81,7 @@ func TestLocalBreaker(t *testing.T) {
 		l.record(name, allow(pb.Decision_DECISION_ALLOWED).Ticket,
 			Result{Outcome: pb.Outcome_OUTCOME_RATE_LIMITED, RetryAfter: 5 * time.Minute, Deadline: 10 * time.Second})
 	}
-	if p := allow(pb.Decision_DECISION_DENIED_OPEN); p.RetryAfter != 5*time.Minute || !strings.Contains(p.Reason, "rate limited: 3 consecutive 429s") {
+	if p := allow(pb.Decision_DECISION_DENIED_OPEN); p.RetryAfter != 5*time.Minute || p.Reason != words.Open.Reason {
 		t.Errorf("after 3 429s: retry %s, reason %q; want 5m", p.RetryAfter, p.Reason)
 	}
 

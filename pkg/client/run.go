@@ -49,10 +49,11 @@ type Unavailable struct {
 	// breaker itself, made the tool unavailable (then Status, Reason,
 	// Forced, Since and MayReturnAt are the parent's); empty otherwise.
 	Scope string `json:"scope,omitempty"`
-	// Status is StatusCircuitOpen (open or forced open) or
-	// StatusProbeInFlight (recovering, not yet confirmed).
+	// Status is breakerd's status word for the denial (StatusCircuitOpen,
+	// StatusProbeInFlight, StatusForcedOpen, StatusPaused,
+	// StatusWorkerIsolated, StatusParentOpen).
 	Status string `json:"status"`
-	// Reason says why, in plain words.
+	// Reason says why, in breakerd's words for a model.
 	Reason string `json:"reason"`
 	// Forced is true when an operator forced the circuit open.
 	Forced bool `json:"forced,omitempty"`
@@ -69,6 +70,10 @@ type Unavailable struct {
 	// Degraded is true when breakerd was unreachable and this worker's
 	// local fallback judged the tool.
 	Degraded bool `json:"degraded,omitempty"`
+
+	// denial is the Denial the run keeps (its times on this client's
+	// clock): every later denial of the tool and the notice render it.
+	denial *pb.Denial
 }
 
 // Run scopes one agent run: the tools it lost stay lost for the run, even
@@ -144,7 +149,7 @@ func (r *Run) Available(ctx context.Context, tools []Tool) ([]Tool, error) {
 		if p == "" || seen[p] {
 			continue
 		}
-		if _, out := verdict(Tool{Name: n}, st, r.c.worker(), now); !out {
+		if _, out := verdict(Tool{Name: n}, st, now); !out {
 			seen[p] = true
 			parents = append(parents, p)
 		}
@@ -176,7 +181,7 @@ func (r *Run) Available(ctx context.Context, tools []Tool) ([]Tool, error) {
 		} else if !degraded { // the fallback knows no parents
 			delete(r.parents, t.BreakerName()) // no parent, or pinned closed: the parent does not decide
 		}
-		if u, gone := verdict(t, st, r.c.worker(), now); gone {
+		if u, gone := verdict(t, st, now); gone {
 			u.Degraded = degraded
 			r.removeLocked(u)
 			continue
@@ -209,20 +214,20 @@ func (r *Run) Call(ctx context.Context, tool Tool, fn func(ctx context.Context) 
 	}
 	r.mu.Unlock()
 	err := r.c.Call(ctx, tool.BreakerName(), fn)
-	d, denied := AsDenial(err, tool.Name)
-	if !denied {
+	now := r.now()
+	var open *CircuitOpenError
+	var probe *ProbeInFlightError
+	var u Unavailable
+	switch {
+	case errors.As(err, &open):
+		u = Unavailable{Breaker: open.Breaker, Scope: open.Scope, Since: open.OpenedAt, Alternatives: open.Alternatives,
+			Degraded: open.Degraded, denial: open.Denial}
+	case errors.As(err, &probe):
+		u = Unavailable{Breaker: probe.Breaker, Alternatives: probe.Alternatives, Degraded: probe.Degraded, denial: probe.Denial}
+	default:
 		return err
 	}
-	now := r.now()
-	u := Unavailable{Breaker: d.Breaker, Scope: d.Scope, Status: d.Status, Reason: d.Reason, Forced: d.Forced,
-		Since: now, RemovedAt: now, Alternatives: d.Alternatives, Degraded: d.Degraded}
-	var open *CircuitOpenError
-	if errors.As(err, &open) && !open.OpenedAt.IsZero() {
-		u.Since = open.OpenedAt
-	}
-	if d.RetryAfterMs > 0 {
-		u.MayReturnAt = now.Add(time.Duration(d.RetryAfterMs) * time.Millisecond)
-	}
+	u.withDenial(now)
 	if len(u.Alternatives) == 0 {
 		u.Alternatives = nil
 	}
@@ -284,21 +289,17 @@ func (r *Run) Notice() string {
 	if len(lost) == 0 {
 		return ""
 	}
-	out := make([]render.Lost, len(lost))
+	out := make([]render.Denial, len(lost))
 	for i, u := range lost {
-		out[i] = render.Lost{Tool: u.Tool, Status: u.Status, Reason: u.Reason, Forced: u.Forced,
-			Degraded: u.Degraded, Scope: u.Scope, Alternatives: u.Alternatives}
-		if !u.MayReturnAt.IsZero() {
-			out[i].MayReturnAtMs = u.MayReturnAt.UnixMilli()
-		}
+		out[i] = render.Of(u.Tool, u.denial, u.Alternatives, u.Degraded)
 	}
 	return render.Notice(r.now().UnixMilli(), out)
 }
 
 // verdict reads a breaker's state for tool: out is true when the tool
 // must leave the run.
-func verdict(t Tool, st *pb.BreakerState, worker string, now time.Time) (u Unavailable, out bool) {
-	return judge(t, t.BreakerName(), st, worker, now)
+func verdict(t Tool, st *pb.BreakerState, now time.Time) (u Unavailable, out bool) {
+	return judge(t, st.GetDenial(), st, now)
 }
 
 // deciding is the parent scope that has a say over the breaker in state
@@ -312,14 +313,15 @@ func deciding(st *pb.BreakerState) string {
 }
 
 // parentVerdict reads the state of the parent scope of tool's breaker
-// (child, whose own verdict keeps the tool) by the same rule as verdict:
-// out is true when the parent denies the tool. A closed parent never
-// does (its suspect worker is denied only on calls to the parent).
+// (child, whose own verdict keeps the tool): out is true when the
+// parent's denial for any worker denies the tool (a parent's suspect
+// worker is denied only on calls to the parent).
 func parentVerdict(t Tool, child, parent *pb.BreakerState, now time.Time) (u Unavailable, out bool) {
-	if parent.GetState() == pb.State_STATE_CLOSED {
+	d := parent.GetDenial()
+	if d == nil || d.GetScope() == pb.DenialScope_DENIAL_SCOPE_WORKER {
 		return Unavailable{}, false
 	}
-	if u, out = judge(t, parent.GetBreaker(), parent, "", now); !out {
+	if u, out = judge(t, breaker.ParentDenial(d.GetDenyUntilMs(), d), parent, now); !out {
 		return Unavailable{}, false
 	}
 	u.Scope = parent.GetBreaker()
@@ -327,64 +329,55 @@ func parentVerdict(t Tool, child, parent *pb.BreakerState, now time.Time) (u Una
 	return u, true
 }
 
-// judge reads the state st of the breaker name on tool's way by the
-// machine's read rule (breaker.View.Verdict, at the snapshot's time, for
-// worker): out is true when the next Allow would deny, not when a probe
-// is due (a call finds out). Reasons name name.
-func judge(t Tool, name string, st *pb.BreakerState, worker string, now time.Time) (u Unavailable, out bool) {
-	if st == nil {
+// judge reads the denial d that the state st (breakerd's, for this
+// worker) carries for tool: out is true when there is one (the next
+// Allow would deny, not when a probe is due: a call finds out).
+func judge(t Tool, d *pb.Denial, st *pb.BreakerState, now time.Time) (u Unavailable, out bool) {
+	if d == nil {
 		return Unavailable{}, false
 	}
-	v, policyShadow := breaker.ViewOfProto(st)
-	vd := v.Verdict(breaker.Query{Worker: worker, Now: v.Now, PolicyShadow: policyShadow})
-	if !vd.Denied() || vd.Due {
-		return Unavailable{}, false
-	}
-	u = Unavailable{Tool: t.Name, Breaker: t.BreakerName(), Status: StatusCircuitOpen, Reason: st.GetReason(),
-		Since: now, RemovedAt: now, Alternatives: append([]string(nil), st.GetAlternatives()...)}
+	u = Unavailable{Tool: t.Name, Breaker: t.BreakerName(), RemovedAt: now,
+		Alternatives: append([]string(nil), st.GetAlternatives()...), denial: onClientClock(d, st.GetAsOfMs(), now)}
 	if ms := st.GetOpenedAtMs(); ms > 0 {
 		u.Since = time.UnixMilli(ms)
 	}
-	if retry := vd.RetryAfter(v.Now); retry > 0 && vd.Decision != pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT {
-		u.MayReturnAt = now.Add(time.Duration(retry) * time.Millisecond) // moved to the client's clock
+	if d.GetScope() == pb.DenialScope_DENIAL_SCOPE_PARENT {
+		u.Scope = st.GetParent()
 	}
-	switch vd.Decision {
-	case pb.Decision_DECISION_DENIED_SUSPECT_WORKER:
-		u.Reason = name + ": only this worker's calls have failed and no other worker confirms (likely its network or config)"
-	case pb.Decision_DECISION_DENIED_FORCED_OPEN:
-		if st.GetForcedBy() != "" { // not a fail-closed fallback
-			u.Forced = true
-			u.Reason = name + " forced open by an operator: " + st.GetReason()
-		}
-	case pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT:
-		u.Status = StatusProbeInFlight
-		u.Reason = name + " is recovering from an outage and is being probed"
-		if last := st.GetLastFailure(); last != "" {
-			u.Reason += " (last failure: " + last + ")"
-		}
-	}
+	u.withDenial(now)
 	return u, true
 }
 
-// err is the denial a removed tool answers with for the rest of the run:
-// for a tool its parent scope removed, a *CircuitOpenError with
-// DENIED_PARENT_OPEN and Scope (as breakerd answers it), whatever Status.
+// withDenial fills u's words and times from its denial: Since is now
+// when not known.
+func (u *Unavailable) withDenial(now time.Time) {
+	u.Status, u.Reason, u.Forced = u.denial.GetStatus(), u.denial.GetReason(), u.denial.GetForced()
+	if u.Since.IsZero() {
+		u.Since = now
+	}
+	u.RemovedAt = now
+	if m := u.denial.GetMayReturnAtMs(); m > 0 {
+		u.MayReturnAt = time.UnixMilli(m)
+	}
+}
+
+// err is the denial a removed tool answers with for the rest of the run,
+// the one it was removed with: for a tool its parent scope removed, a
+// *CircuitOpenError with DENIED_PARENT_OPEN and Scope (as breakerd
+// answers it).
 func (u Unavailable) err(now time.Time) error {
 	var retry time.Duration
 	if !u.MayReturnAt.IsZero() {
 		retry = max(0, u.MayReturnAt.Sub(now))
 	}
-	if u.Scope != "" { // breakerd's own answer: DENIED_PARENT_OPEN, whatever the parent's state
-		return &CircuitOpenError{Breaker: u.Breaker, Forced: u.Forced, Reason: u.Reason, RetryAfter: retry,
-			Alternatives: u.Alternatives, Degraded: u.Degraded, OpenedAt: u.Since,
-			Decision: pb.Decision_DECISION_DENIED_PARENT_OPEN, Scope: u.Scope}
-	}
-	if u.Status == StatusProbeInFlight {
-		return &ProbeInFlightError{Breaker: u.Breaker, Reason: u.Reason, RetryAfter: retry,
-			Alternatives: u.Alternatives, Degraded: u.Degraded}
+	d := u.denial.GetDecision()
+	if d == pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT {
+		return &ProbeInFlightError{Breaker: u.Breaker, Reason: u.Reason, Alternatives: u.Alternatives,
+			Degraded: u.Degraded, Denial: u.denial, At: now}
 	}
 	return &CircuitOpenError{Breaker: u.Breaker, Forced: u.Forced, Reason: u.Reason, RetryAfter: retry,
-		Alternatives: u.Alternatives, Degraded: u.Degraded, OpenedAt: u.Since}
+		Alternatives: u.Alternatives, Degraded: u.Degraded, OpenedAt: u.Since, Decision: d, Scope: u.Scope,
+		Denial: u.denial, At: now}
 }
 
 // states returns the named breakers' states: from breakerd in one
@@ -418,7 +411,7 @@ func (c *Client) batchStates(ctx context.Context, names []string) (states []*pb.
 		return nil, false, status.Error(codes.InvalidArgument, err.Error())
 	}
 	if !c.down.Load() {
-		req := &pb.BatchGetRequest{Breakers: names}
+		req := &pb.BatchGetRequest{Breakers: names, WorkerId: c.worker()}
 		res, err, inTime := ask(ctx, c, names[0], c.budget(),
 			func(ctx context.Context) (*pb.BatchGetResponse, error) { return c.api.BatchGet(ctx, req) }, nil)
 		switch {
@@ -437,7 +430,8 @@ func (c *Client) batchStates(ctx context.Context, names []string) (states []*pb.
 		out := make([]*pb.BreakerState, len(names))
 		for i, n := range names {
 			out[i] = &pb.BreakerState{Breaker: n, State: pb.State_STATE_FORCED_OPEN, AsOfMs: now.UnixMilli(),
-				Reason: "breakerd did not answer and this worker fails closed"}
+				Reason: "breakerd did not answer and this worker fails closed", DenyUntilMs: breaker.Forever,
+				Denial: fallbackDenial(pb.Decision_DECISION_DENIED_OPEN, breaker.Forever, 0)}
 		}
 		return out, true, nil
 	}
@@ -456,7 +450,7 @@ func (c *Client) batchStates(ctx context.Context, names []string) (states []*pb.
 func stateOfDenial(p *Permit, now time.Time) *pb.BreakerState {
 	st := &pb.BreakerState{Breaker: p.Breaker, Reason: p.Reason, AsOfMs: now.UnixMilli(),
 		OpenedAtMs: p.State.GetOpenedAtMs(), Alternatives: p.State.GetAlternatives(),
-		LastFailure: p.State.GetLastFailure()}
+		LastFailure: p.State.GetLastFailure(), Denial: p.Denial}
 	at := now.Add(p.RetryAfter).UnixMilli()
 	switch p.Decision {
 	case pb.Decision_DECISION_DENIED_FORCED_OPEN:

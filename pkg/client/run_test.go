@@ -106,12 +106,13 @@ func testRunAvailableAsksOnceAndRemovalsStick(t *testing.T, m *clientMode) {
 			byTool[u.Tool] = u
 		}
 		rc := byTool["refund_charge"]
-		if rc.Breaker != payments || rc.Status != StatusCircuitOpen || !strings.Contains(rc.Reason, "failing: 5 consecutive failures from 2 workers") ||
+		if rc.Breaker != payments || rc.Status != StatusCircuitOpen || rc.Reason != "it is failing: 5 failed calls in a row, last: server error (5xx)" ||
 			rc.Since.IsZero() || !rc.RemovedAt.Equal(clock.Now()) || rc.MayReturnAt.Sub(clock.Now()) < 29*time.Second ||
 			len(rc.Alternatives) != 1 || rc.Degraded {
 			t.Errorf("refund_charge: %+v", rc)
 		}
-		if u := byTool["directions"]; !u.Forced || !u.MayReturnAt.IsZero() || !strings.Contains(u.Reason, "forced open by an operator: vendor maintenance") {
+		if u := byTool["directions"]; !u.Forced || !u.MayReturnAt.IsZero() || u.Reason != "forced open by an operator: vendor maintenance" ||
+			u.Status != StatusForcedOpen {
 			t.Errorf("directions: %+v", u)
 		}
 		if u := byTool["lookup"]; u.Status != StatusProbeInFlight {
@@ -129,9 +130,9 @@ func testRunAvailableAsksOnceAndRemovalsStick(t *testing.T, m *clientMode) {
 
 		notice := run.Notice()
 		for _, want := range []string{
-			"- refund_charge: " + payments + " failing: 5 consecutive failures from 2 workers, last: server error (5xx). It may be back in about 30s, but not during this task. Instead you can use: issue_refund_manually.",
-			"- directions: " + maps + " forced open by an operator: vendor maintenance. An operator took it out of service; no return time is known.",
-			"- lookup: " + kb + " is recovering from an outage and is being probed",
+			"- refund_charge: it is failing: 5 failed calls in a row, last: server error (5xx). It may be back in about 30s, but not during this task. Instead you can use: issue_refund_manually.",
+			"- directions: forced open by an operator: vendor maintenance. No return time is known.",
+			"- lookup: it failed and is being tested with a single call; its recovery is not confirmed yet. It will not come back during this task.",
 			"Continue the task with the tools you still have",
 			"In your final answer, say which parts of the task could not be done",
 		} {
@@ -139,8 +140,8 @@ func testRunAvailableAsksOnceAndRemovalsStick(t *testing.T, m *clientMode) {
 				t.Errorf("Notice lacks %q:\n%s", want, notice)
 			}
 		}
-		if strings.Contains(notice, "web_search") {
-			t.Errorf("Notice names an available tool:\n%s", notice)
+		if strings.Contains(notice, "web_search") || strings.Contains(notice, payments) || strings.Contains(notice, maps) || strings.Contains(notice, kb) {
+			t.Errorf("Notice names an available tool or a breaker:\n%s", notice)
 		}
 	})
 }

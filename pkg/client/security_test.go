@@ -81,7 +81,8 @@ func (f *pagedList) List(ctx context.Context, req *pb.ListRequest) (*pb.ListResp
 			return nil, ctx.Err()
 		}
 	}
-	res := &pb.ListResponse{States: []*pb.BreakerState{{Breaker: fmt.Sprintf("b%d", page), State: pb.State_STATE_FORCED_OPEN}}}
+	res := &pb.ListResponse{States: []*pb.BreakerState{{Breaker: fmt.Sprintf("b%d", page), State: pb.State_STATE_FORCED_OPEN,
+		Denial: &pb.Denial{Decision: pb.Decision_DECISION_DENIED_FORCED_OPEN, Status: "forced_open", Reason: "forced open by an operator"}}}}
 	if page < 3 {
 		res.NextPageToken = fmt.Sprintf("p%d", page+1)
 	}
