@@ -147,3 +147,21 @@ func TestWordCacheIsBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryAllowCarriesTheDenial: an Allow answered from memory (the
+// daemon's outage memory) carries the denial and its words, the answer's
+// reason saying where it comes from and the denial's words not.
+func TestMemoryAllowCarriesTheDenial(t *testing.T) {
+	tb := NewTable()
+	tb.Seed("search", State{Phase: Open, Gen: 3, ProbeAt: 5000, Cooldown: 4000, Cause: CauseTrip, Workers: []string{"w1", "w2"},
+		Fails: 5, Last: "timeout after 30s"}, 0, params.Retention)
+	const suffix = " (from memory)"
+	out := tb.Allow("search", "w1", "t1", params, []string{"cached_search"}, 1000, suffix)
+	d := out.GetDenial()
+	if out.GetDecision() != pb.Decision_DECISION_DENIED_OPEN || d.GetStatus() != StatusCircuitOpen ||
+		d.GetReason() != "it is failing: 5 failed calls in a row, last: timeout after 30s" || out.GetReason() != d.GetReason()+suffix ||
+		d.GetDenyUntilMs() != 5000 || d.GetMayReturnAtMs() != 5000 || out.GetState().GetDenial().GetReason() != d.GetReason() {
+		t.Errorf("Allow from memory = %v, reason %q, denial %v; want circuit_open until 5000, words without the suffix",
+			out.GetDecision(), out.GetReason(), d)
+	}
+}

@@ -32,10 +32,7 @@ type denialJSON struct {
 	MayReturnAtMs int64    `json:"may_return_at_ms"`
 }
 
-func (d denialJSON) denial() Denial {
-	return Denial{Tool: d.Tool, Status: d.Status, Reason: d.Reason, Forced: d.Forced, Degraded: d.Degraded,
-		Scope: d.Scope, Alternatives: d.Alternatives, MayReturnAtMs: d.MayReturnAtMs}
-}
+func (d denialJSON) denial() Denial { return Denial(d) }
 
 // TestConformanceRender renders every case of conformance/render.json
 // and compares the bytes; a case of the local fallback's own denials

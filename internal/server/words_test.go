@@ -131,3 +131,87 @@ func withAlternatives(alts ...string) store.Options {
 	p.Alternatives = alts
 	return store.Options{Policies: policy.NewSet(p)}
 }
+
+// TestStatesCarryTheirDenials: a suspect's breaker carries the suspect's
+// own denial (worker_isolated, scope worker) in the states sent to many
+// (Get and BatchGet without a worker, List, a Watch event's state) and
+// none for the fleet; BatchGet with the suspect's id gives its denial as
+// the state's, and with another worker's none. A forced breaker's state
+// carries its denial in the operator's words, the same as its Allow's.
+func TestStatesCarryTheirDenials(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := daemontest.Start(t, b, withAlternatives())
+		api := dial(t, d, "w1").API()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		name := b.Breaker("crm")
+		watch, err := api.Watch(ctx, &pb.WatchRequest{Breakers: []string{name}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 5 {
+			record(t, api, name, "w1", 0, &pb.CallEvidence{HttpStatus: 503}, 0)
+		}
+		isolated := func(den *pb.Denial) bool {
+			return den.GetStatus() == "worker_isolated" && den.GetScope() == pb.DenialScope_DENIAL_SCOPE_WORKER &&
+				den.GetDecision() == pb.Decision_DECISION_DENIED_SUSPECT_WORKER && den.GetMayReturnAtMs() > 0 &&
+				!strings.Contains(den.GetReason(), "w1") && !strings.Contains(den.GetReason(), name)
+		}
+		got, err := api.Get(ctx, &pb.GetRequest{Breaker: name})
+		if err != nil || got.GetState().GetDenial() != nil || !isolated(got.GetState().GetSuspectDenial()) {
+			t.Fatalf("Get: denial %v, suspect_denial %v (%v); want none for the fleet, the suspect's own", got.GetState().GetDenial(),
+				got.GetState().GetSuspectDenial(), err)
+		}
+		for worker, want := range map[string]bool{"w1": true, "w2": false} {
+			bg, err := api.BatchGet(ctx, &pb.BatchGetRequest{Breakers: []string{name}, WorkerId: worker})
+			st := bg.GetStates()[0]
+			if err != nil || st.GetSuspectDenial() != nil || isolated(st.GetDenial()) != want || !want && st.GetDenial() != nil {
+				t.Errorf("BatchGet for %s: denial %v, suspect_denial %v (%v); want the suspect's own denial only for it", worker,
+					st.GetDenial(), st.GetSuspectDenial(), err)
+			}
+		}
+		list, err := api.List(ctx, &pb.ListRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed := false
+		for _, st := range list.GetStates() {
+			if st.GetBreaker() == name {
+				listed = true
+				if !isolated(st.GetSuspectDenial()) {
+					t.Errorf("List: suspect_denial %v, want the suspect's own", st.GetSuspectDenial())
+				}
+			}
+		}
+		if !listed {
+			t.Errorf("List left out %s", name)
+		}
+		for {
+			m, err := watch.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e := m.GetEvent(); e != nil && e.GetState() != nil {
+				if !isolated(e.GetState().GetSuspectDenial()) {
+					t.Errorf("the event's state: suspect_denial %v, want the suspect's own", e.GetState().GetSuspectDenial())
+				}
+				break
+			}
+		}
+
+		pinned := b.Breaker("pinned")
+		if _, err := api.Force(ctx, &pb.ForceRequest{Breaker: pinned, Mode: pb.ForceMode_FORCE_MODE_OPEN, Reason: "drill", Operator: "ops"}); err != nil {
+			t.Fatal(err)
+		}
+		a, err := api.Allow(ctx, &pb.AllowRequest{Breaker: pinned, WorkerId: "w2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := api.Get(ctx, &pb.GetRequest{Breaker: pinned})
+		if err != nil || !proto.Equal(a.GetDenial(), g.GetState().GetDenial()) || a.GetDenial().GetStatus() != "forced_open" ||
+			a.GetDenial().GetReason() != "forced open by an operator: drill" || !a.GetDenial().GetForced() {
+			t.Errorf("forced: Allow's denial %v, Get's %v (%v); want forced_open in the operator's words, both", a.GetDenial(),
+				g.GetState().GetDenial(), err)
+		}
+	})
+}
