@@ -131,19 +131,28 @@ test("Vercel AI SDK: a suspect worker's run reads its own denial: a reason, work
   assert.deepEqual(seen.tools, ["web_search"], "the suspect's run lost the tool");
   const line = noticeLine(seen.system, "refund_charge");
   assert.doesNotMatch(line, /^- refund_charge: *\./, "the notice gives a reason");
+  clean(seen.system, "ai-suspect-1");
+
+  // Mid-run calls by the suspect, the second from the run's memory: the
+  // tool results say it is this worker's denial, not an open circuit.
+  const mid = new Run(clientFor("ai-suspect-1"));
+  const result = await generateText({ model: aiModel(2, seen), tools: ai.guardTools(mid, aiTools(), { breakers }), prompt: "refund", stopWhen: stepCountIs(4) });
+  const outs = toolOutputs(result);
+  assert.equal(outs.length, 2, "both denials reached the model as the tool's result");
+  for (const out of outs) {
+    const r = JSON.parse(out) as Record<string, unknown>;
+    assert.equal(r["status"], "worker_isolated", out);
+    assert.equal(r["scope"], "worker", out);
+    clean(out, "ai-suspect-1");
+  }
+  const [first, second] = outs.map((o) => JSON.parse(o) as Record<string, number>);
+  assert.ok(second!["may_return_in_ms"]! <= first!["may_return_in_ms"]!, "the run's memory counts the wait down from breakerd's clock");
+  assert.deepEqual({ ...second, may_return_in_ms: 0 }, { ...first, may_return_in_ms: 0 }, "the run's memory answers as breakerd did");
+
   const denial = run.degraded[0]!.denial;
   assert.equal(denial.status, "worker_isolated");
   assert.equal(denial.scope, "worker");
   assert.ok(denial.reason.length > 0 && line.includes(denial.reason.replace(/[. ]+$/, "")), line);
-  clean(seen.system, "ai-suspect-1");
-
-  // A mid-run call by the suspect: its tool result says so too.
-  const mid = new Run(clientFor("ai-suspect-1"));
-  const result = await generateText({ model: aiModel(1, seen), tools: ai.guardTools(mid, aiTools(), { breakers }), prompt: "refund", stopWhen: stepCountIs(3) });
-  const [out] = toolOutputs(result);
-  assert.ok(out, "the denial reached the model as the tool's result");
-  assert.equal((JSON.parse(out) as { status: string }).status, "worker_isolated");
-  clean(out, "ai-suspect-1");
 
   // Another worker keeps the tool: the fleet is not denied.
   const other = new Run(clientFor("ai-suspect-2"));
@@ -168,6 +177,7 @@ test("Vercel AI SDK: a forced breaker's denial reads the same when the run's mem
   const [first, second] = outs.map((o) => JSON.parse(o) as Record<string, unknown>);
   assert.equal(first!["forced"], true);
   assert.deepEqual(second, first, "the run's memory answers with breakerd's words and flags");
+  assert.equal(outs[1], outs[0]);
   clean(outs.join("\n"), "ai-forced-1");
   assert.equal(run.degraded[0]!.denial.forced, true);
   assert.match(run.notice(), /- refund_charge: /);
@@ -225,12 +235,12 @@ test("OpenAI Agents SDK: a probe in flight neither invites a retry nor gives the
   assert.deepEqual(model.requests[0]!.tools.map((t) => t.name), ["web_search"]);
   const notice = model.requests[0]!.systemInstructions ?? "";
   const line = noticeLine(notice, "refund_charge");
+  assert.doesNotMatch(line, /back in about|ask again|try again|retry/i, "no wait and no retry offered to a run that will not take the tool back");
+  clean(notice, "ag-probe-1", "ag-probe-holder");
   const denial = run.degraded[0]!.denial;
   assert.equal(denial.status, "probe_in_flight");
   assert.equal(denial.mayReturnAtMs, 0, "a lease is no wait");
-  assert.doesNotMatch(line, /back in about|ask again|try again|retry/i, "no wait and no retry offered to a run that will not take the tool back");
   assert.ok(line.includes(denial.reason.replace(/[. ]+$/, "")), line);
-  clean(notice, "ag-probe-1", "ag-probe-holder");
 
   // Calls the model makes anyway, the second from the run's memory.
   const mid = new Run(clientFor("ag-probe-2"));
