@@ -1,10 +1,7 @@
 package conformance_test
 
 import (
-	"encoding/json"
-	"os"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -15,28 +12,6 @@ import (
 	"github.com/breakerd/breakerd/internal/policy"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
-
-// classificationRow is the part of a classification.json row the
-// fallback reads.
-type classificationRow struct {
-	Name              string          `json:"name"`
-	Evidence          json.RawMessage `json:"evidence"`
-	Bare              int64           `json:"bare_rate_limit_wait_ms"`
-	CountUnrecognised bool            `json:"count_unrecognised"`
-}
-
-func decodeStrict(t *testing.T, file string, v any) {
-	t.Helper()
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
-}
 
 // TestClientRulesFollowTheirSources holds client_rules.json to the one
 // source of each of its facts: the defaults to policy.Default, the wait
@@ -71,16 +46,12 @@ func TestClientRulesFallbackRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var table struct {
-		Rows []json.RawMessage `json:"rows"`
+	table, err := conformance.ReadClassification()
+	if err != nil {
+		t.Fatal(err)
 	}
-	decodeStrict(t, "classification.json", &table)
-	rows := map[string]classificationRow{}
-	for _, raw := range table.Rows {
-		var r classificationRow
-		if err := json.Unmarshal(raw, &r); err != nil {
-			t.Fatal(err)
-		}
+	rows := map[string]conformance.ClassificationRow{}
+	for _, r := range table {
 		rows[r.Name] = r
 	}
 	covered := map[string]bool{}
@@ -90,7 +61,7 @@ func TestClientRulesFallbackRows(t *testing.T) {
 			t.Errorf("fallback_counts names %q: no classification.json row has that name", name)
 			continue
 		}
-		if r.CountUnrecognised || (r.Bare != 0 && r.Bare != classify.DefaultBareWait.Milliseconds()) {
+		if r.CountUnrecognised || (r.BareRateLimitWaitMs != 0 && r.BareRateLimitWaitMs != classify.DefaultBareWait.Milliseconds()) {
 			t.Errorf("fallback_counts names %q, a row under a policy other than the default", name)
 		}
 		ev := &pb.CallEvidence{}

@@ -17,6 +17,47 @@ var files embed.FS
 //go:embed client_rules.json
 var clientRules []byte
 
+//go:embed classification.json
+var classification []byte
+
+// ClassificationRow is one row of classification.json (README.md,
+// "classification.json").
+type ClassificationRow struct {
+	Name                string          `json:"name"`
+	Evidence            json.RawMessage `json:"evidence"`
+	DeadlineMs          int64           `json:"deadline_ms"`
+	BareRateLimitWaitMs int64           `json:"bare_rate_limit_wait_ms"`
+	CountUnrecognised   bool            `json:"count_unrecognised"`
+	NowMs               int64           `json:"now_ms"`
+	Want                struct {
+		Outcome      string `json:"outcome"`
+		RetryAfterMs int64  `json:"retry_after_ms"`
+		Counts       bool   `json:"counts"`
+		Why          string `json:"why"`
+	} `json:"want"`
+}
+
+// ReadClassification decodes classification.json's rows; an unknown
+// field, or no row, is an error.
+func ReadClassification() ([]ClassificationRow, error) {
+	var f struct {
+		Rows []ClassificationRow `json:"rows"`
+	}
+	if err := decodeStrict(classification, &f); err != nil {
+		return nil, fmt.Errorf("conformance: classification.json: %w", err)
+	}
+	if len(f.Rows) == 0 {
+		return nil, fmt.Errorf("conformance: classification.json holds no row")
+	}
+	return f.Rows, nil
+}
+
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
 // ClientRules is client_rules.json: what a client's local fallback keeps
 // (README.md, "client_rules.json").
 type ClientRules struct {
@@ -35,9 +76,7 @@ type ClientRules struct {
 // error.
 func ReadClientRules() (ClientRules, error) {
 	var r ClientRules
-	dec := json.NewDecoder(bytes.NewReader(clientRules))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
+	if err := decodeStrict(clientRules, &r); err != nil {
 		return ClientRules{}, fmt.Errorf("conformance: client_rules.json: %w", err)
 	}
 	return r, nil

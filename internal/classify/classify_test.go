@@ -1,8 +1,6 @@
 package classify
 
 import (
-	"encoding/json"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,46 +8,18 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/breakerd/breakerd/conformance"
 	"github.com/breakerd/breakerd/internal/limits"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
-// Row is one row of conformance/classification.json (its format is
-// conformance/README.md's).
-type Row struct {
-	Name     string          `json:"name"`
-	Evidence json.RawMessage `json:"evidence"`
-	Deadline int64           `json:"deadline_ms"`
-	Bare     int64           `json:"bare_rate_limit_wait_ms"`
-	// CountUnrecognised is the policy's count_unrecognised.
-	CountUnrecognised bool  `json:"count_unrecognised"`
-	Now               int64 `json:"now_ms"`
-	Want              struct {
-		Outcome    string `json:"outcome"`
-		RetryAfter int64  `json:"retry_after_ms"`
-		Counts     bool   `json:"counts"`
-		Why        string `json:"why"`
-	} `json:"want"`
-}
-
-func rows(t *testing.T) []Row {
+func rows(t *testing.T) []conformance.ClassificationRow {
 	t.Helper()
-	b, err := os.ReadFile("../../conformance/classification.json")
+	r, err := conformance.ReadClassification()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var f struct {
-		Rows []Row `json:"rows"`
-	}
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		t.Fatalf("conformance/classification.json: %v", err)
-	}
-	if len(f.Rows) == 0 {
-		t.Fatal("conformance/classification.json holds no row")
-	}
-	return f.Rows
+	return r
 }
 
 // TestConformanceClassification runs every row of the table.
@@ -63,13 +33,13 @@ func TestConformanceClassification(t *testing.T) {
 			if err := Validate("evidence", ev); err != nil {
 				t.Fatalf("Validate: %v", err)
 			}
-			got := OutcomeOf(Input{Evidence: ev, Deadline: time.Duration(r.Deadline) * time.Millisecond,
-				BareWait: time.Duration(r.Bare) * time.Millisecond, Now: time.UnixMilli(r.Now), CountUnrecognised: r.CountUnrecognised})
-			if got.Outcome.String() != r.Want.Outcome || got.RetryAfterMs() != r.Want.RetryAfter ||
+			got := OutcomeOf(Input{Evidence: ev, Deadline: time.Duration(r.DeadlineMs) * time.Millisecond,
+				BareWait: time.Duration(r.BareRateLimitWaitMs) * time.Millisecond, Now: time.UnixMilli(r.NowMs), CountUnrecognised: r.CountUnrecognised})
+			if got.Outcome.String() != r.Want.Outcome || got.RetryAfterMs() != r.Want.RetryAfterMs ||
 				got.Counts != r.Want.Counts || got.Why != r.Want.Why {
 				t.Errorf("OutcomeOf(%s) = %v %dms counts=%v %q, want %s %dms counts=%v %q", r.Evidence,
 					got.Outcome, got.RetryAfterMs(), got.Counts, got.Why,
-					r.Want.Outcome, r.Want.RetryAfter, r.Want.Counts, r.Want.Why)
+					r.Want.Outcome, r.Want.RetryAfterMs, r.Want.Counts, r.Want.Why)
 			}
 		})
 	}

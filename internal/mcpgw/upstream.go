@@ -200,7 +200,9 @@ const codeRejected = -32005
 // INVALID_ARGUMENT, is not counted; any other code is SERVER_ERROR); a
 // closed connection is TRANSPORT; everything else (isError results as
 // *client.OutcomeError, timeouts, refused connections) as
-// client.DefaultClassifier reads it.
+// client.DefaultClassifier reads it, except that an error it cannot name
+// is TRANSPORT: the upstream's own failures arrive as isError results or
+// JSON-RPC errors, so any other error is the SDK's transport failing.
 func classify(ctx context.Context, err error) (client.Result, bool) {
 	var (
 		he *client.HTTPError
@@ -226,7 +228,11 @@ func classify(ctx context.Context, err error) (client.Result, bool) {
 	case errors.Is(err, mcp.ErrConnectionClosed):
 		return client.Result{Outcome: pb.Outcome_OUTCOME_TRANSPORT, Message: "upstream connection closed"}, true
 	}
-	return client.DefaultClassifier(ctx, err)
+	r, ok := client.DefaultClassifier(ctx, err)
+	if r.Outcome == pb.Outcome_OUTCOME_UNRECOGNISED {
+		r.Outcome = pb.Outcome_OUTCOME_TRANSPORT
+	}
+	return r, ok
 }
 
 // statusTransport turns a Streamable HTTP upstream's 429 and 5xx answers

@@ -310,6 +310,28 @@ func TestParseShadow(t *testing.T) {
 	}
 }
 
+// count_unrecognised is off by default, set per rule, shown by Fields,
+// and a value other than true or false is refused naming the field.
+func TestParseCountUnrecognised(t *testing.T) {
+	if Default().CountUnrecognised {
+		t.Error("Default().CountUnrecognised = true, want false: an unrecognised error is not counted unless asked")
+	}
+	s, err := Parse([]byte("breakers:\n  - match: \"quote:*\"\n    count_unrecognised: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.For("quote:get").CountUnrecognised || s.For("web").CountUnrecognised {
+		t.Errorf("count_unrecognised: quote:get %v, web %v; want true, false", s.For("quote:get").CountUnrecognised, s.For("web").CountUnrecognised)
+	}
+	if got := strings.Join(s.For("quote:get").Fields(), "\n"); !strings.Contains(got, "count_unrecognised: true") {
+		t.Errorf("Fields() lacks count_unrecognised:\n%s", got)
+	}
+	_, err = Parse([]byte("defaults:\n  count_unrecognised: sometimes\n"))
+	if err == nil || !strings.Contains(err.Error(), "defaults.count_unrecognised") {
+		t.Errorf("Parse(count_unrecognised: sometimes) = %v, want an error naming defaults.count_unrecognised", err)
+	}
+}
+
 // A rule that changes mode and writes no slow-call field of its own does
 // not inherit defaults' slow-call counting of the other mode: no error
 // about fields it never wrote, a warning that says what happened.

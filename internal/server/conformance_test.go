@@ -2,8 +2,6 @@ package server_test
 
 import (
 	"context"
-	"encoding/json"
-	"os"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -11,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/breakerd/breakerd/conformance"
 	"github.com/breakerd/breakerd/internal/daemontest"
 	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/store"
@@ -24,27 +23,9 @@ import (
 // and its clock set as the row says, and compares classified_as and why,
 // and whether the breaker counted it.
 func TestConformanceClassificationThroughRecord(t *testing.T) {
-	b, err := os.ReadFile("../../conformance/classification.json")
+	rows, err := conformance.ReadClassification()
 	if err != nil {
 		t.Fatal(err)
-	}
-	var f struct {
-		Rows []struct {
-			Name     string          `json:"name"`
-			Evidence json.RawMessage `json:"evidence"`
-			Deadline int64           `json:"deadline_ms"`
-			Bare     int64           `json:"bare_rate_limit_wait_ms"`
-			Count    bool            `json:"count_unrecognised"`
-			Now      int64           `json:"now_ms"`
-			Want     struct {
-				Outcome string `json:"outcome"`
-				Counts  bool   `json:"counts"`
-				Why     string `json:"why"`
-			} `json:"want"`
-		} `json:"rows"`
-	}
-	if err := json.Unmarshal(b, &f); err != nil || len(f.Rows) == 0 {
-		t.Fatalf("conformance/classification.json: %v, %d rows", err, len(f.Rows))
 	}
 	testredis.Each(t, func(t *testing.T, be *testredis.Backend) {
 		var now atomic.Int64
@@ -55,21 +36,21 @@ func TestConformanceClassificationThroughRecord(t *testing.T) {
 		}
 		d := daemontest.Start(t, be, store.Options{Policies: set, Now: func() time.Time { return time.UnixMilli(now.Load()) }})
 		api := dial(t, d, "w1").API()
-		for i, r := range f.Rows {
+		for i, r := range rows {
 			ev := &pb.CallEvidence{}
 			if err := protojson.Unmarshal(r.Evidence, ev); err != nil {
 				t.Fatalf("%s: %v", r.Name, err)
 			}
-			now.Store(r.Now)
+			now.Store(r.NowMs)
 			name := be.Breaker("row" + strconv.Itoa(i))
-			if r.Bare == 5000 {
+			if r.BareRateLimitWaitMs == 5000 {
 				name += "-bare5000"
 			}
-			if r.Count {
+			if r.CountUnrecognised {
 				name += "-counted"
 			}
 			res, err := api.Record(context.Background(), &pb.RecordRequest{Breaker: name, WorkerId: "w1",
-				Ticket: &pb.Ticket{}, Evidence: ev, DeadlineMs: r.Deadline})
+				Ticket: &pb.Ticket{}, Evidence: ev, DeadlineMs: r.DeadlineMs})
 			if err != nil {
 				t.Fatalf("%s: Record: %v", r.Name, err)
 			}

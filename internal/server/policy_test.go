@@ -30,6 +30,7 @@ breakers:
   - match: "` + b.Breaker("search:*") + `"
     cooldown_base: 10s
     alternatives: [cached_search]
+    count_unrecognised: true
     recovery_check:
       http:
         url: https://admin:hunter2@status.example/health?key=sk-secret
@@ -51,11 +52,12 @@ breakers:
 		p := res.GetPolicy()
 		if p.GetThreshold() != 4 || p.GetCooldownBaseMs() != 10000 || p.GetBareRateLimitWaitMs() != 90000 ||
 			p.GetMinWorkers() != 2 || p.GetGroup() != "search" || p.GetMaxOpenFraction() != 0.5 ||
-			len(p.GetAlternatives()) != 1 || p.GetRecoveryCheck().GetHttpExpectStatus() != 200 {
+			len(p.GetAlternatives()) != 1 || p.GetRecoveryCheck().GetHttpExpectStatus() != 200 || !p.GetCountUnrecognised() {
 			t.Errorf("GetPolicy = %v", p)
 		}
 		want := map[string]string{"threshold": "defaults", "bare_rate_limit_wait": "defaults", "min_workers": "default",
-			"cooldown_base": `breakers[0] (match "` + b.Breaker("search:*") + `")`, "group": "groups[0] (2 members)"}
+			"cooldown_base": `breakers[0] (match "` + b.Breaker("search:*") + `")`, "group": "groups[0] (2 members)",
+			"count_unrecognised": `breakers[0] (match "` + b.Breaker("search:*") + `")`}
 		for k, v := range want {
 			if got := res.GetSources()[k]; got != v {
 				t.Errorf("sources[%s] = %q, want %q", k, got, v)

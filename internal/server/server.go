@@ -41,10 +41,6 @@ const MaxBatch = limits.MaxBatch
 // reason.
 const maxMessageBytes = store.MaxMessageBytes
 
-// maxDurationMs bounds every *_ms duration a request carries (7 days), so
-// none overflows a time.Duration or pins a breaker for years.
-const maxDurationMs = limits.MaxDurationMs
-
 // maxForceTTLMs bounds a Force TTL (365 days); 0 means until AUTO.
 const maxForceTTLMs = 365 * 24 * 3600 * 1000
 
@@ -537,8 +533,6 @@ func validNames(field string, names []string) error {
 	}
 	return nil
 }
-
-func oneLine(v string, n int) string { return limits.OneLine(v, n) }
 
 func printable(v string) bool { return limits.Printable(v) }
 

@@ -1,8 +1,6 @@
 package client
 
 import (
-	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,17 +12,6 @@ import (
 	"github.com/breakerd/breakerd/internal/classify"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
-
-func loadJSON(t *testing.T, file string, v any) {
-	t.Helper()
-	b, err := os.ReadFile("../../conformance/" + file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
-}
 
 func readClientRules(t *testing.T) conformance.ClientRules {
 	t.Helper()
@@ -65,24 +52,16 @@ func TestFallbackFollowsClientRules(t *testing.T) {
 // row counts.
 func TestFallbackCountsAsClientRulesSay(t *testing.T) {
 	rules := readClientRules(t)
-	var table struct {
-		Rows []struct {
-			Name     string          `json:"name"`
-			Evidence json.RawMessage `json:"evidence"`
-			Deadline int64           `json:"deadline_ms"`
-			Now      int64           `json:"now_ms"`
-			Want     struct {
-				Counts bool `json:"counts"`
-			} `json:"want"`
-		} `json:"rows"`
+	table, err := conformance.ReadClassification()
+	if err != nil {
+		t.Fatal(err)
 	}
-	loadJSON(t, "classification.json", &table)
 	named := map[string]bool{}
 	for _, n := range rules.FallbackCounts {
 		named[n] = true
 	}
 	ran := 0
-	for _, r := range table.Rows {
+	for _, r := range table {
 		if !named[r.Name] {
 			continue
 		}
@@ -91,8 +70,8 @@ func TestFallbackCountsAsClientRulesSay(t *testing.T) {
 		if err := protojson.Unmarshal(r.Evidence, ev); err != nil {
 			t.Fatalf("%s: %v", r.Name, err)
 		}
-		c := classify.OutcomeOf(classify.Input{Evidence: ev, Deadline: time.Duration(r.Deadline) * time.Millisecond,
-			BareWait: DefaultBareRateLimitWait, Now: time.UnixMilli(r.Now)})
+		c := classify.OutcomeOf(classify.Input{Evidence: ev, Deadline: time.Duration(r.DeadlineMs) * time.Millisecond,
+			BareWait: DefaultBareRateLimitWait, Now: time.UnixMilli(r.NowMs)})
 		clock := newFakeClock()
 		l := newLocalBreaker(LocalPolicy{}, clock.Now)
 		for range l.pol.Threshold {
