@@ -19,7 +19,7 @@ export type DenialScopeWord = "breaker" | "parent" | "worker";
 export interface StoredDenial {
   /** A DENIED_* decision. */
   decision: Decision;
-  /** The tool result's status word (circuit_open, probe_in_flight, forced_open, paused, worker_isolated, parent_open). */
+  /** The tool result's status word (conformance/README.md: circuit_open, probe_in_flight, forced_open, ...). */
   status: string;
   /** Why, in the daemon's words for a model. */
   reason: string;

@@ -24,7 +24,7 @@ export function refOf(name: string, o: AdapterOptions = {}): ToolRef {
 
 /**
  * callTool runs fn as a call of tool within run: its value, or for this
- * call's own denial the denial's tool_result text (the circuit_open JSON).
+ * call's own denial its tool result (the JSON text the model reads).
  * Any other error, an inner tool's denial included, is re-thrown.
  */
 export async function callTool<R>(
