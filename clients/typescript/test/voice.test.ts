@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
-import { Agent, Runner, Usage, setTracingDisabled, tool as agentTool, type Model, type ModelRequest, type ModelResponse } from "@openai/agents";
+import { Agent, Runner, setTracingDisabled, tool as agentTool } from "@openai/agents";
 import { generateText, jsonSchema, stepCountIs, tool as aiTool } from "ai";
 import { MockLanguageModelV3 } from "ai/test";
 
@@ -18,6 +18,7 @@ import * as ai from "../src/adapters/ai.js";
 import * as agents from "../src/adapters/openai-agents.js";
 import { startDaemon, uniq, type Daemon } from "./daemon.js";
 import { serve, waitFor, type Served } from "./helpers.js";
+import { ScriptedModel } from "./scripted.js";
 
 let daemon: Daemon;
 let vendor: Served;
@@ -182,25 +183,6 @@ test("Vercel AI SDK: a forced breaker's denial reads the same when the run's mem
   assert.equal(run.degraded[0]!.denial.forced, true);
   assert.match(run.notice(), /- refund_charge: /);
 });
-
-/** ScriptedModel answers the Agents SDK's requests: `calls` calls of the refund tool while it has it, then text. */
-class ScriptedModel implements Model {
-  readonly requests: ModelRequest[] = [];
-  constructor(private readonly calls = 1) {}
-  async getResponse(req: ModelRequest): Promise<ModelResponse> {
-    this.requests.push(req);
-    const names = req.tools.map((t) => t.name);
-    const made = Array.isArray(req.input) ? req.input.filter((i) => i.type === "function_call_result").length : 0;
-    if (names.includes("refund_charge") && made < this.calls) {
-      return { usage: new Usage(), output: [{ type: "function_call", callId: `c${made}`, name: "refund_charge", arguments: "{}", status: "completed" }] };
-    }
-    return { usage: new Usage(), output: [{ type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: "done" }] }] };
-  }
-  // eslint-disable-next-line require-yield
-  async *getStreamedResponse(): AsyncIterable<never> {
-    throw new Error("not scripted");
-  }
-}
 
 /** outputsOf are the function call results the model was given, in order. */
 function outputsOf(model: ScriptedModel): string[] {
