@@ -49,7 +49,7 @@ test("the agent's tools before and after the trip", async () => {
     "run 1 on worker-1: tools given to the model: web_search, refund_charge",
     "model calls refund_charge -> HTTP 503",
     "run 8 on worker-2: tools given to the model: web_search\n",
-    "    | - refund_charge: demo:payments failing: 5 consecutive failures from 2 workers",
+    "    | - refund_charge: it is failing: 5 failed calls in a row, last: server error (HTTP 503).",
     "In your final answer, say which parts of the task could not be done",
     "the payment vendor saw 7 requests",
   ]) {

@@ -17,7 +17,7 @@ import type { AddressInfo } from "node:net";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 
-import { Client, Run } from "@breakerd/client";
+import { Client, Run, throwForStatus } from "@breakerd/client";
 import { toolsForRun } from "@breakerd/client/ai";
 import { generateText, jsonSchema, stepCountIs, tool } from "ai";
 import { MockLanguageModelV3 } from "ai/test";
@@ -40,11 +40,9 @@ async function vendor(): Promise<{ url: string; hits: () => number; down: (d: bo
   };
 }
 
-/** call fetches url and throws what fetch-based SDKs throw for a failed answer: an error with status and headers. */
+/** call fetches url; a failed answer throws an HttpError that keeps its status and headers (throwForStatus). */
 async function call(url: string): Promise<unknown> {
-  const res = await fetch(url);
-  if (!res.ok) throw Object.assign(new Error(`HTTP ${res.status}`), { status: res.status, headers: res.headers });
-  return res.json();
+  return (await throwForStatus(await fetch(url))).json();
 }
 
 /** model scripts one run: call refund_charge when it has it (else web_search), then answer. */

@@ -1,3 +1,4 @@
+import { type StoredDenial } from "./denial.js";
 import type { Transport } from "./transport.js";
 import { type BreakerState } from "./wire.js";
 /** DEFAULT_HEARTBEAT_MS is the interval assumed of a daemon that announces none (the daemon's default). */
@@ -7,12 +8,11 @@ export declare const STALE_VIEW_MS = 60000;
 /** CachedDenial is what the cache knows of one denying breaker. */
 export interface CachedDenial {
     breaker: string;
-    /** Until when it denies, on this process's clock (ms since the epoch); Infinity: until an operator acts. */
-    untilMs: number;
-    reason: string;
+    /** The daemon's denial for this worker, on this process's clock (denial.untilMs: until when it holds). */
+    denial: StoredDenial;
     alternatives: string[];
-    forced: boolean;
-    scope: string;
+    /** The parent scope's name when the parent denies; "". */
+    parent: string;
     /** When the cache learned it, on this process's clock. */
     learnedMs: number;
 }
@@ -62,8 +62,11 @@ export declare class OpenCache {
     lookup(breaker: string): CachedDenial | undefined;
     /** degraded says the stream was asked for and is not live: the view is what was last heard. */
     get degraded(): boolean;
-    /** learn takes a state breakerd returned (Allow, Get, BatchGet, a snapshot or an event). */
-    learn(st: BreakerState | undefined, asOfMs?: number): void;
+    /**
+     * learn takes a state breakerd returned (Allow, Get, BatchGet, a
+     * snapshot or an event): the denial it holds for this worker, or none.
+     */
+    learn(st: BreakerState | undefined): void;
     /** size is how many breakers the cache holds as denying (expired ones included until looked up). */
     get size(): number;
     /** status says whether the stream is live and how many snapshots it has read. */

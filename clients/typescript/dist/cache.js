@@ -1,8 +1,9 @@
-// The open-breaker cache: which breakers deny, and until when, as breakerd
-// said (deny_until_ms, computed by the daemon's read rule). A map lookup;
-// no breaker rule lives here. It is fed by every answer the client gets
+// The open-breaker cache: which breakers deny, how and until when, as
+// breakerd said (each state's denial, decided and worded by the daemon's
+// read rule). A map lookup; no breaker rule lives here. It is fed by every answer the client gets
 // and by the daemon's event stream (GET /v1/watch, Server-Sent Events),
 // and answers while no daemon does.
+import { denialOfState } from "./denial.js";
 import { readSSE } from "./sse.js";
 import { int64 } from "./wire.js";
 /** DEFAULT_HEARTBEAT_MS is the interval assumed of a daemon that announces none (the daemon's default). */
@@ -11,17 +12,6 @@ export const DEFAULT_HEARTBEAT_MS = 15_000;
 const MISSED_HEARTBEATS = 3;
 /** STALE_VIEW_MS bounds how long a denial learned before the stream went quiet is answered while it stays quiet. */
 export const STALE_VIEW_MS = 60_000;
-/** The largest int64: deny_until_ms's "until an operator acts". */
-const FOREVER = "9223372036854775807";
-/** untilLocal moves a breakerd time onto the local clock: the daemon's clock read `asOf` when ours read `now`. */
-function untilLocal(denyUntil, asOf, now) {
-    if (denyUntil === FOREVER)
-        return Infinity;
-    const d = int64(denyUntil);
-    if (d <= 0)
-        return 0;
-    return asOf > 0 ? now + (d - asOf) : d;
-}
 /** OpenCache keeps the denying breakers. */
 export class OpenCache {
     o;
@@ -59,7 +49,7 @@ export class OpenCache {
         if (!d)
             return undefined;
         const now = this.o.clock();
-        if (d.untilMs <= now) {
+        if (d.denial.untilMs <= now) {
             this.deny.delete(breaker);
             return undefined;
         }
@@ -71,27 +61,22 @@ export class OpenCache {
     get degraded() {
         return this.loop !== undefined && !this.connected;
     }
-    /** learn takes a state breakerd returned (Allow, Get, BatchGet, a snapshot or an event). */
-    learn(st, asOfMs) {
+    /**
+     * learn takes a state breakerd returned (Allow, Get, BatchGet, a
+     * snapshot or an event): the denial it holds for this worker, or none.
+     */
+    learn(st) {
         const name = st?.breaker;
         if (!st || !name)
             return;
         const now = this.o.clock();
-        const until = untilLocal(st.deny_until_ms, asOfMs ?? int64(st.as_of_ms), now);
-        if (until <= now) {
+        const denial = denialOfState(st, this.o.workerId, now);
+        if (!denial || denial.untilMs <= now) {
             this.deny.delete(name);
             return;
         }
-        this.deny.set(name, {
-            breaker: name,
-            untilMs: until,
-            reason: st.reason ?? "",
-            alternatives: st.alternatives ?? [],
-            forced: st.state === "STATE_FORCED_OPEN" && !!st.forced_by,
-            // A closed breaker that denies is denied by its parent scope.
-            scope: st.parent && (!st.state || st.state === "STATE_CLOSED") ? st.parent : "",
-            learnedMs: now,
-        });
+        const parent = denial.scope === "parent" ? (st.parent ?? "") : "";
+        this.deny.set(name, { breaker: name, denial, alternatives: st.alternatives ?? [], parent, learnedMs: now });
     }
     /** size is how many breakers the cache holds as denying (expired ones included until looked up). */
     get size() {
@@ -232,11 +217,8 @@ export class OpenCache {
         if (isObj(state)) {
             this.learn(state);
         }
-        else if (breaker && ev["deny_until_ms"] !== undefined) {
-            this.learn({ breaker, deny_until_ms: ev["deny_until_ms"], reason: ev["reason"] }, int64(ev["at_ms"]));
-        }
         else if (breaker) {
-            this.refresh([breaker]); // the event says something changed, not until when it denies
+            this.refresh([breaker]); // the event says something changed, not what it denies
         }
     }
     /** refresh reads the named breakers' states afresh (one BatchGet for every name gathered meanwhile). */

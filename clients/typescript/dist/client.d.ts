@@ -1,5 +1,6 @@
 import { OpenCache } from "./cache.js";
 import { CircuitOpenError } from "./errors.js";
+import { type StoredDenial } from "./denial.js";
 import { Savings } from "./savings.js";
 import { type BreakerState, type Decision, type Evidence, type Policy, type Ticket } from "./wire.js";
 /** ClientOptions configure a Client. Only workerId is required; urls too when BREAKERD_URL is unset. */
@@ -49,7 +50,20 @@ export interface ClientOptions {
      * that breakerd refused. Default: a warning on the console.
      */
     onError?: ((err: unknown) => void) | undefined;
+    /**
+     * Says which errors a guarded function throws are not the dependency's
+     * fault (a validation error of the tool's own, say): such an error is
+     * recorded as EXCLUDED_OUTCOME, which never counts, and re-thrown. A
+     * call's own `exclude` (GuardOptions) is asked first. Default: none.
+     */
+    exclude?: ((err: unknown) => boolean) | undefined;
 }
+/**
+ * EXCLUDED_OUTCOME is what an excluded error is recorded as:
+ * OUTCOME_INVALID_ARGUMENT (the request was wrong, not the dependency),
+ * which never counts and never ends a failure run.
+ */
+export declare const EXCLUDED_OUTCOME = "OUTCOME_INVALID_ARGUMENT";
 /** Permit is breakerd's answer to allow: a decision, never an exception. */
 export interface Permit {
     breaker: string;
@@ -73,6 +87,8 @@ export interface Permit {
     alternatives: string[];
     /** For a denial: the text a model receives as the tool's output. */
     toolResult: string;
+    /** For a denial: the denial as breakerd decided and worded it (or the fallback's own), on this process's clock. */
+    denial: StoredDenial | undefined;
     /** The fallback's answer (how record treats the ticket): undefined when breakerd answered. */
     local: {
         probe: boolean;
@@ -104,9 +120,13 @@ export interface CallOptions {
 export interface GuardOptions extends CallOptions {
     /** The caller's remaining deadline, ms: a Retry-After beyond it counts. Absent: no deadline (a rate limit never counts). */
     deadlineMs?: number | undefined;
+    /** This call's errors that are not the dependency's fault (ClientOptions.exclude, asked before the client's). */
+    exclude?: ((err: unknown) => boolean) | undefined;
 }
 /** Options of record. */
 export interface RecordOptions {
+    /** An Outcome name sent instead of the evidence (EXCLUDED_OUTCOME for an excluded error); breakerd takes it as it is. */
+    outcome?: string | undefined;
     latencyMs?: number | undefined;
     deadlineMs?: number | undefined;
     signal?: AbortSignal | undefined;
@@ -196,6 +216,8 @@ export declare class Client {
      * by the fallback, and the caller's abort reason.
      */
     allow(breaker: string, opts?: CallOptions): Promise<Permit>;
+    /** permitOf is the permit of a daemon's Allow answer: its denial is stored as the daemon decided and worded it. */
+    private permitOf;
     /**
      * lateAllow takes a daemon's Allow answer that came after the
      * fallback's: what it says of the breaker is learned; its ticket goes
@@ -211,6 +233,7 @@ export declare class Client {
     private fallbackAllow;
     private denialBase;
     private cachedDenial;
+    /** denied is the permit of a stored denial, its tool result rendered now. */
     private denied;
     /**
      * record tells breakerd what the call the permit granted returned: its
@@ -233,7 +256,7 @@ export declare class Client {
      * returned or threw, as guard does after its allow.
      */
     runWith<T>(p: Permit, fn: () => T | Promise<T>, opts?: GuardOptions): Promise<T>;
-    /** settle records a guarded call's evidence; a failure to record never replaces the call's own result. */
+    /** settle records a guarded call's evidence (or outcome); a failure to record never replaces the call's own result. */
     private settle;
     /** get returns one breaker's state. Throws UnreachableError when no daemon answers: it has no fallback. */
     get(breaker: string, opts?: CallOptions): Promise<BreakerState>;

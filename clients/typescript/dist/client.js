@@ -3,13 +3,20 @@
 import { OpenCache } from "./cache.js";
 import { APIError, CircuitOpenError, ConfigError, UnreachableError } from "./errors.js";
 import { evidenceOfError, evidenceOfResponse, isResponse } from "./evidence.js";
-import { DEFAULT_LOCAL_POLICY, LocalBreaker, describe, localEffect } from "./fallback.js";
+import { DEFAULT_LOCAL_POLICY, LocalBreaker, effectOfOutcome, localEffect } from "./fallback.js";
+import { fallbackDenial, retryAfterOf, storeDenial } from "./denial.js";
 import { renderToolResult } from "./render.js";
 import { DEFAULT_SAVINGS_INTERVAL_MS, Savings } from "./savings.js";
 import { Reach } from "./reach.js";
 import { fromEnvironment } from "./env.js";
 import { Transport, parseURLs } from "./transport.js";
 import { int64, } from "./wire.js";
+/**
+ * EXCLUDED_OUTCOME is what an excluded error is recorded as:
+ * OUTCOME_INVALID_ARGUMENT (the request was wrong, not the dependency),
+ * which never counts and never ends a failure run.
+ */
+export const EXCLUDED_OUTCOME = "OUTCOME_INVALID_ARGUMENT";
 /** The daemon's worker id syntax (internal/limits.WorkerID; docs/security.md#worker-ids). */
 const WORKER_ID = /^[A-Za-z0-9._:@/+=-]{1,128}$/;
 /** The Allow budget when allowBudgetMs is not given, ms. */
@@ -261,19 +268,30 @@ export class Client {
         this.learnState(res.state);
         if (!this.policies.has(breaker))
             void this.learnPolicy(breaker);
+        return this.permitOf(res, breaker, tool || breaker);
+    }
+    /** permitOf is the permit of a daemon's Allow answer: its denial is stored as the daemon decided and worded it. */
+    permitOf(res, breaker, tool) {
+        const now = this.clock();
+        const decision = res.decision ?? "DECISION_ALLOWED";
+        const allowed = allows(decision);
+        const alternatives = res.state?.alternatives ?? [];
+        const degraded = res.degraded ?? false;
+        const denial = allowed ? undefined : storeDenial(res.denial ?? { decision, reason: res.reason ?? "" }, int64(res.state?.as_of_ms), now);
         return {
             breaker,
-            tool: tool || breaker,
-            decision: res.decision ?? "DECISION_ALLOWED",
-            allowed: allows(res.decision ?? "DECISION_ALLOWED"),
+            tool,
+            decision,
+            allowed,
             ticket: res.ticket ?? {},
             retryAfterMs: int64(res.retry_after_ms),
-            reason: res.reason ?? "",
+            reason: res.reason ?? denial?.reason ?? "",
             state: res.state,
-            degraded: res.degraded ?? false,
+            degraded,
             scope: res.scope ?? "",
-            alternatives: res.state?.alternatives ?? [],
-            toolResult: res.tool_result ?? "",
+            alternatives,
+            toolResult: res.tool_result || (denial ? renderToolResult({ tool, denial, alternatives, degraded }, now) : ""),
+            denial,
             local: undefined,
         };
     }
@@ -328,9 +346,8 @@ export class Client {
         const cached = this.cache.lookup(breaker);
         if (cached)
             return this.cachedDenial(base, cached);
-        if (this.o.fallback === "closed") {
-            return this.denied(base, "DECISION_DENIED_OPEN", 0, `${breaker}: breakerd did not answer and this worker fails closed`);
-        }
+        if (this.o.fallback === "closed")
+            return this.denied(base, fallbackDenial("open", 0, this.clock()));
         // Last known open, its probe due: one call of this client's goes, the
         // rest wait for its outcome.
         if (this.known.get(breaker)?.open)
@@ -338,31 +355,21 @@ export class Client {
         const v = this.local.allow(breaker);
         if (v.allowed) {
             const decision = v.probe ? "DECISION_PROBE" : "DECISION_ALLOWED";
-            return { ...base, decision, allowed: true, retryAfterMs: 0, reason: "", local: { probe: v.probe } };
+            return { ...base, decision, allowed: true, retryAfterMs: 0, reason: "", denial: undefined, local: { probe: v.probe } };
         }
-        return this.denied(base, v.probeInFlight ? "DECISION_DENIED_PROBE_IN_FLIGHT" : "DECISION_DENIED_OPEN", v.retryAfterMs, v.reason);
+        return this.denied(base, fallbackDenial(v.probeInFlight ? "probe_in_flight" : "open", v.retryAfterMs, this.clock()));
     }
     denialBase(breaker, tool, degraded) {
         return { breaker, tool, ticket: {}, state: undefined, degraded, scope: "", alternatives: [], toolResult: "" };
     }
     cachedDenial(base, c) {
-        const retry = Number.isFinite(c.untilMs) ? Math.max(0, c.untilMs - this.clock()) : 0;
-        const decision = c.scope ? "DECISION_DENIED_PARENT_OPEN" : c.forced ? "DECISION_DENIED_FORCED_OPEN" : "DECISION_DENIED_OPEN";
-        return this.denied({ ...base, scope: c.scope }, decision, retry, c.reason, c.alternatives);
+        return this.denied({ ...base, scope: c.parent, alternatives: c.alternatives }, c.denial);
     }
-    denied(base, decision, retryAfterMs, reason, alternatives = []) {
-        const fields = {
-            tool: base.tool,
-            breaker: base.breaker,
-            reason,
-            retryAfterMs,
-            alternatives,
-            scope: base.scope,
-            forced: decision === "DECISION_DENIED_FORCED_OPEN",
-            degraded: base.degraded,
-            probeInFlight: decision === "DECISION_DENIED_PROBE_IN_FLIGHT",
-        };
-        return { ...base, decision, allowed: false, retryAfterMs, reason, alternatives, toolResult: renderToolResult(fields), local: undefined };
+    /** denied is the permit of a stored denial, its tool result rendered now. */
+    denied(base, denial) {
+        const now = this.clock();
+        const toolResult = renderToolResult({ tool: base.tool, denial, alternatives: base.alternatives, degraded: base.degraded }, now);
+        return { ...base, decision: denial.decision, allowed: false, retryAfterMs: retryAfterOf(denial, now), reason: denial.reason, toolResult, denial, local: undefined };
     }
     /**
      * record tells breakerd what the call the permit granted returned: its
@@ -372,7 +379,12 @@ export class Client {
      */
     async record(permit, evidence, opts = {}) {
         const ticket = permit.late?.ticket ?? (permit.local ? { generation: this.known.get(permit.breaker)?.generation ?? "0" } : permit.ticket);
-        const req = { breaker: permit.breaker, worker_id: this.workerId, ticket, evidence };
+        const req = { breaker: permit.breaker, worker_id: this.workerId, ticket };
+        if (opts.outcome)
+            req["outcome"] = opts.outcome;
+        else
+            req["evidence"] = evidence;
+        const effect = opts.outcome ? effectOfOutcome(opts.outcome) : localEffect(evidence, opts.deadlineMs);
         if (this.worked.has(permit.breaker))
             req["credential_worked"] = true;
         if (opts.latencyMs !== undefined)
@@ -381,8 +393,8 @@ export class Client {
             req["deadline_ms"] = String(Math.max(0, Math.round(opts.deadlineMs)));
         if (permit.local || this.reach.down) {
             // The fallback takes it, and the daemons still get it, in the background.
-            this.local.record(permit.breaker, localEffect(evidence), permit.local?.probe ?? false, describe(evidence));
-            if (permit.local?.probe && localEffect(evidence) === "success")
+            this.local.record(permit.breaker, effect, permit.local?.probe ?? false);
+            if (permit.local?.probe && effect === "success")
                 this.known.delete(permit.breaker);
             void this.sendRecord(req);
             return { counted: false, classifiedAs: "", why: "taken by the local fallback (breakerd unreachable)", degraded: true };
@@ -397,7 +409,7 @@ export class Client {
         catch (err) {
             if (!(err instanceof UnreachableError))
                 throw err;
-            this.local.record(permit.breaker, localEffect(evidence), false, describe(evidence));
+            this.local.record(permit.breaker, effect, false);
             return { counted: false, classifiedAs: "", why: "taken by the local fallback (breakerd unreachable)", degraded: true };
         }
     }
@@ -426,18 +438,19 @@ export class Client {
             value = await fn();
         }
         catch (err) {
-            await this.settle(p, evidenceOfError(err, { signal: opts.signal }), start, opts);
+            const excluded = (opts.exclude?.(err) || this.o.exclude?.(err)) ?? false;
+            await this.settle(p, excluded ? {} : evidenceOfError(err, { signal: opts.signal }), start, opts, excluded ? EXCLUDED_OUTCOME : undefined);
             throw err;
         }
         await this.settle(p, isResponse(value) ? evidenceOfResponse(value) : {}, start, opts);
         return value;
     }
-    /** settle records a guarded call's evidence; a failure to record never replaces the call's own result. */
-    async settle(p, ev, start, opts) {
+    /** settle records a guarded call's evidence (or outcome); a failure to record never replaces the call's own result. */
+    async settle(p, ev, start, opts, outcome) {
         if (opts.deadlineMs === undefined && (ev.http_status ?? 0) >= 400)
             ev = { ...ev, no_deadline: true };
         try {
-            await this.record(p, ev, { latencyMs: this.clock() - start, deadlineMs: opts.deadlineMs });
+            await this.record(p, ev, { outcome, latencyMs: this.clock() - start, deadlineMs: opts.deadlineMs });
         }
         catch (err) {
             this.onError(err);
@@ -490,7 +503,7 @@ export class Client {
         const v = this.local.peek(breaker);
         if (!v)
             return undefined;
-        return this.denied(base, v.probeInFlight ? "DECISION_DENIED_PROBE_IN_FLIGHT" : "DECISION_DENIED_OPEN", v.retryAfterMs, v.reason);
+        return this.denied(base, fallbackDenial(v.probeInFlight ? "probe_in_flight" : "open", v.retryAfterMs, this.clock()));
     }
 }
 /** LATE is raceBudget's answer when the budget ran out first. */
@@ -516,8 +529,9 @@ export function denialError(p) {
         retryAfterMs: p.retryAfterMs,
         alternatives: p.alternatives,
         scope: p.scope,
-        forced: p.decision === "DECISION_DENIED_FORCED_OPEN",
+        forced: p.denial?.forced ?? false,
         degraded: p.degraded,
         toolResult: p.toolResult,
+        denial: p.denial,
     });
 }

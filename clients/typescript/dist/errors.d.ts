@@ -1,3 +1,4 @@
+import type { StoredDenial } from "./denial.js";
 import type { Decision } from "./wire.js";
 /** BreakerdError is the base of every error this client throws about breakerd itself. */
 export declare class BreakerdError extends Error {
@@ -74,6 +75,8 @@ export interface Denial {
     degraded: boolean;
     /** The JSON text a model receives as the tool's output. */
     toolResult: string;
+    /** The denial as breakerd decided and worded it (or the fallback's own); undefined when not known. */
+    denial?: StoredDenial | undefined;
 }
 /**
  * CircuitOpenError is thrown, without calling the dependency, when
@@ -92,5 +95,6 @@ export declare class CircuitOpenError extends Error implements Denial {
     readonly forced: boolean;
     readonly degraded: boolean;
     readonly toolResult: string;
+    readonly denial: StoredDenial | undefined;
     constructor(d: Denial);
 }

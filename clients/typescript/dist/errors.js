@@ -92,6 +92,7 @@ export class CircuitOpenError extends Error {
     forced;
     degraded;
     toolResult;
+    denial;
     constructor(d) {
         super(`circuit open for ${d.breaker}: ${d.reason} (retry after ${d.retryAfterMs} ms)`);
         this.breaker = d.breaker;
@@ -104,5 +105,6 @@ export class CircuitOpenError extends Error {
         this.forced = d.forced;
         this.degraded = d.degraded;
         this.toolResult = d.toolResult;
+        this.denial = d.denial;
     }
 }

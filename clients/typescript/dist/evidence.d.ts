@@ -26,6 +26,36 @@ export declare class MalformedOutputError extends Error {
     name: string;
 }
 /**
+ * HttpError is a dependency's answer with a failing HTTP status, thrown by
+ * tool code: guard sends its status (and its wait headers, its date and
+ * its body's error code) as evidence, so that a 503 is a server error
+ * rather than an error breakerd cannot name. throwForStatus builds one
+ * from a fetch Response.
+ */
+export declare class HttpError extends Error {
+    name: string;
+    /** The HTTP status. */
+    readonly status: number;
+    /** The response's headers (a Headers, a Map or a plain object); undefined when unknown. */
+    readonly headers: unknown;
+    /** The response's body (text or parsed JSON), whose error code is sent; undefined when unread. */
+    readonly body: unknown;
+    constructor(status: number, o?: {
+        message?: string;
+        headers?: unknown;
+        body?: unknown;
+        cause?: unknown;
+    });
+}
+/**
+ * throwForStatus returns a fetch Response whose status is below 400 as
+ * it is, and throws an HttpError for any other, carrying its status, its
+ * headers and its body's text (read here: the Response is spent):
+ *
+ *	const res = await throwForStatus(await fetch(url));
+ */
+export declare function throwForStatus(res: Response): Promise<Response>;
+/**
  * bodyCode is the error code a JSON error body names: error.code, else
  * error.type, else a top-level code (OpenAI's
  * {"error":{"code":"insufficient_quota"}}, Anthropic's
@@ -51,12 +81,15 @@ export interface EvidenceOptions {
  *  - an inner CircuitOpenError: breakerd_denial (never counted against this breaker);
  *  - AbortError, an aborted `signal`, axios's CanceledError: cancelled;
  *    a TimeoutError (AbortSignal.timeout, the SDKs' timeouts): timeout;
- *  - an error with `status` and `headers` (OpenAI and Anthropic SDK API
- *    errors) or with `response.status` (axios): the HTTP status, the
- *    wait headers, the date and the body's error code;
+ *  - an error with `status` and `headers` (an HttpError, OpenAI and
+ *    Anthropic SDK API errors) or with `response.status` (axios), or an
+ *    HttpError on the `cause` chain: the HTTP status, the wait headers,
+ *    the date and the body's error code;
  *  - a MalformedOutputError: malformed_output;
  *  - Node's and undici's system errors, on the error or its `cause`
  *    chain (fetch's "fetch failed"): dns, tls, refused, reset, timeout;
- *  - anything else: other (counted as a transport failure).
+ *  - anything else (a plain Error, a tool's own bug): other, which
+ *    breakerd takes as an unrecognised error, counted only where the
+ *    breaker's policy says so (count_unrecognised).
  */
 export declare function evidenceOfError(err: unknown, opts?: EvidenceOptions): Evidence;

@@ -10,7 +10,7 @@ export interface LocalPolicy {
     /** How long a probe that never reports holds the one probe slot, ms. */
     probeTimeoutMs: number;
 }
-/** DEFAULT_LOCAL_POLICY is breakerd's default policy's values of these fields (docs/policies.md). */
+/** DEFAULT_LOCAL_POLICY is breakerd's default policy's values of these fields (conformance/client_rules.json's defaults). */
 export declare const DEFAULT_LOCAL_POLICY: LocalPolicy;
 /** LocalVerdict is the fallback's answer to one Allow. */
 export type LocalVerdict = {
@@ -20,7 +20,6 @@ export type LocalVerdict = {
     allowed: false;
     probeInFlight: boolean;
     retryAfterMs: number;
-    reason: string;
 };
 /** What the fallback does with one outcome: count a failure, end a failure run, or nothing. */
 export type LocalEffect = "count" | "success" | "none";
@@ -28,13 +27,17 @@ export type LocalEffect = "count" | "success" | "none";
 export declare function effectOfOutcome(outcome: string): LocalEffect;
 /**
  * localEffect is what the fallback does with a call's evidence, which no
- * daemon classified: every error kind but a cancel or a breakerd denial
- * counts, so does a 5xx or a 408; a call that raised nothing and got no
- * status of 400 or more ends a failure run; anything else (a 4xx, a rate
- * limit, a cancel) does nothing. The test holds it to the rows of
+ * daemon classified, for a caller with deadlineMs left: a transport error
+ * kind, a timeout, malformed output, a 5xx or a 408 counts, and so does a
+ * 429 that names no wait when the caller has a deadline the bare wait
+ * passes; a call that raised nothing and got no status of 400 or more
+ * ends a failure run; anything else (another 4xx, a rate limit naming its
+ * wait, a cancel, a breakerd denial, an error no one can name) does
+ * nothing. The tests hold it to conformance/client_rules.json's
+ * fallback_counts rows and to every row of
  * conformance/classification.json whose outcome is in the subset.
  */
-export declare function localEffect(ev: Evidence): LocalEffect;
+export declare function localEffect(ev: Evidence, deadlineMs?: number): LocalEffect;
 /** LocalBreaker is the fallback over the breakers this worker calls. */
 export declare class LocalBreaker {
     private readonly clock;
@@ -48,7 +51,7 @@ export declare class LocalBreaker {
         allowed: false;
     }> | undefined;
     /** record applies one call's effect; probe says the call was the local probe. */
-    record(breaker: string, effect: LocalEffect, probe: boolean, last?: string): void;
+    record(breaker: string, effect: LocalEffect, probe: boolean): void;
     /**
      * holdOpen makes a closed breaker open with its probe due now (one call
      * goes, the rest are denied until its outcome): the daemons last said
@@ -58,5 +61,3 @@ export declare class LocalBreaker {
     /** reset forgets every local verdict: breakerd answers again. */
     reset(): void;
 }
-/** describe says what a failure was, in a few words, for the fallback's reason. */
-export declare function describe(ev: Evidence): string;

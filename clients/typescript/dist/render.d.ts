@@ -1,3 +1,4 @@
+import type { StoredDenial } from "./denial.js";
 /** A template value: a string, an integer, a boolean, a list of strings or of objects. */
 export type Value = string | number | boolean | readonly string[] | readonly Scope[] | undefined;
 /** Scope is one level of names a template reads. */
@@ -23,34 +24,46 @@ export declare function parse(src: string): Node[];
 export declare function jsonString(s: string): string;
 /** render renders template src over input (README's rule: one final newline of the file is not part of it). */
 export declare function render(src: string, input: Scope): string;
-/** DenialFields are the inputs of the tool-result template, in this client's names. */
-export interface DenialFields {
+/**
+ * TemplateInput is one denial as the templates take it
+ * (conformance/README.md): the daemon's words and flags, the tool's
+ * name, the alternatives, the degraded flag and when it may be back.
+ */
+export interface TemplateInput {
     tool: string;
-    breaker: string;
+    status: string;
     reason: string;
-    retryAfterMs: number;
-    alternatives: readonly string[];
-    scope: string;
     forced: boolean;
     degraded: boolean;
-    probeInFlight: boolean;
-}
-/** renderToolResult renders the circuit_open JSON a model receives for a denial. */
-export declare function renderToolResult(d: DenialFields): string;
-/** NoticeEntry is one tool a run lost, as the notice reads it. */
-export interface NoticeEntry {
-    tool: string;
+    /** breaker, parent or worker. */
     scope: string;
-    status: "circuit_open" | "probe_in_flight";
-    reason: string;
-    forced: boolean;
-    /** When its circuit's next probe is due or its force ends, ms since the epoch; 0 when unknown. */
-    mayReturnAtMs: number;
+    alternatives: readonly string[];
+    /** ms since the epoch; 0 when unknown. */
+    may_return_at_ms: number;
+}
+/** Shown is one denial to render: what the client stored, for the tool the model knows. */
+export interface Shown {
+    tool: string;
+    denial: StoredDenial;
     alternatives: readonly string[];
     degraded: boolean;
 }
+/** inputOf is a stored denial's template input. */
+export declare function inputOf(s: Shown): TemplateInput;
 /** about renders a wait of ms (≥ 1000) as conformance/README.md's about(): "1h5m", "2m30s", "45s". */
 export declare function about(ms: number): string;
-/** renderNotice renders the run notice over the tools a run lost, at `now` (ms); "" when none. */
-export declare function renderNotice(lost: readonly NoticeEntry[], now: number): string;
+/**
+ * derive adds to one denial's inputs the fields every renderer derives
+ * (conformance/README.md's table), at the clock nowMs; the template does
+ * the rest.
+ */
+export declare function derive(d: TemplateInput, nowMs: number): Scope;
+/** renderToolResult renders the JSON a model receives in place of a denied call's output, at the clock nowMs. */
+export declare function renderToolResult(s: Shown, nowMs: number): string;
+/** renderToolResultInput renders the tool result over one denial's template inputs at the clock nowMs. */
+export declare function renderToolResultInput(d: TemplateInput, nowMs: number): string;
+/** renderNoticeInputs renders the run notice over denials' inputs at the clock nowMs; "" when none. */
+export declare function renderNoticeInputs(denials: readonly TemplateInput[], nowMs: number): string;
+/** renderNotice renders the run notice over the tools a run lost, at the clock nowMs; "" when none. */
+export declare function renderNotice(lost: readonly Shown[], nowMs: number): string;
 export {};

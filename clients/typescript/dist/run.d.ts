@@ -1,4 +1,5 @@
 import type { Client, GuardOptions } from "./client.js";
+import { type StoredDenial } from "./denial.js";
 /** ToolRef names a tool and the breaker its calls go through (the tool's own name when none). */
 export interface ToolRef {
     name: string;
@@ -10,17 +11,12 @@ export declare function breakerOf(t: ToolRef): string;
 export interface Unavailable {
     tool: string;
     breaker: string;
-    /** The parent scope that made the tool unavailable; "" when its own breaker did. */
+    /** The parent scope that made the tool unavailable; "" when its own breaker did (or this worker alone). */
     scope: string;
-    /** "circuit_open", or "probe_in_flight" (recovering, not yet confirmed). */
-    status: "circuit_open" | "probe_in_flight";
-    reason: string;
-    /** An operator forced the circuit open. */
-    forced: boolean;
+    /** The denial, as breakerd decided and worded it (or the fallback's own), on the run's clock. */
+    denial: StoredDenial;
     /** When the run removed the tool (the run's clock, ms since the epoch). */
     removedAtMs: number;
-    /** When the circuit's next probe is due or its force ends (the run's clock); 0 when unknown. */
-    mayReturnAtMs: number;
     alternatives: string[];
     /** Judged by this worker's fallback: no daemon answered. */
     degraded: boolean;
@@ -38,15 +34,14 @@ export declare class Run {
     constructor(client: Client, clock?: () => number);
     /**
      * available returns the tools, in order, whose breakers breakerd does
-     * not deny now (deny_until_ms, one BatchGet within the Allow budget),
-     * and removes the others from the run for good. When no daemon answers,
-     * the client's fallback judges and removals are marked degraded.
+     * not deny this worker now (each state's denial, one BatchGet within
+     * the Allow budget), and removes the others from the run for good.
+     * When no daemon answers, the client's fallback judges and removals are
+     * marked degraded.
      */
     available<T extends ToolRef>(tools: readonly T[], opts?: {
         signal?: AbortSignal;
     }): Promise<T[]>;
-    /** parentsOf reads the parents of the breakers their parent denies (a second BatchGet, only then). */
-    private parentsOf;
     /**
      * guard runs fn as a call of tool (Client.guard with the tool's name). A
      * tool already removed throws its CircuitOpenError without a round trip;

@@ -1,4 +1,15 @@
 /** TOOL_RESULT_TEMPLATE is conformance/templates/tool_result.tmpl. */
-export declare const TOOL_RESULT_TEMPLATE = "{\"status\":{{status|json}},\"tool\":{{tool|json}},\"breaker\":{{breaker|json}},\"reason\":{{reason|json}},\"retry_after_ms\":{{retry_after_ms}},\"alternatives\":{{alternatives|json}}{{#forced}},\"forced\":true{{/forced}}{{#degraded}},\"degraded\":true{{/degraded}}{{#scope}},\"scope\":{{scope|json}}{{/scope}}}\n";
+export declare const TOOL_RESULT_TEMPLATE = "{\"status\":{{status|json}},\"tool\":{{tool|json}},\"reason\":{{reason|json}},\"scope\":{{scope|json}},\"may_return_in_ms\":{{may_return_in_ms}},\"alternatives\":{{alternatives|json}}{{#forced}},\"forced\":true{{/forced}}{{#degraded}},\"degraded\":true{{/degraded}}}\n";
 /** NOTICE_TEMPLATE is conformance/templates/notice.tmpl. */
-export declare const NOTICE_TEMPLATE = "Some tools are out of service and have been removed from your tools for the rest of this task:\n{{#denials}}- {{tool}}: {{#scope}}{{scope}}, the service it depends on (its parent scope), is out of service: {{/scope}}{{reason}}.{{#testing}} {{subject}} is being tested after an outage; its recovery is not confirmed, so it will not come back during this task.{{/testing}}{{#back_in}} {{subject}} may be back in about {{back_in}}, but not during this task.{{/back_in}}{{#forced_no_end}} An operator took {{object}} out of service; no return time is known.{{/forced_no_end}}{{#no_end}} No return time is known.{{/no_end}}{{#degraded}} (Judged by this worker alone: the breaker service is unreachable.){{/degraded}}{{#alternatives}} Instead you can use: {{alternatives|join}}.{{/alternatives}}\n{{/denials}}Continue the task with the tools you still have; do not try to call the removed ones. In your final answer, say which parts of the task could not be done because of them.\n";
+export declare const NOTICE_TEMPLATE = "Some tools are out of service and have been removed from your tools for the rest of this task:\n{{#denials}}- {{tool}}: {{#parent}}a service it depends on is out of service: {{/parent}}{{reason}}.{{#testing}} It will not come back during this task.{{/testing}}{{#back_in}} It may be back in about {{back_in}}, but not during this task.{{/back_in}}{{#no_end}} No return time is known.{{/no_end}}{{#degraded}} (Judged by this worker alone: the breaker service is unreachable.){{/degraded}}{{#alternatives}} Instead you can use: {{alternatives|join}}.{{/alternatives}}\n{{/denials}}Continue the task with the tools you still have; do not try to call the removed ones. In your final answer, say which parts of the task could not be done because of them.\n";
+/** FALLBACK_DENIALS is conformance/fallback_denials.json: the words of the local fallback's own denials. */
+export declare const FALLBACK_DENIALS: {
+    readonly open: {
+        readonly status: "circuit_open";
+        readonly reason: "it is failing: this worker's own calls to it failed repeatedly";
+    };
+    readonly probe_in_flight: {
+        readonly status: "probe_in_flight";
+        readonly reason: "it failed and is being tested with a single call; its recovery is not confirmed yet";
+    };
+};

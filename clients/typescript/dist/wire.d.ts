@@ -1,7 +1,7 @@
 /** An int64 as the proto3 JSON mapping writes it: a decimal string. */
 export type Int64 = string;
 /** Decision is breakerd's answer to Allow (proto enum breakerd.v1.Decision). */
-export type Decision = "DECISION_ALLOWED" | "DECISION_PROBE" | "DECISION_DENIED_OPEN" | "DECISION_DENIED_PROBE_IN_FLIGHT" | "DECISION_DENIED_FORCED_OPEN" | "DECISION_DENIED_SUSPECT_WORKER" | "DECISION_DENIED_PAUSED" | "DECISION_DENIED_PARENT_OPEN";
+export type Decision = "DECISION_UNSPECIFIED" | "DECISION_ALLOWED" | "DECISION_PROBE" | "DECISION_DENIED_OPEN" | "DECISION_DENIED_PROBE_IN_FLIGHT" | "DECISION_DENIED_FORCED_OPEN" | "DECISION_DENIED_SUSPECT_WORKER" | "DECISION_DENIED_PAUSED" | "DECISION_DENIED_PARENT_OPEN";
 /** State is a breaker's state (proto enum breakerd.v1.State). */
 export type State = "STATE_CLOSED" | "STATE_OPEN" | "STATE_HALF_OPEN" | "STATE_FORCED_OPEN" | "STATE_FORCED_CLOSED" | "STATE_PAUSED";
 /** Ticket fences a Record to the Allow that granted it; pass it back unchanged. */
@@ -31,7 +31,27 @@ export interface BreakerState {
      * worker but a suspect one is denied; absent or 0 when it is not.
      */
     deny_until_ms?: Int64;
+    /** The worker suspected of a local fault; "" when none. */
+    suspect_worker?: string;
+    /** The denial this state implies for the next Allow: the asking worker's where the call named one, the fleet's otherwise. */
+    denial?: WireDenial | null;
+    /** In a state sent to many: the suspect worker's own denial while it has one. */
+    suspect_denial?: WireDenial | null;
     [field: string]: unknown;
+}
+/** DenialScope is what a denial puts out of service (proto enum breakerd.v1.DenialScope). */
+export type DenialScope = "DENIAL_SCOPE_UNSPECIFIED" | "DENIAL_SCOPE_BREAKER" | "DENIAL_SCOPE_PARENT" | "DENIAL_SCOPE_WORKER";
+/** WireDenial is one denial as breakerd decided and worded it (proto message breakerd.v1.Denial). */
+export interface WireDenial {
+    decision?: Decision;
+    scope?: DenialScope;
+    forced?: boolean;
+    /** Until when it holds by itself (breakerd's clock); the largest int64 until an operator acts. */
+    deny_until_ms?: Int64;
+    /** When the tool may be back (breakerd's clock); 0 when unknown or while a probe is in flight. */
+    may_return_at_ms?: Int64;
+    reason?: string;
+    status?: string;
 }
 export interface AllowRequest {
     breaker: string;
@@ -49,6 +69,8 @@ export interface AllowResponse {
     shadow_decision?: Decision;
     /** For a denial: the JSON text a model receives as the tool's output. */
     tool_result?: string;
+    /** For a denial: the denial, decided and worded by breakerd for this worker. */
+    denial?: WireDenial | null;
 }
 /** ErrorKind is how a tool call failed (proto enum breakerd.v1.ErrorKind). */
 export type ErrorKindName = "ERROR_KIND_DNS" | "ERROR_KIND_TLS" | "ERROR_KIND_REFUSED" | "ERROR_KIND_RESET" | "ERROR_KIND_TIMEOUT" | "ERROR_KIND_CANCELLED" | "ERROR_KIND_MALFORMED_OUTPUT" | "ERROR_KIND_BREAKERD_DENIAL" | "ERROR_KIND_OTHER";

@@ -1,9 +1,10 @@
-// The open-breaker cache: which breakers deny, and until when, as breakerd
-// said (deny_until_ms, computed by the daemon's read rule). A map lookup;
-// no breaker rule lives here. It is fed by every answer the client gets
+// The open-breaker cache: which breakers deny, how and until when, as
+// breakerd said (each state's denial, decided and worded by the daemon's
+// read rule). A map lookup; no breaker rule lives here. It is fed by every answer the client gets
 // and by the daemon's event stream (GET /v1/watch, Server-Sent Events),
 // and answers while no daemon does.
 
+import { denialOfState, type StoredDenial } from "./denial.js";
 import { readSSE } from "./sse.js";
 import type { Transport } from "./transport.js";
 import { int64, type BreakerState } from "./wire.js";
@@ -15,28 +16,16 @@ const MISSED_HEARTBEATS = 3;
 /** STALE_VIEW_MS bounds how long a denial learned before the stream went quiet is answered while it stays quiet. */
 export const STALE_VIEW_MS = 60_000;
 
-/** The largest int64: deny_until_ms's "until an operator acts". */
-const FOREVER = "9223372036854775807";
-
 /** CachedDenial is what the cache knows of one denying breaker. */
 export interface CachedDenial {
   breaker: string;
-  /** Until when it denies, on this process's clock (ms since the epoch); Infinity: until an operator acts. */
-  untilMs: number;
-  reason: string;
+  /** The daemon's denial for this worker, on this process's clock (denial.untilMs: until when it holds). */
+  denial: StoredDenial;
   alternatives: string[];
-  forced: boolean;
-  scope: string;
+  /** The parent scope's name when the parent denies; "". */
+  parent: string;
   /** When the cache learned it, on this process's clock. */
   learnedMs: number;
-}
-
-/** untilLocal moves a breakerd time onto the local clock: the daemon's clock read `asOf` when ours read `now`. */
-function untilLocal(denyUntil: string | undefined, asOf: number, now: number): number {
-  if (denyUntil === FOREVER) return Infinity;
-  const d = int64(denyUntil);
-  if (d <= 0) return 0;
-  return asOf > 0 ? now + (d - asOf) : d;
 }
 
 export interface OpenCacheOptions {
@@ -90,7 +79,7 @@ export class OpenCache {
     const d = this.deny.get(breaker);
     if (!d) return undefined;
     const now = this.o.clock();
-    if (d.untilMs <= now) {
+    if (d.denial.untilMs <= now) {
       this.deny.delete(breaker);
       return undefined;
     }
@@ -103,26 +92,21 @@ export class OpenCache {
     return this.loop !== undefined && !this.connected;
   }
 
-  /** learn takes a state breakerd returned (Allow, Get, BatchGet, a snapshot or an event). */
-  learn(st: BreakerState | undefined, asOfMs?: number): void {
+  /**
+   * learn takes a state breakerd returned (Allow, Get, BatchGet, a
+   * snapshot or an event): the denial it holds for this worker, or none.
+   */
+  learn(st: BreakerState | undefined): void {
     const name = st?.breaker;
     if (!st || !name) return;
     const now = this.o.clock();
-    const until = untilLocal(st.deny_until_ms, asOfMs ?? int64(st.as_of_ms), now);
-    if (until <= now) {
+    const denial = denialOfState(st, this.o.workerId, now);
+    if (!denial || denial.untilMs <= now) {
       this.deny.delete(name);
       return;
     }
-    this.deny.set(name, {
-      breaker: name,
-      untilMs: until,
-      reason: st.reason ?? "",
-      alternatives: st.alternatives ?? [],
-      forced: st.state === "STATE_FORCED_OPEN" && !!st.forced_by,
-      // A closed breaker that denies is denied by its parent scope.
-      scope: st.parent && (!st.state || st.state === "STATE_CLOSED") ? st.parent : "",
-      learnedMs: now,
-    });
+    const parent = denial.scope === "parent" ? (st.parent ?? "") : "";
+    this.deny.set(name, { breaker: name, denial, alternatives: st.alternatives ?? [], parent, learnedMs: now });
   }
 
   /** size is how many breakers the cache holds as denying (expired ones included until looked up). */
@@ -253,10 +237,8 @@ export class OpenCache {
     const state = ev["state"];
     if (isObj(state)) {
       this.learn(state as BreakerState);
-    } else if (breaker && ev["deny_until_ms"] !== undefined) {
-      this.learn({ breaker, deny_until_ms: ev["deny_until_ms"] as string, reason: ev["reason"] as string }, int64(ev["at_ms"] as string));
     } else if (breaker) {
-      this.refresh([breaker]); // the event says something changed, not until when it denies
+      this.refresh([breaker]); // the event says something changed, not what it denies
     }
   }
 

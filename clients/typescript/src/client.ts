@@ -4,8 +4,9 @@
 import { OpenCache, type CachedDenial } from "./cache.js";
 import { APIError, CircuitOpenError, ConfigError, UnreachableError } from "./errors.js";
 import { evidenceOfError, evidenceOfResponse, isResponse } from "./evidence.js";
-import { DEFAULT_LOCAL_POLICY, LocalBreaker, describe, localEffect, type LocalPolicy } from "./fallback.js";
-import { renderToolResult, type DenialFields } from "./render.js";
+import { DEFAULT_LOCAL_POLICY, LocalBreaker, effectOfOutcome, localEffect, type LocalPolicy } from "./fallback.js";
+import { fallbackDenial, retryAfterOf, storeDenial, type StoredDenial } from "./denial.js";
+import { renderToolResult } from "./render.js";
 import { DEFAULT_SAVINGS_INTERVAL_MS, Savings } from "./savings.js";
 import { Reach } from "./reach.js";
 import { fromEnvironment } from "./env.js";
@@ -69,7 +70,21 @@ export interface ClientOptions {
    * that breakerd refused. Default: a warning on the console.
    */
   onError?: ((err: unknown) => void) | undefined;
+  /**
+   * Says which errors a guarded function throws are not the dependency's
+   * fault (a validation error of the tool's own, say): such an error is
+   * recorded as EXCLUDED_OUTCOME, which never counts, and re-thrown. A
+   * call's own `exclude` (GuardOptions) is asked first. Default: none.
+   */
+  exclude?: ((err: unknown) => boolean) | undefined;
 }
+
+/**
+ * EXCLUDED_OUTCOME is what an excluded error is recorded as:
+ * OUTCOME_INVALID_ARGUMENT (the request was wrong, not the dependency),
+ * which never counts and never ends a failure run.
+ */
+export const EXCLUDED_OUTCOME = "OUTCOME_INVALID_ARGUMENT";
 
 /** Permit is breakerd's answer to allow: a decision, never an exception. */
 export interface Permit {
@@ -94,6 +109,8 @@ export interface Permit {
   alternatives: string[];
   /** For a denial: the text a model receives as the tool's output. */
   toolResult: string;
+  /** For a denial: the denial as breakerd decided and worded it (or the fallback's own), on this process's clock. */
+  denial: StoredDenial | undefined;
   /** The fallback's answer (how record treats the ticket): undefined when breakerd answered. */
   local: { probe: boolean } | undefined;
   /** The daemon's ticket when its answer came after the fallback's (record sends it). */
@@ -113,7 +130,7 @@ export interface RecordResult {
 }
 
 /** The fields of a permit the fallback knows before it decides. */
-type DenialBase = Omit<Permit, "decision" | "allowed" | "retryAfterMs" | "reason" | "local">;
+type DenialBase = Omit<Permit, "decision" | "allowed" | "retryAfterMs" | "reason" | "local" | "denial">;
 
 /** CallOptions are a single call's options. */
 export interface CallOptions {
@@ -127,10 +144,14 @@ export interface CallOptions {
 export interface GuardOptions extends CallOptions {
   /** The caller's remaining deadline, ms: a Retry-After beyond it counts. Absent: no deadline (a rate limit never counts). */
   deadlineMs?: number | undefined;
+  /** This call's errors that are not the dependency's fault (ClientOptions.exclude, asked before the client's). */
+  exclude?: ((err: unknown) => boolean) | undefined;
 }
 
 /** Options of record. */
 export interface RecordOptions {
+  /** An Outcome name sent instead of the evidence (EXCLUDED_OUTCOME for an excluded error); breakerd takes it as it is. */
+  outcome?: string | undefined;
   latencyMs?: number | undefined;
   deadlineMs?: number | undefined;
   signal?: AbortSignal | undefined;
@@ -394,19 +415,31 @@ export class Client {
     this.local.reset();
     this.learnState(res.state);
     if (!this.policies.has(breaker)) void this.learnPolicy(breaker);
+    return this.permitOf(res, breaker, tool || breaker);
+  }
+
+  /** permitOf is the permit of a daemon's Allow answer: its denial is stored as the daemon decided and worded it. */
+  private permitOf(res: AllowResponse, breaker: string, tool: string): Permit {
+    const now = this.clock();
+    const decision = res.decision ?? "DECISION_ALLOWED";
+    const allowed = allows(decision);
+    const alternatives = res.state?.alternatives ?? [];
+    const degraded = res.degraded ?? false;
+    const denial = allowed ? undefined : storeDenial(res.denial ?? { decision, reason: res.reason ?? "" }, int64(res.state?.as_of_ms), now);
     return {
       breaker,
-      tool: tool || breaker,
-      decision: res.decision ?? "DECISION_ALLOWED",
-      allowed: allows(res.decision ?? "DECISION_ALLOWED"),
+      tool,
+      decision,
+      allowed,
       ticket: res.ticket ?? {},
       retryAfterMs: int64(res.retry_after_ms),
-      reason: res.reason ?? "",
+      reason: res.reason ?? denial?.reason ?? "",
       state: res.state,
-      degraded: res.degraded ?? false,
+      degraded,
       scope: res.scope ?? "",
-      alternatives: res.state?.alternatives ?? [],
-      toolResult: res.tool_result ?? "",
+      alternatives,
+      toolResult: res.tool_result || (denial ? renderToolResult({ tool, denial, alternatives, degraded }, now) : ""),
+      denial,
       local: undefined,
     };
   }
@@ -458,18 +491,16 @@ export class Client {
     const base = this.denialBase(breaker, tool, true);
     const cached = this.cache.lookup(breaker);
     if (cached) return this.cachedDenial(base, cached);
-    if (this.o.fallback === "closed") {
-      return this.denied(base, "DECISION_DENIED_OPEN", 0, `${breaker}: breakerd did not answer and this worker fails closed`);
-    }
+    if (this.o.fallback === "closed") return this.denied(base, fallbackDenial("open", 0, this.clock()));
     // Last known open, its probe due: one call of this client's goes, the
     // rest wait for its outcome.
     if (this.known.get(breaker)?.open) this.local.holdOpen(breaker);
     const v = this.local.allow(breaker);
     if (v.allowed) {
       const decision = v.probe ? "DECISION_PROBE" : "DECISION_ALLOWED";
-      return { ...base, decision, allowed: true, retryAfterMs: 0, reason: "", local: { probe: v.probe } };
+      return { ...base, decision, allowed: true, retryAfterMs: 0, reason: "", denial: undefined, local: { probe: v.probe } };
     }
-    return this.denied(base, v.probeInFlight ? "DECISION_DENIED_PROBE_IN_FLIGHT" : "DECISION_DENIED_OPEN", v.retryAfterMs, v.reason);
+    return this.denied(base, fallbackDenial(v.probeInFlight ? "probe_in_flight" : "open", v.retryAfterMs, this.clock()));
   }
 
   private denialBase(breaker: string, tool: string, degraded: boolean): DenialBase {
@@ -477,30 +508,14 @@ export class Client {
   }
 
   private cachedDenial(base: DenialBase, c: CachedDenial): Permit {
-    const retry = Number.isFinite(c.untilMs) ? Math.max(0, c.untilMs - this.clock()) : 0;
-    const decision: Decision = c.scope ? "DECISION_DENIED_PARENT_OPEN" : c.forced ? "DECISION_DENIED_FORCED_OPEN" : "DECISION_DENIED_OPEN";
-    return this.denied({ ...base, scope: c.scope }, decision, retry, c.reason, c.alternatives);
+    return this.denied({ ...base, scope: c.parent, alternatives: c.alternatives }, c.denial);
   }
 
-  private denied(
-    base: DenialBase,
-    decision: Decision,
-    retryAfterMs: number,
-    reason: string,
-    alternatives: string[] = [],
-  ): Permit {
-    const fields: DenialFields = {
-      tool: base.tool,
-      breaker: base.breaker,
-      reason,
-      retryAfterMs,
-      alternatives,
-      scope: base.scope,
-      forced: decision === "DECISION_DENIED_FORCED_OPEN",
-      degraded: base.degraded,
-      probeInFlight: decision === "DECISION_DENIED_PROBE_IN_FLIGHT",
-    };
-    return { ...base, decision, allowed: false, retryAfterMs, reason, alternatives, toolResult: renderToolResult(fields), local: undefined };
+  /** denied is the permit of a stored denial, its tool result rendered now. */
+  private denied(base: DenialBase, denial: StoredDenial): Permit {
+    const now = this.clock();
+    const toolResult = renderToolResult({ tool: base.tool, denial, alternatives: base.alternatives, degraded: base.degraded }, now);
+    return { ...base, decision: denial.decision, allowed: false, retryAfterMs: retryAfterOf(denial, now), reason: denial.reason, toolResult, denial, local: undefined };
   }
 
   /**
@@ -511,14 +526,17 @@ export class Client {
    */
   async record(permit: Permit, evidence: Evidence, opts: RecordOptions = {}): Promise<RecordResult> {
     const ticket = permit.late?.ticket ?? (permit.local ? { generation: this.known.get(permit.breaker)?.generation ?? "0" } : permit.ticket);
-    const req: Record<string, unknown> = { breaker: permit.breaker, worker_id: this.workerId, ticket, evidence };
+    const req: Record<string, unknown> = { breaker: permit.breaker, worker_id: this.workerId, ticket };
+    if (opts.outcome) req["outcome"] = opts.outcome;
+    else req["evidence"] = evidence;
+    const effect = opts.outcome ? effectOfOutcome(opts.outcome) : localEffect(evidence, opts.deadlineMs);
     if (this.worked.has(permit.breaker)) req["credential_worked"] = true;
     if (opts.latencyMs !== undefined) req["latency_ms"] = String(Math.max(0, Math.round(opts.latencyMs)));
     if (opts.deadlineMs !== undefined) req["deadline_ms"] = String(Math.max(0, Math.round(opts.deadlineMs)));
     if (permit.local || this.reach.down) {
       // The fallback takes it, and the daemons still get it, in the background.
-      this.local.record(permit.breaker, localEffect(evidence), permit.local?.probe ?? false, describe(evidence));
-      if (permit.local?.probe && localEffect(evidence) === "success") this.known.delete(permit.breaker);
+      this.local.record(permit.breaker, effect, permit.local?.probe ?? false);
+      if (permit.local?.probe && effect === "success") this.known.delete(permit.breaker);
       void this.sendRecord(req);
       return { counted: false, classifiedAs: "", why: "taken by the local fallback (breakerd unreachable)", degraded: true };
     }
@@ -529,7 +547,7 @@ export class Client {
       return { counted: res.counted ?? false, classifiedAs: res.classified_as ?? "", why: res.why ?? res.note ?? "", degraded: res.degraded ?? false };
     } catch (err) {
       if (!(err instanceof UnreachableError)) throw err;
-      this.local.record(permit.breaker, localEffect(evidence), false, describe(evidence));
+      this.local.record(permit.breaker, effect, false);
       return { counted: false, classifiedAs: "", why: "taken by the local fallback (breakerd unreachable)", degraded: true };
     }
   }
@@ -558,18 +576,19 @@ export class Client {
     try {
       value = await fn();
     } catch (err) {
-      await this.settle(p, evidenceOfError(err, { signal: opts.signal }), start, opts);
+      const excluded = (opts.exclude?.(err) || this.o.exclude?.(err)) ?? false;
+      await this.settle(p, excluded ? {} : evidenceOfError(err, { signal: opts.signal }), start, opts, excluded ? EXCLUDED_OUTCOME : undefined);
       throw err;
     }
     await this.settle(p, isResponse(value) ? evidenceOfResponse(value) : {}, start, opts);
     return value;
   }
 
-  /** settle records a guarded call's evidence; a failure to record never replaces the call's own result. */
-  private async settle(p: Permit, ev: Evidence, start: number, opts: GuardOptions): Promise<void> {
+  /** settle records a guarded call's evidence (or outcome); a failure to record never replaces the call's own result. */
+  private async settle(p: Permit, ev: Evidence, start: number, opts: GuardOptions, outcome?: string): Promise<void> {
     if (opts.deadlineMs === undefined && (ev.http_status ?? 0) >= 400) ev = { ...ev, no_deadline: true };
     try {
-      await this.record(p, ev, { latencyMs: this.clock() - start, deadlineMs: opts.deadlineMs });
+      await this.record(p, ev, { outcome, latencyMs: this.clock() - start, deadlineMs: opts.deadlineMs });
     } catch (err) {
       this.onError(err);
     }
@@ -618,7 +637,7 @@ export class Client {
     if (cached) return this.cachedDenial(base, cached);
     const v = this.local.peek(breaker);
     if (!v) return undefined;
-    return this.denied(base, v.probeInFlight ? "DECISION_DENIED_PROBE_IN_FLIGHT" : "DECISION_DENIED_OPEN", v.retryAfterMs, v.reason);
+    return this.denied(base, fallbackDenial(v.probeInFlight ? "probe_in_flight" : "open", v.retryAfterMs, this.clock()));
   }
 }
 
@@ -646,8 +665,9 @@ export function denialError(p: Permit): CircuitOpenError {
     retryAfterMs: p.retryAfterMs,
     alternatives: p.alternatives,
     scope: p.scope,
-    forced: p.decision === "DECISION_DENIED_FORCED_OPEN",
+    forced: p.denial?.forced ?? false,
     degraded: p.degraded,
     toolResult: p.toolResult,
+    denial: p.denial,
   });
 }

@@ -1,6 +1,7 @@
 // The errors the client throws. Each is a class a caller can catch with
 // instanceof and read fields from; none is a string to parse.
 
+import type { StoredDenial } from "./denial.js";
 import type { Decision } from "./wire.js";
 
 /** BreakerdError is the base of every error this client throws about breakerd itself. */
@@ -102,6 +103,8 @@ export interface Denial {
   degraded: boolean;
   /** The JSON text a model receives as the tool's output. */
   toolResult: string;
+  /** The denial as breakerd decided and worded it (or the fallback's own); undefined when not known. */
+  denial?: StoredDenial | undefined;
 }
 
 /**
@@ -121,6 +124,7 @@ export class CircuitOpenError extends Error implements Denial {
   readonly forced: boolean;
   readonly degraded: boolean;
   readonly toolResult: string;
+  readonly denial: StoredDenial | undefined;
 
   constructor(d: Denial) {
     super(`circuit open for ${d.breaker}: ${d.reason} (retry after ${d.retryAfterMs} ms)`);
@@ -134,5 +138,6 @@ export class CircuitOpenError extends Error implements Denial {
     this.forced = d.forced;
     this.degraded = d.degraded;
     this.toolResult = d.toolResult;
+    this.denial = d.denial;
   }
 }

@@ -46,6 +46,45 @@ export class MalformedOutputError extends Error {
   override name = "MalformedOutputError";
 }
 
+/**
+ * HttpError is a dependency's answer with a failing HTTP status, thrown by
+ * tool code: guard sends its status (and its wait headers, its date and
+ * its body's error code) as evidence, so that a 503 is a server error
+ * rather than an error breakerd cannot name. throwForStatus builds one
+ * from a fetch Response.
+ */
+export class HttpError extends Error {
+  override name = "HttpError";
+  /** The HTTP status. */
+  readonly status: number;
+  /** The response's headers (a Headers, a Map or a plain object); undefined when unknown. */
+  readonly headers: unknown;
+  /** The response's body (text or parsed JSON), whose error code is sent; undefined when unread. */
+  readonly body: unknown;
+
+  constructor(status: number, o: { message?: string; headers?: unknown; body?: unknown; cause?: unknown } = {}) {
+    if (!Number.isInteger(status) || status < 100 || status > 599) throw new RangeError(`HttpError: status must be an integer from 100 to 599, got ${String(status)}`);
+    super(o.message ?? `HTTP ${status}`, o.cause === undefined ? undefined : { cause: o.cause });
+    this.status = status;
+    this.headers = o.headers;
+    this.body = o.body;
+  }
+}
+
+/**
+ * throwForStatus returns a fetch Response whose status is below 400 as
+ * it is, and throws an HttpError for any other, carrying its status, its
+ * headers and its body's text (read here: the Response is spent):
+ *
+ *	const res = await throwForStatus(await fetch(url));
+ */
+export async function throwForStatus(res: Response): Promise<Response> {
+  if (res.status < 400) return res;
+  const body = await res.text().catch(() => undefined);
+  const where = res.url ? ` from ${res.url}` : "";
+  throw new HttpError(res.status, { message: `HTTP ${res.status}${where}`, headers: res.headers, body });
+}
+
 /** Node's and undici's error codes, by the error_kind they are. */
 const CODE_KINDS: Record<string, ErrorKindName> = {
   ENOTFOUND: ErrorKind.dns,
@@ -201,13 +240,16 @@ export interface EvidenceOptions {
  *  - an inner CircuitOpenError: breakerd_denial (never counted against this breaker);
  *  - AbortError, an aborted `signal`, axios's CanceledError: cancelled;
  *    a TimeoutError (AbortSignal.timeout, the SDKs' timeouts): timeout;
- *  - an error with `status` and `headers` (OpenAI and Anthropic SDK API
- *    errors) or with `response.status` (axios): the HTTP status, the
- *    wait headers, the date and the body's error code;
+ *  - an error with `status` and `headers` (an HttpError, OpenAI and
+ *    Anthropic SDK API errors) or with `response.status` (axios), or an
+ *    HttpError on the `cause` chain: the HTTP status, the wait headers,
+ *    the date and the body's error code;
  *  - a MalformedOutputError: malformed_output;
  *  - Node's and undici's system errors, on the error or its `cause`
  *    chain (fetch's "fetch failed"): dns, tls, refused, reset, timeout;
- *  - anything else: other (counted as a transport failure).
+ *  - anything else (a plain Error, a tool's own bug): other, which
+ *    breakerd takes as an unrecognised error, counted only where the
+ *    breaker's policy says so (count_unrecognised).
  */
 export function evidenceOfError(err: unknown, opts: EvidenceOptions = {}): Evidence {
   for (let e: unknown = err, depth = 0; isObj(e) && depth < 8; e = e["cause"], depth++) {
@@ -233,6 +275,9 @@ export function evidenceOfError(err: unknown, opts: EvidenceOptions = {}): Evide
   if (isObj(res) && typeof res["status"] === "number") {
     // axios: response.status, response.headers, response.data.
     return responseEvidence(res["status"], res["headers"], res["data"]);
+  }
+  for (let e: unknown = err["cause"], depth = 0; isObj(e) && depth < 8; e = e["cause"], depth++) {
+    if (e instanceof HttpError) return responseEvidence(e.status, e.headers, sdkBody(e.body));
   }
   return { error_kind: codeKind(err) ?? ErrorKind.other };
 }

@@ -6,7 +6,9 @@
 // the local circuit for the base cooldown; after it one local probe goes
 // while every other call is denied; the probe's success closes the
 // circuit, its failure opens it again for twice the previous cooldown, at
-// most the cap. No rate-limit rule, no pause.
+// most the cap. No rate-limit rule, no pause. Its defaults and which
+// evidence it counts are conformance/client_rules.json's; its denials'
+// words are conformance/fallback_denials.json's (render.ts).
 
 import type { Evidence } from "./wire.js";
 
@@ -22,7 +24,7 @@ export interface LocalPolicy {
   probeTimeoutMs: number;
 }
 
-/** DEFAULT_LOCAL_POLICY is breakerd's default policy's values of these fields (docs/policies.md). */
+/** DEFAULT_LOCAL_POLICY is breakerd's default policy's values of these fields (conformance/client_rules.json's defaults). */
 export const DEFAULT_LOCAL_POLICY: LocalPolicy = {
   threshold: 5,
   cooldownBaseMs: 30_000,
@@ -33,7 +35,7 @@ export const DEFAULT_LOCAL_POLICY: LocalPolicy = {
 /** LocalVerdict is the fallback's answer to one Allow. */
 export type LocalVerdict =
   | { allowed: true; probe: boolean }
-  | { allowed: false; probeInFlight: boolean; retryAfterMs: number; reason: string };
+  | { allowed: false; probeInFlight: boolean; retryAfterMs: number };
 
 /** What the fallback does with one outcome: count a failure, end a failure run, or nothing. */
 export type LocalEffect = "count" | "success" | "none";
@@ -52,20 +54,43 @@ export function effectOfOutcome(outcome: string): LocalEffect {
   return OUTCOME_EFFECTS[outcome] ?? "none";
 }
 
+/** The error kinds the fallback counts: the transport kinds, a timeout, malformed output. */
+const COUNTED_KINDS: ReadonlySet<string> = new Set([
+  "ERROR_KIND_DNS",
+  "ERROR_KIND_TLS",
+  "ERROR_KIND_REFUSED",
+  "ERROR_KIND_RESET",
+  "ERROR_KIND_TIMEOUT",
+  "ERROR_KIND_MALFORMED_OUTPUT",
+]);
+
+/**
+ * BARE_RATE_LIMIT_WAIT_MS is the daemon's default policy's
+ * bare_rate_limit_wait (docs/policies.md): the wait a 429 that names none
+ * is taken to ask for.
+ */
+const BARE_RATE_LIMIT_WAIT_MS = 60_000;
+
 /**
  * localEffect is what the fallback does with a call's evidence, which no
- * daemon classified: every error kind but a cancel or a breakerd denial
- * counts, so does a 5xx or a 408; a call that raised nothing and got no
- * status of 400 or more ends a failure run; anything else (a 4xx, a rate
- * limit, a cancel) does nothing. The test holds it to the rows of
+ * daemon classified, for a caller with deadlineMs left: a transport error
+ * kind, a timeout, malformed output, a 5xx or a 408 counts, and so does a
+ * 429 that names no wait when the caller has a deadline the bare wait
+ * passes; a call that raised nothing and got no status of 400 or more
+ * ends a failure run; anything else (another 4xx, a rate limit naming its
+ * wait, a cancel, a breakerd denial, an error no one can name) does
+ * nothing. The tests hold it to conformance/client_rules.json's
+ * fallback_counts rows and to every row of
  * conformance/classification.json whose outcome is in the subset.
  */
-export function localEffect(ev: Evidence): LocalEffect {
+export function localEffect(ev: Evidence, deadlineMs = 0): LocalEffect {
   const k = ev.error_kind;
-  if (k === "ERROR_KIND_CANCELLED" || k === "ERROR_KIND_BREAKERD_DENIAL") return "none";
-  if (k) return "count";
+  if (k) return COUNTED_KINDS.has(k) ? "count" : "none";
   const s = ev.http_status ?? 0;
   if (s >= 500 || s === 408) return "count";
+  if (s === 429 && Object.keys(ev.headers ?? {}).length === 0) {
+    return !ev.no_deadline && BARE_RATE_LIMIT_WAIT_MS > deadlineMs ? "count" : "none";
+  }
   if (s >= 400) return "none";
   return "success";
 }
@@ -78,10 +103,7 @@ interface Local {
   openUntil: number;
   /** The one probe holds the slot until then; 0 when none. */
   probeUntil: number;
-  last: string;
 }
-
-const SUFFIX = " (local breaker: breakerd unreachable)";
 
 /** LocalBreaker is the fallback over the breakers this worker calls. */
 export class LocalBreaker {
@@ -107,19 +129,13 @@ export class LocalBreaker {
     const b = this.table.get(breaker);
     const now = this.clock();
     if (!b || b.openUntil === 0) return undefined;
-    if (now < b.openUntil) {
-      const reason = `${breaker} failing: ${b.failures} consecutive failures, last: ${b.last}${SUFFIX}`;
-      return { allowed: false, probeInFlight: false, retryAfterMs: b.openUntil - now, reason };
-    }
-    if (now < b.probeUntil) {
-      const reason = `${breaker} is being probed after an outage${SUFFIX}`;
-      return { allowed: false, probeInFlight: true, retryAfterMs: b.probeUntil - now, reason };
-    }
+    if (now < b.openUntil) return { allowed: false, probeInFlight: false, retryAfterMs: b.openUntil - now };
+    if (now < b.probeUntil) return { allowed: false, probeInFlight: true, retryAfterMs: b.probeUntil - now };
     return undefined;
   }
 
   /** record applies one call's effect; probe says the call was the local probe. */
-  record(breaker: string, effect: LocalEffect, probe: boolean, last = ""): void {
+  record(breaker: string, effect: LocalEffect, probe: boolean): void {
     const b = this.table.get(breaker);
     if (effect === "none") {
       if (probe && b) b.probeUntil = 0; // a cancelled probe frees the slot
@@ -131,10 +147,9 @@ export class LocalBreaker {
     }
     const p = this.policyOf(breaker);
     const now = this.clock();
-    const s = b ?? { failures: 0, cooldownMs: 0, openUntil: 0, probeUntil: 0, last: "" };
+    const s = b ?? { failures: 0, cooldownMs: 0, openUntil: 0, probeUntil: 0 };
     this.table.set(breaker, s);
     s.failures++;
-    s.last = last || "a failure";
     if (probe && s.openUntil > 0) {
       s.cooldownMs = Math.min(2 * s.cooldownMs, p.cooldownCapMs);
       s.openUntil = now + s.cooldownMs;
@@ -154,17 +169,11 @@ export class LocalBreaker {
     if ((this.table.get(breaker)?.openUntil ?? 0) !== 0) return;
     const now = this.clock();
     const base = this.policyOf(breaker).cooldownBaseMs;
-    this.table.set(breaker, { failures: 0, cooldownMs: base, openUntil: now, probeUntil: 0, last: "open when breakerd last answered" });
+    this.table.set(breaker, { failures: 0, cooldownMs: base, openUntil: now, probeUntil: 0 });
   }
 
   /** reset forgets every local verdict: breakerd answers again. */
   reset(): void {
     if (this.table.size > 0) this.table.clear();
   }
-}
-
-/** describe says what a failure was, in a few words, for the fallback's reason. */
-export function describe(ev: Evidence): string {
-  if (ev.error_kind) return ev.error_kind.replace("ERROR_KIND_", "").toLowerCase().replace(/_/g, " ");
-  return `HTTP ${ev.http_status ?? 0}`;
 }

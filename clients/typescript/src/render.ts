@@ -1,10 +1,12 @@
 // What a model reads: a denial's tool result and a run's notice, rendered
 // from conformance/templates (the same bytes breakerd and every other
-// client render from; src/templates.ts is generated from them). breakerd
-// renders the tool result of every denial it answers; this client renders
-// only the fallback's and a run's notice. The template syntax (a small
-// subset of Mustache) is conformance/README.md's "Templates".
+// client render from; src/templates.ts is generated from them) over the
+// denials the client stored, the daemon's words and flags, with the
+// tool's name, the alternatives, the degraded flag and the clock at
+// answer time. The template syntax (a small subset of Mustache) and the
+// derived fields are conformance/README.md's.
 
+import type { StoredDenial } from "./denial.js";
 import { NOTICE_TEMPLATE, TOOL_RESULT_TEMPLATE } from "./templates.js";
 
 /** A template value: a string, an integer, a boolean, a list of strings or of objects. */
@@ -122,45 +124,45 @@ export function render(src: string, input: Scope): string {
   return renderNodes(parse(src.endsWith("\n") ? src.slice(0, -1) : src), [input]);
 }
 
-/** DenialFields are the inputs of the tool-result template, in this client's names. */
-export interface DenialFields {
+/**
+ * TemplateInput is one denial as the templates take it
+ * (conformance/README.md): the daemon's words and flags, the tool's
+ * name, the alternatives, the degraded flag and when it may be back.
+ */
+export interface TemplateInput {
   tool: string;
-  breaker: string;
+  status: string;
   reason: string;
-  retryAfterMs: number;
-  alternatives: readonly string[];
-  scope: string;
   forced: boolean;
   degraded: boolean;
-  probeInFlight: boolean;
+  /** breaker, parent or worker. */
+  scope: string;
+  alternatives: readonly string[];
+  /** ms since the epoch; 0 when unknown. */
+  may_return_at_ms: number;
 }
 
-/** renderToolResult renders the circuit_open JSON a model receives for a denial. */
-export function renderToolResult(d: DenialFields): string {
-  return render(TOOL_RESULT_TEMPLATE, {
-    status: d.probeInFlight ? "probe_in_flight" : "circuit_open",
-    tool: d.tool,
-    breaker: d.breaker,
+/** Shown is one denial to render: what the client stored, for the tool the model knows. */
+export interface Shown {
+  tool: string;
+  denial: StoredDenial;
+  alternatives: readonly string[];
+  degraded: boolean;
+}
+
+/** inputOf is a stored denial's template input. */
+export function inputOf(s: Shown): TemplateInput {
+  const d = s.denial;
+  return {
+    tool: s.tool,
+    status: d.status,
     reason: d.reason,
-    retry_after_ms: Math.max(0, Math.round(d.retryAfterMs)),
-    alternatives: d.alternatives,
     forced: d.forced,
-    degraded: d.degraded,
+    degraded: s.degraded,
     scope: d.scope,
-  });
-}
-
-/** NoticeEntry is one tool a run lost, as the notice reads it. */
-export interface NoticeEntry {
-  tool: string;
-  scope: string;
-  status: "circuit_open" | "probe_in_flight";
-  reason: string;
-  forced: boolean;
-  /** When its circuit's next probe is due or its force ends, ms since the epoch; 0 when unknown. */
-  mayReturnAtMs: number;
-  alternatives: readonly string[];
-  degraded: boolean;
+    alternatives: s.alternatives,
+    may_return_at_ms: d.mayReturnAtMs,
+  };
 }
 
 /** about renders a wait of ms (≥ 1000) as conformance/README.md's about(): "1h5m", "2m30s", "45s". */
@@ -173,30 +175,43 @@ export function about(ms: number): string {
   return (h ? `${h}h` : "") + (m ? `${m}m` : "") + (sec ? `${sec}s` : "");
 }
 
-/** noticeScope adds the derived fields of one denial (README's table), then the template does the rest. */
-function noticeScope(u: NoticeEntry, now: number): Scope {
-  const testing = u.status === "probe_in_flight";
-  const backIn = !testing && u.mayReturnAtMs > 0 ? about(Math.max(u.mayReturnAtMs - now, 1000)) : "";
+/**
+ * derive adds to one denial's inputs the fields every renderer derives
+ * (conformance/README.md's table), at the clock nowMs; the template does
+ * the rest.
+ */
+export function derive(d: TemplateInput, nowMs: number): Scope {
+  const testing = d.status === "probe_in_flight";
+  const inMs = !testing && d.may_return_at_ms > 0 ? Math.max(d.may_return_at_ms - nowMs, 1000) : 0;
+  const backIn = inMs > 0 ? about(inMs) : "";
   return {
-    tool: u.tool,
-    status: u.status,
-    reason: u.reason.replace(/[. ]+$/, ""),
-    forced: u.forced,
-    degraded: u.degraded,
-    scope: u.scope,
-    alternatives: u.alternatives,
-    may_return_at_ms: u.mayReturnAtMs,
-    subject: u.scope || "It",
-    object: u.scope || "it",
+    ...d,
+    reason: d.reason.replace(/[. ]+$/, ""),
+    parent: d.scope === "parent",
     testing,
+    may_return_in_ms: inMs,
     back_in: backIn,
-    forced_no_end: !testing && backIn === "" && u.forced,
-    no_end: !testing && backIn === "" && !u.forced,
+    no_end: !testing && backIn === "",
   };
 }
 
-/** renderNotice renders the run notice over the tools a run lost, at `now` (ms); "" when none. */
-export function renderNotice(lost: readonly NoticeEntry[], now: number): string {
-  if (lost.length === 0) return "";
-  return render(NOTICE_TEMPLATE, { denials: lost.map((u) => noticeScope(u, now)), now_ms: now });
+/** renderToolResult renders the JSON a model receives in place of a denied call's output, at the clock nowMs. */
+export function renderToolResult(s: Shown, nowMs: number): string {
+  return renderToolResultInput(inputOf(s), nowMs);
+}
+
+/** renderToolResultInput renders the tool result over one denial's template inputs at the clock nowMs. */
+export function renderToolResultInput(d: TemplateInput, nowMs: number): string {
+  return render(TOOL_RESULT_TEMPLATE, { ...derive(d, nowMs), now_ms: nowMs });
+}
+
+/** renderNoticeInputs renders the run notice over denials' inputs at the clock nowMs; "" when none. */
+export function renderNoticeInputs(denials: readonly TemplateInput[], nowMs: number): string {
+  if (denials.length === 0) return "";
+  return render(NOTICE_TEMPLATE, { denials: denials.map((d) => derive(d, nowMs)), now_ms: nowMs });
+}
+
+/** renderNotice renders the run notice over the tools a run lost, at the clock nowMs; "" when none. */
+export function renderNotice(lost: readonly Shown[], nowMs: number): string {
+  return renderNoticeInputs(lost.map(inputOf), nowMs);
 }

@@ -4,9 +4,9 @@
 
 import type { Client, GuardOptions } from "./client.js";
 import { denialError } from "./client.js";
+import { denialOfState, retryAfterOf, storeDenial, type StoredDenial } from "./denial.js";
 import { CircuitOpenError } from "./errors.js";
 import { renderNotice, renderToolResult } from "./render.js";
-import { int64, type BreakerState } from "./wire.js";
 
 /** ToolRef names a tool and the breaker its calls go through (the tool's own name when none). */
 export interface ToolRef {
@@ -23,24 +23,16 @@ export function breakerOf(t: ToolRef): string {
 export interface Unavailable {
   tool: string;
   breaker: string;
-  /** The parent scope that made the tool unavailable; "" when its own breaker did. */
+  /** The parent scope that made the tool unavailable; "" when its own breaker did (or this worker alone). */
   scope: string;
-  /** "circuit_open", or "probe_in_flight" (recovering, not yet confirmed). */
-  status: "circuit_open" | "probe_in_flight";
-  reason: string;
-  /** An operator forced the circuit open. */
-  forced: boolean;
+  /** The denial, as breakerd decided and worded it (or the fallback's own), on the run's clock. */
+  denial: StoredDenial;
   /** When the run removed the tool (the run's clock, ms since the epoch). */
   removedAtMs: number;
-  /** When the circuit's next probe is due or its force ends (the run's clock); 0 when unknown. */
-  mayReturnAtMs: number;
   alternatives: string[];
   /** Judged by this worker's fallback: no daemon answered. */
   degraded: boolean;
 }
-
-/** The largest int64: deny_until_ms's "until an operator acts". */
-const FOREVER = "9223372036854775807";
 
 /**
  * Run scopes one agent run on a Client: available() filters a toolset,
@@ -58,36 +50,29 @@ export class Run {
 
   /**
    * available returns the tools, in order, whose breakers breakerd does
-   * not deny now (deny_until_ms, one BatchGet within the Allow budget),
-   * and removes the others from the run for good. When no daemon answers,
-   * the client's fallback judges and removals are marked degraded.
+   * not deny this worker now (each state's denial, one BatchGet within
+   * the Allow budget), and removes the others from the run for good.
+   * When no daemon answers, the client's fallback judges and removals are
+   * marked degraded.
    */
   async available<T extends ToolRef>(tools: readonly T[], opts: { signal?: AbortSignal } = {}): Promise<T[]> {
     this.tools = [...tools];
     const names = [...new Set(tools.filter((t) => !this.removed.has(t.name)).map(breakerOf))];
     const states = await this.client.states(names, opts);
     const now = this.clock();
-    const verdicts = new Map<string, Omit<Unavailable, "tool" | "removedAtMs"> | undefined>();
+    const verdicts = new Map<string, Omit<Unavailable, "tool" | "removedAtMs">>();
     if (states) {
-      const byName = new Map(states.map((s) => [s.breaker ?? "", s]));
-      const parents = await this.parentsOf(states, byName, opts);
-      for (const n of names) verdicts.set(n, judge(n, byName.get(n), parents, now));
+      for (const st of states) {
+        const denial = denialOfState(st, this.client.workerId, now);
+        const breaker = st.breaker ?? "";
+        if (!denial) continue;
+        const scope = denial.scope === "parent" ? (st.parent ?? "") : "";
+        verdicts.set(breaker, { breaker, scope, denial, alternatives: [...(st.alternatives ?? [])], degraded: false });
+      }
     } else {
       for (const n of names) {
         const p = this.client.fallbackVerdict(n, n);
-        verdicts.set(
-          n,
-          p && {
-            breaker: n,
-            scope: p.scope,
-            status: p.decision === "DECISION_DENIED_PROBE_IN_FLIGHT" ? "probe_in_flight" : "circuit_open",
-            reason: p.reason,
-            forced: p.decision === "DECISION_DENIED_FORCED_OPEN",
-            mayReturnAtMs: p.retryAfterMs > 0 ? now + p.retryAfterMs : 0,
-            alternatives: p.alternatives,
-            degraded: true,
-          },
-        );
+        if (p?.denial) verdicts.set(n, { breaker: n, scope: p.scope, denial: p.denial, alternatives: p.alternatives, degraded: true });
       }
     }
     const out: T[] = [];
@@ -97,18 +82,6 @@ export class Run {
       if (v) this.remove({ ...v, tool: t.name, removedAtMs: now });
       else out.push(t);
     }
-    return out;
-  }
-
-  /** parentsOf reads the parents of the breakers their parent denies (a second BatchGet, only then). */
-  private async parentsOf(states: BreakerState[], byName: Map<string, BreakerState>, opts: { signal?: AbortSignal }) {
-    const want = new Set<string>();
-    for (const st of states) {
-      if (deniedByParent(st) && !byName.has(st.parent!)) want.add(st.parent!);
-    }
-    const out = new Map(byName);
-    if (want.size === 0) return out;
-    for (const st of (await this.client.states([...want], opts)) ?? []) out.set(st.breaker ?? "", st);
     return out;
   }
 
@@ -124,16 +97,12 @@ export class Run {
     const p = await this.client.allow(breakerOf(tool), { ...opts, tool: tool.name });
     if (p.allowed) return this.client.runWith(p, fn, opts);
     const err = denialError(p);
-    const now = this.clock();
     const u: Unavailable = {
       tool: tool.name,
       breaker: p.breaker,
       scope: p.scope,
-      status: p.decision === "DECISION_DENIED_PROBE_IN_FLIGHT" ? "probe_in_flight" : "circuit_open",
-      reason: p.reason,
-      forced: err.forced,
-      removedAtMs: now,
-      mayReturnAtMs: p.retryAfterMs > 0 ? now + p.retryAfterMs : 0,
+      denial: p.denial ?? storeDenial({ decision: p.decision, reason: p.reason }, 0, 0)!,
+      removedAtMs: this.clock(),
       alternatives: p.alternatives,
       degraded: p.degraded,
     };
@@ -166,47 +135,21 @@ export class Run {
   }
 }
 
-/** deniedByParent: a breaker whose own state does not deny, denied all the same (its parent's verdict). */
-function deniedByParent(st: BreakerState): boolean {
-  return !!st.parent && denies(st) && (!st.state || st.state === "STATE_CLOSED");
-}
-
-function denies(st: BreakerState | undefined): boolean {
-  if (!st) return false;
-  return st.deny_until_ms === FOREVER || int64(st.deny_until_ms) > int64(st.as_of_ms);
-}
-
-/** judge reads breakerd's verdict on breaker n (deny_until_ms); undefined when it does not deny. */
-function judge(n: string, st: BreakerState | undefined, all: Map<string, BreakerState>, now: number) {
-  if (!st || !denies(st)) return undefined;
-  const byParent = deniedByParent(st);
-  const decider = byParent ? (all.get(st.parent!) ?? st) : st;
-  const mayReturnAtMs = st.deny_until_ms === FOREVER ? 0 : now + (int64(st.deny_until_ms) - int64(st.as_of_ms));
-  const probing = decider.state === "STATE_HALF_OPEN";
-  let reason = decider.reason ?? "";
-  if (probing) reason = `${decider.breaker} is recovering from an outage and is being probed` + (decider.last_failure ? ` (last failure: ${decider.last_failure})` : "");
-  return {
-    breaker: n,
-    scope: byParent ? st.parent! : "",
-    status: probing ? ("probe_in_flight" as const) : ("circuit_open" as const),
-    reason,
-    forced: decider.state === "STATE_FORCED_OPEN" && !!decider.forced_by,
-    mayReturnAtMs,
-    alternatives: [...(st.alternatives ?? [])],
-    degraded: false,
-  };
-}
-
-/** errorOf is the denial a removed tool answers with for the rest of the run. */
+/** errorOf is the denial a removed tool answers with for the rest of the run: the stored denial, rendered now. */
 function errorOf(u: Unavailable, now: number): CircuitOpenError {
-  const retryAfterMs = u.mayReturnAtMs > 0 ? Math.max(0, u.mayReturnAtMs - now) : 0;
-  const decision = u.scope
-    ? "DECISION_DENIED_PARENT_OPEN"
-    : u.status === "probe_in_flight"
-      ? "DECISION_DENIED_PROBE_IN_FLIGHT"
-      : u.forced
-        ? "DECISION_DENIED_FORCED_OPEN"
-        : "DECISION_DENIED_OPEN";
-  const toolResult = renderToolResult({ ...u, retryAfterMs, probeInFlight: u.status === "probe_in_flight" });
-  return new CircuitOpenError({ ...u, decision, retryAfterMs, toolResult });
+  const d = u.denial;
+  const toolResult = renderToolResult(u, now);
+  return new CircuitOpenError({
+    breaker: u.breaker,
+    tool: u.tool,
+    decision: d.decision,
+    reason: d.reason,
+    retryAfterMs: retryAfterOf(d, now),
+    alternatives: u.alternatives,
+    scope: u.scope,
+    forced: d.forced,
+    degraded: u.degraded,
+    toolResult,
+    denial: d,
+  });
 }

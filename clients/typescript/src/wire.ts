@@ -8,6 +8,7 @@ export type Int64 = string;
 
 /** Decision is breakerd's answer to Allow (proto enum breakerd.v1.Decision). */
 export type Decision =
+  | "DECISION_UNSPECIFIED"
   | "DECISION_ALLOWED"
   | "DECISION_PROBE"
   | "DECISION_DENIED_OPEN"
@@ -54,7 +55,29 @@ export interface BreakerState {
    * worker but a suspect one is denied; absent or 0 when it is not.
    */
   deny_until_ms?: Int64;
+  /** The worker suspected of a local fault; "" when none. */
+  suspect_worker?: string;
+  /** The denial this state implies for the next Allow: the asking worker's where the call named one, the fleet's otherwise. */
+  denial?: WireDenial | null;
+  /** In a state sent to many: the suspect worker's own denial while it has one. */
+  suspect_denial?: WireDenial | null;
   [field: string]: unknown;
+}
+
+/** DenialScope is what a denial puts out of service (proto enum breakerd.v1.DenialScope). */
+export type DenialScope = "DENIAL_SCOPE_UNSPECIFIED" | "DENIAL_SCOPE_BREAKER" | "DENIAL_SCOPE_PARENT" | "DENIAL_SCOPE_WORKER";
+
+/** WireDenial is one denial as breakerd decided and worded it (proto message breakerd.v1.Denial). */
+export interface WireDenial {
+  decision?: Decision;
+  scope?: DenialScope;
+  forced?: boolean;
+  /** Until when it holds by itself (breakerd's clock); the largest int64 until an operator acts. */
+  deny_until_ms?: Int64;
+  /** When the tool may be back (breakerd's clock); 0 when unknown or while a probe is in flight. */
+  may_return_at_ms?: Int64;
+  reason?: string;
+  status?: string;
 }
 
 export interface AllowRequest {
@@ -74,6 +97,8 @@ export interface AllowResponse {
   shadow_decision?: Decision;
   /** For a denial: the JSON text a model receives as the tool's output. */
   tool_result?: string;
+  /** For a denial: the denial, decided and worded by breakerd for this worker. */
+  denial?: WireDenial | null;
 }
 
 /** ErrorKind is how a tool call failed (proto enum breakerd.v1.ErrorKind). */

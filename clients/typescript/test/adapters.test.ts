@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
-import { Agent, Runner, Usage, setTracingDisabled, tool as agentTool, type Model, type ModelRequest, type ModelResponse } from "@openai/agents";
+import { Agent, Runner, setTracingDisabled, tool as agentTool } from "@openai/agents";
 import Anthropic from "@anthropic-ai/sdk";
 import { generateText, jsonSchema, stepCountIs, tool as aiTool } from "ai";
 import { MockLanguageModelV3 } from "ai/test";
@@ -19,6 +19,7 @@ import * as agents from "../src/adapters/openai-agents.js";
 import * as plain from "../src/adapters/tools.js";
 import { startDaemon, uniq, type Daemon } from "./daemon.js";
 import { serve, type Served } from "./helpers.js";
+import { ScriptedModel } from "./scripted.js";
 
 let daemon: Daemon;
 let vendor: Served;
@@ -105,24 +106,6 @@ test("Vercel AI SDK: a denial mid-run is the tool's result, the circuit_open JSO
   assert.deepEqual(denial["alternatives"], ["issue_refund_manually"]);
   assert.equal(run.degraded[0]?.tool, "refund_charge");
 });
-
-/** ScriptedModel answers the Agents SDK's requests: a call of the refund tool when it has it, then text. */
-class ScriptedModel implements Model {
-  readonly requests: ModelRequest[] = [];
-  async getResponse(req: ModelRequest): Promise<ModelResponse> {
-    this.requests.push(req);
-    const names = req.tools.map((t) => t.name);
-    const answered = Array.isArray(req.input) && req.input.some((i) => i.type === "function_call_result");
-    if (names.includes("refund_charge") && !answered) {
-      return { usage: new Usage(), output: [{ type: "function_call", callId: "c1", name: "refund_charge", arguments: '{"charge_id":"ch_1"}', status: "completed" }] };
-    }
-    return { usage: new Usage(), output: [{ type: "message", role: "assistant", status: "completed", content: [{ type: "output_text", text: "done" }] }] };
-  }
-  // eslint-disable-next-line require-yield
-  async *getStreamedResponse(): AsyncIterable<never> {
-    throw new Error("not scripted");
-  }
-}
 
 test("OpenAI Agents SDK: guarded tool() options, filtered per run, with a scripted Model", async () => {
   const breakers = { refund_charge: `${prefix}:agents-payments`, web_search: `${prefix}:agents-search` };

@@ -23,8 +23,11 @@ test("the open cache: snapshot, events read afresh, duplicates dropped, resume a
       const asOf = String(clock.ms);
       if (connection === 1) {
         res.write(`event: snapshot\ndata: ${JSON.stringify({ states: [
-          { breaker: "open", state: "STATE_OPEN", reason: "open failing", deny_until_ms: String(clock.ms + 60_000), as_of_ms: asOf, alternatives: ["alt"] },
-          { breaker: "pinned", state: "STATE_FORCED_OPEN", forced_by: "ops", reason: "maint", deny_until_ms: FOREVER, as_of_ms: asOf },
+          { breaker: "open", as_of_ms: asOf, alternatives: ["alt"], denial: { decision: "DECISION_DENIED_OPEN", status: "circuit_open", reason: "open failing", deny_until_ms: String(clock.ms + 60_000) } },
+          { breaker: "pinned", as_of_ms: asOf, denial: { decision: "DECISION_DENIED_FORCED_OPEN", status: "forced_open", forced: true, reason: "maint", deny_until_ms: FOREVER } },
+          { breaker: "closed", as_of_ms: asOf, denial: null },
+          { breaker: "isolated", as_of_ms: asOf, suspect_worker: "w", suspect_denial: { decision: "DECISION_DENIED_SUSPECT_WORKER", scope: "DENIAL_SCOPE_WORKER", status: "worker_isolated", reason: "this worker's calls fail", deny_until_ms: String(clock.ms + 60_000) } },
+          { breaker: "elsewhere", as_of_ms: asOf, suspect_worker: "w2", suspect_denial: { decision: "DECISION_DENIED_SUSPECT_WORKER", scope: "DENIAL_SCOPE_WORKER", deny_until_ms: String(clock.ms + 60_000) } },
         ] })}\n\n`);
         res.write(`id: later/5-0\nevent: event\ndata: {"breaker":"later","kind":"EVENT_KIND_TRANSITION"}\n\n`);
         res.write(`id: later/5-0\nevent: event\ndata: {"breaker":"later","kind":"EVENT_KIND_TRANSITION"}\n\n`); // a duplicate
@@ -38,7 +41,7 @@ test("the open cache: snapshot, events read afresh, duplicates dropped, resume a
     }
     const names = (JSON.parse(body) as { breakers: string[] }).breakers;
     batchGets.push(names);
-    json(res, 200, { states: names.map((b) => ({ breaker: b, state: "STATE_OPEN", reason: `${b} failing`, deny_until_ms: String(clock.ms + 5_000), as_of_ms: String(clock.ms) })) });
+    json(res, 200, { states: names.map((b) => ({ breaker: b, as_of_ms: String(clock.ms), denial: { decision: "DECISION_DENIED_OPEN", reason: `${b} failing`, deny_until_ms: String(clock.ms + 5_000) } })) });
   });
   t.after(() => srv.close());
   const c = new Client({ urls: [DEAD_URL, srv.url], workerId: "w", watch: true, clock: clock.now });
@@ -47,10 +50,13 @@ test("the open cache: snapshot, events read afresh, duplicates dropped, resume a
   await c.openCache.settled();
   assert.deepEqual(lastIds, ["", "later/5-0", ""], "resumed with the last id, then started over after the resync");
   assert.deepEqual(batchGets, [["later"], ["later"]], "each event read afresh once; the duplicate dropped");
-  assert.equal(c.openCache.lookup("open")?.reason, "open failing");
+  assert.equal(c.openCache.lookup("open")?.denial.reason, "open failing");
+  assert.equal(c.openCache.lookup("closed"), undefined, "a state without a denial does not deny");
+  assert.equal(c.openCache.lookup("isolated")?.denial.scope, "worker", "this worker is the suspect: its own denial");
+  assert.equal(c.openCache.lookup("elsewhere"), undefined, "another worker's suspect denial is not this worker's");
   assert.deepEqual(c.openCache.lookup("open")?.alternatives, ["alt"]);
-  assert.equal(c.openCache.lookup("pinned")?.untilMs, Infinity);
-  assert.equal(c.openCache.lookup("pinned")?.forced, true);
+  assert.equal(c.openCache.lookup("pinned")?.denial.untilMs, Infinity);
+  assert.equal(c.openCache.lookup("pinned")?.denial.forced, true);
   assert.ok(c.openCache.lookup("later"));
   clock.advance(5_000);
   assert.equal(c.openCache.lookup("later"), undefined, "a denial ends at deny_until_ms");

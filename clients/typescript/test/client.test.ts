@@ -6,7 +6,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { APIError, AuthError, CircuitOpenError, Client, ConfigError, ProtocolError, UnreachableError } from "../src/index.js";
+import { APIError, AuthError, CircuitOpenError, Client, ConfigError, ProtocolError, UnreachableError, fallbackDenial, renderToolResult } from "../src/index.js";
+import { FALLBACK_DENIALS } from "../src/templates.js";
 import { Clock, DEAD_URL, json, serve } from "./helpers.js";
 
 const allowed = { decision: "DECISION_ALLOWED", ticket: { generation: "3" }, state: { breaker: "b", state: "STATE_CLOSED" } };
@@ -118,14 +119,17 @@ test("no daemon: the local fallback answers, degraded, and opens after the thres
   assert.equal(p.retryAfterMs, 30_000);
   const err = await c.guard("vendor", () => assert.fail("the call went out"), { tool: "lookup" }).catch((e: unknown) => e);
   assert.ok(err instanceof CircuitOpenError);
-  assert.equal(
-    err.toolResult,
-    '{"status":"circuit_open","tool":"lookup","breaker":"vendor","reason":"vendor failing: 5 consecutive failures, last: refused (local breaker: breakerd unreachable)","retry_after_ms":30000,"alternatives":[],"degraded":true}',
-  );
+  // The fallback's own denial: conformance/fallback_denials.json's words, degraded, back when its cooldown ends.
+  assert.equal(err.toolResult, renderToolResult({ tool: "lookup", denial: fallbackDenial("open", 30_000, clock.ms), alternatives: [], degraded: true }, clock.ms));
+  assert.deepEqual(err.denial, { decision: "DECISION_DENIED_OPEN", ...FALLBACK_DENIALS.open, scope: "breaker", forced: false, untilMs: clock.ms + 30_000, mayReturnAtMs: clock.ms + 30_000 });
+  assert.ok(!err.toolResult.includes("vendor"), "no breaker name in the model's words");
   clock.advance(30_000);
   const probe = await c.allow("vendor");
   assert.equal(probe.decision, "DECISION_PROBE");
-  assert.equal((await c.allow("vendor")).decision, "DECISION_DENIED_PROBE_IN_FLIGHT");
+  const waiting = await c.allow("vendor", { tool: "lookup" });
+  assert.equal(waiting.decision, "DECISION_DENIED_PROBE_IN_FLIGHT");
+  assert.equal(waiting.denial?.status, FALLBACK_DENIALS.probe_in_flight.status);
+  assert.equal(waiting.denial?.mayReturnAtMs, 0, "a probe's time is no wait");
   await c.record(probe, {});
   assert.equal((await c.allow("vendor")).decision, "DECISION_ALLOWED");
 });
@@ -165,4 +169,15 @@ test("guard returns a Response as it is and records its status; an aborted signa
   assert.deepEqual(r1!["ticket"], { generation: "3" });
   assert.equal(r1!["worker_id"], "w1");
   assert.deepEqual(r2!["evidence"], { error_kind: "ERROR_KIND_CANCELLED" });
+});
+
+test("fallback closed: no daemon answers and every call is denied, in the fallback's words, with no return time", async () => {
+  const clock = new Clock();
+  const c = new Client({ urls: DEAD_URL, workerId: "w", clock: clock.now, fallback: "closed", onError: () => undefined });
+  const p = await c.allow("vendor", { tool: "lookup" });
+  assert.equal(p.allowed, false);
+  assert.equal(p.degraded, true);
+  assert.equal(p.retryAfterMs, 0);
+  assert.deepEqual(p.denial, { decision: "DECISION_DENIED_OPEN", ...FALLBACK_DENIALS.open, scope: "breaker", forced: false, untilMs: clock.ms, mayReturnAtMs: 0 });
+  assert.equal(p.toolResult, renderToolResult({ tool: "lookup", denial: p.denial!, alternatives: [], degraded: true }, clock.ms));
 });

@@ -1,8 +1,10 @@
-// conformance/ at the repository root, run here: the templates this
-// package carries are the files' bytes, every render case renders byte
-// for byte, the fallback's cases decide as Go's fallback does, and the
-// classification rows are evidence this client's error mapping builds
-// (and whose effect on the fallback agrees with the row's outcome).
+// conformance/ at the repository root, run here: the templates and the
+// fallback's words this package carries are the files' bytes, every
+// render case renders byte for byte, the fallback's cases decide as Go's
+// fallback does, the classification rows are evidence this client's
+// error mapping builds (and whose effect on the fallback agrees with the
+// row's outcome), and client_rules.json holds the fallback's defaults,
+// the headers sent and what the fallback counts.
 
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -18,27 +20,39 @@ import {
   effectOfOutcome,
   evidenceOfError,
   evidenceOfResponse,
+  DEFAULT_LOCAL_POLICY,
+  WAIT_HEADERS,
+  fallbackDenial,
+  inputOf,
+  type FallbackKind,
   localEffect,
   render,
-  renderNotice,
+  renderNoticeInputs,
+  renderToolResultInput,
   type Evidence,
-  type NoticeEntry,
-  type Scope,
+  type TemplateInput,
 } from "../src/index.js";
-import { NOTICE_TEMPLATE, TOOL_RESULT_TEMPLATE } from "../src/templates.js";
+import { FALLBACK_DENIALS, NOTICE_TEMPLATE, TOOL_RESULT_TEMPLATE } from "../src/templates.js";
 import { Clock, conformanceDir } from "./helpers.js";
 
 const dir = conformanceDir();
 const load = <T>(name: string): T => JSON.parse(readFileSync(join(dir, name), "utf8")) as T;
 
-test("the templates this package carries are conformance/templates' bytes (npm run gen-templates)", () => {
+test("the templates and fallback words this package carries are conformance's (npm run gen-templates)", () => {
   assert.equal(TOOL_RESULT_TEMPLATE, readFileSync(join(dir, "templates", "tool_result.tmpl"), "utf8"));
   assert.equal(NOTICE_TEMPLATE, readFileSync(join(dir, "templates", "notice.tmpl"), "utf8"));
+  const words = load<Record<string, { status: string; reason: string }>>("fallback_denials.json");
+  assert.deepEqual(Object.keys(FALLBACK_DENIALS).sort(), Object.keys(words).sort(), "the fallback's denial kinds");
+  for (const [kind, w] of Object.entries(FALLBACK_DENIALS)) {
+    assert.deepEqual({ status: w.status, reason: w.reason }, { status: words[kind]?.status, reason: words[kind]?.reason }, kind);
+  }
 });
 
 interface RenderCase {
   name: string;
   template: "tool_result" | "notice";
+  /** A case of the local fallback's own denial: open or probe_in_flight. */
+  fallback?: FallbackKind;
   input: Record<string, unknown>;
   now_ms: number;
   want: string;
@@ -48,25 +62,24 @@ test("render.json: every case renders byte for byte", () => {
   const { cases } = load<{ cases: RenderCase[] }>("render.json");
   assert.ok(cases.length > 0);
   for (const c of cases) {
-    let got: string;
-    if (c.template === "tool_result") {
-      got = render(TOOL_RESULT_TEMPLATE, c.input as Scope);
-    } else {
-      const denials = (c.input["denials"] as Record<string, unknown>[]).map(
-        (d): NoticeEntry => ({
-          tool: d["tool"] as string,
-          scope: d["scope"] as string,
-          status: d["status"] as NoticeEntry["status"],
-          reason: d["reason"] as string,
-          forced: d["forced"] as boolean,
-          mayReturnAtMs: d["may_return_at_ms"] as number,
-          alternatives: d["alternatives"] as string[],
-          degraded: d["degraded"] as boolean,
-        }),
-      );
-      got = renderNotice(denials, c.now_ms);
-    }
+    const got =
+      c.template === "tool_result"
+        ? renderToolResultInput(c.input as unknown as TemplateInput, c.now_ms)
+        : renderNoticeInputs(c.input["denials"] as TemplateInput[], c.now_ms);
     assert.equal(got, c.want, c.name);
+  }
+});
+
+test("render.json: the fallback's cases are the inputs this client's fallback builds", () => {
+  const cases = load<{ cases: RenderCase[] }>("render.json").cases.filter((c) => c.fallback);
+  assert.deepEqual([...new Set(cases.map((c) => c.fallback))].sort(), ["open", "probe_in_flight"]);
+  for (const c of cases) {
+    const inputs = c.template === "notice" ? (c.input["denials"] as TemplateInput[]) : [c.input as unknown as TemplateInput];
+    for (const { now_ms: _clock, ...want } of inputs as (TemplateInput & { now_ms?: number })[]) {
+      const waitMs = want.may_return_at_ms > 0 ? want.may_return_at_ms - c.now_ms : 0;
+      const denial = fallbackDenial(c.fallback!, waitMs, c.now_ms);
+      assert.deepEqual(inputOf({ tool: want.tool, denial, alternatives: want.alternatives, degraded: true }), want, c.name);
+    }
   }
 });
 
@@ -114,6 +127,8 @@ test("fallback.json: the local breaker decides as Go's fallback", () => {
 interface Row {
   name: string;
   evidence: Evidence & { grpc_status?: number };
+  deadline_ms?: number;
+  count_unrecognised?: boolean;
   want: { outcome: string; counts: boolean };
 }
 
@@ -123,6 +138,7 @@ test("classification.json: the fallback's reading of evidence agrees with every 
   let n = 0;
   for (const r of rows()) {
     if ("grpc_status" in r.evidence || "grpc_retry_delay_ms" in r.evidence) continue; // this client sends no gRPC evidence
+    if (r.want.outcome === "OUTCOME_RATE_LIMITED" || r.count_unrecognised) continue; // outside the subset, but for client_rules.json's rows (below)
     assert.equal(localEffect(r.evidence), effectOfOutcome(r.want.outcome), r.name);
     n++;
   }
@@ -171,7 +187,7 @@ test("classification.json: this client builds each row's evidence from a JavaScr
         got = evidenceOfResponse(new Response(null, { status: ev.http_status === 304 ? 200 : ev.http_status, headers }));
         if (ev.http_status === 304) got.http_status = 304; // a Response cannot be built with 304 and a body slot; the status is read the same
       }
-      if (ev.headers && Object.keys(ev.headers).some((h) => !["retry-after", "retry-after-ms", "x-ratelimit-reset-requests", "x-ratelimit-reset-tokens", "anthropic-ratelimit-tokens-reset", "ratelimit-reset"].includes(h))) {
+      if (ev.headers && Object.keys(ev.headers).some((h) => !rules().wait_headers.includes(h))) {
         // A header no client sends (x-request-id): the row is the daemon's (it ignores it).
         got = undefined;
       }
@@ -185,4 +201,48 @@ test("classification.json: this client builds each row's evidence from a JavaScr
     n++;
   }
   assert.ok(n >= 40, `only ${n} rows built; skipped ${skipped.join("; ")}`);
+});
+
+interface ClientRules {
+  defaults: { threshold: number; cooldown_base_ms: number; cooldown_cap_ms: number; probe_timeout_ms: number };
+  wait_headers: string[];
+  wait_header_prefixes: string[];
+  fallback_counts: string[];
+}
+
+const rules = () => load<ClientRules>("client_rules.json");
+
+test("client_rules.json: the fallback's defaults are the daemon's default policy's", () => {
+  const d = rules().defaults;
+  assert.deepEqual(DEFAULT_LOCAL_POLICY, {
+    threshold: d.threshold,
+    cooldownBaseMs: d.cooldown_base_ms,
+    cooldownCapMs: d.cooldown_cap_ms,
+    probeTimeoutMs: d.probe_timeout_ms,
+  });
+});
+
+test("client_rules.json: the headers sent as evidence are exactly the ones the daemon reads", () => {
+  const r = rules();
+  assert.deepEqual([...WAIT_HEADERS].sort(), [...r.wait_headers].sort());
+  assert.deepEqual(r.wait_header_prefixes, [], "the daemon reads headers by prefix: this client copies none that way");
+  // The wire: a Response carrying every wait header and others sends the wait headers only.
+  const headers = new Headers({ "x-request-id": "r1", "set-cookie": "s=1", "x-ratelimit-remaining-requests": "0" });
+  for (const h of r.wait_headers) headers.set(h, "7");
+  const ev = evidenceOfResponse(new Response(null, { status: 429, headers }));
+  assert.deepEqual(Object.keys(ev.headers ?? {}).sort(), [...r.wait_headers].sort());
+});
+
+test("client_rules.json: the local fallback counts each fallback_counts row as the daemon does", () => {
+  const byName = new Map(rows().map((r) => [r.name, r]));
+  const names = rules().fallback_counts;
+  assert.ok(names.length > 0);
+  for (const name of names) {
+    const r = byName.get(name);
+    assert.ok(r, `fallback_counts names ${JSON.stringify(name)}, which classification.json has no row of`);
+    // Recorded threshold times, the local circuit opens if and only if the row counts.
+    const lb = new LocalBreaker(new Clock(0).now, () => DEFAULT_LOCAL_POLICY);
+    for (let i = 0; i < DEFAULT_LOCAL_POLICY.threshold; i++) lb.record("b", localEffect(r.evidence, r.deadline_ms ?? 0), false);
+    assert.equal(lb.peek("b") !== undefined, r.want.counts, name);
+  }
 });

@@ -9,7 +9,20 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 
-import { APIError, AuthError, CircuitOpenError, Client, Run, renderToolResult, type Evidence, type Permit } from "../src/index.js";
+import {
+  APIError,
+  AuthError,
+  CircuitOpenError,
+  Client,
+  EXCLUDED_OUTCOME,
+  HttpError,
+  Run,
+  renderToolResult,
+  storeDenial,
+  throwForStatus,
+  type Evidence,
+  type Permit,
+} from "../src/index.js";
 import { startDaemon, uniq, type Daemon } from "./daemon.js";
 import { conformanceDir, serve, waitFor } from "./helpers.js";
 
@@ -64,13 +77,13 @@ test("two workers' raw evidence trips the breaker; the denial carries the daemon
   assert.equal(parsed["status"], "circuit_open");
   assert.equal(parsed["tool"], "refund_charge");
   assert.deepEqual(parsed["alternatives"], ["issue_refund_manually"]);
+  // The daemon's denial renders the same bytes here as in the daemon, at
+  // the daemon's clock when it answered (the state's as_of_ms).
+  const at = Number(denied.state?.as_of_ms);
+  assert.ok(denied.denial, "the daemon sent its denial");
   assert.equal(
-    renderToolResult({
-      tool: "refund_charge", breaker, reason: err.reason, retryAfterMs: parsed["retry_after_ms"] as number, alternatives: err.alternatives,
-      scope: err.scope, forced: err.forced, degraded: false, probeInFlight: false,
-    }),
-    err.toolResult,
-    "the same inputs render the same bytes here as in the daemon",
+    renderToolResult({ tool: "refund_charge", denial: storeDenial(denied.state?.denial, at, at)!, alternatives: denied.alternatives, degraded: false }, at),
+    denied.toolResult,
   );
   const st = await w1.get(breaker);
   assert.equal(st.state, "STATE_OPEN");
@@ -204,6 +217,7 @@ interface ClassificationRow {
   evidence: Evidence;
   deadline_ms?: number;
   bare_rate_limit_wait_ms?: number;
+  count_unrecognised?: boolean;
   want: { outcome: string; why: string; counts: boolean };
 }
 
@@ -218,11 +232,79 @@ test("conformance/classification.json: the daemon classifies each row's evidence
   const c = client("classify");
   let n = 0;
   for (const [i, r] of rows.entries()) {
-    if (clockBound(r) || (r.bare_rate_limit_wait_ms ?? 60000) !== 60000) continue; // the daemon's own clock and default policy decide these
+    if (clockBound(r) || (r.bare_rate_limit_wait_ms ?? 60000) !== 60000 || r.count_unrecognised) continue; // the daemon's own clock and default policy decide these
     const p = await c.allow(`${prefix}:row${i}`);
     const got = await c.record(p, r.evidence, { deadlineMs: r.deadline_ms ?? 0 });
     assert.deepEqual({ outcome: got.classifiedAs, why: got.why }, { outcome: r.want.outcome, why: r.want.why }, r.name);
     n++;
   }
   assert.ok(n >= 60, `only ${n} rows`);
+});
+
+/** recording is a fetch that keeps each Record request and breakerd's answer to it, as sent and received. */
+function recording(): { fetch: typeof fetch; records: { req: Record<string, unknown>; res: Record<string, unknown> }[] } {
+  const records: { req: Record<string, unknown>; res: Record<string, unknown> }[] = [];
+  const f: typeof fetch = async (input, init) => {
+    const res = await fetch(input, init);
+    if (String(input).endsWith("/Record")) {
+      records.push({ req: JSON.parse(String(init?.body)) as Record<string, unknown>, res: (await res.clone().json()) as Record<string, unknown> });
+    }
+    return res;
+  };
+  return { fetch: f, records };
+}
+
+test("a tool's own bug is not an outage: a plain Error is an unrecognised error, never counted by default", async () => {
+  const breaker = `${prefix}:own-bug`;
+  const sent = recording();
+  for (const w of ["bug-w1", "bug-w2", "bug-w1", "bug-w2"]) {
+    const c = client(w, [a.url], { fetch: sent.fetch });
+    await assert.rejects(c.guard(breaker, () => Promise.reject(new Error("HTTP 400"))), /HTTP 400/);
+  }
+  assert.equal(sent.records.length, 4);
+  for (const { req, res } of sent.records) {
+    assert.deepEqual(req["evidence"], { error_kind: "ERROR_KIND_OTHER" });
+    assert.equal(res["classified_as"], "OUTCOME_UNRECOGNISED");
+    assert.equal(res["counted"] ?? false, false);
+  }
+  assert.equal((await client("bug-w3").allow(breaker)).allowed, true, "four failures from two workers past threshold 2, and the tool stays");
+});
+
+test("HttpError keeps the status: a real 503 thrown through throwForStatus reaches breakerd as http_status 503", async (t) => {
+  const vendor = await serve((_req, res) => {
+    res.writeHead(503, { "content-type": "application/json", "retry-after": "3", "x-request-id": "r1" });
+    res.end('{"error":{"code":"overloaded"}}');
+  });
+  t.after(() => vendor.close());
+  const breaker = `${prefix}:http-error`;
+  const sent = recording();
+  const c = client("he-w1", [a.url], { fetch: sent.fetch });
+  const err = await c.guard(breaker, async () => throwForStatus(await fetch(`${vendor.url}/refund`))).catch((e: unknown) => e);
+  assert.ok(err instanceof HttpError && err.status === 503, String(err));
+  assert.equal(vendor.hits.get("/refund"), 1);
+  const { date, ...ev } = sent.records[0]?.req["evidence"] as Evidence;
+  assert.match(date ?? "", /GMT$/, "the vendor's Date goes with its Retry-After");
+  assert.deepEqual(ev, { http_status: 503, headers: { "retry-after": "3" }, body_error_code: "overloaded", no_deadline: true });
+  assert.equal(sent.records[0]?.res["classified_as"], "OUTCOME_SERVER_ERROR");
+  assert.equal(sent.records[0]?.res["counted"], true);
+});
+
+test("exclude: an error the caller excludes is recorded as a never-counted outcome, and re-thrown", async () => {
+  const breaker = `${prefix}:excluded`;
+  const sent = recording();
+  class ValidationError extends Error {}
+  for (const w of ["ex-w1", "ex-w2", "ex-w1", "ex-w2"]) {
+    const c = client(w, [a.url], { fetch: sent.fetch, exclude: (e: unknown) => e instanceof ValidationError });
+    await assert.rejects(c.guard(breaker, () => Promise.reject(new ValidationError("charge id is malformed"))), ValidationError);
+  }
+  // A call's own exclude, asked before the client's.
+  const plain = client("ex-w3", [a.url], { fetch: sent.fetch });
+  await assert.rejects(plain.guard(breaker, () => Promise.reject(new HttpError(503)), { exclude: (e) => e instanceof HttpError }), HttpError);
+  assert.equal(sent.records.length, 5);
+  for (const { req, res } of sent.records) {
+    assert.equal(req["outcome"], EXCLUDED_OUTCOME);
+    assert.equal(req["evidence"], undefined, "no evidence beside the outcome");
+    assert.equal(res["counted"] ?? false, false);
+  }
+  assert.equal((await client("ex-w4").allow(breaker)).allowed, true);
 });

@@ -52,5 +52,6 @@ test("docs/typescript.md's quick start type-checks and runs", async (t) => {
   });
   assert.equal(res.status, 200, await res.text());
   const last = await run(process.execPath, ["quickstart.mjs"], { cwd: dir });
-  assert.match(last.stdout, /^\{"status":"circuit_open","tool":"refund_charge","breaker":".*:payments".*"forced":true\}\n$/);
+  assert.match(last.stdout, /^\{"status":"forced_open","tool":"refund_charge","reason":"forced open by an operator: vendor maintenance".*"forced":true\}\n$/);
+  assert.ok(!last.stdout.includes(breaker), "the model reads the tool's name, not the breaker's");
 });

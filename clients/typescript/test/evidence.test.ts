@@ -8,7 +8,7 @@ import { test } from "node:test";
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 
-import { CircuitOpenError, MalformedOutputError, evidenceOfError, evidenceOfResponse } from "../src/index.js";
+import { CircuitOpenError, HttpError, MalformedOutputError, evidenceOfError, evidenceOfResponse, localEffect, throwForStatus } from "../src/index.js";
 import { DEAD_URL, json, serve } from "./helpers.js";
 
 test("fetch's own failures name their kind", async (t) => {
@@ -151,4 +151,33 @@ test("axios-style errors: response.status, response.headers, response.data", () 
   assert.deepEqual(evidenceOfError(canceled), { error_kind: "ERROR_KIND_CANCELLED" });
   const timedOut = Object.assign(new Error("timeout of 10ms exceeded"), { code: "ECONNABORTED" });
   assert.deepEqual(evidenceOfError(timedOut), { error_kind: "ERROR_KIND_TIMEOUT" });
+});
+
+test("HttpError and throwForStatus keep the status, the wait headers and the body's code", async (t) => {
+  const srv = await serve((req, res) => {
+    if (req.url === "/ok") return json(res, 200, { ok: true });
+    res.writeHead(429, { "content-type": "application/json", "retry-after": "2", "x-secret": "k" });
+    res.end('{"error":{"code":"insufficient_quota"}}');
+  });
+  t.after(() => srv.close());
+  const ok = await fetch(`${srv.url}/ok`);
+  assert.equal(await throwForStatus(ok), ok, "a status below 400 is returned as it is");
+  const err = await throwForStatus(await fetch(`${srv.url}/quota`)).catch((e: unknown) => e);
+  assert.ok(err instanceof HttpError, String(err));
+  assert.equal(err.status, 429);
+  assert.match(err.message, /^HTTP 429 from http:\/\/127\.0\.0\.1:\d+\/quota$/);
+  const ev = evidenceOfError(err);
+  delete ev.date;
+  assert.deepEqual(ev, { http_status: 429, headers: { "retry-after": "2" }, body_error_code: "insufficient_quota" });
+  assert.deepEqual(evidenceOfError(new HttpError(503)), { http_status: 503 });
+  assert.deepEqual(evidenceOfError(new Error("refund failed", { cause: new HttpError(502) })), { http_status: 502 }, "an HttpError as the cause");
+  assert.throws(() => new HttpError(42), /HttpError: status must be an integer from 100 to 599, got 42/);
+});
+
+test("an error no one can name is other, whatever its message says, and the fallback does not count it", () => {
+  for (const err of [new Error("HTTP 400"), new Error("HTTP 503"), new TypeError("x is undefined"), new TypeError("fetch failed")]) {
+    const ev = evidenceOfError(err);
+    assert.deepEqual(ev, { error_kind: "ERROR_KIND_OTHER" }, err.message);
+    assert.equal(localEffect(ev), "none", err.message);
+  }
 });

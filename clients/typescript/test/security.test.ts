@@ -22,7 +22,7 @@ test("SecurityRedirectsAreRefusedNotFollowed", async (t) => {
   const c = new Client({ urls: srv.url, workerId: "w", firstContactBudgetMs: 60_000, allowBudgetMs: 60_000, rpcTimeoutMs: 60_000 });
   t.after(() => c.close());
   await assert.rejects(c.allow("payments"), (e: unknown) => e instanceof ProtocolError && /redirect/.test(e.message));
-  const p: Permit = { breaker: "payments", tool: "t", decision: "DECISION_ALLOWED", allowed: true, ticket: {}, retryAfterMs: 0, reason: "", state: undefined, degraded: false, scope: "", alternatives: [], toolResult: "", local: undefined };
+  const p: Permit = { breaker: "payments", tool: "t", decision: "DECISION_ALLOWED", allowed: true, ticket: {}, retryAfterMs: 0, reason: "", state: undefined, degraded: false, scope: "", alternatives: [], toolResult: "", denial: undefined, local: undefined };
   await assert.rejects(c.record(p, { http_status: 500 }), ProtocolError);
   assert.equal(elsewhere.hits.size, 0, "nothing reached the other origin");
 });

@@ -8,10 +8,15 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { Client } from "../src/index.js";
+import { Client, type BreakerState } from "../src/index.js";
 import { Clock, serve, waitFor } from "./helpers.js";
 
 const FOREVER = "9223372036854775807";
+
+/** open is the state of breaker b, open for a minute by clock's reading. */
+function open(b: string, clock: Clock): BreakerState {
+  return { breaker: b, as_of_ms: String(clock.ms), denial: { decision: "DECISION_DENIED_OPEN", status: "circuit_open", reason: "failing", deny_until_ms: String(clock.ms + 60_000) } };
+}
 
 function part(states: unknown[], extra: Record<string, unknown>): string {
   return `event: snapshot\ndata: ${JSON.stringify({ states, ...extra })}\n\n`;
@@ -20,7 +25,7 @@ function part(states: unknown[], extra: Record<string, unknown>): string {
 test("a stalled watch stream is dropped after three silent heartbeat intervals, and reconnected", async (t) => {
   const clock = new Clock();
   let connection = 0;
-  const forced = { breaker: "pinned", state: "STATE_FORCED_OPEN", forced_by: "ops", reason: "maint", deny_until_ms: FOREVER, as_of_ms: String(clock.ms) };
+  const forced = { breaker: "pinned", as_of_ms: String(clock.ms), denial: { decision: "DECISION_DENIED_FORCED_OPEN", forced: true, status: "forced_open", reason: "maint", deny_until_ms: FOREVER } };
   const srv = await serve((req, res) => {
     if (!req.url?.startsWith("/v1/watch")) return res.end();
     connection++;
@@ -29,7 +34,7 @@ test("a stalled watch stream is dropped after three silent heartbeat intervals, 
       // The interval as an int64 string (protojson), the view in two parts,
       // then silence with the connection open: a stall.
       res.write(part([forced], { heartbeat_ms: "50", more: true }));
-      res.write(part([{ breaker: "open", state: "STATE_OPEN", deny_until_ms: String(clock.ms + 60_000), as_of_ms: String(clock.ms) }], { heartbeat_ms: "50" }));
+      res.write(part([open("open", clock)], { heartbeat_ms: "50" }));
       return;
     }
     res.write(part([], { heartbeat_ms: 50 })); // the force was lifted meanwhile
@@ -52,17 +57,16 @@ test("a snapshot in parts replaces the view only when its last part arrives", as
   const clock = new Clock();
   let release: () => void = () => undefined;
   const second = new Promise<void>((r) => (release = r));
-  const open = (b: string) => ({ breaker: b, state: "STATE_OPEN" as const, deny_until_ms: String(clock.ms + 60_000), as_of_ms: String(clock.ms) });
   const srv = await serve((req, res) => {
     if (!req.url?.startsWith("/v1/watch")) return res.end();
     res.writeHead(200, { "content-type": "text/event-stream" });
-    res.write(part([open("a")], { more: true }));
-    void second.then(() => res.write(part([open("b")], { more: false })));
+    res.write(part([open("a", clock)], { more: true }));
+    void second.then(() => res.write(part([open("b", clock)], { more: false })));
   });
   t.after(() => srv.close());
   const c = new Client({ urls: srv.url, workerId: "w", watch: true, clock: clock.now, watchHeartbeatMs: 60_000 });
   t.after(() => c.close());
-  c.openCache.learn(open("old"));
+  c.openCache.learn(open("old", clock));
   await waitFor(() => srv.hits.get("/v1/watch") === 1, "the stream");
   assert.equal(c.openCache.status.snapshots, 0);
   assert.equal(c.openCache.status.connected, false, "not live before the last part");
@@ -83,7 +87,7 @@ test("while the stream is not live, a denial it no longer hears is answered for 
   t.after(() => srv.close());
   const c = new Client({ urls: srv.url, workerId: "w", watch: true, clock: clock.now, watchHeartbeatMs: 60_000 });
   t.after(() => c.close());
-  c.openCache.learn({ breaker: "pinned", state: "STATE_FORCED_OPEN", forced_by: "ops", deny_until_ms: FOREVER, as_of_ms: String(clock.ms) });
+  c.openCache.learn({ breaker: "pinned", as_of_ms: String(clock.ms), denial: { decision: "DECISION_DENIED_FORCED_OPEN", forced: true, deny_until_ms: FOREVER } });
   assert.ok(c.openCache.lookup("pinned"));
   clock.advance(60_001);
   assert.equal(c.openCache.lookup("pinned"), undefined, "a view not heard for STALE_VIEW_MS no longer denies");

@@ -19,7 +19,7 @@ export function guardTools(run, tools, o = {}) {
         out[name] = exec
             ? {
                 ...t,
-                execute: (input, options) => callTool(run, refOf(name, o), () => exec.call(t, input, options), options?.abortSignal),
+                execute: (input, options) => callTool(run, refOf(name, o), () => exec.call(t, input, options), { signal: options?.abortSignal, exclude: o.exclude }),
             }
             : t;
     }

@@ -5,12 +5,17 @@ export type Breakers = Readonly<Record<string, string>>;
 export interface AdapterOptions {
     /** The breaker of each tool, by tool name; a tool not named here is its own breaker. */
     breakers?: Breakers | undefined;
+    /** The errors of the tools' own that are not their dependency's fault: recorded as never counted (ClientOptions.exclude). */
+    exclude?: ((err: unknown) => boolean) | undefined;
 }
 /** refOf is the ToolRef of the tool named name. */
 export declare function refOf(name: string, o?: AdapterOptions): ToolRef;
 /**
  * callTool runs fn as a call of tool within run: its value, or for this
- * call's own denial the denial's tool_result text (the circuit_open JSON).
+ * call's own denial its tool result (the JSON text the model reads).
  * Any other error, an inner tool's denial included, is re-thrown.
  */
-export declare function callTool<R>(run: Run, tool: ToolRef, fn: () => R | Promise<R>, signal?: AbortSignal): Promise<R | string>;
+export declare function callTool<R>(run: Run, tool: ToolRef, fn: () => R | Promise<R>, o?: {
+    signal?: AbortSignal | undefined;
+    exclude?: AdapterOptions["exclude"];
+}): Promise<R | string>;

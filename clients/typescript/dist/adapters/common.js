@@ -10,16 +10,16 @@ export function refOf(name, o = {}) {
 }
 /**
  * callTool runs fn as a call of tool within run: its value, or for this
- * call's own denial the denial's tool_result text (the circuit_open JSON).
+ * call's own denial its tool result (the JSON text the model reads).
  * Any other error, an inner tool's denial included, is re-thrown.
  */
-export async function callTool(run, tool, fn, signal) {
+export async function callTool(run, tool, fn, o = {}) {
     let started = false;
     try {
         return await run.guard(tool, () => {
             started = true;
             return fn();
-        }, { tool: tool.name, signal });
+        }, { tool: tool.name, signal: o.signal, exclude: o.exclude });
     }
     catch (err) {
         if (!started && err instanceof CircuitOpenError && err.breaker === breakerOf(tool))

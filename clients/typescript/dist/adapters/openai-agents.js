@@ -12,7 +12,7 @@ import { callTool, refOf } from "./common.js";
 export function guardToolOptions(run, defs, o = {}) {
     return defs.map((d) => ({
         ...d,
-        execute: (input, runContext, details) => callTool(run, refOf(d.name, o), () => d.execute(input, runContext, details), details?.signal),
+        execute: (input, runContext, details) => callTool(run, refOf(d.name, o), () => d.execute(input, runContext, details), { signal: details?.signal, exclude: o.exclude }),
     }));
 }
 /** toolsForRun returns the options of the tools the run still has (Run.available), guarded. */

@@ -28,6 +28,6 @@ export async function toolsForRun(run, tools, o = {}) {
  * denial the denial's tool result. fn's errors are re-thrown.
  */
 export async function runTool(run, name, fn, o = {}) {
-    const v = await callTool(run, refOf(name, o), fn, o.signal);
+    const v = await callTool(run, refOf(name, o), fn, { signal: o.signal, exclude: o.exclude });
     return typeof v === "string" ? v : JSON.stringify(v ?? null);
 }

@@ -28,7 +28,7 @@ export function guardTools<T extends Record<string, AiTool>>(run: Run, tools: T,
       ? {
           ...t,
           execute: (input: unknown, options: { abortSignal?: AbortSignal } | undefined) =>
-            callTool(run, refOf(name, o), () => exec.call(t, input, options), options?.abortSignal),
+            callTool(run, refOf(name, o), () => exec.call(t, input, options), { signal: options?.abortSignal, exclude: o.exclude }),
         }
       : t;
   }

@@ -22,7 +22,7 @@ export function guardToolOptions<T extends AgentToolOptions>(run: Run, defs: rea
   return defs.map((d) => ({
     ...d,
     execute: (input: unknown, runContext?: unknown, details?: { signal?: AbortSignal }) =>
-      callTool(run, refOf(d.name, o), () => d.execute(input, runContext, details), details?.signal),
+      callTool(run, refOf(d.name, o), () => d.execute(input, runContext, details), { signal: details?.signal, exclude: o.exclude }),
   }));
 }
 

@@ -34,6 +34,6 @@ export async function toolsForRun<T extends ToolDefinition>(run: Run, tools: rea
  * denial the denial's tool result. fn's errors are re-thrown.
  */
 export async function runTool(run: Run, name: string, fn: () => unknown, o: AdapterOptions & { signal?: AbortSignal } = {}): Promise<string> {
-  const v = await callTool(run, refOf(name, o), fn, o.signal);
+  const v = await callTool(run, refOf(name, o), fn, { signal: o.signal, exclude: o.exclude });
   return typeof v === "string" ? v : JSON.stringify(v ?? null);
 }
