@@ -385,10 +385,14 @@ func TestSlowDeliveryIsNotTakenOver(t *testing.T) {
 		r.hold = hold
 		r.mu.Unlock()
 		// A real Redis counts idle time by its own clock: MinIdle leaves a
-		// busy machine's heartbeat (every MinIdle/3) room to run late.
-		const minIdle = 2 * time.Second
+		// busy machine's heartbeat (every MinIdle/3) room to run late, and
+		// the hook's timeout outlasts the two MinIdles it is held.
+		minIdle := 2 * time.Second
+		if b.Mini == nil {
+			minIdle = 5 * time.Second
+		}
 		for i := range 2 {
-			o := hookOptions(b, r, nil, nil)
+			o := hookOptions(b, r, nil, func(h *hooks.Hook) { h.Timeout = 5 * minIdle })
 			o.MinIdle = minIdle
 			o.Consumer = fmt.Sprintf("daemon-%d", i)
 			d := daemontest.StartWith(t, b, daemontest.Options{Hooks: o})
