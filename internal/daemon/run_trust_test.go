@@ -31,6 +31,7 @@ import (
 const hookSecret = "s3-0123456789abcdef0123456789abcdef"
 
 func TestRunWithTokensAndHooks(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var mu sync.Mutex
 	var got []*http.Request

@@ -22,6 +22,7 @@ import (
 )
 
 func TestClosedBreakerHoldsNoKeys(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("web_search")
@@ -40,6 +41,7 @@ func TestClosedBreakerHoldsNoKeys(t *testing.T) {
 }
 
 func TestQuorumOneWorkerNeverTrips(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("web_search")
@@ -71,6 +73,7 @@ func TestQuorumOneWorkerNeverTrips(t *testing.T) {
 }
 
 func TestThresholdAndReset(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("stripe:acct_42")
@@ -95,6 +98,7 @@ func TestThresholdAndReset(t *testing.T) {
 }
 
 func TestOutcomesThatNeverCount(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("crm")
@@ -112,6 +116,7 @@ func TestOutcomesThatNeverCount(t *testing.T) {
 }
 
 func TestUnauthenticatedRaisesCredentialRevoked(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("github:token_7")
@@ -127,6 +132,7 @@ func TestUnauthenticatedRaisesCredentialRevoked(t *testing.T) {
 }
 
 func TestRateLimited(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("search_api")
@@ -167,6 +173,7 @@ func TestRateLimited(t *testing.T) {
 }
 
 func TestRateLimitRunBrokenBySuccess(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("search_api")
@@ -181,6 +188,7 @@ func TestRateLimitRunBrokenBySuccess(t *testing.T) {
 }
 
 func TestCooldownGrowsAndResets(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("web_search")
@@ -223,6 +231,7 @@ func TestCooldownGrowsAndResets(t *testing.T) {
 }
 
 func TestJitterLengthensWithinBound(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		for _, u := range []float64{0, 0.5, 0.999} {
 			f := newFixture(t, b, store.Options{Rand: func() float64 { return u }})
@@ -237,6 +246,7 @@ func TestJitterLengthensWithinBound(t *testing.T) {
 }
 
 func TestJitterStaggersBreakersOpenedTogether(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{Rand: nil})
 		f.st = store.New(f.Client, store.Options{Now: b.Clock(), Channel: b.Prefix + "events"})
@@ -253,6 +263,7 @@ func TestJitterStaggersBreakersOpenedTogether(t *testing.T) {
 }
 
 func TestHalfOpenAdmitsOneProbe(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("web_search")
@@ -288,6 +299,7 @@ func TestHalfOpenAdmitsOneProbe(t *testing.T) {
 }
 
 func TestProbeWithUncountedOutcomeReleasesLease(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("web_search")
@@ -306,6 +318,7 @@ func TestProbeWithUncountedOutcomeReleasesLease(t *testing.T) {
 }
 
 func TestReadsNeverTakeOrMoveTheLease(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("web_search")
@@ -339,6 +352,7 @@ func TestReadsNeverTakeOrMoveTheLease(t *testing.T) {
 }
 
 func TestGenerationsFenceLateRecords(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("web_search")
@@ -368,6 +382,7 @@ func TestGenerationsFenceLateRecords(t *testing.T) {
 }
 
 func TestForcedOpen(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		ctx := context.Background()
@@ -397,6 +412,7 @@ func TestForcedOpen(t *testing.T) {
 }
 
 func TestForcedClosedCountsButNeverTrips(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		ctx := context.Background()
@@ -425,6 +441,7 @@ func TestForcedClosedCountsButNeverTrips(t *testing.T) {
 }
 
 func TestForceTTLEndsByItself(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("payments")
@@ -451,6 +468,7 @@ func TestForceTTLEndsByItself(t *testing.T) {
 }
 
 func TestEventsRecordEveryTransition(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("web_search")
@@ -483,6 +501,7 @@ func TestEventsRecordEveryTransition(t *testing.T) {
 }
 
 func TestEventLogIsBounded(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{EventsMaxLen: 10})
 		name := f.Breaker("flaky")
@@ -497,6 +516,7 @@ func TestEventLogIsBounded(t *testing.T) {
 }
 
 func TestVerdictOutlivesCooldownCapPlusProbeTimeout(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("web_search")
@@ -527,6 +547,7 @@ func TestVerdictOutlivesCooldownCapPlusProbeTimeout(t *testing.T) {
 }
 
 func TestPoliciesByGlob(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		set, err := policy.Parse([]byte(fmt.Sprintf(`
 breakers:
@@ -558,6 +579,7 @@ breakers:
 }
 
 func TestOneRoundTripPerDecision(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("web_search")
@@ -641,6 +663,7 @@ func TestCheckLoadsOnlyMissingScripts(t *testing.T) {
 }
 
 func TestRedisErrorsAreReturned(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	b.Client = redis.NewClient(&redis.Options{Addr: b.Addr, MaxRetries: -1})
 	// The mode that fails calls instead of answering from memory
@@ -659,6 +682,7 @@ func TestRedisErrorsAreReturned(t *testing.T) {
 }
 
 func TestUnknownStateReadsAsUnspecified(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("from_the_future")

@@ -16,6 +16,7 @@ import (
 )
 
 func TestDeniedCallNeverReachesTheDependency(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testDeniedCallNeverReachesTheDependency(t, m) })
 }
 
@@ -84,6 +85,7 @@ func testDeniedCallNeverReachesTheDependency(t *testing.T, m *clientMode) {
 }
 
 func TestClientErrorsNeverTrip(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testClientErrorsNeverTrip(t, m) })
 }
 
@@ -117,6 +119,7 @@ func testClientErrorsNeverTrip(t *testing.T, m *clientMode) {
 }
 
 func TestRetryAfterAgainstTheCallersDeadline(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testRetryAfterAgainstTheCallersDeadline(t, m) })
 }
 
@@ -165,6 +168,7 @@ func testRetryAfterAgainstTheCallersDeadline(t *testing.T, m *clientMode) {
 }
 
 func TestProbeInFlightDeniesOthers(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testProbeInFlightDeniesOthers(t, m) })
 }
 
@@ -203,6 +207,7 @@ func testProbeInFlightDeniesOthers(t *testing.T, m *clientMode) {
 }
 
 func TestValidatorMarksMalformedOutput(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testValidatorMarksMalformedOutput(t, m) })
 }
 
@@ -243,6 +248,7 @@ func testValidatorMarksMalformedOutput(t *testing.T, m *clientMode) {
 }
 
 func TestCallersCancellationIsNotRecorded(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testCallersCancellationIsNotRecorded(t, m) })
 }
 
@@ -266,6 +272,7 @@ func testCallersCancellationIsNotRecorded(t *testing.T, m *clientMode) {
 }
 
 func TestWrappedClassifier(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testWrappedClassifier(t, m) })
 }
 
@@ -306,6 +313,7 @@ func testWrappedClassifier(t *testing.T, m *clientMode) {
 }
 
 func TestBreakerdDenialInsideACallNeverTripsTheOuterBreaker(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testBreakerdDenialInsideACall(t, m) })
 }
 

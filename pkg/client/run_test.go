@@ -21,6 +21,7 @@ func names(tools []Tool) string {
 }
 
 func TestRunAvailableAsksOnceAndRemovalsStick(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testRunAvailableAsksOnceAndRemovalsStick(t, m) })
 }
 
@@ -146,6 +147,7 @@ func testRunAvailableAsksOnceAndRemovalsStick(t *testing.T, m *clientMode) {
 }
 
 func TestRunCallDenialRemovesTheToolMidRun(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testRunCallDenialRemovesTheToolMidRun(t, m) })
 }
 
@@ -177,6 +179,7 @@ func testRunCallDenialRemovesTheToolMidRun(t *testing.T, m *clientMode) {
 }
 
 func TestRunProbeDueIsAvailable(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testRunProbeDueIsAvailable(t, m) })
 }
 
