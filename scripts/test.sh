@@ -253,8 +253,9 @@ check_no_binaries() {
 declare -A go_tier_packages=(
   [replay]="./cmd/outage-replay/..."  # the outage replay's 120-run experiments and external daemons
   [failover]="./internal/failover"     # Cluster and Sentinel failovers, stalled masters
+  [bench]="./cmd/breakerbench/..."     # every benchmark scenario run once, tiny, checked by the wire
 )
-go_tiers=(replay failover)
+go_tiers=(replay failover bench)
 phase_go() {
   local tier bad=()
   go_tier unit "" ./... || bad+=(unit)

@@ -34,7 +34,6 @@ func until(t *testing.T, what string, out *daemontest.Buffer, cond func() bool) 
 }
 
 func TestSIGHUPReloadsThePolicyAndRejectsABadOne(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	policyFile := filepath.Join(dir, "policy.yaml")
 	write := func(s string) {
@@ -101,7 +100,6 @@ func TestSIGHUPReloadsThePolicyAndRejectsABadOne(t *testing.T) {
 }
 
 func TestSIGHUPWithoutAPolicyFileIsLoggedNotFatal(t *testing.T) {
-	t.Parallel()
 	addr := testredis.FreeAddr(t)
 	p := startDaemon(t, "--listen", addr)
 	out := p.out

@@ -267,7 +267,6 @@ func metricsState(s pb.State) string {
 // TestRedisACLSelect: a database other than 0 needs SELECT, which the
 // rules for that database grant and those for database 0 do not.
 func TestRedisACLSelect(t *testing.T) {
-	t.Parallel()
 	b := testredis.Real(t)
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -307,7 +306,6 @@ func TestRedisACLSelect(t *testing.T) {
 // TestDocsShowTheACL: docs/security.md's ACL, and the one the compose
 // secrets script writes, are the one the code runs under.
 func TestDocsShowTheACL(t *testing.T) {
-	t.Parallel()
 	script, err := os.ReadFile("../../scripts/compose-secrets.sh")
 	if err != nil {
 		t.Fatal(err)
@@ -334,7 +332,6 @@ func TestDocsShowTheACL(t *testing.T) {
 // Its log must hold no NOPERM, and Redis must have refused the user
 // nothing.
 func TestRedisACLDaemonLoops(t *testing.T) {
-	t.Parallel()
 	b := testredis.Real(t)
 	user, password := aclUser(t, b, 0)
 	var delivered atomic.Int64

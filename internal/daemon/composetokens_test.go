@@ -15,7 +15,6 @@ import (
 // each worker identity its own token bound to that one id, never a glob
 // one holder could use to be a quorum of workers alone.
 func TestSecurityComposeGivesEachWorkerItsOwnToken(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	cmd := exec.Command("bash", "../../scripts/compose-secrets.sh", dir)
 	cmd.Env = append(os.Environ(), "WORKERS=agent-1 agent-2 agent-3")
@@ -67,7 +66,6 @@ func TestSecurityComposeGivesEachWorkerItsOwnToken(t *testing.T) {
 // secrets/, compose serves no unauthenticated /metrics on every
 // interface, and the images compose pulls by tag are pinned by digest.
 func TestSecurityComposeAndImageKeepSecretsOutAndPinDigests(t *testing.T) {
-	t.Parallel()
 	ignore, err := os.ReadFile("../../.dockerignore")
 	if err != nil {
 		t.Fatal(err)

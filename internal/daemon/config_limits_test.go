@@ -8,7 +8,6 @@ import (
 )
 
 func TestLimitFlagsAndEnvironment(t *testing.T) {
-	t.Parallel()
 	none := func(string) string { return "" }
 	c, err := ParseConfig(nil, none, io.Discard)
 	if err != nil {

@@ -27,7 +27,6 @@ import (
 // NOT_SERVING while Redis is away; with the default (memory) the daemon
 // stays SERVING and answers from memory, degraded, until Redis is back.
 func TestHealthFollowsRedis(t *testing.T) {
-	t.Parallel()
 	for _, mode := range []string{"unavailable", "memory"} {
 		t.Run(mode, func(t *testing.T) { testHealthFollowsRedis(t, mode) })
 	}
@@ -111,7 +110,6 @@ func testHealthFollowsRedis(t *testing.T, mode string) {
 }
 
 func TestParseConfigFromEnvAndFlags(t *testing.T) {
-	t.Parallel()
 	env := map[string]string{"BREAKERD_LISTEN": "127.0.0.1:9000", "BREAKERD_DRAIN_DELAY": "3s", "BREAKERD_EVENTS_MAX_LEN": "50"}
 	c, err := ParseConfig([]string{"--drain-delay", "1s"}, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
@@ -139,7 +137,6 @@ func TestParseConfigFromEnvAndFlags(t *testing.T) {
 }
 
 func TestShutdownEndsWatchStreams(t *testing.T) {
-	t.Parallel()
 	var logs daemontest.Buffer
 	cfg, err := ParseConfig([]string{"--listen", "127.0.0.1:0", "--drain-delay", "50ms", "--shutdown-timeout", "30s"}, func(string) string { return "" }, io.Discard)
 	if err != nil {
@@ -178,7 +175,6 @@ func TestShutdownEndsWatchStreams(t *testing.T) {
 // TestFlagsMatchTheDocs holds docs/configuration.md's flag table to the
 // flag table: the same flags, each with its environment variable.
 func TestFlagsMatchTheDocs(t *testing.T) {
-	t.Parallel()
 	readme, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
@@ -222,7 +218,6 @@ func TestFlagsMatchTheDocs(t *testing.T) {
 }
 
 func TestLogsWriteDurationsAsStringsAndRedisLinesOnce(t *testing.T) {
-	t.Parallel()
 	var out strings.Builder
 	log := NewLogger(Config{LogFormat: "json"}, &out)
 	log.Info("force", "ttl", time.Minute, "took", 1500*time.Microsecond)

@@ -40,7 +40,6 @@ func healthOf(t *testing.T, hs *health.Server) healthpb.HealthCheckResponse_Serv
 // unavailable; both report SERVING once Redis answers. The checks are
 // triggered directly.
 func TestHealthTellsOneStory(t *testing.T) {
-	t.Parallel()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, inMemory := range []bool{true, false} {
 		want := healthpb.HealthCheckResponse_NOT_SERVING
@@ -158,7 +157,6 @@ func pinAndTrip(t *testing.T, st *store.Store, pinned, open string) {
 // and logs them, raises one state_lost alert each, and puts the pin back
 // with its operator and reason, while the open breaker stays denied.
 func TestKeeperPutsLostPinBack(t *testing.T) {
-	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		k, st, reg, logs := newTestKeeper(t, store.Options{Now: b.Clock(), Channel: b.Prefix + "events"}, b.Client)
 		ctx := context.Background()
@@ -257,7 +255,6 @@ func TestKeeperSeesEvictionRisk(t *testing.T) {
 // raises their alerts and puts the pin back; the open breaker is denied
 // until its probe time rather than answered CLOSED.
 func TestRestartWithoutPersistence(t *testing.T) {
-	t.Parallel()
 	addr, restart := redisServer(t)
 	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer rdb.Close()

@@ -9,7 +9,6 @@ import (
 // The daemon's --log-level (or BREAKERD_LOG_LEVEL) is checked once, naming
 // the flag, and sets its logger's level.
 func TestDaemonLogLevel(t *testing.T) {
-	t.Parallel()
 	none := func(string) string { return "" }
 	if _, err := ParseConfig([]string{"--log-level", "loud"}, none, nil); err == nil || !strings.Contains(err.Error(), "--log-level") {
 		t.Errorf("--log-level loud: %v, want an error naming --log-level", err)

@@ -32,7 +32,6 @@ func writeFile(t *testing.T, path, text string) {
 const goodPolicy = "defaults:\n  threshold: 5\n"
 
 func TestPolicyReloadRejectsABadFileAndKeepsTheOldOne(t *testing.T) {
-	t.Parallel()
 	path := filepath.Join(t.TempDir(), "policy.yaml")
 	writeFile(t, path, goodPolicy)
 	set, sum, err := readPolicy(path)
@@ -98,7 +97,6 @@ func TestPolicyReloadRejectsABadFileAndKeepsTheOldOne(t *testing.T) {
 }
 
 func TestPolicyReloadRunsOnTickAndSIGHUPChannels(t *testing.T) {
-	t.Parallel()
 	path := filepath.Join(t.TempDir(), "policy.yaml")
 	writeFile(t, path, goodPolicy)
 	_, sum, err := readPolicy(path)
@@ -131,7 +129,6 @@ func TestPolicyReloadRunsOnTickAndSIGHUPChannels(t *testing.T) {
 }
 
 func TestReloadedPolicyDecidesTheNextCall(t *testing.T) {
-	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := daemontest.Start(t, b, store.Options{Rand: func() float64 { return 0 }})
 		path := filepath.Join(t.TempDir(), "policy.yaml")
@@ -244,7 +241,6 @@ func runDaemon(t *testing.T, b *testredis.Backend) running {
 }
 
 func TestMetricsAndLogsAfterAScriptedTrip(t *testing.T) {
-	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d1, d2 := runDaemon(t, b), runDaemon(t, b)
 		name := b.Breaker("web_search")
@@ -394,7 +390,6 @@ func TestMetricsAndLogsAfterAScriptedTrip(t *testing.T) {
 }
 
 func TestOperateFlagsAndEnvironment(t *testing.T) {
-	t.Parallel()
 	env := map[string]string{"BREAKERD_METRICS_LISTEN": "0.0.0.0:9464", "BREAKERD_CONFIG_POLL": "2s"}
 	c, err := ParseConfig(nil, func(k string) string { return env[k] }, io.Discard)
 	if err != nil || c.MetricsListen != "0.0.0.0:9464" || c.ConfigPoll != 2*time.Second {
@@ -416,7 +411,6 @@ func TestOperateFlagsAndEnvironment(t *testing.T) {
 // A bad group is rejected on reload with its field named,
 // and the groups in force stay.
 func TestPolicyReloadRejectsABadGroupAndKeepsTheOldGroups(t *testing.T) {
-	t.Parallel()
 	path := filepath.Join(t.TempDir(), "policy.yaml")
 	writeFile(t, path, "groups:\n  - {name: search, members: [\"search:web\"], max_open_fraction: 0.5}\n")
 	set, sum, err := readPolicy(path)

@@ -14,7 +14,6 @@ import (
 // start and on reload alike: both read through readPolicy), and one
 // every local user may read is warned about when it holds credentials.
 func TestSecurityPolicyFileOthersMayWriteIsRefused(t *testing.T) {
-	t.Parallel()
 	const withKey = "breakers:\n  - match: \"search*\"\n    recovery_check:\n" +
 		"      http: {url: \"https://status.example/health\", headers: {X-Api-Key: secret}}\n"
 	path := filepath.Join(t.TempDir(), "policy.yaml")

@@ -199,7 +199,6 @@ func TestSecurityUnauthenticatedConnectionsCannotFillTheCap(t *testing.T) {
 // nothing for --preauth-idle, while one on a connection that made an
 // authenticated call lives on.
 func TestSecurityHealthWatchStreamsAreSharedPerSource(t *testing.T) {
-	t.Parallel()
 	addr, _ := runSecured(t, "--tokens", secTokens(t), "--open-max-streams", "4", "--open-max-streams-per-source", "2", "--preauth-idle", "1s")
 	watch := func(conn healthpb.HealthClient) (healthpb.Health_WatchClient, error) {
 		s, err := conn.Watch(context.Background(), &healthpb.HealthCheckRequest{})
@@ -267,7 +266,6 @@ func TestSecurityHealthWatchStreamsAreSharedPerSource(t *testing.T) {
 // force a breaker or read the event stream; a cross-site POST naming the
 // daemon is refused 403; the same calls naming the daemon are served.
 func TestSecurityRebindingPageCannotCallALoopbackDaemon(t *testing.T) {
-	t.Parallel()
 	httpAddr := testredis.FreeAddr(t)
 	addr, _ := runSecured(t, "--http-listen", httpAddr, "--http-allowed-hosts", "breakerd.internal")
 	call := func(method, path, host string, h map[string]string) (int, string) {
@@ -335,7 +333,6 @@ func portOf(addr string) string {
 // listener without tokens, and off for a tokened one on another address
 // (behind a Service or a balancer, whose Host is the balancer's name).
 func TestSecurityHostCheckGuardsBrowserReachableListeners(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		listen, tokens string
 		on             bool
@@ -374,7 +371,6 @@ func dialFrom(t *testing.T, from, addr string) *grpc.ClientConn {
 // connection that only fetched the status page, never theirs; the
 // status page and health calls authenticate nothing.
 func TestSecurityTokenlessCallsAuthenticateTheirConnection(t *testing.T) {
-	t.Parallel()
 	httpAddr := testredis.FreeAddr(t)
 	addr, _ := runSecured(t, "--http-listen", httpAddr, "--max-conns", "3", "--preauth-conns-per-source", "0")
 	var dials atomic.Int32 // the gRPC worker's connections

@@ -27,7 +27,6 @@ import (
 // next Allow is the probe, and the check is counted in the metrics. Time
 // is the wall clock here (a 200ms interval), waited on as a condition.
 func TestDaemonRunsRecoveryChecks(t *testing.T) {
-	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		var hits atomic.Int64
 		vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
@@ -90,7 +89,6 @@ func TestDaemonRunsRecoveryChecks(t *testing.T) {
 // is not missed; on a busy machine one was, and went unchecked for its
 // whole cooldown.
 func TestRecoveryChecksListOnceTheHubIsLive(t *testing.T) {
-	t.Parallel()
 	b := testredis.Mini(t)
 	p := policy.Default()
 	p.Threshold, p.MinWorkers = 1, 1

@@ -16,7 +16,6 @@ import (
 )
 
 func TestRedactURL(t *testing.T) {
-	t.Parallel()
 	for raw, want := range map[string]string{
 		"redis://127.0.0.1:6379/0":                      "redis://127.0.0.1:6379/0",
 		"redis://user:s3cret@redis:6379/1":              "redis://user:xxxxx@redis:6379/1",
@@ -36,7 +35,6 @@ func TestRedactURL(t *testing.T) {
 // TestBadRedisURLNeverEchoesThePassword: every way a --redis-url can be
 // refused names the flag and never shows the password.
 func TestBadRedisURLNeverEchoesThePassword(t *testing.T) {
-	t.Parallel()
 	for _, raw := range []string{
 		"redis://user:s3cretpw@redis:port/0",
 		"redis://user:s3cretpw@redis:6379/notadb",
@@ -58,7 +56,6 @@ func TestBadRedisURLNeverEchoesThePassword(t *testing.T) {
 }
 
 func TestRedisPasswordFile(t *testing.T) {
-	t.Parallel()
 	m := miniredis.RunT(t)
 	m.RequireAuth("from-the-file")
 	dir := t.TempDir()
@@ -91,7 +88,6 @@ func TestRedisPasswordFile(t *testing.T) {
 // embedded Redis's port gets nothing without the password, which is in
 // no log line.
 func TestEmbeddedRedisNeedsItsPassword(t *testing.T) {
-	t.Parallel()
 	var logs daemontest.Buffer
 	rdb, _, closeRedis, err := connect(Config{}, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {

@@ -24,7 +24,6 @@ import (
 // receiving and its replacement starts, without a restart; a bad file is
 // rejected and the hooks in force keep delivering.
 func TestHooksReloadSwapsTheHooks(t *testing.T) {
-	t.Parallel()
 	var mu sync.Mutex
 	got := map[string]int{}
 	receiver := func(name string) *httptest.Server {
@@ -102,7 +101,6 @@ func TestHooksReloadSwapsTheHooks(t *testing.T) {
 // events through the daemon's event hub, so a daemon with hooks holds one
 // Redis subscription to the event channel, not one per reader.
 func TestOneRedisSubscriptionPerDaemon(t *testing.T) {
-	t.Parallel()
 	mr := miniredis.RunT(t)
 	delivered := make(chan struct{}, 16)
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

@@ -79,7 +79,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // out of the file stops working once the file is reloaded; a bad file is
 // rejected and the tokens in force stay.
 func TestTokensReloadRemovesATokenAndKeepsTheOldFileOnABadOne(t *testing.T) {
-	t.Parallel()
 	const opToken, w1Token, w2Token = "operator-token-0123456789", "w1-token-0123456789ab", "w2-token-0123456789ab"
 	path := filepath.Join(t.TempDir(), "tokens.yaml")
 	write := func(body string) {
@@ -141,7 +140,6 @@ func TestTokensReloadRemovesATokenAndKeepsTheOldFileOnABadOne(t *testing.T) {
 // group or others may write stops the daemon at start (and a reload
 // keeps the old file); a world-readable one is served with a warning.
 func TestSecretFilesOthersCanWriteAreRefused(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.yaml")
 	if err := os.WriteFile(tokens, []byte("tokens:\n  - {name: alice, role: operator, token: operator-token-0123456789}\n"), 0o600); err != nil {
@@ -184,7 +182,6 @@ func TestSecretFilesOthersCanWriteAreRefused(t *testing.T) {
 // logged once when a file becomes so, not on each poll, and again after
 // it was fixed and then made readable once more.
 func TestReadableWarningOncePerModeChange(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.yaml")
 	hooksFile := filepath.Join(dir, "hooks.yaml")

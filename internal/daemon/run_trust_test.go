@@ -31,7 +31,6 @@ import (
 const hookSecret = "s3-0123456789abcdef0123456789abcdef"
 
 func TestRunWithTokensAndHooks(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	var mu sync.Mutex
 	var got []*http.Request

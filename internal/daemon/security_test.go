@@ -75,7 +75,6 @@ func dialRaw(t *testing.T, addr, token string) *grpc.ClientConn {
 // and the token checked); the same call with small metadata is answered
 // Unauthenticated, so the test sees both answers.
 func TestSecurityOversizedMetadataRefusedBeforeTheTokenCheck(t *testing.T) {
-	t.Parallel()
 	addr, _ := runSecured(t, "--tokens", secTokens(t), "--max-header-bytes", "8192")
 	const list = "/breakerd.v1.BreakerService/List"
 	small, err := daemontest.RawCall(addr, list, "", 1<<10, 20*time.Second)
@@ -100,7 +99,6 @@ func TestSecurityOversizedMetadataRefusedBeforeTheTokenCheck(t *testing.T) {
 // and once one of the four closes a new one is served; a connection that
 // never authenticated gives its place to the next instead.
 func TestSecurityConnectionsPastTheCapAreRefusedWhenAllAuthenticated(t *testing.T) {
-	t.Parallel()
 	addr, _ := runSecured(t, "--tokens", secTokens(t), "--max-conns", "4")
 	var workers []*grpc.ClientConn
 	for range 3 {
@@ -162,7 +160,6 @@ func isTimeout(err error) bool {
 // handshakes is closed after --handshake-timeout, and one whose calls
 // have ended after --idle-timeout (GOAWAY, then closed).
 func TestSecurityIdleConnectionsAreClosed(t *testing.T) {
-	t.Parallel()
 	addr, _ := runSecured(t, "--handshake-timeout", "200ms", "--idle-timeout", "300ms")
 	silent, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -189,7 +186,6 @@ func TestSecurityIdleConnectionsAreClosed(t *testing.T) {
 // without a token) stay at --open-max-streams: the next is
 // ResourceExhausted, and one is admitted again once one ends.
 func TestSecurityUnauthenticatedStreamsStayAtTheCap(t *testing.T) {
-	t.Parallel()
 	addr, _ := runSecured(t, "--tokens", secTokens(t), "--open-max-streams", "3")
 	hc := healthpb.NewHealthClient(dialRaw(t, addr, ""))
 	var cancels []context.CancelFunc
@@ -234,7 +230,6 @@ func TestSecurityUnauthenticatedStreamsStayAtTheCap(t *testing.T) {
 // request is read: a request that does not even decode gets
 // ResourceExhausted, not the decoding error it gets within the cap.
 func TestSecurityWatchPastTheStreamCapRefusedBeforeDecoding(t *testing.T) {
-	t.Parallel()
 	addr, _ := runSecured(t, "--tokens", secTokens(t), "--watch-max-streams-per-token", "2")
 	conn := dialRaw(t, addr, daemontest.WorkerToken)
 	api := pb.NewBreakerServiceClient(conn)
@@ -291,7 +286,6 @@ func (rawBytes) Name() string                    { return "proto" }
 // ResourceExhausted before its request is decoded (an undecodable List
 // gets ResourceExhausted, where within the cap it gets a decoding error).
 func TestSecurityReadsPastATokensShareRefusedBeforeDecoding(t *testing.T) {
-	t.Parallel()
 	b := testredis.Mini(t)
 	proxy := testredis.NewProxy(t, b.Addr)
 	addr, _ := runSecured(t, "--tokens", secTokens(t), "--reads-per-token", "2", "--redis-outage", "unavailable",
@@ -330,7 +324,6 @@ func garbageList(conn *grpc.ClientConn) error {
 // page_size answers every breaker up to --list-max-unpaged, and past it
 // is ResourceExhausted, never cut short; pages still list them all.
 func TestSecurityUnpagedListAnswersInFullOrNotAtAll(t *testing.T) {
-	t.Parallel()
 	addr, _ := runSecured(t, "--tokens", secTokens(t), "--list-max-unpaged", "5")
 	api := pb.NewBreakerServiceClient(dialRaw(t, addr, daemontest.OperatorToken))
 	ctx := context.Background()
@@ -374,7 +367,6 @@ func TestSecurityUnpagedListAnswersInFullOrNotAtAll(t *testing.T) {
 // with a token ends Unauthenticated once a reload takes the token out,
 // and another token's stream goes on.
 func TestSecurityWatchEndsWhenItsTokenIsRevoked(t *testing.T) {
-	t.Parallel()
 	tokens := secTokens(t)
 	addr, logs := runSecured(t, "--tokens", tokens, "--config-poll", "50ms")
 	watch := func(token string) pb.BreakerService_WatchClient {
@@ -477,7 +469,6 @@ func TestSecurityHTTPListenerHoldsTheSameLimits(t *testing.T) {
 // token's next read is ResourceExhausted before it is decoded, and
 // another token's reads are its own.
 func TestSecurityWatchSnapshotTakesATokensReadSlot(t *testing.T) {
-	t.Parallel()
 	b := testredis.Mini(t)
 	proxy := testredis.NewProxy(t, b.Addr)
 	httpAddr := testredis.FreeAddr(t)

@@ -16,7 +16,6 @@ import (
 // --metrics-listen, denies it from memory once Redis is cut: its
 // background listing seeded the pin it never heard.
 func TestDaemonStartedAfterForceKnowsThePin(t *testing.T) {
-	t.Parallel()
 	b := testredis.Real(t)
 	ctx := context.Background()
 	name := b.Breaker("forced")

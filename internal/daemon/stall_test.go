@@ -23,7 +23,6 @@ import (
 // truth once each way (one "unreachable" line, one "answers again"), and
 // never that the daemon answers from memory while it does not.
 func TestStalledRedisIsLoggedOnceEachWay(t *testing.T) {
-	t.Parallel()
 	testredis.StallTier(t)
 	b := testredis.Real(t)
 	proxy := testredis.NewProxy(t, b.Addr)

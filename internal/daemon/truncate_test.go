@@ -19,7 +19,6 @@ import (
 // breaker and operator (logged). No log line and no stored reason holds
 // more than a few hundred bytes of it.
 func TestLongTextIsCutBeforeItIsStoredOrLogged(t *testing.T) {
-	t.Parallel()
 	var logs daemontest.Buffer
 	addr := serveConfig(t, baseConfig(t), &logs)
 	c, err := client.Dial(addr)

@@ -13,7 +13,6 @@ import (
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
 func TestListenBeyondLoopbackNeedsTokens(t *testing.T) {
-	t.Parallel()
 	for _, c := range []struct {
 		args []string
 		env  map[string]string
@@ -47,7 +46,6 @@ func TestListenBeyondLoopbackNeedsTokens(t *testing.T) {
 // TestRedisURLWithTLSAndACLUser checks that --redis-url's parsing (go-redis's
 // ParseURL, as connect uses it) keeps an ACL user, its password and TLS.
 func TestRedisURLWithTLSAndACLUser(t *testing.T) {
-	t.Parallel()
 	o, err := redis.ParseURL("rediss://breakerd:s3cret@redis.internal:6380/2")
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +65,6 @@ func TestRedisURLWithTLSAndACLUser(t *testing.T) {
 // TestRedisOptionsForms reads the three --redis-url forms into the
 // universal client's options: standalone, Cluster and Sentinel.
 func TestRedisOptionsForms(t *testing.T) {
-	t.Parallel()
 	for _, tc := range []struct {
 		url     string
 		cluster bool

@@ -167,7 +167,6 @@ func trip(t *testing.T, st *store.Store, breaker string) {
 }
 
 func TestOneDeliveryPerEventAcrossThreeDaemons(t *testing.T) {
-	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		r := newReceiver(t)
 		var ds []*daemontest.Daemon
@@ -231,7 +230,6 @@ func TestOneDeliveryPerEventAcrossThreeDaemons(t *testing.T) {
 }
 
 func TestDeliveryRetriedUntilTheHookComesBack(t *testing.T) {
-	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		r := newReceiver(t)
 		r.set(http.StatusServiceUnavailable)
@@ -339,7 +337,6 @@ func holder(t *testing.T, b *testredis.Backend, group, breaker string) string {
 }
 
 func TestDeliveryReclaimedAfterADaemonDies(t *testing.T) {
-	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		r := newReceiver(t)
 		hold := make(chan struct{})
@@ -381,7 +378,6 @@ func TestDeliveryReclaimedAfterADaemonDies(t *testing.T) {
 }
 
 func TestSlowDeliveryIsNotTakenOver(t *testing.T) {
-	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		r := newReceiver(t)
 		hold := make(chan struct{})
@@ -421,7 +417,6 @@ func TestSlowDeliveryIsNotTakenOver(t *testing.T) {
 }
 
 func TestDeliveryGivesUpAfterABoundedTime(t *testing.T) {
-	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		r := newReceiver(t)
 		r.set(http.StatusInternalServerError)
@@ -447,7 +442,6 @@ func TestDeliveryGivesUpAfterABoundedTime(t *testing.T) {
 }
 
 func TestHooksFilterEventsAndBreakers(t *testing.T) {
-	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		r := newReceiver(t)
 		d := daemontest.StartWith(t, b, daemontest.Options{Hooks: hookOptions(b, r, nil, func(h *hooks.Hook) {
@@ -482,7 +476,6 @@ func TestHooksFilterEventsAndBreakers(t *testing.T) {
 }
 
 func TestNewHookStartsAtItsFirstConfiguration(t *testing.T) {
-	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		r := newReceiver(t)
 		name := b.Breaker("web_search")
@@ -506,7 +499,6 @@ func TestNewHookStartsAtItsFirstConfiguration(t *testing.T) {
 }
 
 func TestParse(t *testing.T) {
-	t.Parallel()
 	fromEnv := "whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
 	env := func(k string) string { return map[string]string{"S": fromEnv}[k] }
 	good := `
@@ -557,7 +549,6 @@ hooks:
 }
 
 func TestEventName(t *testing.T) {
-	t.Parallel()
 	tr := pb.EventKind_EVENT_KIND_TRANSITION
 	for _, c := range []struct {
 		e    *pb.Event
@@ -581,7 +572,6 @@ func TestEventName(t *testing.T) {
 }
 
 func TestStreamThatExpiredGetsItsGroupBack(t *testing.T) {
-	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		r := newReceiver(t)
 		d := daemontest.StartWith(t, b, daemontest.Options{Hooks: hookOptions(b, r, nil, nil)})
@@ -607,7 +597,6 @@ func TestStreamThatExpiredGetsItsGroupBack(t *testing.T) {
 }
 
 func TestHookURLStaysOutOfTheLog(t *testing.T) {
-	t.Parallel()
 	b := testredis.Mini(t)
 	var logs daemontest.Buffer
 	// Nothing listens there; the path stands for a secret such as a chat
@@ -631,7 +620,6 @@ func TestHookURLStaysOutOfTheLog(t *testing.T) {
 // with client.VerifyWebhook takes the daemon's, and refuses the same
 // request replayed after the tolerance and one with a tampered body.
 func TestDeliveriesFollowStandardWebhooks(t *testing.T) {
-	t.Parallel()
 	b := testredis.Mini(t)
 	r := newReceiver(t)
 	sentAt := time.Unix(1_800_000_000, 0)
@@ -710,7 +698,6 @@ func TestDeliveriesFollowStandardWebhooks(t *testing.T) {
 // its attempts counted as failures; the other host never sees the signed
 // body.
 func TestRedirectsAreNotFollowed(t *testing.T) {
-	t.Parallel()
 	b := testredis.Mini(t)
 	elsewhere := newReceiver(t)
 	var redirected atomic.Int64
@@ -750,7 +737,6 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 // daemon delivers it from the copy it holds once the hook recovers, and
 // never claims another daemon took it over (there is none).
 func TestEventTrimmedInDeliveryIsStillDelivered(t *testing.T) {
-	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		r := newReceiver(t)
 		r.set(http.StatusInternalServerError)
@@ -806,7 +792,6 @@ func TestEventTrimmedInDeliveryIsStillDelivered(t *testing.T) {
 // the stream no longer holds them, Redis 7.0; a TODO in miniredis's
 // cmd_stream.go).
 func TestTrimmedPendingEventOfAStoppedDaemonIsCounted(t *testing.T) {
-	t.Parallel()
 	for _, bk := range []struct {
 		name    string
 		backend func(testing.TB) *testredis.Backend
@@ -866,7 +851,6 @@ func trimmedPendingEventIsCounted(t *testing.T, b *testredis.Backend) {
 // hooks that ask for "opened", marked shadow, its reason saying it would
 // have opened.
 func TestShadowTripIsDeliveredMarked(t *testing.T) {
-	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		r := newReceiver(t)
 		p := policy.Default()
@@ -916,7 +900,6 @@ func signedBy(secret string, rq request) bool {
 // X-Breakerd-Signature (it signs no timestamp, so a captured delivery
 // would replay forever); the Standard Webhooks signature verifies.
 func TestSecurityDeliveriesCarryNoReplayableSignature(t *testing.T) {
-	t.Parallel()
 	b := testredis.Mini(t)
 	r := newReceiver(t)
 	o := hookOptions(b, r, nil, nil)
@@ -985,7 +968,6 @@ func (r *slowReceiver) arrived() []string {
 // when the test moves it, time passes in steps each after the deliveries
 // in flight were refreshed, until the waiting events are past MinIdle.
 func TestSlowReceiverGetsEachEventOnce(t *testing.T) {
-	t.Parallel()
 	b := testredis.Mini(t)
 	r := newSlowReceiver(t)
 	const minIdle = 300 * time.Millisecond // the heartbeat refreshes every 100 ms

@@ -6,7 +6,6 @@ import (
 )
 
 func TestSpellWords(t *testing.T) {
-	t.Parallel()
 	for _, c := range []struct {
 		d    time.Duration
 		want string

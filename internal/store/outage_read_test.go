@@ -16,7 +16,6 @@ import (
 // memory (a breaker pinned before the cut, one tripped during it), never
 // CLOSED for a breaker Allow denies, and send Redis no command.
 func TestReadsAgreeWithAllowInAnOutage(t *testing.T) {
-	t.Parallel()
 	eachServer(t, func(t *testing.T, b *testredis.Backend) {
 		f := newOutageFixture(t, b, nil)
 		ctx := context.Background()
@@ -74,7 +73,6 @@ func TestReadsAgreeWithAllowInAnOutage(t *testing.T) {
 // heard open; Allow denies it until its probe time, and Get and BatchGet
 // show it open, not a fresh CLOSED breaker.
 func TestReadsAgreeWithAllowOnALostState(t *testing.T) {
-	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := b.Breaker("forgotten")

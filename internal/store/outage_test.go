@@ -63,7 +63,6 @@ func newOutageFixture(t *testing.T, b *testredis.Backend, mod func(*redis.Option
 // two workers), starting from what it last heard; when Redis answers
 // again, Redis's state wins.
 func TestOutageAnswersFromMemory(t *testing.T) {
-	t.Parallel()
 	eachServer(t, func(t *testing.T, b *testredis.Backend) {
 		f := newOutageFixture(t, b, nil)
 		ctx := context.Background()
@@ -143,7 +142,6 @@ func waitSeen(t *testing.T, f *outageFixture, name string) {
 // TestSlowCommandIsNotAnOutage: one command timing out fails that call;
 // three in a row mean Redis is away.
 func TestSlowCommandIsNotAnOutage(t *testing.T) {
-	t.Parallel()
 	eachServer(t, func(t *testing.T, b *testredis.Backend) {
 		// The stall makes every command time out whatever the timeout;
 		// 500 ms keeps an unstalled command on a busy machine inside it.

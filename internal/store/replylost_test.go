@@ -99,7 +99,6 @@ func (l *lossy) logged(s string) bool { return strings.Contains(l.logs.String(),
 // and which go-redis therefore sends again, counts once. Four real
 // failures from two workers leave a breaker of threshold 5 closed with 4.
 func TestLostRecordReplyCountsOnce(t *testing.T) {
-	t.Parallel()
 	eachLossy(t, func(t *testing.T, l *lossy, name string) {
 		l.call(name, "w1", pb.Outcome_OUTCOME_TIMEOUT)
 		a := l.allow(name, "w1")
@@ -130,7 +129,6 @@ func TestLostRecordReplyCountsOnce(t *testing.T) {
 // resent Allow finds the lease held and is denied for its own probe, and
 // the fleet waits out the probe timeout.)
 func TestLostAllowReplyKeepsTheProbe(t *testing.T) {
-	t.Parallel()
 	eachLossy(t, func(t *testing.T, l *lossy, name string) {
 		l.trip(name)
 		l.Advance(policy.Default().CooldownBase)
@@ -155,7 +153,6 @@ func TestLostAllowReplyKeepsTheProbe(t *testing.T) {
 // by the daemon, and another worker's Allow probes at once, not after the
 // probe timeout (which never passes here: the clock stands still).
 func TestLostAllowReplyReleasesTheLease(t *testing.T) {
-	t.Parallel()
 	eachLossy(t, func(t *testing.T, l *lossy, name string) {
 		l.trip(name)
 		l.Advance(policy.Default().CooldownBase)
@@ -186,7 +183,6 @@ func TestLostAllowReplyReleasesTheLease(t *testing.T) {
 // most 64 however many Records come (here failures on a breaker pinned
 // closed, which count and never trip), and expire a minute after the last.
 func TestRecordIdsBounded(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})

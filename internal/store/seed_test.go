@@ -15,7 +15,6 @@ import (
 // listing of what Redis holds seeds its memory, so once Redis is cut
 // both stay denied from memory.
 func TestListingSeedsOutageMemory(t *testing.T) {
-	t.Parallel()
 	eachServer(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := context.Background()
 		forced, tripped := b.Breaker("forced"), b.Breaker("tripped")
@@ -53,7 +52,6 @@ func TestListingSeedsOutageMemory(t *testing.T) {
 // TestListingKeepsNewerSeed: a listing read before an event was heard
 // does not replace that event's seed; a newer listing does.
 func TestListingKeepsNewerSeed(t *testing.T) {
-	t.Parallel()
 	f := newFixture(t, testredis.Mini(t), store.Options{})
 	name := "search"
 	f.st.ObserveEvent(&pb.Event{Breaker: name, Generation: 7, To: pb.State_STATE_FORCED_OPEN, Actor: "alice"})

@@ -101,7 +101,6 @@ func stallCase(t *testing.T, b *testredis.Backend, deadline time.Duration, fault
 // open), with callers that wait seconds: the daemon's own decision
 // timeout takes it as an outage, and the calls go to memory.
 func TestStallIsAnOutage(t *testing.T) {
-	t.Parallel()
 	testredis.StallTier(t)
 	eachServer(t, func(t *testing.T, b *testredis.Backend) {
 		stallCase(t, b, stallCallerDeadline, func(f *outageFixture) { f.proxy.Stall() }, func(f *outageFixture) { f.proxy.Restore(t) })
@@ -112,7 +111,6 @@ func TestStallIsAnOutage(t *testing.T) {
 // before the daemon's decision timeout still leave it to judge the
 // stall: each script outstanding past it counts, whoever waits.
 func TestStallWithCallersShorterThanTheBound(t *testing.T) {
-	t.Parallel()
 	testredis.StallTier(t)
 	eachServer(t, func(t *testing.T, b *testredis.Backend) {
 		f := newOutageFixture(t, b, daemonOptions)
@@ -143,7 +141,6 @@ func TestStallWithCallersShorterThanTheBound(t *testing.T) {
 // the recovery poll, on fresh connections, waits until they are fast
 // again.
 func TestSlowRedisIsAnOutage(t *testing.T) {
-	t.Parallel()
 	testredis.StallTier(t)
 	eachServer(t, func(t *testing.T, b *testredis.Backend) {
 		stallCase(t, b, stallCallerDeadline, func(f *outageFixture) { f.proxy.Delay(time.Second) },
@@ -158,7 +155,6 @@ func TestSlowRedisIsAnOutage(t *testing.T) {
 // breakers run on the store's clock, which the test pins there (on
 // miniredis they run on this host's).
 func TestStallWithAProbeDue(t *testing.T) {
-	t.Parallel()
 	testredis.StallTier(t)
 	t.Run("redis", func(t *testing.T) {
 		b := testredis.Real(t)
@@ -200,7 +196,6 @@ func TestStallWithAProbeDue(t *testing.T) {
 // connection, answers too, not when a fresh connection does. One flip
 // each way, then every call is answered from Redis.
 func TestStallThatHealsIsOneOutage(t *testing.T) {
-	t.Parallel()
 	testredis.StallTier(t)
 	eachServer(t, func(t *testing.T, b *testredis.Backend) {
 		f := newOutageFixture(t, b, func(o *redis.Options) {

@@ -24,7 +24,6 @@ const slowEachWay = 100 * time.Millisecond
 // (the calls go out), and every outcome still reaches the daemon, in the
 // background once its late answer has come (counted at the daemon).
 func TestSlowDaemonStillGetsEveryRecord(t *testing.T) {
-	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := start(t, b, store.Options{})
 		px := testredis.NewDelay(t, d.Addr, 0)
@@ -60,7 +59,6 @@ func TestSlowDaemonStillGetsEveryRecord(t *testing.T) {
 // one probe; at most 1 call reaches the vendor (counted there), in
 // strict, fast and open-cache modes.
 func TestHalfOpenHerdAtASlowDaemon(t *testing.T) {
-	t.Parallel()
 	modes := map[string]func(t *testing.T, addr string, clk *fakeClock) *Client{
 		"strict": func(t *testing.T, addr string, clk *fakeClock) *Client {
 			return dial(t, addr, "herd", WithClock(clk), WithAllowBudget(DefaultAllowBudget))
@@ -133,7 +131,6 @@ func herd(t *testing.T, c *Client, name string, v *vendor, n int) {
 // through until its outcome (counted at the vendor); a failure holds the
 // breaker denied again.
 func TestNoDaemonLetsOneCallThroughAKnownOpenBreaker(t *testing.T) {
-	t.Parallel()
 	b := testredis.Mini(t)
 	d := start(t, b, store.Options{})
 	px := testredis.NewProxy(t, d.Addr)
@@ -169,7 +166,6 @@ func TestNoDaemonLetsOneCallThroughAKnownOpenBreaker(t *testing.T) {
 // it starts their timers); the client says it cannot reach breakerd once
 // however many calls follow, and Check fails naming the address.
 func TestHungDaemonCostsTheFirstContactBudgetOnce(t *testing.T) {
-	t.Parallel()
 	b := testredis.Mini(t)
 	d := start(t, b, store.Options{})
 	px := testredis.NewProxy(t, d.Addr)
@@ -221,7 +217,6 @@ func TestHungDaemonCostsTheFirstContactBudgetOnce(t *testing.T) {
 // TestCheckAnswersWhenADaemonServes: Check is nil at a serving daemon
 // and an error naming the address where nothing listens.
 func TestCheckAnswersWhenADaemonServes(t *testing.T) {
-	t.Parallel()
 	b := testredis.Mini(t)
 	d := start(t, b, store.Options{})
 	if err := dial(t, d.Addr, "w").Check(context.Background()); err != nil {
@@ -239,7 +234,6 @@ func TestCheckAnswersWhenADaemonServes(t *testing.T) {
 // first (each passed over once its call outlived the slow mark), the
 // answers come from the live daemon within the budget (counted there).
 func TestHungDaemonIsFailedOver(t *testing.T) {
-	t.Parallel()
 	b := testredis.Mini(t)
 	d1, d2 := start(t, b, store.Options{}), start(t, b, store.Options{})
 	px := testredis.NewProxy(t, d1.Addr)
