@@ -5,7 +5,7 @@ COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/breakerd/breakerd/internal/buildinfo.version=$(VERSION) -X github.com/breakerd/breakerd/internal/buildinfo.commit=$(COMMIT)
 REDIS_ADDR ?= 127.0.0.1:6379
 
-.PHONY: help build release test test-redis lint proto demo up down compose-check ci
+.PHONY: help build release test test-unit test-redis lint proto demo up down compose-check ci
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -19,7 +19,10 @@ release: ## cross-compile breakerd, breakerctl, breakerd-mcp and healthcheck for
 test: ## the README's test command: every suite (scripts/test.sh; installs and starts Redis when missing)
 	./scripts/test.sh
 
-test-redis: ## the same tests, with the real-Redis tier on REDIS_ADDR (default 127.0.0.1:6379)
+test-unit: ## the unit tier: go test ./... on miniredis, no Redis to start (CONTRIBUTING.md, "Test tiers", lists the heavy tiers)
+	go test ./...
+
+test-redis: ## the unit tier, with the real-Redis tier on REDIS_ADDR (default 127.0.0.1:6379)
 	BREAKERD_TEST_REDIS_ADDR=$(REDIS_ADDR) go test -race ./...
 
 lint: ## gofmt, go vet, staticcheck and buf lint (proto/; staticcheck and buf come through the Go module proxy)

@@ -249,10 +249,52 @@ check_no_binaries() {
   echo "ci: no tracked file is a compiled binary"
 }
 
-# -timeout bounds a hung package, not a slow one: with two other copies of
-# this suite on the same 2 cores, the outage replay's package took 15 to 18
-# minutes and the failover tests 8 to 9.
-phase_go() { go test -race -timeout 30m ./...; }
+# The go phase: the unit tier (every package with -race, on miniredis,
+# the run's Redis and its Cluster) and each heavy tier, the tests that
+# call testredis.Tier with its name, on the packages that hold them. Each
+# tier is named and timed; a failed one fails the phase, after the others
+# ran. The failover tier mostly waits on Redis processes of its own, so it
+# runs beside the others, its output printed whole when it ends; the rest
+# run one after another. CONTRIBUTING.md has their times.
+declare -A go_tier_packages=(
+  [replay]="./cmd/outage-replay/..."  # the outage replay's 120-run experiments and external daemons
+  [bench]="./cmd/breakerbench/..."     # every benchmark scenario run once, tiny, checked by the wire
+  [failover]="./internal/failover"     # Cluster and Sentinel failovers, stalled masters
+)
+go_tiers=(replay bench)
+go_tier_beside=failover
+phase_go() {
+  local tier bad=() log pid
+  log=$(mktemp)
+  # shellcheck disable=SC2086 # a tier's packages are words
+  go_tier "$go_tier_beside" "$go_tier_beside" ${go_tier_packages[$go_tier_beside]} >"$log" 2>&1 &
+  pid=$!
+  go_tier unit "" ./... || bad+=(unit)
+  for tier in "${go_tiers[@]}"; do
+    # shellcheck disable=SC2086
+    go_tier "$tier" "$tier" ${go_tier_packages[$tier]} || bad+=("$tier")
+  done
+  wait "$pid" || bad+=("$go_tier_beside")
+  cat "$log"
+  rm -f "$log"
+  [ "${#bad[@]}" -eq 0 ] || { echo "ci: go tiers failed: ${bad[*]}"; return 1; }
+}
+
+# go_tier NAME TIERS PACKAGE...: go test -race on the packages with
+# BREAKERD_TEST_TIERS=TIERS, timed. -timeout bounds a hung package, not a
+# slow one: with two other copies of this suite on the same 2 cores, the
+# outage replay's package took 15 to 18 minutes and the failover tests 8
+# to 9.
+go_tier() {
+  local name=$1 tiers=$2 start rc=0
+  shift 2
+  start=$(date +%s)
+  echo "== ci: go tier $name: go test -race ${*}${tiers:+ with BREAKERD_TEST_TIERS=$tiers}"
+  BREAKERD_TEST_TIERS=$tiers go test -race -timeout 30m "$@" || rc=$?
+  if [ "$rc" = 0 ]; then echo "== ci: go tier $name took $(( $(date +%s) - start ))s"
+  else echo "== ci: go tier $name FAILED (exit $rc) after $(( $(date +%s) - start ))s"; fi
+  return "$rc"
+}
 
 # The bounded soak, 60 s on each topology (cmd/breakerd-soak,
 # docs/reliability.md): 2 daemons, 200 workers, 1,000 breakers, on a

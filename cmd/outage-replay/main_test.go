@@ -18,6 +18,7 @@ import (
 	"github.com/breakerd/breakerd/internal/cli"
 	"github.com/breakerd/breakerd/internal/daemon"
 	"github.com/breakerd/breakerd/internal/policy"
+	"github.com/breakerd/breakerd/internal/testredis"
 )
 
 func noEnv(string) string { return "" }
@@ -116,6 +117,7 @@ func startBreakerd(t *testing.T, policyFile string) string {
 // the replay's own warnings), distorts the fleet rows. Such a run is not
 // judged: the replay runs again, slower, until the last scale, which is.
 func TestExternalDaemonWithThePrintedPolicy(t *testing.T) {
+	testredis.Tier(t, "replay")
 	scales := []string{"600", "200", "60", "20"}
 	for i, scale := range scales {
 		args := append(append([]string(nil), fast...), "--scale", scale)
@@ -165,6 +167,7 @@ func TestExternalDaemonWithThePrintedPolicy(t *testing.T) {
 }
 
 func TestExternalDaemonWithItsOwnPolicy(t *testing.T) {
+	testredis.Tier(t, "replay")
 	addr := startBreakerd(t, "") // breakerd's defaults: a 30s cooldown, not 50ms
 	var out bytes.Buffer
 	err := run(context.Background(), append(append([]string(nil), fast...), "--addr", addr, "--tail", "2m"), noEnv, &out)
@@ -193,6 +196,7 @@ func TestNoDaemonAtAddr(t *testing.T) {
 // daemon without --print-policy's file, arms 7 and 8 are reported and the
 // run fails, even where nothing trips (a slow vendor fails nothing).
 func TestExternalDaemonWithoutTheNewArmsPolicies(t *testing.T) {
+	testredis.Tier(t, "replay")
 	addr := startBreakerd(t, "")
 	for _, tc := range []struct {
 		args []string

@@ -5,5 +5,7 @@
 // (a blackholed link, SIGSTOP, replies later than the decision timeout). Each test starts its own
 // Redis processes on free loopback ports (scripts/redis-cluster.sh,
 // scripts/redis-sentinel.sh), so parallel runs do not disturb each other.
-// It has no non-test code.
+// They are the failover tier: BREAKERD_TEST_TIERS=failover turns them on
+// (testredis.Tier; scripts/test.sh's go phase does). It has no non-test
+// code.
 package failover

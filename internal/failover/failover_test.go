@@ -29,17 +29,15 @@ import (
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
-// The failover tests run when the environment asks for the cluster tier
-// (testredis.EnvClusterAddrs is set, as .ci/run does); they start Redis
-// processes of their own and need redis-server (and redis-sentinel).
+// The failover tests are the failover tier (testredis.Tier): they start
+// Redis processes of their own and need redis-server (and
+// redis-sentinel).
 func needRedis(t *testing.T, bins ...string) {
 	t.Helper()
-	if os.Getenv(testredis.EnvClusterAddrs) == "" {
-		t.Skipf("%s is unset: skipping the failover tests (they start their own Redis processes)", testredis.EnvClusterAddrs)
-	}
+	testredis.Tier(t, "failover")
 	for _, b := range bins {
 		if _, err := exec.LookPath(b); err != nil {
-			t.Fatalf("%s is set but %s is not installed: %v", testredis.EnvClusterAddrs, b, err)
+			t.Fatalf("%s names the failover tier but %s is not installed: %v", testredis.EnvTiers, b, err)
 		}
 	}
 }

@@ -115,6 +115,7 @@ func fakeCommand(mode string, timeout time.Duration) Upstream {
 // kind, and leaves the session (and the upstream's other tools, on a new
 // connection) working.
 func TestMisbehavingUpstreams(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		mode        string
 		timeout     time.Duration
@@ -158,6 +159,7 @@ func TestMisbehavingUpstreams(t *testing.T) {
 // takes the gateway's own tool name, is not served; the agent's
 // breakerd_status says which and why, and the other tools are served.
 func TestRefusedToolNames(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	d := daemontest.Start(t, b, noJitter())
 	g := startGateway(t, b, dialDaemon(t, d), "gw-1", Config{Upstreams: []Upstream{fakeCommand("badname", DefaultTimeout)}})

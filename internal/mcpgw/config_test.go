@@ -16,6 +16,7 @@ import (
 )
 
 func TestParseConfig(t *testing.T) {
+	t.Parallel()
 	c, err := ParseConfig([]byte(`
 worker_id: session
 upstreams:
@@ -53,6 +54,7 @@ upstreams:
 }
 
 func TestParseConfigErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ yaml, want string }{
 		{``, "upstreams: at least one is required"},
 		{`upstreams: [{name: a}]`, "upstreams[0]: set exactly one of command or url"},
@@ -78,6 +80,7 @@ upstreams: [{name: a, command: [x]}]`, `worker_id: must be empty or "session"`},
 
 // TestClassify is docs/mcp.md's table of outcomes, row by row.
 func TestClassify(t *testing.T) {
+	t.Parallel()
 	deadline, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, tc := range []struct {
@@ -124,6 +127,7 @@ func TestClassify(t *testing.T) {
 // TestSandboxConfig: sandbox and run_as are a command's, and run_as
 // needs both ids, each a valid one; errors name the field.
 func TestSandboxConfig(t *testing.T) {
+	t.Parallel()
 	for yaml, want := range map[string]string{
 		"upstreams: [{name: a, url: 'http://x/mcp', sandbox: false}]":                 "upstreams[0]: sandbox and run_as are only for a command upstream",
 		"upstreams: [{name: a, command: [x], run_as: {uid: 1001}}]":                   "upstreams[0].run_as.gid: is required",

@@ -27,6 +27,7 @@ import (
 // cooldown and the upstream's recovery a new session gets it back (and
 // takes the probe) while the old sessions never do.
 func TestTwoGatewaysShareTheFleetsBreakers(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		up := newFakeUpstream()
 		cfg := func() Config {
@@ -168,6 +169,7 @@ func sorted(v []string) []string { return slices.Sorted(slices.Values(v)) }
 // without reaching it; every session loses the tool and is told so once
 // it has.
 func TestConcurrentSessionsDuringATrip(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		up := newFakeUpstream()
 		up.failing.Store(true)
@@ -224,6 +226,7 @@ func TestConcurrentSessionsDuringATrip(t *testing.T) {
 // through Watch; the tool leaves its list and a call says who forced it
 // and why, without reaching the upstream.
 func TestForcedOpenByAnOperator(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	d := daemontest.Start(t, b, noJitter())
 	up := newFakeUpstream()

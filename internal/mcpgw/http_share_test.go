@@ -60,6 +60,7 @@ func initialize(t *testing.T, url, origin string) int {
 // still opens a session and calls a tool, and so does the first once one
 // of its sessions closes. N10.
 func TestSecurityOneClientHoldsItsShareOfSessions(t *testing.T) {
+	t.Parallel()
 	g := fakeGateway(t)
 	url := httpGateway(t, g, HTTPOptions{})
 	var held []*mcp.ClientSession
@@ -106,6 +107,7 @@ func TestSecurityOneClientHoldsItsShareOfSessions(t *testing.T) {
 // and starts no session; requests without Origin and from loopback
 // origins are served. N10.
 func TestSecurityForeignOriginIsRefused(t *testing.T) {
+	t.Parallel()
 	g := fakeGateway(t)
 	url := httpGateway(t, g, HTTPOptions{})
 	for _, origin := range []string{"http://evil.example", "http://evil.example:80", "null", "http://127.0.0.1.evil.example"} {
@@ -134,6 +136,7 @@ func TestSecurityForeignOriginIsRefused(t *testing.T) {
 // TestAllowedOrigins: an origin given in AllowedOrigins (any case) is
 // served; others still are not.
 func TestAllowedOrigins(t *testing.T) {
+	t.Parallel()
 	g := fakeGateway(t)
 	url := httpGateway(t, g, HTTPOptions{AllowedOrigins: []string{"https://Agent.example.com"}})
 	for origin, want := range map[string]bool{"https://agent.example.com": true, "https://agent.example.com:8443": false, "http://agent.example.com": false} {
@@ -155,6 +158,7 @@ func TestAllowedOrigins(t *testing.T) {
 // TestClientKey: a client is an IPv4 address (an IPv4-mapped IPv6 one
 // too) or an IPv6 /64.
 func TestClientKey(t *testing.T) {
+	t.Parallel()
 	for addr, want := range map[string]string{
 		"192.0.2.7:5000":             "192.0.2.7",
 		"[::ffff:192.0.2.7]:5000":    "192.0.2.7",

@@ -57,6 +57,7 @@ func newHTTPUpstream(t *testing.T) *httpUpstream {
 // the Retry-After) and SERVER_ERROR, and the agent sees an isError result
 // naming the status.
 func TestStreamableHTTPUpstreamStatuses(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	d := daemontest.Start(t, b, noJitter())
 	up := newHTTPUpstream(t)
@@ -110,6 +111,7 @@ func TestStreamableHTTPUpstreamStatuses(t *testing.T) {
 // is gone, while tool calls go on through pkg/client's local fallback and
 // the outage is logged once.
 func TestServeHTTPAndHealth(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	d := daemontest.Start(t, b, noJitter())
 	up := newFakeUpstream()
@@ -180,6 +182,7 @@ func TestServeHTTPAndHealth(t *testing.T) {
 // without worker_id: session, and so never trips a breaker under
 // min_workers 2 (it becomes the suspect worker).
 func TestWorkerPerSession(t *testing.T) {
+	t.Parallel()
 	for _, workerID := range []string{"", WorkerSession} {
 		t.Run("worker_id="+workerID, func(t *testing.T) {
 			b := testredis.Mini(t)

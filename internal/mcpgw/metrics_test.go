@@ -40,6 +40,7 @@ func hangingUpstream(t *testing.T) func() mcp.Transport {
 // changes it sends, and its sessions; the counts match what the upstreams
 // saw.
 func TestMetricsCountCallsDenialsAndSessions(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	d := daemontest.Start(t, b, noJitter())
 	up := newFakeUpstream()

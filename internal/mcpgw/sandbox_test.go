@@ -54,6 +54,7 @@ func snoopLines(t *testing.T, o Options, up Upstream) map[string]string {
 // MCP calls. With sandbox: false (and --sandbox off) it reads them all,
 // which shows the test reads what it claims to. N5.
 func TestSecuritySandboxKeepsGatewayFilesAndProcFromUpstreams(t *testing.T) {
+	t.Parallel()
 	needLandlock(t)
 	dir := t.TempDir()
 	token, cfg, beside := filepath.Join(dir, "token"), filepath.Join(dir, "gateway.yaml"), filepath.Join(dir, "notes")
@@ -98,6 +99,7 @@ func TestSecuritySandboxKeepsGatewayFilesAndProcFromUpstreams(t *testing.T) {
 // --sandbox auto starts the upstreams unconfined with a warning naming
 // them and the risk, required refuses to start, and off warns too.
 func TestSandboxUnavailableIsNeverSilent(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	d := daemontest.Start(t, b, noJitter())
 	noKernel := func() (int, error) { return 0, errors.New("this kernel has no Landlock") }
@@ -137,6 +139,7 @@ func TestSandboxUnavailableIsNeverSilent(t *testing.T) {
 // TestSandboxLauncherRefusesToRunUnconfined: the launcher never execs a
 // command it could not confine (bad arguments, or no Landlock).
 func TestSandboxLauncherRefusesToRunUnconfined(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"--deny", "relative", "--", "true"}, {"--deny", "/x"}, {"--"}} {
 		if err := ExecSandboxed(args); err == nil {
 			t.Errorf("ExecSandboxed(%q) = nil, want an error", args)
@@ -154,6 +157,7 @@ func TestSandboxLauncherRefusesToRunUnconfined(t *testing.T) {
 // that user may run it), and cannot read a 0600 file of the gateway's
 // user beside its own program. Needs root.
 func TestRunAsAnotherUser(t *testing.T) {
+	t.Parallel()
 	needLandlock(t)
 	if os.Geteuid() != 0 {
 		t.Skip("switching user needs root")

@@ -19,6 +19,7 @@ import (
 // sessions' failures count as one worker's: five failures from two
 // sessions do not trip a min_workers 2 breaker. N5.
 func TestSecuritySessionGatewayIsOneWorker(t *testing.T) {
+	t.Parallel()
 	const token = "session-gateway-token-0123456789"
 	tokens, err := auth.Parse([]byte("tokens:\n  - name: gw\n    role: worker\n    token: " + token + "\n    workers: [gw-1]\n"))
 	if err != nil {

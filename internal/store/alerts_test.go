@@ -52,6 +52,7 @@ func (f *fixture) failProbe(breaker string) *pb.RecordResponse {
 }
 
 func TestStuckOpenOncePerOpenPeriod(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("web_search")
@@ -90,6 +91,7 @@ func TestStuckOpenOncePerOpenPeriod(t *testing.T) {
 }
 
 func TestSuspectWorker(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("web_search")
@@ -165,6 +167,7 @@ func TestSuspectWorker(t *testing.T) {
 }
 
 func TestSuspectWorkerNeedsQuorumAboveOne(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		oneWorker := policy.Default()
 		oneWorker.MinWorkers = 1
@@ -183,6 +186,7 @@ func TestSuspectWorkerNeedsQuorumAboveOne(t *testing.T) {
 }
 
 func TestCredentialRevokedPausesUntilAnOperatorResumes(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		ctx := context.Background()
@@ -277,6 +281,7 @@ func TestCredentialRevokedPausesUntilAnOperatorResumes(t *testing.T) {
 }
 
 func TestCredentialRevokedFromAStaleTicketDoesNotPause(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("github:token_8")
@@ -294,6 +299,7 @@ func TestCredentialRevokedFromAStaleTicketDoesNotPause(t *testing.T) {
 }
 
 func TestProbeRejectedCredentialPausesInsteadOfReopening(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("github:token_9")
@@ -324,6 +330,7 @@ func TestProbeRejectedCredentialPausesInsteadOfReopening(t *testing.T) {
 }
 
 func TestAlertEventsDecodeFromTheLiveFeedAndTheLog(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		ctx := context.Background()
@@ -379,6 +386,7 @@ func TestAlertEventsDecodeFromTheLiveFeedAndTheLog(t *testing.T) {
 // (probe_abandoned) and refused probes for one base cooldown: one worker
 // cannot hold a breaker half-open by taking the lease and never recording.
 func TestLapsedProbeLeasesAreReported(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("search")
@@ -433,6 +441,7 @@ func TestLapsedProbeLeasesAreReported(t *testing.T) {
 // outage: an alert, and a pause once two workers saw it, under the same
 // rules as a rejected credential.
 func TestQuotaExhaustedPausesUnderTheQuorum(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("openai:org_1")
@@ -470,6 +479,7 @@ func lastEntry(t *testing.T, f *fixture, name string) redis.XMessage {
 // one per doubling period. Closed for two open periods without a trip, a
 // breaker starts over at the base with no alert.
 func TestFlappingVendorBacksOff(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("flaky")

@@ -22,6 +22,7 @@ import (
 )
 
 func TestClosedBreakerHoldsNoKeys(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("web_search")
@@ -40,6 +41,7 @@ func TestClosedBreakerHoldsNoKeys(t *testing.T) {
 }
 
 func TestQuorumOneWorkerNeverTrips(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("web_search")
@@ -71,6 +73,7 @@ func TestQuorumOneWorkerNeverTrips(t *testing.T) {
 }
 
 func TestThresholdAndReset(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("stripe:acct_42")
@@ -95,6 +98,7 @@ func TestThresholdAndReset(t *testing.T) {
 }
 
 func TestOutcomesThatNeverCount(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("crm")
@@ -112,6 +116,7 @@ func TestOutcomesThatNeverCount(t *testing.T) {
 }
 
 func TestUnauthenticatedRaisesCredentialRevoked(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("github:token_7")
@@ -127,6 +132,7 @@ func TestUnauthenticatedRaisesCredentialRevoked(t *testing.T) {
 }
 
 func TestRateLimited(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("search_api")
@@ -167,6 +173,7 @@ func TestRateLimited(t *testing.T) {
 }
 
 func TestRateLimitRunBrokenBySuccess(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("search_api")
@@ -181,6 +188,7 @@ func TestRateLimitRunBrokenBySuccess(t *testing.T) {
 }
 
 func TestCooldownGrowsAndResets(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("web_search")
@@ -223,6 +231,7 @@ func TestCooldownGrowsAndResets(t *testing.T) {
 }
 
 func TestJitterLengthensWithinBound(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		for _, u := range []float64{0, 0.5, 0.999} {
 			f := newFixture(t, b, store.Options{Rand: func() float64 { return u }})
@@ -237,6 +246,7 @@ func TestJitterLengthensWithinBound(t *testing.T) {
 }
 
 func TestJitterStaggersBreakersOpenedTogether(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{Rand: nil})
 		f.st = store.New(f.Client, store.Options{Now: b.Clock(), Channel: b.Prefix + "events"})
@@ -253,6 +263,7 @@ func TestJitterStaggersBreakersOpenedTogether(t *testing.T) {
 }
 
 func TestHalfOpenAdmitsOneProbe(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("web_search")
@@ -290,6 +301,7 @@ func TestHalfOpenAdmitsOneProbe(t *testing.T) {
 }
 
 func TestProbeWithUncountedOutcomeReleasesLease(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("web_search")
@@ -308,6 +320,7 @@ func TestProbeWithUncountedOutcomeReleasesLease(t *testing.T) {
 }
 
 func TestReadsNeverTakeOrMoveTheLease(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("web_search")
@@ -341,6 +354,7 @@ func TestReadsNeverTakeOrMoveTheLease(t *testing.T) {
 }
 
 func TestGenerationsFenceLateRecords(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("web_search")
@@ -370,6 +384,7 @@ func TestGenerationsFenceLateRecords(t *testing.T) {
 }
 
 func TestForcedOpen(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		ctx := context.Background()
@@ -399,6 +414,7 @@ func TestForcedOpen(t *testing.T) {
 }
 
 func TestForcedClosedCountsButNeverTrips(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		ctx := context.Background()
@@ -427,6 +443,7 @@ func TestForcedClosedCountsButNeverTrips(t *testing.T) {
 }
 
 func TestForceTTLEndsByItself(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("payments")
@@ -453,6 +470,7 @@ func TestForceTTLEndsByItself(t *testing.T) {
 }
 
 func TestEventsRecordEveryTransition(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("web_search")
@@ -485,6 +503,7 @@ func TestEventsRecordEveryTransition(t *testing.T) {
 }
 
 func TestEventLogIsBounded(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{EventsMaxLen: 10})
 		name := f.Breaker("flaky")
@@ -499,6 +518,7 @@ func TestEventLogIsBounded(t *testing.T) {
 }
 
 func TestVerdictOutlivesCooldownCapPlusProbeTimeout(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("web_search")
@@ -529,6 +549,7 @@ func TestVerdictOutlivesCooldownCapPlusProbeTimeout(t *testing.T) {
 }
 
 func TestPoliciesByGlob(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		set, err := policy.Parse([]byte(fmt.Sprintf(`
 breakers:
@@ -560,6 +581,7 @@ breakers:
 }
 
 func TestOneRoundTripPerDecision(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("web_search")
@@ -643,6 +665,7 @@ func TestCheckLoadsOnlyMissingScripts(t *testing.T) {
 }
 
 func TestRedisErrorsAreReturned(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	b.Client = redis.NewClient(&redis.Options{Addr: b.Addr, MaxRetries: -1})
 	// The mode that fails calls instead of answering from memory
@@ -661,6 +684,7 @@ func TestRedisErrorsAreReturned(t *testing.T) {
 }
 
 func TestUnknownStateReadsAsUnspecified(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("from_the_future")

@@ -21,6 +21,7 @@ import (
 // 0.5: a second real outage opens (2 of 10 open), and so does every one up
 // to the fifth; the sixth is capped.
 func TestOpenFractionCapCountsHealthyMembers(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		members := make([]string, 10)
 		for i := range members {
@@ -58,6 +59,7 @@ func TestOpenFractionCapCountsHealthyMembers(t *testing.T) {
 // and c stays closed whatever the order in which the failures before the
 // trips came (a member holding a failure run does not change the share).
 func TestOpenFractionCapIndependentOfArrivalOrder(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		orders := map[string]string{
 			"sequential":  "aabbcc",
@@ -97,6 +99,7 @@ func TestOpenFractionCapIndependentOfArrivalOrder(t *testing.T) {
 // members; it is in no group, so a real trip by two workers of a member
 // still opens, and the group counts only its members.
 func TestSecurityMadeUpBreakerCannotCapARealTrip(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		p := policy.Default()
 		p.Threshold, p.MinWorkers, p.Jitter = 2, 2, 0

@@ -64,6 +64,7 @@ func (f *fixture) capEvents(name string) []string {
 }
 
 func TestOpenFractionCapBoundary(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f, g := capFixture(t, b, 0.5, "g:0", "g:1", "g:2", "g:3")
 		names := make([]string, 4)
@@ -119,6 +120,7 @@ func TestOpenFractionCapBoundary(t *testing.T) {
 
 // The first trip in a group is never capped, whatever the fraction.
 func TestOpenFractionCapFirstTrip(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f, _ := capFixture(t, b, 0.01, "g:a", "g:c")
 		a, c := f.Breaker("g:a"), f.Breaker("g:c")
@@ -142,6 +144,7 @@ func TestOpenFractionCapFirstTrip(t *testing.T) {
 // In shadow mode the cap runs as enforced mode would: a shadow-open
 // breaker counts as open, and the capped trip's event is marked shadow.
 func TestOpenFractionCapInShadowMode(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		p := policy.Default()
 		p.Threshold, p.MinWorkers, p.Jitter, p.Shadow = 1, 1, 0, true
@@ -173,6 +176,7 @@ func TestOpenFractionCapInShadowMode(t *testing.T) {
 // open, a probe's success closes, a pin open counts, a pin closed does
 // not, and a breaker whose state expires leaves it.
 func TestOpenFractionCapIndexFollowsTransitions(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f, _ := capFixture(t, b, 1, "g:a", "g:c")
 		ctx := context.Background()
@@ -234,6 +238,7 @@ func TestOpenFractionCapIndexFollowsTransitions(t *testing.T) {
 // breaker holds no state, so it never enters its group's index): groups
 // add nothing to the 4-commands-per-healthy-pair target.
 func TestHealthyPairCostGroups(t *testing.T) {
+	t.Parallel()
 	testredis.Real(t)
 	addr := ownRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
@@ -301,6 +306,7 @@ func TestHealthyPairCostGroups(t *testing.T) {
 // at once may overshoot: the bound (store/group.go) is the trips in flight
 // at once, less one, so at most 10 + 8 - 1 open; the cap stops the rest.
 func TestOpenFractionCapConcurrent(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		const breakers, goroutines, fraction = 40, 8, 0.25
 		p := policy.Default()
@@ -386,6 +392,7 @@ func TestOpenFractionCapConcurrent(t *testing.T) {
 // (a group's counts used to be a read of their own, one per group, after
 // the breakers').
 func TestBatchGetReadsGroupCountsInOneRoundTrip(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f, g := capFixture(t, b, 0.5, "g:a", "g:c")
 		a, c, lone := f.Breaker("g:a"), f.Breaker("g:c"), f.Breaker("lone")

@@ -41,6 +41,7 @@ func timeout(st *store.Store, name string) (*pb.RecordResponse, error) {
 // success are never checked (no extra round trip), Force is never refused,
 // and the count follows expiry.
 func TestMaxBreakersRefusesOnlyNewBreakers(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := context.Background()
 		var clock atomic.Int64
@@ -102,6 +103,7 @@ func TestMaxBreakersRefusesOnlyNewBreakers(t *testing.T) {
 // counted (a fault this holds: five window breakers past a ceiling of 2,
 // none counted, and the 3rd one's own first failure refused).
 func TestMaxBreakersCountsWindowModeBreakers(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := context.Background()
 		var clock atomic.Int64
@@ -153,6 +155,7 @@ func TestMaxBreakersCountsWindowModeBreakers(t *testing.T) {
 // refused breaker holds nothing. (Before reserve.lua a pipelined count let
 // the daemons overshoot under load: 57 and 58 were seen.)
 func TestMaxBreakersBoundUnderConcurrentCreators(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		const ceiling, creators, each = 40, 16, 8
 		ctx := context.Background()

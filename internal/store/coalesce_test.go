@@ -89,6 +89,7 @@ func holdFirst(t *testing.T, st *store.Store, g *gate, name string) <-chan error
 // each caller gets its own breaker's answer (half the breakers are forced
 // open, each with its own reason, which the denial carries from Redis).
 func TestCoalescedCallsShareRoundTrips(t *testing.T) {
+	t.Parallel()
 	eachServer(t, func(t *testing.T, b *testredis.Backend) {
 		st, g, queued := coalesceFixture(t, b)
 		ctx := context.Background()

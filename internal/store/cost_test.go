@@ -22,6 +22,7 @@ import (
 // Counted with INFO commandstats on a Redis server of the test's own, so
 // that no other test's commands are counted.
 func TestHealthyPairCost(t *testing.T) {
+	t.Parallel()
 	testredis.Real(t) // the real-Redis tier: skipped, with the reason, when it is not configured
 	addr := ownRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: addr})

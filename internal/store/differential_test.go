@@ -806,30 +806,40 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // TestDifferential: random sequences, at least 500 per run on miniredis
 // (where TTLs move with the clock) and 100 on the real Redis.
 func TestDifferential(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		h := newHarness(t, b)
-		rounds := 5 // rapid checks 100 sequences a round
 		if b.Mini == nil {
-			rounds = 1
+			differential(t, b)
+			return
 		}
-		var checked atomic.Int64
-		for range rounds {
-			rapid.Check(t, func(rt *rapid.T) {
-				c := genCase(rt)
-				if b.Mini == nil {
-					c.Steps = withinTTL(c)
-				}
-				js, _ := json.Marshal(c)
-				rt.Logf("replay: save this JSON as testdata/differential/<name>.json\n%s", js)
-				h.run(c, rt.Logf, rt.Fatalf)
-				checked.Add(1)
+		// 5 rounds on miniredis, each on a server of its own, side by side.
+		for i := range 5 {
+			t.Run(fmt.Sprintf("round%d", i+1), func(t *testing.T) {
+				t.Parallel()
+				differential(t, testredis.Mini(t))
 			})
 		}
-		t.Logf("%s: %d sequences checked, Lua and machine agree", b.Name, checked.Load())
-		if checked.Load() < int64(rounds*100) {
-			t.Errorf("only %d sequences checked, want %d", checked.Load(), rounds*100)
-		}
 	})
+}
+
+// differential checks 100 random sequences on b (rapid's default count).
+func differential(t *testing.T, b *testredis.Backend) {
+	h := newHarness(t, b)
+	var checked atomic.Int64
+	rapid.Check(t, func(rt *rapid.T) {
+		c := genCase(rt)
+		if b.Mini == nil {
+			c.Steps = withinTTL(c)
+		}
+		js, _ := json.Marshal(c)
+		rt.Logf("replay: save this JSON as testdata/differential/<name>.json\n%s", js)
+		h.run(c, rt.Logf, rt.Fatalf)
+		checked.Add(1)
+	})
+	t.Logf("%s: %d sequences checked, Lua and machine agree", b.Name, checked.Load())
+	if checked.Load() < 100 {
+		t.Errorf("only %d sequences checked, want 100", checked.Load())
+	}
 }
 
 // withinTTL drops the advances that would carry a sequence past the
@@ -853,6 +863,7 @@ func withinTTL(c dcase) []dstep {
 // TestDifferentialCases replays the committed sequences: the faults the
 // machine settled and every shrunk failure found so far.
 func TestDifferentialCases(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("testdata/differential/*.json")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no committed sequences in testdata/differential (%v)", err)

@@ -52,6 +52,7 @@ const (
 )
 
 func TestEventsReadsOneBreakersLogOldestFirst(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("web_search")
@@ -95,6 +96,7 @@ func TestEventsReadsOneBreakersLogOldestFirst(t *testing.T) {
 }
 
 func TestEventsMergesEveryBreakerByTime(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		a, c := f.Breaker("a"), f.Breaker("c")
@@ -124,6 +126,7 @@ func TestEventsMergesEveryBreakerByTime(t *testing.T) {
 }
 
 func TestEventsDecodesTheLogStrictlyButToleratesNewKinds(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("x")
@@ -147,6 +150,7 @@ func TestEventsDecodesTheLogStrictlyButToleratesNewKinds(t *testing.T) {
 }
 
 func TestSetPoliciesAppliesToTheNextCall(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		name := f.Breaker("web_search")

@@ -22,6 +22,7 @@ func faultPolicy() policy.Policy {
 // A trip caused by a counted 429 keeps its Retry-After: every transition
 // into open lasts max(the cooldown, the Retry-After of its outcome).
 func TestFaultTripKeepsRetryAfter(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{Policies: policy.NewSet(faultPolicy())})
 		name := b.Breaker("search")
@@ -48,6 +49,7 @@ func TestFaultTripKeepsRetryAfter(t *testing.T) {
 // The rate-limit trip meets its own quorum: three 429s from one worker
 // after another worker's timeout do not open the circuit.
 func TestFaultRateLimitQuorum(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		p := faultPolicy()
 		p.Threshold = 5
@@ -76,6 +78,7 @@ func TestFaultRateLimitQuorum(t *testing.T) {
 // still half-open at the same generation and level, the lease released,
 // and no probe before the Retry-After.
 func TestFaultThrottledProbe(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{Policies: policy.NewSet(faultPolicy())})
 		name := b.Breaker("search")

@@ -61,6 +61,7 @@ func (f *fixture) forget(name string) {
 // time instead of answering CLOSED at generation 0, reports the loss once,
 // and then lets Redis decide again.
 func TestForgottenOpenBreakerStaysDenied(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		var lost losses
 		f := newFixture(t, b, store.Options{OnLost: lost.add})
@@ -119,6 +120,7 @@ func TestForgottenOpenBreakerStaysDenied(t *testing.T) {
 // daemon runs when Redis comes back), reported once; a breaker Redis still
 // holds is not.
 func TestFindLostPin(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		var lost losses
 		f := newFixture(t, b, store.Options{OnLost: lost.add})
@@ -149,6 +151,7 @@ func TestFindLostPin(t *testing.T) {
 
 // TestKeepingOf reads what INFO says about eviction and persistence.
 func TestKeepingOf(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		info      string
 		risk, aof bool
@@ -169,6 +172,7 @@ func TestKeepingOf(t *testing.T) {
 // TestKeepings reads INFO from the Redis (each master of a Cluster): the
 // real servers tell their policy; the embedded one tells nothing.
 func TestKeepings(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		ks, err := f.st.Keepings(context.Background())
@@ -213,6 +217,7 @@ func (h *afterScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // The same state heard before an Allow that Redis answers behind it is a
 // loss: denied from memory and reported once.
 func TestStateHeardDuringTheCallIsNoLoss(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := context.Background()
 		var lost losses

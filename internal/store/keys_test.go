@@ -19,6 +19,7 @@ import (
 // does not start with "}" keeps the keys it had before names starting with
 // "}" got a hashed tag, so an upgrade loses no breaker's state.
 func TestKeysOfNamesThatWorkedKeepTheirKeys(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		want store.Keys
@@ -85,6 +86,7 @@ func names(r *rand.Rand, n int) []string {
 }
 
 func TestEveryNameMapsToOneSlot(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	for _, n := range names(r, 2000) {
 		k := store.KeysOf(n)
@@ -102,6 +104,7 @@ func TestEveryNameMapsToOneSlot(t *testing.T) {
 // CROSSSLOT), List finds every name back from its keys, and one BatchGet
 // across all of them (many slots) reads them all.
 func TestEveryNameWorksOnTheCluster(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newFixture(t, b, store.Options{})
 		ctx := context.Background()

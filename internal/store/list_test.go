@@ -13,6 +13,7 @@ import (
 )
 
 func TestListPagesCoverEveryBreaker(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		st := newFixture(t, b, store.Options{}).st
 		ctx := context.Background()

@@ -73,6 +73,7 @@ func (f *savingsFixture) deny(breaker string, n int) {
 }
 
 func TestSavingsCountsWhereTheyHappen(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newSavingsFixture(t, b)
 		ctx := context.Background()
@@ -119,6 +120,7 @@ func TestSavingsCountsWhereTheyHappen(t *testing.T) {
 }
 
 func TestSavingsWindows(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newSavingsFixture(t, b)
 		ctx := context.Background()
@@ -163,6 +165,7 @@ func TestSavingsWindows(t *testing.T) {
 }
 
 func TestSavingsIndexIsPruned(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := newSavingsFixture(t, b)
 		ctx := context.Background()
@@ -186,6 +189,7 @@ func TestSavingsIndexIsPruned(t *testing.T) {
 }
 
 func TestSavingsFlushKeepsCountsWhileRedisFails(t *testing.T) {
+	t.Parallel()
 	f := newSavingsFixture(t, testredis.Mini(t))
 	ctx := context.Background()
 	name := f.Breaker("sv:down")
@@ -203,6 +207,7 @@ func TestSavingsFlushKeepsCountsWhileRedisFails(t *testing.T) {
 }
 
 func TestRunSavingsFlushesOnStop(t *testing.T) {
+	t.Parallel()
 	f := newSavingsFixture(t, testredis.Mini(t))
 	name := f.Breaker("sv:stop")
 	f.open(name)
@@ -226,6 +231,7 @@ func TestRunSavingsFlushesOnStop(t *testing.T) {
 }
 
 func TestSavingsDenialsOfABreakerWithoutStateAreNotWritten(t *testing.T) {
+	t.Parallel()
 	f := newSavingsFixture(t, testredis.Mini(t))
 	ctx := context.Background()
 	name := f.Breaker("sv:memory-only")

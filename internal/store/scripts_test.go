@@ -15,6 +15,7 @@ import (
 // .lua file and the line in it, not the line of the prologue-prefixed text
 // Redis ran.
 func TestScriptErrorsNameTheLuaLine(t *testing.T) {
+	t.Parallel()
 	line := func(file, needle string) int {
 		src := map[string]string{"lib": store.LibLua, "record": store.RecordLua}[file]
 		for i, l := range strings.Split(src, "\n") {
@@ -54,6 +55,7 @@ func TestScriptErrorsNameTheLuaLine(t *testing.T) {
 // TestScriptErrorsKeepOtherNumbers: a reply that is not a script error
 // (a Cluster's MOVED names a host:port) is left as it is.
 func TestScriptErrorsKeepOtherNumbers(t *testing.T) {
+	t.Parallel()
 	err := store.ScriptError(replyErr("MOVED 5969 127.0.0.1:20494"))
 	if err.Error() != "MOVED 5969 127.0.0.1:20494" {
 		t.Errorf("scriptError(MOVED) = %q, want it unchanged", err)

@@ -30,6 +30,7 @@ const floodWorkers = 3 * quorum.MaxWorkers
 // workers and a window's workers stop at quorum.MaxWorkers; the keys keep
 // no TTL only because the pin keeps them.
 func TestSecurityRunSetsBoundedUnderAPin(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	consecutive := policy.Default()
 	consecutive.SlowCall = 10 * time.Second
@@ -104,6 +105,7 @@ func TestSecurityRunSetsBoundedUnderAPin(t *testing.T) {
 // TestSecuritySlowRunBoundedUnderAPin (L5): the slow run's workers (stored in
 // the state hash) stop at quorum.MaxWorkers too.
 func TestSecuritySlowRunBoundedUnderAPin(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	p := policy.Default()
 	p.SlowCall, p.SlowCallThreshold = 10*time.Second, 3
@@ -136,6 +138,7 @@ func TestSecuritySlowRunBoundedUnderAPin(t *testing.T) {
 // every member that ever failed. (A name the group does not list never
 // enters it: TestSecurityMadeUpBreakerCannotCapARealTrip.)
 func TestSecurityGroupIndexHoldsOnlyLiveBreakers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const flood = 40
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
@@ -168,6 +171,7 @@ func TestSecurityGroupIndexHoldsOnlyLiveBreakers(t *testing.T) {
 // The ceiling counts each such breaker until its log expires, so past
 // --max-breakers no new log is created, however long the flood goes on.
 func TestSecurityEventLogsCountTowardTheCeiling(t *testing.T) {
+	t.Parallel()
 	const ceiling = 4
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		ctx := context.Background()

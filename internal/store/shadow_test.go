@@ -65,6 +65,7 @@ func wantShadow(t *testing.T, a *pb.AllowResponse, shadow pb.Decision) {
 }
 
 func TestShadowTripAllowsAndIsRecorded(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := shadowFixture(t, b, true)
 		name := f.Breaker("vendor")
@@ -119,6 +120,7 @@ func TestShadowTripAllowsAndIsRecorded(t *testing.T) {
 }
 
 func TestShadowProbeIsTheFirstCallAfterTheCooldown(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := shadowFixture(t, b, true)
 		name := f.Breaker("vendor")
@@ -165,6 +167,7 @@ func TestShadowProbeIsTheFirstCallAfterTheCooldown(t *testing.T) {
 }
 
 func TestShadowFailedProbeGrowsTheCooldown(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := shadowFixture(t, b, true)
 		name := f.Breaker("vendor")
@@ -189,6 +192,7 @@ func TestShadowFailedProbeGrowsTheCooldown(t *testing.T) {
 // denied (a suspect) is let through, and its outcomes count nothing: its
 // success does not end the failure run it alone built.
 func TestShadowSuspectsOutcomesDoNotCount(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := shadowFixture(t, b, true)
 		name := f.Breaker("vendor")
@@ -208,6 +212,7 @@ func TestShadowSuspectsOutcomesDoNotCount(t *testing.T) {
 }
 
 func TestShadowOperatorSetting(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := shadowFixture(t, b, false) // an enforced policy
 		name := f.Breaker("vendor")
@@ -258,6 +263,7 @@ func TestShadowOperatorSetting(t *testing.T) {
 // TestShadowOperatorOffOverridesThePolicy: shadow: true in the policy, an
 // operator's OFF enforces the one breaker; AUTO keeps the setting.
 func TestShadowOperatorOffOverridesThePolicy(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := shadowFixture(t, b, true)
 		name, other := f.Breaker("vendor"), f.Breaker("other")
@@ -277,6 +283,7 @@ func TestShadowOperatorOffOverridesThePolicy(t *testing.T) {
 }
 
 func TestShadowForcedOpenWins(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := shadowFixture(t, b, true)
 		name := f.Breaker("vendor")
@@ -332,6 +339,7 @@ func mustXRange(t *testing.T, f *fixture, name string) []redis.XMessage {
 // trip seeds a breaker that still allows (its policy says nothing of
 // shadow: an operator had set it).
 func TestShadowEventSeedsAShadowedMemoryBreaker(t *testing.T) {
+	t.Parallel()
 	const now = 1_800_000_000_000
 	ev := &pb.Event{Breaker: "b", Kind: pb.EventKind_EVENT_KIND_TRANSITION, From: pb.State_STATE_CLOSED,
 		To: pb.State_STATE_OPEN, Generation: 3, CooldownMs: 30000, AtMs: now, Shadow: true}
@@ -359,6 +367,7 @@ func TestShadowEventSeedsAShadowedMemoryBreaker(t *testing.T) {
 // enforces the state shadow mode reached (the machine is one machine;
 // only Allow's enforcement changes), and a reload back shadows it again.
 func TestShadowPolicyReloadKeepsTheState(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := shadowFixture(t, b, true)
 		name := f.Breaker("vendor")

@@ -69,6 +69,7 @@ func (f *fixture) play(name string, calls []slowCall) *pb.RecordResponse {
 }
 
 func TestSlowConsecutiveBoundaries(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name        string
 		calls       []slowCall
@@ -111,6 +112,7 @@ func TestSlowConsecutiveBoundaries(t *testing.T) {
 }
 
 func TestSlowTripReasonSaysTheLatency(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := slowFixture(t, b, false)
 		name := f.Breaker("vendor")
@@ -135,6 +137,7 @@ func TestSlowTripReasonSaysTheLatency(t *testing.T) {
 }
 
 func TestSlowOneWorkerIsASuspect(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := slowFixture(t, b, false)
 		name := f.Breaker("vendor")
@@ -165,6 +168,7 @@ func TestSlowOneWorkerIsASuspect(t *testing.T) {
 // TestSlowFastSuccessWritesNothing: with slow_call set, a healthy
 // breaker's fast successes still hold no key and cost one script each.
 func TestSlowFastSuccessWritesNothing(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := slowFixture(t, b, false)
 		name := f.Breaker("vendor")
@@ -180,6 +184,7 @@ func TestSlowFastSuccessWritesNothing(t *testing.T) {
 }
 
 func TestSlowProbeIsAFailedProbe(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := slowFixture(t, b, false)
 		name := f.Breaker("vendor")
@@ -205,6 +210,7 @@ func TestSlowProbeIsAFailedProbe(t *testing.T) {
 }
 
 func TestSlowWindowRate(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		calls []slowCall
@@ -238,6 +244,7 @@ func TestSlowWindowRate(t *testing.T) {
 }
 
 func TestSlowWindowReasonAndGet(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := slowFixture(t, b, true)
 		name := f.Breaker("vendor")

@@ -36,6 +36,7 @@ func (f *fixture) wantWindow(name string, state pb.State, calls, fails int64) {
 }
 
 func TestWindowTripsOnRateFromAQuorum(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := windowFixture(t, b)
 		name := f.Breaker("vendor")
@@ -69,6 +70,7 @@ func TestWindowTripsOnRateFromAQuorum(t *testing.T) {
 }
 
 func TestWindowBoundaries(t *testing.T) {
+	t.Parallel()
 	const fail, ok = pb.Outcome_OUTCOME_TIMEOUT, pb.Outcome_OUTCOME_SUCCESS
 	type call struct {
 		worker  string
@@ -113,6 +115,7 @@ func TestWindowBoundaries(t *testing.T) {
 }
 
 func TestWindowOneWorkerIsASuspect(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := windowFixture(t, b)
 		name := f.Breaker("vendor")
@@ -141,6 +144,7 @@ func TestWindowOneWorkerIsASuspect(t *testing.T) {
 }
 
 func TestWindowForgetsOldBucketsAndRestartsAfterATransition(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := windowFixture(t, b)
 		name := f.Breaker("vendor")
@@ -174,6 +178,7 @@ func TestWindowForgetsOldBucketsAndRestartsAfterATransition(t *testing.T) {
 // TestWindowModeWritesOnEveryCall: the documented exemption from "a
 // healthy breaker holds no keys" — the window is a key of its own.
 func TestWindowModeWritesOnEveryCall(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := windowFixture(t, b)
 		name := f.Breaker("vendor")
@@ -193,6 +198,7 @@ func TestWindowModeWritesOnEveryCall(t *testing.T) {
 // counted call, an outcome that never counts (the window read, not
 // written) and a trip (the window starts empty).
 func TestWindowRecordAnswersWithTheWindow(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		f := windowFixture(t, b)
 		name := f.Breaker("vendor")

@@ -17,6 +17,7 @@ import (
 )
 
 func TestDeniedCallNeverReachesTheDependency(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testDeniedCallNeverReachesTheDependency(t, m) })
 }
 
@@ -86,6 +87,7 @@ func testDeniedCallNeverReachesTheDependency(t *testing.T, m *clientMode) {
 }
 
 func TestClientErrorsNeverTrip(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testClientErrorsNeverTrip(t, m) })
 }
 
@@ -119,6 +121,7 @@ func testClientErrorsNeverTrip(t *testing.T, m *clientMode) {
 }
 
 func TestRetryAfterAgainstTheCallersDeadline(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testRetryAfterAgainstTheCallersDeadline(t, m) })
 }
 
@@ -167,6 +170,7 @@ func testRetryAfterAgainstTheCallersDeadline(t *testing.T, m *clientMode) {
 }
 
 func TestProbeInFlightDeniesOthers(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testProbeInFlightDeniesOthers(t, m) })
 }
 
@@ -205,6 +209,7 @@ func testProbeInFlightDeniesOthers(t *testing.T, m *clientMode) {
 }
 
 func TestValidatorMarksMalformedOutput(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testValidatorMarksMalformedOutput(t, m) })
 }
 
@@ -245,6 +250,7 @@ func testValidatorMarksMalformedOutput(t *testing.T, m *clientMode) {
 }
 
 func TestCallersCancellationIsNotRecorded(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testCallersCancellationIsNotRecorded(t, m) })
 }
 
@@ -268,6 +274,7 @@ func testCallersCancellationIsNotRecorded(t *testing.T, m *clientMode) {
 }
 
 func TestWrappedClassifier(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testWrappedClassifier(t, m) })
 }
 
@@ -310,6 +317,7 @@ func testWrappedClassifier(t *testing.T, m *clientMode) {
 }
 
 func TestBreakerdDenialInsideACallNeverTripsTheOuterBreaker(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testBreakerdDenialInsideACall(t, m) })
 }
 

@@ -39,6 +39,7 @@ func (timeoutErr) Temporary() bool { return true }
 // is set, is 30s or 5s after it (on the real clock too: ctx.Err() must
 // stay nil for those), or passed.
 func TestClassify(t *testing.T) {
+	t.Parallel()
 	now := time.Now().Truncate(time.Second)
 	httpDate := func(d time.Duration) string { return now.Add(d).Format(http.TimeFormat) }
 	canceled, cancel := context.WithCancel(context.Background())
@@ -258,6 +259,7 @@ func TestClassify(t *testing.T) {
 }
 
 func TestParseRetryAfter(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	cases := []struct {
 		in   string
@@ -286,6 +288,7 @@ func TestParseRetryAfter(t *testing.T) {
 }
 
 func TestCheckResponse(t *testing.T) {
+	t.Parallel()
 	if err := CheckResponse(&http.Response{StatusCode: 200}); err != nil {
 		t.Errorf("200: %v, want nil", err)
 	}
@@ -302,6 +305,7 @@ func TestCheckResponse(t *testing.T) {
 // CheckResponse keeps the wait headers and the body's error code, and the
 // caller still reads the whole body.
 func TestCheckResponseKeepsWaitHeadersAndBodyCode(t *testing.T) {
+	t.Parallel()
 	body := `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}` + strings.Repeat(" ", 2*MaxBodySnippet)
 	res := &http.Response{StatusCode: 429, Header: http.Header{
 		"Retry-After-Ms": {"1500"}, "Set-Cookie": {"session=secret"}, "X-Ratelimit-Reset-Tokens": {"6m0s"},
@@ -335,6 +339,7 @@ func TestCheckResponseKeepsWaitHeadersAndBodyCode(t *testing.T) {
 
 // ClassifierOptions.BareRateLimitWait replaces the 60s a bare 429 waits.
 func TestNewClassifierBareRateLimitWait(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
 	bare := &HTTPError{StatusCode: 429, Status: "429 Too Many Requests"}
@@ -349,6 +354,7 @@ func TestNewClassifierBareRateLimitWait(t *testing.T) {
 }
 
 func TestOneLine(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"HTTP 503\nService Unavailable": "HTTP 503 Service Unavailable",
 		"bad\xffutf8":                   "bad?utf8",

@@ -35,6 +35,7 @@ type fallbackCases struct {
 // TestConformanceFallback holds the local fallback breaker to the cases
 // every client's fallback is held to.
 func TestConformanceFallback(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../../conformance/fallback.json")
 	if err != nil {
 		t.Fatal(err)

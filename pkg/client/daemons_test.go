@@ -23,6 +23,7 @@ import (
 // address is an error at Dial naming it, never a client that falls back
 // on every call.
 func TestDialSeveralDaemonsRefusesABadAddress(t *testing.T) {
+	t.Parallel()
 	for _, target := range []string{"127.0.0.1:7070,127.0.0.1", "127.0.0.1:7070,", "a:1,,b:2"} {
 		c, err := Dial(target)
 		if err == nil {
@@ -52,6 +53,7 @@ func (u *unavailableDaemon) Allow(context.Context, *pb.AllowRequest) (*pb.AllowR
 // Unavailable; each Allow it gets is sent on to the other, and every
 // answer comes from breakerd, none from the fallback.
 func TestUnavailableDaemonIsSkipped(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	d := start(t, b, store.Options{})
 	fake := &unavailableDaemon{}
@@ -83,6 +85,7 @@ func TestUnavailableDaemonIsSkipped(t *testing.T) {
 // is degraded, and no call reaches the open breaker's dependency (counted
 // at the dependency).
 func TestKilledDaemonStrandsNoClient(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d1, d2 := start(t, b, store.Options{}), start(t, b, store.Options{})
 		target := d1.Addr + "," + d2.Addr

@@ -12,6 +12,7 @@ import (
 )
 
 func TestCancelledOrPanickingProbeReleasesTheLease(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testCancelledOrPanickingProbeReleasesTheLease(t, m) })
 }
 
@@ -62,6 +63,7 @@ func testCancelledOrPanickingProbeReleasesTheLease(t *testing.T, m *clientMode) 
 }
 
 func TestSuspectAndPausedDenialsNeverRunTheCall(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testSuspectAndPausedDenialsNeverRunTheCall(t, m) })
 }
 

@@ -20,6 +20,7 @@ import (
 // Strict mode only: the open cache is strict mode's (fast mode replaces
 // it with its view; TestSlowAnswersAreNotAnOutage and fast_test.go cover that).
 func TestOpenCacheAnswersKnownOpenCircuitsWithoutRPCs(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		o := withAlternatives()
 		d := start(t, b, o)
@@ -117,6 +118,7 @@ func TestOpenCacheAnswersKnownOpenCircuitsWithoutRPCs(t *testing.T) {
 
 // A unit test of the open cache (strict mode's), with no client.
 func TestOpenCacheSkipsADenialThatRacedAnEvent(t *testing.T) {
+	t.Parallel()
 	c := newOpenCache()
 	c.resync(nil, time.Now())
 	deny := &Permit{Breaker: "x", Decision: pb.Decision_DECISION_DENIED_OPEN, RetryAfter: time.Minute,
@@ -150,6 +152,7 @@ func TestOpenCacheSkipsADenialThatRacedAnEvent(t *testing.T) {
 }
 
 func TestDaemonStoppedMidRunFallsBackToALocalBreaker(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testDaemonStoppedMidRunFallsBackToALocalBreaker(t, m) })
 }
 
@@ -228,6 +231,7 @@ func testDaemonStoppedMidRunFallsBackToALocalBreaker(t *testing.T, m *clientMode
 }
 
 func TestFailClosedDeniesWhileTheDaemonIsDown(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testFailClosedDeniesWhileTheDaemonIsDown(t, m) })
 }
 
@@ -272,6 +276,7 @@ func testFailClosedDeniesWhileTheDaemonIsDown(t *testing.T, m *clientMode) {
 // breakerd, and after DownAfterFailures of them the fallback answers
 // without trying.
 func TestFirstContactBudgetBoundsASilentDaemon(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testFirstContactBudgetBoundsASilentDaemon(t, m) })
 }
 
@@ -335,6 +340,7 @@ func (s *stallingServer) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.A
 // (50ms by default): the first-contact budget and the caller's deadline
 // here are far longer, so only the Allow budget can have ended the wait.
 func TestAllowBudgetBoundsAStalledDaemon(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testAllowBudgetBoundsAStalledDaemon(t, m) })
 }
 
@@ -371,6 +377,7 @@ func testAllowBudgetBoundsAStalledDaemon(t *testing.T, m *clientMode) {
 // what that state denies, by the machine's read rule: an open breaker is
 // cached until its next probe, on this client's clock, with no read.
 func TestOpenCacheTakesTheEventsState(t *testing.T) {
+	t.Parallel()
 	c := newOpenCache()
 	now := time.Unix(1000, 0)
 	c.resync(nil, now)

@@ -72,6 +72,7 @@ func advanceAll(b *testredis.Backend, d time.Duration, clks ...*fakeClock) {
 }
 
 func TestFastClosedAllowMakesNoRPCAndHealthySuccessesAreNotSent(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := start(t, b, withAlternatives())
 		clk := newFakeClock()
@@ -149,6 +150,7 @@ func TestFastClosedAllowMakesNoRPCAndHealthySuccessesAreNotSent(t *testing.T) {
 }
 
 func TestFastTripByOthersReachesTheViewAndDeniesWithoutRPC(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := start(t, b, withAlternatives("alt_search"))
 		clk := newFakeClock()
@@ -184,6 +186,7 @@ func TestFastTripByOthersReachesTheViewAndDeniesWithoutRPC(t *testing.T) {
 }
 
 func TestFastHalfOpenProbeGoesToBreakerdOneFleetWide(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := start(t, b, withAlternatives())
 		clk := newFakeClock()
@@ -288,6 +291,7 @@ func (f *blockingBatches) RecordBatch(ctx context.Context, req *pb.RecordBatchRe
 }
 
 func TestFastQueueOverflowDropsOnlySuccesses(t *testing.T) {
+	t.Parallel()
 	f := &blockingBatches{release: make(chan struct{})}
 	addr := serveFake(t, f)
 	c := dial(t, addr, "w1", WithFastMode())
@@ -363,6 +367,7 @@ func BenchmarkFastAllow(b *testing.B) {
 }
 
 func TestFastOutcomesPastTheirGenerationAreNotSent(t *testing.T) {
+	t.Parallel()
 	f := &blockingBatches{release: make(chan struct{})}
 	close(f.release)
 	c := dial(t, serveFake(t, f), "w1", WithFastMode())
@@ -393,6 +398,7 @@ func TestFastOutcomesPastTheirGenerationAreNotSent(t *testing.T) {
 // breakerd count them), and a failure rate built from failures alone
 // cannot trip the breaker behind the fleet's back.
 func TestFastWindowModeSendsEverySuccess(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		p := policy.Default()
 		p.Jitter, p.Mode, p.Window, p.FailureRate, p.MinCalls = 0, "window", time.Minute, 0.5, 4
@@ -433,6 +439,7 @@ func TestFastWindowModeSendsEverySuccess(t *testing.T) {
 // peer's run_started reached w2 while w2's first Allow was in flight, and
 // w2's view never learned the trip that followed.
 func TestFastFencedFirstAnswerIsReadAgain(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := start(t, b, withAlternatives())
 		w := dial(t, d.Addr, "w1")
@@ -475,6 +482,7 @@ func TestFastFencedFirstAnswerIsReadAgain(t *testing.T) {
 // the breaker closed with no run, and the fast successes after it are
 // sent until the slow run has ended; then they are skipped again.
 func TestFastSendsSlowSuccesses(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		p := policy.Default()
 		p.Jitter, p.MinWorkers, p.SlowCall, p.SlowCallThreshold = 0, 2, 2*time.Second, 3
@@ -542,6 +550,7 @@ func TestFastSendsSlowSuccesses(t *testing.T) {
 // again on the client's clock and deny past the probe's time. Seen under
 // load in TestProbeInFlightDeniesOthers/fast.
 func TestFastLateTransitionEventDoesNotRestartTheOpenPeriod(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := start(t, b, withAlternatives())
 		w1, w2 := dial(t, d.Addr, "w1"), dial(t, d.Addr, "w2")
@@ -593,6 +602,7 @@ func TestFastLateTransitionEventDoesNotRestartTheOpenPeriod(t *testing.T) {
 // TestProbeInFlightDeniesOthers/fast: a read from before the cooldown's
 // end, learned after it, denied for another full cooldown.
 func TestFastViewKeepsTheLaterWordAndTimesFromTheAsk(t *testing.T) {
+	t.Parallel()
 	v := newView()
 	open := &pb.BreakerState{State: pb.State_STATE_OPEN, Generation: 1, AsOfMs: 1000, NextProbeAtMs: 31_000}
 	closed := &pb.BreakerState{State: pb.State_STATE_CLOSED, Generation: 0, Failures: 4, AsOfMs: 1000}
@@ -626,6 +636,7 @@ func TestFastViewKeepsTheLaterWordAndTimesFromTheAsk(t *testing.T) {
 // whole milliseconds, as breakerd does (not "retry after
 // 35.325830155s" from fast mode beside strict mode's "35.339s").
 func TestWholeMsRoundsUp(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[time.Duration]time.Duration{
 		35325830155 * time.Nanosecond: 35326 * time.Millisecond,
 		time.Nanosecond:               time.Millisecond,
@@ -653,6 +664,7 @@ func (f *refusingWatch) Watch(*pb.WatchRequest, pb.BreakerService_WatchServer) e
 // in its log: the view is not live, and each refusal is counted with its
 // error.
 func TestFastRefusedWatchShowsInStats(t *testing.T) {
+	t.Parallel()
 	f := &refusingWatch{}
 	addr := serveFake(t, f)
 	c := dial(t, addr, "w1", WithFastMode(), WithReconnectInterval(time.Millisecond))

@@ -16,6 +16,7 @@ import (
 // fast view, each its own worker to breakerd.
 
 func TestForWorkerSharesOneStreamAndCountsAsDistinctWorkers(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := start(t, b, store.Options{})
 		clk := newFakeClock()
@@ -79,6 +80,7 @@ func TestForWorkerSharesOneStreamAndCountsAsDistinctWorkers(t *testing.T) {
 }
 
 func TestForWorkerRefusesABadWorkerID(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := start(t, b, store.Options{})
 		w1 := fastDial(t, d.Addr, "w1", newFakeClock())

@@ -11,6 +11,7 @@ import (
 // pull in), the generated stubs and the dependency-free rule packages.
 // Never go-redis, YAML, or the daemon's internals.
 func TestImportList(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", ".").Output()
 	if err != nil {
 		t.Fatalf("go list -deps: %v", err)

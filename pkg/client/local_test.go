@@ -10,6 +10,7 @@ import (
 
 // TestLocalBreaker walks the fallback's state machine on an injected clock.
 func TestLocalBreaker(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	l := newLocalBreaker(LocalPolicy{}, clock.Now)
 	const name = "payments"

@@ -22,6 +22,7 @@ import (
 // New wraps a connection the caller owns: calls go over it, and Close
 // leaves it open.
 func TestNewUsesTheCallersConnection(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testNewUsesTheCallersConnection(t, m) })
 }
 
@@ -67,6 +68,7 @@ func testNewUsesTheCallersConnection(t *testing.T, m *clientMode) {
 // when the caller's own context has no deadline. (A caller that gave up
 // sends no Record at all: its cancellation is never counted.)
 func TestRecordTimeoutBoundsTheRecord(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testRecordTimeoutBoundsTheRecord(t, m) })
 }
 
@@ -114,6 +116,7 @@ func deadAddr(*testing.T) string { return "127.0.0.1:1" }
 // unreachable: with 2, the third call is denied without reaching the
 // vendor; with the default 5 it goes out.
 func TestLocalPolicyTunesTheFallback(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testLocalPolicyTunesTheFallback(t, m) })
 }
 
@@ -145,6 +148,7 @@ func testLocalPolicyTunesTheFallback(t *testing.T, m *clientMode) {
 
 // WithLogger reports breakerd going away and coming back.
 func TestLoggerReportsUnreachableAndBack(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testLoggerReportsUnreachableAndBack(t, m) })
 }
 
@@ -180,6 +184,7 @@ func testLoggerReportsUnreachableAndBack(t *testing.T, m *clientMode) {
 }
 
 func TestDeniedErrorAndBreakerName(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		d    pb.Decision
 		want string // the error's type, "" for nil
@@ -230,6 +235,7 @@ func (s *degradedServer) Allow(context.Context, *pb.AllowRequest) (*pb.AllowResp
 // DaemonDegraded; the outcome still goes to that daemon, not to the
 // client's local fallback.
 func TestDaemonDegradedPermitIsRecordedAtTheDaemon(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testDaemonDegradedPermitIsRecordedAtTheDaemon(t, m) })
 }
 

@@ -23,6 +23,7 @@ import (
 // the parent's scope and reason, asked of breakerd (never the fast view),
 // and no request reaches the vendor.
 func TestParentScopeDeniesThroughTheClient(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testParentScope(t, m) })
 }
 
@@ -117,6 +118,7 @@ func force(t *testing.T, c *Client, name string, mode pb.ForceMode, reason strin
 // the model sees carries its scope, the vendor sees no request, and
 // Available costs two BatchGets (the tools' breakers, then their parents).
 func TestRunAvailableLeavesOutAToolWhoseParentDenies(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testRunAvailableParentDenies(t, m) })
 }
 
@@ -183,6 +185,7 @@ func testRunAvailableParentDenies(t *testing.T, m *clientMode) {
 // under the parent at the first denial breakerd gives one of them, and
 // the denial names the parent.
 func TestRunCallParentDenialRemovesEveryToolUnderIt(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testRunCallParentDenial(t, m) })
 }
 
@@ -237,6 +240,7 @@ func testRunCallParentDenial(t *testing.T, m *clientMode) {
 // when a tool's breaker names a parent not otherwise read. A closed
 // parent keeps its children.
 func TestRunAvailableParentCost(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testRunAvailableParentCost(t, m) })
 }
 
@@ -298,6 +302,7 @@ breakers:
 // says when), a parent whose probe is due keeps them (a call finds out),
 // and a parent whose probe is in flight leaves them out as recovering.
 func TestRunAvailableParentOpenDueProbing(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testRunAvailableParentOpenDueProbing(t, m) })
 }
 
@@ -355,6 +360,7 @@ func testRunAvailableParentOpenDueProbing(t *testing.T, m *clientMode) {
 // A parent in shadow mode shows its enforced state, closed: a tool under
 // it that would be denied if the parent were enforced stays available.
 func TestRunAvailableKeepsChildrenOfAShadowedParent(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) {
 		testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 			parent, web := b.Breaker("search-vendor"), b.Breaker("web_search")

@@ -119,6 +119,7 @@ func (o *outages) String() string {
 // field, and the client stays on breakerd: the next Allow of a breaker
 // forced open in Redis is still breakerd's DENIED_FORCED_OPEN.
 func TestBadRequestIsNotAnOutage(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testBadRequestIsNotAnOutage(t, m) })
 }
 
@@ -196,6 +197,7 @@ func testBadRequestIsNotAnOutage(t *testing.T, m *clientMode) {
 // breakerd; a refused connection is. (One mode: it reads errors from the
 // raw stub, which both modes share.)
 func TestReachFailureReadsGRPCsOwnErrors(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	d := start(t, b, store.Options{})
 	c := dial(t, d.Addr, "agent")
@@ -230,6 +232,7 @@ func TestReachFailureReadsGRPCsOwnErrors(t *testing.T) {
 // In strict mode the late denial goes to the open cache (WithOpenCache);
 // in fast mode to the view, which WithOpenCache then does not add to.
 func TestSlowAnswersAreNotAnOutage(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testSlowAnswersAreNotAnOutage(t, m) })
 }
 
@@ -358,6 +361,7 @@ func testSlowAnswersAreNotAnOutage(t *testing.T, m *clientMode) {
 // the client to its fallback; an answer in between starts the count
 // again. The switch is said once: one log line, one hook call.
 func TestThreeFailuresToReachSwitchToFallback(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testThreeFailuresToReachSwitchToFallback(t, m) })
 }
 
@@ -423,6 +427,7 @@ func testThreeFailuresToReachSwitchToFallback(t *testing.T, m *clientMode) {
 // A Record's durations go out within what breakerd accepts, so the
 // outcome is kept, and whether the wait exceeds the deadline is too.
 func TestRecordClampsDurationsToBreakerdsBounds(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testRecordClampsDurationsToBreakerdsBounds(t, m) })
 }
 
@@ -469,6 +474,7 @@ func testRecordClampsDurationsToBreakerdsBounds(t *testing.T, m *clientMode) {
 // on a probe it releases the lease (OUTCOME_CANCELED) and the cooldown
 // does not grow. A deadline that passed is a TIMEOUT.
 func TestCancellationIsTheCallersWhateverTheToolSays(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testCancellationIsTheCallersWhateverTheToolSays(t, m) })
 }
 
@@ -585,6 +591,7 @@ func (s *recordingServer) last(t *testing.T) *pb.RecordRequest {
 // read off the wire: quota exhaustion as its own outcome, waits clamped
 // to breakerd's bounds, a bare 429 as 60s.
 func TestCallSendsWhatTheVendorSaid(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testCallSendsWhatTheVendorSaid(t, m) })
 }
 

@@ -21,6 +21,7 @@ func names(tools []Tool) string {
 }
 
 func TestRunAvailableAsksOnceAndRemovalsStick(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testRunAvailableAsksOnceAndRemovalsStick(t, m) })
 }
 
@@ -147,6 +148,7 @@ func testRunAvailableAsksOnceAndRemovalsStick(t *testing.T, m *clientMode) {
 }
 
 func TestRunCallDenialRemovesTheToolMidRun(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testRunCallDenialRemovesTheToolMidRun(t, m) })
 }
 
@@ -178,6 +180,7 @@ func testRunCallDenialRemovesTheToolMidRun(t *testing.T, m *clientMode) {
 }
 
 func TestRunProbeDueIsAvailable(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testRunProbeDueIsAvailable(t, m) })
 }
 

@@ -31,6 +31,7 @@ func savings(t *testing.T, c *Client, name string) *pb.BreakerSavings {
 // breakerd's counts through FlushSavings, and only those: breakerd's own
 // denials are its own count.
 func TestLocalDenialsAreReported(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) {
 		testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 			d := start(t, b, withAlternatives())
@@ -90,6 +91,7 @@ func TestLocalDenialsAreReported(t *testing.T) {
 // TestRunRemovalsAreReportedOncePerRunAndTool: each tool a run leaves
 // out counts once for the run, however often Available is asked.
 func TestRunRemovalsAreReportedOncePerRunAndTool(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	d := start(t, b, withAlternatives())
 	w1, w2 := dial(t, d.Addr, "w1"), dial(t, d.Addr, "w2")
@@ -120,6 +122,7 @@ func TestRunRemovalsAreReportedOncePerRunAndTool(t *testing.T) {
 // TestSavingsReportsWaitOutAnOutage: counts breakerd did not take stay
 // for the next report.
 func TestSavingsReportsWaitOutAnOutage(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	d := start(t, b, withAlternatives())
 	w1, w2 := dial(t, d.Addr, "w1"), dial(t, d.Addr, "w2")
@@ -150,6 +153,7 @@ type savingsCases struct {
 // TestConformanceSavings holds what the client reports as saved to the
 // cases every client is held to.
 func TestConformanceSavings(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile("../../conformance/savings.json")
 	if err != nil {
 		t.Fatal(err)

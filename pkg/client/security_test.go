@@ -18,6 +18,7 @@ import (
 // 1 breaker, with 3 forced open) still seeds it, and its denials come
 // from the cache.
 func TestSecurityOpenCachePagesItsList(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := daemontest.StartWith(t, b, daemontest.Options{Store: withAlternatives(), Listener: limits.Listener{ListMaxUnpaged: 1}})
 		op := dial(t, d.Addr, "op")
@@ -93,6 +94,7 @@ func (f *pagedList) List(ctx context.Context, req *pb.ListRequest) (*pb.ListResp
 // page of the open cache's List, not the whole listing, so a keyspace that
 // takes many pages still seeds the cache.
 func TestSecurityOpenCacheBoundsEachPage(t *testing.T) {
+	t.Parallel()
 	timeout := 2 * time.Second
 	f := &pagedList{timeout: timeout}
 	c := dial(t, serveFake(t, f), "agent", WithOpenCache(), func(o *options) { o.listTimeout = timeout })

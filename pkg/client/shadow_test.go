@@ -19,6 +19,7 @@ import (
 // the first call after the cooldown, and its success closes the shadow
 // state.
 func TestShadowModeAllowsInBothModes(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) {
 		testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 			p := policy.Default()
@@ -92,6 +93,7 @@ func TestShadowModeAllowsInBothModes(t *testing.T) {
 // (an event marked shadow, to OPEN) and keeps allowing, answering from
 // memory once it has read the breaker again, with no RPC per call.
 func TestFastShadowTripEventDoesNotDeny(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		p := policy.Default()
 		p.Jitter, p.Shadow = 0, true

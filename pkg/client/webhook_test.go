@@ -29,6 +29,7 @@ func specHeader(sig string) http.Header {
 }
 
 func TestSignWebhookMatchesTheSpecVector(t *testing.T) {
+	t.Parallel()
 	key, err := client.WebhookKey(specSecret)
 	if err != nil {
 		t.Fatal(err)
@@ -39,6 +40,7 @@ func TestSignWebhookMatchesTheSpecVector(t *testing.T) {
 }
 
 func TestVerifyWebhook(t *testing.T) {
+	t.Parallel()
 	signedAt := time.Unix(specTimestamp, 0)
 	for _, tc := range []struct {
 		name   string
@@ -73,6 +75,7 @@ func TestVerifyWebhook(t *testing.T) {
 }
 
 func TestWebhookKey(t *testing.T) {
+	t.Parallel()
 	if k, err := client.WebhookKey("raw-secret"); err != nil || string(k) != "raw-secret" {
 		t.Errorf("WebhookKey(raw) = %q, %v; want the bytes as given", k, err)
 	}
@@ -88,6 +91,7 @@ func TestWebhookKey(t *testing.T) {
 // (anyone can make one) is refused when the receiver's secret is empty or
 // "whsec_" alone, however well it is signed.
 func TestSecurityEmptyWebhookSecretRefused(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(specTimestamp, 0)
 	body := []byte(specBody)
 	for _, secret := range []string{"", client.WebhookSecretPrefix} {

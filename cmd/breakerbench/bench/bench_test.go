@@ -7,8 +7,11 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/breakerd/breakerd/internal/testredis"
 )
 
 // tiny is a run small enough for a test: one round, a few callers.
@@ -30,6 +33,7 @@ func tiny(t *testing.T) Options {
 // wire says about each: no errors, the RPCs the bench sent per op, and
 // one Redis round trip per breakerd RPC. Nothing here is timed.
 func TestRunTiny(t *testing.T) {
+	testredis.Tier(t, "bench")
 	o := tiny(t)
 	var out bytes.Buffer
 	ctx := context.Background()
@@ -146,13 +150,23 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// TestProcCPU spends CPU until getrusage counts 50 ms of it (five of the
+// 10 ms ticks /proc counts in), whatever ran before: procCPU must see it.
 func TestProcCPU(t *testing.T) {
+	var spent time.Duration
+	for spent < 50*time.Millisecond {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			t.Fatal(err)
+		}
+		spent = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
 	d, err := procCPU(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d <= 0 {
-		t.Errorf("procCPU(self) = %s, want the CPU this test has spent", d)
+		t.Errorf("procCPU(self) = %s after %s of CPU by getrusage, want the CPU this test has spent", d, spent)
 	}
 }
 
@@ -182,6 +196,7 @@ func TestMemoryTiny(t *testing.T) {
 // (one resync each), a trip that reached every view, and every call
 // answered (allowed or denied). Nothing here is timed.
 func TestFleetTiny(t *testing.T) {
+	testredis.Tier(t, "bench")
 	o := DefaultFleet()
 	o.Clients, o.Conns, o.Breakers, o.Rate = 200, 2, 20, 5
 	o.Warmup, o.Duration, o.FailFrom, o.FailUntil, o.Cooldown = 200*time.Millisecond, 4*time.Second, time.Second, 3*time.Second, 500*time.Millisecond

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/breakerd/breakerd/internal/policy"
+	"github.com/breakerd/breakerd/internal/testredis"
 	"github.com/breakerd/breakerd/pkg/client"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -407,6 +408,7 @@ func replayRows(t *testing.T, cfg Config) map[int]Row {
 // next success), the window arm does, and the vendor counts what that
 // saved and what it cost.
 func TestReplayPartialOutage(t *testing.T) {
+	testredis.Tier(t, "replay")
 	cfg := Default()
 	cfg.Runs = 120
 	cfg.FailRate = 0.3
@@ -486,6 +488,7 @@ func TestPolicyYAMLWindowArm(t *testing.T) {
 // instead of failing: nothing counts a failure, so arms 4 and 5 never
 // open; arm 8 counts slow calls, opens, and closes after the outage.
 func TestReplaySlowOutage(t *testing.T) {
+	testredis.Tier(t, "replay")
 	cfg := Default()
 	cfg.Runs = 120
 	cfg.SlowOutage = 25 * time.Second
