@@ -1,6 +1,7 @@
 """A TCP proxy in front of a real daemon, for gray faults: stall (accept
 and keep connections, forward nothing), delay (each answer chunk held
-back), and restore. Counts the connections it accepted."""
+back), and restore. Counts the connections it accepted and the requests sent
+through it (each HTTP request line, whether the daemon answers or not)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ class Proxy:
         host, port = target.rsplit(":", 1)
         self.target = (host, int(port))
         self.connections = 0
+        self.requests = 0  # HTTP requests forwarded toward the daemon
         self.delay = 0.0  # seconds each chunk from the daemon is held back
         self._flowing = threading.Event()
         self._flowing.set()
@@ -74,6 +76,9 @@ class Proxy:
                 if not data:
                     break
                 self._flowing.wait()
+                if not answers:
+                    with self._lock:
+                        self.requests += data.count(b"POST /")
                 if answers and self.delay:
                     self._closed.wait(self.delay)
                 dst.sendall(data)
