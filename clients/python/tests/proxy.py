@@ -5,8 +5,13 @@ through it (each HTTP request line, whether the daemon answers or not)."""
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
+from collections import Counter
+
+
+_REQUEST = re.compile(rb"POST /\S*?([A-Za-z]+) HTTP/")
 
 
 class Proxy:
@@ -17,6 +22,7 @@ class Proxy:
         self.target = (host, int(port))
         self.connections = 0
         self.requests = 0  # HTTP requests forwarded toward the daemon
+        self.methods: Counter[str] = Counter()  # the same, by the path's last part (Allow, Record...)
         self.delay = 0.0  # seconds each chunk from the daemon is held back
         self._flowing = threading.Event()
         self._flowing.set()
@@ -78,7 +84,9 @@ class Proxy:
                 self._flowing.wait()
                 if not answers:
                     with self._lock:
-                        self.requests += data.count(b"POST /")
+                        for m in _REQUEST.finditer(data):
+                            self.requests += 1
+                            self.methods[m.group(1).decode()] += 1
                 if answers and self.delay:
                     self._closed.wait(self.delay)
                 dst.sendall(data)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import urllib.parse
 from collections.abc import Callable
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 import breakerd
 
 from .conftest import Daemon
+from .proxy import Proxy
 from .test_daemon import client
 
 
@@ -34,13 +36,27 @@ def failures(c: breakerd.Client, breaker: str) -> int:
     return int(c.get(breaker).get("failures", 0))
 
 
+def expire_deadlines() -> None:
+    """expire_deadlines moves this loop's clock an hour on: every
+    deadline set on it (wait_for's, asyncio.timeout's) is past, at the
+    point the call has reached, whatever the machine's speed."""
+    loop = asyncio.get_running_loop()
+    now = loop.time
+    setattr(loop, "time", lambda: now() + 3600)
+
+
+async def hang_past_deadline() -> None:
+    expire_deadlines()
+    await hang()
+
+
 async def test_wait_for_deadline_counts_as_a_timeout(daemon: Daemon, name: Callable[[str], str]) -> None:
     b = name("vendor")
     c = client(daemon, worker="w1")
-    guarded = c.guard(b)(hang)
+    guarded = c.guard(b)(hang_past_deadline)
     for i in range(2):
         with pytest.raises(TimeoutError):
-            await asyncio.wait_for(guarded(), 0.05)
+            await asyncio.wait_for(guarded(), 60)
         await until(lambda: failures(c, b) == i + 1, f"timeout {i + 1} counted")
 
 
@@ -50,12 +66,39 @@ async def test_asyncio_timeout_counts_as_a_timeout(daemon: Daemon, name: Callabl
     c = client(daemon, worker="w1")
     g = c.guard(b)
     with pytest.raises(TimeoutError):
-        async with asyncio.timeout(0.05):  # type: ignore[attr-defined,unused-ignore]
+        async with asyncio.timeout(60):  # type: ignore[attr-defined,unused-ignore]
             async with g:
-                await hang()
+                await hang_past_deadline()
     await until(lambda: g.result is not None, "the record")
     assert g.result is not None and g.result["classified_as"] == "OUTCOME_TIMEOUT"
     assert failures(c, b) == 1
+
+
+async def test_a_deadline_during_the_allow_releases_the_permit_uncounted(
+        daemon: Daemon, name: Callable[[str], str]) -> None:
+    """The deadline passes while the Allow is outstanding (its daemon
+    stalled): the dependency was never called, so nothing is counted, and
+    the permit the late answer brings is released by a Record of a cancel
+    (the Record reaching the daemon is the witness)."""
+    b = name("vendor")
+    px = Proxy(urllib.parse.urlsplit(daemon.url).netloc)
+    c = breakerd.Client(px.url, worker_id="w1", watch=False, allow_budget=30.0, rpc_timeout=30.0)
+    try:
+        c.check()
+        px.stall()
+        sent = c.transport.calls
+        call = asyncio.ensure_future(asyncio.wait_for(c.guard(b)(hang)(), 60))
+        await until(lambda: c.transport.calls == sent + 1, "the Allow under way")
+        expire_deadlines()
+        with pytest.raises(TimeoutError):
+            await call
+        px.restore()
+        await until(lambda: px.methods["Record"] == 1, "the unused permit released")
+        assert px.methods["Allow"] == 1
+        assert failures(c, b) == 0
+    finally:
+        c.close()
+        px.close()
 
 
 async def test_guard_deadline_spent_counts_as_a_timeout(daemon: Daemon, name: Callable[[str], str]) -> None:
