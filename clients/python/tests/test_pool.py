@@ -39,7 +39,9 @@ def test_a_stopped_daemon_holds_no_thread_of_the_client(two_daemons: tuple[Daemo
         def caller(i: int) -> None:
             go.wait()
             for _ in range(CALLS):
-                degraded[i] += c.allow(name("x")).degraded
+                # Answered by the client's fallback (a daemon whose own
+                # Redis is slow answers degraded too).
+                degraded[i] += c.allow(name("x")).local_generation is not None
 
         threads = [threading.Thread(target=caller, args=(i,)) for i in range(THREADS)]
         for t in threads:
