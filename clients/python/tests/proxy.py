@@ -1,11 +1,17 @@
 """A TCP proxy in front of a real daemon, for gray faults: stall (accept
 and keep connections, forward nothing), delay (each answer chunk held
-back), and restore. Counts the connections it accepted."""
+back), and restore. Counts the connections it accepted and the requests sent
+through it (each HTTP request line, whether the daemon answers or not)."""
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
+from collections import Counter
+
+
+_REQUEST = re.compile(rb"POST /\S*?([A-Za-z]+) HTTP/")
 
 
 class Proxy:
@@ -15,6 +21,8 @@ class Proxy:
         host, port = target.rsplit(":", 1)
         self.target = (host, int(port))
         self.connections = 0
+        self.requests = 0  # HTTP requests forwarded toward the daemon
+        self.methods: Counter[str] = Counter()  # the same, by the path's last part (Allow, Record...)
         self.delay = 0.0  # seconds each chunk from the daemon is held back
         self._flowing = threading.Event()
         self._flowing.set()
@@ -74,6 +82,11 @@ class Proxy:
                 if not data:
                     break
                 self._flowing.wait()
+                if not answers:
+                    with self._lock:
+                        for m in _REQUEST.finditer(data):
+                            self.requests += 1
+                            self.methods[m.group(1).decode()] += 1
                 if answers and self.delay:
                     self._closed.wait(self.delay)
                 dst.sendall(data)

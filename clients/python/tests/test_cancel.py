@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import urllib.parse
 from collections.abc import Callable
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 import breakerd
 
 from .conftest import Daemon
+from .proxy import Proxy
 from .test_daemon import client
 
 
@@ -34,33 +36,28 @@ def failures(c: breakerd.Client, breaker: str) -> int:
     return int(c.get(breaker).get("failures", 0))
 
 
-async def past_deadline(started: asyncio.Event, deadline: float) -> None:
-    """Moves the loop's clock past deadline (seconds) once the guarded
-    call is under way: the deadline falls inside the call, however long
-    a busy machine took to Allow it."""
-    await started.wait()
+def expire_deadlines() -> None:
+    """expire_deadlines moves this loop's clock an hour on: every
+    deadline set on it (wait_for's, asyncio.timeout's) is past, at the
+    point the call has reached, whatever the machine's speed."""
     loop = asyncio.get_running_loop()
-    real = loop.time
-    loop.time = lambda: real() + 2 * deadline  # type: ignore[method-assign]
+    now = loop.time
+    setattr(loop, "time", lambda: now() + 3600)
+
+
+async def hang_past_deadline() -> None:
+    expire_deadlines()
+    await hang()
 
 
 async def test_wait_for_deadline_counts_as_a_timeout(daemon: Daemon, name: Callable[[str], str]) -> None:
     b = name("vendor")
     c = client(daemon, worker="w1")
-    started = asyncio.Event()
-
-    async def call() -> None:
-        started.set()
-        await hang()
-
-    guarded = c.guard(b)(call)
-    loop = asyncio.get_running_loop()
-    real = loop.time
+    guarded = c.guard(b)(hang_past_deadline)
     for i in range(2):
         started.clear()
         with pytest.raises(TimeoutError):
-            await asyncio.gather(asyncio.wait_for(guarded(), 60), past_deadline(started, 60))
-        loop.time = real  # type: ignore[method-assign]
+            await asyncio.wait_for(guarded(), 60)
         await until(lambda: failures(c, b) == i + 1, f"timeout {i + 1} counted")
 
 
@@ -70,13 +67,39 @@ async def test_asyncio_timeout_counts_as_a_timeout(daemon: Daemon, name: Callabl
     c = client(daemon, worker="w1")
     g = c.guard(b)
     with pytest.raises(TimeoutError):
-        async with asyncio.timeout(None) as cm:  # type: ignore[attr-defined,unused-ignore]
+        async with asyncio.timeout(60):  # type: ignore[attr-defined,unused-ignore]
             async with g:
-                cm.reschedule(asyncio.get_running_loop().time() + 0.05)  # the deadline falls inside the call
-                await hang()
+                await hang_past_deadline()
     await until(lambda: g.result is not None, "the record")
     assert g.result is not None and g.result["classified_as"] == "OUTCOME_TIMEOUT"
     assert failures(c, b) == 1
+
+
+async def test_a_deadline_during_the_allow_releases_the_permit_uncounted(
+        daemon: Daemon, name: Callable[[str], str]) -> None:
+    """The deadline passes while the Allow is outstanding (its daemon
+    stalled): the dependency was never called, so nothing is counted, and
+    the permit the late answer brings is released by a Record of a cancel
+    (the Record reaching the daemon is the witness)."""
+    b = name("vendor")
+    px = Proxy(urllib.parse.urlsplit(daemon.url).netloc)
+    c = breakerd.Client(px.url, worker_id="w1", watch=False, allow_budget=30.0, rpc_timeout=30.0)
+    try:
+        c.check()
+        px.stall()
+        sent = c.transport.calls
+        call = asyncio.ensure_future(asyncio.wait_for(c.guard(b)(hang)(), 60))
+        await until(lambda: c.transport.calls == sent + 1, "the Allow under way")
+        expire_deadlines()
+        with pytest.raises(TimeoutError):
+            await call
+        px.restore()
+        await until(lambda: px.methods["Record"] == 1, "the unused permit released")
+        assert px.methods["Allow"] == 1
+        assert failures(c, b) == 0
+    finally:
+        c.close()
+        px.close()
 
 
 async def test_guard_deadline_spent_counts_as_a_timeout(daemon: Daemon, name: Callable[[str], str]) -> None:

@@ -53,6 +53,10 @@ export interface Daemon {
   stop(): Promise<void>;
   /** kill ends it at once (SIGKILL), as a crash would. */
   kill(): Promise<void>;
+  /** pause stops it (SIGSTOP): it accepts connections and answers nothing, as a hung process. */
+  pause(): void;
+  /** resume continues a paused daemon (SIGCONT). */
+  resume(): void;
 }
 
 export interface DaemonOptions {
@@ -104,11 +108,15 @@ export async function startDaemon(o: DaemonOptions = {}): Promise<Daemon> {
   });
   if (exited) throw new Error(`breakerd exited at start; log:\n${log()}`);
   await waitFor(async () => (await fetch(`${url}/healthz`).then((r) => r.ok, () => false)) || exited, "breakerd SERVING");
-  const end = async (sig: NodeJS.Signals) => {
+  const send = (sig: NodeJS.Signals) => {
     if (!exited) child.kill(sig);
+  };
+  const end = async (sig: NodeJS.Signals) => {
+    send("SIGCONT"); // a paused daemon takes no SIGTERM
+    send(sig);
     await exit;
   };
-  return { url, log, stop: () => end("SIGTERM"), kill: () => end("SIGKILL") };
+  return { url, log, stop: () => end("SIGTERM"), kill: () => end("SIGKILL"), pause: () => send("SIGSTOP"), resume: () => send("SIGCONT") };
 }
 
 export type { ChildProcess };

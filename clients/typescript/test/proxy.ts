@@ -1,6 +1,7 @@
 // A TCP proxy in front of a real daemon, for gray faults: stall (accept
 // and keep connections, forward nothing), delay (each answer chunk held
-// back), and restore. Counts the connections it accepted.
+// back), and restore. Counts the connections it accepted and the requests
+// sent through it (each HTTP request line, answered or not).
 
 import { connect, createServer, type Server, type Socket } from "node:net";
 import type { AddressInfo } from "node:net";
@@ -8,6 +9,8 @@ import type { AddressInfo } from "node:net";
 /** Proxy forwards a loopback port to a daemon's URL. */
 export class Proxy {
   connections = 0;
+  /** HTTP requests forwarded toward the daemon. */
+  requests = 0;
   /** How long each chunk of an answer is held back, ms. */
   delayMs = 0;
   private flowing = true;
@@ -58,7 +61,8 @@ export class Proxy {
   /** pump forwards src to dst in order, holding chunks while stalled (and answers for delayMs). */
   private pump(src: Socket, dst: Socket, answers: number): void {
     let chain = Promise.resolve();
-    src.on("data", (chunk) => {
+    src.on("data", (chunk: Buffer) => {
+      if (!answers) this.requests += chunk.toString("latin1").split("POST /").length - 1;
       chain = chain.then(async () => {
         if (!this.flowing) await new Promise<void>((go) => this.waiting.push(go));
         if (answers && this.delayMs) await new Promise((r) => setTimeout(r, this.delayMs));

@@ -35,8 +35,12 @@ DEFAULT_RPC_TIMEOUT = 2.0
 _ALLOWING = ("DECISION_ALLOWED", "DECISION_PROBE")
 # How many breakers the client remembers the last known state of.
 MAX_KNOWN = 4096
-# The threads that carry calls on past the caller's Allow budget.
-_BACKGROUND_THREADS = 16
+# The threads that carry calls on past the caller's Allow budget: one per
+# call outstanding, started only when none is idle. A daemon that hangs
+# holds the thread of each call that found it (for that call's share of
+# the RPC timeout), so the bound is well above the callers of one process:
+# a call never queues behind calls waiting on a hung daemon.
+_BACKGROUND_THREADS = 512
 
 
 # The daemon's worker id syntax (internal/limits.WorkerID; docs/security.md#worker-ids).

@@ -107,8 +107,27 @@ class Guard:
 
     async def __aenter__(self) -> Permit:
         self._check()
-        p = await asyncio.to_thread(self.client.allow, self.breaker, tool=self.tool)
+        asked = asyncio.ensure_future(asyncio.to_thread(self.client.allow, self.breaker, tool=self.tool))
+        try:
+            p = await asyncio.shield(asked)
+        except asyncio.CancelledError:
+            # Cancelled (a deadline too) before the call began: the
+            # dependency was never called, so nothing is counted, but the
+            # permit the Allow brings is released (a probe lease at once).
+            asked.add_done_callback(self._release)
+            raise
         return self._admit(p)
+
+    def _release(self, asked: asyncio.Future[Permit]) -> None:
+        if asked.cancelled() or asked.exception() is not None or not asked.result().allowed:
+            return
+        _later(self._record_unused(asked.result()))
+
+    async def _record_unused(self, p: Permit) -> None:
+        try:
+            self.result = await asyncio.to_thread(self.client.record, p, None, evidence={"error_kind": KIND_CANCELLED})
+        except Exception as e:  # no caller is left to raise it to
+            logging.getLogger("breakerd").warning("breakerd: the release of an unused permit for %s failed: %s", p.breaker, e)
 
     async def __aexit__(self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         p, e, kw = self._report(exc)
