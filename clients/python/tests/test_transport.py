@@ -214,3 +214,20 @@ def test_check_names_the_cause_and_says_within_only_for_a_timeout() -> None:
     finally:
         silent.release.set()
         silent.close()
+
+
+@pytest.mark.parametrize(
+    ("breaker", "tool", "field"),
+    [("", "", "breaker"), ("x" * 257, "", "breaker"), ("a\tb", "", "breaker"), (" b", "", "breaker"),
+     ("payments", "bad tool", "tool"), ("payments", "x" * 129, "tool"), ("payments", "a/b", "tool")],
+)
+def test_a_refused_name_is_invalid_argument_never_the_fallback(breaker: str, tool: str, field: str) -> None:
+    """With no daemon reachable, a name breakerd would refuse is still an
+    error naming its field, never an answer of the local fallback."""
+    c = breakerd.Client(DEAD, worker_id="w")
+    try:
+        with pytest.raises(breakerd.InvalidArgument) as e:
+            c.allow(breaker, tool=tool)
+        assert e.value.fields == (field,)
+    finally:
+        c.close()

@@ -137,6 +137,8 @@ export interface RecordOptions {
  * fallback (the same words as the daemon's InvalidArgument).
  */
 export declare function checkName(field: string, v: string): void;
+/** checkTool refuses a tool name breakerd would refuse ("" lets the breaker's name stand in), before any round trip. */
+export declare function checkTool(v: string): void;
 /**
  * Client asks breakerd before each tool call and tells it the outcome
  * after. It is safe for concurrent use; close() ends its event stream.

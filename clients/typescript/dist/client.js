@@ -42,6 +42,15 @@ export function checkName(field, v) {
     if (v.trim() !== v)
         bad(`must not start or end with white space, got ${JSON.stringify(v)}`);
 }
+/** TOOL_NAME is MCP's tool-name syntax, which breakerd holds AllowRequest.tool to. */
+const TOOL_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
+/** checkTool refuses a tool name breakerd would refuse ("" lets the breaker's name stand in), before any round trip. */
+export function checkTool(v) {
+    if (v === "" || TOOL_NAME.test(v))
+        return;
+    const why = `must be 1 to 128 of A-Z a-z 0-9 _ - ., got ${JSON.stringify(v)}`;
+    throw new APIError("invalid_argument", `tool: ${why}`, [{ field: "tool", description: why }], 0, "");
+}
 /** MAX_KNOWN bounds how many breakers the client remembers the last known state of. */
 const MAX_KNOWN = 4096;
 /** warn is the default onError: one line on the console. */
@@ -239,6 +248,7 @@ export class Client {
     async allow(breaker, opts = {}) {
         checkName("breaker", breaker);
         const tool = opts.tool ?? "";
+        checkTool(tool);
         if (this.cache.status.connected) {
             // A live stream's cache answers a known denial with no round trip.
             const cached = this.cache.lookup(breaker);

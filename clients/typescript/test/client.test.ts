@@ -31,6 +31,9 @@ test("a refused breaker name is an APIError naming the field, never a fallback, 
   for (const [name, field] of [["", "breaker"], ["x".repeat(257), "breaker"], ["a\tb", "breaker"], [" b", "breaker"]] as const) {
     await assert.rejects(c.allow(name), (e: unknown) => e instanceof APIError && e.code === "invalid_argument" && e.violations[0]?.field === field, JSON.stringify(name));
   }
+  for (const tool of ["bad tool", "x".repeat(129), "a/b"]) {
+    await assert.rejects(c.allow("payments", { tool }), (e: unknown) => e instanceof APIError && e.code === "invalid_argument" && e.violations[0]?.field === "tool", tool);
+  }
 });
 
 test("a workerId the daemon would refuse is refused at construction, naming workerId", () => {

@@ -19,7 +19,7 @@ from typing import Any
 from . import _denial, _render
 from ._cache import DEFAULT_HEARTBEAT, OpenCache
 from ._denial import Denial
-from ._errors import BreakerdError, CircuitOpen, ConfigError
+from ._errors import BreakerdError, CircuitOpen, ConfigError, FieldViolation, InvalidArgument
 from ._evidence import KIND_CANCELLED, Evidence, evidence_of
 from ._fallback import DENIED_PROBE, LocalBreaker, LocalDecision, LocalPolicy, counts
 from ._guard import Exclude, Guard
@@ -45,6 +45,36 @@ _BACKGROUND_THREADS = 512
 
 # The daemon's worker id syntax (internal/limits.WorkerID; docs/security.md#worker-ids).
 WORKER_ID = re.compile(r"[A-Za-z0-9._:@/+=-]{1,128}")
+
+# The daemon's rules for a breaker's name and a tool's (AllowRequest),
+# checked before any round trip: bad input is an error, never an answer
+# of the fallback.
+MAX_NAME_BYTES = 256
+TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+
+
+def check_name(field: str, v: str) -> None:
+    """check_name raises InvalidArgument naming field for a breaker name
+    breakerd would refuse (the daemon's words)."""
+    why = ""
+    if not isinstance(v, str) or v == "":
+        why = "is required"
+    elif len(v.encode()) > MAX_NAME_BYTES:
+        why = f"is {len(v.encode())} bytes; at most {MAX_NAME_BYTES}"
+    elif not v.isprintable():
+        why = f"must be printable UTF-8 (no control characters), got {v!r}"
+    elif v.strip() != v:
+        why = f"must not start or end with white space, got {v!r}"
+    if why:
+        raise InvalidArgument("INVALID_ARGUMENT", f"{field}: {why}", status=0, url="", violations=(FieldViolation(field, why),))
+
+
+def check_tool(v: str) -> None:
+    """check_tool raises InvalidArgument for a tool name breakerd would
+    refuse; "" lets the breaker's name stand in."""
+    if v and not TOOL_NAME.fullmatch(v):
+        why = f"must be 1 to 128 of A-Z a-z 0-9 _ - ., got {v!r}"
+        raise InvalidArgument("INVALID_ARGUMENT", f"tool: {why}", status=0, url="", violations=(FieldViolation("tool", why),))
 
 
 def default_worker_id() -> str:
@@ -308,7 +338,10 @@ class Client:
         (``_budget``), the cache and then the local fallback answer,
         marked degraded, and a late answer still teaches the client (its
         ticket goes with the Record). While no daemon answers at all, the
-        fallback answers at once."""
+        fallback answers at once. A name breakerd would refuse raises
+        InvalidArgument before any of them."""
+        check_name("breaker", breaker)
+        check_tool(tool)
         cached = self.cache.denial(breaker)
         if cached is not None:
             self.savings.add(breaker, denials=1)
