@@ -280,9 +280,13 @@ func TestRestartWithoutPersistence(t *testing.T) {
 	if err != nil || a.GetDecision() != pb.Decision_DECISION_DENIED_OPEN || a.GetRetryAfterMs() <= 0 {
 		t.Errorf("Allow(%q) after the restart = %v (retry %d ms), %v; want DENIED_OPEN until its probe time", open, a.GetDecision(), a.GetRetryAfterMs(), err)
 	}
-	evs, err := st.Events(ctx, store.EventQuery{Breaker: open})
-	if err != nil || len(evs) != 1 || evs[0].GetKind() != pb.EventKind_EVENT_KIND_STATE_LOST {
-		t.Errorf("%q's log after the restart = %v, %v; want one state_lost alert", open, evs, err)
+	var evs []*pb.Event
+	daemontest.Eventually(t, "the state_lost alert in the open breaker's log", func() bool {
+		evs, err = st.Events(ctx, store.EventQuery{Breaker: open})
+		return err == nil && len(evs) > 0
+	})
+	if len(evs) != 1 || evs[0].GetKind() != pb.EventKind_EVENT_KIND_STATE_LOST {
+		t.Errorf("%q's log after the restart = %v; want one state_lost alert", open, evs)
 	}
 	for _, want := range []string{"redis lacked scripts", "redis restarted (its run_id changed)", "redis lost a breaker's state"} {
 		if !strings.Contains(logs.String(), want) {
