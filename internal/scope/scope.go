@@ -494,11 +494,11 @@ func (s *Scopes) WithParents(ctx context.Context, states []*pb.BreakerState) {
 		if vd.Denied() && !vd.Due {
 			st.DenyUntilMs = max(st.GetDenyUntilMs(), vd.Until)
 		}
-		if vd.Decision == pb.Decision_DECISION_DENIED_PARENT_OPEN && !vd.Due {
+		if vd.Decision == pb.Decision_DECISION_DENIED_PARENT_OPEN && !vd.Due && st.GetAsOfMs() > 0 {
 			// The parent's denial comes before the breaker's own and
 			// its suspect's (the read rule's order). A breaker that
-			// holds no state is closed, judged at no clock of its own:
-			// pv, read on the parent's clock, is its verdict.
+			// holds no state has no clock to judge it at: its parent's
+			// own state says.
 			st.Denial, st.SuspectDenial = breaker.ParentDenial(vd.Until, pv.Denial), nil
 		}
 	}

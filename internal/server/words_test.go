@@ -215,38 +215,3 @@ func TestStatesCarryTheirDenials(t *testing.T) {
 		}
 	})
 }
-
-// TestStatelessChildCarriesItsParentsDenial: a child breaker that holds
-// no state, under a parent forced open, is read (Get, BatchGet, List)
-// with the parent's denial, as its Allow answers.
-func TestStatelessChildCarriesItsParentsDenial(t *testing.T) {
-	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		parent, child := b.Breaker("vendor"), b.Breaker("vendor-search")
-		set, err := policy.Parse([]byte("breakers:\n  - match: \"" + child + "\"\n    parent: \"" + parent + "\"\n"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		d := daemontest.Start(t, b, store.Options{Policies: set})
-		api := dial(t, d, "w1").API()
-		ctx := context.Background()
-		if _, err := d.Store.Force(ctx, parent, pb.ForceMode_FORCE_MODE_OPEN, "vendor outage", 0, "op"); err != nil {
-			t.Fatal(err)
-		}
-		parentOpen := func(den *pb.Denial) bool {
-			return den.GetStatus() == "parent_open" && den.GetScope() == pb.DenialScope_DENIAL_SCOPE_PARENT && den.GetForced() &&
-				den.GetDecision() == pb.Decision_DECISION_DENIED_PARENT_OPEN && strings.Contains(den.GetReason(), "vendor outage")
-		}
-		got, err := api.Get(ctx, &pb.GetRequest{Breaker: child})
-		if err != nil || !parentOpen(got.GetState().GetDenial()) {
-			t.Errorf("Get(child): denial %v (%v); want the parent's", got.GetState().GetDenial(), err)
-		}
-		bg, err := api.BatchGet(ctx, &pb.BatchGetRequest{Breakers: []string{child}, WorkerId: "w1"})
-		if err != nil || !parentOpen(bg.GetStates()[0].GetDenial()) {
-			t.Errorf("BatchGet(child): denial %v (%v); want the parent's", bg.GetStates()[0].GetDenial(), err)
-		}
-		a, err := api.Allow(ctx, &pb.AllowRequest{Breaker: child, WorkerId: "w1"})
-		if err != nil || !parentOpen(a.GetDenial()) {
-			t.Errorf("Allow(child): denial %v (%v); want the parent's", a.GetDenial(), err)
-		}
-	})
-}
