@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/breakerd/breakerd/internal/testtls"
+	"github.com/breakerd/breakerd/internal/tests/testtls"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"

@@ -2,7 +2,7 @@
 // serves the tools of upstream MCP servers to any MCP agent, asking
 // breakerd before each call, so that a tool whose dependency is down
 // leaves the agent's toolset with the reason. See docs/mcp.md and
-// internal/mcpgw.
+// cmd/breakerd-mcp/mcpgw.
 package main
 
 import (
@@ -14,9 +14,9 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/breakerd/breakerd/cmd/breakerd-mcp/mcpgw"
 	"github.com/breakerd/breakerd/internal/buildinfo"
 	"github.com/breakerd/breakerd/internal/cli"
-	"github.com/breakerd/breakerd/internal/mcpgw"
 )
 
 func main() {

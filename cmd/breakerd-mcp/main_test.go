@@ -22,11 +22,11 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/breakerd/breakerd/cmd/breakerd-mcp/mcpgw"
 	"github.com/breakerd/breakerd/internal/auth"
-	"github.com/breakerd/breakerd/internal/daemontest"
-	"github.com/breakerd/breakerd/internal/mcpgw"
-	"github.com/breakerd/breakerd/internal/testredis"
-	"github.com/breakerd/breakerd/internal/testtls"
+	"github.com/breakerd/breakerd/internal/tests/daemontest"
+	"github.com/breakerd/breakerd/internal/tests/testredis"
+	"github.com/breakerd/breakerd/internal/tests/testtls"
 )
 
 // envRole makes the test binary breakerd-mcp ("main") or a one-tool

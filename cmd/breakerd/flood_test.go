@@ -21,7 +21,7 @@ import (
 
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 
-	"github.com/breakerd/breakerd/internal/testredis"
+	"github.com/breakerd/breakerd/internal/tests/testredis"
 )
 
 // rawCodec sends pre-encoded request bytes as they are, so the flood

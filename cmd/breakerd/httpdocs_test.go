@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/breakerd/breakerd/internal/testredis"
+	"github.com/breakerd/breakerd/internal/tests/testredis"
 )
 
 // docsAddr is the address docs/http-api.md's curl lines call; the test

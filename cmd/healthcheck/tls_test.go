@@ -13,7 +13,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/breakerd/breakerd/internal/auth"
-	"github.com/breakerd/breakerd/internal/testtls"
+	"github.com/breakerd/breakerd/internal/tests/testtls"
 )
 
 // serve runs a health service, SERVING, with opts; it returns the address.

@@ -18,7 +18,7 @@ import (
 	"github.com/breakerd/breakerd/internal/cli"
 	"github.com/breakerd/breakerd/internal/daemon"
 	"github.com/breakerd/breakerd/internal/policy"
-	"github.com/breakerd/breakerd/internal/testredis"
+	"github.com/breakerd/breakerd/internal/tests/testredis"
 )
 
 func noEnv(string) string { return "" }

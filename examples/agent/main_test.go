@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/breakerd/breakerd/internal/testredis"
+	"github.com/breakerd/breakerd/internal/tests/testredis"
 )
 
 // TestAgentRunsAgainstAnEmbeddedDaemon runs the example as `go run` does,

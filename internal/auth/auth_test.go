@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/breakerd/breakerd/internal/testtls"
+	"github.com/breakerd/breakerd/internal/tests/testtls"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -22,9 +22,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/breakerd/breakerd/internal/auth"
-	"github.com/breakerd/breakerd/internal/daemontest"
 	"github.com/breakerd/breakerd/internal/store"
-	"github.com/breakerd/breakerd/internal/testredis"
+	"github.com/breakerd/breakerd/internal/tests/daemontest"
+	"github.com/breakerd/breakerd/internal/tests/testredis"
 	"github.com/breakerd/breakerd/pkg/client"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )

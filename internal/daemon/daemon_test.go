@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/breakerd/breakerd/internal/cli"
-	"github.com/breakerd/breakerd/internal/daemontest"
+	"github.com/breakerd/breakerd/internal/tests/daemontest"
 
 	"github.com/alicebob/miniredis/v2"
 	"google.golang.org/grpc"

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/breakerd/breakerd/internal/testtls"
+	"github.com/breakerd/breakerd/internal/tests/testtls"
 )
 
 // TestRunServesHTTPWithTheGRPCListenersTrust runs the production assembly

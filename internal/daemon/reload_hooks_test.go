@@ -14,8 +14,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
-	"github.com/breakerd/breakerd/internal/daemontest"
 	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/internal/tests/daemontest"
 	"github.com/breakerd/breakerd/pkg/client"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )

@@ -15,10 +15,10 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/breakerd/breakerd/internal/auth"
-	"github.com/breakerd/breakerd/internal/daemontest"
 	"github.com/breakerd/breakerd/internal/httpapi"
 	"github.com/breakerd/breakerd/internal/protocol"
-	"github.com/breakerd/breakerd/internal/testredis"
+	"github.com/breakerd/breakerd/internal/tests/daemontest"
+	"github.com/breakerd/breakerd/internal/tests/testredis"
 )
 
 const (

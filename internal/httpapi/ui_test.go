@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/breakerd/breakerd/internal/auth"
-	"github.com/breakerd/breakerd/internal/daemontest"
 	"github.com/breakerd/breakerd/internal/httpapi"
-	"github.com/breakerd/breakerd/internal/testredis"
+	"github.com/breakerd/breakerd/internal/tests/daemontest"
+	"github.com/breakerd/breakerd/internal/tests/testredis"
 )
 
 // get fetches path from d's HTTP listener without following redirects.

@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/breakerd/breakerd/internal/daemontest"
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/httpapi"
 	"github.com/breakerd/breakerd/internal/store"
-	"github.com/breakerd/breakerd/internal/testredis"
+	"github.com/breakerd/breakerd/internal/tests/daemontest"
+	"github.com/breakerd/breakerd/internal/tests/testredis"
 )
 
 // sseEvent is one Server-Sent Event as a client reads it; a comment line

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/breakerd/breakerd/internal/store"
-	"github.com/breakerd/breakerd/internal/testredis"
+	"github.com/breakerd/breakerd/internal/tests/testredis"
 )
 
 // TestScriptErrorsNameTheLuaLine: a Redis error inside a script names the

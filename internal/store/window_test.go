@@ -7,7 +7,7 @@ import (
 
 	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/store"
-	"github.com/breakerd/breakerd/internal/testredis"
+	"github.com/breakerd/breakerd/internal/tests/testredis"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 

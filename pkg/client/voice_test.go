@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/breakerd/breakerd/internal/store"
-	"github.com/breakerd/breakerd/internal/testredis"
+	"github.com/breakerd/breakerd/internal/tests/testredis"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 

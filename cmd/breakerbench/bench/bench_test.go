@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/breakerd/breakerd/internal/testredis"
+	"github.com/breakerd/breakerd/internal/tests/testredis"
 )
 
 // tiny is a run small enough for a test: one round, a few callers.

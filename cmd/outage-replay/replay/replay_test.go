@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/breakerd/breakerd/internal/policy"
-	"github.com/breakerd/breakerd/internal/testredis"
+	"github.com/breakerd/breakerd/internal/tests/testredis"
 	"github.com/breakerd/breakerd/pkg/client"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )

@@ -25,7 +25,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/breakerd/breakerd/internal/daemon"
-	"github.com/breakerd/breakerd/internal/doccheck"
+	"github.com/breakerd/breakerd/internal/tests/doccheck"
 )
 
 const (

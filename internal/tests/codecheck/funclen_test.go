@@ -22,7 +22,7 @@ var generated = regexp.MustCompile(`(?m)^// Code generated .* DO NOT EDIT\.$`)
 // module outside the harnesses and examples and fails on any function
 // longer than MaxFuncLines.
 func TestNoLongFunctions(t *testing.T) {
-	root, err := filepath.Abs("../..")
+	root, err := filepath.Abs("../../..")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/breakerd/breakerd/internal/daemontest"
-	"github.com/breakerd/breakerd/internal/testredis"
+	"github.com/breakerd/breakerd/internal/tests/daemontest"
+	"github.com/breakerd/breakerd/internal/tests/testredis"
 )
 
 // needLandlock skips a test of the sandbox itself where the kernel cannot

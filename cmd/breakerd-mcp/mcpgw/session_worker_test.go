@@ -7,8 +7,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/breakerd/breakerd/internal/auth"
-	"github.com/breakerd/breakerd/internal/daemontest"
-	"github.com/breakerd/breakerd/internal/testredis"
+	"github.com/breakerd/breakerd/internal/tests/daemontest"
+	"github.com/breakerd/breakerd/internal/tests/testredis"
 	"github.com/breakerd/breakerd/pkg/client"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )

@@ -16,9 +16,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/breakerd/breakerd/internal/daemontest"
 	"github.com/breakerd/breakerd/internal/store"
-	"github.com/breakerd/breakerd/internal/testredis"
+	"github.com/breakerd/breakerd/internal/tests/daemontest"
+	"github.com/breakerd/breakerd/internal/tests/testredis"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -216,7 +216,7 @@ func TestClusterRestartedMasterComesBackOnce(t *testing.T) {
 	pid := fx.kill(t)
 	daemontest.Eventually(t, "the killed master's process to end", func() bool { return syscall.Kill(pid, 0) != nil })
 	port := fx.dead[strings.LastIndexByte(fx.dead, ':')+1:]
-	cmd := exec.Command(filepath.Join("..", "..", "scripts", "redis-cluster.sh"), "restart-node", port)
+	cmd := exec.Command(filepath.Join("..", "..", "..", "scripts", "redis-cluster.sh"), "restart-node", port)
 	cmd.Env = append(os.Environ(), fx.env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("redis-cluster.sh restart-node %s: %v\n%s", port, err, out)

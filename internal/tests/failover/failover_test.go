@@ -23,9 +23,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/breakerd/breakerd/internal/daemontest"
 	"github.com/breakerd/breakerd/internal/store"
-	"github.com/breakerd/breakerd/internal/testredis"
+	"github.com/breakerd/breakerd/internal/tests/daemontest"
+	"github.com/breakerd/breakerd/internal/tests/testredis"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -83,7 +83,7 @@ const (
 // output's KEY=value lines, the ports and the environment.
 func startScript(t *testing.T, name string, n int, envFor func(ports []int) []string) (vals map[string]string, ports []int, env []string) {
 	t.Helper()
-	path, err := filepath.Abs(filepath.Join("..", "..", "scripts", name))
+	path, err := filepath.Abs(filepath.Join("..", "..", "..", "scripts", name))
 	if err != nil {
 		t.Fatal(err)
 	}

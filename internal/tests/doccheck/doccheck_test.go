@@ -10,7 +10,7 @@ import (
 )
 
 // root is the repository, two levels up from this package.
-const root = "../.."
+const root = "../../.."
 
 func readRepo(t *testing.T) map[string]Page {
 	t.Helper()

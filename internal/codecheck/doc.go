@@ -1,8 +1,0 @@
-// Package codecheck holds the repository's checks on its own Go code
-// (funclen_test.go: no product function over MaxFuncLines lines). It has
-// no code of its own.
-package codecheck
-
-// MaxFuncLines is the longest a product function may be, in lines from
-// its func keyword to its closing brace: a function per screen.
-const MaxFuncLines = 80
