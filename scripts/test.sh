@@ -259,7 +259,7 @@ check_no_binaries() {
 declare -A go_tier_packages=(
   [replay]="./cmd/outage-replay/..."  # the outage replay's 120-run experiments and external daemons
   [bench]="./cmd/breakerbench/..."     # every benchmark scenario run once, tiny, checked by the wire
-  [failover]="./internal/failover"     # Cluster and Sentinel failovers, stalled masters
+  [failover]="./internal/tests/failover"     # Cluster and Sentinel failovers, stalled masters
 )
 go_tiers=(replay bench)
 go_tier_beside=failover
