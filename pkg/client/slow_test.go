@@ -197,6 +197,7 @@ func TestHungDaemonCostsTheFirstContactBudgetOnce(t *testing.T) {
 	}
 	mu.Unlock()
 	eventually(t, "the client to take breakerd as unreachable", func() bool { _, down := c.Unreachable(); return down })
+	eventually(t, "the client to say breakerd is unreachable", func() bool { return strings.Contains(logs.String(), "breakerd unreachable") })
 	for range 20 {
 		if _, err := c.Allow(ctx, name); err != nil {
 			t.Fatal(err)
