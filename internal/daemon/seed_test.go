@@ -56,8 +56,13 @@ func TestDaemonStartedAfterForceKnowsThePin(t *testing.T) {
 	// the cut tried again. Without the listing it never is denied.
 	daemontest.Eventually(t, "the forced breaker to be denied from memory with Redis cut", func() bool {
 		proxy.Cut()
-		a, err := allow()
-		if err == nil && a.Degraded && a.Decision == pb.Decision_DECISION_DENIED_FORCED_OPEN {
+		var a *pb.AllowResponse
+		daemontest.Eventually(t, "the daemon to answer from memory", func() bool {
+			var err error
+			a, err = allow()
+			return err == nil && a.Degraded
+		})
+		if a.Decision == pb.Decision_DECISION_DENIED_FORCED_OPEN {
 			return true
 		}
 		proxy.Restore(t)
