@@ -21,8 +21,8 @@ import (
 )
 
 // floodWorkers is how many worker ids one glob token acts as in a flood:
-// well past quorum.MaxWorkers.
-const floodWorkers = 3 * quorum.MaxWorkers
+// past quorum.MaxWorkers, by enough to see every set stop at it.
+const floodWorkers = quorum.MaxWorkers + 16
 
 // TestSecurityRunSetsBoundedUnderAPin (L5): one token acting as many worker
 // ids fails on a breaker an operator pinned closed (it counts and never
