@@ -27,6 +27,7 @@ import (
 	"github.com/breakerd/breakerd/internal/logging"
 	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/recovery"
+	"github.com/breakerd/breakerd/internal/savings"
 	"github.com/breakerd/breakerd/internal/secretfile"
 	"github.com/breakerd/breakerd/internal/server"
 	"github.com/breakerd/breakerd/internal/store"
@@ -134,10 +135,10 @@ func assemble(c Config, log *slog.Logger, rdb redis.UniversalClient, channel str
 	if !d.inMemory {
 		outage = store.OutageUnavailable
 	}
-	var degraded func(bool)               // the metric, once it exists
-	var saved func(string, store.Savings) // likewise
+	var degraded func(bool)                // the metric, once it exists
+	var saved func(string, savings.Counts) // likewise
 	d.st = store.New(rdb, store.Options{Policies: policies, EventsMaxLen: c.EventsMaxLen, EventRetention: c.EventRetention,
-		Channel: channel, Outage: outage, MaxBreakers: c.MaxBreakers, Log: log, DecisionTimeout: cmp.Or(c.RedisDecisionTimeout, store.DefaultDecisionTimeout), OnSaved: func(b string, n store.Savings) { saved(b, n) },
+		Channel: channel, Outage: outage, MaxBreakers: c.MaxBreakers, Log: log, DecisionTimeout: cmp.Or(c.RedisDecisionTimeout, store.DefaultDecisionTimeout), OnSaved: func(b string, n savings.Counts) { saved(b, n) },
 		OnOutage: func(node string, down bool) {
 			logOutage(log, node, down)
 			degraded(d.st.Degraded())
@@ -296,7 +297,7 @@ func (d *parts) background(ctx context.Context, c Config, log *slog.Logger) (wai
 	savingsDone := make(chan struct{})
 	go func() {
 		defer close(savingsDone)
-		d.st.RunSavings(ctx, savingsFlush, func(err error) { log.Warn("savings: flush failed; kept for the next", "err", err) })
+		d.st.Savings().Run(ctx, savingsFlush, func(err error) { log.Warn("savings: flush failed; kept for the next", "err", err) })
 	}()
 	wait = func() {
 		<-savingsDone
@@ -340,7 +341,7 @@ func (d *parts) background(ctx context.Context, c Config, log *slog.Logger) (wai
 }
 
 // savingsFlush is how often a daemon writes the Allow denials it
-// counted to Redis (store.RunSavings): a savings read on another daemon
+// counted to Redis (savings.Index.Run): a savings read on another daemon
 // lags this daemon's denials by at most this much.
 const savingsFlush = time.Second
 

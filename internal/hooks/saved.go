@@ -8,7 +8,7 @@ import (
 
 	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/policy"
-	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/internal/savings"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -30,7 +30,7 @@ type Saved struct {
 	OpenedAtMs int64 `json:"opened_at_ms"`
 	OpenMs     int64 `json:"open_ms"`
 	// CallsRefused are the calls not made: DaemonDenials + ClientDenials
-	// + ToolsRemoved (their meaning: store.Savings).
+	// + ToolsRemoved (their meaning: savings.Counts).
 	CallsRefused  int64 `json:"calls_refused"`
 	DaemonDenials int64 `json:"daemon_denials"`
 	ClientDenials int64 `json:"client_denials"`
@@ -64,9 +64,9 @@ func (d *Dispatcher) saved(ctx context.Context, e *pb.Event) *Saved {
 			"breaker", e.GetBreaker(), "id", e.GetId())
 		return nil
 	}
-	var c store.Savings
+	var c savings.Counts
 	if err == nil {
-		c, err = d.st.SavingsBetween(ctx, e.GetBreaker(), time.UnixMilli(from), time.UnixMilli(e.GetAtMs()))
+		c, err = d.st.Savings().Between(ctx, e.GetBreaker(), time.UnixMilli(from), time.UnixMilli(e.GetAtMs()))
 	}
 	if err != nil {
 		if ctx.Err() == nil {

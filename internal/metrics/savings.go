@@ -4,7 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/breakerd/breakerd/internal/policy"
-	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/internal/savings"
 )
 
 // The sources of breakerd_calls_avoided_total: where a call was refused.
@@ -49,8 +49,8 @@ func NewSavings(reg prometheus.Registerer, costOf func(breaker string) *policy.C
 	return s, nil
 }
 
-// Count adds the calls breaker saved (store.Options.OnSaved).
-func (s *Savings) Count(breaker string, c store.Savings) {
+// Count adds the calls breaker saved (savings.Options.OnSaved).
+func (s *Savings) Count(breaker string, c savings.Counts) {
 	for i, n := range []int64{c.DaemonDenials, c.ClientDenials, c.ToolsRemoved} {
 		if n > 0 {
 			s.bySource[i].Add(float64(n))

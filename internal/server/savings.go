@@ -1,16 +1,11 @@
 package server
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
 	"time"
 
-	"github.com/breakerd/breakerd/internal/policy"
-	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/internal/savings"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -32,7 +27,7 @@ func (s *Server) countDenial(req *pb.AllowRequest, res *pb.AllowResponse) {
 	if sc := res.GetScope(); sc != "" {
 		name = sc
 	}
-	s.store.CountDenial(name)
+	s.store.Savings().CountDenial(name)
 }
 
 // Denied reports whether d is one of the DENIED_* decisions: the call was
@@ -54,7 +49,7 @@ func (s *Server) ReportSavings(ctx context.Context, req *pb.ReportSavingsRequest
 	if err != nil {
 		return nil, err
 	}
-	counted, err := s.store.ReportSavings(ctx, reports)
+	counted, err := s.store.Savings().Report(ctx, reports)
 	if err != nil {
 		return nil, statusOf(ctx, err)
 	}
@@ -63,11 +58,11 @@ func (s *Server) ReportSavings(ctx context.Context, req *pb.ReportSavingsRequest
 
 // validReports checks a savings report batch, naming the field of the
 // first bad report ("reports[3].local_denials").
-func validReports(rs []*pb.SavingsReport) (map[string]store.Savings, error) {
+func validReports(rs []*pb.SavingsReport) (map[string]savings.Counts, error) {
 	if len(rs) == 0 || len(rs) > MaxBatch {
 		return nil, invalid("reports", "must hold 1 to %d reports, got %d", MaxBatch, len(rs))
 	}
-	out := make(map[string]store.Savings, len(rs))
+	out := make(map[string]savings.Counts, len(rs))
 	for i, r := range rs {
 		at := fmt.Sprintf("reports[%d]", i)
 		if err := validName(at+".breaker", r.GetBreaker()); err != nil {
@@ -84,7 +79,7 @@ func validReports(rs []*pb.SavingsReport) (map[string]store.Savings, error) {
 				return nil, invalid(at+"."+f.name, "must be between 0 and %d, got %d", MaxSavingsCount, f.v)
 			}
 		}
-		out[r.GetBreaker()] = store.Savings{ClientDenials: r.GetLocalDenials(), ToolsRemoved: r.GetToolsRemoved()}
+		out[r.GetBreaker()] = savings.Counts{ClientDenials: r.GetLocalDenials(), ToolsRemoved: r.GetToolsRemoved()}
 	}
 	return out, nil
 }
@@ -95,45 +90,16 @@ func (s *Server) Savings(ctx context.Context, req *pb.SavingsRequest) (*pb.Savin
 	switch {
 	case req.GetWindowMs() == 0:
 		window = defaultSavingsWindow
-	case window < time.Minute || window > store.MaxSavingsWindow:
+	case window < time.Minute || window > savings.MaxWindow:
 		return nil, invalid("window_ms", "must be between %d (1m) and %d (7 days), or 0 for an hour, got %d",
-			time.Minute.Milliseconds(), store.MaxSavingsWindow.Milliseconds(), req.GetWindowMs())
+			time.Minute.Milliseconds(), savings.MaxWindow.Milliseconds(), req.GetWindowMs())
 	}
 	if err := validNames("breakers", req.GetBreakers()); err != nil {
 		return nil, err
 	}
-	counts, win, err := s.store.ReadSavings(ctx, window, req.GetBreakers())
+	counts, win, err := s.store.Savings().Read(ctx, window, req.GetBreakers())
 	if err != nil {
 		return nil, statusOf(ctx, err)
 	}
-	return SavingsAnswer(counts, win, s.store.Policy), nil
-}
-
-// SavingsAnswer is the Savings response for counts read over win, each
-// breaker's cost from its policy: breakers by calls avoided (most first,
-// then by name), and the totals.
-func SavingsAnswer(counts map[string]store.Savings, win store.SavingsWindow, policyOf func(string) policy.Policy) *pb.SavingsResponse {
-	out := &pb.SavingsResponse{FromMs: win.From, ToMs: win.To}
-	spend := map[string]float64{}
-	for b, c := range counts {
-		row := &pb.BreakerSavings{Breaker: b, DaemonDenials: c.DaemonDenials, ClientDenials: c.ClientDenials,
-			ToolsRemoved: c.ToolsRemoved, CallsAvoided: c.Calls()}
-		if cost := policyOf(b).CostPerCall; cost != nil {
-			row.CostPerCall, row.Currency = cost.Amount, cost.Currency
-			row.SpendAvoidedEstimate = cost.Estimate(c.Calls())
-			spend[cost.Currency] += row.SpendAvoidedEstimate
-		}
-		out.Breakers = append(out.Breakers, row)
-		out.CallsAvoided += c.Calls()
-	}
-	slices.SortFunc(out.Breakers, func(a, b *pb.BreakerSavings) int {
-		if c := cmp.Compare(b.CallsAvoided, a.CallsAvoided); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Breaker, b.Breaker)
-	})
-	for _, cur := range slices.Sorted(maps.Keys(spend)) {
-		out.Spend = append(out.Spend, &pb.SpendTotal{Currency: cur, SpendAvoidedEstimate: spend[cur]})
-	}
-	return out
+	return savings.Answer(counts, win, s.store.Policy), nil
 }

@@ -53,7 +53,7 @@ breakers:
 		allow(api2, name, "w2", 2)
 		allow(api2, child, "w2", 4) // the parent denies: counted under the parent
 		// d2 writes its denials on its flush (each second in breakerd).
-		if err := d2.Store.FlushSavings(ctx); err != nil {
+		if err := d2.Store.Savings().Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
 		rep, err := api2.ReportSavings(ctx, &pb.ReportSavingsRequest{WorkerId: "w2", Reports: []*pb.SavingsReport{

@@ -158,3 +158,41 @@ func CompareIDs(a, b string) int {
 	}
 	return cmp.Compare(as, bs)
 }
+
+// spellPage is how many events SpellStart reads per round trip.
+const spellPage = 200
+
+// SpellStart returns when the denying spell that the event id of
+// breaker's stream ends began: the time (at_ms) of the latest earlier
+// event that took the breaker from a state that lets calls through
+// (closed, forced_closed) to one that refuses them (breaker.Denying). ok
+// is false when the stream no longer holds that event (trimmed by its
+// length cap, or expired). It reads the stream back from id, a page a
+// round trip.
+func (s *Store) SpellStart(ctx context.Context, name, id string) (atMs int64, ok bool, err error) {
+	key := KeysOf(name).Events
+	end := "(" + id
+	for {
+		page, err := s.rdb.XRevRangeN(ctx, key, end, "-", spellPage).Result()
+		if err != nil {
+			return 0, false, fmt.Errorf("store: read the events of %q: %w", name, err)
+		}
+		for _, m := range page {
+			from, _ := m.Values["from"].(string)
+			to, _ := m.Values["to"].(string)
+			if breaker.Denying(from) || !breaker.Denying(to) {
+				continue
+			}
+			v, _ := m.Values["at_ms"].(string)
+			at, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return 0, false, fmt.Errorf("%w: entry %s field at_ms is %q, want an integer", errBadReply, m.ID, v)
+			}
+			return at, true, nil
+		}
+		if len(page) < spellPage {
+			return 0, false, nil
+		}
+		end = "(" + page[len(page)-1].ID
+	}
+}

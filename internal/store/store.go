@@ -19,6 +19,7 @@ import (
 	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/probe"
 	"github.com/breakerd/breakerd/internal/quorum"
+	"github.com/breakerd/breakerd/internal/savings"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -80,13 +81,12 @@ type Options struct {
 	// Tests sharing a Redis give each daemon group its own.
 	LiveKey string
 	// SavingsKey is the index of the breakers that saved anything
-	// (savings.go). Default SavingsKey. Tests sharing a Redis give each
-	// daemon group its own.
+	// (savings.Options.IndexKey). Default SavingsKey. Tests sharing a
+	// Redis give each daemon group its own.
 	SavingsKey string
-	// OnSaved, when set, is called with each count of calls not made as
-	// the store takes it (a denial as CountDenial holds it, a client's
-	// report once written): the daemon's metrics. It must not block.
-	OnSaved func(breaker string, c Savings)
+	// OnSaved is the savings index's savings.Options.OnSaved: the
+	// daemon's metrics.
+	OnSaved func(breaker string, c savings.Counts)
 	// OnLost, when set, is called once for each state this daemon heard
 	// that it finds Redis has lost (forgotten.go): from an Allow, or from
 	// FindLost. It must not block.
@@ -110,8 +110,8 @@ type Store struct {
 	// pipe coalesces concurrent Allow and Record scripts into pipelines
 	// (nil with Options.Unpipelined).
 	pipe atomic.Pointer[coalescer]
-	// tally holds this daemon's Allow denials until FlushSavings.
-	tally tally
+	// saved is the savings index (Savings).
+	saved *savings.Index
 	// fg remembers the lost states reported (forgotten.go).
 	fg *forgetting
 	// settling counts the lost Allows being settled (replylost.go).
@@ -169,6 +169,7 @@ func New(rdb redis.UniversalClient, o Options) *Store {
 	if o.MaxBreakers > 0 {
 		s.ceil = newCeiling(o.MaxBreakers, o.LiveKey)
 	}
+	s.saved = newSavings(s)
 	s.policies.Store(o.Policies)
 	if !o.Unpipelined {
 		s.pipe.Store(newCoalescer(rdb))

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/internal/savings"
 	"github.com/breakerd/breakerd/pkg/client"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -61,7 +61,7 @@ func (r *Report) checkSavings(ctx context.Context, clients []*client.Client) err
 	}
 	// The breakers' names are this replay's alone: the longest window
 	// holds every count of theirs, whatever the daemon's clock.
-	res, err := clients[0].API().Savings(ctx, &pb.SavingsRequest{WindowMs: store.MaxSavingsWindow.Milliseconds(), Breakers: names})
+	res, err := clients[0].API().Savings(ctx, &pb.SavingsRequest{WindowMs: savings.MaxWindow.Milliseconds(), Breakers: names})
 	if err != nil {
 		return fmt.Errorf("reading breakerd's savings: %w", err)
 	}

@@ -1,4 +1,4 @@
-package store_test
+package savings_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/breakerd/breakerd/internal/savings"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/tests/testredis"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -21,7 +22,7 @@ type savingsFixture struct {
 	t     *testing.T
 	st    *store.Store
 	now   atomic.Int64 // ns since the epoch
-	saved []store.Savings
+	saved []savings.Counts
 }
 
 func newSavingsFixture(t *testing.T, b *testredis.Backend) *savingsFixture {
@@ -33,7 +34,7 @@ func newSavingsFixture(t *testing.T, b *testredis.Backend) *savingsFixture {
 		Now:        func() time.Time { return time.Unix(0, f.now.Load()) },
 		Channel:    b.Prefix + "events",
 		SavingsKey: b.Prefix + "saved",
-		OnSaved:    func(_ string, c store.Savings) { f.saved = append(f.saved, c) },
+		OnSaved:    func(_ string, c savings.Counts) { f.saved = append(f.saved, c) },
 	})
 	if err := f.st.Load(context.Background()); err != nil {
 		t.Fatalf("Load: %v", err)
@@ -57,18 +58,18 @@ func (f *savingsFixture) open(breaker string) {
 	}
 }
 
-func (f *savingsFixture) read(window time.Duration, breakers ...string) map[string]store.Savings {
+func (f *savingsFixture) read(window time.Duration, breakers ...string) map[string]savings.Counts {
 	f.t.Helper()
-	got, _, err := f.st.ReadSavings(context.Background(), window, breakers)
+	got, _, err := f.st.Savings().Read(context.Background(), window, breakers)
 	if err != nil {
-		f.t.Fatalf("ReadSavings(%s, %q): %v", window, breakers, err)
+		f.t.Fatalf("Read(%s, %q): %v", window, breakers, err)
 	}
 	return got
 }
 
 func (f *savingsFixture) deny(breaker string, n int) {
 	for range n {
-		f.st.CountDenial(breaker)
+		f.st.Savings().CountDenial(breaker)
 	}
 }
 
@@ -81,36 +82,36 @@ func TestSavingsCountsWhereTheyHappen(t *testing.T) {
 		f.open(open)
 
 		f.deny(open, 3)
-		counted, err := f.st.ReportSavings(ctx, map[string]store.Savings{
+		counted, err := f.st.Savings().Report(ctx, map[string]savings.Counts{
 			open:    {ClientDenials: 5, ToolsRemoved: 2},
 			unknown: {ClientDenials: 7}, // holds no state: no client denies it
 		})
 		if err != nil || counted != 1 {
-			t.Fatalf("ReportSavings = %d, %v; want 1 counted (the breaker with no state ignored)", counted, err)
+			t.Fatalf("Report = %d, %v; want 1 counted (the breaker with no state ignored)", counted, err)
 		}
-		want := map[string]store.Savings{open: {DaemonDenials: 3, ClientDenials: 5, ToolsRemoved: 2}}
+		want := map[string]savings.Counts{open: {DaemonDenials: 3, ClientDenials: 5, ToolsRemoved: 2}}
 		if diff := cmp.Diff(want, f.read(time.Hour, open, unknown)); diff != "" {
-			t.Errorf("ReadSavings(named) (-want +got):\n%s", diff)
+			t.Errorf("Read(named) (-want +got):\n%s", diff)
 		}
 		if diff := cmp.Diff(want, f.read(time.Hour)); diff != "" {
-			t.Errorf("ReadSavings(every breaker in the index) (-want +got):\n%s", diff)
+			t.Errorf("Read(every breaker in the index) (-want +got):\n%s", diff)
 		}
 		// The ignored report wrote nothing: no key a worker could grow.
-		minute, hour := store.SavedKeys(unknown, time.Unix(0, f.now.Load()))
+		minute, hour := savings.BucketKeys(store.KeysOf(unknown).State, time.Unix(0, f.now.Load()))
 		if n := f.Client.Exists(ctx, minute, hour).Val(); n != 0 {
 			t.Errorf("keys of the ignored report: %d exist, want none", n)
 		}
 		// Every bucket expires.
-		minute, hour = store.SavedKeys(open, time.Unix(0, f.now.Load()))
-		for key, max := range map[string]time.Duration{minute: store.MinuteRetention, hour: store.HourRetention} {
+		minute, hour = savings.BucketKeys(store.KeysOf(open).State, time.Unix(0, f.now.Load()))
+		for key, max := range map[string]time.Duration{minute: savings.MinuteRetention, hour: savings.HourRetention} {
 			if ttl := f.Client.TTL(ctx, key).Val(); ttl <= 0 || ttl > max {
 				t.Errorf("TTL(%s) = %s, want in (0, %s]", key, ttl, max)
 			}
 		}
 		// The metrics hook saw each count as the store took it.
-		var sum store.Savings
+		var sum savings.Counts
 		for _, c := range f.saved {
-			sum = store.Savings{DaemonDenials: sum.DaemonDenials + c.DaemonDenials,
+			sum = savings.Counts{DaemonDenials: sum.DaemonDenials + c.DaemonDenials,
 				ClientDenials: sum.ClientDenials + c.ClientDenials, ToolsRemoved: sum.ToolsRemoved + c.ToolsRemoved}
 		}
 		if diff := cmp.Diff(want[open], sum); diff != "" {
@@ -127,12 +128,12 @@ func TestSavingsWindows(t *testing.T) {
 		name := f.Breaker("sv:win")
 		f.open(name)
 		f.deny(name, 10) // t0
-		if err := f.st.FlushSavings(ctx); err != nil {
+		if err := f.st.Savings().Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
 		f.advance(2 * time.Hour)
 		f.deny(name, 1) // t0+2h
-		if err := f.st.FlushSavings(ctx); err != nil {
+		if err := f.st.Savings().Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range []struct {
@@ -145,21 +146,21 @@ func TestSavingsWindows(t *testing.T) {
 			{6 * time.Hour, 11},             // by the hour
 		} {
 			if got := f.read(c.window, name)[name].DaemonDenials; got != c.want {
-				t.Errorf("ReadSavings(%s) = %d daemon denials, want %d", c.window, got, c.want)
+				t.Errorf("Read(%s) = %d daemon denials, want %d", c.window, got, c.want)
 			}
 		}
 		// Past the minute buckets' retention, the hours still tell.
-		f.advance(store.MinuteRetention)
+		f.advance(savings.MinuteRetention)
 		if got := f.read(6*time.Hour, name)[name].DaemonDenials; got != 11 {
-			t.Errorf("ReadSavings(6h) after the minute buckets expired = %d, want 11", got)
+			t.Errorf("Read(6h) after the minute buckets expired = %d, want 11", got)
 		}
 		if got := f.read(time.Hour, name)[name].DaemonDenials; got != 0 {
-			t.Errorf("ReadSavings(1h) after the minute buckets expired = %d, want 0", got)
+			t.Errorf("Read(1h) after the minute buckets expired = %d, want 0", got)
 		}
 		// SavingsBetween reads a span by the minute: an open's savings.
-		got, err := f.st.SavingsBetween(ctx, name, time.Unix(0, f.now.Load()).Add(-time.Minute), time.Unix(0, f.now.Load()))
+		got, err := f.st.Savings().Between(ctx, name, time.Unix(0, f.now.Load()).Add(-time.Minute), time.Unix(0, f.now.Load()))
 		if err != nil || got.Calls() != 0 {
-			t.Errorf("SavingsBetween(last minute) = %+v, %v; want nothing", got, err)
+			t.Errorf("Between(last minute) = %+v, %v; want nothing", got, err)
 		}
 	})
 }
@@ -173,12 +174,12 @@ func TestSavingsIndexIsPruned(t *testing.T) {
 		f.open(old)
 		f.open(recent)
 		f.deny(old, 1)
-		if err := f.st.FlushSavings(ctx); err != nil {
+		if err := f.st.Savings().Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
-		f.advance(store.HourRetention + time.Hour)
+		f.advance(savings.HourRetention + time.Hour)
 		f.deny(recent, 1)
-		if err := f.st.FlushSavings(ctx); err != nil {
+		if err := f.st.Savings().Flush(ctx); err != nil {
 			t.Fatal(err)
 		}
 		members := f.Client.ZRange(ctx, f.Prefix+"saved", 0, -1).Val()
@@ -196,8 +197,8 @@ func TestSavingsFlushKeepsCountsWhileRedisFails(t *testing.T) {
 	f.open(name)
 	f.deny(name, 4)
 	f.Mini.SetError("LOADING Redis is loading the dataset in memory")
-	if err := f.st.FlushSavings(ctx); err == nil || !store.IsUnavailable(err) {
-		t.Fatalf("FlushSavings with Redis failing = %v, want an unavailable error", err)
+	if err := f.st.Savings().Flush(ctx); err == nil || !store.IsUnavailable(err) {
+		t.Fatalf("Flush with Redis failing = %v, want an unavailable error", err)
 	}
 	f.deny(name, 1)
 	f.Mini.SetError("")
@@ -217,14 +218,14 @@ func TestRunSavingsFlushesOnStop(t *testing.T) {
 	var flushErr error
 	go func() {
 		defer close(done)
-		f.st.RunSavings(ctx, time.Hour, func(err error) { flushErr = errors.Join(flushErr, err) })
+		f.st.Savings().Run(ctx, time.Hour, func(err error) { flushErr = errors.Join(flushErr, err) })
 	}()
 	cancel()
 	<-done
 	if flushErr != nil {
 		t.Fatal(flushErr)
 	}
-	minute, _ := store.SavedKeys(name, time.Unix(0, f.now.Load()))
+	minute, _ := savings.BucketKeys(store.KeysOf(name).State, time.Unix(0, f.now.Load()))
 	if got := f.Client.HGet(context.Background(), minute, "denied").Val(); got != "2" {
 		t.Errorf("denied in the minute bucket after stop = %q, want 2", got)
 	}
@@ -236,10 +237,10 @@ func TestSavingsDenialsOfABreakerWithoutStateAreNotWritten(t *testing.T) {
 	ctx := context.Background()
 	name := f.Breaker("sv:memory-only")
 	f.deny(name, 2) // as a daemon answering from memory while Redis was away
-	if err := f.st.FlushSavings(ctx); err != nil {
+	if err := f.st.Savings().Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	minute, hour := store.SavedKeys(name, time.Unix(0, f.now.Load()))
+	minute, hour := savings.BucketKeys(store.KeysOf(name).State, time.Unix(0, f.now.Load()))
 	if n := f.Client.Exists(ctx, minute, hour, f.Prefix+"saved").Val(); n != 0 {
 		t.Errorf("%d savings keys written for a breaker without state, want none", n)
 	}
