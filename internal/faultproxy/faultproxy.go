@@ -22,8 +22,9 @@ type Proxy struct {
 	ln      net.Listener
 	conns   map[net.Conn]struct{}
 	stalled bool
-	// delay holds back every reply (target to client) this long.
-	delay time.Duration
+	// delay holds back every reply (target to client) this long,
+	// reqDelay every request (client to target).
+	delay, reqDelay time.Duration
 }
 
 // New starts a proxy to target listening on listen ("127.0.0.1:0": a
@@ -93,12 +94,20 @@ func (p *Proxy) Delay(d time.Duration) {
 	p.mu.Unlock()
 }
 
-// Restore ends a Stall or a Delay, dropping every connection (clients
+// DelayRequests holds back every request to the target by d (0: none),
+// as Delay does replies: with both, a link slow each way.
+func (p *Proxy) DelayRequests(d time.Duration) {
+	p.mu.Lock()
+	p.reqDelay = d
+	p.mu.Unlock()
+}
+
+// Restore ends a Stall or a delay, dropping every connection (clients
 // redial; a stalled stream lost bytes), and listens again on the same
 // address after a Cut.
 func (p *Proxy) Restore() error {
 	p.mu.Lock()
-	p.stalled, p.delay = false, 0
+	p.stalled, p.delay, p.reqDelay = false, 0, 0
 	p.dropLocked()
 	listening := p.ln != nil
 	p.mu.Unlock()
@@ -147,16 +156,20 @@ func (p *Proxy) forward(c net.Conn) {
 	go p.pipe(c, up, true)
 }
 
-// faults returns whether the proxy is stalled and the reply delay.
-func (p *Proxy) faults() (bool, time.Duration) {
+// faults returns whether the proxy is stalled and the delay of a reply
+// (reply) or of a request.
+func (p *Proxy) faults(reply bool) (bool, time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.stalled, p.delay
+	if reply {
+		return p.stalled, p.delay
+	}
+	return p.stalled, p.reqDelay
 }
 
 // pipe copies src to dst until either closes (a Cut, a Restore):
-// nothing while stalled (swallowed: it never reaches dst), and a reply's
-// chunks each its delay after they were read.
+// nothing while stalled (swallowed: it never reaches dst), and each
+// chunk its direction's delay after it was read.
 func (p *Proxy) pipe(dst, src net.Conn, reply bool) {
 	type chunk struct {
 		b   []byte
@@ -171,12 +184,9 @@ func (p *Proxy) pipe(dst, src net.Conn, reply bool) {
 			if err != nil {
 				return
 			}
-			stalled, delay := p.faults()
+			stalled, delay := p.faults(reply)
 			if stalled {
 				continue
-			}
-			if !reply {
-				delay = 0
 			}
 			q <- chunk{buf[:n], time.Now().Add(delay)}
 		}

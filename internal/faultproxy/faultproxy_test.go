@@ -51,7 +51,8 @@ func ask(t *testing.T, c net.Conn, r *bufio.Reader, line string, wait time.Durat
 
 // Each fault does what it says on the wire: a stall swallows what is
 // sent (no reply, the connection open), Resume forwards again on the same
-// connection, a delay holds each reply back at least its delay, Cut
+// connection, a delay holds each reply (or request) back at least its
+// delay, Cut
 // refuses, Restore listens again.
 func TestFaults(t *testing.T) {
 	p, err := New("127.0.0.1:0", echo(t))
@@ -81,6 +82,12 @@ func TestFaults(t *testing.T) {
 	start := time.Now()
 	if got, err := ask(t, c, r, "late", 10*time.Second); err != nil || got != "late\n" || time.Since(start) < d {
 		t.Fatalf("delayed: %q, %v after %v; want late, after at least %v", got, err, time.Since(start), d)
+	}
+	p.Delay(0)
+	p.DelayRequests(d)
+	start = time.Now()
+	if got, err := ask(t, c, r, "slow", 10*time.Second); err != nil || got != "slow\n" || time.Since(start) < d {
+		t.Fatalf("request delayed: %q, %v after %v; want slow, after at least %v", got, err, time.Since(start), d)
 	}
 	p.Cut()
 	if c2, err := net.Dial("tcp", p.Addr()); err == nil {
