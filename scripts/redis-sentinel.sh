@@ -14,6 +14,8 @@
 #   REDIS_SENTINEL_DIR     working directory: configs, logs, pid files
 #                          (default ${TMPDIR:-/tmp}/breakerd-redis-sentinel-<first port>)
 #   REDIS_SENTINEL_DOWN_AFTER  down-after-milliseconds (default 1000)
+#   REDIS_SENTINEL_MONITOR_PORT  the port the sentinels reach the master on
+#                          (default the master's: another is a proxy to it)
 #
 # Pids are in $REDIS_SENTINEL_DIR/<port>/redis.pid. Nothing is persisted.
 set -euo pipefail
@@ -62,7 +64,7 @@ daemonize yes
 dir $dir/$p
 pidfile $dir/$p/redis.pid
 logfile $dir/$p/redis.log
-sentinel monitor mymaster 127.0.0.1 $master 2
+sentinel monitor mymaster 127.0.0.1 ${REDIS_SENTINEL_MONITOR_PORT:-$master} 2
 sentinel down-after-milliseconds mymaster $down_after
 sentinel failover-timeout mymaster 5000
 sentinel parallel-syncs mymaster 1

@@ -53,7 +53,8 @@ const help = `breakerd-soak runs 2 breakerd daemons, simulated workers and a Red
 its own on free loopback ports: a Sentinel setup (a master, a replica, 3
 sentinels) or, with --topology cluster, a Redis Cluster (3 masters, 3
 replicas). It kills a master part-way (its replica takes over), kills a daemon
-and starts it again, stalls a master (SIGSTOP) shorter than a failover takes,
+and starts it again, stalls a master shorter than a failover takes (SIGSTOP; with --stall-fault, a
+blackholed link or replies later than the daemons' decision bound instead),
 restarts a master without persistence, and checks
 throughout: never two live probe holders for a breaker, every transition once
 in the event log in generation order, no probe-in-flight denial past a lease,
@@ -73,7 +74,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runDaemon(ctx, args[2:], getenv, stdout, stderr)
 	}
 	c := soak.Config{Topology: soak.TopologySentinel, Duration: time.Minute, Workers: 200, Breakers: 1000, Daemons: 2, CallEvery: 250 * time.Millisecond,
-		FailoverAt: 0.5, DaemonKillAt: 0.25, StallAt: 0.4, RestartAt: 0.75, Seed: 1, Scripts: "scripts"}
+		FailoverAt: 0.5, DaemonKillAt: 0.25, StallAt: 0.4, StallFault: soak.StallSIGSTOP, RestartAt: 0.75, Seed: 1, Scripts: "scripts"}
 	seed := int64(c.Seed)
 	var daemonArgs string
 	cmd := cli.Command{Name: "breakerd-soak", Synopsis: "[flags]", Help: help, EnvPrefix: "BREAKERD_SOAK", Flags: []cli.Flag{
@@ -85,7 +86,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		{Name: "call-every", Value: &c.CallEvery, Usage: "each worker's pause between calls (±50%)"},
 		{Name: "failover-at", Value: &c.FailoverAt, Usage: "when a Redis master is killed (its replica takes over), as a fraction of --duration (negative: never)"},
 		{Name: "daemon-kill-at", Value: &c.DaemonKillAt, Usage: "when the last daemon is killed (SIGKILL) and started again 3s later, as a fraction of --duration (negative: never)"},
-		{Name: "stall-at", Value: &c.StallAt, Usage: "when a Redis master stalls (SIGSTOP, then SIGCONT before its replica would take over), as a fraction of --duration (negative: never)"},
+		{Name: "stall-at", Value: &c.StallAt, Usage: "when a Redis master stalls (the --stall-fault, ended before its replica would take over), as a fraction of --duration (negative: never)"},
+		{Name: "stall-fault", Value: &c.StallFault, Usage: "the stall: " + strings.Join(soak.StallFaults, ", ") + " (the master's process stopped; the daemons' link to it forwarding nothing; its replies late past the daemons' decision bound)"},
 		{Name: "daemon-args", Value: &daemonArgs, Usage: "more breakerd flags for the daemons, space-separated (such as \"--redis-decision-timeout 10s\", to see the stall rules fire)"},
 		{Name: "restart-at", Value: &c.RestartAt, Usage: "when a Redis master (on a Cluster, another than the one killed) is killed and started again at once without persistence (every key it held gone), as a fraction of --duration (negative: never)"},
 		{Name: "seed", Value: &seed, Usage: "seed of the dependency schedule and the workers' choices"},
@@ -100,6 +102,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	switch {
 	case !slices.Contains(soak.Topologies, c.Topology):
 		return cli.Usagef("--topology: want one of %s, got %q", strings.Join(soak.Topologies, ", "), c.Topology)
+	case !slices.Contains(soak.StallFaults, c.StallFault):
+		return cli.Usagef("--stall-fault: want one of %s, got %q", strings.Join(soak.StallFaults, ", "), c.StallFault)
 	case c.Duration < 20*time.Second:
 		return cli.Usagef("--duration: must be at least 20s, got %s", c.Duration)
 	case c.Workers < 2 || c.Breakers < 10 || c.Daemons < 1:

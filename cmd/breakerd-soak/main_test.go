@@ -19,7 +19,7 @@ func TestUsage(t *testing.T) {
 	if !strings.Contains(out.String(), "--failover-at") {
 		t.Errorf("help lacks --failover-at:\n%s", out.String())
 	}
-	for _, args := range [][]string{{"--duration", "5s"}, {"--workers", "1"}, {"--call-every", "0s"}, {"--failover-at", "1"}, {"--topology", "ring"}, {"extra"}} {
+	for _, args := range [][]string{{"--duration", "5s"}, {"--workers", "1"}, {"--call-every", "0s"}, {"--failover-at", "1"}, {"--topology", "ring"}, {"--stall-fault", "flood"}, {"extra"}} {
 		err := run(context.Background(), append([]string{"breakerd-soak"}, args...), none, &out, &out)
 		var ue *cli.UsageError
 		if !errors.As(err, &ue) {

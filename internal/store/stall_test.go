@@ -231,3 +231,35 @@ func TestStallThatHealsIsOneOutage(t *testing.T) {
 		}
 	})
 }
+
+// TestExistsDuringAStall: the new-breaker quota's read (Exists, which a
+// call naming a breaker past its token's quota waits on before its
+// Allow) is a call's too: in a stall it ends within the daemon's
+// decision bound, never at its caller's deadline, and once the node is
+// in an outage it sends Redis nothing, so that the Allow behind it is
+// answered from memory.
+func TestExistsDuringAStall(t *testing.T) {
+	testredis.StallTier(t)
+	eachServer(t, func(t *testing.T, b *testredis.Backend) {
+		f := newOutageFixture(t, b, daemonOptions)
+		name := b.Breaker("search")
+		f.proxy.Stall()
+		defer f.proxy.Restore(t)
+		ctx, cancel := context.WithTimeout(context.Background(), stallCallerDeadline)
+		_, err := f.st.Exists(ctx, name)
+		late := ctx.Err()
+		cancel()
+		if err == nil || late != nil {
+			t.Fatalf("Exists in a stall: %v, the caller's deadline %v; want an error within the decision bound", err, late)
+		}
+		allowUntilMemory(t, f.st, name, "w1", stallCallerDeadline)
+		b.ResetCounts()
+		ok, err := f.st.Exists(context.Background(), name)
+		if err != nil || !ok {
+			t.Errorf("Exists in the outage: %v, %v; want true (not Redis's to say: its node is out)", ok, err)
+		}
+		if n := b.Commands(); n != 0 {
+			t.Errorf("Exists in the outage sent %d commands, want 0", n)
+		}
+	})
+}

@@ -9,11 +9,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/breakerd/breakerd/internal/faultproxy"
 	"github.com/breakerd/breakerd/internal/store"
 )
 
@@ -21,10 +23,15 @@ import (
 // (scripts/redis-cluster.sh, cluster-node-timeout ClusterNodeTimeout:
 // stall.go). Each master is a
 // node for the daemons: the breakers on it go to memory when it is away,
-// the others keep answering from Redis. The master kill hits the master
-// of the first breaker (its replica takes over); the restart without
-// persistence hits another master, started again at once with its cluster
-// config and no data (its replica resynchronises from it, empty too).
+// the others keep answering from Redis. Each master has one fault: the
+// stall hits the first master by address, chosen at the start (for a
+// proxied stall fault it announces the proxy's port, cluster-announce-port,
+// before the daemons start, so that every client and its replica reach it
+// through the proxy; the cluster bus does not); the master kill hits the
+// master of the first breaker not on it (its replica takes over); the
+// restart without persistence hits the third, started again at once with
+// its cluster config and no data (its replica resynchronises from it,
+// empty too).
 
 // clusterPorts is how many ports startCluster takes: 6 client ports and
 // their 6 cluster bus ports.
@@ -42,7 +49,8 @@ type cluster struct {
 	// is the master the kill hit.
 	masters map[string]string
 	killed  string
-	first   string // the first breaker: the kill hits its master
+	first   string // the first breaker not on the stalled master: the kill hits its master
+	stalled *stallNode
 }
 
 // startCluster starts the Cluster on ports (6 client ports, then their
@@ -65,6 +73,10 @@ func startCluster(c Config, ports []int) (*redisSetup, error) {
 		_, _ = runScript(cl.script, cl.env, "stop")
 		return nil, fmt.Errorf("%s start printed no 6 nodes:\n%s", cl.script, out)
 	}
+	if err := cl.chooseStalled(c.StallFault, addrs); err != nil {
+		cl.stop()
+		return nil, err
+	}
 	cl.rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs,
 		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
 	return &redisSetup{
@@ -75,8 +87,73 @@ func startCluster(c Config, ports []int) (*redisSetup, error) {
 		kill:    cl.kill,
 		wipe:    cl.wipe,
 		stall:   cl.stall,
-		stop:    func() { _ = cl.rdb.Close(); _, _ = runScript(cl.script, cl.env, "stop") },
+		stop:    func() { _ = cl.rdb.Close(); cl.stop() },
 	}, nil
+}
+
+func (cl *cluster) stop() {
+	_, _ = runScript(cl.script, cl.env, "stop")
+	if cl.stalled != nil && cl.stalled.proxy != nil {
+		cl.stalled.proxy.Close()
+	}
+}
+
+// chooseStalled picks the master the stall hits, the first by address,
+// and for a proxied fault puts a proxy in front of it and waits until
+// every node names the proxy's port for it.
+func (cl *cluster) chooseStalled(fault string, addrs []string) error {
+	ctx := context.Background()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, DialTimeout: time.Second})
+	defer rdb.Close()
+	var masters []string
+	var mu sync.Mutex
+	err := rdb.ForEachMaster(ctx, func(_ context.Context, m *redis.Client) error {
+		mu.Lock()
+		defer mu.Unlock()
+		masters = append(masters, m.Options().Addr)
+		return nil
+	})
+	if err != nil || len(masters) == 0 {
+		return fmt.Errorf("the cluster's masters: %v", err)
+	}
+	sort.Strings(masters)
+	first := masters[0]
+	cl.stalled = &stallNode{fault: fault, addr: first, pid: func() (int, error) { pid, _, err := cl.pidOf(first); return pid, err }}
+	if !proxied(fault) {
+		return nil
+	}
+	p, err := faultproxy.New("127.0.0.1:0", first)
+	if err != nil {
+		return err
+	}
+	cl.stalled.proxy, cl.stalled.addr = p, p.Addr()
+	port := p.Addr()[strings.LastIndexByte(p.Addr(), ':')+1:]
+	rc := redis.NewClient(&redis.Options{Addr: first})
+	defer rc.Close()
+	if err := rc.ConfigSet(ctx, "cluster-announce-port", port).Err(); err != nil {
+		return fmt.Errorf("announce the proxy's port on %s: %w", first, err)
+	}
+	return waitAnnounced(ctx, addrs, port)
+}
+
+// waitAnnounced waits up to 30 s for every node of addrs to name a node
+// at port.
+func waitAnnounced(ctx context.Context, addrs []string, port string) error {
+	for start := time.Now(); time.Since(start) < 30*time.Second; time.Sleep(200 * time.Millisecond) {
+		seen := 0
+		for _, a := range addrs {
+			rc := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1})
+			nodes, err := rc.ClusterNodes(ctx).Result()
+			_ = rc.Close()
+			if err == nil && strings.Contains(nodes, ":"+port+"@") {
+				seen++
+			}
+		}
+		if seen == len(addrs) {
+			return nil
+		}
+	}
+	return fmt.Errorf("the cluster's nodes did not all name the proxy's port %s within 30s", port)
 }
 
 // setMasters reads the master of each breaker's slot.
@@ -90,8 +167,11 @@ func (cl *cluster) setMasters(ctx context.Context, names []string) (map[string]s
 		m[n] = node.Options().Addr
 	}
 	cl.masters = m
-	if len(names) > 0 {
-		cl.first = names[0]
+	for _, n := range names {
+		if m[n] != cl.stalled.addr {
+			cl.first = n
+			break
+		}
 	}
 	return m, nil
 }
@@ -140,11 +220,11 @@ func replicaOf(ctx context.Context, a string) (string, error) {
 	return strings.SplitN(f[1], "@", 2)[0], nil
 }
 
-// kill SIGKILLs the master of names[0], waits for its replica to take
+// kill SIGKILLs the master of cl.first, waits for its replica to take
 // over its slots, resynchronises the observer's log cursors and returns
 // what happened in words.
 func (cl *cluster) kill(ctx context.Context, obs *Observer, names []string) string {
-	a := cl.masters[names[0]]
+	a := cl.masters[cl.first]
 	rep, err := replicaOf(ctx, a)
 	if err != nil {
 		obs.Flag("failover", "", "the replica of %s: %v", a, err)
@@ -177,7 +257,7 @@ func (cl *cluster) kill(ctx context.Context, obs *Observer, names []string) stri
 	}
 	// Read from the new master until a read of the dead master's slot
 	// succeeds, then the log shows what rolled back.
-	key := store.KeysOf(names[0]).State
+	key := store.KeysOf(cl.first).State
 	for time.Since(promoted) < 30*time.Second {
 		cl.rdb.ReloadState(ctx)
 		if err := cl.rdb.Exists(ctx, key).Err(); err == nil {
@@ -197,7 +277,7 @@ func (cl *cluster) kill(ctx context.Context, obs *Observer, names []string) stri
 func (cl *cluster) wipe(ctx context.Context, obs *Observer) string {
 	var a string
 	for _, m := range mastersOf(cl.masters) {
-		if m != cl.killed && role(ctx, m) == "master" {
+		if m != cl.killed && m != cl.stalled.addr && role(ctx, m) == "master" {
 			a = m
 			break
 		}
@@ -253,24 +333,12 @@ func (cl *cluster) wipe(ctx context.Context, obs *Observer) string {
 		a, countOn(cl.masters, a), len(cl.masters), stamp(wiped), answered.Round(10*time.Millisecond), n, role(ctx, a))
 }
 
-// stall SIGSTOPs a master of the start for Stall (below the node
-// timeout: its replica does not take over) and SIGCONTs it; it returns
-// what happened in words. It stalls the last master by address that the
-// kill spares (the kill hits the first breaker's master), so that each
-// master the soak faults has a fault of each kind at most.
+// stall stalls the master chosen at the start (cl.stalled) for Stall
+// (below the node timeout: its replica does not take over) and ends the
+// stall; it returns what happened in words.
 func (cl *cluster) stall(ctx context.Context, obs *Observer) string {
-	var a string
-	for _, m := range mastersOf(cl.masters) {
-		if m != cl.masters[cl.first] {
-			a = m
-		}
-	}
-	pid, _, err := cl.pidOf(a)
-	if err != nil {
-		obs.Flag("stall", "", "master pid: %v", err)
-		return "not done: " + err.Error()
-	}
-	from, to, err := stopFor(obs, a, a, pid, Stall)
+	a := cl.stalled.addr
+	from, to, err := stallFor(obs, a, cl.stalled, Stall)
 	if err != nil {
 		obs.Flag("stall", "", "%v", err)
 		return "not done: " + err.Error()
@@ -278,8 +346,8 @@ func (cl *cluster) stall(ctx context.Context, obs *Observer) string {
 	if r := role(ctx, a); r != "master" {
 		obs.Flag("stall", "", "%s is %q after its stall: a failover, not a stall", a, r)
 	}
-	return fmt.Sprintf("master %s (%d of %d breakers) stopped (SIGSTOP) at %s for %s, still a master after",
-		a, countOn(cl.masters, a), len(cl.masters), stamp(from), to.Sub(from).Round(10*time.Millisecond))
+	return fmt.Sprintf("master %s (%d of %d breakers): %s at %s for %s, still a master after",
+		a, countOn(cl.masters, a), len(cl.masters), cl.stalled.what(), stamp(from), to.Sub(from).Round(10*time.Millisecond))
 }
 
 // mastersOf returns the distinct masters of m, sorted.

@@ -2,6 +2,7 @@ package soak
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -290,17 +291,32 @@ func TestObserverFlagsACallLetThroughAtABreakerForcedOpen(t *testing.T) {
 func TestObserverFlagsACallPastItsDeadlineDuringAStall(t *testing.T) {
 	o := NewObserver(2*time.Second, 6*time.Second)
 	o.SetMasters(map[string]string{"a": "m1", "b": "m2"})
-	o.StallBegins("m1", at(10_000))
+	o.StallBegins("m1", "SIGSTOP of m1", at(10_000))
 	o.StallEnds("m1", at(11_000))
-	o.Late("a", at(7_000), at(9_000))   // before the stall
-	o.Late("b", at(10_000), at(12_000)) // another node
+	o.Late("a", "Allow", "w1 via d1", at(7_000), at(9_000))   // before the stall
+	o.Late("b", "Allow", "w1 via d1", at(10_000), at(12_000)) // another node
 	want(t, o)
-	o.Late("a", at(9_000), at(11_000))  // runs into it
-	o.Late("a", at(15_000), at(17_000)) // within its settling
-	o.Late("a", at(17_000), at(19_000)) // after
+	o.Late("a", "Allow", "w1 via d1", at(9_000), at(11_000))  // runs into it
+	o.Late("a", "Allow", "w1 via d1", at(15_000), at(17_000)) // within its settling
+	o.Late("a", "Allow", "w1 via d1", at(17_000), at(19_000)) // after
 	want(t, o, "late", "late")
 	if c := o.Counts(); c.Late != 5 || c.LateStall != 2 {
 		t.Errorf("counts %+v, want 5 late, 2 within the stall", c)
+	}
+	// The violation says what happened: the call, its caller, the fault
+	// and how late.
+	o = NewObserver(2*time.Second, 6*time.Second)
+	o.SetMasters(map[string]string{"a": "m1"})
+	o.StallBegins("m1", "blackholed link to m1", at(10_000))
+	o.Late("a", "Record", "w007 via 127.0.0.1:7071", at(10_100), at(12_126))
+	v := o.Violations()
+	if len(v) != 1 {
+		t.Fatalf("violations %v, want one", v)
+	}
+	for _, part := range []string{"Record by w007 via 127.0.0.1:7071", "blackholed link to m1", "26ms past the caller's 2s deadline"} {
+		if !strings.Contains(v[0].Detail, part) {
+			t.Errorf("violation %q does not say %q", v[0].Detail, part)
+		}
 	}
 }
 
@@ -312,7 +328,7 @@ func TestObserverFlagsADaemonNotFlippingOnceInAStall(t *testing.T) {
 	stalled := func() *Observer {
 		o := NewObserver(2*time.Second, 6*time.Second)
 		o.SetMasters(map[string]string{"a": "m1", "b": "m2"})
-		o.StallBegins("m1", at(10_000))
+		o.StallBegins("m1", "SIGSTOP of m1", at(10_000))
 		o.StallEnds("m1", at(11_000))
 		return o
 	}
@@ -341,7 +357,7 @@ func TestObserverFlagsADaemonNotFlippingOnceInAStall(t *testing.T) {
 func TestObserverCountsAnswersWithinAStall(t *testing.T) {
 	o := NewObserver(2*time.Second, 6*time.Second)
 	o.SetMasters(map[string]string{"a": "m1", "b": "m2"})
-	o.StallBegins("m1", at(10_000))
+	o.StallBegins("m1", "SIGSTOP of m1", at(10_000))
 	deg := &pb.AllowResponse{Decision: pb.Decision_DECISION_ALLOWED, Degraded: true}
 	o.Allow("a", "w1", at(10_100), at(10_400), deg)
 	o.Allow("b", "w1", at(10_100), at(10_400), deg)

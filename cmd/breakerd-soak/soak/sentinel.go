@@ -11,12 +11,17 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/breakerd/breakerd/internal/faultproxy"
 )
 
 // The Sentinel topology (the default): a master, a replica and 3
 // sentinels of the run's own (scripts/redis-sentinel.sh, down-after
 // SentinelDownAfter: stall.go).
-// Its master is one node for the daemons: every breaker is on it.
+// Its master is one node for the daemons: every breaker is on it. For a
+// proxied stall fault the sentinels monitor the first master through the
+// proxy, so that they name the proxy's address to the daemons, the
+// observer and the replica.
 
 // sentinelPorts is how many ports startSentinel takes.
 const sentinelPorts = 5
@@ -28,10 +33,25 @@ func startSentinel(c Config, ports []int) (*redisSetup, error) {
 	script := filepath.Join(c.Scripts, "redis-sentinel.sh")
 	env := append(os.Environ(), "REDIS_SENTINEL_PORTS="+joinPorts(ports), "REDIS_SENTINEL_DIR="+dir,
 		"REDIS_SENTINEL_DOWN_AFTER="+strconv.FormatInt(SentinelDownAfter.Milliseconds(), 10))
+	master, replica := ports[0], ports[1]
+	var proxy *faultproxy.Proxy
+	if proxied(c.StallFault) {
+		p, err := faultproxy.New("127.0.0.1:0", addr(master))
+		if err != nil {
+			return nil, err
+		}
+		proxy = p
+		env = append(env, "REDIS_SENTINEL_MONITOR_PORT="+p.Addr()[strings.LastIndexByte(p.Addr(), ':')+1:])
+	}
+	closeProxy := func() {
+		if proxy != nil {
+			proxy.Close()
+		}
+	}
 	if out, err := runScript(script, env, "start"); err != nil {
+		closeProxy()
 		return nil, fmt.Errorf("%s start: %v\n%s", script, err, out)
 	}
-	master, replica := ports[0], ports[1]
 	sentinels := []string{addr(ports[2]), addr(ports[3]), addr(ports[4])}
 	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "mymaster", SentinelAddrs: sentinels,
 		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
@@ -45,9 +65,9 @@ func startSentinel(c Config, ports []int) (*redisSetup, error) {
 			return restartWithoutPersistence(ctx, obs, dir, sentinels)
 		},
 		stall: func(ctx context.Context, obs *Observer) string {
-			return stallMaster(ctx, obs, dir, sentinels)
+			return stallMaster(ctx, obs, dir, sentinels, &stallNode{fault: c.StallFault, proxy: proxy})
 		},
-		stop: func() { _ = rdb.Close(); _, _ = runScript(script, env, "stop") },
+		stop: func() { _ = rdb.Close(); _, _ = runScript(script, env, "stop"); closeProxy() },
 	}, nil
 }
 
@@ -157,10 +177,10 @@ func runRedis(dir, port string) ([]byte, error) {
 		"--pidfile", filepath.Join(dir, "redis.pid"), "--logfile", filepath.Join(dir, "redis.log"), "--daemonize", "yes")
 }
 
-// stallMaster SIGSTOPs the current master for Stall (below the
-// down-after: Sentinel keeps it the master) and SIGCONTs it; it returns
-// what happened in words.
-func stallMaster(ctx context.Context, obs *Observer, dir string, sentinels []string) string {
+// stallMaster stalls the current master (n: the fault) for Stall (below
+// the down-after: Sentinel keeps it the master) and ends the stall; it
+// returns what happened in words.
+func stallMaster(ctx context.Context, obs *Observer, dir string, sentinels []string, n *stallNode) string {
 	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinels[0]})
 	defer sc.Close()
 	a, err := sc.GetMasterAddrByName(ctx, "mymaster").Result()
@@ -168,13 +188,15 @@ func stallMaster(ctx context.Context, obs *Observer, dir string, sentinels []str
 		obs.Flag("stall", "", "the master's address: %v", err)
 		return "not done: no master address"
 	}
-	b, err := os.ReadFile(filepath.Join(dir, a[1], "redis.pid"))
-	if err != nil {
-		obs.Flag("stall", "", "master pid: %v", err)
-		return "not done: " + err.Error()
+	n.addr = "127.0.0.1:" + a[1]
+	n.pid = func() (int, error) {
+		b, err := os.ReadFile(filepath.Join(dir, a[1], "redis.pid"))
+		if err != nil {
+			return 0, err
+		}
+		return strconv.Atoi(strings.TrimSpace(string(b)))
 	}
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	from, to, err := stopFor(obs, "", "127.0.0.1:"+a[1], pid, Stall)
+	from, to, err := stallFor(obs, "", n, Stall)
 	if err != nil {
 		obs.Flag("stall", "", "%v", err)
 		return "not done: " + err.Error()
@@ -183,6 +205,6 @@ func stallMaster(ctx context.Context, obs *Observer, dir string, sentinels []str
 	if err != nil || len(after) != 2 || after[1] != a[1] {
 		obs.Flag("stall", "", "Sentinel named another master after the stall (%v, %v): a failover, not a stall", after, err)
 	}
-	return fmt.Sprintf("master 127.0.0.1:%s stopped (SIGSTOP) at %s for %s, still the master after",
-		a[1], stamp(from), to.Sub(from).Round(10*time.Millisecond))
+	return fmt.Sprintf("%s at %s for %s, still the master after",
+		n.what(), stamp(from), to.Sub(from).Round(10*time.Millisecond))
 }

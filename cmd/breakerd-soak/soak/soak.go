@@ -59,6 +59,9 @@ type Config struct {
 	// replica would take over: stall.go), as a fraction of Duration.
 	// Negative: never.
 	StallAt float64
+	// StallFault is the stall's fault: StallSIGSTOP (the default, ""
+	// too), StallBlackhole or StallLatency (stall.go).
+	StallFault string
 	// FailoverAt is when a master is killed (its replica takes over), as
 	// a fraction of Duration. Negative: no failover.
 	FailoverAt float64
@@ -537,7 +540,7 @@ func (w *worker) call(ctx context.Context, i int) {
 	// A call the run's end cancelled is reported all the same: the daemon
 	// may have received it and still apply it.
 	if err != nil {
-		w.failed(ctx, name, sent, got, err)
+		w.failed(ctx, name, "Allow", sent, got, err)
 		w.obs.AllowFailed(name, sent)
 		return
 	}
@@ -554,7 +557,7 @@ func (w *worker) call(ctx context.Context, i int) {
 	if d == pb.Decision_DECISION_PROBE && w.r.IntN(20) == 0 {
 		return // a prober that dies before it records: its lease lapses
 	}
-	rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+	rctx, rcancel := context.WithTimeout(ctx, CallDeadline)
 	defer rcancel()
 	rsent := time.Now()
 	rec, err := w.api.Record(rctx, &pb.RecordRequest{Breaker: name, WorkerId: w.id, Ticket: a.GetTicket(), Outcome: outcome, LatencyMs: 50})
@@ -564,7 +567,7 @@ func (w *worker) call(ctx context.Context, i int) {
 		ticket = a.GetTicket().GetLeaseToken()
 	}
 	if err != nil {
-		w.failed(ctx, name, rsent, rgot, err)
+		w.failed(ctx, name, "Record", rsent, rgot, err)
 		rec = nil
 	} else {
 		w.lastCall[i].Store(rgot.UnixMilli())
@@ -583,28 +586,31 @@ func (w *worker) call(ctx context.Context, i int) {
 func (w *worker) callForced(ctx context.Context, name string) {
 	a, sent, got, err := w.allow(ctx, name)
 	if err != nil {
-		w.failed(ctx, name, sent, got, err)
+		w.failed(ctx, name, "Allow", sent, got, err)
 		return
 	}
 	w.obs.AllowForced(name, w.id+" via "+w.daemon, sent, got, a)
 }
 
-// allow calls Allow at name with the caller's deadline (2 s) and says
-// when the request left and its answer (or error) arrived.
+// CallDeadline is each worker call's deadline: a client's RPC timeout.
+const CallDeadline = 2 * time.Second
+
+// allow calls Allow at name with the caller's deadline (CallDeadline)
+// and says when the request left and its answer (or error) arrived.
 func (w *worker) allow(ctx context.Context, name string) (a *pb.AllowResponse, sent, got time.Time, err error) {
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, CallDeadline)
 	defer cancel()
 	sent = time.Now()
 	a, err = w.api.Allow(cctx, &pb.AllowRequest{Breaker: name, WorkerId: w.id})
 	return a, sent, time.Now(), err
 }
 
-// failed reports a call's error: a call that outlived the caller's
-// deadline goes to Observer.Late too.
-func (w *worker) failed(ctx context.Context, name string, sent, got time.Time, err error) {
+// failed reports a call's error (call: "Allow", "Record"): a call that
+// outlived the caller's deadline goes to Observer.Late too.
+func (w *worker) failed(ctx context.Context, name, call string, sent, got time.Time, err error) {
 	w.onErr(ctx, err)
 	if ctx.Err() == nil && status.Code(err) == codes.DeadlineExceeded {
-		w.obs.Late(name, sent, got)
+		w.obs.Late(name, call, w.id+" via "+w.daemon, sent, got)
 	}
 }
 

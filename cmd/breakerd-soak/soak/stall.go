@@ -5,12 +5,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/breakerd/breakerd/internal/faultproxy"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
 // The stall rules: a Redis node that stops answering while its
-// connections stay open (a SIGSTOPped process: Config.StallAt) must be
-// judged by each daemon's decision bound, not by its callers' deadlines.
+// connections stay open (Config.StallAt; Config.StallFault: a SIGSTOPped
+// process, a blackholed link, replies later than the decision bound)
+// must be judged by each daemon's decision bound, not by its callers'
+// deadlines.
 // They count, never time:
 //
 //   - forced open: no call at a breaker forced open (SetForced) is let
@@ -29,10 +32,11 @@ import (
 // 200 ms apart, well within it.
 const StallSettle = 5 * time.Second
 
-// stall is one stall fault: node stopped answering from from to to.
+// stall is one stall fault: node stopped answering from from to to;
+// what says how, for the report.
 type stall struct {
-	node     string
-	from, to time.Time
+	node, what string
+	from, to   time.Time
 }
 
 // SetForced tells the observer which breakers were forced open before the
@@ -48,11 +52,12 @@ func (o *Observer) SetForced(names []string) {
 
 // StallBegins marks that node ("" for Sentinel's master) stops answering
 // at at: a fault on it from then on, so that the answers during the stall
-// are judged as answers of a faulted node when they arrive.
-func (o *Observer) StallBegins(node string, at time.Time) {
+// are judged as answers of a faulted node when they arrive. what names
+// the fault in the report ("SIGSTOP of 127.0.0.1:7001").
+func (o *Observer) StallBegins(node, what string, at time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.stalls = append(o.stalls, stall{node: node, from: at})
+	o.stalls = append(o.stalls, stall{node: node, what: what, from: at})
 	o.fault(node, at)
 }
 
@@ -67,15 +72,16 @@ func (o *Observer) StallEnds(node string, at time.Time) {
 	}
 }
 
-// inStall reports whether [sent, got] of a call at b overlaps a stall on
-// b's node (or its settling; a stall not yet ended, all of it).
-func (o *Observer) inStall(b string, sent, got time.Time) bool {
-	for _, s := range o.stalls {
+// inStall returns the stall on b's node that [sent, got] of a call at b
+// overlaps (or its settling; a stall not yet ended, all of it), nil when
+// none.
+func (o *Observer) inStall(b string, sent, got time.Time) *stall {
+	for i, s := range o.stalls {
 		if o.masters[b] == s.node && !got.Before(s.from) && (s.to.IsZero() || !sent.After(s.to.Add(StallSettle))) {
-			return true
+			return &o.stalls[i]
 		}
 	}
-	return false
+	return nil
 }
 
 // AllowForced reports an Allow answer at a breaker forced open, to who
@@ -102,22 +108,28 @@ func (o *Observer) AllowForced(b, who string, sent, got time.Time, r *pb.AllowRe
 	o.flag("forced-open", b, "forced open, yet let through (%s, degraded %t) to %s, request sent at %s", d, degraded, who, stamp(sent))
 }
 
-// Late reports a call at b sent at sent that failed with the caller's
-// deadline passed at got: a violation when it overlaps a stall on b's
-// node, where the daemons' bound must answer first.
-func (o *Observer) Late(b string, sent, got time.Time) {
+// Late reports a call (call: "Allow", "Record") at b by who (a worker
+// and its daemon) sent at sent that failed with the caller's deadline
+// (CallDeadline) passed at got: a violation when it overlaps a stall on
+// b's node, where the daemons' bound must answer first. The violation
+// names the call, the caller, the fault and how late the failure came.
+func (o *Observer) Late(b, call, who string, sent, got time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.counts.Late++
-	if o.inStall(b, sent, got) {
-		o.counts.LateStall++
-		o.flag("late", b, "a call sent at %s during a stall on its node failed past the caller's deadline at %s", stamp(sent), stamp(got))
+	s := o.inStall(b, sent, got)
+	if s == nil {
+		return
 	}
+	o.counts.LateStall++
+	o.flag("late", b, "%s by %s, sent at %s during the stall (%s, from %s), failed at %s: %s past the caller's %s deadline",
+		call, who, stamp(sent), s.what, stamp(s.from), stamp(got),
+		got.Sub(sent.Add(CallDeadline)).Round(time.Millisecond), CallDeadline)
 }
 
 // stallAnswer counts an answer at b within a stall on its node (o.mu held).
 func (o *Observer) stallAnswer(b string, sent, got time.Time, degraded bool) {
-	if !o.inStall(b, sent, got) {
+	if o.inStall(b, sent, got) == nil {
 		return
 	}
 	o.counts.StallAnswers++
@@ -188,19 +200,99 @@ const (
 	ClusterNodeTimeout = 5 * time.Second
 )
 
-// stopFor SIGSTOPs the Redis process pid (node, at a) for d, then
-// SIGCONTs it, marking the stall on the observer, and returns when it was.
-func stopFor(obs *Observer, node, a string, pid int, d time.Duration) (from, to time.Time, err error) {
+// The stall faults (Config.StallFault): the node's process frozen, the
+// daemons' link to it blackholed (a proxy that forwards nothing and keeps
+// its connections open; Restore then drops them, as a firewall that
+// forgot them would), or its replies StallLatency late (the proxy). The
+// daemons and the observer reach a proxied node through the proxy for
+// the whole run (the topology announces the proxy's address: a Cluster
+// master's cluster-announce-port, Sentinel's monitor address), so the
+// proxy is in place before the daemons start.
+const (
+	StallSIGSTOP   = "sigstop"
+	StallBlackhole = "blackhole"
+	StallLatency   = "latency"
+)
+
+// StallFaults lists the stall faults.
+var StallFaults = []string{StallSIGSTOP, StallBlackhole, StallLatency}
+
+// StallDelay is the latency fault's delay on every reply: above the
+// daemons' DecisionTimeout, below the callers' CallDeadline and half of
+// SentinelDownAfter (Sentinel, whose link to the master goes through the
+// proxy, must not take the slow master for a dead one).
+const StallDelay = 1500 * time.Millisecond
+
+// stallNode is the stalled node's handle: its address as the daemons
+// name it, its process (SIGSTOP) or the proxy in front of it.
+type stallNode struct {
+	fault string
+	addr  string
+	pid   func() (int, error)
+	proxy *faultproxy.Proxy
+}
+
+// proxied reports whether fault needs a proxy in front of the node.
+func proxied(fault string) bool { return fault == StallBlackhole || fault == StallLatency }
+
+// what names the fault for the report.
+func (n *stallNode) what() string {
+	switch n.fault {
+	case StallBlackhole:
+		return "blackholed link to " + n.addr
+	case StallLatency:
+		return fmt.Sprintf("replies of %s %v late", n.addr, StallDelay)
+	}
+	return "SIGSTOP of " + n.addr
+}
+
+// on applies the fault; off ends it.
+func (n *stallNode) on() error {
+	switch n.fault {
+	case StallBlackhole:
+		n.proxy.Stall()
+	case StallLatency:
+		n.proxy.Delay(StallDelay)
+	default:
+		return n.signal(syscall.SIGSTOP)
+	}
+	return nil
+}
+
+func (n *stallNode) off() error {
+	switch n.fault {
+	case StallBlackhole:
+		return n.proxy.Restore()
+	case StallLatency:
+		n.proxy.Delay(0)
+	default:
+		return n.signal(syscall.SIGCONT)
+	}
+	return nil
+}
+
+func (n *stallNode) signal(sig syscall.Signal) error {
+	pid, err := n.pid()
+	if err == nil {
+		err = syscall.Kill(pid, sig)
+	}
+	if err != nil {
+		return fmt.Errorf("%v %s: %w", sig, n.addr, err)
+	}
+	return nil
+}
+
+// stallFor applies the fault to n (node: its name for the observer) for
+// d, then ends it, marking the stall on the observer, and returns when
+// it was.
+func stallFor(obs *Observer, node string, n *stallNode, d time.Duration) (from, to time.Time, err error) {
 	from = time.Now()
-	obs.StallBegins(node, from)
+	obs.StallBegins(node, n.what(), from)
 	defer func() { obs.StallEnds(node, to) }()
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		return from, from, fmt.Errorf("SIGSTOP %s: %w", a, err)
+	if err := n.on(); err != nil {
+		return from, from, err
 	}
 	time.Sleep(d)
 	to = time.Now()
-	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-		return from, to, fmt.Errorf("SIGCONT %s: %w", a, err)
-	}
-	return from, to, nil
+	return from, to, n.off()
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,9 +54,10 @@ const stallDelay = 3 * stallBound
 // stallDaemon is one daemon's store on its own client, seeded by its own
 // event hub, with the breakers it has heard of.
 type stallDaemon struct {
-	st    *store.Store
-	flips *flips
-	heard sync.Map
+	st     *store.Store
+	flips  *flips
+	heard  sync.Map
+	flipAt sync.Map // time.Time of each flip to memory (true) and back (false), by node, for the report
 }
 
 // stallRig is two daemons on one Redis deployment, with breakers
@@ -80,7 +82,11 @@ func newStallRig(t *testing.T, b *testredis.Backend, newClient func() redis.Univ
 		rdb := newClient()
 		t.Cleanup(func() { _ = rdb.Close() })
 		d := &stallDaemon{flips: &flips{by: map[string][]bool{}}}
-		d.st = store.New(rdb, store.Options{Now: b.Clock(), Channel: b.Prefix + "events", OnOutage: d.flips.add, DecisionTimeout: stallBound})
+		onOutage := func(node string, down bool) {
+			d.flipAt.Store(fmt.Sprint(node, down), time.Now())
+			d.flips.add(node, down)
+		}
+		d.st = store.New(rdb, store.Options{Now: b.Clock(), Channel: b.Prefix + "events", OnOutage: onOutage, DecisionTimeout: stallBound})
 		t.Cleanup(d.st.Close)
 		if err := d.st.Load(ctx); err != nil {
 			t.Fatal(err)
@@ -141,6 +147,14 @@ type stallLoad struct {
 	liveFailed                 atomic.Int64
 	slowestMemory              atomic.Int64 // ns: the slowest answer from memory (a figure)
 	slowestOnceDown            atomic.Int64 // ns: the slowest of those asked once the node was out (a figure)
+	faultAt                    atomic.Int64 // unix ns of the fault
+	// toRedis counts the calls at the stalled node in flight that were
+	// sent while their daemon had it on Redis: the fault holds until
+	// there are none (each is answered, failed or sent to memory).
+	toRedis atomic.Int64
+
+	mu       sync.Mutex
+	failures []string // each call at the stalled node that failed or was late, said
 }
 
 func (l *stallLoad) run(workers int) (stop func()) {
@@ -150,10 +164,10 @@ func (l *stallLoad) run(workers int) (stop func()) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d := l.r.daemons[w%len(l.r.daemons)]
-			worker := fmt.Sprintf("w%02d", w)
+			d := w % len(l.r.daemons)
+			worker := fmt.Sprintf("w%02d via daemon %d", w, d)
 			for i := w; ctx.Err() == nil; i++ {
-				l.call(ctx, d.st, l.r.names[i%len(l.r.names)], worker, i%3 == 0)
+				l.call(ctx, l.r.daemons[d].st, l.r.names[i%len(l.r.names)], worker, i%3 == 0)
 				time.Sleep(time.Millisecond) // a worker's tool call: the load leaves the host some CPU
 			}
 		}()
@@ -167,6 +181,10 @@ func (l *stallLoad) call(ctx context.Context, st *store.Store, name, worker stri
 	cctx, cancel := context.WithTimeout(ctx, stallCallerDeadline)
 	defer cancel()
 	down := st.Degraded()
+	if stalled && !down {
+		l.toRedis.Add(1)
+		defer l.toRedis.Add(-1)
+	}
 	start := time.Now()
 	a, err := st.Allow(cctx, name, worker)
 	took := time.Since(start)
@@ -176,6 +194,7 @@ func (l *stallLoad) call(ctx context.Context, st *store.Store, name, worker stri
 	if down && a.GetDegraded() {
 		maxOf(&l.slowestOnceDown, took)
 	}
+	l.say(stalled, "Allow by "+worker, start, took, err)
 	if !l.answer(stalled, a.GetDegraded(), took, err) {
 		return
 	}
@@ -194,8 +213,25 @@ func (l *stallLoad) call(ctx context.Context, st *store.Store, name, worker stri
 	rec, err := st.Record(cctx, &pb.RecordRequest{Breaker: name, WorkerId: worker, Ticket: a.GetTicket(), Outcome: outcome, LatencyMs: 100})
 	took = time.Since(start)
 	if ctx.Err() == nil {
+		l.say(stalled, "Record by "+worker, start, took, err)
 		l.answer(stalled, rec.GetDegraded(), took, err)
 	}
+}
+
+// say notes a failed call at the stalled node: which call, whose, sent
+// when (from the fault's start), how long it took, what it got.
+func (l *stallLoad) say(stalled bool, call string, sent time.Time, took time.Duration, err error) {
+	if err == nil || !stalled {
+		return
+	}
+	at := "before the fault"
+	if f := l.faultAt.Load(); f != 0 {
+		at = fmt.Sprintf("%v after the fault began", sent.Sub(time.Unix(0, f)).Round(time.Millisecond))
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.failures = append(l.failures, fmt.Sprintf("%s sent %s, failed after %v (caller's deadline %v): %v",
+		call, at, took.Round(time.Millisecond), stallCallerDeadline, err))
 }
 
 // answer counts one answer (or its error) and reports whether it was one.
@@ -230,9 +266,11 @@ func maxOf(m *atomic.Int64, d time.Duration) {
 }
 
 // stallThrough runs the load, applies fault once it is answered from
-// Redis, waits for 300 answers from memory, ends the fault, waits for
-// both daemons to be back on Redis and 300 more answers from it, and
-// checks the counts.
+// Redis, waits for 300 answers from memory, both daemons in their outage
+// and no call sent to Redis before it still waiting (a fault that ends
+// sooner would fail those calls after the node came back: replies still
+// late, connections dropped), ends the fault, waits for both daemons to
+// be back on Redis and 300 more answers from it, and checks the counts.
 func stallThrough(t *testing.T, r *stallRig, what string, fault, end func()) {
 	t.Helper()
 	l := &stallLoad{r: r}
@@ -240,8 +278,17 @@ func stallThrough(t *testing.T, r *stallRig, what string, fault, end func()) {
 	defer stop()
 	daemontest.Eventually(t, "the load to be answered from Redis", func() bool { return l.fromRedis.Load() >= 300 })
 	l.faulted.Store(true)
+	l.faultAt.Store(time.Now().UnixNano())
 	fault()
 	daemontest.Eventually(t, what+": answers from memory", func() bool { return l.memory.Load() >= 300 })
+	daemontest.Eventually(t, what+": both daemons in their outage, no call still waiting on Redis", func() bool {
+		for _, d := range r.daemons {
+			if !d.st.Degraded() {
+				return false
+			}
+		}
+		return l.toRedis.Load() == 0
+	})
 	end()
 	daemontest.Eventually(t, what+": both daemons back on Redis", func() bool {
 		for _, d := range r.daemons {
@@ -262,6 +309,16 @@ func stallThrough(t *testing.T, r *stallRig, what string, fault, end func()) {
 	}
 	if n, most := l.failed.Load(), int64(len(r.daemons)*(store.OutageTimeouts-1)); n > most {
 		t.Errorf("%s: %d calls at the stalled node failed, want at most %d (OutageTimeouts-1 per daemon)", what, n, most)
+	}
+	if t.Failed() {
+		for i, d := range r.daemons {
+			for _, down := range []bool{true, false} {
+				if at, ok := d.flipAt.Load(fmt.Sprint(r.stalled, down)); ok {
+					t.Logf("%s: daemon %d flipped the stalled node (down %t) %v after the fault began", what, i, down, at.(time.Time).Sub(time.Unix(0, l.faultAt.Load())).Round(time.Millisecond))
+				}
+			}
+		}
+		t.Logf("%s: the calls at the stalled node that failed:\n%s", what, strings.Join(l.failures, "\n"))
 	}
 	if n := l.atOpen.Load(); n != 0 {
 		t.Errorf("%s: %d calls let through at breakers forced open, want 0", what, n)
@@ -376,8 +433,40 @@ func pidOf(t *testing.T, dir, addr string) int {
 	return p
 }
 
-// TestStallSentinelMaster: Sentinel's master frozen (SIGSTOP) for less
-// than Sentinel's down-after (30 s here): a stall, not a failover.
+// stallFaults are the stall faults on one node at addr (pid its
+// process), each applied by fault and ended by end; proxy is the proxy
+// the daemons' clients dial addr through (via).
+func stallFaults(t *testing.T, proxy *testredis.Proxy, pid int) []struct {
+	name       string
+	fault, end func()
+} {
+	return []struct {
+		name       string
+		fault, end func()
+	}{
+		{"blackhole", proxy.Stall, func() { proxy.Restore(t) }},
+		{"latency", func() { proxy.Delay(stallDelay) }, func() { proxy.Delay(0) }},
+		{"sigstop", func() { signal(t, pid, syscall.SIGSTOP) }, func() { signal(t, pid, syscall.SIGCONT) }},
+	}
+}
+
+// via is a go-redis Dialer that dials node through proxy (a link of the
+// daemon's to that node alone) and every other address directly.
+func via(node string, proxy *testredis.Proxy) func(context.Context, string, string) (net.Conn, error) {
+	var d net.Dialer
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if addr == node {
+			addr = proxy.Addr()
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+}
+
+// TestStallSentinelMaster: Sentinel's master stalled (a blackholed link
+// from the daemons, replies late past the bound, the process frozen by
+// SIGSTOP) for less than Sentinel's down-after (30 s here): a stall, not
+// a failover. The daemons reach the master Sentinel names through a proxy
+// of their own; Sentinel's own links do not go through it.
 func TestStallSentinelMaster(t *testing.T) {
 	needRedis(t, "redis-server", "redis-sentinel", "redis-cli")
 	dir := t.TempDir()
@@ -392,25 +481,40 @@ func TestStallSentinelMaster(t *testing.T) {
 		sentinels = append(sentinels, fmt.Sprintf("127.0.0.1:%d", p))
 	}
 	b := testredis.SentinelAt(t, "mymaster", sentinels)
-	r := newStallRig(t, b, func() redis.UniversalClient {
-		return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "mymaster", SentinelAddrs: sentinels,
-			MaxRetries: 1, DialerRetries: 1, ContextTimeoutEnabled: true})
-	}, "")
-	pid := pidOf(t, dir, fmt.Sprintf("127.0.0.1:%d", ports[0]))
+	master := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	proxy := testredis.NewProxy(t, master)
+	pid := pidOf(t, dir, master)
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
-	stallThrough(t, r, "Sentinel master SIGSTOP", func() { signal(t, pid, syscall.SIGSTOP) }, func() { signal(t, pid, syscall.SIGCONT) })
+	for _, f := range stallFaults(t, proxy, pid) {
+		t.Run(f.name, func(t *testing.T) {
+			r := newStallRig(t, b, func() redis.UniversalClient {
+				return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "mymaster", SentinelAddrs: sentinels, Dialer: via(master, proxy),
+					MaxRetries: 1, DialerRetries: 1, ContextTimeoutEnabled: true})
+			}, "")
+			stallThrough(t, r, "Sentinel master, "+f.name, f.fault, f.end)
+		})
+	}
 }
 
-// TestStallClusterMaster: one Cluster master frozen (SIGSTOP) for less
-// than the cluster's node timeout (30 s here): its breakers go to memory,
-// the other masters' keep answering from Redis, never degraded.
+// TestStallClusterMaster: one Cluster master stalled (a blackholed link
+// from the daemons, replies late past the bound, the process frozen by
+// SIGSTOP) for less than the cluster's node timeout (30 s here): its
+// breakers go to memory, the other masters' keep answering from Redis,
+// never degraded. The daemons reach that master through a proxy of their
+// own; the cluster's bus does not go through it.
 func TestStallClusterMaster(t *testing.T) {
 	fx := newNodeFixture(t, "REDIS_CLUSTER_NODE_TIMEOUT=30000")
 	b := testredis.ClusterAt(t, fx.addrs)
-	r := newStallRig(t, b, func() redis.UniversalClient {
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: fx.addrs, MaxRetries: 1, DialerRetries: 1, ContextTimeoutEnabled: true})
-	}, fx.dead)
+	proxy := testredis.NewProxy(t, fx.dead)
 	pid := pidOf(t, fx.dir, fx.dead)
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
-	stallThrough(t, r, "Cluster master SIGSTOP", func() { signal(t, pid, syscall.SIGSTOP) }, func() { signal(t, pid, syscall.SIGCONT) })
+	for _, f := range stallFaults(t, proxy, pid) {
+		t.Run(f.name, func(t *testing.T) {
+			r := newStallRig(t, b, func() redis.UniversalClient {
+				return redis.NewClusterClient(&redis.ClusterOptions{Addrs: fx.addrs, Dialer: via(fx.dead, proxy),
+					MaxRetries: 1, DialerRetries: 1, ContextTimeoutEnabled: true})
+			}, fx.dead)
+			stallThrough(t, r, "Cluster master, "+f.name, f.fault, f.end)
+		})
+	}
 }
