@@ -299,15 +299,17 @@ go_tier() {
 # The bounded soak, 60 s on each topology (cmd/breakerd-soak,
 # docs/reliability.md): 2 daemons, 200 workers, 1,000 breakers, on a
 # Sentinel setup of its own, then on a Redis Cluster of its own; each run
-# kills a daemon, kills a master and restarts one without persistence,
-# and exits non-zero on any violation its observer sees. Its load is
-# paced, so each run takes about 70 s on 2 cores.
+# kills a daemon, stalls a master, kills one and restarts one without
+# persistence, and exits non-zero on any violation its observer sees. The
+# stall is a blackholed link on Sentinel and replies late past the bound
+# on the Cluster (the failover tier stalls each topology all three ways,
+# SIGSTOP too). Its load is paced, so each run takes about 70 s on 2 cores.
 phase_soak() {
   local dir topology
   dir=$(mktemp -d)
   go build -o "$dir/breakerd-soak" ./cmd/breakerd-soak
-  for topology in sentinel cluster; do
-    "$dir/breakerd-soak" --topology "$topology" --duration 60s
+  for topology in sentinel:blackhole cluster:latency; do
+    "$dir/breakerd-soak" --topology "${topology%%:*}" --stall-fault "${topology##*:}" --duration 60s
   done
   rm -rf "$dir"
 }
