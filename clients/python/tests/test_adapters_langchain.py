@@ -16,7 +16,7 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool, tool
 from langgraph.graph import START, MessagesState, StateGraph
-from langgraph.prebuilt import ToolNode
+from langgraph.prebuilt import InjectedState, ToolNode
 from langgraph.types import Command
 
 import breakerd
@@ -180,6 +180,23 @@ def test_wrap_keeps_injected_tool_call_id(daemon: Daemon, name: Callable[[str], 
     out = run_node(wrapped, {"to": "billing"})["messages"][-1]
     assert isinstance(out, ToolMessage) and out.content == "handed to billing" and out.tool_call_id == "tc-1"
     assert wrapped.tool_call_schema.model_json_schema() == transfer.tool_call_schema.model_json_schema()
+
+
+def test_wrap_keeps_injected_state(daemon: Daemon, name: Callable[[str], str]) -> None:
+    @tool
+    def count_messages(note: str, state: Annotated[dict[str, Any], InjectedState]) -> str:
+        """Count the conversation's messages."""
+        return f"{note}: {len(state['messages'])}"
+
+    wrapped = Toolkit(client(daemon, "w1"), {"count_messages": name("local")}).wrap(count_messages)
+    assert run_node(wrapped, {"note": "seen"})["messages"][-1].content == "seen: 1"
+
+
+def test_middleware_client_from_the_environment(daemon: Daemon, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BREAKERD_URL", daemon.url)
+    mw = BreakerdMiddleware(breakers={"refund_charge": "payments"})
+    assert [e.url for e in mw.kit.client.transport.endpoints] == [daemon.url]
+    mw.kit.client.close()
 
 
 def test_wrap_keeps_every_field(daemon: Daemon, name: Callable[[str], str]) -> None:

@@ -87,13 +87,16 @@ _current: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar("breake
 
 class Toolbox:
     """Toolbox makes guarded function tools and runs agents with the tools
-    a breakerd Run allows. ``breakers`` maps a tool's name to its breaker
+    a breakerd Run allows. ``client`` defaults to ``breakerd.Client()``
+    (``BREAKERD_URL``); ``breakers`` maps a tool's name to its breaker
     (the dependency it calls); a tool missing from it is its own.
     ``exclude`` is the guards' (``Client.guard``): the errors that are not
     the dependency's fault."""
 
-    def __init__(self, client: Client | AsyncClient, breakers: Mapping[str, str] | None = None, *,
+    def __init__(self, client: Client | AsyncClient | None = None, breakers: Mapping[str, str] | None = None, *,
                  exclude: Exclude = None) -> None:
+        if client is None:
+            client = Client()
         self.client = client.sync if isinstance(client, AsyncClient) else client
         self.breakers: dict[str, str] = dict(breakers or {})
         self.exclude = exclude
