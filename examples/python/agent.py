@@ -49,7 +49,7 @@ async def one_run(url: str, prefix: str, n: int, worker: str, vendor: Vendor) ->
         """Search the web."""
         return '{"ok":true}'
 
-    @box.function_tool  # breakerd: was @agents.function_tool
+    @agents.function_tool
     def refund_charge(charge_id: str) -> str:
         """Refund a card charge."""
         return vendor.refund(charge_id)

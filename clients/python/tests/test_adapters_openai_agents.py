@@ -206,3 +206,67 @@ async def test_failure_text(daemon: Daemon, name: Callable[[str], str]) -> None:
     out = next(i for i in model.calls[-1].input if isinstance(i, dict) and i.get("type") == "function_call_output")
     assert out["output"] == _render.tool_error("refund_charge")
     assert vendor.calls == 1
+
+
+def plain_tools(vendor: Vendor) -> list[Any]:
+    """The agent's tools as written without breakerd: agents.function_tool."""
+
+    @agents.function_tool
+    def web_search(query: str) -> str:
+        """Search the web."""
+        return "results for " + query
+
+    @agents.function_tool
+    def refund_charge(charge_id: str) -> str:
+        """Refund a card charge."""
+        return vendor.refund(charge_id)
+
+    return [web_search, refund_charge]
+
+
+async def test_plain_function_tools_are_guarded(daemon: Daemon, name: Callable[[str], str]) -> None:
+    """box.run guards the agent's own function tools: each failure is
+    recorded (three from two workers trip the breaker) and reaches the
+    model as the failure text; the circuit opening while the model thinks
+    denies its call (the vendor is not called); the next run has lost the
+    tool."""
+    vendor = Vendor()
+    b = name("payments")
+    for i, worker in enumerate(("w1", "w2")):
+        model = ScriptedModel([[function_call("refund_charge", {"charge_id": "ch_1"}, call_id=f"c{i}")],
+                               [assistant_message("The refund failed.")]])
+        await Toolbox(client(daemon, worker), {"refund_charge": b}).run(agent_of(model, plain_tools(vendor)), "Refund")
+        out = next(i for i in model.calls[-1].input if isinstance(i, dict) and i.get("type") == "function_call_output")
+        assert out["output"] == _render.tool_error("refund_charge")
+    assert vendor.calls == 2
+    (st,) = client(daemon, "w1").batch_get([b])
+    assert int(st.get("failures", 0)) == 2
+
+    def trip_then_call(call: Any) -> Any:
+        with pytest.raises(Exception):
+            with client(daemon, "w1").guard(b):
+                Vendor().refund("ch_0")
+        return [function_call("refund_charge", {"charge_id": "ch_1"}, call_id="c9")]
+
+    model = ScriptedModel([ModelStep.respond(trip_then_call), [assistant_message("Payments is out of service.")]])
+    await Toolbox(client(daemon, "w3"), {"refund_charge": b}).run(agent_of(model, plain_tools(vendor)), "Refund")
+    first, last = model.calls
+    assert [t.name for t in first.tools] == ["web_search", "refund_charge"]
+    out = next(i for i in last.input if isinstance(i, dict) and i.get("type") == "function_call_output")
+    assert json.loads(out["output"])["status"] == "circuit_open"
+    assert [t.name for t in last.tools] == ["web_search"]
+    assert vendor.calls == 2
+
+
+async def test_plain_function_tool_success_is_recorded(daemon: Daemon, name: Callable[[str], str]) -> None:
+    """A guarded call that succeeds is recorded: the failure before it no
+    longer counts."""
+    b = name("search")
+    c = client(daemon, "w1")
+    with pytest.raises(Exception):
+        with c.guard(b):
+            Vendor().refund("ch_0")
+    assert int(c.batch_get([b])[0].get("failures", 0)) == 1
+    model = ScriptedModel([[function_call("web_search", {"query": "q"}, call_id="s1")], [assistant_message("Done.")]])
+    await Toolbox(client(daemon, "w2"), {"web_search": b}).run(agent_of(model, plain_tools(Vendor())), "Search")
+    assert int(c.batch_get([b])[0].get("failures", 0)) == 0

@@ -2,21 +2,22 @@
 
     box = Toolbox(client, breakers={"refund_charge": "payments"})
 
-    @box.function_tool
+    @function_tool
     def refund_charge(charge_id: str) -> str: ...
 
     result = await box.run(agent, "Refund charge ch_1")
 
-``Toolbox.function_tool`` is the SDK's ``function_tool`` over a guarded
-function: each call is allowed and recorded by breakerd, a denial becomes
-the tool's output (breakerd's circuit_open JSON), and a failure reaches
-the model as ``failure_text``. ``Toolbox.run`` (``run_sync``,
-``run_streamed``) is the SDK's ``Runner`` with one ``breakerd.Run`` for
-the agent run: before each turn the tools whose breakers deny leave the
-model's tool list (each function tool's ``is_enabled``), for the rest of
-the run, and the run's notice joins the instructions (a callable). The
-agents it hands off to, and the tools of their MCP servers, are judged
-the same way.
+``Toolbox.run`` (``run_sync``, ``run_streamed``) is the SDK's ``Runner``
+with one ``breakerd.Run`` for the agent run: before each turn the tools
+whose breakers deny leave the model's tool list (each function tool's
+``is_enabled``), for the rest of the run, and the run's notice joins the
+instructions (a callable); each call is allowed and recorded by breakerd
+(the SDK's tool guardrails and failure function), a denial becomes the
+tool's output (breakerd's circuit_open JSON), and a failure reaches the
+model as ``failure_text``. The agents it hands off to, and the tools of
+MCP servers, are judged and guarded the same way. ``Toolbox.function_tool``
+is the SDK's ``function_tool`` over a guarded function, for tools run
+outside ``Toolbox.run``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,14 @@ from typing import Any
 try:
     import agents
     from agents.mcp import MCPServer
+    from agents.tool import resolve_function_tool_failure_error_function
+    from agents.tool_guardrails import (
+        ToolGuardrailFunctionOutput,
+        ToolInputGuardrail,
+        ToolInputGuardrailData,
+        ToolOutputGuardrail,
+        ToolOutputGuardrailData,
+    )
     from mcp.types import CallToolResult, TextContent
 except ImportError as e:  # pragma: no cover - the adapter's one requirement
     raise ImportError('breakerd.adapters.openai_agents needs the openai-agents package (pip install "breakerd[openai-agents]")') from e
@@ -120,7 +129,9 @@ class Toolbox:
             if breaker:
                 self.breakers[name] = breaker
             kw = {"failure_error_function": failure_text, **kwargs}
-            return agents.function_tool(self._guarded(f, name), **kw)
+            made = agents.function_tool(self._guarded(f, name), **kw)
+            made.breakerd_guarded = True  # type: ignore[attr-defined]
+            return made
 
         return make(fn) if fn is not None else make
 
@@ -204,7 +215,7 @@ class _Cloner:
         if id(agent) in self.done:
             return self.done[id(agent)]
         handoffs: list[Any] = []
-        c = agent.clone(tools=[_judged(t) for t in agent.tools], handoffs=handoffs,
+        c = agent.clone(tools=[_judged(t, self.box) for t in agent.tools], handoffs=handoffs,
                         instructions=_with_notice(agent.instructions), hooks=_Hooks(agent.hooks),
                         mcp_servers=[_JudgedServer(s, self.box) for s in agent.mcp_servers])
         self.done[id(agent)] = c
@@ -212,9 +223,10 @@ class _Cloner:
         return c
 
 
-def _judged(tool: Any) -> Any:
+def _judged(tool: Any, box: Toolbox) -> Any:
     """tool, enabled only while the run in progress has it and its
-    breaker allows (and while its own is_enabled holds)."""
+    breaker allows (and while its own is_enabled holds); a function tool
+    not made by box.function_tool is guarded too (_guard_calls)."""
     if not isinstance(tool, agents.FunctionTool):
         return tool
     own = tool.is_enabled
@@ -232,7 +244,49 @@ def _judged(tool: Any) -> Any:
 
     judged = copy.copy(tool)
     judged.is_enabled = enabled
+    if not getattr(tool, "breakerd_guarded", False):
+        _guard_calls(judged, tool, box)
     return judged
+
+
+def _guard_calls(judged: agents.FunctionTool, tool: agents.FunctionTool, box: Toolbox) -> None:
+    """_guard_calls puts judged's calls behind breakerd through the SDK's
+    own hooks: a tool input guardrail asks (a denial rejects the call,
+    its text the call's output), a tool output guardrail records a
+    success, and the failure function records what the tool raised, then
+    answers as the tool would (breakerd's failure_text for the SDK's
+    default)."""
+    held: dict[str, Guard] = {}
+    own = None if tool._use_default_failure_error_function else resolve_function_tool_failure_error_function(tool)
+
+    async def ask(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
+        g = box._guard(tool.name)
+        try:
+            await g.__aenter__()
+        except CircuitOpen as e:
+            return ToolGuardrailFunctionOutput.reject_content(e.tool_result)
+        held[data.context.tool_call_id] = g
+        return ToolGuardrailFunctionOutput.allow()
+
+    async def succeeded(data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOutput:
+        g = held.pop(data.context.tool_call_id, None)
+        if g is not None:
+            await g.__aexit__(None, None, None)
+        return ToolGuardrailFunctionOutput.allow()
+
+    async def failed(ctx: Any, error: Exception) -> str:
+        g = held.pop(str(getattr(ctx, "tool_call_id", "")), None)
+        if g is not None:
+            await g.__aexit__(type(error), error, error.__traceback__)
+        if own is None:
+            return failure_text(ctx, error)
+        text = own(ctx, error)
+        return await text if isinstance(text, Awaitable) else text
+
+    judged.tool_input_guardrails = [*(tool.tool_input_guardrails or []), ToolInputGuardrail(ask, name="breakerd")]
+    judged.tool_output_guardrails = [*(tool.tool_output_guardrails or []), ToolOutputGuardrail(succeeded, name="breakerd")]
+    judged._use_default_failure_error_function = False
+    judged._failure_error_function = failed
 
 
 def _with_notice(instructions: Any) -> Any:
