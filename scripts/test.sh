@@ -337,7 +337,23 @@ phase_python() {
   "$tmp/venv/bin/pip" install -q --disable-pip-version-check "$tmp"/dist/*.whl
   (cd "$tmp" && venv/bin/python -c 'import breakerd, breakerd._render as r; r.template("tool_result"); r.template("notice"); print("ci: the wheel installs; breakerd", breakerd.__version__, "imports and reads its templates")')
   quick_start_python "$tmp"
+  examples_python "$venv" "$tmp/breakerd"
   rm -rf "$tmp"
+}
+
+# examples_python VENV BIN: each agent in examples/python (one per
+# framework) run as its docstring says, by VENV's Python (the frameworks
+# installed), starting its own daemon (BIN) since nothing serves the URL
+# given; each must end with the vendor's count.
+examples_python() {
+  local venv=$1 bin=$2 ex out
+  for ex in examples/python/*.py; do
+    case $ex in */_*) continue ;; esac
+    out=$(BREAKERD_BIN=$bin "$venv/bin/python" "$ex" --url http://127.0.0.1:9 --prefix "ci-$$-$(basename "$ex" .py):" 2>&1) ||
+      { echo "$out"; echo "ci: $ex failed"; exit 1; }
+    grep -q '^the payment vendor saw [0-9]* requests$' <<<"$out" || { echo "$out"; echo "ci: $ex did not finish its story"; exit 1; }
+    echo "ci: $ex runs ($(grep -c '^run ' <<<"$out") agent runs)"
+  done
 }
 
 # quick_start_python DIR: docs/python.md's quick start as a user runs it

@@ -1,5 +1,6 @@
-"""examples/python/agent.py runs against a real daemon and prints the
-tool list of each run: refund_charge leaves after the trip."""
+"""examples/python's agents, one per framework, run against a real daemon
+and print the tools and notice each run gives the model: refund_charge
+leaves after the trip."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ import subprocess
 import sys
 from collections.abc import Callable
 
+import pytest
+
 from .conftest import REPO, Daemon
 
 
-def test_example_agent(daemon: Daemon, name: Callable[[str], str]) -> None:
-    out = subprocess.run([sys.executable, str(REPO / "examples" / "python" / "agent.py"), "--url", daemon.url,
+@pytest.mark.parametrize("example", ["agent.py", "langchain_agent.py"])
+def test_example_agent(daemon: Daemon, name: Callable[[str], str], example: str) -> None:
+    out = subprocess.run([sys.executable, str(REPO / "examples" / "python" / example), "--url", daemon.url,
                           "--prefix", name("")], check=True, capture_output=True, text=True, timeout=300).stdout
     tools = re.findall(r"^run (\d) on worker-\d: tools given to the model: (.*)$", out, re.M)
     assert tools[0] == ("1", "web_search, refund_charge")
@@ -20,3 +24,5 @@ def test_example_agent(daemon: Daemon, name: Callable[[str], str]) -> None:
     assert "- refund_charge: " in out.split("run 7 on")[1]  # the notice
     # The test policy trips at 3 failures: runs 2-4 reach the vendor, then none.
     assert "the payment vendor saw 4 requests" in out
+    # Before the trip, a failure reaches the model as breakerd's failure text.
+    assert '"status":"call_failed","tool":"refund_charge"' in out.split("run 2 on")[1]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata
+import importlib.util
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,16 +76,28 @@ def test_async_client_takes_the_environment(fake: Fake, monkeypatch: pytest.Monk
 
 
 def _imported_distributions(module: Path) -> set[str]:
-    """The distributions providing the top-level modules module imports
-    (outside breakerd and the standard library)."""
-    providers = importlib.metadata.packages_distributions()
+    """The distributions providing the modules module imports (outside
+    breakerd and the standard library); a namespace that several
+    distributions share (langgraph) is read by the module's own file."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(module.read_text())):
         if isinstance(node, ast.Import):
-            names.update(a.name.split(".")[0] for a in node.names)
+            names.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module.split(".")[0])
-    return {_norm(d) for n in names for d in providers.get(n, [])}
+            names.add(node.module)
+    return {_norm(d) for n in names for d in _providers(n)}
+
+
+def _providers(module: str) -> list[str]:
+    candidates = importlib.metadata.packages_distributions().get(module.split(".")[0], [])
+    spec = importlib.util.find_spec(module) if len(candidates) > 1 else None
+    if spec is None or spec.origin is None:
+        return list(candidates)
+    origin = Path(spec.origin).resolve()
+    for d in candidates:
+        if any(Path(str(f.locate())).resolve() == origin for f in importlib.metadata.distribution(d).files or []):
+            return [d]
+    return list(candidates)
 
 
 def _norm(name: str) -> str:

@@ -19,6 +19,13 @@ from ._run import Run, Unavailable
 T = TypeVar("T")
 
 
+async def available(run: Run, tools: Sequence[T]) -> list[T]:
+    """available is ``run.available(tools)`` without blocking the event
+    loop: the one place the asyncio API and the adapters ask for a run's
+    toolset (today in a worker thread)."""
+    return await asyncio.to_thread(run.available, tools)
+
+
 class AsyncClient:
     """AsyncClient is Client for asyncio: the same constructor and
     methods, awaited. ``guard`` is the same Guard (use ``async with``, or
@@ -90,8 +97,15 @@ class AsyncRun:
     def breaker_of(self, tool: str) -> str:
         return self.sync.breaker_of(tool)
 
+    @classmethod
+    def of(cls, run: Run) -> AsyncRun:
+        """of is the asyncio face of run (the same toolset, shared)."""
+        r = cls.__new__(cls)
+        r.sync = run
+        return r
+
     async def available(self, tools: Sequence[T]) -> list[T]:
-        return await asyncio.to_thread(self.sync.available, tools)
+        return await available(self.sync, tools)
 
     def notice(self) -> str:
         return self.sync.notice()

@@ -242,3 +242,9 @@ def tool_result(d: Denial, tool: str, alternatives: Sequence[str], degraded: boo
 def notice(lost: Sequence[Unavailable], now_ms: int) -> str:
     """notice renders the run notice over the tools a run lost."""
     return notice_of([denial_inputs(u.denial, u.tool, u.alternatives, u.degraded) for u in lost], now_ms)
+
+
+def tool_error(tool: str) -> str:
+    """tool_error is the text a model receives for a call of tool that
+    failed (the adapters' failure text): the tool_error template."""
+    return render(template("tool_error"), {"tool": tool})
