@@ -3,6 +3,7 @@ package client
 import (
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,4 +156,16 @@ func TestConformanceRenderThroughTheClient(t *testing.T) {
 func scopeOf(word string) pb.DenialScope {
 	return map[string]pb.DenialScope{"breaker": pb.DenialScope_DENIAL_SCOPE_BREAKER, "parent": pb.DenialScope_DENIAL_SCOPE_PARENT,
 		"worker": pb.DenialScope_DENIAL_SCOPE_WORKER}[word]
+}
+
+// TestDaemonDegradedDenialRendersDegraded: a denial breakerd answered
+// from its own memory (its Redis unreachable: AllowResponse.degraded)
+// renders with degraded true, as conformance/README.md's degraded says.
+func TestDaemonDegradedDenialRendersDegraded(t *testing.T) {
+	p := permitOf("b", &pb.AllowResponse{Decision: pb.Decision_DECISION_DENIED_OPEN, Degraded: true,
+		Denial: &pb.Denial{Decision: pb.Decision_DECISION_DENIED_OPEN, Status: "circuit_open", Reason: "it is failing"}}, time.UnixMilli(1))
+	d, ok := AsDenial(DeniedError(p), "search")
+	if !ok || !d.Degraded || !strings.HasSuffix(string(d.JSON()), `"degraded":true}`) {
+		t.Errorf("a daemon's outage-memory denial renders %s, want degraded", d.JSON())
+	}
 }
