@@ -2,10 +2,8 @@ package mcpgw
 
 import (
 	"context"
-	"encoding/json"
 	"math"
 	"net"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,32 +13,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/breakerd/breakerd/conformance"
 	"github.com/breakerd/breakerd/pkg/client"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
-
-// renderCase is a case of conformance/render.json (its format is
-// conformance/README.md's).
-type renderCase struct {
-	Name     string      `json:"name"`
-	Template string      `json:"template"`
-	Fallback string      `json:"fallback"`
-	Input    renderInput `json:"input"`
-	NowMs    int64       `json:"now_ms"`
-	Want     string      `json:"want"`
-}
-
-type renderInput struct {
-	Tool          string        `json:"tool"`
-	Status        string        `json:"status"`
-	Reason        string        `json:"reason"`
-	Forced        bool          `json:"forced"`
-	Degraded      bool          `json:"degraded"`
-	Scope         string        `json:"scope"`
-	Alternatives  []string      `json:"alternatives"`
-	MayReturnAtMs int64         `json:"may_return_at_ms"`
-	Denials       []renderInput `json:"denials"`
-}
 
 // TestConformanceRenderThroughTheGateway holds what a model reads through
 // the gateway to conformance/render.json, byte for byte: for each denial
@@ -53,24 +29,18 @@ type renderInput struct {
 // notice naming one tool twice (a session removes a tool once).
 func TestConformanceRenderThroughTheGateway(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("../../../conformance/render.json")
+	cases, err := conformance.ReadRender()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rc struct {
-		Cases []renderCase `json:"cases"`
-	}
-	if err := json.Unmarshal(b, &rc); err != nil {
-		t.Fatal(err)
-	}
-	notices := map[string]renderCase{}
-	for _, c := range rc.Cases {
+	notices := map[string]conformance.RenderCase{}
+	for _, c := range cases {
 		if c.Template == "notice" {
 			notices[strings.TrimPrefix(c.Name, "notice: ")] = c
 		}
 	}
 	held := map[string]bool{}
-	for _, c := range rc.Cases {
+	for _, c := range cases {
 		if c.Template != "tool_result" || c.Fallback != "" {
 			continue
 		}
@@ -103,7 +73,7 @@ func TestConformanceRenderThroughTheGateway(t *testing.T) {
 // conformanceGateway is a gateway in front of one upstream serving c's
 // tool, on a fake breakerd that denies every Allow with c's denial and
 // reads every breaker as closed, its clients' clock at c's now.
-func conformanceGateway(t *testing.T, c renderCase) *Gateway {
+func conformanceGateway(t *testing.T, c conformance.RenderCase) *Gateway {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -135,19 +105,10 @@ func conformanceGateway(t *testing.T, c renderCase) *Gateway {
 		t.Cleanup(func() { _ = ss.Close() })
 		return ct
 	}
-	g, err := New(context.Background(), Options{
+	return runGateway(t, Options{
 		Config: Config{Upstreams: []Upstream{{Name: "up", Transport: transport}}}, Conn: conn, WorkerID: "gw",
 		ClientOptions: []client.Option{client.WithClock(fixedClock(time.UnixMilli(c.NowMs))), client.WithAllowBudget(testBudget)},
 	})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = g.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done; g.Close() })
-	eventually(t, "the gateway's Watch subscription", func() bool { return g.Health().Breakerd == "ok" })
-	return g
 }
 
 // fixedClock is a clock that stands still.
@@ -161,7 +122,7 @@ func (c fixedClock) Now() time.Time { return time.Time(c) }
 // Watch holds its stream open with no event; savings reports are taken.
 type denyingBreakerd struct {
 	pb.UnimplementedBreakerServiceServer
-	c renderCase
+	c conformance.RenderCase
 }
 
 // decisions are the denials' decisions by status word.
