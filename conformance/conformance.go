@@ -20,6 +20,48 @@ var clientRules []byte
 //go:embed classification.json
 var classification []byte
 
+//go:embed render.json
+var renderJSON []byte
+
+// RenderInput is a case's input in render.json: one denial's fields, or
+// (a notice) Denials.
+type RenderInput struct {
+	Tool          string        `json:"tool"`
+	Status        string        `json:"status"`
+	Reason        string        `json:"reason"`
+	Forced        bool          `json:"forced"`
+	Degraded      bool          `json:"degraded"`
+	Scope         string        `json:"scope"`
+	Alternatives  []string      `json:"alternatives"`
+	MayReturnAtMs int64         `json:"may_return_at_ms"`
+	Denials       []RenderInput `json:"denials"`
+}
+
+// RenderCase is one case of render.json (README.md, "render.json").
+type RenderCase struct {
+	Name     string      `json:"name"`
+	Template string      `json:"template"`
+	Fallback string      `json:"fallback"`
+	Input    RenderInput `json:"input"`
+	NowMs    int64       `json:"now_ms"`
+	Want     string      `json:"want"`
+}
+
+// ReadRender decodes render.json's cases; an unknown field, or no case,
+// is an error.
+func ReadRender() ([]RenderCase, error) {
+	var f struct {
+		Cases []RenderCase `json:"cases"`
+	}
+	if err := decodeStrict(renderJSON, &f); err != nil {
+		return nil, fmt.Errorf("conformance: render.json: %w", err)
+	}
+	if len(f.Cases) == 0 {
+		return nil, fmt.Errorf("conformance: render.json holds no case")
+	}
+	return f.Cases, nil
+}
+
 // ClassificationRow is one row of classification.json (README.md,
 // "classification.json").
 type ClassificationRow struct {

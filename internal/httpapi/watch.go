@@ -215,24 +215,29 @@ func (wt *Watch) heartbeat() time.Duration {
 	return wt.Heartbeat
 }
 
-// snapshotStates are the states a stream's snapshot lists of every
-// breaker: those that deny now or may.
-var snapshotStates = []pb.State{pb.State_STATE_OPEN, pb.State_STATE_HALF_OPEN, pb.State_STATE_FORCED_OPEN, pb.State_STATE_PAUSED}
+// denies reports whether a snapshot lists st: a breaker that denies now
+// or may (every one not closed, any with deny_until_ms set), and one that
+// denies some worker: its suspect (suspect_denial), or any worker by its
+// parent scope (denial).
+func denies(st *pb.BreakerState) bool {
+	switch st.GetState() {
+	case pb.State_STATE_CLOSED, pb.State_STATE_FORCED_CLOSED, pb.State_STATE_UNSPECIFIED:
+		return st.GetDenyUntilMs() > 0 || st.GetDenial() != nil || st.GetSuspectDenial() != nil
+	}
+	return true
+}
 
-// snapshot sends the breakers that deny now or may (every one not closed,
-// and any with deny_until_ms set), only the named ones when the stream
-// names breakers, in event: snapshot parts of at most snapshotPart
-// states, each read as it is sent, the last with more false. It is read
-// after subscribing, so no event falls between the two.
+// snapshot sends the breakers that deny now or may (denies), only the
+// named ones when the stream names breakers, in event: snapshot parts of
+// at most snapshotPart states, each read as it is sent, the last with
+// more false. It is read after subscribing, so no event falls between
+// the two.
 func (s *stream) snapshot(ctx context.Context, wt *Watch, every time.Duration) error {
 	part := func(states []*pb.BreakerState, more bool) error {
 		if wt.WithParents != nil {
 			wt.WithParents(ctx, states)
 		}
-		states = slices.DeleteFunc(states, func(x *pb.BreakerState) bool {
-			st := x.GetState()
-			return x.GetDenyUntilMs() <= 0 && (st == pb.State_STATE_CLOSED || st == pb.State_STATE_FORCED_CLOSED || st == pb.State_STATE_UNSPECIFIED)
-		})
+		states = slices.DeleteFunc(states, func(x *pb.BreakerState) bool { return !denies(x) })
 		// A SCAN step may find more keys than it was asked for (COUNT is a
 		// hint): the part is cut to its bounds all the same. The last part
 		// is sent even when empty: it says the snapshot is whole.
@@ -263,7 +268,8 @@ func (s *stream) snapshot(ctx context.Context, wt *Watch, every time.Duration) e
 		return nil
 	}
 	for token := ""; ; {
-		states, next, err := wt.Store.ListPage(ctx, token, snapshotPart, snapshotStates...)
+		// Every state: a closed breaker may deny its suspect worker.
+		states, next, err := wt.Store.ListPage(ctx, token, snapshotPart)
 		if err != nil {
 			return s.resync("the snapshot could not be read: " + err.Error())
 		}

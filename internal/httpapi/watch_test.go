@@ -148,12 +148,23 @@ func force(t *testing.T, d *daemontest.Daemon, breaker, mode string) {
 	}
 }
 
-// snapshotNames reads a stream's snapshot, its parts up to the one with
-// more false, and returns the breakers it lists, each with its
-// deny_until_ms present. Every part announces the stream's heartbeat.
+// snapshotNames reads a stream's snapshot (snapshotParts) and returns
+// the breakers it lists.
 func snapshotNames(t *testing.T, s *sseStream) []string {
 	t.Helper()
 	var names []string
+	for _, st := range snapshotParts(t, s) {
+		names = append(names, st["breaker"].(string))
+	}
+	return names
+}
+
+// snapshotParts reads a stream's snapshot, its parts up to the one with
+// more false, and returns the states it lists, each with its
+// deny_until_ms present. Every part announces the stream's heartbeat.
+func snapshotParts(t *testing.T, s *sseStream) []map[string]any {
+	t.Helper()
+	var out []map[string]any
 	for more := true; more; {
 		e := s.next(t)
 		if e.typ != "snapshot" {
@@ -170,10 +181,10 @@ func snapshotNames(t *testing.T, s *sseStream) []string {
 			if _, ok := m["deny_until_ms"]; !ok {
 				t.Errorf("snapshot state lacks deny_until_ms: %v", m)
 			}
-			names = append(names, m["breaker"].(string))
+			out = append(out, m)
 		}
 	}
-	return names
+	return out
 }
 
 // TestWatchOverSSE: a stream opens with a snapshot of the breakers that
@@ -318,4 +329,45 @@ func refusedWatch(t *testing.T, d *daemontest.Daemon, what string) {
 	if a.status != http.StatusTooManyRequests || a.str("code") != "resource_exhausted" {
 		t.Errorf("%s: GET /v1/watch = %d %s, want 429 resource_exhausted", what, a.status, a.raw)
 	}
+}
+
+// TestWatchSnapshotListsASuspectsBreaker: a breaker that stays closed
+// for the fleet but denies its suspect worker (one worker alone failed
+// past the threshold) is in every stream's snapshot, the unfiltered one
+// included, with the suspect's own denial; a closed breaker with no
+// suspect is not.
+func TestWatchSnapshotListsASuspectsBreaker(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		d := daemontest.StartWith(t, b, daemontest.Options{HTTP: &httpapi.Options{Watch: &httpapi.Watch{}}})
+		suspect, healthy := b.Breaker("crm"), b.Breaker("healthy")
+		call := func(name, outcome string) {
+			t.Helper()
+			a := post(t, d.HTTPAddr, "Allow", "", fmt.Sprintf(`{"breaker":%q,"worker_id":"w1"}`, name))
+			ticket, _ := json.Marshal(a.json["ticket"])
+			if rec := post(t, d.HTTPAddr, "Record", "", fmt.Sprintf(`{"breaker":%q,"worker_id":"w1","outcome":%q,"ticket":%s}`,
+				name, outcome, ticket)); rec.status != http.StatusOK {
+				t.Fatalf("Record = %d %s", rec.status, rec.raw)
+			}
+		}
+		for range 5 {
+			call(suspect, "OUTCOME_SERVER_ERROR")
+		}
+		call(healthy, "OUTCOME_SERVER_ERROR") // holds state, denies no one
+		g := post(t, d.HTTPAddr, "Get", "", fmt.Sprintf(`{"breaker":%q}`, suspect))
+		if g.str("state.state") != "STATE_CLOSED" || g.str("state.suspect_worker") != "w1" || g.str("state.suspect_denial.status") != "worker_isolated" {
+			t.Fatalf("Get = %s, want STATE_CLOSED with w1 its suspect", g.raw)
+		}
+		for _, q := range []url.Values{nil, {"breaker": {suspect, healthy}}} {
+			states := map[string]map[string]any{}
+			for _, st := range snapshotParts(t, watch(t, d, q, "", "")) {
+				states[st["breaker"].(string)] = st
+			}
+			if st := states[suspect]; st == nil || st["suspect_denial"] == nil {
+				t.Errorf("snapshot (%v) lists %s as %v, want it with its suspect's denial", q, suspect, st)
+			}
+			if st := states[healthy]; st != nil {
+				t.Errorf("snapshot (%v) lists %s, which denies no one: %v", q, healthy, st)
+			}
+		}
+	})
 }

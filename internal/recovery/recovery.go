@@ -26,7 +26,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -34,9 +33,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/status"
 
 	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/store"
@@ -453,23 +455,55 @@ func (c *Checker) checkGRPC(ctx context.Context, g *policy.GRPCCheck) (string, s
 	if g.Plaintext {
 		creds = insecure.NewCredentials()
 	}
-	conn, err := grpc.NewClient(g.Target, grpc.WithTransportCredentials(creds))
+	var dialed dialErr
+	target, opts := g.Target, []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if u, err := url.Parse(target); err != nil || resolver.Get(u.Scheme) == nil {
+		// host:port: dialed here (its name resolved by the dial), so that
+		// the dial's own error says whether the target could be reached.
+		target, opts = "passthrough:///"+target, append(opts, grpc.WithContextDialer(dialed.dial))
+	}
+	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
 		return "unreachable", "bad target: " + err.Error()
 	}
 	defer conn.Close()
 	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: g.Service}, grpc.WaitForReady(false))
 	if err != nil {
-		msg := err.Error()
-		if strings.Contains(msg, "connection refused") || strings.Contains(msg, "no such host") {
-			return "unreachable", msg
+		if status.Code(err) == codes.Unavailable && dialed.unreachable() {
+			return "unreachable", err.Error()
 		}
-		return "failure", msg
+		return "failure", err.Error()
 	}
 	if resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
 		return "success", "SERVING"
 	}
 	return "failure", resp.GetStatus().String()
+}
+
+// dialErr keeps a check connection's last dial error: an RPC that fails
+// Unavailable is told apart by its cause (a target with a scheme of its
+// own, dialed by grpc-go's resolvers, always reads as merely failed).
+type dialErr struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (d *dialErr) dial(ctx context.Context, addr string) (net.Conn, error) {
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		d.mu.Lock()
+		d.err = err
+		d.mu.Unlock()
+	}
+	return conn, err
+}
+
+// unreachable reports whether the last dial found no such host or was
+// refused.
+func (d *dialErr) unreachable() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.err != nil && classify(d.err) == "unreachable"
 }
 
 // classify says whether err means the target cannot be reached at all

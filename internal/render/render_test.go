@@ -1,78 +1,45 @@
 package render
 
 import (
-	"encoding/json"
-	"os"
 	"reflect"
-	"strings"
 	"testing"
+
+	"github.com/breakerd/breakerd/conformance"
 )
 
-// renderCases is conformance/render.json.
-type renderCases struct {
-	Cases []struct {
-		Name     string          `json:"name"`
-		Template string          `json:"template"`
-		Fallback string          `json:"fallback"`
-		Input    json.RawMessage `json:"input"`
-		NowMs    int64           `json:"now_ms"`
-		Want     string          `json:"want"`
-	} `json:"cases"`
+// denial is a case's input for one denial as the templates take it; a
+// notice's input holds nothing but its denials, a tool result's none.
+func denial(in conformance.RenderInput) Denial {
+	return Denial{Tool: in.Tool, Status: in.Status, Reason: in.Reason, Forced: in.Forced, Degraded: in.Degraded,
+		Scope: in.Scope, Alternatives: in.Alternatives, MayReturnAtMs: in.MayReturnAtMs}
 }
-
-// denialJSON is a template's inputs for one denial, exactly.
-type denialJSON struct {
-	Tool          string   `json:"tool"`
-	Status        string   `json:"status"`
-	Reason        string   `json:"reason"`
-	Forced        bool     `json:"forced"`
-	Degraded      bool     `json:"degraded"`
-	Scope         string   `json:"scope"`
-	Alternatives  []string `json:"alternatives"`
-	MayReturnAtMs int64    `json:"may_return_at_ms"`
-}
-
-func (d denialJSON) denial() Denial { return Denial(d) }
 
 // TestConformanceRender renders every case of conformance/render.json
 // and compares the bytes; a case of the local fallback's own denials
 // holds the words of conformance/fallback_denials.json and renders as
 // Fallback renders them.
 func TestConformanceRender(t *testing.T) {
-	b, err := os.ReadFile("../../conformance/render.json")
+	cases, err := conformance.ReadRender()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rc renderCases
-	if err := json.Unmarshal(b, &rc); err != nil {
-		t.Fatalf("conformance/render.json: %v", err)
-	}
-	if len(rc.Cases) == 0 {
-		t.Fatal("conformance/render.json holds no case")
-	}
-	for _, c := range rc.Cases {
+	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
-			dec := json.NewDecoder(strings.NewReader(string(c.Input)))
-			dec.DisallowUnknownFields()
 			var got string
 			var ds []Denial
 			switch c.Template {
 			case "tool_result":
-				var d denialJSON
-				if err := dec.Decode(&d); err != nil {
-					t.Fatal(err)
+				if c.Input.Denials != nil {
+					t.Fatal("a tool result's input holds denials")
 				}
-				ds = []Denial{d.denial()}
+				ds = []Denial{denial(c.Input)}
 				got = ToolResult(c.NowMs, ds[0])
 			case "notice":
-				var in struct {
-					Denials []denialJSON `json:"denials"`
+				if own := c.Input; !reflect.DeepEqual(conformance.RenderInput{Denials: own.Denials}, own) {
+					t.Fatalf("a notice's input holds more than its denials: %+v", own)
 				}
-				if err := dec.Decode(&in); err != nil {
-					t.Fatal(err)
-				}
-				for _, d := range in.Denials {
-					ds = append(ds, d.denial())
+				for _, d := range c.Input.Denials {
+					ds = append(ds, denial(d))
 				}
 				got = Notice(c.NowMs, ds)
 			default:
@@ -97,26 +64,13 @@ func TestConformanceRender(t *testing.T) {
 // daemon sends, degraded answers and both of the fallback's denials,
 // through both templates.
 func TestVectorsCoverEveryStatus(t *testing.T) {
-	b, err := os.ReadFile("../../conformance/render.json")
+	cases, err := conformance.ReadRender()
 	if err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
-	var rc struct {
-		Cases []struct {
-			Template string `json:"template"`
-			Fallback string `json:"fallback"`
-			Input    struct {
-				denialJSON
-				Denials []denialJSON `json:"denials"`
-			} `json:"input"`
-		} `json:"cases"`
-	}
-	if err := json.Unmarshal(b, &rc); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range rc.Cases {
-		for _, d := range append(c.Input.Denials, c.Input.denialJSON) {
+	for _, c := range cases {
+		for _, d := range append(c.Input.Denials, c.Input) {
 			if d.Status != "" {
 				seen[c.Template+" "+d.Status] = true
 				seen[c.Template+" degraded"] = seen[c.Template+" degraded"] || d.Degraded

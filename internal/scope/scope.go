@@ -360,6 +360,13 @@ func (s *Scopes) stampOf(parent string) stamp {
 // (one read.lua, shared by the calls that wait for it) when the view does
 // not hold it, and the entry's stamp the verdict is valid for.
 func (s *Scopes) verdict(ctx context.Context, parent string) (breaker.Parent, stamp, error) {
+	v, _, at, err := s.view(ctx, parent, nil)
+	return v, at, err
+}
+
+// view is verdict with the parent's state it was judged on, read again
+// when reread (nil: never) says the verdict the view holds will not do.
+func (s *Scopes) view(ctx context.Context, parent string, reread func(breaker.Parent) bool) (breaker.Parent, *pb.BreakerState, stamp, error) {
 	s.mu.Lock()
 	s.follow()
 	e := s.entries[parent]
@@ -368,10 +375,10 @@ func (s *Scopes) verdict(ctx context.Context, parent string) (breaker.Parent, st
 		s.entries[parent] = e
 	}
 	for {
-		if e.have {
-			v, at := e.verdict, stamp{e.ver, e.seq}
+		if e.have && (reread == nil || !reread(e.verdict)) {
+			v, st, at := e.verdict, e.state, stamp{e.ver, e.seq}
 			s.mu.Unlock()
-			return v, at, nil
+			return v, st, at, nil
 		}
 		if e.loading == nil {
 			break
@@ -381,7 +388,7 @@ func (s *Scopes) verdict(ctx context.Context, parent string) (breaker.Parent, st
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return breaker.Parent{}, stamp{}, ctx.Err()
+			return breaker.Parent{}, nil, stamp{}, ctx.Err()
 		}
 		s.mu.Lock()
 	}
@@ -397,7 +404,7 @@ func (s *Scopes) verdict(ctx context.Context, parent string) (breaker.Parent, st
 	e.loading = nil
 	close(ch)
 	if err != nil {
-		return breaker.Parent{}, stamp{}, err
+		return breaker.Parent{}, nil, stamp{}, err
 	}
 	v := VerdictOf(st)
 	v.Name = parent
@@ -409,7 +416,7 @@ func (s *Scopes) verdict(ctx context.Context, parent string) (breaker.Parent, st
 	default:
 		e.have = false // something came meanwhile: the next call reads again
 	}
-	return v, at, nil
+	return v, st, at, nil
 }
 
 // caching reports whether the view may keep what it reads (s.mu held):
@@ -477,29 +484,65 @@ func (s *Scopes) drop() {
 // WithParents puts each parent scope's verdict into its children's
 // deny_until_ms and denial, as Get, BatchGet and List report them: the machine's read
 // rule (breaker.View.Verdict) for any worker, given the parent's verdict
-// from the view. A parent that cannot be read leaves the child's own
-// verdict, as Allow then decides alone.
+// from the view, judged at the child's clock (parentAt). A parent that
+// cannot be read leaves the child's own verdict, as Allow then decides
+// alone.
 func (s *Scopes) WithParents(ctx context.Context, states []*pb.BreakerState) {
+	read := map[string]judged{}
 	for _, st := range states {
 		parent := s.st.Policy(st.GetBreaker()).Parent
 		if parent == "" || st == nil {
 			continue
 		}
-		pv, _, err := s.verdict(ctx, parent)
+		pv, now, err := s.parentAt(ctx, parent, st.GetAsOfMs(), read)
 		if err != nil || !pv.Denies() {
 			continue
 		}
 		v, policyShadow := breaker.ViewOfProto(st)
-		vd := v.Verdict(breaker.Query{Now: max(v.Now, 1), PolicyShadow: policyShadow, Parent: pv})
+		vd := v.Verdict(breaker.Query{Now: max(now, 1), PolicyShadow: policyShadow, Parent: pv})
 		if vd.Denied() && !vd.Due {
 			st.DenyUntilMs = max(st.GetDenyUntilMs(), vd.Until)
 		}
-		if vd.Decision == pb.Decision_DECISION_DENIED_PARENT_OPEN && !vd.Due && st.GetAsOfMs() > 0 {
+		if vd.Decision == pb.Decision_DECISION_DENIED_PARENT_OPEN && !vd.Due {
 			// The parent's denial comes before the breaker's own and
 			// its suspect's (the read rule's order). A breaker that
-			// holds no state has no clock to judge it at: its parent's
-			// own state says.
+			// holds no state is read at the clock its parent was.
 			st.Denial, st.SuspectDenial = breaker.ParentDenial(vd.Until, pv.Denial), nil
+			st.AsOfMs = max(st.GetAsOfMs(), now)
 		}
 	}
+}
+
+// judged is a parent's verdict and the fleet's clock it was judged at.
+type judged struct {
+	pv  breaker.Parent
+	now int64
+}
+
+// parentAt returns the verdict of parent for a child read at asOf (its
+// as_of_ms) and the fleet's clock to judge it at: the child's own. A
+// child that holds no state has no clock (asOf 0), and the view's
+// verdict is as old as its read (time never makes it stale: the parent's
+// probe may be due since), so a verdict that ends by itself is judged on
+// the parent's own clock: the parent is read now, once per answer (read).
+// A verdict that only an operator ends needs no clock.
+func (s *Scopes) parentAt(ctx context.Context, parent string, asOf int64, read map[string]judged) (breaker.Parent, int64, error) {
+	if asOf > 0 {
+		pv, _, err := s.verdict(ctx, parent)
+		return pv, asOf, err
+	}
+	if j, ok := read[parent]; ok {
+		return j.pv, j.now, nil
+	}
+	ends := func(pv breaker.Parent) bool { return pv.Denies() && pv.Until != 0 }
+	pv, st, _, err := s.view(ctx, parent, ends)
+	if err != nil {
+		return pv, 0, err
+	}
+	now := int64(0)
+	if ends(pv) {
+		now = st.GetAsOfMs()
+	}
+	read[parent] = judged{pv, now}
+	return pv, now, nil
 }

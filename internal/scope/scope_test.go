@@ -69,9 +69,10 @@ breakers:
 
 // daemon is one breakerd daemon's store, hub and scopes.
 type daemon struct {
-	t  *testing.T
-	st *store.Store
-	sc *scope.Scopes
+	t   *testing.T
+	st  *store.Store
+	sc  *scope.Scopes
+	hub *events.Hub
 }
 
 func newDaemon(t *testing.T, b *testredis.Backend, set *policy.Set) *daemon {
@@ -88,7 +89,7 @@ func newDaemon(t *testing.T, b *testredis.Backend, set *policy.Set) *daemon {
 		t.Fatal(err)
 	}
 	t.Cleanup(stop)
-	return &daemon{t: t, st: st, sc: scope.New(st, hub, slog.New(slog.NewTextHandler(io.Discard, nil)))}
+	return &daemon{t: t, st: st, sc: scope.New(st, hub, slog.New(slog.NewTextHandler(io.Discard, nil))), hub: hub}
 }
 
 func (d *daemon) allow(name, worker string) *pb.AllowResponse {
@@ -697,6 +698,100 @@ func TestChildStateCarriesTheParentsDenial(t *testing.T) {
 		a.sc.WithParents(context.Background(), st)
 		if st[0].GetDenyUntilMs() != 0 {
 			t.Errorf("web_search once the parent's probe is due: deny_until_ms %d, want 0", st[0].GetDenyUntilMs())
+		}
+	})
+}
+
+// TestStatelessChildIsReadOnItsParentsClock: a child that holds no state
+// (no clock of its own) under an open parent carries the parent's denial
+// (scope parent, parent_open, the parent's words and return time) and
+// the clock it was judged at, from one read of the parent for all such
+// children of an answer, even while the view holds the parent; once the
+// parent's probe is due (no event says so: only the clock) it carries
+// none; while the parent's probe is in flight, the parent's. A parent
+// forced open with no end needs no clock: the view answers, with no read.
+func TestStatelessChildIsReadOnItsParentsClock(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		n := setup(t, b)
+		a := newDaemon(t, b, policies(t, n, true, ""))
+		ctx := context.Background()
+		select {
+		case <-a.hub.Live(): // the view keeps what it reads from now on
+		case <-time.After(time.Minute): // a bound for a failing run only
+			t.Fatal("the events feed never went live")
+		}
+		heard := a.sc.Heard(n.parent)
+		a.sc.WithParents(ctx, []*pb.BreakerState{a.get(n.web)}) // the parent, closed, is in the view
+		for _, w := range []string{"w1", "w2"} {
+			a.record(n.parent, w, a.allow(n.parent, w).GetTicket(), fail)
+		}
+		a.waitHeard(n.parent, heard)
+		p := a.get(n.parent)
+		children := func() []*pb.BreakerState {
+			st := []*pb.BreakerState{a.get(n.web), a.get(n.news)}
+			if st[0].GetAsOfMs() != 0 || st[1].GetAsOfMs() != 0 {
+				t.Fatalf("children hold state: %v", st)
+			}
+			return st
+		}
+		parentOpen := func(what string, st *pb.BreakerState, reason string, back int64) {
+			t.Helper()
+			d := st.GetDenial()
+			if d.GetDecision() != pb.Decision_DECISION_DENIED_PARENT_OPEN || d.GetScope() != pb.DenialScope_DENIAL_SCOPE_PARENT ||
+				d.GetStatus() != "parent_open" || d.GetReason() != reason || d.GetMayReturnAtMs() != back || st.GetSuspectDenial() != nil {
+				t.Errorf("%s: %s's denial %v; want the parent's (%q, back at %d)", what, st.GetBreaker(), d, reason, back)
+			}
+		}
+		for i := range 2 { // the first answer reads the parent into the view; the second finds it there
+			st := children()
+			b.ResetCounts()
+			a.sc.WithParents(ctx, st)
+			if trips := b.RoundTrips(); trips != 1 {
+				t.Errorf("answer %d: %d round trips to Redis, want 1 (the parent, read once for both children)", i, trips)
+			}
+			for _, c := range st {
+				parentOpen("open parent", c, p.GetDenial().GetReason(), p.GetNextProbeAtMs())
+				if c.GetDenyUntilMs() != p.GetNextProbeAtMs() || c.GetAsOfMs() < p.GetAsOfMs() {
+					t.Errorf("%s: deny_until_ms %d at %d; want the parent's next probe %d, read at its clock",
+						c.GetBreaker(), c.GetDenyUntilMs(), c.GetAsOfMs(), p.GetNextProbeAtMs())
+				}
+			}
+		}
+
+		b.Advance(10 * time.Second) // the parent's cooldown: its probe is due
+		st := children()
+		a.sc.WithParents(ctx, st)
+		for _, c := range st {
+			if c.GetDenial() != nil || c.GetDenyUntilMs() != 0 {
+				t.Errorf("%s with the parent's probe due: denial %v, deny_until_ms %d; want none (a call finds out)",
+					c.GetBreaker(), c.GetDenial(), c.GetDenyUntilMs())
+			}
+		}
+
+		heard = a.sc.Heard(n.parent)
+		if pr := a.allow(n.parent, "w1"); pr.GetDecision() != pb.Decision_DECISION_PROBE {
+			t.Fatalf("the parent after its cooldown: %v, want PROBE", pr.GetDecision())
+		}
+		a.waitHeard(n.parent, heard)
+		st = children()
+		a.sc.WithParents(ctx, st)
+		parentOpen("parent probed", st[0], "it failed and is being tested with a single call; its recovery is not confirmed yet", 0)
+
+		heard = a.sc.Heard(n.parent)
+		if _, err := a.st.Force(ctx, n.parent, pb.ForceMode_FORCE_MODE_OPEN, "vendor outage", 0, "op"); err != nil {
+			t.Fatal(err)
+		}
+		a.waitHeard(n.parent, heard)
+		a.sc.WithParents(ctx, children()) // reads the forced parent into the view
+		st = children()
+		b.ResetCounts()
+		a.sc.WithParents(ctx, st)
+		if trips := b.RoundTrips(); trips != 0 {
+			t.Errorf("a parent forced open with no end: %d round trips, want 0 (no clock needed)", trips)
+		}
+		parentOpen("forced parent", st[0], "forced open by an operator: vendor outage", 0)
+		if !st[0].GetDenial().GetForced() {
+			t.Errorf("forced parent: the child's denial %v is not forced", st[0].GetDenial())
 		}
 	})
 }

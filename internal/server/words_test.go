@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -214,4 +215,108 @@ func TestStatesCarryTheirDenials(t *testing.T) {
 				g.GetState().GetDenial(), err)
 		}
 	})
+}
+
+// TestStatelessChildIsReadWithItsParentsDenial: a child breaker that
+// holds no state, under an open parent, is read (Get, BatchGet with and
+// without a worker) with the parent's denial (scope parent, parent_open,
+// the parent's words and return time) as its Allow answers, and so is a
+// child that holds state in List; once the parent's probe is due, none
+// of them denies (a call finds out), and while a child's call probes the
+// parent, they carry the parent's probe in flight.
+func TestStatelessChildIsReadWithItsParentsDenial(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		parent, web, news := b.Breaker("vendor"), b.Breaker("web_search"), b.Breaker("news_search")
+		set, err := policy.Parse([]byte(`
+defaults:
+  jitter: 0
+breakers:
+  - match: "` + parent + `"
+    threshold: 2
+    min_workers: 2
+    cooldown_base: 10s
+  - match: "` + b.Prefix + `*_search"
+    parent: "` + parent + `"
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := daemontest.Start(t, b, store.Options{Policies: set})
+		api := dial(t, d, "w1").API()
+		ctx := context.Background()
+		record(t, api, news, "w1", 0, &pb.CallEvidence{HttpStatus: 503}, 0) // news holds state: List shows it
+		record(t, api, parent, "w2", 0, &pb.CallEvidence{HttpStatus: 503}, 0)
+		p, err := api.Get(ctx, &pb.GetRequest{Breaker: parent})
+		if err != nil || p.GetState().GetState() != pb.State_STATE_OPEN {
+			t.Fatalf("parent: %v (%v), want OPEN", p.GetState(), err)
+		}
+		reads := func() map[string]*pb.BreakerState {
+			t.Helper()
+			out := map[string]*pb.BreakerState{}
+			g, err := api.Get(ctx, &pb.GetRequest{Breaker: web})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out["Get"] = g.GetState()
+			for _, w := range []string{"", "w3"} {
+				bg, err := api.BatchGet(ctx, &pb.BatchGetRequest{Breakers: []string{web}, WorkerId: w})
+				if err != nil {
+					t.Fatal(err)
+				}
+				out["BatchGet(worker "+w+")"] = bg.GetStates()[0]
+			}
+			list, err := api.List(ctx, &pb.ListRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, st := range list.GetStates() {
+				if st.GetBreaker() == news {
+					out["List"] = st
+				}
+			}
+			return out
+		}
+		want := childDenial(p.GetState().GetDenial())
+		for how, st := range reads() {
+			if st.GetBreaker() == web && st.GetAsOfMs() < p.GetState().GetAsOfMs() {
+				t.Errorf("%s: as_of_ms %d, want the parent's clock (at least %d)", how, st.GetAsOfMs(), p.GetState().GetAsOfMs())
+			}
+			if got := st.GetDenial(); !proto.Equal(got, want) {
+				t.Errorf("%s under an open parent: denial %v, want the parent's %v", how, got, want)
+			}
+		}
+		a, err := api.Allow(ctx, &pb.AllowRequest{Breaker: web, WorkerId: "w3"})
+		if err != nil || !proto.Equal(a.GetDenial(), want) {
+			t.Errorf("Allow(web) under an open parent: denial %v (%v), want %v", a.GetDenial(), err, want)
+		}
+
+		b.Advance(10 * time.Second) // the parent's cooldown: its probe is due
+		for how, st := range reads() {
+			if st.GetDenial() != nil || st.GetDenyUntilMs() > st.GetAsOfMs() {
+				t.Errorf("%s with the parent's probe due: denial %v, deny_until_ms %d at %d; want none", how,
+					st.GetDenial(), st.GetDenyUntilMs(), st.GetAsOfMs())
+			}
+		}
+		if probe, err := api.Allow(ctx, &pb.AllowRequest{Breaker: web, WorkerId: "w1"}); err != nil || probe.GetTicket().GetParentLeaseToken() == "" {
+			t.Fatalf("Allow(web) with the parent's probe due: %v (%v), want the parent's probe", probe, err)
+		}
+		a, err = api.Allow(ctx, &pb.AllowRequest{Breaker: news, WorkerId: "w2"})
+		if err != nil || a.GetDenial().GetStatus() != "parent_open" || a.GetDenial().GetReason() != "it failed and is being tested with a single call; its recovery is not confirmed yet" {
+			t.Fatalf("Allow(news) while the parent is probed: %v (%v), want parent_open, the probe in flight", a.GetDenial(), err)
+		}
+		for how, st := range reads() {
+			if got := st.GetDenial(); got.GetScope() != pb.DenialScope_DENIAL_SCOPE_PARENT || got.GetStatus() != "parent_open" ||
+				got.GetReason() != a.GetDenial().GetReason() || got.GetMayReturnAtMs() != 0 {
+				t.Errorf("%s while the parent is probed: denial %v, want Allow's %v", how, got, a.GetDenial())
+			}
+		}
+	})
+}
+
+// childDenial is the denial a child carries under a parent whose own
+// denial is d (breaker.ParentDenial): the parent's words, forced and
+// times, in scope parent.
+func childDenial(d *pb.Denial) *pb.Denial {
+	return &pb.Denial{Decision: pb.Decision_DECISION_DENIED_PARENT_OPEN, Scope: pb.DenialScope_DENIAL_SCOPE_PARENT,
+		Status: "parent_open", Reason: d.GetReason(), Forced: d.GetForced(), MayReturnAtMs: d.GetMayReturnAtMs(), DenyUntilMs: d.GetDenyUntilMs()}
 }

@@ -3,9 +3,11 @@ package client
 import (
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/breakerd/breakerd/conformance"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -87,35 +89,11 @@ func TestConformanceFallback(t *testing.T) {
 // result, a run's notice for the notice) and holds each fallback case to
 // what the local fallback builds.
 func TestConformanceRenderThroughTheClient(t *testing.T) {
-	b, err := os.ReadFile("../../conformance/render.json")
+	cases, err := conformance.ReadRender()
 	if err != nil {
 		t.Fatal(err)
 	}
-	type in struct {
-		Tool          string   `json:"tool"`
-		Status        string   `json:"status"`
-		Reason        string   `json:"reason"`
-		Forced        bool     `json:"forced"`
-		Degraded      bool     `json:"degraded"`
-		Scope         string   `json:"scope"`
-		Alternatives  []string `json:"alternatives"`
-		MayReturnAtMs int64    `json:"may_return_at_ms"`
-		Denials       []in     `json:"denials"`
-	}
-	var rc struct {
-		Cases []struct {
-			Name     string `json:"name"`
-			Template string `json:"template"`
-			Fallback string `json:"fallback"`
-			Input    in     `json:"input"`
-			NowMs    int64  `json:"now_ms"`
-			Want     string `json:"want"`
-		} `json:"cases"`
-	}
-	if err := json.Unmarshal(b, &rc); err != nil {
-		t.Fatal(err)
-	}
-	denial := func(i in, nowMs int64) Denial {
+	denial := func(i conformance.RenderInput, nowMs int64) Denial {
 		d := Denial{Tool: i.Tool, Status: i.Status, Reason: i.Reason, Scope: i.Scope, Forced: i.Forced, Degraded: i.Degraded,
 			Alternatives: i.Alternatives, At: time.UnixMilli(nowMs)}
 		if i.MayReturnAtMs > 0 {
@@ -123,7 +101,7 @@ func TestConformanceRenderThroughTheClient(t *testing.T) {
 		}
 		return d
 	}
-	for _, c := range rc.Cases {
+	for _, c := range cases {
 		var got string
 		switch c.Template {
 		case "tool_result":
@@ -155,4 +133,16 @@ func TestConformanceRenderThroughTheClient(t *testing.T) {
 func scopeOf(word string) pb.DenialScope {
 	return map[string]pb.DenialScope{"breaker": pb.DenialScope_DENIAL_SCOPE_BREAKER, "parent": pb.DenialScope_DENIAL_SCOPE_PARENT,
 		"worker": pb.DenialScope_DENIAL_SCOPE_WORKER}[word]
+}
+
+// TestDaemonDegradedDenialRendersDegraded: a denial breakerd answered
+// from its own memory (its Redis unreachable: AllowResponse.degraded)
+// renders with degraded true, as conformance/README.md's degraded says.
+func TestDaemonDegradedDenialRendersDegraded(t *testing.T) {
+	p := permitOf("b", &pb.AllowResponse{Decision: pb.Decision_DECISION_DENIED_OPEN, Degraded: true,
+		Denial: &pb.Denial{Decision: pb.Decision_DECISION_DENIED_OPEN, Status: "circuit_open", Reason: "it is failing"}}, time.UnixMilli(1))
+	d, ok := AsDenial(DeniedError(p), "search")
+	if !ok || !d.Degraded || !strings.HasSuffix(string(d.JSON()), `"degraded":true}`) {
+		t.Errorf("a daemon's outage-memory denial renders %s, want degraded", d.JSON())
+	}
 }

@@ -25,8 +25,9 @@ type CircuitOpenError struct {
 	RetryAfter time.Duration
 	// Alternatives are routes the breaker's policy offers instead.
 	Alternatives []string
-	// Degraded is true when breakerd could not be reached and the answer
-	// came from this worker's local fallback.
+	// Degraded is true when a fallback judged the call: breakerd could not
+	// be reached and the answer came from this worker's local fallback, or
+	// breakerd answered from its own memory (Permit.DaemonDegraded).
 	Degraded bool
 	// OpenedAt is when the circuit opened (breakerd's clock); zero when
 	// unknown.
@@ -78,19 +79,19 @@ func DeniedError(p *Permit) error {
 	if p.Allowed() {
 		return nil
 	}
-	den := p.Denial
+	den, degraded := p.Denial, p.Degraded || p.DaemonDegraded
 	if den == nil { // a daemon that sends no denial: the fallback's words
 		den = fallbackDenial(p.Decision, breaker.Forever, 0)
 	}
 	if p.Decision == pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT {
 		return &ProbeInFlightError{Breaker: p.Breaker, Reason: den.GetReason(), RetryAfter: p.RetryAfter,
-			Alternatives: p.State.GetAlternatives(), Degraded: p.Degraded, Denial: den, At: p.at}
+			Alternatives: p.State.GetAlternatives(), Degraded: degraded, Denial: den, At: p.at}
 	}
 	// DENIED_OPEN, DENIED_FORCED_OPEN, DENIED_PAUSED, DENIED_SUSPECT_WORKER,
 	// and any denial a newer daemon adds: the call must not go out.
 	e := &CircuitOpenError{
 		Breaker: p.Breaker, Forced: den.GetForced(), Reason: den.GetReason(), RetryAfter: p.RetryAfter,
-		Alternatives: p.State.GetAlternatives(), Degraded: p.Degraded, Decision: p.Decision, Scope: p.Scope,
+		Alternatives: p.State.GetAlternatives(), Degraded: degraded, Decision: p.Decision, Scope: p.Scope,
 		Denial: den, At: p.at,
 	}
 	if ms := p.State.GetOpenedAtMs(); ms > 0 {

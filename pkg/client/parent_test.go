@@ -116,7 +116,8 @@ func force(t *testing.T, c *Client, name string, mode pb.ForceMode, reason strin
 // A tool whose breaker's parent scope is forced open leaves the run in
 // Available, before any call: the notice names the parent, the denial
 // the model sees carries its scope, the vendor sees no request, and
-// Available costs two BatchGets (the tools' breakers, then their parents).
+// Available costs one BatchGet (breakerd reads each tool's breaker with
+// its parent's denial).
 func TestRunAvailableLeavesOutAToolWhoseParentDenies(t *testing.T) {
 	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testRunAvailableParentDenies(t, m) })
@@ -144,8 +145,8 @@ func testRunAvailableParentDenies(t *testing.T, m *clientMode) {
 		if names(got) != "directions" {
 			t.Errorf("Available = %s, want directions (web_search and news_search are under %s, forced open)", names(got), parent)
 		}
-		if n, g := d.Calls.Total()-before, d.Calls.Get("BatchGet")-gets; n != 2 || g != 2 {
-			t.Errorf("Available cost %d RPCs (%d BatchGet), want exactly 2 BatchGets (the breakers, then their parent)", n, g)
+		if n, g := d.Calls.Total()-before, d.Calls.Get("BatchGet")-gets; n != 1 || g != 1 {
+			t.Errorf("Available cost %d RPCs (%d BatchGet), want exactly 1 BatchGet (the breakers, with their parent's denial)", n, g)
 		}
 		want := "- web_search: a service it depends on is out of service: forced open by an operator: vendor maintenance. No return time is known.\n" +
 			"- news_search: a service it depends on is out of service: forced open by an operator: vendor maintenance. No return time is known.\n"

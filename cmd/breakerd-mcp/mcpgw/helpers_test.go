@@ -105,6 +105,13 @@ func startGatewayWith(t *testing.T, b *testredis.Backend, o Options) *Gateway {
 		o.Config.BreakerPrefix = b.Prefix + "mcp:"
 	}
 	o.ClientOptions = append(o.ClientOptions, client.WithAllowBudget(testBudget))
+	return runGateway(t, o)
+}
+
+// runGateway builds a gateway with o, runs its Watch loop until t ends,
+// and waits until the loop has subscribed.
+func runGateway(t *testing.T, o Options) *Gateway {
+	t.Helper()
 	g, err := New(context.Background(), o)
 	if err != nil {
 		t.Fatalf("New: %v", err)

@@ -202,275 +202,24 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	var idb [4]byte
-	_, _ = rand.Read(idb[:])
-	id := hex.EncodeToString(idb[:])
-	// An in-process daemon decides on the replay's own virtual clock; an
-	// external one on its Redis's, which the replay can only follow on the
-	// wall clock.
-	clk := newClock(cfg.Scale) // started again below, when all is ready
-	addr := cfg.Addr
-	if addr == "" {
-		clk = newVirtualClock(cfg.Scale)
-	}
-	waits := wireWaitsFor(clk.virtual)
-	rep := &Report{Config: cfg, virtual: clk.virtual}
-
-	var checkVendor *vendor
-	statusURL := ""
-	if cfg.RecoveryCheck > 0 {
-		checkVendor = newVendor(clk, cfg)
-		defer checkVendor.close()
-		statusURL = checkVendor.srv.URL + "/status"
-	}
-	var daemonWire *tally
-	var emb *embedded
-	if addr == "" {
-		d, err := startEmbedded(cfg, clk, id, statusURL, waits)
-		if err != nil {
-			return nil, err
-		}
-		defer d.stop()
-		emb = d
-		addr, rep.Daemon, daemonWire = d.addr, "breakerd "+d.desc, d.calls
-		rep.countedAt = "counted at the daemon"
-	} else {
-		if err := reachable(ctx, addr, waits); err != nil {
-			return nil, err
-		}
-		rep.Daemon = "breakerd at " + addr + " (its policy for " + NamePrefix + "* must be --print-policy's)"
-		rep.countedAt = "counted at the replay's clients: the daemon is not ours to instrument"
-	}
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type armRun struct {
-		arm     int
-		breaker string
-		vendor  *vendor
-		clients []*client.Client
-		wire    *tally // client side
-		policy  *pb.Policy
-		mu      sync.Mutex
-		outs    []runOut
-		tail    []runOut
-	}
-	var armsRun []*armRun
-	var fleetClients []*client.Client
-	for arm := ArmNoBreaker; arm <= ArmFleetSlow; arm++ {
-		if !cfg.runs(arm) {
-			continue
-		}
-		a := &armRun{arm: arm, vendor: checkVendor}
-		if arm != ArmFleetRemoveCheck {
-			a.vendor = newVendor(clk, cfg)
-			defer a.vendor.close()
-		}
-		if fleet(arm) {
-			a.breaker = armBreakerPrefix(id, arm) + "web_search"
-			a.wire = newTally(clk, cfg.Outage)
-			for w := range cfg.Workers {
-				opts := []client.Option{client.WithWorkerID(fmt.Sprintf("replay-%s-arm%d-w%d", id, arm, w+1)),
-					client.WithDialOptions(a.wire.dialOption()), client.WithSavingsInterval(reportAtEnd)}
-				opts = append(opts, waits.clientOptions()...)
-				if arm == ArmFleetSlow {
-					// Latencies on the clock breakerd decides by (replay time).
-					opts = append(opts, client.WithClock(replayClock{clk}))
-				}
-				c, err := client.Dial(addr, opts...)
-				if err != nil {
-					return nil, err
-				}
-				defer c.Close()
-				// Connect before the clock starts; the name is not the arm's.
-				if _, err := c.API().BatchGet(ctx, &pb.BatchGetRequest{Breakers: []string{NamePrefix + id + ":warmup"}}); err != nil {
-					return nil, fmt.Errorf("breakerd at %s: %w", addr, err)
-				}
-				a.clients = append(a.clients, c)
-				fleetClients = append(fleetClients, c)
-			}
-			a.policy = daemonPolicy(ctx, a.clients[0], a.breaker, waits)
-		}
-		armsRun = append(armsRun, a)
-	}
-
-	// The outage begins now, for the vendors, the runs and the tallies
-	// alike (they share clk).
-	clk.start()
-	authority := func(a *armRun) *tally {
-		if daemonWire != nil {
-			return daemonWire
-		}
-		return a.wire
-	}
-
-	newGuard := func(a *armRun, run int, sched *schedule) guard {
-		switch a.arm {
-		case ArmPerRunFailFast, ArmPerRunRemove:
-			b := newRunBreaker(cfg, func() time.Duration { return sched.t })
-			return &perRunGuard{b: b, remove: a.arm == ArmPerRunRemove}
-		case ArmFleetRemove, ArmFleetRemoveCheck, ArmFleetWindow, ArmFleetSlow:
-			return &fleetRunGuard{run: client.NewRun(a.clients[run%len(a.clients)]),
-				tool: client.Tool{Name: searchTool, Breaker: a.breaker, Description: "Search the web."}}
-		case ArmFleetFailFast:
-			return &fleetCallGuard{c: a.clients[run%len(a.clients)], breaker: a.breaker}
-		}
-		return noGuard{}
-	}
-
-	var wg sync.WaitGroup
-	var errOnce sync.Once
-	var firstErr error
-	fail := func(err error) {
-		errOnce.Do(func() { firstErr = err; cancel() })
-	}
-	start := func(a *armRun, run int, arrival time.Duration, tail bool) {
-		wg.Add(1)
-		clk.join()
-		go func() {
-			defer wg.Done()
-			defer clk.leave()
-			sched := &schedule{t: arrival}
-			g := newGuard(a, run, sched)
-			res, err := runModel(ctx, cfg, clk, g, sched, func(ctx context.Context, call int, at time.Duration) (time.Duration, error) {
-				return a.vendor.search(ctx, run, call, cfg.Attempts, cfg.CallTime, at)
-			})
-			if err != nil {
-				if ctx.Err() == nil {
-					fail(fmt.Errorf("arm %d run %d: %w", a.arm, run, err))
-				}
-				return
-			}
-			a.mu.Lock()
-			if tail {
-				a.tail = append(a.tail, runOut{run, res})
-			} else {
-				a.outs = append(a.outs, runOut{run, res})
-			}
-			a.mu.Unlock()
-		}()
-	}
-	began := time.Now()
-	for range armsRun {
-		clk.join() // every arm's arrivals, before any of them sleeps
-	}
-	// The checks' actor joins after them: alone, it would move a virtual
-	// clock ahead of runs not yet arrived.
-	stopChecks := func() {}
-	if emb != nil {
-		stopChecks = emb.runChecks(ctx, cfg, clk)
-	}
-	for _, a := range armsRun {
-		wg.Add(1)
-		go func() { // the arrivals of one arm
-			defer wg.Done()
-			defer clk.leave()
-			for i := range cfg.Runs {
-				at := time.Duration(i) * cfg.interval()
-				if clk.sleepUntil(ctx, at) != nil {
-					return
-				}
-				start(a, i, at, false)
-			}
-			if !fleet(a.arm) {
-				return
-			}
-			// Past the outage: runs keep arriving while the breaker is open.
-			for k := 0; time.Duration(k)*cfg.interval() <= cfg.Tail; k++ {
-				at := cfg.Outage + time.Duration(k)*cfg.interval()
-				if clk.sleepUntil(ctx, at) != nil {
-					return
-				}
-				if !authority(a).of(a.breaker).Open {
-					return // closed: never opened, or closed again
-				}
-				start(a, cfg.Runs+k, at, true)
-			}
-		}()
-	}
-	wg.Wait()
-	stopChecks()
-	rep.Elapsed = time.Since(began)
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	if err := ctx.Err(); err != nil {
+	r := newReplayRun(cfg)
+	defer r.close()
+	if err := r.startDaemon(ctx); err != nil {
 		return nil, err
 	}
-
-	for _, a := range armsRun {
-		slices.SortFunc(a.outs, func(x, y runOut) int { return x.id - y.id })
-		row := Row{Arm: a.arm, Name: armNames[a.arm], Runs: len(a.outs), Breaker: a.breaker, runs: a.outs}
-		var walls []time.Duration
-		for _, o := range a.outs {
-			calls, attempts, served := a.vendor.seen(o.id)
-			row.Calls += calls
-			row.Attempts += attempts
-			row.Steps += o.steps
-			row.ToolCalls += o.toolCalls
-			row.Denials += o.denials
-			row.Probes += o.probes
-			walls = append(walls, o.wall)
-			rep.Lag = max(rep.Lag, o.lag)
-			if o.results {
-				row.Results++
-			}
-			if went := wentWithout(a.arm, o.runResult); went {
-				row.Without++
-				if o.goneAt == 1 {
-					row.StartedWithout++
-				}
-			}
-			if served {
-				row.Served++
-			} else {
-				row.Lacked++
-				if admitsDegraded(o.answer) {
-					row.Admitted++
-				}
-			}
-			if served && admitsDegraded(o.answer) {
-				row.FalseAdmits++
-			}
-		}
-		row.Spend = float64(row.Steps) * cfg.StepPrice
-		row.Median, row.P95 = percentile(walls, 0.5), percentile(walls, 0.95)
-		if fleet(a.arm) {
-			row.Wire, row.ClientWire = authority(a).of(a.breaker), a.wire.of(a.breaker)
-			row.policy = a.policy
-			row.Probes = row.Wire.Decisions[pb.Decision_DECISION_PROBE]
-			rec := &Recovery{TailRuns: len(a.tail), Opened: row.Wire.Trip != nil}
-			if at := row.Wire.ClosedAt; at != 0 {
-				rec.Closed, rec.After = true, at-cfg.Outage
-			}
-			for _, o := range a.tail {
-				calls, _, served := a.vendor.seen(o.id)
-				rec.TailCalls += calls
-				rec.TailToolCalls += o.toolCalls
-				rep.Lag = max(rep.Lag, o.lag)
-				rec.TailDenials += o.denials
-				if wentWithout(a.arm, o.runResult) {
-					rec.TailWithout++
-				}
-				if !served {
-					rec.TailLacked++
-				}
-			}
-			if a.arm == ArmFleetRemoveCheck {
-				rec.Checked = true
-				rec.HalfOpenAfter, rec.ByCheck, rec.HalfOpened = emb.halfOpenAfter(a.breaker, cfg.Outage)
-				seen := a.vendor.statusSeen()
-				rec.CheckRequests, rec.MaxPerMinute = len(seen), maxInWindow(seen, time.Minute)
-			}
-			row.Recovery = rec
-			for _, w := range policyWarnings(cfg, row) {
-				rep.Warnings = append(rep.Warnings, w.Error())
-				rep.policyOff = rep.policyOff || errors.Is(w, errPolicy)
-			}
-		}
-		rep.Rows = append(rep.Rows, row)
+	ctx, cancel := context.WithCancel(ctx)
+	r.onClose(cancel)
+	if err := r.startArms(ctx); err != nil {
+		return nil, err
 	}
-	if err := rep.checkSavings(ctx, fleetClients); err != nil {
+	if err := r.runArms(ctx, cancel); err != nil {
+		return nil, err
+	}
+	rep := r.rep
+	for _, a := range r.arms {
+		rep.Rows = append(rep.Rows, r.row(a))
+	}
+	if err := rep.checkSavings(ctx, r.fleetClients); err != nil {
 		return nil, err
 	}
 	if rep.Lag > cfg.StepTime {
@@ -478,6 +227,358 @@ func Replay(ctx context.Context, cfg Config) (*Report, error) {
 			"the fleet rows, decided on breakerd's real clock, are distorted: try a smaller --scale", rep.Lag.Round(time.Second)))
 	}
 	return rep, nil
+}
+
+// replayRun is one Replay's shared state: its clock, its daemon, its arms
+// and what is closed at its end.
+type replayRun struct {
+	cfg   Config
+	id    string
+	clk   *clock
+	waits wireWaits
+	rep   *Report
+	// addr is breakerd's address: Config.Addr, or the in-process daemon's.
+	addr string
+	// checkVendor is the recovery check's vendor (nil without one): the
+	// status endpoint ArmFleetRemoveCheck's arm shares.
+	checkVendor *vendor
+	// emb is the in-process daemon (nil with Config.Addr) and daemonWire
+	// what it counted.
+	emb          *embedded
+	daemonWire   *tally
+	arms         []*armRun
+	fleetClients []*client.Client
+	closers      []func()
+}
+
+// armRun is one arm of a replay: its breaker and vendor, its clients, and
+// its runs' outcomes (outs within the outage's arrivals, tail after).
+type armRun struct {
+	arm     int
+	breaker string
+	vendor  *vendor
+	clients []*client.Client
+	wire    *tally // client side
+	policy  *pb.Policy
+	mu      sync.Mutex
+	outs    []runOut
+	tail    []runOut
+}
+
+// newReplayRun picks the replay's id and clock: an in-process daemon
+// decides on the replay's own virtual clock; an external one on its
+// Redis's, which the replay can only follow on the wall clock.
+func newReplayRun(cfg Config) *replayRun {
+	var idb [4]byte
+	_, _ = rand.Read(idb[:])
+	r := &replayRun{cfg: cfg, id: hex.EncodeToString(idb[:]), addr: cfg.Addr}
+	r.clk = newClock(cfg.Scale) // started again in runArms, when all is ready
+	if r.addr == "" {
+		r.clk = newVirtualClock(cfg.Scale)
+	}
+	r.waits = wireWaitsFor(r.clk.virtual)
+	r.rep = &Report{Config: cfg, virtual: r.clk.virtual}
+	return r
+}
+
+// onClose has f run at the replay's end, after what was added before it.
+func (r *replayRun) onClose(f func()) { r.closers = append(r.closers, f) }
+
+// close runs the closers, the last added first.
+func (r *replayRun) close() {
+	for i := len(r.closers) - 1; i >= 0; i-- {
+		r.closers[i]()
+	}
+}
+
+// startDaemon starts the recovery check's vendor (if any) and the
+// in-process daemon, or checks that the external one answers.
+func (r *replayRun) startDaemon(ctx context.Context) error {
+	statusURL := ""
+	if r.cfg.RecoveryCheck > 0 {
+		r.checkVendor = newVendor(r.clk, r.cfg)
+		r.onClose(r.checkVendor.close)
+		statusURL = r.checkVendor.srv.URL + "/status"
+	}
+	if r.addr != "" {
+		if err := reachable(ctx, r.addr, r.waits); err != nil {
+			return err
+		}
+		r.rep.Daemon = "breakerd at " + r.addr + " (its policy for " + NamePrefix + "* must be --print-policy's)"
+		r.rep.countedAt = "counted at the replay's clients: the daemon is not ours to instrument"
+		return nil
+	}
+	d, err := startEmbedded(r.cfg, r.clk, r.id, statusURL, r.waits)
+	if err != nil {
+		return err
+	}
+	r.onClose(d.stop)
+	r.emb = d
+	r.addr, r.rep.Daemon, r.daemonWire = d.addr, "breakerd "+d.desc, d.calls
+	r.rep.countedAt = "counted at the daemon"
+	return nil
+}
+
+// startArms sets up every arm the Config runs: its vendor (the recovery
+// check's arm shares the check's) and, for a fleet arm, its clients.
+func (r *replayRun) startArms(ctx context.Context) error {
+	for arm := ArmNoBreaker; arm <= ArmFleetSlow; arm++ {
+		if !r.cfg.runs(arm) {
+			continue
+		}
+		a := &armRun{arm: arm, vendor: r.checkVendor}
+		if arm != ArmFleetRemoveCheck {
+			a.vendor = newVendor(r.clk, r.cfg)
+			r.onClose(a.vendor.close)
+		}
+		if fleet(arm) {
+			if err := r.dialFleet(ctx, a); err != nil {
+				return err
+			}
+		}
+		r.arms = append(r.arms, a)
+	}
+	return nil
+}
+
+// dialFleet dials a fleet arm's workers, each connected before the clock
+// starts, and reads its breaker's policy.
+func (r *replayRun) dialFleet(ctx context.Context, a *armRun) error {
+	a.breaker = armBreakerPrefix(r.id, a.arm) + "web_search"
+	a.wire = newTally(r.clk, r.cfg.Outage)
+	for w := range r.cfg.Workers {
+		opts := []client.Option{client.WithWorkerID(fmt.Sprintf("replay-%s-arm%d-w%d", r.id, a.arm, w+1)),
+			client.WithDialOptions(a.wire.dialOption()), client.WithSavingsInterval(reportAtEnd)}
+		opts = append(opts, r.waits.clientOptions()...)
+		if a.arm == ArmFleetSlow {
+			// Latencies on the clock breakerd decides by (replay time).
+			opts = append(opts, client.WithClock(replayClock{r.clk}))
+		}
+		c, err := client.Dial(r.addr, opts...)
+		if err != nil {
+			return err
+		}
+		r.onClose(func() { _ = c.Close() })
+		// Connect before the clock starts; the name is not the arm's.
+		if _, err := c.API().BatchGet(ctx, &pb.BatchGetRequest{Breakers: []string{NamePrefix + r.id + ":warmup"}}); err != nil {
+			return fmt.Errorf("breakerd at %s: %w", r.addr, err)
+		}
+		a.clients = append(a.clients, c)
+		r.fleetClients = append(r.fleetClients, c)
+	}
+	a.policy = daemonPolicy(ctx, a.clients[0], a.breaker, r.waits)
+	return nil
+}
+
+// authority is the tally that counts a fleet arm's breaker: the
+// in-process daemon's, else the arm's clients'.
+func (r *replayRun) authority(a *armRun) *tally {
+	if r.daemonWire != nil {
+		return r.daemonWire
+	}
+	return a.wire
+}
+
+// guard is the breaker run number run of arm a answers through.
+func (r *replayRun) guard(a *armRun, run int, sched *schedule) guard {
+	switch a.arm {
+	case ArmPerRunFailFast, ArmPerRunRemove:
+		b := newRunBreaker(r.cfg, func() time.Duration { return sched.t })
+		return &perRunGuard{b: b, remove: a.arm == ArmPerRunRemove}
+	case ArmFleetRemove, ArmFleetRemoveCheck, ArmFleetWindow, ArmFleetSlow:
+		return &fleetRunGuard{run: client.NewRun(a.clients[run%len(a.clients)]),
+			tool: client.Tool{Name: searchTool, Breaker: a.breaker, Description: "Search the web."}}
+	case ArmFleetFailFast:
+		return &fleetCallGuard{c: a.clients[run%len(a.clients)], breaker: a.breaker}
+	}
+	return noGuard{}
+}
+
+// runner runs a replay's arms: the runs of every arm, concurrently, on
+// the replay's clock; the first error cancels them all.
+type runner struct {
+	r       *replayRun
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	errOnce sync.Once
+	err     error
+}
+
+func (u *runner) fail(err error) {
+	u.errOnce.Do(func() { u.err = err; u.cancel() })
+}
+
+// runArms starts the clock (the outage begins now, for the vendors, the
+// runs and the tallies alike), runs every arm's arrivals and the in-process
+// daemon's recovery checks, and waits for every run to end.
+func (r *replayRun) runArms(ctx context.Context, cancel context.CancelFunc) error {
+	r.clk.start()
+	u := &runner{r: r, ctx: ctx, cancel: cancel}
+	began := time.Now()
+	for range r.arms {
+		r.clk.join() // every arm's arrivals, before any of them sleeps
+	}
+	// The checks' actor joins after them: alone, it would move a virtual
+	// clock ahead of runs not yet arrived.
+	stopChecks := func() {}
+	if r.emb != nil {
+		stopChecks = r.emb.runChecks(ctx, r.cfg, r.clk)
+	}
+	for _, a := range r.arms {
+		u.wg.Add(1)
+		go u.arrivals(a)
+	}
+	u.wg.Wait()
+	stopChecks()
+	r.rep.Elapsed = time.Since(began)
+	if u.err != nil {
+		return u.err
+	}
+	return ctx.Err()
+}
+
+// arrivals starts arm a's runs on schedule and, for a fleet arm, those
+// arriving past the outage while its breaker stays open.
+func (u *runner) arrivals(a *armRun) {
+	defer u.wg.Done()
+	defer u.r.clk.leave()
+	cfg, clk := u.r.cfg, u.r.clk
+	for i := range cfg.Runs {
+		at := time.Duration(i) * cfg.interval()
+		if clk.sleepUntil(u.ctx, at) != nil {
+			return
+		}
+		u.start(a, i, at, false)
+	}
+	if !fleet(a.arm) {
+		return
+	}
+	// Past the outage: runs keep arriving while the breaker is open.
+	for k := 0; time.Duration(k)*cfg.interval() <= cfg.Tail; k++ {
+		at := cfg.Outage + time.Duration(k)*cfg.interval()
+		if clk.sleepUntil(u.ctx, at) != nil {
+			return
+		}
+		if !u.r.authority(a).of(a.breaker).Open {
+			return // closed: never opened, or closed again
+		}
+		u.start(a, cfg.Runs+k, at, true)
+	}
+}
+
+// start runs run number run of arm a, arriving at arrival, in its own
+// goroutine; its outcome goes to the arm's outs, or its tail.
+func (u *runner) start(a *armRun, run int, arrival time.Duration, tail bool) {
+	cfg, clk := u.r.cfg, u.r.clk
+	u.wg.Add(1)
+	clk.join()
+	go func() {
+		defer u.wg.Done()
+		defer clk.leave()
+		sched := &schedule{t: arrival}
+		g := u.r.guard(a, run, sched)
+		res, err := runModel(u.ctx, cfg, clk, g, sched, func(ctx context.Context, call int, at time.Duration) (time.Duration, error) {
+			return a.vendor.search(ctx, run, call, cfg.Attempts, cfg.CallTime, at)
+		})
+		if err != nil {
+			if u.ctx.Err() == nil {
+				u.fail(fmt.Errorf("arm %d run %d: %w", a.arm, run, err))
+			}
+			return
+		}
+		a.mu.Lock()
+		if tail {
+			a.tail = append(a.tail, runOut{run, res})
+		} else {
+			a.outs = append(a.outs, runOut{run, res})
+		}
+		a.mu.Unlock()
+	}()
+}
+
+// row is arm a's line of the table, from its runs and, for a fleet arm,
+// its breaker's wire and recovery; it adds the arm's policy warnings and
+// its runs' lag to the report.
+func (r *replayRun) row(a *armRun) Row {
+	rep := r.rep
+	slices.SortFunc(a.outs, func(x, y runOut) int { return x.id - y.id })
+	row := Row{Arm: a.arm, Name: armNames[a.arm], Runs: len(a.outs), Breaker: a.breaker, runs: a.outs}
+	var walls []time.Duration
+	for _, o := range a.outs {
+		calls, attempts, served := a.vendor.seen(o.id)
+		row.Calls += calls
+		row.Attempts += attempts
+		row.Steps += o.steps
+		row.ToolCalls += o.toolCalls
+		row.Denials += o.denials
+		row.Probes += o.probes
+		walls = append(walls, o.wall)
+		rep.Lag = max(rep.Lag, o.lag)
+		if o.results {
+			row.Results++
+		}
+		if went := wentWithout(a.arm, o.runResult); went {
+			row.Without++
+			if o.goneAt == 1 {
+				row.StartedWithout++
+			}
+		}
+		if served {
+			row.Served++
+		} else {
+			row.Lacked++
+			if admitsDegraded(o.answer) {
+				row.Admitted++
+			}
+		}
+		if served && admitsDegraded(o.answer) {
+			row.FalseAdmits++
+		}
+	}
+	row.Spend = float64(row.Steps) * r.cfg.StepPrice
+	row.Median, row.P95 = percentile(walls, 0.5), percentile(walls, 0.95)
+	if fleet(a.arm) {
+		r.fleetRow(a, &row)
+	}
+	return row
+}
+
+// fleetRow fills a fleet arm's row: its breaker's wire, probes and
+// recovery, and the report's warnings about its policy.
+func (r *replayRun) fleetRow(a *armRun, row *Row) {
+	rep, cfg := r.rep, r.cfg
+	row.Wire, row.ClientWire = r.authority(a).of(a.breaker), a.wire.of(a.breaker)
+	row.policy = a.policy
+	row.Probes = row.Wire.Decisions[pb.Decision_DECISION_PROBE]
+	rec := &Recovery{TailRuns: len(a.tail), Opened: row.Wire.Trip != nil}
+	if at := row.Wire.ClosedAt; at != 0 {
+		rec.Closed, rec.After = true, at-cfg.Outage
+	}
+	for _, o := range a.tail {
+		calls, _, served := a.vendor.seen(o.id)
+		rec.TailCalls += calls
+		rec.TailToolCalls += o.toolCalls
+		rep.Lag = max(rep.Lag, o.lag)
+		rec.TailDenials += o.denials
+		if wentWithout(a.arm, o.runResult) {
+			rec.TailWithout++
+		}
+		if !served {
+			rec.TailLacked++
+		}
+	}
+	if a.arm == ArmFleetRemoveCheck {
+		rec.Checked = true
+		rec.HalfOpenAfter, rec.ByCheck, rec.HalfOpened = r.emb.halfOpenAfter(a.breaker, cfg.Outage)
+		seen := a.vendor.statusSeen()
+		rec.CheckRequests, rec.MaxPerMinute = len(seen), maxInWindow(seen, time.Minute)
+	}
+	row.Recovery = rec
+	for _, w := range policyWarnings(cfg, *row) {
+		rep.Warnings = append(rep.Warnings, w.Error())
+		rep.policyOff = rep.policyOff || errors.Is(w, errPolicy)
+	}
 }
 
 // policyWarnings says when a fleet arm's breaker did not behave as the
