@@ -47,19 +47,43 @@ type RenderCase struct {
 	Want     string      `json:"want"`
 }
 
-// ReadRender decodes render.json's cases; an unknown field, or no case,
-// is an error.
+// ReadRender decodes render.json's cases of the denial templates
+// (tool_result, notice); an unknown field, or no case, is an error.
 func ReadRender() ([]RenderCase, error) {
-	var f struct {
-		Cases []RenderCase `json:"cases"`
-	}
-	if err := decodeStrict(renderJSON, &f); err != nil {
-		return nil, fmt.Errorf("conformance: render.json: %w", err)
-	}
-	if len(f.Cases) == 0 {
-		return nil, fmt.Errorf("conformance: render.json holds no case")
+	f, err := readRenderFile()
+	if err != nil {
+		return nil, err
 	}
 	return f.Cases, nil
+}
+
+// ReadToolErrorRender decodes render.json's cases of the tool_error
+// template: the failure text the framework adapters give a model.
+func ReadToolErrorRender() ([]RenderCase, error) {
+	f, err := readRenderFile()
+	if err != nil {
+		return nil, err
+	}
+	if len(f.ToolErrorCases) == 0 {
+		return nil, fmt.Errorf("conformance: render.json holds no tool_error case")
+	}
+	return f.ToolErrorCases, nil
+}
+
+type renderFile struct {
+	Cases          []RenderCase `json:"cases"`
+	ToolErrorCases []RenderCase `json:"tool_error_cases"`
+}
+
+func readRenderFile() (renderFile, error) {
+	var f renderFile
+	if err := decodeStrict(renderJSON, &f); err != nil {
+		return f, fmt.Errorf("conformance: render.json: %w", err)
+	}
+	if len(f.Cases) == 0 {
+		return f, fmt.Errorf("conformance: render.json holds no case")
+	}
+	return f, nil
 }
 
 // ClassificationRow is one row of classification.json (README.md,

@@ -60,6 +60,22 @@ func TestConformanceRender(t *testing.T) {
 	}
 }
 
+// TestConformanceToolError renders render.json's tool_error cases.
+func TestConformanceToolError(t *testing.T) {
+	cases, err := conformance.ReadToolErrorRender()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		if c.Template != "tool_error" {
+			t.Errorf("%s: template %q in tool_error_cases", c.Name, c.Template)
+		}
+		if got := ToolError(c.Input.Tool); got != c.Want {
+			t.Errorf("%s:\n got %q\nwant %q", c.Name, got, c.Want)
+		}
+	}
+}
+
 // TestVectorsCoverEveryStatus: render.json renders each status word the
 // daemon sends, degraded answers and both of the fallback's denials,
 // through both templates.

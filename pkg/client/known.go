@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/breakerd/breakerd/internal/breaker"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -70,8 +71,11 @@ func (k *lastKnown) hear(p *Permit, sent time.Time) {
 	}
 }
 
-// event takes a Watch event heard at now: a trip holds the breaker until
-// its cooldown ends, a force or pause until the bound, a close forgets it.
+// event takes a Watch event heard at now, judged by breakerd's own rule
+// (breaker.View.Verdict) on the state the event carries: a denial is held
+// until its end (one with no end, forced or paused, for the bound), with
+// breakerd's words; a breaker whose probe is due is held as due; one that
+// lets calls through is forgotten.
 func (k *lastKnown) event(e *pb.Event, now time.Time) {
 	if e.GetShadow() {
 		return
@@ -81,19 +85,20 @@ func (k *lastKnown) event(e *pb.Event, now time.Time) {
 	default:
 		return
 	}
-	name := e.GetBreaker()
-	d := onClientClock(e.GetState().GetDenial(), e.GetState().GetAsOfMs(), now) // breakerd's words, when the event carries them
-	switch e.GetTo() {
-	case pb.State_STATE_OPEN:
-		k.deny(name, pb.Decision_DECISION_DENIED_OPEN, d, now.Add(time.Duration(e.GetCooldownMs())*time.Millisecond))
-	case pb.State_STATE_FORCED_OPEN:
-		k.deny(name, pb.Decision_DECISION_DENIED_FORCED_OPEN, d, now.Add(k.bound))
-	case pb.State_STATE_PAUSED:
-		k.deny(name, pb.Decision_DECISION_DENIED_PAUSED, d, now.Add(k.bound))
-	case pb.State_STATE_HALF_OPEN:
-		k.deny(name, pb.Decision_DECISION_DENIED_OPEN, nil, now) // its probe is due
-	default:
+	name, st := e.GetBreaker(), e.GetState()
+	v, policyShadow := breaker.ViewOfProto(st)
+	vd := v.Verdict(breaker.Query{Now: max(v.Now, 1), PolicyShadow: policyShadow})
+	switch {
+	case !vd.Denied():
 		k.forget(name)
+	case vd.Due: // only breakerd can grant its probe
+		k.deny(name, vd.Decision, nil, now)
+	default:
+		until := now.Add(k.bound)
+		if vd.Until != breaker.Forever {
+			until = now.Add(time.Duration(vd.Until-v.Now) * time.Millisecond)
+		}
+		k.deny(name, vd.Decision, onClientClock(st.GetDenial(), st.GetAsOfMs(), now), until)
 	}
 }
 
