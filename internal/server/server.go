@@ -166,8 +166,9 @@ func (s *Server) NewGRPC(opts ...grpc.ServerOption) (*grpc.Server, *health.Serve
 // where a new one starts at the minimum and copies its stack as a call
 // deepens (a tenth of the daemon's CPU on a healthy Allow+Record pair
 // when every call had a goroutine of its own; docs/performance.md). Enough
-// for the calls a loaded daemon has waiting on Redis at once.
-func streamWorkers() uint32 { return uint32(max(64, 8*runtime.GOMAXPROCS(0))) }
+// for the calls a loaded daemon has waiting on Redis at once (a worker
+// still finishing one call when its caller sends the next is busy too).
+func streamWorkers() uint32 { return uint32(max(128, 16*runtime.GOMAXPROCS(0))) }
 
 // HealthServices returns the names the health service answers for: ""
 // (the server as a whole, what load balancers ask) and
