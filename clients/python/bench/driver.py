@@ -93,6 +93,43 @@ class Tally:
         self.errors = 0
 
 
+class Callers:
+    """Callers paces every caller of one run: which breaker each calls
+    next, when the run ends, and each one's tally; the latencies are the
+    timed run's (after warmup seconds), and the run goes on past duration
+    until min_ops pairs are done."""
+
+    def __init__(self, n: int, breakers: list[str], warmup: float, duration: float, min_ops: int) -> None:
+        self.tallies = [Tally() for _ in range(n)]
+        self.breakers = breakers
+        self.start = time.perf_counter() + warmup
+        self.end = self.start + duration
+        self.min_ops = min_ops
+
+    def finished(self) -> int:
+        return sum(len(t.lat_us) + t.errors for t in self.tallies)
+
+    def next(self, c: int, i: int) -> tuple[float, str] | None:
+        """next is caller c's i-th call: its start time and breaker, or None
+        when the run is over."""
+        t0 = time.perf_counter()
+        if t0 >= self.end and self.finished() >= self.min_ops:
+            return None
+        return t0, self.breakers[(c * 7919 + i) % len(self.breakers)]
+
+    def done(self, c: int, t0: float, ok: bool) -> None:
+        if t0 < self.start:
+            return
+        t = self.tallies[c]
+        if ok:
+            t.lat_us.append(int((time.perf_counter() - t0) * 1e6))
+        else:
+            t.errors += 1
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+
 def names(prefix: str, n: int) -> list[str]:
     return [f"{prefix}b{i:04d}" for i in range(n)]
 
@@ -101,27 +138,13 @@ def pair_ok(permit: breakerd.Permit) -> bool:
     return permit.allowed and not permit.degraded
 
 
-def finished(tallies: list[Tally]) -> int:
-    return sum(len(t.lat_us) + t.errors for t in tallies)
-
-
-def run_threads(clients: list[breakerd.Client], callers: int, breakers: list[str], warmup: float,
-                duration: float, min_ops: int) -> tuple[list[Tally], float]:
-    """run_threads runs callers threads of pairs for warmup then duration
-    seconds (and on until min_ops pairs are done), each its own tally;
-    the latencies are the timed run's."""
-    tallies = [Tally() for _ in range(callers)]
-    start = time.perf_counter() + warmup
-    end = start + duration
+def run_threads(clients: list[breakerd.Client], run: Callers) -> None:
+    """run_threads runs run's callers as threads until it is over."""
 
     def caller(c: int) -> None:
-        cl, t = clients[c % len(clients)], tallies[c]
-        i = c * 7919
-        while True:
-            t0 = time.perf_counter()
-            if t0 >= end and finished(tallies) >= min_ops:
-                return
-            name = breakers[i % len(breakers)]
+        cl, i = clients[c % len(clients)], 0
+        while (call := run.next(c, i)) is not None:
+            t0, name = call
             i += 1
             try:
                 p = cl.allow(name)
@@ -129,36 +152,22 @@ def run_threads(clients: list[breakerd.Client], callers: int, breakers: list[str
                 cl.record(p)
             except breakerd.BreakerdError:
                 ok = False
-            if t0 < start:
-                continue
-            if ok:
-                t.lat_us.append(int((time.perf_counter() - t0) * 1e6))
-            else:
-                t.errors += 1
+            run.done(c, t0, ok)
 
-    threads = [threading.Thread(target=caller, args=(c,)) for c in range(callers)]
+    threads = [threading.Thread(target=caller, args=(c,)) for c in range(len(run.tallies))]
     for th in threads:
         th.start()
     for th in threads:
         th.join()
-    return tallies, time.perf_counter() - start
 
 
-async def run_tasks(clients: list[breakerd.AsyncClient], callers: int, breakers: list[str], warmup: float,
-                    duration: float, min_ops: int) -> tuple[list[Tally], float]:
+async def run_tasks(clients: list[breakerd.AsyncClient], run: Callers) -> None:
     """run_tasks is run_threads with asyncio tasks on one event loop."""
-    tallies = [Tally() for _ in range(callers)]
-    start = time.perf_counter() + warmup
-    end = start + duration
 
     async def caller(c: int) -> None:
-        cl, t = clients[c % len(clients)], tallies[c]
-        i = c * 7919
-        while True:
-            t0 = time.perf_counter()
-            if t0 >= end and finished(tallies) >= min_ops:
-                return
-            name = breakers[i % len(breakers)]
+        cl, i = clients[c % len(clients)], 0
+        while (call := run.next(c, i)) is not None:
+            t0, name = call
             i += 1
             try:
                 p = await cl.allow(name)
@@ -166,15 +175,9 @@ async def run_tasks(clients: list[breakerd.AsyncClient], callers: int, breakers:
                 await cl.record(p)
             except breakerd.BreakerdError:
                 ok = False
-            if t0 < start:
-                continue
-            if ok:
-                t.lat_us.append(int((time.perf_counter() - t0) * 1e6))
-            else:
-                t.errors += 1
+            run.done(c, t0, ok)
 
-    await asyncio.gather(*(caller(c) for c in range(callers)))
-    return tallies, time.perf_counter() - start
+    await asyncio.gather(*(caller(c) for c in range(len(run.tallies))))
 
 
 def measure(a: argparse.Namespace) -> dict[str, Any]:
@@ -192,11 +195,12 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
             if c is None:
                 return {"skipped": NO_FAST_MODE}
             clients.append(c)
-        tallies, elapsed = run_threads(clients, a.callers, breakers, a.warmup, a.duration, a.min_ops)
+        run = Callers(a.callers, breakers, a.warmup, a.duration, a.min_ops)
+        run_threads(clients, run)
     finally:
         for c in clients:
             c.close()
-    return result(a, tallies, elapsed)
+    return result(a, run)
 
 
 async def measure_async(a: argparse.Namespace, breakers: list[str], workers: list[str]) -> dict[str, Any]:
@@ -207,16 +211,17 @@ async def measure_async(a: argparse.Namespace, breakers: list[str], workers: lis
             if c is None:
                 return {"skipped": NO_FAST_MODE}
             clients.append(c)
-        tallies, elapsed = await run_tasks(clients, a.callers, breakers, a.warmup, a.duration, a.min_ops)
+        run = Callers(a.callers, breakers, a.warmup, a.duration, a.min_ops)
+        await run_tasks(clients, run)
     finally:
         for c in clients:
             await c.close()
-    return result(a, tallies, elapsed)
+    return result(a, run)
 
 
-def result(a: argparse.Namespace, tallies: list[Tally], elapsed: float) -> dict[str, Any]:
-    lat = [x for t in tallies for x in t.lat_us]
-    out: dict[str, Any] = {"ops": len(lat), "errors": sum(t.errors for t in tallies), "elapsed_s": round(elapsed, 6)}
+def result(a: argparse.Namespace, run: Callers) -> dict[str, Any]:
+    lat = [x for t in run.tallies for x in t.lat_us]
+    out: dict[str, Any] = {"ops": len(lat), "errors": sum(t.errors for t in run.tallies), "elapsed_s": round(run.elapsed(), 6)}
     if a.mode == "strict":
         out["requests"] = 2 * (len(lat) + out["errors"])
     out["lat_us"] = lat
