@@ -21,6 +21,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/pflag"
@@ -63,6 +64,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.IntVar(&o.WirePass, "wire-pass", o.WirePass, "sequential ops per scenario through the round-trip-counting proxy")
 	fs.IntVar(&o.Trips, "trips", o.Trips, "trips timed per round (0: none)")
 	fs.IntVar(&o.Pollers, "pollers", o.Pollers, "clients of the second daemon polling Allow during a trip")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write the measured daemon's pprof CPU profile (its child process's whole life) to this file")
 	fs.StringSliceVar(&o.Only, "only", nil, "run only scenarios whose names contain one of these (comma-separated)")
 	fs.IntVar(&m.Breakers, "memory-breakers", m.Breakers, "with --memory: breakers per measurement")
 	fs.IntVar(&m.SmallNodeBytes, "stream-node-max-bytes", m.SmallNodeBytes, "with --memory: the lowered stream-node-max-bytes measured beside Redis's default")
@@ -82,7 +84,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return cli.Usagef("unexpected argument %q", fs.Arg(0))
 	}
 	if *serve != "" {
-		return serveChild(ctx, *serve, o.RedisAddr, stdout)
+		return serveChild(ctx, *serve, o.RedisAddr, o.CPUProfile, stdout)
 	}
 	if *fleet {
 		if *quick {
@@ -101,14 +103,19 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if *quick {
 		quickBench(fs, &o)
 	}
-	if err := o.Validate(); err != nil {
-		return &cli.UsageError{Err: err}
-	}
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find the bench's own binary for its server processes: %w", err)
 	}
 	o.Executable = exe
+	if o.CPUProfile != "" {
+		if o.CPUProfile, err = filepath.Abs(o.CPUProfile); err != nil {
+			return &cli.UsageError{Err: fmt.Errorf("--cpuprofile: %w", err)}
+		}
+	}
+	if err := o.Validate(); err != nil {
+		return &cli.UsageError{Err: err}
+	}
 	return bench.Run(ctx, o, stdout)
 }
 
@@ -160,13 +167,13 @@ func quickBench(fs *pflag.FlagSet, o *bench.Options) {
 }
 
 // serveChild runs one server for the parent bench until ctx ends or the
-// parent closes stdin.
-func serveChild(ctx context.Context, kind, redisAddr string, stdout io.Writer) error {
+// parent closes stdin, writing a CPU profile to profile when it is set.
+func serveChild(ctx context.Context, kind, redisAddr, profile string, stdout io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		cancel()
 	}()
-	return bench.Serve(ctx, kind, redisAddr, stdout)
+	return bench.ServeProfiled(ctx, kind, redisAddr, profile, stdout)
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -27,7 +28,22 @@ type Set struct {
 	groups      []Group
 	memberOf    map[string]int // a group member's group, by index in groups
 	warnings    []string
+	// matched remembers which rule each breaker For was asked about
+	// matched, so that a breaker's every call does not match its name
+	// against every pattern again; nil remembers nothing.
+	matched *matchMemo
 }
+
+// matchMemo is the index of the rule a breaker matched (-1: none), for up
+// to matchMemoMax breakers; past that, names are matched each time.
+type matchMemo struct {
+	mu sync.RWMutex
+	by map[string]int
+}
+
+// matchMemoMax bounds the breakers a Set remembers the rule of: a fleet's
+// busy breakers fit, a flood of new names costs memory only up to it.
+const matchMemoMax = 1 << 14
 
 type rule struct {
 	match  string
@@ -38,14 +54,47 @@ type rule struct {
 // NewSet returns a Set where every breaker gets p.
 func NewSet(p Policy) *Set { return &Set{defaults: p} }
 
+// newMatchMemo returns an empty matchMemo.
+func newMatchMemo() *matchMemo { return &matchMemo{by: map[string]int{}} }
+
 // For returns the policy of the named breaker.
 func (s *Set) For(breaker string) Policy {
-	for _, r := range s.rules {
-		if ok, _ := path.Match(r.match, breaker); ok {
-			return r.policy
-		}
+	if i := s.ruleOf(breaker); i >= 0 {
+		return s.rules[i].policy
 	}
 	return s.defaults
+}
+
+// ruleOf is the index of the first rule whose pattern matches breaker, or
+// -1, remembered in s.matched.
+func (s *Set) ruleOf(breaker string) int {
+	if len(s.rules) == 0 {
+		return -1
+	}
+	m := s.matched
+	if m != nil {
+		m.mu.RLock()
+		i, ok := m.by[breaker]
+		m.mu.RUnlock()
+		if ok {
+			return i
+		}
+	}
+	i := -1
+	for j, r := range s.rules {
+		if ok, _ := path.Match(r.match, breaker); ok {
+			i = j
+			break
+		}
+	}
+	if m != nil {
+		m.mu.Lock()
+		if len(m.by) < matchMemoMax {
+			m.by[breaker] = i
+		}
+		m.mu.Unlock()
+	}
+	return i
 }
 
 // Defaults returns the policy of breakers no rule matches.
@@ -446,7 +495,7 @@ func Parse(b []byte) (*Set, error) {
 	if err := yamlfile.Decode(b, &f); err != nil {
 		return nil, err
 	}
-	s := &Set{defaults: f.Defaults.apply(Default()), defaultsSet: f.Defaults.written()}
+	s := &Set{defaults: f.Defaults.apply(Default()), defaultsSet: f.Defaults.written(), matched: newMatchMemo()}
 	if err := s.defaults.Validate(); err != nil {
 		return nil, prefixField("defaults", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -148,7 +149,8 @@ func (s *Server) admit(ctx context.Context, breaker string) error {
 // gates, taken before a request is decoded. Serve it on a listener
 // wrapped by limits.Conns.
 func (s *Server) NewGRPC(opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
-	opts = append(append(s.lim.GRPCOptions(), opts...), grpc.ChainStreamInterceptor(s.lim.OpenStreamCap(auth.Open)))
+	opts = append(append(s.lim.GRPCOptions(), opts...), grpc.ChainStreamInterceptor(s.lim.OpenStreamCap(auth.Open)),
+		grpc.NumStreamWorkers(streamWorkers()))
 	g := grpc.NewServer(opts...)
 	g.RegisterService(limits.WrapService(&pb.BreakerService_ServiceDesc, CallerKey, s.reads, s.watch), s)
 	hs := health.NewServer()
@@ -157,6 +159,16 @@ func (s *Server) NewGRPC(opts ...grpc.ServerOption) (*grpc.Server, *health.Serve
 	reflection.Register(g)
 	return g, hs
 }
+
+// streamWorkers is how many goroutines the gRPC server keeps to run
+// calls on: a call runs on an idle one, or on a new goroutine when every
+// one is busy. A kept goroutine keeps the stack the handlers grew it to,
+// where a new one starts at the minimum and copies its stack as a call
+// deepens (a tenth of the daemon's CPU on a healthy Allow+Record pair
+// when every call had a goroutine of its own; docs/performance.md). Enough
+// for the calls a loaded daemon has waiting on Redis at once (a worker
+// still finishing one call when its caller sends the next is busy too).
+func streamWorkers() uint32 { return uint32(max(128, 16*runtime.GOMAXPROCS(0))) }
 
 // HealthServices returns the names the health service answers for: ""
 // (the server as a whole, what load balancers ask) and

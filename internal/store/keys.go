@@ -66,8 +66,23 @@ func KeysOf(breaker string) Keys {
 	} else {
 		tag = Prefix + "{" + breaker + "}:"
 	}
-	return Keys{State: tag + "state", Workers: tag + "workers", Events: tag + "events", RL: tag + "rl", Pause: tag + "pause",
-		Window: tag + "win", Check: tag + "check", Records: tag + "rec"}
+	// Every key is a piece of one string: one allocation per call
+	// instead of one per key, on every Allow and Record.
+	suffixes := [...]string{"state", "workers", "events", "rl", "pause", "win", "check", "rec"}
+	var b strings.Builder
+	b.Grow(len(suffixes)*len(tag) + 36)
+	var ends [len(suffixes)]int
+	for i, sfx := range suffixes {
+		b.WriteString(tag)
+		b.WriteString(sfx)
+		ends[i] = b.Len()
+	}
+	all := b.String()
+	var k [len(suffixes)]string
+	for i, start := 0, 0; i < len(ends); i++ {
+		k[i], start = all[start:ends[i]], ends[i]
+	}
+	return Keys{State: k[0], Workers: k[1], Events: k[2], RL: k[3], Pause: k[4], Window: k[5], Check: k[6], Records: k[7]}
 }
 
 // list returns the keys as the KEYS of every script, in the order lib.lua

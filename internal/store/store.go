@@ -118,6 +118,10 @@ type Store struct {
 	settling atomic.Int32
 	// alerts is the alert quota (SetAlertQuota); it holds an AlertQuota.
 	alerts atomic.Value
+	// fixedArgs are the arguments of common that never change, converted
+	// to interfaces once rather than on every call: events max length,
+	// event retention (ms), channel.
+	fixedArgs [3]any
 }
 
 // AlertQuota bounds how many of the alerts one caller's Records raise go
@@ -165,7 +169,8 @@ func New(rdb redis.UniversalClient, o Options) *Store {
 	if o.DecisionTimeout <= 0 {
 		o.DecisionTimeout = LaxDecisionTimeout
 	}
-	s := &Store{rdb: rdb, o: o, out: newOutage(), fg: &forgetting{reported: map[string]int64{}}}
+	s := &Store{rdb: rdb, o: o, out: newOutage(), fg: &forgetting{reported: map[string]int64{}},
+		fixedArgs: [3]any{o.EventsMaxLen, o.EventRetention.Milliseconds(), o.Channel}}
 	if o.MaxBreakers > 0 {
 		s.ceil = newCeiling(o.MaxBreakers, o.LiveKey)
 	}
@@ -255,7 +260,7 @@ func (s *Store) common(breaker, actor string, p policy.Policy, more int) []any {
 		pinned = s.o.Now().UnixMilli()
 	}
 	return append(make([]any, 0, 7+more), breaker, pinned, p.Retention().Milliseconds(),
-		s.o.EventsMaxLen, s.o.EventRetention.Milliseconds(), s.o.Channel, actor)
+		s.fixedArgs[0], s.fixedArgs[1], s.fixedArgs[2], actor)
 }
 
 // Allow runs allow.lua: one round trip. A denial is data in the response,

@@ -70,6 +70,10 @@ type Options struct {
 	// Only, when non-empty, runs only the scenarios whose names contain
 	// one of these strings (the ratios then cover what ran).
 	Only []string
+	// CPUProfile, when set, is a file the measured daemon's child process
+	// writes a pprof CPU profile of its whole life to (go tool pprof
+	// reads it). Empty: no profile. Needs Executable.
+	CPUProfile string
 }
 
 // Defaults are the full run: 5 rounds of 2 s per scenario.
@@ -108,6 +112,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--trips: must not be negative, got %d", o.Trips)
 	case o.Pollers < 1:
 		return fmt.Errorf("--pollers: must be at least 1, got %d", o.Pollers)
+	case o.CPUProfile != "" && o.Executable == "":
+		return errors.New("--cpuprofile: the daemon must run in a child process of the bench")
 	case o.RedisAddr != "" && !auth.IsLoopback(o.RedisAddr):
 		return fmt.Errorf("--redis-addr: the bench runs on loopback only, got %q", o.RedisAddr)
 	}
@@ -120,6 +126,7 @@ func (o Options) Validate() error {
 type target struct {
 	daemonA pb.BreakerServiceClient // breakerd
 	http    *httpAPI                // the same daemon's HTTP/JSON API
+	httpURL string                  // its base URL (http://host:port), for the clients' drivers
 	clients []*client.Client        // pkg/client on daemonA's connection, one per worker
 	fast    []*client.Client        // the same in fast mode (client.WithFastMode)
 	twin    bool                    // the wire pass's twin (its Redis behind the counting proxy)
@@ -142,8 +149,24 @@ type scenario struct {
 	name   string
 	unit   string // what one op is
 	server string // the Serve kind whose CPU it spends; "" for none
-	// build returns the op for t; it may prepare state (untimed).
+	// build returns the op for t; it may prepare state (untimed). An
+	// error that is a skipped drops the row with its reason.
 	build func(ctx context.Context, t *target, o Options) (opFunc, error)
+	// callers, when set, is the row's concurrent callers instead of
+	// Options.Callers.
+	callers int
+	// proc, when set, runs the row's calls in a client's driver process
+	// (drivers.go) instead of the op build returns (nil); its rows have
+	// no wire pass.
+	proc *driver
+}
+
+// callersOf is how many concurrent callers s runs with.
+func (s scenario) callersOf(o Options) int {
+	if s.callers > 0 {
+		return s.callers
+	}
+	return o.Callers
 }
 
 func (t *target) breaker(name string) string { return t.prefix + name }
@@ -270,32 +293,32 @@ func scenarios() []scenario {
 				_, err := t.noop.Allow(ctx, &pb.AllowRequest{Breaker: "noop", WorkerId: workerID(c)})
 				return err
 			}, nil
-		}},
+		}, 0, nil},
 		{"ceiling", "RPCs", ServeCeiling, func(_ context.Context, t *target, o Options) (opFunc, error) {
 			pick := spread(o)
 			return func(ctx context.Context, c, i int) error {
 				_, err := t.ceiling.Allow(ctx, &pb.AllowRequest{Breaker: t.breaker(pick(c, i)), WorkerId: workerID(c)})
 				return err
 			}, nil
-		}},
-		{"allow-1k-raw", "Allows", ServeDaemon, rawAllow(spread)},
-		{"record-1k-raw", "Records", ServeDaemon, rawRecord(spread)},
-		{"pair-1k-raw", "pairs", ServeDaemon, rawPair(spread)},
-		{"allow-hot-raw", "Allows", ServeDaemon, rawAllow(hot)},
-		{"record-hot-raw", "Records", ServeDaemon, rawRecord(hot)},
-		{"pair-hot-raw", "pairs", ServeDaemon, rawPair(hot)},
+		}, 0, nil},
+		{"allow-1k-raw", "Allows", ServeDaemon, rawAllow(spread), 0, nil},
+		{"record-1k-raw", "Records", ServeDaemon, rawRecord(spread), 0, nil},
+		{"pair-1k-raw", "pairs", ServeDaemon, rawPair(spread), 0, nil},
+		{"allow-hot-raw", "Allows", ServeDaemon, rawAllow(hot), 0, nil},
+		{"record-hot-raw", "Records", ServeDaemon, rawRecord(hot), 0, nil},
+		{"pair-hot-raw", "pairs", ServeDaemon, rawPair(hot), 0, nil},
 		// The counting policies, which write on every call (window)
 		// or every slow success: exempt from the 4-commands target.
-		{"pair-1k-window-raw", "pairs", ServeDaemon, rawPairNamed(spread, "w-", 0)},
-		{"pair-1k-slow-raw", "pairs", ServeDaemon, rawPairNamed(spread, "s-", slowLatencyMs)},
-		{"pair-1k-http", "pairs", ServeDaemon, httpPair(spread)},
-		{"pair-hot-http", "pairs", ServeDaemon, httpPair(hot)},
-		{"allow-1k-client", "Allows", ServeDaemon, clientAllow(spread)},
-		{"record-1k-client", "Records", ServeDaemon, clientRecord(spread)},
-		{"pair-1k-client", "Calls", ServeDaemon, clientPair(spread)},
-		{"allow-hot-client", "Allows", ServeDaemon, clientAllow(hot)},
-		{"record-hot-client", "Records", ServeDaemon, clientRecord(hot)},
-		{"pair-hot-client", "Calls", ServeDaemon, clientPair(hot)},
+		{"pair-1k-window-raw", "pairs", ServeDaemon, rawPairNamed(spread, "w-", 0), 0, nil},
+		{"pair-1k-slow-raw", "pairs", ServeDaemon, rawPairNamed(spread, "s-", slowLatencyMs), 0, nil},
+		{"pair-1k-http", "pairs", ServeDaemon, httpPair(spread), 0, nil},
+		{"pair-hot-http", "pairs", ServeDaemon, httpPair(hot), 0, nil},
+		{"allow-1k-client", "Allows", ServeDaemon, clientAllow(spread), 0, nil},
+		{"record-1k-client", "Records", ServeDaemon, clientRecord(spread), 0, nil},
+		{"pair-1k-client", "Calls", ServeDaemon, clientPair(spread), 0, nil},
+		{"allow-hot-client", "Allows", ServeDaemon, clientAllow(hot), 0, nil},
+		{"record-hot-client", "Records", ServeDaemon, clientRecord(hot), 0, nil},
+		{"pair-hot-client", "Calls", ServeDaemon, clientPair(hot), 0, nil},
 		{"deny-open-raw", "denials", ServeDaemon, func(ctx context.Context, t *target, _ Options) (opFunc, error) {
 			if err := forceOpen(ctx, t); err != nil {
 				return nil, err
@@ -310,7 +333,7 @@ func scenarios() []scenario {
 				}
 				return nil
 			}, nil
-		}},
+		}, 0, nil},
 		{"deny-open-client", "denials", ServeDaemon, func(ctx context.Context, t *target, _ Options) (opFunc, error) {
 			if err := forceOpen(ctx, t); err != nil {
 				return nil, err
@@ -325,14 +348,14 @@ func scenarios() []scenario {
 				}
 				return nil
 			}, nil
-		}},
+		}, 0, nil},
 		{"peer-64", "Executes", "", func(ctx context.Context, t *target, o Options) (opFunc, error) {
 			return t.peerOp(o, o.PeerBreakers)
-		}},
+		}, 0, nil},
 		{"peer-1", "Executes", "", func(ctx context.Context, t *target, o Options) (opFunc, error) {
 			return t.peerOp(o, 1)
-		}},
-	}, fastScenarios()...)
+		}, 0, nil},
+	}, append(fastScenarios(), driverScenarios()...)...)
 }
 
 // peerOp gives each caller its own store and breaker instances (each
@@ -485,15 +508,16 @@ func (e *env) dial(addr string) (*grpc.ClientConn, error) {
 }
 
 // newTarget starts a daemon, the no-op and the ceiling on redisAddr (in
-// child processes of exe when it is set) and dials them.
-func (e *env) newTarget(ctx context.Context, redisAddr, prefix, exe string) (*target, error) {
+// child processes of exe when it is set, the daemon's writing a CPU
+// profile to profile when that is set) and dials them.
+func (e *env) newTarget(ctx context.Context, redisAddr, prefix, exe, profile string) (*target, error) {
 	t := &target{prefix: prefix, peerRDB: redis.NewClient(&redis.Options{Addr: redisAddr}), children: map[string]*child{}}
 	e.closers = append(e.closers, func() { _ = t.peerRDB.Close() })
 	addrs := map[string]string{}
 	httpAddr := ""
 	for _, kind := range []string{ServeDaemon, ServeNoop, ServeCeiling} {
 		if exe != "" {
-			c, err := spawn(exe, kind, redisAddr)
+			c, err := spawn(exe, kind, redisAddr, map[bool]string{true: profile}[kind == ServeDaemon])
 			if err != nil {
 				return nil, err
 			}
@@ -533,7 +557,7 @@ func (e *env) newTarget(ctx context.Context, redisAddr, prefix, exe string) (*ta
 	}
 	t.daemonA = pb.NewBreakerServiceClient(dc)
 	if httpAddr != "" {
-		t.http = newHTTPAPI(httpAddr, &e.rpcs.n)
+		t.http, t.httpURL = newHTTPAPI(httpAddr, &e.rpcs.n), "http://"+httpAddr
 		e.closers = append(e.closers, t.http.close)
 	}
 	for w := 0; w < workers; w++ {
@@ -610,7 +634,7 @@ func run(ctx context.Context, o Options, w io.Writer) (map[string]row, error) {
 	e.rdb = r.rdb
 	redisAddr, owned, version := r.addr, r.owned, r.version
 	prefix := fmt.Sprintf("bench-%08x/", rand.Uint32())
-	main, err := e.newTarget(ctx, redisAddr, prefix, o.Executable)
+	main, err := e.newTarget(ctx, redisAddr, prefix, o.Executable, o.CPUProfile)
 	if err != nil {
 		return nil, err
 	}
@@ -628,7 +652,7 @@ func run(ctx context.Context, o Options, w io.Writer) (map[string]row, error) {
 		return nil, err
 	}
 	e.closers = append(e.closers, e.proxy.close)
-	e.wire, err = e.newTarget(ctx, e.proxy.addr(), prefix+"wire/", "")
+	e.wire, err = e.newTarget(ctx, e.proxy.addr(), prefix+"wire/", "", "")
 	if err != nil {
 		return nil, err
 	}
@@ -640,27 +664,19 @@ func run(ctx context.Context, o Options, w io.Writer) (map[string]row, error) {
 	fmt.Fprintln(w, "breakerd: strict mode (every Allow and Record is an RPC) in *-raw and *-client, fast mode (client.WithFastMode) in *-fast")
 	fmt.Fprintln(w, PeerNote)
 
-	all := scenarios()
-	var run []scenario
-	for _, s := range all {
-		if selected(o.Only, s.name) {
-			run = append(run, s)
-		}
+	run, ops, wireOps, skips, err := e.build(ctx, o)
+	if err != nil {
+		return nil, err
 	}
-	ops := make([]opFunc, len(run))
-	wireOps := make([]opFunc, len(run))
 	for i, s := range run {
-		if ops[i], err = s.build(ctx, e.main, o); err != nil {
-			return nil, fmt.Errorf("%s: %w", s.name, err)
-		}
-		if wireOps[i], err = s.build(ctx, e.wire, o); err != nil {
-			return nil, fmt.Errorf("%s (wire): %w", s.name, err)
+		if s.proc != nil {
+			continue
 		}
 		// Warm up: connections, scripts loaded, code paths paged in; the
 		// twin once over every breaker, so that the counted pass measures
 		// the steady state (a breaker's first Record that may create state
 		// also asks the --max-breakers ceiling).
-		drive(ctx, o.Callers, 50*time.Millisecond, 2000, ops[i])
+		drive(ctx, s.callersOf(o), 50*time.Millisecond, 2000, ops[i])
 		drive(ctx, 1, time.Minute, int64(max(5, o.Breakers)), wireOps[i])
 	}
 
@@ -674,8 +690,11 @@ func run(ctx context.Context, o Options, w io.Writer) (map[string]row, error) {
 		}
 	}
 	wireRT := make([]float64, len(run))
-	for i := range run {
-		wireRT[i] = e.roundTrips(ctx, o, wireOps[i])
+	for i, s := range run {
+		wireRT[i] = noWirePass
+		if s.proc == nil {
+			wireRT[i] = e.roundTrips(ctx, o, wireOps[i])
+		}
 	}
 
 	samples := make([][]sample, len(run)) // [scenario][round]
@@ -697,8 +716,13 @@ func run(ctx context.Context, o Options, w io.Writer) (map[string]row, error) {
 					srv = nil // no /proc (not Linux): CPU is not reported
 				}
 			}
-			s := drive(ctx, o.Callers, o.Duration, o.MaxCalls, ops[i])
-			s.rpcs = e.rpcs.n.Load() - rpcs
+			s, err := e.timed(ctx, o, run[i], ops[i])
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", run[i].name, err)
+			}
+			if run[i].proc == nil {
+				s.rpcs = e.rpcs.n.Load() - rpcs
+			}
 			if srv != nil {
 				if cpu1, err := srv.cpu(); err == nil {
 					s.cpu, s.hasCPU = cpu1-cpu0, true
@@ -741,8 +765,53 @@ func run(ctx context.Context, o Options, w io.Writer) (map[string]row, error) {
 		fastRows[s.name] = summarize(s, samples[i], wireRT[i])
 	}
 	fastReport(w, o, fastRows, fastTrips, storms)
-	return report(w, o, run, samples, wireRT, trips), nil
+	return report(w, o, run, samples, wireRT, trips, skips), nil
 }
+
+// noWirePass is the round trips of a row with no wire pass (a driver's).
+const noWirePass = -1
+
+// build builds the selected scenarios on the main target and its wire
+// twin: what runs, each one's ops, and the rows skipped, each "name:
+// skipped: reason".
+func (e *env) build(ctx context.Context, o Options) (run []scenario, ops, wireOps []opFunc, skips []string, err error) {
+	for _, s := range scenarios() {
+		if !selected(o.Only, s.name) {
+			continue
+		}
+		op, err := s.build(ctx, e.main, o)
+		var skip skipped
+		if errors.As(err, &skip) {
+			skips = append(skips, s.name+": "+skip.Error())
+			continue
+		}
+		if err != nil {
+			return nil, nil, nil, nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+		var wop opFunc
+		if s.proc == nil {
+			if wop, err = s.build(ctx, e.wire, o); err != nil {
+				return nil, nil, nil, nil, fmt.Errorf("%s (wire): %w", s.name, err)
+			}
+		}
+		run, ops, wireOps = append(run, s), append(ops, op), append(wireOps, wop)
+	}
+	return run, ops, wireOps, skips, nil
+}
+
+// timed is one timed run of s: op on its callers, or its driver.
+func (e *env) timed(ctx context.Context, o Options, s scenario, op opFunc) (sample, error) {
+	if s.proc != nil {
+		return s.proc.run(ctx, e.main, o, o.Duration, driverWarmup)
+	}
+	return drive(ctx, s.callersOf(o), o.Duration, o.MaxCalls, op), nil
+}
+
+// driverWarmup is the untimed calls a driver makes before its timed run
+// in a round: none, so that the Redis commands and the daemon's CPU over
+// the run are the timed pairs' (build warmed the daemon and the breakers;
+// a driver's first calls open its connections).
+const driverWarmup = 0
 
 func selected(only []string, name string) bool {
 	if len(only) == 0 {

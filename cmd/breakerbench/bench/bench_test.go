@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"regexp"
@@ -52,6 +53,9 @@ func TestRunTiny(t *testing.T) {
 		"allow-1k-fast": 0, "pair-1k-fast": 0, "pair-hot-fast": 0}
 	for _, s := range scenarios() {
 		r, ok := rows[s.name]
+		if !ok && s.proc != nil && regexp.MustCompile(`(?m)^  `+regexp.QuoteMeta(s.name)+`: skipped: \S`).MatchString(out.String()) {
+			continue // a client's row that cannot run here says why
+		}
 		if !ok {
 			t.Errorf("no row for %s", s.name)
 			continue
@@ -65,8 +69,9 @@ func TestRunTiny(t *testing.T) {
 			if strings.HasPrefix(s.name, "pair-") {
 				want = 2
 			}
-			// breakerd's target: one Redis round trip per RPC.
-			if r.rtPerOp != want {
+			// breakerd's target: one Redis round trip per RPC (a
+			// client's driver has no wire pass).
+			if r.rtPerOp != want && (s.proc == nil || r.rtPerOp != noWirePass) {
 				t.Errorf("%s: %.2f Redis round trips per op, want %.0f (one per RPC)", s.name, r.rtPerOp, want)
 			}
 		}
@@ -116,8 +121,13 @@ func TestRunTiny(t *testing.T) {
 		t.Errorf("the output tells development history (%q)", m)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "ratio pair-hot-fast / peer-1:") || !strings.Contains(last, "median") {
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "ratio ") || !strings.Contains(last, "median") {
 		t.Errorf("last line = %q, want the median of a ratio", last)
+	}
+	for _, want := range []string{"ratio pair-hot-fast / peer-1:", "ratio pair-1k-go-http / ceiling:"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the output lacks %q", want)
+		}
 	}
 	for _, want := range []string{"ratio pair-1k-http / pair-1k-raw:", "ratio pair-hot-http / pair-hot-raw:"} {
 		if !strings.Contains(out.String(), want) {
@@ -276,5 +286,28 @@ func TestFleetValidate(t *testing.T) {
 	}
 	if err := QuickFleet().Validate(); err != nil {
 		t.Errorf("QuickFleet().Validate() = %v", err)
+	}
+}
+
+// TestDriverWithoutItsInterpreterIsSkipped: a client's row whose
+// interpreter is not in PATH is skipped with that reason, before any
+// daemon is asked; a driver's skip is read from its JSON line.
+func TestDriverWithoutItsInterpreterIsSkipped(t *testing.T) {
+	d := driver{command: "no-such-interpreter-breakerbench", script: "clients/python/bench/driver.py", mode: "strict", callers: 1}
+	_, err := d.run(context.Background(), &target{}, Defaults(), time.Millisecond, 0)
+	var skip skipped
+	if !errors.As(err, &skip) || !strings.Contains(skip.reason, "no-such-interpreter-breakerbench is not in PATH") {
+		t.Errorf("run = %v, want skipped: the interpreter is not in PATH", err)
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not in PATH: the driver's own skip is not checked")
+	}
+	// The driver checks the daemon before it reports a mode it lacks, so
+	// a fast-mode skip needs a daemon: a port nothing listens on is a
+	// failure, named, not a skip.
+	d = driver{command: "python3", script: "clients/python/bench/driver.py", mode: "strict", callers: 1}
+	_, err = d.run(context.Background(), &target{httpURL: "http://127.0.0.1:1"}, Defaults(), time.Millisecond, 0)
+	if err == nil || errors.As(err, &skip) || !strings.Contains(err.Error(), "no breakerd answers") {
+		t.Errorf("run against no daemon = %v, want a failure saying no breakerd answers", err)
 	}
 }

@@ -109,9 +109,9 @@ func fastPair(pk picker) func(context.Context, *target, Options) (opFunc, error)
 
 func fastScenarios() []scenario {
 	return []scenario{
-		{"allow-1k-fast", "Allows", ServeDaemon, fastAllow(spread)},
-		{"pair-1k-fast", "Calls", ServeDaemon, fastPair(spread)},
-		{"pair-hot-fast", "Calls", ServeDaemon, fastPair(hot)},
+		{"allow-1k-fast", "Allows", ServeDaemon, fastAllow(spread), 0, nil},
+		{"pair-1k-fast", "Calls", ServeDaemon, fastPair(spread), 0, nil},
+		{"pair-hot-fast", "Calls", ServeDaemon, fastPair(hot), 0, nil},
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +23,24 @@ const (
 	ServeCeiling = "ceiling" // the EVALSHA handler
 	ServeNoop    = "noop"    // the gRPC no-op
 )
+
+// ServeProfiled is Serve, writing a pprof CPU profile of the server's
+// whole life to the file profile (created or truncated; "" for none).
+func ServeProfiled(ctx context.Context, kind, redisAddr, profile string, w io.Writer) error {
+	if profile == "" {
+		return Serve(ctx, kind, redisAddr, w)
+	}
+	f, err := os.Create(profile)
+	if err != nil {
+		return fmt.Errorf("--cpuprofile: %w", err)
+	}
+	defer f.Close()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return fmt.Errorf("--cpuprofile: %w", err)
+	}
+	defer pprof.StopCPUProfile()
+	return Serve(ctx, kind, redisAddr, w)
+}
 
 // Serve runs one server of kind on a free loopback port against the
 // Redis at redisAddr (unused by the no-op), writes "listening <addr>" on
@@ -65,10 +84,15 @@ type child struct {
 	stdin    io.Closer
 }
 
-// spawn starts exe --serve kind --redis-addr redisAddr and waits (at most
-// 30 s) for the address it serves on.
-func spawn(exe, kind, redisAddr string) (*child, error) {
-	cmd := exec.Command(exe, "--serve", kind, "--redis-addr", redisAddr)
+// spawn starts exe --serve kind --redis-addr redisAddr (and --cpuprofile
+// profile when profile is set) and waits (at most 30 s) for the address it
+// serves on.
+func spawn(exe, kind, redisAddr, profile string) (*child, error) {
+	args := []string{"--serve", kind, "--redis-addr", redisAddr}
+	if profile != "" {
+		args = append(args, "--cpuprofile", profile)
+	}
+	cmd := exec.Command(exe, args...)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {

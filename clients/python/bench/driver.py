@@ -1,0 +1,268 @@
+"""The Python client's driver for breakerbench: healthy Allow+Record pairs
+against one daemon's HTTP/JSON API, from threads or asyncio tasks, for a
+time; one JSON line on stdout says what it did. cmd/breakerbench runs it
+for its rows pair-1k-py* (docs/performance.md, "The clients' rows"); it
+needs nothing but the client's source beside it (clients/python/src).
+
+    python3 clients/python/bench/driver.py --url http://127.0.0.1:7071 \\
+        --mode strict --callers 16 [--async] --duration 2 --breakers 1000 --prefix bench-1/
+
+Flags:
+  --url URL          the daemon's HTTP/JSON base URL (required)
+  --mode MODE        strict (every Allow and Record is a request) or fast
+                     (the client's fast mode); default strict
+  --callers N        concurrent callers: threads, or with --async asyncio
+                     tasks on one event loop; default 1
+  --async            use AsyncClient from asyncio tasks instead of Client
+                     from threads
+  --duration S       seconds of timed calls, after an untimed warm-up
+  --warmup S         seconds of untimed calls first (connections, imports,
+                     the breakers' first Allow); default 0.2
+  --breakers N       breakers the callers cycle over: <prefix>b0000 ...;
+                     default 1000
+  --prefix P         put in front of every breaker name; default ""
+  --workers N        distinct worker ids (one client each, caller c uses
+                     client c % N); default 8
+  --min-ops N        keep calling past --duration until N pairs have
+                     completed or failed (a tiny run still shows one);
+                     default 0
+
+Output, one line of JSON, then exit status 0:
+  {"ops": 1234, "errors": 0, "elapsed_s": 2.001, "requests": 2468,
+   "lat_us": [812, 790, ...]}
+    ops       pairs that completed allowed, with their Record accepted
+    errors    pairs that failed, were denied, or were answered by the
+              client's fallback (degraded) instead of the daemon
+    elapsed_s the timed run's wall time
+    requests  HTTP requests the pairs sent, as the driver counts them
+              (two per strict pair); absent when the driver cannot know
+              (fast mode sends in the background)
+    lat_us    every completed pair's latency, microseconds
+or, when a mode cannot run here, exit status 0 and
+  {"skipped": "the client has no fast mode"}
+which the bench prints in place of the row. A usage error exits 2; a
+failure exits 1 with {"error": "..."}.
+
+Fast mode: fast_client and fast_async_client below return None until the
+client has a fast mode; the change that adds it makes them return its
+fast client, and the bench's -fast rows then run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+import breakerd  # noqa: E402  (after the path to the client's source)
+
+NO_FAST_MODE = "the client has no fast mode"
+
+
+def client_options(worker: str) -> dict[str, Any]:
+    """The options of every client the driver makes: a budget far above a
+    loaded machine's round trip (an answer from the fallback counts as an
+    error, not as a pair), no watch stream, no savings reports (a
+    background write of their own)."""
+    return {"worker_id": worker, "allow_budget": 10.0, "rpc_timeout": 10.0, "watch": False, "savings_interval": 0}
+
+
+def fast_client(url: str, worker: str) -> breakerd.Client | None:
+    """fast_client is worker's client in fast mode, or None while the
+    client has no fast mode."""
+    return None
+
+
+def fast_async_client(url: str, worker: str) -> breakerd.AsyncClient | None:
+    """fast_async_client is fast_client for asyncio."""
+    return None
+
+
+class Tally:
+    """Tally is one caller's count: latencies of completed pairs, errors."""
+
+    def __init__(self) -> None:
+        self.lat_us: list[int] = []
+        self.errors = 0
+
+
+class Callers:
+    """Callers paces every caller of one run: which breaker each calls
+    next, when the run ends, and each one's tally; the latencies are the
+    timed run's (after warmup seconds), and the run goes on past duration
+    until min_ops pairs are done."""
+
+    def __init__(self, n: int, breakers: list[str], warmup: float, duration: float, min_ops: int) -> None:
+        self.tallies = [Tally() for _ in range(n)]
+        self.breakers = breakers
+        self.start = time.perf_counter() + warmup
+        self.end = self.start + duration
+        self.min_ops = min_ops
+
+    def finished(self) -> int:
+        return sum(len(t.lat_us) + t.errors for t in self.tallies)
+
+    def next(self, c: int, i: int) -> tuple[float, str] | None:
+        """next is caller c's i-th call: its start time and breaker, or None
+        when the run is over."""
+        t0 = time.perf_counter()
+        if t0 >= self.end and self.finished() >= self.min_ops:
+            return None
+        return t0, self.breakers[(c * 7919 + i) % len(self.breakers)]
+
+    def done(self, c: int, t0: float, ok: bool) -> None:
+        if t0 < self.start:
+            return
+        t = self.tallies[c]
+        if ok:
+            t.lat_us.append(int((time.perf_counter() - t0) * 1e6))
+        else:
+            t.errors += 1
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+
+def names(prefix: str, n: int) -> list[str]:
+    return [f"{prefix}b{i:04d}" for i in range(n)]
+
+
+def pair_ok(permit: breakerd.Permit) -> bool:
+    return permit.allowed and not permit.degraded
+
+
+def run_threads(clients: list[breakerd.Client], run: Callers) -> None:
+    """run_threads runs run's callers as threads until it is over."""
+
+    def caller(c: int) -> None:
+        cl, i = clients[c % len(clients)], 0
+        while (call := run.next(c, i)) is not None:
+            t0, name = call
+            i += 1
+            try:
+                p = cl.allow(name)
+                ok = pair_ok(p)
+                cl.record(p)
+            except breakerd.BreakerdError:
+                ok = False
+            run.done(c, t0, ok)
+
+    threads = [threading.Thread(target=caller, args=(c,)) for c in range(len(run.tallies))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+
+
+async def run_tasks(clients: list[breakerd.AsyncClient], run: Callers) -> None:
+    """run_tasks is run_threads with asyncio tasks on one event loop."""
+
+    async def caller(c: int) -> None:
+        cl, i = clients[c % len(clients)], 0
+        while (call := run.next(c, i)) is not None:
+            t0, name = call
+            i += 1
+            try:
+                p = await cl.allow(name)
+                ok = pair_ok(p)
+                await cl.record(p)
+            except breakerd.BreakerdError:
+                ok = False
+            run.done(c, t0, ok)
+
+    await asyncio.gather(*(caller(c) for c in range(len(run.tallies))))
+
+
+def measure(a: argparse.Namespace) -> dict[str, Any]:
+    breakers = names(a.prefix, a.breakers)
+    workers = [f"bench-py-w{w}" for w in range(a.workers)]
+    # No daemon answering there is a failure, not a run of errors.
+    with breakerd.Client(a.url, **client_options(workers[0])) as probe:
+        probe.check()
+    if a.use_async:
+        return asyncio.run(measure_async(a, breakers, workers))
+    clients: list[breakerd.Client] = []
+    try:
+        for w in workers:
+            c = fast_client(a.url, w) if a.mode == "fast" else breakerd.Client(a.url, **client_options(w))
+            if c is None:
+                return {"skipped": NO_FAST_MODE}
+            clients.append(c)
+        run = Callers(a.callers, breakers, a.warmup, a.duration, a.min_ops)
+        run_threads(clients, run)
+    finally:
+        for c in clients:
+            c.close()
+    return result(a, run)
+
+
+async def measure_async(a: argparse.Namespace, breakers: list[str], workers: list[str]) -> dict[str, Any]:
+    clients: list[breakerd.AsyncClient] = []
+    try:
+        for w in workers:
+            c = fast_async_client(a.url, w) if a.mode == "fast" else breakerd.AsyncClient(a.url, **client_options(w))
+            if c is None:
+                return {"skipped": NO_FAST_MODE}
+            clients.append(c)
+        run = Callers(a.callers, breakers, a.warmup, a.duration, a.min_ops)
+        await run_tasks(clients, run)
+    finally:
+        for c in clients:
+            await c.close()
+    return result(a, run)
+
+
+def result(a: argparse.Namespace, run: Callers) -> dict[str, Any]:
+    lat = [x for t in run.tallies for x in t.lat_us]
+    out: dict[str, Any] = {"ops": len(lat), "errors": sum(t.errors for t in run.tallies), "elapsed_s": round(run.elapsed(), 6)}
+    if a.mode == "strict":
+        out["requests"] = 2 * (len(lat) + out["errors"])
+    out["lat_us"] = lat
+    return out
+
+
+def positive_int(v: str) -> int:
+    x = int(v)
+    if x <= 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, got {v}")
+    return x
+
+
+def positive_float(v: str) -> float:
+    x = float(v)
+    if x <= 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, got {v}")
+    return x
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--mode", choices=["strict", "fast"], default="strict")
+    ap.add_argument("--callers", type=positive_int, default=1)
+    ap.add_argument("--async", dest="use_async", action="store_true")
+    ap.add_argument("--duration", type=positive_float, required=True)
+    ap.add_argument("--warmup", type=float, default=0.2)
+    ap.add_argument("--breakers", type=positive_int, default=1000)
+    ap.add_argument("--prefix", default="")
+    ap.add_argument("--workers", type=positive_int, default=8)
+    ap.add_argument("--min-ops", type=int, default=0)
+    a = ap.parse_args(argv)
+    try:
+        out = measure(a)
+    except Exception as e:  # noqa: BLE001  (reported to the bench, which names the row)
+        print(json.dumps({"error": f"{type(e).__name__}: {e}"}))
+        return 1
+    print(json.dumps(out, separators=(",", ":")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,174 @@
+// The TypeScript client's driver for breakerbench: healthy allow+record
+// pairs against one daemon's HTTP/JSON API from concurrent callers (async
+// functions on one event loop) for a time; one JSON line on stdout says
+// what it did. cmd/breakerbench runs it for its rows pair-1k-ts*
+// (docs/performance.md, "The clients' rows"). It imports the built client
+// (../dist: `npm run build`, committed), so it needs node and nothing else.
+//
+//   node clients/typescript/bench/driver.mjs --url http://127.0.0.1:7071 \
+//       --mode strict --callers 16 --duration 2 --breakers 1000 --prefix bench-1/
+//
+// Flags (the Python driver's, clients/python/bench/driver.py; --async is
+// accepted and changes nothing, every caller here is async):
+//   --url URL         the daemon's HTTP/JSON base URL (required)
+//   --mode MODE       strict (every allow and record is a request) or fast
+//                     (the client's fast mode); default strict
+//   --callers N       concurrent callers; default 1
+//   --duration S      seconds of timed calls, after an untimed warm-up
+//   --warmup S        seconds of untimed calls first; default 0.2
+//   --breakers N      breakers the callers cycle over: <prefix>b0000 ...;
+//                     default 1000
+//   --prefix P        put in front of every breaker name; default ""
+//   --workers N       distinct worker ids (one client each, caller c uses
+//                     client c % N); default 8
+//   --min-ops N       keep calling past --duration until N pairs have
+//                     completed or failed; default 0
+//
+// Output, one line of JSON, then exit status 0:
+//   {"ops": 1234, "errors": 0, "elapsed_s": 2.001, "requests": 2468, "lat_us": [812, ...]}
+// (ops: pairs completed allowed with their record accepted; errors: pairs
+// failed, denied, or answered by the client's fallback (degraded);
+// requests: HTTP requests as the driver counts them, two per strict pair,
+// absent in fast mode; lat_us: every completed pair's latency in µs), or,
+// when a mode cannot run here, exit status 0 and
+//   {"skipped": "the client has no fast mode"}
+// which the bench prints in place of the row. A usage error exits 2; a
+// failure exits 1 with {"error": "..."}.
+//
+// Fast mode: fastClient below returns undefined until the client has a
+// fast mode; the change that adds it makes it return its fast client, and
+// the bench's -fast rows then run.
+
+import { parseArgs } from "node:util";
+
+import { Client } from "../dist/index.js";
+
+const NO_FAST_MODE = "the client has no fast mode";
+
+/**
+ * clientOptions are the options of every client the driver makes: a
+ * budget far above a loaded machine's round trip (an answer from the
+ * fallback counts as an error, not as a pair), no watch stream, no
+ * savings reports (a background write of their own), errors counted
+ * rather than logged.
+ */
+function clientOptions(url, workerId) {
+  return { urls: url, token: "", workerId, allowBudgetMs: 10_000, rpcTimeoutMs: 10_000, watch: false, savingsIntervalMs: 0, onError: () => {} };
+}
+
+/** fastClient is workerId's client in fast mode, or undefined while the client has no fast mode. */
+function fastClient(_url, _workerId) {
+  return undefined;
+}
+
+function usage(msg) {
+  process.stderr.write(`driver.mjs: ${msg}\n`);
+  process.exit(2);
+}
+
+function positive(name, v, parse) {
+  const x = parse(v);
+  if (!(x > 0)) usage(`--${name}: must be above 0, got ${v}`);
+  return x;
+}
+
+function options() {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      options: {
+        url: { type: "string" },
+        mode: { type: "string", default: "strict" },
+        callers: { type: "string", default: "1" },
+        async: { type: "boolean", default: false },
+        duration: { type: "string" },
+        warmup: { type: "string", default: "0.2" },
+        breakers: { type: "string", default: "1000" },
+        prefix: { type: "string", default: "" },
+        workers: { type: "string", default: "8" },
+        "min-ops": { type: "string", default: "0" },
+      },
+    }));
+  } catch (err) {
+    usage(err.message);
+  }
+  if (!values.url) usage("--url is required");
+  if (values.duration === undefined) usage("--duration is required");
+  if (values.mode !== "strict" && values.mode !== "fast") usage(`--mode: strict or fast, got ${values.mode}`);
+  return {
+    url: values.url,
+    mode: values.mode,
+    callers: positive("callers", values.callers, Number.parseInt),
+    duration: positive("duration", values.duration, Number.parseFloat),
+    warmup: Number.parseFloat(values.warmup),
+    breakers: positive("breakers", values.breakers, Number.parseInt),
+    prefix: values.prefix,
+    workers: positive("workers", values.workers, Number.parseInt),
+    minOps: Number.parseInt(values["min-ops"]),
+  };
+}
+
+/** run runs o.callers callers of pairs for warmup then duration seconds; the latencies are the timed run's. */
+async function run(o, clients) {
+  const names = Array.from({ length: o.breakers }, (_, i) => `${o.prefix}b${String(i).padStart(4, "0")}`);
+  const now = () => Number(process.hrtime.bigint()) / 1e3; // µs
+  const start = now() + o.warmup * 1e6;
+  const end = start + o.duration * 1e6;
+  const lat = [];
+  let errors = 0;
+  const caller = async (c) => {
+    const cl = clients[c % clients.length];
+    for (let i = c * 7919; ; i++) {
+      const t0 = now();
+      if (t0 >= end && lat.length + errors >= o.minOps) return;
+      let ok;
+      try {
+        const p = await cl.allow(names[i % names.length]);
+        ok = p.allowed && !p.degraded;
+        await cl.record(p, {});
+      } catch {
+        ok = false;
+      }
+      if (t0 < start) continue;
+      if (ok) lat.push(Math.round(now() - t0));
+      else errors++;
+    }
+  };
+  await Promise.all(Array.from({ length: o.callers }, (_, c) => caller(c)));
+  return { lat, errors, elapsed: (now() - start) / 1e6 };
+}
+
+async function main() {
+  const o = options();
+  const workers = Array.from({ length: o.workers }, (_, w) => `bench-ts-w${w}`);
+  // No daemon answering there is a failure, not a run of errors.
+  const probe = new Client(clientOptions(o.url, workers[0]));
+  try {
+    await probe.check();
+  } finally {
+    await probe.close();
+  }
+  const clients = [];
+  try {
+    for (const w of workers) {
+      const c = o.mode === "fast" ? fastClient(o.url, w) : new Client(clientOptions(o.url, w));
+      if (c === undefined) return { skipped: NO_FAST_MODE };
+      clients.push(c);
+    }
+    const { lat, errors, elapsed } = await run(o, clients);
+    const out = { ops: lat.length, errors, elapsed_s: Number(elapsed.toFixed(6)) };
+    if (o.mode === "strict") out.requests = 2 * (lat.length + errors);
+    out.lat_us = lat;
+    return out;
+  } finally {
+    await Promise.all(clients.map((c) => c.close()));
+  }
+}
+
+main().then(
+  (out) => process.stdout.write(JSON.stringify(out) + "\n"),
+  (err) => {
+    process.stdout.write(JSON.stringify({ error: String(err?.message ?? err) }) + "\n");
+    process.exit(1);
+  },
+);
