@@ -875,8 +875,8 @@ func ask[T any](ctx context.Context, c *Client, breaker string, b time.Duration,
 		rctx   context.Context
 		cancel context.CancelFunc
 	)
-	if b > 0 {
-		rctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), max(c.o.rpcTimeout, b))
+	if b > 0 { // (withBudget: a daemon back from a loss is spared it: pick.go)
+		rctx, cancel = context.WithTimeout(withBudget(context.WithoutCancel(ctx)), max(c.o.rpcTimeout, b))
 	} else { // no budget: the caller's context bounds the wait and the RPC
 		rctx, cancel = context.WithCancel(ctx)
 	}
