@@ -17,17 +17,10 @@ import pytest
 import breakerd
 
 from .fakes import Fake, json_answer
+from .test_daemon import wait_for
 
 ALLOWED = {"decision": "DECISION_ALLOWED", "ticket": {"generation": "4"}, "state": {"breaker": "b", "state": "STATE_CLOSED"}}
 UNAVAILABLE = {"code": "UNAVAILABLE", "message": "redis unreachable"}
-
-
-def wait_for(cond: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    end = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 class Clock:
