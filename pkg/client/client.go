@@ -865,8 +865,9 @@ func (c *Client) allowBudget(breaker string, now time.Time) time.Duration {
 
 // ask runs rpc against breakerd and waits for its answer within the
 // budget b (Client.budget, or longer) or until ctx ends. With a budget, the RPC itself is detached from
-// ctx's end and bounded by the RPC timeout (and by Close): when the wait
-// ends first, inTime is false and late gets the answer when it comes.
+// ctx's cancellation and bounded by the RPC timeout or ctx's deadline,
+// whichever comes first (rpcEnd), and by Close: when the wait ends
+// first, inTime is false and late gets the answer when it comes.
 // With none (WithAllowBudget(0)), ctx bounds both. Every answer,
 // in time or late, updates the client's count of failures to reach
 // breakerd.
@@ -875,8 +876,8 @@ func ask[T any](ctx context.Context, c *Client, breaker string, b time.Duration,
 		rctx   context.Context
 		cancel context.CancelFunc
 	)
-	if b > 0 {
-		rctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), max(c.o.rpcTimeout, b))
+	if b > 0 { // (withBudget: a daemon back from a loss is spared it: pick.go)
+		rctx, cancel = context.WithDeadline(withBudget(context.WithoutCancel(ctx)), rpcEnd(ctx, max(c.o.rpcTimeout, b)))
 	} else { // no budget: the caller's context bounds the wait and the RPC
 		rctx, cancel = context.WithCancel(ctx)
 	}
@@ -924,6 +925,18 @@ func ask[T any](ctx context.Context, c *Client, breaker string, b time.Duration,
 	}
 	waiting = false
 	return res, err, false
+}
+
+// rpcEnd is when an RPC begun now for a caller with ctx ends: after
+// timeout, or at the caller's deadline if that comes first. Every attempt
+// at every daemon (serviceConfig's retries) shares it: a daemon tried
+// after another failed gets what is left, never a fresh bound.
+func rpcEnd(ctx context.Context, timeout time.Duration) time.Time {
+	end := time.Now().Add(timeout)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(end) {
+		return dl
+	}
+	return end
 }
 
 // fallbackAllow answers for breakerd when it did not: failing closed,

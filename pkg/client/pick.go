@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -25,7 +26,14 @@ import (
 //     answer is passed over for a backoff (1s, doubling to 30s); after
 //     it, one call tries it again. The connection's keepalive
 //     (keepaliveTime) closes a hung daemon's connection, and grpc then
-//     reconnects in the background.
+//     reconnects in the background;
+//   - a daemon that comes back (its connection was ready before, was
+//     lost, and is ready again: a restart) while another answers gets
+//     no call a caller waits on within a budget (Allow, Available:
+//     budgeted) until it has answered a call with no such budget
+//     (Record, a late answer's release) within slowAfter: a daemon cold
+//     from its start costs no caller its budget, so a rejoin is as quiet
+//     as the loss.
 //
 // Streams (Watch) are placed as round robin would and never judged.
 const answeringPolicy = "breakerd_answering"
@@ -39,19 +47,52 @@ const slowAfter = DefaultAllowBudget
 const hungBackoff, hungBackoffMax = time.Second, 30 * time.Second
 
 func init() {
-	balancer.Register(base.NewBalancerBuilder(answeringPolicy, answeringBuilder{}, base.Config{}))
+	balancer.Register(answeringBuilder{})
 }
 
+// answeringBuilder builds one answeringPolicy balancer per connection,
+// each with its own memory of its daemons (answeringPickers), on grpc's
+// base balancer.
 type answeringBuilder struct{}
 
-func (answeringBuilder) Build(info base.PickerBuildInfo) balancer.Picker {
+func (answeringBuilder) Name() string { return answeringPolicy }
+
+func (answeringBuilder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {
+	pb := &answeringPickers{conns: map[balancer.SubConn]*daemonConn{}, ever: map[balancer.SubConn]bool{}}
+	return base.NewBalancerBuilder(answeringPolicy, pb, base.Config{}).Build(cc, opts)
+}
+
+// answeringPickers builds the pickers of one connection: what it knows
+// of a daemon (its strikes, its calls in flight) lasts across pickers
+// while the daemon stays ready, and a daemon ready again after it was
+// lost starts on probation.
+type answeringPickers struct {
+	mu    sync.Mutex
+	conns map[balancer.SubConn]*daemonConn // the last picker's daemons
+	ever  map[balancer.SubConn]bool        // every daemon ever ready
+}
+
+func (b *answeringPickers) Build(info base.PickerBuildInfo) balancer.Picker {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if len(info.ReadySCs) == 0 {
+		b.conns = map[balancer.SubConn]*daemonConn{}
 		return base.NewErrPicker(balancer.ErrNoSubConnAvailable)
 	}
 	p := &answeringPicker{}
+	conns := map[balancer.SubConn]*daemonConn{}
 	for sc := range info.ReadySCs {
-		p.daemons = append(p.daemons, &daemonConn{sc: sc, pending: map[uint64]time.Time{}})
+		d := b.conns[sc]
+		if d == nil {
+			d = &daemonConn{sc: sc, pending: map[uint64]time.Time{}}
+			// Back after a loss while another daemon answers: on probation.
+			d.probation = b.ever[sc] && len(b.conns) > 0
+		}
+		b.ever[sc] = true
+		conns[sc] = d
+		p.daemons = append(p.daemons, d)
 	}
+	b.conns = conns
 	p.next.Store(rand.Uint64())
 	return p
 }
@@ -70,6 +111,20 @@ type daemonConn struct {
 	ids       uint64
 	hungUntil time.Time // passed over until then
 	strikes   int       // calls in a row that ran out their deadline unanswered
+	probation bool      // back after a loss: no budgeted call until it answers one other in time
+}
+
+// budgetedKey marks the context of a call whose caller waits for it
+// within a budget shorter than the call (Client.ask).
+type budgetedKey struct{}
+
+func withBudget(ctx context.Context) context.Context {
+	return context.WithValue(ctx, budgetedKey{}, true)
+}
+
+func budgeted(ctx context.Context) bool {
+	b, _ := ctx.Value(budgetedKey{}).(bool)
+	return b
 }
 
 func (p *answeringPicker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
@@ -79,22 +134,45 @@ func (p *answeringPicker) Pick(info balancer.PickInfo) (balancer.PickResult, err
 		return balancer.PickResult{SubConn: p.daemons[start%n].sc}, nil
 	}
 	now := time.Now()
+	waited := budgeted(info.Ctx)
 	d := p.daemons[start%n] // every daemon passed over: round robin
-	for i := range n {
-		if c := p.daemons[(start+i)%n]; c.answering(now) {
-			d = c
-			break
+	if c := p.onProbation(now, waited); c != nil {
+		d = c // a call no caller waits on is its trial
+	} else {
+		for i := range n {
+			if c := p.daemons[(start+i)%n]; c.answering(now, waited) {
+				d = c
+				break
+			}
 		}
 	}
 	id := d.begin(now)
 	return balancer.PickResult{SubConn: d.sc, Done: func(di balancer.DoneInfo) { d.end(id, di) }}, nil
 }
 
-// answering reports whether the daemon is neither hung nor slow at now.
-func (d *daemonConn) answering(now time.Time) bool {
+// onProbation is a daemon on probation that answers, for a call with no
+// budget (waited false) to try; nil when there is none.
+func (p *answeringPicker) onProbation(now time.Time, waited bool) *daemonConn {
+	if waited {
+		return nil
+	}
+	for _, d := range p.daemons {
+		d.mu.Lock()
+		on := d.probation
+		d.mu.Unlock()
+		if on && d.answering(now, false) {
+			return d
+		}
+	}
+	return nil
+}
+
+// answering reports whether the daemon is neither hung nor slow at now,
+// nor, for a budgeted call, on probation.
+func (d *daemonConn) answering(now time.Time, budgeted bool) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if now.Before(d.hungUntil) {
+	if now.Before(d.hungUntil) || budgeted && d.probation {
 		return false
 	}
 	for _, at := range d.pending {
@@ -114,13 +192,18 @@ func (d *daemonConn) begin(now time.Time) uint64 {
 }
 
 // end takes a call's end: one that ran out its deadline with no byte
-// answered strikes the daemon, any answer clears its strikes.
+// answered strikes the daemon, any answer clears its strikes, and one
+// answered within slowAfter ends a probation.
 func (d *daemonConn) end(id uint64, di balancer.DoneInfo) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	picked := d.pending[id]
 	delete(d.pending, id)
 	switch {
 	case di.BytesReceived:
+		if time.Since(picked) <= slowAfter {
+			d.probation = false
+		}
 		d.strikes, d.hungUntil = 0, time.Time{}
 	case status.Code(di.Err) == codes.DeadlineExceeded:
 		d.strikes++

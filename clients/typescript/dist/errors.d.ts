@@ -62,6 +62,14 @@ export declare class UnreachableError extends BreakerdError {
     name: string;
     constructor(message: string, causes: unknown[]);
 }
+/**
+ * ReachableAgain is a notice, not a failure: onError gets it once when a
+ * daemon answers again after no daemon did (an UnreachableError said the
+ * loss, once).
+ */
+export declare class ReachableAgain extends BreakerdError {
+    name: string;
+}
 /** What a CircuitOpenError carries. */
 export interface Denial {
     breaker: string;

@@ -76,6 +76,14 @@ export class UnreachableError extends BreakerdError {
     }
 }
 /**
+ * ReachableAgain is a notice, not a failure: onError gets it once when a
+ * daemon answers again after no daemon did (an UnreachableError said the
+ * loss, once).
+ */
+export class ReachableAgain extends BreakerdError {
+    name = "ReachableAgain";
+}
+/**
  * CircuitOpenError is thrown, without calling the dependency, when
  * breakerd (or, when it is unreachable, this worker's fallback) denies the
  * call. `toolResult` is the text to hand the model as the tool's output.

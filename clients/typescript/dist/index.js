@@ -2,7 +2,7 @@
 // nothing but the platform (fetch, AbortSignal, TextDecoder).
 export { Client, EXCLUDED_OUTCOME, checkName, denialError } from "./client.js";
 export { Run, breakerOf } from "./run.js";
-export { APIError, AuthError, BreakerdError, CircuitOpenError, ConfigError, ProtocolError, UnreachableError } from "./errors.js";
+export { APIError, AuthError, BreakerdError, CircuitOpenError, ConfigError, ProtocolError, ReachableAgain, UnreachableError } from "./errors.js";
 export { ErrorKind, HttpError, MalformedOutputError, WAIT_HEADERS, bodyCode, evidenceOfError, evidenceOfResponse, isResponse, throwForStatus } from "./evidence.js";
 export { denialOfState, fallbackDenial, storeDenial } from "./denial.js";
 export { LocalBreaker, DEFAULT_LOCAL_POLICY, effectOfOutcome, localEffect } from "./fallback.js";

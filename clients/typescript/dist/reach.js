@@ -2,19 +2,34 @@
 // A daemon that refuses is gone at once; one that accepts and never
 // answers (hung) is gone once a call has waited the RPC timeout for it.
 // While no daemon answers, the client stops waiting for one: its calls
-// answer from the fallback at once, and a timer asks the daemons (a
-// cheap authenticated call) until one answers.
-import { UnreachableError } from "./errors.js";
-/** REPROBE_MS is how often a client no daemon answers asks again. */
-export const REPROBE_MS = 1000;
+// answer from the fallback at once, and the daemons are asked again (a
+// cheap authenticated call, in the background) on the Go client's
+// schedule: after backoffMs (1 s, doubling to 30 s), timed on the
+// client's clock. The loss and the return are each told once (onError).
+import { ReachableAgain, UnreachableError } from "./errors.js";
+/** The back-off of a daemon (or of every daemon) that did not answer, ms: the Go client's (pkg/client/pick.go, hungBackoff). */
+export const BACKOFF_MS = 1000;
+export const BACKOFF_MAX_MS = 30_000;
+/** How often, in real ms, the background re-probe reads the clock. */
+const TICK_MS = 50;
+/** backoffMs is how long to wait after strikes failures in a row (1 s, doubling to 30 s). */
+export function backoffMs(strikes) {
+    return Math.min(BACKOFF_MS * 2 ** Math.min(Math.max(strikes, 1) - 1, 5), BACKOFF_MAX_MS);
+}
 /** Reach is the client's verdict on its daemons. */
 export class Reach {
     o;
     isDown = false;
     timer;
     closed = false;
+    strikes = 0;
+    dueMs = 0;
+    /** A re-probe is out. */
+    probing = false;
     /** Times every daemon went quiet (for tests). */
     losses = 0;
+    /** Re-probes started (for tests). */
+    probes = 0;
     constructor(o) {
         this.o = o;
     }
@@ -28,29 +43,41 @@ export class Reach {
             return;
         this.isDown = true;
         this.losses++;
-        const every = this.o.reprobeMs ?? REPROBE_MS;
-        this.o.onError(new UnreachableError(`no breakerd at ${this.o.urls} answers (${why.message}); answering from the local fallback and asking again every ${every} ms (client.check() rejects with the cause)`, why.causes));
-        this.schedule();
+        this.strikes = 1;
+        this.dueMs = this.o.clock() + backoffMs(1);
+        this.o.onError(new UnreachableError(`no breakerd at ${this.o.urls} answers (${why.message}); answering from the local fallback and asking again after ${BACKOFF_MS} ms, backing off to ${BACKOFF_MAX_MS} ms (client.check() rejects with the cause)`, why.causes));
+        this.timer = setInterval(() => this.poll(), TICK_MS);
+        this.timer.unref?.(); // never keeps the process alive
     }
-    /** answered takes any daemon's answer: the client is up again. */
+    /** answered takes any daemon's answer: the client is up again, said once. */
     answered() {
+        if (!this.isDown)
+            return;
         this.isDown = false;
-        clearTimeout(this.timer);
+        clearInterval(this.timer);
         this.timer = undefined;
+        if (!this.closed)
+            this.o.onError(new ReachableAgain(`a daemon at ${this.o.urls} answers again; the local fallback stands down`));
+    }
+    /** poll starts a re-probe when one is due (the timer polls; so does each call while down). */
+    poll() {
+        if (!this.isDown || this.probing || this.closed || this.o.clock() < this.dueMs)
+            return;
+        this.probing = true;
+        this.probes++;
+        void this.o.probe().then((ok) => this.settle(ok), () => this.settle(false));
     }
     close() {
         this.closed = true;
-        clearTimeout(this.timer);
+        clearInterval(this.timer);
     }
-    schedule() {
-        this.timer = setTimeout(() => {
-            void this.o.probe().then((ok) => {
-                if (ok)
-                    this.answered();
-                else if (this.isDown && !this.closed)
-                    this.schedule();
-            });
-        }, this.o.reprobeMs ?? REPROBE_MS);
-        this.timer.unref?.(); // never keeps the process alive
+    settle(ok) {
+        if (ok)
+            this.answered();
+        else {
+            this.strikes++;
+            this.dueMs = this.o.clock() + backoffMs(this.strikes);
+        }
+        this.probing = false;
     }
 }

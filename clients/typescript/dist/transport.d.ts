@@ -2,8 +2,6 @@
 export declare const SERVICE_PATH = "/breakerd.v1.BreakerService/";
 /** MAX_BODY_BYTES bounds one answer's body: breakerd's largest (a BatchGet of 1,024 states) is well within it. */
 export declare const MAX_BODY_BYTES: number;
-/** How long a daemon whose call got no answer in time is tried after the others, ms. */
-export declare const REST_MS = 1000;
 /** parseURLs checks the daemon URLs once: each must be an http(s) URL. */
 export declare function parseURLs(urls: string | readonly string[]): URL[];
 export interface TransportOptions {
@@ -12,6 +10,15 @@ export interface TransportOptions {
     fetch: typeof fetch;
     /** A call outstanding this long at a daemon passes it over for the others, ms (the Allow budget); absent: never. */
     skipAfterMs?: number | undefined;
+    /** The clock of the back-off of a daemon that did not answer, ms. Default Date.now. */
+    clock?: (() => number) | undefined;
+    /** The call that probes such a daemon. Default BatchGet of no breaker. */
+    probe?: {
+        method: string;
+        body: unknown;
+    } | undefined;
+    /** How long a probe may take, ms. Default 2000. */
+    probeTimeoutMs?: number | undefined;
 }
 /** CallOptions bound one call: its budget, and the caller's own signal. */
 export interface CallOptions {
@@ -24,8 +31,14 @@ export declare class Transport {
     private readonly o;
     private next;
     private readonly busy;
-    private readonly rest;
+    private readonly strikes;
+    private readonly due;
+    private readonly probing;
+    /** Background probes sent (for tests). */
+    probes: number;
     constructor(o: TransportOptions);
+    /** probesOut says whether a background probe is out (for tests). */
+    get probesOut(): boolean;
     /** The daemon URLs, in the order configured. */
     get urls(): readonly URL[];
     /** headers are the request headers every call (and the watch stream) sends. */
@@ -42,11 +55,16 @@ export declare class Transport {
     call<T>(method: string, body: unknown, co?: CallOptions): Promise<T>;
     /**
      * order is the daemons to try, from first on: those passed over (a call
-     * outstanding past skipAfterMs, or resting after a call got no answer
-     * in time) come last. A daemon whose rest is over gets one call before
-     * the others (its rest starts again meanwhile).
+     * outstanding past skipAfterMs, or one that did not answer and has not
+     * answered a probe since) come last. While another daemon is free, a
+     * daemon that did not answer is probed in the background once its
+     * back-off is over.
      */
     private order;
+    /** strike takes a call daemon idx did not answer. */
+    private strike;
+    /** probe asks daemon idx in the background: an answer within skipAfterMs (a refusal too: the daemon is there) takes it back. */
+    private probe;
     private attempt;
 }
 /** TooLarge is a body over its bound. */

@@ -4,11 +4,16 @@
 // for the next one within the call's budget; every other answer (a
 // refusal, a 401/403, a page that is not breakerd's JSON) is thrown at
 // once, typed, and never taken for an outage. A daemon with a call
-// outstanding longer than skipAfterMs (the Allow budget), or whose last call
-// got no answer in time (for REST_MS; then one call tries it again), is
-// tried after the others, so a paused daemon costs at most the call that
-// found it.
+// outstanding longer than skipAfterMs (the Allow budget) is tried after
+// the others. So is one that did not answer (refused, silent, or
+// Unavailable), until it answers again: while another daemon answers, no
+// call of a caller tries it; after its back-off (reach.ts backoffMs, on
+// the back-off clock) a probe in the background asks it, and only a probe
+// answered within skipAfterMs takes it back. A paused daemon costs at
+// most the call that found it, and one back from a restart, cold, costs
+// no call its budget.
 import { APIError, AuthError, ConfigError, ProtocolError, UnreachableError } from "./errors.js";
+import { backoffMs } from "./reach.js";
 /** The service path prefix of every unary method. */
 export const SERVICE_PATH = "/breakerd.v1.BreakerService/";
 /** MAX_BODY_BYTES bounds one answer's body: breakerd's largest (a BatchGet of 1,024 states) is well within it. */
@@ -17,8 +22,6 @@ export const MAX_BODY_BYTES = 4 << 20;
 const REACH_CODES = new Set(["unavailable", "deadline_exceeded"]);
 /** The gateway statuses a proxy answers for a daemon it cannot reach: with a body that is not breakerd's JSON error, that daemon is away. */
 const GATEWAY = new Set([502, 503, 504]);
-/** How long a daemon whose call got no answer in time is tried after the others, ms. */
-export const REST_MS = 1000;
 /** parseURLs checks the daemon URLs once: each must be an http(s) URL. */
 export function parseURLs(urls) {
     const list = typeof urls === "string" ? [urls] : [...urls];
@@ -59,11 +62,23 @@ export class Transport {
     o;
     next = 0; // the daemon that answered last: tried first
     busy; // when each outstanding call began, by daemon
-    rest; // a silent daemon is tried last until then
+    // A daemon that did not answer is tried last until a probe finds it
+    // again: its failures in a row, and when it is probed next (on o.clock).
+    strikes;
+    due;
+    probing;
+    /** Background probes sent (for tests). */
+    probes = 0;
     constructor(o) {
         this.o = o;
         this.busy = o.urls.map(() => []);
-        this.rest = o.urls.map(() => 0);
+        this.strikes = o.urls.map(() => 0);
+        this.due = o.urls.map(() => 0);
+        this.probing = o.urls.map(() => false);
+    }
+    /** probesOut says whether a background probe is out (for tests). */
+    get probesOut() {
+        return this.probing.some((p) => p);
     }
     /** The daemon URLs, in the order configured. */
     get urls() {
@@ -112,9 +127,10 @@ export class Transport {
             finally {
                 busy.splice(busy.indexOf(began), 1);
             }
-            const silent = got instanceof Unreached && !co.signal?.aborted && (share?.aborted || budget?.aborted);
-            this.rest[idx] = silent ? Date.now() + REST_MS : 0;
+            if (got instanceof Unreached && !co.signal?.aborted)
+                this.strike(idx);
             if (!(got instanceof Unreached)) {
+                this.strikes[idx] = 0;
                 this.next = idx;
                 return got;
             }
@@ -132,9 +148,10 @@ export class Transport {
     }
     /**
      * order is the daemons to try, from first on: those passed over (a call
-     * outstanding past skipAfterMs, or resting after a call got no answer
-     * in time) come last. A daemon whose rest is over gets one call before
-     * the others (its rest starts again meanwhile).
+     * outstanding past skipAfterMs, or one that did not answer and has not
+     * answered a probe since) come last. While another daemon is free, a
+     * daemon that did not answer is probed in the background once its
+     * back-off is over.
      */
     order(first) {
         const n = this.o.urls.length;
@@ -144,16 +161,49 @@ export class Transport {
         const passed = [];
         for (let i = 0; i < n; i++) {
             const idx = (first + i) % n;
-            const rest = this.rest[idx];
-            if (rest > now || this.busy[idx].some((t) => now - t >= skip)) {
-                passed.push(idx);
-                continue;
+            const stuck = this.busy[idx].some((t) => now - t >= skip);
+            (stuck || this.strikes[idx] ? passed : free).push(idx);
+        }
+        const clock = this.o.clock ?? Date.now;
+        if (free.length > 0) {
+            for (const idx of passed) {
+                if (this.strikes[idx] && !this.probing[idx] && clock() >= this.due[idx])
+                    void this.probe(idx);
             }
-            if (rest)
-                this.rest[idx] = now + REST_MS; // this call tries it; the others keep passing it over
-            free.push(idx);
         }
         return [...free, ...passed];
+    }
+    /** strike takes a call daemon idx did not answer. */
+    strike(idx) {
+        this.strikes[idx] = this.strikes[idx] + 1;
+        this.due[idx] = (this.o.clock ?? Date.now)() + backoffMs(this.strikes[idx]);
+    }
+    /** probe asks daemon idx in the background: an answer within skipAfterMs (a refusal too: the daemon is there) takes it back. */
+    async probe(idx) {
+        this.probing[idx] = true;
+        this.probes++;
+        const p = this.o.probe ?? { method: "BatchGet", body: { breakers: [] } };
+        const began = Date.now();
+        let ok;
+        try {
+            const url = new URL(SERVICE_PATH.slice(1) + p.method, this.o.urls[idx]);
+            const busy = this.busy[idx];
+            busy.push(began);
+            try {
+                ok = !((await this.attempt(url, JSON.stringify(p.body), AbortSignal.timeout(this.o.probeTimeoutMs ?? 2000))) instanceof Unreached);
+            }
+            finally {
+                busy.splice(busy.indexOf(began), 1);
+            }
+        }
+        catch (err) {
+            ok = err instanceof APIError; // refused, but breakerd's own answer
+        }
+        if (ok && Date.now() - began <= (this.o.skipAfterMs ?? Infinity))
+            this.strikes[idx] = 0;
+        else
+            this.strike(idx);
+        this.probing[idx] = false;
     }
     async attempt(url, payload, signal) {
         let res;

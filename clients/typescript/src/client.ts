@@ -255,10 +255,19 @@ export class Client {
     this.rpcTimeoutMs = o.rpcTimeoutMs ?? 2000;
     this.workerId = o.workerId;
     this.clock = o.clock ?? Date.now;
-    this.transport = new Transport({ urls, token: env.token, fetch: f, skipAfterMs: o.allowBudgetMs ?? DEFAULT_ALLOW_BUDGET_MS });
+    // A daemon that did not answer is asked again on this client's clock.
+    this.transport = new Transport({
+      urls,
+      token: env.token,
+      fetch: f,
+      skipAfterMs: o.allowBudgetMs ?? DEFAULT_ALLOW_BUDGET_MS,
+      clock: this.clock,
+      probe: { method: "BatchGet", body: { breakers: [], worker_id: o.workerId } },
+      probeTimeoutMs: this.rpcTimeoutMs,
+    });
     const breakers = Array.isArray(o.watch) ? (o.watch as readonly string[]) : undefined;
     this.cache = new OpenCache({ transport: this.transport, workerId: o.workerId, clock: this.clock, breakers, onError: this.onError, heartbeatMs: o.watchHeartbeatMs });
-    this.reach = new Reach({ urls: urls.map((u) => u.href).join(", "), probe: () => this.reprobe(), onError: this.onError });
+    this.reach = new Reach({ urls: urls.map((u) => u.href).join(", "), probe: () => this.reprobe(), onError: this.onError, clock: this.clock });
     this.local = new LocalBreaker(this.clock, (b) => this.policies.get(b) ?? DEFAULT_LOCAL_POLICY);
     this.saved = new Savings(
       (reports) => this.transport.call("ReportSavings", { worker_id: this.workerId, reports }, { budgetMs: this.rpcTimeoutMs }),
@@ -409,7 +418,10 @@ export class Client {
         return this.cachedDenial(this.denialBase(breaker, tool || breaker, false), cached);
       }
     }
-    if (this.reach.down) return this.fallbackAllow(breaker, tool || breaker);
+    if (this.reach.down) {
+      this.reach.poll();
+      return this.fallbackAllow(breaker, tool || breaker);
+    }
     const budget = this.budget(breaker);
     // The call goes on for the RPC timeout; allow waits its budget. A late
     // answer still teaches the client, and its ticket goes with the Record.

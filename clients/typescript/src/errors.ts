@@ -90,6 +90,15 @@ export class UnreachableError extends BreakerdError {
   }
 }
 
+/**
+ * ReachableAgain is a notice, not a failure: onError gets it once when a
+ * daemon answers again after no daemon did (an UnreachableError said the
+ * loss, once).
+ */
+export class ReachableAgain extends BreakerdError {
+  override name = "ReachableAgain";
+}
+
 /** What a CircuitOpenError carries. */
 export interface Denial {
   breaker: string;

@@ -184,3 +184,39 @@ func checkCopies(t *testing.T, pages map[string]Page, name string, readme Page) 
 	}
 	return copies
 }
+
+// quickStartHTTP finds the HTTP address the README's first command
+// serves (its --http-listen).
+var quickStartHTTP = regexp.MustCompile(`^go run \./cmd/breakerd\b.*--http-listen[ =](\S+)`)
+
+// snippetURL is a daemon URL in a snippet.
+var snippetURL = regexp.MustCompile(`https?://([\w.\-]+:\d+)`)
+
+// TestREADMEQuickStartServesItsSnippets: the README's first command (the
+// quick start) serves HTTP/JSON, and every URL its Python and TypeScript
+// snippets call is that address: a snippet run after the quick start
+// reaches the daemon, not a port nothing serves (where the clients'
+// fallback would answer quietly).
+func TestREADMEQuickStartServesItsSnippets(t *testing.T) {
+	served, lang, calls := "", "", 0
+	for i, l := range readRepo(t)["README.md"].Lines {
+		switch {
+		case strings.HasPrefix(l, "```"):
+			lang = strings.TrimPrefix(l, "```")
+		case served == "" && lang == "sh":
+			if m := quickStartHTTP.FindStringSubmatch(l); m != nil {
+				served = m[1]
+			}
+		case lang == "python" || lang == "ts" || lang == "typescript":
+			for _, m := range snippetURL.FindAllStringSubmatch(l, -1) {
+				calls++
+				if m[1] != served {
+					t.Errorf("README.md:%d: the %s snippet calls %s; the quick start serves HTTP/JSON at %q", i+1, lang, m[1], served)
+				}
+			}
+		}
+	}
+	if served == "" || calls == 0 {
+		t.Errorf("README.md: quick start serving %q, %d snippet URLs: want a `go run ./cmd/breakerd --http-listen ADDR` command and snippets calling ADDR", served, calls)
+	}
+}

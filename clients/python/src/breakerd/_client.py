@@ -206,7 +206,10 @@ class Client:
         self.rpc_timeout = max(rpc_timeout, allow_budget)
         self.clock = clock
         urls, token = from_environment(urls, token)
-        self.transport = Transport(urls, token=token, tls=tls, skip_after=allow_budget)
+        # A daemon that did not answer is asked again on this client's clock.
+        self.transport = Transport(urls, token=token, tls=tls, skip_after=allow_budget, backoff_clock=clock,
+                                   probe=("BatchGet", {"breakers": [], "worker_id": self.worker_id}),
+                                   probe_timeout=self.rpc_timeout)
         self.local = LocalBreaker(self._now_ms)
         names = [] if isinstance(watch, bool) else list(watch)
         # The denials this client knows, from every answer; the watch
@@ -219,7 +222,7 @@ class Client:
         self._outage = False
         self._known: OrderedDict[str, tuple[bool, int, int]] = OrderedDict()  # breaker: (open, deny_until_ms, generation)
         self._background = ThreadPoolExecutor(_BACKGROUND_THREADS, thread_name_prefix="breakerd-call")
-        self.reach = Reach(", ".join(e.url for e in self.transport.endpoints), self._reprobe)
+        self.reach = Reach(", ".join(e.url for e in self.transport.endpoints), self._reprobe, clock)
         self._worked: set[str] = set()  # breakers whose credential worked here
         # What this client refused itself and its runs left out, until
         # reported (opened last: close ends it first).
@@ -347,6 +350,7 @@ class Client:
             self.savings.add(breaker, denials=1)
             return self._cached_permit(breaker, tool, *cached, degraded=False)
         if self.reach.down:
+            self.reach.poll()
             return self._fallback_allow(breaker, tool)
         body: dict[str, Any] = {"breaker": breaker, "worker_id": self.worker_id}
         if tool:

@@ -7,10 +7,14 @@ call's budget is spent. A refused, reset or lost connection moves on to
 the next daemon at once; a daemon that does not answer within its share
 of the budget (the budget divided among the daemons left) is left for
 the next, which later calls then try first. A daemon with a call
-outstanding longer than ``skip_after`` (the Allow budget), or whose last
-call got no answer in time (until ``REST`` has passed; then one call tries
-it again), is tried after the others, so a paused daemon costs at most the
-call that found it. When
+outstanding longer than ``skip_after`` (the Allow budget) is tried after
+the others. So is one that did not answer (refused, silent, or
+Unavailable), until it answers again: while another daemon answers, no
+call of a caller tries it; after its back-off (``_reach.backoff``, on the
+back-off clock) a probe in the background asks it, and only a probe
+answered within ``skip_after`` takes it back. A paused daemon costs at
+most the call that found it, and one back from a restart, cold, costs no
+call its budget. When
 no daemon answered in time the call raises ``Outage``, which the client
 turns into a degraded answer. Anything else a daemon answers that is not
 a success is an exception naming what is wrong (``_errors``).
@@ -29,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ._reach import backoff
 from ._errors import (
     APIError,
     ConfigError,
@@ -53,9 +58,6 @@ _OUTAGE_CODES = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED"})
 # a body that is not breakerd's JSON error, that daemon is away.
 _GATEWAY = frozenset({502, 503, 504})
 
-# How long a daemon whose call got no answer in time is tried after the
-# others; then one call tries it first again.
-REST = 1.0
 
 
 class Outage(Exception):
@@ -147,6 +149,9 @@ class Transport:
         tls: ssl.SSLContext | None = None,
         clock: Callable[[], float] = time.monotonic,
         skip_after: float = float("inf"),
+        backoff_clock: Callable[[], float] = time.monotonic,
+        probe: tuple[str, dict[str, Any]] = ("BatchGet", {"breakers": []}),
+        probe_timeout: float = 2.0,
     ) -> None:
         self.endpoints = parse_urls(urls)
         self.skip_after = skip_after  # a call outstanding this long passes its daemon over
@@ -157,7 +162,16 @@ class Transport:
         self._lock = threading.Lock()
         self._first = 0  # the daemon that answered last
         self._busy: list[list[float]] = [[] for _ in self.endpoints]  # when each outstanding call began, by daemon
-        self._rest: list[float] = [0.0 for _ in self.endpoints]  # a silent daemon is tried last until then
+        # A daemon that did not answer is tried last until a probe finds it
+        # again: its failures in a row, and when it is probed next (on
+        # backoff_clock).
+        self._strikes = [0 for _ in self.endpoints]
+        self._due = [0.0 for _ in self.endpoints]
+        self._probing = [False for _ in self.endpoints]
+        self._backoff_clock = backoff_clock
+        self._probe_call = probe
+        self.probe_timeout = probe_timeout
+        self.probes = 0  # background probes sent (tests read it)
         self.failovers = 0  # calls answered by another daemon than the first tried
         self.calls = 0  # calls sent (the wire count tests read)
 
@@ -197,7 +211,7 @@ class Transport:
             except (TimeoutError, socket.timeout) as e:
                 last = e
                 with self._lock:
-                    self._rest[idx] = self._clock() + REST
+                    self._strike(idx)
                     if self._first == idx:
                         self._first = (idx + 1) % n  # the next calls start elsewhere
                 continue
@@ -207,14 +221,17 @@ class Transport:
                 raise ConfigError(f"breakerd URL {self._pools[idx].ep.url}: TLS: {e.verify_message or e}") from e
             except _LOST as e:
                 last = e
+                with self._lock:
+                    self._strike(idx)
                 continue
-            with self._lock:
-                self._rest[idx] = 0.0
             answer = self._decode(self._pools[idx].ep.url + SERVICE_PATH + method, status, ctype, raw)
             if answer is None:  # the daemon, or a proxy in front of it, says it cannot answer now
                 last = Outage(f"{self._pools[idx].ep.url}: HTTP {status} {raw[:80].decode('utf-8', 'replace').strip()!r}")
+                with self._lock:
+                    self._strike(idx)
                 continue
             with self._lock:
+                self._strikes[idx] = 0
                 if idx != first:
                     self.failovers += 1
                 self._first = idx
@@ -224,9 +241,10 @@ class Transport:
 
     def _order(self, first: int) -> list[int]:
         """The daemons in the order to try, from first on: those passed
-        over (a call outstanding past skip_after, or resting after a call
-        got no answer in time) come last. A daemon whose rest is over gets
-        one call before the others (its rest starts again meanwhile)."""
+        over (a call outstanding past skip_after, or one that did not
+        answer and has not answered a probe since) come last. While
+        another daemon is free, a daemon that did not answer is probed in
+        the background once its back-off is over."""
         n = len(self._pools)
         now = self._clock()
         free: list[int] = []
@@ -234,13 +252,41 @@ class Transport:
         with self._lock:
             for idx in ((first + i) % n for i in range(n)):
                 stuck = any(now - t >= self.skip_after for t in self._busy[idx])
-                if stuck or self._rest[idx] > now:
-                    passed.append(idx)
-                    continue
-                if self._rest[idx]:
-                    self._rest[idx] = now + REST  # this call tries it; the others keep passing it over
-                free.append(idx)
+                (passed if stuck or self._strikes[idx] else free).append(idx)
+            due = [i for i in passed if self._strikes[i] and not self._probing[i]
+                   and self._backoff_clock() >= self._due[i]] if free else []
+            for idx in due:
+                self._probing[idx] = True
+                self.probes += 1
+        for idx in due:
+            threading.Thread(target=self._probe, args=(idx,), name="breakerd-probe", daemon=True).start()
         return free + passed
+
+    def _strike(self, idx: int) -> None:
+        """A call daemon idx did not answer (self._lock held)."""
+        self._strikes[idx] += 1
+        self._due[idx] = self._backoff_clock() + backoff(self._strikes[idx])
+
+    def _probe(self, idx: int) -> None:
+        """One probe of daemon idx: an answer within skip_after takes it
+        back (any answer, a refusal included: the daemon is there)."""
+        method, body = self._probe_call
+        began = self._clock()
+        ok = False
+        try:
+            status, ctype, raw = self._attempt(idx, method, json.dumps(body).encode(), self.probe_timeout, None)
+            ok = self._decode(self._pools[idx].ep.url, status, ctype, raw) is not None
+        except APIError:
+            ok = True
+        except Exception:  # refused, silent, not breakerd: still away
+            ok = False
+        ok = ok and self._clock() - began <= self.skip_after
+        with self._lock:
+            if ok:
+                self._strikes[idx] = 0
+            else:
+                self._strike(idx)
+            self._probing[idx] = False
 
     def _attempt(self, idx: int, method: str, payload: bytes, timeout: float,
                  begun: float | None) -> tuple[int, str, bytes]:

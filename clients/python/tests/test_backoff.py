@@ -1,0 +1,177 @@
+"""A hung daemon (accepts, never answers) is asked again on the Go
+client's schedule (1 s, doubling to 30 s), on the client's clock, which
+the tests move; a late one is slow, not gone; a daemon back from a loss
+gets no caller's call until a probe finds it in time. The fake daemons'
+connection and request counts are the witnesses."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import breakerd
+
+from .fakes import Fake, json_answer
+from .test_daemon import wait_for
+
+ALLOWED = {"decision": "DECISION_ALLOWED", "ticket": {"generation": "4"}, "state": {"breaker": "b", "state": "STATE_CLOSED"}}
+UNAVAILABLE = {"code": "UNAVAILABLE", "message": "redis unreachable"}
+
+
+class Clock:
+    """The client's clock, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Daemon:
+    """A fake daemon whose mode the test sets: "hung" (holds every
+    request until released), "answer" (after delay seconds), or
+    "unavailable"."""
+
+    def __init__(self) -> None:
+        self.mode = "answer"
+        self.delay = 0.0
+        self.fake = Fake(self.handle)
+
+    def handle(self, method: str, body: Any) -> tuple[int, str, bytes]:
+        if self.mode == "hung":
+            self.fake.release.wait()
+        if self.mode == "unavailable":
+            return json_answer(UNAVAILABLE, 503)
+        if self.delay:
+            time.sleep(self.delay)
+        if isinstance(body, dict) and body.get("breaker") == "held":
+            self.fake.release.wait()
+        return json_answer(ALLOWED if method == "Allow" else {})
+
+    def calls(self, method: str, breaker: str | None = None) -> int:
+        return sum(m == method and (breaker is None or b.get("breaker") == breaker) for m, b in self.fake.requests)
+
+
+@pytest.fixture
+def daemons() -> Iterator[Callable[[], Daemon]]:
+    made: list[Daemon] = []
+
+    def make() -> Daemon:
+        made.append(Daemon())
+        return made[-1]
+
+    yield make
+    for d in made:
+        d.fake.close()
+
+
+SCHEDULE = [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
+
+
+def test_a_hung_daemon_is_asked_again_on_the_go_schedule(daemons: Callable[[], Daemon],
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="breakerd")
+    d = daemons()
+    d.mode = "hung"
+    clock = Clock()
+    c = breakerd.Client(d.fake.url, worker_id="w1", watch=False, clock=clock, allow_budget=0.05,
+                        first_contact_budget=0.1, rpc_timeout=0.2, savings_interval=0)
+    try:
+        assert c.allow("b").degraded
+        wait_for(lambda: c.reach.down, "the hung daemon taken as gone after the RPC timeout")
+        assert d.fake.connections == 1
+        for _ in range(20):
+            assert c.allow("b").degraded  # no wait: the fallback answers at once
+        assert d.fake.connections == 1, "no call waits for a hung daemon"
+        for i, wait in enumerate(SCHEDULE):
+            clock.now += wait - 0.1
+            c.allow("b")
+            assert c.reach.probes == i, f"re-probe {i + 1} sent {0.1}s before its back-off of {wait}s"
+            clock.now += 0.1
+            c.allow("b")
+            assert c.reach.probes == i + 1, f"re-probe {i + 1} not sent after its back-off of {wait}s"
+            wait_for(lambda: not c.reach.probing, f"re-probe {i + 1} to time out")
+            assert d.fake.connections == i + 2, "each re-probe is one connection at the daemon"
+        d.mode = "answer"
+        clock.now += SCHEDULE[-1]
+        c.allow("b")
+        wait_for(lambda: not c.reach.down, "the re-probe finding the daemon")
+        wait_for(lambda: not c.allow("b").degraded, "the daemon's own answer")
+        said = [r.getMessage() for r in caplog.records]
+        assert sum("no daemon at" in m for m in said) == 1, said
+        assert sum("answers again" in m for m in said) == 1, said
+    finally:
+        c.close()
+
+
+def test_a_late_daemon_is_slow_not_hung(daemons: Callable[[], Daemon]) -> None:
+    d = daemons()
+    c = breakerd.Client(d.fake.url, worker_id="w1", watch=False, allow_budget=0.05, rpc_timeout=2.0,
+                        savings_interval=0)
+    try:
+        c.check()
+        d.delay = 0.2  # 150 ms past the Allow budget, well within the RPC timeout
+        for _ in range(5):
+            assert c.allow("b").degraded, "the fallback answers the late Allow"
+        wait_for(lambda: d.calls("Allow") == 5, "every Allow at the slow daemon")
+        assert not c.reach.down and c.reach.losses == 0 and c.transport.probes == 0
+    finally:
+        c.close()
+
+
+def test_a_hung_daemon_is_failed_over_and_probed_in_the_background(daemons: Callable[[], Daemon]) -> None:
+    hung, live = daemons(), daemons()
+    hung.mode = "hung"
+    clock = Clock()
+    c = breakerd.Client([hung.fake.url, live.fake.url], worker_id="w1", watch=False, clock=clock,
+                        allow_budget=1.0, rpc_timeout=0.4, savings_interval=0)
+    try:
+        c.allow("b")  # the first call finds the hung daemon
+        wait_for(lambda: live.calls("Allow") == 1, "the failover")
+        for _ in range(20):
+            assert not c.allow("b").degraded
+        assert hung.fake.connections == 1, "no caller's call tries the hung daemon again"
+        for i, wait in enumerate(SCHEDULE[:3]):
+            clock.now += wait - 0.1
+            c.allow("b")
+            assert c.transport.probes == i
+            clock.now += 0.1
+            c.allow("b")
+            assert c.transport.probes == i + 1, f"probe {i + 1} not sent after its back-off of {wait}s"
+            wait_for(lambda: not any(c.transport._probing), f"probe {i + 1} to time out")
+            assert hung.fake.connections == i + 2
+        assert hung.calls("Allow") == 1, "only probes reach the hung daemon"
+        assert not c.reach.down and c.reach.losses == 0
+    finally:
+        c.close()
+
+
+def test_a_rejoin_is_as_quiet_as_a_loss(daemons: Callable[[], Daemon]) -> None:
+    """a: answers Unavailable (lost), then answers 1 s late (back, cold,
+    as a daemon busy with its start). b answers, with one call held past
+    the Allow budget, so that the calls start elsewhere when they can."""
+    a, b = daemons(), daemons()
+    clock = Clock()
+    c = breakerd.Client([a.fake.url, b.fake.url], worker_id="w1", watch=False, clock=clock,
+                        allow_budget=0.5, rpc_timeout=10.0, savings_interval=0)
+    try:
+        c.check()
+        a.mode = "unavailable"
+        lost = sum(c.allow("b").degraded for _ in range(10))
+        a.mode, a.delay = "answer", 1.0
+        threading.Thread(target=c.allow, args=("held",), daemon=True).start()
+        wait_for(lambda: any(body.get("breaker") == "held" for _, body in b.fake.requests), "the held call at b")
+        held_at = time.monotonic()
+        wait_for(lambda: time.monotonic() - held_at > 0.5, "the held call outstanding past the Allow budget")
+        allows = a.calls("Allow", "b")
+        rejoin = sum(c.allow("b").degraded for _ in range(10))
+        assert (lost, rejoin) == (0, 0), f"{lost} fallbacks at the loss, {rejoin} at the rejoin"
+        assert a.calls("Allow", "b") == allows, "no caller's Allow went to the cold daemon"
+    finally:
+        c.close()
