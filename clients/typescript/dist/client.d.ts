@@ -34,7 +34,7 @@ export interface ClientOptions {
      * Default 10000; 0 or less: never (nothing is counted).
      */
     savingsIntervalMs?: number | undefined;
-    /** The fetch to use. Default: the platform's. */
+    /** The fetch to use. Default: on Node, one over node:http's keep-alive agent (docs/typescript.md#keep-alive); elsewhere the platform's. */
     fetch?: typeof fetch | undefined;
     /** The clock, ms since the epoch. Default Date.now. */
     clock?: (() => number) | undefined;
@@ -163,6 +163,8 @@ export declare class Client {
     private readonly reach;
     private readonly onError;
     private readonly rpcTimeoutMs;
+    /** The keep-alive fetch the client made for itself (none when given one): close ends its connections. */
+    private readonly keepAlive;
     constructor(o: ClientOptions);
     /**
      * degraded says the client answers from what it last heard: no daemon

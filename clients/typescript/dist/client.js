@@ -9,6 +9,7 @@ import { renderToolResult } from "./render.js";
 import { DEFAULT_SAVINGS_INTERVAL_MS, Savings } from "./savings.js";
 import { Reach } from "./reach.js";
 import { fromEnvironment } from "./env.js";
+import { keepAliveFetch } from "./keepalive.js";
 import { Transport, parseURLs } from "./transport.js";
 import { int64, } from "./wire.js";
 /**
@@ -85,6 +86,8 @@ export class Client {
     reach;
     onError;
     rpcTimeoutMs;
+    /** The keep-alive fetch the client made for itself (none when given one): close ends its connections. */
+    keepAlive;
     constructor(o) {
         if (!o || typeof o !== "object")
             throw new ConfigError("options", "want { urls, workerId }");
@@ -96,7 +99,8 @@ export class Client {
         if (!WORKER_ID.test(o.workerId)) {
             throw new ConfigError("workerId", `must be 1 to 128 characters of A-Z a-z 0-9 . _ : @ / + = - (docs/security.md#worker-ids), got ${JSON.stringify(o.workerId)}`);
         }
-        const given = o.fetch ?? globalThis.fetch;
+        this.keepAlive = o.fetch ? undefined : keepAliveFetch();
+        const given = o.fetch ?? this.keepAlive?.fetch ?? globalThis.fetch;
         if (typeof given !== "function")
             throw new ConfigError("fetch", "no fetch: Node 18 or later, or pass one");
         const f = (input, init) => given(input, init); // called unbound, as a browser's fetch must be
@@ -149,6 +153,7 @@ export class Client {
         this.reach.close();
         await this.saved.close();
         await this.cache.stop();
+        this.keepAlive?.close();
     }
     /** down says no daemon answers this client now: calls answer from the fallback without waiting. */
     get down() {

@@ -10,6 +10,7 @@ import { renderToolResult } from "./render.js";
 import { DEFAULT_SAVINGS_INTERVAL_MS, Savings } from "./savings.js";
 import { Reach } from "./reach.js";
 import { fromEnvironment } from "./env.js";
+import { keepAliveFetch, type KeepAliveFetch } from "./keepalive.js";
 import { Transport, parseURLs } from "./transport.js";
 import {
   int64,
@@ -54,7 +55,7 @@ export interface ClientOptions {
    * Default 10000; 0 or less: never (nothing is counted).
    */
   savingsIntervalMs?: number | undefined;
-  /** The fetch to use. Default: the platform's. */
+  /** The fetch to use. Default: on Node, one over node:http's keep-alive agent (docs/typescript.md#keep-alive); elsewhere the platform's. */
   fetch?: typeof fetch | undefined;
   /** The clock, ms since the epoch. Default Date.now. */
   clock?: (() => number) | undefined;
@@ -237,6 +238,8 @@ export class Client {
   private readonly reach: Reach;
   private readonly onError: (err: unknown) => void;
   private readonly rpcTimeoutMs: number;
+  /** The keep-alive fetch the client made for itself (none when given one): close ends its connections. */
+  private readonly keepAlive: KeepAliveFetch | undefined;
 
   constructor(o: ClientOptions) {
     if (!o || typeof o !== "object") throw new ConfigError("options", "want { urls, workerId }");
@@ -247,7 +250,8 @@ export class Client {
     if (!WORKER_ID.test(o.workerId)) {
       throw new ConfigError("workerId", `must be 1 to 128 characters of A-Z a-z 0-9 . _ : @ / + = - (docs/security.md#worker-ids), got ${JSON.stringify(o.workerId)}`);
     }
-    const given = o.fetch ?? globalThis.fetch;
+    this.keepAlive = o.fetch ? undefined : keepAliveFetch();
+    const given = o.fetch ?? this.keepAlive?.fetch ?? globalThis.fetch;
     if (typeof given !== "function") throw new ConfigError("fetch", "no fetch: Node 18 or later, or pass one");
     const f: typeof fetch = (input, init) => given(input, init); // called unbound, as a browser's fetch must be
     this.o = o;
@@ -307,6 +311,7 @@ export class Client {
     this.reach.close();
     await this.saved.close();
     await this.cache.stop();
+    this.keepAlive?.close();
   }
 
   /** down says no daemon answers this client now: calls answer from the fallback without waiting. */
