@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _denial, _render
 from ._cache import DEFAULT_HEARTBEAT, OpenCache
@@ -26,6 +26,9 @@ from ._guard import Exclude, Guard
 from ._reach import Reach
 from ._savings import DEFAULT_SAVINGS_INTERVAL, Savings
 from ._transport import Outage, Transport
+
+if TYPE_CHECKING:
+    from ._aio import AsyncClient
 
 # The budgets, in seconds (the Go client's defaults).
 DEFAULT_ALLOW_BUDGET = 0.05
@@ -224,6 +227,7 @@ class Client:
         # What this client refused itself and its runs left out, until
         # reported (opened last: close ends it first).
         self.savings = Savings(self._report_savings, savings_interval)
+        self._aio: AsyncClient | None = None  # made by the first async call (aio)
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -234,7 +238,22 @@ class Client:
         self.reach.close()
         self.cache.close()
         self._background.shutdown(wait=False, cancel_futures=True)
+        if self._aio is not None:
+            self._aio.transport.close()
         self.transport.close()
+
+    @property
+    def aio(self) -> AsyncClient:
+        """aio is this client's AsyncClient: the same client, its calls
+        awaited on asyncio streams (what an ``async with`` guard uses)."""
+        if self._aio is None:
+            from ._aio import AsyncClient
+
+            with self._lock:
+                if self._aio is None:
+                    AsyncClient._wrap(self)
+        assert self._aio is not None
+        return self._aio
 
     def __enter__(self) -> Client:
         return self
@@ -315,20 +334,28 @@ class Client:
         try:
             out = self.transport.call(method, body, budget, started)
         except Outage as e:
-            self._outage = True
-            if budget >= self.rpc_timeout:
-                self.reach.failed(e)  # no answer within the RPC timeout: gone, not slow
+            self._unanswered(e, budget)
             raise
         except BreakerdError:
             self.reach.answered()  # a refusal is an answer
             raise
+        self._answered()
+        return out
+
+    def _unanswered(self, e: Outage, budget: float) -> None:
+        """Notes a call no daemon answered within budget."""
+        self._outage = True
+        if budget >= self.rpc_timeout:
+            self.reach.failed(e)  # no answer within the RPC timeout: gone, not slow
+
+    def _answered(self) -> None:
+        """Notes a call a daemon answered."""
         self.reach.answered()
         if self._outage or not self._contacted:
             with self._lock:
                 if self._outage:
                     self.local.reset()  # breakerd answers again: its state wins
                 self._outage, self._contacted = False, True
-        return out
 
     def allow(self, breaker: str, *, tool: str = "") -> Permit:
         """allow asks whether a call to breaker's dependency may go out.
@@ -340,17 +367,10 @@ class Client:
         ticket goes with the Record). While no daemon answers at all, the
         fallback answers at once. A name breakerd would refuse raises
         InvalidArgument before any of them."""
-        check_name("breaker", breaker)
-        check_tool(tool)
-        cached = self.cache.denial(breaker)
-        if cached is not None:
-            self.savings.add(breaker, denials=1)
-            return self._cached_permit(breaker, tool, *cached, degraded=False)
-        if self.reach.down:
-            return self._fallback_allow(breaker, tool)
-        body: dict[str, Any] = {"breaker": breaker, "worker_id": self.worker_id}
-        if tool:
-            body["tool"] = tool
+        local = self._allow_here(breaker, tool)
+        if local is not None:
+            return local
+        body = self._allow_body(breaker, tool)
         budget = self._budget(breaker)
         started = time.monotonic()  # the transport's clock: a daemon holding this call past the budget is passed over
         fut = self._background.submit(self.call, "Allow", body, max(budget, self.rpc_timeout), started)
@@ -363,10 +383,35 @@ class Client:
             return given
         except Outage:
             return self._fallback_allow(breaker, tool)
-        self._learn(ans.get("state"))  # first: its as_of_ms is the clock the denial is rendered at
-        p = self._permit(breaker, tool, ans)
+        p = self._allowed(breaker, tool, ans)
         self._learn_policy(breaker)
         return p
+
+    def _allow_here(self, breaker: str, tool: str) -> Permit | None:
+        """Checks the names, then answers what needs no round trip: a
+        denial the open cache knows, the fallback's answer while no daemon
+        answers at all; None: breakerd is asked."""
+        check_name("breaker", breaker)
+        check_tool(tool)
+        cached = self.cache.denial(breaker)
+        if cached is not None:
+            self.savings.add(breaker, denials=1)
+            return self._cached_permit(breaker, tool, *cached, degraded=False)
+        if self.reach.down:
+            return self._fallback_allow(breaker, tool)
+        return None
+
+    def _allow_body(self, breaker: str, tool: str) -> dict[str, Any]:
+        body: dict[str, Any] = {"breaker": breaker, "worker_id": self.worker_id}
+        if tool:
+            body["tool"] = tool
+        return body
+
+    def _allowed(self, breaker: str, tool: str, ans: dict[str, Any]) -> Permit:
+        """The permit of breakerd's Allow answer, learned from first (its
+        as_of_ms is the clock the denial is rendered at)."""
+        self._learn(ans.get("state"))
+        return self._permit(breaker, tool, ans)
 
     def _late_allow(self, fut: Future[dict[str, Any]], given: Permit) -> None:
         """Takes a daemon's Allow answer that came after the fallback's:
@@ -416,6 +461,20 @@ class Client:
         ``outcome`` (an Outcome name) is sent instead of any evidence, and
         breakerd takes it as it is (a guard's excluded error is sent as
         EXCLUDED_OUTCOME)."""
+        body, verdict, here = self._record_start(permit, exc, evidence, latency_ms, deadline_ms, message, outcome)
+        if here is not None:
+            return here
+        try:
+            ans = self.call("Record", body)
+        except Outage:
+            return self._record_unanswered(permit, verdict)
+        return self._recorded(permit, verdict, ans)
+
+    def _record_start(self, permit: Permit, exc: BaseException | None, evidence: Evidence | None, latency_ms: int,
+                      deadline_ms: int | None, message: str,
+                      outcome: str | None) -> tuple[dict[str, Any], bool | None, dict[str, Any] | None]:
+        """The Record's body, the fallback's verdict on it, and the answer
+        when it is the fallback's (the body then goes in the background)."""
         ev = {} if outcome else dict(evidence) if evidence is not None else evidence_of(exc)
         verdict = None if outcome else counts(ev)  # a sent outcome is an excluded error's: ignored locally
         body = self._record_body(permit, ev, latency_ms, deadline_ms, message)
@@ -425,12 +484,14 @@ class Client:
         if permit.local_generation is not None or self.reach.down:
             self._record_locally(permit, verdict)
             self._background.submit(self._send_record, body)
-            return {"degraded": True, "counted": verdict is True}
-        try:
-            ans = self.call("Record", body)
-        except Outage:
-            self.local.record(permit.breaker, None, False, verdict)
-            return {"degraded": True, "counted": verdict is True}
+            return body, verdict, {"degraded": True, "counted": verdict is True}
+        return body, verdict, None
+
+    def _record_unanswered(self, permit: Permit, verdict: bool | None) -> dict[str, Any]:
+        self.local.record(permit.breaker, None, False, verdict)
+        return {"degraded": True, "counted": verdict is True}
+
+    def _recorded(self, permit: Permit, verdict: bool | None, ans: dict[str, Any]) -> dict[str, Any]:
         if verdict is False:
             self._worked.add(permit.breaker)
         self._learn(ans.get("state"))
@@ -591,5 +652,8 @@ class Client:
             return
         except BreakerdError:
             pol = {}
+        self._set_policy(breaker, pol)
+
+    def _set_policy(self, breaker: str, pol: object) -> None:
         known = {f: _int(pol[f]) for f in LocalPolicy.__dataclass_fields__ if isinstance(pol, dict) and _int(pol.get(f)) > 0}
         self.local.set_policy(breaker, LocalPolicy(**known))

@@ -107,7 +107,7 @@ class Guard:
 
     async def __aenter__(self) -> Permit:
         self._check()
-        asked = asyncio.ensure_future(asyncio.to_thread(self.client.allow, self.breaker, tool=self.tool))
+        asked = asyncio.ensure_future(self.client.aio.allow(self.breaker, tool=self.tool))
         try:
             p = await asyncio.shield(asked)
         except asyncio.CancelledError:
@@ -125,7 +125,7 @@ class Guard:
 
     async def _record_unused(self, p: Permit) -> None:
         try:
-            self.result = await asyncio.to_thread(self.client.record, p, None, evidence={"error_kind": KIND_CANCELLED})
+            self.result = await self.client.aio.record(p, None, evidence={"error_kind": KIND_CANCELLED})
         except Exception as e:  # no caller is left to raise it to
             logging.getLogger("breakerd").warning("breakerd: the release of an unused permit for %s failed: %s", p.breaker, e)
 
@@ -143,13 +143,13 @@ class Guard:
                 return
         # A cancelled task may still await once more: the record of its
         # cancel is what releases a probe lease at once.
-        self.result = await asyncio.shield(asyncio.to_thread(self.client.record, p, e, **kw))
+        self.result = await asyncio.shield(self.client.aio.record(p, e, **kw))
 
     async def _record_cancel(self, task: asyncio.Task[Any], pending: int, p: Permit, kw: dict[str, Any]) -> None:
         timed_out = await cancel_was_deadline(task, pending)
         kw["evidence"] = {"error_kind": KIND_TIMEOUT if timed_out else KIND_CANCELLED}
         try:
-            self.result = await asyncio.to_thread(self.client.record, p, None, **kw)
+            self.result = await self.client.aio.record(p, None, **kw)
         except Exception as e:  # no caller is left to raise it to
             logging.getLogger("breakerd").warning("breakerd: the record of a cancelled call to %s failed: %s", p.breaker, e)
 
