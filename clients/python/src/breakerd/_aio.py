@@ -140,15 +140,18 @@ class AsyncClient:
                      latency_ms: int = 0, deadline_ms: int | None = None, message: str = "",
                      outcome: str | None = None) -> dict[str, Any]:
         """record is Client.record awaited, with the same answers."""
-        c = self.sync
-        body, verdict, here = c._record_start(permit, exc, evidence, latency_ms, deadline_ms, message, outcome)
+        body, verdict, here = self.sync._record_start(permit, exc, evidence, latency_ms, deadline_ms, message, outcome)
         if here is not None:
             return here
+        return await self._send_record(permit, body, verdict)
+
+    async def _send_record(self, permit: Permit, body: dict[str, Any], verdict: bool | None) -> dict[str, Any]:
+        """Sends a Record _record_start built, and takes its answer."""
         try:
             ans = await self.call("Record", body)
         except Outage:
-            return c._record_unanswered(permit, verdict)
-        return c._recorded(permit, verdict, ans)
+            return self.sync._record_unanswered(permit, verdict)
+        return self.sync._recorded(permit, verdict, ans)
 
     async def get(self, breaker: str) -> dict[str, Any]:
         st = (await self.call("Get", {"breaker": breaker})).get("state", {})

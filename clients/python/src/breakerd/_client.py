@@ -21,6 +21,7 @@ from ._cache import DEFAULT_HEARTBEAT, OpenCache
 from ._denial import Denial
 from ._errors import BreakerdError, CircuitOpen, ConfigError, FieldViolation, InvalidArgument
 from ._evidence import KIND_CANCELLED, Evidence, evidence_of
+from ._fast import FAST_NOT_SENT, FastView, plain_success
 from ._fallback import DENIED_PROBE, LocalBreaker, LocalDecision, LocalPolicy, counts
 from ._guard import Exclude, Guard
 from ._reach import Reach
@@ -121,6 +122,8 @@ class Permit:
     late: dict[str, Any] = field(default_factory=dict)
     # A denial's Denial: breakerd's, or the local fallback's.
     verdict: Denial | None = None
+    # Fast mode's view answered (no round trip).
+    fast: bool = False
 
     @property
     def allowed(self) -> bool:
@@ -178,7 +181,9 @@ class Client:
     for three intervals is dropped and reconnected). ``savings_interval`` is how often, in seconds, the client
     reports what it saved (the denials its open cache answered, the tools
     its runs left out); 0 or less: never. Safe for concurrent use from
-    threads; ``AsyncClient`` has the same methods for asyncio."""
+    threads; ``AsyncClient`` has the same methods for asyncio. ``fast``:
+    fast mode (docs/python.md#fast-mode), a healthy breaker answered
+    in-process from the watch stream's view."""
 
     def __init__(
         self,
@@ -194,6 +199,7 @@ class Client:
         clock: Callable[[], float] = time.time,
         savings_interval: float = DEFAULT_SAVINGS_INTERVAL,
         watch_heartbeat: float = DEFAULT_HEARTBEAT,
+        fast: bool = False,
     ) -> None:
         if worker_id is not None and not WORKER_ID.fullmatch(worker_id):
             # Refused here: the daemon refuses every call with it, and the
@@ -214,8 +220,10 @@ class Client:
         names = [] if isinstance(watch, bool) else list(watch)
         # The denials this client knows, from every answer; the watch
         # stream, when followed, keeps them current.
-        self.cache = OpenCache(self.transport, self._now_ms, names, start=bool(watch), heartbeat=watch_heartbeat,
-                               worker_id=self.worker_id)
+        # Fast mode's view (docs/python.md#fast-mode): it follows the stream.
+        self.fast = FastView() if fast else None
+        self.cache = OpenCache(self.transport, self._now_ms, names, start=bool(watch) or fast, heartbeat=watch_heartbeat,
+                               worker_id=self.worker_id, fast=self.fast)
         self._lock = threading.Lock()
         self._contacted = False
         self._first_contact_spent = False  # the first-contact budget is spent once per client
@@ -397,6 +405,11 @@ class Client:
         if cached is not None:
             self.savings.add(breaker, denials=1)
             return self._cached_permit(breaker, tool, *cached, degraded=False)
+        if self.fast is not None:
+            self.fast.use(breaker)
+            got = self.fast.allow(breaker, self.cache.live)
+            if got is not None:
+                return Permit(breaker=breaker, tool=tool, decision="DECISION_ALLOWED", ticket=got[0], state=got[1], fast=True)
         if self.reach.down:
             return self._fallback_allow(breaker, tool)
         return None
@@ -481,6 +494,12 @@ class Client:
         if outcome:
             del body["evidence"]
             body["outcome"] = outcome
+        if self.fast is not None and permit.local_generation is None and not permit.late and not self.reach.down \
+                and not permit.ticket.get("lease_token"):
+            if not outcome and plain_success(ev) and self.fast.skip(permit.breaker, body["ticket"], latency_ms, self.cache.live):
+                return body, verdict, {"counted": False, "note": FAST_NOT_SENT}
+            if verdict is True:
+                self.fast.failed(permit.breaker, body["ticket"])  # its next successes must reach breakerd
         if permit.local_generation is not None or self.reach.down:
             self._record_locally(permit, verdict)
             self._background.submit(self._send_record, body)

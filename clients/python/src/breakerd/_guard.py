@@ -107,6 +107,9 @@ class Guard:
 
     async def __aenter__(self) -> Permit:
         self._check()
+        here = self.client._allow_here(self.breaker, self.tool)  # answered in-process: no task to shield
+        if here is not None:
+            return self._admit(here)
         asked = asyncio.ensure_future(self.client.aio.allow(self.breaker, tool=self.tool))
         try:
             p = await asyncio.shield(asked)
@@ -142,8 +145,14 @@ class Guard:
                 _later(self._record_cancel(task, cancelling(task), p, kw))
                 return
         # A cancelled task may still await once more: the record of its
-        # cancel is what releases a probe lease at once.
-        self.result = await asyncio.shield(self.client.aio.record(p, e, **kw))
+        # cancel is what releases a probe lease at once. One answered
+        # in-process (fast mode, the fallback) needs no task.
+        ev, outcome = kw.pop("evidence", None), kw.pop("outcome", None)
+        body, verdict, here = self.client._record_start(p, e, ev, kw["latency_ms"], kw.get("deadline_ms"), "", outcome)
+        if here is not None:
+            self.result = here
+            return
+        self.result = await asyncio.shield(self.client.aio._send_record(p, body, verdict))
 
     async def _record_cancel(self, task: asyncio.Task[Any], pending: int, p: Permit, kw: dict[str, Any]) -> None:
         timed_out = await cancel_was_deadline(task, pending)
