@@ -273,3 +273,18 @@ def test_every_classification_row_reaches_breakerd_through_fast_mode(fleet: tupl
         assert wrong == []
     finally:
         c.close()
+
+
+def test_a_breaker_the_stream_does_not_follow_is_never_answered_here(fleet: tuple[Redis, Daemon, Daemon],
+                                                                      name: Callable[[str], str]) -> None:
+    _, d, _ = fleet
+    followed, other = name("followed"), name("other")
+    c = fast(d.url, "fast-7", watch=[followed])
+    try:
+        ok(c, followed)
+        ok(c, other)
+        assert c.cache.wait_live(30)
+        assert c.allow(followed).fast
+        assert not c.allow(other).fast, "a breaker no event reaches was answered from the view"
+    finally:
+        c.close()

@@ -10,6 +10,7 @@ export declare const MAX_FAST_BREAKERS = 4096;
 export declare function plainSuccess(ev: Record<string, unknown>): boolean;
 /** FastView is the fast-mode view. */
 export declare class FastView {
+    private readonly only?;
     private readonly entries;
     private readonly used;
     /** Allows answered here, successes not sent (for tests and the bench). */
@@ -17,7 +18,9 @@ export declare class FastView {
         allowed: number;
         skipped: number;
     };
-    /** use marks breaker as one this client asks about: the view keeps what it learns of it. */
+    /** only: the breakers the watch stream follows (ClientOptions.watch's list); none: every breaker. */
+    constructor(only?: readonly string[] | undefined);
+    /** use marks breaker as one this client asks about: the view keeps what it learns of it (a breaker the stream does not follow, never). */
     use(breaker: string): void;
     /** learn takes a state breakerd returned or the stream carried, unless the view holds a later one. */
     learn(st: BreakerState | undefined): void;

@@ -29,12 +29,19 @@ export function plainSuccess(ev) {
 }
 /** FastView is the fast-mode view. */
 export class FastView {
+    only;
     entries = new Map();
     used = new Set();
     /** Allows answered here, successes not sent (for tests and the bench). */
     stats = { allowed: 0, skipped: 0 };
-    /** use marks breaker as one this client asks about: the view keeps what it learns of it. */
+    /** only: the breakers the watch stream follows (ClientOptions.watch's list); none: every breaker. */
+    constructor(only) {
+        this.only = only;
+    }
+    /** use marks breaker as one this client asks about: the view keeps what it learns of it (a breaker the stream does not follow, never). */
     use(breaker) {
+        if (this.only?.length && !this.only.includes(breaker))
+            return;
         if (this.used.size < MAX_FAST_BREAKERS)
             this.used.add(breaker);
     }

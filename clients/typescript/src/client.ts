@@ -276,7 +276,7 @@ export class Client {
     this.clock = o.clock ?? Date.now;
     this.transport = new Transport({ urls, token: env.token, fetch: f, skipAfterMs: o.allowBudgetMs ?? DEFAULT_ALLOW_BUDGET_MS });
     const breakers = Array.isArray(o.watch) ? (o.watch as readonly string[]) : undefined;
-    const view = (this.fastView = o.fast ? new FastView() : undefined);
+    const view = (this.fastView = o.fast ? new FastView(breakers) : undefined);
     this.cache = new OpenCache({ transport: this.transport, workerId: o.workerId, clock: this.clock, breakers, onError: this.onError, heartbeatMs: o.watchHeartbeatMs,
       runNotices: o.fast, onState: view && ((st) => view.learn(st)), onEvent: view && ((ev) => view.event(ev)) });
     this.reach = new Reach({ urls: urls.map((u) => u.href).join(", "), probe: () => this.reprobe(), onError: this.onError });

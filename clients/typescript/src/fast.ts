@@ -51,8 +51,12 @@ export class FastView {
   /** Allows answered here, successes not sent (for tests and the bench). */
   readonly stats = { allowed: 0, skipped: 0 };
 
-  /** use marks breaker as one this client asks about: the view keeps what it learns of it. */
+  /** only: the breakers the watch stream follows (ClientOptions.watch's list); none: every breaker. */
+  constructor(private readonly only?: readonly string[]) {}
+
+  /** use marks breaker as one this client asks about: the view keeps what it learns of it (a breaker the stream does not follow, never). */
   use(breaker: string): void {
+    if (this.only?.length && !this.only.includes(breaker)) return;
     if (this.used.size < MAX_FAST_BREAKERS) this.used.add(breaker);
   }
 

@@ -201,6 +201,21 @@ test("a stalled stream sends Allows back to breakerd, so a trip during the stall
   }
 });
 
+test("a breaker the watch stream does not follow is never answered from the view", async () => {
+  const followed = uniq();
+  const c = new Client({ urls: d.url, workerId: "fast-6", fast: true, watch: [followed], allowBudgetMs: 5000, savingsIntervalMs: 0, onError: () => undefined });
+  try {
+    const other = uniq();
+    await c.guard(followed, () => "ok");
+    await c.guard(other, () => "ok");
+    await waitFor(() => c.openCache.status.connected, "the watch stream live");
+    assert.equal((await c.allow(followed)).fast, true);
+    assert.equal((await c.allow(other)).fast, undefined, "a breaker no event reaches was answered from the view");
+  } finally {
+    await c.close();
+  }
+});
+
 interface Row {
   name: string;
   evidence: Record<string, unknown>;

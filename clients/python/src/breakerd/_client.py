@@ -221,7 +221,7 @@ class Client:
         # The denials this client knows, from every answer; the watch
         # stream, when followed, keeps them current.
         # Fast mode's view (docs/python.md#fast-mode): it follows the stream.
-        self.fast = FastView() if fast else None
+        self.fast = FastView(names) if fast else None
         self.cache = OpenCache(self.transport, self._now_ms, names, start=bool(watch) or fast, heartbeat=watch_heartbeat,
                                worker_id=self.worker_id, fast=self.fast)
         self._lock = threading.Lock()

@@ -14,6 +14,7 @@ docs/python.md#fast-mode has the bounds.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -53,7 +54,8 @@ def plain_success(ev: dict[str, Any]) -> bool:
 class FastView:
     """FastView is the fast-mode view. Safe for concurrent use."""
 
-    def __init__(self) -> None:
+    def __init__(self, only: Sequence[str] = ()) -> None:
+        self._only = frozenset(only)  # the breakers the watch stream follows; empty: every breaker
         self._lock = threading.Lock()
         self._entries: dict[str, _Entry] = {}
         self._used: set[str] = set()
@@ -61,7 +63,10 @@ class FastView:
         self.skipped = 0  # successes not sent
 
     def use(self, breaker: str) -> None:
-        """use marks breaker as one this client asks about."""
+        """use marks breaker as one this client asks about (a breaker the
+        stream does not follow, never)."""
+        if self._only and breaker not in self._only:
+            return
         if breaker not in self._used and len(self._used) < MAX_FAST_BREAKERS:
             with self._lock:
                 self._used.add(breaker)
