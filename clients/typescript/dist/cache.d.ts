@@ -29,6 +29,12 @@ export interface OpenCacheOptions {
     onError?: ((err: unknown) => void) | undefined;
     /** The heartbeat interval assumed until a snapshot announces one, ms (tests shorten it). Default DEFAULT_HEARTBEAT_MS. */
     heartbeatMs?: number | undefined;
+    /** Also stream run notices (fast mode's view needs them). */
+    runNotices?: boolean | undefined;
+    /** Told of every state learned (fast mode's view). */
+    onState?: ((st: BreakerState) => void) | undefined;
+    /** Told of every event first; true: taken, the cache does nothing more with it (fast mode's run notices). */
+    onEvent?: ((ev: Record<string, unknown>) => boolean) | undefined;
 }
 /** OpenCache keeps the denying breakers. */
 export declare class OpenCache {

@@ -69,6 +69,7 @@ export class OpenCache {
         const name = st?.breaker;
         if (!st || !name)
             return;
+        this.o.onState?.(st);
         const now = this.o.clock();
         const denial = denialOfState(st, this.o.workerId, now);
         if (!denial || denial.untilMs <= now) {
@@ -132,6 +133,8 @@ export class OpenCache {
         const url = new URL("v1/watch", base);
         for (const b of this.o.breakers ?? [])
             url.searchParams.append("breaker", b);
+        if (this.o.runNotices)
+            url.searchParams.set("run_notices", "true");
         const extra = { accept: "text/event-stream" };
         if (this.lastEventId)
             extra["last-event-id"] = this.lastEventId;
@@ -213,6 +216,8 @@ export class OpenCache {
         }
         if (id)
             this.lastEventId = id;
+        if (this.o.onEvent?.(ev))
+            return;
         const state = ev["state"];
         if (isObj(state)) {
             this.learn(state);

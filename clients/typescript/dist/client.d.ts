@@ -2,6 +2,7 @@ import { OpenCache } from "./cache.js";
 import { CircuitOpenError } from "./errors.js";
 import { type StoredDenial } from "./denial.js";
 import { Savings } from "./savings.js";
+import { FastView } from "./fast.js";
 import { type BreakerState, type Decision, type Evidence, type Policy, type Ticket } from "./wire.js";
 /** ClientOptions configure a Client. Only workerId is required; urls too when BREAKERD_URL is unset. */
 export interface ClientOptions {
@@ -34,7 +35,14 @@ export interface ClientOptions {
      * Default 10000; 0 or less: never (nothing is counted).
      */
     savingsIntervalMs?: number | undefined;
-    /** The fetch to use. Default: the platform's. */
+    /**
+     * Fast mode (docs/typescript.md#fast-mode): a healthy breaker's Allow is
+     * answered in-process from the watch stream's view, and a success that
+     * could change nothing is not sent. Follows the watch stream (every
+     * breaker, or those `watch` names). Default false (strict).
+     */
+    fast?: boolean | undefined;
+    /** The fetch to use. Default: on Node, one over node:http's keep-alive agent (docs/typescript.md#keep-alive); elsewhere the platform's. */
     fetch?: typeof fetch | undefined;
     /** The clock, ms since the epoch. Default Date.now. */
     clock?: (() => number) | undefined;
@@ -97,7 +105,11 @@ export interface Permit {
     late?: {
         ticket: Ticket;
     } | undefined;
+    /** Fast mode's view answered (no round trip). */
+    fast?: boolean | undefined;
 }
+/** FAST_NOT_SENT is a fast-mode success's RecordResult.why: it would have changed nothing in breakerd. */
+export declare const FAST_NOT_SENT = "not sent: the breaker is closed with no failure run (fast mode)";
 /** RecordResult is what record learned. */
 export interface RecordResult {
     /** The outcome moved the breaker. */
@@ -163,6 +175,10 @@ export declare class Client {
     private readonly reach;
     private readonly onError;
     private readonly rpcTimeoutMs;
+    /** The keep-alive fetch the client made for itself (none when given one): close ends its connections. */
+    private readonly keepAlive;
+    /** Fast mode's view; undefined in strict mode. */
+    readonly fastView: FastView | undefined;
     constructor(o: ClientOptions);
     /**
      * degraded says the client answers from what it last heard: no daemon
@@ -218,6 +234,8 @@ export declare class Client {
      * by the fallback, and the caller's abort reason.
      */
     allow(breaker: string, opts?: CallOptions): Promise<Permit>;
+    /** fastPermit is the ALLOWED permit fast mode's view gives a healthy breaker. */
+    private fastPermit;
     /** permitOf is the permit of a daemon's Allow answer: its denial is stored as the daemon decided and worded it. */
     private permitOf;
     /**

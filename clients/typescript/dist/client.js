@@ -9,6 +9,8 @@ import { renderToolResult } from "./render.js";
 import { DEFAULT_SAVINGS_INTERVAL_MS, Savings } from "./savings.js";
 import { Reach } from "./reach.js";
 import { fromEnvironment } from "./env.js";
+import { keepAliveFetch } from "./keepalive.js";
+import { FastView, plainSuccess } from "./fast.js";
 import { Transport, parseURLs } from "./transport.js";
 import { int64, } from "./wire.js";
 /**
@@ -17,6 +19,8 @@ import { int64, } from "./wire.js";
  * which never counts and never ends a failure run.
  */
 export const EXCLUDED_OUTCOME = "OUTCOME_INVALID_ARGUMENT";
+/** FAST_NOT_SENT is a fast-mode success's RecordResult.why: it would have changed nothing in breakerd. */
+export const FAST_NOT_SENT = "not sent: the breaker is closed with no failure run (fast mode)";
 /** The daemon's worker id syntax (internal/limits.WorkerID; docs/security.md#worker-ids). */
 const WORKER_ID = /^[A-Za-z0-9._:@/+=-]{1,128}$/;
 /** The Allow budget when allowBudgetMs is not given, ms. */
@@ -85,6 +89,10 @@ export class Client {
     reach;
     onError;
     rpcTimeoutMs;
+    /** The keep-alive fetch the client made for itself (none when given one): close ends its connections. */
+    keepAlive;
+    /** Fast mode's view; undefined in strict mode. */
+    fastView;
     constructor(o) {
         if (!o || typeof o !== "object")
             throw new ConfigError("options", "want { urls, workerId }");
@@ -96,7 +104,8 @@ export class Client {
         if (!WORKER_ID.test(o.workerId)) {
             throw new ConfigError("workerId", `must be 1 to 128 characters of A-Z a-z 0-9 . _ : @ / + = - (docs/security.md#worker-ids), got ${JSON.stringify(o.workerId)}`);
         }
-        const given = o.fetch ?? globalThis.fetch;
+        this.keepAlive = o.fetch ? undefined : keepAliveFetch();
+        const given = o.fetch ?? this.keepAlive?.fetch ?? globalThis.fetch;
         if (typeof given !== "function")
             throw new ConfigError("fetch", "no fetch: Node 18 or later, or pass one");
         const f = (input, init) => given(input, init); // called unbound, as a browser's fetch must be
@@ -116,12 +125,14 @@ export class Client {
             probeTimeoutMs: this.rpcTimeoutMs,
         });
         const breakers = Array.isArray(o.watch) ? o.watch : undefined;
-        this.cache = new OpenCache({ transport: this.transport, workerId: o.workerId, clock: this.clock, breakers, onError: this.onError, heartbeatMs: o.watchHeartbeatMs });
+        const view = (this.fastView = o.fast ? new FastView(breakers) : undefined);
+        this.cache = new OpenCache({ transport: this.transport, workerId: o.workerId, clock: this.clock, breakers, onError: this.onError, heartbeatMs: o.watchHeartbeatMs,
+            runNotices: o.fast, onState: view && ((st) => view.learn(st)), onEvent: view && ((ev) => view.event(ev)) });
         this.reach = new Reach({ urls: urls.map((u) => u.href).join(", "), probe: () => this.reprobe(), onError: this.onError, clock: this.clock });
         this.local = new LocalBreaker(this.clock, (b) => this.policies.get(b) ?? DEFAULT_LOCAL_POLICY);
         this.saved = new Savings((reports) => this.transport.call("ReportSavings", { worker_id: this.workerId, reports }, { budgetMs: this.rpcTimeoutMs }), o.savingsIntervalMs ?? DEFAULT_SAVINGS_INTERVAL_MS, this.onError);
         this.saved.start();
-        if (o.watch)
+        if (o.watch || o.fast)
             this.cache.start();
     }
     /**
@@ -158,6 +169,7 @@ export class Client {
         this.reach.close();
         await this.saved.close();
         await this.cache.stop();
+        this.keepAlive?.close();
     }
     /** down says no daemon answers this client now: calls answer from the fallback without waiting. */
     get down() {
@@ -266,6 +278,12 @@ export class Client {
                 return this.cachedDenial(this.denialBase(breaker, tool || breaker, false), cached);
             }
         }
+        if (this.fastView) {
+            this.fastView.use(breaker);
+            const f = this.fastView.allow(breaker, this.cache.status.connected);
+            if (f)
+                return this.fastPermit(breaker, tool || breaker, f.ticket, f.state);
+        }
         if (this.reach.down) {
             this.reach.poll();
             return this.fallbackAllow(breaker, tool || breaker);
@@ -290,6 +308,11 @@ export class Client {
         if (!this.policies.has(breaker))
             void this.learnPolicy(breaker);
         return this.permitOf(res, breaker, tool || breaker);
+    }
+    /** fastPermit is the ALLOWED permit fast mode's view gives a healthy breaker. */
+    fastPermit(breaker, tool, ticket, state) {
+        return { breaker, tool, decision: "DECISION_ALLOWED", allowed: true, ticket, retryAfterMs: 0, reason: "", state, degraded: false, scope: "",
+            alternatives: [], toolResult: "", denial: undefined, local: undefined, fast: true };
     }
     /** permitOf is the permit of a daemon's Allow answer: its denial is stored as the daemon decided and worded it. */
     permitOf(res, breaker, tool) {
@@ -412,6 +435,13 @@ export class Client {
             req["latency_ms"] = String(Math.max(0, Math.round(opts.latencyMs)));
         if (opts.deadlineMs !== undefined)
             req["deadline_ms"] = String(Math.max(0, Math.round(opts.deadlineMs)));
+        if (this.fastView && !permit.local && !permit.late && !permit.ticket.lease_token && !this.reach.down) {
+            if (!opts.outcome && plainSuccess(evidence) && this.fastView.skip(permit.breaker, ticket, opts.latencyMs, this.cache.status.connected)) {
+                return { counted: false, classifiedAs: "", why: FAST_NOT_SENT, degraded: false };
+            }
+            if (effect === "count")
+                this.fastView.failed(permit.breaker, ticket); // its next successes must reach breakerd
+        }
         if (permit.local || this.reach.down) {
             // The fallback takes it, and the daemons still get it, in the background.
             this.local.record(permit.breaker, effect, permit.local?.probe ?? false);

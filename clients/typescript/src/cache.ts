@@ -41,6 +41,12 @@ export interface OpenCacheOptions {
   onError?: ((err: unknown) => void) | undefined;
   /** The heartbeat interval assumed until a snapshot announces one, ms (tests shorten it). Default DEFAULT_HEARTBEAT_MS. */
   heartbeatMs?: number | undefined;
+  /** Also stream run notices (fast mode's view needs them). */
+  runNotices?: boolean | undefined;
+  /** Told of every state learned (fast mode's view). */
+  onState?: ((st: BreakerState) => void) | undefined;
+  /** Told of every event first; true: taken, the cache does nothing more with it (fast mode's run notices). */
+  onEvent?: ((ev: Record<string, unknown>) => boolean) | undefined;
 }
 
 /** OpenCache keeps the denying breakers. */
@@ -99,6 +105,7 @@ export class OpenCache {
   learn(st: BreakerState | undefined): void {
     const name = st?.breaker;
     if (!st || !name) return;
+    this.o.onState?.(st);
     const now = this.o.clock();
     const denial = denialOfState(st, this.o.workerId, now);
     if (!denial || denial.untilMs <= now) {
@@ -161,6 +168,7 @@ export class OpenCache {
   private async stream(base: URL, signal: AbortSignal): Promise<boolean> {
     const url = new URL("v1/watch", base);
     for (const b of this.o.breakers ?? []) url.searchParams.append("breaker", b);
+    if (this.o.runNotices) url.searchParams.set("run_notices", "true");
     const extra: Record<string, string> = { accept: "text/event-stream" };
     if (this.lastEventId) extra["last-event-id"] = this.lastEventId;
     const own = new AbortController(); // the silence watch's, and the caller's stop
@@ -234,6 +242,7 @@ export class OpenCache {
       this.seen.set(breaker, sid);
     }
     if (id) this.lastEventId = id;
+    if (this.o.onEvent?.(ev)) return;
     const state = ev["state"];
     if (isObj(state)) {
       this.learn(state as BreakerState);

@@ -10,6 +10,8 @@ import { renderToolResult } from "./render.js";
 import { DEFAULT_SAVINGS_INTERVAL_MS, Savings } from "./savings.js";
 import { Reach } from "./reach.js";
 import { fromEnvironment } from "./env.js";
+import { keepAliveFetch, type KeepAliveFetch } from "./keepalive.js";
+import { FastView, plainSuccess } from "./fast.js";
 import { Transport, parseURLs } from "./transport.js";
 import {
   int64,
@@ -54,7 +56,14 @@ export interface ClientOptions {
    * Default 10000; 0 or less: never (nothing is counted).
    */
   savingsIntervalMs?: number | undefined;
-  /** The fetch to use. Default: the platform's. */
+  /**
+   * Fast mode (docs/typescript.md#fast-mode): a healthy breaker's Allow is
+   * answered in-process from the watch stream's view, and a success that
+   * could change nothing is not sent. Follows the watch stream (every
+   * breaker, or those `watch` names). Default false (strict).
+   */
+  fast?: boolean | undefined;
+  /** The fetch to use. Default: on Node, one over node:http's keep-alive agent (docs/typescript.md#keep-alive); elsewhere the platform's. */
   fetch?: typeof fetch | undefined;
   /** The clock, ms since the epoch. Default Date.now. */
   clock?: (() => number) | undefined;
@@ -115,7 +124,12 @@ export interface Permit {
   local: { probe: boolean } | undefined;
   /** The daemon's ticket when its answer came after the fallback's (record sends it). */
   late?: { ticket: Ticket } | undefined;
+  /** Fast mode's view answered (no round trip). */
+  fast?: boolean | undefined;
 }
+
+/** FAST_NOT_SENT is a fast-mode success's RecordResult.why: it would have changed nothing in breakerd. */
+export const FAST_NOT_SENT = "not sent: the breaker is closed with no failure run (fast mode)";
 
 /** RecordResult is what record learned. */
 export interface RecordResult {
@@ -237,6 +251,10 @@ export class Client {
   private readonly reach: Reach;
   private readonly onError: (err: unknown) => void;
   private readonly rpcTimeoutMs: number;
+  /** The keep-alive fetch the client made for itself (none when given one): close ends its connections. */
+  private readonly keepAlive: KeepAliveFetch | undefined;
+  /** Fast mode's view; undefined in strict mode. */
+  readonly fastView: FastView | undefined;
 
   constructor(o: ClientOptions) {
     if (!o || typeof o !== "object") throw new ConfigError("options", "want { urls, workerId }");
@@ -247,7 +265,8 @@ export class Client {
     if (!WORKER_ID.test(o.workerId)) {
       throw new ConfigError("workerId", `must be 1 to 128 characters of A-Z a-z 0-9 . _ : @ / + = - (docs/security.md#worker-ids), got ${JSON.stringify(o.workerId)}`);
     }
-    const given = o.fetch ?? globalThis.fetch;
+    this.keepAlive = o.fetch ? undefined : keepAliveFetch();
+    const given = o.fetch ?? this.keepAlive?.fetch ?? globalThis.fetch;
     if (typeof given !== "function") throw new ConfigError("fetch", "no fetch: Node 18 or later, or pass one");
     const f: typeof fetch = (input, init) => given(input, init); // called unbound, as a browser's fetch must be
     this.o = o;
@@ -266,7 +285,9 @@ export class Client {
       probeTimeoutMs: this.rpcTimeoutMs,
     });
     const breakers = Array.isArray(o.watch) ? (o.watch as readonly string[]) : undefined;
-    this.cache = new OpenCache({ transport: this.transport, workerId: o.workerId, clock: this.clock, breakers, onError: this.onError, heartbeatMs: o.watchHeartbeatMs });
+    const view = (this.fastView = o.fast ? new FastView(breakers) : undefined);
+    this.cache = new OpenCache({ transport: this.transport, workerId: o.workerId, clock: this.clock, breakers, onError: this.onError, heartbeatMs: o.watchHeartbeatMs,
+      runNotices: o.fast, onState: view && ((st) => view.learn(st)), onEvent: view && ((ev) => view.event(ev)) });
     this.reach = new Reach({ urls: urls.map((u) => u.href).join(", "), probe: () => this.reprobe(), onError: this.onError, clock: this.clock });
     this.local = new LocalBreaker(this.clock, (b) => this.policies.get(b) ?? DEFAULT_LOCAL_POLICY);
     this.saved = new Savings(
@@ -275,7 +296,7 @@ export class Client {
       this.onError,
     );
     this.saved.start();
-    if (o.watch) this.cache.start();
+    if (o.watch || o.fast) this.cache.start();
   }
 
   /**
@@ -316,6 +337,7 @@ export class Client {
     this.reach.close();
     await this.saved.close();
     await this.cache.stop();
+    this.keepAlive?.close();
   }
 
   /** down says no daemon answers this client now: calls answer from the fallback without waiting. */
@@ -418,6 +440,11 @@ export class Client {
         return this.cachedDenial(this.denialBase(breaker, tool || breaker, false), cached);
       }
     }
+    if (this.fastView) {
+      this.fastView.use(breaker);
+      const f = this.fastView.allow(breaker, this.cache.status.connected);
+      if (f) return this.fastPermit(breaker, tool || breaker, f.ticket, f.state);
+    }
     if (this.reach.down) {
       this.reach.poll();
       return this.fallbackAllow(breaker, tool || breaker);
@@ -439,6 +466,12 @@ export class Client {
     this.learnState(res.state);
     if (!this.policies.has(breaker)) void this.learnPolicy(breaker);
     return this.permitOf(res, breaker, tool || breaker);
+  }
+
+  /** fastPermit is the ALLOWED permit fast mode's view gives a healthy breaker. */
+  private fastPermit(breaker: string, tool: string, ticket: Ticket, state: BreakerState): Permit {
+    return { breaker, tool, decision: "DECISION_ALLOWED", allowed: true, ticket, retryAfterMs: 0, reason: "", state, degraded: false, scope: "",
+      alternatives: [], toolResult: "", denial: undefined, local: undefined, fast: true };
   }
 
   /** permitOf is the permit of a daemon's Allow answer: its denial is stored as the daemon decided and worded it. */
@@ -556,6 +589,12 @@ export class Client {
     if (this.worked.has(permit.breaker)) req["credential_worked"] = true;
     if (opts.latencyMs !== undefined) req["latency_ms"] = String(Math.max(0, Math.round(opts.latencyMs)));
     if (opts.deadlineMs !== undefined) req["deadline_ms"] = String(Math.max(0, Math.round(opts.deadlineMs)));
+    if (this.fastView && !permit.local && !permit.late && !permit.ticket.lease_token && !this.reach.down) {
+      if (!opts.outcome && plainSuccess(evidence as Record<string, unknown>) && this.fastView.skip(permit.breaker, ticket, opts.latencyMs, this.cache.status.connected)) {
+        return { counted: false, classifiedAs: "", why: FAST_NOT_SENT, degraded: false };
+      }
+      if (effect === "count") this.fastView.failed(permit.breaker, ticket); // its next successes must reach breakerd
+    }
     if (permit.local || this.reach.down) {
       // The fallback takes it, and the daemons still get it, in the background.
       this.local.record(permit.breaker, effect, permit.local?.probe ?? false);

@@ -11,6 +11,8 @@ export class Proxy {
   connections = 0;
   /** HTTP requests forwarded toward the daemon. */
   requests = 0;
+  /** The same, by method (the path's last part: Allow, Record, BatchGet...). */
+  readonly methods = new Map<string, number>();
   /** How long each chunk of an answer is held back, ms. */
   delayMs = 0;
   private flowing = true;
@@ -62,7 +64,12 @@ export class Proxy {
   private pump(src: Socket, dst: Socket, answers: number): void {
     let chain = Promise.resolve();
     src.on("data", (chunk: Buffer) => {
-      if (!answers) this.requests += chunk.toString("latin1").split("POST /").length - 1;
+      if (!answers) {
+        for (const m of chunk.toString("latin1").matchAll(/POST \/\S*?([A-Za-z]+) HTTP/g)) {
+          this.requests++;
+          this.methods.set(m[1]!, (this.methods.get(m[1]!) ?? 0) + 1);
+        }
+      }
       chain = chain.then(async () => {
         if (!this.flowing) await new Promise<void>((go) => this.waiting.push(go));
         if (answers && this.delayMs) await new Promise((r) => setTimeout(r, this.delayMs));

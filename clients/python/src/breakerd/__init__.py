@@ -17,6 +17,7 @@ from importlib.metadata import version as _version
 
 from ._aio import AsyncClient, AsyncRun
 from ._client import Client, Permit, default_worker_id
+from ._fast import FAST_NOT_SENT
 from ._errors import (
     APIError,
     BreakerdError,
@@ -41,6 +42,7 @@ except PackageNotFoundError:  # imported from a source tree never installed
 
 __all__ = [
     "EXCLUDED_OUTCOME",
+    "FAST_NOT_SENT",
     "APIError",
     "AsyncClient",
     "AsyncRun",

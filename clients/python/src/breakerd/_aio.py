@@ -1,38 +1,67 @@
 """The asyncio API: the same names as the synchronous one, as coroutines.
 
-Each call runs the synchronous transport in a worker thread
-(``asyncio.to_thread``): the standard library has no asyncio HTTP client,
-and a thread per call in flight costs less than a dependency would.
+Allow, Record, Get, BatchGet, GetPolicy and a Run's available go over
+``_aiotransport``: asyncio streams on the loop's own keep-alive
+connections, so a coroutine holds no thread while breakerd answers. An
+AsyncClient wraps a Client (``.sync``) and shares all it knows (the open
+cache, the fallback, the daemons that answer), so the two may be used
+side by side. What is rare or slow stays on the Client's threads: closing
+it, reporting savings, the background sends of the fallback's outcomes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from ._aiotransport import AsyncTransport
 from ._client import Client, Permit
+from ._errors import BreakerdError
 from ._evidence import Evidence
 from ._guard import Exclude, Guard
 from ._run import Run, Unavailable
+from ._transport import Outage
 
 T = TypeVar("T")
+
+# Allow answers that came after the fallback's, held until taken (the
+# loop keeps only weak references to tasks).
+_late: set[asyncio.Future[dict[str, Any]]] = set()
 
 
 async def available(run: Run, tools: Sequence[T]) -> list[T]:
     """available is ``run.available(tools)`` without blocking the event
-    loop: the one place the asyncio API and the adapters ask for a run's
-    toolset (today in a worker thread)."""
-    return await asyncio.to_thread(run.available, tools)
+    loop and without a thread: the one place the adapters ask for a run's
+    toolset (AsyncRun.available)."""
+    return await AsyncRun.of(run).available(tools)
 
 
 class AsyncClient:
     """AsyncClient is Client for asyncio: the same constructor and
-    methods, awaited. ``guard`` is the same Guard (use ``async with``, or
-    decorate an ``async def``)."""
+    methods, awaited, with no thread per call. ``guard`` is the same Guard
+    (use ``async with``, or decorate an ``async def``). ``AsyncClient.of``
+    wraps a Client already made."""
 
     def __init__(self, urls: str | Sequence[str] | None = None, **kwargs: Any) -> None:
-        self.sync = Client(urls, **kwargs)
+        self._bind(Client(urls, **kwargs))
+
+    @classmethod
+    def of(cls, client: Client) -> AsyncClient:
+        """of is the AsyncClient of client (the one client.aio returns)."""
+        return client.aio
+
+    @classmethod
+    def _wrap(cls, client: Client) -> AsyncClient:
+        self = cls.__new__(cls)
+        self._bind(client)
+        return self
+
+    def _bind(self, client: Client) -> None:
+        self.sync = client
+        self.transport = AsyncTransport(client.transport)
+        client._aio = self
 
     @property
     def worker_id(self) -> str:
@@ -43,6 +72,7 @@ class AsyncClient:
         return self.sync.degraded
 
     async def close(self) -> None:
+        self.transport.close()
         await asyncio.to_thread(self.sync.close)
 
     async def __aenter__(self) -> AsyncClient:
@@ -51,23 +81,96 @@ class AsyncClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    async def call(self, method: str, body: dict[str, Any], budget: float | None = None,
+                   started: float | None = None) -> dict[str, Any]:
+        """call is Client.call awaited: one BreakerService method's JSON
+        answer; Outage when no daemon answered within budget (default: the
+        RPC timeout) from started (time.monotonic; default: now)."""
+        c = self.sync
+        budget = budget if budget is not None else c.rpc_timeout
+        try:
+            out = await self.transport.call(method, body, budget, started)
+        except Outage as e:
+            c._unanswered(e, budget)
+            raise
+        except BreakerdError:
+            c.reach.answered()  # a refusal is an answer
+            raise
+        c._answered()
+        return out
+
     async def allow(self, breaker: str, *, tool: str = "") -> Permit:
-        return await asyncio.to_thread(self.sync.allow, breaker, tool=tool)
+        """allow is Client.allow awaited, with the same budgets and
+        answers: a known denial and the fallback answer with no round
+        trip; an answer past the Allow budget is the fallback's, and the
+        late one still teaches the client."""
+        c = self.sync
+        here = c._allow_here(breaker, tool)
+        if here is not None:
+            return here
+        budget = c._budget(breaker)
+        started = time.monotonic()  # the transport's clock: a daemon holding this call past the budget is passed over
+        asked = asyncio.ensure_future(self.call("Allow", c._allow_body(breaker, tool), max(budget, c.rpc_timeout), started))
+        try:
+            ans = await asyncio.wait_for(asyncio.shield(asked), budget)
+        except asyncio.TimeoutError:
+            c._outage = True  # until an answer, late or not, comes
+            given = c._fallback_allow(breaker, tool)
+            _late.add(asked)
+            asked.add_done_callback(lambda f: self._late_allow(f, given))
+            return given
+        except Outage:
+            return c._fallback_allow(breaker, tool)
+        p = c._allowed(breaker, tool, ans)
+        await self._learn_policy(breaker)
+        return p
+
+    def _late_allow(self, f: asyncio.Future[dict[str, Any]], given: Permit) -> None:
+        _late.discard(f)
+        if f.cancelled() or f.exception() is not None:
+            return  # no daemon answered: call() said so
+        self.sync._late_allow(f, given)  # type: ignore[arg-type] # reads f.result() only
+
+    async def _learn_policy(self, breaker: str) -> None:
+        c = self.sync
+        if c.local.has_policy(breaker):
+            return
+        try:
+            pol = (await self.transport.call("GetPolicy", {"breaker": breaker}, c.rpc_timeout)).get("policy", {})
+        except Outage:
+            return
+        except BreakerdError:
+            pol = {}
+        c._set_policy(breaker, pol)
 
     async def record(self, permit: Permit, exc: BaseException | None = None, *, evidence: Evidence | None = None,
                      latency_ms: int = 0, deadline_ms: int | None = None, message: str = "",
                      outcome: str | None = None) -> dict[str, Any]:
-        return await asyncio.to_thread(self.sync.record, permit, exc, evidence=evidence, latency_ms=latency_ms,
-                                       deadline_ms=deadline_ms, message=message, outcome=outcome)
+        """record is Client.record awaited, with the same answers."""
+        body, verdict, here = self.sync._record_start(permit, exc, evidence, latency_ms, deadline_ms, message, outcome)
+        if here is not None:
+            return here
+        return await self._send_record(permit, body, verdict)
+
+    async def _send_record(self, permit: Permit, body: dict[str, Any], verdict: bool | None) -> dict[str, Any]:
+        """Sends a Record _record_start built, and takes its answer."""
+        try:
+            ans = await self.call("Record", body)
+        except Outage:
+            return self.sync._record_unanswered(permit, verdict)
+        return self.sync._recorded(permit, verdict, ans)
 
     async def get(self, breaker: str) -> dict[str, Any]:
-        return await asyncio.to_thread(self.sync.get, breaker)
+        st = (await self.call("Get", {"breaker": breaker})).get("state", {})
+        return st if isinstance(st, dict) else {}
 
-    async def batch_get(self, breakers: Sequence[str]) -> list[dict[str, Any]]:
-        return await asyncio.to_thread(self.sync.batch_get, breakers)
+    async def batch_get(self, breakers: Sequence[str], budget: float | None = None) -> list[dict[str, Any]]:
+        ans = await self.call("BatchGet", {"breakers": list(breakers), "worker_id": self.worker_id}, budget)
+        states = ans.get("states", [])
+        return [s for s in states if isinstance(s, dict)] if isinstance(states, list) else []
 
     async def get_policy(self, breaker: str) -> dict[str, Any]:
-        return await asyncio.to_thread(self.sync.get_policy, breaker)
+        return await self.call("GetPolicy", {"breaker": breaker})
 
     async def flush_savings(self) -> bool:
         return await asyncio.to_thread(self.sync.flush_savings)
@@ -89,6 +192,7 @@ class AsyncRun:
 
     def __init__(self, client: AsyncClient, breakers: Mapping[str, str] | Callable[[str], str] | None = None) -> None:
         self.sync = Run(client.sync, breakers)
+        self.client = client
 
     @property
     def degraded(self) -> tuple[Unavailable, ...]:
@@ -101,11 +205,22 @@ class AsyncRun:
     def of(cls, run: Run) -> AsyncRun:
         """of is the asyncio face of run (the same toolset, shared)."""
         r = cls.__new__(cls)
-        r.sync = run
+        r.sync, r.client = run, run.client.aio
         return r
 
     async def available(self, tools: Sequence[T]) -> list[T]:
-        return await available(self.sync, tools)
+        """available is Run.available awaited: one BatchGet round trip
+        within the Allow budget, the fallback's verdicts when none
+        answers."""
+        r, c = self.sync, self.client.sync
+        names, keep, breakers = r._ask(tools)
+        states: list[dict[str, Any]] | None = None
+        if breakers and not c.reach.down:
+            try:
+                states = await self.client.batch_get(breakers, budget=c._budget(""))
+            except Outage:
+                states = None
+        return r._keep(tools, names, keep, r._verdicts(breakers, states))
 
     def notice(self) -> str:
         return self.sync.notice()

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._denial import Denial, int64, of_state
+from ._fast import FastView
 from ._transport import Endpoint, Transport, _fresh
 
 WATCH_PATH = "/v1/watch"
@@ -48,8 +49,10 @@ class OpenCache:
     the watch stream. Safe for concurrent use."""
 
     def __init__(self, transport: Transport, now_ms: Callable[[], int], breakers: Sequence[str] = (),
-                 start: bool = True, heartbeat: float = DEFAULT_HEARTBEAT, worker_id: str = "") -> None:
+                 start: bool = True, heartbeat: float = DEFAULT_HEARTBEAT, worker_id: str = "",
+                 fast: FastView | None = None) -> None:
         self._transport = transport
+        self._fast = fast  # fast mode's view: told every state and event, and the stream carries run notices
         self._worker_id = worker_id  # a state's suspect_denial is this worker's own when it names it
         self.heartbeat = heartbeat  # seconds; a snapshot's heartbeat_ms replaces it
         self._parts: list[Any] = []  # a snapshot's parts read so far
@@ -123,6 +126,8 @@ class OpenCache:
         name = st.get("breaker")
         if not isinstance(name, str) or not name:
             return
+        if self._fast is not None:
+            self._fast.learn(st)
         as_of = int64(st.get("as_of_ms"))
         d = of_state(st, self._worker_id)
         with self._lock:
@@ -175,6 +180,9 @@ class OpenCache:
             return True
         if event_id:
             self._last_id = event_id
+        if self._fast is not None and self._fast.event(doc):
+            self.events += 1
+            return True
         st = doc.get("state")
         if isinstance(st, dict):
             self.observe(st)
@@ -236,7 +244,8 @@ class OpenCache:
             if self._last_id:
                 headers["Last-Event-ID"] = self._last_id
                 self.resumes += 1
-            query = "?" + urllib.parse.urlencode([("breaker", b) for b in self._breakers]) if self._breakers else ""
+            params = [("breaker", b) for b in self._breakers] + ([("run_notices", "true")] if self._fast is not None else [])
+            query = "?" + urllib.parse.urlencode(params) if params else ""
             pool_conn.request("GET", ep.prefix + WATCH_PATH + query, headers=headers)
             self._sock = pool_conn.sock  # the response keeps reading it after getresponse
             if self._stop.is_set():

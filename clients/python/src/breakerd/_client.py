@@ -14,18 +14,22 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _denial, _render
 from ._cache import DEFAULT_HEARTBEAT, OpenCache
 from ._denial import Denial
 from ._errors import BreakerdError, CircuitOpen, ConfigError, FieldViolation, InvalidArgument
 from ._evidence import KIND_CANCELLED, Evidence, evidence_of
+from ._fast import FAST_NOT_SENT, FastView, plain_success
 from ._fallback import DENIED_PROBE, LocalBreaker, LocalDecision, LocalPolicy, counts
 from ._guard import Exclude, Guard
 from ._reach import Reach
 from ._savings import DEFAULT_SAVINGS_INTERVAL, Savings
 from ._transport import Outage, Transport
+
+if TYPE_CHECKING:
+    from ._aio import AsyncClient
 
 # The budgets, in seconds (the Go client's defaults).
 DEFAULT_ALLOW_BUDGET = 0.05
@@ -118,6 +122,8 @@ class Permit:
     late: dict[str, Any] = field(default_factory=dict)
     # A denial's Denial: breakerd's, or the local fallback's.
     verdict: Denial | None = None
+    # Fast mode's view answered (no round trip).
+    fast: bool = False
 
     @property
     def allowed(self) -> bool:
@@ -175,7 +181,9 @@ class Client:
     for three intervals is dropped and reconnected). ``savings_interval`` is how often, in seconds, the client
     reports what it saved (the denials its open cache answered, the tools
     its runs left out); 0 or less: never. Safe for concurrent use from
-    threads; ``AsyncClient`` has the same methods for asyncio."""
+    threads; ``AsyncClient`` has the same methods for asyncio. ``fast``:
+    fast mode (docs/python.md#fast-mode), a healthy breaker answered
+    in-process from the watch stream's view."""
 
     def __init__(
         self,
@@ -191,6 +199,7 @@ class Client:
         clock: Callable[[], float] = time.time,
         savings_interval: float = DEFAULT_SAVINGS_INTERVAL,
         watch_heartbeat: float = DEFAULT_HEARTBEAT,
+        fast: bool = False,
     ) -> None:
         if worker_id is not None and not WORKER_ID.fullmatch(worker_id):
             # Refused here: the daemon refuses every call with it, and the
@@ -214,8 +223,10 @@ class Client:
         names = [] if isinstance(watch, bool) else list(watch)
         # The denials this client knows, from every answer; the watch
         # stream, when followed, keeps them current.
-        self.cache = OpenCache(self.transport, self._now_ms, names, start=bool(watch), heartbeat=watch_heartbeat,
-                               worker_id=self.worker_id)
+        # Fast mode's view (docs/python.md#fast-mode): it follows the stream.
+        self.fast = FastView(names) if fast else None
+        self.cache = OpenCache(self.transport, self._now_ms, names, start=bool(watch) or fast, heartbeat=watch_heartbeat,
+                               worker_id=self.worker_id, fast=self.fast)
         self._lock = threading.Lock()
         self._contacted = False
         self._first_contact_spent = False  # the first-contact budget is spent once per client
@@ -227,6 +238,7 @@ class Client:
         # What this client refused itself and its runs left out, until
         # reported (opened last: close ends it first).
         self.savings = Savings(self._report_savings, savings_interval)
+        self._aio: AsyncClient | None = None  # made by the first async call (aio)
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -237,7 +249,22 @@ class Client:
         self.reach.close()
         self.cache.close()
         self._background.shutdown(wait=False, cancel_futures=True)
+        if self._aio is not None:
+            self._aio.transport.close()
         self.transport.close()
+
+    @property
+    def aio(self) -> AsyncClient:
+        """aio is this client's AsyncClient: the same client, its calls
+        awaited on asyncio streams (what an ``async with`` guard uses)."""
+        if self._aio is None:
+            from ._aio import AsyncClient
+
+            with self._lock:
+                if self._aio is None:
+                    AsyncClient._wrap(self)
+        assert self._aio is not None
+        return self._aio
 
     def __enter__(self) -> Client:
         return self
@@ -318,20 +345,28 @@ class Client:
         try:
             out = self.transport.call(method, body, budget, started)
         except Outage as e:
-            self._outage = True
-            if budget >= self.rpc_timeout:
-                self.reach.failed(e)  # no answer within the RPC timeout: gone, not slow
+            self._unanswered(e, budget)
             raise
         except BreakerdError:
             self.reach.answered()  # a refusal is an answer
             raise
+        self._answered()
+        return out
+
+    def _unanswered(self, e: Outage, budget: float) -> None:
+        """Notes a call no daemon answered within budget."""
+        self._outage = True
+        if budget >= self.rpc_timeout:
+            self.reach.failed(e)  # no answer within the RPC timeout: gone, not slow
+
+    def _answered(self) -> None:
+        """Notes a call a daemon answered."""
         self.reach.answered()
         if self._outage or not self._contacted:
             with self._lock:
                 if self._outage:
                     self.local.reset()  # breakerd answers again: its state wins
                 self._outage, self._contacted = False, True
-        return out
 
     def allow(self, breaker: str, *, tool: str = "") -> Permit:
         """allow asks whether a call to breaker's dependency may go out.
@@ -343,18 +378,10 @@ class Client:
         ticket goes with the Record). While no daemon answers at all, the
         fallback answers at once. A name breakerd would refuse raises
         InvalidArgument before any of them."""
-        check_name("breaker", breaker)
-        check_tool(tool)
-        cached = self.cache.denial(breaker)
-        if cached is not None:
-            self.savings.add(breaker, denials=1)
-            return self._cached_permit(breaker, tool, *cached, degraded=False)
-        if self.reach.down:
-            self.reach.poll()
-            return self._fallback_allow(breaker, tool)
-        body: dict[str, Any] = {"breaker": breaker, "worker_id": self.worker_id}
-        if tool:
-            body["tool"] = tool
+        local = self._allow_here(breaker, tool)
+        if local is not None:
+            return local
+        body = self._allow_body(breaker, tool)
         budget = self._budget(breaker)
         started = time.monotonic()  # the transport's clock: a daemon holding this call past the budget is passed over
         fut = self._background.submit(self.call, "Allow", body, max(budget, self.rpc_timeout), started)
@@ -367,10 +394,41 @@ class Client:
             return given
         except Outage:
             return self._fallback_allow(breaker, tool)
-        self._learn(ans.get("state"))  # first: its as_of_ms is the clock the denial is rendered at
-        p = self._permit(breaker, tool, ans)
+        p = self._allowed(breaker, tool, ans)
         self._learn_policy(breaker)
         return p
+
+    def _allow_here(self, breaker: str, tool: str) -> Permit | None:
+        """Checks the names, then answers what needs no round trip: a
+        denial the open cache knows, the fallback's answer while no daemon
+        answers at all; None: breakerd is asked."""
+        check_name("breaker", breaker)
+        check_tool(tool)
+        cached = self.cache.denial(breaker)
+        if cached is not None:
+            self.savings.add(breaker, denials=1)
+            return self._cached_permit(breaker, tool, *cached, degraded=False)
+        if self.fast is not None:
+            self.fast.use(breaker)
+            got = self.fast.allow(breaker, self.cache.live)
+            if got is not None:
+                return Permit(breaker=breaker, tool=tool, decision="DECISION_ALLOWED", ticket=got[0], state=got[1], fast=True)
+        if self.reach.down:
+            self.reach.poll()
+            return self._fallback_allow(breaker, tool)
+        return None
+
+    def _allow_body(self, breaker: str, tool: str) -> dict[str, Any]:
+        body: dict[str, Any] = {"breaker": breaker, "worker_id": self.worker_id}
+        if tool:
+            body["tool"] = tool
+        return body
+
+    def _allowed(self, breaker: str, tool: str, ans: dict[str, Any]) -> Permit:
+        """The permit of breakerd's Allow answer, learned from first (its
+        as_of_ms is the clock the denial is rendered at)."""
+        self._learn(ans.get("state"))
+        return self._permit(breaker, tool, ans)
 
     def _late_allow(self, fut: Future[dict[str, Any]], given: Permit) -> None:
         """Takes a daemon's Allow answer that came after the fallback's:
@@ -420,21 +478,43 @@ class Client:
         ``outcome`` (an Outcome name) is sent instead of any evidence, and
         breakerd takes it as it is (a guard's excluded error is sent as
         EXCLUDED_OUTCOME)."""
+        body, verdict, here = self._record_start(permit, exc, evidence, latency_ms, deadline_ms, message, outcome)
+        if here is not None:
+            return here
+        try:
+            ans = self.call("Record", body)
+        except Outage:
+            return self._record_unanswered(permit, verdict)
+        return self._recorded(permit, verdict, ans)
+
+    def _record_start(self, permit: Permit, exc: BaseException | None, evidence: Evidence | None, latency_ms: int,
+                      deadline_ms: int | None, message: str,
+                      outcome: str | None) -> tuple[dict[str, Any], bool | None, dict[str, Any] | None]:
+        """The Record's body, the fallback's verdict on it, and the answer
+        when it is the fallback's (the body then goes in the background)."""
         ev = {} if outcome else dict(evidence) if evidence is not None else evidence_of(exc)
         verdict = None if outcome else counts(ev)  # a sent outcome is an excluded error's: ignored locally
         body = self._record_body(permit, ev, latency_ms, deadline_ms, message)
         if outcome:
             del body["evidence"]
             body["outcome"] = outcome
+        if self.fast is not None and permit.local_generation is None and not permit.late and not self.reach.down \
+                and not permit.ticket.get("lease_token"):
+            if not outcome and plain_success(ev) and self.fast.skip(permit.breaker, body["ticket"], latency_ms, self.cache.live):
+                return body, verdict, {"counted": False, "note": FAST_NOT_SENT}
+            if verdict is True:
+                self.fast.failed(permit.breaker, body["ticket"])  # its next successes must reach breakerd
         if permit.local_generation is not None or self.reach.down:
             self._record_locally(permit, verdict)
             self._background.submit(self._send_record, body)
-            return {"degraded": True, "counted": verdict is True}
-        try:
-            ans = self.call("Record", body)
-        except Outage:
-            self.local.record(permit.breaker, None, False, verdict)
-            return {"degraded": True, "counted": verdict is True}
+            return body, verdict, {"degraded": True, "counted": verdict is True}
+        return body, verdict, None
+
+    def _record_unanswered(self, permit: Permit, verdict: bool | None) -> dict[str, Any]:
+        self.local.record(permit.breaker, None, False, verdict)
+        return {"degraded": True, "counted": verdict is True}
+
+    def _recorded(self, permit: Permit, verdict: bool | None, ans: dict[str, Any]) -> dict[str, Any]:
         if verdict is False:
             self._worked.add(permit.breaker)
         self._learn(ans.get("state"))
@@ -595,5 +675,8 @@ class Client:
             return
         except BreakerdError:
             pol = {}
+        self._set_policy(breaker, pol)
+
+    def _set_policy(self, breaker: str, pol: object) -> None:
         known = {f: _int(pol[f]) for f in LocalPolicy.__dataclass_fields__ if isinstance(pol, dict) and _int(pol.get(f)) > 0}
         self.local.set_policy(breaker, LocalPolicy(**known))

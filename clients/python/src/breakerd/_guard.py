@@ -107,7 +107,10 @@ class Guard:
 
     async def __aenter__(self) -> Permit:
         self._check()
-        asked = asyncio.ensure_future(asyncio.to_thread(self.client.allow, self.breaker, tool=self.tool))
+        here = self.client._allow_here(self.breaker, self.tool)  # answered in-process: no task to shield
+        if here is not None:
+            return self._admit(here)
+        asked = asyncio.ensure_future(self.client.aio.allow(self.breaker, tool=self.tool))
         try:
             p = await asyncio.shield(asked)
         except asyncio.CancelledError:
@@ -125,7 +128,7 @@ class Guard:
 
     async def _record_unused(self, p: Permit) -> None:
         try:
-            self.result = await asyncio.to_thread(self.client.record, p, None, evidence={"error_kind": KIND_CANCELLED})
+            self.result = await self.client.aio.record(p, None, evidence={"error_kind": KIND_CANCELLED})
         except Exception as e:  # no caller is left to raise it to
             logging.getLogger("breakerd").warning("breakerd: the release of an unused permit for %s failed: %s", p.breaker, e)
 
@@ -142,14 +145,20 @@ class Guard:
                 _later(self._record_cancel(task, cancelling(task), p, kw))
                 return
         # A cancelled task may still await once more: the record of its
-        # cancel is what releases a probe lease at once.
-        self.result = await asyncio.shield(asyncio.to_thread(self.client.record, p, e, **kw))
+        # cancel is what releases a probe lease at once. One answered
+        # in-process (fast mode, the fallback) needs no task.
+        ev, outcome = kw.pop("evidence", None), kw.pop("outcome", None)
+        body, verdict, here = self.client._record_start(p, e, ev, kw["latency_ms"], kw.get("deadline_ms"), "", outcome)
+        if here is not None:
+            self.result = here
+            return
+        self.result = await asyncio.shield(self.client.aio._send_record(p, body, verdict))
 
     async def _record_cancel(self, task: asyncio.Task[Any], pending: int, p: Permit, kw: dict[str, Any]) -> None:
         timed_out = await cancel_was_deadline(task, pending)
         kw["evidence"] = {"error_kind": KIND_TIMEOUT if timed_out else KIND_CANCELLED}
         try:
-            self.result = await asyncio.to_thread(self.client.record, p, None, **kw)
+            self.result = await self.client.aio.record(p, None, **kw)
         except Exception as e:  # no caller is left to raise it to
             logging.getLogger("breakerd").warning("breakerd: the record of a cancelled call to %s failed: %s", p.breaker, e)
 

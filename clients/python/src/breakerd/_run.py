@@ -104,12 +104,29 @@ class Run:
         calling it is how the fleet learns it recovered). When no daemon
         answers, the open cache and the local fallback judge, and the
         removals are marked degraded."""
+        names, keep, breakers = self._ask(tools)
+        states: list[dict[str, Any]] | None = None
+        try:
+            if breakers:
+                if self.client.reach.down:
+                    raise Outage("no daemon answers")  # the fallback answers at once
+                states = self.client.batch_get(breakers, budget=self.client._budget(""))
+        except Outage:
+            states = None
+        return self._keep(tools, names, keep, self._verdicts(breakers, states))
+
+    def _ask(self, tools: Sequence[object]) -> tuple[list[str], list[str], list[str]]:
+        """The tools' names, those this run still has, and their breakers
+        (each once): what available asks breakerd about."""
         names = [tool_name(t) for t in tools]
         with self._lock:
             self._last = names
             keep = [n for n in names if n not in self._removed]
-        breakers = list(dict.fromkeys(self.breaker_of(n) for n in keep))
-        verdicts = self._verdicts(breakers)
+        return names, keep, list(dict.fromkeys(self.breaker_of(n) for n in keep))
+
+    def _keep(self, tools: Sequence[T], names: list[str], keep: list[str],
+              verdicts: dict[str, tuple[Mapping[str, Any], Denial, bool]]) -> list[T]:
+        """Removes the tools whose breakers deny; the tools left, in order."""
         now = self.client._now_ms()
         for n in keep:
             v = verdicts.get(self.breaker_of(n))
@@ -118,18 +135,15 @@ class Run:
         with self._lock:
             return [t for t, n in zip(tools, names) if n not in self._removed]
 
-    def _verdicts(self, breakers: list[str]) -> dict[str, tuple[Mapping[str, Any], Denial, bool]]:
+    def _verdicts(self, breakers: list[str],
+                  states: list[dict[str, Any]] | None) -> dict[str, tuple[Mapping[str, Any], Denial, bool]]:
         """The denying states among breakers (none for one that allows),
         each with its Denial for this worker and whether a fallback
-        judged."""
+        judged (states None: no daemon answered)."""
         out: dict[str, tuple[Mapping[str, Any], Denial, bool]] = {}
         if not breakers:
             return out
-        try:
-            if self.client.reach.down:
-                raise Outage("no daemon answers")  # the fallback answers at once
-            states = self.client.batch_get(breakers, budget=self.client._budget(""))
-        except Outage:
+        if states is None:
             for b in breakers:
                 v = self._fallback_verdict(b)
                 if v is not None:
