@@ -43,9 +43,9 @@ or, when a mode cannot run here, exit status 0 and
 which the bench prints in place of the row. A usage error exits 2; a
 failure exits 1 with {"error": "..."}.
 
-Fast mode: fast_client and fast_async_client below return None until the
-client has a fast mode; the change that adds it makes them return its
-fast client, and the bench's -fast rows then run.
+Fast mode: fast_client and fast_async_client below return the client's
+fast mode, its view live before the run starts; a client without one
+would return None, and the bench prints the skip.
 """
 
 from __future__ import annotations
@@ -75,14 +75,19 @@ def client_options(worker: str) -> dict[str, Any]:
 
 
 def fast_client(url: str, worker: str) -> breakerd.Client | None:
-    """fast_client is worker's client in fast mode, or None while the
-    client has no fast mode."""
-    return None
+    """fast_client is worker's client in fast mode, its view live (its
+    stream's snapshot heard), or None while the client has no fast mode."""
+    c = breakerd.Client(url, fast=True, **client_options(worker))
+    if not c.cache.wait_live(10):
+        c.close()
+        raise RuntimeError("the fast view's stream did not go live within 10s")
+    return c
 
 
 def fast_async_client(url: str, worker: str) -> breakerd.AsyncClient | None:
     """fast_async_client is fast_client for asyncio."""
-    return None
+    c = fast_client(url, worker)
+    return None if c is None else breakerd.AsyncClient.of(c)
 
 
 class Tally:

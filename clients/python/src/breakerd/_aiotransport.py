@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._errors import ConfigError, ProtocolError
-from ._transport import _LOST, MAX_BODY_BYTES, REST, SERVICE_PATH, Outage, Transport
+from ._transport import _LOST, MAX_BODY_BYTES, SERVICE_PATH, Outage, Transport
 
 # The bounds on an answer's head: a longer line, or more lines, is not
 # breakerd's.
@@ -89,26 +89,20 @@ class AsyncTransport:
                 status, ctype, raw = await self._attempt(idx, method, payload, left / (n - i), begun if i == 0 else None)
             except TimeoutError as e:
                 last = e
-                with t._lock:
-                    t._rest[idx] = t._clock() + REST
-                    if t._first == idx:
-                        t._first = (idx + 1) % n  # the next calls start elsewhere
+                t._missed(idx, n, timed_out=True)
                 continue
             except ssl.SSLCertVerificationError as e:
                 raise ConfigError(f"breakerd URL {url}: TLS: {e.verify_message or e}") from e
             except (_Lost, *_LOST) as e:
                 last = e
+                t._missed(idx, n)
                 continue
-            with t._lock:
-                t._rest[idx] = 0.0
             answer = t._decode(url + SERVICE_PATH + method, status, ctype, raw)
             if answer is None:
                 last = Outage(f"{url}: HTTP {status} {raw[:80].decode('utf-8', 'replace').strip()!r}")
+                t._missed(idx, n)
                 continue
-            with t._lock:
-                if idx != first:
-                    t.failovers += 1
-                t._first = idx
+            t._answered(idx, first)
             return answer
         within = f" within {budget:.3f}s" if isinstance(last, TimeoutError) else ""
         raise Outage(f"no breakerd answered {method}{within}: {last!r}") from last

@@ -210,10 +210,7 @@ class Transport:
                 status, ctype, raw = self._attempt(idx, method, payload, left / (n - i), begun if i == 0 else None)
             except (TimeoutError, socket.timeout) as e:
                 last = e
-                with self._lock:
-                    self._strike(idx)
-                    if self._first == idx:
-                        self._first = (idx + 1) % n  # the next calls start elsewhere
+                self._missed(idx, n, timed_out=True)
                 continue
             except ssl.SSLCertVerificationError as e:
                 # Not an outage: this client's TLS settings do not trust
@@ -221,20 +218,14 @@ class Transport:
                 raise ConfigError(f"breakerd URL {self._pools[idx].ep.url}: TLS: {e.verify_message or e}") from e
             except _LOST as e:
                 last = e
-                with self._lock:
-                    self._strike(idx)
+                self._missed(idx, n)
                 continue
             answer = self._decode(self._pools[idx].ep.url + SERVICE_PATH + method, status, ctype, raw)
             if answer is None:  # the daemon, or a proxy in front of it, says it cannot answer now
                 last = Outage(f"{self._pools[idx].ep.url}: HTTP {status} {raw[:80].decode('utf-8', 'replace').strip()!r}")
-                with self._lock:
-                    self._strike(idx)
+                self._missed(idx, n)
                 continue
-            with self._lock:
-                self._strikes[idx] = 0
-                if idx != first:
-                    self.failovers += 1
-                self._first = idx
+            self._answered(idx, first)
             return answer
         within = f" within {budget:.3f}s" if isinstance(last, (TimeoutError, socket.timeout)) else ""
         raise Outage(f"no breakerd answered {method}{within}: {last!r}") from last
@@ -261,6 +252,23 @@ class Transport:
         for idx in due:
             threading.Thread(target=self._probe, args=(idx,), name="breakerd-probe", daemon=True).start()
         return free + passed
+
+    def _missed(self, idx: int, n: int, timed_out: bool = False) -> None:
+        """Daemon idx did not answer a call: it is struck, and one that
+        timed out as the first tried no longer starts the next calls."""
+        with self._lock:
+            self._strike(idx)
+            if timed_out and self._first == idx:
+                self._first = (idx + 1) % n
+
+    def _answered(self, idx: int, first: int) -> None:
+        """Daemon idx answered a call that started at first: it starts
+        the next calls."""
+        with self._lock:
+            self._strikes[idx] = 0
+            if idx != first:
+                self.failovers += 1
+            self._first = idx
 
     def _strike(self, idx: int) -> None:
         """A call daemon idx did not answer (self._lock held)."""
