@@ -75,6 +75,18 @@ func TestConformanceRender(t *testing.T) {
 					ds = append(ds, d.denial())
 				}
 				got = Notice(c.NowMs, ds)
+			case "tool_failure":
+				var in struct {
+					Tool string `json:"tool"`
+				}
+				if err := dec.Decode(&in); err != nil {
+					t.Fatal(err)
+				}
+				// The framework adapters' failure text: Go renders none, but
+				// the template is held to the same syntax and vectors.
+				var b strings.Builder
+				execute(&b, mustParse("tool_failure"), []Data{{"tool": in.Tool}})
+				got = b.String()
 			default:
 				t.Fatalf("unknown template %q", c.Template)
 			}

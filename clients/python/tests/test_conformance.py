@@ -39,7 +39,7 @@ def cases(name: str, key: str) -> list[Any]:
 # -- templates and rendering ----------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["tool_result.tmpl", "notice.tmpl"])
+@pytest.mark.parametrize("name", ["tool_result.tmpl", "notice.tmpl", "tool_failure.tmpl"])
 def test_templates_are_the_repositorys(name: str) -> None:
     """The package ships copies (a wheel has no repository): the same
     bytes as conformance/templates."""
@@ -50,6 +50,8 @@ def test_templates_are_the_repositorys(name: str) -> None:
 def test_render(case: dict[str, Any]) -> None:
     if case["template"] == "notice":
         got = _render.notice_of(case["input"]["denials"], case["now_ms"])
+    elif case["template"] == "tool_failure":
+        got = _render.render(_render.template("tool_failure"), case["input"])
     else:
         got = _render.render_tool_result(case["input"], case["now_ms"])
     assert got == case["want"]

@@ -49,6 +49,8 @@ export declare class Run {
      * shares its breaker, for the rest of the run.
      */
     guard<R>(tool: ToolRef, fn: () => R | Promise<R>, opts?: GuardOptions): Promise<R>;
+    /** excludes is Client.excludes: err is not the dependency's fault (exclude, then the client's option). */
+    excludes(err: unknown, exclude?: (err: unknown) => boolean): boolean;
     /**
      * remove takes a tool out of the run, once: each removal is one tool a
      * run left out, counted under the breaker that decided (the parent

@@ -95,6 +95,10 @@ export class Run {
         }
         throw err;
     }
+    /** excludes is Client.excludes: err is not the dependency's fault (exclude, then the client's option). */
+    excludes(err, exclude) {
+        return this.client.excludes(err, exclude);
+    }
     /**
      * remove takes a tool out of the run, once: each removal is one tool a
      * run left out, counted under the breaker that decided (the parent

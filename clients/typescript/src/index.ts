@@ -12,7 +12,7 @@ export { denialOfState, fallbackDenial, storeDenial } from "./denial.js";
 export type { DenialScopeWord, FallbackKind, StoredDenial } from "./denial.js";
 export { LocalBreaker, DEFAULT_LOCAL_POLICY, effectOfOutcome, localEffect } from "./fallback.js";
 export type { LocalPolicy, LocalVerdict, LocalEffect } from "./fallback.js";
-export { about, derive, inputOf, render, renderNotice, renderNoticeInputs, renderToolResult, renderToolResultInput } from "./render.js";
+export { about, derive, inputOf, render, renderNotice, renderNoticeInputs, renderToolFailure, renderToolResult, renderToolResultInput } from "./render.js";
 export type { Scope, Shown, TemplateInput, Value } from "./render.js";
 export { OpenCache } from "./cache.js";
 export { DEFAULT_SAVINGS_INTERVAL_MS, MAX_SAVINGS_BATCH, MAX_SAVINGS_COUNT, MAX_SAVINGS_HELD, Savings } from "./savings.js";
