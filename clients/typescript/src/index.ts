@@ -4,7 +4,7 @@
 export { Client, EXCLUDED_OUTCOME, checkName, denialError } from "./client.js";
 export type { CallOptions, ClientOptions, GuardOptions, Permit, RecordOptions, RecordResult } from "./client.js";
 export { Run, breakerOf } from "./run.js";
-export type { ToolRef, Unavailable } from "./run.js";
+export type { SharedClientOptions, ToolRef, Unavailable } from "./run.js";
 export { APIError, AuthError, BreakerdError, CircuitOpenError, ConfigError, ProtocolError, UnreachableError } from "./errors.js";
 export type { Denial, FieldViolation } from "./errors.js";
 export { ErrorKind, HttpError, MalformedOutputError, WAIT_HEADERS, bodyCode, evidenceOfError, evidenceOfResponse, isResponse, throwForStatus } from "./evidence.js";

@@ -1,7 +1,7 @@
 // The adapters inside the real frameworks, within one agent run: a
 // circuit that opens between the steps of one generateText or streamText
-// takes the tool out of the remaining steps (prepareStep), a tool an
-// @openai/agents run lost is disabled for its next turns, and a failed
+// takes the tool out of the remaining steps (prepareStep), and of an
+// @openai/agents run's remaining turns (guardedTool), and a failed
 // call reaches the model as the shared failure text rather than the
 // framework's invitation to try again. The models are the frameworks'
 // own mocks (ai/test, a Model of the Agents SDK); the vendor is a server
@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
-import { Agent, Runner, setTracingDisabled, type Model, type ModelRequest, type ModelResponse, Usage } from "@openai/agents";
+import { Agent, Runner, RunContext, setTracingDisabled, type Model, type ModelRequest, type ModelResponse, Usage } from "@openai/agents";
 import { generateText, jsonSchema, stepCountIs, streamText, tool } from "ai";
 import { convertArrayToReadableStream, MockLanguageModelV3 } from "ai/test";
 import { z } from "zod";
@@ -133,7 +133,7 @@ test("Vercel AI SDK: a circuit that opens between the steps of one generateText 
 
 test("Vercel AI SDK: the same within one streamText", () => midRun("stream"));
 
-test("Vercel AI SDK: a failure is a ToolFailedError carrying the tool's error; an excluded error and a denial are not", async () => {
+test("Vercel AI SDK: a failure is a ToolFailedError carrying the tool's error; an excluded error is not", async () => {
   const breaker = `${prefix}:ai-failure`;
   const run = new Run(clientFor("fail-w1"));
   const invalid = new RangeError("charge_id must start with ch_");
@@ -175,7 +175,7 @@ function outputs(req: ModelRequest): string[] {
   return req.input.flatMap((i) => (i.type === "function_call_result" && typeof i.output === "object" && "text" in i.output ? [String(i.output.text)] : []));
 }
 
-test("OpenAI Agents SDK: guardedTool tools of two zod schemas; a failure reads as the shared text, a lost tool leaves the next turns", async () => {
+test("OpenAI Agents SDK: guardedTool tools of two zod schemas; a failure reads as the shared text, a tripped tool leaves the next turns", async () => {
   const breaker = `${prefix}:agents-payments`;
   await failOnce("ag-w2", breaker);
   const before = refunds();
@@ -194,12 +194,27 @@ test("OpenAI Agents SDK: guardedTool tools of two zod schemas; a failure reads a
   const result = await new Runner({ tracingDisabled: true }).run(agent, "refund ch_1", { maxTurns: 5 });
   assert.equal(result.finalOutput, "done");
   const r = model.requests;
-  assert.deepEqual(r.map((q) => q.tools.map((t) => t.name)), [["web_search", "refund_charge"], ["web_search", "refund_charge"], ["web_search"]]);
+  assert.deepEqual(r.map((q) => q.tools.map((t) => t.name)), [["web_search", "refund_charge"], ["web_search"]], "the tool left the turns after the trip");
   assert.equal(outputs(r[1]!)[0], renderToolFailure("refund_charge"), "the failure: the shared text, not the SDK's 'Please try again'");
-  const denial = JSON.parse(outputs(r[2]!)[1]!) as { status: string; tool: string };
-  assert.deepEqual([denial.status, denial.tool], ["circuit_open", "refund_charge"], "the call after the trip: the denial, with no vendor call");
   assert.equal(r[0]!.systemInstructions, "Help the customer.");
-  assert.match(r[2]!.systemInstructions ?? "", /^Help the customer\.\n\nSome tools are out of service[\s\S]*- refund_charge: /);
+  assert.match(r[1]!.systemInstructions ?? "", /^Help the customer\.\n\nSome tools are out of service[\s\S]*\n- refund_charge: it is failing: /);
   assert.deepEqual(charges, ["ch_1"], "execute was given the zod-parsed input, once");
   assert.equal(refunds() - before, 1);
+});
+
+test("OpenAI Agents SDK: a tool whose breaker denies is disabled from the first turn, a call made anyway reads the denial", async () => {
+  const breaker = `${prefix}:agents-before`;
+  await failOnce("pre-w1", breaker);
+  await failOnce("pre-w2", breaker);
+  const before = refunds();
+  const run = new Run(clientFor("pre-w1"));
+  const refund = guardedTool(run, { name: "refund_charge", description: "Refund a charge.", parameters: z.object({ charge_id: z.string() }), breaker, execute: async () => JSON.stringify(await callVendor("/refund")) });
+  const model = new AgentsModel();
+  const agent = new Agent({ name: "support", instructions: () => run.notice(), model, tools: [refund] });
+  await new Runner({ tracingDisabled: true }).run(agent, "refund ch_1");
+  assert.deepEqual(model.requests.map((q) => q.tools.map((t) => t.name)), [[]]);
+  assert.match(model.requests[0]!.systemInstructions ?? "", /^Some tools are out of service[\s\S]*- refund_charge: /);
+  const denial = JSON.parse(String(await refund.invoke(new RunContext(), '{"charge_id":"ch_1"}'))) as { status: string };
+  assert.equal(denial.status, "circuit_open", "a call the model makes anyway: the denial, as the tool's output");
+  assert.equal(refunds() - before, 0);
 });

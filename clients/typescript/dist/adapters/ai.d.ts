@@ -1,5 +1,7 @@
 import { type Run } from "../run.js";
 import { type AdapterOptions } from "./common.js";
+export { Client } from "../client.js";
+export { Run } from "../run.js";
 export { ToolFailedError } from "./common.js";
 /** AiTool is what this adapter needs of an AI SDK tool: an optional execute(input, options). */
 export interface AiTool {

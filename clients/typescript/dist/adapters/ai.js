@@ -4,9 +4,12 @@
 // It imports nothing from `ai`: it keeps each tool as it is and wraps its
 // execute.
 //
-//	const run = new Run(client);
+//	const run = new Run({ workerId: "worker-1" }); // one per task, on the process's one Client
 //	await generateText({ model, tools: guardTools(run, tools), prepareStep: prepareStep(run, tools, { system }), prompt });
 import { callTool, failureOf, refOf } from "./common.js";
+// Run too (and Client), so that adopting is one import line.
+export { Client } from "../client.js";
+export { Run } from "../run.js";
 export { ToolFailedError } from "./common.js";
 /**
  * guardTools returns the tools with each execute guarded by run: a call

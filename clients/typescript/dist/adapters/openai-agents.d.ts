@@ -1,6 +1,8 @@
 import { type FunctionTool, type ToolInputParameters, type ToolOptions, type UnknownContext } from "@openai/agents";
 import { type Run } from "../run.js";
 import { type AdapterOptions } from "./common.js";
+export { Client } from "../client.js";
+export { Run } from "../run.js";
 export { ToolFailedError } from "./common.js";
 /** GuardedToolOptions are guardedTool's own options, beside tool()'s. */
 export interface GuardedToolOptions {
@@ -15,8 +17,11 @@ export interface GuardedToolOptions {
  * (the denial's tool result) and removes the tool from the run; a failure
  * reaches the model as the shared failure text (tool_failure.tmpl) unless
  * options.errorFunction says otherwise (it is given the ToolFailedError,
- * whose cause is what execute threw); and the tool is disabled for the
- * rest of the run once the run lost it, whatever isEnabled says.
+ * whose cause is what execute threw); and before each turn the run asks
+ * breakerd for the tool's breaker (Run.available, one BatchGet within the
+ * Allow budget): a tool whose breaker denies leaves the run, and is
+ * disabled for its remaining turns whatever isEnabled says. Give the
+ * agent the run's notice in its instructions (a function of the turn).
  * The parameters' zod schema types execute's input as tool() does.
  */
 export declare function guardedTool<TParameters extends ToolInputParameters = undefined, Context = UnknownContext, Result = string>(run: Run, options: ToolOptions<TParameters, Context> & GuardedToolOptions): FunctionTool<Context, TParameters, Result>;

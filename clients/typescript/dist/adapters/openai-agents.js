@@ -2,14 +2,17 @@
 // dependency of this entry point only): guardedTool builds a tool with
 // the SDK's tool(), its execute guarded by a run (tool() turns what
 // execute throws into text for the model, so the guard sits inside it),
-// its failure text the shared one, and the tool disabled once the run
-// has lost it.
+// its failure text the shared one, and the tool disabled for the turns
+// after its breaker denies.
 //
-//	const run = new Run(client);
+//	const run = new Run({ workerId: "worker-1" }); // one per task, on the process's one Client
 //	const refund = guardedTool(run, { name: "refund_charge", parameters: z.object({ charge_id: z.string() }), execute: ... });
 //	const agent = new Agent({ name, instructions: () => base + "\n" + run.notice(), tools: [search, refund], model });
 import { tool } from "@openai/agents";
 import { callTool, failureOf, refOf, ToolFailedError } from "./common.js";
+// Run too (and Client), so that adopting is one import line.
+export { Client } from "../client.js";
+export { Run } from "../run.js";
 export { ToolFailedError } from "./common.js";
 /**
  * guardedTool is tool(options) with execute guarded by run: a call goes
@@ -17,8 +20,11 @@ export { ToolFailedError } from "./common.js";
  * (the denial's tool result) and removes the tool from the run; a failure
  * reaches the model as the shared failure text (tool_failure.tmpl) unless
  * options.errorFunction says otherwise (it is given the ToolFailedError,
- * whose cause is what execute threw); and the tool is disabled for the
- * rest of the run once the run lost it, whatever isEnabled says.
+ * whose cause is what execute threw); and before each turn the run asks
+ * breakerd for the tool's breaker (Run.available, one BatchGet within the
+ * Allow budget): a tool whose breaker denies leaves the run, and is
+ * disabled for its remaining turns whatever isEnabled says. Give the
+ * agent the run's notice in its instructions (a function of the turn).
  * The parameters' zod schema types execute's input as tool() does.
  */
 export function guardedTool(run, options) {
@@ -42,7 +48,7 @@ export function guardedTool(run, options) {
             ? null
             : (ctx, err) => (userError ? userError(ctx, err) : err instanceof ToolFailedError ? err.message : String(err)),
         isEnabled: async (args) => {
-            if (run.degraded.some((u) => u.tool === name))
+            if (run.degraded.some((u) => u.tool === name) || (await run.available([ref])).length === 0)
                 return false;
             return typeof userEnabled === "function" ? userEnabled(args) : (userEnabled ?? true);
         },

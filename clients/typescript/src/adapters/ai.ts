@@ -4,12 +4,15 @@
 // It imports nothing from `ai`: it keeps each tool as it is and wraps its
 // execute.
 //
-//	const run = new Run(client);
+//	const run = new Run({ workerId: "worker-1" }); // one per task, on the process's one Client
 //	await generateText({ model, tools: guardTools(run, tools), prepareStep: prepareStep(run, tools, { system }), prompt });
 
 import { type Run } from "../run.js";
 import { callTool, failureOf, refOf, type AdapterOptions } from "./common.js";
 
+// Run too (and Client), so that adopting is one import line.
+export { Client } from "../client.js";
+export { Run } from "../run.js";
 export { ToolFailedError } from "./common.js";
 
 /** AiTool is what this adapter needs of an AI SDK tool: an optional execute(input, options). */

@@ -2,10 +2,10 @@
 // dependency of this entry point only): guardedTool builds a tool with
 // the SDK's tool(), its execute guarded by a run (tool() turns what
 // execute throws into text for the model, so the guard sits inside it),
-// its failure text the shared one, and the tool disabled once the run
-// has lost it.
+// its failure text the shared one, and the tool disabled for the turns
+// after its breaker denies.
 //
-//	const run = new Run(client);
+//	const run = new Run({ workerId: "worker-1" }); // one per task, on the process's one Client
 //	const refund = guardedTool(run, { name: "refund_charge", parameters: z.object({ charge_id: z.string() }), execute: ... });
 //	const agent = new Agent({ name, instructions: () => base + "\n" + run.notice(), tools: [search, refund], model });
 
@@ -14,6 +14,9 @@ import { tool, type FunctionTool, type ToolInputParameters, type ToolOptions, ty
 import { type Run } from "../run.js";
 import { callTool, failureOf, refOf, ToolFailedError, type AdapterOptions } from "./common.js";
 
+// Run too (and Client), so that adopting is one import line.
+export { Client } from "../client.js";
+export { Run } from "../run.js";
 export { ToolFailedError } from "./common.js";
 
 /** GuardedToolOptions are guardedTool's own options, beside tool()'s. */
@@ -30,8 +33,11 @@ export interface GuardedToolOptions {
  * (the denial's tool result) and removes the tool from the run; a failure
  * reaches the model as the shared failure text (tool_failure.tmpl) unless
  * options.errorFunction says otherwise (it is given the ToolFailedError,
- * whose cause is what execute threw); and the tool is disabled for the
- * rest of the run once the run lost it, whatever isEnabled says.
+ * whose cause is what execute threw); and before each turn the run asks
+ * breakerd for the tool's breaker (Run.available, one BatchGet within the
+ * Allow budget): a tool whose breaker denies leaves the run, and is
+ * disabled for its remaining turns whatever isEnabled says. Give the
+ * agent the run's notice in its instructions (a function of the turn).
  * The parameters' zod schema types execute's input as tool() does.
  */
 export function guardedTool<TParameters extends ToolInputParameters = undefined, Context = UnknownContext, Result = string>(
@@ -58,7 +64,7 @@ export function guardedTool<TParameters extends ToolInputParameters = undefined,
         ? null
         : (ctx: unknown, err: unknown) => (userError ? userError(ctx, err) : err instanceof ToolFailedError ? err.message : String(err)),
     isEnabled: async (args: unknown) => {
-      if (run.degraded.some((u) => u.tool === name)) return false;
+      if (run.degraded.some((u) => u.tool === name) || (await run.available([ref])).length === 0) return false;
       return typeof userEnabled === "function" ? userEnabled(args) : (userEnabled ?? true);
     },
   } as unknown as ToolOptions<TParameters, Context>) as FunctionTool<Context, TParameters, Result>;
