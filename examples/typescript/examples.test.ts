@@ -42,8 +42,8 @@ async function daemon(): Promise<{ url: string; stop: () => void }> {
   return { url, stop: () => child.kill("SIGTERM") };
 }
 
-/** story runs an example's main on a fresh daemon (BREAKERD_URL: the examples' Run reads it) and returns what it printed. */
-async function story(main: (log: (s: string) => void) => Promise<void>): Promise<string> {
+/** tell runs an example's main on a fresh daemon (BREAKERD_URL: the examples' Run reads it) and returns what it printed. */
+async function tell(main: (log: (s: string) => void) => Promise<void>): Promise<string> {
   const d = await daemon();
   const lines: string[] = [];
   process.env["BREAKERD_URL"] = d.url;
@@ -62,7 +62,7 @@ function has(out: string, wants: string[]): void {
 const FAILURE = "refund_charge -> refund_charge failed (the failure is recorded). Calling it again right away";
 
 test("Vercel AI SDK: the tool leaves the remaining steps of the request that trips it, and every later request", async () => {
-  const out = await story(aiMain);
+  const out = await tell(aiMain);
   has(out, [
     "request 1 on worker-1:\n  step: the model is given web_search, refund_charge\n    refund_charge -> {\"ok\":true}",
     `request 3 on worker-1:\n  step: the model is given web_search, refund_charge\n    ${FAILURE}`,
@@ -79,7 +79,7 @@ test("Vercel AI SDK: the tool leaves the remaining steps of the request that tri
 });
 
 test("OpenAI Agents SDK: a failure reads as the shared text; the tool leaves the turns after the trip", async () => {
-  const out = await story(agentsMain);
+  const out = await tell(agentsMain);
   has(out, [
     "request 1 on worker-1:\n  turn: the model is given web_search, refund_charge\n    refund_charge -> {\"ok\":true}",
     `request 3 on worker-1:\n  turn: the model is given web_search, refund_charge\n    ${FAILURE}`,

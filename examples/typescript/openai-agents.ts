@@ -17,7 +17,7 @@ import { Run, guardedTool } from "@breakerd/client/openai-agents"; // breakerd
 import { Agent, Runner, setTracingDisabled, tool, Usage, type Model, type ModelRequest, type ModelResponse } from "@openai/agents";
 import { z } from "zod";
 
-import { vendor } from "./vendor.js";
+import { story } from "./vendor.js";
 
 /** call fetches url; a failed answer throws an HttpError that keeps its status and headers (throwForStatus). */
 async function call(url: string): Promise<string> {
@@ -53,29 +53,15 @@ class ScriptedModel implements Model {
 }
 
 export async function main(log: (s: string) => void = console.log): Promise<void> {
-  const payments = await vendor();
-  const search = await vendor();
   setTracingDisabled(true);
   const runner = new Runner();
-  try {
-    for (let n = 1; n <= 8; n++) {
-      if (n === 3) {
-        payments.down(true);
-        log("\n*** the payment vendor goes down (HTTP 503) ***");
-      }
-      const workerId = `worker-${((n - 1) % 2) + 1}`;
-      log(`\nrequest ${n} on ${workerId}:`);
-      const run = new Run({ workerId }); // breakerd
-      const webSearch = tool({ name: "web_search", description: "Search the web.", parameters: z.object({ query: z.string() }), execute: () => call(search.url) });
-      const refundCharge = guardedTool(run, { name: "refund_charge", description: "Refund a card charge.", parameters: z.object({ charge_id: z.string() }), execute: () => call(payments.url) }); // breakerd
-      const agent = new Agent({ name: "support", instructions: () => "You are a support agent.\n\n" + run.notice(), model: new ScriptedModel(log), tools: [webSearch, refundCharge] }); // breakerd
-      await runner.run(agent, "Refund charge ch_1.", { maxTurns: 5 });
-    }
-    log(`\nthe payment vendor saw ${payments.hits()} requests`);
-  } finally {
-    payments.close();
-    search.close();
-  }
+  await story(log, async ({ workerId, payments, search }) => {
+    const run = new Run({ workerId }); // breakerd
+    const webSearch = tool({ name: "web_search", description: "Search the web.", parameters: z.object({ query: z.string() }), execute: () => call(search) });
+    const refundCharge = guardedTool(run, { name: "refund_charge", description: "Refund a card charge.", parameters: z.object({ charge_id: z.string() }), execute: () => call(payments) }); // breakerd
+    const agent = new Agent({ name: "support", instructions: () => "You are a support agent.\n\n" + run.notice(), model: new ScriptedModel(log), tools: [webSearch, refundCharge] }); // breakerd
+    await runner.run(agent, "Refund charge ch_1.", { maxTurns: 5 });
+  });
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {

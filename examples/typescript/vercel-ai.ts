@@ -18,7 +18,7 @@ import { Run, guardTools, prepareStep } from "@breakerd/client/ai"; // breakerd
 import { generateText, jsonSchema, stepCountIs, tool } from "ai";
 import { MockLanguageModelV3 } from "ai/test";
 
-import { vendor } from "./vendor.js";
+import { story } from "./vendor.js";
 
 /** call fetches url; a failed answer throws an HttpError that keeps its status and headers (throwForStatus). */
 async function call(url: string): Promise<unknown> {
@@ -57,30 +57,16 @@ function model(log: (s: string) => void) {
 }
 
 export async function main(log: (s: string) => void = console.log): Promise<void> {
-  const payments = await vendor();
-  const search = await vendor();
-  const tools = {
-    web_search: tool({ description: "Search the web.", inputSchema: jsonSchema<object>({ type: "object" }), execute: () => call(search.url) }),
-    refund_charge: tool({ description: "Refund a card charge.", inputSchema: jsonSchema<object>({ type: "object" }), execute: () => call(payments.url) }),
-  };
   const system = "You are a support agent.";
-  try {
-    for (let n = 1; n <= 8; n++) {
-      if (n === 3) {
-        payments.down(true);
-        log("\n*** the payment vendor goes down (HTTP 503) ***");
-      }
-      const workerId = `worker-${((n - 1) % 2) + 1}`;
-      log(`\nrequest ${n} on ${workerId}:`);
-      const run = new Run({ workerId }); // breakerd
-      await generateText({ model: model(log), tools: guardTools(run, tools), prepareStep: prepareStep(run, tools, { system }), prompt: "Refund charge ch_1.", stopWhen: stepCountIs(4) }); // breakerd
-      if (run.notice()) log("  notice given to the model:\n" + run.notice().replace(/^/gm, "    | "));
-    }
-    log(`\nthe payment vendor saw ${payments.hits()} requests`);
-  } finally {
-    payments.close();
-    search.close();
-  }
+  await story(log, async ({ workerId, payments, search }) => {
+    const tools = {
+      web_search: tool({ description: "Search the web.", inputSchema: jsonSchema<object>({ type: "object" }), execute: () => call(search) }),
+      refund_charge: tool({ description: "Refund a card charge.", inputSchema: jsonSchema<object>({ type: "object" }), execute: () => call(payments) }),
+    };
+    const run = new Run({ workerId }); // breakerd
+    await generateText({ model: model(log), tools: guardTools(run, tools), prepareStep: prepareStep(run, tools, { system }), prompt: "Refund charge ch_1.", stopWhen: stepCountIs(4) }); // breakerd
+    if (run.notice()) log("  notice given to the model:\n" + run.notice().replace(/^/gm, "    | "));
+  });
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {

@@ -24,6 +24,8 @@ export declare class ToolFailedError extends Error {
     constructor(
     /** The tool's name, as the model knows it. */
     tool: string, cause: unknown);
+    /** toString is the failure text alone: what `ai` 7 gives the model (its tool error's toString). */
+    toString(): string;
 }
 /**
  * failureOf is what a framework is handed for err, thrown by a call of

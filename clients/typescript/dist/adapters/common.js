@@ -25,6 +25,10 @@ export class ToolFailedError extends Error {
         super(renderToolFailure(tool), { cause });
         this.tool = tool;
     }
+    /** toString is the failure text alone: what `ai` 7 gives the model (its tool error's toString). */
+    toString() {
+        return this.message;
+    }
 }
 /**
  * failureOf is what a framework is handed for err, thrown by a call of

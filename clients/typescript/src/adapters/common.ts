@@ -39,6 +39,11 @@ export class ToolFailedError extends Error {
   ) {
     super(renderToolFailure(tool), { cause });
   }
+
+  /** toString is the failure text alone: what `ai` 7 gives the model (its tool error's toString). */
+  override toString(): string {
+    return this.message;
+  }
 }
 
 /**
