@@ -57,22 +57,8 @@ func ReadRender() ([]RenderCase, error) {
 	return f.Cases, nil
 }
 
-// ReadToolErrorRender decodes render.json's cases of the tool_error
-// template: the failure text the framework adapters give a model.
-func ReadToolErrorRender() ([]RenderCase, error) {
-	f, err := readRenderFile()
-	if err != nil {
-		return nil, err
-	}
-	if len(f.ToolErrorCases) == 0 {
-		return nil, fmt.Errorf("conformance: render.json holds no tool_error case")
-	}
-	return f.ToolErrorCases, nil
-}
-
 type renderFile struct {
-	Cases          []RenderCase `json:"cases"`
-	ToolErrorCases []RenderCase `json:"tool_error_cases"`
+	Cases []RenderCase `json:"cases"`
 }
 
 func readRenderFile() (renderFile, error) {

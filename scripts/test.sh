@@ -10,8 +10,8 @@
 #   scripts/test.sh go python  # only the named phases (names: see `phases` below)
 #
 # Environment:
-#   BREAKERD_TEST_REDIS_ADDR  the Redis of the go, python and typescript
-#                             phases: used as is when one answers there, else
+#   BREAKERD_TEST_REDIS_ADDR  the Redis of the go, python, typescript and
+#                             frameworks-latest phases: used as is when one answers there, else
 #                             started there (and stopped at exit); unset, one
 #                             is started on a free port of BREAKERD_TEST_PORTS
 #   BREAKERD_TEST_PORTS       the range this run's Redis and Cluster client
@@ -53,6 +53,7 @@ declare -A phase_needs=(
   [soak]="redis-server redis-cli redis-sentinel"
   [python]="python3 unzip redis-server redis-cli"
   [typescript]="node npm redis-server redis-cli"
+  [frameworks-latest]="node npm redis-server redis-cli"
   [release]="file curl unzip node npm python3"
   [deploy]="systemd-analyze"
   [ui]="chromium"
@@ -519,6 +520,32 @@ phase_typescript() {
   rm -rf "$bin"
 }
 
+# The TypeScript adapters on the newest majors of their frameworks: a copy
+# of clients/typescript (and conformance/, which its tests read) in a
+# scratch directory, npm ci from the lock file, then `npm install
+# ai@latest @openai/agents@latest` there (the committed lock file is
+# untouched), the build and tsc --strict over the package and its tests,
+# and the adapter tests run on Node 22, fetched from the npm registry's
+# `node` package (`ai` 7 and `openai` 7 declare Node 22 or later). A
+# background phase beside typescript, on the run's Redis.
+phase_frameworks-latest() {
+  local tmp dir
+  tmp=$(mktemp -d)
+  dir="$tmp/repo/clients/typescript"
+  mkdir -p "$dir" "$tmp/bin"
+  go build -o "$tmp/bin/breakerd" ./cmd/breakerd
+  cp -r conformance "$tmp/repo/"
+  (cd clients/typescript && cp -r package.json package-lock.json tsconfig.json tsconfig.test.json src test bench scripts "$dir/")
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error &&
+    npm install --no-audit --no-fund --loglevel=error ai@latest @openai/agents@latest &&
+    node -e 'const v = (p) => JSON.parse(require("fs").readFileSync(`node_modules/${p}/package.json`, "utf8")).version;
+      console.log(`ci: frameworks-latest: ai ${v("ai")}, @openai/agents ${v("@openai/agents")}`)' &&
+    echo "ci: frameworks-latest: node $(npm exec --yes node@22 -- --version)" &&
+    npx tsc -p tsconfig.json && npx tsc -p tsconfig.test.json &&
+    BREAKERD_BIN="$tmp/bin/breakerd" npm exec --yes node@22 -- --test build/test/adapters.test.js build/test/types.test.js)
+  rm -rf "$tmp"
+}
+
 # The status page in a real browser (internal/httpapi/browsertest, a
 # module of its own so that the main module does not depend on chromedp):
 # Debian's Chromium, headless, without its sandbox (CI runs as root) and
@@ -543,7 +570,7 @@ phase_prometheus() {
   (cd deploy/prometheus/check && go test -count=1 ./...)
 }
 
-phases=(lint go soak python typescript release deploy ui prometheus)
+phases=(lint go soak python typescript frameworks-latest release deploy ui prometheus)
 # Two lanes run side by side: the go phase in the foreground, with its
 # output as it is, and the others in a background lane, one after
 # another, each line prefixed with "[phase] ". The soak runs last, alone,
@@ -602,7 +629,7 @@ main() {
   phase setup
   install_missing "${chosen[@]}"
   check_go
-  case " ${chosen[*]} " in *" go "*|*" python "*|*" typescript "*) start_redis ;; esac
+  case " ${chosen[*]} " in *" go "*|*" python "*|*" typescript "*|*" frameworks-latest "*) start_redis ;; esac
   case " ${chosen[*]} " in *" go "*) start_cluster ;; esac
   phase_done setup
   if [ "${#bg[@]}" -gt 0 ]; then

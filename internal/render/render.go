@@ -13,7 +13,6 @@ import (
 var (
 	toolResultTmpl = mustParse("tool_result")
 	noticeTmpl     = mustParse("notice")
-	toolErrorTmpl  = mustParse("tool_error")
 	fallback       = mustFallback()
 )
 
@@ -94,14 +93,6 @@ func Fallback(tool string, probeInFlight bool, mayReturnAtMs int64) Denial {
 func ToolResult(nowMs int64, d Denial) string {
 	var b strings.Builder
 	execute(&b, toolResultTmpl, []Data{{"now_ms": nowMs}, derive(nowMs, d)})
-	return b.String()
-}
-
-// ToolError renders the text a model reads when a call to tool failed
-// by conformance/templates/tool_error.tmpl.
-func ToolError(tool string) string {
-	var b strings.Builder
-	execute(&b, toolErrorTmpl, []Data{{"tool": tool}})
 	return b.String()
 }
 

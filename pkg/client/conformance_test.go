@@ -116,6 +116,8 @@ func TestConformanceRenderThroughTheClient(t *testing.T) {
 						MayReturnAtMs: i.MayReturnAtMs}})
 			}
 			got = run.Notice()
+		default:
+			continue // tool_failure: the framework adapters' text, which the Go client does not give
 		}
 		if got != c.Want {
 			t.Errorf("%s (%s):\n got %q\nwant %q", c.Name, c.Template, got, c.Want)

@@ -95,7 +95,7 @@ def test_create_agent_middleware(daemon: Daemon, name: Callable[[str], str]) -> 
         assert [c[0] for c in model.calls] == [["web_search", "refund_charge"], after]
         failed = out[2]
         assert isinstance(failed, ToolMessage) and failed.status == "error"
-        assert failed.content == _render.tool_error("refund_charge")
+        assert failed.content == _render.tool_failure("refund_charge")
     assert vendor.calls == 3
 
     model = scripted(AIMessage("Refunds are out of service."))
@@ -250,7 +250,7 @@ def test_failure_text_for_tool_node(daemon: Daemon, name: Callable[[str], str]) 
     failure text, naming the tool."""
     wrapped = Toolkit(client(daemon, "w1"), {"refund_charge": name("payments")}).wrap(tools_of(Vendor())[1])
     out = run_node(wrapped, {"charge_id": "ch_1"}, handle=failure_text)["messages"][-1]
-    assert out.content == _render.tool_error("refund_charge")
+    assert out.content == _render.tool_failure("refund_charge")
     assert json.loads(str(out.content))["status"] == "call_failed"
 
 

@@ -204,7 +204,7 @@ async def test_failure_text(daemon: Daemon, name: Callable[[str], str]) -> None:
                            [assistant_message("The refund failed.")]])
     await box.run(agent_of(model, [refund_charge]), "Refund charge ch_1")
     out = next(i for i in model.calls[-1].input if isinstance(i, dict) and i.get("type") == "function_call_output")
-    assert out["output"] == _render.tool_error("refund_charge")
+    assert out["output"] == _render.tool_failure("refund_charge")
     assert vendor.calls == 1
 
 
@@ -237,7 +237,7 @@ async def test_plain_function_tools_are_guarded(daemon: Daemon, name: Callable[[
                                [assistant_message("The refund failed.")]])
         await Toolbox(client(daemon, worker), {"refund_charge": b}).run(agent_of(model, plain_tools(vendor)), "Refund")
         out = next(i for i in model.calls[-1].input if isinstance(i, dict) and i.get("type") == "function_call_output")
-        assert out["output"] == _render.tool_error("refund_charge")
+        assert out["output"] == _render.tool_failure("refund_charge")
     assert vendor.calls == 2
     (st,) = client(daemon, "w1").batch_get([b])
     assert int(st.get("failures", 0)) == 2

@@ -39,7 +39,7 @@ def cases(name: str, key: str) -> list[Any]:
 # -- templates and rendering ----------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["tool_result.tmpl", "notice.tmpl", "tool_error.tmpl"])
+@pytest.mark.parametrize("name", ["tool_result.tmpl", "notice.tmpl", "tool_failure.tmpl"])
 def test_templates_are_the_repositorys(name: str) -> None:
     """The package ships copies (a wheel has no repository): the same
     bytes as conformance/templates."""
@@ -50,15 +50,12 @@ def test_templates_are_the_repositorys(name: str) -> None:
 def test_render(case: dict[str, Any]) -> None:
     if case["template"] == "notice":
         got = _render.notice_of(case["input"]["denials"], case["now_ms"])
+    elif case["template"] == "tool_failure":
+        got = _render.render(_render.template("tool_failure"), case["input"])
     else:
         got = _render.render_tool_result(case["input"], case["now_ms"])
     assert got == case["want"]
 
-
-@pytest.mark.parametrize("case", cases("render.json", "tool_error_cases"))
-def test_render_tool_error(case: dict[str, Any]) -> None:
-    """The adapters' failure text, byte for byte."""
-    assert _render.tool_error(case["input"]["tool"]) == case["want"]
 
 
 def denial_of(inp: dict[str, Any]) -> Denial:

@@ -276,6 +276,12 @@ export declare class Client {
      * returned or threw, as guard does after its allow.
      */
     runWith<T>(p: Permit, fn: () => T | Promise<T>, opts?: GuardOptions): Promise<T>;
+    /**
+     * excludes reports whether err is not the dependency's fault: exclude
+     * (one call's) or the client's exclude option says so. Such an error is
+     * recorded as never counted.
+     */
+    excludes(err: unknown, exclude?: (err: unknown) => boolean): boolean;
     /** settle records a guarded call's evidence (or outcome); a failure to record never replaces the call's own result. */
     private settle;
     /** get returns one breaker's state. Throws UnreachableError when no daemon answers: it has no fallback. */

@@ -489,12 +489,20 @@ export class Client {
             value = await fn();
         }
         catch (err) {
-            const excluded = (opts.exclude?.(err) || this.o.exclude?.(err)) ?? false;
+            const excluded = this.excludes(err, opts.exclude);
             await this.settle(p, excluded ? {} : evidenceOfError(err, { signal: opts.signal }), start, opts, excluded ? EXCLUDED_OUTCOME : undefined);
             throw err;
         }
         await this.settle(p, isResponse(value) ? evidenceOfResponse(value) : {}, start, opts);
         return value;
+    }
+    /**
+     * excludes reports whether err is not the dependency's fault: exclude
+     * (one call's) or the client's exclude option says so. Such an error is
+     * recorded as never counted.
+     */
+    excludes(err, exclude) {
+        return (exclude?.(err) || this.o.exclude?.(err)) ?? false;
     }
     /** settle records a guarded call's evidence (or outcome); a failure to record never replaces the call's own result. */
     async settle(p, ev, start, opts, outcome) {

@@ -2,7 +2,7 @@ export { Client, EXCLUDED_OUTCOME, FAST_NOT_SENT, checkName, denialError } from 
 export { FastView, MAX_FAST_BREAKERS } from "./fast.js";
 export type { CallOptions, ClientOptions, GuardOptions, Permit, RecordOptions, RecordResult } from "./client.js";
 export { Run, breakerOf } from "./run.js";
-export type { ToolRef, Unavailable } from "./run.js";
+export type { SharedClientOptions, ToolRef, Unavailable } from "./run.js";
 export { APIError, AuthError, BreakerdError, CircuitOpenError, ConfigError, ProtocolError, ReachableAgain, UnreachableError } from "./errors.js";
 export type { Denial, FieldViolation } from "./errors.js";
 export { ErrorKind, HttpError, MalformedOutputError, WAIT_HEADERS, bodyCode, evidenceOfError, evidenceOfResponse, isResponse, throwForStatus } from "./evidence.js";
@@ -10,7 +10,7 @@ export { denialOfState, fallbackDenial, storeDenial } from "./denial.js";
 export type { DenialScopeWord, FallbackKind, StoredDenial } from "./denial.js";
 export { LocalBreaker, DEFAULT_LOCAL_POLICY, effectOfOutcome, localEffect } from "./fallback.js";
 export type { LocalPolicy, LocalVerdict, LocalEffect } from "./fallback.js";
-export { about, derive, inputOf, render, renderNotice, renderNoticeInputs, renderToolResult, renderToolResultInput } from "./render.js";
+export { about, derive, inputOf, render, renderNotice, renderNoticeInputs, renderToolFailure, renderToolResult, renderToolResultInput } from "./render.js";
 export type { Scope, Shown, TemplateInput, Value } from "./render.js";
 export { OpenCache } from "./cache.js";
 export { DEFAULT_SAVINGS_INTERVAL_MS, MAX_SAVINGS_BATCH, MAX_SAVINGS_COUNT, MAX_SAVINGS_HELD, Savings } from "./savings.js";

@@ -7,7 +7,7 @@ export { APIError, AuthError, BreakerdError, CircuitOpenError, ConfigError, Prot
 export { ErrorKind, HttpError, MalformedOutputError, WAIT_HEADERS, bodyCode, evidenceOfError, evidenceOfResponse, isResponse, throwForStatus } from "./evidence.js";
 export { denialOfState, fallbackDenial, storeDenial } from "./denial.js";
 export { LocalBreaker, DEFAULT_LOCAL_POLICY, effectOfOutcome, localEffect } from "./fallback.js";
-export { about, derive, inputOf, render, renderNotice, renderNoticeInputs, renderToolResult, renderToolResultInput } from "./render.js";
+export { about, derive, inputOf, render, renderNotice, renderNoticeInputs, renderToolFailure, renderToolResult, renderToolResultInput } from "./render.js";
 export { OpenCache } from "./cache.js";
 export { DEFAULT_SAVINGS_INTERVAL_MS, MAX_SAVINGS_BATCH, MAX_SAVINGS_COUNT, MAX_SAVINGS_HELD, Savings } from "./savings.js";
 export { readSSE } from "./sse.js";

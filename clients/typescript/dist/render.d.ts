@@ -66,4 +66,10 @@ export declare function renderToolResultInput(d: TemplateInput, nowMs: number): 
 export declare function renderNoticeInputs(denials: readonly TemplateInput[], nowMs: number): string;
 /** renderNotice renders the run notice over the tools a run lost, at the clock nowMs; "" when none. */
 export declare function renderNotice(lost: readonly Shown[], nowMs: number): string;
+/**
+ * renderToolFailure renders what a framework adapter gives the model for
+ * a failed call of tool that breakerd did not deny (tool_failure.tmpl), in
+ * place of the framework's own invitation to try again.
+ */
+export declare function renderToolFailure(tool: string): string;
 export {};

@@ -5,7 +5,7 @@
 // tool's name, the alternatives, the degraded flag and the clock at
 // answer time. The template syntax (a small subset of Mustache) and the
 // derived fields are conformance/README.md's.
-import { NOTICE_TEMPLATE, TOOL_RESULT_TEMPLATE } from "./templates.js";
+import { NOTICE_TEMPLATE, TOOL_FAILURE_TEMPLATE, TOOL_RESULT_TEMPLATE } from "./templates.js";
 const TAG = /\{\{([#^/]?)([a-z_]+)(\|json|\|join)?\}\}/y;
 /** parse reads a template into nodes; a malformed tag is an error, never text. */
 export function parse(src) {
@@ -190,4 +190,12 @@ export function renderNoticeInputs(denials, nowMs) {
 /** renderNotice renders the run notice over the tools a run lost, at the clock nowMs; "" when none. */
 export function renderNotice(lost, nowMs) {
     return renderNoticeInputs(lost.map(inputOf), nowMs);
+}
+/**
+ * renderToolFailure renders what a framework adapter gives the model for
+ * a failed call of tool that breakerd did not deny (tool_failure.tmpl), in
+ * place of the framework's own invitation to try again.
+ */
+export function renderToolFailure(tool) {
+    return render(TOOL_FAILURE_TEMPLATE, { tool });
 }

@@ -1,4 +1,5 @@
-import type { Client, GuardOptions } from "./client.js";
+import type { ClientOptions, GuardOptions } from "./client.js";
+import { Client } from "./client.js";
 import { type StoredDenial } from "./denial.js";
 /** ToolRef names a tool and the breaker its calls go through (the tool's own name when none). */
 export interface ToolRef {
@@ -21,23 +22,31 @@ export interface Unavailable {
     /** Judged by this worker's fallback: no daemon answered. */
     degraded: boolean;
 }
+/** SharedClientOptions name a Client that runs share: urls and token default to BREAKERD_URL and BREAKERD_TOKEN. */
+export type SharedClientOptions = Pick<ClientOptions, "urls" | "token" | "workerId">;
 /**
  * Run scopes one agent run on a Client: available() filters a toolset,
  * guard() runs a tool's call, notice() is what to tell the model, and
  * degraded what the run's result must carry. Removals are sticky.
  */
 export declare class Run {
-    private readonly client;
     private readonly clock;
     private readonly removed;
     private tools;
-    constructor(client: Client, clock?: () => number);
+    private readonly client;
+    /**
+     * A run on client, or on the process's one Client for { workerId, urls,
+     * token } (made on first use; any other option wants a Client of your
+     * own).
+     */
+    constructor(client: Client | SharedClientOptions, clock?: () => number);
     /**
      * available returns the tools, in order, whose breakers breakerd does
      * not deny this worker now (each state's denial, one BatchGet within
      * the Allow budget), and removes the others from the run for good.
      * When no daemon answers, the client's fallback judges and removals are
-     * marked degraded.
+     * marked degraded. The run keeps every tool it was asked about (the
+     * latest ref of each name), for guard's removal of a breaker's tools.
      */
     available<T extends ToolRef>(tools: readonly T[], opts?: {
         signal?: AbortSignal;
@@ -45,10 +54,12 @@ export declare class Run {
     /**
      * guard runs fn as a call of tool (Client.guard with the tool's name). A
      * tool already removed throws its CircuitOpenError without a round trip;
-     * a denial removes the tool, and every tool of the last toolset that
-     * shares its breaker, for the rest of the run.
+     * a denial removes the tool, and every tool the run was asked about
+     * that shares its breaker, for the rest of the run.
      */
     guard<R>(tool: ToolRef, fn: () => R | Promise<R>, opts?: GuardOptions): Promise<R>;
+    /** excludes is Client.excludes: err is not the dependency's fault (exclude, then the client's option). */
+    excludes(err: unknown, exclude?: (err: unknown) => boolean): boolean;
     /**
      * remove takes a tool out of the run, once: each removal is one tool a
      * run left out, counted under the breaker that decided (the parent

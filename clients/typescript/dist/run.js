@@ -1,7 +1,8 @@
 // A run: one agent task. The tools it lost stay lost for the run, even if
 // their circuits close mid-run, because the model's plan has already been
 // rebuilt around their absence.
-import { denialError } from "./client.js";
+import { Client, denialError } from "./client.js";
+import { fromEnvironment } from "./env.js";
 import { denialOfState, retryAfterOf, storeDenial } from "./denial.js";
 import { CircuitOpenError } from "./errors.js";
 import { renderNotice, renderToolResult } from "./render.js";
@@ -9,29 +10,52 @@ import { renderNotice, renderToolResult } from "./render.js";
 export function breakerOf(t) {
     return t.breaker || t.name;
 }
+const shared = new Map();
+/**
+ * sharedClient is the process's one Client for these options (the
+ * environment's when they name no URL or token), made on first use and
+ * kept: a run per task must not make a client per task (each keeps its
+ * savings timer and its view of the daemons).
+ */
+function sharedClient(o) {
+    const { urls, token } = fromEnvironment(o.urls, o.token);
+    const key = JSON.stringify([urls, token ?? "", o.workerId]);
+    let c = shared.get(key);
+    if (!c) {
+        c = new Client({ urls, token: token ?? "", workerId: o.workerId });
+        shared.set(key, c);
+    }
+    return c;
+}
 /**
  * Run scopes one agent run on a Client: available() filters a toolset,
  * guard() runs a tool's call, notice() is what to tell the model, and
  * degraded what the run's result must carry. Removals are sticky.
  */
 export class Run {
-    client;
     clock;
     removed = new Map();
     tools = [];
+    client;
+    /**
+     * A run on client, or on the process's one Client for { workerId, urls,
+     * token } (made on first use; any other option wants a Client of your
+     * own).
+     */
     constructor(client, clock = Date.now) {
-        this.client = client;
         this.clock = clock;
+        this.client = client instanceof Client ? client : sharedClient(client);
     }
     /**
      * available returns the tools, in order, whose breakers breakerd does
      * not deny this worker now (each state's denial, one BatchGet within
      * the Allow budget), and removes the others from the run for good.
      * When no daemon answers, the client's fallback judges and removals are
-     * marked degraded.
+     * marked degraded. The run keeps every tool it was asked about (the
+     * latest ref of each name), for guard's removal of a breaker's tools.
      */
     async available(tools, opts = {}) {
-        this.tools = [...tools];
+        this.tools = [...this.tools.filter((k) => !tools.some((t) => t.name === k.name)), ...tools];
         const names = [...new Set(tools.filter((t) => !this.removed.has(t.name)).map(breakerOf))];
         const states = await this.client.states(names, opts);
         const now = this.clock();
@@ -68,8 +92,8 @@ export class Run {
     /**
      * guard runs fn as a call of tool (Client.guard with the tool's name). A
      * tool already removed throws its CircuitOpenError without a round trip;
-     * a denial removes the tool, and every tool of the last toolset that
-     * shares its breaker, for the rest of the run.
+     * a denial removes the tool, and every tool the run was asked about
+     * that shares its breaker, for the rest of the run.
      */
     async guard(tool, fn, opts = {}) {
         const gone = this.removed.get(tool.name);
@@ -94,6 +118,10 @@ export class Run {
                 this.remove({ ...u, tool: t.name });
         }
         throw err;
+    }
+    /** excludes is Client.excludes: err is not the dependency's fault (exclude, then the client's option). */
+    excludes(err, exclude) {
+        return this.client.excludes(err, exclude);
     }
     /**
      * remove takes a tool out of the run, once: each removal is one tool a

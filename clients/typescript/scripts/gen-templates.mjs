@@ -28,6 +28,9 @@ export const TOOL_RESULT_TEMPLATE = ${JSON.stringify(read("tool_result.tmpl"))};
 /** NOTICE_TEMPLATE is conformance/templates/notice.tmpl. */
 export const NOTICE_TEMPLATE = ${JSON.stringify(read("notice.tmpl"))};
 
+/** TOOL_FAILURE_TEMPLATE is conformance/templates/tool_failure.tmpl. */
+export const TOOL_FAILURE_TEMPLATE = ${JSON.stringify(read("tool_failure.tmpl"))};
+
 /** FALLBACK_DENIALS is conformance/fallback_denials.json: the words of the local fallback's own denials. */
 export const FALLBACK_DENIALS = ${JSON.stringify({ open: words("open"), probe_in_flight: words("probe_in_flight") }, null, 2)} as const;
 `;

@@ -9,7 +9,9 @@
 #   3. the tarball, then this directory as committed (a fresh clone's,
 #      `npm install <path>`), each installed into a fresh folder: imported
 #      from ESM, required from CommonJS, and typed under --strict, with no
-#      dependency pulled in.
+#      dependency pulled in (@breakerd/client/openai-agents imports its
+#      framework, an optional peer dependency, so it is left out here; the
+#      adapter tests use it inside the framework).
 set -euo pipefail
 here=$(pwd)
 root=$(cd ../.. && pwd)
@@ -44,6 +46,7 @@ tar -xzOf "$tarball" package/LICENSE | cmp -s - "$root/LICENSE" || { echo "pack-
 tar -xzOf "$tarball" package/package.json | node -e '
   const p = JSON.parse(require("fs").readFileSync(0, "utf8"));
   for (const k of ["repository", "homepage", "bugs", "license", "engines"]) if (!p[k]) throw new Error(`package.json lacks ${k}`);
+  for (const [k, v] of Object.entries(p.peerDependencies ?? {})) if (!p.peerDependenciesMeta?.[k]?.optional) throw new Error(`peer dependency ${k} (${v}) is not optional`);
   for (const [k, v] of Object.entries(p.exports)) if (typeof v === "object" && v.require !== v.import) throw new Error(`exports ${k}: require is not import`);'
 grep -E '\]\(\.|\]\([a-z-]+\.md' <(tar -xzOf "$tarball" package/README.md) && { echo "pack-check: the tarball's README has relative links"; exit 1; }
 echo "pack-check: npm publish --dry-run passes; the tarball holds $(wc -l < "$tmp/files") files, LICENSE, README.md and package.json with repository, homepage and bugs"
@@ -60,20 +63,18 @@ install_and_use() { # how what: a fresh app installs what, then uses it
   cat > main.mjs <<'JS'
 import { Client, CircuitOpenError, Run } from "@breakerd/client";
 import { toolsForRun } from "@breakerd/client/ai";
-import { toolsForRun as agentTools } from "@breakerd/client/openai-agents";
 import { runTool } from "@breakerd/client/tools";
 const c = new Client({ urls: "http://127.0.0.1:7071", workerId: "w" });
-for (const f of [Client, CircuitOpenError, Run, toolsForRun, agentTools, runTool]) if (typeof f !== "function") throw new Error("missing export");
+for (const f of [Client, CircuitOpenError, Run, toolsForRun, runTool]) if (typeof f !== "function") throw new Error("missing export");
 console.log("imports:", c.workerId, new Run(c).notice() === "");
 JS
   cat > main.cjs <<'JS'
 const { Client, CircuitOpenError, Run } = require("@breakerd/client");
 const { toolsForRun } = require("@breakerd/client/ai");
-const { toolsForRun: agentTools } = require("@breakerd/client/openai-agents");
 const { runTool } = require("@breakerd/client/tools");
 const esm = require("@breakerd/client/package.json");
 const c = new Client({ urls: "http://127.0.0.1:7071", workerId: "w" });
-for (const f of [Client, CircuitOpenError, Run, toolsForRun, agentTools, runTool]) if (typeof f !== "function") throw new Error("missing export");
+for (const f of [Client, CircuitOpenError, Run, toolsForRun, runTool]) if (typeof f !== "function") throw new Error("missing export");
 console.log("requires:", c.workerId, new Run(c).notice() === "", esm.name);
 JS
   cat > main.ts <<'TS'

@@ -7,7 +7,7 @@
 // derived fields are conformance/README.md's.
 
 import type { StoredDenial } from "./denial.js";
-import { NOTICE_TEMPLATE, TOOL_RESULT_TEMPLATE } from "./templates.js";
+import { NOTICE_TEMPLATE, TOOL_FAILURE_TEMPLATE, TOOL_RESULT_TEMPLATE } from "./templates.js";
 
 /** A template value: a string, an integer, a boolean, a list of strings or of objects. */
 export type Value = string | number | boolean | readonly string[] | readonly Scope[] | undefined;
@@ -214,4 +214,13 @@ export function renderNoticeInputs(denials: readonly TemplateInput[], nowMs: num
 /** renderNotice renders the run notice over the tools a run lost, at the clock nowMs; "" when none. */
 export function renderNotice(lost: readonly Shown[], nowMs: number): string {
   return renderNoticeInputs(lost.map(inputOf), nowMs);
+}
+
+/**
+ * renderToolFailure renders what a framework adapter gives the model for
+ * a failed call of tool that breakerd did not deny (tool_failure.tmpl), in
+ * place of the framework's own invitation to try again.
+ */
+export function renderToolFailure(tool: string): string {
+  return render(TOOL_FAILURE_TEMPLATE, { tool });
 }

@@ -2,8 +2,9 @@
 // their circuits close mid-run, because the model's plan has already been
 // rebuilt around their absence.
 
-import type { Client, GuardOptions } from "./client.js";
-import { denialError } from "./client.js";
+import type { ClientOptions, GuardOptions } from "./client.js";
+import { Client, denialError } from "./client.js";
+import { fromEnvironment } from "./env.js";
 import { denialOfState, retryAfterOf, storeDenial, type StoredDenial } from "./denial.js";
 import { CircuitOpenError } from "./errors.js";
 import { renderNotice, renderToolResult } from "./render.js";
@@ -34,6 +35,28 @@ export interface Unavailable {
   degraded: boolean;
 }
 
+/** SharedClientOptions name a Client that runs share: urls and token default to BREAKERD_URL and BREAKERD_TOKEN. */
+export type SharedClientOptions = Pick<ClientOptions, "urls" | "token" | "workerId">;
+
+const shared = new Map<string, Client>();
+
+/**
+ * sharedClient is the process's one Client for these options (the
+ * environment's when they name no URL or token), made on first use and
+ * kept: a run per task must not make a client per task (each keeps its
+ * savings timer and its view of the daemons).
+ */
+function sharedClient(o: SharedClientOptions): Client {
+  const { urls, token } = fromEnvironment(o.urls, o.token);
+  const key = JSON.stringify([urls, token ?? "", o.workerId]);
+  let c = shared.get(key);
+  if (!c) {
+    c = new Client({ urls, token: token ?? "", workerId: o.workerId });
+    shared.set(key, c);
+  }
+  return c;
+}
+
 /**
  * Run scopes one agent run on a Client: available() filters a toolset,
  * guard() runs a tool's call, notice() is what to tell the model, and
@@ -42,21 +65,30 @@ export interface Unavailable {
 export class Run {
   private readonly removed = new Map<string, Unavailable>();
   private tools: ToolRef[] = [];
+  private readonly client: Client;
 
+  /**
+   * A run on client, or on the process's one Client for { workerId, urls,
+   * token } (made on first use; any other option wants a Client of your
+   * own).
+   */
   constructor(
-    private readonly client: Client,
+    client: Client | SharedClientOptions,
     private readonly clock: () => number = Date.now,
-  ) {}
+  ) {
+    this.client = client instanceof Client ? client : sharedClient(client);
+  }
 
   /**
    * available returns the tools, in order, whose breakers breakerd does
    * not deny this worker now (each state's denial, one BatchGet within
    * the Allow budget), and removes the others from the run for good.
    * When no daemon answers, the client's fallback judges and removals are
-   * marked degraded.
+   * marked degraded. The run keeps every tool it was asked about (the
+   * latest ref of each name), for guard's removal of a breaker's tools.
    */
   async available<T extends ToolRef>(tools: readonly T[], opts: { signal?: AbortSignal } = {}): Promise<T[]> {
-    this.tools = [...tools];
+    this.tools = [...this.tools.filter((k) => !tools.some((t) => t.name === k.name)), ...tools];
     const names = [...new Set(tools.filter((t) => !this.removed.has(t.name)).map(breakerOf))];
     const states = await this.client.states(names, opts);
     const now = this.clock();
@@ -88,8 +120,8 @@ export class Run {
   /**
    * guard runs fn as a call of tool (Client.guard with the tool's name). A
    * tool already removed throws its CircuitOpenError without a round trip;
-   * a denial removes the tool, and every tool of the last toolset that
-   * shares its breaker, for the rest of the run.
+   * a denial removes the tool, and every tool the run was asked about
+   * that shares its breaker, for the rest of the run.
    */
   async guard<R>(tool: ToolRef, fn: () => R | Promise<R>, opts: GuardOptions = {}): Promise<R> {
     const gone = this.removed.get(tool.name);
@@ -111,6 +143,11 @@ export class Run {
       if (t.name !== tool.name && breakerOf(t) === breakerOf(tool)) this.remove({ ...u, tool: t.name });
     }
     throw err;
+  }
+
+  /** excludes is Client.excludes: err is not the dependency's fault (exclude, then the client's option). */
+  excludes(err: unknown, exclude?: (err: unknown) => boolean): boolean {
+    return this.client.excludes(err, exclude);
   }
 
   /**

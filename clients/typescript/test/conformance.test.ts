@@ -28,11 +28,12 @@ import {
   localEffect,
   render,
   renderNoticeInputs,
+  renderToolFailure,
   renderToolResultInput,
   type Evidence,
   type TemplateInput,
 } from "../src/index.js";
-import { FALLBACK_DENIALS, NOTICE_TEMPLATE, TOOL_RESULT_TEMPLATE } from "../src/templates.js";
+import { FALLBACK_DENIALS, NOTICE_TEMPLATE, TOOL_FAILURE_TEMPLATE, TOOL_RESULT_TEMPLATE } from "../src/templates.js";
 import { Clock, conformanceDir } from "./helpers.js";
 
 const dir = conformanceDir();
@@ -41,6 +42,7 @@ const load = <T>(name: string): T => JSON.parse(readFileSync(join(dir, name), "u
 test("the templates and fallback words this package carries are conformance's (npm run gen-templates)", () => {
   assert.equal(TOOL_RESULT_TEMPLATE, readFileSync(join(dir, "templates", "tool_result.tmpl"), "utf8"));
   assert.equal(NOTICE_TEMPLATE, readFileSync(join(dir, "templates", "notice.tmpl"), "utf8"));
+  assert.equal(TOOL_FAILURE_TEMPLATE, readFileSync(join(dir, "templates", "tool_failure.tmpl"), "utf8"));
   const words = load<Record<string, { status: string; reason: string }>>("fallback_denials.json");
   assert.deepEqual(Object.keys(FALLBACK_DENIALS).sort(), Object.keys(words).sort(), "the fallback's denial kinds");
   for (const [kind, w] of Object.entries(FALLBACK_DENIALS)) {
@@ -50,7 +52,7 @@ test("the templates and fallback words this package carries are conformance's (n
 
 interface RenderCase {
   name: string;
-  template: "tool_result" | "notice";
+  template: "tool_result" | "notice" | "tool_failure";
   /** A case of the local fallback's own denial: open or probe_in_flight. */
   fallback?: FallbackKind;
   input: Record<string, unknown>;
@@ -65,7 +67,9 @@ test("render.json: every case renders byte for byte", () => {
     const got =
       c.template === "tool_result"
         ? renderToolResultInput(c.input as unknown as TemplateInput, c.now_ms)
-        : renderNoticeInputs(c.input["denials"] as TemplateInput[], c.now_ms);
+        : c.template === "tool_failure"
+          ? renderToolFailure(c.input["tool"] as string)
+          : renderNoticeInputs(c.input["denials"] as TemplateInput[], c.now_ms);
     assert.equal(got, c.want, c.name);
   }
 });

@@ -244,7 +244,7 @@ def notice(lost: Sequence[Unavailable], now_ms: int) -> str:
     return notice_of([denial_inputs(u.denial, u.tool, u.alternatives, u.degraded) for u in lost], now_ms)
 
 
-def tool_error(tool: str) -> str:
-    """tool_error is the text a model receives for a call of tool that
-    failed (the adapters' failure text): the tool_error template."""
-    return render(template("tool_error"), {"tool": tool})
+def tool_failure(tool: str) -> str:
+    """tool_failure is the text a model receives for a call of tool that
+    failed (the adapters' failure text): the tool_failure template."""
+    return render(template("tool_failure"), {"tool": tool})

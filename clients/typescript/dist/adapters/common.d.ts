@@ -11,6 +11,30 @@ export interface AdapterOptions {
 /** refOf is the ToolRef of the tool named name. */
 export declare function refOf(name: string, o?: AdapterOptions): ToolRef;
 /**
+ * ToolFailedError is a guarded tool's failure as a framework adapter
+ * throws it: its message is the shared failure text for the model
+ * (conformance/templates/tool_failure.tmpl), in place of the framework's
+ * own invitation to try again; cause is what the tool threw, recorded as
+ * it was.
+ */
+export declare class ToolFailedError extends Error {
+    /** The tool's name, as the model knows it. */
+    readonly tool: string;
+    readonly name = "ToolFailedError";
+    constructor(
+    /** The tool's name, as the model knows it. */
+    tool: string, cause: unknown);
+    /** toString is the failure text alone: what `ai` 7 gives the model (its tool error's toString). */
+    toString(): string;
+}
+/**
+ * failureOf is what a framework is handed for err, thrown by a call of
+ * tool within run: err itself when it is not the dependency's failure (a
+ * breaker's denial, an error exclude or the client's option excludes),
+ * else a ToolFailedError carrying it.
+ */
+export declare function failureOf(run: Run, tool: string, err: unknown, exclude?: AdapterOptions["exclude"]): unknown;
+/**
  * callTool runs fn as a call of tool within run: its value, or for this
  * call's own denial its tool result (the JSON text the model reads).
  * Any other error, an inner tool's denial included, is re-thrown.

@@ -3,10 +3,43 @@
 // thrown, since a model acts on a result and a framework turns a throw
 // into its own words.
 import { CircuitOpenError } from "../errors.js";
+import { renderToolFailure } from "../render.js";
 import { breakerOf } from "../run.js";
 /** refOf is the ToolRef of the tool named name. */
 export function refOf(name, o = {}) {
     return { name, breaker: o.breakers?.[name] ?? name };
+}
+/**
+ * ToolFailedError is a guarded tool's failure as a framework adapter
+ * throws it: its message is the shared failure text for the model
+ * (conformance/templates/tool_failure.tmpl), in place of the framework's
+ * own invitation to try again; cause is what the tool threw, recorded as
+ * it was.
+ */
+export class ToolFailedError extends Error {
+    tool;
+    name = "ToolFailedError";
+    constructor(
+    /** The tool's name, as the model knows it. */
+    tool, cause) {
+        super(renderToolFailure(tool), { cause });
+        this.tool = tool;
+    }
+    /** toString is the failure text alone: what `ai` 7 gives the model (its tool error's toString). */
+    toString() {
+        return this.message;
+    }
+}
+/**
+ * failureOf is what a framework is handed for err, thrown by a call of
+ * tool within run: err itself when it is not the dependency's failure (a
+ * breaker's denial, an error exclude or the client's option excludes),
+ * else a ToolFailedError carrying it.
+ */
+export function failureOf(run, tool, err, exclude) {
+    if (err instanceof CircuitOpenError || err instanceof ToolFailedError || run.excludes(err, exclude))
+        return err;
+    return new ToolFailedError(tool, err);
 }
 /**
  * callTool runs fn as a call of tool within run: its value, or for this

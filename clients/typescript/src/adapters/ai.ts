@@ -1,13 +1,19 @@
 // The Vercel AI SDK adapter (`ai`): a tools object (name -> tool with
-// execute), filtered per run and guarded. It imports nothing from `ai`:
-// it keeps each tool as it is and wraps its execute.
+// execute), guarded, and a prepareStep that gives each step of one
+// generateText or streamText the tools the run still has and the notice.
+// It imports nothing from `ai`: it keeps each tool as it is and wraps its
+// execute.
 //
-//	const run = new Run(client);
-//	const tools = await toolsForRun(run, { web_search, refund_charge }, { breakers: { refund_charge: "payments" } });
-//	await generateText({ model, tools, system: run.notice(), prompt });
+//	const run = new Run({ workerId: "worker-1" }); // one per task, on the process's one Client
+//	await generateText({ model, tools: guardTools(run, tools), prepareStep: prepareStep(run, tools, { system }), prompt });
 
 import { type Run } from "../run.js";
-import { callTool, refOf, type AdapterOptions } from "./common.js";
+import { callTool, failureOf, refOf, type AdapterOptions } from "./common.js";
+
+// Run too (and Client), so that adopting is one import line.
+export { Client } from "../client.js";
+export { Run } from "../run.js";
+export { ToolFailedError } from "./common.js";
 
 /** AiTool is what this adapter needs of an AI SDK tool: an optional execute(input, options). */
 export interface AiTool {
@@ -16,8 +22,10 @@ export interface AiTool {
 
 /**
  * guardTools returns the tools with each execute guarded by run: a call
- * goes through breakerd (its outcome recorded), and a denial is returned
- * to the model as the denial's tool result. Tools without execute (the
+ * goes through breakerd (its outcome recorded), a denial is returned to
+ * the model as the denial's tool result, and a failure is thrown as a
+ * ToolFailedError, whose message (what the SDK gives the model as the
+ * tool's error) is the shared failure text. Tools without execute (the
  * model's, handled by the caller) are kept as they are.
  */
 export function guardTools<T extends Record<string, AiTool>>(run: Run, tools: T, o: AdapterOptions = {}): T {
@@ -27,18 +35,55 @@ export function guardTools<T extends Record<string, AiTool>>(run: Run, tools: T,
     out[name] = exec
       ? {
           ...t,
-          execute: (input: unknown, options: { abortSignal?: AbortSignal } | undefined) =>
-            callTool(run, refOf(name, o), () => exec.call(t, input, options), { signal: options?.abortSignal, exclude: o.exclude }),
+          execute: async (input: unknown, options: { abortSignal?: AbortSignal } | undefined) => {
+            try {
+              return await callTool(run, refOf(name, o), () => exec.call(t, input, options), { signal: options?.abortSignal, exclude: o.exclude });
+            } catch (err) {
+              throw failureOf(run, name, err, o.exclude);
+            }
+          },
         }
       : t;
   }
   return out as T;
 }
 
+/** StepOptions are prepareStep's options. */
+export interface StepOptions extends AdapterOptions {
+  /** The system prompt, which each step gets with the run's notice after it (give it here rather than to generateText). */
+  system?: string | undefined;
+}
+
+/** StepSettings is what prepareStep sets for one step: the tools the model may call, and the system prompt. */
+export interface StepSettings<K extends string> {
+  activeTools: K[];
+  system?: string;
+}
+
+/**
+ * prepareStep returns a prepareStep for generateText or streamText: before
+ * each step, the run's tools are asked for (Run.available: one BatchGet
+ * within the Allow budget), a tool whose breaker now denies leaves the
+ * remaining steps (activeTools), and the system prompt is system followed
+ * by the run's notice. A tool that left stays out for the run.
+ */
+export function prepareStep<T extends Record<string, AiTool>>(
+  run: Run,
+  tools: T,
+  o: StepOptions = {},
+): () => Promise<StepSettings<keyof T & string>> {
+  const refs = Object.keys(tools).map((n) => refOf(n, o));
+  return async () => {
+    const kept = await run.available(refs);
+    const system = [o.system, run.notice()].filter(Boolean).join("\n\n");
+    return { activeTools: kept.map((r) => r.name as keyof T & string), ...(system ? { system } : {}) };
+  };
+}
+
 /**
  * toolsForRun returns the tools the run still has (Run.available: one
- * BatchGet), guarded. A tool whose breaker denies leaves the run for
- * good; give the model run.notice() so that it knows why.
+ * BatchGet), guarded: for a loop of one step per call. Within one
+ * generateText or streamText of several steps, prepareStep is the way.
  */
 export async function toolsForRun<T extends Record<string, AiTool>>(run: Run, tools: T, o: AdapterOptions = {}): Promise<Partial<T>> {
   const kept = await run.available(Object.keys(tools).map((n) => refOf(n, o)));

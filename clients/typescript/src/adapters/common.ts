@@ -4,6 +4,7 @@
 // into its own words.
 
 import { CircuitOpenError } from "../errors.js";
+import { renderToolFailure } from "../render.js";
 import { breakerOf, type Run, type ToolRef } from "../run.js";
 
 /** Breakers maps a tool's name to the breaker its calls go through (the tool's own name when absent). */
@@ -20,6 +21,40 @@ export interface AdapterOptions {
 /** refOf is the ToolRef of the tool named name. */
 export function refOf(name: string, o: AdapterOptions = {}): ToolRef {
   return { name, breaker: o.breakers?.[name] ?? name };
+}
+
+/**
+ * ToolFailedError is a guarded tool's failure as a framework adapter
+ * throws it: its message is the shared failure text for the model
+ * (conformance/templates/tool_failure.tmpl), in place of the framework's
+ * own invitation to try again; cause is what the tool threw, recorded as
+ * it was.
+ */
+export class ToolFailedError extends Error {
+  override readonly name = "ToolFailedError";
+  constructor(
+    /** The tool's name, as the model knows it. */
+    readonly tool: string,
+    cause: unknown,
+  ) {
+    super(renderToolFailure(tool), { cause });
+  }
+
+  /** toString is the failure text alone: what `ai` 7 gives the model (its tool error's toString). */
+  override toString(): string {
+    return this.message;
+  }
+}
+
+/**
+ * failureOf is what a framework is handed for err, thrown by a call of
+ * tool within run: err itself when it is not the dependency's failure (a
+ * breaker's denial, an error exclude or the client's option excludes),
+ * else a ToolFailedError carrying it.
+ */
+export function failureOf(run: Run, tool: string, err: unknown, exclude?: AdapterOptions["exclude"]): unknown {
+  if (err instanceof CircuitOpenError || err instanceof ToolFailedError || run.excludes(err, exclude)) return err;
+  return new ToolFailedError(tool, err);
 }
 
 /**

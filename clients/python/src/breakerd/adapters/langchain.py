@@ -75,9 +75,9 @@ _inside: contextvars.ContextVar[int] = contextvars.ContextVar("breakerd_langchai
 
 def failure_text(error: Exception) -> str:
     """failure_text is the model's text for a tool call that failed:
-    breakerd's tool_error template, which asks the model not to call the
+    breakerd's tool_failure template, which asks the model not to call the
     tool again at once. Give it to ``ToolNode(handle_tool_errors=...)``."""
-    return _render.tool_error(_tool_of(error))
+    return _render.tool_failure(_tool_of(error))
 
 
 def _tool_of(error: BaseException) -> str:

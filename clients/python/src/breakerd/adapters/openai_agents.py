@@ -58,10 +58,10 @@ __all__ = ["Toolbox", "failure_text"]
 
 def failure_text(ctx: Any, error: Exception) -> str:
     """failure_text is the model's text for a tool call that failed
-    (breakerd's tool_error template): a ``failure_error_function`` for
+    (breakerd's tool_failure template): a ``failure_error_function`` for
     ``function_tool`` and ``mcp_config``. ``Toolbox.function_tool`` gives
     it to every tool that names none."""
-    return _render.tool_error(str(getattr(ctx, "tool_name", "") or ""))
+    return _render.tool_failure(str(getattr(ctx, "tool_name", "") or ""))
 
 
 class _Scope:
