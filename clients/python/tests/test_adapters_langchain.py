@@ -251,7 +251,7 @@ def test_failure_text_for_tool_node(daemon: Daemon, name: Callable[[str], str]) 
     wrapped = Toolkit(client(daemon, "w1"), {"refund_charge": name("payments")}).wrap(tools_of(Vendor())[1])
     out = run_node(wrapped, {"charge_id": "ch_1"}, handle=failure_text)["messages"][-1]
     assert out.content == _render.tool_failure("refund_charge")
-    assert json.loads(str(out.content))["status"] == "call_failed"
+    assert str(out.content).startswith("refund_charge failed")
 
 
 # -- AsyncToolkit ----------------------------------------------------------------------

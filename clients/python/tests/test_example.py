@@ -25,4 +25,4 @@ def test_example_agent(daemon: Daemon, name: Callable[[str], str], example: str)
     # The test policy trips at 3 failures: runs 2-4 reach the vendor, then none.
     assert "the payment vendor saw 4 requests" in out
     # Before the trip, a failure reaches the model as breakerd's failure text.
-    assert '"status":"call_failed","tool":"refund_charge"' in out.split("run 2 on")[1]
+    assert "refund_charge failed (the failure is recorded)" in out.split("run 2 on")[1]
