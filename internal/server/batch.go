@@ -28,7 +28,7 @@ func (s *Server) RecordBatch(ctx context.Context, req *pb.RecordBatchRequest) (*
 	}
 	ins := make([]store.RecordInput, len(recs))
 	for i, r := range recs {
-		in, err := s.validRecord(ctx, r)
+		_, in, err := s.validRecord(ctx, r) // a batch's records each run on the whole bound
 		if err != nil {
 			return nil, nested(fmt.Sprintf("records[%d]", i), err)
 		}

@@ -132,12 +132,16 @@ func (s *Server) WithLimits(l Limits) *Server {
 	return s
 }
 
-// admit applies the quotas to a call that names breaker.
-func (s *Server) admit(ctx context.Context, breaker string) error {
-	return s.quotas.admitBreaker(ctx, breaker, func() (bool, error) {
+// admit applies the quotas to a call that names breaker. The context it
+// returns is the call's: when the quota asked Redis, the call's decision
+// shares the bound that read began (store.DecisionBegun).
+func (s *Server) admit(ctx context.Context, breaker string) (context.Context, error) {
+	err := s.quotas.admitBreaker(ctx, breaker, func() (bool, error) {
+		ctx = store.DecisionBegun(ctx, time.Now())
 		ok, err := s.store.Exists(ctx, breaker)
 		return ok, statusOf(ctx, err)
 	})
+	return ctx, err
 }
 
 // NewGRPC returns a gRPC server carrying the service, the standard
@@ -204,7 +208,8 @@ func (s *Server) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 			return nil, fieldStatus(err)
 		}
 	}
-	if err := s.admit(ctx, req.GetBreaker()); err != nil {
+	ctx, err := s.admit(ctx, req.GetBreaker())
+	if err != nil {
 		return nil, err
 	}
 	res, err := s.scopes.Allow(ctx, req.GetBreaker(), req.GetWorkerId())
@@ -217,7 +222,7 @@ func (s *Server) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 
 // Record implements BreakerService.Record.
 func (s *Server) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordResponse, error) {
-	in, err := s.validRecord(ctx, req)
+	ctx, in, err := s.validRecord(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -242,22 +247,24 @@ func classified(res *pb.RecordResponse, in store.RecordInput) *pb.RecordResponse
 // validRecord checks a Record's request, builds its input once
 // (store.NewRecordInput: the policy resolved, the outcome classified from
 // the evidence when the request sent none) and charges its quotas: the
-// InvalidArgument names the field. It never writes req.
-func (s *Server) validRecord(ctx context.Context, req *pb.RecordRequest) (store.RecordInput, error) {
+// InvalidArgument names the field. It never writes req. The context it
+// returns is the call's (see admit).
+func (s *Server) validRecord(ctx context.Context, req *pb.RecordRequest) (context.Context, store.RecordInput, error) {
 	if err := validName("breaker", req.GetBreaker()); err != nil {
-		return store.RecordInput{}, err
+		return ctx, store.RecordInput{}, err
 	}
 	if err := validWorker("worker_id", req.GetWorkerId()); err != nil {
-		return store.RecordInput{}, err
+		return ctx, store.RecordInput{}, err
 	}
 	in, err := store.NewRecordInput(req, s.policies(), s.store.Now())
 	if err != nil {
-		return store.RecordInput{}, fieldStatus(err)
+		return ctx, store.RecordInput{}, fieldStatus(err)
 	}
 	if err := validTicket(req.GetTicket()); err != nil {
-		return store.RecordInput{}, err
+		return ctx, store.RecordInput{}, err
 	}
-	return in, s.admit(ctx, req.GetBreaker())
+	ctx, err = s.admit(ctx, req.GetBreaker())
+	return ctx, in, err
 }
 
 // validTicket checks a Record's ticket.

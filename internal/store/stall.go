@@ -40,6 +40,28 @@ func (e stalled) Error() string {
 	return fmt.Sprintf("redis did not answer within the decision timeout (%s)", e.bound)
 }
 
+// decisionBegunKey is the context key DecisionBegun sets.
+type decisionBegunKey struct{}
+
+// DecisionBegun returns ctx marked as a call whose decision began at t,
+// before the store was asked for it: the reads the call waits on first
+// (the new-breaker quota's Exists) and its decision script then share one
+// Options.DecisionTimeout from t, rather than each taking a whole one.
+func DecisionBegun(ctx context.Context, t time.Time) context.Context {
+	return context.WithValue(ctx, decisionBegunKey{}, t)
+}
+
+// decisionBound is what is left of the decision timeout for ctx's call
+// (DecisionBegun), and never under a tenth of it: a script always gets a
+// chance to be answered.
+func (s *Store) decisionBound(ctx context.Context) time.Duration {
+	bound := s.o.DecisionTimeout
+	if t, ok := ctx.Value(decisionBegunKey{}).(time.Time); ok {
+		return max(bound-time.Since(t), bound/10)
+	}
+	return bound
+}
+
 // decided is a decision script's outcome.
 type decided struct {
 	res []any
@@ -58,7 +80,7 @@ func (s *Store) decide(ctx context.Context, n *node, name string, sc script, key
 	if err := ctx.Err(); err != nil {
 		return nil, unsent{err}
 	}
-	bound := s.o.DecisionTimeout
+	bound := s.decisionBound(ctx)
 	seq := n.sent.Add(1)
 	var judged atomic.Bool
 	judge := func(err error) {

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -260,6 +261,27 @@ func TestExistsDuringAStall(t *testing.T) {
 		}
 		if n := b.Commands(); n != 0 {
 			t.Errorf("Exists in the outage sent %d commands, want 0", n)
+		}
+	})
+}
+
+// TestAQuotaReadAndItsDecisionShareOneBound: a call whose decision began
+// most of a bound ago (store.DecisionBegun: the new-breaker quota read
+// first) gets what is left of the bound, not a fresh one: with Redis
+// answering later than that, its script is judged stalled, and the call
+// ends within one bound of its start.
+func TestAQuotaReadAndItsDecisionShareOneBound(t *testing.T) {
+	testredis.StallTier(t)
+	eachServer(t, func(t *testing.T, b *testredis.Backend) {
+		f := newOutageFixture(t, b, daemonOptions)
+		name := b.Breaker("search")
+		bound := store.DefaultDecisionTimeout
+		f.proxy.Delay(bound / 5) // each way: an answer 2/5 of a bound late
+		defer f.proxy.Restore(t)
+		ctx := store.DecisionBegun(context.Background(), time.Now().Add(-bound))
+		_, err := f.st.Allow(ctx, name, "w1")
+		if err == nil || !store.IsUnavailable(err) || !strings.Contains(err.Error(), "decision timeout") {
+			t.Fatalf("Allow a bound after its decision began, Redis 2/5 of it late: %v; want it judged stalled on what was left", err)
 		}
 	})
 }
