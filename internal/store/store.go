@@ -415,7 +415,7 @@ func (s *Store) record(ctx context.Context, in RecordInput, n *node) (*pb.Record
 		quiet = q.Quiet(ctx)
 	}
 	args := append(s.recordArgs(name, in.Worker, c, p, params), open, quiet,
-		newRecordID(), recordMemory.Milliseconds(), boolArg(mayTrip), recordsKept)
+		newRecordID(), recordMemory.Milliseconds(), boolArg(mayTrip), recordsKept, c.Trace)
 	var res []any
 	var err error
 	if n != nil {
