@@ -16,6 +16,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import _otel
 from . import _denial, _render
 from ._cache import DEFAULT_HEARTBEAT, OpenCache
 from ._denial import Denial
@@ -339,7 +340,13 @@ class Client:
         marked degraded, and a late answer still teaches the client (its
         ticket goes with the Record). While no daemon answers at all, the
         fallback answers at once. A name breakerd would refuse raises
-        InvalidArgument before any of them."""
+        InvalidArgument before any of them. With OpenTelemetry installed
+        the answer is recorded on the active span (docs/observability.md)."""
+        p = self._allow(breaker, tool)
+        _otel.decision(p.breaker, p.decision, p.degraded, p.verdict)
+        return p
+
+    def _allow(self, breaker: str, tool: str) -> Permit:
         check_name("breaker", breaker)
         check_tool(tool)
         cached = self.cache.denial(breaker)
@@ -353,7 +360,7 @@ class Client:
             body["tool"] = tool
         budget = self._budget(breaker)
         started = time.monotonic()  # the transport's clock: a daemon holding this call past the budget is passed over
-        fut = self._background.submit(self.call, "Allow", body, max(budget, self.rpc_timeout), started)
+        fut = self._background.submit(_otel.carry(self.call), "Allow", body, max(budget, self.rpc_timeout), started)
         try:
             ans = fut.result(timeout=budget)
         except FutureTimeout:
@@ -434,6 +441,7 @@ class Client:
         if verdict is False:
             self._worked.add(permit.breaker)
         self._learn(ans.get("state"))
+        _otel.outcome(str(ans.get("classified_as", "")), bool(ans.get("counted")))
         return ans
 
     def _record_locally(self, permit: Permit, verdict: bool | None) -> None:
