@@ -1,6 +1,7 @@
 // A run: one agent task. The tools it lost stay lost for the run, even if
 // their circuits close mid-run, because the model's plan has already been
 // rebuilt around their absence.
+import { toolRemoved } from "./otel.js";
 import { denialError } from "./client.js";
 import { denialOfState, retryAfterOf, storeDenial } from "./denial.js";
 import { CircuitOpenError } from "./errors.js";
@@ -105,6 +106,7 @@ export class Run {
             return;
         this.removed.set(u.tool, u);
         this.client.savings.add(u.scope || u.breaker, 0, 1);
+        toolRemoved(u);
     }
     /** degraded is every tool the run lost, in the order they were removed. */
     get degraded() {

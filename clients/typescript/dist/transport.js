@@ -8,6 +8,7 @@
 // got no answer in time (for REST_MS; then one call tries it again), is
 // tried after the others, so a paused daemon costs at most the call that
 // found it.
+import { inject } from "./otel.js";
 import { APIError, AuthError, ConfigError, ProtocolError, UnreachableError } from "./errors.js";
 /** The service path prefix of every unary method. */
 export const SERVICE_PATH = "/breakerd.v1.BreakerService/";
@@ -74,6 +75,7 @@ export class Transport {
         const h = { ...extra };
         if (this.o.token)
             h["authorization"] = `Bearer ${this.o.token}`;
+        inject(h); // the caller's traceparent, when the application uses OpenTelemetry
         return h;
     }
     /** fetch is the platform fetch this transport uses. */

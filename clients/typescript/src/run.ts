@@ -2,6 +2,7 @@
 // their circuits close mid-run, because the model's plan has already been
 // rebuilt around their absence.
 
+import { toolRemoved } from "./otel.js";
 import type { Client, GuardOptions } from "./client.js";
 import { denialError } from "./client.js";
 import { denialOfState, retryAfterOf, storeDenial, type StoredDenial } from "./denial.js";
@@ -122,6 +123,7 @@ export class Run {
     if (this.removed.has(u.tool)) return;
     this.removed.set(u.tool, u);
     this.client.savings.add(u.scope || u.breaker, 0, 1);
+    toolRemoved(u);
   }
 
   /** degraded is every tool the run lost, in the order they were removed. */

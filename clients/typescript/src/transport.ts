@@ -9,6 +9,7 @@
 // tried after the others, so a paused daemon costs at most the call that
 // found it.
 
+import { inject } from "./otel.js";
 import { APIError, AuthError, ConfigError, ProtocolError, UnreachableError } from "./errors.js";
 import type { ErrorBody } from "./wire.js";
 
@@ -93,6 +94,7 @@ export class Transport {
   headers(extra: Record<string, string> = {}): Record<string, string> {
     const h: Record<string, string> = { ...extra };
     if (this.o.token) h["authorization"] = `Bearer ${this.o.token}`;
+    inject(h); // the caller's traceparent, when the application uses OpenTelemetry
     return h;
   }
 
