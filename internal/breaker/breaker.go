@@ -131,6 +131,9 @@ type Call struct {
 	// Latency is how long the call took, ms, as its worker measured it
 	// (slow calls, slow.go).
 	Latency int64
+	// Trace is a Record's W3C trace id ("" for none): the transition into
+	// open it causes carries it (Event.Trace).
+	Trace string
 	// CredentialWorked: with a 401 (quorum.CredentialRejected), the worker
 	// had seen this credential work, so the 401 pauses the breaker.
 	CredentialWorked bool
@@ -280,6 +283,9 @@ type Event struct {
 	// Quiet is an alert's mark past its caller's alert quota (Call.Quiet):
 	// "" for an alert sent to hooks, and for every transition and Force.
 	Quiet string
+	// Trace is, on a transition into open a Record caused, that call's
+	// trace id (Call.Trace): the last counted failure's.
+	Trace string
 }
 
 // Alert reports whether an event of kind is an alert (not a transition
@@ -725,6 +731,7 @@ func (st *step) open(from string, level, cd int64, cause Cause) {
 	s.Gen++
 	st.res.Wrote = true
 	st.emit("transition", from, "open", cause, now)
+	st.events[len(st.events)-1].Trace = st.c.Trace
 }
 
 func (st *step) force() {

@@ -15,6 +15,7 @@ import (
 	"github.com/breakerd/breakerd/internal/logging"
 	"github.com/breakerd/breakerd/internal/metrics"
 	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/internal/tracing"
 )
 
 // Config is the daemon's configuration. Every field has a flag and a
@@ -275,6 +276,11 @@ type Config struct {
 	// Names are the positional arguments: the breakers whose effective
 	// policy --check-config prints. Only with CheckConfig.
 	Names []string
+	// Tracing says whether and how the daemon exports traces over OTLP:
+	// no flag and no BREAKERD_* variable, but the standard OTEL_*
+	// environment, read by ParseConfig (docs/observability.md#the-daemon).
+	// The zero value exports nothing and installs no instrumentation.
+	Tracing tracing.Env
 }
 
 // Defaults returns the configuration with every field at its default.
@@ -399,6 +405,9 @@ func ParseConfig(args []string, getenv func(string) string, stdout io.Writer) (C
 	}
 	if len(names) > 0 {
 		return c, cli.Usagef("unexpected argument %q (NAME arguments go with --check-config)", names[0])
+	}
+	if c.Tracing, err = tracing.ReadEnv(getenv); err != nil {
+		return c, &cli.UsageError{Err: err}
 	}
 	if err := c.Validate(); err != nil {
 		return c, &cli.UsageError{Err: err}

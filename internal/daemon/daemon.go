@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/health"
 
 	"github.com/breakerd/breakerd/internal/auth"
+	"github.com/breakerd/breakerd/internal/buildinfo"
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/limits"
 	"github.com/breakerd/breakerd/internal/logging"
@@ -31,6 +32,7 @@ import (
 	"github.com/breakerd/breakerd/internal/secretfile"
 	"github.com/breakerd/breakerd/internal/server"
 	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/internal/tracing"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -69,12 +71,17 @@ func RunListeners(ctx context.Context, c Config, log *slog.Logger, ready func(Li
 	if err != nil {
 		return err
 	}
+	tr, err := tracing.Start(ctx, c.Tracing, tracing.Options{Version: buildinfo.Get().Version})
+	if err != nil {
+		return err
+	}
+	defer flushTraces(tr, c.ShutdownTimeout, log)
 	rdb, channel, closeRedis, err := connect(c, log)
 	if err != nil {
 		return err
 	}
 	defer closeRedis()
-	d, err := assemble(c, log, rdb, channel, policies, policySum)
+	d, err := assemble(c, log, rdb, channel, policies, policySum, tr)
 	if err != nil {
 		return err
 	}
@@ -109,6 +116,16 @@ func loadPolicy(c Config, log *slog.Logger) (*policy.Set, *[sha256.Size]byte, er
 	return set, &sum, nil
 }
 
+// flushTraces exports the spans tr still holds, within timeout (a
+// collector that does not answer is logged, not waited on).
+func flushTraces(tr *tracing.Tracing, timeout time.Duration, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(timeout, 5*time.Second))
+	defer cancel()
+	if err := tr.Shutdown(ctx); err != nil {
+		log.Warn("tracing: spans not exported at shutdown", "err", err)
+	}
+}
+
 // parts is what a daemon serves from, built by assemble.
 type parts struct {
 	st        *store.Store
@@ -123,14 +140,15 @@ type parts struct {
 	hs        *health.Server
 	conns     *limits.Conns
 	keeper    *keeper
-	inMemory  bool // answers from memory while Redis is away
+	inMemory  bool             // answers from memory while Redis is away
+	tr        *tracing.Tracing // nil: no tracing
 }
 
 // assemble builds the store, the event hub, the operating surface, the
 // hooks, the recovery checker and the gRPC server under the listener
 // limits. It opens nothing that must be closed but the store (d.st).
-func assemble(c Config, log *slog.Logger, rdb redis.UniversalClient, channel string, policies *policy.Set, policySum *[sha256.Size]byte) (*parts, error) {
-	d := &parts{inMemory: c.RedisOutage != "unavailable", keeper: newKeeper(log, daemonID())}
+func assemble(c Config, log *slog.Logger, rdb redis.UniversalClient, channel string, policies *policy.Set, policySum *[sha256.Size]byte, tr *tracing.Tracing) (*parts, error) {
+	d := &parts{inMemory: c.RedisOutage != "unavailable", keeper: newKeeper(log, daemonID()), tr: tr}
 	outage := store.OutageMemory
 	if !d.inMemory {
 		outage = store.OutageUnavailable
@@ -142,7 +160,7 @@ func assemble(c Config, log *slog.Logger, rdb redis.UniversalClient, channel str
 		OnOutage: func(node string, down bool) {
 			logOutage(log, node, down)
 			degraded(d.st.Degraded())
-		}, OnLost: d.keeper.onLost})
+		}, OnLost: d.keeper.onLost, Tracer: tr.Tracer()})
 	err := d.build(c, log, rdb, policySum)
 	if err != nil {
 		d.st.Close()
@@ -212,7 +230,7 @@ func (d *parts) build(c Config, log *slog.Logger, rdb redis.UniversalClient, pol
 	// A call with a known token (the tap's), or any call to the API that
 	// succeeds, takes its connection out of the pre-auth pool.
 	identified := func(ctx context.Context) bool { _, ok := auth.Caller(ctx); return ok }
-	opOpts = append(opOpts, grpc.StatsHandler(conns.StatsHandler(identified, auth.Open)))
+	opOpts = append(append(opOpts, grpc.StatsHandler(conns.StatsHandler(identified, auth.Open))), d.tr.ServerOptions()...)
 	d.g, d.hs = d.srv.NewGRPC(append(grpcOpts, opOpts...)...)
 	return nil
 }
@@ -231,7 +249,7 @@ func (d *parts) serve(ctx context.Context, c Config, log *slog.Logger, lis, http
 		stopHub()
 		return err
 	}
-	api, err := newHTTPServer(c, log, httpLis, httpAPIDeps{grpc: d.g, health: d.hs, auth: d.authn, hub: d.hub, store: d.st, srv: d.srv, conns: d.conns})
+	api, err := newHTTPServer(c, log, httpLis, httpAPIDeps{grpc: d.g, health: d.hs, tracing: d.tr, auth: d.authn, hub: d.hub, store: d.st, srv: d.srv, conns: d.conns})
 	if err != nil {
 		stopHub()
 		return err
@@ -630,7 +648,7 @@ func Registry(c Config, log *slog.Logger) (*prometheus.Registry, func(), error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	d, err := assemble(c, log, rdb, channel, policies, policySum)
+	d, err := assemble(c, log, rdb, channel, policies, policySum, nil)
 	if err != nil {
 		closeRedis()
 		return nil, nil, err

@@ -20,6 +20,7 @@ import (
 	"github.com/breakerd/breakerd/internal/limits"
 	"github.com/breakerd/breakerd/internal/server"
 	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/internal/tracing"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -56,6 +57,8 @@ type httpAPIDeps struct {
 	// conns is the connection cap the listener is under, which its calls
 	// report to (limits.Track).
 	conns *limits.Conns
+	// tracing, when set, continues each request's trace (otelhttp).
+	tracing *tracing.Tracing
 }
 
 // httpAPI is the HTTP/JSON listener's server.
@@ -89,6 +92,7 @@ func newHTTPServer(c Config, log *slog.Logger, lis net.Listener, d httpAPIDeps) 
 	// The listener limits (internal/limits) come first: header and body
 	// bounds, and the per-token caps the gRPC listener counts in too.
 	reads, watch := d.srv.Gates()
+	h = d.tracing.Handler(h)
 	srv := lim.HTTPServer(limits.Track(lim.HTTPHandler(h, limits.HTTPOptions{Authenticate: httpCaller(d.auth), Gate: httpGate(reads, watch)}), isAPICall))
 	srv.ConnContext = d.conns.ConnContext
 	srv.ErrorLog = slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelWarn)

@@ -393,6 +393,9 @@ type View struct {
 	// have happened, not what is enforced (an "opened" event is "would
 	// have opened"; its reason starts "shadow mode, not enforced: ").
 	Shadow bool `json:"shadow"`
+	// TraceID is, on an open a Record caused, that call's W3C trace id
+	// (Event.trace_id: docs/observability.md); omitted when none.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // ViewOf returns e's View.
@@ -401,6 +404,6 @@ func ViewOf(e *pb.Event) View {
 		ID: e.GetId(), Breaker: e.GetBreaker(), Kind: breaker.EnumName(e.GetKind()), From: breaker.EnumName(e.GetFrom()),
 		To: breaker.EnumName(e.GetTo()), Generation: e.GetGeneration(), Reason: e.GetReason(), Failures: e.GetFailures(),
 		DistinctWorkers: e.GetDistinctWorkers(), CooldownMs: e.GetCooldownMs(), AtMs: e.GetAtMs(), Actor: e.GetActor(),
-		Cause: e.GetCause(), Shadow: e.GetShadow(),
+		Cause: e.GetCause(), Shadow: e.GetShadow(), TraceID: e.GetTraceId(),
 	}
 }

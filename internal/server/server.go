@@ -226,6 +226,7 @@ func (s *Server) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordR
 	if err != nil {
 		return nil, err
 	}
+	in = in.WithTrace(callTrace(ctx))
 	res, err := s.scopes.Record(ctx, in)
 	if err != nil {
 		return nil, statusOf(ctx, err)

@@ -100,6 +100,14 @@ func (c *coalescer) run(ctx context.Context, sc script, keys []string, args []an
 // Options.Unpipelined. A context ended before the call sends nothing
 // (unsent: no reply to lose).
 func (s *Store) script(ctx context.Context, sc script, keys []string, args []any) ([]any, error) {
+	if s.o.Tracer != nil {
+		return s.tracedScript(ctx, sc, keys, args)
+	}
+	return s.sendScript(ctx, sc, keys, args)
+}
+
+// sendScript is script, untraced.
+func (s *Store) sendScript(ctx context.Context, sc script, keys []string, args []any) ([]any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, unsent{err}
 	}

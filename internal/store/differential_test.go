@@ -481,6 +481,9 @@ func (h *harness) run(c dcase, logf, fatalf func(string, ...any)) {
 		case "record":
 			req := &pb.RecordRequest{Breaker: name, WorkerId: s.Worker, Outcome: pb.Outcome(pb.Outcome_value["OUTCOME_"+s.Outcome]),
 				RetryAfterMs: s.RetryAfter, DeadlineMs: s.Deadline, CredentialWorked: s.Credential, LatencyMs: s.latency()}
+			if i%3 != 0 { // most calls traced: a trip's event carries its call's trace id
+				req.TraceId = fmt.Sprintf("%032x", i+1)
+			}
 			cur := tickets[name+"/"+s.Worker]
 			switch s.Ticket {
 			case "current":
@@ -793,6 +796,9 @@ func (h *harness) compareEvents(name string, last map[string]string, events []br
 		}
 		if e.Quiet != "" {
 			w["quiet"] = e.Quiet
+		}
+		if e.Trace != "" {
+			w["trace"] = e.Trace
 		}
 		want = append(want, w)
 	}

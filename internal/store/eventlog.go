@@ -110,15 +110,16 @@ func (s *Store) Events(ctx context.Context, q EventQuery) ([]*pb.Event, error) {
 
 // EventFromStream parses one entry of a breaker's event stream as lib.lua's
 // emit() appends it (XADD fields breaker, kind, from, to, gen, cause,
-// failures, workers, rl, cooldown_ms, at_ms, actor, last, note, and shadow
-// "1" on the events of a shadowed breaker) and renders
+// failures, workers, rl, cooldown_ms, at_ms, actor, last, note, shadow
+// "1" on the events of a shadowed breaker, and trace on a transition into
+// open a traced Record caused) and renders
 // its reason (breaker.EventReason). A kind this daemon does not know
 // (written by a newer one) reads as EVENT_KIND_UNSPECIFIED rather than
 // failing the whole read; a malformed number is an error naming the field.
 func EventFromStream(m redis.XMessage) (*pb.Event, error) {
 	str := func(f string) string { v, _ := m.Values[f].(string); return v }
 	e := breaker.Event{Kind: str("kind"), From: str("from"), To: str("to"), Cause: breaker.Cause(str("cause")),
-		Actor: str("actor"), Last: str("last"), Note: str("note"), Shadow: str("shadow") == "1"}
+		Actor: str("actor"), Last: str("last"), Note: str("note"), Shadow: str("shadow") == "1", Trace: str("trace")}
 	for f, p := range map[string]*int64{"gen": &e.Gen, "failures": &e.Fails, "workers": &e.Workers,
 		"rl": &e.RL, "cooldown_ms": &e.Cooldown, "at_ms": &e.At} {
 		v := str(f)
@@ -139,7 +140,7 @@ func EventFromStream(m redis.XMessage) (*pb.Event, error) {
 	return &pb.Event{Id: m.ID, Breaker: name, Kind: kinds[e.Kind], From: breaker.StateOf(e.From),
 		To: breaker.StateOf(e.To), Reason: reason, Actor: e.Actor, Generation: e.Gen,
 		Failures: e.Fails, DistinctWorkers: e.Workers, CooldownMs: e.Cooldown, AtMs: e.At,
-		Shadow: e.Shadow, Cause: string(e.Cause)}, nil
+		Shadow: e.Shadow, Cause: string(e.Cause), TraceId: e.Trace}, nil
 }
 
 // CompareIDs orders Redis stream ids ("<ms>-<seq>") numerically: -1, 0

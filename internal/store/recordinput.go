@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/breakerd/breakerd/internal/breaker"
@@ -53,6 +54,7 @@ type RecordInput struct {
 	latencyMs        int64
 	httpStatus       int32
 	credentialWorked bool
+	traceID          string
 	// policies is the set Policy came from: a parent's half resolves
 	// the parent's policy from it, so one Record never mixes two sets.
 	policies Resolver
@@ -70,7 +72,7 @@ func NewRecordInput(req *pb.RecordRequest, policies Resolver, now time.Time) (Re
 		Outcome: req.GetOutcome(), RetryAfterMs: req.GetRetryAfterMs(), DeadlineMs: req.GetDeadlineMs(),
 		Why: "outcome sent by the caller", Message: limits.OneLine(req.GetMessage(), MaxMessageBytes),
 		Ticket: req.GetTicket(), latencyMs: req.GetLatencyMs(), httpStatus: req.GetEvidence().GetHttpStatus(),
-		credentialWorked: req.GetCredentialWorked(), policies: policies}
+		credentialWorked: req.GetCredentialWorked(), traceID: req.GetTraceId(), policies: policies}
 	if g, ok := policies.GroupOf(in.Breaker); ok {
 		in.Group = &g
 	}
@@ -120,7 +122,34 @@ func (in *RecordInput) checkFields() error {
 			return fieldErr(f.name, "must be between 0 and %d (7 days), got %d", limits.MaxDurationMs, f.v)
 		}
 	}
+	if t := in.traceID; t != "" && !ValidTraceID(t) {
+		return fieldErr("trace_id", "must be a W3C trace id: 32 lowercase hex digits, not all zero, got %q", limits.OneLine(t, 64))
+	}
 	return nil
+}
+
+// WithTrace is in carrying the trace id t (ValidTraceID) when its request
+// named none: the caller's trace context, read by the daemon. An open
+// event this Record causes carries it (breaker.Call.Trace).
+func (in RecordInput) WithTrace(t string) RecordInput {
+	if in.traceID == "" && ValidTraceID(t) {
+		in.traceID, in.Call.Trace = t, t
+	}
+	return in
+}
+
+// ValidTraceID reports whether t is a W3C trace id: 32 lowercase hex
+// digits, not all zero.
+func ValidTraceID(t string) bool {
+	if len(t) != 32 || strings.Trim(t, "0") == "" {
+		return false
+	}
+	for _, r := range t {
+		if (r < '0' || r > '9') && (r < 'a' || r > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 func fieldErr(field, format string, args ...any) error {
@@ -175,6 +204,7 @@ func (in *RecordInput) weigh() error {
 		Last:             last,
 		Latency:          in.latencyMs,
 		CredentialWorked: in.credentialWorked,
+		Trace:            in.traceID,
 	}
 	return nil
 }

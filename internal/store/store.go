@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/policy"
@@ -94,6 +95,9 @@ type Options struct {
 	// Log receives what no answer tells: a script's reply lost after
 	// Redis ran it (replylost.go). Default: discarded.
 	Log *slog.Logger
+	// Tracer, when set, wraps each Allow and Record script in a span, a
+	// child of the call's (tracing.go). Default: none.
+	Tracer trace.Tracer
 }
 
 // Store runs breakerd's scripts against one Redis (or Redis Cluster).
@@ -417,7 +421,7 @@ func (s *Store) record(ctx context.Context, in RecordInput, n *node) (*pb.Record
 		quiet = q.Quiet(ctx)
 	}
 	args := append(s.recordArgs(name, in.Worker, c, p, params), open, quiet,
-		newRecordID(), recordMemory.Milliseconds(), boolArg(mayTrip), recordsKept)
+		newRecordID(), recordMemory.Milliseconds(), boolArg(mayTrip), recordsKept, c.Trace)
 	var res []any
 	var err error
 	if n != nil {

@@ -331,7 +331,7 @@ func Dial(target string, opts ...Option) (*Client, error) {
 		// and keepaliveTimeout more, and grpc reconnects in the background.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout}),
 	}, resolve...)
-	dial = append(dial, o.dial...)
+	dial = append(append(dial, traceDialOptions()...), o.dial...)
 	conn, err := grpc.NewClient(target, dial...)
 	if err != nil {
 		return nil, fmt.Errorf("client: dial %s: %w", target, err)
@@ -719,7 +719,16 @@ func (p *Permit) Allowed() bool {
 // on breakerd. Errors: InvalidArgument naming the field (a bad name or
 // worker id), the caller's context ending, and any error breakerd returns
 // about the request (PermissionDenied, Unauthenticated, Internal...).
+// The answer is recorded on ctx's span when it is recording
+// (docs/observability.md).
 func (c *Client) Allow(ctx context.Context, breaker string) (*Permit, error) {
+	p, err := c.allow(ctx, breaker)
+	traceDecision(ctx, p)
+	return p, err
+}
+
+// allow is Allow, untraced.
+func (c *Client) allow(ctx context.Context, breaker string) (*Permit, error) {
 	if c.view != nil && c.badWorker == nil {
 		// A breaker in the view came from breakerd: its name is valid.
 		if p := c.fastAllow(breaker); p != nil {
@@ -1091,8 +1100,18 @@ type Result struct {
 // toward DownAfterFailures), and Record returns a response noting it
 // rather than an error. Errors: InvalidArgument naming the field (a bad
 // name or worker id, checked before any round trip; a bad outcome), and
-// any other error breakerd returns about the request.
+// any other error breakerd returns about the request. The outcome, and
+// whether it counted, are recorded on ctx's span when it is recording.
 func (c *Client) Record(ctx context.Context, p *Permit, r Result) (*pb.RecordResponse, error) {
+	res, err := c.record(ctx, p, r)
+	if err == nil {
+		traceOutcome(ctx, r, res)
+	}
+	return res, err
+}
+
+// record is Record, untraced.
+func (c *Client) record(ctx context.Context, p *Permit, r Result) (*pb.RecordResponse, error) {
 	if p.Degraded {
 		c.local.record(p.Breaker, p.Ticket, r)
 		if p.knownProbe {
@@ -1164,7 +1183,13 @@ var ErrAllow = errors.New("client: allow")
 // deadline that passed is not a cancellation: it is recorded (TIMEOUT). Other errors: Allow's, wrapped ("client:
 // allow web_search: ...", wrapping ErrAllow), with fn not run; a failure to Record (other
 // than breakerd being unreachable) joined to fn's result.
+//
+// The decision and the outcome are recorded on ctx's span; without a
+// recording one, and with an application TracerProvider set, on a span
+// of Call's own, "execute_tool <breaker>" (docs/observability.md).
 func (c *Client) Call(ctx context.Context, breaker string, fn func(ctx context.Context) error) error {
+	ctx, end := toolSpan(ctx, breaker)
+	defer end()
 	p, err := c.Allow(ctx, breaker)
 	if err != nil {
 		return fmt.Errorf("%w %q: %w", ErrAllow, breaker, err)

@@ -183,13 +183,13 @@ func (r *Run) Available(ctx context.Context, tools []Tool) ([]Tool, error) {
 		}
 		if u, gone := verdict(t, st, now); gone {
 			u.Degraded = degraded
-			r.removeLocked(u)
+			r.removeLocked(ctx, u)
 			continue
 		}
 		if p != "" {
 			if u, gone := parentVerdict(t, st, byName[p], now); gone {
 				u.Degraded = parentDegraded
-				r.removeLocked(u)
+				r.removeLocked(ctx, u)
 				continue
 			}
 		}
@@ -213,6 +213,8 @@ func (r *Run) Call(ctx context.Context, tool Tool, fn func(ctx context.Context) 
 		return u.err(r.now())
 	}
 	r.mu.Unlock()
+	ctx, end := toolSpan(ctx, tool.Name)
+	defer end()
 	err := r.c.Call(ctx, tool.BreakerName(), fn)
 	now := r.now()
 	var open *CircuitOpenError
@@ -234,7 +236,7 @@ func (r *Run) Call(ctx context.Context, tool Tool, fn func(ctx context.Context) 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	u.Tool = tool.Name
-	r.removeLocked(u)
+	r.removeLocked(ctx, u)
 	for _, t := range r.tools {
 		if t.Name == tool.Name {
 			continue
@@ -242,25 +244,28 @@ func (r *Run) Call(ctx context.Context, tool Tool, fn func(ctx context.Context) 
 		switch {
 		case t.BreakerName() == tool.BreakerName():
 			u.Tool = t.Name
-			r.removeLocked(u)
+			r.removeLocked(ctx, u)
 		case u.Scope != "" && r.parents[t.BreakerName()] == u.Scope:
 			// Another breaker under the parent that denied: its own state
 			// and alternatives are not known here, the parent's verdict is.
 			v := u
 			v.Tool, v.Breaker, v.Alternatives = t.Name, t.BreakerName(), nil
-			r.removeLocked(v)
+			r.removeLocked(ctx, v)
 		}
 	}
 	return err
 }
 
-func (r *Run) removeLocked(u Unavailable) {
+// removeLocked removes u's tool from the run (once), counts it, and
+// records it as an event on ctx's span.
+func (r *Run) removeLocked(ctx context.Context, u Unavailable) {
 	if _, gone := r.removed[u.Tool]; gone {
 		return
 	}
 	r.removed[u.Tool] = len(r.lost)
 	r.lost = append(r.lost, u)
 	r.c.removedTool(u)
+	traceRemoved(ctx, u)
 }
 
 // Degraded returns what the run's terminal result must carry: every tool

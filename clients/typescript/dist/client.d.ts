@@ -234,6 +234,7 @@ export declare class Client {
      * by the fallback, and the caller's abort reason.
      */
     allow(breaker: string, opts?: CallOptions): Promise<Permit>;
+    private ask;
     /** fastPermit is the ALLOWED permit fast mode's view gives a healthy breaker. */
     private fastPermit;
     /** permitOf is the permit of a daemon's Allow answer: its denial is stored as the daemon decided and worded it. */
@@ -262,6 +263,7 @@ export declare class Client {
      * breaker. Throws APIError for a request breakerd refuses.
      */
     record(permit: Permit, evidence: Evidence, opts?: RecordOptions): Promise<RecordResult>;
+    private send;
     /**
      * guard runs fn as one guarded call: allow (a denial throws
      * CircuitOpenError carrying the tool_result), fn, and record of what

@@ -1,5 +1,6 @@
 // The client: Allow and Record over breakerd's HTTP/JSON API, guard around
 // a tool call, and the fallback while no daemon answers.
+import * as otel from "./otel.js";
 import { OpenCache } from "./cache.js";
 import { APIError, CircuitOpenError, ConfigError, UnreachableError } from "./errors.js";
 import { evidenceOfError, evidenceOfResponse, isResponse } from "./evidence.js";
@@ -267,6 +268,11 @@ export class Client {
      * by the fallback, and the caller's abort reason.
      */
     async allow(breaker, opts = {}) {
+        const p = await this.ask(breaker, opts);
+        otel.decision(p); // on the active span, when the application traces
+        return p;
+    }
+    async ask(breaker, opts) {
         checkName("breaker", breaker);
         const tool = opts.tool ?? "";
         checkTool(tool);
@@ -422,6 +428,11 @@ export class Client {
      * breaker. Throws APIError for a request breakerd refuses.
      */
     async record(permit, evidence, opts = {}) {
+        const r = await this.send(permit, evidence, opts);
+        otel.outcome(r); // on the active span, when the application traces
+        return r;
+    }
+    async send(permit, evidence, opts) {
         const ticket = permit.late?.ticket ?? (permit.local ? { generation: this.known.get(permit.breaker)?.generation ?? "0" } : permit.ticket);
         const req = { breaker: permit.breaker, worker_id: this.workerId, ticket };
         if (opts.outcome)

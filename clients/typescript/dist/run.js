@@ -3,6 +3,7 @@
 // rebuilt around their absence.
 import { Client, denialError } from "./client.js";
 import { fromEnvironment } from "./env.js";
+import { toolRemoved } from "./otel.js";
 import { denialOfState, retryAfterOf, storeDenial } from "./denial.js";
 import { CircuitOpenError } from "./errors.js";
 import { renderNotice, renderToolResult } from "./render.js";
@@ -133,6 +134,7 @@ export class Run {
             return;
         this.removed.set(u.tool, u);
         this.client.savings.add(u.scope || u.breaker, 0, 1);
+        toolRemoved(u);
     }
     /** degraded is every tool the run lost, in the order they were removed. */
     get degraded() {

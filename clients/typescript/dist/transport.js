@@ -12,6 +12,7 @@
 // answered within skipAfterMs takes it back. A paused daemon costs at
 // most the call that found it, and one back from a restart, cold, costs
 // no call its budget.
+import { inject } from "./otel.js";
 import { APIError, AuthError, ConfigError, ProtocolError, UnreachableError } from "./errors.js";
 import { backoffMs } from "./reach.js";
 /** The service path prefix of every unary method. */
@@ -89,6 +90,7 @@ export class Transport {
         const h = { ...extra };
         if (this.o.token)
             h["authorization"] = `Bearer ${this.o.token}`;
+        inject(h); // the caller's traceparent, when the application uses OpenTelemetry
         return h;
     }
     /** fetch is the platform fetch this transport uses. */

@@ -1,6 +1,7 @@
 // The client: Allow and Record over breakerd's HTTP/JSON API, guard around
 // a tool call, and the fallback while no daemon answers.
 
+import * as otel from "./otel.js";
 import { OpenCache, type CachedDenial } from "./cache.js";
 import { APIError, CircuitOpenError, ConfigError, UnreachableError } from "./errors.js";
 import { evidenceOfError, evidenceOfResponse, isResponse } from "./evidence.js";
@@ -429,6 +430,12 @@ export class Client {
    * by the fallback, and the caller's abort reason.
    */
   async allow(breaker: string, opts: CallOptions = {}): Promise<Permit> {
+    const p = await this.ask(breaker, opts);
+    otel.decision(p); // on the active span, when the application traces
+    return p;
+  }
+
+  private async ask(breaker: string, opts: CallOptions): Promise<Permit> {
     checkName("breaker", breaker);
     const tool = opts.tool ?? "";
     checkTool(tool);
@@ -581,6 +588,12 @@ export class Client {
    * breaker. Throws APIError for a request breakerd refuses.
    */
   async record(permit: Permit, evidence: Evidence, opts: RecordOptions = {}): Promise<RecordResult> {
+    const r = await this.send(permit, evidence, opts);
+    otel.outcome(r); // on the active span, when the application traces
+    return r;
+  }
+
+  private async send(permit: Permit, evidence: Evidence, opts: RecordOptions): Promise<RecordResult> {
     const ticket = permit.late?.ticket ?? (permit.local ? { generation: this.known.get(permit.breaker)?.generation ?? "0" } : permit.ticket);
     const req: Record<string, unknown> = { breaker: permit.breaker, worker_id: this.workerId, ticket };
     if (opts.outcome) req["outcome"] = opts.outcome;

@@ -5,6 +5,7 @@
 import type { ClientOptions, GuardOptions } from "./client.js";
 import { Client, denialError } from "./client.js";
 import { fromEnvironment } from "./env.js";
+import { toolRemoved } from "./otel.js";
 import { denialOfState, retryAfterOf, storeDenial, type StoredDenial } from "./denial.js";
 import { CircuitOpenError } from "./errors.js";
 import { renderNotice, renderToolResult } from "./render.js";
@@ -159,6 +160,7 @@ export class Run {
     if (this.removed.has(u.tool)) return;
     this.removed.set(u.tool, u);
     this.client.savings.add(u.scope || u.breaker, 0, 1);
+    toolRemoved(u);
   }
 
   /** degraded is every tool the run lost, in the order they were removed. */

@@ -13,6 +13,7 @@
 // most the call that found it, and one back from a restart, cold, costs
 // no call its budget.
 
+import { inject } from "./otel.js";
 import { APIError, AuthError, ConfigError, ProtocolError, UnreachableError } from "./errors.js";
 import { backoffMs } from "./reach.js";
 import type { ErrorBody } from "./wire.js";
@@ -114,6 +115,7 @@ export class Transport {
   headers(extra: Record<string, string> = {}): Record<string, string> {
     const h: Record<string, string> = { ...extra };
     if (this.o.token) h["authorization"] = `Bearer ${this.o.token}`;
+    inject(h); // the caller's traceparent, when the application uses OpenTelemetry
     return h;
   }
 

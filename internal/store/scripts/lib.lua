@@ -285,7 +285,9 @@ end
 -- the field/value strings XADD stored (store.DecodeEvent reads it). The
 -- events of a shadowed breaker add shadow = 1 (breaker.Event.Shadow). Events
 -- carry causes and numbers; Go renders their words (breaker.EventReason).
-local function emit(s, kind, from, to, cause, at, note, actor)
+-- trace, when given and not '', is the causing call's trace id
+-- (breaker.Event.Trace), stored as trace.
+local function emit(s, kind, from, to, cause, at, note, actor, trace)
   local fields = { 'breaker', NAME, 'kind', kind, 'from', from, 'to', to,
     'gen', tostring(s.gen), 'cause', cause, 'failures', tostring(s.fails),
     'workers', tostring(workers(s)), 'rl', tostring(s.rl), 'cooldown_ms', tostring(s.cd),
@@ -293,6 +295,10 @@ local function emit(s, kind, from, to, cause, at, note, actor)
   if shadowing(s) then
     fields[#fields + 1] = 'shadow'
     fields[#fields + 1] = '1'
+  end
+  if trace and trace ~= '' then
+    fields[#fields + 1] = 'trace'
+    fields[#fields + 1] = trace
   end
   if kind ~= 'transition' and kind ~= 'forced' then
     ALERTS = ALERTS + 1

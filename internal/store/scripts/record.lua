@@ -60,6 +60,8 @@
 --             holds none (a failure, a slow success, window mode): only
 --             then, or when it holds state, is the id looked up and kept
 -- ARGV[37] -> how many ids are remembered: the hash is emptied when full
+-- ARGV[38] -> the call's W3C trace id ('' for none): a transition into
+--             open this call causes carries it (the event's trace field)
 -- KEYS[7]  -> brk:{<name>}:rec  hash: the breaker's recent Record ids,
 --             each to what it answered: its counted flag (0|1), then its
 --             note
@@ -124,6 +126,7 @@ local GROUP_MEMBERS, GROUP_OPEN = tonumber(ARGV[31]) or 0, tonumber(ARGV[32])
 QUIET = ARGV[33] or ''
 local RECORD_ID, RECORD_TTL, MAY_CREATE = ARGV[34] or '', tonumber(ARGV[35]) or 0, ARGV[36] == '1'
 local RECORD_KEEP = tonumber(ARGV[37]) or 0
+local TRACE = ARGV[38] or ''
 local K_RECORD = KEYS[7]
 -- KEEP is the most distinct workers a run keeps (quorum.Rule.Keep: the
 -- quorum, or quorum.MaxWorkers = 64 when larger): a new worker past it
@@ -243,7 +246,7 @@ local function open(from, level, cd, cause)
   s.capped = 0
   s.gen = s.gen + 1
   dirty = true
-  emit(s, 'transition', from, 'open', cause, clock())
+  emit(s, 'transition', from, 'open', cause, clock(), nil, nil, TRACE)
 end
 
 -- trip opens a closed breaker (cause: what tripped it) at the base

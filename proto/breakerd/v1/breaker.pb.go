@@ -1545,7 +1545,13 @@ type RecordRequest struct {
 	// outcome (and retry_after_ms) from it; an explicit outcome wins and the
 	// evidence is only validated. deadline_ms and latency_ms keep their
 	// meaning. A set but empty evidence is a success.
-	Evidence      *CallEvidence `protobuf:"bytes,30,opt,name=evidence,proto3" json:"evidence,omitempty"`
+	Evidence *CallEvidence `protobuf:"bytes,30,opt,name=evidence,proto3" json:"evidence,omitempty"`
+	// The W3C trace id (32 lowercase hex digits, not all zero) of the call
+	// this outcome is about; empty for none. The daemon fills an empty one
+	// from the request's trace context (its traceparent), so a client that
+	// propagates W3C trace context sets nothing. A transition into open this
+	// Record causes carries it (Event.trace_id).
+	TraceId       string `protobuf:"bytes,40,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1648,6 +1654,13 @@ func (x *RecordRequest) GetEvidence() *CallEvidence {
 		return x.Evidence
 	}
 	return nil
+}
+
+func (x *RecordRequest) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
 }
 
 // CallEvidence is what one tool call returned, as a client of any
@@ -2560,7 +2573,12 @@ type Event struct {
 	// are (internal/breaker): "trip", "probe_failed", "probe_succeeded",
 	// "cooldown_elapsed", "forced", ... (docs/operations.md, "Causes").
 	// Empty on an entry written before events carried causes.
-	Cause         string `protobuf:"bytes,52,opt,name=cause,proto3" json:"cause,omitempty"`
+	Cause string `protobuf:"bytes,52,opt,name=cause,proto3" json:"cause,omitempty"`
+	// A transition into open caused by a Record (a trip, a failed probe):
+	// the W3C trace id of that call, the last counted failure
+	// (RecordRequest.trace_id), so an alert leads to a failing call's
+	// trace. Empty on other events and when the call carried none.
+	TraceId       string `protobuf:"bytes,53,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2696,6 +2714,13 @@ func (x *Event) GetState() *BreakerState {
 func (x *Event) GetCause() string {
 	if x != nil {
 		return x.Cause
+	}
+	return ""
+}
+
+func (x *Event) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
 	}
 	return ""
 }
@@ -3879,7 +3904,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x0fshadow_decision\x182 \x01(\x0e2\x15.breakerd.v1.DecisionR\x0eshadowDecision\x12\x1f\n" +
 	"\vtool_result\x18G \x01(\tR\n" +
 	"toolResult\x12+\n" +
-	"\x06denial\x18H \x01(\v2\x13.breakerd.v1.DenialR\x06denial\"\x87\x03\n" +
+	"\x06denial\x18H \x01(\v2\x13.breakerd.v1.DenialR\x06denial\"\xa2\x03\n" +
 	"\rRecordRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12+\n" +
@@ -3892,7 +3917,8 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"latency_ms\x18\a \x01(\x03R\tlatencyMs\x12\x18\n" +
 	"\amessage\x18\b \x01(\tR\amessage\x12+\n" +
 	"\x11credential_worked\x18\x14 \x01(\bR\x10credentialWorked\x125\n" +
-	"\bevidence\x18\x1e \x01(\v2\x19.breakerd.v1.CallEvidenceR\bevidence\"\xc3\x03\n" +
+	"\bevidence\x18\x1e \x01(\v2\x19.breakerd.v1.CallEvidenceR\bevidence\x12\x19\n" +
+	"\btrace_id\x18( \x01(\tR\atraceId\"\xc3\x03\n" +
 	"\fCallEvidence\x12\x1f\n" +
 	"\vhttp_status\x18\x01 \x01(\x05R\n" +
 	"httpStatus\x12@\n" +
@@ -3955,7 +3981,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"runNotices\"\\\n" +
 	"\rWatchResponse\x12(\n" +
 	"\x05event\x18\x01 \x01(\v2\x12.breakerd.v1.EventR\x05event\x12!\n" +
-	"\fheartbeat_ms\x18\x02 \x01(\x03R\vheartbeatMs\"\xd3\x03\n" +
+	"\fheartbeat_ms\x18\x02 \x01(\x03R\vheartbeatMs\"\xee\x03\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\abreaker\x18\x02 \x01(\tR\abreaker\x12*\n" +
@@ -3975,7 +4001,8 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x05actor\x18\f \x01(\tR\x05actor\x12\x16\n" +
 	"\x06shadow\x182 \x01(\bR\x06shadow\x12/\n" +
 	"\x05state\x183 \x01(\v2\x19.breakerd.v1.BreakerStateR\x05state\x12\x14\n" +
-	"\x05cause\x184 \x01(\tR\x05cause\"Z\n" +
+	"\x05cause\x184 \x01(\tR\x05cause\x12\x19\n" +
+	"\btrace_id\x185 \x01(\tR\atraceId\"Z\n" +
 	"\rEventsRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12\x19\n" +
 	"\bsince_ms\x18\x02 \x01(\x03R\asinceMs\x12\x14\n" +

@@ -16,6 +16,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from . import _otel
 from . import _denial, _render
 from ._cache import DEFAULT_HEARTBEAT, OpenCache
 from ._denial import Denial
@@ -377,14 +378,20 @@ class Client:
         marked degraded, and a late answer still teaches the client (its
         ticket goes with the Record). While no daemon answers at all, the
         fallback answers at once. A name breakerd would refuse raises
-        InvalidArgument before any of them."""
+        InvalidArgument before any of them. With OpenTelemetry installed
+        the answer is recorded on the active span (docs/observability.md)."""
+        p = self._allow(breaker, tool)
+        _otel.decision(p.breaker, p.decision, p.degraded, p.verdict)
+        return p
+
+    def _allow(self, breaker: str, tool: str) -> Permit:
         local = self._allow_here(breaker, tool)
         if local is not None:
             return local
         body = self._allow_body(breaker, tool)
         budget = self._budget(breaker)
         started = time.monotonic()  # the transport's clock: a daemon holding this call past the budget is passed over
-        fut = self._background.submit(self.call, "Allow", body, max(budget, self.rpc_timeout), started)
+        fut = self._background.submit(_otel.carry(self.call), "Allow", body, max(budget, self.rpc_timeout), started)
         try:
             ans = fut.result(timeout=budget)
         except FutureTimeout:
@@ -518,6 +525,7 @@ class Client:
         if verdict is False:
             self._worked.add(permit.breaker)
         self._learn(ans.get("state"))
+        _otel.outcome(str(ans.get("classified_as", "")), bool(ans.get("counted")))
         return ans
 
     def _record_locally(self, permit: Permit, verdict: bool | None) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from . import _otel
 from . import _render
 from ._denial import Denial, int64, of_state
 from ._errors import CircuitOpen
@@ -181,6 +182,7 @@ class Run:
             if tool in self._removed:
                 return
             self._removed[tool] = u
+        _otel.tool_removed(tool, u.breaker, d.status, degraded)
         # One tool a run left out, under the breaker that decided (the
         # parent scope when it did): reported to breakerd as saved.
         self.client.savings.add(u.scope or u.breaker, removed=1)

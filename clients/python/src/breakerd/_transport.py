@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import _otel
 from ._reach import backoff
 from ._errors import (
     APIError,
@@ -183,6 +184,7 @@ class Transport:
         h = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._token:
             h["Authorization"] = "Bearer " + self._token
+        _otel.inject(h)  # the caller's traceparent, with OpenTelemetry installed
         return h
 
     def call(self, method: str, body: dict[str, Any], budget: float, started: float | None = None) -> dict[str, Any]:

@@ -1,0 +1,92 @@
+"""OpenTelemetry against a real daemon: with the API installed, a guarded
+call's decision and outcome land on the active span (in-memory exporter),
+its traceparent reaches the daemon (the open event carries the tripping
+call's trace id), and a tool a run removes is an event on the run's span;
+without the API, breakerd imports nothing of it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import breakerd
+
+from .conftest import Daemon
+
+
+def client(d: Daemon, worker: str) -> breakerd.Client:
+    return breakerd.Client(d.url, worker_id=worker, allow_budget=5.0, watch=False)
+
+
+def fail(c: breakerd.Client, breaker: str) -> dict[str, Any]:
+    p = c.allow(breaker)
+    assert p.allowed
+    return c.record(p, outcome="OUTCOME_SERVER_ERROR")
+
+
+def ended(exporter: InMemorySpanExporter, name: str) -> ReadableSpan:
+    spans = [s for s in exporter.get_finished_spans() if s.name == name]
+    assert spans, f"no span {name!r} ended"
+    return spans[-1]
+
+
+def test_decision_outcome_and_trace_id(daemon: Daemon, name: Callable[[str], str]) -> None:
+    exporter = InMemorySpanExporter()
+    tp = TracerProvider()
+    tp.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = tp.get_tracer("agent")
+    b = name("payments")
+    w1, w2 = client(daemon, "w1"), client(daemon, "w2")
+    fail(w1, b)
+    fail(w2, b)
+    with tracer.start_as_current_span("execute_tool refund_charge") as tripping:
+        fail(w1, b)  # the third failure from two workers: the trip
+    attrs = ended(exporter, "execute_tool refund_charge").attributes or {}
+    assert attrs["breakerd.breaker"] == b and attrs["breakerd.decision"] == "allowed"
+    assert attrs["breakerd.outcome"] == "server_error" and attrs["breakerd.outcome.counted"] is True
+
+    # The daemon read the traceparent: the open event carries the trace id.
+    events = w1.call("Events", {"breaker": b}).get("events", [])
+    opened = [e for e in events if e.get("to") == "STATE_OPEN" and e.get("kind") == "EVENT_KIND_TRANSITION"]
+    assert opened and opened[-1].get("trace_id") == format(tripping.get_span_context().trace_id, "032x")
+
+    with tracer.start_as_current_span("invoke_agent"):
+        assert not w1.allow(b).allowed
+        run = breakerd.Run(w1, {"refund_charge": b})
+        assert run.available([{"name": "refund_charge"}]) == []
+    span = ended(exporter, "invoke_agent")
+    attrs = span.attributes or {}
+    assert attrs["breakerd.decision"] == "denied_open" and attrs["breakerd.denial.status"] == "circuit_open"
+    assert attrs["breakerd.denial.scope"] == "breaker" and int(str(attrs["breakerd.deny_until_ms"])) > 0
+    removed = [e for e in span.events if e.name == "breakerd.tool_removed"]
+    assert len(removed) == 1 and (removed[0].attributes or {})["breakerd.tool"] == "refund_charge"
+
+
+BLOCKED = """
+import sys
+class Blocker:
+    def find_spec(self, name, path=None, target=None):
+        if name == "opentelemetry" or name.startswith("opentelemetry."):
+            raise ModuleNotFoundError(name)
+        return None
+sys.meta_path.insert(0, Blocker())
+import breakerd, breakerd._otel as o
+h = {}
+o.inject(h)
+o.decision("b", "DECISION_ALLOWED", False, None)
+assert h == {}, h
+loaded = [m for m in sys.modules if m.startswith("opentelemetry")]
+assert not loaded, loaded
+print("ok")
+"""
+
+
+def test_nothing_imported_without_opentelemetry() -> None:
+    out = subprocess.run([sys.executable, "-c", BLOCKED], capture_output=True, text=True, check=False)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

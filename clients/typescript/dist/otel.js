@@ -1,0 +1,41 @@
+/** The key @opentelemetry/api 1.x keeps its globals under, and the context key of the active span. */
+const REGISTRY = Symbol.for("opentelemetry.js.api.1");
+const SPAN_KEY = Symbol.for("OpenTelemetry Context Key SPAN");
+const setter = { set: (c, k, v) => { c[k] = v; } };
+function registry() {
+    return globalThis[REGISTRY];
+}
+/** inject adds the active trace context (traceparent) to headers through the application's propagator. */
+export function inject(headers) {
+    const r = registry();
+    const ctx = r?.context?.active();
+    if (ctx && r?.propagation)
+        r.propagation.inject(ctx, headers, setter);
+}
+function activeSpan() {
+    const span = registry()?.context?.active().getValue(SPAN_KEY);
+    return span && typeof span.isRecording === "function" && span.isRecording() ? span : undefined;
+}
+const word = (v, prefix) => (v.startsWith(prefix) ? v.slice(prefix.length) : v).toLowerCase();
+/** decision records an Allow's answer on the active span. */
+export function decision(p) {
+    const span = activeSpan();
+    if (!span)
+        return;
+    const a = { "breakerd.breaker": p.breaker, "breakerd.decision": word(p.decision, "DECISION_"), "breakerd.degraded": p.degraded };
+    if (p.denial) {
+        a["breakerd.denial.status"] = p.denial.status;
+        a["breakerd.denial.scope"] = p.denial.scope;
+        if (Number.isFinite(p.denial.untilMs))
+            a["breakerd.deny_until_ms"] = p.denial.untilMs;
+    }
+    span.setAttributes(a);
+}
+/** outcome records a Record's outcome, and whether it counted, on the active span. */
+export function outcome(r) {
+    activeSpan()?.setAttributes({ "breakerd.outcome": word(r.classifiedAs, "OUTCOME_"), "breakerd.outcome.counted": r.counted });
+}
+/** toolRemoved is a tool a run removed, as an event on the active span. */
+export function toolRemoved(u) {
+    activeSpan()?.addEvent("breakerd.tool_removed", { "breakerd.tool": u.tool, "breakerd.breaker": u.breaker, "breakerd.denial.status": u.denial.status, "breakerd.degraded": u.degraded });
+}
