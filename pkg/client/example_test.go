@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"time"
@@ -70,6 +71,9 @@ func ExampleRun() {
 	ctx := context.Background()
 	c, _ := client.Dial(addr, client.WithWorkerID("agent-1"), client.WithAllowBudget(time.Second))
 	defer c.Close()
+	if err := c.Check(ctx); err != nil { // fails now, naming the address, if no breakerd answers there
+		log.Fatal(err)
+	}
 
 	// An operator takes the payment vendor out of service.
 	_, _ = c.API().Force(ctx, &pb.ForceRequest{Breaker: "payments", Mode: pb.ForceMode_FORCE_MODE_OPEN,
@@ -89,8 +93,9 @@ func ExampleRun() {
 	// A removed tool stays removed for the run; calling it anyway is
 	// denied without calling the vendor, as a result the model can read.
 	err := run.Call(ctx, tools[1], func(ctx context.Context) error { return nil })
-	d, _ := client.AsDenial(err, "refund_charge")
-	fmt.Println(string(d.JSON()))
+	if d, ok := client.AsDenial(err, "refund_charge"); ok {
+		fmt.Println(string(d.JSON()))
+	}
 	// Output:
 	// tool for the model: web_search
 	// Some tools are out of service and have been removed from your tools for the rest of this task:
