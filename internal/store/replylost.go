@@ -78,9 +78,21 @@ func indeterminate(err error) bool {
 	return true
 }
 
+// callerLeft reports whether err is a decision's caller that stopped
+// waiting (its context ended) while the script was out: the script still
+// runs on the daemon's own bound, and its reply comes back to no one.
+// Callers leave by the hundred when the daemon itself was frozen.
+func callerLeft(err error) bool {
+	var q stillQueued
+	return errors.As(err, &q) && (errors.Is(q.err, context.Canceled) || errors.Is(q.err, context.DeadlineExceeded))
+}
+
 // lostRecord logs a Record whose reply never came back: it may or may not
 // have counted (it never counted twice: see above).
 func (s *Store) lostRecord(name, worker string, err error) {
+	if callerLeft(err) {
+		return // the script runs on: nothing was lost but the caller
+	}
 	if indeterminate(err) {
 		s.log().Warn("a Record's reply from redis was lost: it counted once or not at all", "breaker", name, "worker", worker, "err", err)
 	}

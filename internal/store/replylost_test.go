@@ -222,3 +222,35 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestCallerThatLeftIsNoLostReply: a Record whose caller stops waiting
+// while its script is out (callers a frozen daemon finds gone when it
+// resumes) is still applied, on the daemon's own bound, and is not
+// logged as a reply Redis lost.
+func TestCallerThatLeftIsNoLostReply(t *testing.T) {
+	t.Parallel()
+	b := testredis.Mini(t)
+	px := testredis.NewProxy(t, b.Addr)
+	logs := &syncBuffer{}
+	st := store.New(b.ClientVia(t, px.Addr(), nil), store.Options{Channel: b.Prefix + "events",
+		Log: slog.New(slog.NewTextHandler(logs, nil))})
+	t.Cleanup(st.Close)
+	if err := st.Load(context.Background()); err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	name := b.Breaker("search")
+	px.Delay(200 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err := st.Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: "w1", Outcome: pb.Outcome_OUTCOME_TIMEOUT, Ticket: &pb.Ticket{}})
+	if err == nil {
+		t.Fatal("Record past its caller's deadline: nil error, want the deadline's")
+	}
+	daemontest.Eventually(t, "the Record to be applied after its caller left", func() bool {
+		st, err := st.Get(context.Background(), name)
+		return err == nil && st.GetFailures() == 1
+	})
+	if strings.Contains(logs.String(), "was lost") {
+		t.Errorf("a caller that left was logged as a lost reply:\n%s", logs)
+	}
+}
