@@ -256,18 +256,6 @@ func (s *Store) Check(ctx context.Context) (loaded int, err error) {
 	return loaded, nil
 }
 
-// common returns the ARGV every script starts with (see lib.lua), with
-// room for the more arguments of the script itself, so that appending them
-// does not copy the slice.
-func (s *Store) common(breaker, actor string, p policy.Policy, more int) []any {
-	var pinned int64
-	if s.o.Now != nil {
-		pinned = s.o.Now().UnixMilli()
-	}
-	return append(make([]any, 0, 7+more), breaker, pinned, p.Retention().Milliseconds(),
-		s.fixedArgs[0], s.fixedArgs[1], s.fixedArgs[2], actor)
-}
-
 // Allow runs allow.lua: one round trip. A denial is data in the response,
 // never an error; errors are Redis failures or malformed replies. While
 // Redis is unreachable it answers from memory (Options.Outage). It
@@ -421,8 +409,10 @@ func (s *Store) record(ctx context.Context, in RecordInput, n *node) (*pb.Record
 	if q != nil {
 		quiet = q.Quiet(ctx)
 	}
-	args := append(s.recordArgs(name, in.Worker, c, p, params), open, quiet,
-		newRecordID(), recordMemory.Milliseconds(), boolArg(mayTrip), recordsKept, c.Trace)
+	argv := s.recordArgv(name, in.Worker, c, p, params)
+	argv.GroupOpen, argv.Quiet, argv.RecordID, argv.RecordTTL = open, quiet, newRecordID(), recordMemory.Milliseconds()
+	argv.MayCreate, argv.RecordKeep, argv.Trace = boolArg(mayTrip), recordsKept, c.Trace
+	args := argv.args()
 	var res []any
 	var err error
 	if n != nil {
@@ -442,20 +432,6 @@ func (s *Store) record(ctx context.Context, in RecordInput, n *node) (*pb.Record
 		q.Raised(ctx, quiet, (&reply{v: res}).int(len(res)-1))
 	}
 	return a, err
-}
-
-// recordArgs are record.lua's ARGV up to the group's members (ARGV[31]);
-// the caller appends the rest.
-func (s *Store) recordArgs(name, worker string, c breaker.Call, p policy.Policy, params breaker.Params) []any {
-	return append(s.common(name, worker, p, 30), string(c.Evidence),
-		c.Ticket.Gen, c.Ticket.Lease, c.RetryAfter, c.Last,
-		params.Rule.Threshold, params.Rule.MinWorkers, params.Rule.RateLimitTrips,
-		params.CooldownBase, params.CooldownCap, params.Jitter,
-		boolArg(c.CredentialWorked), params.PauseTTL,
-		params.WindowMs, params.FailureRate, params.MinCalls,
-		c.Latency, params.SlowCallMs, params.SlowCallThreshold, params.SlowCallRate,
-		boolArg(params.Shadow), boolArg(c.Ticket.Shadow),
-		params.MaxOpenPPM, params.GroupMembers)
 }
 
 // recordAnswer decodes record.lua's reply res into the API's answer.
