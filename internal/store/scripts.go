@@ -58,7 +58,7 @@ var (
 	// recoverScript and checkLeaseScript serve recovery checks (recovery.go).
 	recoverScript    = newScript("recover", recoverLua)
 	checkLeaseScript = newScript("check_lease", checkLeaseLua)
-	// reserveScript serves the --max-breakers ceiling (ceiling.go); it
+	// reserveScript serves the --max-breakers ceiling (internal/ceiling); it
 	// runs alone, without lib.lua, on the live set's slot.
 	reserveScript = script{Script: redis.NewScript(reserveLua), name: "reserve"}
 	// groupScript keeps a group's index on a Cluster (group.go); it runs

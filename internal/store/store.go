@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/breakerd/breakerd/internal/breaker"
+	"github.com/breakerd/breakerd/internal/ceiling"
 	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/probe"
 	"github.com/breakerd/breakerd/internal/quorum"
@@ -76,7 +77,7 @@ type Options struct {
 	// MaxBreakers is the ceiling on live breakers (breakers
 	// holding state): a Record that would create state for a new breaker
 	// past it fails with a *CeilingError. 0: no ceiling. Force is never
-	// refused. See ceiling for how it counts.
+	// refused. See ceiling.Ceiling for how it counts.
 	MaxBreakers int64
 	// LiveKey is the sorted set the ceiling counts in. Default LiveKey.
 	// Tests sharing a Redis give each daemon group its own.
@@ -106,8 +107,8 @@ type Store struct {
 	rdb redis.UniversalClient
 	o   Options
 	out *outage
-	// ceil is the live-breaker ceiling; nil without one.
-	ceil *ceiling
+	// ceil is the live-breaker ceiling (internal/ceiling); nil without one.
+	ceil *ceiling.Ceiling
 	// policies is o.Policies, swapped whole by SetPolicies (a config
 	// reload) and read once per call, so a call never mixes two sets.
 	policies atomic.Pointer[policy.Set]
@@ -176,7 +177,7 @@ func New(rdb redis.UniversalClient, o Options) *Store {
 	s := &Store{rdb: rdb, o: o, out: newOutage(), fg: &forgetting{reported: map[string]int64{}},
 		fixedArgs: [3]any{o.EventsMaxLen, o.EventRetention.Milliseconds(), o.Channel}}
 	if o.MaxBreakers > 0 {
-		s.ceil = newCeiling(o.MaxBreakers, o.LiveKey)
+		s.ceil = newCeiling(s)
 	}
 	s.saved = newSavings(s)
 	s.policies.Store(o.Policies)
@@ -255,18 +256,6 @@ func (s *Store) Check(ctx context.Context) (loaded int, err error) {
 	return loaded, nil
 }
 
-// common returns the ARGV every script starts with (see lib.lua), with
-// room for the more arguments of the script itself, so that appending them
-// does not copy the slice.
-func (s *Store) common(breaker, actor string, p policy.Policy, more int) []any {
-	var pinned int64
-	if s.o.Now != nil {
-		pinned = s.o.Now().UnixMilli()
-	}
-	return append(make([]any, 0, 7+more), breaker, pinned, p.Retention().Milliseconds(),
-		s.fixedArgs[0], s.fixedArgs[1], s.fixedArgs[2], actor)
-}
-
 // Allow runs allow.lua: one round trip. A denial is data in the response,
 // never an error; errors are Redis failures or malformed replies. While
 // Redis is unreachable it answers from memory (Options.Outage). It
@@ -330,7 +319,7 @@ func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent brea
 	}
 	st := stateOf(v, name, p)
 	withGroup(st, g)
-	s.register(ctx, name, p, st, false)
+	s.ceil.Register(ctx, name, p, st, false)
 	if code == int64(pb.Decision_DECISION_ALLOWED) || code == int64(pb.Decision_DECISION_PROBE) {
 		if out, ok := s.guard(ctx, name, worker, known, heard, v.Gen, p); ok {
 			return out, false, nil
@@ -410,7 +399,7 @@ func (s *Store) record(ctx context.Context, in RecordInput, n *node) (*pb.Record
 	mayTrip := in.Outcome != pb.Outcome_OUTCOME_SUCCESS || p.SlowCall > 0 && c.Latency > p.SlowCall.Milliseconds() || p.Mode == policy.ModeWindow
 	if mayTrip {
 		// The ceiling applies to it.
-		if err := s.admitNew(ctx, name); err != nil {
+		if err := s.ceil.Admit(ctx, name); err != nil {
 			return nil, err
 		}
 	}
@@ -420,8 +409,10 @@ func (s *Store) record(ctx context.Context, in RecordInput, n *node) (*pb.Record
 	if q != nil {
 		quiet = q.Quiet(ctx)
 	}
-	args := append(s.recordArgs(name, in.Worker, c, p, params), open, quiet,
-		newRecordID(), recordMemory.Milliseconds(), boolArg(mayTrip), recordsKept, c.Trace)
+	argv := s.recordArgv(name, in.Worker, c, p, params)
+	argv.GroupOpen, argv.Quiet, argv.RecordID, argv.RecordTTL = open, quiet, newRecordID(), recordMemory.Milliseconds()
+	argv.MayCreate, argv.RecordKeep, argv.Trace = boolArg(mayTrip), recordsKept, c.Trace
+	args := argv.args()
 	var res []any
 	var err error
 	if n != nil {
@@ -441,20 +432,6 @@ func (s *Store) record(ctx context.Context, in RecordInput, n *node) (*pb.Record
 		q.Raised(ctx, quiet, (&reply{v: res}).int(len(res)-1))
 	}
 	return a, err
-}
-
-// recordArgs are record.lua's ARGV up to the group's members (ARGV[31]);
-// the caller appends the rest.
-func (s *Store) recordArgs(name, worker string, c breaker.Call, p policy.Policy, params breaker.Params) []any {
-	return append(s.common(name, worker, p, 30), string(c.Evidence),
-		c.Ticket.Gen, c.Ticket.Lease, c.RetryAfter, c.Last,
-		params.Rule.Threshold, params.Rule.MinWorkers, params.Rule.RateLimitTrips,
-		params.CooldownBase, params.CooldownCap, params.Jitter,
-		boolArg(c.CredentialWorked), params.PauseTTL,
-		params.WindowMs, params.FailureRate, params.MinCalls,
-		c.Latency, params.SlowCallMs, params.SlowCallThreshold, params.SlowCallRate,
-		boolArg(params.Shadow), boolArg(c.Ticket.Shadow),
-		params.MaxOpenPPM, params.GroupMembers)
 }
 
 // recordAnswer decodes record.lua's reply res into the API's answer.
@@ -481,7 +458,7 @@ func (s *Store) recordAnswer(ctx context.Context, res []any, name, worker string
 	}
 	// A 401 or 402 raises an alert even on a breaker holding nothing.
 	alerted := c.Evidence == quorum.CredentialRejected || c.Evidence == quorum.QuotaExhausted
-	s.register(ctx, name, p, st, alerted)
+	s.ceil.Register(ctx, name, p, st, alerted)
 	return &pb.RecordResponse{Counted: counted, Note: note.String(), State: st}, nil
 }
 
@@ -606,7 +583,7 @@ func (s *Store) force(ctx context.Context, breaker, m, shadow, reason string, tt
 	}
 	st := stateOf(v, breaker, p)
 	withGroup(st, g)
-	s.register(ctx, breaker, p, st, true) // counted, never refused
+	s.ceil.Register(ctx, breaker, p, st, true) // counted, never refused
 	return st, nil
 }
 
