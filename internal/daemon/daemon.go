@@ -157,8 +157,11 @@ func assemble(c Config, log *slog.Logger, rdb redis.UniversalClient, channel str
 	var saved func(string, savings.Counts) // likewise
 	d.st = store.New(rdb, store.Options{Policies: policies, EventsMaxLen: c.EventsMaxLen, EventRetention: c.EventRetention,
 		Channel: channel, Outage: outage, MaxBreakers: c.MaxBreakers, Log: log, DecisionTimeout: cmp.Or(c.RedisDecisionTimeout, store.DefaultDecisionTimeout), OnSaved: func(b string, n savings.Counts) { saved(b, n) },
+		// Memory answers once the first listing after the event feed is
+		// live has seeded it (RunCircuits starts then: serve).
+		Heard: func() <-chan struct{} { return d.hub.Live() },
 		OnOutage: func(node string, down bool) {
-			logOutage(log, node, down)
+			logOutage(log, node, down, d.st.Seeded())
 			degraded(d.st.Degraded())
 		}, OnLost: d.keeper.onLost, Tracer: tr.Tracer()})
 	err := d.build(c, log, rdb, policySum)
@@ -174,13 +177,16 @@ func assemble(c Config, log *slog.Logger, rdb redis.UniversalClient, channel str
 // logOutage logs a Redis node going away or answering again (node ""
 // is a single Redis; on a Cluster, one master: the breakers on the others
 // keep answering from Redis).
-func logOutage(log *slog.Logger, node string, down bool) {
+func logOutage(log *slog.Logger, node string, down, seeded bool) {
 	if node != "" {
 		log = log.With("node", node)
 	}
-	if down {
+	switch {
+	case down && !seeded:
+		log.Error("redis unreachable before this daemon's first listing of its breakers: its breakers' calls fail Unavailable (the clients' fallback decides) until it answers again")
+	case down:
 		log.Error("redis unreachable: answering for its breakers from this daemon's in-memory breakers (degraded) until it answers again")
-	} else {
+	default:
 		log.Info("redis answers again (or another node serves its breakers now): its state wins; what was counted in memory is dropped")
 	}
 }
@@ -341,10 +347,18 @@ func (d *parts) background(ctx context.Context, c Config, log *slog.Logger) (wai
 		degraded: d.op.m.SetDegraded, inMemory: d.inMemory, redisBack: d.keeper.check})
 	checkHealth()
 	go pollHealth(ctx, checkHealth, c.HealthInterval)
-	// Once the scripts are loaded, and then every --circuits-interval,
-	// whether or not metrics are served: one listing feeds the circuit
-	// gauges and seeds the outage memory (store.ListSeeding).
-	go d.op.m.RunCircuits(ctx)
+	// Once the scripts are loaded and the event feed is live, and then
+	// every --circuits-interval, whether or not metrics are served: one
+	// listing feeds the circuit gauges and seeds the outage memory
+	// (store.ListSeeding; the first one begun with the feed live lets the
+	// memory answer: store.Options.Heard).
+	go func() {
+		select {
+		case <-d.hub.Live():
+			d.op.m.RunCircuits(ctx)
+		case <-ctx.Done():
+		}
+	}()
 	go func() { defer close(checksDone); runRecoveryChecks(ctx, d.hub.Live(), d.checker, d.st, log) }()
 	hooksReady := make(chan struct{})
 	go func() { hooksDone <- d.hooks.run(ctx, hooksReady) }()
@@ -554,8 +568,9 @@ type healthDeps struct {
 // healthChecker returns a check that loads any script Redis lacks and sets
 // the health status by one rule, the same at start and later
 // (docs/reliability.md#health): SERVING while the daemon answers calls,
-// i.e. while Redis answers, or always with inMemory (answering from memory,
-// degraded, while Redis is away); NOT_SERVING otherwise. Each check is
+// i.e. while Redis answers, or with inMemory once its memory is seeded
+// (answering from memory, degraded, while Redis is away: store.Seeded);
+// NOT_SERVING otherwise. Each check is
 // bounded by every. With inMemory, a Redis that cannot serve the check is
 // the store's outage (store.Check), which the store logs once when it
 // begins and once when it ends; the check logs only what the store does
@@ -576,7 +591,8 @@ func healthChecker(ctx context.Context, h healthDeps) func() {
 		if ctx.Err() != nil {
 			return
 		}
-		if want := err == nil || h.inMemory; want != serving || first {
+		// Memory not seeded yet answers nothing (store.ErrUnseeded).
+		if want := err == nil || h.inMemory && h.st.Seeded(); want != serving || first {
 			server.SetServing(h.hs, want)
 			serving = want
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/breakerd/breakerd/internal/cli"
+	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/tests/daemontest"
 
 	"github.com/alicebob/miniredis/v2"
@@ -39,11 +40,12 @@ func testHealthFollowsRedis(t *testing.T, mode string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	logs := &daemontest.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan net.Addr, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a net.Addr) { ready <- a })
+		done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil)), func(a net.Addr) { ready <- a })
 	}()
 	defer func() {
 		cancel()
@@ -78,6 +80,9 @@ func testHealthFollowsRedis(t *testing.T, mode string) {
 	api := pb.NewBreakerServiceClient(conn)
 	allow := func() (*pb.AllowResponse, error) {
 		return api.Allow(context.Background(), &pb.AllowRequest{Breaker: "search", WorkerId: "w1"})
+	}
+	if mode == "memory" { // memory answers once a listing seeded it
+		daemontest.Eventually(t, "the daemon to list its breakers", func() bool { return strings.Contains(logs.String(), store.SeededLog) })
 	}
 	m.Close()
 	if mode == "unavailable" {

@@ -54,6 +54,9 @@ func TestStalledRedisIsLoggedOnceEachWay(t *testing.T) {
 		a, err := allow()
 		return err == nil && !a.Degraded
 	})
+	daemontest.Eventually(t, "the daemon to list its breakers (its memory seeded)", func() bool {
+		return strings.Contains(logs.String(), store.SeededLog)
+	})
 
 	proxy.Stall()
 	failed := 0

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -71,9 +72,20 @@ type outage struct {
 	// Redis, or a Cluster whose slots cannot be read): *node.
 	nodes sync.Map
 
+	// mu guards seeds, and makes an outage's beginning (entered, downs,
+	// the copy of seeds) one step as a listing sees it (ListSeeding).
 	mu    sync.Mutex
 	seeds map[string]breaker.State
+	// seeded is set once a listing seeded the memory (Options.Heard).
+	seeded atomic.Bool
 }
+
+// ErrUnseeded is the error of a call (and a read) for a breaker whose
+// Redis node is in an outage that began before this daemon's memory was
+// seeded (Options.Heard): Redis could not serve it (IsUnavailable), and
+// memory is not asked, since it may not know a breaker forced or
+// tripped before the daemon started.
+var ErrUnseeded = errors.New("store: redis unreachable before this daemon's first listing of its breakers: not answered from memory")
 
 // node is one Redis node as the outage detection sees it.
 type node struct {
@@ -84,6 +96,9 @@ type node struct {
 	mu       sync.Mutex
 	entering bool
 	down     atomic.Bool
+	// seeded says whether the memory was seeded when the outage began
+	// (Store.Seeded): calls are answered from it only then.
+	seeded   atomic.Bool
 	timeouts atomic.Int32
 	// sent numbers the decisions sent to the node; failedAt is the number
 	// of the latest one judged a failure. An answer resets timeouts only
@@ -134,15 +149,48 @@ func (s *Store) ObserveEvent(e *pb.Event) {
 // with the state Redis holds for each breaker (ObserveStates), so that
 // memory does not depend on whether this daemon was running when a
 // breaker last changed. A listing any part of which came from memory
-// (an outage during it) seeds nothing.
+// (an outage during it) seeds nothing; one begun once the event feed was
+// live (Options.Heard) marks the memory seeded (Seeded).
 func (s *Store) ListSeeding(ctx context.Context) ([]*pb.BreakerState, error) {
-	entered := s.out.entered.Load()
-	fromRedis := !s.Degraded()
+	live := s.feedLive()
+	o := s.out
+	o.mu.Lock() // an outage begins in one step under mu (enterOutage)
+	entered, fromRedis := o.entered.Load(), o.downs.Load() == 0
+	o.mu.Unlock()
 	all, err := s.List(ctx)
-	if err == nil && fromRedis && !s.Degraded() && s.out.entered.Load() == entered {
-		s.ObserveStates(all)
+	if err != nil || !fromRedis {
+		return all, err
 	}
-	return all, err
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.entered.Load() == entered { // else an outage copied seeds meanwhile
+		o.observeStates(all)
+		if live && o.seeded.CompareAndSwap(false, true) && s.o.Heard != nil {
+			s.log().Info(SeededLog, "breakers", len(all))
+		}
+	}
+	return all, nil
+}
+
+// SeededLog is the line a store with Options.Heard logs once, when its
+// first listing seeded its memory.
+const SeededLog = "listed every breaker: a Redis node that goes away from now on is answered for from memory"
+
+// Seeded reports whether the outage memory answers: always without
+// Options.Heard, else once a listing seeded it (ListSeeding).
+func (s *Store) Seeded() bool { return s.o.Heard == nil || s.out.seeded.Load() }
+
+// feedLive reports whether the event feed is live (Options.Heard).
+func (s *Store) feedLive() bool {
+	if s.o.Heard == nil {
+		return true
+	}
+	select {
+	case <-s.o.Heard():
+		return true
+	default:
+		return false
+	}
 }
 
 // ObserveStates remembers the states Redis holds (a List), as
@@ -150,9 +198,13 @@ func (s *Store) ListSeeding(ctx context.Context) ([]*pb.BreakerState, error) {
 // generation (an event heard while the listing was read): a breaker
 // listed not closed is seeded, one listed closed loses its seed.
 func (s *Store) ObserveStates(states []*pb.BreakerState) {
-	o := s.out
-	o.mu.Lock()
-	defer o.mu.Unlock()
+	s.out.mu.Lock()
+	defer s.out.mu.Unlock()
+	s.out.observeStates(states)
+}
+
+// observeStates is ObserveStates with o.mu held.
+func (o *outage) observeStates(states []*pb.BreakerState) {
 	for _, bs := range states {
 		name := bs.GetBreaker()
 		st, keep := seedOfState(bs)
@@ -289,15 +341,16 @@ func (s *Store) enterOutage(n *node, name string) {
 	now := s.outageNow()
 	ctx := context.Background()
 	s.out.mu.Lock()
+	s.out.entered.Add(1)
+	s.out.downs.Add(1)
 	for name, st := range s.out.seeds {
 		if s.nodeAddr(ctx, name) == n.addr {
 			n.table.Seed(name, st, now, s.Policy(name).Retention().Milliseconds())
 		}
 	}
+	n.seeded.Store(s.Seeded())
 	s.out.mu.Unlock()
 	n.down.Store(true)
-	s.out.entered.Add(1)
-	s.out.downs.Add(1)
 	if s.o.OnOutage != nil {
 		s.o.OnOutage(n.addr, true)
 	}
@@ -399,15 +452,23 @@ func (s *Store) nodeClient(ctx context.Context, addr string) (redis.Cmdable, boo
 // outageSuffix ends every reason given from memory.
 const outageSuffix = " (breakerd cannot reach its Redis: judged by this daemon alone)"
 
-func (s *Store) memoryAllow(n *node, name, worker string) *pb.AllowResponse {
+// memoryAllow answers an Allow for name from n's memory, or ErrUnseeded.
+func (s *Store) memoryAllow(n *node, name, worker string) (*pb.AllowResponse, error) {
+	if !n.seeded.Load() {
+		return nil, fmt.Errorf("store: allow %q: %w", name, ErrUnseeded)
+	}
 	p := s.Policy(name)
 	out := n.table.Allow(name, worker, s.o.NewToken(), ParamsOf(p, s.o.Rand()), p.Alternatives, s.outageNow(), outageSuffix)
 	out.Degraded = true
-	return out
+	return out, nil
 }
 
-func (s *Store) memoryRecord(n *node, in RecordInput) *pb.RecordResponse {
+// memoryRecord answers a Record from n's memory, or ErrUnseeded.
+func (s *Store) memoryRecord(n *node, in RecordInput) (*pb.RecordResponse, error) {
 	name, p := in.Breaker, in.Policy
+	if !n.seeded.Load() {
+		return nil, fmt.Errorf("store: record %q: %w", name, ErrUnseeded)
+	}
 	now := s.outageNow()
 	res, v, _ := n.table.Apply(name, ParamsOf(p, s.o.Rand()), in.Call, now)
 	st := stateOf(v, name, p)
@@ -416,5 +477,5 @@ func (s *Store) memoryRecord(n *node, in RecordInput) *pb.RecordResponse {
 		t := breaker.WindowOf(cur, w, now)
 		st.WindowCalls, st.WindowFailures, st.SlowCalls = t.Calls, t.Fails, t.Slow
 	}
-	return &pb.RecordResponse{Counted: res.Counted, Note: res.Note.String(), State: st, Degraded: true}
+	return &pb.RecordResponse{Counted: res.Counted, Note: res.Note.String(), State: st, Degraded: true}, nil
 }

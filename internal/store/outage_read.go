@@ -1,7 +1,9 @@
 package store
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 
 	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/policy"
@@ -19,8 +21,9 @@ import (
 // BatchGet returns the states of the named breakers, in order, as Allow
 // judges them: what Redis holds, in one pipelined round trip; for a
 // breaker whose Redis node is in an outage, what this daemon's memory
-// holds (no round trip); for one whose state Redis lost while this daemon
-// still denies by it, that state. It never writes.
+// holds (no round trip; ErrUnseeded before it is seeded, as Allow); for
+// one whose state Redis lost while this daemon still denies by it, that
+// state. It never writes.
 func (s *Store) BatchGet(ctx context.Context, breakers []string) ([]*pb.BreakerState, error) {
 	if len(breakers) == 0 {
 		return nil, nil
@@ -31,6 +34,9 @@ func (s *Store) BatchGet(ctx context.Context, breakers []string) ([]*pb.BreakerS
 	set := s.policies.Load()
 	for i, b := range breakers {
 		if n := s.downNodeOf(ctx, b); n != nil {
+			if !n.seeded.Load() { // as Allow: not answered from memory
+				return nil, fmt.Errorf("store: get %q: %w", b, ErrUnseeded)
+			}
 			out[i] = s.memoryState(n, b, set)
 			continue
 		}
@@ -117,6 +123,9 @@ func (s *Store) lostState(name string, known breaker.State, st *pb.BreakerState,
 // outage (n): every breaker its memory holds, filtered by states, in one
 // page, and the token of the next node's first page ("" after the last).
 func (s *Store) memoryPage(n *node, states []pb.State, nodes []scanNode, i int) ([]*pb.BreakerState, string, error) {
+	if !n.seeded.Load() {
+		return nil, "", fmt.Errorf("store: list %s: %w", cmp.Or(n.addr, "redis"), ErrUnseeded)
+	}
 	set := s.policies.Load()
 	var out []*pb.BreakerState
 	for _, name := range n.table.Names(s.outageNow()) {

@@ -60,6 +60,16 @@ type Options struct {
 	// false when that node answers again or no longer serves them (logs,
 	// metrics; Degraded says whether any node is out). It must not block.
 	OnOutage func(addr string, down bool)
+	// Heard, when set, returns a channel closed once every event
+	// published reaches ObserveEvent (events.Hub.Live). The outage memory
+	// then answers only once seeded: once a listing of every breaker from
+	// Redis (ListSeeding) begun after that channel closed has completed
+	// with no outage meanwhile. Until then a node in an outage fails its
+	// calls and reads with ErrUnseeded (Unavailable): memory that has not
+	// heard a pin made before this daemon started would allow its
+	// breaker. Nil: the memory answers at once from what it was told
+	// (ObserveEvent, ObserveStates), for a store a tool or a test builds.
+	Heard func() <-chan struct{}
 	// DecisionTimeout bounds each decision script (Allow, Record) on this
 	// daemon's own budget, whatever the caller's: one still outstanding
 	// after it counts as Redis failing (stall.go), and its caller gets an
@@ -276,7 +286,8 @@ func (s *Store) Allow(ctx context.Context, name, worker string) (*pb.AllowRespon
 func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent breaker.Parent) (res *pb.AllowResponse, due bool, err error) {
 	n := s.nodeOf(ctx, name)
 	if n.down.Load() {
-		return s.memoryAllow(n, name, worker), false, nil
+		res, err := s.memoryAllow(n, name, worker)
+		return res, false, err
 	}
 	set := s.policies.Load()
 	p, g := set.For(name), groupOf(set, name)
@@ -295,7 +306,8 @@ func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent brea
 	if err != nil {
 		s.lostAllow(name, worker, keys, args, err)
 		if s.inMemory(ctx, n, err) {
-			return s.memoryAllow(n, name, worker), false, nil
+			res, err := s.memoryAllow(n, name, worker)
+			return res, false, err
 		}
 		return nil, false, fmt.Errorf("store: allow %q: %w", name, err)
 	}
@@ -383,7 +395,7 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 func (s *Store) Apply(ctx context.Context, in RecordInput) (*pb.RecordResponse, error) {
 	n := s.nodeOf(ctx, in.Breaker)
 	if n.down.Load() {
-		return s.memoryRecord(n, in), nil
+		return s.memoryRecord(n, in)
 	}
 	return s.record(ctx, in, n)
 }
@@ -422,7 +434,7 @@ func (s *Store) record(ctx context.Context, in RecordInput, n *node) (*pb.Record
 	}
 	if err != nil {
 		if n != nil && s.inMemory(ctx, n, err) {
-			return s.memoryRecord(n, in), nil
+			return s.memoryRecord(n, in)
 		}
 		s.lostRecord(name, in.Worker, err)
 		return nil, fmt.Errorf("store: record %q: %w", name, err)

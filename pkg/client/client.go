@@ -67,10 +67,22 @@ import (
 )
 
 // Clock tells the time for the client's own decisions: the local fallback
-// breaker, cached denials and a Run's timestamps. Implementations must be
-// safe for concurrent use.
+// breaker, cached denials and a Run's timestamps. A Clock that also has
+// After(time.Duration) <-chan time.Time (time.After's signature) times
+// the client's background health checks once no daemon answers, too.
+// Implementations must be safe for concurrent use.
 type Clock interface {
 	Now() time.Time
+}
+
+// after is time.After on the client's clock when it has After (Clock).
+func (c *Client) after(d time.Duration) <-chan time.Time {
+	if a, ok := c.o.clock.(interface {
+		After(time.Duration) <-chan time.Time
+	}); ok {
+		return a.After(d)
+	}
+	return time.After(d)
 }
 
 type systemClock struct{}
@@ -253,9 +265,10 @@ func WithOpenCache() Option { return func(o *options) { o.openCache = true } }
 // is a round trip).
 func WithFastMode() Option { return func(o *options) { o.fast = true } }
 
-// WithReconnectInterval sets how often the client checks whether an
-// unreachable breakerd is back (grpc.health.v1), and how long the Watch
-// stream waits before resubscribing. Default 1s.
+// WithReconnectInterval sets the first wait before the client checks
+// whether an unreachable breakerd is back (grpc.health.v1), each later
+// wait doubling to 30s (the schedule a hung daemon is passed over by),
+// and how long the Watch stream waits before resubscribing. Default 1s.
 func WithReconnectInterval(d time.Duration) Option { return func(o *options) { o.retry = d } }
 
 // WithLogger logs the client's background events (breakerd unreachable,
@@ -1027,17 +1040,17 @@ func (c *Client) markDown(err error) {
 	}
 }
 
-// reconnect polls breakerd's health until it is SERVING again, then
-// forgets the local verdicts and returns to asking breakerd.
+// reconnect polls breakerd's health on the client's back-off schedule
+// (recheckAfter from the reconnect interval, on the client's clock) until it
+// is SERVING again, then forgets the local verdicts and returns to
+// asking breakerd.
 func (c *Client) reconnect() {
 	defer c.wg.Done()
-	t := time.NewTicker(c.o.retry)
-	defer t.Stop()
-	for {
+	for n := 0; ; n++ {
 		select {
 		case <-c.ctx.Done():
 			return
-		case <-t.C:
+		case <-c.after(recheckAfter(c.o.retry, n)):
 		}
 		ctx, cancel := context.WithTimeout(c.ctx, c.o.retry)
 		res, err := c.health.Check(ctx, &healthpb.HealthCheckRequest{})

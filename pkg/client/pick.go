@@ -46,6 +46,18 @@ const slowAfter = DefaultAllowBudget
 // call's deadline is passed over.
 const hungBackoff, hungBackoffMax = time.Second, 30 * time.Second
 
+// recheckAfter is the client's one re-check schedule, for a hung daemon and
+// for the whole client once no daemon answers (reconnect): the wait
+// before the n-th re-check (from 0) is base, doubled n times, at most
+// hungBackoffMax (base itself when larger).
+func recheckAfter(base time.Duration, n int) time.Duration {
+	d := base
+	for ; n > 0 && d < hungBackoffMax; n-- {
+		d *= 2
+	}
+	return min(d, max(base, hungBackoffMax))
+}
+
 func init() {
 	balancer.Register(answeringBuilder{})
 }
@@ -207,6 +219,6 @@ func (d *daemonConn) end(id uint64, di balancer.DoneInfo) {
 		d.strikes, d.hungUntil = 0, time.Time{}
 	case status.Code(di.Err) == codes.DeadlineExceeded:
 		d.strikes++
-		d.hungUntil = time.Now().Add(min(hungBackoff<<min(d.strikes-1, 5), hungBackoffMax))
+		d.hungUntil = time.Now().Add(recheckAfter(hungBackoff, d.strikes-1))
 	}
 }
