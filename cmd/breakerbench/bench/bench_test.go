@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"os"
 	"os/exec"
 	"regexp"
@@ -100,6 +101,23 @@ func TestRunTiny(t *testing.T) {
 			if got := rows[name].cmdsPerOp; got <= base {
 				t.Errorf("%s: %.2f Redis commands per pair, pair-1k-raw %.2f: want more (its policy writes)", name, got, base)
 			}
+		}
+	}
+	// Tracing adds no Redis command: a traced daemon's pair runs the
+	// default daemon's two scripts and their commands (give or take a
+	// daemon's background write), and its cost is reported beside it.
+	if o.RedisAddr == "" {
+		for _, name := range []string{"pair-1k-trace-0.01", "pair-1k-trace-1"} {
+			r, base := rows[name], rows["pair-1k-raw"]
+			if r.scriptsPerOp != 2 || math.Abs(r.cmdsPerOp-base.cmdsPerOp) > 0.25 {
+				t.Errorf("%s: %.2f Redis commands and %.2f scripts per pair, pair-1k-raw %.2f and %.2f: want the same",
+					name, r.cmdsPerOp, r.scriptsPerOp, base.cmdsPerOp, base.scriptsPerOp)
+			}
+		}
+	}
+	for _, name := range []string{"pair-1k-trace-0.01", "pair-1k-trace-1"} {
+		if !strings.Contains(out.String(), "ratio "+name+" / pair-1k-raw: ") {
+			t.Errorf("the output has no ratio of %s to tracing off", name)
 		}
 	}
 	if !strings.Contains(out.String(), "pair-1k-window-raw (mode: window") {
