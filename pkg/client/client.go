@@ -1127,7 +1127,7 @@ func (c *Client) record(ctx context.Context, p *Permit, r Result) (*pb.RecordRes
 		return nil, err
 	}
 	if c.out != nil {
-		return c.fastRecord(p, r), nil
+		return c.fastRecord(ctx, p, r), nil
 	}
 	_, worked := c.worked.Load(p.Breaker)
 	retryMs, deadlineMs := wireWait(r.RetryAfter, r.Deadline)
