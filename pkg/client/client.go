@@ -331,7 +331,7 @@ func Dial(target string, opts ...Option) (*Client, error) {
 		// and keepaliveTimeout more, and grpc reconnects in the background.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout}),
 	}, resolve...)
-	dial = append(append(dial, traceDialOptions()...), o.dial...)
+	dial = append(append(dial, TraceDialOptions()...), o.dial...)
 	conn, err := grpc.NewClient(target, dial...)
 	if err != nil {
 		return nil, fmt.Errorf("client: dial %s: %w", target, err)

@@ -56,10 +56,11 @@ func tracerProvider() trace.TracerProvider {
 	return tp
 }
 
-// traceDialOptions carries the caller's W3C trace context to breakerd
+// TraceDialOptions carry the caller's W3C trace context to breakerd
 // (otelgrpc's client handler) when the application has a TracerProvider;
-// none otherwise.
-func traceDialOptions() []grpc.DialOption {
+// none otherwise. Dial adds them; a connection made for New (an MCP
+// gateway's) adds them itself.
+func TraceDialOptions() []grpc.DialOption {
 	tp := tracerProvider()
 	if tp == nil {
 		return nil
