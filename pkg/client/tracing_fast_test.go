@@ -37,7 +37,9 @@ func TestFastBatchLinksItsCalls(t *testing.T) {
 			otelgrpc.WithPropagators(propagation.TraceContext{})))}})
 	c1, c2 := dial(t, d.Addr, "w1", WithFastMode()), dial(t, d.Addr, "w2", WithFastMode())
 	name := be.Breaker("search")
-	fail := func(context.Context) error { return &OutcomeError{Outcome: pb.Outcome_OUTCOME_SERVER_ERROR, Message: "HTTP 503"} }
+	fail := func(context.Context) error {
+		return &OutcomeError{Outcome: pb.Outcome_OUTCOME_SERVER_ERROR, Message: "HTTP 503"}
+	}
 	var calls []trace.SpanContext
 	for i := range 5 { // the default policy: 5 failures from 2 workers
 		c := []*Client{c1, c2}[i%2]

@@ -785,9 +785,7 @@ func run(ctx context.Context, o Options, w io.Writer) (map[string]row, error) {
 		fastRows[s.name] = summarize(s, samples[i], wireRT[i])
 	}
 	fastReport(w, o, fastRows, fastTrips, storms)
-	rows := report(w, o, run, samples, wireRT, trips, skips)
-	traceReport(w, rows)
-	return rows, nil
+	return report(w, o, run, samples, wireRT, trips, skips), nil
 }
 
 // noWirePass is the round trips of a row with no wire pass (a driver's).

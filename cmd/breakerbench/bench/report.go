@@ -174,6 +174,8 @@ func report(w io.Writer, o Options, run []scenario, samples [][]sample, wireRT [
 		}
 	}
 
+	traceReport(w, rows)
+
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "ratios of ops/s inside each round (round 1, 2, ...), then their median:")
 	idx := map[string]int{}
