@@ -87,7 +87,7 @@ func wantAttr(t *testing.T, s sdktrace.ReadOnlySpan, key, want string) {
 	t.Helper()
 	for _, kv := range s.Attributes() {
 		if string(kv.Key) == key {
-			if got := kv.Value.Emit(); got != want {
+			if got := kv.Value.String(); got != want {
 				t.Errorf("%s %s = %q, want %q", s.Name(), key, got, want)
 			}
 			return
