@@ -516,8 +516,10 @@ func (c *circuits) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.open, prometheus.GaugeValue, float64(denying))
 }
 
-// Handler serves g's metrics in the Prometheus text format. A collector
-// that fails does not fail the scrape: the rest is still served.
+// Handler serves g's metrics in the Prometheus text format, or in
+// OpenMetrics to a scraper that asks for it (its Accept header), which
+// carries the RPC latency's trace id exemplars. A collector that fails
+// does not fail the scrape: the rest is still served.
 func Handler(g prometheus.Gatherer) http.Handler {
-	return promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: true})
 }

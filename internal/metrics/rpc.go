@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -74,7 +75,7 @@ func (t *rpcTimer) observe(ctx context.Context, fullMethod string, code codes.Co
 	}
 	ms, ok := t.byMethod[fullMethod]
 	if !ok || code > codes.Unauthenticated {
-		t.vec.WithLabelValues(methodName(fullMethod), code.String(), string(protocols[p])).Observe(d.Seconds())
+		observeTraced(ctx, t.vec.WithLabelValues(methodName(fullMethod), code.String(), string(protocols[p])), d)
 		return
 	}
 	slot := &ms.obs[p][code]
@@ -84,6 +85,20 @@ func (t *rpcTimer) observe(ctx context.Context, fullMethod string, code codes.Co
 		// series to both.
 		o = &observer{t.vec.WithLabelValues(ms.name, code.String(), string(protocols[p]))}
 		slot.Store(o)
+	}
+	observeTraced(ctx, o.Observer, d)
+}
+
+// observeTraced adds d to o, with the trace id of ctx's span as the
+// sample's exemplar when that span is sampled (the daemon traces: docs/
+// observability.md), so that a latency panel leads to a trace. Without a
+// sampled span it is Observe, with no allocation.
+func observeTraced(ctx context.Context, o prometheus.Observer, d time.Duration) {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsSampled() {
+		if eo, ok := o.(prometheus.ExemplarObserver); ok {
+			eo.ObserveWithExemplar(d.Seconds(), prometheus.Labels{"trace_id": sc.TraceID().String()})
+			return
+		}
 	}
 	o.Observe(d.Seconds())
 }

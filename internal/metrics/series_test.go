@@ -3,6 +3,9 @@ package metrics_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"sort"
 	"strings"
 	"sync"
@@ -12,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -252,4 +256,59 @@ func histogramCounts(t *testing.T, g prometheus.Gatherer, name string) map[strin
 		}
 	}
 	return out
+}
+
+// TestRPCLatencyExemplarsNameTheTrace: an RPC served inside a sampled
+// span (the daemon traces) leaves its trace id as the latency sample's
+// exemplar, which an OpenMetrics scrape of Handler shows; an RPC outside
+// one leaves none.
+func TestRPCLatencyExemplarsNameTheTrace(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, metrics.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ic := m.UnaryInterceptor()
+	h := func(context.Context, any) (any, error) {
+		return &pb.AllowResponse{Decision: pb.Decision_DECISION_ALLOWED}, nil
+	}
+	tid := trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: trace.SpanID{1}, TraceFlags: trace.FlagsSampled})
+	_, _ = ic(context.Background(), &pb.RecordRequest{}, &grpc.UnaryServerInfo{FullMethod: "/breakerd.v1.BreakerService/Record"}, h)
+	_, _ = ic(trace.ContextWithSpanContext(context.Background(), sc), &pb.AllowRequest{},
+		&grpc.UnaryServerInfo{FullMethod: "/breakerd.v1.BreakerService/Allow"}, h)
+
+	srv := httptest.NewServer(metrics.Handler(reg))
+	defer srv.Close()
+	req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+	req.Header.Set("Accept", "application/openmetrics-text; version=1.0.0")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/openmetrics-text") {
+		t.Fatalf("Content-Type %q, want OpenMetrics", ct)
+	}
+	var allow, record []string
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, "breakerd_rpc_duration_seconds_bucket{") || !strings.Contains(line, " # {") {
+			continue
+		}
+		if strings.Contains(line, `method="Allow"`) {
+			allow = append(allow, line)
+		} else if strings.Contains(line, `method="Record"`) {
+			record = append(record, line)
+		}
+	}
+	if len(allow) != 1 || !strings.Contains(allow[0], `# {trace_id="`+tid.String()+`"}`) {
+		t.Errorf("Allow's exemplars %q, want one naming trace %s", allow, tid)
+	}
+	if len(record) != 0 {
+		t.Errorf("Record's exemplars %q, want none (no span)", record)
+	}
 }

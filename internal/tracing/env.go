@@ -23,6 +23,10 @@ type Env struct {
 	// Sampler is OTEL_TRACES_SAMPLER with OTEL_TRACES_SAMPLER_ARG; nil is
 	// the default, parentbased_always_on.
 	Sampler sdktrace.Sampler
+	// Endpoint, when set, is the OTLP endpoint's URL (with its path for
+	// http/protobuf), in place of the environment's: for a process that
+	// runs daemons of its own (breakerbench). ReadEnv leaves it empty.
+	Endpoint string
 }
 
 // Protocols an Env accepts.

@@ -48,9 +48,14 @@ func Start(ctx context.Context, e Env, o Options) (*Tracing, error) {
 	}
 	var exp sdktrace.SpanExporter
 	var err error
-	if e.Protocol == ProtocolGRPC {
+	switch {
+	case e.Protocol == ProtocolGRPC && e.Endpoint != "":
+		exp, err = otlptracegrpc.New(ctx, otlptracegrpc.WithEndpointURL(e.Endpoint))
+	case e.Protocol == ProtocolGRPC:
 		exp, err = otlptracegrpc.New(ctx)
-	} else {
+	case e.Endpoint != "":
+		exp, err = otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(e.Endpoint))
+	default:
 		exp, err = otlptracehttp.New(ctx)
 	}
 	if err != nil {

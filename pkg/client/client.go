@@ -344,7 +344,7 @@ func Dial(target string, opts ...Option) (*Client, error) {
 		// and keepaliveTimeout more, and grpc reconnects in the background.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout}),
 	}, resolve...)
-	dial = append(append(dial, traceDialOptions()...), o.dial...)
+	dial = append(append(dial, TraceDialOptions()...), o.dial...)
 	conn, err := grpc.NewClient(target, dial...)
 	if err != nil {
 		return nil, fmt.Errorf("client: dial %s: %w", target, err)
@@ -1140,7 +1140,7 @@ func (c *Client) record(ctx context.Context, p *Permit, r Result) (*pb.RecordRes
 		return nil, err
 	}
 	if c.out != nil {
-		return c.fastRecord(p, r), nil
+		return c.fastRecord(ctx, p, r), nil
 	}
 	_, worked := c.worked.Load(p.Breaker)
 	retryMs, deadlineMs := wireWait(r.RetryAfter, r.Deadline)

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/limits"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -513,7 +515,8 @@ func (c *Client) resync(ctx context.Context) error {
 type queued struct {
 	req   *pb.RecordRequest
 	probe bool
-	local bool // the local breaker holds it already
+	local bool              // the local breaker holds it already
+	link  trace.SpanContext // the tool call's span, linked from the batch's (tracing.go)
 }
 
 // sender is the fast-mode outbox: Record appends, one goroutine sends.
@@ -537,8 +540,9 @@ func newSender() *sender {
 }
 
 // fastRecord queues r for the permit's breaker, or skips it, and returns
-// at once.
-func (c *Client) fastRecord(p *Permit, r Result) *pb.RecordResponse {
+// at once. A call in a trace (ctx's span) sends its trace id with the
+// outcome and is linked from the batch's span.
+func (c *Client) fastRecord(ctx context.Context, p *Permit, r Result) *pb.RecordResponse {
 	if r.Outcome == pb.Outcome_OUTCOME_SUCCESS {
 		c.worked.Store(p.Breaker, true)
 	}
@@ -578,6 +582,10 @@ func (c *Client) fastRecord(p *Permit, r Result) *pb.RecordResponse {
 		Message:          oneLine(r.Message, maxMessageBytes),
 		CredentialWorked: r.Outcome == pb.Outcome_OUTCOME_UNAUTHENTICATED && (r.CredentialWorked || worked),
 	}
+	link := trace.SpanContextFromContext(ctx)
+	if link.IsValid() {
+		req.TraceId = link.TraceID().String()
+	}
 	local := c.recordUnheard(p, r)
 	s := c.out
 	s.mu.Lock()
@@ -586,7 +594,7 @@ func (c *Client) fastRecord(p *Permit, r Result) *pb.RecordResponse {
 		s.dropped.Add(1)
 		return &pb.RecordResponse{Note: "dropped: the fast-mode queue is full (successes only are dropped)"}
 	}
-	s.q = append(s.q, queued{req: req, probe: probe, local: local})
+	s.q = append(s.q, queued{req: req, probe: probe, local: local, link: link})
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -667,7 +675,9 @@ func (c *Client) sendOnce() bool {
 	c.view.mu.Unlock()
 	sent := c.o.clock.Now()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), c.o.recordTimeout)
+	ctx, end := batchSpan(ctx, batch)
 	res, err := c.api.RecordBatch(ctx, &pb.RecordBatchRequest{Records: reqs})
+	end(err)
 	cancel()
 	c.noteReach(err)
 	s.batches.Add(1)

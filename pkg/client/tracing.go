@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
@@ -32,6 +33,8 @@ const (
 	attrCounted        = "breakerd.outcome.counted"
 	eventToolRemoved   = "breakerd.tool_removed"
 	attrTool           = "breakerd.tool"
+	attrBatchSize      = "breakerd.batch.size"
+	spanRecordBatch    = "breakerd.record_batch"
 )
 
 // tracerScope is the instrumentation scope of the client's own spans.
@@ -53,10 +56,11 @@ func tracerProvider() trace.TracerProvider {
 	return tp
 }
 
-// traceDialOptions carries the caller's W3C trace context to breakerd
+// TraceDialOptions carry the caller's W3C trace context to breakerd
 // (otelgrpc's client handler) when the application has a TracerProvider;
-// none otherwise.
-func traceDialOptions() []grpc.DialOption {
+// none otherwise. Dial adds them; a connection made for New (an MCP
+// gateway's) adds them itself.
+func TraceDialOptions() []grpc.DialOption {
 	tp := tracerProvider()
 	if tp == nil {
 		return nil
@@ -121,4 +125,32 @@ func toolSpan(ctx context.Context, breaker string) (context.Context, func()) {
 // prefix, lower case ("DECISION_DENIED_OPEN" is "denied_open").
 func enumWord(name, prefix string) string {
 	return strings.ToLower(strings.TrimPrefix(name, prefix))
+}
+
+// batchSpan starts the span of a fast-mode batch of outcomes when the
+// application has a TracerProvider and a queued outcome came from a
+// traced call: a root of its own ("breakerd.record_batch"), linked to
+// each such call's span, never its child, since one batch carries many
+// calls' outcomes. Each outcome carries its call's trace id on the wire
+// (RecordRequest.trace_id). It returns ctx and a no-op end otherwise.
+func batchSpan(ctx context.Context, batch []queued) (context.Context, func(error)) {
+	var links []trace.Link
+	for _, q := range batch {
+		if q.link.IsValid() {
+			links = append(links, trace.Link{SpanContext: q.link})
+		}
+	}
+	tp := tracerProvider()
+	if len(links) == 0 || tp == nil {
+		return ctx, func(error) {}
+	}
+	ctx, span := tp.Tracer(tracerScope).Start(ctx, spanRecordBatch, trace.WithNewRoot(), trace.WithLinks(links...),
+		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attribute.Int(attrBatchSize, len(batch))))
+	return ctx, func(err error) {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}
 }

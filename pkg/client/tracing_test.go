@@ -106,7 +106,7 @@ func TestGuardedCallsJoinTheTrace(t *testing.T) {
 // TracerProvider (otel's default, or a no-op one) Dial adds no handler
 // and Call starts no span.
 func TestNoTracerProviderInstallsNothing(t *testing.T) {
-	if tracerProvider() != nil || traceDialOptions() != nil {
+	if tracerProvider() != nil || TraceDialOptions() != nil {
 		t.Fatal("tracing installed with no TracerProvider set")
 	}
 	if ctx, _ := toolSpan(context.Background(), "x"); ctx != context.Background() {

@@ -34,9 +34,9 @@ Output, one line of JSON, then exit status 0:
     errors    pairs that failed, were denied, or were answered by the
               client's fallback (degraded) instead of the daemon
     elapsed_s the timed run's wall time
-    requests  HTTP requests the pairs sent, as the driver counts them
-              (two per strict pair); absent when the driver cannot know
-              (fast mode sends in the background)
+    requests  HTTP requests the timed pairs sent, as the driver counts
+              them: two per strict pair, none for a fast pair answered
+              in-process
     lat_us    every completed pair's latency, microseconds
 or, when a mode cannot run here, exit status 0 and
   {"skipped": "the client has no fast mode"}
@@ -91,11 +91,13 @@ def fast_async_client(url: str, worker: str) -> breakerd.AsyncClient | None:
 
 
 class Tally:
-    """Tally is one caller's count: latencies of completed pairs, errors."""
+    """Tally is one caller's count: latencies of completed pairs, errors,
+    and the calls its timed pairs sent to breakerd."""
 
     def __init__(self) -> None:
         self.lat_us: list[int] = []
         self.errors = 0
+        self.sent = 0
 
 
 class Callers:
@@ -122,10 +124,11 @@ class Callers:
             return None
         return t0, self.breakers[(c * 7919 + i) % len(self.breakers)]
 
-    def done(self, c: int, t0: float, ok: bool) -> None:
+    def done(self, c: int, t0: float, ok: bool, sent: int) -> None:
         if t0 < self.start:
             return
         t = self.tallies[c]
+        t.sent += sent
         if ok:
             t.lat_us.append(int((time.perf_counter() - t0) * 1e6))
         else:
@@ -137,6 +140,13 @@ class Callers:
 
 def names(prefix: str, n: int) -> list[str]:
     return [f"{prefix}b{i:04d}" for i in range(n)]
+
+
+def sent_of(permit: breakerd.Permit, recorded: dict[str, Any]) -> int:
+    """sent_of is how many calls of one pair went to breakerd: fast mode
+    answers an Allow in-process and leaves out a success that could
+    change nothing."""
+    return (0 if permit.fast else 1) + (0 if recorded.get("note") == breakerd.FAST_NOT_SENT else 1)
 
 
 def pair_ok(permit: breakerd.Permit) -> bool:
@@ -154,10 +164,10 @@ def run_threads(clients: list[breakerd.Client], run: Callers) -> None:
             try:
                 p = cl.allow(name)
                 ok = pair_ok(p)
-                cl.record(p)
+                sent = sent_of(p, cl.record(p))
             except breakerd.BreakerdError:
-                ok = False
-            run.done(c, t0, ok)
+                ok, sent = False, 2
+            run.done(c, t0, ok, sent)
 
     threads = [threading.Thread(target=caller, args=(c,)) for c in range(len(run.tallies))]
     for th in threads:
@@ -177,10 +187,10 @@ async def run_tasks(clients: list[breakerd.AsyncClient], run: Callers) -> None:
             try:
                 p = await cl.allow(name)
                 ok = pair_ok(p)
-                await cl.record(p)
+                sent = sent_of(p, await cl.record(p))
             except breakerd.BreakerdError:
-                ok = False
-            run.done(c, t0, ok)
+                ok, sent = False, 2
+            run.done(c, t0, ok, sent)
 
     await asyncio.gather(*(caller(c) for c in range(len(run.tallies))))
 
@@ -200,6 +210,10 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
             if c is None:
                 return {"skipped": NO_FAST_MODE}
             clients.append(c)
+        if a.mode == "fast":
+            for c in clients:  # each view learns every breaker first: a first use asks breakerd
+                for b in breakers:
+                    c.record(c.allow(b))
         run = Callers(a.callers, breakers, a.warmup, a.duration, a.min_ops)
         run_threads(clients, run)
     finally:
@@ -216,6 +230,10 @@ async def measure_async(a: argparse.Namespace, breakers: list[str], workers: lis
             if c is None:
                 return {"skipped": NO_FAST_MODE}
             clients.append(c)
+        if a.mode == "fast":
+            for c in clients:  # each view learns every breaker first: a first use asks breakerd
+                for b in breakers:
+                    await c.record(await c.allow(b))
         run = Callers(a.callers, breakers, a.warmup, a.duration, a.min_ops)
         await run_tasks(clients, run)
     finally:
@@ -227,8 +245,7 @@ async def measure_async(a: argparse.Namespace, breakers: list[str], workers: lis
 def result(a: argparse.Namespace, run: Callers) -> dict[str, Any]:
     lat = [x for t in run.tallies for x in t.lat_us]
     out: dict[str, Any] = {"ops": len(lat), "errors": sum(t.errors for t in run.tallies), "elapsed_s": round(run.elapsed(), 6)}
-    if a.mode == "strict":
-        out["requests"] = 2 * (len(lat) + out["errors"])
+    out["requests"] = sum(t.sent for t in run.tallies)
     out["lat_us"] = lat
     return out
 

@@ -6,6 +6,7 @@ without the API, breakerd imports nothing of it."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import breakerd
+import breakerd._otel
 
 from .conftest import Daemon
 
@@ -68,6 +70,61 @@ def test_decision_outcome_and_trace_id(daemon: Daemon, name: Callable[[str], str
     assert len(removed) == 1 and (removed[0].attributes or {})["breakerd.tool"] == "refund_charge"
 
 
+def test_async_client_records_on_the_active_span(daemon: Daemon, name: Callable[[str], str]) -> None:
+    """AsyncClient.allow and record mark the active span as Client's do,
+    and its traceparent reaches the daemon (the open event's trace id)."""
+    exporter = InMemorySpanExporter()
+    tp = TracerProvider()
+    tp.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = tp.get_tracer("agent")
+    b = name("payments")
+    w1 = client(daemon, "w1")
+    fail(w1, b)
+    fail(client(daemon, "w2"), b)
+
+    async def trip() -> str:
+        ac = breakerd.AsyncClient(daemon.url, worker_id="w1", allow_budget=5.0, watch=False)
+        try:
+            with tracer.start_as_current_span("execute_tool refund_charge") as span:
+                p = await ac.allow(b)
+                await ac.record(p, outcome="OUTCOME_SERVER_ERROR")
+            with tracer.start_as_current_span("execute_tool again"):
+                assert not (await ac.allow(b)).allowed  # breakerd's denial
+            return format(span.get_span_context().trace_id, "032x")
+        finally:
+            await ac.close()
+
+    trace_id = asyncio.run(trip())
+    attrs = ended(exporter, "execute_tool refund_charge").attributes or {}
+    assert attrs["breakerd.decision"] == "allowed" and attrs["breakerd.cached"] is False
+    assert attrs["breakerd.daemon_degraded"] is False and attrs["breakerd.degraded"] is False
+    assert attrs["breakerd.outcome"] == "server_error" and attrs["breakerd.outcome.counted"] is True
+    again = ended(exporter, "execute_tool again").attributes or {}
+    assert again["breakerd.decision"] == "denied_open" and again["breakerd.denial.status"] == "circuit_open"
+    events = w1.call("Events", {"breaker": b}).get("events", [])
+    opened = [e for e in events if e.get("to") == "STATE_OPEN" and e.get("kind") == "EVENT_KIND_TRANSITION"]
+    assert opened and opened[-1].get("trace_id") == trace_id
+
+
+def test_daemon_degraded_is_not_the_fallback(daemon: Daemon) -> None:
+    """An answer breakerd gave from its own memory is daemon_degraded on
+    the span, not degraded (the local fallback's), and one the client gave
+    itself is cached, as the Go client has them."""
+    exporter = InMemorySpanExporter()
+    tp = TracerProvider()
+    tp.add_span_processor(SimpleSpanProcessor(exporter))
+    c = client(daemon, "w1")
+    p = c._permit("b", "", {"decision": "DECISION_ALLOWED", "degraded": True})
+    with tp.get_tracer("agent").start_as_current_span("execute_tool t"):
+        breakerd._otel.decision(p)
+    attrs = ended(exporter, "execute_tool t").attributes or {}
+    assert attrs["breakerd.daemon_degraded"] is True and attrs["breakerd.degraded"] is False
+    assert attrs["breakerd.cached"] is False
+    with tp.get_tracer("agent").start_as_current_span("execute_tool fast"):
+        breakerd._otel.decision(breakerd.Permit(breaker="b", decision="DECISION_ALLOWED", fast=True, cached=True))
+    assert (ended(exporter, "execute_tool fast").attributes or {})["breakerd.cached"] is True
+
+
 BLOCKED = """
 import sys
 class Blocker:
@@ -79,7 +136,7 @@ sys.meta_path.insert(0, Blocker())
 import breakerd, breakerd._otel as o
 h = {}
 o.inject(h)
-o.decision("b", "DECISION_ALLOWED", False, None)
+o.decision(breakerd.Permit(breaker="b", decision="DECISION_ALLOWED"))
 assert h == {}, h
 loaded = [m for m in sys.modules if m.startswith("opentelemetry")]
 assert not loaded, loaded

@@ -15,6 +15,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/daemon"
+	"github.com/breakerd/breakerd/internal/tracing"
 	"github.com/breakerd/breakerd/pkg/client"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -136,6 +138,8 @@ type target struct {
 	prefix  string
 	// children are the servers run in child processes, by Serve kind.
 	children map[string]*child
+	// traced are the daemons exporting traces (trace.go), by Serve kind.
+	traced map[string]pb.BreakerServiceClient
 
 	mu    sync.Mutex
 	peers map[string][]*gobreaker.DistributedCircuitBreaker[struct{}]
@@ -216,18 +220,24 @@ func rawPair(pk picker) func(context.Context, *target, Options) (opFunc, error) 
 // rawPairNamed is rawPair on the breakers pk names with kind in front
 // (countingPolicy's "w-" or "s-"), each success reporting latencyMs.
 func rawPairNamed(pk picker, kind string, latencyMs int64) func(context.Context, *target, Options) (opFunc, error) {
+	return rawPairOn(func(t *target) pb.BreakerServiceClient { return t.daemonA }, pk, kind, latencyMs)
+}
+
+// rawPairOn is rawPairNamed on the daemon of t that on names.
+func rawPairOn(on func(*target) pb.BreakerServiceClient, pk picker, kind string, latencyMs int64) func(context.Context, *target, Options) (opFunc, error) {
 	return func(_ context.Context, t *target, o Options) (opFunc, error) {
 		pick := pk(o)
+		d := on(t)
 		return func(ctx context.Context, c, i int) error {
 			name := t.breaker(kind + pick(c, i))
-			res, err := t.daemonA.Allow(ctx, &pb.AllowRequest{Breaker: name, WorkerId: workerID(c)})
+			res, err := d.Allow(ctx, &pb.AllowRequest{Breaker: name, WorkerId: workerID(c)})
 			if err != nil {
 				return err
 			}
 			if res.GetDecision() != pb.Decision_DECISION_ALLOWED {
 				return fmt.Errorf("allow: %s", res.GetDecision())
 			}
-			_, err = t.daemonA.Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: workerID(c),
+			_, err = d.Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: workerID(c),
 				Ticket: res.GetTicket(), Outcome: pb.Outcome_OUTCOME_SUCCESS, LatencyMs: latencyMs})
 			return err
 		}, nil
@@ -355,7 +365,7 @@ func scenarios() []scenario {
 		{"peer-1", "Executes", "", func(ctx context.Context, t *target, o Options) (opFunc, error) {
 			return t.peerOp(o, 1)
 		}, 0, nil},
-	}, append(fastScenarios(), driverScenarios()...)...)
+	}, slices.Concat(fastScenarios(), driverScenarios(), traceScenarios())...)
 }
 
 // peerOp gives each caller its own store and breaker instances (each
@@ -430,7 +440,7 @@ const slowLatencyMs = 3000
 // its metrics) on a free loopback port against redisAddr until stop, with
 // the policies of policyFile (YAML; "" for countingPolicy).
 func startDaemon(ctx context.Context, redisAddr, policyFile string) (addr string, stop func(), err error) {
-	a, stop, err := serveDaemon(ctx, redisAddr, policyFile, false)
+	a, stop, err := serveDaemon(ctx, redisAddr, policyFile, false, tracing.Env{})
 	return a.grpc, stop, err
 }
 
@@ -438,8 +448,8 @@ func startDaemon(ctx context.Context, redisAddr, policyFile string) (addr string
 type daemonAddrs struct{ grpc, http string }
 
 // serveDaemon is startDaemon, serving the HTTP/JSON API too when
-// withHTTP (on a loopback port free a moment before).
-func serveDaemon(ctx context.Context, redisAddr, policyFile string, withHTTP bool) (addrs daemonAddrs, stop func(), err error) {
+// withHTTP (on a loopback port free a moment before), tracing as tr says.
+func serveDaemon(ctx context.Context, redisAddr, policyFile string, withHTTP bool, tr tracing.Env) (addrs daemonAddrs, stop func(), err error) {
 	if policyFile == "" {
 		dir, err := os.MkdirTemp("", "breakerbench-policy-")
 		if err != nil {
@@ -450,7 +460,7 @@ func serveDaemon(ctx context.Context, redisAddr, policyFile string, withHTTP boo
 			_ = os.RemoveAll(dir)
 			return addrs, nil, err
 		}
-		addrs, stop, err := serveDaemon(ctx, redisAddr, policyFile, withHTTP)
+		addrs, stop, err := serveDaemon(ctx, redisAddr, policyFile, withHTTP, tr)
 		if err != nil {
 			_ = os.RemoveAll(dir)
 			return addrs, nil, err
@@ -458,7 +468,7 @@ func serveDaemon(ctx context.Context, redisAddr, policyFile string, withHTTP boo
 		return addrs, func() { stop(); _ = os.RemoveAll(dir) }, nil
 	}
 	c := daemon.Config{Listen: "127.0.0.1:0", RedisURL: "redis://" + redisAddr + "/0", PolicyFile: policyFile, EventsMaxLen: 1000,
-		EventRetention: 168 * time.Hour, ShutdownTimeout: 5 * time.Second, HealthInterval: time.Hour, LogFormat: "text"}
+		EventRetention: 168 * time.Hour, ShutdownTimeout: 5 * time.Second, HealthInterval: time.Hour, LogFormat: "text", Tracing: tr}
 	if withHTTP {
 		c.HTTPListen = "127.0.0.1:0"
 	}
@@ -511,11 +521,12 @@ func (e *env) dial(addr string) (*grpc.ClientConn, error) {
 // child processes of exe when it is set, the daemon's writing a CPU
 // profile to profile when that is set) and dials them.
 func (e *env) newTarget(ctx context.Context, redisAddr, prefix, exe, profile string) (*target, error) {
-	t := &target{prefix: prefix, peerRDB: redis.NewClient(&redis.Options{Addr: redisAddr}), children: map[string]*child{}}
+	t := &target{prefix: prefix, peerRDB: redis.NewClient(&redis.Options{Addr: redisAddr}), children: map[string]*child{},
+		traced: map[string]pb.BreakerServiceClient{}}
 	e.closers = append(e.closers, func() { _ = t.peerRDB.Close() })
 	addrs := map[string]string{}
 	httpAddr := ""
-	for _, kind := range []string{ServeDaemon, ServeNoop, ServeCeiling} {
+	for _, kind := range append([]string{ServeDaemon, ServeNoop, ServeCeiling}, traceKinds...) {
 		if exe != "" {
 			c, err := spawn(exe, kind, redisAddr, map[bool]string{true: profile}[kind == ServeDaemon])
 			if err != nil {
@@ -536,8 +547,10 @@ func (e *env) newTarget(ctx context.Context, redisAddr, prefix, exe, profile str
 		switch kind {
 		case ServeDaemon:
 			var a daemonAddrs
-			a, stop, err = serveDaemon(ctx, redisAddr, "", true)
+			a, stop, err = serveDaemon(ctx, redisAddr, "", true, tracing.Env{})
 			addr, httpAddr = a.grpc, a.http
+		case ServeDaemonTraceSome, ServeDaemonTraceAll:
+			addr, stop, err = serveTraced(ctx, redisAddr, kind)
 		case ServeNoop:
 			addr, stop, err = startCeiling(nil)
 		case ServeCeiling:
@@ -578,6 +591,13 @@ func (e *env) newTarget(ctx context.Context, redisAddr, prefix, exe, profile str
 		return nil, err
 	}
 	t.ceiling = pb.NewBreakerServiceClient(cc)
+	for _, kind := range traceKinds {
+		tc, err := e.dial(addrs[kind])
+		if err != nil {
+			return nil, err
+		}
+		t.traced[kind] = pb.NewBreakerServiceClient(tc)
+	}
 	return t, nil
 }
 

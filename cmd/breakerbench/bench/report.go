@@ -19,7 +19,7 @@ type ratio struct {
 // over the ceiling server's.
 const maxDaemonCPU = 1.1
 
-var ratios = []ratio{
+var ratios = append([]ratio{
 	{"ceiling", "noop", 0},
 	{"pair-1k-raw", "ceiling", 0.45},
 	{"pair-hot-raw", "ceiling", 0.45},
@@ -49,7 +49,7 @@ var ratios = []ratio{
 	{"pair-1k-py-fast", "pair-1k-py", 20},
 	{"pair-1k-py-async-fast", "pair-1k-py-async", 20},
 	{"pair-1k-ts-fast", "pair-1k-ts", 20},
-}
+}, traceRatios...)
 
 // row is one scenario's figures over every round.
 type row struct {
@@ -173,6 +173,8 @@ func report(w io.Writer, o Options, run []scenario, samples [][]sample, wireRT [
 			fmt.Fprintln(w, line)
 		}
 	}
+
+	traceReport(w, rows)
 
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "ratios of ops/s inside each round (round 1, 2, ...), then their median:")

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/breakerd/breakerd/internal/tracing"
 )
 
 // Server kinds that Serve runs in a process of their own, so that their
@@ -56,8 +58,10 @@ func Serve(ctx context.Context, kind, redisAddr string, w io.Writer) error {
 	switch kind {
 	case ServeDaemon:
 		var a daemonAddrs
-		a, stop, err = serveDaemon(ctx, redisAddr, "", true)
+		a, stop, err = serveDaemon(ctx, redisAddr, "", true, tracing.Env{})
 		addr = a.grpc + " " + a.http
+	case ServeDaemonTraceSome, ServeDaemonTraceAll:
+		addr, stop, err = serveTraced(ctx, redisAddr, kind)
 	case ServeCeiling:
 		rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
 		defer rdb.Close()
@@ -65,7 +69,7 @@ func Serve(ctx context.Context, kind, redisAddr string, w io.Writer) error {
 	case ServeNoop:
 		addr, stop, err = startCeiling(nil)
 	default:
-		return fmt.Errorf("--serve: want daemon, ceiling or noop, got %q", kind)
+		return fmt.Errorf("--serve: want daemon, %s, ceiling or noop, got %q", strings.Join(traceKinds, ", "), kind)
 	}
 	if err != nil {
 		return err

@@ -426,6 +426,9 @@ func (f Flags) dial(log *slog.Logger) (*grpc.ClientConn, error) {
 	if token != "" {
 		dial = append(dial, grpc.WithPerRPCCredentials(client.TokenCredentials(token)))
 	}
+	// Each tools/call's decision on a span, the daemon's in its trace
+	// (docs/observability.md), when the process has a TracerProvider.
+	dial = append(dial, client.TraceDialOptions()...)
 	conn, err := grpc.NewClient(f.Breakerd, dial...)
 	if err != nil {
 		return nil, fmt.Errorf("--breakerd %q: %w", f.Breakerd, err)

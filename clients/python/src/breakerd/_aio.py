@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from . import _otel
 from ._aiotransport import AsyncTransport
 from ._client import Client, Permit
 from ._errors import BreakerdError
@@ -103,7 +104,13 @@ class AsyncClient:
         """allow is Client.allow awaited, with the same budgets and
         answers: a known denial and the fallback answer with no round
         trip; an answer past the Allow budget is the fallback's, and the
-        late one still teaches the client."""
+        late one still teaches the client. With OpenTelemetry installed
+        the answer is recorded on the active span."""
+        p = await self._allow(breaker, tool)
+        _otel.decision(p)
+        return p
+
+    async def _allow(self, breaker: str, tool: str) -> Permit:
         c = self.sync
         here = c._allow_here(breaker, tool)
         if here is not None:

@@ -125,6 +125,10 @@ class Permit:
     verdict: Denial | None = None
     # Fast mode's view answered (no round trip).
     fast: bool = False
+    # breakerd answered from its own memory, its Redis away.
+    daemon_degraded: bool = False
+    # The client answered (its open cache, or fast mode's view).
+    cached: bool = False
 
     @property
     def allowed(self) -> bool:
@@ -381,7 +385,7 @@ class Client:
         InvalidArgument before any of them. With OpenTelemetry installed
         the answer is recorded on the active span (docs/observability.md)."""
         p = self._allow(breaker, tool)
-        _otel.decision(p.breaker, p.decision, p.degraded, p.verdict)
+        _otel.decision(p)
         return p
 
     def _allow(self, breaker: str, tool: str) -> Permit:
@@ -419,7 +423,8 @@ class Client:
             self.fast.use(breaker)
             got = self.fast.allow(breaker, self.cache.live)
             if got is not None:
-                return Permit(breaker=breaker, tool=tool, decision="DECISION_ALLOWED", ticket=got[0], state=got[1], fast=True)
+                return Permit(breaker=breaker, tool=tool, decision="DECISION_ALLOWED", ticket=got[0], state=got[1], fast=True,
+                              cached=True)
         if self.reach.down:
             self.reach.poll()
             return self._fallback_allow(breaker, tool)
@@ -622,6 +627,7 @@ class Client:
             scope=str(ans.get("scope", "")),
             tool_result=str(ans.get("tool_result", "")),  # a daemon that sends no Denial renders its own
             degraded=bool(ans.get("degraded", False)),
+            daemon_degraded=bool(ans.get("degraded", False)),
             state=dict(state or {}),
         )
         d = Denial.of(ans.get("denial"))
@@ -640,7 +646,7 @@ class Client:
             tool_result=_render.tool_result(d, p.tool or p.breaker, alternatives, p.degraded, now_ms))
 
     def _cached_permit(self, breaker: str, tool: str, st: dict[str, Any], d: Denial, degraded: bool) -> Permit:
-        p = Permit(breaker=breaker, tool=tool, decision=d.decision, degraded=degraded, state=st)
+        p = Permit(breaker=breaker, tool=tool, decision=d.decision, degraded=degraded, state=st, cached=True)
         return self._denied(p, d, self.cache.now_redis_ms())
 
     def _fallback_allow(self, breaker: str, tool: str) -> Permit:

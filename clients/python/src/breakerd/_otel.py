@@ -45,14 +45,17 @@ def _word(v: str, prefix: str) -> str:
     return v.removeprefix(prefix).lower()
 
 
-def decision(breaker: str, decision: str, degraded: bool, denial: Any) -> None:
-    """decision records an Allow's answer on the active span; denial is
-    its Denial (None for none)."""
+def decision(p: Any) -> None:
+    """decision records an Allow's answer, a Permit, on the active span:
+    degraded is the local fallback's (breakerd not reached), apart from
+    breakerd answering from its own memory (daemon_degraded)."""
     span = _span()
     if span is None:
         return
-    span.set_attributes({"breakerd.breaker": breaker, "breakerd.decision": _word(decision, "DECISION_"),
-                         "breakerd.degraded": degraded})
+    span.set_attributes({"breakerd.breaker": p.breaker, "breakerd.decision": _word(p.decision, "DECISION_"),
+                         "breakerd.degraded": p.degraded and not p.daemon_degraded,
+                         "breakerd.daemon_degraded": p.daemon_degraded, "breakerd.cached": p.cached})
+    denial = p.verdict
     if denial is not None:
         span.set_attributes({"breakerd.denial.status": denial.status,
                              "breakerd.denial.scope": _word(denial.scope, "DENIAL_SCOPE_"),
