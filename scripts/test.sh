@@ -54,6 +54,7 @@ declare -A phase_needs=(
   [python]="python3 unzip redis-server redis-cli"
   [typescript]="node npm redis-server redis-cli"
   [frameworks-latest]="node npm redis-server redis-cli"
+  [python-latest]="python3 redis-server redis-cli"
   [release]="file curl unzip node npm python3"
   [deploy]="systemd-analyze"
   [ui]="chromium"
@@ -546,6 +547,27 @@ phase_frameworks-latest() {
   rm -rf "$tmp"
 }
 
+# The Python adapters on the newest releases of their frameworks: a venv
+# of its own in a scratch directory with the suite's pins, then
+# `pip install -U` of langchain, langchain-core, langgraph and
+# openai-agents there (requirements-test.txt is untouched), the versions
+# printed, and the adapter tests and examples/python run on them. A
+# background phase beside python, on the run's Redis.
+phase_python-latest() {
+  local tmp
+  tmp=$(mktemp -d)
+  go build -o "$tmp/breakerd" ./cmd/breakerd
+  python3 -m venv "$tmp/venv"
+  "$tmp/venv/bin/pip" install -q --disable-pip-version-check -r clients/python/requirements-test.txt ./clients/python
+  "$tmp/venv/bin/pip" install -q --disable-pip-version-check -U langchain langchain-core langgraph openai-agents
+  "$tmp/venv/bin/python" -c 'from importlib.metadata import version as v
+print("ci: python-latest:", ", ".join(f"{p} {v(p)}" for p in ("langchain", "langchain-core", "langgraph", "openai-agents", "openai")))'
+  (cd clients/python && BREAKERD_TEST_BIN="$tmp/breakerd" "$tmp/venv/bin/pytest" -q -p no:cacheprovider \
+    tests/test_adapters.py tests/test_adapters_langchain.py tests/test_adapters_openai_agents.py)
+  examples_python "$tmp/venv" "$tmp/breakerd"
+  rm -rf "$tmp"
+}
+
 # The status page in a real browser (internal/httpapi/browsertest, a
 # module of its own so that the main module does not depend on chromedp):
 # Debian's Chromium, headless, without its sandbox (CI runs as root) and
@@ -570,7 +592,7 @@ phase_prometheus() {
   (cd deploy/prometheus/check && go test -count=1 ./...)
 }
 
-phases=(lint go soak python typescript frameworks-latest release deploy ui prometheus)
+phases=(lint go soak python python-latest typescript frameworks-latest release deploy ui prometheus)
 # Two lanes run side by side: the go phase in the foreground, with its
 # output as it is, and the others in a background lane, one after
 # another, each line prefixed with "[phase] ". The soak runs last, alone,
@@ -629,7 +651,7 @@ main() {
   phase setup
   install_missing "${chosen[@]}"
   check_go
-  case " ${chosen[*]} " in *" go "*|*" python "*|*" typescript "*|*" frameworks-latest "*) start_redis ;; esac
+  case " ${chosen[*]} " in *" go "*|*" python "*|*" python-latest "*|*" typescript "*|*" frameworks-latest "*) start_redis ;; esac
   case " ${chosen[*]} " in *" go "*) start_cluster ;; esac
   phase_done setup
   if [ "${#bg[@]}" -gt 0 ]; then

@@ -214,7 +214,14 @@ export declare class Client {
     check(): Promise<void>;
     /** reprobe is one cheap authenticated call: did any daemon answer? */
     private reprobe;
-    /** learnState takes a breaker's state from any daemon answer, in time or late: the open cache and the last known state (bounded). */
+    /**
+     * learnState takes a breaker's state from any daemon answer, in time or
+     * late: the open cache and the last known denial (bounded). A state
+     * breakerd says denies (its denial, or a deny_until_ms) is held until
+     * that deny-until, and its probe is due after it; one that does not deny
+     * leaves what was held (a breaker whose probe is due denies no more, yet
+     * was denying); an Allow breakerd answered ALLOWED (allowed) forgets it.
+     */
     private learnState;
     /**
      * budget is how long allow waits for a daemon: the first-contact budget

@@ -212,13 +212,17 @@ const MAX_KNOWN = 4096;
 
 /** What the client last heard of a breaker from any daemon answer. */
 interface Known {
-  open: boolean;
-  /** Until when it denies, on this process's clock. */
+  /** Until when it denies, on this process's clock; its probe is due from then. */
   untilMs: number;
   generation: string;
 }
 
 /** warn is the default onError: one line on the console. */
+/** letsThrough is whether an Allow answer is breakerd's ALLOWED (not a degraded daemon's). */
+function letsThrough(res: AllowResponse): boolean {
+  return (res.decision ?? "DECISION_ALLOWED") === "DECISION_ALLOWED" && !res.degraded;
+}
+
 function warn(err: unknown): void {
   console.warn(`breakerd: ${err instanceof Error ? err.message : String(err)}`);
 }
@@ -372,18 +376,25 @@ export class Client {
     return true;
   }
 
-  /** learnState takes a breaker's state from any daemon answer, in time or late: the open cache and the last known state (bounded). */
-  private learnState(st: BreakerState | undefined): void {
+  /**
+   * learnState takes a breaker's state from any daemon answer, in time or
+   * late: the open cache and the last known denial (bounded). A state
+   * breakerd says denies (its denial, or a deny_until_ms) is held until
+   * that deny-until, and its probe is due after it; one that does not deny
+   * leaves what was held (a breaker whose probe is due denies no more, yet
+   * was denying); an Allow breakerd answered ALLOWED (allowed) forgets it.
+   */
+  private learnState(st: BreakerState | undefined, allowed = false): void {
     this.cache.learn(st);
     const name = st?.breaker;
     if (!st || !name) return;
-    const open = st.state === "STATE_OPEN" || st.state === "STATE_HALF_OPEN";
-    if (!open && !this.known.has(name)) return;
-    const asOf = int64(st.as_of_ms);
-    const until = int64(st.deny_until_ms);
-    const now = this.clock();
+    const held = this.known.get(name);
+    const until = Math.max(int64(st.deny_until_ms), int64(st.denial?.deny_until_ms));
     this.known.delete(name);
-    this.known.set(name, { open, untilMs: asOf > 0 ? now + (until - asOf) : until, generation: String(st.generation ?? "0") });
+    if (allowed || (!held && until === 0 && !st.denial)) return;
+    const asOf = int64(st.as_of_ms);
+    const untilMs = until === 0 ? (held?.untilMs ?? 0) : asOf > 0 ? this.clock() + (until - asOf) : until;
+    this.known.set(name, { untilMs, generation: String(st.generation ?? "0") });
     if (this.known.size > MAX_KNOWN) this.known.delete(this.known.keys().next().value as string);
   }
 
@@ -399,7 +410,7 @@ export class Client {
     this.firstSpent = true;
     if (first) return Math.max(b, this.o.firstContactBudgetMs ?? 1000);
     const k = this.known.get(breaker);
-    if (k?.open && k.untilMs <= this.clock()) return Math.max(b, this.rpcTimeoutMs);
+    if (k && k.untilMs <= this.clock()) return Math.max(b, this.rpcTimeoutMs);
     return b;
   }
 
@@ -470,7 +481,7 @@ export class Client {
       return given;
     }
     this.local.reset();
-    this.learnState(res.state);
+    this.learnState(res.state, letsThrough(res));
     if (!this.policies.has(breaker)) void this.learnPolicy(breaker);
     return this.permitOf(res, breaker, tool || breaker);
   }
@@ -514,7 +525,7 @@ export class Client {
    * fallback's denial leaves unused is released at once.
    */
   private lateAllow(res: AllowResponse, given: Permit): void {
-    this.learnState(res.state);
+    this.learnState(res.state, letsThrough(res));
     if (!res.ticket) return;
     if (given.allowed) given.late = { ticket: res.ticket };
     else if (res.decision === "DECISION_PROBE") {
@@ -557,7 +568,7 @@ export class Client {
     if (this.o.fallback === "closed") return this.denied(base, fallbackDenial("open", 0, this.clock()));
     // Last known open, its probe due: one call of this client's goes, the
     // rest wait for its outcome.
-    if (this.known.get(breaker)?.open) this.local.holdOpen(breaker);
+    if (this.known.has(breaker)) this.local.holdOpen(breaker);
     const v = this.local.allow(breaker);
     if (v.allowed) {
       const decision = v.probe ? "DECISION_PROBE" : "DECISION_ALLOWED";

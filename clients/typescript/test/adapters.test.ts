@@ -27,7 +27,7 @@ import * as agents from "../src/adapters/openai-agents.js";
 import { guardedTool } from "../src/adapters/openai-agents.js";
 import * as plain from "../src/adapters/tools.js";
 import { startDaemon, uniq, type Daemon } from "./daemon.js";
-import { serve, type Served } from "./helpers.js";
+import { serve, within, type Served } from "./helpers.js";
 import { ScriptedModel } from "./scripted.js";
 
 let daemon: Daemon;
@@ -51,7 +51,7 @@ after(async () => {
 
 /** A vendor call that throws what fetch-based SDKs throw for a failed answer: an error with status and headers. */
 async function callVendor(path: string): Promise<unknown> {
-  const res = await fetch(vendor.url + path);
+  const res = await within(`the vendor's ${path}`, fetch(vendor.url + path));
   if (!res.ok) throw Object.assign(new Error(`vendor ${path}: HTTP ${res.status}`), { status: res.status, headers: res.headers });
   return res.json();
 }

@@ -24,7 +24,7 @@ import {
   type Permit,
 } from "../src/index.js";
 import { startDaemon, uniq, type Daemon } from "./daemon.js";
-import { conformanceDir, serve, waitFor } from "./helpers.js";
+import { conformanceDir, serve, waitFor, within } from "./helpers.js";
 
 const prefix = uniq();
 const policy = `breakers:
@@ -201,11 +201,11 @@ test("Run: a tripped tool leaves the run for good, the notice says why", async (
   assert.deepEqual((await run.available(tools)).map((t) => t.name), ["web_search"]);
   assert.deepEqual(run.degraded.map((u) => u.tool), ["refund_charge", "refund_status"]);
   assert.match(run.notice(), /- refund_charge: .*Instead you can use: issue_refund_manually\./);
-  const res = await fetch(`${a.url}/breakerd.v1.BreakerService/Force`, {
+  const res = await within("the daemon's Force", fetch(`${a.url}/breakerd.v1.BreakerService/Force`, {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify({ breaker, mode: "FORCE_MODE_AUTO", reason: "fixed", operator: "test" }),
-  });
+  }));
   assert.equal(res.status, 200, await res.text());
   assert.equal((await client("r1").allow(breaker)).allowed, true, "the fleet is closed again");
   assert.deepEqual((await run.available(tools)).map((t) => t.name), ["web_search"], "sticky in the run");
@@ -279,7 +279,7 @@ test("HttpError keeps the status: a real 503 thrown through throwForStatus reach
   const breaker = `${prefix}:http-error`;
   const sent = recording();
   const c = client("he-w1", [a.url], { fetch: sent.fetch });
-  const err = await c.guard(breaker, async () => throwForStatus(await fetch(`${vendor.url}/refund`))).catch((e: unknown) => e);
+  const err = await c.guard(breaker, async () => throwForStatus(await within("the vendor's /refund", fetch(`${vendor.url}/refund`)))).catch((e: unknown) => e);
   assert.ok(err instanceof HttpError && err.status === 503, String(err));
   assert.equal(vendor.hits.get("/refund"), 1);
   const { date, ...ev } = sent.records[0]?.req["evidence"] as Evidence;

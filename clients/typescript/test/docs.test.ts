@@ -13,7 +13,7 @@ import { test } from "node:test";
 import { promisify } from "node:util";
 
 import { startDaemon, uniq } from "./daemon.js";
-import { repoRoot } from "./helpers.js";
+import { repoRoot, within } from "./helpers.js";
 
 const run = promisify(execFile);
 
@@ -45,11 +45,11 @@ test("docs/typescript.md's quick start type-checks and runs", async (t) => {
   const first = await run(process.execPath, ["quickstart.mjs"], { cwd: dir });
   assert.equal(first.stdout, "refunded ch_42\n");
   // An operator takes payments out of service: the same block prints the denial instead, and only it (refundCharge never ran).
-  const res = await fetch(`${daemon.url}/breakerd.v1.BreakerService/Force`, {
+  const res = await within("the daemon's Force", fetch(`${daemon.url}/breakerd.v1.BreakerService/Force`, {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify({ breaker, mode: "FORCE_MODE_OPEN", reason: "vendor maintenance", operator: "test" }),
-  });
+  }));
   assert.equal(res.status, 200, await res.text());
   const last = await run(process.execPath, ["quickstart.mjs"], { cwd: dir });
   assert.match(last.stdout, /^\{"status":"forced_open","tool":"refund_charge","reason":"forced open by an operator: vendor maintenance".*"forced":true\}\n$/);

@@ -56,11 +56,27 @@ export class Clock {
   }
 }
 
-/** waitFor polls cond until it holds or the test's own timeout ends the test. */
-export async function waitFor(cond: () => boolean | Promise<boolean>, what: string, limitMs = 30_000): Promise<void> {
-  const start = Date.now();
-  while (!(await cond())) {
-    if (Date.now() - start > limitMs) throw new Error(`timed out waiting for ${what}`);
+/** BOUND_MS is how long a test waits on the network before it fails: a hang's bound, not a margin any test relies on. */
+export const BOUND_MS = 30_000;
+
+/** within settles as p does, or fails after limitMs saying what the test waited for. */
+export async function within<T>(what: string, p: Promise<T>, limitMs = BOUND_MS): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${limitMs}ms waiting for ${what}`)), limitMs);
+  });
+  try {
+    return await Promise.race([p, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** waitFor polls cond until it holds, or fails after limitMs (a hung cond included) saying what it waited for. */
+export async function waitFor(cond: () => boolean | Promise<boolean>, what: string, limitMs = BOUND_MS): Promise<void> {
+  const end = Date.now() + limitMs;
+  while (!(await within(what, Promise.resolve(cond()), Math.max(end - Date.now(), 1)))) {
+    if (Date.now() > end) throw new Error(`timed out after ${limitMs}ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 10));
   }
 }

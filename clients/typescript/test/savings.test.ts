@@ -25,7 +25,7 @@ import {
   type ToolRef,
 } from "../src/index.js";
 import { startDaemon, uniq, type Daemon } from "./daemon.js";
-import { conformanceDir, waitFor } from "./helpers.js";
+import { conformanceDir, waitFor, within } from "./helpers.js";
 
 const prefix = uniq();
 let d: Daemon;
@@ -39,11 +39,11 @@ after(async () => {
 
 /** call sends one BreakerService method to the daemon, as an operator would. */
 async function call(method: string, body: unknown): Promise<Record<string, unknown>> {
-  const res = await fetch(`${d.url}/breakerd.v1.BreakerService/${method}`, {
+  const res = await within(`the daemon's ${method}`, fetch(`${d.url}/breakerd.v1.BreakerService/${method}`, {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify(body),
-  });
+  }));
   const text = await res.text();
   assert.equal(res.status, 200, text);
   return JSON.parse(text) as Record<string, unknown>;

@@ -17,7 +17,7 @@ import { Client, Run } from "../src/index.js";
 import * as ai from "../src/adapters/ai.js";
 import * as agents from "../src/adapters/openai-agents.js";
 import { startDaemon, uniq, type Daemon } from "./daemon.js";
-import { serve, waitFor, type Served } from "./helpers.js";
+import { serve, waitFor, within, type Served } from "./helpers.js";
 import { ScriptedModel } from "./scripted.js";
 
 let daemon: Daemon;
@@ -54,7 +54,7 @@ const clientFor = (worker: string) => new Client({ urls: daemon.url, workerId: w
 const refundCalls = () => vendor.hits.get("/refund") ?? 0;
 /** callVendor throws what fetch-based SDKs throw for a failed answer: an error with its status and headers. */
 async function callVendor(path: string): Promise<unknown> {
-  const res = await fetch(vendor.url + path);
+  const res = await within(`the vendor's ${path}`, fetch(vendor.url + path));
   if (!res.ok) throw Object.assign(new Error(`vendor ${path}: HTTP ${res.status}`), { status: res.status, headers: res.headers });
   return res.json();
 }
@@ -63,11 +63,11 @@ const search = () => callVendor("/search");
 
 /** force pins breaker open (no end) with the operator's reason. */
 async function force(breaker: string, reason: string): Promise<void> {
-  const res = await fetch(`${daemon.url}/breakerd.v1.BreakerService/Force`, {
+  const res = await within("the daemon's Force", fetch(`${daemon.url}/breakerd.v1.BreakerService/Force`, {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify({ breaker, mode: "FORCE_MODE_OPEN", reason, operator: "test" }),
-  });
+  }));
   assert.equal(res.status, 200, await res.text());
 }
 

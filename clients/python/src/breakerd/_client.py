@@ -89,6 +89,11 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
+def _lets_through(ans: dict[str, Any]) -> bool:
+    """Whether an Allow answer is breakerd's ALLOWED (not a degraded daemon's)."""
+    return ans.get("decision", "DECISION_ALLOWED") == "DECISION_ALLOWED" and not ans.get("degraded")
+
+
 def _int(v: object) -> int:
     """An int64 of the proto3 JSON mapping (a string, or a number)."""
     if isinstance(v, bool):
@@ -236,7 +241,8 @@ class Client:
         self._contacted = False
         self._first_contact_spent = False  # the first-contact budget is spent once per client
         self._outage = False
-        self._known: OrderedDict[str, tuple[bool, int, int]] = OrderedDict()  # breaker: (open, deny_until_ms, generation)
+        # The breakers breakerd last said deny: (deny_until_ms, generation); see _learn.
+        self._known: OrderedDict[str, tuple[int, int]] = OrderedDict()
         self._background = ThreadPoolExecutor(_BACKGROUND_THREADS, thread_name_prefix="breakerd-call")
         self.reach = Reach(", ".join(e.url for e in self.transport.endpoints), self._reprobe, clock)
         self._worked: set[str] = set()  # breakers whose credential worked here
@@ -299,24 +305,33 @@ class Client:
             known = self._known.get(breaker)
         if first and not self._contacted:
             return max(self.allow_budget, self.first_contact_budget)
-        if known is not None and known[0] and known[1] <= self.cache.now_redis_ms():
+        if known is not None and known[0] <= self.cache.now_redis_ms():
             return self.rpc_timeout
         return self.allow_budget
 
-    def _learn(self, st: object) -> None:
+    def _learn(self, st: object, allowed: bool = False) -> None:
         """Takes a breaker state from any daemon answer, in time or late:
-        the open cache's view and the last known state (bounded)."""
+        the open cache's view and the last known denial (bounded). A state
+        breakerd says denies (its denial, or a deny_until_ms) is held until
+        that deny-until, on the Redis clock, and its probe is due after it;
+        one that does not deny leaves what was held (a breaker whose probe
+        is due denies no more, yet was denying); an Allow breakerd answered
+        ALLOWED (allowed) forgets it."""
         if not isinstance(st, dict) or not isinstance(st.get("breaker"), str):
             return
         self.cache.observe(st)
         name = st["breaker"]
-        is_open = st.get("state") in ("STATE_OPEN", "STATE_HALF_OPEN")
+        denial = st.get("denial")
+        until = max(_int(st.get("deny_until_ms")), _int(denial.get("deny_until_ms")) if isinstance(denial, dict) else 0)
         with self._lock:
-            if is_open or name in self._known:
-                self._known[name] = (is_open, _int(st.get("deny_until_ms")), _int(st.get("generation")))
-                self._known.move_to_end(name)
-                while len(self._known) > MAX_KNOWN:
-                    self._known.popitem(last=False)
+            held = self._known.get(name)
+            if allowed or (held is None and not until and denial is None):
+                self._known.pop(name, None)
+                return
+            self._known[name] = (until if until or held is None else held[0], _int(st.get("generation")))
+            self._known.move_to_end(name)
+            while len(self._known) > MAX_KNOWN:
+                self._known.popitem(last=False)
 
     def _reprobe(self) -> bool:
         """One cheap authenticated call: did any daemon answer?"""
@@ -439,7 +454,7 @@ class Client:
     def _allowed(self, breaker: str, tool: str, ans: dict[str, Any]) -> Permit:
         """The permit of breakerd's Allow answer, learned from first (its
         as_of_ms is the clock the denial is rendered at)."""
-        self._learn(ans.get("state"))
+        self._learn(ans.get("state"), allowed=_lets_through(ans))
         return self._permit(breaker, tool, ans)
 
     def _late_allow(self, fut: Future[dict[str, Any]], given: Permit) -> None:
@@ -451,7 +466,7 @@ class Client:
             ans = fut.result()
         except Exception:  # no daemon answered: call() said so
             return
-        self._learn(ans.get("state"))
+        self._learn(ans.get("state"), allowed=_lets_through(ans))
         ticket = ans.get("ticket")
         if not isinstance(ticket, dict):
             return
@@ -548,7 +563,7 @@ class Client:
         if not ticket:
             with self._lock:
                 known = self._known.get(permit.breaker)
-            ticket = {"generation": str(known[2] if known else 0)}
+            ticket = {"generation": str(known[1] if known else 0)}
         body: dict[str, Any] = {"breaker": permit.breaker, "worker_id": self.worker_id, "ticket": ticket, "evidence": ev}
         if latency_ms:
             body["latency_ms"] = str(latency_ms)
@@ -655,7 +670,7 @@ class Client:
             return self._cached_permit(breaker, tool, *cached, degraded=True)
         with self._lock:
             known = self._known.get(breaker)
-        if known is not None and known[0]:
+        if known is not None:
             # Last known open, its probe due: one call of this client's
             # goes, the rest wait for its outcome.
             self.local.hold_open(breaker)
