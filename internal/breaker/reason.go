@@ -159,27 +159,28 @@ func eventReason(name string, e Event) string {
 }
 
 // String renders a Record's note in plain words.
-func (n Note) String() string {
-	return map[Note]string{
-		NotePaused:           "paused: credential rejected; outcomes are not counted until an operator resumes it",
-		NoteCredentialPaused: "credential rejected: breaker paused until an operator resumes it",
-		NoteOpen:             "circuit open: outcome from before the trip",
-		NoteOpenExtended:     "circuit open: Retry-After moved the next probe later",
-		NoteForcedOpen:       "forced open: outcomes are not counted",
-		NoteNotLeaseHolder:   "not the probe lease holder",
-		NoteProbeReleased:    "outcome never counts: probe lease released, still half-open",
-		NoteProbeThrottled:   "probe rate limited within its deadline: no verdict; lease released, next probe after the Retry-After",
-		NoteStale:            "stale generation",
-		NoteThrottled:        "rate limited within the deadline: not counted",
-		NoteNeutral:          "outcome never counts",
-		NoteCredentialLone:   "credential rejected for this worker only: it is isolated until another worker confirms",
-		NoteQuotaPaused:      "quota exhausted: breaker paused until an operator resumes it or the pause lapses",
-		NoteQuotaLone:        "quota exhausted for this worker only: it is isolated until another worker confirms",
-		NoteRecovered:        "recovery check succeeded: half-open, the next call is the probe",
-		NoteRecoveryStale:    "recovery check succeeded, but the breaker is no longer open at the generation it was started at: nothing changed",
-		NoteCapped:           "counted; the trip it made was stopped by the group's open-fraction cap: the breaker stays closed",
-		NoteShadowDenied:     "shadow mode: enforced mode would have denied this call, so its outcome is not counted",
-	}[n]
+func (n Note) String() string { return noteWords[n] }
+
+// noteWords are the notes' plain words (Note.String).
+var noteWords = map[Note]string{
+	NotePaused:           "paused: credential rejected; outcomes are not counted until an operator resumes it",
+	NoteCredentialPaused: "credential rejected: breaker paused until an operator resumes it",
+	NoteOpen:             "circuit open: outcome from before the trip",
+	NoteOpenExtended:     "circuit open: Retry-After moved the next probe later",
+	NoteForcedOpen:       "forced open: outcomes are not counted",
+	NoteNotLeaseHolder:   "not the probe lease holder",
+	NoteProbeReleased:    "outcome never counts: probe lease released, still half-open",
+	NoteProbeThrottled:   "probe rate limited within its deadline: no verdict; lease released, next probe after the Retry-After",
+	NoteStale:            "stale generation",
+	NoteThrottled:        "rate limited within the deadline: not counted",
+	NoteNeutral:          "outcome never counts",
+	NoteCredentialLone:   "credential rejected for this worker only: it is isolated until another worker confirms",
+	NoteQuotaPaused:      "quota exhausted: breaker paused until an operator resumes it or the pause lapses",
+	NoteQuotaLone:        "quota exhausted for this worker only: it is isolated until another worker confirms",
+	NoteRecovered:        "recovery check succeeded: half-open, the next call is the probe",
+	NoteRecoveryStale:    "recovery check succeeded, but the breaker is no longer open at the generation it was started at: nothing changed",
+	NoteCapped:           "counted; the trip it made was stopped by the group's open-fraction cap: the breaker stays closed",
+	NoteShadowDenied:     "shadow mode: enforced mode would have denied this call, so its outcome is not counted",
 }
 
 // Describe renders a counted failure in the daemon's own words, from the

@@ -88,6 +88,9 @@ type slowMeasure struct{ slow, calls, p50, sample, limit int64 }
 
 // parseSlowMeasure reads a SlowMeasure; ok is false for anything else.
 func parseSlowMeasure(s string) (m slowMeasure, ok bool) {
+	if !strings.HasPrefix(s, "slow:") {
+		return m, false // most lasts are not a measure: no split to make
+	}
 	parts := strings.Split(s, ":")
 	if len(parts) != 6 || parts[0] != "slow" {
 		return m, false

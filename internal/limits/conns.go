@@ -348,7 +348,7 @@ func (cn *Conn) evictsBefore(o *Conn) bool {
 
 // authenticate moves cn out of the pre-auth pool, for good. Nil-safe.
 func (cn *Conn) authenticate() {
-	if cn == nil || !cn.authed.CompareAndSwap(false, true) {
+	if cn == nil || cn.authed.Load() || !cn.authed.CompareAndSwap(false, true) {
 		return
 	}
 	cn.c.mu.Lock()
@@ -365,11 +365,19 @@ func (cn *Conn) begin() (end func()) {
 	if cn == nil {
 		return func() {}
 	}
+	cn.beginCall()
+	var once sync.Once
+	return func() { once.Do(cn.endCall) }
+}
+
+// beginCall counts a call starting on cn (not nil); endCall, once for
+// each, counts it ended.
+func (cn *Conn) beginCall() {
 	cn.last.Store(cn.c.now().UnixNano())
 	cn.busy.Add(1)
-	var once sync.Once
-	return func() { once.Do(func() { cn.busy.Add(-1) }) }
 }
+
+func (cn *Conn) endCall() { cn.busy.Add(-1) }
 
 // connKey carries a call's *Conn in its context.
 type connKey struct{}

@@ -82,9 +82,12 @@ type connStats struct {
 // rpcKey carries what the handler keeps of one call.
 type rpcKey struct{}
 
+// rpcState is one call's: its connection, whether its method is open,
+// and whether it began (Begin counted it busy on cn).
 type rpcState struct {
-	open bool
-	end  func()
+	cn    *Conn
+	open  bool
+	begun bool
 }
 
 // TagConn finds the connection's *Conn: already in ctx for a call the
@@ -106,23 +109,32 @@ func (s *connStats) TagConn(ctx context.Context, info *stats.ConnTagInfo) contex
 func (s *connStats) HandleConn(context.Context, stats.ConnStats) {}
 
 func (s *connStats) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
-	if connOf(ctx) == nil {
+	cn := connOf(ctx)
+	if cn == nil {
 		return ctx
 	}
-	return context.WithValue(ctx, rpcKey{}, &rpcState{open: s.open(info.FullMethodName)})
+	return context.WithValue(ctx, rpcKey{}, &rpcState{cn: cn, open: s.open(info.FullMethodName)})
 }
 
+// HandleRPC sees each of a call's events; only four concern the
+// connection, and the rest return before looking at the call's context.
 func (s *connStats) HandleRPC(ctx context.Context, st stats.RPCStats) {
+	switch st.(type) {
+	case *stats.Begin, *stats.InHeader, *stats.OutPayload, *stats.End:
+	default:
+		return
+	}
 	rs, ok := ctx.Value(rpcKey{}).(*rpcState)
 	if !ok || st.IsClient() {
 		return
 	}
-	cn := connOf(ctx)
+	cn := rs.cn
 	switch ev := st.(type) {
 	case *stats.Begin:
-		rs.end = cn.begin()
+		cn.beginCall()
+		rs.begun = true
 	case *stats.InHeader:
-		if !rs.open && s.identified != nil && s.identified(ctx) {
+		if !rs.open && !cn.authenticated() && s.identified != nil && s.identified(ctx) {
 			cn.authenticate()
 		}
 	case *stats.OutPayload:
@@ -130,8 +142,9 @@ func (s *connStats) HandleRPC(ctx context.Context, st stats.RPCStats) {
 			cn.authenticate()
 		}
 	case *stats.End:
-		if rs.end != nil {
-			rs.end()
+		if rs.begun {
+			rs.begun = false
+			cn.endCall()
 		}
 		if !rs.open && ev.Error == nil {
 			cn.authenticate()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -62,67 +63,329 @@ func (s *Store) decisionBound(ctx context.Context) time.Duration {
 	return bound
 }
 
-// decided is a decision script's outcome.
-type decided struct {
-	res []any
-	err error
-}
-
 // decide runs the decision script sc for name on its node n, judged by
 // the daemon's bound (see above) rather than the caller's ctx: the
-// script runs on a context that keeps ctx's values but not its end, in a
-// goroutine of its own, and its outcome (an answer, a failure, or still
-// nothing at the bound) is judged exactly once for n. The caller gets the
-// answer, or an error when the bound passes first (stalled) or its ctx
-// ends (its error); either is a stillQueued whose wait returns once the
-// script has ended, since it may still run.
+// script runs on a context that keeps ctx's values but not its end (the
+// decision itself, see decision), on one of the store's kept workers, and
+// its outcome (an answer, a failure, or still nothing at the bound) is
+// judged exactly once for n. The caller gets the answer, or an error when
+// the bound passes first (stalled) or its ctx ends (its error); either is
+// a stillQueued whose wait returns once the script has ended, since it
+// may still run. An answer within the bound costs no goroutine start and
+// no timer: the store's watchdog (decisions.watch) ends the late ones.
 func (s *Store) decide(ctx context.Context, n *node, name string, sc script, keys []string, args []any) ([]any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, unsent{err}
 	}
 	bound := s.decisionBound(ctx)
-	seq := n.sent.Add(1)
-	var judged atomic.Bool
-	judge := func(err error) {
-		if judged.CompareAndSwap(false, true) {
-			s.judge(n, name, seq, err)
-		}
-	}
-	out := make(chan decided, 1)
-	done := make(chan struct{})
-	var queued func() // a coalesced script left queued at the bound
-	go func() {
-		defer close(done)
-		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
-		res, err := s.script(bctx, sc, keys, args)
-		if err != nil && bctx.Err() != nil {
-			var q stillQueued
-			if errors.As(err, &q) {
-				queued = q.wait
-			}
-			err = stalled{bound}
-		}
-		cancel()
-		judge(err)
-		out <- decided{res, err}
-	}()
-	wait := func() {
-		<-done
-		if queued != nil {
-			queued()
-		}
-	}
-	t := time.NewTimer(bound)
-	defer t.Stop()
+	d := s.dec.get()
+	d.parent, d.bound, d.deadline = context.WithoutCancel(ctx), bound, time.Now().Add(bound)
+	d.s, d.n, d.name, d.seq = s, n, name, n.sent.Add(1)
+	d.sc, d.keys, d.args = sc, keys, args
+	d.ended.Add(1)
+	s.dec.start(s, d)
 	select {
-	case d := <-out:
-		return d.res, d.err
-	case <-t.C:
-		judge(stalled{bound})
-		return nil, stillQueued{err: stalled{bound}, wait: wait}
+	case <-d.reply:
 	case <-ctx.Done():
-		return nil, stillQueued{err: ctx.Err(), wait: wait}
+		return nil, stillQueued{err: ctx.Err(), wait: d.wait}
 	}
+	if d.state.Load() == decisionExpired {
+		return nil, stillQueued{err: stalled{bound}, wait: d.wait}
+	}
+	res, err := d.res, d.err
+	s.dec.put(d)
+	return res, err
+}
+
+// The states of a decision: its script outstanding, answered (the
+// worker's word, in time), or expired (the watchdog's, at the bound).
+const (
+	decisionPending int32 = iota
+	decisionAnswered
+	decisionExpired
+)
+
+// closedChan is the Done of a decision that expired before it was asked.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// decision is one decision script in flight, and the context it runs on:
+// the caller's values (parent, without its end), the daemon's bound as
+// its deadline, ended by the watchdog at that deadline (Done closes) or
+// by time (Err). Whoever moves it out of pending (the worker with the
+// answer, or the watchdog at the bound) judges it for its node and wakes
+// the caller; a decision answered in time goes back to the store's pool.
+type decision struct {
+	parent   context.Context
+	deadline time.Time
+	bound    time.Duration
+	s        *Store
+	n        *node
+	name     string
+	seq      int64
+	sc       script
+	keys     []string
+	args     []any
+
+	state  atomic.Int32
+	reply  chan struct{} // one word for the caller (capacity 1)
+	ended  sync.WaitGroup
+	res    []any
+	err    error
+	queued func() // a coalesced script left queued at the bound
+
+	mu      sync.Mutex
+	done    chan struct{} // made when asked for; closed at expiry
+	expired atomic.Bool
+
+	prev, next *decision // in the watchdog's list while outstanding
+}
+
+func (d *decision) Deadline() (time.Time, bool) { return d.deadline, true }
+func (d *decision) Value(key any) any           { return d.parent.Value(key) }
+
+func (d *decision) Done() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.done == nil {
+		if d.expired.Load() {
+			return closedChan
+		}
+		d.done = make(chan struct{})
+	}
+	return d.done
+}
+
+func (d *decision) Err() error {
+	if d.expired.Load() || !time.Now().Before(d.deadline) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// wait returns once the decision's script has ended, and a coalesced
+// script it left queued has too.
+func (d *decision) wait() {
+	d.ended.Wait()
+	if d.queued != nil {
+		d.queued()
+	}
+}
+
+// run runs d's script on a worker and says how it ended.
+func (d *decision) run() {
+	res, err := d.s.script(d, d.sc, d.keys, d.args)
+	if err != nil && d.Err() != nil {
+		var q stillQueued
+		if errors.As(err, &q) {
+			d.queued = q.wait
+		}
+		err = stalled{d.bound}
+	}
+	d.res, d.err = res, err
+	answered := d.state.CompareAndSwap(decisionPending, decisionAnswered)
+	d.s.dec.unwatch(d)
+	if answered {
+		d.s.judge(d.n, d.name, d.seq, err)
+	}
+	d.ended.Done()
+	if answered {
+		d.reply <- struct{}{} // d is the caller's (or the garbage's) from here
+	}
+}
+
+// expire ends d, moved to expired at its bound: it is judged stalled,
+// its script's context ends, and its caller is woken.
+func (d *decision) expire() {
+	d.mu.Lock()
+	d.expired.Store(true)
+	if d.done != nil {
+		close(d.done)
+	}
+	d.mu.Unlock()
+	d.s.judge(d.n, d.name, d.seq, stalled{d.bound})
+	d.reply <- struct{}{}
+}
+
+// decisions runs a store's decision scripts: kept worker goroutines (up
+// to maxDecisionWorkers; past them a decision gets a goroutine of its
+// own), a pool of decisions, and one watchdog that expires those still
+// outstanding at their deadline. The watchdog sleeps until the earliest
+// deadline it knows of, so under a steady stream of answers it wakes
+// about once per bound, not once per call.
+type decisions struct {
+	once    sync.Once
+	closed  <-chan struct{}
+	jobs    chan *decision
+	workers atomic.Int32
+	pool    sync.Pool
+
+	mu      sync.Mutex
+	head    *decision // outstanding decisions, oldest first
+	tail    *decision
+	target  time.Time // when the watchdog wakes next; zero when idle
+	stopped bool      // the watchdog left, the store closed and nothing outstanding
+	wake    chan struct{}
+}
+
+// maxDecisionWorkers bounds the kept workers: far above the decisions a
+// daemon has in flight against a Redis that answers.
+const maxDecisionWorkers = 256
+
+// start hands d to a worker, and to the watchdog.
+func (w *decisions) start(s *Store, d *decision) {
+	w.once.Do(func() {
+		w.closed, w.jobs, w.wake = s.out.closed, make(chan *decision), make(chan struct{}, 1)
+		go w.watch()
+	})
+	w.watchFor(d)
+	select {
+	case w.jobs <- d:
+		return
+	default:
+	}
+	if w.workers.Add(1) <= maxDecisionWorkers {
+		go w.work(d)
+		return
+	}
+	w.workers.Add(-1)
+	go d.run()
+}
+
+// work runs d, then every decision handed to it, until the store closes.
+func (w *decisions) work(d *decision) {
+	for {
+		d.run()
+		select {
+		case d = <-w.jobs:
+		case <-w.closed:
+			w.workers.Add(-1)
+			return
+		}
+	}
+}
+
+func (w *decisions) get() *decision {
+	if d, ok := w.pool.Get().(*decision); ok {
+		return d
+	}
+	return &decision{reply: make(chan struct{}, 1)}
+}
+
+// put returns an answered decision, whose worker is done with it.
+func (w *decisions) put(d *decision) {
+	d.parent, d.s, d.n, d.keys, d.args, d.res, d.err, d.queued = nil, nil, nil, nil, nil, nil, nil, nil
+	d.state.Store(decisionPending)
+	w.pool.Put(d)
+}
+
+// watchFor adds d to the outstanding decisions, waking the watchdog when
+// it is idle or sleeps past d's deadline.
+func (w *decisions) watchFor(d *decision) {
+	w.mu.Lock()
+	d.prev, d.next = w.tail, nil
+	if w.tail != nil {
+		w.tail.next = d
+	} else {
+		w.head = d
+	}
+	w.tail = d
+	early := w.target.IsZero() || d.deadline.Before(w.target)
+	if early {
+		w.target = d.deadline
+	}
+	restart := w.stopped
+	w.stopped = false
+	w.mu.Unlock()
+	if restart {
+		go w.watch()
+	}
+	if early {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// unwatch removes d from the outstanding decisions, if it is there.
+func (w *decisions) unwatch(d *decision) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.unwatchLocked(d)
+}
+
+func (w *decisions) unwatchLocked(d *decision) {
+	if d.prev == nil && w.head != d {
+		return
+	}
+	if d.prev != nil {
+		d.prev.next = d.next
+	} else {
+		w.head = d.next
+	}
+	if d.next != nil {
+		d.next.prev = d.prev
+	} else {
+		w.tail = d.prev
+	}
+	d.prev, d.next = nil, nil
+}
+
+// watch is the watchdog: it expires the decisions past their deadline
+// and sleeps until the next one's, or until woken. Once the store is
+// closed it leaves when nothing is outstanding (a later decision starts
+// it again).
+func (w *decisions) watch() {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	closed := w.closed
+	for {
+		next, stop := w.expireDue(closed == nil)
+		if stop {
+			return
+		}
+		if next.IsZero() {
+			t.Stop()
+		} else {
+			t.Reset(time.Until(next))
+		}
+		select {
+		case <-t.C:
+		case <-w.wake:
+		case <-closed:
+			closed = nil
+		}
+	}
+}
+
+// expireDue expires the outstanding decisions past their deadline and
+// returns the earliest deadline left (zero: none outstanding, idle); or
+// stop, when nothing is outstanding and closing says the store closed.
+func (w *decisions) expireDue(closing bool) (next time.Time, stop bool) {
+	var due []*decision
+	now := time.Now()
+	w.mu.Lock()
+	for d := w.head; d != nil; {
+		after := d.next
+		switch {
+		case now.Before(d.deadline):
+			if next.IsZero() || d.deadline.Before(next) {
+				next = d.deadline
+			}
+		case d.state.CompareAndSwap(decisionPending, decisionExpired):
+			w.unwatchLocked(d)
+			due = append(due, d)
+		}
+		d = after
+	}
+	w.target = next
+	stop = closing && w.head == nil
+	w.stopped = stop
+	w.mu.Unlock()
+	for _, d := range due {
+		d.expire()
+	}
+	return next, stop
 }
 
 // judge notes the outcome err of the decision script sent seq-th to n

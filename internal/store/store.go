@@ -137,6 +137,8 @@ type Store struct {
 	// to interfaces once rather than on every call: events max length,
 	// event retention (ms), channel.
 	fixedArgs [3]any
+	// dec runs the decision scripts (decide, stall.go).
+	dec decisions
 }
 
 // AlertQuota bounds how many of the alerts one caller's Records raise go
