@@ -801,7 +801,10 @@ func (d *daemonProc) waitServing(ctx context.Context) error {
 	}
 	defer cc.Close()
 	h := healthpb.NewHealthClient(cc)
-	deadline := time.Now().Add(30 * time.Second)
+	// A daemon serves once Redis answers its health check and, after an
+	// outage at start, once it has listed its breakers: on a host running
+	// other suites a Cluster's listing can take a while.
+	deadline := time.Now().Add(90 * time.Second)
 	for time.Now().Before(deadline) {
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		r, err := h.Check(cctx, &healthpb.HealthCheckRequest{})
@@ -811,7 +814,7 @@ func (d *daemonProc) waitServing(ctx context.Context) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("daemon %s did not serve within 30s; its log is %s", d.addr, d.log.Name())
+	return fmt.Errorf("daemon %s did not serve within 90s; its log is %s", d.addr, d.log.Name())
 }
 
 func (d *daemonProc) stop() {
