@@ -93,24 +93,27 @@ func (r *Receiver) take(req *coltracepb.ExportTraceServiceRequest) {
 func NewHTTP(t testing.TB) *Receiver {
 	t.Helper()
 	r := &Receiver{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		body, err := io.ReadAll(req.Body)
-		var in coltracepb.ExportTraceServiceRequest
-		if err == nil && req.URL.Path == "/v1/traces" {
-			err = proto.Unmarshal(body, &in)
-		}
-		if err != nil || req.URL.Path != "/v1/traces" {
-			http.Error(w, "not an OTLP trace export", http.StatusBadRequest)
-			return
-		}
-		r.take(&in)
-		out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
-		w.Header().Set("Content-Type", "application/x-protobuf")
-		_, _ = w.Write(out)
-	}))
+	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
 	r.Endpoint = srv.URL
 	return r
+}
+
+// ServeHTTP takes an OTLP/HTTP (protobuf) trace export at /v1/traces.
+func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	body, err := io.ReadAll(req.Body)
+	var in coltracepb.ExportTraceServiceRequest
+	if err == nil && req.URL.Path == "/v1/traces" {
+		err = proto.Unmarshal(body, &in)
+	}
+	if err != nil || req.URL.Path != "/v1/traces" {
+		http.Error(w, "not an OTLP trace export", http.StatusBadRequest)
+		return
+	}
+	r.take(&in)
+	out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	_, _ = w.Write(out)
 }
 
 // NewGRPC starts a receiver of OTLP/gRPC on loopback, stopped when t
