@@ -233,10 +233,15 @@ func runDaemon(t *testing.T, b *testredis.Backend) running {
 	u, cluster := b.URL()
 	c := Config{Listen: "127.0.0.1:0", RedisURL: u, RedisCluster: cluster, MetricsListen: testredis.FreeAddr(t), CircuitsInterval: 100 * time.Millisecond,
 		HTTPListen: testredis.FreeAddr(t), MaxBreakerSeries: 1 << 20, // a shared Redis may hold many open breakers
-		EventsMaxLen: 1000, EventRetention: time.Hour, ShutdownTimeout: time.Second, HealthInterval: 500 * time.Millisecond,
+		EventsMaxLen: 1000, EventRetention: time.Hour, ShutdownTimeout: time.Second, HealthInterval: daemontest.HealthInterval,
 		LogFormat: "json"}
 	logs := &daemontest.Buffer{}
 	addr := startRun(t, c, NewLogger(c, logs), logs)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the daemon at %s logged:\n%s", addr, logs.String())
+		}
+	})
 	return running{grpc: addr, metrics: c.MetricsListen, http: c.HTTPListen, logs: logs}
 }
 

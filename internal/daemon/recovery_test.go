@@ -46,7 +46,7 @@ func TestDaemonRunsRecoveryChecks(t *testing.T) {
 		u, cluster := b.URL()
 		metrics := testredis.FreeAddr(t)
 		c := Config{Listen: "127.0.0.1:0", RedisURL: u, RedisCluster: cluster, MetricsListen: metrics, CircuitsInterval: time.Second,
-			EventsMaxLen: 1000, EventRetention: time.Hour, ShutdownTimeout: time.Second, HealthInterval: 500 * time.Millisecond,
+			EventsMaxLen: 1000, EventRetention: time.Hour, ShutdownTimeout: time.Second, HealthInterval: daemontest.HealthInterval,
 			LogFormat: "json", PolicyFile: path}
 		logs := &daemontest.Buffer{}
 		addr := startRun(t, c, NewLogger(c, logs), logs)

@@ -44,7 +44,7 @@ func runSecured(t *testing.T, args ...string) (string, *daemontest.Buffer) {
 	t.Helper()
 	// The lax decision bound first (args may set another): on a busy
 	// machine a healthy Redis can take longer than the default's 300 ms.
-	cfg, err := ParseConfig(append([]string{"--listen", "127.0.0.1:0", "--health-interval", "2s",
+	cfg, err := ParseConfig(append([]string{"--listen", "127.0.0.1:0", "--health-interval", daemontest.HealthInterval.String(),
 		"--redis-decision-timeout", store.LaxDecisionTimeout.String()}, args...), func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)

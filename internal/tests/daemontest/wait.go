@@ -37,3 +37,10 @@ func deadline(t testing.TB) (time.Time, bool) {
 	}
 	return time.Time{}, false
 }
+
+// HealthInterval is the health interval of a daemon a test runs through
+// the real assembly when the test is not about health: on a single Redis
+// a health check that outlives its interval sends the node to memory at
+// once, and on a host busy with -race builds a healthy check can take
+// most of a second.
+const HealthInterval = 2 * time.Second
