@@ -70,7 +70,9 @@ def test_when_no_daemon_answers_calls_stop_waiting_and_it_is_said_once(
     assert len(downs) == 1, [r.getMessage() for r in caplog.records]
     px.restore()
     wait_for(lambda: not c.reach.down, "the re-probe finding the daemon again")
-    assert not c.allow(name("x")).degraded
+    sent = c.transport.calls
+    c.allow(name("x"))  # in time or late (a busy host), it is asked of the daemon again
+    assert c.transport.calls == sent + 1 and not c.reach.down
     backs = [r for r in caplog.records if "answers again" in r.getMessage()]
     assert len(backs) == 1 and len([r for r in caplog.records if "no daemon at" in r.getMessage()]) == 1
     c.close()
