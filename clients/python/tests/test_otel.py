@@ -192,6 +192,27 @@ def test_an_async_guard_records_an_answer_given_in_process(exporter: InMemorySpa
     assert attrs["breakerd.decision"] == "allowed" and attrs["breakerd.degraded"] is True
 
 
+def test_a_tool_the_run_lost_is_denied_on_its_span(daemon: Daemon, exporter: InMemorySpanExporter,
+                                                   name: Callable[[str], str]) -> None:
+    """A call to a tool the run already lost, denied with no round trip,
+    is a tool span with the denial the run holds."""
+    b = name("payments")
+    c = client(daemon, "w1")
+    fail(c, b)
+    fail(client(daemon, "w2"), b)
+    fail(c, b)
+    run = breakerd.Run(c, {"refund_charge": b})
+    assert run.available([{"name": "refund_charge"}]) == []  # the run loses it
+    exporter.clear()
+    with pytest.raises(breakerd.CircuitOpen):
+        with run.guard("refund_charge"):
+            raise AssertionError("a denied call ran")
+    (span,) = every(exporter, "execute_tool refund_charge")
+    attrs = span.attributes or {}
+    assert attrs["breakerd.decision"] == "denied_open" and attrs["breakerd.denial.status"] == "circuit_open"
+    assert attrs["breakerd.cached"] is True and int(str(attrs["breakerd.deny_until_ms"])) > 0
+
+
 def test_no_span_without_a_tracer_provider() -> None:
     """With the API but no SDK's provider, a guard starts nothing."""
     assert breakerd._otel.start_tool("t") is None

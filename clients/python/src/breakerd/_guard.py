@@ -98,6 +98,10 @@ class Guard:
         if self.permit is not None:
             raise RuntimeError("guard: one block at a time; make a new guard per block")
 
+    def _known_denial(self) -> None:
+        """_known_denial raises a denial known with no round trip (a
+        RunGuard's lost tool); a plain guard knows none."""
+
     def _end_span(self) -> None:
         started, self._span = self._span, None
         _otel.end_tool(started)
@@ -106,6 +110,7 @@ class Guard:
         self._check()
         self._span = _otel.start_tool(self.tool or self.breaker)
         try:
+            self._known_denial()
             return self._admit(self.client.allow(self.breaker, tool=self.tool))
         except BaseException:  # a denial among them: the span ends with it
             self._end_span()
@@ -134,6 +139,7 @@ class Guard:
             self._end_span()
 
     async def _aenter(self) -> Permit:
+        self._known_denial()
         here = self.client._allow_here(self.breaker, self.tool)  # answered in-process: no task to shield
         if here is not None:
             _otel.decision(here)
@@ -237,12 +243,15 @@ class RunGuard(Guard):
         super().__init__(run.client, run.breaker_of(tool), tool=tool, deadline=deadline, exclude=exclude)
         self.run = run
 
-    def _check(self) -> None:
-        super()._check()
+    def _known_denial(self) -> None:
+        from ._client import Permit
+
         for u in self.run.degraded:
             if u.tool == self.tool:
                 now = self.client.cache.now_redis_ms()  # the clock the denial's times are on
                 d = u.denial
+                _otel.decision(Permit(breaker=u.breaker, decision=u.decision, tool=u.tool, degraded=u.degraded,
+                                      cached=True, verdict=d))
                 raise CircuitOpen(breaker=u.breaker, decision=u.decision, reason=u.reason,
                                   retry_after_ms=d.retry_after_ms(now),
                                   tool_result=_render.tool_result(d, u.tool, u.alternatives, u.degraded, now),
