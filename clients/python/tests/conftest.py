@@ -70,10 +70,13 @@ def breakerd_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 class Daemon:
-    """Daemon is one breakerd process; ``url`` is its HTTP/JSON API."""
+    """Daemon is one breakerd process; ``url`` is its HTTP/JSON API;
+    ``env`` is added to the suite's environment for it."""
 
-    def __init__(self, binary: Path, redis_url: str, workdir: Path, extra: list[str]) -> None:
+    def __init__(self, binary: Path, redis_url: str, workdir: Path, extra: list[str],
+                 env: dict[str, str] | None = None) -> None:
         self.binary, self.redis_url, self.workdir, self.extra = binary, redis_url, workdir, extra
+        self.env = {**os.environ, **env} if env else None
         self.proc: subprocess.Popen[bytes] | None = None
         self.url = ""
         self.start()
@@ -89,7 +92,7 @@ class Daemon:
             if self.redis_url:
                 args += ["--redis-url", self.redis_url]
             log = open(self.workdir / f"breakerd-{port}-{len(list(self.workdir.iterdir()))}.log", "wb")
-            self.proc = subprocess.Popen(args, stdout=log, stderr=log)
+            self.proc = subprocess.Popen(args, stdout=log, stderr=log, env=self.env)
             log.close()
             self.url = f"http://127.0.0.1:{port}"
             if self._ready():
@@ -131,13 +134,14 @@ def redis_url() -> str:
 
 @pytest.fixture
 def daemons(breakerd_bin: Path) -> Iterator[Callable[..., Daemon]]:
-    """daemons(n=1) starts daemons on one Redis (the shared one when set);
-    two or more need BREAKERD_TEST_REDIS_ADDR."""
+    """daemons(*flags, env=None) starts a daemon on the suite's Redis (the
+    shared one when set; two or more need BREAKERD_TEST_REDIS_ADDR), with
+    env added to its environment."""
     started: list[Daemon] = []
     workdir = Path(tempfile.mkdtemp(prefix="breakerd-py-"))
 
-    def start(*extra: str) -> Daemon:
-        d = Daemon(breakerd_bin, redis_url(), workdir, list(extra))
+    def start(*extra: str, env: dict[str, str] | None = None) -> Daemon:
+        d = Daemon(breakerd_bin, redis_url(), workdir, list(extra), env)
         started.append(d)
         return d
 

@@ -7,6 +7,7 @@ on an answer are the synchronous transport's."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -128,6 +129,30 @@ def test_an_allow_past_its_budget_is_the_fallbacks(proxy: Proxy, name: Callable[
             proxy.restore()
 
     asyncio.run(main())
+
+
+def test_an_answer_that_is_not_http() -> None:
+    """A first line that is no HTTP status line is a ProtocolError that
+    says so, with no HTTP status in its text (there is none)."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{srv.getsockname()[1]}"
+
+    def answer() -> None:
+        conn, _ = srv.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n")
+
+    th = threading.Thread(target=answer, daemon=True)
+    th.start()
+    try:
+        with pytest.raises(ProtocolError) as e:
+            asyncio.run(AsyncTransport(Transport(url)).call("Get", {"breaker": "x"}, 5.0))
+        assert e.value.status == 0 and "HTTP 0" not in str(e.value)
+        assert str(e.value).startswith(f"{url} answered a first line that is not an HTTP status line, not breakerd's JSON")
+    finally:
+        th.join(10)
+        srv.close()
 
 
 def test_bounds_on_an_answer() -> None:

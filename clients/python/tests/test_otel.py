@@ -16,10 +16,14 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+import opentelemetry.trace
+import pytest
+
 import breakerd
 import breakerd._otel
 
 from .conftest import Daemon
+from .traced import ended as every, exporter  # noqa: F401 (a fixture)
 
 
 def client(d: Daemon, worker: str) -> breakerd.Client:
@@ -125,6 +129,95 @@ def test_daemon_degraded_is_not_the_fallback(daemon: Daemon) -> None:
     assert (ended(exporter, "execute_tool fast").attributes or {})["breakerd.cached"] is True
 
 
+def test_a_guard_without_a_span_starts_its_own(daemon: Daemon, exporter: InMemorySpanExporter,
+                                               name: Callable[[str], str]) -> None:
+    """With a TracerProvider and no span recording, each guarded call is
+    a tool span of its own ("execute_tool <tool>", the breaker's name
+    without a tool), active while breakerd is asked and the call runs,
+    ended with it: the decision, the outcome and the traceparent sent
+    (the open event's trace id) are its."""
+    b = name("payments")
+    c = client(daemon, "w1")
+    with c.guard(b, tool="refund_charge") as p:
+        assert p.allowed
+    fail(client(daemon, "w2"), b)
+    fail(client(daemon, "w2"), b)
+    with pytest.raises(breakerd.HttpError):
+        with c.guard(b):
+            raise breakerd.HttpError(503)  # the third failure: the trip
+    ok, tripping = every(exporter, "execute_tool refund_charge"), every(exporter, "execute_tool " + b)
+    assert len(exporter.get_finished_spans()) == 2 and len(ok) == len(tripping) == 1
+    attrs = ok[0].attributes or {}
+    assert attrs["gen_ai.operation.name"] == "execute_tool" and attrs["gen_ai.tool.name"] == "refund_charge"
+    assert attrs["breakerd.decision"] == "allowed" and attrs["breakerd.outcome"] == "success"
+    assert (tripping[0].attributes or {})["breakerd.outcome.counted"] is True
+    assert ok[0].parent is None and not opentelemetry.trace.get_current_span().is_recording()  # ended, detached
+    events = c.call("Events", {"breaker": b}).get("events", [])
+    opened = [e for e in events if e.get("to") == "STATE_OPEN" and e.get("kind") == "EVENT_KIND_TRANSITION"]
+    assert opened and opened[-1].get("trace_id") == format(tripping[0].context.trace_id, "032x")
+
+
+def test_a_guard_marks_the_span_it_runs_in(daemon: Daemon, exporter: InMemorySpanExporter,
+                                           name: Callable[[str], str]) -> None:
+    """Inside a recording span (the framework's tool span) a guard starts
+    none: it marks that one."""
+    c = client(daemon, "w1")
+    tracer = opentelemetry.trace.get_tracer("framework")
+    with tracer.start_as_current_span("execute_tool search"):
+        with c.guard(name("search"), tool="search"):
+            pass
+    (only,) = exporter.get_finished_spans()
+    assert only.name == "execute_tool search" and (only.attributes or {})["breakerd.decision"] == "allowed"
+    assert "gen_ai.tool.name" not in (only.attributes or {})  # the framework's span, as the framework made it
+
+
+def test_an_async_guard_records_an_answer_given_in_process(exporter: InMemorySpanExporter) -> None:
+    """async with guard: an answer the client gives with no round trip
+    (here the local fallback's, no daemon answering) is on the tool span
+    too."""
+    c = breakerd.Client("http://127.0.0.1:1", worker_id="w1", watch=False)  # refused at once
+    try:
+        assert c.allow("b").degraded  # no daemon answers: the fallback answers from now on
+        exporter.clear()
+
+        async def guarded() -> None:
+            async with c.guard("b", tool="refund_charge") as p:
+                assert p.degraded
+
+        asyncio.run(guarded())
+    finally:
+        c.close()
+    (span,) = every(exporter, "execute_tool refund_charge")
+    attrs = span.attributes or {}
+    assert attrs["breakerd.decision"] == "allowed" and attrs["breakerd.degraded"] is True
+
+
+def test_a_tool_the_run_lost_is_denied_on_its_span(daemon: Daemon, exporter: InMemorySpanExporter,
+                                                   name: Callable[[str], str]) -> None:
+    """A call to a tool the run already lost, denied with no round trip,
+    is a tool span with the denial the run holds."""
+    b = name("payments")
+    c = client(daemon, "w1")
+    fail(c, b)
+    fail(client(daemon, "w2"), b)
+    fail(c, b)
+    run = breakerd.Run(c, {"refund_charge": b})
+    assert run.available([{"name": "refund_charge"}]) == []  # the run loses it
+    exporter.clear()
+    with pytest.raises(breakerd.CircuitOpen):
+        with run.guard("refund_charge"):
+            raise AssertionError("a denied call ran")
+    (span,) = every(exporter, "execute_tool refund_charge")
+    attrs = span.attributes or {}
+    assert attrs["breakerd.decision"] == "denied_open" and attrs["breakerd.denial.status"] == "circuit_open"
+    assert attrs["breakerd.cached"] is True and int(str(attrs["breakerd.deny_until_ms"])) > 0
+
+
+def test_no_span_without_a_tracer_provider() -> None:
+    """With the API but no SDK's provider, a guard starts nothing."""
+    assert breakerd._otel.start_tool("t") is None
+
+
 BLOCKED = """
 import sys
 class Blocker:
@@ -137,7 +230,11 @@ import breakerd, breakerd._otel as o
 h = {}
 o.inject(h)
 o.decision(breakerd.Permit(breaker="b", decision="DECISION_ALLOWED"))
-assert h == {}, h
+o.outcome("OUTCOME_SUCCESS", True)
+o.tool_removed("t", "b", "circuit_open", False)
+started = o.start_tool("t")
+o.end_tool(started)
+assert h == {} and started is None, (h, started)
 loaded = [m for m in sys.modules if m.startswith("opentelemetry")]
 assert not loaded, loaded
 print("ok")

@@ -113,6 +113,7 @@ def test_invalid_argument_names_the_field() -> None:
         with pytest.raises(breakerd.InvalidArgument) as e:
             client(f.url).allow("x")  # a name the client lets through; the (fake) daemon refuses it
         assert e.value.fields == ("breaker",)
+        assert str(e.value).startswith(f"breakerd INVALID_ARGUMENT (HTTP 400 from {f.url}/")
         assert "breaker: is too long" in str(e.value)
     finally:
         f.close()
@@ -223,11 +224,14 @@ def test_check_names_the_cause_and_says_within_only_for_a_timeout() -> None:
 )
 def test_a_refused_name_is_invalid_argument_never_the_fallback(breaker: str, tool: str, field: str) -> None:
     """With no daemon reachable, a name breakerd would refuse is still an
-    error naming its field, never an answer of the local fallback."""
+    error naming its field, never an answer of the local fallback, and it
+    says the client refused it: no HTTP status, no URL."""
     c = breakerd.Client(DEAD, worker_id="w")
     try:
         with pytest.raises(breakerd.InvalidArgument) as e:
             c.allow(breaker, tool=tool)
         assert e.value.fields == (field,)
+        assert e.value.status == 0
+        assert str(e.value).startswith(f"breakerd INVALID_ARGUMENT (refused by the client, not sent): {field}: ")
     finally:
         c.close()

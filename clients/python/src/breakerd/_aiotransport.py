@@ -202,7 +202,7 @@ async def _roundtrip(conn: _Conn, url: str, request: bytes) -> tuple[int, str, b
 def _status_line(url: str, line: bytes) -> tuple[int, str]:
     parts = line.decode("latin-1").rstrip("\r\n").split(" ", 2)
     if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
-        raise ProtocolError(url, 0, "an answer that is not HTTP", line[:200])
+        raise ProtocolError(url, 0, "a first line that is not an HTTP status line", line[:200])
     return int(parts[1]), parts[0]
 
 

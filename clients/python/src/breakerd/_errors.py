@@ -36,7 +36,8 @@ class FieldViolation:
 class APIError(BreakerdError):
     """APIError is an error answer from breakerd: its gRPC code name
     (``INVALID_ARGUMENT``), its message, the field violations it named,
-    the HTTP status and the URL that answered."""
+    the HTTP status and the URL that answered. The client's own check of
+    a request, before it goes out, raises one too: status 0, no URL."""
 
     def __init__(
         self,
@@ -52,7 +53,8 @@ class APIError(BreakerdError):
         self.status = status
         self.url = url
         self.violations = tuple(violations)
-        text = f"breakerd {code} (HTTP {status} from {url}): {message}"
+        origin = f"HTTP {status} from {url}" if status else "refused by the client, not sent"
+        text = f"breakerd {code} ({origin}): {message}"
         if self.violations:
             text += " [" + "; ".join(f"{v.field}: {v.description}" for v in self.violations) + "]"
         super().__init__(text)
@@ -80,14 +82,15 @@ class PermissionDenied(APIError):
 class ProtocolError(BreakerdError):
     """ProtocolError is an answer that is not breakerd's: HTML from a
     proxy, a body that is not JSON, JSON of the wrong shape. It names the
-    URL, the HTTP status and the start of the body."""
+    URL, the HTTP status (0: the answer was not HTTP) and the start of
+    the body."""
 
     def __init__(self, url: str, status: int, what: str, body: bytes = b"") -> None:
         self.url = url
         self.status = status
         self.body = body[:200]
         snippet = self.body.decode("utf-8", "replace").replace("\n", " ")
-        text = f"{url} answered HTTP {status} with {what}, not breakerd's JSON"
+        text = f"{url} answered {f'HTTP {status} with ' if status else ''}{what}, not breakerd's JSON"
         if snippet:
             text += f": {snippet!r}"
         super().__init__(text)

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, Union, cast, overload
 
-from . import _render
+from . import _otel, _render
 from ._deadline import cancel_was_deadline, cancelling, waited_on_by_timed_out
 from ._errors import CircuitOpen
 from ._evidence import KIND_CANCELLED, KIND_TIMEOUT
@@ -71,6 +71,7 @@ class Guard:
         self.permit: Permit | None = None
         self.result: dict[str, Any] | None = None
         self._started = 0.0
+        self._span: Any = None  # _otel.start_tool's, ended with the call
 
     # -- one call ----------------------------------------------------------
 
@@ -97,18 +98,51 @@ class Guard:
         if self.permit is not None:
             raise RuntimeError("guard: one block at a time; make a new guard per block")
 
+    def _known_denial(self) -> None:
+        """_known_denial raises a denial known with no round trip (a
+        RunGuard's lost tool); a plain guard knows none."""
+
+    def _end_span(self) -> None:
+        started, self._span = self._span, None
+        _otel.end_tool(started)
+
     def __enter__(self) -> Permit:
         self._check()
-        return self._admit(self.client.allow(self.breaker, tool=self.tool))
+        self._span = _otel.start_tool(self.tool or self.breaker)
+        try:
+            self._known_denial()
+            return self._admit(self.client.allow(self.breaker, tool=self.tool))
+        except BaseException:  # a denial among them: the span ends with it
+            self._end_span()
+            raise
 
     def __exit__(self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        p, e, kw = self._report(exc)
-        self.result = self.client.record(p, e, **kw)
+        try:
+            p, e, kw = self._report(exc)
+            self.result = self.client.record(p, e, **kw)
+        finally:
+            self._end_span()
 
     async def __aenter__(self) -> Permit:
         self._check()
+        self._span = _otel.start_tool(self.tool or self.breaker)
+        try:
+            return await self._aenter()
+        except BaseException:
+            self._end_span()
+            raise
+
+    async def __aexit__(self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        try:
+            await self._aexit(exc)
+        finally:
+            self._end_span()
+
+    async def _aenter(self) -> Permit:
+        self._known_denial()
         here = self.client._allow_here(self.breaker, self.tool)  # answered in-process: no task to shield
         if here is not None:
+            _otel.decision(here)
             return self._admit(here)
         asked = asyncio.ensure_future(self.client.aio.allow(self.breaker, tool=self.tool))
         try:
@@ -132,7 +166,7 @@ class Guard:
         except Exception as e:  # no caller is left to raise it to
             logging.getLogger("breakerd").warning("breakerd: the release of an unused permit for %s failed: %s", p.breaker, e)
 
-    async def __aexit__(self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    async def _aexit(self, exc: BaseException | None) -> None:
         p, e, kw = self._report(exc)
         task = asyncio.current_task()
         if isinstance(exc, asyncio.CancelledError) and task is not None and "outcome" not in kw:
@@ -209,12 +243,15 @@ class RunGuard(Guard):
         super().__init__(run.client, run.breaker_of(tool), tool=tool, deadline=deadline, exclude=exclude)
         self.run = run
 
-    def _check(self) -> None:
-        super()._check()
+    def _known_denial(self) -> None:
+        from ._client import Permit
+
         for u in self.run.degraded:
             if u.tool == self.tool:
                 now = self.client.cache.now_redis_ms()  # the clock the denial's times are on
                 d = u.denial
+                _otel.decision(Permit(breaker=u.breaker, decision=u.decision, tool=u.tool, degraded=u.degraded,
+                                      cached=True, verdict=d))
                 raise CircuitOpen(breaker=u.breaker, decision=u.decision, reason=u.reason,
                                   retry_after_ms=d.retry_after_ms(now),
                                   tool_result=_render.tool_result(d, u.tool, u.alternatives, u.degraded, now),
