@@ -176,7 +176,7 @@ const (
 	NoteNotLeaseHolder   Note = "not_lease_holder"  // half-open: only the probe decides
 	NoteProbeReleased    Note = "probe_released"    // the probe's outcome never counts: lease freed
 	NoteProbeThrottled   Note = "probe_throttled"   // the probe got a 429 it could wait out
-	NoteStale            Note = "stale"             // the ticket's generation is past
+	NoteStale            Note = "stale"             // the ticket's generation is not the state's: older, or newer (state lost)
 	NoteThrottled        Note = "throttled"         // a 429 within the deadline
 	NoteNeutral          Note = "neutral"           // the outcome never counts
 	NoteCredentialLone   Note = "credential_lone"   // a 401 no other worker confirms

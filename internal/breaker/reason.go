@@ -171,7 +171,7 @@ var noteWords = map[Note]string{
 	NoteNotLeaseHolder:   "not the probe lease holder",
 	NoteProbeReleased:    "outcome never counts: probe lease released, still half-open",
 	NoteProbeThrottled:   "probe rate limited within its deadline: no verdict; lease released, next probe after the Retry-After",
-	NoteStale:            "stale generation",
+	NoteStale:            "ticket from another generation: the breaker moved on since the Allow, or its state was lost or reset",
 	NoteThrottled:        "rate limited within the deadline: not counted",
 	NoteNeutral:          "outcome never counts",
 	NoteCredentialLone:   "credential rejected for this worker only: it is isolated until another worker confirms",

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/tests/testredis"
@@ -370,12 +371,22 @@ func TestGenerationsFenceLateRecords(t *testing.T) {
 		if st.State != pb.State_STATE_CLOSED || st.Generation != 3 {
 			t.Fatalf("after trip, probe, close: %v gen %d, want CLOSED gen 3", st.State, st.Generation)
 		}
-		if r := f.record(name, "w5", early.Ticket, pb.Outcome_OUTCOME_TIMEOUT); r.Counted || r.Note != "stale generation" || r.State.Failures != 0 {
+		if r := f.record(name, "w5", early.Ticket, pb.Outcome_OUTCOME_TIMEOUT); r.Counted || r.Note != breaker.NoteStale.String() || r.State.Failures != 0 {
 			t.Fatalf("late failure against the fresh closed state: counted %v (%q), failures %d; want not counted", r.Counted, r.Note, r.State.Failures)
 		}
 		fresh := f.allow(name, "w1")
 		if fresh.Ticket.Generation != 3 {
 			t.Fatalf("ticket generation = %d, want 3", fresh.Ticket.Generation)
+		}
+		// A ticket from a generation newer than the breaker's (its state
+		// was lost or reset after the Allow) is fenced off alike, and the
+		// note's words say nothing that only an older one would make true.
+		future := &pb.Ticket{Generation: fresh.Ticket.Generation + 5}
+		if r := f.record(name, "w1", future, pb.Outcome_OUTCOME_TIMEOUT); r.Counted || r.Note != breaker.NoteStale.String() || r.State.Failures != 0 {
+			t.Fatalf("failure with a future generation: counted %v (%q), failures %d; want not counted", r.Counted, r.Note, r.State.Failures)
+		}
+		if w := breaker.NoteStale.String(); !strings.Contains(w, "another generation") || strings.Contains(w, "stale") || strings.Contains(w, "older") {
+			t.Errorf("the note %q does not hold for a ticket newer than the breaker's state", w)
 		}
 		if r := f.record(name, "w1", fresh.Ticket, pb.Outcome_OUTCOME_TIMEOUT); !r.Counted {
 			t.Fatalf("a current failure was not counted")

@@ -1193,9 +1193,14 @@ var ErrAllow = errors.New("client: allow")
 // returns an error, whatever the error and the classifier say); if the
 // call was the fleet's probe, Call records OUTCOME_CANCELED instead (also
 // when fn panics), which releases the lease at once without a verdict. A
-// deadline that passed is not a cancellation: it is recorded (TIMEOUT). Other errors: Allow's, wrapped ("client:
-// allow web_search: ...", wrapping ErrAllow), with fn not run; a failure to Record (other
-// than breakerd being unreachable) joined to fn's result.
+// deadline that passed is not a cancellation: it is recorded (TIMEOUT).
+// Call waits for its Record no longer than the Allow budget, and never
+// past ctx's deadline: the Record goes on in the background, bounded by
+// the record timeout, and breakerd still counts it (docs/reliability.md).
+// Other errors: Allow's, wrapped ("client: allow web_search: ...",
+// wrapping ErrAllow), with fn not run; a failure to Record (other than
+// breakerd being unreachable) that comes while Call waits, joined to fn's
+// result (one that comes later is logged).
 //
 // The decision and the outcome are recorded on ctx's span; without a
 // recording one, and with an application TracerProvider set, on a span
@@ -1210,12 +1215,14 @@ func (c *Client) Call(ctx context.Context, breaker string, fn func(ctx context.C
 	if !p.Allowed() {
 		return DeniedError(p)
 	}
-	// The Record timeout starts when the call ends: a call may take
-	// longer than the timeout itself.
+	// The Record goes on in the background once Call stops waiting for
+	// it (settle): fn's result is never held back past the caller.
 	record := func(r Result) (*pb.RecordResponse, error) {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.recordTimeout)
-		defer cancel()
-		return c.Record(rctx, p, r)
+		res, err, inTime := c.settle(ctx, p, r)
+		if inTime && err == nil {
+			traceOutcome(ctx, r, res)
+		}
+		return res, err
 	}
 	settled := false
 	if p.probe() {

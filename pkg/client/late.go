@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -81,4 +82,83 @@ func (c *Client) Check(ctx context.Context) error {
 		return fmt.Errorf("client: breakerd at %s answers %s: it cannot reach its Redis, or is shutting down", target, st)
 	}
 	return nil
+}
+
+// settle records r, the outcome of the call p admitted, for Call. With no
+// round trip to make (a degraded permit; fast mode's queue) it is record.
+// Otherwise the Record goes out in the background, detached from ctx and
+// bounded by the record timeout from now, and settle waits for its answer
+// as long as an Allow waits for breakerd's (the Allow budget; with
+// WithAllowBudget(0), the record timeout), never past ctx's deadline. A
+// cancelled ctx does not end the wait: a probe's CANCELED has handed its
+// lease back when Call returns, unless breakerd is slower than the budget.
+// A daemon that freezes between the Allow and the Record thus does not
+// hold fn's result back, and still gets the outcome (a probe's settles
+// its lease) once it answers. inTime is false when the wait ended first; a
+// failure that comes after it is logged. Close waits for Records in flight.
+func (c *Client) settle(ctx context.Context, p *Permit, r Result) (res *pb.RecordResponse, err error, inTime bool) {
+	if p.Degraded || c.out != nil {
+		res, err = c.record(context.WithoutCancel(ctx), p, r)
+		return res, err, true
+	}
+	type answer struct {
+		res *pb.RecordResponse
+		err error
+	}
+	ch := make(chan answer, 1)
+	var mu sync.Mutex
+	waiting := true
+	send := func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.recordTimeout)
+		defer cancel()
+		res, err := c.record(rctx, p, r)
+		mu.Lock()
+		w := waiting
+		ch <- answer{res, err}
+		mu.Unlock()
+		if !w && err != nil {
+			c.log("client: recording the outcome of a call that has returned", err)
+		}
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		send()
+		a := <-ch
+		return a.res, a.err, true
+	}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.wg.Done()
+		send()
+	}()
+	var timer <-chan time.Time
+	if b := c.o.budget; b > 0 {
+		t, stop := c.o.after(p.Breaker, b)
+		defer stop()
+		timer = t
+	}
+	for done := ctx.Done(); ; {
+		select {
+		case a := <-ch:
+			return a.res, a.err, true
+		case <-timer:
+		case <-done:
+			if !deadlinePassed(ctx) {
+				done = nil // cancelled: a probe's lease is still handed back within the budget
+				continue
+			}
+		}
+		break
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	select {
+	case a := <-ch: // it answered as the wait ended
+		return a.res, a.err, true
+	default:
+	}
+	waiting = false
+	return nil, nil, false
 }

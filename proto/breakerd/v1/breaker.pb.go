@@ -1890,8 +1890,8 @@ type RecordResponse struct {
 	// Whether the outcome moved the breaker (counted as a failure, reset the
 	// count, or decided a probe).
 	Counted bool `protobuf:"varint,1,opt,name=counted,proto3" json:"counted,omitempty"`
-	// Why not counted, when it was not ("stale generation", "not the probe
-	// lease holder", "outcome never counts").
+	// Why not counted, when it was not ("ticket from another generation",
+	// "not the probe lease holder", "outcome never counts").
 	Note  string        `protobuf:"bytes,2,opt,name=note,proto3" json:"note,omitempty"`
 	State *BreakerState `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
 	// As AllowResponse.degraded: counted in this daemon's memory only; Redis
