@@ -72,9 +72,13 @@ func Start(ctx context.Context, e Env, o Options) (*Tracing, error) {
 	if e.Sampler != nil {
 		opts = append(opts, sdktrace.WithSampler(e.Sampler))
 	}
-	tp := sdktrace.NewTracerProvider(opts...)
+	return newTracing(sdktrace.NewTracerProvider(opts...)), nil
+}
+
+// newTracing is the Tracing of tp.
+func newTracing(tp *sdktrace.TracerProvider) *Tracing {
 	return &Tracing{tp: tp, tracer: tp.Tracer(Scope),
-		propagators: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})}, nil
+		propagators: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})}
 }
 
 // Shutdown exports the spans still batched and stops the exporter,
