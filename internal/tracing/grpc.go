@@ -17,11 +17,12 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// The daemon's RPC spans are otelgrpc's server spans (semconv 1.43.0:
-// named for the method, rpc.system.name, rpc.method, server.address and
-// server.port, rpc.response.status_code, an error status for a server
-// fault), started by interceptors of its own rather than otelgrpc's stats
-// handler: an RPC the sampler drops costs the trace context's extraction,
+// The daemon's RPC spans carry what otelgrpc's server spans do (semconv
+// 1.43.0: named for the method, rpc.system.name, rpc.method,
+// server.address and server.port, rpc.response.status_code, an error
+// status for a server fault), started by interceptors of the daemon's own
+// rather than otelgrpc's stats handler: an RPC the sampler drops costs the
+// trace context's extraction,
 // the sampling decision and a span that records nothing, no attributes,
 // no metric instruments, no per-event work (docs/performance.md#what-tracing-costs).
 
