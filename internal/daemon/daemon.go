@@ -236,8 +236,8 @@ func (d *parts) build(c Config, log *slog.Logger, rdb redis.UniversalClient, pol
 	// A call with a known token (the tap's), or any call to the API that
 	// succeeds, takes its connection out of the pre-auth pool.
 	identified := func(ctx context.Context) bool { _, ok := auth.Caller(ctx); return ok }
-	opOpts = append(append(opOpts, grpc.StatsHandler(conns.StatsHandler(identified, auth.Open))), d.tr.ServerOptions()...)
-	d.g, d.hs = d.srv.NewGRPC(append(grpcOpts, opOpts...)...)
+	opOpts = append(opOpts, grpc.StatsHandler(conns.StatsHandler(identified, auth.Open)))
+	d.g, d.hs = d.srv.NewGRPC(append(append(d.tr.ServerOptions(), grpcOpts...), opOpts...)...)
 	return nil
 }
 

@@ -8,13 +8,17 @@ import (
 	"net"
 	"os"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/breakerd/breakerd/internal/tests/otlptest"
 	"github.com/breakerd/breakerd/internal/tests/testredis"
+	"github.com/breakerd/breakerd/internal/tracing"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -25,11 +29,39 @@ import (
 // It uses the Redis at BREAKERD_TEST_REDIS_ADDR when set (healthy
 // breakers hold no keys there), else miniredis.
 func BenchmarkPair(b *testing.B) {
+	benchPair(b, func(string) string { return "" })
+}
+
+// BenchmarkPairTraced is BenchmarkPair on daemons tracing off, sampling
+// 1 % (parentbased_traceidratio, the callers sending no traceparent) and
+// every call, exporting over OTLP/HTTP to an in-process receiver: what
+// tracing costs an RPC, in allocations and in process CPU (cpu-ns/op,
+// the callers' share the same in each).
+func BenchmarkPairTraced(b *testing.B) {
+	for _, c := range []struct{ name, sampler, arg string }{
+		{"off", "", ""}, {"0.01", "parentbased_traceidratio", "0.01"}, {"1", "parentbased_always_on", ""},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			endpoint := ""
+			if c.sampler != "" {
+				endpoint = otlptest.NewHTTP(b).Endpoint // the exporter reads it from the environment
+			}
+			b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+			b.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", tracing.ProtocolHTTP)
+			b.Setenv("OTEL_TRACES_SAMPLER", c.sampler)
+			b.Setenv("OTEL_TRACES_SAMPLER_ARG", c.arg)
+			benchPair(b, os.Getenv)
+		})
+	}
+}
+
+// benchPair is BenchmarkPair on the daemon getenv configures.
+func benchPair(b *testing.B, getenv func(string) string) {
 	addr := os.Getenv(testredis.EnvAddr)
 	if addr == "" {
 		addr = miniredis.RunT(b).Addr()
 	}
-	cfg, err := ParseConfig([]string{"--listen", "127.0.0.1:0", "--redis-url", "redis://" + addr}, func(string) string { return "" }, io.Discard)
+	cfg, err := ParseConfig([]string{"--listen", "127.0.0.1:0", "--redis-url", "redis://" + addr}, getenv, io.Discard)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -53,6 +85,8 @@ func BenchmarkPair(b *testing.B) {
 	api := pb.NewBreakerServiceClient(conn)
 	var next atomic.Int64
 	b.SetParallelism(8) // 8 x GOMAXPROCS callers
+	b.ReportAllocs()
+	cpu0 := processCPU(b)
 	b.ResetTimer()
 	b.RunParallel(func(pb_ *testing.PB) {
 		n := next.Add(1)
@@ -70,4 +104,15 @@ func BenchmarkPair(b *testing.B) {
 			}
 		}
 	})
+	b.StopTimer()
+	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// processCPU is the CPU time (user and system) the process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // callTrace is the W3C trace id of the call ctx serves, "" when it has
-// none: its span's (the daemon traces: otelgrpc took the caller's
+// none: its span's (the daemon traces: its interceptor took the caller's
 // traceparent), else the traceparent the caller sent, read as it is (a
 // daemon that exports no traces still links an open event to the
 // caller's trace). A malformed header is no trace id, never an error:

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // coalescer sends the scripts of concurrent Allow and Record calls to
@@ -97,10 +98,13 @@ func (c *coalescer) run(ctx context.Context, sc script, keys []string, args []an
 }
 
 // script runs sc for a decision (Allow, Record): coalesced unless
-// Options.Unpipelined. A context ended before the call sends nothing
+// Options.Unpipelined, in a span of its own when the call's span records
+// (a span under one the sampler dropped would be dropped too: every
+// sampler the daemon takes decides a child as its parent, by the parent's
+// flag or the same trace id). A context ended before the call sends nothing
 // (unsent: no reply to lose).
 func (s *Store) script(ctx context.Context, sc script, keys []string, args []any) ([]any, error) {
-	if s.o.Tracer != nil {
+	if s.o.Tracer != nil && trace.SpanFromContext(ctx).IsRecording() {
 		return s.tracedScript(ctx, sc, keys, args)
 	}
 	return s.sendScript(ctx, sc, keys, args)

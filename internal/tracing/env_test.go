@@ -66,7 +66,7 @@ func TestReadEnv(t *testing.T) {
 }
 
 // TestOffInstallsNothing: without an endpoint the daemon gets no tracer,
-// no gRPC stats handler and its HTTP handler unwrapped.
+// no gRPC interceptors and its HTTP handler unwrapped.
 func TestOffInstallsNothing(t *testing.T) {
 	tr, err := Start(t.Context(), Env{}, Options{})
 	if err != nil || tr != nil {

@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"net/http"
 
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
@@ -30,6 +28,7 @@ const Scope = "github.com/breakerd/breakerd"
 // OTLP. Its methods are safe for concurrent use.
 type Tracing struct {
 	tp          *sdktrace.TracerProvider
+	tracer      trace.Tracer // tp's, for Scope
 	propagators propagation.TextMapPropagator
 }
 
@@ -73,8 +72,13 @@ func Start(ctx context.Context, e Env, o Options) (*Tracing, error) {
 	if e.Sampler != nil {
 		opts = append(opts, sdktrace.WithSampler(e.Sampler))
 	}
-	return &Tracing{tp: sdktrace.NewTracerProvider(opts...),
-		propagators: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})}, nil
+	return newTracing(sdktrace.NewTracerProvider(opts...)), nil
+}
+
+// newTracing is the Tracing of tp.
+func newTracing(tp *sdktrace.TracerProvider) *Tracing {
+	return &Tracing{tp: tp, tracer: tp.Tracer(Scope),
+		propagators: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})}
 }
 
 // Shutdown exports the spans still batched and stops the exporter,
@@ -92,19 +96,19 @@ func (t *Tracing) Tracer() trace.Tracer {
 	if t == nil {
 		return nil
 	}
-	return t.tp.Tracer(Scope)
+	return t.tracer
 }
 
-// ServerOptions are the gRPC server's: otelgrpc's stats handler, so each
-// RPC's span continues the caller's trace context (traceparent in the
-// metadata). Health checks are not traced. None from a nil Tracing.
+// ServerOptions are the gRPC server's: interceptors that give each RPC a
+// server span continuing the caller's trace context (traceparent in the
+// metadata), as otelgrpc's would (grpc.go). Health checks are not traced.
+// They go first, so the span covers the other interceptors. None from a
+// nil Tracing.
 func (t *Tracing) ServerOptions() []grpc.ServerOption {
 	if t == nil {
 		return nil
 	}
-	return []grpc.ServerOption{grpc.StatsHandler(otelgrpc.NewServerHandler(
-		otelgrpc.WithTracerProvider(t.tp), otelgrpc.WithPropagators(t.propagators),
-		otelgrpc.WithFilter(filters.Not(filters.HealthCheck()))))}
+	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(t.unary), grpc.ChainStreamInterceptor(t.stream)}
 }
 
 // Handler wraps the HTTP/JSON API in otelhttp's handler, so a request's
