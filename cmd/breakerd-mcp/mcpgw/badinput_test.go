@@ -133,6 +133,7 @@ func TestMisbehavingUpstreams(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.mode, func(t *testing.T) {
+			t.Parallel() // each its own daemon, gateway and upstream process
 			b := testredis.Mini(t)
 			d := daemontest.Start(t, b, noJitter())
 			g := startGateway(t, b, dialDaemon(t, d), "gw-1", Config{Upstreams: []Upstream{fakeCommand(tc.mode, tc.timeout)}})
