@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -121,36 +122,37 @@ func stillOpen(c net.Conn) bool {
 }
 
 // TestSecurityUnauthenticatedConnectionsCannotFillTheCap (N1): while one
-// other source holds 8,000 connections that never authenticate (an
-// HTTP/2 preface, a GET /ui/ or a GET /metrics each), a worker dialling
-// afresh with its token gets its Allow, and /healthz and /metrics answer:
-// with the per-source cap on (the default), and with it off (a listener
-// behind a balancer) and a smaller --max-conns, where the attack fills
-// the cap and each new connection evicts the longest-idle pre-auth one.
+// other source holds 1,024 connections that never authenticate (an
+// HTTP/2 preface, a GET /ui/ or a GET /metrics each), four times a
+// --max-conns of 256, a worker dialling afresh with its token gets its
+// Allow, and /healthz and /metrics answer: with the per-source cap on
+// (the default), and with it off (a listener behind a balancer), where
+// the attack fills the cap and each new connection evicts the
+// longest-idle pre-auth one.
 func TestSecurityUnauthenticatedConnectionsCannotFillTheCap(t *testing.T) {
 	files := raiseFileLimit(t)
+	const maxConns = 256
 	for _, tc := range []struct {
-		name   string
-		attack int
-		args   []string
+		name string
+		args []string
 	}{
-		{"one source past its share", 8000, nil},
-		{"behind a balancer, at the cap", 2000, []string{"--preauth-conns-per-source", "0", "--max-conns", "256"}},
+		{"one source past its share", nil},
+		{"behind a balancer, at the cap", []string{"--preauth-conns-per-source", "0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Both ends of each connection are in this process, the
-			// daemon's held up to --max-conns (4096).
-			attack := tc.attack
-			if need := attack + 4096 + 1024; files < need {
-				attack = (files - 4096 - 1024) / 2
-				t.Logf("file limit %d: %d attack connections, not %d", files, attack, tc.attack)
+			// daemon's held up to --max-conns.
+			attack := 4 * maxConns
+			if need := attack + maxConns + 1024; files < need {
+				attack = (files - maxConns - 1024) / 2
+				t.Logf("file limit %d: %d attack connections, not %d", files, attack, 4*maxConns)
 			}
 			httpAddr, metricsAddr := testredis.FreeAddr(t), testredis.FreeAddr(t)
 			// Thousands of connections on a -race build slow every decision
 			// past the default bound: a decision timeout only a stall
 			// reaches keeps this test about connections, not Redis.
 			args := append([]string{"--tokens", secTokens(t), "--http-listen", httpAddr, "--metrics-listen", metricsAddr,
-				"--redis-decision-timeout", store.LaxDecisionTimeout.String()}, tc.args...)
+				"--redis-decision-timeout", store.LaxDecisionTimeout.String(), "--max-conns", strconv.Itoa(maxConns)}, tc.args...)
 			addr, _ := runSecured(t, args...)
 			t0 := time.Now()
 			last := holdUnauthenticated(t, attack, addr, httpAddr, metricsAddr)

@@ -182,8 +182,9 @@ func TestHungDaemonCostsTheFirstContactBudgetOnce(t *testing.T) {
 		}
 	}
 	logs := &daemontest.Buffer{}
+	const first = 250 * time.Millisecond // shorter than the default's second of waiting
 	c := dial(t, px.Addr(), "hung", WithAllowBudget(DefaultAllowBudget), WithRPCTimeout(100*time.Millisecond),
-		WithLogger(slog.New(slog.NewTextHandler(logs, nil))), observe)
+		WithFirstContactBudget(first), WithLogger(slog.New(slog.NewTextHandler(logs, nil))), observe)
 	ctx := context.Background()
 	name := b.Breaker("search")
 	for range 4 {
@@ -192,8 +193,8 @@ func TestHungDaemonCostsTheFirstContactBudgetOnce(t *testing.T) {
 		}
 	}
 	mu.Lock()
-	if len(waits) != 4 || waits[0] != time.Second || waits[1] != DefaultAllowBudget || waits[3] != DefaultAllowBudget {
-		t.Errorf("the 4 Allows waited %v; want the first-contact budget (1s) once, then the Allow budget", waits)
+	if len(waits) != 4 || waits[0] != first || waits[1] != DefaultAllowBudget || waits[3] != DefaultAllowBudget {
+		t.Errorf("the 4 Allows waited %v; want the first-contact budget (%s) once, then the Allow budget", waits, first)
 	}
 	mu.Unlock()
 	eventually(t, "the client to take breakerd as unreachable", func() bool { _, down := c.Unreachable(); return down })
@@ -209,6 +210,9 @@ func TestHungDaemonCostsTheFirstContactBudgetOnce(t *testing.T) {
 	err := c.Check(ctx)
 	if err == nil || !strings.Contains(err.Error(), px.Addr()) {
 		t.Errorf("Check at a hung daemon = %v, want an error naming %s", err, px.Addr())
+	}
+	if b := newOptions(nil).firstBudget; b != time.Second {
+		t.Errorf("a client's default first-contact budget is %s, want 1s (WithFirstContactBudget's doc)", b)
 	}
 	if newOptions(nil).logger == nil {
 		t.Error("a client's default logger is none: a client that cannot reach breakerd would say nothing")

@@ -14,6 +14,11 @@ import (
 // stream silent for 3 of them is dropped.
 const stallHeartbeat = 50 * time.Millisecond
 
+// stallRPCTimeout bounds the stall tests' clients' RPCs
+// (WithRPCTimeout): the Allow past the stale bound asks breakerd for the
+// forced breaker's due probe and waits that long on the stalled link.
+const stallRPCTimeout = 250 * time.Millisecond
+
 // stalledView starts a daemon with short heartbeats behind a proxy, a
 // client dialled through it by mk, and forces forced open; it returns
 // once the client has heard the force, with an operator's client that
@@ -24,6 +29,10 @@ func stalledView(t *testing.T, mk func(addr string) *Client) (b *testredis.Backe
 	d = daemontest.StartWith(t, b, daemontest.Options{Heartbeat: stallHeartbeat})
 	px = testredis.NewProxy(t, d.Addr)
 	c = mk(px.Addr())
+	// Cut the stalled link before the client closes (cleanups run last
+	// first): Close's best-effort flushes then fail at once instead of
+	// each waiting out its record timeout on a link that never answers.
+	t.Cleanup(px.Cut)
 	ops = dial(t, d.Addr, "ops")
 	forced = b.Breaker("forced")
 	ctx := context.Background()
@@ -71,7 +80,7 @@ func liftDuringStall(t *testing.T, px *testredis.Proxy, c, ops *Client, clk *fak
 func TestStalledWatchDegradesTheFastView(t *testing.T) {
 	clk := newFakeClock()
 	b, d, px, c, ops, forced := stalledView(t, func(addr string) *Client {
-		return fastDial(t, addr, "fast", clk, WithAllowBudget(DefaultAllowBudget))
+		return fastDial(t, addr, "fast", clk, WithAllowBudget(DefaultAllowBudget), WithRPCTimeout(stallRPCTimeout))
 	})
 	ctx := context.Background()
 	tripped := b.Breaker("tripped")
@@ -104,7 +113,7 @@ func TestStalledWatchDegradesTheFastView(t *testing.T) {
 func TestStalledWatchDegradesTheOpenCache(t *testing.T) {
 	clk := newFakeClock()
 	_, _, px, c, ops, forced := stalledView(t, func(addr string) *Client {
-		c := dial(t, addr, "cached", WithOpenCache(), WithClock(clk), WithAllowBudget(DefaultAllowBudget))
+		c := dial(t, addr, "cached", WithOpenCache(), WithClock(clk), WithAllowBudget(DefaultAllowBudget), WithRPCTimeout(stallRPCTimeout))
 		eventually(t, "the open cache is live", func() bool { live, _, _ := c.cache.status(); return live })
 		return c
 	})

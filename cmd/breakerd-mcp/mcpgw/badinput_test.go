@@ -41,6 +41,7 @@ func TestMain(m *testing.M) {
 // named as the gateway's own tool,
 // and "env" adds a tool that answers with the upstream's environment.
 func runFake(mode string) error {
+	exitWithParent()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "fake-" + mode}, nil)
 	schema := map[string]any{"type": "object"}
 	srv.AddTool(&mcp.Tool{Name: "echo", InputSchema: schema}, func(ctx context.Context, r *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -77,6 +78,21 @@ func runFake(mode string) error {
 		})
 	}
 	return srv.Run(context.Background(), &mcp.StdioTransport{})
+}
+
+// exitWithParent ends the fake once the process that started it is
+// gone: a fake stuck in a call ignores its closed stdin, and the SDK
+// signals it only 5s after its gateway closes, which a test binary that
+// has finished does not wait for.
+func exitWithParent() {
+	parent := os.Getppid()
+	go func() {
+		for range time.Tick(100 * time.Millisecond) {
+			if os.Getppid() != parent {
+				os.Exit(0)
+			}
+		}
+	}()
 }
 
 // snoop reads what a same-user upstream could steal: the gateway's
@@ -133,6 +149,7 @@ func TestMisbehavingUpstreams(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.mode, func(t *testing.T) {
+			t.Parallel() // each its own daemon, gateway and upstream process
 			b := testredis.Mini(t)
 			d := daemontest.Start(t, b, noJitter())
 			g := startGateway(t, b, dialDaemon(t, d), "gw-1", Config{Upstreams: []Upstream{fakeCommand(tc.mode, tc.timeout)}})
