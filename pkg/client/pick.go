@@ -147,7 +147,7 @@ func (p *answeringPicker) Pick(info balancer.PickInfo) (balancer.PickResult, err
 	}
 	now := time.Now()
 	waited := budgeted(info.Ctx)
-	d := p.daemons[start%n] // every daemon passed over: round robin
+	d := p.passedOver(now, start, waited) // every daemon passed over
 	if c := p.onProbation(now, waited); c != nil {
 		d = c // a call no caller waits on is its trial
 	} else {
@@ -160,6 +160,24 @@ func (p *answeringPicker) Pick(info balancer.PickInfo) (balancer.PickResult, err
 	}
 	id := d.begin(now)
 	return balancer.PickResult{SubConn: d.sc, Done: func(di balancer.DoneInfo) { d.end(id, di) }}, nil
+}
+
+// passedOver is where a call goes when no daemon answers in time: round
+// robin from start, over the daemons neither hung nor, for a budgeted
+// call, on probation (merely slow ones), or over all of them when none
+// is left.
+func (p *answeringPicker) passedOver(now time.Time, start uint64, budgeted bool) *daemonConn {
+	n := uint64(len(p.daemons))
+	for i := range n {
+		d := p.daemons[(start+i)%n]
+		d.mu.Lock()
+		ok := !now.Before(d.hungUntil) && !(budgeted && d.probation)
+		d.mu.Unlock()
+		if ok {
+			return d
+		}
+	}
+	return p.daemons[start%n]
 }
 
 // onProbation is a daemon on probation that answers, for a call with no
