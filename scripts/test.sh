@@ -524,7 +524,8 @@ phase_typescript() {
 # The TypeScript adapters on the newest majors of their frameworks: a copy
 # of clients/typescript (and conformance/, which its tests read) in a
 # scratch directory, npm ci from the lock file, then `npm install
-# ai@latest @openai/agents@latest` there (the committed lock file is
+# ai@latest @ai-sdk/otel@latest @openai/agents@latest` there (ai 7's
+# OpenTelemetry is @ai-sdk/otel; the committed lock file is
 # untouched), the build and tsc --strict over the package and its tests,
 # and the adapter tests (the traced ones' OTLP receiver, otlpsink, built
 # here) run on Node 22, fetched from the npm registry's
@@ -540,7 +541,7 @@ phase_frameworks-latest() {
   cp -r conformance "$tmp/repo/"
   (cd clients/typescript && cp -r package.json package-lock.json tsconfig.json tsconfig.test.json src test bench scripts "$dir/")
   (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error &&
-    npm install --no-audit --no-fund --loglevel=error ai@latest @openai/agents@latest &&
+    npm install --no-audit --no-fund --loglevel=error ai@latest @ai-sdk/otel@latest @openai/agents@latest &&
     node -e 'const v = (p) => JSON.parse(require("fs").readFileSync(`node_modules/${p}/package.json`, "utf8")).version;
       console.log(`ci: frameworks-latest: ai ${v("ai")}, @openai/agents ${v("@openai/agents")}`)' &&
     echo "ci: frameworks-latest: node $(npm exec --yes node@22 -- --version)" &&

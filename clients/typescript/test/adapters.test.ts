@@ -14,7 +14,7 @@ import assert from "node:assert/strict";
 import { createRequire } from "node:module";
 import { after, before, test } from "node:test";
 
-import { trace } from "@opentelemetry/api";
+import { trace, type Tracer } from "@opentelemetry/api";
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import { Agent, Runner, RunContext, setTracingDisabled, tool as agentTool, type Model, type ModelRequest, type ModelResponse, Usage } from "@openai/agents";
 import Anthropic from "@anthropic-ai/sdk";
@@ -415,14 +415,15 @@ async function deniedTool(spans: ReadableSpan[], name: string, breaker: string, 
   assert.equal(allow.trace_id, parent.traceId);
 }
 
-/** aiTelemetry is a generateText's telemetry for the installed ai: ai 7 traces through @ai-sdk/otel, whose tool span is execute_tool; ai 6 through its own, ai.toolCall. */
+/** aiTelemetry is a generateText's telemetry for the installed ai (called once the application's tracing is registered): ai 7 traces through @ai-sdk/otel, whose tool span is execute_tool; ai 6 through its own, ai.toolCall. */
 async function aiTelemetry(): Promise<{ telemetry: Record<string, unknown>; toolSpan: string }> {
   const require = createRequire(import.meta.url);
   const major = Number((require("ai/package.json") as { version: string }).version.split(".")[0]);
   if (major < 7) return { telemetry: { isEnabled: true }, toolSpan: "ai.toolCall" };
   const integration = "@ai-sdk/otel"; // installed beside ai 7 (scripts/test.sh frameworks-latest)
-  const { OpenTelemetry } = (await import(integration)) as { OpenTelemetry: new () => unknown };
-  return { telemetry: { isEnabled: true, integrations: [new OpenTelemetry()] }, toolSpan: "execute_tool refund_charge" };
+  const { OpenTelemetry } = (await import(integration)) as { OpenTelemetry: new (o: { tracer: Tracer }) => unknown };
+  // its tracer given: its own copy of @opentelemetry/api would otherwise hold a proxy no provider reaches
+  return { telemetry: { isEnabled: true, integrations: [new OpenTelemetry({ tracer: trace.getTracer("ai") })] }, toolSpan: "execute_tool refund_charge" };
 }
 
 test("Vercel AI SDK, traced: a denied tool call's span carries the decision, the daemon's Allow span its child", async () => {
@@ -430,10 +431,10 @@ test("Vercel AI SDK, traced: a denied tool call's span carries the decision, the
   const breaker = `${prefix}:traced-ai`;
   await failOnce("tai-w1", breaker);
   await failOnce("tai-w2", breaker);
-  const { telemetry, toolSpan } = await aiTelemetry();
   const before = refunds();
   const tracing = registerTracing();
   try {
+    const { telemetry, toolSpan } = await aiTelemetry();
     const run = new Run(new Client({ urls: d.url, workerId: "tai-w3", allowBudgetMs: 5000 }));
     const steps: Step[] = [];
     const tools = guardTools(run, aiTools(), { breakers: { refund_charge: breaker } });
