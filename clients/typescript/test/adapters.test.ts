@@ -8,7 +8,9 @@
 // (guardedTool); a failed call reaches the model as the shared failure
 // text rather than the framework's invitation to try again. The vendor is
 // a server of the test's own that counts its requests (no call reaches it
-// once the breaker is open).
+// once the breaker is open). Traced, a denied call's tool span (the
+// framework's, or the @openai/agents adapter's) carries the decision, and
+// the daemon's Allow span, exported over OTLP, is its child.
 
 import assert from "node:assert/strict";
 import { createRequire } from "node:module";
