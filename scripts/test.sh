@@ -524,9 +524,11 @@ phase_typescript() {
 # The TypeScript adapters on the newest majors of their frameworks: a copy
 # of clients/typescript (and conformance/, which its tests read) in a
 # scratch directory, npm ci from the lock file, then `npm install
-# ai@latest @openai/agents@latest` there (the committed lock file is
+# ai@latest @ai-sdk/otel@latest @openai/agents@latest` there (ai 7's
+# OpenTelemetry is @ai-sdk/otel; the committed lock file is
 # untouched), the build and tsc --strict over the package and its tests,
-# and the adapter tests run on Node 22, fetched from the npm registry's
+# and the adapter tests (the traced ones' OTLP receiver, otlpsink, built
+# here) run on Node 22, fetched from the npm registry's
 # `node` package (`ai` 7 and `openai` 7 declare Node 22 or later). A
 # background phase beside typescript, on the run's Redis.
 phase_frameworks-latest() {
@@ -535,15 +537,17 @@ phase_frameworks-latest() {
   dir="$tmp/repo/clients/typescript"
   mkdir -p "$dir" "$tmp/bin"
   go build -o "$tmp/bin/breakerd" ./cmd/breakerd
+  go build -o "$tmp/bin/otlpsink" ./internal/tests/otlptest/otlpsink
   cp -r conformance "$tmp/repo/"
   (cd clients/typescript && cp -r package.json package-lock.json tsconfig.json tsconfig.test.json src test bench scripts "$dir/")
   (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error &&
-    npm install --no-audit --no-fund --loglevel=error ai@latest @openai/agents@latest &&
+    npm install --no-audit --no-fund --loglevel=error ai@latest @ai-sdk/otel@latest @openai/agents@latest &&
     node -e 'const v = (p) => JSON.parse(require("fs").readFileSync(`node_modules/${p}/package.json`, "utf8")).version;
       console.log(`ci: frameworks-latest: ai ${v("ai")}, @openai/agents ${v("@openai/agents")}`)' &&
     echo "ci: frameworks-latest: node $(npm exec --yes node@22 -- --version)" &&
     npx tsc -p tsconfig.json && npx tsc -p tsconfig.test.json &&
-    BREAKERD_BIN="$tmp/bin/breakerd" npm exec --yes node@22 -- --test build/test/adapters.test.js build/test/types.test.js)
+    BREAKERD_BIN="$tmp/bin/breakerd" BREAKERD_OTLPSINK_BIN="$tmp/bin/otlpsink" \
+      npm exec --yes node@22 -- --test build/test/adapters.test.js build/test/types.test.js)
   rm -rf "$tmp"
 }
 

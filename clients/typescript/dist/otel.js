@@ -39,3 +39,31 @@ export function outcome(r) {
 export function toolRemoved(u) {
     activeSpan()?.addEvent("breakerd.tool_removed", { "breakerd.tool": u.tool, "breakerd.breaker": u.breaker, "breakerd.denial.status": u.denial.status, "breakerd.degraded": u.degraded });
 }
+/** SpanKind.INTERNAL and SpanStatusCode.ERROR, as @opentelemetry/api numbers them. */
+const INTERNAL = 1;
+const ERROR = 2;
+/**
+ * toolSpan runs fn inside a span of the client's own, `execute_tool <tool>`
+ * (the GenAI conventions' tool span), for a framework that starts no
+ * OpenTelemetry span around its tools: the active span's child, active
+ * while fn runs, so the decision and the traceparent are the tool call's.
+ * Without a registered tracer provider and context manager it is fn().
+ */
+export async function toolSpan(tool, fn) {
+    const r = registry();
+    if (!r?.trace || !r.context)
+        return fn();
+    const parent = r.context.active();
+    const attributes = { "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool };
+    const span = r.trace.getTracer("@breakerd/client").startSpan(`execute_tool ${tool}`, { kind: INTERNAL, attributes }, parent);
+    try {
+        return await r.context.with(parent.setValue(SPAN_KEY, span), fn);
+    }
+    catch (err) {
+        span.setStatus({ code: ERROR, message: err instanceof Error ? err.message : String(err) });
+        throw err;
+    }
+    finally {
+        span.end();
+    }
+}

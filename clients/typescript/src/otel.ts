@@ -4,8 +4,9 @@
  * guarded call's decision and outcome are recorded on the active span.
  *
  * The client imports nothing: it reads what @opentelemetry/api registers
- * on globalThis (its 1.x registry: the context manager, the propagator) once
- * the application registers an SDK. Without one every hook is one lookup.
+ * on globalThis (its 1.x registry: the context manager, the propagator, the
+ * tracer provider) once the application registers an SDK. Without one every
+ * hook is one lookup.
  */
 import type { Permit, RecordResult } from "./client.js";
 import type { Unavailable } from "./run.js";
@@ -18,9 +19,15 @@ interface Span {
 }
 interface Context {
   getValue(key: symbol): unknown;
+  setValue(key: symbol, value: unknown): Context;
+}
+interface OwnSpan extends Span {
+  setStatus(s: { code: number; message?: string }): unknown;
+  end(): void;
 }
 interface Registry {
-  context?: { active(): Context };
+  context?: { active(): Context; with<T>(ctx: Context, fn: () => T): T };
+  trace?: { getTracer(name: string, version?: string): { startSpan(name: string, o: { kind: number; attributes: Attrs }, ctx: Context): OwnSpan } };
   propagation?: { inject(ctx: Context, carrier: Record<string, string>, setter: { set(c: Record<string, string>, k: string, v: string): void }): void };
 }
 
@@ -68,4 +75,31 @@ export function outcome(r: RecordResult): void {
 /** toolRemoved is a tool a run removed, as an event on the active span. */
 export function toolRemoved(u: Unavailable): void {
   activeSpan()?.addEvent("breakerd.tool_removed", { "breakerd.tool": u.tool, "breakerd.breaker": u.breaker, "breakerd.denial.status": u.denial.status, "breakerd.degraded": u.degraded });
+}
+
+/** SpanKind.INTERNAL and SpanStatusCode.ERROR, as @opentelemetry/api numbers them. */
+const INTERNAL = 1;
+const ERROR = 2;
+
+/**
+ * toolSpan runs fn inside a span of the client's own, `execute_tool <tool>`
+ * (the GenAI conventions' tool span), for a framework that starts no
+ * OpenTelemetry span around its tools: the active span's child, active
+ * while fn runs, so the decision and the traceparent are the tool call's.
+ * Without a registered tracer provider and context manager it is fn().
+ */
+export async function toolSpan<T>(tool: string, fn: () => Promise<T>): Promise<T> {
+  const r = registry();
+  if (!r?.trace || !r.context) return fn();
+  const parent = r.context.active();
+  const attributes = { "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool };
+  const span = r.trace.getTracer("@breakerd/client").startSpan(`execute_tool ${tool}`, { kind: INTERNAL, attributes }, parent);
+  try {
+    return await r.context.with(parent.setValue(SPAN_KEY, span), fn);
+  } catch (err) {
+    span.setStatus({ code: ERROR, message: err instanceof Error ? err.message : String(err) });
+    throw err;
+  } finally {
+    span.end();
+  }
 }

@@ -8,11 +8,16 @@
 // (guardedTool); a failed call reaches the model as the shared failure
 // text rather than the framework's invitation to try again. The vendor is
 // a server of the test's own that counts its requests (no call reaches it
-// once the breaker is open).
+// once the breaker is open). Traced, a denied call's tool span (the
+// framework's, or the @openai/agents adapter's) carries the decision, and
+// the daemon's Allow span, exported over OTLP, is its child.
 
 import assert from "node:assert/strict";
+import { createRequire } from "node:module";
 import { after, before, test } from "node:test";
 
+import { trace, type Tracer } from "@opentelemetry/api";
+import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
 import { Agent, Runner, RunContext, setTracingDisabled, tool as agentTool, type Model, type ModelRequest, type ModelResponse, Usage } from "@openai/agents";
 import Anthropic from "@anthropic-ai/sdk";
 import { generateText, jsonSchema, stepCountIs, streamText, tool as aiTool } from "ai";
@@ -24,21 +29,21 @@ import { Client, renderToolFailure, Run } from "../src/index.js";
 import * as ai from "../src/adapters/ai.js";
 import { guardTools, prepareStep, ToolFailedError } from "../src/adapters/ai.js";
 import * as agents from "../src/adapters/openai-agents.js";
-import { guardedTool } from "../src/adapters/openai-agents.js";
+import { guardedTool, guardToolOptions } from "../src/adapters/openai-agents.js";
 import * as plain from "../src/adapters/tools.js";
 import { startDaemon, uniq, type Daemon } from "./daemon.js";
 import { serve, within, type Served } from "./helpers.js";
+import { registerTracing, startSink, type Sink } from "./otlp.js";
 import { ScriptedModel } from "./scripted.js";
 
 let daemon: Daemon;
 let vendor: Served;
 const prefix = uniq();
+const policy = `breakers:\n  - match: "${prefix}*"\n    threshold: 2\n    min_workers: 2\n    cooldown_base: 10m\n    alternatives: [issue_refund_manually]\n`;
 
 before(async () => {
   setTracingDisabled(true);
-  daemon = await startDaemon({
-    policy: `breakers:\n  - match: "${prefix}*"\n    threshold: 2\n    min_workers: 2\n    cooldown_base: 10m\n    alternatives: [issue_refund_manually]\n`,
-  });
+  daemon = await startDaemon({ policy });
   vendor = await serve((req, res) => {
     res.writeHead(req.url?.startsWith("/refund") ? 503 : 200, { "content-type": "application/json", "retry-after": "120" });
     res.end(req.url?.startsWith("/refund") ? '{"error":{"code":"upstream_down"}}' : '{"results":["a"]}');
@@ -47,6 +52,8 @@ before(async () => {
 after(async () => {
   await daemon?.stop();
   await vendor?.close();
+  await traced?.daemon.stop();
+  traced?.sink.close();
 });
 
 /** A vendor call that throws what fetch-based SDKs throw for a failed answer: an error with status and headers. */
@@ -375,5 +382,104 @@ test("OpenAI Agents SDK: a tool whose breaker denies is disabled from the first 
   assert.match(model.requests[0]!.systemInstructions ?? "", /^Some tools are out of service[\s\S]*- refund_charge: /);
   const denial = JSON.parse(String(await refund.invoke(new RunContext(), '{"charge_id":"ch_1"}'))) as { status: string };
   assert.equal(denial.status, "circuit_open", "a call the model makes anyway: the denial, as the tool's output");
+  assert.equal(refunds() - before, 0);
+});
+
+// Traced: the application registered OpenTelemetry (an in-memory
+// exporter), and a second daemon exports its spans over OTLP to a
+// receiver of the test's own. One denied tool call inside a framework's
+// run: the tool's span carries the decision, and the daemon's Allow span
+// is its child, in its trace.
+
+let traced: { daemon: Daemon; sink: Sink } | undefined;
+
+/** tracedDaemon starts, once, a daemon exporting to an otlpsink. */
+async function tracedDaemon(): Promise<{ daemon: Daemon; sink: Sink }> {
+  if (!traced) {
+    const sink = await startSink();
+    traced = { sink, daemon: await startDaemon({ policy, env: sink.env }) };
+  }
+  return traced;
+}
+
+/** deniedTool checks the span named name of a tool call the tripped breaker denied, and the daemon's Allow span under it. */
+async function deniedTool(spans: ReadableSpan[], name: string, breaker: string, sink: Sink): Promise<void> {
+  const tool = spans.filter((s) => s.name === name);
+  assert.equal(tool.length, 1, `one ${name} span among ${spans.map((s) => s.name).join(", ")}`);
+  const a = tool[0]!.attributes;
+  assert.equal(a["breakerd.breaker"], breaker);
+  assert.equal(a["breakerd.decision"], "denied_open");
+  assert.equal(a["breakerd.denial.status"], "circuit_open");
+  assert.equal(a["breakerd.degraded"], false);
+  const parent = tool[0]!.spanContext();
+  const allow = await sink.spanUnder(parent, "POST /breakerd.v1.BreakerService/Allow");
+  console.log(`traced: ${name} ${parent.spanId} (breakerd.decision=${String(a["breakerd.decision"])}) -> ${allow.service}: ${allow.name} ${allow.span_id}, trace ${allow.trace_id}`);
+  assert.equal(allow.trace_id, parent.traceId);
+}
+
+/** aiTelemetry is a generateText's telemetry for the installed ai (called once the application's tracing is registered): ai 7 traces through @ai-sdk/otel, whose tool span is execute_tool; ai 6 through its own, ai.toolCall. */
+async function aiTelemetry(): Promise<{ telemetry: Record<string, unknown>; toolSpan: string }> {
+  const require = createRequire(import.meta.url);
+  const major = Number((require("ai/package.json") as { version: string }).version.split(".")[0]);
+  if (major < 7) return { telemetry: { isEnabled: true }, toolSpan: "ai.toolCall" };
+  const integration = "@ai-sdk/otel"; // installed beside ai 7 (scripts/test.sh frameworks-latest)
+  const { OpenTelemetry } = (await import(integration)) as { OpenTelemetry: new (o: { tracer: Tracer }) => unknown };
+  // its tracer given: its own copy of @opentelemetry/api would otherwise hold a proxy no provider reaches
+  return { telemetry: { isEnabled: true, integrations: [new OpenTelemetry({ tracer: trace.getTracer("ai") })] }, toolSpan: "execute_tool refund_charge" };
+}
+
+test("Vercel AI SDK, traced: a denied tool call's span carries the decision, the daemon's Allow span its child", async () => {
+  const { daemon: d, sink } = await tracedDaemon();
+  const breaker = `${prefix}:traced-ai`;
+  await failOnce("tai-w1", breaker);
+  await failOnce("tai-w2", breaker);
+  const before = refunds();
+  const tracing = registerTracing();
+  try {
+    const { telemetry, toolSpan } = await aiTelemetry();
+    const run = new Run(new Client({ urls: d.url, workerId: "tai-w3", allowBudgetMs: 5000 }));
+    const steps: Step[] = [];
+    const tools = guardTools(run, aiTools(), { breakers: { refund_charge: breaker } });
+    const result = await generateText({
+      model: aiModel(steps), tools, prompt: "refund ch_1", stopWhen: stepCountIs(1),
+      experimental_telemetry: telemetry as Parameters<typeof generateText>[0]["experimental_telemetry"],
+    });
+    const out = result.steps[0]?.toolResults[0]?.output;
+    assert.equal((JSON.parse(String(out)) as { status: string }).status, "circuit_open", "the model read the denial");
+    await deniedTool(tracing.exporter.getFinishedSpans(), toolSpan, breaker, sink);
+  } finally {
+    tracing.disable();
+  }
+  assert.equal(refunds() - before, 0);
+});
+
+test("OpenAI Agents SDK, traced: a denied tool call's execute_tool span carries the decision, the daemon's Allow span its child", async () => {
+  const { daemon: d, sink } = await tracedDaemon();
+  const breaker = `${prefix}:traced-agents`;
+  await failOnce("tag-w1", breaker);
+  await failOnce("tag-w2", breaker);
+  const before = refunds();
+  const tracing = registerTracing();
+  try {
+    const run = new Run(new Client({ urls: d.url, workerId: "tag-w3", allowBudgetMs: 5000 }));
+    const parameters = { type: "object" as const, properties: {}, required: [], additionalProperties: false as const };
+    const defs = [{ name: "refund_charge", description: "Refund a charge.", parameters, strict: true as const, execute: async () => JSON.stringify(await callVendor("/refund")) }];
+    const model = new ScriptedModel();
+    const agent = new Agent({ name: "support", instructions: "Help.", model, tools: guardToolOptions(run, defs, { breakers: { refund_charge: breaker } }).map((o) => agentTool(o)) });
+    await trace.getTracer("app").startActiveSpan("invoke_agent support", async (span) => {
+      await new Runner({ tracingDisabled: true }).run(agent, "refund ch_1");
+      span.end();
+    });
+    assert.deepEqual(outputs(model.requests[1]!).map((o) => (JSON.parse(o) as { status: string }).status), ["circuit_open"], "the model read the denial");
+    const spans = tracing.exporter.getFinishedSpans();
+    await deniedTool(spans, "execute_tool refund_charge", breaker, sink);
+    const tool = spans.find((s) => s.name === "execute_tool refund_charge")!;
+    const agentSpan = spans.find((s) => s.name === "invoke_agent support")!;
+    assert.equal(tool.parentSpanContext?.spanId, agentSpan.spanContext().spanId, "the tool's span is the run's child");
+    assert.equal(tool.attributes["gen_ai.operation.name"], "execute_tool");
+    assert.equal(tool.attributes["gen_ai.tool.name"], "refund_charge");
+  } finally {
+    tracing.disable();
+  }
   assert.equal(refunds() - before, 0);
 });

@@ -68,6 +68,8 @@ export interface DaemonOptions {
   tokens?: string;
   /** More flags. */
   args?: string[];
+  /** More environment (OTEL_*, say), beside this process's. */
+  env?: Record<string, string>;
 }
 
 /** startDaemon starts breakerd and waits until its HTTP listener serves and its health is SERVING. */
@@ -85,7 +87,7 @@ export async function startDaemon(o: DaemonOptions = {}): Promise<Daemon> {
     args.push("--tokens", join(dir, "tokens.yaml"));
   }
   args.push(...(o.args ?? []));
-  const child = spawn(binary(), args, { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(binary(), args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...o.env } });
   const lines: string[] = [];
   let url = "";
   for (const stream of [child.stdout!, child.stderr!]) {

@@ -3,8 +3,11 @@
 // exporter), a call's decision and outcome land on the active span, its
 // traceparent reaches the daemon (the open event carries the tripping
 // call's trace id), and a tool a run removes is an event on the run's
-// span. Without one registered, nothing is sent or recorded.
+// span. Without one registered, nothing is sent or recorded; without one
+// installed, nothing of it is imported.
 import assert from "node:assert/strict";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
 import { after, before, test } from "node:test";
 import { context, propagation, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
@@ -13,6 +16,9 @@ import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "
 import { Client, Run } from "../src/index.js";
 import { inject } from "../src/otel.js";
 import { startDaemon, uniq, type Daemon } from "./daemon.js";
+import { within } from "./helpers.js";
+
+const execFileP = promisify(execFile);
 
 const prefix = uniq();
 const policy = `breakers:
@@ -33,6 +39,38 @@ test("without a registered OpenTelemetry, no traceparent is sent", () => {
   const h: Record<string, string> = {};
   inject(h);
   assert.deepEqual(h, {});
+});
+
+/** A module hook that makes every @opentelemetry/ package absent to import: resolving one throws. */
+const BLOCK = `export async function resolve(specifier, context, next) {
+  if (specifier.startsWith("@opentelemetry/")) throw new Error("blocked " + specifier);
+  return next(specifier, context);
+}`;
+
+test("without OpenTelemetry installed, the client and its adapters load and call breakerd, importing none of it", async () => {
+  const src = new URL("../src/", import.meta.url).href;
+  const child = `
+    import Module, { createRequire, register } from "node:module";
+    register("data:text/javascript," + encodeURIComponent(${JSON.stringify(BLOCK)}));
+    const resolve = Module._resolveFilename; // and to require
+    Module._resolveFilename = function (req, ...rest) {
+      if (req.startsWith("@opentelemetry/")) throw new Error("blocked " + req);
+      return resolve.call(this, req, ...rest);
+    };
+    const control = await import("@opentelemetry/api").then(() => "loaded", (e) => e.message);
+    let required = "loaded";
+    try { createRequire(import.meta.url)("@opentelemetry/api"); } catch (e) { required = e.message; }
+    const { Client, Run } = await import("${src}index.js");
+    await import("${src}adapters/tools.js");
+    const { guardToolOptions } = await import("${src}adapters/openai-agents.js");
+    const run = new Run(new Client({ urls: process.argv[1], workerId: "no-otel", allowBudgetMs: 5000 }));
+    const [def] = guardToolOptions(run, [{ name: "t", execute: async () => "ran" }], { breakers: { t: "${prefix}:no-otel" } });
+    console.log(JSON.stringify({ control, required, out: await def.execute({}) }));`;
+  const { stdout } = await within("the child without OpenTelemetry", execFileP(process.execPath, ["--input-type=module", "-e", child, d.url]));
+  const got = JSON.parse(stdout) as { control: string; required: string; out: string };
+  assert.equal(got.control, "blocked @opentelemetry/api", "the hook hides @opentelemetry/api from import");
+  assert.equal(got.required, "blocked @opentelemetry/api", "and from require");
+  assert.equal(got.out, "ran", "a guarded call went through breakerd");
 });
 
 test("the decision, the outcome and the removed tool on the active span; the open event carries the trace id", async () => {

@@ -9,6 +9,7 @@
 //	const refund = guardedTool(run, { name: "refund_charge", parameters: z.object({ charge_id: z.string() }), execute: ... });
 //	const agent = new Agent({ name, instructions: () => base + "\n" + run.notice(), tools: [search, refund], model });
 import { tool } from "@openai/agents";
+import { toolSpan } from "../otel.js";
 import { callTool, failureOf, refOf, ToolFailedError } from "./common.js";
 // Run too (and Client), so that adopting is one import line.
 export { Client } from "../client.js";
@@ -38,7 +39,7 @@ export function guardedTool(run, options) {
         ...opts,
         execute: async (input, runContext, details) => {
             try {
-                return await callTool(run, ref, () => exec(input, runContext, details), { signal: details?.signal, exclude });
+                return await toolSpan(name, () => callTool(run, ref, () => exec(input, runContext, details), { signal: details?.signal, exclude }));
             }
             catch (err) {
                 throw failureOf(run, name, err, exclude);
@@ -58,7 +59,7 @@ export function guardedTool(run, options) {
 export function guardToolOptions(run, defs, o = {}) {
     return defs.map((d) => ({
         ...d,
-        execute: (input, runContext, details) => callTool(run, refOf(d.name, o), () => d.execute(input, runContext, details), { signal: details?.signal, exclude: o.exclude }),
+        execute: (input, runContext, details) => toolSpan(d.name, () => callTool(run, refOf(d.name, o), () => d.execute(input, runContext, details), { signal: details?.signal, exclude: o.exclude })),
     }));
 }
 /**

@@ -11,6 +11,7 @@
 
 import { tool, type FunctionTool, type ToolInputParameters, type ToolOptions, type UnknownContext } from "@openai/agents";
 
+import { toolSpan } from "../otel.js";
 import { type Run } from "../run.js";
 import { callTool, failureOf, refOf, ToolFailedError, type AdapterOptions } from "./common.js";
 
@@ -54,7 +55,7 @@ export function guardedTool<TParameters extends ToolInputParameters = undefined,
     ...opts,
     execute: async (input: unknown, runContext?: unknown, details?: { signal?: AbortSignal }) => {
       try {
-        return await callTool(run, ref, () => exec(input, runContext, details), { signal: details?.signal, exclude });
+        return await toolSpan(name, () => callTool(run, ref, () => exec(input, runContext, details), { signal: details?.signal, exclude }));
       } catch (err) {
         throw failureOf(run, name, err, exclude);
       }
@@ -81,7 +82,7 @@ export function guardToolOptions<T extends AgentToolOptions>(run: Run, defs: rea
   return defs.map((d) => ({
     ...d,
     execute: (input: unknown, runContext?: unknown, details?: { signal?: AbortSignal }) =>
-      callTool(run, refOf(d.name, o), () => d.execute(input, runContext, details), { signal: details?.signal, exclude: o.exclude }),
+      toolSpan(d.name, () => callTool(run, refOf(d.name, o), () => d.execute(input, runContext, details), { signal: details?.signal, exclude: o.exclude })),
   }));
 }
 
