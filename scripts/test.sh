@@ -567,7 +567,8 @@ phase_python-latest() {
   "$tmp/venv/bin/python" -c 'from importlib.metadata import version as v
 print("ci: python-latest:", ", ".join(f"{p} {v(p)}" for p in ("langchain", "langchain-core", "langgraph", "openai-agents", "openai")))'
   (cd clients/python && BREAKERD_TEST_BIN="$tmp/breakerd" "$tmp/venv/bin/pytest" -q -p no:cacheprovider \
-    tests/test_adapters.py tests/test_adapters_langchain.py tests/test_adapters_openai_agents.py)
+    tests/test_adapters.py tests/test_adapters_langchain.py tests/test_adapters_openai_agents.py \
+    tests/test_otel_frameworks.py)
   examples_python "$tmp/venv" "$tmp/breakerd"
   rm -rf "$tmp"
 }
