@@ -5,6 +5,8 @@ import (
 	"errors"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/breakerd/breakerd/internal/replylost"
 )
 
 // coalescer sends the scripts of concurrent Allow and Record calls to
@@ -78,7 +80,7 @@ func (c *coalescer) run(ctx context.Context, sc script, keys []string, args []an
 	}
 	if err := f.WaitContext(ctx); err != nil {
 		if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-			return nil, stillQueued{err: err, wait: func() { _ = f.Wait() }}
+			return nil, replylost.StillQueued{Err: err, Wait: func() { _ = f.Wait() }}
 		}
 		if redis.HasErrorPrefix(err, "NOSCRIPT") {
 			res, err := sc.Eval(ctx, c.rdb, keys, args...).Slice()
@@ -98,7 +100,7 @@ func (c *coalescer) run(ctx context.Context, sc script, keys []string, args []an
 
 // script runs sc for a decision (Allow, Record): coalesced unless
 // Options.Unpipelined. A context ended before the call sends nothing
-// (unsent: no reply to lose).
+// (replylost.Unsent: no reply to lose).
 func (s *Store) script(ctx context.Context, sc script, keys []string, args []any) ([]any, error) {
 	if s.o.Tracer != nil {
 		return s.tracedScript(ctx, sc, keys, args)
@@ -109,7 +111,7 @@ func (s *Store) script(ctx context.Context, sc script, keys []string, args []any
 // sendScript is script, untraced.
 func (s *Store) sendScript(ctx context.Context, sc script, keys []string, args []any) ([]any, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, unsent{err}
+		return nil, replylost.Unsent{Err: err}
 	}
 	p := s.pipe.Load()
 	if p == nil {
