@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/breakerd/breakerd/internal/breaker"
+	"github.com/breakerd/breakerd/internal/forgotten"
 	"github.com/breakerd/breakerd/internal/hooks"
 	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/server"
@@ -206,7 +207,7 @@ func TestRedisACL(t *testing.T) {
 	if _, err := d.Store.FindLost(ctx); err != nil {
 		t.Errorf("FindLost: %v", err)
 	}
-	lost := store.Lost{Breaker: b.Breaker("lost"), Known: breaker.State{Gen: 3, Force: "open", ForceReason: "drill", ForceBy: "alice"}}
+	lost := forgotten.Lost{Breaker: b.Breaker("lost"), Known: breaker.State{Gen: 3, Force: "open", ForceReason: "drill", ForceBy: "alice"}}
 	if raised, err := d.Store.RaiseLost(ctx, lost, "breakerd@acltest", "the pin is put back"); err != nil || !raised {
 		t.Errorf("RaiseLost = %v, %v; want raised", raised, err)
 	}

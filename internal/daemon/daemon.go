@@ -549,7 +549,7 @@ func redisPassword(c Config, log *slog.Logger) (string, error) {
 // RedisRetries bounds go-redis's retries of a failed command: a breaker
 // must answer fast, and a worker's client has its own budget and fallback.
 // A retry may send a script Redis already ran (its reply lost): the
-// decision scripts are safe to run twice (internal/store/replylost.go).
+// decision scripts are safe to run twice (internal/replylost).
 const RedisRetries = 1
 
 // healthDeps are what the health check reads and sets.

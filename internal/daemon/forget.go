@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/breakerd/breakerd/internal/forgotten"
 	"github.com/breakerd/breakerd/internal/metrics"
 	"github.com/breakerd/breakerd/internal/store"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -22,18 +23,18 @@ type keeper struct {
 	id  string // this daemon, the alert's actor
 	// lost queues the losses the store reports (store.Options.OnLost) for
 	// run, which raises their alerts off the Allow path.
-	lost chan store.Lost
+	lost chan forgotten.Lost
 	// runIDs are the run_id of each node at the last check.
 	runIDs map[string]string
 }
 
 func newKeeper(log *slog.Logger, id string) *keeper {
-	return &keeper{log: log, id: id, lost: make(chan store.Lost, 1024), runIDs: map[string]string{}}
+	return &keeper{log: log, id: id, lost: make(chan forgotten.Lost, 1024), runIDs: map[string]string{}}
 }
 
 // onLost is store.Options.OnLost: it logs and counts the loss at once and
 // queues its alert; it never blocks (a full queue drops the alert, logged).
-func (k *keeper) onLost(l store.Lost) {
+func (k *keeper) onLost(l forgotten.Lost) {
 	k.m.StateLost()
 	k.log.Error("redis lost a breaker's state (a restart without persistence, an eviction or a flush): "+k.action(l),
 		"breaker", l.Breaker, "known", l.KnownState(), "known_generation", l.Known.Gen, "redis_generation", l.Gen)
@@ -45,7 +46,7 @@ func (k *keeper) onLost(l store.Lost) {
 }
 
 // action says what the daemons do about l.
-func (k *keeper) action(l store.Lost) string {
+func (k *keeper) action(l forgotten.Lost) string {
 	if l.Pinned() {
 		return "the operator's pin is put back (Force " + l.Known.Force + ")"
 	}
@@ -65,7 +66,7 @@ func (k *keeper) run(ctx context.Context) {
 	}
 }
 
-func (k *keeper) handle(ctx context.Context, l store.Lost) {
+func (k *keeper) handle(ctx context.Context, l forgotten.Lost) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	raised, err := k.st.RaiseLost(ctx, l, k.id, k.action(l))

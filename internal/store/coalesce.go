@@ -6,6 +6,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/breakerd/breakerd/internal/replylost"
 )
 
 // coalescer sends the scripts of concurrent Allow and Record calls to
@@ -79,7 +81,7 @@ func (c *coalescer) run(ctx context.Context, sc script, keys []string, args []an
 	}
 	if err := f.WaitContext(ctx); err != nil {
 		if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-			return nil, stillQueued{err: err, wait: func() { _ = f.Wait() }}
+			return nil, replylost.StillQueued{Err: err, Wait: func() { _ = f.Wait() }}
 		}
 		if redis.HasErrorPrefix(err, "NOSCRIPT") {
 			res, err := sc.Eval(ctx, c.rdb, keys, args...).Slice()
@@ -102,7 +104,7 @@ func (c *coalescer) run(ctx context.Context, sc script, keys []string, args []an
 // (a span under one the sampler dropped would be dropped too: every
 // sampler the daemon takes decides a child as its parent, by the parent's
 // flag or the same trace id). A context ended before the call sends nothing
-// (unsent: no reply to lose).
+// (replylost.Unsent: no reply to lose).
 func (s *Store) script(ctx context.Context, sc script, keys []string, args []any) ([]any, error) {
 	if s.o.Tracer != nil && trace.SpanFromContext(ctx).IsRecording() {
 		return s.tracedScript(ctx, sc, keys, args)
@@ -113,7 +115,7 @@ func (s *Store) script(ctx context.Context, sc script, keys []string, args []any
 // sendScript is script, untraced.
 func (s *Store) sendScript(ctx context.Context, sc script, keys []string, args []any) ([]any, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, unsent{err}
+		return nil, replylost.Unsent{Err: err}
 	}
 	p := s.pipe.Load()
 	if p == nil {

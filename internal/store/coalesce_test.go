@@ -167,7 +167,7 @@ func TestCoalescedCallKeepsItsDeadline(t *testing.T) {
 		// go-redis does not withdraw a queued command: the abandoned call's
 		// script still goes out, as on a round trip cut short, and its
 		// reply is lost to the caller: the store sends the same Allow once
-		// more to settle a lease it may have taken (replylost.go; the
+		// more to settle a lease it may have taken (internal/replylost; the
 		// breaker is closed: there is none, nothing more is sent).
 		daemontest.Eventually(t, "the abandoned call sent, and sent again to settle it", func() bool { return b.Commands() == 2 })
 		if st.Degraded() {

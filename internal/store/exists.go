@@ -14,7 +14,7 @@ import (
 // Errors are Redis failures.
 func (s *Store) Exists(ctx context.Context, breaker string) (bool, error) {
 	n := s.nodeOf(ctx, breaker)
-	if n.down.Load() {
+	if n.Down() {
 		return true, nil // not Redis's to say: the call is answered from memory
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.decisionBound(ctx))

@@ -35,14 +35,9 @@ func CountQueued(st *Store, n *atomic.Int64) bool {
 // fields plus what the policy adds, such as window_mode).
 var StateOf = stateOf
 
-// SeedOf is the state an event seeds an in-memory breaker with.
-var SeedOf = seedOf
-
 // Seeded reports whether st's outage memory holds a seed for name (an
 // event for it reached ObserveEvent).
 func Seeded(st *Store, name string) bool {
-	st.out.mu.Lock()
-	defer st.out.mu.Unlock()
-	_, ok := st.out.seeds[name]
+	_, ok := st.out.Heard(name)
 	return ok
 }

@@ -54,7 +54,7 @@ type Keys struct {
 	// recovery check, until when (check_lease.lua).
 	Check string
 	// Records remembers, briefly, what the breaker's recent Records
-	// answered, by their ids (record.lua; replylost.go).
+	// answered, by their ids (record.lua; internal/replylost).
 	Records string
 }
 

@@ -44,7 +44,7 @@ func (s *Store) ListPage(ctx context.Context, token string, count int64, states 
 			return nil, "", err
 		}
 	}
-	if n := s.downNode(nodes[node].addr); n != nil { // its breakers are answered from memory (outage_read.go)
+	if n := s.out.DownNode(nodes[node].addr); n != nil { // its breakers are answered from memory (outage_read.go, internal/outage)
 		return s.memoryPage(n, states, nodes, node)
 	}
 	keys, next, err := nodes[node].c.Scan(ctx, cursor, stateKeyPattern, count).Result()

@@ -6,16 +6,18 @@ import (
 	"fmt"
 
 	"github.com/breakerd/breakerd/internal/breaker"
+	"github.com/breakerd/breakerd/internal/forgotten"
+	"github.com/breakerd/breakerd/internal/outage"
 	"github.com/breakerd/breakerd/internal/policy"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
 // What operators read (Get, BatchGet, List, the HTTP stream's snapshot)
 // agrees with what Allow answers. While a Redis node is away, Allow
-// answers its breakers from this daemon's memory (outage.go): so do the
-// reads, each reason ending with outageSuffix. A state Redis lost that
-// this daemon still denies by (forgotten.go) reads as that state, its
-// reason ending with lostSuffix. docs/reliability.md, "What operators
+// answers its breakers from this daemon's memory (internal/outage): so do the
+// reads, each reason ending with outage.Suffix. A state Redis lost that
+// this daemon still denies by (internal/forgotten) reads as that state, its
+// reason ending with forgotten.Suffix. docs/reliability.md, "What operators
 // see while Redis is away", tells it for operators.
 
 // BatchGet returns the states of the named breakers, in order, as Allow
@@ -34,7 +36,7 @@ func (s *Store) BatchGet(ctx context.Context, breakers []string) ([]*pb.BreakerS
 	set := s.policies.Load()
 	for i, b := range breakers {
 		if n := s.downNodeOf(ctx, b); n != nil {
-			if !n.seeded.Load() { // as Allow: not answered from memory
+			if !n.Seeded() { // as Allow: not answered from memory
 				return nil, fmt.Errorf("store: get %q: %w", b, ErrUnseeded)
 			}
 			out[i] = s.memoryState(n, b, set)
@@ -69,35 +71,24 @@ func (s *Store) BatchGet(ctx context.Context, breakers []string) ([]*pb.BreakerS
 
 // downNodeOf returns name's Redis node when it is in an outage, else nil.
 // It costs no round trip (nodeOf reads the slots the client knows).
-func (s *Store) downNodeOf(ctx context.Context, name string) *node {
-	if s.out.downs.Load() == 0 {
+func (s *Store) downNodeOf(ctx context.Context, name string) *outage.Node {
+	if !s.out.Degraded() {
 		return nil
 	}
-	if n := s.nodeOf(ctx, name); n.down.Load() {
+	if n := s.nodeOf(ctx, name); n.Down() {
 		return n
-	}
-	return nil
-}
-
-// downNode returns the node at addr when it is in an outage, else nil.
-func (s *Store) downNode(addr string) *node {
-	if s.out.downs.Load() == 0 {
-		return nil
-	}
-	if n, ok := s.out.nodes.Load(addr); ok && n.(*node).down.Load() {
-		return n.(*node)
 	}
 	return nil
 }
 
 // memoryState is name's state as n's in-memory breakers hold it: what
 // Allow answers from while n is away.
-func (s *Store) memoryState(n *node, name string, set *policy.Set) *pb.BreakerState {
+func (s *Store) memoryState(n *outage.Node, name string, set *policy.Set) *pb.BreakerState {
 	p := set.For(name)
-	st := stateOf(n.table.Read(name, s.outageNow()), name, p)
+	st := stateOf(n.Table().Read(name, s.outageNow()), name, p)
 	withGroup(st, groupOf(set, name))
 	if st.Reason != "" {
-		st.Reason += outageSuffix
+		st.Reason += outage.Suffix
 	}
 	return st
 }
@@ -114,7 +105,7 @@ func (s *Store) lostState(name string, known breaker.State, st *pb.BreakerState,
 	out := stateOf(breaker.Read(known, now), name, p)
 	withGroup(out, groupOf(set, name))
 	if out.Reason != "" {
-		out.Reason += lostSuffix
+		out.Reason += forgotten.Suffix
 	}
 	return out
 }
@@ -122,13 +113,13 @@ func (s *Store) lostState(name string, known breaker.State, st *pb.BreakerState,
 // memoryPage is ListPage's page for the node nodes[i], which is in an
 // outage (n): every breaker its memory holds, filtered by states, in one
 // page, and the token of the next node's first page ("" after the last).
-func (s *Store) memoryPage(n *node, states []pb.State, nodes []scanNode, i int) ([]*pb.BreakerState, string, error) {
-	if !n.seeded.Load() {
-		return nil, "", fmt.Errorf("store: list %s: %w", cmp.Or(n.addr, "redis"), ErrUnseeded)
+func (s *Store) memoryPage(n *outage.Node, states []pb.State, nodes []scanNode, i int) ([]*pb.BreakerState, string, error) {
+	if !n.Seeded() {
+		return nil, "", fmt.Errorf("store: list %s: %w", cmp.Or(n.Addr(), "redis"), ErrUnseeded)
 	}
 	set := s.policies.Load()
 	var out []*pb.BreakerState
-	for _, name := range n.table.Names(s.outageNow()) {
+	for _, name := range n.Table().Names(s.outageNow()) {
 		if st := s.memoryState(n, name, set); len(states) == 0 || containsState(states, st.State) {
 			out = append(out, st)
 		}

@@ -19,7 +19,7 @@ import (
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
-// Replies lost after Redis ran the script (replylost.go): each test loses a
+// Replies lost after Redis ran the script (internal/replylost): each test loses a
 // reply through a dialer (testredis.ReplyLoser) on a client with the
 // daemon's retries, on every backend, and checks what Redis then holds.
 

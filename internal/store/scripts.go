@@ -67,7 +67,7 @@ var (
 	// targetLeaseScript bounds recovery checks per target (recovery.go);
 	// it runs alone on the target's key.
 	targetLeaseScript = script{Script: redis.NewScript(targetLeaseLua), name: "target_lease"}
-	// lostScript raises the state_lost alert (forgotten.go).
+	// lostScript raises the state_lost alert (lost.go).
 	lostScript = newScript("lost", lostLua)
 	allScripts = []script{allowScript, recordScript, forceScript, readScript, recoverScript, checkLeaseScript, reserveScript, groupScript, targetLeaseScript, lostScript}
 )

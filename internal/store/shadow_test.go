@@ -334,35 +334,6 @@ func mustXRange(t *testing.T, f *fixture, name string) []redis.XMessage {
 	return msgs
 }
 
-// TestShadowEventSeedsAShadowedMemoryBreaker: while Redis is away a
-// daemon starts its in-memory breakers from the events it heard; a shadow
-// trip seeds a breaker that still allows (its policy says nothing of
-// shadow: an operator had set it).
-func TestShadowEventSeedsAShadowedMemoryBreaker(t *testing.T) {
-	t.Parallel()
-	const now = 1_800_000_000_000
-	ev := &pb.Event{Breaker: "b", Kind: pb.EventKind_EVENT_KIND_TRANSITION, From: pb.State_STATE_CLOSED,
-		To: pb.State_STATE_OPEN, Generation: 3, CooldownMs: 30000, AtMs: now, Shadow: true}
-	for _, shadow := range []bool{true, false} {
-		ev.Shadow = shadow
-		st, ok := store.SeedOf(ev)
-		if !ok {
-			t.Fatal("an open event seeds nothing")
-		}
-		table := breaker.NewTable()
-		table.Seed("b", st, now, 60000)
-		p := store.ParamsOf(policy.Default(), 0)
-		a := table.Allow("b", "w1", "t1", p, nil, now+1000, "")
-		want := pb.Decision_DECISION_DENIED_OPEN
-		if shadow {
-			want = pb.Decision_DECISION_ALLOWED
-		}
-		if a.Decision != want || shadow && a.ShadowDecision != pb.Decision_DECISION_DENIED_OPEN {
-			t.Errorf("memory Allow after an open event (shadow %v) = %v (shadow %v), want %v", shadow, a.Decision, a.ShadowDecision, want)
-		}
-	}
-}
-
 // TestShadowPolicyReloadKeepsTheState: a reload that drops shadow: true
 // enforces the state shadow mode reached (the machine is one machine;
 // only Allow's enforcement changes), and a reload back shadows it again.

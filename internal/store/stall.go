@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/breakerd/breakerd/internal/outage"
+	"github.com/breakerd/breakerd/internal/replylost"
 )
 
 // A Redis that stalls (a link that forwards nothing, a frozen process,
@@ -70,27 +73,27 @@ func (s *Store) decisionBound(ctx context.Context) time.Duration {
 // its outcome (an answer, a failure, or still nothing at the bound) is
 // judged exactly once for n. The caller gets the answer, or an error when
 // the bound passes first (stalled) or its ctx ends (its error); either is
-// a stillQueued whose wait returns once the script has ended, since it
+// a replylost.StillQueued whose Wait returns once the script has ended, since it
 // may still run. An answer within the bound costs no goroutine start and
 // no timer: the store's watchdog (decisions.watch) ends the late ones.
-func (s *Store) decide(ctx context.Context, n *node, name string, sc script, keys []string, args []any) ([]any, error) {
+func (s *Store) decide(ctx context.Context, n *outage.Node, name string, sc script, keys []string, args []any) ([]any, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, unsent{err}
+		return nil, replylost.Unsent{Err: err}
 	}
 	bound := s.decisionBound(ctx)
 	d := s.dec.get()
 	d.parent, d.bound, d.deadline = context.WithoutCancel(ctx), bound, time.Now().Add(bound)
-	d.s, d.n, d.name, d.seq = s, n, name, n.sent.Add(1)
+	d.s, d.n, d.name, d.seq = s, n, name, n.Send()
 	d.sc, d.keys, d.args = sc, keys, args
 	d.ended.Add(1)
 	s.dec.start(s, d)
 	select {
 	case <-d.reply:
 	case <-ctx.Done():
-		return nil, stillQueued{err: ctx.Err(), wait: d.wait}
+		return nil, replylost.StillQueued{Err: ctx.Err(), Wait: d.wait}
 	}
 	if d.state.Load() == decisionExpired {
-		return nil, stillQueued{err: stalled{bound}, wait: d.wait}
+		return nil, replylost.StillQueued{Err: stalled{bound}, Wait: d.wait}
 	}
 	res, err := d.res, d.err
 	s.dec.put(d)
@@ -119,7 +122,7 @@ type decision struct {
 	deadline time.Time
 	bound    time.Duration
 	s        *Store
-	n        *node
+	n        *outage.Node
 	name     string
 	seq      int64
 	sc       script
@@ -175,9 +178,9 @@ func (d *decision) wait() {
 func (d *decision) run() {
 	res, err := d.s.script(d, d.sc, d.keys, d.args)
 	if err != nil && d.Err() != nil {
-		var q stillQueued
+		var q replylost.StillQueued
 		if errors.As(err, &q) {
-			d.queued = q.wait
+			d.queued = q.Wait
 		}
 		err = stalled{d.bound}
 	}
@@ -234,7 +237,7 @@ const maxDecisionWorkers = 256
 // start hands d to a worker, and to the watchdog.
 func (w *decisions) start(s *Store, d *decision) {
 	w.once.Do(func() {
-		w.closed, w.jobs, w.wake = s.out.closed, make(chan *decision), make(chan struct{}, 1)
+		w.closed, w.jobs, w.wake = s.out.Closed(), make(chan *decision), make(chan struct{}, 1)
 		go w.watch()
 	})
 	w.watchFor(d)
@@ -389,23 +392,12 @@ func (w *decisions) expireDue(closing bool) (next time.Time, stop bool) {
 }
 
 // judge notes the outcome err of the decision script sent seq-th to n
-// for breaker name: an answer resets n's count of failures unless a
-// later-sent decision already failed; a connection that cannot be made
-// or was lost means an outage of n at once; a stall (or a "not now"
-// reply such as LOADING) counts toward one.
-func (s *Store) judge(n *node, name string, seq int64, err error) {
-	switch {
-	case err == nil:
-		if seq > n.failedAt.Load() {
-			n.timeouts.Store(0)
-		}
-	case s.o.Outage != OutageMemory || !IsUnavailable(err):
-	default:
-		for f := n.failedAt.Load(); seq > f && !n.failedAt.CompareAndSwap(f, seq); f = n.failedAt.Load() {
-		}
-		if connectionLost(err) || n.timeouts.Add(1) >= OutageTimeouts {
-			s.enterOutage(n, name)
-		}
+// for breaker name (outage.Node.Judge): a failure counts when the memory
+// answers for it (OutageMemory) and Redis could not serve the call
+// (IsUnavailable); one that begins an outage sends n to memory.
+func (s *Store) judge(n *outage.Node, name string, seq int64, err error) {
+	if n.Judge(seq, err, s.o.Outage == OutageMemory && IsUnavailable(err)) {
+		s.enterOutage(n, name)
 	}
 }
 
@@ -424,8 +416,8 @@ func (s *Store) checkFailed(err error) {
 // inMemory reports whether a decision for n that failed with err (and
 // was judged) is to be answered from memory: n is in an outage, err says
 // Redis could not serve it, and the caller still waits.
-func (s *Store) inMemory(ctx context.Context, n *node, err error) bool {
-	return s.o.Outage == OutageMemory && ctx.Err() == nil && n.down.Load() && IsUnavailable(err)
+func (s *Store) inMemory(ctx context.Context, n *outage.Node, err error) bool {
+	return s.o.Outage == OutageMemory && ctx.Err() == nil && n.Down() && IsUnavailable(err)
 }
 
 // probeClient returns a client of its own to the node the client c

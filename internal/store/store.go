@@ -18,9 +18,12 @@ import (
 
 	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/ceiling"
+	"github.com/breakerd/breakerd/internal/forgotten"
+	"github.com/breakerd/breakerd/internal/outage"
 	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/probe"
 	"github.com/breakerd/breakerd/internal/quorum"
+	"github.com/breakerd/breakerd/internal/replylost"
 	"github.com/breakerd/breakerd/internal/savings"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -100,11 +103,11 @@ type Options struct {
 	// daemon's metrics.
 	OnSaved func(breaker string, c savings.Counts)
 	// OnLost, when set, is called once for each state this daemon heard
-	// that it finds Redis has lost (forgotten.go): from an Allow, or from
+	// that it finds Redis has lost (internal/forgotten): from an Allow, or from
 	// FindLost. It must not block.
-	OnLost func(Lost)
+	OnLost func(forgotten.Lost)
 	// Log receives what no answer tells: a script's reply lost after
-	// Redis ran it (replylost.go). Default: discarded.
+	// Redis ran it (internal/replylost). Default: discarded.
 	Log *slog.Logger
 	// Tracer, when set, wraps each Allow and Record script in a span, a
 	// child of the call's (tracing.go). Default: none.
@@ -116,7 +119,7 @@ type Options struct {
 type Store struct {
 	rdb redis.UniversalClient
 	o   Options
-	out *outage
+	out *outage.Memory
 	// ceil is the live-breaker ceiling (internal/ceiling); nil without one.
 	ceil *ceiling.Ceiling
 	// policies is o.Policies, swapped whole by SetPolicies (a config
@@ -127,10 +130,10 @@ type Store struct {
 	pipe atomic.Pointer[coalescer]
 	// saved is the savings index (Savings).
 	saved *savings.Index
-	// fg remembers the lost states reported (forgotten.go).
-	fg *forgetting
-	// settling counts the lost Allows being settled (replylost.go).
-	settling atomic.Int32
+	// fg remembers the lost states reported (internal/forgotten).
+	fg *forgotten.Reports
+	// settler settles the replies lost (internal/replylost).
+	settler *replylost.Settler
 	// alerts is the alert quota (SetAlertQuota); it holds an AlertQuota.
 	alerts atomic.Value
 	// fixedArgs are the arguments of common that never change, converted
@@ -186,7 +189,7 @@ func New(rdb redis.UniversalClient, o Options) *Store {
 	if o.DecisionTimeout <= 0 {
 		o.DecisionTimeout = LaxDecisionTimeout
 	}
-	s := &Store{rdb: rdb, o: o, out: newOutage(), fg: &forgetting{reported: map[string]int64{}},
+	s := &Store{rdb: rdb, o: o, out: outage.New(), fg: forgotten.NewReports(o.OnLost), settler: &replylost.Settler{Log: o.Log},
 		fixedArgs: [3]any{o.EventsMaxLen, o.EventRetention.Milliseconds(), o.Channel}}
 	if o.MaxBreakers > 0 {
 		s.ceil = newCeiling(s)
@@ -287,7 +290,7 @@ func (s *Store) Allow(ctx context.Context, name, worker string) (*pb.AllowRespon
 // While Redis is unreachable it answers from memory, without the parent.
 func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent breaker.Parent) (res *pb.AllowResponse, due bool, err error) {
 	n := s.nodeOf(ctx, name)
-	if n.down.Load() {
+	if n.Down() {
 		res, err := s.memoryAllow(n, name, worker)
 		return res, false, err
 	}
@@ -393,10 +396,10 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 // Apply runs record.lua for in: one round trip, under in's policy and
 // group (never resolved again). Each call carries an id of its own, so
 // that Redis applies it once even when it is sent twice (lost replies:
-// replylost.go).
+// internal/replylost).
 func (s *Store) Apply(ctx context.Context, in RecordInput) (*pb.RecordResponse, error) {
 	n := s.nodeOf(ctx, in.Breaker)
-	if n.down.Load() {
+	if n.Down() {
 		return s.memoryRecord(n, in)
 	}
 	return s.record(ctx, in, n)
@@ -405,7 +408,7 @@ func (s *Store) Apply(ctx context.Context, in RecordInput) (*pb.RecordResponse, 
 // record runs record.lua for in. With the breaker's node n, a node that
 // cannot serve the call is answered from memory (Options.Outage), as
 // Apply answers; with nil, it is an error.
-func (s *Store) record(ctx context.Context, in RecordInput, n *node) (*pb.RecordResponse, error) {
+func (s *Store) record(ctx context.Context, in RecordInput, n *outage.Node) (*pb.RecordResponse, error) {
 	name, c, p, g := in.Breaker, in.Call, in.Policy, in.Group
 	// Only a failure, a slow success, or any call in window mode (it
 	// writes the window) can create state for a breaker that holds none,
@@ -424,8 +427,8 @@ func (s *Store) record(ctx context.Context, in RecordInput, n *node) (*pb.Record
 		quiet = q.Quiet(ctx)
 	}
 	argv := s.recordArgv(name, in.Worker, c, p, params)
-	argv.GroupOpen, argv.Quiet, argv.RecordID, argv.RecordTTL = open, quiet, newRecordID(), recordMemory.Milliseconds()
-	argv.MayCreate, argv.RecordKeep, argv.Trace = boolArg(mayTrip), recordsKept, c.Trace
+	argv.GroupOpen, argv.Quiet, argv.RecordID, argv.RecordTTL = open, quiet, replylost.NewRecordID(), replylost.RecordMemory.Milliseconds()
+	argv.MayCreate, argv.RecordKeep, argv.Trace = boolArg(mayTrip), replylost.RecordsKept, c.Trace
 	args := argv.args()
 	var res []any
 	var err error

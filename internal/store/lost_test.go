@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/breakerd/breakerd/internal/forgotten"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/tests/testredis"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
@@ -18,19 +19,19 @@ import (
 // losses collects what a store reports through Options.OnLost.
 type losses struct {
 	mu   sync.Mutex
-	seen []store.Lost
+	seen []forgotten.Lost
 }
 
-func (l *losses) add(x store.Lost) {
+func (l *losses) add(x forgotten.Lost) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.seen = append(l.seen, x)
 }
 
-func (l *losses) all() []store.Lost {
+func (l *losses) all() []forgotten.Lost {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]store.Lost(nil), l.seen...)
+	return append([]forgotten.Lost(nil), l.seen...)
 }
 
 // hear feeds the store every event of name's log, as the daemon's hub

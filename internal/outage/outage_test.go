@@ -1,0 +1,97 @@
+package outage_test
+
+import (
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/breakerd/breakerd/internal/breaker"
+	"github.com/breakerd/breakerd/internal/outage"
+	"github.com/breakerd/breakerd/internal/policy"
+	"github.com/breakerd/breakerd/internal/store"
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+)
+
+// TestShadowEventSeedsAShadowedMemoryBreaker: while Redis is away a
+// daemon starts its in-memory breakers from the events it heard; a shadow
+// trip seeds a breaker that still allows (its policy says nothing of
+// shadow: an operator had set it).
+func TestShadowEventSeedsAShadowedMemoryBreaker(t *testing.T) {
+	t.Parallel()
+	const now = 1_800_000_000_000
+	ev := &pb.Event{Breaker: "b", Kind: pb.EventKind_EVENT_KIND_TRANSITION, From: pb.State_STATE_CLOSED,
+		To: pb.State_STATE_OPEN, Generation: 3, CooldownMs: 30000, AtMs: now, Shadow: true}
+	for _, shadow := range []bool{true, false} {
+		ev.Shadow = shadow
+		st, ok := outage.SeedOf(ev)
+		if !ok {
+			t.Fatal("an open event seeds nothing")
+		}
+		table := breaker.NewTable()
+		table.Seed("b", st, now, 60000)
+		p := store.ParamsOf(policy.Default(), 0)
+		a := table.Allow("b", "w1", "t1", p, nil, now+1000, "")
+		want := pb.Decision_DECISION_DENIED_OPEN
+		if shadow {
+			want = pb.Decision_DECISION_ALLOWED
+		}
+		if a.Decision != want || shadow && a.ShadowDecision != pb.Decision_DECISION_DENIED_OPEN {
+			t.Errorf("memory Allow after an open event (shadow %v) = %v (shadow %v), want %v", shadow, a.Decision, a.ShadowDecision, want)
+		}
+	}
+}
+
+// TestJudgeInSendingOrder: a lost connection begins an outage at once;
+// other failures once Timeouts in a row, counted in the order decisions
+// were sent: an answer sent before the latest failure resets nothing, and
+// a failure the memory does not answer for counts for nothing.
+func TestJudgeInSendingOrder(t *testing.T) {
+	t.Parallel()
+	stall := errors.New("stalled")
+	n := outage.New().Node("")
+	if !n.Judge(n.Send(), io.EOF, true) {
+		t.Fatal("a lost connection: no outage")
+	}
+	n = outage.New().Node("")
+	early := n.Send()
+	for i := range outage.Timeouts - 1 {
+		if n.Judge(n.Send(), stall, true) {
+			t.Fatalf("outage after %d stalls", i+1)
+		}
+	}
+	if n.Judge(early, nil, true) || n.Judge(n.Send(), stall, false) {
+		t.Fatal("an answer or an uncounted failure began an outage")
+	}
+	if !n.Judge(n.Send(), stall, true) {
+		t.Fatalf("%d stalls in a row (an earlier-sent answer between): no outage", outage.Timeouts)
+	}
+}
+
+// TestEnterSeedsTheNodesBreakers: an outage seeds the node's table with
+// the states heard of its own breakers only, begins once however many
+// calls find it away, and answers from memory only when seeded.
+func TestEnterSeedsTheNodesBreakers(t *testing.T) {
+	t.Parallel()
+	m := outage.New()
+	for _, b := range []string{"here", "there"} {
+		m.Observe(&pb.Event{Breaker: b, To: pb.State_STATE_FORCED_OPEN, Generation: 2})
+	}
+	n := m.Node("a")
+	on := func(b string) (int64, bool) { return 60_000, b == "here" }
+	begun := 0
+	for range 2 {
+		m.Enter(n, "key", 1_000, false, on, func() { begun++ })
+	}
+	if begun != 1 || !n.Down() || !m.Degraded() || m.DownNode("a") != n || n.Key() != "key" {
+		t.Fatalf("begun %d times, down %v, degraded %v; want once, down", begun, n.Down(), m.Degraded())
+	}
+	if n.Seeded() {
+		t.Error("seeded before any listing seeded the memory")
+	}
+	if names := n.Table().Names(1_000); len(names) != 1 || names[0] != "here" {
+		t.Errorf("the node's table holds %v, want [here]", names)
+	}
+	if v := n.Table().Read("here", 1_000); v.State != "forced_open" {
+		t.Errorf("here reads %+v, want forced_open", v)
+	}
+}
