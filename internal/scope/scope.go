@@ -16,10 +16,12 @@
 // view keeps nothing: every child's Allow reads its parent.
 //
 // Staleness bound: a child's Allow sees its parent as the parent stood
-// when the last event about it reached this daemon. Between a parent's
-// transition in Redis and its event's delivery (milliseconds; the same
-// delay as a Watch stream's) a child may still be let through a parent
-// that has just opened, or denied by one an operator has just closed.
+// when the last event about it reached this daemon, or when this daemon
+// last ran one of the parent's scripts (a child's half, or a call naming
+// the parent itself). Between a parent's transition made through another
+// daemon and its event's delivery (milliseconds; the same delay as a
+// Watch stream's) a child may still be let through a parent that has just
+// opened, or denied by one an operator has just closed.
 // Time never makes the view stale: the parent's end of a denial (its next
 // probe, its lease's end, its pin's or pause's end) is passed with the
 // verdict and judged on the fleet's clock in the child's script; once it
@@ -134,7 +136,13 @@ func New(st *store.Store, hub *events.Hub, log *slog.Logger) *Scopes {
 func (s *Scopes) Allow(ctx context.Context, name, worker string) (*pb.AllowResponse, error) {
 	p := s.st.Policy(name)
 	if p.Parent == "" {
-		return s.st.Allow(ctx, name, worker)
+		// A parent in view learns from its own calls' answers too.
+		at := s.stampOf(name)
+		res, err := s.st.Allow(ctx, name, worker)
+		if err == nil && !res.GetDegraded() {
+			s.learnAllow(name, at, res)
+		}
+		return res, err
 	}
 	v, at, err := s.verdict(ctx, p.Parent)
 	if err != nil {
@@ -196,10 +204,17 @@ func (s *Scopes) release(ctx context.Context, parent, worker string, t *pb.Ticke
 // a failure of the parent's half is logged, not returned (the child's
 // half has counted).
 func (s *Scopes) Record(ctx context.Context, in store.RecordInput) (*pb.RecordResponse, error) {
+	at := s.stampOf(in.Breaker)
 	res, err := s.st.Apply(ctx, in)
 	p := in.Policy
-	if err != nil || p.Parent == "" || res.GetDegraded() {
+	if err != nil || res.GetDegraded() {
 		return res, err
+	}
+	// A parent in view learns from its own calls' answers too: a trip
+	// this daemon made is known before its event comes back.
+	s.learnState(in.Breaker, at, res.GetState())
+	if p.Parent == "" {
+		return res, nil
 	}
 	t := in.Ticket
 	lease := t.GetParentLeaseToken()
