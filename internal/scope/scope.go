@@ -17,8 +17,8 @@
 //
 // Staleness bound: a child's Allow sees its parent as the parent stood
 // when the last event about it reached this daemon, or when this daemon
-// last ran one of the parent's scripts (a child's half, or a call naming
-// the parent itself). Between a parent's transition made through another
+// last ran one of the parent's scripts (a child's half, or a Record
+// naming the parent itself). Between a parent's transition made through another
 // daemon and its event's delivery (milliseconds; the same delay as a
 // Watch stream's) a child may still be let through a parent that has just
 // opened, or denied by one an operator has just closed.
@@ -136,13 +136,7 @@ func New(st *store.Store, hub *events.Hub, log *slog.Logger) *Scopes {
 func (s *Scopes) Allow(ctx context.Context, name, worker string) (*pb.AllowResponse, error) {
 	p := s.st.Policy(name)
 	if p.Parent == "" {
-		// A parent in view learns from its own calls' answers too.
-		at := s.stampOf(name)
-		res, err := s.st.Allow(ctx, name, worker)
-		if err == nil && !res.GetDegraded() {
-			s.learnAllow(name, at, res)
-		}
-		return res, err
+		return s.st.Allow(ctx, name, worker)
 	}
 	v, at, err := s.verdict(ctx, p.Parent)
 	if err != nil {
