@@ -900,8 +900,8 @@ func ask[T any](ctx context.Context, c *Client, breaker string, b time.Duration,
 	)
 	if b > 0 { // (withBudget: a daemon back from a loss is spared it: pick.go)
 		rctx, cancel = context.WithDeadline(withBudget(context.WithoutCancel(ctx)), rpcEnd(ctx, max(c.o.rpcTimeout, b)))
-	} else { // no budget: the caller's context bounds the wait and the RPC
-		rctx, cancel = context.WithCancel(ctx)
+	} else { // no budget: the caller waits for the RPC, which a stalled daemon cannot hold past its timeout
+		rctx, cancel = context.WithDeadline(ctx, rpcEnd(ctx, c.o.rpcTimeout))
 	}
 	stop := context.AfterFunc(c.ctx, cancel)
 	type answer struct {
