@@ -271,7 +271,7 @@ phase_go() {
   # shellcheck disable=SC2086 # a tier's packages are words
   go_tier "$go_tier_beside" "$go_tier_beside" ${go_tier_packages[$go_tier_beside]} >"$log" 2>&1 &
   pid=$!
-  go_tier unit "" ./... || bad+=(unit)
+  go_tier unit differential ./... || bad+=(unit)  # with the differential test's 500 sequences
   for tier in "${go_tiers[@]}"; do
     # shellcheck disable=SC2086
     go_tier "$tier" "$tier" ${go_tier_packages[$tier]} || bad+=("$tier")
