@@ -11,9 +11,11 @@ import (
 )
 
 // TestAnsweredDecisionsKeepOneWorker: decisions answered within their
-// bound, one after another, all run on the one worker the first started,
-// and none is left outstanding for the watchdog; once the store closes,
-// the idle watchdog leaves.
+// bound, one after another, run on the kept workers, not a goroutine
+// each: on the one the first started, or a few (a worker that has handed
+// its answer back may be descheduled before it waits for the next, which
+// then starts another); none is left outstanding for the watchdog; once
+// the store closes, the idle watchdog leaves.
 func TestAnsweredDecisionsKeepOneWorker(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
 	defer rdb.Close()
@@ -27,8 +29,8 @@ func TestAnsweredDecisionsKeepOneWorker(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := s.dec.workers.Load(); n != 1 {
-		t.Fatalf("100 sequential decisions ran on %d kept workers, want 1", n)
+	if n := s.dec.workers.Load(); n < 1 || n > 4 {
+		t.Fatalf("100 sequential decisions ran on %d kept workers, want 1 to 4", n)
 	}
 	s.dec.mu.Lock()
 	outstanding := s.dec.head != nil
