@@ -598,13 +598,14 @@ phase_prometheus() {
 }
 
 phases=(lint go soak python python-latest typescript frameworks-latest release deploy ui prometheus)
-# Two lanes run side by side: the go phase in the foreground, with its
-# output as it is, and the others in a background lane, one after
-# another, each line prefixed with "[phase] ". The soak runs last, alone,
-# once both lanes are done: its observer counts degraded answers and would
-# read a starved host as Redis failing. On 2 cores the two lanes take
-# about as long each (CONTRIBUTING.md has the times).
-foreground=" go "
+# Two lanes run side by side, each phase after the one before: the
+# foreground lane the go phase and then the short phases named with it,
+# the background lane the others. The soak runs last, alone, once both
+# lanes are done: its observer counts degraded answers and would read a
+# starved host as Redis failing. On 2 cores the two lanes take about as
+# long each (CONTRIBUTING.md has the times). Every line of a phase but
+# go's is prefixed with "[phase] ".
+foreground=" go frameworks-latest release deploy ui prometheus "
 alone=" soak "
 
 # run_phase PHASE: the phase in a subshell of its own, timed; a phase
@@ -622,11 +623,11 @@ run_phase() {
 }
 
 # run_lane PHASE...: the phases in order, each whatever the one before
-# did. With PREFIX=1 every line is prefixed with its phase's name.
+# did, every line but the go phase's prefixed with its phase's name.
 run_lane() {
   local p
   for p in "$@"; do
-    if [ "${PREFIX:-}" = 1 ]; then run_phase "$p" 2>&1 | sed -u "s/^/[$p] /"; else run_phase "$p"; fi
+    if [ "$p" = go ]; then run_phase "$p"; else run_phase "$p" 2>&1 | sed -u "s/^/[$p] /"; fi
   done
 }
 
@@ -661,7 +662,7 @@ main() {
   phase_done setup
   if [ "${#bg[@]}" -gt 0 ]; then
     set -m  # the lane in a process group of its own, so cleanup can end it whole
-    PREFIX=1 run_lane "${bg[@]}" &
+    run_lane "${bg[@]}" &
     bg_pids+=("$!")
     set +m
   fi
