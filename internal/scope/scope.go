@@ -198,7 +198,7 @@ func (s *Scopes) release(ctx context.Context, parent, worker string, t *pb.Ticke
 // a failure of the parent's half is logged, not returned (the child's
 // half has counted).
 func (s *Scopes) Record(ctx context.Context, in store.RecordInput) (*pb.RecordResponse, error) {
-	at := s.stampOf(in.Breaker)
+	at, inView := s.stampIn(in.Breaker)
 	res, err := s.st.Apply(ctx, in)
 	p := in.Policy
 	if err != nil || res.GetDegraded() {
@@ -206,7 +206,9 @@ func (s *Scopes) Record(ctx context.Context, in store.RecordInput) (*pb.RecordRe
 	}
 	// A parent in view learns from its own calls' answers too: a trip
 	// this daemon made is known before its event comes back.
-	s.learnState(in.Breaker, at, res.GetState())
+	if inView {
+		s.learnState(in.Breaker, at, res.GetState())
+	}
 	if p.Parent == "" {
 		return res, nil
 	}
@@ -357,12 +359,19 @@ func (s *Scopes) Heard(parent string) uint64 { return s.stampOf(parent).ver }
 
 // stampOf returns the parent's entry stamp (zero for a parent not in view).
 func (s *Scopes) stampOf(parent string) stamp {
+	at, _ := s.stampIn(parent)
+	return at
+}
+
+// stampIn is stampOf, and whether the view holds an entry for parent at
+// all: a breaker no call has read as a parent has nothing to learn.
+func (s *Scopes) stampIn(parent string) (stamp, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e := s.entries[parent]; e != nil {
-		return stamp{e.ver, e.seq}
+		return stamp{e.ver, e.seq}, true
 	}
-	return stamp{}
+	return stamp{}, false
 }
 
 // verdict returns the parent's verdict from the view, reading the parent
