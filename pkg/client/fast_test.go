@@ -40,12 +40,26 @@ func known(t *testing.T, d *daemontest.Daemon, c *Client, name string) {
 	if err := c.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	var last struct {
+		e  *entry
+		st *pb.BreakerState
+	}
+	defer func() {
+		if t.Failed() {
+			if last.e != nil {
+				t.Logf("last seen: %s's view %+v (snapshot %v); breakerd %v", c.WorkerID(), *last.e, last.e.st, last.st)
+			} else {
+				t.Logf("last seen: %s's view holds nothing of %s; breakerd %v", c.WorkerID(), name, last.st)
+			}
+		}
+	}()
 	eventually(t, c.WorkerID()+" sees "+name+" as breakerd has it", func() bool {
 		st, err := d.Store.Get(context.Background(), name)
 		if err != nil {
 			return false
 		}
 		e := c.view.get(name)
+		last.e, last.st = e, st
 		return e != nil && agrees(e, st)
 	})
 }
