@@ -33,7 +33,7 @@ import { guardedTool, guardToolOptions } from "../src/adapters/openai-agents.js"
 import * as plain from "../src/adapters/tools.js";
 import { startDaemon, uniq, type Daemon } from "./daemon.js";
 import { serve, within, type Served } from "./helpers.js";
-import { registerTracing, startSink, type Sink } from "./otlp.js";
+import { registerTracing, startSink, type Sink, type Tracing } from "./otlp.js";
 import { ScriptedModel } from "./scripted.js";
 
 let daemon: Daemon;
@@ -402,6 +402,22 @@ async function tracedDaemon(): Promise<{ daemon: Daemon; sink: Sink }> {
   return traced;
 }
 
+/** withTracedTrip trips the breaker `traced-<id>` (a failure from each of two workers), then runs fn with the application's tracing registered and a third worker to call through the traced daemon; no refund reaches the vendor. */
+async function withTracedTrip(id: string, fn: (t: { url: string; worker: string; breaker: string; sink: Sink; tracing: Tracing }) => Promise<void>): Promise<void> {
+  const { daemon: d, sink } = await tracedDaemon();
+  const breaker = `${prefix}:traced-${id}`;
+  await failOnce(`${id}-w1`, breaker);
+  await failOnce(`${id}-w2`, breaker);
+  const before = refunds();
+  const tracing = registerTracing();
+  try {
+    await fn({ url: d.url, worker: `${id}-w3`, breaker, sink, tracing });
+  } finally {
+    tracing.disable();
+  }
+  assert.equal(refunds() - before, 0);
+}
+
 /** deniedTool checks the span named name of a tool call the tripped breaker denied, and the daemon's Allow span under it. */
 async function deniedTool(spans: ReadableSpan[], name: string, breaker: string, sink: Sink): Promise<void> {
   const tool = spans.filter((s) => s.name === name);
@@ -429,15 +445,9 @@ async function aiTelemetry(): Promise<{ telemetry: Record<string, unknown>; tool
 }
 
 test("Vercel AI SDK, traced: a denied tool call's span carries the decision, the daemon's Allow span its child", async () => {
-  const { daemon: d, sink } = await tracedDaemon();
-  const breaker = `${prefix}:traced-ai`;
-  await failOnce("tai-w1", breaker);
-  await failOnce("tai-w2", breaker);
-  const before = refunds();
-  const tracing = registerTracing();
-  try {
+  await withTracedTrip("ai", async ({ url, worker, breaker, sink, tracing }) => {
     const { telemetry, toolSpan } = await aiTelemetry();
-    const run = new Run(new Client({ urls: d.url, workerId: "tai-w3", allowBudgetMs: 5000 }));
+    const run = new Run(new Client({ urls: url, workerId: worker, allowBudgetMs: 5000 }));
     const steps: Step[] = [];
     const tools = guardTools(run, aiTools(), { breakers: { refund_charge: breaker } });
     const result = await generateText({
@@ -447,21 +457,12 @@ test("Vercel AI SDK, traced: a denied tool call's span carries the decision, the
     const out = result.steps[0]?.toolResults[0]?.output;
     assert.equal((JSON.parse(String(out)) as { status: string }).status, "circuit_open", "the model read the denial");
     await deniedTool(tracing.exporter.getFinishedSpans(), toolSpan, breaker, sink);
-  } finally {
-    tracing.disable();
-  }
-  assert.equal(refunds() - before, 0);
+  });
 });
 
 test("OpenAI Agents SDK, traced: a denied tool call's execute_tool span carries the decision, the daemon's Allow span its child", async () => {
-  const { daemon: d, sink } = await tracedDaemon();
-  const breaker = `${prefix}:traced-agents`;
-  await failOnce("tag-w1", breaker);
-  await failOnce("tag-w2", breaker);
-  const before = refunds();
-  const tracing = registerTracing();
-  try {
-    const run = new Run(new Client({ urls: d.url, workerId: "tag-w3", allowBudgetMs: 5000 }));
+  await withTracedTrip("agents", async ({ url, worker, breaker, sink, tracing }) => {
+    const run = new Run(new Client({ urls: url, workerId: worker, allowBudgetMs: 5000 }));
     const parameters = { type: "object" as const, properties: {}, required: [], additionalProperties: false as const };
     const defs = [{ name: "refund_charge", description: "Refund a charge.", parameters, strict: true as const, execute: async () => JSON.stringify(await callVendor("/refund")) }];
     const model = new ScriptedModel();
@@ -478,8 +479,5 @@ test("OpenAI Agents SDK, traced: a denied tool call's execute_tool span carries 
     assert.equal(tool.parentSpanContext?.spanId, agentSpan.spanContext().spanId, "the tool's span is the run's child");
     assert.equal(tool.attributes["gen_ai.operation.name"], "execute_tool");
     assert.equal(tool.attributes["gen_ai.tool.name"], "refund_charge");
-  } finally {
-    tracing.disable();
-  }
-  assert.equal(refunds() - before, 0);
+  });
 });
