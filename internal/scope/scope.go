@@ -78,6 +78,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/breaker"
@@ -138,6 +139,8 @@ func (s *Scopes) Allow(ctx context.Context, name, worker string) (*pb.AllowRespo
 	if p.Parent == "" {
 		return s.st.Allow(ctx, name, worker)
 	}
+	// The parent's read and the child's decision share one bound.
+	ctx = store.DecisionBegun(ctx, time.Now())
 	v, at, err := s.verdict(ctx, p.Parent)
 	if err != nil {
 		// The parent cannot be read (its slot does not answer): the child
@@ -384,7 +387,11 @@ func (s *Scopes) verdict(ctx context.Context, parent string) (breaker.Parent, st
 
 // view is verdict with the parent's state it was judged on, read again
 // when reread (nil: never) says the verdict the view holds will not do.
+// A decision waits on the read, its own or another call's: it is bounded
+// as the decision is (store.WithinDecision).
 func (s *Scopes) view(ctx context.Context, parent string, reread func(breaker.Parent) bool) (breaker.Parent, *pb.BreakerState, stamp, error) {
+	ctx, cancel := s.st.WithinDecision(ctx)
+	defer cancel()
 	s.mu.Lock()
 	s.follow()
 	e := s.entries[parent]

@@ -17,7 +17,7 @@ func (s *Store) Exists(ctx context.Context, breaker string) (bool, error) {
 	if n.Down() {
 		return true, nil // not Redis's to say: the call is answered from memory
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.decisionBound(ctx))
+	ctx, cancel := s.WithinDecision(ctx)
 	defer cancel()
 	ok, err := s.rdb.Exists(ctx, keys(breaker)[0]).Result()
 	if err != nil {

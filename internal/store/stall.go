@@ -21,8 +21,10 @@ import (
 // the caller's: one still outstanding when it passes counts as Redis
 // failing (OutageTimeouts in a row send its node to memory), even when
 // its caller has stopped waiting, and no caller waits on it past it.
-// Only the decision scripts are bound so: List, Events, SCAN and savings
-// reads may take longer and keep go-redis's read timeout.
+// Only the decision scripts and the reads a decision waits on (the
+// new-breaker quota's Exists, a child's read of its parent) are bound so:
+// List, Events, SCAN and savings reads may take longer and keep go-redis's
+// read timeout.
 
 // DefaultDecisionTimeout is Options.DecisionTimeout's default: far above
 // a decision script's round trip on a loaded host (a few milliseconds),
@@ -49,10 +51,23 @@ type decisionBegunKey struct{}
 
 // DecisionBegun returns ctx marked as a call whose decision began at t,
 // before the store was asked for it: the reads the call waits on first
-// (the new-breaker quota's Exists) and its decision script then share one
-// Options.DecisionTimeout from t, rather than each taking a whole one.
+// (the new-breaker quota's Exists, a child's read of its parent) and its
+// decision scripts then share one Options.DecisionTimeout from t, rather
+// than each taking a whole one. A ctx marked already keeps its mark: the
+// call's first read began the bound.
 func DecisionBegun(ctx context.Context, t time.Time) context.Context {
+	if _, ok := ctx.Value(decisionBegunKey{}).(time.Time); ok {
+		return ctx
+	}
 	return context.WithValue(ctx, decisionBegunKey{}, t)
+}
+
+// WithinDecision returns ctx bounded as a read a decision waits on: by
+// what is left of the decision timeout for ctx's call (DecisionBegun), so
+// that a stalled Redis fails the read within the daemon's bound, not at
+// the caller's deadline.
+func (s *Store) WithinDecision(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.decisionBound(ctx))
 }
 
 // decisionBound is what is left of the decision timeout for ctx's call
