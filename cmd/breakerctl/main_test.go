@@ -110,6 +110,7 @@ func find(states []stateView, name string) *stateView {
 }
 
 func TestListAndStatusShowATrippedBreaker(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := start(t, b)
 		env := at(d)
@@ -166,6 +167,7 @@ func TestListAndStatusShowATrippedBreaker(t *testing.T) {
 }
 
 func TestForceOpenForceCloseAutoAndEvents(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := start(t, b)
 		env := at(d)
@@ -220,6 +222,7 @@ func TestForceOpenForceCloseAutoAndEvents(t *testing.T) {
 }
 
 func TestStatusOfAnUnknownBreakerExits3(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := start(t, b)
 		name := b.Breaker("web_serach")
@@ -237,6 +240,7 @@ func TestStatusOfAnUnknownBreakerExits3(t *testing.T) {
 }
 
 func TestUnreachableDaemonExits5(t *testing.T) {
+	t.Parallel()
 	addr := testredis.FreeAddr(t)
 	for _, args := range [][]string{{"list"}, {"status", "x"}, {"force-open", "x", "--reason", "r"}, {"auto", "x"}, {"events"}, {"watch"}} {
 		r := ctl(t, map[string]string{"BREAKERCTL_ADDR": addr}, args...)
@@ -252,6 +256,7 @@ func TestUnreachableDaemonExits5(t *testing.T) {
 }
 
 func TestRedisDownExits5(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	d := start(t, b)
 	b.Mini.Close()
@@ -262,6 +267,7 @@ func TestRedisDownExits5(t *testing.T) {
 }
 
 func TestUsageErrorsExit2AndReachNoOne(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	d := start(t, b)
 	for _, args := range [][]string{
@@ -329,6 +335,7 @@ func (g *gate) Get(ctx context.Context, _ *pb.GetRequest) (*pb.GetResponse, erro
 }
 
 func TestTokenIsSentAsBearerMetadata(t *testing.T) {
+	t.Parallel()
 	g := &gate{}
 	srv := grpc.NewServer()
 	pb.RegisterBreakerServiceServer(srv, g)
@@ -371,6 +378,7 @@ func TestTokenIsSentAsBearerMetadata(t *testing.T) {
 }
 
 func TestWatchPrintsTransitionsLive(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d1 := start(t, b)
 		d2 := start(t, b)
@@ -436,6 +444,7 @@ func waitFor(t *testing.T, w *daemontest.Buffer, want string) {
 }
 
 func TestHelpOfEveryCommandIsComplete(t *testing.T) {
+	t.Parallel()
 	root := must(t, nil, "--help").stdout
 	cmds := map[string][]string{
 		"list":        {"--state", "half_open", "forced", "--json"},
@@ -466,6 +475,7 @@ func TestHelpOfEveryCommandIsComplete(t *testing.T) {
 }
 
 func TestVersionNeedsNoDaemon(t *testing.T) {
+	t.Parallel()
 	out := must(t, nil, "--version").stdout
 	if !strings.HasPrefix(out, "breakerctl ") || !strings.Contains(out, "(commit ") || !strings.Contains(out, "go1.") {
 		t.Errorf("breakerctl --version = %q, want version, commit and Go version", out)
@@ -473,6 +483,7 @@ func TestVersionNeedsNoDaemon(t *testing.T) {
 }
 
 func TestListReadsInPages(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := start(t, b)
 		env := at(d)
@@ -512,6 +523,7 @@ func TestListReadsInPages(t *testing.T) {
 }
 
 func TestStatusShowsTheWindow(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		p := policy.Default()
 		p.Mode, p.MinCalls = policy.ModeWindow, 4
@@ -569,6 +581,7 @@ func TestStatusShowsTheWindow(t *testing.T) {
 }
 
 func TestStatusShowsTheSlowRun(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		p := policy.Default()
 		p.SlowCall, p.SlowCallThreshold = 2*time.Second, 5
@@ -615,6 +628,7 @@ func TestStatusShowsTheSlowRun(t *testing.T) {
 }
 
 func TestStatusShowsTheOpenFractionCap(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		p := policy.Default()
 		p.Threshold, p.MinWorkers = 1, 1
@@ -664,6 +678,7 @@ func TestStatusShowsTheOpenFractionCap(t *testing.T) {
 // shadow mode; list, status and events show the state enforced with the
 // shadow state beside it, and the shadow transitions marked.
 func TestShadowCommandAndShadowState(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := start(t, b)
 		env := at(d)
@@ -711,6 +726,7 @@ func TestShadowCommandAndShadowState(t *testing.T) {
 }
 
 func TestSavingsShowsWhatABreakerSaved(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	d := start(t, b)
 	name := b.Breaker("paid")

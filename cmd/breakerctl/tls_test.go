@@ -17,6 +17,7 @@ import (
 )
 
 func TestTLSWithCAAndClientCertificate(t *testing.T) {
+	t.Parallel()
 	p := testtls.New(t)
 	notACert := filepath.Join(t.TempDir(), "not-a-cert.pem")
 	if err := os.WriteFile(notACert, []byte("x"), 0o600); err != nil {

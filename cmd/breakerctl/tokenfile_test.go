@@ -13,6 +13,7 @@ import (
 )
 
 func TestTokenFile(t *testing.T) {
+	t.Parallel()
 	g := &gate{}
 	srv := grpc.NewServer()
 	pb.RegisterBreakerServiceServer(srv, g)

@@ -12,6 +12,7 @@ import (
 // shadow mode (enforced closed) shows the failures that tripped it, not
 // its emptied window, and no slow run.
 func TestCellsFollowTheShadowMachine(t *testing.T) {
+	t.Parallel()
 	s := &pb.BreakerState{State: pb.State_STATE_CLOSED, Shadow: true, ShadowState: pb.State_STATE_OPEN,
 		WindowMode: true, Failures: 5, SlowCallMs: 2000}
 	if got := failuresCell(s); got != "5" {
@@ -32,6 +33,7 @@ func TestCellsFollowTheShadowMachine(t *testing.T) {
 // --json gives the counting fields for each breaker, zeros included, and
 // the group's fields for each breaker in a group.
 func TestJSONKeepsZeros(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		st       *pb.BreakerState
 		want     []string
@@ -61,6 +63,7 @@ func TestJSONKeepsZeros(t *testing.T) {
 }
 
 func TestDue(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		at, asOf int64
 		want     string

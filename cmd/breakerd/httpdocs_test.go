@@ -108,6 +108,7 @@ func (f *sseFollower) await(t *testing.T, what string, re *regexp.Regexp) []stri
 // with a tool_result and deny_until_ms, a stream follows it, drops, and
 // resumes with Last-Event-ID to receive the event it missed.
 func TestHTTPDocsCurlLinesRun(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("curl is not installed: scripts/test.sh installs it (the need map)")
 	}

@@ -80,6 +80,7 @@ func (p *proc) stop(t *testing.T) {
 }
 
 func TestBootsServesAndStopsOnSIGTERM(t *testing.T) {
+	t.Parallel()
 	addr := testredis.FreeAddr(t)
 	p := startDaemon(t, "--listen", addr)
 	out := p.out
@@ -111,6 +112,7 @@ func TestBootsServesAndStopsOnSIGTERM(t *testing.T) {
 }
 
 func TestRefusesToStartOnBadConfig(t *testing.T) {
+	t.Parallel()
 	bad := filepath.Join(t.TempDir(), "policy.yaml")
 	if err := os.WriteFile(bad, []byte("breakers:\n  - match: \"web_*\"\n    min_workers: 0\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -132,6 +134,7 @@ func TestRefusesToStartOnBadConfig(t *testing.T) {
 }
 
 func TestHelpVersionAndUsageErrors(t *testing.T) {
+	t.Parallel()
 	exit := func(err error) int {
 		if ee, ok := err.(*exec.ExitError); ok {
 			return ee.ExitCode()
@@ -163,6 +166,7 @@ func TestHelpVersionAndUsageErrors(t *testing.T) {
 }
 
 func TestCheckConfigPrintsWarningsAndEffectivePolicies(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := func(name, body string) string {
 		p := filepath.Join(dir, name)
@@ -230,6 +234,7 @@ crm: defaults
 // --check-config names a breaker's open-fraction group, warns about a
 // shadowed group, and exits 1 naming a bad group's field.
 func TestCheckConfigShowsGroups(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := func(name, body string) string {
 		p := filepath.Join(dir, name)
@@ -265,6 +270,7 @@ func TestCheckConfigShowsGroups(t *testing.T) {
 // TestServesHTTPJSONBesideGRPC: with --http-listen the same daemon answers
 // HTTP/JSON (health, an Allow) and stops cleanly on SIGTERM.
 func TestServesHTTPJSONBesideGRPC(t *testing.T) {
+	t.Parallel()
 	httpAddr := testredis.FreeAddr(t)
 	p := startDaemon(t, "--listen", testredis.FreeAddr(t), "--http-listen", httpAddr)
 	awaitHealthy(t, p, httpAddr)

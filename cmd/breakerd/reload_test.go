@@ -34,6 +34,7 @@ func until(t *testing.T, what string, out *daemontest.Buffer, cond func() bool) 
 }
 
 func TestSIGHUPReloadsThePolicyAndRejectsABadOne(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	policyFile := filepath.Join(dir, "policy.yaml")
 	write := func(s string) {
@@ -100,6 +101,7 @@ func TestSIGHUPReloadsThePolicyAndRejectsABadOne(t *testing.T) {
 }
 
 func TestSIGHUPWithoutAPolicyFileIsLoggedNotFatal(t *testing.T) {
+	t.Parallel()
 	addr := testredis.FreeAddr(t)
 	p := startDaemon(t, "--listen", addr)
 	out := p.out

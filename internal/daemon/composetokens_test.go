@@ -15,6 +15,7 @@ import (
 // each worker identity its own token bound to that one id, never a glob
 // one holder could use to be a quorum of workers alone.
 func TestSecurityComposeGivesEachWorkerItsOwnToken(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cmd := exec.Command("bash", "../../scripts/compose-secrets.sh", dir)
 	cmd.Env = append(os.Environ(), "WORKERS=agent-1 agent-2 agent-3")

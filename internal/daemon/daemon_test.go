@@ -28,6 +28,7 @@ import (
 // NOT_SERVING while Redis is away; with the default (memory) the daemon
 // stays SERVING and answers from memory, degraded, until Redis is back.
 func TestHealthFollowsRedis(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"unavailable", "memory"} {
 		t.Run(mode, func(t *testing.T) { testHealthFollowsRedis(t, mode) })
 	}

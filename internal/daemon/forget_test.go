@@ -40,6 +40,7 @@ func healthOf(t *testing.T, hs *health.Server) healthpb.HealthCheckResponse_Serv
 // unavailable; both report SERVING once Redis answers. The checks are
 // triggered directly.
 func TestHealthTellsOneStory(t *testing.T) {
+	t.Parallel()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, inMemory := range []bool{true, false} {
 		want := healthpb.HealthCheckResponse_NOT_SERVING

@@ -20,6 +20,7 @@ import (
 // over TLS, refuses an unknown token and serves a worker's; the status
 // page's files are served behind the same listener limits.
 func TestRunServesHTTPWithTheGRPCListenersTrust(t *testing.T) {
+	t.Parallel()
 	pki := testtls.New(t)
 	tokens := filepath.Join(t.TempDir(), "tokens.yaml")
 	const wToken = "worker-token-0123456789"

@@ -201,6 +201,7 @@ func TestSecurityUnauthenticatedConnectionsCannotFillTheCap(t *testing.T) {
 // nothing for --preauth-idle, while one on a connection that made an
 // authenticated call lives on.
 func TestSecurityHealthWatchStreamsAreSharedPerSource(t *testing.T) {
+	t.Parallel()
 	addr, _ := runSecured(t, "--tokens", secTokens(t), "--open-max-streams", "4", "--open-max-streams-per-source", "2", "--preauth-idle", "1s")
 	watch := func(conn healthpb.HealthClient) (healthpb.Health_WatchClient, error) {
 		s, err := conn.Watch(context.Background(), &healthpb.HealthCheckRequest{})

@@ -27,6 +27,7 @@ import (
 // next Allow is the probe, and the check is counted in the metrics. Time
 // is the wall clock here (a 200ms interval), waited on as a condition.
 func TestDaemonRunsRecoveryChecks(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		var hits atomic.Int64
 		vendor := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))

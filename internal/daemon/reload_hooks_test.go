@@ -24,6 +24,7 @@ import (
 // receiving and its replacement starts, without a restart; a bad file is
 // rejected and the hooks in force keep delivering.
 func TestHooksReloadSwapsTheHooks(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	got := map[string]int{}
 	receiver := func(name string) *httptest.Server {

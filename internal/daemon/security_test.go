@@ -164,6 +164,7 @@ func isTimeout(err error) bool {
 // handshakes is closed after --handshake-timeout, and one whose calls
 // have ended after --idle-timeout (GOAWAY, then closed).
 func TestSecurityIdleConnectionsAreClosed(t *testing.T) {
+	t.Parallel()
 	addr, _ := runSecured(t, "--handshake-timeout", "200ms", "--idle-timeout", "300ms")
 	silent, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -424,6 +425,7 @@ func nextEvent(s pb.BreakerService_WatchClient, e **pb.Event) error {
 // count against --max-conns with the gRPC listener's: with three that
 // made a call with a token held, a fourth is closed at accept.
 func TestSecurityHTTPListenerHoldsTheSameLimits(t *testing.T) {
+	t.Parallel()
 	httpAddr := testredis.FreeAddr(t)
 	runSecured(t, "--tokens", secTokens(t), "--http-listen", httpAddr, "--max-header-bytes", "8192", "--max-conns", "3")
 	post := func(pad string) int {
@@ -473,6 +475,7 @@ func TestSecurityHTTPListenerHoldsTheSameLimits(t *testing.T) {
 // token's next read is ResourceExhausted before it is decoded, and
 // another token's reads are its own.
 func TestSecurityWatchSnapshotTakesATokensReadSlot(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	proxy := testredis.NewProxy(t, b.Addr)
 	httpAddr := testredis.FreeAddr(t)

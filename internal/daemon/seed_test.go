@@ -74,6 +74,7 @@ func (d *pinnedDaemon) allow() (*pb.AllowResponse, error) {
 // --metrics-listen, denies it from memory once Redis is cut: its
 // background listing seeded the pin it never heard.
 func TestDaemonStartedAfterForceKnowsThePin(t *testing.T) {
+	t.Parallel()
 	d := startPinned(t, nil)
 	daemontest.Eventually(t, "the daemon to answer from Redis", func() bool {
 		a, err := d.allow()

@@ -167,6 +167,7 @@ func trip(t *testing.T, st *store.Store, breaker string) {
 }
 
 func TestOneDeliveryPerEventAcrossThreeDaemons(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		r := newReceiver(t)
 		var ds []*daemontest.Daemon
@@ -230,6 +231,7 @@ func TestOneDeliveryPerEventAcrossThreeDaemons(t *testing.T) {
 }
 
 func TestDeliveryRetriedUntilTheHookComesBack(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		r := newReceiver(t)
 		r.set(http.StatusServiceUnavailable)
@@ -337,6 +339,7 @@ func holder(t *testing.T, b *testredis.Backend, group, breaker string) string {
 }
 
 func TestDeliveryReclaimedAfterADaemonDies(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		r := newReceiver(t)
 		hold := make(chan struct{})
@@ -378,6 +381,7 @@ func TestDeliveryReclaimedAfterADaemonDies(t *testing.T) {
 }
 
 func TestSlowDeliveryIsNotTakenOver(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		r := newReceiver(t)
 		hold := make(chan struct{})
@@ -442,6 +446,7 @@ func liveFor(t *testing.T, b *testredis.Backend, group, breaker string, d time.D
 }
 
 func TestDeliveryGivesUpAfterABoundedTime(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		r := newReceiver(t)
 		r.set(http.StatusInternalServerError)
@@ -467,6 +472,7 @@ func TestDeliveryGivesUpAfterABoundedTime(t *testing.T) {
 }
 
 func TestHooksFilterEventsAndBreakers(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		r := newReceiver(t)
 		d := daemontest.StartWith(t, b, daemontest.Options{Hooks: hookOptions(b, r, nil, func(h *hooks.Hook) {
@@ -501,6 +507,7 @@ func TestHooksFilterEventsAndBreakers(t *testing.T) {
 }
 
 func TestNewHookStartsAtItsFirstConfiguration(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		r := newReceiver(t)
 		name := b.Breaker("web_search")
@@ -524,6 +531,7 @@ func TestNewHookStartsAtItsFirstConfiguration(t *testing.T) {
 }
 
 func TestParse(t *testing.T) {
+	t.Parallel()
 	fromEnv := "whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
 	env := func(k string) string { return map[string]string{"S": fromEnv}[k] }
 	good := `
@@ -574,6 +582,7 @@ hooks:
 }
 
 func TestEventName(t *testing.T) {
+	t.Parallel()
 	tr := pb.EventKind_EVENT_KIND_TRANSITION
 	for _, c := range []struct {
 		e    *pb.Event
@@ -597,6 +606,7 @@ func TestEventName(t *testing.T) {
 }
 
 func TestStreamThatExpiredGetsItsGroupBack(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		r := newReceiver(t)
 		d := daemontest.StartWith(t, b, daemontest.Options{Hooks: hookOptions(b, r, nil, nil)})
@@ -622,6 +632,7 @@ func TestStreamThatExpiredGetsItsGroupBack(t *testing.T) {
 }
 
 func TestHookURLStaysOutOfTheLog(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	var logs daemontest.Buffer
 	// Nothing listens there; the path stands for a secret such as a chat
@@ -645,6 +656,7 @@ func TestHookURLStaysOutOfTheLog(t *testing.T) {
 // with client.VerifyWebhook takes the daemon's, and refuses the same
 // request replayed after the tolerance and one with a tampered body.
 func TestDeliveriesFollowStandardWebhooks(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	r := newReceiver(t)
 	sentAt := time.Unix(1_800_000_000, 0)
@@ -723,6 +735,7 @@ func TestDeliveriesFollowStandardWebhooks(t *testing.T) {
 // its attempts counted as failures; the other host never sees the signed
 // body.
 func TestRedirectsAreNotFollowed(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	elsewhere := newReceiver(t)
 	var redirected atomic.Int64
@@ -762,6 +775,7 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 // daemon delivers it from the copy it holds once the hook recovers, and
 // never claims another daemon took it over (there is none).
 func TestEventTrimmedInDeliveryIsStillDelivered(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		r := newReceiver(t)
 		r.set(http.StatusInternalServerError)
@@ -817,6 +831,7 @@ func TestEventTrimmedInDeliveryIsStillDelivered(t *testing.T) {
 // the stream no longer holds them, Redis 7.0; a TODO in miniredis's
 // cmd_stream.go).
 func TestTrimmedPendingEventOfAStoppedDaemonIsCounted(t *testing.T) {
+	t.Parallel()
 	for _, bk := range []struct {
 		name    string
 		backend func(testing.TB) *testredis.Backend
@@ -876,6 +891,7 @@ func trimmedPendingEventIsCounted(t *testing.T, b *testredis.Backend) {
 // hooks that ask for "opened", marked shadow, its reason saying it would
 // have opened.
 func TestShadowTripIsDeliveredMarked(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		r := newReceiver(t)
 		p := policy.Default()
@@ -925,6 +941,7 @@ func signedBy(secret string, rq request) bool {
 // X-Breakerd-Signature (it signs no timestamp, so a captured delivery
 // would replay forever); the Standard Webhooks signature verifies.
 func TestSecurityDeliveriesCarryNoReplayableSignature(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	r := newReceiver(t)
 	o := hookOptions(b, r, nil, nil)
@@ -993,6 +1010,7 @@ func (r *slowReceiver) arrived() []string {
 // when the test moves it, time passes in steps each after the deliveries
 // in flight were refreshed, until the waiting events are past MinIdle.
 func TestSlowReceiverGetsEachEventOnce(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	r := newSlowReceiver(t)
 	const minIdle = 300 * time.Millisecond // the heartbeat refreshes every 100 ms

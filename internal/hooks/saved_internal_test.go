@@ -6,6 +6,7 @@ import (
 )
 
 func TestSpellWords(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		d    time.Duration
 		want string

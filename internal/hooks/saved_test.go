@@ -24,6 +24,7 @@ import (
 // close counts only its own; the trip carries nothing. The receiver's
 // bodies are the witness.
 func TestCloseSaysWhatTheSpellSaved(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		r := newReceiver(t)
 		name := b.Breaker("web_search")

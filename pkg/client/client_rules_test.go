@@ -25,6 +25,7 @@ func readClientRules(t *testing.T) conformance.ClientRules {
 // TestFallbackFollowsClientRules: the local fallback's defaults and the
 // headers CheckResponse keeps are client_rules.json's.
 func TestFallbackFollowsClientRules(t *testing.T) {
+	t.Parallel()
 	rules := readClientRules(t)
 	p := LocalPolicy{}.withDefaults()
 	got := rules.Defaults
@@ -51,6 +52,7 @@ func TestFallbackFollowsClientRules(t *testing.T) {
 // recorded threshold times, and the local circuit opens exactly when the
 // row counts.
 func TestFallbackCountsAsClientRulesSay(t *testing.T) {
+	t.Parallel()
 	rules := readClientRules(t)
 	table, err := conformance.ReadClassification()
 	if err != nil {

@@ -89,6 +89,7 @@ func TestConformanceFallback(t *testing.T) {
 // result, a run's notice for the notice) and holds each fallback case to
 // what the local fallback builds.
 func TestConformanceRenderThroughTheClient(t *testing.T) {
+	t.Parallel()
 	cases, err := conformance.ReadRender()
 	if err != nil {
 		t.Fatal(err)
@@ -141,6 +142,7 @@ func scopeOf(word string) pb.DenialScope {
 // from its own memory (its Redis unreachable: AllowResponse.degraded)
 // renders with degraded true, as conformance/README.md's degraded says.
 func TestDaemonDegradedDenialRendersDegraded(t *testing.T) {
+	t.Parallel()
 	p := permitOf("b", &pb.AllowResponse{Decision: pb.Decision_DECISION_DENIED_OPEN, Degraded: true,
 		Denial: &pb.Denial{Decision: pb.Decision_DECISION_DENIED_OPEN, Status: "circuit_open", Reason: "it is failing"}}, time.UnixMilli(1))
 	d, ok := AsDenial(DeniedError(p), "search")

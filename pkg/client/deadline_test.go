@@ -48,6 +48,7 @@ func (h *hops) Allow(ctx context.Context, _ *pb.AllowRequest) (*pb.AllowResponse
 // Before, the RPC had a bound of its own (the RPC timeout) detached from
 // the caller's: a late daemon could run it past the caller's deadline.
 func TestFailoverSpendsOnlyTheCallersDeadline(t *testing.T) {
+	t.Parallel()
 	h := &hops{release: make(chan struct{}), arrived: make(chan time.Time, 8)}
 	c := dial(t, serveFake(t, h)+","+serveFake(t, h), "w", WithAllowBudget(10*time.Second), WithRPCTimeout(10*time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)

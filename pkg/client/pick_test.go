@@ -13,6 +13,7 @@ import (
 // caller waits on within a budget goes to the slow live daemon, never to
 // the one on probation; a call with no budget may still try it.
 func TestPassedOverSparesTheDaemonOnProbation(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	live := &daemonConn{pending: map[uint64]time.Time{1: now.Add(-time.Second)}} // slow: a call out for 1 s
 	back := &daemonConn{pending: map[uint64]time.Time{}, probation: true}

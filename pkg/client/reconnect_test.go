@@ -87,6 +87,7 @@ func (h downHealth) Check(context.Context, *healthpb.HealthCheckRequest) (*healt
 // doubling to 30 s), timed on the client's clock: counted at a fake
 // daemon, no check before each wait ends, exactly one at its end.
 func TestReconnectBacksOff(t *testing.T) {
+	t.Parallel()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

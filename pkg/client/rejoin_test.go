@@ -19,6 +19,7 @@ import (
 // daemon gets Records meanwhile (counted there), and Allows again once
 // it answers in time.
 func TestRejoinIsAsQuietAsALoss(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	d1, d2 := start(t, b, store.Options{}), start(t, b, store.Options{})
 	px := testredis.NewProxy(t, d1.Addr)

@@ -24,6 +24,7 @@ const slowEachWay = 100 * time.Millisecond
 // (the calls go out), and every outcome still reaches the daemon, in the
 // background once its late answer has come (counted at the daemon).
 func TestSlowDaemonStillGetsEveryRecord(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := start(t, b, store.Options{})
 		px := testredis.NewDelay(t, d.Addr, 0)
@@ -131,6 +132,7 @@ func herd(t *testing.T, c *Client, name string, v *vendor, n int) {
 // through until its outcome (counted at the vendor); a failure holds the
 // breaker denied again.
 func TestNoDaemonLetsOneCallThroughAKnownOpenBreaker(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	d := start(t, b, store.Options{})
 	px := testredis.NewProxy(t, d.Addr)
@@ -166,6 +168,7 @@ func TestNoDaemonLetsOneCallThroughAKnownOpenBreaker(t *testing.T) {
 // it starts their timers); the client says it cannot reach breakerd once
 // however many calls follow, and Check fails naming the address.
 func TestHungDaemonCostsTheFirstContactBudgetOnce(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	d := start(t, b, store.Options{})
 	px := testredis.NewProxy(t, d.Addr)
@@ -222,6 +225,7 @@ func TestHungDaemonCostsTheFirstContactBudgetOnce(t *testing.T) {
 // TestCheckAnswersWhenADaemonServes: Check is nil at a serving daemon
 // and an error naming the address where nothing listens.
 func TestCheckAnswersWhenADaemonServes(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	d := start(t, b, store.Options{})
 	if err := dial(t, d.Addr, "w").Check(context.Background()); err != nil {
@@ -239,6 +243,7 @@ func TestCheckAnswersWhenADaemonServes(t *testing.T) {
 // first (each passed over once its call outlived the slow mark), the
 // calls reach the live daemon (counted there).
 func TestHungDaemonIsFailedOver(t *testing.T) {
+	t.Parallel()
 	b := testredis.Mini(t)
 	d1, d2 := start(t, b, store.Options{}), start(t, b, store.Options{})
 	px := testredis.NewProxy(t, d1.Addr)

@@ -78,6 +78,7 @@ func liftDuringStall(t *testing.T, px *testredis.Proxy, c, ops *Client, clk *fak
 // during the stall is denied after the local threshold (counted at the
 // vendor), not allowed from the stale view indefinitely.
 func TestStalledWatchDegradesTheFastView(t *testing.T) {
+	t.Parallel()
 	clk := newFakeClock()
 	b, d, px, c, ops, forced := stalledView(t, func(addr string) *Client {
 		return fastDial(t, addr, "fast", clk, WithAllowBudget(DefaultAllowBudget), WithRPCTimeout(stallRPCTimeout))
@@ -111,6 +112,7 @@ func TestStalledWatchDegradesTheFastView(t *testing.T) {
 // Degraded past the silence and stops answering from it past the stale
 // bound.
 func TestStalledWatchDegradesTheOpenCache(t *testing.T) {
+	t.Parallel()
 	clk := newFakeClock()
 	_, _, px, c, ops, forced := stalledView(t, func(addr string) *Client {
 		c := dial(t, addr, "cached", WithOpenCache(), WithClock(clk), WithAllowBudget(DefaultAllowBudget), WithRPCTimeout(stallRPCTimeout))

@@ -45,6 +45,7 @@ func countingPolicies(t *testing.T, counted string) store.Options {
 // RPCs) and leave a breaker with the default policy closed, with no
 // failure run; under count_unrecognised the same five trip it.
 func TestUnrecognisedErrorsDoNotTripADefaultBreaker(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := start(t, b, countingPolicies(t, b.Breaker("counted-*")))
 		w1, w2 := dial(t, d.Addr, "w1"), dial(t, d.Addr, "w2")
@@ -71,6 +72,7 @@ func TestUnrecognisedErrorsDoNotTripADefaultBreaker(t *testing.T) {
 // hook names are still sent (one Record each) but never counted, even on
 // a breaker that counts unrecognised errors; other errors still are.
 func TestWithIgnoreRecordsANeverCountedOutcome(t *testing.T) {
+	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := start(t, b, countingPolicies(t, b.Breaker("counted-*")))
 		ignore := WithIgnore(func(err error) bool { return errors.Is(err, errUnknownSymbol) })

@@ -23,6 +23,7 @@ var jargon = regexp.MustCompile(`\bw\d\b|\d+ workers?\b|quorum|confirms|ask agai
 // this worker's own problem, status worker_isolated, never empty and
 // never circuit_open, in Available's notice and in a call's denial.
 func TestSuspectDenialIsThisWorkersProblem(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testSuspectDenialIsThisWorkersProblem(t, m) })
 }
 
@@ -62,6 +63,7 @@ func testSuspectDenialIsThisWorkersProblem(t *testing.T, m *clientMode) {
 // retry, without the lease as a wait, and with the probe's own words,
 // not the failures of the state before it; in Available and in a call.
 func TestProbeInFlightDenialInvitesNoRetry(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testProbeInFlightDenialInvitesNoRetry(t, m) })
 }
 
@@ -103,6 +105,7 @@ func testProbeInFlightDenialInvitesNoRetry(t *testing.T, m *clientMode) {
 // the first from breakerd, the second from the run's memory, byte for
 // byte, the operator's prefix included.
 func TestForcedDenialIsTheSameFromTheRunsMemory(t *testing.T) {
+	t.Parallel()
 	eachMode(t, func(t *testing.T, m *clientMode) { testForcedDenialIsTheSameFromTheRunsMemory(t, m) })
 }
 
@@ -141,6 +144,7 @@ func testForcedDenialIsTheSameFromTheRunsMemory(t *testing.T, m *clientMode) {
 // model beyond the conformance templates and fallback_denials.json:
 // breakerd words every denial.
 func TestClientWordsNoDenial(t *testing.T) {
+	t.Parallel()
 	words := regexp.MustCompile(`being probed|being tested|forced open by an operator|ask again|no other worker|is paused|is open"|circuit stays`)
 	files, err := filepath.Glob("*.go")
 	if err != nil {
