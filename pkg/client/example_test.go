@@ -17,12 +17,16 @@ import (
 )
 
 // startDaemon runs breakerd on an embedded Redis, as `go run ./cmd/breakerd`
-// does, and returns its address.
+// does, and returns its address. Its decision bound is lax: examples run
+// among tests on busy machines, where a script slower than the default
+// bound would be judged a stall (Unavailable), and the Record retried on
+// it counted twice.
 func startDaemon() (addr string, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan net.Addr, 1)
 	done := make(chan error, 1)
-	cfg, _ := daemon.ParseConfig([]string{"--listen", "127.0.0.1:0"}, func(string) string { return "" }, io.Discard)
+	cfg, _ := daemon.ParseConfig([]string{"--listen", "127.0.0.1:0", "--redis-decision-timeout", "10s"},
+		func(string) string { return "" }, io.Discard)
 	go func() {
 		done <- daemon.Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a net.Addr) { ready <- a })
 	}()
