@@ -102,5 +102,7 @@ func Holds(ticketToken string, ticketGen int64, lease string, gen int64) bool {
 func NewToken() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error (Go 1.24+)
-	return hex.EncodeToString(b[:])
+	var h [32]byte         // encoded here, so the string is the one allocation
+	hex.Encode(h[:], b[:])
+	return string(h[:])
 }

@@ -11,7 +11,11 @@ import (
 // TestArgvFollowsTheLua holds the fields to the Lua's bindings and
 // appendTo to the fields. The values keep the types the scripts read
 // (booleans as boolArg, ms as int64), and appendTo fills a slice the
-// caller sized, so naming them costs no allocation.
+// caller sized with pointers to them, which go-redis writes as the values
+// they point to: a pointer goes into an interface without an allocation of
+// its own, where a string or an int64 past 255 would take one each, so the
+// whole ARGV costs its struct and its slice. A struct whose fields are
+// appended must not change until its script's reply is in.
 
 // commonArgv is the ARGV every script starts with (lib.lua, ARGV[1..7]).
 type commonArgv struct {
@@ -29,7 +33,7 @@ type commonArgv struct {
 const commonArgc = 7
 
 func (a *commonArgv) appendTo(dst []any) []any {
-	return append(dst, a.Name, a.Pinned, a.Retention, a.EventsMaxLen, a.EventsRetention, a.Channel, a.Actor)
+	return append(dst, &a.Name, &a.Pinned, &a.Retention, a.EventsMaxLen, a.EventsRetention, a.Channel, &a.Actor)
 }
 
 // commonArgv returns the ARGV every script starts with, for a call on
@@ -49,6 +53,27 @@ func (s *Store) commonArgv(breaker, actor string, p policy.Policy) commonArgv {
 func (s *Store) common(breaker, actor string, p policy.Policy, more int) []any {
 	c := s.commonArgv(breaker, actor, p)
 	return c.appendTo(make([]any, 0, commonArgc+more))
+}
+
+// allowArgv is allow.lua's ARGV (its header says what each value means).
+type allowArgv struct {
+	commonArgv
+	Token        string  `lua:"TOKEN"`
+	ProbeTimeout int64   `lua:"PROBE_TIMEOUT"` // ms
+	CooldownBase int64   `lua:"COOLDOWN_BASE"` // ms
+	Jitter       float64 `lua:"JITTER"`
+	PolicyShadow string  `lua:"POLICY_SHADOW"` // boolArg
+	Parent       int64   `lua:"PARENT"`
+	ParentUntil  int64   `lua:"PARENT_UNTIL"` // ms since the epoch
+}
+
+// allowArgc is how many values allowArgv appends.
+const allowArgc = commonArgc + 7
+
+// args returns a's values as allow.lua's ARGV, in order.
+func (a *allowArgv) args() []any {
+	return append(a.appendTo(make([]any, 0, allowArgc)),
+		&a.Token, &a.ProbeTimeout, &a.CooldownBase, &a.Jitter, &a.PolicyShadow, &a.Parent, &a.ParentUntil)
 }
 
 // recordArgv is record.lua's ARGV (its header says what each value means).
@@ -109,13 +134,13 @@ func (s *Store) recordArgv(name, worker string, c breaker.Call, p policy.Policy,
 // args returns a's values as record.lua's ARGV, in order.
 func (a *recordArgv) args() []any {
 	return append(a.appendTo(make([]any, 0, recordArgc)),
-		a.Evidence, a.TicketGen, a.TicketLease, a.RetryAfter, a.Last,
-		a.Threshold, a.MinWorkers, a.RateLimitTrips,
-		a.CooldownBase, a.CooldownCap, a.Jitter,
-		a.CredentialWorked, a.PauseTTL,
-		a.WindowMs, a.FailureRate, a.MinCalls,
-		a.Latency, a.SlowCall, a.SlowThreshold, a.SlowRate,
-		a.PolicyShadow, a.TicketShadow,
-		a.MaxOpenPPM, a.GroupMembers, a.GroupOpen,
-		a.Quiet, a.RecordID, a.RecordTTL, a.MayCreate, a.RecordKeep, a.Trace)
+		&a.Evidence, &a.TicketGen, &a.TicketLease, &a.RetryAfter, &a.Last,
+		&a.Threshold, &a.MinWorkers, &a.RateLimitTrips,
+		&a.CooldownBase, &a.CooldownCap, &a.Jitter,
+		&a.CredentialWorked, &a.PauseTTL,
+		&a.WindowMs, &a.FailureRate, &a.MinCalls,
+		&a.Latency, &a.SlowCall, &a.SlowThreshold, &a.SlowRate,
+		&a.PolicyShadow, &a.TicketShadow,
+		&a.MaxOpenPPM, &a.GroupMembers, a.GroupOpen,
+		&a.Quiet, &a.RecordID, &a.RecordTTL, &a.MayCreate, &a.RecordKeep, &a.Trace)
 }

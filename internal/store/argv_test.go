@@ -108,6 +108,21 @@ func distinct(t *testing.T, p any) []any {
 	return want
 }
 
+// pointed returns args with each pointer replaced by the value it points
+// to, as go-redis writes it (the fixed arguments are values already).
+func pointed(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		v := reflect.ValueOf(a)
+		if v.Kind() != reflect.Pointer {
+			out[i] = a
+			continue
+		}
+		out[i] = v.Elem().Interface()
+	}
+	return out
+}
+
 // TestArgvFollowsTheLua holds the Go side of each script's ARGV to the
 // Lua's: the struct's fields, in order, carry the names the Lua binds
 // ARGV[1..n] to (`local NAME = ARGV[n]`), and the method that appends
@@ -120,7 +135,7 @@ func TestArgvFollowsTheLua(t *testing.T) {
 		}
 		var a commonArgv
 		want := distinct(t, &a)
-		if diff := cmp.Diff(want, a.appendTo(nil)); diff != "" {
+		if diff := cmp.Diff(want, pointed(a.appendTo(nil))); diff != "" {
 			t.Errorf("commonArgv.appendTo against its fields (-fields +appended):\n%s", diff)
 		}
 		if len(want) != commonArgc {
@@ -134,11 +149,25 @@ func TestArgvFollowsTheLua(t *testing.T) {
 		var a recordArgv
 		want := distinct(t, &a)
 		got := a.args()
-		if diff := cmp.Diff(want, got); diff != "" {
+		if diff := cmp.Diff(want, pointed(got)); diff != "" {
 			t.Errorf("recordArgv.args against its fields (-fields +appended):\n%s", diff)
 		}
 		if cap(got) != len(want) {
 			t.Errorf("recordArgv.args made room for %d values, want %d (recordArgc)", cap(got), len(want))
+		}
+	})
+	t.Run("allow", func(t *testing.T) {
+		if diff := cmp.Diff(luaArgv(t, libLua, allowLua), fieldTags(reflect.TypeFor[allowArgv]())); diff != "" {
+			t.Errorf("allowArgv's fields against lib.lua's and allow.lua's ARGV (-lua +go):\n%s", diff)
+		}
+		var a allowArgv
+		want := distinct(t, &a)
+		got := a.args()
+		if diff := cmp.Diff(want, pointed(got)); diff != "" {
+			t.Errorf("allowArgv.args against its fields (-fields +appended):\n%s", diff)
+		}
+		if cap(got) != len(want) {
+			t.Errorf("allowArgv.args made room for %d values, want %d (allowArgc)", cap(got), len(want))
 		}
 	})
 }

@@ -68,10 +68,12 @@ func (c *coalescer) run(ctx context.Context, sc script, keys []string, args []an
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// The keys go in as pointers, as the ARGV does (argv.go): no
+	// allocation per key. keys is not changed until the reply is in.
 	argv := make([]any, 0, 3+len(keys)+len(args))
-	argv = append(argv, "evalsha", sc.Hash(), len(keys))
-	for _, k := range keys {
-		argv = append(argv, k)
+	argv = append(argv, "evalsha", sc.hash, len(keys))
+	for i := range keys {
+		argv = append(argv, &keys[i])
 	}
 	argv = append(argv, args...)
 	cmd := redis.NewCmd(ctx, argv...)

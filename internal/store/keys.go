@@ -86,8 +86,12 @@ func KeysOf(breaker string) Keys {
 }
 
 // list returns the keys as the KEYS of every script, in the order lib.lua
-// documents: state, workers, events, rl, pause, win.
-func (k Keys) list() []string { return []string{k.State, k.Workers, k.Events, k.RL, k.Pause, k.Window} }
+// documents: state, workers, events, rl, pause, win; with room for the
+// three a script may add (scriptKeys, recordKeys), so that adding them does
+// not copy the slice.
+func (k Keys) list() []string {
+	return append(make([]string, 0, 9), k.State, k.Workers, k.Events, k.RL, k.Pause, k.Window)
+}
 
 // keys is KeysOf(breaker).list().
 func keys(breaker string) []string { return KeysOf(breaker).list() }

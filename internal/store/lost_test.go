@@ -198,6 +198,15 @@ type afterScript struct {
 
 func (h *afterScript) DialHook(next redis.DialHook) redis.DialHook { return next }
 
+// isKey reports whether a command's argument a is h.key, given as a
+// string or, as the coalescer gives its keys, a pointer to one.
+func (h *afterScript) isKey(a any) bool {
+	if p, ok := a.(*string); ok {
+		return *p == h.key
+	}
+	return a == any(h.key)
+}
+
 func (h *afterScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
@@ -205,7 +214,7 @@ func (h *afterScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 func (h *afterScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if n := cmd.Name(); (n == "evalsha" || n == "eval") && slices.Contains(cmd.Args(), any(h.key)) {
+		if n := cmd.Name(); (n == "evalsha" || n == "eval") && slices.ContainsFunc(cmd.Args(), h.isKey) {
 			h.once.Do(h.fn)
 		}
 		return err

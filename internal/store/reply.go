@@ -12,22 +12,30 @@ var errBadReply = errors.New("store: unexpected script reply")
 
 // reply decodes a script's array reply with checked assertions. The first
 // mismatch is kept in err and every later read returns a zero value, so a
-// caller reads all fields and checks errOr once.
+// caller reads all fields and checks errOr once. A nested reply (list)
+// keeps its mismatches in its outermost reply's err, so decoding costs no
+// allocation.
 type reply struct {
-	v   []any
-	err *error
+	v      []any
+	err    error
+	parent *reply // the reply this one is an element of (list)
 }
 
-func (r reply) fail(format string, args ...any) {
-	if *r.err == nil {
-		*r.err = fmt.Errorf("%w: "+format, append([]any{errBadReply}, args...)...)
+// root is the outermost reply, which holds the first mismatch.
+func (r *reply) root() *reply {
+	for r.parent != nil {
+		r = r.parent
+	}
+	return r
+}
+
+func (r *reply) fail(format string, args ...any) {
+	if root := r.root(); root.err == nil {
+		root.err = fmt.Errorf("%w: "+format, append([]any{errBadReply}, args...)...)
 	}
 }
 
 func (r *reply) at(i int) any {
-	if r.err == nil {
-		r.err = new(error)
-	}
 	if i >= len(r.v) {
 		r.fail("%d elements, want more than %d", len(r.v), i)
 		return nil
@@ -38,7 +46,7 @@ func (r *reply) at(i int) any {
 func (r *reply) int(i int) int64 {
 	v := r.at(i)
 	n, ok := v.(int64)
-	if !ok && *r.err == nil {
+	if !ok {
 		r.fail("element %d is %T, want integer", i, v)
 	}
 	return n
@@ -47,30 +55,30 @@ func (r *reply) int(i int) int64 {
 func (r *reply) str(i int) string {
 	v := r.at(i)
 	s, ok := v.(string)
-	if !ok && *r.err == nil {
+	if !ok {
 		r.fail("element %d is %T, want string", i, v)
 	}
 	return s
 }
 
-// list returns element i as a nested reply sharing r's error.
-func (r *reply) list(i int) *reply {
+// list returns element i as a nested reply: its mismatches are r's.
+func (r *reply) list(i int) reply {
 	v := r.at(i)
 	l, ok := v.([]any)
-	if !ok && *r.err == nil {
+	if !ok {
 		r.fail("element %d is %T, want array", i, v)
 	}
-	return &reply{v: l, err: r.err}
+	return reply{v: l, parent: r}
 }
 
 // errOr returns the first decoding error of r (and of nested replies).
 func (r *reply) errOr(nested ...*reply) error {
-	if r.err != nil && *r.err != nil {
-		return *r.err
+	if err := r.root().err; err != nil {
+		return err
 	}
 	for _, n := range nested {
-		if n.err != nil && *n.err != nil {
-			return *n.err
+		if err := n.root().err; err != nil {
+			return err
 		}
 	}
 	return nil

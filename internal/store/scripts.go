@@ -44,10 +44,17 @@ type script struct {
 	*redis.Script
 	name     string // "allow", "record", "force", "read", "recover", "check_lease", "reserve", "group", "target_lease" or "lost"
 	prologue int    // the lines lib.lua adds before the operation (0 for a script run alone)
+	hash     any    // Hash(), put in an interface once for the coalescer's EVALSHA
 }
 
 func newScript(name, body string) script {
-	return script{Script: redis.NewScript(libLua + body), name: name, prologue: prologueLines}
+	return alone(name, libLua+body, prologueLines)
+}
+
+// alone is the script src named name, prologue lines of it lib.lua's.
+func alone(name, src string, prologue int) script {
+	sc := redis.NewScript(src)
+	return script{Script: sc, name: name, prologue: prologue, hash: sc.Hash()}
 }
 
 var (
@@ -60,13 +67,13 @@ var (
 	checkLeaseScript = newScript("check_lease", checkLeaseLua)
 	// reserveScript serves the --max-breakers ceiling (internal/ceiling); it
 	// runs alone, without lib.lua, on the live set's slot.
-	reserveScript = script{Script: redis.NewScript(reserveLua), name: "reserve"}
+	reserveScript = alone("reserve", reserveLua, 0)
 	// groupScript keeps a group's index on a Cluster (group.go); it runs
 	// alone, on the group's slot.
-	groupScript = script{Script: redis.NewScript(groupLua), name: "group"}
+	groupScript = alone("group", groupLua, 0)
 	// targetLeaseScript bounds recovery checks per target (recovery.go);
 	// it runs alone on the target's key.
-	targetLeaseScript = script{Script: redis.NewScript(targetLeaseLua), name: "target_lease"}
+	targetLeaseScript = alone("target_lease", targetLeaseLua, 0)
 	// lostScript raises the state_lost alert (lost.go).
 	lostScript = newScript("lost", lostLua)
 	allScripts = []script{allowScript, recordScript, forceScript, readScript, recoverScript, checkLeaseScript, reserveScript, groupScript, targetLeaseScript, lostScript}

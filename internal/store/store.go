@@ -303,8 +303,10 @@ func (s *Store) AllowUnder(ctx context.Context, name, worker string, parent brea
 	}
 	// The jitter goes as a float64: go-redis writes it in decimal ('f',
 	// shortest), which Lua's tonumber reads back exactly.
-	args := append(s.common(name, worker, p, 7), s.o.NewToken(), params.ProbeTimeout, params.CooldownBase,
-		params.Jitter, boolArg(params.Shadow), parentCode, parentUntil)
+	argv := &allowArgv{commonArgv: s.commonArgv(name, worker, p), Token: s.o.NewToken(), ProbeTimeout: params.ProbeTimeout,
+		CooldownBase: params.CooldownBase, Jitter: params.Jitter, PolicyShadow: boolArg(params.Shadow),
+		Parent: parentCode, ParentUntil: parentUntil}
+	args := argv.args()
 	known, heard := s.heard(name) // before Redis is asked (see heard)
 	keys := s.scriptKeys(name, g)
 	out, err := s.decide(ctx, n, name, allowScript, keys, args)
