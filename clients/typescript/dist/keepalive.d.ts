@@ -1,6 +1,30 @@
-/** KeepAliveFetch is a fetch that holds its connections open between calls; close ends them. */
+/** UnaryAnswer is a unary call's whole answer: its status, its headers, its body as text. */
+export interface UnaryAnswer {
+    status: number;
+    /** header is one response header's value (several joined with ", "), or null. */
+    header(name: string): string | null;
+    text: string;
+}
+/**
+ * Unary posts body to url and resolves with the whole answer once it has
+ * come. It rejects with BodyTooLarge for a body over limit bytes (the
+ * connection is dropped), with the signal's reason when the signal ends
+ * the call, and with a TypeError (its cause the socket's error) when the
+ * request or its answer fails on the way.
+ */
+export type Unary = (url: URL, headers: Record<string, string>, body: string, signal: AbortSignal | undefined, limit: number) => Promise<UnaryAnswer>;
+/** BodyTooLarge is an answer whose body is over the bound: read no further. */
+export declare class BodyTooLarge extends Error {
+    readonly limit: number;
+    readonly status: number;
+    readonly contentType: string;
+    constructor(limit: number, status: number, contentType: string);
+}
+/** KeepAliveFetch is a fetch, and a unary call, that hold their connections open between calls; close ends them. */
 export interface KeepAliveFetch {
     fetch: typeof fetch;
+    /** unary sends a unary call over the same connections as fetch, without fetch's Request, Response and stream. */
+    unary: Unary;
     /** close destroys the pooled sockets (a call in flight ends with an error). */
     close(): void;
 }
@@ -13,3 +37,5 @@ export declare const MAX_SOCKETS = 64;
  * there.
  */
 export declare function keepAliveFetch(): KeepAliveFetch | undefined;
+/** utf8Length is the length of s in UTF-8, in bytes (a lone surrogate is written as U+FFFD, 3 bytes). */
+export declare function utf8Length(s: string): number;

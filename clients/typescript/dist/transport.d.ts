@@ -1,3 +1,4 @@
+import { type Unary } from "./keepalive.js";
 /** The service path prefix of every unary method. */
 export declare const SERVICE_PATH = "/breakerd.v1.BreakerService/";
 /** MAX_BODY_BYTES bounds one answer's body: breakerd's largest (a BatchGet of 1,024 states) is well within it. */
@@ -8,6 +9,8 @@ export interface TransportOptions {
     urls: URL[];
     token?: string | undefined;
     fetch: typeof fetch;
+    /** The unary calls' sender, when there is one beside fetch (keepalive.ts on Node); absent: fetch sends them. */
+    unary?: Unary | undefined;
     /** A call outstanding this long at a daemon passes it over for the others, ms (the Allow budget); absent: never. */
     skipAfterMs?: number | undefined;
     /** The clock of the back-off of a daemon that did not answer, ms. Default Date.now. */
@@ -36,6 +39,8 @@ export declare class Transport {
     private readonly probing;
     /** Background probes sent (for tests). */
     probes: number;
+    /** Each daemon's method URLs, by "<daemon> <method>". */
+    private readonly targets;
     constructor(o: TransportOptions);
     /** probesOut says whether a background probe is out (for tests). */
     get probesOut(): boolean;
@@ -53,6 +58,8 @@ export declare class Transport {
      * for an answer that refuses the request.
      */
     call<T>(method: string, body: unknown, co?: CallOptions): Promise<T>;
+    /** target is method's URL at daemon idx (made once). */
+    private target;
     /**
      * order is the daemons to try, from first on: those passed over (a call
      * outstanding past skipAfterMs, or one that did not answer and has not
@@ -65,7 +72,12 @@ export declare class Transport {
     private strike;
     /** probe asks daemon idx in the background: an answer within skipAfterMs (a refusal too: the daemon is there) takes it back. */
     private probe;
+    /** attempt sends one request to one daemon: the parsed answer, a typed error thrown, or Unreached. */
     private attempt;
+    /** sendUnary sends through the unary sender: its whole answer, or Unreached. */
+    private sendUnary;
+    /** sendFetch sends through fetch: its answer with the body read, or Unreached. */
+    private sendFetch;
 }
 /** TooLarge is a body over its bound. */
 export declare class TooLarge extends Error {
@@ -77,5 +89,22 @@ export declare class TooLarge extends Error {
  * server cannot grow the process. The call's signal bounds the time.
  */
 export declare function readBounded(res: Response, limit: number): Promise<string>;
-/** anySignal is a signal that aborts when any of the given ones does (AbortSignal.any is Node ≥ 20.3). */
-export declare function anySignal(signals: (AbortSignal | undefined)[]): AbortSignal | undefined;
+/** A Bound is a signal made for one call; release drops its timer or listeners once the call is over. */
+export interface Bound {
+    signal: AbortSignal;
+    release(): void;
+}
+/**
+ * timeout is a signal that ends after ms with a TimeoutError, as
+ * AbortSignal.timeout's does, but whose timer release clears: a call
+ * answered in time leaves no timer behind it, and the timer never keeps
+ * the process alive.
+ */
+export declare function timeout(ms: number): Bound;
+/**
+ * anySignal is a signal that aborts when any of the given ones does
+ * (AbortSignal.any is Node ≥ 20.3); release takes its listeners off the
+ * given signals, so a caller's long-lived signal does not gather one per
+ * call. Undefined when none is given.
+ */
+export declare function anySignal(signals: (AbortSignal | undefined)[]): Bound | undefined;

@@ -14,11 +14,16 @@
 // no call its budget.
 import { inject } from "./otel.js";
 import { APIError, AuthError, ConfigError, ProtocolError, UnreachableError } from "./errors.js";
+import { BodyTooLarge } from "./keepalive.js";
 import { backoffMs } from "./reach.js";
 /** The service path prefix of every unary method. */
 export const SERVICE_PATH = "/breakerd.v1.BreakerService/";
 /** MAX_BODY_BYTES bounds one answer's body: breakerd's largest (a BatchGet of 1,024 states) is well within it. */
 export const MAX_BODY_BYTES = 4 << 20;
+/** MAX_TARGETS bounds the method URLs a transport keeps made (a few methods on a few daemons). */
+const MAX_TARGETS = 256;
+/** ONE is the order of a transport's one daemon. */
+const ONE = [0];
 /** The gRPC codes (by their JSON names) that mean "try another daemon". */
 const REACH_CODES = new Set(["unavailable", "deadline_exceeded"]);
 /** The gateway statuses a proxy answers for a daemon it cannot reach: with a body that is not breakerd's JSON error, that daemon is away. */
@@ -70,6 +75,8 @@ export class Transport {
     probing;
     /** Background probes sent (for tests). */
     probes = 0;
+    /** Each daemon's method URLs, by "<daemon> <method>". */
+    targets = new Map();
     constructor(o) {
         this.o = o;
         this.busy = o.urls.map(() => []);
@@ -106,47 +113,68 @@ export class Transport {
      */
     async call(method, body, co = {}) {
         const payload = JSON.stringify(body);
-        const budget = co.budgetMs && co.budgetMs > 0 ? AbortSignal.timeout(Math.ceil(co.budgetMs)) : undefined;
-        const signal = anySignal([co.signal, budget]);
-        const causes = [];
-        const n = this.o.urls.length;
-        const first = this.next;
-        const end = co.budgetMs && co.budgetMs > 0 ? Date.now() + co.budgetMs : 0;
-        const order = this.order(first);
-        for (let i = 0; i < n; i++) {
-            const idx = order[i];
-            const url = new URL(SERVICE_PATH.slice(1) + method, this.o.urls[idx]);
-            // Each daemon left gets its share of the budget: a hung one must
-            // not keep the call from the next.
-            const share = end && n - i > 1 ? AbortSignal.timeout(Math.max(1, Math.floor((end - Date.now()) / (n - i)))) : undefined;
-            const began = Date.now();
-            const busy = this.busy[idx];
-            busy.push(began);
-            let got;
-            try {
-                got = await this.attempt(url, payload, anySignal([signal, share]));
+        const budget = co.budgetMs && co.budgetMs > 0 ? timeout(Math.ceil(co.budgetMs)) : undefined;
+        const signal = anySignal([co.signal, budget?.signal]);
+        try {
+            const causes = [];
+            const n = this.o.urls.length;
+            const first = this.next;
+            const end = co.budgetMs && co.budgetMs > 0 ? Date.now() + co.budgetMs : 0;
+            const order = n === 1 ? ONE : this.order(first);
+            for (let i = 0; i < n; i++) {
+                const idx = order[i];
+                const url = this.target(idx, method);
+                // Each daemon left gets its share of the budget: a hung one must
+                // not keep the call from the next.
+                const share = end && n - i > 1 ? timeout(Math.max(1, Math.floor((end - Date.now()) / (n - i)))) : undefined;
+                const both = share ? anySignal([signal?.signal, share.signal]) : signal;
+                const began = Date.now();
+                const busy = this.busy[idx];
+                busy.push(began);
+                let got;
+                try {
+                    got = await this.attempt(url, payload, both?.signal);
+                }
+                finally {
+                    busy.splice(busy.indexOf(began), 1);
+                    if (share)
+                        both?.release();
+                    share?.release();
+                }
+                if (got instanceof Unreached && !co.signal?.aborted)
+                    this.strike(idx);
+                if (!(got instanceof Unreached)) {
+                    this.strikes[idx] = 0;
+                    this.next = idx;
+                    return got;
+                }
+                causes.push(got.cause);
+                if (co.signal?.aborted)
+                    throw co.signal.reason;
+                if (signal?.signal.aborted)
+                    break; // the budget is spent
+                if (share?.signal.aborted && this.next === idx)
+                    this.next = (idx + 1) % n; // hung: the next calls start elsewhere
             }
-            finally {
-                busy.splice(busy.indexOf(began), 1);
-            }
-            if (got instanceof Unreached && !co.signal?.aborted)
-                this.strike(idx);
-            if (!(got instanceof Unreached)) {
-                this.strikes[idx] = 0;
-                this.next = idx;
-                return got;
-            }
-            causes.push(got.cause);
-            if (co.signal?.aborted)
-                throw co.signal.reason;
-            if (signal?.aborted)
-                break; // the budget is spent
-            if (share?.aborted && this.next === idx)
-                this.next = (idx + 1) % n; // hung: the next calls start elsewhere
+            if (this.next === first)
+                this.next = (first + 1) % n;
+            throw new UnreachableError(unreached(method, n, budget?.signal.aborted ? co.budgetMs : undefined, causes), causes);
         }
-        if (this.next === first)
-            this.next = (first + 1) % n;
-        throw new UnreachableError(unreached(method, n, budget?.aborted ? co.budgetMs : undefined, causes), causes);
+        finally {
+            signal?.release();
+            budget?.release();
+        }
+    }
+    /** target is method's URL at daemon idx (made once). */
+    target(idx, method) {
+        const key = `${idx} ${method}`;
+        let url = this.targets.get(key);
+        if (!url) {
+            url = new URL(SERVICE_PATH.slice(1) + method, this.o.urls[idx]);
+            if (this.targets.size < MAX_TARGETS)
+                this.targets.set(key, url);
+        }
+        return url;
     }
     /**
      * order is the daemons to try, from first on: those passed over (a call
@@ -187,15 +215,17 @@ export class Transport {
         const p = this.o.probe ?? { method: "BatchGet", body: { breakers: [] } };
         const began = Date.now();
         let ok;
+        const bound = timeout(this.o.probeTimeoutMs ?? 2000);
         try {
-            const url = new URL(SERVICE_PATH.slice(1) + p.method, this.o.urls[idx]);
+            const url = this.target(idx, p.method);
             const busy = this.busy[idx];
             busy.push(began);
             try {
-                ok = !((await this.attempt(url, JSON.stringify(p.body), AbortSignal.timeout(this.o.probeTimeoutMs ?? 2000))) instanceof Unreached);
+                ok = !((await this.attempt(url, JSON.stringify(p.body), bound.signal)) instanceof Unreached);
             }
             finally {
                 busy.splice(busy.indexOf(began), 1);
+                bound.release();
             }
         }
         catch (err) {
@@ -207,12 +237,34 @@ export class Transport {
             this.strike(idx);
         this.probing[idx] = false;
     }
+    /** attempt sends one request to one daemon: the parsed answer, a typed error thrown, or Unreached. */
     async attempt(url, payload, signal) {
+        const headers = this.headers({ "content-type": "application/json", accept: "application/json" });
+        const got = this.o.unary ? await this.sendUnary(this.o.unary, url, headers, payload, signal) : await this.sendFetch(url, headers, payload, signal);
+        if (got instanceof Unreached)
+            return got;
+        if (isRedirect(got.status))
+            throw refused(url, got);
+        return answer(url.href, got, got.text);
+    }
+    /** sendUnary sends through the unary sender: its whole answer, or Unreached. */
+    async sendUnary(unary, url, headers, payload, signal) {
+        try {
+            return await unary(url, headers, payload, signal, MAX_BODY_BYTES);
+        }
+        catch (err) {
+            if (err instanceof BodyTooLarge)
+                throw new ProtocolError(url.href, err.status, err.contentType, err.message);
+            return new Unreached(err);
+        }
+    }
+    /** sendFetch sends through fetch: its answer with the body read, or Unreached. */
+    async sendFetch(url, headers, payload, signal) {
         let res;
         try {
             res = await this.o.fetch(url, {
                 method: "POST",
-                headers: this.headers({ "content-type": "application/json", accept: "application/json" }),
+                headers,
                 body: payload,
                 signal: signal ?? null,
                 // A redirect could carry the breaker, worker id and message to
@@ -223,22 +275,30 @@ export class Transport {
         catch (err) {
             return new Unreached(err);
         }
-        if ((res.status >= 300 && res.status < 400) || res.type === "opaqueredirect") {
+        const status = res.status;
+        const header = (name) => res.headers.get(name);
+        if (isRedirect(status) || res.type === "opaqueredirect") {
             await res.body?.cancel().catch(() => undefined);
-            const to = res.headers.get("location") ?? "";
-            throw new ProtocolError(url.href, res.status, res.headers.get("content-type") ?? "", `a redirect${to ? ` to ${JSON.stringify(to)}` : ""}, refused (breakerd never redirects)`);
+            throw refused(url, { status, header });
         }
-        let text;
         try {
-            text = await readBounded(res, MAX_BODY_BYTES);
+            return { status, header, text: await readBounded(res, MAX_BODY_BYTES) };
         }
         catch (err) {
             if (err instanceof TooLarge)
-                throw new ProtocolError(url.href, res.status, res.headers.get("content-type") ?? "", err.message);
+                throw new ProtocolError(url.href, status, header("content-type") ?? "", err.message);
             return new Unreached(err);
         }
-        return answer(url.href, res, text);
     }
+}
+/** isRedirect says whether status is a 3xx. */
+function isRedirect(status) {
+    return status >= 300 && status < 400;
+}
+/** refused is the error of a redirect: breakerd never redirects, and the request goes nowhere else. */
+function refused(url, res) {
+    const to = res.header("location") ?? "";
+    return new ProtocolError(url.href, res.status, res.header("content-type") ?? "", `a redirect${to ? ` to ${JSON.stringify(to)}` : ""}, refused (breakerd never redirects)`);
 }
 /**
  * unreached words an UnreachableError: "within" only when the budget ran
@@ -294,7 +354,7 @@ export async function readBounded(res, limit) {
 }
 /** answer reads one HTTP answer: the parsed JSON, a typed error thrown, or Unreached. */
 function answer(url, res, text) {
-    const ctype = res.headers.get("content-type") ?? "";
+    const ctype = res.header("content-type") ?? "";
     const json = ctype.split(";")[0]?.trim().toLowerCase() === "application/json";
     let parsed;
     // A proxy's gateway answer for a daemon it cannot reach: that daemon is away.
@@ -309,7 +369,7 @@ function answer(url, res, text) {
             throw new ProtocolError(url, res.status, ctype, `the body is not JSON: ${snippet(text)}`);
         }
     }
-    if (res.ok) {
+    if (res.status >= 200 && res.status < 300) {
         if (!json || typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
             throw new ProtocolError(url, res.status, ctype, `want a JSON object, got ${snippet(text)}`);
         }
@@ -352,24 +412,46 @@ function snippet(text) {
     const one = text.replace(/\s+/g, " ").trim();
     return JSON.stringify(one.length > 120 ? one.slice(0, 120) + "…" : one);
 }
-/** anySignal is a signal that aborts when any of the given ones does (AbortSignal.any is Node ≥ 20.3). */
+/**
+ * timeout is a signal that ends after ms with a TimeoutError, as
+ * AbortSignal.timeout's does, but whose timer release clears: a call
+ * answered in time leaves no timer behind it, and the timer never keeps
+ * the process alive.
+ */
+export function timeout(ms) {
+    const c = new AbortController();
+    const t = setTimeout(() => c.abort(new DOMException("The operation was aborted due to timeout", "TimeoutError")), ms);
+    t.unref?.();
+    return { signal: c.signal, release: () => clearTimeout(t) };
+}
+/**
+ * anySignal is a signal that aborts when any of the given ones does
+ * (AbortSignal.any is Node ≥ 20.3); release takes its listeners off the
+ * given signals, so a caller's long-lived signal does not gather one per
+ * call. Undefined when none is given.
+ */
 export function anySignal(signals) {
     const live = signals.filter((s) => s !== undefined);
-    if (live.length <= 1)
-        return live[0];
+    if (live.length === 0)
+        return undefined;
+    if (live.length === 1)
+        return { signal: live[0], release: () => undefined };
     const c = new AbortController();
     for (const s of live) {
         if (s.aborted) {
             c.abort(s.reason);
-            return c.signal;
+            return { signal: c.signal, release: () => undefined };
         }
     }
-    const onAbort = (ev) => {
-        c.abort(ev.target.reason);
+    const release = () => {
         for (const s of live)
             s.removeEventListener("abort", onAbort);
     };
+    const onAbort = (ev) => {
+        c.abort(ev.target.reason);
+        release();
+    };
     for (const s of live)
         s.addEventListener("abort", onAbort);
-    return c.signal;
+    return { signal: c.signal, release };
 }

@@ -284,6 +284,7 @@ export class Client {
       urls,
       token: env.token,
       fetch: f,
+      unary: this.keepAlive?.unary,
       skipAfterMs: o.allowBudgetMs ?? DEFAULT_ALLOW_BUDGET_MS,
       clock: this.clock,
       probe: { method: "BatchGet", body: { breakers: [], worker_id: o.workerId } },

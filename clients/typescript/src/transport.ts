@@ -15,6 +15,7 @@
 
 import { inject } from "./otel.js";
 import { APIError, AuthError, ConfigError, ProtocolError, UnreachableError } from "./errors.js";
+import { BodyTooLarge, type Unary, type UnaryAnswer } from "./keepalive.js";
 import { backoffMs } from "./reach.js";
 import type { ErrorBody } from "./wire.js";
 
@@ -23,6 +24,12 @@ export const SERVICE_PATH = "/breakerd.v1.BreakerService/";
 
 /** MAX_BODY_BYTES bounds one answer's body: breakerd's largest (a BatchGet of 1,024 states) is well within it. */
 export const MAX_BODY_BYTES = 4 << 20;
+
+/** MAX_TARGETS bounds the method URLs a transport keeps made (a few methods on a few daemons). */
+const MAX_TARGETS = 256;
+
+/** ONE is the order of a transport's one daemon. */
+const ONE: readonly number[] = [0];
 
 /** The gRPC codes (by their JSON names) that mean "try another daemon". */
 const REACH_CODES = new Set(["unavailable", "deadline_exceeded"]);
@@ -60,6 +67,8 @@ export interface TransportOptions {
   urls: URL[];
   token?: string | undefined;
   fetch: typeof fetch;
+  /** The unary calls' sender, when there is one beside fetch (keepalive.ts on Node); absent: fetch sends them. */
+  unary?: Unary | undefined;
   /** A call outstanding this long at a daemon passes it over for the others, ms (the Allow budget); absent: never. */
   skipAfterMs?: number | undefined;
   /** The clock of the back-off of a daemon that did not answer, ms. Default Date.now. */
@@ -93,6 +102,8 @@ export class Transport {
   private readonly probing: boolean[];
   /** Background probes sent (for tests). */
   probes = 0;
+  /** Each daemon's method URLs, by "<daemon> <method>". */
+  private readonly targets = new Map<string, URL>();
 
   constructor(private readonly o: TransportOptions) {
     this.busy = o.urls.map(() => []);
@@ -133,41 +144,60 @@ export class Transport {
    */
   async call<T>(method: string, body: unknown, co: CallOptions = {}): Promise<T> {
     const payload = JSON.stringify(body);
-    const budget = co.budgetMs && co.budgetMs > 0 ? AbortSignal.timeout(Math.ceil(co.budgetMs)) : undefined;
-    const signal = anySignal([co.signal, budget]);
-    const causes: unknown[] = [];
-    const n = this.o.urls.length;
-    const first = this.next;
-    const end = co.budgetMs && co.budgetMs > 0 ? Date.now() + co.budgetMs : 0;
-    const order = this.order(first);
-    for (let i = 0; i < n; i++) {
-      const idx = order[i] as number;
-      const url = new URL(SERVICE_PATH.slice(1) + method, this.o.urls[idx]);
-      // Each daemon left gets its share of the budget: a hung one must
-      // not keep the call from the next.
-      const share = end && n - i > 1 ? AbortSignal.timeout(Math.max(1, Math.floor((end - Date.now()) / (n - i)))) : undefined;
-      const began = Date.now();
-      const busy = this.busy[idx] as number[];
-      busy.push(began);
-      let got: unknown;
-      try {
-        got = await this.attempt(url, payload, anySignal([signal, share]));
-      } finally {
-        busy.splice(busy.indexOf(began), 1);
+    const budget = co.budgetMs && co.budgetMs > 0 ? timeout(Math.ceil(co.budgetMs)) : undefined;
+    const signal = anySignal([co.signal, budget?.signal]);
+    try {
+      const causes: unknown[] = [];
+      const n = this.o.urls.length;
+      const first = this.next;
+      const end = co.budgetMs && co.budgetMs > 0 ? Date.now() + co.budgetMs : 0;
+      const order = n === 1 ? ONE : this.order(first);
+      for (let i = 0; i < n; i++) {
+        const idx = order[i] as number;
+        const url = this.target(idx, method);
+        // Each daemon left gets its share of the budget: a hung one must
+        // not keep the call from the next.
+        const share = end && n - i > 1 ? timeout(Math.max(1, Math.floor((end - Date.now()) / (n - i)))) : undefined;
+        const both = share ? anySignal([signal?.signal, share.signal]) : signal;
+        const began = Date.now();
+        const busy = this.busy[idx] as number[];
+        busy.push(began);
+        let got: unknown;
+        try {
+          got = await this.attempt(url, payload, both?.signal);
+        } finally {
+          busy.splice(busy.indexOf(began), 1);
+          if (share) both?.release();
+          share?.release();
+        }
+        if (got instanceof Unreached && !co.signal?.aborted) this.strike(idx);
+        if (!(got instanceof Unreached)) {
+          this.strikes[idx] = 0;
+          this.next = idx;
+          return got as T;
+        }
+        causes.push(got.cause);
+        if (co.signal?.aborted) throw co.signal.reason;
+        if (signal?.signal.aborted) break; // the budget is spent
+        if (share?.signal.aborted && this.next === idx) this.next = (idx + 1) % n; // hung: the next calls start elsewhere
       }
-      if (got instanceof Unreached && !co.signal?.aborted) this.strike(idx);
-      if (!(got instanceof Unreached)) {
-        this.strikes[idx] = 0;
-        this.next = idx;
-        return got as T;
-      }
-      causes.push(got.cause);
-      if (co.signal?.aborted) throw co.signal.reason;
-      if (signal?.aborted) break; // the budget is spent
-      if (share?.aborted && this.next === idx) this.next = (idx + 1) % n; // hung: the next calls start elsewhere
+      if (this.next === first) this.next = (first + 1) % n;
+      throw new UnreachableError(unreached(method, n, budget?.signal.aborted ? co.budgetMs : undefined, causes), causes);
+    } finally {
+      signal?.release();
+      budget?.release();
     }
-    if (this.next === first) this.next = (first + 1) % n;
-    throw new UnreachableError(unreached(method, n, budget?.aborted ? co.budgetMs : undefined, causes), causes);
+  }
+
+  /** target is method's URL at daemon idx (made once). */
+  private target(idx: number, method: string): URL {
+    const key = `${idx} ${method}`;
+    let url = this.targets.get(key);
+    if (!url) {
+      url = new URL(SERVICE_PATH.slice(1) + method, this.o.urls[idx]);
+      if (this.targets.size < MAX_TARGETS) this.targets.set(key, url);
+    }
+    return url;
   }
 
   /**
@@ -210,14 +240,16 @@ export class Transport {
     const p = this.o.probe ?? { method: "BatchGet", body: { breakers: [] } };
     const began = Date.now();
     let ok: boolean;
+    const bound = timeout(this.o.probeTimeoutMs ?? 2000);
     try {
-      const url = new URL(SERVICE_PATH.slice(1) + p.method, this.o.urls[idx]);
+      const url = this.target(idx, p.method);
       const busy = this.busy[idx] as number[];
       busy.push(began);
       try {
-        ok = !((await this.attempt(url, JSON.stringify(p.body), AbortSignal.timeout(this.o.probeTimeoutMs ?? 2000))) instanceof Unreached);
+        ok = !((await this.attempt(url, JSON.stringify(p.body), bound.signal)) instanceof Unreached);
       } finally {
         busy.splice(busy.indexOf(began), 1);
+        bound.release();
       }
     } catch (err) {
       ok = err instanceof APIError; // refused, but breakerd's own answer
@@ -227,12 +259,32 @@ export class Transport {
     this.probing[idx] = false;
   }
 
+  /** attempt sends one request to one daemon: the parsed answer, a typed error thrown, or Unreached. */
   private async attempt(url: URL, payload: string, signal: AbortSignal | undefined): Promise<unknown> {
+    const headers = this.headers({ "content-type": "application/json", accept: "application/json" });
+    const got = this.o.unary ? await this.sendUnary(this.o.unary, url, headers, payload, signal) : await this.sendFetch(url, headers, payload, signal);
+    if (got instanceof Unreached) return got;
+    if (isRedirect(got.status)) throw refused(url, got);
+    return answer(url.href, got, got.text);
+  }
+
+  /** sendUnary sends through the unary sender: its whole answer, or Unreached. */
+  private async sendUnary(unary: Unary, url: URL, headers: Record<string, string>, payload: string, signal: AbortSignal | undefined): Promise<UnaryAnswer | Unreached> {
+    try {
+      return await unary(url, headers, payload, signal, MAX_BODY_BYTES);
+    } catch (err) {
+      if (err instanceof BodyTooLarge) throw new ProtocolError(url.href, err.status, err.contentType, err.message);
+      return new Unreached(err);
+    }
+  }
+
+  /** sendFetch sends through fetch: its answer with the body read, or Unreached. */
+  private async sendFetch(url: URL, headers: Record<string, string>, payload: string, signal: AbortSignal | undefined): Promise<UnaryAnswer | Unreached> {
     let res: Response;
     try {
       res = await this.o.fetch(url, {
         method: "POST",
-        headers: this.headers({ "content-type": "application/json", accept: "application/json" }),
+        headers,
         body: payload,
         signal: signal ?? null,
         // A redirect could carry the breaker, worker id and message to
@@ -242,20 +294,36 @@ export class Transport {
     } catch (err) {
       return new Unreached(err);
     }
-    if ((res.status >= 300 && res.status < 400) || res.type === "opaqueredirect") {
+    const status = res.status;
+    const header = (name: string) => res.headers.get(name);
+    if (isRedirect(status) || res.type === "opaqueredirect") {
       await res.body?.cancel().catch(() => undefined);
-      const to = res.headers.get("location") ?? "";
-      throw new ProtocolError(url.href, res.status, res.headers.get("content-type") ?? "", `a redirect${to ? ` to ${JSON.stringify(to)}` : ""}, refused (breakerd never redirects)`);
+      throw refused(url, { status, header });
     }
-    let text: string;
     try {
-      text = await readBounded(res, MAX_BODY_BYTES);
+      return { status, header, text: await readBounded(res, MAX_BODY_BYTES) };
     } catch (err) {
-      if (err instanceof TooLarge) throw new ProtocolError(url.href, res.status, res.headers.get("content-type") ?? "", err.message);
+      if (err instanceof TooLarge) throw new ProtocolError(url.href, status, header("content-type") ?? "", err.message);
       return new Unreached(err);
     }
-    return answer(url.href, res, text);
   }
+}
+
+/** Answer is what answer reads of an HTTP answer beside its body: fetch's Response or the unary call's. */
+interface Answer {
+  status: number;
+  header(name: string): string | null;
+}
+
+/** isRedirect says whether status is a 3xx. */
+function isRedirect(status: number): boolean {
+  return status >= 300 && status < 400;
+}
+
+/** refused is the error of a redirect: breakerd never redirects, and the request goes nowhere else. */
+function refused(url: URL, res: Answer): ProtocolError {
+  const to = res.header("location") ?? "";
+  return new ProtocolError(url.href, res.status, res.header("content-type") ?? "", `a redirect${to ? ` to ${JSON.stringify(to)}` : ""}, refused (breakerd never redirects)`);
 }
 
 /**
@@ -310,8 +378,8 @@ export async function readBounded(res: Response, limit: number): Promise<string>
 }
 
 /** answer reads one HTTP answer: the parsed JSON, a typed error thrown, or Unreached. */
-function answer(url: string, res: Response, text: string): unknown {
-  const ctype = res.headers.get("content-type") ?? "";
+function answer(url: string, res: Answer, text: string): unknown {
+  const ctype = res.header("content-type") ?? "";
   const json = ctype.split(";")[0]?.trim().toLowerCase() === "application/json";
   let parsed: unknown;
   // A proxy's gateway answer for a daemon it cannot reach: that daemon is away.
@@ -324,7 +392,7 @@ function answer(url: string, res: Response, text: string): unknown {
       throw new ProtocolError(url, res.status, ctype, `the body is not JSON: ${snippet(text)}`);
     }
   }
-  if (res.ok) {
+  if (res.status >= 200 && res.status < 300) {
     if (!json || typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
       throw new ProtocolError(url, res.status, ctype, `want a JSON object, got ${snippet(text)}`);
     }
@@ -367,21 +435,49 @@ function snippet(text: string): string {
   return JSON.stringify(one.length > 120 ? one.slice(0, 120) + "…" : one);
 }
 
-/** anySignal is a signal that aborts when any of the given ones does (AbortSignal.any is Node ≥ 20.3). */
-export function anySignal(signals: (AbortSignal | undefined)[]): AbortSignal | undefined {
+/** A Bound is a signal made for one call; release drops its timer or listeners once the call is over. */
+export interface Bound {
+  signal: AbortSignal;
+  release(): void;
+}
+
+/**
+ * timeout is a signal that ends after ms with a TimeoutError, as
+ * AbortSignal.timeout's does, but whose timer release clears: a call
+ * answered in time leaves no timer behind it, and the timer never keeps
+ * the process alive.
+ */
+export function timeout(ms: number): Bound {
+  const c = new AbortController();
+  const t = setTimeout(() => c.abort(new DOMException("The operation was aborted due to timeout", "TimeoutError")), ms);
+  (t as { unref?: () => void }).unref?.();
+  return { signal: c.signal, release: () => clearTimeout(t) };
+}
+
+/**
+ * anySignal is a signal that aborts when any of the given ones does
+ * (AbortSignal.any is Node ≥ 20.3); release takes its listeners off the
+ * given signals, so a caller's long-lived signal does not gather one per
+ * call. Undefined when none is given.
+ */
+export function anySignal(signals: (AbortSignal | undefined)[]): Bound | undefined {
   const live = signals.filter((s): s is AbortSignal => s !== undefined);
-  if (live.length <= 1) return live[0];
+  if (live.length === 0) return undefined;
+  if (live.length === 1) return { signal: live[0] as AbortSignal, release: () => undefined };
   const c = new AbortController();
   for (const s of live) {
     if (s.aborted) {
       c.abort(s.reason);
-      return c.signal;
+      return { signal: c.signal, release: () => undefined };
     }
   }
-  const onAbort = (ev: Event) => {
-    c.abort((ev.target as AbortSignal).reason);
+  const release = () => {
     for (const s of live) s.removeEventListener("abort", onAbort);
   };
+  const onAbort = (ev: Event) => {
+    c.abort((ev.target as AbortSignal).reason);
+    release();
+  };
   for (const s of live) s.addEventListener("abort", onAbort);
-  return c.signal;
+  return { signal: c.signal, release };
 }

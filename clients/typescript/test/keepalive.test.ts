@@ -1,8 +1,11 @@
 // The keep-alive transport: many calls share a few connections (counted
-// at a proxy in front of a real daemon), bodies stay bounded, a signal
-// ends a call, and the watch stream reads through it as through fetch.
+// at a proxy in front of a real daemon), concurrent calls are outstanding
+// at the daemon together, bodies stay bounded, a signal ends a call and
+// keeps no listener after it, and the watch stream reads through it as
+// through fetch.
 
 import assert from "node:assert/strict";
+import { getEventListeners } from "node:events";
 import { after, before, test } from "node:test";
 
 import { Client } from "../src/index.js";
@@ -35,6 +38,51 @@ test("a client's calls share its keep-alive connections", async () => {
   } finally {
     await c.close();
     await px.close();
+  }
+});
+
+test("concurrent calls are outstanding at the daemon together, each on a kept-alive connection", async () => {
+  const px = await Proxy.start(d.url);
+  // Budgets far above the hold below: every answer is the daemon's.
+  const c = new Client({ urls: px.url, workerId: "ka-5", savingsIntervalMs: 0, allowBudgetMs: 60_000, rpcTimeoutMs: 60_000 });
+  const N = 16;
+  try {
+    const b = uniq();
+    await c.record(await c.allow(b), {}); // first contact, and the breaker's policy asked for
+    await waitFor(() => px.outstanding === 0, "the first calls answered");
+    let conns = 0;
+    for (let round = 0; round < 2; round++) {
+      px.hold();
+      const sent = px.requests;
+      const calls = Promise.all(Array.from({ length: N }, () => c.allow(b)));
+      // Calls that waited for one another would never be outstanding together.
+      await waitFor(() => px.outstanding === N, `${N} Allows outstanding at the daemon together`);
+      px.restore();
+      const permits = await calls;
+      assert.ok(permits.every((p) => p.allowed && !p.degraded), "an Allow was not the daemon's ALLOWED");
+      assert.equal(px.requests - sent, N, "requests for N Allows");
+      if (round === 0) conns = px.connections;
+    }
+    // One connection per call at most (and the first calls' two), every one kept for the next round.
+    assert.ok(conns <= N + 2, `${conns} connections for ${N} concurrent calls`);
+    assert.equal(px.connections, conns, "the second round opened connections");
+    assert.equal(px.maxOutstanding, N);
+  } finally {
+    px.restore();
+    await c.close();
+    await px.close();
+  }
+});
+
+test("a caller's signal keeps no listener after its calls", async () => {
+  const c = new Client({ urls: d.url, workerId: "ka-6", savingsIntervalMs: 0 });
+  const ctl = new AbortController();
+  try {
+    const b = uniq();
+    for (let i = 0; i < 20; i++) await c.record(await c.allow(b, { signal: ctl.signal }), {}, { signal: ctl.signal });
+    assert.equal(getEventListeners(ctl.signal, "abort").length, 0);
+  } finally {
+    await c.close();
   }
 });
 
@@ -82,6 +130,39 @@ test("a signal ends a call in flight", async () => {
     const p = ka.fetch(s.url, { method: "POST", body: "{}", signal: ctl.signal });
     ctl.abort(new Error("caller gave up"));
     await assert.rejects(p, /caller gave up/);
+  } finally {
+    ka.close();
+    await s.close();
+  }
+});
+
+test("a signal ends a unary call in flight", async () => {
+  const s = await serve(() => undefined); // never answers
+  const ka = keepAliveFetch()!;
+  try {
+    const ctl = new AbortController();
+    const p = ka.unary(new URL(s.url), {}, "{}", ctl.signal, MAX_BODY_BYTES);
+    ctl.abort(new Error("caller gave up"));
+    await assert.rejects(p, /caller gave up/);
+    assert.equal(getEventListeners(ctl.signal, "abort").length, 0);
+  } finally {
+    ka.close();
+    await s.close();
+  }
+});
+
+test("a unary call's answer comes whole, its length in UTF-8 bytes", async () => {
+  const s = await serve((req, res, body) => json(res, 200, { echo: body, length: req.headers["content-length"] }));
+  const ka = keepAliveFetch()!;
+  try {
+    const sent = JSON.stringify({ breaker: "é€😀".repeat(3) + "x".repeat(70_000) });
+    const a = await ka.unary(new URL(s.url), { "content-type": "application/json" }, sent, undefined, MAX_BODY_BYTES);
+    assert.equal(a.status, 200);
+    assert.match(a.header("Content-Type") ?? "", /^application\/json/);
+    assert.equal(a.header("x-absent"), null);
+    const got = JSON.parse(a.text) as { echo: string; length: string };
+    assert.equal(got.echo, sent);
+    assert.equal(got.length, String(new TextEncoder().encode(sent).byteLength));
   } finally {
     ka.close();
     await s.close();

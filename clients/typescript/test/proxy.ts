@@ -1,7 +1,9 @@
 // A TCP proxy in front of a real daemon, for gray faults: stall (accept
 // and keep connections, forward nothing), delay (each answer chunk held
-// back), and restore. Counts the connections it accepted and the requests
-// sent through it (each HTTP request line, answered or not).
+// back), hold (requests go through, answers are held back), and restore.
+// Counts the connections it accepted, the requests sent through it (each
+// HTTP request line, answered or not) and how many were outstanding at
+// the daemon at once (sent on, their answer's status line not yet back).
 
 import { connect, createServer, type Server, type Socket } from "node:net";
 import type { AddressInfo } from "node:net";
@@ -13,9 +15,14 @@ export class Proxy {
   requests = 0;
   /** The same, by method (the path's last part: Allow, Record, BatchGet...). */
   readonly methods = new Map<string, number>();
+  /** Requests sent on whose answer has not come back. */
+  outstanding = 0;
+  /** The most requests outstanding at once. */
+  maxOutstanding = 0;
   /** How long each chunk of an answer is held back, ms. */
   delayMs = 0;
   private flowing = true;
+  private answering = true;
   private readonly waiting: (() => void)[] = [];
   private readonly socks = new Set<Socket>();
   private constructor(
@@ -37,8 +44,14 @@ export class Proxy {
     this.flowing = false;
   }
 
+  /** hold sends requests on and holds every answer back (new ones too) until restore. */
+  hold(): void {
+    this.answering = false;
+  }
+
   restore(): void {
     this.flowing = true;
+    this.answering = true;
     for (const go of this.waiting.splice(0)) go();
   }
 
@@ -71,9 +84,14 @@ export class Proxy {
         }
       }
       chain = chain.then(async () => {
-        if (!this.flowing) await new Promise<void>((go) => this.waiting.push(go));
+        if (!this.flowing || (answers && !this.answering)) await new Promise<void>((go) => this.waiting.push(go));
         if (answers && this.delayMs) await new Promise((r) => setTimeout(r, this.delayMs));
-        if (!dst.destroyed) dst.write(chunk);
+        if (dst.destroyed) return;
+        // Counted as the chunk goes on: a request outstanding at the daemon, an answer back.
+        const lines = chunk.toString("latin1").match(answers ? /HTTP\/1\.1 \d{3} /g : /POST \/\S* HTTP\/1\.1\r\n/g)?.length ?? 0;
+        this.outstanding += answers ? -lines : lines;
+        this.maxOutstanding = Math.max(this.maxOutstanding, this.outstanding);
+        dst.write(chunk);
       });
     });
   }
