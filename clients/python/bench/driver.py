@@ -29,7 +29,7 @@ Flags:
 
 Output, one line of JSON, then exit status 0:
   {"ops": 1234, "errors": 0, "elapsed_s": 2.001, "requests": 2468,
-   "lat_us": [812, 790, ...]}
+   "cpu_s": 0.8, "lat_us": [812, 790, ...]}
     ops       pairs that completed allowed, with their Record accepted
     errors    pairs that failed, were denied, or were answered by the
               client's fallback (degraded) instead of the daemon
@@ -37,6 +37,10 @@ Output, one line of JSON, then exit status 0:
     requests  HTTP requests the timed pairs sent, as the driver counts
               them: two per strict pair, none for a fast pair answered
               in-process
+    cpu_s     the driver's CPU time (user and system, every thread) over
+              the timed run: cpu_s / (ops + errors) is a pair's cost in
+              the client, which a busy machine does not inflate as it
+              does the wall time
     lat_us    every completed pair's latency, microseconds
 or, when a mode cannot run here, exit status 0 and
   {"skipped": "the client has no fast mode"}
@@ -112,6 +116,9 @@ class Callers:
         self.start = time.perf_counter() + warmup
         self.end = self.start + duration
         self.min_ops = min_ops
+        self.cpu: float | None = None  # the process's CPU time when the timed run began
+        self.elapsed = 0.0  # the timed run's wall time, and its CPU time (stop)
+        self.cpu_s = 0.0
 
     def finished(self) -> int:
         return sum(len(t.lat_us) + t.errors for t in self.tallies)
@@ -120,6 +127,8 @@ class Callers:
         """next is caller c's i-th call: its start time and breaker, or None
         when the run is over."""
         t0 = time.perf_counter()
+        if self.cpu is None and t0 >= self.start:
+            self.cpu = time.process_time()
         if t0 >= self.end and self.finished() >= self.min_ops:
             return None
         return t0, self.breakers[(c * 7919 + i) % len(self.breakers)]
@@ -134,8 +143,12 @@ class Callers:
         else:
             t.errors += 1
 
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.start
+    def stop(self) -> None:
+        """stop ends the timed run (its wall and CPU time), once every
+        caller has returned and before the clients close."""
+        now, cpu = time.perf_counter(), time.process_time()
+        self.elapsed = now - self.start
+        self.cpu_s = cpu - (self.cpu if self.cpu is not None else cpu)
 
 
 def names(prefix: str, n: int) -> list[str]:
@@ -174,6 +187,7 @@ def run_threads(clients: list[breakerd.Client], run: Callers) -> None:
         th.start()
     for th in threads:
         th.join()
+    run.stop()
 
 
 async def run_tasks(clients: list[breakerd.AsyncClient], run: Callers) -> None:
@@ -193,6 +207,7 @@ async def run_tasks(clients: list[breakerd.AsyncClient], run: Callers) -> None:
             run.done(c, t0, ok, sent)
 
     await asyncio.gather(*(caller(c) for c in range(len(run.tallies))))
+    run.stop()
 
 
 def measure(a: argparse.Namespace) -> dict[str, Any]:
@@ -244,8 +259,9 @@ async def measure_async(a: argparse.Namespace, breakers: list[str], workers: lis
 
 def result(a: argparse.Namespace, run: Callers) -> dict[str, Any]:
     lat = [x for t in run.tallies for x in t.lat_us]
-    out: dict[str, Any] = {"ops": len(lat), "errors": sum(t.errors for t in run.tallies), "elapsed_s": round(run.elapsed(), 6)}
+    out: dict[str, Any] = {"ops": len(lat), "errors": sum(t.errors for t in run.tallies), "elapsed_s": round(run.elapsed, 6)}
     out["requests"] = sum(t.sent for t in run.tallies)
+    out["cpu_s"] = round(run.cpu_s, 6)
     out["lat_us"] = lat
     return out
 

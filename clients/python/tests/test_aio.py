@@ -1,14 +1,17 @@
 """The asyncio client on its own transport, against real daemons: many
 tasks' Allows and Records in flight at once hold no thread (the threads
-alive while a proxy holds every answer are the witness), a hung daemon is
-failed over, an Allow past its budget is the fallback's, and the bounds
-on an answer are the synchronous transport's."""
+alive while a proxy holds every answer are the witness) and at most a
+connection each, a hung daemon is failed over, an Allow past its budget
+is the fallback's; against scripted servers, an answer is read however
+it is framed and cut, and the bounds on an answer are the synchronous
+transport's."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 
@@ -16,7 +19,7 @@ import httpx
 import pytest
 
 import breakerd
-from breakerd._aiotransport import AsyncTransport
+from breakerd._aiotransport import MAX_LINE, AsyncTransport
 from breakerd._errors import ProtocolError
 from breakerd._transport import MAX_BODY_BYTES, Outage, Transport
 
@@ -61,11 +64,14 @@ def test_tasks_in_flight_hold_no_thread(proxy: Proxy, name: Callable[[str], str]
             permits = await asyncio.gather(*tasks)
             assert all(p.allowed and not p.degraded for p in permits)
             assert during == before, f"threads {sorted(during - before)} lent to {TASKS} Allows in flight"
+            assert proxy.connections <= TASKS + 1, f"{proxy.connections} connections for {TASKS} Allows in flight"
+            opened = proxy.connections
             base = proxy.requests
             recs = [asyncio.ensure_future(c.record(p)) for p in permits]
             during = await in_flight(proxy, base, TASKS)
             assert all(not r.get("degraded") for r in await asyncio.gather(*recs))
             assert during == before, f"threads {sorted(during - before)} lent to {TASKS} Records in flight"
+            assert proxy.connections == opened, "the Records went on the Allows' kept-alive connections"
             assert proxy.methods["Allow"] == TASKS + 1 and proxy.methods["Record"] == TASKS
 
     asyncio.run(main())
@@ -170,3 +176,86 @@ def test_bounds_on_an_answer() -> None:
 
     with pytest.raises(Outage):
         asyncio.run(refused())
+
+
+def test_an_answer_framed_every_way_and_in_pieces() -> None:
+    """Chunks (with a trailer) and a Content-Length, each sent a few bytes
+    at a time, keep the connection for the next call; a body that ends
+    with the connection does not."""
+    srv = socket.create_server(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{srv.getsockname()[1]}"
+    doc = b'{"state":{"breaker":"x"}}'
+    chunked = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+               b"5\r\n" + doc[:5] + b"\r\n" + f"{len(doc) - 5:x}".encode() + b";ext=1\r\n" + doc[5:] + b"\r\n"
+               b"0\r\nX-Trailer: 1\r\n\r\n")
+    length = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(doc), doc)
+    to_close = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n" + doc
+    connections: list[int] = []
+
+    def answer() -> None:
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return  # closed: the test is over
+            connections.append(1)
+            with conn:
+                for a in (chunked, length, to_close):
+                    if not conn.recv(65536):
+                        break
+                    for i in range(0, len(a), 7):
+                        conn.sendall(a[i:i + 7])
+                        time.sleep(0.001)
+
+    th = threading.Thread(target=answer, daemon=True)
+    th.start()
+
+    async def main() -> None:
+        t = AsyncTransport(Transport(url))
+        for _ in range(3):
+            assert await t.call("Get", {"breaker": "x"}, 5.0) == {"state": {"breaker": "x"}}
+        assert not t._pool(0), "a body up to the close leaves no connection to keep"
+
+    try:
+        asyncio.run(main())
+        assert len(connections) == 1, "the chunked and the sized answers kept the connection"
+    finally:
+        srv.close()
+        th.join(10)
+
+
+def test_an_idle_connection_the_daemon_closed_is_retried() -> None:
+    f = Fake(lambda _m, _b: (200, "application/json", b"{}"))
+    f.drop_idle = True
+
+    async def main() -> None:
+        t = AsyncTransport(Transport(f.url))
+        for _ in range(3):
+            assert await t.call("Get", {"breaker": "x"}, 5.0) == {}
+
+    try:
+        asyncio.run(main())
+        assert len(f.requests) == 3 and f.connections == 3, (f.requests, f.connections)
+    finally:
+        f.close()
+
+
+def test_a_line_of_the_head_over_its_bound() -> None:
+    srv = socket.create_server(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{srv.getsockname()[1]}"
+
+    def answer() -> None:
+        conn, _ = srv.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nX-Long: " + b"a" * (MAX_LINE + 10) + b"\r\n\r\n")
+            conn.recv(65536)
+
+    th = threading.Thread(target=answer, daemon=True)
+    th.start()
+    try:
+        with pytest.raises(ProtocolError, match="a line of the answer's head over"):
+            asyncio.run(AsyncTransport(Transport(url)).call("Get", {"breaker": "x"}, 5.0))
+    finally:
+        th.join(10)
+        srv.close()

@@ -1,8 +1,8 @@
 """The asyncio API: the same names as the synchronous one, as coroutines.
 
 Allow, Record, Get, BatchGet, GetPolicy and a Run's available go over
-``_aiotransport``: asyncio streams on the loop's own keep-alive
-connections, so a coroutine holds no thread while breakerd answers. An
+``_aiotransport``: HTTP/1.1 on the loop's own keep-alive connections,
+so a coroutine holds no thread while breakerd answers. An
 AsyncClient wraps a Client (``.sync``) and shares all it knows (the open
 cache, the fallback, the daemons that answer), so the two may be used
 side by side. What is rare or slow stays on the Client's threads: closing

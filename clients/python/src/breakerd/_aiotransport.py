@@ -1,14 +1,16 @@
-"""HTTP/JSON to breakerd from asyncio, on asyncio streams (no thread).
+"""HTTP/JSON to breakerd from asyncio, on the loop's own sockets (no thread).
 
 The same calls as ``_transport.Transport``, sent from a coroutine: an
 HTTP/1.1 ``POST`` over a keep-alive connection of the running loop's
-own. It shares the synchronous transport's knowledge of the daemons (the
-one that answered last, those passed over, the rests and the counts), so
-both kinds of call fail over alike, and its decoding of an answer, so
-both refuse alike. Its bounds are the synchronous transport's: the
-call's deadline covers connecting, sending and reading; a line of the
-head is at most ``MAX_LINE`` bytes and the head at most ``MAX_HEADERS``
-lines; a body is at most ``MAX_BODY_BYTES``.
+own, read by a protocol that wakes the waiting call as the answer's
+bytes arrive (no reader task, no line-by-line reads, no task per
+deadline). It shares the synchronous transport's knowledge of the
+daemons (the one that answered last, those passed over, the rests and
+the counts), so both kinds of call fail over alike, and its decoding of
+an answer, so both refuse alike. Its bounds are the synchronous
+transport's: the call's deadline covers connecting, sending and
+reading; a line of the head is at most ``MAX_LINE`` bytes and the head
+at most ``MAX_HEADERS`` lines; a body is at most ``MAX_BODY_BYTES``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ import json
 import socket
 import ssl
 import weakref
-from dataclasses import dataclass
 from typing import Any
 
 from ._errors import ConfigError, ProtocolError
@@ -37,13 +38,70 @@ class _Lost(Exception):
     reused connection the request may go again on a fresh one."""
 
 
-@dataclass
-class _Conn:
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
+class _Conn(asyncio.Protocol):
+    """_Conn is one keep-alive connection, as an asyncio protocol: what the
+    daemon sent is kept until the call waiting on it reads it, and that
+    call is woken once per arrival."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.ended = False  # the daemon closed it, or it was lost
+        self._waiter: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment] # a stream transport: create_connection's
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        self._wake()
+
+    def eof_received(self) -> bool | None:
+        self.ended = True
+        self._wake()
+        return None  # the transport closes itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.ended = True
+        self._wake()
+
+    def _wake(self) -> None:
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    def _expire(self, w: asyncio.Future[None]) -> None:
+        if not w.done():
+            w.set_exception(TimeoutError())
+
+    @property
+    def usable(self) -> bool:
+        """usable is an idle connection a call may go on."""
+        return not self.ended and self.transport is not None and not self.transport.is_closing() and not self.buf
+
+    def send(self, request: bytes) -> None:
+        assert self.transport is not None
+        self.transport.write(request)
+
+    async def more(self, deadline: float) -> None:
+        """Waits until more bytes came, or the connection ended; raises
+        TimeoutError at deadline (the loop's clock)."""
+        w = self.loop.create_future()
+        self._waiter = w
+        timer = self.loop.call_at(deadline, self._expire, w)
+        try:
+            await w
+        finally:
+            timer.cancel()
+            self._waiter = None
 
     def close(self) -> None:
-        self.writer.close()
+        if self.transport is not None:
+            self.transport.close()
 
 
 class AsyncTransport:
@@ -116,8 +174,8 @@ class AsyncTransport:
         with t._lock:
             t._busy[idx].append(mark)
         try:
-            return await asyncio.wait_for(self._post(idx, method, payload), timeout)
-        except asyncio.TimeoutError:
+            return await self._post(idx, method, payload, asyncio.get_running_loop().time() + timeout)
+        except (TimeoutError, asyncio.TimeoutError):
             raise TimeoutError(f"{t.endpoints[idx].url}: no answer within {timeout:.3f}s") from None
         finally:
             with t._lock:
@@ -131,23 +189,31 @@ class AsyncTransport:
             self._idle[loop] = pools
         return pools[idx]
 
-    async def _post(self, idx: int, method: str, payload: bytes) -> tuple[int, str, bytes]:
-        """The POST on an idle connection, or a fresh one; a reused one the
-        daemon had closed is tried again once, fresh. Cancelled (the
-        deadline), the connection is closed."""
+    async def _post(self, idx: int, method: str, payload: bytes, deadline: float) -> tuple[int, str, bytes]:
+        """The POST on an idle connection, or a fresh one, answered by
+        deadline (the loop's clock; TimeoutError after it); a reused one
+        the daemon had closed is tried again once, fresh. On any failure,
+        a cancellation included, the connection is closed."""
         ep = self.sync.endpoints[idx]
-        head = self._head(ep.prefix + SERVICE_PATH + method, f"{ep.host}:{ep.port}", len(payload))
+        request = self._head(ep.prefix + SERVICE_PATH + method, f"{ep.host}:{ep.port}", len(payload)) + payload
         idle = self._pool(idx)
-        reused = bool(idle)
-        conn = idle.pop() if idle else await self._dial(idx)
+        conn: _Conn | None = None
+        while idle and conn is None:
+            conn = idle.pop()
+            if not conn.usable:
+                conn.close()
+                conn = None
+        reused = conn is not None
+        if conn is None:
+            conn = await self._dial(idx, deadline)
         for attempt in (0, 1):
             try:
-                status, ctype, raw, keep = await _roundtrip(conn, ep.url, head + payload)
+                status, ctype, raw, keep = await _roundtrip(conn, ep.url, request, deadline)
             except _Lost:
                 conn.close()
                 if not reused or attempt:
                     raise
-                conn, reused = await self._dial(idx), False
+                conn, reused = await self._dial(idx, deadline), False
                 continue
             except BaseException:
                 conn.close()
@@ -159,16 +225,15 @@ class AsyncTransport:
             return status, ctype, raw
         raise AssertionError("unreachable")
 
-    async def _dial(self, idx: int) -> _Conn:
+    async def _dial(self, idx: int, deadline: float) -> _Conn:
         ep = self.sync.endpoints[idx]
         tls: ssl.SSLContext | None = None
         if ep.https:
             tls = self.sync.tls or ssl.create_default_context()
-        reader, writer = await asyncio.open_connection(ep.host, ep.port, ssl=tls, limit=MAX_LINE)
-        sock = writer.get_extra_info("socket")
-        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return _Conn(reader, writer)
+        loop = asyncio.get_running_loop()
+        _, conn = await asyncio.wait_for(loop.create_connection(lambda: _Conn(loop), ep.host, ep.port, ssl=tls),
+                                         max(0.0, deadline - loop.time()))
+        return conn
 
     def _head(self, path: str, host: str, length: int) -> bytes:
         lines = [f"POST {path} HTTP/1.1", f"Host: {host}", f"Content-Length: {length}"]
@@ -176,27 +241,62 @@ class AsyncTransport:
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
-async def _roundtrip(conn: _Conn, url: str, request: bytes) -> tuple[int, str, bytes, bool]:
-    """Sends request and reads its answer: (status, content type, body,
-    whether the connection may serve another call). Raises _Lost when the
-    connection ended before the answer began."""
-    try:
-        conn.writer.write(request)
-        await conn.writer.drain()
-        first = await conn.reader.readline()
-    except (ConnectionError, asyncio.IncompleteReadError) as e:
-        raise _Lost(str(e)) from e
-    if not first:
+async def _roundtrip(conn: _Conn, url: str, request: bytes, deadline: float) -> tuple[int, str, bytes, bool]:
+    """Sends request and reads its answer by deadline: (status, content
+    type, body, whether the connection may serve another call). Raises
+    _Lost when the connection ended before the answer began."""
+    conn.send(request)
+    while True:
+        got = _answer(conn.buf, url, conn.ended) if conn.buf or conn.ended else None
+        if got is not None:
+            status, ctype, body, keep, used = got
+            del conn.buf[:used]
+            return status, ctype, body, keep and not conn.ended and not conn.buf
+        await conn.more(deadline)
+
+
+def _answer(buf: bytearray, url: str, ended: bool) -> tuple[int, str, bytes, bool, int] | None:
+    """The answer at the start of buf: (status, content type, body,
+    whether the head lets the connection serve another call, bytes it
+    took); None while it is incomplete and more may come (not ended)."""
+    if not buf and ended:
         raise _Lost("the connection closed before an answer")
-    status, version = _status_line(url, first)
-    headers = await _headers(conn.reader, url, status)
-    ctype = headers.get("content-type", "")
-    try:
-        body = await _body(conn.reader, url, status, headers)
-    except asyncio.IncompleteReadError as e:
-        raise ConnectionResetError(f"{url}: the connection closed within the answer's body") from e
+    nl = _line_end(buf, 0, url, 0, ended)
+    if nl < 0:
+        return None
+    status, version = _status_line(url, bytes(buf[:nl]))
+    headers: dict[str, str] = {}
+    pos = nl
+    for _ in range(MAX_HEADERS + 1):
+        nl = _line_end(buf, pos, url, status, ended)
+        if nl < 0:
+            return None
+        line, pos = bytes(buf[pos:nl]), nl
+        if line in (b"\r\n", b"\n"):
+            break
+        k, _, v = line.decode("latin-1").partition(":")
+        headers[k.strip().lower()] = v.strip()
+    else:
+        raise ProtocolError(url, status, f"an answer's head of more than {MAX_HEADERS} lines", b"")
     keep = version == "HTTP/1.1" and "close" not in headers.get("connection", "").lower()
-    return status, ctype, body, keep
+    got = _body(buf, pos, url, status, headers, ended)
+    if got is None:
+        return None
+    body, end, framed = got
+    return status, headers.get("content-type", ""), body, keep and framed, end
+
+
+def _line_end(buf: bytearray, pos: int, url: str, status: int, ended: bool) -> int:
+    """The end of the head's line starting at pos (past its newline); -1
+    while it is incomplete and more may come."""
+    nl = buf.find(b"\n", pos, pos + MAX_LINE)
+    if nl >= 0:
+        return nl + 1
+    if len(buf) - pos >= MAX_LINE:
+        raise ProtocolError(url, status, f"a line of the answer's head over {MAX_LINE} bytes", b"")
+    if ended:
+        raise ConnectionResetError(f"{url}: the connection closed within the answer's head")
+    return -1
 
 
 def _status_line(url: str, line: bytes) -> tuple[int, str]:
@@ -206,66 +306,62 @@ def _status_line(url: str, line: bytes) -> tuple[int, str]:
     return int(parts[1]), parts[0]
 
 
-async def _readline(r: asyncio.StreamReader, url: str, status: int) -> bytes:
-    try:
-        line = await r.readline()
-    except ValueError:  # over the reader's limit (MAX_LINE)
-        raise ProtocolError(url, status, f"a line of the answer's head over {MAX_LINE} bytes", b"") from None
-    if not line.endswith(b"\n"):
-        raise ConnectionResetError(f"{url}: the connection closed within the answer's head")
-    return line
-
-
-async def _headers(r: asyncio.StreamReader, url: str, status: int) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for _ in range(MAX_HEADERS + 1):
-        line = await _readline(r, url, status)
-        if line in (b"\r\n", b"\n"):
-            return out
-        k, _, v = line.decode("latin-1").partition(":")
-        out[k.strip().lower()] = v.strip()
-    raise ProtocolError(url, status, f"an answer's head of more than {MAX_HEADERS} lines", b"")
-
-
-async def _body(r: asyncio.StreamReader, url: str, status: int, headers: dict[str, str]) -> bytes:
-    """The body as the head frames it (a length, chunks, or up to the
-    close), at most MAX_BODY_BYTES."""
+def _body(buf: bytearray, pos: int, url: str, status: int, headers: dict[str, str],
+          ended: bool) -> tuple[bytes, int, bool] | None:
+    """The body from pos as the head frames it (a length, chunks, or up to
+    the close), at most MAX_BODY_BYTES: (body, its end, whether it was
+    framed: a body up to the close leaves no connection); None while it
+    is incomplete and more may come."""
     if status in (204, 304) or 100 <= status < 200:
-        return b""
+        return b"", pos, True
     if "chunked" in headers.get("transfer-encoding", "").lower():
-        return await _chunked(r, url, status)
+        return _chunked(buf, pos, url, status, ended)
     length = headers.get("content-length")
     if length is not None:
         if not length.isdigit():
             raise ProtocolError(url, status, f"a Content-Length of {length!r}", b"")
-        if int(length) > MAX_BODY_BYTES:
+        n = int(length)
+        if n > MAX_BODY_BYTES:
             raise ProtocolError(url, status, f"a body of {length} bytes, over the bound of {MAX_BODY_BYTES}", b"")
-        return await r.readexactly(int(length))
-    out = await r.read(MAX_BODY_BYTES + 1)
-    while out and len(out) <= MAX_BODY_BYTES:
-        more = await r.read(MAX_BODY_BYTES + 1 - len(out))
-        if not more:
-            break
-        out += more
-    if len(out) > MAX_BODY_BYTES:
-        raise ProtocolError(url, status, f"a body over the bound of {MAX_BODY_BYTES} bytes", out[:200])
-    return out
+        if len(buf) - pos < n:
+            if ended:
+                raise ConnectionResetError(f"{url}: the connection closed within the answer's body")
+            return None
+        return bytes(buf[pos:pos + n]), pos + n, True
+    if len(buf) - pos > MAX_BODY_BYTES:
+        raise ProtocolError(url, status, f"a body over the bound of {MAX_BODY_BYTES} bytes", bytes(buf[pos:pos + 200]))
+    if not ended:
+        return None
+    return bytes(buf[pos:]), len(buf), False
 
 
-async def _chunked(r: asyncio.StreamReader, url: str, status: int) -> bytes:
+def _chunked(buf: bytearray, pos: int, url: str, status: int, ended: bool) -> tuple[bytes, int, bool] | None:
     out = bytearray()
     while True:
-        size_line = await _readline(r, url, status)
+        nl = _line_end(buf, pos, url, status, ended)
+        if nl < 0:
+            return None
+        size_line, pos = buf[pos:nl], nl
         try:
             size = int(size_line.split(b";", 1)[0].strip(), 16)
         except ValueError:
-            raise ProtocolError(url, status, "a chunk size that is not hex", size_line[:200]) from None
+            raise ProtocolError(url, status, "a chunk size that is not hex", bytes(size_line[:200])) from None
         if size == 0:
-            while (await _readline(r, url, status)) not in (b"\r\n", b"\n"):
-                pass  # trailers
-            return bytes(out)
+            while True:  # trailers, up to the blank line
+                nl = _line_end(buf, pos, url, status, ended)
+                if nl < 0:
+                    return None
+                line, pos = bytes(buf[pos:nl]), nl
+                if line in (b"\r\n", b"\n"):
+                    return bytes(out), pos, True
         if len(out) + size > MAX_BODY_BYTES:
             raise ProtocolError(url, status, f"a body over the bound of {MAX_BODY_BYTES} bytes", bytes(out[:200]))
-        out += await r.readexactly(size)
-        await _readline(r, url, status)
-
+        if len(buf) - pos < size:
+            if ended:
+                raise ConnectionResetError(f"{url}: the connection closed within the answer's body")
+            return None
+        out += buf[pos:pos + size]
+        nl = _line_end(buf, pos + size, url, status, ended)
+        if nl < 0:
+            return None
+        pos = nl

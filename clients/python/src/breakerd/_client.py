@@ -267,7 +267,8 @@ class Client:
     @property
     def aio(self) -> AsyncClient:
         """aio is this client's AsyncClient: the same client, its calls
-        awaited on asyncio streams (what an ``async with`` guard uses)."""
+        awaited on the event loop's own sockets (what an ``async with``
+        guard uses)."""
         if self._aio is None:
             from ._aio import AsyncClient
 
