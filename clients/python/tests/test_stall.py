@@ -52,14 +52,16 @@ def test_a_stalled_stream_is_dropped_after_three_silent_intervals(streams: Calla
     forced = {"breaker": "pinned", "state": "STATE_FORCED_OPEN", "forced_by": "ops", "deny_until_ms": FOREVER, "denial": FORCED,
               "as_of_ms": str(int(now[0] * 1000))}
     s = streams([
-        [part([forced], heartbeat_ms="50", more=True), part([], heartbeat_ms="50"), ""],  # then silence: a stall
-        [part([], heartbeat_ms=50)],  # the force was lifted meanwhile
+        # then silence: a stall, 1.5 s on (three intervals: long enough for
+        # a busy host's test to see the first view before it is dropped)
+        [part([forced], heartbeat_ms="500", more=True), part([], heartbeat_ms="500"), ""],
+        [part([], heartbeat_ms=500)],  # the force was lifted meanwhile
     ])
     c = breakerd.Client(s.url, worker_id="w1", clock=lambda: now[0])
     try:
         wait_for(lambda: c.cache.snapshots >= 1, "the first snapshot")
         assert c.cache.denial("pinned") is not None, "both parts make the view"
-        assert c.cache.heartbeat == 0.05, "the announced interval, from an int64 string"
+        assert c.cache.heartbeat == 0.5, "the announced interval, from an int64 string"
         wait_for(lambda: len(s.last_ids) >= 2, "the reconnect after the stall")
         assert c.cache.stalls == 1
         wait_for(lambda: c.cache.snapshots >= 2, "the fresh snapshot")
