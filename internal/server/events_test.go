@@ -66,7 +66,9 @@ func TestWatchRunNoticesOnlyWhenAsked(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := daemontest.Start(t, b, store.Options{})
 		api := dial(t, d, "w1").API()
-		ctx, cancel := context.WithCancel(context.Background())
+		// A stream that sends no heartbeat fails the test at this bound
+		// rather than holding it until go test's own timeout.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		name := b.Breaker("search")
 		with, err := api.Watch(ctx, &pb.WatchRequest{Breakers: []string{name}, RunNotices: true})
@@ -131,7 +133,9 @@ func TestWatchHeartbeats(t *testing.T) {
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		d := daemontest.StartWith(t, b, daemontest.Options{Heartbeat: 25 * time.Millisecond})
 		api := dial(t, d, "w1").API()
-		ctx, cancel := context.WithCancel(context.Background())
+		// A stream that sends no heartbeat fails the test at this bound
+		// rather than holding it until go test's own timeout.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		name := b.Breaker("search")
 		s, err := api.Watch(ctx, &pb.WatchRequest{Breakers: []string{name}})
@@ -172,7 +176,7 @@ func TestWatchHeartbeats(t *testing.T) {
 func TestWatchHeartbeatDefault(t *testing.T) {
 	b := testredis.Mini(t)
 	d := daemontest.Start(t, b, store.Options{})
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // as TestWatchHeartbeats
 	defer cancel()
 	s, err := dial(t, d, "w1").API().Watch(ctx, &pb.WatchRequest{})
 	if err != nil {
