@@ -142,32 +142,29 @@ func TestArgvFollowsTheLua(t *testing.T) {
 			t.Errorf("commonArgc = %d, want %d", commonArgc, len(want))
 		}
 	})
-	t.Run("record", func(t *testing.T) {
-		if diff := cmp.Diff(luaArgv(t, libLua, recordLua), fieldTags(reflect.TypeFor[recordArgv]())); diff != "" {
-			t.Errorf("recordArgv's fields against lib.lua's and record.lua's ARGV (-lua +go):\n%s", diff)
-		}
-		var a recordArgv
-		want := distinct(t, &a)
-		got := a.args()
-		if diff := cmp.Diff(want, pointed(got)); diff != "" {
-			t.Errorf("recordArgv.args against its fields (-fields +appended):\n%s", diff)
-		}
-		if cap(got) != len(want) {
-			t.Errorf("recordArgv.args made room for %d values, want %d (recordArgc)", cap(got), len(want))
-		}
-	})
-	t.Run("allow", func(t *testing.T) {
-		if diff := cmp.Diff(luaArgv(t, libLua, allowLua), fieldTags(reflect.TypeFor[allowArgv]())); diff != "" {
-			t.Errorf("allowArgv's fields against lib.lua's and allow.lua's ARGV (-lua +go):\n%s", diff)
-		}
-		var a allowArgv
-		want := distinct(t, &a)
-		got := a.args()
-		if diff := cmp.Diff(want, pointed(got)); diff != "" {
-			t.Errorf("allowArgv.args against its fields (-fields +appended):\n%s", diff)
-		}
-		if cap(got) != len(want) {
-			t.Errorf("allowArgv.args made room for %d values, want %d (allowArgc)", cap(got), len(want))
-		}
-	})
+	t.Run("record", func(t *testing.T) { checkScriptArgv[recordArgv](t, "record", recordLua, recordArgc) })
+	t.Run("allow", func(t *testing.T) { checkScriptArgv[allowArgv](t, "allow", allowLua, allowArgc) })
+}
+
+// checkScriptArgv holds a script's ARGV struct A to lib.lua's and lua's
+// names, in order, and its args to its fields: each appended once, in
+// field order, into a slice made for exactly argc values.
+func checkScriptArgv[A any, P interface {
+	*A
+	args() []any
+}](t *testing.T, script, lua string, argc int) {
+	t.Helper()
+	name := reflect.TypeFor[A]().Name()
+	if diff := cmp.Diff(luaArgv(t, libLua, lua), fieldTags(reflect.TypeFor[A]())); diff != "" {
+		t.Errorf("%s's fields against lib.lua's and %s.lua's ARGV (-lua +go):\n%s", name, script, diff)
+	}
+	var a A
+	want := distinct(t, P(&a))
+	got := P(&a).args()
+	if diff := cmp.Diff(want, pointed(got)); diff != "" {
+		t.Errorf("%s.args against its fields (-fields +appended):\n%s", name, diff)
+	}
+	if len(want) != argc || cap(got) != argc {
+		t.Errorf("%s: %d fields, args made room for %d values, %sArgc = %d; want all three equal", name, len(want), cap(got), script, argc)
+	}
 }
