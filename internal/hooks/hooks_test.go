@@ -748,7 +748,9 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 	var logs daemontest.Buffer
 	o := hookOptions(b, elsewhere, reg, func(h *hooks.Hook) {
 		h.URL = redirector.URL
-		h.GiveUpAfter = 100 * time.Millisecond
+		// Long enough for retries 10 ms apart on a busy host (a refused
+		// redirect is a failed attempt), short enough to see it given up.
+		h.GiveUpAfter = time.Second
 	})
 	o.Log = slog.New(slog.NewTextHandler(&logs, nil))
 	d := daemontest.StartWith(t, b, daemontest.Options{Hooks: o})
