@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/breakerd/breakerd/internal/outage"
 	"github.com/breakerd/breakerd/internal/replylost"
@@ -441,9 +442,13 @@ func (s *Store) inMemory(ctx context.Context, n *outage.Node, err error) bool {
 // connections stuck on a stalled node (which go-redis keeps until its
 // read timeout), and a node that answers again is seen on a fresh
 // connection, as the next decisions will reach it. Close it when done.
+// It asks for no maintenance notifications, with a setting of its own:
+// c's is the one go-redis changes, under c's lock, when a node refuses
+// them, and NewClient would read it unlocked.
 func probeClient(c *redis.Client) *redis.Client {
 	o := *c.Options()
 	o.PoolSize, o.MinIdleConns, o.MaxIdleConns, o.MaxConcurrentDials = 1, 0, 1, 0
 	o.MaxRetries, o.DialerRetries, o.ContextTimeoutEnabled = -1, 1, true
+	o.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	return redis.NewClient(&o)
 }
