@@ -82,7 +82,11 @@ async def test_a_deadline_during_the_allow_releases_the_permit_uncounted(
     (the Record reaching the daemon is the witness)."""
     b = name("vendor")
     px = Proxy(urllib.parse.urlsplit(daemon.url).netloc)
-    c = breakerd.Client(px.url, worker_id="w1", watch=False, allow_budget=30.0, rpc_timeout=30.0)
+    # The client's own bounds outlast expire_deadlines' hour: only the
+    # caller's deadline passes, and the Allow is still waiting for breakerd
+    # (with 30 s bounds, the client's timer could fire first on a busy host
+    # and answer from the fallback).
+    c = breakerd.Client(px.url, worker_id="w1", watch=False, allow_budget=7200.0, rpc_timeout=7200.0)
     try:
         c.check()
         px.stall()
