@@ -598,17 +598,15 @@ phase_prometheus() {
 }
 
 phases=(lint go soak python python-latest typescript frameworks-latest release deploy ui prometheus)
-# Lanes run side by side, each phase after the one before: the
+# Two lanes run side by side, each phase after the one before: the
 # foreground lane the go phase and then the short phases named with it,
-# the background lane the others, and a third lane, once the go phase is
-# done, the soak: its observer counts answers from memory where no fault
-# was injected as violations, so it does not run beside the go phase's
-# -race tiers and their Redis faults, the heaviest part of the run. On 2
-# cores the foreground and background lanes take about as long each
-# (CONTRIBUTING.md has the times). Every line of a phase but go's is
-# prefixed with "[phase] ".
+# the background lane the others. The soak runs last, alone, once both
+# lanes are done: its observer counts degraded answers and would read a
+# starved host as Redis failing. On 2 cores the two lanes take about as
+# long each (CONTRIBUTING.md has the times). Every line of a phase but
+# go's is prefixed with "[phase] ".
 foreground=" go frameworks-latest release deploy ui prometheus "
-after_go=" soak "
+alone=" soak "
 
 # run_phase PHASE: the phase in a subshell of its own, timed; a phase
 # exits on its first failure (set -e, which bash would ignore inside a
@@ -633,15 +631,6 @@ run_lane() {
   done
 }
 
-# start_lane PHASE...: run_lane in the background, in a process group of
-# its own, so cleanup can end it whole.
-start_lane() {
-  set -m
-  run_lane "$@" &
-  bg_pids+=("$!")
-  set +m
-}
-
 # summary PHASE...: each phase's outcome and time; fails if any failed.
 summary() {
   local p rc secs failed=0
@@ -655,13 +644,13 @@ summary() {
 }
 
 main() {
-  local chosen=("$@") p fg=() bg=() late=() total_start
+  local chosen=("$@") p fg=() bg=() last=() total_start
   total_start=$(date +%s)
   [ "${#chosen[@]}" -gt 0 ] || chosen=("${phases[@]}")
   for p in "${chosen[@]}"; do
     [ -n "${phase_needs[$p]+x}" ] || { echo "ci: no phase $p; the phases: ${phases[*]}"; exit 2; }
     if [ "${BREAKERD_TEST_SERIAL:-}" = 1 ] || [[ $foreground == *" $p "* ]]; then fg+=("$p")
-    elif [[ $after_go == *" $p "* ]]; then late+=("$p"); else bg+=("$p"); fi
+    elif [[ $alone == *" $p "* ]]; then last+=("$p"); else bg+=("$p"); fi
   done
   if [ "${#fg[@]}" -eq 0 ]; then fg=("${bg[@]}"); bg=(); fi
   status_dir=$(mktemp -d); scratch+=("$status_dir")
@@ -671,12 +660,15 @@ main() {
   case " ${chosen[*]} " in *" go "*|*" python "*|*" python-latest "*|*" typescript "*|*" frameworks-latest "*) start_redis ;; esac
   case " ${chosen[*]} " in *" go "*) start_cluster ;; esac
   phase_done setup
-  [ "${#bg[@]}" -eq 0 ] || start_lane "${bg[@]}"
-  if [ "${#fg[@]}" -gt 0 ] && [ "${fg[0]}" = go ]; then run_lane go; fg=("${fg[@]:1}"); fi
-  [ "${#late[@]}" -eq 0 ] || start_lane "${late[@]}"
-  [ "${#fg[@]}" -eq 0 ] || run_lane "${fg[@]}"
-  for p in "${bg_pids[@]}"; do wait "$p" || true; done
-  bg_pids=()
+  if [ "${#bg[@]}" -gt 0 ]; then
+    set -m  # the lane in a process group of its own, so cleanup can end it whole
+    run_lane "${bg[@]}" &
+    bg_pids+=("$!")
+    set +m
+  fi
+  run_lane "${fg[@]}"
+  if [ "${#bg_pids[@]}" -gt 0 ]; then wait "${bg_pids[0]}" || true; bg_pids=(); fi
+  [ "${#last[@]}" -eq 0 ] || run_lane "${last[@]}"
   echo "== ci: the run took $(( $(date +%s) - total_start ))s"
   summary "${chosen[@]}"
 }
