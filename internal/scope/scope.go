@@ -390,8 +390,6 @@ func (s *Scopes) verdict(ctx context.Context, parent string) (breaker.Parent, st
 // A decision waits on the read, its own or another call's: it is bounded
 // as the decision is (store.WithinDecision).
 func (s *Scopes) view(ctx context.Context, parent string, reread func(breaker.Parent) bool) (breaker.Parent, *pb.BreakerState, stamp, error) {
-	ctx, cancel := s.st.WithinDecision(ctx)
-	defer cancel()
 	s.mu.Lock()
 	s.follow()
 	e := s.entries[parent]
@@ -399,6 +397,15 @@ func (s *Scopes) view(ctx context.Context, parent string, reread func(breaker.Pa
 		e = &entry{}
 		s.entries[parent] = e
 	}
+	if e.have && (reread == nil || !reread(e.verdict)) { // held: no read, no bound
+		v, st, at := e.verdict, e.state, stamp{e.ver, e.seq}
+		s.mu.Unlock()
+		return v, st, at, nil
+	}
+	s.mu.Unlock()
+	ctx, cancel := s.st.WithinDecision(ctx)
+	defer cancel()
+	s.mu.Lock()
 	for {
 		if e.have && (reread == nil || !reread(e.verdict)) {
 			v, st, at := e.verdict, e.state, stamp{e.ver, e.seq}
