@@ -133,6 +133,11 @@ func TestBadInputIsInvalidArgumentAndStoresNothing(t *testing.T) {
 					Ticket: &pb.Ticket{ParentLeaseToken: "t\x00"}})
 				return err
 			}, "ticket.parent_lease_token"},
+			{"long record id", func() error {
+				_, err := api.Record(ctx, &pb.RecordRequest{Breaker: b.Breaker("x"), WorkerId: "w1", Outcome: pb.Outcome_OUTCOME_TIMEOUT,
+					Ticket: &pb.Ticket{}, RecordId: strings.Repeat("r", 65)})
+				return err
+			}, "record_id"},
 			{"centuries of Retry-After", func() error {
 				_, err := api.Record(ctx, &pb.RecordRequest{Breaker: b.Breaker("x"), WorkerId: "w1", Outcome: pb.Outcome_OUTCOME_RATE_LIMITED,
 					Ticket: &pb.Ticket{}, RetryAfterMs: 9_000_000_000_000})

@@ -10,6 +10,7 @@ import (
 	"github.com/breakerd/breakerd/internal/limits"
 	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/quorum"
+	"github.com/breakerd/breakerd/internal/replylost"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -23,6 +24,9 @@ type Resolver interface {
 // MaxMessageBytes bounds the failure text a Record keeps
 // (RecordRequest.message, made one line).
 const MaxMessageBytes = 256
+
+// MaxRecordIDBytes bounds a Record's id (RecordRequest.record_id).
+const MaxRecordIDBytes = 64
 
 // RecordInput is one Record as the daemon applies it: built once from the
 // request (NewRecordInput) and passed down whole, to the breaker's script
@@ -50,6 +54,9 @@ type RecordInput struct {
 	// Call is the state machine's call: Outcome weighed under Policy
 	// (quorum.EvidenceOf), in the daemon's own words.
 	Call breaker.Call
+	// ID is the worker's id for this Record (RecordRequest.record_id),
+	// empty when it sent none: record.lua applies a Record once per id.
+	ID string
 
 	latencyMs        int64
 	httpStatus       int32
@@ -72,7 +79,7 @@ func NewRecordInput(req *pb.RecordRequest, policies Resolver, now time.Time) (Re
 		Outcome: req.GetOutcome(), RetryAfterMs: req.GetRetryAfterMs(), DeadlineMs: req.GetDeadlineMs(),
 		Why: "outcome sent by the caller", Message: limits.OneLine(req.GetMessage(), MaxMessageBytes),
 		Ticket: req.GetTicket(), latencyMs: req.GetLatencyMs(), httpStatus: req.GetEvidence().GetHttpStatus(),
-		credentialWorked: req.GetCredentialWorked(), traceID: req.GetTraceId(), policies: policies}
+		credentialWorked: req.GetCredentialWorked(), traceID: req.GetTraceId(), ID: req.GetRecordId(), policies: policies}
 	if g, ok := policies.GroupOf(in.Breaker); ok {
 		in.Group = &g
 	}
@@ -121,6 +128,9 @@ func (in *RecordInput) checkFields() error {
 		if f.v < 0 || f.v > limits.MaxDurationMs {
 			return fieldErr(f.name, "must be between 0 and %d (7 days), got %d", limits.MaxDurationMs, f.v)
 		}
+	}
+	if id := in.ID; len(id) > MaxRecordIDBytes || !limits.Printable(id) {
+		return fieldErr("record_id", "must be printable and at most %d bytes, got %d bytes", MaxRecordIDBytes, len(id))
 	}
 	if t := in.traceID; t != "" && !ValidTraceID(t) {
 		return fieldErr("trace_id", "must be a W3C trace id: 32 lowercase hex digits, not all zero, got %q", limits.OneLine(t, 64))
@@ -207,4 +217,16 @@ func (in *RecordInput) weigh() error {
 		Trace:            in.traceID,
 	}
 	return nil
+}
+
+// scriptID is the id record.lua remembers in's Record by: the worker's
+// id for it, behind the worker's name (no worker id holds a space, so no
+// worker's ids can match another's), or, when it sent none, one of the
+// daemon's own (replylost.NewRecordID), which only the daemon's resend
+// repeats.
+func (in RecordInput) scriptID() string {
+	if in.ID == "" {
+		return replylost.NewRecordID()
+	}
+	return in.Worker + " " + in.ID
 }

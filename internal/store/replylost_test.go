@@ -205,6 +205,30 @@ func TestRecordIdsBounded(t *testing.T) {
 	})
 }
 
+// TestWorkersRecordIDsCountOnce: a Record sent twice with the worker's
+// id (RecordRequest.record_id: a client's retry) is answered as the
+// first was and counted once; another worker's Record with the same id
+// is its own and counts.
+func TestWorkersRecordIDsCountOnce(t *testing.T) {
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		f := newFixture(t, b, store.Options{})
+		name := b.Breaker("retried")
+		id := func(r *pb.RecordRequest) { r.RecordId = "r-1" }
+		a := f.allow(name, "w1")
+		first := f.record(name, "w1", a.Ticket, pb.Outcome_OUTCOME_TIMEOUT, id)
+		again := f.record(name, "w1", a.Ticket, pb.Outcome_OUTCOME_TIMEOUT, id)
+		if !first.Counted || !again.Counted || again.State.Failures != 1 {
+			t.Errorf("the same Record twice = counted %v then %v, %d failures; want counted, answered alike, 1 failure",
+				first.Counted, again.Counted, again.State.Failures)
+		}
+		other := f.record(name, "w2", f.allow(name, "w2").Ticket, pb.Outcome_OUTCOME_TIMEOUT, id)
+		if !other.Counted || other.State.Failures != 2 {
+			t.Errorf("another worker's Record with the same id = counted %v, %d failures; want counted, 2 failures",
+				other.Counted, other.State.Failures)
+		}
+	})
+}
+
 // syncBuffer is a bytes.Buffer safe for the store's goroutines.
 type syncBuffer struct {
 	mu sync.Mutex

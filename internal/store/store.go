@@ -396,9 +396,10 @@ func (s *Store) Record(ctx context.Context, req *pb.RecordRequest) (*pb.RecordRe
 }
 
 // Apply runs record.lua for in: one round trip, under in's policy and
-// group (never resolved again). Each call carries an id of its own, so
-// that Redis applies it once even when it is sent twice (lost replies:
-// internal/replylost).
+// group (never resolved again). Each call carries an id (RecordInput's
+// scriptID), so that Redis applies it once even when it is sent twice:
+// by the daemon after a lost reply (internal/replylost), or by the worker
+// after an answer that never reached it.
 func (s *Store) Apply(ctx context.Context, in RecordInput) (*pb.RecordResponse, error) {
 	n := s.nodeOf(ctx, in.Breaker)
 	if n.Down() {
@@ -429,7 +430,7 @@ func (s *Store) record(ctx context.Context, in RecordInput, n *outage.Node) (*pb
 		quiet = q.Quiet(ctx)
 	}
 	argv := s.recordArgv(name, in.Worker, c, p, params)
-	argv.GroupOpen, argv.Quiet, argv.RecordID, argv.RecordTTL = open, quiet, replylost.NewRecordID(), replylost.RecordMemory.Milliseconds()
+	argv.GroupOpen, argv.Quiet, argv.RecordID, argv.RecordTTL = open, quiet, in.scriptID(), replylost.RecordMemory.Milliseconds()
 	argv.MayCreate, argv.RecordKeep, argv.Trace = boolArg(mayTrip), replylost.RecordsKept, c.Trace
 	args := argv.args()
 	var res []any

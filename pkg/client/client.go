@@ -41,6 +41,7 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -1154,6 +1155,7 @@ func (c *Client) record(ctx context.Context, p *Permit, r Result) (*pb.RecordRes
 		LatencyMs:        limits.ClampMs(r.Latency.Milliseconds()),
 		Message:          oneLine(r.Message, maxMessageBytes),
 		CredentialWorked: r.Outcome == pb.Outcome_OUTCOME_UNAUTHENTICATED && (r.CredentialWorked || worked),
+		RecordId:         rand.Text(), // every attempt (grpc retries it) counts once
 	})
 	c.noteReach(err)
 	if err == nil && r.Outcome == pb.Outcome_OUTCOME_SUCCESS {

@@ -446,7 +446,8 @@ export class Client {
     }
     async send(permit, evidence, opts) {
         const ticket = permit.late?.ticket ?? (permit.local ? { generation: this.known.get(permit.breaker)?.generation ?? "0" } : permit.ticket);
-        const req = { breaker: permit.breaker, worker_id: this.workerId, ticket };
+        // The id makes the Record count once however often it is sent (the next daemon tried, the background).
+        const req = { breaker: permit.breaker, worker_id: this.workerId, ticket, record_id: crypto.randomUUID() };
         if (opts.outcome)
             req["outcome"] = opts.outcome;
         else

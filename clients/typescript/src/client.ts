@@ -607,7 +607,8 @@ export class Client {
 
   private async send(permit: Permit, evidence: Evidence, opts: RecordOptions): Promise<RecordResult> {
     const ticket = permit.late?.ticket ?? (permit.local ? { generation: this.known.get(permit.breaker)?.generation ?? "0" } : permit.ticket);
-    const req: Record<string, unknown> = { breaker: permit.breaker, worker_id: this.workerId, ticket };
+    // The id makes the Record count once however often it is sent (the next daemon tried, the background).
+    const req: Record<string, unknown> = { breaker: permit.breaker, worker_id: this.workerId, ticket, record_id: crypto.randomUUID() };
     if (opts.outcome) req["outcome"] = opts.outcome;
     else req["evidence"] = evidence;
     const effect = opts.outcome ? effectOfOutcome(opts.outcome) : localEffect(evidence, opts.deadlineMs);

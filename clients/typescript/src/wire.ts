@@ -148,6 +148,8 @@ export interface RecordRequest {
   latency_ms?: Int64;
   message?: string;
   credential_worked?: boolean;
+  /** This Record's id: sent again with it, the Record counts once. */
+  record_id?: string;
 }
 
 export interface RecordResponse {

@@ -172,6 +172,26 @@ test("a daemon slower than the Allow budget still gets every Record", async () =
   await Promise.all([c.close(), watcher.close()]);
 });
 
+test("a Record a slow daemon applied and the next daemon got too counts once", async () => {
+  const breaker = `${prefix}:twice`;
+  const [slow, next] = [await proxy(a), await proxy(b)];
+  const c = new Client({ urls: [slow.url, next.url], workerId: "w1", rpcTimeoutMs: 1000, allowBudgetMs: 5000, onError: () => undefined });
+  const watcher = new Client({ urls: b.url, workerId: "w2", allowBudgetMs: 5000 });
+  try {
+    const p = await c.allow(breaker);
+    assert.ok(p.allowed && !p.degraded);
+    slow.delayMs = 800; // past the slow daemon's share of the RPC timeout: the Record goes on to the next
+    const r = await c.record(p, { http_status: 503 });
+    assert.ok(r.counted && !r.degraded, "the next daemon answered the Record");
+    assert.equal(slow.methods.get("Record"), 1, "the slow daemon got the Record");
+    assert.equal(next.methods.get("Record"), 1, "the next daemon got it too");
+    await waitFor(async () => Number((await watcher.get(breaker)).failures ?? 0) >= 1, "the failure at the daemons");
+    assert.equal(Number((await watcher.get(breaker)).failures), 1, "one failure, however many daemons got it");
+  } finally {
+    await Promise.all([c.close(), watcher.close()]);
+  }
+});
+
 test("a stalled daemon costs at most the Allow that found it", async () => {
   const hung = await proxy(a);
   const c = new Client({ urls: [hung.url, b.url], workerId: "w1", allowBudgetMs: 200, onError: () => undefined });

@@ -1551,7 +1551,15 @@ type RecordRequest struct {
 	// from the request's trace context (its traceparent), so a client that
 	// propagates W3C trace context sets nothing. A transition into open this
 	// Record causes carries it (Event.trace_id).
-	TraceId       string `protobuf:"bytes,40,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	TraceId string `protobuf:"bytes,40,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	// An id the worker gives this outcome, unique among its own Records
+	// (128 random bits, say): the same Record sent again with the same id
+	// (a retry after an answer that never came, or the next daemon tried)
+	// is answered as the first was and counted once, within a minute and
+	// the breaker's last 64 Records. Empty: the daemon gives each request
+	// an id of its own, and a request sent twice may count twice. At most
+	// 64 printable bytes.
+	RecordId      string `protobuf:"bytes,41,opt,name=record_id,json=recordId,proto3" json:"record_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1659,6 +1667,13 @@ func (x *RecordRequest) GetEvidence() *CallEvidence {
 func (x *RecordRequest) GetTraceId() string {
 	if x != nil {
 		return x.TraceId
+	}
+	return ""
+}
+
+func (x *RecordRequest) GetRecordId() string {
+	if x != nil {
+		return x.RecordId
 	}
 	return ""
 }
@@ -3904,7 +3919,7 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x0fshadow_decision\x182 \x01(\x0e2\x15.breakerd.v1.DecisionR\x0eshadowDecision\x12\x1f\n" +
 	"\vtool_result\x18G \x01(\tR\n" +
 	"toolResult\x12+\n" +
-	"\x06denial\x18H \x01(\v2\x13.breakerd.v1.DenialR\x06denial\"\xa2\x03\n" +
+	"\x06denial\x18H \x01(\v2\x13.breakerd.v1.DenialR\x06denial\"\xbf\x03\n" +
 	"\rRecordRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12+\n" +
@@ -3918,7 +3933,8 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\amessage\x18\b \x01(\tR\amessage\x12+\n" +
 	"\x11credential_worked\x18\x14 \x01(\bR\x10credentialWorked\x125\n" +
 	"\bevidence\x18\x1e \x01(\v2\x19.breakerd.v1.CallEvidenceR\bevidence\x12\x19\n" +
-	"\btrace_id\x18( \x01(\tR\atraceId\"\xc3\x03\n" +
+	"\btrace_id\x18( \x01(\tR\atraceId\x12\x1b\n" +
+	"\trecord_id\x18) \x01(\tR\brecordId\"\xc3\x03\n" +
 	"\fCallEvidence\x12\x1f\n" +
 	"\vhttp_status\x18\x01 \x01(\x05R\n" +
 	"httpStatus\x12@\n" +

@@ -565,7 +565,10 @@ class Client:
             with self._lock:
                 known = self._known.get(permit.breaker)
             ticket = {"generation": str(known[1] if known else 0)}
-        body: dict[str, Any] = {"breaker": permit.breaker, "worker_id": self.worker_id, "ticket": ticket, "evidence": ev}
+        # The id makes the Record count once however often it is sent
+        # (the next daemon tried, the background).
+        body: dict[str, Any] = {"breaker": permit.breaker, "worker_id": self.worker_id, "ticket": ticket, "evidence": ev,
+                                "record_id": os.urandom(16).hex()}
         if latency_ms:
             body["latency_ms"] = str(latency_ms)
         if deadline_ms is not None:
