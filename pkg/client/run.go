@@ -207,14 +207,19 @@ func (r *Run) Available(ctx context.Context, tools []Tool) ([]Tool, error) {
 // model.
 func (r *Run) Call(ctx context.Context, tool Tool, fn func(ctx context.Context) error) error {
 	r.mu.Lock()
-	if i, gone := r.removed[tool.Name]; gone {
-		u := r.lost[i]
-		r.mu.Unlock()
-		return u.err(r.now())
+	i, gone := r.removed[tool.Name]
+	var lost Unavailable
+	if gone {
+		lost = r.lost[i]
 	}
 	r.mu.Unlock()
 	ctx, end := toolSpan(ctx, tool.Name)
 	defer end()
+	if gone { // denied as the run removed it, with no round trip; its span says so
+		traceDecision(ctx, &Permit{Breaker: lost.Breaker, Decision: lost.denial.GetDecision(), Denial: lost.denial,
+			Degraded: lost.Degraded, Cached: true})
+		return lost.err(r.now())
+	}
 	err := r.c.Call(ctx, tool.BreakerName(), fn)
 	now := r.now()
 	var open *CircuitOpenError

@@ -27,7 +27,8 @@ import (
 // carrying the decision and the outcome, and the daemon's Allow span is in
 // its trace (traceparent crossed the wire); a denied call inside the
 // caller's span marks that span with the denial; a tool a run removes is
-// an event on the caller's span.
+// an event on the caller's span, and a later call of it a span of its own
+// with the denial.
 func TestGuardedCallsJoinTheTrace(t *testing.T) {
 	app := tracetest.NewSpanRecorder()
 	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(app)))
@@ -104,6 +105,14 @@ func TestGuardedCallsJoinTheTrace(t *testing.T) {
 	if len(removed) != 1 || removed[0] != "web_search" {
 		t.Errorf("tool_removed events for %v, want [web_search]", removed)
 	}
+
+	// A call of the removed tool is denied with no round trip, and its
+	// span says so.
+	if err := run.Call(ctx, Tool{Name: "web_search", Breaker: name}, func(context.Context) error { return nil }); err == nil {
+		t.Fatal("Call of a removed tool = nil, want a denial")
+	}
+	wantAttrs(t, lastEnded(t, app, "execute_tool web_search"), map[string]any{attrBreaker: name, attrDecision: "denied_open",
+		attrCached: true, attrDenialStatus: "circuit_open"})
 }
 
 // endedIn reports whether a span named name ended in trace id.
