@@ -204,18 +204,22 @@ def test_a_record_a_slow_daemon_applied_and_the_next_got_too_counts_once(
 def test_a_stalled_daemon_costs_at_most_the_first_allow(two_daemons: tuple[Daemon, Daemon],
                                                         proxies: Callable[[Daemon], Proxy],
                                                         name: Callable[[str], str]) -> None:
-    """A daemon stalled from the start: the first Allow waits its budget
-    there and is degraded; every later one passes it over for the daemon
+    """A daemon stalled from the start: the first Allow waits its share
+    of the budget there; every later one passes it over for the daemon
     that answers, while that first call is still outstanding (no wait for
-    the failover in between)."""
+    the failover in between). The wire is the witness, not the budget (on
+    a busy host the daemon that answers may answer late, and the fallback
+    answers meanwhile)."""
     a, b = two_daemons
-    hung = proxies(a)
-    c = breakerd.Client([hung.url, b.url], worker_id="w1", watch=False, allow_budget=0.2)
+    hung, nxt = proxies(a), proxies(b)
+    c = breakerd.Client([hung.url, nxt.url], worker_id="w1", watch=False, allow_budget=0.2)
     try:
         c.check()  # contact made: each allow waits the Allow budget, not the first-contact one
         hung.stall()
-        degraded = sum(c.allow(name("x")).degraded for _ in range(20))
-        assert degraded <= 1, f"{degraded} of 20 sequential calls were degraded, want at most the first"
+        before = nxt.methods["Allow"]
+        for _ in range(20):
+            c.allow(name("x"))
+        wait_for(lambda: nxt.methods["Allow"] - before == 20, "every Allow at the daemon that answers")
         assert hung.connections <= 2, "a stalled daemon is not tried call after call"
     finally:
         c.close()
