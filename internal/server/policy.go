@@ -21,14 +21,23 @@ func (s *Server) GetPolicy(ctx context.Context, req *pb.GetPolicyRequest) (*pb.G
 		return nil, err
 	}
 	set := s.store.Policies()
-	res := &pb.GetPolicyResponse{Breaker: name, Policy: policyProto(set.For(name)), Sources: set.Sources(name)}
+	res := &pb.GetPolicyResponse{Breaker: name, Policy: effectivePolicy(set, name), Sources: set.Sources(name)}
 	res.Sources["group"] = "default"
 	if g, ok := set.GroupOf(name); ok {
 		i := slices.IndexFunc(set.Groups(), func(x policy.Group) bool { return x.Name == g.Name })
-		res.Policy.Group, res.Policy.MaxOpenFraction = g.Name, g.MaxOpenFraction
 		res.Sources["group"] = fmt.Sprintf("groups[%d] (%d members)", i, len(g.Members))
 	}
 	return res, nil
+}
+
+// effectivePolicy is name's policy in set as the API shows it, with its
+// group's (GetPolicyResponse.policy, AllowResponse.policy).
+func effectivePolicy(set *policy.Set, name string) *pb.Policy {
+	p := policyProto(set.For(name))
+	if g, ok := set.GroupOf(name); ok {
+		p.Group, p.MaxOpenFraction = g.Name, g.MaxOpenFraction
+	}
+	return p
 }
 
 func msOf(d time.Duration) int64 { return d.Milliseconds() }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/store"
@@ -74,6 +75,21 @@ breakers:
 		}
 		if got := p.GetRecoveryCheck().GetHttpHeaderNames(); len(got) != 1 || got[0] != "x-api-key" {
 			t.Errorf("recovery check header names %v, want [x-api-key]", got)
+		}
+
+		// The same policy rides on an Allow that asks for it, and only then.
+		for _, with := range []bool{true, false} {
+			a, err := api.Allow(context.Background(), &pb.AllowRequest{Breaker: b.Breaker("search:web"), WorkerId: "w1", WithPolicy: with})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := p
+			if !with {
+				want = nil
+			}
+			if got := a.GetPolicy(); !proto.Equal(got, want) {
+				t.Errorf("Allow with_policy %v: policy %v, want %v", with, got, want)
+			}
 		}
 	})
 }

@@ -217,6 +217,9 @@ func (s *Server) Allow(ctx context.Context, req *pb.AllowRequest) (*pb.AllowResp
 		return nil, statusOf(ctx, err)
 	}
 	s.countDenial(req, res)
+	if req.GetWithPolicy() {
+		res.Policy = effectivePolicy(s.store.Policies(), req.GetBreaker())
+	}
 	return withToolResult(res, req.GetBreaker(), req.GetTool()), nil
 }
 

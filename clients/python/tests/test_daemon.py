@@ -5,6 +5,7 @@ daemons, the open cache fed by the watch stream, and the fallback."""
 from __future__ import annotations
 
 import time
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +17,7 @@ from breakerd._evidence import evidence_of
 
 from .conftest import Daemon
 from .fakes import Fake
+from .proxy import Proxy
 from .test_conformance import ROWS, kinds, python_failure  # noqa: F401 - kinds is a fixture
 
 
@@ -104,6 +106,30 @@ def test_get_policy(daemon: Daemon, name: Callable[[str], str]) -> None:
     ans = client(daemon, worker="w1").get_policy(name("payments"))
     assert ans["policy"]["threshold"] == 3
     assert ans["policy"]["alternatives"] == ["issue_refund_manually"]
+
+
+def test_the_fallback_follows_the_policy_that_came_with_the_first_allow(daemon: Daemon,
+                                                                         name: Callable[[str], str]) -> None:
+    """The breaker's policy rides on the client's first Allow of it (no
+    GetPolicy at the daemon), and the fallback then opens at its threshold
+    (3) where its own default is 5."""
+    px = Proxy(urllib.parse.urlsplit(daemon.url).netloc)
+    c = breakerd.Client(px.url, worker_id="w1", watch=False, allow_budget=5.0)
+    b = name("fallback")
+    try:
+        for _ in range(2):
+            assert not c.allow(b).degraded
+        assert dict(px.methods) == {"Allow": 2}, "the policy came with the first Allow, and no GetPolicy was sent"
+        px.close()  # no daemon answers from here on
+        for _ in range(3):
+            p = c.allow(b)
+            assert p.allowed and p.degraded, "the fallback lets the call through"
+            c.record(p, breakerd.HttpError(503, "vendor down"))
+        p = c.allow(b)
+        assert not p.allowed and p.degraded, "the fallback opened at the policy's threshold (3), not at its default (5)"
+    finally:
+        c.close()
+        px.close()
 
 
 def test_failover_keeps_answering(two_daemons: tuple[Daemon, Daemon], name: Callable[[str], str]) -> None:

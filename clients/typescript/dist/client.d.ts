@@ -242,6 +242,8 @@ export declare class Client {
      */
     allow(breaker: string, opts?: CallOptions): Promise<Permit>;
     private ask;
+    /** learnAnswer keeps what a daemon's Allow answer tells of breaker: its state, and its policy when asked for. */
+    private learnAnswer;
     /** fastPermit is the ALLOWED permit fast mode's view gives a healthy breaker. */
     private fastPermit;
     /** permitOf is the permit of a daemon's Allow answer: its denial is stored as the daemon decided and worded it. */
@@ -255,8 +257,6 @@ export declare class Client {
     private lateAllow;
     /** sendRecord sends a Record in the background: the fleet gets the evidence the fallback took too. */
     private sendRecord;
-    /** learnPolicy keeps the fallback's policy for breaker (once; a failure leaves the defaults). */
-    private learnPolicy;
     /** fallbackAllow answers while no daemon does. */
     private fallbackAllow;
     private denialBase;

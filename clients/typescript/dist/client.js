@@ -4,7 +4,7 @@ import * as otel from "./otel.js";
 import { OpenCache } from "./cache.js";
 import { APIError, CircuitOpenError, ConfigError, UnreachableError } from "./errors.js";
 import { evidenceOfError, evidenceOfResponse, isResponse } from "./evidence.js";
-import { DEFAULT_LOCAL_POLICY, LocalBreaker, effectOfOutcome, localEffect } from "./fallback.js";
+import { DEFAULT_LOCAL_POLICY, LocalBreaker, effectOfOutcome, localEffect, localPolicy } from "./fallback.js";
 import { fallbackDenial, retryAfterOf, storeDenial } from "./denial.js";
 import { renderToolResult } from "./render.js";
 import { DEFAULT_SAVINGS_INTERVAL_MS, Savings } from "./savings.js";
@@ -309,7 +309,12 @@ export class Client {
         const budget = this.budget(breaker);
         // The call goes on for the RPC timeout; allow waits its budget. A late
         // answer still teaches the client, and its ticket goes with the Record.
-        const call = this.rpc("Allow", { breaker, worker_id: this.workerId, ...(tool ? { tool } : {}) }, Math.max(budget, this.rpcTimeoutMs), opts.signal);
+        const req = { breaker, worker_id: this.workerId };
+        if (tool)
+            req.tool = tool;
+        if (!this.policies.has(breaker))
+            req.with_policy = true; // the fallback's policy comes with the answer
+        const call = this.rpc("Allow", req, Math.max(budget, this.rpcTimeoutMs), opts.signal);
         const res = await raceBudget(call, budget).catch((err) => {
             if (err instanceof UnreachableError)
                 return undefined;
@@ -322,10 +327,14 @@ export class Client {
             return given;
         }
         this.local.reset();
-        this.learnState(res.state, letsThrough(res));
-        if (!this.policies.has(breaker))
-            void this.learnPolicy(breaker);
+        this.learnAnswer(breaker, res);
         return this.permitOf(res, breaker, tool || breaker);
+    }
+    /** learnAnswer keeps what a daemon's Allow answer tells of breaker: its state, and its policy when asked for. */
+    learnAnswer(breaker, res) {
+        this.learnState(res.state, letsThrough(res));
+        if (res.policy)
+            this.policies.set(breaker, localPolicy(res.policy));
     }
     /** fastPermit is the ALLOWED permit fast mode's view gives a healthy breaker. */
     fastPermit(breaker, tool, ticket, state) {
@@ -364,7 +373,7 @@ export class Client {
      * fallback's denial leaves unused is released at once.
      */
     lateAllow(res, given) {
-        this.learnState(res.state, letsThrough(res));
+        this.learnAnswer(given.breaker, res);
         if (!res.ticket)
             return;
         if (given.allowed)
@@ -380,24 +389,6 @@ export class Client {
             this.learnState(res.state);
         }
         catch (err) {
-            if (!(err instanceof UnreachableError))
-                this.onError(err);
-        }
-    }
-    /** learnPolicy keeps the fallback's policy for breaker (once; a failure leaves the defaults). */
-    async learnPolicy(breaker) {
-        this.policies.set(breaker, DEFAULT_LOCAL_POLICY);
-        try {
-            const p = await this.getPolicy(breaker);
-            this.policies.set(breaker, {
-                threshold: p.threshold || DEFAULT_LOCAL_POLICY.threshold,
-                cooldownBaseMs: int64(p.cooldown_base_ms) || DEFAULT_LOCAL_POLICY.cooldownBaseMs,
-                cooldownCapMs: int64(p.cooldown_cap_ms) || DEFAULT_LOCAL_POLICY.cooldownCapMs,
-                probeTimeoutMs: int64(p.probe_timeout_ms) || DEFAULT_LOCAL_POLICY.probeTimeoutMs,
-            });
-        }
-        catch (err) {
-            this.policies.delete(breaker); // asked again next time
             if (!(err instanceof UnreachableError))
                 this.onError(err);
         }

@@ -1,5 +1,5 @@
-import type { Evidence } from "./wire.js";
-/** LocalPolicy is the fallback's policy, from getPolicy when breakerd answered it. */
+import { type Evidence, type Policy } from "./wire.js";
+/** LocalPolicy is the fallback's policy of a breaker: breakerd's, from the client's first Allow of it (localPolicy). */
 export interface LocalPolicy {
     /** Consecutive counted failures that open the local circuit. */
     threshold: number;
@@ -12,6 +12,8 @@ export interface LocalPolicy {
 }
 /** DEFAULT_LOCAL_POLICY is breakerd's default policy's values of these fields (conformance/client_rules.json's defaults). */
 export declare const DEFAULT_LOCAL_POLICY: LocalPolicy;
+/** localPolicy is the fallback's part of a breaker's effective policy; a field breakerd left out keeps its default. */
+export declare function localPolicy(p: Policy): LocalPolicy;
 /** LocalVerdict is the fallback's answer to one Allow. */
 export type LocalVerdict = {
     allowed: true;

@@ -9,6 +9,7 @@
 // most the cap. No rate-limit rule, no pause. Its defaults and which
 // evidence it counts are conformance/client_rules.json's; its denials'
 // words are conformance/fallback_denials.json's (render.ts).
+import { int64 } from "./wire.js";
 /** DEFAULT_LOCAL_POLICY is breakerd's default policy's values of these fields (conformance/client_rules.json's defaults). */
 export const DEFAULT_LOCAL_POLICY = {
     threshold: 5,
@@ -16,6 +17,15 @@ export const DEFAULT_LOCAL_POLICY = {
     cooldownCapMs: 900_000,
     probeTimeoutMs: 30_000,
 };
+/** localPolicy is the fallback's part of a breaker's effective policy; a field breakerd left out keeps its default. */
+export function localPolicy(p) {
+    return {
+        threshold: p.threshold || DEFAULT_LOCAL_POLICY.threshold,
+        cooldownBaseMs: int64(p.cooldown_base_ms) || DEFAULT_LOCAL_POLICY.cooldownBaseMs,
+        cooldownCapMs: int64(p.cooldown_cap_ms) || DEFAULT_LOCAL_POLICY.cooldownCapMs,
+        probeTimeoutMs: int64(p.probe_timeout_ms) || DEFAULT_LOCAL_POLICY.probeTimeoutMs,
+    };
+}
 /** The outcomes of the subset, by what the fallback does with them. */
 const OUTCOME_EFFECTS = {
     OUTCOME_SUCCESS: "success",

@@ -57,6 +57,8 @@ export interface AllowRequest {
     breaker: string;
     worker_id: string;
     tool?: string;
+    /** Ask for the breaker's policy in the answer (the client's first Allow of it). */
+    with_policy?: boolean;
 }
 export interface AllowResponse {
     decision?: Decision;
@@ -71,6 +73,8 @@ export interface AllowResponse {
     tool_result?: string;
     /** For a denial: the denial, decided and worded by breakerd for this worker. */
     denial?: WireDenial | null;
+    /** The breaker's effective policy, when the request set with_policy. */
+    policy?: Policy | null;
 }
 /** ErrorKind is how a tool call failed (proto enum breakerd.v1.ErrorKind). */
 export type ErrorKindName = "ERROR_KIND_DNS" | "ERROR_KIND_TLS" | "ERROR_KIND_REFUSED" | "ERROR_KIND_RESET" | "ERROR_KIND_TIMEOUT" | "ERROR_KIND_CANCELLED" | "ERROR_KIND_MALFORMED_OUTPUT" | "ERROR_KIND_BREAKERD_DENIAL" | "ERROR_KIND_OTHER";

@@ -5,7 +5,7 @@ import * as otel from "./otel.js";
 import { OpenCache, type CachedDenial } from "./cache.js";
 import { APIError, CircuitOpenError, ConfigError, UnreachableError } from "./errors.js";
 import { evidenceOfError, evidenceOfResponse, isResponse } from "./evidence.js";
-import { DEFAULT_LOCAL_POLICY, LocalBreaker, effectOfOutcome, localEffect, type LocalPolicy } from "./fallback.js";
+import { DEFAULT_LOCAL_POLICY, LocalBreaker, effectOfOutcome, localEffect, localPolicy, type LocalPolicy } from "./fallback.js";
 import { fallbackDenial, retryAfterOf, storeDenial, type StoredDenial } from "./denial.js";
 import { renderToolResult } from "./render.js";
 import { DEFAULT_SAVINGS_INTERVAL_MS, Savings } from "./savings.js";
@@ -16,6 +16,7 @@ import { FastView, plainSuccess } from "./fast.js";
 import { Transport, parseURLs } from "./transport.js";
 import {
   int64,
+  type AllowRequest,
   type AllowResponse,
   type BreakerState,
   type Decision,
@@ -471,7 +472,10 @@ export class Client {
     const budget = this.budget(breaker);
     // The call goes on for the RPC timeout; allow waits its budget. A late
     // answer still teaches the client, and its ticket goes with the Record.
-    const call = this.rpc<AllowResponse>("Allow", { breaker, worker_id: this.workerId, ...(tool ? { tool } : {}) }, Math.max(budget, this.rpcTimeoutMs), opts.signal);
+    const req: AllowRequest = { breaker, worker_id: this.workerId };
+    if (tool) req.tool = tool;
+    if (!this.policies.has(breaker)) req.with_policy = true; // the fallback's policy comes with the answer
+    const call = this.rpc<AllowResponse>("Allow", req, Math.max(budget, this.rpcTimeoutMs), opts.signal);
     const res = await raceBudget(call, budget).catch((err: unknown) => {
       if (err instanceof UnreachableError) return undefined;
       throw err;
@@ -482,9 +486,14 @@ export class Client {
       return given;
     }
     this.local.reset();
-    this.learnState(res.state, letsThrough(res));
-    if (!this.policies.has(breaker)) void this.learnPolicy(breaker);
+    this.learnAnswer(breaker, res);
     return this.permitOf(res, breaker, tool || breaker);
+  }
+
+  /** learnAnswer keeps what a daemon's Allow answer tells of breaker: its state, and its policy when asked for. */
+  private learnAnswer(breaker: string, res: AllowResponse): void {
+    this.learnState(res.state, letsThrough(res));
+    if (res.policy) this.policies.set(breaker, localPolicy(res.policy));
   }
 
   /** fastPermit is the ALLOWED permit fast mode's view gives a healthy breaker. */
@@ -526,7 +535,7 @@ export class Client {
    * fallback's denial leaves unused is released at once.
    */
   private lateAllow(res: AllowResponse, given: Permit): void {
-    this.learnState(res.state, letsThrough(res));
+    this.learnAnswer(given.breaker, res);
     if (!res.ticket) return;
     if (given.allowed) given.late = { ticket: res.ticket };
     else if (res.decision === "DECISION_PROBE") {
@@ -540,23 +549,6 @@ export class Client {
       const res = await this.rpc<RecordResponse>("Record", req, this.rpcTimeoutMs);
       this.learnState(res.state);
     } catch (err) {
-      if (!(err instanceof UnreachableError)) this.onError(err);
-    }
-  }
-
-  /** learnPolicy keeps the fallback's policy for breaker (once; a failure leaves the defaults). */
-  private async learnPolicy(breaker: string): Promise<void> {
-    this.policies.set(breaker, DEFAULT_LOCAL_POLICY);
-    try {
-      const p = await this.getPolicy(breaker);
-      this.policies.set(breaker, {
-        threshold: p.threshold || DEFAULT_LOCAL_POLICY.threshold,
-        cooldownBaseMs: int64(p.cooldown_base_ms) || DEFAULT_LOCAL_POLICY.cooldownBaseMs,
-        cooldownCapMs: int64(p.cooldown_cap_ms) || DEFAULT_LOCAL_POLICY.cooldownCapMs,
-        probeTimeoutMs: int64(p.probe_timeout_ms) || DEFAULT_LOCAL_POLICY.probeTimeoutMs,
-      });
-    } catch (err) {
-      this.policies.delete(breaker); // asked again next time
       if (!(err instanceof UnreachableError)) this.onError(err);
     }
   }

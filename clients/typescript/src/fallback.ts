@@ -10,9 +10,9 @@
 // evidence it counts are conformance/client_rules.json's; its denials'
 // words are conformance/fallback_denials.json's (render.ts).
 
-import type { Evidence } from "./wire.js";
+import { int64, type Evidence, type Policy } from "./wire.js";
 
-/** LocalPolicy is the fallback's policy, from getPolicy when breakerd answered it. */
+/** LocalPolicy is the fallback's policy of a breaker: breakerd's, from the client's first Allow of it (localPolicy). */
 export interface LocalPolicy {
   /** Consecutive counted failures that open the local circuit. */
   threshold: number;
@@ -31,6 +31,16 @@ export const DEFAULT_LOCAL_POLICY: LocalPolicy = {
   cooldownCapMs: 900_000,
   probeTimeoutMs: 30_000,
 };
+
+/** localPolicy is the fallback's part of a breaker's effective policy; a field breakerd left out keeps its default. */
+export function localPolicy(p: Policy): LocalPolicy {
+  return {
+    threshold: p.threshold || DEFAULT_LOCAL_POLICY.threshold,
+    cooldownBaseMs: int64(p.cooldown_base_ms) || DEFAULT_LOCAL_POLICY.cooldownBaseMs,
+    cooldownCapMs: int64(p.cooldown_cap_ms) || DEFAULT_LOCAL_POLICY.cooldownCapMs,
+    probeTimeoutMs: int64(p.probe_timeout_ms) || DEFAULT_LOCAL_POLICY.probeTimeoutMs,
+  };
+}
 
 /** LocalVerdict is the fallback's answer to one Allow. */
 export type LocalVerdict =

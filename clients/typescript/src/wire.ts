@@ -84,6 +84,8 @@ export interface AllowRequest {
   breaker: string;
   worker_id: string;
   tool?: string;
+  /** Ask for the breaker's policy in the answer (the client's first Allow of it). */
+  with_policy?: boolean;
 }
 
 export interface AllowResponse {
@@ -99,6 +101,8 @@ export interface AllowResponse {
   tool_result?: string;
   /** For a denial: the denial, decided and worded by breakerd for this worker. */
   denial?: WireDenial | null;
+  /** The breaker's effective policy, when the request set with_policy. */
+  policy?: Policy | null;
 }
 
 /** ErrorKind is how a tool call failed (proto enum breakerd.v1.ErrorKind). */

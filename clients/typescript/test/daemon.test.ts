@@ -25,6 +25,7 @@ import {
 } from "../src/index.js";
 import { startDaemon, uniq, type Daemon } from "./daemon.js";
 import { conformanceDir, serve, waitFor, within } from "./helpers.js";
+import { Proxy } from "./proxy.js";
 
 const prefix = uniq();
 const policy = `breakers:
@@ -124,6 +125,32 @@ test("getPolicy answers the policy's values; a refused tool name and a bad token
     assert.equal(ok.allowed, true);
   } finally {
     await guarded.stop();
+  }
+});
+
+test("the fallback follows the breaker's policy, which came with the client's first Allow of it: no GetPolicy", async () => {
+  const px = await Proxy.start(a.url);
+  const sent: string[] = [];
+  const counting: typeof fetch = (input, init) => {
+    const asked = typeof init?.body === "string" && (JSON.parse(init.body) as { with_policy?: boolean }).with_policy;
+    sent.push(String(input).split("/").pop() + (asked ? " with_policy" : ""));
+    return fetch(input, init);
+  };
+  const c = new Client({ urls: px.url, workerId: "w1", fetch: counting, allowBudgetMs: 5000, onError: () => undefined });
+  const breaker = `${prefix}:fallback-policy`;
+  try {
+    for (let i = 0; i < 2; i++) assert.equal((await c.allow(breaker)).degraded, false);
+    assert.deepEqual(sent, ["Allow with_policy", "Allow"], "the policy came with the first Allow, and no GetPolicy was sent");
+    await px.close(); // no daemon answers from here on
+    for (let i = 0; i < 2; i++) {
+      const p = await c.allow(breaker);
+      assert.ok(p.allowed && p.degraded, "the fallback lets the call through");
+      await c.record(p, { http_status: 503 });
+    }
+    const p = await c.allow(breaker);
+    assert.ok(!p.allowed && p.degraded, "the fallback opened at the policy's threshold (2), not at its own default (5)");
+  } finally {
+    await c.close();
   }
 });
 

@@ -1321,7 +1321,12 @@ type AllowRequest struct {
 	// AllowResponse.tool_result. MCP's tool-name syntax: 1 to 128 of
 	// A-Z a-z 0-9 _ - . (InvalidArgument otherwise). Empty: the breaker's
 	// name stands in.
-	Tool          string `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
+	Tool string `protobuf:"bytes,3,opt,name=tool,proto3" json:"tool,omitempty"`
+	// Set on a worker's first Allow of a breaker: the answer carries the
+	// breaker's effective policy (AllowResponse.policy), which the client's
+	// local fallback follows while no daemon answers, with no GetPolicy
+	// round trip.
+	WithPolicy    bool `protobuf:"varint,4,opt,name=with_policy,json=withPolicy,proto3" json:"with_policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1377,6 +1382,13 @@ func (x *AllowRequest) GetTool() string {
 	return ""
 }
 
+func (x *AllowRequest) GetWithPolicy() bool {
+	if x != nil {
+		return x.WithPolicy
+	}
+	return false
+}
+
 type AllowResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Decision Decision               `protobuf:"varint,1,opt,name=decision,proto3,enum=breakerd.v1.Decision" json:"decision,omitempty"`
@@ -1406,7 +1418,10 @@ type AllowResponse struct {
 	ToolResult string `protobuf:"bytes,71,opt,name=tool_result,json=toolResult,proto3" json:"tool_result,omitempty"`
 	// For a denial: the denial, decided and worded by the daemon for this
 	// worker (see Denial). Unset when allowed.
-	Denial        *Denial `protobuf:"bytes,72,opt,name=denial,proto3" json:"denial,omitempty"`
+	Denial *Denial `protobuf:"bytes,72,opt,name=denial,proto3" json:"denial,omitempty"`
+	// Only when the request set with_policy: the breaker's effective
+	// policy, as GetPolicyResponse.policy gives it.
+	Policy        *Policy `protobuf:"bytes,73,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1507,6 +1522,13 @@ func (x *AllowResponse) GetToolResult() string {
 func (x *AllowResponse) GetDenial() *Denial {
 	if x != nil {
 		return x.Denial
+	}
+	return nil
+}
+
+func (x *AllowResponse) GetPolicy() *Policy {
+	if x != nil {
+		return x.Policy
 	}
 	return nil
 }
@@ -3903,11 +3925,13 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\rdeny_until_ms\x18\x04 \x01(\x03R\vdenyUntilMs\x12'\n" +
 	"\x10may_return_at_ms\x18\x05 \x01(\x03R\rmayReturnAtMs\x12\x16\n" +
 	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x16\n" +
-	"\x06status\x18\a \x01(\tR\x06status\"Y\n" +
+	"\x06status\x18\a \x01(\tR\x06status\"z\n" +
 	"\fAllowRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12\x12\n" +
-	"\x04tool\x18\x03 \x01(\tR\x04tool\"\x9e\x03\n" +
+	"\x04tool\x18\x03 \x01(\tR\x04tool\x12\x1f\n" +
+	"\vwith_policy\x18\x04 \x01(\bR\n" +
+	"withPolicy\"\xcb\x03\n" +
 	"\rAllowResponse\x121\n" +
 	"\bdecision\x18\x01 \x01(\x0e2\x15.breakerd.v1.DecisionR\bdecision\x12+\n" +
 	"\x06ticket\x18\x02 \x01(\v2\x13.breakerd.v1.TicketR\x06ticket\x12$\n" +
@@ -3919,7 +3943,8 @@ const file_breakerd_v1_breaker_proto_rawDesc = "" +
 	"\x0fshadow_decision\x182 \x01(\x0e2\x15.breakerd.v1.DecisionR\x0eshadowDecision\x12\x1f\n" +
 	"\vtool_result\x18G \x01(\tR\n" +
 	"toolResult\x12+\n" +
-	"\x06denial\x18H \x01(\v2\x13.breakerd.v1.DenialR\x06denial\"\xbf\x03\n" +
+	"\x06denial\x18H \x01(\v2\x13.breakerd.v1.DenialR\x06denial\x12+\n" +
+	"\x06policy\x18I \x01(\v2\x13.breakerd.v1.PolicyR\x06policy\"\xbf\x03\n" +
 	"\rRecordRequest\x12\x18\n" +
 	"\abreaker\x18\x01 \x01(\tR\abreaker\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12+\n" +
@@ -4275,63 +4300,64 @@ var file_breakerd_v1_breaker_proto_depIdxs = []int32{
 	9,  // 9: breakerd.v1.AllowResponse.state:type_name -> breakerd.v1.BreakerState
 	0,  // 10: breakerd.v1.AllowResponse.shadow_decision:type_name -> breakerd.v1.Decision
 	10, // 11: breakerd.v1.AllowResponse.denial:type_name -> breakerd.v1.Denial
-	8,  // 12: breakerd.v1.RecordRequest.ticket:type_name -> breakerd.v1.Ticket
-	2,  // 13: breakerd.v1.RecordRequest.outcome:type_name -> breakerd.v1.Outcome
-	14, // 14: breakerd.v1.RecordRequest.evidence:type_name -> breakerd.v1.CallEvidence
-	42, // 15: breakerd.v1.CallEvidence.headers:type_name -> breakerd.v1.CallEvidence.HeadersEntry
-	3,  // 16: breakerd.v1.CallEvidence.error_kind:type_name -> breakerd.v1.ErrorKind
-	13, // 17: breakerd.v1.RecordBatchRequest.records:type_name -> breakerd.v1.RecordRequest
-	17, // 18: breakerd.v1.RecordBatchResponse.results:type_name -> breakerd.v1.RecordResponse
-	9,  // 19: breakerd.v1.RecordResponse.state:type_name -> breakerd.v1.BreakerState
-	2,  // 20: breakerd.v1.RecordResponse.classified_as:type_name -> breakerd.v1.Outcome
-	9,  // 21: breakerd.v1.GetResponse.state:type_name -> breakerd.v1.BreakerState
-	9,  // 22: breakerd.v1.BatchGetResponse.states:type_name -> breakerd.v1.BreakerState
-	1,  // 23: breakerd.v1.ListRequest.states:type_name -> breakerd.v1.State
-	9,  // 24: breakerd.v1.ListResponse.states:type_name -> breakerd.v1.BreakerState
-	4,  // 25: breakerd.v1.ForceRequest.mode:type_name -> breakerd.v1.ForceMode
-	5,  // 26: breakerd.v1.ForceRequest.shadow:type_name -> breakerd.v1.ShadowSetting
-	9,  // 27: breakerd.v1.ForceResponse.state:type_name -> breakerd.v1.BreakerState
-	28, // 28: breakerd.v1.WatchResponse.event:type_name -> breakerd.v1.Event
-	6,  // 29: breakerd.v1.Event.kind:type_name -> breakerd.v1.EventKind
-	1,  // 30: breakerd.v1.Event.from:type_name -> breakerd.v1.State
-	1,  // 31: breakerd.v1.Event.to:type_name -> breakerd.v1.State
-	9,  // 32: breakerd.v1.Event.state:type_name -> breakerd.v1.BreakerState
-	28, // 33: breakerd.v1.EventsResponse.events:type_name -> breakerd.v1.Event
-	33, // 34: breakerd.v1.GetPolicyResponse.policy:type_name -> breakerd.v1.Policy
-	43, // 35: breakerd.v1.GetPolicyResponse.sources:type_name -> breakerd.v1.GetPolicyResponse.SourcesEntry
-	34, // 36: breakerd.v1.Policy.recovery_check:type_name -> breakerd.v1.PolicyRecoveryCheck
-	35, // 37: breakerd.v1.ReportSavingsRequest.reports:type_name -> breakerd.v1.SavingsReport
-	39, // 38: breakerd.v1.SavingsResponse.breakers:type_name -> breakerd.v1.BreakerSavings
-	40, // 39: breakerd.v1.SavingsResponse.spend:type_name -> breakerd.v1.SpendTotal
-	11, // 40: breakerd.v1.BreakerService.Allow:input_type -> breakerd.v1.AllowRequest
-	13, // 41: breakerd.v1.BreakerService.Record:input_type -> breakerd.v1.RecordRequest
-	15, // 42: breakerd.v1.BreakerService.RecordBatch:input_type -> breakerd.v1.RecordBatchRequest
-	18, // 43: breakerd.v1.BreakerService.Get:input_type -> breakerd.v1.GetRequest
-	20, // 44: breakerd.v1.BreakerService.BatchGet:input_type -> breakerd.v1.BatchGetRequest
-	22, // 45: breakerd.v1.BreakerService.List:input_type -> breakerd.v1.ListRequest
-	24, // 46: breakerd.v1.BreakerService.Force:input_type -> breakerd.v1.ForceRequest
-	26, // 47: breakerd.v1.BreakerService.Watch:input_type -> breakerd.v1.WatchRequest
-	29, // 48: breakerd.v1.BreakerService.Events:input_type -> breakerd.v1.EventsRequest
-	31, // 49: breakerd.v1.BreakerService.GetPolicy:input_type -> breakerd.v1.GetPolicyRequest
-	36, // 50: breakerd.v1.BreakerService.ReportSavings:input_type -> breakerd.v1.ReportSavingsRequest
-	38, // 51: breakerd.v1.BreakerService.Savings:input_type -> breakerd.v1.SavingsRequest
-	12, // 52: breakerd.v1.BreakerService.Allow:output_type -> breakerd.v1.AllowResponse
-	17, // 53: breakerd.v1.BreakerService.Record:output_type -> breakerd.v1.RecordResponse
-	16, // 54: breakerd.v1.BreakerService.RecordBatch:output_type -> breakerd.v1.RecordBatchResponse
-	19, // 55: breakerd.v1.BreakerService.Get:output_type -> breakerd.v1.GetResponse
-	21, // 56: breakerd.v1.BreakerService.BatchGet:output_type -> breakerd.v1.BatchGetResponse
-	23, // 57: breakerd.v1.BreakerService.List:output_type -> breakerd.v1.ListResponse
-	25, // 58: breakerd.v1.BreakerService.Force:output_type -> breakerd.v1.ForceResponse
-	27, // 59: breakerd.v1.BreakerService.Watch:output_type -> breakerd.v1.WatchResponse
-	30, // 60: breakerd.v1.BreakerService.Events:output_type -> breakerd.v1.EventsResponse
-	32, // 61: breakerd.v1.BreakerService.GetPolicy:output_type -> breakerd.v1.GetPolicyResponse
-	37, // 62: breakerd.v1.BreakerService.ReportSavings:output_type -> breakerd.v1.ReportSavingsResponse
-	41, // 63: breakerd.v1.BreakerService.Savings:output_type -> breakerd.v1.SavingsResponse
-	52, // [52:64] is the sub-list for method output_type
-	40, // [40:52] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	33, // 12: breakerd.v1.AllowResponse.policy:type_name -> breakerd.v1.Policy
+	8,  // 13: breakerd.v1.RecordRequest.ticket:type_name -> breakerd.v1.Ticket
+	2,  // 14: breakerd.v1.RecordRequest.outcome:type_name -> breakerd.v1.Outcome
+	14, // 15: breakerd.v1.RecordRequest.evidence:type_name -> breakerd.v1.CallEvidence
+	42, // 16: breakerd.v1.CallEvidence.headers:type_name -> breakerd.v1.CallEvidence.HeadersEntry
+	3,  // 17: breakerd.v1.CallEvidence.error_kind:type_name -> breakerd.v1.ErrorKind
+	13, // 18: breakerd.v1.RecordBatchRequest.records:type_name -> breakerd.v1.RecordRequest
+	17, // 19: breakerd.v1.RecordBatchResponse.results:type_name -> breakerd.v1.RecordResponse
+	9,  // 20: breakerd.v1.RecordResponse.state:type_name -> breakerd.v1.BreakerState
+	2,  // 21: breakerd.v1.RecordResponse.classified_as:type_name -> breakerd.v1.Outcome
+	9,  // 22: breakerd.v1.GetResponse.state:type_name -> breakerd.v1.BreakerState
+	9,  // 23: breakerd.v1.BatchGetResponse.states:type_name -> breakerd.v1.BreakerState
+	1,  // 24: breakerd.v1.ListRequest.states:type_name -> breakerd.v1.State
+	9,  // 25: breakerd.v1.ListResponse.states:type_name -> breakerd.v1.BreakerState
+	4,  // 26: breakerd.v1.ForceRequest.mode:type_name -> breakerd.v1.ForceMode
+	5,  // 27: breakerd.v1.ForceRequest.shadow:type_name -> breakerd.v1.ShadowSetting
+	9,  // 28: breakerd.v1.ForceResponse.state:type_name -> breakerd.v1.BreakerState
+	28, // 29: breakerd.v1.WatchResponse.event:type_name -> breakerd.v1.Event
+	6,  // 30: breakerd.v1.Event.kind:type_name -> breakerd.v1.EventKind
+	1,  // 31: breakerd.v1.Event.from:type_name -> breakerd.v1.State
+	1,  // 32: breakerd.v1.Event.to:type_name -> breakerd.v1.State
+	9,  // 33: breakerd.v1.Event.state:type_name -> breakerd.v1.BreakerState
+	28, // 34: breakerd.v1.EventsResponse.events:type_name -> breakerd.v1.Event
+	33, // 35: breakerd.v1.GetPolicyResponse.policy:type_name -> breakerd.v1.Policy
+	43, // 36: breakerd.v1.GetPolicyResponse.sources:type_name -> breakerd.v1.GetPolicyResponse.SourcesEntry
+	34, // 37: breakerd.v1.Policy.recovery_check:type_name -> breakerd.v1.PolicyRecoveryCheck
+	35, // 38: breakerd.v1.ReportSavingsRequest.reports:type_name -> breakerd.v1.SavingsReport
+	39, // 39: breakerd.v1.SavingsResponse.breakers:type_name -> breakerd.v1.BreakerSavings
+	40, // 40: breakerd.v1.SavingsResponse.spend:type_name -> breakerd.v1.SpendTotal
+	11, // 41: breakerd.v1.BreakerService.Allow:input_type -> breakerd.v1.AllowRequest
+	13, // 42: breakerd.v1.BreakerService.Record:input_type -> breakerd.v1.RecordRequest
+	15, // 43: breakerd.v1.BreakerService.RecordBatch:input_type -> breakerd.v1.RecordBatchRequest
+	18, // 44: breakerd.v1.BreakerService.Get:input_type -> breakerd.v1.GetRequest
+	20, // 45: breakerd.v1.BreakerService.BatchGet:input_type -> breakerd.v1.BatchGetRequest
+	22, // 46: breakerd.v1.BreakerService.List:input_type -> breakerd.v1.ListRequest
+	24, // 47: breakerd.v1.BreakerService.Force:input_type -> breakerd.v1.ForceRequest
+	26, // 48: breakerd.v1.BreakerService.Watch:input_type -> breakerd.v1.WatchRequest
+	29, // 49: breakerd.v1.BreakerService.Events:input_type -> breakerd.v1.EventsRequest
+	31, // 50: breakerd.v1.BreakerService.GetPolicy:input_type -> breakerd.v1.GetPolicyRequest
+	36, // 51: breakerd.v1.BreakerService.ReportSavings:input_type -> breakerd.v1.ReportSavingsRequest
+	38, // 52: breakerd.v1.BreakerService.Savings:input_type -> breakerd.v1.SavingsRequest
+	12, // 53: breakerd.v1.BreakerService.Allow:output_type -> breakerd.v1.AllowResponse
+	17, // 54: breakerd.v1.BreakerService.Record:output_type -> breakerd.v1.RecordResponse
+	16, // 55: breakerd.v1.BreakerService.RecordBatch:output_type -> breakerd.v1.RecordBatchResponse
+	19, // 56: breakerd.v1.BreakerService.Get:output_type -> breakerd.v1.GetResponse
+	21, // 57: breakerd.v1.BreakerService.BatchGet:output_type -> breakerd.v1.BatchGetResponse
+	23, // 58: breakerd.v1.BreakerService.List:output_type -> breakerd.v1.ListResponse
+	25, // 59: breakerd.v1.BreakerService.Force:output_type -> breakerd.v1.ForceResponse
+	27, // 60: breakerd.v1.BreakerService.Watch:output_type -> breakerd.v1.WatchResponse
+	30, // 61: breakerd.v1.BreakerService.Events:output_type -> breakerd.v1.EventsResponse
+	32, // 62: breakerd.v1.BreakerService.GetPolicy:output_type -> breakerd.v1.GetPolicyResponse
+	37, // 63: breakerd.v1.BreakerService.ReportSavings:output_type -> breakerd.v1.ReportSavingsResponse
+	41, // 64: breakerd.v1.BreakerService.Savings:output_type -> breakerd.v1.SavingsResponse
+	53, // [53:65] is the sub-list for method output_type
+	41, // [41:53] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_breakerd_v1_breaker_proto_init() }

@@ -128,27 +128,13 @@ class AsyncClient:
             return given
         except Outage:
             return c._fallback_allow(breaker, tool)
-        p = c._allowed(breaker, tool, ans)
-        await self._learn_policy(breaker)
-        return p
+        return c._allowed(breaker, tool, ans)
 
     def _late_allow(self, f: asyncio.Future[dict[str, Any]], given: Permit) -> None:
         _late.discard(f)
         if f.cancelled() or f.exception() is not None:
             return  # no daemon answered: call() said so
         self.sync._late_allow(f, given)  # type: ignore[arg-type] # reads f.result() only
-
-    async def _learn_policy(self, breaker: str) -> None:
-        c = self.sync
-        if c.local.has_policy(breaker):
-            return
-        try:
-            pol = (await self.transport.call("GetPolicy", {"breaker": breaker}, c.rpc_timeout)).get("policy", {})
-        except Outage:
-            return
-        except BreakerdError:
-            pol = {}
-        c._set_policy(breaker, pol)
 
     async def record(self, permit: Permit, exc: BaseException | None = None, *, evidence: Evidence | None = None,
                      latency_ms: int = 0, deadline_ms: int | None = None, message: str = "",

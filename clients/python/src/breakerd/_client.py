@@ -421,9 +421,7 @@ class Client:
             return given
         except Outage:
             return self._fallback_allow(breaker, tool)
-        p = self._allowed(breaker, tool, ans)
-        self._learn_policy(breaker)
-        return p
+        return self._allowed(breaker, tool, ans)
 
     def _allow_here(self, breaker: str, tool: str) -> Permit | None:
         """Checks the names, then answers what needs no round trip: a
@@ -450,13 +448,22 @@ class Client:
         body: dict[str, Any] = {"breaker": breaker, "worker_id": self.worker_id}
         if tool:
             body["tool"] = tool
+        if not self.local.has_policy(breaker):
+            body["with_policy"] = True  # the fallback's policy comes with the answer
         return body
 
     def _allowed(self, breaker: str, tool: str, ans: dict[str, Any]) -> Permit:
         """The permit of breakerd's Allow answer, learned from first (its
         as_of_ms is the clock the denial is rendered at)."""
-        self._learn(ans.get("state"), allowed=_lets_through(ans))
+        self._learn_answer(breaker, ans)
         return self._permit(breaker, tool, ans)
+
+    def _learn_answer(self, breaker: str, ans: dict[str, Any]) -> None:
+        """Keeps what a daemon's Allow answer tells of breaker: its state,
+        and its policy (for the local fallback) when the request asked."""
+        self._learn(ans.get("state"), allowed=_lets_through(ans))
+        if isinstance(ans.get("policy"), dict):
+            self._set_policy(breaker, ans["policy"])
 
     def _late_allow(self, fut: Future[dict[str, Any]], given: Permit) -> None:
         """Takes a daemon's Allow answer that came after the fallback's:
@@ -467,7 +474,7 @@ class Client:
             ans = fut.result()
         except Exception:  # no daemon answered: call() said so
             return
-        self._learn(ans.get("state"), allowed=_lets_through(ans))
+        self._learn_answer(given.breaker, ans)
         ticket = ans.get("ticket")
         if not isinstance(ticket, dict):
             return
@@ -694,21 +701,6 @@ class Client:
         now = self.cache.now_redis_ms()  # the fallback's times, on the clock the daemon's denials are on
         until = d.until_ms + now - self._now_ms()
         return self._denied(p, _denial.fallback(d.decision, d.decision == DENIED_PROBE, until), now)
-
-    def _learn_policy(self, breaker: str) -> None:
-        """Reads the breaker's policy once, for the local fallback. A
-        refusal (an older daemon, a token that may not read policies)
-        leaves breakerd's defaults (LocalPolicy's) for good; an outage
-        leaves them until the next Allow."""
-        if self.local.has_policy(breaker):
-            return
-        try:
-            pol = self.transport.call("GetPolicy", {"breaker": breaker}, self.rpc_timeout).get("policy", {})
-        except Outage:
-            return
-        except BreakerdError:
-            pol = {}
-        self._set_policy(breaker, pol)
 
     def _set_policy(self, breaker: str, pol: object) -> None:
         known = {f: _int(pol[f]) for f in LocalPolicy.__dataclass_fields__ if isinstance(pol, dict) and _int(pol.get(f)) > 0}
