@@ -157,8 +157,9 @@ def test_a_hung_daemon_is_failed_over_and_probed_in_the_background(daemons: Call
 
 def test_a_rejoin_is_as_quiet_as_a_loss(daemons: Callable[[], Daemon]) -> None:
     """a: answers Unavailable (lost), then answers 1 s late (back, cold,
-    as a daemon busy with its start). b answers, with one call held past
-    the Allow budget, so that the calls start elsewhere when they can."""
+    as a daemon busy with its start), the probe its back-off is due for
+    too. b answers, with one call held past the Allow budget, so that the
+    calls start elsewhere when they can."""
     a, b = daemons(), daemons()
     clock = Clock()
     c = breakerd.Client([a.fake.url, b.fake.url], worker_id="w1", watch=False, clock=clock,
@@ -168,6 +169,13 @@ def test_a_rejoin_is_as_quiet_as_a_loss(daemons: Callable[[], Daemon]) -> None:
         a.mode = "unavailable"
         lost = sum(c.allow("b").degraded for _ in range(10))
         a.mode, a.delay = "answer", 1.0
+        # a's back-off is over: a call, with b free, has a probed in the
+        # background, and the cold daemon answers the probe late.
+        probed = a.calls("BatchGet")
+        clock.now += SCHEDULE[0]
+        c.allow("b")
+        wait_for(lambda: a.calls("BatchGet") == probed + 1, "the probe at a")
+        wait_for(lambda: not any(c.transport._probing), "a's late answer to the probe")
         threading.Thread(target=c.allow, args=("held",), daemon=True).start()
         wait_for(lambda: any(body.get("breaker") == "held" for _, body in b.fake.requests), "the held call at b")
         held_at = time.monotonic()

@@ -66,6 +66,10 @@ def test_when_no_daemon_answers_calls_stop_waiting_and_it_is_said_once(
         p = c.allow(name("x"))
         assert p.allowed and p.degraded
     assert c.transport.calls - sent <= 2, "allows answer from the fallback with no call (only re-probes)"
+    sent = px.connections
+    with pytest.raises(breakerd.BreakerdError, match="no breakerd answers"):
+        c.check()  # one more call the stalled daemon does not answer: the loss is not said again
+    wait_for(lambda: px.connections > sent, "check()'s connection at the stalled daemon")
     downs = [r for r in caplog.records if "no daemon at" in r.getMessage()]
     assert len(downs) == 1, [r.getMessage() for r in caplog.records]
     px.restore()

@@ -154,12 +154,14 @@ test("a hung daemon is failed over and probed in the background on the Go client
 
 test("a rejoin is as quiet as a loss: a daemon back cold gets no caller's Allow", async () => {
   // a: answers Unavailable (lost), then 1 s late (back, cold, as a daemon
-  // busy with its start). b answers, with one call held past the Allow
-  // budget, so that the calls start elsewhere when they can.
+  // busy with its start), the probe its back-off is due for too. b
+  // answers, with one call held past the Allow budget, so that the calls
+  // start elsewhere when they can.
   const a = await Fake.start();
   const b = await Fake.start();
   const clock = new Clock();
   const c = new Client({ urls: [a.served.url, b.served.url], workerId: "w1", clock: clock.now, allowBudgetMs: 500, rpcTimeoutMs: 10_000, savingsIntervalMs: 0, onError: () => undefined });
+  const transport = (c as unknown as { transport: { probesOut: boolean } }).transport;
   try {
     await c.check();
     a.mode = "unavailable";
@@ -167,6 +169,13 @@ test("a rejoin is as quiet as a loss: a daemon back cold gets no caller's Allow"
     for (let i = 0; i < 10; i++) if ((await c.allow("b")).degraded) lost++;
     a.mode = "answer";
     a.delayMs = 1000;
+    // a's back-off is over: a call, with b free, has a probed in the
+    // background, and the cold daemon answers the probe late.
+    const probed = a.requests;
+    clock.advance(SCHEDULE[0] as number);
+    await c.allow("b");
+    await waitFor(() => a.requests === probed + 1, "the probe at a");
+    await waitFor(() => !transport.probesOut, "a's late answer to the probe");
     void c.allow("held");
     await waitFor(() => b.allows.includes("held"), "the held call at b");
     const heldAt = Date.now();

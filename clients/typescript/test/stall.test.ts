@@ -25,6 +25,8 @@ function part(states: unknown[], extra: Record<string, unknown>): string {
 test("a stalled watch stream is dropped after three silent heartbeat intervals, and reconnected", async (t) => {
   const clock = new Clock();
   let connection = 0;
+  let lift: () => void = () => undefined;
+  const lifted = new Promise<void>((r) => (lift = r));
   const forced = { breaker: "pinned", as_of_ms: String(clock.ms), denial: { decision: "DECISION_DENIED_FORCED_OPEN", forced: true, status: "forced_open", reason: "maint", deny_until_ms: FOREVER } };
   const srv = await serve((req, res) => {
     if (!req.url?.startsWith("/v1/watch")) return res.end();
@@ -37,7 +39,11 @@ test("a stalled watch stream is dropped after three silent heartbeat intervals, 
       res.write(part([open("open", clock)], { heartbeat_ms: "50" }));
       return;
     }
-    res.write(part([], { heartbeat_ms: 50 })); // the force was lifted meanwhile
+    // The force was lifted meanwhile. The fresh view's last part waits
+    // until the test has seen the client degraded; a long interval is
+    // announced, so the held stream is not dropped too.
+    res.write(part([], { heartbeat_ms: 60_000, more: true }));
+    void lifted.then(() => res.write(part([], { heartbeat_ms: 60_000 })));
   });
   t.after(() => srv.close());
   const errors: unknown[] = [];
@@ -48,6 +54,8 @@ test("a stalled watch stream is dropped after three silent heartbeat intervals, 
   await waitFor(() => connection >= 2, "the reconnect after the stall");
   assert.equal(c.openCache.stalls, 1, "the silent stream was dropped for its silence");
   assert.ok(errors.some((e) => /nothing heard for 150 ms/.test(String(e))), "the drop is told to onError");
+  assert.equal(c.degraded, true, "the view is degraded from the drop until a fresh snapshot");
+  lift();
   await waitFor(() => c.openCache.status.snapshots >= 2, "the fresh snapshot");
   assert.equal(c.openCache.lookup("pinned"), undefined, "the lifted force no longer denies");
   assert.equal(c.degraded, false);
