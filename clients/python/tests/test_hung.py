@@ -40,7 +40,9 @@ def test_a_hung_daemon_is_failed_over(two_daemons: tuple[Daemon, Daemon], proxie
     a, b = two_daemons
     hung = proxies(a)
     hung.stall()
-    c = breakerd.Client([hung.url, b.url], worker_id="w1", watch=False, rpc_timeout=1.0)
+    # A generous Allow budget: on a busy host the daemon that answers may
+    # take longer than the default 50 ms, and this test means to see its answers.
+    c = breakerd.Client([hung.url, b.url], worker_id="w1", watch=False, rpc_timeout=1.0, allow_budget=5.0)
     c.allow(name("x"))  # the first call finds the hung daemon
     wait_for(lambda: c.transport.failovers >= 1, "the failover to the daemon that answers")
     tried = hung.connections
