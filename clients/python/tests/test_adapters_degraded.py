@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,6 @@ import agents
 import httpx
 import pytest
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 from langgraph.graph import START, MessagesState, StateGraph
@@ -26,6 +25,8 @@ from langgraph.prebuilt import ToolNode, tools_condition
 
 import breakerd
 from breakerd._fallback import LocalPolicy
+
+from .test_adapters_langchain import ScriptedChat
 
 # Nothing listens on port 1: every call to the daemon is refused at once.
 DEAD = "http://127.0.0.1:1"
@@ -75,22 +76,6 @@ def langchain_tools(vendor: Vendor) -> list[BaseTool]:
         return "results for " + query
 
     return [web_search, refund_charge]
-
-
-class ScriptedChat(GenericFakeChatModel):
-    """A chat model that answers from a script and keeps, for each call,
-    the tool names it was bound with and the system message it read."""
-
-    calls: list[tuple[list[str], str]] = []
-
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
-        self.calls.append(([breakerd.tool_name(t) for t in tools], ""))
-        return self
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
-        system = next((str(m.content) for m in messages if isinstance(m, SystemMessage)), "")
-        self.calls[-1] = (self.calls[-1][0], system)
-        return super()._generate(messages, *args, **kwargs)
 
 
 def refunds_then_anyway() -> ScriptedChat:

@@ -1,7 +1,6 @@
 package mcpgw
 
 import (
-	"context"
 	"os"
 	"regexp"
 	"slices"
@@ -64,18 +63,10 @@ func deadBreakerdGateway(t *testing.T, up *fakeUpstream, local client.LocalPolic
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	g, err := New(context.Background(), Options{
+	return launchGateway(t, Options{
 		Config: Config{Upstreams: []Upstream{{Name: "fake", Transport: up.transport(t)}}}, Conn: conn, WorkerID: "gw-1",
 		ClientOptions: []client.Option{client.WithLocalPolicy(local)},
 	})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = g.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done; g.Close() })
-	return g
 }
 
 // degradedSentence is the notice's words for a tool this worker judged

@@ -112,6 +112,15 @@ func startGatewayWith(t *testing.T, b *testredis.Backend, o Options) *Gateway {
 // and waits until the loop has subscribed.
 func runGateway(t *testing.T, o Options) *Gateway {
 	t.Helper()
+	g := launchGateway(t, o)
+	eventually(t, "the gateway's Watch subscription", func() bool { return g.Health().Breakerd == "ok" })
+	return g
+}
+
+// launchGateway builds a gateway with o and runs its Watch loop until t
+// ends.
+func launchGateway(t *testing.T, o Options) *Gateway {
+	t.Helper()
 	g, err := New(context.Background(), o)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -120,7 +129,6 @@ func runGateway(t *testing.T, o Options) *Gateway {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = g.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done; g.Close() })
-	eventually(t, "the gateway's Watch subscription", func() bool { return g.Health().Breakerd == "ok" })
 	return g
 }
 
