@@ -71,7 +71,7 @@ def test_decorator_records_and_reraises(daemon: Daemon, client: breakerd.Client)
     assert bad["evidence"] == {"http_status": 503, "no_deadline": True}
     assert bad["breaker"] == "payments" and bad["worker_id"] == "w1"
     allow = next(b for m, b in daemon.fake.requests if m == "Allow")
-    assert allow == {"breaker": "payments", "worker_id": "w1", "tool": "refund_charge"}
+    assert allow == {"breaker": "payments", "worker_id": "w1", "tool": "refund_charge", "with_policy": True}
 
 
 def test_deadline_is_sent(daemon: Daemon, client: breakerd.Client) -> None:
