@@ -116,6 +116,15 @@ type entry struct {
 	loading chan struct{} // closed when the read in flight ends
 }
 
+// held returns the verdict e holds, the state it was judged on and its
+// stamp, when e holds one that reread (nil: any) accepts. Under Scopes.mu.
+func (e *entry) held(reread func(breaker.Parent) bool) (breaker.Parent, *pb.BreakerState, stamp, bool) {
+	if !e.have || reread != nil && reread(e.verdict) {
+		return breaker.Parent{}, nil, stamp{}, false
+	}
+	return e.verdict, e.state, stamp{e.ver, e.seq}, true
+}
+
 // stamp is what a learner saw of an entry before its script ran: an
 // answer is stored only if neither an event (ver) nor another answer (seq)
 // came meanwhile, so that of two answers that raced (two Records of one
@@ -397,8 +406,7 @@ func (s *Scopes) view(ctx context.Context, parent string, reread func(breaker.Pa
 		e = &entry{}
 		s.entries[parent] = e
 	}
-	if e.have && (reread == nil || !reread(e.verdict)) { // held: no read, no bound
-		v, st, at := e.verdict, e.state, stamp{e.ver, e.seq}
+	if v, st, at, ok := e.held(reread); ok { // no read, no bound
 		s.mu.Unlock()
 		return v, st, at, nil
 	}
@@ -407,8 +415,7 @@ func (s *Scopes) view(ctx context.Context, parent string, reread func(breaker.Pa
 	defer cancel()
 	s.mu.Lock()
 	for {
-		if e.have && (reread == nil || !reread(e.verdict)) {
-			v, st, at := e.verdict, e.state, stamp{e.ver, e.seq}
+		if v, st, at, ok := e.held(reread); ok {
 			s.mu.Unlock()
 			return v, st, at, nil
 		}
