@@ -41,7 +41,6 @@ package client
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -64,6 +63,7 @@ import (
 
 	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/limits"
+	"github.com/breakerd/breakerd/internal/probe"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -1155,7 +1155,7 @@ func (c *Client) record(ctx context.Context, p *Permit, r Result) (*pb.RecordRes
 		LatencyMs:        limits.ClampMs(r.Latency.Milliseconds()),
 		Message:          oneLine(r.Message, maxMessageBytes),
 		CredentialWorked: r.Outcome == pb.Outcome_OUTCOME_UNAUTHENTICATED && (r.CredentialWorked || worked),
-		RecordId:         rand.Text(), // every attempt (grpc retries it) counts once
+		RecordId:         newRecordID(), // every attempt (grpc retries it) counts once
 	})
 	c.noteReach(err)
 	if err == nil && r.Outcome == pb.Outcome_OUTCOME_SUCCESS {
@@ -1297,3 +1297,7 @@ const maxMessageBytes = 256
 
 // oneLine makes a failure message fit a one-line reason (limits.OneLine).
 func oneLine(v string, n int) string { return limits.OneLine(v, n) }
+
+// newRecordID is a Record's id (RecordRequest.record_id), made once per
+// Record: random, as the daemon's own ids and lease tokens are.
+func newRecordID() string { return probe.NewToken() }

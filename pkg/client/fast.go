@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"crypto/rand"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -582,7 +581,7 @@ func (c *Client) fastRecord(ctx context.Context, p *Permit, r Result) *pb.Record
 		RetryAfterMs: retryMs, DeadlineMs: deadlineMs, LatencyMs: limits.ClampMs(r.Latency.Milliseconds()),
 		Message:          oneLine(r.Message, maxMessageBytes),
 		CredentialWorked: r.Outcome == pb.Outcome_OUTCOME_UNAUTHENTICATED && (r.CredentialWorked || worked),
-		RecordId:         rand.Text(), // every attempt (grpc retries it) counts once
+		RecordId:         newRecordID(), // every attempt (grpc retries it) counts once
 	}
 	link := trace.SpanContextFromContext(ctx)
 	if link.IsValid() {
