@@ -133,7 +133,7 @@ async def test_openai_agents_mid_run_denial(daemon: Daemon, name: Callable[[str]
 def test_langchain_langgraph(daemon: Daemon, name: Callable[[str], str]) -> None:
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
-    from langchain_core.tools import BaseTool, tool
+    from langchain_core.tools import BaseTool
     from langgraph.graph import START, MessagesState, StateGraph
     from langgraph.prebuilt import ToolNode, tools_condition
 
@@ -149,18 +149,10 @@ def test_langchain_langgraph(daemon: Daemon, name: Callable[[str], str]) -> None
             self.bound.append([t.name for t in tools])
             return self
 
+    from .test_adapters_langchain import langchain_tools
+
     vendor = Vendor()
-
-    @tool
-    def refund_charge(charge_id: str) -> str:
-        """Refund a card charge."""
-        return vendor.refund(charge_id)
-
-    @tool
-    def web_search(query: str) -> str:
-        """Search the web."""
-        return "results for " + query
-
+    web_search, refund_charge = langchain_tools(vendor)
     breakers = {"refund_charge": name("payments"), "web_search": name("search")}
 
     def run_agent(worker: str, script: list[AIMessage]) -> tuple[ToolCallingFake, list[AnyMessage]]:

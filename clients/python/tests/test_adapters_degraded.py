@@ -19,14 +19,14 @@ import httpx
 import pytest
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.tools import BaseTool, tool
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 import breakerd
 from breakerd._fallback import LocalPolicy
 
-from .test_adapters_langchain import ScriptedChat
+from .test_adapters import Vendor
+from .test_adapters_langchain import ScriptedChat, langchain_tools
 
 # Nothing listens on port 1: every call to the daemon is refused at once.
 DEAD = "http://127.0.0.1:1"
@@ -44,38 +44,12 @@ def degraded_sentence() -> str:
     return m.group(1).strip()
 
 
-class Vendor:
-    """The payments vendor, down: every call is a 503. Counts its calls."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def refund(self, charge_id: str) -> str:
-        self.calls += 1
-        httpx.Response(503, request=httpx.Request("POST", "http://payments/refunds")).raise_for_status()
-        return "refunded " + charge_id
-
-
 @pytest.fixture
 def dead() -> Iterator[breakerd.Client]:
     """A client no daemon answers."""
     c = breakerd.Client(DEAD, worker_id="w1", watch=False, savings_interval=0)
     yield c
     c.close()
-
-
-def langchain_tools(vendor: Vendor) -> list[BaseTool]:
-    @tool
-    def refund_charge(charge_id: str) -> str:
-        """Refund a card charge."""
-        return vendor.refund(charge_id)
-
-    @tool
-    def web_search(query: str) -> str:
-        """Search the web."""
-        return "results for " + query
-
-    return [web_search, refund_charge]
 
 
 def refunds_then_anyway() -> ScriptedChat:

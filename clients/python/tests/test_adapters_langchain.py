@@ -28,6 +28,22 @@ from .proxy import Proxy
 from .test_adapters import WORKERS, Vendor, client
 
 
+def langchain_tools(vendor: Vendor) -> list[BaseTool]:
+    """The two tools the LangChain tests give a model: web_search, and
+    refund_charge, which calls vendor."""
+    @tool
+    def refund_charge(charge_id: str) -> str:
+        """Refund a card charge."""
+        return vendor.refund(charge_id)
+
+    @tool
+    def web_search(query: str) -> str:
+        """Search the web."""
+        return "results for " + query
+
+    return [web_search, refund_charge]
+
+
 class ScriptedChat(GenericFakeChatModel):
     """A chat model that answers from a script and keeps, for each call,
     the tool names it was bound with and the system message it read."""
