@@ -35,6 +35,22 @@ class Vendor:
         return "refunded " + charge_id
 
 
+def box_tools(box: Any, vendor: Vendor) -> list[Any]:
+    """The two tools the Agents SDK tests give a model, through box (a
+    Toolbox): web_search, and refund_charge, which calls vendor."""
+    @box.function_tool
+    def refund_charge(charge_id: str) -> str:
+        """Refund a card charge."""
+        return vendor.refund(charge_id)
+
+    @box.function_tool
+    def web_search(query: str) -> str:
+        """Search the web."""
+        return "results for " + query
+
+    return [web_search, refund_charge]
+
+
 def client(d: Daemon, worker: str) -> breakerd.Client:
     return breakerd.Client(d.url, worker_id=worker, allow_budget=5, watch=False)
 
@@ -54,18 +70,7 @@ async def test_openai_agents(daemon: Daemon, name: Callable[[str], str]) -> None
 
     def toolbox(worker: str) -> tuple[Toolbox, list[Any]]:
         box = Toolbox(client(daemon, worker), breakers)
-
-        @box.function_tool
-        def refund_charge(charge_id: str) -> str:
-            """Refund a card charge."""
-            return vendor.refund(charge_id)
-
-        @box.function_tool
-        def web_search(query: str) -> str:
-            """Search the web."""
-            return "results for " + query
-
-        return box, [web_search, refund_charge]
+        return box, box_tools(box, vendor)
 
     def agent(model: ScriptedModel, tools: list[Any]) -> Any:
         return agents.Agent(name="support", instructions="Help the customer.", tools=tools, model=model)

@@ -25,7 +25,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 import breakerd
 from breakerd._fallback import LocalPolicy
 
-from .test_adapters import Vendor
+from .test_adapters import Vendor, box_tools
 from .test_adapters_langchain import ScriptedChat, langchain_tools
 
 # Nothing listens on port 1: every call to the daemon is refused at once.
@@ -127,16 +127,7 @@ async def test_openai_agents_tell_the_model_the_worker_judged_alone(dead: breake
     agents.set_tracing_disabled(True)
     vendor = Vendor()
     box = Toolbox(dead, {"refund_charge": "payments"})
-
-    @box.function_tool
-    def refund_charge(charge_id: str) -> str:
-        """Refund a card charge."""
-        return vendor.refund(charge_id)
-
-    @box.function_tool
-    def web_search(query: str) -> str:
-        """Search the web."""
-        return "results for " + query
+    tools = box_tools(box, vendor)
 
     def fail_then_refund(call: Any) -> Any:
         with pytest.raises(httpx.HTTPStatusError):
@@ -146,7 +137,7 @@ async def test_openai_agents_tell_the_model_the_worker_judged_alone(dead: breake
 
     steps: list[Any] = [[function_call("refund_charge", {"charge_id": "ch_1"}, call_id=f"c{i}")] for i in range(THRESHOLD - 1)]
     model = ScriptedModel([*steps, ModelStep.respond(fail_then_refund), [assistant_message("Payments is out of service.")]])
-    agent = agents.Agent(name="support", instructions="Help the customer.", tools=[web_search, refund_charge], model=model)
+    agent = agents.Agent(name="support", instructions="Help the customer.", tools=tools, model=model)
     await box.run(agent, "Refund charge ch_1")
     last = model.last_call
     assert last is not None
