@@ -623,23 +623,31 @@ run_phase() {
 }
 
 # run_lane PHASE...: the phases in order, each whatever the one before
-# did, every line but the go phase's prefixed with its phase's name.
+# did, every line but the go phase's prefixed with its phase's name, and
+# kept in $status_dir/PHASE.log for the summary.
 run_lane() {
   local p
   for p in "$@"; do
-    if [ "$p" = go ]; then run_phase "$p"; else run_phase "$p" 2>&1 | sed -u "s/^/[$p] /"; fi
+    if [ "$p" = go ]; then run_phase "$p" 2>&1 | tee "$status_dir/$p.log"
+    else run_phase "$p" 2>&1 | tee "$status_dir/$p.log" | sed -u "s/^/[$p] /"; fi
   done
 }
 
-# summary PHASE...: each phase's outcome and time; fails if any failed.
+# summary PHASE...: each phase's outcome and time, then the end of each
+# failed phase's output (a lane's lines interleave, and a log viewer
+# that shows only a run's last lines would miss why); fails if any failed.
 summary() {
-  local p rc secs failed=0
+  local p rc secs failed=()
   echo "== ci: summary"
   for p in "$@"; do
     read -r rc secs < "$status_dir/$p" 2>/dev/null || { rc=unknown secs='?'; }
-    if [ "$rc" = 0 ]; then echo "== ci:   $p ok ${secs}s"; else echo "== ci:   $p FAILED ${secs}s"; failed=1; fi
+    if [ "$rc" = 0 ]; then echo "== ci:   $p ok ${secs}s"; else echo "== ci:   $p FAILED ${secs}s"; failed+=("$p"); fi
   done
-  [ "$failed" = 0 ] || { echo "== ci: FAILED"; exit 1; }
+  for p in "${failed[@]}"; do
+    echo "== ci: the last 60 lines of $p's output"
+    tail -n 60 "$status_dir/$p.log" 2>/dev/null || echo "(none kept)"
+  done
+  [ "${#failed[@]}" = 0 ] || { echo "== ci: FAILED"; for p in "${failed[@]}"; do echo "== ci:   $p FAILED"; done; exit 1; }
   echo "== ci: every phase passed"
 }
 
