@@ -296,7 +296,7 @@ type soakRun struct {
 	// called only until coldUntil, then must expire.
 	hot       int
 	coldUntil time.Time
-	lastCall  []atomic.Int64 // unix ms of each breaker's last answer
+	lastCall  []atomic.Int64 // unix ms of the end of each breaker's last call, answered or failed
 	samples   [][]Sample     // each daemon's process samples
 	faults    *faultClock
 	// forced are breakers forced open at the start: every worker calls
@@ -537,6 +537,10 @@ func (w *worker) run(ctx context.Context) {
 func (w *worker) call(ctx context.Context, i int) {
 	name := w.names[i]
 	a, sent, got, err := w.allow(ctx, name)
+	// A failed call may have written the breaker's keys all the same (a
+	// daemon killed after its script ran answers Unavailable): their
+	// retention counts from its end either way.
+	w.lastCall[i].Store(got.UnixMilli())
 	// A call the run's end cancelled is reported all the same: the daemon
 	// may have received it and still apply it.
 	if err != nil {
@@ -544,7 +548,6 @@ func (w *worker) call(ctx context.Context, i int) {
 		w.obs.AllowFailed(name, sent)
 		return
 	}
-	w.lastCall[i].Store(got.UnixMilli())
 	w.obs.Allow(name, w.id, sent, got, a)
 	d := a.GetDecision()
 	if ctx.Err() != nil || d != pb.Decision_DECISION_ALLOWED && d != pb.Decision_DECISION_PROBE {
@@ -562,6 +565,7 @@ func (w *worker) call(ctx context.Context, i int) {
 	rsent := time.Now()
 	rec, err := w.api.Record(rctx, &pb.RecordRequest{Breaker: name, WorkerId: w.id, Ticket: a.GetTicket(), Outcome: outcome, LatencyMs: 50})
 	rgot := time.Now()
+	w.lastCall[i].Store(rgot.UnixMilli())
 	ticket := ""
 	if d == pb.Decision_DECISION_PROBE {
 		ticket = a.GetTicket().GetLeaseToken()
@@ -569,8 +573,6 @@ func (w *worker) call(ctx context.Context, i int) {
 	if err != nil {
 		w.failed(ctx, name, "Record", rsent, rgot, err)
 		rec = nil
-	} else {
-		w.lastCall[i].Store(rgot.UnixMilli())
 	}
 	w.obs.Record(name, w.id, ticket, rsent, rgot, rec)
 	if outcome == pb.Outcome_OUTCOME_TIMEOUT {
