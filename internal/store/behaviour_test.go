@@ -7,8 +7,10 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -246,19 +248,36 @@ func TestJitterLengthensWithinBound(t *testing.T) {
 	})
 }
 
+// TestJitterStaggersBreakersOpenedTogether: each trip's open period is
+// the cooldown plus floor(cooldown x jitter x draw), one draw per script
+// call (each draw injected here, so the spread is exact); the default
+// draw is not a constant.
 func TestJitterStaggersBreakersOpenedTogether(t *testing.T) {
 	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
-		f := newFixture(t, b, store.Options{Rand: nil})
-		f.st = store.New(f.Client, store.Options{Now: b.Clock(), Channel: b.Prefix + "events"})
-		seconds := map[int64]bool{}
-		for i := range 10 {
+		var draw atomic.Uint64
+		f := newFixture(t, b, store.Options{Rand: func() float64 { return math.Float64frombits(draw.Load()) }})
+		jitter := policy.Default().Jitter
+		for i, d := range []float64{0, 0.25, 0.5, 0.75, 0.999} {
+			draw.Store(math.Float64bits(d))
 			name := f.Breaker(fmt.Sprintf("tool%d", i))
 			f.trip(name)
-			seconds[f.get(name).NextProbeAtMs/1000] = true
+			st := f.get(name)
+			want := cooldown.Milliseconds() + int64(math.Floor(float64(cooldown.Milliseconds())*(jitter*d)))
+			if got := st.NextProbeAtMs - st.AsOfMs; got != want {
+				t.Errorf("tripped with the draw %g: probe due %dms after the trip, want %dms", d, got, want)
+			}
 		}
-		if len(seconds) < 3 {
-			t.Errorf("10 breakers opened together probe in %d distinct seconds, want them spread", len(seconds))
+
+		f.st = store.New(f.Client, store.Options{Now: b.Clock(), Channel: b.Prefix + "events"})
+		due := map[int64]bool{}
+		for i := range 10 {
+			name := f.Breaker(fmt.Sprintf("default%d", i))
+			f.trip(name)
+			due[f.get(name).NextProbeAtMs] = true
+		}
+		if len(due) < 2 {
+			t.Errorf("10 breakers opened together with the default draw all probe at one instant, want them spread")
 		}
 	})
 }
