@@ -48,14 +48,17 @@ import (
 // Clock is the time the check timers run on. Tests drive a virtual one.
 type Clock interface {
 	Now() time.Time
-	// After returns a channel that receives once d has passed.
-	After(d time.Duration) <-chan time.Time
+	// At returns a channel that receives once the clock reads t or later
+	// (at once when it already does). A timer set by its instant, not by
+	// a duration from a Now read before it, cannot miss a clock that moved
+	// in between.
+	At(t time.Time) <-chan time.Time
 }
 
 type systemClock struct{}
 
-func (systemClock) Now() time.Time                         { return time.Now() }
-func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+func (systemClock) Now() time.Time                  { return time.Now() }
+func (systemClock) At(t time.Time) <-chan time.Time { return time.After(time.Until(t)) }
 
 // Jitter bounds: each daemon waits between 1.02 and 1.10 intervals between
 // two attempts on a breaker, never less than one interval (the lease in
@@ -245,9 +248,8 @@ func (c *Checker) Run(ctx context.Context) error {
 	defer wg.Wait()
 	for {
 		var wait <-chan time.Time
-		now := c.o.Clock.Now()
 		if d, ok := c.earliest(); ok {
-			wait = c.o.Clock.After(max(d.Sub(now), 0))
+			wait = c.o.Clock.At(d)
 		}
 		select {
 		case <-ctx.Done():

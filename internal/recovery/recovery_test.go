@@ -42,15 +42,15 @@ func (f *fakeClock) Now() time.Time {
 	return f.now
 }
 
-func (f *fakeClock) After(d time.Duration) <-chan time.Time {
+func (f *fakeClock) At(t time.Time) <-chan time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	ch := make(chan time.Time, 1)
-	if d <= 0 {
+	if !t.After(f.now) {
 		ch <- f.now
 		return ch
 	}
-	f.waiters = append(f.waiters, waiter{at: f.now.Add(d), ch: ch})
+	f.waiters = append(f.waiters, waiter{at: t, ch: ch})
 	return ch
 }
 

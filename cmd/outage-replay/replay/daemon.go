@@ -197,8 +197,8 @@ const checkerID = "outage-replay-daemon"
 // are never used: the replay drives the Checker with Step (runChecks).
 type checkClock struct{ c *clock }
 
-func (k checkClock) Now() time.Time                         { return k.c.wall() }
-func (k checkClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+func (k checkClock) Now() time.Time                  { return k.c.wall() }
+func (k checkClock) At(t time.Time) <-chan time.Time { return time.After(t.Sub(k.c.wall())) }
 
 // runChecks runs the recovery checks as one actor of the virtual clock
 // until ctx ends: due checks, then a sleep until the next is due (or a
