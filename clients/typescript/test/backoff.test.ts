@@ -127,7 +127,9 @@ test("a hung daemon is failed over and probed in the background on the Go client
   const live = await Fake.start();
   hung.mode = "hung";
   const clock = new Clock();
-  const c = new Client({ urls: [hung.served.url, live.served.url], workerId: "w1", clock: clock.now, allowBudgetMs: 1000, rpcTimeoutMs: 400, savingsIntervalMs: 0, onError: () => undefined });
+  // A generous Allow budget: on a busy host the live daemon may answer slower than a tight one,
+  // and its calls would read as the fallback's.
+  const c = new Client({ urls: [hung.served.url, live.served.url], workerId: "w1", clock: clock.now, allowBudgetMs: 5000, rpcTimeoutMs: 400, savingsIntervalMs: 0, onError: () => undefined });
   const transport = (c as unknown as { transport: { probes: number; probesOut: boolean } }).transport;
   try {
     await c.allow("b"); // the first call finds the hung daemon

@@ -196,7 +196,9 @@ test("a Record a slow daemon applied and the next daemon got too counts once", a
 
 test("a stalled daemon costs at most the Allow that found it", async () => {
   const [hung, next] = [await proxy(a), await proxy(b)];
-  const c = new Client({ urls: [hung.url, next.url], workerId: "w1", allowBudgetMs: 200, onError: () => undefined });
+  // The client's clock stands still: the stalled daemon's back-off never ends, so no background
+  // probe adds a connection however long the calls take on a busy host.
+  const c = new Client({ urls: [hung.url, next.url], workerId: "w1", allowBudgetMs: 200, clock: () => 1_700_000_000_000, onError: () => undefined });
   try {
     await c.check(); // contact made: each allow waits the Allow budget, not the first-contact one
     hung.stall();
