@@ -45,11 +45,13 @@ func (m *Memory) Seeded() bool { return m.seeded.Load() }
 // starts AwaitRecovery. n's breakers are seeded before its calls go to
 // memory (Down), and its table is kept after the outage ends, until the
 // next: a call answered from an unseeded table would let one through at a
-// breaker known to be open.
+// breaker known to be open. A closed memory enters no outage: a call cut
+// off by its daemon's shutdown (the Redis client closed under it) is no
+// news of Redis.
 func (m *Memory) Enter(n *Node, key string, now int64, always bool, retention func(name string) (int64, bool), begun func()) {
 	n.mu.Lock() // the calls judged meanwhile wait for the seeding, then see down
 	defer n.mu.Unlock()
-	if n.entering {
+	if n.entering || m.isClosed() {
 		return
 	}
 	n.entering = true

@@ -90,8 +90,18 @@ func New() *Memory {
 // Closed is closed once the memory is (Close).
 func (m *Memory) Closed() <-chan struct{} { return m.closed }
 
-// Close stops the recovery polls.
+// Close stops the recovery polls; no outage begins from then on (Enter).
 func (m *Memory) Close() { m.once.Do(func() { close(m.closed) }) }
+
+// isClosed reports whether Close was called.
+func (m *Memory) isClosed() bool {
+	select {
+	case <-m.closed:
+		return true
+	default:
+		return false
+	}
+}
 
 // Degraded reports whether any node is in an outage.
 func (m *Memory) Degraded() bool { return m.downs.Load() > 0 }

@@ -95,3 +95,19 @@ func TestEnterSeedsTheNodesBreakers(t *testing.T) {
 		t.Errorf("here reads %+v, want forced_open", v)
 	}
 }
+
+// TestClosedMemoryEntersNoOutage: once the memory is closed (its daemon
+// shutting down), a call that fails because the Redis client was closed
+// under it begins no outage: nothing is reported, nothing is degraded.
+func TestClosedMemoryEntersNoOutage(t *testing.T) {
+	t.Parallel()
+	m := outage.New()
+	n := m.Node("")
+	m.Close()
+	m.Enter(n, "key", 1_000, true, func(string) (int64, bool) { return 60_000, true }, func() {
+		t.Error("an outage began after Close")
+	})
+	if n.Down() || m.Degraded() {
+		t.Errorf("after Close: down %v, degraded %v; want neither", n.Down(), m.Degraded())
+	}
+}

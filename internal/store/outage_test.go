@@ -190,3 +190,34 @@ func eachServer(t *testing.T, fn func(t *testing.T, b *testredis.Backend)) {
 	t.Run("miniredis", func(t *testing.T) { fn(t, testredis.Mini(t)) })
 	t.Run("redis", func(t *testing.T) { fn(t, testredis.Real(t)) })
 }
+
+// TestShutdownIsNoOutage: a daemon closes its store, then its Redis
+// client; a call still running then fails with the client closed, which
+// is no news of Redis: no outage is reported and the call is not
+// answered from memory.
+func TestShutdownIsNoOutage(t *testing.T) {
+	b := testredis.Mini(t)
+	flips := make(chan bool, 1)
+	rdb := b.NewClient(t)
+	st := store.New(rdb, store.Options{Now: b.Clock(), Channel: b.Prefix + "events",
+		OnOutage: func(_ string, down bool) { flips <- down }, DecisionTimeout: store.DefaultDecisionTimeout})
+	if err := st.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	if err := rdb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a, err := st.Allow(context.Background(), b.Breaker("search"), "w1")
+	if err == nil {
+		t.Errorf("Allow on a closed client = %v degraded %v, want an error", a.Decision, a.Degraded)
+	}
+	select {
+	case down := <-flips:
+		t.Errorf("OnOutage(%v) after the store was closed", down)
+	default:
+	}
+	if st.Degraded() {
+		t.Error("the store is degraded after a call cut off by its shutdown")
+	}
+}
