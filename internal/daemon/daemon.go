@@ -160,8 +160,8 @@ func assemble(c Config, log *slog.Logger, rdb redis.UniversalClient, channel str
 		// Memory answers once the first listing after the event feed is
 		// live has seeded it (RunCircuits starts then: serve).
 		Heard: func() <-chan struct{} { return d.hub.Live() },
-		OnOutage: func(node string, down bool) {
-			logOutage(log, node, down, d.st.Seeded())
+		OnOutage: func(node string, down bool, cause error) {
+			logOutage(log, node, down, d.st.Seeded(), cause)
 			degraded(d.st.Degraded())
 		}, OnLost: d.keeper.onLost, Tracer: tr.Tracer()})
 	err := d.build(c, log, rdb, policySum)
@@ -174,12 +174,15 @@ func assemble(c Config, log *slog.Logger, rdb redis.UniversalClient, channel str
 	return d, nil
 }
 
-// logOutage logs a Redis node going away or answering again (node ""
-// is a single Redis; on a Cluster, one master: the breakers on the others
-// keep answering from Redis).
-func logOutage(log *slog.Logger, node string, down, seeded bool) {
+// logOutage logs a Redis node going away, with the error that said so
+// (cause), or answering again (node "" is a single Redis; on a Cluster,
+// one master: the breakers on the others keep answering from Redis).
+func logOutage(log *slog.Logger, node string, down, seeded bool, cause error) {
 	if node != "" {
 		log = log.With("node", node)
+	}
+	if cause != nil {
+		log = log.With("err", cause)
 	}
 	switch {
 	case down && !seeded:

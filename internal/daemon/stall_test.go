@@ -21,7 +21,8 @@ import (
 // deadline of seconds are answered from memory after at most
 // OutageTimeouts-1 failures, none past their deadline; the log says the
 // truth once each way (one "unreachable" line, one "answers again"), and
-// never that the daemon answers from memory while it does not.
+// never that the daemon answers from memory while it does not; the
+// outage's line says what began it.
 func TestStalledRedisIsLoggedOnceEachWay(t *testing.T) {
 	testredis.StallTier(t)
 	b := testredis.Real(t)
@@ -92,5 +93,8 @@ func TestStalledRedisIsLoggedOnceEachWay(t *testing.T) {
 		if n := strings.Count(out, line); n != want {
 			t.Errorf("%d log lines say %q, want %d:\n%s", n, line, want, out)
 		}
+	}
+	if _, line, _ := strings.Cut(out, "redis unreachable"); !strings.Contains(strings.SplitN(line, "\n", 2)[0], "err=") {
+		t.Errorf("the outage's line does not say what began it (err=):\n%s", out)
 	}
 }

@@ -135,9 +135,9 @@ func (s *Store) nodeOf(ctx context.Context, name string) *outage.Node {
 
 // enterOutage sends n's breakers to memory (outage.Memory.Enter), seeded
 // with what this daemon last heard of each of them; name's call found n
-// away. The outage that begins is reported (Options.OnOutage) and polled
-// until n is back (awaitRecovery).
-func (s *Store) enterOutage(n *outage.Node, name string) {
+// away with cause. The outage that begins is reported (Options.OnOutage)
+// and polled until n is back (awaitRecovery).
+func (s *Store) enterOutage(n *outage.Node, name string, cause error) {
 	ctx := context.Background()
 	on := func(b string) (int64, bool) {
 		if s.nodeAddr(ctx, b) != n.Addr() {
@@ -147,7 +147,7 @@ func (s *Store) enterOutage(n *outage.Node, name string) {
 	}
 	s.out.Enter(n, KeysOf(name).State, s.outageNow(), s.o.Heard == nil, on, func() {
 		if s.o.OnOutage != nil {
-			s.o.OnOutage(n.Addr(), true)
+			s.o.OnOutage(n.Addr(), true, cause)
 		}
 		go s.awaitRecovery(n)
 	})
@@ -173,7 +173,7 @@ func (s *Store) awaitRecovery(n *outage.Node) {
 		return outage.PollFailed
 	}, func() {
 		if s.o.OnOutage != nil {
-			s.o.OnOutage(n.Addr(), false)
+			s.o.OnOutage(n.Addr(), false, nil)
 		}
 	})
 }

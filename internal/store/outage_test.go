@@ -34,7 +34,7 @@ func newOutageFixture(t *testing.T, b *testredis.Backend, mod func(*redis.Option
 	p := policy.Default()
 	p.Threshold, p.MinWorkers = 3, 2
 	st := store.New(b.ClientVia(t, proxy.Addr(), mod), store.Options{Now: b.Clock(), Rand: func() float64 { return 0 },
-		Channel: b.Prefix + "events", Policies: policy.NewSet(p), OnOutage: func(_ string, down bool) { flips <- down },
+		Channel: b.Prefix + "events", Policies: policy.NewSet(p), OnOutage: func(_ string, down bool, _ error) { flips <- down },
 		DecisionTimeout: store.DefaultDecisionTimeout})
 	t.Cleanup(st.Close)
 	// A loaded machine can make one command outlive a short read timeout
@@ -200,7 +200,7 @@ func TestShutdownIsNoOutage(t *testing.T) {
 	flips := make(chan bool, 1)
 	rdb := b.NewClient(t)
 	st := store.New(rdb, store.Options{Now: b.Clock(), Channel: b.Prefix + "events",
-		OnOutage: func(_ string, down bool) { flips <- down }, DecisionTimeout: store.DefaultDecisionTimeout})
+		OnOutage: func(_ string, down bool, _ error) { flips <- down }, DecisionTimeout: store.DefaultDecisionTimeout})
 	if err := st.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -413,7 +413,7 @@ func (w *decisions) expireDue(closing bool) (next time.Time, stop bool) {
 // (IsUnavailable); one that begins an outage sends n to memory.
 func (s *Store) judge(n *outage.Node, name string, seq int64, err error) {
 	if n.Judge(seq, err, s.o.Outage == OutageMemory && IsUnavailable(err)) {
-		s.enterOutage(n, name)
+		s.enterOutage(n, name, err)
 	}
 }
 
@@ -426,7 +426,7 @@ func (s *Store) checkFailed(err error) {
 	if _, cluster := s.rdb.(*redis.ClusterClient); cluster || s.o.Outage != OutageMemory || !IsUnavailable(err) {
 		return
 	}
-	s.enterOutage(s.nodeOf(context.Background(), ""), "")
+	s.enterOutage(s.nodeOf(context.Background(), ""), "", fmt.Errorf("health check: %w", err))
 }
 
 // inMemory reports whether a decision for n that failed with err (and

@@ -61,8 +61,11 @@ type Options struct {
 	// answering from memory for the breakers on the Redis node at addr
 	// ("" for a single Redis; a master's address on a Cluster) and with
 	// false when that node answers again or no longer serves them (logs,
-	// metrics; Degraded says whether any node is out). It must not block.
-	OnOutage func(addr string, down bool)
+	// metrics; Degraded says whether any node is out). cause is the error
+	// that began the outage (a refused connection, a decision unanswered
+	// at the decision timeout, a failed health check); nil when it ends.
+	// It must not block.
+	OnOutage func(addr string, down bool, cause error)
 	// Heard, when set, returns a channel closed once every event
 	// published reaches ObserveEvent (events.Hub.Live). The outage memory
 	// then answers only once seeded: once a listing of every breaker from

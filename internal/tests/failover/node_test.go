@@ -28,7 +28,7 @@ type flips struct {
 	by map[string][]bool
 }
 
-func (f *flips) add(node string, down bool) {
+func (f *flips) add(node string, down bool, _ error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.by[node] = append(f.by[node], down)

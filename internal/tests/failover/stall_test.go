@@ -83,9 +83,9 @@ func newStallRig(t *testing.T, b *testredis.Backend, newClient func() redis.Univ
 		rdb := newClient()
 		t.Cleanup(func() { _ = rdb.Close() })
 		d := &stallDaemon{flips: &flips{by: map[string][]bool{}}}
-		onOutage := func(node string, down bool) {
+		onOutage := func(node string, down bool, cause error) {
 			d.flipAt.Store(fmt.Sprint(node, down), time.Now())
-			d.flips.add(node, down)
+			d.flips.add(node, down, cause)
 		}
 		d.st = store.New(rdb, store.Options{Now: b.Clock(), Channel: b.Prefix + "events", OnOutage: onOutage, DecisionTimeout: stallBound})
 		t.Cleanup(d.st.Close)
