@@ -2,6 +2,7 @@ package soak
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -99,6 +100,9 @@ func killDaemon(d *daemonProc) {
 type DaemonLog struct {
 	Flips     map[FlipKey]int // flips to memory per daemon log and node
 	FlipTimes map[FlipKey][]time.Time
+	// FlipLines is each flip to memory in words, in log order: the log,
+	// the node, when, and the error the daemon said began it.
+	FlipLines []string
 	Losses    map[string][]time.Time
 }
 
@@ -125,6 +129,7 @@ func readDaemonLogs(dir string) DaemonLog {
 				Msg     string    `json:"msg"`
 				Node    string    `json:"node"`
 				Breaker string    `json:"breaker"`
+				Err     string    `json:"err"`
 			}
 			if json.Unmarshal(sc.Bytes(), &rec) != nil {
 				continue
@@ -133,6 +138,7 @@ func readDaemonLogs(dir string) DaemonLog {
 				k := FlipKey{Log: filepath.Base(f), Node: rec.Node}
 				out.Flips[k]++
 				out.FlipTimes[k] = append(out.FlipTimes[k], rec.Time)
+				out.FlipLines = append(out.FlipLines, fmt.Sprintf("%s %s at %s: %s", k.Log, cmp.Or(k.Node, "redis"), stamp(rec.Time), rec.Err))
 			}
 			if strings.HasPrefix(rec.Msg, LossMarker) {
 				out.Losses[rec.Breaker] = append(out.Losses[rec.Breaker], rec.Time)

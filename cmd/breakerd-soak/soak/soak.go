@@ -126,6 +126,7 @@ type Report struct {
 	Stall      string           // what happened at the stall
 	Stalls     string           // the stall rules' figures
 	Flips      string           // outage flips per daemon log and node, and the faults on each node
+	FlipLines  []string         // each flip to memory: DaemonLog.FlipLines
 	// Masters counts the breakers per master at the start (a Cluster).
 	Masters    map[string]int
 	Daemons    []DaemonReport
@@ -140,6 +141,9 @@ type DaemonReport struct {
 	HeapFirst, HeapPeak, HeapLast float64 // bytes, after the warm-up
 	GorFirst, GorPeak, GorLast    float64
 }
+
+// maxFlipLines bounds the flips the report lists one by one.
+const maxFlipLines = 20
 
 // String renders the report as plain text.
 func (r *Report) String() string {
@@ -169,6 +173,13 @@ func (r *Report) String() string {
 		c.Forgotten, c.ForgottenLogged, c.ForgottenFailover)
 	fmt.Fprintf(&b, "losses the daemons logged: %d (%d of them with no fault injected on the breaker's master by then)\n", c.Losses, c.FalseLosses)
 	fmt.Fprintf(&b, "outage flips (daemon log, node: times sent to memory): %s\n", r.Flips)
+	for i, l := range r.FlipLines {
+		if i == maxFlipLines {
+			fmt.Fprintf(&b, "  ... and %d more flips\n", len(r.FlipLines)-i)
+			break
+		}
+		fmt.Fprintf(&b, "  flip to memory: %s\n", l)
+	}
 	if r.Masters != nil {
 		fmt.Fprintf(&b, "breakers per master at the start: %v\n", r.Masters)
 		fmt.Fprintf(&b, "breakers on masters with no fault injected: %d answers, %d of them degraded\n", c.LiveAnswers, c.LiveDegraded)
@@ -487,7 +498,7 @@ func (r *soakRun) judge(ctx context.Context) {
 	}
 	obs.CheckStallFlips(through, logs.FlipTimes)
 	r.rep.Stalls = obs.FormatStalls()
-	r.rep.Flips = obs.FormatFlips(logs.Flips)
+	r.rep.Flips, r.rep.FlipLines = obs.FormatFlips(logs.Flips), logs.FlipLines
 	for i, d := range r.daemons {
 		obs.CheckFlat("daemon "+d.addr, r.samples[i], r.c.Workers)
 		r.rep.Daemons = append(r.rep.Daemons, summarize(d.addr, r.samples[i]))
