@@ -68,6 +68,9 @@ type Observer struct {
 	Lease time.Duration
 	// Retention is the policy's retention (cooldown cap + probe timeout).
 	Retention time.Duration
+	// KeyLife is the longest a breaker's state keys outlive their last
+	// write. Default the soak's policy's (KeyLife).
+	KeyLife time.Duration
 	// LogGrace is how long after a worker was answered its transition
 	// may take to be read from the log. Default 30s.
 	LogGrace time.Duration
@@ -222,7 +225,7 @@ type tracked struct {
 
 // NewObserver returns an observer for a policy's probe lease and retention.
 func NewObserver(lease, retention time.Duration) *Observer {
-	return &Observer{Lease: lease, Retention: retention, LogGrace: 30 * time.Second, Threshold: Threshold, breakers: map[string]*tracked{}}
+	return &Observer{Lease: lease, Retention: retention, KeyLife: KeyLife, LogGrace: 30 * time.Second, Threshold: Threshold, breakers: map[string]*tracked{}}
 }
 
 func (o *Observer) get(b string) *tracked {
@@ -740,16 +743,15 @@ func (o *Observer) CheckFlat(daemon string, samples []Sample, inFlight int) {
 
 // KeysLeft reports a breaker's keys still present (none: all gone) and
 // flags those that should have expired: the breaker was last called at
-// lastCall, and its state keys live at most two retentions after the last
-// write (the retention plus the longest due time, itself at most the
-// cooldown cap plus the lease), its event stream the event retention after
-// its last event (no later than its last call).
+// lastCall, and its state keys live at most KeyLife after the last write,
+// its event stream the event retention after its last event (no later
+// than its last call).
 func (o *Observer) KeysLeft(b string, keys []string, lastCall, now time.Time, eventRetention time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var bad []string
 	for _, k := range keys {
-		limit := lastCall.Add(2*o.Retention + 2*time.Second)
+		limit := lastCall.Add(o.KeyLife + 2*time.Second)
 		if strings.HasSuffix(k, ":events") {
 			limit = lastCall.Add(eventRetention + 2*time.Second)
 		}
@@ -760,7 +762,7 @@ func (o *Observer) KeysLeft(b string, keys []string, lastCall, now time.Time, ev
 	if len(bad) == 0 && now.After(lastCall.Add(eventRetention+2*time.Second)) {
 		o.counts.Expired++
 	}
-	if now.After(lastCall.Add(2*o.Retention + 2*time.Second)) {
+	if now.After(lastCall.Add(o.KeyLife + 2*time.Second)) {
 		stateLeft := false
 		for _, k := range keys {
 			stateLeft = stateLeft || !strings.HasSuffix(k, ":events")

@@ -13,7 +13,7 @@ var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
 func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 
-func probe(gen int64, lease string) *pb.AllowResponse {
+func probeAnswer(gen int64, lease string) *pb.AllowResponse {
 	return &pb.AllowResponse{Decision: pb.Decision_DECISION_PROBE, Ticket: &pb.Ticket{Generation: gen, LeaseToken: lease},
 		State: &pb.BreakerState{State: pb.State_STATE_HALF_OPEN, Generation: gen}}
 }
@@ -48,18 +48,18 @@ func want(t *testing.T, o *Observer, rs ...string) {
 // Each bad history is flagged under its rule; its good twin is not.
 func TestObserverFlagsTwoHolders(t *testing.T) {
 	o := NewObserver(2*time.Second, 6*time.Second)
-	o.Allow("b", "w1", at(0), at(10), probe(2, "L1"))
-	o.Allow("b", "w2", at(100), at(110), probe(2, "L2")) // w1 neither recorded nor lapsed
+	o.Allow("b", "w1", at(0), at(10), probeAnswer(2, "L1"))
+	o.Allow("b", "w2", at(100), at(110), probeAnswer(2, "L2")) // w1 neither recorded nor lapsed
 	want(t, o, "two-holders")
 
 	good := NewObserver(2*time.Second, 6*time.Second)
-	good.Allow("b", "w1", at(0), at(10), probe(2, "L1"))
+	good.Allow("b", "w1", at(0), at(10), probeAnswer(2, "L1"))
 	good.Record("b", "w1", "L1", at(50), at(60), nil)
-	good.Allow("b", "w2", at(100), at(110), probe(4, "L2"))   // after w1's Record was sent
-	good.Allow("b", "w3", at(2200), at(2210), probe(6, "L3")) // after w2's lease lapsed
+	good.Allow("b", "w2", at(100), at(110), probeAnswer(4, "L2"))   // after w1's Record was sent
+	good.Allow("b", "w3", at(2200), at(2210), probeAnswer(6, "L3")) // after w2's lease lapsed
 	// Overlapping requests: the order is unknown, so no verdict.
-	good.Allow("c", "w1", at(0), at(100), probe(2, "L4"))
-	good.Allow("c", "w2", at(50), at(150), probe(2, "L5"))
+	good.Allow("c", "w1", at(0), at(100), probeAnswer(2, "L4"))
+	good.Allow("c", "w2", at(50), at(150), probeAnswer(2, "L5"))
 	want(t, good)
 	if g := good.Counts().Grants; g != 5 {
 		t.Errorf("%d grants counted, want 5", g)
@@ -130,7 +130,7 @@ func TestObserverFlagsATransitionMissingFromTheLog(t *testing.T) {
 func TestObserverFlagsAProbeInFlightPastItsLease(t *testing.T) {
 	denied := &pb.AllowResponse{Decision: pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT, State: &pb.BreakerState{State: halfOpen, Generation: 2}}
 	o := NewObserver(2*time.Second, 6*time.Second)
-	o.Allow("b", "w1", at(0), at(10), probe(2, "L1"))
+	o.Allow("b", "w1", at(0), at(10), probeAnswer(2, "L1"))
 	o.Allow("b", "w2", at(1000), at(1010), denied) // within the lease: fine
 	o.Allow("b", "w3", at(2500), at(2510), denied) // 2.49 s after the grant's answer
 	o.Sweep(at(20000))
@@ -169,11 +169,12 @@ func TestObserverFlagsGrowth(t *testing.T) {
 func TestObserverFlagsKeysPastRetention(t *testing.T) {
 	o := NewObserver(2*time.Second, 6*time.Second)
 	keys := []string{"brk:{b}:state", "brk:{b}:events"}
-	o.KeysLeft("b", keys, at(0), at(13000), time.Minute) // within 2 retentions + 2 s
+	within, past := at(0).Add(KeyLife+time.Second), at(0).Add(KeyLife+3*time.Second)
+	o.KeysLeft("b", keys, at(0), within, time.Minute) // within the key life + 2 s
 	want(t, o)
-	o.KeysLeft("b", keys[1:], at(0), at(15000), time.Minute) // the event stream outlives the state
+	o.KeysLeft("b", keys[1:], at(0), past, time.Minute) // the event stream outlives the state
 	want(t, o)
-	o.KeysLeft("b", keys, at(0), at(15000), time.Minute)
+	o.KeysLeft("b", keys, at(0), past, time.Minute)
 	want(t, o, "keys")
 	if c := o.Counts(); c.StateExpired != 1 {
 		t.Errorf("StateExpired %d, want 1", c.StateExpired)
@@ -185,7 +186,7 @@ func TestObserverFlagsKeysPastRetention(t *testing.T) {
 func TestObserverDoesNotJudgeADenialNearAnUnansweredAllow(t *testing.T) {
 	denied := &pb.AllowResponse{Decision: pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT, State: &pb.BreakerState{State: halfOpen, Generation: 2}}
 	o := NewObserver(2*time.Second, 6*time.Second)
-	o.Allow("b", "w1", at(0), at(10), probe(2, "L1"))
+	o.Allow("b", "w1", at(0), at(10), probeAnswer(2, "L1"))
 	o.AllowFailed("b", at(2000))
 	o.Allow("b", "w3", at(2500), at(2510), denied)
 	o.Sweep(at(20000))
@@ -202,10 +203,10 @@ func TestObserverDoesNotJudgeADenialNearAnAnswerFromMemory(t *testing.T) {
 	denied := &pb.AllowResponse{Decision: pb.Decision_DECISION_DENIED_PROBE_IN_FLIGHT, State: &pb.BreakerState{State: halfOpen, Generation: 2}}
 	fromMemory := &pb.AllowResponse{Decision: pb.Decision_DECISION_DENIED_OPEN, Degraded: true}
 	o := NewObserver(2*time.Second, 6*time.Second)
-	o.Allow("b", "w1", at(0), at(10), probe(2, "L1"))
+	o.Allow("b", "w1", at(0), at(10), probeAnswer(2, "L1"))
 	o.Allow("b", "w2", at(2000), at(2300), fromMemory)
 	o.Allow("b", "w3", at(2500), at(2510), denied)
-	o.Allow("c", "w1", at(0), at(10), probe(2, "L2"))
+	o.Allow("c", "w1", at(0), at(10), probeAnswer(2, "L2"))
 	o.Allow("c", "w3", at(2500), at(2510), denied)
 	o.Sweep(at(20000))
 	want(t, o, "half-open")

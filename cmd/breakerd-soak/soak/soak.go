@@ -40,6 +40,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/breakerd/breakerd/internal/probe"
 	"github.com/breakerd/breakerd/internal/store"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -98,19 +99,26 @@ const (
 	CooldownBase = time.Second
 	CooldownCap  = 4 * time.Second
 	ProbeTimeout = 2 * time.Second
+	Jitter       = 0.2
 	Retention    = CooldownCap + ProbeTimeout // policy.Policy.Retention
 	// EventRetention is the daemons' --event-retention (its minimum).
 	EventRetention = time.Minute
 )
 
-const policyYAML = `defaults:
+var policyYAML = fmt.Sprintf(`defaults:
   threshold: 3
   min_workers: 2
   cooldown_base: 1s
   cooldown_cap: 4s
-  jitter: 0.2
+  jitter: %v
   probe_timeout: 2s
-`
+`, Jitter)
+
+// KeyLife is the longest a breaker's state keys outlive their last write
+// (breaker.State.TTL): the retention plus the longest due time, which is
+// the backoff level a probe's success keeps, probe.BackoffKept open
+// periods of at most the cap, jittered.
+var KeyLife = Retention + probe.BackoffKept*time.Duration(probe.Jitter(CooldownCap.Milliseconds(), Jitter))*time.Millisecond
 
 // Report is what a run saw.
 type Report struct {
@@ -158,7 +166,7 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "probes granted %d; denied with a probe in flight %d (%d not judged: an unanswered Allow was near)\n", c.Grants, c.Denials, c.Unjudged)
 	fmt.Fprintf(&b, "transitions: %d read from the log (%d restarts at generation 1 after retention); %d seen by workers, %d of them found in the log\n",
 		c.Events, c.Restarts, c.Observed, c.Verified)
-	fmt.Fprintf(&b, "cold breakers: %d checks found no state key past twice the retention, %d found every key gone past the event retention\n", c.StateExpired, c.Expired)
+	fmt.Fprintf(&b, "cold breakers: %d checks found no state key past its life (KeyLife), %d found every key gone past the event retention\n", c.StateExpired, c.Expired)
 	if c.StateExpired == 0 && c.Expired == 0 {
 		fmt.Fprintf(&b, "cold breakers: NOT CHECKED: the run ended before their retention passed (run at least a minute)\n")
 	}
