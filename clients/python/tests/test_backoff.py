@@ -112,6 +112,34 @@ def test_a_hung_daemon_is_asked_again_on_the_go_schedule(daemons: Callable[[], D
         c.close()
 
 
+def test_the_first_contact_budget_is_spent_once_per_client(daemons: Callable[[], Daemon],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that has never reached a daemon waits the first-contact
+    budget on its first Allow only: the next ones, sent while the first is
+    still out (the daemon not yet taken as gone), wait the Allow budget.
+    The budgets the client waited are the witnesses."""
+    d = daemons()
+    d.mode = "hung"
+    c = breakerd.Client(d.fake.url, worker_id="w1", watch=False, allow_budget=0.05,
+                        first_contact_budget=0.3, rpc_timeout=60.0, savings_interval=0)
+    waited: list[float] = []
+    budget = c._budget
+
+    def spy(breaker: str) -> float:
+        waited.append(budget(breaker))
+        return waited[-1]
+
+    monkeypatch.setattr(c, "_budget", spy)
+    try:
+        for _ in range(3):
+            assert c.allow("b").degraded
+        assert not c.reach.down, "the daemon taken as gone before the first call's RPC timeout"
+        assert waited == [0.3, 0.05, 0.05], "the first-contact budget once, then the Allow budget"
+    finally:
+        d.fake.release.set()
+        c.close()
+
+
 def test_a_late_daemon_is_slow_not_hung(daemons: Callable[[], Daemon]) -> None:
     d = daemons()
     c = breakerd.Client(d.fake.url, worker_id="w1", watch=False, allow_budget=0.05, rpc_timeout=2.0,
