@@ -49,6 +49,28 @@ after(async () => {
 
 const SCHEDULE = [1000, 2000, 4000, 8000, 16_000, 30_000, 30_000];
 
+test("the first-contact budget is spent once per client: the next calls to a silent daemon wait the Allow budget", async () => {
+  const d = await Fake.start();
+  d.mode = "hung";
+  const c = new Client({ urls: d.served.url, workerId: "w1", allowBudgetMs: 50, firstContactBudgetMs: 300, rpcTimeoutMs: 60_000, savingsIntervalMs: 0, onError: () => undefined });
+  // The budgets the client waited are the witnesses.
+  const waited: number[] = [];
+  const spied = c as unknown as { budget(breaker?: string): number };
+  const budget = spied.budget.bind(c);
+  spied.budget = (breaker?: string) => {
+    const ms = budget(breaker);
+    waited.push(ms);
+    return ms;
+  };
+  try {
+    for (let i = 0; i < 3; i++) assert.ok((await c.allow("b")).degraded);
+    assert.equal(c.down, false, "the daemon taken as gone before the first call's RPC timeout");
+    assert.deepEqual(waited, [300, 50, 50], "the first-contact budget once, then the Allow budget");
+  } finally {
+    await c.close();
+  }
+});
+
 test("a hung daemon is asked again on the Go client's schedule; the loss and the return are each told once", async () => {
   const d = await Fake.start();
   d.mode = "hung";
