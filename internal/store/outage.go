@@ -49,7 +49,9 @@ var ErrUnseeded = outage.ErrUnseeded
 func (s *Store) Degraded() bool { return s.out.Degraded() }
 
 // Close stops the store's background work (the recovery polls during an
-// outage). It does not close the Redis client.
+// outage); no outage begins from then on, so a call cut off by closing
+// the Redis client after it is not taken for Redis failing. It does not
+// close the Redis client.
 func (s *Store) Close() { s.out.Close() }
 
 // ObserveEvent remembers the state an event left its breaker in, to start

@@ -69,7 +69,7 @@ type Observer struct {
 	// Retention is the policy's retention (cooldown cap + probe timeout).
 	Retention time.Duration
 	// KeyLife is the longest a breaker's state keys outlive their last
-	// write. Default the soak's policy's (KeyLife).
+	// write; NewObserver sets the soak's policy's (KeyLife).
 	KeyLife time.Duration
 	// LogGrace is how long after a worker was answered its transition
 	// may take to be read from the log. Default 30s.

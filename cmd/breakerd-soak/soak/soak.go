@@ -106,13 +106,13 @@ const (
 )
 
 var policyYAML = fmt.Sprintf(`defaults:
-  threshold: 3
-  min_workers: 2
-  cooldown_base: 1s
-  cooldown_cap: 4s
+  threshold: %d
+  min_workers: %d
+  cooldown_base: %v
+  cooldown_cap: %v
   jitter: %v
-  probe_timeout: 2s
-`, Jitter)
+  probe_timeout: %v
+`, Threshold, MinWorkers, CooldownBase, CooldownCap, Jitter, ProbeTimeout)
 
 // KeyLife is the longest a breaker's state keys outlive their last write
 // (breaker.State.TTL): the retention plus the longest due time, which is
