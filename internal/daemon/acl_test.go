@@ -226,7 +226,7 @@ func TestRedisACL(t *testing.T) {
 		kinds = append(kinds, metricsState(e.GetEvent().GetTo()))
 	}
 	want := map[string]bool{"opened": true, "closed": true, "forced": true}
-	waitFor(t, "hook deliveries", func() bool {
+	daemontest.Eventually(t, "hook deliveries", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		seen := map[string]bool{}
@@ -366,7 +366,7 @@ func TestRedisACLDaemonLoops(t *testing.T) {
 	api, ctx, name := cl.API(), context.Background(), b.Breaker("vendor")
 	// The health check passed, and ran the keeping check (INFO, and the
 	// lost states' scripts) as it does when Redis answers first.
-	waitFor(t, "the health check to pass", func() bool { return strings.Contains(logs.String(), "redis ready") })
+	daemontest.Eventually(t, "the health check to pass", func() bool { return strings.Contains(logs.String(), "redis ready") })
 
 	// A trip, half-opened by the recovery check.
 	a, err := api.Allow(ctx, &pb.AllowRequest{Breaker: name, WorkerId: "w1"})
@@ -376,7 +376,7 @@ func TestRedisACLDaemonLoops(t *testing.T) {
 	if r, err := api.Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: "w1", Ticket: a.Ticket, Outcome: pb.Outcome_OUTCOME_SERVER_ERROR}); err != nil || r.State.GetState() != pb.State_STATE_OPEN {
 		t.Fatalf("trip: %v, %v", r.GetState().GetState(), err)
 	}
-	waitFor(t, "the recovery check to half-open the breaker", func() bool {
+	daemontest.Eventually(t, "the recovery check to half-open the breaker", func() bool {
 		st, err := api.Get(ctx, &pb.GetRequest{Breaker: name})
 		return err == nil && st.GetState().GetState() == pb.State_STATE_HALF_OPEN
 	})
@@ -387,15 +387,15 @@ func TestRedisACLDaemonLoops(t *testing.T) {
 	if a, err := api.Allow(ctx, &pb.AllowRequest{Breaker: name, WorkerId: "w1"}); err != nil || a.Decision != pb.Decision_DECISION_DENIED_FORCED_OPEN {
 		t.Fatalf("Allow while forced open = %v, %v", a.GetDecision(), err)
 	}
-	waitFor(t, "the hook delivery", func() bool { return delivered.Load() > 0 })
-	waitFor(t, "the savings flush", func() bool {
+	daemontest.Eventually(t, "the hook delivery", func() bool { return delivered.Load() > 0 })
+	daemontest.Eventually(t, "the savings flush", func() bool {
 		sv, err := api.Savings(ctx, &pb.SavingsRequest{Breakers: []string{name}})
 		return err == nil && sv.GetCallsAvoided() > 0
 	})
 	// A policy reload.
 	writeFile(t, policyFile, policyText(2))
-	waitFor(t, "the policy reload", func() bool { return strings.Contains(logs.String(), "policy reloaded") })
-	waitFor(t, "the circuits gauge's List", func() bool {
+	daemontest.Eventually(t, "the policy reload", func() bool { return strings.Contains(logs.String(), "policy reloaded") })
+	daemontest.Eventually(t, "the circuits gauge's List", func() bool {
 		return scrape(t, c.MetricsListen, `breakerd_open_circuits`) > 0
 	})
 	if _, err := api.Force(ctx, &pb.ForceRequest{Breaker: name, Mode: pb.ForceMode_FORCE_MODE_AUTO, Reason: "acl drill"}); err != nil {

@@ -70,10 +70,10 @@ func TestHooksReloadSwapsTheHooks(t *testing.T) {
 		}
 	}
 	force(pb.ForceMode_FORCE_MODE_OPEN)
-	waitFor(t, "hook a's delivery", func() bool { return count("a") == 1 })
+	daemontest.Eventually(t, "hook a's delivery", func() bool { return count("a") == 1 })
 
 	write(hook("b", b.URL))
-	waitFor(t, "the hooks reloaded", func() bool { return strings.Contains(logs.String(), "hooks reloaded") })
+	daemontest.Eventually(t, "the hooks reloaded", func() bool { return strings.Contains(logs.String(), "hooks reloaded") })
 	// Hook b's consumer groups start when its dispatcher runs, a moment
 	// after the reload: force until one of its events reaches it.
 	modes := []pb.ForceMode{pb.ForceMode_FORCE_MODE_AUTO, pb.ForceMode_FORCE_MODE_OPEN}
@@ -88,11 +88,11 @@ func TestHooksReloadSwapsTheHooks(t *testing.T) {
 	}
 
 	write("hooks:\n  - {name: c, url: \"ftp://nope\", events: [forced], secret: " + secret + "}\n")
-	waitFor(t, "the bad file rejected", func() bool { return strings.Contains(logs.String(), "hooks reload rejected") })
+	daemontest.Eventually(t, "the bad file rejected", func() bool { return strings.Contains(logs.String(), "hooks reload rejected") })
 	before := count("b")
 	force(pb.ForceMode_FORCE_MODE_AUTO)
 	force(pb.ForceMode_FORCE_MODE_OPEN)
-	waitFor(t, "hook b's delivery after the rejection", func() bool { return count("b") > before })
+	daemontest.Eventually(t, "hook b's delivery after the rejection", func() bool { return count("b") > before })
 	if n := count("a"); n != 1 {
 		t.Errorf("hook a, taken out of the file, got %d events, want only the first", n)
 	}

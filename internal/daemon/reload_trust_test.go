@@ -65,14 +65,6 @@ func baseConfig(t *testing.T) Config {
 		ShutdownTimeout: time.Second, HealthInterval: time.Second, LogFormat: "text"}
 }
 
-// waitFor polls cond (another goroutine's progress: a reload on a poll
-// tick) until the test's deadline (daemontest.Eventually): a busy host
-// only makes it take longer.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	daemontest.Eventually(t, what, cond)
-}
-
 // TestTokensReloadRemovesATokenAndKeepsTheOldFileOnABadOne: a token taken
 // out of the file stops working once the file is reloaded; a bad file is
 // rejected and the tokens in force stay.
@@ -113,13 +105,13 @@ func TestTokensReloadRemovesATokenAndKeepsTheOldFileOnABadOne(t *testing.T) {
 	}
 
 	write("tokens:\n" + op + w1)
-	waitFor(t, "w2's token refused", func() bool { return status.Code(get(w2Token)) == codes.Unauthenticated })
+	daemontest.Eventually(t, "w2's token refused", func() bool { return status.Code(get(w2Token)) == codes.Unauthenticated })
 	if err := get(w1Token); err != nil {
 		t.Errorf("w1's token after the reload: %v", err)
 	}
 
 	write("tokens:\n  - {name: broken, role: admin, token: " + w2Token + "}\n")
-	waitFor(t, "the rejection logged", func() bool { return strings.Contains(logs.String(), "tokens reload rejected") })
+	daemontest.Eventually(t, "the rejection logged", func() bool { return strings.Contains(logs.String(), "tokens reload rejected") })
 	if err := get(w1Token); err != nil {
 		t.Errorf("w1's token after a rejected file: %v", err)
 	}

@@ -55,8 +55,8 @@ func TestLongTextIsCutBeforeItIsStoredOrLogged(t *testing.T) {
 			t.Errorf("a stored reason of %d bytes", len(e.Reason))
 		}
 	}
-	waitFor(t, "the refused Force logged", func() bool { return strings.Contains(logs.String(), "force failed") })
-	waitFor(t, "the alert logged", func() bool { return strings.Contains(logs.String(), "credential_revoked") })
+	daemontest.Eventually(t, "the refused Force logged", func() bool { return strings.Contains(logs.String(), "force failed") })
+	daemontest.Eventually(t, "the alert logged", func() bool { return strings.Contains(logs.String(), "credential_revoked") })
 	for _, l := range strings.Split(logs.String(), "\n") {
 		if len(l) > 2048 {
 			t.Errorf("a %d-byte log line: %.200s…", len(l), l)

@@ -68,9 +68,6 @@ type Observer struct {
 	Lease time.Duration
 	// Retention is the policy's retention (cooldown cap + probe timeout).
 	Retention time.Duration
-	// KeyLife is the longest a breaker's state keys outlive their last
-	// write; NewObserver sets the soak's policy's (KeyLife).
-	KeyLife time.Duration
 	// LogGrace is how long after a worker was answered its transition
 	// may take to be read from the log. Default 30s.
 	LogGrace time.Duration
@@ -225,7 +222,7 @@ type tracked struct {
 
 // NewObserver returns an observer for a policy's probe lease and retention.
 func NewObserver(lease, retention time.Duration) *Observer {
-	return &Observer{Lease: lease, Retention: retention, KeyLife: KeyLife, LogGrace: 30 * time.Second, Threshold: Threshold, breakers: map[string]*tracked{}}
+	return &Observer{Lease: lease, Retention: retention, LogGrace: 30 * time.Second, Threshold: Threshold, breakers: map[string]*tracked{}}
 }
 
 func (o *Observer) get(b string) *tracked {
@@ -751,7 +748,7 @@ func (o *Observer) KeysLeft(b string, keys []string, lastCall, now time.Time, ev
 	defer o.mu.Unlock()
 	var bad []string
 	for _, k := range keys {
-		limit := lastCall.Add(o.KeyLife + 2*time.Second)
+		limit := lastCall.Add(KeyLife + 2*time.Second)
 		if strings.HasSuffix(k, ":events") {
 			limit = lastCall.Add(eventRetention + 2*time.Second)
 		}
@@ -762,7 +759,7 @@ func (o *Observer) KeysLeft(b string, keys []string, lastCall, now time.Time, ev
 	if len(bad) == 0 && now.After(lastCall.Add(eventRetention+2*time.Second)) {
 		o.counts.Expired++
 	}
-	if now.After(lastCall.Add(o.KeyLife + 2*time.Second)) {
+	if now.After(lastCall.Add(KeyLife + 2*time.Second)) {
 		stateLeft := false
 		for _, k := range keys {
 			stateLeft = stateLeft || !strings.HasSuffix(k, ":events")
