@@ -4,12 +4,16 @@ outage, failed over within the budget, then answered degraded."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import breakerd
+from breakerd._aiotransport import AsyncTransport
 from breakerd._transport import Outage, Transport
 
 from .fakes import Fake, Handler, json_answer
@@ -158,6 +162,48 @@ def test_slow_daemon_is_an_outage() -> None:
         assert p.allowed and p.degraded and p.local_generation is not None
         assert c.degraded
     finally:
+        slow.close()
+
+
+@pytest.mark.parametrize("aio", [False, True], ids=["sync", "async"])
+def test_a_slow_daemon_keeps_the_budget_a_passed_over_one_would_take(aio: bool) -> None:
+    """A daemon that did not answer is passed over, and the one that
+    answers, late, gets the whole budget rather than the half the passed-
+    over one would take: the call is answered there, and the stalled
+    daemon gets no new connection (the wire is the witness)."""
+    late = threading.Event()
+
+    def stall(m: str, b: Any) -> tuple[int, str, bytes]:
+        hung.release.wait()
+        return json_answer(ALLOWED)
+
+    def answer(m: str, b: Any) -> tuple[int, str, bytes]:
+        if late.is_set():
+            time.sleep(2.5)  # past half the next call's 4 s budget
+        return json_answer(ALLOWED)
+
+    hung, slow = serve(stall), serve(answer)
+    # The back-off clock stands still: no background probe reaches the stalled daemon.
+    t = Transport([hung.url, slow.url], backoff_clock=lambda: 1_000_000.0)
+    a = AsyncTransport(t)
+    loop = asyncio.new_event_loop()
+
+    def call(budget: float) -> dict[str, Any]:
+        if aio:
+            return loop.run_until_complete(a.call("Allow", {"breaker": "b"}, budget))
+        return t.call("Allow", {"breaker": "b"}, budget)
+
+    try:
+        assert call(2.0)["decision"] == "DECISION_ALLOWED"  # the stalled daemon took its half, then was struck
+        assert hung.connections == 1
+        late.set()
+        assert call(4.0)["decision"] == "DECISION_ALLOWED"
+        assert hung.connections == 1, "the call went on to the stalled daemon"
+    finally:
+        a.close()
+        loop.close()
+        t.close()
+        hung.close()
         slow.close()
 
 

@@ -61,11 +61,11 @@ export declare class Transport {
     /** target is method's URL at daemon idx (made once). */
     private target;
     /**
-     * order is the daemons to try, from first on: those passed over (a call
-     * outstanding past skipAfterMs, or one that did not answer and has not
-     * answered a probe since) come last. While another daemon is free, a
-     * daemon that did not answer is probed in the background once its
-     * back-off is over.
+     * order is the daemons to try, from first on, and how many of them are
+     * free: those passed over (a call outstanding past skipAfterMs, or one
+     * that did not answer and has not answered a probe since) come last.
+     * While another daemon is free, a daemon that did not answer is probed
+     * in the background once its back-off is over.
      */
     private order;
     /** strike takes a call daemon idx did not answer. */

@@ -23,7 +23,17 @@ export const MAX_BODY_BYTES = 4 << 20;
 /** MAX_TARGETS bounds the method URLs a transport keeps made (a few methods on a few daemons). */
 const MAX_TARGETS = 256;
 /** ONE is the order of a transport's one daemon. */
-const ONE = [0];
+const ONE = { order: [0], free: 1 };
+/**
+ * shares is how many ways the budget left is shared at the i-th daemon of
+ * n tried, the first `free` of them free: among the free daemons left, so
+ * that one passed over gets only what they leave (a slow daemon that
+ * answers never hands half its budget to one that did not); then among
+ * the passed over left.
+ */
+function shares(i, free, n) {
+    return i < free ? free - i : n - i;
+}
 /** The gRPC codes (by their JSON names) that mean "try another daemon". */
 const REACH_CODES = new Set(["unavailable", "deadline_exceeded"]);
 /** The gateway statuses a proxy answers for a daemon it cannot reach: with a body that is not breakerd's JSON error, that daemon is away. */
@@ -120,13 +130,14 @@ export class Transport {
             const n = this.o.urls.length;
             const first = this.next;
             const end = co.budgetMs && co.budgetMs > 0 ? Date.now() + co.budgetMs : 0;
-            const order = n === 1 ? ONE : this.order(first);
+            const { order, free } = n === 1 ? ONE : this.order(first);
             for (let i = 0; i < n; i++) {
                 const idx = order[i];
                 const url = this.target(idx, method);
                 // Each daemon left gets its share of the budget: a hung one must
                 // not keep the call from the next.
-                const share = end && n - i > 1 ? timeout(Math.max(1, Math.floor((end - Date.now()) / (n - i)))) : undefined;
+                const ways = shares(i, free, n);
+                const share = end && ways > 1 ? timeout(Math.max(1, Math.floor((end - Date.now()) / ways))) : undefined;
                 const both = share ? anySignal([signal?.signal, share.signal]) : signal;
                 const began = Date.now();
                 const busy = this.busy[idx];
@@ -177,11 +188,11 @@ export class Transport {
         return url;
     }
     /**
-     * order is the daemons to try, from first on: those passed over (a call
-     * outstanding past skipAfterMs, or one that did not answer and has not
-     * answered a probe since) come last. While another daemon is free, a
-     * daemon that did not answer is probed in the background once its
-     * back-off is over.
+     * order is the daemons to try, from first on, and how many of them are
+     * free: those passed over (a call outstanding past skipAfterMs, or one
+     * that did not answer and has not answered a probe since) come last.
+     * While another daemon is free, a daemon that did not answer is probed
+     * in the background once its back-off is over.
      */
     order(first) {
         const n = this.o.urls.length;
@@ -201,7 +212,7 @@ export class Transport {
                     void this.probe(idx);
             }
         }
-        return [...free, ...passed];
+        return { order: [...free, ...passed], free: free.length };
     }
     /** strike takes a call daemon idx did not answer. */
     strike(idx) {

@@ -28,8 +28,25 @@ export const MAX_BODY_BYTES = 4 << 20;
 /** MAX_TARGETS bounds the method URLs a transport keeps made (a few methods on a few daemons). */
 const MAX_TARGETS = 256;
 
+/** Order is the daemons a call tries, in turn; the first `free` of them are not passed over. */
+interface Order {
+  readonly order: readonly number[];
+  readonly free: number;
+}
+
 /** ONE is the order of a transport's one daemon. */
-const ONE: readonly number[] = [0];
+const ONE: Order = { order: [0], free: 1 };
+
+/**
+ * shares is how many ways the budget left is shared at the i-th daemon of
+ * n tried, the first `free` of them free: among the free daemons left, so
+ * that one passed over gets only what they leave (a slow daemon that
+ * answers never hands half its budget to one that did not); then among
+ * the passed over left.
+ */
+function shares(i: number, free: number, n: number): number {
+  return i < free ? free - i : n - i;
+}
 
 /** The gRPC codes (by their JSON names) that mean "try another daemon". */
 const REACH_CODES = new Set(["unavailable", "deadline_exceeded"]);
@@ -151,13 +168,14 @@ export class Transport {
       const n = this.o.urls.length;
       const first = this.next;
       const end = co.budgetMs && co.budgetMs > 0 ? Date.now() + co.budgetMs : 0;
-      const order = n === 1 ? ONE : this.order(first);
+      const { order, free } = n === 1 ? ONE : this.order(first);
       for (let i = 0; i < n; i++) {
         const idx = order[i] as number;
         const url = this.target(idx, method);
         // Each daemon left gets its share of the budget: a hung one must
         // not keep the call from the next.
-        const share = end && n - i > 1 ? timeout(Math.max(1, Math.floor((end - Date.now()) / (n - i)))) : undefined;
+        const ways = shares(i, free, n);
+        const share = end && ways > 1 ? timeout(Math.max(1, Math.floor((end - Date.now()) / ways))) : undefined;
         const both = share ? anySignal([signal?.signal, share.signal]) : signal;
         const began = Date.now();
         const busy = this.busy[idx] as number[];
@@ -201,13 +219,13 @@ export class Transport {
   }
 
   /**
-   * order is the daemons to try, from first on: those passed over (a call
-   * outstanding past skipAfterMs, or one that did not answer and has not
-   * answered a probe since) come last. While another daemon is free, a
-   * daemon that did not answer is probed in the background once its
-   * back-off is over.
+   * order is the daemons to try, from first on, and how many of them are
+   * free: those passed over (a call outstanding past skipAfterMs, or one
+   * that did not answer and has not answered a probe since) come last.
+   * While another daemon is free, a daemon that did not answer is probed
+   * in the background once its back-off is over.
    */
-  private order(first: number): number[] {
+  private order(first: number): Order {
     const n = this.o.urls.length;
     const now = Date.now();
     const skip = this.o.skipAfterMs ?? Infinity;
@@ -224,7 +242,7 @@ export class Transport {
         if (this.strikes[idx] && !this.probing[idx] && clock() >= (this.due[idx] as number)) void this.probe(idx);
       }
     }
-    return [...free, ...passed];
+    return { order: [...free, ...passed], free: free.length };
   }
 
   /** strike takes a call daemon idx did not answer. */

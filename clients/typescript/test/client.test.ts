@@ -8,6 +8,7 @@ import { test } from "node:test";
 
 import { APIError, AuthError, CircuitOpenError, Client, ConfigError, ProtocolError, UnreachableError, fallbackDenial, renderToolResult } from "../src/index.js";
 import { FALLBACK_DENIALS } from "../src/templates.js";
+import { Transport, parseURLs } from "../src/transport.js";
 import { Clock, DEAD_URL, json, serve } from "./helpers.js";
 
 const allowed = { decision: "DECISION_ALLOWED", ticket: { generation: "3" }, state: { breaker: "b", state: "STATE_CLOSED" } };
@@ -106,6 +107,27 @@ test("several URLs: a dead daemon is skipped within the budget, and the one that
   await c.allow("b");
   assert.equal(srv.hits.get("/breakerd.v1.BreakerService/Allow"), 2);
   assert.equal(down.hits.get("/breakerd.v1.BreakerService/Allow"), 1, "the daemon that answered is asked first");
+});
+
+test("a daemon passed over leaves the whole budget to a late one that answers, and gets no request", async (t) => {
+  let late = false;
+  const hung = await serve(() => undefined); // reads the request, never answers
+  t.after(() => hung.close());
+  const slow = await serve((_req, res) => {
+    if (late) setTimeout(() => json(res, 200, allowed), 2500); // past half the next call's 4 s budget
+    else json(res, 200, allowed);
+  });
+  t.after(() => slow.close());
+  // The back-off clock stands still: no background probe reaches the stalled daemon.
+  const tr = new Transport({ urls: parseURLs([hung.url, slow.url]), fetch: globalThis.fetch, clock: () => 0 });
+  const path = "/breakerd.v1.BreakerService/Allow";
+  const first = await tr.call<{ decision: string }>("Allow", { breaker: "b" }, { budgetMs: 2000 });
+  assert.equal(first.decision, "DECISION_ALLOWED", "the stalled daemon took its half, then was struck");
+  assert.equal(hung.hits.get(path), 1);
+  late = true;
+  const next = await tr.call<{ decision: string }>("Allow", { breaker: "b" }, { budgetMs: 4000 });
+  assert.equal(next.decision, "DECISION_ALLOWED");
+  assert.equal(hung.hits.get(path), 1, "the call went on to the stalled daemon");
 });
 
 test("no daemon: the local fallback answers, degraded, and opens after the threshold with the fallback's tool_result", async () => {

@@ -23,7 +23,7 @@ import weakref
 from typing import Any
 
 from ._errors import ConfigError, ProtocolError
-from ._transport import _LOST, MAX_BODY_BYTES, SERVICE_PATH, Outage, Transport
+from ._transport import _LOST, MAX_BODY_BYTES, SERVICE_PATH, Outage, Transport, _shares
 
 # The bounds on an answer's head: a longer line, or more lines, is not
 # breakerd's.
@@ -135,7 +135,7 @@ class AsyncTransport:
         deadline = begun + budget
         with t._lock:
             first = t._first
-        order = t._order(first)
+        order, free = t._order(first)
         n = len(order)
         last: BaseException | None = None
         for i, idx in enumerate(order):
@@ -144,7 +144,7 @@ class AsyncTransport:
                 break
             url = t.endpoints[idx].url
             try:
-                status, ctype, raw = await self._attempt(idx, method, payload, left / (n - i), begun if i == 0 else None)
+                status, ctype, raw = await self._attempt(idx, method, payload, left / _shares(i, free, n), begun if i == 0 else None)
             except TimeoutError as e:
                 last = e
                 t._missed(idx, n, timed_out=True)

@@ -5,8 +5,9 @@ body (the proto3 JSON mapping). The transport tries the daemons in turn,
 starting with the last one that answered, until one answers or the
 call's budget is spent. A refused, reset or lost connection moves on to
 the next daemon at once; a daemon that does not answer within its share
-of the budget (the budget divided among the daemons left) is left for
-the next, which later calls then try first. A daemon with a call
+of the budget (the budget divided among the daemons left, those passed
+over, below, sharing only what the others leave) is left for the next,
+which later calls then try first. A daemon with a call
 outstanding longer than ``skip_after`` (the Allow budget) is tried after
 the others. So is one that did not answer (refused, silent, or
 Unavailable), until it answers again: while another daemon answers, no
@@ -140,6 +141,15 @@ class _Pool:
 _LOST = (ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine, ssl.SSLEOFError, OSError)
 
 
+def _shares(i: int, free: int, n: int) -> int:
+    """How many ways the budget left is shared at the i-th daemon of n
+    tried, the first free ones free: among the free daemons left, so that
+    one passed over gets only what they leave (a slow daemon that answers
+    never hands half its budget to one that did not); then among the
+    passed over left."""
+    return free - i if i < free else n - i
+
+
 class Transport:
     """Transport sends one JSON call to the first daemon that answers."""
 
@@ -199,7 +209,7 @@ class Transport:
         deadline = begun + budget
         with self._lock:
             first = self._first
-        order = self._order(first)
+        order, free = self._order(first)
         n = len(order)
         last: BaseException | None = None
         for i, idx in enumerate(order):
@@ -209,7 +219,7 @@ class Transport:
             try:
                 # Each daemon left gets its share of the budget: a hung
                 # one must not keep the call from the next.
-                status, ctype, raw = self._attempt(idx, method, payload, left / (n - i), begun if i == 0 else None)
+                status, ctype, raw = self._attempt(idx, method, payload, left / _shares(i, free, n), begun if i == 0 else None)
             except (TimeoutError, socket.timeout) as e:
                 last = e
                 self._missed(idx, n, timed_out=True)
@@ -232,12 +242,13 @@ class Transport:
         within = f" within {budget:.3f}s" if isinstance(last, (TimeoutError, socket.timeout)) else ""
         raise Outage(f"no breakerd answered {method}{within}: {last!r}") from last
 
-    def _order(self, first: int) -> list[int]:
-        """The daemons in the order to try, from first on: those passed
-        over (a call outstanding past skip_after, or one that did not
-        answer and has not answered a probe since) come last. While
-        another daemon is free, a daemon that did not answer is probed in
-        the background once its back-off is over."""
+    def _order(self, first: int) -> tuple[list[int], int]:
+        """The daemons in the order to try, from first on, and how many
+        of them are free: those passed over (a call outstanding past
+        skip_after, or one that did not answer and has not answered a
+        probe since) come last. While another daemon is free, a daemon
+        that did not answer is probed in the background once its back-off
+        is over."""
         n = len(self._pools)
         now = self._clock()
         free: list[int] = []
@@ -253,7 +264,7 @@ class Transport:
                 self.probes += 1
         for idx in due:
             threading.Thread(target=self._probe, args=(idx,), name="breakerd-probe", daemon=True).start()
-        return free + passed
+        return free + passed, len(free)
 
     def _missed(self, idx: int, n: int, timed_out: bool = False) -> None:
         """Daemon idx did not answer a call: it is struck, and one that
