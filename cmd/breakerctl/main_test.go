@@ -430,17 +430,18 @@ func TestWatchPrintsTransitionsLive(t *testing.T) {
 	})
 }
 
-// waitFor polls w until it contains want: waiting on another goroutine's
-// output, not on a cooldown.
+// waitFor waits until w contains want: another goroutine's output, not
+// a cooldown.
 func waitFor(t *testing.T, w *daemontest.Buffer, want string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(w.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("never printed %q; got:\n%s", want, w.String())
+	held := false
+	defer func() {
+		if !held {
+			t.Logf("got:\n%s", w)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	}()
+	daemontest.Eventually(t, fmt.Sprintf("printing %q", want), func() bool { return strings.Contains(w.String(), want) })
+	held = true
 }
 
 func TestHelpOfEveryCommandIsComplete(t *testing.T) {

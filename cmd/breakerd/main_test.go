@@ -90,19 +90,12 @@ func TestBootsServesAndStopsOnSIGTERM(t *testing.T) {
 	}
 	defer conn.Close()
 	hc := healthpb.NewHealthClient(conn)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	until(t, "breakerd reporting SERVING", out, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
 		res, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
-		cancel()
-		if err == nil && res.Status == healthpb.HealthCheckResponse_SERVING {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("breakerd never reported SERVING (last: %v, %v); output:\n%s", res, err, out)
-		}
-		time.Sleep(50 * time.Millisecond) // polling for a port, not waiting out a cooldown
-	}
+		return err == nil && res.Status == healthpb.HealthCheckResponse_SERVING
+	})
 	p.stop(t)
 	for _, want := range []string{"embedded in-memory Redis", "neither shared", "breakerd stopped"} {
 		if !strings.Contains(out.String(), want) {

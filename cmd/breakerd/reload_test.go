@@ -20,17 +20,19 @@ import (
 	"github.com/breakerd/breakerd/internal/tests/testredis"
 )
 
-// until polls cond (a port, a log line: another process's progress, not a
-// cooldown) for up to 20s.
+// until waits for cond (a port, a log line: another process's progress,
+// not a cooldown) until the test's deadline, and shows out if it never
+// holds.
 func until(t *testing.T, what string, out *daemontest.Buffer, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never happened; output:\n%s", what, out)
+	held := false
+	defer func() {
+		if !held {
+			t.Logf("output:\n%s", out)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	}()
+	daemontest.Eventually(t, what, cond)
+	held = true
 }
 
 func TestSIGHUPReloadsThePolicyAndRejectsABadOne(t *testing.T) {

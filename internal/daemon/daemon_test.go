@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -62,19 +63,12 @@ func testHealthFollowsRedis(t *testing.T, mode string) {
 	hc := healthpb.NewHealthClient(conn)
 	waitFor := func(want healthpb.HealthCheckResponse_ServingStatus) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
 		// Both names, the server's and the service's, follow Redis.
 		for _, service := range []string{"", "breakerd.v1.BreakerService"} {
-			for {
+			daemontest.Eventually(t, fmt.Sprintf("health of %q becoming %v", service, want), func() bool {
 				res, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{Service: service})
-				if err == nil && res.Status == want {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("health of %q never became %v (last %v, %v)", service, want, res, err)
-				}
-				time.Sleep(10 * time.Millisecond) // polling a status, not waiting out a cooldown
-			}
+				return err == nil && res.Status == want
+			})
 		}
 	}
 	waitFor(healthpb.HealthCheckResponse_SERVING)
@@ -102,17 +96,10 @@ func testHealthFollowsRedis(t *testing.T, mode string) {
 		t.Fatal(err)
 	}
 	waitFor(healthpb.HealthCheckResponse_SERVING)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	daemontest.Eventually(t, "an Allow answered by Redis after it came back", func() bool {
 		a, err := allow()
-		if err == nil && !a.Degraded {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Allow after Redis came back = %v, %v; want Redis's answer", a, err)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a status, not waiting out a cooldown
-	}
+		return err == nil && !a.Degraded
+	})
 }
 
 func TestParseConfigFromEnvAndFlags(t *testing.T) {

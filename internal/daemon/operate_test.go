@@ -209,17 +209,10 @@ func scrape(t *testing.T, addr, series string) float64 {
 // publish on the same channel).
 func eventually(t *testing.T, addr, series string, want float64, atLeast ...bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	daemontest.Eventually(t, fmt.Sprintf("%s on %s reading %v", series, addr, want), func() bool {
 		got := scrape(t, addr, series)
-		if got == want || (len(atLeast) > 0 && atLeast[0] && got >= want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s on %s = %v, want %v", series, addr, got, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return got == want || (len(atLeast) > 0 && atLeast[0] && got >= want)
+	})
 }
 
 type running struct {

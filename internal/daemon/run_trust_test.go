@@ -79,19 +79,11 @@ func TestRunWithTokensAndHooks(t *testing.T) {
 	if _, err := dial(client.WithToken(opToken)).Force(bg, &pb.ForceRequest{Breaker: "x", Mode: pb.ForceMode_FORCE_MODE_OPEN, Reason: "drill"}); err != nil {
 		t.Fatalf("operator Force: %v", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	daemontest.Eventually(t, "the forced event reaching the hook", func() bool {
 		mu.Lock()
-		n := len(got)
-		mu.Unlock()
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the forced event never reached the hook")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(got) > 0
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if len(got) != 1 || got[0].Header.Get(hooks.HeaderEvent) != "forced" || client.VerifyWebhook(hookSecret, got[0].Header, bodies[0], time.Now()) != nil || !bytes.Contains(bodies[0], []byte(`"actor":"alice"`)) {
