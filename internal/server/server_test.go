@@ -27,9 +27,11 @@ import (
 
 func dial(t *testing.T, d *daemontest.Daemon, worker string) *client.Client {
 	t.Helper()
-	// No Allow budget: these tests check the daemon's answers, and on a
-	// loaded machine the client's 50ms default would answer some locally.
-	c, err := client.Dial(d.Addr, client.WithWorkerID(worker), client.WithAllowBudget(0))
+	// No Allow budget, and an RPC timeout far past a busy host's answers:
+	// these tests check the daemon's answers, and on a loaded machine the
+	// client's 50ms budget or 2s RPC and Record timeouts would answer some
+	// locally.
+	c, err := client.Dial(d.Addr, client.WithWorkerID(worker), client.WithAllowBudget(0), client.WithRPCTimeout(time.Minute), client.WithRecordTimeout(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

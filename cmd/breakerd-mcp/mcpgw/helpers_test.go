@@ -113,7 +113,7 @@ func startGatewayWith(t *testing.T, b *testredis.Backend, o Options) *Gateway {
 func runGateway(t *testing.T, o Options) *Gateway {
 	t.Helper()
 	g := launchGateway(t, o)
-	eventually(t, "the gateway's Watch subscription", func() bool { return g.Health().Breakerd == "ok" })
+	daemontest.Eventually(t, "the gateway's Watch subscription", func() bool { return g.Health().Breakerd == "ok" })
 	return g
 }
 
@@ -212,19 +212,6 @@ func denial(t *testing.T, res *mcp.CallToolResult) client.Denial {
 		t.Fatalf("result is not a denial: %v; text %s", err, text(res))
 	}
 	return d
-}
-
-// eventually polls cond until it holds or 30s pass: for background work
-// (a Watch event arriving), never for a cooldown.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // remarshal copies v into out through JSON.

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/breakerd/breakerd/internal/tests/daemontest"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -94,7 +96,7 @@ func TestSecurityOneClientHoldsItsShareOfSessions(t *testing.T) {
 		t.Errorf("another client's call: %v %v", res, err)
 	}
 	_ = held[0].Close()
-	eventually(t, "the closed session to leave", func() bool { return g.Health().Sessions == DefaultMaxSessionsPerClient })
+	daemontest.Eventually(t, "the closed session to leave", func() bool { return g.Health().Sessions == DefaultMaxSessionsPerClient })
 	cs, err := dialFrom(url, "127.0.0.1", nil)
 	if err != nil {
 		t.Fatalf("the first client's session after one of its own closed: %v", err)
@@ -130,7 +132,7 @@ func TestSecurityForeignOriginIsRefused(t *testing.T) {
 		}
 		_ = cs.Close()
 	}
-	eventually(t, "the served sessions to close", func() bool { return g.Health().Sessions == 0 })
+	daemontest.Eventually(t, "the served sessions to close", func() bool { return g.Health().Sessions == 0 })
 }
 
 // TestAllowedOrigins: an origin given in AllowedOrigins (any case) is

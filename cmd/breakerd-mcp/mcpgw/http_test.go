@@ -142,7 +142,7 @@ func TestServeHTTPAndHealth(t *testing.T) {
 		}
 		return resp.StatusCode, h
 	}
-	eventually(t, "health ok", func() bool { code, h := health(); return code == http.StatusOK && h.Breakerd == "ok" })
+	daemontest.Eventually(t, "health ok", func() bool { code, h := health(); return code == http.StatusOK && h.Breakerd == "ok" })
 
 	c := mcp.NewClient(&mcp.Implementation{Name: "agent"}, nil)
 	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp"}, nil)
@@ -159,7 +159,7 @@ func TestServeHTTPAndHealth(t *testing.T) {
 	}
 
 	d.Stop()
-	eventually(t, "health degraded", func() bool {
+	daemontest.Eventually(t, "health degraded", func() bool {
 		code, h := health()
 		return code == http.StatusServiceUnavailable && h.Breakerd == "unreachable"
 	})
@@ -175,7 +175,7 @@ func TestServeHTTPAndHealth(t *testing.T) {
 		t.Errorf("log says breakerd unreachable %d times, want once:\n%s", n, logs.String())
 	}
 	_ = cs.Close()
-	eventually(t, "the closed session to leave", func() bool { return g.Health().Sessions == 0 })
+	daemontest.Eventually(t, "the closed session to leave", func() bool { return g.Health().Sessions == 0 })
 }
 
 // TestWorkerPerSession: a lone gateway reports as one worker, with or

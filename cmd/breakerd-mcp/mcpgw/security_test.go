@@ -145,7 +145,7 @@ func TestSecuritySessionsStayAtTheCap(t *testing.T) {
 		t.Errorf("sessions = %d, want 2", h.Sessions)
 	}
 	_ = open[0].Close()
-	eventually(t, "the closed session to leave", func() bool { return g.Health().Sessions == 1 })
+	daemontest.Eventually(t, "the closed session to leave", func() bool { return g.Health().Sessions == 1 })
 	cs, err := dialHTTP(url, "")
 	if err != nil {
 		t.Fatalf("session after one closed: %v", err)
@@ -169,7 +169,7 @@ func TestSecurityIdleSessionsExpire(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = cs.Close() })
 	}
-	eventually(t, "idle sessions to expire", func() bool { return g.Health().Sessions == 0 })
+	daemontest.Eventually(t, "idle sessions to expire", func() bool { return g.Health().Sessions == 0 })
 	cs, err := dialHTTP(url, "")
 	if err != nil {
 		t.Fatalf("session after the idle ones expired: %v", err)
@@ -274,7 +274,7 @@ func TestSecurityLargeToolsetIsStillFiltered(t *testing.T) {
 	var got []string
 	// A listing the fallback judged (a daemon too slow on a busy host)
 	// holds every tool; the daemon's own has t1099 out.
-	eventually(t, "a listing without t1099", func() bool {
+	daemontest.Eventually(t, "a listing without t1099", func() bool {
 		got = a.tools(t)
 		return !slices.Contains(got, "t1099")
 	})

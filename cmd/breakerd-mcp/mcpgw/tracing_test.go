@@ -51,7 +51,7 @@ func TestToolCallsCarryTheirDecision(t *testing.T) {
 	}
 	// A call's span ends after its result reaches the agent: wait for it.
 	var first []sdktrace.ReadOnlySpan
-	eventually(t, "the 5 calls' spans to end", func() bool { first = ended(app, span); return len(first) == 5 })
+	daemontest.Eventually(t, "the 5 calls' spans to end", func() bool { first = ended(app, span); return len(first) == 5 })
 	wantAttr(t, first[0], "breakerd.decision", "allowed")
 	wantAttr(t, first[0], "breakerd.breaker", breaker)
 	wantAttr(t, first[0], "breakerd.outcome", "server_error")
@@ -70,7 +70,7 @@ func TestToolCallsCarryTheirDecision(t *testing.T) {
 	}
 	// The six spans are told apart by their decisions, not their order.
 	var all []sdktrace.ReadOnlySpan
-	eventually(t, "the denied call's span to end", func() bool { all = ended(app, span); return len(all) == 6 })
+	daemontest.Eventually(t, "the denied call's span to end", func() bool { all = ended(app, span); return len(all) == 6 })
 	if got := spanDecisions(all); got["allowed"] != 5 || got["denied_open"] != 1 {
 		t.Errorf("decisions of the 6 calls' spans = %v, want 5 allowed and 1 denied_open", got)
 	}
