@@ -5,8 +5,8 @@ body (the proto3 JSON mapping). The transport tries the daemons in turn,
 starting with the last one that answered, until one answers or the
 call's budget is spent. A refused, reset or lost connection moves on to
 the next daemon at once; a daemon that does not answer within its share
-of the budget (the budget divided among the daemons left, those passed
-over, below, sharing only what the others leave) is left for the next,
+of the budget (the budget divided among the daemons left; one passed
+over, below, gets only what the others leave) is left for the next,
 which later calls then try first. A daemon with a call
 outstanding longer than ``skip_after`` (the Allow budget) is tried after
 the others. So is one that did not answer (refused, silent, or
