@@ -89,10 +89,12 @@ func TestHalfOpenHerdAtASlowDaemon(t *testing.T) {
 			ctx := context.Background()
 			name := b.Breaker("vendor")
 			trip(t, dial(t, d.Addr, "tripper-1"), dial(t, d.Addr, "tripper-2"), name)
-			p, err := c.Allow(ctx, name)
-			if err != nil || p.Decision != pb.Decision_DECISION_DENIED_OPEN || p.Degraded {
-				t.Fatalf("Allow(%s) after the trip = %+v, %v; want breakerd's DENIED_OPEN", name, p, err)
-			}
+			// The client hears the trip from breakerd (on a busy host an
+			// Allow may miss its budget and be the fallback's, degraded).
+			eventually(t, "breakerd's DENIED_OPEN after the trip", func() bool {
+				p, err := c.Allow(ctx, name)
+				return err == nil && p.Decision == pb.Decision_DECISION_DENIED_OPEN && !p.Degraded
+			})
 			px.SetLatency(slowEachWay)
 			st := state(t, d, name)
 			wait := time.Duration(st.GetNextProbeAtMs()-st.GetAsOfMs()+1) * time.Millisecond

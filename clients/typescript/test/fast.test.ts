@@ -86,6 +86,12 @@ const fastClient = (url: string, worker: string) =>
 const strictClient = (url: string, worker: string) =>
   new Client({ urls: url, workerId: worker, allowBudgetMs: 5000, savingsIntervalMs: 0, onError: () => undefined });
 
+/** inProcess says c's view answers an Allow of b itself (breakerd's last word it heard: closed, nothing denied). */
+function inProcess(c: Client, b: string): boolean {
+  const view = c.fastView as unknown as { entries: Map<string, { healthy: boolean }> };
+  return view.entries.get(b)?.healthy === true;
+}
+
 async function failOnce(c: Client, b: string): Promise<void> {
   await assert.rejects(c.guard(b, () => Promise.reject(new HttpError(503))));
 }
@@ -162,6 +168,9 @@ test("two fast clients: the fleet gets one probe", async () => {
     await b.guard(name, () => "ok");
     await waitFor(() => a.openCache.status.connected && b.openCache.status.connected, "both streams live");
     await failOnce(a, name); // threshold 1: open, its 1 ms cooldown then due
+    // b's view may allow in-process until the trip reaches its stream (the
+    // trade fast mode makes); the probe is judged once it has.
+    await waitFor(() => !inProcess(b, name), "the trip in b's view");
     let probes = 0;
     let held = 0;
     await waitFor(async () => {
