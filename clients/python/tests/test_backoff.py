@@ -186,19 +186,23 @@ def test_a_hung_daemon_is_failed_over_and_probed_in_the_background(daemons: Call
 
 
 def test_a_rejoin_is_as_quiet_as_a_loss(daemons: Callable[[], Daemon]) -> None:
-    """a: answers Unavailable (lost), then answers 1 s late (back, cold,
-    as a daemon busy with its start), the probe its back-off is due for
-    too. b answers, with one call held past the Allow budget, so that the
-    calls start elsewhere when they can."""
+    """a: answers Unavailable (lost), then answers past the Allow budget
+    (back, cold, as a daemon busy with its start), the probe its back-off
+    is due for too. b answers, with one call held past the Allow budget,
+    so that the calls start elsewhere when they can. The Allow budget is
+    one a busy host's answers from b come within: a call still out at b
+    past it would pass b over too."""
+    budget = 2.0
     a, b = daemons(), daemons()
     clock = Clock()
     c = breakerd.Client([a.fake.url, b.fake.url], worker_id="w1", watch=False, clock=clock,
-                        allow_budget=0.5, rpc_timeout=10.0, savings_interval=0)
+                        allow_budget=budget, rpc_timeout=10.0, savings_interval=0)
     try:
         c.check()
         a.mode = "unavailable"
         lost = sum(c.allow("b").degraded for _ in range(10))
-        a.mode, a.delay = "answer", 1.0
+        assert lost == 0, f"{lost} fallbacks at the loss"
+        a.mode, a.delay = "answer", budget + 1
         # a's back-off is over: a call, with b free, has a probed in the
         # background, and the cold daemon answers the probe late.
         probed = a.calls("BatchGet")
@@ -209,10 +213,10 @@ def test_a_rejoin_is_as_quiet_as_a_loss(daemons: Callable[[], Daemon]) -> None:
         threading.Thread(target=c.allow, args=("held",), daemon=True).start()
         wait_for(lambda: any(body.get("breaker") == "held" for _, body in b.fake.requests), "the held call at b")
         held_at = time.monotonic()
-        wait_for(lambda: time.monotonic() - held_at > 0.5, "the held call outstanding past the Allow budget")
+        wait_for(lambda: time.monotonic() - held_at > budget, "the held call outstanding past the Allow budget")
         allows = a.calls("Allow", "b")
         rejoin = sum(c.allow("b").degraded for _ in range(10))
-        assert (lost, rejoin) == (0, 0), f"{lost} fallbacks at the loss, {rejoin} at the rejoin"
+        assert rejoin == 0, f"{rejoin} fallbacks at the rejoin"
         assert a.calls("Allow", "b") == allows, "no caller's Allow went to the cold daemon"
     finally:
         c.close()
