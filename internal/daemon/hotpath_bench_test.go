@@ -1,11 +1,13 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
+	"net/http"
 	"os"
 	"sync/atomic"
 	"syscall"
@@ -30,6 +32,46 @@ import (
 // breakers hold no keys there), else miniredis.
 func BenchmarkPair(b *testing.B) {
 	benchPair(b, func(string) string { return "" })
+}
+
+// BenchmarkPairHTTP is BenchmarkPair through the HTTP/JSON API (the
+// transcoder onto the same gRPC server), keep-alive connections as
+// breakerbench's pair-1k-http drives it.
+func BenchmarkPairHTTP(b *testing.B) {
+	l, stop := startBenchDaemon(b, func(string) string { return "" }, "--http-listen", "127.0.0.1:0")
+	defer stop()
+	base := "http://" + l.HTTP.String() + "/breakerd.v1.BreakerService/"
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, DisableCompression: true}}
+	defer client.CloseIdleConnections()
+	call := func(method string, in, out any) error {
+		body, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		res, err := client.Post(base+method, "application/json", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		defer res.Body.Close()
+		data, err := io.ReadAll(res.Body)
+		if err != nil {
+			return err
+		}
+		if res.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s: %s", method, res.Status, data)
+		}
+		return json.Unmarshal(data, out)
+	}
+	runPairs(b, func(name, worker string) error {
+		var a struct {
+			Ticket json.RawMessage `json:"ticket"`
+		}
+		if err := call("Allow", map[string]string{"breaker": name, "worker_id": worker}, &a); err != nil {
+			return err
+		}
+		var r struct{}
+		return call("Record", map[string]any{"breaker": name, "worker_id": worker, "outcome": "OUTCOME_SUCCESS", "ticket": a.Ticket}, &r)
+	})
 }
 
 // BenchmarkPairTraced is BenchmarkPair on daemons tracing off, sampling
@@ -57,32 +99,69 @@ func BenchmarkPairTraced(b *testing.B) {
 
 // benchPair is BenchmarkPair on the daemon getenv configures.
 func benchPair(b *testing.B, getenv func(string) string) {
-	addr := os.Getenv(testredis.EnvAddr)
-	if addr == "" {
-		addr = miniredis.RunT(b).Addr()
-	}
-	cfg, err := ParseConfig([]string{"--listen", "127.0.0.1:0", "--redis-url", "redis://" + addr}, getenv, io.Discard)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan net.Addr, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(a net.Addr) { ready <- a })
-	}()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.Errorf("Run: %v", err)
-		}
-	}()
-	conn, err := grpc.NewClient((<-ready).String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	l, stop := startBenchDaemon(b, getenv)
+	defer stop()
+	conn, err := grpc.NewClient(l.GRPC.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer conn.Close()
 	api := pb.NewBreakerServiceClient(conn)
+	ctx := context.Background()
+	runPairs(b, func(name, worker string) error {
+		a, err := api.Allow(ctx, &pb.AllowRequest{Breaker: name, WorkerId: worker})
+		if err != nil {
+			return err
+		}
+		_, err = api.Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: worker, Outcome: pb.Outcome_OUTCOME_SUCCESS, Ticket: a.GetTicket()})
+		return err
+	})
+}
+
+// startBenchDaemon runs the daemon (Run) that getenv and args configure
+// on the Redis at BREAKERD_TEST_REDIS_ADDR, else on miniredis, with no
+// quota on new breakers and the decision bound of
+// BREAKERD_REDIS_DECISION_TIMEOUT when set (a loaded host), until stop.
+func startBenchDaemon(b *testing.B, getenv func(string) string, args ...string) (l Listeners, stop func()) {
+	addr := os.Getenv(testredis.EnvAddr)
+	if addr == "" {
+		addr = miniredis.RunT(b).Addr()
+	}
+	env := func(k string) string {
+		if v := getenv(k); v != "" || k != "BREAKERD_REDIS_DECISION_TIMEOUT" {
+			return v
+		}
+		return os.Getenv(k)
+	}
+	args = append([]string{"--listen", "127.0.0.1:0", "--redis-url", "redis://" + addr, "--new-breakers-per-minute", "0"}, args...)
+	cfg, err := ParseConfig(args, env, io.Discard)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan Listeners, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- RunListeners(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), func(l Listeners) { ready <- l })
+	}()
+	select {
+	case l = <-ready:
+	case err := <-done:
+		cancel()
+		b.Fatalf("Run: %v", err)
+	}
+	return l, func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("Run: %v", err)
+		}
+	}
+}
+
+// runPairs times pair (an Allow and its Record) from b.RunParallel
+// callers (8 per GOMAXPROCS) on 1,000 breakers from 8 workers, and
+// reports the process's CPU per pair (cpu-ns/op).
+func runPairs(b *testing.B, pair func(name, worker string) error) {
 	var next atomic.Int64
 	b.SetParallelism(8) // 8 x GOMAXPROCS callers
 	b.ReportAllocs()
@@ -92,13 +171,7 @@ func benchPair(b *testing.B, getenv func(string) string) {
 		n := next.Add(1)
 		worker := fmt.Sprintf("bench-w%d", n%8)
 		for i := n; pb_.Next(); i++ {
-			name := fmt.Sprintf("hotpath-bench-%d", i%1000)
-			a, err := api.Allow(ctx, &pb.AllowRequest{Breaker: name, WorkerId: worker})
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			if _, err := api.Record(ctx, &pb.RecordRequest{Breaker: name, WorkerId: worker, Outcome: pb.Outcome_OUTCOME_SUCCESS, Ticket: a.GetTicket()}); err != nil {
+			if err := pair(fmt.Sprintf("hotpath-bench-%d", i%1000), worker); err != nil {
 				b.Error(err)
 				return
 			}
