@@ -234,12 +234,12 @@ func (d *parts) build(c Config, log *slog.Logger, rdb redis.UniversalClient, pol
 	}
 	d.conns = conns
 	quotas := server.Limits{NewBreakersPerMinute: int(c.NewBreakersPerMinute), AlertsPerMinute: int(c.AlertsPerMinute), Log: log}
-	d.srv = server.New(d.st, d.hub).WithLimits(quotas).WithListener(lim).WithHeartbeat(c.HTTPHeartbeat)
-	d.hub.SetStateReader(d.srv.State)
 	// A call with a known token (the tap's), or any call to the API that
 	// succeeds, takes its connection out of the pre-auth pool.
 	identified := func(ctx context.Context) bool { _, ok := auth.Caller(ctx); return ok }
-	opOpts = append(opOpts, grpc.StatsHandler(conns.StatsHandler(identified, auth.Open)))
+	d.srv = server.New(d.st, d.hub).WithLimits(quotas).WithListener(lim).WithHeartbeat(c.HTTPHeartbeat).
+		WithCalls(conns.Calls(identified, auth.Open))
+	d.hub.SetStateReader(d.srv.State)
 	d.g, d.hs = d.srv.NewGRPC(append(append(d.tr.ServerOptions(), grpcOpts...), opOpts...)...)
 	return nil
 }

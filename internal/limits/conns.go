@@ -29,7 +29,7 @@ import (
 // So no number of connections that never authenticate keeps a worker
 // with a token, or a health check, from connecting. The daemon's
 // servers report calls and authentication through the connection in a
-// call's context: ConnContext and Track for HTTP, StatsHandler for gRPC.
+// call's context: ConnContext and Track for HTTP, Calls for gRPC.
 // Conns is safe for concurrent use.
 type Conns struct {
 	limit, perSource int
@@ -40,7 +40,7 @@ type Conns struct {
 	open   int
 	pre    map[*Conn]struct{}            // the pre-auth connections
 	bySrc  map[string]map[*Conn]struct{} // the pre-auth connections per source
-	byAddr map[string]*Conn              // every connection, by connAddr
+	byAddr map[ends]*Conn                // every connection, by endsOf
 
 	refused, evicted, evictedSource, closedIdle atomic.Int64
 }
@@ -57,7 +57,7 @@ func NewConns(l Listener) (*Conns, string) {
 		why = fmt.Sprintf("the file limit (RLIMIT_NOFILE %d) less the reserve of %d", files, reserve)
 	}
 	return &Conns{limit: limit, perSource: l.PreAuthPerSource, idle: l.PreAuthIdle, now: time.Now,
-		pre: map[*Conn]struct{}{}, bySrc: map[string]map[*Conn]struct{}{}, byAddr: map[string]*Conn{}}, why
+		pre: map[*Conn]struct{}{}, bySrc: map[string]map[*Conn]struct{}{}, byAddr: map[ends]*Conn{}}, why
 }
 
 // Limit is the cap: connections open at once over every listener.
@@ -112,13 +112,41 @@ func Source(a net.Addr) string {
 	return p.String()
 }
 
-// connAddr keys a connection by its two ends, as a gRPC server reports
-// them (stats.ConnTagInfo).
-func connAddr(local, remote net.Addr) string {
-	if local == nil || remote == nil {
-		return ""
+// ends keys a connection by its two ends, as a gRPC server reports
+// them (peer.Peer): TCP addresses as they are, so that finding a call's
+// connection builds no string; any other kind by its text.
+type ends struct {
+	local, remote netip.AddrPort
+	other         string
+}
+
+// endsOf is the key of the connection from remote to local; the zero
+// ends when either is unknown.
+func endsOf(local, remote net.Addr) ends {
+	l, lok := local.(*net.TCPAddr)
+	r, rok := remote.(*net.TCPAddr)
+	if lok && rok {
+		return ends{local: unmapped(l.AddrPort()), remote: unmapped(r.AddrPort())}
 	}
-	return local.String() + " " + remote.String()
+	if local == nil || remote == nil {
+		return ends{}
+	}
+	return ends{other: local.String() + " " + remote.String()}
+}
+
+func unmapped(ap netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}
+
+// byEnds returns the connection from remote to local, or nil.
+func (c *Conns) byEnds(local, remote net.Addr) *Conn {
+	key := endsOf(local, remote)
+	if key == (ends{}) {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.byAddr[key]
 }
 
 // Listen wraps lis: each connection it accepts is admitted (evicting a
@@ -146,7 +174,7 @@ func (l *capped) Accept() (net.Conn, error) {
 
 // admit places raw, evicting what it must, or returns nil (refused).
 func (c *Conns) admit(raw net.Conn) *Conn {
-	cn := &Conn{Conn: raw, c: c, source: Source(raw.RemoteAddr()), addr: connAddr(raw.LocalAddr(), raw.RemoteAddr())}
+	cn := &Conn{Conn: raw, c: c, source: Source(raw.RemoteAddr()), addr: endsOf(raw.LocalAddr(), raw.RemoteAddr())}
 	cn.last.Store(c.now().UnixNano())
 	// Another listener's accept may evict the same victim first: try a
 	// few times, then refuse.
@@ -187,7 +215,7 @@ func (c *Conns) place(cn *Conn) (victim *Conn, perSource, placed bool) {
 		c.bySrc[cn.source] = map[*Conn]struct{}{}
 	}
 	c.bySrc[cn.source][cn] = struct{}{}
-	if cn.addr != "" {
+	if cn.addr != (ends{}) {
 		c.byAddr[cn.addr] = cn
 	}
 	return nil, false, true
@@ -293,7 +321,7 @@ type Conn struct {
 	net.Conn
 	c      *Conns
 	source string
-	addr   string
+	addr   ends
 	last   atomic.Int64 // unix ns: the accept, then each call's start
 	busy   atomic.Int32 // calls in flight
 	authed atomic.Bool

@@ -11,7 +11,7 @@
 //     reserve; a connection that has made no authenticated call gives
 //     way to a new one at the cap and at its source's share, and is
 //     closed when idle (Conns.Run). The servers report calls through
-//     Conns.StatsHandler (gRPC) and Conns.ConnContext with Track (HTTP).
+//     Conns.Calls (gRPC) and Conns.ConnContext with Track (HTTP).
 //   - gRPC: Listener.GRPCOptions (header list, message size, streams per
 //     connection, handshake and idle timeouts, keepalive),
 //     Listener.OpenStreamCap (streams of the services that need no

@@ -4,7 +4,8 @@ import (
 	"context"
 	"net/http"
 
-	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/peer"
 )
 
 // Track wraps h so that each request counts as a call on its connection
@@ -62,92 +63,136 @@ func (w *statusWriter) Flush() {
 // Unwrap lets http.ResponseController reach the connection's writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// StatsHandler returns the gRPC stats handler that reports a server's
-// calls to c: each call starts its connection's idle clock again, and a
-// call to a method open reports false for (one that needs a token)
-// marks its connection authenticated as soon as identified reports a
-// known token in its context (the tap's), or once it sends a response
-// or ends without an error (the successful call of a daemon without
-// tokens). Give it to the server with grpc.StatsHandler.
-func (c *Conns) StatsHandler(identified func(context.Context) bool, open func(method string) bool) stats.Handler {
-	return &connStats{c: c, identified: identified, open: open}
-}
-
-type connStats struct {
+// Calls reports a gRPC server's calls to their connections (Conns): each
+// call starts its connection's idle clock again, and a call to a method
+// open reports false for (one that needs a token) marks its connection
+// authenticated as soon as identified reports a known token in its
+// context (the tap's), once it sends a message on a stream, or once it
+// is answered without an error (the successful call of a daemon without
+// tokens). Install it on a server with Conns.Calls' ServerOption and
+// Registrar.
+//
+// It does what a gRPC stats handler would, at the same points of a call,
+// without one: a server with a stats handler copies every call's metadata
+// and builds an event for each step of it (a fifth of what a healthy
+// Allow allocated). A nil *Calls reports nothing.
+type Calls struct {
 	c          *Conns
 	identified func(context.Context) bool
 	open       func(string) bool
 }
 
-// rpcKey carries what the handler keeps of one call.
-type rpcKey struct{}
-
-// rpcState is one call's: its connection, whether its method is open,
-// and whether it began (Begin counted it busy on cn).
-type rpcState struct {
-	cn    *Conn
-	open  bool
-	begun bool
+// Calls returns the Calls that report a gRPC server's calls to c.
+func (c *Conns) Calls(identified func(context.Context) bool, open func(method string) bool) *Calls {
+	return &Calls{c: c, identified: identified, open: open}
 }
 
-// TagConn finds the connection's *Conn: already in ctx for a call the
-// HTTP listener hands to the gRPC server, else by its two addresses.
-func (s *connStats) TagConn(ctx context.Context, info *stats.ConnTagInfo) context.Context {
-	if connOf(ctx) != nil {
-		return ctx
-	}
-	key := connAddr(info.LocalAddr, info.RemoteAddr)
-	s.c.mu.Lock()
-	cn := s.c.byAddr[key]
-	s.c.mu.Unlock()
-	if cn == nil {
-		return ctx
-	}
-	return withConn(ctx, cn)
+// ServerOption is the stream interceptor that reports each stream; give
+// it to the server before any other stream interceptor, so that it sees
+// the streams they refuse, and puts the connection in the context of
+// those that need it (OpenStreamCap).
+func (t *Calls) ServerOption() grpc.ServerOption {
+	return grpc.ChainStreamInterceptor(t.stream)
 }
 
-func (s *connStats) HandleConn(context.Context, stats.ConnStats) {}
+// Registrar returns g for registering services with each unary call
+// reported before its request is decoded, so before a gate refuses it
+// (WrapService) or an interceptor runs; nil t registers them unchanged.
+func (t *Calls) Registrar(g *grpc.Server) Registrar { return Registrar{Server: g, calls: t} }
 
-func (s *connStats) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
+// Registrar is a gRPC server whose RegisterService reports the calls of
+// each unary method (Calls.Registrar); it serves as reflection's server
+// too.
+type Registrar struct {
+	*grpc.Server
+	calls *Calls
+}
+
+// RegisterService registers sd's methods on the server, each unary
+// method's calls reported.
+func (r Registrar) RegisterService(sd *grpc.ServiceDesc, impl any) {
+	if r.calls == nil {
+		r.Server.RegisterService(sd, impl)
+		return
+	}
+	out := *sd
+	out.Methods = append([]grpc.MethodDesc(nil), sd.Methods...)
+	for i, m := range out.Methods {
+		out.Methods[i].Handler = r.calls.unary("/"+sd.ServiceName+"/"+m.MethodName, m.Handler)
+	}
+	r.Server.RegisterService(&out, impl)
+}
+
+// begin finds the connection of a call to method (the HTTP listener's,
+// for a call it hands to the server; else by the call's two addresses)
+// and counts the call on it. It returns the call's context carrying the
+// connection, the connection (nil when it is none of c's) and whether
+// method is open.
+func (t *Calls) begin(ctx context.Context, method string) (context.Context, *Conn, bool) {
 	cn := connOf(ctx)
 	if cn == nil {
-		return ctx
+		if p, ok := peer.FromContext(ctx); ok {
+			cn = t.c.byEnds(p.LocalAddr, p.Addr)
+		}
+		if cn == nil {
+			return ctx, nil, false
+		}
+		ctx = withConn(ctx, cn)
 	}
-	return context.WithValue(ctx, rpcKey{}, &rpcState{cn: cn, open: s.open(info.FullMethodName)})
+	open := t.open(method)
+	cn.beginCall()
+	if !open && !cn.authenticated() && t.identified != nil && t.identified(ctx) {
+		cn.authenticate()
+	}
+	return ctx, cn, open
 }
 
-// HandleRPC sees each of a call's events; only four concern the
-// connection, and the rest return before looking at the call's context.
-func (s *connStats) HandleRPC(ctx context.Context, st stats.RPCStats) {
-	switch st.(type) {
-	case *stats.Begin, *stats.InHeader, *stats.OutPayload, *stats.End:
-	default:
-		return
-	}
-	rs, ok := ctx.Value(rpcKey{}).(*rpcState)
-	if !ok || st.IsClient() {
-		return
-	}
-	cn := rs.cn
-	switch ev := st.(type) {
-	case *stats.Begin:
-		cn.beginCall()
-		rs.begun = true
-	case *stats.InHeader:
-		if !rs.open && !cn.authenticated() && s.identified != nil && s.identified(ctx) {
+// unary reports the calls of the unary method h serves.
+func (t *Calls) unary(method string, h grpc.MethodHandler) grpc.MethodHandler {
+	return func(srv any, ctx context.Context, dec func(any) error, in grpc.UnaryServerInterceptor) (any, error) {
+		ctx, cn, open := t.begin(ctx, method)
+		if cn == nil {
+			return h(srv, ctx, dec, in)
+		}
+		defer cn.endCall()
+		resp, err := h(srv, ctx, dec, in)
+		if err == nil && !open {
 			cn.authenticate()
 		}
-	case *stats.OutPayload:
-		if !rs.open {
-			cn.authenticate()
-		}
-	case *stats.End:
-		if rs.begun {
-			rs.begun = false
-			cn.endCall()
-		}
-		if !rs.open && ev.Error == nil {
-			cn.authenticate()
-		}
+		return resp, err
 	}
+}
+
+// stream reports a stream.
+func (t *Calls) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	ctx, cn, open := t.begin(ss.Context(), info.FullMethod)
+	if cn == nil {
+		return h(srv, ss)
+	}
+	defer cn.endCall()
+	err := h(srv, &callStream{ServerStream: ss, ctx: ctx, cn: cn, open: open})
+	if err == nil && !open {
+		cn.authenticate()
+	}
+	return err
+}
+
+// callStream is a stream Calls reports: its context carries its
+// connection, and a message it sends authenticates the connection unless
+// its method is open.
+type callStream struct {
+	grpc.ServerStream
+	ctx  context.Context
+	cn   *Conn
+	open bool
+}
+
+func (s *callStream) Context() context.Context { return s.ctx }
+
+func (s *callStream) SendMsg(m any) error {
+	err := s.ServerStream.SendMsg(m)
+	if err == nil && !s.open {
+		s.cn.authenticate()
+	}
+	return err
 }

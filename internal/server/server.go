@@ -68,6 +68,8 @@ type Server struct {
 	// heartbeat is how often an idle Watch stream sends a heartbeat
 	// (WithHeartbeat).
 	heartbeat time.Duration
+	// calls reports each call to its connection (WithCalls); nil: none.
+	calls *limits.Calls
 }
 
 // New returns a Server over st; hub feeds Watch and the view of parent
@@ -105,6 +107,13 @@ func CallerKey(ctx context.Context) string {
 		return "connection " + p.Addr.String()
 	}
 	return "connection (unknown)"
+}
+
+// WithCalls has the gRPC server NewGRPC returns report each call to its
+// connection's cap (limits.Calls), and returns s. Call it before NewGRPC.
+func (s *Server) WithCalls(c *limits.Calls) *Server {
+	s.calls = c
+	return s
 }
 
 // WithHeartbeat sets how often an idle Watch stream sends a heartbeat
@@ -150,17 +159,23 @@ func (s *Server) admit(ctx context.Context, breaker string) (context.Context, er
 // rule, docs/reliability.md#health)
 // and server reflection, under the listener limits (WithListener): the
 // transport's, the cap on streams that need no token, and the per-token
-// gates, taken before a request is decoded. Serve it on a listener
-// wrapped by limits.Conns.
+// gates, taken before a request is decoded, each call reported to its
+// connection (WithCalls) before them. Serve it on a listener wrapped by
+// limits.Conns.
 func (s *Server) NewGRPC(opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
-	opts = append(append(s.lim.GRPCOptions(), opts...), grpc.ChainStreamInterceptor(s.lim.OpenStreamCap(auth.Open)),
+	first := s.lim.GRPCOptions()
+	if s.calls != nil {
+		first = append(first, s.calls.ServerOption())
+	}
+	opts = append(append(first, opts...), grpc.ChainStreamInterceptor(s.lim.OpenStreamCap(auth.Open)),
 		grpc.NumStreamWorkers(streamWorkers()))
 	g := grpc.NewServer(opts...)
-	g.RegisterService(limits.WrapService(&pb.BreakerService_ServiceDesc, CallerKey, s.reads, s.watch), s)
+	reg := s.calls.Registrar(g)
+	reg.RegisterService(limits.WrapService(&pb.BreakerService_ServiceDesc, CallerKey, s.reads, s.watch), s)
 	hs := health.NewServer()
 	SetServing(hs, false)
-	healthpb.RegisterHealthServer(g, hs)
-	reflection.Register(g)
+	healthpb.RegisterHealthServer(reg, hs)
+	reflection.Register(reg)
 	return g, hs
 }
 
