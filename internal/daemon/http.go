@@ -18,6 +18,7 @@ import (
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/httpapi"
 	"github.com/breakerd/breakerd/internal/limits"
+	"github.com/breakerd/breakerd/internal/protocol"
 	"github.com/breakerd/breakerd/internal/server"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/tracing"
@@ -95,6 +96,9 @@ func newHTTPServer(c Config, log *slog.Logger, lis net.Listener, d httpAPIDeps) 
 	h = d.tracing.Handler(h)
 	srv := lim.HTTPServer(limits.Track(lim.HTTPHandler(h, limits.HTTPOptions{Authenticate: httpCaller(d.auth), Gate: httpGate(reads, watch)}), isAPICall))
 	srv.ConnContext = d.conns.ConnContext
+	// Every request is marked HTTP once, on the server's base context,
+	// rather than each with a copy (httpapi's withProtocol).
+	srv.BaseContext = func(net.Listener) context.Context { return protocol.With(context.Background(), protocol.HTTP) }
 	srv.ErrorLog = slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelWarn)
 	a := &httpAPI{srv: srv, lis: lis, timeout: c.ShutdownTimeout}
 	if c.TLSCert != "" {

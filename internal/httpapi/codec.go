@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
 // jsonCodec is the transcoder's "json" codec: the proto3 JSON mapping
@@ -23,8 +24,22 @@ import (
 // any error names the field (fieldError).
 type jsonCodec struct{ vanguard.JSONCodec }
 
-// newJSONCodec returns the codec for vanguard.WithCodec.
+// newJSONCodec returns the codec for vanguard.WithCodec, which asks for
+// one on every call: on protoregistry.GlobalTypes, the resolver of a
+// generated service such as breakerd's, the one built when the package
+// loads (a codec only reads its options, so calls share it).
 func newJSONCodec(res vanguard.TypeResolver) vanguard.Codec {
+	if res == vanguard.TypeResolver(protoregistry.GlobalTypes) {
+		return globalJSONCodec
+	}
+	return jsonCodecOn(res)
+}
+
+// globalJSONCodec is the codec on protoregistry.GlobalTypes.
+var globalJSONCodec = jsonCodecOn(protoregistry.GlobalTypes)
+
+// jsonCodecOn is the codec on the resolver res.
+func jsonCodecOn(res vanguard.TypeResolver) vanguard.Codec {
 	return jsonCodec{vanguard.JSONCodec{
 		MarshalOptions:   protojson.MarshalOptions{Resolver: res, UseProtoNames: true, EmitUnpopulated: true},
 		UnmarshalOptions: protojson.UnmarshalOptions{Resolver: res},

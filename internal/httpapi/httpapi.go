@@ -109,9 +109,15 @@ func New(o Options) (http.Handler, error) {
 	return withProtocol(h), nil
 }
 
-// withProtocol marks every request's context as HTTP (protocol.From).
+// withProtocol marks every request's context as HTTP (protocol.From):
+// one the server marked already (its BaseContext, as the daemon's does)
+// passes as it is, with no copy of the request per call.
 func withProtocol(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if protocol.From(r.Context()) == protocol.HTTP {
+			next.ServeHTTP(w, r)
+			return
+		}
 		next.ServeHTTP(w, r.WithContext(protocol.With(r.Context(), protocol.HTTP)))
 	})
 }
@@ -187,16 +193,20 @@ func tooLarge(w http.ResponseWriter, n, max int64) {
 
 // contentType reports whether v is a JSON content type this API takes:
 // application/json (a unary call) or application/connect+json (a
-// Connect streaming call, such as Watch). It returns v for the error.
+// Connect streaming call, such as Watch). Refusing it, it returns v as
+// the error names it.
 func contentType(v string) (string, bool) {
-	mt, _, err := mime.ParseMediaType(v)
-	if err != nil {
-		if v == "" {
-			return "nothing", false
-		}
-		return fmt.Sprintf("%q", v), false
+	if v == "application/json" { // what nearly every call sends: no parse
+		return "", true
 	}
-	return fmt.Sprintf("%q", v), mt == "application/json" || mt == "application/connect+json"
+	mt, _, err := mime.ParseMediaType(v)
+	switch {
+	case err == nil && (mt == "application/json" || mt == "application/connect+json"):
+		return "", true
+	case err != nil && v == "":
+		return "nothing", false
+	}
+	return fmt.Sprintf("%q", v), false
 }
 
 // identify checks the request's bearer token, when the daemon has tokens,
