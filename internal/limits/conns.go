@@ -387,17 +387,6 @@ func (cn *Conn) authenticate() {
 // authenticated reports whether cn is authenticated; false for nil.
 func (cn *Conn) authenticated() bool { return cn != nil && cn.authed.Load() }
 
-// begin counts a call starting on cn and returns the func that ends it.
-// Nil-safe.
-func (cn *Conn) begin() (end func()) {
-	if cn == nil {
-		return func() {}
-	}
-	cn.beginCall()
-	var once sync.Once
-	return func() { once.Do(cn.endCall) }
-}
-
 // beginCall counts a call starting on cn (not nil); endCall, once for
 // each, counts it ended.
 func (cn *Conn) beginCall() {

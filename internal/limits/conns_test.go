@@ -118,10 +118,11 @@ func TestSecurityPreAuthConnectionsGiveWayAtTheCap(t *testing.T) {
 	}
 	// A call in flight keeps a connection longer than an idle one, even
 	// one whose last call began later.
-	end := busy.begin()
-	defer end()
+	busy.beginCall()
+	defer busy.endCall()
 	p.advance(time.Second)
-	recent.begin()()
+	recent.beginCall()
+	recent.endCall()
 	_, next := p.dial("")
 	if next == nil {
 		t.Fatal("a connection at the cap with pre-auth ones held: refused")
@@ -171,7 +172,8 @@ func TestSecurityPreAuthConnectionsCloseWhenIdle(t *testing.T) {
 	authenticate(p.c, worker)
 	_, active := p.dial("")
 	p.advance(20 * time.Second)
-	active.begin()()
+	active.beginCall()
+	active.endCall()
 	if n := p.c.Sweep(); n != 0 {
 		t.Fatalf("Sweep after 20s: closed %d, want 0", n)
 	}

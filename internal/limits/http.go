@@ -66,11 +66,11 @@ func (l Listener) HTTPHandler(h http.Handler, o HTTPOptions) http.Handler {
 			}
 			key = k
 		}
-		if key == "" {
-			key = "connection " + r.RemoteAddr
-		}
 		if o.Gate != nil {
 			if g := o.Gate(r); g != nil {
+				if key == "" {
+					key = "connection " + r.RemoteAddr
+				}
 				release, err := g.acquire(key)
 				if err != nil {
 					refuse(w, http.StatusTooManyRequests, "resource_exhausted", errMessage(err))

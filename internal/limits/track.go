@@ -21,7 +21,8 @@ func Track(h http.Handler, api func(*http.Request) bool) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		defer cn.begin()()
+		cn.beginCall()
+		defer cn.endCall()
 		if cn.authenticated() || !api(r) {
 			h.ServeHTTP(w, r)
 			return
