@@ -31,6 +31,9 @@ MAX_LINE = 16 << 10
 MAX_HEADERS = 100
 # Idle connections kept per daemon and loop.
 MAX_IDLE = 64
+# What one read from a connection's socket takes at most: every answer
+# but a large BatchGet's fits in one.
+READ_SIZE = 16 << 10
 
 
 class _Lost(Exception):
@@ -38,10 +41,12 @@ class _Lost(Exception):
     reused connection the request may go again on a fresh one."""
 
 
-class _Conn(asyncio.Protocol):
+class _Conn(asyncio.BufferedProtocol):
     """_Conn is one keep-alive connection, as an asyncio protocol: what the
     daemon sent is kept until the call waiting on it reads it, and that
-    call is woken once per arrival."""
+    call is woken once per arrival. The socket is read into a buffer of
+    the connection's own (a plain protocol would have each read allocate
+    and free a buffer of asyncio's 256 KiB read size)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -49,6 +54,7 @@ class _Conn(asyncio.Protocol):
         self.buf = bytearray()
         self.ended = False  # the daemon closed it, or it was lost
         self._waiter: asyncio.Future[None] | None = None
+        self._room = memoryview(bytearray(READ_SIZE))
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment] # a stream transport: create_connection's
@@ -56,8 +62,11 @@ class _Conn(asyncio.Protocol):
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-    def data_received(self, data: bytes) -> None:
-        self.buf += data
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._room
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.buf += self._room[:nbytes]
         self._wake()
 
     def eof_received(self) -> bool | None:
