@@ -22,6 +22,7 @@ import ssl
 import weakref
 from typing import Any
 
+from . import _otel
 from ._errors import ConfigError, ProtocolError
 from ._transport import _LOST, MAX_BODY_BYTES, SERVICE_PATH, Outage, Transport, _shares
 
@@ -34,6 +35,10 @@ MAX_IDLE = 64
 # What one read from a connection's socket takes at most: every answer
 # but a large BatchGet's fits in one.
 READ_SIZE = 16 << 10
+
+# The requests' JSON, as json.dumps(body, separators=(",", ":")) writes it,
+# without making an encoder per call.
+_encode = json.JSONEncoder(separators=(",", ":")).encode
 
 
 class _Lost(Exception):
@@ -123,6 +128,9 @@ class AsyncTransport:
         self.sync = sync
         # Idle connections, by loop and daemon index.
         self._idle: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[list[_Conn]]] = weakref.WeakKeyDictionary()
+        # Each request's head up to its length and trace context, by daemon
+        # index and method: the same for every call.
+        self._heads: dict[tuple[int, str], bytes] = {}
 
     def close(self) -> None:
         """close closes every idle connection (of every loop)."""
@@ -138,7 +146,8 @@ class AsyncTransport:
         synchronous transport's clock; default now), an APIError for an
         error answer, a ProtocolError for one that is not breakerd's."""
         t = self.sync
-        payload = json.dumps(body, separators=(",", ":")).encode()
+        loop = asyncio.get_running_loop()
+        payload = _encode(body).encode()
         t.calls += 1
         begun = t._clock() if started is None else started
         deadline = begun + budget
@@ -153,7 +162,8 @@ class AsyncTransport:
                 break
             url = t.endpoints[idx].url
             try:
-                status, ctype, raw = await self._attempt(idx, method, payload, left / _shares(i, free, n), begun if i == 0 else None)
+                status, ctype, raw = await self._attempt(loop, idx, method, payload, left / _shares(i, free, n),
+                                                         begun if i == 0 else None)
             except TimeoutError as e:
                 last = e
                 t._missed(idx, n, timed_out=True)
@@ -174,7 +184,7 @@ class AsyncTransport:
         within = f" within {budget:.3f}s" if isinstance(last, TimeoutError) else ""
         raise Outage(f"no breakerd answered {method}{within}: {last!r}") from last
 
-    async def _attempt(self, idx: int, method: str, payload: bytes, timeout: float,
+    async def _attempt(self, loop: asyncio.AbstractEventLoop, idx: int, method: str, payload: bytes, timeout: float,
                        begun: float | None) -> tuple[int, str, bytes]:
         """One POST to daemon idx within timeout, counted as outstanding
         there meanwhile (since begun, when the caller began before now)."""
@@ -183,29 +193,32 @@ class AsyncTransport:
         with t._lock:
             t._busy[idx].append(mark)
         try:
-            return await self._post(idx, method, payload, asyncio.get_running_loop().time() + timeout)
+            return await self._post(loop, idx, method, payload, loop.time() + timeout)
         except (TimeoutError, asyncio.TimeoutError):
             raise TimeoutError(f"{t.endpoints[idx].url}: no answer within {timeout:.3f}s") from None
         finally:
             with t._lock:
                 t._busy[idx].remove(mark)
 
-    def _pool(self, idx: int) -> list[_Conn]:
-        loop = asyncio.get_running_loop()
+    def _pool(self, idx: int, loop: asyncio.AbstractEventLoop | None = None) -> list[_Conn]:
+        """The idle connections to daemon idx of loop (default: the
+        running one)."""
+        loop = loop or asyncio.get_running_loop()
         pools = self._idle.get(loop)
         if pools is None:
             pools = [[] for _ in self.sync.endpoints]
             self._idle[loop] = pools
         return pools[idx]
 
-    async def _post(self, idx: int, method: str, payload: bytes, deadline: float) -> tuple[int, str, bytes]:
+    async def _post(self, loop: asyncio.AbstractEventLoop, idx: int, method: str, payload: bytes,
+                    deadline: float) -> tuple[int, str, bytes]:
         """The POST on an idle connection, or a fresh one, answered by
         deadline (the loop's clock; TimeoutError after it); a reused one
         the daemon had closed is tried again once, fresh. On any failure,
         a cancellation included, the connection is closed."""
-        ep = self.sync.endpoints[idx]
-        request = self._head(ep.prefix + SERVICE_PATH + method, f"{ep.host}:{ep.port}", len(payload)) + payload
-        idle = self._pool(idx)
+        url = self.sync.endpoints[idx].url
+        request = self._head(idx, method, len(payload)) + payload
+        idle = self._pool(idx, loop)
         conn: _Conn | None = None
         while idle and conn is None:
             conn = idle.pop()
@@ -214,15 +227,15 @@ class AsyncTransport:
                 conn = None
         reused = conn is not None
         if conn is None:
-            conn = await self._dial(idx, deadline)
+            conn = await self._dial(loop, idx, deadline)
         for attempt in (0, 1):
             try:
-                status, ctype, raw, keep = await _roundtrip(conn, ep.url, request, deadline)
+                status, ctype, raw, keep = await _roundtrip(conn, url, request, deadline)
             except _Lost:
                 conn.close()
                 if not reused or attempt:
                     raise
-                conn, reused = await self._dial(idx, deadline), False
+                conn, reused = await self._dial(loop, idx, deadline), False
                 continue
             except BaseException:
                 conn.close()
@@ -234,20 +247,31 @@ class AsyncTransport:
             return status, ctype, raw
         raise AssertionError("unreachable")
 
-    async def _dial(self, idx: int, deadline: float) -> _Conn:
+    async def _dial(self, loop: asyncio.AbstractEventLoop, idx: int, deadline: float) -> _Conn:
         ep = self.sync.endpoints[idx]
         tls: ssl.SSLContext | None = None
         if ep.https:
             tls = self.sync.tls or ssl.create_default_context()
-        loop = asyncio.get_running_loop()
         _, conn = await asyncio.wait_for(loop.create_connection(lambda: _Conn(loop), ep.host, ep.port, ssl=tls),
                                          max(0.0, deadline - loop.time()))
         return conn
 
-    def _head(self, path: str, host: str, length: int) -> bytes:
-        lines = [f"POST {path} HTTP/1.1", f"Host: {host}", f"Content-Length: {length}"]
-        lines += [f"{k}: {v}" for k, v in self.sync.headers().items()]
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    def _head(self, idx: int, method: str, length: int) -> bytes:
+        """The head of a request of length bytes to method on daemon idx:
+        its fixed lines made once, then its length and the caller's trace
+        context (with OpenTelemetry installed)."""
+        fixed = self._heads.get((idx, method))
+        if fixed is None:
+            ep = self.sync.endpoints[idx]
+            lines = [f"POST {ep.prefix}{SERVICE_PATH}{method} HTTP/1.1", f"Host: {ep.host}:{ep.port}"]
+            lines += [f"{k}: {v}" for k, v in self.sync.static_headers().items()]
+            fixed = ("\r\n".join(lines) + "\r\n").encode("latin-1")
+            self._heads[(idx, method)] = fixed
+        trace: dict[str, str] = {}
+        _otel.inject(trace)
+        if trace:
+            fixed += "".join(f"{k}: {v}\r\n" for k, v in trace.items()).encode("latin-1")
+        return fixed + b"Content-Length: %d\r\n\r\n" % length
 
 
 async def _roundtrip(conn: _Conn, url: str, request: bytes, deadline: float) -> tuple[int, str, bytes, bool]:
@@ -270,6 +294,48 @@ def _answer(buf: bytearray, url: str, ended: bool) -> tuple[int, str, bytes, boo
     took); None while it is incomplete and more may come (not ended)."""
     if not buf and ended:
         raise _Lost("the connection closed before an answer")
+    got = _plain_head(buf)
+    if got is not None:
+        status, version, headers, pos = got
+    else:
+        head = _head_by_lines(buf, url, ended)
+        if head is None:
+            return None
+        status, version, headers, pos = head
+    keep = version == "HTTP/1.1" and "close" not in headers.get("connection", "").lower()
+    body = _body(buf, pos, url, status, headers, ended)
+    if body is None:
+        return None
+    raw, end, framed = body
+    return status, headers.get("content-type", ""), raw, keep and framed, end
+
+
+def _plain_head(buf: bytearray) -> tuple[int, str, dict[str, str], int] | None:
+    """The head at the start of buf when it is whole and plain, read at
+    once: (status, version, headers, where the body starts); None for
+    any other (incomplete, over a bound, lines ended by a bare LF, a
+    first line that is no status line), which _head_by_lines reads."""
+    end = buf.find(b"\r\n\r\n", 0, MAX_LINE)
+    if end < 0:
+        return None
+    head = buf[:end].decode("latin-1")
+    lines = head.split("\r\n")
+    if len(lines) > MAX_HEADERS + 1 or head.count("\n") != len(lines) - 1:
+        return None
+    parts = lines[0].split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+        return None
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        headers[k.strip().lower()] = v.strip()
+    return int(parts[1]), parts[0], headers, end + 4
+
+
+def _head_by_lines(buf: bytearray, url: str, ended: bool) -> tuple[int, str, dict[str, str], int] | None:
+    """The head at the start of buf read line by line, each line and the
+    line count within their bounds: (status, version, headers, where the
+    body starts); None while it is incomplete and more may come."""
     nl = _line_end(buf, 0, url, 0, ended)
     if nl < 0:
         return None
@@ -287,12 +353,7 @@ def _answer(buf: bytearray, url: str, ended: bool) -> tuple[int, str, bytes, boo
         headers[k.strip().lower()] = v.strip()
     else:
         raise ProtocolError(url, status, f"an answer's head of more than {MAX_HEADERS} lines", b"")
-    keep = version == "HTTP/1.1" and "close" not in headers.get("connection", "").lower()
-    got = _body(buf, pos, url, status, headers, ended)
-    if got is None:
-        return None
-    body, end, framed = got
-    return status, headers.get("content-type", ""), body, keep and framed, end
+    return status, version, headers, pos
 
 
 def _line_end(buf: bytearray, pos: int, url: str, status: int, ended: bool) -> int:

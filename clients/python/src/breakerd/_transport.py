@@ -191,10 +191,16 @@ class Transport:
             p.close()
 
     def headers(self) -> dict[str, str]:
+        h = self.static_headers()
+        _otel.inject(h)  # the caller's traceparent, with OpenTelemetry installed
+        return h
+
+    def static_headers(self) -> dict[str, str]:
+        """static_headers are the headers of every request, all but its
+        trace context."""
         h = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._token:
             h["Authorization"] = "Bearer " + self._token
-        _otel.inject(h)  # the caller's traceparent, with OpenTelemetry installed
         return h
 
     def call(self, method: str, body: dict[str, Any], budget: float, started: float | None = None) -> dict[str, Any]:
