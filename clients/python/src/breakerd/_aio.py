@@ -32,6 +32,20 @@ T = TypeVar("T")
 _late: set[asyncio.Future[dict[str, Any]]] = set()
 
 
+def _wake(f: asyncio.Future[None]) -> None:
+    if not f.done():
+        f.set_result(None)
+
+
+def _over(call: asyncio.Future[Any], woken: asyncio.Future[None]) -> None:
+    """The call is over: its exception counts as read (a caller cancelled
+    meanwhile never reads it, and asyncio would log it), and its caller,
+    if still waiting, is woken."""
+    if not call.cancelled():
+        call.exception()
+    _wake(woken)
+
+
 async def available(run: Run, tools: Sequence[T]) -> list[T]:
     """available is ``run.available(tools)`` without blocking the event
     loop and without a thread: the one place the adapters ask for a run's
@@ -117,15 +131,26 @@ class AsyncClient:
             return here
         budget = c._budget(breaker)
         started = time.monotonic()  # the transport's clock: a daemon holding this call past the budget is passed over
-        asked = asyncio.ensure_future(self.call("Allow", c._allow_body(breaker, tool), max(budget, c.rpc_timeout), started))
+        loop = asyncio.get_running_loop()
+        asked = loop.create_task(self.call("Allow", c._allow_body(breaker, tool), max(budget, c.rpc_timeout), started))
+        # Woken by the answer or by the budget's end, whichever comes
+        # first; a cancelled caller leaves the call to finish on its own
+        # (as asyncio.shield would).
+        woken = loop.create_future()
+        timer = loop.call_at(loop.time() + budget, _wake, woken)
+        asked.add_done_callback(lambda f: _over(f, woken))
         try:
-            ans = await asyncio.wait_for(asyncio.shield(asked), budget)
-        except asyncio.TimeoutError:
+            await woken
+        finally:
+            timer.cancel()
+        if not asked.done():
             c._outage = True  # until an answer, late or not, comes
             given = c._fallback_allow(breaker, tool)
             _late.add(asked)
             asked.add_done_callback(lambda f: self._late_allow(f, given))
             return given
+        try:
+            ans = asked.result()
         except Outage:
             return c._fallback_allow(breaker, tool)
         return c._allowed(breaker, tool, ans)
