@@ -256,6 +256,8 @@ class Transport:
         that did not answer is probed in the background once its back-off
         is over."""
         n = len(self._pools)
+        if n == 1:
+            return [0], 1  # nothing to order, none to probe: a lone daemon's share is the whole budget either way
         now = self._clock()
         free: list[int] = []
         passed: list[int] = []
