@@ -41,3 +41,15 @@ func Seeded(st *Store, name string) bool {
 	_, ok := st.out.Heard(name)
 	return ok
 }
+
+// Outstanding is the number of st's decision scripts outstanding (sent,
+// neither answered nor ended).
+func Outstanding(st *Store) int {
+	st.dec.mu.Lock()
+	defer st.dec.mu.Unlock()
+	n := 0
+	for d := st.dec.head; d != nil; d = d.next {
+		n++
+	}
+	return n
+}

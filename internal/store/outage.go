@@ -137,8 +137,9 @@ func (s *Store) nodeOf(ctx context.Context, name string) *outage.Node {
 
 // enterOutage sends n's breakers to memory (outage.Memory.Enter), seeded
 // with what this daemon last heard of each of them; name's call found n
-// away with cause. The outage that begins is reported (Options.OnOutage)
-// and polled until n is back (awaitRecovery).
+// away with cause. The decisions still outstanding on n are answered
+// from memory at once (decisions.release); the outage that begins is
+// reported (Options.OnOutage) and polled until n is back (awaitRecovery).
 func (s *Store) enterOutage(n *outage.Node, name string, cause error) {
 	ctx := context.Background()
 	on := func(b string) (int64, bool) {
@@ -148,6 +149,7 @@ func (s *Store) enterOutage(n *outage.Node, name string, cause error) {
 		return s.Policy(b).Retention().Milliseconds(), true
 	}
 	s.out.Enter(n, KeysOf(name).State, s.outageNow(), s.o.Heard == nil, on, func() {
+		s.dec.release(n)
 		if s.o.OnOutage != nil {
 			s.o.OnOutage(n.Addr(), true, cause)
 		}

@@ -24,7 +24,7 @@ type outageFixture struct {
 	flips chan bool
 }
 
-func newOutageFixture(t *testing.T, b *testredis.Backend, mod func(*redis.Options)) *outageFixture {
+func newOutageFixture(t *testing.T, b *testredis.Backend, mod func(*redis.Options), opts ...func(*store.Options)) *outageFixture {
 	t.Helper()
 	proxy := testredis.NewProxy(t, b.Addr)
 	flips := make(chan bool, 10)
@@ -33,9 +33,13 @@ func newOutageFixture(t *testing.T, b *testredis.Backend, mod func(*redis.Option
 	}
 	p := policy.Default()
 	p.Threshold, p.MinWorkers = 3, 2
-	st := store.New(b.ClientVia(t, proxy.Addr(), mod), store.Options{Now: b.Clock(), Rand: func() float64 { return 0 },
+	o := store.Options{Now: b.Clock(), Rand: func() float64 { return 0 },
 		Channel: b.Prefix + "events", Policies: policy.NewSet(p), OnOutage: func(_ string, down bool, _ error) { flips <- down },
-		DecisionTimeout: store.DefaultDecisionTimeout})
+		DecisionTimeout: store.DefaultDecisionTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	st := store.New(b.ClientVia(t, proxy.Addr(), mod), o)
 	t.Cleanup(st.Close)
 	// A loaded machine can make one command outlive a short read timeout
 	// (TestSlowCommandIsNotAnOutage's): loading is retried, not judged.

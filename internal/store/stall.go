@@ -41,9 +41,17 @@ const LaxDecisionTimeout = 10 * time.Second
 // stalled is the error of a decision script still outstanding at the
 // daemon's bound: Redis is failing (IsUnavailable), not the caller's
 // deadline.
-type stalled struct{ bound time.Duration }
+// A decision released at its node's outage (decisions.release) fails
+// with it too, down set: its node went to memory first.
+type stalled struct {
+	bound time.Duration
+	down  bool
+}
 
 func (e stalled) Error() string {
+	if e.down {
+		return fmt.Sprintf("redis did not answer before its node was taken as down (decision timeout %s)", e.bound)
+	}
 	return fmt.Sprintf("redis did not answer within the decision timeout (%s)", e.bound)
 }
 
@@ -88,7 +96,9 @@ func (s *Store) decisionBound(ctx context.Context) time.Duration {
 // decision itself, see decision), on one of the store's kept workers, and
 // its outcome (an answer, a failure, or still nothing at the bound) is
 // judged exactly once for n. The caller gets the answer, or an error when
-// the bound passes first (stalled) or its ctx ends (its error); either is
+// the bound passes first or n's outage begins meanwhile (stalled: the
+// caller is answered from memory, not at the bound) or its ctx ends (its
+// error); each is
 // a replylost.StillQueued whose Wait returns once the script has ended, since it
 // may still run. An answer within the bound costs no goroutine start and
 // no timer: the store's watchdog (decisions.watch) ends the late ones.
@@ -108,8 +118,11 @@ func (s *Store) decide(ctx context.Context, n *outage.Node, name string, sc scri
 	case <-ctx.Done():
 		return nil, replylost.StillQueued{Err: ctx.Err(), Wait: d.wait}
 	}
-	if d.state.Load() == decisionExpired {
-		return nil, replylost.StillQueued{Err: stalled{bound}, Wait: d.wait}
+	switch d.state.Load() {
+	case decisionExpired:
+		return nil, replylost.StillQueued{Err: stalled{bound: bound}, Wait: d.wait}
+	case decisionReleased:
+		return nil, replylost.StillQueued{Err: stalled{bound: bound, down: true}, Wait: d.wait}
 	}
 	res, err := d.res, d.err
 	s.dec.put(d)
@@ -117,11 +130,13 @@ func (s *Store) decide(ctx context.Context, n *outage.Node, name string, sc scri
 }
 
 // The states of a decision: its script outstanding, answered (the
-// worker's word, in time), or expired (the watchdog's, at the bound).
+// worker's word, in time), expired (the watchdog's, at the bound), or
+// released (its node's outage began first: decisions.release).
 const (
 	decisionPending int32 = iota
 	decisionAnswered
 	decisionExpired
+	decisionReleased
 )
 
 // closedChan is the Done of a decision that expired before it was asked.
@@ -198,7 +213,7 @@ func (d *decision) run() {
 		if errors.As(err, &q) {
 			d.queued = q.Wait
 		}
-		err = stalled{d.bound}
+		err = stalled{bound: d.bound}
 	}
 	d.res, d.err = res, err
 	answered := d.state.CompareAndSwap(decisionPending, decisionAnswered)
@@ -215,14 +230,26 @@ func (d *decision) run() {
 // expire ends d, moved to expired at its bound: it is judged stalled,
 // its script's context ends, and its caller is woken.
 func (d *decision) expire() {
+	d.cancel()
+	d.s.judge(d.n, d.name, d.seq, stalled{bound: d.bound})
+	d.reply <- struct{}{}
+}
+
+// release ends d, moved to released at its node's outage: its script's
+// context ends and its caller is woken, unjudged (its node is down).
+func (d *decision) release() {
+	d.cancel()
+	d.reply <- struct{}{}
+}
+
+// cancel ends d's script's context.
+func (d *decision) cancel() {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	d.expired.Store(true)
 	if d.done != nil {
 		close(d.done)
 	}
-	d.mu.Unlock()
-	d.s.judge(d.n, d.name, d.seq, stalled{d.bound})
-	d.reply <- struct{}{}
 }
 
 // decisions runs a store's decision scripts: kept worker goroutines (up
@@ -405,6 +432,28 @@ func (w *decisions) expireDue(closing bool) (next time.Time, stop bool) {
 		d.expire()
 	}
 	return next, stop
+}
+
+// release ends the decisions outstanding on n, whose outage has begun:
+// each caller is answered from memory now (AllowUnder, Record), not when
+// its script's bound passes. A decision sent just before its node was
+// judged down would otherwise wait out a whole bound of its own, past a
+// caller whose deadline is close to it.
+func (w *decisions) release(n *outage.Node) {
+	var out []*decision
+	w.mu.Lock()
+	for d := w.head; d != nil; {
+		after := d.next
+		if d.n == n && d.state.CompareAndSwap(decisionPending, decisionReleased) {
+			w.unwatchLocked(d)
+			out = append(out, d)
+		}
+		d = after
+	}
+	w.mu.Unlock()
+	for _, d := range out {
+		d.release()
+	}
 }
 
 // judge notes the outcome err of the decision script sent seq-th to n

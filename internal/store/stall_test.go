@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/breakerd/breakerd/internal/store"
+	"github.com/breakerd/breakerd/internal/tests/daemontest"
 	"github.com/breakerd/breakerd/internal/tests/testredis"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -189,6 +190,56 @@ func TestStallWithAProbeDue(t *testing.T) {
 		}
 		if probes != 1 {
 			t.Errorf("%d of 20 callers let through with the probe due, want 1 (the probe)", probes)
+		}
+	})
+}
+
+// TestAnOutageReleasesTheDecisionsOutstanding: a decision sent just
+// before its node is taken as down (here by the health check) is
+// answered from memory once the outage begins, not when its own bound
+// passes: with a bound far past its caller's deadline, it still gets the
+// memory's answer.
+func TestAnOutageReleasesTheDecisionsOutstanding(t *testing.T) {
+	testredis.StallTier(t)
+	eachServer(t, func(t *testing.T, b *testredis.Backend) {
+		// Neither go-redis's read timeout nor the daemon's bound ends the
+		// call before its caller's deadline does.
+		f := newOutageFixture(t, b, func(o *redis.Options) {
+			daemonOptions(o)
+			o.ReadTimeout, o.WriteTimeout = time.Hour, time.Hour
+		}, func(o *store.Options) { o.DecisionTimeout = time.Hour })
+		ctx := context.Background()
+		pinned := b.Breaker("pinned")
+		if _, err := f.st.Force(ctx, pinned, pb.ForceMode_FORCE_MODE_OPEN, "vendor maintenance", 0, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		waitSeen(t, f, pinned)
+		f.proxy.Stall()
+		defer f.proxy.Restore(t)
+		type answer struct {
+			a   *pb.AllowResponse
+			err error
+		}
+		got := make(chan answer, 1)
+		actx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		go func() {
+			a, err := f.st.Allow(actx, pinned, "w1")
+			got <- answer{a, err}
+		}()
+		daemontest.Eventually(t, "the Allow's script outstanding on the stalled link", func() bool { return store.Outstanding(f.st) == 1 })
+		cctx, ccancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		_, err := f.st.Check(cctx)
+		ccancel()
+		if err == nil {
+			t.Fatal("the health check answered through a stalled link")
+		}
+		if down := <-f.flips; !down {
+			t.Fatalf("OnOutage(%v), want true", down)
+		}
+		r := <-got
+		if r.err != nil || !r.a.Degraded || r.a.Decision != pb.Decision_DECISION_DENIED_FORCED_OPEN {
+			t.Fatalf("the Allow outstanding when its node went down = %v, %v; want a degraded DENIED_FORCED_OPEN from memory", r.a.GetDecision(), r.err)
 		}
 	})
 }
