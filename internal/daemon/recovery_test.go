@@ -80,7 +80,9 @@ func TestDaemonRunsRecoveryChecks(t *testing.T) {
 		if err != nil || a.GetDecision() != pb.Decision_DECISION_PROBE {
 			t.Fatalf("next Allow = %v %v, want PROBE", a.GetDecision(), err)
 		}
-		eventually(t, metrics, `breakerd_recovery_checks_total{result="success"}`, 1)
+		// At least one: on a busy host a check can succeed and its
+		// half-open miss its timeout, and the next check count again.
+		eventually(t, metrics, `breakerd_recovery_checks_total{result="success"}`, 1, true)
 	})
 }
 

@@ -724,6 +724,9 @@ func run(ctx context.Context, o Options, w io.Writer) (map[string]row, error) {
 	for r := 0; r < o.Rounds; r++ {
 		for k := range run {
 			i := (k + r) % len(run) // rotate the order so no scenario always runs first
+			if err := e.rpcs.settled(ctx); err != nil {
+				return nil, err
+			}
 			before, beforeBy, err := commandCalls(ctx, e.rdb)
 			if err != nil {
 				return nil, err

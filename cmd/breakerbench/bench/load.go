@@ -98,12 +98,28 @@ func median(v []float64) float64 {
 }
 
 // rpcCounter counts the unary RPCs sent on the connections it is installed
-// on.
-type rpcCounter struct{ n atomic.Int64 }
+// on (n), and those still outstanding (out: a client's Record may go on in
+// the background past its call).
+type rpcCounter struct{ n, out atomic.Int64 }
 
 func (c *rpcCounter) dialOption() grpc.DialOption {
 	return grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		c.n.Add(1)
+		c.out.Add(1)
+		defer c.out.Add(-1)
 		return invoker(ctx, method, req, reply, cc, opts...)
 	})
+}
+
+// settled waits until no RPC counted is outstanding: a scenario's counts
+// then hold no script of a call the one before it left in flight.
+func (c *rpcCounter) settled(ctx context.Context) error {
+	for c.out.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return nil
 }
