@@ -27,7 +27,9 @@ Flags:
                      completed or failed (a tiny run still shows one);
                      default 0
 
-Output, one line of JSON, then exit status 0:
+Output: the line {"started": true} when the timed run starts (the bench
+reads its counters then), and when it is over one line of JSON, then exit
+status 0:
   {"ops": 1234, "errors": 0, "elapsed_s": 2.001, "requests": 2468,
    "cpu_s": 0.8, "lat_us": [812, 790, ...]}
     ops       pairs that completed allowed, with their Record accepted
@@ -129,6 +131,7 @@ class Callers:
         t0 = time.perf_counter()
         if self.cpu is None and t0 >= self.start:
             self.cpu = time.process_time()
+            print(json.dumps({"started": True}), flush=True)
         if t0 >= self.end and self.finished() >= self.min_ops:
             return None
         return t0, self.breakers[(c * 7919 + i) % len(self.breakers)]

@@ -24,7 +24,9 @@
 //   --min-ops N       keep calling past --duration until N pairs have
 //                     completed or failed; default 0
 //
-// Output, one line of JSON, then exit status 0:
+// Output: the line {"started": true} when the timed run starts (the
+// bench reads its counters then), and when it is over one line of JSON,
+// then exit status 0:
 //   {"ops": 1234, "errors": 0, "elapsed_s": 2.001, "requests": 2468, "lat_us": [812, ...]}
 // (ops: pairs completed allowed with their record accepted; errors: pairs
 // failed, denied, or answered by the client's fallback (degraded);
@@ -45,6 +47,7 @@ import { parseArgs } from "node:util";
 import { Client, FAST_NOT_SENT } from "../dist/index.js";
 
 const NO_FAST_MODE = "the client has no fast mode";
+const STARTED = `{"started": true}\n`; // what the bench waits for (cmd/breakerbench/bench/drivers.go)
 
 /**
  * clientOptions are the options of every client the driver makes: a
@@ -126,10 +129,15 @@ async function run(o, clients) {
   const lat = [];
   let errors = 0;
   let requests = 0;
+  let started = false;
   const caller = async (c) => {
     const cl = clients[c % clients.length];
     for (let i = c * 7919; ; i++) {
       const t0 = now();
+      if (t0 >= start && !started) {
+        started = true;
+        process.stdout.write(STARTED);
+      }
       if (t0 >= end && lat.length + errors >= o.minOps) return;
       let ok;
       let sent = 2; // calls this pair sent to breakerd: fast mode answers in-process and leaves out a success that changes nothing

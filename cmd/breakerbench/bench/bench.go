@@ -727,35 +727,26 @@ func run(ctx context.Context, o Options, w io.Writer) (map[string]row, error) {
 			if err := e.rpcs.settled(ctx); err != nil {
 				return nil, err
 			}
-			before, beforeBy, err := commandCalls(ctx, e.rdb)
-			if err != nil {
-				return nil, err
-			}
-			rpcs := e.rpcs.n.Load()
 			srv := e.main.children[run[i].server]
-			var cpu0 time.Duration
-			if srv != nil {
-				if cpu0, err = srv.cpu(); err != nil {
-					srv = nil // no /proc (not Linux): CPU is not reported
-				}
-			}
-			s, err := e.timed(ctx, o, run[i], ops[i])
+			var before counts
+			s, err := e.timed(ctx, o, run[i], ops[i], func() (err error) {
+				before, err = e.counts(ctx, srv)
+				return err
+			})
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", run[i].name, err)
 			}
-			if run[i].proc == nil {
-				s.rpcs = e.rpcs.n.Load() - rpcs
-			}
-			if srv != nil {
-				if cpu1, err := srv.cpu(); err == nil {
-					s.cpu, s.hasCPU = cpu1-cpu0, true
-				}
-			}
-			after, afterBy, err := commandCalls(ctx, e.rdb)
+			after, err := e.counts(ctx, srv)
 			if err != nil {
 				return nil, err
 			}
-			s.cmds, s.scripts = after-before, scriptRuns(afterBy)-scriptRuns(beforeBy)
+			if run[i].proc == nil {
+				s.rpcs = after.rpcs - before.rpcs
+			}
+			if before.hasCPU && after.hasCPU {
+				s.cpu, s.hasCPU = after.cpu-before.cpu, true
+			}
+			s.cmds, s.scripts = after.cmds-before.cmds, after.scripts-before.scripts
 			samples[i] = append(samples[i], s)
 		}
 		if o.Trips > 0 && selected(o.Only, "trip") {
@@ -822,19 +813,50 @@ func (e *env) build(ctx context.Context, o Options) (run []scenario, ops, wireOp
 	return run, ops, wireOps, skips, nil
 }
 
-// timed is one timed run of s: op on its callers, or its driver.
-func (e *env) timed(ctx context.Context, o Options, s scenario, op opFunc) (sample, error) {
+// counts are what a timed run is measured by, read before and after it:
+// Redis's commands and script runs, the RPCs the bench sent, and the CPU
+// time of the row's server process.
+type counts struct {
+	cmds, scripts, rpcs int64
+	cpu                 time.Duration
+	hasCPU              bool // no server process, or no /proc (not Linux): CPU is not reported
+}
+
+// counts reads the counters now; srv is the row's server process or nil.
+func (e *env) counts(ctx context.Context, srv *child) (counts, error) {
+	cmds, by, err := commandCalls(ctx, e.rdb)
+	if err != nil {
+		return counts{}, err
+	}
+	c := counts{cmds: cmds, scripts: scriptRuns(by), rpcs: e.rpcs.n.Load()}
+	if srv != nil {
+		if cpu, err := srv.cpu(); err == nil {
+			c.cpu, c.hasCPU = cpu, true
+		}
+	}
+	return c, nil
+}
+
+// timed is one timed run of s: op on its callers, or its driver. begin
+// reads the counters as the timed run starts: at once for op, and for a
+// driver when it says its warm-up is over.
+func (e *env) timed(ctx context.Context, o Options, s scenario, op opFunc, begin func() error) (sample, error) {
 	if s.proc != nil {
-		return s.proc.run(ctx, e.main, o, o.Duration, driverWarmup)
+		return s.proc.run(ctx, e.main, o, o.Duration, driverWarmup, begin)
+	}
+	if err := begin(); err != nil {
+		return sample{}, err
 	}
 	return drive(ctx, s.callersOf(o), o.Duration, o.MaxCalls, op), nil
 }
 
-// driverWarmup is the untimed calls a driver makes before its timed run
-// in a round: none, so that the Redis commands and the daemon's CPU over
-// the run are the timed pairs' (build warmed the daemon and the breakers;
-// a driver's first calls open its connections).
-const driverWarmup = 0
+// driverWarmup is the untimed calls a driver makes in each round before
+// its timed run: a driver is a new process each round, where Go's rows
+// keep their warmed clients (docs/performance.md, "The clients' rows").
+// The counters are read when the driver says its timed run starts, so
+// the Redis commands and the daemon's CPU over the run are still the
+// timed pairs'.
+const driverWarmup = time.Second
 
 func selected(only []string, name string) bool {
 	if len(only) == 0 {

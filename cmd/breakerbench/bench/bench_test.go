@@ -315,7 +315,7 @@ func TestFleetValidate(t *testing.T) {
 // daemon is asked; a driver's skip is read from its JSON line.
 func TestDriverWithoutItsInterpreterIsSkipped(t *testing.T) {
 	d := driver{command: "no-such-interpreter-breakerbench", script: "clients/python/bench/driver.py", mode: "strict", callers: 1}
-	_, err := d.run(context.Background(), &target{}, Defaults(), time.Millisecond, 0)
+	_, err := d.run(context.Background(), &target{}, Defaults(), time.Millisecond, 0, nil)
 	var skip skipped
 	if !errors.As(err, &skip) || !strings.Contains(skip.reason, "no-such-interpreter-breakerbench is not in PATH") {
 		t.Errorf("run = %v, want skipped: the interpreter is not in PATH", err)
@@ -327,7 +327,7 @@ func TestDriverWithoutItsInterpreterIsSkipped(t *testing.T) {
 	// a fast-mode skip needs a daemon: a port nothing listens on is a
 	// failure, named, not a skip.
 	d = driver{command: "python3", script: "clients/python/bench/driver.py", mode: "strict", callers: 1}
-	_, err = d.run(context.Background(), &target{httpURL: "http://127.0.0.1:1"}, Defaults(), time.Millisecond, 0)
+	_, err = d.run(context.Background(), &target{httpURL: "http://127.0.0.1:1"}, Defaults(), time.Millisecond, 0, nil)
 	if err == nil || errors.As(err, &skip) || !strings.Contains(err.Error(), "no breakerd answers") {
 		t.Errorf("run against no daemon = %v, want a failure saying no breakerd answers", err)
 	}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -89,7 +90,7 @@ func driverScenario(name string, d driver) scenario {
 	return scenario{name: name, unit: "pairs", server: ServeDaemon, proc: &d, build: func(ctx context.Context, t *target, o Options) (opFunc, error) {
 		// Untimed: the interpreter can run the driver, the daemon answers,
 		// the mode exists; the breakers learn their first Allow.
-		_, err := d.run(ctx, t, o, 300*time.Millisecond, 0)
+		_, err := d.run(ctx, t, o, 300*time.Millisecond, 0, nil)
 		return nil, err
 	}}
 }
@@ -114,9 +115,13 @@ func driverRoot() (string, error) {
 	}
 }
 
+// startedLine is the line a driver writes when its timed run starts.
+const startedLine = `{"started": true}`
+
 // run runs d against t's daemon for duration (after warmup) and returns
-// its sample; a driver that reports a skip returns skipped.
-func (d *driver) run(ctx context.Context, t *target, o Options, duration, warmup time.Duration) (sample, error) {
+// its sample; a driver that reports a skip returns skipped. begin, when
+// set, is called as the driver says its timed run starts.
+func (d *driver) run(ctx context.Context, t *target, o Options, duration, warmup time.Duration, begin func() error) (sample, error) {
 	if _, err := exec.LookPath(d.command); err != nil {
 		return sample{}, skipped{d.command + " is not in PATH"}
 	}
@@ -134,12 +139,11 @@ func (d *driver) run(ctx context.Context, t *target, o Options, duration, warmup
 		args = append(args, "--async")
 	}
 	cmd := exec.CommandContext(ctx, d.command, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	last, started, runErr := runLines(cmd, begin)
 	var out driverOut
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &out); err != nil {
+	if err := json.Unmarshal([]byte(last), &out); err != nil {
 		return sample{}, fmt.Errorf("%s %s: %v; no JSON line (%v): %s", d.command, d.script, runErr, err, tail(stderr.String()))
 	}
 	switch {
@@ -147,6 +151,8 @@ func (d *driver) run(ctx context.Context, t *target, o Options, duration, warmup
 		return sample{}, skipped{out.Skipped}
 	case out.Error != "" || runErr != nil:
 		return sample{}, fmt.Errorf("%s %s: %s (%v): %s", d.command, d.script, out.Error, runErr, tail(stderr.String()))
+	case begin != nil && !started:
+		return sample{}, fmt.Errorf("%s %s: no %s line before its result", d.command, d.script, startedLine)
 	}
 	s := sample{ops: out.Ops, errs: out.Errors, elapsed: time.Duration(out.Elapsed * float64(time.Second))}
 	for _, us := range out.LatUs {
@@ -157,6 +163,43 @@ func (d *driver) run(ctx context.Context, t *target, o Options, duration, warmup
 		s.rpcs = *out.Requests
 	}
 	return s, nil
+}
+
+// runLines runs cmd, calling begin (when set) at its first startedLine,
+// and returns its last line of output and whether startedLine came. An
+// error of begin stops cmd and is returned.
+func runLines(cmd *exec.Cmd, begin func() error) (last string, started bool, err error) {
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", false, err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", false, err
+	}
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(nil, 1<<30) // the result's latencies: one number per pair
+	var beginErr error
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == startedLine && !started:
+			started = true
+			if begin != nil {
+				if beginErr = begin(); beginErr != nil {
+					_ = cmd.Process.Kill()
+				}
+			}
+		case line != "":
+			last = line
+		}
+	}
+	err = cmd.Wait()
+	if beginErr != nil {
+		err = beginErr
+	} else if err == nil {
+		err = sc.Err()
+	}
+	return last, started, err
 }
 
 // tail is the last lines of a driver's stderr, for an error.
