@@ -12,7 +12,24 @@ export interface UnaryAnswer {
  * the call, and with a TypeError (its cause the socket's error) when the
  * request or its answer fails on the way.
  */
-export type Unary = (url: URL, headers: Record<string, string>, body: string, signal: AbortSignal | undefined, limit: number) => Promise<UnaryAnswer>;
+export type Unary = (url: URL, headers: Record<string, string>, body: string, signal: Stop | undefined, limit: number) => Promise<UnaryAnswer>;
+/**
+ * Stop ends a call early: an AbortSignal, or an Ender, whose listeners
+ * are plain functions (transport.ts's bounds: an AbortController and an
+ * EventTarget listener for each call cost a good part of its CPU).
+ */
+export type Stop = AbortSignal | Ender;
+/** An Ender tells the functions given to on, once, when it ends; one that has ended tells none (as an AbortSignal's listeners). */
+export interface Ender {
+    readonly aborted: boolean;
+    readonly reason: unknown;
+    on(fn: () => void): void;
+    off(fn: () => void): void;
+}
+/** onStop calls fn when s ends. */
+export declare function onStop(s: Stop, fn: () => void): void;
+/** offStop takes fn off s. */
+export declare function offStop(s: Stop, fn: () => void): void;
 /** BodyTooLarge is an answer whose body is over the bound: read no further. */
 export declare class BodyTooLarge extends Error {
     readonly limit: number;

@@ -13,6 +13,20 @@
 // refuses a 3xx itself. node:http is loaded through
 // process.getBuiltinModule, so the core still imports nothing but the
 // platform and a bundle for a browser never pulls it in.
+/** onStop calls fn when s ends. */
+export function onStop(s, fn) {
+    if ("on" in s)
+        s.on(fn);
+    else
+        s.addEventListener("abort", fn, { once: true });
+}
+/** offStop takes fn off s. */
+export function offStop(s, fn) {
+    if ("on" in s)
+        s.off(fn);
+    else
+        s.removeEventListener("abort", fn);
+}
 /** BodyTooLarge is an answer whose body is over the bound: read no further. */
 export class BodyTooLarge extends Error {
     limit;
@@ -104,14 +118,16 @@ function unary(mod, agent, url, headers, body, signal, limit) {
             if (settled)
                 return;
             settled = true;
-            signal?.removeEventListener("abort", onAbort);
+            if (signal)
+                offStop(signal, onAbort);
             if (answer)
                 resolve(answer);
             else
                 reject(signal?.aborted ? signal.reason : err);
         };
         const onAbort = () => req.destroy(signal?.reason instanceof Error ? signal.reason : new Error("aborted"));
-        signal?.addEventListener("abort", onAbort, { once: true });
+        if (signal)
+            onStop(signal, onAbort);
         req.on("error", (err) => settle(new TypeError("fetch failed", { cause: err })));
         req.on("response", (res) => {
             const status = res.statusCode ?? 0;

@@ -1,4 +1,4 @@
-import { type Unary } from "./keepalive.js";
+import { type Stop, type Unary } from "./keepalive.js";
 /** The service path prefix of every unary method. */
 export declare const SERVICE_PATH = "/breakerd.v1.BreakerService/";
 /** MAX_BODY_BYTES bounds one answer's body: breakerd's largest (a BatchGet of 1,024 states) is well within it. */
@@ -91,7 +91,7 @@ export declare class TooLarge extends Error {
 export declare function readBounded(res: Response, limit: number): Promise<string>;
 /** A Bound is a signal made for one call; release drops its timer or listeners once the call is over. */
 export interface Bound {
-    signal: AbortSignal;
+    signal: Stop;
     release(): void;
 }
 /**
@@ -107,4 +107,4 @@ export declare function timeout(ms: number): Bound;
  * given signals, so a caller's long-lived signal does not gather one per
  * call. Undefined when none is given.
  */
-export declare function anySignal(signals: (AbortSignal | undefined)[]): Bound | undefined;
+export declare function anySignal(signals: (Stop | undefined)[]): Bound | undefined;

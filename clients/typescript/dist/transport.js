@@ -14,7 +14,7 @@
 // no call its budget.
 import { inject } from "./otel.js";
 import { APIError, AuthError, ConfigError, ProtocolError, UnreachableError } from "./errors.js";
-import { BodyTooLarge } from "./keepalive.js";
+import { BodyTooLarge, offStop, onStop } from "./keepalive.js";
 import { backoffMs } from "./reach.js";
 /** The service path prefix of every unary method. */
 export const SERVICE_PATH = "/breakerd.v1.BreakerService/";
@@ -277,7 +277,7 @@ export class Transport {
                 method: "POST",
                 headers,
                 body: payload,
-                signal: signal ?? null,
+                signal: signal ? abortSignal(signal) : null,
                 // A redirect could carry the breaker, worker id and message to
                 // another origin: breakerd never redirects, so one is refused.
                 redirect: "manual",
@@ -423,6 +423,32 @@ function snippet(text) {
     const one = text.replace(/\s+/g, " ").trim();
     return JSON.stringify(one.length > 120 ? one.slice(0, 120) + "…" : one);
 }
+/** Deadline is timeout's signal: an Ender, no AbortController made for a call that ends in time. */
+class Deadline {
+    aborted = false;
+    reason = undefined;
+    fns = [];
+    /** end ends the deadline with reason and tells its listeners, once. */
+    end(reason) {
+        if (this.aborted)
+            return;
+        this.aborted = true;
+        this.reason = reason;
+        const fns = this.fns;
+        this.fns = [];
+        for (const fn of fns)
+            fn();
+    }
+    on(fn) {
+        if (!this.aborted)
+            this.fns.push(fn);
+    }
+    off(fn) {
+        const i = this.fns.indexOf(fn);
+        if (i >= 0)
+            this.fns.splice(i, 1);
+    }
+}
 /**
  * timeout is a signal that ends after ms with a TimeoutError, as
  * AbortSignal.timeout's does, but whose timer release clears: a call
@@ -430,10 +456,21 @@ function snippet(text) {
  * the process alive.
  */
 export function timeout(ms) {
-    const c = new AbortController();
-    const t = setTimeout(() => c.abort(new DOMException("The operation was aborted due to timeout", "TimeoutError")), ms);
+    const d = new Deadline();
+    const t = setTimeout(() => d.end(new DOMException("The operation was aborted due to timeout", "TimeoutError")), ms);
     t.unref?.();
-    return { signal: c.signal, release: () => clearTimeout(t) };
+    return { signal: d, release: () => clearTimeout(t) };
+}
+/** abortSignal is s as an AbortSignal, for fetch: s itself, or one that aborts with it. */
+function abortSignal(s) {
+    if (!("on" in s))
+        return s;
+    const c = new AbortController();
+    if (s.aborted)
+        c.abort(s.reason);
+    else
+        s.on(() => c.abort(s.reason));
+    return c.signal;
 }
 /**
  * anySignal is a signal that aborts when any of the given ones does
@@ -456,13 +493,13 @@ export function anySignal(signals) {
     }
     const release = () => {
         for (const s of live)
-            s.removeEventListener("abort", onAbort);
+            offStop(s, onAbort);
     };
-    const onAbort = (ev) => {
-        c.abort(ev.target.reason);
+    const onAbort = () => {
+        c.abort(live.find((s) => s.aborted)?.reason);
         release();
     };
     for (const s of live)
-        s.addEventListener("abort", onAbort);
+        onStop(s, onAbort);
     return { signal: c.signal, release };
 }

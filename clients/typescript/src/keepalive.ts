@@ -56,7 +56,34 @@ export interface UnaryAnswer {
  * the call, and with a TypeError (its cause the socket's error) when the
  * request or its answer fails on the way.
  */
-export type Unary = (url: URL, headers: Record<string, string>, body: string, signal: AbortSignal | undefined, limit: number) => Promise<UnaryAnswer>;
+export type Unary = (url: URL, headers: Record<string, string>, body: string, signal: Stop | undefined, limit: number) => Promise<UnaryAnswer>;
+
+/**
+ * Stop ends a call early: an AbortSignal, or an Ender, whose listeners
+ * are plain functions (transport.ts's bounds: an AbortController and an
+ * EventTarget listener for each call cost a good part of its CPU).
+ */
+export type Stop = AbortSignal | Ender;
+
+/** An Ender tells the functions given to on, once, when it ends; one that has ended tells none (as an AbortSignal's listeners). */
+export interface Ender {
+  readonly aborted: boolean;
+  readonly reason: unknown;
+  on(fn: () => void): void;
+  off(fn: () => void): void;
+}
+
+/** onStop calls fn when s ends. */
+export function onStop(s: Stop, fn: () => void): void {
+  if ("on" in s) s.on(fn);
+  else s.addEventListener("abort", fn, { once: true });
+}
+
+/** offStop takes fn off s. */
+export function offStop(s: Stop, fn: () => void): void {
+  if ("on" in s) s.off(fn);
+  else s.removeEventListener("abort", fn);
+}
 
 /** BodyTooLarge is an answer whose body is over the bound: read no further. */
 export class BodyTooLarge extends Error {
@@ -140,7 +167,7 @@ function send(mod: NodeHttp, agent: NodeAgent, url: URL, init: RequestInit): Pro
  * unary makes one request and resolves with its whole answer. The body
  * goes as a string, so node:http writes it with the head in one write.
  */
-function unary(mod: NodeHttp, agent: NodeAgent, url: URL, headers: Record<string, string>, body: string, signal: AbortSignal | undefined, limit: number): Promise<UnaryAnswer> {
+function unary(mod: NodeHttp, agent: NodeAgent, url: URL, headers: Record<string, string>, body: string, signal: Stop | undefined, limit: number): Promise<UnaryAnswer> {
   return new Promise<UnaryAnswer>((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
     // node:http wants an IPv6 literal without its brackets.
@@ -151,12 +178,12 @@ function unary(mod: NodeHttp, agent: NodeAgent, url: URL, headers: Record<string
     const settle = (err: unknown, answer?: UnaryAnswer) => {
       if (settled) return;
       settled = true;
-      signal?.removeEventListener("abort", onAbort);
+      if (signal) offStop(signal, onAbort);
       if (answer) resolve(answer);
       else reject(signal?.aborted ? signal.reason : err);
     };
     const onAbort = () => req.destroy(signal?.reason instanceof Error ? signal.reason : new Error("aborted"));
-    signal?.addEventListener("abort", onAbort, { once: true });
+    if (signal) onStop(signal, onAbort);
     req.on("error", (err) => settle(new TypeError("fetch failed", { cause: err })));
     req.on("response", (res) => {
       const status = res.statusCode ?? 0;

@@ -15,7 +15,7 @@
 
 import { inject } from "./otel.js";
 import { APIError, AuthError, ConfigError, ProtocolError, UnreachableError } from "./errors.js";
-import { BodyTooLarge, type Unary, type UnaryAnswer } from "./keepalive.js";
+import { BodyTooLarge, offStop, onStop, type Ender, type Stop, type Unary, type UnaryAnswer } from "./keepalive.js";
 import { backoffMs } from "./reach.js";
 import type { ErrorBody } from "./wire.js";
 
@@ -278,7 +278,7 @@ export class Transport {
   }
 
   /** attempt sends one request to one daemon: the parsed answer, a typed error thrown, or Unreached. */
-  private async attempt(url: URL, payload: string, signal: AbortSignal | undefined): Promise<unknown> {
+  private async attempt(url: URL, payload: string, signal: Stop | undefined): Promise<unknown> {
     const headers = this.headers({ "content-type": "application/json", accept: "application/json" });
     const got = this.o.unary ? await this.sendUnary(this.o.unary, url, headers, payload, signal) : await this.sendFetch(url, headers, payload, signal);
     if (got instanceof Unreached) return got;
@@ -287,7 +287,7 @@ export class Transport {
   }
 
   /** sendUnary sends through the unary sender: its whole answer, or Unreached. */
-  private async sendUnary(unary: Unary, url: URL, headers: Record<string, string>, payload: string, signal: AbortSignal | undefined): Promise<UnaryAnswer | Unreached> {
+  private async sendUnary(unary: Unary, url: URL, headers: Record<string, string>, payload: string, signal: Stop | undefined): Promise<UnaryAnswer | Unreached> {
     try {
       return await unary(url, headers, payload, signal, MAX_BODY_BYTES);
     } catch (err) {
@@ -297,14 +297,14 @@ export class Transport {
   }
 
   /** sendFetch sends through fetch: its answer with the body read, or Unreached. */
-  private async sendFetch(url: URL, headers: Record<string, string>, payload: string, signal: AbortSignal | undefined): Promise<UnaryAnswer | Unreached> {
+  private async sendFetch(url: URL, headers: Record<string, string>, payload: string, signal: Stop | undefined): Promise<UnaryAnswer | Unreached> {
     let res: Response;
     try {
       res = await this.o.fetch(url, {
         method: "POST",
         headers,
         body: payload,
-        signal: signal ?? null,
+        signal: signal ? abortSignal(signal) : null,
         // A redirect could carry the breaker, worker id and message to
         // another origin: breakerd never redirects, so one is refused.
         redirect: "manual",
@@ -455,8 +455,34 @@ function snippet(text: string): string {
 
 /** A Bound is a signal made for one call; release drops its timer or listeners once the call is over. */
 export interface Bound {
-  signal: AbortSignal;
+  signal: Stop;
   release(): void;
+}
+
+/** Deadline is timeout's signal: an Ender, no AbortController made for a call that ends in time. */
+class Deadline implements Ender {
+  aborted = false;
+  reason: unknown = undefined;
+  private fns: (() => void)[] = [];
+
+  /** end ends the deadline with reason and tells its listeners, once. */
+  end(reason: unknown): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.reason = reason;
+    const fns = this.fns;
+    this.fns = [];
+    for (const fn of fns) fn();
+  }
+
+  on(fn: () => void): void {
+    if (!this.aborted) this.fns.push(fn);
+  }
+
+  off(fn: () => void): void {
+    const i = this.fns.indexOf(fn);
+    if (i >= 0) this.fns.splice(i, 1);
+  }
 }
 
 /**
@@ -466,10 +492,19 @@ export interface Bound {
  * the process alive.
  */
 export function timeout(ms: number): Bound {
-  const c = new AbortController();
-  const t = setTimeout(() => c.abort(new DOMException("The operation was aborted due to timeout", "TimeoutError")), ms);
+  const d = new Deadline();
+  const t = setTimeout(() => d.end(new DOMException("The operation was aborted due to timeout", "TimeoutError")), ms);
   (t as { unref?: () => void }).unref?.();
-  return { signal: c.signal, release: () => clearTimeout(t) };
+  return { signal: d, release: () => clearTimeout(t) };
+}
+
+/** abortSignal is s as an AbortSignal, for fetch: s itself, or one that aborts with it. */
+function abortSignal(s: Stop): AbortSignal {
+  if (!("on" in s)) return s;
+  const c = new AbortController();
+  if (s.aborted) c.abort(s.reason);
+  else s.on(() => c.abort(s.reason));
+  return c.signal;
 }
 
 /**
@@ -478,10 +513,10 @@ export function timeout(ms: number): Bound {
  * given signals, so a caller's long-lived signal does not gather one per
  * call. Undefined when none is given.
  */
-export function anySignal(signals: (AbortSignal | undefined)[]): Bound | undefined {
-  const live = signals.filter((s): s is AbortSignal => s !== undefined);
+export function anySignal(signals: (Stop | undefined)[]): Bound | undefined {
+  const live = signals.filter((s): s is Stop => s !== undefined);
   if (live.length === 0) return undefined;
-  if (live.length === 1) return { signal: live[0] as AbortSignal, release: () => undefined };
+  if (live.length === 1) return { signal: live[0] as Stop, release: () => undefined };
   const c = new AbortController();
   for (const s of live) {
     if (s.aborted) {
@@ -490,12 +525,12 @@ export function anySignal(signals: (AbortSignal | undefined)[]): Bound | undefin
     }
   }
   const release = () => {
-    for (const s of live) s.removeEventListener("abort", onAbort);
+    for (const s of live) offStop(s, onAbort);
   };
-  const onAbort = (ev: Event) => {
-    c.abort((ev.target as AbortSignal).reason);
+  const onAbort = () => {
+    c.abort(live.find((s) => s.aborted)?.reason);
     release();
   };
-  for (const s of live) s.addEventListener("abort", onAbort);
+  for (const s of live) onStop(s, onAbort);
   return { signal: c.signal, release };
 }
