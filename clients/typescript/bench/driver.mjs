@@ -27,11 +27,14 @@
 // Output: the line {"started": true} when the timed run starts (the
 // bench reads its counters then), and when it is over one line of JSON,
 // then exit status 0:
-//   {"ops": 1234, "errors": 0, "elapsed_s": 2.001, "requests": 2468, "lat_us": [812, ...]}
+//   {"ops": 1234, "errors": 0, "elapsed_s": 2.001, "requests": 2468, "cpu_s": 0.8, "lat_us": [812, ...]}
 // (ops: pairs completed allowed with their record accepted; errors: pairs
 // failed, denied, or answered by the client's fallback (degraded);
 // requests: HTTP requests the timed pairs sent, as the driver counts them:
 // two per strict pair, none for a fast pair answered in-process;
+// cpu_s: the driver's CPU time (user and system) over the timed run, so
+// cpu_s / (ops + errors) is a pair's cost in the client, which a busy
+// machine inflates less than the wall time;
 // lat_us: every completed pair's latency in µs), or,
 // when a mode cannot run here, exit status 0 and
 //   {"skipped": "the client has no fast mode"}
@@ -129,13 +132,13 @@ async function run(o, clients) {
   const lat = [];
   let errors = 0;
   let requests = 0;
-  let started = false;
+  let cpu0; // the process's CPU time when the timed run started
   const caller = async (c) => {
     const cl = clients[c % clients.length];
     for (let i = c * 7919; ; i++) {
       const t0 = now();
-      if (t0 >= start && !started) {
-        started = true;
+      if (t0 >= start && cpu0 === undefined) {
+        cpu0 = process.cpuUsage();
         process.stdout.write(STARTED);
       }
       if (t0 >= end && lat.length + errors >= o.minOps) return;
@@ -156,7 +159,8 @@ async function run(o, clients) {
     }
   };
   await Promise.all(Array.from({ length: o.callers }, (_, c) => caller(c)));
-  return { lat, errors, requests, elapsed: (now() - start) / 1e6 };
+  const cpu = process.cpuUsage(cpu0);
+  return { lat, errors, requests, elapsed: (now() - start) / 1e6, cpu: (cpu.user + cpu.system) / 1e6 };
 }
 
 async function main() {
@@ -181,9 +185,10 @@ async function main() {
       const names = Array.from({ length: o.breakers }, (_, i) => `${o.prefix}b${String(i).padStart(4, "0")}`);
       for (const c of clients) for (const b of names) await c.record(await c.allow(b), {});
     }
-    const { lat, errors, requests, elapsed } = await run(o, clients);
+    const { lat, errors, requests, elapsed, cpu } = await run(o, clients);
     const out = { ops: lat.length, errors, elapsed_s: Number(elapsed.toFixed(6)) };
     out.requests = requests;
+    out.cpu_s = Number(cpu.toFixed(6));
     out.lat_us = lat;
     return out;
   } finally {
