@@ -16,6 +16,8 @@
 //   --callers N       concurrent callers; default 1
 //   --duration S      seconds of timed calls, after an untimed warm-up
 //   --warmup S        seconds of untimed calls first; default 0.2
+//   --warmup-pairs N  untimed pairs before those, so that V8 has compiled
+//                     the client's code (this driver's own flag); default 0
 //   --breakers N      breakers the callers cycle over: <prefix>b0000 ...;
 //                     default 1000
 //   --prefix P        put in front of every breaker name; default ""
@@ -98,6 +100,7 @@ function options() {
         async: { type: "boolean", default: false },
         duration: { type: "string" },
         warmup: { type: "string", default: "0.2" },
+        "warmup-pairs": { type: "string", default: "0" },
         breakers: { type: "string", default: "1000" },
         prefix: { type: "string", default: "" },
         workers: { type: "string", default: "8" },
@@ -116,6 +119,7 @@ function options() {
     callers: positive("callers", values.callers, Number.parseInt),
     duration: positive("duration", values.duration, Number.parseFloat),
     warmup: Number.parseFloat(values.warmup),
+    warmupPairs: Number.parseInt(values["warmup-pairs"]),
     breakers: positive("breakers", values.breakers, Number.parseInt),
     prefix: values.prefix,
     workers: positive("workers", values.workers, Number.parseInt),
@@ -123,8 +127,11 @@ function options() {
   };
 }
 
-/** run runs o.callers callers of pairs for warmup then duration seconds; the latencies are the timed run's. */
-async function run(o, clients) {
+/**
+ * run runs o.callers callers of pairs for warmup then duration seconds;
+ * the latencies are the timed run's, whose start it prints unless quiet.
+ */
+async function run(o, clients, quiet = false) {
   const names = Array.from({ length: o.breakers }, (_, i) => `${o.prefix}b${String(i).padStart(4, "0")}`);
   const now = () => Number(process.hrtime.bigint()) / 1e3; // µs
   const start = now() + o.warmup * 1e6;
@@ -139,7 +146,7 @@ async function run(o, clients) {
       const t0 = now();
       if (t0 >= start && cpu0 === undefined) {
         cpu0 = process.cpuUsage();
-        process.stdout.write(STARTED);
+        if (!quiet) process.stdout.write(STARTED);
       }
       if (t0 >= end && lat.length + errors >= o.minOps) return;
       let ok;
@@ -185,6 +192,7 @@ async function main() {
       const names = Array.from({ length: o.breakers }, (_, i) => `${o.prefix}b${String(i).padStart(4, "0")}`);
       for (const c of clients) for (const b of names) await c.record(await c.allow(b), {});
     }
+    if (o.warmupPairs > 0) await run({ ...o, warmup: 0, duration: 1e-6, minOps: o.warmupPairs }, clients, true);
     const { lat, errors, requests, elapsed, cpu } = await run(o, clients);
     const out = { ops: lat.length, errors, elapsed_s: Number(elapsed.toFixed(6)) };
     out.requests = requests;

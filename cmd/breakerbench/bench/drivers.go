@@ -27,6 +27,10 @@ type driver struct {
 	async   bool   // --async (Python: asyncio tasks instead of threads)
 	mode    string // --mode: strict or fast
 	callers int    // --callers
+	// warmupPairs, when set, is --warmup-pairs in a timed round: untimed
+	// pairs before the warm-up's seconds, for a client that a JIT compiles
+	// as it runs (docs/performance.md, "The clients' rows").
+	warmupPairs int
 }
 
 // driverOut is a driver's one line of output.
@@ -67,16 +71,24 @@ func driverScenarios() []scenario {
 		{"pair-1k-py-async", "python3", py, true, []int{clientCallers, 8, 1}},
 		{"pair-1k-ts", "node", ts, false, []int{clientCallers, 1}},
 	} {
-		for _, n := range d.callers {
-			out = append(out, driverScenario(withCallers(d.name, n), driver{d.command, d.script, d.async, "strict", n}))
+		warm := 0
+		if d.command == "node" {
+			warm = jitWarmupPairs
 		}
-		out = append(out, driverScenario(d.name+"-fast", driver{d.command, d.script, d.async, "fast", clientCallers}))
+		for _, n := range d.callers {
+			out = append(out, driverScenario(withCallers(d.name, n), driver{d.command, d.script, d.async, "strict", n, warm}))
+		}
+		out = append(out, driverScenario(d.name+"-fast", driver{d.command, d.script, d.async, "fast", clientCallers, warm}))
 	}
 	return append(out,
 		scenario{name: "pair-1k-go-http", unit: "pairs", server: ServeDaemon, build: httpPair(spread), callers: clientCallers},
 		scenario{name: withCallers("pair-1k-go-http", 1), unit: "pairs", server: ServeDaemon, build: httpPair(spread), callers: 1},
 		scenario{name: withCallers("pair-1k-client", clientCallers), unit: "Calls", server: ServeDaemon, build: clientPair(spread), callers: clientCallers})
 }
+
+// jitWarmupPairs is the TypeScript driver's --warmup-pairs in a timed
+// round.
+const jitWarmupPairs = 1500
 
 // withCallers names a row run with n callers when n is not clientCallers.
 func withCallers(name string, n int) string {
@@ -137,6 +149,9 @@ func (d *driver) run(ctx context.Context, t *target, o Options, duration, warmup
 		"--breakers", strconv.Itoa(o.Breakers), "--prefix", t.prefix, "--min-ops", "1"}
 	if d.async {
 		args = append(args, "--async")
+	}
+	if d.warmupPairs > 0 && begin != nil {
+		args = append(args, "--warmup-pairs", strconv.Itoa(d.warmupPairs))
 	}
 	cmd := exec.CommandContext(ctx, d.command, args...)
 	var stderr bytes.Buffer
