@@ -40,9 +40,8 @@ const LaxDecisionTimeout = 10 * time.Second
 
 // stalled is the error of a decision script still outstanding at the
 // daemon's bound: Redis is failing (IsUnavailable), not the caller's
-// deadline.
-// A decision released at its node's outage (decisions.release) fails
-// with it too, down set: its node went to memory first.
+// deadline. A decision released at its node's outage (decisions.release)
+// fails with it too, down set: its node went to memory first.
 type stalled struct {
 	bound time.Duration
 	down  bool
@@ -98,9 +97,8 @@ func (s *Store) decisionBound(ctx context.Context) time.Duration {
 // judged exactly once for n. The caller gets the answer, or an error when
 // the bound passes first or n's outage begins meanwhile (stalled: the
 // caller is answered from memory, not at the bound) or its ctx ends (its
-// error); each is
-// a replylost.StillQueued whose Wait returns once the script has ended, since it
-// may still run. An answer within the bound costs no goroutine start and
+// error); each is a replylost.StillQueued whose Wait returns once the
+// script has ended, since it may still run. An answer within the bound costs no goroutine start and
 // no timer: the store's watchdog (decisions.watch) ends the late ones.
 func (s *Store) decide(ctx context.Context, n *outage.Node, name string, sc script, keys []string, args []any) ([]any, error) {
 	if err := ctx.Err(); err != nil {
