@@ -55,7 +55,11 @@ func (s *Store) guard(ctx context.Context, name, worker string, known breaker.St
 	if !heard || known.Gen <= gen {
 		return nil, false
 	}
-	now := s.fleetNow(ctx)
+	// The fleet's clock is read within the call's decision bound: a Redis
+	// that stalls just after the script answered leaves this host's clock.
+	tctx, cancel := s.WithinDecision(ctx)
+	now := s.fleetNow(tctx)
+	cancel()
 	if !s.forgotten(name, known, gen, now) {
 		return nil, false
 	}
