@@ -66,6 +66,10 @@ type Options struct {
 	// EventRetention is how long a breaker's event log outlives its last
 	// event: a breaker with a log counts until then.
 	EventRetention time.Duration
+	// Within bounds a round trip a call waits on (the re-scoring after its
+	// script), as the daemon bounds its decisions; nil leaves the call's
+	// context as it is.
+	Within func(context.Context) (context.Context, context.CancelFunc)
 }
 
 // Ceiling keeps the count of live breakers (--max-breakers).
@@ -165,6 +169,11 @@ func (c *Ceiling) Register(ctx context.Context, breaker string, p policy.Policy,
 	member := redis.Z{Score: float64(score), Member: breaker}
 	if score == math.MaxInt64 {
 		member.Score = math.Inf(1)
+	}
+	if c.o.Within != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = c.o.Within(ctx)
+		defer cancel()
 	}
 	if err := c.o.Client.ZAddGT(ctx, c.o.Key, member).Err(); err != nil {
 		return

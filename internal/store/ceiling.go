@@ -28,13 +28,16 @@ func newCeiling(s *Store) *ceiling.Ceiling {
 		key = LiveKey
 	}
 	return ceiling.New(ceiling.Options{Max: s.o.MaxBreakers, Key: key, Client: s.rdb, Reserve: s.reserve,
-		Now: s.Now, EventRetention: s.o.EventRetention})
+		Now: s.Now, EventRetention: s.o.EventRetention, Within: s.WithinDecision})
 }
 
 // reserve is the ceiling's admission round trip (ceiling.Reserve): EXISTS
-// on breaker's state and reserve.lua on the live set, pipelined. A reply
-// of the wrong shape admits, as a Redis error does.
+// on breaker's state and reserve.lua on the live set, pipelined, within
+// the call's decision bound. A reply of the wrong shape admits, as a
+// Redis error does.
 func (s *Store) reserve(ctx context.Context, key, breaker string, now, max, until int64) (held, admitted bool, live int64, err error) {
+	ctx, cancel := s.WithinDecision(ctx)
+	defer cancel()
 	var exists *redis.IntCmd
 	var reserve *redis.Cmd
 	err = pipelined(ctx, s.rdb, func(p redis.Pipeliner, eval evalFunc) {

@@ -143,8 +143,11 @@ func groupStatusOf(c *redis.Cmd) (known, open int64, err error) {
 
 // groupCounts reads, on a Cluster, the count a Record on name passes to
 // record.lua: the other members of group g open. ok is false when Redis
-// did not answer (the trip then goes uncapped).
+// did not answer within the call's decision bound (the trip then goes
+// uncapped).
 func (s *Store) groupCounts(ctx context.Context, g *policy.Group, name string) (breaker.GroupCounts, bool) {
+	ctx, cancel := s.WithinDecision(ctx)
+	defer cancel()
 	_, open, err := s.runGroup(ctx, g.Name, "count", s.pinnedMs(), name)
 	if err != nil {
 		return breaker.GroupCounts{}, false
@@ -182,6 +185,8 @@ func (s *Store) indexGroup(ctx context.Context, g *policy.Group, name string, p 
 	if now == 0 {
 		now = s.pinnedMs()
 	}
+	ctx, cancel := s.WithinDecision(ctx) // the call waits on it
+	defer cancel()
 	_, _, _ = s.runGroup(ctx, g.Name, "index", now, name, deadline, open, openUntil)
 }
 

@@ -22,6 +22,7 @@ type outageFixture struct {
 	*fixture
 	proxy *testredis.Proxy
 	flips chan bool
+	rdb   *redis.Client // the store's client, through proxy
 }
 
 func newOutageFixture(t *testing.T, b *testredis.Backend, mod func(*redis.Options), opts ...func(*store.Options)) *outageFixture {
@@ -39,7 +40,8 @@ func newOutageFixture(t *testing.T, b *testredis.Backend, mod func(*redis.Option
 	for _, opt := range opts {
 		opt(&o)
 	}
-	st := store.New(b.ClientVia(t, proxy.Addr(), mod), o)
+	rdb := b.ClientVia(t, proxy.Addr(), mod)
+	st := store.New(rdb, o)
 	t.Cleanup(st.Close)
 	// A loaded machine can make one command outlive a short read timeout
 	// (TestSlowCommandIsNotAnOutage's): loading is retried, not judged.
@@ -59,7 +61,7 @@ func newOutageFixture(t *testing.T, b *testredis.Backend, mod func(*redis.Option
 		t.Fatal(err)
 	}
 	t.Cleanup(stop)
-	return &outageFixture{fixture: &fixture{Backend: b, t: t, st: st}, proxy: proxy, flips: flips}
+	return &outageFixture{fixture: &fixture{Backend: b, t: t, st: st}, proxy: proxy, flips: flips, rdb: rdb}
 }
 
 // TestOutageAnswersFromMemory: with Redis cut off, the daemon answers from

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -242,6 +243,94 @@ func TestAnOutageReleasesTheDecisionsOutstanding(t *testing.T) {
 			t.Fatalf("the Allow outstanding when its node went down = %v, %v; want a degraded DENIED_FORCED_OPEN from memory", r.a.GetDecision(), r.err)
 		}
 	})
+}
+
+// stallBefore is a go-redis hook that stalls proxy just before the first
+// command named cmd goes out: a Redis that hangs between two commands of
+// one call.
+type stallBefore struct {
+	cmd   string
+	proxy *testredis.Proxy
+	once  sync.Once
+}
+
+func (h *stallBefore) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *stallBefore) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, c redis.Cmder) error {
+		if c.Name() == h.cmd {
+			h.once.Do(h.proxy.Stall)
+		}
+		return next(ctx, c)
+	}
+}
+
+func (h *stallBefore) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestAStallAfterTheScriptKeepsTheBound: the round trips a call waits on
+// after its decision script answered (the fleet's clock a suspected loss
+// reads, the ceiling's re-scoring) are bounded by the daemon's decision
+// bound too: a Redis that stalls just then still leaves the call answered
+// long before its caller gives up.
+func TestAStallAfterTheScriptKeepsTheBound(t *testing.T) {
+	testredis.StallTier(t)
+	cases := []struct {
+		name string
+		cmd  string // stalled just before it goes out
+		opts func(o *store.Options, b *testredis.Backend)
+		// call prepares its breaker, arms the stall and makes the call.
+		call func(t *testing.T, f *outageFixture, arm func(), ctx context.Context)
+	}{
+		{name: "the clock of a forgotten pin", cmd: "time",
+			opts: func(o *store.Options, _ *testredis.Backend) { o.Now = nil }, // the fleet's clock is Redis's
+			call: func(t *testing.T, f *outageFixture, arm func(), ctx context.Context) {
+				pinned := f.Breaker("pinned")
+				if _, err := f.st.Force(context.Background(), pinned, pb.ForceMode_FORCE_MODE_OPEN, "vendor maintenance", 0, "alice"); err != nil {
+					t.Fatal(err)
+				}
+				waitSeen(t, f, pinned)
+				f.forget(pinned)
+				arm()
+				a, err := f.st.Allow(ctx, pinned, "w1")
+				if err != nil || a.Decision != pb.Decision_DECISION_DENIED_FORCED_OPEN || !strings.Contains(a.Reason, "lost this breaker's state") {
+					t.Errorf("Allow(pinned) after Redis forgot the pin = %v (%q), %v; want DENIED_FORCED_OPEN from what the daemon heard", a.GetDecision(), a.GetReason(), err)
+				}
+			}},
+		{name: "the ceiling's re-scoring", cmd: "zadd",
+			opts: func(o *store.Options, b *testredis.Backend) {
+				o.MaxBreakers, o.LiveKey = 100, store.LiveKey+":"+b.Prefix
+			},
+			call: func(t *testing.T, f *outageFixture, arm func(), ctx context.Context) {
+				t.Cleanup(func() { _ = f.Client.Del(context.Background(), store.LiveKey+":"+f.Prefix).Err() })
+				arm()
+				r, err := f.st.Record(ctx, &pb.RecordRequest{Breaker: f.Breaker("search"), WorkerId: "w1", Ticket: &pb.Ticket{},
+					Outcome: pb.Outcome_OUTCOME_TIMEOUT, LatencyMs: 1000})
+				if err != nil || !r.Counted {
+					t.Errorf("Record(timeout) = %v, %v; want it counted", r, err)
+				}
+			}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			eachServer(t, func(t *testing.T, b *testredis.Backend) {
+				// Only the caller's deadline, far past the bound, would end
+				// the round trip otherwise.
+				f := newOutageFixture(t, b, func(o *redis.Options) {
+					daemonOptions(o)
+					o.ReadTimeout, o.WriteTimeout = time.Hour, time.Hour
+				}, func(o *store.Options) { c.opts(o, b) })
+				defer f.proxy.Restore(t)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				c.call(t, f, func() { f.rdb.AddHook(&stallBefore{cmd: c.cmd, proxy: f.proxy}) }, ctx)
+				if ctx.Err() != nil {
+					t.Errorf("the call outlived its caller's 30 s: the %s after its script waited on the stall", strings.ToUpper(c.cmd))
+				}
+			})
+		})
+	}
 }
 
 // TestStallThatHealsIsOneOutage: a link that stalls and then heals
