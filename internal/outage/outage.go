@@ -2,8 +2,9 @@
 // is away: what it answers while the node is out. It keeps the last state
 // this daemon heard for each breaker (Memory.Observe, Memory.ObserveStates:
 // the seeds), judges each node's decision scripts in the order they were
-// sent (Node.Judge: a lost connection, or Timeouts failures in a row, is
-// an outage), seeds a node's in-memory breakers (internal/breaker's Table,
+// sent (Node.Judge: a lost connection, or Timeouts failures in a row
+// unless the node answered a fresh connection meanwhile, is an outage),
+// seeds a node's in-memory breakers (internal/breaker's Table,
 // the scripts' state machine) when its outage begins (Memory.Enter), and
 // hands its decisions back to Redis once a recovery poll saw it answer
 // RecoveryAnswers times in a row (Memory.AwaitRecovery).
@@ -34,7 +35,9 @@ import (
 // Timeouts is how many decision scripts in a row failing without a word
 // (a timeout, a stall past the decision timeout, a "not now" reply) mean
 // a Redis node is away: a single slow command on a loaded machine is not
-// an outage.
+// an outage, nor are decisions that were late on the daemon's side (a
+// connection of its pool, a CPU) while the node answered a fresh
+// connection (Node.Ask).
 const Timeouts = 3
 
 // RecoveryPoll is how often a daemon asks a node in an outage whether it
@@ -139,6 +142,11 @@ type Node struct {
 	// calls are answered from it only then.
 	seeded   atomic.Bool
 	timeouts atomic.Int32
+	// asking is set while the node is asked on a fresh connection (Ask);
+	// asked is when the latest ask began, answered when the latest one it
+	// answered did (UnixNano).
+	asking          atomic.Bool
+	asked, answered atomic.Int64
 	// sent numbers the decisions sent to the node; failedAt is the number
 	// of the latest one judged a failure. An answer resets timeouts only
 	// when its decision was sent after that one: "in a row" is in the
@@ -170,14 +178,16 @@ func (n *Node) Table() *breaker.Table { return n.table }
 // Send numbers a decision sent to the node, for Judge.
 func (n *Node) Send() int64 { return n.sent.Add(1) }
 
-// Judge notes the outcome err of the decision script sent seq-th to n:
-// an answer resets n's count of failures unless a later-sent decision
-// already failed; failing says whether err is a failure that counts
-// (Redis could not serve it, and the memory answers for it). It reports
-// whether the failure begins an outage (Enter): a connection that cannot
-// be made or was lost at once, a stall (or a "not now" reply such as
-// LOADING) once Timeouts in a row.
-func (n *Node) Judge(seq int64, err error, failing bool) (enter bool) {
+// Judge notes the outcome err of the decision script sent seq-th to n,
+// at sent: an answer resets n's count of failures unless a later-sent
+// decision already failed; failing says whether err is a failure that
+// counts (Redis could not serve it, and the memory answers for it). It
+// reports whether the failure begins an outage (Enter): a connection
+// that cannot be made or was lost at once, a stall (or a "not now" reply
+// such as LOADING) once Timeouts in a row, unless the node answered a
+// fresh connection asked after the decision was sent (Ask): that
+// decision was late on the daemon's side.
+func (n *Node) Judge(seq int64, sent time.Time, err error, failing bool) (enter bool) {
 	switch {
 	case err == nil:
 		if seq > n.failedAt.Load() {
@@ -189,7 +199,29 @@ func (n *Node) Judge(seq int64, err error, failing bool) (enter bool) {
 	}
 	for f := n.failedAt.Load(); seq > f && !n.failedAt.CompareAndSwap(f, seq); f = n.failedAt.Load() {
 	}
-	return connectionLost(err) || n.timeouts.Add(1) >= Timeouts
+	return connectionLost(err) || n.timeouts.Add(1) >= Timeouts && n.answered.Load() < sent.UnixNano()
+}
+
+// Ask reports whether n is to be asked on a fresh connection, at now,
+// for a decision sent at sent and still outstanding: not while an ask is
+// in flight, nor when one begun since sent covers it (answered or not).
+// true: the caller asks it now and reports with Asked.
+func (n *Node) Ask(sent, now time.Time) bool {
+	if n.asked.Load() >= sent.UnixNano() || !n.asking.CompareAndSwap(false, true) {
+		return false
+	}
+	n.asked.Store(now.UnixNano())
+	return true
+}
+
+// Asked reports the ask begun at began (Ask): whether the node answered.
+func (n *Node) Asked(began time.Time, answered bool) {
+	defer n.asking.Store(false)
+	if !answered {
+		return
+	}
+	for a := n.answered.Load(); a < began.UnixNano() && !n.answered.CompareAndSwap(a, began.UnixNano()); a = n.answered.Load() {
+	}
 }
 
 // connectionLost tells an error that says Redis cannot be reached at all.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/outage"
@@ -48,22 +49,65 @@ func TestShadowEventSeedsAShadowedMemoryBreaker(t *testing.T) {
 func TestJudgeInSendingOrder(t *testing.T) {
 	t.Parallel()
 	stall := errors.New("stalled")
+	sent := time.Unix(100, 0)
 	n := outage.New().Node("")
-	if !n.Judge(n.Send(), io.EOF, true) {
+	if !n.Judge(n.Send(), sent, io.EOF, true) {
 		t.Fatal("a lost connection: no outage")
 	}
 	n = outage.New().Node("")
 	early := n.Send()
 	for i := range outage.Timeouts - 1 {
-		if n.Judge(n.Send(), stall, true) {
+		if n.Judge(n.Send(), sent, stall, true) {
 			t.Fatalf("outage after %d stalls", i+1)
 		}
 	}
-	if n.Judge(early, nil, true) || n.Judge(n.Send(), stall, false) {
+	if n.Judge(early, sent, nil, true) || n.Judge(n.Send(), sent, stall, false) {
 		t.Fatal("an answer or an uncounted failure began an outage")
 	}
-	if !n.Judge(n.Send(), stall, true) {
+	if !n.Judge(n.Send(), sent, stall, true) {
 		t.Fatalf("%d stalls in a row (an earlier-sent answer between): no outage", outage.Timeouts)
+	}
+}
+
+// TestANodeThatAnswersMeanwhileIsNoOutage: decisions that failed while
+// their node answered a fresh connection, asked after they were sent,
+// begin no outage, however many; an ask the node did not answer, or one
+// begun before the decision was sent, clears nothing. One ask is in
+// flight at a time, and one covers every decision sent before it began.
+func TestANodeThatAnswersMeanwhileIsNoOutage(t *testing.T) {
+	t.Parallel()
+	stall := errors.New("stalled")
+	at := func(s int64) time.Time { return time.Unix(100+s, 0) }
+	n := outage.New().Node("")
+	if !n.Ask(at(0), at(1)) || n.Ask(at(0), at(1)) {
+		t.Fatal("a second ask while one is in flight, or none at first")
+	}
+	n.Asked(at(1), false)
+	if n.Ask(at(0), at(2)) {
+		t.Fatal("asked again for a decision the silent ask covered")
+	}
+	for range outage.Timeouts - 1 {
+		n.Judge(n.Send(), at(0), stall, true)
+	}
+	if !n.Judge(n.Send(), at(0), stall, true) {
+		t.Fatal("a node silent to a fresh connection: no outage")
+	}
+
+	n = outage.New().Node("")
+	if !n.Ask(at(0), at(1)) {
+		t.Fatal("no ask")
+	}
+	n.Asked(at(1), true)
+	for i := range 3 * outage.Timeouts {
+		if n.Judge(n.Send(), at(0), stall, true) {
+			t.Fatalf("stall %d of a decision sent before the node answered: an outage", i+1)
+		}
+	}
+	if !n.Judge(n.Send(), at(2), stall, true) {
+		t.Fatal("a decision sent after the answer's ask began: no outage")
+	}
+	if !n.Ask(at(2), at(3)) {
+		t.Fatal("no ask for a decision sent after the last one began")
 	}
 }
 

@@ -158,23 +158,12 @@ func (s *Store) enterOutage(n *outage.Node, name string, cause error) {
 }
 
 // awaitRecovery polls n (outage.Memory.AwaitRecovery) until it answers
-// (PING on a fresh connection, and through the decisions' pipeline,
-// pipeAnswers; on a Cluster, a read of the key of the breaker that began
-// the outage) or, on a Cluster, no longer serves any slot (a replica took
+// (answers) or, on a Cluster, no longer serves any slot (a replica took
 // over, and its breakers' calls go there); the outage's end is reported
 // (Options.OnOutage).
 func (s *Store) awaitRecovery(n *outage.Node) {
 	s.out.AwaitRecovery(n, func(ctx context.Context) outage.Poll {
-		c, serves, err := s.nodeClient(ctx, n.Addr())
-		switch {
-		case err != nil:
-			return outage.PollFailed
-		case !serves:
-			return outage.PollGone
-		case probeAnswers(ctx, c, n) && (n.Addr() != "" || s.pipeAnswers(ctx)):
-			return outage.PollAnswered
-		}
-		return outage.PollFailed
+		return s.answers(ctx, n, n.Key())
 	}, func() {
 		if s.o.OnOutage != nil {
 			s.o.OnOutage(n.Addr(), false, nil)
@@ -182,28 +171,48 @@ func (s *Store) awaitRecovery(n *outage.Node) {
 	})
 }
 
-// probeAnswers reports whether node n answers through a fresh connection
-// of the node's client c (probeClient), when c is one node's client.
-func probeAnswers(ctx context.Context, c redis.Cmdable, n *outage.Node) bool {
+// answers asks node n whether it answers within ctx: the one test of a
+// node, both for a decision that waits long (ask) and for an outage's
+// end. PING on a fresh connection and through the decisions' pipeline
+// (pipeAnswers); on a Cluster, a read of key (a key of one of its
+// breakers) on a fresh connection. PollGone: a Cluster node that no
+// longer serves any slot.
+func (s *Store) answers(ctx context.Context, n *outage.Node, key string) outage.Poll {
+	c, serves, err := s.nodeClient(ctx, n.Addr())
+	switch {
+	case err != nil:
+		return outage.PollFailed
+	case !serves:
+		return outage.PollGone
+	case probeAnswers(ctx, c, n.Addr(), key) && (n.Addr() != "" || s.pipeAnswers(ctx)):
+		return outage.PollAnswered
+	}
+	return outage.PollFailed
+}
+
+// probeAnswers reports whether the node at addr answers through a fresh
+// connection of the node's client c (probeClient), when c is one node's
+// client.
+func probeAnswers(ctx context.Context, c redis.Cmdable, addr, key string) bool {
 	if rc, ok := c.(*redis.Client); ok {
 		pc := probeClient(rc)
 		defer pc.Close()
 		c = pc
 	}
-	return nodeAnswers(ctx, c, n)
+	return nodeAnswers(ctx, c, addr, key)
 }
 
-// nodeAnswers reports whether node n answers through its client c. A
-// Cluster master restarted answers PING before the Cluster serves its
-// slots again (CLUSTERDOWN to every command with a key, for a second or
-// two while it rejoins): its breakers' calls would fail again and flip
-// them back to memory, so a Cluster node must answer a read of a key of
-// its own (EXISTS, in the least-privilege ACL).
-func nodeAnswers(ctx context.Context, c redis.Cmdable, n *outage.Node) bool {
-	if n.Addr() == "" {
+// nodeAnswers reports whether the node at addr answers through its client
+// c. A Cluster master restarted answers PING before the Cluster serves
+// its slots again (CLUSTERDOWN to every command with a key, for a second
+// or two while it rejoins): its breakers' calls would fail again and flip
+// them back to memory, so a Cluster node must answer a read of key, a
+// key of its own (EXISTS, in the least-privilege ACL).
+func nodeAnswers(ctx context.Context, c redis.Cmdable, addr, key string) bool {
+	if addr == "" {
 		return c.Ping(ctx).Err() == nil
 	}
-	return c.Exists(ctx, n.Key()).Err() == nil
+	return c.Exists(ctx, key).Err() == nil
 }
 
 // nodeClient returns a client to the node at addr and whether it still

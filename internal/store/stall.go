@@ -194,6 +194,11 @@ func (d *decision) Err() error {
 	return nil
 }
 
+// sent is when d was sent; askAt when its node is asked (ask) if d is
+// still outstanding: half its bound later.
+func (d *decision) sent() time.Time  { return d.deadline.Add(-d.bound) }
+func (d *decision) askAt() time.Time { return d.deadline.Add(-d.bound / 2) }
+
 // wait returns once the decision's script has ended, and a coalesced
 // script it left queued has too.
 func (d *decision) wait() {
@@ -217,7 +222,7 @@ func (d *decision) run() {
 	answered := d.state.CompareAndSwap(decisionPending, decisionAnswered)
 	d.s.dec.unwatch(d)
 	if answered {
-		d.s.judge(d.n, d.name, d.seq, err)
+		d.s.judge(d.n, d.name, d.seq, d.sent(), err)
 	}
 	d.ended.Done()
 	if answered {
@@ -229,7 +234,7 @@ func (d *decision) run() {
 // its script's context ends, and its caller is woken.
 func (d *decision) expire() {
 	d.cancel()
-	d.s.judge(d.n, d.name, d.seq, stalled{bound: d.bound})
+	d.s.judge(d.n, d.name, d.seq, d.sent(), stalled{bound: d.bound})
 	d.reply <- struct{}{}
 }
 
@@ -406,15 +411,23 @@ func (w *decisions) watch() {
 // returns the earliest deadline left (zero: none outstanding, idle); or
 // stop, when nothing is outstanding and closing says the store closed.
 func (w *decisions) expireDue(closing bool) (next time.Time, stop bool) {
-	var due []*decision
+	var due, ask []*decision
 	now := time.Now()
+	soonest := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
 	w.mu.Lock()
 	for d := w.head; d != nil; {
 		after := d.next
 		switch {
+		case now.Before(d.askAt()):
+			soonest(d.askAt())
 		case now.Before(d.deadline):
-			if next.IsZero() || d.deadline.Before(next) {
-				next = d.deadline
+			soonest(d.deadline)
+			if d.n.Ask(d.sent(), now) {
+				ask = append(ask, d)
 			}
 		case d.state.CompareAndSwap(decisionPending, decisionExpired):
 			w.unwatchLocked(d)
@@ -426,6 +439,9 @@ func (w *decisions) expireDue(closing bool) (next time.Time, stop bool) {
 	stop = closing && w.head == nil
 	w.stopped = stop
 	w.mu.Unlock()
+	for _, d := range ask {
+		go d.s.ask(w, d.n, d.name, now, d.bound)
+	}
 	for _, d := range due {
 		d.expire()
 	}
@@ -458,9 +474,26 @@ func (w *decisions) release(n *outage.Node) {
 // for breaker name (outage.Node.Judge): a failure counts when the memory
 // answers for it (OutageMemory) and Redis could not serve the call
 // (IsUnavailable); one that begins an outage sends n to memory.
-func (s *Store) judge(n *outage.Node, name string, seq int64, err error) {
-	if n.Judge(seq, err, s.o.Outage == OutageMemory && IsUnavailable(err)) {
+func (s *Store) judge(n *outage.Node, name string, seq int64, sent time.Time, err error) {
+	if n.Judge(seq, sent, err, s.o.Outage == OutageMemory && IsUnavailable(err)) {
 		s.enterOutage(n, name, err)
+	}
+}
+
+// ask asks n, whose decision for breaker name has been outstanding half
+// its bound, whether it answers a fresh connection as the recovery poll
+// asks it (answers), within the other half, and reports it
+// (outage.Node.Asked); then wakes the watchdog w, for the decisions whose
+// ask waited for this one. A node that answers while a decision waits
+// leaves that decision late on this daemon's side (a connection of its
+// pool, a CPU), not Redis away: its failure begins no outage.
+func (s *Store) ask(w *decisions, n *outage.Node, name string, began time.Time, bound time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), bound/2)
+	defer cancel()
+	n.Asked(began, s.answers(ctx, n, KeysOf(name).State) == outage.PollAnswered)
+	select {
+	case w.wake <- struct{}{}:
+	default:
 	}
 }
 

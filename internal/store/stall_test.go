@@ -333,6 +333,56 @@ func TestAStallAfterTheScriptKeepsTheBound(t *testing.T) {
 	}
 }
 
+// TestLateDecisionsOfABusyDaemonAreNoOutage: decisions that outlive the
+// bound on the daemon's side (here each waits for the one connection of
+// its pool, held by another command) while Redis answers a fresh
+// connection are failures, never an outage: the node stays with Redis,
+// and once the pool frees, Redis answers again.
+func TestLateDecisionsOfABusyDaemonAreNoOutage(t *testing.T) {
+	testredis.StallTier(t)
+	eachServer(t, func(t *testing.T, b *testredis.Backend) {
+		// A bound a busy host's fresh connection answers within half of.
+		f := newOutageFixture(t, b, func(o *redis.Options) {
+			daemonOptions(o)
+			o.PoolSize, o.PoolTimeout = 1, time.Hour
+		}, func(o *store.Options) { o.Unpipelined, o.DecisionTimeout = true, time.Second })
+		name := b.Breaker("search")
+		key := b.Prefix + "held"
+		held := make(chan struct{})
+		go func() {
+			defer close(held)
+			_ = f.rdb.BLPop(context.Background(), 0, key).Err() // the pool's one connection, until a push
+		}()
+		daemontest.Eventually(t, "the pool's one connection held", func() bool {
+			st := f.rdb.PoolStats()
+			return st.TotalConns == 1 && st.IdleConns == 0
+		})
+		for i := range store.OutageTimeouts + 1 {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			a, err := f.st.Allow(ctx, name, "w1")
+			cancel()
+			if err == nil {
+				t.Fatalf("Allow %d answered (%v, degraded %v) while the pool's connection was held", i+1, a.GetDecision(), a.GetDegraded())
+			}
+			if !store.IsUnavailable(err) {
+				t.Fatalf("Allow %d = %v, want Unavailable at the bound", i+1, err)
+			}
+		}
+		if err := f.Client.LPush(context.Background(), key, "free").Err(); err != nil {
+			t.Fatal(err)
+		}
+		<-held
+		select {
+		case down := <-f.flips:
+			t.Fatalf("OnOutage(%v) while Redis answered a fresh connection", down)
+		default:
+		}
+		if a, err := f.st.Allow(context.Background(), name, "w1"); err != nil || a.Degraded {
+			t.Errorf("Allow once the pool freed = %v, %v; want Redis's answer", a, err)
+		}
+	})
+}
+
 // TestStallThatHealsIsOneOutage: a link that stalls and then heals
 // without closing its connections (what was sent meanwhile never gets a
 // reply until go-redis's read timeout): the node is back for the
