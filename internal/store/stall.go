@@ -257,10 +257,11 @@ func (d *decision) cancel() {
 
 // decisions runs a store's decision scripts: kept worker goroutines (up
 // to maxDecisionWorkers; past them a decision gets a goroutine of its
-// own), a pool of decisions, and one watchdog that expires those still
-// outstanding at their deadline. The watchdog sleeps until the earliest
-// deadline it knows of, so under a steady stream of answers it wakes
-// about once per bound, not once per call.
+// own), a pool of decisions, and one watchdog that has the node of a
+// decision outstanding half its bound asked (Store.ask) and expires those
+// still outstanding at their deadline. The watchdog sleeps until the
+// earliest of those times it knows of, so under a steady stream of
+// answers it wakes about twice per bound, not once per call.
 type decisions struct {
 	once    sync.Once
 	closed  <-chan struct{}
@@ -407,8 +408,9 @@ func (w *decisions) watch() {
 	}
 }
 
-// expireDue expires the outstanding decisions past their deadline and
-// returns the earliest deadline left (zero: none outstanding, idle); or
+// expireDue has the nodes of the decisions outstanding half their bound
+// asked (outage.Node.Ask), expires those past their deadline and returns
+// the earliest ask or deadline left (zero: none outstanding, idle); or
 // stop, when nothing is outstanding and closing says the store closed.
 func (w *decisions) expireDue(closing bool) (next time.Time, stop bool) {
 	var due, ask []*decision
