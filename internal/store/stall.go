@@ -413,7 +413,8 @@ func (w *decisions) watch() {
 // the earliest ask or deadline left (zero: none outstanding, idle); or
 // stop, when nothing is outstanding and closing says the store closed.
 func (w *decisions) expireDue(closing bool) (next time.Time, stop bool) {
-	var due, ask []*decision
+	var due []*decision
+	var ask []asking
 	now := time.Now()
 	soonest := func(t time.Time) {
 		if next.IsZero() || t.Before(next) {
@@ -428,8 +429,8 @@ func (w *decisions) expireDue(closing bool) (next time.Time, stop bool) {
 			soonest(d.askAt())
 		case now.Before(d.deadline):
 			soonest(d.deadline)
-			if d.n.Ask(d.sent(), now) {
-				ask = append(ask, d)
+			if d.n.Ask(d.sent(), now) { // d may be answered and reused once w.mu is let go
+				ask = append(ask, asking{d.s, d.n, d.name, d.bound})
 			}
 		case d.state.CompareAndSwap(decisionPending, decisionExpired):
 			w.unwatchLocked(d)
@@ -441,13 +442,21 @@ func (w *decisions) expireDue(closing bool) (next time.Time, stop bool) {
 	stop = closing && w.head == nil
 	w.stopped = stop
 	w.mu.Unlock()
-	for _, d := range ask {
-		go d.s.ask(w, d.n, d.name, now, d.bound)
+	for _, a := range ask {
+		go a.s.ask(w, a.n, a.name, now, a.bound)
 	}
 	for _, d := range due {
 		d.expire()
 	}
 	return next, stop
+}
+
+// asking is what an ask (Store.ask) needs of the decision it is for.
+type asking struct {
+	s     *Store
+	n     *outage.Node
+	name  string
+	bound time.Duration
 }
 
 // release ends the decisions outstanding on n, whose outage has begun:
