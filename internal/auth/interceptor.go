@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/tap"
 
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
+
+	"github.com/breakerd/breakerd/internal/inproc"
 )
 
 // servicePrefix starts every breakerd.v1 method name.
@@ -106,7 +108,7 @@ func Caller(ctx context.Context) (Identity, bool) {
 func (a *Authenticator) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.InTapHandle(a.tap),
-		grpc.ChainUnaryInterceptor(a.unary),
+		inproc.UnaryInterceptors(a.unary),
 		grpc.ChainStreamInterceptor(a.stream),
 	}
 }

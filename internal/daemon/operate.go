@@ -22,6 +22,7 @@ import (
 	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/events"
+	"github.com/breakerd/breakerd/internal/inproc"
 	"github.com/breakerd/breakerd/internal/limits"
 	"github.com/breakerd/breakerd/internal/metrics"
 	"github.com/breakerd/breakerd/internal/policy"
@@ -64,7 +65,7 @@ func newOperate(c Config, log *slog.Logger, rdb redis.UniversalClient, st *store
 		logEvent(log, e)
 	})
 	return &operate{reg: reg, m: m, savings: sv}, []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(m.UnaryInterceptor(), logForces(log)),
+		inproc.UnaryInterceptors(m.UnaryInterceptor(), logForces(log)),
 	}, nil
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/httpapi"
+	"github.com/breakerd/breakerd/internal/inproc"
 	"github.com/breakerd/breakerd/internal/protocol"
 	"github.com/breakerd/breakerd/internal/tests/daemontest"
 	"github.com/breakerd/breakerd/internal/tests/testredis"
@@ -140,7 +141,7 @@ type protocols struct {
 }
 
 func (p *protocols) option() grpc.ServerOption {
-	return grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	return inproc.UnaryInterceptors(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		p.mu.Lock()
 		p.got = append(p.got, protocol.From(ctx))
 		p.mu.Unlock()

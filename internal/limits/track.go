@@ -110,18 +110,25 @@ type Registrar struct {
 }
 
 // RegisterService registers sd's methods on the server, each unary
-// method's calls reported.
+// method's calls reported (Wrap).
 func (r Registrar) RegisterService(sd *grpc.ServiceDesc, impl any) {
+	r.Server.RegisterService(r.Wrap(sd), impl)
+}
+
+// Wrap returns what RegisterService registers for sd: a copy whose unary
+// methods report their calls; sd itself when there is nothing to report
+// to. Register the copy on r's server yourself to keep it, for calls made
+// in process (inproc.NewService).
+func (r Registrar) Wrap(sd *grpc.ServiceDesc) *grpc.ServiceDesc {
 	if r.calls == nil {
-		r.Server.RegisterService(sd, impl)
-		return
+		return sd
 	}
 	out := *sd
 	out.Methods = append([]grpc.MethodDesc(nil), sd.Methods...)
 	for i, m := range out.Methods {
 		out.Methods[i].Handler = r.calls.unary("/"+sd.ServiceName+"/"+m.MethodName, m.Handler)
 	}
-	r.Server.RegisterService(&out, impl)
+	return &out
 }
 
 // begin finds the connection of a call to method (the HTTP listener's,

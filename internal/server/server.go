@@ -24,6 +24,7 @@ import (
 	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/httpapi"
+	"github.com/breakerd/breakerd/internal/inproc"
 	"github.com/breakerd/breakerd/internal/limits"
 	"github.com/breakerd/breakerd/internal/protocol"
 	"github.com/breakerd/breakerd/internal/quorum"
@@ -70,6 +71,9 @@ type Server struct {
 	heartbeat time.Duration
 	// calls reports each call to its connection (WithCalls); nil: none.
 	calls *limits.Calls
+	// local is the service NewGRPC registered, for calls in process
+	// (InProcess); nil before NewGRPC.
+	local *inproc.Service
 }
 
 // New returns a Server over st; hub feeds Watch and the view of parent
@@ -161,7 +165,9 @@ func (s *Server) admit(ctx context.Context, breaker string) (context.Context, er
 // transport's, the cap on streams that need no token, and the per-token
 // gates, taken before a request is decoded, each call reported to its
 // connection (WithCalls) before them. Serve it on a listener wrapped by
-// limits.Conns.
+// limits.Conns. Give the unary interceptors in opts with
+// inproc.UnaryInterceptors, so that the calls InProcess serves run them
+// too.
 func (s *Server) NewGRPC(opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
 	first := s.lim.GRPCOptions()
 	if s.calls != nil {
@@ -171,13 +177,22 @@ func (s *Server) NewGRPC(opts ...grpc.ServerOption) (*grpc.Server, *health.Serve
 		grpc.NumStreamWorkers(streamWorkers()))
 	g := grpc.NewServer(opts...)
 	reg := s.calls.Registrar(g)
-	reg.RegisterService(limits.WrapService(&pb.BreakerService_ServiceDesc, CallerKey, s.reads, s.watch), s)
+	sd := reg.Wrap(limits.WrapService(&pb.BreakerService_ServiceDesc, CallerKey, s.reads, s.watch))
+	g.RegisterService(sd, s)
+	s.local = inproc.NewService(sd, s, inproc.Chain(opts))
 	hs := health.NewServer()
 	SetServing(hs, false)
 	healthpb.RegisterHealthServer(reg, hs)
 	reflection.Register(reg)
 	return g, hs
 }
+
+// InProcess returns BreakerService's unary methods as NewGRPC registered
+// them, to call in process: each call takes the gates and is reported to
+// its connection as one the server serves, and runs through the unary
+// interceptors NewGRPC was given with inproc.UnaryInterceptors. Nil
+// before NewGRPC.
+func (s *Server) InProcess() *inproc.Service { return s.local }
 
 // streamWorkers is how many goroutines the gRPC server keeps to run
 // calls on: a call runs on an idle one, or on a new goroutine when every

@@ -19,6 +19,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+
+	"github.com/breakerd/breakerd/internal/inproc"
 )
 
 // Scope is the instrumentation scope of breakerd's own spans.
@@ -108,7 +110,7 @@ func (t *Tracing) ServerOptions() []grpc.ServerOption {
 	if t == nil {
 		return nil
 	}
-	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(t.unary), grpc.ChainStreamInterceptor(t.stream)}
+	return []grpc.ServerOption{inproc.UnaryInterceptors(t.unary), grpc.ChainStreamInterceptor(t.stream)}
 }
 
 // Handler wraps the HTTP/JSON API in otelhttp's handler, so a request's

@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+
+	"github.com/breakerd/breakerd/internal/inproc"
 )
 
 // Counter counts the RPCs a daemon serves, by full method name
@@ -44,7 +46,7 @@ func (c *Counter) add(method string) {
 // Options returns the server options that make the count.
 func (c *Counter) Options() []grpc.ServerOption {
 	return []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		inproc.UnaryInterceptors(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 			c.add(info.FullMethod)
 			return h(ctx, req)
 		}),
