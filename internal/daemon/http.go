@@ -84,7 +84,7 @@ func newHTTPServer(c Config, log *slog.Logger, lis net.Listener, d httpAPIDeps) 
 		}
 	}
 	lim := listenerLimits(c).WithDefaults()
-	h, err := httpapi.New(httpapi.Options{GRPC: d.grpc, Health: d.health, Auth: d.auth,
+	h, err := httpapi.New(httpapi.Options{GRPC: d.grpc, Local: d.srv.InProcess(), Health: d.health, Auth: d.auth,
 		MaxBodyBytes: int64(lim.MaxRecvBytes), CORSOrigins: origins, Log: log, Hosts: httpHosts(c),
 		Watch: &httpapi.Watch{Hub: d.hub, Store: d.store, Heartbeat: c.HTTPHeartbeat, WithParents: d.srv.WithParents, Reads: snapshotReads(d)}})
 	if err != nil {

@@ -9,7 +9,9 @@ import (
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
 // violation is one field's problem, as google.rpc.BadRequest's
@@ -134,9 +136,53 @@ func (w *errorWriter) finish() {
 		w.release(raw)
 		return
 	}
-	out, _ := json.Marshal(errorBody{Code: in.Code, Message: in.Message, FieldViolations: violations(in.Details), Details: in.Details})
 	w.header.Del("Content-Length")
-	w.release(out)
+	w.release(rpcErrorBody(in.Code, in.Message, in.Details))
+}
+
+// rpcErrorBody is the errorBody of an RPC's error: its code, message and
+// details as the Connect protocol writes them, and the field violations
+// the details hold.
+func rpcErrorBody(code, msg string, details json.RawMessage) []byte {
+	out, _ := json.Marshal(errorBody{Code: code, Message: msg, FieldViolations: violations(details), Details: details})
+	return out
+}
+
+// wireDetail is an error detail as the Connect protocol writes it, with
+// the detail's JSON beside its protobuf value for a reader without the
+// type (debug).
+type wireDetail struct {
+	Type  string          `json:"type"`
+	Value string          `json:"value"`
+	Debug json.RawMessage `json:"debug,omitempty"`
+}
+
+// writeConnectError answers cerr, an RPC's error, as the transcoder
+// answers it (the Connect protocol's unary error: status, JSON body), in
+// the errorBody form. date false leaves out the Date header, as the
+// transcoder does for an error the gRPC server sent.
+func writeConnectError(w http.ResponseWriter, cerr *connect.Error, date bool) {
+	var details json.RawMessage
+	if ds := cerr.Details(); len(ds) > 0 {
+		out := make([]wireDetail, len(ds))
+		for i, d := range ds {
+			out[i] = wireDetail{Type: d.Type(), Value: base64.RawStdEncoding.EncodeToString(d.Bytes())}
+			if m, err := d.Value(); err == nil {
+				if b, err := (protojson.MarshalOptions{Resolver: protoregistry.GlobalTypes}).Marshal(m); err == nil {
+					out[i].Debug = b
+				}
+			}
+		}
+		details, _ = json.Marshal(out)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Del("Content-Length")
+	if !date {
+		h["Date"] = nil
+	}
+	w.WriteHeader(httpStatus(cerr.Code()))
+	_, _ = w.Write(rpcErrorBody(cerr.Code().String(), cerr.Message(), details))
 }
 
 // violations reads the field violations out of Connect error details:

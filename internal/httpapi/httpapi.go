@@ -1,7 +1,9 @@
 // Package httpapi serves breakerd's API as HTTP/JSON beside gRPC: every
-// BreakerService RPC transcoded onto the daemon's gRPC server by
-// connectrpc.com/vanguard (POST /breakerd.v1.BreakerService/<Method>, the
-// Connect protocol's unary shape), GET /healthz, GET /v1/watch, the live
+// BreakerService RPC (POST /breakerd.v1.BreakerService/<Method>, the
+// Connect protocol's unary shape) transcoded onto the daemon's gRPC server
+// by connectrpc.com/vanguard, or, for a unary RPC in the clients' form,
+// run in process through the same handlers and interceptors and answered
+// in the same bytes (local.go), GET /healthz, GET /v1/watch, the live
 // events as Server-Sent Events, and the status page's files at /ui/. A
 // front handler checks the token, the content type and the body's size
 // before any body is read. The page docs/http-api.md describes the API.
@@ -23,6 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/breakerd/breakerd/internal/auth"
+	"github.com/breakerd/breakerd/internal/inproc"
 	"github.com/breakerd/breakerd/internal/protocol"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -36,6 +39,12 @@ type Options struct {
 	// transcoder calls it (grpc.Server.ServeHTTP), so every RPC runs
 	// through the same interceptors (roles, metrics) and validation.
 	GRPC *grpc.Server
+	// Local, when set, is BreakerService's unary methods as GRPC
+	// registered them (server.InProcess): a unary RPC in the form the
+	// clients send is served by calling its handler in process, through
+	// the same interceptors, rather than through the transcoder and the
+	// server's transport (local.go). Nil: every RPC is transcoded.
+	Local *inproc.Service
 	// Health answers GET /healthz.
 	Health *health.Server
 	// Auth checks bearer tokens; nil when the daemon runs without them.
@@ -150,7 +159,8 @@ func (f *front) rpc(tc http.Handler) http.Handler {
 			writeError(w, http.StatusMethodNotAllowed, connect.CodeUnimplemented, "method: RPCs are POST, got "+r.Method)
 			return
 		}
-		if m := strings.TrimPrefix(r.URL.Path, servicePath); !isMethod(m) {
+		m := strings.TrimPrefix(r.URL.Path, servicePath)
+		if !isMethod(m) {
 			writeError(w, http.StatusNotFound, connect.CodeUnimplemented,
 				fmt.Sprintf("method: %s has no RPC %q (see docs/http-api.md)", pb.BreakerService_ServiceDesc.ServiceName, m))
 			return
@@ -176,6 +186,9 @@ func (f *front) rpc(tc http.Handler) http.Handler {
 		// REST call without), so that any HTTP client can call.
 		if r.Header.Get("Connect-Protocol-Version") == "" {
 			r.Header.Set("Connect-Protocol-Version", "1")
+		}
+		if f.o.Local != nil && f.localCall(w, r, m) {
+			return
 		}
 		ew := &errorWriter{ResponseWriter: w}
 		tc.ServeHTTP(ew, r)
@@ -231,20 +244,30 @@ func writeStatus(w http.ResponseWriter, err error) {
 	writeError(w, httpStatus(code), code, st.Message())
 }
 
-// httpStatus is the HTTP status the Connect protocol gives code, for the
-// codes the front answers itself (the transcoder maps the rest).
+// httpStatus is the HTTP status the Connect protocol gives code, as the
+// transcoder answers it.
 func httpStatus(code connect.Code) int {
 	switch code {
-	case connect.CodeInvalidArgument:
+	case connect.CodeCanceled:
+		return 499
+	case connect.CodeInvalidArgument, connect.CodeFailedPrecondition, connect.CodeOutOfRange:
 		return http.StatusBadRequest
-	case connect.CodeUnauthenticated:
-		return http.StatusUnauthorized
+	case connect.CodeDeadlineExceeded:
+		return http.StatusGatewayTimeout
+	case connect.CodeNotFound:
+		return http.StatusNotFound
+	case connect.CodeAlreadyExists, connect.CodeAborted:
+		return http.StatusConflict
 	case connect.CodePermissionDenied:
 		return http.StatusForbidden
 	case connect.CodeResourceExhausted:
 		return http.StatusTooManyRequests
+	case connect.CodeUnimplemented:
+		return http.StatusNotImplemented
 	case connect.CodeUnavailable:
 		return http.StatusServiceUnavailable
+	case connect.CodeUnauthenticated:
+		return http.StatusUnauthorized
 	}
 	return http.StatusInternalServerError
 }

@@ -76,6 +76,10 @@ type Options struct {
 	// Heartbeat is how often an idle gRPC Watch stream sends a heartbeat
 	// (server.WithHeartbeat). Default httpapi.DefaultHeartbeat.
 	Heartbeat time.Duration
+	// HTTPTranscodeOnly serves every RPC over HTTP through the transcoder,
+	// none in process (httpapi.Options.Local nil): the reference the
+	// in-process calls are held to.
+	HTTPTranscodeOnly bool
 }
 
 // Start runs a daemon on b until t ends. o.Now defaults to b's clock,
@@ -146,7 +150,11 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 	d := &Daemon{Addr: lis.Addr().String(), Store: st, Calls: calls}
 	stopHTTP := func() {}
 	if opts.HTTP != nil {
-		d.HTTPAddr, stopHTTP = serveHTTP(t, *opts.HTTP, g, hs, srv, st, hub)
+		ho := *opts.HTTP
+		if !opts.HTTPTranscodeOnly {
+			ho.Local = srv.InProcess()
+		}
+		d.HTTPAddr, stopHTTP = serveHTTP(t, ho, g, hs, srv, st, hub)
 	}
 	d.halt = func() {
 		cancel()
