@@ -86,10 +86,19 @@ func testHealthFollowsRedis(t *testing.T, mode string) {
 			t.Errorf("Allow with Redis away = %v, want Unavailable", err)
 		}
 	} else {
-		// The first Allow finds Redis gone and is answered from memory.
-		if a, err := allow(); err != nil || !a.Degraded || a.Decision != pb.Decision_DECISION_ALLOWED {
-			t.Fatalf("Allow with Redis away = %v, %v; want a degraded ALLOWED", a, err)
-		}
+		// The first Allow finds Redis gone and is answered from memory; on
+		// a busy host the decision bound may pass before the refusal
+		// comes back, and a call gets Unavailable first.
+		daemontest.Eventually(t, "an Allow answered from memory with Redis away", func() bool {
+			a, err := allow()
+			if err != nil && status.Code(err) != codes.Unavailable {
+				t.Fatalf("Allow with Redis away: %v; want a degraded ALLOWED or Unavailable", err)
+			}
+			if err == nil && (!a.Degraded || a.Decision != pb.Decision_DECISION_ALLOWED) {
+				t.Fatalf("Allow with Redis away = %v (degraded %v); want a degraded ALLOWED", a.Decision, a.Degraded)
+			}
+			return err == nil
+		})
 		waitFor(healthpb.HealthCheckResponse_SERVING)
 	}
 	if err := m.Restart(); err != nil {
