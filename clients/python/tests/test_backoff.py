@@ -75,22 +75,36 @@ SCHEDULE = [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
 
 
 def test_a_hung_daemon_is_asked_again_on_the_go_schedule(daemons: Callable[[], Daemon],
-                                                          caplog: pytest.LogCaptureFixture) -> None:
+                                                          caplog: pytest.LogCaptureFixture,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     caplog.set_level(logging.WARNING, logger="breakerd")
     d = daemons()
     d.mode = "hung"
     clock = Clock()
     c = breakerd.Client(d.fake.url, worker_id="w1", watch=False, clock=clock, allow_budget=0.05,
                         first_contact_budget=0.1, rpc_timeout=0.2, savings_interval=0)
+    # What the client sent, each a connection of its own at the hung daemon:
+    # a call whose thread starts past its budget (a busy host) sends none.
+    attempts: list[str] = []
+    attempt = c.transport._attempt
+
+    def counted(idx: int, method: str, payload: bytes, timeout: float, begun: float | None) -> tuple[int, str, bytes]:
+        attempts.append(method)
+        return attempt(idx, method, payload, timeout, begun)
+
+    monkeypatch.setattr(c.transport, "_attempt", counted)
     try:
         assert c.allow("b").degraded
         wait_for(lambda: c.reach.down, "the hung daemon taken as gone after the RPC timeout")
+        assert len(attempts) <= 1, attempts
         # The fake counts a connection once its thread for it runs, which
         # on a busy host can be after the client gave up on it.
-        wait_for(lambda: d.fake.connections == 1, "the first Allow's connection at the daemon")
+        wait_for(lambda: d.fake.connections == len(attempts), "the first Allow's connection at the daemon")
+        sent = len(attempts)
         for _ in range(20):
             assert c.allow("b").degraded  # no wait: the fallback answers at once
-        assert d.fake.connections == 1, "no call waits for a hung daemon"
+        assert len(attempts) == sent and d.fake.connections == sent, "no call waits for a hung daemon"
+        first_sent = sent
         for i, wait in enumerate(SCHEDULE):
             clock.now += wait - 0.1
             c.allow("b")
@@ -99,7 +113,10 @@ def test_a_hung_daemon_is_asked_again_on_the_go_schedule(daemons: Callable[[], D
             c.allow("b")
             assert c.reach.probes == i + 1, f"re-probe {i + 1} not sent after its back-off of {wait}s"
             wait_for(lambda: not c.reach.probing, f"re-probe {i + 1} to time out")
-            wait_for(lambda: d.fake.connections == i + 2, f"re-probe {i + 1}'s one connection at the daemon")
+            assert len(attempts) - sent <= 1, f"re-probe {i + 1} sent {len(attempts) - sent} calls, want at most one"
+            sent = len(attempts)
+            wait_for(lambda: d.fake.connections == sent, f"re-probe {i + 1}'s one connection at the daemon")
+        assert sent > first_sent, "no re-probe reached the daemon"
         d.mode = "answer"
 
         def reprobe() -> bool:
