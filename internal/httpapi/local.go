@@ -229,22 +229,12 @@ func putBody(bp *[]byte) {
 // readBody appends what rd reads to b until its end; n, when positive,
 // is how long the body says it is.
 func readBody(rd io.Reader, b []byte, n int64) ([]byte, error) {
-	if n > 0 && n < 1<<31 && int64(cap(b)) < n+1 {
-		b = make([]byte, 0, n+1) // +1: the read that finds the end
+	buf := bytes.NewBuffer(b)
+	if n > 0 && n < 1<<31 {
+		buf.Grow(int(n) + bytes.MinRead) // room for the read that finds the end
 	}
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		m, err := rd.Read(b[len(b):cap(b)])
-		b = b[:len(b)+m]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-	}
+	_, err := buf.ReadFrom(rd)
+	return buf.Bytes(), err
 }
 
 // writeAnswer writes a call's answer as the transcoder writes it: the
