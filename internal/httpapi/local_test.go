@@ -207,6 +207,8 @@ func TestLocalCallsAnswerAsTheTranscoder(t *testing.T) {
 		}
 		return out
 	}
+	const pastDeadline = "a deadline already past"
+	raced := 0
 	ticket := `{"generation":"0","lease_token":"","parent_generation":"0","parent_lease_token":"","shadow_denied":false}`
 	for _, tc := range []struct {
 		what, method string
@@ -235,7 +237,7 @@ func TestLocalCallsAnswerAsTheTranscoder(t *testing.T) {
 		{"an unknown field", "Allow", worker, []byte(`{"breaker":"` + name + `","worker_id":"w-1","bogus":1}`), 400, false},
 		{"a wrong type", "Record", worker, []byte(`{"breaker":"` + name + `","worker_id":"w-1","outcome":"OUTCOME_SUCCESS","ticket":{"generation":true}}`), 400, false},
 		{"not JSON", "Allow", worker, []byte(`{"breaker":`), 400, false},
-		{"a deadline already past", "Allow", with(worker, "Connect-Timeout-Ms", "0"), []byte(`{"breaker":"` + name + `","worker_id":"w-1"}`), 504, false},
+		{pastDeadline, "Allow", with(worker, "Connect-Timeout-Ms", "0"), []byte(`{"breaker":"` + name + `","worker_id":"w-1"}`), 504, false},
 		{"a deadline", "Allow", with(worker, "Connect-Timeout-Ms", "5000"), []byte(`{"breaker":"` + name + `","worker_id":"w-1"}`), 200, false},
 		{"the first new breaker", "Allow", worker, []byte(`{"breaker":"` + b.Breaker("new-1") + `","worker_id":"w-1"}`), 200, false},
 		{"the second new breaker", "Allow", worker, []byte(`{"breaker":"` + b.Breaker("new-2") + `","worker_id":"w-1"}`), 200, false},
@@ -245,11 +247,23 @@ func TestLocalCallsAnswerAsTheTranscoder(t *testing.T) {
 		{"a compressed body", "Allow", with(worker, "Content-Encoding", "gzip"), gzipped(t, `{"breaker":"`+name+`","worker_id":"w-1"}`), 0, true},
 	} {
 		beforeLocal, beforeRef := localWire.total(), refWire.total()
+		ranBefore := ref.Calls.Get(tc.method)
 		header := with(tc.header, "X-Probe", tc.what)
 		got := send(t, local.HTTPAddr, tc.method, header, tc.body)
 		want := send(t, ref.HTTPAddr, tc.method, header, tc.body)
 		if tc.status != 0 && want.status != tc.status {
 			t.Errorf("%s: the transcoder answered %d %s, want %d", tc.what, want.status, want.body, tc.status)
+		}
+		if tc.what == pastDeadline && ref.Calls.Get(tc.method) > ranBefore {
+			// The gRPC server races a deadline already past against
+			// reading a request already arrived; now and then it reads
+			// it, runs the handler, and the store names the deadline.
+			// In process the deadline always wins, the common outcome.
+			raced++
+			if !bytes.Contains(want.body, []byte(`"code":"deadline_exceeded"`)) || got.status != want.status {
+				t.Errorf("%s: in process %d %s, transcoded %d %s: want both deadline_exceeded", tc.what, got.status, got.body, want.status, want.body)
+			}
+			continue
 		}
 		if diff := cmp.Diff(want.comparable(), got.comparable()); diff != "" {
 			t.Errorf("%s: %s answered in process differs from the transcoder's answer (-want +got):\n%s", tc.what, tc.method, diff)
@@ -266,7 +280,11 @@ func TestLocalCallsAnswerAsTheTranscoder(t *testing.T) {
 		t.Errorf("the transcoding daemon's transports carried %d calls, want every call that reached its server", n)
 	}
 	for _, m := range []string{"Allow", "Record", "RecordBatch", "Get", "GetPolicy", "Force"} {
-		if l, r := local.Calls.Get(m), ref.Calls.Get(m); l != r || l == 0 {
+		l, r := local.Calls.Get(m), ref.Calls.Get(m)
+		if m == "Allow" {
+			r -= raced
+		}
+		if l != r || l == 0 {
 			t.Errorf("%s: the interceptors ran %d times in process, %d transcoded: want the same, more than 0", m, l, r)
 		}
 	}
