@@ -306,12 +306,14 @@ go_tier() {
 # stall is a blackholed link on Sentinel and replies late past the bound
 # on the Cluster (the failover tier stalls each topology all three ways,
 # SIGSTOP too). Its load is paced, so each run takes about 70 s on 2 cores.
+# Its ports come from BREAKERD_TEST_PORTS, below the ephemeral range.
 phase_soak() {
-  local dir topology
+  local dir topology lo hi
   dir=$(mktemp -d)
   go build -o "$dir/breakerd-soak" ./cmd/breakerd-soak
+  port_range
   for topology in sentinel:blackhole cluster:latency; do
-    "$dir/breakerd-soak" --topology "${topology%%:*}" --stall-fault "${topology##*:}" --duration 60s
+    "$dir/breakerd-soak" --topology "${topology%%:*}" --stall-fault "${topology##*:}" --duration 60s --ports "$lo-$hi"
   done
   rm -rf "$dir"
 }

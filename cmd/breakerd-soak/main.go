@@ -17,8 +17,9 @@
 // Exit status: 0 when the observer saw no violation; 1 on a violation or
 // when the run could not be carried out; 2 on a usage error.
 //
-// "breakerd-soak daemon <breakerd flags>" is the daemon the soak runs (the
-// soak re-executes itself so that each daemon is a process of its own).
+// "breakerd-soak daemon <breakerd flags>" is the daemon the soak runs, and
+// "breakerd-soak proxy <address>" the stall's proxy (soak.ServeProxy): the
+// soak re-executes itself so that each is a process of its own.
 package main
 
 import (
@@ -29,6 +30,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -73,10 +75,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if len(args) > 1 && args[1] == "daemon" {
 		return runDaemon(ctx, args[2:], getenv, stdout, stderr)
 	}
+	if len(args) == 3 && args[1] == "proxy" {
+		return soak.ServeProxy(args[2], os.Stdin, stdout)
+	}
 	c := soak.Config{Topology: soak.TopologySentinel, Duration: time.Minute, Workers: 200, Breakers: 1000, Daemons: 2, CallEvery: 250 * time.Millisecond,
 		FailoverAt: 0.5, DaemonKillAt: 0.25, StallAt: 0.4, StallFault: soak.StallSIGSTOP, RestartAt: 0.75, Seed: 1, Scripts: "scripts"}
 	seed := int64(c.Seed)
-	var daemonArgs string
+	var daemonArgs, ports string
 	cmd := cli.Command{Name: "breakerd-soak", Synopsis: "[flags]", Help: help, EnvPrefix: "BREAKERD_SOAK", Flags: []cli.Flag{
 		{Name: "topology", Value: &c.Topology, Usage: "the Redis the soak starts: " + strings.Join(soak.Topologies, " or ")},
 		{Name: "duration", Value: &c.Duration, Usage: "how long the load runs"},
@@ -92,6 +97,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		{Name: "restart-at", Value: &c.RestartAt, Usage: "when a Redis master (on a Cluster, another than the one killed) is killed and started again at once without persistence (every key it held gone), as a fraction of --duration (negative: never)"},
 		{Name: "seed", Value: &seed, Usage: "seed of the dependency schedule and the workers' choices"},
 		{Name: "scripts", Value: &c.Scripts, Usage: "directory holding redis-sentinel.sh and redis-cluster.sh"},
+		{Name: "ports", Value: &ports, Usage: "a range FIRST-LAST of loopback ports to take the Redis and daemon ports from, below the host's ephemeral range (default: free ephemeral ones, which the host's outgoing connections may take before they are used)"},
 		{Name: "dir", Value: &c.Dir, Usage: "directory kept for Redis's files and the daemons' logs (default: a temporary one, removed)"},
 	}}
 	if _, err := cmd.Parse(args[1:], getenv, stdout); err != nil {
@@ -99,6 +105,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	c.Seed = uint64(seed)
 	c.DaemonArgs = strings.Fields(daemonArgs)
+	if ports != "" {
+		first, last, ok := strings.Cut(ports, "-")
+		var errF, errL error
+		c.Ports[0], errF = strconv.Atoi(first)
+		c.Ports[1], errL = strconv.Atoi(last)
+		if !ok || errF != nil || errL != nil || c.Ports[0] < 1024 || c.Ports[1] < c.Ports[0] || c.Ports[1] > 65535 {
+			return cli.Usagef("--ports: want FIRST-LAST, 1024 <= FIRST <= LAST <= 65535, got %q", ports)
+		}
+	}
 	switch {
 	case !slices.Contains(soak.Topologies, c.Topology):
 		return cli.Usagef("--topology: want one of %s, got %q", strings.Join(soak.Topologies, ", "), c.Topology)

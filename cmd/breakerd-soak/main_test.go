@@ -19,7 +19,7 @@ func TestUsage(t *testing.T) {
 	if !strings.Contains(out.String(), "--failover-at") {
 		t.Errorf("help lacks --failover-at:\n%s", out.String())
 	}
-	for _, args := range [][]string{{"--duration", "5s"}, {"--workers", "1"}, {"--call-every", "0s"}, {"--failover-at", "1"}, {"--topology", "ring"}, {"--stall-fault", "flood"}, {"extra"}} {
+	for _, args := range [][]string{{"--duration", "5s"}, {"--workers", "1"}, {"--call-every", "0s"}, {"--failover-at", "1"}, {"--topology", "ring"}, {"--stall-fault", "flood"}, {"--ports", "30000"}, {"--ports", "900-2000"}, {"--ports", "3000-2000"}, {"extra"}} {
 		err := run(context.Background(), append([]string{"breakerd-soak"}, args...), none, &out, &out)
 		var ue *cli.UsageError
 		if !errors.As(err, &ue) {

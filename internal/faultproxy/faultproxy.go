@@ -7,6 +7,7 @@
 package faultproxy
 
 import (
+	"bytes"
 	"net"
 	"sync"
 	"time"
@@ -178,8 +179,8 @@ func (p *Proxy) pipe(dst, src net.Conn, reply bool) {
 	q := make(chan chunk, 1024)
 	go func() {
 		defer close(q)
+		buf := make([]byte, 32<<10)
 		for {
-			buf := make([]byte, 32<<10)
 			n, err := src.Read(buf)
 			if err != nil {
 				return
@@ -188,7 +189,7 @@ func (p *Proxy) pipe(dst, src net.Conn, reply bool) {
 			if stalled {
 				continue
 			}
-			q <- chunk{buf[:n], time.Now().Add(delay)}
+			q <- chunk{bytes.Clone(buf[:n]), time.Now().Add(delay)}
 		}
 	}()
 	defer dst.Close()

@@ -15,7 +15,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/breakerd/breakerd/internal/faultproxy"
 	"github.com/breakerd/breakerd/internal/store"
 )
 
@@ -73,7 +72,7 @@ func startCluster(c Config, ports []int) (*redisSetup, error) {
 		_, _ = runScript(cl.script, cl.env, "stop")
 		return nil, fmt.Errorf("%s start printed no 6 nodes:\n%s", cl.script, out)
 	}
-	if err := cl.chooseStalled(c.StallFault, addrs); err != nil {
+	if err := cl.chooseStalled(c.Self, c.StallFault, addrs); err != nil {
 		cl.stop()
 		return nil, err
 	}
@@ -101,7 +100,7 @@ func (cl *cluster) stop() {
 // chooseStalled picks the master the stall hits, the first by address,
 // and for a proxied fault puts a proxy in front of it and waits until
 // every node names the proxy's port for it.
-func (cl *cluster) chooseStalled(fault string, addrs []string) error {
+func (cl *cluster) chooseStalled(self, fault string, addrs []string) error {
 	ctx := context.Background()
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, DialTimeout: time.Second})
 	defer rdb.Close()
@@ -122,7 +121,7 @@ func (cl *cluster) chooseStalled(fault string, addrs []string) error {
 	if !proxied(fault) {
 		return nil
 	}
-	p, err := faultproxy.New("127.0.0.1:0", first)
+	p, err := startProxy(self, first)
 	if err != nil {
 		return err
 	}

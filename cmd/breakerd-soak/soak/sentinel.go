@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/breakerd/breakerd/internal/faultproxy"
 )
 
 // The Sentinel topology (the default): a master, a replica and 3
@@ -34,9 +32,9 @@ func startSentinel(c Config, ports []int) (*redisSetup, error) {
 	env := append(os.Environ(), "REDIS_SENTINEL_PORTS="+joinPorts(ports), "REDIS_SENTINEL_DIR="+dir,
 		"REDIS_SENTINEL_DOWN_AFTER="+strconv.FormatInt(SentinelDownAfter.Milliseconds(), 10))
 	master, replica := ports[0], ports[1]
-	var proxy *faultproxy.Proxy
+	var proxy *proxyProc
 	if proxied(c.StallFault) {
-		p, err := faultproxy.New("127.0.0.1:0", addr(master))
+		p, err := startProxy(c.Self, addr(master))
 		if err != nil {
 			return nil, err
 		}

@@ -87,6 +87,10 @@ type Config struct {
 	// Dir holds Redis's files and the daemons' logs. Default: a temporary
 	// directory, removed afterwards.
 	Dir string
+	// Ports is the range (first, last) the soak takes its Redis and
+	// daemon ports from. Default (zero): free ephemeral ones, of which
+	// the host's outgoing connections may take one before it is used.
+	Ports [2]int
 	// Progress, when set, gets a line every 10 s.
 	Progress io.Writer
 }
@@ -261,7 +265,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	r := &soakRun{c: c, rep: &Report{Config: c, Started: time.Now(), Errors: map[string]int64{}, FlatRule: FlatRule, Machine: machine(),
 		Failover: "none", DaemonKill: "none", Restart: "none", Stall: "none"}}
-	ports, err := freePorts(nRedis + 2*c.Daemons)
+	ports, err := freePorts(nRedis+2*c.Daemons, c.Ports)
 	if err != nil {
 		return nil, err
 	}
@@ -915,7 +919,10 @@ func runScript(path string, env []string, args ...string) ([]byte, error) {
 	return cmd.CombinedOutput()
 }
 
-func freePorts(n int) ([]int, error) {
+// freePorts returns n ports nobody listens on: from within (first,
+// last), beginning at a random one of them, or ephemeral ones when
+// within is zero.
+func freePorts(n int, within [2]int) ([]int, error) {
 	var ls []net.Listener
 	var ports []int
 	defer func() {
@@ -923,8 +930,20 @@ func freePorts(n int) ([]int, error) {
 			_ = l.Close()
 		}
 	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	span := within[1] - within[0] + 1
+	start := rand.IntN(max(span, 1))
+	for i := 0; len(ports) < n; i++ {
+		at := "127.0.0.1:0"
+		if within[0] != 0 {
+			if i == span {
+				return nil, fmt.Errorf("ports %d-%d: fewer than %d free", within[0], within[1], n)
+			}
+			at = addr(within[0] + (start+i)%span)
+		}
+		l, err := net.Listen("tcp", at)
+		if err != nil && within[0] != 0 {
+			continue // taken
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -5,7 +5,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/breakerd/breakerd/internal/faultproxy"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -229,7 +228,7 @@ type stallNode struct {
 	fault string
 	addr  string
 	pid   func() (int, error)
-	proxy *faultproxy.Proxy
+	proxy *proxyProc
 }
 
 // proxied reports whether fault needs a proxy in front of the node.
@@ -250,13 +249,11 @@ func (n *stallNode) what() string {
 func (n *stallNode) on() error {
 	switch n.fault {
 	case StallBlackhole:
-		n.proxy.Stall()
+		return n.proxy.Stall()
 	case StallLatency:
-		n.proxy.Delay(StallDelay)
-	default:
-		return n.signal(syscall.SIGSTOP)
+		return n.proxy.Delay(StallDelay)
 	}
-	return nil
+	return n.signal(syscall.SIGSTOP)
 }
 
 func (n *stallNode) off() error {
@@ -264,11 +261,9 @@ func (n *stallNode) off() error {
 	case StallBlackhole:
 		return n.proxy.Restore()
 	case StallLatency:
-		n.proxy.Delay(0)
-	default:
-		return n.signal(syscall.SIGCONT)
+		return n.proxy.Delay(0)
 	}
-	return nil
+	return n.signal(syscall.SIGCONT)
 }
 
 func (n *stallNode) signal(sig syscall.Signal) error {

@@ -1,0 +1,125 @@
+package soak
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/breakerd/breakerd/internal/faultproxy"
+)
+
+// The stall's proxy runs in a process of its own ("breakerd-soak proxy
+// <target>", ServeProxy), not in the soak's: the soak's workers and
+// observer keep its process busy, and on a loaded host a proxy among
+// them forwarded replies late enough, with no fault injected, that the
+// daemons rightly took its node for a stalled one. A process that does
+// nothing else is scheduled as soon as a reply arrives.
+
+// ServeProxy runs a faultproxy.Proxy to target: it prints the address it
+// listens on, then serves one command per line read from ctl, answering
+// each with "ok" or "error: ..." on out, until ctl ends:
+//
+//	stall        forward nothing, keep the connections (Proxy.Stall)
+//	delay <d>    hold back every reply by d, a Go duration (Proxy.Delay)
+//	restore      end a stall or a delay, dropping every connection
+func ServeProxy(target string, ctl io.Reader, out io.Writer) error {
+	p, err := faultproxy.New("127.0.0.1:0", target)
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	if _, err := fmt.Fprintln(out, p.Addr()); err != nil {
+		return err
+	}
+	lines := bufio.NewScanner(ctl)
+	for lines.Scan() {
+		if _, err := fmt.Fprintln(out, answer(p, lines.Text())); err != nil {
+			return err
+		}
+	}
+	return lines.Err()
+}
+
+// answer carries out one command of ServeProxy's on p.
+func answer(p *faultproxy.Proxy, line string) string {
+	cmd, arg, _ := strings.Cut(line, " ")
+	switch cmd {
+	case "stall":
+		p.Stall()
+	case "delay":
+		d, err := time.ParseDuration(arg)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		p.Delay(d)
+	case "restore":
+		if err := p.Restore(); err != nil {
+			return "error: " + err.Error()
+		}
+	default:
+		return fmt.Sprintf("error: unknown command %q", line)
+	}
+	return "ok"
+}
+
+// proxyProc is a stall's proxy in its own process (ServeProxy).
+type proxyProc struct {
+	addr string
+	cmd  *exec.Cmd
+	ctl  io.WriteCloser
+	out  *bufio.Scanner
+}
+
+// startProxy starts self's proxy to target and waits for its address.
+func startProxy(self, target string) (*proxyProc, error) {
+	cmd := exec.Command(self, "proxy", target)
+	ctl, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the proxy to %s: %w", target, err)
+	}
+	p := &proxyProc{cmd: cmd, ctl: ctl, out: bufio.NewScanner(stdout)}
+	if !p.out.Scan() {
+		p.Close()
+		return nil, fmt.Errorf("the proxy to %s printed no address: %v", target, p.out.Err())
+	}
+	p.addr = p.out.Text()
+	return p, nil
+}
+
+// Addr is where clients connect.
+func (p *proxyProc) Addr() string { return p.addr }
+
+// send has the proxy carry out one command (ServeProxy) and waits for it.
+func (p *proxyProc) send(command string) error {
+	if _, err := fmt.Fprintln(p.ctl, command); err != nil {
+		return fmt.Errorf("proxy %s: %s: %w", p.addr, command, err)
+	}
+	if !p.out.Scan() {
+		return fmt.Errorf("proxy %s: %s: no answer (%v)", p.addr, command, p.out.Err())
+	}
+	if a := p.out.Text(); a != "ok" {
+		return fmt.Errorf("proxy %s: %s: %s", p.addr, command, a)
+	}
+	return nil
+}
+
+// Stall, Delay and Restore are faultproxy.Proxy's, in its process.
+func (p *proxyProc) Stall() error                { return p.send("stall") }
+func (p *proxyProc) Delay(d time.Duration) error { return p.send("delay " + d.String()) }
+func (p *proxyProc) Restore() error              { return p.send("restore") }
+
+// Close ends the proxy's process: it leaves when its commands end.
+func (p *proxyProc) Close() {
+	_ = p.ctl.Close()
+	_ = p.cmd.Wait()
+}
