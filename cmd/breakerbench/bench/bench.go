@@ -747,6 +747,7 @@ func run(ctx context.Context, o Options, w io.Writer) (map[string]row, error) {
 				s.cpu, s.hasCPU = after.cpu-before.cpu, true
 			}
 			s.cmds, s.scripts = after.cmds-before.cmds, after.scripts-before.scripts
+			s.top = topCommands(before.by, after.by, 5)
 			samples[i] = append(samples[i], s)
 		}
 		if o.Trips > 0 && selected(o.Only, "trip") {
@@ -818,6 +819,7 @@ func (e *env) build(ctx context.Context, o Options) (run []scenario, ops, wireOp
 // time of the row's server process.
 type counts struct {
 	cmds, scripts, rpcs int64
+	by                  map[string]int64 // the calls by command
 	cpu                 time.Duration
 	hasCPU              bool // no server process, or no /proc (not Linux): CPU is not reported
 }
@@ -828,7 +830,7 @@ func (e *env) counts(ctx context.Context, srv *child) (counts, error) {
 	if err != nil {
 		return counts{}, err
 	}
-	c := counts{cmds: cmds, scripts: scriptRuns(by), rpcs: e.rpcs.n.Load()}
+	c := counts{cmds: cmds, scripts: scriptRuns(by), rpcs: e.rpcs.n.Load(), by: by}
 	if srv != nil {
 		if cpu, err := srv.cpu(); err == nil {
 			c.cpu, c.hasCPU = cpu, true

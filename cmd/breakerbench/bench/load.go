@@ -23,6 +23,7 @@ type sample struct {
 	cmds    int64           // Redis commands (INFO commandstats) during the run
 	scripts int64           // of which script runs (EVALSHA, EVAL and their read-only forms)
 	rpcs    int64           // RPCs the bench sent during the run
+	top     string          // the commands Redis ran most during the run (topCommands)
 	cpu     time.Duration   // CPU time of the scenario's server process
 	hasCPU  bool            // cpu was measured
 }

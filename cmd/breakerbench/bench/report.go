@@ -59,6 +59,7 @@ type row struct {
 	errs, ops            int64
 	cmdsPerOp, rpcsPerOp float64
 	scriptsPerOp         float64 // script runs per op: the decisions, without a daemon's background writes
+	scriptsTop           string  // the commands Redis ran most in a run with scripts (topCommands)
 	rtPerOp              float64
 	cpuPerRPC            time.Duration // the server's CPU per RPC
 	cpuMeasured          bool          // cpuPerRPC was read (the server ran in its own process)
@@ -80,6 +81,9 @@ func summarize(s scenario, ss []sample, rt float64) row {
 		r.ops += x.ops
 		cmds += x.cmds
 		scripts += x.scripts
+		if x.scripts > 0 && r.scriptsTop == "" {
+			r.scriptsTop = x.top
+		}
 		rpcs += x.rpcs
 	}
 	slices.Sort(lat)
