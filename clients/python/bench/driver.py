@@ -44,14 +44,10 @@ status 0:
               the client, which a busy machine does not inflate as it
               does the wall time
     lat_us    every completed pair's latency, microseconds
-or, when a mode cannot run here, exit status 0 and
-  {"skipped": "the client has no fast mode"}
-which the bench prints in place of the row. A usage error exits 2; a
-failure exits 1 with {"error": "..."}.
+A usage error exits 2; a failure exits 1 with {"error": "..."}.
 
 Fast mode: fast_client and fast_async_client below return the client's
-fast mode, its view live before the run starts; a client without one
-would return None, and the bench prints the skip.
+fast mode, its view live before the run starts.
 """
 
 from __future__ import annotations
@@ -69,9 +65,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import breakerd  # noqa: E402  (after the path to the client's source)
 
-NO_FAST_MODE = "the client has no fast mode"
-
-
 def client_options(worker: str) -> dict[str, Any]:
     """The options of every client the driver makes: a budget far above a
     loaded machine's round trip (an answer from the fallback counts as an
@@ -80,9 +73,9 @@ def client_options(worker: str) -> dict[str, Any]:
     return {"worker_id": worker, "allow_budget": 10.0, "rpc_timeout": 10.0, "watch": False, "savings_interval": 0}
 
 
-def fast_client(url: str, worker: str) -> breakerd.Client | None:
+def fast_client(url: str, worker: str) -> breakerd.Client:
     """fast_client is worker's client in fast mode, its view live (its
-    stream's snapshot heard), or None while the client has no fast mode."""
+    stream's snapshot heard)."""
     c = breakerd.Client(url, fast=True, **client_options(worker))
     if not c.cache.wait_live(10):
         c.close()
@@ -90,10 +83,9 @@ def fast_client(url: str, worker: str) -> breakerd.Client | None:
     return c
 
 
-def fast_async_client(url: str, worker: str) -> breakerd.AsyncClient | None:
+def fast_async_client(url: str, worker: str) -> breakerd.AsyncClient:
     """fast_async_client is fast_client for asyncio."""
-    c = fast_client(url, worker)
-    return None if c is None else breakerd.AsyncClient.of(c)
+    return breakerd.AsyncClient.of(fast_client(url, worker))
 
 
 class Tally:
@@ -225,8 +217,6 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
     try:
         for w in workers:
             c = fast_client(a.url, w) if a.mode == "fast" else breakerd.Client(a.url, **client_options(w))
-            if c is None:
-                return {"skipped": NO_FAST_MODE}
             clients.append(c)
         if a.mode == "fast":
             for c in clients:  # each view learns every breaker first: a first use asks breakerd
@@ -245,8 +235,6 @@ async def measure_async(a: argparse.Namespace, breakers: list[str], workers: lis
     try:
         for w in workers:
             c = fast_async_client(a.url, w) if a.mode == "fast" else breakerd.AsyncClient(a.url, **client_options(w))
-            if c is None:
-                return {"skipped": NO_FAST_MODE}
             clients.append(c)
         if a.mode == "fast":
             for c in clients:  # each view learns every breaker first: a first use asks breakerd

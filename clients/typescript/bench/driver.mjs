@@ -37,21 +37,16 @@
 // cpu_s: the driver's CPU time (user and system) over the timed run, so
 // cpu_s / (ops + errors) is a pair's cost in the client, which a busy
 // machine inflates less than the wall time;
-// lat_us: every completed pair's latency in µs), or,
-// when a mode cannot run here, exit status 0 and
-//   {"skipped": "the client has no fast mode"}
-// which the bench prints in place of the row. A usage error exits 2; a
-// failure exits 1 with {"error": "..."}.
+// lat_us: every completed pair's latency in µs). A usage error exits 2;
+// a failure exits 1 with {"error": "..."}.
 //
 // Fast mode: fastClient below returns the client's fast mode, its view
-// live before the run starts; a client without one would return
-// undefined, and the bench prints the skip.
+// live before the run starts.
 
 import { parseArgs } from "node:util";
 
 import { Client, FAST_NOT_SENT } from "../dist/index.js";
 
-const NO_FAST_MODE = "the client has no fast mode";
 const STARTED = `{"started": true}\n`; // what the bench waits for (cmd/breakerbench/bench/drivers.go)
 
 /**
@@ -65,7 +60,7 @@ function clientOptions(url, workerId) {
   return { urls: url, token: "", workerId, allowBudgetMs: 10_000, rpcTimeoutMs: 10_000, watch: false, savingsIntervalMs: 0, onError: () => {} };
 }
 
-/** fastClient is workerId's client in fast mode, its view live (its stream's snapshot heard), or undefined were there none. */
+/** fastClient is workerId's client in fast mode, its view live (its stream's snapshot heard). */
 async function fastClient(url, workerId) {
   const c = new Client({ ...clientOptions(url, workerId), fast: true });
   for (let waited = 0; !c.openCache.status.connected; waited += 10) {
@@ -184,7 +179,6 @@ async function main() {
   try {
     for (const w of workers) {
       const c = o.mode === "fast" ? await fastClient(o.url, w) : new Client(clientOptions(o.url, w));
-      if (c === undefined) return { skipped: NO_FAST_MODE };
       clients.push(c);
     }
     if (o.mode === "fast") {

@@ -40,7 +40,6 @@ type driverOut struct {
 	Elapsed  float64 `json:"elapsed_s"`
 	Requests *int64  `json:"requests"`
 	LatUs    []int64 `json:"lat_us"`
-	Skipped  string  `json:"skipped"`
 	Error    string  `json:"error"`
 }
 
@@ -131,7 +130,7 @@ func driverRoot() (string, error) {
 const startedLine = `{"started": true}`
 
 // run runs d against t's daemon for duration (after warmup) and returns
-// its sample; a driver that reports a skip returns skipped. begin, when
+// its sample, or skipped when d's interpreter is not in PATH. begin, when
 // set, is called as the driver says its timed run starts.
 func (d *driver) run(ctx context.Context, t *target, o Options, duration, warmup time.Duration, begin func() error) (sample, error) {
 	if _, err := exec.LookPath(d.command); err != nil {
@@ -162,8 +161,6 @@ func (d *driver) run(ctx context.Context, t *target, o Options, duration, warmup
 		return sample{}, fmt.Errorf("%s %s: %v; no JSON line (%v): %s", d.command, d.script, runErr, err, tail(stderr.String()))
 	}
 	switch {
-	case out.Skipped != "":
-		return sample{}, skipped{out.Skipped}
 	case out.Error != "" || runErr != nil:
 		return sample{}, fmt.Errorf("%s %s: %s (%v): %s", d.command, d.script, out.Error, runErr, tail(stderr.String()))
 	case begin != nil && !started:
