@@ -259,7 +259,7 @@ func TestRedisDownExits5(t *testing.T) {
 	t.Parallel()
 	b := testredis.Mini(t)
 	d := start(t, b)
-	b.Mini.Close()
+	testredis.Stop(b.Mini)
 	r := ctl(t, at(d), "list")
 	if r.code != exitUnreachable || !strings.HasPrefix(r.stderr, "breakerctl: breakerd at "+d.Addr+" cannot reach Redis") {
 		t.Errorf("list with Redis down: exit %d, stderr %q; want exit 5 saying breakerd cannot reach Redis", r.code, r.stderr)

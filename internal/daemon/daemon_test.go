@@ -14,6 +14,7 @@ import (
 	"github.com/breakerd/breakerd/internal/cli"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/tests/daemontest"
+	"github.com/breakerd/breakerd/internal/tests/testredis"
 
 	"github.com/alicebob/miniredis/v2"
 	"google.golang.org/grpc"
@@ -79,7 +80,7 @@ func testHealthFollowsRedis(t *testing.T, mode string) {
 	if mode == "memory" { // memory answers once a listing seeded it
 		daemontest.Eventually(t, "the daemon to list its breakers", func() bool { return strings.Contains(logs.String(), store.SeededLog) })
 	}
-	m.Close()
+	testredis.Stop(m)
 	if mode == "unavailable" {
 		waitFor(healthpb.HealthCheckResponse_NOT_SERVING)
 		if _, err := allow(); status.Code(err) != codes.Unavailable {

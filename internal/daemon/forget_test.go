@@ -71,7 +71,7 @@ func TestHealthTellsOneStory(t *testing.T) {
 		if got := healthOf(t, later); got != healthpb.HealthCheckResponse_SERVING {
 			t.Errorf("memory=%v: started with Redis up: health %v, want SERVING", inMemory, got)
 		}
-		m.Close()
+		testredis.Stop(m)
 		checkLater()
 		if got := healthOf(t, later); got != want {
 			t.Errorf("memory=%v: Redis lost after start: health %v, want %v (as at start)", inMemory, got, want)

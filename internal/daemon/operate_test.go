@@ -382,7 +382,7 @@ func TestMetricsAndLogsAfterAScriptedTrip(t *testing.T) {
 			return
 		}
 		// Redis gone: degraded.
-		b.Mini.Close()
+		testredis.Stop(b.Mini)
 		eventually(t, d1.metrics, `breakerd_degraded`, 1)
 	})
 }

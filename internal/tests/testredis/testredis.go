@@ -85,6 +85,18 @@ func Mini(t testing.TB) *Backend {
 	return b
 }
 
+// Stop ends m as a Redis that goes away while a daemon still uses it:
+// its listener and connections first, waiting for the commands it is
+// running to end, then m itself. miniredis's own Close clears its server
+// before it ends the commands in hand, and an INFO in hand (a daemon's
+// check of how Redis keeps its keys) then dereferences nil and panics.
+func Stop(m *miniredis.Miniredis) {
+	if s := m.Server(); s != nil {
+		s.Close()
+	}
+	m.Close()
+}
+
 // Real returns a backend on the real Redis at EnvAddr, or skips t when the
 // variable is unset. It fails t when the variable is set but Redis does not
 // answer: a CI that meant to test on Redis must not pass without it.
