@@ -51,7 +51,8 @@ func TestRunTiny(t *testing.T) {
 	// views know (the warm-up taught them).
 	wantRPCs := map[string]float64{"noop": 1, "ceiling": 1, "peer-64": 0, "peer-1": 0,
 		"allow-1k-fast": 0, "pair-1k-fast": 0, "pair-hot-fast": 0,
-		"pair-1k-py-fast": 0, "pair-1k-py-async-fast": 0, "pair-1k-ts-fast": 0}
+		"pair-1k-py-fast": 0, "pair-1k-py-async-fast": 0, "pair-1k-ts-fast": 0,
+		"pair-1k-py-fast@1": 0, "pair-1k-py-async-fast@1": 0, "pair-1k-ts-fast@1": 0}
 	for _, s := range scenarios() {
 		r, ok := rows[s.name]
 		if !ok && s.proc != nil && regexp.MustCompile(`(?m)^  `+regexp.QuoteMeta(s.name)+`: skipped: \S+ is not in PATH$`).MatchString(out.String()) {
@@ -62,7 +63,7 @@ func TestRunTiny(t *testing.T) {
 			continue
 		}
 		if r.errs != 0 || r.ops == 0 {
-			t.Errorf("%s: %d ops, %d errors; want some ops and no errors", s.name, r.ops, r.errs)
+			t.Errorf("%s: %d ops, %d errors (the first: %v); want some ops and no errors", s.name, r.ops, r.errs, r.err)
 		}
 		want, ok := wantRPCs[s.name]
 		if !ok {
@@ -79,7 +80,7 @@ func TestRunTiny(t *testing.T) {
 		if r.rpcsPerOp != want {
 			t.Errorf("%s: %.2f RPCs per op, want %.0f", s.name, r.rpcsPerOp, want)
 		}
-		if strings.HasSuffix(s.name, "-fast") {
+		if strings.HasSuffix(strings.Split(s.name, "@")[0], "-fast") { // a fast row, at any callers
 			// A Redis of its own: nobody else's scripts. A daemon's
 			// background writes (its savings tally, flushed each second)
 			// are commands too, but never a script.
@@ -121,6 +122,11 @@ func TestRunTiny(t *testing.T) {
 	for _, name := range []string{"pair-1k-trace-0.01", "pair-1k-trace-1"} {
 		if !strings.Contains(out.String(), "ratio "+name+" / pair-1k-raw: ") {
 			t.Errorf("the output has no ratio of %s to tracing off", name)
+		}
+	}
+	for _, f := range fastPairTargets {
+		if _, ran := rows[f.name]; ran && !strings.Contains(out.String(), "  "+f.name+": pair p50 ") {
+			t.Errorf("the output has no in-process p50 of %s", f.name)
 		}
 	}
 	if !strings.Contains(out.String(), "pair-1k-window-raw (mode: window") {

@@ -54,8 +54,8 @@ func (s skipped) Error() string { return "skipped: " + s.reason }
 const clientCallers = 16
 
 // driverScenarios are the clients' rows beside Go's: each client strict
-// and fast at clientCallers callers, and strict with one caller (Python
-// async with 8 too); Go's HTTP/JSON and gRPC client at the same callers.
+// and fast at clientCallers callers and at one (Python async strict with
+// 8 too); Go's HTTP/JSON and gRPC client at the same callers.
 func driverScenarios() []scenario {
 	py, ts := "clients/python/bench/driver.py", "clients/typescript/bench/driver.mjs"
 	var out []scenario
@@ -77,7 +77,9 @@ func driverScenarios() []scenario {
 		for _, n := range d.callers {
 			out = append(out, driverScenario(withCallers(d.name, n), driver{d.command, d.script, d.async, "strict", n, warm}))
 		}
-		out = append(out, driverScenario(d.name+"-fast", driver{d.command, d.script, d.async, "fast", clientCallers, warm}))
+		for _, n := range []int{clientCallers, 1} {
+			out = append(out, driverScenario(withCallers(d.name+"-fast", n), driver{d.command, d.script, d.async, "fast", n, warm}))
+		}
 	}
 	return append(out,
 		scenario{name: "pair-1k-go-http", unit: "pairs", server: ServeDaemon, build: httpPair(spread), callers: clientCallers},

@@ -18,6 +18,7 @@ type opFunc func(ctx context.Context, caller, i int) error
 type sample struct {
 	ops     int64
 	errs    int64
+	err     error // the first of the errs, nil for none
 	elapsed time.Duration
 	lat     []time.Duration // every successful op's latency, sorted
 	cmds    int64           // Redis commands (INFO commandstats) during the run
@@ -39,6 +40,8 @@ func (s sample) rate() float64 {
 // started, then waits for the calls in flight.
 func drive(ctx context.Context, callers int, d time.Duration, maxOps int64, op opFunc) sample {
 	var started, errs atomic.Int64
+	var first sync.Once
+	var firstErr error
 	lats := make([][]time.Duration, callers)
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -58,6 +61,7 @@ func drive(ctx context.Context, callers int, d time.Duration, maxOps int64, op o
 				}
 				if err := op(ctx, c, i); err != nil {
 					errs.Add(1)
+					first.Do(func() { firstErr = err })
 					continue
 				}
 				mine = append(mine, time.Since(t0))
@@ -66,7 +70,7 @@ func drive(ctx context.Context, callers int, d time.Duration, maxOps int64, op o
 		}()
 	}
 	wg.Wait()
-	s := sample{errs: errs.Load(), elapsed: time.Since(start)}
+	s := sample{errs: errs.Load(), err: firstErr, elapsed: time.Since(start)}
 	for _, l := range lats {
 		s.lat = append(s.lat, l...)
 	}

@@ -51,12 +51,26 @@ var ratios = append([]ratio{
 	{"pair-1k-ts-fast", "pair-1k-ts", 20},
 }, traceRatios...)
 
+// fastPairTargets bound the p50 of a healthy pair (Allow, then Record
+// of a success) that a client's fast mode answers in-process, one caller
+// timing its own pairs in the driver: the client's cost per call with
+// no round trip and no other caller to wait behind.
+var fastPairTargets = []struct {
+	name string
+	max  time.Duration
+}{
+	{"pair-1k-py-fast@1", 10 * time.Microsecond},
+	{"pair-1k-py-async-fast@1", 10 * time.Microsecond},
+	{"pair-1k-ts-fast@1", 5 * time.Microsecond},
+}
+
 // row is one scenario's figures over every round.
 type row struct {
 	name, unit           string
 	rate                 float64 // median ops/s over rounds
 	p50, p99, p999       time.Duration
 	errs, ops            int64
+	err                  error // the first error of the first round that had one
 	cmdsPerOp, rpcsPerOp float64
 	scriptsPerOp         float64 // script runs per op: the decisions, without a daemon's background writes
 	scriptsTop           string  // the commands Redis ran most in a run with scripts (topCommands)
@@ -78,6 +92,9 @@ func summarize(s scenario, ss []sample, rt float64) row {
 		rates = append(rates, x.rate())
 		lat = append(lat, x.lat...)
 		r.errs += x.errs
+		if r.err == nil {
+			r.err = x.err
+		}
 		r.ops += x.ops
 		cmds += x.cmds
 		scripts += x.scripts
@@ -178,6 +195,7 @@ func report(w io.Writer, o Options, run []scenario, samples [][]sample, wireRT [
 		}
 	}
 
+	fastPairReport(w, rows)
 	traceReport(w, rows)
 
 	fmt.Fprintln(w)
@@ -210,6 +228,24 @@ func report(w io.Writer, o Options, run []scenario, samples [][]sample, wireRT [
 		fmt.Fprintln(w, line)
 	}
 	return rows
+}
+
+// fastPairReport prints each fastPairTargets row's p50 and verdict.
+func fastPairReport(w io.Writer, rows map[string]row) {
+	header := false
+	for _, t := range fastPairTargets {
+		r, ok := rows[t.name]
+		if !ok {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(w)
+			fmt.Fprintln(w, "the clients' fast modes (a healthy pair answered in-process, one caller):")
+			header = true
+		}
+		fmt.Fprintf(w, "  %s: pair p50 %s µs, p99 %s µs (target p50 <= %s µs: %s)\n",
+			t.name, us(r.p50, true), us(r.p99, true), us(t.max, true), verdict(r.ops > 0 && r.p50 <= t.max))
+	}
 }
 
 func us(d time.Duration, measured bool) string {
