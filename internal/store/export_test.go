@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -52,4 +53,11 @@ func Outstanding(st *Store) int {
 		n++
 	}
 	return n
+}
+
+// IsLate reports whether err is a decision still outstanding at the
+// store's bound, its node not taken as down: a Redis that answered late.
+func IsLate(err error) bool {
+	var s stalled
+	return errors.As(err, &s) && !s.down
 }

@@ -407,12 +407,21 @@ func TestStallThatHealsIsOneOutage(t *testing.T) {
 		if down := <-f.flips; down {
 			t.Fatalf("OnOutage(%v) after the link healed, want false", down)
 		}
-		for i := range 20 {
+		// A busy host may make a healed Redis's answer late (past the
+		// bound, node up): not memory, not a flip; the calls go on until
+		// 20 are answered from Redis, and a node that never answers in
+		// time fails the test at 20 late ones.
+		for answered, late := 0, 0; answered < 20; {
 			ctx, cancel := context.WithTimeout(context.Background(), stallCallerDeadline)
 			a, err := f.st.Allow(ctx, name, "w1")
 			cancel()
-			if err != nil || a.Degraded {
-				t.Fatalf("Allow %d after the link healed = %v, %v; want an answer from Redis", i, a, err)
+			switch {
+			case store.IsLate(err) && late < 20:
+				late++
+			case err != nil || a.Degraded:
+				t.Fatalf("Allow after the link healed (%d answered, %d late) = %v, %v; want an answer from Redis", answered, late, a, err)
+			default:
+				answered++
 			}
 		}
 		select {
