@@ -88,12 +88,44 @@ func startProxy(self, target string) (*proxyProc, error) {
 		return nil, fmt.Errorf("start the proxy to %s: %w", target, err)
 	}
 	p := &proxyProc{cmd: cmd, ctl: ctl, out: bufio.NewScanner(stdout)}
-	if !p.out.Scan() {
+	addr, err := p.line()
+	if err != nil {
 		p.Close()
-		return nil, fmt.Errorf("the proxy to %s printed no address: %v", target, p.out.Err())
+		return nil, fmt.Errorf("the proxy to %s printed no address: %w", target, err)
 	}
-	p.addr = p.out.Text()
+	p.addr = addr
 	return p, nil
+}
+
+// proxyAnswerWithin bounds each wait on the proxy's process: its
+// address, an answer to a command, its exit once its commands end. A
+// process that does nothing else answers in microseconds; one that does
+// not within this is killed, and the wait fails.
+var proxyAnswerWithin = 10 * time.Second // a variable for the hung-proxy test
+
+// line is the proxy's next line of output, read within
+// proxyAnswerWithin; at that bound the process is killed (which ends
+// the read) and line fails.
+func (p *proxyProc) line() (string, error) {
+	read := make(chan error, 1)
+	go func() {
+		if !p.out.Scan() {
+			read <- fmt.Errorf("no line (%v)", p.out.Err())
+			return
+		}
+		read <- nil
+	}()
+	select {
+	case err := <-read:
+		if err != nil {
+			return "", err
+		}
+		return p.out.Text(), nil
+	case <-time.After(proxyAnswerWithin):
+		_ = p.cmd.Process.Kill()
+		<-read
+		return "", fmt.Errorf("no line within %s: killed", proxyAnswerWithin)
+	}
 }
 
 // Addr is where clients connect.
@@ -104,10 +136,11 @@ func (p *proxyProc) send(command string) error {
 	if _, err := fmt.Fprintln(p.ctl, command); err != nil {
 		return fmt.Errorf("proxy %s: %s: %w", p.addr, command, err)
 	}
-	if !p.out.Scan() {
-		return fmt.Errorf("proxy %s: %s: no answer (%v)", p.addr, command, p.out.Err())
+	a, err := p.line()
+	if err != nil {
+		return fmt.Errorf("proxy %s: %s: %w", p.addr, command, err)
 	}
-	if a := p.out.Text(); a != "ok" {
+	if a != "ok" {
 		return fmt.Errorf("proxy %s: %s: %s", p.addr, command, a)
 	}
 	return nil
@@ -118,8 +151,11 @@ func (p *proxyProc) Stall() error                { return p.send("stall") }
 func (p *proxyProc) Delay(d time.Duration) error { return p.send("delay " + d.String()) }
 func (p *proxyProc) Restore() error              { return p.send("restore") }
 
-// Close ends the proxy's process: it leaves when its commands end.
+// Close ends the proxy's process: it leaves when its commands end, or is
+// killed when it has not within proxyAnswerWithin.
 func (p *proxyProc) Close() {
 	_ = p.ctl.Close()
+	exited := time.AfterFunc(proxyAnswerWithin, func() { _ = p.cmd.Process.Kill() })
+	defer exited.Stop()
 	_ = p.cmd.Wait()
 }

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -85,5 +87,24 @@ func TestFreePortsWithin(t *testing.T) {
 		if g == p || g < p-3 || g > p+3 {
 			t.Errorf("freePorts gave %d, want one of %d-%d but %d", g, p-3, p+3, p)
 		}
+	}
+}
+
+// A proxy process that hangs (prints nothing, never exits) is killed at
+// proxyAnswerWithin, and the soak's wait on it fails instead of hanging.
+func TestHungProxyIsKilled(t *testing.T) {
+	self := filepath.Join(t.TempDir(), "hung")
+	if err := os.WriteFile(self, []byte("#!/bin/sh\nexec sleep 600\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer func(d time.Duration) { proxyAnswerWithin = d }(proxyAnswerWithin)
+	proxyAnswerWithin = 100 * time.Millisecond
+	p, err := startProxy(self, "127.0.0.1:1")
+	if err == nil {
+		p.Close()
+		t.Fatal("startProxy of a process that prints nothing succeeded")
+	}
+	if !strings.Contains(err.Error(), "killed") {
+		t.Errorf("startProxy = %v, want the wait to end in a kill", err)
 	}
 }
