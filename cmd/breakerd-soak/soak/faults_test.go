@@ -75,16 +75,49 @@ func TestObserverFlagsAnOpenBreakerForgotten(t *testing.T) {
 func TestObserverFlagsFlapping(t *testing.T) {
 	o := NewObserver(2*time.Second, 6*time.Second)
 	o.Killed(at(0))
-	o.CheckFlaps(map[FlipKey]int{{"daemon-0.log", ""}: 3, {"daemon-1.log", ""}: 4})
+	o.CheckFlaps(map[FlipKey][]time.Time{{"daemon-0.log", ""}: flips(3), {"daemon-1.log", ""}: flips(4)}, nil)
 	want(t, o, "flapping")
 
 	cl := NewObserver(2*time.Second, 6*time.Second)
 	cl.SetMasters(map[string]string{"a": "m1", "b": "m2"})
 	cl.KilledOn("m1", at(0))
-	cl.CheckFlaps(map[FlipKey]int{{"daemon-0.log", "m1"}: 3, {"daemon-1.log", "m1"}: 1})
+	cl.CheckFlaps(map[FlipKey][]time.Time{{"daemon-0.log", "m1"}: flips(3), {"daemon-1.log", "m1"}: flips(1)}, nil)
 	want(t, cl)
-	cl.CheckFlaps(map[FlipKey]int{{"daemon-0.log", "m2"}: 1}) // no fault on m2
+	cl.CheckFlaps(map[FlipKey][]time.Time{{"daemon-0.log", "m2"}: flips(1)}, nil) // no fault on m2
 	want(t, cl, "flapping")
+}
+
+// flips returns n flip times, a second apart from at(1000).
+func flips(n int) []time.Time {
+	var out []time.Time
+	for i := range n {
+		out = append(out, at(1000*(i+1)))
+	}
+	return out
+}
+
+// A flip of a node with no fault injected is left out of the flapping
+// rule only when the pulse saw that node, or the host, late within
+// LateWindow before it; a span on another node, or one that ended
+// earlier, excuses nothing.
+func TestFlapsExcusedOnlyByALateSpanJustBefore(t *testing.T) {
+	cl := NewObserver(2*time.Second, 6*time.Second)
+	cl.SetMasters(map[string]string{"a": "m1", "b": "m2"})
+	late := Late{
+		"m2": {{From: at(900), To: at(1200)}},        // overlaps the flip at 1000
+		"":   {{From: at(2800), To: at(2900)}},       // the host, 100 ms before the flip at 3000
+		"m1": {{From: at(4000), To: at(5000 - 10)}}, // m1's: excuses nothing on m2
+	}
+	cl.CheckFlaps(map[FlipKey][]time.Time{{"daemon-0.log", "m2"}: {at(1000), at(3000)}}, late)
+	want(t, cl)
+	if c := cl.Counts(); c.FlipsExcused != 2 {
+		t.Errorf("%d flips excused, want 2", c.FlipsExcused)
+	}
+	old := Late{"m2": {{From: at(100), To: at(5000 - int(LateWindow/time.Millisecond) - 1)}}}
+	cl.CheckFlaps(map[FlipKey][]time.Time{{"daemon-1.log", "m2"}: {at(5000)}}, old)
+	want(t, cl, "flapping")
+	cl.CheckFlaps(map[FlipKey][]time.Time{{"daemon-1.log", "m2"}: {at(5000)}}, late)
+	want(t, cl, "flapping", "flapping")
 }
 
 // On a Cluster an answer from a daemon's memory for a breaker whose
@@ -100,6 +133,7 @@ func TestObserverFlagsALiveMasterDegraded(t *testing.T) {
 	o.Record("a", "w1", "", at(1300), at(1310), &pb.RecordResponse{Degraded: true, State: &pb.BreakerState{State: closed}})
 	o.Allow("b", "w1", at(1100), at(1200), allowed(0, closed, time.Time{}))
 	o.Allow("b", "w2", at(1100), at(1200), deg) // m2 had no fault
+	o.JudgeLive(nil)
 	want(t, o, "live-degraded", "live-degraded")
 	if c := o.Counts(); c.LiveAnswers != 3 || c.LiveDegraded != 2 || c.Degraded != 4 {
 		t.Errorf("counts %+v, want 3 live answers, 2 of them degraded, 4 degraded in all", c)
@@ -107,7 +141,29 @@ func TestObserverFlagsALiveMasterDegraded(t *testing.T) {
 	// Without masters (one node) a degraded answer is only counted.
 	one := NewObserver(2*time.Second, 6*time.Second)
 	one.Allow("a", "w1", at(0), at(10), deg)
+	one.JudgeLive(nil)
 	want(t, one)
+}
+
+// A degraded answer on a master with no fault injected is excused only
+// when the pulse saw that master, or the host, late within LateWindow
+// before it; excused ones are counted.
+func TestLiveDegradedExcusedOnlyByALateSpanJustBefore(t *testing.T) {
+	deg := &pb.AllowResponse{Decision: pb.Decision_DECISION_ALLOWED, Degraded: true, State: &pb.BreakerState{State: closed}}
+	o := NewObserver(2*time.Second, 6*time.Second)
+	o.SetMasters(map[string]string{"a": "m1", "b": "m2", "c": "m3"})
+	o.Allow("a", "w1", at(1000), at(1010), deg) // m1 late until 900
+	o.Allow("b", "w1", at(1000), at(1010), deg) // the host late until 950
+	o.Allow("b", "w2", at(8000), at(8010), deg) // nothing late near it
+	o.Allow("c", "w2", at(8000), at(8010), deg) // m1's span is not m3's
+	o.JudgeLive(Late{
+		"m1": {{From: at(600), To: at(900)}, {From: at(7900), To: at(8005)}},
+		"":   {{From: at(700), To: at(950)}},
+	})
+	want(t, o, "live-degraded", "live-degraded")
+	if c := o.Counts(); c.LiveDegraded != 4 || c.LiveExcused != 2 {
+		t.Errorf("counts %+v, want 4 live answers degraded, 2 of them excused", c)
+	}
 }
 
 // What one master's kill or restart loses is excused only for its own

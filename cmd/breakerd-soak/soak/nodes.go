@@ -38,8 +38,8 @@ func (o *Observer) fault(node string, at time.Time) {
 // answered counts an answer for b that arrived at got and reports whether
 // it was degraded (answered from a daemon's memory: left out of every
 // other rule). On a Cluster an answer for a breaker whose master had no
-// fault injected by then must come from Redis: a degraded one is a
-// violation ("live-degraded").
+// fault injected by then must come from Redis: a degraded one is kept
+// for JudgeLive.
 func (o *Observer) answered(b string, got time.Time, degraded bool) bool {
 	if degraded {
 		o.counts.Degraded++
@@ -54,9 +54,33 @@ func (o *Observer) answered(b string, got time.Time, degraded bool) bool {
 	o.counts.LiveAnswers++
 	if degraded {
 		o.counts.LiveDegraded++
-		o.flag("live-degraded", b, "answered from a daemon's memory at %s though its master %s had no fault injected", stamp(got), node)
+		o.live = append(o.live, liveAnswer{b, node, got})
 	}
 	return degraded
+}
+
+// liveAnswer is a degraded answer for breaker b, whose master node had
+// no fault injected when it arrived at got.
+type liveAnswer struct {
+	b, node string
+	got     time.Time
+}
+
+// JudgeLive flags each degraded answer on a master with no fault
+// injected ("live-degraded"), unless the pulse saw that node or the host
+// late just before it (late; see pulse.go): those are counted apart
+// (LiveExcused).
+func (o *Observer) JudgeLive(late Late) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, a := range o.live {
+		if late.excuses(a.node, a.got) {
+			o.counts.LiveExcused++
+			continue
+		}
+		o.flag("live-degraded", a.b, "answered from a daemon's memory at %s though its master %s had no fault injected, and answered the observer in time", stamp(a.got), a.node)
+	}
+	o.live = nil
 }
 
 // JudgeLosses flags each loss a daemon logged (losses: when, by breaker;
@@ -89,10 +113,12 @@ func (o *Observer) JudgeLosses(losses map[string][]time.Time) {
 type FlipKey struct{ Log, Node string }
 
 // CheckFlaps flags flapping: a daemon that sent a node's breakers to
-// memory (flips: times per daemon log and node) more than twice per fault
+// memory (flips: when, per daemon log and node) more than twice per fault
 // injected on that node, plus one; a node with no fault injected must
-// never go to memory.
-func (o *Observer) CheckFlaps(flips map[FlipKey]int) {
+// never go to memory. Flips past that limit that the pulse saw that node
+// or the host late just before (late; see pulse.go) are counted apart
+// (FlipsExcused), not flagged.
+func (o *Observer) CheckFlaps(flips map[FlipKey][]time.Time, late Late) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, k := range sortedFlips(flips) {
@@ -101,13 +127,22 @@ func (o *Observer) CheckFlaps(flips map[FlipKey]int) {
 		if n > 0 {
 			limit = 2*n + 1
 		}
-		if flips[k] > limit {
-			o.flag("flapping", "", "%s: node %q went to memory %d times, more than %d for %d Redis faults on it", k.Log, k.Node, flips[k], limit, n)
+		count, excused := len(flips[k]), 0
+		for _, t := range flips[k] {
+			if late.excuses(k.Node, t) {
+				excused++
+			}
+		}
+		switch {
+		case count-excused > limit:
+			o.flag("flapping", "", "%s: node %q went to memory %d times (%d with the observer answered in time), more than %d for %d Redis faults on it", k.Log, k.Node, count, count-excused, limit, n)
+		case count > limit:
+			o.counts.FlipsExcused += int64(count - limit)
 		}
 	}
 }
 
-func sortedFlips(flips map[FlipKey]int) []FlipKey {
+func sortedFlips[V any](flips map[FlipKey]V) []FlipKey {
 	keys := make([]FlipKey, 0, len(flips))
 	for k := range flips {
 		keys = append(keys, k)

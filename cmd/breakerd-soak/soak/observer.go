@@ -54,7 +54,7 @@ import (
 //     state; it is a violation unless a daemon logged that breaker's loss
 //     (LossMarker) near it (JudgeForgotten) or the master's kill lost it.
 //   - no flapping: see CheckFlaps.
-//   - breakers on live masters answer from Redis: see answered.
+//   - breakers on live masters answer from Redis: see JudgeLive.
 //   - no loss logged while Redis kept the state: see JudgeLosses.
 //   - flat daemons: see CheckFlat.
 //   - the stall rules (forced open, in time, one flip): see stall.go.
@@ -92,6 +92,9 @@ type Observer struct {
 	faults     map[string]int
 	faultedAt  map[string]time.Time
 	faultTimes map[string][]time.Time
+	// live are the degraded answers on masters with no fault injected,
+	// for JudgeLive.
+	live []liveAnswer
 	// forced are the breakers forced open, stalls the stall faults
 	// (stall.go).
 	forced map[string]bool
@@ -139,9 +142,14 @@ type Counts struct {
 	Wiped, Forgotten, ForgottenLogged, ForgottenFailover int64
 	// LiveAnswers counts the answers for breakers whose master (at the
 	// start) had no fault injected when they arrived, LiveDegraded those
-	// of them answered from a daemon's memory (violations); counted only
-	// on a Cluster (SetMasters).
-	LiveAnswers, LiveDegraded int64
+	// of them answered from a daemon's memory (violations, but for
+	// LiveExcused of them: the pulse saw the host or that node late just
+	// before); counted only on a Cluster (SetMasters).
+	LiveAnswers, LiveDegraded, LiveExcused int64
+	// FlipsExcused counts the flips to memory past the flapping rule's
+	// limit that it left out: the pulse saw the host or that node late
+	// just before.
+	FlipsExcused int64
 	// Losses counts the losses the daemons logged (LossMarker),
 	// FalseLosses those of them for a breaker whose master had no fault
 	// injected by then (violations).

@@ -363,6 +363,7 @@ func TestObserverCountsAnswersWithinAStall(t *testing.T) {
 	o.Allow("a", "w1", at(10_100), at(10_400), deg)
 	o.Allow("b", "w1", at(10_100), at(10_400), deg)
 	o.StallEnds("m1", at(11_000))
+	o.JudgeLive(nil)
 	want(t, o, "live-degraded")
 	if c := o.Counts(); c.StallAnswers != 1 || c.StallDegraded != 1 {
 		t.Errorf("counts %+v, want 1 answer within the stall, degraded", c)

@@ -140,7 +140,9 @@ type Report struct {
 	Flips      string           // outage flips per daemon log and node, and the faults on each node
 	FlipLines  []string         // each flip to memory: DaemonLog.FlipLines
 	// Masters counts the breakers per master at the start (a Cluster).
-	Masters    map[string]int
+	Masters map[string]int
+	// Late is the pulse's late spans (pulse.go).
+	Late       Late
 	Daemons    []DaemonReport
 	Violations []Violation
 	FlatRule   string
@@ -194,8 +196,10 @@ func (r *Report) String() string {
 	}
 	if r.Masters != nil {
 		fmt.Fprintf(&b, "breakers per master at the start: %v\n", r.Masters)
-		fmt.Fprintf(&b, "breakers on masters with no fault injected: %d answers, %d of them degraded\n", c.LiveAnswers, c.LiveDegraded)
+		fmt.Fprintf(&b, "breakers on masters with no fault injected: %d answers, %d of them degraded (%d of those, and %d flips past the flapping limit, while the pulse saw the host or that node late: not judged)\n",
+			c.LiveAnswers, c.LiveDegraded, c.LiveExcused, c.FlipsExcused)
 	}
+	fmt.Fprintf(&b, "pulse (answers or wake-ups %s or more late): %s\n", PulseLate, r.Late)
 	fmt.Fprintf(&b, "lost to the killed master: %d transitions read from its log were gone after the failover (on %d breakers), %d of them (or never logged) answered to a worker; %d probe leases granted again\n",
 		c.LostEntries, c.LostBreakers, c.LostObserved, c.LostLeases)
 	for _, d := range r.Daemons {
@@ -284,6 +288,8 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	if err := r.prepare(ctx); err != nil {
 		return nil, err
 	}
+	p := startPulse(r.nodes)
+	defer p.stop()
 	wctx, stopWorkers := context.WithDeadline(ctx, r.end)
 	defer stopWorkers()
 	conns, wg, err := r.startWorkers(wctx)
@@ -300,6 +306,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.late = p.stop()
 	r.judge(ctx)
 	return r.rep, nil
 }
@@ -326,6 +333,10 @@ type soakRun struct {
 	// one now and then (1 call in ForcedEvery), and none may be let
 	// through (stall.go).
 	forced []string
+	// nodes are the masters at the start (a Cluster), late what the
+	// pulse saw of them and of the host (pulse.go).
+	nodes []string
+	late  Late
 }
 
 // Forced is how many breakers a run forces open; ForcedEvery makes a
@@ -380,6 +391,7 @@ func (r *soakRun) prepare(ctx context.Context) error {
 			return err
 		}
 		r.obs.SetMasters(m)
+		r.nodes = mastersOf(m)
 		r.rep.Masters = map[string]int{}
 		for _, a := range m {
 			r.rep.Masters[a]++
@@ -500,7 +512,8 @@ func (r *soakRun) judge(ctx context.Context) {
 	logs := readDaemonLogs(r.c.Dir)
 	obs.JudgeForgotten(logs.Losses)
 	obs.JudgeLosses(logs.Losses)
-	obs.CheckFlaps(logs.Flips)
+	obs.JudgeLive(r.late)
+	obs.CheckFlaps(logs.FlipTimes, r.late)
 	var through []string // the logs of the daemons that ran through the stall
 	for i := range r.daemons {
 		if i == len(r.daemons)-1 && r.faults.killedNear(r.faults.stallAt) {
@@ -509,7 +522,7 @@ func (r *soakRun) judge(ctx context.Context) {
 		through = append(through, fmt.Sprintf("daemon-%d.log", i))
 	}
 	obs.CheckStallFlips(through, logs.FlipTimes)
-	r.rep.Stalls = obs.FormatStalls()
+	r.rep.Stalls, r.rep.Late = obs.FormatStalls(), r.late
 	r.rep.Flips, r.rep.FlipLines = obs.FormatFlips(logs.Flips), logs.FlipLines
 	for i, d := range r.daemons {
 		obs.CheckFlat("daemon "+d.addr, r.samples[i], r.c.Workers)
