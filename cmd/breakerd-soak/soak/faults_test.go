@@ -104,8 +104,8 @@ func TestFlapsExcusedOnlyByALateSpanJustBefore(t *testing.T) {
 	cl := NewObserver(2*time.Second, 6*time.Second)
 	cl.SetMasters(map[string]string{"a": "m1", "b": "m2"})
 	late := Late{
-		"m2": {{From: at(900), To: at(1200)}},        // overlaps the flip at 1000
-		"":   {{From: at(2800), To: at(2900)}},       // the host, 100 ms before the flip at 3000
+		"m2": {{From: at(900), To: at(1200)}},       // overlaps the flip at 1000
+		"":   {{From: at(2800), To: at(2900)}},      // the host, 100 ms before the flip at 3000
 		"m1": {{From: at(4000), To: at(5000 - 10)}}, // m1's: excuses nothing on m2
 	}
 	cl.CheckFlaps(map[FlipKey][]time.Time{{"daemon-0.log", "m2"}: {at(1000), at(3000)}}, late)
