@@ -46,6 +46,17 @@ status 0:
     lat_us    every completed pair's latency, microseconds
 A usage error exits 2; a failure exits 1 with {"error": "..."}.
 
+Watch (--watch, instead of --duration): one fast client whose view
+follows the breakers the bench names, one per line on stdin. For each,
+the view learns it (an Allow, then its Record, until an Allow is answered
+in-process and allowed), the driver prints {"ready": "<name>"}, then polls
+the in-process Allow every 100 µs until it denies and prints
+{"denied": "<name>", "at_us": <Unix time in µs>}. The bench trips the
+breaker on another daemon between the two lines: at_us less the trip's
+send is how long the trip took to reach this view (docs/performance.md,
+"Trip to a client's fast view"). At the end of stdin it prints
+{"trips": <count>} and exits 0.
+
 Fast mode: fast_client and fast_async_client below return the client's
 fast mode, its view live before the run starts.
 """
@@ -248,6 +259,48 @@ async def measure_async(a: argparse.Namespace, breakers: list[str], workers: lis
     return result(a, run)
 
 
+WATCH_POLL = 0.0001  # seconds between two in-process Allows of a watched breaker
+WATCH_WAIT = 10.0  # seconds a watched breaker may take to be learned, or to deny
+
+
+def watch(a: argparse.Namespace) -> dict[str, Any]:
+    """watch follows the breakers named on stdin (see --watch above)."""
+    trips = 0
+    with fast_client(a.url, "bench-py-watcher") as c:
+        for line in sys.stdin:
+            name = line.strip()
+            if name:
+                learn(c, name)
+                print(json.dumps({"ready": name}), flush=True)
+                print(json.dumps({"denied": name, "at_us": until_denied(c, name)}), flush=True)
+                trips += 1
+    return {"trips": trips}
+
+
+def learn(c: breakerd.Client, name: str) -> None:
+    """learn returns once c's view answers name in-process, allowed."""
+    give_up = time.monotonic() + WATCH_WAIT
+    while True:
+        p = c.allow(name)
+        c.record(p)
+        if p.fast and p.allowed:
+            return
+        if time.monotonic() > give_up:
+            raise RuntimeError(f"the fast view never answered {name} in-process within {WATCH_WAIT}s")
+        time.sleep(0.001)
+
+
+def until_denied(c: breakerd.Client, name: str) -> int:
+    """until_denied polls name's Allow until it denies; it returns when the
+    denial was seen, in Unix µs."""
+    give_up = time.monotonic() + WATCH_WAIT
+    while c.allow(name).allowed:
+        if time.monotonic() > give_up:
+            raise RuntimeError(f"{name} still allowed {WATCH_WAIT}s after the view learned it")
+        time.sleep(WATCH_POLL)
+    return time.time_ns() // 1000
+
+
 def result(a: argparse.Namespace, run: Callers) -> dict[str, Any]:
     lat = [x for t in run.tallies for x in t.lat_us]
     out: dict[str, Any] = {"ops": len(lat), "errors": sum(t.errors for t in run.tallies), "elapsed_s": round(run.elapsed, 6)}
@@ -277,15 +330,18 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--mode", choices=["strict", "fast"], default="strict")
     ap.add_argument("--callers", type=positive_int, default=1)
     ap.add_argument("--async", dest="use_async", action="store_true")
-    ap.add_argument("--duration", type=positive_float, required=True)
+    ap.add_argument("--duration", type=positive_float)
+    ap.add_argument("--watch", action="store_true")
     ap.add_argument("--warmup", type=float, default=0.2)
     ap.add_argument("--breakers", type=positive_int, default=1000)
     ap.add_argument("--prefix", default="")
     ap.add_argument("--workers", type=positive_int, default=8)
     ap.add_argument("--min-ops", type=int, default=0)
     a = ap.parse_args(argv)
+    if (a.duration is None) == (not a.watch):
+        ap.error("give --duration, or --watch")
     try:
-        out = measure(a)
+        out = watch(a) if a.watch else measure(a)
     except Exception as e:  # noqa: BLE001  (reported to the bench, which names the row)
         print(json.dumps({"error": f"{type(e).__name__}: {e}"}))
         return 1

@@ -40,9 +40,18 @@
 // lat_us: every completed pair's latency in µs). A usage error exits 2;
 // a failure exits 1 with {"error": "..."}.
 //
+// Watch (--watch, instead of --duration): as the Python driver's, one
+// fast client's view follows the breakers named on stdin, printing
+// {"ready": name} once it answers one in-process and allowed, then
+// {"denied": name, "at_us": <Unix µs>} when its in-process allow first
+// denies (polled on every turn of the event loop, so the stream's
+// messages are read between two polls), and {"trips": n} at the end of
+// stdin.
+//
 // Fast mode: fastClient below returns the client's fast mode, its view
 // live before the run starts.
 
+import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 
 import { Client, FAST_NOT_SENT } from "../dist/index.js";
@@ -100,13 +109,15 @@ function options() {
         prefix: { type: "string", default: "" },
         workers: { type: "string", default: "8" },
         "min-ops": { type: "string", default: "0" },
+        watch: { type: "boolean", default: false },
       },
     }));
   } catch (err) {
     usage(err.message);
   }
   if (!values.url) usage("--url is required");
-  if (values.duration === undefined) usage("--duration is required");
+  if ((values.duration === undefined) !== values.watch) usage("give --duration, or --watch");
+  if (values.watch) return { url: values.url, watch: true };
   if (values.mode !== "strict" && values.mode !== "fast") usage(`--mode: strict or fast, got ${values.mode}`);
   return {
     url: values.url,
@@ -165,8 +176,52 @@ async function run(o, clients, quiet = false) {
   return { lat, errors, requests, elapsed: (now() - start) / 1e6, cpu: (cpu.user + cpu.system) / 1e6 };
 }
 
+const WATCH_WAIT_MS = 10_000; // how long a watched breaker may take to be learned, or to deny
+
+/** watch follows the breakers named on stdin (see Watch above). */
+async function watch(o) {
+  const c = await fastClient(o.url, "bench-ts-watcher");
+  let trips = 0;
+  try {
+    for await (const line of createInterface({ input: process.stdin })) {
+      const name = line.trim();
+      if (!name) continue;
+      await learn(c, name);
+      process.stdout.write(JSON.stringify({ ready: name }) + "\n");
+      process.stdout.write(JSON.stringify({ denied: name, at_us: await untilDenied(c, name) }) + "\n");
+      trips++;
+    }
+  } finally {
+    await c.close();
+  }
+  return { trips };
+}
+
+/** learn returns once c's view answers name in-process, allowed. */
+async function learn(c, name) {
+  const giveUp = Date.now() + WATCH_WAIT_MS;
+  for (;;) {
+    const p = await c.allow(name);
+    await c.record(p, {});
+    if (p.fast && p.allowed) return;
+    if (Date.now() > giveUp) throw new Error(`the fast view never answered ${name} in-process within ${WATCH_WAIT_MS} ms`);
+    await new Promise((r) => setTimeout(r, 1));
+  }
+}
+
+/** untilDenied polls name's allow until it denies; it returns when the denial was seen, in Unix µs. */
+async function untilDenied(c, name) {
+  const giveUp = Date.now() + WATCH_WAIT_MS;
+  while ((await c.allow(name)).allowed) {
+    if (Date.now() > giveUp) throw new Error(`${name} still allowed ${WATCH_WAIT_MS} ms after the view learned it`);
+    await new Promise((r) => setImmediate(r));
+  }
+  return Math.round((performance.timeOrigin + performance.now()) * 1000);
+}
+
 async function main() {
   const o = options();
+  if (o.watch) return watch(o);
   const workers = Array.from({ length: o.workers }, (_, w) => `bench-ts-w${w}`);
   // No daemon answering there is a failure, not a run of errors.
   const probe = new Client(clientOptions(o.url, workers[0]));

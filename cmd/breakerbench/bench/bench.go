@@ -404,7 +404,9 @@ type env struct {
 	wire    *target
 	proxy   *wireProxy
 	daemonB string
-	closers []func()
+	// daemonBURL is daemon B's HTTP/JSON API, for the drivers' trips.
+	daemonBURL string
+	closers    []func()
 }
 
 func (e *env) close() {
@@ -660,12 +662,12 @@ func run(ctx context.Context, o Options, w io.Writer) (map[string]row, error) {
 	}
 	e.main = main
 	// The second daemon, for the propagation scenario.
-	bAddr, stopB, err := startDaemon(ctx, redisAddr, "")
+	bAddrs, stopB, err := serveDaemon(ctx, redisAddr, "", true, tracing.Env{})
 	if err != nil {
 		return nil, err
 	}
 	e.closers = append(e.closers, stopB)
-	e.daemonB = bAddr
+	e.daemonB, e.daemonBURL = bAddrs.grpc, "http://"+bAddrs.http
 	// The wire twins: the same servers, with Redis behind a counting proxy.
 	e.proxy, err = newWireProxy(redisAddr)
 	if err != nil {
@@ -721,6 +723,7 @@ func run(ctx context.Context, o Options, w io.Writer) (map[string]row, error) {
 	var trips [][]time.Duration           // [round][trip]
 	var fastTrips []fastTrip
 	var storms []stormResult
+	watched := map[string]*watchResult{}
 	for r := 0; r < o.Rounds; r++ {
 		for k := range run {
 			i := (k + r) % len(run) // rotate the order so no scenario always runs first
@@ -764,6 +767,23 @@ func run(ctx context.Context, o Options, w io.Writer) (map[string]row, error) {
 			}
 			fastTrips = append(fastTrips, ts...)
 		}
+		for _, wt := range watchTrips {
+			if o.Trips == 0 || !selected(o.Only, wt.name) {
+				continue
+			}
+			ts, err := e.watchPropagation(ctx, o, r, wt)
+			if watched[wt.name] == nil {
+				watched[wt.name] = &watchResult{}
+			}
+			var skip skipped
+			switch {
+			case errors.As(err, &skip):
+				watched[wt.name].skip = skip.reason
+			case err != nil:
+				return nil, err
+			}
+			watched[wt.name].trips = append(watched[wt.name].trips, ts...)
+		}
 		if selected(o.Only, "storm-fast") {
 			st, err := e.storm(ctx, o, r, min(50, o.Breakers))
 			if err != nil {
@@ -780,6 +800,7 @@ func run(ctx context.Context, o Options, w io.Writer) (map[string]row, error) {
 		fastRows[s.name] = summarize(s, samples[i], wireRT[i])
 	}
 	fastReport(w, o, fastRows, fastTrips, storms)
+	watchReport(w, watched)
 	return report(w, o, run, samples, wireRT, trips, skips), nil
 }
 

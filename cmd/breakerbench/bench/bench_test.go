@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
@@ -141,6 +142,12 @@ func TestRunTiny(t *testing.T) {
 	for _, want := range []string{"trip-to-fast-view: 1 trips", "failure storm: 10 breakers", "staleness:"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the output lacks %q", want)
+		}
+	}
+	for _, wt := range watchTrips { // the other clients' views: timed, or missing their interpreter
+		timed := fmt.Sprintf("  %s: %d trips on daemon A", wt.name, o.Trips*o.Rounds)
+		if !strings.Contains(out.String(), timed) && !strings.Contains(out.String(), "  "+wt.name+": skipped: "+wt.command+" is not in PATH") {
+			t.Errorf("the output lacks %q", timed)
 		}
 	}
 	// Headings say what they measure, not how the bench came to be.
