@@ -196,6 +196,37 @@ def test_a_failure_and_the_success_after_it_are_sent(fleet: tuple[Redis, Daemon,
         px.close()
 
 
+def test_a_fast_permit_carries_the_generation_the_view_last_heard(fleet: tuple[Redis, Daemon, Daemon],
+                                                                  name: Callable[[str], str]) -> None:
+    _, d, _ = fleet
+    c = fast(d.url, "fast-gen")
+    try:
+        b = name("gen-probe")  # a threshold of 1, a cooldown of 1 ms
+        ok(c, b)
+        assert c.cache.wait_live(30)
+        wait_for(lambda: in_process(c, b), "the view's word on the breaker")
+        before = c.allow(b)
+        assert before.fast and before.allowed
+        gen = int(before.ticket["generation"])
+        with pytest.raises(httpx.HTTPStatusError):  # trips it, through a permit of the same tool
+            with c.guard(b):
+                httpx.Response(503, request=httpx.Request("POST", "http://vendor/")).raise_for_status()
+
+        def closed_again() -> bool:
+            try:
+                ok(c, b)  # the probe, once its cooldown is over
+            except breakerd.CircuitOpen:
+                return False
+            return in_process(c, b) and c.fast is not None and c.fast._entries[b].gen > gen
+
+        wait_for(closed_again, "the breaker closed again by its probe, in the view")
+        after = c.allow(b)
+        assert c.fast is not None
+        assert after.fast and int(after.ticket["generation"]) == c.fast._entries[b].gen > gen
+    finally:
+        c.close()
+
+
 def test_two_fast_clients_get_one_probe(fleet: tuple[Redis, Daemon, Daemon], name: Callable[[str], str]) -> None:
     _, d, d2 = fleet
     a, b = fast(d.url, "probe-a"), fast(d2.url, "probe-b")

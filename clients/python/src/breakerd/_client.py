@@ -235,6 +235,7 @@ class Client:
         # stream, when followed, keeps them current.
         # Fast mode's view (docs/python.md#fast-mode): it follows the stream.
         self.fast = FastView(names) if fast else None
+        self._fast_permits: dict[str, Permit] = {}  # the last permit the view answered, per breaker
         self.cache = OpenCache(self.transport, self._now_ms, names, start=bool(watch) or fast, heartbeat=watch_heartbeat,
                                worker_id=self.worker_id, fast=self.fast)
         self._lock = threading.Lock()
@@ -427,7 +428,8 @@ class Client:
         """Checks the names, then answers what needs no round trip: a
         denial the open cache knows, the fallback's answer while no daemon
         answers at all; None: breakerd is asked."""
-        check_name("breaker", breaker)
+        if self.fast is None or not self.fast.used(breaker):  # a name the view uses was checked then
+            check_name("breaker", breaker)
         check_tool(tool)
         cached = self.cache.denial(breaker)
         if cached is not None:
@@ -437,12 +439,21 @@ class Client:
             self.fast.use(breaker)
             got = self.fast.allow(breaker, self.cache.live)
             if got is not None:
-                return Permit(breaker=breaker, tool=tool, decision="DECISION_ALLOWED", ticket=got[0], state=got[1], fast=True,
-                              cached=True)
+                return self._fast_permit(breaker, tool, *got)
         if self.reach.down:
             self.reach.poll()
             return self._fallback_allow(breaker, tool)
         return None
+
+    def _fast_permit(self, breaker: str, tool: str, ticket: dict[str, Any], state: dict[str, Any]) -> Permit:
+        """The permit of an Allow fast mode's view answered: one per
+        breaker and tool while the view's word stands (a permit holds
+        nothing of its call), made again when the view learns more."""
+        p = self._fast_permits.get(breaker)
+        if p is None or p.ticket is not ticket or p.state is not state or p.tool != tool:
+            p = Permit(breaker=breaker, tool=tool, decision="DECISION_ALLOWED", ticket=ticket, state=state, fast=True, cached=True)
+            self._fast_permits[breaker] = p  # at most one per breaker the view holds
+        return p
 
     def _allow_body(self, breaker: str, tool: str) -> dict[str, Any]:
         body: dict[str, Any] = {"breaker": breaker, "worker_id": self.worker_id}
@@ -529,16 +540,17 @@ class Client:
         when it is the fallback's (the body then goes in the background)."""
         ev = {} if outcome else dict(evidence) if evidence is not None else evidence_of(exc)
         verdict = None if outcome else counts(ev)  # a sent outcome is an excluded error's: ignored locally
+        fast = self.fast is not None and permit.local_generation is None and not permit.late and not self.reach.down \
+            and not permit.ticket.get("lease_token")
+        if fast and not outcome and plain_success(ev) and self.fast is not None \
+                and self.fast.skip(permit.breaker, self._ticket(permit), latency_ms, self.cache.live):
+            return {}, verdict, {"counted": False, "note": FAST_NOT_SENT}  # no body: nothing is sent
         body = self._record_body(permit, ev, latency_ms, deadline_ms, message)
         if outcome:
             del body["evidence"]
             body["outcome"] = outcome
-        if self.fast is not None and permit.local_generation is None and not permit.late and not self.reach.down \
-                and not permit.ticket.get("lease_token"):
-            if not outcome and plain_success(ev) and self.fast.skip(permit.breaker, body["ticket"], latency_ms, self.cache.live):
-                return body, verdict, {"counted": False, "note": FAST_NOT_SENT}
-            if verdict is True:
-                self.fast.failed(permit.breaker, body["ticket"])  # its next successes must reach breakerd
+        if fast and verdict is True and self.fast is not None:
+            self.fast.failed(permit.breaker, body["ticket"])  # its next successes must reach breakerd
         if permit.local_generation is not None or self.reach.down:
             self._record_locally(permit, verdict)
             self._background.submit(self._send_record, body)
@@ -565,13 +577,19 @@ class Client:
             with self._lock:
                 self._known.pop(permit.breaker, None)  # the local probe succeeded
 
-    def _record_body(self, permit: Permit, ev: Evidence, latency_ms: int, deadline_ms: int | None,
-                     message: str) -> dict[str, Any]:
+    def _ticket(self, permit: Permit) -> dict[str, Any]:
+        """The ticket a Record of permit carries: the daemon's late one,
+        the permit's, or the generation last known of its breaker."""
         ticket = permit.late.get("ticket") or permit.ticket
         if not ticket:
             with self._lock:
                 known = self._known.get(permit.breaker)
             ticket = {"generation": str(known[1] if known else 0)}
+        return ticket
+
+    def _record_body(self, permit: Permit, ev: Evidence, latency_ms: int, deadline_ms: int | None,
+                     message: str) -> dict[str, Any]:
+        ticket = self._ticket(permit)
         # The id makes the Record count once however often it is sent
         # (the next daemon tried, the background).
         body: dict[str, Any] = {"breaker": permit.breaker, "worker_id": self.worker_id, "ticket": ticket, "evidence": ev,

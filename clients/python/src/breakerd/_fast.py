@@ -37,6 +37,7 @@ class _Entry:
     window: bool  # every success counts (window mode): none is skipped
     slow_ms: int  # the policy's slow_call, ms (0: none)
     state: dict[str, Any]
+    ticket: dict[str, Any]  # the ticket of an Allow answered here (one per entry: a permit holds nothing of its call)
 
 
 def plain_success(ev: dict[str, Any]) -> bool:
@@ -71,6 +72,10 @@ class FastView:
             with self._lock:
                 self._used.add(breaker)
 
+    def used(self, breaker: str) -> bool:
+        """used says breaker is one use marked (so its name was checked)."""
+        return breaker in self._used
+
     def learn(self, st: dict[str, Any]) -> None:
         """learn takes a state breakerd returned or the stream carried,
         unless the view holds a later one."""
@@ -84,7 +89,8 @@ class FastView:
                    healthy=closed and not st.get("denial") and not st.get("parent") and st.get("shadow") is not True
                    and not suspect,
                    run=not closed or int64(st.get("failures")) > 0 or int64(st.get("slow_calls")) > 0 or suspect,
-                   window=st.get("window_mode") is True, slow_ms=int64(st.get("slow_call_ms")), state=st)
+                   window=st.get("window_mode") is True, slow_ms=int64(st.get("slow_call_ms")), state=st,
+                   ticket={"generation": str(gen)})
         with self._lock:
             old = self._entries.get(name)
             if old is not None and (old.gen > gen or (old.gen == gen and old.as_of > as_of)):
@@ -118,7 +124,7 @@ class FastView:
         if not live or e is None or not e.healthy:
             return None
         self.allowed += 1
-        return {"generation": str(e.gen)}, e.state
+        return e.ticket, e.state
 
     def skip(self, breaker: str, ticket: dict[str, Any], latency_ms: int, live: bool) -> bool:
         """skip says a success under ticket need not be sent: closed with
@@ -128,7 +134,7 @@ class FastView:
             return False
         if e.slow_ms > 0 and latency_ms > e.slow_ms:
             return False
-        if e.gen < int64(ticket.get("generation")):
+        if ticket is not e.ticket and e.gen < int64(ticket.get("generation")):
             return False
         self.skipped += 1
         return True
