@@ -83,6 +83,7 @@ func startCluster(c Config, ports []int) (*redisSetup, error) {
 		cluster: true,
 		rdb:     cl.rdb,
 		masters: cl.setMasters,
+		nodes:   addrs,
 		kill:    cl.kill,
 		wipe:    cl.wipe,
 		stall:   cl.stall,

@@ -12,9 +12,10 @@ import (
 )
 
 // The pulse is the observer's own measure of how promptly each Redis
-// node, and the host itself, answer. A daemon takes a node as down when
-// a decision has waited on it for half its bound and the node then does
-// not answer a fresh connection within the other half (store's ask). On
+// node (a Cluster's masters and replicas: one may take over), and the
+// host itself, answer. A daemon takes a node as down when a decision has
+// waited on it for half its bound and the node then does not answer a
+// fresh connection within the other half (store's ask). On
 // a host loaded enough (other suites at once on two cores), a node with
 // no fault injected can fail that ask, and the daemon rightly answers
 // from memory for a moment; without the pulse the observer could not

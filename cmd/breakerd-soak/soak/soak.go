@@ -333,8 +333,9 @@ type soakRun struct {
 	// one now and then (1 call in ForcedEvery), and none may be let
 	// through (stall.go).
 	forced []string
-	// nodes are the masters at the start (a Cluster), late what the
-	// pulse saw of them and of the host (pulse.go).
+	// nodes are the Cluster's nodes (the masters as the daemons reach
+	// them, and every replica), late what the pulse saw of them and of
+	// the host (pulse.go).
 	nodes []string
 	late  Late
 }
@@ -391,7 +392,7 @@ func (r *soakRun) prepare(ctx context.Context) error {
 			return err
 		}
 		r.obs.SetMasters(m)
-		r.nodes = mastersOf(m)
+		r.nodes = slices.Compact(slices.Sorted(slices.Values(append(mastersOf(m), r.redis.nodes...))))
 		r.rep.Masters = map[string]int{}
 		for _, a := range m {
 			r.rep.Masters[a]++

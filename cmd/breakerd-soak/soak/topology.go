@@ -27,6 +27,9 @@ type redisSetup struct {
 	// masters returns the master holding each breaker's keys (nil: one
 	// node for every breaker).
 	masters func(ctx context.Context, names []string) (map[string]string, error)
+	// nodes are every node's address (a Cluster): the masters' and the
+	// replicas', for the pulse (one may take over).
+	nodes []string
 	// kill SIGKILLs a master, waits for its replica to take over and
 	// resynchronises the observer; wipe SIGKILLs a master and starts it
 	// again at once without persistence. Each says what happened in words.
