@@ -767,22 +767,8 @@ func run(ctx context.Context, o Options, w io.Writer) (map[string]row, error) {
 			}
 			fastTrips = append(fastTrips, ts...)
 		}
-		for _, wt := range watchTrips {
-			if o.Trips == 0 || !selected(o.Only, wt.name) {
-				continue
-			}
-			ts, err := e.watchPropagation(ctx, o, r, wt)
-			if watched[wt.name] == nil {
-				watched[wt.name] = &watchResult{}
-			}
-			var skip skipped
-			switch {
-			case errors.As(err, &skip):
-				watched[wt.name].skip = skip.reason
-			case err != nil:
-				return nil, err
-			}
-			watched[wt.name].trips = append(watched[wt.name].trips, ts...)
+		if err := e.watchRound(ctx, o, r, watched); err != nil {
+			return nil, err
 		}
 		if selected(o.Only, "storm-fast") {
 			st, err := e.storm(ctx, o, r, min(50, o.Breakers))

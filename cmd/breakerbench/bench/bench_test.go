@@ -327,7 +327,7 @@ func TestFleetValidate(t *testing.T) {
 // interpreter is not in PATH is skipped with that reason, before any
 // daemon is asked; a driver's skip is read from its JSON line.
 func TestDriverWithoutItsInterpreterIsSkipped(t *testing.T) {
-	d := driver{command: "no-such-interpreter-breakerbench", script: "clients/python/bench/driver.py", mode: "strict", callers: 1}
+	d := driver{command: "no-such-interpreter-breakerbench", script: pyDriver, mode: "strict", callers: 1}
 	_, err := d.run(context.Background(), &target{}, Defaults(), time.Millisecond, 0, nil)
 	var skip skipped
 	if !errors.As(err, &skip) || !strings.Contains(skip.reason, "no-such-interpreter-breakerbench is not in PATH") {
@@ -339,7 +339,7 @@ func TestDriverWithoutItsInterpreterIsSkipped(t *testing.T) {
 	// The driver checks the daemon before it reports a mode it lacks, so
 	// a fast-mode skip needs a daemon: a port nothing listens on is a
 	// failure, named, not a skip.
-	d = driver{command: "python3", script: "clients/python/bench/driver.py", mode: "strict", callers: 1}
+	d = driver{command: "python3", script: pyDriver, mode: "strict", callers: 1}
 	_, err = d.run(context.Background(), &target{httpURL: "http://127.0.0.1:1"}, Defaults(), time.Millisecond, 0, nil)
 	if err == nil || errors.As(err, &skip) || !strings.Contains(err.Error(), "no breakerd answers") {
 		t.Errorf("run against no daemon = %v, want a failure saying no breakerd answers", err)

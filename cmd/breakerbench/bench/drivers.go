@@ -43,6 +43,12 @@ type driverOut struct {
 	Error    string  `json:"error"`
 }
 
+// The drivers, from the repository's root.
+const (
+	pyDriver = "clients/python/bench/driver.py"
+	tsDriver = "clients/typescript/bench/driver.mjs"
+)
+
 // skipped is a scenario that cannot run here, and why: its row is
 // printed as skipped with the reason.
 type skipped struct{ reason string }
@@ -57,7 +63,7 @@ const clientCallers = 16
 // and fast at clientCallers callers and at one (Python async strict with
 // 8 too); Go's HTTP/JSON and gRPC client at the same callers.
 func driverScenarios() []scenario {
-	py, ts := "clients/python/bench/driver.py", "clients/typescript/bench/driver.mjs"
+	py, ts := pyDriver, tsDriver
 	var out []scenario
 	for _, d := range []struct {
 		name    string
@@ -109,15 +115,14 @@ func driverScenario(name string, d driver) scenario {
 }
 
 // driverRoot is the repository's root, where the drivers are: the
-// nearest directory from the working directory up that holds
-// clients/python/bench/driver.py.
+// nearest directory from the working directory up that holds pyDriver.
 func driverRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "clients", "python", "bench", "driver.py")); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(pyDriver))); err == nil {
 			return dir, nil
 		}
 		up := filepath.Dir(dir)

@@ -29,14 +29,36 @@ type watchTrip struct {
 
 // watchTrips are the rows, one per client with a fast mode.
 var watchTrips = []watchTrip{
-	{"trip-py-fast", "python3", "clients/python/bench/driver.py"},
-	{"trip-ts-fast", "node", "clients/typescript/bench/driver.mjs"},
+	{"trip-py-fast", "python3", pyDriver},
+	{"trip-ts-fast", "node", tsDriver},
 }
 
 // watchResult is a row's trips over every round, or why it was skipped.
 type watchResult struct {
 	trips []time.Duration
 	skip  string
+}
+
+// watchRound runs round's trips for each selected row into rows.
+func (e *env) watchRound(ctx context.Context, o Options, round int, rows map[string]*watchResult) error {
+	for _, wt := range watchTrips {
+		if o.Trips == 0 || !selected(o.Only, wt.name) {
+			continue
+		}
+		ts, err := e.watchPropagation(ctx, o, round, wt)
+		if rows[wt.name] == nil {
+			rows[wt.name] = &watchResult{}
+		}
+		var skip skipped
+		switch {
+		case errors.As(err, &skip):
+			rows[wt.name].skip = skip.reason
+		case err != nil:
+			return err
+		}
+		rows[wt.name].trips = append(rows[wt.name].trips, ts...)
+	}
+	return nil
 }
 
 // watcher is a running --watch driver: its stdin, and its stdout's lines.
