@@ -540,17 +540,18 @@ class Client:
         when it is the fallback's (the body then goes in the background)."""
         ev = {} if outcome else dict(evidence) if evidence is not None else evidence_of(exc)
         verdict = None if outcome else counts(ev)  # a sent outcome is an excluded error's: ignored locally
-        fast = self.fast is not None and permit.local_generation is None and not permit.late and not self.reach.down \
-            and not permit.ticket.get("lease_token")
-        if fast and not outcome and plain_success(ev) and self.fast is not None \
-                and self.fast.skip(permit.breaker, self._ticket(permit), latency_ms, self.cache.live):
+        # Fast mode's view judges the permits it could have answered.
+        fv = self.fast if permit.local_generation is None and not permit.late and not self.reach.down \
+            and not permit.ticket.get("lease_token") else None
+        if fv is not None and not outcome and plain_success(ev) \
+                and fv.skip(permit.breaker, self._ticket(permit), latency_ms, self.cache.live):
             return {}, verdict, {"counted": False, "note": FAST_NOT_SENT}  # no body: nothing is sent
         body = self._record_body(permit, ev, latency_ms, deadline_ms, message)
         if outcome:
             del body["evidence"]
             body["outcome"] = outcome
-        if fast and verdict is True and self.fast is not None:
-            self.fast.failed(permit.breaker, body["ticket"])  # its next successes must reach breakerd
+        if fv is not None and verdict is True:
+            fv.failed(permit.breaker, body["ticket"])  # its next successes must reach breakerd
         if permit.local_generation is not None or self.reach.down:
             self._record_locally(permit, verdict)
             self._background.submit(self._send_record, body)
