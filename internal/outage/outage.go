@@ -3,7 +3,8 @@
 // this daemon heard for each breaker (Memory.Observe, Memory.ObserveStates:
 // the seeds), judges each node's decision scripts in the order they were
 // sent (Node.Judge: a lost connection, or Timeouts failures in a row
-// unless the node answered a fresh connection meanwhile, is an outage),
+// unless the node answered a fresh connection or the daemon itself ran
+// late meanwhile, is an outage),
 // seeds a node's in-memory breakers (internal/breaker's Table,
 // the scripts' state machine) when its outage begins (Memory.Enter), and
 // hands its decisions back to Redis once a recovery poll saw it answer
@@ -35,9 +36,9 @@ import (
 // Timeouts is how many decision scripts in a row failing without a word
 // (a timeout, a stall past the decision timeout, a "not now" reply) mean
 // a Redis node is away: a single slow command on a loaded machine is not
-// an outage, nor are decisions that were late on the daemon's side (a
-// connection of its pool, a CPU) while the node answered a fresh
-// connection (Node.Ask).
+// an outage, nor are decisions that were late on the daemon's side: a
+// connection of its pool, while the node answered a fresh connection
+// (Node.Ask), or the daemon's own time, while it ran late (Memory.RanLate).
 const Timeouts = 3
 
 // RecoveryPoll is how often a daemon asks a node in an outage whether it
@@ -83,6 +84,9 @@ type Memory struct {
 	seeds map[string]breaker.State
 	// seeded is set once a listing seeded the memory (Seed).
 	seeded atomic.Bool
+	// late is when the daemon last found itself running late (RanLate,
+	// UnixNano): the end of its latest late span.
+	late atomic.Int64
 }
 
 // New returns an empty Memory.
@@ -114,9 +118,23 @@ func (m *Memory) Node(addr string) *Node {
 	if n, ok := m.nodes.Load(addr); ok {
 		return n.(*Node)
 	}
-	n, _ := m.nodes.LoadOrStore(addr, &Node{addr: addr, table: breaker.NewTable()})
+	n, _ := m.nodes.LoadOrStore(addr, &Node{addr: addr, table: breaker.NewTable(), mem: m})
 	return n.(*Node)
 }
+
+// RanLate notes that the daemon found itself running late at at: a timer
+// of its own fired, or a goroutine of its own started, a good part of a
+// decision's bound after it was due (a starved host, a frozen process).
+// Every node judges the decisions sent before at as late on the daemon's
+// side (Node.Judge): a daemon that cannot keep its own time cannot tell
+// Redis's lateness from its own.
+func (m *Memory) RanLate(at time.Time) {
+	for l := m.late.Load(); l < at.UnixNano() && !m.late.CompareAndSwap(l, at.UnixNano()); l = m.late.Load() {
+	}
+}
+
+// RanLateSince reports whether the daemon ran late (RanLate) at t or after.
+func (m *Memory) RanLateSince(t time.Time) bool { return m.late.Load() >= t.UnixNano() }
 
 // DownNode returns the node at addr when it is in an outage, else nil.
 func (m *Memory) DownNode(addr string) *Node {
@@ -153,6 +171,9 @@ type Node struct {
 	// order decisions were sent, whatever order a busy host judges them in.
 	sent, failedAt atomic.Int64
 	table          *breaker.Table
+	// mem is the memory the node is of: its word on when the daemon last
+	// ran late.
+	mem *Memory
 	// key is a key of the breaker whose call began the node's outage:
 	// on a Cluster, the recovery poll asks for it (written before the
 	// poll starts, read only by it).
@@ -185,8 +206,9 @@ func (n *Node) Send() int64 { return n.sent.Add(1) }
 // reports whether the failure begins an outage (Enter): a connection
 // that cannot be made or was lost at once, a stall (or a "not now" reply
 // such as LOADING) once Timeouts in a row, unless the node answered a
-// fresh connection asked after the decision was sent (Ask): that
-// decision was late on the daemon's side.
+// fresh connection asked after the decision was sent (Ask), or the
+// daemon ran late after it was sent (Memory.RanLate): that decision was
+// late on the daemon's side.
 func (n *Node) Judge(seq int64, sent time.Time, err error, failing bool) (enter bool) {
 	switch {
 	case err == nil:
@@ -199,7 +221,7 @@ func (n *Node) Judge(seq int64, sent time.Time, err error, failing bool) (enter 
 	}
 	for f := n.failedAt.Load(); seq > f && !n.failedAt.CompareAndSwap(f, seq); f = n.failedAt.Load() {
 	}
-	return connectionLost(err) || n.timeouts.Add(1) >= Timeouts && n.answered.Load() < sent.UnixNano()
+	return connectionLost(err) || n.timeouts.Add(1) >= Timeouts && n.answered.Load() < sent.UnixNano() && n.mem.late.Load() < sent.UnixNano()
 }
 
 // Ask reports whether n is to be asked on a fresh connection, at now,

@@ -111,6 +111,35 @@ func TestANodeThatAnswersMeanwhileIsNoOutage(t *testing.T) {
 	}
 }
 
+// TestADaemonThatRanLateIsNoOutage: stalls of decisions sent before the
+// daemon last ran late begin no outage on any node, however many; a
+// decision sent after it does, and a lost connection always does.
+func TestADaemonThatRanLateIsNoOutage(t *testing.T) {
+	t.Parallel()
+	stall := errors.New("stalled")
+	at := func(s int64) time.Time { return time.Unix(100+s, 0) }
+	m := outage.New()
+	m.RanLate(at(1))
+	m.RanLate(at(0)) // an earlier word never moves it back
+	if !m.RanLateSince(at(1)) || m.RanLateSince(at(2)) {
+		t.Fatal("RanLateSince does not tell the latest late span's end")
+	}
+	for _, addr := range []string{"a:1", "b:2"} {
+		n := m.Node(addr)
+		for i := range 3 * outage.Timeouts {
+			if n.Judge(n.Send(), at(0), stall, true) {
+				t.Fatalf("%s: stall %d of a decision sent before the daemon ran late: an outage", addr, i+1)
+			}
+		}
+		if !n.Judge(n.Send(), at(2), stall, true) {
+			t.Fatalf("%s: a decision sent after the daemon ran late: no outage", addr)
+		}
+	}
+	if !m.Node("c:3").Judge(m.Node("c:3").Send(), at(0), io.EOF, true) {
+		t.Fatal("a lost connection while the daemon ran late: no outage")
+	}
+}
+
 // TestEnterSeedsTheNodesBreakers: an outage seeds the node's table with
 // the states heard of its own breakers only, begins once however many
 // calls find it away, and answers from memory only when seeded.

@@ -41,15 +41,21 @@ const LaxDecisionTimeout = 10 * time.Second
 // stalled is the error of a decision script still outstanding at the
 // daemon's bound: Redis is failing (IsUnavailable), not the caller's
 // deadline. A decision released at its node's outage (decisions.release)
-// fails with it too, down set: its node went to memory first.
+// fails with it too, down set: its node went to memory first. late says
+// the daemon itself ran late meanwhile (lateness): Redis may have
+// answered in time, unread.
 type stalled struct {
 	bound time.Duration
 	down  bool
+	late  bool
 }
 
 func (e stalled) Error() string {
-	if e.down {
+	switch {
+	case e.down:
 		return fmt.Sprintf("redis did not answer before its node was taken as down (decision timeout %s)", e.bound)
+	case e.late:
+		return fmt.Sprintf("no answer from redis read within the decision timeout (%s): this daemon ran late (a starved host, or a stopped process)", e.bound)
 	}
 	return fmt.Sprintf("redis did not answer within the decision timeout (%s)", e.bound)
 }
@@ -118,7 +124,7 @@ func (s *Store) decide(ctx context.Context, n *outage.Node, name string, sc scri
 	}
 	switch d.state.Load() {
 	case decisionExpired:
-		return nil, replylost.StillQueued{Err: stalled{bound: bound}, Wait: d.wait}
+		return nil, replylost.StillQueued{Err: stalled{bound: bound, late: s.out.RanLateSince(d.sent())}, Wait: d.wait}
 	case decisionReleased:
 		return nil, replylost.StillQueued{Err: stalled{bound: bound, down: true}, Wait: d.wait}
 	}
@@ -234,7 +240,7 @@ func (d *decision) run() {
 // its script's context ends, and its caller is woken.
 func (d *decision) expire() {
 	d.cancel()
-	d.s.judge(d.n, d.name, d.seq, d.sent(), stalled{bound: d.bound})
+	d.s.judge(d.n, d.name, d.seq, d.sent(), stalled{bound: d.bound, late: d.s.out.RanLateSince(d.sent())})
 	d.reply <- struct{}{}
 }
 
@@ -265,6 +271,7 @@ func (d *decision) cancel() {
 type decisions struct {
 	once    sync.Once
 	closed  <-chan struct{}
+	late    lateness
 	jobs    chan *decision
 	workers atomic.Int32
 	pool    sync.Pool
@@ -285,6 +292,7 @@ const maxDecisionWorkers = 256
 func (w *decisions) start(s *Store, d *decision) {
 	w.once.Do(func() {
 		w.closed, w.jobs, w.wake = s.out.Closed(), make(chan *decision), make(chan struct{}, 1)
+		w.late = s.lateness()
 		go w.watch()
 	})
 	w.watchFor(d)
@@ -412,6 +420,8 @@ func (w *decisions) watch() {
 // asked (outage.Node.Ask), expires those past their deadline and returns
 // the earliest ask or deadline left (zero: none outstanding, idle); or
 // stop, when nothing is outstanding and closing says the store closed.
+// A pass that begins well after the time it was due says the daemon ran
+// late (lateness.check), before the decisions it finds due are judged.
 func (w *decisions) expireDue(closing bool) (next time.Time, stop bool) {
 	var due []*decision
 	var ask []asking
@@ -422,6 +432,9 @@ func (w *decisions) expireDue(closing bool) (next time.Time, stop bool) {
 		}
 	}
 	w.mu.Lock()
+	if !w.target.IsZero() {
+		w.late.check(w.target, now)
+	}
 	for d := w.head; d != nil; {
 		after := d.next
 		switch {
@@ -449,6 +462,33 @@ func (w *decisions) expireDue(closing bool) (next time.Time, stop bool) {
 		d.expire()
 	}
 	return next, stop
+}
+
+// lateness is how the store sees its own time: a daemon on a starved
+// host (or one stopped and resumed) reads Redis's replies late, and
+// would take the decisions it could not read in time for Redis failing.
+// Its own timers and goroutines, late by after or more, say it ran late
+// (outage.Memory.RanLate): the decisions sent before then begin no
+// outage. The ones sent after still do, so a stall is still found, one
+// bound later.
+type lateness struct {
+	mem   *outage.Memory
+	after time.Duration
+}
+
+// lateness is the store's: late by a quarter of the decision timeout, far
+// past a timer's lateness on a busy host that keeps time (milliseconds),
+// and well within the half bound a decision's ask has (Store.ask).
+func (s *Store) lateness() lateness {
+	return lateness{mem: s.out, after: s.o.DecisionTimeout / 4}
+}
+
+// check notes that the daemon ran late when something due at due runs
+// only at now, after or more late.
+func (l lateness) check(due, now time.Time) {
+	if now.Sub(due) >= l.after {
+		l.mem.RanLate(now)
+	}
 }
 
 // asking is what an ask (Store.ask) needs of the decision it is for.
@@ -499,9 +539,14 @@ func (s *Store) judge(n *outage.Node, name string, seq int64, sent time.Time, er
 // leaves that decision late on this daemon's side (a connection of its
 // pool, a CPU), not Redis away: its failure begins no outage.
 func (s *Store) ask(w *decisions, n *outage.Node, name string, began time.Time, bound time.Duration) {
+	w.late.check(began, time.Now())
 	ctx, cancel := context.WithTimeout(context.Background(), bound/2)
 	defer cancel()
-	n.Asked(began, s.answers(ctx, n, KeysOf(name).State) == outage.PollAnswered)
+	answered := s.answers(ctx, n, KeysOf(name).State) == outage.PollAnswered
+	if !answered {
+		w.late.check(began.Add(bound/2), time.Now()) // the ask's own end, when it ran out
+	}
+	n.Asked(began, answered)
 	select {
 	case w.wake <- struct{}{}:
 	default:
