@@ -24,6 +24,7 @@ import (
 // answered from memory (those outstanding at the stop may fail: their
 // replies were not read in time).
 func TestAStoppedDaemonDoesNotBlameRedis(t *testing.T) {
+	testredis.StallTier(t)
 	t.Parallel()
 	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
 		const bound = 300 * time.Millisecond // the default, as the store's stall tests run it

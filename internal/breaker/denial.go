@@ -35,8 +35,12 @@ const (
 // not deny, or would move the breaker (Verdict.Due: only the store
 // decides it). name keys the words' cache.
 func (v View) DenialOf(name string, q Query, parent *pb.Denial) *pb.Denial {
-	vd := v.Verdict(q)
-	if !vd.Denied() || vd.Due {
+	return denialOf(name, v, v.Verdict(q), parent)
+}
+
+// denialOf is DenialOf of the verdict vd on v.
+func denialOf(name string, v View, vd Verdict, parent *pb.Denial) *pb.Denial {
+	if !vd.Holds() {
 		return nil
 	}
 	return NewDenial(name, v, vd, parent)

@@ -122,9 +122,10 @@ func (v View) Proto(name string, alternatives []string) *pb.BreakerState {
 		Alternatives:    alternatives,
 	}
 	st.OpenFractionCapped = v.Capped
-	st.DenyUntilMs = v.DenyUntil("")
+	vd := v.Verdict(Query{Now: v.Now}) // the fleet's: any worker but the suspect
+	st.DenyUntilMs = vd.denyUntil()
 	st.LastFailureMessage = Message(v.Last)
-	st.Denial = v.DenialOf(name, Query{Now: v.Now}, nil)
+	st.Denial = denialOf(name, v, vd, nil)
 	if v.Suspect != "" {
 		if d := v.DenialOf(name, Query{Worker: v.Suspect, Now: v.Now}, nil); d.GetScope() == pb.DenialScope_DENIAL_SCOPE_WORKER {
 			st.SuspectDenial = d
@@ -139,12 +140,20 @@ func (v View) Proto(name string, alternatives []string) *pb.BreakerState {
 // the next Allow is due to move it (a probe). ShadowProto clears it for
 // a shadowed breaker.
 func (v View) DenyUntil(worker string) int64 {
-	vd := v.Verdict(Query{Worker: worker, Now: v.Now})
-	if !vd.Denied() || vd.Due {
+	return v.Verdict(Query{Worker: worker, Now: v.Now}).denyUntil()
+}
+
+// denyUntil is DenyUntil of the verdict vd.
+func (vd Verdict) denyUntil() int64 {
+	if !vd.Holds() {
 		return 0
 	}
 	return vd.Until
 }
+
+// Holds reports whether vd denies until a time, rather than letting the
+// next Allow move the breaker (Due: a probe).
+func (vd Verdict) Holds() bool { return vd.Denied() && !vd.Due }
 
 // ViewOfProto is the inverse of View.Proto and ShadowProto, as far as the
 // API's state says: the machine's state (shadow_state when shadowed), its

@@ -98,7 +98,7 @@ func (r *Reports) Forgotten(name string, known breaker.State, gen, now int64) bo
 func Deny(known breaker.State, worker string, now int64) (breaker.Result, breaker.View, bool) {
 	v := breaker.ViewOf(known, now)
 	vd := v.Verdict(breaker.Query{Worker: worker, Now: now})
-	if !vd.Denied() || vd.Due {
+	if !vd.Holds() {
 		return breaker.Result{}, v, false
 	}
 	return breaker.Result{Decision: vd.Decision, RetryAfter: vd.RetryAfter(now)}, v, true

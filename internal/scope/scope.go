@@ -539,7 +539,7 @@ func (s *Scopes) WithParents(ctx context.Context, states []*pb.BreakerState) {
 		}
 		v, policyShadow := breaker.ViewOfProto(st)
 		vd := v.Verdict(breaker.Query{Now: max(now, 1), PolicyShadow: policyShadow, Parent: pv})
-		if vd.Denied() && !vd.Due {
+		if vd.Holds() {
 			st.DenyUntilMs = max(st.GetDenyUntilMs(), vd.Until)
 		}
 		if vd.Decision == pb.Decision_DECISION_DENIED_PARENT_OPEN && !vd.Due {

@@ -154,7 +154,7 @@ func denialOf(st *pb.BreakerState, now time.Time) (cached, bool) {
 	v, policyShadow := breaker.ViewOfProto(st)
 	vd := v.Verdict(breaker.Query{Now: max(v.Now, 1), PolicyShadow: policyShadow})
 	d := st.GetDenial()
-	if !vd.Denied() || vd.Due || d.GetDecision() != vd.Decision {
+	if !vd.Holds() || d.GetDecision() != vd.Decision {
 		return cached{}, false
 	}
 	e := cached{decision: vd.Decision, denial: onClientClock(d, st.GetAsOfMs(), now), state: st}
