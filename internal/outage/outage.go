@@ -127,9 +127,17 @@ func (m *Memory) Node(addr string) *Node {
 // decision's bound after it was due (a starved host, a frozen process).
 // Every node judges the decisions sent before at as late on the daemon's
 // side (Node.Judge): a daemon that cannot keep its own time cannot tell
-// Redis's lateness from its own.
-func (m *Memory) RanLate(at time.Time) {
-	for l := m.late.Load(); l < at.UnixNano() && !m.late.CompareAndSwap(l, at.UnixNano()); l = m.late.Load() {
+// Redis's lateness from its own. It returns the end of the late span
+// noted before (zero: none), for the caller to say so once per span.
+func (m *Memory) RanLate(at time.Time) (before time.Time) {
+	for {
+		l := m.late.Load()
+		if l >= at.UnixNano() || m.late.CompareAndSwap(l, at.UnixNano()) {
+			if l == 0 {
+				return time.Time{}
+			}
+			return time.Unix(0, l)
+		}
 	}
 }
 

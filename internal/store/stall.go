@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -473,21 +474,34 @@ func (w *decisions) expireDue(closing bool) (next time.Time, stop bool) {
 // bound later.
 type lateness struct {
 	mem   *outage.Memory
+	bound time.Duration // the decision timeout
 	after time.Duration
+	log   *slog.Logger
 }
 
-// lateness is the store's: late by a quarter of the decision timeout, far
-// past a timer's lateness on a busy host that keeps time (milliseconds),
-// and well within the half bound a decision's ask has (Store.ask).
+// lateness is the store's: late by half the decision timeout, far past a
+// timer's lateness on a busy host that keeps time (milliseconds, tens of
+// them under load), and as long as the half bound a decision's ask has
+// (Store.ask), which such a daemon could not have run in.
 func (s *Store) lateness() lateness {
-	return lateness{mem: s.out, after: s.o.DecisionTimeout / 4}
+	return lateness{mem: s.out, bound: s.o.DecisionTimeout, after: s.o.DecisionTimeout / 2, log: s.log()}
 }
+
+// lateSaidEvery is how far apart the warnings of a daemon that keeps
+// running late are, at least.
+const lateSaidEvery = time.Minute
 
 // check notes that the daemon ran late when something due at due runs
-// only at now, after or more late.
+// only at now, after or more late, and warns unless it did within
+// lateSaidEvery.
 func (l lateness) check(due, now time.Time) {
-	if now.Sub(due) >= l.after {
-		l.mem.RanLate(now)
+	late := now.Sub(due)
+	if late < l.after {
+		return
+	}
+	if before := l.mem.RanLate(now); now.Sub(before) > lateSaidEvery {
+		l.log.Warn("this daemon ran late (a starved host, or a stopped process): the decisions it sent before now that failed are not taken as redis failing",
+			"late", late.Round(time.Millisecond), "decision_timeout", l.bound)
 	}
 }
 
@@ -537,16 +551,14 @@ func (s *Store) judge(n *outage.Node, name string, seq int64, sent time.Time, er
 // (outage.Node.Asked); then wakes the watchdog w, for the decisions whose
 // ask waited for this one. A node that answers while a decision waits
 // leaves that decision late on this daemon's side (a connection of its
-// pool, a CPU), not Redis away: its failure begins no outage.
+// pool, a CPU), not Redis away: its failure begins no outage. So does an
+// ask that itself starts late (lateness). How long the ask took says
+// nothing of the daemon: a stalled node may hold it past its context.
 func (s *Store) ask(w *decisions, n *outage.Node, name string, began time.Time, bound time.Duration) {
 	w.late.check(began, time.Now())
 	ctx, cancel := context.WithTimeout(context.Background(), bound/2)
 	defer cancel()
-	answered := s.answers(ctx, n, KeysOf(name).State) == outage.PollAnswered
-	if !answered {
-		w.late.check(began.Add(bound/2), time.Now()) // the ask's own end, when it ran out
-	}
-	n.Asked(began, answered)
+	n.Asked(began, s.answers(ctx, n, KeysOf(name).State) == outage.PollAnswered)
 	select {
 	case w.wake <- struct{}{}:
 	default:
