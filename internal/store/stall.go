@@ -219,11 +219,14 @@ func (d *decision) wait() {
 func (d *decision) run() {
 	res, err := d.s.script(d, d.sc, d.keys, d.args)
 	if err != nil && d.Err() != nil {
+		// Ended by its deadline (a read deadline, a timer): a worker that
+		// runs only well after it ran late, as the watchdog would have.
+		d.s.dec.late.check(d.deadline, time.Now())
 		var q replylost.StillQueued
 		if errors.As(err, &q) {
 			d.queued = q.Wait
 		}
-		err = stalled{bound: d.bound}
+		err = stalled{bound: d.bound, late: d.s.out.RanLateSince(d.sent())}
 	}
 	d.res, d.err = res, err
 	answered := d.state.CompareAndSwap(decisionPending, decisionAnswered)
