@@ -125,7 +125,7 @@ func (s *Store) decide(ctx context.Context, n *outage.Node, name string, sc scri
 	}
 	switch d.state.Load() {
 	case decisionExpired:
-		return nil, replylost.StillQueued{Err: stalled{bound: bound, late: s.out.RanLateSince(d.sent())}, Wait: d.wait}
+		return nil, replylost.StillQueued{Err: d.stall(), Wait: d.wait}
 	case decisionReleased:
 		return nil, replylost.StillQueued{Err: stalled{bound: bound, down: true}, Wait: d.wait}
 	}
@@ -206,6 +206,12 @@ func (d *decision) Err() error {
 func (d *decision) sent() time.Time  { return d.deadline.Add(-d.bound) }
 func (d *decision) askAt() time.Time { return d.deadline.Add(-d.bound / 2) }
 
+// stall is d's error once its bound passed unanswered: late when the
+// daemon ran late since d was sent.
+func (d *decision) stall() stalled {
+	return stalled{bound: d.bound, late: d.s.out.RanLateSince(d.sent())}
+}
+
 // wait returns once the decision's script has ended, and a coalesced
 // script it left queued has too.
 func (d *decision) wait() {
@@ -226,7 +232,7 @@ func (d *decision) run() {
 		if errors.As(err, &q) {
 			d.queued = q.Wait
 		}
-		err = stalled{bound: d.bound, late: d.s.out.RanLateSince(d.sent())}
+		err = d.stall()
 	}
 	d.res, d.err = res, err
 	answered := d.state.CompareAndSwap(decisionPending, decisionAnswered)
@@ -244,7 +250,7 @@ func (d *decision) run() {
 // its script's context ends, and its caller is woken.
 func (d *decision) expire() {
 	d.cancel()
-	d.s.judge(d.n, d.name, d.seq, d.sent(), stalled{bound: d.bound, late: d.s.out.RanLateSince(d.sent())})
+	d.s.judge(d.n, d.name, d.seq, d.sent(), d.stall())
 	d.reply <- struct{}{}
 }
 
