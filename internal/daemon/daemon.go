@@ -67,6 +67,7 @@ type Listeners struct {
 
 // RunListeners is Run, reporting every listener's address to ready.
 func RunListeners(ctx context.Context, c Config, log *slog.Logger, ready func(Listeners)) error {
+	log.Debug("garbage collector", "gogc", tuneGC())
 	policies, policySum, err := loadPolicy(c, log)
 	if err != nil {
 		return err

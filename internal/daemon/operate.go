@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -38,12 +39,17 @@ type operate struct {
 	savings *metrics.Savings
 }
 
+// liveHeap adds go_gc_heap_live_bytes to the Go collector's series: the
+// heap the last collection found live. Heap in use swings with GCPercent
+// between collections; a leak shows in the live heap.
+var liveHeap = collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})
+
 // newOperate registers the metrics, hooks them into rdb (script latency)
 // and hub (fleet events, which it also logs), and returns the gRPC server
 // options that count decisions and log forces.
 func newOperate(c Config, log *slog.Logger, rdb redis.UniversalClient, st *store.Store, hub *events.Hub) (*operate, []grpc.ServerOption, error) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(liveHeap), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m, err := metrics.New(reg, metrics.Options{
 		// The listing seeds the outage memory too (store.ListSeeding).
 		Circuits:         st.ListSeeding,

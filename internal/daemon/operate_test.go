@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -297,6 +298,12 @@ func TestMetricsAndLogsAfterAScriptedTrip(t *testing.T) {
 		}
 		if got := scrape(t, d2.metrics, `breakerd_decisions_total{decision="allowed"}`); got != 0 {
 			t.Errorf("d2 counted %v decisions it never served", got)
+		}
+		// The live heap, which the soak's flatness rule reads (0 until
+		// the first collection).
+		runtime.GC()
+		if got := scrape(t, d1.metrics, "go_gc_heap_live_bytes"); got <= 0 {
+			t.Errorf("go_gc_heap_live_bytes = %v after a collection, want the live heap", got)
 		}
 		for _, d := range []running{d1, d2} {
 			shared := b.Mini == nil

@@ -710,21 +710,27 @@ func (o *Observer) Sweep(now time.Time) {
 // Sample is one reading of a daemon's process.
 type Sample struct {
 	At         time.Time
-	HeapBytes  float64 // go_memstats_heap_inuse_bytes
+	LiveHeap   float64 // go_gc_heap_live_bytes: the heap the last collection found live
 	Goroutines float64 // go_goroutines
 }
 
 // FlatRule is the rule CheckFlat applies, in words for the report.
-const FlatRule = "after a warm-up of the first 20% of the run, the samples are split in two halves; the later half's peak heap must stay within 1.25x the earlier half's peak plus 8 MiB, and its peak goroutine count within the earlier peak plus 50 plus the RPCs that can be in flight at once (one per worker: a goroutine each while it is served)"
+const FlatRule = "after a warm-up of the first 20% of the run, the samples are split in two halves; the later half's peak live heap (what the last collection kept) must stay within 1.25x the earlier half's peak plus 8 MiB, and its peak goroutine count within the earlier peak plus 50 plus the RPCs that can be in flight at once (one per worker: a goroutine each while it is served)"
 
 // CheckFlat applies FlatRule to one daemon's samples (in time order).
 // inFlight is how many RPCs can be in flight at once (the workers, one
 // call each): goroutines rise and fall with them, by load, not by leak
 // (a loaded machine saw 353 then 421 with 200 workers). It needs at least
-// 4 samples after the warm-up; fewer is not judged.
-func (o *Observer) CheckFlat(daemon string, samples []Sample, inFlight int) {
+// 4 samples after the warm-up; fewer is not judged, but none at all while
+// a scrape failed (lastErr) is flagged: the daemon's metrics lack what the
+// rule reads.
+func (o *Observer) CheckFlat(daemon string, samples []Sample, inFlight int, lastErr error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if len(samples) == 0 && lastErr != nil {
+		o.flag("flat", daemon, "no sample of its live heap and goroutines: %v", lastErr)
+		return
+	}
 	s := samples[len(samples)/5:]
 	if len(s) < 4 {
 		return
@@ -732,14 +738,14 @@ func (o *Observer) CheckFlat(daemon string, samples []Sample, inFlight int) {
 	a, b := s[:len(s)/2], s[len(s)/2:]
 	peak := func(ss []Sample) (h, g float64) {
 		for _, x := range ss {
-			h, g = max(h, x.HeapBytes), max(g, x.Goroutines)
+			h, g = max(h, x.LiveHeap), max(g, x.Goroutines)
 		}
 		return h, g
 	}
 	ha, ga := peak(a)
 	hb, gb := peak(b)
 	if hb > 1.25*ha+8<<20 {
-		o.flag("flat", daemon, "heap in use grew: peak %.1f MiB in the later half, %.1f MiB in the earlier", hb/(1<<20), ha/(1<<20))
+		o.flag("flat", daemon, "live heap grew: peak %.1f MiB in the later half, %.1f MiB in the earlier", hb/(1<<20), ha/(1<<20))
 	}
 	if gb > ga+50+float64(inFlight) {
 		o.flag("flat", daemon, "goroutines grew: peak %.0f in the later half, %.0f in the earlier (allowance 50 + %d in flight)", gb, ga, inFlight)

@@ -1,6 +1,7 @@
 package soak
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -140,13 +141,13 @@ func TestObserverFlagsAProbeInFlightPastItsLease(t *testing.T) {
 func TestObserverFlagsGrowth(t *testing.T) {
 	var flat, leak []Sample
 	for i := range 50 {
-		flat = append(flat, Sample{At: at(i * 1000), HeapBytes: float64(20<<20 + (i%3)<<20), Goroutines: 300})
-		leak = append(leak, Sample{At: at(i * 1000), HeapBytes: float64(20<<20 + i*2<<20), Goroutines: float64(300 + i*5)})
+		flat = append(flat, Sample{At: at(i * 1000), LiveHeap: float64(20<<20 + (i%3)<<20), Goroutines: 300})
+		leak = append(leak, Sample{At: at(i * 1000), LiveHeap: float64(20<<20 + i*2<<20), Goroutines: float64(300 + i*5)})
 	}
 	o := NewObserver(2*time.Second, 6*time.Second)
-	o.CheckFlat("d", flat, 0)
+	o.CheckFlat("d", flat, 0, nil)
 	want(t, o)
-	o.CheckFlat("d", leak, 0)
+	o.CheckFlat("d", leak, 0, nil)
 	want(t, o, "flat", "flat")
 	// Load: the later half serves more RPCs at once (peak +68, as a
 	// loaded CI machine saw with 200 workers); within the workers'
@@ -157,12 +158,19 @@ func TestObserverFlagsGrowth(t *testing.T) {
 		if i >= 30 {
 			g = 421
 		}
-		busy = append(busy, Sample{At: at(i * 1000), HeapBytes: 20 << 20, Goroutines: g})
+		busy = append(busy, Sample{At: at(i * 1000), LiveHeap: 20 << 20, Goroutines: g})
 	}
 	o = NewObserver(2*time.Second, 6*time.Second)
-	o.CheckFlat("d", busy, 200)
+	o.CheckFlat("d", busy, 200, nil)
 	want(t, o)
-	o.CheckFlat("d", busy, 10)
+	o.CheckFlat("d", busy, 10, nil)
+	want(t, o, "flat")
+	// A daemon whose metrics never gave what the rule reads is flagged,
+	// not passed unjudged; one never scraped (no error) is not judged.
+	o = NewObserver(2*time.Second, 6*time.Second)
+	o.CheckFlat("d", nil, 10, nil)
+	want(t, o)
+	o.CheckFlat("d", nil, 10, errors.New("metrics without go_gc_heap_live_bytes"))
 	want(t, o, "flat")
 }
 

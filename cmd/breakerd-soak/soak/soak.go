@@ -203,7 +203,7 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "lost to the killed master: %d transitions read from its log were gone after the failover (on %d breakers), %d of them (or never logged) answered to a worker; %d probe leases granted again\n",
 		c.LostEntries, c.LostBreakers, c.LostObserved, c.LostLeases)
 	for _, d := range r.Daemons {
-		fmt.Fprintf(&b, "daemon %s: %d samples; heap in use %.1f MiB first, %.1f peak, %.1f last; goroutines %.0f first, %.0f peak, %.0f last\n",
+		fmt.Fprintf(&b, "daemon %s: %d samples; live heap %.1f MiB first, %.1f peak, %.1f last; goroutines %.0f first, %.0f peak, %.0f last\n",
 			d.Addr, d.Samples, d.HeapFirst/(1<<20), d.HeapPeak/(1<<20), d.HeapLast/(1<<20), d.GorFirst, d.GorPeak, d.GorLast)
 	}
 	fmt.Fprintf(&b, "flat rule: %s\n", r.FlatRule)
@@ -328,6 +328,7 @@ type soakRun struct {
 	coldUntil time.Time
 	lastCall  []atomic.Int64 // unix ms of the end of each breaker's last call, answered or failed
 	samples   [][]Sample     // each daemon's process samples
+	sampleErr []error        // each daemon's last failed scrape
 	faults    *faultClock
 	// forced are breakers forced open at the start: every worker calls
 	// one now and then (1 call in ForcedEvery), and none may be let
@@ -404,6 +405,7 @@ func (r *soakRun) prepare(ctx context.Context) error {
 	r.coldUntil = r.start.Add(min(c.Duration/4, time.Minute))
 	r.lastCall = make([]atomic.Int64, c.Breakers)
 	r.samples = make([][]Sample, len(r.daemons))
+	r.sampleErr = make([]error, len(r.daemons))
 	r.faults = newFaultClock(c, r.start)
 	r.obs.SetForced(r.forced)
 	return r.force(ctx)
@@ -484,9 +486,12 @@ func (r *soakRun) observe(ctx context.Context) error {
 		readLog(ctx, rdb, r.obs, r.names)
 		r.obs.Sweep(time.Now())
 		for i, d := range r.daemons {
-			if s, err := d.sample(ctx); err == nil {
-				r.samples[i] = append(r.samples[i], s)
+			s, err := d.sample(ctx)
+			if err != nil {
+				r.sampleErr[i] = err
+				continue
 			}
+			r.samples[i] = append(r.samples[i], s)
 		}
 		if n%3 == 0 && now.After(r.coldUntil) {
 			checkCold(ctx, rdb, r.obs, r.names[r.hot:], r.lastCall[r.hot:], now)
@@ -526,7 +531,7 @@ func (r *soakRun) judge(ctx context.Context) {
 	r.rep.Stalls, r.rep.Late = obs.FormatStalls(), r.late
 	r.rep.Flips, r.rep.FlipLines = obs.FormatFlips(logs.Flips), logs.FlipLines
 	for i, d := range r.daemons {
-		obs.CheckFlat("daemon "+d.addr, r.samples[i], r.c.Workers)
+		obs.CheckFlat("daemon "+d.addr, r.samples[i], r.c.Workers, r.sampleErr[i])
 		r.rep.Daemons = append(r.rep.Daemons, summarize(d.addr, r.samples[i]))
 	}
 	r.rep.Took = time.Since(r.rep.Started)
@@ -869,7 +874,7 @@ func (d *daemonProc) stop() {
 	_ = d.log.Close()
 }
 
-// sample scrapes the daemon's heap in use and goroutine count.
+// sample scrapes the daemon's live heap and goroutine count.
 func (d *daemonProc) sample(ctx context.Context) (Sample, error) {
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -892,14 +897,14 @@ func (d *daemonProc) sample(ctx context.Context) (Sample, error) {
 			continue
 		}
 		switch f[0] {
-		case "go_memstats_heap_inuse_bytes":
-			s.HeapBytes = v
+		case "go_gc_heap_live_bytes":
+			s.LiveHeap = v
 		case "go_goroutines":
 			s.Goroutines = v
 		}
 	}
-	if s.HeapBytes == 0 || s.Goroutines == 0 {
-		return s, errors.New("metrics without go_memstats_heap_inuse_bytes or go_goroutines")
+	if s.LiveHeap == 0 || s.Goroutines == 0 {
+		return s, errors.New("metrics without go_gc_heap_live_bytes or go_goroutines")
 	}
 	return s, sc.Err()
 }
@@ -910,10 +915,10 @@ func summarize(a string, ss []Sample) DaemonReport {
 	if len(ss) == 0 {
 		return d
 	}
-	d.HeapFirst, d.GorFirst = ss[0].HeapBytes, ss[0].Goroutines
-	d.HeapLast, d.GorLast = ss[len(ss)-1].HeapBytes, ss[len(ss)-1].Goroutines
+	d.HeapFirst, d.GorFirst = ss[0].LiveHeap, ss[0].Goroutines
+	d.HeapLast, d.GorLast = ss[len(ss)-1].LiveHeap, ss[len(ss)-1].Goroutines
 	for _, s := range ss {
-		d.HeapPeak, d.GorPeak = max(d.HeapPeak, s.HeapBytes), max(d.GorPeak, s.Goroutines)
+		d.HeapPeak, d.GorPeak = max(d.HeapPeak, s.LiveHeap), max(d.GorPeak, s.Goroutines)
 	}
 	return d
 }
