@@ -184,10 +184,12 @@ def test_a_hung_daemon_is_failed_over_and_probed_in_the_background(daemons: Call
     hung, live = daemons(), daemons()
     hung.mode = "hung"
     clock = Clock()
-    # A generous Allow budget: on a busy host the live daemon may answer
-    # slower than a tight one, and its calls would read as the fallback's.
+    # A generous Allow budget and RPC timeout: on a busy host the live
+    # daemon may answer slower than tight ones, and its calls would read
+    # as the fallback's, or go on to the hung daemon (a connection more
+    # there than the probes').
     c = breakerd.Client([hung.fake.url, live.fake.url], worker_id="w1", watch=False, clock=clock,
-                        allow_budget=5.0, rpc_timeout=0.4, savings_interval=0)
+                        allow_budget=5.0, rpc_timeout=2.0, savings_interval=0)
     try:
         c.allow("b")  # the first call finds the hung daemon
         wait_for(lambda: live.calls("Allow") == 1, "the failover")
