@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -173,14 +174,22 @@ func TestSlowCommandIsNotAnOutage(t *testing.T) {
 		}
 		answered()
 		f.proxy.Stall()
-		for i := range 2 {
-			if _, err := f.st.Allow(ctx, name, "w1"); err == nil || f.st.Degraded() {
-				t.Fatalf("timeout %d: err %v, degraded %v; want an error and no outage yet", i+1, err, f.st.Degraded())
+		// A busy host may run this process late (a decision's bound
+		// passing unread): that timeout begins no outage. The first one
+		// from the third on that is not late does.
+		for i := 0; ; i++ {
+			a, err := f.st.Allow(ctx, name, "w1")
+			if err == nil && a.Degraded && i >= 2 && f.st.Degraded() {
+				break
 			}
-		}
-		a, err := f.st.Allow(ctx, name, "w1")
-		if err != nil || !a.Degraded || !f.st.Degraded() {
-			t.Fatalf("third timeout in a row: %v, %v; want a degraded answer", a, err)
+			switch {
+			case err == nil || f.st.Degraded():
+				t.Fatalf("timeout %d: %v, err %v, degraded %v; want an error and no outage before the third", i+1, a, err, f.st.Degraded())
+			case i >= 2 && !strings.Contains(err.Error(), "this daemon ran late"):
+				t.Fatalf("timeout %d in a row: %v; want a degraded answer", i+1, err)
+			case i == 20:
+				t.Fatalf("21 timeouts in a row, each taken as this process running late: %v", err)
+			}
 		}
 		f.proxy.Restore(t)
 		<-f.flips // down
