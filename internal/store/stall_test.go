@@ -36,7 +36,8 @@ const stallCallerDeadline = 2 * time.Second
 // and returns how many failed in a row before it (an answer from Redis,
 // a reply the fault did not catch, starts the count again). Every call
 // must end before its caller's deadline: an error is the daemon's, never
-// DeadlineExceeded.
+// DeadlineExceeded. A call that failed because this process ran late (a
+// busy host) is not counted: it begins no outage.
 func allowUntilMemory(t *testing.T, st *store.Store, name, w string, deadline time.Duration) (failed int) {
 	t.Helper()
 	for i := 0; ; i++ {
@@ -51,7 +52,9 @@ func allowUntilMemory(t *testing.T, st *store.Store, name, w string, deadline ti
 			t.Fatalf("Allow %d in the stall outlived its caller's deadline (%v): %v, %v", i+1, deadline, a, err)
 		}
 		if err != nil {
-			failed++
+			if !strings.Contains(err.Error(), "this daemon ran late") {
+				failed++
+			}
 			continue
 		}
 		if a.Degraded {
