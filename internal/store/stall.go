@@ -61,6 +61,14 @@ func (e stalled) Error() string {
 	return fmt.Sprintf("redis did not answer within the decision timeout (%s)", e.bound)
 }
 
+// RanLate reports whether err is a decision's that passed its bound
+// unread while this daemon itself ran late (a starved host, a stopped
+// process): no news of Redis, so it begins no outage.
+func RanLate(err error) bool {
+	var s stalled
+	return errors.As(err, &s) && s.late
+}
+
 // decisionBegunKey is the context key DecisionBegun sets.
 type decisionBegunKey struct{}
 

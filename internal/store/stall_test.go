@@ -52,7 +52,7 @@ func allowUntilMemory(t *testing.T, st *store.Store, name, w string, deadline ti
 			t.Fatalf("Allow %d in the stall outlived its caller's deadline (%v): %v, %v", i+1, deadline, a, err)
 		}
 		if err != nil {
-			if !strings.Contains(err.Error(), "this daemon ran late") {
+			if !store.RanLate(err) {
 				failed++
 			}
 			continue
