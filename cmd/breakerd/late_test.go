@@ -142,7 +142,8 @@ func (l *lateLoad) run(n int) (stop func()) {
 
 // pulse pings Redis from the test's own process every 20 ms and keeps
 // each ping that came late (its answer, or its own tick, slow by at least
-// its bound): Redis, or the host the test shares with it, was late then.
+// its bound; a ping unanswered at the bound fails, and counts): Redis, or
+// the host the test shares with it, was late then.
 type pulse struct {
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -165,7 +166,9 @@ func startPulse(rdb redis.UniversalClient, bound time.Duration) *pulse {
 		for ctx.Err() == nil {
 			time.Sleep(time.Until(next))
 			start := time.Now()
-			err := pingAll(ctx, rdb)
+			pctx, cancel := context.WithTimeout(ctx, bound) // a ping Redis holds is late at the bound, not when it ends
+			err := pingAll(pctx, rdb)
+			cancel()
 			if late := max(start.Sub(next), time.Since(start)); late >= bound || (err != nil && ctx.Err() == nil) {
 				p.mu.Lock()
 				p.late = append(p.late, lateAt{at: time.Now(), late: late})
