@@ -750,6 +750,7 @@ func run(ctx context.Context, o Options, w io.Writer) (map[string]row, error) {
 				s.cpu, s.hasCPU = after.cpu-before.cpu, true
 			}
 			s.cmds, s.scripts = after.cmds-before.cmds, after.scripts-before.scripts
+			s.redisCPU = after.redisCPU - before.redisCPU
 			s.top = topCommands(before.by, after.by, 5)
 			samples[i] = append(samples[i], s)
 		}
@@ -828,7 +829,8 @@ type counts struct {
 	cmds, scripts, rpcs int64
 	by                  map[string]int64 // the calls by command
 	cpu                 time.Duration
-	hasCPU              bool // no server process, or no /proc (not Linux): CPU is not reported
+	redisCPU            time.Duration // Redis's own CPU time (INFO cpu)
+	hasCPU              bool          // no server process, or no /proc (not Linux): CPU is not reported
 }
 
 // counts reads the counters now; srv is the row's server process or nil.
@@ -837,7 +839,11 @@ func (e *env) counts(ctx context.Context, srv *child) (counts, error) {
 	if err != nil {
 		return counts{}, err
 	}
-	c := counts{cmds: cmds, scripts: scriptRuns(by), rpcs: e.rpcs.n.Load(), by: by}
+	rc, err := redisCPU(ctx, e.rdb)
+	if err != nil {
+		return counts{}, err
+	}
+	c := counts{cmds: cmds, scripts: scriptRuns(by), rpcs: e.rpcs.n.Load(), by: by, redisCPU: rc}
 	if srv != nil {
 		if cpu, err := srv.cpu(); err == nil {
 			c.cpu, c.hasCPU = cpu, true

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -128,6 +129,18 @@ func TestRunTiny(t *testing.T) {
 	for _, f := range fastPairTargets {
 		if _, ran := rows[f.name]; ran && !strings.Contains(out.String(), "  "+f.name+": pair p50 ") {
 			t.Errorf("the output has no in-process p50 of %s", f.name)
+		}
+	}
+	for _, s := range scenarios() { // a client's strict pair: its CPU, by process
+		r, ran := rows[s.name]
+		if !ran || s.proc == nil || s.proc.mode != "strict" {
+			continue
+		}
+		if r.clientCPU <= 0 || r.redisCPU <= 0 {
+			t.Errorf("%s: driver %v, Redis %v of CPU per pair; want both measured", s.name, r.clientCPU, r.redisCPU)
+		}
+		if !strings.Contains(out.String(), "  "+s.name+": driver ") {
+			t.Errorf("the output has no CPU per pair of %s", s.name)
 		}
 	}
 	if !strings.Contains(out.String(), "pair-1k-window-raw (mode: window") {
@@ -343,5 +356,46 @@ func TestDriverWithoutItsInterpreterIsSkipped(t *testing.T) {
 	_, err = d.run(context.Background(), &target{httpURL: "http://127.0.0.1:1"}, Defaults(), time.Millisecond, 0, nil)
 	if err == nil || errors.As(err, &skip) || !strings.Contains(err.Error(), "no breakerd answers") {
 		t.Errorf("run against no daemon = %v, want a failure saying no breakerd answers", err)
+	}
+}
+
+func TestClientCPUReport(t *testing.T) {
+	strict, fast := &driver{mode: "strict"}, &driver{mode: "fast"}
+	run := []scenario{{name: asyncScaling.num, proc: strict}, {name: asyncScaling.den, proc: strict},
+		{name: "pair-1k-py-fast", proc: fast}, {name: "pair-1k-raw"}}
+	rows := map[string]row{
+		asyncScaling.num: {rate: 2000, clientCPU: 200 * time.Microsecond, serverCPU: 300 * time.Microsecond,
+			redisCPU: 100 * time.Microsecond, cpuMeasured: true, cores: 1.2},
+		asyncScaling.den:  {rate: 1000, clientCPU: 400 * time.Microsecond, redisCPU: 150 * time.Microsecond, cores: 1.1},
+		"pair-1k-py-fast": {rate: 90000, clientCPU: 10 * time.Microsecond},
+		"pair-1k-raw":     {rate: 5000, cpuMeasured: true, serverCPU: 60 * time.Microsecond},
+	}
+	var out bytes.Buffer
+	clientCPUReport(&out, run, rows)
+	n := runtime.NumCPU()
+	for _, want := range []string{
+		"  " + asyncScaling.num + ": driver 200.0 µs, daemon 300.0 µs, Redis 100.0 µs; 1.20 cores\n",
+		"  " + asyncScaling.den + ": driver 400.0 µs, daemon - µs, Redis 150.0 µs; 1.10 cores\n",
+		// 600 µs of CPU per pair: n cores fill at n / 600 µs pairs/s, over the den's 1,000.
+		fmt.Sprintf("at most %.2fx on %d cores (%s's 600.0 µs of CPU per pair fill them at %.0f pairs/s; %s ran 1000)",
+			float64(n)/600e-6/1000, n, asyncScaling.num, float64(n)/600e-6, asyncScaling.den),
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the report lacks %q:\n%s", want, out.String())
+		}
+	}
+	for _, not := range []string{"pair-1k-py-fast", "pair-1k-raw"} {
+		if strings.Contains(out.String(), not) {
+			t.Errorf("the report names %s, which is no client's strict pair:\n%s", not, out.String())
+		}
+	}
+	// The bound needs the daemon's CPU at the num's callers.
+	num := rows[asyncScaling.num]
+	num.cpuMeasured, num.serverCPU = false, 0
+	rows[asyncScaling.num] = num
+	out.Reset()
+	clientCPUReport(&out, run, rows)
+	if strings.Contains(out.String(), "at most") {
+		t.Errorf("a bound without the daemon's CPU:\n%s", out.String())
 	}
 }

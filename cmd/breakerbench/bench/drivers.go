@@ -39,6 +39,7 @@ type driverOut struct {
 	Errors   int64   `json:"errors"`
 	Elapsed  float64 `json:"elapsed_s"`
 	Requests *int64  `json:"requests"`
+	CPU      float64 `json:"cpu_s"`
 	LatUs    []int64 `json:"lat_us"`
 	Error    string  `json:"error"`
 }
@@ -173,7 +174,8 @@ func (d *driver) run(ctx context.Context, t *target, o Options, duration, warmup
 	case begin != nil && !started:
 		return sample{}, fmt.Errorf("%s %s: no %s line before its result", d.command, d.script, startedLine)
 	}
-	s := sample{ops: out.Ops, errs: out.Errors, elapsed: time.Duration(out.Elapsed * float64(time.Second))}
+	s := sample{ops: out.Ops, errs: out.Errors, elapsed: time.Duration(out.Elapsed * float64(time.Second)),
+		clientCPU: time.Duration(out.CPU * float64(time.Second))}
 	for _, us := range out.LatUs {
 		s.lat = append(s.lat, time.Duration(us)*time.Microsecond)
 	}

@@ -27,6 +27,10 @@ type sample struct {
 	top     string          // the commands Redis ran most during the run (topCommands)
 	cpu     time.Duration   // CPU time of the scenario's server process
 	hasCPU  bool            // cpu was measured
+	// clientCPU is a client's driver's CPU time over its timed run, as
+	// it counts it (0 for the rows the bench's own goroutines drive).
+	clientCPU time.Duration
+	redisCPU  time.Duration // Redis's CPU time during the run (INFO cpu)
 }
 
 func (s sample) rate() float64 {

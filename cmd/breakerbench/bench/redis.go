@@ -143,6 +143,34 @@ func commandCalls(ctx context.Context, rdb *redis.Client) (int64, map[string]int
 	return total, by, nil
 }
 
+// redisCPU is the CPU time Redis has spent, user and system, all its
+// threads (INFO cpu's used_cpu_user and used_cpu_sys).
+func redisCPU(ctx context.Context, rdb *redis.Client) (time.Duration, error) {
+	s, err := rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, fmt.Errorf("INFO cpu: %w", err)
+	}
+	var total float64
+	found := 0
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		name, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
+		if !ok || (name != "used_cpu_user" && name != "used_cpu_sys") {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0, fmt.Errorf("INFO cpu: bad %s in %q", name, sc.Text())
+		}
+		total += f
+		found++
+	}
+	if found != 2 {
+		return 0, errors.New("INFO cpu: no used_cpu_user and used_cpu_sys")
+	}
+	return time.Duration(total * float64(time.Second)), nil
+}
+
 // scriptRuns is the script runs among commandCalls' counts by command.
 func scriptRuns(by map[string]int64) int64 {
 	return by["evalsha"] + by["eval"] + by["evalsha_ro"] + by["eval_ro"]

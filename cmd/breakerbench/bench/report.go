@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -77,6 +78,11 @@ type row struct {
 	rtPerOp              float64
 	cpuPerRPC            time.Duration // the server's CPU per RPC
 	cpuMeasured          bool          // cpuPerRPC was read (the server ran in its own process)
+	// CPU per op (completed or failed) of a client's driver, the server
+	// (when cpuMeasured) and Redis; cores is their sum over the timed
+	// runs' wall time.
+	clientCPU, serverCPU, redisCPU time.Duration
+	cores                          float64
 }
 
 func summarize(s scenario, ss []sample, rt float64) row {
@@ -84,10 +90,13 @@ func summarize(s scenario, ss []sample, rt float64) row {
 	var rates []float64
 	var lat []time.Duration
 	var cmds, scripts, rpcs int64
-	var cpu time.Duration
+	var cpu, clientCPU, redisCPU, elapsed time.Duration
 	measured := len(ss) > 0
 	for _, x := range ss {
 		cpu += x.cpu
+		clientCPU += x.clientCPU
+		redisCPU += x.redisCPU
+		elapsed += x.elapsed
 		measured = measured && x.hasCPU
 		rates = append(rates, x.rate())
 		lat = append(lat, x.lat...)
@@ -113,6 +122,15 @@ func summarize(s scenario, ss []sample, rt float64) row {
 	}
 	if measured && rpcs > 0 {
 		r.cpuPerRPC, r.cpuMeasured = cpu/time.Duration(rpcs), true
+	}
+	if n := time.Duration(r.ops + r.errs); n > 0 {
+		r.clientCPU, r.redisCPU = clientCPU/n, redisCPU/n
+		if r.cpuMeasured {
+			r.serverCPU = cpu / n
+		}
+	}
+	if elapsed > 0 {
+		r.cores = float64(clientCPU+redisCPU+cpu) / float64(elapsed)
 	}
 	return r
 }
@@ -196,6 +214,7 @@ func report(w io.Writer, o Options, run []scenario, samples [][]sample, wireRT [
 	}
 
 	fastPairReport(w, rows)
+	clientCPUReport(w, run, rows)
 	traceReport(w, rows)
 
 	fmt.Fprintln(w)
@@ -246,6 +265,44 @@ func fastPairReport(w io.Writer, rows map[string]row) {
 		fmt.Fprintf(w, "  %s: pair p50 %s µs, p99 %s µs (target p50 <= %s µs: %s)\n",
 			t.name, us(r.p50, true), us(r.p99, true), us(t.max, true), verdict(r.ops > 0 && r.p50 <= t.max))
 	}
+}
+
+// asyncScaling is the ratio of Python's asyncio rows that the machine's
+// cores bound: clientCPUReport prints how far.
+var asyncScaling = ratio{"pair-1k-py-async@8", "pair-1k-py-async@1", 0}
+
+// clientCPUReport prints where the clients' strict pairs spend CPU, by
+// process, and what the machine's cores allow asyncScaling: at most
+// the cores over the CPU a pair takes at the num's callers, over the
+// den's pairs per second.
+func clientCPUReport(w io.Writer, run []scenario, rows map[string]row) {
+	header := false
+	for _, s := range run {
+		r, ok := rows[s.name]
+		if s.proc == nil || s.proc.mode != "strict" || !ok {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(w)
+			fmt.Fprintf(w, "the clients' strict pairs, CPU per pair (user+system: the driver's own count, the daemon's process, Redis's INFO cpu;\n")
+			fmt.Fprintf(w, "cores: the three over the timed runs' wall time, of the machine's %d):\n", runtime.NumCPU())
+			header = true
+		}
+		fmt.Fprintf(w, "  %s: driver %s µs, daemon %s µs, Redis %s µs; %.2f cores\n", s.name,
+			us(r.clientCPU, true), us(r.serverCPU, r.cpuMeasured), us(r.redisCPU, true), r.cores)
+	}
+	num, ok1 := rows[asyncScaling.num]
+	den, ok2 := rows[asyncScaling.den]
+	if !ok1 || !ok2 || !num.cpuMeasured || den.rate == 0 {
+		return
+	}
+	perPair := num.clientCPU + num.serverCPU + num.redisCPU
+	if perPair <= 0 {
+		return
+	}
+	most := float64(runtime.NumCPU()) / perPair.Seconds()
+	fmt.Fprintf(w, "  %s / %s: at most %.2fx on %d cores (%s's %s µs of CPU per pair fill them at %.0f pairs/s; %s ran %.0f)\n",
+		asyncScaling.num, asyncScaling.den, most/den.rate, runtime.NumCPU(), asyncScaling.num, us(perPair, true), most, asyncScaling.den, den.rate)
 }
 
 func us(d time.Duration, measured bool) string {
