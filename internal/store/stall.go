@@ -56,10 +56,14 @@ func (e stalled) Error() string {
 	case e.down:
 		return fmt.Sprintf("redis did not answer before its node was taken as down (decision timeout %s)", e.bound)
 	case e.late:
-		return fmt.Sprintf("no answer from redis read within the decision timeout (%s): this daemon ran late (a starved host, or a stopped process)", e.bound)
+		return fmt.Sprintf("no answer from redis read within the decision timeout (%s): %s (a starved host, or a stopped process)", e.bound, LateWords)
 	}
 	return fmt.Sprintf("redis did not answer within the decision timeout (%s)", e.bound)
 }
+
+// LateWords are in the text of every error RanLate names: a caller that
+// has only that text (a gRPC status's message) tells such an error by them.
+const LateWords = "this daemon ran late"
 
 // RanLate reports whether err is a decision's that passed its bound
 // unread while this daemon itself ran late (a starved host, a stopped

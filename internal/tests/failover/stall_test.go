@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc/status"
 
 	"github.com/breakerd/breakerd/internal/events"
 	"github.com/breakerd/breakerd/internal/store"
@@ -34,7 +35,8 @@ import (
 // (SIGSTOP, then SIGCONT), replies slower than the decision timeout (a
 // proxy adding stallDelay). The counts that must hold: no call outlives its
 // caller's deadline; at most OutageTimeouts-1 calls per daemon fail
-// before the stalled node goes to memory, every later one is answered
+// before the stalled node goes to memory (a call that failed because its
+// daemon ran late aside: store.LateWords), every later one is answered
 // from memory; no call is let through at a breaker known open (forced
 // open before the stall); each daemon flips the stalled node once down
 // and once back, and no other node.
@@ -141,8 +143,12 @@ type stallLoad struct {
 	// faulted is set just before the fault; failedBefore counts the
 	// stalled node's calls that failed before it (a busy host's healthy
 	// Redis slower than the bound: a figure, not the stall's toll).
-	faulted                    atomic.Bool
-	failedBefore               atomic.Int64
+	faulted      atomic.Bool
+	failedBefore atomic.Int64
+	// late counts the stalled node's calls that failed because their
+	// daemon ran late (store.LateWords): no news of Redis, so they begin
+	// no outage and do not count against OutageTimeouts.
+	late                       atomic.Int64
 	memory, fromRedis          atomic.Int64 // answers for the stalled node's breakers
 	liveAnswered, liveDegraded atomic.Int64 // answers for the other nodes' breakers
 	liveFailed                 atomic.Int64
@@ -242,6 +248,8 @@ func (l *stallLoad) answer(stalled, degraded bool, took time.Duration, err error
 		l.pastDeadline.Add(1)
 	case err != nil && stalled && !l.faulted.Load():
 		l.failedBefore.Add(1)
+	case err != nil && stalled && strings.Contains(status.Convert(err).Message(), store.LateWords):
+		l.late.Add(1)
 	case err != nil && stalled:
 		l.failed.Add(1)
 	case err != nil:
@@ -302,8 +310,8 @@ func stallThrough(t *testing.T, r *stallRig, what string, fault, end func()) {
 	after := l.fromRedis.Load()
 	daemontest.Eventually(t, what+": answers from Redis again", func() bool { return l.fromRedis.Load() >= after+300 })
 	stop()
-	t.Logf("figure %s: %d calls at the stalled node failed (Unavailable; %d more before the fault), %d answered from memory (slowest %v; asked once the node was out, slowest %v), %d from Redis; past their deadline %d; let through at breakers known open %d; other nodes: %d answered, %d degraded, %d failed",
-		what, l.failed.Load(), l.failedBefore.Load(), l.memory.Load(), time.Duration(l.slowestMemory.Load()).Round(time.Millisecond), time.Duration(l.slowestOnceDown.Load()).Round(time.Microsecond), l.fromRedis.Load(),
+	t.Logf("figure %s: %d calls at the stalled node failed (Unavailable; %d more before the fault, %d because their daemon ran late), %d answered from memory (slowest %v; asked once the node was out, slowest %v), %d from Redis; past their deadline %d; let through at breakers known open %d; other nodes: %d answered, %d degraded, %d failed",
+		what, l.failed.Load(), l.failedBefore.Load(), l.late.Load(), l.memory.Load(), time.Duration(l.slowestMemory.Load()).Round(time.Millisecond), time.Duration(l.slowestOnceDown.Load()).Round(time.Microsecond), l.fromRedis.Load(),
 		l.pastDeadline.Load(), l.atOpen.Load(), l.liveAnswered.Load(), l.liveDegraded.Load(), l.liveFailed.Load())
 	if n := l.pastDeadline.Load(); n != 0 {
 		t.Errorf("%s: %d calls outlived their caller's %v deadline, want 0", what, n, stallCallerDeadline)
