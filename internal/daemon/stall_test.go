@@ -63,10 +63,10 @@ func TestStalledRedisIsLoggedOnceEachWay(t *testing.T) {
 	})
 
 	proxy.Stall()
-	failed := 0
+	var failed []string
 	for i := 0; ; i++ {
 		if i == 50 {
-			t.Fatalf("no Allow answered from memory in 50 calls through the stall (%d failed)\n%s", failed, logs)
+			t.Fatalf("no Allow answered from memory in 50 calls through the stall (%d failed)\n%s", len(failed), logs)
 		}
 		a, err := allow()
 		if status.Code(err) == codes.DeadlineExceeded {
@@ -76,7 +76,7 @@ func TestStalledRedisIsLoggedOnceEachWay(t *testing.T) {
 			// A failure that found this daemon late is no news of Redis
 			// and begins no outage (a busy host): not counted.
 			if !strings.Contains(status.Convert(err).Message(), store.LateWords) {
-				failed++
+				failed = append(failed, err.Error())
 			}
 			continue
 		}
@@ -84,8 +84,9 @@ func TestStalledRedisIsLoggedOnceEachWay(t *testing.T) {
 			break
 		}
 	}
-	if failed > store.OutageTimeouts-1 {
-		t.Errorf("%d Allows failed before the stall was taken as an outage, want at most %d", failed, store.OutageTimeouts-1)
+	if len(failed) > store.OutageTimeouts-1 {
+		t.Errorf("%d Allows failed before the stall was taken as an outage, want at most %d:\n%s\n%s",
+			len(failed), store.OutageTimeouts-1, strings.Join(failed, "\n"), logs)
 	}
 	proxy.Restore(t)
 	daemontest.Eventually(t, "the daemon to answer from Redis again", func() bool {
