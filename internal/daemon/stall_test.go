@@ -20,10 +20,10 @@ import (
 // with its health check polling through the stall. Callers with a
 // deadline of seconds are answered from memory after at most
 // OutageTimeouts-1 failures (a failure that found the daemon late aside),
-// none past their deadline; the log says the
-// truth once each way (one "unreachable" line, one "answers again"), and
-// never that the daemon answers from memory while it does not; the
-// outage's line says what began it.
+// none past their deadline; the log says the truth once each way (one
+// "unreachable" line, one "answers again"), and never that the daemon
+// answers from memory while it does not; the outage's line says what
+// began it.
 func TestStalledRedisIsLoggedOnceEachWay(t *testing.T) {
 	testredis.StallTier(t)
 	b := testredis.Real(t)

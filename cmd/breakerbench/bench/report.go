@@ -284,7 +284,7 @@ func clientCPUReport(w io.Writer, run []scenario, rows map[string]row) {
 		}
 		if !header {
 			fmt.Fprintln(w)
-			fmt.Fprintf(w, "the clients' strict pairs, CPU per pair (user+system: the driver's own count, the daemon's process, Redis's INFO cpu;\n")
+			fmt.Fprintln(w, "the clients' strict pairs, CPU per pair (user+system: the driver's own count, the daemon's process, Redis's INFO cpu;")
 			fmt.Fprintf(w, "cores: the three over the timed runs' wall time, of the machine's %d):\n", runtime.NumCPU())
 			header = true
 		}
