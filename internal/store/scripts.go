@@ -37,24 +37,67 @@ var (
 	lostLua string
 )
 
-// script is one breakerd script: lib.lua's shared prologue followed by the
-// operation, fixed at init and loaded once (EVALSHA, with EVAL on
-// NOSCRIPT).
+// script is one breakerd script, fixed at init and loaded once (EVALSHA,
+// with EVAL on NOSCRIPT). Its text is made of parts of .lua files
+// (newScript, alone).
 type script struct {
 	*redis.Script
-	name     string // "allow", "record", "force", "read", "recover", "check_lease", "reserve", "group", "target_lease" or "lost"
-	prologue int    // the lines lib.lua adds before the operation (0 for a script run alone)
-	hash     any    // Hash(), put in an interface once for the coalescer's EVALSHA
+	name  string // "allow", "record", "force", "read", "recover", "check_lease", "reserve", "group", "target_lease" or "lost"
+	parts []part // the text's pieces, in order
+	hash  any    // Hash(), put in an interface once for the coalescer's EVALSHA
 }
 
+// part is a piece of a script's text: lines of file from its line first.
+type part struct {
+	file         string
+	first, lines int
+}
+
+// headEnd begins the line that ends lib.lua's head, and an operation's
+// head when it has one (lib.lua states the order).
+const headEnd = "-- ===="
+
+// newScript composes the script of the operation name, body its .lua
+// text, with lib.lua: lib.lua's head, the operation's head, the rest of
+// lib.lua, the rest of the operation. An operation with no head line has
+// an empty head: lib.lua, then the operation.
 func newScript(name, body string) script {
-	return alone(name, libLua+body, prologueLines)
+	libHead, libTail := splitHead(libLua)
+	opHead, opTail := "", body
+	if strings.Contains(body, headEnd) {
+		opHead, opTail = splitHead(body)
+	}
+	var parts []part
+	add := func(file, text string, first int) {
+		if text != "" {
+			parts = append(parts, part{file: file, first: first, lines: strings.Count(text, "\n")})
+		}
+	}
+	add("lib", libHead, 1)
+	add(name, opHead, 1)
+	add("lib", libTail, 1+strings.Count(libHead, "\n"))
+	add(name, opTail, 1+strings.Count(opHead, "\n"))
+	return compose(name, libHead+opHead+libTail+opTail, parts)
 }
 
-// alone is the script src named name, prologue lines of it lib.lua's.
-func alone(name, src string, prologue int) script {
+// splitHead cuts text at the start of its headEnd line; text must hold one.
+func splitHead(text string) (head, tail string) {
+	i := strings.Index(text, "\n"+headEnd)
+	if i < 0 {
+		panic("store: a script's text has no " + headEnd + " line")
+	}
+	return text[:i+1], text[i+1:]
+}
+
+// alone is the script src named name, run without lib.lua.
+func alone(name, src string) script {
+	return compose(name, src, []part{{file: name, first: 1, lines: strings.Count(src, "\n")}})
+}
+
+// compose is the script named name whose text src is made of parts.
+func compose(name, src string, parts []part) script {
 	sc := redis.NewScript(src)
-	return script{Script: sc, name: name, prologue: prologue, hash: sc.Hash()}
+	return script{Script: sc, name: name, parts: parts, hash: sc.Hash()}
 }
 
 var (
@@ -67,13 +110,13 @@ var (
 	checkLeaseScript = newScript("check_lease", checkLeaseLua)
 	// reserveScript serves the --max-breakers ceiling (internal/ceiling); it
 	// runs alone, without lib.lua, on the live set's slot.
-	reserveScript = alone("reserve", reserveLua, 0)
+	reserveScript = alone("reserve", reserveLua)
 	// groupScript keeps a group's index on a Cluster (group.go); it runs
 	// alone, on the group's slot.
-	groupScript = alone("group", groupLua, 0)
+	groupScript = alone("group", groupLua)
 	// targetLeaseScript bounds recovery checks per target (recovery.go);
 	// it runs alone on the target's key.
-	targetLeaseScript = alone("target_lease", targetLeaseLua, 0)
+	targetLeaseScript = alone("target_lease", targetLeaseLua)
 	// lostScript raises the state_lost alert (lost.go).
 	lostScript = newScript("lost", lostLua)
 	allScripts = []script{allowScript, recordScript, forceScript, readScript, recoverScript, checkLeaseScript, reserveScript, groupScript, targetLeaseScript, lostScript}
@@ -130,19 +173,15 @@ func pipelined(ctx context.Context, c redis.Cmdable, fill func(p redis.Pipeliner
 	return err
 }
 
-// prologueLines is how many lines lib.lua adds before each operation.
-var prologueLines = strings.Count(libLua, "\n")
-
 // lineRef matches where Redis ("user_script:N") and miniredis (" :N:")
 // place an error in a script's text, and nothing else (not the port in a
 // MOVED 5969 127.0.0.1:7000 reply).
 var lineRef = regexp.MustCompile(`(user_script|\s):(\d+)\b`)
 
 // scriptError rewrites the script line numbers in a Redis error so they
-// point into the .lua file they come from: the text Redis runs is lib.lua
-// followed by the operation, so line N past the prologue is line
-// N-prologueLines of <name>.lua. The error keeps its type (redis.Error
-// prefixes such as NOSCRIPT still match).
+// point into the .lua files the script's text is made of (newScript). The
+// error keeps its type (redis.Error prefixes such as NOSCRIPT still
+// match).
 func scriptError(sc script, err error) error {
 	var re redis.Error
 	if !errors.As(err, &re) || !lineRef.MatchString(err.Error()) {
@@ -154,12 +193,20 @@ func scriptError(sc script, err error) error {
 		if !strings.HasPrefix(m, "user_script") {
 			lead = m[:1] // the white space before miniredis's ":N"
 		}
-		if n > sc.prologue {
-			return fmt.Sprintf("%s%s.lua:%d", lead, sc.name, n-sc.prologue)
-		}
-		return fmt.Sprintf("%slib.lua:%d", lead, n)
+		return lead + sc.line(n)
 	})
 	return scriptErr{msg: msg, cause: err}
+}
+
+// line names line n of sc's text as "<file>.lua:<line>".
+func (sc script) line(n int) string {
+	for i, p := range sc.parts {
+		if n <= p.lines || i == len(sc.parts)-1 { // the last part holds any line past the end
+			return fmt.Sprintf("%s.lua:%d", p.file, p.first+n-1)
+		}
+		n -= p.lines
+	}
+	return sc.name + ".lua" // no parts: not a script newScript or alone made
 }
 
 // scriptErr is a script's Redis error with its lines mapped to the .lua

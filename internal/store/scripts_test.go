@@ -12,7 +12,7 @@ import (
 )
 
 // TestScriptErrorsNameTheLuaLine: a Redis error inside a script names the
-// .lua file and the line in it, not the line of the prologue-prefixed text
+// .lua file and the line in it, not the line of the composed text
 // Redis ran.
 func TestScriptErrorsNameTheLuaLine(t *testing.T) {
 	t.Parallel()
@@ -48,6 +48,14 @@ func TestScriptErrorsNameTheLuaLine(t *testing.T) {
 		want = fmt.Sprintf("lib.lua:%d", line("lib", "if PINNED > 0 then"))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("record with a bad pinned time: %v; want an error naming %s", err, want)
+		}
+		// The min workers (ARGV[14]) is not a number: KEEP's math.max fails
+		// in record.lua's head, which runs before the rest of lib.lua.
+		args[13] = "many"
+		_, err = store.RunRecordScript(ctx, b.Client, name, args...)
+		want = fmt.Sprintf("record.lua:%d", line("record", "local KEEP = math.max(MIN_WORKERS, 64)"))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("record with a bad min workers: %v; want an error naming %s", err, want)
 		}
 	})
 }

@@ -1,5 +1,6 @@
 -- allow.lua: may a call to the breaker's dependency go out now?
--- Runs after lib.lua (KEYS and ARGV[1..7] as documented there).
+-- Runs with lib.lua (KEYS and ARGV[1..7] as documented there); its head,
+-- up to the ==== line, runs before lib.lua's functions (scripts.go).
 -- The rule: breaker.step.allow in internal/breaker/breaker.go.
 --
 -- ARGV[8] -> lease token to hand out if this call becomes the probe
@@ -47,6 +48,18 @@ local JITTER = tonumber(ARGV[11])
 POLICY_SHADOW = ARGV[12] == '1'
 local PARENT = tonumber(ARGV[13]) or 0
 local PARENT_UNTIL = tonumber(ARGV[14]) or 0
+
+-- The common healthy call, answered before lib.lua's functions are built:
+-- a breaker that holds no state is closed at generation 0, so unless its
+-- parent denies, the rules below allow it and write nothing (shadowed by
+-- the policy alone: no operator's setting is stored).
+if #RAW == 0 and PARENT ~= 3 and PARENT ~= 4 and PARENT ~= 5 and PARENT ~= 7 then
+  local shadow = 0
+  if POLICY_SHADOW then shadow = 1 end
+  return { 1, 0, '', {}, shadow, 0, 0 }
+end
+
+-- ==== lib.lua's functions (scripts.go)
 
 local s = load()
 local dirty = expire_force(s)

@@ -1,7 +1,11 @@
--- lib.lua: the prologue shared by every breakerd script. store.go prepends
--- it to each script once, at package init; it is never run alone. The
--- rules these scripts execute are stated in Go in internal/breaker; the
--- differential test proves the two agree. Change both, or neither.
+-- lib.lua: the prologue shared by every breakerd script, never run alone.
+-- scripts.go composes each script once, at package init: this file's head
+-- (up to the ==== line), the operation's own head (its ARGV bindings and
+-- fast path, up to its ==== line; none for most), the rest of this file,
+-- then the rest of the operation. The rules these scripts execute are
+-- stated in Go in internal/breaker; the differential test proves the two
+-- agree. Change both, or neither. A fast path answers only what the rules
+-- after it would answer the same way.
 --
 -- Every script takes the same KEYS and leading ARGV:
 --
@@ -102,6 +106,27 @@ local EVENTS_RETENTION = ARGV[5]
 local CHANNEL = ARGV[6]
 local ACTOR = ARGV[7]
 
+-- POLICY_SHADOW is the policy's shadow field (breaker.Params.Shadow). A
+-- script that can emit events sets it from its own ARGV before anything
+-- else runs (allow.lua, record.lua, force.lua, recover.lua); the others
+-- leave it false.
+local POLICY_SHADOW = false
+
+-- QUIET marks the alerts this call raises past its caller's alert quota
+-- (breaker.Call.Quiet): '' sends them; record.lua sets it from its ARGV.
+-- The first alert stores the mark, every later one 'quiet'. ALERTS counts
+-- the alerts raised (breaker.Alert: not a transition, not a Force).
+local QUIET = ''
+local ALERTS = 0
+
+-- RAW is the state hash as stored (HGETALL): every script's first
+-- command, read before the functions below are built so that an
+-- operation's fast path can answer a breaker that holds no state without
+-- them. load() decodes it.
+local RAW = redis.call('HGETALL', K_STATE)
+
+-- ==== the operation's bindings and fast path, then lib.lua's functions (scripts.go)
+
 -- clock is the time every decision of this call is made at, ms since the
 -- epoch: read once, and only when a decision needs it (a breaker that
 -- holds no state decides without it, so a healthy call costs no TIME).
@@ -128,19 +153,6 @@ local NUMERIC = { gen = true, fails = true, rl = true, opened = true, probe_at =
   pause_until = true, pause_warn = true, force_until = true, suspect_until = true, slow = true,
   capped = true }
 
--- POLICY_SHADOW is the policy's shadow field (breaker.Params.Shadow). A
--- script that can emit events sets it from its own ARGV before anything
--- else runs (allow.lua, record.lua, force.lua, recover.lua); the others
--- leave it false.
-local POLICY_SHADOW = false
-
--- QUIET marks the alerts this call raises past its caller's alert quota
--- (breaker.Call.Quiet): '' sends them; record.lua sets it from its ARGV.
--- The first alert stores the mark, every later one 'quiet'. ALERTS counts
--- the alerts raised (breaker.Alert: not a transition, not a Force).
-local QUIET = ''
-local ALERTS = 0
-
 -- shadowing reports whether s is shadowed (breaker.Shadowing): no pin,
 -- and the operator's setting on, or no setting and the policy's shadow.
 local function shadowing(s)
@@ -161,10 +173,9 @@ end
 -- with the run it describes).
 local function load()
   local s = empty()
-  local raw = redis.call('HGETALL', K_STATE)
-  s.stored = #raw > 0
-  for i = 1, #raw, 2 do
-    local f, v = raw[i], raw[i + 1]
+  s.stored = #RAW > 0
+  for i = 1, #RAW, 2 do
+    local f, v = RAW[i], RAW[i + 1]
     if NUMERIC[f] then s[f] = tonumber(v) or 0 elseif s[f] ~= nil then s[f] = v end
   end
   return s

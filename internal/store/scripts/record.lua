@@ -1,5 +1,6 @@
 -- record.lua: apply one tool call's outcome to the breaker.
--- Runs after lib.lua (KEYS and ARGV[1..7] as documented there).
+-- Runs with lib.lua (KEYS and ARGV[1..7] as documented there); its head,
+-- up to the ==== line, runs before lib.lua's functions (scripts.go).
 -- The rules: breaker.step.record and probeOutcome (internal/breaker), the
 -- trip rule quorum.Judge (internal/quorum), the cooldown probe.Cooldown
 -- and probe.Jitter (internal/probe).
@@ -135,6 +136,18 @@ local K_RECORD = KEYS[7]
 local KEEP = math.max(MIN_WORKERS, 64)
 -- SLOW: this outcome is a slow success (breaker.step.slow).
 local SLOW = SLOW_CALL > 0 and EVIDENCE == 'S' and LATENCY > SLOW_CALL
+
+-- The common healthy call, answered before lib.lua's functions are built:
+-- a success on a breaker that holds no state (closed at generation 0, no
+-- run to end) changes nothing unless it is slow, counted in a window, on
+-- a stale or shadow-denied ticket, or an id to keep; the rules below give
+-- this same answer.
+if #RAW == 0 and EVIDENCE == 'S' and TICKET_GEN == 0 and WINDOW_MS <= 0 and not SLOW
+    and not TICKET_SHADOW and not (RECORD_ID ~= '' and MAY_CREATE) then
+  return { 1, '', {}, 0, 0 }
+end
+
+-- ==== lib.lua's functions (scripts.go)
 
 -- join adds ACTOR to the run's worker set key unless it holds KEEP
 -- members (breaker.addMember).
