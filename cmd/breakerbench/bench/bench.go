@@ -862,7 +862,12 @@ func (e *env) timed(ctx context.Context, o Options, s scenario, op opFunc, begin
 	if err := begin(); err != nil {
 		return sample{}, err
 	}
-	return drive(ctx, s.callersOf(o), o.Duration, o.MaxCalls, op), nil
+	before, err := procCPU(os.Getpid())
+	smp := drive(ctx, s.callersOf(o), o.Duration, o.MaxCalls, op)
+	if after, err2 := procCPU(os.Getpid()); err == nil && err2 == nil {
+		smp.clientCPU = after - before
+	}
+	return smp, nil
 }
 
 // driverWarmup is the untimed calls a driver makes in each round before

@@ -143,6 +143,13 @@ func TestRunTiny(t *testing.T) {
 			t.Errorf("the output has no CPU per pair of %s", s.name)
 		}
 	}
+	if _, err := os.Stat("/proc/self/stat"); err == nil { // the bench's own CPU and Redis's, per op
+		for _, name := range []string{"ceiling", "pair-1k-raw", "pair-hot-raw"} {
+			if r := rows[name]; r.clientCPU <= 0 || r.redisCPU <= 0 {
+				t.Errorf("%s: the bench %v, Redis %v of CPU per op; want both measured", name, r.clientCPU, r.redisCPU)
+			}
+		}
+	}
 	if !strings.Contains(out.String(), "pair-1k-window-raw (mode: window") {
 		t.Error("the output does not report the counting policies' cost")
 	}
@@ -397,5 +404,30 @@ func TestClientCPUReport(t *testing.T) {
 	clientCPUReport(&out, run, rows)
 	if strings.Contains(out.String(), "at most") {
 		t.Errorf("a bound without the daemon's CPU:\n%s", out.String())
+	}
+}
+
+// TestPairCPUReport: a strict pair's CPU is set beside a ceiling RPC's,
+// process by process, and needs the ceiling's figures.
+func TestPairCPUReport(t *testing.T) {
+	rows := map[string]row{
+		"ceiling": {clientCPU: 20 * time.Microsecond, serverCPU: 30 * time.Microsecond, redisCPU: 10 * time.Microsecond,
+			cpuMeasured: true, cores: 1.8},
+		"pair-1k-raw": {clientCPU: 50 * time.Microsecond, serverCPU: 70 * time.Microsecond, redisCPU: 30 * time.Microsecond,
+			cpuMeasured: true, cores: 1.6},
+		"pair-hot-raw": {clientCPU: 50 * time.Microsecond, redisCPU: 30 * time.Microsecond}, // no daemon CPU: no line
+	}
+	var out bytes.Buffer
+	pairCPUReport(&out, rows)
+	want := "  pair-1k-raw: 150.0 µs of CPU per pair (the bench 50.0, the daemon 70.0, Redis 30.0), " +
+		"2.50x a ceiling RPC's 60.0 (20.0, 30.0, 10.0); 1.60 and 1.80 cores busy\n"
+	if out.String() != want {
+		t.Errorf("the report:\n%q\nwant:\n%q", out.String(), want)
+	}
+	delete(rows, "ceiling")
+	out.Reset()
+	pairCPUReport(&out, rows)
+	if out.Len() != 0 {
+		t.Errorf("a report without the ceiling:\n%s", out.String())
 	}
 }

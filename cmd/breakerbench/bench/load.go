@@ -27,8 +27,9 @@ type sample struct {
 	top     string          // the commands Redis ran most during the run (topCommands)
 	cpu     time.Duration   // CPU time of the scenario's server process
 	hasCPU  bool            // cpu was measured
-	// clientCPU is a client's driver's CPU time over its timed run, as
-	// it counts it (0 for the rows the bench's own goroutines drive).
+	// clientCPU is the driver's CPU time over the timed run: a client's
+	// driver as it counts it, or the bench's own process for the rows its
+	// goroutines drive (0 where /proc is missing).
 	clientCPU time.Duration
 	redisCPU  time.Duration // Redis's CPU time during the run (INFO cpu)
 }

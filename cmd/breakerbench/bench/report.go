@@ -197,6 +197,7 @@ func report(w io.Writer, o Options, run []scenario, samples [][]sample, wireRT [
 			fmt.Fprintf(w, "  pair-1k-raw p99 %s ms beside the no-op's %s ms\n", ms(r.p99), ms(n.p99))
 		}
 	}
+	pairCPUReport(w, rows)
 
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "counting policies' Redis cost (window and slow-call modes write on every call or every slow success, so the 4-commands target does not apply):")
@@ -247,6 +248,28 @@ func report(w io.Writer, o Options, run []scenario, samples [][]sample, wireRT [
 		fmt.Fprintln(w, line)
 	}
 	return rows
+}
+
+// pairCPUReport prints what a strict pair costs the machine beside a
+// ceiling RPC, by process: a pair is two RPCs, so at the same cores busy
+// it runs at 0.45x the ceiling when it costs at most 1/0.45 = 2.22 times
+// the CPU of a ceiling RPC.
+func pairCPUReport(w io.Writer, rows map[string]row) {
+	c, ok := rows["ceiling"]
+	if !ok || !c.cpuMeasured || c.clientCPU <= 0 {
+		return
+	}
+	total := func(r row) time.Duration { return r.clientCPU + r.serverCPU + r.redisCPU }
+	for _, name := range []string{"pair-1k-raw", "pair-hot-raw"} {
+		r, ok := rows[name]
+		if !ok || !r.cpuMeasured || r.clientCPU <= 0 {
+			continue
+		}
+		fmt.Fprintf(w, "  %s: %s µs of CPU per pair (the bench %s, the daemon %s, Redis %s), %.2fx a ceiling RPC's %s (%s, %s, %s); %.2f and %.2f cores busy\n",
+			name, us(total(r), true), us(r.clientCPU, true), us(r.serverCPU, true), us(r.redisCPU, true),
+			float64(total(r))/float64(total(c)), us(total(c), true), us(c.clientCPU, true), us(c.serverCPU, true), us(c.redisCPU, true),
+			r.cores, c.cores)
+	}
 }
 
 // fastPairReport prints each fastPairTargets row's p50 and verdict.
