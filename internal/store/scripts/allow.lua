@@ -48,12 +48,14 @@ local JITTER = tonumber(ARGV[11])
 POLICY_SHADOW = ARGV[12] == '1'
 local PARENT = tonumber(ARGV[13]) or 0
 local PARENT_UNTIL = tonumber(ARGV[14]) or 0
+-- PARENT_DENIES: the parent's verdict is a denial (ARGV[13]).
+local PARENT_DENIES = PARENT == 3 or PARENT == 4 or PARENT == 5 or PARENT == 7
 
 -- The common healthy call, answered before lib.lua's functions are built:
 -- a breaker that holds no state is closed at generation 0, so unless its
 -- parent denies, the rules below allow it and write nothing (shadowed by
 -- the policy alone: no operator's setting is stored).
-if #RAW == 0 and PARENT ~= 3 and PARENT ~= 4 and PARENT ~= 5 and PARENT ~= 7 then
+if #RAW == 0 and not PARENT_DENIES then
   local shadow = 0
   if POLICY_SHADOW then shadow = 1 end
   return { 1, 0, '', {}, shadow, 0, 0 }
@@ -86,7 +88,7 @@ if s.force == 'closed' then
 end
 -- The parent's verdict comes before the child's own state
 -- (breaker.step.parentDenies).
-if PARENT == 3 or PARENT == 4 or PARENT == 5 or PARENT == 7 then
+if PARENT_DENIES then
   if PARENT_UNTIL == 0 then return reply(8, 0) end
   if clock() < PARENT_UNTIL then return reply(8, PARENT_UNTIL - clock()) end
   return reply(8, 0, nil, 1)
