@@ -62,11 +62,11 @@ const headEnd = "-- ===="
 // lib.lua, the rest of the operation. An operation with no head line has
 // an empty head: lib.lua, then the operation.
 func newScript(name, body string) script {
-	libHead, libTail := splitHead(libLua)
-	opHead, opTail := "", body
-	if strings.Contains(body, headEnd) {
-		opHead, opTail = splitHead(body)
+	libHead, libTail, ok := cutHead(libLua)
+	if !ok {
+		panic("store: lib.lua has no " + headEnd + " line")
 	}
+	opHead, opTail, _ := cutHead(body) // no head line: the whole body follows lib.lua
 	var parts []part
 	add := func(file, text string, first int) {
 		if text != "" {
@@ -80,13 +80,14 @@ func newScript(name, body string) script {
 	return compose(name, libHead+opHead+libTail+opTail, parts)
 }
 
-// splitHead cuts text at the start of its headEnd line; text must hold one.
-func splitHead(text string) (head, tail string) {
+// cutHead cuts text at the start of its headEnd line: the head before it,
+// the rest from it. Without one, the head is empty and ok false.
+func cutHead(text string) (head, tail string, ok bool) {
 	i := strings.Index(text, "\n"+headEnd)
 	if i < 0 {
-		panic("store: a script's text has no " + headEnd + " line")
+		return "", text, false
 	}
-	return text[:i+1], text[i+1:]
+	return text[:i+1], text[i+1:], true
 }
 
 // alone is the script src named name, run without lib.lua.

@@ -108,7 +108,7 @@ local ACTOR = ARGV[7]
 
 -- POLICY_SHADOW is the policy's shadow field (breaker.Params.Shadow). A
 -- script that can emit events sets it from its own ARGV before anything
--- else runs (allow.lua, record.lua, force.lua, recover.lua); the others
+-- reads it (allow.lua, record.lua, force.lua, recover.lua); the others
 -- leave it false.
 local POLICY_SHADOW = false
 
