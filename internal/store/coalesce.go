@@ -68,30 +68,45 @@ func (c *coalescer) run(ctx context.Context, sc script, keys []string, args []an
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	// The keys go in as pointers, as the ARGV does (argv.go): no
-	// allocation per key. keys is not changed until the reply is in.
+	f, cmd := c.send(ctx, sc, keys, args)
+	err := f.WaitContext(ctx)
+	if err != nil && ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return nil, replylost.StillQueued{Err: err, Wait: func() { _ = f.Wait() }}
+	}
+	return c.answer(ctx, sc, keys, args, cmd, err)
+}
+
+// send queues sc's EVALSHA on the shared pipeline; its reply is in once
+// f's wait returns something other than its context's end. The keys go
+// in as pointers, as the ARGV does (argv.go): no allocation per key, and
+// keys is not changed until the reply is in.
+func (c *coalescer) send(ctx context.Context, sc script, keys []string, args []any) (f redis.AutoFuture, cmd *redis.Cmd) {
 	argv := make([]any, 0, 3+len(keys)+len(args))
 	argv = append(argv, "evalsha", sc.hash, len(keys))
 	for i := range keys {
 		argv = append(argv, &keys[i])
 	}
 	argv = append(argv, args...)
-	cmd := redis.NewCmd(ctx, argv...)
-	f := c.ap.Submit(ctx, cmd)
+	cmd = redis.NewCmd(ctx, argv...)
+	f = c.ap.Submit(ctx, cmd)
 	if c.queued != nil {
 		c.queued()
 	}
-	if err := f.WaitContext(ctx); err != nil {
-		if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-			return nil, replylost.StillQueued{Err: err, Wait: func() { _ = f.Wait() }}
-		}
-		if redis.HasErrorPrefix(err, "NOSCRIPT") {
-			res, err := sc.Eval(ctx, c.rdb, keys, args...).Slice()
-			if err != nil {
-				return nil, scriptError(sc, err)
-			}
-			return res, nil
-		}
+	return f, cmd
+}
+
+// answer is the outcome of sc's EVALSHA cmd, whose wait ended with err:
+// its reply, or the script's error; on NOSCRIPT the script runs again as
+// an EVAL on the plain client, within ctx.
+func (c *coalescer) answer(ctx context.Context, sc script, keys []string, args []any, cmd *redis.Cmd, err error) ([]any, error) {
+	if err == nil {
+		err = cmd.Err()
+	}
+	if redis.HasErrorPrefix(err, "NOSCRIPT") {
+		cmd = sc.Eval(ctx, c.rdb, keys, args...)
+		err = cmd.Err()
+	}
+	if err != nil {
 		return nil, scriptError(sc, err)
 	}
 	res, err := cmd.Slice()
@@ -108,10 +123,26 @@ func (c *coalescer) run(ctx context.Context, sc script, keys []string, args []an
 // flag or the same trace id). A context ended before the call sends nothing
 // (replylost.Unsent: no reply to lose).
 func (s *Store) script(ctx context.Context, sc script, keys []string, args []any) ([]any, error) {
-	if s.o.Tracer != nil && trace.SpanFromContext(ctx).IsRecording() {
+	if s.traced(ctx) {
 		return s.tracedScript(ctx, sc, keys, args)
 	}
 	return s.sendScript(ctx, sc, keys, args)
+}
+
+// traced reports whether a decision script for ctx's call runs in a span
+// of its own (script).
+func (s *Store) traced(ctx context.Context) bool {
+	return s.o.Tracer != nil && trace.SpanFromContext(ctx).IsRecording()
+}
+
+// coalescedHere returns the coalescer a decision script for ctx's call
+// is sent on from its caller's goroutine (decisions.runHere): nil when
+// the script is traced or not coalesced, and runs on a worker.
+func (s *Store) coalescedHere(ctx context.Context) *coalescer {
+	if s.traced(ctx) {
+		return nil
+	}
+	return s.pipe.Load()
 }
 
 // sendScript is script, untraced.

@@ -111,14 +111,17 @@ func (s *Store) decisionBound(ctx context.Context) time.Duration {
 // decide runs the decision script sc for name on its node n, judged by
 // the daemon's bound (see above) rather than the caller's ctx: the
 // script runs on a context that keeps ctx's values but not its end (the
-// decision itself, see decision), on one of the store's kept workers, and
-// its outcome (an answer, a failure, or still nothing at the bound) is
-// judged exactly once for n. The caller gets the answer, or an error when
-// the bound passes first or n's outage begins meanwhile (stalled: the
-// caller is answered from memory, not at the bound) or its ctx ends (its
-// error); each is a replylost.StillQueued whose Wait returns once the
-// script has ended, since it may still run. An answer within the bound costs no goroutine start and
-// no timer: the store's watchdog (decisions.watch) ends the late ones.
+// decision itself, see decision), and its outcome (an answer, a failure,
+// or still nothing at the bound) is judged exactly once for n. A
+// coalesced script is sent and awaited on the caller's goroutine
+// (decisions.runHere); any other runs on one of the store's kept workers.
+// The caller gets the answer, or an error when the bound passes first or
+// n's outage begins meanwhile (stalled: the caller is answered from
+// memory, not at the bound) or its ctx ends (its error); each is a
+// replylost.StillQueued whose Wait returns once the script has ended,
+// since it may still run. An answer within the bound costs no goroutine
+// start and no timer: the store's watchdog (decisions.watch) ends the
+// late ones.
 func (s *Store) decide(ctx context.Context, n *outage.Node, name string, sc script, keys []string, args []any) ([]any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, replylost.Unsent{Err: err}
@@ -129,7 +132,11 @@ func (s *Store) decide(ctx context.Context, n *outage.Node, name string, sc scri
 	d.s, d.n, d.name, d.seq = s, n, name, n.Send()
 	d.sc, d.keys, d.args = sc, keys, args
 	d.ended.Add(1)
-	s.dec.start(s, d)
+	if p := s.coalescedHere(ctx); p != nil {
+		s.dec.runHere(ctx, s, p, d)
+	} else {
+		s.dec.start(s, d)
+	}
 	select {
 	case <-d.reply:
 	case <-ctx.Done():
@@ -162,9 +169,10 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 // decision is one decision script in flight, and the context it runs on:
 // the caller's values (parent, without its end), the daemon's bound as
 // its deadline, ended by the watchdog at that deadline (Done closes) or
-// by time (Err). Whoever moves it out of pending (the worker with the
-// answer, or the watchdog at the bound) judges it for its node and wakes
-// the caller; a decision answered in time goes back to the store's pool.
+// by time (Err). Whoever moves it out of pending (the goroutine with the
+// answer: its caller, a worker, or one of its own; or the watchdog at the
+// bound) judges it for its node and wakes the caller; a decision answered
+// in time goes back to the store's pool.
 type decision struct {
 	parent   context.Context
 	deadline time.Time
@@ -187,6 +195,10 @@ type decision struct {
 	mu      sync.Mutex
 	done    chan struct{} // made when asked for; closed at expiry
 	expired atomic.Bool
+	stop    chan struct{} // ends a wait on the caller's goroutine (waiting)
+	stopped bool          // stop is closed
+	stopFn  func()        // d.stopWaiting, made once
+	stray   bool          // a stopFn for the caller's ctx may still run: not for the pool
 
 	prev, next *decision // in the watchdog's list while outstanding
 }
@@ -235,10 +247,16 @@ func (d *decision) wait() {
 
 // run runs d's script on a worker and says how it ended.
 func (d *decision) run() {
-	res, err := d.s.script(d, d.sc, d.keys, d.args)
+	d.end(d.s.script(d, d.sc, d.keys, d.args))
+}
+
+// end takes the outcome of d's script, and moves d to answered with it
+// unless the watchdog moved it first.
+func (d *decision) end(res []any, err error) {
 	if err != nil && d.Err() != nil {
-		// Ended by its deadline (a read deadline, a timer): a worker that
-		// runs only well after it ran late, as the watchdog would have.
+		// Ended by its deadline (a read deadline, a timer): a goroutine
+		// that gets here only well after it ran late, as the watchdog
+		// would have.
 		d.s.dec.late.check(d.deadline, time.Now())
 		var q replylost.StillQueued
 		if errors.As(err, &q) {
@@ -273,7 +291,8 @@ func (d *decision) release() {
 	d.reply <- struct{}{}
 }
 
-// cancel ends d's script's context.
+// cancel ends d's script's context, and a wait for it on the caller's
+// goroutine.
 func (d *decision) cancel() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -281,11 +300,48 @@ func (d *decision) cancel() {
 	if d.done != nil {
 		close(d.done)
 	}
+	d.stopWaitingLocked()
 }
 
-// decisions runs a store's decision scripts: kept worker goroutines (up
+// stopWaiting ends a wait for d on its caller's goroutine (waiting).
+func (d *decision) stopWaiting() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stopWaitingLocked()
+}
+
+func (d *decision) stopWaitingLocked() {
+	if !d.stopped {
+		d.stopped = true
+		close(d.stop)
+	}
+}
+
+// waiting is the context a caller waits on for its decision d's reply
+// (decisions.runHere): it ends when the caller's own context does or the
+// watchdog ends d, whichever is first.
+type waiting struct{ d *decision }
+
+// errStopped is a waiting context's error.
+var errStopped = errors.New("stopped waiting for the decision")
+
+func (w waiting) Deadline() (time.Time, bool) { return w.d.deadline, true }
+func (w waiting) Value(any) any               { return nil }
+func (w waiting) Done() <-chan struct{}       { return w.d.stop }
+
+func (w waiting) Err() error {
+	select {
+	case <-w.d.stop:
+		return errStopped
+	default:
+		return nil
+	}
+}
+
+// decisions runs a store's decision scripts: the coalesced ones on their
+// callers' goroutines (runHere), the others on kept worker goroutines (up
 // to maxDecisionWorkers; past them a decision gets a goroutine of its
-// own), a pool of decisions, and one watchdog that has the node of a
+// own); a pool of decisions, and one watchdog that has the node of a
 // decision outstanding half its bound asked (Store.ask) and expires those
 // still outstanding at their deadline. The watchdog sleeps until the
 // earliest of those times it knows of, so under a steady stream of
@@ -310,13 +366,18 @@ type decisions struct {
 // daemon has in flight against a Redis that answers.
 const maxDecisionWorkers = 256
 
-// start hands d to a worker, and to the watchdog.
-func (w *decisions) start(s *Store, d *decision) {
+// begin starts the watchdog, on the store's first decision.
+func (w *decisions) begin(s *Store) {
 	w.once.Do(func() {
 		w.closed, w.jobs, w.wake = s.out.Closed(), make(chan *decision), make(chan struct{}, 1)
 		w.late = s.lateness()
 		go w.watch()
 	})
+}
+
+// start hands d to a worker, and to the watchdog.
+func (w *decisions) start(s *Store, d *decision) {
+	w.begin(s)
 	w.watchFor(d)
 	select {
 	case w.jobs <- d:
@@ -329,6 +390,28 @@ func (w *decisions) start(s *Store, d *decision) {
 	}
 	w.workers.Add(-1)
 	go d.run()
+}
+
+// runHere sends d's script, coalesced on p, and waits for its reply on
+// the caller's goroutine, with the caller's ctx: two hand-offs to a worker
+// and back cost more than the script's share of the round trip. A wait
+// that ends first (ctx ends, or the watchdog ends d) leaves the reply to
+// a goroutine of d's own, as a worker would wait for it.
+func (w *decisions) runHere(ctx context.Context, s *Store, p *coalescer, d *decision) {
+	w.begin(s)
+	w.watchFor(d)
+	f, cmd := p.send(d, d.sc, d.keys, d.args)
+	leave := context.AfterFunc(ctx, d.stopFn)
+	err := f.WaitContext(waiting{d})
+	d.stray = !leave()
+	if err == errStopped {
+		go func() {
+			err := f.Wait()
+			d.end(p.answer(d, d.sc, d.keys, d.args, cmd, err))
+		}()
+		return
+	}
+	d.end(p.answer(d, d.sc, d.keys, d.args, cmd, err))
 }
 
 // work runs d, then every decision handed to it, until the store closes.
@@ -348,11 +431,19 @@ func (w *decisions) get() *decision {
 	if d, ok := w.pool.Get().(*decision); ok {
 		return d
 	}
-	return &decision{reply: make(chan struct{}, 1)}
+	d := &decision{reply: make(chan struct{}, 1), stop: make(chan struct{})}
+	d.stopFn = d.stopWaiting
+	return d
 }
 
-// put returns an answered decision, whose worker is done with it.
+// put returns an answered decision, whose worker is done with it, to the
+// pool: unless a stopFn for its last caller's ctx may still run. Its stop
+// is still open: only that stopFn or the watchdog (which answers nothing)
+// closes it.
 func (w *decisions) put(d *decision) {
+	if d.stray {
+		return
+	}
 	d.parent, d.s, d.n, d.keys, d.args, d.res, d.err, d.queued = nil, nil, nil, nil, nil, nil, nil, nil
 	d.state.Store(decisionPending)
 	w.pool.Put(d)
