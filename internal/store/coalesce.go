@@ -95,13 +95,10 @@ func (c *coalescer) send(ctx context.Context, sc script, keys []string, args []a
 	return f, cmd
 }
 
-// answer is the outcome of sc's EVALSHA cmd, whose wait ended with err:
-// its reply, or the script's error; on NOSCRIPT the script runs again as
+// answer is the outcome of sc's EVALSHA cmd, whose wait ended with err
+// (cmd's own error, once its batch ran): its reply, or the script's error; on NOSCRIPT the script runs again as
 // an EVAL on the plain client, within ctx.
 func (c *coalescer) answer(ctx context.Context, sc script, keys []string, args []any, cmd *redis.Cmd, err error) ([]any, error) {
-	if err == nil {
-		err = cmd.Err()
-	}
 	if redis.HasErrorPrefix(err, "NOSCRIPT") {
 		cmd = sc.Eval(ctx, c.rdb, keys, args...)
 		err = cmd.Err()
