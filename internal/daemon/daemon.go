@@ -175,6 +175,15 @@ func assemble(c Config, log *slog.Logger, rdb redis.UniversalClient, channel str
 	return d, nil
 }
 
+// The log messages that mark a Redis node going to memory, answering
+// again, and a breaker's state lost (each begins its line; the soak's
+// observer reads the daemons' logs by them).
+const (
+	LogToMemory     = "redis unreachable: answering for its breakers from this daemon's in-memory breakers (degraded) until it answers again"
+	LogAnswersAgain = "redis answers again (or another node serves its breakers now): its state wins; what was counted in memory is dropped"
+	LogStateLost    = "redis lost a breaker's state"
+)
+
 // logOutage logs a Redis node going away, with the error that said so
 // (cause), or answering again (node "" is a single Redis; on a Cluster,
 // one master: the breakers on the others keep answering from Redis).
@@ -189,9 +198,9 @@ func logOutage(log *slog.Logger, node string, down, seeded bool, cause error) {
 	case down && !seeded:
 		log.Error("redis unreachable before this daemon's first listing of its breakers: its breakers' calls fail Unavailable (the clients' fallback decides) until it answers again")
 	case down:
-		log.Error("redis unreachable: answering for its breakers from this daemon's in-memory breakers (degraded) until it answers again")
+		log.Error(LogToMemory)
 	default:
-		log.Info("redis answers again (or another node serves its breakers now): its state wins; what was counted in memory is dropped")
+		log.Info(LogAnswersAgain)
 	}
 }
 

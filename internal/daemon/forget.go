@@ -36,7 +36,7 @@ func newKeeper(log *slog.Logger, id string) *keeper {
 // queues its alert; it never blocks (a full queue drops the alert, logged).
 func (k *keeper) onLost(l forgotten.Lost) {
 	k.m.StateLost()
-	k.log.Error("redis lost a breaker's state (a restart without persistence, an eviction or a flush): "+k.action(l),
+	k.log.Error(LogStateLost+" (a restart without persistence, an eviction or a flush): "+k.action(l),
 		"breaker", l.Breaker, "known", l.KnownState(), "known_generation", l.Known.Gen, "redis_generation", l.Gen)
 	select {
 	case k.lost <- l:

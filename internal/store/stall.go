@@ -591,13 +591,17 @@ type lateness struct {
 	log   *slog.Logger
 }
 
-// lateness is the store's: late by half the decision timeout, far past a
-// timer's lateness on a busy host that keeps time (milliseconds, tens of
-// them under load), and as long as the half bound a decision's ask has
-// (Store.ask), which such a daemon could not have run in.
+// lateness is the store's: late by LateAfter its decision timeout.
 func (s *Store) lateness() lateness {
-	return lateness{mem: s.out, bound: s.o.DecisionTimeout, after: s.o.DecisionTimeout / 2, log: s.log()}
+	return lateness{mem: s.out, bound: s.o.DecisionTimeout, after: LateAfter(s.o.DecisionTimeout), log: s.log()}
 }
+
+// LateAfter is how late a daemon with decision timeout bound must find
+// its own timers and goroutines to say it ran late: half the bound, far
+// past a timer's lateness on a busy host that keeps time (milliseconds,
+// tens of them under load), and as long as the half bound a decision's
+// ask has (Store.ask), which such a daemon could not have run in.
+func LateAfter(bound time.Duration) time.Duration { return bound / 2 }
 
 // lateSaidEvery is how far apart the warnings of a daemon that keeps
 // running late are, at least.

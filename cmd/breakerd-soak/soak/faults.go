@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/breakerd/breakerd/internal/daemon"
 )
 
 // The faults (Run schedules them by Config's fractions of the run): a
@@ -100,19 +102,17 @@ func killDaemon(d *daemonProc) {
 type DaemonLog struct {
 	Flips     map[FlipKey]int // flips to memory per daemon log and node
 	FlipTimes map[FlipKey][]time.Time
+	// BackTimes is when each daemon log said a node answered again.
+	BackTimes map[FlipKey][]time.Time
 	// FlipLines is each flip to memory in words, in log order: the log,
 	// the node, when, and the error the daemon said began it.
 	FlipLines []string
 	Losses    map[string][]time.Time
 }
 
-// LossMarker begins a daemon's log message when it finds Redis has lost
-// a breaker's state (the line names the breaker).
-const LossMarker = "redis lost a breaker's state"
-
 // readDaemonLogs reads the daemons' JSON logs in dir (daemon-*.log).
 func readDaemonLogs(dir string) DaemonLog {
-	out := DaemonLog{Flips: map[FlipKey]int{}, FlipTimes: map[FlipKey][]time.Time{}, Losses: map[string][]time.Time{}}
+	out := DaemonLog{Flips: map[FlipKey]int{}, FlipTimes: map[FlipKey][]time.Time{}, BackTimes: map[FlipKey][]time.Time{}, Losses: map[string][]time.Time{}}
 	files, _ := filepath.Glob(filepath.Join(dir, "daemon-*.log"))
 	sort.Strings(files)
 	for _, f := range files {
@@ -134,13 +134,16 @@ func readDaemonLogs(dir string) DaemonLog {
 			if json.Unmarshal(sc.Bytes(), &rec) != nil {
 				continue
 			}
-			if strings.HasPrefix(rec.Msg, "redis unreachable: answering") {
-				k := FlipKey{Log: filepath.Base(f), Node: rec.Node}
+			k := FlipKey{Log: filepath.Base(f), Node: rec.Node}
+			if strings.HasPrefix(rec.Msg, daemon.LogAnswersAgain) {
+				out.BackTimes[k] = append(out.BackTimes[k], rec.Time)
+			}
+			if strings.HasPrefix(rec.Msg, daemon.LogToMemory) {
 				out.Flips[k]++
 				out.FlipTimes[k] = append(out.FlipTimes[k], rec.Time)
 				out.FlipLines = append(out.FlipLines, fmt.Sprintf("%s %s at %s: %s", k.Log, cmp.Or(k.Node, "redis"), stamp(rec.Time), rec.Err))
 			}
-			if strings.HasPrefix(rec.Msg, LossMarker) {
+			if strings.HasPrefix(rec.Msg, daemon.LogStateLost) {
 				out.Losses[rec.Breaker] = append(out.Losses[rec.Breaker], rec.Time)
 			}
 		}

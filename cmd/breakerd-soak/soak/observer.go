@@ -52,7 +52,7 @@ import (
 //     logged loss: once a worker was answered OPEN with a cooldown ending
 //     at D, an answer CLOSED to a request sent before D is a loss of
 //     state; it is a violation unless a daemon logged that breaker's loss
-//     (LossMarker) near it (JudgeForgotten) or the master's kill lost it.
+//     (daemon.LogStateLost) near it (JudgeForgotten) or the master's kill lost it.
 //   - no flapping: see CheckFlaps.
 //   - breakers on live masters answer from Redis: see JudgeLive.
 //   - no loss logged while Redis kept the state: see JudgeLosses.
@@ -96,9 +96,11 @@ type Observer struct {
 	// for JudgeLive.
 	live []liveAnswer
 	// forced are the breakers forced open, stalls the stall faults
-	// (stall.go).
-	forced map[string]bool
-	stalls []stall
+	// (stall.go), lateCalls the calls within them that failed past their
+	// caller's deadline, for JudgeLate.
+	forced    map[string]bool
+	stalls    []stall
+	lateCalls []lateCall
 	// Threshold is the policy's threshold (the count-twice rule).
 	Threshold int
 	forgotten []forgot
@@ -150,19 +152,23 @@ type Counts struct {
 	// limit that it left out: the pulse saw the host or that node late
 	// just before.
 	FlipsExcused int64
-	// Losses counts the losses the daemons logged (LossMarker),
+	// Losses counts the losses the daemons logged (daemon.LogStateLost),
 	// FalseLosses those of them for a breaker whose master had no fault
 	// injected by then (violations).
 	Losses, FalseLosses int64
 	// The stall rules (stall.go): answers within a stall on their node
 	// (StallAnswers, StallDegraded of them from memory), flips to memory
-	// within stalls, calls failed past the caller's deadline (Late,
-	// LateStall of them within a stall: violations), answers at the
+	// within stalls (StallFlips; StallInMemory: daemons that had the node
+	// in memory already when its stall began; StallNoFlipExcused: daemons
+	// that did not flip while the host ran late), calls failed past the
+	// caller's deadline (Late, LateStall of them within a stall:
+	// violations, but for LateExcused of them: the host ran late), answers at the
 	// breakers forced open (ForcedAnswers, ForcedDegraded from memory,
 	// ForcedLet let through: violations, ForcedWiped let through after
 	// the restart without persistence wiped the pin).
-	StallAnswers, StallDegraded, StallFlips, Late, LateStall int64
-	ForcedAnswers, ForcedDegraded, ForcedLet, ForcedWiped    int64
+	StallAnswers, StallDegraded, StallFlips, StallInMemory, StallNoFlipExcused int64
+	Late, LateStall, LateExcused                                               int64
+	ForcedAnswers, ForcedDegraded, ForcedLet, ForcedWiped                      int64
 }
 
 // Violation is one broken rule.

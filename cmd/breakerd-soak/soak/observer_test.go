@@ -308,9 +308,24 @@ func TestObserverFlagsACallPastItsDeadlineDuringAStall(t *testing.T) {
 	o.Late("a", "Allow", "w1 via d1", at(9_000), at(11_000))  // runs into it
 	o.Late("a", "Allow", "w1 via d1", at(15_000), at(17_000)) // within its settling
 	o.Late("a", "Allow", "w1 via d1", at(17_000), at(19_000)) // after
+	o.JudgeLate(nil)
 	want(t, o, "late", "late")
 	if c := o.Counts(); c.Late != 5 || c.LateStall != 2 {
 		t.Errorf("counts %+v, want 5 late, 2 within the stall", c)
+	}
+	// While the host ran late by half the decision bound, no bound could
+	// answer in time: counted, not flagged. A shorter lateness, or one
+	// outside the call, excuses nothing.
+	o = NewObserver(2*time.Second, 6*time.Second)
+	o.SetMasters(map[string]string{"a": "m1"})
+	o.StallBegins("m1", "SIGSTOP of m1", at(10_000))
+	o.Late("a", "Allow", "w1 via d1", at(10_100), at(12_100))
+	o.Late("a", "Allow", "w2 via d1", at(13_100), at(15_100))
+	o.Late("a", "Allow", "w3 via d1", at(16_100), at(18_100))
+	o.JudgeLate(Late{"": {{From: at(11_000), To: at(11_500)}, {From: at(14_000), To: at(14_499)}, {From: at(18_200), To: at(19_000)}}})
+	want(t, o, "late", "late")
+	if c := o.Counts(); c.LateExcused != 1 {
+		t.Errorf("counts %+v, want 1 late call excused", c)
 	}
 	// The violation says what happened: the call, its caller, the fault
 	// and how late.
@@ -318,6 +333,7 @@ func TestObserverFlagsACallPastItsDeadlineDuringAStall(t *testing.T) {
 	o.SetMasters(map[string]string{"a": "m1"})
 	o.StallBegins("m1", "blackholed link to m1", at(10_000))
 	o.Late("a", "Record", "w007 via 127.0.0.1:7071", at(10_100), at(12_126))
+	o.JudgeLate(nil)
 	v := o.Violations()
 	if len(v) != 1 {
 		t.Fatalf("violations %v, want one", v)
@@ -330,8 +346,9 @@ func TestObserverFlagsACallPastItsDeadlineDuringAStall(t *testing.T) {
 }
 
 // Each daemon sends a stalled node to memory exactly once within the
-// stall: never (its callers waited the stall out) and twice (flapping)
-// are flagged; a flip on another node or outside the stall is not its.
+// stall, or had it in memory already when the stall began: never (its
+// callers waited the stall out) and twice (flapping) are flagged; a flip
+// on another node or outside the stall is not its.
 func TestObserverFlagsADaemonNotFlippingOnceInAStall(t *testing.T) {
 	logs := []string{"daemon-0.log", "daemon-1.log"}
 	stalled := func() *Observer {
@@ -347,7 +364,7 @@ func TestObserverFlagsADaemonNotFlippingOnceInAStall(t *testing.T) {
 		{"daemon-0.log", "m1"}: {at(10_300), at(30_000)}, // the second is not the stall's
 		{"daemon-1.log", "m1"}: {at(10_400), at(13_100)}, // nor the kill's
 		{"daemon-1.log", "m2"}: {at(10_500)},
-	})
+	}, nil, nil)
 	want(t, good)
 	if c := good.Counts(); c.StallFlips != 2 {
 		t.Errorf("%d flips counted within the stall, want 2", c.StallFlips)
@@ -356,8 +373,50 @@ func TestObserverFlagsADaemonNotFlippingOnceInAStall(t *testing.T) {
 	bad.CheckStallFlips(logs, map[FlipKey][]time.Time{
 		{"daemon-0.log", "m1"}: {at(10_300), at(11_500)},
 		{"daemon-1.log", "m2"}: {at(10_500)}, // none on m1
-	})
+	}, nil, nil)
 	want(t, bad, "stall-flips", "stall-flips")
+
+	// daemon-0 sent m1 to memory just before the stall and kept it there;
+	// daemon-1 had it back before the stall began, so needed a flip of
+	// its own within it.
+	before := map[FlipKey][]time.Time{
+		{"daemon-0.log", "m1"}: {at(9_200)},
+		{"daemon-1.log", "m1"}: {at(9_000)},
+	}
+	backs := map[FlipKey][]time.Time{{"daemon-1.log", "m1"}: {at(9_800)}}
+	early := stalled()
+	early.CheckStallFlips(logs, before, backs, nil)
+	want(t, early, "stall-flips")
+	if c := early.Counts(); c.StallInMemory != 1 || c.StallFlips != 0 {
+		t.Errorf("counts %+v, want 1 daemon in memory when the stall began, no flip within it", c)
+	}
+	before[FlipKey{"daemon-0.log", "m1"}] = append(before[FlipKey{"daemon-0.log", "m1"}], at(10_600)) // twice
+	before[FlipKey{"daemon-1.log", "m1"}] = append(before[FlipKey{"daemon-1.log", "m1"}], at(10_300))
+	twice := stalled()
+	twice.CheckStallFlips(logs, before, backs, nil)
+	want(t, twice, "stall-flips")
+
+	// No flip while the host ran late by half the decision bound within
+	// the stall (or within a bound after it) is not flagged, but counted;
+	// a shorter lateness, or one long before, excuses nothing.
+	none := map[FlipKey][]time.Time{}
+	for _, c := range []struct {
+		late Late
+		want []string
+	}{
+		{Late{"": {{From: at(10_500), To: at(11_000)}}}, nil},
+		{Late{"": {{From: at(11_800), To: at(12_400)}}}, nil},
+		{Late{"": {{From: at(10_500), To: at(10_999)}}}, []string{"stall-flips", "stall-flips"}},
+		{Late{"": {{From: at(5_000), To: at(9_000)}}}, []string{"stall-flips", "stall-flips"}},
+		{Late{"m1": {{From: at(10_000), To: at(11_000)}}}, []string{"stall-flips", "stall-flips"}}, // the node's lateness is the stall
+	} {
+		o := stalled()
+		o.CheckStallFlips(logs, none, nil, c.late)
+		want(t, o, c.want...)
+		if n := o.Counts().StallNoFlipExcused; n != int64(2-len(c.want)) {
+			t.Errorf("late %v: %d daemons excused, want %d", c.late, n, 2-len(c.want))
+		}
+	}
 }
 
 // An answer from memory for a breaker on the stalled node is not a

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/breakerd/breakerd/internal/store"
 )
 
 // The pulse is the observer's own measure of how promptly each Redis
@@ -54,6 +56,20 @@ func (l Late) excuses(node string, t time.Time) bool {
 			if !s.From.After(t) && !s.To.Before(t.Add(-LateWindow)) {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// hostRanLate reports whether the host ran late within [from, to] by as
+// much as makes a daemon take itself as late (store's lateness: half its
+// decision bound): a late span of the host's own sleeps that long,
+// overlapping it. A daemon on such a host rightly takes its decisions'
+// silence for its own lateness, and answers its callers late.
+func (l Late) hostRanLate(from, to time.Time) bool {
+	for _, s := range l[""] {
+		if s.To.Sub(s.From) >= store.LateAfter(DecisionTimeout) && !s.From.After(to) && !s.To.Before(from) {
+			return true
 		}
 	}
 	return false

@@ -519,6 +519,7 @@ func (r *soakRun) judge(ctx context.Context) {
 	obs.JudgeForgotten(logs.Losses)
 	obs.JudgeLosses(logs.Losses)
 	obs.JudgeLive(r.late)
+	obs.JudgeLate(r.late)
 	obs.CheckFlaps(logs.FlipTimes, r.late)
 	var through []string // the logs of the daemons that ran through the stall
 	for i := range r.daemons {
@@ -527,7 +528,7 @@ func (r *soakRun) judge(ctx context.Context) {
 		}
 		through = append(through, fmt.Sprintf("daemon-%d.log", i))
 	}
-	obs.CheckStallFlips(through, logs.FlipTimes)
+	obs.CheckStallFlips(through, logs.FlipTimes, logs.BackTimes, r.late)
 	r.rep.Stalls, r.rep.Late = obs.FormatStalls(), r.late
 	r.rep.Flips, r.rep.FlipLines = obs.FormatFlips(logs.Flips), logs.FlipLines
 	for i, d := range r.daemons {

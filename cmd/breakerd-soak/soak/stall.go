@@ -21,8 +21,9 @@ import (
 //   - in time: no call overlapping a stall on its breaker's node fails
 //     past the caller's deadline ("late": DeadlineExceeded).
 //   - one flip: each daemon that ran through a stall sends the stalled
-//     node to memory exactly once within it ("stall-flips"): never is a
-//     stall its callers waited out, twice is flapping.
+//     node to memory exactly once within it, or had it there already
+//     when it began ("stall-flips"): never is a stall its callers waited
+//     out, twice is flapping.
 //   - degraded answers only on the stalled node: the stall is a fault on
 //     its node for the rule in answered.
 
@@ -109,9 +110,8 @@ func (o *Observer) AllowForced(b, who string, sent, got time.Time, r *pb.AllowRe
 
 // Late reports a call (call: "Allow", "Record") at b by who (a worker
 // and its daemon) sent at sent that failed with the caller's deadline
-// (CallDeadline) passed at got: a violation when it overlaps a stall on
-// b's node, where the daemons' bound must answer first. The violation
-// names the call, the caller, the fault and how late the failure came.
+// (CallDeadline) passed at got: a violation (JudgeLate) when it overlaps
+// a stall on b's node, where the daemons' bound must answer first.
 func (o *Observer) Late(b, call, who string, sent, got time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -121,9 +121,35 @@ func (o *Observer) Late(b, call, who string, sent, got time.Time) {
 		return
 	}
 	o.counts.LateStall++
-	o.flag("late", b, "%s by %s, sent at %s during the stall (%s, from %s), failed at %s: %s past the caller's %s deadline",
-		call, who, stamp(sent), s.what, stamp(s.from), stamp(got),
-		got.Sub(sent.Add(CallDeadline)).Round(time.Millisecond), CallDeadline)
+	o.lateCalls = append(o.lateCalls, lateCall{b: b, call: call, who: who, sent: sent, got: got, stall: *s})
+}
+
+// lateCall is a call within a stall that failed past its caller's
+// deadline (Late).
+type lateCall struct {
+	b, call, who string
+	sent, got    time.Time
+	stall        stall
+}
+
+// JudgeLate flags each call within a stall that failed past its caller's
+// deadline ("late"), naming the call, the caller, the fault and how late
+// the failure came; unless the host ran late during the call (late; see
+// hostRanLate), when no daemon's bound could have answered in time: those
+// are counted apart (LateExcused).
+func (o *Observer) JudgeLate(late Late) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, c := range o.lateCalls {
+		if late.hostRanLate(c.sent, c.got) {
+			o.counts.LateExcused++
+			continue
+		}
+		o.flag("late", c.b, "%s by %s, sent at %s during the stall (%s, from %s), failed at %s: %s past the caller's %s deadline",
+			c.call, c.who, stamp(c.sent), c.stall.what, stamp(c.stall.from), stamp(c.got),
+			c.got.Sub(c.sent.Add(CallDeadline)).Round(time.Millisecond), CallDeadline)
+	}
+	o.lateCalls = nil
 }
 
 // stallAnswer counts an answer at b within a stall on its node (o.mu held).
@@ -140,8 +166,14 @@ func (o *Observer) stallAnswer(b string, sent, got time.Time, degraded bool) {
 // CheckStallFlips flags each daemon log (logs: the daemons that ran
 // through every stall) that did not send a stalled node to memory exactly
 // once within the stall and its settling, up to the next fault on that
-// node (flips: when, per daemon log and node).
-func (o *Observer) CheckStallFlips(logs []string, flips map[FlipKey][]time.Time) {
+// node (flips and backs: when, per daemon log and node, it went to memory
+// and answered again). A daemon that still had the node in memory when
+// the stall began (a flip before it, on a host the pulse saw late, is
+// judged by CheckFlaps) has made that flip already. A daemon that never
+// flipped while the host ran late within the stall or its decisions'
+// bound after it (late; see hostRanLate) took its decisions' silence for
+// its own lateness, as it must: counted apart (StallNoFlipExcused).
+func (o *Observer) CheckStallFlips(logs []string, flips, backs map[FlipKey][]time.Time, late Late) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, s := range o.stalls {
@@ -152,19 +184,39 @@ func (o *Observer) CheckStallFlips(logs []string, flips map[FlipKey][]time.Time)
 			}
 		}
 		for _, l := range logs {
+			k := FlipKey{Log: l, Node: s.node}
 			n := 0
-			for _, t := range flips[FlipKey{Log: l, Node: s.node}] {
+			for _, t := range flips[k] {
 				if !t.Before(s.from) && t.Before(end) {
 					n++
 				}
 			}
 			o.counts.StallFlips += int64(n)
-			if n != 1 {
-				o.flag("stall-flips", "", "%s: node %q went to memory %d times during its stall %s..%s (want exactly once)",
-					l, s.node, n, stamp(s.from), stamp(s.to))
+			already := latest(flips[k], s.from).After(latest(backs[k], s.from))
+			if already {
+				o.counts.StallInMemory++
+				n++
+			}
+			switch {
+			case n == 0 && late.hostRanLate(s.from, s.to.Add(DecisionTimeout)):
+				o.counts.StallNoFlipExcused++
+			case n != 1:
+				o.flag("stall-flips", "", "%s: node %q went to memory %d times during its stall %s..%s (in memory when it began: %t; want exactly once)",
+					l, s.node, n, stamp(s.from), stamp(s.to), already)
 			}
 		}
 	}
+}
+
+// latest returns the last of times before t (zero if none).
+func latest(times []time.Time, t time.Time) time.Time {
+	var last time.Time
+	for _, x := range times {
+		if x.Before(t) && x.After(last) {
+			last = x
+		}
+	}
+	return last
 }
 
 // FormatStalls renders the stall figures for the report.
@@ -172,8 +224,8 @@ func (o *Observer) FormatStalls() string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	c := o.counts
-	return fmt.Sprintf("%d answers within stalls on their node (%d degraded); %d flips to memory within them; %d calls past the caller's deadline within them (%d in the whole run); at the breakers forced open: %d answers (%d degraded), %d let through (%d after the restart without persistence wiped the pin)",
-		c.StallAnswers, c.StallDegraded, c.StallFlips, c.LateStall, c.Late, c.ForcedAnswers, c.ForcedDegraded, c.ForcedLet, c.ForcedWiped)
+	return fmt.Sprintf("%d answers within stalls on their node (%d degraded); %d flips to memory within them (and %d daemons with the node in memory already when one began, %d with no flip while the host ran late); %d calls past the caller's deadline within them (%d of those while the host ran late; %d in the whole run); at the breakers forced open: %d answers (%d degraded), %d let through (%d after the restart without persistence wiped the pin)",
+		c.StallAnswers, c.StallDegraded, c.StallFlips, c.StallInMemory, c.StallNoFlipExcused, c.LateStall, c.LateExcused, c.Late, c.ForcedAnswers, c.ForcedDegraded, c.ForcedLet, c.ForcedWiped)
 }
 
 // How long a stall lasts, and the bounds it is set between. The daemons
