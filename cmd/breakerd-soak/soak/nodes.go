@@ -84,9 +84,10 @@ func (o *Observer) JudgeLive(late Late) {
 }
 
 // JudgeLosses flags each loss a daemon logged (losses: when, by breaker;
-// daemon.LogStateLost) for a breaker whose master had no fault injected by then
-// ("false-loss"): Redis kept that breaker's state, yet a daemon said it
-// lost it (an alert, a metric, and a call denied that Redis let through).
+// daemon.LogStateLost) for a breaker whose master had no fault injected
+// by then ("false-loss"): Redis kept that breaker's state, yet a daemon
+// said it lost it (an alert, a metric, and a call denied that Redis let
+// through).
 func (o *Observer) JudgeLosses(losses map[string][]time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

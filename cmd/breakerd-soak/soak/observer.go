@@ -52,7 +52,8 @@ import (
 //     logged loss: once a worker was answered OPEN with a cooldown ending
 //     at D, an answer CLOSED to a request sent before D is a loss of
 //     state; it is a violation unless a daemon logged that breaker's loss
-//     (daemon.LogStateLost) near it (JudgeForgotten) or the master's kill lost it.
+//     (daemon.LogStateLost) near it (JudgeForgotten) or the master's kill
+//     lost it.
 //   - no flapping: see CheckFlaps.
 //   - breakers on live masters answer from Redis: see JudgeLive.
 //   - no loss logged while Redis kept the state: see JudgeLosses.
@@ -162,10 +163,10 @@ type Counts struct {
 	// in memory already when its stall began; StallNoFlipExcused: daemons
 	// that did not flip while the host ran late), calls failed past the
 	// caller's deadline (Late, LateStall of them within a stall:
-	// violations, but for LateExcused of them: the host ran late), answers at the
-	// breakers forced open (ForcedAnswers, ForcedDegraded from memory,
-	// ForcedLet let through: violations, ForcedWiped let through after
-	// the restart without persistence wiped the pin).
+	// violations, but for LateExcused of them: the host ran late),
+	// answers at the breakers forced open (ForcedAnswers, ForcedDegraded
+	// from memory, ForcedLet let through: violations, ForcedWiped let
+	// through after the restart without persistence wiped the pin).
 	StallAnswers, StallDegraded, StallFlips, StallInMemory, StallNoFlipExcused int64
 	Late, LateStall, LateExcused                                               int64
 	ForcedAnswers, ForcedDegraded, ForcedLet, ForcedWiped                      int64
