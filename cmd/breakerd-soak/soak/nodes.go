@@ -73,13 +73,9 @@ type liveAnswer struct {
 func (o *Observer) JudgeLive(late Late) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for _, a := range o.live {
-		if late.excuses(a.node, a.got) {
-			o.counts.LiveExcused++
-			continue
-		}
+	excuseOrFlag(o.live, func(a liveAnswer) bool { return late.excuses(a.node, a.got) }, &o.counts.LiveExcused, func(a liveAnswer) {
 		o.flag("live-degraded", a.b, "answered from a daemon's memory at %s though its master %s had no fault injected, and answered the observer in time", stamp(a.got), a.node)
-	}
+	})
 	o.live = nil
 }
 

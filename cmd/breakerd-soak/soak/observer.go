@@ -253,6 +253,19 @@ func (o *Observer) flag(rule, b, format string, args ...any) {
 	o.violations = append(o.violations, Violation{Rule: rule, Breaker: b, Detail: fmt.Sprintf(format, args...)})
 }
 
+// excuseOrFlag counts in excused each of held that excuse accepts and
+// hands the rest to flag: the judging of what the run held back until
+// the pulse's lateness was known (o.mu held).
+func excuseOrFlag[T any](held []T, excuse func(T) bool, excused *int64, flag func(T)) {
+	for _, x := range held {
+		if excuse(x) {
+			*excused++
+			continue
+		}
+		flag(x)
+	}
+}
+
 // inFailover reports whether t falls between the kill and the moment the
 // cluster was seen settled again.
 func (o *Observer) inFailover(b string, t time.Time) bool {

@@ -140,15 +140,11 @@ type lateCall struct {
 func (o *Observer) JudgeLate(late Late) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for _, c := range o.lateCalls {
-		if late.hostRanLate(c.sent, c.got) {
-			o.counts.LateExcused++
-			continue
-		}
+	excuseOrFlag(o.lateCalls, func(c lateCall) bool { return late.hostRanLate(c.sent, c.got) }, &o.counts.LateExcused, func(c lateCall) {
 		o.flag("late", c.b, "%s by %s, sent at %s during the stall (%s, from %s), failed at %s: %s past the caller's %s deadline",
 			c.call, c.who, stamp(c.sent), c.stall.what, stamp(c.stall.from), stamp(c.got),
 			c.got.Sub(c.sent.Add(CallDeadline)).Round(time.Millisecond), CallDeadline)
-	}
+	})
 	o.lateCalls = nil
 }
 
