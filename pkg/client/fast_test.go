@@ -308,7 +308,10 @@ func TestFastQueueOverflowDropsOnlySuccesses(t *testing.T) {
 	t.Parallel()
 	f := &blockingBatches{release: make(chan struct{})}
 	addr := serveFake(t, f)
-	c := dial(t, addr, "w1", WithFastMode())
+	// The first batch waits at breakerd until release, however long the
+	// queue takes to fill on a busy machine: a send given up on would free
+	// its room in the queue.
+	c := dial(t, addr, "w1", WithFastMode(), WithRecordTimeout(time.Hour))
 	ctx := context.Background()
 	extra, failures, probes := 300, 500, 3
 	// A breaker the view does not know: every success must be sent. The
