@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/breakerd/breakerd/internal/cli"
+	"github.com/breakerd/breakerd/internal/tests/testredis"
 )
 
 // TestMain lets this test binary stand in for breakerbench when the bench
@@ -36,7 +37,7 @@ func TestRunTiny(t *testing.T) {
 		args = append(args, "--redis-addr", addr)
 	}
 	var out bytes.Buffer
-	if err := run(context.Background(), args, &out); err != nil {
+	if err := run(testredis.UntilDeadline(t), args, &out); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")

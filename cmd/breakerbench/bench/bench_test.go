@@ -39,13 +39,7 @@ func TestRunTiny(t *testing.T) {
 	testredis.Tier(t, "bench")
 	o := tiny(t)
 	var out bytes.Buffer
-	ctx := context.Background()
-	if d, ok := t.Deadline(); ok { // a busy host: the scenarios wait on their conditions until the test's end
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, d.Add(-time.Minute))
-		defer cancel()
-	}
-	rows, err := run(ctx, o, &out)
+	rows, err := run(testredis.UntilDeadline(t), o, &out)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}

@@ -1,10 +1,12 @@
 package testredis
 
 import (
+	"context"
 	"os"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // EnvTiers names the environment variable that turns on the heavy test
@@ -28,4 +30,18 @@ func Tier(t testing.TB, tier string) {
 // run is a short form of a heavier one.
 func TierOn(tier string) bool {
 	return slices.Contains(strings.Split(os.Getenv(EnvTiers), ","), tier)
+}
+
+// UntilDeadline is the context for a test's waits on conditions: it ends
+// a minute before t's deadline (so that a wait which runs out still
+// reports before go test's timeout panics), or with t when go test has
+// no timeout. A busy host then stretches the waits, not the failures.
+func UntilDeadline(t *testing.T) context.Context {
+	d, ok := t.Deadline()
+	if !ok {
+		return t.Context()
+	}
+	ctx, cancel := context.WithDeadline(t.Context(), d.Add(-time.Minute))
+	t.Cleanup(cancel)
+	return ctx
 }
