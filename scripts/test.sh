@@ -301,7 +301,7 @@ go_tier() {
 
 # The bounded soak, 60 s on each topology (cmd/breakerd-soak,
 # docs/reliability.md): 2 daemons, 200 workers, 1,000 breakers, on a
-# Sentinel setup of its own, then on a Redis Cluster of its own; each run
+# Sentinel setup of its own and on a Redis Cluster of its own; each run
 # kills a daemon, stalls a master, kills one and restarts one without
 # persistence, and exits non-zero on any violation its observer sees. The
 # stall is a blackholed link on Sentinel and replies late past the bound

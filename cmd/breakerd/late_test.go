@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/tests/testredis"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
@@ -26,9 +26,10 @@ import (
 // replies were not read in time).
 //
 // Redis may be late too on a loaded host (miniredis shares the -race test
-// process): a stop during which the test's own pings of Redis came late
-// is not judged, and the daemon is left to recover before the next. Three
-// stops must be judged, within eight.
+// process, and runs a script far slower than it answers a PING): a stop
+// during which the test's own decisions came late is not judged, and the
+// daemon is left to recover before the next. Three stops must be judged,
+// within eight.
 func TestAStoppedDaemonDoesNotBlameRedis(t *testing.T) {
 	testredis.StallTier(t)
 	t.Parallel()
@@ -50,7 +51,9 @@ func TestAStoppedDaemonDoesNotBlameRedis(t *testing.T) {
 		defer conn.Close()
 		api := pb.NewBreakerServiceClient(conn)
 		l := &lateLoad{api: api, names: []string{b.Breaker("search"), b.Breaker("fetch"), b.Breaker("mail")}}
-		pulse := startPulse(b.NewClient(t), bound/2)
+		witness := store.New(b.NewClient(t), store.Options{Outage: store.OutageUnavailable})
+		defer witness.Close()
+		pulse := startPulse(witness, l.names, bound/2)
 		defer pulse.stop()
 		stop := l.run(16)
 		defer stop()
@@ -92,7 +95,7 @@ func (l *lateLoad) stopOnce(t *testing.T, p *proc, bound time.Duration, i int, p
 		return true
 	}
 	if late, at := pulse.lateWithin(from.Add(-bound), time.Now()); late > 0 {
-		t.Logf("stop %d not judged: a ping of Redis from this test came %s late at %s", i, late, at.Format("15:04:05.000"))
+		t.Logf("stop %d not judged: a decision asked of Redis by this test came %s late at %s", i, late, at.Format("15:04:05.000"))
 		until(t, "redis taken back", p.out, func() bool {
 			o := p.out.String()
 			down := strings.Count(o, "redis unreachable") - strings.Count(o, "redis unreachable: health")
@@ -100,7 +103,7 @@ func (l *lateLoad) stopOnce(t *testing.T, p *proc, bound time.Duration, i int, p
 		})
 		return false
 	}
-	t.Errorf("stop %d: %d calls answered from memory (the first: %s), and Redis's pings answered in time; want every call answered from Redis and no \"redis unreachable\" line:\n%s",
+	t.Errorf("stop %d: %d calls answered from memory (the first: %s), and the test's own decisions were answered in time; want every call answered from Redis and no \"redis unreachable\" line:\n%s",
 		i, l.degraded.Load()-degraded, l.first.Load(), out)
 	return false
 }
@@ -140,10 +143,13 @@ func (l *lateLoad) run(n int) (stop func()) {
 	return func() { cancel(); wg.Wait() }
 }
 
-// pulse pings Redis from the test's own process every 20 ms and keeps
-// each ping that came late (its answer, or its own tick, slow by at least
-// its bound; a ping unanswered at the bound fails, and counts): Redis, or
-// the host the test shares with it, was late then.
+// pulse asks Redis for a decision, as the daemon does (an Allow of each
+// of the load's breakers, by a store of the test's own that never answers
+// from memory), every 20 ms from the test's own process, and keeps each
+// round that came late (its answers, or its own tick, slow by at least its
+// bound; a decision unanswered at the bound fails, and counts): Redis, or
+// the host the test shares with it, was late then. A PING would not do:
+// miniredis answers one at once while its scripts wait.
 type pulse struct {
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -156,7 +162,7 @@ type lateAt struct {
 	late time.Duration
 }
 
-func startPulse(rdb redis.UniversalClient, bound time.Duration) *pulse {
+func startPulse(st *store.Store, names []string, bound time.Duration) *pulse {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &pulse{cancel: cancel, done: make(chan struct{})}
 	go func() {
@@ -166,8 +172,8 @@ func startPulse(rdb redis.UniversalClient, bound time.Duration) *pulse {
 		for ctx.Err() == nil {
 			time.Sleep(time.Until(next))
 			start := time.Now()
-			pctx, cancel := context.WithTimeout(ctx, bound) // a ping Redis holds is late at the bound, not when it ends
-			err := pingAll(pctx, rdb)
+			pctx, cancel := context.WithTimeout(ctx, bound) // a decision Redis holds is late at the bound, not when it ends
+			err := decideAll(pctx, st, names)
 			cancel()
 			if late := max(start.Sub(next), time.Since(start)); late >= bound || (err != nil && ctx.Err() == nil) {
 				p.mu.Lock()
@@ -180,12 +186,15 @@ func startPulse(rdb redis.UniversalClient, bound time.Duration) *pulse {
 	return p
 }
 
-// pingAll pings every master (one on a single Redis).
-func pingAll(ctx context.Context, rdb redis.UniversalClient) error {
-	if c, ok := rdb.(*redis.ClusterClient); ok {
-		return c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.Ping(ctx).Err() })
+// decideAll asks st for an Allow of each name, by a worker of the
+// pulse's own (its calls count toward no quorum: it records nothing).
+func decideAll(ctx context.Context, st *store.Store, names []string) error {
+	for _, name := range names {
+		if _, err := st.Allow(ctx, name, "pulse"); err != nil {
+			return err
+		}
 	}
-	return rdb.Ping(ctx).Err()
+	return nil
 }
 
 // lateWithin is the latest late ping between from and to, if any (0
