@@ -115,13 +115,13 @@ trap cleanup EXIT
 
 # port_range: the first and last port of BREAKERD_TEST_PORTS. Below
 # Linux's ephemeral range (32768-), where an outgoing connection could hold
-# one; bus ports at + 10000 must stay within 65535. At least 32 ports: the
-# two soaks side by side take up to 10 each from their halves.
+# one; bus ports at + 10000 must stay within 65535. At least 64 ports: the
+# two soaks side by side take up to 16 each from their halves.
 port_range() {
   local r=${BREAKERD_TEST_PORTS:-20000-21999}
   lo=${r%-*} hi=${r#*-}
-  if ! [[ $lo =~ ^[0-9]+$ && $hi =~ ^[0-9]+$ ]] || [ "$lo" -lt 1024 ] || [ $((hi - lo)) -lt 31 ] || [ "$hi" -gt 55535 ]; then
-    echo "ci: BREAKERD_TEST_PORTS=$r: want LO-HI, 1024 <= LO, LO+31 <= HI <= 55535"; exit 1
+  if ! [[ $lo =~ ^[0-9]+$ && $hi =~ ^[0-9]+$ ]] || [ "$lo" -lt 1024 ] || [ $((hi - lo)) -lt 63 ] || [ "$hi" -gt 55535 ]; then
+    echo "ci: BREAKERD_TEST_PORTS=$r: want LO-HI, 1024 <= LO, LO+63 <= HI <= 55535"; exit 1
   fi
 }
 

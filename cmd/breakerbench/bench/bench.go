@@ -862,12 +862,23 @@ func (e *env) timed(ctx context.Context, o Options, s scenario, op opFunc, begin
 	if err := begin(); err != nil {
 		return sample{}, err
 	}
-	before, err := procCPU(os.Getpid())
+	resyncs := e.main.resyncs()
+	before, err := selfCPU()
 	smp := drive(ctx, s.callersOf(o), o.Duration, o.MaxCalls, op)
-	if after, err2 := procCPU(os.Getpid()); err == nil && err2 == nil {
+	if after, err2 := selfCPU(); err == nil && err2 == nil {
 		smp.clientCPU = after - before
 	}
+	smp.resyncs = e.main.resyncs() - resyncs
 	return smp, nil
+}
+
+// resyncs is how many times t's fast views have resynced so far
+// (client.Stats.Resyncs: one per Watch stream (re)connected).
+func (t *target) resyncs() (n int64) {
+	for _, cl := range t.fast {
+		n += cl.Stats().Resyncs
+	}
+	return n
 }
 
 // driverWarmup is the untimed calls a driver makes in each round before

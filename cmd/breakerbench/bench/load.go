@@ -24,12 +24,13 @@ type sample struct {
 	cmds    int64           // Redis commands (INFO commandstats) during the run
 	scripts int64           // of which script runs (EVALSHA, EVAL and their read-only forms)
 	rpcs    int64           // RPCs the bench sent during the run
+	resyncs int64           // the fast views' resyncs during the run (each a listing: scripts of its own)
 	top     string          // the commands Redis ran most during the run (topCommands)
 	cpu     time.Duration   // CPU time of the scenario's server process
 	hasCPU  bool            // cpu was measured
 	// clientCPU is the driver's CPU time over the timed run: a client's
 	// driver as it counts it, or the bench's own process for the rows its
-	// goroutines drive (0 where /proc is missing).
+	// goroutines drive (getrusage).
 	clientCPU time.Duration
 	redisCPU  time.Duration // Redis's CPU time during the run (INFO cpu)
 }

@@ -75,6 +75,7 @@ type row struct {
 	cmdsPerOp, rpcsPerOp float64
 	scriptsPerOp         float64 // script runs per op: the decisions, without a daemon's background writes
 	scriptsTop           string  // the commands Redis ran most in a run with scripts (topCommands)
+	resyncs              int64   // the fast views' resyncs over the timed runs
 	rtPerOp              float64
 	cpuPerRPC            time.Duration // the server's CPU per RPC
 	cpuMeasured          bool          // cpuPerRPC was read (the server ran in its own process)
@@ -111,6 +112,7 @@ func summarize(s scenario, ss []sample, rt float64) row {
 			r.scriptsTop = x.top
 		}
 		rpcs += x.rpcs
+		r.resyncs += x.resyncs
 	}
 	slices.Sort(lat)
 	r.rate = median(rates)

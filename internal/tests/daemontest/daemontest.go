@@ -52,7 +52,8 @@ func (d *Daemon) Stop() { d.stop.Do(d.halt) }
 type Options struct {
 	// Store configures its store (see Start).
 	Store store.Options
-	// Addr is the address to listen on. Default 127.0.0.1:0.
+	// Addr is the address to listen on. Default: a free loopback port
+	// below the ephemeral range (testredis.Listen).
 	Addr string
 	// Server are extra gRPC server options: auth interceptors,
 	// grpc.Creds for TLS.
@@ -110,9 +111,6 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 	if o.SavingsKey == "" {
 		o.SavingsKey = b.Prefix + "saved"
 	}
-	if opts.Addr == "" {
-		opts.Addr = "127.0.0.1:0"
-	}
 	rdb := b.NewClient(t)
 	st := store.New(rdb, o)
 	if err := st.Load(context.Background()); err != nil {
@@ -139,7 +137,7 @@ func StartWith(t testing.TB, b *testredis.Backend, opts Options) *Daemon {
 	hub.SetStateReader(srv.State)
 	g, hs := srv.NewGRPC(append(calls.Options(), opts.Server...)...)
 	server.SetServing(hs, true)
-	lis, err := net.Listen("tcp", opts.Addr)
+	lis, err := listen(t, opts.Addr)
 	if err != nil {
 		cancel()
 		stopHub()
@@ -221,4 +219,14 @@ func serveHTTP(t testing.TB, o httpapi.Options, g *grpc.Server, hs *health.Serve
 	hsrv := &http.Server{Handler: h, MaxHeaderBytes: 64 << 10}
 	go func() { _ = hsrv.Serve(lis) }()
 	return lis.Addr().String(), func() { _ = hsrv.Close() }
+}
+
+// listen listens on addr, or on testredis.Listen's port when addr is "":
+// a port that a daemon stopped and started again at its Addr (StartAt)
+// can take back.
+func listen(t testing.TB, addr string) (net.Listener, error) {
+	if addr == "" {
+		return testredis.Listen(t), nil
+	}
+	return net.Listen("tcp", addr)
 }

@@ -11,7 +11,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -331,16 +330,4 @@ func isHandshake(cmd redis.Cmder) bool {
 		return true
 	}
 	return false
-}
-
-// FreeAddr returns a loopback address nothing listens on.
-func FreeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
 }
