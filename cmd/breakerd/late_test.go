@@ -197,8 +197,8 @@ func decideAll(ctx context.Context, st *store.Store, names []string) error {
 	return nil
 }
 
-// lateWithin is the latest late ping between from and to, if any (0
-// when none).
+// lateWithin is the latest late round of the pulse between from and to,
+// if any (0 when none).
 func (p *pulse) lateWithin(from, to time.Time) (time.Duration, time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
