@@ -30,7 +30,7 @@ type sample struct {
 	hasCPU  bool            // cpu was measured
 	// clientCPU is the driver's CPU time over the timed run: a client's
 	// driver as it counts it, or the bench's own process for the rows its
-	// goroutines drive (getrusage).
+	// goroutines drive (getrusage; 0 where the system has none).
 	clientCPU time.Duration
 	redisCPU  time.Duration // Redis's CPU time during the run (INFO cpu)
 }

@@ -11,7 +11,6 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -157,17 +156,6 @@ func (c *child) cpu() (time.Duration, error) {
 
 // clockTick is USER_HZ, 100 on every Linux architecture Go supports.
 const clockTick = 10 * time.Millisecond
-
-// selfCPU is the bench's own user plus system CPU time so far, to the
-// microsecond (getrusage): procCPU's clock ticks could read a short timed
-// run on a busy host as none.
-func selfCPU() (time.Duration, error) {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0, err
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
-}
 
 func procCPU(pid int) (time.Duration, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
