@@ -140,10 +140,9 @@ func trip(t *testing.T, c1, c2 *Client, name string) {
 	}
 }
 
-// eventually polls cond until it holds or 10s pass: for background work
-// (a Watch event arriving, a reconnect), never for a cooldown.
-// eventually waits for cond, as long as the test may run: a busy machine
-// is slow, not wrong (daemontest.Eventually).
+// eventually waits for cond, as long as the test may run: for background
+// work (a Watch event arriving, a reconnect), never for a cooldown. A busy
+// machine is slow, not wrong (daemontest.Eventually).
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	daemontest.Eventually(t, what, cond)
