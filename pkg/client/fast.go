@@ -523,7 +523,8 @@ type queued struct {
 type sender struct {
 	mu      sync.Mutex
 	q       []queued
-	busy    int // outcomes taken by the batch in flight
+	spare   []queued // a sent queue's emptied slice, for the next
+	busy    int      // outcomes taken by the sender and not yet sent
 	wake    chan struct{}
 	idle    *sync.Cond
 	dropped atomic.Int64
@@ -619,8 +620,9 @@ func (c *Client) recordUnheard(p *Permit, r Result) bool {
 	return true
 }
 
-// send is the sender goroutine: whatever is queued goes out in one
-// RecordBatch (at most limits.MaxBatch outcomes), then the next.
+// send is the sender goroutine: it takes everything queued and sends it
+// in RecordBatch calls of at most limits.MaxBatch outcomes, then takes
+// what was queued meanwhile.
 func (c *Client) send() {
 	defer c.wg.Done()
 	s := c.out
@@ -633,37 +635,65 @@ func (c *Client) send() {
 			s.mu.Unlock()
 			return
 		}
-		for c.sendOnce() {
+		for c.sendQueued() {
 		}
 	}
 }
 
-// sendOnce sends one batch; it reports whether more may be queued.
-func (c *Client) sendOnce() bool {
+// sendQueued takes the whole queue (Record appends to another slice
+// meanwhile: taking costs the same however long the queue grew while
+// breakerd was slow) and sends it batch by batch. It reports whether more
+// was queued meanwhile.
+func (c *Client) sendQueued() bool {
 	s := c.out
 	s.mu.Lock()
-	n := min(len(s.q), limits.MaxBatch)
-	if n == 0 {
-		s.idle.Broadcast()
+	all := s.q
+	s.q, s.spare = s.spare, nil
+	s.busy = len(all)
+	s.mu.Unlock()
+	for taken := all; len(taken) > 0; {
+		n := min(len(taken), limits.MaxBatch)
+		c.sendBatch(c.fresh(taken[:n]))
+		clear(taken[:n]) // what was sent is garbage now, not once the rest is
+		taken = taken[n:]
+		s.mu.Lock()
+		s.busy -= n
 		s.mu.Unlock()
-		return false
 	}
-	batch := make([]queued, 0, n)
-	for _, q := range s.q[:n] {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cap(all) <= FastQueueLimit { // a storm's long queue is not kept
+		s.spare = all[:0]
+	}
+	more := len(s.q) > 0
+	if !more {
+		s.idle.Broadcast()
+	}
+	return more
+}
+
+// fresh returns the outcomes of qs that breakerd could still count,
+// counting the others (stale) in Stats.StaleNotSent.
+func (c *Client) fresh(qs []queued) []queued {
+	batch := make([]queued, 0, len(qs))
+	for _, q := range qs {
 		if c.stale(q) {
-			s.stale.Add(1)
+			c.out.stale.Add(1)
 			continue
 		}
 		batch = append(batch, q)
 	}
-	s.q = append(s.q[:0], s.q[n:]...)
-	s.busy = len(batch)
-	s.mu.Unlock()
-	if len(batch) == 0 {
-		return true
-	}
-	n = len(batch)
+	return batch
+}
 
+// sendBatch sends batch in one RecordBatch and learns breakerd's answers;
+// when breakerd cannot be reached, the local breaker takes the outcomes
+// it does not hold yet, as Record does.
+func (c *Client) sendBatch(batch []queued) {
+	n := len(batch)
+	if n == 0 {
+		return
+	}
 	reqs := make([]*pb.RecordRequest, n)
 	vers := make([]uint64, n)
 	var all uint64
@@ -681,10 +711,10 @@ func (c *Client) sendOnce() bool {
 	end(err)
 	cancel()
 	c.noteReach(err)
-	s.batches.Add(1)
+	c.out.batches.Add(1)
 	switch {
 	case err != nil && reachFailure(err):
-		for _, q := range batch { // as Record does: the local breaker keeps them
+		for _, q := range batch {
 			if q.local {
 				continue
 			}
@@ -695,7 +725,7 @@ func (c *Client) sendOnce() bool {
 	case err != nil:
 		c.log("client: sending outcomes (fast mode)", err)
 	default:
-		s.sent.Add(int64(n))
+		c.out.sent.Add(int64(n))
 		for i, r := range res.GetResults() {
 			// What breakerd answered is the breaker's state after the
 			// record: keep it unless an event about it came meanwhile.
@@ -704,14 +734,6 @@ func (c *Client) sendOnce() bool {
 			}
 		}
 	}
-	s.mu.Lock()
-	s.busy = 0
-	more := len(s.q) > 0
-	if !more {
-		s.idle.Broadcast()
-	}
-	s.mu.Unlock()
-	return more
 }
 
 // stale reports whether breakerd would surely not count q, so it need
