@@ -61,3 +61,9 @@ func IsLate(err error) bool {
 	var s stalled
 	return errors.As(err, &s) && !s.down
 }
+
+// ListPiece is how many breakers a paced listing reads per round trip.
+const ListPiece = listPiece
+
+// MayPause is mayPause.
+var MayPause = mayPause

@@ -64,11 +64,17 @@ func (s *Store) ObserveEvent(e *pb.Event) { s.out.Observe(e) }
 // memory does not depend on whether this daemon was running when a
 // breaker last changed. A listing any part of which came from memory
 // (an outage during it) seeds nothing; one begun once the event feed was
-// live (Options.Heard) marks the memory seeded (Seeded).
+// live (Options.Heard) marks the memory seeded (Seeded). Once the memory
+// is seeded, a listing is paced (batchGetPaced): it yields Redis to the
+// decisions beside it.
 func (s *Store) ListSeeding(ctx context.Context) ([]*pb.BreakerState, error) {
 	live := s.feedLive()
 	entered, fromRedis := s.out.Listing() // read in one step with an outage's beginning
-	all, err := s.List(ctx)
+	read := s.BatchGet
+	if s.out.Seeded() { // the first seeding goes as fast as Redis answers
+		read = s.batchGetPaced
+	}
+	all, err := s.list(ctx, read, nil)
 	if err != nil || !fromRedis {
 		return all, err
 	}

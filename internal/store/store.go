@@ -676,6 +676,12 @@ func (s *Store) batchRead(ctx context.Context, breakers []string) ([]*pb.Breaker
 // state is in states (all when states is empty). It SCANs the keyspace
 // (every master, on a Cluster), so it is for operators, not hot paths.
 func (s *Store) List(ctx context.Context, states ...pb.State) ([]*pb.BreakerState, error) {
+	return s.list(ctx, s.BatchGet, states)
+}
+
+// list is List, reading the breakers it found with read (BatchGet, or
+// batchGetPaced for a background listing).
+func (s *Store) list(ctx context.Context, read func(context.Context, []string) ([]*pb.BreakerState, error), states []pb.State) ([]*pb.BreakerState, error) {
 	if s.Degraded() { // a node's breakers are answered from memory (outage_read.go)
 		return s.listPages(ctx, states)
 	}
@@ -683,7 +689,7 @@ func (s *Store) List(ctx context.Context, states ...pb.State) ([]*pb.BreakerStat
 	if err != nil {
 		return nil, err
 	}
-	all, err := s.BatchGet(ctx, names)
+	all, err := read(ctx, names)
 	if err != nil {
 		return nil, err
 	}
