@@ -52,12 +52,11 @@ func mayPause(ctx context.Context, work time.Duration, done, total int) bool {
 	return 2*rest < time.Until(deadline)
 }
 
-// pause waits d, or until ctx ends (its error).
+// pause waits d, or until ctx ends (its error). The timer needs no Stop:
+// since Go 1.23 an unreferenced one is collected.
 func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-time.After(d):
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
