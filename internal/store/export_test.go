@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
+
+	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
 // Test hooks into the package's internals, for the external tests.
@@ -67,3 +69,7 @@ const ListPiece = listPiece
 
 // MayPause is mayPause.
 var MayPause = mayPause
+
+// OnPieceSeeded makes st call f once each piece of a paced listing has
+// seeded its outage memory.
+func OnPieceSeeded(st *Store, f func([]*pb.BreakerState)) { st.pieceSeeded = f }

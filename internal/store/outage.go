@@ -64,17 +64,30 @@ func (s *Store) ObserveEvent(e *pb.Event) { s.out.Observe(e) }
 // memory does not depend on whether this daemon was running when a
 // breaker last changed. A listing any part of which came from memory
 // (an outage during it) seeds nothing; one begun once the event feed was
-// live (Options.Heard) marks the memory seeded (Seeded). Once the memory
-// is seeded, a listing is paced (batchGetPaced): it yields Redis to the
-// decisions beside it.
+// live (Options.Heard) marks the memory seeded (Seeded).
+//
+// The first seeding reads every breaker at once, as fast as Redis
+// answers. Once the memory is seeded, a listing is paced (batchGetPaced):
+// it yields Redis to the decisions beside it, and each piece seeds as
+// soon as it is read, so that no state it read is held back while events
+// move the breaker on (a close event drops a seed, which an older state
+// of the listing would otherwise restore).
 func (s *Store) ListSeeding(ctx context.Context) ([]*pb.BreakerState, error) {
 	live := s.feedLive()
 	entered, fromRedis := s.out.Listing() // read in one step with an outage's beginning
-	read := s.BatchGet
-	if s.out.Seeded() { // the first seeding goes as fast as Redis answers
-		read = s.batchGetPaced
+	if s.out.Seeded() {
+		return s.list(ctx, func(ctx context.Context, names []string) ([]*pb.BreakerState, error) {
+			return s.batchGetPaced(ctx, names, func(piece []*pb.BreakerState) {
+				if fromRedis {
+					s.out.Seed(entered, piece, live)
+				}
+				if s.pieceSeeded != nil {
+					s.pieceSeeded(piece)
+				}
+			})
+		}, nil)
 	}
-	all, err := s.list(ctx, read, nil)
+	all, err := s.list(ctx, s.BatchGet, nil)
 	if err != nil || !fromRedis {
 		return all, err
 	}

@@ -11,14 +11,15 @@ import (
 const listPiece = 32
 
 // batchGetPaced is BatchGet for a background listing: names are read
-// listPiece at a time, each piece followed by a pause as long as it took.
-// Redis runs one script at a time, and the reads of thousands of breakers
-// sent at once keep every daemon's decisions queued behind them until
-// they are done (docs/performance.md#another-machine). Paced, a listing
-// takes about three times as long, and a decision waits behind one
-// piece at most. It stops pausing when the names left, read at the pace
-// so far, would not be read before ctx's deadline.
-func (s *Store) batchGetPaced(ctx context.Context, names []string) ([]*pb.BreakerState, error) {
+// listPiece at a time, each piece given to read as soon as it is in and
+// followed by a pause as long as it took. Redis runs one script at a
+// time, and the reads of thousands of breakers sent at once keep every
+// daemon's decisions queued behind them until they are done
+// (docs/performance.md#another-machine). Paced, a listing takes about
+// three times as long, and a decision waits behind one piece at most. It
+// stops pausing when the names left, read at the pace so far, would not
+// be read before ctx's deadline.
+func (s *Store) batchGetPaced(ctx context.Context, names []string, read func([]*pb.BreakerState)) ([]*pb.BreakerState, error) {
 	out := make([]*pb.BreakerState, 0, len(names))
 	var work time.Duration
 	for done := 0; done < len(names); {
@@ -29,6 +30,7 @@ func (s *Store) batchGetPaced(ctx context.Context, names []string) ([]*pb.Breake
 			return nil, err
 		}
 		took := time.Since(began)
+		read(got)
 		out, done, work = append(out, got...), done+n, work+took
 		if done == len(names) || !mayPause(ctx, work, done, len(names)) {
 			continue

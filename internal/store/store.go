@@ -145,6 +145,9 @@ type Store struct {
 	fixedArgs [3]any
 	// dec runs the decision scripts (decide, stall.go).
 	dec decisions
+	// pieceSeeded, when set (tests only), is called once each piece of a
+	// paced listing has seeded the outage memory.
+	pieceSeeded func([]*pb.BreakerState)
 }
 
 // AlertQuota bounds how many of the alerts one caller's Records raise go
