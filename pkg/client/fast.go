@@ -642,8 +642,10 @@ func (c *Client) send() {
 
 // sendQueued takes the whole queue (Record appends to another slice
 // meanwhile: taking costs the same however long the queue grew while
-// breakerd was slow) and sends it batch by batch. It reports whether more
-// was queued meanwhile.
+// breakerd was slow) and sends it batch by batch, until the client is
+// closed: what is left then goes nowhere (Close), however many batches it
+// would take against a daemon that stalls. It reports whether more was
+// queued meanwhile.
 func (c *Client) sendQueued() bool {
 	s := c.out
 	s.mu.Lock()
@@ -652,6 +654,10 @@ func (c *Client) sendQueued() bool {
 	s.busy = len(all)
 	s.mu.Unlock()
 	for taken := all; len(taken) > 0; {
+		if c.ctx.Err() != nil {
+			clear(taken)
+			break
+		}
 		n := min(len(taken), limits.MaxBatch)
 		c.sendBatch(c.fresh(taken[:n]))
 		clear(taken[:n]) // what was sent is garbage now, not once the rest is
@@ -662,10 +668,11 @@ func (c *Client) sendQueued() bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.busy = 0
 	if cap(all) <= FastQueueLimit { // a storm's long queue is not kept
 		s.spare = all[:0]
 	}
-	more := len(s.q) > 0
+	more := len(s.q) > 0 && c.ctx.Err() == nil
 	if !more {
 		s.idle.Broadcast()
 	}

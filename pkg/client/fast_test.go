@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/breakerd/breakerd/internal/breaker"
+	"github.com/breakerd/breakerd/internal/limits"
 	"github.com/breakerd/breakerd/internal/policy"
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/tests/daemontest"
@@ -280,6 +281,7 @@ type blockingBatches struct {
 	release             chan struct{}
 	successes, failures atomic.Int64
 	probes              atomic.Int64
+	batches             atomic.Int64 // RecordBatch calls received, counted before they wait
 }
 
 func (f *blockingBatches) Watch(_ *pb.WatchRequest, s pb.BreakerService_WatchServer) error {
@@ -288,6 +290,7 @@ func (f *blockingBatches) Watch(_ *pb.WatchRequest, s pb.BreakerService_WatchSer
 }
 
 func (f *blockingBatches) RecordBatch(ctx context.Context, req *pb.RecordBatchRequest) (*pb.RecordBatchResponse, error) {
+	f.batches.Add(1)
 	<-f.release
 	out := &pb.RecordBatchResponse{}
 	for _, r := range req.GetRecords() {
@@ -348,6 +351,30 @@ func TestFastQueueOverflowDropsOnlySuccesses(t *testing.T) {
 	}
 	if got := f.probes.Load(); got != int64(probes) {
 		t.Errorf("breakerd got %d probe outcomes, want all %d", got, probes)
+	}
+}
+
+// Closing the client ends its sending: against a daemon that stalls, the
+// batch in flight is the last one sent, however long the queue behind it
+// (what is left goes nowhere, as Close says).
+func TestFastCloseEndsSending(t *testing.T) {
+	t.Parallel()
+	f := &blockingBatches{release: make(chan struct{})}
+	addr := serveFake(t, f)
+	c := dial(t, addr, "w1", WithFastMode(), WithRecordTimeout(time.Hour))
+	ctx := context.Background()
+	p := &Permit{Breaker: "b", Decision: pb.Decision_DECISION_ALLOWED, Ticket: &pb.Ticket{}}
+	for range 4 * limits.MaxBatch {
+		if _, err := c.Record(ctx, p, Result{Outcome: pb.Outcome_OUTCOME_TIMEOUT}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the first batch to reach breakerd", func() bool { return f.batches.Load() > 0 })
+	c.cancel() // as Close does once its Flush has given up
+	close(f.release)
+	c.wg.Wait()
+	if n := f.batches.Load(); n != 1 {
+		t.Errorf("breakerd got %d RecordBatch calls, want 1: the one in flight when the client closed", n)
 	}
 }
 
