@@ -532,7 +532,10 @@ func (c *Client) ForWorker(id string) *Client {
 }
 
 // Close stops the client's background work and closes the connection
-// Dial opened. On a handle from ForWorker it does nothing.
+// Dial opened. In fast mode it first flushes the queued outcomes for at
+// most the record timeout; the sending ends once the batch in flight is
+// back, and what is left goes nowhere. On a handle from ForWorker it does
+// nothing.
 func (c *Client) Close() error {
 	if c.handle {
 		return nil
