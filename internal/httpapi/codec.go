@@ -46,6 +46,15 @@ func jsonCodecOn(res vanguard.TypeResolver) vanguard.Codec {
 	}}
 }
 
+// MarshalAppend appends msg in the codec's JSON form: by appendJSON's
+// plan, or by protojson for what the plan leaves to it.
+func (c jsonCodec) MarshalAppend(b []byte, msg proto.Message) ([]byte, error) {
+	if out, ok := appendJSON(b, msg.ProtoReflect()); ok {
+		return out, nil
+	}
+	return c.JSONCodec.MarshalAppend(b, msg)
+}
+
 // Unmarshal decodes data into msg; a failure is InvalidArgument naming
 // the field, which the transcoder hands back as it is.
 func (c jsonCodec) Unmarshal(data []byte, msg proto.Message) error {
