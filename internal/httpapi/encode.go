@@ -47,39 +47,42 @@ type fieldPlan struct {
 	sub      *plan // a message field's, a list's of messages, a map's values
 }
 
+// plans holds the plans by message descriptor (a generated type's is
+// one value for the life of the process; two descriptors of one name may
+// differ, so the name is not the key).
 var (
 	plansMu sync.Mutex
-	plans   sync.Map // protoreflect.FullName -> *plan
+	plans   sync.Map // protoreflect.MessageDescriptor -> *plan
 )
 
 // planOf returns md's plan, building it (and its messages' plans) on the
 // first call. A plan is published only once whole; one under
 // construction is found by the messages that refer back to it.
 func planOf(md protoreflect.MessageDescriptor) *plan {
-	if p, ok := plans.Load(md.FullName()); ok {
+	if p, ok := plans.Load(md); ok {
 		return p.(*plan)
 	}
 	plansMu.Lock()
 	defer plansMu.Unlock()
-	building := map[protoreflect.FullName]*plan{}
+	building := map[protoreflect.MessageDescriptor]*plan{}
 	p := buildPlan(md, building)
-	for name, bp := range building {
-		plans.LoadOrStore(name, bp)
+	for d, bp := range building {
+		plans.LoadOrStore(d, bp)
 	}
 	return p
 }
 
 // buildPlan builds md's plan, recording it in building before its fields
 // so that a message that holds itself refers to the same plan.
-func buildPlan(md protoreflect.MessageDescriptor, building map[protoreflect.FullName]*plan) *plan {
-	if p, ok := plans.Load(md.FullName()); ok {
+func buildPlan(md protoreflect.MessageDescriptor, building map[protoreflect.MessageDescriptor]*plan) *plan {
+	if p, ok := plans.Load(md); ok {
 		return p.(*plan)
 	}
-	if p, ok := building[md.FullName()]; ok {
+	if p, ok := building[md]; ok {
 		return p
 	}
 	p := &plan{}
-	building[md.FullName()] = p
+	building[md] = p
 	if md.FullName().Parent() == "google.protobuf" || md.ExtensionRanges().Len() > 0 {
 		p.fallback = true
 		return p
@@ -109,7 +112,7 @@ func buildPlan(md protoreflect.MessageDescriptor, building map[protoreflect.Full
 }
 
 // messagePlan is the plan of fd's message type, or nil for a scalar.
-func messagePlan(fd protoreflect.FieldDescriptor, building map[protoreflect.FullName]*plan) *plan {
+func messagePlan(fd protoreflect.FieldDescriptor, building map[protoreflect.MessageDescriptor]*plan) *plan {
 	if fd.Message() == nil {
 		return nil
 	}

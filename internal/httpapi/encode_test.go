@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -23,7 +24,8 @@ import (
 // every kind the API does not use (bytes, float, unsigned and fixed
 // integers, maps keyed by numbers and bools, a message that holds
 // itself), each filled at random many times, must give protojson's
-// bytes (its whitespace, which varies by build, taken out).
+// bytes (its whitespace, which varies by build, taken out), as a
+// dynamic message and as its generated type.
 func TestAppendJSONIsProtojsons(t *testing.T) {
 	opts := globalJSONCodec.(jsonCodec).MarshalOptions
 	var types []protoreflect.MessageDescriptor
@@ -33,7 +35,7 @@ func TestAppendJSONIsProtojsons(t *testing.T) {
 	types = append(types, kindsType(t))
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, md := range types {
-		for i := range 200 {
+		for i := range 50 {
 			m := dynamicpb.NewMessage(md)
 			fill(rng, m, 0)
 			want, err := opts.Marshal(m)
@@ -47,6 +49,11 @@ func TestAppendJSONIsProtojsons(t *testing.T) {
 			got = bytes.TrimPrefix(got, []byte("prefix"))
 			if !bytes.Equal(got, compact(t, want)) {
 				t.Fatalf("%s #%d:\n got %s\nwant %s", md.FullName(), i, got, want)
+			}
+			if gen := generated(t, m); gen != nil {
+				if out, ok := appendJSON(nil, gen.ProtoReflect()); !ok || !bytes.Equal(out, got) {
+					t.Fatalf("%s #%d: the generated type's JSON differs:\n got %s\nwant %s", md.FullName(), i, out, got)
+				}
 			}
 		}
 	}
@@ -105,6 +112,24 @@ func BenchmarkAnswerJSON(b *testing.B) {
 			}
 		})
 	}
+}
+
+// generated is m as its generated type, nil for a type with none.
+func generated(t *testing.T, m *dynamicpb.Message) proto.Message {
+	t.Helper()
+	mt, err := protoregistry.GlobalTypes.FindMessageByName(m.Descriptor().FullName())
+	if err != nil {
+		return nil
+	}
+	data, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := mt.New().Interface()
+	if err := proto.Unmarshal(data, gen); err != nil {
+		t.Fatal(err)
+	}
+	return gen
 }
 
 // compact is data with the whitespace between JSON tokens taken out.
