@@ -20,7 +20,7 @@ import (
 // a well-known type (their JSON forms are protojson's own), extensions,
 // proto2's required fields, or a string that is not UTF-8 (protojson's
 // error names the field).
-// TestAppendJSONIsProtojsons holds the two to the same tokens.
+// TestAppendJSONIsProtojsons holds the two to the same bytes.
 func appendJSON(b []byte, m protoreflect.Message) (out []byte, ok bool) {
 	p := planOf(m.Descriptor())
 	if out, ok = p.append(b, m); !ok {
@@ -100,10 +100,9 @@ func buildPlan(md protoreflect.MessageDescriptor, building map[protoreflect.Mess
 			inOneof:  fd.ContainingOneof() != nil,
 			presence: fd.HasPresence(),
 		}
-		switch {
-		case fd.IsMap():
+		if fd.IsMap() {
 			f.sub = messagePlan(fd.MapValue(), building)
-		default:
+		} else {
 			f.sub = messagePlan(fd, building)
 		}
 		p.fields = append(p.fields, f)
