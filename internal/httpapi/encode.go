@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"encoding/base64"
 	"math"
 	"math/bits"
@@ -217,11 +218,11 @@ func compareKeys(x, y protoreflect.MapKey) int {
 	case bool:
 		return compareBools(x.Bool(), y.Bool())
 	case int32, int64:
-		return compareInts(x.Int(), y.Int())
+		return cmp.Compare(x.Int(), y.Int())
 	case uint32, uint64:
-		return compareInts(x.Uint(), y.Uint())
+		return cmp.Compare(x.Uint(), y.Uint())
 	}
-	return compareInts(x.String(), y.String())
+	return cmp.Compare(x.String(), y.String())
 }
 
 func compareBools(x, y bool) int {
@@ -232,16 +233,6 @@ func compareBools(x, y bool) int {
 		return -1
 	}
 	return 1
-}
-
-func compareInts[T int64 | uint64 | string](x, y T) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
 }
 
 // appendSingular writes one value of fd's kind as protojson does: 64-bit
