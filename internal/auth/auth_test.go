@@ -123,7 +123,7 @@ func TestTokensAndRoles(t *testing.T) {
 		for what, call := range map[string]func() error{
 			"Get":      func() error { _, err := pool.Get(ctx, &pb.GetRequest{Breaker: name}); return err },
 			"BatchGet": func() error { _, err := pool.BatchGet(ctx, &pb.BatchGetRequest{Breakers: []string{name}}); return err },
-			"List":     func() error { _, err := pool.List(ctx, &pb.ListRequest{}); return err },
+			"List":     func() error { _, err := daemontest.ListAll(ctx, pool); return err },
 		} {
 			if err := call(); err != nil {
 				t.Errorf("worker %s: %v", what, err)

@@ -139,20 +139,33 @@ func TestBreakerGlobsLimitEveryCallThatNamesBreakers(t *testing.T) {
 		} else if len(evs.Events) != 0 {
 			t.Errorf("worker Events of %s = %d events, want none yet (one failure trips nothing)", in, len(evs.Events))
 		}
-		l, err := w.List(ctx, &pb.ListRequest{})
+		l, err := daemontest.ListAll(ctx, w)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var names []string
-		for _, st := range l.States {
+		for _, st := range l {
 			names = append(names, st.Breaker)
 		}
 		if strings.Contains(strings.Join(names, " "), out) || !strings.Contains(strings.Join(names, " "), in) {
 			t.Errorf("List by the limited token = %v; want %s and not %s", names, in, out)
 		}
-		all, err := alice.List(ctx, &pb.ListRequest{})
-		if err != nil || len(all.States) < 2 {
-			t.Errorf("List by an unlimited operator: %d states, %v; want both", len(all.GetStates()), err)
+		// A List that fails is refused as it is for anyone, and the
+		// daemon goes on serving.
+		_, err = w.List(ctx, &pb.ListRequest{PageSize: 10, PageToken: "not-a-page-token"})
+		wantCode(t, "List by the limited token with a bad page token", err, codes.InvalidArgument, "page_token")
+		if _, err := w.Get(ctx, &pb.GetRequest{Breaker: in}); err != nil {
+			t.Errorf("Get after the failed List: %v", err)
+		}
+		all, err := daemontest.ListAll(ctx, alice)
+		var both int
+		for _, st := range all {
+			if st.Breaker == in || st.Breaker == out {
+				both++
+			}
+		}
+		if err != nil || both != 2 {
+			t.Errorf("List by an unlimited operator: %d of the two, %v; want both", both, err)
 		}
 	})
 }

@@ -268,9 +268,9 @@ func checkEvents(id Identity, req any) error {
 }
 
 // filterResponse drops the breakers a limited token may not see from a
-// List's answer.
+// List's answer (none when the List failed: its answer is nil).
 func filterResponse(id Identity, resp any) {
-	if r, ok := resp.(*pb.ListResponse); ok && id.Limited() {
+	if r, ok := resp.(*pb.ListResponse); ok && r != nil && id.Limited() {
 		r.States = slices.DeleteFunc(r.States, func(s *pb.BreakerState) bool { return !id.MayUse(s.GetBreaker()) })
 	}
 }

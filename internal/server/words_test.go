@@ -171,12 +171,12 @@ func TestStatesCarryTheirDenials(t *testing.T) {
 					st.GetDenial(), st.GetSuspectDenial(), err)
 			}
 		}
-		list, err := api.List(ctx, &pb.ListRequest{})
+		list, err := daemontest.ListAll(ctx, api)
 		if err != nil {
 			t.Fatal(err)
 		}
 		listed := false
-		for _, st := range list.GetStates() {
+		for _, st := range list {
 			if st.GetBreaker() == name {
 				listed = true
 				if !isolated(st.GetSuspectDenial()) {
@@ -265,11 +265,11 @@ breakers:
 				}
 				out["BatchGet(worker "+w+")"] = bg.GetStates()[0]
 			}
-			list, err := api.List(ctx, &pb.ListRequest{})
+			list, err := daemontest.ListAll(ctx, api)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, st := range list.GetStates() {
+			for _, st := range list {
 				if st.GetBreaker() == news {
 					out["List"] = st
 				}
