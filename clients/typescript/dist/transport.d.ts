@@ -1,4 +1,4 @@
-import { type Stop, type Unary } from "./keepalive.js";
+import { type Stop, type Unary } from "./unary.js";
 /** The service path prefix of every unary method. */
 export declare const SERVICE_PATH = "/breakerd.v1.BreakerService/";
 /** MAX_BODY_BYTES bounds one answer's body: breakerd's largest (a BatchGet of 1,024 states) is well within it. */

@@ -14,7 +14,7 @@
 // no call its budget.
 import { inject } from "./otel.js";
 import { APIError, AuthError, ConfigError, ProtocolError, UnreachableError } from "./errors.js";
-import { BodyTooLarge, offStop, onStop } from "./keepalive.js";
+import { BodyTooLarge, offStop, onStop } from "./unary.js";
 import { backoffMs } from "./reach.js";
 /** The service path prefix of every unary method. */
 export const SERVICE_PATH = "/breakerd.v1.BreakerService/";

@@ -1,18 +1,17 @@
 // A fetch over node:http's keep-alive Agent, and beside it a unary call
-// that skips fetch's WHATWG objects. Node's fetch (undici behind the
-// WHATWG layers) spends about twice what node:http does on each of
-// breakerd's small unary calls (docs/typescript.md#keep-alive), and even
-// over node:http a Response and a ReadableStream for each answer cost a
-// good part of a call's CPU, so on Node the client sends its unary calls
-// through unary, and reads its watch stream through fetch, unless given a
-// fetch of its own. The fetch
-// does what the transport asks of fetch and no more: a method, headers, a
-// string body, a signal, and a Response whose body streams (the watch
-// stream reads it as it comes; the transport bounds what it reads).
-// Redirects are never followed (node:http follows none): the transport
-// refuses a 3xx itself. node:http is loaded through
-// process.getBuiltinModule, so the core still imports nothing but the
-// platform and a bundle for a browser never pulls it in.
+// that skips both fetch's WHATWG objects and node:http's (unary.ts): on
+// each of breakerd's small calls, each layer costs the client CPU
+// (docs/typescript.md#keep-alive). On Node the client sends its unary
+// calls through unary, and reads its watch stream through fetch, unless
+// given a fetch of its own. The fetch does what the transport asks of
+// fetch and no more: a method, headers, a string body, a signal, and a
+// Response whose body streams (the watch stream reads it as it comes; the
+// transport bounds what it reads). Redirects are never followed
+// (node:http follows none): the transport refuses a 3xx itself. node:http
+// is loaded through process.getBuiltinModule, so the core still imports
+// nothing but the platform and a bundle for a browser never pulls it in.
+
+import { MAX_SOCKETS, socketUnary, type Unary } from "./unary.js";
 
 // What this module uses of node:http(s), declared here: the core's
 // build knows no Node types.
@@ -41,72 +40,14 @@ interface NodeHttp {
   request(o: { protocol: string; hostname: string; port: string; path: string; method: string; headers: Record<string, string>; agent: NodeAgent }): NodeRequest;
 }
 
-/** UnaryAnswer is a unary call's whole answer: its status, its headers, its body as text. */
-export interface UnaryAnswer {
-  status: number;
-  /** header is one response header's value (several joined with ", "), or null. */
-  header(name: string): string | null;
-  text: string;
-}
-
-/**
- * Unary posts body to url and resolves with the whole answer once it has
- * come. It rejects with BodyTooLarge for a body over limit bytes (the
- * connection is dropped), with the signal's reason when the signal ends
- * the call, and with a TypeError (its cause the socket's error) when the
- * request or its answer fails on the way.
- */
-export type Unary = (url: URL, headers: Record<string, string>, body: string, signal: Stop | undefined, limit: number) => Promise<UnaryAnswer>;
-
-/**
- * Stop ends a call early: an AbortSignal, or an Ender, whose listeners
- * are plain functions (transport.ts's bounds: an AbortController and an
- * EventTarget listener for each call cost a good part of its CPU).
- */
-export type Stop = AbortSignal | Ender;
-
-/** An Ender tells the functions given to on, once, when it ends; one that has ended tells none (as an AbortSignal's listeners). */
-export interface Ender {
-  readonly aborted: boolean;
-  readonly reason: unknown;
-  on(fn: () => void): void;
-  off(fn: () => void): void;
-}
-
-/** onStop calls fn when s ends. */
-export function onStop(s: Stop, fn: () => void): void {
-  if ("on" in s) s.on(fn);
-  else s.addEventListener("abort", fn, { once: true });
-}
-
-/** offStop takes fn off s. */
-export function offStop(s: Stop, fn: () => void): void {
-  if ("on" in s) s.off(fn);
-  else s.removeEventListener("abort", fn);
-}
-
-/** BodyTooLarge is an answer whose body is over the bound: read no further. */
-export class BodyTooLarge extends Error {
-  constructor(
-    readonly limit: number,
-    readonly status: number,
-    readonly contentType: string,
-  ) {
-    super(`the body is over ${limit} bytes; refused`);
-  }
-}
-
 /** KeepAliveFetch is a fetch, and a unary call, that hold their connections open between calls; close ends them. */
 export interface KeepAliveFetch {
   fetch: typeof fetch;
-  /** unary sends a unary call over the same connections as fetch, without fetch's Request, Response and stream. */
+  /** unary sends a unary call on connections of its own, without fetch's Request, Response and stream, or node:http's objects. */
   unary: Unary;
-  /** close destroys the pooled sockets (a call in flight ends with an error). */
+  /** close destroys the pooled sockets of both (a call in flight ends with an error). */
   close(): void;
 }
-
-/** MAX_SOCKETS bounds the connections to one daemon (calls past it queue in the agent). */
-export const MAX_SOCKETS = 64;
 
 /**
  * keepAliveFetch returns a fetch over node:http(s) with keep-alive agents
@@ -119,7 +60,8 @@ export function keepAliveFetch(): KeepAliveFetch | undefined {
   if (typeof proc?.getBuiltinModule !== "function") return undefined;
   const http = proc.getBuiltinModule("node:http") as NodeHttp | undefined;
   const https = proc.getBuiltinModule("node:https") as NodeHttp | undefined;
-  if (!http || !https) return undefined;
+  const sockets = socketUnary();
+  if (!http || !https || !sockets) return undefined;
   const agents = {
     "http:": new http.Agent({ keepAlive: true, maxSockets: MAX_SOCKETS }),
     "https:": new https.Agent({ keepAlive: true, maxSockets: MAX_SOCKETS }),
@@ -130,14 +72,11 @@ export function keepAliveFetch(): KeepAliveFetch | undefined {
     if (url.protocol !== "http:" && url.protocol !== "https:") return Promise.reject(new TypeError(`keep-alive fetch: ${url.protocol} is not http(s)`));
     return send(mods[url.protocol], agents[url.protocol], url, init ?? {});
   };
-  const u: Unary = (url, headers, body, signal, limit) => {
-    if (url.protocol !== "http:" && url.protocol !== "https:") return Promise.reject(new TypeError(`keep-alive fetch: ${url.protocol} is not http(s)`));
-    return unary(mods[url.protocol], agents[url.protocol], url, headers, body, signal, limit);
-  };
   return {
     fetch: f as typeof fetch,
-    unary: u,
+    unary: sockets.unary,
     close: () => {
+      sockets.close();
       agents["http:"].destroy();
       agents["https:"].destroy();
     },
@@ -163,82 +102,10 @@ function send(mod: NodeHttp, agent: NodeAgent, url: URL, init: RequestInit): Pro
   });
 }
 
-/**
- * unary makes one request and resolves with its whole answer. The body
- * goes as a string, so node:http writes it with the head in one write.
- */
-function unary(mod: NodeHttp, agent: NodeAgent, url: URL, headers: Record<string, string>, body: string, signal: Stop | undefined, limit: number): Promise<UnaryAnswer> {
-  return new Promise<UnaryAnswer>((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    // node:http wants an IPv6 literal without its brackets.
-    const hostname = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname;
-    const req = mod.request({ protocol: url.protocol, hostname, port: url.port, path: url.pathname, method: "POST",
-      headers: { ...headers, "content-length": String(utf8Length(body)) }, agent });
-    let settled = false;
-    const settle = (err: unknown, answer?: UnaryAnswer) => {
-      if (settled) return;
-      settled = true;
-      if (signal) offStop(signal, onAbort);
-      if (answer) resolve(answer);
-      else reject(signal?.aborted ? signal.reason : err);
-    };
-    const onAbort = () => req.destroy(signal?.reason instanceof Error ? signal.reason : new Error("aborted"));
-    if (signal) onStop(signal, onAbort);
-    req.on("error", (err) => settle(new TypeError("fetch failed", { cause: err })));
-    req.on("response", (res) => {
-      const status = res.statusCode ?? 0;
-      const chunks: Uint8Array[] = [];
-      let n = 0;
-      res.on("data", (chunk) => {
-        n += chunk.byteLength;
-        if (n > limit) {
-          settle(new BodyTooLarge(limit, status, headerOf(res.headers, "content-type") ?? ""));
-          res.destroy();
-          return;
-        }
-        chunks.push(chunk);
-      });
-      res.on("end", () => settle(undefined, { status, header: (name) => headerOf(res.headers, name), text: decodeAll(chunks, n) }));
-      res.on("error", (err) => settle(new TypeError("terminated", { cause: err })));
-      res.on("close", () => {
-        if (!res.complete) settle(new TypeError("terminated"));
-      });
-    });
-    req.end(body);
-  });
-}
-
-const decoder = new TextDecoder("utf-8");
-
-/** decodeAll decodes chunks, n bytes in all, as UTF-8. */
-function decodeAll(chunks: Uint8Array[], n: number): string {
-  if (chunks.length === 1) return decoder.decode(chunks[0]);
-  const all = new Uint8Array(n);
-  let at = 0;
-  for (const c of chunks) {
-    all.set(c, at);
-    at += c.byteLength;
-  }
-  return decoder.decode(all);
-}
-
 /** headerOf is one of node's response headers as fetch's Headers.get gives it. */
 function headerOf(h: Record<string, string | string[] | undefined>, name: string): string | null {
   const v = h[name.toLowerCase()];
   return v === undefined ? null : Array.isArray(v) ? v.join(", ") : v;
-}
-
-/** utf8Length is the length of s in UTF-8, in bytes (a lone surrogate is written as U+FFFD, 3 bytes). */
-export function utf8Length(s: string): number {
-  let n = s.length;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c < 0x80) continue;
-    if (c < 0x800) n += 1;
-    else if (c >= 0xd800 && c <= 0xdbff && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) i++, (n += 2);
-    else n += 2;
-  }
-  return n;
 }
 
 /** response wraps node's answer in a Response whose body streams what arrives. */

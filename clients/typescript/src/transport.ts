@@ -15,7 +15,7 @@
 
 import { inject } from "./otel.js";
 import { APIError, AuthError, ConfigError, ProtocolError, UnreachableError } from "./errors.js";
-import { BodyTooLarge, offStop, onStop, type Ender, type Stop, type Unary, type UnaryAnswer } from "./keepalive.js";
+import { BodyTooLarge, offStop, onStop, type Ender, type Stop, type Unary, type UnaryAnswer } from "./unary.js";
 import { backoffMs } from "./reach.js";
 import type { ErrorBody } from "./wire.js";
 

@@ -70,6 +70,8 @@ export interface DaemonOptions {
   args?: string[];
   /** More environment (OTEL_*, say), beside this process's. */
   env?: Record<string, string>;
+  /** The daemon's TLS certificate and key (--tls-cert, --tls-key), from a CA this process does not trust: its health is read from its log. */
+  tls?: { cert: string; key: string };
 }
 
 /** startDaemon starts breakerd and waits until its HTTP listener serves and its health is SERVING. */
@@ -86,6 +88,7 @@ export async function startDaemon(o: DaemonOptions = {}): Promise<Daemon> {
     writeFileSync(join(dir, "tokens.yaml"), o.tokens, { mode: 0o600 });
     args.push("--tokens", join(dir, "tokens.yaml"));
   }
+  if (o.tls) args.push("--tls-cert", o.tls.cert, "--tls-key", o.tls.key);
   args.push(...(o.args ?? []));
   const child = spawn(binary(), args, { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...o.env } });
   const lines: string[] = [];
@@ -109,7 +112,8 @@ export async function startDaemon(o: DaemonOptions = {}): Promise<Daemon> {
     throw new Error(`${e.message}; log:\n${log()}`);
   });
   if (exited) throw new Error(`breakerd exited at start; log:\n${log()}`);
-  await waitFor(async () => (await fetch(`${url}/healthz`).then((r) => r.ok, () => false)) || exited, "breakerd SERVING");
+  const serving = o.tls ? async () => lines.some((l) => l.includes('"msg":"redis ready: health SERVING"')) : async () => (await fetch(`${url}/healthz`).then((r) => r.ok, () => false));
+  await waitFor(async () => (await serving()) || exited, "breakerd SERVING");
   const send = (sig: NodeJS.Signals) => {
     if (!exited) child.kill(sig);
   };

@@ -1,0 +1,70 @@
+/** UnaryAnswer is a unary call's whole answer: its status, its headers, its body as text. */
+export interface UnaryAnswer {
+    status: number;
+    /** header is one response header's value (several joined with ", "), or null. */
+    header(name: string): string | null;
+    text: string;
+}
+/**
+ * Unary posts body to url and resolves with the whole answer once it has
+ * come. It rejects with BodyTooLarge for a body over limit bytes (the
+ * connection is dropped), with the signal's reason when the signal ends
+ * the call, and with a TypeError (its cause the socket's error) when the
+ * request or its answer fails on the way.
+ */
+export type Unary = (url: URL, headers: Record<string, string>, body: string, signal: Stop | undefined, limit: number) => Promise<UnaryAnswer>;
+/**
+ * Stop ends a call early: an AbortSignal, or an Ender, whose listeners
+ * are plain functions (transport.ts's bounds: an AbortController and an
+ * EventTarget listener for each call cost a good part of its CPU).
+ */
+export type Stop = AbortSignal | Ender;
+/** An Ender tells the functions given to on, once, when it ends; one that has ended tells none (as an AbortSignal's listeners). */
+export interface Ender {
+    readonly aborted: boolean;
+    readonly reason: unknown;
+    on(fn: () => void): void;
+    off(fn: () => void): void;
+}
+/** onStop calls fn when s ends. */
+export declare function onStop(s: Stop, fn: () => void): void;
+/** offStop takes fn off s. */
+export declare function offStop(s: Stop, fn: () => void): void;
+/** BodyTooLarge is an answer whose body is over the bound: read no further. */
+export declare class BodyTooLarge extends Error {
+    readonly limit: number;
+    readonly status: number;
+    readonly contentType: string;
+    constructor(limit: number, status: number, contentType: string);
+}
+/** MAX_SOCKETS bounds the connections to one daemon (calls past it wait for one). */
+export declare const MAX_SOCKETS = 64;
+/** MAX_HEAD bounds an answer's head (and a chunk's size line), in bytes; MAX_HEADERS its lines. */
+export declare const MAX_HEAD: number;
+export declare const MAX_HEADERS = 100;
+/** A SocketUnary sends unary calls on sockets of its own; close ends them. */
+export interface SocketUnary {
+    unary: Unary;
+    /** close destroys every connection (a call in flight ends with an error). */
+    close(): void;
+}
+/** socketUnary returns a sender over node:net and node:tls, or undefined where they are not at hand. */
+export declare function socketUnary(): SocketUnary | undefined;
+/** utf8Length is the length of s in UTF-8, in bytes (a lone surrogate is written as U+FFFD, 3 bytes). */
+export declare function utf8Length(s: string): number;
+/** Parsed is an answer read whole: the bytes it took, and whether its connection may serve another call. */
+interface Parsed {
+    answer: UnaryAnswer;
+    used: number;
+    keep: boolean;
+}
+/**
+ * parse reads the answer at the start of buf: the answer whole, or the
+ * bytes buf must hold before it can be (more than it holds: keep reading).
+ * It throws for bytes that are no HTTP/1.1 answer, a head past its
+ * bounds, BodyTooLarge for a body over limit, and, when the connection
+ * ended (ended), for an answer it cut short; a body framed by the end
+ * alone is whole then.
+ */
+export declare function parse(buf: Uint8Array, limit: number, ended: boolean): Parsed | number;
+export {};

@@ -1,0 +1,502 @@
+// A unary call's sender on Node: HTTP/1.1 POSTs written straight onto
+// keep-alive sockets of node:net (node:tls for https), their answers read
+// off the bytes as they arrive, with none of node:http's objects per call
+// (their CPU: docs/typescript.md#keep-alive). Like node:http's keep-alive
+// agent it keeps at most MAX_SOCKETS connections per daemon (calls past
+// them wait for one), idle ones open and unref'd, and closes every one on
+// close(). Its bounds: an answer's head is at most MAX_HEAD bytes
+// (node:http's own bound) and MAX_HEADERS lines; a body over the call's
+// limit is refused (BodyTooLarge) and its connection dropped. node:net
+// and node:tls are loaded through process.getBuiltinModule, so the core
+// imports nothing but the platform.
+
+/** UnaryAnswer is a unary call's whole answer: its status, its headers, its body as text. */
+export interface UnaryAnswer {
+  status: number;
+  /** header is one response header's value (several joined with ", "), or null. */
+  header(name: string): string | null;
+  text: string;
+}
+
+/**
+ * Unary posts body to url and resolves with the whole answer once it has
+ * come. It rejects with BodyTooLarge for a body over limit bytes (the
+ * connection is dropped), with the signal's reason when the signal ends
+ * the call, and with a TypeError (its cause the socket's error) when the
+ * request or its answer fails on the way.
+ */
+export type Unary = (url: URL, headers: Record<string, string>, body: string, signal: Stop | undefined, limit: number) => Promise<UnaryAnswer>;
+
+/**
+ * Stop ends a call early: an AbortSignal, or an Ender, whose listeners
+ * are plain functions (transport.ts's bounds: an AbortController and an
+ * EventTarget listener for each call cost a good part of its CPU).
+ */
+export type Stop = AbortSignal | Ender;
+
+/** An Ender tells the functions given to on, once, when it ends; one that has ended tells none (as an AbortSignal's listeners). */
+export interface Ender {
+  readonly aborted: boolean;
+  readonly reason: unknown;
+  on(fn: () => void): void;
+  off(fn: () => void): void;
+}
+
+/** onStop calls fn when s ends. */
+export function onStop(s: Stop, fn: () => void): void {
+  if ("on" in s) s.on(fn);
+  else s.addEventListener("abort", fn, { once: true });
+}
+
+/** offStop takes fn off s. */
+export function offStop(s: Stop, fn: () => void): void {
+  if ("on" in s) s.off(fn);
+  else s.removeEventListener("abort", fn);
+}
+
+/** BodyTooLarge is an answer whose body is over the bound: read no further. */
+export class BodyTooLarge extends Error {
+  constructor(
+    readonly limit: number,
+    readonly status: number,
+    readonly contentType: string,
+  ) {
+    super(`the body is over ${limit} bytes; refused`);
+  }
+}
+
+/** MAX_SOCKETS bounds the connections to one daemon (calls past it wait for one). */
+export const MAX_SOCKETS = 64;
+/** MAX_HEAD bounds an answer's head (and a chunk's size line), in bytes; MAX_HEADERS its lines. */
+export const MAX_HEAD = 16 << 10;
+export const MAX_HEADERS = 100;
+
+// What this module uses of node:net and node:tls, declared here: the
+// core's build knows no Node types.
+interface NodeSocket {
+  setNoDelay(on: boolean): unknown;
+  write(data: string): boolean;
+  ref(): unknown;
+  unref(): unknown;
+  destroy(err?: Error): unknown;
+  on(ev: "data", fn: (chunk: Uint8Array) => void): unknown;
+  on(ev: "end" | "close", fn: () => void): unknown;
+  on(ev: "error", fn: (err: Error) => void): unknown;
+}
+interface NodeConnect {
+  connect(o: { host: string; port: number; servername?: string; ALPNProtocols?: string[] }): NodeSocket;
+}
+
+/** A SocketUnary sends unary calls on sockets of its own; close ends them. */
+export interface SocketUnary {
+  unary: Unary;
+  /** close destroys every connection (a call in flight ends with an error). */
+  close(): void;
+}
+
+/** socketUnary returns a sender over node:net and node:tls, or undefined where they are not at hand. */
+export function socketUnary(): SocketUnary | undefined {
+  const proc = (globalThis as { process?: { getBuiltinModule?: (id: string) => unknown } }).process;
+  if (typeof proc?.getBuiltinModule !== "function") return undefined;
+  const net = proc.getBuiltinModule("node:net") as NodeConnect | undefined;
+  const tls = proc.getBuiltinModule("node:tls") as NodeConnect | undefined;
+  if (!net || !tls) return undefined;
+  const pools = new Map<string, Pool>();
+  const unary: Unary = (url, headers, body, signal, limit) => {
+    if (url.protocol !== "http:" && url.protocol !== "https:") return Promise.reject(new TypeError(`unary: ${url.protocol} is not http(s)`));
+    let p = pools.get(url.origin);
+    if (!p) pools.set(url.origin, (p = new Pool(url, url.protocol === "https:" ? tls : net)));
+    return p.call(url, headers, body, signal, limit);
+  };
+  return { unary, close: () => pools.forEach((p) => p.close()) };
+}
+
+/** A waiter is a call waiting for one of a full pool's connections. */
+interface Waiter {
+  take(c: Conn | undefined): void;
+}
+
+/** Pool is one daemon's connections: the idle ones, and those open in all. */
+class Pool {
+  private readonly idle: Conn[] = [];
+  private readonly waiting: Waiter[] = [];
+  private readonly open = new Set<Conn>();
+  private readonly host: string;
+  private readonly port: number;
+
+  constructor(
+    url: URL,
+    private readonly mod: NodeConnect,
+  ) {
+    // node:net wants an IPv6 literal without its brackets.
+    this.host = url.hostname.startsWith("[") ? url.hostname.slice(1, -1) : url.hostname;
+    this.port = Number(url.port || (url.protocol === "https:" ? 443 : 80));
+  }
+
+  async call(url: URL, headers: Record<string, string>, body: string, signal: Stop | undefined, limit: number): Promise<UnaryAnswer> {
+    if (signal?.aborted) throw signal.reason;
+    const request = head(url, headers, body) + body;
+    const first = this.idle.pop() ?? this.fresh(signal);
+    let c = first instanceof Conn ? first : await first;
+    for (let retried = false; ; retried = true) {
+      const reused = c.calls > 0;
+      try {
+        const a = await c.roundTrip(request, signal, limit);
+        this.release(c);
+        return a;
+      } catch (err) {
+        this.drop(c);
+        if (!(err instanceof Lost)) throw err;
+        // A kept connection the daemon closed as the request went out:
+        // the request never reached a handler, so it goes once more.
+        if (!reused || retried) throw err.error;
+        c = await this.fresh(signal);
+      }
+    }
+  }
+
+  /** fresh is a new connection, or, with MAX_SOCKETS open, the next one another call lets go. */
+  private fresh(signal: Stop | undefined): Conn | Promise<Conn> {
+    return this.open.size < MAX_SOCKETS ? this.dial() : this.wait(signal);
+  }
+
+  /** wait is the next connection another call lets go (or a fresh one, when one closed), or the signal's reason. */
+  private wait(signal: Stop | undefined): Promise<Conn> {
+    return new Promise<Conn>((resolve, reject) => {
+      if (signal?.aborted) return reject(signal.reason);
+      const w: Waiter = {
+        take: (c) => {
+          if (signal) offStop(signal, gone);
+          resolve(c ?? this.dial());
+        },
+      };
+      const gone = () => {
+        this.waiting.splice(this.waiting.indexOf(w), 1);
+        reject(signal?.reason);
+      };
+      if (signal) onStop(signal, gone);
+      this.waiting.push(w);
+    });
+  }
+
+  private dial(): Conn {
+    const o = isIP(this.host) ? { host: this.host, port: this.port, ALPNProtocols: ["http/1.1"] } : { host: this.host, port: this.port, servername: this.host, ALPNProtocols: ["http/1.1"] };
+    const c = new Conn(this.mod.connect(o), () => this.drop(c));
+    this.open.add(c);
+    return c;
+  }
+
+  /** release takes back c after an answer: to the next waiting call, kept idle, or closed. */
+  private release(c: Conn): void {
+    if (!c.reusable || !this.open.has(c)) return this.drop(c); // not fit, or closed since its answer came
+    const w = this.waiting.shift();
+    if (w) return w.take(c);
+    if (this.idle.length >= MAX_SOCKETS) return this.drop(c);
+    c.sock.unref();
+    this.idle.push(c);
+  }
+
+  /** drop closes c, and lets a waiting call open a connection in its place. */
+  private drop(c: Conn): void {
+    if (!this.open.delete(c)) return;
+    const i = this.idle.indexOf(c);
+    if (i >= 0) this.idle.splice(i, 1);
+    c.sock.destroy();
+    this.waiting.shift()?.take(undefined);
+  }
+
+  close(): void {
+    for (const c of [...this.open]) this.drop(c);
+  }
+}
+
+/** isIP says whether host is an IP literal (TLS names no IP as its server). */
+function isIP(host: string): boolean {
+  return host.includes(":") || /^[\d.]+$/.test(host);
+}
+
+/** BAD are the characters a header may not carry: one would end it, or start another. */
+const BAD = /[\r\n\0]/;
+
+/** head is a request's head: its line, Host, the headers, the body's length in UTF-8. */
+function head(url: URL, headers: Record<string, string>, body: string): string {
+  let h = `POST ${url.pathname} HTTP/1.1\r\nHost: ${url.host}\r\n`;
+  for (const k in headers) {
+    const v = headers[k] as string;
+    if (BAD.test(k) || BAD.test(v)) throw new TypeError(`unary: the header ${JSON.stringify(k)} carries a line break`);
+    h += `${k}: ${v}\r\n`;
+  }
+  return h + `Content-Length: ${utf8Length(body)}\r\n\r\n`;
+}
+
+/** utf8Length is the length of s in UTF-8, in bytes (a lone surrogate is written as U+FFFD, 3 bytes). */
+export function utf8Length(s: string): number {
+  let n = s.length;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) continue;
+    if (c < 0x800) n += 1;
+    else if (c >= 0xd800 && c <= 0xdbff && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) i++, (n += 2);
+    else n += 2;
+  }
+  return n;
+}
+
+/** Lost is a connection that ended before its answer began: on a kept connection the request may go again, fresh. */
+class Lost {
+  constructor(readonly error: TypeError) {}
+}
+
+/** A call is the one a connection is answering. */
+interface Call {
+  resolve(a: UnaryAnswer): void;
+  reject(err: unknown): void;
+  limit: number;
+  signal: Stop | undefined;
+  onAbort: () => void;
+}
+
+const EMPTY = new Uint8Array(0);
+
+/**
+ * Conn is one keep-alive connection: a call's request goes out in one
+ * write, and what arrives is read as its answer; bytes no call asked for,
+ * or an end, close it (gone tells its pool).
+ */
+class Conn {
+  /** calls counts the requests sent; reusable says whether the last answer left the connection fit for another. */
+  calls = 0;
+  reusable = false;
+  private chunks: Uint8Array[] = [];
+  private size = 0; // the bytes in chunks
+  private need = 0; // the bytes the answer is known to need before it can be whole
+  private call: Call | undefined;
+  private ended = false;
+
+  constructor(
+    readonly sock: NodeSocket,
+    private readonly gone: () => void,
+  ) {
+    sock.setNoDelay(true);
+    sock.on("data", (chunk) => this.arrived(chunk));
+    sock.on("end", () => this.end(undefined));
+    sock.on("close", () => this.end(undefined));
+    sock.on("error", (err) => this.end(err));
+  }
+
+  /** roundTrip sends request and resolves with its answer; rejects with Lost when the connection ended before the answer began. */
+  roundTrip(request: string, signal: Stop | undefined, limit: number): Promise<UnaryAnswer> {
+    this.calls++;
+    this.reusable = false;
+    this.sock.ref();
+    return new Promise<UnaryAnswer>((resolve, reject) => {
+      if (signal?.aborted) return reject(signal.reason); // while the call waited for its connection
+      const onAbort = () => this.settle(signal?.reason);
+      this.call = { resolve, reject, limit, signal, onAbort };
+      if (signal) onStop(signal, onAbort);
+      if (this.ended) return this.settle(new Lost(new TypeError("fetch failed", { cause: new Error("the connection had closed") })));
+      this.sock.write(request);
+    });
+  }
+
+  /** settle ends the call: with its answer, or rejected with err. */
+  private settle(err: unknown, answer?: UnaryAnswer): void {
+    const c = this.call;
+    if (!c) return;
+    this.call = undefined;
+    if (c.signal) offStop(c.signal, c.onAbort);
+    if (answer) c.resolve(answer);
+    else c.reject(err);
+  }
+
+  private arrived(chunk: Uint8Array): void {
+    if (!this.call) return this.gone(); // bytes no call asked for: not a connection to reuse
+    this.chunks.push(chunk);
+    this.size += chunk.byteLength;
+    if (this.size >= this.need) this.read(false);
+  }
+
+  private end(err: Error | undefined): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.reusable = false;
+    if (this.call && this.size === 0) {
+      this.settle(new Lost(new TypeError("fetch failed", { cause: err ?? new Error("the connection closed before an answer") })));
+    } else if (this.call) {
+      this.read(true);
+      this.settle(new TypeError("terminated", { cause: err ?? new Error("the connection closed within the answer") }));
+    }
+    this.gone();
+  }
+
+  /** read settles the call with the answer in what came, once it is whole (or past a bound). */
+  private read(ended: boolean): void {
+    const buf = this.chunks.length === 1 ? (this.chunks[0] as Uint8Array) : concat(this.chunks, this.size);
+    this.chunks = [buf];
+    let got: Parsed | number;
+    try {
+      got = parse(buf, (this.call as Call).limit, ended);
+    } catch (err) {
+      return this.settle(err instanceof BodyTooLarge ? err : new TypeError("fetch failed", { cause: err }));
+    }
+    if (typeof got === "number") {
+      this.need = got;
+      return;
+    }
+    const rest = buf.subarray(got.used);
+    this.chunks = rest.byteLength ? [rest] : [];
+    this.size = rest.byteLength;
+    this.need = 0;
+    this.reusable = got.keep && !ended && rest.byteLength === 0;
+    this.settle(undefined, got.answer);
+  }
+}
+
+/** concat joins chunks, size bytes in all. */
+function concat(chunks: Uint8Array[], size: number): Uint8Array {
+  const all = new Uint8Array(size);
+  let at = 0;
+  for (const c of chunks) {
+    all.set(c, at);
+    at += c.byteLength;
+  }
+  return all;
+}
+
+const utf8 = new TextDecoder("utf-8");
+const latin1 = new TextDecoder("latin1");
+
+/** Parsed is an answer read whole: the bytes it took, and whether its connection may serve another call. */
+interface Parsed {
+  answer: UnaryAnswer;
+  used: number;
+  keep: boolean;
+}
+
+/**
+ * parse reads the answer at the start of buf: the answer whole, or the
+ * bytes buf must hold before it can be (more than it holds: keep reading).
+ * It throws for bytes that are no HTTP/1.1 answer, a head past its
+ * bounds, BodyTooLarge for a body over limit, and, when the connection
+ * ended (ended), for an answer it cut short; a body framed by the end
+ * alone is whole then.
+ */
+export function parse(buf: Uint8Array, limit: number, ended: boolean): Parsed | number {
+  let at = 0;
+  for (;;) {
+    const h = headAt(buf, at);
+    if (typeof h === "number" && ended) throw new Error("the connection closed within the answer's head");
+    if (typeof h === "number") return h;
+    if (h.status >= 200 || h.status === 101) return bodyOf(buf, h, limit, ended);
+    at = h.end; // an interim answer (100 Continue): the real one follows
+  }
+}
+
+/** Head is an answer's head, read: where its body starts. */
+interface Head {
+  status: number;
+  keep: boolean;
+  headers: Map<string, string>;
+  end: number;
+}
+
+/** headAt reads the head that starts at buf[at], or says how many bytes buf must hold first. */
+function headAt(buf: Uint8Array, at: number): Head | number {
+  const end = headEnd(buf, at);
+  if (end < 0) {
+    if (buf.byteLength - at >= MAX_HEAD) throw new Error(`an answer's head over ${MAX_HEAD} bytes`);
+    return buf.byteLength + 1;
+  }
+  const lines = latin1.decode(buf.subarray(at, end - 4)).split("\r\n");
+  if (lines.length > MAX_HEADERS + 1) throw new Error(`an answer's head of more than ${MAX_HEADERS} lines`);
+  const m = /^HTTP\/1\.([01]) (\d{3})(?: |$)/.exec(lines[0] as string);
+  if (!m) throw new Error(`a first line that is not an HTTP status line: ${JSON.stringify((lines[0] as string).slice(0, 80))}`);
+  const headers = new Map<string, string>();
+  for (let i = 1; i < lines.length; i++) {
+    const line = lines[i] as string;
+    const colon = line.indexOf(":");
+    if (colon <= 0) throw new Error(`a header line without a name: ${JSON.stringify(line.slice(0, 80))}`);
+    const k = line.slice(0, colon).trim().toLowerCase();
+    const v = line.slice(colon + 1).trim();
+    const was = headers.get(k);
+    headers.set(k, was === undefined ? v : `${was}, ${v}`);
+  }
+  const keep = m[1] === "1" && !/(^|,)\s*close\s*(,|$)/i.test(headers.get("connection") ?? "");
+  return { status: Number(m[2]), keep, headers, end };
+}
+
+/** headEnd is where the head that starts at buf[at] ends (past its blank line), or -1 before it has. */
+function headEnd(buf: Uint8Array, at: number): number {
+  const stop = Math.min(buf.byteLength, at + MAX_HEAD);
+  for (let i = buf.indexOf(13, at); i >= 0 && i + 3 < stop; i = buf.indexOf(13, i + 1)) {
+    if (buf[i + 1] === 10 && buf[i + 2] === 13 && buf[i + 3] === 10) return i + 4;
+  }
+  return -1;
+}
+
+/** bodyOf reads the body h frames from h.end: by its length, in chunks, or up to the end. */
+function bodyOf(buf: Uint8Array, h: Head, limit: number, ended: boolean): Parsed | number {
+  const ctype = h.headers.get("content-type") ?? "";
+  const answer = (body: Uint8Array): UnaryAnswer => ({ status: h.status, header: (name) => h.headers.get(name.toLowerCase()) ?? null, text: utf8.decode(body) });
+  if (h.status === 204 || h.status === 304) return { answer: answer(EMPTY), used: h.end, keep: h.keep };
+  if (/chunked/i.test(h.headers.get("transfer-encoding") ?? "")) return chunked(buf, h, limit, ended, answer);
+  const length = h.headers.get("content-length");
+  if (length !== undefined) {
+    if (!/^\d+$/.test(length)) throw new Error(`a Content-Length of ${JSON.stringify(length)}`);
+    const n = Number(length);
+    if (n > limit) throw new BodyTooLarge(limit, h.status, ctype);
+    if (buf.byteLength - h.end < n) {
+      if (ended) throw new Error("the connection closed within the answer's body");
+      return h.end + n;
+    }
+    return { answer: answer(buf.subarray(h.end, h.end + n)), used: h.end + n, keep: h.keep };
+  }
+  if (buf.byteLength - h.end > limit) throw new BodyTooLarge(limit, h.status, ctype);
+  if (!ended) return buf.byteLength + 1;
+  return { answer: answer(buf.subarray(h.end)), used: buf.byteLength, keep: false };
+}
+
+/** chunked reads a body in chunks from h.end, its trailers skipped. */
+function chunked(buf: Uint8Array, h: Head, limit: number, ended: boolean, answer: (body: Uint8Array) => UnaryAnswer): Parsed | number {
+  const parts: Uint8Array[] = [];
+  let size = 0;
+  let at = h.end;
+  for (;;) {
+    const nl = lineEnd(buf, at);
+    if (nl < 0) break;
+    const line = latin1.decode(buf.subarray(at, nl - 2));
+    const m = /^([0-9a-fA-F]+)(?:\s*;.*)?$/.exec(line);
+    if (!m) throw new Error(`a chunk size of ${JSON.stringify(line.slice(0, 80))}`);
+    const n = parseInt(m[1] as string, 16);
+    if (n === 0) {
+      const end = trailersEnd(buf, nl);
+      if (end < 0) break;
+      return { answer: answer(concat(parts, size)), used: end, keep: h.keep };
+    }
+    if ((size += n) > limit) throw new BodyTooLarge(limit, h.status, h.headers.get("content-type") ?? "");
+    if (buf.byteLength < nl + n + 2) break;
+    if (buf[nl + n] !== 13 || buf[nl + n + 1] !== 10) throw new Error("a chunk longer than its size");
+    parts.push(buf.subarray(nl, nl + n));
+    at = nl + n + 2;
+  }
+  if (ended) throw new Error("the connection closed within the answer's body");
+  return buf.byteLength + 1;
+}
+
+/** lineEnd is the end (past its CRLF) of the line that starts at buf[at], or -1 before it has come. */
+function lineEnd(buf: Uint8Array, at: number): number {
+  const i = buf.indexOf(10, at);
+  if (i < 0 && buf.byteLength - at >= MAX_HEAD) throw new Error(`a line of the answer over ${MAX_HEAD} bytes`);
+  return i < 0 ? -1 : i + 1;
+}
+
+/** trailersEnd is where a chunked body's trailers end (past the blank line), from at, or -1 before they have come. */
+function trailersEnd(buf: Uint8Array, at: number): number {
+  for (let i = 0; i <= MAX_HEADERS; i++) {
+    const nl = lineEnd(buf, at);
+    if (nl < 0) return -1;
+    if (nl - at <= 2) return nl;
+    at = nl;
+  }
+  throw new Error(`more than ${MAX_HEADERS} trailer lines`);
+}
