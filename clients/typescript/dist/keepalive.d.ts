@@ -9,8 +9,8 @@ export interface KeepAliveFetch {
 }
 /**
  * keepAliveFetch returns a fetch over node:http(s) with keep-alive agents
- * of its own, or undefined where node:http is not at hand (a browser, a
- * runtime without process.getBuiltinModule): the platform's fetch serves
- * there.
+ * of its own, and the unary sender, or undefined where Node's modules are
+ * not at hand (a browser, a runtime without process.getBuiltinModule):
+ * the platform's fetch serves there.
  */
 export declare function keepAliveFetch(): KeepAliveFetch | undefined;

@@ -10,19 +10,16 @@
 // (node:http follows none): the transport refuses a 3xx itself. node:http
 // is loaded through process.getBuiltinModule, so the core still imports
 // nothing but the platform and a bundle for a browser never pulls it in.
-import { MAX_SOCKETS, socketUnary } from "./unary.js";
+import { builtin, MAX_SOCKETS, socketUnary } from "./unary.js";
 /**
  * keepAliveFetch returns a fetch over node:http(s) with keep-alive agents
- * of its own, or undefined where node:http is not at hand (a browser, a
- * runtime without process.getBuiltinModule): the platform's fetch serves
- * there.
+ * of its own, and the unary sender, or undefined where Node's modules are
+ * not at hand (a browser, a runtime without process.getBuiltinModule):
+ * the platform's fetch serves there.
  */
 export function keepAliveFetch() {
-    const proc = globalThis.process;
-    if (typeof proc?.getBuiltinModule !== "function")
-        return undefined;
-    const http = proc.getBuiltinModule("node:http");
-    const https = proc.getBuiltinModule("node:https");
+    const http = builtin("node:http");
+    const https = builtin("node:https");
     const sockets = socketUnary();
     if (!http || !https || !sockets)
         return undefined;

@@ -45,26 +45,58 @@ export declare const MAX_HEADERS = 100;
 /** A SocketUnary sends unary calls on sockets of its own; close ends them. */
 export interface SocketUnary {
     unary: Unary;
-    /** close destroys every connection (a call in flight ends with an error). */
+    /** close destroys every connection: a call in flight, or waiting for a connection, ends with an error; a call made after opens new ones. */
     close(): void;
 }
+/** builtin is Node's module id (process.getBuiltinModule), or undefined where there is none. */
+export declare function builtin<T>(id: string): T | undefined;
 /** socketUnary returns a sender over node:net and node:tls, or undefined where they are not at hand. */
 export declare function socketUnary(): SocketUnary | undefined;
 /** utf8Length is the length of s in UTF-8, in bytes (a lone surrogate is written as U+FFFD, 3 bytes). */
 export declare function utf8Length(s: string): number;
-/** Parsed is an answer read whole: the bytes it took, and whether its connection may serve another call. */
-interface Parsed {
+/** MAX_FRAMING bounds the bytes of one answer that are not its body: its heads (interim ones too), chunk lines and trailers. */
+export declare const MAX_FRAMING: number;
+/** Read is an answer read whole: the bytes that came after it, and whether its connection may serve another call. */
+export interface Read {
     answer: UnaryAnswer;
-    used: number;
+    rest: Uint8Array;
     keep: boolean;
 }
 /**
- * parse reads the answer at the start of buf: the answer whole, or the
- * bytes buf must hold before it can be (more than it holds: keep reading).
- * It throws for bytes that are no HTTP/1.1 answer, a head past its
- * bounds, BodyTooLarge for a body over limit, and, when the connection
- * ended (ended), for an answer it cut short; a body framed by the end
- * alone is whole then.
+ * Reader reads one answer from its connection's bytes as they come, each
+ * byte once: the body's bytes are kept as they arrive, and only a line
+ * not yet whole waits for more. It throws for bytes that are no HTTP/1.1
+ * answer, a head or line past MAX_HEAD, framing past MAX_FRAMING,
+ * BodyTooLarge for a body over its limit, and, once the connection ended,
+ * for an answer cut short; a body framed by the end alone is whole then.
  */
-export declare function parse(buf: Uint8Array, limit: number, ended: boolean): Parsed | number;
-export {};
+export declare class Reader {
+    private readonly limit;
+    private buf;
+    private scanned;
+    private phase;
+    private head;
+    private readonly body;
+    private size;
+    private left;
+    private framing;
+    private trailers;
+    constructor(limit: number);
+    /** push reads the bytes that came next (ended: the connection ended after them): the answer once whole, else undefined. */
+    push(chunk: Uint8Array, ended: boolean): Read | undefined;
+    /** step reads what the phase reads: on to the next phase, "more" when the bytes run out, "done" at the answer's end. */
+    private step;
+    private readHead;
+    /** declare counts n more bytes of body against the limit. */
+    private declare;
+    /** take drops n bytes of framing from the front of buf. */
+    private take;
+    /** line is the line at the front of buf without its CRLF, taken, or undefined before it has come. */
+    private line;
+    private readData;
+    private readChunkEnd;
+    private readChunkSize;
+    private readTrailer;
+    private readToClose;
+    private done;
+}

@@ -40,13 +40,15 @@ export const MAX_SOCKETS = 64;
 /** MAX_HEAD bounds an answer's head (and a chunk's size line), in bytes; MAX_HEADERS its lines. */
 export const MAX_HEAD = 16 << 10;
 export const MAX_HEADERS = 100;
+/** builtin is Node's module id (process.getBuiltinModule), or undefined where there is none. */
+export function builtin(id) {
+    const proc = globalThis.process;
+    return typeof proc?.getBuiltinModule === "function" ? proc.getBuiltinModule(id) : undefined;
+}
 /** socketUnary returns a sender over node:net and node:tls, or undefined where they are not at hand. */
 export function socketUnary() {
-    const proc = globalThis.process;
-    if (typeof proc?.getBuiltinModule !== "function")
-        return undefined;
-    const net = proc.getBuiltinModule("node:net");
-    const tls = proc.getBuiltinModule("node:tls");
+    const net = builtin("node:net");
+    const tls = builtin("node:tls");
     if (!net || !tls)
         return undefined;
     const pools = new Map();
@@ -58,7 +60,11 @@ export function socketUnary() {
             pools.set(url.origin, (p = new Pool(url, url.protocol === "https:" ? tls : net)));
         return p.call(url, headers, body, signal, limit);
     };
-    return { unary, close: () => pools.forEach((p) => p.close()) };
+    const close = () => {
+        pools.forEach((p) => p.close());
+        pools.clear(); // a call after close opens connections anew
+    };
+    return { unary, close };
 }
 /** Pool is one daemon's connections: the idle ones, and those open in all. */
 class Pool {
@@ -66,6 +72,7 @@ class Pool {
     idle = [];
     waiting = [];
     open = new Set();
+    closed = false;
     host;
     port;
     constructor(url, mod) {
@@ -91,8 +98,12 @@ class Pool {
                 this.drop(c);
                 if (!(err instanceof Lost))
                     throw err;
-                // A kept connection the daemon closed as the request went out:
-                // the request never reached a handler, so it goes once more.
+                if (this.closed)
+                    throw new TypeError("fetch failed", { cause: CLOSED });
+                // A kept connection that ended before its answer began: the
+                // daemon closed it while idle, as the request went out. The call
+                // goes once more (a Record carries its record_id: one that did
+                // reach the daemon is counted once).
                 if (!reused || retried)
                     throw err.error;
                 c = await this.fresh(signal);
@@ -113,6 +124,11 @@ class Pool {
                     if (signal)
                         offStop(signal, gone);
                     resolve(c ?? this.dial());
+                },
+                fail: (err) => {
+                    if (signal)
+                        offStop(signal, gone);
+                    reject(err);
                 },
             };
             const gone = () => {
@@ -150,13 +166,20 @@ class Pool {
         if (i >= 0)
             this.idle.splice(i, 1);
         c.sock.destroy();
-        this.waiting.shift()?.take(undefined);
+        if (!this.closed)
+            this.waiting.shift()?.take(undefined);
     }
+    /** close ends every connection, and every call on one or waiting for one, with an error. */
     close() {
+        this.closed = true;
+        for (const w of this.waiting.splice(0))
+            w.fail(new TypeError("fetch failed", { cause: CLOSED }));
         for (const c of [...this.open])
             this.drop(c);
     }
 }
+/** CLOSED is the cause of a call's error when the sender was closed meanwhile. */
+const CLOSED = new Error("the client was closed");
 /** isIP says whether host is an IP literal (TLS names no IP as its server). */
 function isIP(host) {
     return host.includes(":") || /^[\d.]+$/.test(host);
@@ -209,9 +232,6 @@ class Conn {
     /** calls counts the requests sent; reusable says whether the last answer left the connection fit for another. */
     calls = 0;
     reusable = false;
-    chunks = [];
-    size = 0; // the bytes in chunks
-    need = 0; // the bytes the answer is known to need before it can be whole
     call;
     ended = false;
     constructor(sock, gone) {
@@ -232,7 +252,7 @@ class Conn {
             if (signal?.aborted)
                 return reject(signal.reason); // while the call waited for its connection
             const onAbort = () => this.settle(signal?.reason);
-            this.call = { resolve, reject, limit, signal, onAbort };
+            this.call = { resolve, reject, signal, onAbort, reader: new Reader(limit), heard: false };
             if (signal)
                 onStop(signal, onAbort);
             if (this.ended)
@@ -256,45 +276,35 @@ class Conn {
     arrived(chunk) {
         if (!this.call)
             return this.gone(); // bytes no call asked for: not a connection to reuse
-        this.chunks.push(chunk);
-        this.size += chunk.byteLength;
-        if (this.size >= this.need)
-            this.read(false);
+        this.call.heard = true;
+        this.read(chunk, false);
     }
     end(err) {
         if (this.ended)
             return;
         this.ended = true;
         this.reusable = false;
-        if (this.call && this.size === 0) {
+        if (this.call && !this.call.heard) {
             this.settle(new Lost(new TypeError("fetch failed", { cause: err ?? new Error("the connection closed before an answer") })));
         }
         else if (this.call) {
-            this.read(true);
+            this.read(EMPTY, true);
             this.settle(new TypeError("terminated", { cause: err ?? new Error("the connection closed within the answer") }));
         }
         this.gone();
     }
-    /** read settles the call with the answer in what came, once it is whole (or past a bound). */
-    read(ended) {
-        const buf = this.chunks.length === 1 ? this.chunks[0] : concat(this.chunks, this.size);
-        this.chunks = [buf];
+    /** read gives the call's reader what came, and settles the call once its answer is whole (or refused). */
+    read(chunk, ended) {
         let got;
         try {
-            got = parse(buf, this.call.limit, ended);
+            got = this.call.reader.push(chunk, ended);
         }
         catch (err) {
             return this.settle(err instanceof BodyTooLarge ? err : new TypeError("fetch failed", { cause: err }));
         }
-        if (typeof got === "number") {
-            this.need = got;
+        if (!got)
             return;
-        }
-        const rest = buf.subarray(got.used);
-        this.chunks = rest.byteLength ? [rest] : [];
-        this.size = rest.byteLength;
-        this.need = 0;
-        this.reusable = got.keep && !ended && rest.byteLength === 0;
+        this.reusable = got.keep && !ended && got.rest.byteLength === 0;
         this.settle(undefined, got.answer);
     }
 }
@@ -310,36 +320,180 @@ function concat(chunks, size) {
 }
 const utf8 = new TextDecoder("utf-8");
 const latin1 = new TextDecoder("latin1");
+/** MAX_FRAMING bounds the bytes of one answer that are not its body: its heads (interim ones too), chunk lines and trailers. */
+export const MAX_FRAMING = 64 << 10;
 /**
- * parse reads the answer at the start of buf: the answer whole, or the
- * bytes buf must hold before it can be (more than it holds: keep reading).
- * It throws for bytes that are no HTTP/1.1 answer, a head past its
- * bounds, BodyTooLarge for a body over limit, and, when the connection
- * ended (ended), for an answer it cut short; a body framed by the end
- * alone is whole then.
+ * Reader reads one answer from its connection's bytes as they come, each
+ * byte once: the body's bytes are kept as they arrive, and only a line
+ * not yet whole waits for more. It throws for bytes that are no HTTP/1.1
+ * answer, a head or line past MAX_HEAD, framing past MAX_FRAMING,
+ * BodyTooLarge for a body over its limit, and, once the connection ended,
+ * for an answer cut short; a body framed by the end alone is whole then.
  */
-export function parse(buf, limit, ended) {
-    let at = 0;
-    for (;;) {
-        const h = headAt(buf, at);
-        if (typeof h === "number" && ended)
-            throw new Error("the connection closed within the answer's head");
-        if (typeof h === "number")
-            return h;
-        if (h.status >= 200 || h.status === 101)
-            return bodyOf(buf, h, limit, ended);
-        at = h.end; // an interim answer (100 Continue): the real one follows
+export class Reader {
+    limit;
+    buf = EMPTY; // bytes come and not read yet: part of a line, or of a chunk's CRLF
+    scanned = 0; // how far buf was searched for its line's end
+    phase = "head";
+    head;
+    body = [];
+    size = 0; // the body's bytes, as its framing declared them
+    left = 0; // the bytes of the body, or of the chunk, still to come
+    framing = 0;
+    trailers = 0;
+    constructor(limit) {
+        this.limit = limit;
+    }
+    /** push reads the bytes that came next (ended: the connection ended after them): the answer once whole, else undefined. */
+    push(chunk, ended) {
+        this.buf = this.buf.byteLength === 0 ? chunk : concat([this.buf, chunk], this.buf.byteLength + chunk.byteLength);
+        for (;;) {
+            const step = this.step(ended);
+            if (step === "more") {
+                if (ended)
+                    throw new Error(`the connection closed within the answer's ${this.phase === "head" ? "head" : "body"}`);
+                return undefined;
+            }
+            if (step === "done")
+                return this.done(ended);
+        }
+    }
+    /** step reads what the phase reads: on to the next phase, "more" when the bytes run out, "done" at the answer's end. */
+    step(ended) {
+        switch (this.phase) {
+            case "head":
+                return this.readHead();
+            case "length":
+            case "chunk-data":
+                return this.readData();
+            case "chunk-end":
+                return this.readChunkEnd();
+            case "chunk-size":
+                return this.readChunkSize();
+            case "trailers":
+                return this.readTrailer();
+            case "close":
+                return this.readToClose(ended);
+            case "done":
+                return "done";
+        }
+    }
+    readHead() {
+        const end = headEnd(this.buf, Math.max(0, this.scanned - 3));
+        if (end < 0) {
+            if (this.buf.byteLength >= MAX_HEAD)
+                throw new Error(`an answer's head over ${MAX_HEAD} bytes`);
+            this.scanned = this.buf.byteLength;
+            return "more";
+        }
+        const h = headOf(this.buf.subarray(0, end - 4));
+        this.take(end);
+        if (h.status < 200 && h.status !== 101)
+            return "next"; // an interim answer (100 Continue): the real one follows
+        this.head = h;
+        if (h.status === 204 || h.status === 304)
+            return (this.phase = "done"), "done";
+        if (/chunked/i.test(h.headers.get("transfer-encoding") ?? ""))
+            return (this.phase = "chunk-size"), "next";
+        const length = h.headers.get("content-length");
+        if (length === undefined)
+            return (this.phase = "close"), "next";
+        if (!/^\d+$/.test(length))
+            throw new Error(`a Content-Length of ${JSON.stringify(length)}`);
+        this.left = this.declare(Number(length));
+        this.phase = "length";
+        return "next";
+    }
+    /** declare counts n more bytes of body against the limit. */
+    declare(n) {
+        if ((this.size += n) > this.limit)
+            throw new BodyTooLarge(this.limit, this.head?.status ?? 0, this.head?.headers.get("content-type") ?? "");
+        return n;
+    }
+    /** take drops n bytes of framing from the front of buf. */
+    take(n) {
+        if ((this.framing += n) > MAX_FRAMING)
+            throw new Error(`an answer's heads and chunk lines over ${MAX_FRAMING} bytes`);
+        this.buf = this.buf.subarray(n);
+        this.scanned = 0;
+    }
+    /** line is the line at the front of buf without its CRLF, taken, or undefined before it has come. */
+    line() {
+        const nl = this.buf.indexOf(10, this.scanned);
+        if (nl < 0) {
+            if (this.buf.byteLength >= MAX_HEAD)
+                throw new Error(`a line of the answer over ${MAX_HEAD} bytes`);
+            this.scanned = this.buf.byteLength;
+            return undefined;
+        }
+        const text = latin1.decode(this.buf.subarray(0, nl)).replace(/\r$/, "");
+        this.take(nl + 1);
+        return text;
+    }
+    readData() {
+        const n = Math.min(this.left, this.buf.byteLength);
+        if (n > 0) {
+            this.body.push(this.buf.subarray(0, n));
+            this.buf = this.buf.subarray(n);
+            this.left -= n;
+        }
+        if (this.left > 0)
+            return "more";
+        if (this.phase === "length")
+            return (this.phase = "done"), "done";
+        this.phase = "chunk-end";
+        return "next";
+    }
+    readChunkEnd() {
+        if (this.buf.byteLength < 2)
+            return "more";
+        if (this.buf[0] !== 13 || this.buf[1] !== 10)
+            throw new Error("a chunk longer than its size");
+        this.take(2);
+        this.phase = "chunk-size";
+        return "next";
+    }
+    readChunkSize() {
+        const line = this.line();
+        if (line === undefined)
+            return "more";
+        const m = /^([0-9a-fA-F]{1,12})(?:\s*;.*)?$/.exec(line);
+        if (!m)
+            throw new Error(`a chunk size of ${JSON.stringify(line.slice(0, 80))}`);
+        const n = parseInt(m[1], 16);
+        this.left = this.declare(n);
+        this.phase = n === 0 ? "trailers" : "chunk-data";
+        return "next";
+    }
+    readTrailer() {
+        const line = this.line();
+        if (line === undefined)
+            return "more";
+        if (line === "")
+            return (this.phase = "done"), "done";
+        if (++this.trailers > MAX_HEADERS)
+            throw new Error(`more than ${MAX_HEADERS} trailer lines`);
+        return "next";
+    }
+    readToClose(ended) {
+        if (this.buf.byteLength > 0) {
+            this.declare(this.buf.byteLength);
+            this.body.push(this.buf);
+            this.buf = EMPTY;
+        }
+        return ended ? "done" : "more";
+    }
+    done(ended) {
+        const h = this.head;
+        const size = this.body.reduce((n, b) => n + b.byteLength, 0);
+        const text = utf8.decode(this.body.length === 1 ? this.body[0] : concat(this.body, size));
+        const answer = { status: h.status, header: (name) => h.headers.get(name.toLowerCase()) ?? null, text };
+        return { answer, rest: this.buf, keep: h.keep && this.phase !== "close" && !ended };
     }
 }
-/** headAt reads the head that starts at buf[at], or says how many bytes buf must hold first. */
-function headAt(buf, at) {
-    const end = headEnd(buf, at);
-    if (end < 0) {
-        if (buf.byteLength - at >= MAX_HEAD)
-            throw new Error(`an answer's head over ${MAX_HEAD} bytes`);
-        return buf.byteLength + 1;
-    }
-    const lines = latin1.decode(buf.subarray(at, end - 4)).split("\r\n");
+/** headOf reads a head's lines (its blank line left off). */
+function headOf(bytes) {
+    const lines = latin1.decode(bytes).split("\r\n");
     if (lines.length > MAX_HEADERS + 1)
         throw new Error(`an answer's head of more than ${MAX_HEADERS} lines`);
     const m = /^HTTP\/1\.([01]) (\d{3})(?: |$)/.exec(lines[0]);
@@ -357,94 +511,14 @@ function headAt(buf, at) {
         headers.set(k, was === undefined ? v : `${was}, ${v}`);
     }
     const keep = m[1] === "1" && !/(^|,)\s*close\s*(,|$)/i.test(headers.get("connection") ?? "");
-    return { status: Number(m[2]), keep, headers, end };
+    return { status: Number(m[2]), keep, headers };
 }
-/** headEnd is where the head that starts at buf[at] ends (past its blank line), or -1 before it has. */
+/** headEnd is where the head at the front of buf ends (past its blank line), searching from at, or -1 before it has. */
 function headEnd(buf, at) {
-    const stop = Math.min(buf.byteLength, at + MAX_HEAD);
+    const stop = Math.min(buf.byteLength, MAX_HEAD);
     for (let i = buf.indexOf(13, at); i >= 0 && i + 3 < stop; i = buf.indexOf(13, i + 1)) {
         if (buf[i + 1] === 10 && buf[i + 2] === 13 && buf[i + 3] === 10)
             return i + 4;
     }
     return -1;
-}
-/** bodyOf reads the body h frames from h.end: by its length, in chunks, or up to the end. */
-function bodyOf(buf, h, limit, ended) {
-    const ctype = h.headers.get("content-type") ?? "";
-    const answer = (body) => ({ status: h.status, header: (name) => h.headers.get(name.toLowerCase()) ?? null, text: utf8.decode(body) });
-    if (h.status === 204 || h.status === 304)
-        return { answer: answer(EMPTY), used: h.end, keep: h.keep };
-    if (/chunked/i.test(h.headers.get("transfer-encoding") ?? ""))
-        return chunked(buf, h, limit, ended, answer);
-    const length = h.headers.get("content-length");
-    if (length !== undefined) {
-        if (!/^\d+$/.test(length))
-            throw new Error(`a Content-Length of ${JSON.stringify(length)}`);
-        const n = Number(length);
-        if (n > limit)
-            throw new BodyTooLarge(limit, h.status, ctype);
-        if (buf.byteLength - h.end < n) {
-            if (ended)
-                throw new Error("the connection closed within the answer's body");
-            return h.end + n;
-        }
-        return { answer: answer(buf.subarray(h.end, h.end + n)), used: h.end + n, keep: h.keep };
-    }
-    if (buf.byteLength - h.end > limit)
-        throw new BodyTooLarge(limit, h.status, ctype);
-    if (!ended)
-        return buf.byteLength + 1;
-    return { answer: answer(buf.subarray(h.end)), used: buf.byteLength, keep: false };
-}
-/** chunked reads a body in chunks from h.end, its trailers skipped. */
-function chunked(buf, h, limit, ended, answer) {
-    const parts = [];
-    let size = 0;
-    let at = h.end;
-    for (;;) {
-        const nl = lineEnd(buf, at);
-        if (nl < 0)
-            break;
-        const line = latin1.decode(buf.subarray(at, nl - 2));
-        const m = /^([0-9a-fA-F]+)(?:\s*;.*)?$/.exec(line);
-        if (!m)
-            throw new Error(`a chunk size of ${JSON.stringify(line.slice(0, 80))}`);
-        const n = parseInt(m[1], 16);
-        if (n === 0) {
-            const end = trailersEnd(buf, nl);
-            if (end < 0)
-                break;
-            return { answer: answer(concat(parts, size)), used: end, keep: h.keep };
-        }
-        if ((size += n) > limit)
-            throw new BodyTooLarge(limit, h.status, h.headers.get("content-type") ?? "");
-        if (buf.byteLength < nl + n + 2)
-            break;
-        if (buf[nl + n] !== 13 || buf[nl + n + 1] !== 10)
-            throw new Error("a chunk longer than its size");
-        parts.push(buf.subarray(nl, nl + n));
-        at = nl + n + 2;
-    }
-    if (ended)
-        throw new Error("the connection closed within the answer's body");
-    return buf.byteLength + 1;
-}
-/** lineEnd is the end (past its CRLF) of the line that starts at buf[at], or -1 before it has come. */
-function lineEnd(buf, at) {
-    const i = buf.indexOf(10, at);
-    if (i < 0 && buf.byteLength - at >= MAX_HEAD)
-        throw new Error(`a line of the answer over ${MAX_HEAD} bytes`);
-    return i < 0 ? -1 : i + 1;
-}
-/** trailersEnd is where a chunked body's trailers end (past the blank line), from at, or -1 before they have come. */
-function trailersEnd(buf, at) {
-    for (let i = 0; i <= MAX_HEADERS; i++) {
-        const nl = lineEnd(buf, at);
-        if (nl < 0)
-            return -1;
-        if (nl - at <= 2)
-            return nl;
-        at = nl;
-    }
-    throw new Error(`more than ${MAX_HEADERS} trailer lines`);
 }

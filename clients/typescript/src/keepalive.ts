@@ -11,7 +11,7 @@
 // is loaded through process.getBuiltinModule, so the core still imports
 // nothing but the platform and a bundle for a browser never pulls it in.
 
-import { MAX_SOCKETS, socketUnary, type Unary } from "./unary.js";
+import { builtin, MAX_SOCKETS, socketUnary, type Unary } from "./unary.js";
 
 // What this module uses of node:http(s), declared here: the core's
 // build knows no Node types.
@@ -37,7 +37,6 @@ interface NodeRequest {
 interface NodeHttp {
   Agent: new (o: { keepAlive: boolean; maxSockets: number }) => NodeAgent;
   request(url: URL, o: { method: string; headers: Record<string, string>; agent: NodeAgent }): NodeRequest;
-  request(o: { protocol: string; hostname: string; port: string; path: string; method: string; headers: Record<string, string>; agent: NodeAgent }): NodeRequest;
 }
 
 /** KeepAliveFetch is a fetch, and a unary call, that hold their connections open between calls; close ends them. */
@@ -51,15 +50,13 @@ export interface KeepAliveFetch {
 
 /**
  * keepAliveFetch returns a fetch over node:http(s) with keep-alive agents
- * of its own, or undefined where node:http is not at hand (a browser, a
- * runtime without process.getBuiltinModule): the platform's fetch serves
- * there.
+ * of its own, and the unary sender, or undefined where Node's modules are
+ * not at hand (a browser, a runtime without process.getBuiltinModule):
+ * the platform's fetch serves there.
  */
 export function keepAliveFetch(): KeepAliveFetch | undefined {
-  const proc = (globalThis as { process?: { getBuiltinModule?: (id: string) => unknown } }).process;
-  if (typeof proc?.getBuiltinModule !== "function") return undefined;
-  const http = proc.getBuiltinModule("node:http") as NodeHttp | undefined;
-  const https = proc.getBuiltinModule("node:https") as NodeHttp | undefined;
+  const http = builtin<NodeHttp>("node:http");
+  const https = builtin<NodeHttp>("node:https");
   const sockets = socketUnary();
   if (!http || !https || !sockets) return undefined;
   const agents = {

@@ -90,16 +90,20 @@ interface NodeConnect {
 /** A SocketUnary sends unary calls on sockets of its own; close ends them. */
 export interface SocketUnary {
   unary: Unary;
-  /** close destroys every connection (a call in flight ends with an error). */
+  /** close destroys every connection: a call in flight, or waiting for a connection, ends with an error; a call made after opens new ones. */
   close(): void;
+}
+
+/** builtin is Node's module id (process.getBuiltinModule), or undefined where there is none. */
+export function builtin<T>(id: string): T | undefined {
+  const proc = (globalThis as { process?: { getBuiltinModule?: (id: string) => unknown } }).process;
+  return typeof proc?.getBuiltinModule === "function" ? (proc.getBuiltinModule(id) as T | undefined) : undefined;
 }
 
 /** socketUnary returns a sender over node:net and node:tls, or undefined where they are not at hand. */
 export function socketUnary(): SocketUnary | undefined {
-  const proc = (globalThis as { process?: { getBuiltinModule?: (id: string) => unknown } }).process;
-  if (typeof proc?.getBuiltinModule !== "function") return undefined;
-  const net = proc.getBuiltinModule("node:net") as NodeConnect | undefined;
-  const tls = proc.getBuiltinModule("node:tls") as NodeConnect | undefined;
+  const net = builtin<NodeConnect>("node:net");
+  const tls = builtin<NodeConnect>("node:tls");
   if (!net || !tls) return undefined;
   const pools = new Map<string, Pool>();
   const unary: Unary = (url, headers, body, signal, limit) => {
@@ -108,12 +112,17 @@ export function socketUnary(): SocketUnary | undefined {
     if (!p) pools.set(url.origin, (p = new Pool(url, url.protocol === "https:" ? tls : net)));
     return p.call(url, headers, body, signal, limit);
   };
-  return { unary, close: () => pools.forEach((p) => p.close()) };
+  const close = () => {
+    pools.forEach((p) => p.close());
+    pools.clear(); // a call after close opens connections anew
+  };
+  return { unary, close };
 }
 
 /** A waiter is a call waiting for one of a full pool's connections. */
 interface Waiter {
   take(c: Conn | undefined): void;
+  fail(err: Error): void;
 }
 
 /** Pool is one daemon's connections: the idle ones, and those open in all. */
@@ -121,6 +130,7 @@ class Pool {
   private readonly idle: Conn[] = [];
   private readonly waiting: Waiter[] = [];
   private readonly open = new Set<Conn>();
+  private closed = false;
   private readonly host: string;
   private readonly port: number;
 
@@ -147,8 +157,11 @@ class Pool {
       } catch (err) {
         this.drop(c);
         if (!(err instanceof Lost)) throw err;
-        // A kept connection the daemon closed as the request went out:
-        // the request never reached a handler, so it goes once more.
+        if (this.closed) throw new TypeError("fetch failed", { cause: CLOSED });
+        // A kept connection that ended before its answer began: the
+        // daemon closed it while idle, as the request went out. The call
+        // goes once more (a Record carries its record_id: one that did
+        // reach the daemon is counted once).
         if (!reused || retried) throw err.error;
         c = await this.fresh(signal);
       }
@@ -168,6 +181,10 @@ class Pool {
         take: (c) => {
           if (signal) offStop(signal, gone);
           resolve(c ?? this.dial());
+        },
+        fail: (err) => {
+          if (signal) offStop(signal, gone);
+          reject(err);
         },
       };
       const gone = () => {
@@ -202,13 +219,19 @@ class Pool {
     const i = this.idle.indexOf(c);
     if (i >= 0) this.idle.splice(i, 1);
     c.sock.destroy();
-    this.waiting.shift()?.take(undefined);
+    if (!this.closed) this.waiting.shift()?.take(undefined);
   }
 
+  /** close ends every connection, and every call on one or waiting for one, with an error. */
   close(): void {
+    this.closed = true;
+    for (const w of this.waiting.splice(0)) w.fail(new TypeError("fetch failed", { cause: CLOSED }));
     for (const c of [...this.open]) this.drop(c);
   }
 }
+
+/** CLOSED is the cause of a call's error when the sender was closed meanwhile. */
+const CLOSED = new Error("the client was closed");
 
 /** isIP says whether host is an IP literal (TLS names no IP as its server). */
 function isIP(host: string): boolean {
@@ -251,9 +274,10 @@ class Lost {
 interface Call {
   resolve(a: UnaryAnswer): void;
   reject(err: unknown): void;
-  limit: number;
   signal: Stop | undefined;
   onAbort: () => void;
+  reader: Reader;
+  heard: boolean; // some of its answer came
 }
 
 const EMPTY = new Uint8Array(0);
@@ -267,9 +291,6 @@ class Conn {
   /** calls counts the requests sent; reusable says whether the last answer left the connection fit for another. */
   calls = 0;
   reusable = false;
-  private chunks: Uint8Array[] = [];
-  private size = 0; // the bytes in chunks
-  private need = 0; // the bytes the answer is known to need before it can be whole
   private call: Call | undefined;
   private ended = false;
 
@@ -292,7 +313,7 @@ class Conn {
     return new Promise<UnaryAnswer>((resolve, reject) => {
       if (signal?.aborted) return reject(signal.reason); // while the call waited for its connection
       const onAbort = () => this.settle(signal?.reason);
-      this.call = { resolve, reject, limit, signal, onAbort };
+      this.call = { resolve, reject, signal, onAbort, reader: new Reader(limit), heard: false };
       if (signal) onStop(signal, onAbort);
       if (this.ended) return this.settle(new Lost(new TypeError("fetch failed", { cause: new Error("the connection had closed") })));
       this.sock.write(request);
@@ -311,43 +332,33 @@ class Conn {
 
   private arrived(chunk: Uint8Array): void {
     if (!this.call) return this.gone(); // bytes no call asked for: not a connection to reuse
-    this.chunks.push(chunk);
-    this.size += chunk.byteLength;
-    if (this.size >= this.need) this.read(false);
+    this.call.heard = true;
+    this.read(chunk, false);
   }
 
   private end(err: Error | undefined): void {
     if (this.ended) return;
     this.ended = true;
     this.reusable = false;
-    if (this.call && this.size === 0) {
+    if (this.call && !this.call.heard) {
       this.settle(new Lost(new TypeError("fetch failed", { cause: err ?? new Error("the connection closed before an answer") })));
     } else if (this.call) {
-      this.read(true);
+      this.read(EMPTY, true);
       this.settle(new TypeError("terminated", { cause: err ?? new Error("the connection closed within the answer") }));
     }
     this.gone();
   }
 
-  /** read settles the call with the answer in what came, once it is whole (or past a bound). */
-  private read(ended: boolean): void {
-    const buf = this.chunks.length === 1 ? (this.chunks[0] as Uint8Array) : concat(this.chunks, this.size);
-    this.chunks = [buf];
-    let got: Parsed | number;
+  /** read gives the call's reader what came, and settles the call once its answer is whole (or refused). */
+  private read(chunk: Uint8Array, ended: boolean): void {
+    let got: Read | undefined;
     try {
-      got = parse(buf, (this.call as Call).limit, ended);
+      got = (this.call as Call).reader.push(chunk, ended);
     } catch (err) {
       return this.settle(err instanceof BodyTooLarge ? err : new TypeError("fetch failed", { cause: err }));
     }
-    if (typeof got === "number") {
-      this.need = got;
-      return;
-    }
-    const rest = buf.subarray(got.used);
-    this.chunks = rest.byteLength ? [rest] : [];
-    this.size = rest.byteLength;
-    this.need = 0;
-    this.reusable = got.keep && !ended && rest.byteLength === 0;
+    if (!got) return;
+    this.reusable = got.keep && !ended && got.rest.byteLength === 0;
     this.settle(undefined, got.answer);
   }
 }
@@ -366,48 +377,186 @@ function concat(chunks: Uint8Array[], size: number): Uint8Array {
 const utf8 = new TextDecoder("utf-8");
 const latin1 = new TextDecoder("latin1");
 
-/** Parsed is an answer read whole: the bytes it took, and whether its connection may serve another call. */
-interface Parsed {
+/** MAX_FRAMING bounds the bytes of one answer that are not its body: its heads (interim ones too), chunk lines and trailers. */
+export const MAX_FRAMING = 64 << 10;
+
+/** Read is an answer read whole: the bytes that came after it, and whether its connection may serve another call. */
+export interface Read {
   answer: UnaryAnswer;
-  used: number;
+  rest: Uint8Array;
   keep: boolean;
 }
 
-/**
- * parse reads the answer at the start of buf: the answer whole, or the
- * bytes buf must hold before it can be (more than it holds: keep reading).
- * It throws for bytes that are no HTTP/1.1 answer, a head past its
- * bounds, BodyTooLarge for a body over limit, and, when the connection
- * ended (ended), for an answer it cut short; a body framed by the end
- * alone is whole then.
- */
-export function parse(buf: Uint8Array, limit: number, ended: boolean): Parsed | number {
-  let at = 0;
-  for (;;) {
-    const h = headAt(buf, at);
-    if (typeof h === "number" && ended) throw new Error("the connection closed within the answer's head");
-    if (typeof h === "number") return h;
-    if (h.status >= 200 || h.status === 101) return bodyOf(buf, h, limit, ended);
-    at = h.end; // an interim answer (100 Continue): the real one follows
-  }
-}
-
-/** Head is an answer's head, read: where its body starts. */
+/** Head is an answer's head, read. */
 interface Head {
   status: number;
   keep: boolean;
   headers: Map<string, string>;
-  end: number;
 }
 
-/** headAt reads the head that starts at buf[at], or says how many bytes buf must hold first. */
-function headAt(buf: Uint8Array, at: number): Head | number {
-  const end = headEnd(buf, at);
-  if (end < 0) {
-    if (buf.byteLength - at >= MAX_HEAD) throw new Error(`an answer's head over ${MAX_HEAD} bytes`);
-    return buf.byteLength + 1;
+/**
+ * Reader reads one answer from its connection's bytes as they come, each
+ * byte once: the body's bytes are kept as they arrive, and only a line
+ * not yet whole waits for more. It throws for bytes that are no HTTP/1.1
+ * answer, a head or line past MAX_HEAD, framing past MAX_FRAMING,
+ * BodyTooLarge for a body over its limit, and, once the connection ended,
+ * for an answer cut short; a body framed by the end alone is whole then.
+ */
+export class Reader {
+  private buf: Uint8Array = EMPTY; // bytes come and not read yet: part of a line, or of a chunk's CRLF
+  private scanned = 0; // how far buf was searched for its line's end
+  private phase: "head" | "length" | "chunk-size" | "chunk-data" | "chunk-end" | "trailers" | "close" | "done" = "head";
+  private head: Head | undefined;
+  private readonly body: Uint8Array[] = [];
+  private size = 0; // the body's bytes, as its framing declared them
+  private left = 0; // the bytes of the body, or of the chunk, still to come
+  private framing = 0;
+  private trailers = 0;
+
+  constructor(private readonly limit: number) {}
+
+  /** push reads the bytes that came next (ended: the connection ended after them): the answer once whole, else undefined. */
+  push(chunk: Uint8Array, ended: boolean): Read | undefined {
+    this.buf = this.buf.byteLength === 0 ? chunk : concat([this.buf, chunk], this.buf.byteLength + chunk.byteLength);
+    for (;;) {
+      const step = this.step(ended);
+      if (step === "more") {
+        if (ended) throw new Error(`the connection closed within the answer's ${this.phase === "head" ? "head" : "body"}`);
+        return undefined;
+      }
+      if (step === "done") return this.done(ended);
+    }
   }
-  const lines = latin1.decode(buf.subarray(at, end - 4)).split("\r\n");
+
+  /** step reads what the phase reads: on to the next phase, "more" when the bytes run out, "done" at the answer's end. */
+  private step(ended: boolean): "next" | "more" | "done" {
+    switch (this.phase) {
+      case "head":
+        return this.readHead();
+      case "length":
+      case "chunk-data":
+        return this.readData();
+      case "chunk-end":
+        return this.readChunkEnd();
+      case "chunk-size":
+        return this.readChunkSize();
+      case "trailers":
+        return this.readTrailer();
+      case "close":
+        return this.readToClose(ended);
+      case "done":
+        return "done";
+    }
+  }
+
+  private readHead(): "next" | "more" | "done" {
+    const end = headEnd(this.buf, Math.max(0, this.scanned - 3));
+    if (end < 0) {
+      if (this.buf.byteLength >= MAX_HEAD) throw new Error(`an answer's head over ${MAX_HEAD} bytes`);
+      this.scanned = this.buf.byteLength;
+      return "more";
+    }
+    const h = headOf(this.buf.subarray(0, end - 4));
+    this.take(end);
+    if (h.status < 200 && h.status !== 101) return "next"; // an interim answer (100 Continue): the real one follows
+    this.head = h;
+    if (h.status === 204 || h.status === 304) return (this.phase = "done"), "done";
+    if (/chunked/i.test(h.headers.get("transfer-encoding") ?? "")) return (this.phase = "chunk-size"), "next";
+    const length = h.headers.get("content-length");
+    if (length === undefined) return (this.phase = "close"), "next";
+    if (!/^\d+$/.test(length)) throw new Error(`a Content-Length of ${JSON.stringify(length)}`);
+    this.left = this.declare(Number(length));
+    this.phase = "length";
+    return "next";
+  }
+
+  /** declare counts n more bytes of body against the limit. */
+  private declare(n: number): number {
+    if ((this.size += n) > this.limit) throw new BodyTooLarge(this.limit, this.head?.status ?? 0, this.head?.headers.get("content-type") ?? "");
+    return n;
+  }
+
+  /** take drops n bytes of framing from the front of buf. */
+  private take(n: number): void {
+    if ((this.framing += n) > MAX_FRAMING) throw new Error(`an answer's heads and chunk lines over ${MAX_FRAMING} bytes`);
+    this.buf = this.buf.subarray(n);
+    this.scanned = 0;
+  }
+
+  /** line is the line at the front of buf without its CRLF, taken, or undefined before it has come. */
+  private line(): string | undefined {
+    const nl = this.buf.indexOf(10, this.scanned);
+    if (nl < 0) {
+      if (this.buf.byteLength >= MAX_HEAD) throw new Error(`a line of the answer over ${MAX_HEAD} bytes`);
+      this.scanned = this.buf.byteLength;
+      return undefined;
+    }
+    const text = latin1.decode(this.buf.subarray(0, nl)).replace(/\r$/, "");
+    this.take(nl + 1);
+    return text;
+  }
+
+  private readData(): "next" | "more" | "done" {
+    const n = Math.min(this.left, this.buf.byteLength);
+    if (n > 0) {
+      this.body.push(this.buf.subarray(0, n));
+      this.buf = this.buf.subarray(n);
+      this.left -= n;
+    }
+    if (this.left > 0) return "more";
+    if (this.phase === "length") return (this.phase = "done"), "done";
+    this.phase = "chunk-end";
+    return "next";
+  }
+
+  private readChunkEnd(): "next" | "more" | "done" {
+    if (this.buf.byteLength < 2) return "more";
+    if (this.buf[0] !== 13 || this.buf[1] !== 10) throw new Error("a chunk longer than its size");
+    this.take(2);
+    this.phase = "chunk-size";
+    return "next";
+  }
+
+  private readChunkSize(): "next" | "more" | "done" {
+    const line = this.line();
+    if (line === undefined) return "more";
+    const m = /^([0-9a-fA-F]{1,12})(?:\s*;.*)?$/.exec(line);
+    if (!m) throw new Error(`a chunk size of ${JSON.stringify(line.slice(0, 80))}`);
+    const n = parseInt(m[1] as string, 16);
+    this.left = this.declare(n);
+    this.phase = n === 0 ? "trailers" : "chunk-data";
+    return "next";
+  }
+
+  private readTrailer(): "next" | "more" | "done" {
+    const line = this.line();
+    if (line === undefined) return "more";
+    if (line === "") return (this.phase = "done"), "done";
+    if (++this.trailers > MAX_HEADERS) throw new Error(`more than ${MAX_HEADERS} trailer lines`);
+    return "next";
+  }
+
+  private readToClose(ended: boolean): "next" | "more" | "done" {
+    if (this.buf.byteLength > 0) {
+      this.declare(this.buf.byteLength);
+      this.body.push(this.buf);
+      this.buf = EMPTY;
+    }
+    return ended ? "done" : "more";
+  }
+
+  private done(ended: boolean): Read {
+    const h = this.head as Head;
+    const size = this.body.reduce((n, b) => n + b.byteLength, 0);
+    const text = utf8.decode(this.body.length === 1 ? (this.body[0] as Uint8Array) : concat(this.body, size));
+    const answer: UnaryAnswer = { status: h.status, header: (name) => h.headers.get(name.toLowerCase()) ?? null, text };
+    return { answer, rest: this.buf, keep: h.keep && this.phase !== "close" && !ended };
+  }
+}
+
+/** headOf reads a head's lines (its blank line left off). */
+function headOf(bytes: Uint8Array): Head {
+  const lines = latin1.decode(bytes).split("\r\n");
   if (lines.length > MAX_HEADERS + 1) throw new Error(`an answer's head of more than ${MAX_HEADERS} lines`);
   const m = /^HTTP\/1\.([01]) (\d{3})(?: |$)/.exec(lines[0] as string);
   if (!m) throw new Error(`a first line that is not an HTTP status line: ${JSON.stringify((lines[0] as string).slice(0, 80))}`);
@@ -422,81 +571,14 @@ function headAt(buf: Uint8Array, at: number): Head | number {
     headers.set(k, was === undefined ? v : `${was}, ${v}`);
   }
   const keep = m[1] === "1" && !/(^|,)\s*close\s*(,|$)/i.test(headers.get("connection") ?? "");
-  return { status: Number(m[2]), keep, headers, end };
+  return { status: Number(m[2]), keep, headers };
 }
 
-/** headEnd is where the head that starts at buf[at] ends (past its blank line), or -1 before it has. */
+/** headEnd is where the head at the front of buf ends (past its blank line), searching from at, or -1 before it has. */
 function headEnd(buf: Uint8Array, at: number): number {
-  const stop = Math.min(buf.byteLength, at + MAX_HEAD);
+  const stop = Math.min(buf.byteLength, MAX_HEAD);
   for (let i = buf.indexOf(13, at); i >= 0 && i + 3 < stop; i = buf.indexOf(13, i + 1)) {
     if (buf[i + 1] === 10 && buf[i + 2] === 13 && buf[i + 3] === 10) return i + 4;
   }
   return -1;
-}
-
-/** bodyOf reads the body h frames from h.end: by its length, in chunks, or up to the end. */
-function bodyOf(buf: Uint8Array, h: Head, limit: number, ended: boolean): Parsed | number {
-  const ctype = h.headers.get("content-type") ?? "";
-  const answer = (body: Uint8Array): UnaryAnswer => ({ status: h.status, header: (name) => h.headers.get(name.toLowerCase()) ?? null, text: utf8.decode(body) });
-  if (h.status === 204 || h.status === 304) return { answer: answer(EMPTY), used: h.end, keep: h.keep };
-  if (/chunked/i.test(h.headers.get("transfer-encoding") ?? "")) return chunked(buf, h, limit, ended, answer);
-  const length = h.headers.get("content-length");
-  if (length !== undefined) {
-    if (!/^\d+$/.test(length)) throw new Error(`a Content-Length of ${JSON.stringify(length)}`);
-    const n = Number(length);
-    if (n > limit) throw new BodyTooLarge(limit, h.status, ctype);
-    if (buf.byteLength - h.end < n) {
-      if (ended) throw new Error("the connection closed within the answer's body");
-      return h.end + n;
-    }
-    return { answer: answer(buf.subarray(h.end, h.end + n)), used: h.end + n, keep: h.keep };
-  }
-  if (buf.byteLength - h.end > limit) throw new BodyTooLarge(limit, h.status, ctype);
-  if (!ended) return buf.byteLength + 1;
-  return { answer: answer(buf.subarray(h.end)), used: buf.byteLength, keep: false };
-}
-
-/** chunked reads a body in chunks from h.end, its trailers skipped. */
-function chunked(buf: Uint8Array, h: Head, limit: number, ended: boolean, answer: (body: Uint8Array) => UnaryAnswer): Parsed | number {
-  const parts: Uint8Array[] = [];
-  let size = 0;
-  let at = h.end;
-  for (;;) {
-    const nl = lineEnd(buf, at);
-    if (nl < 0) break;
-    const line = latin1.decode(buf.subarray(at, nl - 2));
-    const m = /^([0-9a-fA-F]+)(?:\s*;.*)?$/.exec(line);
-    if (!m) throw new Error(`a chunk size of ${JSON.stringify(line.slice(0, 80))}`);
-    const n = parseInt(m[1] as string, 16);
-    if (n === 0) {
-      const end = trailersEnd(buf, nl);
-      if (end < 0) break;
-      return { answer: answer(concat(parts, size)), used: end, keep: h.keep };
-    }
-    if ((size += n) > limit) throw new BodyTooLarge(limit, h.status, h.headers.get("content-type") ?? "");
-    if (buf.byteLength < nl + n + 2) break;
-    if (buf[nl + n] !== 13 || buf[nl + n + 1] !== 10) throw new Error("a chunk longer than its size");
-    parts.push(buf.subarray(nl, nl + n));
-    at = nl + n + 2;
-  }
-  if (ended) throw new Error("the connection closed within the answer's body");
-  return buf.byteLength + 1;
-}
-
-/** lineEnd is the end (past its CRLF) of the line that starts at buf[at], or -1 before it has come. */
-function lineEnd(buf: Uint8Array, at: number): number {
-  const i = buf.indexOf(10, at);
-  if (i < 0 && buf.byteLength - at >= MAX_HEAD) throw new Error(`a line of the answer over ${MAX_HEAD} bytes`);
-  return i < 0 ? -1 : i + 1;
-}
-
-/** trailersEnd is where a chunked body's trailers end (past the blank line), from at, or -1 before they have come. */
-function trailersEnd(buf: Uint8Array, at: number): number {
-  for (let i = 0; i <= MAX_HEADERS; i++) {
-    const nl = lineEnd(buf, at);
-    if (nl < 0) return -1;
-    if (nl - at <= 2) return nl;
-    at = nl;
-  }
-  throw new Error(`more than ${MAX_HEADERS} trailer lines`);
 }

@@ -13,9 +13,9 @@ import { join } from "node:path";
 import { test } from "node:test";
 
 import { MAX_BODY_BYTES } from "../src/transport.js";
-import { BodyTooLarge, MAX_SOCKETS, parse, socketUnary } from "../src/unary.js";
+import { BodyTooLarge, MAX_SOCKETS, Reader, socketUnary } from "../src/unary.js";
 import { startDaemon } from "./daemon.js";
-import { json, serve, waitFor } from "./helpers.js";
+import { json, serve, waitFor, within } from "./helpers.js";
 
 /** raw serves every connection with fn; it counts the connections. */
 async function raw(fn: (s: Socket) => void): Promise<{ url: URL; conns: () => number; close: () => Promise<void> }> {
@@ -68,40 +68,59 @@ const answers: Record<string, string> = {
   "no content": "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n",
 };
 
-test("an answer is read whole from any prefix of its bytes, however it is framed", () => {
+/** read pushes bytes to a new Reader at once, ended or not. */
+function read(bytes: Uint8Array, limit = MAX_BODY_BYTES, ended = false) {
+  return new Reader(limit).push(bytes, ended);
+}
+
+test("an answer is read whole from its bytes, at once or one by one, and never from a prefix of them", () => {
   for (const [kind, text] of Object.entries(answers)) {
     const bytes = enc.encode(text);
-    for (let i = 0; i < bytes.byteLength; i++) {
-      const got = parse(bytes.subarray(0, i), MAX_BODY_BYTES, false);
-      assert.equal(typeof got, "number", `${kind}: an answer from ${i} of ${bytes.byteLength} bytes`);
-      assert.ok((got as number) > i, `${kind}: at ${i} bytes it asks for ${String(got)}`);
-    }
-    const got = parse(bytes, MAX_BODY_BYTES, false);
-    assert.ok(typeof got !== "number", `${kind}: no answer from its whole bytes`);
-    assert.equal(got.used, bytes.byteLength, kind);
-    assert.equal(got.keep, true, kind);
-    assert.equal(got.answer.text, kind === "no content" ? "" : '{"ok":"héllo"}', kind);
+    for (let i = 0; i < bytes.byteLength; i++) assert.equal(read(bytes.subarray(0, i)), undefined, `${kind}: an answer from ${i} of ${bytes.byteLength} bytes`);
+    const want = kind === "no content" ? "" : '{"ok":"héllo"}';
+    const whole = read(bytes);
+    assert.ok(whole, `${kind}: no answer from its whole bytes`);
+    assert.equal(whole.answer.text, want, kind);
+    assert.equal(whole.keep, true, kind);
+    assert.equal(whole.rest.byteLength, 0, kind);
+    const r = new Reader(MAX_BODY_BYTES);
+    for (let i = 0; i < bytes.byteLength - 1; i++) assert.equal(r.push(bytes.subarray(i, i + 1), false), undefined, `${kind}: an answer at byte ${i}, one by one`);
+    const last = r.push(bytes.subarray(bytes.byteLength - 1), false);
+    assert.equal(last?.answer.text, want, `${kind}, one by one`);
+    // What follows the answer is not its own.
+    const more = read(enc.encode(text + "HTTP/1.1 200"));
+    assert.equal(latin1(more?.rest), "HTTP/1.1 200", kind);
   }
   // An answer whose body runs to the close is whole only at the close.
   const close = enc.encode("HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nup to the end");
-  assert.equal(typeof parse(close, MAX_BODY_BYTES, false), "number");
-  const atEnd = parse(close, MAX_BODY_BYTES, true);
-  assert.ok(typeof atEnd !== "number");
+  assert.equal(read(close), undefined);
+  const atEnd = read(close, MAX_BODY_BYTES, true);
+  assert.ok(atEnd);
   assert.equal(atEnd.answer.text, "up to the end");
   assert.equal(atEnd.answer.header("Content-Type"), "text/plain");
   assert.equal(atEnd.keep, false);
 });
 
+function latin1(b: Uint8Array | undefined): string {
+  return b ? new TextDecoder("latin1").decode(b) : "";
+}
+
 test("an answer cut short, over a bound or not HTTP is refused", () => {
   const whole = enc.encode(answers["length"] as string);
-  assert.throws(() => parse(whole.subarray(0, 40), MAX_BODY_BYTES, true), /closed within the answer's head/);
-  assert.throws(() => parse(whole.subarray(0, whole.byteLength - 1), MAX_BODY_BYTES, true), /closed within the answer's body/);
-  assert.throws(() => parse(enc.encode("SSH-2.0-OpenSSH\r\n\r\n"), MAX_BODY_BYTES, false), /not an HTTP status line/);
-  assert.throws(() => parse(enc.encode(`HTTP/1.1 200 OK\r\nX: ${"y".repeat(20_000)}`), MAX_BODY_BYTES, false), /head over/);
-  assert.throws(() => parse(enc.encode("HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n"), 10, false), BodyTooLarge);
-  assert.throws(() => parse(enc.encode("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nb\r\n"), 10, false), BodyTooLarge);
-  assert.throws(() => parse(enc.encode("HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n"), 10, false), /Content-Length/);
-  assert.throws(() => parse(enc.encode("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n"), 10, false), /longer than its size/);
+  assert.throws(() => read(whole.subarray(0, 40), MAX_BODY_BYTES, true), /closed within the answer's head/);
+  assert.throws(() => read(whole.subarray(0, whole.byteLength - 1), MAX_BODY_BYTES, true), /closed within the answer's body/);
+  assert.throws(() => read(enc.encode("SSH-2.0-OpenSSH\r\n\r\n")), /not an HTTP status line/);
+  assert.throws(() => read(enc.encode(`HTTP/1.1 200 OK\r\nX: ${"y".repeat(20_000)}`)), /head over/);
+  assert.throws(() => read(enc.encode("HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n"), 10), BodyTooLarge);
+  assert.throws(() => read(enc.encode("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nb\r\n"), 10), BodyTooLarge);
+  assert.throws(() => read(enc.encode("HTTP/1.0 200 OK\r\n\r\n" + "x".repeat(11)), 10), BodyTooLarge);
+  assert.throws(() => read(enc.encode("HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n"), 10), /Content-Length/);
+  assert.throws(() => read(enc.encode("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n"), 10), /longer than its size/);
+  // Framing is bounded however small each piece: interim answers, chunk
+  // extensions.
+  assert.throws(() => read(enc.encode("HTTP/1.1 100 Continue\r\n\r\n".repeat(3000))), /heads and chunk lines over/);
+  const ext = `1;${"e".repeat(10_000)}\r\nx\r\n`.repeat(10);
+  assert.throws(() => read(enc.encode(`HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n${ext}`)), /heads and chunk lines over/);
 });
 
 test("calls share kept connections, a closing answer's connection is not kept, and close ends them", async () => {
@@ -256,5 +275,32 @@ test("over https a call verifies the daemon's certificate for its host name", as
   } finally {
     await d.stop();
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("close ends the calls in flight and those waiting for a connection, and opens none; a call after it opens anew", async () => {
+  let requests = 0;
+  const held: Array<() => void> = [];
+  const s = await raw((sock) =>
+    onRequests(sock, () => {
+      if (++requests === 1) sock.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}");
+      else held.push(() => sock.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"));
+    }),
+  );
+  const u = socketUnary()!;
+  try {
+    await u.unary(s.url, {}, "{}", undefined, MAX_BODY_BYTES); // a kept connection
+    const calls = Array.from({ length: MAX_SOCKETS + 3 }, () => u.unary(s.url, {}, "{}", undefined, MAX_BODY_BYTES).then(() => "answered", (e: unknown) => e));
+    await waitFor(() => held.length === MAX_SOCKETS, `${MAX_SOCKETS} requests held at the daemon`);
+    u.close();
+    for (const got of await within("every call ended by close", Promise.all(calls))) assert.ok(got instanceof TypeError && /closed/.test(String(got.cause)), `a call at close: ${String(got)}`);
+    assert.equal(requests, 1 + MAX_SOCKETS, "a request sent again, or a waiting one sent, after close");
+    assert.equal(s.conns(), MAX_SOCKETS, "a connection opened at close");
+    held.length = 0;
+    requests = 0;
+    assert.equal((await u.unary(s.url, {}, "{}", undefined, MAX_BODY_BYTES)).status, 200);
+  } finally {
+    u.close();
+    await s.close();
   }
 });
