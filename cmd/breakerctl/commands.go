@@ -17,6 +17,7 @@ import (
 
 	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/events"
+	"github.com/breakerd/breakerd/pkg/client"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -87,24 +88,9 @@ by --timeout), so a fleet of any size is listed without one long call.`,
 // listAll reads every page of req's list, sorted by name, each breaker
 // once (a page boundary can repeat a breaker: Redis SCAN).
 func (c *cli) listAll(ctx context.Context, req *pb.ListRequest) ([]*pb.BreakerState, error) {
-	var sts []*pb.BreakerState
-	seen := map[string]bool{}
-	for {
-		cctx, cancel := c.call(ctx)
-		res, err := c.api.List(cctx, req)
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		for _, s := range res.GetStates() {
-			if !seen[s.GetBreaker()] {
-				seen[s.GetBreaker()] = true
-				sts = append(sts, s)
-			}
-		}
-		if req.PageToken = res.GetNextPageToken(); req.PageToken == "" {
-			break
-		}
+	sts, err := client.ListEvery(ctx, c.api, req, c.timeout)
+	if err != nil {
+		return nil, err
 	}
 	slices.SortFunc(sts, func(a, b *pb.BreakerState) int { return strings.Compare(a.GetBreaker(), b.GetBreaker()) })
 	return sts, nil

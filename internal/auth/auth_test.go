@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/breakerd/breakerd/internal/tests/testtls"
 
@@ -123,7 +124,10 @@ func TestTokensAndRoles(t *testing.T) {
 		for what, call := range map[string]func() error{
 			"Get":      func() error { _, err := pool.Get(ctx, &pb.GetRequest{Breaker: name}); return err },
 			"BatchGet": func() error { _, err := pool.BatchGet(ctx, &pb.BatchGetRequest{Breakers: []string{name}}); return err },
-			"List":     func() error { _, err := daemontest.ListAll(ctx, pool); return err },
+			"List": func() error {
+				_, err := client.ListEvery(ctx, pool, &pb.ListRequest{PageSize: store.MaxPageSize}, time.Minute)
+				return err
+			},
 		} {
 			if err := call(); err != nil {
 				t.Errorf("worker %s: %v", what, err)

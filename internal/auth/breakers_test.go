@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/breakerd/breakerd/internal/auth"
+	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/tests/daemontest"
 	"github.com/breakerd/breakerd/internal/tests/testredis"
 	"github.com/breakerd/breakerd/pkg/client"
@@ -139,7 +141,7 @@ func TestBreakerGlobsLimitEveryCallThatNamesBreakers(t *testing.T) {
 		} else if len(evs.Events) != 0 {
 			t.Errorf("worker Events of %s = %d events, want none yet (one failure trips nothing)", in, len(evs.Events))
 		}
-		l, err := daemontest.ListAll(ctx, w)
+		l, err := client.ListEvery(ctx, w, &pb.ListRequest{PageSize: store.MaxPageSize}, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,7 +159,7 @@ func TestBreakerGlobsLimitEveryCallThatNamesBreakers(t *testing.T) {
 		if _, err := w.Get(ctx, &pb.GetRequest{Breaker: in}); err != nil {
 			t.Errorf("Get after the failed List: %v", err)
 		}
-		all, err := daemontest.ListAll(ctx, alice)
+		all, err := client.ListEvery(ctx, alice, &pb.ListRequest{PageSize: store.MaxPageSize}, time.Minute)
 		var both int
 		for _, st := range all {
 			if st.Breaker == in || st.Breaker == out {

@@ -178,7 +178,7 @@ func TestRedisACL(t *testing.T) {
 	}
 	// Reads, and the quota's EXISTS: a second new name is past the quota
 	// of one, and holds no state.
-	if _, err := daemontest.ListAll(ctx, api); err != nil {
+	if _, err := client.ListEvery(ctx, api, &pb.ListRequest{PageSize: store.MaxPageSize}, time.Minute); err != nil {
 		t.Errorf("List: %v", err)
 	}
 	if evs, err := api.Events(ctx, &pb.EventsRequest{Breaker: name}); err != nil || len(evs.Events) < 4 {

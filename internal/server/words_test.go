@@ -18,6 +18,7 @@ import (
 	"github.com/breakerd/breakerd/internal/store"
 	"github.com/breakerd/breakerd/internal/tests/daemontest"
 	"github.com/breakerd/breakerd/internal/tests/testredis"
+	"github.com/breakerd/breakerd/pkg/client"
 	pb "github.com/breakerd/breakerd/proto/breakerd/v1"
 )
 
@@ -171,7 +172,7 @@ func TestStatesCarryTheirDenials(t *testing.T) {
 					st.GetDenial(), st.GetSuspectDenial(), err)
 			}
 		}
-		list, err := daemontest.ListAll(ctx, api)
+		list, err := client.ListEvery(ctx, api, &pb.ListRequest{PageSize: store.MaxPageSize}, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -265,7 +266,7 @@ breakers:
 				}
 				out["BatchGet(worker "+w+")"] = bg.GetStates()[0]
 			}
-			list, err := daemontest.ListAll(ctx, api)
+			list, err := client.ListEvery(ctx, api, &pb.ListRequest{PageSize: store.MaxPageSize}, time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}

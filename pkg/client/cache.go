@@ -233,31 +233,13 @@ func subscribed(stream pb.BreakerService_WatchClient) error {
 const listPageSize = 1000
 
 // listOpen lists the open and forced-open breakers a page at a time (the
-// daemon refuses an unpaged List past its cap), each breaker once (a page
-// boundary can repeat one). The list timeout bounds each page, not the
-// whole listing: a keyspace of many breakers takes many pages, and a
-// listing that makes progress must not be cut off and started again.
+// daemon refuses an unpaged List past its cap). The list timeout bounds
+// each page, not the whole listing: a keyspace of many breakers takes many
+// pages, and a listing that makes progress must not be cut off and started
+// again.
 func (c *Client) listOpen(ctx context.Context) ([]*pb.BreakerState, error) {
 	req := &pb.ListRequest{States: []pb.State{pb.State_STATE_OPEN, pb.State_STATE_FORCED_OPEN}, PageSize: listPageSize}
-	var out []*pb.BreakerState
-	seen := map[string]bool{}
-	for {
-		pctx, cancel := context.WithTimeout(ctx, c.o.listTimeout)
-		res, err := c.api.List(pctx, req)
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		for _, st := range res.GetStates() {
-			if !seen[st.GetBreaker()] {
-				seen[st.GetBreaker()] = true
-				out = append(out, st)
-			}
-		}
-		if req.PageToken = res.GetNextPageToken(); req.PageToken == "" {
-			return out, nil
-		}
-	}
+	return ListEvery(ctx, c.api, req, c.o.listTimeout)
 }
 
 func (c *Client) watchOnce(ctx context.Context) error {
