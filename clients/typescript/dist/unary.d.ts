@@ -69,6 +69,9 @@ export interface Read {
  * answer, a head or line past MAX_HEAD, framing past MAX_FRAMING,
  * BodyTooLarge for a body over its limit, and, once the connection ended,
  * for an answer cut short; a body framed by the end alone is whole then.
+ * Every line (a head's, its blank line, a chunk's size line and the line
+ * end after its data, a trailer) ends at an LF, a CR just before it
+ * dropped (RFC 9112 §2.2): CRLF or a bare LF, mixed as they come.
  */
 export declare class Reader {
     private readonly limit;
@@ -91,9 +94,10 @@ export declare class Reader {
     private declare;
     /** take drops n bytes of framing from the front of buf. */
     private take;
-    /** line is the line at the front of buf without its CRLF, taken, or undefined before it has come. */
+    /** line is the line at the front of buf without its LF or CRLF, taken, or undefined before it has come. */
     private line;
     private readData;
+    /** readChunkEnd takes the line end after a chunk's data: CRLF, or a bare LF. */
     private readChunkEnd;
     private readChunkSize;
     private readTrailer;

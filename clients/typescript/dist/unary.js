@@ -329,10 +329,13 @@ export const MAX_FRAMING = 64 << 10;
  * answer, a head or line past MAX_HEAD, framing past MAX_FRAMING,
  * BodyTooLarge for a body over its limit, and, once the connection ended,
  * for an answer cut short; a body framed by the end alone is whole then.
+ * Every line (a head's, its blank line, a chunk's size line and the line
+ * end after its data, a trailer) ends at an LF, a CR just before it
+ * dropped (RFC 9112 §2.2): CRLF or a bare LF, mixed as they come.
  */
 export class Reader {
     limit;
-    buf = EMPTY; // bytes come and not read yet: part of a line, or of a chunk's CRLF
+    buf = EMPTY; // bytes come and not read yet: part of a line, or of the line end after a chunk
     scanned = 0; // how far buf was searched for its line's end
     phase = "head";
     head;
@@ -379,14 +382,14 @@ export class Reader {
         }
     }
     readHead() {
-        const end = headEnd(this.buf, Math.max(0, this.scanned - 3));
+        const end = headEnd(this.buf, this.scanned);
         if (end < 0) {
             if (this.buf.byteLength >= MAX_HEAD)
                 throw new Error(`an answer's head over ${MAX_HEAD} bytes`);
             this.scanned = this.buf.byteLength;
             return "more";
         }
-        const h = headOf(this.buf.subarray(0, end - 4));
+        const h = headOf(this.buf.subarray(0, end - (this.buf[end - 2] === 10 ? 1 : 2))); // its blank line, LF or CRLF, left off
         this.take(end);
         if (h.status < 200 && h.status !== 101)
             return "next"; // an interim answer (100 Continue): the real one follows
@@ -417,7 +420,7 @@ export class Reader {
         this.buf = this.buf.subarray(n);
         this.scanned = 0;
     }
-    /** line is the line at the front of buf without its CRLF, taken, or undefined before it has come. */
+    /** line is the line at the front of buf without its LF or CRLF, taken, or undefined before it has come. */
     line() {
         const nl = this.buf.indexOf(10, this.scanned);
         if (nl < 0) {
@@ -444,12 +447,14 @@ export class Reader {
         this.phase = "chunk-end";
         return "next";
     }
+    /** readChunkEnd takes the line end after a chunk's data: CRLF, or a bare LF. */
     readChunkEnd() {
-        if (this.buf.byteLength < 2)
+        const n = this.buf[0] === 10 ? 1 : 2;
+        if (this.buf.byteLength < n)
             return "more";
-        if (this.buf[0] !== 13 || this.buf[1] !== 10)
+        if (n === 2 && (this.buf[0] !== 13 || this.buf[1] !== 10))
             throw new Error("a chunk longer than its size");
-        this.take(2);
+        this.take(n);
         this.phase = "chunk-size";
         return "next";
     }
@@ -491,9 +496,10 @@ export class Reader {
         return { answer, rest: this.buf, keep: h.keep && this.phase !== "close" && !ended };
     }
 }
-/** headOf reads a head's lines (its blank line left off). */
+/** headOf reads a head's lines, each ended by its LF or CRLF (its blank line left off). */
 function headOf(bytes) {
-    const lines = latin1.decode(bytes).split("\r\n");
+    const lines = latin1.decode(bytes).split(/\r?\n/);
+    lines.pop(); // the nothing after the last line's end
     if (lines.length > MAX_HEADERS + 1)
         throw new Error(`an answer's head of more than ${MAX_HEADERS} lines`);
     const m = /^HTTP\/1\.([01]) (\d{3})(?: |$)/.exec(lines[0]);
@@ -513,12 +519,17 @@ function headOf(bytes) {
     const keep = m[1] === "1" && !/(^|,)\s*close\s*(,|$)/i.test(headers.get("connection") ?? "");
     return { status: Number(m[2]), keep, headers };
 }
-/** headEnd is where the head at the front of buf ends (past its blank line), searching from at, or -1 before it has. */
+/**
+ * headEnd is where the head at the front of buf ends (past its blank line:
+ * an LF or CRLF right after a line's LF), within MAX_HEAD bytes, or -1
+ * before it has. It looks at the LFs from at on: one before at was looked
+ * at already, with the bytes before it that tell.
+ */
 function headEnd(buf, at) {
     const stop = Math.min(buf.byteLength, MAX_HEAD);
-    for (let i = buf.indexOf(13, at); i >= 0 && i + 3 < stop; i = buf.indexOf(13, i + 1)) {
-        if (buf[i + 1] === 10 && buf[i + 2] === 13 && buf[i + 3] === 10)
-            return i + 4;
+    for (let i = buf.indexOf(10, at); i >= 0 && i < stop; i = buf.indexOf(10, i + 1)) {
+        if (buf[i - 1] === 10 || (buf[i - 1] === 13 && buf[i - 2] === 10))
+            return i + 1;
     }
     return -1;
 }

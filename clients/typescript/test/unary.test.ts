@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { test } from "node:test";
 
 import { MAX_BODY_BYTES } from "../src/transport.js";
-import { BodyTooLarge, MAX_SOCKETS, Reader, socketUnary } from "../src/unary.js";
+import { BodyTooLarge, MAX_FRAMING, MAX_HEAD, MAX_HEADERS, MAX_SOCKETS, Reader, socketUnary } from "../src/unary.js";
 import { startDaemon } from "./daemon.js";
 import { json, serve, waitFor, within } from "./helpers.js";
 
@@ -73,24 +73,26 @@ function read(bytes: Uint8Array, limit = MAX_BODY_BYTES, ended = false) {
   return new Reader(limit).push(bytes, ended);
 }
 
+/** readsWhole asserts text is read as one kept answer whose body is want: at once, one byte at a time (whole only at the last), never from a prefix, and not past its end. */
+function readsWhole(kind: string, text: string, want: string): void {
+  const bytes = enc.encode(text);
+  for (let i = 0; i < bytes.byteLength; i++) assert.equal(read(bytes.subarray(0, i)), undefined, `${kind}: an answer from ${i} of ${bytes.byteLength} bytes`);
+  const whole = read(bytes);
+  assert.ok(whole, `${kind}: no answer from its whole bytes`);
+  assert.equal(whole.answer.text, want, kind);
+  assert.equal(whole.keep, true, kind);
+  assert.equal(whole.rest.byteLength, 0, kind);
+  const r = new Reader(MAX_BODY_BYTES);
+  for (let i = 0; i < bytes.byteLength - 1; i++) assert.equal(r.push(bytes.subarray(i, i + 1), false), undefined, `${kind}: an answer at byte ${i}, one by one`);
+  const last = r.push(bytes.subarray(bytes.byteLength - 1), false);
+  assert.equal(last?.answer.text, want, `${kind}, one by one`);
+  // What follows the answer is not its own.
+  const more = read(enc.encode(text + "HTTP/1.1 200"));
+  assert.equal(latin1(more?.rest), "HTTP/1.1 200", kind);
+}
+
 test("an answer is read whole from its bytes, at once or one by one, and never from a prefix of them", () => {
-  for (const [kind, text] of Object.entries(answers)) {
-    const bytes = enc.encode(text);
-    for (let i = 0; i < bytes.byteLength; i++) assert.equal(read(bytes.subarray(0, i)), undefined, `${kind}: an answer from ${i} of ${bytes.byteLength} bytes`);
-    const want = kind === "no content" ? "" : '{"ok":"héllo"}';
-    const whole = read(bytes);
-    assert.ok(whole, `${kind}: no answer from its whole bytes`);
-    assert.equal(whole.answer.text, want, kind);
-    assert.equal(whole.keep, true, kind);
-    assert.equal(whole.rest.byteLength, 0, kind);
-    const r = new Reader(MAX_BODY_BYTES);
-    for (let i = 0; i < bytes.byteLength - 1; i++) assert.equal(r.push(bytes.subarray(i, i + 1), false), undefined, `${kind}: an answer at byte ${i}, one by one`);
-    const last = r.push(bytes.subarray(bytes.byteLength - 1), false);
-    assert.equal(last?.answer.text, want, `${kind}, one by one`);
-    // What follows the answer is not its own.
-    const more = read(enc.encode(text + "HTTP/1.1 200"));
-    assert.equal(latin1(more?.rest), "HTTP/1.1 200", kind);
-  }
+  for (const [kind, text] of Object.entries(answers)) readsWhole(kind, text, kind === "no content" ? "" : '{"ok":"héllo"}');
   // An answer whose body runs to the close is whole only at the close.
   const close = enc.encode("HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nup to the end");
   assert.equal(read(close), undefined);
@@ -104,6 +106,70 @@ test("an answer is read whole from its bytes, at once or one by one, and never f
 function latin1(b: Uint8Array | undefined): string {
   return b ? new TextDecoder("latin1").decode(b) : "";
 }
+
+/** bareLF are answers whose lines end in a bare LF, or in CRLF and LF mixed. */
+const bareLF: Record<string, string> = {
+  length: 'HTTP/1.1 200 OK\nContent-Type: application/json\nContent-Length: 15\n\n{"ok":"héllo"}',
+  chunked: 'HTTP/1.1 200 OK\nContent-Type: application/json\nTransfer-Encoding: chunked\n\n6\n{"ok":\n9;ext=1\n"héllo"}\n0\nX-Trailer: t\nX-Other: u\n\n',
+  interim: 'HTTP/1.1 100 Continue\n\nHTTP/1.1 200 OK\nContent-Type: application/json\nContent-Length: 15\n\n{"ok":"héllo"}',
+  "mixed length": 'HTTP/1.1 200 OK\r\nContent-Type: application/json\nContent-Length: 15\r\n\n{"ok":"héllo"}',
+  "mixed blank line": 'HTTP/1.1 200 OK\nContent-Type: application/json\r\nContent-Length: 15\n\r\n{"ok":"héllo"}',
+  "mixed chunked": 'HTTP/1.1 200 OK\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\n6\r\n{"ok":\n9;ext=1\n"héllo"}\r\n0\nX-Trailer: t\r\nX-Other: u\n\r\n',
+  "mixed interim": 'HTTP/1.1 100 Continue\r\n\nHTTP/1.1 200 OK\nContent-Type: application/json\r\nContent-Length: 15\r\n\r\n{"ok":"héllo"}',
+};
+
+test("an answer's lines may end in a bare LF as well as CRLF, mixed: read whole at once or one by one, never from a prefix", () => {
+  for (const [kind, text] of Object.entries(bareLF)) {
+    readsWhole(kind, text, '{"ok":"héllo"}');
+    const a = read(enc.encode(text))?.answer;
+    assert.equal(a?.status, 200, kind);
+    assert.equal(a?.header("Content-Type"), "application/json", `${kind}: a header's value, its line end left off`);
+    assert.equal(a?.header("X-Trailer"), null, kind);
+  }
+  // A lone CR within a line is the line's, as with CRLF: the LF alone ends it.
+  assert.equal(read(enc.encode("HTTP/1.1 200 OK\nX-A: a\rb\nContent-Length: 0\n\n"))?.answer.header("X-A"), "a\rb");
+  assert.equal(read(enc.encode("HTTP/1.1 200 OK\r\nX-A: a\rb\r\nContent-Length: 0\r\n\r\n"))?.answer.header("X-A"), "a\rb");
+  // A chunk still ends where its size says: its data then an LF or CRLF.
+  assert.throws(() => read(enc.encode("HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n2\nabc\n"), 10), /longer than its size/);
+  assert.throws(() => read(enc.encode("HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n2\nab\rc\n"), 10), /longer than its size/);
+  assert.throws(() => read(enc.encode("HTTP/1.1 200 OK\nContent-Length: 15\n\n{"), MAX_BODY_BYTES, true), /closed within the answer's body/);
+});
+
+/** lfHead is a bare-LF head of exactly size bytes, its blank line in them, with lines header lines after its status line. */
+function lfHead(size: number, lines = 2): string {
+  const fixed = "HTTP/1.1 200 OK\nContent-Length: 0\n";
+  const pads = Array.from({ length: lines - 1 }, (_, i) => `X-${i}: y\n`).join("");
+  const last = size - fixed.length - pads.length - "X-Pad: \n\n".length;
+  return `${fixed}${pads}X-Pad: ${"y".repeat(last)}\n\n`;
+}
+
+test(`bare-LF heads are held to the bounds: ${MAX_HEADERS} lines, ${MAX_HEAD} bytes, ${MAX_FRAMING} bytes of framing`, () => {
+  // MAX_HEADERS lines after the status line are read; one more is refused.
+  const lines = (n: number) => "HTTP/1.1 200 OK\nContent-Length: 0\n" + Array.from({ length: n - 1 }, (_, i) => `X-${i}: y\n`).join("") + "\n";
+  assert.equal(read(enc.encode(lines(MAX_HEADERS)))?.answer.status, 200);
+  assert.throws(() => read(enc.encode(lines(MAX_HEADERS + 1))), /more than 100 lines/);
+  assert.throws(() => read(enc.encode(lines(MAX_HEADERS + 1).replace(/\n/g, "\r\n").replace(/\r\n(X-7:)/, "\n$1"))), /more than 100 lines/);
+  // A head of MAX_HEAD bytes, its blank line in them, is read; one a byte over is refused, at once or one by one.
+  const at = enc.encode(lfHead(MAX_HEAD));
+  assert.equal(at.byteLength, MAX_HEAD);
+  assert.equal(read(at)?.answer.header("content-length"), "0");
+  const over = enc.encode(lfHead(MAX_HEAD + 1));
+  assert.throws(() => read(over), /head over/);
+  const r = new Reader(MAX_BODY_BYTES);
+  assert.throws(() => {
+    for (let i = 0; i < over.byteLength; i++) assert.equal(r.push(over.subarray(i, i + 1), false), undefined);
+  }, /head over/);
+  const crlfBlank = enc.encode(lfHead(MAX_HEAD + 1).replace(/\n\n$/, "\n\r\n"));
+  assert.equal(crlfBlank.byteLength, MAX_HEAD + 2);
+  assert.throws(() => read(crlfBlank), /head over/);
+  assert.equal(read(enc.encode(lfHead(MAX_HEAD - 1).replace(/\n\n$/, "\n\r\n")))?.answer.status, 200);
+  // Framing: interim heads and chunk lines, however short their line ends.
+  assert.throws(() => read(enc.encode("HTTP/1.1 100 Continue\n\n".repeat(3000))), /heads and chunk lines over/);
+  const ext = `1;${"e".repeat(10_000)}\nx\n`.repeat(10);
+  assert.throws(() => read(enc.encode(`HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n${ext}`)), /heads and chunk lines over/);
+  const trailers = Array.from({ length: MAX_HEADERS + 1 }, (_, i) => `X-${i}: t\n`).join("");
+  assert.throws(() => read(enc.encode(`HTTP/1.1 200 OK\nTransfer-Encoding: chunked\n\n0\n${trailers}\n`)), /more than 100 trailer lines/);
+});
 
 test("an answer cut short, over a bound or not HTTP is refused", () => {
   const whole = enc.encode(answers["length"] as string);
@@ -121,6 +187,24 @@ test("an answer cut short, over a bound or not HTTP is refused", () => {
   assert.throws(() => read(enc.encode("HTTP/1.1 100 Continue\r\n\r\n".repeat(3000))), /heads and chunk lines over/);
   const ext = `1;${"e".repeat(10_000)}\r\nx\r\n`.repeat(10);
   assert.throws(() => read(enc.encode(`HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n${ext}`)), /heads and chunk lines over/);
+});
+
+test("answers in bare-LF lines keep their connection for the next call", async () => {
+  let n = 0;
+  const s = await raw((sock) =>
+    onRequests(sock, () => {
+      const lf = n++ % 2 === 0 ? bareLF["length"] : bareLF["mixed chunked"];
+      sock.write(lf as string);
+    }),
+  );
+  const u = socketUnary()!;
+  try {
+    for (let i = 0; i < 6; i++) assert.equal((await within(`answer ${i}`, u.unary(s.url, {}, "{}", undefined, MAX_BODY_BYTES), 5000)).text, '{"ok":"héllo"}');
+    assert.equal(s.conns(), 1, "sequential calls on one connection");
+  } finally {
+    u.close();
+    await s.close();
+  }
 });
 
 test("calls share kept connections, a closing answer's connection is not kept, and close ends them", async () => {
