@@ -62,7 +62,9 @@ const clientCallers = 16
 
 // driverScenarios are the clients' rows beside Go's: each client strict
 // and fast at clientCallers callers and at one (Python async strict with
-// 8 too); Go's HTTP/JSON and gRPC client at the same callers.
+// 8 too); Go's HTTP/JSON client at the same callers and at 8 (how far
+// Go's own client scales here, beside Python async's 8 over 1), and its
+// gRPC client at clientCallers.
 func driverScenarios() []scenario {
 	py, ts := pyDriver, tsDriver
 	var out []scenario
@@ -90,6 +92,7 @@ func driverScenarios() []scenario {
 	}
 	return append(out,
 		scenario{name: "pair-1k-go-http", unit: "pairs", server: ServeDaemon, build: httpPair(spread), callers: clientCallers},
+		scenario{name: withCallers("pair-1k-go-http", 8), unit: "pairs", server: ServeDaemon, build: httpPair(spread), callers: 8},
 		scenario{name: withCallers("pair-1k-go-http", 1), unit: "pairs", server: ServeDaemon, build: httpPair(spread), callers: 1},
 		scenario{name: withCallers("pair-1k-client", clientCallers), unit: "Calls", server: ServeDaemon, build: clientPair(spread), callers: clientCallers})
 }

@@ -47,6 +47,7 @@ var ratios = append([]ratio{
 	{"pair-1k-ts", "pair-1k-client@16", 0.5},
 	{"pair-1k-py-async", "pair-1k-client@16", 0.4},
 	{"pair-1k-py-async@8", "pair-1k-py-async@1", 4},
+	{"pair-1k-go-http@8", "pair-1k-go-http@1", 0},
 	{"pair-1k-py-fast", "pair-1k-py", 20},
 	{"pair-1k-py-async-fast", "pair-1k-py-async", 20},
 	{"pair-1k-ts-fast", "pair-1k-ts", 20},
