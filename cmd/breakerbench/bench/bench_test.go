@@ -365,6 +365,25 @@ func TestDriverWithoutItsInterpreterIsSkipped(t *testing.T) {
 	}
 }
 
+func TestCommandsPerOpAreTheMedianRounds(t *testing.T) {
+	// Five rounds of a healthy pair's 4 commands, one of them sharing its
+	// run with a daemon's background listing (3,000 reads more), and one
+	// round with no ops at all.
+	ss := []sample{{ops: 1000, cmds: 4000}, {ops: 900, cmds: 3600}, {ops: 1000, cmds: 7000}, {ops: 1100, cmds: 4400}, {}}
+	r := summarize(scenario{name: "pair-1k-raw"}, ss, 2)
+	if r.cmdsPerOp != 4 {
+		t.Errorf("cmds/op = %.2f, want 4: the median round's, not the listing's round weighed in", r.cmdsPerOp)
+	}
+	// A cost every round pays shows.
+	ss = []sample{{ops: 1000, cmds: 5000}, {ops: 1000, cmds: 5000}, {ops: 1000, cmds: 9000}}
+	if r := summarize(scenario{name: "pair-1k-raw"}, ss, 2); r.cmdsPerOp != 5 {
+		t.Errorf("cmds/op = %.2f, want 5", r.cmdsPerOp)
+	}
+	if r := summarize(scenario{name: "pair-1k-raw"}, []sample{{}}, 2); r.cmdsPerOp != 0 {
+		t.Errorf("cmds/op with no ops = %.2f, want 0", r.cmdsPerOp)
+	}
+}
+
 func TestClientCPUReport(t *testing.T) {
 	strict, fast := &driver{mode: "strict"}, &driver{mode: "fast"}
 	run := []scenario{{name: asyncScaling.num, proc: strict}, {name: asyncScaling.den, proc: strict},
