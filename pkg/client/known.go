@@ -72,10 +72,11 @@ func (k *lastKnown) hear(p *Permit, sent time.Time) {
 }
 
 // event takes a Watch event heard at now, judged by breakerd's own rule
-// (breaker.View.Verdict) on the state the event carries: a denial is held
-// until its end (one with no end, forced or paused, for the bound), with
-// breakerd's words; a breaker whose probe is due is held as due; one that
-// lets calls through is forgotten.
+// (breaker.View.Verdict) on the state the event carries: a breaker whose
+// probe is due is held as due (its verdict says PROBE, which is no
+// denial, yet only breakerd grants it); a denial is held until its end
+// (one with no end, forced or paused, for the bound), with breakerd's
+// words; one that lets calls through is forgotten.
 func (k *lastKnown) event(e *pb.Event, now time.Time) {
 	if e.GetShadow() {
 		return
@@ -89,10 +90,10 @@ func (k *lastKnown) event(e *pb.Event, now time.Time) {
 	v, policyShadow := breaker.ViewOfProto(st)
 	vd := v.Verdict(breaker.Query{Now: max(v.Now, 1), PolicyShadow: policyShadow})
 	switch {
-	case !vd.Denied():
-		k.forget(name)
 	case vd.Due: // only breakerd can grant its probe
 		k.deny(name, vd.Decision, nil, now)
+	case !vd.Denied():
+		k.forget(name)
 	default:
 		until := now.Add(k.bound)
 		if vd.Until != breaker.Forever {
