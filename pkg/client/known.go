@@ -91,7 +91,11 @@ func (k *lastKnown) event(e *pb.Event, now time.Time) {
 	vd := v.Verdict(breaker.Query{Now: max(v.Now, 1), PolicyShadow: policyShadow})
 	switch {
 	case vd.Due: // only breakerd can grant its probe
-		k.deny(name, vd.Decision, nil, now)
+		d := vd.Decision
+		if !vd.Denied() {
+			d = pb.Decision_DECISION_DENIED_OPEN // held once the fallback's own call failed (settle)
+		}
+		k.deny(name, d, nil, now)
 	case !vd.Denied():
 		k.forget(name)
 	default:

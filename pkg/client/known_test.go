@@ -38,6 +38,15 @@ func TestKnownHoldsABreakerWhoseProbeIsDue(t *testing.T) {
 			t.Fatalf("call %d after the one through: %v (probe %v, held %v), want DENIED_PROBE_IN_FLIGHT", i+2, p.Decision, probe, held)
 		}
 	}
+	// The one call failed: every call is denied for the cooldown, as
+	// open, not let through as a probe.
+	k.settle("due", pb.Outcome_OUTCOME_SERVER_ERROR, now, 30*time.Second)
+	for i := range 10 {
+		p, probe, held := k.fallback("due", now.Add(time.Duration(i)*time.Second))
+		if probe || !held || p.Allowed() || p.Decision != pb.Decision_DECISION_DENIED_OPEN {
+			t.Fatalf("a call %ds after the one failed: %v (probe %v, held %v), want DENIED_OPEN", i, p.Decision, probe, held)
+		}
+	}
 
 	// Not due yet: held denied until the probe is due, on the client's
 	// clock from when the event came.
