@@ -195,8 +195,8 @@ func TestCoalescedErrorsStayWithTheirCall(t *testing.T) {
 		if err := b.Client.Set(ctx, store.KeysOf(bad).State, "not a hash", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
-		// Gone once the calls ended: a listing another test runs on the
-		// same Redis would read it too.
+		// Gone once the calls ended (a listing leaves it out, with a
+		// warning: list_test.go).
 		defer b.Client.Del(ctx, store.KeysOf(bad).State)
 		first := holdFirst(t, st, g, b.Breaker("first"))
 		if err := b.Client.ScriptFlush(ctx).Err(); err != nil {

@@ -57,16 +57,14 @@ func (s *Store) ListPage(ctx context.Context, token string, count int64, states 
 			names = append(names, n)
 		}
 	}
+	all, err := s.readListed(ctx, s.BatchGet, names)
+	if err != nil {
+		return nil, "", err
+	}
 	var out []*pb.BreakerState
-	if len(names) > 0 {
-		all, err := s.BatchGet(ctx, names)
-		if err != nil {
-			return nil, "", err
-		}
-		for _, st := range all {
-			if len(states) == 0 || containsState(states, st.State) {
-				out = append(out, st)
-			}
+	for _, st := range all {
+		if len(states) == 0 || containsState(states, st.State) {
+			out = append(out, st)
 		}
 	}
 	switch {
@@ -76,6 +74,39 @@ func (s *Store) ListPage(ctx context.Context, token string, count int64, states 
 		return out, encodePageToken(nodes[node+1].addr, 0), nil
 	}
 	return out, "", nil
+}
+
+// readListed reads with read the states of the breakers a listing found.
+// A breaker whose key holds another type (written by something other than
+// breakerd) fails alone: it is left out of the listing, with a warning,
+// and the others are read one by one. Any other error fails the listing.
+func (s *Store) readListed(ctx context.Context, read func(context.Context, []string) ([]*pb.BreakerState, error), names []string) ([]*pb.BreakerState, error) {
+	all, err := read(ctx, names)
+	if !wrongType(err) {
+		return all, err
+	}
+	all = nil
+	for _, n := range names {
+		one, err := read(ctx, []string{n})
+		switch {
+		case wrongType(err):
+			s.log().Warn("a breaker's key holds a value breakerd did not write: the breaker is left out of listings until the key is deleted",
+				"breaker", n, "error", err)
+		case err != nil:
+			return nil, err
+		default:
+			all = append(all, one...)
+		}
+	}
+	return all, nil
+}
+
+// wrongType reports whether err is Redis's WRONGTYPE: a key holding
+// another kind of value than the script reads. (miniredis reports it
+// inside an ERR about the script.)
+func wrongType(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && strings.Contains(re.Error(), "WRONGTYPE ")
 }
 
 // scanNode is one Redis server whose keyspace a listing scans.

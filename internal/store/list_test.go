@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -71,6 +72,62 @@ func TestListPagesCoverEveryBreaker(t *testing.T) {
 		}
 		if _, _, err := st.ListPage(ctx, "", 0); err == nil {
 			t.Error("ListPage(count 0) succeeded")
+		}
+	})
+}
+
+// TestListLeavesOutAKeyOfAnotherType: a breaker whose state key holds a
+// value breakerd did not write (a string where a hash belongs) is left out
+// of the page with a warning naming it; the breakers beside it are listed.
+func TestListLeavesOutAKeyOfAnotherType(t *testing.T) {
+	t.Parallel()
+	testredis.Each(t, func(t *testing.T, b *testredis.Backend) {
+		logs := &syncBuffer{}
+		st := newFixture(t, b, store.Options{Log: slog.New(slog.NewTextHandler(logs, nil))}).st
+		ctx := context.Background()
+		var names []string
+		for i := range 3 {
+			name := b.Breaker(fmt.Sprintf("typed%d", i))
+			if _, err := st.Force(ctx, name, pb.ForceMode_FORCE_MODE_OPEN, "typing", 0, "t"); err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, name)
+		}
+		bad := b.Breaker("typed-bad")
+		if err := b.Client.Set(ctx, store.KeysOf(bad).State, "not a hash", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for token := ""; ; {
+			page, next, err := st.ListPage(ctx, token, store.MaxPageSize)
+			if err != nil {
+				t.Fatalf("ListPage with a key of another type: %v", err)
+			}
+			for _, s := range page {
+				got[s.Breaker] = true
+			}
+			if token = next; token == "" {
+				break
+			}
+		}
+		all, err := st.List(ctx)
+		if err != nil {
+			t.Fatalf("List with a key of another type: %v", err)
+		}
+		listed := map[string]bool{}
+		for _, s := range all {
+			listed[s.Breaker] = true
+		}
+		for _, n := range names {
+			if !got[n] || !listed[n] {
+				t.Errorf("%s beside the key of another type: in pages %v, in List %v; want both", n, got[n], listed[n])
+			}
+		}
+		if got[bad] || listed[bad] {
+			t.Errorf("%s, whose key is not a breaker's, was listed", bad)
+		}
+		if !strings.Contains(logs.String(), bad) {
+			t.Errorf("no warning names %s: %q", bad, logs.String())
 		}
 	})
 }

@@ -692,7 +692,7 @@ func (s *Store) list(ctx context.Context, read func(context.Context, []string) (
 	if err != nil {
 		return nil, err
 	}
-	all, err := read(ctx, names)
+	all, err := s.readListed(ctx, read, names)
 	if err != nil {
 		return nil, err
 	}

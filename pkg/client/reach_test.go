@@ -172,8 +172,8 @@ func testBadRequestIsNotAnOutage(t *testing.T, m *clientMode) {
 				t.Fatalf("Allow on a breaker whose key is broken: %+v, %v; want breakerd's error", p, err)
 			}
 		}
-		// Gone at once: a listing another package's test runs on the same
-		// Redis would read it too.
+		// Gone at once: a daemon's listing on the same Redis would warn
+		// of it.
 		if err := b.Client.Del(ctx, store.KeysOf(broken).State).Err(); err != nil {
 			t.Fatal(err)
 		}
