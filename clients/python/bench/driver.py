@@ -26,10 +26,14 @@ Flags:
   --min-ops N        keep calling past --duration until N pairs have
                      completed or failed (a tiny run still shows one);
                      default 0
+  --await-start      once the warm-up is over, print the started line and
+                     wait for a line on stdin (or its end) before the
+                     timed run starts: the bench reads its counters in
+                     between, so none of the timed calls come before
 
-Output: the line {"started": true} when the timed run starts (the bench
-reads its counters then), and when it is over one line of JSON, then exit
-status 0:
+Output: the line {"started": true} when the warm-up is over and the timed
+run starts (the bench reads its counters then; see --await-start), and
+when it is over one line of JSON, then exit status 0:
   {"ops": 1234, "errors": 0, "elapsed_s": 2.001, "requests": 2468,
    "cpu_s": 0.8, "lat_us": [812, 790, ...]}
     ops       pairs that completed allowed, with their Record accepted
@@ -112,18 +116,22 @@ class Tally:
 class Callers:
     """Callers paces every caller of one run: which breaker each calls
     next, when the run ends, and each one's tally; the latencies are the
-    timed run's (after warmup seconds), and the run goes on past duration
+    timed run's (duration seconds after warmup seconds, and after the
+    bench's line when await_start), and the run goes on past duration
     until min_ops pairs are done."""
 
-    def __init__(self, n: int, breakers: list[str], warmup: float, duration: float, min_ops: int) -> None:
+    def __init__(self, n: int, breakers: list[str], warmup: float, duration: float, min_ops: int, await_start: bool) -> None:
         self.tallies = [Tally() for _ in range(n)]
         self.breakers = breakers
         self.start = time.perf_counter() + warmup
+        self.duration = duration
         self.end = self.start + duration
         self.min_ops = min_ops
+        self.await_start = await_start
         self.cpu: float | None = None  # the process's CPU time when the timed run began
         self.elapsed = 0.0  # the timed run's wall time, and its CPU time (stop)
         self.cpu_s = 0.0
+        self._begin_lock = threading.Lock()
 
     def finished(self) -> int:
         return sum(len(t.lat_us) + t.errors for t in self.tallies)
@@ -133,11 +141,26 @@ class Callers:
         when the run is over."""
         t0 = time.perf_counter()
         if self.cpu is None and t0 >= self.start:
-            self.cpu = time.process_time()
-            print(json.dumps({"started": True}), flush=True)
+            self._begin()
+            t0 = time.perf_counter()
         if t0 >= self.end and self.finished() >= self.min_ops:
             return None
         return t0, self.breakers[(c * 7919 + i) % len(self.breakers)]
+
+    def _begin(self) -> None:
+        """_begin starts the timed run, once: it prints the started line
+        and, with await_start, waits for the bench's line. Every other
+        caller waits meanwhile: threads on the lock, tasks because the
+        loop's one thread is held."""
+        with self._begin_lock:
+            if self.cpu is not None:
+                return
+            print(json.dumps({"started": True}), flush=True)
+            if self.await_start:
+                sys.stdin.readline()
+            self.start = time.perf_counter()
+            self.end = self.start + self.duration
+            self.cpu = time.process_time()
 
     def done(self, c: int, t0: float, ok: bool, sent: int) -> None:
         if t0 < self.start:
@@ -233,7 +256,7 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
             for c in clients:  # each view learns every breaker first: a first use asks breakerd
                 for b in breakers:
                     c.record(c.allow(b))
-        run = Callers(a.callers, breakers, a.warmup, a.duration, a.min_ops)
+        run = Callers(a.callers, breakers, a.warmup, a.duration, a.min_ops, a.await_start)
         run_threads(clients, run)
     finally:
         for c in clients:
@@ -251,7 +274,7 @@ async def measure_async(a: argparse.Namespace, breakers: list[str], workers: lis
             for c in clients:  # each view learns every breaker first: a first use asks breakerd
                 for b in breakers:
                     await c.record(await c.allow(b))
-        run = Callers(a.callers, breakers, a.warmup, a.duration, a.min_ops)
+        run = Callers(a.callers, breakers, a.warmup, a.duration, a.min_ops, a.await_start)
         await run_tasks(clients, run)
     finally:
         for c in clients:
@@ -337,6 +360,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--prefix", default="")
     ap.add_argument("--workers", type=positive_int, default=8)
     ap.add_argument("--min-ops", type=int, default=0)
+    ap.add_argument("--await-start", action="store_true")
     a = ap.parse_args(argv)
     if (a.duration is None) == (not a.watch):
         ap.error("give --duration, or --watch")

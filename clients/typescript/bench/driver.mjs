@@ -25,10 +25,15 @@
 //                     client c % N); default 8
 //   --min-ops N       keep calling past --duration until N pairs have
 //                     completed or failed; default 0
+//   --await-start     once the warm-up is over, print the started line and
+//                     wait for a line on stdin (or its end) before the
+//                     timed run starts: the bench reads its counters in
+//                     between, so none of the timed calls come before
 //
-// Output: the line {"started": true} when the timed run starts (the
-// bench reads its counters then), and when it is over one line of JSON,
-// then exit status 0:
+// Output: the line {"started": true} when the warm-up is over and the
+// timed run starts (the bench reads its counters then; see
+// --await-start), and when it is over one line of JSON, then exit
+// status 0:
 //   {"ops": 1234, "errors": 0, "elapsed_s": 2.001, "requests": 2468, "cpu_s": 0.8, "lat_us": [812, ...]}
 // (ops: pairs completed allowed with their record accepted; errors: pairs
 // failed, denied, or answered by the client's fallback (degraded);
@@ -109,6 +114,7 @@ function options() {
         prefix: { type: "string", default: "" },
         workers: { type: "string", default: "8" },
         "min-ops": { type: "string", default: "0" },
+        "await-start": { type: "boolean", default: false },
         watch: { type: "boolean", default: false },
       },
     }));
@@ -130,29 +136,41 @@ function options() {
     prefix: values.prefix,
     workers: positive("workers", values.workers, Number.parseInt),
     minOps: Number.parseInt(values["min-ops"]),
+    awaitStart: values["await-start"],
   };
 }
 
 /**
  * run runs o.callers callers of pairs for warmup then duration seconds;
- * the latencies are the timed run's, whose start it prints unless quiet.
+ * the latencies are the timed run's, whose start it prints unless quiet
+ * (and, with o.awaitStart, delays until the bench's line).
  */
 async function run(o, clients, quiet = false) {
   const names = Array.from({ length: o.breakers }, (_, i) => `${o.prefix}b${String(i).padStart(4, "0")}`);
   const now = () => Number(process.hrtime.bigint()) / 1e3; // µs
-  const start = now() + o.warmup * 1e6;
-  const end = start + o.duration * 1e6;
+  let start = now() + o.warmup * 1e6;
+  let end = start + o.duration * 1e6;
   const lat = [];
   let errors = 0;
   let requests = 0;
   let cpu0; // the process's CPU time when the timed run started
+  let begun; // the timed run's start, which every caller past the warm-up awaits
+  const begin = async () => {
+    if (!quiet) {
+      process.stdout.write(STARTED);
+      if (o.awaitStart) await oneLine();
+    }
+    start = now();
+    end = start + o.duration * 1e6;
+    cpu0 = process.cpuUsage();
+  };
   const caller = async (c) => {
     const cl = clients[c % clients.length];
     for (let i = c * 7919; ; i++) {
-      const t0 = now();
+      let t0 = now();
       if (t0 >= start && cpu0 === undefined) {
-        cpu0 = process.cpuUsage();
-        if (!quiet) process.stdout.write(STARTED);
+        await (begun ??= begin());
+        t0 = now();
       }
       if (t0 >= end && lat.length + errors >= o.minOps) return;
       let ok;
@@ -174,6 +192,16 @@ async function run(o, clients, quiet = false) {
   await Promise.all(Array.from({ length: o.callers }, (_, c) => caller(c)));
   const cpu = process.cpuUsage(cpu0);
   return { lat, errors, requests, elapsed: (now() - start) / 1e6, cpu: (cpu.user + cpu.system) / 1e6 };
+}
+
+/** oneLine returns once stdin has given a line, or ended. */
+async function oneLine() {
+  const lines = createInterface({ input: process.stdin });
+  try {
+    for await (const _ of lines) return;
+  } finally {
+    lines.close();
+  }
 }
 
 const WATCH_WAIT_MS = 10_000; // how long a watched breaker may take to be learned, or to deny

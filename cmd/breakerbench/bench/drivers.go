@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -137,12 +138,15 @@ func driverRoot() (string, error) {
 	}
 }
 
-// startedLine is the line a driver writes when its timed run starts.
+// startedLine is the line a driver writes when its warm-up is over; with
+// --await-start its timed run starts once the bench has written a line
+// to its stdin.
 const startedLine = `{"started": true}`
 
 // run runs d against t's daemon for duration (after warmup) and returns
 // its sample, or skipped when d's interpreter is not in PATH. begin, when
-// set, is called as the driver says its timed run starts.
+// set, is called once the driver's warm-up is over, before its timed run
+// starts (--await-start).
 func (d *driver) run(ctx context.Context, t *target, o Options, duration, warmup time.Duration, begin func() error) (sample, error) {
 	if _, err := exec.LookPath(d.command); err != nil {
 		return sample{}, skipped{d.command + " is not in PATH"}
@@ -162,6 +166,9 @@ func (d *driver) run(ctx context.Context, t *target, o Options, duration, warmup
 	}
 	if d.warmupPairs > 0 && begin != nil {
 		args = append(args, "--warmup-pairs", strconv.Itoa(d.warmupPairs))
+	}
+	if begin != nil {
+		args = append(args, "--await-start")
 	}
 	cmd := exec.CommandContext(ctx, d.command, args...)
 	var stderr bytes.Buffer
@@ -189,7 +196,8 @@ func (d *driver) run(ctx context.Context, t *target, o Options, duration, warmup
 	return s, nil
 }
 
-// runLines runs cmd, calling begin (when set) at its first startedLine,
+// runLines runs cmd, calling begin (when set) at its first startedLine
+// and then writing a line to cmd's stdin (the driver's --await-start),
 // and returns its last line of output and whether startedLine came. An
 // error of begin stops cmd and is returned.
 func runLines(cmd *exec.Cmd, begin func() error) (last string, started bool, err error) {
@@ -197,6 +205,11 @@ func runLines(cmd *exec.Cmd, begin func() error) (last string, started bool, err
 	if err != nil {
 		return "", false, err
 	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return "", false, err
+	}
+	defer stdin.Close()
 	if err := cmd.Start(); err != nil {
 		return "", false, err
 	}
@@ -208,11 +221,13 @@ func runLines(cmd *exec.Cmd, begin func() error) (last string, started bool, err
 		switch {
 		case line == startedLine && !started:
 			started = true
-			if begin != nil {
-				if beginErr = begin(); beginErr != nil {
-					_ = cmd.Process.Kill()
-				}
+			if begin == nil {
+				break
 			}
+			if beginErr = begin(); beginErr != nil {
+				_ = cmd.Process.Kill()
+			}
+			_, _ = io.WriteString(stdin, "go\n") // a driver gone has its error in its output
 		case line != "":
 			last = line
 		}
