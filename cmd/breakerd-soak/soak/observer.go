@@ -159,17 +159,20 @@ type Counts struct {
 	Losses, FalseLosses int64
 	// The stall rules (stall.go): answers within a stall on their node
 	// (StallAnswers, StallDegraded of them from memory), flips to memory
-	// within stalls (StallFlips; StallInMemory: daemons that had the node
-	// in memory already when its stall began; StallNoFlipExcused: daemons
-	// that did not flip while the host ran late), calls failed past the
-	// caller's deadline (Late, LateStall of them within a stall:
-	// violations, but for LateExcused of them: the host ran late),
+	// within stalls (StallFlips; StallFlipsExcused: flips after a stall
+	// ended that a fresh lateness explains; StallInMemory: daemons that
+	// had the node in memory already when its stall began;
+	// StallNoFlipExcused: daemons that did not flip while the host ran
+	// late), calls failed past the caller's deadline (Late, LateStall of
+	// them within a stall: violations, but for LateExcused of them: the
+	// host ran late),
 	// answers at the breakers forced open (ForcedAnswers, ForcedDegraded
 	// from memory, ForcedLet let through: violations, ForcedWiped let
 	// through after the restart without persistence wiped the pin).
-	StallAnswers, StallDegraded, StallFlips, StallInMemory, StallNoFlipExcused int64
-	Late, LateStall, LateExcused                                               int64
-	ForcedAnswers, ForcedDegraded, ForcedLet, ForcedWiped                      int64
+	StallAnswers, StallDegraded, StallFlips, StallFlipsExcused int64
+	StallInMemory, StallNoFlipExcused                          int64
+	Late, LateStall, LateExcused                               int64
+	ForcedAnswers, ForcedDegraded, ForcedLet, ForcedWiped      int64
 }
 
 // Violation is one broken rule.

@@ -396,6 +396,31 @@ func TestObserverFlagsADaemonNotFlippingOnceInAStall(t *testing.T) {
 	twice.CheckStallFlips(logs, before, backs, nil)
 	want(t, twice, "stall-flips")
 
+	// A second flip once the stall is over, while the pulse saw the host
+	// or the node late afresh (a span begun after the stall's end), is
+	// that lateness's: counted apart. The stall's own lateness, going on
+	// past its end, or none, excuses nothing.
+	for _, c := range []struct {
+		late Late
+		want []string
+	}{
+		{Late{"m1": {{From: at(11_800), To: at(12_400)}}}, nil},
+		{Late{"": {{From: at(11_500), To: at(11_900)}}}, nil},
+		{Late{"m2": {{From: at(11_800), To: at(12_400)}}}, []string{"stall-flips"}},
+		{Late{"m1": {{From: at(10_000), To: at(12_400)}}}, []string{"stall-flips"}},
+		{nil, []string{"stall-flips"}},
+	} {
+		o := stalled()
+		o.CheckStallFlips(logs, map[FlipKey][]time.Time{
+			{"daemon-0.log", "m1"}: {at(10_300), at(12_500)},
+			{"daemon-1.log", "m1"}: {at(10_400)},
+		}, nil, c.late)
+		want(t, o, c.want...)
+		if n := o.Counts().StallFlipsExcused; n != int64(1-len(c.want)) {
+			t.Errorf("late %v: %d flips excused, want %d", c.late, n, 1-len(c.want))
+		}
+	}
+
 	// No flip while the host ran late by half the decision bound within
 	// the stall (or within a bound after it) is not flagged, but counted;
 	// a shorter lateness, or one long before, excuses nothing.

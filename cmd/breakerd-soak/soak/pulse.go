@@ -51,9 +51,15 @@ type Late map[string][]Span
 // excuses reports whether a late span of node, or of the host, ends
 // within LateWindow before t (or goes on at t).
 func (l Late) excuses(node string, t time.Time) bool {
+	return l.excusesSince(node, t, time.Time{})
+}
+
+// excusesSince is excuses, counting only the late spans that began after
+// since.
+func (l Late) excusesSince(node string, t, since time.Time) bool {
 	for _, k := range []string{node, ""} {
 		for _, s := range l[k] {
-			if !s.From.After(t) && !s.To.Before(t.Add(-LateWindow)) {
+			if s.From.After(since) && !s.From.After(t) && !s.To.Before(t.Add(-LateWindow)) {
 				return true
 			}
 		}

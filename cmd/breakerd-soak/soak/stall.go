@@ -23,7 +23,8 @@ import (
 //   - one flip: each daemon that ran through a stall sends the stalled
 //     node to memory exactly once within it, or had it there already
 //     when it began ("stall-flips"): never is a stall its callers waited
-//     out, twice is flapping.
+//     out, twice is flapping. A flip once the stall is over, while the
+//     pulse saw the host or the node late afresh, is that lateness's.
 //   - degraded answers only on the stalled node: the stall is a fault on
 //     its node for the rule in answered.
 
@@ -168,7 +169,11 @@ func (o *Observer) stallAnswer(b string, sent, got time.Time, degraded bool) {
 // judged by CheckFlaps) has made that flip already. A daemon that never
 // flipped while the host ran late within the stall or its decisions'
 // bound after it (late; see hostRanLate) took its decisions' silence for
-// its own lateness, as it must: counted apart (StallNoFlipExcused).
+// its own lateness, as it must: counted apart (StallNoFlipExcused). A
+// flip after the stall's end that the pulse saw the host or the node late
+// just before, in a late span that began after the stall ended (a
+// starved host, not the stall's replies), is counted apart too
+// (StallFlipsExcused), not as the stall's.
 func (o *Observer) CheckStallFlips(logs []string, flips, backs map[FlipKey][]time.Time, late Late) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -183,7 +188,11 @@ func (o *Observer) CheckStallFlips(logs []string, flips, backs map[FlipKey][]tim
 			k := FlipKey{Log: l, Node: s.node}
 			n := 0
 			for _, t := range flips[k] {
-				if !t.Before(s.from) && t.Before(end) {
+				switch {
+				case t.Before(s.from) || !t.Before(end):
+				case t.After(s.to) && late.excusesSince(s.node, t, s.to):
+					o.counts.StallFlipsExcused++
+				default:
 					n++
 				}
 			}
@@ -220,8 +229,8 @@ func (o *Observer) FormatStalls() string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	c := o.counts
-	return fmt.Sprintf("%d answers within stalls on their node (%d degraded); %d flips to memory within them (and %d daemons with the node in memory already when one began, %d with no flip while the host ran late); %d calls past the caller's deadline within them (%d of those while the host ran late; %d in the whole run); at the breakers forced open: %d answers (%d degraded), %d let through (%d after the restart without persistence wiped the pin)",
-		c.StallAnswers, c.StallDegraded, c.StallFlips, c.StallInMemory, c.StallNoFlipExcused, c.LateStall, c.LateExcused, c.Late, c.ForcedAnswers, c.ForcedDegraded, c.ForcedLet, c.ForcedWiped)
+	return fmt.Sprintf("%d answers within stalls on their node (%d degraded); %d flips to memory within them (%d more after them while the pulse saw the host or node late afresh; and %d daemons with the node in memory already when one began, %d with no flip while the host ran late); %d calls past the caller's deadline within them (%d of those while the host ran late; %d in the whole run); at the breakers forced open: %d answers (%d degraded), %d let through (%d after the restart without persistence wiped the pin)",
+		c.StallAnswers, c.StallDegraded, c.StallFlips, c.StallFlipsExcused, c.StallInMemory, c.StallNoFlipExcused, c.LateStall, c.LateExcused, c.Late, c.ForcedAnswers, c.ForcedDegraded, c.ForcedLet, c.ForcedWiped)
 }
 
 // How long a stall lasts, and the bounds it is set between. The daemons
