@@ -122,28 +122,24 @@ func TestFastShadowTripEventDoesNotDeny(t *testing.T) {
 			return e == nil || e.v.State == string(breaker.Open)
 		})
 		// An event that reaches the view after an Allow learned the
-		// breaker (an alert, a notice of the run) makes it forget it
-		// again: the next Allow asks and learns it.
-		eventually(t, "the fast view learns the breaker again from an Allow", func() bool {
-			pm, err := c.Allow(ctx, name)
-			if err != nil || !pm.Allowed() {
-				t.Fatalf("fast Allow after a shadow trip: %+v, %v; want allowed", pm, err)
+		// breaker (an alert, a notice of the run, a resync on a busy host)
+		// makes it forget it again: the next Allow asks and learns it.
+		// Once none comes, ten Allows are answered from the view, allowed
+		// and marked shadow_denied, with no RPC.
+		eventually(t, "ten Allows answered from the view with no RPC, once it learned the breaker again", func() bool {
+			before := d.Calls.Get("Allow")
+			cached := 0
+			for range 10 {
+				pm, err := c.Allow(ctx, name)
+				if err != nil || !pm.Allowed() || !pm.Ticket.GetShadowDenied() || pm.ShadowDecision != pb.Decision_DECISION_DENIED_OPEN {
+					t.Fatalf("fast Allow during the shadow cooldown: %+v, %v; want allowed, ticket marked shadow_denied", pm, err)
+				}
+				if pm.Cached {
+					cached++
+				}
 			}
-			st, err := d.Store.Get(ctx, name)
-			e := c.view.get(name)
-			return err == nil && e != nil && agrees(e, st)
+			return cached == 10 && d.Calls.Get("Allow") == before
 		})
-		known(t, d, c, name)
-		before := d.Calls.Get("Allow")
-		for range 10 {
-			if pm, err := c.Allow(ctx, name); err != nil || !pm.Allowed() || !pm.Cached || !pm.Ticket.GetShadowDenied() ||
-				pm.ShadowDecision != pb.Decision_DECISION_DENIED_OPEN {
-				t.Fatalf("fast Allow during the shadow cooldown: %+v, %v; want allowed from the view, ticket marked shadow_denied", pm, err)
-			}
-		}
-		if n := d.Calls.Get("Allow") - before; n != 0 {
-			t.Errorf("%d Allow RPCs during the shadow cooldown, want 0", n)
-		}
 		// Once the shadow probe may be due, the view asks breakerd.
 		advanceAll(b, 30*time.Second, clk)
 		pm, err := c.Allow(ctx, name)
