@@ -57,7 +57,7 @@ func (s *Store) ListPage(ctx context.Context, token string, count int64, states 
 			names = append(names, n)
 		}
 	}
-	all, err := s.readListed(ctx, s.BatchGet, names)
+	all, err := s.listed(ctx, names)
 	if err != nil {
 		return nil, "", err
 	}
@@ -74,31 +74,6 @@ func (s *Store) ListPage(ctx context.Context, token string, count int64, states 
 		return out, encodePageToken(nodes[node+1].addr, 0), nil
 	}
 	return out, "", nil
-}
-
-// readListed reads with read the states of the breakers a listing found.
-// A breaker whose key holds another type (written by something other than
-// breakerd) fails alone: it is left out of the listing, with a warning,
-// and the others are read one by one. Any other error fails the listing.
-func (s *Store) readListed(ctx context.Context, read func(context.Context, []string) ([]*pb.BreakerState, error), names []string) ([]*pb.BreakerState, error) {
-	all, err := read(ctx, names)
-	if !wrongType(err) {
-		return all, err
-	}
-	all = nil
-	for _, n := range names {
-		one, err := read(ctx, []string{n})
-		switch {
-		case wrongType(err):
-			s.log().Warn("a breaker's key holds a value breakerd did not write: the breaker is left out of listings until the key is deleted",
-				"breaker", n, "error", err)
-		case err != nil:
-			return nil, err
-		default:
-			all = append(all, one...)
-		}
-	}
-	return all, nil
 }
 
 // wrongType reports whether err is Redis's WRONGTYPE: a key holding

@@ -98,7 +98,9 @@ func TestListLeavesOutAKeyOfAnotherType(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := map[string]bool{}
-		for token := ""; ; {
+		b.ResetCounts()
+		pages := int64(0)
+		for token := ""; ; pages++ {
 			page, next, err := st.ListPage(ctx, token, store.MaxPageSize)
 			if err != nil {
 				t.Fatalf("ListPage with a key of another type: %v", err)
@@ -107,8 +109,14 @@ func TestListLeavesOutAKeyOfAnotherType(t *testing.T) {
 				got[s.Breaker] = true
 			}
 			if token = next; token == "" {
+				pages++
 				break
 			}
+		}
+		// Each page is one SCAN and one pipelined read, the key of
+		// another type left out within it.
+		if n := b.RoundTrips(); n > 2*pages {
+			t.Errorf("%d pages took %d Redis round trips, want at most 2 a page", pages, n)
 		}
 		all, err := st.List(ctx)
 		if err != nil {

@@ -83,7 +83,7 @@ func (s *Store) FindLost(ctx context.Context) ([]forgotten.Lost, error) {
 	names, knowns := s.out.HeardWhere(func(known breaker.State) bool { // read before Redis is asked (see heard)
 		return forgotten.Matters(known, now)
 	})
-	states, err := s.batchRead(ctx, names)
+	states, err := s.batchRead(ctx, names, false)
 	if err != nil {
 		return nil, fmt.Errorf("store: find lost states: %w", err)
 	}

@@ -87,7 +87,7 @@ func (s *Store) ListSeeding(ctx context.Context) ([]*pb.BreakerState, error) {
 			})
 		}, nil)
 	}
-	all, err := s.list(ctx, s.BatchGet, nil)
+	all, err := s.list(ctx, s.listed, nil)
 	if err != nil || !fromRedis {
 		return all, err
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/breakerd/breakerd/internal/breaker"
 	"github.com/breakerd/breakerd/internal/forgotten"
@@ -27,6 +28,19 @@ import (
 // one whose state Redis lost while this daemon still denies by it, that
 // state. It never writes.
 func (s *Store) BatchGet(ctx context.Context, breakers []string) ([]*pb.BreakerState, error) {
+	return s.batchGet(ctx, breakers, false)
+}
+
+// listed is BatchGet for a listing: a breaker whose key holds a value
+// breakerd did not write is left out, with a warning (batchRead), and
+// the others are returned, in order.
+func (s *Store) listed(ctx context.Context, breakers []string) ([]*pb.BreakerState, error) {
+	return s.batchGet(ctx, breakers, true)
+}
+
+// batchGet is BatchGet, leaving out what batchRead leaves out with
+// leaveOut.
+func (s *Store) batchGet(ctx context.Context, breakers []string, leaveOut bool) ([]*pb.BreakerState, error) {
 	if len(breakers) == 0 {
 		return nil, nil
 	}
@@ -52,12 +66,15 @@ func (s *Store) BatchGet(ctx context.Context, breakers []string) ([]*pb.BreakerS
 	for i, b := range ask { // before Redis is asked (see heard)
 		knowns[i], heards[i] = s.heard(b)
 	}
-	states, err := s.batchRead(ctx, ask)
+	states, err := s.batchRead(ctx, ask, leaveOut)
 	if err != nil {
 		return nil, err
 	}
 	now := int64(-1) // the fleet's clock, read only once a loss is suspected
 	for j, st := range states {
+		if st == nil { // left out
+			continue
+		}
 		if heards[j] && knowns[j].Gen > st.GetGeneration() {
 			if now < 0 {
 				now = s.fleetNow(ctx)
@@ -65,6 +82,9 @@ func (s *Store) BatchGet(ctx context.Context, breakers []string) ([]*pb.BreakerS
 			st = s.lostState(ask[j], knowns[j], st, now, set)
 		}
 		out[at[j]] = st
+	}
+	if leaveOut {
+		out = slices.DeleteFunc(out, func(st *pb.BreakerState) bool { return st == nil })
 	}
 	return out, nil
 }

@@ -10,7 +10,7 @@ import (
 // listPiece is how many breakers a paced listing reads per round trip.
 const listPiece = 32
 
-// batchGetPaced is BatchGet for a background listing: names are read
+// batchGetPaced is listed for a background listing: names are read
 // listPiece at a time, each piece given to read as soon as it is in and
 // followed by a pause as long as it took. Redis runs one script at a
 // time, and the reads of thousands of breakers sent at once keep every
@@ -25,7 +25,7 @@ func (s *Store) batchGetPaced(ctx context.Context, names []string, read func([]*
 	for done := 0; done < len(names); {
 		n := min(len(names)-done, listPiece)
 		began := time.Now()
-		got, err := s.BatchGet(ctx, names[done:done+n])
+		got, err := s.listed(ctx, names[done:done+n])
 		if err != nil {
 			return nil, err
 		}

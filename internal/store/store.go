@@ -624,8 +624,11 @@ func (s *Store) Get(ctx context.Context, breaker string) (*pb.BreakerState, erro
 
 // batchRead returns the states Redis holds for the named breakers, in
 // order, in one pipelined round trip (BatchGet answers what Allow would
-// judge by). It never writes.
-func (s *Store) batchRead(ctx context.Context, breakers []string) ([]*pb.BreakerState, error) {
+// judge by). It never writes. With leaveOut (a listing), a breaker whose
+// key holds a value breakerd did not write (WRONGTYPE) fails alone: its
+// state is nil, with a warning naming it, and the others are read in the
+// same round trip.
+func (s *Store) batchRead(ctx context.Context, breakers []string, leaveOut bool) ([]*pb.BreakerState, error) {
 	if len(breakers) == 0 {
 		return nil, nil
 	}
@@ -648,12 +651,17 @@ func (s *Store) batchRead(ctx context.Context, breakers []string) ([]*pb.Breaker
 			}
 		}
 	})
-	if err != nil {
+	if err != nil && !(leaveOut && wrongType(err)) { // each read's own error is judged below
 		return nil, fmt.Errorf("store: read: %w", err)
 	}
 	out := make([]*pb.BreakerState, len(breakers))
 	for i, c := range cmds {
 		res, err := c.Slice()
+		if leaveOut && wrongType(err) {
+			s.log().Warn("a breaker's key holds a value breakerd did not write: the breaker is left out of listings until the key is deleted",
+				"breaker", breakers[i], "error", scriptError(readScript, err))
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("store: read %q: %w", breakers[i], scriptError(readScript, err))
 		}
@@ -679,10 +687,10 @@ func (s *Store) batchRead(ctx context.Context, breakers []string) ([]*pb.Breaker
 // state is in states (all when states is empty). It SCANs the keyspace
 // (every master, on a Cluster), so it is for operators, not hot paths.
 func (s *Store) List(ctx context.Context, states ...pb.State) ([]*pb.BreakerState, error) {
-	return s.list(ctx, s.BatchGet, states)
+	return s.list(ctx, s.listed, states)
 }
 
-// list is List, reading the breakers it found with read (BatchGet, or
+// list is List, reading the breakers it found with read (listed, or
 // batchGetPaced for a background listing).
 func (s *Store) list(ctx context.Context, read func(context.Context, []string) ([]*pb.BreakerState, error), states []pb.State) ([]*pb.BreakerState, error) {
 	if s.Degraded() { // a node's breakers are answered from memory (outage_read.go)
@@ -692,7 +700,7 @@ func (s *Store) list(ctx context.Context, read func(context.Context, []string) (
 	if err != nil {
 		return nil, err
 	}
-	all, err := s.readListed(ctx, read, names)
+	all, err := read(ctx, names)
 	if err != nil {
 		return nil, err
 	}
