@@ -35,7 +35,10 @@ func fastDial(t *testing.T, addr, worker string, clk *fakeClock, opts ...Option)
 }
 
 // known waits until c's view holds name at breakerd's current state and
-// generation, with its failure run as breakerd has it.
+// generation, with its failure run as breakerd has it. A view that holds
+// nothing of name for a second (an event made it forget the breaker, as
+// designed, after the Allow that taught it) is made to read it again, as
+// its next Allow would, without taking a probe's lease as an Allow might.
 func known(t *testing.T, d *daemontest.Daemon, c *Client, name string) {
 	t.Helper()
 	if err := c.Flush(context.Background()); err != nil {
@@ -54,6 +57,7 @@ func known(t *testing.T, d *daemontest.Daemon, c *Client, name string) {
 			}
 		}
 	}()
+	var forgot time.Time
 	eventually(t, c.WorkerID()+" sees "+name+" as breakerd has it", func() bool {
 		st, err := d.Store.Get(context.Background(), name)
 		if err != nil {
@@ -61,6 +65,15 @@ func known(t *testing.T, d *daemontest.Daemon, c *Client, name string) {
 		}
 		e := c.view.get(name)
 		last.e, last.st = e, st
+		switch {
+		case e != nil:
+			forgot = time.Time{}
+		case forgot.IsZero():
+			forgot = time.Now()
+		case time.Since(forgot) >= time.Second:
+			c.goRefresh(name)
+			forgot = time.Now()
+		}
 		return e != nil && agrees(e, st)
 	})
 }
