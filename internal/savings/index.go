@@ -45,10 +45,15 @@ type Index struct {
 	// mu guards pending: this daemon's Allow denials until Flush.
 	mu      sync.Mutex
 	pending map[string]int64
+	// flushing is held through a Flush, from taking pending to its write
+	// (a semaphore, so that a wait for it ends with the caller's context):
+	// a read's flush waits for one in flight (Run's), so that the read
+	// finds every denial counted before it began.
+	flushing chan struct{}
 }
 
 // New returns an Index over o.
-func New(o Options) *Index { return &Index{o: o} }
+func New(o Options) *Index { return &Index{o: o, flushing: make(chan struct{}, 1)} }
 
 // CountDenial counts one Allow that breaker denied, held in memory until
 // the next Flush. It reads no Redis.
@@ -70,8 +75,15 @@ func (x *Index) CountDenial(breaker string) {
 // Flush writes the denials counted since the last flush (one pipeline),
 // of the breakers that hold state (a denial answered from a daemon's
 // memory while Redis was away may name one that holds none in Redis). On
-// an error the counts are kept for the next flush.
+// an error the counts are kept for the next flush. Flushes run one at a
+// time: one waits for another in flight to end, or for ctx.
 func (x *Index) Flush(ctx context.Context) error {
+	select {
+	case x.flushing <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("savings: wait for a flush in flight: %w", context.Cause(ctx))
+	}
+	defer func() { <-x.flushing }()
 	x.mu.Lock()
 	pending := x.pending
 	x.pending = nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/breakerd/breakerd/internal/savings"
 	"github.com/breakerd/breakerd/internal/store"
@@ -243,5 +244,89 @@ func TestSavingsDenialsOfABreakerWithoutStateAreNotWritten(t *testing.T) {
 	minute, hour := savings.BucketKeys(store.KeysOf(name).State, time.Unix(0, f.now.Load()))
 	if n := f.Client.Exists(ctx, minute, hour, f.Prefix+"saved").Val(); n != 0 {
 		t.Errorf("%d savings keys written for a breaker without state, want none", n)
+	}
+}
+
+// holdFirst holds the first pipeline its client sends until release is
+// closed, and closes held as it does; it lets every later one through.
+type holdFirst struct {
+	once          atomic.Bool
+	held, release chan struct{}
+}
+
+func (h *holdFirst) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *holdFirst) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *holdFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.once.CompareAndSwap(false, true) {
+			close(h.held)
+			<-h.release
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// heldFlush is an index on b holding one daemon denial of name (a
+// breaker with state), and a flush of it in flight, held at its first
+// pipeline until the hook's release; flushed gets the flush's error.
+func heldFlush(t *testing.T, b *testredis.Backend, name string) (x *savings.Index, h *holdFirst, flushed <-chan error) {
+	t.Helper()
+	b.Mini.HSet(store.KeysOf(name).State, "state", "open")
+	h = &holdFirst{held: make(chan struct{}), release: make(chan struct{})}
+	c := redis.NewClient(&redis.Options{Addr: b.Addr})
+	t.Cleanup(func() { _ = c.Close() })
+	c.AddHook(h)
+	x = savings.New(savings.Options{Client: c, IndexKey: b.Prefix + "saved", Now: time.Now,
+		StateKey: func(breaker string) string { return store.KeysOf(breaker).State }})
+	x.CountDenial(name)
+	done := make(chan error, 1)
+	go func() { done <- x.Flush(context.Background()) }() // as Run's ticker does
+	<-h.held
+	return x, h, done
+}
+
+func TestSavingsReadWaitsForAFlushInFlight(t *testing.T) {
+	t.Parallel()
+	b := testredis.Mini(t)
+	name := b.Breaker("sv:inflight")
+	x, h, flushed := heldFlush(t, b, name)
+	type result struct {
+		got map[string]savings.Counts
+		err error
+	}
+	read := make(chan result, 1)
+	go func() {
+		got, _, err := x.Read(context.Background(), time.Hour, []string{name})
+		read <- result{got, err}
+	}()
+	// A read that does not wait for the flush in flight answers while it
+	// is held; one that waits answers once it is let go. The second is
+	// right whenever the release comes, so only a read that does not
+	// wait, and answers within the second, is caught.
+	var r result
+	select {
+	case r = <-read:
+		close(h.release)
+	case <-time.After(time.Second):
+		close(h.release)
+		r = <-read
+	}
+	if err := <-flushed; err != nil {
+		t.Fatalf("the flush in flight: %v", err)
+	}
+	if r.err != nil || r.got[name].DaemonDenials != 1 {
+		t.Errorf("Read during a flush in flight = %v, %v; want the 1 daemon denial counted before it", r.got, r.err)
+	}
+}
+
+func TestSavingsFlushWaitingForAnotherEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	b := testredis.Mini(t)
+	x, h, flushed := heldFlush(t, b, b.Breaker("sv:wait"))
+	defer func() { close(h.release); <-flushed }()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := x.Flush(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Flush with its context ended while another is in flight = %v, want context.Canceled", err)
 	}
 }
