@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -209,8 +210,11 @@ func TestHungDaemonCostsTheFirstContactBudgetOnce(t *testing.T) {
 			t.Fatalf("Allow(%s) at a hung daemon = %+v, %v; want the fallback's ALLOWED", name, p, err)
 		}
 	}
+	// The RPCs those Allows left behind time out after them, each a
+	// failure: on a busy host the third may come before the last Allow,
+	// which then answers from the fallback without waiting.
 	mu.Lock()
-	if len(waits) != 4 || waits[0] != first || waits[1] != DefaultAllowBudget || waits[3] != DefaultAllowBudget {
+	if len(waits) < 2 || waits[0] != first || slices.ContainsFunc(waits[1:], func(d time.Duration) bool { return d != DefaultAllowBudget }) {
 		t.Errorf("the 4 Allows waited %v; want the first-contact budget (%s) once, then the Allow budget", waits, first)
 	}
 	mu.Unlock()
