@@ -11,6 +11,7 @@ import (
 
 	"github.com/breakerd/breakerd/internal/auth"
 	"github.com/breakerd/breakerd/internal/cli"
+	"github.com/breakerd/breakerd/internal/httpapi"
 	"github.com/breakerd/breakerd/internal/limits"
 	"github.com/breakerd/breakerd/internal/logging"
 	"github.com/breakerd/breakerd/internal/metrics"
@@ -130,8 +131,9 @@ type Config struct {
 	HTTPAllowedHosts string
 	// HTTPHeartbeat is how often an idle GET /v1/watch stream sends a
 	// comment line, and an idle gRPC Watch stream a heartbeat message, so
-	// that proxies keep them open and a client notices a stalled one. 0 (the default) means httpapi.DefaultHeartbeat, 15s. Flag --http-heartbeat, env
-	// BREAKERD_HTTP_HEARTBEAT.
+	// that proxies keep them open and a client notices a stalled one.
+	// Default httpapi.DefaultHeartbeat; 0 means it too. Flag
+	// --http-heartbeat, env BREAKERD_HTTP_HEARTBEAT.
 	HTTPHeartbeat time.Duration
 	// CircuitsInterval is how often the daemon lists the fleet's breakers
 	// (a Redis SCAN) to refresh the breakerd_circuits and
@@ -296,6 +298,7 @@ func Defaults() Config {
 		LogLevel:             "info",
 		ConfigPoll:           5 * time.Second,
 		CircuitsInterval:     30 * time.Second,
+		HTTPHeartbeat:        httpapi.DefaultHeartbeat,
 		MaxBreakerSeries:     metrics.DefaultMaxBreakerSeries,
 
 		MaxHeaderBytes:          limits.DefaultMaxHeaderBytes,
