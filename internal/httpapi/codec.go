@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/vanguard"
@@ -161,6 +162,29 @@ func walkField(fd protoreflect.FieldDescriptor, v any, path string) (string, str
 	return "", ""
 }
 
+// unknownEnum says that x is no value of e, and which are: the one x
+// names without the values' prefix (OUTCOME_ for TIMEOUT), or else all
+// but the unspecified zero.
+func unknownEnum(e protoreflect.EnumDescriptor, x string) string {
+	msg := fmt.Sprintf("unknown value %q of %s", x, e.FullName())
+	vals := e.Values()
+	zero := vals.ByNumber(0)
+	if zero != nil {
+		if prefix, ok := strings.CutSuffix(string(zero.Name()), "UNSPECIFIED"); ok && prefix != "" {
+			if v := vals.ByName(protoreflect.Name(prefix + strings.ToUpper(x))); v != nil && v != zero {
+				return fmt.Sprintf("%s; did you mean %s?", msg, v.Name())
+			}
+		}
+	}
+	names := make([]string, 0, vals.Len())
+	for i := range vals.Len() {
+		if v := vals.Get(i); v != zero {
+			names = append(names, string(v.Name()))
+		}
+	}
+	return msg + "; want one of " + strings.Join(names, ", ")
+}
+
 // walkValue checks one value of fd's kind, as the proto3 JSON mapping
 // accepts it: 64-bit integers as numbers or strings, enums as names or
 // numbers, bytes as base64 strings.
@@ -175,7 +199,7 @@ func walkValue(fd protoreflect.FieldDescriptor, v any, path string) (string, str
 		switch x := v.(type) {
 		case string:
 			if fd.Enum().Values().ByName(protoreflect.Name(x)) == nil {
-				return path, fmt.Sprintf("unknown value %q of %s", x, fd.Enum().FullName())
+				return path, unknownEnum(fd.Enum(), x)
 			}
 			return "", ""
 		case json.Number:
