@@ -157,6 +157,50 @@ async def test_async_client_same_names(daemon: Daemon) -> None:
             assert hasattr(breakerd.Client, name) and hasattr(breakerd.AsyncClient, name)
 
 
+def test_async_client_has_every_public_member_of_client() -> None:
+    def public(cls: type) -> set[str]:
+        return {n for n in dir(cls) if not n.startswith("_")}
+
+    assert public(breakerd.Client) <= public(breakerd.AsyncClient)
+
+
+async def test_async_client_fast_and_aio_are_the_clients(daemon: Daemon) -> None:
+    async with breakerd.AsyncClient(daemon.fake.url, worker_id="w1", watch=False) as c:
+        assert c.fast is None and c.aio is c
+    c = breakerd.AsyncClient("http://127.0.0.1:1", worker_id="w1", fast=True)
+    assert c.fast is not None and c.fast is c.sync.fast
+    await c.close()
+
+
+@pytest.mark.parametrize(("breaker", "kw", "field"), [
+    ("", {}, "breaker"), (123, {}, "breaker"), (" payments", {}, "breaker"),
+    ("payments", {"tool": "refund charge"}, "tool"), ("payments", {"tool": 7}, "tool"),
+    ("payments", {"deadline": "5"}, "deadline"), ("payments", {"deadline": float("nan")}, "deadline"),
+])
+def test_a_bad_guard_fails_when_it_is_made(daemon: Daemon, client: breakerd.Client, breaker: Any, kw: dict[str, Any],
+                                           field: str) -> None:
+    """A decorator fails at import, naming the field, not at its first
+    call; and so do a block's guard and a run's."""
+    with pytest.raises(breakerd.InvalidArgument) as e:
+        @client.guard(breaker, **kw)
+        def refund() -> None:
+            pass
+    assert e.value.fields == (field,) and e.value.status == 0
+    with pytest.raises(breakerd.InvalidArgument):
+        client.aio.guard(breaker, **kw)
+    tool = kw.get("tool", "refund")
+    with pytest.raises(breakerd.InvalidArgument) as e:
+        breakerd.Run(client, {tool: breaker}).guard(tool, deadline=kw.get("deadline"))
+    assert e.value.fields == (field,)
+    assert daemon.fake.requests == []
+
+
+def test_a_spent_deadline_is_sent_as_none_left(daemon: Daemon, client: breakerd.Client) -> None:
+    with client.guard("payments", deadline=-1.0):
+        pass
+    assert daemon.records()[0]["deadline_ms"] == "0"
+
+
 def test_excluded_errors_are_never_counted(daemon: Daemon, client: breakerd.Client) -> None:
     """exclude, as pybreaker's: exception types or predicates. An excluded
     error is sent as the never-counted outcome, with no evidence, and

@@ -5,6 +5,8 @@ outage, failed over within the budget, then answered degraded."""
 from __future__ import annotations
 
 import asyncio
+import inspect
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -74,6 +76,43 @@ def test_a_worker_id_the_daemon_would_refuse_is_refused_at_construction(worker_i
 def test_every_worker_id_syntax_the_daemon_takes_is_taken() -> None:
     for worker_id in ["w", "x" * 128, "web-3.example-4121", "ci@pool/7", "a+b=c:d_e"]:
         breakerd.Client(DEAD, worker_id=worker_id, watch=False).close()
+
+
+@pytest.mark.parametrize("option,value", [
+    ("urls", 12345), ("urls", [DEAD, 7071]), ("urls", b"http://127.0.0.1:1"),
+    ("token", 123), ("token", b"s3cret"),
+    ("worker_id", 123),
+    ("allow_budget", "1"), ("allow_budget", True), ("allow_budget", float("nan")), ("allow_budget", float("inf")),
+    ("first_contact_budget", "1"), ("rpc_timeout", None), ("rpc_timeout", float("inf")),
+    ("watch_heartbeat", 0), ("watch_heartbeat", -1), ("watch_heartbeat", "15"),
+    ("savings_interval", "10"), ("savings_interval", float("nan")), ("savings_interval", True),
+    ("tls", True), ("tls", "ca.pem"),
+    ("watch", "payments"), ("watch", 1), ("watch", ["payments", 2]),
+    ("clock", 0.0),
+    ("fast", "yes"), ("fast", 1),
+])
+def test_a_constructor_option_of_the_wrong_kind_is_named_before_anything_starts(option: str, value: object) -> None:
+    """Every option is checked when the client is made: a ConfigError that
+    starts with the option's name, never a crash later in a thread. A
+    token's value is never echoed."""
+    kw: dict[str, Any] = {"urls": DEAD, "worker_id": "w1", "watch": False, option: value}
+    with pytest.raises(breakerd.ConfigError) as e:
+        breakerd.Client(**kw)
+    assert str(e.value).startswith(f"{option}: must be "), str(e.value)
+    assert "s3cret" not in str(e.value)
+
+
+def test_every_constructor_option_has_a_rule() -> None:
+    from breakerd._client import OPTIONS
+
+    assert set(inspect.signature(breakerd.Client).parameters) == set(OPTIONS)
+
+
+def test_every_kind_of_option_the_client_documents_is_taken() -> None:
+    breakerd.Client((DEAD,), token="", worker_id=None, allow_budget=1, first_contact_budget=0.5, rpc_timeout=2.5,
+                    tls=ssl.create_default_context(), watch=("payments", "search"), clock=time.time,
+                    savings_interval=0, watch_heartbeat=1, fast=True).close()
+    breakerd.Client(f"{DEAD},{DEAD}", token="t", savings_interval=-1, watch=[]).close()
 
 
 @pytest.mark.parametrize("answer,what", [
@@ -244,6 +283,17 @@ def test_token_is_sent() -> None:
         f.close()
 
 
+async def test_async_check_is_the_clients(fake: Fake) -> None:
+    async with breakerd.AsyncClient(fake.url, worker_id="w1", watch=False) as c:
+        await c.check()
+    assert [m for m, _ in fake.requests] == ["BatchGet"]
+    c = breakerd.AsyncClient(DEAD, worker_id="w1", watch=False)
+    with pytest.raises(breakerd.BreakerdError, match="no breakerd answers at") as e:
+        await c.check()
+    assert isinstance(e.value.__cause__, Outage)
+    await c.close()
+
+
 def test_check_names_the_cause_and_says_within_only_for_a_timeout() -> None:
     c = client(DEAD, rpc_timeout=2.0)
     with pytest.raises(breakerd.BreakerdError) as e:
@@ -281,3 +331,99 @@ def test_a_refused_name_is_invalid_argument_never_the_fallback(breaker: str, too
         assert str(e.value).startswith(f"breakerd INVALID_ARGUMENT (refused by the client, not sent): {field}: ")
     finally:
         c.close()
+
+
+@pytest.mark.parametrize("fast", [False, True], ids=["strict", "fast"])
+@pytest.mark.parametrize(("breaker", "tool", "field"),
+                         [(123, "", "breaker"), (None, "", "breaker"), (["payments"], "", "breaker"),
+                          ("payments", 123, "tool"), ("payments", None, "tool")])
+def test_a_name_that_is_not_a_string_says_so(breaker: Any, tool: Any, field: str, fast: bool) -> None:
+    c = breakerd.Client(DEAD, worker_id="w", watch=False, fast=fast)
+    try:
+        with pytest.raises(breakerd.InvalidArgument) as e:
+            c.allow(breaker, tool=tool)
+        bad = breaker if field == "breaker" else tool
+        assert e.value.fields == (field,) and e.value.status == 0
+        assert e.value.message == f"{field}: must be a string, got {type(bad).__name__}"
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def offline() -> Iterator[breakerd.Client]:
+    """A client no daemon answers: what it refuses never reaches the fallback."""
+    c = breakerd.Client(DEAD, worker_id="w", watch=False)
+    yield c
+    c.close()
+
+
+def record(c: breakerd.Client, aio: bool, *args: Any, **kw: Any) -> dict[str, Any]:
+    if aio:
+        return asyncio.run(c.aio.record(*args, **kw))
+    return c.record(*args, **kw)
+
+
+@pytest.mark.parametrize("aio", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize(("permit", "exc", "param"),
+                         [(None, None, "permit"), ("permit", None, "permit"), ({"breaker": "b"}, None, "permit"),
+                          ("a permit", "boom", "exc"), ("a permit", 503, "exc"), ("a permit", ValueError, "exc")])
+def test_record_names_a_permit_or_exc_of_the_wrong_type(offline: breakerd.Client, permit: Any, exc: Any, param: str,
+                                                        aio: bool) -> None:
+    p = offline.allow("payments") if permit == "a permit" else permit
+    with pytest.raises(TypeError, match=f"^{param}: must be "):
+        record(offline, aio, p, exc)
+
+
+@pytest.mark.parametrize("aio", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize(("kw", "field"), [
+    ({"evidence": {"http_status": "x"}}, "evidence.http_status"),
+    ({"evidence": {"http_status": 700}}, "evidence.http_status"),
+    ({"evidence": {"http_status": True}}, "evidence.http_status"),
+    ({"evidence": {"grpc_status": 99}}, "evidence.grpc_status"),
+    ({"evidence": {"grpc_retry_delay_ms": -1}}, "evidence.grpc_retry_delay_ms"),
+    ({"evidence": {"error_kind": "ERROR_KIND_NOPE"}}, "evidence.error_kind"),
+    ({"evidence": {"headers": ["retry-after"]}}, "evidence.headers"),
+    ({"evidence": {"headers": {"retry-after": 120}}}, "evidence.headers"),
+    ({"evidence": {"date": 0}}, "evidence.date"),
+    ({"evidence": {"body_error_code": None}}, "evidence.body_error_code"),
+    ({"evidence": {"no_deadline": "yes"}}, "evidence.no_deadline"),
+    ({"evidence": {"http_statu": 503}}, "evidence.http_statu"),
+    ({"evidence": "boom"}, "evidence"),
+    ({"latency_ms": -5}, "latency_ms"),
+    ({"latency_ms": 1.5}, "latency_ms"),
+    ({"deadline_ms": -1}, "deadline_ms"),
+    ({"deadline_ms": "1000"}, "deadline_ms"),
+    ({"deadline_ms": 8 * 24 * 3600 * 1000}, "deadline_ms"),
+    ({"message": 42}, "message"),
+    ({"outcome": 3}, "outcome"),
+])
+def test_record_refuses_a_bad_field_naming_it(offline: breakerd.Client, kw: dict[str, Any], field: str,
+                                              aio: bool) -> None:
+    """Refused by the client, not sent, and never counted by the fallback
+    meanwhile, whether or not a daemon answers."""
+    p = offline.allow("payments")
+    with pytest.raises(breakerd.InvalidArgument) as e:
+        record(offline, aio, p, None, **kw)
+    assert e.value.fields == (field,) and e.value.status == 0
+    assert e.value.message.startswith(f"{field}: "), e.value.message
+
+
+def test_record_takes_the_evidence_the_wire_takes(offline: breakerd.Client) -> None:
+    p = offline.allow("payments")
+    for ev in ({"http_status": "503"}, {"grpc_status": 0, "grpc_retry_delay_ms": "1500"}, {"error_kind": 5},
+               {"http_status": 429, "headers": {"retry-after": "120"}, "date": "Sun, 25 Oct 2026 09:33:20 GMT",
+                "body_error_code": "rate_limit_error", "no_deadline": False}):
+        assert offline.record(p, evidence=ev, latency_ms=12, deadline_ms=0)["degraded"] is True
+
+
+@pytest.mark.parametrize("aio", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize(("breakers", "field"), [("abc", "breakers"), (b"abc", "breakers"), (7, "breakers"),
+                                                 (["a", 1], "breakers[1]"), (["a", ""], "breakers[1]")])
+def test_batch_get_refuses_what_is_not_a_list_of_names(offline: breakerd.Client, breakers: Any, field: str,
+                                                        aio: bool) -> None:
+    with pytest.raises(breakerd.InvalidArgument) as e:
+        if aio:
+            asyncio.run(offline.aio.batch_get(breakers))
+        else:
+            offline.batch_get(breakers)
+    assert e.value.fields == (field,) and e.value.status == 0

@@ -18,9 +18,10 @@ from typing import Any, TypeVar
 
 from . import _otel
 from ._aiotransport import AsyncTransport
-from ._client import Client, Permit
+from ._client import Client, Permit, states_of
 from ._errors import BreakerdError
 from ._evidence import Evidence
+from ._fast import FastView
 from ._guard import Exclude, Guard
 from ._run import Run, Unavailable
 from ._transport import Outage
@@ -85,6 +86,26 @@ class AsyncClient:
     @property
     def degraded(self) -> bool:
         return self.sync.degraded
+
+    @property
+    def fast(self) -> FastView | None:
+        """fast is fast mode's view, the Client's (None unless made with
+        ``fast=True``): ``allowed`` and ``skipped`` count the Allows
+        answered and the successes not sent in-process."""
+        return self.sync.fast
+
+    @property
+    def aio(self) -> AsyncClient:
+        """aio is this client itself, as Client.aio is a Client's
+        AsyncClient: code handed either reaches the asyncio face the same
+        way."""
+        return self
+
+    async def check(self) -> None:
+        """check is Client.check on a thread: it raises BreakerdError
+        naming the cause unless a breakerd daemon answers this client,
+        with its token."""
+        await asyncio.to_thread(self.sync.check)
 
     async def close(self) -> None:
         self.transport.close()
@@ -183,9 +204,8 @@ class AsyncClient:
         return st if isinstance(st, dict) else {}
 
     async def batch_get(self, breakers: Sequence[str], budget: float | None = None) -> list[dict[str, Any]]:
-        ans = await self.call("BatchGet", {"breakers": list(breakers), "worker_id": self.worker_id}, budget)
-        states = ans.get("states", [])
-        return [s for s in states if isinstance(s, dict)] if isinstance(states, list) else []
+        """batch_get is Client.batch_get awaited, its names checked the same way."""
+        return states_of(await self.call("BatchGet", self.sync._batch_body(breakers), budget))
 
     async def get_policy(self, breaker: str) -> dict[str, Any]:
         return await self.call("GetPolicy", {"breaker": breaker})

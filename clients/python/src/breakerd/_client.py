@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import os
-import re
 import socket
 import ssl
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -20,11 +20,12 @@ from . import _otel
 from . import _denial, _render
 from ._cache import DEFAULT_HEARTBEAT, OpenCache
 from ._denial import Denial
-from ._errors import BreakerdError, CircuitOpen, ConfigError, FieldViolation, InvalidArgument
-from ._evidence import KIND_CANCELLED, Evidence, evidence_of
+from ._errors import BreakerdError, CircuitOpen, ConfigError
+from ._evidence import KIND_CANCELLED, Evidence, check_evidence, evidence_of
 from ._fast import FAST_NOT_SENT, FastView, plain_success
 from ._fallback import DENIED_PROBE, LocalBreaker, LocalDecision, LocalPolicy, counts
 from ._guard import Exclude, Guard
+from ._limits import DURATION_MS, WORKER_ID, Rule, check, check_name, check_names, check_tool, finite
 from ._reach import Reach
 from ._savings import DEFAULT_SAVINGS_INTERVAL, Savings
 from ._transport import Outage, Transport
@@ -48,45 +49,17 @@ MAX_KNOWN = 4096
 _BACKGROUND_THREADS = 512
 
 
-# The daemon's worker id syntax (internal/limits.WorkerID; docs/security.md#worker-ids).
-WORKER_ID = re.compile(r"[A-Za-z0-9._:@/+=-]{1,128}")
-
-# The daemon's rules for a breaker's name and a tool's (AllowRequest),
-# checked before any round trip: bad input is an error, never an answer
-# of the fallback.
-MAX_NAME_BYTES = 256
-TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
-
-
-def check_name(field: str, v: str) -> None:
-    """check_name raises InvalidArgument naming field for a breaker name
-    breakerd would refuse (the daemon's words)."""
-    why = ""
-    if not isinstance(v, str) or v == "":
-        why = "is required"
-    elif len(v.encode()) > MAX_NAME_BYTES:
-        why = f"is {len(v.encode())} bytes; at most {MAX_NAME_BYTES}"
-    elif not v.isprintable():
-        why = f"must be printable UTF-8 (no control characters), got {v!r}"
-    elif v.strip() != v:
-        why = f"must not start or end with white space, got {v!r}"
-    if why:
-        raise InvalidArgument("INVALID_ARGUMENT", f"{field}: {why}", status=0, url="", violations=(FieldViolation(field, why),))
-
-
-def check_tool(v: str) -> None:
-    """check_tool raises InvalidArgument for a tool name breakerd would
-    refuse; "" lets the breaker's name stand in."""
-    if v and not TOOL_NAME.fullmatch(v):
-        why = f"must be 1 to 128 of A-Z a-z 0-9 _ - ., got {v!r}"
-        raise InvalidArgument("INVALID_ARGUMENT", f"tool: {why}", status=0, url="", violations=(FieldViolation("tool", why),))
-
-
 def default_worker_id() -> str:
     """default_worker_id is the host name and process id ("host-1234"),
     as the Go client's: quorum counts distinct worker ids, so two
     processes must not share one."""
     return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def states_of(ans: dict[str, Any]) -> list[dict[str, Any]]:
+    """states_of returns the states of a BatchGet answer."""
+    states = ans.get("states", [])
+    return [s for s in states if isinstance(s, dict)] if isinstance(states, list) else []
 
 
 def _lets_through(ans: dict[str, Any]) -> bool:
@@ -160,6 +133,30 @@ class Permit:
         )
 
 
+# What record's own fields must be; the evidence's are check_evidence's.
+_MESSAGE = Rule("a str", str)
+_OUTCOME = Rule("an Outcome name (OUTCOME_SERVER_ERROR, ...) or None", (str, type(None)))
+
+
+def check_record(permit: object, exc: object, evidence: object, latency_ms: object, deadline_ms: object,
+                 message: object, outcome: object) -> None:
+    """check_record raises for a Record the client will not send: a
+    TypeError naming ``permit`` or ``exc`` when either is not what record
+    takes, an InvalidArgument naming the field ("latency_ms",
+    "evidence.http_status") for a value breakerd would refuse."""
+    if not isinstance(permit, Permit):
+        raise TypeError(f"permit: must be the Permit allow returned, got {type(permit).__name__}")
+    if exc is not None and not isinstance(exc, BaseException):
+        raise TypeError(f"exc: must be the exception the call raised, or None for a success, got {type(exc).__name__}")
+    check("latency_ms", DURATION_MS, latency_ms)
+    if deadline_ms is not None:
+        check("deadline_ms", DURATION_MS, deadline_ms)
+    check("message", _MESSAGE, message)
+    check("outcome", _OUTCOME, outcome)
+    if evidence is not None:
+        check_evidence(evidence)
+
+
 # The environment variables a client reads when given no address or token
 # (docs/configuration.md, "The clients' environment").
 ENV_URL, ENV_TOKEN = "BREAKERD_URL", "BREAKERD_TOKEN"
@@ -179,6 +176,47 @@ def from_environment(urls: str | Sequence[str] | None, token: str | None) -> tup
     return urls, token
 
 
+def _strs(v: Any) -> bool:
+    """Whether v is a sequence of str (a str alone is not)."""
+    return not isinstance(v, (str, bytes)) and all(isinstance(s, str) for s in v)
+
+
+# A duration of the client's own, in seconds.
+_SECONDS = Rule("a finite number of seconds above 0", numbers.Real, lambda v: finite(v) and v > 0)
+
+# OPTIONS is what each option of Client's constructor must be, by name:
+# every one is checked before anything starts (check_options).
+OPTIONS: dict[str, Rule] = {
+    "urls": Rule("a URL, comma-separated URLs, a sequence of them, or None", (str, Sequence, type(None)),
+                 lambda v: v is None or isinstance(v, str) or _strs(v)),
+    "token": Rule("a str or None", (str, type(None))),
+    # Refused here: the daemon refuses every call with it, and the
+    # fallback would answer them all quietly meanwhile.
+    "worker_id": Rule("None or 1 to 128 characters of A-Z a-z 0-9 . _ : @ / + = - (docs/security.md#worker-ids)",
+                      (str, type(None)), lambda v: v is None or WORKER_ID.fullmatch(v) is not None),
+    "allow_budget": _SECONDS,
+    "first_contact_budget": _SECONDS,
+    "rpc_timeout": _SECONDS,
+    "tls": Rule("an ssl.SSLContext or None", (ssl.SSLContext, type(None))),
+    "watch": Rule("True, False or a sequence of breaker names (a str alone would be read letter by letter)",
+                  (bool, Sequence), lambda v: isinstance(v, bool) or _strs(v)),
+    "clock": Rule("a callable returning seconds since the epoch", object, callable),
+    "savings_interval": Rule("a finite number of seconds (0 or less: never)", numbers.Real, finite),
+    "watch_heartbeat": _SECONDS,
+    "fast": Rule("True or False", bool),
+}
+
+
+def check_options(options: Mapping[str, object]) -> None:
+    """check_options raises ConfigError for the first option that breaks
+    its rule in OPTIONS, the option's name first ("token: must be a str or
+    None, got int")."""
+    for name, v in options.items():
+        why = OPTIONS[name].fault(v)
+        if why:
+            raise ConfigError(f"{name}: {why}")
+
+
 class Client:
     """Client talks to breakerd over HTTP/JSON. ``urls`` is one daemon's
     base URL or several (a list, or comma-separated): calls fail over
@@ -193,7 +231,9 @@ class Client:
     its runs left out); 0 or less: never. Safe for concurrent use from
     threads; ``AsyncClient`` has the same methods for asyncio. ``fast``:
     fast mode (docs/python.md#fast-mode), a healthy breaker answered
-    in-process from the watch stream's view."""
+    in-process from the watch stream's view. Every option is checked
+    first (``OPTIONS``): one of the wrong type or out of its range raises
+    ConfigError naming it, before any thread starts."""
 
     def __init__(
         self,
@@ -211,14 +251,7 @@ class Client:
         watch_heartbeat: float = DEFAULT_HEARTBEAT,
         fast: bool = False,
     ) -> None:
-        if worker_id is not None and not WORKER_ID.fullmatch(worker_id):
-            # Refused here: the daemon refuses every call with it, and the
-            # fallback would answer them all quietly meanwhile.
-            raise ConfigError(f"worker_id: must be 1 to 128 characters of A-Z a-z 0-9 . _ : @ / + = - "
-                              f"(docs/security.md#worker-ids), got {worker_id!r}")
-        for name, v in (("allow_budget", allow_budget), ("first_contact_budget", first_contact_budget), ("rpc_timeout", rpc_timeout)):
-            if v <= 0:
-                raise ConfigError(f"{name}: must be above 0 seconds, not {v}")
+        check_options({k: v for k, v in locals().items() if k != "self"})  # every parameter, by name
         self.worker_id = worker_id or default_worker_id()
         self.allow_budget = allow_budget
         self.first_contact_budget = first_contact_budget
@@ -428,8 +461,8 @@ class Client:
         """Checks the names, then answers what needs no round trip: a
         denial the open cache knows, the fallback's answer while no daemon
         answers at all; None: breakerd is asked."""
-        if self.fast is None or not self.fast.used(breaker):  # a name the view uses was checked then
-            check_name("breaker", breaker)
+        if not (isinstance(breaker, str) and self.fast is not None and self.fast.used(breaker)):
+            check_name("breaker", breaker)  # a name the view uses was checked then
         check_tool(tool)
         cached = self.cache.denial(breaker)
         if cached is not None:
@@ -537,7 +570,10 @@ class Client:
                       deadline_ms: int | None, message: str,
                       outcome: str | None) -> tuple[dict[str, Any], bool | None, dict[str, Any] | None]:
         """The Record's body, the fallback's verdict on it, and the answer
-        when it is the fallback's (the body then goes in the background)."""
+        when it is the fallback's (the body then goes in the background),
+        once check_record has taken the arguments (sync, async and guard
+        alike)."""
+        check_record(permit, exc, evidence, latency_ms, deadline_ms, message, outcome)
         ev = {} if outcome else dict(evidence) if evidence is not None else evidence_of(exc)
         verdict = None if outcome else counts(ev)  # a sent outcome is an excluded error's: ignored locally
         # Fast mode's view judges the permits it could have answered.
@@ -598,7 +634,7 @@ class Client:
         if latency_ms:
             body["latency_ms"] = str(latency_ms)
         if deadline_ms is not None:
-            body["deadline_ms"] = str(max(0, deadline_ms))
+            body["deadline_ms"] = str(deadline_ms)
         elif "http_status" in ev or "grpc_status" in ev:
             ev["no_deadline"] = True
         if message:
@@ -614,10 +650,14 @@ class Client:
 
     def batch_get(self, breakers: Sequence[str], budget: float | None = None) -> list[dict[str, Any]]:
         """batch_get returns several breakers' states in the order asked,
-        this worker's own suspect verdict included."""
-        ans = self.call("BatchGet", {"breakers": list(breakers), "worker_id": self.worker_id}, budget)
-        states = ans.get("states", [])
-        return [s for s in states if isinstance(s, dict)] if isinstance(states, list) else []
+        this worker's own suspect verdict included. A str alone, or a name
+        breakerd would refuse, raises InvalidArgument naming ``breakers``
+        (``breakers[i]``), unsent."""
+        return states_of(self.call("BatchGet", self._batch_body(breakers), budget))
+
+    def _batch_body(self, breakers: object) -> dict[str, Any]:
+        """A BatchGet's request, its names checked first."""
+        return {"breakers": check_names("breakers", breakers), "worker_id": self.worker_id}
 
     def get_policy(self, breaker: str) -> dict[str, Any]:
         """get_policy returns the breaker's effective policy and which rule
@@ -654,7 +694,9 @@ class Client:
         rate limit's wait is weighed against what is left of it).
         ``exclude`` names the errors that are not the dependency's fault
         (exception types or predicates, as pybreaker's): recorded as
-        never counted."""
+        never counted. A name breakerd would refuse, or a deadline that is
+        not a finite number, raises InvalidArgument here, when the guard
+        is made (a decorator at import)."""
         return Guard(self, breaker, tool=tool, deadline=deadline, exclude=exclude)
 
     # -- answers -----------------------------------------------------------

@@ -22,7 +22,8 @@ class BreakerdError(Exception):
 
 class ConfigError(BreakerdError, ValueError):
     """ConfigError is a bad argument to the client itself: a malformed
-    daemon URL, an empty worker id, a budget below zero."""
+    daemon URL, an empty worker id, a budget below zero. An option of the
+    wrong type or out of its range is named first ("token: must be ...")."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,12 @@ class APIError(BreakerdError):
 class InvalidArgument(APIError):
     """InvalidArgument is breakerd refusing a request's content: a breaker
     name, a worker id, a ticket. ``violations`` names the fields."""
+
+    @classmethod
+    def refused(cls, field: str, why: str) -> InvalidArgument:
+        """refused is the client's own refusal of one field, before any
+        round trip: the text "field: why", status 0, no URL."""
+        return cls("INVALID_ARGUMENT", f"{field}: {why}", status=0, url="", violations=(FieldViolation(field, why),))
 
 
 class Unauthenticated(APIError):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import ssl
 import warnings
@@ -19,7 +20,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from ._denial import data
-from ._errors import CircuitOpen
+from ._errors import CircuitOpen, InvalidArgument
+from ._limits import Rule, check
 
 # Evidence is the JSON object sent as RecordRequest's evidence.
 Evidence = dict[str, Any]
@@ -36,6 +38,60 @@ KIND_CANCELLED = "ERROR_KIND_CANCELLED"
 KIND_MALFORMED = "ERROR_KIND_MALFORMED_OUTPUT"
 KIND_DENIAL = "ERROR_KIND_BREAKERD_DENIAL"
 KIND_OTHER = "ERROR_KIND_OTHER"
+
+# The error kinds by number (breakerd.v1.ErrorKind).
+_ERROR_KINDS = ("ERROR_KIND_UNSPECIFIED", KIND_DNS, KIND_TLS, KIND_REFUSED, KIND_RESET, KIND_TIMEOUT, KIND_CANCELLED,
+                KIND_MALFORMED, KIND_DENIAL, KIND_OTHER)
+# The highest gRPC status code (16, UNAUTHENTICATED; classify.MaxGRPCStatus).
+_MAX_GRPC_STATUS = 16
+_INTEGER = re.compile(r"-?[0-9]{1,19}")
+
+
+def _integer(v: Any, lo: int, hi: int) -> bool:
+    """Whether v is an integer of the proto3 JSON mapping (a number, or a
+    str of one) from lo to hi."""
+    if isinstance(v, str) and _INTEGER.fullmatch(v):
+        v = int(v)
+    return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+
+
+def _known_kind(v: Any) -> bool:
+    """Whether v is an ErrorKind, by name or number."""
+    return v in _ERROR_KINDS if isinstance(v, str) else _integer(v, 0, len(_ERROR_KINDS) - 1)
+
+
+# EVIDENCE_FIELDS is what each CallEvidence field must be in the proto3
+# JSON mapping (proto/breakerd/v1/breaker.proto). The daemon checks the
+# rest: a header's syntax, the date's format, the lengths
+# (classify.Validate).
+EVIDENCE_FIELDS: dict[str, Rule] = {
+    "http_status": Rule("0 (no HTTP response) or an HTTP status from 100 to 599", (int, str),
+                        lambda v: _integer(v, 0, 0) or _integer(v, 100, 599)),
+    "headers": Rule("a mapping of header names to str values", Mapping,
+                    lambda v: all(isinstance(k, str) and isinstance(x, str) for k, x in v.items())),
+    "date": Rule("a str (an HTTP-date)", str),
+    "body_error_code": Rule("a str", str),
+    "grpc_status": Rule(f"a gRPC status code from 0 to {_MAX_GRPC_STATUS}", (int, str),
+                        lambda v: _integer(v, 0, _MAX_GRPC_STATUS)),
+    "grpc_retry_delay_ms": Rule("a whole number of ms, 0 or more", (int, str), lambda v: _integer(v, 0, 2**63 - 1)),
+    "error_kind": Rule("an ErrorKind name (ERROR_KIND_TIMEOUT, ...) or number", (str, int), _known_kind),
+    "no_deadline": Rule("True or False", bool),
+}
+
+
+def check_evidence(ev: object) -> None:
+    """check_evidence raises InvalidArgument naming the field
+    ("evidence.http_status") for evidence given to record that breakerd
+    would refuse by its shape: not a mapping, a field CallEvidence has
+    not, a value of the wrong type or out of its range."""
+    if not isinstance(ev, Mapping):
+        raise InvalidArgument.refused("evidence", f"must be a mapping of CallEvidence fields, got {type(ev).__name__}")
+    for k, v in ev.items():
+        rule = EVIDENCE_FIELDS.get(k)
+        if rule is None:
+            raise InvalidArgument.refused(f"evidence.{k}", f"is not a CallEvidence field ({', '.join(EVIDENCE_FIELDS)})")
+        check(f"evidence.{k}", rule, v)
+
 
 # The header names (lower-cased) and prefixes breakerd reads for how long
 # to wait (conformance/client_rules.json); no other header leaves the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import inspect
 import logging
@@ -15,6 +16,7 @@ from . import _otel, _render
 from ._deadline import cancel_was_deadline, cancelling, waited_on_by_timed_out
 from ._errors import CircuitOpen
 from ._evidence import KIND_CANCELLED, KIND_TIMEOUT
+from ._limits import DEADLINE, check, check_name, check_tool, clamp_ms
 
 if TYPE_CHECKING:
     from ._client import Client, Permit
@@ -59,10 +61,16 @@ class Guard:
     spent, ``asyncio.timeout``, ``asyncio.wait_for``): that is a timeout
     (``_deadline``). An error ``exclude`` names (exception types, or
     predicates over the exception) is not the dependency's fault: it is
-    recorded as EXCLUDED_OUTCOME, never counted, and re-raised."""
+    recorded as EXCLUDED_OUTCOME, never counted, and re-raised. The
+    breaker's name, the tool's and the deadline are checked when the
+    guard is made (InvalidArgument naming the field), so a decorator
+    fails at import."""
 
     def __init__(self, client: Client, breaker: str, *, tool: str = "", deadline: float | None = None,
                  exclude: Exclude = None) -> None:
+        check_name("breaker", breaker)
+        check_tool(tool)
+        check("deadline", DEADLINE, deadline)
         self.client = client
         self.breaker = breaker
         self.tool = tool
@@ -87,9 +95,9 @@ class Guard:
             raise RuntimeError("guard: exit without enter")
         self.permit = None
         elapsed = time.monotonic() - self._started
-        kw: dict[str, Any] = {"latency_ms": int(elapsed * 1000)}
+        kw: dict[str, Any] = {"latency_ms": clamp_ms(int(elapsed * 1000))}
         if self.deadline is not None:
-            kw["deadline_ms"] = int((self.deadline - elapsed) * 1000)
+            kw["deadline_ms"] = clamp_ms(int((self.deadline - elapsed) * 1000))
         if excluded(exc, self.exclude):
             kw["outcome"] = EXCLUDED_OUTCOME
         return p, exc, kw
@@ -221,7 +229,11 @@ class Guard:
         return cast(Callable[..., Any], guarded)
 
     def _fresh(self) -> Guard:
-        return Guard(self.client, self.breaker, tool=self.tool, deadline=self.deadline, exclude=self.exclude)
+        """A guard for one more call: this one's settings, checked when it
+        was made, and none of a call's state."""
+        g = copy.copy(self)
+        g.permit, g.result, g._started, g._span = None, None, 0.0, None
+        return g
 
 
 # The records sent after a cancellation, held until sent (the loop keeps
@@ -264,6 +276,3 @@ class RunGuard(Guard):
             self.run.lose(self.tool, d)
             raise d
         return super()._admit(p)
-
-    def _fresh(self) -> Guard:
-        return RunGuard(self.run, self.tool, deadline=self.deadline, exclude=self.exclude)
