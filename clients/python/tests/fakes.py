@@ -11,8 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 # A handler gets (method name, request JSON) and returns (status,
-# content type, body bytes).
-Handler = Callable[[str, Any], tuple[int, str, bytes]]
+# content type, body bytes), or None to close the connection unanswered.
+Handler = Callable[[str, Any], "tuple[int, str, bytes] | None"]
 
 
 def json_answer(doc: Any, status: int = 200) -> tuple[int, str, bytes]:
@@ -46,7 +46,11 @@ class Fake:
                 method = self.path.rsplit("/", 1)[-1]
                 fake.requests.append((method, body))
                 fake.authorizations.append(self.headers.get("Authorization"))
-                status, ctype, raw = fake.handler(method, body)
+                answer = fake.handler(method, body)
+                if answer is None:
+                    self.close_connection = True
+                    return
+                status, ctype, raw = answer
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(raw)))

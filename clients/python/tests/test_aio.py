@@ -215,7 +215,8 @@ def test_an_answer_framed_every_way_and_in_pieces() -> None:
         t = AsyncTransport(Transport(url))
         for _ in range(3):
             assert await t.call("Get", {"breaker": "x"}, 5.0) == {"state": {"breaker": "x"}}
-        assert not t._pool(0), "a body up to the close leaves no connection to keep"
+        slots = t._pool(0)
+        assert not slots.idle and slots.open == 0, "a body up to the close leaves no connection to keep"
 
     try:
         asyncio.run(main())

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import breakerd
+from breakerd._transport import Outage
 
 from .fakes import Fake, json_answer
 from .test_daemon import wait_for
@@ -247,3 +248,44 @@ def test_a_rejoin_is_as_quiet_as_a_loss(daemons: Callable[[], Daemon]) -> None:
         assert a.calls("Allow", "b") == allows, "no caller's Allow went to the cold daemon"
     finally:
         c.close()
+
+
+def test_a_call_a_daemon_answered_past_leaves_the_client_up(caplog: pytest.LogCaptureFixture) -> None:
+    """A call whose connection closed unanswered after a daemon answered
+    a call begun later is no sign the daemon is gone (a daemon back from
+    a stall closing the connections it had queued): the client stays up
+    and says nothing. A call begun after that answer that fails the same
+    way is one."""
+    def handle(method: str, body: Any) -> tuple[int, str, bytes] | None:
+        if method == "Record":
+            fake.release.wait()
+            return None
+        return json_answer({})
+
+    fake = Fake(handle)
+    c = breakerd.Client(fake.url, worker_id="w1", watch=False, rpc_timeout=30.0)
+    failed: list[BaseException] = []
+
+    def record() -> None:
+        try:
+            c.call("Record", {"breaker": "b"})
+        except Outage as e:
+            failed.append(e)
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="breakerd"):
+            t = threading.Thread(target=record)
+            t.start()
+            wait_for(lambda: any(m == "Record" for m, _ in fake.requests), "the Record to reach the daemon")
+            c.call("Get", {"breaker": "b"})  # answered while the Record is out
+            fake.release.set()
+            t.join()
+            assert failed, "the Record was answered"
+            assert not c.reach.down and c.reach.losses == 0, "a call begun before an answer made the client down"
+            assert "answers" not in caplog.text, caplog.text
+            with pytest.raises(Outage):
+                c.call("Record", {"breaker": "b"})
+            assert c.reach.down and c.reach.losses == 1, "a call begun after the last answer failed, and the client is up"
+    finally:
+        c.close()
+        fake.close()

@@ -124,13 +124,14 @@ class AsyncClient:
         RPC timeout) from started (time.monotonic; default: now)."""
         c = self.sync
         budget = budget if budget is not None else c.rpc_timeout
+        began = c.transport._clock() if started is None else started
         try:
-            out = await self.transport.call(method, body, budget, started)
+            out = await self.transport.call(method, body, budget, began)
         except Outage as e:
-            c._unanswered(e, budget)
+            c._unanswered(e, budget, began)
             raise
         except BreakerdError:
-            c.reach.answered()  # a refusal is an answer
+            c._heard()  # a refusal is an answer
             raise
         c._answered()
         return out

@@ -24,14 +24,12 @@ from typing import Any
 
 from . import _otel
 from ._errors import ConfigError, ProtocolError
-from ._transport import _LOST, MAX_BODY_BYTES, SERVICE_PATH, Outage, Transport, _shares
+from ._transport import _LOST, MAX_BODY_BYTES, MAX_CONNS, SERVICE_PATH, Outage, Transport, _shares
 
 # The bounds on an answer's head: a longer line, or more lines, is not
 # breakerd's.
 MAX_LINE = 16 << 10
 MAX_HEADERS = 100
-# Idle connections kept per daemon and loop.
-MAX_IDLE = 64
 # What one read from a connection's socket takes at most: every answer
 # but a large BatchGet's fits in one.
 READ_SIZE = 16 << 10
@@ -118,6 +116,85 @@ class _Conn(asyncio.BufferedProtocol):
             self.transport.close()
 
 
+class _Slots:
+    """_Slots are one loop's connections to one daemon: at most MAX_CONNS
+    open (the synchronous transport's bound), the idle ones kept for the
+    next call; a call past the bound waits for one to come free."""
+
+    def __init__(self) -> None:
+        self.idle: list[_Conn] = []
+        self.open = 0  # idle and in use
+        self.waiting: list[asyncio.Future[None]] = []
+
+    def take(self) -> _Conn | None:
+        """An idle connection still usable (those found unusable are closed
+        on the way), or None."""
+        while self.idle:
+            conn = self.idle.pop()
+            if conn.usable:
+                return conn
+            self.drop(conn)
+        return None
+
+    async def room(self, loop: asyncio.AbstractEventLoop, deadline: float, reuse: bool = True) -> _Conn | None:
+        """An idle connection (unless not reuse), or None once a fresh one
+        may be opened (it is counted open from then on); TimeoutError at
+        deadline (the loop's clock) when neither came."""
+        while True:
+            conn = self.take() if reuse else None
+            if conn is not None:
+                return conn
+            if self.open < MAX_CONNS:
+                self.open += 1
+                return None
+            w = loop.create_future()
+            self.waiting.append(w)
+            timer = loop.call_at(deadline, _expire, w)
+            try:
+                await w
+            except BaseException:
+                if w.done() and not w.cancelled() and w.exception() is None:
+                    self._wake()  # woken, but leaving (cancelled): the turn goes on
+                raise
+            finally:
+                timer.cancel()
+                if w in self.waiting:
+                    self.waiting.remove(w)
+
+    def put(self, conn: _Conn) -> None:
+        """put keeps conn, fit for another call, for the next one."""
+        self.idle.append(conn)
+        self._wake()
+
+    def drop(self, conn: _Conn) -> None:
+        """drop closes conn and lets another be opened in its place."""
+        conn.close()
+        self.release()
+
+    def release(self) -> None:
+        """release gives back the place of a connection closed, or never
+        opened."""
+        self.open -= 1
+        self._wake()
+
+    def close(self) -> None:
+        idle, self.idle = self.idle, []
+        for conn in idle:
+            self.drop(conn)
+
+    def _wake(self) -> None:
+        while self.waiting:
+            w = self.waiting.pop(0)
+            if not w.done():
+                w.set_result(None)
+                return
+
+
+def _expire(w: asyncio.Future[None]) -> None:
+    if not w.done():
+        w.set_exception(TimeoutError())
+
+
 class AsyncTransport:
     """AsyncTransport sends one JSON call to the first daemon that
     answers, from a coroutine. Connections belong to the loop that opened
@@ -126,19 +203,17 @@ class AsyncTransport:
 
     def __init__(self, sync: Transport) -> None:
         self.sync = sync
-        # Idle connections, by loop and daemon index.
-        self._idle: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[list[_Conn]]] = weakref.WeakKeyDictionary()
+        # Connections, by loop and daemon index.
+        self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[_Slots]] = weakref.WeakKeyDictionary()
         # Each request's head up to its length and trace context, by daemon
         # index and method: the same for every call.
         self._heads: dict[tuple[int, str], bytes] = {}
 
     def close(self) -> None:
         """close closes every idle connection (of every loop)."""
-        for pools in list(self._idle.values()):
-            for idle in pools:
-                for c in idle:
-                    c.close()
-                idle.clear()
+        for pools in list(self._slots.values()):
+            for slots in pools:
+                slots.close()
 
     async def call(self, method: str, body: dict[str, Any], budget: float, started: float | None = None) -> dict[str, Any]:
         """call is Transport.call from a coroutine: the answer, Outage when
@@ -200,14 +275,14 @@ class AsyncTransport:
             with t._lock:
                 t._busy[idx].remove(mark)
 
-    def _pool(self, idx: int, loop: asyncio.AbstractEventLoop | None = None) -> list[_Conn]:
-        """The idle connections to daemon idx of loop (default: the
-        running one)."""
+    def _pool(self, idx: int, loop: asyncio.AbstractEventLoop | None = None) -> _Slots:
+        """The connections to daemon idx of loop (default: the running
+        one)."""
         loop = loop or asyncio.get_running_loop()
-        pools = self._idle.get(loop)
+        pools = self._slots.get(loop)
         if pools is None:
-            pools = [[] for _ in self.sync.endpoints]
-            self._idle[loop] = pools
+            pools = [_Slots() for _ in self.sync.endpoints]
+            self._slots[loop] = pools
         return pools[idx]
 
     async def _post(self, loop: asyncio.AbstractEventLoop, idx: int, method: str, payload: bytes,
@@ -218,42 +293,44 @@ class AsyncTransport:
         a cancellation included, the connection is closed."""
         url = self.sync.endpoints[idx].url
         request = self._head(idx, method, len(payload)) + payload
-        idle = self._pool(idx, loop)
-        conn: _Conn | None = None
-        while idle and conn is None:
-            conn = idle.pop()
-            if not conn.usable:
-                conn.close()
-                conn = None
+        slots = self._pool(idx, loop)
+        conn = await slots.room(loop, deadline)
         reused = conn is not None
         if conn is None:
-            conn = await self._dial(loop, idx, deadline)
+            conn = await self._dial(loop, idx, deadline, slots)
         for attempt in (0, 1):
             try:
                 status, ctype, raw, keep = await _roundtrip(conn, url, request, deadline)
             except _Lost:
-                conn.close()
+                slots.drop(conn)
                 if not reused or attempt:
                     raise
-                conn, reused = await self._dial(loop, idx, deadline), False
+                await slots.room(loop, deadline, reuse=False)
+                conn, reused = await self._dial(loop, idx, deadline, slots), False
                 continue
             except BaseException:
-                conn.close()
+                slots.drop(conn)
                 raise
-            if keep and len(idle) < MAX_IDLE:
-                idle.append(conn)
+            if keep:
+                slots.put(conn)
             else:
-                conn.close()
+                slots.drop(conn)
             return status, ctype, raw
         raise AssertionError("unreachable")
 
-    async def _dial(self, loop: asyncio.AbstractEventLoop, idx: int, deadline: float) -> _Conn:
+    async def _dial(self, loop: asyncio.AbstractEventLoop, idx: int, deadline: float, slots: _Slots) -> _Conn:
+        """A fresh connection to daemon idx, in the place slots.room made
+        for it; on any failure the place is given back."""
         ep = self.sync.endpoints[idx]
         tls: ssl.SSLContext | None = None
         if ep.https:
             tls = self.sync.tls or ssl.create_default_context()
-        _, conn = await asyncio.wait_for(loop.create_connection(lambda: _Conn(loop), ep.host, ep.port, ssl=tls),
-                                         max(0.0, deadline - loop.time()))
+        try:
+            _, conn = await asyncio.wait_for(loop.create_connection(lambda: _Conn(loop), ep.host, ep.port, ssl=tls),
+                                             max(0.0, deadline - loop.time()))
+        except BaseException:
+            slots.release()
+            raise
         return conn
 
     def _head(self, idx: int, method: str, length: int) -> bytes:

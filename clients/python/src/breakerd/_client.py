@@ -275,6 +275,7 @@ class Client:
         self._contacted = False
         self._first_contact_spent = False  # the first-contact budget is spent once per client
         self._outage = False
+        self._heard_at = float("-inf")  # when a daemon last answered (the transport's clock)
         # The breakers breakerd last said deny: (deny_until_ms, generation); see _learn.
         self._known: OrderedDict[str, tuple[int, int]] = OrderedDict()
         self._background = ThreadPoolExecutor(_BACKGROUND_THREADS, thread_name_prefix="breakerd-call")
@@ -376,6 +377,7 @@ class Client:
             return False
         except BreakerdError:
             pass  # refused, but a daemon answered
+        self._heard_at = self.transport._clock()  # Reach says the client is up again
         return True
 
     def check(self) -> None:
@@ -397,26 +399,38 @@ class Client:
         within budget (default: the RPC timeout) from started (the
         transport's clock; default: now)."""
         budget = budget if budget is not None else self.rpc_timeout
+        began = self.transport._clock() if started is None else started
         try:
-            out = self.transport.call(method, body, budget, started)
+            out = self.transport.call(method, body, budget, began)
         except Outage as e:
-            self._unanswered(e, budget)
+            self._unanswered(e, budget, began)
             raise
         except BreakerdError:
-            self.reach.answered()  # a refusal is an answer
+            self._heard()  # a refusal is an answer
             raise
         self._answered()
         return out
 
-    def _unanswered(self, e: Outage, budget: float) -> None:
-        """Notes a call no daemon answered within budget."""
+    def _unanswered(self, e: Outage, budget: float, began: float) -> None:
+        """Notes a call begun at began (the transport's clock) that no
+        daemon answered within budget. A daemon that answered another
+        call after this one began is there: this call's failure (a
+        connection reset or closed under it, a stall it waited out) says
+        nothing of now, and the client stays up."""
+        if began < self._heard_at:
+            return
         self._outage = True
         if budget >= self.rpc_timeout:
             self.reach.failed(e)  # no answer within the RPC timeout: gone, not slow
 
+    def _heard(self) -> None:
+        """Notes that a daemon answered (a refusal too): the client is up."""
+        self._heard_at = self.transport._clock()
+        self.reach.answered()
+
     def _answered(self) -> None:
         """Notes a call a daemon answered."""
-        self.reach.answered()
+        self._heard()
         if self._outage or not self._contacted:
             with self._lock:
                 if self._outage:

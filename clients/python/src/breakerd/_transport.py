@@ -103,35 +103,62 @@ def parse_urls(urls: str | Sequence[str]) -> list[Endpoint]:
     return eps
 
 
+# The bound on connections to one daemon, idle ones and those in use: a
+# call past it waits for one to come free (within its budget) rather than
+# open another, so a daemon that stalls holds at most this many of a
+# client's connections, however many calls time out meanwhile.
+MAX_CONNS = 64
+
+
 class _Pool:
-    """Idle keep-alive connections to one endpoint; safe for concurrent
-    use (a connection is used by one call at a time)."""
+    """The connections to one endpoint: at most MAX_CONNS open, the idle
+    ones kept alive for the next call. Safe for concurrent use (a
+    connection is used by one call at a time)."""
 
     def __init__(self, ep: Endpoint, tls: ssl.SSLContext | None) -> None:
         self.ep = ep
         self.tls = tls
-        self.lock = threading.Lock()
+        self.cond = threading.Condition()
         self.idle: list[http.client.HTTPConnection] = []
+        self.open = 0  # idle and in use
 
-    def get(self, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
-        with self.lock:
-            if self.idle:
+    def get(self, timeout: float, reuse: bool = True) -> tuple[http.client.HTTPConnection, bool]:
+        """An idle connection (unless not reuse), or a fresh one once fewer
+        than MAX_CONNS are open; TimeoutError when neither comes within
+        timeout seconds. The second result says whether it was idle."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while not (reuse and self.idle) and self.open >= MAX_CONNS:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"{self.ep.url}: all {MAX_CONNS} connections busy for {timeout:.3f}s")
+                self.cond.wait(left)
+            if reuse and self.idle:
                 conn = self.idle.pop()
                 if conn.sock is not None:
                     conn.sock.settimeout(timeout)
                 return conn, True
+            self.open += 1
         return _fresh(self.ep, self.tls, timeout), False
 
     def put(self, conn: http.client.HTTPConnection) -> None:
-        with self.lock:
-            if len(self.idle) < 64:
-                self.idle.append(conn)
-                return
+        """put keeps conn, fit for another call, for the next one."""
+        with self.cond:
+            self.idle.append(conn)
+            self.cond.notify()
+
+    def drop(self, conn: http.client.HTTPConnection) -> None:
+        """drop closes conn and lets another be opened in its place."""
         conn.close()
+        with self.cond:
+            self.open -= 1
+            self.cond.notify()
 
     def close(self) -> None:
-        with self.lock:
+        with self.cond:
             idle, self.idle = self.idle, []
+            self.open -= len(idle)
+            self.cond.notify_all()
         for c in idle:
             c.close()
 
@@ -332,31 +359,32 @@ class Transport:
 
     def _post(self, pool: _Pool, method: str, payload: bytes, timeout: float) -> tuple[int, str, bytes]:
         deadline = self._clock() + timeout
+        path = pool.ep.prefix + SERVICE_PATH + method
         conn, reused = pool.get(timeout)
         try:
-            status, ctype, raw, keep = self._roundtrip(conn, pool.ep.prefix + SERVICE_PATH + method, payload, deadline)
+            status, ctype, raw, keep = self._roundtrip(conn, path, payload, deadline)
         except (TimeoutError, socket.timeout):
-            conn.close()
+            pool.drop(conn)
             raise
         except _LOST:
-            conn.close()
+            pool.drop(conn)
             if not reused:
                 raise
             # An idle keep-alive connection the daemon had closed: the
             # request never reached it, so a fresh connection may retry.
-            conn = _fresh(pool.ep, pool.tls, max(0.001, deadline - self._clock()))
+            conn, _ = pool.get(max(0.001, deadline - self._clock()), reuse=False)
             try:
-                status, ctype, raw, keep = self._roundtrip(conn, pool.ep.prefix + SERVICE_PATH + method, payload, deadline)
+                status, ctype, raw, keep = self._roundtrip(conn, path, payload, deadline)
             except BaseException:
-                conn.close()
+                pool.drop(conn)
                 raise
         except BaseException:
-            conn.close()
+            pool.drop(conn)
             raise
         if keep:
             pool.put(conn)
         else:
-            conn.close()
+            pool.drop(conn)
         return status, ctype, raw
 
     def _roundtrip(self, conn: http.client.HTTPConnection, path: str, payload: bytes,

@@ -1,0 +1,117 @@
+"""A lone daemon that stalls (accepts, reads, never answers) while the
+calls sent to it time out: the client holds at most MAX_CONNS
+connections to it at once, from threads and from asyncio tasks, however
+many calls went past their budget. The stalled server's count of the
+connections open at once is the witness."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+import breakerd
+from breakerd._transport import MAX_CONNS
+
+CALLS = 3 * MAX_CONNS
+
+
+class Stalled:
+    """Stalled accepts connections on a free loopback port and reads them
+    to their end, answering nothing."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.lock = threading.Lock()
+        self.open = self.most = self.accepted = 0
+        self.conns: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.accepted += 1
+                self.open += 1
+                self.most = max(self.most, self.open)
+                self.conns.append(conn)
+            threading.Thread(target=self._read, args=(conn,), daemon=True).start()
+
+    def _read(self, conn: socket.socket) -> None:
+        try:
+            while conn.recv(65536):
+                pass
+        except OSError:
+            pass
+        with self.lock:
+            self.open -= 1
+
+    def close(self) -> None:
+        self.sock.close()
+        with self.lock:
+            conns, self.conns = self.conns, []
+        for c in conns:
+            c.close()
+
+
+@pytest.fixture
+def stalled() -> Iterator[Stalled]:
+    s = Stalled()
+    yield s
+    s.close()
+
+
+def client(url: str) -> breakerd.Client:
+    # Each Allow answers from the fallback after its budget; its request
+    # stays out, for a late answer, up to an RPC timeout no test reaches.
+    return breakerd.Client(url, worker_id="w1", watch=False, allow_budget=0.02, first_contact_budget=0.02,
+                           rpc_timeout=60.0)
+
+
+def test_threads_hold_at_most_the_bound_of_a_stalled_daemons_connections(stalled: Stalled) -> None:
+    c = client(stalled.url)
+    try:
+        def caller(n: int) -> None:
+            for _ in range(n):
+                assert c.allow("search").degraded
+        threads = [threading.Thread(target=caller, args=(CALLS // 8,)) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        print(f"{stalled.accepted} connections accepted, at most {stalled.most} open at once")
+        assert stalled.most <= MAX_CONNS, f"{stalled.most} connections open at once at the stalled daemon"
+        assert stalled.most == MAX_CONNS, f"{CALLS} calls left out opened only {stalled.most}"
+    finally:
+        stalled.close()
+        c.close()
+
+
+def test_tasks_hold_at_most_the_bound_of_a_stalled_daemons_connections(stalled: Stalled) -> None:
+    async def main() -> None:
+        c = breakerd.AsyncClient.of(client(stalled.url))
+        try:
+            permits = await asyncio.gather(*(c.allow("search") for _ in range(CALLS)))
+            assert all(p.degraded for p in permits)
+            # The requests left out dial on the loop after their callers
+            # had the fallback's answer: wait until the bound's are in.
+            for _ in range(6000):
+                if stalled.accepted >= MAX_CONNS:
+                    break
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)  # room for any past the bound to arrive too
+            print(f"{stalled.accepted} connections accepted, at most {stalled.most} open at once")
+            assert stalled.most <= MAX_CONNS, f"{stalled.most} connections open at once at the stalled daemon"
+            assert stalled.most == MAX_CONNS, f"{CALLS} calls left out opened only {stalled.most}"
+        finally:
+            stalled.close()
+            await c.close()
+
+    asyncio.run(main())
