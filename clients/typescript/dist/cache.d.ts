@@ -1,5 +1,5 @@
 import { type StoredDenial } from "./denial.js";
-import type { Transport } from "./transport.js";
+import { type Transport } from "./transport.js";
 import { type BreakerState } from "./wire.js";
 /** DEFAULT_HEARTBEAT_MS is the interval assumed of a daemon that announces none (the daemon's default). */
 export declare const DEFAULT_HEARTBEAT_MS = 15000;

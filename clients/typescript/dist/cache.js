@@ -5,6 +5,7 @@
 // and answers while no daemon does.
 import { denialOfState } from "./denial.js";
 import { readSSE } from "./sse.js";
+import { causeText } from "./transport.js";
 import { int64 } from "./wire.js";
 /** DEFAULT_HEARTBEAT_MS is the interval assumed of a daemon that announces none (the daemon's default). */
 export const DEFAULT_HEARTBEAT_MS = 15_000;
@@ -158,7 +159,7 @@ export class OpenCache {
             const ctype = res.headers.get("content-type") ?? "";
             if (!res.ok || !ctype.startsWith("text/event-stream") || !res.body) {
                 await res.body?.cancel().catch(() => undefined);
-                throw new Error(`watch ${url.href}: HTTP ${res.status} ${ctype}`);
+                throw new Error(`HTTP ${res.status} ${ctype}`);
             }
             let got = false;
             for await (const m of readSSE(res.body, heard)) {
@@ -169,7 +170,7 @@ export class OpenCache {
             return got;
         }
         catch (err) {
-            throw own.signal.aborted && !signal.aborted ? own.signal.reason : err;
+            throw own.signal.aborted && !signal.aborted ? own.signal.reason : watchError(url, err);
         }
         finally {
             clearTimeout(timer);
@@ -283,6 +284,10 @@ export class OpenCache {
         this.connected = true;
         this.heardMs = this.o.clock();
     }
+}
+/** watchError is a stream's failure naming its URL and the cause's own words (fetch's "fetch failed" hides ECONNREFUSED in its cause). */
+function watchError(url, err) {
+    return new Error(`watch ${url.href}: ${causeText(err)}`, { cause: err });
 }
 function isObj(v) {
     return typeof v === "object" && v !== null && !Array.isArray(v);

@@ -4,7 +4,12 @@ import { type StoredDenial } from "./denial.js";
 import { Savings } from "./savings.js";
 import { FastView } from "./fast.js";
 import { type BreakerState, type Decision, type Evidence, type Policy, type Ticket } from "./wire.js";
-/** ClientOptions configure a Client. Only workerId is required; urls too when BREAKERD_URL is unset. */
+/**
+ * ClientOptions configure a Client. Only workerId is required; urls too
+ * when BREAKERD_URL is unset. Each is checked when the Client is made: a
+ * malformed option, or a key that is none of these, is a ConfigError
+ * naming it; one left undefined takes its default.
+ */
 export interface ClientOptions {
     /** One breakerd HTTP URL or several ("http://127.0.0.1:7071"): another is tried within the budget when one does not answer. Default: BREAKERD_URL (comma-separated). */
     urls?: string | readonly string[] | undefined;
@@ -144,14 +149,6 @@ export interface RecordOptions {
     signal?: AbortSignal | undefined;
 }
 /**
- * checkName refuses a breaker name breakerd would refuse, before any
- * round trip, so that a bad name is an error and never an answer of the
- * fallback (the same words as the daemon's InvalidArgument).
- */
-export declare function checkName(field: string, v: string): void;
-/** checkTool refuses a tool name breakerd would refuse ("" lets the breaker's name stand in), before any round trip. */
-export declare function checkTool(v: string): void;
-/**
  * Client asks breakerd before each tool call and tells it the outcome
  * after. It is safe for concurrent use; close() ends its event stream.
  */
@@ -199,8 +196,10 @@ export declare class Client {
     flushSavings(): Promise<boolean>;
     /**
      * close sends what the client saved since its last report (best
-     * effort) and ends the event stream. The client answers from its
-     * fallback afterwards only if used.
+     * effort), ends the event stream and closes the client's connections:
+     * a call still out is answered as when no daemon answers (an Allow by
+     * the fallback, a Record by the local breaker). A call made after
+     * close opens connections anew, with no stream and no savings report.
      */
     close(): Promise<void>;
     /** down says no daemon answers this client now: calls answer from the fallback without waiting. */
@@ -265,11 +264,13 @@ export declare class Client {
     private denied;
     /**
      * record tells breakerd what the call the permit granted returned: its
-     * raw evidence, which breakerd classifies ({} is a success). A permit
-     * of the fallback, or a Record no daemon takes, goes to the local
-     * breaker. Throws APIError for a request breakerd refuses.
+     * raw evidence, which breakerd classifies ({}, undefined or null: a
+     * success). A permit of the fallback, or a Record no daemon takes, goes
+     * to the local breaker. Throws APIError for a request breakerd refuses,
+     * and, before any round trip, for a permit that is not one, evidence
+     * that is not an object, or a malformed option (naming it).
      */
-    record(permit: Permit, evidence: Evidence, opts?: RecordOptions): Promise<RecordResult>;
+    record(permit: Permit, evidence?: Evidence | null, opts?: RecordOptions): Promise<RecordResult>;
     private send;
     /**
      * guard runs fn as one guarded call: allow (a denial throws
@@ -277,12 +278,14 @@ export declare class Client {
      * fn returned or threw (evidenceOfError, evidenceOfResponse), then
      * returns fn's value or re-throws its error. A fetch Response that fn
      * returns is evidence too (its status and wait headers), and is
-     * returned as it is.
+     * returned as it is. A malformed option is refused (APIError naming
+     * it) before allow, so fn never runs.
      */
     guard<T>(breaker: string, fn: () => T | Promise<T>, opts?: GuardOptions): Promise<T>;
     /**
      * runWith runs fn under a permit allow granted, and records what it
-     * returned or threw, as guard does after its allow.
+     * returned or threw, as guard does after its allow (its options
+     * checked before fn runs).
      */
     runWith<T>(p: Permit, fn: () => T | Promise<T>, opts?: GuardOptions): Promise<T>;
     /**

@@ -2,7 +2,8 @@
 // a tool call, and the fallback while no daemon answers.
 import * as otel from "./otel.js";
 import { OpenCache } from "./cache.js";
-import { APIError, CircuitOpenError, ConfigError, UnreachableError } from "./errors.js";
+import { CircuitOpenError, ConfigError, UnreachableError } from "./errors.js";
+import { CALL_OPTIONS, GUARD_OPTIONS, RECORD_OPTIONS, checkCallOptions, checkClientOptions, checkName, checkPermit, evidenceOf } from "./check.js";
 import { evidenceOfError, evidenceOfResponse, isResponse } from "./evidence.js";
 import { DEFAULT_LOCAL_POLICY, LocalBreaker, effectOfOutcome, localEffect, localPolicy } from "./fallback.js";
 import { fallbackDenial, retryAfterOf, storeDenial } from "./denial.js";
@@ -22,40 +23,8 @@ import { int64, } from "./wire.js";
 export const EXCLUDED_OUTCOME = "OUTCOME_INVALID_ARGUMENT";
 /** FAST_NOT_SENT is a fast-mode success's RecordResult.why: it would have changed nothing in breakerd. */
 export const FAST_NOT_SENT = "not sent: the breaker is closed with no failure run (fast mode)";
-/** The daemon's worker id syntax (internal/limits.WorkerID; docs/security.md#worker-ids). */
-const WORKER_ID = /^[A-Za-z0-9._:@/+=-]{1,128}$/;
 /** The Allow budget when allowBudgetMs is not given, ms. */
 const DEFAULT_ALLOW_BUDGET_MS = 100;
-const MAX_NAME_BYTES = 256;
-const NOT_PRINTABLE = /[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}]|[^\P{Zs} ]/u;
-/**
- * checkName refuses a breaker name breakerd would refuse, before any
- * round trip, so that a bad name is an error and never an answer of the
- * fallback (the same words as the daemon's InvalidArgument).
- */
-export function checkName(field, v) {
-    const bad = (why) => {
-        throw new APIError("invalid_argument", `${field}: ${why}`, [{ field, description: why }], 0, "");
-    };
-    if (typeof v !== "string" || v === "")
-        bad("is required");
-    const bytes = new TextEncoder().encode(v).length;
-    if (bytes > MAX_NAME_BYTES)
-        bad(`is ${bytes} bytes; at most ${MAX_NAME_BYTES}`);
-    if (NOT_PRINTABLE.test(v))
-        bad(`must be printable UTF-8 (no control characters), got ${JSON.stringify(v)}`);
-    if (v.trim() !== v)
-        bad(`must not start or end with white space, got ${JSON.stringify(v)}`);
-}
-/** TOOL_NAME is MCP's tool-name syntax, which breakerd holds AllowRequest.tool to. */
-const TOOL_NAME = /^[A-Za-z0-9_.-]{1,128}$/;
-/** checkTool refuses a tool name breakerd would refuse ("" lets the breaker's name stand in), before any round trip. */
-export function checkTool(v) {
-    if (v === "" || TOOL_NAME.test(v))
-        return;
-    const why = `must be 1 to 128 of A-Z a-z 0-9 _ - ., got ${JSON.stringify(v)}`;
-    throw new APIError("invalid_argument", `tool: ${why}`, [{ field: "tool", description: why }], 0, "");
-}
 /** MAX_KNOWN bounds how many breakers the client remembers the last known state of. */
 const MAX_KNOWN = 4096;
 /** warn is the default onError: one line on the console. */
@@ -99,16 +68,9 @@ export class Client {
     /** Fast mode's view; undefined in strict mode. */
     fastView;
     constructor(o) {
-        if (!o || typeof o !== "object")
-            throw new ConfigError("options", "want { urls, workerId }");
+        checkClientOptions(o);
         const env = fromEnvironment(o.urls, o.token);
         const urls = parseURLs(env.urls);
-        if (typeof o.workerId !== "string" || o.workerId === "")
-            throw new ConfigError("workerId", "is required");
-        // Refused here: the daemon refuses every call with it, and the fallback would answer them all quietly meanwhile.
-        if (!WORKER_ID.test(o.workerId)) {
-            throw new ConfigError("workerId", `must be 1 to 128 characters of A-Z a-z 0-9 . _ : @ / + = - (docs/security.md#worker-ids), got ${JSON.stringify(o.workerId)}`);
-        }
         this.keepAlive = o.fetch ? undefined : keepAliveFetch();
         const given = o.fetch ?? this.keepAlive?.fetch ?? globalThis.fetch;
         if (typeof given !== "function")
@@ -168,8 +130,10 @@ export class Client {
     }
     /**
      * close sends what the client saved since its last report (best
-     * effort) and ends the event stream. The client answers from its
-     * fallback afterwards only if used.
+     * effort), ends the event stream and closes the client's connections:
+     * a call still out is answered as when no daemon answers (an Allow by
+     * the fallback, a Record by the local breaker). A call made after
+     * close opens connections anew, with no stream and no savings report.
      */
     async close() {
         this.reach.close();
@@ -286,8 +250,8 @@ export class Client {
     }
     async ask(breaker, opts) {
         checkName("breaker", breaker);
+        checkCallOptions(opts, CALL_OPTIONS);
         const tool = opts.tool ?? "";
-        checkTool(tool);
         if (this.cache.status.connected) {
             // A live stream's cache answers a known denial with no round trip.
             const cached = this.cache.lookup(breaker);
@@ -426,12 +390,16 @@ export class Client {
     }
     /**
      * record tells breakerd what the call the permit granted returned: its
-     * raw evidence, which breakerd classifies ({} is a success). A permit
-     * of the fallback, or a Record no daemon takes, goes to the local
-     * breaker. Throws APIError for a request breakerd refuses.
+     * raw evidence, which breakerd classifies ({}, undefined or null: a
+     * success). A permit of the fallback, or a Record no daemon takes, goes
+     * to the local breaker. Throws APIError for a request breakerd refuses,
+     * and, before any round trip, for a permit that is not one, evidence
+     * that is not an object, or a malformed option (naming it).
      */
     async record(permit, evidence, opts = {}) {
-        const r = await this.send(permit, evidence, opts);
+        checkPermit(permit);
+        checkCallOptions(opts, RECORD_OPTIONS);
+        const r = await this.send(permit, evidenceOf(evidence), opts);
         otel.outcome(r); // on the active span, when the application traces
         return r;
     }
@@ -485,9 +453,11 @@ export class Client {
      * fn returned or threw (evidenceOfError, evidenceOfResponse), then
      * returns fn's value or re-throws its error. A fetch Response that fn
      * returns is evidence too (its status and wait headers), and is
-     * returned as it is.
+     * returned as it is. A malformed option is refused (APIError naming
+     * it) before allow, so fn never runs.
      */
     async guard(breaker, fn, opts = {}) {
+        checkCallOptions(opts, GUARD_OPTIONS);
         const p = await this.allow(breaker, opts);
         if (!p.allowed)
             throw denialError(p);
@@ -495,9 +465,12 @@ export class Client {
     }
     /**
      * runWith runs fn under a permit allow granted, and records what it
-     * returned or threw, as guard does after its allow.
+     * returned or threw, as guard does after its allow (its options
+     * checked before fn runs).
      */
     async runWith(p, fn, opts = {}) {
+        checkPermit(p);
+        checkCallOptions(opts, GUARD_OPTIONS);
         const start = this.clock();
         let value;
         try {
@@ -533,6 +506,7 @@ export class Client {
     /** get returns one breaker's state. Throws UnreachableError when no daemon answers: it has no fallback. */
     async get(breaker, opts = {}) {
         checkName("breaker", breaker);
+        checkCallOptions(opts, CALL_OPTIONS);
         const res = await this.rpc("Get", { breaker }, this.o.rpcTimeoutMs ?? 2000, opts.signal);
         const st = res.state ?? { breaker };
         this.learnState(st);
@@ -541,6 +515,7 @@ export class Client {
     /** getPolicy returns the policy in effect for breaker. Throws UnreachableError when no daemon answers. */
     async getPolicy(breaker, opts = {}) {
         checkName("breaker", breaker);
+        checkCallOptions(opts, CALL_OPTIONS);
         const res = await this.rpc("GetPolicy", { breaker }, this.o.rpcTimeoutMs ?? 2000, opts.signal);
         return res.policy ?? {};
     }
@@ -551,6 +526,7 @@ export class Client {
      */
     async states(breakers, opts = {}) {
         breakers.forEach((b, i) => checkName(`breakers[${i}]`, b));
+        checkCallOptions(opts, CALL_OPTIONS);
         if (breakers.length === 0)
             return [];
         if (this.reach.down)

@@ -1,4 +1,5 @@
-export { Client, EXCLUDED_OUTCOME, FAST_NOT_SENT, checkName, denialError } from "./client.js";
+export { Client, EXCLUDED_OUTCOME, FAST_NOT_SENT, denialError } from "./client.js";
+export { checkName } from "./check.js";
 export { FastView, MAX_FAST_BREAKERS } from "./fast.js";
 export type { CallOptions, ClientOptions, GuardOptions, Permit, RecordOptions, RecordResult } from "./client.js";
 export { Run, breakerOf } from "./run.js";

@@ -1,6 +1,7 @@
 // @breakerd/client: breakerd's TypeScript client. The core imports
 // nothing but the platform (fetch, AbortSignal, TextDecoder).
-export { Client, EXCLUDED_OUTCOME, FAST_NOT_SENT, checkName, denialError } from "./client.js";
+export { Client, EXCLUDED_OUTCOME, FAST_NOT_SENT, denialError } from "./client.js";
+export { checkName } from "./check.js";
 export { FastView, MAX_FAST_BREAKERS } from "./fast.js";
 export { Run, breakerOf } from "./run.js";
 export { APIError, AuthError, BreakerdError, CircuitOpenError, ConfigError, ProtocolError, ReachableAgain, UnreachableError } from "./errors.js";

@@ -79,6 +79,8 @@ export declare class Transport {
     /** sendFetch sends through fetch: its answer with the body read, or Unreached. */
     private sendFetch;
 }
+/** causeText is one failure's words, with its own cause's (fetch's "fetch failed" hides ECONNREFUSED there). */
+export declare function causeText(err: unknown): string;
 /** TooLarge is a body over its bound. */
 export declare class TooLarge extends Error {
     constructor(limit: number);

@@ -14,6 +14,7 @@
 // no call its budget.
 import { inject } from "./otel.js";
 import { APIError, AuthError, ConfigError, ProtocolError, UnreachableError } from "./errors.js";
+import { typeOf } from "./check.js";
 import { BodyTooLarge, offStop, onStop } from "./unary.js";
 import { backoffMs } from "./reach.js";
 /** The service path prefix of every unary method. */
@@ -45,6 +46,8 @@ export function parseURLs(urls) {
         throw new ConfigError("urls", "at least one breakerd URL is required");
     return list.map((u, i) => {
         const field = typeof urls === "string" ? "urls" : `urls[${i}]`;
+        if (typeof u !== "string")
+            throw new ConfigError(field, `must be a URL string, got ${typeOf(u)}`);
         let parsed;
         try {
             parsed = new URL(u);
@@ -321,13 +324,18 @@ function unreached(method, n, withinMs, causes) {
     return `no breakerd answered ${method}${within} (${n} URL${n === 1 ? "" : "s"})${why ? `: ${why}` : ""}`;
 }
 /** causeText is one failure's words, with its own cause's (fetch's "fetch failed" hides ECONNREFUSED there). */
-function causeText(err) {
+export function causeText(err) {
     if (!(err instanceof Error))
         return err === undefined ? "" : String(err);
     const inner = err.cause;
-    const code = inner?.code;
-    const innerText = inner instanceof Error ? (typeof code === "string" && !inner.message.includes(code) ? `${code} ${inner.message}` : inner.message) : "";
-    return innerText && innerText !== err.message ? `${err.message}: ${innerText}` : err.message;
+    const innerText = inner instanceof Error ? coded(inner) : "";
+    const own = coded(err);
+    return innerText && innerText !== own ? `${own}: ${innerText}` : own;
+}
+/** coded is an error's message, led by its system code when the message leaves it out (Node's "aborted" is an ECONNRESET). */
+function coded(err) {
+    const code = err.code;
+    return typeof code === "string" && !err.message.includes(code) ? `${code} ${err.message}` : err.message;
 }
 /** TooLarge is a body over its bound. */
 export class TooLarge extends Error {

@@ -6,7 +6,7 @@
 
 import { denialOfState, type StoredDenial } from "./denial.js";
 import { readSSE } from "./sse.js";
-import type { Transport } from "./transport.js";
+import { causeText, type Transport } from "./transport.js";
 import { int64, type BreakerState } from "./wire.js";
 
 /** DEFAULT_HEARTBEAT_MS is the interval assumed of a daemon that announces none (the daemon's default). */
@@ -190,7 +190,7 @@ export class OpenCache {
       const ctype = res.headers.get("content-type") ?? "";
       if (!res.ok || !ctype.startsWith("text/event-stream") || !res.body) {
         await res.body?.cancel().catch(() => undefined);
-        throw new Error(`watch ${url.href}: HTTP ${res.status} ${ctype}`);
+        throw new Error(`HTTP ${res.status} ${ctype}`);
       }
       let got = false;
       for await (const m of readSSE(res.body, heard)) {
@@ -200,7 +200,7 @@ export class OpenCache {
       }
       return got;
     } catch (err) {
-      throw own.signal.aborted && !signal.aborted ? own.signal.reason : err;
+      throw own.signal.aborted && !signal.aborted ? own.signal.reason : watchError(url, err);
     } finally {
       clearTimeout(timer);
       signal.removeEventListener("abort", stop);
@@ -299,6 +299,11 @@ export class OpenCache {
     this.connected = true;
     this.heardMs = this.o.clock();
   }
+}
+
+/** watchError is a stream's failure naming its URL and the cause's own words (fetch's "fetch failed" hides ECONNREFUSED in its cause). */
+function watchError(url: URL, err: unknown): Error {
+  return new Error(`watch ${url.href}: ${causeText(err)}`, { cause: err });
 }
 
 function isObj(v: unknown): v is Record<string, unknown> {

@@ -20,7 +20,7 @@ export const MAX_SSE_EVENT_CHARS = 8 << 20;
 /** SSETooLarge is a line or an event over its bound: the stream is dropped. */
 export class SSETooLarge extends Error {
   constructor(what: string, limit: number) {
-    super(`watch: ${what} over ${limit} characters; stream dropped`);
+    super(`${what} over ${limit} characters; stream dropped`);
   }
 }
 

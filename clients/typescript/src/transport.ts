@@ -15,6 +15,7 @@
 
 import { inject } from "./otel.js";
 import { APIError, AuthError, ConfigError, ProtocolError, UnreachableError } from "./errors.js";
+import { typeOf } from "./check.js";
 import { BodyTooLarge, offStop, onStop, type Ender, type Stop, type Unary, type UnaryAnswer } from "./unary.js";
 import { backoffMs } from "./reach.js";
 import type { ErrorBody } from "./wire.js";
@@ -60,6 +61,7 @@ export function parseURLs(urls: string | readonly string[]): URL[] {
   if (list.length === 0) throw new ConfigError("urls", "at least one breakerd URL is required");
   return list.map((u, i) => {
     const field = typeof urls === "string" ? "urls" : `urls[${i}]`;
+    if (typeof u !== "string") throw new ConfigError(field, `must be a URL string, got ${typeOf(u)}`);
     let parsed: URL;
     try {
       parsed = new URL(u);
@@ -355,12 +357,18 @@ function unreached(method: string, n: number, withinMs: number | undefined, caus
 }
 
 /** causeText is one failure's words, with its own cause's (fetch's "fetch failed" hides ECONNREFUSED there). */
-function causeText(err: unknown): string {
+export function causeText(err: unknown): string {
   if (!(err instanceof Error)) return err === undefined ? "" : String(err);
   const inner = (err as { cause?: unknown }).cause;
-  const code = (inner as { code?: unknown } | undefined)?.code;
-  const innerText = inner instanceof Error ? (typeof code === "string" && !inner.message.includes(code) ? `${code} ${inner.message}` : inner.message) : "";
-  return innerText && innerText !== err.message ? `${err.message}: ${innerText}` : err.message;
+  const innerText = inner instanceof Error ? coded(inner) : "";
+  const own = coded(err);
+  return innerText && innerText !== own ? `${own}: ${innerText}` : own;
+}
+
+/** coded is an error's message, led by its system code when the message leaves it out (Node's "aborted" is an ECONNRESET). */
+function coded(err: Error): string {
+  const code = (err as { code?: unknown }).code;
+  return typeof code === "string" && !err.message.includes(code) ? `${code} ${err.message}` : err.message;
 }
 
 /** TooLarge is a body over its bound. */

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { APIError, AuthError, CircuitOpenError, Client, ConfigError, ProtocolError, UnreachableError, fallbackDenial, renderToolResult } from "../src/index.js";
+import { APIError, AuthError, CircuitOpenError, Client, ConfigError, ProtocolError, UnreachableError, fallbackDenial, renderToolResult, type ClientOptions } from "../src/index.js";
 import { FALLBACK_DENIALS } from "../src/templates.js";
 import { Transport, parseURLs } from "../src/transport.js";
 import { Clock, DEAD_URL, json, serve } from "./helpers.js";
@@ -25,6 +25,115 @@ test("bad options are ConfigErrors naming the option", () => {
   for (const [o, want] of cases) {
     assert.throws(() => new Client(o as never), (e: unknown) => e instanceof ConfigError && want.test(e.message), String(want));
   }
+});
+
+test("every option is checked when the Client is made: a ConfigError that starts with its name", () => {
+  const base = { urls: "http://127.0.0.1:2", workerId: "w" };
+  const cases: [Record<string, unknown>, string, RegExp][] = [
+    [{ allowBudgetMs: "fast" }, "allowBudgetMs", /must be a number of ms above 0 .*, got "fast"$/],
+    [{ allowBudgetMs: -1 }, "allowBudgetMs", /, got -1$/],
+    [{ rpcTimeoutMs: NaN }, "rpcTimeoutMs", /, got NaN$/],
+    [{ firstContactBudgetMs: Infinity }, "firstContactBudgetMs", /at most 2147483647, got Infinity$/],
+    [{ watchHeartbeatMs: 0 }, "watchHeartbeatMs", /above 0/],
+    [{ savingsIntervalMs: 1e12 }, "savingsIntervalMs", /at most 2147483647 \(0 or less: never\), got 1000000000000$/],
+    [{ fallback: "open" }, "fallback", /must be "local" or "closed", got "open"$/],
+    [{ fast: "yes" }, "fast", /must be true or false, got "yes"$/],
+    [{ onError: "log" }, "onError", /must be a function, got string$/],
+    [{ exclude: true }, "exclude", /must be a function, got boolean$/],
+    [{ fetch: "x" }, "fetch", /must be a function/],
+    [{ clock: 1 }, "clock", /must be a function/],
+    [{ token: 42 }, "token", /must be a string, got number$/],
+    [{ watch: "web_search" }, "watch", /must be true, false or a list of breaker names, got "web_search"$/],
+    [{ watch: ["ok", 3] }, "watch[1]", /must be a string, got number$/],
+    [{ watch: ["a\tb"] }, "watch[0]", /must be printable/],
+    [{ urls: 42 }, "urls", /must be a URL or a list of URLs, got number$/],
+    [{ urls: ["http://h:1", null] }, "urls[1]", /must be a URL string, got null$/],
+    [{ workerId: 42 }, "workerId", /must be a string, got number$/],
+    [{ workerId: undefined }, "workerId", /is required$/],
+    [{ urll: "http://h:1" }, "urll", /is not an option of Client \(urls, token, workerId,/],
+    [{ worker_id: "w" }, "worker_id", /is not an option/],
+  ];
+  for (const [extra, field, want] of cases) {
+    assert.throws(
+      () => new Client({ ...base, ...extra } as never),
+      (e: unknown) => e instanceof ConfigError && e.field === field && e.message.startsWith(`${field}: `) && want.test(e.message),
+      `${JSON.stringify(extra)}: want ${field}: ${String(want)}`,
+    );
+  }
+  assert.throws(() => new Client(null as never), (e: unknown) => e instanceof ConfigError && /^options: want \{ urls, workerId \}, got null$/.test(e.message));
+});
+
+test("every option the client documents is taken, and one left undefined takes its default", async () => {
+  const every: Required<ClientOptions> = {
+    urls: ["http://127.0.0.1:2"], token: "", workerId: "w", allowBudgetMs: 1, firstContactBudgetMs: 1, rpcTimeoutMs: 2147483647, fallback: "closed",
+    watch: ["a", "b"], savingsIntervalMs: -1, fast: false, fetch: globalThis.fetch, clock: Date.now, watchHeartbeatMs: 15_000, onError: () => undefined, exclude: () => false,
+  };
+  await new Client(every).close();
+  await new Client({ ...every, savingsIntervalMs: 0, watch: false, fallback: "local" }).close();
+  const undef = Object.fromEntries(Object.keys(every).map((k) => [k, undefined]));
+  await new Client({ ...undef, urls: "http://127.0.0.1:2", workerId: "w" } as ClientOptions).close();
+});
+
+test("a breaker, tool or workerId that is not a string says its type, not that it is required", async () => {
+  const c = new Client({ urls: DEAD_URL, workerId: "w", onError: () => undefined });
+  const named = (field: string, want: RegExp) => (e: unknown) => e instanceof APIError && e.code === "invalid_argument" && e.violations[0]?.field === field && want.test(e.message);
+  await assert.rejects(c.allow(42 as never), named("breaker", /breaker: must be a string, got number$/));
+  await assert.rejects(c.allow({} as never), named("breaker", /breaker: must be a string, got object$/));
+  await assert.rejects(c.allow(undefined as never), named("breaker", /breaker: is required$/));
+  await assert.rejects(c.allow("b", { tool: 7 as never }), named("tool", /tool: must be a string, got number$/));
+  await assert.rejects(c.states([null as never]), named("breakers[0]", /must be a string, got null$/));
+  assert.throws(() => new Client({ urls: DEAD_URL, workerId: 42 as never }), (e: unknown) => e instanceof ConfigError && e.message === "workerId: must be a string, got number");
+});
+
+test("record: undefined or null evidence is a success; a permit that is not one is refused, naming permit", async (t) => {
+  const records: Record<string, unknown>[] = [];
+  const srv = await serve((req, res, body) => {
+    if (req.url?.endsWith("/Record")) {
+      records.push(JSON.parse(body) as Record<string, unknown>);
+      return json(res, 200, { counted: false, classified_as: "OUTCOME_SUCCESS", why: "a success" });
+    }
+    json(res, 200, allowed);
+  });
+  t.after(() => srv.close());
+  const c = new Client({ urls: srv.url, workerId: "w1", allowBudgetMs: 5000, savingsIntervalMs: 0 });
+  t.after(() => c.close());
+  const p = await c.allow("b");
+  for (const ev of [undefined, null]) assert.equal((await c.record(p, ev)).classifiedAs, "OUTCOME_SUCCESS", String(ev));
+  assert.equal((await c.record(p)).classifiedAs, "OUTCOME_SUCCESS", "no evidence");
+  assert.deepEqual(records.map((r) => r["evidence"]), [{}, {}, {}], "sent as empty evidence");
+  const refused = (field: string, want: RegExp) => (e: unknown) => e instanceof APIError && e.violations[0]?.field === field && want.test(e.message);
+  await assert.rejects(c.record(null as never, {}), refused("permit", /permit: must be the Permit allow returned, got null$/));
+  await assert.rejects(c.record({} as never, {}), refused("permit", /permit: must be the Permit allow returned/));
+  await assert.rejects(c.record(p, "failed" as never), refused("evidence", /must be an object \(CallEvidence\), got string$/));
+  await assert.rejects(c.record(p, new Error("boom") as never), refused("evidence", /evidenceOfError/));
+  assert.equal(records.length, 3, "a refused record reached the daemon");
+  // The fallback's permit takes empty evidence too (the local breaker).
+  const down = new Client({ urls: DEAD_URL, workerId: "w", onError: () => undefined, savingsIntervalMs: 0 });
+  t.after(() => down.close());
+  const local = await down.allow("b");
+  for (const ev of [undefined, null]) assert.equal((await down.record(local, ev)).degraded, true);
+});
+
+test("record's and guard's options are checked before any round trip, naming the option and showing the value", async (t) => {
+  const srv = await serve((req, res) => json(res, 200, req.url?.endsWith("/Record") ? { counted: false, classified_as: "OUTCOME_SUCCESS" } : allowed));
+  t.after(() => srv.close());
+  const c = new Client({ urls: srv.url, workerId: "w1", allowBudgetMs: 5000, savingsIntervalMs: 0 });
+  t.after(() => c.close());
+  const p = await c.allow("b");
+  const refused = (field: string, want: RegExp) => (e: unknown) => e instanceof APIError && e.code === "invalid_argument" && e.violations[0]?.field === field && want.test(e.message);
+  await assert.rejects(c.record(p, {}, { latencyMs: "x" as never }), refused("latencyMs", /latencyMs: must be a finite number of ms, got "x"$/));
+  await assert.rejects(c.record(p, {}, { deadlineMs: NaN }), refused("deadlineMs", /got NaN$/));
+  await assert.rejects(c.record(p, {}, { outcome: 3 as never }), refused("outcome", /must be a string, got number$/));
+  await assert.rejects(c.record(p, {}, { signal: "x" as never }), refused("signal", /must be an AbortSignal, got string$/));
+  assert.equal(srv.hits.get("/breakerd.v1.BreakerService/Record") ?? 0, 0, "a refused Record reached the daemon");
+  let ran = false;
+  const fn = () => ((ran = true), "ok");
+  await assert.rejects(c.guard("ok", fn, { deadlineMs: "soon" as never }), refused("deadlineMs", /deadlineMs: must be a finite number of ms, got "soon"$/));
+  await assert.rejects(c.guard("ok", fn, { exclude: "validation" as never }), refused("exclude", /must be a function, got string$/));
+  await assert.rejects(c.runWith(p, fn, { deadlineMs: "soon" as never }), refused("deadlineMs", /got "soon"$/));
+  assert.equal(ran, false, "fn ran under a refused option");
+  assert.equal(srv.hits.get("/breakerd.v1.BreakerService/Allow"), 1, "guard asked breakerd under a refused option");
+  assert.equal(await c.guard("ok", fn, { deadlineMs: 1000 }), "ok");
 });
 
 test("a refused breaker name is an APIError naming the field, never a fallback, even with no daemon", async () => {

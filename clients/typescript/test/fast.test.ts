@@ -225,6 +225,25 @@ test("a breaker the watch stream does not follow is never answered from the view
   }
 });
 
+test("a fast client whose daemon exits is told of its stream's failure naming the URL and the cause", async () => {
+  const own = await startDaemon();
+  const told: unknown[] = [];
+  const c = new Client({ urls: own.url, workerId: "fast-7", fast: true, allowBudgetMs: 5000, savingsIntervalMs: 0, onError: (e) => told.push(e) });
+  try {
+    await c.guard(uniq(), () => "ok");
+    await waitFor(() => c.openCache.status.connected, "the watch stream live");
+    await own.stop();
+    const watch = `watch ${own.url}/v1/watch?run_notices=true: `;
+    await waitFor(() => told.some((e) => String(e).includes(watch)), "the stream's failure told");
+    const e = told.find((e) => String(e).includes(watch)) as Error;
+    assert.match(e.message, /: (fetch failed: connect ECONNREFUSED|ECONNRESET aborted|terminated)/, e.message);
+    assert.notEqual(e.cause, undefined, "the cause is kept");
+  } finally {
+    await c.close();
+    await own.stop();
+  }
+});
+
 interface Row {
   name: string;
   evidence: Record<string, unknown>;

@@ -75,6 +75,32 @@ test("concurrent calls are outstanding at the daemon together, each on a kept-al
   }
 });
 
+test("close(): calls still out are answered as when no daemon answers, and a call after it opens a connection anew", async () => {
+  const px = await Proxy.start(d.url);
+  const c = new Client({ urls: px.url, workerId: "ka-7", savingsIntervalMs: 0, allowBudgetMs: 60_000, rpcTimeoutMs: 60_000, onError: () => undefined });
+  const N = 16;
+  try {
+    const b = uniq();
+    const p = await c.allow(b); // first contact, and the breaker's policy asked for
+    await waitFor(() => px.outstanding === 0, "the first calls answered");
+    px.hold();
+    const allows = Promise.all(Array.from({ length: N }, () => c.allow(b)));
+    const record = c.record(p, {});
+    await waitFor(() => px.outstanding === N + 1, `${N} Allows and a Record outstanding at the daemon`);
+    await c.close();
+    const permits = await allows;
+    assert.ok(permits.every((q) => q.decision === "DECISION_ALLOWED" && q.degraded && q.local), "an Allow out at close() was not the fallback's");
+    assert.equal((await record).degraded, true, "the Record out at close() was not the local breaker's");
+    px.restore();
+    const next = await c.allow(b);
+    assert.equal(next.degraded, false, "the Allow after close() was not the daemon's");
+  } finally {
+    px.restore();
+    await c.close();
+    await px.close();
+  }
+});
+
 test("a caller's signal keeps no listener after its calls", async () => {
   const c = new Client({ urls: d.url, workerId: "ka-6", savingsIntervalMs: 0 });
   const ctl = new AbortController();

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { Client, type BreakerState } from "../src/index.js";
-import { Clock, serve, waitFor } from "./helpers.js";
+import { Clock, DEAD_URL, serve, waitFor } from "./helpers.js";
 
 const FOREVER = "9223372036854775807";
 
@@ -99,4 +99,31 @@ test("while the stream is not live, a denial it no longer hears is answered for 
   assert.ok(c.openCache.lookup("pinned"));
   clock.advance(60_001);
   assert.equal(c.openCache.lookup("pinned"), undefined, "a view not heard for STALE_VIEW_MS no longer denies");
+});
+
+test("a stream that cannot connect, or loses its connection, is told naming its URL and the cause", async (t) => {
+  const refused: unknown[] = [];
+  const c = new Client({ urls: DEAD_URL, workerId: "w", watch: true, savingsIntervalMs: 0, onError: (e) => refused.push(e) });
+  t.after(() => c.close());
+  await waitFor(() => refused.some((e) => String(e).includes("/v1/watch")), "the stream's failure told");
+  const e = refused.find((e) => String(e).includes("/v1/watch")) as Error;
+  assert.match(e.message, /^watch http:\/\/127\.0\.0\.1:2\/v1\/watch: fetch failed: connect ECONNREFUSED 127\.0\.0\.1:2$/);
+  assert.ok(e.cause instanceof TypeError, "the failure itself is the cause");
+
+  // A live stream whose server goes away (a daemon that exits).
+  const clock = new Clock();
+  const srv = await serve((req, res) => {
+    if (!req.url?.startsWith("/v1/watch")) return res.end();
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    res.write(part([open("a", clock)], {}));
+  });
+  const lost: unknown[] = [];
+  const live = new Client({ urls: srv.url, workerId: "w", watch: true, clock: clock.now, savingsIntervalMs: 0, onError: (e) => lost.push(e) });
+  t.after(() => live.close());
+  await waitFor(() => live.openCache.status.connected, "the stream live");
+  await srv.close();
+  await waitFor(() => lost.length > 0, "the lost stream told");
+  const l = lost[0] as Error;
+  assert.ok(l.message.startsWith(`watch ${srv.url}/v1/watch: `), l.message);
+  assert.notEqual(l.cause, undefined, "the cause is kept");
 });
