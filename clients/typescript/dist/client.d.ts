@@ -168,6 +168,8 @@ export declare class Client {
     private firstSpent;
     /** No daemon answered the last call. */
     private unanswered;
+    /** Answers from any daemon so far (a refusal, a re-probe's too): a call that fails after one came that it began before says nothing of now. */
+    private heard;
     private readonly known;
     private readonly reach;
     private readonly onError;
@@ -231,6 +233,8 @@ export declare class Client {
     private budget;
     /** rpc calls method with failover and notes that a daemon answered. */
     private rpc;
+    /** hear notes that a daemon answered: the client is up. */
+    private hear;
     /**
      * allow asks whether a call to breaker may go out. A denial is a Permit
      * with allowed false. When no daemon answers within the Allow budget,

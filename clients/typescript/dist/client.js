@@ -59,6 +59,8 @@ export class Client {
     firstSpent = false;
     /** No daemon answered the last call. */
     unanswered = false;
+    /** Answers from any daemon so far (a refusal, a re-probe's too): a call that fails after one came that it began before says nothing of now. */
+    heard = 0;
     known = new Map();
     reach;
     onError;
@@ -171,6 +173,7 @@ export class Client {
             if (err instanceof UnreachableError)
                 return false;
         }
+        this.heard++; // Reach takes the client up again
         return true;
     }
     /**
@@ -216,24 +219,33 @@ export class Client {
     }
     /** rpc calls method with failover and notes that a daemon answered. */
     async rpc(method, body, budgetMs, signal) {
+        const before = this.heard;
         let res;
         try {
             res = await this.transport.call(method, body, { budgetMs, signal });
         }
         catch (err) {
-            if (err instanceof UnreachableError) {
+            if (!(err instanceof UnreachableError))
+                this.hear(); // a refusal is an answer
+            else if (this.heard === before) {
+                // Unless a daemon answered another call meanwhile: then this one's
+                // failure (a connection closed under it, a stall it waited out)
+                // says nothing of now, and the client stays up.
                 this.unanswered = true;
                 if (budgetMs >= this.rpcTimeoutMs && !signal?.aborted)
                     this.reach.failed(err); // gone, not slow
             }
-            else
-                this.reach.answered(); // a refusal is an answer
             throw err;
         }
         this.answered = true;
         this.unanswered = false;
-        this.reach.answered();
+        this.hear();
         return res;
+    }
+    /** hear notes that a daemon answered: the client is up. */
+    hear() {
+        this.heard++;
+        this.reach.answered();
     }
     /**
      * allow asks whether a call to breaker may go out. A denial is a Permit

@@ -227,6 +227,8 @@ export class Client {
   private firstSpent = false;
   /** No daemon answered the last call. */
   private unanswered = false;
+  /** Answers from any daemon so far (a refusal, a re-probe's too): a call that fails after one came that it began before says nothing of now. */
+  private heard = 0;
   private readonly known = new Map<string, Known>();
   private readonly reach: Reach;
   private readonly onError: (err: unknown) => void;
@@ -346,6 +348,7 @@ export class Client {
     } catch (err) {
       if (err instanceof UnreachableError) return false;
     }
+    this.heard++; // Reach takes the client up again
     return true;
   }
 
@@ -389,20 +392,31 @@ export class Client {
 
   /** rpc calls method with failover and notes that a daemon answered. */
   private async rpc<T>(method: string, body: unknown, budgetMs: number, signal?: AbortSignal): Promise<T> {
+    const before = this.heard;
     let res: T;
     try {
       res = await this.transport.call<T>(method, body, { budgetMs, signal });
     } catch (err) {
-      if (err instanceof UnreachableError) {
+      if (!(err instanceof UnreachableError)) this.hear(); // a refusal is an answer
+      else if (this.heard === before) {
+        // Unless a daemon answered another call meanwhile: then this one's
+        // failure (a connection closed under it, a stall it waited out)
+        // says nothing of now, and the client stays up.
         this.unanswered = true;
         if (budgetMs >= this.rpcTimeoutMs && !signal?.aborted) this.reach.failed(err); // gone, not slow
-      } else this.reach.answered(); // a refusal is an answer
+      }
       throw err;
     }
     this.answered = true;
     this.unanswered = false;
-    this.reach.answered();
+    this.hear();
     return res;
+  }
+
+  /** hear notes that a daemon answered: the client is up. */
+  private hear(): void {
+    this.heard++;
+    this.reach.answered();
   }
 
   /**

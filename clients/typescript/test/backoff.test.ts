@@ -219,3 +219,35 @@ test("a rejoin is as quiet as a loss: a daemon back cold gets no caller's Allow"
     await c.close();
   }
 });
+
+test("a call that fails after a daemon answered one begun later leaves the client up; one begun after the answer does not", async () => {
+  const d = await Fake.start();
+  const told: unknown[] = [];
+  const c = new Client({ urls: d.served.url, workerId: "w1", allowBudgetMs: 100, rpcTimeoutMs: 60_000, savingsIntervalMs: 0, onError: (e) => told.push(e) });
+  // The RPCs the client makes, to wait for the held one's end.
+  const rpcs: Promise<unknown>[] = [];
+  const spied = c as unknown as { rpc(...args: unknown[]): Promise<unknown> };
+  const rpc = spied.rpc.bind(c);
+  spied.rpc = (...args: unknown[]) => {
+    const p = rpc(...args);
+    rpcs.push(p);
+    return p;
+  };
+  try {
+    const held = c.allow("held"); // the first call: a connection of its own, held at the daemon
+    await waitFor(() => d.allows.includes("held"), "the held Allow at the daemon");
+    assert.equal((await c.allow("b")).degraded, false, "the daemon answers another call meanwhile");
+    for (const r of d.held.splice(0)) r.destroy(); // the held call's connection closed unanswered, as a daemon back from a stall may
+    assert.ok((await held).degraded);
+    await assert.rejects(rpcs[0]!, UnreachableError, "the held Allow's RPC");
+    assert.equal(c.down, false, "a call begun before an answer made the client down");
+    assert.deepEqual(told.filter((e) => e instanceof UnreachableError).map(String), []);
+
+    await d.served.close(); // now every call is refused: one begun after the last answer
+    assert.ok((await c.allow("b")).degraded);
+    await waitFor(() => c.down, "the client to take the refusing daemon as gone");
+    assert.equal(told.filter((e) => e instanceof UnreachableError).length, 1, told.map(String).join("\n"));
+  } finally {
+    await c.close();
+  }
+});
