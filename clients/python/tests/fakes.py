@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import socket
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -72,3 +73,30 @@ class Fake:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join()
+
+
+class RawServer:
+    """RawServer accepts TCP connections on a free loopback port and
+    serves each on a thread of its own (serve, which a subclass gives),
+    counting them; for what no HTTP server would send."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
+
+    def serve(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.sock.close()

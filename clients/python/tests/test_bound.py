@@ -16,35 +16,26 @@ import pytest
 import breakerd
 from breakerd._transport import MAX_CONNS
 
+from .fakes import RawServer
+
 CALLS = 3 * MAX_CONNS
 
 
-class Stalled:
-    """Stalled accepts connections on a free loopback port and reads them
-    to their end, answering nothing."""
+class Stalled(RawServer):
+    """Stalled reads each connection to its end, answering nothing, and
+    counts the connections open at once."""
 
     def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.lock = threading.Lock()
-        self.open = self.most = self.accepted = 0
+        self.open = self.most = 0
         self.conns: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with self.lock:
-                self.accepted += 1
-                self.open += 1
-                self.most = max(self.most, self.open)
-                self.conns.append(conn)
-            threading.Thread(target=self._read, args=(conn,), daemon=True).start()
-
-    def _read(self, conn: socket.socket) -> None:
+    def serve(self, conn: socket.socket) -> None:
+        with self.lock:
+            self.open += 1
+            self.most = max(self.most, self.open)
+            self.conns.append(conn)
         try:
             while conn.recv(65536):
                 pass
@@ -54,7 +45,7 @@ class Stalled:
             self.open -= 1
 
     def close(self) -> None:
-        self.sock.close()
+        super().close()
         with self.lock:
             conns, self.conns = self.conns, []
         for c in conns:
@@ -86,7 +77,7 @@ def test_threads_hold_at_most_the_bound_of_a_stalled_daemons_connections(stalled
             t.start()
         for t in threads:
             t.join()
-        print(f"{stalled.accepted} connections accepted, at most {stalled.most} open at once")
+        print(f"{stalled.connections} connections accepted, at most {stalled.most} open at once")
         assert stalled.most <= MAX_CONNS, f"{stalled.most} connections open at once at the stalled daemon"
         assert stalled.most == MAX_CONNS, f"{CALLS} calls left out opened only {stalled.most}"
     finally:
@@ -103,11 +94,11 @@ def test_tasks_hold_at_most_the_bound_of_a_stalled_daemons_connections(stalled: 
             # The requests left out dial on the loop after their callers
             # had the fallback's answer: wait until the bound's are in.
             for _ in range(6000):
-                if stalled.accepted >= MAX_CONNS:
+                if stalled.connections >= MAX_CONNS:
                     break
                 await asyncio.sleep(0.01)
             await asyncio.sleep(0.05)  # room for any past the bound to arrive too
-            print(f"{stalled.accepted} connections accepted, at most {stalled.most} open at once")
+            print(f"{stalled.connections} connections accepted, at most {stalled.most} open at once")
             assert stalled.most <= MAX_CONNS, f"{stalled.most} connections open at once at the stalled daemon"
             assert stalled.most == MAX_CONNS, f"{CALLS} calls left out opened only {stalled.most}"
         finally:

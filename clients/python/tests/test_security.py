@@ -15,30 +15,20 @@ import breakerd
 from breakerd._cache import MAX_SSE_LINE_BYTES
 from breakerd._transport import MAX_BODY_BYTES, Outage
 
+from .fakes import RawServer
 
-class Hostile:
+
+class Hostile(RawServer):
     """A TCP server that answers every connection with head, then calls
     feed(send) until the client hangs up; counts what it sent."""
 
     def __init__(self, head: bytes, feed: Callable[[Callable[[bytes], None]], None]) -> None:
         self.head, self.feed = head, feed
         self.sent = 0
-        self.connections = 0
         self.hung_up = threading.Event()
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
+    def serve(self, conn: socket.socket) -> None:
         with conn:
             conn.recv(65536)
 
@@ -51,9 +41,6 @@ class Hostile:
                 self.feed(send)
             except OSError:
                 self.hung_up.set()
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def endless(chunk: bytes) -> Callable[[Callable[[bytes], None]], None]:
