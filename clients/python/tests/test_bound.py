@@ -14,7 +14,8 @@ from collections.abc import Iterator
 import pytest
 
 import breakerd
-from breakerd._transport import MAX_CONNS
+from breakerd._aiotransport import _Conn, _Slots
+from breakerd._transport import MAX_CONNS, Endpoint, _Pool
 
 from .fakes import RawServer
 
@@ -104,5 +105,41 @@ def test_tasks_hold_at_most_the_bound_of_a_stalled_daemons_connections(stalled: 
         finally:
             stalled.close()
             await c.close()
+
+    asyncio.run(main())
+
+
+class Open:
+    """A transport that stays open (a kept connection's, without a socket)."""
+
+    def is_closing(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_fresh_connection_wanted_at_the_bound_closes_an_idle_one() -> None:
+    """A retry wants a fresh connection: with MAX_CONNS open and idle, one
+    of them gives way rather than the retry waiting out its budget."""
+    pool = _Pool(Endpoint.parse("http://127.0.0.1:1"), None)
+    conns = [pool.get(1.0)[0] for _ in range(MAX_CONNS)]
+    for c in conns:
+        pool.put(c)
+    fresh, reused = pool.get(0.001, reuse=False)
+    assert not reused and fresh not in conns
+    assert pool.open == MAX_CONNS and len(pool.idle) == MAX_CONNS - 1
+
+    async def main() -> None:
+        slots = _Slots()
+        loop = asyncio.get_running_loop()
+        for _ in range(MAX_CONNS):
+            assert await slots.room(loop, loop.time() + 1.0) is None
+        for _ in range(MAX_CONNS):
+            conn = _Conn(loop)
+            conn.transport = Open()  # type: ignore[assignment]
+            slots.put(conn)
+        assert await slots.room(loop, loop.time() + 0.001, reuse=False) is None
+        assert slots.open == MAX_CONNS and len(slots.idle) == MAX_CONNS - 1
 
     asyncio.run(main())

@@ -138,7 +138,8 @@ class _Slots:
 
     async def room(self, loop: asyncio.AbstractEventLoop, deadline: float, reuse: bool = True) -> _Conn | None:
         """An idle connection (unless not reuse), or None once a fresh one
-        may be opened (it is counted open from then on); TimeoutError at
+        may be opened (it is counted open from then on; when a fresh one
+        is wanted, an idle one is closed to make room); TimeoutError at
         deadline (the loop's clock) when neither came."""
         while True:
             conn = self.take() if reuse else None
@@ -147,6 +148,9 @@ class _Slots:
             if self.open < MAX_CONNS:
                 self.open += 1
                 return None
+            if self.idle:  # a fresh one is wanted: an idle one gives way
+                self.drop(self.idle.pop(0))
+                continue
             w = loop.create_future()
             self.waiting.append(w)
             timer = loop.call_at(deadline, _expire, w)

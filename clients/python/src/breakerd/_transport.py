@@ -124,11 +124,17 @@ class _Pool:
 
     def get(self, timeout: float, reuse: bool = True) -> tuple[http.client.HTTPConnection, bool]:
         """An idle connection (unless not reuse), or a fresh one once fewer
-        than MAX_CONNS are open; TimeoutError when neither comes within
+        than MAX_CONNS are open (when a fresh one is wanted, an idle one
+        is closed to make room); TimeoutError when neither comes within
         timeout seconds. The second result says whether it was idle."""
         deadline = time.monotonic() + timeout
+        spare: http.client.HTTPConnection | None = None
         with self.cond:
             while not (reuse and self.idle) and self.open >= MAX_CONNS:
+                if self.idle:  # a fresh one is wanted: an idle one gives way
+                    spare = self.idle.pop(0)
+                    self.open -= 1
+                    break
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise TimeoutError(f"{self.ep.url}: all {MAX_CONNS} connections busy for {timeout:.3f}s")
@@ -139,6 +145,8 @@ class _Pool:
                     conn.sock.settimeout(timeout)
                 return conn, True
             self.open += 1
+        if spare is not None:
+            spare.close()
         return _fresh(self.ep, self.tls, timeout), False
 
     def put(self, conn: http.client.HTTPConnection) -> None:
