@@ -104,9 +104,19 @@ test("a hung daemon is asked again on the Go client's schedule; the loss and the
       await c.allow("b");
       return !c.down;
     }, "a re-probe finding the daemon");
-    await waitFor(async () => !(await c.allow("b")).degraded, "the daemon's own answer");
-    assert.equal(told.filter((e) => e instanceof UnreachableError).length, 1, told.map(String).join("\n"));
-    assert.equal(told.filter((e) => e instanceof ReachableAgain).length, 1, told.map(String).join("\n"));
+    // On a busy host an Allow's RPC may miss the 200 ms RPC timeout after
+    // that: a loss of its own, said in its turn, which the next re-probe
+    // on the schedule ends (the clock is moved past it).
+    await waitFor(async () => {
+      clock.advance(30_000);
+      return !(await c.allow("b")).degraded;
+    }, "the daemon's own answer");
+    const said = told.flatMap((e) => (e instanceof UnreachableError ? ["lost"] : e instanceof ReachableAgain ? ["back"] : []));
+    assert.deepEqual(said.slice(0, 2), ["lost", "back"], told.map(String).join("\n"));
+    assert.ok(
+      said.every((k, i) => k === (i % 2 === 0 ? "lost" : "back")),
+      `each loss and each return told once, in turn: ${told.map(String).join("\n")}`,
+    );
   } finally {
     await c.close();
   }
