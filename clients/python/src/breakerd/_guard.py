@@ -76,6 +76,10 @@ class Guard:
         self.tool = tool
         self.deadline = deadline
         self.exclude = exclude
+        self._new_call()
+
+    def _new_call(self) -> None:
+        """What one call holds, none of it yet."""
         self.permit: Permit | None = None
         self.result: dict[str, Any] | None = None
         self._started = 0.0
@@ -232,7 +236,7 @@ class Guard:
         """A guard for one more call: this one's settings, checked when it
         was made, and none of a call's state."""
         g = copy.copy(self)
-        g.permit, g.result, g._started, g._span = None, None, 0.0, None
+        g._new_call()
         return g
 
 
