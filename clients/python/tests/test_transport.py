@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import re
 import ssl
 import threading
 import time
@@ -16,8 +17,10 @@ import pytest
 
 import breakerd
 from breakerd._aiotransport import AsyncTransport
+from breakerd._evidence import _ERROR_KINDS
 from breakerd._transport import Outage, Transport
 
+from .conftest import REPO
 from .fakes import Fake, Handler, json_answer
 
 DEAD = "http://127.0.0.1:1"  # refused at once
@@ -414,6 +417,14 @@ def test_record_takes_the_evidence_the_wire_takes(offline: breakerd.Client) -> N
                {"http_status": 429, "headers": {"retry-after": "120"}, "date": "Sun, 25 Oct 2026 09:33:20 GMT",
                 "body_error_code": "rate_limit_error", "no_deadline": False}):
         assert offline.record(p, evidence=ev, latency_ms=12, deadline_ms=0)["degraded"] is True
+
+
+def test_the_error_kinds_record_takes_are_the_protos() -> None:
+    """The client's list of ErrorKind values, by number, is the enum of
+    proto/breakerd/v1/breaker.proto: a kind added there is taken here."""
+    proto = (REPO / "proto" / "breakerd" / "v1" / "breaker.proto").read_text()
+    declared = {int(n): name for name, n in re.findall(r"^\s*(ERROR_KIND_\w+) = (\d+);", proto, re.M)}
+    assert list(_ERROR_KINDS) == [declared[n] for n in range(len(declared))]
 
 
 @pytest.mark.parametrize("aio", [False, True], ids=["sync", "async"])
